@@ -1,0 +1,207 @@
+"""The one exception hierarchy of refimpl.
+
+Every failure a caller can cause or meet has its own class here. The engine raises them
+without knowing about HTTP; `refimpl.http.errors` maps each class to a status in one place.
+Messages are one sentence a person understands: what is wrong, and how to fix it where that
+is not obvious.
+"""
+
+from __future__ import annotations
+
+
+class KdbError(Exception):
+    """Base of every error refimpl raises on purpose."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def details(self) -> dict[str, object]:
+        """Extra JSON fields an error answer carries besides `error`."""
+        return {}
+
+
+# --- SQL: the statement itself is wrong -------------------------------------------------
+
+
+class SqlError(KdbError):
+    """A statement that cannot run as written."""
+
+    def __init__(self, message: str, line: int | None = None, column: int | None = None):
+        super().__init__(message)
+        self.line = line
+        self.column = column
+
+    def details(self) -> dict[str, object]:
+        if self.line is None:
+            return {}
+        return {"position": {"line": self.line, "column": self.column}}
+
+
+class SqlSyntaxError(SqlError):
+    """The text does not parse."""
+
+
+class UnknownTable(SqlError):
+    def __init__(self, table: str):
+        super().__init__(f"table '{table}' does not exist")
+        self.table = table
+
+
+class TableExists(SqlError):
+    def __init__(self, table: str):
+        super().__init__(f"table '{table}' already exists; use CREATE TABLE IF NOT EXISTS")
+
+
+class UnknownColumn(SqlError):
+    def __init__(self, column: str, table: str | None = None):
+        where = f" in table '{table}'" if table else ""
+        super().__init__(f"column '{column}' does not exist{where}")
+        self.column = column
+
+
+class AmbiguousColumn(SqlError):
+    pass
+
+
+class DuplicateColumn(SqlError):
+    pass
+
+
+class TypeMismatch(SqlError):
+    """A value or expression of the wrong type."""
+
+
+class DuplicateKey(SqlError):
+    def __init__(self, table: str, key: object):
+        super().__init__(
+            f"duplicate primary key {key!r} in table '{table}'; nothing of the statement was"
+            " applied"
+        )
+
+
+class NotNullViolation(SqlError):
+    pass
+
+
+class InvalidValue(SqlError):
+    """A literal or parameter that cannot be the value asked for (a bad timestamp, say)."""
+
+
+class NotAllowed(SqlError):
+    """A statement that is valid SQL but not allowed here (SUBSCRIBE in /exec, say)."""
+
+
+class ParameterError(SqlError):
+    """Wrong number or kind of `?` parameters."""
+
+
+class TransactionError(SqlError):
+    """COMMIT without BEGIN, BEGIN inside a transaction, and the like."""
+
+
+class UnknownFunction(SqlError):
+    pass
+
+
+class ResultTooLarge(SqlError):
+    pass
+
+
+class StatementTimeout(SqlError):
+    pass
+
+
+# --- Catalog objects named outside SQL ---------------------------------------------------
+
+
+class NotFound(KdbError):
+    """A database, or a table named by a route parameter, that does not exist."""
+
+
+class UnknownDatabase(NotFound):
+    def __init__(self, name: str):
+        super().__init__(f"database '{name}' does not exist")
+        self.name = name
+
+
+class DatabaseExists(SqlError):
+    def __init__(self, name: str):
+        super().__init__(f"database '{name}' already exists; use CREATE DATABASE IF NOT EXISTS")
+
+
+class UserError(SqlError):
+    """Unknown or duplicate users and tokens in user-management statements."""
+
+
+# --- Who may do what ---------------------------------------------------------------------
+
+
+class Unauthorized(KdbError):
+    """No valid credentials where they are needed (a wrong, expired or revoked token)."""
+
+
+class Forbidden(KdbError):
+    """Valid credentials without the right the operation needs."""
+
+
+# --- Requests outside SQL ----------------------------------------------------------------
+
+
+class BadRequest(KdbError):
+    """A parameter, header or body that is wrong, unknown or out of range."""
+
+
+class PayloadTooLarge(BadRequest):
+    pass
+
+
+class Gone(KdbError):
+    """A position older than the log still kept."""
+
+    def __init__(self, message: str, gone_before: int):
+        super().__init__(message)
+        self.gone_before = gone_before
+
+    def details(self) -> dict[str, object]:
+        return {"gone_before": self.gone_before}
+
+
+# --- The server cannot take this now -----------------------------------------------------
+
+
+class Unavailable(KdbError):
+    """The documented 503: shutting down, or writes stopped after a disk failure."""
+
+
+class WritesStopped(Unavailable):
+    pass
+
+
+class ShuttingDown(Unavailable):
+    pass
+
+
+# --- Storage damage found while opening --------------------------------------------------
+
+
+class StorageError(KdbError):
+    """Damage in the log or data files that recovery must not paper over."""
+
+
+class CorruptLog(StorageError):
+    def __init__(self, path: str, offset: int, reason: str):
+        super().__init__(
+            f"write-ahead log damaged in {path} at offset {offset}: {reason}; "
+            "run `refimpl check` and restore from a backup"
+        )
+        self.path = path
+        self.offset = offset
+
+
+class CorruptCheckpoint(StorageError):
+    pass
+
+
+class ConfigError(KdbError):
+    """A bad setting in kdb.conf, the environment or a flag."""
