@@ -1,0 +1,42 @@
+"""What running a statement gives back: the shape every front end serialises."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    """A result column: its name and its type name (INT, DOUBLE, STRING, ...)."""
+
+    name: str
+    type: str
+
+
+@dataclass(slots=True)
+class Result:
+    """The answer of one statement (or of a script: its last statement's answer).
+
+    `columns` is None for a statement that is not a query; then `message` says what happened
+    and `count` how many rows it touched. For a query, `rows` holds tuples of Python values
+    (TIMESTAMP as int microseconds) and `count` is `len(rows)`.
+    """
+
+    query: str
+    columns: list[Column] | None = None
+    rows: list[tuple] = field(default_factory=list)
+    message: str | None = None
+    count: int = 0
+    statements: int = 1
+
+    @property
+    def is_query(self) -> bool:
+        return self.columns is not None
+
+
+def message_result(query: str, message: str, count: int = 0) -> Result:
+    return Result(query=query, message=message, count=count)
+
+
+def query_result(query: str, columns: list[Column], rows: list[tuple]) -> Result:
+    return Result(query=query, columns=columns, rows=rows, count=len(rows))
