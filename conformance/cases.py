@@ -1,0 +1,542 @@
+"""Case files: reading examples out of the spec's markdown, and loading the extracted JSON.
+
+Two layers, both usable on their own:
+
+- `extract_chapter(markdown, source)` turns one `spec/*.md` chapter into a chapter document
+  (the JSON that `spec/examples/<chapter>.json` holds): every fenced block whose info string
+  starts with `sql-example` or `http-example`, with its id, source file and line range.
+- `load_examples(path)` reads chapter documents (a file or a folder of `*.json`), checks them
+  against `case.schema.json` and the matcher vocabulary, and returns `Example` objects in
+  file order. Duplicate ids across files are an error.
+
+The format itself is described in `conformance/README.md` and `spec/README.md`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from conformance.matchers import validate_matchers
+
+FORMAT_VERSION = 1
+SCHEMA_PATH = Path(__file__).with_name("case.schema.json")
+EXAMPLE_KINDS = {"sql-example": "sql", "http-example": "http"}
+ID_RE = re.compile(r"^[a-z0-9][a-z0-9-]*$")
+TYPE_NAMES = ("INT", "BIGINT", "DOUBLE", "STRING", "SYMBOL", "BOOLEAN", "TIMESTAMP")
+ROW_SEPARATOR = " | "
+NULL_TEXT = "NULL"
+EMPTY_TEXT = "(empty)"
+SORT_MODES = ("nosort", "rowsort")
+
+
+class CaseError(ValueError):
+    """A case file or spec block that is not well formed; the message names file and line."""
+
+
+@dataclass(frozen=True)
+class Example:
+    """One example, as loaded from a chapter document.
+
+    `data` is the example's JSON object exactly as in the file; the other fields are the
+    parts a runner and a report need without knowing the format.
+    """
+
+    id: str
+    kind: str  # "sql" or "http"
+    source: str  # the spec file, relative to the repository (spec/sql.md)
+    lines: tuple[int, int]  # first and last line of the block's content in `source`
+    title: str
+    needs: tuple[str, ...]
+    data: dict[str, Any] = field(hash=False, compare=False)
+
+    @property
+    def location(self) -> str:
+        """`spec/sql.md:12-30`: where the example is written."""
+        return f"{self.source}:{self.lines[0]}-{self.lines[1]}"
+
+    @property
+    def chapter(self) -> str:
+        """The chapter name: the source file's stem (`sql`)."""
+        return Path(self.source).stem
+
+
+# ---------------------------------------------------------------------------------------
+# Values as the SQL examples write them
+# ---------------------------------------------------------------------------------------
+
+
+def render_value(value: Any) -> str:
+    """The canonical text of one JSON value in a `query` result row.
+
+    NULL is `NULL`, booleans `true`/`false`, an integral number without a fraction (`10`,
+    also for a DOUBLE 10.0), other numbers as the shortest text that reads back the same
+    (`1.5`, `0.1`), an empty string `(empty)`, other strings as they are (timestamps are
+    strings in JSON and so appear as the server wrote them). Objects and lists (never in a
+    conforming answer) are written as compact JSON.
+    """
+    if value is None:
+        return NULL_TEXT
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if math.isfinite(value) and value.is_integer() and abs(value) < 1e16:
+            return str(int(value))
+        return repr(value)
+    if isinstance(value, str):
+        return EMPTY_TEXT if value == "" else value
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def render_row(values: Iterable[Any]) -> list[str]:
+    """`render_value` of each value of a row."""
+    return [render_value(v) for v in values]
+
+
+# ---------------------------------------------------------------------------------------
+# Markdown: fenced blocks
+# ---------------------------------------------------------------------------------------
+
+_FENCE_RE = re.compile(r"^( {0,3})(`{3,}|~{3,})(.*)$")
+_HEADING_RE = re.compile(r"^ {0,3}(#{1,6})\s+(.*?)\s*#*\s*$")
+
+
+@dataclass(frozen=True)
+class Block:
+    """A fenced code block of a markdown file. Lines count from 1."""
+
+    info: str
+    fence_line: int  # the opening fence
+    first_line: int  # the first content line (fence_line + 1)
+    last_line: int  # the last content line (first_line - 1 when empty)
+    text: str  # the content, lines joined with "\n"
+    heading: str  # the nearest heading above the block ("" when none)
+
+
+def find_blocks(markdown: str) -> list[Block]:
+    """Every fenced block (``` or ~~~) of a CommonMark text, nested fences handled."""
+    lines = markdown.split("\n")
+    blocks: list[Block] = []
+    heading = ""
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        fence = _FENCE_RE.match(line)
+        if not fence:
+            head = _HEADING_RE.match(line)
+            if head:
+                heading = head.group(2)
+            i += 1
+            continue
+        marker = fence.group(2)
+        info = fence.group(3).strip()
+        if marker[0] == "`" and "`" in info:
+            i += 1  # not a fence (an inline code span); CommonMark rule
+            continue
+        start = i
+        j = i + 1
+        while j < len(lines):
+            close = _FENCE_RE.match(lines[j])
+            if (
+                close
+                and close.group(2)[0] == marker[0]
+                and len(close.group(2)) >= len(marker)
+                and not close.group(3).strip()
+            ):
+                break
+            j += 1
+        content = lines[start + 1 : j]
+        blocks.append(
+            Block(
+                info=info,
+                fence_line=start + 1,
+                first_line=start + 2,
+                last_line=start + 1 + len(content),
+                text="\n".join(content),
+                heading=heading,
+            )
+        )
+        i = j + 1
+    return blocks
+
+
+def parse_info(info: str, where: str) -> tuple[str, dict[str, str]]:
+    """`sql-example id=x needs=sample` -> ("sql-example", {"id": "x", "needs": "sample"})."""
+    words = info.split()
+    if not words:
+        return "", {}
+    attrs: dict[str, str] = {}
+    for word in words[1:]:
+        if "=" not in word:
+            raise CaseError(f"{where}: expected key=value in the info string, got {word!r}")
+        key, value = word.split("=", 1)
+        attrs[key] = value
+    return words[0], attrs
+
+
+# ---------------------------------------------------------------------------------------
+# SQL examples
+# ---------------------------------------------------------------------------------------
+
+_COLUMN_RE = re.compile(r'^(?:"((?:[^"]|"")*)"|([^\s:"]+)):([A-Za-z]+)$')
+
+
+def _split_words(text: str) -> list[str]:
+    """Split on spaces, keeping "double quoted" parts (with "" inside) together."""
+    words: list[str] = []
+    current = ""
+    quoted = False
+    for ch in text:
+        if ch == '"':
+            quoted = not quoted
+            current += ch
+        elif ch.isspace() and not quoted:
+            if current:
+                words.append(current)
+            current = ""
+        else:
+            current += ch
+    if current:
+        words.append(current)
+    return words
+
+
+def parse_sql_records(text: str, first_line: int, where: str) -> list[dict[str, Any]]:
+    """The records of a `sql-example` block; `first_line` is the block's first line number.
+
+    Records are separated by blank lines. Lines starting with `#` between records are
+    comments. See spec/README.md for the record forms.
+    """
+    lines = text.split("\n")
+    records: list[dict[str, Any]] = []
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if not line.strip() or line.lstrip().startswith("#"):
+            i += 1
+            continue
+        header_line = first_line + i
+        here = f"{where}:{header_line}"
+        header = line.strip()
+        i += 1
+        sql_lines: list[str] = []
+        while i < len(lines) and lines[i].strip() and lines[i].strip() != "----":
+            sql_lines.append(lines[i])
+            i += 1
+        result_lines: list[str] | None = None
+        if i < len(lines) and lines[i].strip() == "----":
+            i += 1
+            result_lines = []
+            while i < len(lines) and lines[i].strip():
+                result_lines.append(lines[i].rstrip())
+                i += 1
+        end_line = first_line + i - 1
+        if not sql_lines:
+            raise CaseError(f"{here}: record {header!r} has no SQL")
+        record = _make_record(header, "\n".join(sql_lines), result_lines, here)
+        record["line"] = header_line
+        record["end_line"] = end_line
+        records.append(record)
+    if not records:
+        raise CaseError(f"{where}:{first_line}: the example has no records")
+    return records
+
+
+def _make_record(
+    header: str, sql: str, result: list[str] | None, here: str
+) -> dict[str, Any]:
+    words = header.split(None, 2)
+    if words[0] == "statement" and len(words) >= 2 and words[1] == "ok":
+        if len(words) > 2:
+            raise CaseError(f"{here}: 'statement ok' takes nothing after it")
+        record: dict[str, Any] = {"type": "statement", "expect": "ok", "sql": sql}
+        if result is not None:
+            if len(result) != 1:
+                raise CaseError(f"{here}: 'statement ok' expects one message line after ----")
+            record["message"] = result[0]
+        return record
+    if words[0] in ("statement", "query") and len(words) >= 2 and words[1] == "error":
+        record = {"type": "statement", "expect": "error", "sql": sql}
+        if len(words) > 2:
+            pattern = words[2].strip()
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise CaseError(f"{here}: bad error pattern {pattern!r}: {exc}") from None
+            record["pattern"] = pattern
+        if result is not None:
+            record["message"] = "\n".join(result)
+        return record
+    if words[0] == "query":
+        specs = _split_words(header[len("query") :])
+        sort = "nosort"
+        if specs and specs[-1] in SORT_MODES:
+            sort = specs.pop()
+        columns = []
+        for spec in specs:
+            m = _COLUMN_RE.match(spec)
+            if not m:
+                raise CaseError(f"{here}: bad column {spec!r}; write name:TYPE")
+            name = m.group(2) if m.group(2) is not None else m.group(1).replace('""', '"')
+            ctype = m.group(3).upper()
+            if ctype not in TYPE_NAMES:
+                raise CaseError(f"{here}: unknown type {ctype!r} of column {name!r}")
+            columns.append({"name": name, "type": ctype})
+        if not columns:
+            raise CaseError(f"{here}: 'query' needs its columns as name:TYPE")
+        if result is None:
+            raise CaseError(f"{here}: 'query' needs ---- and the rows (none for an empty result)")
+        rows = []
+        for offset, row_text in enumerate(result):
+            cells = row_text.split(ROW_SEPARATOR)
+            if len(cells) != len(columns):
+                raise CaseError(
+                    f"{here}: row {offset + 1} has {len(cells)} value(s), the query"
+                    f" {len(columns)} column(s)"
+                )
+            rows.append(cells)
+        return {"type": "query", "columns": columns, "sort": sort, "sql": sql, "rows": rows}
+    raise CaseError(
+        f"{here}: unknown record {header!r}; use 'statement ok', 'statement error [regex]'"
+        " or 'query <name:TYPE ...> [rowsort]'"
+    )
+
+
+def render_sql_record(record: dict[str, Any]) -> str:
+    """The text of one record as a `sql-example` block writes it (without a blank line)."""
+    parts: list[str] = []
+    if record["type"] == "query":
+        cols = []
+        for col in record["columns"]:
+            name = col["name"]
+            if not re.fullmatch(r'[^\s:"]+', name):
+                name = '"' + name.replace('"', '""') + '"'
+            cols.append(f"{name}:{col['type']}")
+        head = "query " + " ".join(cols)
+        if record.get("sort", "nosort") != "nosort":
+            head += " " + record["sort"]
+        parts = [head, record["sql"], "----"]
+        parts.extend(ROW_SEPARATOR.join(row) for row in record["rows"])
+    elif record["expect"] == "ok":
+        parts = ["statement ok", record["sql"]]
+        if record.get("message") is not None:
+            parts += ["----", record["message"]]
+    else:
+        head = "statement error"
+        if record.get("pattern"):
+            head += " " + record["pattern"]
+        parts = [head, record["sql"]]
+        if record.get("message") is not None:
+            parts += ["----", record["message"]]
+    return "\n".join(parts)
+
+
+# ---------------------------------------------------------------------------------------
+# HTTP examples
+# ---------------------------------------------------------------------------------------
+
+
+def normalize_http(case: dict[str, Any], where: str) -> dict[str, Any]:
+    """Fill in the defaults of an `http-example`'s JSON, so case files are explicit.
+
+    A top-level `request` (with `expect`, `capture`) is one step. A request's `sql` is
+    `POST /exec` with that body. `method` defaults to POST when a body is given, else GET;
+    `auth` to `admin`; `query` and `headers` to {}.
+    """
+    if not isinstance(case, dict):
+        raise CaseError(f"{where}: an http-example is a JSON object")
+    case = dict(case)
+    if "request" in case:
+        if "steps" in case:
+            raise CaseError(f"{where}: give either 'steps' or one 'request', not both")
+        step = {k: case.pop(k) for k in ("request", "expect", "capture") if k in case}
+        case["steps"] = [step]
+    steps = case.get("steps")
+    if not isinstance(steps, list) or not steps:
+        raise CaseError(f"{where}: an http-example needs 'steps' (or one 'request')")
+    out_steps = []
+    for n, step in enumerate(steps, 1):
+        if not isinstance(step, dict) or not isinstance(step.get("request"), dict):
+            raise CaseError(f"{where}: step {n} needs a 'request' object")
+        step = dict(step)
+        request = dict(step["request"])
+        if "sql" in request:
+            request.setdefault("method", "POST")
+            request.setdefault("path", "/exec")
+            request["body"] = request.pop("sql")
+        has_body = any(k in request for k in ("body", "json", "form"))
+        request.setdefault("method", "POST" if has_body else "GET")
+        request["method"] = str(request["method"]).upper()
+        request.setdefault("query", {})
+        request.setdefault("headers", {})
+        request.setdefault("auth", "admin")
+        ordered = {
+            k: request[k]
+            for k in ("method", "path", "query", "headers", "auth", "body", "json", "form", "read")
+            if k in request
+        }
+        ordered.update({k: v for k, v in request.items() if k not in ordered})
+        step["request"] = ordered
+        out_steps.append(step)
+    result: dict[str, Any] = {"setup": case.get("setup", []), "steps": out_steps}
+    result.update({k: v for k, v in case.items() if k not in result and k not in ("needs",)})
+    return result
+
+
+# ---------------------------------------------------------------------------------------
+# Chapters
+# ---------------------------------------------------------------------------------------
+
+
+def extract_chapter(markdown: str, source: str) -> dict[str, Any]:
+    """The chapter document of one markdown chapter. `source` is its repository path.
+
+    Raises CaseError (naming `source:line`) for a malformed example block.
+    """
+    examples: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for block in find_blocks(markdown):
+        lang, attrs = parse_info(block.info, f"{source}:{block.fence_line}")
+        kind = EXAMPLE_KINDS.get(lang)
+        if kind is None:
+            continue
+        where = f"{source}:{block.fence_line}"
+        ex_id = attrs.get("id")
+        if not ex_id or not ID_RE.match(ex_id):
+            raise CaseError(f"{where}: an example needs id=<lowercase-words-with-hyphens>")
+        if ex_id in seen:
+            raise CaseError(f"{where}: the id {ex_id!r} is used twice")
+        seen.add(ex_id)
+        needs = [n for n in attrs.get("needs", "").split(",") if n]
+        example: dict[str, Any] = {
+            "id": ex_id,
+            "kind": kind,
+            "source": source,
+            "lines": [block.first_line, max(block.last_line, block.first_line)],
+            "title": block.heading,
+        }
+        if kind == "sql":
+            example["needs"] = needs
+            example["records"] = parse_sql_records(block.text, block.first_line, source)
+        else:
+            try:
+                raw = json.loads(block.text)
+            except json.JSONDecodeError as exc:
+                raise CaseError(
+                    f"{source}:{block.first_line + exc.lineno - 1}: bad JSON: {exc.msg}"
+                ) from None
+            if isinstance(raw, dict):
+                needs = needs or list(raw.get("needs", []))
+            example["needs"] = needs
+            example.update(normalize_http(raw, where))
+            problems = validate_matchers(example["steps"])
+            if problems:
+                raise CaseError(f"{where}: " + "; ".join(problems))
+        examples.append(example)
+    return {
+        "format": FORMAT_VERSION,
+        "chapter": Path(source).stem,
+        "source": source,
+        "examples": examples,
+    }
+
+
+def dump_chapter(document: dict[str, Any]) -> str:
+    """The canonical file text of a chapter document (what is checked in)."""
+    return json.dumps(document, indent=2, ensure_ascii=False) + "\n"
+
+
+# ---------------------------------------------------------------------------------------
+# Loading case files
+# ---------------------------------------------------------------------------------------
+
+
+def load_schema() -> dict[str, Any]:
+    """The JSON Schema of a chapter document."""
+    return json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
+
+
+def schema_errors(document: Any) -> list[str]:
+    """Schema and matcher problems of one chapter document; [] when it is valid."""
+    import jsonschema_rs
+
+    validator = jsonschema_rs.validator_for(load_schema())
+    problems = [
+        f"{'/'.join(str(p) for p in err.instance_path) or '<root>'}: {err.message}"
+        for err in validator.iter_errors(document)
+    ]
+    if not problems:
+        for example in document.get("examples", []):
+            for problem in validate_matchers(example.get("steps", [])):
+                problems.append(f"{example.get('id')}: {problem}")
+    return problems
+
+
+def example_from_json(data: dict[str, Any]) -> Example:
+    """Wrap one example object of a chapter document."""
+    lines = data.get("lines") or [0, 0]
+    return Example(
+        id=data["id"],
+        kind=data["kind"],
+        source=data.get("source", "?"),
+        lines=(int(lines[0]), int(lines[1])),
+        title=data.get("title", ""),
+        needs=tuple(data.get("needs", [])),
+        data=data,
+    )
+
+
+def load_examples(path: Path | str, validate: bool = True) -> list[Example]:
+    """Every example of a chapter document, or of every `*.json` in a folder (sorted by name).
+
+    Raises CaseError when a file is not valid JSON, does not fit the schema, or repeats an
+    id that another file already has.
+    """
+    path = Path(path)
+    files = sorted(path.glob("*.json")) if path.is_dir() else [path]
+    if not files:
+        raise CaseError(f"no case files (*.json) in {path}")
+    examples: list[Example] = []
+    seen: dict[str, str] = {}
+    for file in files:
+        try:
+            document = json.loads(file.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as exc:
+            raise CaseError(f"{file}: {exc}") from None
+        if validate:
+            problems = schema_errors(document)
+            if problems:
+                raise CaseError(f"{file}: " + "; ".join(problems[:10]))
+        for data in document.get("examples", []):
+            example = example_from_json(data)
+            if example.id in seen:
+                raise CaseError(
+                    f"{file}: the id {example.id!r} is also in {seen[example.id]}"
+                )
+            seen[example.id] = file.name
+            examples.append(example)
+    return examples
+
+
+def default_examples_dir() -> Path | None:
+    """Where the examples are when `--examples` is not given, or None.
+
+    First `spec/examples` of the repository this package sits in (a checkout), then
+    `spec/examples` under the current folder, then examples shipped inside the package.
+    """
+    here = Path(__file__).resolve().parent
+    for candidate in (
+        here.parent / "spec" / "examples",
+        Path.cwd() / "spec" / "examples",
+        here / "examples",
+    ):
+        if candidate.is_dir() and any(candidate.glob("*.json")):
+            return candidate
+    return None

@@ -1,0 +1,109 @@
+"""`refimpl conform`: run the conformance suite against a server.
+
+    refimpl conform --url URL [--token T] [--only PATTERN] [--skip-file F] [--expect-file F]
+                    [--jobs N] [--junit FILE] [--json FILE] [--examples DIR] [--timeout S]
+                    [--verbose] [--list]
+
+`main(argv)` returns the exit code: 0 when nothing failed (unexpected passes count as
+failures), 1 when something failed, 2 for a usage or case-file problem.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from conformance.cases import CaseError, default_examples_dir, load_examples
+from conformance.report import Progress, counts, print_report, write_json, write_junit
+from conformance.runner import (
+    Expectation,
+    Runner,
+    RunOptions,
+    id_matches,
+    load_expectations,
+    load_skip_file,
+)
+
+TOKEN_ENV = "KDB_TOKEN"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of `refimpl conform` (also used by tools/verify_docs.py)."""
+    parser = argparse.ArgumentParser(
+        prog="refimpl conform",
+        description="Run the conformance examples of the specification against a server.",
+    )
+    parser.add_argument("--url", required=True, help="base URL, e.g. http://127.0.0.1:9000")
+    parser.add_argument(
+        "--token",
+        default=os.environ.get(TOKEN_ENV),
+        help=f"admin token (default: ${TOKEN_ENV}; none for a server run with --dev)",
+    )
+    parser.add_argument(
+        "--only",
+        action="append",
+        default=[],
+        metavar="PATTERN",
+        help="run only ids matching (glob, or a word the id contains); may repeat",
+    )
+    parser.add_argument("--skip-file", type=Path, help="ids (or globs) to skip, one a line")
+    parser.add_argument(
+        "--expect-file", type=Path, help="known failures: lines '<id> FAIL <reason>'"
+    )
+    parser.add_argument("--jobs", type=int, default=8, help="examples run at once (default 8)")
+    parser.add_argument("--junit", type=Path, help="write a JUnit XML report here")
+    parser.add_argument("--json", type=Path, help="write a JSON report here")
+    parser.add_argument("--examples", type=Path, help="a case file or a folder of them")
+    parser.add_argument("--timeout", type=float, default=30.0, help="seconds per request")
+    parser.add_argument("--verbose", "-v", action="store_true", help="one line per example")
+    parser.add_argument("--list", action="store_true", help="list the selected ids and stop")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the suite as the command line asks; return the exit code."""
+    args = build_parser().parse_args(list(argv) if argv is not None else None)
+    source = args.examples or default_examples_dir()
+    if source is None:
+        print("error: no examples found; pass --examples DIR", file=sys.stderr)
+        return 2
+    try:
+        examples = load_examples(source)
+        rules: list[Expectation] = []
+        if args.skip_file:
+            rules.extend(load_skip_file(args.skip_file))
+        if args.expect_file:
+            rules.extend(load_expectations(args.expect_file))
+    except (CaseError, OSError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.only:
+        examples = [e for e in examples if any(id_matches(p, e.id) for p in args.only)]
+    known = {e.id for e in examples}
+    for rule in rules:
+        if not any(ch in rule.pattern for ch in "*?[") and rule.pattern not in known:
+            print(f"note: {rule.pattern!r} in an expectations file names no selected example")
+    if args.list:
+        for example in examples:
+            print(f"{example.id}\t{example.location}")
+        return 0
+    if not examples:
+        print("error: no example matches the selection", file=sys.stderr)
+        return 2
+    runner = Runner(RunOptions(base_url=args.url, token=args.token, timeout=args.timeout))
+    print(f"running {len(examples)} example(s) against {args.url} with {args.jobs} job(s)")
+    progress = Progress(len(examples), verbose=args.verbose)
+    results = runner.run_all(examples, jobs=args.jobs, expectations=rules, on_result=progress)
+    print_report(results)
+    if args.junit:
+        write_junit(results, args.junit)
+    if args.json:
+        write_json(results, args.json, args.url)
+    return 0 if counts(results)["failed"] == 0 else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

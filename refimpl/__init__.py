@@ -1,0 +1,61 @@
+"""refimpl: a reference SQL time-series database with change features.
+
+`connect(path)` opens a data folder for embedded use and returns a `Connection` whose
+`execute(sql, params)` returns a `Result` (columns, rows, message, count).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from refimpl.engine.instance import DEFAULT_DATABASE, Instance
+from refimpl.engine.options import EngineOptions
+from refimpl.engine.result import Result
+from refimpl.engine.session import Session
+
+__all__ = ["Connection", "EngineOptions", "Result", "connect"]
+
+
+class Connection:
+    """An embedded connection: the admin user on one database of a data folder.
+
+    `execute` may be called from many threads: each thread gets its own session, so one
+    thread's open transaction is its own.
+    """
+
+    def __init__(self, instance: Instance, database: str) -> None:
+        self.instance = instance
+        self.database = database
+        self._local = threading.local()
+
+    def session(self) -> Session:
+        """A new session of its own (for a caller that manages threads itself)."""
+        return self.instance.session(self.database)
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> Result:
+        session = getattr(self._local, "session", None)
+        if session is None:
+            session = self.session()
+            self._local.session = session
+        return session.execute(sql, params)
+
+    def close(self) -> None:
+        self.instance.close()
+
+    def __enter__(self) -> Connection:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def connect(
+    path: str | Path, database: str = DEFAULT_DATABASE, options: EngineOptions | None = None
+) -> Connection:
+    """Open the data folder at `path` (created if missing) for embedded use."""
+    instance = Instance.open(Path(path), options)
+    instance.database(database)
+    return Connection(instance, database)

@@ -1,0 +1,28 @@
+"""What the engine is configured with: built by `refimpl.settings` or by a caller."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+MB = 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class EngineOptions:
+    """Engine settings; the defaults are those of a fresh server.
+
+    - `wal_archive_bytes`: log kept for change-stream readers (a database may set its own).
+    - `segment_bytes`: largest log segment; never more than a quarter of the archive.
+    - `checkpoint_bytes`: log written since the last checkpoint that triggers a new one.
+    - `statement_timeout`: seconds a statement may wait for the database lock.
+    - `fsync_delay`: seconds added to every fsync (benchmarks only: a slow disk's flush).
+    """
+
+    wal_archive_bytes: int = 1024 * MB
+    segment_bytes: int = 64 * MB
+    checkpoint_bytes: int = 64 * MB
+    statement_timeout: float = 30.0
+    fsync_delay: float = 0.0
+
+    def segment_size_for(self, archive_bytes: int) -> int:
+        return max(4096, min(self.segment_bytes, archive_bytes // 4))

@@ -1,0 +1,212 @@
+"""A table's schema: columns, keys, time partitioning and sort order.
+
+The schema decides three things about a row:
+- its identity (`ident`): the PRIMARY KEY, else the DEDUP KEY, else a row id the table hands
+  out (such a table may hold equal rows);
+- its partition: the time period of its TIMESERIES column (PARTITION BY YEAR|MONTH|DAY), and
+  the value of the `SYMBOL(col)` column when there is one;
+- its place inside the partition (`order`): the SORT BY columns (default: the TIMESERIES
+  column), then the identity.
+Rows of a table are read in (partition, order) order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from refimpl.errors import DuplicateColumn, SqlError, TypeMismatch, UnknownColumn
+from refimpl.sql import ast
+
+_MICROS_PER_DAY = 86_400_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class TableSchema:
+    """An immutable schema; ALTER TABLE makes a new one."""
+
+    name: str
+    columns: tuple[ast.ColumnDef, ...]
+    primary_key: tuple[str, ...] = ()
+    timeseries: str | None = None
+    partition_by: str | None = None
+    partition_symbol: str | None = None
+    sort_by: tuple[str, ...] = ()
+    dedup_key: tuple[str, ...] = ()
+    positions: dict[str, int] = field(default_factory=dict, compare=False, hash=False)
+
+    def __post_init__(self) -> None:
+        positions: dict[str, int] = {}
+        for index, column in enumerate(self.columns):
+            lowered = column.name.lower()
+            if lowered in positions:
+                raise DuplicateColumn(f"column '{column.name}' is defined twice")
+            positions[lowered] = index
+        object.__setattr__(self, "positions", positions)
+
+    # -- building ------------------------------------------------------------------------
+
+    @classmethod
+    def from_create(cls, statement: ast.CreateTable) -> TableSchema:
+        """The schema of a CREATE TABLE, checked: every named column exists and fits."""
+        schema = cls(
+            name=statement.name,
+            columns=statement.columns,
+            primary_key=statement.primary_key,
+            timeseries=statement.timeseries,
+            partition_by=statement.partition_by,
+            partition_symbol=statement.partition_symbol,
+            sort_by=statement.sort_by,
+            dedup_key=statement.dedup_key,
+        )
+        schema._validate()
+        return schema
+
+    def _validate(self) -> None:
+        named = [*self.primary_key, *self.sort_by, *self.dedup_key]
+        named += [c for c in (self.timeseries, self.partition_symbol) if c]
+        for name in named:
+            self.position(name)
+        if self.primary_key and self.dedup_key:
+            raise SqlError(
+                f"table '{self.name}' has both a PRIMARY KEY and a DEDUP KEY; keep one of them"
+            )
+        if self.timeseries and self.type_of(self.timeseries) != "TIMESTAMP":
+            raise TypeMismatch(f"TIMESERIES column '{self.timeseries}' must be a TIMESTAMP")
+        if self.partition_by not in (None, "NONE") and not self.timeseries:
+            raise SqlError(
+                f"PARTITION BY {self.partition_by} needs a TIMESERIES(column) to partition by"
+            )
+        if self.partition_symbol and self.type_of(self.partition_symbol) not in (
+            "SYMBOL",
+            "STRING",
+        ):
+            raise TypeMismatch(
+                f"SYMBOL({self.partition_symbol}) partitions by a SYMBOL or STRING column"
+            )
+
+    def to_create(self) -> ast.CreateTable:
+        """The CREATE TABLE statement that makes this schema (for SHOW CREATE TABLE)."""
+        return ast.CreateTable(
+            name=self.name,
+            columns=self.columns,
+            primary_key=self.primary_key,
+            timeseries=self.timeseries,
+            partition_by=self.partition_by,
+            partition_symbol=self.partition_symbol,
+            sort_by=self.sort_by,
+            dedup_key=self.dedup_key,
+        )
+
+    def with_column(self, column: ast.ColumnDef) -> TableSchema:
+        if column.name.lower() in self.positions:
+            raise DuplicateColumn(f"column '{column.name}' already exists in table '{self.name}'")
+        return replace(self, columns=(*self.columns, column))
+
+    def without_column(self, name: str) -> TableSchema:
+        position = self.position(name)
+        column = self.columns[position].name
+        lowered = column.lower()
+        roles = [
+            ("PRIMARY KEY", self.primary_key),
+            ("DEDUP KEY", self.dedup_key),
+            ("SORT BY", self.sort_by),
+            ("TIMESERIES", (self.timeseries,) if self.timeseries else ()),
+            ("SYMBOL partition", (self.partition_symbol,) if self.partition_symbol else ()),
+        ]
+        for role, names in roles:
+            if lowered in (n.lower() for n in names):
+                raise SqlError(
+                    f"column '{column}' is part of the table's {role} and cannot be dropped"
+                )
+        if len(self.columns) == 1:
+            raise SqlError(f"column '{column}' is the last column of table '{self.name}'")
+        kept = tuple(c for i, c in enumerate(self.columns) if i != position)
+        return replace(self, columns=kept)
+
+    # -- lookups -------------------------------------------------------------------------
+
+    def position(self, name: str) -> int:
+        try:
+            return self.positions[name.lower()]
+        except KeyError:
+            raise UnknownColumn(name, self.name) from None
+
+    def type_of(self, name: str) -> str:
+        return self.columns[self.position(name)].type
+
+    @property
+    def column_names(self) -> tuple[str, ...]:
+        return tuple(c.name for c in self.columns)
+
+    @property
+    def key_columns(self) -> tuple[str, ...]:
+        """The columns that identify a row; empty when the table hands out row ids."""
+        return self.primary_key or self.dedup_key
+
+    @property
+    def rev_column(self) -> str | None:
+        """The column whose values have revisions of their own (spec: revisions)."""
+        if self.partition_symbol:
+            return self.partition_symbol
+        for name in self.primary_key or self.dedup_key:
+            if self.type_of(name) == "SYMBOL":
+                return name
+        return None
+
+    def layout(self) -> RowLayout:
+        return RowLayout.of(self)
+
+
+@dataclass(frozen=True, slots=True)
+class RowLayout:
+    """Positions the storage needs, computed once per schema."""
+
+    key_positions: tuple[int, ...]
+    order_positions: tuple[int, ...]
+    time_position: int | None
+    period: str | None  # None, YEAR, MONTH or DAY
+    symbol_position: int | None
+    not_null: tuple[tuple[int, str], ...]
+
+    @classmethod
+    def of(cls, schema: TableSchema) -> RowLayout:
+        order = schema.sort_by or ((schema.timeseries,) if schema.timeseries else ())
+        not_null = {*schema.key_columns, *([schema.timeseries] if schema.timeseries else [])}
+        return cls(
+            key_positions=tuple(schema.position(n) for n in schema.key_columns),
+            order_positions=tuple(schema.position(n) for n in order),
+            time_position=schema.position(schema.timeseries) if schema.timeseries else None,
+            period=schema.partition_by if schema.partition_by not in (None, "NONE") else None,
+            symbol_position=(
+                schema.position(schema.partition_symbol) if schema.partition_symbol else None
+            ),
+            not_null=tuple(
+                (schema.position(n), schema.columns[schema.position(n)].name)
+                for n in sorted(not_null)
+            ),
+        )
+
+
+def period_of(micros: int, period: str) -> str:
+    """The partition name of a time: '2026' (YEAR), '2026-09' (MONTH), '2026-09-24' (DAY)."""
+    days = micros // _MICROS_PER_DAY
+    year, month, day = _civil_from_days(days)
+    if period == "YEAR":
+        return f"{year:04d}"
+    if period == "MONTH":
+        return f"{year:04d}-{month:02d}"
+    return f"{year:04d}-{month:02d}-{day:02d}"
+
+
+def _civil_from_days(days: int) -> tuple[int, int, int]:
+    """Days since 1970-01-01 to (year, month, day), proleptic Gregorian (H. Hinnant)."""
+    z = days + 719468
+    era = (z if z >= 0 else z - 146096) // 146097
+    doe = z - era * 146097
+    yoe = (doe - doe // 1460 + doe // 36524 - doe // 146096) // 365
+    y = yoe + era * 400
+    doy = doe - (365 * yoe + yoe // 4 - yoe // 100)
+    mp = (5 * doy + 2) // 153
+    d = doy - (153 * mp + 2) // 5 + 1
+    m = mp + 3 if mp < 10 else mp - 9
+    return (y + 1 if m <= 2 else y), m, d

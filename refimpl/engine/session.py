@@ -1,0 +1,153 @@
+"""A session: one caller's statements on one database, with its rights and transaction.
+
+Sessions are cheap and not shared between threads. A statement outside BEGIN ... COMMIT
+commits on its own. An explicit transaction holds the database's write lock from BEGIN to
+COMMIT or ROLLBACK, so what it read stays what it writes over.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from refimpl.engine import executor
+from refimpl.engine.access import Principal
+from refimpl.engine.result import Result
+from refimpl.engine.transaction import Transaction
+from refimpl.errors import Forbidden, KdbError, ParameterError, SqlError, Unauthorized
+from refimpl.sql.parser import parse_cached
+
+if TYPE_CHECKING:
+    from refimpl.engine.database import Database
+    from refimpl.engine.instance import Instance
+
+
+class Session:
+    def __init__(self, instance: Instance, database: Database, principal: Principal) -> None:
+        self.instance = instance
+        self.database = database
+        self.principal = principal
+        self.transaction: Transaction | None = None
+
+    # -- running SQL ---------------------------------------------------------------------
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> Result:
+        """Run every statement of `sql`; the answer is the last statement's.
+
+        `?` placeholders take `params` in order over the whole text. When statement i of
+        several fails, its error carries `statement_index` i (1-based); an open transaction
+        is rolled back and the statements before it that committed on their own stay.
+        """
+        script = parse_cached(sql)
+        if not script.statements:
+            raise SqlError("the query is empty; send a SQL statement")
+        if script.param_count != len(params):
+            raise ParameterError(
+                f"the statement has {script.param_count} ? placeholder(s) but"
+                f" {len(params)} parameter(s) were given"
+            )
+        count = len(script.statements)
+        result: Result | None = None
+        for index, statement in enumerate(script.statements):
+            try:
+                result = executor.execute(self, statement, script.sources[index], params)
+                if result.is_query:
+                    self.database.wait_visible()
+            except KdbError as error:
+                if self.transaction is not None:
+                    self.rollback()
+                if count > 1:
+                    error.statement_index = index + 1  # type: ignore[attr-defined]
+                raise
+        assert result is not None
+        result.statements = count
+        return result
+
+    def insert_rows(
+        self, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]
+    ) -> int:
+        """Insert rows of Python values (TIMESTAMP: int micros or ISO text) as one statement.
+
+        In an open transaction the rows join it; otherwise they commit on their own.
+        """
+        self.authorize(executor.WRITE, table)
+
+        def run(txn: Transaction) -> int:
+            work = txn.table(table)
+            return executor.insert_values(work, work.schema, columns, rows)
+
+        return self.write(run)
+
+    # -- transactions --------------------------------------------------------------------
+
+    def write(self, run: Callable[[Transaction], Any]) -> Any:
+        """Run a change in the open transaction, or in one that commits when it ends."""
+        if self.transaction is not None:
+            return run(self.transaction)
+        database = self.database
+        database.acquire_write()
+        lsn = None
+        try:
+            txn = Transaction(database.tables)
+            result = run(txn)
+            lsn = database.commit_locked(txn)
+        finally:
+            database.release_write()
+        if lsn is not None:
+            database.wait_durable(lsn)
+        return result
+
+    def begin(self) -> None:
+        self.database.acquire_write()
+        self.transaction = Transaction(self.database.tables)
+
+    def commit(self) -> None:
+        txn = self.transaction
+        assert txn is not None
+        database = self.database
+        lsn = None
+        try:
+            lsn = database.commit_locked(txn)
+        finally:
+            self.transaction = None
+            database.release_write()
+        if lsn is not None:
+            database.wait_durable(lsn)
+
+    def rollback(self) -> None:
+        if self.transaction is None:
+            return
+        self.transaction = None
+        self.database.release_write()
+
+    def close(self) -> None:
+        """End the session; an open transaction is rolled back."""
+        self.rollback()
+
+    # -- rights --------------------------------------------------------------------------
+
+    def authorize(self, right: str, table: str | None = None, database: str | None = None):
+        """Raise Forbidden (Unauthorized for anonymous callers) unless the right is held."""
+        name = database or self.database.name
+        self.instance.access.check(self.principal, name, right, table)
+
+    def can_read(self, table: str) -> bool:
+        return self.instance.access.allowed(self.principal, self.database.name, "READ", table)
+
+    def require_admin_user(self, what: str) -> None:
+        if self.principal.is_admin:
+            return
+        if self.principal.name is None:
+            raise Unauthorized(f"{what} needs the admin user; send its token")
+        raise Forbidden(f"{what} needs the admin user; {self.principal.describe()} is not")
+
+    # -- extension points ----------------------------------------------------------------
+
+    def sql_functions(self) -> dict[str, Callable[..., Any]]:
+        """Scalar SQL functions that need the session (kdb_rev, say)."""
+        return self.instance.sql_functions(self)
+
+    def table_functions(self) -> dict[str, Callable[..., Any]]:
+        """Table functions usable in FROM (changes, say)."""
+        return self.instance.table_functions
+

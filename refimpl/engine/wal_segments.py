@@ -1,0 +1,273 @@
+"""Framing, segment files and the validating scan of the write-ahead log.
+
+A segment file is a run of frames, one per record, with no file header:
+
+    offset 0   u32  payload length
+    offset 4   u32  CRC32 (zlib) of the LSN and the payload, i.e. of bytes 8 .. end
+    offset 8   u64  LSN
+    offset 16  payload
+
+Integers are little-endian. The LSN sits right before the payload so that one crc32 call over one
+contiguous slice checks both; that equals ``crc32(payload, crc32(lsn as u64))``.
+
+A segment is named by the first LSN it holds, zero-padded to 20 digits, so that names sort in LSN
+order. `scan_segments` is the one place that decides what is a torn tail (cut back on open) and
+what is damage (the log refuses to open); `WriteAheadLog` and `inspect_log` both use it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import zlib
+from bisect import bisect_right
+from dataclasses import dataclass, field
+from pathlib import Path
+from struct import Struct
+
+HEADER = Struct("<IIQ")  # payload length, CRC32, LSN
+HEADER_SIZE = HEADER.size
+MAX_PAYLOAD = 0xFFFF_FFFF
+# One sparse index entry every this many records of a segment: memory stays tiny while a read
+# from any LSN skips at most this many frames (headers only) before its first record.
+INDEX_EVERY = 256
+
+_LENGTH_CRC = Struct("<II")
+_LSN = Struct("<Q")
+_SEGMENT_NAME = re.compile(r"^(\d{20})\.wal$")
+_NONZERO = re.compile(rb"[^\x00]")
+
+
+def segment_name(first_lsn: int) -> str:
+    """The file name of the segment whose first record has LSN `first_lsn`."""
+    return f"{first_lsn:020d}.wal"
+
+
+def parse_segment_name(name: str) -> int | None:
+    """The first LSN a segment file name stands for, or None for a file that is no segment."""
+    match = _SEGMENT_NAME.match(name)
+    return int(match.group(1)) if match else None
+
+
+def frame_header(lsn: int, payload: bytes | bytearray | memoryview) -> bytes:
+    """The 16 header bytes that precede `payload` in the frame of record `lsn`."""
+    lsn_bytes = _LSN.pack(lsn)
+    crc = zlib.crc32(payload, zlib.crc32(lsn_bytes))
+    return _LENGTH_CRC.pack(len(payload), crc) + lsn_bytes
+
+
+def frame_checksum(header: bytes, payload: bytes) -> int:
+    """The CRC32 a frame with this header (whose LSN is taken) and payload must carry."""
+    return zlib.crc32(payload, zlib.crc32(header[8:HEADER_SIZE]))
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentInfo:
+    """One segment file as the log's in-memory index knows it.
+
+    An empty segment (possible only as the last one) has ``last_lsn == first_lsn - 1``. `size`
+    counts the bytes of every record appended to it, also those not yet flushed to the file.
+    """
+
+    first_lsn: int
+    last_lsn: int
+    path: Path
+    size: int
+
+
+class Segment:
+    """The mutable index entry of one segment, owned by a `WriteAheadLog`.
+
+    The log changes it only under its lock; `seek_hint` must be called under that lock too.
+    """
+
+    __slots__ = ("first_lsn", "last_lsn", "path", "size", "index_lsns", "index_offsets", "on_disk")
+
+    def __init__(self, first_lsn: int, path: Path, *, on_disk: bool) -> None:
+        self.first_lsn = first_lsn
+        self.last_lsn = first_lsn - 1
+        self.path = path
+        self.size = 0
+        self.index_lsns: list[int] = []
+        self.index_offsets: list[int] = []
+        # False until the file exists and its name is synced in the folder (only the flushing
+        # leader creates segment files, after the previous segment is on disk).
+        self.on_disk = on_disk
+
+    @property
+    def records(self) -> int:
+        return self.last_lsn - self.first_lsn + 1
+
+    def add(self, lsn: int, offset: int, frame_size: int) -> None:
+        """Notes record `lsn`, whose frame starts at `offset`, as the segment's last one."""
+        if (lsn - self.first_lsn) % INDEX_EVERY == 0:
+            self.index_lsns.append(lsn)
+            self.index_offsets.append(offset)
+        self.last_lsn = lsn
+        self.size = offset + frame_size
+
+    def seek_hint(self, lsn: int) -> tuple[int, int]:
+        """(LSN, offset) of an indexed record at or before `lsn`, where a read of `lsn` starts."""
+        j = bisect_right(self.index_lsns, lsn) - 1
+        if j < 0:
+            return self.first_lsn, 0
+        return self.index_lsns[j], self.index_offsets[j]
+
+    def info(self) -> SegmentInfo:
+        return SegmentInfo(self.first_lsn, self.last_lsn, self.path, self.size)
+
+
+@dataclass(frozen=True, slots=True)
+class TornTail:
+    """Bytes at the end of the last segment that hold no whole valid frame and precede none."""
+
+    path: Path
+    offset: int
+    length: int
+    after_lsn: int
+
+    def where(self) -> str:
+        after = f"after LSN {self.after_lsn}" if self.after_lsn > 0 else "before any record"
+        return f"{self.length} bytes from {self.path} at offset {self.offset} ({after})"
+
+
+@dataclass(frozen=True, slots=True)
+class Damage:
+    """A bad frame or a break in the LSN sequence that is not at the log's tail."""
+
+    path: Path
+    offset: int
+    reason: str
+
+
+@dataclass
+class ScanResult:
+    """What `scan_segments` found: the valid segments, and at most one tail or damage."""
+
+    segments: list[Segment] = field(default_factory=list)
+    torn_tail: TornTail | None = None
+    damage: Damage | None = None
+
+    @property
+    def records(self) -> int:
+        return sum(segment.records for segment in self.segments)
+
+
+def list_segments(directory: Path) -> list[tuple[int, Path]]:
+    """(first LSN, path) of every segment file in `directory`, in LSN order.
+
+    Files whose names are not segment names are not the log's and are left alone.
+    """
+    found = []
+    with os.scandir(directory) as entries:
+        for entry in entries:
+            first_lsn = parse_segment_name(entry.name)
+            if first_lsn is not None and entry.is_file():
+                found.append((first_lsn, Path(entry.path)))
+    found.sort()
+    return found
+
+
+def scan_segments(listing: list[tuple[int, Path]]) -> ScanResult:
+    """Reads and validates every frame of the listed segments without changing any file.
+
+    Stops at the first damage. A bad frame is a torn tail only in the last segment and only if no
+    valid frame with a higher LSN follows it; anything else is damage, as is any valid frame
+    whose LSN is not the previous one + 1 (across segments too).
+    """
+    result = ScanResult()
+    previous_last: int | None = None
+    for k, (first_lsn, path) in enumerate(listing):
+        is_last = k == len(listing) - 1
+        if first_lsn < 1:
+            result.damage = Damage(path, 0, "a segment name must be an LSN of 1 or more")
+            return result
+        if previous_last is not None and first_lsn != previous_last + 1:
+            result.damage = Damage(
+                path,
+                0,
+                f"the segment starts at LSN {first_lsn} but LSN {previous_last + 1} was expected,"
+                " so a segment is missing or misnamed",
+            )
+            return result
+        data = path.read_bytes()
+        segment = Segment(first_lsn, path, on_disk=True)
+        end, reason, out_of_order = _walk_frames(data, segment)
+        result.segments.append(segment)
+        if reason is not None:
+            if out_of_order or not is_last:
+                where = "" if out_of_order else ", in a segment that is not the last one"
+                result.damage = Damage(path, end, reason + where)
+                return result
+            following = find_valid_frame(data, end + 1, segment.last_lsn)
+            if following is not None:
+                offset, lsn = following
+                result.damage = Damage(
+                    path,
+                    end,
+                    f"{reason}, yet a valid frame of LSN {lsn} follows at offset {offset}",
+                )
+                return result
+            result.torn_tail = TornTail(path, end, len(data) - end, segment.last_lsn)
+        elif segment.records == 0 and not is_last:
+            result.damage = Damage(path, 0, "the segment holds no record, yet a later one follows")
+            return result
+        previous_last = segment.last_lsn
+    return result
+
+
+def _walk_frames(data: bytes, segment: Segment) -> tuple[int, str | None, bool]:
+    """Adds the run of valid frames at the start of `data` to `segment`.
+
+    Returns the offset where that run ends, why the frame there is bad (None at the end of the
+    file), and whether it is a valid frame with the wrong LSN (always damage, never a torn tail).
+    """
+    view = memoryview(data)
+    size = len(data)
+    unpack = HEADER.unpack_from
+    crc32 = zlib.crc32
+    expected = segment.first_lsn
+    pos = 0
+    while pos < size:
+        if size - pos < HEADER_SIZE:
+            return pos, f"a partial frame header of {size - pos} bytes", False
+        length, crc, lsn = unpack(data, pos)
+        end = pos + HEADER_SIZE + length
+        if end > size:
+            return pos, f"a frame of {length} payload bytes runs past the end of the file", False
+        if crc32(view[pos + 8 : end]) != crc:
+            return pos, "a frame's checksum does not match its contents", False
+        if lsn != expected:
+            return pos, f"the frame holds LSN {lsn} where LSN {expected} was expected", True
+        segment.add(lsn, pos, end - pos)
+        expected += 1
+        pos = end
+    return pos, None, False
+
+
+def find_valid_frame(data: bytes, start: int, after_lsn: int) -> tuple[int, int] | None:
+    """(offset, LSN) of the first whole valid frame at or after `start` with an LSN > `after_lsn`.
+
+    Tries every byte offset, since a damaged length field loses the frame boundaries. Runs of
+    zero bytes (the usual torn tail) are skipped at C speed: an LSN > 0 has a non-zero byte.
+    """
+    view = memoryview(data)
+    size = len(data)
+    unpack = HEADER.unpack_from
+    crc32 = zlib.crc32
+    q = start
+    while q + HEADER_SIZE <= size:
+        length, crc, lsn = unpack(data, q)
+        if lsn == 0:
+            # Bytes q+8 .. q+15 are zero; the next offset whose LSN field holds a non-zero byte p
+            # is at least p - 15.
+            match = _NONZERO.search(data, q + HEADER_SIZE)
+            if match is None:
+                return None
+            q = max(q + 1, match.start() - (HEADER_SIZE - 1))
+            continue
+        end = q + HEADER_SIZE + length
+        if lsn > after_lsn and end <= size and crc32(view[q + 8 : end]) == crc:
+            return q, lsn
+        q += 1
+    return None

@@ -1,0 +1,152 @@
+"""The WSGI application: routing, parameter checks, authentication, error answers.
+
+Serving (sockets, threads, signals) is `server.py`'s job; this module only turns one
+request into one response, so it can be tested with Werkzeug's test client as well.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl
+
+from werkzeug.datastructures import FileStorage
+from werkzeug.exceptions import NotFound as WerkzeugNotFound
+from werkzeug.routing import Map, Rule
+from werkzeug.utils import send_from_directory
+from werkzeug.wrappers import Request, Response
+
+from refimpl.errors import BadRequest, NotFound, UnknownDatabase
+from refimpl.http import routes
+from refimpl.http.auth import Authenticator
+from refimpl.http.errors import to_response
+
+OPENAPI_FILE = Path(__file__).with_name("openapi.json")
+STATIC_PREFIX = "/static/"
+
+
+@dataclass(frozen=True, slots=True)
+class AppOptions:
+    dev: bool = False
+    max_body_bytes: int = 64 * 1024 * 1024
+    static: Path | None = None
+
+
+class App:
+    """A WSGI callable over an engine `Instance` (anything with its interface)."""
+
+    def __init__(self, instance: Any, options: AppOptions | None = None) -> None:
+        self.instance = instance
+        self.options = options or AppOptions()
+        self.auth = Authenticator(getattr(instance, "access", None), self.options.dev)
+        # Read once: the document is served as is on every request.
+        self.openapi_bytes = OPENAPI_FILE.read_bytes()
+        json.loads(self.openapi_bytes)  # a broken checked-in document stops the start
+        rules = [
+            Rule(route.path, methods=route.methods, endpoint=route, strict_slashes=False)
+            for route in routes.ROUTES
+        ]
+        if self.options.static is not None:
+            rules.append(
+                Rule(f"{STATIC_PREFIX}<path:filename>", methods=("GET",), endpoint="static")
+            )
+        self.url_map = Map(rules, merge_slashes=False)
+
+    # -- bodies ----------------------------------------------------------------------------
+
+    def _limit(self, request: Request) -> None:
+        request.max_content_length = self.options.max_body_bytes
+        request.max_form_memory_size = self.options.max_body_bytes
+
+    def read_body(self, request: Request) -> bytes:
+        self._limit(request)
+        return request.get_data(cache=True)
+
+    def read_form(self, request: Request) -> dict[str, str]:
+        self._limit(request)
+        form = request.form
+        if request.files:
+            raise BadRequest("send the SQL as a form field, not a file")
+        return _single_values(form.lists(), "form field")
+
+    def read_files(self, request: Request) -> dict[str, FileStorage]:
+        self._limit(request)
+        if request.form:
+            raise BadRequest(f"unexpected form field(s): {', '.join(sorted(request.form))}")
+        out: dict[str, FileStorage] = {}
+        for name, items in request.files.lists():
+            if len(items) != 1:
+                raise BadRequest(f"the form file '{name}' is sent more than once")
+            out[name] = items[0]
+        return out
+
+    # -- WSGI ------------------------------------------------------------------------------
+
+    def __call__(self, environ: dict, start_response: Any) -> Iterable[bytes]:
+        request = Request(environ)
+        try:
+            response = self.dispatch(request)
+        except BaseException as exc:  # noqa: BLE001 - every failure must become a JSON answer
+            if not isinstance(exc, Exception):
+                raise
+            response = to_response(exc)
+        return response(environ, start_response)
+
+    def dispatch(self, request: Request) -> Response:
+        adapter = self.url_map.bind_to_environ(request.environ)
+        endpoint, values = adapter.match()  # NotFound, MethodNotAllowed: JSON via to_response
+        if endpoint == "static":
+            return self._static(request, values["filename"])
+        route: routes.Route = endpoint
+        args = query_args(request)
+        unknown = sorted(set(args) - route.params)
+        if unknown:
+            names = ", ".join(f"'{n}'" for n in unknown)
+            known = ", ".join(sorted(route.params))
+            raise BadRequest(f"unknown query parameter(s) {names}; {route.path} takes {known}")
+        principal = self.auth.principal(request) if not route.public else None
+        context = routes.Context(self, request, args, principal)  # type: ignore[arg-type]
+        if route.uses_database:
+            self._require_database(context.database)
+        return route.handler(context)
+
+    def _require_database(self, name: str) -> None:
+        if not any(n.casefold() == name.casefold() for n in self.instance.database_names()):
+            raise UnknownDatabase(name)
+
+    def _static(self, request: Request, filename: str) -> Response:
+        assert self.options.static is not None
+        try:
+            return send_from_directory(self.options.static, filename, request.environ)
+        except WerkzeugNotFound:
+            raise NotFound(f"no static file '{filename}'") from None
+
+
+def query_args(request: Request) -> dict[str, str]:
+    """The query parameters, decoded strictly: bad UTF-8 and repeated names are refused.
+
+    Werkzeug would replace undecodable bytes silently; SQL must never run altered.
+    """
+    raw = request.environ.get("QUERY_STRING", "")
+    try:
+        pairs = parse_qsl(raw, keep_blank_values=True, encoding="utf-8", errors="strict")
+    except UnicodeDecodeError:
+        raise BadRequest("the query string is not valid UTF-8") from None
+    except ValueError as exc:
+        raise BadRequest(f"the query string is malformed: {exc}") from None
+    grouped: dict[str, list[str]] = {}
+    for name, value in pairs:
+        grouped.setdefault(name, []).append(value)
+    return _single_values(grouped.items(), "query parameter")
+
+
+def _single_values(items: Iterable[tuple[str, list[str]]], what: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for name, values in items:
+        if len(values) != 1:
+            raise BadRequest(f"the {what} '{name}' is given {len(values)} times; give it once")
+        out[name] = values[0]
+    return out

@@ -1,0 +1,100 @@
+"""Who a request acts as: a Bearer token, the browser session cookie, or anonymous.
+
+A browser's `EventSource` cannot send an Authorization header, so a page posts its token to
+`POST /api/session` once and is let in by an HttpOnly, SameSite=Strict cookie from then on:
+script on the page cannot read it and other sites cannot make the browser send it.
+With `--dev` there is no authentication: every request acts as the admin user.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+
+from werkzeug.wrappers import Request, Response
+
+from refimpl.engine.access import ADMIN, ANONYMOUS, AccessControl, Principal
+from refimpl.errors import BadRequest, Unauthorized
+
+SESSION_COOKIE = "kdb_session"
+
+
+class Authenticator:
+    def __init__(self, access: AccessControl | None, dev: bool) -> None:
+        if access is None and not dev:
+            raise ValueError("authentication needs an AccessControl unless in dev mode")
+        self.access = access
+        self.dev = dev
+
+    def principal(self, request: Request) -> Principal:
+        """The principal, or Unauthorized for credentials that are sent but not valid.
+
+        A wrong token is an error rather than anonymous access: silently dropping to fewer
+        rights would hide the mistake behind a confusing 403 or an empty answer.
+        """
+        if self.dev:
+            return ADMIN
+        assert self.access is not None
+        header = request.headers.get("Authorization")
+        if header is not None:
+            scheme, _, token = header.strip().partition(" ")
+            if scheme.lower() != "bearer" or not token.strip():
+                raise Unauthorized("the Authorization header must be `Bearer <token>`")
+            return self.access.authenticate(token.strip())
+        session_id = request.cookies.get(SESSION_COOKIE)
+        if session_id:
+            return self.access.principal_for_session(session_id)
+        return ANONYMOUS
+
+    def open_session(self, request: Request, body: bytes) -> Response:
+        """POST /api/session: the body is the token, as text or JSON {"token": ...}."""
+        token = _token_from_body(request, body)
+        if self.dev:
+            raise BadRequest("sessions are not needed with --dev: there is no authentication")
+        assert self.access is not None
+        principal = self.access.authenticate(token)
+        session_id, expires_at = self.access.open_session(token)
+        expires = datetime.fromtimestamp(expires_at, UTC)
+        response = Response(
+            json.dumps({"user": principal.name, "expires": expires.strftime("%Y-%m-%dT%H:%M:%SZ")}),
+            status=200,
+            content_type="application/json",
+        )
+        response.set_cookie(
+            SESSION_COOKIE,
+            session_id,
+            expires=expires,
+            path="/",
+            httponly=True,
+            samesite="Strict",
+            secure=request.scheme == "https",
+        )
+        return response
+
+    def close_session(self, request: Request) -> Response:
+        """DELETE /api/session: ends the session (if any) and clears the cookie."""
+        session_id = request.cookies.get(SESSION_COOKIE)
+        if session_id and self.access is not None:
+            self.access.close_session(session_id)
+        response = Response(status=204)
+        response.delete_cookie(SESSION_COOKIE, path="/", httponly=True, samesite="Strict")
+        return response
+
+
+def _token_from_body(request: Request, body: bytes) -> str:
+    try:
+        text = body.decode("utf-8").strip()
+    except UnicodeDecodeError:
+        raise BadRequest("the body is not valid UTF-8") from None
+    if request.mimetype == "application/json" or text.startswith("{"):
+        try:
+            data = json.loads(text)
+        except ValueError:
+            raise BadRequest('the body must be a token, or JSON {"token": "<token>"}') from None
+        token = data.get("token") if isinstance(data, dict) else None
+        if not isinstance(token, str):
+            raise BadRequest('the JSON body must be {"token": "<token>"}')
+        text = token.strip()
+    if not text:
+        raise BadRequest("send the token as the body to open a session")
+    return text

@@ -1,0 +1,235 @@
+"""Server settings: `kdb.conf`, then `KDB_<KEY>` environment variables, then flags.
+
+Each later source overrides the earlier ones, key by key. A key nobody knows, or a value of
+the wrong kind, stops the start with a ConfigError that names it and where it came from:
+a typo in a config file should never be silently ignored.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+from refimpl.engine.options import EngineOptions
+from refimpl.errors import ConfigError
+
+MB = 1024 * 1024
+CONFIG_NAME = "kdb.conf"
+ENV_PREFIX = "KDB_"
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """The settings of one server process.
+
+    | key                  | default      | meaning                                              |
+    |----------------------|--------------|------------------------------------------------------|
+    | data                 | ./kdb-data   | the data folder                                      |
+    | host                 | 127.0.0.1    | address to listen on                                 |
+    | port                 | 9000         | TCP port; 0 takes a free one                         |
+    | threads              | 16           | worker threads answering requests                    |
+    | wal_archive_mb       | 1024         | log kept for change readers, per database            |
+    | max_body_mb          | 64           | largest request body accepted (413 above)            |
+    | statement_timeout_ms | 30000        | a statement running longer is stopped                |
+    | checkpoint_mb        | 64           | log written since the last checkpoint that makes one |
+    | segment_mb           | 64           | size of one log file; at most wal_archive_mb / 4     |
+    | fsync_delay_ms       | 0            | extra wait per fsync (benchmarks only)               |
+    | dev                  | false        | no authentication, every request is admin            |
+    | static               | (none)       | a folder served at /static/                          |
+    """
+
+    data: Path = Path("kdb-data")
+    host: str = "127.0.0.1"
+    port: int = 9000
+    threads: int = 16
+    wal_archive_mb: int = 1024
+    max_body_mb: int = 64
+    statement_timeout_ms: int = 30000
+    checkpoint_mb: int = 64
+    segment_mb: int = 64
+    fsync_delay_ms: float = 0.0
+    dev: bool = False
+    static: Path | None = None
+
+    @property
+    def max_body_bytes(self) -> int:
+        return self.max_body_mb * MB
+
+
+def _int(low: int, high: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text.strip(), 10)
+        except ValueError:
+            raise ValueError("a whole number") from None
+        if not low <= value <= high:
+            raise ValueError(f"a whole number from {low} to {high}")
+        return value
+
+    return parse
+
+
+def _float(low: float, high: float) -> Callable[[str], float]:
+    def parse(text: str) -> float:
+        try:
+            value = float(text.strip())
+        except ValueError:
+            raise ValueError("a number") from None
+        if not low <= value <= high:  # also refuses nan
+            raise ValueError(f"a number from {low} to {high}")
+        return value
+
+    return parse
+
+
+def _bool(text: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off"):
+        return False
+    raise ValueError("true or false")
+
+
+def _text(text: str) -> str:
+    if not text.strip():
+        raise ValueError("not empty")
+    return text.strip()
+
+
+def _path(text: str) -> Path:
+    return Path(_text(text)).expanduser()
+
+
+# How each key's text becomes its value: what the config file and the environment give.
+_PARSERS: dict[str, Callable[[str], object]] = {
+    "data": _path,
+    "host": _text,
+    "port": _int(0, 65535),
+    "threads": _int(1, 1024),
+    "wal_archive_mb": _int(4, 1 << 30),
+    "max_body_mb": _int(1, 1 << 20),
+    "statement_timeout_ms": _int(1, 24 * 3600 * 1000),
+    "checkpoint_mb": _int(1, 1 << 30),
+    "segment_mb": _int(1, 1 << 30),
+    "fsync_delay_ms": _float(0.0, 10_000.0),
+    "dev": _bool,
+    "static": _path,
+}
+KEYS = tuple(f.name for f in fields(Settings))
+DEFAULTS = Settings()
+assert set(KEYS) == set(_PARSERS)
+
+
+def parse_config(text: str, source: str = CONFIG_NAME) -> dict[str, str]:
+    """`key = value` lines; `#` starts a comment; blank lines are skipped."""
+    values: dict[str, str] = {}
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        key, sep, value = line.partition("=")
+        key = key.strip().lower()
+        if not sep or not key:
+            raise ConfigError(f"{source} line {number}: write `key = value`, not {raw.strip()!r}")
+        if key not in _PARSERS:
+            raise ConfigError(f"{source} line {number}: unknown setting '{key}'")
+        values[key] = value.strip()
+    return values
+
+
+def _convert(key: str, text: str, source: str) -> object:
+    try:
+        return _PARSERS[key](text)
+    except ValueError as exc:
+        raise ConfigError(f"setting '{key}' from {source} must be {exc}, not {text!r}") from None
+
+
+def _from_environment(environ: Mapping[str, str]) -> dict[str, str]:
+    values: dict[str, str] = {}
+    for name, text in environ.items():
+        if not name.startswith(ENV_PREFIX):
+            continue
+        key = name[len(ENV_PREFIX) :].lower()
+        if key not in _PARSERS:
+            known = ", ".join(ENV_PREFIX + k.upper() for k in KEYS)
+            raise ConfigError(f"unknown environment setting {name}; known are {known}")
+        values[key] = text
+    return values
+
+
+def load_settings(
+    flags: Mapping[str, object | None] | None = None,
+    environ: Mapping[str, str] | None = None,
+    config: Path | None = None,
+) -> Settings:
+    """Settings from the config file, the environment and `flags` (None means "not given").
+
+    The config file is `config` when given (it must then exist), else `<data>/kdb.conf` when
+    that exists, where data is what the environment or flags say, else the default.
+    """
+    flags = {k: v for k, v in (flags or {}).items() if v is not None}
+    for key in flags:
+        if key not in _PARSERS:
+            raise ConfigError(f"unknown setting '{key}'")
+    env = _from_environment(os.environ if environ is None else environ)
+
+    merged: dict[str, object] = {}
+    if config is None:
+        data = flags.get("data")
+        if data is None:
+            data = _convert("data", env["data"], "KDB_DATA") if "data" in env else DEFAULTS.data
+        candidate = Path(str(data)) / CONFIG_NAME
+        config_text = _read(candidate) if candidate.is_file() else None
+        config_source = str(candidate)
+    else:
+        config_text = _read(Path(config))
+        config_source = str(config)
+    if config_text is not None:
+        for key, text in parse_config(config_text, config_source).items():
+            merged[key] = _convert(key, text, config_source)
+    for key, text in env.items():
+        merged[key] = _convert(key, text, ENV_PREFIX + key.upper())
+    for key, value in flags.items():
+        # Flags arrive typed from argparse, or as text from callers that build them by hand.
+        merged[key] = _convert(key, value, f"--{key}") if isinstance(value, str) else value
+    if "segment_mb" not in merged:
+        # Unset, the segment size follows a small archive down instead of refusing to start.
+        archive = merged.get("wal_archive_mb", DEFAULTS.wal_archive_mb)
+        assert isinstance(archive, int)
+        merged["segment_mb"] = max(1, min(DEFAULTS.segment_mb, archive // 4))
+    return _validated(Settings(**merged))  # type: ignore[arg-type]
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text("utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read the config file {path}: {exc}") from None
+
+
+def _validated(settings: Settings) -> Settings:
+    for key in ("port", "threads", "max_body_mb", "segment_mb", "wal_archive_mb"):
+        value = getattr(settings, key)
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise ConfigError(f"setting '{key}' must be a whole number, not {value!r}")
+    # The archive is counted in whole segments; fewer than four would keep almost nothing.
+    if settings.segment_mb * 4 > settings.wal_archive_mb:
+        raise ConfigError(
+            f"setting 'segment_mb' ({settings.segment_mb}) must be at most wal_archive_mb / 4"
+            f" ({settings.wal_archive_mb // 4}); lower segment_mb or raise wal_archive_mb"
+        )
+    return settings
+
+
+def engine_options(settings: Settings) -> EngineOptions:
+    """What the engine takes of the settings, in its own units (bytes and seconds)."""
+    return EngineOptions(
+        wal_archive_bytes=settings.wal_archive_mb * MB,
+        segment_bytes=settings.segment_mb * MB,
+        checkpoint_bytes=settings.checkpoint_mb * MB,
+        statement_timeout=settings.statement_timeout_ms / 1000,
+        fsync_delay=settings.fsync_delay_ms / 1000,
+    )

@@ -1,0 +1,306 @@
+"""Users, tokens, sessions and rights (refimpl.engine.access), without a server."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+
+import pytest
+
+from refimpl.engine.access import (
+    ADMIN,
+    ANONYMOUS,
+    READ,
+    WRITE,
+    AccessControl,
+    Principal,
+    Right,
+    parse_duration,
+)
+from refimpl.errors import Forbidden, InvalidValue, NotAllowed, Unauthorized, UserError
+from refimpl.sql import ast
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_700_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def access(tmp_path, clock) -> AccessControl:
+    control = AccessControl(tmp_path, clock=clock)
+    assert control.ensure_admin() is not None
+    return control
+
+
+def run(access: AccessControl, statement, principal=ADMIN, database="demo"):
+    return access.execute(statement, principal, database)
+
+
+def user(access: AccessControl, name: str) -> tuple[Principal, str]:
+    run(access, ast.CreateUser(name))
+    token = run(access, ast.CreateToken(name)).rows[0][0]
+    return access.authenticate(token), token
+
+
+def test_first_start_creates_admin_once(tmp_path):
+    control = AccessControl(tmp_path)
+    token = control.ensure_admin()
+    assert token is not None and token.startswith("kdb_")
+    assert control.authenticate(token) == ADMIN
+    assert control.ensure_admin() is None
+    assert AccessControl(tmp_path).ensure_admin() is None  # persisted
+
+
+def test_only_a_hash_is_stored_and_the_file_is_private(tmp_path):
+    control = AccessControl(tmp_path)
+    token = control.ensure_admin()
+    text = control.file.read_text()
+    assert token not in text
+    assert json.loads(text)["tokens"][0]["hash"]
+    assert stat.S_IMODE(os.stat(control.file).st_mode) == 0o600
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_state_survives_reopening(tmp_path, access):
+    bob, token = user(access, "bob")
+    run(access, ast.GrantRole("READ", "demo", "bob"))
+    again = AccessControl(tmp_path)
+    assert again.authenticate(token) == bob
+    assert again.allowed(bob, "demo", READ)
+
+
+@pytest.mark.parametrize("token", ["", "kdb_nope", "x" * 200, "kdb_" + "A" * 43])
+def test_wrong_tokens_are_unauthorized(access, token):
+    with pytest.raises(Unauthorized, match="wrong, expired or revoked"):
+        access.authenticate(token)
+
+
+def test_a_token_that_differs_after_its_id_is_refused(access):
+    _, token = user(access, "bob")
+    forged = token[:-1] + ("A" if token[-1] != "A" else "B")
+    with pytest.raises(Unauthorized):
+        access.authenticate(forged)
+
+
+def test_tokens_expire(access, clock):
+    run(access, ast.CreateUser("bob"))
+    token = run(access, ast.CreateToken("bob", "30m")).rows[0][0]
+    clock.now += 29 * 60
+    assert access.authenticate(token).name == "bob"
+    clock.now += 61
+    with pytest.raises(Unauthorized):
+        access.authenticate(token)
+    assert run(access, ast.ShowUsers()).rows == [("admin", True, 1), ("bob", False, 0)]
+
+
+@pytest.mark.parametrize(("text", "seconds"), [("30d", 2592000), ("1s", 1), (" 2 H ", 7200)])
+def test_durations(text, seconds):
+    assert parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["", "0d", "3w", "-1d", "1.5h", "d", "10"])
+def test_bad_durations(text):
+    with pytest.raises(InvalidValue):
+        parse_duration(text)
+
+
+def test_drop_token_by_token_by_id_and_for_user(access):
+    run(access, ast.CreateUser("bob"))
+    tokens = [run(access, ast.CreateToken("bob")).rows[0][0] for _ in range(3)]
+    assert run(access, ast.DropToken(token=tokens[0])).message == "1 token(s) dropped"
+    assert run(access, ast.DropToken(token=tokens[1][:12])).count == 1
+    assert run(access, ast.DropToken(token="kdb_unknown")).count == 0
+    assert run(access, ast.DropToken(user="bob")).message == "1 token(s) dropped"
+    for token in tokens:
+        with pytest.raises(Unauthorized):
+            access.authenticate(token)
+
+
+def test_sessions(access, clock):
+    bob, token = user(access, "bob")
+    session_id, expires = access.open_session(token)
+    assert expires == clock.now + 12 * 3600
+    assert access.principal_for_session(session_id) == bob
+    access.close_session(session_id)
+    with pytest.raises(Unauthorized):
+        access.principal_for_session(session_id)
+    session_id, _ = access.open_session(token)
+    clock.now += 12 * 3600
+    with pytest.raises(Unauthorized):
+        access.principal_for_session(session_id)
+
+
+def test_a_session_ends_with_its_token(access):
+    _, token = user(access, "bob")
+    session_id, _ = access.open_session(token)
+    run(access, ast.DropToken(user="bob"))
+    with pytest.raises(Unauthorized):
+        access.principal_for_session(session_id)
+
+
+def test_a_session_never_outlives_its_token(access, clock):
+    run(access, ast.CreateUser("bob"))
+    token = run(access, ast.CreateToken("bob", "1h")).rows[0][0]
+    _, expires = access.open_session(token)
+    assert expires == clock.now + 3600
+    with pytest.raises(Unauthorized):
+        access.open_session("kdb_wrong")
+
+
+def test_admin_is_admin_everywhere(access):
+    for right in Right:
+        access.check(ADMIN, "anything", right, table="t")
+
+
+def test_roles_imply_lower_roles(access):
+    bob, _ = user(access, "bob")
+    with pytest.raises(Forbidden, match="user 'bob' lacks READ on database 'demo'"):
+        access.check(bob, "demo", READ)
+    run(access, ast.GrantRole("WRITE", "demo", "bob"))
+    access.check(bob, "demo", READ, table="t")
+    access.check(bob, "demo", WRITE)
+    with pytest.raises(Forbidden, match="lacks ADMIN"):
+        access.check(bob, "demo", Right.ADMIN)
+    with pytest.raises(Forbidden):
+        access.check(bob, "other", READ)
+    assert run(access, ast.RevokeRole("WRITE", "demo", "bob")).message == (
+        "revoked WRITE on database 'demo' from 'bob'"
+    )
+    assert not access.allowed(bob, "demo", READ)
+
+
+def test_table_revoke_beats_database_read(access):
+    bob, _ = user(access, "bob")
+    run(access, ast.GrantRole("READ", "demo", "bob"))
+    message = run(access, ast.RevokeSelect("secret", "bob")).message
+    assert message == "revoked SELECT on table 'secret' from 'bob'"
+    assert access.allowed(bob, "demo", READ, "public_table")
+    assert not access.allowed(bob, "demo", READ, "secret")
+    assert not access.allowed(bob, "demo", READ, "SECRET")  # names ignore case
+    with pytest.raises(Forbidden, match="lacks READ on table 'secret' in database 'demo'"):
+        access.check(bob, "demo", READ, "secret")
+    run(access, ast.GrantSelect("secret", "bob"))
+    assert access.allowed(bob, "demo", READ, "secret")
+
+
+def test_grant_select_reads_that_table_alone(access):
+    bob, _ = user(access, "bob")
+    assert run(access, ast.GrantSelect("t", "bob")).message == "granted SELECT on table 't' to 'bob'"
+    assert access.allowed(bob, "demo", READ, "t")
+    assert not access.allowed(bob, "demo", READ, "u")
+    assert not access.allowed(bob, "demo", READ)
+    assert not access.allowed(bob, "other", READ, "t")
+
+
+def test_public_grants_reach_everyone(access):
+    bob, _ = user(access, "bob")
+    with pytest.raises(Unauthorized, match="anonymous requests lack READ"):
+        access.check(ANONYMOUS, "demo", READ)
+    assert run(access, ast.GrantRole("READ", "demo", ast.PUBLIC)).message == (
+        "granted READ on database 'demo' to 'PUBLIC'"
+    )
+    access.check(ANONYMOUS, "demo", READ, "t")
+    access.check(bob, "demo", READ, "t")
+    with pytest.raises(Unauthorized):
+        access.check(ANONYMOUS, "demo", WRITE)
+    # A revoke for PUBLIC narrows what PUBLIC gives, not a user's own grants.
+    run(access, ast.GrantRole("READ", "demo", "bob"))
+    run(access, ast.RevokeSelect("t", ast.PUBLIC))
+    assert not access.allowed(ANONYMOUS, "demo", READ, "t")
+    assert access.allowed(bob, "demo", READ, "t")
+
+
+def test_who_may_manage_users(access):
+    bob, _ = user(access, "bob")
+    with pytest.raises(Forbidden):
+        run(access, ast.CreateUser("carol"), principal=bob)
+    run(access, ast.GrantRole("ADMIN", "demo", "bob"))
+    assert run(access, ast.CreateUser("carol"), principal=bob).message == "user 'carol' created"
+    run(access, ast.GrantRole("READ", "demo", "carol"), principal=bob)
+    run(access, ast.CreateToken("carol"), principal=bob)
+    # A database admin cannot grant on another database, nor act for users who have rights
+    # there, nor for the admin user.
+    with pytest.raises(Forbidden, match="lacks ADMIN on database 'other'"):
+        run(access, ast.GrantRole("READ", "other", "carol"), principal=bob)
+    run(access, ast.GrantRole("ADMIN", "other", "carol"))
+    with pytest.raises(Forbidden, match="where user 'carol' has rights"):
+        run(access, ast.CreateToken("carol"), principal=bob)
+    with pytest.raises(Forbidden):
+        run(access, ast.CreateToken("admin"), principal=bob)
+    with pytest.raises(Forbidden):
+        run(access, ast.DropUser("carol"), principal=bob)
+
+
+def test_user_errors(access):
+    run(access, ast.CreateUser("bob"))
+    with pytest.raises(UserError, match="already exists"):
+        run(access, ast.CreateUser("BOB"))
+    assert run(access, ast.CreateUser("bob", if_not_exists=True)).message == (
+        "user 'bob' already exists"
+    )
+    with pytest.raises(UserError, match="user 'nobody' does not exist"):
+        run(access, ast.CreateToken("nobody"))
+    with pytest.raises(UserError):
+        run(access, ast.GrantRole("READ", "demo", "nobody"))
+    with pytest.raises(UserError):
+        run(access, ast.CreateUser("public"))
+    with pytest.raises(NotAllowed):
+        run(access, ast.DropUser("admin"))
+    assert run(access, ast.DropUser("nobody", if_exists=True)).message == (
+        "user 'nobody' does not exist"
+    )
+
+
+def test_drop_user_removes_tokens_and_grants(access):
+    bob, token = user(access, "bob")
+    run(access, ast.GrantRole("READ", "demo", "bob"))
+    assert run(access, ast.DropUser("bob")).message == "user 'bob' dropped"
+    with pytest.raises(Unauthorized):
+        access.authenticate(token)
+    run(access, ast.CreateUser("bob"))
+    assert not access.allowed(bob, "demo", READ)
+
+
+def test_show_users_and_grants(access):
+    bob, _ = user(access, "bob")
+    run(access, ast.GrantRole("WRITE", "demo", "bob"))
+    run(access, ast.RevokeSelect("secret", "bob"))
+    users = run(access, ast.ShowUsers())
+    assert [c.name for c in users.columns] == ["user", "admin", "tokens"]
+    assert users.rows == [("admin", True, 1), ("bob", False, 1)]
+    grants = run(access, ast.ShowGrants("bob"))
+    assert [c.name for c in grants.columns] == ["grantee", "right", "database", "table"]
+    assert grants.rows == [
+        ("bob", "WRITE", "demo", None),
+        ("bob", "REVOKED SELECT", "demo", "secret"),
+    ]
+    assert run(access, ast.ShowGrants("bob"), principal=bob).rows == grants.rows  # own grants
+    with pytest.raises(Forbidden):
+        run(access, ast.ShowGrants("admin"), principal=bob)
+
+
+def test_unknown_database_refused_when_the_caller_can_tell(access):
+    run(access, ast.CreateUser("bob"))
+    with pytest.raises(Exception, match="database 'nope' does not exist"):
+        access.execute(
+            ast.GrantRole("READ", "nope", "bob"), ADMIN, "demo", database_exists=lambda n: False
+        )
+
+
+def test_forget_database(access):
+    bob, _ = user(access, "bob")
+    run(access, ast.GrantRole("READ", "old", "bob"))
+    run(access, ast.GrantSelect("t", "bob"), database="old")
+    access.forget_database("OLD")
+    assert not access.allowed(bob, "old", READ, "t")
+    assert run(access, ast.ShowGrants("bob")).rows == []
