@@ -286,7 +286,7 @@ def stats_route(ctx: Context) -> Response:
         instance.access.check(ctx.principal, wanted[0], "READ")
     else:
         wanted = [n for n in names if instance.access.allowed(ctx.principal, n, "READ")]
-    stats = instance.stats()
+    stats = instance.stats().get("databases", {})
     return json_response({"databases": {n: stats.get(n, {}) for n in wanted}})
 
 

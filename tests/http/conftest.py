@@ -1,0 +1,142 @@
+"""A real server process per test module, and a fresh database per test.
+
+The server is started as users start it (`python -m refimpl serve --port 0 --data DIR`); its
+admin token and port are read from what it prints. It is stopped with SIGTERM and must exit 0.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import re
+import signal
+import subprocess
+import sys
+import threading
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+
+START_TIMEOUT = 30.0
+ROOT = Path(__file__).resolve().parents[2]
+ADMIN = object()  # "use the admin token" (the default of every call)
+
+
+@dataclass
+class Server:
+    """A running server and a small client for it."""
+
+    process: subprocess.Popen
+    url: str
+    token: str
+    data: Path
+    log: Path
+    lines: list[str] = field(default_factory=list)
+
+    def request(
+        self, method: str, path: str, *, token: Any = ADMIN, **kwargs: Any
+    ) -> requests.Response:
+        headers = dict(kwargs.pop("headers", None) or {})
+        if token is ADMIN:
+            token = self.token
+        if token is not None:
+            headers["Authorization"] = f"Bearer {token}"
+        kwargs.setdefault("timeout", 30)
+        return requests.request(method, self.url + path, headers=headers, **kwargs)
+
+    def get(self, path: str, **kwargs: Any) -> requests.Response:
+        return self.request("GET", path, **kwargs)
+
+    def post(self, path: str, **kwargs: Any) -> requests.Response:
+        return self.request("POST", path, **kwargs)
+
+    def exec(self, sql: str, db: str = "demo", token: Any = ADMIN) -> requests.Response:
+        return self.post("/exec", params={"db": db}, data=sql.encode(), token=token)
+
+    def sql(self, sql: str, db: str = "demo", token: Any = ADMIN) -> dict:
+        """Run SQL that must succeed; the JSON answer."""
+        response = self.exec(sql, db, token)
+        assert response.status_code == 200, response.text
+        return response.json()
+
+    def rows(self, sql: str, db: str = "demo", token: Any = ADMIN) -> list[list]:
+        return self.sql(sql, db, token)["dataset"]
+
+    def new_token(self, user: str, db: str = "demo") -> str:
+        return self.rows(f"CREATE TOKEN FOR {user}", db)[0][0]
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 30.0) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(sig)
+        return self.process.wait(timeout)
+
+
+def _clean_environment() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KDB_")}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    return env
+
+
+def start_server(data: Path, *extra: str) -> Server:
+    log = data.parent / f"{data.name}-server.log"
+    command = [sys.executable, "-m", "refimpl", "serve", "--port", "0", "--data", str(data)]
+    process = subprocess.Popen(
+        [*command, *extra],
+        stdout=subprocess.PIPE,
+        stderr=log.open("wb"),
+        env=_clean_environment(),
+        cwd=data.parent,
+        text=True,
+    )
+    lines: queue.Queue[str | None] = queue.Queue()
+
+    def pump() -> None:
+        assert process.stdout is not None
+        for line in process.stdout:
+            lines.put(line.rstrip("\n"))
+        lines.put(None)
+
+    threading.Thread(target=pump, daemon=True).start()
+    seen: list[str] = []
+    token = ""
+    while True:
+        try:
+            line = lines.get(timeout=START_TIMEOUT)
+        except queue.Empty:
+            process.kill()
+            raise RuntimeError(f"the server did not start; it printed {seen}") from None
+        if line is None:
+            process.wait(5)
+            raise RuntimeError(
+                f"the server exited with {process.returncode}; it printed {seen} and logged"
+                f" {log.read_text()[-3000:]}"
+            )
+        seen.append(line)
+        if line.startswith("admin token: "):
+            token = line.removeprefix("admin token: ").strip()
+        match = re.match(r"listening on (http://\S+)$", line)
+        if match:
+            return Server(process, match.group(1), token, data, log, seen)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    running = start_server(tmp_path_factory.mktemp("server") / "data")
+    try:
+        yield running
+    finally:
+        code = running.stop()
+        assert code == 0, f"the server exited with {code}: {running.log.read_text()[-3000:]}"
+
+
+@pytest.fixture
+def db(server: Server) -> str:
+    """A fresh database for one test, so that tests sharing a server never meet."""
+    name = "t_" + uuid.uuid4().hex[:12]
+    server.sql(f"CREATE DATABASE {name}")
+    return name
