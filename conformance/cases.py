@@ -76,8 +76,9 @@ def render_value(value: Any) -> str:
 
     NULL is `NULL`, booleans `true`/`false`, an integral number without a fraction (`10`,
     also for a DOUBLE 10.0), other numbers as the shortest text that reads back the same
-    (`1.5`, `0.1`), an empty string `(empty)`, other strings as they are (timestamps are
-    strings in JSON and so appear as the server wrote them). Objects and lists (never in a
+    (`1.5`, `0.1`), an empty string `(empty)`, other strings as they are with line breaks
+    written `\\n` and `\\r` (timestamps are strings in JSON and so appear as the server
+    wrote them). Objects and lists (never in a
     conforming answer) are written as compact JSON.
     """
     if value is None:
@@ -91,7 +92,9 @@ def render_value(value: Any) -> str:
             return str(int(value))
         return repr(value)
     if isinstance(value, str):
-        return EMPTY_TEXT if value == "" else value
+        if value == "":
+            return EMPTY_TEXT
+        return value.replace("\r", "\\r").replace("\n", "\\n")
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 

@@ -104,7 +104,7 @@ def select_rows(session: Session, statement: ast.Select, params: Sequence[Any]):
         table_function = session.table_functions().get(source.name)
         if table_function is None:
             raise UnknownFunction(f"table function {source.name}() does not exist")
-        row_source = table_function(session, source, params)
+        row_source = table_function(session, source, statement, params)
         return run_select(statement, row_source, params, now_micros(), functions)
     session.authorize(READ, source.name)
     txn = session.transaction

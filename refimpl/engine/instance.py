@@ -19,6 +19,7 @@ from typing import Any
 
 from refimpl.engine import checkpoint
 from refimpl.engine.access import ADMIN, AccessControl, Principal
+from refimpl.engine.changes import changes_function
 from refimpl.engine.database import CHECKPOINT_FOLDER, WAL_FOLDER, Database
 from refimpl.engine.options import EngineOptions
 from refimpl.engine.session import Session
@@ -51,7 +52,7 @@ class Instance:
         self.path = path
         self.options = options
         self.access = AccessControl(path)
-        self.table_functions: dict[str, Callable[..., Any]] = {}
+        self.table_functions: dict[str, Callable[..., Any]] = {"changes": changes_function}
         self._databases: dict[str, Database] = {}
         self._lock = threading.RLock()
         self._lock_file: Any = None

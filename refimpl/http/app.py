@@ -19,7 +19,7 @@ from werkzeug.routing import Map, Rule
 from werkzeug.utils import send_from_directory
 from werkzeug.wrappers import Request, Response
 
-from refimpl.errors import BadRequest, NotFound, UnknownDatabase
+from refimpl.errors import BadRequest, NotFound, PayloadTooLarge, UnknownDatabase
 from refimpl.http import routes
 from refimpl.http.auth import Authenticator
 from refimpl.http.errors import to_response
@@ -62,8 +62,40 @@ class App:
         request.max_form_memory_size = self.options.max_body_bytes
 
     def read_body(self, request: Request) -> bytes:
-        self._limit(request)
-        return request.get_data(cache=True)
+        """The whole body, or PayloadTooLarge past `max_body_bytes` (chunked bodies too)."""
+        cached = request.environ.get("kdb.body")
+        if cached is not None:
+            return cached
+        limit = self.options.max_body_bytes
+        length = request.content_length
+        if length is not None and length > limit:
+            raise self._too_large()
+        if "wsgi.input_terminated" in request.environ:
+            # A chunked body: the server ends the stream, so read it ourselves up to one
+            # byte past the limit (Werkzeug's own limit would cut it off silently).
+            stream = request.environ["wsgi.input"]
+            parts: list[bytes] = []
+            size = 0
+            while size <= limit:
+                part = stream.read(min(65536, limit + 1 - size))
+                if not part:
+                    break
+                parts.append(part)
+                size += len(part)
+            if size > limit:
+                raise self._too_large()
+            data = b"".join(parts)
+        else:
+            self._limit(request)
+            data = request.get_data(cache=True)
+        request.environ["kdb.body"] = data
+        return data
+
+    def _too_large(self) -> PayloadTooLarge:
+        mb = self.options.max_body_bytes / (1024 * 1024)
+        return PayloadTooLarge(
+            f"the request body is larger than this server's limit of {mb:g} MB (max_body_mb)"
+        )
 
     def read_form(self, request: Request) -> dict[str, str]:
         self._limit(request)

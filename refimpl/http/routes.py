@@ -115,9 +115,8 @@ def export_route(ctx: Context) -> Response:
 
 def _refuse_changes(sql: str) -> None:
     """/exp is for reading: refuse anything that is not a query before it runs."""
-    from refimpl.sql.parser import parse
-
     from refimpl.sql import ast
+    from refimpl.sql.parser import parse
 
     readers = (ast.Select, ast.ShowTables, ast.ShowColumns, ast.ShowCreateTable)
     readers += (ast.ShowUsers, ast.ShowGrants)

@@ -235,6 +235,10 @@ class _Builder(Transformer):
             return ast.Literal(-operand.value, operand.type)
         return ast.Unary("-", operand)
 
+    def negative_number(self, token: Token) -> ast.Literal:
+        literal = self.number(token)
+        return ast.Literal(-literal.value, literal.type)
+
     def pos(self, operand):
         return ast.Unary("+", operand)
 
@@ -299,7 +303,7 @@ class _Builder(Transformer):
     def values(self, *rows):
         return rows
 
-    def row(self, exprs):
+    def row(self, *exprs):
         return exprs
 
     def update(self, table: str, *rest) -> ast.Update:
@@ -549,6 +553,7 @@ _RULE_WORDS: dict[str, str | None] = {
     "column_def": "a column name",
     "table_element": "a column name",
     "column_names": "a column name",
+    "assignment": "a column name",
     "database_name": "a database name",
     "user_name": "a user name",
     "grantee": "a user name or PUBLIC",
@@ -584,6 +589,10 @@ _KEYWORD_PHRASES = {
     "PRIMARY": "PRIMARY KEY",
 }
 _ENDS = {"SEMI", "$END"}
+_CLAUSES = ["FROM", "WHERE", "GROUP", "HAVING", "ORDER", "LIMIT"]
+_STATEMENT_STARTS = {"SELECT", "SUBSCRIBE", "INSERT", "UPDATE", "DELETE", "CREATE", "DROP",
+                     "ALTER", "TRUNCATE", "BEGIN", "COMMIT", "ROLLBACK", "CHECKPOINT", "SHOW",
+                     "GRANT", "REVOKE"}
 
 
 def _terminal_text(name: str) -> str | None:
@@ -616,14 +625,20 @@ def _summarise_terminals(names: set[str]) -> list[str]:
     if len(operators) >= 2:
         parts.append("an operator")
         names -= operators
-    if _TYPE_WORDS <= {texts[n] for n in names}:
-        parts.append("a type such as INT or STRING")
-        names = {n for n in names if texts[n] not in _TYPE_WORDS}
     if _STATEMENT_WORDS <= {texts[n] for n in names}:
         return ["a keyword such as SELECT or INSERT"]
     if "IDENT" in names:
-        parts.append("a name")
+        parts.append("an alias" if any(texts[n] == "AS" for n in names) else "a name")
         names -= _NAME_TERMINALS
+    if _TYPE_WORDS <= {texts[n] for n in names}:
+        parts.append("a type such as INT or STRING")
+        names = {n for n in names if texts[n] not in _TYPE_WORDS}
+    clauses = [n for n in names if texts[n] in _CLAUSES]
+    if len(clauses) >= 3:
+        clauses.sort(key=lambda n: _CLAUSES.index(texts[n]))
+        first, second = (_KEYWORD_PHRASES.get(texts[n], texts[n]) for n in clauses[:2])
+        parts.append(f"a clause such as {first} or {second}")
+        names -= set(clauses)
     words = []
     for name in names - _ENDS:
         text = texts[name]
@@ -656,7 +671,8 @@ def _analysis() -> tuple[dict[int, list[Any]], dict[str, set[str]]] | None:
         from lark.common import ParserConf
         from lark.parsers.lalr_analysis import LALR_Analyzer, Shift
 
-        analyzer = LALR_Analyzer(ParserConf(_LARK.rules, {}, ["script"]))
+        # debug=True keeps the item sets as the keys of the table instead of numbering them.
+        analyzer = LALR_Analyzer(ParserConf(_LARK.rules, {}, ["script"]), debug=True)
         analyzer.compute_lalr()
         mine = analyzer.parse_table
         theirs = _LARK.parser.parser._parse_table  # type: ignore[attr-defined]
@@ -676,10 +692,11 @@ def _analysis() -> tuple[dict[int, list[Any]], dict[str, set[str]]] | None:
                     elif pairs[target] != my_target:
                         return None
         items = {
-            number: [item for item in state if item.index > 0 or item.rule.origin.name == "script"]
+            number: [item for item in state
+                     if item.index > 0 or item.rule.origin.name.startswith("$root")]
             for number, state in pairs.items()
         }
-    except Exception:  # noqa: BLE001 - only the quality of an error message depends on this
+    except Exception:  # noqa: BLE001 - only the wording of an error message depends on this
         return None
 
     first: dict[str, set[str]] = {}
@@ -709,6 +726,8 @@ def _analysis() -> tuple[dict[int, list[Any]], dict[str, set[str]]] | None:
 
 
 def _expected_words(state: int | None, expected: set[str]) -> str:
+    """What may come next, in words: the kinds of input the parser is in the middle of (a table
+    name, a column name, an expression), then whatever else the expected terminals allow."""
     parts: list[str] = []
     remaining = set(expected)
     analysis = _analysis() if state is not None else None
@@ -720,7 +739,10 @@ def _expected_words(state: int | None, expected: set[str]) -> str:
             symbol = item.next
             if symbol.is_term or symbol.name not in _RULE_WORDS:
                 continue
-            remaining -= first.get(symbol.name, set())
+            starts = first.get(symbol.name, set())
+            if not starts & remaining:
+                continue
+            remaining -= starts
             words = _RULE_WORDS[symbol.name]
             if words is not None and words not in parts:
                 parts.append(words)
@@ -764,8 +786,9 @@ def _make(text: str, offset: int, message: str) -> SqlSyntaxError:
 
 def _syntax_error(error: UnexpectedInput, text: str) -> SqlSyntaxError:
     """Turn lark's exception into one sentence with the line and column of the culprit."""
-    state = getattr(error, "state", None)
-    stack = list(getattr(state, "value_stack", None) or ())
+    interactive = getattr(error, "interactive_parser", None)
+    state = interactive.parser_state if interactive is not None else None
+    stack = list(state.value_stack) if state is not None else []
     previous = stack[-1] if stack and isinstance(stack[-1], Token) else None
     at_end = isinstance(error, UnexpectedEOF) or (
         isinstance(error, UnexpectedToken) and error.token.type == "$END")
@@ -803,14 +826,22 @@ def _syntax_error(error: UnexpectedInput, text: str) -> SqlSyntaxError:
                          "(a join) are not supported")
 
     if isinstance(error, UnexpectedCharacters) and not isinstance(error, UnexpectedToken):
-        shown = text[offset]
-        return _make(text, offset, f"unexpected character {_show(shown)}")
+        char = text[offset]
+        shown = _show(char) if char.isprintable() else f"U+{ord(char):04X}"
+        return _make(text, offset, f"unexpected character {shown}")
 
-    position = state.position if state is not None else None
-    if state is not None:
-        expected = {s for s in state.parse_conf.states[position] if s.isupper()}
+    if interactive is not None:
+        # accepts() tries every terminal on a copy of the parser, so LALR's merged look-aheads
+        # do not leak into the message: only what can really come next is listed.
+        position = state.position
+        expected = set(interactive.accepts())
     else:
+        position = None
         expected = set(getattr(error, "expected", ()) or ())
+    found_word = error.token.upper() if isinstance(error, UnexpectedToken) else ""
+    if "SEMI" in expected and found_word in _STATEMENT_STARTS:
+        return _make(text, offset, f"expected ';' before {_show(error.token)}: statements are "
+                     "separated by ';'")
     words = _expected_words(position, expected)
     if at_end:
         message = "unexpected end of input"

@@ -195,7 +195,9 @@ def test_table_revoke_beats_database_read(access):
 
 def test_grant_select_reads_that_table_alone(access):
     bob, _ = user(access, "bob")
-    assert run(access, ast.GrantSelect("t", "bob")).message == "granted SELECT on table 't' to 'bob'"
+    assert (
+        run(access, ast.GrantSelect("t", "bob")).message == "granted SELECT on table 't' to 'bob'"
+    )
     assert access.allowed(bob, "demo", READ, "t")
     assert not access.allowed(bob, "demo", READ, "u")
     assert not access.allowed(bob, "demo", READ)

@@ -36,10 +36,11 @@ def test_every_route_of_the_app_is_documented() -> None:
         operations = document["paths"][route.path]
         for method in route.methods:
             operation = operations[method.lower()]
-            documented = {p["name"] for p in operation.get("parameters", []) if "name" in p}
-            for p in operation.get("parameters", []):
-                if "$ref" in p:
-                    documented.add(document["components"]["parameters"][p["$ref"].split("/")[-1]]["name"])
+            shared = document["components"]["parameters"]
+            documented = {
+                shared[p["$ref"].split("/")[-1]]["name"] if "$ref" in p else p["name"]
+                for p in operation.get("parameters", [])
+            }
             assert documented == set(route.params), (route.path, method)
 
 

@@ -1,0 +1,200 @@
+"""Bad input of every kind gets a clear 4xx JSON answer and changes nothing."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
+from urllib.parse import urlsplit
+
+import pytest
+import requests
+
+from tests.http.conftest import Server, start_server
+
+
+def assert_error(response: requests.Response, status: int, *words: str) -> dict:
+    assert response.status_code == status, response.text
+    assert response.headers["Content-Type"] == "application/json"
+    body = response.json()
+    assert isinstance(body["error"], str) and body["error"]
+    assert "Traceback" not in response.text and "<html" not in response.text.lower()
+    for word in words:
+        assert word in body["error"], (word, body["error"])
+    return body
+
+
+@pytest.fixture
+def table(server: Server, db: str) -> str:
+    server.sql("CREATE TABLE t (id INT, v DOUBLE); INSERT INTO t VALUES (1, 1.0)", db)
+    return "t"
+
+
+def unchanged(server: Server, db: str) -> None:
+    assert server.rows("SELECT id, v FROM t", db) == [[1, 1.0]]
+    assert server.rows("SHOW TABLES", db) == [["t"]]
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELEC 1",
+        "INSERT INTO t VALUES (",
+        "INSERT INTO t VALUES ('x', 1.0)",
+        "INSERT INTO t VALUES (2, 2.0), (3)",
+        "UPDATE t SET nope = 1",
+        "DROP TABLE nope",
+        "SELECT * FROM nope",
+        "CREATE TABLE t (id INT)",
+        "INSERT INTO t VALUES (2, 2.0); SELEC",
+        "COMMIT",
+        "'",
+        "\x00",
+        ";",
+    ],
+)
+def test_malformed_sql(server: Server, db: str, table: str, sql: str):
+    assert_error(server.exec(sql, db), 400)
+    unchanged(server, db)
+
+
+def test_empty_sql(server: Server, db: str):
+    assert_error(server.get("/exec", params={"db": db, "query": ""}), 400)
+    assert_error(server.post("/exec", params={"db": db}, data=b""), 400)
+    assert_error(server.get("/exec", params={"db": db}), 400)
+
+
+def test_sql_given_twice(server: Server, db: str):
+    response = server.post("/exec", params={"db": db, "query": "SELECT 1"}, data=b"SELECT 2")
+    assert_error(response, 400, "once")
+
+
+@pytest.mark.parametrize(
+    ("path", "method"),
+    [("/exec", "GET"), ("/exp", "GET"), ("/imp", "POST"), ("/write", "POST"),
+     ("/api/stats", "GET"), ("/health", "GET")],
+)  # fmt: skip
+def test_unknown_parameters_are_named(server: Server, path: str, method: str):
+    response = server.request(method, path, params={"query": "SELECT 1", "colour": "red"})
+    body = assert_error(response, 400, "'colour'")
+    if path not in ("/exec", "/exp"):
+        assert "'query'" in body["error"]
+
+
+def test_repeated_parameter(server: Server):
+    response = server.get("/exec?query=SELECT%201&query=SELECT%202")
+    assert_error(response, 400, "query")
+
+
+@pytest.mark.parametrize("path", ["/exec?query=SELECT%201", "/exp?query=SELECT%201"])
+def test_unknown_database(server: Server, path: str):
+    assert_error(server.get(path + "&db=nope"), 404, "nope")
+    assert_error(server.post("/imp?db=nope&table=t", data=b"id\n1\n"), 404, "nope")
+    assert_error(server.post("/write?db=nope", data=b"m v=1\n"), 404, "nope")
+    assert_error(server.get("/api/stats?db=nope"), 404, "nope")
+
+
+def test_bad_utf8(server: Server, db: str, table: str):
+    assert_error(server.post("/exec", params={"db": db}, data=b"SELECT '\xff'"), 400, "UTF-8")
+    assert_error(server.get(f"/exec?db={db}&query=SELECT%20%27%FF%27"), 400, "UTF-8")
+    body = b"id,v\n2,\xff\n"
+    assert_error(server.post("/imp", params={"db": db, "table": "t"}, data=body), 400, "UTF-8")
+    assert_error(server.post("/write", params={"db": db}, data=b"t v=\xff\n"), 400, "UTF-8")
+    unchanged(server, db)
+
+
+def test_wrong_content_type(server: Server, db: str):
+    response = server.post(
+        "/exec", params={"db": db}, json={"query": "SELECT 1"}
+    )  # JSON is not one of the body forms
+    assert_error(response, 400, "content type")
+
+
+@pytest.mark.parametrize(
+    ("body", "words"),
+    [
+        (b"t v=1 notatime\n", ["line 1", "timestamp"]),
+        (b"t\n", ["line 1"]),
+        (b"t v\n", ["line 1", "'v'"]),
+        (b"t v=\n", ["line 1", "empty"]),
+        (b't v="open\n', ["line 1", "not closed"]),
+        (b"t,tag v=1\n", ["line 1", "tag"]),
+        (b"t v=1,v=2\n", ["line 1", "twice"]),
+        (b"bad-name v=1\n", ["line 1", "table"]),
+        (b"t timestamp=1\n", ["line 1", "timestamp"]),
+        (b"t v=1i\nt v=99999999999999999999i\n", ["line 2", "range"]),
+        (b"t v=nan\n", ["line 1"]),
+        (b"t v=1\n\n  \nt v=2 1 2\n", ["line 4"]),
+    ],
+)
+def test_broken_line_protocol(server: Server, db: str, table: str, body: bytes, words: list):
+    assert_error(server.post("/write", params={"db": db}, data=body), 400, *words)
+    unchanged(server, db)
+
+
+def test_bad_precision(server: Server, db: str, table: str):
+    response = server.post("/write", params={"db": db, "precision": "h"}, data=b"t v=1 1\n")
+    assert_error(response, 400, "precision")
+
+
+@pytest.mark.parametrize(
+    ("body", "words"),
+    [
+        (b"id,v\n2,x\n", ["line 2", "column 2"]),
+        (b"id,v\n2,2.0\n3\n", ["line 3"]),
+        (b"id,v\n99999999999,1\n", ["line 2", "column 1"]),
+        (b"id,nope\n2,1\n", ["nope"]),
+        (b'id,v\n"2,1\n', ["line"]),
+    ],
+)
+def test_broken_csv(server: Server, db: str, table: str, body: bytes, words: list):
+    response = server.post("/imp", params={"db": db, "table": "t"}, data=body)
+    assert_error(response, 400, *words)
+    unchanged(server, db)
+
+
+def test_import_needs_a_table(server: Server, db: str):
+    assert_error(server.post("/imp", params={"db": db}, data=b"id\n1\n"), 400, "table")
+    response = server.post("/imp", params={"db": db, "table": "x;DROP"}, data=b"id\n1\n")
+    assert response.status_code in (400, 404)
+
+
+# --- oversized bodies: a server whose limit is 1 MB --------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    data = tmp_path_factory.mktemp("small") / "data"
+    data.mkdir()
+    (data / "kdb.conf").write_text("max_body_mb = 1\n")
+    running = start_server(data)
+    try:
+        yield running
+    finally:
+        assert running.stop() == 0
+
+
+def test_oversized_bodies(small: Server):
+    big = b"x" * (1024 * 1024 + 1)
+    assert_error(small.post("/exec", data=big), 413)
+    assert_error(small.post("/write", data=big), 413)
+    assert_error(small.post("/imp", params={"table": "t"}, data=big), 413)
+    assert_error(small.post("/exec", data={"query": "x" * (1024 * 1024 + 1)}), 413)
+    fits = b"SELECT 1 AS one" + b" " * (1024 * 1024 - 100)
+    assert small.post("/exec", data=fits).status_code == 200
+
+
+def test_oversized_chunked_body(small: Server):
+    def chunks() -> Iterator[bytes]:
+        for _ in range(20):
+            yield b"x" * 100_000
+
+    assert_error(small.post("/exec", data=chunks()), 413)
+
+
+def test_garbage_request_line_gets_no_traceback(small: Server):
+    parts = urlsplit(small.url)
+    with socket.create_connection((parts.hostname, parts.port), timeout=10) as conn:
+        conn.sendall(b"NONSENSE\r\n\r\n")
+        answer = conn.recv(65536)
+    assert b"Traceback" not in answer
+    assert small.get("/health").status_code == 200

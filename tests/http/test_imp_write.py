@@ -1,0 +1,140 @@
+"""POST /imp (CSV) and POST /write (line protocol): typed, all or nothing."""
+
+from __future__ import annotations
+
+import time
+
+from tests.http.conftest import Server
+
+
+def columns(server: Server, db: str, table: str) -> list[tuple[str, str]]:
+    return [(r[0], r[1]) for r in server.rows(f"SHOW COLUMNS FROM {table}", db)]
+
+
+# --- /imp ------------------------------------------------------------------------------------
+
+
+def test_import_converts_to_column_types(server: Server, db: str):
+    server.sql("CREATE TABLE t (id INT, price DOUBLE, ok BOOLEAN, ts TIMESTAMP, s SYMBOL)", db)
+    body = (
+        "ts,id,price,ok,s\n"
+        "2026-10-22T05:43:31.573Z,1,1.5,true,A\n"
+        '2026-10-22T05:43:32Z,2,,false,"B,C"\n'
+        ",3,2,,\n"
+    )
+    response = server.post("/imp", params={"table": "t", "db": db}, data=body.encode())
+    assert response.status_code == 200, response.text
+    assert response.json() == {"table": "t", "count": 3, "message": "3 row(s) inserted"}
+    assert server.rows("SELECT id, price, ok, ts, s FROM t ORDER BY id", db) == [
+        [1, 1.5, True, "2026-10-22T05:43:31.573Z", "A"],
+        [2, None, False, "2026-10-22T05:43:32.000Z", "B,C"],
+        [3, 2.0, None, None, None],
+    ]
+
+
+def test_import_as_a_form_file(server: Server, db: str):
+    server.sql("CREATE TABLE t (id INT, name STRING)", db)
+    response = server.post(
+        "/imp",
+        params={"table": "t", "db": db},
+        files={"data": ("t.csv", b"id,name\r\n1,x\r\n2,y\r\n", "text/csv")},
+    )
+    assert response.status_code == 200, response.text
+    assert server.rows("SELECT count(*) FROM t", db) == [[2]]
+
+
+def test_import_unknown_table_is_404(server: Server, db: str):
+    response = server.post("/imp", params={"table": "nope", "db": db}, data=b"id\n1\n")
+    assert response.status_code == 404 and "nope" in response.json()["error"]
+
+
+def test_a_bad_row_imports_nothing(server: Server, db: str):
+    server.sql("CREATE TABLE t (id INT, price DOUBLE)", db)
+    body = b"id,price\n1,1.5\n2,2.5\n3,cheap\n4,4.5\n"
+    response = server.post("/imp", params={"table": "t", "db": db}, data=body)
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert "line 4" in error and "column 2" in error
+    assert server.rows("SELECT count(*) FROM t", db) == [[0]]
+
+
+def test_import_header_problems(server: Server, db: str):
+    server.sql("CREATE TABLE t (id INT)", db)
+    for body, words in [
+        (b"id,colour\n1,red\n", "colour"),
+        (b"id,id\n1,1\n", "twice"),
+        (b"", "empty"),
+        (b"id\n1,2\n", "line 2"),
+        (b'id\n"1\n', "line"),
+    ]:
+        response = server.post("/imp", params={"table": "t", "db": db}, data=body)
+        assert response.status_code == 400, (body, response.text)
+        assert words in response.json()["error"], (body, response.text)
+    assert server.rows("SELECT count(*) FROM t", db) == [[0]]
+
+
+# --- /write ----------------------------------------------------------------------------------
+
+
+def test_write_creates_the_table(server: Server, db: str):
+    body = (
+        'trades,symbol=NABIL price=1510.5,qty=10i,note="first, \\"big\\"",ok=t'
+        " 1700000000000000000\n"
+        "trades,symbol=NICA price=800,qty=-3i,ok=false 1700000000001000000\n"
+    )
+    response = server.post("/write", params={"db": db}, data=body.encode())
+    assert response.status_code == 204, response.text
+    assert response.content == b""
+    assert dict(columns(server, db, "trades")) == {
+        "timestamp": "TIMESTAMP",
+        "symbol": "SYMBOL",
+        "price": "DOUBLE",
+        "qty": "BIGINT",
+        "note": "STRING",
+        "ok": "BOOLEAN",
+    }
+    rows = server.rows(
+        "SELECT timestamp, symbol, price, qty, note, ok FROM trades ORDER BY timestamp", db
+    )
+    assert rows == [
+        ["2023-11-14T22:13:20.000Z", "NABIL", 1510.5, 10, 'first, "big"', True],
+        ["2023-11-14T22:13:20.001Z", "NICA", 800.0, -3, None, False],
+    ]
+    show = server.rows("SHOW CREATE TABLE trades", db)[0][1]
+    assert "TIMESERIES(timestamp)" in show.replace(" (", "(") and "DAY" in show
+
+
+def test_write_adds_columns_and_defaults_the_time(server: Server, db: str):
+    server.post("/write", params={"db": db}, data=b"m,host=a cpu=1.5\n")
+    before = time.time()
+    response = server.post("/write", params={"db": db}, data=b"m,host=b,rack=r1 cpu=2,mem=7i\n")
+    assert response.status_code == 204, response.text
+    assert [c for c, _ in columns(server, db, "m")][-2:] == ["rack", "mem"]
+    rows = server.rows("SELECT host, rack, mem, timestamp FROM m ORDER BY host", db)
+    assert [r[:3] for r in rows] == [["a", None, None], ["b", "r1", 7]]
+    assert rows[1][3].startswith(time.strftime("%Y-%m-%d", time.gmtime(before)))
+
+
+def test_write_precision(server: Server, db: str):
+    response = server.post(
+        "/write", params={"db": db, "precision": "s"}, data=b"p v=1 1700000000\n"
+    )
+    assert response.status_code == 204, response.text
+    assert server.rows("SELECT timestamp FROM p", db) == [["2023-11-14T22:13:20.000Z"]]
+
+
+def test_a_bad_line_writes_nothing(server: Server, db: str):
+    body = b"good v=1 1700000000000000000\nother v=1\nbad v=oops\n"
+    response = server.post("/write", params={"db": db}, data=body)
+    assert response.status_code == 400
+    body_json = response.json()
+    assert "line 3" in body_json["error"] and body_json["position"] == {"line": 3, "column": 7}
+    assert server.rows("SHOW TABLES", db) == []
+
+
+def test_a_type_conflict_writes_nothing(server: Server, db: str):
+    assert server.post("/write", params={"db": db}, data=b"m v=1i\n").status_code == 204
+    response = server.post("/write", params={"db": db}, data=b"m v=2i\nm v=2.5\n")
+    assert response.status_code == 400
+    assert "line 2" in response.json()["error"] and "BIGINT" in response.json()["error"]
+    assert server.rows("SELECT count(*) FROM m", db) == [[1]]

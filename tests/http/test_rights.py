@@ -1,0 +1,165 @@
+"""Each role against each route; table revokes; tokens across databases; anonymous; PUBLIC."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+import requests
+
+from tests.http.conftest import Server
+
+
+@pytest.fixture
+def people(server: Server, db: str) -> dict[str, str | None]:
+    """Tokens of a reader, a writer, a database admin, a user with no rights, and anonymous."""
+    suffix = uuid.uuid4().hex[:6]
+    tokens: dict[str, str | None] = {"admin": server.token, "anonymous": None}
+    for role in ("reader", "writer", "dbadmin", "nobody"):
+        name = f"{role}_{suffix}"
+        server.sql(f"CREATE USER {name}", db)
+        tokens[role] = server.new_token(name, db)
+        right = {"reader": "READ", "writer": "WRITE", "dbadmin": "ADMIN"}.get(role)
+        if right:
+            server.sql(f"GRANT {right} ON DATABASE {db} TO {name}", db)
+        tokens[role + "_name"] = name
+    server.sql("CREATE TABLE t (id INT, v DOUBLE); INSERT INTO t VALUES (1, 1.0)", db)
+    return tokens
+
+
+ROLES = ["admin", "dbadmin", "writer", "reader", "nobody", "anonymous"]
+DENIED = {"nobody": 403, "anonymous": 401}
+
+
+def expect(role: str, allowed: set[str], ok: int) -> int:
+    return ok if role in allowed else DENIED.get(role, 403)
+
+
+ALL = {"admin", "dbadmin", "writer", "reader"}
+WRITERS = {"admin", "dbadmin", "writer"}
+ADMINS = {"admin", "dbadmin"}
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_each_role_against_each_route(server: Server, db: str, people: dict, role: str):
+    token = people[role]
+
+    def call(method: str, path: str, **kwargs) -> int:
+        response = server.request(method, path, token=token, **kwargs)
+        assert (
+            response.headers["Content-Type"].startswith(("application/json", "text/csv"))
+            or response.status_code == 204
+        )
+        if response.status_code >= 400:
+            assert response.json()["error"]
+        if response.status_code == 401:
+            assert response.headers["WWW-Authenticate"].startswith("Bearer")
+        return response.status_code
+
+    p = {"db": db}
+    assert call("GET", "/exec", params={**p, "query": "SELECT * FROM t"}) == expect(role, ALL, 200)
+    assert call("GET", "/exp", params={**p, "query": "SELECT * FROM t"}) == expect(role, ALL, 200)
+    insert = call("POST", "/exec", params=p, data=b"INSERT INTO t VALUES (2, 2.0)")
+    assert insert == expect(role, WRITERS, 200)
+    imported = call("POST", "/imp", params={**p, "table": "t"}, data=b"id,v\n3,3.0\n")
+    assert imported == expect(role, WRITERS, 200)
+    written = call("POST", "/write", params=p, data=b"t id=4i,v=4.0\n")
+    # The table has no `timestamp` column: adding it needs ADMIN, so writers stop there.
+    assert written == expect(role, ADMINS, 204)
+    ddl = call("POST", "/exec", params=p, data=b"CREATE TABLE u (id INT)")
+    assert ddl == expect(role, ADMINS, 200)
+    assert call("GET", "/api/stats", params=p) == expect(role, ALL, 200)
+    assert call("GET", "/health") == 200
+    assert call("GET", "/openapi.json") == 200
+    users = call("GET", "/exec", params={**p, "query": "SHOW USERS"})
+    assert users == expect(role, ADMINS, 200)
+
+
+def test_writer_appends_to_existing_line_protocol_tables(server: Server, db: str, people):
+    server.post("/write", params={"db": db}, data=b"m,host=a cpu=1.5\n")
+    response = server.post(
+        "/write", params={"db": db}, data=b"m,host=b cpu=2.5\n", token=people["writer"]
+    )
+    assert response.status_code == 204, response.text
+    denied = server.post(
+        "/write", params={"db": db}, data=b"m,host=b cpu=2.5,new=1\n", token=people["writer"]
+    )
+    assert denied.status_code == 403 and "ADMIN" in denied.json()["error"]
+    assert server.rows("SELECT count(*) FROM m", db) == [[2]]
+
+
+def test_revoked_select_beats_database_read(server: Server, db: str, people):
+    server.sql("CREATE TABLE secret (id INT); INSERT INTO secret VALUES (7)", db)
+    server.sql(f"REVOKE SELECT ON secret FROM {people['reader_name']}", db)
+    reader = people["reader"]
+    denied = server.exec("SELECT * FROM secret", db, token=reader)
+    assert denied.status_code == 403 and "secret" in denied.json()["error"]
+    export = server.get("/exp", params={"db": db, "query": "SELECT * FROM secret"}, token=reader)
+    assert export.status_code == 403
+    assert server.rows("SELECT id FROM t", db, token=reader) == [[1]]
+    assert ["secret"] not in server.rows("SHOW TABLES", db, token=reader)
+    server.sql(f"GRANT SELECT ON secret TO {people['reader_name']}", db)
+    assert server.rows("SELECT id FROM secret", db, token=reader) == [[7]]
+
+
+def test_grant_select_on_one_table(server: Server, db: str, people):
+    server.sql("CREATE TABLE other (id INT)", db)
+    server.sql(f"GRANT SELECT ON t TO {people['nobody_name']}", db)
+    nobody = people["nobody"]
+    assert server.rows("SELECT id FROM t", db, token=nobody) == [[1]]
+    assert server.exec("SELECT id FROM other", db, token=nobody).status_code == 403
+
+
+def test_a_token_for_one_database_on_another(server: Server, db: str, people):
+    other = "t_" + uuid.uuid4().hex[:12]
+    server.sql(f"CREATE DATABASE {other}")
+    server.sql("CREATE TABLE t (id INT)", other)
+    for role in ("reader", "writer", "dbadmin"):
+        response = server.exec("SELECT * FROM t", other, token=people[role])
+        assert response.status_code == 403, role
+        assert f"database '{other}'" in response.json()["error"]
+    grant = server.exec(
+        f"GRANT READ ON DATABASE {other} TO {people['reader_name']}", db, token=people["dbadmin"]
+    )
+    assert grant.status_code == 403
+
+
+def test_anonymous_and_public(server: Server, db: str, people):
+    assert server.exec("SELECT * FROM t", db, token=None).status_code == 401
+    server.sql(f"GRANT READ ON DATABASE {db} TO PUBLIC", db)
+    assert server.rows("SELECT id FROM t", db, token=None) == [[1]]
+    assert server.rows("SELECT id FROM t", db, token=people["nobody"]) == [[1]]
+    insert = server.exec("INSERT INTO t VALUES (9, 9.0)", db, token=None)
+    assert insert.status_code == 401
+    server.sql(f"REVOKE READ ON DATABASE {db} FROM PUBLIC", db)
+    assert server.exec("SELECT * FROM t", db, token=None).status_code == 401
+
+
+def test_wrong_revoked_and_expired_tokens(server: Server, db: str, people):
+    for header in ("Bearer kdb_wrong", "Basic abc", "Bearer"):
+        response = requests.get(
+            server.url + "/exec",
+            params={"query": "SELECT 1", "db": db},
+            headers={"Authorization": header},
+            timeout=10,
+        )
+        assert response.status_code == 401, header
+        assert response.headers["WWW-Authenticate"].startswith("Bearer")
+    reader = people["reader"]
+    server.sql(f"DROP TOKEN '{reader}'", db)
+    assert server.exec("SELECT 1", db, token=reader).status_code == 401
+    short = server.rows(f"CREATE TOKEN FOR {people['reader_name']} EXPIRES IN '1s'", db)[0][0]
+    assert server.exec("SELECT 1", db, token=short).status_code == 200
+    time.sleep(1.2)
+    assert server.exec("SELECT 1", db, token=short).status_code == 401
+
+
+def test_dropping_a_user_ends_their_session(server: Server, db: str, people):
+    session = requests.Session()
+    opened = session.post(server.url + "/api/session", data=people["writer"], timeout=10)
+    assert opened.status_code == 200
+    query = {"query": "SELECT 1", "db": db}
+    assert session.get(server.url + "/exec", params=query, timeout=10).status_code == 200
+    server.sql(f"DROP USER {people['writer_name']}", db)
+    assert session.get(server.url + "/exec", params=query, timeout=10).status_code == 401

@@ -1,0 +1,79 @@
+"""Schemathesis against the live server: the answers match spec/openapi.yaml, and no 5xx.
+
+Short, for the default suite (bounded examples); `tools/fuzz_http.py` runs the long version.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import schemathesis
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from schemathesis.checks import not_a_server_error
+from schemathesis.specs.openapi.checks import (
+    content_type_conformance,
+    response_schema_conformance,
+    status_code_conformance,
+)
+
+from tests.http.conftest import Server
+
+CHECKS = [
+    not_a_server_error,
+    status_code_conformance,
+    content_type_conformance,
+    response_schema_conformance,
+]
+EXAMPLES = int(os.environ.get("SCHEMATHESIS_EXAMPLES", "150"))
+
+
+@pytest.fixture(scope="module")
+def api(server: Server) -> schemathesis.schemas.BaseSchema:
+    schema = schemathesis.openapi.from_url(server.url + "/openapi.json")
+    # Something for the SQL routes to find, so that valid queries answer rows.
+    server.sql("CREATE TABLE IF NOT EXISTS t (id INT, name STRING, ts TIMESTAMP)")
+    server.sql("INSERT INTO t VALUES (1, 'a', '2026-01-01T00:00:00Z')")
+    return schema
+
+
+def run_cases(server: Server, api, mode: schemathesis.GenerationMode, examples: int) -> None:
+    strategy = api.as_strategy(generation_mode=mode)
+    headers = {"Authorization": f"Bearer {server.token}"}
+
+    @settings(
+        max_examples=examples,
+        deadline=None,
+        database=None,
+        derandomize=True,
+        suppress_health_check=list(HealthCheck),
+    )
+    @given(data=st.data())
+    def check(data: st.DataObject) -> None:
+        case = data.draw(strategy)
+        case.call_and_validate(base_url=server.url, headers=headers, checks=CHECKS, timeout=30)
+
+    check()
+
+
+def test_positive_cases_conform(server: Server, api) -> None:
+    run_cases(server, api, schemathesis.GenerationMode.POSITIVE, EXAMPLES)
+
+
+def test_negative_cases_conform(server: Server, api) -> None:
+    run_cases(server, api, schemathesis.GenerationMode.NEGATIVE, EXAMPLES)
+
+
+def test_anonymous_cases_conform(server: Server, api) -> None:
+    strategy = api.as_strategy()
+
+    @settings(max_examples=40, deadline=None, database=None, derandomize=True,
+              suppress_health_check=list(HealthCheck))  # fmt: skip
+    @given(data=st.data())
+    def check(data: st.DataObject) -> None:
+        case = data.draw(strategy)
+        case.headers = {k: v for k, v in (case.headers or {}).items() if k != "Authorization"}
+        case.call_and_validate(base_url=server.url, checks=CHECKS, timeout=30)
+
+    check()
