@@ -53,6 +53,7 @@ __all__ = [
 
 DEFAULT_SEGMENT_BYTES = 64 * 1024 * 1024
 _READ_BUFFER = 64 * 1024
+_MAX_GATHER_SECONDS = 0.001
 _OPEN_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
 
 
@@ -97,6 +98,8 @@ class WriteAheadLog:
         self._cond = threading.Condition(self._lock)  # durable_lsn moved, leader done, closed
         self._remove_lock = threading.Lock()  # one remove_through at a time, in LSN order
         self._fsync_count = 0
+        self._last_batch_commits = 0  # commits the last flush covered
+        self._last_flush_seconds = 0.0  # how long it took
         self._failure: str | None = None
         self._closing = False
         self._closed = False
@@ -241,9 +244,19 @@ class WriteAheadLog:
                     break
                 self._cond.wait()
             self._flushing = True
+            if self._last_batch_commits > 1:
+                # Committers woken by the last flush are about to append again: give them a
+                # moment (half a flush at most) so they share this fsync instead of the next.
+                # Without it, batches alternate between two halves of the writers.
+                self._cond.wait(min(self._last_flush_seconds / 2, _MAX_GATHER_SECONDS))
             batch, self._pending = self._pending, []
             target = self._last_lsn
-        self._lead(batch, target)
+            self._last_batch_commits = target - self._durable_lsn
+        started = time.perf_counter()
+        try:
+            self._lead(batch, target)
+        finally:
+            self._last_flush_seconds = time.perf_counter() - started
 
     def _lead(self, batch: list[tuple[Segment, bytearray]], target: int) -> None:
         """Flushes `batch` (ending with record `target`) as the one leader, outside the lock."""
