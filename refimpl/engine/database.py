@@ -22,6 +22,7 @@ from typing import Any
 from refimpl.engine import checkpoint, ddl, records, values
 from refimpl.engine.options import EngineOptions
 from refimpl.engine.records import Entry, Record
+from refimpl.engine.signals import CommitSignal
 from refimpl.engine.table import Table
 from refimpl.engine.transaction import Transaction
 from refimpl.engine.wal import WriteAheadLog
@@ -50,6 +51,7 @@ class Database:
         self.checkpoint_lsn = 0
         self.recovery_messages: list[str] = []
         self.listeners: list[CommitListener] = []
+        self.commits = CommitSignal()
         self._checkpoint_lock = threading.Lock()
         self._checkpoint_thread: threading.Thread | None = None
         self._bytes_at_checkpoint = 0
@@ -93,6 +95,7 @@ class Database:
                 ) from error
             self.applied_lsn = lsn
         self.applied_lsn = max(self.applied_lsn, self.log.last_lsn)
+        self.commits.publish(self.log.durable_lsn)
         self._bytes_at_checkpoint = self.log.total_bytes
 
     def _load_image(self, image: checkpoint.CheckpointImage) -> None:
@@ -155,6 +158,7 @@ class Database:
     def wait_durable(self, lsn: int) -> None:
         """Block until `lsn` is on disk; then it may be acknowledged."""
         self.log.wait_durable(lsn)
+        self.commits.publish(self.log.durable_lsn)
         self._maybe_checkpoint()
 
     def wait_visible(self) -> None:
@@ -239,6 +243,7 @@ class Database:
 
     def close(self) -> None:
         """Make everything appended durable and close the log."""
+        self.commits.close()
         thread = self._checkpoint_thread
         if thread is not None:
             thread.join()

@@ -806,13 +806,18 @@ def _syntax_error(error: UnexpectedInput, text: str) -> SqlSyntaxError:
     # Words and shapes of SQL that this database deliberately does not have.
     match = _WORD.match(text, offset)
     word = match.group().upper() if match else ""
-    if word in _JOIN_PREFIXES:
-        after = _WORD.search(text, match.end())
-        if after and after.group().upper() in ("JOIN", "OUTER"):
-            return _make(text, offset, _UNSUPPORTED["JOIN"])
+    prev_text = previous.upper() if previous is not None else ""
+    if word in _JOIN_PREFIXES or word == "JOIN":
+        after = _WORD.search(text, match.end())  # type: ignore[union-attr]
+        if word == "JOIN" or (after and after.group().upper() in ("JOIN", "OUTER")):
+            # `FROM a LEFT JOIN b` reads LEFT as the alias of a: point at LEFT, not JOIN.
+            before = re.search(r"([A-Za-z_][A-Za-z0-9_]*)\s*\Z", text[:offset])
+            start = offset
+            if before and before.group(1).upper() in _JOIN_PREFIXES and word != "OUTER":
+                start = before.start(1)
+            return _make(text, start, _UNSUPPORTED["JOIN"])
     if word in _UNSUPPORTED:
         return _make(text, offset, _UNSUPPORTED[word])
-    prev_text = previous.upper() if previous is not None else ""
     if (text.startswith("(", offset) and prev_text == "FROM") or (
             word == "SELECT" and prev_text == "("):
         return _make(text, offset, _SUBQUERY)
@@ -825,7 +830,11 @@ def _syntax_error(error: UnexpectedInput, text: str) -> SqlSyntaxError:
             return _make(text, offset, "a query reads a single table: several tables in FROM "
                          "(a join) are not supported")
 
-    if isinstance(error, UnexpectedCharacters) and not isinstance(error, UnexpectedToken):
+    if isinstance(error, UnexpectedToken):
+        found_text = str(error.token)
+    elif match:
+        found_text = match.group()  # a reserved word that no rule takes (ALL, say)
+    else:
         char = text[offset]
         shown = _show(char) if char.isprintable() else f"U+{ord(char):04X}"
         return _make(text, offset, f"unexpected character {shown}")
@@ -838,16 +847,14 @@ def _syntax_error(error: UnexpectedInput, text: str) -> SqlSyntaxError:
     else:
         position = None
         expected = set(getattr(error, "expected", ()) or ())
-    found_word = error.token.upper() if isinstance(error, UnexpectedToken) else ""
-    if "SEMI" in expected and found_word in _STATEMENT_STARTS:
-        return _make(text, offset, f"expected ';' before {_show(error.token)}: statements are "
+    if "SEMI" in expected and found_text.upper() in _STATEMENT_STARTS:
+        return _make(text, offset, f"expected ';' before {_show(found_text)}: statements are "
                      "separated by ';'")
     words = _expected_words(position, expected)
     if at_end:
         message = "unexpected end of input"
         return _make(text, offset, f"{message}: expected {words}" if words else message)
     after = f" after {_show(previous)}" if previous is not None else ""
-    token_text = _show(error.token)  # type: ignore[union-attr]
     if not words:
-        return _make(text, offset, f"unexpected {token_text}{after}")
-    return _make(text, offset, f"expected {words}{after} but found {token_text}")
+        return _make(text, offset, f"unexpected {_show(found_text)}{after}")
+    return _make(text, offset, f"expected {words}{after} but found {_show(found_text)}")

@@ -5,8 +5,10 @@ from __future__ import annotations
 import csv
 import io
 import os
+import re
 import signal
 import stat
+from pathlib import Path
 
 import requests
 
@@ -197,3 +199,28 @@ def test_dev_mode(tmp_path):
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert refused.returncode == 2 and "loopback" in refused.stderr
+
+
+def test_a_burst_is_answered_by_a_bounded_pool(tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    small = start_server(tmp_path / "data", "--threads", "2")
+    try:
+        peak = 0
+
+        def call(n: int) -> int:
+            nonlocal peak
+            response = small.get("/exec", params={"query": f"SELECT {n} AS n"})
+            status = Path(f"/proc/{small.process.pid}/status")
+            if status.exists():
+                threads = int(re.search(r"Threads:\s+(\d+)", status.read_text()).group(1))
+                peak = max(peak, threads)
+            assert response.json()["dataset"] == [[n]]
+            return response.status_code
+
+        with ThreadPoolExecutor(32) as pool:
+            assert set(pool.map(call, range(200))) == {200}
+        # Two workers, the accepting thread, the main thread, and the engine's own few.
+        assert peak <= 10, peak
+    finally:
+        assert small.stop() == 0

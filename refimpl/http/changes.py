@@ -1,0 +1,193 @@
+"""GET /api/changes: a table's change stream as server-sent events or JSON.
+
+Each request reads after a position, waits (within limits) for a commit when there is
+nothing new, answers and ends; the client asks again from where the answer says. Readers
+that ask for the same position after the same commit share one encoded answer.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import TYPE_CHECKING, Any
+
+from werkzeug.wrappers import Response
+
+from refimpl.engine import values
+from refimpl.engine.changes import Change, ChangeBatch, read_changes
+from refimpl.engine.result import Column
+from refimpl.errors import BadRequest, NotFound
+from refimpl.http.encode import encode_json
+
+if TYPE_CHECKING:
+    from refimpl.http.routes import Context
+
+DEFAULT_LIMIT = 1000
+DEFAULT_WAIT_SSE_MS = 25_000
+MAX_WAIT_MS = 55_000
+RETRY_MS = 1000
+
+
+def parse_whole(text: str | None, name: str, default: int | None, minimum: int = 0) -> int | None:
+    """A whole-number parameter; a clear 400 for anything else."""
+    if text is None:
+        return default
+    stripped = text.strip()
+    if not stripped.isdigit():
+        raise BadRequest(
+            f"the parameter '{name}' must be a whole number of {minimum} or more, not '{text}'"
+        )
+    number = int(stripped)
+    if number < minimum:
+        raise BadRequest(f"the parameter '{name}' must be {minimum} or more, not {number}")
+    return number
+
+
+class SharedAnswers:
+    """Encoded answers by (request shape, durable LSN): computed once, served to all askers."""
+
+    def __init__(self, size: int = 256) -> None:
+        self._lock = threading.Lock()
+        self._done: OrderedDict[tuple, Any] = OrderedDict()
+        self._running: dict[tuple, Future[Any]] = {}
+        self._size = size
+
+    def get(self, key: tuple, produce: Callable[[], Any]) -> Any:
+        with self._lock:
+            body = self._done.get(key)
+            if body is not None:
+                self._done.move_to_end(key)
+                return body
+            future = self._running.get(key)
+            producer = future is None
+            if producer:
+                future = Future()
+                self._running[key] = future
+        assert future is not None
+        if not producer:
+            return future.result()
+        try:
+            body = produce()
+        except BaseException as error:
+            with self._lock:
+                del self._running[key]
+            future.set_exception(error)
+            raise
+        with self._lock:
+            del self._running[key]
+            self._done[key] = body
+            if len(self._done) > self._size:
+                self._done.popitem(last=False)
+        future.set_result(body)
+        return body
+
+
+def change_body(change: Change, types: dict[str, str]) -> dict[str, Any]:
+    row = None
+    if change.row is not None:
+        row = {name: values.to_json(value, types[name]) for name, value in change.row.items()}
+    return {
+        "lsn": change.lsn,
+        "seq": change.seq,
+        "committed_at": values.format_timestamp(change.committed_at),
+        "op": change.op,
+        "key": change.key,
+        "row": row,
+    }
+
+
+def encode_sse(batch: ChangeBatch, types: dict[str, str]) -> bytes:
+    """Events: `change` per row (`id` on a transaction's last row), then `position`."""
+    parts = [f"retry: {RETRY_MS}\n\n"]
+    changes = batch.changes
+    for index, change in enumerate(changes):
+        last_of_transaction = index + 1 == len(changes) or changes[index + 1].lsn != change.lsn
+        data = encode_json(change_body(change, types)).decode("utf-8")
+        head = f"id: {change.lsn}\n" if last_of_transaction else ""
+        parts.append(f"{head}event: change\ndata: {data}\n\n")
+    position = encode_json({"next": batch.next_lsn, "more": batch.more}).decode("utf-8")
+    parts.append(f"id: {batch.next_lsn}\nevent: position\ndata: {position}\n\n")
+    return "".join(parts).encode("utf-8")
+
+
+def encode_json_answer(
+    table: str, batch: ChangeBatch, types: dict[str, str], durable: int, oldest: int
+) -> bytes:
+    return encode_json(
+        {
+            "table": table,
+            "changes": [change_body(c, types) for c in batch.changes],
+            "next": batch.next_lsn,
+            "more": batch.more,
+            "durable_lsn": durable,
+            "oldest_lsn": oldest,
+        }
+    )
+
+
+def changes_route(ctx: Context) -> Response:
+    args = ctx.args
+    table_name = ctx.require("table")
+    fmt = args.get("format", "sse")
+    if fmt not in ("sse", "json"):
+        raise BadRequest(f"the parameter 'format' must be sse or json, not '{fmt}'")
+    start = parse_whole(args.get("from"), "from", None)
+    if start is None:
+        header = ctx.request.headers.get("Last-Event-ID")
+        start = parse_whole(header, "Last-Event-ID", 0) if header else 0
+    limit = parse_whole(args.get("limit"), "limit", DEFAULT_LIMIT, minimum=1)
+    wait_default = DEFAULT_WAIT_SSE_MS if fmt == "sse" else 0
+    wait_ms = min(parse_whole(args.get("wait"), "wait", wait_default) or 0, MAX_WAIT_MS)
+    assert start is not None and limit is not None
+
+    instance = ctx.app.instance
+    database = instance.database(ctx.database)
+    with database.state_lock:
+        table = database.tables.get(table_name.lower())
+    if table is None:
+        raise NotFound(f"table '{table_name}' does not exist in database '{database.name}'")
+    instance.access.check(ctx.principal, database.name, "READ", table.schema.name)
+    schema = table.schema
+    types = {c.name: c.type for c in schema.columns}
+    columns: tuple[Column, ...] = tuple(Column(c.name, c.type) for c in schema.columns)
+
+    def answer() -> tuple[bytes, bool]:
+        durable = database.log.durable_lsn
+        key = (database.name, schema.name.lower(), columns, start, limit, fmt, durable)
+
+        def produce() -> tuple[bytes, bool]:
+            batch = read_changes(database, schema.name, schema, start, limit)
+            if fmt == "sse":
+                return encode_sse(batch, types), bool(batch.changes)
+            body = encode_json_answer(
+                schema.name, batch, types, database.log.durable_lsn, database.log.oldest_lsn
+            )
+            return body, bool(batch.changes)
+
+        return ctx.app.shared_answers.get(key, produce)
+
+    body, found = answer()
+    deadline = time.monotonic() + wait_ms / 1000
+    if not found and wait_ms > 0 and ctx.app.wait_slots.acquire(blocking=False):
+        try:
+            while not found:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                seen = database.log.durable_lsn
+                if not database.commits.wait_beyond(seen, remaining):
+                    break
+                body, found = answer()
+        finally:
+            ctx.app.wait_slots.release()
+    if fmt == "sse":
+        return Response(
+            body,
+            content_type="text/event-stream",
+            headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+        )
+    return Response(body, content_type="application/json", headers={"Cache-Control": "no-store"})
+
