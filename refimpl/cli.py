@@ -100,7 +100,6 @@ def write_admin_token(folder: Path, token: str) -> Path:
 
 def _serve(options: argparse.Namespace) -> int:
     from refimpl.engine.instance import Instance
-
     from refimpl.http.app import App, AppOptions
     from refimpl.http.server import serve
 
@@ -150,6 +149,8 @@ def _serve(options: argparse.Namespace) -> int:
         instance.close()
         print("stopped; everything acknowledged is on disk", flush=True)
 
+    # At the signal, before running requests are awaited: the engine answers waiting readers
+    # with what they have and ends open streams (which would otherwise hold their workers).
     stopping = getattr(instance, "begin_shutdown", None)
     return serve(app, settings.host, settings.port, settings.threads, listening, stopped, stopping)
 
@@ -158,9 +159,8 @@ def _serve(options: argparse.Namespace) -> int:
 
 
 def _sql(options: argparse.Namespace) -> int:
-    from refimpl.engine.instance import Instance
-
     from refimpl.engine.access import ADMIN
+    from refimpl.engine.instance import Instance
     from refimpl.engine.options import EngineOptions
 
     instance = Instance.open(options.data, EngineOptions())
@@ -183,7 +183,7 @@ def _run_sql(session: Any, text: str) -> bool:
     except KdbError as exc:
         where = ""
         line = getattr(exc, "line", None)
-        if line is not None:
+        if line is not None and f"line {line}" not in exc.message:
             where = f" (line {line}, column {getattr(exc, 'column', '?')})"
         print(f"ERROR: {exc.message}{where}", file=sys.stderr)
         return False
@@ -229,7 +229,7 @@ def format_result(result: Any) -> str:
     cells = [[values.to_text(v, t) for v, t in zip(row, types, strict=True)] for row in result.rows]
     widths = [max([len(n), *(len(r[i]) for r in cells)]) for i, n in enumerate(names)]
     right = [t in ("INT", "BIGINT", "DOUBLE") for t in types]
-    out = [" " + " | ".join(n.center(w) for n, w in zip(names, widths, strict=True))]
+    out = [(" " + " | ".join(n.center(w) for n, w in zip(names, widths, strict=True))).rstrip()]
     out.append("-" + "-+-".join("-" * w for w in widths) + "-")
     for row in cells:
         out.append(

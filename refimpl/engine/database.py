@@ -22,6 +22,8 @@ from typing import Any
 from refimpl.engine import checkpoint, ddl, records, values
 from refimpl.engine.options import EngineOptions
 from refimpl.engine.records import Entry, Record
+from refimpl.engine.result_cache import ResultCache
+from refimpl.engine.revisions import Revisions, new_boot_id
 from refimpl.engine.signals import CommitSignal
 from refimpl.engine.table import Table
 from refimpl.engine.transaction import Transaction
@@ -39,7 +41,9 @@ CommitListener = Callable[["Database", Record], None]
 class Database:
     """A database in its own folder. Open with `Database.open`."""
 
-    def __init__(self, name: str, path: Path, options: EngineOptions) -> None:
+    def __init__(
+        self, name: str, path: Path, options: EngineOptions, boot: str | None = None
+    ) -> None:
         self.name = name
         self.path = path
         self.options = options
@@ -52,6 +56,8 @@ class Database:
         self.recovery_messages: list[str] = []
         self.listeners: list[CommitListener] = []
         self.commits = CommitSignal()
+        self.revisions = Revisions(boot or new_boot_id())
+        self.result_cache = ResultCache(options.result_cache_bytes)
         self._checkpoint_lock = threading.Lock()
         self._checkpoint_thread: threading.Thread | None = None
         self._bytes_at_checkpoint = 0
@@ -60,9 +66,11 @@ class Database:
     # -- opening -------------------------------------------------------------------------
 
     @classmethod
-    def open(cls, name: str, path: Path, options: EngineOptions) -> Database:
+    def open(
+        cls, name: str, path: Path, options: EngineOptions, boot: str | None = None
+    ) -> Database:
         """Open (creating) and recover: the latest checkpoint, then the log after it."""
-        database = cls(name, path, options)
+        database = cls(name, path, options, boot)
         database._recover()
         return database
 
@@ -147,6 +155,9 @@ class Database:
         lsn = self.log.append(records.encode(committed_at, entries))
         with self.state_lock:
             txn.install(self.tables)
+            # After the install, never before: a reader that saw the old revision must not
+            # have read the new rows under it (the result cache depends on that order).
+            self.revisions.advance(txn.touched())
             for text in txn.database_changes:
                 _apply_database_change(self.settings, text)
             self.applied_lsn = lsn
@@ -262,6 +273,8 @@ class Database:
             "oldest_lsn": self.log.oldest_lsn,
             "checkpoint_lsn": self.checkpoint_lsn,
             "wal_archive_bytes": int(self.settings["wal_archive"]),
+            "rev_values": self.revisions.kept_values(),
+            "result_cache": self.result_cache.stats(),
         }
 
 

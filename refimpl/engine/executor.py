@@ -16,8 +16,9 @@ from typing import TYPE_CHECKING, Any
 from refimpl.engine import ddl, values
 from refimpl.engine.expressions import Scope, ScopeColumn, compile_expression
 from refimpl.engine.result import Column, Result, message_result, query_result
+from refimpl.engine.rev_sql import cache_plan
 from refimpl.engine.schema import TableSchema
-from refimpl.engine.select import AccessHints, plan_access, run_select
+from refimpl.engine.select import AccessHints, QueryOutput, plan_access, run_select
 from refimpl.engine.table import Ident, Row, Table, parts_for_period_range
 from refimpl.engine.transaction import TableWork, Transaction
 from refimpl.errors import (
@@ -116,9 +117,19 @@ def select_rows(session: Session, statement: ast.Select, params: Sequence[Any]):
         table = database.tables.get(source.name.lower())
         if table is None:
             raise UnknownTable(source.name)
-        return run_select(
+        # The revision is read under the state lock, before the query: see result_cache.
+        key, token = cache_plan(database, table.schema, statement, params)
+        if key is not None:
+            cached = database.result_cache.get(key, token)
+            if cached is not None:
+                return QueryOutput(cached.columns, list(cached.rows))
+        output = run_select(
             statement, CommittedTable(table, source.alias), params, now_micros(), functions
         )
+    if key is not None:
+        cells = len(output.rows) * max(1, len(output.columns))
+        database.result_cache.put(key, token, QueryOutput(output.columns, list(output.rows)), cells)
+    return output
 
 
 def _subscribe(session: Session, statement: ast.Subscribe, text: str, params: Sequence[Any]):

@@ -22,6 +22,8 @@ from refimpl.engine.access import ADMIN, AccessControl, Principal
 from refimpl.engine.changes import changes_function
 from refimpl.engine.database import CHECKPOINT_FOLDER, WAL_FOLDER, Database
 from refimpl.engine.options import EngineOptions
+from refimpl.engine.rev_sql import kdb_rev_builder
+from refimpl.engine.revisions import new_boot_id
 from refimpl.engine.session import Session
 from refimpl.engine.wal import inspect_log
 from refimpl.errors import (
@@ -57,6 +59,7 @@ class Instance:
         self._lock = threading.RLock()
         self._lock_file: Any = None
         self.recovery_messages: list[str] = []
+        self.boot = new_boot_id()
 
     @classmethod
     def open(cls, path: Path | str, options: EngineOptions | None = None) -> Instance:
@@ -88,7 +91,7 @@ class Instance:
         self._lock_file = handle
 
     def _open_database(self, name: str) -> Database:
-        database = Database.open(name, self.path / name, self.options)
+        database = Database.open(name, self.path / name, self.options, self.boot)
         self.recovery_messages += [f"database '{name}': {m}" for m in database.recovery_messages]
         self._databases[name.lower()] = database
         return database
@@ -159,8 +162,8 @@ class Instance:
         return Session(self, self.database(database), principal)
 
     def sql_functions(self, session: Session) -> dict[str, Callable[..., Any]]:
-        """Scalar functions bound to a session; features register theirs here."""
-        return {}
+        """Scalar functions bound to a session (they need its database and rights)."""
+        return {"kdb_rev": kdb_rev_builder(session)}
 
     def stats(self) -> dict[str, Any]:
         with self._lock:

@@ -16,6 +16,7 @@ class EngineOptions:
     - `checkpoint_bytes`: log written since the last checkpoint that triggers a new one.
     - `statement_timeout`: seconds a statement may wait for the database lock.
     - `fsync_delay`: seconds added to every fsync (benchmarks only: a slow disk's flush).
+    - `result_cache_bytes`: memory for cached SELECT answers per database (0: no cache).
     """
 
     wal_archive_bytes: int = 1024 * MB
@@ -23,6 +24,7 @@ class EngineOptions:
     checkpoint_bytes: int = 64 * MB
     statement_timeout: float = 30.0
     fsync_delay: float = 0.0
+    result_cache_bytes: int = 64 * MB
 
     def segment_size_for(self, archive_bytes: int) -> int:
         return max(4096, min(self.segment_bytes, archive_bytes // 4))

@@ -13,8 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from refimpl.engine.records import Entry
+from refimpl.engine.revisions import Touched
 from refimpl.engine.schema import TableSchema
 from refimpl.engine.select import AccessHints
 from refimpl.engine.table import Ident, Row, Table, parts_for_period_range
@@ -32,6 +34,8 @@ class TableWork:
     dropped: bool = False
     created: bool = False
     sealed: dict[Ident, Row | None] = field(default_factory=dict)
+    touched: set[Any] = field(default_factory=set)  # rev-column values of changed rows
+    touched_all: bool = False  # a schema change or partition drop: every value moved
 
     def current(self) -> Table:
         table = self.working if self.working is not None else self.base
@@ -107,7 +111,18 @@ class TableWork:
         deletes = []
         upserts = []
         rowids = [] if not table.keyed else None
+        rev_column = table.schema.rev_column
+        rev_position = table.schema.position(rev_column) if rev_column else None
+        touched = self.touched
         for ident, row in self.pending.items():
+            if rev_position is not None:
+                before = table.get(ident)
+                if before is not None:
+                    touched.add(before[rev_position])
+                if row is not None:
+                    touched.add(row[rev_position])
+            else:
+                self.touched_all = True
             if row is None:
                 part = table.part_of_ident(ident)
                 if part is not None:
@@ -209,6 +224,17 @@ class Transaction:
 
     def ddl(self, name: str, text: str) -> None:
         self.entries.append(Entry.ddl(name, text))
+        work = self.work.get(name.lower())
+        if work is not None:
+            work.touched_all = True
+
+    def touched(self) -> dict[str, Touched]:
+        """What the sealed transaction changed, per table (for revisions)."""
+        return {
+            key: Touched(frozenset(work.touched), work.touched_all)
+            for key, work in self.work.items()
+            if work.touched or work.touched_all
+        }
 
     def seal_all(self) -> list[Entry]:
         for work in self.work.values():

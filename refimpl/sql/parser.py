@@ -813,7 +813,7 @@ def _syntax_error(error: UnexpectedInput, text: str) -> SqlSyntaxError:
             # `FROM a LEFT JOIN b` reads LEFT as the alias of a: point at LEFT, not JOIN.
             before = re.search(r"([A-Za-z_][A-Za-z0-9_]*)\s*\Z", text[:offset])
             start = offset
-            if before and before.group(1).upper() in _JOIN_PREFIXES and word != "OUTER":
+            if before and before.group(1).upper() in _JOIN_PREFIXES:
                 start = before.start(1)
             return _make(text, start, _UNSUPPORTED["JOIN"])
     if word in _UNSUPPORTED:

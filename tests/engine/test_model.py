@@ -279,7 +279,7 @@ class EngineModel(RuleBasedStateMachine):
 
     # -- INSERT --------------------------------------------------------------------------
 
-    @rule(table=tables_st, data=st.data(), count=st.integers(1, 4), listed=st.booleans())
+    @rule(table=tables_st, data=st.data(), count=st.integers(1, 6), listed=st.booleans())
     def insert(self, table: str, data: st.DataObject, count: int, listed: bool) -> None:
         model = self.current[table]
         columns = list(model.columns)
@@ -487,17 +487,22 @@ class EngineModel(RuleBasedStateMachine):
 
         self.change(sql, params, apply)
 
-    @rule(table=tables_st)
-    def truncate(self, table: str) -> None:
+    @rule(table=tables_st, data=st.data(), go=st.integers(0, 1))
+    def truncate(self, table: str, data: st.DataObject, go: int) -> None:
+        if go:
+            return self.insert(table, data, 2, True)
         self.change(f"TRUNCATE {table}", (), lambda tables: tables[table].rows.clear())
 
     # -- ALTER TABLE, DROP and CREATE ----------------------------------------------------
 
-    @rule(table=tables_st, type_=st.sampled_from(ADDED_TYPES), reuse=st.integers(0, 5))
-    def add_column(self, table: str, type_: str, reuse: int) -> None:
+    @rule(table=tables_st, type_=st.sampled_from(ADDED_TYPES), choice=st.integers(0, 5))
+    def add_column(self, table: str, type_: str, choice: int) -> None:
         model = self.current[table]
-        if reuse == 0:
+        dropped = [c for c in BASE_COLUMNS[table] if c[0] not in model.names()]
+        if choice == 0:
             name = model.names()[-1]  # taken: an error
+        elif dropped and choice < 4:
+            name, type_ = dropped[0]  # a dropped column comes back, NULL in every row
         else:
             self.added += 1
             name = f"c{self.added}"
@@ -512,8 +517,10 @@ class EngineModel(RuleBasedStateMachine):
 
         self.change(f"ALTER TABLE {table} ADD COLUMN {name} {type_}", (), apply)
 
-    @rule(table=tables_st, data=st.data())
-    def drop_column(self, table: str, data: st.DataObject) -> None:
+    @rule(table=tables_st, data=st.data(), go=st.integers(0, 2))
+    def drop_column(self, table: str, data: st.DataObject, go: int) -> None:
+        if go:
+            return self.insert(table, data, 3, False)
         model = self.current[table]
         name = data.draw(st.sampled_from([*model.names(), "nope"]))
 
@@ -528,9 +535,11 @@ class EngineModel(RuleBasedStateMachine):
 
         self.change(f"ALTER TABLE {table} DROP COLUMN {name}", (), apply)
 
-    @rule(table=tables_st)
-    def recreate(self, table: str) -> None:
+    @rule(table=tables_st, data=st.data(), go=st.integers(0, 3))
+    def recreate(self, table: str, data: st.DataObject, go: int) -> None:
         """DROP TABLE and CREATE TABLE again (inside a transaction: in the same one)."""
+        if go:
+            return self.insert(table, data, 4, True)
 
         def apply(tables: dict[str, TableModel]) -> None:
             tables[table] = TableModel(table, list(BASE_COLUMNS[table]))
@@ -587,8 +596,8 @@ def _stored(value: Any, type_: str) -> Any:
 
 
 EngineModel.TestCase.settings = settings(
-    max_examples=40,
-    stateful_step_count=40,
+    max_examples=120,
+    stateful_step_count=60,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
