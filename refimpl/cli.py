@@ -133,7 +133,10 @@ def _serve(options: argparse.Namespace) -> int:
         app = App(
             instance,
             AppOptions(
-                dev=settings.dev, max_body_bytes=settings.max_body_bytes, static=settings.static
+                dev=settings.dev,
+                max_body_bytes=settings.max_body_bytes,
+                static=settings.static,
+                threads=settings.threads,
             ),
         )
     except BaseException:

@@ -7,6 +7,7 @@ request into one response, so it can be tested with Werkzeug's test client as we
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +22,7 @@ from werkzeug.wrappers import Request, Response
 
 from refimpl.errors import BadRequest, NotFound, PayloadTooLarge, UnknownDatabase
 from refimpl.http import routes
+from refimpl.http.changes import SharedAnswers
 from refimpl.http.auth import Authenticator
 from refimpl.http.errors import to_response
 
@@ -31,6 +33,7 @@ STATIC_PREFIX = "/static/"
 @dataclass(frozen=True, slots=True)
 class AppOptions:
     dev: bool = False
+    threads: int = 16  # the server's worker threads: a quarter of them may wait for commits
     max_body_bytes: int = 64 * 1024 * 1024
     static: Path | None = None
 
@@ -41,6 +44,9 @@ class App:
     def __init__(self, instance: Any, options: AppOptions | None = None) -> None:
         self.instance = instance
         self.options = options or AppOptions()
+        # Waiting readers never take the threads /exec needs: at most a quarter may wait.
+        self.wait_slots = threading.BoundedSemaphore(max(1, self.options.threads // 4))
+        self.shared_answers = SharedAnswers()
         self.auth = Authenticator(getattr(instance, "access", None), self.options.dev)
         # Read once: the document is served as is on every request.
         self.openapi_bytes = OPENAPI_FILE.read_bytes()
