@@ -24,7 +24,7 @@ from refimpl.engine.options import EngineOptions
 from refimpl.engine.records import Entry, Record
 from refimpl.engine.result_cache import ResultCache
 from refimpl.engine.revisions import Revisions, new_boot_id
-from refimpl.engine.signals import CommitSignal
+from refimpl.engine.signals import CommitSignal, WakeBoard
 from refimpl.engine.table import Table
 from refimpl.engine.transaction import Transaction
 from refimpl.engine.wal import WriteAheadLog
@@ -56,6 +56,7 @@ class Database:
         self.recovery_messages: list[str] = []
         self.listeners: list[CommitListener] = []
         self.commits = CommitSignal()
+        self.wake_board = WakeBoard()
         self.revisions = Revisions(boot or new_boot_id())
         self.result_cache = ResultCache(options.result_cache_bytes)
         self._checkpoint_lock = threading.Lock()
@@ -157,7 +158,10 @@ class Database:
             txn.install(self.tables)
             # After the install, never before: a reader that saw the old revision must not
             # have read the new rows under it (the result cache depends on that order).
-            self.revisions.advance(txn.touched())
+            touched = txn.touched()
+            self.revisions.advance(touched)
+            for table, what in touched.items():
+                self.wake_board.notify(table, what.values, what.everything)
             for text in txn.database_changes:
                 _apply_database_change(self.settings, text)
             self.applied_lsn = lsn
@@ -255,6 +259,7 @@ class Database:
     def close(self) -> None:
         """Make everything appended durable and close the log."""
         self.commits.close()
+        self.wake_board.close()
         thread = self._checkpoint_thread
         if thread is not None:
             thread.join()

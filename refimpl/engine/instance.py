@@ -25,6 +25,7 @@ from refimpl.engine.options import EngineOptions
 from refimpl.engine.rev_sql import kdb_rev_builder
 from refimpl.engine.revisions import new_boot_id
 from refimpl.engine.session import Session
+from refimpl.engine.subscriptions import SubscriptionManager
 from refimpl.engine.wal import inspect_log
 from refimpl.errors import (
     DatabaseExists,
@@ -60,6 +61,7 @@ class Instance:
         self._lock_file: Any = None
         self.recovery_messages: list[str] = []
         self.boot = new_boot_id()
+        self.subscriptions = SubscriptionManager()
 
     @classmethod
     def open(cls, path: Path | str, options: EngineOptions | None = None) -> Instance:
@@ -168,10 +170,23 @@ class Instance:
     def stats(self) -> dict[str, Any]:
         with self._lock:
             databases = list(self._databases.values())
-        return {"databases": {d.name: d.stats() for d in databases}}
+        return {
+            "databases": {d.name: d.stats() for d in databases},
+            "subscriptions": self.subscriptions.stats(),
+        }
+
+    def begin_shutdown(self) -> None:
+        """Wake every waiting reader and subscriber: they answer with what they have."""
+        self.subscriptions.close()
+        with self._lock:
+            databases = list(self._databases.values())
+        for database in databases:
+            database.commits.close()
+            database.wake_board.close()
 
     def close(self) -> None:
         """Make everything durable and release the folder."""
+        self.subscriptions.close()
         with self._lock:
             databases = list(self._databases.values())
             self._databases.clear()

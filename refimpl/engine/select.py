@@ -137,10 +137,15 @@ def _expand_stars(
 
 
 def _limits(select: ast.Select, scope: Scope) -> tuple[int | None, int]:
+    constants = Scope(columns=[], params=scope.params, now=scope.now)
+
     def count(expr: ast.Expr | None, what: str) -> int | None:
         if expr is None:
             return None
-        value = constant_value(expr, scope)
+        try:
+            value = constant_value(expr, constants)
+        except UnknownColumn:
+            raise SqlError(f"{what} takes a number or a ? parameter, not a column") from None
         if value is None:
             return None
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:

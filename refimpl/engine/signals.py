@@ -42,3 +42,58 @@ class CommitSignal:
         with self._condition:
             self._closed = True
             self._condition.notify_all()
+
+
+class WakeBoard:
+    """Waiters keyed by (table, value): a commit wakes only those whose rows it touched.
+
+    A waiter registers an Event under `(table, value)` (value None: any change of the
+    table), then checks its revision, then waits: a commit between the check and the wait
+    has already set the Event, so none is missed.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._waiters: dict[str, dict[object, set[threading.Event]]] = {}
+        self._closed = False
+
+    def register(self, table: str, value: object, event: threading.Event) -> None:
+        with self._lock:
+            if self._closed:
+                event.set()
+                return
+            self._waiters.setdefault(table, {}).setdefault(value, set()).add(event)
+
+    def unregister(self, table: str, value: object, event: threading.Event) -> None:
+        with self._lock:
+            by_value = self._waiters.get(table)
+            if by_value is None:
+                return
+            events = by_value.get(value)
+            if events is not None:
+                events.discard(event)
+                if not events:
+                    del by_value[value]
+            if not by_value:
+                del self._waiters[table]
+
+    def notify(self, table: str, values: frozenset[object], everything: bool) -> None:
+        with self._lock:
+            by_value = self._waiters.get(table)
+            if not by_value:
+                return
+            if everything:
+                woken = [e for events in by_value.values() for e in events]
+            else:
+                woken = list(by_value.get(None, ()))
+                for value in values:
+                    woken += by_value.get(value, ())
+        for event in woken:
+            event.set()
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            woken = [e for by_value in self._waiters.values() for s in by_value.values() for e in s]
+        for event in woken:
+            event.set()

@@ -22,8 +22,8 @@ from werkzeug.wrappers import Request, Response
 
 from refimpl.errors import BadRequest, NotFound, PayloadTooLarge, UnknownDatabase
 from refimpl.http import routes
-from refimpl.http.changes import SharedAnswers
 from refimpl.http.auth import Authenticator
+from refimpl.http.changes import SharedAnswers
 from refimpl.http.errors import to_response
 
 OPENAPI_FILE = Path(__file__).with_name("openapi.json")

@@ -20,8 +20,9 @@ from refimpl.engine.result import Column
 from refimpl.errors import BadRequest, NotFound, UnknownDatabase, UnknownTable
 from refimpl.http import csvimport, lineproto
 from refimpl.http.changes import changes_route
-from refimpl.http.revisions import rev_route
 from refimpl.http.encode import csv_chunks, json_response, result_body
+from refimpl.http.revisions import rev_route
+from refimpl.http.subscribe import subscribe_route
 
 if TYPE_CHECKING:
     from refimpl.http.app import App
@@ -330,6 +331,7 @@ ROUTES: tuple[Route, ...] = (
     _route("/api/stats", "GET", stats_route, uses_database=False),
     _route("/api/changes", "GET", changes_route, "table from limit wait format"),
     _route("/api/rev", "GET", rev_route, "table symbol column"),
+    _route("/api/subscribe", "GET", subscribe_route, "query wait id"),
     _route("/health", "GET", health_route, public=True, uses_database=False),
     _route("/openapi.json", "GET", openapi_route, public=True, uses_database=False),
     _route("/api/session", "POST", session_open_route, public=True, uses_database=False),

@@ -1,0 +1,313 @@
+"""Crash tests: a writer process is killed with SIGKILL at random moments, again and again.
+
+The writer (`crash_child.py`, forked by a small fork server so a crash costs no Python start)
+commits transactions on one data folder and prints `ACK k` after each commit returns. The test
+kills it at random moments: after a random time, right after a random acknowledgement, and
+during explicit CHECKPOINTs (background checkpoints and log trims also run every few hundred
+commits). Some kills are followed by a torn tail appended to the last log segment (garbage, a
+zero run, or a partial frame: what a power cut during a write leaves). After every kill the
+test reopens the folder and checks:
+
+- every acknowledged transaction is there, and nothing after the one in flight;
+- the transactions present are exactly 1..K: no hole, and none partial (each writes n marker
+  rows, which must be all there or none);
+- the tables equal a model rebuilt from the transactions' plans (balances keep their total);
+- a cut tail is reported in `recovery_messages`, as a sentence naming the file and offset.
+
+Then the next writer continues on the same folder.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import random
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+import refimpl
+from refimpl.engine.options import EngineOptions
+from refimpl.engine.wal import inspect_log
+from refimpl.engine.wal_segments import frame_header
+from tests.engine.crash_child import ACCOUNTS, OPTIONS, START_BALANCE, Model
+
+CHILD = Path(__file__).with_name("crash_child.py")
+ROOT = Path(__file__).resolve().parents[2]
+TAIL_MESSAGE = re.compile(
+    r"^database 'demo': cut a torn tail of (\d+) bytes from (\S+\.wal) at offset (\d+)"
+    r" \((after LSN \d+|before any record)\)$"
+)
+
+
+class ForkServer:
+    """`crash_child.py serve`: forks one writer at a time; its lines arrive on a queue."""
+
+    def __init__(self) -> None:
+        env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+        self.process = subprocess.Popen(
+            [sys.executable, str(CHILD), "serve"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            bufsize=1,
+            env=env,
+        )
+        self.lines: queue.Queue[str | None] = queue.Queue()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+        self.expect("SERVER READY", timeout=60)
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.lines.put(line.rstrip("\n"))
+        self.lines.put(None)
+
+    def next_line(self, timeout: float) -> str | None:
+        """The next line, or None when none came within `timeout` seconds."""
+        try:
+            line = self.lines.get(timeout=timeout)
+        except queue.Empty:
+            return None
+        if line is None:
+            raise AssertionError("the fork server ended")
+        if line.startswith("ERROR"):
+            raise AssertionError(f"the writer failed: {line}")
+        return line
+
+    def expect(self, prefix: str, timeout: float) -> str:
+        deadline = time.monotonic() + timeout
+        while True:
+            line = self.next_line(max(0.0, deadline - time.monotonic()))
+            if line is None:
+                raise AssertionError(f"no line starting {prefix!r} within {timeout} s")
+            if line.startswith(prefix):
+                return line
+
+    def start(self, path: Path, checkpoint_every: int) -> int:
+        assert self.process.stdin is not None
+        self.process.stdin.write(f"RUN {path} {checkpoint_every} 60\n")
+        self.process.stdin.flush()
+        return int(self.expect("PID ", timeout=30).split()[1])
+
+    def close(self) -> None:
+        if self.process.stdin is not None:
+            self.process.stdin.close()
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+@dataclass
+class CrashStats:
+    kills: int = 0
+    kills_in_checkpoint: int = 0
+    half_written_checkpoints: int = 0
+    commits_acknowledged: int = 0
+    commits_verified: int = 0
+    unacknowledged_present: int = 0
+    tails_torn: int = 0
+    tails_cut: int = 0
+    seconds: float = 0.0
+    modes: dict[str, int] = field(default_factory=dict)
+
+    def lines(self) -> list[str]:
+        return [
+            f"kills: {self.kills} ({', '.join(f'{k} {v}' for k, v in sorted(self.modes.items()))})",
+            f"kills during an explicit CHECKPOINT: {self.kills_in_checkpoint}",
+            f"kills that left a half-written checkpoint file: {self.half_written_checkpoints}",
+            f"commits acknowledged: {self.commits_acknowledged}",
+            f"commits verified after the last recovery: {self.commits_verified}",
+            f"unacknowledged commits found durable: {self.unacknowledged_present}",
+            f"torn tails written: {self.tails_torn}; recoveries that cut a tail: {self.tails_cut}",
+            f"time: {self.seconds:.1f} s",
+        ]
+
+
+class CrashRun:
+    """Kill, tear, reopen, verify; again and again on one data folder."""
+
+    def __init__(self, path: Path, seed: int, checkpoint_every: int = 25) -> None:
+        self.path = path
+        self.rng = random.Random(seed)
+        self.checkpoint_every = checkpoint_every
+        self.model = Model()
+        self.last_acked = 0
+        self.stats = CrashStats()
+        self.server = ForkServer()
+
+    def close(self) -> None:
+        self.server.close()
+
+    def run(self, kills: int, seconds: float, min_kills: int = 0) -> CrashStats:
+        started = time.monotonic()
+        while self.stats.kills < kills:
+            elapsed = time.monotonic() - started
+            if elapsed > seconds and self.stats.kills >= min_kills:
+                break
+            self.cycle()
+        self.stats.seconds = time.monotonic() - started
+        return self.stats
+
+    def cycle(self) -> None:
+        pid = self.server.start(self.path, self.checkpoint_every)
+        ready = self.server.expect("READY ", timeout=60)
+        assert int(ready.split()[1]) >= self.last_acked, ready
+        mode = self.rng.choices(["timed", "ack", "checkpoint"], weights=[4, 3, 3])[0]
+        in_checkpoint = False
+        if mode == "timed":
+            deadline = time.monotonic() + self.rng.uniform(0.0, 0.4)
+            while (left := deadline - time.monotonic()) > 0:
+                self.note(self.server.next_line(left))
+        elif mode == "ack":
+            wanted = self.last_acked + self.rng.randint(1, 150)
+            while self.last_acked < wanted:
+                self.note(self.server.expect("ACK ", timeout=30))
+        else:
+            while True:
+                line = self.server.expect("", timeout=30)
+                self.note(line)
+                if line.startswith("CKPT "):
+                    break
+            time.sleep(self.rng.uniform(0.0, 0.004))
+            in_checkpoint = True
+        os.kill(pid, signal.SIGKILL)
+        while True:
+            line = self.server.expect("", timeout=30)
+            if line.startswith("EXIT "):
+                assert line.split()[1] == str(pid), line
+                status = int(line.split()[2])
+                assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL, line
+                break
+            if line.startswith("CKPTDONE"):
+                in_checkpoint = False
+            self.note(line)
+        self.stats.kills += 1
+        self.stats.modes[mode] = self.stats.modes.get(mode, 0) + 1
+        self.stats.kills_in_checkpoint += in_checkpoint
+        folder = self.path / "demo" / "checkpoints"
+        if folder.is_dir() and any(folder.glob("*.tmp")):
+            self.stats.half_written_checkpoints += 1
+        torn = self.rng.random() < 0.3 and self.tear_tail()
+        self.verify(torn)
+
+    def note(self, line: str | None) -> None:
+        if line is not None and line.startswith("ACK "):
+            k = int(line.split()[1])
+            assert k > self.last_acked, line
+            self.last_acked = max(self.last_acked, k)
+            self.stats.commits_acknowledged += 1
+
+    def tear_tail(self) -> bool:
+        """Append what a write cut by a power failure leaves; False when there is no log."""
+        wal = self.path / "demo" / "wal"
+        segments = sorted(wal.glob("*.wal")) if wal.is_dir() else []
+        if not segments:
+            return False
+        report = inspect_log(wal)
+        assert report.ok and report.torn_tail is None, report.sentences()
+        kind = self.rng.choice(["garbage", "zeros", "partial"])
+        if kind == "garbage":
+            tail = self.rng.randbytes(self.rng.randint(1, 64))
+        elif kind == "zeros":
+            tail = bytes(self.rng.randint(1, 4096))
+        else:
+            payload = self.rng.randbytes(self.rng.randint(20, 300))
+            frame = frame_header((report.last_lsn or 0) + 1, payload) + payload
+            tail = frame[: self.rng.randint(1, len(frame) - 1)]
+        with open(segments[-1], "ab") as file:
+            file.write(tail)
+        self.stats.tails_torn += 1
+        return True
+
+    def verify(self, torn: bool) -> None:
+        connection = refimpl.connect(self.path, options=EngineOptions(**OPTIONS))
+        try:
+            messages = connection.instance.recovery_messages
+            for message in messages:
+                match = TAIL_MESSAGE.match(message)
+                assert match, f"not a sentence about a cut tail: {message!r}"
+                assert Path(match.group(2)).parent == self.path / "demo" / "wal", message
+            if torn:
+                assert len(messages) == 1, messages
+            if messages:
+                self.stats.tails_cut += 1
+            self.check_tables(connection)
+        finally:
+            connection.close()
+
+    def check_tables(self, connection: refimpl.Connection) -> None:
+        run = connection.execute
+        tables = {row[0] for row in run("SHOW TABLES").rows}
+        if "marks" not in tables:
+            assert self.last_acked == 0 and not tables, tables
+            return
+        last = run("SELECT max(txn) FROM marks").rows[0][0] or 0
+        assert last >= self.last_acked, f"acknowledged {self.last_acked} but only {last} is there"
+        assert last <= self.last_acked + 1, f"{last} is there, past the one in flight"
+        if last > self.last_acked:
+            self.stats.unacknowledged_present += 1
+            self.last_acked = last  # durable now: the next writer goes on after it
+        # Marker rows of the newest transactions (older ones are counted as a whole below).
+        low = max(0, self.model.applied - 20)
+        groups = run(
+            "SELECT txn, n, count(*) FROM marks WHERE txn > ? GROUP BY txn, n ORDER BY txn",
+            (low,),
+        ).rows
+        self.model.apply_through(last)
+        expected = [(k, self.model.marks_of[k], self.model.marks_of[k]) for k in range(low + 1, last + 1)]
+        assert groups == expected, f"marker rows (txn, n, count) differ after txn {low}"
+        assert run("SELECT count(*) FROM marks").rows == [(self.model.marks,)]
+        acct = run("SELECT * FROM acct").rows
+        assert acct == self.model.acct_rows()
+        assert sum(bal for _, bal in acct) == ACCOUNTS * START_BALANCE
+        assert run("SELECT * FROM ev").rows == self.model.ev_rows()
+        self.stats.commits_verified = last
+
+    def check_all_markers(self) -> None:
+        """Every transaction's marker rows, all of them (once, at the end: it reads them all)."""
+        connection = refimpl.connect(self.path, options=EngineOptions(**OPTIONS))
+        try:
+            groups = connection.execute(
+                "SELECT txn, n, count(*) FROM marks GROUP BY txn, n ORDER BY txn"
+            ).rows
+        finally:
+            connection.close()
+        marks = self.model.marks_of
+        assert groups == [(k, marks[k], marks[k]) for k in range(1, self.model.applied + 1)]
+
+
+def crash_run(path: Path, seed: int, kills: int, seconds: float, min_kills: int) -> CrashStats:
+    run = CrashRun(path, seed)
+    try:
+        stats = run.run(kills, seconds, min_kills)
+        run.check_all_markers()
+    finally:
+        run.close()
+    return stats
+
+
+def test_sigkill_at_random_moments_loses_no_acknowledged_commit(tmp_path):
+    stats = crash_run(tmp_path / "data", seed=1, kills=40, seconds=30, min_kills=20)
+    print("\n".join(stats.lines()))
+    assert stats.kills >= 20
+    assert stats.commits_verified >= stats.commits_acknowledged > 0
+    assert stats.tails_torn == 0 or stats.tails_cut >= stats.tails_torn
+
+
+@pytest.mark.long
+def test_sigkill_soak(tmp_path):
+    stats = crash_run(tmp_path / "data", seed=2, kills=300, seconds=1800, min_kills=300)
+    print("\n".join(stats.lines()))
+    assert stats.kills == 300
+    assert stats.kills_in_checkpoint > 0
