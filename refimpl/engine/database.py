@@ -93,6 +93,15 @@ class Database:
                 f"database '{self.name}': the log starts at LSN {self.log.oldest_lsn} but the"
                 f" latest checkpoint covers only up to {self.checkpoint_lsn}; restore a backup"
             )
+        if self.log.last_lsn < self.checkpoint_lsn:
+            # The log lost records the checkpoint holds (a checkpoint is written only after
+            # they were durable): new commits would reuse their LSNs and the next recovery,
+            # which replays only after the checkpoint, would skip them.
+            raise StorageError(
+                f"database '{self.name}': the log ends at LSN {self.log.last_lsn} but the latest"
+                f" checkpoint holds LSN {self.checkpoint_lsn}, so the log lost its end;"
+                " restore a backup"
+            )
         self.applied_lsn = self.checkpoint_lsn
         for lsn, payload in self.log.read(self.checkpoint_lsn):
             try:

@@ -235,6 +235,12 @@ def check_data(path: Path | str) -> tuple[str, bool]:
                 f"  gap: the log starts at LSN {report.first_lsn} after checkpoint"
                 f" {checkpoints[-1][0]}"
             )
+        end = report.segments[-1].last_lsn if report.segments else 0
+        if checkpoints and end < checkpoints[-1][0]:
+            ok = False
+            lines.append(
+                f"  gap: the log ends at LSN {end} before checkpoint {checkpoints[-1][0]}"
+            )
     if not lines:
         lines.append(f"{folder} holds no database")
     lines.append("state: sound" if ok else "state: DAMAGED")

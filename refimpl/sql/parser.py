@@ -480,6 +480,8 @@ _LARK = Lark(
     lexer="contextual",
     maybe_placeholders=True,
     transformer=_Builder(),
+    # ASCII: otherwise case-insensitive matching lets 'ſelect' (long s) read as SELECT.
+    g_regex_flags=re.ASCII,
 )
 
 
@@ -696,7 +698,7 @@ def _analysis() -> tuple[dict[int, list[Any]], dict[str, set[str]]] | None:
                      if item.index > 0 or item.rule.origin.name.startswith("$root")]
             for number, state in pairs.items()
         }
-    except Exception:  # noqa: BLE001 - only the wording of an error message depends on this
+    except Exception:  # only the wording of an error message depends on this
         return None
 
     first: dict[str, set[str]] = {}
@@ -753,12 +755,16 @@ def _expected_words(state: int | None, expected: set[str]) -> str:
 
 
 def _show(text: str) -> str:
+    """A piece of the statement, quoted for a message (a string literal says it is one)."""
     text = " ".join(text.split())
-    return f"'{text}'" if len(text) <= 40 else f"'{text[:37]}...'"
+    if len(text) > 40:
+        text = text[:37] + "..."
+    return f"the string {text}" if text.startswith("'") else f"'{text}'"
 
 
-_UNTERMINATED = re.compile(r"""'[^']*(?:''[^']*)*'|"[^"]*(?:""[^"]*)*"|--[^\n]*|/\*.*?\*/|(['"]|/\*)""",
-                           re.S)
+# Skips whole strings, quoted names and comments; group 1 catches an opener left unclosed.
+_UNTERMINATED = re.compile(
+    r"""'[^']*(?:''[^']*)*'|"[^"]*(?:""[^"]*)*"|--[^\n]*|/\*.*?\*/|(['"]|/\*)""", re.S)
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 

@@ -251,3 +251,27 @@ def test_sound_folder_with_checkpoint_and_leftover_temporary_file(tmp_path):
     with refimpl.connect(data, options=SMALL) as db:
         assert ids(db) == list(range(1, 52))
         assert db.instance.recovery_messages == []
+
+
+@pytest.mark.parametrize("loss", ["last record", "every segment"])
+def test_log_that_lost_records_a_checkpoint_holds_stops_the_open(tmp_path, loss):
+    # A checkpoint is written only after its records are durable, so a log ending before it
+    # lost its end (disk damage). Opening anyway would hand out the checkpoint's LSNs again
+    # to new commits, which the next recovery (replaying only after the checkpoint) skips.
+    data = tmp_path / "data"
+    make_folder(data, 20)
+    with refimpl.connect(data, options=SMALL) as db:
+        assert db.execute("CHECKPOINT").message == "checkpoint written at LSN 21"
+    if loss == "last record":
+        last = segments(data)[-1]
+        offset, _, _ = frames(last)[-1]
+        with open(last, "r+b") as file:
+            file.truncate(offset + 5)
+    else:
+        for file in segments(data):
+            file.unlink()
+    report, ok = check(data)
+    assert not ok
+    assert "gap: the log ends at LSN" in report and "before checkpoint 21" in report, report
+    with pytest.raises(StorageError, match="checkpoint holds LSN 21"):
+        refimpl.connect(data, options=SMALL)

@@ -273,7 +273,8 @@ def test_examples_print_and_parse_back(text: str) -> None:
 
 def test_create_table_layout() -> None:
     node = parse("create table acct (id int primary key, name string, bal double)").statements[0]
-    assert to_sql(node) == "CREATE TABLE acct (\n  id INT PRIMARY KEY,\n  name STRING,\n  bal DOUBLE\n)"
+    assert to_sql(node) == (
+        "CREATE TABLE acct (\n  id INT PRIMARY KEY,\n  name STRING,\n  bal DOUBLE\n)")
     node = parse("CREATE TABLE IF NOT EXISTS candles (time TIMESTAMP, symbol SYMBOL, close DOUBLE,"
                  " PRIMARY KEY (symbol, time)) TIMESERIES(time) PARTITION BY YEAR, SYMBOL(symbol)"
                  " SORT BY (symbol, time) DEDUP KEY (symbol, time)").statements[0]
