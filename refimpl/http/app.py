@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -124,6 +125,7 @@ class App:
     # -- WSGI ------------------------------------------------------------------------------
 
     def __call__(self, environ: dict, start_response: Any) -> Iterable[bytes]:
+        started = time.perf_counter()
         request = Request(environ)
         try:
             response = self.dispatch(request)
@@ -131,6 +133,9 @@ class App:
             if not isinstance(exc, Exception):
                 raise
             response = to_response(exc)
+        # The server's own handling time, so a client can tell it from the round trip.
+        elapsed_ms = (time.perf_counter() - started) * 1000
+        response.headers["Server-Timing"] = f"app;dur={elapsed_ms:.3f}"
         return response(environ, start_response)
 
     def dispatch(self, request: Request) -> Response:
@@ -139,7 +144,7 @@ class App:
         if endpoint == "static":
             return self._static(request, values["filename"])
         route: routes.Route = endpoint
-        args = query_args(request)
+        args = query_args(request, route.repeatable)
         unknown = sorted(set(args) - route.params)
         if unknown:
             names = ", ".join(f"'{n}'" for n in unknown)
@@ -163,7 +168,7 @@ class App:
             raise NotFound(f"no static file '{filename}'") from None
 
 
-def query_args(request: Request) -> dict[str, str]:
+def query_args(request: Request, repeatable: frozenset[str] = frozenset()) -> dict[str, str]:
     """The query parameters, decoded strictly: bad UTF-8 and repeated names are refused.
 
     Werkzeug would replace undecodable bytes silently; SQL must never run altered.
@@ -178,6 +183,9 @@ def query_args(request: Request) -> dict[str, str]:
     grouped: dict[str, list[str]] = {}
     for name, value in pairs:
         grouped.setdefault(name, []).append(value)
+    # A repeatable parameter (symbol= of /api/rev) is read as a list by its route.
+    for name in repeatable & grouped.keys():
+        grouped[name] = grouped[name][-1:]
     return _single_values(grouped.items(), "query parameter")
 
 

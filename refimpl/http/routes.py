@@ -316,6 +316,7 @@ class Route:
     params: frozenset[str]
     public: bool = False  # answered without looking at credentials
     uses_database: bool = True  # db= must name an existing database
+    repeatable: frozenset[str] = frozenset()  # parameters that may be given several times
 
 
 def _route(path: str, methods: str, handler: Callable[[Context], Response], params: str = "",
@@ -330,7 +331,8 @@ ROUTES: tuple[Route, ...] = (
     _route("/write", "POST", write_route, "precision"),
     _route("/api/stats", "GET", stats_route, uses_database=False),
     _route("/api/changes", "GET", changes_route, "table from limit wait format"),
-    _route("/api/rev", "GET", rev_route, "table symbol column"),
+    Route("/api/rev", ("GET",), rev_route, frozenset({"table", "symbol", "column", "db"}),
+          repeatable=frozenset({"symbol"})),  # fmt: skip
     _route("/api/subscribe", "GET", subscribe_route, "query wait id"),
     _route("/health", "GET", health_route, public=True, uses_database=False),
     _route("/openapi.json", "GET", openapi_route, public=True, uses_database=False),

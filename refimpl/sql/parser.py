@@ -33,6 +33,7 @@ from lark.lexer import PatternStr
 
 from refimpl.errors import SqlSyntaxError
 from refimpl.sql import ast
+from refimpl.sql.ast import Expr
 
 __all__ = [
     "KEYWORDS",
@@ -117,8 +118,11 @@ class _Builder(Transformer):
 
     # --- SELECT -----------------------------------------------------------------------------
 
-    def select(self, distinct, items, source, where, group_by, having, order_by, limit):
-        limit, offset = limit or (None, None)
+    def select(self, distinct: bool | None, items: tuple[ast.SelectItem, ...],
+               source: ast.Source | None, where: Expr | None, group_by: tuple[Expr, ...] | None,
+               having: Expr | None, order_by: tuple[ast.OrderItem, ...] | None,
+               limit_offset: tuple[Expr, Expr | None] | None) -> ast.Select:
+        limit, offset = limit_offset or (None, None)
         return ast.Select(items, source, where, group_by or (), having, order_by or (), limit,
                           offset, distinct is not None)
 
@@ -131,7 +135,7 @@ class _Builder(Transformer):
     def select_list(self, *items: ast.SelectItem) -> tuple[ast.SelectItem, ...]:
         return items
 
-    def select_expr(self, expr: ast.Expr, alias: str | None) -> ast.SelectItem:
+    def select_expr(self, expr: Expr, alias: str | None) -> ast.SelectItem:
         return ast.SelectItem(expr, alias)
 
     def select_star(self) -> ast.SelectItem:
@@ -146,21 +150,23 @@ class _Builder(Transformer):
     def table_source(self, name: str, alias: str | None) -> ast.TableSource:
         return ast.TableSource(name, alias)
 
-    def function_source(self, name: str, args, alias: str | None) -> ast.FunctionSource:
+    def function_source(self, name: str, args: tuple[Expr, ...] | None,
+                        alias: str | None) -> ast.FunctionSource:
         return ast.FunctionSource(name, args or (), alias)
 
-    def where(self, expr: ast.Expr) -> ast.Expr:
+    def where(self, expr: Expr) -> Expr:
         return expr
 
     having = where
 
-    def group_by(self, exprs: tuple[ast.Expr, ...]) -> tuple[ast.Expr, ...]:
+    def group_by(self, exprs: tuple[Expr, ...]) -> tuple[Expr, ...]:
         return exprs
 
     def order_by(self, *items: ast.OrderItem) -> tuple[ast.OrderItem, ...]:
         return items
 
-    def order_item(self, expr: ast.Expr, descending, nulls_first) -> ast.OrderItem:
+    def order_item(self, expr: Expr, descending: bool | None,
+                   nulls_first: bool | None) -> ast.OrderItem:
         return ast.OrderItem(expr, bool(descending), nulls_first)
 
     def asc(self) -> bool:
@@ -172,21 +178,21 @@ class _Builder(Transformer):
     nulls_first = desc
     nulls_last = asc
 
-    def limit(self, limit: ast.Expr, offset: ast.Expr | None):
+    def limit(self, limit: Expr, offset: Expr | None) -> tuple[Expr, Expr | None]:
         return limit, offset
 
-    def expr_list(self, *exprs: ast.Expr) -> tuple[ast.Expr, ...]:
+    def expr_list(self, *exprs: Expr) -> tuple[Expr, ...]:
         return exprs
 
     # --- expressions ----------------------------------------------------------------------
 
-    def or_(self, left, right):
+    def or_(self, left: Expr, right: Expr) -> ast.Binary:
         return ast.Binary("OR", left, right)
 
-    def and_(self, left, right):
+    def and_(self, left: Expr, right: Expr) -> ast.Binary:
         return ast.Binary("AND", left, right)
 
-    def not_(self, operand):
+    def not_(self, operand: Expr) -> ast.Unary:
         return ast.Unary("NOT", operand)
 
     def negation(self) -> bool:
@@ -195,40 +201,40 @@ class _Builder(Transformer):
     def comparison(self, token: Token) -> str:
         return "<>" if token == "!=" else str(token)
 
-    def compare(self, left, op: str, right):
+    def compare(self, left: Expr, op: str, right: Expr) -> ast.Binary:
         return ast.Binary(op, left, right)
 
-    def is_null(self, operand, negated):
+    def is_null(self, operand: Expr, negated: bool | None) -> ast.IsNull:
         return ast.IsNull(operand, negated is not None)
 
-    def in_list(self, operand, negated, items):
+    def in_list(self, operand: Expr, negated: bool | None, items: tuple[Expr, ...]) -> ast.InList:
         return ast.InList(operand, items, negated is not None)
 
-    def between(self, operand, negated, low, high):
+    def between(self, operand: Expr, negated: bool | None, low: Expr, high: Expr) -> ast.Between:
         return ast.Between(operand, low, high, negated is not None)
 
-    def like(self, operand, negated, pattern):
+    def like(self, operand: Expr, negated: bool | None, pattern: Expr) -> ast.Like:
         return ast.Like(operand, pattern, negated is not None)
 
-    def add(self, left, right):
+    def add(self, left: Expr, right: Expr) -> ast.Binary:
         return ast.Binary("+", left, right)
 
-    def sub(self, left, right):
+    def sub(self, left: Expr, right: Expr) -> ast.Binary:
         return ast.Binary("-", left, right)
 
-    def concat(self, left, right):
+    def concat(self, left: Expr, right: Expr) -> ast.Binary:
         return ast.Binary("||", left, right)
 
-    def mul(self, left, right):
+    def mul(self, left: Expr, right: Expr) -> ast.Binary:
         return ast.Binary("*", left, right)
 
-    def div(self, left, right):
+    def div(self, left: Expr, right: Expr) -> ast.Binary:
         return ast.Binary("/", left, right)
 
-    def mod(self, left, right):
+    def mod(self, left: Expr, right: Expr) -> ast.Binary:
         return ast.Binary("%", left, right)
 
-    def neg(self, operand):
+    def neg(self, operand: Expr) -> Expr:
         # A minus before a number is folded into the literal, so that `-5` in VALUES is a
         # constant for the executor; the printer relies on Unary('-', number) never existing.
         if isinstance(operand, ast.Literal) and operand.type in ("INT", "DOUBLE"):
@@ -239,13 +245,16 @@ class _Builder(Transformer):
         literal = self.number(token)
         return ast.Literal(-literal.value, literal.type)
 
-    def pos(self, operand):
+    def pos(self, operand: Expr) -> ast.Unary:
         return ast.Unary("+", operand)
 
     def number(self, token: Token) -> ast.Literal:
         if "." in token or "e" in token or "E" in token:
             return ast.Literal(float(token), "DOUBLE")
-        return ast.Literal(int(token), "INT")
+        try:
+            return ast.Literal(int(token), "INT")
+        except ValueError:  # Python refuses to convert more than 4300 digits
+            raise _error_at(token, "this number has too many digits") from None
 
     def string(self, token: Token) -> ast.Literal:
         return ast.Literal(_unquote(token), "STRING")
@@ -270,27 +279,27 @@ class _Builder(Transformer):
     def qualified_column(self, table: str, name: str) -> ast.ColumnRef:
         return ast.ColumnRef(name, table)
 
-    def call(self, name: str, args) -> ast.FuncCall:
+    def call(self, name: str, args: tuple[Expr, ...] | None) -> ast.FuncCall:
         return ast.FuncCall(name.lower(), args or ())
 
     def call_star(self, name: str) -> ast.FuncCall:
         return ast.FuncCall(name.lower(), (), star=True)
 
-    def call_distinct(self, name: str, args) -> ast.FuncCall:
+    def call_distinct(self, name: str, args: tuple[Expr, ...]) -> ast.FuncCall:
         return ast.FuncCall(name.lower(), args, distinct=True)
 
-    def case(self, operand, *rest) -> ast.Case:
+    def case(self, operand: Expr | None, *rest: Any) -> ast.Case:
         return ast.Case(operand, rest[:-1], rest[-1])
 
-    def when(self, condition, result):
+    def when(self, condition: Expr, result: Expr) -> tuple[Expr, Expr]:
         return condition, result
 
-    def cast(self, operand, type_: str) -> ast.Cast:
+    def cast(self, operand: Expr, type_: str) -> ast.Cast:
         return ast.Cast(operand, type_)
 
     # --- data changes -----------------------------------------------------------------------
 
-    def insert(self, table: str, columns, body) -> ast.Insert:
+    def insert(self, table: str, columns: tuple[str, ...] | None, body: Any) -> ast.Insert:
         if isinstance(body, ast.Select):
             return ast.Insert(table, columns, select=body)
         return ast.Insert(table, columns, rows=body)
@@ -300,24 +309,24 @@ class _Builder(Transformer):
 
     column_names = column_list
 
-    def values(self, *rows):
+    def values(self, *rows: tuple[Expr, ...]) -> tuple[tuple[Expr, ...], ...]:
         return rows
 
-    def row(self, *exprs):
+    def row(self, *exprs: Expr) -> tuple[Expr, ...]:
         return exprs
 
-    def update(self, table: str, *rest) -> ast.Update:
+    def update(self, table: str, *rest: Any) -> ast.Update:
         return ast.Update(table, rest[:-1], rest[-1])
 
-    def assignment(self, column: str, expr):
+    def assignment(self, column: str, expr: Expr) -> tuple[str, Expr]:
         return column, expr
 
-    def delete(self, table: str, where) -> ast.Delete:
+    def delete(self, table: str, where: Expr | None) -> ast.Delete:
         return ast.Delete(table, where)
 
     # --- schema ---------------------------------------------------------------------------
 
-    def create_table(self, if_not_exists, name, *rest) -> ast.CreateTable:
+    def create_table(self, if_not_exists: bool | None, name: str, *rest: Any) -> ast.CreateTable:
         *elements, timeseries, partition, sort_by, dedup_key = rest
         columns: list[ast.ColumnDef] = []
         primary_key: tuple[str, ...] = ()
@@ -341,7 +350,8 @@ class _Builder(Transformer):
         return ast.CreateTable(name, tuple(columns), if_not_exists is not None, primary_key,
                                timeseries, unit, symbol, sort_by or (), dedup_key or ())
 
-    def column_def(self, name: str, type_: str, primary: Token | None):
+    def column_def(self, name: str, type_: str,
+                   primary: Token | None) -> tuple[ast.ColumnDef, Token | None]:
         return ast.ColumnDef(name, type_), primary
 
     def column_primary_key(self, token: Token) -> Token:
@@ -353,7 +363,7 @@ class _Builder(Transformer):
     def timeseries(self, column: str) -> str:
         return column
 
-    def partition_by(self, unit: str, symbol: str | None):
+    def partition_by(self, unit: str, symbol: str | None) -> tuple[str, str | None]:
         return unit, symbol
 
     def partition_unit(self, token: Token) -> str:
@@ -371,7 +381,7 @@ class _Builder(Transformer):
 
     if_not_exists = if_exists
 
-    def drop_table(self, if_exists, name: str) -> ast.DropTable:
+    def drop_table(self, if_exists: bool | None, name: str) -> ast.DropTable:
         return ast.DropTable(name, if_exists is not None)
 
     def truncate(self, name: str) -> ast.Truncate:
@@ -386,13 +396,13 @@ class _Builder(Transformer):
     def drop_partition_list(self, table: str, *names: Token) -> ast.DropPartitionList:
         return ast.DropPartitionList(table, tuple(_unquote(name) for name in names))
 
-    def drop_partition_where(self, table: str, where) -> ast.DropPartitionWhere:
+    def drop_partition_where(self, table: str, where: Expr) -> ast.DropPartitionWhere:
         return ast.DropPartitionWhere(table, where)
 
-    def create_database(self, if_not_exists, name: str) -> ast.CreateDatabase:
+    def create_database(self, if_not_exists: bool | None, name: str) -> ast.CreateDatabase:
         return ast.CreateDatabase(name, if_not_exists is not None)
 
-    def drop_database(self, if_exists, name: str) -> ast.DropDatabase:
+    def drop_database(self, if_exists: bool | None, name: str) -> ast.DropDatabase:
         return ast.DropDatabase(name, if_exists is not None)
 
     def alter_database(self, name: str, setting: str, value: str) -> ast.AlterDatabaseSet:
@@ -435,10 +445,10 @@ class _Builder(Transformer):
 
     # --- users, tokens, rights --------------------------------------------------------------
 
-    def create_user(self, if_not_exists, name: str) -> ast.CreateUser:
+    def create_user(self, if_not_exists: bool | None, name: str) -> ast.CreateUser:
         return ast.CreateUser(name, if_not_exists is not None)
 
-    def drop_user(self, if_exists, name: str) -> ast.DropUser:
+    def drop_user(self, if_exists: bool | None, name: str) -> ast.DropUser:
         return ast.DropUser(name, if_exists is not None)
 
     def create_token(self, user: str, expires: Token | None) -> ast.CreateToken:
@@ -625,6 +635,9 @@ def _summarise_terminals(names: set[str]) -> list[str]:
         names = {n for n in names if n not in _EXPRESSION_STARTS and n not in _NAME_TERMINALS}
     operators = {n for n in names if texts[n] in _OPERATOR_TEXT}
     if len(operators) >= 2:
+        # AND without OR is the AND of BETWEEN, which deserves to be named.
+        if any(texts[n] == "AND" for n in operators) and not any(texts[n] == "OR" for n in names):
+            parts.append("AND")
         parts.append("an operator")
         names -= operators
     if _STATEMENT_WORDS <= {texts[n] for n in names}:
@@ -639,7 +652,7 @@ def _summarise_terminals(names: set[str]) -> list[str]:
     if len(clauses) >= 3:
         clauses.sort(key=lambda n: _CLAUSES.index(texts[n]))
         first, second = (_KEYWORD_PHRASES.get(texts[n], texts[n]) for n in clauses[:2])
-        parts.append(f"a clause such as {first} or {second}")
+        parts.append(f"a clause ({first}, {second}, ...)")
         names -= set(clauses)
     words = []
     for name in names - _ENDS:

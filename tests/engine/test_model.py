@@ -53,7 +53,8 @@ VALUES: dict[str, list[Any]] = {
     "INT": [None, -2, 0, 1, 2, 3, 7],
     "BIGINT": [None, 0, 5, 2**40],
     "DOUBLE": [None, -1.5, 0.0, 2.0, 3.25],
-    "STRING": [None, "", "a", "b", "it's", "Zürich"],
+    # A long value makes the log grow fast enough for background checkpoints and trims.
+    "STRING": [None, "", "a", "b", "it's", "Zürich", "long " * 400],
     "SYMBOL": [None, "A", "B", "x"],
     "BOOLEAN": [None, True, False],
 }
@@ -247,7 +248,7 @@ class EngineModel(RuleBasedStateMachine):
             self.options = EngineOptions(
                 segment_bytes=4096,
                 wal_archive_bytes=16384,
-                checkpoint_bytes=8192,
+                checkpoint_bytes=4096,
                 statement_timeout=5.0,
             )
         else:

@@ -408,6 +408,14 @@ def test_grammar_has_no_conflicts() -> None:
     LALR_Analyzer(ParserConf(_LARK.rules, {}, ["script"]), strict=True).compute_lalr()
 
 
+def test_error_descriptions_use_the_grammar_items() -> None:
+    from refimpl.sql.parser import _analysis
+
+    # Rebuilt from lark internals; if a lark upgrade breaks this, messages lose "a table name"
+    # and similar words (they fall back to listing terminals), so fail loudly here instead.
+    assert _analysis() is not None
+
+
 def test_single_row_insert_is_fast() -> None:
     text = "INSERT INTO t VALUES (1, 'abc', 2.5)"
     times = timeit.repeat(lambda: parse(text), number=50, repeat=15)
@@ -482,6 +490,20 @@ ERRORS: list[tuple[str, str]] = [
      "FROM (a join) are not supported"),
     ("SELECT a FROM t LIMIT 5, 10",
      "line 1, column 24: LIMIT m, n is not supported: write LIMIT n OFFSET m"),
+    ("SELECT a FROM t WHERE a BETWEEN 1",
+     "line 1, column 34: unexpected end of input: expected AND or an operator"),
+    ("SELECT a FROM t WHERE x = 1 )", "line 1, column 29: expected a clause (GROUP BY, HAVING, "
+     "...) or the end of the statement but found ')'"),
+    ("SELECT * FROM t WERE id = 1", "line 1, column 22: expected a clause (WHERE, GROUP BY, ...) "
+     "or the end of the statement but found 'id'"),
+    ("DELETE FROM t; UPDATE t SET id = 2 WERE id = 1",
+     "line 1, column 36: expected ',', WHERE or the end of the statement but found 'WERE'"),
+    ("SELECT a FROM 'abc'",
+     "line 1, column 15: expected a table name after 'FROM' but found the string 'abc'"),
+    ("SELECT " + "9" * 5000, "line 1, column 8: this number has too many digits"),
+    ("SELECT a\u00a0FROM t", "line 1, column 9: unexpected character U+00A0"),
+    ("DROP TOKEN abc", "line 1, column 12: expected FOR or a string such as 'abc' after 'TOKEN' "
+     "but found 'abc'"),
 ]
 
 
