@@ -205,6 +205,7 @@ class Database:
             self.release_write()
         if lsn is not None:
             self.wait_durable(lsn)
+        self.log.segment_bytes = self.options.segment_size_for(int(self.settings["wal_archive"]))
 
     # -- checkpoints and retention -------------------------------------------------------
 

@@ -59,12 +59,12 @@ class CommittedTable:
         if hints.ident is not None:
             row = self.table.get(hints.ident)
             return iter(() if row is None else (row,))
-        if hints.low_period is None and hints.high_period is None and hints.symbol is None:
-            return self.table.scan()
-        parts = parts_for_period_range(
-            self.table, hints.low_period, hints.high_period, hints.symbol
-        )
-        return self.table.scan(parts)
+        parts = None
+        if hints.low_period is not None or hints.high_period is not None or hints.symbol:
+            parts = parts_for_period_range(
+                self.table, hints.low_period, hints.high_period, hints.symbol
+            )
+        return self.table.scan(parts, hints.time_low, hints.time_high)
 
 
 class TransactionTable:

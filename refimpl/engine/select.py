@@ -37,6 +37,8 @@ class AccessHints:
     low_period: str | None = None
     high_period: str | None = None
     symbol: tuple[bool, str] | None = None
+    time_low: int | None = None  # inclusive bounds on the TIMESERIES column, in micros
+    time_high: int | None = None
 
 
 class RowSource(Protocol):
@@ -473,21 +475,35 @@ def plan_access(where: ast.Expr | None, schema: TableSchema, scope: Scope) -> Ac
             int(equal[n]) if schema.type_of(n) in values.INTEGER_TYPES else equal[n] for n in key
         )
     low = high = None
+    time_low = time_high = None
     layout = schema.layout()
-    if layout.period is not None and schema.timeseries:
+    if schema.timeseries:
         time_name = schema.timeseries.lower()
         for name, op, value in constraints:
             if name != time_name or not isinstance(value, int):
                 continue
-            period = period_of(value, layout.period)
             if op in ("=", ">", ">="):
-                low = period if low is None else max(low, period)
+                bound = value + 1 if op == ">" else value
+                time_low = bound if time_low is None else max(time_low, bound)
             if op in ("=", "<", "<="):
-                high = period if high is None else min(high, period)
+                bound = value - 1 if op == "<" else value
+                time_high = bound if time_high is None else min(time_high, bound)
+        if layout.period is not None:
+            if time_low is not None:
+                low = period_of(time_low, layout.period)
+            if time_high is not None:
+                high = period_of(time_high, layout.period)
     symbol = None
     if schema.partition_symbol and schema.partition_symbol.lower() in equal:
         value = equal[schema.partition_symbol.lower()]
         if isinstance(value, str):
             symbol = (False, value)
-    return AccessHints(ident=ident, low_period=low, high_period=high, symbol=symbol)
+    return AccessHints(
+        ident=ident,
+        low_period=low,
+        high_period=high,
+        symbol=symbol,
+        time_low=time_low,
+        time_high=time_high,
+    )
 

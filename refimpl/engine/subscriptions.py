@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from refimpl.engine import executor
+from refimpl.engine.buckets import BucketPlan, bucket_plan, changed_buckets, restricted
 from refimpl.engine.expressions import contains_aggregate
 from refimpl.engine.result import Column
 from refimpl.engine.rev_sql import pinned_value
@@ -79,6 +80,8 @@ class Subscription:
     key_columns: list[str]
     identity: Callable[[tuple], Identity]
     whole_row: bool
+    buckets: BucketPlan | None = None  # how to re-run only changed time buckets
+    position: int | None = None  # the applied LSN the last answer includes
     token: int = -1
     versions: OrderedDict[int, Answer] = field(default_factory=OrderedDict)
     last_asked: float = field(default_factory=time.monotonic)
@@ -243,8 +246,15 @@ class SubscriptionManager:
             token = revisions.value_n(subscription.table, subscription.symbol)
         else:
             token = revisions.table_n(subscription.table)
+        applied = database.applied_lsn  # read before the query: redo work, never miss it
+        partial = self._run_buckets(session, subscription)
+        if partial is not None:
+            subscription.token = token
+            subscription.position = applied
+            return partial
         output = executor.select_rows(session, subscription.select, ())
         database.wait_visible()
+        subscription.position = applied
         if len(output.rows) > MAX_ROWS:
             raise ResultTooLarge(
                 f"a subscription answers at most {MAX_ROWS} rows and this one has"
@@ -262,6 +272,35 @@ class SubscriptionManager:
             identity = subscription.identity
             for row in output.rows:
                 rows[identity(row)] = row
+        return rows
+
+    def _run_buckets(
+        self, session: Session, subscription: Subscription
+    ) -> dict[Identity, tuple] | None:
+        """The new answer from re-running only the changed buckets, or None (run in full)."""
+        plan = subscription.buckets
+        if plan is None or subscription.position is None or not subscription.versions:
+            return None
+        database = subscription.database
+        database.wait_visible()  # the log must hold every commit the tables show
+        schema = database.tables[subscription.table].schema
+        changed = changed_buckets(
+            database, subscription.table, schema, plan, subscription.position
+        )
+        if changed is None:
+            return None
+        previous = subscription.current.rows
+        if not changed:
+            return dict(previous)
+        low, high = min(changed), max(changed)
+        index = plan.identity_index
+        rows = {i: r for i, r in previous.items() if not low <= i[index] <= high}
+        output = executor.select_rows(session, restricted(subscription.select, plan, changed), ())
+        identity = subscription.identity
+        for row in output.rows:
+            rows[identity(row)] = row
+        if len(rows) > MAX_ROWS:
+            return None
         return rows
 
     def _snapshot(self, session: Session, text: str, select: ast.Select) -> Reply:
@@ -288,6 +327,7 @@ class SubscriptionManager:
             key_columns=key_columns,
             identity=identity,
             whole_row=positions is None,
+            buckets=bucket_plan(select, schema, positions),
         )
         rows = self._run(session, subscription)
         subscription.versions[1] = Answer(1, rows)

@@ -91,16 +91,43 @@ class Table:
             return None
         return self.partitions[where[0]][where[1]]
 
-    def scan(self, parts: Iterable[PartKey] | None = None) -> Iterator[Row]:
-        """Rows in (partition, order) order; only the given partitions when named."""
-        if parts is None:
-            for partition in self.partitions.values():
+    def scan(
+        self,
+        parts: Iterable[PartKey] | None = None,
+        time_low: int | None = None,
+        time_high: int | None = None,
+    ) -> Iterator[Row]:
+        """Rows in (partition, order) order; only the given partitions when named.
+
+        With time bounds (inclusive micros) on a table ordered by its TIMESERIES column
+        first, each partition is read from the first row in range to the last; otherwise
+        the bounds are ignored (the caller filters anyway).
+        """
+        chosen = self.partitions.values() if parts is None else (
+            self.partitions.get(part) for part in parts
+        )
+        ranged = (time_low is not None or time_high is not None) and self.time_ordered
+        for partition in chosen:
+            if partition is None:
+                continue
+            if not ranged:
                 yield from partition.values()
-            return
-        for part in parts:
-            partition = self.partitions.get(part)
-            if partition is not None:
-                yield from partition.values()
+                continue
+            low = None if time_low is None else (time_low,)
+            high = None if time_high is None else (time_high + 1,)
+            for order in partition.irange(low, high, inclusive=(True, False)):
+                yield partition[order]
+
+    @property
+    def time_ordered(self) -> bool:
+        """True when rows of a partition are ordered by the TIMESERIES column first."""
+        layout = self.layout
+        return (
+            layout.time_position is not None
+            and bool(layout.order_positions)
+            and layout.order_positions[0] == layout.time_position
+            and not self._wrap[0]
+        )
 
     def scan_with_idents(self) -> Iterator[tuple[Ident, Row]]:
         """(identity, row) pairs in (partition, order) order."""

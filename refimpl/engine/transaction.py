@@ -68,7 +68,7 @@ class TableWork:
             return
         parts = _parts(table, hints)
         if not self.pending:
-            yield from table.scan(parts)
+            yield from table.scan(parts, hints.time_low, hints.time_high)
             return
         yield from self._merged(table, parts)
 

@@ -159,6 +159,17 @@ class WriteAheadLog:
         return self._directory
 
     @property
+    def segment_bytes(self) -> int:
+        """The size at which the active segment is closed and a new one begun."""
+        return self._segment_bytes
+
+    @segment_bytes.setter
+    def segment_bytes(self, size: int) -> None:
+        if size < 1:
+            raise ValueError("segment_bytes must be at least 1")
+        self._segment_bytes = size
+
+    @property
     def durable_lsn(self) -> int:
         """The last LSN written and fsync'd; 0 when nothing is."""
         return self._durable_lsn

@@ -13,11 +13,13 @@ delete rows of `ev`.
 
 Run as a script:
 
-    python crash_child.py run PATH [--checkpoint-every N] [--seconds S]
+    python crash_child.py run PATH [--checkpoint-every N] [--seconds S] [--threads T]
         opens PATH, prints `READY K`, then commits k = K+1, K+2, ...; prints `ACK k` (flushed)
         after each commit returns, and `CKPT k` / `CKPTDONE k` around an explicit CHECKPOINT.
+        With T > 1 threads, thread t commits `plan_threaded` transactions t+1, t+1+T, ...
     python crash_child.py serve
-        a fork server: imports refimpl once, then for every stdin line `RUN PATH [N]` forks a
+        a fork server: imports refimpl once, then for every stdin line
+        `RUN PATH [N [SECONDS [THREADS]]]` forks a
         writer as above (whose first line is `PID p`) and prints `EXIT p status` when it dies,
         so that each crash costs a fork, not a Python start with its grammar build.
 """
@@ -27,6 +29,7 @@ from __future__ import annotations
 import os
 import random
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -74,6 +77,18 @@ def plan(k: int) -> tuple[str, list[tuple]]:
         ops.append(("ev_delete", -(k - rng.randint(10, 20))))
     rng.shuffle(ops)
     return style, ops
+
+
+def plan_threaded(k: int) -> tuple[str, list[tuple]]:
+    """Transaction k of the threaded writer: marker rows and a transfer, which commute, so the
+    state depends only on which transactions committed, not on their order."""
+    rng = random.Random(k * 7919 + 17)
+    if rng.random() < 0.35:
+        return "single", [("marks", k, 1)]
+    a, b = rng.sample(range(ACCOUNTS), 2)
+    ops = [("marks", k, rng.randint(2, 5)), ("transfer", a, b, rng.randint(1, 60))]
+    rng.shuffle(ops)
+    return "calls" if rng.random() < 0.5 else "script", ops
 
 
 def statements(op: tuple) -> list[tuple[str, tuple]]:
@@ -152,12 +167,16 @@ class Model:
 # -- the writer ----------------------------------------------------------------------------
 
 
+_say_lock = threading.Lock()
+
+
 def say(line: str) -> None:
-    sys.stdout.write(line + "\n")
-    sys.stdout.flush()
+    with _say_lock:
+        sys.stdout.write(line + "\n")
+        sys.stdout.flush()
 
 
-def run_writer(path: str, checkpoint_every: int, seconds: float) -> None:
+def run_writer(path: str, checkpoint_every: int, seconds: float, threads: int = 1) -> None:
     import refimpl
     from refimpl.engine.options import EngineOptions
 
@@ -168,6 +187,9 @@ def run_writer(path: str, checkpoint_every: int, seconds: float) -> None:
         session.execute(SETUP)
     last = session.execute("SELECT max(txn) FROM marks").rows[0][0] or 0
     say(f"READY {last}")
+    if threads > 1:
+        run_threads(connection, checkpoint_every, seconds, threads)
+        return
     deadline = time.monotonic() + seconds
     k = last + 1
     while time.monotonic() < deadline:
@@ -182,8 +204,38 @@ def run_writer(path: str, checkpoint_every: int, seconds: float) -> None:
     say("DONE")
 
 
-def commit(session: Any, k: int) -> None:
-    style, ops = plan(k)
+def run_threads(connection: Any, checkpoint_every: int, seconds: float, threads: int) -> None:
+    """Thread t commits transactions t+1, t+1+T, t+1+2T, ... (T threads), each acknowledged."""
+    deadline = time.monotonic() + seconds
+
+    def writer(t: int) -> None:
+        session = connection.session()
+        last = session.execute(
+            "SELECT max(txn) FROM marks WHERE (txn - 1) % ? = ?", (threads, t)
+        ).rows[0][0]
+        k = t + 1 if last is None else last + threads
+        done = 0
+        while time.monotonic() < deadline:
+            commit(session, k, plan_threaded)
+            say(f"ACK {k}")
+            done += 1
+            if t == 0 and checkpoint_every and done % checkpoint_every == 0:
+                say(f"CKPT {k}")
+                session.execute("CHECKPOINT")
+                say(f"CKPTDONE {k}")
+            k += threads
+
+    workers = [threading.Thread(target=writer, args=(t,)) for t in range(threads)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    connection.close()
+    say("DONE")
+
+
+def commit(session: Any, k: int, planner: Any = plan) -> None:
+    style, ops = planner(k)
     steps = [step for op in ops for step in statements(op)]
     if style == "single":
         session.execute(*steps[0])
@@ -207,13 +259,14 @@ def serve() -> None:
             continue
         every = int(words[2]) if len(words) > 2 else 0
         seconds = float(words[3]) if len(words) > 3 else 60.0
+        threads = int(words[4]) if len(words) > 4 else 1
         sys.stdout.flush()
         pid = os.fork()
         if pid == 0:
             code = 0
             try:
                 say(f"PID {os.getpid()}")
-                run_writer(words[1], every, seconds)
+                run_writer(words[1], every, seconds, threads)
             except BaseException as error:  # report, then leave without the server's cleanup
                 say(f"ERROR {error!r}")
                 code = 1
@@ -227,9 +280,11 @@ def main(argv: list[str]) -> None:
     if argv[:1] == ["serve"]:
         serve()
     elif argv[:1] == ["run"] and len(argv) >= 2:
-        every = int(argv[argv.index("--checkpoint-every") + 1]) if "--checkpoint-every" in argv else 0
-        seconds = float(argv[argv.index("--seconds") + 1]) if "--seconds" in argv else 60.0
-        run_writer(argv[1], every, seconds)
+        def option(name: str, default: str) -> str:
+            return argv[argv.index(name) + 1] if name in argv else default
+
+        every, seconds = int(option("--checkpoint-every", "0")), float(option("--seconds", "60"))
+        run_writer(argv[1], every, seconds, int(option("--threads", "1")))
     else:
         sys.exit(__doc__)
 

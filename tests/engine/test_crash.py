@@ -265,7 +265,8 @@ class CrashRun:
             (low,),
         ).rows
         self.model.apply_through(last)
-        expected = [(k, self.model.marks_of[k], self.model.marks_of[k]) for k in range(low + 1, last + 1)]
+        marks = self.model.marks_of
+        expected = [(k, marks[k], marks[k]) for k in range(low + 1, last + 1)]
         assert groups == expected, f"marker rows (txn, n, count) differ after txn {low}"
         assert run("SELECT count(*) FROM marks").rows == [(self.model.marks,)]
         acct = run("SELECT * FROM acct").rows

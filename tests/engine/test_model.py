@@ -400,16 +400,23 @@ class EngineModel(RuleBasedStateMachine):
 
         self.change(sql, params, apply)
 
-    @rule(delta=st.integers(-3, 3), p=small_int, use_where=st.booleans())
-    def update_pk_shift(self, delta: int, p: int, use_where: bool) -> None:
-        """UPDATE pk SET id = id + d [WHERE id >= p]: a shift, which may collide."""
+    @rule(delta=st.integers(-3, 3), p=small_int, use_where=st.booleans(), old=st.booleans())
+    def update_pk_shift(self, delta: int, p: int, use_where: bool, old: bool) -> None:
+        """UPDATE pk SET id = id + d [, v = id] [WHERE id >= p]: a shift, which may collide.
+
+        `v = id` must see the id before the statement, not the moved one.
+        """
         where = PREDICATES["pk"][1] if use_where else None
-        sql = "UPDATE pk SET id = id + ?" + (" WHERE id >= ?" if use_where else "")
+        old = old and ("v", "INT") in self.current["pk"].columns
+        sql = "UPDATE pk SET id = id + ?" + (", v = id" if old else "")
+        sql += " WHERE id >= ?" if use_where else ""
         params = (delta, p) if use_where else (delta,)
 
         def new_of(m: TableModel, row: tuple) -> tuple:
             new = list(row)
             new[m.position("id")] = row[m.position("id")] + delta
+            if old:
+                new[m.position("v")] = row[m.position("id")]
             return tuple(new)
 
         self.move("pk", sql, params, where, p, new_of)
@@ -469,6 +476,30 @@ class EngineModel(RuleBasedStateMachine):
             return tuple(new)
 
         self.move("ts", sql, params, where, 0, new_of)
+
+    @rule(p=small_int, data=st.data())
+    def insert_select(self, p: int, data: st.DataObject) -> None:
+        """INSERT INTO nk (a, b) SELECT v, s FROM pk WHERE ...: reads what this transaction sees."""
+        where = data.draw(st.sampled_from(PREDICATES["pk"]))
+        sql = f"INSERT INTO nk (a, b) SELECT v, s FROM pk WHERE {where[0]}"
+
+        def apply(tables: dict[str, TableModel]) -> None:
+            source, target = tables["pk"], tables["nk"]
+            for name, type_ in (("v", "INT"), ("s", "STRING")):
+                if (name, type_) not in source.columns:
+                    raise ModelError(UnknownColumn)
+            a, b = target.position("a"), target.position("b")
+            if target.columns[a][1] != "INT" or target.columns[b][1] != "STRING":
+                raise ModelError(SqlError)
+            picked = [row for _, row in sorted(self.matching(source, where, p))]
+            v, s = source.position("v"), source.position("s")
+            for row in picked:
+                new = [None] * len(target.columns)
+                new[a], new[b] = row[v], row[s]
+                target.rows[target.next_rowid] = tuple(new)
+                target.next_rowid += 1
+
+        self.change(sql, (p,), apply)
 
     # -- DELETE, TRUNCATE ----------------------------------------------------------------
 
@@ -597,7 +628,7 @@ def _stored(value: Any, type_: str) -> Any:
 
 
 EngineModel.TestCase.settings = settings(
-    max_examples=120,
+    max_examples=200,
     stateful_step_count=60,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
