@@ -5,10 +5,12 @@ imports nothing from `refimpl`. For each example the runner
 
 1. skips it when it `needs` a database the server does not have (asked once per name),
 2. creates a fresh database `conf_<uniq>` with `CREATE DATABASE` through `POST /exec` on the
-   database `demo`, as the admin,
+   database `demo`, as the admin; an example that `needs` databases runs in the first of
+   them instead (such as `sample`, which `refimpl serve --sample` makes), which it shares
+   with other examples and so only reads,
 3. runs the example's `setup` statements and then its records or steps, adding
    `db=<that database>` to every request whose query does not name `db` itself,
-4. drops the database again (also after a failure).
+4. drops the fresh database again (also after a failure).
 
 `{{db}}` is the example's database, `{{uniq}}` its unique suffix (for user names),
 `{{admin_token}}` the admin token, and `{{name}}` any value captured by an earlier step.
@@ -404,7 +406,7 @@ class Runner:
     # -- public ----------------------------------------------------------------------------
 
     def run(self, example: Example) -> ExampleResult:
-        """Run one example in a fresh database and return its result (never raises)."""
+        """Run one example in a fresh database (or the one it needs); never raises."""
         started = time.monotonic()
         for need in example.needs:
             if not self._has_database(need):
@@ -414,7 +416,9 @@ class Runner:
                     message=f"needs database '{need}', which the server does not have",
                 )
         uniq = secrets.token_hex(4)
-        database = DB_PREFIX + uniq
+        # An example that needs a database runs in it (and must leave it as it found it).
+        fresh = not example.needs
+        database = DB_PREFIX + uniq if fresh else example.needs[0]
         session = requests.Session()
         variables: dict[str, Any] = {
             "db": database,
@@ -423,13 +427,14 @@ class Runner:
         }
         result = ExampleResult(example, PASSED, database=database, uniq=uniq)
         try:
-            created = self._admin_exec(session, f"CREATE DATABASE {database}")
-            if created.status != 200:
-                raise _StepFailure(
-                    f"could not create the example's database {database}:"
-                    f" HTTP {created.status} {created.body[:300]}",
-                    request=f"POST /exec?db={self.options.admin_database}",
-                )
+            if fresh:
+                created = self._admin_exec(session, f"CREATE DATABASE {database}")
+                if created.status != 200:
+                    raise _StepFailure(
+                        f"could not create the example's database {database}:"
+                        f" HTTP {created.status} {created.body[:300]}",
+                        request=f"POST /exec?db={self.options.admin_database}",
+                    )
             try:
                 self._run_setup(session, example, database, variables)
                 if example.kind == "sql":
@@ -437,7 +442,8 @@ class Runner:
                 else:
                     self._run_http(session, example, database, variables, result)
             finally:
-                self._admin_exec(session, f"DROP DATABASE {database}")
+                if fresh:
+                    self._admin_exec(session, f"DROP DATABASE {database}")
         except _StepFailure as failure:
             result.verdict = result.outcome = FAILED
             result.message = failure.message
@@ -552,17 +558,30 @@ class Runner:
     ) -> _Response:
         url = self._base + path
         read_timeout = float(read.get("timeout", self.options.timeout)) if read else None
-        response = session.request(
-            method,
-            url,
-            params=params,
-            headers=headers,
-            data=data,
-            json=json_body,
-            timeout=(self.options.timeout, read_timeout or self.options.timeout),
-            stream=True,
-            allow_redirects=False,
-        )
+        try:
+            response = session.request(
+                method,
+                url,
+                params=params,
+                headers=headers,
+                data=data,
+                json=json_body,
+                timeout=(self.options.timeout, read_timeout or self.options.timeout),
+                stream=True,
+                allow_redirects=False,
+            )
+        except requests.RequestException as exc:
+            query = "&".join(f"{k}={v}" for k, v in params)
+            if isinstance(data, bytes):
+                shown = data.decode("utf-8", "replace")
+            elif json_body is not None:
+                shown = json.dumps(json_body, ensure_ascii=False)
+            else:
+                shown = str(data or "")
+            raise _StepFailure(
+                f"HTTP request failed: {exc}",
+                request=_describe_request(method, f"{path}?{query}", shown, headers),
+            ) from None
         try:
             content_type = response.headers.get("Content-Type", "")
             media = content_type.split(";")[0].strip().lower()

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from refimpl.engine import values
-from refimpl.engine.expressions import Scope, compile_expression, contains_aggregate
+from refimpl.engine.compiled import Scope
+from refimpl.engine.expressions import compile_expression, contains_aggregate
 from refimpl.errors import SqlError, TypeMismatch
 from refimpl.sql import ast
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from refimpl.engine import records
-from refimpl.engine.expressions import truncate_timestamp
+from refimpl.engine.functions import truncate_timestamp
 from refimpl.engine.schema import TableSchema
 from refimpl.sql import ast
 

@@ -159,7 +159,8 @@ class ChangesSource:
 
     def __init__(self, session: Session, source: ast.FunctionSource, select: ast.Select,
                  params: Sequence[Any]) -> None:
-        from refimpl.engine.expressions import Scope, constant_value
+        from refimpl.engine.compiled import Scope
+        from refimpl.engine.expressions import constant_value
 
         scope = Scope(columns=[], params=params)
         arguments = [constant_value(a, scope) for a in source.args]
@@ -211,7 +212,7 @@ def _whole(value: Any, what: str) -> int | None:
 
 def _lsn_floor(select: ast.Select, columns: list[Column], params: Sequence[Any]) -> int:
     """The largest x of `WHERE lsn > x` / `lsn >= x+1` conjuncts (pushed into the read)."""
-    from refimpl.engine.expressions import Scope
+    from refimpl.engine.compiled import Scope
 
     fake = TableSchema("changes", tuple(ast.ColumnDef(c.name, c.type) for c in columns))
     floor = 0
@@ -235,7 +236,8 @@ def _pushed_limit(select: ast.Select, params: Sequence[Any]) -> int | None:
     for term in conjuncts(select.where):
         if not _is_lsn_bound(term):
             return None
-    from refimpl.engine.expressions import Scope, constant_value, contains_aggregate
+    from refimpl.engine.compiled import Scope
+    from refimpl.engine.expressions import constant_value, contains_aggregate
 
     if any(contains_aggregate(item.expr) for item in select.items):
         return None

@@ -14,7 +14,8 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from refimpl.engine import ddl, values
-from refimpl.engine.expressions import Scope, ScopeColumn, compile_expression
+from refimpl.engine.compiled import Scope, ScopeColumn
+from refimpl.engine.expressions import compile_expression
 from refimpl.engine.result import Column, Result, message_result, query_result
 from refimpl.engine.rev_sql import cache_plan
 from refimpl.engine.schema import TableSchema

@@ -6,7 +6,8 @@ import functools
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from refimpl.engine.expressions import Compiled, Scope, ScopeColumn, children, compile_expression
+from refimpl.engine.compiled import Compiled, Scope, ScopeColumn
+from refimpl.engine.expressions import children, compile_expression
 from refimpl.engine.schema import TableSchema
 from refimpl.engine.select import column_constraints
 from refimpl.errors import SqlError, TypeMismatch, UnknownTable

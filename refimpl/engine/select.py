@@ -13,12 +13,9 @@ from typing import Any, Protocol
 
 from refimpl.engine import values
 from refimpl.engine.aggregates import make_accumulator
+from refimpl.engine.compiled import Compiled, Scope, ScopeColumn, comparable
 from refimpl.engine.expressions import (
-    Compiled,
-    Scope,
-    ScopeColumn,
     aggregate_calls,
-    comparable,
     compile_expression,
     constant_value,
     contains_aggregate,

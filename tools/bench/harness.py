@@ -1,0 +1,394 @@
+"""Shared pieces of the HTTP and PostgreSQL benchmarks in this folder.
+
+- `RefimplServer`: `python -m refimpl serve` in its own process on a temporary data folder and a
+  free loopback port; its admin token, URL and pid; `sql()` over /exec; a graceful stop
+  (SIGINT) that waits, and deletes the folder. With `profile=FILE` the server runs under a
+  launcher that profiles every worker thread's requests (see `PROFILE_LAUNCHER`).
+- `Postgres`: a throwaway PostgreSQL cluster (Debian's packages, installed when missing) in a
+  temporary folder on a free loopback port, fsync on; stopped and deleted at the end.
+- `percentile`, `summary`, `print_table`, `rss_mb`, `cpu_seconds`.
+
+Importing this module first also keeps the standard library's `http` package from being
+shadowed by `http.py` of this folder (a script's folder comes first on `sys.path`).
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+_HERE = Path(__file__).resolve().parent
+
+
+def _load_stdlib_http() -> None:
+    if "http.client" in sys.modules:
+        return
+    saved = list(sys.path)
+    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
+    try:
+        import http.client  # noqa: F401  - the standard library's, cached in sys.modules
+        import http.cookiejar  # noqa: F401
+    finally:
+        sys.path[:] = saved
+
+
+_load_stdlib_http()
+
+import requests  # noqa: E402
+
+REPO = _HERE.parent.parent
+LOOPBACK = "127.0.0.1"
+
+
+# --- figures --------------------------------------------------------------------------------
+
+
+def percentile(samples: Sequence[float], fraction: float) -> float:
+    if not samples:
+        return float("nan")
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
+
+
+def summary(samples: Sequence[float]) -> dict[str, float]:
+    """count, p50, p99 and max of samples (in their own unit)."""
+    ordered = sorted(samples)
+    if not ordered:
+        return {"n": 0, "p50": float("nan"), "p99": float("nan"), "max": float("nan")}
+    return {
+        "n": len(ordered),
+        "p50": percentile(ordered, 0.5),
+        "p99": percentile(ordered, 0.99),
+        "max": ordered[-1],
+    }
+
+
+def print_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], title: str = "") -> None:
+    """A plain text table: the first column left-aligned, the others right-aligned."""
+
+    def cell(value: Any) -> str:
+        if isinstance(value, float):
+            if value != value:
+                return "-"
+            if abs(value) >= 100:
+                return f"{value:,.0f}"
+            if abs(value) >= 10:
+                return f"{value:.1f}"
+            return f"{value:.2f}"
+        if isinstance(value, int):
+            return f"{value:,}"
+        return str(value)
+
+    cells = [[cell(v) for v in row] for row in rows]
+    widths = [max([len(h), *(len(r[i]) for r in cells)]) for i, h in enumerate(headers)]
+    if title:
+        print(title)
+    print("  ".join(h.ljust(w) if i == 0 else h.rjust(w) for i, (h, w) in
+                    enumerate(zip(headers, widths, strict=True))))
+    print("  ".join("-" * w for w in widths))
+    for row in cells:
+        print("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in
+                        enumerate(zip(row, widths, strict=True))))
+    print()
+
+
+def ratio_line(label: str, value: float, target: str, met: bool) -> str:
+    return f"{label:58} {value:10.2f}   target {target:14} {'MET' if met else 'MISSED'}"
+
+
+def rss_mb() -> tuple[float, float]:
+    """(current RSS, peak RSS) of this process in MB: /proc/self/statm and getrusage."""
+    import resource
+
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    try:
+        pages = int(Path("/proc/self/statm").read_text().split()[1])
+        current = pages * os.sysconf("SC_PAGE_SIZE") / (1024 * 1024)
+    except (OSError, ValueError, IndexError):
+        current = float("nan")
+    return current, peak
+
+
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of a process (all its threads) from /proc/<pid>/stat."""
+    text = Path(f"/proc/{pid}/stat").read_text()
+    fields = text[text.rindex(")") + 2:].split()
+    # fields[0] is the state (field 3); utime and stime are fields 14 and 15.
+    ticks = int(fields[11]) + int(fields[12])
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((LOOPBACK, 0))
+        return sock.getsockname()[1]
+
+
+# --- refimpl server -------------------------------------------------------------------------
+
+# Runs `refimpl serve` with each worker thread's request handling under a cProfile.Profile of
+# its own, merged into one file at the stop. `python -m cProfile -m refimpl serve` alone
+# profiles the main thread only (the accept loop), never the threads that answer requests.
+PROFILE_LAUNCHER = """
+import cProfile, pstats, sys, threading
+from refimpl.http import server
+out = sys.argv[1]
+profiles, local = [], threading.local()
+answer = server.PooledWSGIServer._answer
+def profiled(self, request, address):
+    profile = getattr(local, "profile", None)
+    if profile is None:
+        profile = local.profile = cProfile.Profile()
+        profiles.append(profile)
+    profile.enable()
+    try:
+        return answer(self, request, address)
+    finally:
+        profile.disable()
+server.PooledWSGIServer._answer = profiled
+from refimpl.cli import main
+try:
+    status = main(sys.argv[2:])
+finally:
+    if profiles:
+        stats = pstats.Stats(profiles[0])
+        for profile in profiles[1:]:
+            stats.add(profile)
+        stats.dump_stats(out)
+sys.exit(status)
+"""
+
+
+class RefimplServer:
+    """`python -m refimpl serve` on loopback, in its own process; a context manager."""
+
+    def __init__(
+        self,
+        threads: int = 16,
+        *,
+        data: Path | None = None,
+        sample: bool = False,
+        profile: Path | None = None,
+        env: dict[str, str] | None = None,
+        extra: Sequence[str] = (),
+    ) -> None:
+        self.threads = threads
+        self._own_data = data is None
+        self.data = Path(tempfile.mkdtemp(prefix="kdb-bench-")) if data is None else Path(data)
+        self.sample = sample
+        self.profile = profile
+        self.env = env or {}
+        self.extra = list(extra)
+        self.process: subprocess.Popen[str] | None = None
+        self.token = ""
+        self.url = ""
+        self.output: list[str] = []
+        self._reader: threading.Thread | None = None
+
+    # -- life ------------------------------------------------------------------------------
+
+    def start(self, timeout: float = 300.0) -> RefimplServer:
+        args = ["serve", "--data", str(self.data), "--host", LOOPBACK, "--port", "0",
+                "--threads", str(self.threads), *self.extra]
+        if self.sample:
+            args.append("--sample")
+        if self.profile is not None:
+            command = [sys.executable, "-c", PROFILE_LAUNCHER, str(self.profile), *args]
+        else:
+            command = [sys.executable, "-m", "refimpl", *args]
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(
+            [str(REPO), *([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])]
+        )
+        env.update(self.env)
+        self.process = subprocess.Popen(
+            command, cwd=REPO, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, text=True, bufsize=1,
+        )
+        token_file = self.data / "admin.token"
+        deadline = time.monotonic() + timeout
+        assert self.process.stdout is not None
+        while not self.url:
+            line = self.process.stdout.readline()
+            if not line:
+                raise RuntimeError("the server stopped before listening:\n" + "".join(self.output))
+            self.output.append(line)
+            if line.startswith("admin token: "):
+                self.token = line.split(":", 1)[1].strip()
+            elif line.startswith("listening on "):
+                self.url = line.split("listening on ", 1)[1].strip()
+            if time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError("the server did not listen in time")
+        if not self.token and token_file.exists():
+            self.token = token_file.read_text().strip()  # a reused data folder
+        self._reader = threading.Thread(target=self._drain, daemon=True)
+        self._reader.start()
+        return self
+
+    def _drain(self) -> None:
+        assert self.process is not None and self.process.stdout is not None
+        for line in self.process.stdout:
+            self.output.append(line)
+            del self.output[:-200]
+
+    def stop(self, timeout: float = 120.0, delete: bool = True) -> None:
+        process = self.process
+        if process is not None and process.poll() is None:
+            process.send_signal(signal.SIGINT)
+            try:
+                process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        self.process = None
+        if delete and self._own_data:
+            shutil.rmtree(self.data, ignore_errors=True)
+
+    def __enter__(self) -> RefimplServer:
+        try:
+            return self.start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- use -------------------------------------------------------------------------------
+
+    @property
+    def pid(self) -> int:
+        assert self.process is not None
+        return self.process.pid
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}"}
+
+    def sql(self, text: str, session: requests.Session | None = None) -> dict[str, Any]:
+        """Run SQL through POST /exec; the JSON answer, or RuntimeError with the server's."""
+        http = session or requests
+        response = http.post(
+            f"{self.url}/exec", data=text.encode("utf-8"),
+            headers={**self.headers, "Content-Type": "text/plain"}, timeout=600,
+        )
+        if response.status_code != 200:
+            raise RuntimeError(f"{response.status_code}: {response.text[:500]}")
+        return response.json()
+
+    def import_csv(self, table: str, text: str) -> dict[str, Any]:
+        response = requests.post(
+            f"{self.url}/imp", params={"table": table}, data=text.encode("utf-8"),
+            headers={**self.headers, "Content-Type": "text/csv"}, timeout=3600,
+        )
+        if response.status_code != 200:
+            raise RuntimeError(f"{response.status_code}: {response.text[:500]}")
+        return response.json()
+
+    def stats(self) -> dict[str, Any]:
+        response = requests.get(f"{self.url}/api/stats", headers=self.headers, timeout=60)
+        response.raise_for_status()
+        return response.json()
+
+
+# --- PostgreSQL -----------------------------------------------------------------------------
+
+
+def postgres_bin() -> Path:
+    """The folder of initdb and pg_ctl; Debian's postgresql is installed when missing."""
+    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
+    if not found:
+        print("installing PostgreSQL (Debian package postgresql) ...", flush=True)
+        install = ["apt-get", "install", "-y", "-q", "postgresql"]
+        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+        if subprocess.run(install, env=env, stdout=subprocess.DEVNULL).returncode != 0:
+            subprocess.run(["apt-get", "update", "-q"], env=env, stdout=subprocess.DEVNULL,
+                           check=True)
+            subprocess.run(install, env=env, stdout=subprocess.DEVNULL, check=True)
+        found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
+        if not found:
+            raise RuntimeError("no initdb after installing postgresql")
+    return Path(found[-1]).parent
+
+
+class Postgres:
+    """A throwaway PostgreSQL cluster on loopback; a context manager.
+
+    fsync and synchronous_commit are on (the defaults). `settings` adds `-c name=value`.
+    """
+
+    def __init__(self, settings: dict[str, str] | None = None) -> None:
+        self.settings = {"max_connections": "300", "shared_buffers": "256MB",
+                         **(settings or {})}
+        self.folder = Path(tempfile.mkdtemp(prefix="pg-bench-"))
+        self.data = self.folder / "data"
+        self.sockets = self.folder / "sockets"
+        self.port = 0
+        self.bin = Path()
+        self._as_postgres = os.geteuid() == 0
+        self._started = False
+
+    def _run(self, *command: str) -> None:
+        prefix = ["runuser", "-u", "postgres", "--"] if self._as_postgres else []
+        done = subprocess.run([*prefix, *command], capture_output=True, text=True)
+        if done.returncode != 0:
+            raise RuntimeError(f"{' '.join(command[:2])} failed:\n{done.stdout}{done.stderr}")
+
+    def start(self) -> Postgres:
+        self.bin = postgres_bin()
+        self.sockets.mkdir()
+        if self._as_postgres:
+            shutil.chown(self.folder, "postgres", "postgres")
+            shutil.chown(self.sockets, "postgres", "postgres")
+        self._run(str(self.bin / "initdb"), "-D", str(self.data), "-U", "postgres",
+                  "--auth=trust", "-E", "UTF8", "--no-locale")
+        self.port = free_port()
+        options = f"-p {self.port} -k {self.sockets} -c listen_addresses={LOOPBACK} -c fsync=on"
+        options += " -c synchronous_commit=on"
+        for name, value in self.settings.items():
+            options += f" -c {name}={value}"
+        self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-o", options, "-w",
+                  "-t", "120", "-l", str(self.folder / "log"), "start")
+        self._started = True
+        return self
+
+    @property
+    def conninfo(self) -> str:
+        return f"host={LOOPBACK} port={self.port} user=postgres dbname=postgres"
+
+    def connect(self, autocommit: bool = True) -> Any:
+        import psycopg
+
+        return psycopg.connect(self.conninfo, autocommit=autocommit)
+
+    def stop(self) -> None:
+        if self._started:
+            try:
+                self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", "fast", "-w",
+                          "stop")
+            except RuntimeError as exc:
+                print(f"warning: {exc}", file=sys.stderr)
+            self._started = False
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+    def __enter__(self) -> Postgres:
+        try:
+            return self.start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
