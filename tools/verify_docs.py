@@ -182,6 +182,8 @@ def main(argv: list[str] | None = None) -> int:
         examples = [e for e in examples if any(id_matches(p, e.id) for p in args.only)]
     server: Server | None = None
     url, token = args.url, args.token
+    # A SIGTERM (a CI timeout, say) must still stop the server this run started.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     if url is None:
         server = Server()
         url, token = server.url, server.token

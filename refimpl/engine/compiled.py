@@ -123,3 +123,14 @@ def common_type(types: list[str], what: str) -> str:
     raise TypeMismatch(f"{what} mixes values of types {', '.join(sorted(set(known)))}")
 
 
+
+
+def table_scope(schema: Any, params: Sequence[Any], clause: str, now: int = 0) -> Scope:
+    """The scope of expressions over one table's rows (UPDATE SET, WHERE, DROP PARTITION)."""
+    return Scope(
+        columns=[ScopeColumn(i, c.type, c.name) for i, c in enumerate(schema.columns)],
+        qualifiers=frozenset({schema.name.lower()}),
+        params=params,
+        now=now,
+        clause=clause,
+    )

@@ -11,6 +11,7 @@ from refimpl.engine.schema import TableSchema
 from refimpl.engine.table import Table, partitions_named
 from refimpl.errors import SqlError
 from refimpl.sql import ast
+from refimpl.sql.printer import to_sql
 
 
 def create_table(statement: ast.CreateTable) -> Table:
@@ -41,9 +42,12 @@ def drop_partitions(table: Table, names: tuple[str, ...]) -> int:
 
 
 def canonical_create(schema: TableSchema) -> str:
-    from refimpl.sql.printer import to_sql
-
     return to_sql(schema.to_create())
+
+
+def canonical_sql(statement: ast.Statement) -> str:
+    """A statement's canonical text, as the log and SHOW CREATE TABLE keep it."""
+    return to_sql(statement)
 
 
 def apply_logged_ddl(tables: dict[str, Table], statement: ast.Statement) -> None:

@@ -311,7 +311,9 @@ class CrashRun:
         assert last <= self.last_acked + 1, f"{last} is there, past the one in flight"
         if last > self.last_acked:
             self.stats.unacknowledged_present += 1
-            self.last_acked = last  # durable now: the next writer goes on after it
+            # Found durable: from now on it counts as acknowledged (never to be cut or lost).
+            self.acked.add(last)
+            self.last_acked = last
         # Marker rows of the newest transactions (older ones are counted as a whole below).
         low = max(0, self.model.applied - 20)
         groups = run(
