@@ -252,9 +252,7 @@ def parse_sql_records(text: str, first_line: int, where: str) -> list[dict[str, 
     return records
 
 
-def _make_record(
-    header: str, sql: str, result: list[str] | None, here: str
-) -> dict[str, Any]:
+def _make_record(header: str, sql: str, result: list[str] | None, here: str) -> dict[str, Any]:
     words = header.split(None, 2)
     if words[0] == "statement" and len(words) >= 2 and words[1] == "ok":
         if len(words) > 2:
@@ -520,9 +518,7 @@ def load_examples(path: Path | str, validate: bool = True) -> list[Example]:
         for data in document.get("examples", []):
             example = example_from_json(data)
             if example.id in seen:
-                raise CaseError(
-                    f"{file}: the id {example.id!r} is also in {seen[example.id]}"
-                )
+                raise CaseError(f"{file}: the id {example.id!r} is also in {seen[example.id]}")
             seen[example.id] = file.name
             examples.append(example)
     return examples

@@ -79,7 +79,7 @@ def validate_matchers(value: Any, path: str = "$") -> list[str]:
             if kind not in MATCHER_KINDS:
                 problems.append(f"{path}: unknown matcher {kind!r}")
             elif kind == "same" and not isinstance(value.get("as"), str):
-                problems.append(f"{path}: matcher 'same' needs \"as\": \"<capture name>\"")
+                problems.append(f'{path}: matcher \'same\' needs "as": "<capture name>"')
             elif kind == "unordered" and not isinstance(value.get("items"), list):
                 problems.append(f"{path}: matcher 'unordered' needs a list \"items\"")
             elif kind == "contains" and not isinstance(value.get("value"), dict | list):
@@ -316,8 +316,7 @@ def _assign(
                 continue
             trial = dict(captures)
             ok = all(
-                not _collect(item, actual[j], trial)
-                for item, j in zip(items, choice, strict=True)
+                not _collect(item, actual[j], trial) for item, j in zip(items, choice, strict=True)
             )
             if ok:
                 return list(choice), trial
@@ -347,8 +346,9 @@ def _match_contains(
     wanted = matcher.get("value")
     if isinstance(wanted, dict):
         if not isinstance(actual, dict):
-            out.append(f"{path}: expected an object containing {sorted(wanted)}, got "
-                       f"{_short(actual)}")
+            out.append(
+                f"{path}: expected an object containing {sorted(wanted)}, got {_short(actual)}"
+            )
             return matcher, actual
         exp_view = dict(actual)
         inner_update: dict[str, Any] = {}
@@ -367,9 +367,7 @@ def _match_contains(
             return matcher, actual
         assignment = _assign(wanted, actual, captures)
         if assignment is None:
-            missing = [
-                w for w in wanted if not any(_try(w, a, captures)[0] for a in actual)
-            ]
+            missing = [w for w in wanted if not any(_try(w, a, captures)[0] for a in actual)]
             shown = missing[0] if missing else wanted[0]
             out.append(f"{path}: no item matches {_short(shown)}")
             return list(actual) + copy.deepcopy(missing), actual

@@ -278,9 +278,7 @@ def json_diff(expected: Any, actual: Any) -> str:
     """A unified diff of two JSON values, pretty-printed; multi-line strings split in lines."""
     left = json.dumps(_for_display(expected), indent=2, ensure_ascii=False).splitlines()
     right = json.dumps(_for_display(actual), indent=2, ensure_ascii=False).splitlines()
-    return "\n".join(
-        difflib.unified_diff(left, right, "expected", "actual", lineterm="", n=3)
-    )
+    return "\n".join(difflib.unified_diff(left, right, "expected", "actual", lineterm="", n=3))
 
 
 def text_diff(expected: str, actual: str) -> str:
@@ -491,8 +489,7 @@ class Runner:
                 pending.append((index, example, rule))
         with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
             futures = {
-                pool.submit(self.run, example): (index, rule)
-                for index, example, rule in pending
+                pool.submit(self.run, example): (index, rule) for index, example, rule in pending
             }
             for future in as_completed(futures):
                 index, rule = futures[future]
@@ -643,9 +640,7 @@ class Runner:
                 + text_diff(render_sql_record(shown_expected), render_sql_record(shown_actual))
             )
             if not first_request:
-                first_request = _describe_request(
-                    "POST", f"/exec?db={database}", expected["sql"]
-                )
+                first_request = _describe_request("POST", f"/exec?db={database}", expected["sql"])
             names = {"db": database, "uniq": variables["uniq"]}
             result.updates.append(
                 {
@@ -844,14 +839,22 @@ def _sorted_record(record: dict[str, Any]) -> dict[str, Any]:
 
 def _updated_record(expected: dict[str, Any], actual: dict[str, Any]) -> dict[str, Any]:
     """The record `--update` writes: the actual answer in the expected record's form."""
-    base = {"sql": expected["sql"], "line": expected.get("line"),
-            "end_line": expected.get("end_line")}
+    base = {
+        "sql": expected["sql"],
+        "line": expected.get("line"),
+        "end_line": expected.get("end_line"),
+    }
     if actual["type"] == "query":
         rows = actual["rows"]
         if expected.get("sort") == "rowsort":
             rows = sorted(rows)
-        return {**base, "type": "query", "columns": actual["columns"],
-                "sort": expected.get("sort", "nosort"), "rows": rows}
+        return {
+            **base,
+            "type": "query",
+            "columns": actual["columns"],
+            "sort": expected.get("sort", "nosort"),
+            "rows": rows,
+        }
     if actual["expect"] == "ok":
         record = {**base, "type": "statement", "expect": "ok"}
         keep_message = expected.get("type") != "statement" or "message" in expected

@@ -87,7 +87,8 @@ def main(argv: list[str] | None = None) -> int:
         )
         if stale:
             print(
-                "stale examples in spec/examples: " + ", ".join(stale)
+                "stale examples in spec/examples: "
+                + ", ".join(stale)
                 + "; run python tools/extract_examples.py",
                 file=sys.stderr,
             )

@@ -91,9 +91,11 @@ def test_string_timestamp_any() -> None:
 
 def test_capture_and_same() -> None:
     captures: dict[str, Any] = {}
-    out = match({"boot": {"$match": "string", "capture": "boot"}, "rev": "x"}, {"boot": "b1",
-                                                                                 "rev": "x"},
-                captures)
+    out = match(
+        {"boot": {"$match": "string", "capture": "boot"}, "rev": "x"},
+        {"boot": "b1", "rev": "x"},
+        captures,
+    )
     assert out.ok and captures == {"boot": "b1"}
     assert match({"$match": "same", "as": "boot"}, "b1", captures).ok
     assert not match({"$match": "same", "as": "boot"}, "b2", captures).ok
@@ -136,8 +138,11 @@ def test_expected_view_shows_only_real_differences() -> None:
     assert not out.ok
     assert out.expected_view == {"lsn": 7, "op": "upsert", "t": "2026-01-01T00:00:00.000Z"}
     # the update view keeps matchers that matched and takes actual values elsewhere
-    assert out.update_view == {"lsn": {"$match": "int"}, "op": "delete",
-                               "t": {"$match": "timestamp"}}
+    assert out.update_view == {
+        "lsn": {"$match": "int"},
+        "op": "delete",
+        "t": {"$match": "timestamp"},
+    }
 
 
 def test_validate_matchers() -> None:
@@ -165,8 +170,11 @@ def test_substitute() -> None:
 
 
 def test_resolve_path() -> None:
-    root = {"json": {"dataset": [[1, "tok"]]}, "headers": {"content-type": "x"},
-            "sse": [{"id": "5"}]}
+    root = {
+        "json": {"dataset": [[1, "tok"]]},
+        "headers": {"content-type": "x"},
+        "sse": [{"id": "5"}],
+    }
     assert resolve_path(root, "$.json.dataset[0][1]") == "tok"
     assert resolve_path(root, "$.headers.Content-Type") == "x"
     assert resolve_path(root, "$.sse[-1].id") == "5"
@@ -176,7 +184,7 @@ def test_resolve_path() -> None:
 
 def test_parse_sse() -> None:
     text = (
-        ": hello\n\nretry: 1000\n\nevent: change\nid: 4\ndata: {\"lsn\": 4}\n\n"
+        ': hello\n\nretry: 1000\n\nevent: change\nid: 4\ndata: {"lsn": 4}\n\n'
         "data: a\ndata: b\n\nevent: tail\ndata: 1"
     )
     assert parse_sse(text) == [
@@ -247,11 +255,17 @@ def test_extract_chapter() -> None:
     assert sql["lines"] == [13, 30]
     records = sql["records"]
     assert records[1] == {
-        "type": "statement", "expect": "ok", "sql": "INSERT INTO t VALUES (1, 'a'), (2, NULL)",
-        "message": "2 row(s) inserted", "line": 16, "end_line": 19,
+        "type": "statement",
+        "expect": "ok",
+        "sql": "INSERT INTO t VALUES (1, 'a'), (2, NULL)",
+        "message": "2 row(s) inserted",
+        "line": 16,
+        "end_line": 19,
     }
-    assert records[2]["columns"] == [{"name": "id", "type": "INT"},
-                                     {"name": "name", "type": "STRING"}]
+    assert records[2]["columns"] == [
+        {"name": "id", "type": "INT"},
+        {"name": "name", "type": "STRING"},
+    ]
     assert records[2]["sort"] == "rowsort"
     assert records[2]["sql"] == "SELECT id, name\nFROM t"
     assert records[2]["rows"] == [["1", "a"], ["2", "NULL"]]
@@ -315,7 +329,15 @@ def test_load_examples_validates(tmp_path: Path) -> None:
 
 def test_render_value() -> None:
     assert [render_value(v) for v in (None, True, False, 3, 10.0, 1.5, "", "x", -0.25)] == [
-        "NULL", "true", "false", "3", "10", "1.5", "(empty)", "x", "-0.25",
+        "NULL",
+        "true",
+        "false",
+        "3",
+        "10",
+        "1.5",
+        "(empty)",
+        "x",
+        "-0.25",
     ]
 
 
@@ -371,7 +393,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._exec(q.get("db", ["demo"])[0], body or q.get("query", [""])[0])
         elif url.path == "/events":
             events = (
-                "retry: 1000\n\nevent: change\nid: 3\ndata: {\"lsn\": 3, \"op\": \"upsert\"}\n\n"
+                'retry: 1000\n\nevent: change\nid: 3\ndata: {"lsn": 3, "op": "upsert"}\n\n'
                 "event: position\nid: 3\ndata: {}\n\n"
             )
             self._send(200, events.encode(), "text/event-stream")
@@ -399,21 +421,38 @@ class _Handler(BaseHTTPRequestHandler):
         with st.lock:
             if sql.startswith("CREATE DATABASE"):
                 st.databases.add(words[2])
-                self._json(200, {"query": sql, "message": f"database '{words[2]}' created",
-                                 "count": 0})
+                self._json(
+                    200, {"query": sql, "message": f"database '{words[2]}' created", "count": 0}
+                )
             elif sql.startswith("DROP DATABASE"):
                 st.databases.discard(words[2])
-                self._json(200, {"query": sql, "message": f"database '{words[2]}' dropped",
-                                 "count": 0})
+                self._json(
+                    200, {"query": sql, "message": f"database '{words[2]}' dropped", "count": 0}
+                )
             elif sql.startswith("CREATE TOKEN"):
                 st.tokens.add("tok-123")
-                self._json(200, {"query": sql, "columns": [{"name": "token", "type": "STRING"}],
-                                 "dataset": [["tok-123"]], "count": 1})
+                self._json(
+                    200,
+                    {
+                        "query": sql,
+                        "columns": [{"name": "token", "type": "STRING"}],
+                        "dataset": [["tok-123"]],
+                        "count": 1,
+                    },
+                )
             elif sql.startswith("SELECT"):
-                self._json(200, {"query": sql,
-                                 "columns": [{"name": "id", "type": "INT"},
-                                             {"name": "bal", "type": "DOUBLE"}],
-                                 "dataset": [[2, 20.0], [1, 10.5]], "count": 2})
+                self._json(
+                    200,
+                    {
+                        "query": sql,
+                        "columns": [
+                            {"name": "id", "type": "INT"},
+                            {"name": "bal", "type": "DOUBLE"},
+                        ],
+                        "dataset": [[2, 20.0], [1, 10.5]],
+                        "count": 2,
+                    },
+                )
             elif sql.startswith("INSERT"):
                 self._json(200, {"query": sql, "message": "1 row(s) inserted", "count": 1})
             elif sql.startswith("WHO"):
@@ -471,8 +510,10 @@ def test_sql_example_failure_has_a_diff(server: tuple[str, _State]) -> None:
     assert "+2 | 20" in result.diff and "-2 | 20" in result.diff
     assert result.request.startswith("POST /exec?db=conf_")
     update = result.updates[0]
-    assert update["kind"] == "sql-record" and update["record"]["rows"] == [["2", "20"],
-                                                                          ["1", "10.5"]]
+    assert update["kind"] == "sql-record" and update["record"]["rows"] == [
+        ["2", "20"],
+        ["1", "10.5"],
+    ]
 
 
 def test_http_example_with_captures(server: tuple[str, _State]) -> None:
@@ -482,19 +523,37 @@ def test_http_example_with_captures(server: tuple[str, _State]) -> None:
         {
             "setup": ["INSERT INTO t VALUES (1)"],
             "steps": [
-                {"request": {"sql": "CREATE TOKEN FOR u_{{uniq}}"},
-                 "capture": {"tok": "$.json.dataset[0][0]"}},
-                {"request": {"path": "/exec", "query": {"query": "SELECT 1"}, "auth": "tok"},
-                 "expect": {"status": 200, "content_type": "application/json",
-                            "json": {"$match": "contains",
-                                     "value": {"count": {"$match": "int", "gt": 1,
-                                                         "capture": "n"}}}}},
-                {"request": {"path": "/exec", "query": {"query": "SELECT {{n}}"},
-                             "auth": "wrong"},
-                 "expect": {"status": 401, "headers": {"WWW-Authenticate": "Bearer"},
-                            "json": {"error": {"$match": "string"}}}},
-                {"request": {"path": "/exec", "query": {"query": "SELECT 1", "db": "nope"}},
-                 "expect": {"status": 404, "json": {"error": "database 'nope' does not exist"}}},
+                {
+                    "request": {"sql": "CREATE TOKEN FOR u_{{uniq}}"},
+                    "capture": {"tok": "$.json.dataset[0][0]"},
+                },
+                {
+                    "request": {"path": "/exec", "query": {"query": "SELECT 1"}, "auth": "tok"},
+                    "expect": {
+                        "status": 200,
+                        "content_type": "application/json",
+                        "json": {
+                            "$match": "contains",
+                            "value": {"count": {"$match": "int", "gt": 1, "capture": "n"}},
+                        },
+                    },
+                },
+                {
+                    "request": {
+                        "path": "/exec",
+                        "query": {"query": "SELECT {{n}}"},
+                        "auth": "wrong",
+                    },
+                    "expect": {
+                        "status": 401,
+                        "headers": {"WWW-Authenticate": "Bearer"},
+                        "json": {"error": {"$match": "string"}},
+                    },
+                },
+                {
+                    "request": {"path": "/exec", "query": {"query": "SELECT 1", "db": "nope"}},
+                    "expect": {"status": 404, "json": {"error": "database 'nope' does not exist"}},
+                },
             ],
         },
     )
@@ -509,9 +568,14 @@ def test_http_failure_diff_and_update(server: tuple[str, _State]) -> None:
     url, _ = server
     example = _http_example(
         "diff",
-        {"request": {"path": "/exp"},
-         "expect": {"status": 200, "body": "id,name\r\n1,b\r\n", "csv": [["id", "name"],
-                                                                          ["1", "a"]]}},
+        {
+            "request": {"path": "/exp"},
+            "expect": {
+                "status": 200,
+                "body": "id,name\r\n1,b\r\n",
+                "csv": [["id", "name"], ["1", "a"]],
+            },
+        },
     )
     result = Runner(RunOptions(url, ADMIN)).run(example)
     assert result.verdict == FAILED
@@ -524,17 +588,29 @@ def test_sse_answers_and_stream_limits(server: tuple[str, _State]) -> None:
     url, _ = server
     example = _http_example(
         "sse",
-        {"steps": [
-            {"request": {"path": "/events"},
-             "expect": {"content_type": "text/event-stream",
-                        "sse": [{"retry": 1000},
-                                {"event": "change", "id": {"$match": "string", "capture": "p"},
-                                 "data": {"$match": "contains", "value": {"op": "upsert"}}},
-                                {"event": "position", "id": {"$match": "same", "as": "p"},
-                                 "data": {}}]}},
-            {"request": {"path": "/stream", "read": {"events": 1, "timeout": 2}},
-             "expect": {"sse": [{"event": "tick", "id": "0", "data": 0}]}},
-        ]},
+        {
+            "steps": [
+                {
+                    "request": {"path": "/events"},
+                    "expect": {
+                        "content_type": "text/event-stream",
+                        "sse": [
+                            {"retry": 1000},
+                            {
+                                "event": "change",
+                                "id": {"$match": "string", "capture": "p"},
+                                "data": {"$match": "contains", "value": {"op": "upsert"}},
+                            },
+                            {"event": "position", "id": {"$match": "same", "as": "p"}, "data": {}},
+                        ],
+                    },
+                },
+                {
+                    "request": {"path": "/stream", "read": {"events": 1, "timeout": 2}},
+                    "expect": {"sse": [{"event": "tick", "id": "0", "data": 0}]},
+                },
+            ]
+        },
     )
     started = time.monotonic()
     result = Runner(RunOptions(url, ADMIN)).run(example)
@@ -569,7 +645,9 @@ def test_expectations_and_reports(server: tuple[str, _State], tmp_path: Path) ->
     ]
     seen: list[str] = []
     results = Runner(RunOptions(url, ADMIN)).run_all(
-        [good, bad, known, skipped], jobs=3, expectations=rules,
+        [good, bad, known, skipped],
+        jobs=3,
+        expectations=rules,
         on_result=lambda r: seen.append(r.example.id),
     )
     assert [r.outcome for r in results] == [XPASSED, FAILED, XFAILED, SKIPPED]
@@ -598,7 +676,9 @@ def test_expectation_file_formats(tmp_path: Path) -> None:
     text_file.write_text("# comment\nsql-* FAIL engine not done\nx-1 SKIP slow\n")
     items = load_expectations(text_file)
     assert [(e.pattern, e.outcome, e.reason) for e in items] == [
-        ("sql-*", "FAIL", "engine not done"), ("x-1", "SKIP", "slow")]
+        ("sql-*", "FAIL", "engine not done"),
+        ("x-1", "SKIP", "slow"),
+    ]
     json_file = tmp_path / "known.json"
     json_file.write_text(json.dumps([{"id": "a", "expect": "FAIL", "reason": "r"}]))
     assert load_expectations(json_file)[0].reason == "r"
@@ -609,8 +689,9 @@ def test_expectation_file_formats(tmp_path: Path) -> None:
     assert not id_matches("sql-?", "sql-xy")
 
 
-def test_cli_main(server: tuple[str, _State], tmp_path: Path,
-                  capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_main(
+    server: tuple[str, _State], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     url, _ = server
     doc = extract_chapter(
         "```sql-example id=cli-ok\nstatement ok\nINSERT INTO t VALUES (1)\n```\n\n"
@@ -618,15 +699,30 @@ def test_cli_main(server: tuple[str, _State], tmp_path: Path,
         "spec/c.md",
     )
     (tmp_path / "c.json").write_text(dump_chapter(doc))
-    code = cli.main(["--url", url, "--token", ADMIN, "--examples", str(tmp_path),
-                     "--only", "cli-ok"])
+    code = cli.main(
+        ["--url", url, "--token", ADMIN, "--examples", str(tmp_path), "--only", "cli-ok"]
+    )
     assert code == 0
     assert capsys.readouterr().out.splitlines()[-1] == "1 passed, 0 failed, 0 skipped"
     expect = tmp_path / "expect.txt"
     expect.write_text("cli-bad FAIL not yet\n")
     junit = tmp_path / "out.xml"
-    code = cli.main(["--url", url, "--token", ADMIN, "--examples", str(tmp_path / "c.json"),
-                     "--expect-file", str(expect), "--junit", str(junit), "--jobs", "2"])
+    code = cli.main(
+        [
+            "--url",
+            url,
+            "--token",
+            ADMIN,
+            "--examples",
+            str(tmp_path / "c.json"),
+            "--expect-file",
+            str(expect),
+            "--junit",
+            str(junit),
+            "--jobs",
+            "2",
+        ]
+    )
     assert code == 0 and junit.exists()
     code = cli.main(["--url", url, "--token", ADMIN, "--examples", str(tmp_path)])
     out = capsys.readouterr().out

@@ -1,0 +1,287 @@
+"""Commit-to-event latency of /api/changes (SSE) against PostgreSQL LISTEN/NOTIFY, in one run.
+
+A writer commits single-row INSERTs into `c (id, sent)` one at a time, every --interval
+seconds, `sent` being the writer's clock (CLOCK_MONOTONIC, shared by all processes) taken just
+before the request. Readers wait on the change stream; a reader's latency for a commit is its
+clock when it parses the change minus the row's `sent`.
+
+- refimpl: `refimpl serve --threads 512` (a quarter of the threads may wait: 128). Each reader
+  asks GET /api/changes?table=c (SSE) with `Last-Event-ID`, reads the answer with
+  `requests` stream=True, and asks again from the id it got (long polling).
+- PostgreSQL: an AFTER INSERT trigger calls pg_notify('c', id || ',' || sent); each listener
+  is a psycopg connection that ran LISTEN c.
+
+With 1 and with 100 readers (listeners), spread over up to 4 processes of threads. Then
+1,000 readers against `--threads 64` (16 may wait): how many wait, how many are answered
+at once with nothing (they then follow the answer's `retry:` hint, as an EventSource would),
+and the latency they see.
+
+Targets: p99 under 20 ms with 100 readers, and no worse than 2x PostgreSQL's p99.
+
+    python tools/bench/changes_latency.py               # full: 100 commits per phase, ~3 min
+    python tools/bench/changes_latency.py --quick       # 20 commits per phase
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import threading
+import time
+from typing import Any
+
+import harness
+import psycopg
+import requests
+
+WAIT_MS = 2000
+SETTLE = 2.0
+
+
+# --- readers (in forked processes) ----------------------------------------------------------
+
+
+def _sse_reader(target: dict[str, Any], start: str, stop_at: float, out: list[Any]) -> None:
+    session = requests.Session()
+    url = target["url"] + "/api/changes"
+    auth = {"Authorization": f"Bearer {target['token']}"}
+    last = start
+    events: list[tuple[int, float]] = []
+    asks: list[tuple[float, float, str]] = []
+    while time.monotonic() < stop_at:
+        began = time.monotonic()
+        retry_ms = 0
+        found = False
+        try:
+            response = session.get(
+                url, params={"table": "c", "wait": str(WAIT_MS)},
+                headers={**auth, "Last-Event-ID": last}, stream=True,
+                timeout=(10, WAIT_MS / 1000 + 30),
+            )
+            if response.status_code != 200:
+                raise requests.RequestException(f"status {response.status_code}")
+            event = ""
+            for line in response.iter_lines(decode_unicode=True):
+                if line.startswith("data: ") and event == "change":
+                    now = time.monotonic()
+                    row = json.loads(line[6:])["row"]
+                    if row is not None:
+                        events.append((row["id"], now - row["sent"]))
+                        found = True
+                elif line.startswith("event: "):
+                    event = line[7:]
+                elif line.startswith("id: "):
+                    last = line[4:]
+                elif line.startswith("retry: "):
+                    retry_ms = int(line[7:])
+            response.close()
+        except (requests.RequestException, ValueError):
+            asks.append((began, time.monotonic(), "error"))
+            time.sleep(0.1)
+            continue
+        ended = time.monotonic()
+        if found:
+            kind = "change"
+        elif ended - began >= WAIT_MS / 1000 * 0.75:
+            kind = "waited"
+        else:
+            kind = "empty"  # answered at once with nothing: no wait slot was free
+            time.sleep(min(retry_ms / 1000, max(0.0, stop_at - time.monotonic())))
+        asks.append((began, ended, kind))
+    session.close()
+    out.append((events, asks))
+
+
+def _pg_listener(target: dict[str, Any], ready: Any, stop_at: float, out: list[Any]) -> None:
+    connection = psycopg.connect(target["conninfo"], autocommit=True)
+    connection.execute("LISTEN c")
+    with ready.get_lock():
+        ready.value += 1
+    events: list[tuple[int, float]] = []
+    while True:
+        remaining = stop_at - time.monotonic()
+        if remaining <= 0:
+            break
+        for notify in connection.notifies(timeout=remaining):
+            now = time.monotonic()
+            ident, sent = notify.payload.split(",")
+            events.append((int(ident), now - float(sent)))
+    connection.close()
+    out.append((events, []))
+
+
+def _process(target: dict[str, Any], count: int, start: str, ready: Any,
+             stop_at: float) -> tuple[list, list]:
+    out: list[Any] = []
+    if target["kind"] == "refimpl":
+        threads = [threading.Thread(target=_sse_reader, args=(target, start, stop_at, out))
+                   for _ in range(count)]
+    else:
+        threads = [threading.Thread(target=_pg_listener, args=(target, ready, stop_at, out))
+                   for _ in range(count)]
+    for thread in threads:
+        thread.start()
+    if target["kind"] == "refimpl":
+        with ready.get_lock():
+            ready.value += count
+    for thread in threads:
+        thread.join()
+    return [e for events, _ in out for e in events], [a for _, asks in out for a in asks]
+
+
+# --- writers --------------------------------------------------------------------------------
+
+
+def _commit_refimpl(target: dict[str, Any]) -> Any:
+    session = requests.Session()
+    headers = {"Authorization": f"Bearer {target['token']}", "Content-Type": "text/plain"}
+    url = target["url"] + "/exec"
+
+    def commit(ident: int) -> None:
+        sent = time.monotonic()
+        response = session.post(url, data=f"INSERT INTO c VALUES ({ident}, {sent!r})".encode(),
+                                headers=headers, timeout=60)
+        response.raise_for_status()
+
+    return commit
+
+
+def _commit_postgres(target: dict[str, Any]) -> Any:
+    connection = psycopg.connect(target["conninfo"], autocommit=True)
+
+    def commit(ident: int) -> None:
+        sent = time.monotonic()
+        connection.execute("INSERT INTO c VALUES (%s, %s)", (ident, sent))
+
+    return commit
+
+
+def run_phase(target: dict[str, Any], readers: int, commits: int, interval: float,
+              first_id: int, procs: int = 4) -> dict[str, Any]:
+    """Readers wait, the writer commits; latency figures and the readers' requests."""
+    start = "0"
+    if target["kind"] == "refimpl":
+        stats = requests.get(target["url"] + "/api/stats",
+                             headers={"Authorization": f"Bearer {target['token']}"}, timeout=30)
+        start = str(stats.json()["databases"]["demo"]["durable_lsn"])
+    groups = [len(range(p, readers, procs)) for p in range(min(procs, readers))]
+    context = multiprocessing.get_context("fork")
+    ready = context.Value("i", 0)
+    run_for = SETTLE + commits * interval + 3.0
+    stop_at = time.monotonic() + run_for + 5.0
+    commit = (_commit_refimpl if target["kind"] == "refimpl" else _commit_postgres)(target)
+    with context.Pool(len(groups)) as pool:
+        pending = pool.starmap_async(
+            _process, [(target, count, start, ready, stop_at) for count in groups]
+        )
+        waited_until = time.monotonic() + 60
+        while ready.value < readers and time.monotonic() < waited_until:
+            time.sleep(0.05)
+        time.sleep(SETTLE)  # every reader has asked and waits
+        began = time.monotonic()
+        for k in range(commits):
+            commit(first_id + k)
+            time.sleep(max(0.0, began + (k + 1) * interval - time.monotonic()))
+        results = pending.get(timeout=run_for + 120)
+    events = [e for r, _ in results for e in r]
+    asks = [a for _, r in results for a in r]
+    latencies = [lat * 1000 for ident, lat in events if first_id <= ident < first_id + commits]
+    figures = harness.summary(latencies)
+    figures["expected"] = readers * commits
+    figures["asks"] = asks
+    return figures
+
+
+def max_overlap(intervals: list[tuple[float, float]]) -> int:
+    points = sorted([(a, 1) for a, _ in intervals] + [(b, -1) for _, b in intervals])
+    best = current = 0
+    for _, step in points:
+        current += step
+        best = max(best, current)
+    return best
+
+
+# --- main -----------------------------------------------------------------------------------
+
+
+def prepare_postgres(pg: harness.Postgres) -> dict[str, Any]:
+    with pg.connect() as connection:
+        connection.execute("CREATE TABLE c (id BIGINT PRIMARY KEY, sent DOUBLE PRECISION)")
+        connection.execute(
+            "CREATE FUNCTION c_notify() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
+            " PERFORM pg_notify('c', NEW.id || ',' || NEW.sent); RETURN NEW; END $$"
+        )
+        connection.execute(
+            "CREATE TRIGGER c_after AFTER INSERT ON c FOR EACH ROW EXECUTE FUNCTION c_notify()"
+        )
+    return {"kind": "pg", "conninfo": pg.conninfo}
+
+
+def refimpl_target(server: harness.RefimplServer) -> dict[str, Any]:
+    server.sql("CREATE TABLE c (id BIGINT PRIMARY KEY, sent DOUBLE)")
+    return {"kind": "refimpl", "url": server.url, "token": server.token}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--commits", type=int, default=100, help="commits per phase")
+    parser.add_argument("--interval", type=float, default=0.25, help="seconds between commits")
+    parser.add_argument("--crowd", type=int, default=1000, help="readers of the last part")
+    parser.add_argument("--quick", action="store_true", help="20 commits per phase")
+    args = parser.parse_args()
+    commits = 20 if args.quick else args.commits
+
+    rows = []
+    results: dict[tuple[str, int], dict[str, Any]] = {}
+    with harness.RefimplServer(threads=512) as server:
+        target = refimpl_target(server)
+        for n, readers in enumerate((1, 100)):
+            results[("refimpl", readers)] = run_phase(
+                target, readers, commits, args.interval, n * 1_000_000)
+    with harness.Postgres({"max_connections": "300"}) as pg:
+        target = prepare_postgres(pg)
+        for n, readers in enumerate((1, 100)):
+            results[("pg", readers)] = run_phase(
+                target, readers, commits, args.interval, n * 1_000_000)
+    for readers in (1, 100):
+        for system in ("refimpl", "pg"):
+            f = results[(system, readers)]
+            rows.append((f"{system}, {readers} reader(s)", f["n"], f["expected"], f["p50"],
+                         f["p99"], f["max"]))
+    harness.print_table(
+        ("workload", "events", "expected", "p50 ms", "p99 ms", "max ms"), rows,
+        title=f"commit-to-event latency, {commits} commits every {args.interval * 1000:g} ms"
+              " (refimpl: /api/changes SSE, --threads 512; PostgreSQL: LISTEN/NOTIFY)",
+    )
+    ours, theirs = results[("refimpl", 100)]["p99"], results[("pg", 100)]["p99"]
+    print(harness.ratio_line("100 readers: refimpl p99 (ms)", ours, "< 20 ms", ours < 20))
+    print(harness.ratio_line("100 readers: refimpl p99 / PostgreSQL p99", ours / theirs,
+                             "<= 2x", ours <= 2 * theirs))
+    print()
+
+    crowd_commits = max(5, commits // 4)
+    with harness.RefimplServer(threads=64) as server:
+        target = refimpl_target(server)
+        started = time.monotonic()
+        crowd = run_phase(target, args.crowd, crowd_commits, 1.0, 0)
+        elapsed = time.monotonic() - started
+    asks = crowd["asks"]
+    kinds = {k: sum(1 for a in asks if a[2] == k) for k in ("change", "waited", "empty", "error")}
+    # A request is waiting when it was not answered at once: it ended on a commit (or on the
+    # end of its wait) after more than 250 ms.
+    waiting = [(a, b) for a, b, k in asks if k in ("change", "waited") and b - a > 0.25]
+    print(f"{args.crowd} readers, --threads 64 (a quarter, 16, may wait), {crowd_commits}"
+          " commits 1 s apart:")
+    print(f"  requests answered: {len(asks):,} in {elapsed:.1f} s ({len(asks) / elapsed:,.0f}/s)")
+    print(f"  with a change: {kinds['change']:,}; empty after a full wait: {kinds['waited']:,};"
+          f" empty at once (no wait slot, retry after 1 s): {kinds['empty']:,};"
+          f" failed: {kinds['error']:,}")
+    print(f"  most requests waiting at once (client view): {max_overlap(waiting)}")
+    print(f"  events {crowd['n']:,} of {crowd['expected']:,} expected; latency p50"
+          f" {crowd['p50']:.1f} ms, p99 {crowd['p99']:.1f} ms, max {crowd['max']:.1f} ms")
+
+
+if __name__ == "__main__":
+    main()
