@@ -212,6 +212,8 @@ def _alter_database(session: Session, statement: ast.AlterDatabaseSet, text: str
 
 def _user_statement(session: Session, statement: ast.Statement, text: str, params) -> Result:
     _outside_transaction(session, "a user or grant statement")
+    if isinstance(statement, ast.GrantSelect | ast.RevokeSelect):
+        _visible_table(session, statement.table)  # UnknownTable for a table that is not there
     result = session.instance.access.execute(
         statement,
         session.principal,
@@ -244,6 +246,8 @@ def _show_tables(session: Session, statement: ast.ShowTables, text: str, params)
         with session.database.state_lock:
             names = sorted((t.schema.name for t in session.database.tables.values()), key=str.lower)
     readable = [n for n in names if session.can_read(n)]
+    if not readable:
+        session.authorize(READ)  # nothing to show: say so only to those who may read
     return query_result(text, [Column("table", "STRING")], [(n,) for n in readable])
 
 

@@ -58,7 +58,10 @@ def constant_value(expr: ast.Expr, scope: Scope) -> Any:
 
 def _literal(expr: ast.Literal, scope: Scope) -> Compiled:
     value = expr.value
-    return Compiled(lambda row: value, expr.type, constant=True)
+    type_ = expr.type
+    if type_ == "INT" and not values.INT_MIN <= value <= values.INT_MAX:  # type: ignore[operator]
+        type_ = "BIGINT"
+    return Compiled(lambda row: value, type_, constant=True)
 
 
 def _param(expr: ast.Param, scope: Scope) -> Compiled:

@@ -133,7 +133,11 @@ class Instance:
             return True
 
     def drop_database(self, name: str, if_exists: bool = False, current: str | None = None):
-        """Drop a database and its files; False when missing and `if_exists` is set."""
+        """Drop a database and its files; False when missing and `if_exists` is set.
+
+        The instance lock is held only to take the database out of the list: waiting for its
+        writer and closing it happen outside, so other requests never wait behind a drop.
+        """
         with self._lock:
             database = self._databases.get(name.lower())
             if database is None:
@@ -145,18 +149,21 @@ class Instance:
                     f"database '{database.name}' is the one this session uses; drop it from"
                     " another database"
                 )
-            database.acquire_write()
-            try:
-                del self._databases[name.lower()]
-                database.close()
-            finally:
-                database.release_write()
-            doomed = self.path / f".dropped-{database.name}-{secrets.token_hex(4)}"
-            os.replace(database.path, doomed)
-            checkpoint.sync_folder(self.path)
-            shutil.rmtree(doomed, ignore_errors=True)
-            self.access.forget_database(database.name)
-            return True
+            del self._databases[name.lower()]
+        try:
+            database.acquire_write()  # the transaction running in it, if any, ends first
+        except KdbError:
+            with self._lock:
+                self._databases[name.lower()] = database
+            raise
+        database.release_write()
+        database.close()
+        doomed = self.path / f".dropped-{database.name}-{secrets.token_hex(4)}"
+        os.replace(database.path, doomed)
+        checkpoint.sync_folder(self.path)
+        shutil.rmtree(doomed, ignore_errors=True)
+        self.access.forget_database(database.name)
+        return True
 
     # -- sessions ------------------------------------------------------------------------
 

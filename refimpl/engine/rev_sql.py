@@ -102,7 +102,8 @@ def cache_plan(
     if database.result_cache.max_bytes <= 0 or not deterministic(statement):
         return None, 0
     try:
-        key = (schema.name.lower(), statement, tuple(params))
+        # Each parameter with its type: 1, 1.0 and True are equal keys but other answers.
+        key = (schema.name.lower(), statement, tuple((type(p), p) for p in params))
         hash(key)
     except TypeError:
         return None, 0

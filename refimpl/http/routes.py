@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from werkzeug.wrappers import Request, Response
 
+from refimpl.engine.access import ADMIN as ADMIN_PRINCIPAL
 from refimpl.engine.access import WRITE, Principal
 from refimpl.engine.result import Column
 from refimpl.errors import BadRequest, NotFound, UnknownDatabase, UnknownTable
@@ -190,7 +191,10 @@ def write_route(ctx: Context) -> Response:
     if not points:
         return Response(status=204)
     now = time.time_ns() // 1000
-    with ctx.session() as session:
+    # WRITE is enough to grow the schema through /write (new tables, new columns), as line
+    # protocol clients expect: the checked request runs its own DDL as the admin.
+    session = ctx.app.instance.session(database=ctx.database, principal=ADMIN_PRINCIPAL)
+    with closing(session):
         plans = _plan_writes(session, points, now)
         session.execute("BEGIN", ())
         for plan in plans:

@@ -34,6 +34,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 import refimpl
 from refimpl.engine.options import EngineOptions
+from refimpl.engine.result import Result
 from refimpl.errors import (
     DuplicateColumn,
     DuplicateKey,
@@ -210,10 +211,12 @@ class EngineModel(RuleBasedStateMachine):
     def current(self) -> dict[str, TableModel]:
         return self.txn if self.txn is not None else self.committed
 
-    def run(self, sql: str, params: tuple = (), expected: ModelError | None = None) -> None:
+    def run(
+        self, sql: str, params: tuple = (), expected: ModelError | None = None
+    ) -> Result | None:
         """Run a statement; it must fail exactly when the model says it does."""
         try:
-            self.writer.execute(sql, params)
+            result = self.writer.execute(sql, params)
         except KdbError as error:
             if expected is None:
                 raise AssertionError(f"{sql} {params} failed: {error!r}") from error
@@ -221,18 +224,26 @@ class EngineModel(RuleBasedStateMachine):
             # A failed statement rolls an open transaction back.
             assert self.writer.transaction is None
             self.txn = None
-            return
+            return None
         assert expected is None, f"{sql} {params} should fail with {expected.kind.__name__}"
+        return result
 
     def change(self, sql: str, params: tuple, apply) -> None:  # noqa: ANN001
-        """Run a change statement and apply `apply(tables)` to a copy of the model."""
+        """Run a change statement and apply `apply(tables)` to a copy of the model.
+
+        `apply` returns the statement's expected count (rows inserted, updated, deleted or
+        truncated), or None where the count is not checked.
+        """
         work = copy.deepcopy(self.current)
         try:
-            apply(work)
+            count = apply(work)
         except ModelError as expected:
             self.run(sql, params, expected)
             return
-        self.run(sql, params)
+        result = self.run(sql, params)
+        assert result is not None
+        if count is not None:
+            assert result.count == count, (sql, params, result.message, count)
         if self.txn is not None:
             self.txn = work
         else:
@@ -318,6 +329,7 @@ class EngineModel(RuleBasedStateMachine):
                 else:
                     m.rows[m.next_rowid] = row
                     m.next_rowid += 1
+            return len(rows)
 
         self.change(f"INSERT INTO {target} VALUES {values_sql}", params, apply)
 
@@ -350,10 +362,12 @@ class EngineModel(RuleBasedStateMachine):
         def apply(tables: dict[str, TableModel]) -> None:
             m = tables[table]
             position = m.position(column)
-            for ident, row in list(self.matching(m, where, p)):
+            matched = self.matching(m, where, p)
+            for ident, row in matched:
                 new = list(row)
                 new[position] = _stored(value, type_)
                 m.rows[ident] = tuple(new)
+            return len(matched)
 
         self.change(sql, params, apply)
 
@@ -397,6 +411,7 @@ class EngineModel(RuleBasedStateMachine):
                 del m.rows[old]
             for _, new, new_row in updates:
                 m.rows[new] = new_row
+            return len(updates)
 
         self.change(sql, params, apply)
 
@@ -498,6 +513,7 @@ class EngineModel(RuleBasedStateMachine):
                 new[a], new[b] = row[v], row[s]
                 target.rows[target.next_rowid] = tuple(new)
                 target.next_rowid += 1
+            return len(picked)
 
         self.change(sql, (p,), apply)
 
@@ -514,8 +530,10 @@ class EngineModel(RuleBasedStateMachine):
 
         def apply(tables: dict[str, TableModel]) -> None:
             m = tables[table]
-            for ident, _ in self.matching(m, where, p):
+            matched = self.matching(m, where, p)
+            for ident, _ in matched:
                 del m.rows[ident]
+            return len(matched)
 
         self.change(sql, params, apply)
 
@@ -523,7 +541,12 @@ class EngineModel(RuleBasedStateMachine):
     def truncate(self, table: str, data: st.DataObject, go: int) -> None:
         if go:
             return self.insert(table, data, 2, True)
-        self.change(f"TRUNCATE {table}", (), lambda tables: tables[table].rows.clear())
+        def apply(tables: dict[str, TableModel]) -> int:
+            removed = len(tables[table].rows)
+            tables[table].rows.clear()
+            return removed
+
+        self.change(f"TRUNCATE {table}", (), apply)
 
     # -- ALTER TABLE, DROP and CREATE ----------------------------------------------------
 

@@ -111,8 +111,8 @@ def _pg_listener(target: dict[str, Any], ready: Any, stop_at: float, out: list[A
     out.append((events, []))
 
 
-def _process(target: dict[str, Any], count: int, start: str, ready: Any,
-             stop_at: float) -> tuple[list, list]:
+def reader_process(target: dict[str, Any], count: int, start: str, ready: Any, stop_at: float,
+             results: Any) -> None:
     out: list[Any] = []
     if target["kind"] == "refimpl":
         threads = [threading.Thread(target=_sse_reader, args=(target, start, stop_at, out))
@@ -127,7 +127,7 @@ def _process(target: dict[str, Any], count: int, start: str, ready: Any,
             ready.value += count
     for thread in threads:
         thread.join()
-    return [e for events, _ in out for e in events], [a for _, asks in out for a in asks]
+    results.put(([e for events, _ in out for e in events], [a for _, asks in out for a in asks]))
 
 
 # --- writers --------------------------------------------------------------------------------
@@ -138,11 +138,12 @@ def _commit_refimpl(target: dict[str, Any]) -> Any:
     headers = {"Authorization": f"Bearer {target['token']}", "Content-Type": "text/plain"}
     url = target["url"] + "/exec"
 
-    def commit(ident: int) -> None:
+    def commit(ident: int) -> float:
         sent = time.monotonic()
         response = session.post(url, data=f"INSERT INTO c VALUES ({ident}, {sent!r})".encode(),
                                 headers=headers, timeout=60)
         response.raise_for_status()
+        return sent
 
     return commit
 
@@ -150,9 +151,10 @@ def _commit_refimpl(target: dict[str, Any]) -> Any:
 def _commit_postgres(target: dict[str, Any]) -> Any:
     connection = psycopg.connect(target["conninfo"], autocommit=True)
 
-    def commit(ident: int) -> None:
+    def commit(ident: int) -> float:
         sent = time.monotonic()
         connection.execute("INSERT INTO c VALUES (%s, %s)", (ident, sent))
+        return sent
 
     return commit
 
@@ -171,35 +173,42 @@ def run_phase(target: dict[str, Any], readers: int, commits: int, interval: floa
     run_for = SETTLE + commits * interval + 3.0
     stop_at = time.monotonic() + run_for + 5.0
     commit = (_commit_refimpl if target["kind"] == "refimpl" else _commit_postgres)(target)
-    with context.Pool(len(groups)) as pool:
-        pending = pool.starmap_async(
-            _process, [(target, count, start, ready, stop_at) for count in groups]
-        )
-        waited_until = time.monotonic() + 60
-        while ready.value < readers and time.monotonic() < waited_until:
-            time.sleep(0.05)
-        time.sleep(SETTLE)  # every reader has asked and waits
-        began = time.monotonic()
-        for k in range(commits):
-            commit(first_id + k)
-            time.sleep(max(0.0, began + (k + 1) * interval - time.monotonic()))
-        results = pending.get(timeout=run_for + 120)
+    queue = context.Queue()
+    processes = [
+        context.Process(target=reader_process, args=(target, count, start, ready, stop_at, queue))
+        for count in groups
+    ]
+    for process in processes:
+        process.start()
+    waited_until = time.monotonic() + 60
+    while ready.value < readers and time.monotonic() < waited_until:
+        time.sleep(0.05)
+    time.sleep(SETTLE)  # every reader has asked and waits
+    began = time.monotonic()
+    sent_times = []
+    for k in range(commits):
+        sent_times.append(commit(first_id + k))
+        time.sleep(max(0.0, began + (k + 1) * interval - time.monotonic()))
+    results = [queue.get(timeout=run_for + 120) for _ in processes]
+    for process in processes:
+        process.join(30)
     events = [e for r, _ in results for e in r]
     asks = [a for _, r in results for a in r]
     latencies = [lat * 1000 for ident, lat in events if first_id <= ident < first_id + commits]
     figures = harness.summary(latencies)
     figures["expected"] = readers * commits
     figures["asks"] = asks
+    figures["sent"] = sent_times
     return figures
 
 
-def max_overlap(intervals: list[tuple[float, float]]) -> int:
-    points = sorted([(a, 1) for a, _ in intervals] + [(b, -1) for _, b in intervals])
-    best = current = 0
-    for _, step in points:
-        current += step
-        best = max(best, current)
-    return best
+def in_flight(asks: list[tuple[float, float, str]], moments: list[float]) -> dict[str, float]:
+    """Median over the commit moments of the readers' requests open then, by outcome."""
+    counts: dict[str, list[int]] = {"change": [], "waited": [], "empty": [], "error": []}
+    for moment in moments:
+        for kind, values in counts.items():
+            values.append(sum(1 for a, b, k in asks if k == kind and a < moment < b))
+    return {kind: float(sorted(v)[len(v) // 2]) if v else 0.0 for kind, v in counts.items()}
 
 
 # --- main -----------------------------------------------------------------------------------
@@ -269,16 +278,16 @@ def main() -> None:
         elapsed = time.monotonic() - started
     asks = crowd["asks"]
     kinds = {k: sum(1 for a in asks if a[2] == k) for k in ("change", "waited", "empty", "error")}
-    # A request is waiting when it was not answered at once: it ended on a commit (or on the
-    # end of its wait) after more than 250 ms.
-    waiting = [(a, b) for a, b, k in asks if k in ("change", "waited") and b - a > 0.25]
+    open_then = in_flight(asks, crowd["sent"])
     print(f"{args.crowd} readers, --threads 64 (a quarter, 16, may wait), {crowd_commits}"
           " commits 1 s apart:")
     print(f"  requests answered: {len(asks):,} in {elapsed:.1f} s ({len(asks) / elapsed:,.0f}/s)")
     print(f"  with a change: {kinds['change']:,}; empty after a full wait: {kinds['waited']:,};"
           f" empty at once (no wait slot, retry after 1 s): {kinds['empty']:,};"
           f" failed: {kinds['error']:,}")
-    print(f"  most requests waiting at once (client view): {max_overlap(waiting)}")
+    print(f"  at a commit (median over the commits), requests open: {open_then['change']:.0f}"
+          f" that the commit answers (waiting, or queued in the server), {open_then['empty']:.0f}"
+          f" that end empty at once (queued, refused a wait slot)")
     print(f"  events {crowd['n']:,} of {crowd['expected']:,} expected; latency p50"
           f" {crowd['p50']:.1f} ms, p99 {crowd['p99']:.1f} ms, max {crowd['max']:.1f} ms")
 

@@ -1,0 +1,559 @@
+"""Live queries (spec: GET /api/subscribe), driven through SubscriptionManager.ask directly.
+
+The central property: a client that keeps the snapshot and applies every `rows` answer by
+the rule of the protocol always holds what the query answers when run afresh.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import refimpl
+from refimpl.engine.access import Principal
+from refimpl.engine.subscriptions import KEPT_VERSIONS, MAX_ROWS, SubscriptionManager
+from refimpl.errors import BadRequest, NotAllowed, ResultTooLarge, SqlError, UnknownTable
+
+# Three tables of the same columns: a DEDUP key with the time, no key at all, and a primary
+# key without the time. All have `sym` as their rev column (SYMBOL(sym) of PARTITION BY).
+TABLES = {
+    "keyed": "CREATE TABLE keyed (time TIMESTAMP, sym SYMBOL, v INT) TIMESERIES(time)"
+    " PARTITION BY DAY, SYMBOL(sym) SORT BY (sym, time) DEDUP KEY (sym, time)",
+    "rowid": "CREATE TABLE rowid (time TIMESTAMP, sym SYMBOL, v INT) TIMESERIES(time)"
+    " PARTITION BY DAY, SYMBOL(sym)",
+    "pk": "CREATE TABLE pk (id INT PRIMARY KEY, time TIMESTAMP, sym SYMBOL, v INT)"
+    " TIMESERIES(time) PARTITION BY DAY, SYMBOL(sym)",
+}
+KEYS = {"keyed": "sym, time", "rowid": None, "pk": "id"}
+SYMBOLS = ["A", "B", "C"]
+
+
+class Client:
+    """What a client of /api/subscribe holds, built only from the answers."""
+
+    def __init__(self) -> None:
+        self.id: str | None = None
+        self.key: list[int] | None = None
+        self.rows: list[tuple] = []
+
+    def apply(self, reply) -> None:
+        if reply.kind == "snapshot":
+            subscription = reply.subscription
+            names = [c.name for c in subscription.columns]
+            self.key = (
+                None
+                if subscription.whole_row
+                else [names.index(n) for n in subscription.key_columns]
+            )
+            self.rows = list(reply.rows)
+        elif reply.kind == "rows":
+            if self.key is None:
+                for removed in reply.removed_keys:
+                    self.rows.remove(tuple(removed))  # one equal row per removed key
+                self.rows += reply.rows
+            else:
+                key = self.key
+                by_key = {tuple(r[i] for i in key): r for r in self.rows}
+                for removed in reply.removed_keys:
+                    del by_key[tuple(removed)]
+                for row in reply.rows:
+                    by_key[tuple(row[i] for i in key)] = row
+                self.rows = list(by_key.values())
+        else:
+            assert reply.kind == "none"
+            assert not reply.rows and not reply.removed_keys
+        self.id = reply.id
+
+
+def multiset(rows) -> Counter:
+    return Counter(tuple(r) for r in rows)
+
+
+@pytest.fixture
+def conn(tmp_path):
+    connection = refimpl.connect(tmp_path / "data")
+    for create in TABLES.values():
+        connection.execute(create)
+    yield connection
+    connection.close()
+
+
+def _time(minute: int, second: int = 0) -> str:
+    return f"2026-01-01T{minute // 60:02d}:{minute % 60:02d}:{second:02d}Z"
+
+
+# -- the property -----------------------------------------------------------------------
+
+
+@st.composite
+def queries(draw, table: str) -> str:
+    kind = draw(st.sampled_from(["plain_key", "plain", "by_sym", "by_bucket", "by_both",
+                                 "aggregate", "distinct"]))
+    where = draw(st.sampled_from(["", "sym = 'A'", "v > 2", "sym = 'B' AND v < 5"]))
+    top = draw(st.sampled_from([None, 1, 3]))
+    key = KEYS[table]
+    if kind == "plain_key":
+        if key is None:
+            kind = "plain"
+        else:
+            items, group, order = f"{key}, v", "", f"v DESC, {key}"
+    if kind == "plain":
+        items, group, order = "sym, v", "", "v, sym"
+    elif kind == "by_sym":
+        items, group, order = "sym, count(*) AS n, sum(v) AS s", "sym", "s DESC, sym"
+    elif kind == "by_bucket":
+        unit = draw(st.sampled_from(["minute", "hour"]))
+        items = (
+            f"date_trunc('{unit}', time) AS b, count(*) AS n, sum(v) AS s, first(v) AS f,"
+            " last(v) AS l, min(v) AS lo"
+        )
+        group, order = "b", "b DESC"
+    elif kind == "by_both":
+        items = "date_trunc('minute', time) AS b, sym, count(*) AS n, max(v) AS hi"
+        group, order = "b, sym", "b, sym"
+    elif kind == "aggregate":
+        items, group, order = "count(*) AS n, sum(v) AS s, max(v) AS hi", "", ""
+        top = None
+    elif kind == "distinct":
+        items, group, order = "DISTINCT sym", "", "sym"
+    text = f"SUBSCRIBE SELECT {items} FROM {table}"
+    if where:
+        text += f" WHERE {where}"
+    if group:
+        text += f" GROUP BY {group}"
+    if top is not None and order:
+        text += f" ORDER BY {order} LIMIT {top}"
+    return text
+
+
+def _insert(table: str, minute: int, second: int, sym: str, v: int, ident: int):
+    if table == "pk":
+        return f"INSERT INTO pk VALUES ({ident}, '{_time(minute, second)}', '{sym}', {v})"
+    return f"INSERT INTO {table} VALUES ('{_time(minute, second)}', '{sym}', {v})"
+
+
+@st.composite
+def writes(draw, table: str) -> str:
+    minute = st.integers(0, 3)
+    second = st.sampled_from([0, 30])
+    sym = st.sampled_from(SYMBOLS)
+    value = st.integers(0, 7)
+    kind = draw(st.sampled_from(["insert", "insert", "insert", "set_v", "move_time", "move_sym",
+                                 "delete", "delete_one", "truncate", "noop"]))
+    if kind == "insert":
+        return _insert(table, draw(minute), draw(second), draw(sym), draw(value),
+                       draw(st.integers(0, 8)))
+    if kind == "set_v":
+        return f"UPDATE {table} SET v = {draw(value)} WHERE sym = '{draw(sym)}' AND v < 4"
+    if kind == "move_time":
+        # Moves rows to another time bucket (a DEDUP clash replaces the row there).
+        return (f"UPDATE {table} SET time = '{_time(draw(minute), draw(second))}'"
+                f" WHERE v = {draw(value)}")
+    if kind == "move_sym":
+        return f"UPDATE {table} SET sym = '{draw(sym)}' WHERE v = {draw(value)}"
+    if kind == "delete":
+        return f"DELETE FROM {table} WHERE sym = '{draw(sym)}' AND v >= {draw(value)}"
+    if kind == "delete_one":
+        return f"DELETE FROM {table} WHERE v = {draw(value)}"
+    if kind == "truncate":
+        return f"TRUNCATE {table}"
+    return f"UPDATE {table} SET v = v WHERE v > 100"
+
+
+@st.composite
+def scenarios(draw):
+    table = draw(st.sampled_from(sorted(TABLES)))
+    query = draw(queries(table))
+    initial = draw(st.lists(writes(table), max_size=4))
+    rounds = draw(st.lists(
+        st.tuples(
+            st.lists(st.lists(writes(table), min_size=1, max_size=3), max_size=3),  # commits
+            st.sampled_from(["ask", "ask", "ask", "lose", "stale"]),
+        ),
+        min_size=1, max_size=10,
+    ))
+    return table, query, initial, rounds
+
+
+def _commit(session, statements) -> None:
+    session.execute("BEGIN")
+    for statement in statements:
+        session.execute(statement)
+    session.execute("COMMIT")
+
+
+def check_scenario(conn, table, query, initial, rounds) -> None:
+    manager = conn.instance.subscriptions
+    writer, reader, asker = conn.session(), conn.session(), conn.session()
+    fresh_text = query.removeprefix("SUBSCRIBE ")
+    for statement in initial:
+        writer.execute(statement)
+    client = Client()
+
+    def fresh() -> Counter:
+        return multiset(reader.execute(fresh_text).rows)
+
+    client.apply(manager.ask(asker, query, None, 0))
+    assert multiset(client.rows) == fresh(), "snapshot"
+    for commits, how in rounds:
+        for statements in commits:
+            _commit(writer, statements)
+        if how == "lose" and commits:
+            lost = manager.ask(asker, query, client.id, 0)  # this answer never arrives
+            again = manager.ask(asker, query, client.id, 0)
+            assert (again.kind, again.id, again.rows, again.removed_keys) == (
+                lost.kind, lost.id, lost.rows, lost.removed_keys
+            ) or lost.kind == "none"
+            client.apply(again)
+        elif how == "stale":
+            # An id with a version the server does not keep: a fresh snapshot.
+            name = client.id.rpartition(".")[0]
+            reply = manager.ask(asker, query, f"{name}.999999", 0)
+            assert reply.kind == "snapshot"
+            client.apply(reply)
+        else:
+            client.apply(manager.ask(asker, query, client.id, 0))
+        assert multiset(client.rows) == fresh(), (commits, how)
+
+
+@settings(max_examples=120, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(scenario=scenarios())
+def test_client_copy_always_equals_a_fresh_run(tmp_path_factory, scenario):
+    table, query, initial, rounds = scenario
+    connection = refimpl.connect(tmp_path_factory.mktemp("sub") / "data")
+    try:
+        connection.execute(TABLES[table])
+        check_scenario(connection, table, query, initial, rounds)
+    finally:
+        connection.close()
+
+
+@pytest.mark.long
+@settings(max_examples=2000, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(scenario=scenarios())
+def test_client_copy_always_equals_a_fresh_run_long(tmp_path_factory, scenario):
+    table, query, initial, rounds = scenario
+    connection = refimpl.connect(tmp_path_factory.mktemp("sub") / "data")
+    try:
+        connection.execute(TABLES[table])
+        check_scenario(connection, table, query, initial, rounds)
+    finally:
+        connection.close()
+
+
+# -- examples the property found, kept as plain tests ------------------------------------
+
+
+@pytest.mark.parametrize("table", ["rowid", "pk"])
+def test_bucket_query_sees_a_row_leave_its_bucket(conn, table):
+    """An UPDATE of the time of a row whose key has no time moves it out of its bucket."""
+    writer = conn.session()
+    writer.execute(_insert(table, 0, 10, "A", 1, 1))
+    writer.execute(_insert(table, 1, 10, "A", 2, 2))
+    query = (f"SUBSCRIBE SELECT date_trunc('minute', time) AS b, count(*) AS n, sum(v) AS s"
+             f" FROM {table} GROUP BY b")
+    check_scenario(conn, table, query, [], [([[f"UPDATE {table} SET time = '{_time(2, 10)}'"
+                                              f" WHERE v = 1"]], "ask")])
+
+
+def test_bucket_query_sees_a_dedup_row_replaced(conn):
+    writer = conn.session()
+    writer.execute(_insert("keyed", 0, 0, "A", 1, 0))
+    writer.execute(_insert("keyed", 1, 0, "A", 2, 0))
+    query = ("SUBSCRIBE SELECT date_trunc('minute', time) AS b, count(*) AS n FROM keyed"
+             " GROUP BY b")
+    check_scenario(conn, "keyed", query, [], [
+        ([[f"UPDATE keyed SET time = '{_time(1, 0)}' WHERE v = 1"]], "ask"),
+        ([["DELETE FROM keyed WHERE v = 1"]], "ask"),
+    ])
+
+
+# -- the protocol ------------------------------------------------------------------------
+
+
+CANDLES = ("SUBSCRIBE SELECT date_trunc('minute', time) AS m, first(v) AS open, max(v) AS high,"
+           " min(v) AS low, last(v) AS close FROM keyed WHERE sym = 'A' GROUP BY m ORDER BY m")
+
+
+def test_snapshot_then_only_the_changed_bucket(conn):
+    manager = conn.instance.subscriptions
+    session = conn.session()
+    conn.execute(_insert("keyed", 0, 0, "A", 1, 0))
+    conn.execute(_insert("keyed", 1, 0, "A", 5, 0))
+    snapshot = manager.ask(session, CANDLES, None, 0)
+    assert snapshot.kind == "snapshot"
+    assert snapshot.subscription.key_columns == ["m"]
+    assert snapshot.subscription.symbol == "A"
+    assert snapshot.id.endswith(".1")
+    assert len(snapshot.rows) == 2
+    # Nothing changed: kind none, the same id.
+    nothing = manager.ask(session, CANDLES, snapshot.id, 0)
+    assert (nothing.kind, nothing.id) == ("none", snapshot.id)
+    conn.execute(_insert("keyed", 1, 30, "A", 9, 0))
+    conn.execute(_insert("keyed", 1, 40, "B", 9, 0))
+    reply = manager.ask(session, CANDLES, snapshot.id, 0)
+    assert reply.kind == "rows"
+    assert reply.rows == [(snapshot.rows[1][0], 5, 9, 5, 9)]
+    assert reply.removed_keys == []
+    assert reply.id.endswith(".2")
+    conn.execute("DELETE FROM keyed WHERE sym = 'A' AND v = 1")
+    reply = manager.ask(session, CANDLES, reply.id, 0)
+    assert (reply.kind, reply.rows, reply.removed_keys) == ("rows", [], [(snapshot.rows[0][0],)])
+
+
+def test_a_lost_answer_is_answered_again(conn):
+    manager = conn.instance.subscriptions
+    session = conn.session()
+    query = "SUBSCRIBE SELECT sym, v FROM keyed"
+    snapshot = manager.ask(session, query, None, 0)
+    conn.execute(_insert("keyed", 0, 0, "A", 1, 0))
+    lost = manager.ask(session, query, snapshot.id, 0)
+    assert lost.kind == "rows" and lost.rows == [("A", 1)]
+    again = manager.ask(session, query, snapshot.id, 0)
+    assert (again.kind, again.id, again.rows, again.removed_keys) == (
+        "rows", lost.id, lost.rows, lost.removed_keys
+    )
+    # Further commits: the old id gets everything since its version, at once.
+    conn.execute(_insert("keyed", 0, 0, "B", 2, 0))
+    newest = manager.ask(session, query, lost.id, 0)
+    from_old = manager.ask(session, query, snapshot.id, 0)
+    assert from_old.id == newest.id
+    assert multiset(from_old.rows) == multiset([("A", 1), ("B", 2)])
+
+
+def test_unknown_ids_and_versions_give_a_fresh_snapshot(conn):
+    manager = conn.instance.subscriptions
+    session = conn.session()
+    query = "SUBSCRIBE SELECT sym, v FROM rowid"
+    snapshot = manager.ask(session, query, None, 0)
+    name = snapshot.id.rpartition(".")[0]
+    for asked in ["0123456789abcdef.1", f"{name}.0", f"{name}.2", f"{name}.77"]:
+        reply = manager.ask(session, query, asked, 0)
+        assert reply.kind == "snapshot", asked
+        assert reply.id != snapshot.id
+    # Versions older than the kept ones.
+    current = snapshot.id
+    for value in range(KEPT_VERSIONS + 2):
+        conn.execute(_insert("rowid", 0, 0, "A", value, 0))
+        current = manager.ask(session, query, current, 0).id
+    assert manager.ask(session, query, snapshot.id, 0).kind == "snapshot"
+    assert manager.ask(session, query, current, 0).kind == "none"
+    # Another query or another user with the id: a snapshot of their own.
+    assert manager.ask(session, query + " WHERE v > 1", current, 0).kind == "snapshot"
+    conn.execute("CREATE USER bob")
+    conn.execute("GRANT READ ON DATABASE demo TO bob")
+    bob = conn.instance.session("demo", Principal("bob"))
+    assert manager.ask(bob, query, current, 0).kind == "snapshot"
+    for bad in ["nodot", "abc.", "abc.x", ".5"]:
+        with pytest.raises(BadRequest):
+            manager.ask(session, query, bad, 0)
+
+
+def test_rights_are_the_callers(conn):
+    conn.execute("CREATE USER eve")
+    eve = conn.instance.session("demo", Principal("eve"))
+    with pytest.raises(Exception) as raised:
+        conn.instance.subscriptions.ask(eve, "SUBSCRIBE SELECT * FROM keyed", None, 0)
+    assert type(raised.value).__name__ in ("Forbidden", "Unauthorized")
+
+
+def _ask_in_thread(manager, session, query, asked, wait):
+    out: dict = {}
+
+    def run() -> None:
+        began = time.monotonic()
+        try:
+            out["reply"] = manager.ask(session, query, asked, wait)
+        except Exception as error:  # reported by the test
+            out["error"] = error
+        out["seconds"] = time.monotonic() - began
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread, out
+
+
+def _wait_until_waiting(manager, count=1, timeout=5.0):
+    deadline = time.monotonic() + timeout
+    while manager.stats()["waiting"] < count:
+        assert time.monotonic() < deadline, "the ask never started waiting"
+        time.sleep(0.005)
+
+
+def test_a_second_ask_takes_over_a_waiting_one(conn):
+    manager = conn.instance.subscriptions
+    query = "SUBSCRIBE SELECT sym, v FROM keyed"
+    snapshot = manager.ask(conn.session(), query, None, 0)
+    first, out = _ask_in_thread(manager, conn.session(), query, snapshot.id, 10.0)
+    _wait_until_waiting(manager)
+    second, out2 = _ask_in_thread(manager, conn.session(), query, snapshot.id, 5.0)
+    first.join(3.0)
+    assert not first.is_alive(), "the first ask still waits"
+    assert out["reply"].kind == "none" and out["seconds"] < 3.0
+    # The new one waits on, and answers the next commit.
+    _wait_until_waiting(manager)
+    conn.execute(_insert("keyed", 0, 0, "A", 1, 0))
+    second.join(5.0)
+    assert out2["reply"].kind == "rows" and out2["reply"].rows == [("A", 1)]
+    assert out2["seconds"] < 3.0
+
+
+def _count_moved_checks(manager, monkeypatch) -> list[int]:
+    calls = [0]
+    original = manager._moved
+
+    def counted(subscription):
+        calls[0] += 1
+        return original(subscription)
+
+    monkeypatch.setattr(manager, "_moved", counted)
+    return calls
+
+
+def test_a_pinned_subscription_wakes_only_on_its_symbol(conn, monkeypatch):
+    manager = conn.instance.subscriptions
+    pinned = "SUBSCRIBE SELECT time, v FROM keyed WHERE sym = 'A'"
+    snapshot = manager.ask(conn.session(), pinned, None, 0)
+    assert snapshot.subscription.symbol == "A"
+    checks = _count_moved_checks(manager, monkeypatch)
+    thread, out = _ask_in_thread(manager, conn.session(), pinned, snapshot.id, 0.6)
+    _wait_until_waiting(manager)
+    for second in range(3):
+        conn.execute(_insert("keyed", 0, second, "B", 1, 0))
+    conn.execute(_insert("rowid", 0, 0, "A", 1, 0))  # another table
+    thread.join(5.0)
+    assert out["reply"].kind == "none"
+    assert out["seconds"] >= 0.55
+    assert checks[0] == 1, "a commit of another symbol woke the pinned subscription"
+    # Its own symbol wakes it at once.
+    thread, out = _ask_in_thread(manager, conn.session(), pinned, snapshot.id, 5.0)
+    _wait_until_waiting(manager)
+    conn.execute(_insert("keyed", 0, 0, "A", 7, 0))
+    thread.join(5.0)
+    assert out["reply"].kind == "rows" and out["seconds"] < 2.0
+    assert [row[1] for row in out["reply"].rows] == [7]
+
+
+def test_an_unpinned_subscription_wakes_on_any_commit_of_its_table(conn):
+    manager = conn.instance.subscriptions
+    query = "SUBSCRIBE SELECT count(*) AS n FROM keyed"
+    snapshot = manager.ask(conn.session(), query, None, 0)
+    thread, out = _ask_in_thread(manager, conn.session(), query, snapshot.id, 5.0)
+    _wait_until_waiting(manager)
+    conn.execute(_insert("keyed", 0, 0, "C", 1, 0))
+    thread.join(5.0)
+    assert out["reply"].kind == "rows" and out["reply"].rows == [(1,)]
+    assert out["seconds"] < 2.0
+
+
+def test_a_commit_that_changes_nothing_in_the_answer_keeps_waiting(conn):
+    manager = conn.instance.subscriptions
+    query = "SUBSCRIBE SELECT sym, v FROM keyed WHERE v > 5"
+    snapshot = manager.ask(conn.session(), query, None, 0)
+    thread, out = _ask_in_thread(manager, conn.session(), query, snapshot.id, 0.5)
+    _wait_until_waiting(manager)
+    conn.execute(_insert("keyed", 0, 0, "A", 1, 0))  # outside the WHERE
+    thread.join(5.0)
+    assert out["reply"].kind == "none" and out["seconds"] >= 0.45
+    assert out["reply"].id == snapshot.id
+
+
+def test_more_than_max_rows_is_an_error(conn):
+    manager = conn.instance.subscriptions
+    session = conn.session()
+    rows = [(i, i * 1_000_000, "A", 0) for i in range(MAX_ROWS)]
+    session.insert_rows("pk", ["id", "time", "sym", "v"], rows)
+    query = "SUBSCRIBE SELECT id, v FROM pk"
+    snapshot = manager.ask(session, query, None, 0)
+    assert len(snapshot.rows) == MAX_ROWS
+    conn.execute(f"INSERT INTO pk VALUES ({MAX_ROWS}, 0, 'A', 0)")
+    with pytest.raises(ResultTooLarge):
+        manager.ask(session, query, snapshot.id, 0)
+    with pytest.raises(ResultTooLarge):
+        manager.ask(session, query, None, 0)
+    # Narrowed, it works.
+    assert len(manager.ask(session, query + " WHERE id < 10", None, 0).rows) == 10
+
+
+def test_the_subscription_limit_evicts_the_longest_unasked(conn, monkeypatch):
+    manager = SubscriptionManager(limit=3)
+    monkeypatch.setattr(conn.instance, "subscriptions", manager)
+    session = conn.session()
+    texts = [f"SUBSCRIBE SELECT sym, v FROM keyed WHERE v > {i}" for i in range(4)]
+    ids = [manager.ask(session, texts[i], None, 0).id for i in range(3)]
+    assert len(manager) == 3
+    # Asking each one by its id at the limit answers it, and evicts nothing.
+    for i in (0, 2):
+        reply = manager.ask(session, texts[i], ids[i], 0)
+        assert (reply.kind, reply.id) == ("none", ids[i])
+        assert len(manager) == 3
+    # A fourth: the one asked for longest ago (1) makes room.
+    ids.append(manager.ask(session, texts[3], None, 0).id)
+    assert len(manager) == 3
+    for i in (0, 2, 3):
+        assert manager.ask(session, texts[i], ids[i], 0).kind == "none"
+    assert manager.ask(session, texts[1], ids[1], 0).kind == "snapshot"
+    assert len(manager) == 3
+
+
+def test_idle_subscriptions_are_dropped(conn, monkeypatch):
+    manager = SubscriptionManager(idle_seconds=0.05)
+    monkeypatch.setattr(conn.instance, "subscriptions", manager)
+    session = conn.session()
+    query = "SUBSCRIBE SELECT sym, v FROM keyed"
+    snapshot = manager.ask(session, query, None, 0)
+    assert manager.ask(session, query, snapshot.id, 0).kind == "none"  # asked in time
+    time.sleep(0.12)
+    other = manager.ask(session, query + " WHERE v > 1", None, 0)  # sweeps the idle one
+    assert len(manager) == 1
+    reply = manager.ask(session, query, snapshot.id, 0)
+    assert reply.kind == "snapshot" and reply.id != snapshot.id
+    assert other.id != reply.id
+
+
+@pytest.mark.parametrize(
+    ("text", "error"),
+    [
+        ("SUBSCRIBE SELECT * FROM keyed JOIN rowid ON keyed.v = rowid.v", SqlError),
+        ("SUBSCRIBE SELECT v FROM keyed UNION SELECT v FROM rowid", SqlError),
+        ("WITH x AS (SELECT v FROM keyed) SUBSCRIBE SELECT v FROM x", SqlError),
+        ("SUBSCRIBE SELECT * FROM changes('keyed')", NotAllowed),
+        ("SUBSCRIBE SELECT 1", NotAllowed),
+        ("SELECT * FROM keyed", SqlError),
+        ("SUBSCRIBE SELECT * FROM keyed; SUBSCRIBE SELECT * FROM rowid", SqlError),
+        ("SUBSCRIBE SELECT * FROM keyed WHERE v = ?", SqlError),
+        ("SUBSCRIBE SELECT * FROM nope", UnknownTable),
+    ],
+)
+def test_one_table_only(conn, text, error):
+    with pytest.raises(error):
+        conn.instance.subscriptions.ask(conn.session(), text, None, 0)
+    assert len(conn.instance.subscriptions) == 0
+
+
+def test_subscribe_in_exec_points_to_the_route(conn):
+    with pytest.raises(NotAllowed, match="/api/subscribe"):
+        conn.execute("SUBSCRIBE SELECT * FROM keyed")
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "SUBSCRIBE SELECT sym, v FROM keyed",
+        "SUBSCRIBE SELECT date_trunc('minute', time) AS b, count(*) AS n FROM keyed GROUP BY b",
+    ],
+)
+def test_a_dropped_table_is_an_error_not_a_crash(conn, query):
+    manager = conn.instance.subscriptions
+    conn.execute(_insert("keyed", 0, 0, "A", 1, 0))
+    snapshot = manager.ask(conn.session(), query, None, 0)
+    conn.execute("DROP TABLE keyed")
+    with pytest.raises(UnknownTable):
+        manager.ask(conn.session(), query, snapshot.id, 0)

@@ -1,0 +1,257 @@
+"""Reading the change stream: rows per second through changes() and /api/changes, against
+PostgreSQL logical decoding, in one run; then commit throughput with 100 waiting readers.
+
+1. N rows (--rows, default 1,000,000) are committed into `t (id BIGINT PRIMARY KEY, v DOUBLE,
+   s STRING)` in transactions of --txn-rows rows, with the embedded API.
+2. They are read back in pages with `SELECT * FROM changes('t', after, 50000)` (embedded),
+   each page going on from the last LSN of the one before.
+3. A `refimpl serve` on the same data folder; the same rows read in pages through
+   GET /api/changes?table=t&format=json&limit=10000&from=<next>.
+4. PostgreSQL (wal_level=logical): a test_decoding slot is created, then the same N rows are
+   committed in transactions of the same size (COPY), then decoded with
+   `pg_logical_slot_peek_changes` (fetched through a server-side cursor, 50,000 at a time).
+
+The reading process's memory is printed at the start and the end of each read (current RSS
+from /proc/self/statm, peak RSS from resource.getrusage): flat figures show that a reader
+does not accumulate what it read.
+
+5. Single-row commits through /exec (4 writer threads, --seconds) with no reader, then with
+   100 readers (4 processes of 25 threads) waiting on /api/changes and woken by every commit.
+
+Targets: changes() rows/s >= 0.5x PostgreSQL's; commit throughput with 100 waiting readers
+>= 0.5x that with none.
+
+    python tools/bench/changes_read.py                  # full: 1,000,000 rows, ~10 minutes
+    python tools/bench/changes_read.py --quick          # 100,000 rows
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import harness
+import requests
+from changes_latency import reader_process
+
+import refimpl
+
+PAGE_SQL = 50_000
+PAGE_HTTP = 10_000
+
+
+def memory() -> str:
+    current, peak = harness.rss_mb()
+    return f"RSS {current:,.0f} MB (peak {peak:,.0f} MB)"
+
+
+def write_refimpl(folder: Path, rows: int, txn_rows: int) -> tuple[int, float]:
+    """Commit the rows with the embedded API; the LSN before them and the seconds taken."""
+    with refimpl.connect(folder) as connection:
+        connection.execute("CREATE TABLE t (id BIGINT PRIMARY KEY, v DOUBLE, s STRING)")
+        start = connection.instance.database("demo").log.durable_lsn
+        session = connection.session()
+        began = time.perf_counter()
+        for first in range(0, rows, txn_rows):
+            batch = [(i, i * 0.5, f"row {i}") for i in range(first, min(rows, first + txn_rows))]
+            session.insert_rows("t", ["id", "v", "s"], batch)
+        elapsed = time.perf_counter() - began
+        session.close()
+    return start, elapsed
+
+
+def read_changes_sql(folder: Path, after: int, expected: int) -> float:
+    with refimpl.connect(folder) as connection:
+        print(f"  changes(): before reading: {memory()}")
+        count = 0
+        began = time.perf_counter()
+        while True:
+            result = connection.execute(f"SELECT * FROM changes('t', {after}, {PAGE_SQL})")
+            if not result.rows:
+                break
+            count += sum(1 for row in result.rows if row[3] == "upsert")
+            after = result.rows[-1][0]
+        elapsed = time.perf_counter() - began
+        print(f"  changes(): after reading:  {memory()}")
+    if count != expected:
+        print(f"  warning: changes() gave {count} rows, expected {expected}")
+    return count / elapsed
+
+
+def read_changes_http(server: harness.RefimplServer, after: int, expected: int) -> float:
+    session = requests.Session()
+    print(f"  /api/changes: before reading: {memory()}")
+    count = 0
+    began = time.perf_counter()
+    while True:
+        response = session.get(
+            f"{server.url}/api/changes",
+            params={"table": "t", "format": "json", "limit": str(PAGE_HTTP), "from": str(after)},
+            headers=server.headers, timeout=600,
+        )
+        response.raise_for_status()
+        body = response.json()
+        changes = body["changes"]
+        if not changes:
+            break
+        count += sum(1 for c in changes if c["op"] == "upsert")
+        after = body["next"]
+    elapsed = time.perf_counter() - began
+    print(f"  /api/changes: after reading:  {memory()}")
+    if count != expected:
+        print(f"  warning: /api/changes gave {count} rows, expected {expected}")
+    return count / elapsed
+
+
+def postgres_decoding(rows: int, txn_rows: int) -> tuple[float, float]:
+    """(rows/s decoded, seconds to write) with a test_decoding slot made before the writes."""
+    with harness.Postgres({"wal_level": "logical", "max_wal_size": "4GB"}) as pg:
+        with pg.connect() as connection:
+            connection.execute("CREATE TABLE t (id BIGINT PRIMARY KEY, v DOUBLE PRECISION, s TEXT)")
+            connection.execute(
+                "SELECT pg_create_logical_replication_slot('bench', 'test_decoding')"
+            )
+        began = time.perf_counter()
+        with pg.connect(autocommit=False) as connection:
+            for first in range(0, rows, txn_rows):
+                with connection.cursor() as cursor:
+                    with cursor.copy("COPY t (id, v, s) FROM STDIN") as copy:
+                        for i in range(first, min(rows, first + txn_rows)):
+                            copy.write_row((i, i * 0.5, f"row {i}"))
+                connection.commit()
+        written = time.perf_counter() - began
+        with pg.connect(autocommit=False) as connection:
+            print(f"  logical decoding: before reading: {memory()}")
+            count = 0
+            began = time.perf_counter()
+            with connection.cursor(name="peek") as cursor:
+                cursor.itersize = PAGE_SQL
+                cursor.execute(
+                    "SELECT lsn, xid, data FROM pg_logical_slot_peek_changes('bench', NULL, NULL)"
+                )
+                for _lsn, _xid, data in cursor:
+                    if data.startswith("table public.t: INSERT"):
+                        count += 1
+            elapsed = time.perf_counter() - began
+            print(f"  logical decoding: after reading:  {memory()}")
+            connection.rollback()
+            connection.execute("SELECT pg_drop_replication_slot('bench')")
+            connection.commit()
+    if count != rows:
+        print(f"  warning: logical decoding gave {count} rows, expected {rows}")
+    return count / elapsed, written
+
+
+# --- commits with waiting readers ------------------------------------------------------------
+
+
+def commit_rate(server: harness.RefimplServer, seconds: float, first_id: int,
+                writers: int = 4) -> float:
+    counts = [0] * writers
+    stop_at = time.monotonic() + seconds
+
+    def writer(index: int) -> None:
+        session = requests.Session()
+        headers = {**server.headers, "Content-Type": "text/plain"}
+        ident = first_id + index * 10_000_000
+        while time.monotonic() < stop_at:
+            sql = f"INSERT INTO c VALUES ({ident}, {time.monotonic()!r})"
+            response = session.post(f"{server.url}/exec", data=sql.encode(), headers=headers,
+                                    timeout=60)
+            response.raise_for_status()
+            ident += 1
+            counts[index] += 1
+        session.close()
+
+    threads = [threading.Thread(target=writer, args=(i,)) for i in range(writers)]
+    began = time.monotonic()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return sum(counts) / (time.monotonic() - began)
+
+
+def commits_with_readers(seconds: float, readers: int = 100) -> tuple[float, float, int]:
+    with harness.RefimplServer(threads=512) as server:
+        server.sql("CREATE TABLE c (id BIGINT PRIMARY KEY, sent DOUBLE)")
+        alone = commit_rate(server, seconds, 0)
+        start = str(server.stats()["databases"]["demo"]["durable_lsn"])
+        target = {"kind": "refimpl", "url": server.url, "token": server.token}
+        context = multiprocessing.get_context("fork")
+        ready = context.Value("i", 0)
+        queue = context.Queue()
+        stop_at = time.monotonic() + seconds + 6.0
+        procs = 4
+        processes = [
+            context.Process(target=reader_process,
+                            args=(target, readers // procs, start, ready, stop_at, queue))
+            for _ in range(procs)
+        ]
+        for process in processes:
+            process.start()
+        while ready.value < readers // procs * procs:
+            time.sleep(0.05)
+        time.sleep(2.0)  # every reader has asked and waits
+        together = commit_rate(server, seconds, 100_000_000)
+        results = [queue.get(timeout=seconds + 120) for _ in processes]
+        for process in processes:
+            process.join(30)
+    events = sum(len(events) for events, _ in results)
+    return alone, together, events
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--txn-rows", type=int, default=100, help="rows per transaction")
+    parser.add_argument("--seconds", type=float, default=10.0, help="per commit-rate phase")
+    parser.add_argument("--quick", action="store_true", help="100,000 rows, 4 s phases")
+    args = parser.parse_args()
+    rows = 100_000 if args.quick else args.rows
+    seconds = 4.0 if args.quick else args.seconds
+
+    print(f"{rows:,} rows in transactions of {args.txn_rows} rows")
+    with tempfile.TemporaryDirectory(prefix="kdb-bench-") as name:
+        folder = Path(name)
+        start, written = write_refimpl(folder, rows, args.txn_rows)
+        print(f"  refimpl (embedded): written in {written:.1f} s ({rows / written:,.0f} rows/s)")
+        sql_rate = read_changes_sql(folder, start, rows)
+        with harness.RefimplServer(threads=16, data=folder) as server:
+            http_rate = read_changes_http(server, start, rows)
+    pg_rate, pg_written = postgres_decoding(rows, args.txn_rows)
+    print(f"  PostgreSQL: written in {pg_written:.1f} s ({rows / pg_written:,.0f} rows/s)")
+    print()
+    harness.print_table(
+        ("reader", "rows/s", "x PostgreSQL"),
+        [
+            (f"changes('t', after, {PAGE_SQL}) embedded", sql_rate, sql_rate / pg_rate),
+            (f"/api/changes format=json limit={PAGE_HTTP}", http_rate, http_rate / pg_rate),
+            ("PostgreSQL pg_logical_slot_peek_changes", pg_rate, 1.0),
+        ],
+        title=f"reading {rows:,} logged changes",
+    )
+    ratio = sql_rate / pg_rate
+    print(harness.ratio_line("changes() rows/s / PostgreSQL logical decoding", ratio,
+                             ">= 0.5x", ratio >= 0.5))
+    print()
+
+    alone, together, events = commits_with_readers(seconds)
+    harness.print_table(
+        ("single-row commits via /exec, 4 writers", "commits/s"),
+        [("no reader", alone), ("100 SSE readers waiting", together)],
+        title=f"commit throughput, {seconds:g} s per phase (server --threads 512);"
+              f" readers received {events:,} events",
+    )
+    ratio = together / alone
+    print(harness.ratio_line("with 100 waiting readers / with none", ratio, ">= 0.5x",
+                             ratio >= 0.5))
+
+
+if __name__ == "__main__":
+    main()
