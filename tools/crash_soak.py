@@ -4,7 +4,8 @@ Runs the long form of `tests/engine/test_crash.py` (see there for what each kill
 prints the figures: kills (by kind), kills during an explicit CHECKPOINT, commits acknowledged
 and verified, unacknowledged commits found durable, torn tails written and cut by recovery.
 
-    python tools/crash_soak.py [--kills 300] [--seconds 1800] [--seed 2] [--keep DIR]
+    python tools/crash_soak.py [--kills 300] [--seconds 1800] [--seed 2] [--threads 1]
+                               [--keep DIR]
 
 Exits 1 (with the assertion) when a check fails; the data folder is then kept for a look.
 """
@@ -29,12 +30,13 @@ def main() -> int:
     parser.add_argument("--kills", type=int, default=300)
     parser.add_argument("--seconds", type=float, default=1800.0, help="stop after this long")
     parser.add_argument("--seed", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=1, help="writer threads (group commit)")
     parser.add_argument("--keep", type=Path, help="use DIR as the data folder and keep it")
     args = parser.parse_args()
 
     folder = args.keep or Path(tempfile.mkdtemp(prefix="kdb-crash-soak-"))
     path = folder / "data"
-    run = CrashRun(path, args.seed)
+    run = CrashRun(path, args.seed, threads=args.threads)
     failed = False
     try:
         try:

@@ -406,8 +406,12 @@ def test_sigkill_of_concurrent_committers_loses_no_acknowledged_commit(tmp_path)
 
 
 @pytest.mark.long
-def test_sigkill_soak(tmp_path):
-    stats = crash_run(tmp_path / "data", seed=2, kills=300, seconds=1800, min_kills=300)
+@pytest.mark.parametrize("threads", [1, 8])
+def test_sigkill_soak(tmp_path, threads):
+    stats = crash_run(
+        tmp_path / "data", seed=2, kills=300, seconds=3600, min_kills=300, threads=threads
+    )
     print("\n".join(stats.lines()))
     assert stats.kills == 300
     assert stats.kills_in_checkpoint > 0
+    assert stats.records_cut > 0

@@ -44,9 +44,13 @@ PAGE_SQL = 50_000
 PAGE_HTTP = 10_000
 
 
-def memory() -> str:
-    current, peak = harness.rss_mb()
-    return f"RSS {current:,.0f} MB (peak {peak:,.0f} MB)"
+def memory(start: bool = False) -> str:
+    """The reader's RSS; at the start of a read the peak (VmHWM) starts anew."""
+    if start:
+        harness.reset_peak_rss()
+    current, recent, peak = harness.rss_mb()
+    return (f"RSS {current:,.0f} MB, peak during this read {recent:,.0f} MB"
+            f" (getrusage ru_maxrss, whole life: {peak:,.0f} MB)")
 
 
 def write_refimpl(folder: Path, rows: int, txn_rows: int) -> tuple[int, float]:
@@ -66,7 +70,7 @@ def write_refimpl(folder: Path, rows: int, txn_rows: int) -> tuple[int, float]:
 
 def read_changes_sql(folder: Path, after: int, expected: int) -> float:
     with refimpl.connect(folder) as connection:
-        print(f"  changes(): before reading: {memory()}")
+        print(f"  changes(): before reading: {memory(start=True)}")
         count = 0
         began = time.perf_counter()
         while True:
@@ -84,7 +88,7 @@ def read_changes_sql(folder: Path, after: int, expected: int) -> float:
 
 def read_changes_http(server: harness.RefimplServer, after: int, expected: int) -> float:
     session = requests.Session()
-    print(f"  /api/changes: before reading: {memory()}")
+    print(f"  /api/changes: before reading: {memory(start=True)}")
     count = 0
     began = time.perf_counter()
     while True:
@@ -125,7 +129,7 @@ def postgres_decoding(rows: int, txn_rows: int) -> tuple[float, float]:
                 connection.commit()
         written = time.perf_counter() - began
         with pg.connect(autocommit=False) as connection:
-            print(f"  logical decoding: before reading: {memory()}")
+            print(f"  logical decoding: before reading: {memory(start=True)}")
             count = 0
             began = time.perf_counter()
             with connection.cursor(name="peek") as cursor:
