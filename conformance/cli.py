@@ -17,17 +17,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from conformance.cases import CaseError, default_examples_dir, load_examples
+from conformance.expectations import Expectation, id_matches, load_expectations, load_skip_file
 from conformance.report import Progress, counts, print_report, write_json, write_junit
-from conformance.runner import (
-    Expectation,
-    Runner,
-    RunOptions,
-    id_matches,
-    load_expectations,
-    load_skip_file,
-)
+from conformance.runner import Runner, RunOptions
 
-TOKEN_ENV = "KDB_TOKEN"
+TOKEN_ENV = "CONFORM_TOKEN"
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -16,7 +16,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, TextIO
 
-from conformance.runner import FAILED, PASSED, SKIPPED, XFAILED, XPASSED, ExampleResult
+from conformance.results import FAILED, PASSED, SKIPPED, XFAILED, XPASSED, ExampleResult
 
 _MARKS = {PASSED: ".", FAILED: "F", SKIPPED: "s", XFAILED: "x", XPASSED: "X"}
 

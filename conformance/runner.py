@@ -22,38 +22,38 @@ imports nothing from `refimpl`. For each example the runner
 from __future__ import annotations
 
 import csv
-import difflib
-import fnmatch
 import io
 import json
-import re
 import secrets
 import threading
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
 import requests
 
-from conformance.cases import Example, render_row, render_sql_record
+from conformance.cases import Example, render_sql_record
+from conformance.expectations import Expectation, apply_expectation, find_expectation
 from conformance.matchers import MatcherError, match
+from conformance.payloads import (
+    SubstitutionError,
+    as_text,
+    for_display,
+    json_diff,
+    parse_sse,
+    resolve_path,
+    substitute,
+    text_diff,
+    unsubstitute,
+)
+from conformance.results import FAILED, PASSED, SKIPPED, ExampleResult
+from conformance.sql_records import actual_record, compare_records, sorted_record, updated_record
 
 ADMIN_DATABASE = "demo"
 DB_PREFIX = "conf_"
-_PLACEHOLDER_RE = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
-_PATH_TOKEN_RE = re.compile(r"\.([A-Za-z_][\w-]*)|\[(-?\d+)\]|\[\"([^\"]*)\"\]")
 _SUCCESS_STATUS = {"$match": "int", "ge": 200, "lt": 300}
-
-PASSED, FAILED, SKIPPED = "passed", "failed", "skipped"
-XFAILED, XPASSED = "xfailed", "xpassed"
-
-
-class SubstitutionError(KeyError):
-    """A `{{name}}` with nothing captured under that name."""
-
 
 @dataclass(frozen=True)
 class RunOptions:
@@ -63,43 +63,6 @@ class RunOptions:
     token: str | None = None
     timeout: float = 30.0
     admin_database: str = ADMIN_DATABASE
-
-
-@dataclass
-class Expectation:
-    """A declared known outcome of an example: `FAIL` (expected to fail) or `SKIP`."""
-
-    pattern: str
-    outcome: str
-    reason: str
-
-
-@dataclass
-class ExampleResult:
-    """What happened to one example.
-
-    `verdict` is what the run itself found (passed, failed, skipped); `outcome` the final
-    word after the expectations file (also xfailed: failed as expected, and xpassed: passed
-    although expected to fail, which counts as a failure). `diff` is a unified diff of
-    expected and actual; `request` the request that showed the failure; `updates` what a
-    `--update` would write back (one entry per record or step that did not match).
-    """
-
-    example: Example
-    verdict: str
-    outcome: str = ""
-    message: str = ""
-    diff: str = ""
-    request: str = ""
-    duration: float = 0.0
-    reason: str = ""
-    database: str = ""
-    uniq: str = ""
-    updates: list[dict[str, Any]] = field(default_factory=list)
-
-    def __post_init__(self) -> None:
-        if not self.outcome:
-            self.outcome = self.verdict
 
 
 @dataclass
@@ -135,256 +98,6 @@ class _StepFailure(Exception):
         self.message = message
         self.diff = diff
         self.request = request
-
-
-# ---------------------------------------------------------------------------------------
-# Helpers a caller may use on their own
-# ---------------------------------------------------------------------------------------
-
-
-def substitute(value: Any, variables: dict[str, Any]) -> Any:
-    """Replace `{{name}}` in every string (and object key) of `value`.
-
-    A string that is exactly one placeholder becomes the captured value itself (a number
-    stays a number); a placeholder inside longer text is replaced by its text. Raises
-    SubstitutionError for an unknown name.
-    """
-    if isinstance(value, str):
-        whole = _PLACEHOLDER_RE.fullmatch(value)
-        if whole:
-            return _lookup(whole.group(1), variables)
-        return _PLACEHOLDER_RE.sub(lambda m: _as_text(_lookup(m.group(1), variables)), value)
-    if isinstance(value, list):
-        return [substitute(v, variables) for v in value]
-    if isinstance(value, dict):
-        return {substitute(k, variables): substitute(v, variables) for k, v in value.items()}
-    return value
-
-
-def _lookup(name: str, variables: dict[str, Any]) -> Any:
-    if name not in variables:
-        raise SubstitutionError(name)
-    return variables[name]
-
-
-def _as_text(value: Any) -> str:
-    if isinstance(value, str):
-        return value
-    if isinstance(value, bool) or value is None:
-        return json.dumps(value)
-    if isinstance(value, int | float):
-        return str(value)
-    return json.dumps(value, ensure_ascii=False)
-
-
-def unsubstitute(value: Any, variables: dict[str, str]) -> Any:
-    """The inverse for `--update`: write `{{name}}` where a variable's text appears."""
-    if isinstance(value, str):
-        for name, text in variables.items():
-            if text:
-                value = value.replace(text, "{{" + name + "}}")
-        return value
-    if isinstance(value, list):
-        return [unsubstitute(v, variables) for v in value]
-    if isinstance(value, dict):
-        return {unsubstitute(k, variables): unsubstitute(v, variables) for k, v in value.items()}
-    return value
-
-
-def resolve_path(root: Any, path: str) -> Any:
-    """`$.json.dataset[0][0]` in `root`; KeyError when the path leads nowhere."""
-    if not path.startswith("$"):
-        raise KeyError(path)
-    rest = path[1:]
-    value = root
-    pos = 0
-    while pos < len(rest):
-        m = _PATH_TOKEN_RE.match(rest, pos)
-        if not m:
-            raise KeyError(path)
-        pos = m.end()
-        key = m.group(1) if m.group(1) is not None else m.group(3)
-        if key is not None:
-            if isinstance(value, dict) and key in value:
-                value = value[key]
-            elif isinstance(value, dict) and key.lower() in value:
-                value = value[key.lower()]
-            else:
-                raise KeyError(path)
-        else:
-            index = int(m.group(2))
-            if not isinstance(value, list) or not -len(value) <= index < len(value):
-                raise KeyError(path)
-            value = value[index]
-    return value
-
-
-def parse_sse(text: str) -> list[dict[str, Any]]:
-    """Server-sent events of a `text/event-stream` body, as a list of event objects.
-
-    Each block (lines up to a blank line) with at least one field becomes an object with
-    the fields it had: `event` (`message` when the block has data but no event name), `id`,
-    `data` (lines joined with newlines, then parsed as JSON when it parses) and `retry`
-    (an integer). Comment lines (starting with `:`) are not events. An unfinished last
-    block is dropped, as a browser would.
-    """
-    events: list[dict[str, Any]] = []
-    current: dict[str, Any] = {}
-    data_lines: list[str] = []
-    lines = re.split(r"\r\n|\r|\n", text)
-    complete = len(lines) - 1  # the text after the last line break is not a finished line
-    for i, line in enumerate(lines):
-        if i >= complete:
-            break
-        if line == "":
-            if current or data_lines:
-                events.append(_finish_event(current, data_lines))
-            current, data_lines = {}, []
-            continue
-        if line.startswith(":"):
-            continue
-        name, _, value = line.partition(":")
-        if value.startswith(" "):
-            value = value[1:]
-        if name == "data":
-            data_lines.append(value)
-        elif name == "event":
-            current["event"] = value
-        elif name == "id":
-            current["id"] = value
-        elif name == "retry":
-            current["retry"] = int(value) if value.isdigit() else value
-    return events
-
-
-def _finish_event(fields: dict[str, Any], data_lines: list[str]) -> dict[str, Any]:
-    event: dict[str, Any] = {}
-    if "event" in fields or data_lines:
-        event["event"] = fields.get("event", "message")
-    if "id" in fields:
-        event["id"] = fields["id"]
-    if data_lines:
-        raw = "\n".join(data_lines)
-        try:
-            event["data"] = json.loads(raw)
-        except ValueError:
-            event["data"] = raw
-    if "retry" in fields:
-        event["retry"] = fields["retry"]
-    return event
-
-
-def json_diff(expected: Any, actual: Any) -> str:
-    """A unified diff of two JSON values, pretty-printed; multi-line strings split in lines."""
-    left = json.dumps(_for_display(expected), indent=2, ensure_ascii=False).splitlines()
-    right = json.dumps(_for_display(actual), indent=2, ensure_ascii=False).splitlines()
-    return "\n".join(difflib.unified_diff(left, right, "expected", "actual", lineterm="", n=3))
-
-
-def text_diff(expected: str, actual: str) -> str:
-    """A unified diff of two texts."""
-    return "\n".join(
-        difflib.unified_diff(
-            expected.splitlines(), actual.splitlines(), "expected", "actual", lineterm=""
-        )
-    )
-
-
-def _for_display(value: Any) -> Any:
-    if isinstance(value, str) and "\n" in value:
-        return value.splitlines(keepends=True)
-    if isinstance(value, list):
-        return [_for_display(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _for_display(v) for k, v in value.items()}
-    return value
-
-
-# ---------------------------------------------------------------------------------------
-# Expectations and selection
-# ---------------------------------------------------------------------------------------
-
-
-def load_expectations(path: Path | str) -> list[Expectation]:
-    """An expectations file: lines `<id or glob> FAIL|SKIP <reason>`, `#` comments.
-
-    A `.json` file may instead hold a list of `{"id", "expect": "FAIL"|"SKIP", "reason"}`.
-    Raises ValueError for a malformed line.
-    """
-    path = Path(path)
-    text = path.read_text(encoding="utf-8")
-    items: list[Expectation] = []
-    if path.suffix == ".json":
-        data = json.loads(text)
-        if isinstance(data, dict):
-            data = data.get("expectations", [])
-        for entry in data:
-            outcome = str(entry.get("expect", "FAIL")).upper()
-            if outcome not in ("FAIL", "SKIP"):
-                raise ValueError(f"{path}: expect must be FAIL or SKIP, not {outcome!r}")
-            items.append(Expectation(entry["id"], outcome, entry.get("reason", "")))
-        return items
-    for number, raw in enumerate(text.splitlines(), 1):
-        line = raw.strip()
-        if not line or line.startswith("#"):
-            continue
-        parts = line.split(None, 2)
-        if len(parts) < 2 or parts[1].upper() not in ("FAIL", "SKIP"):
-            raise ValueError(f"{path}:{number}: write '<id> FAIL <reason>' or '<id> SKIP <reason>'")
-        items.append(Expectation(parts[0], parts[1].upper(), parts[2] if len(parts) > 2 else ""))
-    return items
-
-
-def load_skip_file(path: Path | str) -> list[Expectation]:
-    """A skip file: one id or glob a line, optionally followed by a reason; `#` comments."""
-    items = []
-    for raw in Path(path).read_text(encoding="utf-8").splitlines():
-        line = raw.strip()
-        if not line or line.startswith("#"):
-            continue
-        parts = line.split(None, 1)
-        items.append(Expectation(parts[0], "SKIP", parts[1] if len(parts) > 1 else "skip file"))
-    return items
-
-
-def id_matches(pattern: str, example_id: str) -> bool:
-    """A glob (`*`, `?`, `[...]`) matches the whole id; a plain word matches ids containing it."""
-    if any(ch in pattern for ch in "*?["):
-        return fnmatch.fnmatchcase(example_id, pattern)
-    return pattern in example_id
-
-
-def find_expectation(example_id: str, expectations: Iterable[Expectation]) -> Expectation | None:
-    """The first expectation whose pattern is the id, else the first glob that matches it."""
-    items = list(expectations)
-    for item in items:
-        if item.pattern == example_id:
-            return item
-    for item in items:
-        if any(ch in item.pattern for ch in "*?[") and fnmatch.fnmatchcase(
-            example_id, item.pattern
-        ):
-            return item
-    return None
-
-
-def apply_expectation(result: ExampleResult, expectation: Expectation | None) -> ExampleResult:
-    """Set `result.outcome` from a FAIL expectation (SKIP is handled before running)."""
-    if expectation is None or expectation.outcome != "FAIL":
-        result.outcome = result.verdict
-        return result
-    result.reason = expectation.reason
-    if result.verdict == FAILED:
-        result.outcome = XFAILED
-    elif result.verdict == PASSED:
-        result.outcome = XPASSED
-        result.message = (
-            f"expected to fail ({expectation.reason or 'no reason given'}) but passed;"
-            " remove it from the expectations file"
-        )
-    else:
-        result.outcome = result.verdict
-    return result
 
 
 # ---------------------------------------------------------------------------------------
@@ -521,9 +234,9 @@ class Runner:
         if auth == "admin":
             token = self.options.token
         elif auth in variables:
-            token = _as_text(variables[auth])
+            token = as_text(variables[auth])
         else:
-            token = _as_text(substitute(auth, variables))
+            token = as_text(substitute(auth, variables))
         return {"Authorization": f"Bearer {token}"} if token else {}
 
     def _admin_exec(self, session: requests.Session, sql: str) -> _Response:
@@ -633,8 +346,8 @@ class Runner:
                 continue
             where = f"{example.source}:{record.get('line', '?')}"
             failures.append(f"{where}: {problem}")
-            shown_expected = _sorted_record(expected)
-            shown_actual = _sorted_record(actual)
+            shown_expected = sorted_record(expected)
+            shown_actual = sorted_record(actual)
             diffs.append(
                 f"@ {where}\n"
                 + text_diff(render_sql_record(shown_expected), render_sql_record(shown_actual))
@@ -646,7 +359,7 @@ class Runner:
                 {
                     "kind": "sql-record",
                     "index": index,
-                    "record": unsubstitute(_updated_record(record, actual), names),
+                    "record": unsubstitute(updated_record(record, actual), names),
                 }
             )
         if failures:
@@ -665,19 +378,19 @@ class Runner:
         for index, step in enumerate(example.data["steps"], 1):
             request = substitute(step["request"], variables)
             params = _query_params(request.get("query", {}), database)
-            headers = {str(k): _as_text(v) for k, v in request.get("headers", {}).items()}
+            headers = {str(k): as_text(v) for k, v in request.get("headers", {}).items()}
             headers.update(self._auth_headers(step["request"].get("auth", "admin"), variables))
             data: Any = None
             json_body: Any = None
             shown_body = ""
             if "body" in request:
-                data = _as_text(request["body"]).encode("utf-8")
-                shown_body = _as_text(request["body"])
+                data = as_text(request["body"]).encode("utf-8")
+                shown_body = as_text(request["body"])
             elif "json" in request:
                 json_body = request["json"]
                 shown_body = json.dumps(json_body, ensure_ascii=False)
             elif "form" in request:
-                data = {k: _as_text(v) for k, v in request["form"].items()}
+                data = {k: as_text(v) for k, v in request["form"].items()}
                 shown_body = "&".join(f"{k}={v}" for k, v in data.items())
             query_text = "&".join(f"{k}={v}" for k, v in params)
             shown = _describe_request(
@@ -724,152 +437,9 @@ class Runner:
                 except KeyError:
                     raise _StepFailure(
                         f"{where}: capture {name!r}: nothing at {path} in the answer",
-                        json_diff({"capture": path}, _for_display(root.get("json"))),
+                        json_diff({"capture": path}, for_display(root.get("json"))),
                         shown,
                     ) from None
-
-
-# ---------------------------------------------------------------------------------------
-# SQL record comparison
-# ---------------------------------------------------------------------------------------
-
-
-def actual_record(expected: dict[str, Any], status: int, payload: Any, body: str) -> dict[str, Any]:
-    """What the server answered to a record's SQL, as a record of the same form.
-
-    A 2xx answer with `columns` is a `query` record, other 2xx answers `statement ok` with
-    the answer's `message`, and an error answer `statement error` with the error text in
-    `message` and `status` set.
-    """
-    sql = expected["sql"]
-    if isinstance(payload, dict) and 200 <= status < 300:
-        columns = payload.get("columns")
-        if isinstance(columns, list):
-            dataset = payload.get("dataset") or []
-            record: dict[str, Any] = {
-                "type": "query",
-                "columns": [
-                    {"name": str(c.get("name")), "type": str(c.get("type"))}
-                    if isinstance(c, dict)
-                    else {"name": str(c), "type": "?"}
-                    for c in columns
-                ],
-                "sort": expected.get("sort", "nosort"),
-                "sql": sql,
-                "rows": [render_row(row) for row in dataset if isinstance(row, list)],
-            }
-            if payload.get("count") != len(dataset):
-                record["count_problem"] = (
-                    f"count is {payload.get('count')!r} but the dataset has {len(dataset)} row(s)"
-                )
-            return record
-        return {
-            "type": "statement",
-            "expect": "ok",
-            "sql": sql,
-            "message": payload.get("message"),
-        }
-    if isinstance(payload, dict) and isinstance(payload.get("error"), str):
-        return {
-            "type": "statement",
-            "expect": "error",
-            "sql": sql,
-            "message": payload["error"],
-            "status": status,
-        }
-    return {
-        "type": "statement",
-        "expect": "error",
-        "sql": sql,
-        "message": f"HTTP {status}, not a JSON answer: {body[:200]!r}",
-        "status": status,
-    }
-
-
-def compare_records(expected: dict[str, Any], actual: dict[str, Any]) -> str | None:
-    """None when `actual` satisfies `expected`, else one sentence saying what differs."""
-    if expected["type"] == "query":
-        if actual["type"] != "query":
-            if actual.get("expect") == "error":
-                return f"expected rows, got an error: {actual.get('message')}"
-            return f"expected rows, got a message: {actual.get('message')!r}"
-        if actual["columns"] != expected["columns"]:
-            return "the columns differ"
-        exp_rows, act_rows = expected["rows"], actual["rows"]
-        if expected.get("sort") == "rowsort":
-            exp_rows, act_rows = sorted(exp_rows), sorted(act_rows)
-        if exp_rows != act_rows:
-            return "the rows differ"
-        if actual.get("count_problem"):
-            return actual["count_problem"]
-        return None
-    if expected["expect"] == "ok":
-        if actual["type"] == "statement" and actual["expect"] == "error":
-            return f"expected success, got an error: {actual.get('message')}"
-        if "message" in expected:
-            if actual["type"] == "query":
-                return "expected a message, got rows"
-            if actual.get("message") != expected["message"]:
-                return f"the message is {actual.get('message')!r}"
-        return None
-    if not (actual["type"] == "statement" and actual["expect"] == "error"):
-        return "expected an error, but the statement succeeded"
-    status = actual.get("status", 0)
-    if not 400 <= status < 500:
-        return f"expected a 4xx error, got HTTP {status}"
-    message = actual.get("message") or ""
-    pattern = expected.get("pattern")
-    if pattern and not re.search(pattern, message):
-        return f"the error {message!r} does not match /{pattern}/"
-    if "message" in expected and message != expected["message"]:
-        return f"the error is {message!r}"
-    return None
-
-
-def _sorted_record(record: dict[str, Any]) -> dict[str, Any]:
-    if record.get("type") == "query" and record.get("sort") == "rowsort":
-        return {**record, "rows": sorted(record["rows"])}
-    if record.get("type") == "statement" and record.get("expect") == "error":
-        shown = dict(record)
-        if "pattern" not in shown and "message" in shown:
-            shown = {**shown, "pattern": None}
-        return shown
-    return record
-
-
-def _updated_record(expected: dict[str, Any], actual: dict[str, Any]) -> dict[str, Any]:
-    """The record `--update` writes: the actual answer in the expected record's form."""
-    base = {
-        "sql": expected["sql"],
-        "line": expected.get("line"),
-        "end_line": expected.get("end_line"),
-    }
-    if actual["type"] == "query":
-        rows = actual["rows"]
-        if expected.get("sort") == "rowsort":
-            rows = sorted(rows)
-        return {
-            **base,
-            "type": "query",
-            "columns": actual["columns"],
-            "sort": expected.get("sort", "nosort"),
-            "rows": rows,
-        }
-    if actual["expect"] == "ok":
-        record = {**base, "type": "statement", "expect": "ok"}
-        keep_message = expected.get("type") != "statement" or "message" in expected
-        if actual.get("message") is not None and keep_message:
-            record["message"] = actual["message"]
-        return record
-    record = {**base, "type": "statement", "expect": "error"}
-    pattern = expected.get("pattern")
-    message = actual.get("message") or ""
-    if not pattern or not re.search(pattern, message):
-        pattern = re.escape(message[:60]).replace("\\ ", " ")
-    record["pattern"] = pattern
-    if "message" in expected:
-        record["message"] = message
-    return record
 
 
 # ---------------------------------------------------------------------------------------
@@ -883,9 +453,9 @@ def _query_params(query: dict[str, Any], database: str) -> list[tuple[str, str]]
         if value is None:
             continue
         if isinstance(value, list):
-            params.extend((key, _as_text(v)) for v in value)
+            params.extend((key, as_text(v)) for v in value)
         else:
-            params.append((key, _as_text(value)))
+            params.append((key, as_text(value)))
     if "db" not in query:
         params.append(("db", database))
     return params

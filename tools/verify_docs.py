@@ -43,8 +43,10 @@ from conformance.cases import (  # noqa: E402
     extract_chapter,
     render_sql_record,
 )
+from conformance.expectations import id_matches  # noqa: E402
 from conformance.report import Progress, counts, print_report  # noqa: E402
-from conformance.runner import ExampleResult, Runner, RunOptions, id_matches  # noqa: E402
+from conformance.results import ExampleResult  # noqa: E402
+from conformance.runner import Runner, RunOptions  # noqa: E402
 
 SKIPPED_FILES = {"README.md"}
 _LISTENING_RE = re.compile(r"listening on (http://\S+)")
@@ -165,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
     """Verify the docs; return 0 when every example passed (or was skipped)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--url", help="a running server (default: start one)")
-    parser.add_argument("--token", default=os.environ.get("KDB_TOKEN"), help="its admin token")
+    parser.add_argument("--token", default=os.environ.get("CONFORM_TOKEN"), help="its admin token")
     parser.add_argument("--only", action="append", default=[], metavar="PATTERN")
     parser.add_argument("--jobs", type=int, default=8)
     parser.add_argument("--timeout", type=float, default=30.0)

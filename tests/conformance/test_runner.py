@@ -28,25 +28,18 @@ from conformance.cases import (
     render_value,
     schema_errors,
 )
+from conformance.expectations import Expectation, id_matches, load_expectations
 from conformance.matchers import match, validate_matchers
-from conformance.report import counts, print_report, summary_line, write_json, write_junit
-from conformance.runner import (
-    FAILED,
-    PASSED,
-    SKIPPED,
-    XFAILED,
-    XPASSED,
-    Expectation,
-    Runner,
-    RunOptions,
+from conformance.payloads import (
     SubstitutionError,
-    id_matches,
-    load_expectations,
     parse_sse,
     resolve_path,
     substitute,
     unsubstitute,
 )
+from conformance.report import counts, print_report, summary_line, write_json, write_junit
+from conformance.results import FAILED, PASSED, SKIPPED, XFAILED, XPASSED
+from conformance.runner import Runner, RunOptions
 
 ADMIN = "admintok"
 

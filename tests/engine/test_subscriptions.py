@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 import refimpl
 from refimpl.engine.access import Principal
 from refimpl.engine.subscriptions import KEPT_VERSIONS, MAX_ROWS, SubscriptionManager
-from refimpl.errors import BadRequest, NotAllowed, ResultTooLarge, SqlError, UnknownTable
+from refimpl.errors import BadRequest, KdbError, NotAllowed, ResultTooLarge, SqlError, UnknownTable
 
 # Three tables of the same columns: a DEDUP key with the time, no key at all, and a primary
 # key without the time. All have `sym` as their rev column (SYMBOL(sym) of PARTITION BY).
@@ -181,10 +181,14 @@ def scenarios(draw):
 
 
 def _commit(session, statements) -> None:
-    session.execute("BEGIN")
-    for statement in statements:
-        session.execute(statement)
-    session.execute("COMMIT")
+    """One transaction; a failing statement (a duplicate key) rolls it all back."""
+    try:
+        session.execute("BEGIN")
+        for statement in statements:
+            session.execute(statement)
+        session.execute("COMMIT")
+    except KdbError:
+        assert session.transaction is None
 
 
 def check_scenario(conn, table, query, initial, rounds) -> None:
@@ -192,7 +196,7 @@ def check_scenario(conn, table, query, initial, rounds) -> None:
     writer, reader, asker = conn.session(), conn.session(), conn.session()
     fresh_text = query.removeprefix("SUBSCRIBE ")
     for statement in initial:
-        writer.execute(statement)
+        _commit(writer, [statement])
     client = Client()
 
     def fresh() -> Counter:
