@@ -106,12 +106,14 @@ def select_rows(session: Session, statement: ast.Select, params: Sequence[Any]):
         if table_function is None:
             raise UnknownFunction(f"table function {source.name}() does not exist")
         row_source = table_function(session, source, statement, params)
-        return run_select(statement, row_source, params, now_micros(), functions)
+        return run_select(
+            statement, row_source, params, now_micros(), functions, session.deadline()
+        )
     session.authorize(READ, source.name)
     txn = session.transaction
     if txn is not None and source.name.lower() in txn.work:
         view = TransactionTable(txn.table(source.name), source.alias)
-        return run_select(statement, view, params, now_micros(), functions)
+        return run_select(statement, view, params, now_micros(), functions, session.deadline())
     database = session.database
     with database.state_lock:
         table = database.tables.get(source.name.lower())
@@ -124,7 +126,12 @@ def select_rows(session: Session, statement: ast.Select, params: Sequence[Any]):
             if cached is not None:
                 return QueryOutput(cached.columns, list(cached.rows))
         output = run_select(
-            statement, CommittedTable(table, source.alias), params, now_micros(), functions
+            statement,
+            CommittedTable(table, source.alias),
+            params,
+            now_micros(),
+            functions,
+            session.deadline(),
         )
     if key is not None:
         cells = len(output.rows) * max(1, len(output.columns))

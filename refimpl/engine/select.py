@@ -7,6 +7,7 @@ partition column prune partitions. The whole WHERE is still applied to what is r
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -22,7 +23,7 @@ from refimpl.engine.expressions import (
 )
 from refimpl.engine.result import Column
 from refimpl.engine.schema import TableSchema, period_of
-from refimpl.errors import InvalidValue, SqlError, TypeMismatch, UnknownColumn
+from refimpl.errors import InvalidValue, SqlError, StatementTimeout, TypeMismatch, UnknownColumn
 from refimpl.sql import ast
 
 
@@ -54,14 +55,29 @@ class QueryOutput:
     rows: list[tuple]
 
 
+def bounded(rows: Iterator[Sequence[Any]], deadline: float | None) -> Iterator[Sequence[Any]]:
+    """The rows, stopping the statement with StatementTimeout once `deadline` has passed."""
+    if deadline is None:
+        yield from rows
+        return
+    for count, row in enumerate(rows, start=1):
+        if not count & 4095 and time.monotonic() > deadline:
+            raise StatementTimeout(
+                "the statement ran longer than the server's statement_timeout_ms and was"
+                " stopped; narrow its WHERE (a time range prunes partitions) or raise the limit"
+            )
+        yield row
+
+
 def run_select(
     select: ast.Select,
     source: RowSource | None,
     params: Sequence[Any],
     now: int,
     functions: dict[str, Callable[..., Compiled]] | None = None,
+    deadline: float | None = None,
 ) -> QueryOutput:
-    """Run a SELECT over `source` (None: a SELECT without FROM)."""
+    """Run a SELECT over `source` (None: a SELECT without FROM); stop at `deadline`."""
     columns = source.columns if source is not None else []
     qualifiers = set()
     if source is not None and source.qualifier:
@@ -88,7 +104,7 @@ def run_select(
         input_rows: Iterator[Sequence[Any]] = iter([()])
     else:
         hints = plan_access(select.where, source.schema, scope) if source.schema else AccessHints()
-        input_rows = source.rows(hints)
+        input_rows = bounded(source.rows(hints), deadline)
     if where is not None:
         predicate = where.fn
         input_rows = (row for row in input_rows if predicate(row) is True)

@@ -7,6 +7,7 @@ COMMIT or ROLLBACK, so what it read stays what it writes over.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -123,6 +124,10 @@ class Session:
     def close(self) -> None:
         """End the session; an open transaction is rolled back."""
         self.rollback()
+
+    def deadline(self) -> float:
+        """When a statement started now must stop (the server's statement_timeout)."""
+        return time.monotonic() + self.database.options.statement_timeout
 
     # -- rights --------------------------------------------------------------------------
 

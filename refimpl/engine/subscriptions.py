@@ -231,7 +231,8 @@ class SubscriptionManager:
     def _sweep(self, now: float) -> None:
         while self._subscriptions:
             oldest = next(iter(self._subscriptions.values()))
-            if now - oldest.last_asked <= self.idle_seconds and len(self._subscriptions) < (
+            # Over the limit only: at it, asking by id must not evict (a snapshot makes room).
+            if now - oldest.last_asked <= self.idle_seconds and len(self._subscriptions) <= (
                 self.limit
             ):
                 return
@@ -281,9 +282,16 @@ class SubscriptionManager:
         plan = subscription.buckets
         if plan is None or subscription.position is None or not subscription.versions:
             return None
+        if plan.key_time_index is None:
+            # Without the time in the key, an UPDATE of a row's time is logged as an upsert
+            # of its new time only: the bucket it left would keep the row. Run in full.
+            return None
         database = subscription.database
         database.wait_visible()  # the log must hold every commit the tables show
-        schema = database.tables[subscription.table].schema
+        table = database.tables.get(subscription.table)
+        if table is None:
+            return None  # dropped: the full run says so
+        schema = table.schema
         changed = changed_buckets(
             database, subscription.table, schema, plan, subscription.position
         )

@@ -1,0 +1,321 @@
+"""Live queries: commit-to-`rows` latency and server CPU per commit with many subscriptions.
+
+Table `trades (time, symbol, price)` partitioned by SYMBOL(symbol), 1,000 symbols with a few
+trades each. Every subscription is a candle query
+
+    SUBSCRIBE SELECT date_trunc('minute', time) AS m, first(price) AS open, max(price) AS high,
+      min(price) AS low, last(price) AS close FROM trades WHERE symbol = '<s>'
+      GROUP BY m ORDER BY m
+
+created by a first GET /api/subscribe (its snapshot). 100 of them (10 symbols x 10) are held
+by waiters (4 processes of 25 threads) that always have a request waiting (asked again with
+the id of the last answer); the others sit idle. A writer commits one trade at a time
+(--interval apart) to the 10 watched symbols in turn, its price being the writer's clock
+(CLOCK_MONOTONIC) just before the request: a waiter's latency is its clock when it parses
+the `rows` answer minus the new candle's `close`. Server CPU per commit is the server
+process's utime+stime (/proc/<pid>/stat) over the commits, divided by their number: the
+INSERT, the wake-ups, the re-run queries, the answers and the waiters' next requests.
+
+Shown with 100 subscriptions (only the waiting ones) and with 10,000 (9,900 idle on the
+other 990 symbols; the server keeps at most 10,000, so about one may be dropped).
+
+Then: a table of --big trades (default 1,000,000; --quick 100,000) over 1,000 symbols, 10%
+of them on one hot symbol: one subscription waits on an ordinary symbol (about 900 rows) and
+one on the hot one; each answers a new trade: median latency. Target < 10 ms (ordinary).
+
+    python tools/bench/subscribe.py                  # full: 200 commits per phase, ~6 min
+    python tools/bench/subscribe.py --quick          # 50 commits, 100,000-trade table
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import multiprocessing
+import threading
+import time
+from typing import Any
+
+import harness
+import requests
+
+TRADES = (
+    "CREATE TABLE trades (time TIMESTAMP, symbol SYMBOL, price DOUBLE)"
+    " TIMESERIES(time) PARTITION BY DAY, SYMBOL(symbol)"
+)
+CANDLES = (
+    "SUBSCRIBE SELECT date_trunc('minute', time) AS m, first(price) AS open,"
+    " max(price) AS high, min(price) AS low, last(price) AS close FROM trades"
+    " WHERE symbol = '{symbol}' GROUP BY m ORDER BY m"
+)
+SYMBOLS = [f"S{i:04d}" for i in range(1000)]
+WATCHED = SYMBOLS[:10]
+WAIT_MS = 10_000
+
+
+def now_text() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def parse_event(text: str) -> tuple[str, str, dict[str, Any] | None]:
+    """(id, event kind, data) of one /api/subscribe answer."""
+    ident, kind, data = "", "none", None
+    for line in text.splitlines():
+        if line.startswith("id: "):
+            ident = line[4:]
+        elif line.startswith("event: "):
+            kind = line[7:]
+        elif line.startswith("data: "):
+            data = json.loads(line[6:])
+    return ident, kind, data
+
+
+def newest_close(data: dict[str, Any]) -> float:
+    names = [c["name"] for c in data["columns"]]
+    close = names.index("close")
+    return max(row[close] for row in data["rows"])
+
+
+def load(server: harness.RefimplServer, per_symbol: int, symbols: list[str],
+         span_hours: float = 1.0, chunk: int = 100_000) -> None:
+    """per_symbol trades of each symbol over the last span_hours, priced 100.."""
+    server.sql(TRADES)
+    base = datetime.datetime.now(datetime.UTC) - datetime.timedelta(hours=span_hours + 0.1)
+    step = span_hours * 3600 / max(1, per_symbol)
+    lines: list[str] = []
+    for k in range(per_symbol):
+        stamp = base + datetime.timedelta(seconds=k * step)
+        text = f"{stamp:%Y-%m-%dT%H:%M:%S.%f}"
+        for i, symbol in enumerate(symbols):
+            lines.append(f"{text[:-3]}{i % 1000:03d}Z,{symbol},{100 + (k + i) % 13}\n")
+            if len(lines) >= chunk:
+                server.import_csv("trades", "time,symbol,price\n" + "".join(lines))
+                lines = []
+    if lines:
+        server.import_csv("trades", "time,symbol,price\n" + "".join(lines))
+
+
+def create_subscriptions(server: harness.RefimplServer, symbols: list[str],
+                         threads: int = 8) -> list[str]:
+    """One subscription per entry of symbols (snapshot requests); their ids, in order."""
+    ids = [""] * len(symbols)
+
+    def work(part: int) -> None:
+        session = requests.Session()
+        for n in range(part, len(symbols), threads):
+            response = session.get(
+                f"{server.url}/api/subscribe",
+                params={"query": CANDLES.format(symbol=symbols[n]), "wait": "0"},
+                headers=server.headers, timeout=60,
+            )
+            response.raise_for_status()
+            ids[n] = parse_event(response.text)[0]
+        session.close()
+
+    workers = [threading.Thread(target=work, args=(p,)) for p in range(threads)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    return ids
+
+
+# --- waiters (in forked processes) ----------------------------------------------------------
+
+
+def _waiter(target: dict[str, Any], symbol: str, ident: str, stop: Any, ready: Any,
+            out: list[Any]) -> None:
+    session = requests.Session()
+    headers = {"Authorization": f"Bearer {target['token']}"}
+    query = CANDLES.format(symbol=symbol)
+    samples: list[float] = []
+    errors = 0
+    with ready.get_lock():
+        ready.value += 1
+    while not stop.is_set():
+        try:
+            response = session.get(
+                target["url"] + "/api/subscribe",
+                params={"query": query, "id": ident, "wait": str(WAIT_MS)},
+                headers=headers, timeout=WAIT_MS / 1000 + 60,
+            )
+            now = time.monotonic()
+            response.raise_for_status()
+            ident, kind, data = parse_event(response.text)
+        except (requests.RequestException, ValueError):
+            errors += 1
+            time.sleep(0.1)
+            continue
+        if kind == "rows" and data and data["rows"]:
+            sent = newest_close(data)
+            if sent > 1000:  # a benchmark trade (the loaded ones are priced about 100)
+                samples.append(now - sent)
+    session.close()
+    out.append((samples, errors))
+
+
+def _waiters(target: dict[str, Any], pairs: list[tuple[str, str]], stop: Any, ready: Any,
+             results: Any) -> None:
+    out: list[Any] = []
+    threads = [threading.Thread(target=_waiter, args=(target, s, i, stop, ready, out))
+               for s, i in pairs]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    results.put(([s for samples, _ in out for s in samples], sum(e for _, e in out)))
+
+
+def commit_trade(session: requests.Session, server: harness.RefimplServer, symbol: str) -> None:
+    sent = time.monotonic()
+    sql = f"INSERT INTO trades VALUES ('{now_text()}', '{symbol}', {sent!r})"
+    response = session.post(f"{server.url}/exec", data=sql.encode(),
+                            headers={**server.headers, "Content-Type": "text/plain"}, timeout=60)
+    response.raise_for_status()
+
+
+def phase(total: int, commits: int, interval: float) -> dict[str, float]:
+    """`total` subscriptions, the last 100 of them (10 watched symbols x 10) waiting."""
+    with harness.RefimplServer(threads=512) as server:
+        load(server, 5, SYMBOLS)
+        idle_symbols = [s for s in SYMBOLS[len(WATCHED):] for _ in range(10)][: total - 100]
+        watched = [s for s in WATCHED for _ in range(10)]
+        began = time.monotonic()
+        create_subscriptions(server, idle_symbols)
+        ids = create_subscriptions(server, watched)
+        made = time.monotonic() - began
+        target = {"url": server.url, "token": server.token}
+        context = multiprocessing.get_context("fork")
+        stop, ready, results = context.Event(), context.Value("i", 0), context.Queue()
+        pairs = list(zip(watched, ids, strict=True))
+        procs = [context.Process(target=_waiters, args=(target, pairs[p::4], stop, ready, results))
+                 for p in range(4)]
+        for process in procs:
+            process.start()
+        while ready.value < len(pairs):
+            time.sleep(0.05)
+        time.sleep(2.0)  # every waiter has asked and waits
+        subscriptions = server.stats().get("subscriptions", {})
+        session = requests.Session()
+        cpu_before = harness.cpu_seconds(server.pid)
+        started = time.monotonic()
+        for k in range(commits):
+            commit_trade(session, server, WATCHED[k % len(WATCHED)])
+            time.sleep(max(0.0, started + (k + 1) * interval - time.monotonic()))
+        time.sleep(0.5)
+        cpu = harness.cpu_seconds(server.pid) - cpu_before
+        stop.set()
+        for symbol in WATCHED:  # wakes every waiter, which then sees the stop
+            commit_trade(session, server, symbol)
+        gathered = [results.get(timeout=WAIT_MS / 1000 + 120) for _ in procs]
+        for process in procs:
+            process.join(30)
+    samples = [s * 1000 for r, _ in gathered for s in r]
+    figures = harness.summary(samples)
+    figures["expected"] = commits * 10
+    figures["errors"] = sum(e for _, e in gathered)
+    figures["cpu_ms"] = cpu / commits * 1000
+    figures["made_per_s"] = total / made
+    figures["held"] = subscriptions.get("subscriptions", 0)
+    figures["waiting"] = subscriptions.get("waiting", 0)
+    return figures
+
+
+def big_table(rows: int, commits: int) -> dict[str, dict[str, float]]:
+    """Median latency of a candle subscription over a table of `rows` trades."""
+    hot_rows = rows // 10
+    per_symbol = (rows - hot_rows) // (len(SYMBOLS) - 1)
+    out: dict[str, dict[str, float]] = {}
+    with harness.RefimplServer(threads=64) as server:
+        began = time.monotonic()
+        load(server, per_symbol, SYMBOLS[1:], span_hours=24)
+        hot_per = hot_rows // 10
+        for _ in range(10):  # the hot symbol's rows, 10 chunks
+            now = datetime.datetime.now(datetime.UTC)
+            lines = [
+                f"{now - datetime.timedelta(seconds=24 * 3600 * (1 - k / hot_per)):%Y-%m-%dT%H:%M:%S.%fZ}"
+                f",{SYMBOLS[0]},{100 + k % 13}\n"
+                for k in range(hot_per)
+            ]
+            server.import_csv("trades", "time,symbol,price\n" + "".join(lines))
+        loaded = time.monotonic() - began
+        total = server.stats()["databases"]["demo"]["rows"]
+        print(f"big table: {total:,} trades loaded in {loaded:.0f} s ({per_symbol:,} per ordinary"
+              f" symbol, {hot_per * 10:,} on the hot one)")
+        session = requests.Session()
+        for name, symbol, size in (("ordinary", SYMBOLS[1], per_symbol),
+                                   ("hot", SYMBOLS[0], hot_per * 10)):
+            query = CANDLES.format(symbol=symbol)
+            response = session.get(f"{server.url}/api/subscribe",
+                                   params={"query": query, "wait": "0"},
+                                   headers=server.headers, timeout=120)
+            response.raise_for_status()
+            ident = parse_event(response.text)[0]
+            samples: list[float] = []
+            answered = threading.Event()
+
+            def wait(ident: str = ident, query: str = query,
+                     samples: list[float] = samples) -> None:
+                listener = requests.Session()
+                while len(samples) < commits:
+                    answer = listener.get(f"{server.url}/api/subscribe",
+                                          params={"query": query, "id": ident, "wait": "30000"},
+                                          headers=server.headers, timeout=120)
+                    now = time.monotonic()
+                    ident, kind, data = parse_event(answer.text)
+                    if kind == "rows" and data and data["rows"]:
+                        samples.append(now - newest_close(data))
+                        answered.set()
+
+            waiter = threading.Thread(target=wait)
+            waiter.start()
+            time.sleep(0.5)
+            for _ in range(commits):
+                answered.clear()
+                commit_trade(session, server, symbol)
+                answered.wait(30)
+                time.sleep(0.05)  # the waiter asks again
+            waiter.join(60)
+            figures = harness.summary([s * 1000 for s in samples])
+            figures["rows"] = size
+            out[name] = figures
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--commits", type=int, default=200, help="trade commits per phase")
+    parser.add_argument("--interval", type=float, default=0.1, help="seconds between commits")
+    parser.add_argument("--big", type=int, default=1_000_000, help="trades of the big table")
+    parser.add_argument("--quick", action="store_true", help="50 commits, 100,000 trades")
+    args = parser.parse_args()
+    commits = 50 if args.quick else args.commits
+    big = 100_000 if args.quick else args.big
+
+    rows = []
+    for total in (100, 10_000):
+        f = phase(total, commits, args.interval)
+        rows.append((f"{total:,} subscriptions", f["held"], f["waiting"], f["made_per_s"], f["n"],
+                     f["expected"], f["p50"], f["p99"], f["cpu_ms"], f["errors"]))
+    harness.print_table(
+        ("", "held", "waiting", "made/s", "answers", "expected", "p50 ms", "p99 ms",
+         "CPU ms/commit", "errors"),
+        rows,
+        title=f"commit-to-rows latency, {commits} single-row trades {args.interval * 1000:g} ms"
+              " apart, each waking the 10 waiting subscriptions of its symbol",
+    )
+    figures = big_table(big, 30 if args.quick else 100)
+    harness.print_table(
+        ("candle subscription", "symbol rows", "answers", "p50 ms", "p99 ms", "max ms"),
+        [(name, f["rows"], f["n"], f["p50"], f["p99"], f["max"]) for name, f in figures.items()],
+        title=f"a new trade in a table of {big:,} trades",
+    )
+    median = figures["ordinary"]["p50"]
+    print(harness.ratio_line("median commit-to-rows latency, big table (ms)", median,
+                             "< 10 ms", median < 10))
+
+
+if __name__ == "__main__":
+    main()
