@@ -68,9 +68,18 @@ def bucket_plan(
 
 
 def changed_buckets(
-    database: Database, table: str, schema: TableSchema, plan: BucketPlan, after_lsn: int
+    database: Database,
+    table: str,
+    schema: TableSchema,
+    plan: BucketPlan,
+    after_lsn: int,
+    rowid_floor: int | None = None,
 ) -> set[int] | None:
-    """Starts of the buckets changed after `after_lsn`; None when a full run is needed."""
+    """Starts of the buckets changed after `after_lsn`; None when a full run is needed.
+
+    For a table without key, `rowid_floor` tells inserts (new row ids) from updates (an id
+    below it): an update may have moved a row out of a bucket the log does not name.
+    """
     buckets: set[int] = set()
     wanted = table.lower()
     for lsn, payload in database.log.read(after_lsn):
@@ -78,9 +87,13 @@ def changed_buckets(
             if entry.table is None or entry.table.lower() != wanted:
                 continue
             if entry.kind == records.UPSERT:
-                columns, rows, _ = entry.payload
+                columns, rows, rowids = entry.payload
                 index = _index_of(columns, plan.time_column)
                 if index is None:
+                    return None
+                if rowids is not None and (
+                    rowid_floor is None or any(r < rowid_floor for r in rowids)
+                ):
                     return None
                 for row in rows:
                     buckets.add(truncate_timestamp(plan.unit, row[index]))

@@ -329,11 +329,24 @@ def _whole_periods(work: TableWork, table: Table, matched: list[tuple[Ident, Row
 
 
 def _drop_periods(txn: Transaction, work: TableWork, periods: tuple[str, ...]) -> int:
+    """A DELETE's whole periods, dropped as partitions (logged as DROP PARTITION LIST)."""
     work.seal(txn.entries)
     table = work.make_private()
+    rev = table.schema.rev_column
+    touched = None
+    if rev is not None:
+        # Only the values of the removed rows move, as for any DELETE.
+        position = table.schema.position(rev)
+        chosen = set(periods)
+        touched = {
+            row[position]
+            for part, partition in table.partitions.items()
+            if part[0] in chosen
+            for row in partition.values()
+        }
     removed = ddl.drop_partitions(table, periods)
     statement = ast.DropPartitionList(table.schema.name, periods)
-    txn.ddl(table.schema.name, ddl.canonical_sql(statement))
+    txn.ddl(table.schema.name, ddl.canonical_sql(statement), touched)
     return removed
 
 

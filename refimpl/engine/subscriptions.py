@@ -82,6 +82,7 @@ class Subscription:
     whole_row: bool
     buckets: BucketPlan | None = None  # how to re-run only changed time buckets
     position: int | None = None  # the applied LSN the last answer includes
+    rowid_floor: int = 0  # a logged row id below it is an update of a row the answer holds
     token: int = -1
     versions: OrderedDict[int, Answer] = field(default_factory=OrderedDict)
     last_asked: float = field(default_factory=time.monotonic)
@@ -252,10 +253,12 @@ class SubscriptionManager:
         if partial is not None:
             subscription.token = token
             subscription.position = applied
+            subscription.rowid_floor = self._rowid_floor(subscription)
             return partial
         output = executor.select_rows(session, subscription.select, ())
         database.wait_visible()
         subscription.position = applied
+        subscription.rowid_floor = self._rowid_floor(subscription)
         if len(output.rows) > MAX_ROWS:
             raise ResultTooLarge(
                 f"a subscription answers at most {MAX_ROWS} rows and this one has"
@@ -275,6 +278,12 @@ class SubscriptionManager:
                 rows[identity(row)] = row
         return rows
 
+    @staticmethod
+    def _rowid_floor(subscription: Subscription) -> int:
+        """Row ids below this were handed out before the answer was read (read after it)."""
+        table = subscription.database.tables.get(subscription.table)
+        return table.next_rowid if table is not None else 0
+
     def _run_buckets(
         self, session: Session, subscription: Subscription
     ) -> dict[Identity, tuple] | None:
@@ -282,18 +291,19 @@ class SubscriptionManager:
         plan = subscription.buckets
         if plan is None or subscription.position is None or not subscription.versions:
             return None
-        if plan.key_time_index is None:
-            # Without the time in the key, an UPDATE of a row's time is logged as an upsert
-            # of its new time only: the bucket it left would keep the row. Run in full.
-            return None
         database = subscription.database
         database.wait_visible()  # the log must hold every commit the tables show
         table = database.tables.get(subscription.table)
         if table is None:
             return None  # dropped: the full run says so
+        if plan.key_time_index is None and table.keyed:
+            # Without the time in the key, an UPDATE of a row's time is logged as an upsert
+            # of its new time only: the bucket it left would keep the row. Run in full.
+            return None
         schema = table.schema
         changed = changed_buckets(
-            database, subscription.table, schema, plan, subscription.position
+            database, subscription.table, schema, plan, subscription.position,
+            None if table.keyed else subscription.rowid_floor,
         )
         if changed is None:
             return None

@@ -222,11 +222,15 @@ class Transaction:
         work.dropped = True
         work.working = None
 
-    def ddl(self, name: str, text: str) -> None:
+    def ddl(self, name: str, text: str, touched: set[Any] | None = None) -> None:
+        """Log a schema change; it moves every value's revision unless `touched` names them."""
         self.entries.append(Entry.ddl(name, text))
         work = self.work.get(name.lower())
         if work is not None:
-            work.touched_all = True
+            if touched is None:
+                work.touched_all = True
+            else:
+                work.touched |= touched
 
     def touched(self) -> dict[str, Touched]:
         """What the sealed transaction changed, per table (for revisions)."""

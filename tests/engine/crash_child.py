@@ -15,7 +15,8 @@ Run as a script:
 
     python crash_child.py run PATH [--checkpoint-every N] [--seconds S] [--threads T]
         opens PATH, prints `READY K`, then commits k = K+1, K+2, ...; prints `ACK k` (flushed)
-        after each commit returns, and `CKPT k` / `CKPTDONE k` around an explicit CHECKPOINT.
+        after each commit returns, `CKPT k` / `CKPTDONE k` around an explicit CHECKPOINT and
+        `BGCKPT` / `BGCKPTDONE` around a background checkpoint.
         With T > 1 threads, thread t commits `plan_threaded` transactions t+1, t+1+T, ...
     python crash_child.py serve
         a fork server: imports refimpl once, then for every stdin line
@@ -178,8 +179,18 @@ def say(line: str) -> None:
 
 def run_writer(path: str, checkpoint_every: int, seconds: float, threads: int = 1) -> None:
     import refimpl
+    from refimpl.engine.database import Database
     from refimpl.engine.options import EngineOptions
 
+    background = Database._background_checkpoint
+
+    def traced(database: Database) -> None:
+        # Tells the killer when a background checkpoint runs, so that it can aim at one.
+        say("BGCKPT")
+        background(database)
+        say("BGCKPTDONE")
+
+    Database._background_checkpoint = traced  # type: ignore[method-assign]
     connection = refimpl.connect(path, options=EngineOptions(**OPTIONS))  # type: ignore[arg-type]
     session = connection.session()
     tables = {row[0] for row in session.execute("SHOW TABLES").rows}

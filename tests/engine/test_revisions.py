@@ -192,12 +192,6 @@ def test_schema_changes_and_partition_drops_move_every_value(candles, statement)
     assert after[0] != before[0]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: a DELETE that removes a whole time period runs as a partition drop, which"
-    " moves every value's revision, though only NABIL rows changed (spec: another value's"
-    " writes never move it)",
-)
 def test_delete_of_a_whole_period_moves_only_its_values(candles):
     candles.execute("INSERT INTO candles VALUES ('2025-09-24T10:00:00Z', 'NABIL', 1)")
     before = snapshot(candles, "candles")
@@ -329,7 +323,8 @@ def test_kdb_rev_matches_the_route_and_is_never_cached(candles):
 
 def test_kdb_rev_null_arguments_give_null(candles):
     assert candles.execute(
-        "SELECT kdb_rev(NULL), kdb_rev(NULL, 'NABIL'), kdb_rev('candles', NULL), kdb_rev(NULL, NULL)"
+        "SELECT kdb_rev(NULL), kdb_rev(NULL, 'NABIL'), kdb_rev('candles', NULL),"
+        " kdb_rev(NULL, NULL)"
     ).rows == [(None, None, None, None)]
 
 
@@ -414,7 +409,9 @@ OPS = st.one_of(
 )
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(transactions=st.lists(st.lists(OPS, min_size=1, max_size=3), min_size=1, max_size=8))
 def test_model_a_commit_moves_exactly_the_touched_values(tmp_path_factory, transactions):
     connection = refimpl.connect(tmp_path_factory.mktemp("model") / "data")

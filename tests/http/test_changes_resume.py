@@ -24,6 +24,7 @@ import random
 import threading
 import time
 import uuid
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,6 +48,7 @@ from tests.http.conftest import Server, start_server
 
 CREATE_TEXT = "CREATE TABLE t (\n  id INT PRIMARY KEY,\n  v INT,\n  s STRING\n)"
 TIMEOUT = 30
+SEEN: Counter[str] = Counter()  # what the runs went through (shown with -s)
 
 # (lsn, seq, op, key, row) with the row's NULLs left out: the stream shows a row on the
 # table's columns at read time, so a column added later reads as NULL in older rows.
@@ -90,6 +92,7 @@ class Box:
         return (self.data / "admin.token").read_text().strip()
 
     def restart(self, crash: bool) -> None:
+        SEEN["kill" if crash else "stop"] += 1
         self.restarts += 1
         if crash:
             self.server.process.kill()
@@ -407,6 +410,7 @@ class ChangesMachine(RuleBasedStateMachine):
     @precondition(may_restart)
     @rule(crash=st.booleans())
     def restart(self, crash: bool) -> None:
+        SEEN["kill" if crash else "stop"] += 1
         self.restarts += 1
         self.box.restart(crash)
 
@@ -441,6 +445,7 @@ class ChangesMachine(RuleBasedStateMachine):
             answers[0].status_code == 200
         )
         found = self.run(f"SELECT lsn, seq, op FROM changes('t', {self.model.lsn})")["dataset"]
+        SEEN[f"crash in commit: acknowledged={acknowledged} found={bool(found)}"] += 1
         if acknowledged or found:
             assert [r[0] for r in found] == [self.model.lsn + 1] * count, (found, answers)
             assert [r[1] for r in found] == list(range(count))
@@ -453,6 +458,7 @@ class ChangesMachine(RuleBasedStateMachine):
     def gone(self, reader: Reader, answer: requests.Response) -> None:
         """A 410: the reader lagged behind the log kept; it goes on from `gone_before`."""
         body = answer.json()
+        SEEN[f"410 {reader.kind}"] += 1
         assert isinstance(body.get("error"), str) and body["error"], body
         gone_before = body["gone_before"]
         assert isinstance(gone_before, int), body
@@ -506,7 +512,7 @@ class ChangesMachine(RuleBasedStateMachine):
             return self.gone(reader, answer)
         assert answer.status_code == 200, answer.text
         assert answer.headers["Content-Type"].startswith("text/event-stream")
-        events = parse_sse(answer.text)
+        events = parse_sse(answer.content.decode("utf-8"))  # event streams are UTF-8
         assert events and events[-1]["event"] == "position", events
         changes_events = events[:-1]
         assert all(e["event"] == "change" for e in changes_events), events
@@ -617,9 +623,11 @@ def box(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Box]:
 def test_change_stream_model(box: Box) -> None:
     """About 40 s: a few dozen random histories, a handful of restarts and crashes."""
     run_machine(box, examples=12, steps=25)
+    print(dict(SEEN))
     assert box.restarts > 0
 
 
 @pytest.mark.long
 def test_change_stream_model_long(box: Box) -> None:
     run_machine(box, examples=150, steps=60)
+    print(dict(SEEN))

@@ -45,12 +45,11 @@ PAGE_HTTP = 10_000
 
 
 def memory(start: bool = False) -> str:
-    """The reader's RSS; at the start of a read the peak (VmHWM) starts anew."""
+    """The reader's RSS; at the start of a read the peak starts anew."""
     if start:
         harness.reset_peak_rss()
-    current, recent, peak = harness.rss_mb()
-    return (f"RSS {current:,.0f} MB, peak during this read {recent:,.0f} MB"
-            f" (getrusage ru_maxrss, whole life: {peak:,.0f} MB)")
+    current, peak = harness.rss_mb()
+    return f"RSS {current:,.0f} MB, peak since the read began {peak:,.0f} MB (ru_maxrss)"
 
 
 def write_refimpl(folder: Path, rows: int, txn_rows: int) -> tuple[int, float]:

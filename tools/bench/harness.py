@@ -107,26 +107,22 @@ def ratio_line(label: str, value: float, target: str, met: bool) -> str:
     return f"{label:58} {value:10.2f}   target {target:14} {'MET' if met else 'MISSED'}"
 
 
-def rss_mb() -> tuple[float, float, float]:
-    """This process's RSS in MB: current (/proc/self/statm), peak since `reset_peak_rss`
-    (VmHWM), and peak of the process's life (resource.getrusage ru_maxrss)."""
+def rss_mb() -> tuple[float, float]:
+    """This process's RSS in MB: current (/proc/self/statm) and peak (resource.getrusage
+    ru_maxrss; Linux starts it anew at `reset_peak_rss`)."""
     import resource
 
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    current = recent = float("nan")
     try:
         pages = int(Path("/proc/self/statm").read_text().split()[1])
         current = pages * os.sysconf("SC_PAGE_SIZE") / (1024 * 1024)
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                recent = int(line.split()[1]) / 1024
     except (OSError, ValueError, IndexError):
-        pass
-    return current, recent, peak
+        current = float("nan")
+    return current, peak
 
 
 def reset_peak_rss() -> None:
-    """Start VmHWM anew at the current RSS (Linux: 5 to /proc/self/clear_refs)."""
+    """Start the peak RSS (VmHWM, ru_maxrss) anew at the current RSS: 5 to clear_refs."""
     try:
         Path("/proc/self/clear_refs").write_text("5")
     except OSError:

@@ -10,7 +10,8 @@ refimpl is a `refimpl serve` process answering POST /exec (text/plain SQL, keep-
 synchronous_commit on, one psycopg connection per client (autocommit), the same SQL text.
 The load generator runs in its own processes (clients spread over up to --procs processes,
 one thread per client). Each phase runs --seconds after a short warm-up and reports
-requests/s, p50 and p99; the table shows both systems side by side and their ratio.
+requests/s, p50 and p99; the table shows both systems side by side and their ratio, and the
+refimpl server process's CPU time (utime+stime, /proc) per request.
 
 Targets: 16-client INSERT throughput >= 0.3x PostgreSQL's; point SELECT p99 < 10 ms with
 16 clients.
@@ -117,17 +118,26 @@ def run_phase(target: dict[str, Any], op: str, clients: int, procs: int, seconds
               id_base: int) -> dict[str, float]:
     groups = [list(range(p, clients, procs)) for p in range(min(procs, clients))]
     context = multiprocessing.get_context("fork")
+    pid = target.get("pid")
+    cpu = float("nan")
     with context.Pool(len(groups)) as pool:
         start_at = time.monotonic() + 1.0  # every process started and connected
         stop_at = start_at + WARMUP + seconds
-        results = pool.starmap(
+        pending = pool.starmap_async(
             _process, [(target, op, g, id_base, start_at, stop_at) for g in groups]
         )
+        if pid is not None:
+            time.sleep(max(0.0, start_at + WARMUP - time.monotonic()))
+            cpu = harness.cpu_seconds(pid)
+            time.sleep(max(0.0, stop_at - time.monotonic()))
+            cpu = harness.cpu_seconds(pid) - cpu
+        results = pending.get()
     samples = [s for r, _ in results for s in r]
     errors = sum(e for _, e in results)
     figures = harness.summary([s * 1000 for s in samples])
     figures["rate"] = len(samples) / seconds
     figures["errors"] = errors
+    figures["cpu_ms"] = cpu / len(samples) * 1000 if samples else float("nan")
     return figures
 
 
@@ -142,7 +152,7 @@ def prepare_refimpl(server: harness.RefimplServer) -> dict[str, Any]:
     server.sql("CREATE TABLE t (id BIGINT PRIMARY KEY, v DOUBLE, s STRING)")
     server.sql("CREATE TABLE w (id BIGINT PRIMARY KEY, v DOUBLE, s STRING)")
     server.import_csv("t", csv_rows(ROWS))
-    return {"kind": "refimpl", "url": server.url, "token": server.token}
+    return {"kind": "refimpl", "url": server.url, "token": server.token, "pid": server.pid}
 
 
 def prepare_postgres(pg: harness.Postgres) -> dict[str, Any]:
@@ -205,10 +215,11 @@ def main() -> None:
     for op, clients in PHASES:
         a, b = ours[(op, clients)], theirs[(op, clients)]
         rows.append((f"{op} x{clients}", a["rate"], b["rate"], a["rate"] / b["rate"],
-                     a["p50"], b["p50"], a["p99"], b["p99"], f"{a['errors']}/{b['errors']}"))
+                     a["p50"], b["p50"], a["p99"], b["p99"], a["cpu_ms"],
+                     f"{a['errors']}/{b['errors']}"))
     harness.print_table(
         ("workload", "refimpl/s", "pg/s", "ratio", "p50 ms", "pg p50", "p99 ms", "pg p99",
-         "errors"),
+         "CPU ms/req", "errors"),
         rows,
         title=f"HTTP /exec (refimpl, {args.threads} server threads) vs psycopg (PostgreSQL,"
               f" fsync on), {seconds:g} s per phase",
