@@ -241,14 +241,23 @@ class Database:
             total -= segment.size
             through = segment.last_lsn
         if through:
-            self.log.remove_through(through)
+            # The bytes removed were counted in `_bytes_at_checkpoint`: without taking them
+            # off, "written since the checkpoint" falls short by every trim so far and each
+            # checkpoint comes one segment later than the one before.
+            self._bytes_at_checkpoint -= self.log.remove_through(through)
 
     def _maybe_checkpoint(self) -> None:
+        archive = int(self.settings["wal_archive"])
+        segment = self.options.segment_size_for(archive)
+        # Recovery sizes segments by the latest checkpoint's setting; a WAL_ARCHIVE replayed
+        # from the log after it takes effect here, with the first commit.
+        if self.log.segment_bytes != segment:
+            self.log.segment_bytes = segment
         written = self.log.total_bytes - self._bytes_at_checkpoint
-        over_archive = self.log.total_bytes > int(self.settings["wal_archive"])
+        over_archive = self.log.total_bytes > archive
         if written < self.options.checkpoint_bytes and not over_archive:
             return
-        if written < self.options.segment_size_for(int(self.settings["wal_archive"])):
+        if written < segment:
             return
         thread = self._checkpoint_thread
         if thread is not None and thread.is_alive():

@@ -257,7 +257,8 @@ def main() -> None:
     for readers in (1, 100):
         for system in ("refimpl", "pg"):
             f = results[(system, readers)]
-            rows.append((f"{system}, {readers} reader(s)", f["n"], f["expected"], f["p50"],
+            name = "refimpl /api/changes" if system == "refimpl" else "PostgreSQL NOTIFY"
+            rows.append((f"{name}, {readers} reader(s)", f["n"], f["expected"], f["p50"],
                          f["p99"], f["max"]))
     harness.print_table(
         ("workload", "events", "expected", "p50 ms", "p99 ms", "max ms"), rows,

@@ -49,6 +49,19 @@ import requests  # noqa: E402
 
 REPO = _HERE.parent.parent
 LOOPBACK = "127.0.0.1"
+_MAIN_PID = os.getpid()
+
+
+def _terminated(signum: int, frame: Any) -> None:
+    # SIGTERM (a `timeout`, a CI stop): unwind, so that the servers and clusters started in
+    # `with` blocks are stopped and their folders deleted. Forked children just end.
+    if os.getpid() != _MAIN_PID:
+        os._exit(128 + signum)
+    raise SystemExit(128 + signum)
+
+
+if threading.current_thread() is threading.main_thread():
+    signal.signal(signal.SIGTERM, _terminated)
 
 
 # --- figures --------------------------------------------------------------------------------
