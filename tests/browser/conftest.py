@@ -209,6 +209,12 @@ class Browser:
             self.process.wait(10)
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "browser: headless Chromium tests (short: they run by default)"
+    )
+
+
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Browser]:
     binary = find_chromium()

@@ -497,7 +497,9 @@ class ChangesMachine(RuleBasedStateMachine):
         body = answer.json()
         assert body["table"] == "t"
         assert body["durable_lsn"] == self.model.lsn
-        assert body["oldest_lsn"] <= reader.pos + 1
+        # oldest_lsn is "kept now": a checkpoint trimming the log while the read ran may
+        # have moved it past `from`; the changes read are whole all the same (checked below).
+        assert body["oldest_lsn"] <= body["durable_lsn"] + 1
         changes = [observed(c) for c in body["changes"]]
         self.check_batch(reader, changes, body["next"], body["more"], limit)
 
@@ -621,8 +623,8 @@ def box(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Box]:
 
 
 def test_change_stream_model(box: Box) -> None:
-    """About 40 s: a few dozen random histories, a handful of restarts and crashes."""
-    run_machine(box, examples=12, steps=25)
+    """About 30 s: a few dozen random histories, each with a stop or a crash at most."""
+    run_machine(box, examples=30, steps=40)
     print(dict(SEEN))
     assert box.restarts > 0
 

@@ -65,8 +65,8 @@ def test_each_role_against_each_route(server: Server, db: str, people: dict, rol
     imported = call("POST", "/imp", params={**p, "table": "t"}, data=b"id,v\n3,3.0\n")
     assert imported == expect(role, WRITERS, 200)
     written = call("POST", "/write", params=p, data=b"t id=4i,v=4.0\n")
-    # The table has no `timestamp` column: adding it needs ADMIN, so writers stop there.
-    assert written == expect(role, ADMINS, 204)
+    # WRITE may grow the schema through /write (here: the `timestamp` column it adds).
+    assert written == expect(role, WRITERS, 204)
     ddl = call("POST", "/exec", params=p, data=b"CREATE TABLE u (id INT)")
     assert ddl == expect(role, ADMINS, 200)
     assert call("GET", "/api/stats", params=p) == expect(role, ALL, 200)
@@ -76,17 +76,23 @@ def test_each_role_against_each_route(server: Server, db: str, people: dict, rol
     assert users == expect(role, ADMINS, 200)
 
 
-def test_writer_appends_to_existing_line_protocol_tables(server: Server, db: str, people):
-    server.post("/write", params={"db": db}, data=b"m,host=a cpu=1.5\n")
-    response = server.post(
-        "/write", params={"db": db}, data=b"m,host=b cpu=2.5\n", token=people["writer"]
+def test_writer_grows_line_protocol_tables(server: Server, db: str, people):
+    created = server.post(
+        "/write", params={"db": db}, data=b"m,host=a cpu=1.5\n", token=people["writer"]
     )
-    assert response.status_code == 204, response.text
-    denied = server.post(
+    assert created.status_code == 204, created.text
+    grown = server.post(
         "/write", params={"db": db}, data=b"m,host=b cpu=2.5,new=1\n", token=people["writer"]
     )
-    assert denied.status_code == 403 and "ADMIN" in denied.json()["error"]
-    assert server.rows("SELECT count(*) FROM m", db) == [[2]]
+    assert grown.status_code == 204, grown.text
+    assert server.rows("SELECT count(*), max(new) FROM m", db) == [[2, 1.0]]
+    refused = server.post(
+        "/write", params={"db": db}, data=b"m,host=c cpu=3.5\n", token=people["reader"]
+    )
+    assert refused.status_code == 403 and "WRITE" in refused.json()["error"]
+    ddl = server.post("/exec", params={"db": db}, data=b"CREATE TABLE x (id INT)",
+                      token=people["writer"])
+    assert ddl.status_code == 403 and "ADMIN" in ddl.json()["error"]
 
 
 def test_revoked_select_beats_database_read(server: Server, db: str, people):
