@@ -156,6 +156,12 @@ class AccessControl:
         self._tokens = {t["id"]: t for t in data.get("tokens", [])}
         self._roles = list(data.get("roles", []))
         self._tables = list(data.get("tables", []))
+        # Browser sessions are kept too: an EventSource reconnecting after a restart of the
+        # server must still be let in by its cookie.
+        self._sessions = {
+            entry["id_hash"]: _Session(entry["token_hash"], entry["user"], entry["expires_at"])
+            for entry in data.get("sessions", [])
+        }
 
     def _save(self) -> None:
         data = {
@@ -164,6 +170,15 @@ class AccessControl:
             "tokens": list(self._tokens.values()),
             "roles": self._roles,
             "tables": self._tables,
+            "sessions": [
+                {
+                    "id_hash": id_hash,
+                    "token_hash": session.token_hash,
+                    "user": session.user_key,
+                    "expires_at": session.expires_at,
+                }
+                for id_hash, session in self._sessions.items()
+            ],
         }
         text = json.dumps(data, indent=1, sort_keys=True)
         folder = self._file.parent
@@ -279,14 +294,15 @@ class AccessControl:
             if record.get("expires_at") is not None:
                 expires = min(expires, record["expires_at"])
             session_id = secrets.token_urlsafe(32)
-            self._sessions[session_id] = _Session(record["hash"], _key(record["user"]), expires)
+            session = _Session(record["hash"], _key(record["user"]), expires)
+            self._sessions[_hash(session_id)] = session  # only a hash is kept, as for tokens
+            self._save()
             return session_id, expires
 
     def principal_for_session(self, session_id: str) -> Principal:
         with self._lock:
-            session = self._sessions.get(session_id)
+            session = self._sessions.get(_hash(session_id))
             if session is None or session.expires_at <= self._clock():
-                self._sessions.pop(session_id, None)
                 raise Unauthorized(
                     "the session has ended or is unknown; sign in again with a token"
                 )
@@ -294,7 +310,8 @@ class AccessControl:
 
     def close_session(self, session_id: str) -> None:
         with self._lock:
-            self._sessions.pop(session_id, None)
+            if self._sessions.pop(_hash(session_id), None) is not None:
+                self._save()
 
     def _sweep_sessions(self) -> None:
         # Called when a session opens, so that abandoned sessions cost bounded memory.

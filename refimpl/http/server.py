@@ -1,34 +1,162 @@
 """Serving: a Werkzeug server with a bounded pool of worker threads and a graceful stop.
 
 Werkzeug's `threaded=True` starts one thread per connection without limit, so a burst of
-clients could start thousands of threads. Here the accepting thread hands each connection to
-a fixed pool; when every worker is busy and the small queue is full, it stops accepting and
-further clients wait in the kernel's listen backlog instead of costing memory.
+clients could start thousands of threads. Here the accepting thread hands each request to a
+fixed pool of workers.
 
-Werkzeug closes every connection after one answer (no keep-alive), so a worker is tied up
-for exactly one request; a socket timeout stops a client that sends nothing from holding one.
+Connections are kept alive (HTTP/1.1) without tying up a worker: a worker answers one
+request, then parks the connection in a selector; when the client sends its next request, a
+free worker takes it up. So a thousand idle keep-alive clients cost file descriptors, not
+threads, and a request never pays for a new TCP connection. Werkzeug's own request runner
+closes every connection and waits 10 ms after each answer for stray request bytes; ours
+reads exactly the body the request declared instead.
 """
 
 from __future__ import annotations
 
 import logging
+import selectors
 import signal
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
+from email.utils import formatdate
 from types import FrameType
 from typing import Any
 
 from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler
+from werkzeug.wsgi import LimitedStream
 
 log = logging.getLogger("refimpl.http")
 
-CONNECTION_TIMEOUT_SECONDS = 60.0
+CONNECTION_TIMEOUT_SECONDS = 60.0  # a started request must arrive within this
+IDLE_SECONDS = 60.0  # a parked keep-alive connection is closed after this long unused
+DRAIN_LIMIT = 1024 * 1024  # unread request body a kept-alive connection may skip
 
 
 class RequestHandler(WSGIRequestHandler):
-    # A client that stops sending (or reading) for this long loses its connection.
+    """One connection, answered one request at a time by whichever worker is free."""
+
+    protocol_version = "HTTP/1.1"
     timeout = CONNECTION_TIMEOUT_SECONDS
+
+    def __init__(self, request: Any, client_address: Any, server: Any) -> None:
+        # socketserver's handler serves a whole connection inside its constructor; this one
+        # only sets up, and `serve_one` answers each request as it comes.
+        self.request = request
+        self.client_address = client_address
+        self.server = server
+        self.setup()
+        self.last_used = time.monotonic()
+
+    def serve_one(self) -> bool:
+        """Answer one request; True when the connection stays open for another."""
+        try:
+            self.handle_one_request()
+        except (ConnectionError, TimeoutError, OSError):
+            return False
+        self.last_used = time.monotonic()
+        return not self.close_connection
+
+    def has_buffered_request(self) -> bool:
+        """True when the next request already sits in our read buffer (pipelining)."""
+        self.connection.settimeout(0.0)
+        try:
+            return bool(self.rfile.peek(1))
+        except (BlockingIOError, OSError):
+            return False
+        finally:
+            self.connection.settimeout(self.timeout)
+
+    def close(self) -> None:
+        try:
+            self.finish()
+        except OSError:
+            pass
+        self.server.shutdown_request(self.connection)
+
+    def run_wsgi(self) -> None:
+        if self.headers.get("Expect", "").lower().strip() == "100-continue":
+            self.wfile.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+        environ = self.make_environ()
+        body: LimitedStream | None = None
+        if environ.get("wsgi.input_terminated"):
+            self.close_connection = True  # a chunked body: where it ends is the app's business
+        else:
+            body = LimitedStream(self.rfile, int(environ.get("CONTENT_LENGTH") or 0))
+            environ["wsgi.input"] = body
+        answer: list[Any] = []
+
+        def start_response(status: str, headers: list[tuple[str, str]], exc_info: Any = None):
+            answer[:] = [status, headers]
+            return self._refuse_write
+
+        result = self.server.app(environ, start_response)
+        try:
+            self._send(answer[0], answer[1], result)
+        finally:
+            close = getattr(result, "close", None)
+            if close is not None:
+                close()
+        if body is not None and not body.is_exhausted:
+            if body.limit - body._pos > DRAIN_LIMIT:
+                self.close_connection = True
+            else:
+                body.exhaust()  # the next request starts after this one's body
+
+    @staticmethod
+    def _refuse_write(data: bytes) -> None:
+        raise RuntimeError("the WSGI write() callable is not supported; return the body")
+
+    def _send(self, status: str, headers: list[tuple[str, str]], body: Iterable[bytes]) -> None:
+        names = {name.lower() for name, _ in headers}
+        code = int(status.split(" ", 1)[0])
+        bodyless = self.command == "HEAD" or code in (204, 304) or code < 200
+        chunked = False
+        if "content-length" not in names and not bodyless:
+            if self.request_version == "HTTP/1.1":
+                chunked = True
+            else:
+                self.close_connection = True
+        if self.request_version != "HTTP/1.1":
+            self.close_connection = True
+        lines = [f"HTTP/1.1 {status}"]
+        lines += [f"{name}: {value}" for name, value in headers]
+        lines.append(f"Date: {formatdate(usegmt=True)}")
+        if chunked:
+            lines.append("Transfer-Encoding: chunked")
+        lines.append(f"Connection: {'close' if self.close_connection else 'keep-alive'}")
+        head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+        if bodyless:
+            self.wfile.write(head)
+            return
+        pending = [head]
+        for chunk in body:
+            if not chunk:
+                continue
+            pending.append(b"%x\r\n%s\r\n" % (len(chunk), chunk) if chunked else chunk)
+            if sum(len(p) for p in pending) > 65536:
+                self.wfile.write(b"".join(pending))
+                pending = []
+        if chunked:
+            pending.append(b"0\r\n\r\n")
+        self.wfile.write(b"".join(pending))  # small answers go out in one write
+
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None):
+        # Malformed request lines and headers: a JSON error like every other, never HTML.
+        text = (message or "the request could not be read").replace('"', "'")
+        data = ('{"error": "' + text + '"}').encode("utf-8", "replace")
+        self.close_connection = True
+        head = (
+            f"HTTP/1.1 {code} {self.responses.get(code, ('Error',))[0]}\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {len(data)}\r\n"
+            "Connection: close\r\n\r\n"
+        ).encode("latin-1")
+        try:
+            self.wfile.write(head + data)
+        except OSError:
+            pass
 
     def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
         # No access log: the CPU bounds this server, and query strings may hold data.
@@ -36,7 +164,7 @@ class RequestHandler(WSGIRequestHandler):
 
 
 class PooledWSGIServer(BaseWSGIServer):
-    """A `BaseWSGIServer` whose connections are answered by `threads` worker threads."""
+    """A `BaseWSGIServer` whose requests are answered by `threads` worker threads."""
 
     multithread = True  # tells Werkzeug (and WSGI apps) that requests run concurrently
     daemon_threads = False
@@ -45,27 +173,79 @@ class PooledWSGIServer(BaseWSGIServer):
         super().__init__(host, port, app, handler=RequestHandler)
         self.threads = threads
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="kdb-http")
-        # Connections accepted but not yet started: a few per worker, then accepting waits.
+        # Requests accepted but not yet started: a few per worker, then accepting waits.
         self._slots = threading.BoundedSemaphore(
             threads + (queue if queue is not None else threads)
         )
+        self._parked = selectors.DefaultSelector()
+        self._parked_lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._poller = threading.Thread(target=self._poll, name="kdb-keepalive", daemon=True)
+        self._poller.start()
 
     def process_request(self, request: Any, client_address: Any) -> None:
+        try:
+            handler = RequestHandler(request, client_address, self)
+        except OSError:
+            self.shutdown_request(request)
+            return
+        self._submit(handler)
+
+    def _submit(self, handler: RequestHandler) -> None:
         self._slots.acquire()
         try:
-            self._pool.submit(self._answer, request, client_address)
+            self._pool.submit(self._answer, handler)
         except RuntimeError:  # the pool is shut down: we are stopping
             self._slots.release()
-            self.shutdown_request(request)
+            handler.close()
 
-    def _answer(self, request: Any, client_address: Any) -> None:
+    def _answer(self, handler: RequestHandler) -> None:
+        keep = False
         try:
-            self.finish_request(request, client_address)
+            keep = handler.serve_one()
+            while keep and handler.has_buffered_request() and not self._stopping.is_set():
+                keep = handler.serve_one()
         except Exception:
-            self.handle_error(request, client_address)
+            self.handle_error(handler.connection, handler.client_address)
+            keep = False
         finally:
-            self.shutdown_request(request)
             self._slots.release()
+        if keep and not self._stopping.is_set():
+            with self._parked_lock:
+                self._parked.register(handler.connection, selectors.EVENT_READ, handler)
+        else:
+            handler.close()
+
+    def _poll(self) -> None:
+        """Hand parked connections whose client spoke again to the pool; close idle ones."""
+        while not self._stopping.is_set():
+            # epoll reports connections parked while it waits, so no wake-up is needed.
+            events = self._parked.select(timeout=0.5)
+            for key, _ in events:
+                handler: RequestHandler = key.data
+                with self._parked_lock:
+                    self._parked.unregister(key.fileobj)
+                self._submit(handler)
+            self._close_idle()
+        with self._parked_lock:
+            handlers = [key.data for key in self._parked.get_map().values()]
+            for handler in handlers:
+                self._parked.unregister(handler.connection)
+        for handler in handlers:
+            handler.close()
+
+    def _close_idle(self) -> None:
+        now = time.monotonic()
+        with self._parked_lock:
+            idle = [
+                key.data
+                for key in self._parked.get_map().values()
+                if now - key.data.last_used > IDLE_SECONDS
+            ]
+            for handler in idle:
+                self._parked.unregister(handler.connection)
+        for handler in idle:
+            handler.close()
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         # The app answers its own errors; what arrives here is a broken connection or a bug
@@ -73,8 +253,10 @@ class PooledWSGIServer(BaseWSGIServer):
         log.warning("connection from %s ended with an error", client_address, exc_info=True)
 
     def drain(self) -> None:
-        """Wait until every accepted connection has been answered."""
+        """Wait until every accepted request has been answered; close kept-alive ones."""
+        self._stopping.set()
         self._pool.shutdown(wait=True)
+        self._poller.join(timeout=5)
 
 
 def serve(
