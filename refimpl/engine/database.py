@@ -24,7 +24,7 @@ from refimpl.engine.options import EngineOptions
 from refimpl.engine.records import Entry, Record
 from refimpl.engine.result_cache import ResultCache
 from refimpl.engine.revisions import Revisions, new_boot_id
-from refimpl.engine.signals import CommitSignal, WakeBoard
+from refimpl.engine.signals import CommitSignal, SharedLock, WakeBoard
 from refimpl.engine.table import Table
 from refimpl.engine.transaction import Transaction
 from refimpl.engine.wal import WriteAheadLog
@@ -50,7 +50,7 @@ class Database:
         self.tables: dict[str, Table] = {}
         self.settings: dict[str, Any] = {"wal_archive": options.wal_archive_bytes}
         self.write_lock = threading.Lock()
-        self.state_lock = threading.RLock()
+        self.state_lock = SharedLock()
         self.applied_lsn = 0
         self.checkpoint_lsn = 0
         self.recovery_messages: list[str] = []
@@ -163,7 +163,7 @@ class Database:
             return None
         committed_at = time.time_ns() // 1000
         lsn = self.log.append(records.encode(committed_at, entries))
-        with self.state_lock:
+        with self.state_lock.exclusive():
             txn.install(self.tables)
             # After the install, never before: a reader that saw the old revision must not
             # have read the new rows under it (the result cache depends on that order).
