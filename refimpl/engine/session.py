@@ -17,6 +17,7 @@ from refimpl.engine.result import Result
 from refimpl.engine.transaction import Transaction
 from refimpl.errors import Forbidden, KdbError, ParameterError, SqlError, Unauthorized
 from refimpl.sql.parser import parse_cached
+from refimpl.sql.templates import templated
 
 if TYPE_CHECKING:
     from refimpl.engine.database import Database
@@ -39,7 +40,11 @@ class Session:
         several fails, its error carries `statement_index` i (1-based); an open transaction
         is rolled back and the statements before it that committed on their own stay.
         """
-        script = parse_cached(sql)
+        shared = templated(sql) if not params else None
+        if shared is not None:
+            script, params = shared.script, shared.params
+        else:
+            script = parse_cached(sql)
         if not script.statements:
             raise SqlError("the query is empty; send a SQL statement")
         if script.param_count != len(params):

@@ -1,0 +1,108 @@
+"""Statements that differ only in their constants share one parse.
+
+Clients of /exec send `INSERT INTO t VALUES (1, 'a')`, then `(2, 'b')`, and point SELECTs
+with a new key each time: text the parse cache never saw. `templated(text)` replaces the
+constants where a `?` means exactly the same thing (the values of an INSERT ... VALUES, and
+the WHERE clause of SELECT, UPDATE and DELETE up to an ORDER BY, GROUP BY or HAVING, where a
+number could be a column position) by `?`, parses that template once, and returns the
+constants as parameters. Anything else, or a template that does not parse, is parsed as
+written, so errors keep their positions.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from refimpl.sql import ast
+from refimpl.sql.parser import parse_cached
+
+_TOKEN = re.compile(
+    r"""(?P<string>'(?:[^']|'')*')"""
+    r"""|(?P<quoted>"(?:[^"]|"")*")"""
+    r"""|(?P<number>(?<![\w.])(?:\d+\.\d*|\.\d+|\d+)(?:[eE][+-]?\d+)?(?![\w.]))"""
+    r"""|(?P<word>[A-Za-z_][A-Za-z0-9_]*)"""
+    r"""|(?P<comment>--|/\*)"""
+    r"""|(?P<other>[;?])""",
+)
+_STOP_WORDS = frozenset({"ORDER", "GROUP", "HAVING"})
+
+
+@dataclass(frozen=True, slots=True)
+class Templated:
+    script: ast.ParsedScript
+    params: tuple[Any, ...]
+
+
+def templated(text: str) -> Templated | None:
+    """The shared parse of `text` and its constants, or None when it is not templatable."""
+    plan = _plan(text)
+    if plan is None:
+        return None
+    template, values = plan
+    try:
+        shared = parse_cached(template)
+    except Exception:  # noqa: BLE001 - the text as written gets the real error and position
+        return None
+    if len(shared.statements) != 1 or shared.param_count != len(values):
+        return None
+    return Templated(ast.ParsedScript(shared.statements, shared.param_count, (text.strip(),)),
+                     values)
+
+
+def _plan(text: str) -> tuple[str, tuple[Any, ...]] | None:
+    tokens = list(_TOKEN.finditer(text))
+    words = [m.group("word").upper() for m in tokens if m.lastgroup == "word"]
+    if not words or any(m.lastgroup in ("comment", "other") for m in tokens):
+        return None  # several statements, comments or ? of the caller's own: as written
+    first = words[0]
+    if first == "INSERT":
+        if "VALUES" not in words or "SELECT" in words:
+            return None
+        start_word = "VALUES"
+    elif first in ("SELECT", "UPDATE", "DELETE"):
+        if "WHERE" not in words:
+            return None
+        start_word = "WHERE"
+    else:
+        return None
+    return _replace(text, tokens, start_word)
+
+
+@functools.lru_cache(maxsize=4096)
+def _unquote(literal: str) -> str:
+    return literal[1:-1].replace("''", "'")
+
+
+def _replace(text: str, tokens: list[re.Match[str]], start_word: str) -> tuple[str, tuple]:
+    parts: list[str] = []
+    values: list[Any] = []
+    position = 0
+    active = False
+    for match in tokens:
+        kind = match.lastgroup
+        if kind == "word":
+            upper = match.group().upper()
+            if upper == start_word:
+                active = True
+            elif upper in _STOP_WORDS:
+                active = False
+            continue
+        if not active or kind not in ("string", "number"):
+            continue
+        literal = match.group()
+        if kind == "string":
+            values.append(_unquote(literal))
+        elif any(c in literal for c in ".eE"):
+            values.append(float(literal))
+        else:
+            values.append(int(literal))
+        parts.append(text[position : match.start()])
+        parts.append("?")
+        position = match.end()
+    if not values:
+        return text, ()
+    parts.append(text[position:])
+    return "".join(parts), tuple(values)
