@@ -36,21 +36,16 @@ _META_NAMES = frozenset(c.name for c in META_COLUMNS)
 _key_encoder = msgspec.msgpack.Encoder()
 
 
-@dataclass(frozen=True, slots=True)
-class Change:
-    """One row of the stream. `row` maps the table's current column names to values."""
-
-    lsn: int
-    seq: int
-    committed_at: int
-    op: str  # upsert, delete or ddl
-    key: str | None
-    row: dict[str, Any] | None
+# A change is a tuple: (lsn, seq, committed_at, op, key, *the row on the table's columns);
+# the row's values are NULL for a delete or a ddl. The SQL source yields these tuples as
+# they are, and the HTTP route turns them into JSON objects.
+Change = tuple[Any, ...]
+OP, KEY, ROW = 3, 4, 5  # where op, key and the row's first value stand in a change
 
 
 @dataclass(slots=True)
 class ChangeBatch:
-    changes: list[Change]
+    changes: list[Change]  # see Change
     next_lsn: int  # where to read on: the last LSN fully read (or the position asked for)
     more: bool  # more is ready now
 
@@ -109,35 +104,36 @@ def read_changes(
 
 def _changes_of(record: records.Record, table_key: str, names: tuple[str, ...]) -> Iterator[Change]:
     seq = 0
+    lsn, committed_at = record.lsn, record.committed_at
+    empty = (None,) * len(names)
     for entry in record.entries:
         if entry.table is None or entry.table.lower() != table_key:
             continue
         if entry.kind == records.UPSERT:
             columns, rows, _rowids = entry.payload
+            shape = _shape(columns, names)
             for row in rows:
-                mapped = dict(zip(columns, row, strict=True))
-                yield Change(
-                    record.lsn, seq, record.committed_at, "upsert", None,
-                    _current_row(mapped, names),
-                )
+                yield (lsn, seq, committed_at, "upsert", None, *(shape(row) if shape else row))
                 seq += 1
         elif entry.kind == records.DELETE:
             for part, ident in entry.payload[0]:
-                yield Change(
-                    record.lsn, seq, record.committed_at, "delete", delete_key(part, ident), None
-                )
+                yield (lsn, seq, committed_at, "delete", delete_key(part, ident), *empty)
                 seq += 1
         elif entry.kind == records.DDL:
-            yield Change(record.lsn, seq, record.committed_at, "ddl", entry.payload[0], None)
+            yield (lsn, seq, committed_at, "ddl", entry.payload[0], *empty)
             seq += 1
 
 
-def _current_row(logged: dict[str, Any], names: tuple[str, ...]) -> dict[str, Any]:
-    """A logged row on the table's current columns; columns it did not have are NULL."""
-    if len(logged) == len(names) and all(n in logged for n in names):
-        return {n: logged[n] for n in names}
-    lowered = {k.lower(): v for k, v in logged.items()}
-    return {n: lowered.get(n.lower()) for n in names}
+def _shape(logged: list[str], names: tuple[str, ...]):  # noqa: ANN202 - None or a mapper
+    """How to put a row logged with `logged` columns onto the current ones (None: as is).
+
+    Columns the row did not have (added later) are NULL; dropped ones are left out.
+    """
+    if len(logged) == len(names) and all(a == b for a, b in zip(logged, names, strict=True)):
+        return None
+    where = {name.lower(): index for index, name in enumerate(logged)}
+    positions = [where.get(name.lower()) for name in names]
+    return lambda row: tuple(None if p is None else row[p] for p in positions)
 
 
 # -- SELECT ... FROM changes('t' [, after_lsn [, max_rows]]) ------------------------------
@@ -193,13 +189,7 @@ class ChangesSource:
             self._database, self._table, self.table_schema, self._after, self._max_rows,
             stop_inside=self._limit,
         )
-        names = self.table_schema.column_names
-        for change in batch.changes:
-            head = (change.lsn, change.seq, change.committed_at, change.op, change.key)
-            if change.row is None:
-                yield (*head, *([None] * len(names)))
-            else:
-                yield (*head, *(change.row[n] for n in names))
+        return iter(batch.changes)
 
 
 def _whole(value: Any, what: str) -> int | None:

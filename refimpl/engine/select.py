@@ -7,6 +7,7 @@ partition column prune partitions. The whole WHERE is still applied to what is r
 
 from __future__ import annotations
 
+import operator
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -209,10 +210,14 @@ def _plain(
     if not select.order_by:
         rows: list[tuple] = []
         wanted = None if limit is None or select.distinct else offset + limit
-        for row in input_rows:
-            rows.append(tuple(fn(row) for fn in fns))
-            if wanted is not None and len(rows) >= wanted:
-                break
+        project = _projection(items, scope)
+        if project is not None and wanted is None:
+            rows = [project(row) for row in input_rows]  # plain columns: no per-cell calls
+        else:
+            for row in input_rows:
+                rows.append(tuple(fn(row) for fn in fns))
+                if wanted is not None and len(rows) >= wanted:
+                    break
         if select.distinct:
             rows = _distinct(rows)
         rows = rows[offset:] if offset else rows
@@ -242,6 +247,19 @@ def _plain(
         rows = _distinct(rows)
     rows = rows[offset:] if offset else rows
     return output_columns, rows if limit is None else rows[:limit]
+
+
+def _projection(items: list[ast.SelectItem], scope: Scope) -> Callable[[Any], tuple] | None:
+    """A fast row -> tuple when every item is a plain column (SELECT *, SELECT a, b)."""
+    if not all(isinstance(item.expr, ast.ColumnRef) for item in items):
+        return None
+    indices = [scope.resolve(item.expr).index for item in items]  # type: ignore[arg-type]
+    if indices == list(range(len(scope.columns))):
+        return tuple
+    if len(indices) == 1:
+        only = indices[0]
+        return lambda row: (row[only],)
+    return operator.itemgetter(*indices)
 
 
 def _output_index(expr: ast.Expr, items: list[ast.SelectItem], names: list[str]) -> int | None:

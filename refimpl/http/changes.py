@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from werkzeug.wrappers import Response
 
 from refimpl.engine import values
-from refimpl.engine.changes import Change, ChangeBatch, read_changes
+from refimpl.engine.changes import KEY, OP, ROW, Change, ChangeBatch, read_changes
 from refimpl.engine.result import Column
 from refimpl.errors import BadRequest, NotFound
 from refimpl.http.encode import encode_json
@@ -85,28 +85,30 @@ class SharedAnswers:
         return body
 
 
-def change_body(change: Change, types: dict[str, str]) -> dict[str, Any]:
+def change_body(change: Change, names: tuple[str, ...], types: dict[str, str]) -> dict:
+    """A change as the JSON object of the stream: `row` only for an upsert."""
     row = None
-    if change.row is not None:
-        row = {name: values.to_json(value, types[name]) for name, value in change.row.items()}
+    if change[OP] == "upsert":
+        cells = zip(names, change[ROW:], strict=True)
+        row = {name: values.to_json(value, types[name]) for name, value in cells}
     return {
-        "lsn": change.lsn,
-        "seq": change.seq,
-        "committed_at": values.format_timestamp(change.committed_at),
-        "op": change.op,
-        "key": change.key,
+        "lsn": change[0],
+        "seq": change[1],
+        "committed_at": values.format_timestamp(change[2]),
+        "op": change[OP],
+        "key": change[KEY],
         "row": row,
     }
 
 
-def encode_sse(batch: ChangeBatch, types: dict[str, str]) -> bytes:
+def encode_sse(batch: ChangeBatch, names: tuple[str, ...], types: dict[str, str]) -> bytes:
     """Events: `change` per row (`id` on a transaction's last row), then `position`."""
     parts = [f"retry: {RETRY_MS}\n\n"]
     changes = batch.changes
     for index, change in enumerate(changes):
-        last_of_transaction = index + 1 == len(changes) or changes[index + 1].lsn != change.lsn
-        data = encode_json(change_body(change, types)).decode("utf-8")
-        head = f"id: {change.lsn}\n" if last_of_transaction else ""
+        last_of_transaction = index + 1 == len(changes) or changes[index + 1][0] != change[0]
+        data = encode_json(change_body(change, names, types)).decode("utf-8")
+        head = f"id: {change[0]}\n" if last_of_transaction else ""
         parts.append(f"{head}event: change\ndata: {data}\n\n")
     position = encode_json({"next": batch.next_lsn, "more": batch.more}).decode("utf-8")
     parts.append(f"id: {batch.next_lsn}\nevent: position\ndata: {position}\n\n")
@@ -114,12 +116,17 @@ def encode_sse(batch: ChangeBatch, types: dict[str, str]) -> bytes:
 
 
 def encode_json_answer(
-    table: str, batch: ChangeBatch, types: dict[str, str], durable: int, oldest: int
+    table: str,
+    batch: ChangeBatch,
+    names: tuple[str, ...],
+    types: dict[str, str],
+    durable: int,
+    oldest: int,
 ) -> bytes:
     return encode_json(
         {
             "table": table,
-            "changes": [change_body(c, types) for c in batch.changes],
+            "changes": [change_body(c, names, types) for c in batch.changes],
             "next": batch.next_lsn,
             "more": batch.more,
             "durable_lsn": durable,
@@ -152,6 +159,7 @@ def changes_route(ctx: Context) -> Response:
     instance.access.check(ctx.principal, database.name, "READ", table.schema.name)
     schema = table.schema
     types = {c.name: c.type for c in schema.columns}
+    names = schema.column_names
     columns: tuple[Column, ...] = tuple(Column(c.name, c.type) for c in schema.columns)
 
     def answer() -> tuple[bytes, bool]:
@@ -159,11 +167,18 @@ def changes_route(ctx: Context) -> Response:
         key = (database.name, schema.name.lower(), columns, start, limit, fmt, durable)
 
         def produce() -> tuple[bytes, bool]:
+            # Read the bounds first: the answer then never claims less than it holds.
+            durable_now, oldest_now = database.log.durable_lsn, database.log.oldest_lsn
             batch = read_changes(database, schema.name, schema, start, limit)
             if fmt == "sse":
-                return encode_sse(batch, types), bool(batch.changes)
+                return encode_sse(batch, names, types), bool(batch.changes)
             body = encode_json_answer(
-                schema.name, batch, types, database.log.durable_lsn, database.log.oldest_lsn
+                schema.name,
+                batch,
+                names,
+                types,
+                max(durable_now, batch.next_lsn if batch.next_lsn > start else 0),
+                oldest_now,
             )
             return body, bool(batch.changes)
 
@@ -186,7 +201,7 @@ def changes_route(ctx: Context) -> Response:
     if fmt == "sse":
         return Response(
             body,
-            content_type="text/event-stream",
+            content_type="text/event-stream; charset=utf-8",
             headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
         )
     return Response(body, content_type="application/json", headers={"Cache-Control": "no-store"})

@@ -76,6 +76,6 @@ def subscribe_route(ctx: Context) -> Response:
             slots.release()
     return Response(
         encode_reply(reply),
-        content_type="text/event-stream",
+        content_type="text/event-stream; charset=utf-8",
         headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
     )
