@@ -135,38 +135,23 @@ def _binary(expr: ast.Binary, scope: Scope) -> Compiled:
     right = compile_expression(expr.right, scope)
     lf, rf = left.fn, right.fn
     constant = left.constant and right.constant
-    if op == "AND":
-        require_boolean(left, "AND")
-        require_boolean(right, "AND")
+    if op in ("AND", "OR"):
+        require_boolean(left, op)
+        require_boolean(right, op)
+        decisive = op == "OR"  # the value that decides alone: TRUE for OR, FALSE for AND
 
-        def conjunction(row: Sequence[Any]) -> Any:
+        def logical(row: Sequence[Any]) -> Any:
             a = lf(row)
-            if a is False:
-                return False
+            if a is decisive:
+                return decisive
             b = rf(row)
-            if b is False:
-                return False
+            if b is decisive:
+                return decisive
             if a is None or b is None:
-                return None
-            return True
+                return None  # three-valued logic: unknown unless one side decides
+            return not decisive
 
-        return Compiled(conjunction, "BOOLEAN", constant)
-    if op == "OR":
-        require_boolean(left, "OR")
-        require_boolean(right, "OR")
-
-        def disjunction(row: Sequence[Any]) -> Any:
-            a = lf(row)
-            if a is True:
-                return True
-            b = rf(row)
-            if b is True:
-                return True
-            if a is None or b is None:
-                return None
-            return False
-
-        return Compiled(disjunction, "BOOLEAN", constant)
+        return Compiled(logical, "BOOLEAN", constant)
     if op in _COMPARE:
         left, right = comparable(left, right, f"'{op}'")
         lf, rf = left.fn, right.fn
