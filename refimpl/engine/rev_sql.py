@@ -95,6 +95,12 @@ def pinned_value(schema: TableSchema, where: ast.Expr | None, params: Sequence[A
     return None
 
 
+@functools.lru_cache(maxsize=4096)
+def _pinned(schema: TableSchema, statement: ast.Select, typed: tuple[Any, ...]) -> Any:
+    """pinned_value, remembered per statement (typed: the parameters with their types)."""
+    return pinned_value(schema, statement.where, tuple(value for _, value in typed))
+
+
 def cache_plan(
     database: Database, schema: TableSchema, statement: ast.Select, params: Sequence[Any]
 ) -> tuple[Any, int]:
@@ -107,7 +113,7 @@ def cache_plan(
         hash(key)
     except TypeError:
         return None, 0
-    value = pinned_value(schema, statement.where, params)
+    value = _pinned(schema, statement, key[2])
     if value is not None:
         return key, database.revisions.value_n(schema.name, value)
     return key, database.revisions.table_n(schema.name)

@@ -172,6 +172,19 @@ class Select(Statement):
     limit: Expr | None = None
     offset: Expr | None = None
     distinct: bool = False
+    # Hashed once: a SELECT is a cache key (result cache, plan checks) on every run, and
+    # hashing the whole tree each time would cost more than many a point query.
+    _hash: int = field(default=0, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        fields = (
+            self.items, self.source, self.where, self.group_by, self.having,
+            self.order_by, self.limit, self.offset, self.distinct,
+        )
+        object.__setattr__(self, "_hash", hash(fields))
+
+    def __hash__(self) -> int:
+        return self._hash
 
 
 @dataclass(frozen=True, slots=True)

@@ -195,7 +195,7 @@ def numbered(node: Any, counter: itertools.count | None = None) -> Any:
         return tuple(numbered(item, counter) for item in node)
     if dataclasses.is_dataclass(node) and not isinstance(node, type):
         changes = {f.name: numbered(getattr(node, f.name), counter)
-                   for f in dataclasses.fields(node)}
+                   for f in dataclasses.fields(node) if f.init}
         return type(node)(**changes)
     return node
 
