@@ -107,6 +107,7 @@ def _serve(options: argparse.Namespace) -> int:
     from refimpl.engine.instance import Instance
     from refimpl.http.app import App, AppOptions
     from refimpl.http.server import serve
+    from refimpl.sql.parser import warm_up
 
     flags = {
         "data": options.data,
@@ -131,6 +132,7 @@ def _serve(options: argparse.Namespace) -> int:
     # Threads switch every 0.5 ms instead of 5: a bulk import must not keep /api/rev or a
     # point SELECT waiting for the GIL for milliseconds.
     sys.setswitchinterval(0.0005)
+    warm_up()
     instance = Instance.open(settings.data, engine_options(settings))
     try:
         if options.sample:

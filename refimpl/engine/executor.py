@@ -95,8 +95,14 @@ def _select(session: Session, statement: ast.Select, text: str, params: Sequence
     return query_result(text, output.columns, output.rows)
 
 
-def select_rows(session: Session, statement: ast.Select, params: Sequence[Any]):  # noqa: ANN201
-    """Run a SELECT with the session's rights and transaction; returns a QueryOutput."""
+def select_rows(  # noqa: ANN201 - a QueryOutput
+    session: Session, statement: ast.Select, params: Sequence[Any], *, cache: bool = True
+):
+    """Run a SELECT with the session's rights and transaction; returns a QueryOutput.
+
+    `cache=False` for one-off statements (a live query's bucket re-run) that would only
+    crowd the result cache.
+    """
     source = statement.source
     functions = session.sql_functions()
     if source is None:
@@ -120,7 +126,7 @@ def select_rows(session: Session, statement: ast.Select, params: Sequence[Any]):
         if table is None:
             raise UnknownTable(source.name)
         # The revision is read under the state lock, before the query: see result_cache.
-        key, token = cache_plan(database, table.schema, statement, params)
+        key, token = cache_plan(database, table.schema, statement, params) if cache else (None, 0)
         if key is not None:
             cached = database.result_cache.get(key, token)
             if cached is not None:

@@ -313,7 +313,8 @@ class SubscriptionManager:
         low, high = min(changed), max(changed)
         index = plan.identity_index
         rows = {i: r for i, r in previous.items() if not low <= i[index] <= high}
-        output = executor.select_rows(session, restricted(subscription.select, plan, changed), ())
+        narrowed = restricted(subscription.select, plan, changed)
+        output = executor.select_rows(session, narrowed, (), cache=False)
         identity = subscription.identity
         for row in output.rows:
             rows[identity(row)] = row

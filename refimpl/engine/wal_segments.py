@@ -30,7 +30,7 @@ HEADER_SIZE = HEADER.size
 MAX_PAYLOAD = 0xFFFF_FFFF
 # One sparse index entry every this many records of a segment: memory stays tiny while a read
 # from any LSN skips at most this many frames (headers only) before its first record.
-INDEX_EVERY = 256
+INDEX_EVERY = 16  # a read from a recent position skips at most this many frames
 
 _LENGTH_CRC = Struct("<II")
 _LSN = Struct("<Q")

@@ -440,3 +440,40 @@ def _syntax_error(error: UnexpectedInput, text: str) -> SqlSyntaxError:
     if not words:
         return _make(text, offset, f"unexpected {_show(found_text)}{after}")
     return _make(text, offset, f"expected {words}{after} but found {_show(found_text)}")
+
+
+_WARM_UP = (
+    "CREATE TABLE IF NOT EXISTS t (a INT PRIMARY KEY, b STRING, c DOUBLE, d TIMESTAMP,"
+    " e SYMBOL, f BOOLEAN, g BIGINT) TIMESERIES(d) PARTITION BY DAY, SYMBOL(e)"
+    " SORT BY (e, d) DEDUP KEY (e, d)",
+    "INSERT INTO t (a, b) VALUES (1, 'x'), (-2, NULL), (?, TRUE)",
+    "INSERT INTO t SELECT * FROM u WHERE a > 1",
+    "SELECT DISTINCT a AS x, count(*), sum(c), first(c) FROM t AS s WHERE a = 1 AND b <> 'x'"
+    " OR NOT c >= 1.5 AND b LIKE 'a%' AND a IN (1, 2) AND c BETWEEN 1 AND 2 AND b IS NOT NULL"
+    " GROUP BY x, 2 HAVING count(*) > 1 ORDER BY x DESC NULLS LAST, 2 LIMIT 10 OFFSET 2",
+    "SELECT date_trunc('minute', d) AS m, CASE WHEN a > 1 THEN 'y' ELSE 'n' END,"
+    " CAST(a AS DOUBLE), coalesce(b, 'z') || 'q', a * 2 + c / 3 - a % 4, kdb_rev('t', 'v')"
+    " FROM changes('t', 1, 10) WHERE lsn > 1 GROUP BY m ORDER BY m",
+    "SUBSCRIBE SELECT a FROM t WHERE e = 'NABIL'",
+    "UPDATE t SET b = 'y', c = c + 1 WHERE a = 1",
+    "DELETE FROM t WHERE d < '2026-01-01'",
+    "ALTER TABLE t ADD COLUMN h INT",
+    "ALTER TABLE t DROP COLUMN h",
+    "ALTER TABLE t DROP PARTITION LIST '2026'",
+    "ALTER TABLE t DROP PARTITION WHERE d < '2026-01-01'",
+    "BEGIN; COMMIT; ROLLBACK; CHECKPOINT; TRUNCATE TABLE t; DROP TABLE IF EXISTS t",
+    "SHOW TABLES; SHOW COLUMNS FROM t; SHOW CREATE TABLE t; SHOW USERS; SHOW GRANTS FOR u",
+    "CREATE DATABASE IF NOT EXISTS d; DROP DATABASE IF EXISTS d;"
+    " ALTER DATABASE d SET WAL_ARCHIVE = '1GB'",
+    "CREATE USER u; CREATE TOKEN FOR u EXPIRES IN '1d'; GRANT READ ON DATABASE d TO u;"
+    " GRANT SELECT ON t TO PUBLIC; REVOKE SELECT ON t FROM u; DROP TOKEN FOR u; DROP USER u",
+)
+
+
+def warm_up() -> None:
+    """Parse one statement of each kind, so that the lexer builds its per-state scanners now.
+
+    lark builds them lazily, which would make the first requests of a new server slow.
+    """
+    for text in _WARM_UP:
+        parse(text)
