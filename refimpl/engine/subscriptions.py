@@ -153,6 +153,30 @@ def _identity_positions(select: ast.Select, key: tuple[str, ...]) -> list[int] |
     return positions
 
 
+class RecentResults:
+    """A few recent results by key, computed once by the first asker (bounded, thread-safe).
+
+    A key names everything the result depends on, so sharing it is never wrong; an old entry
+    is simply never asked for again.
+    """
+
+    def __init__(self, size: int = 256) -> None:
+        self._lock = threading.Lock()
+        self._results: OrderedDict[Any, Any] = OrderedDict()
+        self._size = size
+
+    def get(self, key: Any, compute: Callable[[], Any]) -> Any:
+        with self._lock:
+            if key in self._results:
+                return self._results[key]
+        value = compute()
+        with self._lock:
+            self._results[key] = value
+            while len(self._results) > self._size:
+                self._results.popitem(last=False)
+        return value
+
+
 class SubscriptionManager:
     """Every subscription of one server; thread-safe."""
 
@@ -162,6 +186,7 @@ class SubscriptionManager:
         self._lock = threading.Lock()
         self._subscriptions: OrderedDict[str, Subscription] = OrderedDict()
         self._closed = False
+        self._shared = RecentResults()
 
     def __len__(self) -> int:
         return len(self._subscriptions)
@@ -249,7 +274,7 @@ class SubscriptionManager:
         else:
             token = revisions.table_n(subscription.table)
         applied = database.applied_lsn  # read before the query: redo work, never miss it
-        partial = self._run_buckets(session, subscription)
+        partial = self._run_buckets(session, subscription, applied)
         if partial is not None:
             subscription.token = token
             subscription.position = applied
@@ -285,7 +310,7 @@ class SubscriptionManager:
         return table.next_rowid if table is not None else 0
 
     def _run_buckets(
-        self, session: Session, subscription: Subscription
+        self, session: Session, subscription: Subscription, applied: int
     ) -> dict[Identity, tuple] | None:
         """The new answer from re-running only the changed buckets, or None (run in full)."""
         plan = subscription.buckets
@@ -301,9 +326,15 @@ class SubscriptionManager:
             # of its new time only: the bucket it left would keep the row. Run in full.
             return None
         schema = table.schema
-        changed = changed_buckets(
-            database, subscription.table, schema, plan, subscription.position,
-            None if table.keyed else subscription.rowid_floor,
+        floor = None if table.keyed else subscription.rowid_floor
+        # Subscribers woken by one commit mostly ask the same: read the log and run the
+        # narrowed query once for all of them (keyed by the state they were read at).
+        changed = self._shared.get(
+            ("buckets", id(database), subscription.table, plan, subscription.position,
+             applied, floor),
+            lambda: changed_buckets(
+                database, subscription.table, schema, plan, subscription.position, floor
+            ),
         )
         if changed is None:
             return None
@@ -314,7 +345,10 @@ class SubscriptionManager:
         index = plan.identity_index
         rows = {i: r for i, r in previous.items() if not low <= i[index] <= high}
         narrowed = restricted(subscription.select, plan, changed)
-        output = executor.select_rows(session, narrowed, (), cache=False)
+        output = self._shared.get(
+            ("rows", id(database), subscription.owner, narrowed, applied),
+            lambda: executor.select_rows(session, narrowed, (), cache=False),
+        )
         identity = subscription.identity
         for row in output.rows:
             rows[identity(row)] = row
