@@ -123,13 +123,12 @@ class Database:
             assert isinstance(statement, ast.CreateTable)
             table = ddl.create_table(statement)
             table.next_rowid = table_image.next_rowid
+            rows = [tuple(row) for row in table_image.rows]
             if table_image.rowids is None:
-                for row in table_image.rows:
-                    row = tuple(row)
-                    table.put(table.ident_of(row), row)
+                table.load((table.ident_of(row), row) for row in rows)
             else:
-                for row, rowid in zip(table_image.rows, table_image.rowids, strict=True):
-                    table.put((rowid,), tuple(row))
+                table.load(((rowid,), row) for row, rowid in zip(rows, table_image.rowids,
+                                                                  strict=True))
             self.tables[table.schema.name.lower()] = table
         self.checkpoint_lsn = image.lsn
 
