@@ -16,6 +16,7 @@ from typing import Any
 from refimpl.engine import values
 from refimpl.engine.compiled import (
     Compiled,
+    Evaluator,
     Scope,
     common_type,
     comparable,
@@ -129,6 +130,23 @@ _COMPARE: dict[str, Callable[[Any, Any], bool]] = {
 }
 
 
+def _null_strict(
+    lf: Evaluator, rf: Evaluator, operation: Callable[[Any, Any], Any]
+) -> Evaluator:
+    """`operation` of both sides; NULL when either is NULL (the right side is then not read)."""
+
+    def apply(row: Sequence[Any]) -> Any:
+        a = lf(row)
+        if a is None:
+            return None
+        b = rf(row)
+        if b is None:
+            return None
+        return operation(a, b)
+
+    return apply
+
+
 def _binary(expr: ast.Binary, scope: Scope) -> Compiled:
     op = expr.op
     left = compile_expression(expr.left, scope)
@@ -155,18 +173,7 @@ def _binary(expr: ast.Binary, scope: Scope) -> Compiled:
     if op in _COMPARE:
         left, right = comparable(left, right, f"'{op}'")
         lf, rf = left.fn, right.fn
-        compare = _COMPARE[op]
-
-        def comparison(row: Sequence[Any]) -> Any:
-            a = lf(row)
-            if a is None:
-                return None
-            b = rf(row)
-            if b is None:
-                return None
-            return compare(a, b)
-
-        return Compiled(comparison, "BOOLEAN", constant)
+        return Compiled(_null_strict(lf, rf, _COMPARE[op]), "BOOLEAN", constant)
     if op == "||":
 
         def concat(row: Sequence[Any]) -> Any:
@@ -179,18 +186,7 @@ def _binary(expr: ast.Binary, scope: Scope) -> Compiled:
         return Compiled(concat, "STRING", constant)
     if op in _ARITHMETIC:
         result_type = _arithmetic_type(op, left.type, right.type)
-        arithmetic = _ARITHMETIC[op]
-
-        def calculate(row: Sequence[Any]) -> Any:
-            a = lf(row)
-            if a is None:
-                return None
-            b = rf(row)
-            if b is None:
-                return None
-            return arithmetic(a, b)
-
-        return Compiled(calculate, result_type, constant)
+        return Compiled(_null_strict(lf, rf, _ARITHMETIC[op]), result_type, constant)
     raise SqlError(f"unknown operator {op}")
 
 

@@ -30,6 +30,7 @@ from refimpl.engine.buckets import BucketPlan, bucket_plan, changed_buckets, res
 from refimpl.engine.expressions import contains_aggregate
 from refimpl.engine.result import Column
 from refimpl.engine.rev_sql import pinned_value
+from refimpl.engine.shared_results import SharedResults
 from refimpl.errors import BadRequest, NotAllowed, ResultTooLarge, SqlError
 from refimpl.sql import ast
 from refimpl.sql.parser import parse_cached
@@ -153,30 +154,6 @@ def _identity_positions(select: ast.Select, key: tuple[str, ...]) -> list[int] |
     return positions
 
 
-class RecentResults:
-    """A few recent results by key, computed once by the first asker (bounded, thread-safe).
-
-    A key names everything the result depends on, so sharing it is never wrong; an old entry
-    is simply never asked for again.
-    """
-
-    def __init__(self, size: int = 256) -> None:
-        self._lock = threading.Lock()
-        self._results: OrderedDict[Any, Any] = OrderedDict()
-        self._size = size
-
-    def get(self, key: Any, compute: Callable[[], Any]) -> Any:
-        with self._lock:
-            if key in self._results:
-                return self._results[key]
-        value = compute()
-        with self._lock:
-            self._results[key] = value
-            while len(self._results) > self._size:
-                self._results.popitem(last=False)
-        return value
-
-
 class SubscriptionManager:
     """Every subscription of one server; thread-safe."""
 
@@ -186,7 +163,7 @@ class SubscriptionManager:
         self._lock = threading.Lock()
         self._subscriptions: OrderedDict[str, Subscription] = OrderedDict()
         self._closed = False
-        self._shared = RecentResults()
+        self._shared = SharedResults()
 
     def __len__(self) -> int:
         return len(self._subscriptions)

@@ -21,10 +21,10 @@ from werkzeug.routing import Map, Rule
 from werkzeug.utils import send_from_directory
 from werkzeug.wrappers import Request, Response
 
+from refimpl.engine.shared_results import SharedResults
 from refimpl.errors import BadRequest, NotFound, PayloadTooLarge, UnknownDatabase
 from refimpl.http import routes
 from refimpl.http.auth import Authenticator
-from refimpl.http.changes import SharedAnswers
 from refimpl.http.errors import to_response
 
 OPENAPI_FILE = Path(__file__).with_name("openapi.json")
@@ -47,7 +47,7 @@ class App:
         self.options = options or AppOptions()
         # Waiting readers never take the threads /exec needs: at most a quarter may wait.
         self.wait_slots = threading.BoundedSemaphore(max(1, self.options.threads // 4))
-        self.shared_answers = SharedAnswers()
+        self.shared_answers = SharedResults()
         self.auth = Authenticator(getattr(instance, "access", None), self.options.dev)
         # Read once: the document is served as is on every request.
         self.openapi_bytes = OPENAPI_FILE.read_bytes()

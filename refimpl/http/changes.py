@@ -7,12 +7,8 @@ that ask for the same position after the same commit share one encoded answer.
 
 from __future__ import annotations
 
-import threading
 import time
-from collections import OrderedDict
-from collections.abc import Callable
-from concurrent.futures import Future
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from werkzeug.wrappers import Response
 
@@ -44,45 +40,6 @@ def parse_whole(text: str | None, name: str, default: int | None, minimum: int =
     if number < minimum:
         raise BadRequest(f"the parameter '{name}' must be {minimum} or more, not {number}")
     return number
-
-
-class SharedAnswers:
-    """Encoded answers by (request shape, durable LSN): computed once, served to all askers."""
-
-    def __init__(self, size: int = 256) -> None:
-        self._lock = threading.Lock()
-        self._done: OrderedDict[tuple, Any] = OrderedDict()
-        self._running: dict[tuple, Future[Any]] = {}
-        self._size = size
-
-    def get(self, key: tuple, produce: Callable[[], Any]) -> Any:
-        with self._lock:
-            body = self._done.get(key)
-            if body is not None:
-                self._done.move_to_end(key)
-                return body
-            future = self._running.get(key)
-            producer = future is None
-            if producer:
-                future = Future()
-                self._running[key] = future
-        assert future is not None
-        if not producer:
-            return future.result()
-        try:
-            body = produce()
-        except BaseException as error:
-            with self._lock:
-                del self._running[key]
-            future.set_exception(error)
-            raise
-        with self._lock:
-            del self._running[key]
-            self._done[key] = body
-            if len(self._done) > self._size:
-                self._done.popitem(last=False)
-        future.set_result(body)
-        return body
 
 
 def change_body(change: Change, names: tuple[str, ...], types: dict[str, str]) -> dict:
