@@ -131,7 +131,7 @@ def _serve(options: argparse.Namespace) -> int:
     settings.data.mkdir(parents=True, exist_ok=True)
     # Threads switch every 0.5 ms instead of 5: a bulk import must not keep /api/rev or a
     # point SELECT waiting for the GIL for milliseconds.
-    sys.setswitchinterval(0.0005)
+    sys.setswitchinterval(float(os.environ.get("SWI", "0.0005")))
     warm_up()
     instance = Instance.open(settings.data, engine_options(settings))
     try:

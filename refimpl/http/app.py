@@ -25,10 +25,12 @@ from refimpl.engine.shared_results import SharedResults
 from refimpl.errors import BadRequest, NotFound, PayloadTooLarge, UnknownDatabase
 from refimpl.http import routes
 from refimpl.http.auth import Authenticator
+from refimpl.http.encode import Answer
 from refimpl.http.errors import to_response
 
 OPENAPI_FILE = Path(__file__).with_name("openapi.json")
 STATIC_PREFIX = "/static/"
+READ_CHUNK = 1024 * 1024  # a body read buffers at most this much at once
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +63,8 @@ class App:
                 Rule(f"{STATIC_PREFIX}<path:filename>", methods=("GET",), endpoint="static")
             )
         self.url_map = Map(rules, merge_slashes=False)
+        # Bounded: only paths that matched a route without variables are kept.
+        self._routes_seen: dict[tuple[str | None, str | None], routes.Route] = {}
 
     # -- bodies ----------------------------------------------------------------------------
 
@@ -91,6 +95,17 @@ class App:
                 size += len(part)
             if size > limit:
                 raise self._too_large()
+            data = b"".join(parts)
+        elif length is not None:
+            # The input stream ends at the declared length; a read may return less.
+            stream = request.environ["wsgi.input"]
+            parts = []
+            while length > 0:
+                part = stream.read(min(length, READ_CHUNK))
+                if not part:
+                    break
+                parts.append(part)
+                length -= len(part)
             data = b"".join(parts)
         else:
             self._limit(request)
@@ -134,13 +149,15 @@ class App:
                 raise
             response = to_response(exc)
         # The server's own handling time, so a client can tell it from the round trip.
-        elapsed_ms = (time.perf_counter() - started) * 1000
-        response.headers["Server-Timing"] = f"app;dur={elapsed_ms:.3f}"
+        timing = f"app;dur={(time.perf_counter() - started) * 1000:.3f}"
+        if isinstance(response, Answer):
+            response.headers.append(("Server-Timing", timing))
+        else:
+            response.headers["Server-Timing"] = timing
         return response(environ, start_response)
 
-    def dispatch(self, request: Request) -> Response:
-        adapter = self.url_map.bind_to_environ(request.environ)
-        endpoint, values = adapter.match()  # NotFound, MethodNotAllowed: JSON via to_response
+    def dispatch(self, request: Request) -> Response | Answer:
+        endpoint, values = self._match(request.environ)
         if endpoint == "static":
             return self._static(request, values["filename"])
         route: routes.Route = endpoint
@@ -155,6 +172,22 @@ class App:
         if route.uses_database:
             self._require_database(context.database)
         return route.handler(context)
+
+    def _match(self, environ: dict) -> tuple[Any, dict[str, Any]]:
+        """The route of a request; NotFound or MethodNotAllowed (JSON via to_response).
+
+        Routes without path variables are remembered by (method, path): matching is then a
+        dictionary lookup instead of Werkzeug's state machine. The map never changes and
+        matches on neither host nor scheme, so the answer depends on these two alone.
+        """
+        key = (environ.get("REQUEST_METHOD"), environ.get("PATH_INFO"))
+        found = self._routes_seen.get(key)
+        if found is not None:
+            return found, {}
+        endpoint, values = self.url_map.bind_to_environ(environ).match()
+        if not values and isinstance(endpoint, routes.Route):
+            self._routes_seen[key] = endpoint
+        return endpoint, values
 
     def _require_database(self, name: str) -> None:
         if not any(n.casefold() == name.casefold() for n in self.instance.database_names()):

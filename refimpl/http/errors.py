@@ -11,10 +11,9 @@ from __future__ import annotations
 import logging
 
 from werkzeug.exceptions import HTTPException
-from werkzeug.wrappers import Response
 
 from refimpl import errors
-from refimpl.http.encode import json_response
+from refimpl.http.encode import Answer, json_response
 
 log = logging.getLogger("refimpl.http")
 
@@ -39,8 +38,9 @@ def error_body(message: str, **extra: object) -> dict[str, object]:
     return {"error": message, **extra}
 
 
-def error_response(status: int, message: str, **extra: object) -> Response:
-    headers: dict[str, str] = {}
+def error_response(status: int, message: str, headers: dict[str, str] | None = None,
+                   **extra: object) -> Answer:
+    headers = dict(headers or {})
     if status == 401:
         headers["WWW-Authenticate"] = 'Bearer realm="kdb"'
     if status == 503:
@@ -55,7 +55,7 @@ def status_of(exc: errors.KdbError) -> int:
     return 500
 
 
-def kdb_error_response(exc: errors.KdbError) -> Response:
+def kdb_error_response(exc: errors.KdbError) -> Answer:
     status = status_of(exc)
     if status >= 500 and not isinstance(exc, errors.Unavailable):
         # Storage damage or a bad setting met while serving: not the client's fault.
@@ -67,7 +67,7 @@ def kdb_error_response(exc: errors.KdbError) -> Response:
     return error_response(status, exc.message, **extra)
 
 
-def http_exception_response(exc: HTTPException) -> Response:
+def http_exception_response(exc: HTTPException) -> Answer:
     """Werkzeug's own errors (no route, wrong method, body too large) as JSON, not HTML."""
     status = exc.code or 500
     headers: dict[str, str] = {}
@@ -82,19 +82,17 @@ def http_exception_response(exc: HTTPException) -> Response:
         message = "the request body is too large"
     else:
         message = (exc.description or exc.name or "bad request").strip().rstrip(".")
-    response = error_response(status, message)
-    response.headers.update(headers)
-    return response
+    return error_response(status, message, headers)
 
 
-def unexpected_response(exc: BaseException) -> Response:
+def unexpected_response(exc: BaseException) -> Answer:
     log.error("bug: unexpected %s while serving a request", type(exc).__name__, exc_info=exc)
     return error_response(
         500, "internal error (a bug in the server); the server log has the details"
     )
 
 
-def to_response(exc: BaseException) -> Response:
+def to_response(exc: BaseException) -> Answer:
     if isinstance(exc, errors.KdbError):
         return kdb_error_response(exc)
     if isinstance(exc, HTTPException):

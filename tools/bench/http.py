@@ -5,8 +5,10 @@ Two workloads, each with 1 and with 16 concurrent clients on loopback:
 - point SELECT: `SELECT * FROM t WHERE id = <random>` on a table of 10,000 rows;
 - single-row INSERT: `INSERT INTO w VALUES (<new id>, <v>, '<s>')`, each its own commit.
 
-refimpl is a `refimpl serve` process answering POST /exec (text/plain SQL, keep-alive
-`requests.Session` per client); PostgreSQL is a throwaway cluster with fsync and
+refimpl is a `refimpl serve` process answering POST /exec (text/plain SQL, one keep-alive
+connection per client through `harness.LeanHTTP`, or `requests.Session` with --client
+requests: requests alone costs more CPU per request than the server does, on the same
+cores); PostgreSQL is a throwaway cluster with fsync and
 synchronous_commit on, one psycopg connection per client (autocommit), the same SQL text.
 The load generator runs in its own processes (clients spread over up to --procs processes,
 one thread per client). Each phase runs --seconds after a short warm-up and reports
@@ -60,7 +62,7 @@ def _client(target: dict[str, Any], op: str, index: int, id_base: int, start_at:
     latencies: list[float] = []
     errors = 0
     base = id_base + index * 10_000_000
-    if target["kind"] == "refimpl":
+    if target["kind"] == "refimpl" and target["client"] == "requests":
         session = requests.Session()
         url = target["url"] + "/exec"
         headers = {"Authorization": f"Bearer {target['token']}", "Content-Type": "text/plain"}
@@ -69,6 +71,14 @@ def _client(target: dict[str, Any], op: str, index: int, id_base: int, start_at:
             return session.post(url, data=sql.encode(), headers=headers).status_code == 200
 
         close = session.close
+    elif target["kind"] == "refimpl":
+        lean = harness.LeanHTTP(target["url"], {
+            "Authorization": f"Bearer {target['token']}", "Content-Type": "text/plain"})
+
+        def run(sql: str) -> bool:
+            return lean.request("POST", "/exec", sql.encode())[0] == 200
+
+        close = lean.close
     else:
         connection = psycopg.connect(target["conninfo"], autocommit=True)
 
@@ -148,11 +158,12 @@ def csv_rows(count: int) -> str:
     return "id,v,s\n" + "".join(f"{i},{i * 0.25},row {i}\n" for i in range(count))
 
 
-def prepare_refimpl(server: harness.RefimplServer) -> dict[str, Any]:
+def prepare_refimpl(server: harness.RefimplServer, client: str) -> dict[str, Any]:
     server.sql("CREATE TABLE t (id BIGINT PRIMARY KEY, v DOUBLE, s STRING)")
     server.sql("CREATE TABLE w (id BIGINT PRIMARY KEY, v DOUBLE, s STRING)")
     server.import_csv("t", csv_rows(ROWS))
-    return {"kind": "refimpl", "url": server.url, "token": server.token, "pid": server.pid}
+    return {"kind": "refimpl", "url": server.url, "token": server.token, "pid": server.pid,
+            "client": client}
 
 
 def prepare_postgres(pg: harness.Postgres) -> dict[str, Any]:
@@ -177,12 +188,12 @@ def run_all(target: dict[str, Any], procs: int, seconds: float) -> dict[tuple[st
     return out
 
 
-def profile_inserts(threads: int, procs: int, seconds: float) -> None:
+def profile_inserts(threads: int, procs: int, seconds: float, client: str) -> None:
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "server.prof"
         server = harness.RefimplServer(threads=threads, profile=path)
         with server:
-            target = prepare_refimpl(server)
+            target = prepare_refimpl(server, client)
             figures = run_phase(target, "insert", 16, procs, seconds, 0)
         print(f"profiled server, 16-client INSERT: {figures['rate']:.0f} req/s"
               f" (p50 {figures['p50']:.2f} ms, p99 {figures['p99']:.2f} ms)\n")
@@ -201,13 +212,15 @@ def main() -> None:
     parser.add_argument("--procs", type=int, default=4, help="load generator processes (max)")
     parser.add_argument("--threads", type=int, default=16, help="refimpl server threads")
     parser.add_argument("--quick", action="store_true", help="3 s per phase")
+    parser.add_argument("--client", choices=("lean", "requests"), default="lean",
+                        help="refimpl's load generator: harness.LeanHTTP (default) or requests")
     parser.add_argument("--profile", action="store_true",
                         help="also profile the server during the 16-client INSERT phase")
     args = parser.parse_args()
     seconds = 3.0 if args.quick else args.seconds
 
     with harness.RefimplServer(threads=args.threads) as server:
-        ours = run_all(prepare_refimpl(server), args.procs, seconds)
+        ours = run_all(prepare_refimpl(server, args.client), args.procs, seconds)
     with harness.Postgres() as pg:
         theirs = run_all(prepare_postgres(pg), args.procs, seconds)
 
@@ -221,8 +234,8 @@ def main() -> None:
         ("workload", "refimpl/s", "pg/s", "ratio", "p50 ms", "pg p50", "p99 ms", "pg p99",
          "CPU ms/req", "errors"),
         rows,
-        title=f"HTTP /exec (refimpl, {args.threads} server threads) vs psycopg (PostgreSQL,"
-              f" fsync on), {seconds:g} s per phase",
+        title=f"HTTP /exec (refimpl, {args.threads} server threads, {args.client} client)"
+              f" vs psycopg (PostgreSQL, fsync on), {seconds:g} s per phase",
     )
     insert16 = ours[("insert", 16)]["rate"] / theirs[("insert", 16)]["rate"]
     select_p99 = ours[("select", 16)]["p99"]
@@ -232,7 +245,7 @@ def main() -> None:
                              select_p99 < 10))
     print()
     if args.profile:
-        profile_inserts(args.threads, args.procs, seconds)
+        profile_inserts(args.threads, args.procs, seconds, args.client)
 
 
 if __name__ == "__main__":
