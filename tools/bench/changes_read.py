@@ -158,17 +158,16 @@ def commit_rate(server: harness.RefimplServer, seconds: float, first_id: int,
     stop_at = time.monotonic() + seconds
 
     def writer(index: int) -> None:
-        session = requests.Session()
-        headers = {**server.headers, "Content-Type": "text/plain"}
+        client = harness.LeanHTTP(server.url, {**server.headers, "Content-Type": "text/plain"})
         ident = first_id + index * 10_000_000
         while time.monotonic() < stop_at:
             sql = f"INSERT INTO c VALUES ({ident}, {time.monotonic()!r})"
-            response = session.post(f"{server.url}/exec", data=sql.encode(), headers=headers,
-                                    timeout=60)
-            response.raise_for_status()
+            status, _, body = client.request("POST", "/exec", sql.encode())
+            if status != 200:
+                raise RuntimeError(f"{status}: {body[:200]!r}")
             ident += 1
             counts[index] += 1
-        session.close()
+        client.close()
 
     threads = [threading.Thread(target=writer, args=(i,)) for i in range(writers)]
     began = time.monotonic()
@@ -215,19 +214,27 @@ def main() -> None:
     parser.add_argument("--txn-rows", type=int, default=100, help="rows per transaction")
     parser.add_argument("--seconds", type=float, default=10.0, help="per commit-rate phase")
     parser.add_argument("--quick", action="store_true", help="100,000 rows, 4 s phases")
+    parser.add_argument("--writers-only", action="store_true",
+                        help="only the commit throughput with and without waiting readers")
     args = parser.parse_args()
     rows = 100_000 if args.quick else args.rows
     seconds = 4.0 if args.quick else args.seconds
 
-    print(f"{rows:,} rows in transactions of {args.txn_rows} rows")
+    if not args.writers_only:
+        read_figures(rows, args.txn_rows)
+    writer_figures(seconds)
+
+
+def read_figures(rows: int, txn_rows: int) -> None:
+    print(f"{rows:,} rows in transactions of {txn_rows} rows")
     with tempfile.TemporaryDirectory(prefix="kdb-bench-") as name:
         folder = Path(name)
-        start, written = write_refimpl(folder, rows, args.txn_rows)
+        start, written = write_refimpl(folder, rows, txn_rows)
         print(f"  refimpl (embedded): written in {written:.1f} s ({rows / written:,.0f} rows/s)")
         sql_rate = read_changes_sql(folder, start, rows)
         with harness.RefimplServer(threads=16, data=folder) as server:
             http_rate = read_changes_http(server, start, rows)
-    pg_rate, pg_written = postgres_decoding(rows, args.txn_rows)
+    pg_rate, pg_written = postgres_decoding(rows, txn_rows)
     print(f"  PostgreSQL: written in {pg_written:.1f} s ({rows / pg_written:,.0f} rows/s)")
     print()
     harness.print_table(
@@ -244,6 +251,9 @@ def main() -> None:
                              ">= 0.5x", ratio >= 0.5))
     print()
 
+
+
+def writer_figures(seconds: float) -> None:
     alone, together, events = commits_with_readers(seconds)
     harness.print_table(
         ("single-row commits via /exec, 4 writers", "commits/s"),
