@@ -131,7 +131,7 @@ def _serve(options: argparse.Namespace) -> int:
     settings.data.mkdir(parents=True, exist_ok=True)
     # Threads switch every 0.5 ms instead of 5: a bulk import must not keep /api/rev or a
     # point SELECT waiting for the GIL for milliseconds.
-    sys.setswitchinterval(float(os.environ.get("SWI", "0.0005")))
+    sys.setswitchinterval(0.0005)
     warm_up()
     instance = Instance.open(settings.data, engine_options(settings))
     try:
@@ -168,8 +168,10 @@ def _serve(options: argparse.Namespace) -> int:
 
     # At the signal, before running requests are awaited: the engine answers waiting readers
     # with what they have and ends open streams (which would otherwise hold their workers).
-    stopping = getattr(instance, "begin_shutdown", None)
-    return serve(app, settings.host, settings.port, settings.threads, listening, stopped, stopping)
+    return serve(
+        app, settings.host, settings.port, settings.threads, listening, stopped,
+        app.begin_shutdown,
+    )
 
 
 # --- sql, check -----------------------------------------------------------------------------

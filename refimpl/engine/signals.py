@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 
@@ -18,17 +18,27 @@ class CommitSignal:
         self._condition = threading.Condition()
         self._lsn = 0
         self._closed = False
+        self._listeners: list[Callable[[], None]] = []
         self.waiting = 0
 
     @property
     def lsn(self) -> int:
         return self._lsn
 
+    def listen(self, callback: Callable[[], None]) -> None:
+        """Call `callback` (cheap, never blocking) after each advance and at `close`."""
+        with self._condition:
+            self._listeners.append(callback)
+
     def publish(self, durable_lsn: int) -> None:
         with self._condition:
-            if durable_lsn > self._lsn:
-                self._lsn = durable_lsn
-                self._condition.notify_all()
+            if durable_lsn <= self._lsn:
+                return
+            self._lsn = durable_lsn
+            self._condition.notify_all()
+            listeners = list(self._listeners)
+        for callback in listeners:
+            callback()
 
     def wait_beyond(self, lsn: int, timeout: float) -> bool:
         """Wait until the durable LSN passes `lsn`; False on timeout or when closed."""
@@ -44,6 +54,9 @@ class CommitSignal:
         with self._condition:
             self._closed = True
             self._condition.notify_all()
+            listeners = list(self._listeners)
+        for callback in listeners:
+            callback()
 
 
 class WakeBoard:

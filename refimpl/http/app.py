@@ -25,6 +25,7 @@ from refimpl.engine.shared_results import SharedResults
 from refimpl.errors import BadRequest, NotFound, PayloadTooLarge, UnknownDatabase
 from refimpl.http import routes
 from refimpl.http.auth import Authenticator
+from refimpl.http.deferred import Deferred, WaitingRoom
 from refimpl.http.encode import Answer
 from refimpl.http.errors import to_response
 
@@ -50,6 +51,7 @@ class App:
         # Waiting readers never take the threads /exec needs: at most a quarter may wait.
         self.wait_slots = threading.BoundedSemaphore(max(1, self.options.threads // 4))
         self.shared_answers = SharedResults()
+        self.waiting_room = WaitingRoom()
         self.auth = Authenticator(getattr(instance, "access", None), self.options.dev)
         # Read once: the document is served as is on every request.
         self.openapi_bytes = OPENAPI_FILE.read_bytes()
@@ -150,13 +152,15 @@ class App:
             response = to_response(exc)
         # The server's own handling time, so a client can tell it from the round trip.
         timing = f"app;dur={(time.perf_counter() - started) * 1000:.3f}"
-        if isinstance(response, Answer):
+        if isinstance(response, Deferred):
+            pass  # decided later, by the waiting room: its time is mostly waiting
+        elif isinstance(response, Answer):
             response.headers.append(("Server-Timing", timing))
         else:
             response.headers["Server-Timing"] = timing
         return response(environ, start_response)
 
-    def dispatch(self, request: Request) -> Response | Answer:
+    def dispatch(self, request: Request) -> Response | Answer | Deferred:
         endpoint, values = self._match(request.environ)
         if endpoint == "static":
             return self._static(request, values["filename"])
@@ -172,6 +176,13 @@ class App:
         if route.uses_database:
             self._require_database(context.database)
         return route.handler(context)
+
+    def begin_shutdown(self) -> None:
+        """Answer every waiting request with what it has, now, and the engine's waiters."""
+        self.waiting_room.close()
+        stopping = getattr(self.instance, "begin_shutdown", None)
+        if stopping is not None:
+            stopping()
 
     def _match(self, environ: dict) -> tuple[Any, dict[str, Any]]:
         """The route of a request; NotFound or MethodNotAllowed (JSON via to_response).

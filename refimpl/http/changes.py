@@ -10,13 +10,12 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from werkzeug.wrappers import Response
-
 from refimpl.engine import values
 from refimpl.engine.changes import KEY, OP, ROW, Change, ChangeBatch, read_changes
 from refimpl.engine.result import Column
 from refimpl.errors import BadRequest, NotFound
-from refimpl.http.encode import encode_json
+from refimpl.http.deferred import Deferred
+from refimpl.http.encode import Answer, encode_json
 
 if TYPE_CHECKING:
     from refimpl.http.routes import Context
@@ -25,6 +24,8 @@ DEFAULT_LIMIT = 1000
 DEFAULT_WAIT_SSE_MS = 25_000
 MAX_WAIT_MS = 55_000
 RETRY_MS = 1000
+SSE_HEADERS = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
+JSON_HEADERS = {"Cache-Control": "no-store"}
 
 
 def parse_whole(text: str | None, name: str, default: int | None, minimum: int = 0) -> int | None:
@@ -92,7 +93,7 @@ def encode_json_answer(
     )
 
 
-def changes_route(ctx: Context) -> Response:
+def changes_route(ctx: Context) -> Answer | Deferred:
     args = ctx.args
     table_name = ctx.require("table")
     fmt = args.get("format", "sse")
@@ -141,25 +142,27 @@ def changes_route(ctx: Context) -> Response:
 
         return ctx.app.shared_answers.get(key, produce)
 
-    body, found = answer()
-    deadline = time.monotonic() + wait_ms / 1000
-    if not found and wait_ms > 0 and ctx.app.wait_slots.acquire(blocking=False):
-        try:
-            while not found:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    break
-                seen = database.log.durable_lsn
-                if not database.commits.wait_beyond(seen, remaining):
-                    break
-                body, found = answer()
-        finally:
-            ctx.app.wait_slots.release()
-    if fmt == "sse":
-        return Response(
-            body,
-            content_type="text/event-stream; charset=utf-8",
-            headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
-        )
-    return Response(body, content_type="application/json", headers={"Cache-Control": "no-store"})
+    def respond(body: bytes) -> Answer:
+        if fmt == "sse":
+            return Answer(body, 200, "text/event-stream; charset=utf-8", SSE_HEADERS)
+        return Answer(body, 200, "application/json", JSON_HEADERS)
 
+    seen = database.commits.lsn  # before the read: a commit after it is attempted again
+    body, found = answer()
+    slots = ctx.app.wait_slots
+    if found or wait_ms <= 0 or not slots.acquire(blocking=False):
+        return respond(body)
+
+    def attempt() -> Answer | None:
+        body, found = answer()
+        return respond(body) if found else None
+
+    def on_timeout() -> Answer:
+        return respond(answer()[0])
+
+    deferred = Deferred(
+        database.commits, seen, attempt, on_timeout, time.monotonic() + wait_ms / 1000,
+        slots.release,
+    )
+    ctx.app.waiting_room.park(deferred)
+    return deferred

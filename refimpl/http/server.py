@@ -13,6 +13,7 @@ bytes; ours reads exactly the body the request declared instead.
 
 from __future__ import annotations
 
+import functools
 import logging
 import select
 import signal
@@ -27,6 +28,8 @@ from werkzeug.serving import BaseWSGIServer
 from werkzeug.wsgi import LimitedStream
 
 from refimpl.http import wire
+from refimpl.http.deferred import Deferred, DeferredBody
+from refimpl.http.encode import Answer
 
 log = logging.getLogger("refimpl.http")
 
@@ -50,7 +53,13 @@ class Connection:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.reader = wire.SocketReader(sock)
         self.last_used = time.monotonic()
-        self.busy = False  # taken by a worker; guarded by the server's lock
+        self.busy = False  # taken by a worker or parked; guarded by the server's lock
+        # A parked request: its Deferred, and how to answer it once decided.
+        self.deferred: Deferred | None = None
+        self.deferred_head: wire.RequestHead | None = None
+        self.deferred_keep = False
+        self.unsent = b""  # the part of a decided answer the socket did not take at once
+        self.keep_after_unsent = False
 
     def has_buffered_request(self) -> bool:
         """True when the next request's bytes already sit in our buffer (pipelining)."""
@@ -86,17 +95,23 @@ class Connection:
             return _refuse_write
 
         result = self.server.app(environ, start_response)
-        try:
-            keep = self._send(head, answer[0], answer[1], result, keep)
-        finally:
-            close = getattr(result, "close", None)
-            if close is not None:
-                close()
+        if isinstance(result, DeferredBody):
+            # Decided later by the waiting room; the server parks this connection meanwhile.
+            self.deferred, self.deferred_head = result.deferred, head
+        else:
+            try:
+                keep = self._send(head, answer[0], answer[1], result, keep)
+            finally:
+                close = getattr(result, "close", None)
+                if close is not None:
+                    close()
         body = environ["wsgi.input"]
         if keep and isinstance(body, LimitedStream) and not body.is_exhausted:
             if body.limit - body._pos > DRAIN_LIMIT:
-                return False
-            body.exhaust()  # the next request starts after this one's body
+                keep = False
+            else:
+                body.exhaust()  # the next request starts after this one's body
+        self.deferred_keep = keep
         return keep
 
     def _send(self, head: wire.RequestHead, status: str, headers: list[tuple[str, str]],
@@ -123,6 +138,16 @@ class Connection:
                 pending.append(b"0\r\n\r\n")
         self.connection.sendall(b"".join(pending))  # small answers go out in one write
         return keep
+
+    def decided_answer(self, answer: Answer) -> tuple[bytes, bool]:
+        """The bytes of a parked request's answer, and whether the connection stays open."""
+        head, keep = self.deferred_head, self.deferred_keep
+        assert head is not None
+        data = wire.answer_head(answer.status, answer.headers, chunked=False, keep_alive=keep)
+        if head.method != "HEAD":
+            data += answer.body
+        self.deferred_head = None
+        return data, keep
 
     def _send_bytes(self, data: bytes) -> None:
         try:
@@ -202,20 +227,53 @@ class PooledWSGIServer(BaseWSGIServer):
             self._answer(handler)
 
     def _answer(self, handler: Connection) -> None:
-        keep = False
+        keep = True
         try:
-            keep = handler.serve_one()
-            while keep and handler.has_buffered_request() and not self._stopping.is_set():
+            serve = True
+            if handler.unsent:
+                data, handler.unsent = handler.unsent, b""
+                handler.connection.sendall(data)
+                keep = handler.keep_after_unsent
+                serve = keep and handler.has_buffered_request()
+            while serve and not self._stopping.is_set():
                 keep = handler.serve_one()
+                deferred = handler.deferred
+                if deferred is not None:
+                    handler.deferred = None
+                    deferred.on_ready(functools.partial(self._deliver, handler))
+                    return  # parked: still busy, answered by `_deliver`
+                serve = keep and handler.has_buffered_request()
         except Exception:
             self.handle_error(handler.connection, handler.client_address)
             keep = False
-        fd = handler.connection.fileno()
-        if keep and not self._stopping.is_set():
-            with self._lock:
-                handler.busy = False
-            self._epoll.modify(fd, _ARMED)
+        self._release(handler, keep)
+
+    def _deliver(self, handler: Connection, answer: Answer) -> None:
+        """Send a parked request's answer without blocking (the waiting room calls this)."""
+        data, keep = handler.decided_answer(answer)
+        try:
+            sent = handler.connection.send(data, socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            sent = 0
+        except OSError:
+            self._release(handler, False)
             return
+        if sent < len(data):
+            # A slow client: a worker sends the rest once the socket takes more.
+            handler.unsent, handler.keep_after_unsent = data[sent:], keep
+            self._rearm(handler, select.EPOLLOUT | select.EPOLLONESHOT)
+            return
+        self._release(handler, keep)
+
+    def _release(self, handler: Connection, keep: bool) -> None:
+        """Wait for the connection's next request, or close it."""
+        handler.last_used = time.monotonic()
+        if keep and not self._stopping.is_set():
+            # Bytes already read (a pipelined request): writable fires at once, a worker serves.
+            events = _ARMED | select.EPOLLOUT if handler.has_buffered_request() else _ARMED
+            if self._rearm(handler, events):
+                return
+        fd = handler.connection.fileno()
         with self._lock:
             self._connections.pop(fd, None)
         try:
@@ -223,6 +281,17 @@ class PooledWSGIServer(BaseWSGIServer):
         except (OSError, ValueError):
             pass
         handler.close()
+
+    def _rearm(self, handler: Connection, events: int) -> bool:
+        with self._lock:
+            handler.busy = False
+        try:
+            self._epoll.modify(handler.connection.fileno(), events)
+        except (OSError, ValueError):  # stopped meanwhile
+            with self._lock:
+                handler.busy = True
+            return False
+        return True
 
     def _close_idle(self) -> None:
         now = time.monotonic()

@@ -1,0 +1,187 @@
+"""Answers that wait for a commit without holding a worker thread.
+
+A reader that asks for what has not been committed yet gets a `Deferred`: the answer as
+`attempt()` gives it after the first commit that brings something, or `on_timeout()` once
+the wait is over. The one thread of the `WaitingRoom` decides them all: at a commit it asks
+each parked request's `attempt` (readers at the same position share one encoded answer) and
+hands the answers over. Our server parks the connection meanwhile, so a hundred waiting
+readers cost no threads and a commit wakes one thread, not a hundred; any other WSGI server
+iterates the Deferred, which then waits in its own thread.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from refimpl.engine.signals import CommitSignal
+from refimpl.http.encode import Answer
+from refimpl.http.errors import to_response
+
+log = logging.getLogger("refimpl.http")
+
+IDLE_SECONDS = 1.0  # how often the waiting room looks at an empty schedule
+
+
+class Deferred:
+    """One waiting request's answer; decided exactly once."""
+
+    def __init__(
+        self,
+        signal: CommitSignal,
+        seen: int,
+        attempt: Callable[[], Answer | None],
+        on_timeout: Callable[[], Answer],
+        deadline: float,
+        release: Callable[[], None],
+    ) -> None:
+        self.signal = signal
+        self.seen = seen  # the durable LSN the last attempt looked at
+        self.attempt = attempt
+        self.on_timeout = on_timeout
+        self.deadline = deadline
+        self._release = release
+        self._lock = threading.Lock()
+        self._answer: Answer | None = None
+        self._callback: Callable[[Answer], None] | None = None
+        self._done = threading.Event()
+
+    def resolve(self, answer: Answer) -> None:
+        with self._lock:
+            if self._answer is not None:
+                return
+            self._answer = answer
+            callback = self._callback
+        self._release()
+        self._done.set()
+        if callback is not None:
+            callback(answer)
+
+    def on_ready(self, callback: Callable[[Answer], None]) -> None:
+        """Call `callback` with the answer once there is one (at once if there is)."""
+        with self._lock:
+            answer = self._answer
+            if answer is None:
+                self._callback = callback
+                return
+        callback(answer)
+
+    def __call__(self, environ: dict, start_response: Any) -> DeferredBody:
+        return DeferredBody(self, start_response)
+
+
+class DeferredBody:
+    """The WSGI iterable of a Deferred: iterating it waits for the answer."""
+
+    def __init__(self, deferred: Deferred, start_response: Any) -> None:
+        self.deferred = deferred
+        self._start_response = start_response
+
+    def __iter__(self) -> Iterator[bytes]:
+        self.deferred._done.wait()
+        answer = self.deferred._answer
+        assert answer is not None
+        self._start_response(answer.status, answer.headers)
+        yield answer.body
+
+
+class WaitingRoom:
+    """Decides parked Deferreds at commits and deadlines, in one thread of its own."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._parked: list[Deferred] = []
+        self._deadlines: list[tuple[float, int, Deferred]] = []
+        self._order = itertools.count()
+        self._signals: set[int] = set()
+        self._closed = False
+        self._thread: threading.Thread | None = None
+
+    @property
+    def waiting(self) -> int:
+        with self._lock:
+            return len(self._parked)
+
+    def park(self, deferred: Deferred) -> None:
+        with self._lock:
+            if not self._closed:
+                if id(deferred.signal) not in self._signals:
+                    self._signals.add(id(deferred.signal))
+                    deferred.signal.listen(self._wake.set)
+                self._parked.append(deferred)
+                heapq.heappush(self._deadlines, (deferred.deadline, next(self._order), deferred))
+                if self._thread is None:
+                    self._thread = threading.Thread(
+                        target=self._run, name="kdb-waiting-room", daemon=True
+                    )
+                    self._thread.start()
+                closed = False
+            else:
+                closed = True
+        if closed:
+            _decide(deferred, deferred.on_timeout)
+        else:
+            self._wake.set()  # a commit may have come before the listener was in place
+
+    def close(self) -> None:
+        """Answer every parked request with what it has; later ones are answered at once."""
+        with self._lock:
+            self._closed = True
+            parked, self._parked = self._parked, []
+            self._deadlines = []
+        for deferred in parked:
+            _decide(deferred, deferred.on_timeout)
+
+    def _run(self) -> None:
+        while True:
+            with self._lock:
+                if self._closed:
+                    return
+                nearest = self._deadlines[0][0] if self._deadlines else None
+            timeout = IDLE_SECONDS if nearest is None else max(0.0, nearest - time.monotonic())
+            self._wake.wait(timeout)
+            self._wake.clear()
+            self._decide_due()
+
+    def _decide_due(self) -> None:
+        with self._lock:
+            parked = list(self._parked)
+        now = time.monotonic()
+        decided: set[int] = set()
+        for deferred in parked:
+            lsn = deferred.signal.lsn
+            if lsn > deferred.seen:
+                deferred.seen = lsn
+                if _decide(deferred, deferred.attempt):
+                    decided.add(id(deferred))
+                    continue
+            if now >= deferred.deadline:
+                _decide(deferred, deferred.on_timeout)
+                decided.add(id(deferred))
+        if not decided:
+            return
+        with self._lock:
+            self._parked = [d for d in self._parked if id(d) not in decided]
+            self._deadlines = [e for e in self._deadlines if id(e[2]) not in decided]
+            heapq.heapify(self._deadlines)
+
+
+def _decide(deferred: Deferred, produce: Callable[[], Answer | None]) -> bool:
+    """Resolve `deferred` with what `produce` gives (an error becomes its JSON answer)."""
+    try:
+        answer = produce()
+    except Exception as exc:  # noqa: BLE001 - a 410 or a bug: the client gets its answer
+        answer = to_response(exc)
+    if answer is None:
+        return False
+    try:
+        deferred.resolve(answer)
+    except Exception:  # a broken connection is the server's to close; keep deciding others
+        log.warning("handing over a waiting request's answer failed", exc_info=True)
+    return True
