@@ -102,6 +102,11 @@ class WaitingRoom:
         self._signals: set[int] = set()
         self._closed = False
         self._thread: threading.Thread | None = None
+        # Held while a round of answers is handed over. A server whose workers pass through
+        # it before reading a request keeps a round from being interleaved with the requests
+        # its first answers bring back: each such request would hold the interpreter lock
+        # while later answers of the round wait.
+        self.gate = threading.Lock()
 
     @property
     def waiting(self) -> int:
@@ -154,16 +159,17 @@ class WaitingRoom:
             parked = list(self._parked)
         now = time.monotonic()
         decided: set[int] = set()
-        for deferred in parked:
-            lsn = deferred.signal.lsn
-            if lsn > deferred.seen:
-                deferred.seen = lsn
-                if _decide(deferred, deferred.attempt):
+        with self.gate:
+            for deferred in parked:
+                lsn = deferred.signal.lsn
+                if lsn > deferred.seen:
+                    deferred.seen = lsn
+                    if _decide(deferred, deferred.attempt):
+                        decided.add(id(deferred))
+                        continue
+                if now >= deferred.deadline:
+                    _decide(deferred, deferred.on_timeout)
                     decided.add(id(deferred))
-                    continue
-            if now >= deferred.deadline:
-                _decide(deferred, deferred.on_timeout)
-                decided.add(id(deferred))
         if not decided:
             return
         with self._lock:

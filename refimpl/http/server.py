@@ -188,6 +188,8 @@ class PooledWSGIServer(BaseWSGIServer):
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._next_idle_check = time.monotonic() + IDLE_CHECK_SECONDS
+        room = getattr(app, "waiting_room", None)
+        self._gate: threading.Lock | None = getattr(room, "gate", None)
         self._workers = [
             threading.Thread(target=self._work, name=f"kdb-http-{n}", daemon=True)
             for n in range(threads)
@@ -219,6 +221,9 @@ class PooledWSGIServer(BaseWSGIServer):
                 self._close_idle()
                 continue
             fd = events[0][0]
+            if self._gate is not None:
+                with self._gate:  # a round of waiting answers goes out first
+                    pass
             with self._lock:
                 handler = self._connections.get(fd)
                 if handler is None or handler.busy:
