@@ -150,7 +150,12 @@ def changes_route(ctx: Context) -> Answer | Deferred:
     seen = database.commits.lsn  # before the read: a commit after it is attempted again
     body, found = answer()
     slots = ctx.app.wait_slots
-    if found or wait_ms <= 0 or not slots.acquire(blocking=False):
+    room = ctx.app.waiting_room
+    if found and wait_ms > 0 and room.paced(database.commits):
+        seen = -1  # news already: the next round answers it, whether or not more commits come
+    elif found or wait_ms <= 0:
+        return respond(body)
+    if not slots.acquire(blocking=False):
         return respond(body)
 
     def attempt() -> Answer | None:
@@ -164,5 +169,5 @@ def changes_route(ctx: Context) -> Answer | Deferred:
         database.commits, seen, attempt, on_timeout, time.monotonic() + wait_ms / 1000,
         slots.release,
     )
-    ctx.app.waiting_room.park(deferred)
+    room.park(deferred)
     return deferred

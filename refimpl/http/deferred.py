@@ -28,6 +28,39 @@ log = logging.getLogger("refimpl.http")
 IDLE_SECONDS = 1.0  # how often the waiting room looks at an empty schedule
 
 
+ROUND_LIMIT_SECONDS = 0.2  # a round whose readers do not all come back ends after this
+ROUND_SPACING = 3  # a round starts at least this many times its cost after the last began
+
+
+class Pace:
+    """Rounds of answers for one database's waiting readers, at most a third of the time.
+
+    Under a steady stream of commits every reader would otherwise come back, find news and
+    be answered at once, again and again, and the readers' requests would crowd out the
+    writers. A round starts when the room answers parked readers; it lasts until as many
+    of them have come back (asked again), which measures what a round costs the server.
+    Until three times that has passed since its start, readers that come back with news
+    wait for the next round: news reaches them a few milliseconds later, in one answer.
+    """
+
+    def __init__(self) -> None:
+        self.started = 0.0
+        self.expected = 0
+        self.returned = 0
+        self.next_round = 0.0  # no round before this moment
+
+    def begin(self, now: float, readers: int) -> None:
+        self.started, self.expected, self.returned = now, readers, 0
+        self.next_round = now + ROUND_SPACING * ROUND_LIMIT_SECONDS  # until it is measured
+
+    def came_back(self, now: float) -> None:
+        if self.expected and self.returned < self.expected:
+            self.returned += 1
+            if self.returned == self.expected or now - self.started > ROUND_LIMIT_SECONDS:
+                self.next_round = self.started + ROUND_SPACING * (now - self.started)
+                self.expected = 0
+
+
 class Deferred:
     """One waiting request's answer; decided exactly once."""
 
@@ -100,6 +133,7 @@ class WaitingRoom:
         self._deadlines: list[tuple[float, int, Deferred]] = []
         self._order = itertools.count()
         self._signals: set[int] = set()
+        self._paces: dict[int, Pace] = {}
         self._closed = False
         self._thread: threading.Thread | None = None
         # Held while a round of answers is handed over. A server whose workers pass through
@@ -113,8 +147,17 @@ class WaitingRoom:
         with self._lock:
             return len(self._parked)
 
+    def paced(self, signal: CommitSignal) -> bool:
+        """True while readers of `signal`'s database that have news wait for the next round."""
+        with self._lock:
+            pace = self._paces.get(id(signal))
+            return pace is not None and time.monotonic() < pace.next_round
+
     def park(self, deferred: Deferred) -> None:
         with self._lock:
+            pace = self._paces.get(id(deferred.signal))
+            if pace is not None:
+                pace.came_back(time.monotonic())
             if not self._closed:
                 if id(deferred.signal) not in self._signals:
                     self._signals.add(id(deferred.signal))
@@ -149,6 +192,10 @@ class WaitingRoom:
                 if self._closed:
                     return
                 nearest = self._deadlines[0][0] if self._deadlines else None
+                if self._parked:
+                    rounds = [p.next_round for p in self._paces.values()]
+                    if rounds and (nearest is None or min(rounds) < nearest):
+                        nearest = max(min(rounds), time.monotonic() + 0.0005)
             timeout = IDLE_SECONDS if nearest is None else max(0.0, nearest - time.monotonic())
             self._wake.wait(timeout)
             self._wake.clear()
@@ -159,13 +206,19 @@ class WaitingRoom:
             parked = list(self._parked)
         now = time.monotonic()
         decided: set[int] = set()
+        answered: dict[int, int] = {}  # by signal: readers given news in this round
+        with self._lock:
+            paces = dict(self._paces)
         with self.gate:
             for deferred in parked:
+                key = id(deferred.signal)
+                pace = paces.get(key)
                 lsn = deferred.signal.lsn
-                if lsn > deferred.seen:
+                if lsn > deferred.seen and (pace is None or now >= pace.next_round):
                     deferred.seen = lsn
                     if _decide(deferred, deferred.attempt):
                         decided.add(id(deferred))
+                        answered[key] = answered.get(key, 0) + 1
                         continue
                 if now >= deferred.deadline:
                     _decide(deferred, deferred.on_timeout)
@@ -173,6 +226,8 @@ class WaitingRoom:
         if not decided:
             return
         with self._lock:
+            for key, readers in answered.items():
+                self._paces.setdefault(key, Pace()).begin(now, readers)
             self._parked = [d for d in self._parked if id(d) not in decided]
             self._deadlines = [e for e in self._deadlines if id(e[2]) not in decided]
             heapq.heapify(self._deadlines)
