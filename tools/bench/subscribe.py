@@ -8,8 +8,9 @@ trades each. Every subscription is a candle query
       GROUP BY m ORDER BY m
 
 created by a first GET /api/subscribe (its snapshot). 100 of them (10 symbols x 10) are held
-by waiters (4 processes of 25 threads) that always have a request waiting (asked again with
-the id of the last answer); the others sit idle. A writer commits one trade at a time
+by waiters (4 processes of 25 threads, each a keep-alive connection of `harness.LeanHTTP`)
+that always have a request waiting (asked again with the id of the last answer); the others
+sit idle. A writer commits one trade at a time
 (--interval apart) to the 10 watched symbols in turn, its price being the writer's clock
 (CLOCK_MONOTONIC) just before the request: a waiter's latency is its clock when it parses
 the `rows` answer minus the new candle's `close`. Server CPU per commit is the server
@@ -36,6 +37,7 @@ import multiprocessing
 import threading
 import time
 from typing import Any
+from urllib.parse import quote
 
 import harness
 import requests
@@ -126,32 +128,30 @@ def create_subscriptions(server: harness.RefimplServer, symbols: list[str],
 
 def _waiter(target: dict[str, Any], symbol: str, ident: str, stop: Any, ready: Any,
             out: list[Any]) -> None:
-    session = requests.Session()
-    headers = {"Authorization": f"Bearer {target['token']}"}
-    query = CANDLES.format(symbol=symbol)
+    client = harness.LeanHTTP(target["url"], {"Authorization": f"Bearer {target['token']}"})
+    query = quote(CANDLES.format(symbol=symbol))
     samples: list[tuple[float, float]] = []
     errors = 0
     with ready.get_lock():
         ready.value += 1
     while not stop.is_set():
         try:
-            response = session.get(
-                target["url"] + "/api/subscribe",
-                params={"query": query, "id": ident, "wait": str(WAIT_MS)},
-                headers=headers, timeout=WAIT_MS / 1000 + 60,
-            )
+            status, _, body = client.request(
+                "GET", f"/api/subscribe?query={query}&id={quote(ident)}&wait={WAIT_MS}")
             now = time.monotonic()
-            response.raise_for_status()
-            ident, kind, data = parse_event(response.text)
-        except (requests.RequestException, ValueError):
+            if status != 200:
+                raise ValueError(f"status {status}")
+            ident, kind, data = parse_event(body.decode("utf-8"))
+        except (OSError, EOFError, ValueError):
             errors += 1
+            client.close()
             time.sleep(0.1)
             continue
         if kind == "rows" and data and data["rows"]:
             sent = newest_close(data)
             if sent > 1000:  # a benchmark trade (the loaded ones are priced about 100)
                 samples.append((sent, now - sent))
-    session.close()
+    client.close()
     out.append((samples, errors))
 
 
