@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from refimpl.engine import checkpoint, ddl, records, values
+from refimpl.engine import admission, checkpoint, ddl, records, values
 from refimpl.engine.options import EngineOptions
 from refimpl.engine.records import Entry, Record
 from refimpl.engine.result_cache import ResultCache
@@ -140,11 +140,13 @@ class Database:
 
     def acquire_write(self, timeout: float | None = None) -> None:
         wait = self.options.statement_timeout if timeout is None else timeout
-        if not self.write_lock.acquire(timeout=wait):
-            raise StatementTimeout(
-                f"waited {wait:g} s for database '{self.name}', which another transaction"
-                " holds; try again, or commit that transaction sooner"
-            )
+        if not self.write_lock.acquire(blocking=False):
+            admission.waiting()
+            if not self.write_lock.acquire(timeout=wait):
+                raise StatementTimeout(
+                    f"waited {wait:g} s for database '{self.name}', which another transaction"
+                    " holds; try again, or commit that transaction sooner"
+                )
 
     def release_write(self) -> None:
         self.write_lock.release()

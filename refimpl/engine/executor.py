@@ -17,6 +17,7 @@ from refimpl.engine import admin_statements, ddl, values
 from refimpl.engine.access import Right
 from refimpl.engine.compiled import Scope, table_scope
 from refimpl.engine.expressions import compile_expression
+from refimpl.engine.point_read import point_plan
 from refimpl.engine.result import Column, Result, message_result, query_result
 from refimpl.engine.rev_sql import cache_plan
 from refimpl.engine.schema import TableSchema
@@ -125,6 +126,12 @@ def select_rows(  # noqa: ANN201 - a QueryOutput
         table = database.tables.get(source.name.lower())
         if table is None:
             raise UnknownTable(source.name)
+        point = point_plan(statement, table.schema)
+        if point is not None:
+            ident = point.ident(params)
+            if ident is not None:
+                row = table.get(ident)
+                return QueryOutput(point.columns, [] if row is None else [point.project(row)])
         # The revision is read under the state lock, before the query: see result_cache.
         key, token = cache_plan(database, table.schema, statement, params) if cache else (None, 0)
         if key is not None:

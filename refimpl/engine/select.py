@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from refimpl.engine import values
+from refimpl.engine import admission, values
 from refimpl.engine.aggregates import make_accumulator
 from refimpl.engine.compiled import Compiled, Scope, ScopeColumn, comparable
 from refimpl.engine.expressions import (
@@ -62,7 +62,11 @@ def bounded(rows: Iterator[Sequence[Any]], deadline: float | None) -> Iterator[S
         yield from rows
         return
     for count, row in enumerate(rows, start=1):
-        if not count & 4095 and time.monotonic() > deadline:
+        if count & 4095:
+            yield row
+            continue
+        admission.running_long()
+        if time.monotonic() > deadline:
             raise StatementTimeout(
                 "the statement ran longer than the server's statement_timeout_ms and was"
                 " stopped; narrow its WHERE (a time range prunes partitions) or raise the limit"

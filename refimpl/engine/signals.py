@@ -6,6 +6,8 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
+from refimpl.engine import admission
+
 
 class CommitSignal:
     """The durable LSN as it moves; readers wait for it to pass a position.
@@ -44,6 +46,7 @@ class CommitSignal:
         """Wait until the durable LSN passes `lsn`; False on timeout or when closed."""
         with self._condition:
             self.waiting += 1
+            admission.waiting()
             try:
                 self._condition.wait_for(lambda: self._lsn > lsn or self._closed, timeout)
                 return self._lsn > lsn
@@ -134,6 +137,7 @@ class SharedLock:
         if not depth:
             with self._condition:
                 while self._writing or self._writers_waiting:
+                    admission.waiting()
                     self._condition.wait()
                 self._readers += 1
         self._depth.value = depth + 1
@@ -153,6 +157,7 @@ class SharedLock:
         with self._condition:
             self._writers_waiting += 1
             while self._writing or self._readers:
+                admission.waiting()
                 self._condition.wait()
             self._writers_waiting -= 1
             self._writing = True

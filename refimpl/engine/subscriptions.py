@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from refimpl.engine import executor
+from refimpl.engine import admission, executor
 from refimpl.engine.buckets import BucketPlan, bucket_plan, changed_buckets, restricted
 from refimpl.engine.expressions import contains_aggregate
 from refimpl.engine.result import Column
@@ -405,6 +405,7 @@ class SubscriptionManager:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     break
+                admission.waiting()
                 event.wait(remaining)
                 event.clear()
         finally:

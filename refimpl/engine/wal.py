@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
+from refimpl.engine import admission
 from refimpl.engine.wal_segments import (
     HEADER,
     HEADER_SIZE,
@@ -243,6 +244,8 @@ class WriteAheadLog:
         whatever was appended meanwhile). Raises `WritesStopped` if the log has failed, also when
         the failure happened in another thread's flush.
         """
+        if lsn > self._durable_lsn:
+            admission.waiting()  # a flush to wait for, or to lead: others may run meanwhile
         with self._cond:
             while True:
                 if self._failure is not None:

@@ -13,6 +13,7 @@ bytes; ours reads exactly the body the request declared instead.
 
 from __future__ import annotations
 
+import collections
 import functools
 import logging
 import select
@@ -27,6 +28,7 @@ from typing import Any
 from werkzeug.serving import BaseWSGIServer
 from werkzeug.wsgi import LimitedStream
 
+from refimpl.engine import admission
 from refimpl.http import wire
 from refimpl.http.deferred import Deferred, DeferredBody
 from refimpl.http.encode import Answer
@@ -37,9 +39,40 @@ CONNECTION_TIMEOUT_SECONDS = 60.0  # a started request must arrive within this
 IDLE_SECONDS = 60.0  # a kept-alive connection is closed after this long unused
 IDLE_CHECK_SECONDS = 1.0
 WORKER_POLL_SECONDS = 0.5  # how soon an idle worker notices a stop
+ADMITTED = 4  # requests running Python at once (see refimpl.engine.admission)
 DRAIN_LIMIT = 1024 * 1024  # unread request body a kept-alive connection may skip
 # Readable, then disarmed until the answer is sent: one worker per request.
 _ARMED = select.EPOLLIN | select.EPOLLONESHOT
+
+
+class FifoSlots:
+    """A semaphore that serves waiters in order: a freed place goes to the oldest waiter.
+
+    `threading.Semaphore` lets a thread that just gave a place back take it again before
+    the waiter it woke runs; under load some requests then wait for many others' turns.
+    """
+
+    def __init__(self, places: int) -> None:
+        self._lock = threading.Lock()
+        self._free = places
+        self._queue: collections.deque[threading.Lock] = collections.deque()
+
+    def acquire(self) -> None:
+        with self._lock:
+            if self._free and not self._queue:
+                self._free -= 1
+                return
+            turn = threading.Lock()
+            turn.acquire()
+            self._queue.append(turn)
+        turn.acquire()  # released by `release`: the place is handed over
+
+    def release(self) -> None:
+        with self._lock:
+            if self._queue:
+                self._queue.popleft().release()
+            else:
+                self._free += 1
 
 
 class Connection:
@@ -188,6 +221,9 @@ class PooledWSGIServer(BaseWSGIServer):
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._next_idle_check = time.monotonic() + IDLE_CHECK_SECONDS
+        # Requests admitted to run at once; more would only queue for the interpreter lock.
+        # A request that waits (a commit's flush, a lock) or runs long makes way early.
+        self._admission = FifoSlots(ADMITTED)
         room = getattr(app, "waiting_room", None)
         self._gate: threading.Lock | None = getattr(room, "gate", None)
         self._workers = [
@@ -229,7 +265,12 @@ class PooledWSGIServer(BaseWSGIServer):
                 if handler is None or handler.busy:
                     continue
                 handler.busy = True
-            self._answer(handler)
+            self._admission.acquire()
+            admission.admitted(self._admission.release)
+            try:
+                self._answer(handler)
+            finally:
+                admission.done()
 
     def _answer(self, handler: Connection) -> None:
         keep = True

@@ -1,0 +1,89 @@
+"""Point reads answer exactly as the general SELECT path does, errors included."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import refimpl
+from refimpl.engine.point_read import point_plan
+from refimpl.errors import KdbError
+from refimpl.sql.parser import parse
+
+KEYS = st.one_of(st.integers(-3, 3), st.sampled_from(["a", "b", "'q'"]))
+CONSTANTS = st.one_of(
+    st.integers(-3, 3), st.sampled_from(["a", "b", "zz"]), st.floats(-3, 3), st.none(),
+    st.booleans(),
+)
+
+
+@pytest.fixture(scope="module")
+def db(tmp_path_factory):
+    connection = refimpl.connect(tmp_path_factory.mktemp("point") / "data")
+    connection.execute("CREATE TABLE one (id BIGINT PRIMARY KEY, v DOUBLE, s STRING)")
+    connection.execute("CREATE TABLE two (k STRING, n INT, v DOUBLE, PRIMARY KEY (k, n))")
+    for i in range(-2, 3):
+        connection.execute("INSERT INTO one VALUES (?, ?, ?)", (i, i * 0.5, f"r{i}"))
+        for k in ("a", "b"):
+            connection.execute("INSERT INTO two VALUES (?, ?, ?)", (k, i, i * 1.5))
+    yield connection
+    connection.close()
+
+
+def schema(db, table: str):
+    return db.instance.database(db.database).tables[table].schema
+
+
+def answer(db, sql: str, params: tuple) -> object:
+    try:
+        result = db.execute(sql, params)
+    except KdbError as error:
+        return type(error).__name__
+    return [(c.name, c.type) for c in result.columns], result.rows
+
+
+SHAPES = [
+    ("SELECT * FROM one WHERE id = ?", 1),
+    ("SELECT s, id AS ident FROM one WHERE ? = id", 1),
+    ("SELECT one.v FROM one WHERE one.id = ?", 1),
+    ("SELECT * FROM two WHERE k = ? AND n = ?", 2),
+    ("SELECT n, v FROM two t WHERE t.n = ? AND t.k = ?", 2),
+]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+@given(shape=st.sampled_from(SHAPES), constants=st.lists(CONSTANTS, min_size=2, max_size=2))
+def test_point_reads_equal_the_general_path(db, shape, constants):
+    sql, count = shape
+    params = tuple(constants[:count])
+    # `AND 1 = 1` keeps the same meaning but not the point shape: the general path.
+    general = sql + " AND 1 = 1"
+    assert point_plan(parse(general).statements[0], schema(db, "one")) is None
+    assert answer(db, sql, params) == answer(db, general, params)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=list(HealthCheck))
+@given(key=KEYS)
+def test_literal_keys_equal_the_general_path(db, key):
+    literal = str(key) if isinstance(key, int) else f"'{key}'"
+    for sql in (
+        f"SELECT * FROM one WHERE id = {literal}",
+        f"SELECT v FROM two WHERE n = 1 AND k = {literal}",
+    ):
+        assert answer(db, sql, ()) == answer(db, sql + " AND 1 = 1", ())
+
+
+def test_only_whole_keys_get_a_plan(db):
+    two = schema(db, "two")
+    planned = "SELECT * FROM two WHERE k = 'a' AND n = 1"
+    assert point_plan(parse(planned).statements[0], two) is not None
+    for sql in (
+        "SELECT * FROM two WHERE k = 'a'",
+        "SELECT * FROM two WHERE k = 'a' AND n > 1",
+        "SELECT * FROM two WHERE k = 'a' AND n = 1 ORDER BY v",
+        "SELECT count(*) FROM two WHERE k = 'a' AND n = 1",
+        "SELECT v + 1 FROM two WHERE k = 'a' AND n = 1",
+        "SELECT * FROM two WHERE k = 'a' AND k = 'b'",
+    ):
+        assert point_plan(parse(sql).statements[0], two) is None, sql
