@@ -30,6 +30,10 @@ class Session:
         self.database = database
         self.principal = principal
         self.transaction: Transaction | None = None
+        # With `defer_durability` set, a commit does not wait for its flush: the caller must
+        # wait until `durable_needed` is durable before it acknowledges anything.
+        self.defer_durability = False
+        self.durable_needed = 0
 
     # -- running SQL ---------------------------------------------------------------------
 
@@ -100,7 +104,7 @@ class Session:
         finally:
             database.release_write()
         if lsn is not None:
-            database.wait_durable(lsn)
+            self._committed(lsn)
         return result
 
     def begin(self) -> None:
@@ -118,7 +122,13 @@ class Session:
             self.transaction = None
             database.release_write()
         if lsn is not None:
-            database.wait_durable(lsn)
+            self._committed(lsn)
+
+    def _committed(self, lsn: int) -> None:
+        if self.defer_durability:
+            self.durable_needed = max(self.durable_needed, lsn)
+        else:
+            self.database.wait_durable(lsn)
 
     def rollback(self) -> None:
         if self.transaction is None:

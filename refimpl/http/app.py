@@ -26,6 +26,7 @@ from refimpl.errors import BadRequest, NotFound, PayloadTooLarge, UnknownDatabas
 from refimpl.http import routes
 from refimpl.http.auth import Authenticator
 from refimpl.http.deferred import Deferred, WaitingRoom
+from refimpl.http.durability import Flusher
 from refimpl.http.encode import Answer
 from refimpl.http.errors import to_response
 
@@ -52,6 +53,7 @@ class App:
         self.wait_slots = threading.BoundedSemaphore(max(1, self.options.threads // 4))
         self.shared_answers = SharedResults()
         self.waiting_room = WaitingRoom()
+        self.flusher = Flusher(self.waiting_room.wake)
         self.auth = Authenticator(getattr(instance, "access", None), self.options.dev)
         # Read once: the document is served as is on every request.
         self.openapi_bytes = OPENAPI_FILE.read_bytes()
@@ -180,6 +182,7 @@ class App:
     def begin_shutdown(self) -> None:
         """Answer every waiting request with what it has, now, and the engine's waiters."""
         self.waiting_room.close()
+        self.flusher.close()
         stopping = getattr(self.instance, "begin_shutdown", None)
         if stopping is not None:
             stopping()

@@ -167,7 +167,7 @@ def changes_route(ctx: Context) -> Answer | Deferred:
 
     deferred = Deferred(
         database.commits, seen, attempt, on_timeout, time.monotonic() + wait_ms / 1000,
-        slots.release,
+        slots.release, paced=True,
     )
     room.park(deferred)
     return deferred

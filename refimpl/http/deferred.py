@@ -72,8 +72,11 @@ class Deferred:
         on_timeout: Callable[[], Answer],
         deadline: float,
         release: Callable[[], None],
+        *,
+        paced: bool = False,
     ) -> None:
         self.signal = signal
+        self.paced = paced  # answered in the rounds of its database's `Pace`
         self.seen = seen  # the durable LSN the last attempt looked at
         self.attempt = attempt
         self.on_timeout = on_timeout
@@ -153,9 +156,13 @@ class WaitingRoom:
             pace = self._paces.get(id(signal))
             return pace is not None and time.monotonic() < pace.next_round
 
+    def wake(self) -> None:
+        """Look at every parked request again now (something other than a commit changed)."""
+        self._wake.set()
+
     def park(self, deferred: Deferred) -> None:
         with self._lock:
-            pace = self._paces.get(id(deferred.signal))
+            pace = self._paces.get(id(deferred.signal)) if deferred.paced else None
             if pace is not None:
                 pace.came_back(time.monotonic())
             if not self._closed:
@@ -212,13 +219,14 @@ class WaitingRoom:
         with self.gate:
             for deferred in parked:
                 key = id(deferred.signal)
-                pace = paces.get(key)
+                pace = paces.get(key) if deferred.paced else None
                 lsn = deferred.signal.lsn
                 if lsn > deferred.seen and (pace is None or now >= pace.next_round):
                     deferred.seen = lsn
                     if _decide(deferred, deferred.attempt):
                         decided.add(id(deferred))
-                        answered[key] = answered.get(key, 0) + 1
+                        if deferred.paced:
+                            answered[key] = answered.get(key, 0) + 1
                         continue
                 if now >= deferred.deadline:
                     _decide(deferred, deferred.on_timeout)

@@ -18,10 +18,13 @@ from werkzeug.wrappers import Request, Response
 from refimpl.engine.access import ADMIN as ADMIN_PRINCIPAL
 from refimpl.engine.access import WRITE, Principal
 from refimpl.engine.result import Column
-from refimpl.errors import BadRequest, NotFound, UnknownDatabase, UnknownTable
+from refimpl.errors import BadRequest, KdbError, NotFound, UnknownDatabase, UnknownTable
 from refimpl.http import csvimport, lineproto
 from refimpl.http.changes import changes_route
-from refimpl.http.encode import csv_chunks, json_response, result_body
+from refimpl.http.deferred import Deferred
+from refimpl.http.durability import acknowledge_when_durable
+from refimpl.http.encode import Answer, csv_chunks, json_response, result_body
+from refimpl.http.errors import to_response
 from refimpl.http.revisions import rev_route
 from refimpl.http.subscribe import subscribe_route
 
@@ -100,11 +103,23 @@ def _sql_of(ctx: Context) -> str:
     return sql
 
 
-def exec_route(ctx: Context) -> Response:
+def exec_route(ctx: Context) -> Response | Answer | Deferred:
     sql = _sql_of(ctx)
     with ctx.session() as session:
-        result = session.execute(sql, ())
-    return json_response(result_body(result, sql))
+        # The answer waits for the flush, not the worker: see refimpl.http.durability.
+        session.defer_durability = True
+        try:
+            answer = json_response(result_body(session.execute(sql, ()), sql))
+        except KdbError as error:
+            if not session.durable_needed:
+                raise
+            answer = to_response(error)  # a script's earlier commits: still wait for them
+    if not session.durable_needed:
+        return answer
+    app = ctx.app
+    return acknowledge_when_durable(
+        app.waiting_room, app.flusher, session.database, session.durable_needed, answer
+    )
 
 
 def export_route(ctx: Context) -> Response:
