@@ -39,7 +39,7 @@ CONNECTION_TIMEOUT_SECONDS = 60.0  # a started request must arrive within this
 IDLE_SECONDS = 60.0  # a kept-alive connection is closed after this long unused
 IDLE_CHECK_SECONDS = 1.0
 WORKER_POLL_SECONDS = 0.5  # how soon an idle worker notices a stop
-ADMITTED = 4  # requests running Python at once (see refimpl.engine.admission)
+ADMITTED = 2  # requests running Python at once (see refimpl.engine.admission)
 DRAIN_LIMIT = 1024 * 1024  # unread request body a kept-alive connection may skip
 # Readable, then disarmed until the answer is sent: one worker per request.
 _ARMED = select.EPOLLIN | select.EPOLLONESHOT

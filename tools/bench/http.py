@@ -130,7 +130,10 @@ def run_phase(target: dict[str, Any], op: str, clients: int, procs: int, seconds
     context = multiprocessing.get_context("fork")
     pid = target.get("pid")
     cpu = float("nan")
-    with context.Pool(len(groups)) as pool:
+    # close() and join(), not the context manager's terminate(): terminating a pool whose
+    # workers are idle can hang on their task queue's lock.
+    pool = context.Pool(len(groups))
+    try:
         start_at = time.monotonic() + 1.0  # every process started and connected
         stop_at = start_at + WARMUP + seconds
         pending = pool.starmap_async(
@@ -142,6 +145,9 @@ def run_phase(target: dict[str, Any], op: str, clients: int, procs: int, seconds
             time.sleep(max(0.0, stop_at - time.monotonic()))
             cpu = harness.cpu_seconds(pid) - cpu
         results = pending.get()
+    finally:
+        pool.close()
+        pool.join()
     samples = [s for r, _ in results for s in r]
     errors = sum(e for _, e in results)
     figures = harness.summary([s * 1000 for s in samples])
