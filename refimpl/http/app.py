@@ -204,7 +204,7 @@ class App:
         return endpoint, values
 
     def _require_database(self, name: str) -> None:
-        if not any(n.casefold() == name.casefold() for n in self.instance.database_names()):
+        if not self.instance.has_database(name):
             raise UnknownDatabase(name)
 
     def _static(self, request: Request, filename: str) -> Response:

@@ -209,7 +209,9 @@ def make_environ(
         "SERVER_SOFTWARE": "refimpl",
         "REQUEST_METHOD": head.method,
         "SCRIPT_NAME": "",
-        "PATH_INFO": unquote_to_bytes(path).decode("latin-1"),
+        "PATH_INFO": (
+            unquote_to_bytes(path.encode("latin-1")).decode("latin-1") if "%" in path else path
+        ),
         "QUERY_STRING": query,
         "REQUEST_URI": target,
         "RAW_URI": target,
