@@ -82,7 +82,10 @@ class App:
         if cached is not None:
             return cached
         limit = self.options.max_body_bytes
-        length = request.content_length
+        declared = request.environ.get("CONTENT_LENGTH", "")
+        length = int(declared) if declared.isascii() and declared.isdigit() else (
+            request.content_length
+        )
         if length is not None and length > limit:
             raise self._too_large()
         if "wsgi.input_terminated" in request.environ:
@@ -221,6 +224,8 @@ def query_args(request: Request, repeatable: frozenset[str] = frozenset()) -> di
     Werkzeug would replace undecodable bytes silently; SQL must never run altered.
     """
     raw = request.environ.get("QUERY_STRING", "")
+    if not raw:
+        return {}
     try:
         pairs = parse_qsl(raw, keep_blank_values=True, encoding="utf-8", errors="strict")
     except UnicodeDecodeError:

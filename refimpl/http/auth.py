@@ -35,7 +35,7 @@ class Authenticator:
         if self.dev:
             return ADMIN
         assert self.access is not None
-        header = request.headers.get("Authorization")
+        header = request.environ.get("HTTP_AUTHORIZATION")
         if header is not None:
             scheme, _, token = header.strip().partition(" ")
             if scheme.lower() != "bearer" or not token.strip():

@@ -238,7 +238,7 @@ def make_environ(
         environ["wsgi.input"] = DechunkedInput(reader)  # type: ignore[arg-type]
     else:
         length = environ.get("CONTENT_LENGTH", "")
-        if length and (not length.isdigit() or len(length) > 18):
+        if length and not (length.isascii() and length.isdigit() and len(length) <= 18):
             raise MalformedRequest(400, f"bad Content-Length {length[:30]!r}")
         environ["wsgi.input"] = LimitedStream(reader, int(length or 0))  # type: ignore[arg-type]
     return environ

@@ -28,6 +28,7 @@ _TOKEN = re.compile(
     r"""|(?P<other>[;?])""",
 )
 _STOP_WORDS = frozenset({"ORDER", "GROUP", "HAVING"})
+_START_WORDS = {"INSERT": "VALUES", "SELECT": "WHERE", "UPDATE": "WHERE", "DELETE": "WHERE"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,56 +53,50 @@ def templated(text: str) -> Templated | None:
                      values)
 
 
-def _plan(text: str) -> tuple[str, tuple[Any, ...]] | None:
-    tokens = list(_TOKEN.finditer(text))
-    words = [m.group("word").upper() for m in tokens if m.lastgroup == "word"]
-    if not words or any(m.lastgroup in ("comment", "other") for m in tokens):
-        return None  # several statements, comments or ? of the caller's own: as written
-    first = words[0]
-    if first == "INSERT":
-        if "VALUES" not in words or "SELECT" in words:
-            return None
-        start_word = "VALUES"
-    elif first in ("SELECT", "UPDATE", "DELETE"):
-        if "WHERE" not in words:
-            return None
-        start_word = "WHERE"
-    else:
-        return None
-    return _replace(text, tokens, start_word)
-
-
 @functools.lru_cache(maxsize=4096)
 def _unquote(literal: str) -> str:
     return literal[1:-1].replace("''", "'")
 
 
-def _replace(text: str, tokens: list[re.Match[str]], start_word: str) -> tuple[str, tuple]:
+def _plan(text: str) -> tuple[str, tuple[Any, ...]] | None:
+    """The template of `text` and its constants, in one pass over its tokens; None when the
+    text is not templatable (several statements, comments, ? of the caller's own)."""
     parts: list[str] = []
     values: list[Any] = []
     position = 0
-    active = False
-    for match in tokens:
+    start_word: str | None = None  # after it, constants become parameters
+    active = found = False
+    for match in _TOKEN.finditer(text):
         kind = match.lastgroup
         if kind == "word":
             upper = match.group().upper()
-            if upper == start_word:
-                active = True
+            if start_word is None:
+                start_word = _START_WORDS.get(upper)
+                if start_word is None:
+                    return None
+            elif upper == start_word:
+                active = found = True
             elif upper in _STOP_WORDS:
                 active = False
+            elif upper == "SELECT" and start_word == "VALUES":
+                return None  # INSERT ... SELECT: as written
             continue
-        if not active or kind not in ("string", "number"):
+        if kind == "comment" or kind == "other":
+            return None
+        if not active or (kind != "string" and kind != "number"):
             continue
         literal = match.group()
         if kind == "string":
             values.append(_unquote(literal))
-        elif any(c in literal for c in ".eE"):
+        elif "." in literal or "e" in literal or "E" in literal:
             values.append(float(literal))
         else:
             values.append(int(literal))
         parts.append(text[position : match.start()])
         parts.append("?")
         position = match.end()
+    if not found:
+        return None
     if not values:
         return text, ()
     parts.append(text[position:])

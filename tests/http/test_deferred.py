@@ -1,0 +1,104 @@
+"""The waiting room: parked answers decided at commits, deadlines and the stop, once each."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from refimpl.engine.signals import CommitSignal
+from refimpl.http.deferred import Deferred, WaitingRoom
+from refimpl.http.encode import Answer
+from refimpl.http.server import FifoSlots
+
+
+def park(room: WaitingRoom, signal: CommitSignal, wanted: int, wait: float,
+         paced: bool = False, seen: int | None = None
+         ) -> tuple[Deferred, list[Answer], threading.Event]:
+    got: list[Answer] = []
+    released = threading.Event()
+
+    def attempt() -> Answer | None:
+        return Answer(b"news") if signal.lsn >= wanted else None
+
+    deferred = Deferred(
+        signal, signal.lsn if seen is None else seen, attempt, lambda: Answer(b"nothing"),
+        time.monotonic() + wait, released.set, paced=paced,
+    )
+    room.park(deferred)
+    deferred.on_ready(got.append)
+    return deferred, got, released
+
+
+def eventually(condition, seconds: float = 5.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.005)
+    return False
+
+
+def test_a_commit_decides_a_parked_answer_once():
+    room, signal = WaitingRoom(), CommitSignal()
+    _, got, released = park(room, signal, wanted=2, wait=30)
+    signal.publish(1)  # not yet what the reader waits for
+    time.sleep(0.05)
+    assert got == []
+    signal.publish(2)
+    assert eventually(lambda: got)
+    signal.publish(3)
+    time.sleep(0.05)
+    assert [a.body for a in got] == [b"news"] and released.is_set()
+    room.close()
+
+
+def test_the_deadline_and_the_stop_answer_with_nothing():
+    room, signal = WaitingRoom(), CommitSignal()
+    _, early, _ = park(room, signal, wanted=9, wait=0.05)
+    _, late, _ = park(room, signal, wanted=9, wait=60)
+    assert eventually(lambda: early)
+    assert early[0].body == b"nothing" and late == []
+    room.close()
+    assert late[0].body == b"nothing"
+    _, after, _ = park(room, signal, wanted=9, wait=60)
+    assert after[0].body == b"nothing"  # a closed room answers at once
+
+
+def test_iterating_a_deferred_waits_for_its_answer():
+    room, signal = WaitingRoom(), CommitSignal()
+    deferred, _, _ = park(room, signal, wanted=1, wait=30)
+    statuses: list[str] = []
+    body = deferred({}, lambda status, headers: statuses.append(status))
+    threading.Timer(0.05, signal.publish, (1,)).start()
+    assert b"".join(body) == b"news" and statuses == ["200 OK"]
+    room.close()
+
+
+def test_paced_readers_wait_for_the_next_round():
+    room, signal = WaitingRoom(), CommitSignal()
+    _, first, _ = park(room, signal, wanted=1, wait=30, paced=True)
+    signal.publish(1)
+    assert eventually(lambda: first)
+    assert room.paced(signal)  # the round is not measured until its reader comes back
+    # News already there (seen -1): it waits for the next round, which the room starts
+    # once the first round's reader is back (this one) and three times its cost has passed.
+    _, second, _ = park(room, signal, wanted=1, wait=30, paced=True, seen=-1)
+    assert eventually(lambda: second)
+    room.close()
+
+
+def test_fifo_slots_serve_waiters_in_order():
+    slots = FifoSlots(1)
+    slots.acquire()
+    order: list[int] = []
+    threads = []
+    for n in range(5):
+        thread = threading.Thread(target=lambda n=n: (slots.acquire(), order.append(n),
+                                                       slots.release()))
+        thread.start()
+        threads.append(thread)
+        time.sleep(0.02)  # each waiter queued before the next
+    slots.release()
+    for thread in threads:
+        thread.join(5)
+    assert order == [0, 1, 2, 3, 4]
