@@ -29,17 +29,17 @@ IDLE_SECONDS = 1.0  # how often the waiting room looks at an empty schedule
 
 
 ROUND_LIMIT_SECONDS = 0.2  # a round whose readers do not all come back ends after this
-ROUND_SPACING = 3  # a round starts at least this many times its cost after the last began
+ROUND_SPACING = 5  # a round starts at least this many times its cost after the last began
 
 
 class Pace:
-    """Rounds of answers for one database's waiting readers, at most a third of the time.
+    """Rounds of answers for one database's waiting readers, at most a fifth of the time.
 
     Under a steady stream of commits every reader would otherwise come back, find news and
     be answered at once, again and again, and the readers' requests would crowd out the
     writers. A round starts when the room answers parked readers; it lasts until as many
     of them have come back (asked again), which measures what a round costs the server.
-    Until three times that has passed since its start, readers that come back with news
+    Until five times that has passed since its start, readers that come back with news
     wait for the next round: news reaches them a few milliseconds later, in one answer.
     """
 
