@@ -45,20 +45,23 @@ class Pace:
 
     def __init__(self) -> None:
         self.started = 0.0
-        self.expected = 0
-        self.returned = 0
+        self.expected = 0  # readers answered by the round being measured; 0: none is
         self.next_round = 0.0  # no round before this moment
 
     def begin(self, now: float, readers: int) -> None:
-        self.started, self.expected, self.returned = now, readers, 0
+        self.started, self.expected = now, readers
         self.next_round = now + ROUND_SPACING * ROUND_LIMIT_SECONDS  # until it is measured
 
-    def came_back(self, now: float) -> None:
-        if self.expected and self.returned < self.expected:
-            self.returned += 1
-            if self.returned == self.expected or now - self.started > ROUND_LIMIT_SECONDS:
-                self.next_round = self.started + ROUND_SPACING * (now - self.started)
-                self.expected = 0
+    def settle(self, now: float, back: int) -> None:
+        """With `back` readers parked again: the round's cost, once they all are (or late)."""
+        if self.expected and (back >= self.expected or now - self.started >= ROUND_LIMIT_SECONDS):
+            cost = min(now - self.started, ROUND_LIMIT_SECONDS)
+            self.next_round = self.started + ROUND_SPACING * cost
+            self.expected = 0
+
+    def due(self) -> float:
+        """When the room must look again: the end of the measuring, or the next round."""
+        return self.started + ROUND_LIMIT_SECONDS if self.expected else self.next_round
 
 
 class Deferred:
@@ -162,9 +165,6 @@ class WaitingRoom:
 
     def park(self, deferred: Deferred) -> None:
         with self._lock:
-            pace = self._paces.get(id(deferred.signal)) if deferred.paced else None
-            if pace is not None:
-                pace.came_back(time.monotonic())
             if not self._closed:
                 if id(deferred.signal) not in self._signals:
                     self._signals.add(id(deferred.signal))
@@ -199,10 +199,11 @@ class WaitingRoom:
                 if self._closed:
                     return
                 nearest = self._deadlines[0][0] if self._deadlines else None
-                if self._parked:
-                    rounds = [p.next_round for p in self._paces.values()]
-                    if rounds and (nearest is None or min(rounds) < nearest):
-                        nearest = max(min(rounds), time.monotonic() + 0.0005)
+                if self._parked and self._paces:
+                    now = time.monotonic()
+                    ahead = [t for t in (p.due() for p in self._paces.values()) if t > now]
+                    if ahead and (nearest is None or min(ahead) < nearest):
+                        nearest = min(ahead)
             timeout = IDLE_SECONDS if nearest is None else max(0.0, nearest - time.monotonic())
             self._wake.wait(timeout)
             self._wake.clear()
@@ -215,6 +216,12 @@ class WaitingRoom:
         decided: set[int] = set()
         answered: dict[int, int] = {}  # by signal: readers given news in this round
         with self._lock:
+            back: dict[int, int] = {}
+            for deferred in parked:
+                if deferred.paced:
+                    back[id(deferred.signal)] = back.get(id(deferred.signal), 0) + 1
+            for key, pace in self._paces.items():
+                pace.settle(now, back.get(key, 0))
             paces = dict(self._paces)
         with self.gate:
             for deferred in parked:
