@@ -28,40 +28,25 @@ log = logging.getLogger("refimpl.http")
 IDLE_SECONDS = 1.0  # how often the waiting room looks at an empty schedule
 
 
-ROUND_LIMIT_SECONDS = 0.2  # a round whose readers do not all come back ends after this
-ROUND_SPACING = 5  # a round starts at least this many times its cost after the last began
+ROUND_SPACING = 15  # a round starts at least this many times its sending time after the last
 
 
 class Pace:
-    """Rounds of answers for one database's waiting readers, at most a fifth of the time.
+    """Rounds of answers for one database's waiting readers, spaced by what they cost.
 
     Under a steady stream of commits every reader would otherwise come back, find news and
     be answered at once, again and again, and the readers' requests would crowd out the
-    writers. A round starts when the room answers parked readers; it lasts until as many
-    of them have come back (asked again), which measures what a round costs the server.
-    Until five times that has passed since its start, readers that come back with news
-    wait for the next round: news reaches them a few milliseconds later, in one answer.
+    writers. A round starts when the room answers parked readers; the time it takes to send
+    them stands for its cost (the readers' next requests cost about twice as much again).
+    Until ROUND_SPACING times that has passed since its start, readers that come back with
+    news wait for the next round: news reaches them a few milliseconds later, in one answer.
     """
 
     def __init__(self) -> None:
-        self.started = 0.0
-        self.expected = 0  # readers answered by the round being measured; 0: none is
         self.next_round = 0.0  # no round before this moment
 
-    def begin(self, now: float, readers: int) -> None:
-        self.started, self.expected = now, readers
-        self.next_round = now + ROUND_SPACING * ROUND_LIMIT_SECONDS  # until it is measured
-
-    def settle(self, now: float, back: int) -> None:
-        """With `back` readers parked again: the round's cost, once they all are (or late)."""
-        if self.expected and (back >= self.expected or now - self.started >= ROUND_LIMIT_SECONDS):
-            cost = min(now - self.started, ROUND_LIMIT_SECONDS)
-            self.next_round = self.started + ROUND_SPACING * cost
-            self.expected = 0
-
-    def due(self) -> float:
-        """When the room must look again: the end of the measuring, or the next round."""
-        return self.started + ROUND_LIMIT_SECONDS if self.expected else self.next_round
+    def round(self, started: float, ended: float) -> None:
+        self.next_round = started + ROUND_SPACING * (ended - started)
 
 
 class Deferred:
@@ -201,7 +186,7 @@ class WaitingRoom:
                 nearest = self._deadlines[0][0] if self._deadlines else None
                 if self._parked and self._paces:
                     now = time.monotonic()
-                    ahead = [t for t in (p.due() for p in self._paces.values()) if t > now]
+                    ahead = [p.next_round for p in self._paces.values() if p.next_round > now]
                     if ahead and (nearest is None or min(ahead) < nearest):
                         nearest = min(ahead)
             timeout = IDLE_SECONDS if nearest is None else max(0.0, nearest - time.monotonic())
@@ -216,12 +201,6 @@ class WaitingRoom:
         decided: set[int] = set()
         answered: dict[int, int] = {}  # by signal: readers given news in this round
         with self._lock:
-            back: dict[int, int] = {}
-            for deferred in parked:
-                if deferred.paced:
-                    back[id(deferred.signal)] = back.get(id(deferred.signal), 0) + 1
-            for key, pace in self._paces.items():
-                pace.settle(now, back.get(key, 0))
             paces = dict(self._paces)
         with self.gate:
             for deferred in parked:
@@ -241,8 +220,9 @@ class WaitingRoom:
         if not decided:
             return
         with self._lock:
-            for key, readers in answered.items():
-                self._paces.setdefault(key, Pace()).begin(now, readers)
+            ended = time.monotonic()
+            for key in answered:
+                self._paces.setdefault(key, Pace()).round(now, ended)
             self._parked = [d for d in self._parked if id(d) not in decided]
             self._deadlines = [e for e in self._deadlines if id(e[2]) not in decided]
             heapq.heapify(self._deadlines)

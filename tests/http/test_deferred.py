@@ -5,8 +5,10 @@ from __future__ import annotations
 import threading
 import time
 
+import pytest
+
 from refimpl.engine.signals import CommitSignal
-from refimpl.http.deferred import Deferred, WaitingRoom
+from refimpl.http.deferred import ROUND_SPACING, Deferred, Pace, WaitingRoom
 from refimpl.http.encode import Answer
 from refimpl.http.server import FifoSlots
 
@@ -75,15 +77,17 @@ def test_iterating_a_deferred_waits_for_its_answer():
 
 
 def test_paced_readers_wait_for_the_next_round():
+    pace = Pace()
+    pace.round(10.0, 10.002)  # a round that took 2 ms to send
+    assert pace.next_round == pytest.approx(10.0 + ROUND_SPACING * 0.002)
     room, signal = WaitingRoom(), CommitSignal()
     _, first, _ = park(room, signal, wanted=1, wait=30, paced=True)
     signal.publish(1)
     assert eventually(lambda: first)
-    assert room.paced(signal)  # the round is not measured until its reader comes back
-    # News already there (seen -1): it waits for the next round, which the room starts
-    # once the first round's reader is back (this one) and three times its cost has passed.
+    # News already there (seen -1): the next round answers it without another commit.
     _, second, _ = park(room, signal, wanted=1, wait=30, paced=True, seen=-1)
     assert eventually(lambda: second)
+    assert second[0].body == b"news"
     room.close()
 
 
