@@ -10,18 +10,17 @@ from refimpl.engine import admission
 
 
 class CommitSignal:
-    """The durable LSN as it moves; readers wait for it to pass a position.
+    """The durable LSN as it moves, and who to tell when it does.
 
-    `close` wakes every waiter at once (shutdown: waiting readers answer with what they
-    have). Waiting costs no disk and no log reads: a waiter only re-reads when woken.
+    Readers do not block on it: a listener (the HTTP layer's waiting room) is told after
+    each advance and at `close` (shutdown: waiting readers answer with what they have), and
+    decides what to re-read. Waiting costs no disk and no log reads.
     """
 
     def __init__(self) -> None:
-        self._condition = threading.Condition()
+        self._lock = threading.Lock()
         self._lsn = 0
-        self._closed = False
         self._listeners: list[Callable[[], None]] = []
-        self.waiting = 0
 
     @property
     def lsn(self) -> int:
@@ -29,34 +28,20 @@ class CommitSignal:
 
     def listen(self, callback: Callable[[], None]) -> None:
         """Call `callback` (cheap, never blocking) after each advance and at `close`."""
-        with self._condition:
+        with self._lock:
             self._listeners.append(callback)
 
     def publish(self, durable_lsn: int) -> None:
-        with self._condition:
+        with self._lock:
             if durable_lsn <= self._lsn:
                 return
             self._lsn = durable_lsn
-            self._condition.notify_all()
             listeners = list(self._listeners)
         for callback in listeners:
             callback()
 
-    def wait_beyond(self, lsn: int, timeout: float) -> bool:
-        """Wait until the durable LSN passes `lsn`; False on timeout or when closed."""
-        with self._condition:
-            self.waiting += 1
-            admission.waiting()
-            try:
-                self._condition.wait_for(lambda: self._lsn > lsn or self._closed, timeout)
-                return self._lsn > lsn
-            finally:
-                self.waiting -= 1
-
     def close(self) -> None:
-        with self._condition:
-            self._closed = True
-            self._condition.notify_all()
+        with self._lock:
             listeners = list(self._listeners)
         for callback in listeners:
             callback()

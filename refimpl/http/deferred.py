@@ -133,11 +133,6 @@ class WaitingRoom:
         # while later answers of the round wait.
         self.gate = threading.Lock()
 
-    @property
-    def waiting(self) -> int:
-        with self._lock:
-            return len(self._parked)
-
     def paced(self, signal: CommitSignal) -> bool:
         """True while readers of `signal`'s database that have news wait for the next round."""
         with self._lock:

@@ -107,9 +107,6 @@ class Answer:
         start_response(self.status, self.headers)
         return [self.body]
 
-    def get_data(self) -> bytes:
-        return self.body
-
 
 def json_response(body: object, status: int = 200, headers: dict[str, str] | None = None) -> Answer:
     return Answer(encode_json(body), status, "application/json", headers)
