@@ -29,6 +29,7 @@ IDLE_SECONDS = 1.0  # how often the waiting room looks at an empty schedule
 
 
 ROUND_SPACING = 15  # a round starts at least this many times its sending time after the last
+MAX_ROUND_WAIT = 0.05  # seconds; however long the last round took
 
 
 class Pace:
@@ -40,13 +41,19 @@ class Pace:
     them stands for its cost (the readers' next requests cost about twice as much again).
     Until ROUND_SPACING times that has passed since its start, readers that come back with
     news wait for the next round: news reaches them a few milliseconds later, in one answer.
+
+    The cost is the room thread's processor time, not the wall clock: a round that waited
+    for the interpreter lock (another thread's garbage collection, say) cost the server no
+    more, and fifteen times such a stall would hold every reader back for a long while.
+    MAX_ROUND_WAIT bounds what is left.
     """
 
     def __init__(self) -> None:
         self.next_round = 0.0  # no round before this moment
 
-    def round(self, started: float, ended: float) -> None:
-        self.next_round = started + ROUND_SPACING * (ended - started)
+    def round(self, started: float, cost: float) -> None:
+        """A round began at `started` (monotonic) and cost `cost` seconds to send."""
+        self.next_round = started + min(ROUND_SPACING * cost, MAX_ROUND_WAIT)
 
 
 class Deferred:
@@ -191,8 +198,11 @@ class WaitingRoom:
 
     def _decide_due(self) -> None:
         with self._lock:
-            parked = list(self._parked)
+            # Unpaced answers (writes waiting for their flush) first: a writer should not
+            # wait behind a round of readers its own commit woke.
+            parked = sorted(self._parked, key=lambda deferred: deferred.paced)
         now = time.monotonic()
+        cpu_started = time.thread_time()
         decided: set[int] = set()
         answered: dict[int, int] = {}  # by signal: readers given news in this round
         with self._lock:
@@ -214,10 +224,10 @@ class WaitingRoom:
                     decided.add(id(deferred))
         if not decided:
             return
+        cost = time.thread_time() - cpu_started
         with self._lock:
-            ended = time.monotonic()
             for key in answered:
-                self._paces.setdefault(key, Pace()).round(now, ended)
+                self._paces.setdefault(key, Pace()).round(now, cost)
             self._parked = [d for d in self._parked if id(d) not in decided]
             self._deadlines = [e for e in self._deadlines if id(e[2]) not in decided]
             heapq.heapify(self._deadlines)

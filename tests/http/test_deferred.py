@@ -8,7 +8,7 @@ import time
 import pytest
 
 from refimpl.engine.signals import CommitSignal
-from refimpl.http.deferred import ROUND_SPACING, Deferred, Pace, WaitingRoom
+from refimpl.http.deferred import MAX_ROUND_WAIT, ROUND_SPACING, Deferred, Pace, WaitingRoom
 from refimpl.http.encode import Answer
 from refimpl.http.server import FifoSlots
 
@@ -78,8 +78,10 @@ def test_iterating_a_deferred_waits_for_its_answer():
 
 def test_paced_readers_wait_for_the_next_round():
     pace = Pace()
-    pace.round(10.0, 10.002)  # a round that took 2 ms to send
+    pace.round(10.0, 0.002)  # a round that took 2 ms to send
     assert pace.next_round == pytest.approx(10.0 + ROUND_SPACING * 0.002)
+    pace.round(20.0, 1.0)  # a round held up for a second waits no longer than the bound
+    assert pace.next_round == pytest.approx(20.0 + MAX_ROUND_WAIT)
     room, signal = WaitingRoom(), CommitSignal()
     _, first, _ = park(room, signal, wanted=1, wait=30, paced=True)
     signal.publish(1)

@@ -196,6 +196,7 @@ def run_phase(target: dict[str, Any], readers: int, commits: int, interval: floa
     figures["expected"] = readers * commits
     figures["asks"] = asks
     figures["sent"] = sent_times
+    figures["events"] = events
     return figures
 
 
