@@ -148,7 +148,7 @@ class App:
 
     def __call__(self, environ: dict, start_response: Any) -> Iterable[bytes]:
         started = time.perf_counter()
-        request = Request(environ)
+        request = Request(environ, populate_request=False)  # no environ <-> request cycle
         try:
             response = self.dispatch(request)
         except BaseException as exc:  # noqa: BLE001 - every failure must become a JSON answer

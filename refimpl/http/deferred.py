@@ -131,6 +131,7 @@ class WaitingRoom:
         self._deadlines: list[tuple[float, int, Deferred]] = []
         self._order = itertools.count()
         self._signals: set[int] = set()
+        self._next_look = 0.0  # when the room's thread looks at the parked requests again
         self._paces: dict[int, Pace] = {}
         self._closed = False
         self._thread: threading.Thread | None = None
@@ -139,6 +140,20 @@ class WaitingRoom:
         # its first answers bring back: each such request would hold the interpreter lock
         # while later answers of the round wait.
         self.gate = threading.Lock()
+        self._round = threading.local()
+
+    def after_round(self, action: Callable[[], None]) -> None:
+        """Run `action` once the current round's answers are all handed over.
+
+        At once when not called from within a round. The server re-arms an answered
+        connection this way: a reader's next request would otherwise wake a worker while the
+        round is still being sent, and each such wake-up takes the interpreter lock away.
+        """
+        pending = getattr(self._round, "pending", None)
+        if pending is None:
+            action()
+        else:
+            pending.append(action)
 
     def paced(self, signal: CommitSignal) -> bool:
         """True while readers of `signal`'s database that have news wait for the next round."""
@@ -151,11 +166,21 @@ class WaitingRoom:
         self._wake.set()
 
     def park(self, deferred: Deferred) -> None:
+        """Decide `deferred` at the next commit that brings news, or at its deadline.
+
+        The room looks at its parked requests again only when this one needs it now: it has
+        news already (a commit came after its last attempt), or its deadline is nearer than
+        the room's next look. A hundred readers coming back after a round thus cost no
+        hundred passes over everything parked.
+        """
         with self._lock:
-            if not self._closed:
+            closed = self._closed
+            if not closed:
+                wake = False
                 if id(deferred.signal) not in self._signals:
                     self._signals.add(id(deferred.signal))
                     deferred.signal.listen(self._wake.set)
+                    wake = True  # a commit may have come before the listener was in place
                 self._parked.append(deferred)
                 heapq.heappush(self._deadlines, (deferred.deadline, next(self._order), deferred))
                 if self._thread is None:
@@ -163,13 +188,24 @@ class WaitingRoom:
                         target=self._run, name="kdb-waiting-room", daemon=True
                     )
                     self._thread.start()
-                closed = False
-            else:
-                closed = True
+                wake = (
+                    wake
+                    or self._has_news_due(deferred)
+                    or deferred.deadline < self._next_look
+                )
         if closed:
             _decide(deferred, deferred.on_timeout)
-        else:
-            self._wake.set()  # a commit may have come before the listener was in place
+        elif wake:
+            self._wake.set()
+
+    def _has_news_due(self, deferred: Deferred) -> bool:
+        """True when `deferred` has news the room will not look at in time by itself."""
+        if deferred.signal.lsn <= deferred.seen:
+            return False
+        pace = self._paces.get(id(deferred.signal)) if deferred.paced else None
+        # A paced reader waits for the next round, and the room looks by then anyway.
+        return pace is None or not (time.monotonic() < pace.next_round and
+                                    self._next_look <= pace.next_round)
 
     def close(self) -> None:
         """Answer every parked request with what it has; later ones are answered at once."""
@@ -191,7 +227,9 @@ class WaitingRoom:
                     ahead = [p.next_round for p in self._paces.values() if p.next_round > now]
                     if ahead and (nearest is None or min(ahead) < nearest):
                         nearest = min(ahead)
-            timeout = IDLE_SECONDS if nearest is None else max(0.0, nearest - time.monotonic())
+                now = time.monotonic()
+                timeout = IDLE_SECONDS if nearest is None else max(0.0, nearest - now)
+                self._next_look = now + timeout
             self._wake.wait(timeout)
             self._wake.clear()
             self._decide_due()
@@ -207,21 +245,18 @@ class WaitingRoom:
         answered: dict[int, int] = {}  # by signal: readers given news in this round
         with self._lock:
             paces = dict(self._paces)
-        with self.gate:
-            for deferred in parked:
-                key = id(deferred.signal)
-                pace = paces.get(key) if deferred.paced else None
-                lsn = deferred.signal.lsn
-                if lsn > deferred.seen and (pace is None or now >= pace.next_round):
-                    deferred.seen = lsn
-                    if _decide(deferred, deferred.attempt):
-                        decided.add(id(deferred))
-                        if deferred.paced:
-                            answered[key] = answered.get(key, 0) + 1
-                        continue
-                if now >= deferred.deadline:
-                    _decide(deferred, deferred.on_timeout)
-                    decided.add(id(deferred))
+        pending: list[Callable[[], None]] = []
+        self._round.pending = pending
+        try:
+            with self.gate:
+                self._answer_round(parked, paces, now, decided, answered)
+        finally:
+            self._round.pending = None
+            for action in pending:
+                try:
+                    action()
+                except Exception:  # one connection's trouble must not keep the others waiting
+                    log.warning("finishing an answered request failed", exc_info=True)
         if not decided:
             return
         cost = time.thread_time() - cpu_started
@@ -231,6 +266,29 @@ class WaitingRoom:
             self._parked = [d for d in self._parked if id(d) not in decided]
             self._deadlines = [e for e in self._deadlines if id(e[2]) not in decided]
             heapq.heapify(self._deadlines)
+
+    @staticmethod
+    def _answer_round(
+        parked: list[Deferred],
+        paces: dict[int, Pace],
+        now: float,
+        decided: set[int],
+        answered: dict[int, int],
+    ) -> None:
+        for deferred in parked:
+            key = id(deferred.signal)
+            pace = paces.get(key) if deferred.paced else None
+            lsn = deferred.signal.lsn
+            if lsn > deferred.seen and (pace is None or now >= pace.next_round):
+                deferred.seen = lsn
+                if _decide(deferred, deferred.attempt):
+                    decided.add(id(deferred))
+                    if deferred.paced:
+                        answered[key] = answered.get(key, 0) + 1
+                    continue
+            if now >= deferred.deadline:
+                _decide(deferred, deferred.on_timeout)
+                decided.add(id(deferred))
 
 
 def _decide(deferred: Deferred, produce: Callable[[], Answer | None]) -> bool:

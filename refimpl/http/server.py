@@ -226,6 +226,9 @@ class PooledWSGIServer(BaseWSGIServer):
         self._admission = FifoSlots(ADMITTED)
         room = getattr(app, "waiting_room", None)
         self._gate: threading.Lock | None = getattr(room, "gate", None)
+        self._after_round: Callable[[Callable[[], None]], None] = getattr(
+            room, "after_round", lambda action: action()
+        )
         self._workers = [
             threading.Thread(target=self._work, name=f"kdb-http-{n}", daemon=True)
             for n in range(threads)
@@ -309,7 +312,7 @@ class PooledWSGIServer(BaseWSGIServer):
             handler.unsent, handler.keep_after_unsent = data[sent:], keep
             self._rearm(handler, select.EPOLLOUT | select.EPOLLONESHOT)
             return
-        self._release(handler, keep)
+        self._after_round(functools.partial(self._release, handler, keep))
 
     def _release(self, handler: Connection, keep: bool) -> None:
         """Wait for the connection's next request, or close it."""
