@@ -108,3 +108,38 @@ def test_fifo_slots_serve_waiters_in_order():
     for thread in threads:
         thread.join(5)
     assert order == [0, 1, 2, 3, 4]
+
+
+def test_after_round_actions_wait_for_the_whole_round():
+    room, signal = WaitingRoom(), CommitSignal()
+    events: list[str] = []
+    for n in range(3):
+        deferred, _, _ = park(room, signal, wanted=1, wait=30)
+        deferred.on_ready(lambda answer, n=n: (
+            events.append(f"answer {n}"), room.after_round(lambda: events.append(f"after {n}"))
+        ))
+    signal.publish(1)
+    assert eventually(lambda: len(events) == 6)
+    assert events[:3] == ["answer 0", "answer 1", "answer 2"]
+    assert sorted(events[3:]) == ["after 0", "after 1", "after 2"]
+    outside: list[int] = []
+    room.after_round(lambda: outside.append(1))  # not in a round: at once
+    assert outside == [1]
+    room.close()
+
+
+def test_parking_without_news_makes_no_pass(monkeypatch):
+    room, signal = WaitingRoom(), CommitSignal()
+    park(room, signal, wanted=1, wait=30)  # the first park starts the room and listens
+    passes: list[float] = []
+    original = room._decide_due
+    monkeypatch.setattr(room, "_decide_due", lambda: (passes.append(1), original()))
+    time.sleep(0.05)
+    passes.clear()
+    waiting = [park(room, signal, wanted=1, wait=30)[1] for _ in range(20)]
+    time.sleep(0.1)
+    assert passes == []  # twenty readers that wait cost the room nothing
+    signal.publish(1)
+    assert eventually(lambda: all(waiting))
+    assert 1 <= len(passes) <= 3
+    room.close()
