@@ -29,6 +29,11 @@ def admitted(hand_on: Callable[[], None]) -> None:
     _local.since = time.monotonic()
 
 
+def holding() -> bool:
+    """True while the calling thread holds the place it was admitted with."""
+    return getattr(_local, "hand_on", None) is not None
+
+
 def waiting() -> None:
     """The calling thread is about to block: its place, if it holds one, goes to another."""
     hand_on = getattr(_local, "hand_on", None)

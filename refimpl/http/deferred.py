@@ -132,6 +132,7 @@ class WaitingRoom:
         self._order = itertools.count()
         self._signals: set[int] = set()
         self._next_look = 0.0  # when the room's thread looks at the parked requests again
+        self._attempt_all = False  # the next pass attempts even those without news
         self._paces: dict[int, Pace] = {}
         self._closed = False
         self._thread: threading.Thread | None = None
@@ -162,7 +163,9 @@ class WaitingRoom:
             return pace is not None and time.monotonic() < pace.next_round
 
     def wake(self) -> None:
-        """Look at every parked request again now (something other than a commit changed)."""
+        """Attempt every parked request again now (something other than a commit changed)."""
+        with self._lock:
+            self._attempt_all = True
         self._wake.set()
 
     def park(self, deferred: Deferred) -> None:
@@ -239,6 +242,7 @@ class WaitingRoom:
             # Unpaced answers (writes waiting for their flush) first: a writer should not
             # wait behind a round of readers its own commit woke.
             parked = sorted(self._parked, key=lambda deferred: deferred.paced)
+            attempt_all, self._attempt_all = self._attempt_all, False
         now = time.monotonic()
         cpu_started = time.thread_time()
         decided: set[int] = set()
@@ -249,7 +253,7 @@ class WaitingRoom:
         self._round.pending = pending
         try:
             with self.gate:
-                self._answer_round(parked, paces, now, decided, answered)
+                self._answer_round(parked, paces, now, decided, answered, attempt_all)
         finally:
             self._round.pending = None
             for action in pending:
@@ -274,12 +278,14 @@ class WaitingRoom:
         now: float,
         decided: set[int],
         answered: dict[int, int],
+        attempt_all: bool,
     ) -> None:
         for deferred in parked:
             key = id(deferred.signal)
             pace = paces.get(key) if deferred.paced else None
             lsn = deferred.signal.lsn
-            if lsn > deferred.seen and (pace is None or now >= pace.next_round):
+            news = lsn > deferred.seen or attempt_all
+            if news and (pace is None or now >= pace.next_round):
                 deferred.seen = lsn
                 if _decide(deferred, deferred.attempt):
                     decided.add(id(deferred))

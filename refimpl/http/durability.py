@@ -89,8 +89,13 @@ def acknowledge_when_durable(
         database.wait_durable(lsn)  # stopping: the answer may wait, never precede the flush
         return answer
 
+    # The flush's publication wakes the room; waking it now as well would only hand it the
+    # interpreter lock for nothing. A flush already published (by another writer's flush)
+    # is news at once.
+    published = database.commits.lsn
+    seen = -1 if published >= lsn else published
     deferred = Deferred(
-        database.commits, -1, attempt, at_stop, time.monotonic() + NO_DEADLINE_SECONDS,
+        database.commits, seen, attempt, at_stop, time.monotonic() + NO_DEADLINE_SECONDS,
         lambda: None, paced=False,
     )
     room.park(deferred)

@@ -19,6 +19,7 @@ import logging
 import select
 import signal
 import socket
+import struct
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -74,6 +75,13 @@ class FifoSlots:
             else:
                 self._free += 1
 
+    def open_all(self) -> None:
+        """Every waiter, now and later, gets a place at once (the server is stopping)."""
+        with self._lock:
+            self._free = 1 << 30
+            while self._queue:
+                self._queue.popleft().release()
+
 
 class Connection:
     """One client connection, answered one request at a time by whichever worker is free."""
@@ -82,9 +90,15 @@ class Connection:
         self.connection = sock
         self.client_address = client_address
         self.server = server
-        sock.settimeout(CONNECTION_TIMEOUT_SECONDS)
+        # Blocking, with the kernel's own timeouts: a Python-level timeout would add a
+        # poll() system call before every recv() and send().
+        sock.settimeout(None)
+        limit = struct.pack("ll", int(CONNECTION_TIMEOUT_SECONDS), 0)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, limit)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, limit)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.reader = wire.SocketReader(sock)
+        # A request whose bytes are slow to come waits without its admission place.
+        self.reader = wire.SocketReader(sock, admission.waiting)
         self.last_used = time.monotonic()
         self.busy = False  # taken by a worker or parked; guarded by the server's lock
         # A parked request: its Deferred, and how to answer it once decided.
@@ -165,12 +179,22 @@ class Connection:
                     continue
                 pending.append(b"%x\r\n%s\r\n" % (len(chunk), chunk) if chunked else chunk)
                 if sum(len(p) for p in pending) > 65536:
-                    self.connection.sendall(b"".join(pending))
+                    self._send_all(b"".join(pending))
                     pending = []
             if chunked:
                 pending.append(b"0\r\n\r\n")
-        self.connection.sendall(b"".join(pending))  # small answers go out in one write
+        self._send_all(b"".join(pending))  # small answers go out in one write
         return keep
+
+    def _send_all(self, data: bytes) -> None:
+        """Send all of `data`; a client slow to take it is waited for without a place."""
+        try:
+            sent = self.connection.send(data, socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            sent = 0
+        if sent < len(data):
+            admission.waiting()
+            self.connection.sendall(memoryview(data)[sent:])
 
     def decided_answer(self, answer: Answer) -> tuple[bytes, bool]:
         """The bytes of a parked request's answer, and whether the connection stays open."""
@@ -251,29 +275,39 @@ class PooledWSGIServer(BaseWSGIServer):
         self._epoll.register(fd, _ARMED)
 
     def _work(self) -> None:
+        # Only a worker that holds an admission place waits on the epoll set, and it keeps
+        # its place from one request to the next. Under load it thus finds the next ready
+        # connection without blocking, and the other workers sleep on the admission queue
+        # instead of waking for each request only to queue for the interpreter lock (each
+        # such wake-up costs context switches and the lock's hand-overs). A request that
+        # waits or runs long hands its place on, and another worker takes over the polling.
         while not self._stopping.is_set():
-            try:
-                events = self._epoll.poll(WORKER_POLL_SECONDS, 1)
-            except OSError:  # the set was closed: we are stopping
-                return
-            if not events:
-                self._close_idle()
-                continue
-            fd = events[0][0]
-            if self._gate is not None:
-                with self._gate:  # a round of waiting answers goes out first
-                    pass
-            with self._lock:
-                handler = self._connections.get(fd)
-                if handler is None or handler.busy:
-                    continue
-                handler.busy = True
             self._admission.acquire()
             admission.admitted(self._admission.release)
             try:
-                self._answer(handler)
+                while admission.holding() and not self._stopping.is_set():
+                    self._poll_once()
             finally:
                 admission.done()
+
+    def _poll_once(self) -> None:
+        try:
+            events = self._epoll.poll(WORKER_POLL_SECONDS, 1)
+        except OSError:  # the set was closed: we are stopping
+            return
+        if not events:
+            self._close_idle()
+            return
+        fd = events[0][0]
+        if self._gate is not None:
+            with self._gate:  # a round of waiting answers goes out first
+                pass
+        with self._lock:
+            handler = self._connections.get(fd)
+            if handler is None or handler.busy:
+                return
+            handler.busy = True
+        self._answer(handler)
 
     def _answer(self, handler: Connection) -> None:
         keep = True
@@ -368,6 +402,16 @@ class PooledWSGIServer(BaseWSGIServer):
     def drain(self) -> None:
         """Wait until every started request has been answered; close the idle connections."""
         self._stopping.set()
+        self._admission.open_all()
+        with self._lock:
+            busy = [handler for handler in self._connections.values() if handler.busy]
+        for handler in busy:
+            # A request still arriving will not be answered now: its read ends at once.
+            # Sending is untouched, so requests that are running still get their answers.
+            try:
+                handler.connection.shutdown(socket.SHUT_RD)
+            except OSError:
+                pass
         for worker in self._workers:
             worker.join()
         with self._lock:

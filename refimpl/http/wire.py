@@ -12,6 +12,7 @@ from __future__ import annotations
 import socket
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from email.utils import formatdate
 from typing import Any
@@ -67,16 +68,21 @@ class SocketReader:
     File-like enough (`read`, `readline`, `readinto`) for a request body's stream.
     """
 
-    def __init__(self, sock: socket.socket) -> None:
+    def __init__(self, sock: socket.socket, on_block: Callable[[], None] = lambda: None) -> None:
         self.sock = sock
         self.buffer = b""
+        self._on_block = on_block  # called before a read that has to wait for the client
 
     @property
     def buffered(self) -> int:
         return len(self.buffer)
 
     def _fill(self) -> bool:
-        data = self.sock.recv(RECV_BYTES)
+        try:
+            data = self.sock.recv(RECV_BYTES, socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            self._on_block()
+            data = self.sock.recv(RECV_BYTES)
         if not data:
             return False
         self.buffer += data

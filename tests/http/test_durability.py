@@ -1,0 +1,73 @@
+"""Write acknowledgements parked until the flush: answered after it, or with its failure."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+from refimpl.engine.access import ADMIN
+from refimpl.engine.instance import Instance
+from refimpl.engine.signals import CommitSignal
+from refimpl.errors import WritesStopped
+from refimpl.http.deferred import WaitingRoom
+from refimpl.http.durability import Flusher, acknowledge_when_durable
+from refimpl.http.encode import Answer
+
+
+def test_an_acknowledgement_goes_out_once_its_commit_is_durable(tmp_path: Path) -> None:
+    instance = Instance.open(tmp_path)
+    room = WaitingRoom()
+    flusher = Flusher(room.wake)
+    session = instance.session(database="demo", principal=ADMIN)
+    try:
+        session.execute("CREATE TABLE t (id BIGINT PRIMARY KEY)")
+        session.defer_durability = True
+        for n in range(5):
+            session.execute(f"INSERT INTO t VALUES ({n})")
+            database = instance.database("demo")
+            lsn = session.durable_needed
+            got = threading.Event()
+            answers: list[Answer] = []
+            deferred = acknowledge_when_durable(room, flusher, database, lsn, Answer(b"ok"))
+            deferred.on_ready(
+                lambda answer, answers=answers, got=got: (answers.append(answer), got.set())
+            )
+            assert got.wait(10)
+            assert answers[0].body == b"ok" and database.log.durable_lsn >= lsn
+    finally:
+        session.close()
+        room.close()
+        flusher.close()
+        instance.close()
+
+
+class FailingLog:
+    durable_lsn = 0
+
+
+class FailingDatabase:
+    """A database whose log cannot be flushed (a full or failed disk)."""
+
+    name = "broken"
+
+    def __init__(self) -> None:
+        self.commits = CommitSignal()
+        self.log = FailingLog()
+
+    def wait_durable(self, lsn: int) -> None:
+        raise WritesStopped("the log cannot be written: writes are stopped")
+
+
+def test_a_failed_flush_answers_with_the_failure() -> None:
+    room = WaitingRoom()
+    flusher = Flusher(room.wake)
+    got = threading.Event()
+    answers: list[Answer] = []
+    deferred = acknowledge_when_durable(room, flusher, FailingDatabase(), 7, Answer(b"ok"))
+    deferred.on_ready(lambda answer: (answers.append(answer), got.set()))
+    try:
+        assert got.wait(10)
+        assert answers[0].status_code == 503 and b"writes are stopped" in answers[0].body
+    finally:
+        room.close()
+        flusher.close()
