@@ -106,11 +106,21 @@ class Connection:
         self.deferred_head: wire.RequestHead | None = None
         self.deferred_keep = False
         self.unsent = b""  # the part of a decided answer the socket did not take at once
+        self.partial_since: float | None = None  # when a request began to arrive, unfinished
         self.keep_after_unsent = False
 
+    def request_ready(self) -> bool:
+        """True when a request can be served without waiting for the client (see wire)."""
+        if self.reader.request_ready():
+            self.partial_since = None
+            return True
+        if self.partial_since is None and self.reader.buffered:
+            self.partial_since = time.monotonic()
+        return False
+
     def has_buffered_request(self) -> bool:
-        """True when the next request's bytes already sit in our buffer (pipelining)."""
-        return self.reader.buffered > 0
+        """True when the next whole request already sits in our buffer (pipelining)."""
+        return self.reader.whole_request_buffered()
 
     def serve_one(self) -> bool:
         """Answer one request; True when the connection stays open for another."""
@@ -319,6 +329,8 @@ class PooledWSGIServer(BaseWSGIServer):
                 keep = handler.keep_after_unsent
                 serve = keep and handler.has_buffered_request()
             while serve and not self._stopping.is_set():
+                if not handler.request_ready():
+                    break  # the rest of the request comes later: wait for it in the set
                 keep = handler.serve_one()
                 deferred = handler.deferred
                 if deferred is not None:
@@ -385,7 +397,11 @@ class PooledWSGIServer(BaseWSGIServer):
             idle = [
                 (fd, handler)
                 for fd, handler in self._connections.items()
-                if not handler.busy and now - handler.last_used > IDLE_SECONDS
+                if not handler.busy
+                and (
+                    now - handler.last_used > IDLE_SECONDS
+                    or now - (handler.partial_since or now) > CONNECTION_TIMEOUT_SECONDS
+                )
             ]
             for fd, handler in idle:
                 del self._connections[fd]

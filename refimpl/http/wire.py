@@ -9,6 +9,7 @@ holds the whole request after a single `recv`.
 
 from __future__ import annotations
 
+import re
 import socket
 import sys
 import time
@@ -25,6 +26,10 @@ MAX_REQUEST_LINE = 65536
 MAX_HEAD_BYTES = 256 * 1024
 MAX_HEADERS = 100
 RECV_BYTES = 65536
+PREREAD_BODY_BYTES = 1024 * 1024  # a body up to this size is buffered before the request runs
+
+_CONTENT_LENGTH = re.compile(rb"\ncontent-length[ \t]*:[ \t]*(\d{1,18})[ \t]*\r?(?:\n|$)", re.I)
+_EXPECT_CONTINUE = re.compile(rb"\nexpect[ \t]*:[ \t]*100-continue", re.I)
 
 REASONS = {
     100: "Continue", 200: "OK", 201: "Created", 204: "No Content", 304: "Not Modified",
@@ -113,6 +118,48 @@ class SocketReader:
                 if self.buffer:
                     raise MalformedRequest(400, "the connection ended inside a request head")
                 return None
+
+    def request_ready(self) -> bool:
+        """Read what the client has sent, without waiting; True when a request can be served.
+
+        That is: the buffer holds a whole request head and, when the head announces a body
+        of at most PREREAD_BODY_BYTES by Content-Length (and does not ask for
+        `100-continue`), that body too; or the client closed or failed, or what arrived can
+        no longer become a valid head (reading the request then ends it at once). False
+        means more bytes must come first: the server waits for them without a thread.
+        """
+        while not self.whole_request_buffered():
+            try:
+                data = self.sock.recv(RECV_BYTES, socket.MSG_DONTWAIT)
+            except BlockingIOError:
+                return False
+            except OSError:
+                return True
+            if not data:
+                return True
+            self.buffer += data
+        return True
+
+    def whole_request_buffered(self) -> bool:
+        """True when the buffer alone makes `request_ready` true (no system call)."""
+        buffer = self.buffer.lstrip(b"\r\n")
+        if not buffer:
+            return False
+        crlf, lf = buffer.find(b"\n\r\n"), buffer.find(b"\n\n")
+        ends = [at + skip for at, skip in ((crlf, 3), (lf, 2)) if at >= 0]
+        if not ends:
+            first_line = buffer.find(b"\n")
+            too_long = first_line > MAX_REQUEST_LINE or (
+                first_line < 0 and len(buffer) > MAX_REQUEST_LINE
+            )
+            return too_long or len(buffer) > MAX_HEAD_BYTES
+        head_end = min(ends)
+        head = buffer[:head_end]
+        length = _CONTENT_LENGTH.search(head)
+        if length is None or _EXPECT_CONTINUE.search(head):
+            return True
+        size = int(length.group(1))
+        return size > PREREAD_BODY_BYTES or len(buffer) - head_end >= size
 
     def read(self, size: int = -1) -> bytes:
         if size is None or size < 0:
