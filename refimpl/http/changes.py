@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING
 
 from refimpl.engine import values
 from refimpl.engine.changes import KEY, OP, ROW, Change, ChangeBatch, read_changes
-from refimpl.engine.result import Column
 from refimpl.errors import BadRequest, NotFound
 from refimpl.http.deferred import Deferred
 from refimpl.http.encode import Answer, encode_json
@@ -118,18 +117,20 @@ def changes_route(ctx: Context) -> Answer | Deferred:
     schema = table.schema
     types = {c.name: c.type for c in schema.columns}
     names = schema.column_names
-    columns: tuple[Column, ...] = tuple(Column(c.name, c.type) for c in schema.columns)
+    # Strings hash in C and keep their hash: the key is built again at every attempt.
+    columns = tuple(f"{c.name}:{c.type}" for c in schema.columns)
 
-    def answer() -> tuple[bytes, bool]:
+    def answer() -> tuple[Answer, bool]:
+        """The answer from `start` on as of now, shared by every reader asking the same."""
         durable = database.log.durable_lsn
         key = (database.name, schema.name.lower(), columns, start, limit, fmt, durable)
 
-        def produce() -> tuple[bytes, bool]:
+        def produce() -> tuple[Answer, bool]:
             # Read the bounds first: the answer then never claims less than it holds.
             durable_now, oldest_now = database.log.durable_lsn, database.log.oldest_lsn
             batch = read_changes(database, schema.name, schema, start, limit)
             if fmt == "sse":
-                return encode_sse(batch, names, types), bool(batch.changes)
+                return respond(encode_sse(batch, names, types)), bool(batch.changes)
             body = encode_json_answer(
                 schema.name,
                 batch,
@@ -138,7 +139,7 @@ def changes_route(ctx: Context) -> Answer | Deferred:
                 max(durable_now, batch.next_lsn if batch.next_lsn > start else 0),
                 oldest_now,
             )
-            return body, bool(batch.changes)
+            return respond(body), bool(batch.changes)
 
         return ctx.app.shared_answers.get(key, produce)
 
@@ -148,22 +149,23 @@ def changes_route(ctx: Context) -> Answer | Deferred:
         return Answer(body, 200, "application/json", JSON_HEADERS)
 
     seen = database.commits.lsn  # before the read: a commit after it is attempted again
-    body, found = answer()
+    shared, found = answer()
     slots = ctx.app.wait_slots
     room = ctx.app.waiting_room
     if found and wait_ms > 0 and room.paced(database.commits):
         seen = -1  # news already: the next round answers it, whether or not more commits come
     elif found or wait_ms <= 0:
-        return respond(body)
+        return respond(shared.body)  # its own: the app adds this request's timing to it
     if not slots.acquire(blocking=False):
-        return respond(body)
+        return respond(shared.body)
 
+    # A parked request's answer goes out as it is: readers answered together share one.
     def attempt() -> Answer | None:
-        body, found = answer()
-        return respond(body) if found else None
+        shared, found = answer()
+        return shared if found else None
 
     def on_timeout() -> Answer:
-        return respond(answer()[0])
+        return answer()[0]
 
     deferred = Deferred(
         database.commits, seen, attempt, on_timeout, time.monotonic() + wait_ms / 1000,

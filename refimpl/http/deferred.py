@@ -80,18 +80,30 @@ class Deferred:
         self._lock = threading.Lock()
         self._answer: Answer | None = None
         self._callback: Callable[[Answer], None] | None = None
-        self._done = threading.Event()
+        self._waiter: threading.Event | None = None  # made only for a thread that waits
 
     def resolve(self, answer: Answer) -> None:
         with self._lock:
             if self._answer is not None:
                 return
             self._answer = answer
-            callback = self._callback
+            callback, waiter = self._callback, self._waiter
         self._release()
-        self._done.set()
+        if waiter is not None:
+            waiter.set()
         if callback is not None:
             callback(answer)
+
+    def wait(self) -> Answer:
+        """Block until decided; the answer."""
+        with self._lock:
+            if self._answer is None and self._waiter is None:
+                self._waiter = threading.Event()
+            waiter = self._waiter
+        if waiter is not None:
+            waiter.wait()
+        assert self._answer is not None
+        return self._answer
 
     def on_ready(self, callback: Callable[[Answer], None]) -> None:
         """Call `callback` with the answer once there is one (at once if there is)."""
@@ -114,9 +126,7 @@ class DeferredBody:
         self._start_response = start_response
 
     def __iter__(self) -> Iterator[bytes]:
-        self.deferred._done.wait()
-        answer = self.deferred._answer
-        assert answer is not None
+        answer = self.deferred.wait()
         self._start_response(answer.status, answer.headers)
         yield answer.body
 

@@ -92,7 +92,7 @@ class Answer:
     list handed to `start_response`, so a header is added by appending to it.
     """
 
-    __slots__ = ("status_code", "status", "headers", "body")
+    __slots__ = ("status_code", "status", "headers", "body", "wire")
 
     def __init__(self, body: bytes, status: int = 200, content_type: str = "application/json",
                  headers: dict[str, str] | None = None) -> None:
@@ -102,6 +102,7 @@ class Answer:
         if headers:
             self.headers += headers.items()
         self.body = body
+        self.wire: tuple[Any, ...] | None = None  # the server's bytes of it, see wire.whole_answer
 
     def __call__(self, environ: dict, start_response: Any) -> list[bytes]:
         start_response(self.status, self.headers)

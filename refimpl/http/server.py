@@ -210,9 +210,7 @@ class Connection:
         """The bytes of a parked request's answer, and whether the connection stays open."""
         head, keep = self.deferred_head, self.deferred_keep
         assert head is not None
-        data = wire.answer_head(answer.status, answer.headers, chunked=False, keep_alive=keep)
-        if head.method != "HEAD":
-            data += answer.body
+        data = wire.whole_answer(answer, keep, with_body=head.method != "HEAD")
         self.deferred_head = None
         return data, keep
 

@@ -323,6 +323,23 @@ def answer_head(status: str, headers: list[tuple[str, str]], *, chunked: bool,
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
 
 
+def whole_answer(answer: Any, keep_alive: bool, with_body: bool) -> bytes:
+    """The bytes of an `encode.Answer` sent whole: its head (and body, unless HEAD).
+
+    Readers answered together share one Answer; its bytes are then made once (again only
+    when the second of the Date header changes), not once per reader.
+    """
+    date = http_date()
+    cached = answer.wire
+    if cached is not None and cached[:3] == (date, keep_alive, with_body):
+        return cached[3]
+    data = answer_head(answer.status, answer.headers, chunked=False, keep_alive=keep_alive)
+    if with_body:
+        data += answer.body
+    answer.wire = (date, keep_alive, with_body, data)
+    return data
+
+
 def error_answer(status: int, message: str) -> bytes:
     """A whole JSON error answer for a request that could not be read; it closes."""
     text = message.replace("\\", "\\\\").replace('"', "'")

@@ -7,6 +7,7 @@ import socket
 import pytest
 
 from refimpl.http import wire
+from refimpl.http.encode import Answer
 
 
 def reader_of(*chunks: bytes) -> wire.SocketReader:
@@ -91,3 +92,13 @@ def test_answer_heads_and_errors():
     error = wire.error_answer(431, 'too "many"')
     assert error.startswith(b"HTTP/1.1 431 Request Header Fields Too Large\r\n")
     assert error.endswith(b"\r\n\r\n{\"error\": \"too 'many'\"}")
+
+
+def test_a_shared_answer_is_encoded_once_per_kind():
+    answer = Answer(b'{"a": 1}')
+    first = wire.whole_answer(answer, keep_alive=True, with_body=True)
+    assert first.startswith(b"HTTP/1.1 200 OK\r\n") and first.endswith(b'\r\n\r\n{"a": 1}')
+    assert b"Connection: keep-alive" in first and b"Content-Length: 8" in first
+    assert wire.whole_answer(answer, keep_alive=True, with_body=True) is first
+    closing = wire.whole_answer(answer, keep_alive=False, with_body=False)
+    assert b"Connection: close" in closing and closing.endswith(b"\r\n\r\n")
