@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
@@ -21,6 +22,8 @@ class CommitSignal:
         self._lock = threading.Lock()
         self._lsn = 0
         self._listeners: list[Callable[[], None]] = []
+        self._published_at = 0.0  # time.monotonic() of the latest advance
+        self.quiet_before = float("inf")  # seconds without an advance before the latest one
 
     @property
     def lsn(self) -> int:
@@ -35,6 +38,8 @@ class CommitSignal:
         with self._lock:
             if durable_lsn <= self._lsn:
                 return
+            now = time.monotonic()
+            self.quiet_before, self._published_at = now - self._published_at, now
             self._lsn = durable_lsn
             listeners = list(self._listeners)
         for callback in listeners:

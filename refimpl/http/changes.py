@@ -120,9 +120,9 @@ def changes_route(ctx: Context) -> Answer | Deferred:
     # Strings hash in C and keep their hash: the key is built again at every attempt.
     columns = tuple(f"{c.name}:{c.type}" for c in schema.columns)
 
-    def answer() -> tuple[Answer, bool]:
-        """The answer from `start` on as of now, shared by every reader asking the same."""
-        durable = database.log.durable_lsn
+    def answer(durable: int) -> tuple[Answer, bool]:
+        """The answer from `start` on, made when at least `durable` was durable; shared by
+        every reader asking the same (a round of readers asks with one `durable`)."""
         key = (database.name, schema.name.lower(), columns, start, limit, fmt, durable)
 
         def produce() -> tuple[Answer, bool]:
@@ -149,7 +149,7 @@ def changes_route(ctx: Context) -> Answer | Deferred:
         return Answer(body, 200, "application/json", JSON_HEADERS)
 
     seen = database.commits.lsn  # before the read: a commit after it is attempted again
-    shared, found = answer()
+    shared, found = answer(database.log.durable_lsn)
     slots = ctx.app.wait_slots
     room = ctx.app.waiting_room
     if found and wait_ms > 0 and room.paced(database.commits):
@@ -160,12 +160,12 @@ def changes_route(ctx: Context) -> Answer | Deferred:
         return respond(shared.body)
 
     # A parked request's answer goes out as it is: readers answered together share one.
-    def attempt() -> Answer | None:
-        shared, found = answer()
+    def attempt(durable: int) -> Answer | None:
+        shared, found = answer(durable)
         return shared if found else None
 
     def on_timeout() -> Answer:
-        return answer()[0]
+        return answer(database.log.durable_lsn)[0]
 
     deferred = Deferred(
         database.commits, seen, attempt, on_timeout, time.monotonic() + wait_ms / 1000,

@@ -1,7 +1,8 @@
 """Answers that wait for a commit without holding a worker thread.
 
 A reader that asks for what has not been committed yet gets a `Deferred`: the answer as
-`attempt()` gives it after the first commit that brings something, or `on_timeout()` once
+`attempt(lsn)` gives it after the first commit that brings something (`lsn`: the durable
+LSN the room looks at, at least what is durable as of the attempt), or `on_timeout()` once
 the wait is over. The one thread of the `WaitingRoom` decides them all: at a commit it asks
 each parked request's `attempt` (readers at the same position share one encoded answer) and
 hands the answers over. Our server parks the connection meanwhile, so a hundred waiting
@@ -11,6 +12,7 @@ iterates the Deferred, which then waits in its own thread.
 
 from __future__ import annotations
 
+import functools
 import heapq
 import itertools
 import logging
@@ -26,10 +28,12 @@ from refimpl.http.errors import to_response
 log = logging.getLogger("refimpl.http")
 
 IDLE_SECONDS = 1.0  # how often the waiting room looks at an empty schedule
+FOREVER_SECONDS = 86400.0  # a deadline this far off is none: not kept in the schedule
 
 
 ROUND_SPACING = 15  # a round starts at least this many times its sending time after the last
-MAX_ROUND_WAIT = 0.05  # seconds; however long the last round took
+MAX_ROUND_WAIT = 1.0  # seconds; however long the last round took
+QUIET_SECONDS = 0.1  # a commit after this long without one is answered at once
 
 
 class Pace:
@@ -41,11 +45,14 @@ class Pace:
     them stands for its cost (the readers' next requests cost about twice as much again).
     Until ROUND_SPACING times that has passed since its start, readers that come back with
     news wait for the next round: news reaches them a few milliseconds later, in one answer.
+    A commit that follows QUIET_SECONDS without one is no steady stream: it is answered at
+    once.
 
-    The cost is the room thread's processor time, not the wall clock: a round that waited
-    for the interpreter lock (another thread's garbage collection, say) cost the server no
-    more, and fifteen times such a stall would hold every reader back for a long while.
-    MAX_ROUND_WAIT bounds what is left.
+    The cost is the round's wall-clock time: it includes the time the room's thread lost to
+    the readers' own processes and requests, which is what the writers lose too. A round
+    stalled by something else (a collection, a busy machine) would hold every reader back
+    fifteen times as long, so MAX_ROUND_WAIT bounds the wait: news at least once a second
+    under any load.
     """
 
     def __init__(self) -> None:
@@ -63,7 +70,7 @@ class Deferred:
         self,
         signal: CommitSignal,
         seen: int,
-        attempt: Callable[[], Answer | None],
+        attempt: Callable[[int], Answer | None],
         on_timeout: Callable[[], Answer],
         deadline: float,
         release: Callable[[], None],
@@ -137,7 +144,12 @@ class WaitingRoom:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._wake = threading.Event()
-        self._parked: list[Deferred] = []
+        # Paced readers and the rest (write acknowledgements) apart: a flush answers its
+        # writers without looking at, or keeping workers behind the gate for, the readers.
+        self._readers: list[Deferred] = []
+        self._others: list[Deferred] = []
+        # By id(signal): how many readers are parked, and the signal.
+        self._reader_signals: dict[int, tuple[int, CommitSignal]] = {}
         self._deadlines: list[tuple[float, int, Deferred]] = []
         self._order = itertools.count()
         self._signals: set[int] = set()
@@ -170,7 +182,7 @@ class WaitingRoom:
         """True while readers of `signal`'s database that have news wait for the next round."""
         with self._lock:
             pace = self._paces.get(id(signal))
-            return pace is not None and time.monotonic() < pace.next_round
+            return _pacing(pace, signal, time.monotonic())
 
     def wake(self) -> None:
         """Attempt every parked request again now (something other than a commit changed)."""
@@ -194,8 +206,16 @@ class WaitingRoom:
                     self._signals.add(id(deferred.signal))
                     deferred.signal.listen(self._wake.set)
                     wake = True  # a commit may have come before the listener was in place
-                self._parked.append(deferred)
-                heapq.heappush(self._deadlines, (deferred.deadline, next(self._order), deferred))
+                if deferred.paced:
+                    self._readers.append(deferred)
+                    key = id(deferred.signal)
+                    count, _ = self._reader_signals.get(key, (0, deferred.signal))
+                    self._reader_signals[key] = (count + 1, deferred.signal)
+                else:
+                    self._others.append(deferred)
+                if deferred.deadline < time.monotonic() + FOREVER_SECONDS:
+                    entry = (deferred.deadline, next(self._order), deferred)
+                    heapq.heappush(self._deadlines, entry)
                 if self._thread is None:
                     self._thread = threading.Thread(
                         target=self._run, name="kdb-waiting-room", daemon=True
@@ -217,14 +237,15 @@ class WaitingRoom:
             return False
         pace = self._paces.get(id(deferred.signal)) if deferred.paced else None
         # A paced reader waits for the next round, and the room looks by then anyway.
-        return pace is None or not (time.monotonic() < pace.next_round and
-                                    self._next_look <= pace.next_round)
+        return not (_pacing(pace, deferred.signal, time.monotonic())
+                    and self._next_look <= pace.next_round)  # type: ignore[union-attr]
 
     def close(self) -> None:
         """Answer every parked request with what it has; later ones are answered at once."""
         with self._lock:
             self._closed = True
-            parked, self._parked = self._parked, []
+            parked = self._others + self._readers
+            self._others, self._readers, self._reader_signals = [], [], {}
             self._deadlines = []
         for deferred in parked:
             _decide(deferred, deferred.on_timeout)
@@ -235,7 +256,7 @@ class WaitingRoom:
                 if self._closed:
                     return
                 nearest = self._deadlines[0][0] if self._deadlines else None
-                if self._parked and self._paces:
+                if self._readers and self._paces:
                     now = time.monotonic()
                     ahead = [p.next_round for p in self._paces.values() if p.next_round > now]
                     if ahead and (nearest is None or min(ahead) < nearest):
@@ -249,21 +270,30 @@ class WaitingRoom:
 
     def _decide_due(self) -> None:
         with self._lock:
-            # Unpaced answers (writes waiting for their flush) first: a writer should not
-            # wait behind a round of readers its own commit woke.
-            parked = sorted(self._parked, key=lambda deferred: deferred.paced)
             attempt_all, self._attempt_all = self._attempt_all, False
-        now = time.monotonic()
-        cpu_started = time.thread_time()
+            now = time.monotonic()
+            paces = dict(self._paces)
+            others = list(self._others)
+            deadline_due = bool(self._deadlines) and self._deadlines[0][0] <= now
+            readers_due = attempt_all or deadline_due or any(
+                not _pacing(paces.get(key), signal, now)
+                for key, (_, signal) in self._reader_signals.items()
+            )
+            readers = list(self._readers) if readers_due else []
         decided: set[int] = set()
         answered: dict[int, int] = {}  # by signal: readers given news in this round
-        with self._lock:
-            paces = dict(self._paces)
+        cost = 0.0
         pending: list[Callable[[], None]] = []
         self._round.pending = pending
         try:
-            with self.gate:
-                self._answer_round(parked, paces, now, decided, answered, attempt_all)
+            # Writers first: a writer should not wait behind a round of readers its own
+            # commit woke.
+            self._answer_round(others, paces, now, decided, answered, attempt_all)
+            if readers:
+                started = time.monotonic()
+                with self.gate:
+                    self._answer_round(readers, paces, now, decided, answered, attempt_all)
+                cost = time.monotonic() - started
         finally:
             self._round.pending = None
             for action in pending:
@@ -273,13 +303,25 @@ class WaitingRoom:
                     log.warning("finishing an answered request failed", exc_info=True)
         if not decided:
             return
-        cost = time.thread_time() - cpu_started
         with self._lock:
             for key in answered:
                 self._paces.setdefault(key, Pace()).round(now, cost)
-            self._parked = [d for d in self._parked if id(d) not in decided]
-            self._deadlines = [e for e in self._deadlines if id(e[2]) not in decided]
-            heapq.heapify(self._deadlines)
+            self._others = [d for d in self._others if id(d) not in decided]
+            if readers:
+                kept = []
+                for deferred in self._readers:
+                    if id(deferred) in decided:
+                        key = id(deferred.signal)
+                        count, signal = self._reader_signals[key]
+                        if count > 1:
+                            self._reader_signals[key] = (count - 1, signal)
+                        else:
+                            del self._reader_signals[key]
+                    else:
+                        kept.append(deferred)
+                self._readers = kept
+                self._deadlines = [e for e in self._deadlines if id(e[2]) not in decided]
+                heapq.heapify(self._deadlines)
 
     @staticmethod
     def _answer_round(
@@ -290,14 +332,19 @@ class WaitingRoom:
         answered: dict[int, int],
         attempt_all: bool,
     ) -> None:
+        # Each signal's LSN is read once per round: commits published while the round goes
+        # out do not split its readers into groups with answers of their own to encode.
+        round_lsns: dict[int, int] = {}
         for deferred in parked:
             key = id(deferred.signal)
             pace = paces.get(key) if deferred.paced else None
-            lsn = deferred.signal.lsn
+            lsn = round_lsns.get(key)
+            if lsn is None:
+                lsn = round_lsns[key] = deferred.signal.lsn
             news = lsn > deferred.seen or attempt_all
-            if news and (pace is None or now >= pace.next_round):
+            if news and not _pacing(pace, deferred.signal, now):
                 deferred.seen = lsn
-                if _decide(deferred, deferred.attempt):
+                if _decide(deferred, functools.partial(deferred.attempt, lsn)):
                     decided.add(id(deferred))
                     if deferred.paced:
                         answered[key] = answered.get(key, 0) + 1
@@ -305,6 +352,14 @@ class WaitingRoom:
             if now >= deferred.deadline:
                 _decide(deferred, deferred.on_timeout)
                 decided.add(id(deferred))
+
+
+def _pacing(pace: Pace | None, signal: CommitSignal, now: float) -> bool:
+    """True while readers with news of `signal` wait for the next round of `pace`.
+
+    News after a quiet spell is no steady stream: it is answered at once.
+    """
+    return pace is not None and now < pace.next_round and signal.quiet_before < QUIET_SECONDS
 
 
 def _decide(deferred: Deferred, produce: Callable[[], Answer | None]) -> bool:

@@ -77,7 +77,7 @@ def acknowledge_when_durable(
 ) -> Deferred:
     """`answer`, to be sent once `lsn` of `database` is durable (or the log's failure)."""
 
-    def attempt() -> Answer | None:
+    def attempt(_: int) -> Answer | None:
         if database.log.durable_lsn >= lsn:
             return answer
         failure = flusher.failure(database)

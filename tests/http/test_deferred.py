@@ -19,7 +19,7 @@ def park(room: WaitingRoom, signal: CommitSignal, wanted: int, wait: float,
     got: list[Answer] = []
     released = threading.Event()
 
-    def attempt() -> Answer | None:
+    def attempt(_: int) -> Answer | None:
         return Answer(b"news") if signal.lsn >= wanted else None
 
     deferred = Deferred(
