@@ -155,6 +155,7 @@ class WaitingRoom:
         self._signals: set[int] = set()
         self._next_look = 0.0  # when the room's thread looks at the parked requests again
         self._attempt_all = False  # the next pass attempts even those without news
+        self._in_round: set[int] = set()  # id(signal) of readers being answered now
         self._paces: dict[int, Pace] = {}
         self._closed = False
         self._thread: threading.Thread | None = None
@@ -181,6 +182,8 @@ class WaitingRoom:
     def paced(self, signal: CommitSignal) -> bool:
         """True while readers of `signal`'s database that have news wait for the next round."""
         with self._lock:
+            if id(signal) in self._in_round:
+                return True  # its readers are being answered: the next round has the rest
             pace = self._paces.get(id(signal))
             return _pacing(pace, signal, time.monotonic())
 
@@ -280,6 +283,10 @@ class WaitingRoom:
                 for key, (_, signal) in self._reader_signals.items()
             )
             readers = list(self._readers) if readers_due else []
+            # Readers answered early in the round come back while it goes on; they wait
+            # for the next round with the others instead of each getting (and costing) an
+            # answer of its own from a position of its own.
+            self._in_round = set(self._reader_signals) if readers else set()
         decided: set[int] = set()
         answered: dict[int, int] = {}  # by signal: readers given news in this round
         cost = 0.0
@@ -302,8 +309,11 @@ class WaitingRoom:
                 except Exception:  # one connection's trouble must not keep the others waiting
                     log.warning("finishing an answered request failed", exc_info=True)
         if not decided:
+            with self._lock:
+                self._in_round = set()
             return
         with self._lock:
+            self._in_round = set()
             for key in answered:
                 self._paces.setdefault(key, Pace()).round(now, cost)
             self._others = [d for d in self._others if id(d) not in decided]
