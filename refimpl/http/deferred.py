@@ -3,9 +3,10 @@
 A reader that asks for what has not been committed yet gets a `Deferred`: the answer as
 `attempt(lsn)` gives it after the first commit that brings something (`lsn`: the durable
 LSN the room looks at, at least what is durable as of the attempt), or `on_timeout()` once
-the wait is over. The one thread of the `WaitingRoom` decides them all: at a commit it asks
-each parked request's `attempt` (readers at the same position share one encoded answer) and
-hands the answers over. Our server parks the connection meanwhile, so a hundred waiting
+the wait is over. The one thread of the `WaitingRoom` decides the paced readers: at a
+commit it asks each parked reader's `attempt` (readers at the same position share one
+encoded answer) and hands the answers over; write acknowledgements are decided by the
+thread that publishes the flush. Our server parks the connection meanwhile, so a hundred waiting
 readers cost no threads and a commit wakes one thread, not a hundred; any other WSGI server
 iterates the Deferred, which then waits in its own thread.
 """
@@ -207,7 +208,7 @@ class WaitingRoom:
                 wake = False
                 if id(deferred.signal) not in self._signals:
                     self._signals.add(id(deferred.signal))
-                    deferred.signal.listen(self._wake.set)
+                    deferred.signal.listen(self._on_commit)
                     wake = True  # a commit may have come before the listener was in place
                 if deferred.paced:
                     self._readers.append(deferred)
@@ -242,6 +243,26 @@ class WaitingRoom:
         # A paced reader waits for the next round, and the room looks by then anyway.
         return not (_pacing(pace, deferred.signal, time.monotonic())
                     and self._next_look <= pace.next_round)  # type: ignore[union-attr]
+
+    def _on_commit(self) -> None:
+        """A commit became durable: the publishing thread (mostly the flusher, which made
+        it so) answers the writes it acknowledges itself; the room's thread is woken only
+        for parked readers. A flush thus costs no second thread's wake-up."""
+        with self._lock:
+            others = list(self._others)
+            readers = bool(self._readers)
+        if others:
+            decided: set[int] = set()
+            for deferred in others:
+                if deferred.signal.lsn > deferred.seen:
+                    deferred.seen = deferred.signal.lsn
+                    if _decide(deferred, functools.partial(deferred.attempt, deferred.seen)):
+                        decided.add(id(deferred))
+            if decided:
+                with self._lock:
+                    self._others = [d for d in self._others if id(d) not in decided]
+        if readers:
+            self._wake.set()
 
     def close(self) -> None:
         """Answer every parked request with what it has; later ones are answered at once."""

@@ -93,6 +93,24 @@ def test_paced_readers_wait_for_the_next_round():
     room.close()
 
 
+def test_acknowledgements_are_answered_by_the_publishing_thread(monkeypatch):
+    room, signal = WaitingRoom(), CommitSignal()
+    passes: list[int] = []
+    original = room._decide_due
+    monkeypatch.setattr(room, "_decide_due", lambda: (passes.append(1), original()))
+    threads: list[str] = []
+    acks = [park(room, signal, wanted=1, wait=30)[0] for _ in range(5)]  # unpaced: writes
+    for deferred in acks:
+        deferred.on_ready(lambda answer: threads.append(threading.current_thread().name))
+    time.sleep(0.05)
+    passes.clear()
+    signal.publish(1)  # in this thread, as the flusher publishes its flush
+    assert threads == [threading.current_thread().name] * 5
+    time.sleep(0.05)
+    assert passes == []  # no reader parked: the room's thread was not even woken
+    room.close()
+
+
 def test_fifo_slots_serve_waiters_in_order():
     slots = FifoSlots(1)
     slots.acquire()
@@ -114,7 +132,7 @@ def test_after_round_actions_wait_for_the_whole_round():
     room, signal = WaitingRoom(), CommitSignal()
     events: list[str] = []
     for n in range(3):
-        deferred, _, _ = park(room, signal, wanted=1, wait=30)
+        deferred, _, _ = park(room, signal, wanted=1, wait=30, paced=True)  # readers
         deferred.on_ready(lambda answer, n=n: (
             events.append(f"answer {n}"), room.after_round(lambda: events.append(f"after {n}"))
         ))
@@ -130,13 +148,13 @@ def test_after_round_actions_wait_for_the_whole_round():
 
 def test_parking_without_news_makes_no_pass(monkeypatch):
     room, signal = WaitingRoom(), CommitSignal()
-    park(room, signal, wanted=1, wait=30)  # the first park starts the room and listens
+    park(room, signal, wanted=1, wait=30, paced=True)  # the first starts the room, listens
     passes: list[float] = []
     original = room._decide_due
     monkeypatch.setattr(room, "_decide_due", lambda: (passes.append(1), original()))
     time.sleep(0.05)
     passes.clear()
-    waiting = [park(room, signal, wanted=1, wait=30)[1] for _ in range(20)]
+    waiting = [park(room, signal, wanted=1, wait=30, paced=True)[1] for _ in range(20)]
     time.sleep(0.1)
     assert passes == []  # twenty readers that wait cost the room nothing
     signal.publish(1)
