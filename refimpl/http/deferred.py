@@ -6,9 +6,9 @@ LSN the room looks at, at least what is durable as of the attempt), or `on_timeo
 the wait is over. The one thread of the `WaitingRoom` decides the paced readers: at a
 commit it asks each parked reader's `attempt` (readers at the same position share one
 encoded answer) and hands the answers over; write acknowledgements are decided by the
-thread that publishes the flush. Our server parks the connection meanwhile, so a hundred waiting
-readers cost no threads and a commit wakes one thread, not a hundred; any other WSGI server
-iterates the Deferred, which then waits in its own thread.
+thread that publishes the flush. Our server parks the connection meanwhile, so a hundred
+waiting readers cost no threads and a commit wakes one thread, not a hundred; any other
+WSGI server iterates the Deferred, which then waits in its own thread.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import functools
 import heapq
 import itertools
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -29,7 +30,6 @@ from refimpl.http.errors import to_response
 log = logging.getLogger("refimpl.http")
 
 IDLE_SECONDS = 1.0  # how often the waiting room looks at an empty schedule
-FOREVER_SECONDS = 86400.0  # a deadline this far off is none: not kept in the schedule
 
 
 ROUND_SPACING = 15  # a round starts at least this many times its sending time after the last
@@ -217,7 +217,7 @@ class WaitingRoom:
                     self._reader_signals[key] = (count + 1, deferred.signal)
                 else:
                     self._others.append(deferred)
-                if deferred.deadline < time.monotonic() + FOREVER_SECONDS:
+                if deferred.deadline != math.inf:
                     entry = (deferred.deadline, next(self._order), deferred)
                     heapq.heappush(self._deadlines, entry)
                 if self._thread is None:
@@ -240,9 +240,10 @@ class WaitingRoom:
         if deferred.signal.lsn <= deferred.seen:
             return False
         pace = self._paces.get(id(deferred.signal)) if deferred.paced else None
+        if pace is None or not _pacing(pace, deferred.signal, time.monotonic()):
+            return True
         # A paced reader waits for the next round, and the room looks by then anyway.
-        return not (_pacing(pace, deferred.signal, time.monotonic())
-                    and self._next_look <= pace.next_round)  # type: ignore[union-attr]
+        return self._next_look > pace.next_round
 
     def _on_commit(self) -> None:
         """A commit became durable: the publishing thread (mostly the flusher, which made
@@ -253,11 +254,7 @@ class WaitingRoom:
             readers = bool(self._readers)
         if others:
             decided: set[int] = set()
-            for deferred in others:
-                if deferred.signal.lsn > deferred.seen:
-                    deferred.seen = deferred.signal.lsn
-                    if _decide(deferred, functools.partial(deferred.attempt, deferred.seen)):
-                        decided.add(id(deferred))
+            self._answer_round(others, {}, time.monotonic(), decided, {}, False)
             if decided:
                 with self._lock:
                     self._others = [d for d in self._others if id(d) not in decided]
@@ -329,12 +326,10 @@ class WaitingRoom:
                     action()
                 except Exception:  # one connection's trouble must not keep the others waiting
                     log.warning("finishing an answered request failed", exc_info=True)
-        if not decided:
-            with self._lock:
-                self._in_round = set()
-            return
         with self._lock:
             self._in_round = set()
+            if not decided:
+                return
             for key in answered:
                 self._paces.setdefault(key, Pace()).round(now, cost)
             self._others = [d for d in self._others if id(d) not in decided]

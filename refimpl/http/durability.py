@@ -11,8 +11,8 @@ fails instead, the answer is the failure.
 from __future__ import annotations
 
 import logging
+import math
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -21,8 +21,6 @@ from refimpl.http.deferred import Deferred, WaitingRoom
 from refimpl.http.encode import Answer
 
 log = logging.getLogger("refimpl.http")
-
-NO_DEADLINE_SECONDS = 365 * 24 * 3600.0  # a write's answer waits for its flush, however long
 
 
 class Flusher:
@@ -95,8 +93,8 @@ def acknowledge_when_durable(
     published = database.commits.lsn
     seen = -1 if published >= lsn else published
     deferred = Deferred(
-        database.commits, seen, attempt, at_stop, time.monotonic() + NO_DEADLINE_SECONDS,
-        lambda: None, paced=False,
+        # No deadline: a write's answer waits for its flush, however long.
+        database.commits, seen, attempt, at_stop, math.inf, lambda: None, paced=False,
     )
     room.park(deferred)
     flusher.request(database, lsn)

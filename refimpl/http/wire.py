@@ -100,20 +100,15 @@ class SocketReader:
         """
         while True:
             self.buffer = self.buffer.lstrip(b"\r\n")
-            crlf, lf = self.buffer.find(b"\n\r\n"), self.buffer.find(b"\n\n")
-            ends = [(at, skip) for at, skip in ((crlf, 3), (lf, 2)) if at >= 0]
-            if ends:
-                end, skip = min(ends)
+            found = _head_end(self.buffer)
+            if found is not None:
+                end, blank = found
                 head = self.buffer[:end]
-                self.buffer = self.buffer[end + skip :]
+                self.buffer = self.buffer[end + blank :]
                 return head
-            first_line = self.buffer.find(b"\n")
-            if (first_line < 0 and len(self.buffer) > MAX_REQUEST_LINE) or (
-                first_line > MAX_REQUEST_LINE
-            ):
-                raise MalformedRequest(414, "the request line is longer than 65536 bytes")
-            if len(self.buffer) > MAX_HEAD_BYTES:
-                raise MalformedRequest(431, "the request headers are larger than 256 KB")
+            error = _oversized_head(self.buffer)
+            if error is not None:
+                raise error
             if not self._fill():
                 if self.buffer:
                     raise MalformedRequest(400, "the connection ended inside a request head")
@@ -145,15 +140,10 @@ class SocketReader:
         buffer = self.buffer.lstrip(b"\r\n")
         if not buffer:
             return False
-        crlf, lf = buffer.find(b"\n\r\n"), buffer.find(b"\n\n")
-        ends = [at + skip for at, skip in ((crlf, 3), (lf, 2)) if at >= 0]
-        if not ends:
-            first_line = buffer.find(b"\n")
-            too_long = first_line > MAX_REQUEST_LINE or (
-                first_line < 0 and len(buffer) > MAX_REQUEST_LINE
-            )
-            return too_long or len(buffer) > MAX_HEAD_BYTES
-        head_end = min(ends)
+        found = _head_end(buffer)
+        if found is None:
+            return _oversized_head(buffer) is not None
+        head_end = sum(found)
         head = buffer[:head_end]
         length = _CONTENT_LENGTH.search(head)
         if length is None or _EXPECT_CONTINUE.search(head):
@@ -194,6 +184,24 @@ class SocketReader:
                 break
         line, self.buffer = self.buffer[:size], self.buffer[size:]
         return line
+
+
+def _head_end(buffer: bytes) -> tuple[int, int] | None:
+    """Where the head at the start of `buffer` ends and how long its blank line is; None
+    while it has not ended."""
+    crlf, lf = buffer.find(b"\n\r\n"), buffer.find(b"\n\n")
+    ends = [(at, blank) for at, blank in ((crlf, 3), (lf, 2)) if at >= 0]
+    return min(ends) if ends else None
+
+
+def _oversized_head(buffer: bytes) -> MalformedRequest | None:
+    """The error for an unfinished head already too large ever to be read; else None."""
+    first_line = buffer.find(b"\n")
+    if (first_line < 0 and len(buffer) > MAX_REQUEST_LINE) or first_line > MAX_REQUEST_LINE:
+        return MalformedRequest(414, "the request line is longer than 65536 bytes")
+    if len(buffer) > MAX_HEAD_BYTES:
+        return MalformedRequest(431, "the request headers are larger than 256 KB")
+    return None
 
 
 def parse_head(raw: bytes) -> RequestHead:
