@@ -107,7 +107,7 @@ def write_admin_token(folder: Path, token: str) -> Path:
 def _serve(options: argparse.Namespace) -> int:
     from refimpl.engine.instance import Instance
     from refimpl.http.app import App, AppOptions
-    from refimpl.http.server import serve
+    from refimpl.http.serving.server import serve
     from refimpl.sql.parser import warm_up
 
     flags = {
@@ -245,7 +245,7 @@ def _interactive(session: Any, database: str) -> int:
 
 def format_result(result: Any) -> str:
     """A psql-like table for a query, the message for anything else."""
-    from refimpl.engine import values
+    from refimpl.engine.storage import values
 
     if result.columns is None:
         return result.message or ""

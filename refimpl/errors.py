@@ -1,7 +1,7 @@
 """The one exception hierarchy of refimpl.
 
 Every failure a caller can cause or meet has its own class here. The engine raises them
-without knowing about HTTP; `refimpl.http.errors` maps each class to a status in one place.
+without knowing about HTTP; `refimpl.http.error_answers` maps each class to a status in one place.
 Messages are one sentence a person understands: what is wrong, and how to fix it where that
 is not obvious.
 """

@@ -9,7 +9,7 @@ from __future__ import annotations
 import random
 
 from refimpl.engine.instance import Instance
-from refimpl.engine.values import parse_timestamp
+from refimpl.engine.storage.values import parse_timestamp
 
 SAMPLE_DATABASE = "sample"
 SYMBOLS = ("CITY", "HIDCL", "NABIL", "NEPSE", "NTC")

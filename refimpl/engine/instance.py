@@ -17,16 +17,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from refimpl.engine import checkpoint
 from refimpl.engine.access import ADMIN, AccessControl, Principal
-from refimpl.engine.changes import changes_function
-from refimpl.engine.database import CHECKPOINT_FOLDER, WAL_FOLDER, Database
+from refimpl.engine.features.change_stream import changes_function
+from refimpl.engine.features.kdb_rev import kdb_rev_builder
+from refimpl.engine.features.live_queries import SubscriptionManager
 from refimpl.engine.options import EngineOptions
-from refimpl.engine.rev_sql import kdb_rev_builder
-from refimpl.engine.revisions import new_boot_id
 from refimpl.engine.session import Session
-from refimpl.engine.subscriptions import SubscriptionManager
-from refimpl.engine.wal import inspect_log
+from refimpl.engine.storage import checkpoint
+from refimpl.engine.storage.database import CHECKPOINT_FOLDER, WAL_FOLDER, Database
+from refimpl.engine.storage.wal import inspect_log
+from refimpl.engine.tracking.revisions import new_boot_id
 from refimpl.errors import (
     DatabaseExists,
     InvalidValue,

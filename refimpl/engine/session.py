@@ -11,17 +11,17 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from refimpl.engine import executor
 from refimpl.engine.access import Principal
 from refimpl.engine.result import Result
-from refimpl.engine.transaction import Transaction
+from refimpl.engine.statements import executor
+from refimpl.engine.storage.transaction import Transaction
 from refimpl.errors import Forbidden, KdbError, ParameterError, SqlError, Unauthorized
 from refimpl.sql.parser import parse_cached
 from refimpl.sql.templates import templated
 
 if TYPE_CHECKING:
-    from refimpl.engine.database import Database
     from refimpl.engine.instance import Instance
+    from refimpl.engine.storage.database import Database
 
 
 class Session:

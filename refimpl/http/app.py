@@ -13,22 +13,22 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qsl
 
-from werkzeug.datastructures import FileStorage
 from werkzeug.exceptions import NotFound as WerkzeugNotFound
 from werkzeug.routing import Map, Rule
 from werkzeug.utils import send_from_directory
 from werkzeug.wrappers import Request, Response
 
-from refimpl.engine.shared_results import SharedResults
-from refimpl.errors import BadRequest, NotFound, PayloadTooLarge, UnknownDatabase
+from refimpl.engine.tracking.shared_results import SharedResults
+from refimpl.errors import BadRequest, NotFound, UnknownDatabase
 from refimpl.http import routes
 from refimpl.http.auth import Authenticator
-from refimpl.http.deferred import Deferred, WaitingRoom
-from refimpl.http.durability import Flusher
+from refimpl.http.context import Context
 from refimpl.http.encode import Answer
-from refimpl.http.errors import to_response
+from refimpl.http.error_answers import to_response
+from refimpl.http.request_input import BodyReader, query_args
+from refimpl.waiting.flusher import Flusher
+from refimpl.waiting.room import Deferred, WaitingRoom
 
 OPENAPI_FILE = Path(__file__).with_name("openapi.json")
 STATIC_PREFIX = "/static/"
@@ -52,6 +52,10 @@ class App:
         # Waiting readers never take the threads /exec needs: at most a quarter may wait.
         self.wait_slots = threading.BoundedSemaphore(max(1, self.options.threads // 4))
         self.shared_answers = SharedResults()
+        self.bodies = BodyReader(self.options.max_body_bytes)
+        self.read_body = self.bodies.read_body
+        self.read_form = self.bodies.read_form
+        self.read_files = self.bodies.read_files
         self.waiting_room = WaitingRoom()
         self.flusher = Flusher(self.waiting_room.wake)
         self.auth = Authenticator(getattr(instance, "access", None), self.options.dev)
@@ -69,80 +73,6 @@ class App:
         self.url_map = Map(rules, merge_slashes=False)
         # Bounded: only paths that matched a route without variables are kept.
         self._routes_seen: dict[tuple[str | None, str | None], routes.Route] = {}
-
-    # -- bodies ----------------------------------------------------------------------------
-
-    def _limit(self, request: Request) -> None:
-        request.max_content_length = self.options.max_body_bytes
-        request.max_form_memory_size = self.options.max_body_bytes
-
-    def read_body(self, request: Request) -> bytes:
-        """The whole body, or PayloadTooLarge past `max_body_bytes` (chunked bodies too)."""
-        cached = request.environ.get("kdb.body")
-        if cached is not None:
-            return cached
-        limit = self.options.max_body_bytes
-        declared = request.environ.get("CONTENT_LENGTH", "")
-        length = int(declared) if declared.isascii() and declared.isdigit() else (
-            request.content_length
-        )
-        if length is not None and length > limit:
-            raise self._too_large()
-        if "wsgi.input_terminated" in request.environ:
-            # A chunked body: the server ends the stream, so read it ourselves up to one
-            # byte past the limit (Werkzeug's own limit would cut it off silently).
-            stream = request.environ["wsgi.input"]
-            parts: list[bytes] = []
-            size = 0
-            while size <= limit:
-                part = stream.read(min(65536, limit + 1 - size))
-                if not part:
-                    break
-                parts.append(part)
-                size += len(part)
-            if size > limit:
-                raise self._too_large()
-            data = b"".join(parts)
-        elif length is not None:
-            # The input stream ends at the declared length; a read may return less.
-            stream = request.environ["wsgi.input"]
-            parts = []
-            while length > 0:
-                part = stream.read(min(length, READ_CHUNK))
-                if not part:
-                    break
-                parts.append(part)
-                length -= len(part)
-            data = b"".join(parts)
-        else:
-            self._limit(request)
-            data = request.get_data(cache=True)
-        request.environ["kdb.body"] = data
-        return data
-
-    def _too_large(self) -> PayloadTooLarge:
-        mb = self.options.max_body_bytes / (1024 * 1024)
-        return PayloadTooLarge(
-            f"the request body is larger than this server's limit of {mb:g} MB (max_body_mb)"
-        )
-
-    def read_form(self, request: Request) -> dict[str, str]:
-        self._limit(request)
-        form = request.form
-        if request.files:
-            raise BadRequest("send the SQL as a form field, not a file")
-        return _single_values(form.lists(), "form field")
-
-    def read_files(self, request: Request) -> dict[str, FileStorage]:
-        self._limit(request)
-        if request.form:
-            raise BadRequest(f"unexpected form field(s): {', '.join(sorted(request.form))}")
-        out: dict[str, FileStorage] = {}
-        for name, items in request.files.lists():
-            if len(items) != 1:
-                raise BadRequest(f"the form file '{name}' is sent more than once")
-            out[name] = items[0]
-        return out
 
     # -- WSGI ------------------------------------------------------------------------------
 
@@ -177,7 +107,7 @@ class App:
             known = ", ".join(sorted(route.params))
             raise BadRequest(f"unknown query parameter(s) {names}; {route.path} takes {known}")
         principal = self.auth.principal(request) if not route.public else None
-        context = routes.Context(self, request, args, principal)  # type: ignore[arg-type]
+        context = Context(self, request, args, principal)  # type: ignore[arg-type]
         if route.uses_database:
             self._require_database(context.database)
         return route.handler(context)
@@ -216,35 +146,3 @@ class App:
             return send_from_directory(self.options.static, filename, request.environ)
         except WerkzeugNotFound:
             raise NotFound(f"no static file '{filename}'") from None
-
-
-def query_args(request: Request, repeatable: frozenset[str] = frozenset()) -> dict[str, str]:
-    """The query parameters, decoded strictly: bad UTF-8 and repeated names are refused.
-
-    Werkzeug would replace undecodable bytes silently; SQL must never run altered.
-    """
-    raw = request.environ.get("QUERY_STRING", "")
-    if not raw:
-        return {}
-    try:
-        pairs = parse_qsl(raw, keep_blank_values=True, encoding="utf-8", errors="strict")
-    except UnicodeDecodeError:
-        raise BadRequest("the query string is not valid UTF-8") from None
-    except ValueError as exc:
-        raise BadRequest(f"the query string is malformed: {exc}") from None
-    grouped: dict[str, list[str]] = {}
-    for name, value in pairs:
-        grouped.setdefault(name, []).append(value)
-    # A repeatable parameter (symbol= of /api/rev) is read as a list by its route.
-    for name in repeatable & grouped.keys():
-        grouped[name] = grouped[name][-1:]
-    return _single_values(grouped.items(), "query parameter")
-
-
-def _single_values(items: Iterable[tuple[str, list[str]]], what: str) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for name, values in items:
-        if len(values) != 1:
-            raise BadRequest(f"the {what} '{name}' is given {len(values)} times; give it once")
-        out[name] = values[0]
-    return out

@@ -11,8 +11,8 @@ import csv
 import io
 from collections.abc import Sequence
 
-from refimpl.engine import values
 from refimpl.engine.result import Column
+from refimpl.engine.storage import values
 from refimpl.errors import BadRequest, SqlError
 
 

@@ -1,6 +1,6 @@
 """Results as the HTTP API shows them: JSON answers of /exec and CSV of /exp.
 
-Values are converted by `refimpl.engine.values` (one place for their text forms): TIMESTAMP
+Values are converted by `refimpl.engine.storage.values` (one place for their text forms): TIMESTAMP
 becomes ISO-8601 text ending in `Z` with milliseconds, microseconds only when there are any
 below the millisecond (`2026-10-22T05:43:31.573Z`); a DOUBLE that is not finite is null.
 """
@@ -16,8 +16,8 @@ from typing import Any
 import msgspec
 from werkzeug.http import HTTP_STATUS_CODES
 
-from refimpl.engine import values
 from refimpl.engine.result import Column, Result
+from refimpl.engine.storage import values
 
 
 def _json_value(kind: str) -> Callable[[object], object] | None:

@@ -179,8 +179,8 @@ def say(line: str) -> None:
 
 def run_writer(path: str, checkpoint_every: int, seconds: float, threads: int = 1) -> None:
     import refimpl
-    from refimpl.engine.database import Database
     from refimpl.engine.options import EngineOptions
+    from refimpl.engine.storage.database import Database
 
     background = Database._background_checkpoint
 

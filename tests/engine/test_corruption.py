@@ -20,7 +20,7 @@ import pytest
 import refimpl
 from refimpl.engine.instance import check_data
 from refimpl.engine.options import EngineOptions
-from refimpl.engine.wal_segments import HEADER, HEADER_SIZE
+from refimpl.engine.storage.wal_segments import HEADER, HEADER_SIZE
 from refimpl.errors import CorruptCheckpoint, CorruptLog, StorageError
 
 SMALL = EngineOptions(segment_bytes=4096, wal_archive_bytes=1 << 30)

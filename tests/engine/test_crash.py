@@ -38,10 +38,10 @@ from pathlib import Path
 import pytest
 
 import refimpl
-from refimpl.engine import checkpoint, records
 from refimpl.engine.options import EngineOptions
-from refimpl.engine.wal import inspect_log
-from refimpl.engine.wal_segments import HEADER, HEADER_SIZE, frame_header
+from refimpl.engine.storage import checkpoint, records
+from refimpl.engine.storage.wal import inspect_log
+from refimpl.engine.storage.wal_segments import HEADER, HEADER_SIZE, frame_header
 from tests.engine.crash_child import ACCOUNTS, OPTIONS, START_BALANCE, Model, plan_threaded
 
 CHILD = Path(__file__).with_name("crash_child.py")

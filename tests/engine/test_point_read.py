@@ -7,7 +7,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import refimpl
-from refimpl.engine.point_read import point_plan
+from refimpl.engine.query.point_read import point_plan
 from refimpl.errors import KdbError
 from refimpl.sql.parser import parse
 

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 import refimpl
 from refimpl.engine.access import Principal
-from refimpl.engine.revisions import MAX_VALUES
+from refimpl.engine.tracking.revisions import MAX_VALUES
 from refimpl.errors import Forbidden, SqlError, TypeMismatch, UnknownTable
 
 CANDLES = (

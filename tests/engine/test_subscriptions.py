@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 import refimpl
 from refimpl.engine.access import Principal
-from refimpl.engine.subscriptions import KEPT_VERSIONS, MAX_ROWS, SubscriptionManager
+from refimpl.engine.features.live_queries import KEPT_VERSIONS, MAX_ROWS, SubscriptionManager
 from refimpl.errors import BadRequest, KdbError, NotAllowed, ResultTooLarge, SqlError, UnknownTable
 
 # Three tables of the same columns: a DEDUP key with the time, no key at all, and a primary

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from refimpl.engine.wal import WriteAheadLog, inspect_log
-from refimpl.engine.wal_segments import HEADER_SIZE, segment_name
+from refimpl.engine.storage.wal import WriteAheadLog, inspect_log
+from refimpl.engine.storage.wal_segments import HEADER_SIZE, segment_name
 from refimpl.errors import CorruptLog, Gone, WritesStopped
 
 

@@ -7,10 +7,10 @@ import time
 
 import pytest
 
-from refimpl.engine.signals import CommitSignal
-from refimpl.http.deferred import MAX_ROUND_WAIT, ROUND_SPACING, Deferred, Pace, WaitingRoom
+from refimpl.engine.tracking.signals import CommitSignal
 from refimpl.http.encode import Answer
-from refimpl.http.server import FifoSlots
+from refimpl.http.serving.server import FifoSlots
+from refimpl.waiting.room import MAX_ROUND_WAIT, ROUND_SPACING, Deferred, Pace, WaitingRoom
 
 
 def park(room: WaitingRoom, signal: CommitSignal, wanted: int, wait: float,

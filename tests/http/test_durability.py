@@ -7,11 +7,12 @@ from pathlib import Path
 
 from refimpl.engine.access import ADMIN
 from refimpl.engine.instance import Instance
-from refimpl.engine.signals import CommitSignal
+from refimpl.engine.tracking.signals import CommitSignal
 from refimpl.errors import WritesStopped
-from refimpl.http.deferred import WaitingRoom
-from refimpl.http.durability import Flusher, acknowledge_when_durable
+from refimpl.http.durability import acknowledge_when_durable
 from refimpl.http.encode import Answer
+from refimpl.waiting.flusher import Flusher
+from refimpl.waiting.room import WaitingRoom
 
 
 def test_an_acknowledgement_goes_out_once_its_commit_is_durable(tmp_path: Path) -> None:

@@ -6,8 +6,8 @@ import socket
 
 import pytest
 
-from refimpl.http import wire
 from refimpl.http.encode import Answer
+from refimpl.http.serving import wire
 
 
 def reader_of(*chunks: bytes) -> wire.SocketReader:

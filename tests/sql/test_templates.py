@@ -7,7 +7,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import refimpl
-from refimpl.engine import executor
+from refimpl.engine.statements import executor
 from refimpl.sql.parser import parse
 from refimpl.sql.templates import templated
 

@@ -256,7 +256,7 @@ class LeanHTTP:
 # profiles the main thread only (the accept loop), never the threads that answer requests.
 PROFILE_LAUNCHER = """
 import cProfile, pstats, sys, threading
-from refimpl.http import server
+from refimpl.http.serving import server
 out = sys.argv[1]
 profiles, local = [], threading.local()
 answer = server.PooledWSGIServer._answer

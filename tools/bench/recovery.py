@@ -26,9 +26,9 @@ import time
 from pathlib import Path
 
 import refimpl
-from refimpl.engine import executor
 from refimpl.engine.options import EngineOptions
-from refimpl.engine.transaction import Transaction
+from refimpl.engine.statements import executor
+from refimpl.engine.storage.transaction import Transaction
 
 NEVER = 1 << 62
 OPTIONS = EngineOptions(wal_archive_bytes=NEVER, checkpoint_bytes=NEVER, fsync_delay=0.0)

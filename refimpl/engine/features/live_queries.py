@@ -1,0 +1,424 @@
+"""Live queries: a SELECT's answer, then only the rows a commit changed.
+
+A subscription keeps its last few answers, each a version, as rows by identity. A client
+names the version it has (`<subscription>.<version>`):
+
+- the current version: the request waits until a commit touches what the query reads
+  (the pinned rev-column value, else the table), runs the query again and answers the rows
+  that are new or changed and the identities of the rows that left;
+- an older version still kept: it gets the difference to the current one at once, so an
+  answer lost on the way is never lost for the client;
+- an unknown subscription or a version no longer kept: a fresh snapshot.
+
+Row identity: the GROUP BY key for grouped queries, the table's key for plain ones (when the
+select list holds it), the whole row otherwise. A client applies an answer by upserting its
+rows by identity and deleting `removed_keys`.
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from refimpl.engine import admission
+from refimpl.engine.features.buckets import BucketPlan, bucket_plan, changed_buckets, restricted
+from refimpl.engine.features.kdb_rev import pinned_value
+from refimpl.engine.query.expressions import contains_aggregate
+from refimpl.engine.result import Column
+from refimpl.engine.statements import executor
+from refimpl.engine.tracking.shared_results import SharedResults
+from refimpl.errors import BadRequest, NotAllowed, ResultTooLarge, SqlError
+from refimpl.sql import ast
+from refimpl.sql.parser import parse_cached
+
+if TYPE_CHECKING:
+    from refimpl.engine.session import Session
+    from refimpl.engine.storage.database import Database
+
+MAX_ROWS = 10_000
+MAX_SUBSCRIPTIONS = 10_000
+IDLE_SECONDS = 120.0
+KEPT_VERSIONS = 8
+
+Identity = tuple[Any, ...]
+
+
+@dataclass(slots=True)
+class Answer:
+    version: int
+    rows: dict[Identity, tuple]
+
+
+@dataclass(slots=True)
+class Reply:
+    """What one request answers: `kind` snapshot, rows, or none (nothing changed)."""
+
+    kind: str
+    subscription: Subscription
+    version: int
+    rows: list[tuple] = field(default_factory=list)
+    removed_keys: list[Identity] = field(default_factory=list)
+
+    @property
+    def id(self) -> str:
+        return f"{self.subscription.id}.{self.version}"
+
+
+@dataclass(slots=True)
+class Subscription:
+    id: str
+    database: Database
+    owner: str | None
+    text: str
+    select: ast.Select
+    table: str
+    symbol: Any
+    columns: list[Column]
+    key_columns: list[str]
+    identity: Callable[[tuple], Identity]
+    whole_row: bool
+    buckets: BucketPlan | None = None  # how to re-run only changed time buckets
+    position: int | None = None  # the applied LSN the last answer includes
+    rowid_floor: int = 0  # a logged row id below it is an update of a row the answer holds
+    token: int = -1
+    versions: OrderedDict[int, Answer] = field(default_factory=OrderedDict)
+    last_asked: float = field(default_factory=time.monotonic)
+    generation: int = 0
+    waiting: threading.Event | None = None
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def current(self) -> Answer:
+        return next(reversed(self.versions.values()))
+
+
+def parse_subscription(text: str) -> ast.Select:
+    """The SELECT of `SUBSCRIBE SELECT ...`; errors that say what is allowed."""
+    script = parse_cached(text)
+    if len(script.statements) != 1:
+        raise SqlError("a subscription is one SUBSCRIBE SELECT statement")
+    statement = script.statements[0]
+    if not isinstance(statement, ast.Subscribe):
+        raise SqlError("the query of /api/subscribe must start with SUBSCRIBE SELECT")
+    select = statement.select
+    if not isinstance(select.source, ast.TableSource):
+        raise NotAllowed("a subscription reads one table: SUBSCRIBE SELECT ... FROM <table>")
+    if script.param_count:
+        raise SqlError("a subscription takes no ? parameters; write the values in the query")
+    return select
+
+
+def _identity_positions(select: ast.Select, key: tuple[str, ...]) -> list[int] | None:
+    """Positions of the identity columns in the answer, or None for whole-row identity."""
+    items = select.items
+    if any(isinstance(item.expr, ast.Star) for item in items):
+        return None
+    if select.distinct:
+        return None
+    if not select.group_by and any(contains_aggregate(item.expr) for item in items):
+        return []  # one row: it is its own identity
+    if select.group_by:
+        aliases = {item.alias.lower(): i for i, item in enumerate(items) if item.alias}
+        positions = []
+        for expr in select.group_by:
+            found = None
+            if isinstance(expr, ast.Literal) and expr.type == "INT":
+                found = int(expr.value) - 1  # type: ignore[call-overload]
+            elif isinstance(expr, ast.ColumnRef) and expr.name.lower() in aliases:
+                found = aliases[expr.name.lower()]
+            else:
+                found = next((i for i, item in enumerate(items) if item.expr == expr), None)
+            if found is None or not 0 <= found < len(items):
+                return None
+            positions.append(found)
+        return positions
+    if not key:
+        return None
+    positions = []
+    for name in key:
+        found = next(
+            (
+                i
+                for i, item in enumerate(items)
+                if isinstance(item.expr, ast.ColumnRef) and item.expr.name.lower() == name.lower()
+            ),
+            None,
+        )
+        if found is None:
+            return None
+        positions.append(found)
+    return positions
+
+
+class SubscriptionManager:
+    """Every subscription of one server; thread-safe."""
+
+    def __init__(self, limit: int = MAX_SUBSCRIPTIONS, idle_seconds: float = IDLE_SECONDS):
+        self.limit = limit
+        self.idle_seconds = idle_seconds
+        self._lock = threading.Lock()
+        self._subscriptions: OrderedDict[str, Subscription] = OrderedDict()
+        self._closed = False
+        self._shared = SharedResults()
+
+    def __len__(self) -> int:
+        return len(self._subscriptions)
+
+    def ask(self, session: Session, text: str, asked_id: str | None, wait: float) -> Reply:
+        """Answer one request of a client (see the module docstring)."""
+        select = parse_subscription(text)
+        subscription, version = self._find(session, text, asked_id)
+        if subscription is None:
+            return self._snapshot(session, text, select)
+        with subscription.lock:
+            subscription.generation += 1
+            generation = subscription.generation
+            previous = subscription.waiting
+        if previous is not None:
+            previous.set()  # the older request of this client ends: this one takes over
+        current = subscription.current
+        if version not in subscription.versions or version > current.version:
+            return self._snapshot(session, text, select)
+        if version < current.version:
+            reply = self._difference(subscription, subscription.versions[version], current)
+            if reply is not None:
+                return reply
+        return self._wait(session, subscription, generation, wait)
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            subscriptions = list(self._subscriptions.values())
+        for subscription in subscriptions:
+            if subscription.waiting is not None:
+                subscription.waiting.set()
+
+    def stats(self) -> dict[str, int]:
+        with self._lock:
+            waiting = sum(1 for s in self._subscriptions.values() if s.waiting is not None)
+            return {"subscriptions": len(self._subscriptions), "waiting": waiting}
+
+    # -- inner workings ------------------------------------------------------------------
+
+    def _find(
+        self, session: Session, text: str, asked_id: str | None
+    ) -> tuple[Subscription | None, int]:
+        if not asked_id:
+            return None, 0
+        name, _, version_text = asked_id.strip().rpartition(".")
+        if not name or not version_text.isdigit():
+            raise BadRequest(
+                f"'{asked_id}' is not a subscription id; send the id of the last answer, as"
+                " in abc123.4, or none for a fresh snapshot"
+            )
+        now = time.monotonic()
+        with self._lock:
+            self._sweep(now)
+            subscription = self._subscriptions.get(name)
+            if subscription is None:
+                return None, 0
+            if (
+                subscription.database is not session.database
+                or subscription.owner != session.principal.name
+                or subscription.text != text
+            ):
+                return None, 0
+            subscription.last_asked = now
+            self._subscriptions.move_to_end(name)
+        return subscription, int(version_text)
+
+    def _sweep(self, now: float) -> None:
+        while self._subscriptions:
+            oldest = next(iter(self._subscriptions.values()))
+            # Over the limit only: at it, asking by id must not evict (a snapshot makes room).
+            if now - oldest.last_asked <= self.idle_seconds and len(self._subscriptions) <= (
+                self.limit
+            ):
+                return
+            if oldest.waiting is not None and now - oldest.last_asked <= self.idle_seconds:
+                return
+            self._subscriptions.popitem(last=False)
+
+    def _run(self, session: Session, subscription: Subscription) -> dict[Identity, tuple]:
+        database = subscription.database
+        revisions = database.revisions
+        if subscription.symbol is not None:
+            token = revisions.value_n(subscription.table, subscription.symbol)
+        else:
+            token = revisions.table_n(subscription.table)
+        applied = database.applied_lsn  # read before the query: redo work, never miss it
+        partial = self._run_buckets(session, subscription, applied)
+        if partial is not None:
+            subscription.token = token
+            subscription.position = applied
+            subscription.rowid_floor = self._rowid_floor(subscription)
+            return partial
+        output = executor.select_rows(session, subscription.select, ())
+        database.wait_visible()
+        subscription.position = applied
+        subscription.rowid_floor = self._rowid_floor(subscription)
+        if len(output.rows) > MAX_ROWS:
+            raise ResultTooLarge(
+                f"a subscription answers at most {MAX_ROWS} rows and this one has"
+                f" {len(output.rows)}; narrow the WHERE or add a LIMIT"
+            )
+        subscription.token = token
+        rows: dict[Identity, tuple] = {}
+        if subscription.whole_row:
+            seen: dict[tuple, int] = {}
+            for row in output.rows:
+                count = seen.get(row, 0)
+                seen[row] = count + 1
+                rows[(*row, count)] = row  # equal rows stay apart by their number
+        else:
+            identity = subscription.identity
+            for row in output.rows:
+                rows[identity(row)] = row
+        return rows
+
+    @staticmethod
+    def _rowid_floor(subscription: Subscription) -> int:
+        """Row ids below this were handed out before the answer was read (read after it)."""
+        table = subscription.database.tables.get(subscription.table)
+        return table.next_rowid if table is not None else 0
+
+    def _run_buckets(
+        self, session: Session, subscription: Subscription, applied: int
+    ) -> dict[Identity, tuple] | None:
+        """The new answer from re-running only the changed buckets, or None (run in full)."""
+        plan = subscription.buckets
+        if plan is None or subscription.position is None or not subscription.versions:
+            return None
+        database = subscription.database
+        database.wait_visible()  # the log must hold every commit the tables show
+        table = database.tables.get(subscription.table)
+        if table is None:
+            return None  # dropped: the full run says so
+        if plan.key_time_index is None and table.keyed:
+            # Without the time in the key, an UPDATE of a row's time is logged as an upsert
+            # of its new time only: the bucket it left would keep the row. Run in full.
+            return None
+        schema = table.schema
+        floor = None if table.keyed else subscription.rowid_floor
+        # Subscribers woken by one commit mostly ask the same: read the log and run the
+        # narrowed query once for all of them (keyed by the state they were read at).
+        changed = self._shared.get(
+            ("buckets", id(database), subscription.table, plan, subscription.position,
+             applied, floor),
+            lambda: changed_buckets(
+                database, subscription.table, schema, plan, subscription.position, floor
+            ),
+        )
+        if changed is None:
+            return None
+        previous = subscription.current.rows
+        if not changed:
+            return dict(previous)
+        low, high = min(changed), max(changed)
+        index = plan.identity_index
+        rows = {i: r for i, r in previous.items() if not low <= i[index] <= high}
+        narrowed = restricted(subscription.select, plan, changed)
+        output = self._shared.get(
+            ("rows", id(database), subscription.owner, narrowed, applied),
+            lambda: executor.select_rows(session, narrowed, (), cache=False),
+        )
+        identity = subscription.identity
+        for row in output.rows:
+            rows[identity(row)] = row
+        if len(rows) > MAX_ROWS:
+            return None
+        return rows
+
+    def _snapshot(self, session: Session, text: str, select: ast.Select) -> Reply:
+        database = session.database
+        table_name = select.source.name  # type: ignore[union-attr]
+        output = executor.select_rows(session, select, ())
+        schema = database.tables[table_name.lower()].schema
+        positions = _identity_positions(select, schema.key_columns)
+        key_columns = [output.columns[p].name for p in positions or ()]
+        chosen = tuple(positions or ())
+
+        def identity(row: tuple) -> Identity:
+            return tuple(row[p] for p in chosen)
+
+        subscription = Subscription(
+            id=secrets.token_hex(8),
+            database=database,
+            owner=session.principal.name,
+            text=text,
+            select=select,
+            table=schema.name.lower(),
+            symbol=pinned_value(schema, select.where, ()),
+            columns=output.columns,
+            key_columns=key_columns,
+            identity=identity,
+            whole_row=positions is None,
+            buckets=bucket_plan(select, schema, positions),
+        )
+        rows = self._run(session, subscription)
+        subscription.versions[1] = Answer(1, rows)
+        with self._lock:
+            self._sweep(time.monotonic())
+            while len(self._subscriptions) >= self.limit:
+                self._subscriptions.popitem(last=False)
+            self._subscriptions[subscription.id] = subscription
+        return Reply("snapshot", subscription, 1, list(rows.values()))
+
+    def _difference(self, subscription: Subscription, old: Answer, new: Answer) -> Reply | None:
+        changed = [row for ident, row in new.rows.items() if old.rows.get(ident) != row]
+        removed = [ident for ident in old.rows if ident not in new.rows]
+        if subscription.whole_row:
+            removed = [ident[:-1] for ident in removed]  # a row: remove one equal row
+        if not changed and not removed:
+            return None
+        return Reply("rows", subscription, new.version, changed, removed)
+
+    def _wait(
+        self, session: Session, subscription: Subscription, generation: int, wait: float
+    ) -> Reply:
+        database = subscription.database
+        board = database.wake_board
+        event = threading.Event()
+        subscription.waiting = event
+        board.register(subscription.table, subscription.symbol, event)
+        deadline = time.monotonic() + wait
+        try:
+            while True:
+                if subscription.generation != generation or self._closed:
+                    break
+                if self._moved(subscription):
+                    with subscription.lock:
+                        before = subscription.current
+                        rows = self._run(session, subscription)
+                        if rows != before.rows:
+                            version = before.version + 1
+                            subscription.versions[version] = Answer(version, rows)
+                            while len(subscription.versions) > KEPT_VERSIONS:
+                                subscription.versions.popitem(last=False)
+                            reply = self._difference(subscription, before, subscription.current)
+                            if reply is not None:
+                                return reply
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                admission.waiting()
+                event.wait(remaining)
+                event.clear()
+        finally:
+            board.unregister(subscription.table, subscription.symbol, event)
+            if subscription.waiting is event:
+                subscription.waiting = None
+        return Reply("none", subscription, subscription.current.version)
+
+    def _moved(self, subscription: Subscription) -> bool:
+        revisions = subscription.database.revisions
+        if subscription.symbol is not None:
+            token = revisions.value_n(subscription.table, subscription.symbol)
+        else:
+            token = revisions.table_n(subscription.table)
+        return token != subscription.token

@@ -1,0 +1,136 @@
+"""Compiled expressions and the type rules operators and functions share.
+
+A `Compiled` is a function from a row to a value plus the SQL type of that value; a `Scope`
+says what names mean while compiling.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from refimpl.engine.storage import values
+from refimpl.errors import AmbiguousColumn, TypeMismatch, UnknownColumn
+from refimpl.sql import ast
+
+Evaluator = Callable[[Sequence[Any]], Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Compiled:
+    fn: Evaluator
+    type: str
+    constant: bool = False
+
+
+@dataclass(slots=True)
+class ScopeColumn:
+    index: int
+    type: str
+    name: str
+    qualifier: str | None = None
+
+
+@dataclass
+class Scope:
+    """What names mean while compiling: columns by name, and precomputed nodes.
+
+    `slots` maps whole expression nodes (GROUP BY keys, aggregate calls) to a position in
+    the row, so that after grouping `sum(x) + 1` reads `sum(x)` from its slot.
+    """
+
+    columns: list[ScopeColumn]
+    qualifiers: frozenset[str] = frozenset()
+    params: Sequence[Any] = ()
+    slots: dict[ast.Expr, tuple[int, str]] = field(default_factory=dict)
+    now: int = 0
+    functions: dict[str, Callable[..., Compiled]] = field(default_factory=dict)
+    clause: str = "the query"
+
+    def resolve(self, ref: ast.ColumnRef) -> ScopeColumn:
+        lowered = ref.name.lower()
+        if ref.table is not None and ref.table.lower() not in self.qualifiers:
+            raise UnknownColumn(f"{ref.table}.{ref.name}")
+        matches = [c for c in self.columns if c.name.lower() == lowered]
+        if ref.table is not None:
+            qualified = [c for c in matches if c.qualifier in (None, ref.table.lower())]
+            matches = qualified
+        if not matches:
+            raise UnknownColumn(ref.name)
+        if len(matches) > 1:
+            raise AmbiguousColumn(f"column name '{ref.name}' is ambiguous")
+        return matches[0]
+
+
+def is_numeric(type_: str) -> bool:
+    return type_ in values.NUMERIC_TYPES or type_ == "NULL"
+
+
+def numeric_result(left: str, right: str) -> str:
+    if "DOUBLE" in (left, right):
+        return "DOUBLE"
+    if "BIGINT" in (left, right):
+        return "BIGINT"
+    if left == "NULL" and right == "NULL":
+        return "INT"
+    return "INT"
+
+
+def family(type_: str) -> str:
+    if type_ in values.NUMERIC_TYPES:
+        return "number"
+    if type_ in values.TEXT_TYPES:
+        return "text"
+    return type_
+
+
+def comparable(left: Compiled, right: Compiled, what: str) -> tuple[Compiled, Compiled]:
+    """Make two operands comparable: text constants next to a TIMESTAMP become times."""
+    if left.type == "TIMESTAMP" and right.type in values.TEXT_TYPES and right.constant:
+        right = as_timestamp_constant(right)
+    elif right.type == "TIMESTAMP" and left.type in values.TEXT_TYPES and left.constant:
+        left = as_timestamp_constant(left)
+    if "NULL" not in (left.type, right.type) and family(left.type) != family(right.type):
+        raise TypeMismatch(f"cannot compare {left.type} with {right.type} in {what}")
+    return left, right
+
+
+def as_timestamp_constant(compiled: Compiled) -> Compiled:
+    text = compiled.fn(())
+    micros = None if text is None else values.parse_timestamp(text)
+    return Compiled(lambda row: micros, "TIMESTAMP", constant=True)
+
+
+def require_boolean(compiled: Compiled, what: str) -> None:
+    if compiled.type not in ("BOOLEAN", "NULL"):
+        raise TypeMismatch(f"{what} needs BOOLEAN operands, not {compiled.type}")
+
+
+def common_type(types: list[str], what: str) -> str:
+    known = [t for t in types if t != "NULL"]
+    if not known:
+        return "NULL"
+    if all(is_numeric(t) for t in known):
+        result = known[0]
+        for other in known[1:]:
+            result = numeric_result(result, other)
+        return result
+    if all(t in values.TEXT_TYPES for t in known):
+        return "STRING" if "STRING" in known else "SYMBOL"
+    if len(set(known)) == 1:
+        return known[0]
+    raise TypeMismatch(f"{what} mixes values of types {', '.join(sorted(set(known)))}")
+
+
+
+
+def table_scope(schema: Any, params: Sequence[Any], clause: str, now: int = 0) -> Scope:
+    """The scope of expressions over one table's rows (UPDATE SET, WHERE, DROP PARTITION)."""
+    return Scope(
+        columns=[ScopeColumn(i, c.type, c.name) for i, c in enumerate(schema.columns)],
+        qualifiers=frozenset({schema.name.lower()}),
+        params=params,
+        now=now,
+        clause=clause,
+    )

@@ -1,0 +1,435 @@
+"""Expressions compiled to Python closures over a row tuple.
+
+`compile_expression(expr, scope)` checks names and types once and returns a `Compiled`:
+a function from a row to a value, and the SQL type of that value. NULL propagates as in
+SQL: arithmetic and comparisons with NULL give NULL, AND/OR use three-valued logic, and a
+WHERE keeps a row only when its condition is TRUE.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from refimpl.engine.query.compiled import (
+    Compiled,
+    Evaluator,
+    Scope,
+    common_type,
+    comparable,
+    is_numeric,
+    numeric_result,
+    require_boolean,
+)
+from refimpl.engine.query.functions import FUNCTIONS, cast_value
+from refimpl.engine.storage import values
+from refimpl.errors import (
+    ParameterError,
+    SqlError,
+    TypeMismatch,
+    UnknownFunction,
+)
+from refimpl.sql import ast
+
+AGGREGATES = frozenset({"count", "sum", "avg", "min", "max", "first", "last"})
+
+
+def compile_expression(expr: ast.Expr, scope: Scope) -> Compiled:
+    """Compile `expr`; raises SqlError subclasses naming what is wrong."""
+    slot = scope.slots.get(expr) if scope.slots else None
+    if slot is not None:
+        index, type_ = slot
+        return Compiled(lambda row: row[index], type_)
+    handler = _HANDLERS.get(type(expr))
+    if handler is None:
+        raise SqlError(f"{type(expr).__name__} is not allowed in {scope.clause}")
+    return handler(expr, scope)
+
+
+def constant_value(expr: ast.Expr, scope: Scope) -> Any:
+    """The value of an expression that reads no row (a LIMIT, a VALUES item)."""
+    compiled = compile_expression(expr, scope)
+    return compiled.fn(())
+
+
+# -- leaves ------------------------------------------------------------------------------
+
+
+def _literal(expr: ast.Literal, scope: Scope) -> Compiled:
+    value = expr.value
+    type_ = expr.type
+    if type_ == "INT" and not values.INT_MIN <= value <= values.INT_MAX:  # type: ignore[operator]
+        type_ = "BIGINT"
+    return Compiled(lambda row: value, type_, constant=True)
+
+
+def _param(expr: ast.Param, scope: Scope) -> Compiled:
+    if expr.index >= len(scope.params):
+        raise ParameterError(
+            f"the statement has more ? placeholders than the {len(scope.params)}"
+            " parameter(s) given"
+        )
+    value = scope.params[expr.index]
+    type_ = values.type_of_value(value)
+    if type_ == "TIMESTAMP":
+        value = values.coerce(value, "TIMESTAMP", "?")
+    return Compiled(lambda row: value, type_, constant=True)
+
+
+def _column(expr: ast.ColumnRef, scope: Scope) -> Compiled:
+    column = scope.resolve(expr)
+    index = column.index
+    return Compiled(lambda row: row[index], column.type)
+
+
+def _star(expr: ast.Star, scope: Scope) -> Compiled:
+    raise SqlError(f"* is not allowed in {scope.clause}")
+
+
+# -- operators ---------------------------------------------------------------------------
+
+
+def _int_div(a: int, b: int) -> int:
+    quotient = abs(a) // abs(b)
+    return quotient if (a >= 0) == (b >= 0) else -quotient
+
+
+def _divide(a: Any, b: Any) -> Any:
+    if b == 0:
+        return None
+    if isinstance(a, int) and isinstance(b, int):
+        return _int_div(a, b)
+    return a / b
+
+
+def _modulo(a: Any, b: Any) -> Any:
+    if b == 0:
+        return None
+    if isinstance(a, int) and isinstance(b, int):
+        return a - b * _int_div(a, b)
+    return math.fmod(a, b)
+
+
+_ARITHMETIC: dict[str, Callable[[Any, Any], Any]] = {
+    "+": lambda a, b: a + b,
+    "-": lambda a, b: a - b,
+    "*": lambda a, b: a * b,
+    "/": _divide,
+    "%": _modulo,
+}
+
+_COMPARE: dict[str, Callable[[Any, Any], bool]] = {
+    "=": lambda a, b: a == b,
+    "<>": lambda a, b: a != b,
+    "<": lambda a, b: a < b,
+    "<=": lambda a, b: a <= b,
+    ">": lambda a, b: a > b,
+    ">=": lambda a, b: a >= b,
+}
+
+
+def _null_strict(
+    lf: Evaluator, rf: Evaluator, operation: Callable[[Any, Any], Any]
+) -> Evaluator:
+    """`operation` of both sides; NULL when either is NULL (the right side is then not read)."""
+
+    def apply(row: Sequence[Any]) -> Any:
+        a = lf(row)
+        if a is None:
+            return None
+        b = rf(row)
+        if b is None:
+            return None
+        return operation(a, b)
+
+    return apply
+
+
+def _binary(expr: ast.Binary, scope: Scope) -> Compiled:
+    op = expr.op
+    left = compile_expression(expr.left, scope)
+    right = compile_expression(expr.right, scope)
+    lf, rf = left.fn, right.fn
+    constant = left.constant and right.constant
+    if op in ("AND", "OR"):
+        require_boolean(left, op)
+        require_boolean(right, op)
+        decisive = op == "OR"  # the value that decides alone: TRUE for OR, FALSE for AND
+
+        def logical(row: Sequence[Any]) -> Any:
+            a = lf(row)
+            if a is decisive:
+                return decisive
+            b = rf(row)
+            if b is decisive:
+                return decisive
+            if a is None or b is None:
+                return None  # three-valued logic: unknown unless one side decides
+            return not decisive
+
+        return Compiled(logical, "BOOLEAN", constant)
+    if op in _COMPARE:
+        left, right = comparable(left, right, f"'{op}'")
+        lf, rf = left.fn, right.fn
+        return Compiled(_null_strict(lf, rf, _COMPARE[op]), "BOOLEAN", constant)
+    if op == "||":
+
+        def concat(row: Sequence[Any]) -> Any:
+            a = lf(row)
+            b = rf(row)
+            if a is None or b is None:
+                return None
+            return values.to_text(a, left.type) + values.to_text(b, right.type)
+
+        return Compiled(concat, "STRING", constant)
+    if op in _ARITHMETIC:
+        result_type = _arithmetic_type(op, left.type, right.type)
+        return Compiled(_null_strict(lf, rf, _ARITHMETIC[op]), result_type, constant)
+    raise SqlError(f"unknown operator {op}")
+
+
+def _arithmetic_type(op: str, left: str, right: str) -> str:
+    if is_numeric(left) and is_numeric(right):
+        return numeric_result(left, right)
+    if op == "-" and left == "TIMESTAMP" and right == "TIMESTAMP":
+        return "BIGINT"
+    if op in "+-" and left == "TIMESTAMP" and right in values.INTEGER_TYPES:
+        return "TIMESTAMP"
+    raise TypeMismatch(f"operator '{op}' cannot combine {left} and {right}")
+
+
+def _unary(expr: ast.Unary, scope: Scope) -> Compiled:
+    operand = compile_expression(expr.operand, scope)
+    fn = operand.fn
+    if expr.op == "NOT":
+        require_boolean(operand, "NOT")
+        return Compiled(lambda row: None if (v := fn(row)) is None else not v, "BOOLEAN",
+                        operand.constant)
+    if not is_numeric(operand.type):
+        raise TypeMismatch(f"unary '{expr.op}' needs a number, not {operand.type}")
+    if expr.op == "-":
+        return Compiled(lambda row: None if (v := fn(row)) is None else -v, operand.type,
+                        operand.constant)
+    return operand
+
+
+def _is_null(expr: ast.IsNull, scope: Scope) -> Compiled:
+    fn = compile_expression(expr.operand, scope).fn
+    if expr.negated:
+        return Compiled(lambda row: fn(row) is not None, "BOOLEAN")
+    return Compiled(lambda row: fn(row) is None, "BOOLEAN")
+
+
+def _in_list(expr: ast.InList, scope: Scope) -> Compiled:
+    operand = compile_expression(expr.operand, scope)
+    items = [comparable(operand, compile_expression(i, scope), "IN")[1] for i in expr.items]
+    fn, negated = operand.fn, expr.negated
+    if all(item.constant for item in items):
+        members = [item.fn(()) for item in items]
+        has_null = any(m is None for m in members)
+        found_set = frozenset(m for m in members if m is not None)
+
+        def member_of(row: Sequence[Any]) -> Any:
+            value = fn(row)
+            if value is None:
+                return None
+            if value in found_set:
+                return not negated
+            return None if has_null else negated
+
+        return Compiled(member_of, "BOOLEAN")
+    item_fns = [item.fn for item in items]
+
+    def member_of_any(row: Sequence[Any]) -> Any:
+        value = fn(row)
+        if value is None:
+            return None
+        saw_null = False
+        for item_fn in item_fns:
+            candidate = item_fn(row)
+            if candidate is None:
+                saw_null = True
+            elif candidate == value:
+                return not negated
+        return None if saw_null else negated
+
+    return Compiled(member_of_any, "BOOLEAN")
+
+
+def _between(expr: ast.Between, scope: Scope) -> Compiled:
+    operand = compile_expression(expr.operand, scope)
+    low = comparable(operand, compile_expression(expr.low, scope), "BETWEEN")[1]
+    high = comparable(operand, compile_expression(expr.high, scope), "BETWEEN")[1]
+    fn, lfn, hfn, negated = operand.fn, low.fn, high.fn, expr.negated
+
+    def between(row: Sequence[Any]) -> Any:
+        value, lo, hi = fn(row), lfn(row), hfn(row)
+        if value is None or lo is None or hi is None:
+            return None
+        return (lo <= value <= hi) != negated
+
+    return Compiled(between, "BOOLEAN")
+
+
+def like_regex(pattern: str) -> re.Pattern[str]:
+    """A LIKE pattern (% any run, _ one character, case-sensitive) as a regex."""
+    parts = []
+    for char in pattern:
+        if char == "%":
+            parts.append(".*")
+        elif char == "_":
+            parts.append(".")
+        else:
+            parts.append(re.escape(char))
+    return re.compile("".join(parts), re.DOTALL)
+
+
+def _like(expr: ast.Like, scope: Scope) -> Compiled:
+    operand = compile_expression(expr.operand, scope)
+    pattern = compile_expression(expr.pattern, scope)
+    for side in (operand, pattern):
+        if side.type not in (*values.TEXT_TYPES, "NULL"):
+            raise TypeMismatch(f"LIKE compares text, not {side.type}")
+    fn, negated = operand.fn, expr.negated
+    if pattern.constant:
+        text = pattern.fn(())
+        regex = like_regex(text) if text is not None else None
+
+        def like_constant(row: Sequence[Any]) -> Any:
+            value = fn(row)
+            if value is None or regex is None:
+                return None
+            return (regex.fullmatch(value) is not None) != negated
+
+        return Compiled(like_constant, "BOOLEAN")
+    pfn = pattern.fn
+
+    def like_dynamic(row: Sequence[Any]) -> Any:
+        value, text = fn(row), pfn(row)
+        if value is None or text is None:
+            return None
+        return (like_regex(text).fullmatch(value) is not None) != negated
+
+    return Compiled(like_dynamic, "BOOLEAN")
+
+
+def _case(expr: ast.Case, scope: Scope) -> Compiled:
+    operand = compile_expression(expr.operand, scope) if expr.operand else None
+    whens = []
+    result_types = []
+    for condition, result in expr.whens:
+        compiled_condition = compile_expression(condition, scope)
+        if operand is not None:
+            comparable(operand, compiled_condition, "CASE")
+        compiled_result = compile_expression(result, scope)
+        whens.append((compiled_condition.fn, compiled_result.fn))
+        result_types.append(compiled_result.type)
+    otherwise = compile_expression(expr.else_, scope) if expr.else_ else None
+    if otherwise is not None:
+        result_types.append(otherwise.type)
+    result_type = common_type(result_types, "CASE")
+    else_fn = otherwise.fn if otherwise else (lambda row: None)
+    if operand is None:
+
+        def searched(row: Sequence[Any]) -> Any:
+            for condition_fn, result_fn in whens:
+                if condition_fn(row) is True:
+                    return result_fn(row)
+            return else_fn(row)
+
+        return Compiled(searched, result_type)
+    operand_fn = operand.fn
+
+    def simple(row: Sequence[Any]) -> Any:
+        value = operand_fn(row)
+        if value is not None:
+            for condition_fn, result_fn in whens:
+                if condition_fn(row) == value:
+                    return result_fn(row)
+        return else_fn(row)
+
+    return Compiled(simple, result_type)
+
+
+def _cast(expr: ast.Cast, scope: Scope) -> Compiled:
+    operand = compile_expression(expr.operand, scope)
+    fn, source, target = operand.fn, operand.type, expr.type
+    if source == "BOOLEAN" and target == "TIMESTAMP":
+        raise TypeMismatch("cannot cast BOOLEAN to TIMESTAMP")
+    return Compiled(lambda row: cast_value(fn(row), source, target), target, operand.constant)
+
+
+# -- functions ---------------------------------------------------------------------------
+
+
+def _function(expr: ast.FuncCall, scope: Scope) -> Compiled:
+    name = expr.name
+    if name in AGGREGATES:
+        raise SqlError(f"aggregate {name}() is not allowed in {scope.clause}")
+    custom = scope.functions.get(name)
+    if custom is not None:
+        return custom(expr, scope)
+    builder = FUNCTIONS.get(name)
+    if builder is None:
+        raise UnknownFunction(f"function {name}() does not exist")
+    args = [compile_expression(a, scope) for a in expr.args]
+    return builder(name, args, scope)
+
+
+_HANDLERS: dict[type, Callable[[Any, Scope], Compiled]] = {
+    ast.Literal: _literal,
+    ast.Param: _param,
+    ast.ColumnRef: _column,
+    ast.Star: _star,
+    ast.Binary: _binary,
+    ast.Unary: _unary,
+    ast.IsNull: _is_null,
+    ast.InList: _in_list,
+    ast.Between: _between,
+    ast.Like: _like,
+    ast.Case: _case,
+    ast.Cast: _cast,
+    ast.FuncCall: _function,
+}
+
+
+def contains_aggregate(expr: ast.Expr | None) -> bool:
+    """True when an aggregate call appears anywhere in the expression."""
+    return any(True for _ in aggregate_calls(expr))
+
+
+def aggregate_calls(expr: ast.Expr | None):  # noqa: ANN201 - a generator of FuncCall
+    """Every aggregate call in the expression, outermost first (not inside other ones)."""
+    if expr is None:
+        return
+    if isinstance(expr, ast.FuncCall) and expr.name in AGGREGATES:
+        yield expr
+        return
+    for child in children(expr):
+        yield from aggregate_calls(child)
+
+
+def children(expr: ast.Expr) -> list[ast.Expr]:
+    """The direct sub-expressions of a node."""
+    if isinstance(expr, ast.Binary):
+        return [expr.left, expr.right]
+    if isinstance(expr, ast.Unary | ast.IsNull | ast.Cast):
+        return [expr.operand]
+    if isinstance(expr, ast.InList):
+        return [expr.operand, *expr.items]
+    if isinstance(expr, ast.Between):
+        return [expr.operand, expr.low, expr.high]
+    if isinstance(expr, ast.Like):
+        return [expr.operand, expr.pattern]
+    if isinstance(expr, ast.Case):
+        nodes = [expr.operand] if expr.operand else []
+        for condition, result in expr.whens:
+            nodes += [condition, result]
+        if expr.else_ is not None:
+            nodes.append(expr.else_)
+        return nodes
+    if isinstance(expr, ast.FuncCall):
+        return list(expr.args)
+    return []

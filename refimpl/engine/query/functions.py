@@ -1,0 +1,181 @@
+"""Scalar SQL functions: length, lower, upper, coalesce, abs, round, now, date_trunc; CAST.
+
+Each builder takes the function's name, its compiled arguments and the scope, checks
+arity and types, and returns the compiled call.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from datetime import timedelta
+from typing import Any
+
+from refimpl.engine.query.compiled import (
+    Compiled,
+    Scope,
+    as_timestamp_constant,
+    common_type,
+    is_numeric,
+)
+from refimpl.engine.storage import values
+from refimpl.errors import InvalidValue, SqlError, TypeMismatch
+
+TRUNC_UNITS = ("second", "minute", "hour", "day", "week", "month", "year")
+
+
+def cast_value(value: Any, source: str, target: str) -> Any:
+    """CAST semantics; InvalidValue when the value cannot become the target type."""
+    if value is None:
+        return None
+    if target in values.TEXT_TYPES:
+        return values.to_text(value, source)
+    if target in values.INTEGER_TYPES:
+        if isinstance(value, str):
+            try:
+                value = int(value.strip())
+            except ValueError:
+                raise InvalidValue(f"cannot cast '{value}' to {target}") from None
+        elif isinstance(value, float):
+            if not math.isfinite(value):
+                raise InvalidValue(f"cannot cast {value} to {target}")
+            value = int(value)
+        return values.coerce(int(value), target, "CAST")
+    if target == "DOUBLE":
+        try:
+            return float(value)
+        except ValueError:
+            raise InvalidValue(f"cannot cast '{value}' to DOUBLE") from None
+    if target == "BOOLEAN":
+        if isinstance(value, str):
+            return values.parse_text(value, "BOOLEAN", "CAST")
+        return bool(value)
+    if target == "TIMESTAMP":
+        if isinstance(value, str):
+            return values.parse_timestamp(value)
+        if isinstance(value, float):
+            return int(value)
+        return value
+    raise TypeMismatch(f"cannot cast to {target}")
+
+
+def _arity(name: str, args: list[Compiled], *counts: int) -> None:
+    if len(args) not in counts:
+        wanted = " or ".join(str(c) for c in counts)
+        raise SqlError(f"{name}() takes {wanted} argument(s), not {len(args)}")
+
+
+def _text_function(transform: Callable[[str], Any], result: str) -> Callable[..., Compiled]:
+    def build(name: str, args: list[Compiled], scope: Scope) -> Compiled:
+        _arity(name, args, 1)
+        if args[0].type not in (*values.TEXT_TYPES, "NULL"):
+            raise TypeMismatch(f"{name}() needs text, not {args[0].type}")
+        fn = args[0].fn
+        return Compiled(lambda row: None if (v := fn(row)) is None else transform(v), result,
+                        args[0].constant)
+
+    return build
+
+
+def _coalesce(name: str, args: list[Compiled], scope: Scope) -> Compiled:
+    if not args:
+        raise SqlError("coalesce() needs at least one argument")
+    result_type = common_type([a.type for a in args], "coalesce()")
+    fns = [a.fn for a in args]
+
+    def first_not_null(row: Sequence[Any]) -> Any:
+        for fn in fns:
+            value = fn(row)
+            if value is not None:
+                return value
+        return None
+
+    return Compiled(first_not_null, result_type)
+
+
+def _abs(name: str, args: list[Compiled], scope: Scope) -> Compiled:
+    _arity(name, args, 1)
+    if not is_numeric(args[0].type):
+        raise TypeMismatch(f"abs() needs a number, not {args[0].type}")
+    fn = args[0].fn
+    return Compiled(lambda row: None if (v := fn(row)) is None else abs(v), args[0].type)
+
+
+def _round(name: str, args: list[Compiled], scope: Scope) -> Compiled:
+    _arity(name, args, 1, 2)
+    if not is_numeric(args[0].type):
+        raise TypeMismatch(f"round() needs a number, not {args[0].type}")
+    fn = args[0].fn
+    digits_fn = args[1].fn if len(args) == 2 else (lambda row: 0)
+
+    def round_half_away(row: Sequence[Any]) -> Any:
+        value, digits = fn(row), digits_fn(row)
+        if value is None or digits is None:
+            return None
+        if isinstance(value, int):
+            return value
+        factor = 10.0**digits
+        return math.copysign(math.floor(abs(value) * factor + 0.5) / factor, value)
+
+    return Compiled(round_half_away, args[0].type)
+
+
+def _now(name: str, args: list[Compiled], scope: Scope) -> Compiled:
+    _arity(name, args, 0)
+    moment = scope.now
+    return Compiled(lambda row: moment, "TIMESTAMP", constant=True)
+
+
+def truncate_timestamp(unit: str, micros: int) -> int:
+    """date_trunc: the start of the unit holding the time (weeks start on Monday)."""
+    if unit == "second":
+        return micros - micros % 1_000_000
+    if unit == "minute":
+        return micros - micros % 60_000_000
+    if unit == "hour":
+        return micros - micros % 3_600_000_000
+    day_start = micros - micros % 86_400_000_000
+    if unit == "day":
+        return day_start
+    moment = values.timestamp_to_datetime(day_start)
+    if unit == "week":
+        moment -= timedelta(days=moment.weekday())
+    elif unit == "month":
+        moment = moment.replace(day=1)
+    else:
+        moment = moment.replace(month=1, day=1)
+    return values.datetime_to_timestamp(moment)
+
+
+def _date_trunc(name: str, args: list[Compiled], scope: Scope) -> Compiled:
+    _arity(name, args, 2)
+    unit_arg, time_arg = args
+    if time_arg.type in values.TEXT_TYPES and time_arg.constant:
+        time_arg = as_timestamp_constant(time_arg)
+    if time_arg.type not in ("TIMESTAMP", "NULL"):
+        raise TypeMismatch(f"date_trunc() truncates a TIMESTAMP, not {time_arg.type}")
+    if not unit_arg.constant:
+        raise SqlError("date_trunc() takes its unit as a constant such as 'minute'")
+    unit = unit_arg.fn(())
+    if not isinstance(unit, str) or unit.lower() not in TRUNC_UNITS:
+        raise InvalidValue(
+            f"date_trunc() unit {unit!r} is unknown; use one of {', '.join(TRUNC_UNITS)}"
+        )
+    unit = unit.lower()
+    fn = time_arg.fn
+    return Compiled(
+        lambda row: None if (v := fn(row)) is None else truncate_timestamp(unit, v), "TIMESTAMP"
+    )
+
+
+FUNCTIONS: dict[str, Callable[[str, list[Compiled], Scope], Compiled]] = {
+    "length": _text_function(len, "INT"),
+    "lower": _text_function(str.lower, "STRING"),
+    "upper": _text_function(str.upper, "STRING"),
+    "coalesce": _coalesce,
+    "abs": _abs,
+    "round": _round,
+    "now": _now,
+    "date_trunc": _date_trunc,
+}
+

@@ -1,0 +1,168 @@
+"""Point reads: a SELECT that names one row by its whole key, planned once per statement.
+
+`SELECT <columns> FROM t WHERE k = ?` (every key column pinned by `=` to a constant or a
+parameter, and nothing else) is what a client working row by row sends most. Planning it the
+general way (compile each expression, derive access hints, consult the result cache) costs
+several times the read itself; a `PointPlan` is made once per statement and table schema,
+and a run only checks the constants' types and looks the row up.
+
+A statement that does not have this exact shape, or constants of another type than the key
+column's (which the general path turns into an error or a conversion), gets no plan here and
+takes the general path, so both always give the same answer.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from refimpl.engine.result import Column
+from refimpl.engine.storage import values
+from refimpl.engine.storage.schema import TableSchema
+from refimpl.sql import ast
+
+PLAN_CACHE_SIZE = 1024
+
+_INTEGER, _TEXT = "integer", "text"
+_LITERAL_TYPE = {_INTEGER: "INT", _TEXT: "STRING"}
+
+
+@dataclass(frozen=True, slots=True)
+class KeyPart:
+    kind: str  # _INTEGER or _TEXT: the Python type a constant must have
+    param: int | None  # the parameter's index, or None for a literal
+    literal: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class PointPlan:
+    columns: list[Column]
+    positions: tuple[int, ...] | None  # the output columns' places in a row; None: all
+    key: tuple[KeyPart, ...]
+
+    def ident(self, params: Sequence[Any]) -> tuple | None:
+        """The key the constants name, or None when one is not of the key column's type."""
+        out = []
+        for part in self.key:
+            if part.param is None:
+                value = part.literal
+            elif part.param < len(params):
+                value = params[part.param]
+            else:
+                return None  # too few parameters: the general path says so
+            if part.kind == _INTEGER:
+                if type(value) is not int:
+                    return None
+            elif type(value) is not str:
+                return None
+            out.append(value)
+        return tuple(out)
+
+    def project(self, row: Sequence[Any]) -> tuple:
+        if self.positions is None:
+            return tuple(row)
+        return tuple(row[p] for p in self.positions)
+
+
+_plans: dict[tuple[ast.Select, int], tuple[TableSchema, PointPlan | None]] = {}
+_plans_lock = threading.Lock()
+
+
+def point_plan(select: ast.Select, schema: TableSchema) -> PointPlan | None:
+    """The point plan of `select` over a table of `schema`, or None (general path)."""
+    key = (select, id(schema))
+    found = _plans.get(key)
+    if found is not None and found[0] is schema:
+        return found[1]
+    plan = _make_plan(select, schema)
+    with _plans_lock:
+        if len(_plans) >= PLAN_CACHE_SIZE:
+            _plans.clear()
+        _plans[key] = (schema, plan)
+    return plan
+
+
+def _make_plan(select: ast.Select, schema: TableSchema) -> PointPlan | None:
+    source = select.source
+    if (
+        not isinstance(source, ast.TableSource)
+        or select.where is None
+        or select.group_by
+        or select.having is not None
+        or select.order_by
+        or select.limit is not None
+        or select.offset is not None
+        or select.distinct
+        or not schema.key_columns
+    ):
+        return None
+    names = {schema.name.lower()} | ({source.alias.lower()} if source.alias else set())
+    columns = {c.name.lower(): (i, c) for i, c in enumerate(schema.columns)}
+    out: list[Column] = []
+    positions: list[int] = []
+    for item in select.items:
+        expr = item.expr
+        if isinstance(expr, ast.Star) and item.alias is None:
+            if expr.table is not None and expr.table.lower() not in names:
+                return None
+            positions += range(len(schema.columns))
+            out += [Column(c.name, c.type) for c in schema.columns]
+        elif isinstance(expr, ast.ColumnRef):
+            if expr.table is not None and expr.table.lower() not in names:
+                return None
+            found = columns.get(expr.name.lower())
+            if found is None:
+                return None
+            positions.append(found[0])
+            out.append(Column(item.alias or expr.name, found[1].type))
+        else:
+            return None
+    parts = _key_parts(select.where, schema, names)
+    if parts is None:
+        return None
+    whole = positions == list(range(len(schema.columns)))
+    return PointPlan(out, None if whole else tuple(positions), parts)
+
+
+def _key_parts(where: ast.Expr, schema: TableSchema, names: set[str]) -> tuple[KeyPart, ...] | None:
+    terms: list[ast.Expr] = []
+    pending = [where]
+    while pending:
+        term = pending.pop()
+        if isinstance(term, ast.Binary) and term.op == "AND":
+            pending += [term.left, term.right]
+        else:
+            terms.append(term)
+    key = [name.lower() for name in schema.key_columns]
+    if len(terms) != len(key):
+        return None
+    pinned: dict[str, KeyPart] = {}
+    for term in terms:
+        if not isinstance(term, ast.Binary) or term.op != "=":
+            return None
+        column, constant = term.left, term.right
+        if not isinstance(column, ast.ColumnRef):
+            column, constant = constant, column
+        if not isinstance(column, ast.ColumnRef):
+            return None
+        if column.table is not None and column.table.lower() not in names:
+            return None
+        name = column.name.lower()
+        if name not in key or name in pinned:
+            return None
+        column_type = schema.type_of(name)
+        if column_type in values.INTEGER_TYPES:
+            kind = _INTEGER
+        elif column_type in values.TEXT_TYPES:
+            kind = _TEXT
+        else:
+            return None
+        if isinstance(constant, ast.Param):
+            pinned[name] = KeyPart(kind, constant.index)
+        elif isinstance(constant, ast.Literal) and constant.type == _LITERAL_TYPE[kind]:
+            pinned[name] = KeyPart(kind, None, constant.value)
+        else:
+            return None
+    return tuple(pinned[name] for name in key)

@@ -1,0 +1,310 @@
+"""Statements about schema, transactions, databases, users and SHOW, for a session.
+
+Each handler takes the session, the statement, its text and the parameters, checks the
+right it needs and answers a `Result`; `executor` dispatches to them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from refimpl.engine.access import Right
+from refimpl.engine.query.compiled import table_scope
+from refimpl.engine.query.expressions import compile_expression
+from refimpl.engine.result import Column, Result, message_result, query_result
+from refimpl.engine.storage import ddl
+from refimpl.engine.storage.schema import TableSchema
+from refimpl.engine.storage.table import Table
+from refimpl.engine.storage.transaction import TableWork, Transaction
+from refimpl.errors import SqlError, TableExists, TransactionError, UnknownTable
+from refimpl.sql import ast
+
+if TYPE_CHECKING:
+    from refimpl.engine.session import Session
+
+READ, ADMIN = Right.READ, Right.ADMIN
+
+
+def _create_table(session: Session, statement: ast.CreateTable, text: str, params) -> Result:
+    session.authorize(ADMIN)
+
+    def run(txn: Transaction) -> Result:
+        if txn.has_table(statement.name):
+            if statement.if_not_exists:
+                return message_result(text, f"table '{statement.name}' already exists")
+            raise TableExists(statement.name)
+        table = ddl.create_table(statement)
+        txn.create(table)
+        txn.ddl(statement.name, ddl.canonical_create(table.schema))
+        return message_result(text, f"table '{statement.name}' created")
+
+    return session.write(run)
+
+
+def _drop_table(session: Session, statement: ast.DropTable, text: str, params) -> Result:
+    session.authorize(ADMIN)
+
+    def run(txn: Transaction) -> Result:
+        if not txn.has_table(statement.name):
+            if statement.if_exists:
+                return message_result(text, f"table '{statement.name}' does not exist")
+            raise UnknownTable(statement.name)
+        name = txn.table(statement.name).schema.name
+        txn.drop(statement.name)
+        txn.ddl(name, ddl.canonical_sql(ast.DropTable(name)))
+        return message_result(text, f"table '{name}' dropped")
+
+    return session.write(run)
+
+
+def _schema_change(
+    session: Session,
+    table_name: str,
+    text: str,
+    change: Callable[[Transaction, TableWork, Table], tuple[Table | None, ast.Statement, str, int]],
+) -> Result:
+    session.authorize(ADMIN)
+
+    def run(txn: Transaction) -> Result:
+        work = txn.table(table_name)
+        work.seal(txn.entries)
+        table = work.make_private()
+        replacement, logged, message, count = change(txn, work, table)
+        if replacement is not None:
+            work.working = replacement
+        txn.ddl(work.schema.name, ddl.canonical_sql(logged))
+        return message_result(text, message, count)
+
+    return session.write(run)
+
+
+def _truncate(session: Session, statement: ast.Truncate, text: str, params) -> Result:
+    def change(txn: Transaction, work: TableWork, table: Table):  # noqa: ANN202
+        removed = table.clear()
+        name = table.schema.name
+        return None, ast.Truncate(name), f"table '{name}' truncated", removed
+
+    return _schema_change(session, statement.name, text, change)
+
+
+def _add_column(session: Session, statement: ast.AddColumn, text: str, params) -> Result:
+    def change(txn: Transaction, work: TableWork, table: Table):  # noqa: ANN202
+        name = table.schema.name
+        rebuilt = ddl.add_column(table, statement.column)
+        message = f"column '{statement.column.name}' added to table '{name}'"
+        return rebuilt, ast.AddColumn(name, statement.column), message, 0
+
+    return _schema_change(session, statement.table, text, change)
+
+
+def _drop_column(session: Session, statement: ast.DropColumn, text: str, params) -> Result:
+    def change(txn: Transaction, work: TableWork, table: Table):  # noqa: ANN202
+        name = table.schema.name
+        column = table.schema.columns[table.schema.position(statement.column)].name
+        rebuilt = ddl.drop_column(table, statement.column)
+        message = f"column '{column}' dropped from table '{name}'"
+        return rebuilt, ast.DropColumn(name, column), message, 0
+
+    return _schema_change(session, statement.table, text, change)
+
+
+def _drop_partition_list(
+    session: Session, statement: ast.DropPartitionList, text: str, params
+) -> Result:
+    def change(txn: Transaction, work: TableWork, table: Table):  # noqa: ANN202
+        name = table.schema.name
+        ddl.drop_partitions(table, statement.partitions)
+        count = len(statement.partitions)
+        logged = ast.DropPartitionList(name, statement.partitions)
+        return None, logged, f"{count} partition(s) dropped from table '{name}'", count
+
+    return _schema_change(session, statement.table, text, change)
+
+
+def _drop_partition_where(
+    session: Session, statement: ast.DropPartitionWhere, text: str, params: Sequence[Any]
+) -> Result:
+    def change(txn: Transaction, work: TableWork, table: Table):  # noqa: ANN202
+        name = table.schema.name
+        if table.layout.period is None:
+            raise SqlError(f"table '{name}' is not partitioned by time; it has no partitions")
+        test = compile_expression(
+            statement.where, table_scope(table.schema, params, "DROP PARTITION WHERE")
+        ).fn
+        periods: dict[str, bool] = {}
+        for part, partition in table.partitions.items():
+            whole = all(test(row) is True for row in partition.values())
+            periods[part[0]] = periods.get(part[0], True) and whole
+        chosen = tuple(sorted(p for p, whole in periods.items() if whole))
+        if chosen:
+            ddl.drop_partitions(table, chosen)
+        logged = ast.DropPartitionList(name, chosen)
+        message = f"{len(chosen)} partition(s) dropped from table '{name}'"
+        return None, logged, message, len(chosen)
+
+    return _schema_change(session, statement.table, text, change)
+
+
+# -- transactions, databases, users, maintenance -----------------------------------------
+
+
+def _begin(session: Session, statement: ast.Begin, text: str, params) -> Result:
+    if session.transaction is not None:
+        raise TransactionError("a transaction is already open; COMMIT or ROLLBACK it first")
+    session.begin()
+    return message_result(text, "transaction started")
+
+
+def _commit(session: Session, statement: ast.Commit, text: str, params) -> Result:
+    if session.transaction is None:
+        raise TransactionError("there is no open transaction to commit; BEGIN one first")
+    session.commit()
+    return message_result(text, "transaction committed")
+
+
+def _rollback(session: Session, statement: ast.Rollback, text: str, params) -> Result:
+    if session.transaction is None:
+        raise TransactionError("there is no open transaction to roll back")
+    session.rollback()
+    return message_result(text, "transaction rolled back")
+
+
+def _outside_transaction(session: Session, what: str) -> None:
+    if session.transaction is not None:
+        raise TransactionError(f"{what} cannot run inside a transaction; COMMIT first")
+
+
+def _checkpoint(session: Session, statement: ast.Checkpoint, text: str, params) -> Result:
+    session.authorize(ADMIN)
+    _outside_transaction(session, "CHECKPOINT")
+    lsn = session.database.checkpoint()
+    return message_result(text, f"checkpoint written at LSN {lsn}")
+
+
+def _create_database(session: Session, statement: ast.CreateDatabase, text: str, params):
+    _outside_transaction(session, "CREATE DATABASE")
+    session.require_admin_user("CREATE DATABASE")
+    created = session.instance.create_database(statement.name, statement.if_not_exists)
+    word = "created" if created else "already exists"
+    return message_result(text, f"database '{statement.name}' {word}")
+
+
+def _drop_database(session: Session, statement: ast.DropDatabase, text: str, params):
+    _outside_transaction(session, "DROP DATABASE")
+    session.require_admin_user("DROP DATABASE")
+    dropped = session.instance.drop_database(
+        statement.name, statement.if_exists, current=session.database.name
+    )
+    word = "dropped" if dropped else "does not exist"
+    return message_result(text, f"database '{statement.name}' {word}")
+
+
+def _alter_database(session: Session, statement: ast.AlterDatabaseSet, text: str, params):
+    _outside_transaction(session, "ALTER DATABASE")
+    session.authorize(ADMIN, database=statement.name)
+    database = session.instance.database(statement.name)
+    database.set_setting(statement.setting, statement.value, ddl.canonical_sql(statement))
+    return message_result(
+        text, f"database '{database.name}' {statement.setting} set to '{statement.value}'"
+    )
+
+
+def _user_statement(session: Session, statement: ast.Statement, text: str, params) -> Result:
+    _outside_transaction(session, "a user or grant statement")
+    if isinstance(statement, ast.GrantSelect | ast.RevokeSelect):
+        _visible_table(session, statement.table)  # UnknownTable for a table that is not there
+    result = session.instance.access.execute(
+        statement,
+        session.principal,
+        session.database.name,
+        database_exists=session.instance.has_database,
+    )
+    result.query = text
+    return result
+
+
+# -- SHOW --------------------------------------------------------------------------------
+
+
+def _visible_table(session: Session, name: str) -> TableSchema:
+    txn = session.transaction
+    if txn is not None and txn.has_table(name):
+        return txn.table(name).schema
+    with session.database.state_lock:
+        table = session.database.tables.get(name.lower())
+    if table is None:
+        raise UnknownTable(name)
+    return table.schema
+
+
+def _show_tables(session: Session, statement: ast.ShowTables, text: str, params) -> Result:
+    txn = session.transaction
+    if txn is not None:
+        names = txn.table_names()
+    else:
+        with session.database.state_lock:
+            names = sorted((t.schema.name for t in session.database.tables.values()), key=str.lower)
+    readable = [n for n in names if session.can_read(n)]
+    if not readable:
+        session.authorize(READ)  # nothing to show: say so only to those who may read
+    return query_result(text, [Column("table", "STRING")], [(n,) for n in readable])
+
+
+def _show_columns(session: Session, statement: ast.ShowColumns, text: str, params) -> Result:
+    session.authorize(READ, statement.table)
+    schema = _visible_table(session, statement.table)
+    keys = {n.lower() for n in schema.primary_key}
+    time_column = (schema.timeseries or "").lower()
+    rev = (schema.rev_column or "").lower()
+    rows = [
+        (c.name, c.type, c.name.lower() in keys, c.name.lower() == time_column,
+         c.name.lower() == rev)
+        for c in schema.columns
+    ]
+    columns = [
+        Column("column", "STRING"),
+        Column("type", "STRING"),
+        Column("primary_key", "BOOLEAN"),
+        Column("timeseries", "BOOLEAN"),
+        Column("rev", "BOOLEAN"),
+    ]
+    return query_result(text, columns, rows)
+
+
+def _show_create(session: Session, statement: ast.ShowCreateTable, text: str, params) -> Result:
+    session.authorize(READ, statement.table)
+    schema = _visible_table(session, statement.table)
+    columns = [Column("table", "STRING"), Column("statement", "STRING")]
+    return query_result(text, columns, [(schema.name, ddl.canonical_create(schema))])
+
+
+HANDLERS: dict[type, Callable[..., Result]] = {
+    ast.CreateTable: _create_table,
+    ast.DropTable: _drop_table,
+    ast.Truncate: _truncate,
+    ast.AddColumn: _add_column,
+    ast.DropColumn: _drop_column,
+    ast.DropPartitionList: _drop_partition_list,
+    ast.DropPartitionWhere: _drop_partition_where,
+    ast.Begin: _begin,
+    ast.Commit: _commit,
+    ast.Rollback: _rollback,
+    ast.Checkpoint: _checkpoint,
+    ast.CreateDatabase: _create_database,
+    ast.DropDatabase: _drop_database,
+    ast.AlterDatabaseSet: _alter_database,
+    ast.ShowTables: _show_tables,
+    ast.ShowColumns: _show_columns,
+    ast.ShowCreateTable: _show_create,
+    ast.CreateUser: _user_statement,
+    ast.DropUser: _user_statement,
+    ast.CreateToken: _user_statement,
+    ast.DropToken: _user_statement,
+    ast.GrantRole: _user_statement,
+    ast.RevokeRole: _user_statement,
+    ast.GrantSelect: _user_statement,
+    ast.RevokeSelect: _user_statement,
+    ast.ShowUsers: _user_statement,
+    ast.ShowGrants: _user_statement,
+}

@@ -1,0 +1,375 @@
+"""Running one parsed statement for a session.
+
+Reads outside a transaction see the committed tables (under the database's state lock, so
+never a half-applied commit). Writes run in a transaction: the session's explicit one, or
+one of their own that commits when the statement ends. A statement's own row changes are
+collected first and merged into the transaction only when the whole statement succeeded,
+so a failed statement changes nothing.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+from refimpl.engine.access import Right
+from refimpl.engine.features.kdb_rev import cache_plan
+from refimpl.engine.query.compiled import Scope, table_scope
+from refimpl.engine.query.expressions import compile_expression
+from refimpl.engine.query.point_read import point_plan
+from refimpl.engine.query.select import QueryOutput, plan_access, run_select
+from refimpl.engine.result import Column, Result, message_result, query_result
+from refimpl.engine.statements import admin as admin_statements
+from refimpl.engine.storage import ddl, values
+from refimpl.engine.storage.access_hints import AccessHints
+from refimpl.engine.storage.schema import TableSchema
+from refimpl.engine.storage.table import Ident, Row, Table, parts_for_period_range
+from refimpl.engine.storage.transaction import TableWork, Transaction
+from refimpl.errors import (
+    DuplicateKey,
+    NotAllowed,
+    SqlError,
+    TypeMismatch,
+    UnknownFunction,
+    UnknownTable,
+)
+from refimpl.sql import ast
+
+if TYPE_CHECKING:
+    from refimpl.engine.session import Session
+
+READ, WRITE = Right.READ, Right.WRITE
+
+
+def now_micros() -> int:
+    return time.time_ns() // 1000
+
+
+# -- sources a SELECT reads --------------------------------------------------------------
+
+
+class CommittedTable:
+    """A committed table as a SELECT source (the caller holds the state lock)."""
+
+    def __init__(self, table: Table, alias: str | None) -> None:
+        self.table = table
+        self.schema: TableSchema | None = table.schema
+        self.qualifier = alias
+        self.columns = [Column(c.name, c.type) for c in table.schema.columns]
+
+    def rows(self, hints: AccessHints) -> Iterator[Sequence[Any]]:
+        if hints.ident is not None:
+            row = self.table.get(hints.ident)
+            return iter(() if row is None else (row,))
+        parts = None
+        if hints.low_period is not None or hints.high_period is not None or hints.symbol:
+            parts = parts_for_period_range(
+                self.table, hints.low_period, hints.high_period, hints.symbol
+            )
+        return self.table.scan(parts, hints.time_low, hints.time_high)
+
+
+class TransactionTable:
+    """A table as an open transaction sees it, as a SELECT source."""
+
+    def __init__(self, work: TableWork, alias: str | None) -> None:
+        self.work = work
+        self.schema: TableSchema | None = work.schema
+        self.qualifier = alias
+        self.columns = [Column(c.name, c.type) for c in work.schema.columns]
+
+    def rows(self, hints: AccessHints) -> Iterator[Sequence[Any]]:
+        return self.work.rows(hints)
+
+
+# -- dispatch ----------------------------------------------------------------------------
+
+
+def execute(session: Session, statement: ast.Statement, text: str, params: Sequence[Any]) -> Result:
+    handler = _HANDLERS.get(type(statement))
+    if handler is None:
+        raise NotAllowed(f"{type(statement).__name__} statements are not supported here")
+    return handler(session, statement, text, params)
+
+
+def _select(session: Session, statement: ast.Select, text: str, params: Sequence[Any]) -> Result:
+    output = select_rows(session, statement, params)
+    return query_result(text, output.columns, output.rows)
+
+
+def select_rows(  # noqa: ANN201 - a QueryOutput
+    session: Session, statement: ast.Select, params: Sequence[Any], *, cache: bool = True
+):
+    """Run a SELECT with the session's rights and transaction; returns a QueryOutput.
+
+    `cache=False` for one-off statements (a live query's bucket re-run) that would only
+    crowd the result cache.
+    """
+    source = statement.source
+    functions = session.sql_functions()
+    if source is None:
+        return run_select(statement, None, params, now_micros(), functions)
+    if isinstance(source, ast.FunctionSource):
+        table_function = session.table_functions().get(source.name)
+        if table_function is None:
+            raise UnknownFunction(f"table function {source.name}() does not exist")
+        row_source = table_function(session, source, statement, params)
+        return run_select(
+            statement, row_source, params, now_micros(), functions, session.deadline()
+        )
+    session.authorize(READ, source.name)
+    txn = session.transaction
+    if txn is not None and source.name.lower() in txn.work:
+        view = TransactionTable(txn.table(source.name), source.alias)
+        return run_select(statement, view, params, now_micros(), functions, session.deadline())
+    database = session.database
+    with database.state_lock:
+        table = database.tables.get(source.name.lower())
+        if table is None:
+            raise UnknownTable(source.name)
+        point = point_plan(statement, table.schema)
+        if point is not None:
+            ident = point.ident(params)
+            if ident is not None:
+                row = table.get(ident)
+                return QueryOutput(point.columns, [] if row is None else [point.project(row)])
+        # The revision is read under the state lock, before the query: see result_cache.
+        key, token = cache_plan(database, table.schema, statement, params) if cache else (None, 0)
+        if key is not None:
+            cached = database.result_cache.get(key, token)
+            if cached is not None:
+                return QueryOutput(cached.columns, list(cached.rows))
+        output = run_select(
+            statement,
+            CommittedTable(table, source.alias),
+            params,
+            now_micros(),
+            functions,
+            session.deadline(),
+        )
+    if key is not None:
+        cells = len(output.rows) * max(1, len(output.columns))
+        database.result_cache.put(key, token, QueryOutput(output.columns, list(output.rows)), cells)
+    return output
+
+
+def _subscribe(session: Session, statement: ast.Subscribe, text: str, params: Sequence[Any]):
+    raise NotAllowed(
+        "SUBSCRIBE answers more than once, so /exec cannot run it; "
+        "use GET /api/subscribe?query=SUBSCRIBE SELECT ..."
+    )
+
+
+# -- INSERT, UPDATE, DELETE --------------------------------------------------------------
+
+
+def _constant_scope(params: Sequence[Any]) -> Scope:
+    return Scope(columns=[], params=params, now=now_micros(), clause="VALUES")
+
+
+def _evaluate_constant(expr: ast.Expr, params: Sequence[Any], scope: Scope | None) -> Any:
+    # The common cases without compiling: literals and parameters.
+    if type(expr) is ast.Literal:
+        return expr.value
+    if type(expr) is ast.Param:
+        if expr.index >= len(params):
+            return compile_expression(expr, _constant_scope(params)).fn(())
+        return params[expr.index]
+    return compile_expression(expr, scope or _constant_scope(params)).fn(())
+
+
+def _insert(session: Session, statement: ast.Insert, text: str, params: Sequence[Any]) -> Result:
+    session.authorize(WRITE, statement.table)
+
+    def run(txn: Transaction) -> Result:
+        work = txn.table(statement.table)
+        schema = work.schema
+        if statement.select is not None:
+            output = select_rows(session, statement.select, params)
+            source_rows: list[Sequence[Any]] = output.rows
+        else:
+            scope = None
+            source_rows = [
+                [_evaluate_constant(e, params, scope) for e in row] for row in statement.rows or ()
+            ]
+        count = insert_values(work, schema, statement.columns, source_rows)
+        return message_result(text, f"{count} row(s) inserted", count)
+
+    return session.write(run)
+
+
+def insert_values(
+    work: TableWork,
+    schema: TableSchema,
+    columns: Sequence[str] | None,
+    source_rows: Sequence[Sequence[Any]],
+) -> int:
+    """Insert rows of values (in `columns` order, or the table's) into a transaction's table."""
+    width = len(schema.columns)
+    if columns is None:
+        positions = list(range(width))
+    else:
+        positions = [schema.position(name) for name in columns]
+        if len(set(positions)) != len(positions):
+            raise SqlError("a column is named twice in the INSERT column list")
+    types = [(schema.columns[p].type, schema.columns[p].name) for p in positions]
+    full = len(positions) == width and positions == list(range(width))
+    table = work.current()
+    keyed = table.keyed
+    dedup = bool(schema.dedup_key)
+    changes: dict[Ident, Row | None] = {}
+    coerce = values.coerce
+    for number, source in enumerate(source_rows, start=1):
+        if len(source) != len(positions):
+            raise SqlError(
+                f"row {number} has {len(source)} value(s) but {len(positions)} column(s) are"
+                " being inserted"
+            )
+        converted = [coerce(v, t, n) for v, (t, n) in zip(source, types, strict=True)]
+        if full:
+            row = tuple(converted)
+        else:
+            slots: list[Any] = [None] * width
+            for position, value in zip(positions, converted, strict=True):
+                slots[position] = value
+            row = tuple(slots)
+        table.check_not_null(row)
+        if keyed:
+            ident = table.ident_of(row)
+            existing = changes[ident] if ident in changes else work.get(ident)
+            if existing is not None and not dedup:
+                raise DuplicateKey(schema.name, ident[0] if len(ident) == 1 else ident)
+        else:
+            ident = (table.allocate_rowid(),)
+        changes[ident] = row
+    work.pending.update(changes)
+    return len(source_rows)
+
+
+def _matching(
+    work: TableWork, schema: TableSchema, where: ast.Expr | None, params: Sequence[Any]
+) -> list[tuple[Ident, Row]]:
+    scope = table_scope(schema, params, "WHERE")
+    if where is None:
+        return list(work.rows_with_idents())
+    predicate = compile_expression(where, scope)
+    if predicate.type not in ("BOOLEAN", "NULL"):
+        raise TypeMismatch(f"WHERE needs a BOOLEAN condition, not {predicate.type}")
+    hints = plan_access(where, schema, scope)
+    test = predicate.fn
+    if hints.ident is not None:
+        row = work.get(hints.ident)
+        return [(hints.ident, row)] if row is not None and test(row) is True else []
+    return [(ident, row) for ident, row in work.rows_with_idents() if test(row) is True]
+
+
+def _update(session: Session, statement: ast.Update, text: str, params: Sequence[Any]) -> Result:
+    session.authorize(WRITE, statement.table)
+
+    def run(txn: Transaction) -> Result:
+        work = txn.table(statement.table)
+        schema = work.schema
+        table = work.current()
+        scope = table_scope(schema, params, "SET")
+        assignments = []
+        for name, expr in statement.assignments:
+            position = schema.position(name)
+            compiled = compile_expression(expr, scope)
+            assignments.append((position, compiled.fn, schema.columns[position]))
+        matched = _matching(work, schema, statement.where, params)
+        updates = []
+        for ident, row in matched:
+            new = list(row)
+            for position, fn, column in assignments:
+                new[position] = values.coerce(fn(row), column.type, column.name)
+            new_row = tuple(new)
+            table.check_not_null(new_row)
+            new_ident = table.ident_of(new_row) if table.keyed else ident
+            updates.append((ident, new_ident, new_row))
+        changes: dict[Ident, Row | None] = {}
+        moved_away = {old for old, new, _ in updates if old != new}
+        for old, new, _ in updates:
+            if old != new:
+                changes[old] = None
+        dedup = bool(schema.dedup_key)
+        assigned: set[Ident] = set()
+        for old, new, new_row in updates:
+            if old != new and not dedup:
+                taken = new in assigned or (new not in moved_away and work.get(new) is not None)
+                if taken:
+                    raise DuplicateKey(schema.name, new[0] if len(new) == 1 else new)
+            assigned.add(new)
+            changes[new] = new_row
+        work.pending.update(changes)
+        return message_result(text, f"{len(updates)} row(s) updated", len(updates))
+
+    return session.write(run)
+
+
+def _delete(session: Session, statement: ast.Delete, text: str, params: Sequence[Any]) -> Result:
+    session.authorize(WRITE, statement.table)
+
+    def run(txn: Transaction) -> Result:
+        work = txn.table(statement.table)
+        schema = work.schema
+        matched = _matching(work, schema, statement.where, params)
+        count = len(matched)
+        table = work.current()
+        whole = _whole_periods(work, table, matched) if matched else []
+        if whole:
+            dropped = {part for part in table.partitions.keys() if part[0] in set(whole)}
+            matched = [(i, r) for i, r in matched if table.part_of_ident(i) not in dropped]
+            _drop_periods(txn, work, tuple(whole))
+        for ident, _ in matched:
+            work.pending[ident] = None
+        return message_result(text, f"{count} row(s) deleted", count)
+
+    return session.write(run)
+
+
+def _whole_periods(work: TableWork, table: Table, matched: list[tuple[Ident, Row]]) -> list[str]:
+    """Time periods every row of which the DELETE removes (they go as a partition drop)."""
+    if table.layout.period is None or work.pending:
+        return []
+    per_period: dict[str, int] = {}
+    for ident, _ in matched:
+        part = table.part_of_ident(ident)
+        if part is not None:
+            per_period[part[0]] = per_period.get(part[0], 0) + 1
+    sizes: dict[str, int] = {}
+    for part, partition in table.partitions.items():
+        sizes[part[0]] = sizes.get(part[0], 0) + len(partition)
+    return sorted(p for p, n in per_period.items() if n == sizes.get(p))
+
+
+def _drop_periods(txn: Transaction, work: TableWork, periods: tuple[str, ...]) -> int:
+    """A DELETE's whole periods, dropped as partitions (logged as DROP PARTITION LIST)."""
+    work.seal(txn.entries)
+    table = work.make_private()
+    rev = table.schema.rev_column
+    touched = None
+    if rev is not None:
+        # Only the values of the removed rows move, as for any DELETE.
+        position = table.schema.position(rev)
+        chosen = set(periods)
+        touched = {
+            row[position]
+            for part, partition in table.partitions.items()
+            if part[0] in chosen
+            for row in partition.values()
+        }
+    removed = ddl.drop_partitions(table, periods)
+    statement = ast.DropPartitionList(table.schema.name, periods)
+    txn.ddl(table.schema.name, ddl.canonical_sql(statement), touched)
+    return removed
+
+
+_HANDLERS: dict[type, Callable[..., Result]] = {
+    ast.Select: _select,
+    ast.Subscribe: _subscribe,
+    ast.Insert: _insert,
+    ast.Update: _update,
+    ast.Delete: _delete,
+    **admin_statements.HANDLERS,
+}

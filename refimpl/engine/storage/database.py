@@ -1,0 +1,357 @@
+"""One database: its tables, its write-ahead log, its locks, checkpoints and recovery.
+
+Locks:
+- the write lock: one write transaction at a time (the "database lock");
+- the state lock: held briefly to install a commit, and by readers while they read, so a
+  reader never sees half a commit and is never blocked by an open transaction.
+
+A commit appends its record to the log and installs its changes under the write lock, then
+releases it and waits for the fsync outside it, so concurrent committers share one fsync
+(group commit). A reader answers only after the commits it saw are durable.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from refimpl.engine import admission
+from refimpl.engine.options import EngineOptions
+from refimpl.engine.storage import checkpoint, ddl, records, values
+from refimpl.engine.storage.locks import SharedLock
+from refimpl.engine.storage.records import Entry, Record
+from refimpl.engine.storage.table import Table
+from refimpl.engine.storage.transaction import Transaction
+from refimpl.engine.storage.wal import WriteAheadLog
+from refimpl.engine.tracking.result_cache import ResultCache
+from refimpl.engine.tracking.revisions import Revisions, new_boot_id
+from refimpl.engine.tracking.signals import CommitSignal, WakeBoard
+from refimpl.errors import CorruptLog, InvalidValue, SqlError, StatementTimeout, StorageError
+from refimpl.sql import ast
+from refimpl.sql.parser import parse_cached
+
+log = logging.getLogger(__name__)
+
+WAL_FOLDER, CHECKPOINT_FOLDER = "wal", "checkpoints"
+CommitListener = Callable[["Database", Record], None]
+
+
+class Database:
+    """A database in its own folder. Open with `Database.open`."""
+
+    def __init__(
+        self, name: str, path: Path, options: EngineOptions, boot: str | None = None
+    ) -> None:
+        self.name = name
+        self.path = path
+        self.options = options
+        self.tables: dict[str, Table] = {}
+        self.settings: dict[str, Any] = {"wal_archive": options.wal_archive_bytes}
+        self.write_lock = threading.Lock()
+        self.state_lock = SharedLock()
+        self.applied_lsn = 0
+        self.checkpoint_lsn = 0
+        self.recovery_messages: list[str] = []
+        self.listeners: list[CommitListener] = []
+        self.commits = CommitSignal()
+        self.wake_board = WakeBoard()
+        self.revisions = Revisions(boot or new_boot_id())
+        self.result_cache = ResultCache(options.result_cache_bytes)
+        self._checkpoint_lock = threading.Lock()
+        self._checkpoint_thread: threading.Thread | None = None
+        self._bytes_at_checkpoint = 0
+        self.log: WriteAheadLog
+
+    # -- opening -------------------------------------------------------------------------
+
+    @classmethod
+    def open(
+        cls, name: str, path: Path, options: EngineOptions, boot: str | None = None
+    ) -> Database:
+        """Open (creating) and recover: the latest checkpoint, then the log after it."""
+        database = cls(name, path, options, boot)
+        database._recover()
+        return database
+
+    def _recover(self) -> None:
+        self.path.mkdir(parents=True, exist_ok=True)
+        checkpoints = checkpoint.list_checkpoints(self.path / CHECKPOINT_FOLDER)
+        if checkpoints:
+            image = checkpoint.read(checkpoints[-1][1])
+            self._load_image(image)
+        archive = int(self.settings["wal_archive"])
+        self.log = WriteAheadLog(
+            self.path / WAL_FOLDER,
+            segment_bytes=self.options.segment_size_for(archive),
+            fsync_delay=self.options.fsync_delay,
+        )
+        self.recovery_messages += self.log.recovery_messages
+        if self.log.last_lsn and self.log.oldest_lsn > self.checkpoint_lsn + 1:
+            raise StorageError(
+                f"database '{self.name}': the log starts at LSN {self.log.oldest_lsn} but the"
+                f" latest checkpoint covers only up to {self.checkpoint_lsn}; restore a backup"
+            )
+        if self.log.last_lsn < self.checkpoint_lsn:
+            # The log lost records the checkpoint holds (a checkpoint is written only after
+            # they were durable): new commits would reuse their LSNs and the next recovery,
+            # which replays only after the checkpoint, would skip them.
+            raise StorageError(
+                f"database '{self.name}': the log ends at LSN {self.log.last_lsn} but the latest"
+                f" checkpoint holds LSN {self.checkpoint_lsn}, so the log lost its end;"
+                " restore a backup"
+            )
+        self.applied_lsn = self.checkpoint_lsn
+        for lsn, payload in self.log.read(self.checkpoint_lsn):
+            try:
+                self._replay(records.decode(lsn, payload))
+            except (SqlError, KeyError, ValueError) as error:
+                segment = self.log.segments()[0].path
+                raise CorruptLog(
+                    str(segment), 0, f"record at LSN {lsn} cannot replay: {error}"
+                ) from error
+            self.applied_lsn = lsn
+        self.applied_lsn = max(self.applied_lsn, self.log.last_lsn)
+        self.commits.publish(self.log.durable_lsn)
+        self._bytes_at_checkpoint = self.log.total_bytes
+
+    def _load_image(self, image: checkpoint.CheckpointImage) -> None:
+        self.settings.update(image.settings)
+        for table_image in image.tables:
+            statement = parse_cached(table_image.create).statements[0]
+            assert isinstance(statement, ast.CreateTable)
+            table = ddl.create_table(statement)
+            table.next_rowid = table_image.next_rowid
+            rows = [tuple(row) for row in table_image.rows]
+            if table_image.rowids is None:
+                table.load((table.ident_of(row), row) for row in rows)
+            else:
+                table.load(((rowid,), row) for row, rowid in zip(rows, table_image.rowids,
+                                                                  strict=True))
+            self.tables[table.schema.name.lower()] = table
+        self.checkpoint_lsn = image.lsn
+
+    def _replay(self, record: Record) -> None:
+        for entry in record.entries:
+            apply_entry(self.tables, self.settings, entry)
+
+    # -- writing -------------------------------------------------------------------------
+
+    def acquire_write(self, timeout: float | None = None) -> None:
+        wait = self.options.statement_timeout if timeout is None else timeout
+        if not self.write_lock.acquire(blocking=False):
+            admission.waiting()
+            if not self.write_lock.acquire(timeout=wait):
+                raise StatementTimeout(
+                    f"waited {wait:g} s for database '{self.name}', which another transaction"
+                    " holds; try again, or commit that transaction sooner"
+                )
+
+    def release_write(self) -> None:
+        self.write_lock.release()
+
+    def commit_locked(self, txn: Transaction) -> int | None:
+        """Log and install a transaction; the caller holds the write lock.
+
+        Returns the commit's LSN (None when it changed nothing). The caller releases the
+        write lock and then calls `wait_durable(lsn)` before acknowledging the commit.
+        """
+        entries = txn.seal_all()
+        for text in txn.database_changes:
+            entries.append(Entry.database(text))
+        if not entries:
+            return None
+        committed_at = time.time_ns() // 1000
+        lsn = self.log.append(records.encode(committed_at, entries))
+        with self.state_lock.exclusive():
+            txn.install(self.tables)
+            # After the install, never before: a reader that saw the old revision must not
+            # have read the new rows under it (the result cache depends on that order).
+            touched = txn.touched()
+            self.revisions.advance(touched)
+            for table, what in touched.items():
+                self.wake_board.notify(table, what.values, what.everything)
+            for text in txn.database_changes:
+                _apply_database_change(self.settings, text)
+            self.applied_lsn = lsn
+        record = Record(lsn, committed_at, entries)
+        for listener in list(self.listeners):
+            listener(self, record)
+        return lsn
+
+    def wait_durable(self, lsn: int) -> None:
+        """Block until `lsn` is on disk; then it may be acknowledged."""
+        self.log.wait_durable(lsn)
+        self.commits.publish(self.log.durable_lsn)
+        self._maybe_checkpoint()
+
+    def wait_visible(self) -> None:
+        """Block until every commit a reader may have seen is durable."""
+        applied = self.applied_lsn
+        if self.log.durable_lsn < applied:
+            self.log.wait_durable(applied)
+
+    def set_setting(self, setting: str, value: str, text: str) -> None:
+        """ALTER DATABASE ... SET: checked, logged and applied as its own transaction."""
+        if setting != "wal_archive":
+            raise SqlError(f"unknown database setting '{setting}'; the one setting is WAL_ARCHIVE")
+        values.parse_size(value)
+        self.acquire_write()
+        try:
+            txn = Transaction(self.tables)
+            txn.database_changes.append(text)
+            lsn = self.commit_locked(txn)
+        finally:
+            self.release_write()
+        if lsn is not None:
+            self.wait_durable(lsn)
+        self.log.segment_bytes = self.options.segment_size_for(int(self.settings["wal_archive"]))
+
+    # -- checkpoints and retention -------------------------------------------------------
+
+    def checkpoint(self) -> int:
+        """Write the tables' state durably as of the last commit; returns its LSN."""
+        with self._checkpoint_lock:
+            self.acquire_write()
+            try:
+                lsn = self.applied_lsn
+                settings = dict(self.settings)
+                images = [_image_of(table) for table in self.tables.values()]
+            finally:
+                self.release_write()
+            if lsn:
+                self.log.wait_durable(lsn)
+            folder = self.path / CHECKPOINT_FOLDER
+            checkpoint.write(folder, checkpoint.CheckpointImage(lsn, settings, images))
+            checkpoint.remove_older(folder, lsn)
+            self.checkpoint_lsn = lsn
+            self._bytes_at_checkpoint = self.log.total_bytes
+            self.trim_log()
+            return lsn
+
+    def trim_log(self) -> None:
+        """Remove the oldest segments a checkpoint covers while the log is over its archive."""
+        archive = int(self.settings["wal_archive"])
+        segments = self.log.segments()
+        total = self.log.total_bytes
+        through = 0
+        for segment in segments[:-1]:
+            if total <= archive or segment.last_lsn > self.checkpoint_lsn:
+                break
+            total -= segment.size
+            through = segment.last_lsn
+        if through:
+            # The bytes removed were counted in `_bytes_at_checkpoint`: without taking them
+            # off, "written since the checkpoint" falls short by every trim so far and each
+            # checkpoint comes one segment later than the one before.
+            self._bytes_at_checkpoint -= self.log.remove_through(through)
+
+    def _maybe_checkpoint(self) -> None:
+        archive = int(self.settings["wal_archive"])
+        segment = self.options.segment_size_for(archive)
+        # Recovery sizes segments by the latest checkpoint's setting; a WAL_ARCHIVE replayed
+        # from the log after it takes effect here, with the first commit.
+        if self.log.segment_bytes != segment:
+            self.log.segment_bytes = segment
+        written = self.log.total_bytes - self._bytes_at_checkpoint
+        over_archive = self.log.total_bytes > archive
+        if written < self.options.checkpoint_bytes and not over_archive:
+            return
+        if written < segment:
+            return
+        thread = self._checkpoint_thread
+        if thread is not None and thread.is_alive():
+            return
+        self._checkpoint_thread = threading.Thread(
+            target=self._background_checkpoint, name=f"checkpoint-{self.name}", daemon=True
+        )
+        self._checkpoint_thread.start()
+
+    def _background_checkpoint(self) -> None:
+        try:
+            self.checkpoint()
+        except Exception:  # a failed background checkpoint must not kill the server
+            log.exception("background checkpoint of database '%s' failed", self.name)
+
+    # -- closing -------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Make everything appended durable and close the log."""
+        self.commits.close()
+        self.wake_board.close()
+        thread = self._checkpoint_thread
+        if thread is not None:
+            thread.join()
+        self.log.close()
+
+    def stats(self) -> dict[str, Any]:
+        with self.state_lock:
+            tables = len(self.tables)
+            rows = sum(len(t) for t in self.tables.values())
+        return {
+            "tables": tables,
+            "rows": rows,
+            "log_bytes": self.log.total_bytes,
+            "log_segments": len(self.log.segments()),
+            "durable_lsn": self.log.durable_lsn,
+            "oldest_lsn": self.log.oldest_lsn,
+            "checkpoint_lsn": self.checkpoint_lsn,
+            "wal_archive_bytes": int(self.settings["wal_archive"]),
+            "rev_values": self.revisions.kept_values(),
+            "result_cache": self.result_cache.stats(),
+        }
+
+
+def _image_of(table: Table) -> checkpoint.TableImage:
+    create = ddl.canonical_create(table.schema)
+    if table.keyed:
+        return checkpoint.TableImage(create, table.next_rowid, list(table.scan()), None)
+    pairs = list(table.scan_with_idents())
+    return checkpoint.TableImage(
+        create, table.next_rowid, [row for _, row in pairs], [ident[0] for ident, _ in pairs]
+    )
+
+
+def _apply_database_change(settings: dict[str, Any], text: str) -> None:
+    statement = parse_cached(text).statements[0]
+    if not isinstance(statement, ast.AlterDatabaseSet):
+        raise InvalidValue(f"unexpected database change in the log: {text}")
+    settings[statement.setting] = values.parse_size(statement.value)
+
+
+def apply_entry(tables: dict[str, Table], settings: dict[str, Any], entry: Entry) -> None:
+    """Apply one logged entry to committed tables (recovery, and replicas of the state)."""
+    if entry.kind == records.DATABASE:
+        _apply_database_change(settings, entry.payload[0])
+        return
+    if entry.kind == records.DDL:
+        ddl.apply_logged_ddl(tables, parse_cached(entry.payload[0]).statements[0])
+        return
+    table = tables[entry.table.lower()]  # type: ignore[union-attr]
+    if entry.kind == records.DELETE:
+        for _part, ident in entry.payload[0]:
+            table.delete(tuple(ident))
+        return
+    columns, rows, rowids = entry.payload
+    schema = table.schema
+    if list(columns) == list(schema.column_names):
+        shaped = [tuple(row) for row in rows]
+    else:
+        positions = [schema.positions.get(c.lower()) for c in columns]
+        width = len(schema.columns)
+        shaped = []
+        for row in rows:
+            slots: list[Any] = [None] * width
+            for position, value in zip(positions, row, strict=True):
+                if position is not None:
+                    slots[position] = value
+            shaped.append(tuple(slots))
+    if rowids is None:
+        for row in shaped:
+            table.put(table.ident_of(row), row)
+    else:
+        for row, rowid in zip(shaped, rowids, strict=True):
+            table.put((rowid,), row)

@@ -1,0 +1,73 @@
+"""Schema changes applied to tables: shared by statements and by log replay.
+
+Both paths call the same functions, so what recovery rebuilds is exactly what the statement
+did. Each function works on a table the caller may change (a transaction's private clone,
+or a table being rebuilt from the log).
+"""
+
+from __future__ import annotations
+
+from refimpl.engine.storage.schema import TableSchema
+from refimpl.engine.storage.table import Table, partitions_named
+from refimpl.errors import SqlError
+from refimpl.sql import ast
+from refimpl.sql.printer import to_sql
+
+
+def create_table(statement: ast.CreateTable) -> Table:
+    return Table(TableSchema.from_create(statement))
+
+
+def add_column(table: Table, column: ast.ColumnDef) -> Table:
+    schema = table.schema.with_column(column)
+    return table.rebuilt(schema, lambda row: (*row, None))
+
+
+def drop_column(table: Table, name: str) -> Table:
+    position = table.schema.position(name)
+    schema = table.schema.without_column(name)
+    return table.rebuilt(schema, lambda row: row[:position] + row[position + 1 :])
+
+
+def drop_partitions(table: Table, names: tuple[str, ...]) -> int:
+    """Drop the named periods; returns rows removed. An unknown name is an error."""
+    parts = partitions_named(table, names)
+    present = {part[0] for part in parts}
+    missing = [name for name in names if name not in present]
+    if missing:
+        raise SqlError(
+            f"table '{table.schema.name}' has no partition {', '.join(repr(m) for m in missing)}"
+        )
+    return table.drop_partitions(parts)
+
+
+def canonical_create(schema: TableSchema) -> str:
+    return to_sql(schema.to_create())
+
+
+def canonical_sql(statement: ast.Statement) -> str:
+    """A statement's canonical text, as the log and SHOW CREATE TABLE keep it."""
+    return to_sql(statement)
+
+
+def apply_logged_ddl(tables: dict[str, Table], statement: ast.Statement) -> None:
+    """Replay one logged schema change onto the committed tables (recovery)."""
+    if isinstance(statement, ast.CreateTable):
+        tables[statement.name.lower()] = create_table(statement)
+        return
+    name = getattr(statement, "name", None) or getattr(statement, "table", None)
+    assert isinstance(name, str)
+    key = name.lower()
+    if isinstance(statement, ast.DropTable):
+        tables.pop(key, None)
+    elif isinstance(statement, ast.Truncate):
+        tables[key].clear()
+    elif isinstance(statement, ast.AddColumn):
+        tables[key] = add_column(tables[key], statement.column)
+    elif isinstance(statement, ast.DropColumn):
+        tables[key] = drop_column(tables[key], statement.column)
+    elif isinstance(statement, ast.DropPartitionList):
+        table = tables[key]
+        table.drop_partitions(partitions_named(table, statement.partitions))
+    else:
+        raise SqlError(f"cannot replay {type(statement).__name__} from the log")

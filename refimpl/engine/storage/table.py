@@ -1,0 +1,290 @@
+"""Rows of one table in sortedcontainers structures, keyed by (partition, order).
+
+A `Table` is mutated only by the database's one writer, and read by many readers under the
+database's state lock. `clone()` gives a copy-on-write twin that a transaction changing the
+schema (or dropping partitions) works on privately until it commits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from sortedcontainers import SortedDict
+
+from refimpl.engine.storage.schema import TableSchema, period_of
+from refimpl.errors import NotNullViolation, SqlError
+
+Row = tuple[Any, ...]
+Ident = tuple[Any, ...]
+PartKey = tuple[Any, ...]
+OrderKey = tuple[Any, ...]
+
+
+class Table:
+    """The rows of one table."""
+
+    __slots__ = (
+        "schema",
+        "layout",
+        "partitions",
+        "index",
+        "next_rowid",
+        "_shared",
+        "_wrap",
+        "_keyed",
+    )
+
+    def __init__(self, schema: TableSchema) -> None:
+        self.schema = schema
+        self.layout = schema.layout()
+        self.partitions: SortedDict = SortedDict()
+        self.index: dict[Ident, tuple[PartKey, OrderKey]] = {}
+        self.next_rowid = 1
+        self._shared: set[PartKey] = set()
+        not_null = {position for position, _ in self.layout.not_null}
+        self._wrap = tuple(p not in not_null for p in self.layout.order_positions)
+        self._keyed = bool(self.layout.key_positions)
+
+    # -- identity and placement ----------------------------------------------------------
+
+    @property
+    def keyed(self) -> bool:
+        """True when rows are identified by key columns, False when by row ids."""
+        return self._keyed
+
+    def ident_of(self, row: Row) -> Ident:
+        """The identity of a row of a keyed table."""
+        return tuple(row[p] for p in self.layout.key_positions)
+
+    def check_not_null(self, row: Row) -> None:
+        for position, name in self.layout.not_null:
+            if row[position] is None:
+                raise NotNullViolation(
+                    f"column '{name}' of table '{self.schema.name}' cannot be NULL"
+                )
+
+    def place(self, row: Row, ident: Ident) -> tuple[PartKey, OrderKey]:
+        """Where a row with this identity lives: its partition and its order key."""
+        layout = self.layout
+        if layout.period is not None:
+            part: PartKey = (period_of(row[layout.time_position], layout.period),)  # type: ignore[index]
+        else:
+            part = ()
+        if layout.symbol_position is not None:
+            symbol = row[layout.symbol_position]
+            part = (*part, symbol is None, symbol or "")
+        order = []
+        for position, wrap in zip(layout.order_positions, self._wrap, strict=True):
+            value = row[position]
+            order.append((value is None, value) if wrap else value)
+        return part, (*order, *ident)
+
+    # -- reads ---------------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def get(self, ident: Ident) -> Row | None:
+        where = self.index.get(ident)
+        if where is None:
+            return None
+        return self.partitions[where[0]][where[1]]
+
+    def scan(
+        self,
+        parts: Iterable[PartKey] | None = None,
+        time_low: int | None = None,
+        time_high: int | None = None,
+    ) -> Iterator[Row]:
+        """Rows in (partition, order) order; only the given partitions when named.
+
+        With time bounds (inclusive micros) on a table ordered by its TIMESERIES column
+        first, each partition is read from the first row in range to the last; otherwise
+        the bounds are ignored (the caller filters anyway).
+        """
+        chosen = self.partitions.values() if parts is None else (
+            self.partitions.get(part) for part in parts
+        )
+        ranged = (time_low is not None or time_high is not None) and self.time_ordered
+        for partition in chosen:
+            if partition is None:
+                continue
+            if not ranged:
+                yield from partition.values()
+                continue
+            low = None if time_low is None else (time_low,)
+            high = None if time_high is None else (time_high + 1,)
+            for order in partition.irange(low, high, inclusive=(True, False)):
+                yield partition[order]
+
+    @property
+    def time_ordered(self) -> bool:
+        """True when rows of a partition are ordered by the TIMESERIES column first."""
+        layout = self.layout
+        return (
+            layout.time_position is not None
+            and bool(layout.order_positions)
+            and layout.order_positions[0] == layout.time_position
+            and not self._wrap[0]
+        )
+
+    def scan_with_idents(self) -> Iterator[tuple[Ident, Row]]:
+        """(identity, row) pairs in (partition, order) order."""
+        key_count = len(self.layout.key_positions) or 1
+        for partition in self.partitions.values():
+            for order, row in partition.items():
+                yield order[-key_count:], row
+
+    def partition_keys(self) -> list[PartKey]:
+        return list(self.partitions.keys())
+
+    def partition_name(self, part: PartKey) -> str:
+        """How a partition is named in DROP PARTITION LIST and in the change stream."""
+        if not part:
+            return ""
+        if self.layout.symbol_position is not None:
+            period = part[0] if self.layout.period else ""
+            symbol = "NULL" if part[-2] else part[-1]
+            return f"{period}/{symbol}" if period else symbol
+        return part[0]
+
+    def part_of_ident(self, ident: Ident) -> PartKey | None:
+        where = self.index.get(ident)
+        return None if where is None else where[0]
+
+    # -- writes (the one writer only) ----------------------------------------------------
+
+    def allocate_rowid(self) -> int:
+        rowid = self.next_rowid
+        self.next_rowid += 1
+        return rowid
+
+    def put(self, ident: Ident, row: Row) -> Row | None:
+        """Store a row under its identity, replacing (and maybe moving) an older one."""
+        if not self._keyed and ident[0] >= self.next_rowid:
+            self.next_rowid = ident[0] + 1
+        old = self.index.get(ident)
+        previous = None
+        if old is not None:
+            previous = self._writable(old[0]).pop(old[1])
+            if not self.partitions[old[0]]:
+                del self.partitions[old[0]]
+                self._shared.discard(old[0])
+        part, order = self.place(row, ident)
+        self._writable(part, create=True)[order] = row
+        self.index[ident] = (part, order)
+        return previous
+
+    def load(self, pairs: Iterable[tuple[Ident, Row]]) -> None:
+        """Fill an empty table with (identity, row) pairs at once (a checkpoint's rows).
+
+        Placing every row first and building each partition in one go is several times
+        faster than `put` per row, which is what reopening a big table waits for.
+        """
+        by_part: dict[PartKey, list[tuple[OrderKey, Row]]] = {}
+        index = self.index
+        for ident, row in pairs:
+            part, order = self.place(row, ident)
+            by_part.setdefault(part, []).append((order, row))
+            index[ident] = (part, order)
+        for part, items in by_part.items():
+            self.partitions[part] = SortedDict(items)
+        if not self._keyed and index:
+            self.next_rowid = max(self.next_rowid, max(ident[0] for ident in index) + 1)
+
+    def delete(self, ident: Ident) -> Row | None:
+        where = self.index.pop(ident, None)
+        if where is None:
+            return None
+        partition = self._writable(where[0])
+        row = partition.pop(where[1])
+        if not partition:
+            del self.partitions[where[0]]
+            self._shared.discard(where[0])
+        return row
+
+    def clear(self) -> int:
+        removed = len(self.index)
+        self.partitions = SortedDict()
+        self.index = {}
+        self._shared = set()
+        return removed
+
+    def drop_partitions(self, parts: Iterable[PartKey]) -> int:
+        """Remove whole partitions; returns the number of rows removed."""
+        removed = 0
+        key_count = len(self.layout.key_positions) or 1
+        for part in list(parts):
+            partition = self.partitions.pop(part, None)
+            if partition is None:
+                continue
+            self._shared.discard(part)
+            for order in partition.keys():
+                del self.index[order[-key_count:]]
+            removed += len(partition)
+        return removed
+
+    def _writable(self, part: PartKey, create: bool = False) -> SortedDict:
+        partition = self.partitions.get(part)
+        if partition is None:
+            if not create:
+                raise KeyError(part)
+            partition = SortedDict()
+            self.partitions[part] = partition
+        elif part in self._shared:
+            partition = SortedDict(partition)
+            self.partitions[part] = partition
+            self._shared.discard(part)
+        return partition
+
+    # -- copies --------------------------------------------------------------------------
+
+    def clone(self) -> Table:
+        """A twin sharing this table's partitions until either writes to one (copy-on-write).
+
+        Only the twin may be written afterwards; this table is then only read.
+        """
+        twin = Table(self.schema)
+        twin.partitions = SortedDict(self.partitions)
+        twin.index = dict(self.index)
+        twin.next_rowid = self.next_rowid
+        twin._shared = set(self.partitions.keys())
+        return twin
+
+    def rebuilt(self, schema: TableSchema, convert: Any) -> Table:
+        """A new table of `schema` holding `convert(row)` of every row (ADD/DROP COLUMN)."""
+        twin = Table(schema)
+        twin.next_rowid = self.next_rowid
+        for ident, row in self.scan_with_idents():
+            twin.put(ident, convert(row))
+        return twin
+
+
+def parts_for_period_range(
+    table: Table, low: str | None, high: str | None, symbol: tuple[bool, str] | None
+) -> list[PartKey]:
+    """The partitions a time range (periods, inclusive) and a symbol value can touch."""
+    result = []
+    has_period = table.layout.period is not None
+    for part in table.partitions.keys():
+        if has_period:
+            period = part[0]
+            if low is not None and period < low:
+                continue
+            if high is not None and period > high:
+                continue
+        if symbol is not None and (part[-2], part[-1]) != symbol:
+            continue
+        result.append(part)
+    return result
+
+
+def partitions_named(table: Table, names: Iterable[str]) -> list[PartKey]:
+    """The partitions that DROP PARTITION LIST names: a period covers all its symbols."""
+    if table.layout.period is None:
+        raise SqlError(
+            f"table '{table.schema.name}' is not partitioned by time; it has no partitions to drop"
+        )
+    wanted = set(names)
+    return [part for part in table.partitions.keys() if part[0] in wanted]

@@ -1,0 +1,264 @@
+"""A write transaction: private changes on top of the committed tables, and its log entries.
+
+Row changes are kept as the net effect per row identity (`pending`): the row after the
+change, or None for a deleted row. A schema change or a partition drop inside the
+transaction first seals the table's pending changes into log entries and then works on a
+private copy-on-write clone of the table. At COMMIT the remaining pending changes are sealed
+too; the entries, in order, are the transaction's log record: applying them in order gives
+its result. Within a table, deletes come before upserts, so a key that moves onto another
+row's old key replays correctly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from refimpl.engine.storage.access_hints import AccessHints
+from refimpl.engine.storage.records import Entry
+from refimpl.engine.storage.schema import TableSchema
+from refimpl.engine.storage.table import Ident, Row, Table, parts_for_period_range
+from refimpl.engine.tracking.revisions import Touched
+from refimpl.errors import UnknownTable
+
+
+@dataclass(slots=True)
+class TableWork:
+    """One table's state inside a transaction."""
+
+    name: str
+    base: Table | None
+    working: Table | None = None
+    pending: dict[Ident, Row | None] = field(default_factory=dict)
+    dropped: bool = False
+    created: bool = False
+    sealed: dict[Ident, Row | None] = field(default_factory=dict)
+    touched: set[Any] = field(default_factory=set)  # rev-column values of changed rows
+    touched_all: bool = False  # a schema change or partition drop: every value moved
+
+    def current(self) -> Table:
+        table = self.working if self.working is not None else self.base
+        if table is None or self.dropped:
+            raise UnknownTable(self.name)
+        return table
+
+    @property
+    def schema(self) -> TableSchema:
+        return self.current().schema
+
+    def get(self, ident: Ident) -> Row | None:
+        if ident in self.pending:
+            return self.pending[ident]
+        return self.current().get(ident)
+
+    def put(self, ident: Ident, row: Row) -> None:
+        self.pending[ident] = row
+
+    def delete(self, ident: Ident) -> None:
+        self.pending[ident] = None
+
+    def rows(self, hints: AccessHints) -> Iterator[Row]:
+        """The rows as this transaction sees them, in table order."""
+        table = self.current()
+        if hints.ident is not None:
+            row = self.get(hints.ident)
+            if row is not None:
+                yield row
+            return
+        parts = _parts(table, hints)
+        if not self.pending:
+            yield from table.scan(parts, hints.time_low, hints.time_high)
+            return
+        yield from self._merged(table, parts)
+
+    def rows_with_idents(self) -> Iterator[tuple[Ident, Row]]:
+        """(identity, row) pairs as this transaction sees them (UPDATE and DELETE)."""
+        table = self.current()
+        pending = self.pending
+        for ident, row in list(table.scan_with_idents()):
+            if ident in pending:
+                continue
+            yield ident, row
+        for ident, row in list(pending.items()):
+            if row is not None:
+                yield ident, row
+
+    def _merged(self, table: Table, parts: list | None) -> Iterator[Row]:
+        pending = self.pending
+        key_count = len(table.layout.key_positions) or 1
+        wanted = None if parts is None else set(parts)
+        placed = []
+        for part, partition in table.partitions.items():
+            if wanted is not None and part not in wanted:
+                continue
+            for order, row in partition.items():
+                if order[-key_count:] not in pending:
+                    placed.append((part, order, row))
+        for ident, row in pending.items():
+            if row is not None:
+                part, order = table.place(row, ident)
+                placed.append((part, order, row))
+        placed.sort(key=lambda item: (item[0], item[1]))
+        for _, _, row in placed:
+            yield row
+
+    def seal(self, entries: list[Entry]) -> None:
+        """Turn pending changes into log entries; apply them to the private clone if any."""
+        if not self.pending:
+            return
+        table = self.current()
+        deletes = []
+        upserts = []
+        rowids = [] if not table.keyed else None
+        rev_column = table.schema.rev_column
+        rev_position = table.schema.position(rev_column) if rev_column else None
+        touched = self.touched
+        for ident, row in self.pending.items():
+            if rev_position is not None:
+                before = table.get(ident)
+                if before is not None:
+                    touched.add(before[rev_position])
+                if row is not None:
+                    touched.add(row[rev_position])
+            else:
+                self.touched_all = True
+            if row is None:
+                part = table.part_of_ident(ident)
+                if part is not None:
+                    deletes.append((part, ident))
+            else:
+                upserts.append(row)
+                if rowids is not None:
+                    rowids.append(ident[0])
+        if deletes:
+            entries.append(Entry.delete(self.name, deletes))
+        if upserts:
+            entries.append(Entry.upsert(self.name, table.schema.column_names, upserts, rowids))
+        if self.working is not None:
+            apply_pending(self.working, self.pending)
+        else:
+            self.sealed.update(self.pending)
+        self.pending = {}
+
+    def make_private(self) -> Table:
+        """The table this transaction may change in place (a clone of the committed one)."""
+        if self.working is None:
+            self.working = self.current().clone()
+            apply_pending(self.working, self.sealed)
+            self.sealed = {}
+        return self.working
+
+
+def apply_pending(table: Table, pending: dict[Ident, Row | None]) -> None:
+    """Apply net changes: deletes first, then upserts (see the module docstring)."""
+    for ident, row in pending.items():
+        if row is None:
+            table.delete(ident)
+    for ident, row in pending.items():
+        if row is not None:
+            table.put(ident, row)
+
+
+def _parts(table: Table, hints: AccessHints) -> list | None:
+    if hints.low_period is None and hints.high_period is None and hints.symbol is None:
+        return None
+    return parts_for_period_range(table, hints.low_period, hints.high_period, hints.symbol)
+
+
+class Transaction:
+    """The changes of one write transaction until COMMIT or ROLLBACK."""
+
+    def __init__(self, tables: dict[str, Table]) -> None:
+        self._committed = tables
+        self.work: dict[str, TableWork] = {}
+        self.entries: list[Entry] = []
+        self.database_changes: list[str] = []
+
+    def table(self, name: str) -> TableWork:
+        """The table as this transaction sees it; UnknownTable when it does not exist."""
+        key = name.lower()
+        work = self.work.get(key)
+        if work is None:
+            base = self._committed.get(key)
+            if base is None:
+                raise UnknownTable(name)
+            work = TableWork(base.schema.name, base)
+            self.work[key] = work
+        work.current()
+        return work
+
+    def has_table(self, name: str) -> bool:
+        key = name.lower()
+        work = self.work.get(key)
+        if work is not None:
+            return not work.dropped and (work.working is not None or work.base is not None)
+        return key in self._committed
+
+    def table_names(self) -> list[str]:
+        names = {k: t.schema.name for k, t in self._committed.items()}
+        for key, work in self.work.items():
+            if work.dropped:
+                names.pop(key, None)
+            elif work.working is not None:
+                names[key] = work.working.schema.name
+        return sorted(names.values(), key=str.lower)
+
+    def create(self, table: Table) -> None:
+        key = table.schema.name.lower()
+        work = self.work.get(key)
+        if work is None:
+            work = TableWork(table.schema.name, None)
+            self.work[key] = work
+        work.name = table.schema.name
+        work.working = table
+        work.dropped = False
+        work.created = True
+        work.pending = {}
+
+    def drop(self, name: str) -> None:
+        work = self.table(name)
+        work.seal(self.entries)
+        work.dropped = True
+        work.working = None
+
+    def ddl(self, name: str, text: str, touched: set[Any] | None = None) -> None:
+        """Log a schema change; it moves every value's revision unless `touched` names them."""
+        self.entries.append(Entry.ddl(name, text))
+        work = self.work.get(name.lower())
+        if work is not None:
+            if touched is None:
+                work.touched_all = True
+            else:
+                work.touched |= touched
+
+    def touched(self) -> dict[str, Touched]:
+        """What the sealed transaction changed, per table (for revisions)."""
+        return {
+            key: Touched(frozenset(work.touched), work.touched_all)
+            for key, work in self.work.items()
+            if work.touched or work.touched_all
+        }
+
+    def seal_all(self) -> list[Entry]:
+        for work in self.work.values():
+            if not work.dropped:
+                work.seal(self.entries)
+        return self.entries
+
+    @property
+    def empty(self) -> bool:
+        return not self.entries and not self.database_changes and not any(
+            w.pending for w in self.work.values()
+        )
+
+    def install(self, tables: dict[str, Table]) -> None:
+        """Make the sealed changes the committed state (the caller holds the state lock)."""
+        for key, work in self.work.items():
+            if work.dropped:
+                tables.pop(key, None)
+            elif work.working is not None:
+                tables[key] = work.working
+            elif work.base is not None:
+                apply_pending(work.base, work.sealed)
+

@@ -1,0 +1,588 @@
+"""The write-ahead log: segmented, CRC-framed, fsync'd, with group commit.
+
+A log is a folder of segment files (framing in `refimpl.engine.storage.wal_segments`).
+Each record is one committed transaction, an opaque payload, numbered by LSN 1, 2, 3, ...
+
+What callers may rely on:
+
+- `append` is called by one writer at a time (the database write lock) and only buffers; a
+  record is acknowledged by `wait_durable`, which returns only once the record and everything
+  before it are written and fsync'd (and the folder fsync'd when a segment file was created).
+  Concurrent waiters share one fsync (group commit).
+- After a write or fsync error nothing more is ever acknowledged: the log stays failed and every
+  later `append`, `wait_durable` and `remove_through` raises `WritesStopped`. Only a restart,
+  which recovers from what is on disk, writes again.
+- `read` sees exactly the records up to `durable_lsn` at the time of the call, in LSN order, never
+  a hole or a duplicate; it raises `Gone` for positions older than the log keeps.
+- Opening cuts back a torn tail (reported in `recovery_messages`) and refuses damage anywhere else
+  with `CorruptLog` naming the file and byte offset. The folder is listed once, when opening.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+import zlib
+from bisect import bisect_right
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+
+from refimpl.engine import admission
+from refimpl.engine.storage.wal_segments import (
+    HEADER,
+    HEADER_SIZE,
+    MAX_PAYLOAD,
+    Segment,
+    SegmentInfo,
+    frame_header,
+    list_segments,
+    scan_segments,
+    segment_name,
+)
+from refimpl.errors import CorruptLog, Gone, WritesStopped
+
+__all__ = [
+    "DEFAULT_SEGMENT_BYTES",
+    "LogReport",
+    "SegmentInfo",
+    "WriteAheadLog",
+    "inspect_log",
+]
+
+DEFAULT_SEGMENT_BYTES = 64 * 1024 * 1024
+_READ_BUFFER = 64 * 1024
+_MAX_GATHER_SECONDS = 0.001
+_OPEN_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
+
+
+@dataclass(frozen=True, slots=True)
+class _ReadStep:
+    """One segment's share of a read, planned under the lock and run without it."""
+
+    path: Path
+    offset: int  # where the frame of start_lsn begins
+    start_lsn: int
+    end_lsn: int  # last LSN to read from this segment
+
+
+class WriteAheadLog:
+    """A segmented write-ahead log with group commit; see the module docstring for guarantees.
+
+    Thread safety: `append` (one writer at a time), `wait_durable` (any number of threads),
+    `read` (any number, each with its own file handles) and `remove_through` may run at once.
+    """
+
+    def __init__(
+        self,
+        directory: Path,
+        *,
+        segment_bytes: int = DEFAULT_SEGMENT_BYTES,
+        fsync_delay: float = 0.0,
+        fsync: Callable[[int], None] = os.fsync,
+    ) -> None:
+        """Opens (creating if missing) and recovers the log in `directory`.
+
+        `fsync_delay` is for benchmarks only: every fsync additionally sleeps that many seconds,
+        as a slow disk's flush would. `fsync` is called with a file descriptor (tests inject
+        failures through it). Raises `CorruptLog` for damage other than a torn tail.
+        """
+        if segment_bytes < 1:
+            raise ValueError("segment_bytes must be at least 1")
+        self._directory = Path(directory)
+        self._segment_bytes = segment_bytes
+        self._fsync_delay = fsync_delay
+        self._fsync = fsync
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)  # durable_lsn moved, leader done, closed
+        self._remove_lock = threading.Lock()  # one remove_through at a time, in LSN order
+        self._fsync_count = 0
+        self._last_batch_commits = 0  # commits the last flush covered
+        self._last_flush_seconds = 0.0  # how long it took
+        self._failure: str | None = None
+        self._closing = False
+        self._closed = False
+        self._flushing = False  # a leader is writing and syncing outside the lock
+        # Frames appended but not yet handed to a leader, grouped by segment in LSN order.
+        self._pending: list[tuple[Segment, bytearray]] = []
+        # The file the leader writes to; touched only by the current leader (or by close once no
+        # leader runs), so it needs no lock.
+        self._write_segment: Segment | None = None
+        self._write_fd: int | None = None
+        self._write_dirty = False
+        self._doing = ""  # what the leader is doing, for its failure message (leader-only)
+        self.recovery_messages: list[str] = []
+        self._segments: list[Segment] = self._recover()
+        self._last_lsn = self._segments[-1].last_lsn if self._segments else 0
+        self._durable_lsn = self._last_lsn
+
+    # --- opening ----------------------------------------------------------------------------
+
+    def _recover(self) -> list[Segment]:
+        directory = self._directory
+        created = not directory.exists()
+        directory.mkdir(parents=True, exist_ok=True)
+        doing = f"sync the folder holding {directory}"
+        try:
+            if created:
+                self._sync_directory(directory.parent)
+            doing = f"read the segments in {directory}"
+            result = scan_segments(list_segments(directory))
+            if result.damage is not None:
+                damage = result.damage
+                raise CorruptLog(str(damage.path), damage.offset, damage.reason)
+            if result.torn_tail is not None:
+                tail = result.torn_tail
+                doing = f"cut the torn tail of {tail.path}"
+                with open(tail.path, "r+b") as file:
+                    file.truncate(tail.offset)
+                    self._sync(file.fileno())
+                self.recovery_messages.append(f"cut a torn tail of {tail.where()}")
+            elif result.segments:
+                # The previous process may have died between write and fsync; what recovery
+                # accepts as durable must be on disk before anything is built on it.
+                doing = f"sync {result.segments[-1].path}"
+                fd = os.open(result.segments[-1].path, os.O_RDONLY)
+                try:
+                    self._sync(fd)
+                finally:
+                    os.close(fd)
+        except OSError as exc:
+            raise WritesStopped(_failure_message(doing, exc, durable_lsn=None)) from exc
+        return result.segments
+
+    # --- properties -------------------------------------------------------------------------
+
+    @property
+    def directory(self) -> Path:
+        return self._directory
+
+    @property
+    def segment_bytes(self) -> int:
+        """The size at which the active segment is closed and a new one begun."""
+        return self._segment_bytes
+
+    @segment_bytes.setter
+    def segment_bytes(self, size: int) -> None:
+        if size < 1:
+            raise ValueError("segment_bytes must be at least 1")
+        self._segment_bytes = size
+
+    @property
+    def durable_lsn(self) -> int:
+        """The last LSN written and fsync'd; 0 when nothing is."""
+        return self._durable_lsn
+
+    @property
+    def last_lsn(self) -> int:
+        """The last LSN appended (durable or not); 0 for an empty log."""
+        return self._last_lsn
+
+    @property
+    def oldest_lsn(self) -> int:
+        """The first LSN still kept on disk; `last_lsn + 1` when the log holds no record."""
+        with self._lock:
+            return self._oldest_locked()
+
+    @property
+    def total_bytes(self) -> int:
+        """The sum of all segment sizes in the index (appended but unflushed frames included)."""
+        with self._lock:
+            return sum(segment.size for segment in self._segments)
+
+    @property
+    def fsync_count(self) -> int:
+        """How many fsyncs (files and folder) this log has issued since it was opened."""
+        return self._fsync_count
+
+    def segments(self) -> list[SegmentInfo]:
+        """A snapshot of the in-memory segment index, oldest first."""
+        with self._lock:
+            return [segment.info() for segment in self._segments]
+
+    def _oldest_locked(self) -> int:
+        return self._segments[0].first_lsn if self._segments else self._last_lsn + 1
+
+    # --- writing ----------------------------------------------------------------------------
+
+    def append(self, payload: bytes | bytearray | memoryview) -> int:
+        """Buffers `payload` as the next record and returns its LSN; nothing is fsync'd yet.
+
+        The caller holds the database write lock, so LSNs follow the order of calls. Raises
+        `WritesStopped` once the log has failed or is closed.
+        """
+        size = len(payload)
+        if size > MAX_PAYLOAD:
+            raise ValueError(f"a log record holds at most {MAX_PAYLOAD} bytes, not {size}")
+        with self._lock:
+            self._check_writable()
+            lsn = self._last_lsn + 1
+            header = frame_header(lsn, payload)  # first: a bad payload type changes nothing
+            segment = self._segments[-1] if self._segments else None
+            if segment is None or (segment.size >= self._segment_bytes and segment.records > 0):
+                segment = Segment(lsn, self._directory / segment_name(lsn), on_disk=False)
+                self._segments.append(segment)
+            pending = self._pending
+            if pending and pending[-1][0] is segment:
+                buffer = pending[-1][1]
+            else:
+                buffer = bytearray()
+                pending.append((segment, buffer))
+            buffer += header
+            buffer += payload
+            segment.add(lsn, segment.size, HEADER_SIZE + size)
+            self._last_lsn = lsn
+            return lsn
+
+    def wait_durable(self, lsn: int) -> None:
+        """Blocks until record `lsn` and all before it are on disk (group commit).
+
+        The first waiter that finds no flush running leads: it writes everything appended so far
+        and fsyncs once for all of it, while later waiters wait for it (and the next leader takes
+        whatever was appended meanwhile). Raises `WritesStopped` if the log has failed, also when
+        the failure happened in another thread's flush.
+        """
+        if lsn > self._durable_lsn:
+            admission.waiting()  # a flush to wait for, or to lead: others may run meanwhile
+        with self._cond:
+            while True:
+                if self._failure is not None:
+                    raise WritesStopped(self._failure)
+                if lsn <= self._durable_lsn:
+                    return
+                if lsn > self._last_lsn:
+                    raise ValueError(f"LSN {lsn} was never appended (the last is {self._last_lsn})")
+                if not self._flushing:
+                    break
+                self._cond.wait()
+            self._flushing = True
+            if self._last_batch_commits > 1:
+                # Committers woken by the last flush are about to append again: give them a
+                # moment (half a flush at most) so they share this fsync instead of the next.
+                # Without it, batches alternate between two halves of the writers.
+                self._cond.wait(min(self._last_flush_seconds / 2, _MAX_GATHER_SECONDS))
+            batch, self._pending = self._pending, []
+            target = self._last_lsn
+            self._last_batch_commits = target - self._durable_lsn
+        started = time.perf_counter()
+        try:
+            self._lead(batch, target)
+        finally:
+            self._last_flush_seconds = time.perf_counter() - started
+
+    def _lead(self, batch: list[tuple[Segment, bytearray]], target: int) -> None:
+        """Flushes `batch` (ending with record `target`) as the one leader, outside the lock."""
+        failure: BaseException | None = None
+        try:
+            self._write_batch(batch)
+        except BaseException as exc:  # whatever broke, waiters must not hang
+            failure = exc
+        with self._cond:
+            self._flushing = False
+            if failure is None:
+                self._durable_lsn = target
+            elif self._failure is None:
+                self._failure = _failure_message(self._doing, failure, self._durable_lsn)
+            self._cond.notify_all()
+            message = self._failure
+        if failure is not None:
+            raise WritesStopped(message or str(failure)) from failure
+
+    def _write_batch(self, batch: list[tuple[Segment, bytearray]]) -> None:
+        for segment, data in batch:
+            if segment is not self._write_segment:
+                self._switch_segment(segment)
+            assert self._write_fd is not None
+            self._doing = f"write to {segment.path}"
+            view = memoryview(data)
+            while view:  # os.write may write less than asked
+                written = os.write(self._write_fd, view)
+                view = view[written:]
+            self._write_dirty = True
+        if self._write_dirty and self._write_fd is not None:
+            self._doing = f"sync {self._write_segment.path if self._write_segment else ''}"
+            self._sync(self._write_fd)
+            self._write_dirty = False
+
+    def _switch_segment(self, segment: Segment) -> None:
+        if self._write_fd is not None:
+            if self._write_dirty:
+                # The old segment must be whole on disk before a later one exists: otherwise a
+                # crash could leave a torn frame in a segment that is not the last.
+                self._doing = f"sync {self._write_segment.path if self._write_segment else ''}"
+                self._sync(self._write_fd)
+                self._write_dirty = False
+            os.close(self._write_fd)
+            self._write_fd = None
+            self._write_segment = None
+        self._doing = f"open {segment.path}"
+        self._write_fd = os.open(segment.path, _OPEN_FLAGS, 0o644)
+        self._write_segment = segment
+        if not segment.on_disk:
+            # A new file's name is durable only once the folder is synced; do it before any
+            # record in it can be acknowledged.
+            self._doing = f"sync the folder {self._directory}"
+            self._sync_directory(self._directory)
+            segment.on_disk = True
+
+    def _sync(self, fd: int) -> None:
+        with self._lock:
+            self._fsync_count += 1
+        self._fsync(fd)
+        if self._fsync_delay > 0:
+            time.sleep(self._fsync_delay)
+
+    def _sync_directory(self, directory: Path) -> None:
+        fd = os.open(directory, os.O_RDONLY)
+        try:
+            self._sync(fd)
+        finally:
+            os.close(fd)
+
+    def _check_writable(self) -> None:
+        if self._failure is not None:
+            raise WritesStopped(self._failure)
+        if self._closing:
+            raise WritesStopped(f"the write-ahead log in {self._directory} is closed")
+
+    def _fail(self, doing: str, exc: BaseException) -> WritesStopped:
+        with self._cond:
+            if self._failure is None:
+                self._failure = _failure_message(doing, exc, self._durable_lsn)
+            self._cond.notify_all()
+            return WritesStopped(self._failure)
+
+    # --- reading ----------------------------------------------------------------------------
+
+    def read(
+        self, after_lsn: int, *, limit_records: int | None = None
+    ) -> Iterator[tuple[int, bytes]]:
+        """(LSN, payload) of the records after `after_lsn`, in order, up to `durable_lsn` now.
+
+        `after_lsn` 0 means from the oldest record kept. Raises `Gone` at once when records after
+        `after_lsn` are no longer kept, and from the iterator when a segment it needs is removed
+        before it is opened. The iterator opens its own file handles and holds no lock.
+        """
+        if after_lsn < 0:
+            raise ValueError("after_lsn must be 0 or more")
+        with self._lock:
+            oldest = self._oldest_locked()
+            first = oldest if after_lsn == 0 else after_lsn + 1
+            if first < oldest:
+                raise Gone(_gone_message(oldest), gone_before=oldest)
+            bound = self._durable_lsn
+            plan: list[_ReadStep] = []
+            if first <= bound and limit_records != 0:
+                i = bisect_right(self._segments, first, key=_first_lsn) - 1
+                for segment in self._segments[i:]:
+                    if segment.first_lsn > bound:
+                        break
+                    if segment.first_lsn <= first:
+                        start_lsn, offset = segment.seek_hint(first)
+                    else:
+                        start_lsn, offset = segment.first_lsn, 0
+                    end_lsn = min(segment.last_lsn, bound)
+                    plan.append(_ReadStep(segment.path, offset, start_lsn, end_lsn))
+        return self._run_reads(plan, first, limit_records)
+
+    def _run_reads(
+        self, plan: list[_ReadStep], first: int, limit: int | None
+    ) -> Iterator[tuple[int, bytes]]:
+        remaining = limit
+        unpack = HEADER.unpack
+        crc32 = zlib.crc32
+        for step in plan:
+            try:
+                file = open(step.path, "rb", buffering=_READ_BUFFER)
+            except FileNotFoundError:
+                oldest = self.oldest_lsn
+                raise Gone(
+                    f"the log up to LSN {step.end_lsn} was removed while being read; "
+                    + _gone_message(oldest),
+                    gone_before=oldest,
+                ) from None
+            with file:
+                file.seek(step.offset)
+                offset = step.offset
+                lsn = step.start_lsn - 1
+                while lsn < step.end_lsn:
+                    header = file.read(HEADER_SIZE)
+                    if len(header) < HEADER_SIZE:
+                        raise CorruptLog(
+                            str(step.path), offset, f"the file ends before LSN {lsn + 1}"
+                        )
+                    length, crc, found = unpack(header)
+                    if found != lsn + 1:
+                        raise CorruptLog(
+                            str(step.path), offset, f"found LSN {found} where {lsn + 1} belongs"
+                        )
+                    lsn = found
+                    if lsn < first:
+                        file.seek(length, os.SEEK_CUR)  # skipped records cost no payload read
+                    else:
+                        payload = file.read(length)
+                        if len(payload) < length or crc32(payload, crc32(header[8:])) != crc:
+                            raise CorruptLog(
+                                str(step.path), offset, f"the frame of LSN {lsn} is damaged"
+                            )
+                        yield lsn, payload
+                        if remaining is not None:
+                            remaining -= 1
+                            if remaining <= 0:
+                                return
+                    offset += HEADER_SIZE + length
+
+    # --- retention and closing --------------------------------------------------------------
+
+    def remove_through(self, lsn: int) -> int:
+        """Deletes whole closed segments whose every record is <= `lsn`; returns bytes freed.
+
+        The active (last) segment and anything not yet durable are always kept. Segments go
+        oldest first, with a folder sync after each, so a crash never leaves a gap at the front.
+        """
+        with self._remove_lock:
+            with self._lock:
+                if self._failure is not None:
+                    raise WritesStopped(self._failure)
+                limit = min(lsn, self._durable_lsn)
+                victims: list[Segment] = []
+                while len(self._segments) > 1 and self._segments[0].last_lsn <= limit:
+                    victims.append(self._segments.pop(0))
+            freed = 0
+            for segment in victims:
+                doing = f"remove {segment.path}"
+                try:
+                    try:
+                        os.unlink(segment.path)
+                    except FileNotFoundError:
+                        pass
+                    freed += segment.size
+                    doing = f"sync the folder {self._directory}"
+                    self._sync_directory(self._directory)
+                except OSError as exc:
+                    raise self._fail(doing, exc) from exc
+            return freed
+
+    def close(self) -> None:
+        """Flushes and fsyncs everything appended, then releases the file. Idempotent.
+
+        Raises `WritesStopped` only if this final flush fails; a log that failed earlier closes
+        quietly (its failure was already reported to every waiter).
+        """
+        with self._cond:
+            if self._closing:
+                while not self._closed:
+                    self._cond.wait()
+                return
+            self._closing = True
+            last = self._last_lsn
+            failed = self._failure is not None
+        error: WritesStopped | None = None
+        if not failed:
+            try:
+                self.wait_durable(last)
+            except WritesStopped as exc:
+                error = exc
+        with self._cond:
+            while self._flushing:
+                self._cond.wait()
+            if self._write_fd is not None:
+                os.close(self._write_fd)
+                self._write_fd = None
+                self._write_segment = None
+            self._closed = True
+            self._cond.notify_all()
+        if error is not None:
+            raise error
+
+    def __enter__(self) -> WriteAheadLog:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return (
+            f"WriteAheadLog({str(self._directory)!r}, last_lsn={self._last_lsn},"
+            f" durable_lsn={self._durable_lsn})"
+        )
+
+
+def _first_lsn(segment: Segment) -> int:
+    return segment.first_lsn
+
+
+def _failure_message(doing: str, exc: BaseException, durable_lsn: int | None) -> str:
+    acked = f"; nothing after LSN {durable_lsn} is acknowledged" if durable_lsn is not None else ""
+    return (
+        f"writes stopped: the write-ahead log could not {doing or 'go on'} ({exc}){acked};"
+        " the disk must be checked and the server restarted to write again"
+    )
+
+
+def _gone_message(oldest: int) -> str:
+    return (
+        f"the log before LSN {oldest} is no longer kept; resume from LSN {oldest - 1} or later,"
+        " or start over from a snapshot"
+    )
+
+
+# --- inspection (`refimpl check`) -----------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class LogReport:
+    """What `inspect_log` found. `segments` hold the sizes of their valid frames."""
+
+    directory: Path
+    segments: tuple[SegmentInfo, ...]
+    records: int
+    first_lsn: int | None  # None when no record is kept
+    last_lsn: int | None
+    torn_tail: str | None  # a sentence; opening the log would cut it back
+    damage: str | None  # a sentence; opening the log would refuse to start
+
+    @property
+    def ok(self) -> bool:
+        """True when opening the log would succeed (a torn tail is cut back, not damage)."""
+        return self.damage is None
+
+    def sentences(self) -> list[str]:
+        """The report as sentences for a person, the summary first."""
+        if self.records:
+            span = f"LSN {self.first_lsn} to {self.last_lsn}"
+        else:
+            span = "no record"
+        lines = [
+            f"{self.directory}: {len(self.segments)} segment(s), {self.records} record(s), {span}"
+        ]
+        lines += [text for text in (self.torn_tail, self.damage) if text]
+        return lines
+
+
+def inspect_log(directory: Path) -> LogReport:
+    """Reads and validates the log in `directory` without changing any file."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        return LogReport(directory, (), 0, None, None, None, None)
+    result = scan_segments(list_segments(directory))
+    segments = tuple(segment.info() for segment in result.segments)
+    records = result.records
+    first_lsn = last_lsn = None
+    if records:
+        first_lsn = result.segments[0].first_lsn  # only the last segment can be empty
+        last_lsn = result.segments[-1].last_lsn
+    torn = damage = None
+    if result.torn_tail is not None:
+        torn = f"a torn tail of {result.torn_tail.where()}; opening the log cuts it back"
+    if result.damage is not None:
+        d = result.damage
+        damage = f"damage in {d.path} at offset {d.offset}: {d.reason}"
+    return LogReport(directory, segments, records, first_lsn, last_lsn, torn, damage)

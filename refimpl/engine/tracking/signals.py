@@ -1,0 +1,104 @@
+"""Waking readers that wait for the next durable commit of a database."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+
+class CommitSignal:
+    """The durable LSN as it moves, and who to tell when it does.
+
+    Readers do not block on it: a listener (the HTTP layer's waiting room) is told after
+    each advance and at `close` (shutdown: waiting readers answer with what they have), and
+    decides what to re-read. Waiting costs no disk and no log reads.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._lsn = 0
+        self._listeners: list[Callable[[], None]] = []
+        self._published_at = 0.0  # time.monotonic() of the latest advance
+        self.quiet_before = float("inf")  # seconds without an advance before the latest one
+
+    @property
+    def lsn(self) -> int:
+        return self._lsn
+
+    def listen(self, callback: Callable[[], None]) -> None:
+        """Call `callback` (cheap, never blocking) after each advance and at `close`."""
+        with self._lock:
+            self._listeners.append(callback)
+
+    def publish(self, durable_lsn: int) -> None:
+        with self._lock:
+            if durable_lsn <= self._lsn:
+                return
+            now = time.monotonic()
+            self.quiet_before, self._published_at = now - self._published_at, now
+            self._lsn = durable_lsn
+            listeners = list(self._listeners)
+        for callback in listeners:
+            callback()
+
+    def close(self) -> None:
+        with self._lock:
+            listeners = list(self._listeners)
+        for callback in listeners:
+            callback()
+
+
+class WakeBoard:
+    """Waiters keyed by (table, value): a commit wakes only those whose rows it touched.
+
+    A waiter registers an Event under `(table, value)` (value None: any change of the
+    table), then checks its revision, then waits: a commit between the check and the wait
+    has already set the Event, so none is missed.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._waiters: dict[str, dict[object, set[threading.Event]]] = {}
+        self._closed = False
+
+    def register(self, table: str, value: object, event: threading.Event) -> None:
+        with self._lock:
+            if self._closed:
+                event.set()
+                return
+            self._waiters.setdefault(table, {}).setdefault(value, set()).add(event)
+
+    def unregister(self, table: str, value: object, event: threading.Event) -> None:
+        with self._lock:
+            by_value = self._waiters.get(table)
+            if by_value is None:
+                return
+            events = by_value.get(value)
+            if events is not None:
+                events.discard(event)
+                if not events:
+                    del by_value[value]
+            if not by_value:
+                del self._waiters[table]
+
+    def notify(self, table: str, values: frozenset[object], everything: bool) -> None:
+        with self._lock:
+            by_value = self._waiters.get(table)
+            if not by_value:
+                return
+            if everything:
+                woken = [e for events in by_value.values() for e in events]
+            else:
+                woken = list(by_value.get(None, ()))
+                for value in values:
+                    woken += by_value.get(value, ())
+        for event in woken:
+            event.set()
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            woken = [e for by_value in self._waiters.values() for s in by_value.values() for e in s]
+        for event in woken:
+            event.set()

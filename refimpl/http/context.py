@@ -1,0 +1,110 @@
+"""One request as a route handler sees it, and what the application lends the handlers.
+
+Imports no other http module: `RouteServices` says, as a Protocol, what a handler may use of
+the application, so that the endpoints and the app do not import each other.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Protocol
+
+from werkzeug.datastructures import FileStorage
+from werkzeug.wrappers import Request, Response
+
+from refimpl.engine.access import Principal
+from refimpl.engine.instance import Instance
+from refimpl.engine.session import Session
+from refimpl.engine.tracking.shared_results import SharedResults
+from refimpl.errors import BadRequest
+from refimpl.waiting.flusher import Flusher
+from refimpl.waiting.room import WaitingRoom
+
+DEFAULT_DATABASE = "demo"
+
+
+class SessionDoor(Protocol):
+    """Opens and closes browser sessions (POST and DELETE /api/session)."""
+
+    def open_session(self, request: Request, body: bytes) -> Response: ...
+
+    def close_session(self, request: Request) -> Response: ...
+
+
+class RouteServices(Protocol):
+    """What the application lends every route handler."""
+
+    instance: Instance
+    waiting_room: WaitingRoom
+    flusher: Flusher
+    shared_answers: SharedResults
+    wait_slots: threading.BoundedSemaphore
+    auth: SessionDoor
+    openapi_bytes: bytes
+
+    def read_body(self, request: Request) -> bytes: ...
+
+    def read_form(self, request: Request) -> dict[str, str]: ...
+
+    def read_files(self, request: Request) -> dict[str, FileStorage]: ...
+
+
+@dataclass(slots=True)
+class Context:
+    """One request as the routes see it: checked parameters and who is asking."""
+
+    app: RouteServices
+    request: Request
+    args: dict[str, str]
+    principal: Principal
+
+    @property
+    def database(self) -> str:
+        return self.args.get("db", DEFAULT_DATABASE)
+
+    @contextmanager
+    def session(self) -> Iterator[Session]:
+        """An engine session for this request; closing it rolls back what was not committed."""
+        session = self.app.instance.session(database=self.database, principal=self.principal)
+        try:
+            yield session
+        finally:
+            session.close()
+
+    def body_text(self) -> str:
+        return decode_utf8(self.app.read_body(self.request))
+
+    def require(self, name: str) -> str:
+        value = self.args.get(name)
+        if value is None or not value.strip():
+            raise BadRequest(f"the parameter '{name}' is required")
+        return value
+
+    def whole(self, name: str, default: int | None, minimum: int = 0) -> int | None:
+        """The whole-number parameter `name`; a clear 400 for anything else."""
+        return parse_whole(self.args.get(name), name, default, minimum)
+
+
+def decode_utf8(data: bytes) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise BadRequest(f"the body is not valid UTF-8 (byte {exc.start + 1})") from None
+
+
+def parse_whole(text: str | None, name: str, default: int | None, minimum: int = 0) -> int | None:
+    """A whole-number parameter (or header); a clear 400 for anything else."""
+    if text is None:
+        return default
+    stripped = text.strip()
+    if not stripped.isdigit():
+        raise BadRequest(
+            f"the parameter '{name}' must be a whole number of {minimum} or more, not '{text}'"
+        )
+    number = int(stripped)
+    if number < minimum:
+        raise BadRequest(f"the parameter '{name}' must be {minimum} or more, not {number}")
+    return number

@@ -1,0 +1,157 @@
+"""GET /api/changes: a table's change stream as server-sent events or JSON.
+
+Each request reads after a position, waits (within limits) for a commit when there is
+nothing new, answers and ends; the client asks again from where the answer says. Readers
+that ask for the same position after the same commit share one encoded answer.
+"""
+
+from __future__ import annotations
+
+import time
+
+from refimpl.engine.features.change_stream import KEY, OP, ROW, Change, ChangeBatch, read_changes
+from refimpl.engine.storage import values
+from refimpl.errors import BadRequest, NotFound
+from refimpl.http.context import Context, parse_whole
+from refimpl.http.encode import Answer, encode_json
+from refimpl.waiting.room import Deferred
+
+DEFAULT_LIMIT = 1000
+DEFAULT_WAIT_SSE_MS = 25_000
+MAX_WAIT_MS = 55_000
+RETRY_MS = 1000
+SSE_HEADERS = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
+JSON_HEADERS = {"Cache-Control": "no-store"}
+
+
+def change_body(change: Change, names: tuple[str, ...], types: dict[str, str]) -> dict:
+    """A change as the JSON object of the stream: `row` only for an upsert."""
+    row = None
+    if change[OP] == "upsert":
+        cells = zip(names, change[ROW:], strict=True)
+        row = {name: values.to_json(value, types[name]) for name, value in cells}
+    return {
+        "lsn": change[0],
+        "seq": change[1],
+        "committed_at": values.format_timestamp(change[2]),
+        "op": change[OP],
+        "key": change[KEY],
+        "row": row,
+    }
+
+
+def encode_sse(batch: ChangeBatch, names: tuple[str, ...], types: dict[str, str]) -> bytes:
+    """Events: `change` per row (`id` on a transaction's last row), then `position`."""
+    parts = [f"retry: {RETRY_MS}\n\n"]
+    changes = batch.changes
+    for index, change in enumerate(changes):
+        last_of_transaction = index + 1 == len(changes) or changes[index + 1][0] != change[0]
+        data = encode_json(change_body(change, names, types)).decode("utf-8")
+        head = f"id: {change[0]}\n" if last_of_transaction else ""
+        parts.append(f"{head}event: change\ndata: {data}\n\n")
+    position = encode_json({"next": batch.next_lsn, "more": batch.more}).decode("utf-8")
+    parts.append(f"id: {batch.next_lsn}\nevent: position\ndata: {position}\n\n")
+    return "".join(parts).encode("utf-8")
+
+
+def encode_json_answer(
+    table: str,
+    batch: ChangeBatch,
+    names: tuple[str, ...],
+    types: dict[str, str],
+    durable: int,
+    oldest: int,
+) -> bytes:
+    return encode_json(
+        {
+            "table": table,
+            "changes": [change_body(c, names, types) for c in batch.changes],
+            "next": batch.next_lsn,
+            "more": batch.more,
+            "durable_lsn": durable,
+            "oldest_lsn": oldest,
+        }
+    )
+
+
+def changes_route(ctx: Context) -> Answer | Deferred:
+    args = ctx.args
+    table_name = ctx.require("table")
+    fmt = args.get("format", "sse")
+    if fmt not in ("sse", "json"):
+        raise BadRequest(f"the parameter 'format' must be sse or json, not '{fmt}'")
+    start = parse_whole(args.get("from"), "from", None)
+    if start is None:
+        header = ctx.request.headers.get("Last-Event-ID")
+        start = parse_whole(header, "Last-Event-ID", 0) if header else 0
+    limit = parse_whole(args.get("limit"), "limit", DEFAULT_LIMIT, minimum=1)
+    wait_default = DEFAULT_WAIT_SSE_MS if fmt == "sse" else 0
+    wait_ms = min(parse_whole(args.get("wait"), "wait", wait_default) or 0, MAX_WAIT_MS)
+    assert start is not None and limit is not None
+
+    instance = ctx.app.instance
+    database = instance.database(ctx.database)
+    with database.state_lock:
+        table = database.tables.get(table_name.lower())
+    if table is None:
+        raise NotFound(f"table '{table_name}' does not exist in database '{database.name}'")
+    instance.access.check(ctx.principal, database.name, "READ", table.schema.name)
+    schema = table.schema
+    types = {c.name: c.type for c in schema.columns}
+    names = schema.column_names
+    # Strings hash in C and keep their hash: the key is built again at every attempt.
+    columns = tuple(f"{c.name}:{c.type}" for c in schema.columns)
+
+    def answer(durable: int) -> tuple[Answer, bool]:
+        """The answer from `start` on, made when at least `durable` was durable; shared by
+        every reader asking the same (a round of readers asks with one `durable`)."""
+        key = (database.name, schema.name.lower(), columns, start, limit, fmt, durable)
+
+        def produce() -> tuple[Answer, bool]:
+            # Read the bounds first: the answer then never claims less than it holds.
+            durable_now, oldest_now = database.log.durable_lsn, database.log.oldest_lsn
+            batch = read_changes(database, schema.name, schema, start, limit)
+            if fmt == "sse":
+                return respond(encode_sse(batch, names, types)), bool(batch.changes)
+            body = encode_json_answer(
+                schema.name,
+                batch,
+                names,
+                types,
+                max(durable_now, batch.next_lsn if batch.next_lsn > start else 0),
+                oldest_now,
+            )
+            return respond(body), bool(batch.changes)
+
+        return ctx.app.shared_answers.get(key, produce)
+
+    def respond(body: bytes) -> Answer:
+        if fmt == "sse":
+            return Answer(body, 200, "text/event-stream; charset=utf-8", SSE_HEADERS)
+        return Answer(body, 200, "application/json", JSON_HEADERS)
+
+    seen = database.commits.lsn  # before the read: a commit after it is attempted again
+    shared, found = answer(database.log.durable_lsn)
+    slots = ctx.app.wait_slots
+    room = ctx.app.waiting_room
+    if found and wait_ms > 0 and room.paced(database.commits):
+        seen = -1  # news already: the next round answers it, whether or not more commits come
+    elif found or wait_ms <= 0:
+        return respond(shared.body)  # its own: the app adds this request's timing to it
+    if not slots.acquire(blocking=False):
+        return respond(shared.body)
+
+    # A parked request's answer goes out as it is: readers answered together share one.
+    def attempt(durable: int) -> Answer | None:
+        shared, found = answer(durable)
+        return shared if found else None
+
+    def on_timeout() -> Answer:
+        return answer(database.log.durable_lsn)[0]
+
+    deferred = Deferred(
+        database.commits, seen, attempt, on_timeout, time.monotonic() + wait_ms / 1000,
+        slots.release, paced=True,
+    )
+    room.park(deferred)
+    return deferred

@@ -1,0 +1,161 @@
+"""/imp (CSV) and /write (line protocol): rows in, each request one transaction."""
+
+from __future__ import annotations
+
+import time
+from contextlib import closing
+from dataclasses import dataclass
+from typing import Any
+
+from werkzeug.wrappers import Response
+
+from refimpl.engine.access import ADMIN as ADMIN_PRINCIPAL
+from refimpl.engine.access import WRITE
+from refimpl.engine.result import Column
+from refimpl.errors import BadRequest, NotFound, UnknownTable
+from refimpl.http import csvimport, lineproto
+from refimpl.http.context import Context, decode_utf8
+from refimpl.http.encode import json_response
+
+
+@dataclass(frozen=True, slots=True)
+class TableShape:
+    columns: list[Column]
+    timeseries: str | None
+
+
+def table_shape(session: Any, table: str) -> TableShape | None:
+    """The columns of a table as the engine reports them, None when there is no such table."""
+    if not lineproto.NAME.match(table):
+        raise BadRequest(f"'{table}' is not a table name; use letters, digits and _")
+    try:
+        result = session.execute(f"SHOW COLUMNS FROM {table}", ())
+    except UnknownTable:
+        return None
+    names = [c.name for c in result.columns or []]
+    name_i, type_i, ts_i = names.index("column"), names.index("type"), names.index("timeseries")
+    columns = [Column(row[name_i], row[type_i]) for row in result.rows]
+    timeseries = next((row[name_i] for row in result.rows if row[ts_i]), None)
+    return TableShape(columns, timeseries)
+
+
+def import_route(ctx: Context) -> Response:
+    table = ctx.require("table")
+    ctx.app.instance.access.check(ctx.principal, ctx.database, WRITE)
+    text = _import_body(ctx)
+    with ctx.session() as session:
+        shape = table_shape(session, table)
+        if shape is None:
+            raise NotFound(f"table '{table}' does not exist in database '{ctx.database}'")
+        columns, rows = csvimport.parse_csv(text, shape.columns, table)
+        if rows:
+            session.insert_rows(table, columns, rows)
+    count = len(rows)
+    return json_response({"table": table, "count": count, "message": f"{count} row(s) inserted"})
+
+
+def _import_body(ctx: Context) -> str:
+    request = ctx.request
+    if request.mimetype == "multipart/form-data":
+        # QuestDB's form: curl -F data=@file.csv
+        files = ctx.app.read_files(request)
+        upload = files.get("data")
+        if upload is None or set(files) - {"data"}:
+            raise BadRequest("send the CSV as the form file 'data', or as the request body")
+        return decode_utf8(upload.read())
+    if request.mimetype not in ("", "text/csv", "text/plain", "application/octet-stream"):
+        raise BadRequest(f"content type '{request.mimetype}' is not taken here; send text/csv")
+    return ctx.body_text()
+
+
+def write_route(ctx: Context) -> Response:
+    ctx.app.instance.access.check(ctx.principal, ctx.database, WRITE)
+    points = lineproto.parse_lines(ctx.body_text(), ctx.args.get("precision", "n"))
+    if not points:
+        return Response(status=204)
+    now = time.time_ns() // 1000
+    # WRITE is enough to grow the schema through /write (new tables, new columns), as line
+    # protocol clients expect: the checked request runs its own DDL as the admin.
+    session = ctx.app.instance.session(database=ctx.database, principal=ADMIN_PRINCIPAL)
+    with closing(session):
+        plans = _plan_writes(session, points, now)
+        session.execute("BEGIN", ())
+        for plan in plans:
+            for statement in plan.ddl:
+                session.execute(statement, ())
+        for plan in plans:
+            session.insert_rows(plan.table, plan.columns, plan.rows)
+        session.execute("COMMIT", ())
+    return Response(status=204)
+
+
+@dataclass(slots=True)
+class _WritePlan:
+    table: str
+    ddl: list[str]
+    columns: list[str]
+    rows: list[tuple]
+
+
+# Which line-protocol value kinds a column of each type takes.
+_FITS: dict[str, set[str]] = {
+    "SYMBOL": {"SYMBOL", "STRING"},
+    "STRING": {"SYMBOL", "STRING"},
+    "DOUBLE": {"DOUBLE", "BIGINT"},
+    "BIGINT": {"BIGINT"},
+    "INT": {"BIGINT"},
+    "BOOLEAN": {"BOOLEAN"},
+}
+
+
+def _plan_writes(session: Any, points: list[lineproto.Point], now: int) -> list[_WritePlan]:
+    """Check every point against its table first, so a bad line changes nothing."""
+    by_table: dict[str, list[lineproto.Point]] = {}
+    for point in points:
+        by_table.setdefault(point.table.casefold(), []).append(point)
+    plans = []
+    for group in by_table.values():
+        table = group[0].table
+        shape = table_shape(session, table)
+        types = {c.name.casefold(): c for c in shape.columns} if shape else {}
+        new: dict[str, Column] = {}
+        ts_column = shape.timeseries if shape else None
+        if ts_column is None:
+            ts_column = lineproto.TIMESTAMP_COLUMN
+            if ts_column not in types:
+                new[ts_column] = Column(ts_column, "TIMESTAMP")
+        order: list[str] = [ts_column]
+        for point in group:
+            for name, (kind, _value) in point.values.items():
+                key = name.casefold()
+                column = types.get(key) or new.get(key)
+                if column is None:
+                    new[key] = column = Column(name, kind)
+                    order.append(name)
+                elif kind not in _FITS.get(column.type, set()):
+                    raise lineproto.LineError(
+                        point.line,
+                        point.columns[name],
+                        f"'{name}' is a {column.type} column and cannot take a {kind} value",
+                    )
+                elif column.name not in order:
+                    order.append(column.name)
+        index = {name.casefold(): i for i, name in enumerate(order)}
+        rows = []
+        for point in group:
+            row: list[object] = [None] * len(order)
+            row[0] = point.timestamp if point.timestamp is not None else now
+            for name, (_kind, value) in point.values.items():
+                column = types.get(name.casefold()) or new[name.casefold()]
+                row[index[name.casefold()]] = float(value) if column.type == "DOUBLE" else value
+            rows.append(tuple(row))
+        plans.append(_WritePlan(table, _ddl(table, shape, new), order, rows))
+    return plans
+
+
+def _ddl(table: str, shape: TableShape | None, new: dict[str, Column]) -> list[str]:
+    if shape is None:
+        ts = lineproto.TIMESTAMP_COLUMN
+        columns = ", ".join(f"{c.name} {c.type}" for c in new.values())
+        return [f"CREATE TABLE IF NOT EXISTS {table} ({columns}) TIMESERIES({ts}) PARTITION BY DAY"]
+    return [f"ALTER TABLE {table} ADD COLUMN {c.name} {c.type}" for c in new.values()]

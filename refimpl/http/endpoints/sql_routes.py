@@ -1,0 +1,87 @@
+"""/exec and /exp: SQL in, a JSON answer or CSV rows out.
+
+A write over /exec is answered once durable, by the waiting mechanism rather than the worker
+(see `refimpl.http.durability`).
+"""
+
+from __future__ import annotations
+
+from werkzeug.wrappers import Response
+
+from refimpl.errors import BadRequest, KdbError
+from refimpl.http.context import Context
+from refimpl.http.durability import acknowledge_when_durable
+from refimpl.http.encode import Answer, csv_chunks, json_response, result_body
+from refimpl.http.error_answers import to_response
+from refimpl.waiting.room import Deferred
+
+
+def _sql_of(ctx: Context) -> str:
+    """The SQL of /exec: the `query` parameter, the body, or the form field `query`."""
+    request = ctx.request
+    from_url = ctx.args.get("query")
+    from_body: str | None = None
+    if request.method == "POST":
+        if request.mimetype in ("application/x-www-form-urlencoded", "multipart/form-data"):
+            form = ctx.app.read_form(request)
+            unknown = sorted(set(form) - {"query"})
+            if unknown:
+                raise BadRequest(f"unknown form field(s): {', '.join(unknown)}; send 'query'")
+            from_body = form.get("query")
+        elif request.mimetype in ("", "text/plain", "application/sql"):
+            from_body = ctx.body_text() or None
+        else:
+            raise BadRequest(
+                f"content type '{request.mimetype}' is not taken here; send the SQL as"
+                " text/plain, or as the form field 'query'"
+            )
+    if from_url is not None and from_body is not None:
+        raise BadRequest("send the SQL once: in the query parameter or in the body, not both")
+    sql = from_url if from_url is not None else from_body
+    if sql is None or not sql.strip():
+        raise BadRequest("no SQL; send it in the 'query' parameter or as the request body")
+    return sql
+
+
+def exec_route(ctx: Context) -> Response | Answer | Deferred:
+    sql = _sql_of(ctx)
+    with ctx.session() as session:
+        # The answer waits for the flush, not the worker: see refimpl.http.durability.
+        session.defer_durability = True
+        try:
+            answer = json_response(result_body(session.execute(sql, ()), sql))
+        except KdbError as error:
+            if not session.durable_needed:
+                raise
+            answer = to_response(error)  # a script's earlier commits: still wait for them
+    if not session.durable_needed:
+        return answer
+    app = ctx.app
+    return acknowledge_when_durable(
+        app.waiting_room, app.flusher, session.database, session.durable_needed, answer
+    )
+
+
+def export_route(ctx: Context) -> Response:
+    sql = ctx.require("query")
+    _refuse_changes(sql)
+    with ctx.session() as session:
+        result = session.execute(sql, ())
+    if result.columns is None:
+        raise BadRequest("/exp exports the rows of a query; run other statements with /exec")
+    return Response(csv_chunks(result), content_type="text/csv; charset=utf-8")
+
+
+def _refuse_changes(sql: str) -> None:
+    """/exp is for reading: refuse anything that is not a query before it runs."""
+    from refimpl.sql import ast
+    from refimpl.sql.parser import parse
+
+    readers = (ast.Select, ast.ShowTables, ast.ShowColumns, ast.ShowCreateTable)
+    readers += (ast.ShowUsers, ast.ShowGrants)
+    script = parse(sql)
+    for statement in script.statements:
+        if not isinstance(statement, readers):
+            raise BadRequest(
+                f"/exp runs queries only, not {type(statement).__name__}; use /exec for it"
+            )

@@ -1,0 +1,482 @@
+"""Serving: a Werkzeug server with a bounded pool of worker threads and a graceful stop.
+
+Werkzeug's `threaded=True` starts one thread per connection without limit, so a burst of
+clients could start thousands of threads. Here a fixed pool of workers answers requests.
+
+Connections are kept alive (HTTP/1.1) without tying up a worker: between requests a
+connection sits in an epoll set that every idle worker waits on, and whichever worker the
+kernel wakes answers the next request on it. So a thousand idle keep-alive clients cost file
+descriptors, not threads, and a request never pays for a new TCP connection. Werkzeug's own
+request runner closes every connection and waits 10 ms after each answer for stray request
+bytes; ours reads exactly the body the request declared instead.
+"""
+
+from __future__ import annotations
+
+import collections
+import functools
+import logging
+import select
+import signal
+import socket
+import struct
+import threading
+import time
+from collections.abc import Callable, Iterable
+from types import FrameType
+from typing import Any
+
+from werkzeug.serving import BaseWSGIServer
+from werkzeug.wsgi import LimitedStream
+
+from refimpl.engine import admission
+from refimpl.http.encode import Answer
+from refimpl.http.serving import wire
+from refimpl.waiting.room import Deferred, DeferredBody
+
+log = logging.getLogger("refimpl.http")
+
+CONNECTION_TIMEOUT_SECONDS = 60.0  # a started request must arrive within this
+IDLE_SECONDS = 60.0  # a kept-alive connection is closed after this long unused
+IDLE_CHECK_SECONDS = 1.0
+WORKER_POLL_SECONDS = 0.5  # how soon an idle worker notices a stop
+ADMITTED = 2  # requests running Python at once (see refimpl.engine.admission)
+DRAIN_LIMIT = 1024 * 1024  # unread request body a kept-alive connection may skip
+# Readable, then disarmed until the answer is sent: one worker per request.
+_ARMED = select.EPOLLIN | select.EPOLLONESHOT
+
+
+class FifoSlots:
+    """A semaphore that serves waiters in order: a freed place goes to the oldest waiter.
+
+    `threading.Semaphore` lets a thread that just gave a place back take it again before
+    the waiter it woke runs; under load some requests then wait for many others' turns.
+    """
+
+    def __init__(self, places: int) -> None:
+        self._lock = threading.Lock()
+        self._free = places
+        self._queue: collections.deque[threading.Lock] = collections.deque()
+
+    def acquire(self) -> None:
+        with self._lock:
+            if self._free and not self._queue:
+                self._free -= 1
+                return
+            turn = threading.Lock()
+            turn.acquire()
+            self._queue.append(turn)
+        turn.acquire()  # released by `release`: the place is handed over
+
+    def release(self) -> None:
+        with self._lock:
+            if self._queue:
+                self._queue.popleft().release()
+            else:
+                self._free += 1
+
+    def open_all(self) -> None:
+        """Every waiter, now and later, gets a place at once (the server is stopping)."""
+        with self._lock:
+            self._free = 1 << 30
+            while self._queue:
+                self._queue.popleft().release()
+
+
+class Connection:
+    """One client connection, answered one request at a time by whichever worker is free."""
+
+    def __init__(self, sock: socket.socket, client_address: Any, server: PooledWSGIServer):
+        self.connection = sock
+        self.client_address = client_address
+        self.server = server
+        # Blocking, with the kernel's own timeouts: a Python-level timeout would add a
+        # poll() system call before every recv() and send().
+        sock.settimeout(None)
+        limit = struct.pack("ll", int(CONNECTION_TIMEOUT_SECONDS), 0)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, limit)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, limit)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        # A request whose bytes are slow to come waits without its admission place.
+        self.reader = wire.SocketReader(sock, admission.waiting)
+        self.last_used = time.monotonic()
+        self.busy = False  # taken by a worker or parked; guarded by the server's lock
+        # A parked request: its Deferred, and how to answer it once decided.
+        self.deferred: Deferred | None = None
+        self.deferred_head: wire.RequestHead | None = None
+        self.deferred_keep = False
+        self.unsent = b""  # the part of a decided answer the socket did not take at once
+        self.partial_since: float | None = None  # when a request began to arrive, unfinished
+        self.keep_after_unsent = False
+
+    def request_ready(self) -> bool:
+        """True when a request can be served without waiting for the client (see wire)."""
+        if self.reader.request_ready():
+            self.partial_since = None
+            return True
+        if self.partial_since is None and self.reader.buffered:
+            self.partial_since = time.monotonic()
+        return False
+
+    def has_buffered_request(self) -> bool:
+        """True when the next whole request already sits in our buffer (pipelining)."""
+        return self.reader.whole_request_buffered()
+
+    def serve_one(self) -> bool:
+        """Answer one request; True when the connection stays open for another."""
+        try:
+            raw = self.reader.read_head()
+            if raw is None:
+                return False
+            head = wire.parse_head(raw)
+            environ = wire.make_environ(
+                head, self.reader, self.server.server_address, self.client_address
+            )
+            keep = self._run(head, environ)
+        except wire.MalformedRequest as error:
+            self._send_bytes(wire.error_answer(error.status, error.message))
+            return False
+        except (ConnectionError, TimeoutError, OSError):
+            return False
+        self.last_used = time.monotonic()
+        return keep
+
+    def _run(self, head: wire.RequestHead, environ: dict[str, Any]) -> bool:
+        if head.header("Expect").lower() == "100-continue":
+            self.connection.sendall(b"HTTP/1.1 100 Continue\r\n\r\n")
+        keep = head.keep_alive and not environ.get("wsgi.input_terminated")
+        answer: list[Any] = []
+
+        def start_response(status: str, headers: list[tuple[str, str]], exc_info: Any = None):
+            answer[:] = [status, headers]
+            return _refuse_write
+
+        result = self.server.app(environ, start_response)
+        if isinstance(result, DeferredBody):
+            # Decided later by the waiting room; the server parks this connection meanwhile.
+            self.deferred, self.deferred_head = result.deferred, head
+        else:
+            try:
+                keep = self._send(head, answer[0], answer[1], result, keep)
+            finally:
+                close = getattr(result, "close", None)
+                if close is not None:
+                    close()
+        body = environ["wsgi.input"]
+        if keep and isinstance(body, LimitedStream) and not body.is_exhausted:
+            if body.limit - body._pos > DRAIN_LIMIT:
+                keep = False
+            else:
+                body.exhaust()  # the next request starts after this one's body
+        self.deferred_keep = keep
+        return keep
+
+    def _send(self, head: wire.RequestHead, status: str, headers: list[tuple[str, str]],
+              body: Iterable[bytes], keep: bool) -> bool:
+        names = {name.lower() for name, _ in headers}
+        code = int(status.split(" ", 1)[0])
+        bodyless = head.method == "HEAD" or code in (204, 304) or code < 200
+        chunked = False
+        if "content-length" not in names and not bodyless:
+            if head.version == "HTTP/1.1":
+                chunked = True
+            else:
+                keep = False  # the end of the connection marks the end of the body
+        pending = [wire.answer_head(status, headers, chunked=chunked, keep_alive=keep)]
+        if not bodyless:
+            for chunk in body:
+                if not chunk:
+                    continue
+                pending.append(b"%x\r\n%s\r\n" % (len(chunk), chunk) if chunked else chunk)
+                if sum(len(p) for p in pending) > 65536:
+                    self._send_all(b"".join(pending))
+                    pending = []
+            if chunked:
+                pending.append(b"0\r\n\r\n")
+        self._send_all(b"".join(pending))  # small answers go out in one write
+        return keep
+
+    def _send_all(self, data: bytes) -> None:
+        """Send all of `data`; a client slow to take it is waited for without a place."""
+        try:
+            sent = self.connection.send(data, socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            sent = 0
+        if sent < len(data):
+            admission.waiting()
+            self.connection.sendall(memoryview(data)[sent:])
+
+    def decided_answer(self, answer: Answer) -> tuple[bytes, bool]:
+        """The bytes of a parked request's answer, and whether the connection stays open."""
+        head, keep = self.deferred_head, self.deferred_keep
+        assert head is not None
+        data = wire.whole_answer(answer, keep, with_body=head.method != "HEAD")
+        self.deferred_head = None
+        return data, keep
+
+    def _send_bytes(self, data: bytes) -> None:
+        try:
+            self.connection.sendall(data)
+        except OSError:
+            pass
+
+    def close(self) -> None:
+        try:
+            self.connection.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
+        self.connection.close()
+
+
+def _refuse_write(data: bytes) -> None:
+    raise RuntimeError("the WSGI write() callable is not supported; return the body")
+
+
+class PooledWSGIServer(BaseWSGIServer):
+    """A `BaseWSGIServer` whose requests are answered by `threads` worker threads.
+
+    Every open connection is registered, one-shot, in one epoll set that all workers wait
+    on; the kernel wakes a single worker per readable connection, and that worker answers
+    the request itself. A request thus costs one thread wake-up: no dispatcher thread, no
+    queue between threads. A connection is never in two workers at once: its registration
+    fires once and is re-armed only after its answer is sent.
+    """
+
+    multithread = True  # tells Werkzeug (and WSGI apps) that requests run concurrently
+    daemon_threads = False
+
+    def __init__(self, host: str, port: int, app: Any, threads: int):
+        super().__init__(host, port, app)
+        self.threads = threads
+        self._epoll = select.epoll()
+        self._connections: dict[int, Connection] = {}  # by file descriptor
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._next_idle_check = time.monotonic() + IDLE_CHECK_SECONDS
+        # Requests admitted to run at once; more would only queue for the interpreter lock.
+        # A request that waits (a commit's flush, a lock) or runs long makes way early.
+        self._admission = FifoSlots(ADMITTED)
+        room = getattr(app, "waiting_room", None)
+        self._gate: threading.Lock | None = getattr(room, "gate", None)
+        self._after_round: Callable[[Callable[[], None]], None] = getattr(
+            room, "after_round", lambda action: action()
+        )
+        self._workers = [
+            threading.Thread(target=self._work, name=f"kdb-http-{n}", daemon=True)
+            for n in range(threads)
+        ]
+        for worker in self._workers:
+            worker.start()
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        try:
+            handler = Connection(request, client_address, self)
+        except OSError:
+            self.shutdown_request(request)
+            return
+        if self._stopping.is_set():
+            handler.close()
+            return
+        fd = request.fileno()
+        with self._lock:
+            self._connections[fd] = handler
+        self._epoll.register(fd, _ARMED)
+
+    def _work(self) -> None:
+        # Only a worker that holds an admission place waits on the epoll set, and it keeps
+        # its place from one request to the next. Under load it thus finds the next ready
+        # connection without blocking, and the other workers sleep on the admission queue
+        # instead of waking for each request only to queue for the interpreter lock (each
+        # such wake-up costs context switches and the lock's hand-overs). A request that
+        # waits or runs long hands its place on, and another worker takes over the polling.
+        while not self._stopping.is_set():
+            self._admission.acquire()
+            admission.admitted(self._admission.release)
+            try:
+                while admission.holding() and not self._stopping.is_set():
+                    self._poll_once()
+            finally:
+                admission.done()
+
+    def _poll_once(self) -> None:
+        try:
+            events = self._epoll.poll(WORKER_POLL_SECONDS, 1)
+        except OSError:  # the set was closed: we are stopping
+            return
+        if not events:
+            self._close_idle()
+            return
+        fd = events[0][0]
+        if self._gate is not None:
+            with self._gate:  # a round of waiting answers goes out first
+                pass
+        with self._lock:
+            handler = self._connections.get(fd)
+            if handler is None or handler.busy:
+                return
+            handler.busy = True
+        self._answer(handler)
+
+    def _answer(self, handler: Connection) -> None:
+        keep = True
+        try:
+            serve = True
+            if handler.unsent:
+                data, handler.unsent = handler.unsent, b""
+                handler.connection.sendall(data)
+                keep = handler.keep_after_unsent
+                serve = keep and handler.has_buffered_request()
+            while serve and not self._stopping.is_set():
+                if not handler.request_ready():
+                    break  # the rest of the request comes later: wait for it in the set
+                keep = handler.serve_one()
+                deferred = handler.deferred
+                if deferred is not None:
+                    handler.deferred = None
+                    deferred.on_ready(functools.partial(self._deliver, handler))
+                    return  # parked: still busy, answered by `_deliver`
+                serve = keep and handler.has_buffered_request()
+        except Exception:
+            self.handle_error(handler.connection, handler.client_address)
+            keep = False
+        self._release(handler, keep)
+
+    def _deliver(self, handler: Connection, answer: Answer) -> None:
+        """Send a parked request's answer without blocking (the waiting room calls this)."""
+        data, keep = handler.decided_answer(answer)
+        try:
+            sent = handler.connection.send(data, socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            sent = 0
+        except OSError:
+            self._release(handler, False)
+            return
+        if sent < len(data):
+            # A slow client: a worker sends the rest once the socket takes more.
+            handler.unsent, handler.keep_after_unsent = data[sent:], keep
+            self._rearm(handler, select.EPOLLOUT | select.EPOLLONESHOT)
+            return
+        self._after_round(functools.partial(self._release, handler, keep))
+
+    def _release(self, handler: Connection, keep: bool) -> None:
+        """Wait for the connection's next request, or close it."""
+        handler.last_used = time.monotonic()
+        if keep and not self._stopping.is_set():
+            # Bytes already read (a pipelined request): writable fires at once, a worker serves.
+            events = _ARMED | select.EPOLLOUT if handler.has_buffered_request() else _ARMED
+            if self._rearm(handler, events):
+                return
+        fd = handler.connection.fileno()
+        with self._lock:
+            self._connections.pop(fd, None)
+        try:
+            self._epoll.unregister(fd)
+        except (OSError, ValueError):
+            pass
+        handler.close()
+
+    def _rearm(self, handler: Connection, events: int) -> bool:
+        with self._lock:
+            handler.busy = False
+        try:
+            self._epoll.modify(handler.connection.fileno(), events)
+        except (OSError, ValueError):  # stopped meanwhile
+            with self._lock:
+                handler.busy = True
+            return False
+        return True
+
+    def _close_idle(self) -> None:
+        now = time.monotonic()
+        if now < self._next_idle_check:
+            return
+        self._next_idle_check = now + IDLE_CHECK_SECONDS
+        with self._lock:
+            idle = [
+                (fd, handler)
+                for fd, handler in self._connections.items()
+                if not handler.busy
+                and (
+                    now - handler.last_used > IDLE_SECONDS
+                    or now - (handler.partial_since or now) > CONNECTION_TIMEOUT_SECONDS
+                )
+            ]
+            for fd, handler in idle:
+                del self._connections[fd]
+                handler.busy = True
+                self._epoll.unregister(fd)
+        for _, handler in idle:
+            handler.close()
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # The app answers its own errors; what arrives here is a broken connection or a bug
+        # in serving. Log it once, without the request data.
+        log.warning("connection from %s ended with an error", client_address, exc_info=True)
+
+    def drain(self) -> None:
+        """Wait until every started request has been answered; close the idle connections."""
+        self._stopping.set()
+        self._admission.open_all()
+        with self._lock:
+            busy = [handler for handler in self._connections.values() if handler.busy]
+        for handler in busy:
+            # A request still arriving will not be answered now: its read ends at once.
+            # Sending is untouched, so requests that are running still get their answers.
+            try:
+                handler.connection.shutdown(socket.SHUT_RD)
+            except OSError:
+                pass
+        for worker in self._workers:
+            worker.join()
+        with self._lock:
+            handlers = list(self._connections.values())
+            self._connections.clear()
+        self._epoll.close()
+        for handler in handlers:
+            handler.close()
+
+
+def serve(
+    app: Any,
+    host: str,
+    port: int,
+    threads: int,
+    on_listening: Callable[[str, int], None],
+    on_stop: Callable[[], None],
+    on_stopping: Callable[[], None] | None = None,
+) -> int:
+    """Serve until SIGTERM or SIGINT; then stop accepting, finish running requests, `on_stop`.
+
+    `on_stopping` runs as soon as the signal arrives, before running requests are awaited:
+    the place to answer waiting readers and end open streams, which would otherwise hold
+    their workers. Returns the exit status (0 after a graceful stop).
+    """
+    server = PooledWSGIServer(host, port, app, threads)
+    stop = threading.Event()
+
+    def request_stop(signum: int, frame: FrameType | None) -> None:
+        if not stop.is_set():
+            stop.set()
+            if on_stopping is not None:
+                on_stopping()
+            # shutdown() waits for serve_forever to return: call it off the main thread.
+            threading.Thread(target=server.shutdown, name="kdb-stop", daemon=True).start()
+
+    previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        host_shown, port_shown = server.server_address[:2]
+        on_listening(_display_host(host, host_shown), int(port_shown))
+        server.serve_forever(poll_interval=0.2)  # closes the listening socket when it returns
+    finally:
+        server.drain()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        on_stop()
+    return 0
+
+
+def _display_host(asked: str, bound: str) -> str:
+    host = bound if asked in ("", "0.0.0.0", "::") else asked
+    if ":" in host and not host.startswith("["):
+        return f"[{host}]"
+    return host
