@@ -2,6 +2,13 @@
 
 `connect(path)` opens a data folder for embedded use and returns a `Connection` whose
 `execute(sql, params)` returns a `Result` (columns, rows, message, count).
+
+Packages, bottom to top: `errors` (the one exception hierarchy; imports nothing of refimpl),
+`sql` (parsing and printing; nothing of the engine), `engine` (in layers, see its
+docstring), `waiting` (answers decided later; nothing of `http`), and the protocol layers
+`http` (and `pgwire`); `settings`, `cli` and `sample` sit on top. This module is the embedded
+API and may import the engine's `instance`, `session`, `options` and `result`, never a
+protocol layer. `tests/test_layout.py` checks the rules.
 """
 
 from __future__ import annotations

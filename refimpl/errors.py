@@ -178,10 +178,6 @@ class WritesStopped(Unavailable):
     pass
 
 
-class ShuttingDown(Unavailable):
-    pass
-
-
 # --- Storage damage found while opening --------------------------------------------------
 
 

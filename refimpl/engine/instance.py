@@ -13,7 +13,6 @@ import re
 import secrets
 import shutil
 import threading
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +22,7 @@ from refimpl.engine.features.kdb_rev import kdb_rev_builder
 from refimpl.engine.features.live_queries import SubscriptionManager
 from refimpl.engine.options import EngineOptions
 from refimpl.engine.session import Session
+from refimpl.engine.statements.context import FunctionTables, ScalarFunction, StatementContext
 from refimpl.engine.storage import checkpoint
 from refimpl.engine.storage.database import CHECKPOINT_FOLDER, WAL_FOLDER, Database
 from refimpl.engine.storage.wal import inspect_log
@@ -48,6 +48,11 @@ def check_database_name(name: str) -> None:
         )
 
 
+def session_functions(context: StatementContext) -> dict[str, ScalarFunction]:
+    """Scalar functions bound to a session (they need its database and rights)."""
+    return {"kdb_rev": kdb_rev_builder(context)}
+
+
 class Instance:
     """The databases of one data folder. Thread-safe."""
 
@@ -55,7 +60,9 @@ class Instance:
         self.path = path
         self.options = options
         self.access = AccessControl(path)
-        self.table_functions: dict[str, Callable[..., Any]] = {"changes": changes_function}
+        self.functions = FunctionTables(
+            scalar=session_functions, tables={"changes": changes_function}
+        )
         self._databases: dict[str, Database] = {}
         self._lock = threading.RLock()
         self._lock_file: Any = None
@@ -132,7 +139,9 @@ class Instance:
             self._open_database(name)
             return True
 
-    def drop_database(self, name: str, if_exists: bool = False, current: str | None = None):
+    def drop_database(
+        self, name: str, if_exists: bool = False, current: str | None = None
+    ) -> bool:
         """Drop a database and its files; False when missing and `if_exists` is set.
 
         The instance lock is held only to take the database out of the list: waiting for its
@@ -167,12 +176,27 @@ class Instance:
 
     # -- sessions ------------------------------------------------------------------------
 
-    def session(self, database: str = DEFAULT_DATABASE, principal: Principal = ADMIN) -> Session:
-        return Session(self, self.database(database), principal)
+    def session(
+        self,
+        database: str = DEFAULT_DATABASE,
+        principal: Principal = ADMIN,
+        *,
+        acknowledge_later: bool = False,
+    ) -> Session:
+        """A session on `database` as `principal`.
 
-    def sql_functions(self, session: Session) -> dict[str, Callable[..., Any]]:
-        """Scalar functions bound to a session (they need its database and rights)."""
-        return {"kdb_rev": kdb_rev_builder(session)}
+        With `acknowledge_later`, its commits return before their flush: the caller then
+        acknowledges nothing before `session.durable_needed` is durable (the protocol
+        layers park the answer until then, see `refimpl.waiting.acknowledgements`).
+        """
+        return Session(
+            self.database(database),
+            principal,
+            access=self.access,
+            catalog=self,
+            functions=self.functions,
+            acknowledge_later=acknowledge_later,
+        )
 
     def stats(self) -> dict[str, Any]:
         with self._lock:

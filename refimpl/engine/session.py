@@ -9,30 +9,55 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from refimpl.engine.access import Principal
 from refimpl.engine.result import Result
+from refimpl.engine.rights import Principal, Right
 from refimpl.engine.statements import executor
+from refimpl.engine.statements.context import (
+    AccessRules,
+    Catalog,
+    FunctionTables,
+    ScalarFunction,
+    TableFunction,
+)
 from refimpl.engine.storage.transaction import Transaction
 from refimpl.errors import Forbidden, KdbError, ParameterError, SqlError, Unauthorized
 from refimpl.sql.parser import parse_cached
 from refimpl.sql.templates import templated
 
 if TYPE_CHECKING:
-    from refimpl.engine.instance import Instance
     from refimpl.engine.storage.database import Database
+
+T = TypeVar("T")
 
 
 class Session:
-    def __init__(self, instance: Instance, database: Database, principal: Principal) -> None:
-        self.instance = instance
+    """Satisfies `StatementContext`: the handlers it runs see it through that Protocol.
+
+    The instance that opens a session hands it what the session must not reach the instance
+    for: the access control, the catalog of databases and the SQL function tables.
+    """
+
+    def __init__(
+        self,
+        database: Database,
+        principal: Principal,
+        *,
+        access: AccessRules,
+        catalog: Catalog,
+        functions: FunctionTables,
+        acknowledge_later: bool = False,
+    ) -> None:
+        self.access = access
+        self.catalog = catalog
+        self._functions = functions
         self.database = database
         self.principal = principal
         self.transaction: Transaction | None = None
-        # With `defer_durability` set, a commit does not wait for its flush: the caller must
+        # With `acknowledge_later`, a commit does not wait for its flush: the caller must
         # wait until `durable_needed` is durable before it acknowledges anything.
-        self.defer_durability = False
+        self.acknowledge_later = acknowledge_later
         self.durable_needed = 0
 
     # -- running SQL ---------------------------------------------------------------------
@@ -80,7 +105,7 @@ class Session:
 
         In an open transaction the rows join it; otherwise they commit on their own.
         """
-        self.authorize(executor.WRITE, table)
+        self.authorize(Right.WRITE, table)
 
         def run(txn: Transaction) -> int:
             work = txn.table(table)
@@ -90,7 +115,7 @@ class Session:
 
     # -- transactions --------------------------------------------------------------------
 
-    def write(self, run: Callable[[Transaction], Any]) -> Any:
+    def write(self, run: Callable[[Transaction], T]) -> T:
         """Run a change in the open transaction, or in one that commits when it ends."""
         if self.transaction is not None:
             return run(self.transaction)
@@ -103,8 +128,7 @@ class Session:
             lsn = database.commit_locked(txn)
         finally:
             database.release_write()
-        if lsn is not None:
-            self._committed(lsn)
+        self._committed(lsn, txn)
         return result
 
     def begin(self) -> None:
@@ -121,14 +145,16 @@ class Session:
         finally:
             self.transaction = None
             database.release_write()
-        if lsn is not None:
-            self._committed(lsn)
+        self._committed(lsn, txn)
 
-    def _committed(self, lsn: int) -> None:
-        if self.defer_durability:
-            self.durable_needed = max(self.durable_needed, lsn)
-        else:
-            self.database.wait_durable(lsn)
+    def _committed(self, lsn: int | None, txn: Transaction) -> None:
+        if lsn is not None:
+            if self.acknowledge_later:
+                self.durable_needed = max(self.durable_needed, lsn)
+            else:
+                self.database.wait_durable(lsn)
+        for action in txn.after_commit:
+            action()
 
     def rollback(self) -> None:
         if self.transaction is None:
@@ -146,13 +172,15 @@ class Session:
 
     # -- rights --------------------------------------------------------------------------
 
-    def authorize(self, right: str, table: str | None = None, database: str | None = None):
+    def authorize(
+        self, right: Right, table: str | None = None, database: str | None = None
+    ) -> None:
         """Raise Forbidden (Unauthorized for anonymous callers) unless the right is held."""
         name = database or self.database.name
-        self.instance.access.check(self.principal, name, right, table)
+        self.access.check(self.principal, name, right, table)
 
     def can_read(self, table: str) -> bool:
-        return self.instance.access.allowed(self.principal, self.database.name, "READ", table)
+        return self.access.allowed(self.principal, self.database.name, Right.READ, table)
 
     def require_admin_user(self, what: str) -> None:
         if self.principal.is_admin:
@@ -163,11 +191,11 @@ class Session:
 
     # -- extension points ----------------------------------------------------------------
 
-    def sql_functions(self) -> dict[str, Callable[..., Any]]:
+    def sql_functions(self) -> dict[str, ScalarFunction]:
         """Scalar SQL functions that need the session (kdb_rev, say)."""
-        return self.instance.sql_functions(self)
+        return self._functions.scalar(self)
 
-    def table_functions(self) -> dict[str, Callable[..., Any]]:
+    def table_functions(self) -> dict[str, TableFunction]:
         """Table functions usable in FROM (changes, say)."""
-        return self.instance.table_functions
+        return self._functions.tables
 

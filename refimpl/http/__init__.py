@@ -1,0 +1,9 @@
+"""The HTTP protocol layer: the WSGI app, the route table, the route context, request input,
+answer encoding, the one error-to-status map, authentication, CSV import and line protocol.
+
+Endpoints live in `endpoints` (one module a job), the HTTP/1.1 server in `serving`. May
+import the engine (best through `instance`, `session`, `access` and `feeds`; value and
+result types from where they are defined), `refimpl.waiting`, `refimpl.sql` and
+`refimpl.errors`. Nothing under `refimpl.engine` or `refimpl.waiting` may import this
+package.
+"""

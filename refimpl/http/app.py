@@ -19,6 +19,8 @@ from werkzeug.routing import Map, Rule
 from werkzeug.utils import send_from_directory
 from werkzeug.wrappers import Request, Response
 
+from refimpl.engine.feeds import ChangeFeeds
+from refimpl.engine.instance import Instance
 from refimpl.engine.tracking.shared_results import SharedResults
 from refimpl.errors import BadRequest, NotFound, UnknownDatabase
 from refimpl.http import routes
@@ -28,7 +30,8 @@ from refimpl.http.encode import Answer
 from refimpl.http.error_answers import to_response
 from refimpl.http.request_input import BodyReader, query_args
 from refimpl.waiting.flusher import Flusher
-from refimpl.waiting.room import Deferred, WaitingRoom
+from refimpl.waiting.parked import Parked
+from refimpl.waiting.room import WaitingRoom
 
 OPENAPI_FILE = Path(__file__).with_name("openapi.json")
 STATIC_PREFIX = "/static/"
@@ -44,9 +47,9 @@ class AppOptions:
 
 
 class App:
-    """A WSGI callable over an engine `Instance` (anything with its interface)."""
+    """A WSGI callable over an engine `Instance`."""
 
-    def __init__(self, instance: Any, options: AppOptions | None = None) -> None:
+    def __init__(self, instance: Instance, options: AppOptions | None = None) -> None:
         self.instance = instance
         self.options = options or AppOptions()
         # Waiting readers never take the threads /exec needs: at most a quarter may wait.
@@ -56,9 +59,10 @@ class App:
         self.read_body = self.bodies.read_body
         self.read_form = self.bodies.read_form
         self.read_files = self.bodies.read_files
-        self.waiting_room = WaitingRoom()
+        self.feeds = ChangeFeeds(instance)
+        self.waiting_room = WaitingRoom(to_response)
         self.flusher = Flusher(self.waiting_room.wake)
-        self.auth = Authenticator(getattr(instance, "access", None), self.options.dev)
+        self.auth = Authenticator(instance.access, self.options.dev)
         # Read once: the document is served as is on every request.
         self.openapi_bytes = OPENAPI_FILE.read_bytes()
         json.loads(self.openapi_bytes)  # a broken checked-in document stops the start
@@ -87,7 +91,7 @@ class App:
             response = to_response(exc)
         # The server's own handling time, so a client can tell it from the round trip.
         timing = f"app;dur={(time.perf_counter() - started) * 1000:.3f}"
-        if isinstance(response, Deferred):
+        if isinstance(response, Parked):
             pass  # decided later, by the waiting room: its time is mostly waiting
         elif isinstance(response, Answer):
             response.headers.append(("Server-Timing", timing))
@@ -95,7 +99,7 @@ class App:
             response.headers["Server-Timing"] = timing
         return response(environ, start_response)
 
-    def dispatch(self, request: Request) -> Response | Answer | Deferred:
+    def dispatch(self, request: Request) -> Response | Answer | Parked[Answer]:
         endpoint, values = self._match(request.environ)
         if endpoint == "static":
             return self._static(request, values["filename"])
@@ -116,9 +120,7 @@ class App:
         """Answer every waiting request with what it has, now, and the engine's waiters."""
         self.waiting_room.close()
         self.flusher.close()
-        stopping = getattr(self.instance, "begin_shutdown", None)
-        if stopping is not None:
-            stopping()
+        self.instance.begin_shutdown()
 
     def _match(self, environ: dict) -> tuple[Any, dict[str, Any]]:
         """The route of a request; NotFound or MethodNotAllowed (JSON via to_response).

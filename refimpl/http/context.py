@@ -10,20 +10,25 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from werkzeug.datastructures import FileStorage
 from werkzeug.wrappers import Request, Response
 
 from refimpl.engine.access import Principal
+from refimpl.engine.feeds import ChangeFeeds
 from refimpl.engine.instance import Instance
 from refimpl.engine.session import Session
 from refimpl.engine.tracking.shared_results import SharedResults
 from refimpl.errors import BadRequest
+from refimpl.waiting.acknowledgements import acknowledge_when_durable
 from refimpl.waiting.flusher import Flusher
+from refimpl.waiting.parked import Parked
 from refimpl.waiting.room import WaitingRoom
 
 DEFAULT_DATABASE = "demo"
+
+A = TypeVar("A")
 
 
 class SessionDoor(Protocol):
@@ -38,6 +43,7 @@ class RouteServices(Protocol):
     """What the application lends every route handler."""
 
     instance: Instance
+    feeds: ChangeFeeds
     waiting_room: WaitingRoom
     flusher: Flusher
     shared_answers: SharedResults
@@ -66,13 +72,30 @@ class Context:
         return self.args.get("db", DEFAULT_DATABASE)
 
     @contextmanager
-    def session(self) -> Iterator[Session]:
-        """An engine session for this request; closing it rolls back what was not committed."""
-        session = self.app.instance.session(database=self.database, principal=self.principal)
+    def session(
+        self, principal: Principal | None = None, acknowledge_later: bool = False
+    ) -> Iterator[Session]:
+        """An engine session for this request; closing it rolls back what was not committed.
+
+        With `acknowledge_later`, its commits do not wait for their flush: the route answers
+        through `when_durable`, and the waiting room sends the answer once it is durable.
+        """
+        session = self.app.instance.session(
+            self.database, principal or self.principal, acknowledge_later=acknowledge_later
+        )
         try:
             yield session
         finally:
             session.close()
+
+    def when_durable(self, session: Session, answer: A) -> A | Parked[A]:
+        """`answer` now, or parked until the session's commits are durable."""
+        if not session.durable_needed:
+            return answer
+        return acknowledge_when_durable(
+            self.app.waiting_room, self.app.flusher, session.database, session.durable_needed,
+            answer,
+        )
 
     def body_text(self) -> str:
         return decode_utf8(self.app.read_body(self.request))

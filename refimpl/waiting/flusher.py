@@ -10,11 +10,19 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Protocol
 
 from refimpl.errors import WritesStopped
 
 log = logging.getLogger("refimpl.waiting")
+
+
+class Flushable(Protocol):
+    """A database as the flusher sees it."""
+
+    name: str
+
+    def wait_durable(self, lsn: int) -> None: ...
 
 
 class Flusher:
@@ -22,13 +30,13 @@ class Flusher:
 
     def __init__(self, on_failure: Callable[[], None]) -> None:
         self._condition = threading.Condition()
-        self._wanted: dict[int, tuple[Any, int]] = {}  # by id(database): (database, lsn)
+        self._wanted: dict[int, tuple[Flushable, int]] = {}  # by id(database): (database, lsn)
         self._failures: dict[int, WritesStopped] = {}
         self._on_failure = on_failure
         self._closed = False
         self._thread: threading.Thread | None = None
 
-    def request(self, database: Any, lsn: int) -> None:
+    def request(self, database: Flushable, lsn: int) -> None:
         with self._condition:
             key = id(database)
             _, wanted = self._wanted.get(key, (database, 0))
@@ -38,7 +46,7 @@ class Flusher:
                 self._thread.start()
             self._condition.notify()
 
-    def failure(self, database: Any) -> WritesStopped | None:
+    def failure(self, database: Flushable) -> WritesStopped | None:
         return self._failures.get(id(database))
 
     def close(self) -> None:

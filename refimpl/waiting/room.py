@@ -1,14 +1,15 @@
-"""Answers that wait for a commit without holding a worker thread.
+"""The waiting room: decides parked requests at commits, wake-ups and deadlines.
 
-A reader that asks for what has not been committed yet gets a `Deferred`: the answer as
-`attempt(lsn)` gives it after the first commit that brings something (`lsn`: the durable
-LSN the room looks at, at least what is durable as of the attempt), or `on_timeout()` once
-the wait is over. The one thread of the `WaitingRoom` decides the paced readers: at a
-commit it asks each parked reader's `attempt` (readers at the same position share one
-encoded answer) and hands the answers over; write acknowledgements are decided by the
-thread that publishes the flush. Our server parks the connection meanwhile, so a hundred
-waiting readers cost no threads and a commit wakes one thread, not a hundred; any other
-WSGI server iterates the Deferred, which then waits in its own thread.
+Read `refimpl.waiting.parked` first: it says what a parked request is, its states and who
+moves it. This module is the one thread that moves most of them. Paced readers (the change
+stream's waiting readers) are answered in rounds spaced by what a round costs (`Pace`);
+write acknowledgements are answered by the thread that publishes the flush; requests woken
+by their key (live queries) are attempted when poked; every request is answered at its
+deadline with what it has, and all of them at `close`.
+
+Answers are opaque: the room hands over what `attempt` and `on_timeout` give, and turns an
+exception into an answer with the `on_error` its owner gives it (the HTTP layer: a JSON
+error answer).
 """
 
 from __future__ import annotations
@@ -20,16 +21,14 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
-from refimpl.engine.tracking.signals import CommitSignal
-from refimpl.http.encode import Answer
-from refimpl.http.error_answers import to_response
+from refimpl.waiting.parked import Parked, Signal
 
-log = logging.getLogger("refimpl.http")
+log = logging.getLogger("refimpl.waiting")
 
-IDLE_SECONDS = 1.0  # how often the waiting room looks at an empty schedule
+EMPTY_LOOK_SECONDS = 1.0  # how often the room looks when nothing parked has a deadline
 
 
 ROUND_SPACING = 15  # a round starts at least this many times its sending time after the last
@@ -64,100 +63,33 @@ class Pace:
         self.next_round = started + min(ROUND_SPACING * cost, MAX_ROUND_WAIT)
 
 
-class Deferred:
-    """One waiting request's answer; decided exactly once."""
-
-    def __init__(
-        self,
-        signal: CommitSignal,
-        seen: int,
-        attempt: Callable[[int], Answer | None],
-        on_timeout: Callable[[], Answer],
-        deadline: float,
-        release: Callable[[], None],
-        *,
-        paced: bool = False,
-    ) -> None:
-        self.signal = signal
-        self.paced = paced  # answered in the rounds of its database's `Pace`
-        self.seen = seen  # the durable LSN the last attempt looked at
-        self.attempt = attempt
-        self.on_timeout = on_timeout
-        self.deadline = deadline
-        self._release = release
-        self._lock = threading.Lock()
-        self._answer: Answer | None = None
-        self._callback: Callable[[Answer], None] | None = None
-        self._waiter: threading.Event | None = None  # made only for a thread that waits
-
-    def resolve(self, answer: Answer) -> None:
-        with self._lock:
-            if self._answer is not None:
-                return
-            self._answer = answer
-            callback, waiter = self._callback, self._waiter
-        self._release()
-        if waiter is not None:
-            waiter.set()
-        if callback is not None:
-            callback(answer)
-
-    def wait(self) -> Answer:
-        """Block until decided; the answer."""
-        with self._lock:
-            if self._answer is None and self._waiter is None:
-                self._waiter = threading.Event()
-            waiter = self._waiter
-        if waiter is not None:
-            waiter.wait()
-        assert self._answer is not None
-        return self._answer
-
-    def on_ready(self, callback: Callable[[Answer], None]) -> None:
-        """Call `callback` with the answer once there is one (at once if there is)."""
-        with self._lock:
-            answer = self._answer
-            if answer is None:
-                self._callback = callback
-                return
-        callback(answer)
-
-    def __call__(self, environ: dict, start_response: Any) -> DeferredBody:
-        return DeferredBody(self, start_response)
-
-
-class DeferredBody:
-    """The WSGI iterable of a Deferred: iterating it waits for the answer."""
-
-    def __init__(self, deferred: Deferred, start_response: Any) -> None:
-        self.deferred = deferred
-        self._start_response = start_response
-
-    def __iter__(self) -> Iterator[bytes]:
-        answer = self.deferred.wait()
-        self._start_response(answer.status, answer.headers)
-        yield answer.body
-
-
 class WaitingRoom:
-    """Decides parked Deferreds at commits and deadlines, in one thread of its own."""
+    """Decides parked requests at commits, wake-ups and deadlines, in one thread of its own.
 
-    def __init__(self) -> None:
+    `on_error` turns an exception raised while deciding into the request's answer.
+    """
+
+    def __init__(self, on_error: Callable[[Exception], Any]) -> None:
+        self._on_error = on_error
         self._lock = threading.Lock()
         self._wake = threading.Event()
         # Paced readers and the rest (write acknowledgements) apart: a flush answers its
         # writers without looking at, or keeping workers behind the gate for, the readers.
-        self._readers: list[Deferred] = []
-        self._others: list[Deferred] = []
+        self._readers: list[Parked] = []
+        self._others: list[Parked] = []
         # By id(signal): how many readers are parked, and the signal.
-        self._reader_signals: dict[int, tuple[int, CommitSignal]] = {}
-        self._deadlines: list[tuple[float, int, Deferred]] = []
+        self._reader_signals: dict[int, tuple[int, Signal]] = {}
+        self._deadlines: list[tuple[float, int, Parked]] = []
         self._order = itertools.count()
         self._signals: set[int] = set()
         self._next_look = 0.0  # when the room's thread looks at the parked requests again
         self._attempt_all = False  # the next pass attempts even those without news
         self._in_round: set[int] = set()  # id(signal) of readers being answered now
         self._paces: dict[int, Pace] = {}
+        # Requests woken by their key (no signal): attempted only when poked or due.
+        self._keyed: dict[int, Parked] = {}
+        self._poked: list[Parked] = []
+        self._keyed_deadlines: list[tuple[float, int, Parked]] = []
         self._closed = False
         self._thread: threading.Thread | None = None
         # Held while a round of answers is handed over. A server whose workers pass through
@@ -180,7 +112,7 @@ class WaitingRoom:
         else:
             pending.append(action)
 
-    def paced(self, signal: CommitSignal) -> bool:
+    def paced(self, signal: Signal) -> bool:
         """True while readers of `signal`'s database that have news wait for the next round."""
         with self._lock:
             if id(signal) in self._in_round:
@@ -194,8 +126,8 @@ class WaitingRoom:
             self._attempt_all = True
         self._wake.set()
 
-    def park(self, deferred: Deferred) -> None:
-        """Decide `deferred` at the next commit that brings news, or at its deadline.
+    def park(self, parked: Parked) -> None:
+        """Decide `parked` at the next commit that brings news, or at its deadline.
 
         The room looks at its parked requests again only when this one needs it now: it has
         news already (a commit came after its last attempt), or its deadline is nearer than
@@ -204,43 +136,58 @@ class WaitingRoom:
         """
         with self._lock:
             closed = self._closed
-            if not closed:
+            if not closed and parked.signal is None:
+                self._keyed[id(parked)] = parked
+                entry = (parked.deadline, next(self._order), parked)
+                heapq.heappush(self._keyed_deadlines, entry)
+                self._start_thread()
+                wake = parked.deadline < self._next_look
+            elif not closed:
                 wake = False
-                if id(deferred.signal) not in self._signals:
-                    self._signals.add(id(deferred.signal))
-                    deferred.signal.listen(self._on_commit)
+                if id(parked.signal) not in self._signals:
+                    self._signals.add(id(parked.signal))
+                    parked.signal.listen(self._on_commit)
                     wake = True  # a commit may have come before the listener was in place
-                if deferred.paced:
-                    self._readers.append(deferred)
-                    key = id(deferred.signal)
-                    count, _ = self._reader_signals.get(key, (0, deferred.signal))
-                    self._reader_signals[key] = (count + 1, deferred.signal)
+                if parked.paced:
+                    self._readers.append(parked)
+                    key = id(parked.signal)
+                    count, _ = self._reader_signals.get(key, (0, parked.signal))
+                    self._reader_signals[key] = (count + 1, parked.signal)
                 else:
-                    self._others.append(deferred)
-                if deferred.deadline != math.inf:
-                    entry = (deferred.deadline, next(self._order), deferred)
+                    self._others.append(parked)
+                if parked.deadline != math.inf:
+                    entry = (parked.deadline, next(self._order), parked)
                     heapq.heappush(self._deadlines, entry)
-                if self._thread is None:
-                    self._thread = threading.Thread(
-                        target=self._run, name="kdb-waiting-room", daemon=True
-                    )
-                    self._thread.start()
+                self._start_thread()
                 wake = (
                     wake
-                    or self._has_news_due(deferred)
-                    or deferred.deadline < self._next_look
+                    or self._has_news_due(parked)
+                    or parked.deadline < self._next_look
                 )
         if closed:
-            _decide(deferred, deferred.on_timeout)
+            self._decide(parked, parked.on_timeout)
         elif wake:
             self._wake.set()
 
-    def _has_news_due(self, deferred: Deferred) -> bool:
-        """True when `deferred` has news the room will not look at in time by itself."""
-        if deferred.signal.lsn <= deferred.seen:
+    def poke(self, parked: Parked) -> None:
+        """A request woken by its key (no signal): attempt it now. Cheap, never blocking."""
+        with self._lock:
+            if id(parked) not in self._keyed:
+                return
+            self._poked.append(parked)
+        self._wake.set()
+
+    def _start_thread(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="kdb-waiting-room", daemon=True)
+            self._thread.start()
+
+    def _has_news_due(self, parked: Parked) -> bool:
+        """True when `parked` has news the room will not look at in time by itself."""
+        if parked.signal.lsn <= parked.seen:
             return False
-        pace = self._paces.get(id(deferred.signal)) if deferred.paced else None
-        if pace is None or not _pacing(pace, deferred.signal, time.monotonic()):
+        pace = self._paces.get(id(parked.signal)) if parked.paced else None
+        if pace is None or not _pacing(pace, parked.signal, time.monotonic()):
             return True
         # A paced reader waits for the next round, and the room looks by then anyway.
         return self._next_look > pace.next_round
@@ -265,29 +212,71 @@ class WaitingRoom:
         """Answer every parked request with what it has; later ones are answered at once."""
         with self._lock:
             self._closed = True
-            parked = self._others + self._readers
+            everything = self._others + self._readers + list(self._keyed.values())
             self._others, self._readers, self._reader_signals = [], [], {}
-            self._deadlines = []
-        for deferred in parked:
-            _decide(deferred, deferred.on_timeout)
+            self._deadlines, self._keyed, self._keyed_deadlines, self._poked = [], {}, [], []
+        for parked in everything:
+            if not self._decide(parked, parked.at_close):
+                parked.drop()  # a stream whose closing word was only a part
 
     def _run(self) -> None:
         while True:
             with self._lock:
                 if self._closed:
                     return
+                # Entries of requests decided elsewhere, or whose deadline moved on (a
+                # stream's heartbeat), would otherwise make the room look again at once.
+                while self._deadlines and (
+                    self._deadlines[0][2].finished
+                    or self._deadlines[0][2].deadline != self._deadlines[0][0]
+                ):
+                    heapq.heappop(self._deadlines)
                 nearest = self._deadlines[0][0] if self._deadlines else None
+                if self._keyed_deadlines and (
+                    nearest is None or self._keyed_deadlines[0][0] < nearest
+                ):
+                    nearest = self._keyed_deadlines[0][0]
                 if self._readers and self._paces:
                     now = time.monotonic()
                     ahead = [p.next_round for p in self._paces.values() if p.next_round > now]
                     if ahead and (nearest is None or min(ahead) < nearest):
                         nearest = min(ahead)
                 now = time.monotonic()
-                timeout = IDLE_SECONDS if nearest is None else max(0.0, nearest - now)
+                timeout = EMPTY_LOOK_SECONDS if nearest is None else max(0.0, nearest - now)
                 self._next_look = now + timeout
             self._wake.wait(timeout)
             self._wake.clear()
             self._decide_due()
+            self._decide_keyed()
+
+    def _decide_keyed(self) -> None:
+        """Attempt the poked requests woken by their key; answer those past their deadline."""
+        with self._lock:
+            poked, self._poked = self._poked, []
+            now = time.monotonic()
+            due: list[Parked] = []
+            while self._keyed_deadlines and self._keyed_deadlines[0][0] <= now:
+                _, _, parked = heapq.heappop(self._keyed_deadlines)
+                if id(parked) in self._keyed and parked.deadline <= now:
+                    due.append(parked)
+        finished: list[Parked] = []
+        rescheduled: list[Parked] = []
+        for parked in poked:
+            if not parked.finished and self._decide(parked, functools.partial(parked.attempt, 0)):
+                finished.append(parked)
+        for parked in due:
+            if parked.finished:
+                finished.append(parked)
+            elif self._decide(parked, parked.on_timeout):
+                finished.append(parked)
+            else:
+                rescheduled.append(parked)  # a stream's heartbeat: its deadline moved on
+        with self._lock:
+            for parked in finished:
+                self._keyed.pop(id(parked), None)
+            for parked in rescheduled:
+                entry = (parked.deadline, next(self._order), parked)
+                heapq.heappush(self._keyed_deadlines, entry)
 
     def _decide_due(self) -> None:
         with self._lock:
@@ -335,23 +324,39 @@ class WaitingRoom:
             self._others = [d for d in self._others if id(d) not in decided]
             if readers:
                 kept = []
-                for deferred in self._readers:
-                    if id(deferred) in decided:
-                        key = id(deferred.signal)
+                for parked in self._readers:
+                    if id(parked) in decided:
+                        key = id(parked.signal)
                         count, signal = self._reader_signals[key]
                         if count > 1:
                             self._reader_signals[key] = (count - 1, signal)
                         else:
                             del self._reader_signals[key]
                     else:
-                        kept.append(deferred)
+                        kept.append(parked)
                 self._readers = kept
                 self._deadlines = [e for e in self._deadlines if id(e[2]) not in decided]
                 heapq.heapify(self._deadlines)
 
-    @staticmethod
+    def _decide(self, parked: Parked, produce: Callable[[], Any]) -> bool:
+        """Hand `parked` what `produce` gives (an error becomes its answer); True when it
+        is finished (answered or dropped), False when it waits on (nothing yet, or a part).
+        """
+        try:
+            outcome = produce()
+        except Exception as exc:  # noqa: BLE001 - a 410 or a bug: the client gets its answer
+            outcome = self._on_error(exc)
+        if outcome is None:
+            return False
+        try:
+            return parked.decide(outcome)
+        except Exception:  # a broken connection is the server's to close; keep deciding others
+            log.warning("handing over a waiting request's answer failed", exc_info=True)
+            return True
+
     def _answer_round(
-        parked: list[Deferred],
+        self,
+        requests: list[Parked],
         paces: dict[int, Pace],
         now: float,
         decided: set[int],
@@ -361,43 +366,32 @@ class WaitingRoom:
         # Each signal's LSN is read once per round: commits published while the round goes
         # out do not split its readers into groups with answers of their own to encode.
         round_lsns: dict[int, int] = {}
-        for deferred in parked:
-            key = id(deferred.signal)
-            pace = paces.get(key) if deferred.paced else None
+        for parked in requests:
+            key = id(parked.signal)
+            pace = paces.get(key) if parked.paced else None
             lsn = round_lsns.get(key)
             if lsn is None:
-                lsn = round_lsns[key] = deferred.signal.lsn
-            news = lsn > deferred.seen or attempt_all
-            if news and not _pacing(pace, deferred.signal, now):
-                deferred.seen = lsn
-                if _decide(deferred, functools.partial(deferred.attempt, lsn)):
-                    decided.add(id(deferred))
-                    if deferred.paced:
+                lsn = round_lsns[key] = parked.signal.lsn
+            news = lsn > parked.seen or attempt_all
+            if news and not _pacing(pace, parked.signal, now):
+                parked.seen = lsn
+                if self._decide(parked, functools.partial(parked.attempt, lsn)):
+                    decided.add(id(parked))
+                    if parked.paced:
                         answered[key] = answered.get(key, 0) + 1
                     continue
-            if now >= deferred.deadline:
-                _decide(deferred, deferred.on_timeout)
-                decided.add(id(deferred))
+            if now >= parked.deadline:
+                if self._decide(parked, parked.on_timeout):
+                    decided.add(id(parked))
+                elif parked.deadline != math.inf:  # a stream's heartbeat: due again later
+                    with self._lock:
+                        entry = (parked.deadline, next(self._order), parked)
+                        heapq.heappush(self._deadlines, entry)
 
 
-def _pacing(pace: Pace | None, signal: CommitSignal, now: float) -> bool:
+def _pacing(pace: Pace | None, signal: Signal, now: float) -> bool:
     """True while readers with news of `signal` wait for the next round of `pace`.
 
     News after a quiet spell is no steady stream: it is answered at once.
     """
     return pace is not None and now < pace.next_round and signal.quiet_before < QUIET_SECONDS
-
-
-def _decide(deferred: Deferred, produce: Callable[[], Answer | None]) -> bool:
-    """Resolve `deferred` with what `produce` gives (an error becomes its JSON answer)."""
-    try:
-        answer = produce()
-    except Exception as exc:  # noqa: BLE001 - a 410 or a bug: the client gets its answer
-        answer = to_response(exc)
-    if answer is None:
-        return False
-    try:
-        deferred.resolve(answer)
-    except Exception:  # a broken connection is the server's to close; keep deciding others
-        log.warning("handing over a waiting request's answer failed", exc_info=True)
-    return True

@@ -8,11 +8,10 @@ import stat
 
 import pytest
 
+import refimpl
 from refimpl.engine.access import (
     ADMIN,
     ANONYMOUS,
-    READ,
-    WRITE,
     AccessControl,
     Principal,
     Right,
@@ -76,7 +75,7 @@ def test_state_survives_reopening(tmp_path, access):
     run(access, ast.GrantRole("READ", "demo", "bob"))
     again = AccessControl(tmp_path)
     assert again.authenticate(token) == bob
-    assert again.allowed(bob, "demo", READ)
+    assert again.allowed(bob, "demo", Right.READ)
 
 
 @pytest.mark.parametrize("token", ["", "kdb_nope", "x" * 200, "kdb_" + "A" * 43])
@@ -165,18 +164,18 @@ def test_admin_is_admin_everywhere(access):
 def test_roles_imply_lower_roles(access):
     bob, _ = user(access, "bob")
     with pytest.raises(Forbidden, match="user 'bob' lacks READ on database 'demo'"):
-        access.check(bob, "demo", READ)
+        access.check(bob, "demo", Right.READ)
     run(access, ast.GrantRole("WRITE", "demo", "bob"))
-    access.check(bob, "demo", READ, table="t")
-    access.check(bob, "demo", WRITE)
+    access.check(bob, "demo", Right.READ, table="t")
+    access.check(bob, "demo", Right.WRITE)
     with pytest.raises(Forbidden, match="lacks ADMIN"):
         access.check(bob, "demo", Right.ADMIN)
     with pytest.raises(Forbidden):
-        access.check(bob, "other", READ)
+        access.check(bob, "other", Right.READ)
     assert run(access, ast.RevokeRole("WRITE", "demo", "bob")).message == (
         "revoked WRITE on database 'demo' from 'bob'"
     )
-    assert not access.allowed(bob, "demo", READ)
+    assert not access.allowed(bob, "demo", Right.READ)
 
 
 def test_table_revoke_beats_database_read(access):
@@ -184,13 +183,13 @@ def test_table_revoke_beats_database_read(access):
     run(access, ast.GrantRole("READ", "demo", "bob"))
     message = run(access, ast.RevokeSelect("secret", "bob")).message
     assert message == "revoked SELECT on table 'secret' from 'bob'"
-    assert access.allowed(bob, "demo", READ, "public_table")
-    assert not access.allowed(bob, "demo", READ, "secret")
-    assert not access.allowed(bob, "demo", READ, "SECRET")  # names ignore case
+    assert access.allowed(bob, "demo", Right.READ, "public_table")
+    assert not access.allowed(bob, "demo", Right.READ, "secret")
+    assert not access.allowed(bob, "demo", Right.READ, "SECRET")  # names ignore case
     with pytest.raises(Forbidden, match="lacks READ on table 'secret' in database 'demo'"):
-        access.check(bob, "demo", READ, "secret")
+        access.check(bob, "demo", Right.READ, "secret")
     run(access, ast.GrantSelect("secret", "bob"))
-    assert access.allowed(bob, "demo", READ, "secret")
+    assert access.allowed(bob, "demo", Right.READ, "secret")
 
 
 def test_grant_select_reads_that_table_alone(access):
@@ -198,28 +197,28 @@ def test_grant_select_reads_that_table_alone(access):
     assert (
         run(access, ast.GrantSelect("t", "bob")).message == "granted SELECT on table 't' to 'bob'"
     )
-    assert access.allowed(bob, "demo", READ, "t")
-    assert not access.allowed(bob, "demo", READ, "u")
-    assert not access.allowed(bob, "demo", READ)
-    assert not access.allowed(bob, "other", READ, "t")
+    assert access.allowed(bob, "demo", Right.READ, "t")
+    assert not access.allowed(bob, "demo", Right.READ, "u")
+    assert not access.allowed(bob, "demo", Right.READ)
+    assert not access.allowed(bob, "other", Right.READ, "t")
 
 
 def test_public_grants_reach_everyone(access):
     bob, _ = user(access, "bob")
     with pytest.raises(Unauthorized, match="anonymous requests lack READ"):
-        access.check(ANONYMOUS, "demo", READ)
+        access.check(ANONYMOUS, "demo", Right.READ)
     assert run(access, ast.GrantRole("READ", "demo", ast.PUBLIC)).message == (
         "granted READ on database 'demo' to 'PUBLIC'"
     )
-    access.check(ANONYMOUS, "demo", READ, "t")
-    access.check(bob, "demo", READ, "t")
+    access.check(ANONYMOUS, "demo", Right.READ, "t")
+    access.check(bob, "demo", Right.READ, "t")
     with pytest.raises(Unauthorized):
-        access.check(ANONYMOUS, "demo", WRITE)
+        access.check(ANONYMOUS, "demo", Right.WRITE)
     # A revoke for PUBLIC narrows what PUBLIC gives, not a user's own grants.
     run(access, ast.GrantRole("READ", "demo", "bob"))
     run(access, ast.RevokeSelect("t", ast.PUBLIC))
-    assert not access.allowed(ANONYMOUS, "demo", READ, "t")
-    assert access.allowed(bob, "demo", READ, "t")
+    assert not access.allowed(ANONYMOUS, "demo", Right.READ, "t")
+    assert access.allowed(bob, "demo", Right.READ, "t")
 
 
 def test_who_may_manage_users(access):
@@ -270,7 +269,7 @@ def test_drop_user_removes_tokens_and_grants(access):
     with pytest.raises(Unauthorized):
         access.authenticate(token)
     run(access, ast.CreateUser("bob"))
-    assert not access.allowed(bob, "demo", READ)
+    assert not access.allowed(bob, "demo", Right.READ)
 
 
 def test_show_users_and_grants(access):
@@ -304,5 +303,60 @@ def test_forget_database(access):
     run(access, ast.GrantRole("READ", "old", "bob"))
     run(access, ast.GrantSelect("t", "bob"), database="old")
     access.forget_database("OLD")
-    assert not access.allowed(bob, "old", READ, "t")
+    assert not access.allowed(bob, "old", Right.READ, "t")
     assert run(access, ast.ShowGrants("bob")).rows == []
+
+
+# -- DROP TABLE forgets the table's grants -------------------------------------------------
+
+
+def _drop_and_create_again(tmp_path, *grants: str, drop: str = "DROP TABLE t"):
+    """Give user u `grants`, run `drop` of table t, create t again; u's rights and grants."""
+    connection = refimpl.connect(tmp_path / "data")
+    connection.execute("CREATE TABLE t (x INT)")
+    connection.execute("CREATE USER u")
+    for grant in grants:
+        connection.execute(grant)
+    connection.execute(drop)
+    connection.execute("CREATE TABLE t (x INT)")
+    instance = connection.instance
+    u = Principal("u")
+    rights = (
+        instance.access.allowed(u, "demo", Right.READ, "t"),
+        instance.access.allowed(u, "demo", Right.READ, "never_seen"),
+    )
+    grants = connection.execute("SHOW GRANTS FOR u").rows
+    connection.close()
+    return rights, grants
+
+
+def test_drop_table_forgets_a_table_grant(tmp_path):
+    (on_new_t, on_never_seen), grants = _drop_and_create_again(
+        tmp_path, "GRANT SELECT ON t TO u"
+    )
+    assert on_new_t is on_never_seen is False
+    assert grants == []
+
+
+def test_drop_table_forgets_a_table_revoke(tmp_path):
+    (on_new_t, on_never_seen), grants = _drop_and_create_again(
+        tmp_path, "GRANT READ ON DATABASE demo TO u", "REVOKE SELECT ON t FROM u"
+    )
+    assert on_new_t is on_never_seen is True
+    assert [row[1] for row in grants] == ["READ"]  # the database role stays
+
+
+def test_drop_table_in_a_transaction_forgets_only_when_committed(tmp_path):
+    (on_new_t, _), grants = _drop_and_create_again(
+        tmp_path, "GRANT SELECT ON t TO u", drop="BEGIN; DROP TABLE t; COMMIT"
+    )
+    assert on_new_t is False
+    assert grants == []
+    connection = refimpl.connect(tmp_path / "again")
+    connection.execute("CREATE TABLE t (x INT)")
+    connection.execute("CREATE USER u")
+    connection.execute("GRANT SELECT ON t TO u")
+    connection.execute("BEGIN; DROP TABLE t; ROLLBACK")
+    assert connection.instance.access.allowed(Principal("u"), "demo", Right.READ, "t")
+    assert [row[3] for row in connection.execute("SHOW GRANTS FOR u").rows] == ["t"]
+    connection.close()

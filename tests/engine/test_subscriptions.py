@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 import refimpl
 from refimpl.engine.access import Principal
-from refimpl.engine.features.live_queries import KEPT_VERSIONS, MAX_ROWS, SubscriptionManager
+from refimpl.engine.features.live_queries import KEPT_VERSIONS, MAX_ROWS, Reply, SubscriptionManager
 from refimpl.errors import BadRequest, KdbError, NotAllowed, ResultTooLarge, SqlError, UnknownTable
 
 # Three tables of the same columns: a DEDUP key with the time, no key at all, and a primary
@@ -202,14 +202,14 @@ def check_scenario(conn, table, query, initial, rounds) -> None:
     def fresh() -> Counter:
         return multiset(reader.execute(fresh_text).rows)
 
-    client.apply(manager.ask(asker, query, None, 0))
+    client.apply(manager.ask_now(asker, query, None))
     assert multiset(client.rows) == fresh(), "snapshot"
     for commits, how in rounds:
         for statements in commits:
             _commit(writer, statements)
         if how == "lose" and commits:
-            lost = manager.ask(asker, query, client.id, 0)  # this answer never arrives
-            again = manager.ask(asker, query, client.id, 0)
+            lost = manager.ask_now(asker, query, client.id)  # this answer never arrives
+            again = manager.ask_now(asker, query, client.id)
             assert (again.kind, again.id, again.rows, again.removed_keys) == (
                 lost.kind, lost.id, lost.rows, lost.removed_keys
             ) or lost.kind == "none"
@@ -217,11 +217,11 @@ def check_scenario(conn, table, query, initial, rounds) -> None:
         elif how == "stale":
             # An id with a version the server does not keep: a fresh snapshot.
             name = client.id.rpartition(".")[0]
-            reply = manager.ask(asker, query, f"{name}.999999", 0)
+            reply = manager.ask_now(asker, query, f"{name}.999999")
             assert reply.kind == "snapshot"
             client.apply(reply)
         else:
-            client.apply(manager.ask(asker, query, client.id, 0))
+            client.apply(manager.ask_now(asker, query, client.id))
         assert multiset(client.rows) == fresh(), (commits, how)
 
 
@@ -291,24 +291,24 @@ def test_snapshot_then_only_the_changed_bucket(conn):
     session = conn.session()
     conn.execute(_insert("keyed", 0, 0, "A", 1, 0))
     conn.execute(_insert("keyed", 1, 0, "A", 5, 0))
-    snapshot = manager.ask(session, CANDLES, None, 0)
+    snapshot = manager.ask_now(session, CANDLES, None)
     assert snapshot.kind == "snapshot"
     assert snapshot.subscription.key_columns == ["m"]
     assert snapshot.subscription.symbol == "A"
     assert snapshot.id.endswith(".1")
     assert len(snapshot.rows) == 2
     # Nothing changed: kind none, the same id.
-    nothing = manager.ask(session, CANDLES, snapshot.id, 0)
+    nothing = manager.ask_now(session, CANDLES, snapshot.id)
     assert (nothing.kind, nothing.id) == ("none", snapshot.id)
     conn.execute(_insert("keyed", 1, 30, "A", 9, 0))
     conn.execute(_insert("keyed", 1, 40, "B", 9, 0))
-    reply = manager.ask(session, CANDLES, snapshot.id, 0)
+    reply = manager.ask_now(session, CANDLES, snapshot.id)
     assert reply.kind == "rows"
     assert reply.rows == [(snapshot.rows[1][0], 5, 9, 5, 9)]
     assert reply.removed_keys == []
     assert reply.id.endswith(".2")
     conn.execute("DELETE FROM keyed WHERE sym = 'A' AND v = 1")
-    reply = manager.ask(session, CANDLES, reply.id, 0)
+    reply = manager.ask_now(session, CANDLES, reply.id)
     assert (reply.kind, reply.rows, reply.removed_keys) == ("rows", [], [(snapshot.rows[0][0],)])
 
 
@@ -316,18 +316,18 @@ def test_a_lost_answer_is_answered_again(conn):
     manager = conn.instance.subscriptions
     session = conn.session()
     query = "SUBSCRIBE SELECT sym, v FROM keyed"
-    snapshot = manager.ask(session, query, None, 0)
+    snapshot = manager.ask_now(session, query, None)
     conn.execute(_insert("keyed", 0, 0, "A", 1, 0))
-    lost = manager.ask(session, query, snapshot.id, 0)
+    lost = manager.ask_now(session, query, snapshot.id)
     assert lost.kind == "rows" and lost.rows == [("A", 1)]
-    again = manager.ask(session, query, snapshot.id, 0)
+    again = manager.ask_now(session, query, snapshot.id)
     assert (again.kind, again.id, again.rows, again.removed_keys) == (
         "rows", lost.id, lost.rows, lost.removed_keys
     )
     # Further commits: the old id gets everything since its version, at once.
     conn.execute(_insert("keyed", 0, 0, "B", 2, 0))
-    newest = manager.ask(session, query, lost.id, 0)
-    from_old = manager.ask(session, query, snapshot.id, 0)
+    newest = manager.ask_now(session, query, lost.id)
+    from_old = manager.ask_now(session, query, snapshot.id)
     assert from_old.id == newest.id
     assert multiset(from_old.rows) == multiset([("A", 1), ("B", 2)])
 
@@ -336,36 +336,55 @@ def test_unknown_ids_and_versions_give_a_fresh_snapshot(conn):
     manager = conn.instance.subscriptions
     session = conn.session()
     query = "SUBSCRIBE SELECT sym, v FROM rowid"
-    snapshot = manager.ask(session, query, None, 0)
+    snapshot = manager.ask_now(session, query, None)
     name = snapshot.id.rpartition(".")[0]
     for asked in ["0123456789abcdef.1", f"{name}.0", f"{name}.2", f"{name}.77"]:
-        reply = manager.ask(session, query, asked, 0)
+        reply = manager.ask_now(session, query, asked)
         assert reply.kind == "snapshot", asked
         assert reply.id != snapshot.id
     # Versions older than the kept ones.
     current = snapshot.id
     for value in range(KEPT_VERSIONS + 2):
         conn.execute(_insert("rowid", 0, 0, "A", value, 0))
-        current = manager.ask(session, query, current, 0).id
-    assert manager.ask(session, query, snapshot.id, 0).kind == "snapshot"
-    assert manager.ask(session, query, current, 0).kind == "none"
+        current = manager.ask_now(session, query, current).id
+    assert manager.ask_now(session, query, snapshot.id).kind == "snapshot"
+    assert manager.ask_now(session, query, current).kind == "none"
     # Another query or another user with the id: a snapshot of their own.
-    assert manager.ask(session, query + " WHERE v > 1", current, 0).kind == "snapshot"
+    assert manager.ask_now(session, query + " WHERE v > 1", current).kind == "snapshot"
     conn.execute("CREATE USER bob")
     conn.execute("GRANT READ ON DATABASE demo TO bob")
     bob = conn.instance.session("demo", Principal("bob"))
-    assert manager.ask(bob, query, current, 0).kind == "snapshot"
+    assert manager.ask_now(bob, query, current).kind == "snapshot"
     for bad in ["nodot", "abc.", "abc.x", ".5"]:
         with pytest.raises(BadRequest):
-            manager.ask(session, query, bad, 0)
+            manager.ask_now(session, query, bad)
 
 
 def test_rights_are_the_callers(conn):
     conn.execute("CREATE USER eve")
     eve = conn.instance.session("demo", Principal("eve"))
     with pytest.raises(Exception) as raised:
-        conn.instance.subscriptions.ask(eve, "SUBSCRIBE SELECT * FROM keyed", None, 0)
+        conn.instance.subscriptions.ask_now(eve, "SUBSCRIBE SELECT * FROM keyed", None)
     assert type(raised.value).__name__ in ("Forbidden", "Unauthorized")
+
+
+def ask_and_wait(manager, session, query, asked, wait):
+    """Drive a `LiveWait` as a server does: watch, attempt at each wake-up, expire."""
+    step = manager.ask(session, query, asked)
+    if isinstance(step, Reply):
+        return step
+    woken = threading.Event()
+    step.watch(woken)
+    deadline = time.monotonic() + wait
+    while True:
+        reply = step.attempt()
+        if reply is not None:
+            return reply
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return step.expire()
+        woken.wait(remaining)
+        woken.clear()
 
 
 def _ask_in_thread(manager, session, query, asked, wait):
@@ -374,7 +393,7 @@ def _ask_in_thread(manager, session, query, asked, wait):
     def run() -> None:
         began = time.monotonic()
         try:
-            out["reply"] = manager.ask(session, query, asked, wait)
+            out["reply"] = ask_and_wait(manager, session, query, asked, wait)
         except Exception as error:  # reported by the test
             out["error"] = error
         out["seconds"] = time.monotonic() - began
@@ -394,7 +413,7 @@ def _wait_until_waiting(manager, count=1, timeout=5.0):
 def test_a_second_ask_takes_over_a_waiting_one(conn):
     manager = conn.instance.subscriptions
     query = "SUBSCRIBE SELECT sym, v FROM keyed"
-    snapshot = manager.ask(conn.session(), query, None, 0)
+    snapshot = manager.ask_now(conn.session(), query, None)
     first, out = _ask_in_thread(manager, conn.session(), query, snapshot.id, 10.0)
     _wait_until_waiting(manager)
     second, out2 = _ask_in_thread(manager, conn.session(), query, snapshot.id, 5.0)
@@ -411,20 +430,20 @@ def test_a_second_ask_takes_over_a_waiting_one(conn):
 
 def _count_moved_checks(manager, monkeypatch) -> list[int]:
     calls = [0]
-    original = manager._moved
+    original = manager.moved
 
     def counted(subscription):
         calls[0] += 1
         return original(subscription)
 
-    monkeypatch.setattr(manager, "_moved", counted)
+    monkeypatch.setattr(manager, "moved", counted)
     return calls
 
 
 def test_a_pinned_subscription_wakes_only_on_its_symbol(conn, monkeypatch):
     manager = conn.instance.subscriptions
     pinned = "SUBSCRIBE SELECT time, v FROM keyed WHERE sym = 'A'"
-    snapshot = manager.ask(conn.session(), pinned, None, 0)
+    snapshot = manager.ask_now(conn.session(), pinned, None)
     assert snapshot.subscription.symbol == "A"
     checks = _count_moved_checks(manager, monkeypatch)
     thread, out = _ask_in_thread(manager, conn.session(), pinned, snapshot.id, 0.6)
@@ -449,7 +468,7 @@ def test_a_pinned_subscription_wakes_only_on_its_symbol(conn, monkeypatch):
 def test_an_unpinned_subscription_wakes_on_any_commit_of_its_table(conn):
     manager = conn.instance.subscriptions
     query = "SUBSCRIBE SELECT count(*) AS n FROM keyed"
-    snapshot = manager.ask(conn.session(), query, None, 0)
+    snapshot = manager.ask_now(conn.session(), query, None)
     thread, out = _ask_in_thread(manager, conn.session(), query, snapshot.id, 5.0)
     _wait_until_waiting(manager)
     conn.execute(_insert("keyed", 0, 0, "C", 1, 0))
@@ -461,7 +480,7 @@ def test_an_unpinned_subscription_wakes_on_any_commit_of_its_table(conn):
 def test_a_commit_that_changes_nothing_in_the_answer_keeps_waiting(conn):
     manager = conn.instance.subscriptions
     query = "SUBSCRIBE SELECT sym, v FROM keyed WHERE v > 5"
-    snapshot = manager.ask(conn.session(), query, None, 0)
+    snapshot = manager.ask_now(conn.session(), query, None)
     thread, out = _ask_in_thread(manager, conn.session(), query, snapshot.id, 0.5)
     _wait_until_waiting(manager)
     conn.execute(_insert("keyed", 0, 0, "A", 1, 0))  # outside the WHERE
@@ -476,15 +495,15 @@ def test_more_than_max_rows_is_an_error(conn):
     rows = [(i, i * 1_000_000, "A", 0) for i in range(MAX_ROWS)]
     session.insert_rows("pk", ["id", "time", "sym", "v"], rows)
     query = "SUBSCRIBE SELECT id, v FROM pk"
-    snapshot = manager.ask(session, query, None, 0)
+    snapshot = manager.ask_now(session, query, None)
     assert len(snapshot.rows) == MAX_ROWS
     conn.execute(f"INSERT INTO pk VALUES ({MAX_ROWS}, 0, 'A', 0)")
     with pytest.raises(ResultTooLarge):
-        manager.ask(session, query, snapshot.id, 0)
+        manager.ask_now(session, query, snapshot.id)
     with pytest.raises(ResultTooLarge):
-        manager.ask(session, query, None, 0)
+        manager.ask_now(session, query, None)
     # Narrowed, it works.
-    assert len(manager.ask(session, query + " WHERE id < 10", None, 0).rows) == 10
+    assert len(manager.ask_now(session, query + " WHERE id < 10", None).rows) == 10
 
 
 def test_the_subscription_limit_evicts_the_longest_unasked(conn, monkeypatch):
@@ -492,19 +511,19 @@ def test_the_subscription_limit_evicts_the_longest_unasked(conn, monkeypatch):
     monkeypatch.setattr(conn.instance, "subscriptions", manager)
     session = conn.session()
     texts = [f"SUBSCRIBE SELECT sym, v FROM keyed WHERE v > {i}" for i in range(4)]
-    ids = [manager.ask(session, texts[i], None, 0).id for i in range(3)]
+    ids = [manager.ask_now(session, texts[i], None).id for i in range(3)]
     assert len(manager) == 3
     # Asking each one by its id at the limit answers it, and evicts nothing.
     for i in (0, 2):
-        reply = manager.ask(session, texts[i], ids[i], 0)
+        reply = manager.ask_now(session, texts[i], ids[i])
         assert (reply.kind, reply.id) == ("none", ids[i])
         assert len(manager) == 3
     # A fourth: the one asked for longest ago (1) makes room.
-    ids.append(manager.ask(session, texts[3], None, 0).id)
+    ids.append(manager.ask_now(session, texts[3], None).id)
     assert len(manager) == 3
     for i in (0, 2, 3):
-        assert manager.ask(session, texts[i], ids[i], 0).kind == "none"
-    assert manager.ask(session, texts[1], ids[1], 0).kind == "snapshot"
+        assert manager.ask_now(session, texts[i], ids[i]).kind == "none"
+    assert manager.ask_now(session, texts[1], ids[1]).kind == "snapshot"
     assert len(manager) == 3
 
 
@@ -513,12 +532,12 @@ def test_idle_subscriptions_are_dropped(conn, monkeypatch):
     monkeypatch.setattr(conn.instance, "subscriptions", manager)
     session = conn.session()
     query = "SUBSCRIBE SELECT sym, v FROM keyed"
-    snapshot = manager.ask(session, query, None, 0)
-    assert manager.ask(session, query, snapshot.id, 0).kind == "none"  # asked in time
+    snapshot = manager.ask_now(session, query, None)
+    assert manager.ask_now(session, query, snapshot.id).kind == "none"  # asked in time
     time.sleep(0.12)
-    other = manager.ask(session, query + " WHERE v > 1", None, 0)  # sweeps the idle one
+    other = manager.ask_now(session, query + " WHERE v > 1", None)  # sweeps the idle one
     assert len(manager) == 1
-    reply = manager.ask(session, query, snapshot.id, 0)
+    reply = manager.ask_now(session, query, snapshot.id)
     assert reply.kind == "snapshot" and reply.id != snapshot.id
     assert other.id != reply.id
 
@@ -539,7 +558,7 @@ def test_idle_subscriptions_are_dropped(conn, monkeypatch):
 )
 def test_one_table_only(conn, text, error):
     with pytest.raises(error):
-        conn.instance.subscriptions.ask(conn.session(), text, None, 0)
+        conn.instance.subscriptions.ask_now(conn.session(), text, None)
     assert len(conn.instance.subscriptions) == 0
 
 
@@ -558,7 +577,7 @@ def test_subscribe_in_exec_points_to_the_route(conn):
 def test_a_dropped_table_is_an_error_not_a_crash(conn, query):
     manager = conn.instance.subscriptions
     conn.execute(_insert("keyed", 0, 0, "A", 1, 0))
-    snapshot = manager.ask(conn.session(), query, None, 0)
+    snapshot = manager.ask_now(conn.session(), query, None)
     conn.execute("DROP TABLE keyed")
     with pytest.raises(UnknownTable):
-        manager.ask(conn.session(), query, snapshot.id, 0)
+        manager.ask_now(conn.session(), query, snapshot.id)

@@ -272,10 +272,11 @@ def main() -> None:
               " (refimpl: /api/changes SSE, --threads 512; PostgreSQL: LISTEN/NOTIFY)",
     )
     ours, theirs = results[("refimpl", 100)]["p99"], results[("pg", 100)]["p99"]
-    print(harness.ratio_line("100 readers: refimpl p99 (ms)", ours, "< 20 ms", ours < 20))
-    print(harness.ratio_line("100 readers: refimpl p99 / PostgreSQL p99", ours / theirs,
-                             "<= 2x", ours <= 2 * theirs))
-    print()
+    harness.print_checks([
+        harness.Check("100 readers: refimpl p99 (ms)", ours, "< 20 ms", ours < 20),
+        harness.Check("100 readers: refimpl p99 / PostgreSQL p99", ours / theirs, "<= 2x",
+                      ours <= 2 * theirs),
+    ])
 
     crowd_commits = max(5, commits // 4)
     with harness.RefimplServer(threads=64) as server:

@@ -18,13 +18,10 @@ import threading
 import time
 from pathlib import Path
 
+import harness
+
 import refimpl
 from refimpl.engine.options import EngineOptions
-
-
-def percentile(samples: list[float], fraction: float) -> float:
-    ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
 
 
 def run_refimpl(commits: int, threads: int, fsync_delay: float) -> dict[str, float]:
@@ -63,8 +60,8 @@ def run_refimpl(commits: int, threads: int, fsync_delay: float) -> dict[str, flo
     return {
         "rate": done / elapsed,
         "fsyncs_per_commit": fsyncs / done,
-        "p50_ms": percentile(flat, 0.5) * 1000,
-        "p99_ms": percentile(flat, 0.99) * 1000,
+        "p50_ms": harness.percentile(flat, 0.5) * 1000,
+        "p99_ms": harness.percentile(flat, 0.99) * 1000,
     }
 
 
@@ -86,7 +83,7 @@ def run_sqlite(commits: int) -> dict[str, float]:
         "rate": commits / elapsed,
         "fsyncs_per_commit": float("nan"),
         "p50_ms": statistics.median(samples) * 1000,
-        "p99_ms": percentile(samples, 0.99) * 1000,
+        "p99_ms": harness.percentile(samples, 0.99) * 1000,
     }
 
 
@@ -110,21 +107,22 @@ def main() -> None:
     slow_sixteen = run_refimpl(slow_commits, 16, delay)
     rows.append((f"refimpl, 16 writers, +{args.delay_ms:g} ms fsync", slow_sixteen))
 
-    print(f"{'workload':42} {'commits/s':>10} {'fsync/commit':>13} {'p50 ms':>8} {'p99 ms':>8}")
-    for name, figures in rows:
-        print(
-            f"{name:42} {figures['rate']:10.0f} {figures['fsyncs_per_commit']:13.3f}"
-            f" {figures['p50_ms']:8.3f} {figures['p99_ms']:8.3f}"
-        )
-    print()
-    print(f"16 writers / sqlite 1 writer:            {sixteen['rate'] / sqlite['rate']:.2f}x"
-          " (target >= 0.5x)")
-    print(f"1 writer / sqlite 1 writer:              {one['rate'] / sqlite['rate']:.2f}x")
+    harness.print_table(
+        ("workload", "commits/s", "fsync/commit", "p50 ms", "p99 ms"),
+        [(name, f["rate"], f["fsyncs_per_commit"], f["p50_ms"], f["p99_ms"]) for name, f in rows],
+    )
+    against_sqlite = sixteen["rate"] / sqlite["rate"]
     per_fsync = 1 / slow_sixteen["fsyncs_per_commit"]
-    print(f"with +{args.delay_ms:g} ms fsync: commits per fsync (16):  {per_fsync:.1f}"
-          " (target > 8)")
-    print(f"with +{args.delay_ms:g} ms fsync: 16 writers / 1 writer:  "
-          f"{slow_sixteen['rate'] / slow_one['rate']:.1f}x (target > 6x)")
+    group_gain = slow_sixteen["rate"] / slow_one["rate"]
+    harness.print_checks([
+        harness.Check("16 writers / sqlite 1 writer", against_sqlite, ">= 0.5x",
+                      against_sqlite >= 0.5),
+        harness.Check("1 writer / sqlite 1 writer", one["rate"] / sqlite["rate"]),
+        harness.Check(f"with +{args.delay_ms:g} ms fsync: commits per fsync (16 writers)",
+                      per_fsync, "> 8", per_fsync > 8),
+        harness.Check(f"with +{args.delay_ms:g} ms fsync: 16 writers / 1 writer", group_gain,
+                      "> 6x", group_gain > 6),
+    ])
 
 
 if __name__ == "__main__":

@@ -7,7 +7,8 @@
 - `Postgres`: a throwaway PostgreSQL cluster (Debian's packages, installed when missing) in a
   temporary folder on a free loopback port, fsync on; stopped and deleted at the end.
 - `LeanHTTP`: a keep-alive HTTP/1.1 client cheap enough for load generators.
-- `percentile`, `summary`, `print_table`, `rss_mb`, `cpu_seconds`.
+- `percentile`, `summary`, `print_table`, `Check` and `print_checks` (figures against their
+  targets), `rss_mb`, `cpu_seconds`.
 
 Importing this module first also keeps the standard library's `http` package from being
 shadowed by `http.py` of this folder (a script's folder comes first on `sys.path`).
@@ -27,7 +28,7 @@ import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 _HERE = Path(__file__).resolve().parent
 
@@ -117,8 +118,23 @@ def print_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], title: st
     print()
 
 
-def ratio_line(label: str, value: float, target: str, met: bool) -> str:
-    return f"{label:58} {value:10.2f}   target {target:14} {'MET' if met else 'MISSED'}"
+class Check(NamedTuple):
+    """A figure and, where an issue sets one, its target and whether the run met it."""
+
+    label: str
+    value: float
+    target: str = ""
+    met: bool = False
+
+
+def print_checks(checks: Sequence[Check]) -> None:
+    """One line a figure, in the same columns in every script, then a blank line."""
+    for check in checks:
+        line = f"{check.label:58} {check.value:10.2f}"
+        if check.target:
+            line += f"   target {check.target:14} {'MET' if check.met else 'MISSED'}"
+        print(line)
+    print()
 
 
 def rss_mb() -> tuple[float, float]:

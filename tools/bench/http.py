@@ -245,11 +245,11 @@ def main() -> None:
     )
     insert16 = ours[("insert", 16)]["rate"] / theirs[("insert", 16)]["rate"]
     select_p99 = ours[("select", 16)]["p99"]
-    print(harness.ratio_line("16-client INSERT throughput / PostgreSQL's", insert16,
-                             ">= 0.3x", insert16 >= 0.3))
-    print(harness.ratio_line("16-client point SELECT p99 (ms)", select_p99, "< 10 ms",
-                             select_p99 < 10))
-    print()
+    harness.print_checks([
+        harness.Check("16-client INSERT throughput / PostgreSQL's", insert16, ">= 0.3x",
+                      insert16 >= 0.3),
+        harness.Check("16-client point SELECT p99 (ms)", select_p99, "< 10 ms", select_p99 < 10),
+    ])
     if args.profile:
         profile_inserts(args.threads, args.procs, seconds, args.client)
 

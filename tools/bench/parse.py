@@ -15,6 +15,8 @@ import statistics
 import tempfile
 import time
 
+import harness
+
 import refimpl
 from refimpl.sql.parser import parse
 
@@ -71,12 +73,16 @@ def main() -> None:
         session.execute("ROLLBACK")
         connection.close()
 
-    print(f"INSERT parsed per second (uncached):          {insert_rate:10.0f}")
-    print(f"candle SELECT parsed per second (uncached):   {select_rate:10.0f}")
-    print(f"INSERT parse + execute, unparameterised:      {unparameterised:10.1f} us median"
-          " (target < 250)")
-    print(f"INSERT execute, parameterised and cached:     {parameterised:10.1f} us median"
-          " (target < 60)")
+    harness.print_table(
+        ("parsed, cache bypassed", "statements/s"),
+        [("INSERT", insert_rate), ("candle SELECT", select_rate)],
+    )
+    harness.print_checks([
+        harness.Check("INSERT parse + execute, unparameterised (us median)", unparameterised,
+                      "< 250 us", unparameterised < 250),
+        harness.Check("INSERT execute, parameterised and cached (us median)", parameterised,
+                      "< 60 us", parameterised < 60),
+    ])
 
 
 if __name__ == "__main__":

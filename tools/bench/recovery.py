@@ -25,6 +25,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import harness
+
 import refimpl
 from refimpl.engine.options import EngineOptions
 from refimpl.engine.statements import executor
@@ -117,7 +119,7 @@ def main() -> None:
             f" (checkpoint at LSN {stats['checkpoint_lsn']}, {args.tail:,} records replayed,"
             f" log {stats['log_bytes'] / 1e6:.1f} MB still read and checked)"
         )
-        print(f"speed-up from the checkpoint: {best / best_c:.1f}x")
+        harness.print_checks([harness.Check("speed-up from the checkpoint (x)", best / best_c)])
     finally:
         if args.keep is None:
             shutil.rmtree(folder, ignore_errors=True)

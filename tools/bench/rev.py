@@ -297,10 +297,12 @@ def chart(seconds: float, history: int) -> None:
         title=f"part 2: chart workload, {seconds:g} s per phase, {history} trades per symbol"
               " before; ran/cached = result cache misses/hits (/api/stats)",
     )
-    ratio = with_revs["selects"] / polling["selects"]
-    print(f"SELECTs sent with revisions / without: {ratio:.2f}x;"
-          f" SELECTs run (cache misses) with / without:"
-          f" {with_revs['misses'] / polling['misses']:.2f}x")
+    harness.print_checks([
+        harness.Check("SELECTs sent with revisions / without",
+                      with_revs["selects"] / polling["selects"]),
+        harness.Check("SELECTs run (cache misses) with revisions / without",
+                      with_revs["misses"] / polling["misses"]),
+    ])
 
 
 def main() -> None:

@@ -15,6 +15,7 @@ import msgspec
 
 from refimpl.engine.query.select import column_constraints, conjuncts
 from refimpl.engine.result import Column
+from refimpl.engine.rights import Right
 from refimpl.engine.storage import records
 from refimpl.engine.storage.access_hints import AccessHints
 from refimpl.engine.storage.schema import TableSchema
@@ -22,7 +23,7 @@ from refimpl.errors import InvalidValue, ResultTooLarge, SqlError, UnknownTable
 from refimpl.sql import ast
 
 if TYPE_CHECKING:
-    from refimpl.engine.session import Session
+    from refimpl.engine.statements.context import StatementContext
     from refimpl.engine.storage.database import Database
 
 UNBOUNDED_READ_LIMIT = 100_000
@@ -154,7 +155,7 @@ class ChangesSource:
 
     schema = None
 
-    def __init__(self, session: Session, source: ast.FunctionSource, select: ast.Select,
+    def __init__(self, session: StatementContext, source: ast.FunctionSource, select: ast.Select,
                  params: Sequence[Any]) -> None:
         from refimpl.engine.query.compiled import Scope
         from refimpl.engine.query.expressions import constant_value
@@ -170,7 +171,7 @@ class ChangesSource:
         max_rows = _whole(max_rows, "max_rows")
         if max_rows == 0:
             raise InvalidValue("max_rows must be 1 or more")
-        session.authorize("READ", table)
+        session.authorize(Right.READ, table)
         database = session.database
         with database.state_lock:
             committed = database.tables.get(table.lower())
@@ -249,6 +250,6 @@ def _is_lsn_bound(term: ast.Expr) -> bool:
     )
 
 
-def changes_function(session: Session, source: ast.FunctionSource, select: ast.Select,
+def changes_function(session: StatementContext, source: ast.FunctionSource, select: ast.Select,
                      params: Sequence[Any]) -> ChangesSource:
     return ChangesSource(session, source, select, params)

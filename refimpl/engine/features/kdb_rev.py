@@ -1,26 +1,21 @@
-"""Revisions in SQL: the kdb_rev() function and what the result cache keys answers by."""
+"""Revisions in SQL: the kdb_rev() function."""
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from refimpl.engine.query.compiled import Compiled, Scope, ScopeColumn
-from refimpl.engine.query.expressions import children, compile_expression
-from refimpl.engine.query.select import column_constraints
-from refimpl.engine.storage.schema import TableSchema
+from refimpl.engine.query.compiled import Compiled, Scope
+from refimpl.engine.query.expressions import compile_expression
+from refimpl.engine.rights import Right
 from refimpl.errors import SqlError, TypeMismatch, UnknownTable
 from refimpl.sql import ast
 
 if TYPE_CHECKING:
-    from refimpl.engine.session import Session
-    from refimpl.engine.storage.database import Database
-
-_VOLATILE = frozenset({"now", "kdb_rev"})
+    from refimpl.engine.statements.context import ScalarFunction, StatementContext
 
 
-def kdb_rev_builder(session: Session):  # noqa: ANN201 - a Scope function builder
+def kdb_rev_builder(context: StatementContext) -> ScalarFunction:
     """kdb_rev('t') is the table's revision, kdb_rev('t', 'v') the value's; NULL in, NULL out."""
 
     def build(call: ast.FuncCall, scope: Scope) -> Compiled:
@@ -29,7 +24,7 @@ def kdb_rev_builder(session: Session):  # noqa: ANN201 - a Scope function builde
         args = [compile_expression(a, scope) for a in call.args]
         if args[0].type not in ("STRING", "SYMBOL", "NULL"):
             raise TypeMismatch(f"kdb_rev() takes the table's name as text, not {args[0].type}")
-        database = session.database
+        database = context.database
         checked: set[str] = set()
 
         def table_of(name: str) -> str:
@@ -38,7 +33,7 @@ def kdb_rev_builder(session: Session):  # noqa: ANN201 - a Scope function builde
                     table = database.tables.get(name.lower())
                 if table is None:
                     raise UnknownTable(name)
-                session.authorize("READ", table.schema.name)
+                context.authorize(Right.READ, table.schema.name)
                 checked.add(name)
             return name
 
@@ -62,58 +57,3 @@ def kdb_rev_builder(session: Session):  # noqa: ANN201 - a Scope function builde
         return Compiled(value_rev, "STRING")
 
     return build
-
-
-@functools.lru_cache(maxsize=1024)
-def deterministic(statement: ast.Select) -> bool:
-    """False when the answer may change without a commit (now(), kdb_rev())."""
-    nodes: list[ast.Expr] = [item.expr for item in statement.items]
-    for clause in (statement.where, statement.having, statement.limit, statement.offset):
-        if clause is not None:
-            nodes.append(clause)
-    nodes += list(statement.group_by) + [o.expr for o in statement.order_by]
-    while nodes:
-        node = nodes.pop()
-        if isinstance(node, ast.FuncCall) and node.name in _VOLATILE:
-            return False
-        nodes.extend(children(node))
-    return True
-
-
-def pinned_value(schema: TableSchema, where: ast.Expr | None, params: Sequence[Any]) -> Any:
-    """The value a WHERE fixes the table's rev column to, or None."""
-    rev = schema.rev_column
-    if rev is None or where is None:
-        return None
-    scope = Scope(
-        columns=[ScopeColumn(i, c.type, c.name) for i, c in enumerate(schema.columns)],
-        params=params,
-    )
-    for name, op, value in column_constraints(where, schema, scope):
-        if op == "=" and name == rev.lower():
-            return value
-    return None
-
-
-@functools.lru_cache(maxsize=4096)
-def _pinned(schema: TableSchema, statement: ast.Select, typed: tuple[Any, ...]) -> Any:
-    """pinned_value, remembered per statement (typed: the parameters with their types)."""
-    return pinned_value(schema, statement.where, tuple(value for _, value in typed))
-
-
-def cache_plan(
-    database: Database, schema: TableSchema, statement: ast.Select, params: Sequence[Any]
-) -> tuple[Any, int]:
-    """(key, revision counter) to cache this SELECT under, or (None, 0) when it may not be."""
-    if database.result_cache.max_bytes <= 0 or not deterministic(statement):
-        return None, 0
-    try:
-        # Each parameter with its type: 1, 1.0 and True are equal keys but other answers.
-        key = (schema.name.lower(), statement, tuple((type(p), p) for p in params))
-        hash(key)
-    except TypeError:
-        return None, 0
-    value = _pinned(schema, statement, key[2])
-    if value is not None:
-        return key, database.revisions.value_n(schema.name, value)
-    return key, database.revisions.table_n(schema.name)

@@ -25,31 +25,31 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from refimpl.engine import admission
 from refimpl.engine.features.buckets import BucketPlan, bucket_plan, changed_buckets, restricted
-from refimpl.engine.features.kdb_rev import pinned_value
+from refimpl.engine.query.cache_keys import pinned_value
 from refimpl.engine.query.expressions import contains_aggregate
 from refimpl.engine.result import Column
 from refimpl.engine.statements import executor
 from refimpl.engine.tracking.shared_results import SharedResults
+from refimpl.engine.tracking.signals import Waker
 from refimpl.errors import BadRequest, NotAllowed, ResultTooLarge, SqlError
 from refimpl.sql import ast
 from refimpl.sql.parser import parse_cached
 
 if TYPE_CHECKING:
-    from refimpl.engine.session import Session
+    from refimpl.engine.statements.context import StatementContext
     from refimpl.engine.storage.database import Database
 
 MAX_ROWS = 10_000
 MAX_SUBSCRIPTIONS = 10_000
-IDLE_SECONDS = 120.0
+UNASKED_SECONDS = 120.0  # a subscription nobody asked for this long may be dropped
 KEPT_VERSIONS = 8
 
 Identity = tuple[Any, ...]
 
 
 @dataclass(slots=True)
-class Answer:
+class Version:
     version: int
     rows: dict[Identity, tuple]
 
@@ -86,14 +86,14 @@ class Subscription:
     position: int | None = None  # the applied LSN the last answer includes
     rowid_floor: int = 0  # a logged row id below it is an update of a row the answer holds
     token: int = -1
-    versions: OrderedDict[int, Answer] = field(default_factory=OrderedDict)
+    versions: OrderedDict[int, Version] = field(default_factory=OrderedDict)
     last_asked: float = field(default_factory=time.monotonic)
     generation: int = 0
-    waiting: threading.Event | None = None
+    waiting: Waker | None = None  # the request waiting for a change, if any
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
-    def current(self) -> Answer:
+    def current(self) -> Version:
         return next(reversed(self.versions.values()))
 
 
@@ -158,7 +158,7 @@ def _identity_positions(select: ast.Select, key: tuple[str, ...]) -> list[int] |
 class SubscriptionManager:
     """Every subscription of one server; thread-safe."""
 
-    def __init__(self, limit: int = MAX_SUBSCRIPTIONS, idle_seconds: float = IDLE_SECONDS):
+    def __init__(self, limit: int = MAX_SUBSCRIPTIONS, idle_seconds: float = UNASKED_SECONDS):
         self.limit = limit
         self.idle_seconds = idle_seconds
         self._lock = threading.Lock()
@@ -169,8 +169,9 @@ class SubscriptionManager:
     def __len__(self) -> int:
         return len(self._subscriptions)
 
-    def ask(self, session: Session, text: str, asked_id: str | None, wait: float) -> Reply:
-        """Answer one request of a client (see the module docstring)."""
+    def ask(self, session: StatementContext, text: str, asked_id: str | None) -> Reply | LiveWait:
+        """Answer one request of a client (see the module docstring) now, or say how it
+        waits for a commit that changes its answer (`LiveWait`)."""
         select = parse_subscription(text)
         subscription, version = self._find(session, text, asked_id)
         if subscription is None:
@@ -188,7 +189,18 @@ class SubscriptionManager:
             reply = self._difference(subscription, subscription.versions[version], current)
             if reply is not None:
                 return reply
-        return self._wait(session, subscription, generation, wait)
+        return LiveWait(self, session, subscription, generation)
+
+    def ask_now(self, session: StatementContext, text: str, asked_id: str | None) -> Reply:
+        """`ask` without waiting: a change already committed is answered, else `none`."""
+        step = self.ask(session, text, asked_id)
+        if isinstance(step, Reply):
+            return step
+        return step.attempt() or step.expire()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
 
     def close(self) -> None:
         with self._lock:
@@ -206,7 +218,7 @@ class SubscriptionManager:
     # -- inner workings ------------------------------------------------------------------
 
     def _find(
-        self, session: Session, text: str, asked_id: str | None
+        self, session: StatementContext, text: str, asked_id: str | None
     ) -> tuple[Subscription | None, int]:
         if not asked_id:
             return None, 0
@@ -244,7 +256,7 @@ class SubscriptionManager:
                 return
             self._subscriptions.popitem(last=False)
 
-    def _run(self, session: Session, subscription: Subscription) -> dict[Identity, tuple]:
+    def _run(self, session: StatementContext, subscription: Subscription) -> dict[Identity, tuple]:
         database = subscription.database
         revisions = database.revisions
         if subscription.symbol is not None:
@@ -288,7 +300,7 @@ class SubscriptionManager:
         return table.next_rowid if table is not None else 0
 
     def _run_buckets(
-        self, session: Session, subscription: Subscription, applied: int
+        self, session: StatementContext, subscription: Subscription, applied: int
     ) -> dict[Identity, tuple] | None:
         """The new answer from re-running only the changed buckets, or None (run in full)."""
         plan = subscription.buckets
@@ -334,7 +346,7 @@ class SubscriptionManager:
             return None
         return rows
 
-    def _snapshot(self, session: Session, text: str, select: ast.Select) -> Reply:
+    def _snapshot(self, session: StatementContext, text: str, select: ast.Select) -> Reply:
         database = session.database
         table_name = select.source.name  # type: ignore[union-attr]
         output = executor.select_rows(session, select, ())
@@ -361,7 +373,7 @@ class SubscriptionManager:
             buckets=bucket_plan(select, schema, positions),
         )
         rows = self._run(session, subscription)
-        subscription.versions[1] = Answer(1, rows)
+        subscription.versions[1] = Version(1, rows)
         with self._lock:
             self._sweep(time.monotonic())
             while len(self._subscriptions) >= self.limit:
@@ -369,7 +381,7 @@ class SubscriptionManager:
             self._subscriptions[subscription.id] = subscription
         return Reply("snapshot", subscription, 1, list(rows.values()))
 
-    def _difference(self, subscription: Subscription, old: Answer, new: Answer) -> Reply | None:
+    def _difference(self, subscription: Subscription, old: Version, new: Version) -> Reply | None:
         changed = [row for ident, row in new.rows.items() if old.rows.get(ident) != row]
         removed = [ident for ident in old.rows if ident not in new.rows]
         if subscription.whole_row:
@@ -378,47 +390,82 @@ class SubscriptionManager:
             return None
         return Reply("rows", subscription, new.version, changed, removed)
 
-    def _wait(
-        self, session: Session, subscription: Subscription, generation: int, wait: float
-    ) -> Reply:
-        database = subscription.database
-        board = database.wake_board
-        event = threading.Event()
-        subscription.waiting = event
-        board.register(subscription.table, subscription.symbol, event)
-        deadline = time.monotonic() + wait
-        try:
-            while True:
-                if subscription.generation != generation or self._closed:
-                    break
-                if self._moved(subscription):
-                    with subscription.lock:
-                        before = subscription.current
-                        rows = self._run(session, subscription)
-                        if rows != before.rows:
-                            version = before.version + 1
-                            subscription.versions[version] = Answer(version, rows)
-                            while len(subscription.versions) > KEPT_VERSIONS:
-                                subscription.versions.popitem(last=False)
-                            reply = self._difference(subscription, before, subscription.current)
-                            if reply is not None:
-                                return reply
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    break
-                admission.waiting()
-                event.wait(remaining)
-                event.clear()
-        finally:
-            board.unregister(subscription.table, subscription.symbol, event)
-            if subscription.waiting is event:
-                subscription.waiting = None
-        return Reply("none", subscription, subscription.current.version)
+    def rerun(self, session: StatementContext, subscription: Subscription) -> Reply | None:
+        """Run the query again after a commit touched it: the difference, or None."""
+        with subscription.lock:
+            before = subscription.current
+            rows = self._run(session, subscription)
+            if rows == before.rows:
+                return None
+            version = before.version + 1
+            subscription.versions[version] = Version(version, rows)
+            while len(subscription.versions) > KEPT_VERSIONS:
+                subscription.versions.popitem(last=False)
+            return self._difference(subscription, before, subscription.current)
 
-    def _moved(self, subscription: Subscription) -> bool:
+    def moved(self, subscription: Subscription) -> bool:
         revisions = subscription.database.revisions
         if subscription.symbol is not None:
             token = revisions.value_n(subscription.table, subscription.symbol)
         else:
             token = revisions.table_n(subscription.table)
         return token != subscription.token
+
+
+class LiveWait:
+    """A live-query request that waits for a commit changing its answer, holding no thread.
+
+    `watch(waker)` puts it on the database's wake board: `waker.set()` is called (cheap,
+    never blocking) when a commit touches what the query reads, when a newer request of the
+    same client takes over, and at shutdown; the waker's owner then calls `attempt`. Call
+    `attempt` once after `watch` too: a commit between the request's read and the watch is
+    then not missed. Exactly one of `attempt` (when it gives a Reply) or `expire` ends it.
+    """
+
+    def __init__(
+        self,
+        manager: SubscriptionManager,
+        session: StatementContext,
+        subscription: Subscription,
+        generation: int,
+    ) -> None:
+        self._manager = manager
+        self._session = session
+        self.subscription = subscription
+        self._generation = generation
+        self._waker: Waker | None = None
+
+    def watch(self, waker: Waker) -> None:
+        subscription = self.subscription
+        self._waker = waker
+        subscription.waiting = waker
+        subscription.database.wake_board.register(subscription.table, subscription.symbol, waker)
+
+    def attempt(self) -> Reply | None:
+        """The answer if a commit changed it (or `none` once superseded); None: wait on."""
+        subscription = self.subscription
+        if subscription.generation != self._generation or self._manager.closed:
+            return self.expire()
+        if self._manager.moved(subscription):
+            reply = self._manager.rerun(self._session, subscription)
+            if reply is not None:
+                self._end()
+                return reply
+        return None
+
+    def expire(self) -> Reply:
+        """Nothing changed in time: the id to ask again with."""
+        self._end()
+        subscription = self.subscription
+        return Reply("none", subscription, subscription.current.version)
+
+    def _end(self) -> None:
+        waker, self._waker = self._waker, None
+        if waker is None:
+            return
+        subscription = self.subscription
+        subscription.database.wake_board.unregister(
+            subscription.table, subscription.symbol, waker
+        )
+        if subscription.waiting is waker:
+            subscription.waiting = None

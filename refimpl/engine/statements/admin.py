@@ -1,7 +1,7 @@
-"""Statements about schema, transactions, databases, users and SHOW, for a session.
+"""Statements about schema, transactions, databases, users and SHOW.
 
-Each handler takes the session, the statement, its text and the parameters, checks the
-right it needs and answers a `Result`; `executor` dispatches to them.
+Each handler takes the `StatementContext`, the statement, its text and the parameters, checks
+the right it needs and answers a `Result`; `executor` dispatches to them.
 """
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from refimpl.engine.access import Right
 from refimpl.engine.query.compiled import table_scope
 from refimpl.engine.query.expressions import compile_expression
 from refimpl.engine.result import Column, Result, message_result, query_result
+from refimpl.engine.rights import Right
 from refimpl.engine.storage import ddl
 from refimpl.engine.storage.schema import TableSchema
 from refimpl.engine.storage.table import Table
@@ -21,13 +21,13 @@ from refimpl.errors import SqlError, TableExists, TransactionError, UnknownTable
 from refimpl.sql import ast
 
 if TYPE_CHECKING:
-    from refimpl.engine.session import Session
-
-READ, ADMIN = Right.READ, Right.ADMIN
+    from refimpl.engine.statements.context import StatementContext
 
 
-def _create_table(session: Session, statement: ast.CreateTable, text: str, params) -> Result:
-    session.authorize(ADMIN)
+def _create_table(
+    context: StatementContext, statement: ast.CreateTable, text: str, params
+) -> Result:
+    context.authorize(Right.ADMIN)
 
     def run(txn: Transaction) -> Result:
         if txn.has_table(statement.name):
@@ -39,11 +39,12 @@ def _create_table(session: Session, statement: ast.CreateTable, text: str, param
         txn.ddl(statement.name, ddl.canonical_create(table.schema))
         return message_result(text, f"table '{statement.name}' created")
 
-    return session.write(run)
+    return context.write(run)
 
 
-def _drop_table(session: Session, statement: ast.DropTable, text: str, params) -> Result:
-    session.authorize(ADMIN)
+def _drop_table(context: StatementContext, statement: ast.DropTable, text: str, params) -> Result:
+    context.authorize(Right.ADMIN)
+    database = context.database.name
 
     def run(txn: Transaction) -> Result:
         if not txn.has_table(statement.name):
@@ -53,18 +54,21 @@ def _drop_table(session: Session, statement: ast.DropTable, text: str, params) -
         name = txn.table(statement.name).schema.name
         txn.drop(statement.name)
         txn.ddl(name, ddl.canonical_sql(ast.DropTable(name)))
+        # Once the drop has committed, a new table of that name must not inherit the old
+        # one's table-level grants and revokes.
+        txn.after_commit.append(lambda: context.access.forget_table(database, name))
         return message_result(text, f"table '{name}' dropped")
 
-    return session.write(run)
+    return context.write(run)
 
 
 def _schema_change(
-    session: Session,
+    context: StatementContext,
     table_name: str,
     text: str,
     change: Callable[[Transaction, TableWork, Table], tuple[Table | None, ast.Statement, str, int]],
 ) -> Result:
-    session.authorize(ADMIN)
+    context.authorize(Right.ADMIN)
 
     def run(txn: Transaction) -> Result:
         work = txn.table(table_name)
@@ -76,29 +80,29 @@ def _schema_change(
         txn.ddl(work.schema.name, ddl.canonical_sql(logged))
         return message_result(text, message, count)
 
-    return session.write(run)
+    return context.write(run)
 
 
-def _truncate(session: Session, statement: ast.Truncate, text: str, params) -> Result:
+def _truncate(context: StatementContext, statement: ast.Truncate, text: str, params) -> Result:
     def change(txn: Transaction, work: TableWork, table: Table):  # noqa: ANN202
         removed = table.clear()
         name = table.schema.name
         return None, ast.Truncate(name), f"table '{name}' truncated", removed
 
-    return _schema_change(session, statement.name, text, change)
+    return _schema_change(context, statement.name, text, change)
 
 
-def _add_column(session: Session, statement: ast.AddColumn, text: str, params) -> Result:
+def _add_column(context: StatementContext, statement: ast.AddColumn, text: str, params) -> Result:
     def change(txn: Transaction, work: TableWork, table: Table):  # noqa: ANN202
         name = table.schema.name
         rebuilt = ddl.add_column(table, statement.column)
         message = f"column '{statement.column.name}' added to table '{name}'"
         return rebuilt, ast.AddColumn(name, statement.column), message, 0
 
-    return _schema_change(session, statement.table, text, change)
+    return _schema_change(context, statement.table, text, change)
 
 
-def _drop_column(session: Session, statement: ast.DropColumn, text: str, params) -> Result:
+def _drop_column(context: StatementContext, statement: ast.DropColumn, text: str, params) -> Result:
     def change(txn: Transaction, work: TableWork, table: Table):  # noqa: ANN202
         name = table.schema.name
         column = table.schema.columns[table.schema.position(statement.column)].name
@@ -106,11 +110,11 @@ def _drop_column(session: Session, statement: ast.DropColumn, text: str, params)
         message = f"column '{column}' dropped from table '{name}'"
         return rebuilt, ast.DropColumn(name, column), message, 0
 
-    return _schema_change(session, statement.table, text, change)
+    return _schema_change(context, statement.table, text, change)
 
 
 def _drop_partition_list(
-    session: Session, statement: ast.DropPartitionList, text: str, params
+    context: StatementContext, statement: ast.DropPartitionList, text: str, params
 ) -> Result:
     def change(txn: Transaction, work: TableWork, table: Table):  # noqa: ANN202
         name = table.schema.name
@@ -119,11 +123,11 @@ def _drop_partition_list(
         logged = ast.DropPartitionList(name, statement.partitions)
         return None, logged, f"{count} partition(s) dropped from table '{name}'", count
 
-    return _schema_change(session, statement.table, text, change)
+    return _schema_change(context, statement.table, text, change)
 
 
 def _drop_partition_where(
-    session: Session, statement: ast.DropPartitionWhere, text: str, params: Sequence[Any]
+    context: StatementContext, statement: ast.DropPartitionWhere, text: str, params: Sequence[Any]
 ) -> Result:
     def change(txn: Transaction, work: TableWork, table: Table):  # noqa: ANN202
         name = table.schema.name
@@ -143,82 +147,84 @@ def _drop_partition_where(
         message = f"{len(chosen)} partition(s) dropped from table '{name}'"
         return None, logged, message, len(chosen)
 
-    return _schema_change(session, statement.table, text, change)
+    return _schema_change(context, statement.table, text, change)
 
 
 # -- transactions, databases, users, maintenance -----------------------------------------
 
 
-def _begin(session: Session, statement: ast.Begin, text: str, params) -> Result:
-    if session.transaction is not None:
+def _begin(context: StatementContext, statement: ast.Begin, text: str, params) -> Result:
+    if context.transaction is not None:
         raise TransactionError("a transaction is already open; COMMIT or ROLLBACK it first")
-    session.begin()
+    context.begin()
     return message_result(text, "transaction started")
 
 
-def _commit(session: Session, statement: ast.Commit, text: str, params) -> Result:
-    if session.transaction is None:
+def _commit(context: StatementContext, statement: ast.Commit, text: str, params) -> Result:
+    if context.transaction is None:
         raise TransactionError("there is no open transaction to commit; BEGIN one first")
-    session.commit()
+    context.commit()
     return message_result(text, "transaction committed")
 
 
-def _rollback(session: Session, statement: ast.Rollback, text: str, params) -> Result:
-    if session.transaction is None:
+def _rollback(context: StatementContext, statement: ast.Rollback, text: str, params) -> Result:
+    if context.transaction is None:
         raise TransactionError("there is no open transaction to roll back")
-    session.rollback()
+    context.rollback()
     return message_result(text, "transaction rolled back")
 
 
-def _outside_transaction(session: Session, what: str) -> None:
-    if session.transaction is not None:
+def _outside_transaction(context: StatementContext, what: str) -> None:
+    if context.transaction is not None:
         raise TransactionError(f"{what} cannot run inside a transaction; COMMIT first")
 
 
-def _checkpoint(session: Session, statement: ast.Checkpoint, text: str, params) -> Result:
-    session.authorize(ADMIN)
-    _outside_transaction(session, "CHECKPOINT")
-    lsn = session.database.checkpoint()
+def _checkpoint(context: StatementContext, statement: ast.Checkpoint, text: str, params) -> Result:
+    context.authorize(Right.ADMIN)
+    _outside_transaction(context, "CHECKPOINT")
+    lsn = context.database.checkpoint()
     return message_result(text, f"checkpoint written at LSN {lsn}")
 
 
-def _create_database(session: Session, statement: ast.CreateDatabase, text: str, params):
-    _outside_transaction(session, "CREATE DATABASE")
-    session.require_admin_user("CREATE DATABASE")
-    created = session.instance.create_database(statement.name, statement.if_not_exists)
+def _create_database(context: StatementContext, statement: ast.CreateDatabase, text: str, params):
+    _outside_transaction(context, "CREATE DATABASE")
+    context.require_admin_user("CREATE DATABASE")
+    created = context.catalog.create_database(statement.name, statement.if_not_exists)
     word = "created" if created else "already exists"
     return message_result(text, f"database '{statement.name}' {word}")
 
 
-def _drop_database(session: Session, statement: ast.DropDatabase, text: str, params):
-    _outside_transaction(session, "DROP DATABASE")
-    session.require_admin_user("DROP DATABASE")
-    dropped = session.instance.drop_database(
-        statement.name, statement.if_exists, current=session.database.name
+def _drop_database(context: StatementContext, statement: ast.DropDatabase, text: str, params):
+    _outside_transaction(context, "DROP DATABASE")
+    context.require_admin_user("DROP DATABASE")
+    dropped = context.catalog.drop_database(
+        statement.name, statement.if_exists, current=context.database.name
     )
     word = "dropped" if dropped else "does not exist"
     return message_result(text, f"database '{statement.name}' {word}")
 
 
-def _alter_database(session: Session, statement: ast.AlterDatabaseSet, text: str, params):
-    _outside_transaction(session, "ALTER DATABASE")
-    session.authorize(ADMIN, database=statement.name)
-    database = session.instance.database(statement.name)
+def _alter_database(context: StatementContext, statement: ast.AlterDatabaseSet, text: str, params):
+    _outside_transaction(context, "ALTER DATABASE")
+    context.authorize(Right.ADMIN, database=statement.name)
+    database = context.catalog.database(statement.name)
     database.set_setting(statement.setting, statement.value, ddl.canonical_sql(statement))
     return message_result(
         text, f"database '{database.name}' {statement.setting} set to '{statement.value}'"
     )
 
 
-def _user_statement(session: Session, statement: ast.Statement, text: str, params) -> Result:
-    _outside_transaction(session, "a user or grant statement")
+def _user_statement(
+    context: StatementContext, statement: ast.Statement, text: str, params
+) -> Result:
+    _outside_transaction(context, "a user or grant statement")
     if isinstance(statement, ast.GrantSelect | ast.RevokeSelect):
-        _visible_table(session, statement.table)  # UnknownTable for a table that is not there
-    result = session.instance.access.execute(
+        _visible_table(context, statement.table)  # UnknownTable for a table that is not there
+    result = context.access.execute(
         statement,
-        session.principal,
-        session.database.name,
-        database_exists=session.instance.has_database,
+        context.principal,
+        context.database.name,
+        database_exists=context.catalog.has_database,
     )
     result.query = text
     return result
@@ -227,33 +233,35 @@ def _user_statement(session: Session, statement: ast.Statement, text: str, param
 # -- SHOW --------------------------------------------------------------------------------
 
 
-def _visible_table(session: Session, name: str) -> TableSchema:
-    txn = session.transaction
+def _visible_table(context: StatementContext, name: str) -> TableSchema:
+    txn = context.transaction
     if txn is not None and txn.has_table(name):
         return txn.table(name).schema
-    with session.database.state_lock:
-        table = session.database.tables.get(name.lower())
+    with context.database.state_lock:
+        table = context.database.tables.get(name.lower())
     if table is None:
         raise UnknownTable(name)
     return table.schema
 
 
-def _show_tables(session: Session, statement: ast.ShowTables, text: str, params) -> Result:
-    txn = session.transaction
+def _show_tables(context: StatementContext, statement: ast.ShowTables, text: str, params) -> Result:
+    txn = context.transaction
     if txn is not None:
         names = txn.table_names()
     else:
-        with session.database.state_lock:
-            names = sorted((t.schema.name for t in session.database.tables.values()), key=str.lower)
-    readable = [n for n in names if session.can_read(n)]
+        with context.database.state_lock:
+            names = sorted((t.schema.name for t in context.database.tables.values()), key=str.lower)
+    readable = [n for n in names if context.can_read(n)]
     if not readable:
-        session.authorize(READ)  # nothing to show: say so only to those who may read
+        context.authorize(Right.READ)  # nothing to show: say so only to those who may read
     return query_result(text, [Column("table", "STRING")], [(n,) for n in readable])
 
 
-def _show_columns(session: Session, statement: ast.ShowColumns, text: str, params) -> Result:
-    session.authorize(READ, statement.table)
-    schema = _visible_table(session, statement.table)
+def _show_columns(
+    context: StatementContext, statement: ast.ShowColumns, text: str, params
+) -> Result:
+    context.authorize(Right.READ, statement.table)
+    schema = _visible_table(context, statement.table)
     keys = {n.lower() for n in schema.primary_key}
     time_column = (schema.timeseries or "").lower()
     rev = (schema.rev_column or "").lower()
@@ -272,9 +280,11 @@ def _show_columns(session: Session, statement: ast.ShowColumns, text: str, param
     return query_result(text, columns, rows)
 
 
-def _show_create(session: Session, statement: ast.ShowCreateTable, text: str, params) -> Result:
-    session.authorize(READ, statement.table)
-    schema = _visible_table(session, statement.table)
+def _show_create(
+    context: StatementContext, statement: ast.ShowCreateTable, text: str, params
+) -> Result:
+    context.authorize(Right.READ, statement.table)
+    schema = _visible_table(context, statement.table)
     columns = [Column("table", "STRING"), Column("statement", "STRING")]
     return query_result(text, columns, [(schema.name, ddl.canonical_create(schema))])
 

@@ -1,4 +1,4 @@
-"""Running one parsed statement for a session.
+"""Running one parsed statement for a context.
 
 Reads outside a transaction see the committed tables (under the database's state lock, so
 never a half-applied commit). Writes run in a transaction: the session's explicit one, or
@@ -13,13 +13,13 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from refimpl.engine.access import Right
-from refimpl.engine.features.kdb_rev import cache_plan
+from refimpl.engine.query.cache_keys import cache_plan
 from refimpl.engine.query.compiled import Scope, table_scope
 from refimpl.engine.query.expressions import compile_expression
 from refimpl.engine.query.point_read import point_plan
 from refimpl.engine.query.select import QueryOutput, plan_access, run_select
 from refimpl.engine.result import Column, Result, message_result, query_result
+from refimpl.engine.rights import Right
 from refimpl.engine.statements import admin as admin_statements
 from refimpl.engine.storage import ddl, values
 from refimpl.engine.storage.access_hints import AccessHints
@@ -37,9 +37,7 @@ from refimpl.errors import (
 from refimpl.sql import ast
 
 if TYPE_CHECKING:
-    from refimpl.engine.session import Session
-
-READ, WRITE = Right.READ, Right.WRITE
+    from refimpl.engine.statements.context import StatementContext
 
 
 def now_micros() -> int:
@@ -86,44 +84,48 @@ class TransactionTable:
 # -- dispatch ----------------------------------------------------------------------------
 
 
-def execute(session: Session, statement: ast.Statement, text: str, params: Sequence[Any]) -> Result:
+def execute(
+    context: StatementContext, statement: ast.Statement, text: str, params: Sequence[Any]
+) -> Result:
     handler = _HANDLERS.get(type(statement))
     if handler is None:
         raise NotAllowed(f"{type(statement).__name__} statements are not supported here")
-    return handler(session, statement, text, params)
+    return handler(context, statement, text, params)
 
 
-def _select(session: Session, statement: ast.Select, text: str, params: Sequence[Any]) -> Result:
-    output = select_rows(session, statement, params)
+def _select(
+    context: StatementContext, statement: ast.Select, text: str, params: Sequence[Any]
+) -> Result:
+    output = select_rows(context, statement, params)
     return query_result(text, output.columns, output.rows)
 
 
 def select_rows(  # noqa: ANN201 - a QueryOutput
-    session: Session, statement: ast.Select, params: Sequence[Any], *, cache: bool = True
+    context: StatementContext, statement: ast.Select, params: Sequence[Any], *, cache: bool = True
 ):
-    """Run a SELECT with the session's rights and transaction; returns a QueryOutput.
+    """Run a SELECT with the context's rights and transaction; returns a QueryOutput.
 
     `cache=False` for one-off statements (a live query's bucket re-run) that would only
     crowd the result cache.
     """
     source = statement.source
-    functions = session.sql_functions()
+    functions = context.sql_functions()
     if source is None:
         return run_select(statement, None, params, now_micros(), functions)
     if isinstance(source, ast.FunctionSource):
-        table_function = session.table_functions().get(source.name)
+        table_function = context.table_functions().get(source.name)
         if table_function is None:
             raise UnknownFunction(f"table function {source.name}() does not exist")
-        row_source = table_function(session, source, statement, params)
+        row_source = table_function(context, source, statement, params)
         return run_select(
-            statement, row_source, params, now_micros(), functions, session.deadline()
+            statement, row_source, params, now_micros(), functions, context.deadline()
         )
-    session.authorize(READ, source.name)
-    txn = session.transaction
+    context.authorize(Right.READ, source.name)
+    txn = context.transaction
     if txn is not None and source.name.lower() in txn.work:
         view = TransactionTable(txn.table(source.name), source.alias)
-        return run_select(statement, view, params, now_micros(), functions, session.deadline())
-    database = session.database
+        return run_select(statement, view, params, now_micros(), functions, context.deadline())
+    database = context.database
     with database.state_lock:
         table = database.tables.get(source.name.lower())
         if table is None:
@@ -146,7 +148,7 @@ def select_rows(  # noqa: ANN201 - a QueryOutput
             params,
             now_micros(),
             functions,
-            session.deadline(),
+            context.deadline(),
         )
     if key is not None:
         cells = len(output.rows) * max(1, len(output.columns))
@@ -154,7 +156,9 @@ def select_rows(  # noqa: ANN201 - a QueryOutput
     return output
 
 
-def _subscribe(session: Session, statement: ast.Subscribe, text: str, params: Sequence[Any]):
+def _subscribe(
+    context: StatementContext, statement: ast.Subscribe, text: str, params: Sequence[Any]
+):
     raise NotAllowed(
         "SUBSCRIBE answers more than once, so /exec cannot run it; "
         "use GET /api/subscribe?query=SUBSCRIBE SELECT ..."
@@ -179,14 +183,16 @@ def _evaluate_constant(expr: ast.Expr, params: Sequence[Any], scope: Scope | Non
     return compile_expression(expr, scope or _constant_scope(params)).fn(())
 
 
-def _insert(session: Session, statement: ast.Insert, text: str, params: Sequence[Any]) -> Result:
-    session.authorize(WRITE, statement.table)
+def _insert(
+    context: StatementContext, statement: ast.Insert, text: str, params: Sequence[Any]
+) -> Result:
+    context.authorize(Right.WRITE, statement.table)
 
     def run(txn: Transaction) -> Result:
         work = txn.table(statement.table)
         schema = work.schema
         if statement.select is not None:
-            output = select_rows(session, statement.select, params)
+            output = select_rows(context, statement.select, params)
             source_rows: list[Sequence[Any]] = output.rows
         else:
             scope = None
@@ -196,7 +202,7 @@ def _insert(session: Session, statement: ast.Insert, text: str, params: Sequence
         count = insert_values(work, schema, statement.columns, source_rows)
         return message_result(text, f"{count} row(s) inserted", count)
 
-    return session.write(run)
+    return context.write(run)
 
 
 def insert_values(
@@ -264,8 +270,10 @@ def _matching(
     return [(ident, row) for ident, row in work.rows_with_idents() if test(row) is True]
 
 
-def _update(session: Session, statement: ast.Update, text: str, params: Sequence[Any]) -> Result:
-    session.authorize(WRITE, statement.table)
+def _update(
+    context: StatementContext, statement: ast.Update, text: str, params: Sequence[Any]
+) -> Result:
+    context.authorize(Right.WRITE, statement.table)
 
     def run(txn: Transaction) -> Result:
         work = txn.table(statement.table)
@@ -304,11 +312,13 @@ def _update(session: Session, statement: ast.Update, text: str, params: Sequence
         work.pending.update(changes)
         return message_result(text, f"{len(updates)} row(s) updated", len(updates))
 
-    return session.write(run)
+    return context.write(run)
 
 
-def _delete(session: Session, statement: ast.Delete, text: str, params: Sequence[Any]) -> Result:
-    session.authorize(WRITE, statement.table)
+def _delete(
+    context: StatementContext, statement: ast.Delete, text: str, params: Sequence[Any]
+) -> Result:
+    context.authorize(Right.WRITE, statement.table)
 
     def run(txn: Transaction) -> Result:
         work = txn.table(statement.table)
@@ -325,7 +335,7 @@ def _delete(session: Session, statement: ast.Delete, text: str, params: Sequence
             work.pending[ident] = None
         return message_result(text, f"{count} row(s) deleted", count)
 
-    return session.write(run)
+    return context.write(run)
 
 
 def _whole_periods(work: TableWork, table: Table, matched: list[tuple[Ident, Row]]) -> list[str]:

@@ -1,0 +1,12 @@
+"""Storage: what is kept and how it survives a crash.
+
+Column values and their coercion, table schemas, rows in ordered tables, per-transaction
+overlays, the encoding of log records, the segmented write-ahead log with group commit,
+checkpoints, schema changes shared by statements and replay, and `Database` (locks, commit,
+recovery, retention).
+
+May import: the engine's leaf modules (`options`, `result`, `admission`), `tracking`,
+`refimpl.sql` and `refimpl.errors`. Must not import `query`, `statements`, `features`,
+`access`, `session`, `instance` or any protocol layer: storage knows rows and records,
+never how a statement or a reader uses them.
+"""

@@ -15,7 +15,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +36,6 @@ from refimpl.sql.parser import parse_cached
 log = logging.getLogger(__name__)
 
 WAL_FOLDER, CHECKPOINT_FOLDER = "wal", "checkpoints"
-CommitListener = Callable[["Database", Record], None]
 
 
 class Database:
@@ -56,7 +54,6 @@ class Database:
         self.applied_lsn = 0
         self.checkpoint_lsn = 0
         self.recovery_messages: list[str] = []
-        self.listeners: list[CommitListener] = []
         self.commits = CommitSignal()
         self.wake_board = WakeBoard()
         self.revisions = Revisions(boot or new_boot_id())
@@ -177,9 +174,6 @@ class Database:
             for text in txn.database_changes:
                 _apply_database_change(self.settings, text)
             self.applied_lsn = lsn
-        record = Record(lsn, committed_at, entries)
-        for listener in list(self.listeners):
-            listener(self, record)
         return lsn
 
     def wait_durable(self, lsn: int) -> None:

@@ -12,7 +12,7 @@ Rows of a table are read in (partition, order) order.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 
 from refimpl.errors import DuplicateColumn, SqlError, TypeMismatch, UnknownColumn
 from refimpl.sql import ast
@@ -22,7 +22,11 @@ _MICROS_PER_DAY = 86_400_000_000
 
 @dataclass(frozen=True, slots=True)
 class TableSchema:
-    """An immutable schema; ALTER TABLE makes a new one."""
+    """An immutable schema; ALTER TABLE makes a new one.
+
+    Its fields (all but `positions`) are those of `ast.CreateTable` but IF NOT EXISTS, of the
+    same names: the statement is the one definition of a table, copied field by field.
+    """
 
     name: str
     columns: tuple[ast.ColumnDef, ...]
@@ -32,7 +36,9 @@ class TableSchema:
     partition_symbol: str | None = None
     sort_by: tuple[str, ...] = ()
     dedup_key: tuple[str, ...] = ()
-    positions: dict[str, int] = field(default_factory=dict, compare=False, hash=False)
+    positions: dict[str, int] = field(
+        default_factory=dict, init=False, compare=False, hash=False
+    )
 
     def __post_init__(self) -> None:
         positions: dict[str, int] = {}
@@ -48,16 +54,7 @@ class TableSchema:
     @classmethod
     def from_create(cls, statement: ast.CreateTable) -> TableSchema:
         """The schema of a CREATE TABLE, checked: every named column exists and fits."""
-        schema = cls(
-            name=statement.name,
-            columns=statement.columns,
-            primary_key=statement.primary_key,
-            timeseries=statement.timeseries,
-            partition_by=statement.partition_by,
-            partition_symbol=statement.partition_symbol,
-            sort_by=statement.sort_by,
-            dedup_key=statement.dedup_key,
-        )
+        schema = cls(**{name: getattr(statement, name) for name in DEFINITION_FIELDS})
         schema._validate()
         return schema
 
@@ -86,16 +83,7 @@ class TableSchema:
 
     def to_create(self) -> ast.CreateTable:
         """The CREATE TABLE statement that makes this schema (for SHOW CREATE TABLE)."""
-        return ast.CreateTable(
-            name=self.name,
-            columns=self.columns,
-            primary_key=self.primary_key,
-            timeseries=self.timeseries,
-            partition_by=self.partition_by,
-            partition_symbol=self.partition_symbol,
-            sort_by=self.sort_by,
-            dedup_key=self.dedup_key,
-        )
+        return ast.CreateTable(**{name: getattr(self, name) for name in DEFINITION_FIELDS})
 
     def with_column(self, column: ast.ColumnDef) -> TableSchema:
         if column.name.lower() in self.positions:
@@ -155,6 +143,10 @@ class TableSchema:
 
     def layout(self) -> RowLayout:
         return RowLayout.of(self)
+
+
+# The fields a schema shares with the CREATE TABLE statement that makes it.
+DEFINITION_FIELDS = tuple(f.name for f in fields(TableSchema) if f.init)
 
 
 @dataclass(frozen=True, slots=True)

@@ -136,18 +136,6 @@ class Table:
             for order, row in partition.items():
                 yield order[-key_count:], row
 
-    def partition_keys(self) -> list[PartKey]:
-        return list(self.partitions.keys())
-
-    def partition_name(self, part: PartKey) -> str:
-        """How a partition is named in DROP PARTITION LIST and in the change stream."""
-        if not part:
-            return ""
-        if self.layout.symbol_position is not None:
-            period = part[0] if self.layout.period else ""
-            symbol = "NULL" if part[-2] else part[-1]
-            return f"{period}/{symbol}" if period else symbol
-        return part[0]
 
     def part_of_ident(self, ident: Ident) -> PartKey | None:
         where = self.index.get(ident)

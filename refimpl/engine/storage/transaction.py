@@ -11,7 +11,7 @@ row's old key replays correctly.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -174,6 +174,9 @@ class Transaction:
         self.work: dict[str, TableWork] = {}
         self.entries: list[Entry] = []
         self.database_changes: list[str] = []
+        # Work outside the database (the access file, say) that must follow the commit: a
+        # rolled-back transaction never runs it.
+        self.after_commit: list[Callable[[], None]] = []
 
     def table(self, name: str) -> TableWork:
         """The table as this transaction sees it; UnknownTable when it does not exist."""

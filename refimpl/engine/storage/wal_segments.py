@@ -56,11 +56,6 @@ def frame_header(lsn: int, payload: bytes | bytearray | memoryview) -> bytes:
     return _LENGTH_CRC.pack(len(payload), crc) + lsn_bytes
 
 
-def frame_checksum(header: bytes, payload: bytes) -> int:
-    """The CRC32 a frame with this header (whose LSN is taken) and payload must carry."""
-    return zlib.crc32(payload, zlib.crc32(header[8:HEADER_SIZE]))
-
-
 @dataclass(frozen=True, slots=True)
 class SegmentInfo:
     """One segment file as the log's in-memory index knows it.

@@ -71,10 +71,6 @@ class Revisions:
                     revisions.values = {}
                     revisions.all_n = n
 
-    def forget(self, table: str) -> None:
-        with self._lock:
-            self._tables.pop(table, None)
-
     def table_rev(self, table: str) -> str:
         with self._lock:
             revisions = self._tables.get(table.lower())
@@ -100,11 +96,6 @@ class Revisions:
         with self._lock:
             key = table.lower()
             return {v: f"{self.boot}.{self._value_n_locked(key, v)}" for v in values}
-
-    def keeps_values(self, table: str) -> bool:
-        with self._lock:
-            revisions = self._tables.get(table.lower())
-            return revisions is None or not revisions.overflowed
 
     def kept_values(self) -> int:
         """How many per-value revisions are kept (rev_values in /api/stats)."""

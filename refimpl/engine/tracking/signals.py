@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from typing import Protocol
 
 
 class CommitSignal:
@@ -49,27 +50,33 @@ class CommitSignal:
             callback()
 
 
+class Waker(Protocol):
+    """Anything a wake board can wake: a `threading.Event`, a parked request's poke."""
+
+    def set(self) -> None: ...
+
+
 class WakeBoard:
     """Waiters keyed by (table, value): a commit wakes only those whose rows it touched.
 
-    A waiter registers an Event under `(table, value)` (value None: any change of the
+    A waiter registers a Waker under `(table, value)` (value None: any change of the
     table), then checks its revision, then waits: a commit between the check and the wait
     has already set the Event, so none is missed.
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._waiters: dict[str, dict[object, set[threading.Event]]] = {}
+        self._waiters: dict[str, dict[object, set[Waker]]] = {}
         self._closed = False
 
-    def register(self, table: str, value: object, event: threading.Event) -> None:
+    def register(self, table: str, value: object, event: Waker) -> None:
         with self._lock:
             if self._closed:
                 event.set()
                 return
             self._waiters.setdefault(table, {}).setdefault(value, set()).add(event)
 
-    def unregister(self, table: str, value: object, event: threading.Event) -> None:
+    def unregister(self, table: str, value: object, event: Waker) -> None:
         with self._lock:
             by_value = self._waiters.get(table)
             if by_value is None:

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import time
 
-from refimpl.engine.features.change_stream import KEY, OP, ROW, Change, ChangeBatch, read_changes
+from refimpl.engine.features.change_stream import KEY, OP, ROW, Change, ChangeBatch
 from refimpl.engine.storage import values
-from refimpl.errors import BadRequest, NotFound
+from refimpl.errors import BadRequest
 from refimpl.http.context import Context, parse_whole
 from refimpl.http.encode import Answer, encode_json
-from refimpl.waiting.room import Deferred
+from refimpl.waiting.parked import Parked
 
 DEFAULT_LIMIT = 1000
 DEFAULT_WAIT_SSE_MS = 25_000
@@ -74,52 +74,44 @@ def encode_json_answer(
     )
 
 
-def changes_route(ctx: Context) -> Answer | Deferred:
+def changes_route(ctx: Context) -> Answer | Parked[Answer]:
     args = ctx.args
     table_name = ctx.require("table")
     fmt = args.get("format", "sse")
     if fmt not in ("sse", "json"):
         raise BadRequest(f"the parameter 'format' must be sse or json, not '{fmt}'")
-    start = parse_whole(args.get("from"), "from", None)
+    start = ctx.whole("from", None)
     if start is None:
         header = ctx.request.headers.get("Last-Event-ID")
         start = parse_whole(header, "Last-Event-ID", 0) if header else 0
-    limit = parse_whole(args.get("limit"), "limit", DEFAULT_LIMIT, minimum=1)
+    limit = ctx.whole("limit", DEFAULT_LIMIT, minimum=1)
     wait_default = DEFAULT_WAIT_SSE_MS if fmt == "sse" else 0
-    wait_ms = min(parse_whole(args.get("wait"), "wait", wait_default) or 0, MAX_WAIT_MS)
+    wait_ms = min(ctx.whole("wait", wait_default) or 0, MAX_WAIT_MS)
     assert start is not None and limit is not None
 
-    instance = ctx.app.instance
-    database = instance.database(ctx.database)
-    with database.state_lock:
-        table = database.tables.get(table_name.lower())
-    if table is None:
-        raise NotFound(f"table '{table_name}' does not exist in database '{database.name}'")
-    instance.access.check(ctx.principal, database.name, "READ", table.schema.name)
-    schema = table.schema
-    types = {c.name: c.type for c in schema.columns}
-    names = schema.column_names
+    feed = ctx.app.feeds.table_feed(ctx.database, table_name, ctx.principal)
+    names, types = feed.column_names, feed.column_types
     # Strings hash in C and keep their hash: the key is built again at every attempt.
-    columns = tuple(f"{c.name}:{c.type}" for c in schema.columns)
+    columns = tuple(f"{name}:{types[name]}" for name in names)
 
     def answer(durable: int) -> tuple[Answer, bool]:
         """The answer from `start` on, made when at least `durable` was durable; shared by
         every reader asking the same (a round of readers asks with one `durable`)."""
-        key = (database.name, schema.name.lower(), columns, start, limit, fmt, durable)
+        key = (feed.database, feed.table.lower(), columns, start, limit, fmt, durable)
 
         def produce() -> tuple[Answer, bool]:
             # Read the bounds first: the answer then never claims less than it holds.
-            durable_now, oldest_now = database.log.durable_lsn, database.log.oldest_lsn
-            batch = read_changes(database, schema.name, schema, start, limit)
+            bounds = feed.bounds()
+            batch = feed.read(start, limit)
             if fmt == "sse":
                 return respond(encode_sse(batch, names, types)), bool(batch.changes)
             body = encode_json_answer(
-                schema.name,
+                feed.table,
                 batch,
                 names,
                 types,
-                max(durable_now, batch.next_lsn if batch.next_lsn > start else 0),
-                oldest_now,
+                max(bounds.durable_lsn, batch.next_lsn if batch.next_lsn > start else 0),
+                bounds.oldest_lsn,
             )
             return respond(body), bool(batch.changes)
 
@@ -130,11 +122,11 @@ def changes_route(ctx: Context) -> Answer | Deferred:
             return Answer(body, 200, "text/event-stream; charset=utf-8", SSE_HEADERS)
         return Answer(body, 200, "application/json", JSON_HEADERS)
 
-    seen = database.commits.lsn  # before the read: a commit after it is attempted again
-    shared, found = answer(database.log.durable_lsn)
+    seen = feed.published_lsn()  # before the read: a commit after it is attempted again
+    shared, found = answer(feed.bounds().durable_lsn)
     slots = ctx.app.wait_slots
     room = ctx.app.waiting_room
-    if found and wait_ms > 0 and room.paced(database.commits):
+    if found and wait_ms > 0 and room.paced(feed.signal):
         seen = -1  # news already: the next round answers it, whether or not more commits come
     elif found or wait_ms <= 0:
         return respond(shared.body)  # its own: the app adds this request's timing to it
@@ -147,11 +139,11 @@ def changes_route(ctx: Context) -> Answer | Deferred:
         return shared if found else None
 
     def on_timeout() -> Answer:
-        return answer(database.log.durable_lsn)[0]
+        return answer(feed.bounds().durable_lsn)[0]
 
-    deferred = Deferred(
-        database.commits, seen, attempt, on_timeout, time.monotonic() + wait_ms / 1000,
+    parked: Parked[Answer] = Parked(
+        feed.signal, seen, attempt, on_timeout, time.monotonic() + wait_ms / 1000,
         slots.release, paced=True,
     )
-    room.park(deferred)
-    return deferred
+    room.park(parked)
+    return parked

@@ -3,19 +3,19 @@
 from __future__ import annotations
 
 import time
-from contextlib import closing
 from dataclasses import dataclass
-from typing import Any
 
 from werkzeug.wrappers import Response
 
 from refimpl.engine.access import ADMIN as ADMIN_PRINCIPAL
-from refimpl.engine.access import WRITE
+from refimpl.engine.access import Right
 from refimpl.engine.result import Column
+from refimpl.engine.session import Session
 from refimpl.errors import BadRequest, NotFound, UnknownTable
 from refimpl.http import csvimport, lineproto
 from refimpl.http.context import Context, decode_utf8
-from refimpl.http.encode import json_response
+from refimpl.http.encode import Answer, json_response
+from refimpl.waiting.parked import Parked
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,7 +24,7 @@ class TableShape:
     timeseries: str | None
 
 
-def table_shape(session: Any, table: str) -> TableShape | None:
+def table_shape(session: Session, table: str) -> TableShape | None:
     """The columns of a table as the engine reports them, None when there is no such table."""
     if not lineproto.NAME.match(table):
         raise BadRequest(f"'{table}' is not a table name; use letters, digits and _")
@@ -39,11 +39,11 @@ def table_shape(session: Any, table: str) -> TableShape | None:
     return TableShape(columns, timeseries)
 
 
-def import_route(ctx: Context) -> Response:
+def import_route(ctx: Context) -> Answer | Parked[Answer]:
     table = ctx.require("table")
-    ctx.app.instance.access.check(ctx.principal, ctx.database, WRITE)
+    ctx.app.instance.access.check(ctx.principal, ctx.database, Right.WRITE)
     text = _import_body(ctx)
-    with ctx.session() as session:
+    with ctx.session(acknowledge_later=True) as session:
         shape = table_shape(session, table)
         if shape is None:
             raise NotFound(f"table '{table}' does not exist in database '{ctx.database}'")
@@ -51,7 +51,8 @@ def import_route(ctx: Context) -> Response:
         if rows:
             session.insert_rows(table, columns, rows)
     count = len(rows)
-    return json_response({"table": table, "count": count, "message": f"{count} row(s) inserted"})
+    body = {"table": table, "count": count, "message": f"{count} row(s) inserted"}
+    return ctx.when_durable(session, json_response(body))
 
 
 def _import_body(ctx: Context) -> str:
@@ -68,16 +69,15 @@ def _import_body(ctx: Context) -> str:
     return ctx.body_text()
 
 
-def write_route(ctx: Context) -> Response:
-    ctx.app.instance.access.check(ctx.principal, ctx.database, WRITE)
+def write_route(ctx: Context) -> Response | Answer | Parked[Answer]:
+    ctx.app.instance.access.check(ctx.principal, ctx.database, Right.WRITE)
     points = lineproto.parse_lines(ctx.body_text(), ctx.args.get("precision", "n"))
     if not points:
         return Response(status=204)
     now = time.time_ns() // 1000
     # WRITE is enough to grow the schema through /write (new tables, new columns), as line
     # protocol clients expect: the checked request runs its own DDL as the admin.
-    session = ctx.app.instance.session(database=ctx.database, principal=ADMIN_PRINCIPAL)
-    with closing(session):
+    with ctx.session(principal=ADMIN_PRINCIPAL, acknowledge_later=True) as session:
         plans = _plan_writes(session, points, now)
         session.execute("BEGIN", ())
         for plan in plans:
@@ -86,7 +86,9 @@ def write_route(ctx: Context) -> Response:
         for plan in plans:
             session.insert_rows(plan.table, plan.columns, plan.rows)
         session.execute("COMMIT", ())
-    return Response(status=204)
+    no_content = Answer(b"", 204, "text/plain; charset=utf-8")
+    no_content.headers = no_content.headers[:1]  # a 204 sends no Content-Length
+    return ctx.when_durable(session, no_content)
 
 
 @dataclass(slots=True)
@@ -108,7 +110,7 @@ _FITS: dict[str, set[str]] = {
 }
 
 
-def _plan_writes(session: Any, points: list[lineproto.Point], now: int) -> list[_WritePlan]:
+def _plan_writes(session: Session, points: list[lineproto.Point], now: int) -> list[_WritePlan]:
     """Check every point against its table first, so a bad line changes nothing."""
     by_table: dict[str, list[lineproto.Point]] = {}
     for point in points:

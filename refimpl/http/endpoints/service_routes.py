@@ -4,24 +4,14 @@ from __future__ import annotations
 
 from werkzeug.wrappers import Response
 
-from refimpl.errors import UnknownDatabase
 from refimpl.http.context import Context
 from refimpl.http.encode import json_response
 
 
 def stats_route(ctx: Context) -> Response:
     """Per database the caller may read: all of them, or only the one `db=` names."""
-    instance = ctx.app.instance
-    names = instance.database_names()
-    if "db" in ctx.args:
-        wanted = [n for n in names if n.casefold() == ctx.database.casefold()]
-        if not wanted:
-            raise UnknownDatabase(ctx.database)
-        instance.access.check(ctx.principal, wanted[0], "READ")
-    else:
-        wanted = [n for n in names if instance.access.allowed(ctx.principal, n, "READ")]
-    stats = instance.stats().get("databases", {})
-    return json_response({"databases": {n: stats.get(n, {}) for n in wanted}})
+    asked = ctx.database if "db" in ctx.args else None
+    return json_response({"databases": ctx.app.feeds.readable_stats(ctx.principal, asked)})
 
 
 def health_route(ctx: Context) -> Response:

@@ -1,7 +1,7 @@
 """/exec and /exp: SQL in, a JSON answer or CSV rows out.
 
 A write over /exec is answered once durable, by the waiting mechanism rather than the worker
-(see `refimpl.http.durability`).
+(see `refimpl.waiting.acknowledgements`).
 """
 
 from __future__ import annotations
@@ -10,10 +10,9 @@ from werkzeug.wrappers import Response
 
 from refimpl.errors import BadRequest, KdbError
 from refimpl.http.context import Context
-from refimpl.http.durability import acknowledge_when_durable
 from refimpl.http.encode import Answer, csv_chunks, json_response, result_body
 from refimpl.http.error_answers import to_response
-from refimpl.waiting.room import Deferred
+from refimpl.waiting.parked import Parked
 
 
 def _sql_of(ctx: Context) -> str:
@@ -43,23 +42,16 @@ def _sql_of(ctx: Context) -> str:
     return sql
 
 
-def exec_route(ctx: Context) -> Response | Answer | Deferred:
+def exec_route(ctx: Context) -> Response | Answer | Parked[Answer]:
     sql = _sql_of(ctx)
-    with ctx.session() as session:
-        # The answer waits for the flush, not the worker: see refimpl.http.durability.
-        session.defer_durability = True
+    with ctx.session(acknowledge_later=True) as session:
         try:
             answer = json_response(result_body(session.execute(sql, ()), sql))
         except KdbError as error:
             if not session.durable_needed:
                 raise
             answer = to_response(error)  # a script's earlier commits: still wait for them
-    if not session.durable_needed:
-        return answer
-    app = ctx.app
-    return acknowledge_when_durable(
-        app.waiting_room, app.flusher, session.database, session.durable_needed, answer
-    )
+    return ctx.when_durable(session, answer)
 
 
 def export_route(ctx: Context) -> Response:

@@ -7,19 +7,20 @@ nothing changed before `wait` ends, the answer is only the id to ask again with.
 
 from __future__ import annotations
 
-from werkzeug.wrappers import Response
+import time
 
 from refimpl.engine.features.live_queries import Reply
 from refimpl.engine.result import Column
 from refimpl.engine.storage import values
 from refimpl.http.context import Context
-from refimpl.http.encode import encode_json
+from refimpl.http.encode import Answer, encode_json
 from refimpl.http.endpoints.changes_route import (
     DEFAULT_WAIT_SSE_MS,
     MAX_WAIT_MS,
     RETRY_MS,
-    parse_whole,
 )
+from refimpl.waiting.parked import Parked
+from refimpl.waiting.room import WaitingRoom
 
 
 def _row(columns: list[Column], row: tuple) -> list[object]:
@@ -61,22 +62,66 @@ def encode_reply(reply: Reply) -> bytes:
     return f"{head}event: {reply.kind}\ndata: {data}\n\n".encode()
 
 
-def subscribe_route(ctx: Context) -> Response:
+SSE_HEADERS = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
+
+
+class _Poke:
+    """Wakes a parked live-query request from the engine's wake board (cheap, never blocks)."""
+
+    def __init__(self, room: WaitingRoom) -> None:
+        self.room = room
+        self.parked: Parked[Answer] | None = None
+
+    def set(self) -> None:
+        if self.parked is not None:
+            self.room.poke(self.parked)
+
+
+def _respond(reply: Reply) -> Answer:
+    return Answer(encode_reply(reply), 200, "text/event-stream; charset=utf-8", SSE_HEADERS)
+
+
+def subscribe_route(ctx: Context) -> Answer | Parked[Answer]:
     text = ctx.require("query")
     asked = ctx.args.get("id") or ctx.request.headers.get("Last-Event-ID") or None
-    wait_ms = min(parse_whole(ctx.args.get("wait"), "wait", DEFAULT_WAIT_SSE_MS) or 0, MAX_WAIT_MS)
-    slots = ctx.app.wait_slots
-    holds_slot = wait_ms > 0 and slots.acquire(blocking=False)
+    wait_ms = min(ctx.whole("wait", DEFAULT_WAIT_SSE_MS) or 0, MAX_WAIT_MS)
+    # The session lives as long as the request waits: the waiting room runs the query
+    # again with it when a commit touches what it reads.
+    session = ctx.app.instance.session(database=ctx.database, principal=ctx.principal)
     try:
-        with ctx.session() as session:
-            reply = ctx.app.instance.subscriptions.ask(
-                session, text, asked, wait_ms / 1000 if holds_slot else 0.0
-            )
-    finally:
-        if holds_slot:
-            slots.release()
-    return Response(
-        encode_reply(reply),
-        content_type="text/event-stream; charset=utf-8",
-        headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+        step = ctx.app.instance.subscriptions.ask(session, text, asked)
+    except BaseException:
+        session.close()
+        raise
+    if isinstance(step, Reply):
+        session.close()
+        return _respond(step)
+    slots = ctx.app.wait_slots
+    if wait_ms <= 0 or not slots.acquire(blocking=False):
+        session.close()
+        return _respond(step.attempt() or step.expire())
+    room = ctx.app.waiting_room
+    poke = _Poke(room)
+    step.watch(poke)
+    reply = step.attempt()  # a commit between the read and the watch is not missed
+    if reply is not None:
+        slots.release()
+        session.close()
+        return _respond(reply)
+
+    def release() -> None:
+        slots.release()
+        session.close()
+
+    def attempt(_: int) -> Answer | None:
+        found = step.attempt()
+        return None if found is None else _respond(found)
+
+    parked: Parked[Answer] = Parked(
+        None, 0, attempt, lambda: _respond(step.expire()), time.monotonic() + wait_ms / 1000,
+        release,
     )
+    room.park(parked)
+    poke.parked = parked
+    room.poke(parked)  # a wake-up before the poke knew its request
+    return parked

@@ -1,0 +1,8 @@
+"""Serving: HTTP/1.1 on sockets, apart from the app (as Werkzeug keeps routing and serving
+apart).
+
+`wire` reads requests and writes answer bytes on one connection; `server` runs the workers
+over one epoll set and sends the answers of parked requests. May import `refimpl.waiting`,
+`refimpl.http.encode` and the engine's `admission`; must not import the app, its routes or
+endpoints, which reach the server only as a WSGI callable.
+"""

@@ -32,18 +32,25 @@ from werkzeug.wsgi import LimitedStream
 from refimpl.engine import admission
 from refimpl.http.encode import Answer
 from refimpl.http.serving import wire
-from refimpl.waiting.room import Deferred, DeferredBody
+from refimpl.waiting.parked import Parked, ParkedBody
 
 log = logging.getLogger("refimpl.http")
 
 CONNECTION_TIMEOUT_SECONDS = 60.0  # a started request must arrive within this
-IDLE_SECONDS = 60.0  # a kept-alive connection is closed after this long unused
+KEEP_ALIVE_SECONDS = 60.0  # a kept-alive connection is closed after this long unused
 IDLE_CHECK_SECONDS = 1.0
 WORKER_POLL_SECONDS = 0.5  # how soon an idle worker notices a stop
 ADMITTED = 2  # requests running Python at once (see refimpl.engine.admission)
 DRAIN_LIMIT = 1024 * 1024  # unread request body a kept-alive connection may skip
+# A stream whose client has not taken this much of what was sent is dropped: a reader that
+# stops reading costs bounded memory.
+STREAM_UNSENT_LIMIT = 1024 * 1024
 # Readable, then disarmed until the answer is sent: one worker per request.
 _ARMED = select.EPOLLIN | select.EPOLLONESHOT
+
+# A WSGI application; one with a `waiting_room` (refimpl's App) has its parked requests
+# answered without a worker.
+WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
 
 class FifoSlots:
@@ -101,10 +108,16 @@ class Connection:
         self.reader = wire.SocketReader(sock, admission.waiting)
         self.last_used = time.monotonic()
         self.busy = False  # taken by a worker or parked; guarded by the server's lock
-        # A parked request: its Deferred, and how to answer it once decided.
-        self.deferred: Deferred | None = None
-        self.deferred_head: wire.RequestHead | None = None
-        self.deferred_keep = False
+        # A parked request, and how to answer it once decided.
+        self.parked: Parked[Answer] | None = None
+        self.parked_head: wire.RequestHead | None = None
+        self.parked_keep = False
+        # A long-lived answer sends many parts; its sends are ordered by this lock, and
+        # what the socket did not take waits in `unsent` for a worker to send it.
+        self.stream: Parked[Answer] | None = None
+        self.stream_started = False
+        self.stream_ended = False
+        self.send_lock = threading.Lock()
         self.unsent = b""  # the part of a decided answer the socket did not take at once
         self.partial_since: float | None = None  # when a request began to arrive, unfinished
         self.keep_after_unsent = False
@@ -152,9 +165,9 @@ class Connection:
             return _refuse_write
 
         result = self.server.app(environ, start_response)
-        if isinstance(result, DeferredBody):
+        if isinstance(result, ParkedBody):
             # Decided later by the waiting room; the server parks this connection meanwhile.
-            self.deferred, self.deferred_head = result.deferred, head
+            self.parked, self.parked_head = result.parked, head
         else:
             try:
                 keep = self._send(head, answer[0], answer[1], result, keep)
@@ -168,7 +181,7 @@ class Connection:
                 keep = False
             else:
                 body.exhaust()  # the next request starts after this one's body
-        self.deferred_keep = keep
+        self.parked_keep = keep
         return keep
 
     def _send(self, head: wire.RequestHead, status: str, headers: list[tuple[str, str]],
@@ -208,11 +221,24 @@ class Connection:
 
     def decided_answer(self, answer: Answer) -> tuple[bytes, bool]:
         """The bytes of a parked request's answer, and whether the connection stays open."""
-        head, keep = self.deferred_head, self.deferred_keep
+        head, keep = self.parked_head, self.parked_keep
         assert head is not None
         data = wire.whole_answer(answer, keep, with_body=head.method != "HEAD")
-        self.deferred_head = None
+        self.parked_head = None
         return data, keep
+
+    def stream_bytes(self, answer: Answer, last: bool) -> bytes:
+        """The bytes of one part of a long-lived answer: its head first, then chunks."""
+        data = b""
+        if not self.stream_started:
+            self.stream_started = True
+            data = wire.answer_head(answer.status, answer.headers, chunked=True,
+                                    keep_alive=self.parked_keep)  # fmt: skip
+        if answer.body:
+            data += b"%x\r\n%s\r\n" % (len(answer.body), answer.body)
+        if last:
+            data += b"0\r\n\r\n"
+        return data
 
     def _send_bytes(self, data: bytes) -> None:
         try:
@@ -245,7 +271,7 @@ class PooledWSGIServer(BaseWSGIServer):
     multithread = True  # tells Werkzeug (and WSGI apps) that requests run concurrently
     daemon_threads = False
 
-    def __init__(self, host: str, port: int, app: Any, threads: int):
+    def __init__(self, host: str, port: int, app: WSGIApp, threads: int):
         super().__init__(host, port, app)
         self.threads = threads
         self._epoll = select.epoll()
@@ -321,6 +347,9 @@ class PooledWSGIServer(BaseWSGIServer):
         keep = True
         try:
             serve = True
+            if handler.stream is not None:
+                self._flush_stream(handler)
+                return
             if handler.unsent:
                 data, handler.unsent = handler.unsent, b""
                 handler.connection.sendall(data)
@@ -330,11 +359,18 @@ class PooledWSGIServer(BaseWSGIServer):
                 if not handler.request_ready():
                     break  # the rest of the request comes later: wait for it in the set
                 keep = handler.serve_one()
-                deferred = handler.deferred
-                if deferred is not None:
-                    handler.deferred = None
-                    deferred.on_ready(functools.partial(self._deliver, handler))
-                    return  # parked: still busy, answered by `_deliver`
+                parked = handler.parked
+                if parked is not None:
+                    handler.parked = None
+                    if parked.streaming:
+                        handler.stream = parked
+                        parked.on_ready(
+                            functools.partial(self._stream_part, handler, last=True),
+                            functools.partial(self._stream_part, handler, last=False),
+                        )
+                    else:
+                        parked.on_ready(functools.partial(self._deliver, handler))
+                    return  # parked: still busy, answered by `_deliver` or `_stream_part`
                 serve = keep and handler.has_buffered_request()
         except Exception:
             self.handle_error(handler.connection, handler.client_address)
@@ -357,6 +393,54 @@ class PooledWSGIServer(BaseWSGIServer):
             self._rearm(handler, select.EPOLLOUT | select.EPOLLONESHOT)
             return
         self._after_round(functools.partial(self._release, handler, keep))
+
+    def _stream_part(self, handler: Connection, answer: Answer, *, last: bool) -> None:
+        """Send one part of a long-lived answer without blocking (the deciding thread).
+
+        What the socket does not take waits, and a worker sends it once it takes more; a
+        client that leaves more than STREAM_UNSENT_LIMIT untaken is dropped.
+        """
+        with handler.send_lock:
+            if handler.stream is None:
+                return  # dropped already
+            handler.unsent += handler.stream_bytes(answer, last)
+            handler.stream_ended = last
+            if len(handler.unsent) > STREAM_UNSENT_LIMIT:
+                self._drop_stream(handler)
+                return
+        self._flush_stream(handler)
+
+    def _flush_stream(self, handler: Connection) -> None:
+        """Send what a stream has waiting; re-arm for writing, finish, or drop."""
+        with handler.send_lock:
+            stream = handler.stream
+            if stream is None:
+                return
+            try:
+                sent = handler.connection.send(handler.unsent, socket.MSG_DONTWAIT)
+            except BlockingIOError:
+                sent = 0
+            except OSError:
+                self._drop_stream(handler)
+                return
+            handler.unsent = handler.unsent[sent:]
+            if handler.unsent:
+                self._rearm(handler, select.EPOLLOUT | select.EPOLLONESHOT)
+                return
+            if not handler.stream_ended:
+                return  # parked on: the next part comes from the deciding thread
+            handler.stream = None
+            handler.stream_started = handler.stream_ended = False
+            keep = handler.parked_keep
+        self._after_round(functools.partial(self._release, handler, keep))
+
+    def _drop_stream(self, handler: Connection) -> None:
+        """Give up on a stream's client (the caller holds its send lock)."""
+        stream, handler.stream = handler.stream, None
+        handler.unsent = b""
+        if stream is not None:
+            stream.drop()
+        self._release(handler, False)
 
     def _release(self, handler: Connection, keep: bool) -> None:
         """Wait for the connection's next request, or close it."""
@@ -397,7 +481,7 @@ class PooledWSGIServer(BaseWSGIServer):
                 for fd, handler in self._connections.items()
                 if not handler.busy
                 and (
-                    now - handler.last_used > IDLE_SECONDS
+                    now - handler.last_used > KEEP_ALIVE_SECONDS
                     or now - (handler.partial_since or now) > CONNECTION_TIMEOUT_SECONDS
                 )
             ]
@@ -437,7 +521,7 @@ class PooledWSGIServer(BaseWSGIServer):
 
 
 def serve(
-    app: Any,
+    app: WSGIApp,
     host: str,
     port: int,
     threads: int,

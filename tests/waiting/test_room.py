@@ -9,20 +9,22 @@ import pytest
 
 from refimpl.engine.tracking.signals import CommitSignal
 from refimpl.http.encode import Answer
+from refimpl.http.error_answers import to_response
 from refimpl.http.serving.server import FifoSlots
-from refimpl.waiting.room import MAX_ROUND_WAIT, ROUND_SPACING, Deferred, Pace, WaitingRoom
+from refimpl.waiting.parked import Parked
+from refimpl.waiting.room import MAX_ROUND_WAIT, ROUND_SPACING, Pace, WaitingRoom
 
 
 def park(room: WaitingRoom, signal: CommitSignal, wanted: int, wait: float,
          paced: bool = False, seen: int | None = None
-         ) -> tuple[Deferred, list[Answer], threading.Event]:
+         ) -> tuple[Parked, list[Answer], threading.Event]:
     got: list[Answer] = []
     released = threading.Event()
 
     def attempt(_: int) -> Answer | None:
         return Answer(b"news") if signal.lsn >= wanted else None
 
-    deferred = Deferred(
+    deferred = Parked(
         signal, signal.lsn if seen is None else seen, attempt, lambda: Answer(b"nothing"),
         time.monotonic() + wait, released.set, paced=paced,
     )
@@ -41,7 +43,7 @@ def eventually(condition, seconds: float = 5.0) -> bool:
 
 
 def test_a_commit_decides_a_parked_answer_once():
-    room, signal = WaitingRoom(), CommitSignal()
+    room, signal = WaitingRoom(to_response), CommitSignal()
     _, got, released = park(room, signal, wanted=2, wait=30)
     signal.publish(1)  # not yet what the reader waits for
     time.sleep(0.05)
@@ -55,7 +57,7 @@ def test_a_commit_decides_a_parked_answer_once():
 
 
 def test_the_deadline_and_the_stop_answer_with_nothing():
-    room, signal = WaitingRoom(), CommitSignal()
+    room, signal = WaitingRoom(to_response), CommitSignal()
     _, early, _ = park(room, signal, wanted=9, wait=0.05)
     _, late, _ = park(room, signal, wanted=9, wait=60)
     assert eventually(lambda: early)
@@ -67,7 +69,7 @@ def test_the_deadline_and_the_stop_answer_with_nothing():
 
 
 def test_iterating_a_deferred_waits_for_its_answer():
-    room, signal = WaitingRoom(), CommitSignal()
+    room, signal = WaitingRoom(to_response), CommitSignal()
     deferred, _, _ = park(room, signal, wanted=1, wait=30)
     statuses: list[str] = []
     body = deferred({}, lambda status, headers: statuses.append(status))
@@ -82,7 +84,7 @@ def test_paced_readers_wait_for_the_next_round():
     assert pace.next_round == pytest.approx(10.0 + ROUND_SPACING * 0.002)
     pace.round(20.0, 1.0)  # a round held up for a second waits no longer than the bound
     assert pace.next_round == pytest.approx(20.0 + MAX_ROUND_WAIT)
-    room, signal = WaitingRoom(), CommitSignal()
+    room, signal = WaitingRoom(to_response), CommitSignal()
     _, first, _ = park(room, signal, wanted=1, wait=30, paced=True)
     signal.publish(1)
     assert eventually(lambda: first)
@@ -94,7 +96,7 @@ def test_paced_readers_wait_for_the_next_round():
 
 
 def test_acknowledgements_are_answered_by_the_publishing_thread(monkeypatch):
-    room, signal = WaitingRoom(), CommitSignal()
+    room, signal = WaitingRoom(to_response), CommitSignal()
     passes: list[int] = []
     original = room._decide_due
     monkeypatch.setattr(room, "_decide_due", lambda: (passes.append(1), original()))
@@ -129,7 +131,7 @@ def test_fifo_slots_serve_waiters_in_order():
 
 
 def test_after_round_actions_wait_for_the_whole_round():
-    room, signal = WaitingRoom(), CommitSignal()
+    room, signal = WaitingRoom(to_response), CommitSignal()
     events: list[str] = []
     for n in range(3):
         deferred, _, _ = park(room, signal, wanted=1, wait=30, paced=True)  # readers
@@ -147,7 +149,7 @@ def test_after_round_actions_wait_for_the_whole_round():
 
 
 def test_parking_without_news_makes_no_pass(monkeypatch):
-    room, signal = WaitingRoom(), CommitSignal()
+    room, signal = WaitingRoom(to_response), CommitSignal()
     park(room, signal, wanted=1, wait=30, paced=True)  # the first starts the room, listens
     passes: list[float] = []
     original = room._decide_due

@@ -9,28 +9,28 @@ from refimpl.engine.access import ADMIN
 from refimpl.engine.instance import Instance
 from refimpl.engine.tracking.signals import CommitSignal
 from refimpl.errors import WritesStopped
-from refimpl.http.durability import acknowledge_when_durable
 from refimpl.http.encode import Answer
+from refimpl.http.error_answers import to_response
+from refimpl.waiting.acknowledgements import acknowledge_when_durable
 from refimpl.waiting.flusher import Flusher
 from refimpl.waiting.room import WaitingRoom
 
 
 def test_an_acknowledgement_goes_out_once_its_commit_is_durable(tmp_path: Path) -> None:
     instance = Instance.open(tmp_path)
-    room = WaitingRoom()
+    room = WaitingRoom(to_response)
     flusher = Flusher(room.wake)
-    session = instance.session(database="demo", principal=ADMIN)
+    instance.session().execute("CREATE TABLE t (id BIGINT PRIMARY KEY)")
+    session = instance.session(database="demo", principal=ADMIN, acknowledge_later=True)
     try:
-        session.execute("CREATE TABLE t (id BIGINT PRIMARY KEY)")
-        session.defer_durability = True
         for n in range(5):
             session.execute(f"INSERT INTO t VALUES ({n})")
             database = instance.database("demo")
             lsn = session.durable_needed
             got = threading.Event()
             answers: list[Answer] = []
-            deferred = acknowledge_when_durable(room, flusher, database, lsn, Answer(b"ok"))
-            deferred.on_ready(
+            parked = acknowledge_when_durable(room, flusher, database, lsn, Answer(b"ok"))
+            parked.on_ready(
                 lambda answer, answers=answers, got=got: (answers.append(answer), got.set())
             )
             assert got.wait(10)
@@ -60,12 +60,12 @@ class FailingDatabase:
 
 
 def test_a_failed_flush_answers_with_the_failure() -> None:
-    room = WaitingRoom()
+    room = WaitingRoom(to_response)
     flusher = Flusher(room.wake)
     got = threading.Event()
     answers: list[Answer] = []
-    deferred = acknowledge_when_durable(room, flusher, FailingDatabase(), 7, Answer(b"ok"))
-    deferred.on_ready(lambda answer: (answers.append(answer), got.set()))
+    parked = acknowledge_when_durable(room, flusher, FailingDatabase(), 7, Answer(b"ok"))
+    parked.on_ready(lambda answer: (answers.append(answer), got.set()))
     try:
         assert got.wait(10)
         assert answers[0].status_code == 503 and b"writes are stopped" in answers[0].body

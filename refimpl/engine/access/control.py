@@ -1,0 +1,184 @@
+"""`AccessControl`: the users, tokens, browser sessions and rights of one data folder."""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from refimpl.engine.access.checks import holds_right, require_right
+from refimpl.engine.access.statements import run_access_statement
+from refimpl.engine.access.store import (
+    STATE_FILE,
+    AccessStore,
+    BrowserSession,
+    name_key,
+    parse_duration,
+    secret_hash,
+)
+from refimpl.engine.result import Result
+from refimpl.engine.rights import ADMIN_USER, Principal, Right
+from refimpl.errors import Unauthorized
+from refimpl.sql import ast
+
+SESSION_SECONDS = 12 * 3600
+
+
+class AccessControl:
+    """Who may do what, with no HTTP in sight. Thread-safe.
+
+    `clock` returns seconds since the epoch; tests pass their own.
+    """
+
+    def __init__(self, path: Path, clock: Callable[[], float] = time.time) -> None:
+        # The data folder, or the file itself when the name ends in .json.
+        path = Path(path)
+        self._store = AccessStore(path if path.suffix == ".json" else path / STATE_FILE, clock)
+
+    @property
+    def file(self) -> Path:
+        return self._store.file
+
+    # -- users and tokens ------------------------------------------------------------------
+
+    def ensure_admin(self) -> str | None:
+        """On the first start: create user `admin` and a token for it, and return the token."""
+        store = self._store
+        with store.lock:
+            if name_key(ADMIN_USER) in store.users:
+                return None
+            store.add_user(ADMIN_USER, admin=True)
+            token = store.new_token(ADMIN_USER, None)
+            store.save()
+            return token
+
+    def user_names(self) -> list[str]:
+        with self._store.lock:
+            return sorted(u["name"] for u in self._store.users.values())
+
+    def create_user(self, name: str) -> None:
+        with self._store.lock:
+            self._store.add_user(name)
+            self._store.save()
+
+    def create_token(self, user: str, expires_in: str | None = None) -> str:
+        store = self._store
+        with store.lock:
+            record = store.user(user)
+            lifetime = parse_duration(expires_in) if expires_in is not None else None
+            token = store.new_token(record["name"], lifetime)
+            store.save()
+            return token
+
+    def authenticate(self, token: str) -> Principal:
+        """The principal a token stands for; Unauthorized when it is wrong, expired or revoked.
+
+        Lock-free: every request calls it, and single dict reads are atomic; a token or user
+        dropped at the same moment reads as not found.
+        """
+        store = self._store
+        record = store.find_token(token) if token else None
+        if record is not None and not store.expired(record):
+            user = store.users.get(name_key(record["user"]))
+            if user is not None:
+                return Principal(user["name"], bool(user.get("admin")))
+        raise Unauthorized(
+            "the token is wrong, expired or revoked; ask an administrator for a new one"
+        )
+
+    # -- browser sessions ------------------------------------------------------------------
+
+    def open_session(self, token: str) -> tuple[str, float]:
+        """A session id standing for `token`, and when it ends (seconds since the epoch)."""
+        store = self._store
+        with store.lock:
+            self.authenticate(token)
+            record = store.find_token(token)
+            assert record is not None
+            self._sweep_sessions()
+            expires = store.clock() + SESSION_SECONDS
+            if record.get("expires_at") is not None:
+                expires = min(expires, record["expires_at"])
+            session_id = secrets.token_urlsafe(32)
+            session = BrowserSession(record["hash"], name_key(record["user"]), expires)
+            store.sessions[secret_hash(session_id)] = session  # only a hash, as for tokens
+            store.save()
+            return session_id, expires
+
+    def principal_for_session(self, session_id: str) -> Principal:
+        store = self._store
+        with store.lock:
+            session = store.sessions.get(secret_hash(session_id))
+            if session is None or session.expires_at <= store.clock():
+                raise Unauthorized(
+                    "the session has ended or is unknown; sign in again with a token"
+                )
+            return store.principal(session.user_key)
+
+    def close_session(self, session_id: str) -> None:
+        with self._store.lock:
+            if self._store.sessions.pop(secret_hash(session_id), None) is not None:
+                self._store.save()
+
+    def _sweep_sessions(self) -> None:
+        # Called when a session opens, so that abandoned sessions cost bounded memory.
+        sessions = self._store.sessions
+        now = self._store.clock()
+        for sid in [s for s, v in sessions.items() if v.expires_at <= now]:
+            del sessions[sid]
+
+    # -- rights ----------------------------------------------------------------------------
+
+    def allowed(
+        self, principal: Principal, database: str, right: Right, table: str | None = None
+    ) -> bool:
+        return holds_right(self._store, principal, database, right, table)
+
+    def check(
+        self, principal: Principal, database: str, right: Right, table: str | None = None
+    ) -> None:
+        """Raise Forbidden (Unauthorized for anonymous) unless `principal` has `right`."""
+        require_right(self._store, principal, database, right, table)
+
+    # -- user and grant statements -----------------------------------------------------------
+
+    def execute(
+        self,
+        statement: ast.Statement,
+        principal: Principal,
+        database: str,
+        *,
+        database_exists: Callable[[str], bool] | None = None,
+    ) -> Result:
+        """Run a user or grant statement as `principal` in `database`.
+
+        `database_exists` lets the caller have grants on unknown databases refused; without
+        it any name is accepted. That a granted table exists is the caller's to check. The
+        answer's `query` is left for the caller to fill in.
+        """
+        with self._store.lock:
+            return run_access_statement(
+                self._store, statement, principal, database, database_exists
+            )
+
+    def forget_database(self, name: str) -> None:
+        """Drop every grant on a database that no longer exists."""
+        store = self._store
+        db = name_key(name)
+        with store.lock:
+            roles = [r for r in store.roles if r["db"] != db]
+            tables = [t for t in store.tables if t["db"] != db]
+            if len(roles) != len(store.roles) or len(tables) != len(store.tables):
+                store.roles, store.tables = roles, tables
+                store.save()
+
+    def forget_table(self, database: str, table: str) -> None:
+        """Drop table-level grants of a dropped table (so a new table of that name starts clean)."""
+        store = self._store
+        db, tb = name_key(database), name_key(table)
+        with store.lock:
+            tables = [t for t in store.tables if not (t["db"] == db and t["table"] == tb)]
+            if len(tables) != len(store.tables):
+                store.tables = tables
+                store.save()

@@ -1,0 +1,158 @@
+"""The change features as a protocol layer calls them: typed, with no lock or log in sight.
+
+The HTTP layer (and the coming PostgreSQL protocol) reads a table's change stream, its
+revisions and the databases' statistics through `ChangeFeeds`; it never takes an engine lock
+or reads `tables`, `log` or `commits` itself. What a caller may rely on:
+
+- `table_feed` checks that the table exists and that the caller may read it, and describes
+  it once; `TableFeed.read` then reads a page of the change stream from the log, never past
+  the durable LSN (`TableFeed.bounds` first: an answer never claims less than it holds);
+- `TableFeed.signal` is what a request waiting for the next commit parks on;
+- `revisions` reads in-memory revisions only: no lock, no scan, so it answers at once even
+  while a long transaction or a bulk import holds the database.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from refimpl.engine.access import Principal, Right
+from refimpl.engine.features.change_stream import ChangeBatch, read_changes
+from refimpl.engine.instance import Instance
+from refimpl.engine.storage.database import Database
+from refimpl.engine.storage.schema import TableSchema
+from refimpl.engine.tracking.signals import CommitSignal
+from refimpl.errors import BadRequest, NotFound, UnknownDatabase
+
+
+@dataclass(frozen=True, slots=True)
+class LogBounds:
+    """The log as of one moment: nothing past `durable_lsn` is shown, nothing before
+    `oldest_lsn` is kept."""
+
+    durable_lsn: int
+    oldest_lsn: int
+
+
+@dataclass(frozen=True, slots=True)
+class TableFeed:
+    """One readable table's change stream, described when it was opened."""
+
+    database: str
+    table: str
+    column_names: tuple[str, ...]
+    column_types: dict[str, str]
+    _database: Database
+    _schema: TableSchema
+
+    @property
+    def signal(self) -> CommitSignal:
+        """Advances at each durable commit of the table's database."""
+        return self._database.commits
+
+    def published_lsn(self) -> int:
+        """The durable LSN the signal last published (a waiter's starting point)."""
+        return self._database.commits.lsn
+
+    def bounds(self) -> LogBounds:
+        log = self._database.log
+        return LogBounds(log.durable_lsn, log.oldest_lsn)
+
+    def read(self, after_lsn: int, limit: int) -> ChangeBatch:
+        """Changes after `after_lsn`, at most `limit` rows, whole transactions (see the spec)."""
+        return read_changes(self._database, self._schema.name, self._schema, after_lsn, limit)
+
+
+@dataclass(frozen=True, slots=True)
+class RevisionAnswer:
+    """What `GET /api/rev` answers: a table's revision and those of values of its rev
+    column."""
+
+    database: str
+    table: str
+    column: str | None
+    boot: str
+    table_rev: int
+    revs: dict[str, int]
+
+
+class ChangeFeeds:
+    """The change features of one instance, for protocol layers."""
+
+    def __init__(self, instance: Instance) -> None:
+        self._instance = instance
+
+    def table_feed(self, database: str, table: str, principal: Principal) -> TableFeed:
+        """The change stream of `table`; UnknownDatabase, UnknownTable or Forbidden first."""
+        found = self._instance.database(database)
+        with found.state_lock:
+            stored = found.tables.get(table.lower())
+        if stored is None:
+            raise _no_table(table, found.name)
+        self._instance.access.check(principal, found.name, Right.READ, stored.schema.name)
+        schema = stored.schema
+        return TableFeed(
+            found.name,
+            schema.name,
+            schema.column_names,
+            {c.name: c.type for c in schema.columns},
+            found,
+            schema,
+        )
+
+    def revisions(
+        self,
+        database: str,
+        table: str,
+        principal: Principal,
+        column: str | None,
+        symbols: Sequence[str],
+    ) -> RevisionAnswer:
+        """The table's revision and its values' (`symbols`); 404, 403 or 400 as the spec says."""
+        found = self._instance.database(database)
+        # A plain dict read: atomic, and never behind a reader that holds the state lock.
+        stored = found.tables.get(table.lower())
+        if stored is None:
+            raise _no_table(table, found.name)
+        schema = stored.schema
+        self._instance.access.check(principal, found.name, Right.READ, schema.name)
+        rev_column = schema.rev_column
+        if column is not None:
+            if rev_column is None:
+                raise BadRequest(
+                    f"table '{schema.name}' keeps no revisions per value (it has no rev"
+                    " column); ask without 'column' for its table_rev"
+                )
+            if column.lower() != rev_column.lower():
+                raise BadRequest(
+                    f"table '{schema.name}' keeps revisions per value of column"
+                    f" '{rev_column}', not '{column}'"
+                )
+        revisions = found.revisions
+        return RevisionAnswer(
+            found.name,
+            schema.name,
+            rev_column,
+            revisions.boot,
+            revisions.table_rev(schema.name),
+            revisions.value_revs(schema.name, list(symbols)),
+        )
+
+    def readable_stats(self, principal: Principal, database: str | None) -> dict[str, object]:
+        """Statistics of each database the caller may read: all, or only `database`."""
+        instance = self._instance
+        names = instance.database_names()
+        if database is not None:
+            wanted = [n for n in names if n.casefold() == database.casefold()]
+            if not wanted:
+                raise UnknownDatabase(database)
+            instance.access.check(principal, wanted[0], Right.READ)
+        else:
+            wanted = [n for n in names if instance.access.allowed(principal, n, Right.READ)]
+        stats = instance.stats().get("databases", {})
+        return {n: stats.get(n, {}) for n in wanted}
+
+
+def _no_table(table: str, database: str) -> NotFound:
+    return NotFound(f"table '{table}' does not exist in database '{database}'")

@@ -1,0 +1,42 @@
+"""Who acts (a `Principal`) and what an operation needs (a `Right`).
+
+A leaf: it imports nothing of the engine, so that every layer (statements and features
+included, which must not import `access`) can name rights and principals.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class Right(StrEnum):
+    """What an operation needs on a database (or, for READ, on a table).
+
+    A StrEnum, so that a right compares equal to its name ("READ") and prints as it.
+    """
+
+    READ = "READ"
+    WRITE = "WRITE"
+    ADMIN = "ADMIN"
+
+
+# ADMIN implies WRITE implies READ.
+RANK = {Right.READ: 1, Right.WRITE: 2, Right.ADMIN: 3}
+
+ADMIN_USER = "admin"
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """Who a request or an embedded session acts as. `name` None is anonymous."""
+
+    name: str | None
+    is_admin: bool = False
+
+    def describe(self) -> str:
+        return "anonymous requests" if self.name is None else f"user '{self.name}'"
+
+
+ANONYMOUS = Principal(None, False)
+ADMIN = Principal(ADMIN_USER, True)  # the principal; the right of that name is Right.ADMIN

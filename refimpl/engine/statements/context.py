@@ -1,0 +1,121 @@
+"""What a statement handler may use of whoever runs it: the narrow seam under `Session`.
+
+Handlers (here, and the change features' table functions and live queries) take a
+`StatementContext` rather than a session, so that they depend on this list and not on the
+session, the instance behind it, or the access package: `Session` satisfies the Protocol,
+and so may a test's stand-in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+if TYPE_CHECKING:
+    from refimpl.engine.query.compiled import Compiled, Scope
+    from refimpl.engine.query.select import RowSource
+    from refimpl.engine.result import Result
+    from refimpl.engine.rights import Principal, Right
+    from refimpl.engine.storage.database import Database
+    from refimpl.engine.storage.transaction import Transaction
+    from refimpl.sql import ast
+
+T = TypeVar("T")
+
+# A scalar SQL function: compiles its call in a scope (kdb_rev, say).
+ScalarFunction = Callable[["ast.FuncCall", "Scope"], "Compiled"]
+# A table function usable in FROM (changes, say): the rows of its call in one SELECT.
+TableFunction = Callable[
+    ["StatementContext", "ast.FunctionSource", "ast.Select", Sequence[Any]], "RowSource"
+]
+
+
+class Catalog(Protocol):
+    """The databases of an instance, as statements see them."""
+
+    def has_database(self, name: str) -> bool: ...
+
+    def database(self, name: str) -> Database: ...
+
+    def create_database(self, name: str, if_not_exists: bool = False) -> bool: ...
+
+    def drop_database(
+        self, name: str, if_exists: bool = False, current: str | None = None
+    ) -> bool: ...
+
+
+class AccessRules(Protocol):
+    """What statements use of the access control (`refimpl.engine.access.AccessControl`)."""
+
+    def allowed(
+        self, principal: Principal, database: str, right: Right, table: str | None = None
+    ) -> bool: ...
+
+    def check(
+        self, principal: Principal, database: str, right: Right, table: str | None = None
+    ) -> None: ...
+
+    def execute(
+        self,
+        statement: ast.Statement,
+        principal: Principal,
+        database: str,
+        *,
+        database_exists: Callable[[str], bool] | None = None,
+    ) -> Result: ...
+
+    def forget_table(self, database: str, table: str) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class FunctionTables:
+    """The SQL functions an instance offers its sessions.
+
+    `scalar` makes the scalar functions bound to one context (kdb_rev needs its database and
+    rights); `tables` are the table functions, the same for every session.
+    """
+
+    scalar: Callable[[StatementContext], dict[str, ScalarFunction]]
+    tables: dict[str, TableFunction]
+
+
+class StatementContext(Protocol):
+    """Everything a statement handler may use: who asks, where, and the ways to act."""
+
+    @property
+    def database(self) -> Database: ...
+
+    @property
+    def principal(self) -> Principal: ...
+
+    @property
+    def transaction(self) -> Transaction | None: ...
+
+    @property
+    def access(self) -> AccessRules: ...
+
+    @property
+    def catalog(self) -> Catalog: ...
+
+    def authorize(
+        self, right: Right, table: str | None = None, database: str | None = None
+    ) -> None: ...
+
+    def can_read(self, table: str) -> bool: ...
+
+    def require_admin_user(self, what: str) -> None: ...
+
+    def write(self, run: Callable[[Transaction], T]) -> T: ...
+
+    def begin(self) -> None: ...
+
+    def commit(self) -> None: ...
+
+    def rollback(self) -> None: ...
+
+    def deadline(self) -> float: ...
+
+    def sql_functions(self) -> dict[str, ScalarFunction]: ...
+
+    def table_functions(self) -> dict[str, TableFunction]: ...

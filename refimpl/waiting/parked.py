@@ -1,0 +1,223 @@
+"""A parked request: an answer decided later, by whichever thread learns it first.
+
+Theory of operation
+-------------------
+A request that cannot be answered now (a reader asking past the last commit, a write that
+must be durable before it is acknowledged, a live query waiting for a change, a long-lived
+stream) is *parked*: its `Parked` goes to the `WaitingRoom` and the connection goes back to
+the server's poll set, so no worker thread waits for it. A parked request waits for one of
+three things:
+
+- a **commit**: `signal` is a database's `CommitSignal`; after each advance `attempt(lsn)` is
+  asked for the answer (None: not yet);
+- a **wake-up of its key**: `signal` is None and something (a live query's wake board) calls
+  `WaitingRoom.poke(parked)`; then `attempt` is asked;
+- its **deadline**: `on_timeout()` gives the answer (a reader: what it has; a stream: a
+  heartbeat, after which `deadline` moves on).
+
+An answer is an opaque object of the protocol layer (an HTTP `Answer`, later a PostgreSQL
+message batch): this package never looks inside. A `Part` wraps one part of a long-lived
+answer that sends many times; the request then stays parked for more.
+
+The states are data (`TRANSITIONS`), as h11 writes a connection's: a move that is not in the
+table raises `InvalidMove`, so a request can never be answered twice, answered after its
+client was dropped, or sent a part after its last one.
+
+Who moves a request: the waiting room's one thread (readers in paced rounds, wake-ups,
+deadlines), the thread that publishes a flush (write acknowledgements), the room's `close`
+at shutdown (everything parked is answered with what it has), and the server (`drop`, when
+the client is gone or reads too slowly to keep up with a stream).
+
+What may never happen: a worker thread blocked on a parked request (except under a foreign
+WSGI server, which iterates the request and so waits in its own thread); a request decided
+twice; a part delivered before the previous one was handed to its deliverer; an answer
+made for a dropped request handed to anyone.
+"""
+
+from __future__ import annotations
+
+import enum
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, Generic, Protocol, TypeVar
+
+A = TypeVar("A")
+
+
+class Signal(Protocol):
+    """What a request parked for a commit watches (a database's `CommitSignal`)."""
+
+    @property
+    def lsn(self) -> int: ...
+
+    quiet_before: float
+
+    def listen(self, callback: Callable[[], None]) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Part(Generic[A]):
+    """One part of a long-lived answer: handed over, and the request stays parked."""
+
+    answer: A
+
+
+class State(enum.Enum):
+    WAITING = "waiting"  # parked: nothing decided, or parts of a stream sent so far
+    ANSWERED = "answered"  # its one answer (or a stream's last part) was handed over
+    DROPPED = "dropped"  # its client is gone or too slow: nothing more is made for it
+
+
+class Move(enum.Enum):
+    PART = "part"  # one part of a long-lived answer
+    ANSWER = "answer"  # the final answer
+    DROP = "drop"  # the server gave up on the client
+
+
+TRANSITIONS: dict[tuple[State, Move], State] = {
+    (State.WAITING, Move.PART): State.WAITING,
+    (State.WAITING, Move.ANSWER): State.ANSWERED,
+    (State.WAITING, Move.DROP): State.DROPPED,
+    (State.ANSWERED, Move.DROP): State.ANSWERED,  # a drop after the end changes nothing
+    (State.DROPPED, Move.DROP): State.DROPPED,
+}
+
+
+class InvalidMove(RuntimeError):
+    """A parked request was moved in a way its state does not allow (a bug)."""
+
+
+class Parked(Generic[A]):
+    """One parked request; see the module docstring for its life."""
+
+    def __init__(
+        self,
+        signal: Signal | None,
+        seen: int,
+        attempt: Callable[[int], A | Part[A] | None],
+        on_timeout: Callable[[], A | Part[A]],
+        deadline: float,
+        release: Callable[[], None],
+        *,
+        paced: bool = False,
+        streaming: bool = False,
+        at_close: Callable[[], A] | None = None,
+    ) -> None:
+        self.signal = signal
+        self.paced = paced  # answered in the rounds of its database's `Pace`
+        self.streaming = streaming  # sends parts (`Part`) before its answer
+        self.seen = seen  # the durable LSN the last attempt looked at
+        self.attempt = attempt
+        self.on_timeout = on_timeout
+        # At shutdown: the last answer (a stream's closing part); by default `on_timeout`'s.
+        self.at_close = at_close or on_timeout
+        self.deadline = deadline
+        self._release = release
+        self._lock = threading.Lock()
+        self._state = State.WAITING
+        self._answer: A | None = None
+        self._parts: list[A] = []  # made before a deliverer was in place
+        self._on_answer: Callable[[A], None] | None = None
+        self._on_part: Callable[[A], None] | None = None
+        self._waiter: threading.Event | None = None  # made only for a thread that waits
+
+    @property
+    def state(self) -> State:
+        return self._state
+
+    def _move(self, move: Move) -> State:
+        """Apply `move` (the caller holds the lock); InvalidMove when the table has none."""
+        after = TRANSITIONS.get((self._state, move))
+        if after is None:
+            raise InvalidMove(f"a {self._state.value} request cannot take {move.value}")
+        self._state = after
+        return after
+
+    def decide(self, outcome: A | Part[A]) -> bool:
+        """Hand over `outcome`; True when the request is now finished (answered)."""
+        if isinstance(outcome, Part):
+            with self._lock:
+                if self._state is State.DROPPED:
+                    return True
+                self._move(Move.PART)
+                deliver = self._on_part
+                if deliver is None:
+                    self._parts.append(outcome.answer)
+            if deliver is not None:
+                deliver(outcome.answer)
+            return False
+        with self._lock:
+            if self._state is not State.WAITING:
+                return True  # dropped meanwhile, or decided by another thread first
+            self._move(Move.ANSWER)
+            self._answer = outcome
+            callback, waiter = self._on_answer, self._waiter
+        self._release()
+        if waiter is not None:
+            waiter.set()
+        if callback is not None:
+            callback(outcome)
+        return True
+
+    def drop(self) -> None:
+        """The client is gone or too slow: make nothing more for it."""
+        with self._lock:
+            before = self._state
+            self._move(Move.DROP)
+        if before is State.WAITING:
+            self._release()
+
+    @property
+    def finished(self) -> bool:
+        return self._state is not State.WAITING
+
+    def wait(self) -> A:
+        """Block until answered (a foreign WSGI server's thread); the answer."""
+        with self._lock:
+            if self._answer is None and self._waiter is None:
+                self._waiter = threading.Event()
+            waiter = self._waiter
+        if waiter is not None:
+            waiter.wait()
+        assert self._answer is not None
+        return self._answer
+
+    def on_ready(
+        self, on_answer: Callable[[A], None], on_part: Callable[[A], None] | None = None
+    ) -> None:
+        """Deliver the answer (and a stream's parts, in order) to these callbacks.
+
+        Parts and the answer made before the call are delivered at once, in order.
+        """
+        with self._lock:
+            parts, self._parts = self._parts, []
+            self._on_part = on_part
+            answer = self._answer
+            if answer is None:
+                self._on_answer = on_answer
+        for part in parts:
+            if on_part is not None:
+                on_part(part)
+        if answer is not None:
+            on_answer(answer)
+
+    def __call__(self, environ: dict, start_response: Any) -> ParkedBody:
+        return ParkedBody(self, start_response)
+
+
+class ParkedBody:
+    """The WSGI iterable of a Parked request: iterating it waits for the answer.
+
+    Our server recognises it and parks the connection instead; any other WSGI server
+    iterates it, and its thread then waits.
+    """
+
+    def __init__(self, parked: Parked[Any], start_response: Any) -> None:
+        self.parked = parked
+        self._start_response = start_response
+
+    def __iter__(self) -> Iterator[bytes]:
+        answer = self.parked.wait()
+        self._start_response(answer.status, answer.headers)
+        yield answer.body

@@ -1,0 +1,349 @@
+"""The package's shape: no import cycles, the layers import only downwards, small modules.
+
+Imports are read from the source with `ast`, never executed, so every import counts: those
+under `if TYPE_CHECKING:` and those inside functions too (a cycle hidden in a function or a
+type hint is still a knot a reader has to untie). A parent package's `__init__` is not counted
+as imported by its submodules: Python runs it, but counting it would make `refimpl/__init__.py`
+(the embedded API, which imports the engine) a member of every cycle.
+"""
+
+from __future__ import annotations
+
+import ast
+import itertools
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+PACKAGE_ROOT = Path(__file__).resolve().parent.parent / "refimpl"
+
+MAX_LINES = 600
+
+# Modules allowed over MAX_LINES, each with its reason; an entry no longer needed fails too.
+OVERSIZED_ALLOWED: dict[str, str] = {}
+
+_ENGINE = "refimpl.engine"
+_LEAVES = ("refimpl.engine.options", "refimpl.engine.result", "refimpl.engine.admission",
+           "refimpl.engine.rights")
+_TRACKING = "refimpl.engine.tracking"
+_STORAGE = "refimpl.engine.storage"
+_QUERY = "refimpl.engine.query"
+_STATEMENTS = "refimpl.engine.statements"
+_FEATURES = "refimpl.engine.features"
+_ENGINE_TOP = ("refimpl.engine.access", "refimpl.engine.session", "refimpl.engine.instance",
+               "refimpl.engine.feeds")
+_PROTOCOLS = ("refimpl.http", "refimpl.pgwire", "refimpl.waiting")
+
+# Package or module -> what it must not import (a name covers its submodules). Bottom to top:
+# engine-root leaves < tracking < storage < query < statements < features
+# < access/session/instance/feeds < http and pgwire; waiting sits under http.
+FORBIDDEN: dict[str, tuple[str, ...]] = {
+    # The one exception hierarchy, raised by every layer, so it stands under all of them.
+    "refimpl.errors": ("refimpl",),
+    **{leaf: (_ENGINE, *_PROTOCOLS) for leaf in _LEAVES},
+    _TRACKING: (_STORAGE, _QUERY, _STATEMENTS, _FEATURES, *_ENGINE_TOP, *_PROTOCOLS),
+    _STORAGE: (_QUERY, _STATEMENTS, _FEATURES, *_ENGINE_TOP, *_PROTOCOLS),
+    _QUERY: (_STATEMENTS, _FEATURES, *_ENGINE_TOP, *_PROTOCOLS),
+    _STATEMENTS: (_FEATURES, *_ENGINE_TOP, *_PROTOCOLS),
+    _FEATURES: (*_ENGINE_TOP, *_PROTOCOLS),
+    _ENGINE: _PROTOCOLS,
+    "refimpl.waiting": ("refimpl.http", "refimpl.pgwire"),
+    "refimpl.sql": (_ENGINE, *_PROTOCOLS),
+}
+
+@dataclass(frozen=True)
+class Import:
+    """One import statement's edge: `source` imports `target`, at `path`:`line`."""
+
+    source: str
+    target: str
+    path: str
+    line: int
+
+    def where(self) -> str:
+        return f"{self.path}:{self.line}"
+
+
+# --- reading the imports ---------------------------------------------------------------------
+
+
+def module_files(root: Path) -> dict[str, Path]:
+    """Dotted module name -> file, for every .py under the package folder `root`."""
+    modules = {}
+    for path in sorted(root.rglob("*.py")):
+        parts = list(path.relative_to(root.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        modules[".".join(parts)] = path
+    return modules
+
+
+def _resolve(name: str, modules: Mapping[str, Path]) -> str | None:
+    """The module of the tree that `name` names: itself, else its longest known prefix."""
+    while name:
+        if name in modules:
+            return name
+        name = name.rpartition(".")[0]
+    return None
+
+
+def _imported_names(node: ast.Import | ast.ImportFrom, module: str, is_package: bool,
+                    modules: Mapping[str, Path]) -> list[str]:
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names]
+    if node.level:
+        # `from . import x` in a/b/c.py means a.b; in a/b/__init__.py it means a.b itself.
+        package = module if is_package else module.rpartition(".")[0]
+        for _ in range(node.level - 1):
+            package = package.rpartition(".")[0]
+        base = f"{package}.{node.module}" if node.module else package
+    else:
+        base = node.module or ""
+    # `from pkg import name` imports the submodule pkg.name when there is one, else pkg.
+    return [f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base
+            for alias in node.names]
+
+
+@dataclass(frozen=True)
+class ImportGraph:
+    modules: dict[str, Path]
+    edges: list[Import]
+
+    def __repr__(self) -> str:
+        # pytest shows a failing test's arguments; thousands of edges would bury the message.
+        return f"ImportGraph({len(self.modules)} modules, {len(self.edges)} imports)"
+
+
+def read_imports(root: Path) -> ImportGraph:
+    """The modules under `root` and every import between them, at any depth of the code."""
+    modules = module_files(root)
+    base = root.parent
+    edges = []
+    for module, path in modules.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        is_package = path.name == "__init__.py"
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Import | ast.ImportFrom):
+                continue
+            for name in _imported_names(node, module, is_package, modules):
+                target = _resolve(name, modules)
+                if target is not None and target != module:
+                    edges.append(Import(module, target, path.relative_to(base).as_posix(),
+                                        node.lineno))
+    return ImportGraph(modules, edges)
+
+
+# --- cycles -------------------------------------------------------------------------------------
+
+
+def find_cycles(edges: Iterable[tuple[str, str]]) -> list[list[str]]:
+    """For every module on a cycle, one shortest cycle through it (the same cycle found from
+    two of its modules is listed once): the modules in import order, the first repeated at the
+    end, starting from the cycle's smallest name; sorted."""
+    graph: dict[str, set[str]] = {}
+    for source, target in edges:
+        graph.setdefault(source, set()).add(target)
+        graph.setdefault(target, set())
+    cycles = set()
+    for component in _components(graph):
+        if len(component) < 2:
+            continue
+        for start in component:
+            cycle = _shortest_cycle(start, graph, component)[:-1]
+            first = cycle.index(min(cycle))
+            cycles.add((*cycle[first:], *cycle[:first], min(cycle)))
+    return sorted(list(cycle) for cycle in cycles)
+
+
+def _components(graph: Mapping[str, set[str]]) -> list[set[str]]:
+    """Tarjan's strongly connected components, iteratively (no recursion limit)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is None:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    component = set()
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        component.add(member)
+                        if member == node:
+                            break
+                    found.append(component)
+            elif child not in index:
+                index[child] = low[child] = len(index)
+                stack.append(child)
+                on_stack.add(child)
+                work.append((child, iter(sorted(graph[child]))))
+            elif child in on_stack:
+                low[node] = min(low[node], index[child])
+    return found
+
+
+def _shortest_cycle(start: str, graph: Mapping[str, set[str]], within: set[str]) -> list[str]:
+    """Breadth-first from `start` back to itself, staying inside its component."""
+    came_from: dict[str, str] = {}
+    frontier = [start]
+    while frontier:
+        following = []
+        for node in frontier:
+            for child in sorted(graph[node] & within):
+                if child == start:
+                    path = [node]
+                    while path[-1] != start:
+                        path.append(came_from[path[-1]])
+                    return [*reversed(path), start]
+                if child not in came_from:
+                    came_from[child] = node
+                    following.append(child)
+        frontier = following
+    raise AssertionError(f"{start} is in a component but on no cycle")
+
+
+def describe_cycle(cycle: list[str], edges: Iterable[Import]) -> str:
+    first = {}
+    for edge in edges:
+        first.setdefault((edge.source, edge.target), edge)
+    steps = [f"  {a} -> {b}  ({first[a, b].where()})"
+             for a, b in itertools.pairwise(cycle)]
+    return " -> ".join(cycle) + "\n" + "\n".join(steps)
+
+
+# --- layers and sizes ---------------------------------------------------------------------------
+
+
+def _within(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+def layer_breaks(edges: Iterable[Import], forbidden: Mapping[str, Iterable[str]],
+                 rule: str) -> list[Import]:
+    """The imports out of package or module `rule` into what `forbidden[rule]` names."""
+    banned = tuple(forbidden[rule])
+    return [edge for edge in edges
+            if _within(edge.source, rule) and not _within(edge.target, rule)
+            and any(_within(edge.target, name) for name in banned)]
+
+
+def oversized(root: Path, limit: int) -> dict[str, int]:
+    """Path (from the package's parent folder) -> line count, of modules over `limit`."""
+    sizes = {}
+    for path in sorted(root.rglob("*.py")):
+        lines = len(path.read_text(encoding="utf-8").splitlines())
+        if lines > limit:
+            sizes[path.relative_to(root.parent).as_posix()] = lines
+    return sizes
+
+
+# --- the tests of the package -------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def package_imports() -> ImportGraph:
+    return read_imports(PACKAGE_ROOT)
+
+
+def test_no_import_cycles(package_imports):
+    edges = package_imports.edges
+    cycles = find_cycles((edge.source, edge.target) for edge in edges)
+    assert not cycles, "import cycles:\n" + "\n".join(
+        describe_cycle(cycle, edges) for cycle in cycles
+    )
+
+
+@pytest.mark.parametrize("rule", FORBIDDEN)
+def test_layer_rule(rule, package_imports):
+    # A rule about a renamed or removed package would pass forever without this.
+    present = any(_within(module, rule) for module in package_imports.modules)
+    assert present, f"{rule} is not in the tree"
+    breaks = layer_breaks(package_imports.edges, FORBIDDEN, rule)
+    assert not breaks, f"{rule} must not import {', '.join(FORBIDDEN[rule])}:\n" + "\n".join(
+        f"  {edge.where()}: {edge.source} imports {edge.target}" for edge in breaks
+    )
+
+
+def test_modules_are_small():
+    sizes = oversized(PACKAGE_ROOT, MAX_LINES)
+    too_big = {path: lines for path, lines in sizes.items() if path not in OVERSIZED_ALLOWED}
+    assert not too_big, f"modules over {MAX_LINES} lines:\n" + "\n".join(
+        f"  {path}: {lines} lines" for path, lines in too_big.items()
+    )
+    stale = sorted(set(OVERSIZED_ALLOWED) - set(sizes))
+    assert not stale, f"allowed to be big but no longer are, drop from OVERSIZED_ALLOWED: {stale}"
+
+
+# --- the checks can fail: a small synthetic package ---------------------------------------------
+
+
+def _write_package(root: Path, files: Mapping[str, str]) -> Path:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    return root / "pkg"
+
+
+SYNTHETIC = {
+    "pkg/__init__.py": "",
+    "pkg/low/__init__.py": "",
+    # a relative import of a submodule, a function-level import up and a type-only import
+    # back: two cycles
+    "pkg/low/a.py": "from . import b\n\ndef late():\n    from pkg.high import c\n",
+    "pkg/low/b.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import pkg.low.a\n",
+    "pkg/high/__init__.py": "",
+    "pkg/high/c.py": "from ..low.a import late\nfrom pkg.low import b as _b\n",
+    "pkg/high/d.py": "import os\nfrom pkg.high.c import late\n",
+}
+
+
+def test_imports_are_resolved_to_modules(tmp_path):
+    edges = read_imports(_write_package(tmp_path, SYNTHETIC)).edges
+    assert {(e.source, e.target) for e in edges} == {
+        ("pkg.low.a", "pkg.low.b"),
+        ("pkg.low.a", "pkg.high.c"),
+        ("pkg.low.b", "pkg.low.a"),
+        ("pkg.high.c", "pkg.low.a"),
+        ("pkg.high.c", "pkg.low.b"),
+        ("pkg.high.d", "pkg.high.c"),
+    }
+
+
+def test_cycles_are_found_type_only_and_late_imports_too(tmp_path):
+    edges = read_imports(_write_package(tmp_path, SYNTHETIC)).edges
+    cycles = find_cycles((edge.source, edge.target) for edge in edges)
+    assert cycles == [["pkg.high.c", "pkg.low.a", "pkg.high.c"],
+                      ["pkg.low.a", "pkg.low.b", "pkg.low.a"]]
+    assert "pkg.low.a -> pkg.high.c  (pkg/low/a.py:4)" in describe_cycle(cycles[0], edges)
+    assert find_cycles([("x", "y"), ("y", "z")]) == []
+    knots = [("x", "y"), ("y", "x"), ("y", "z"), ("z", "x"), ("p", "q"), ("q", "r"), ("r", "p")]
+    assert find_cycles(knots) == [["p", "q", "r", "p"], ["x", "y", "x"], ["x", "y", "z", "x"]]
+
+
+def test_layer_breaks_name_file_and_line(tmp_path):
+    edges = read_imports(_write_package(tmp_path, SYNTHETIC)).edges
+    forbidden = {"pkg.low": ("pkg.high",), "pkg.high.d": ("pkg.low",)}
+    assert [e.where() for e in layer_breaks(edges, forbidden, "pkg.low")] == ["pkg/low/a.py:4"]
+    assert layer_breaks(edges, forbidden, "pkg.high.d") == []
+
+
+def test_oversized_names_module_and_size(tmp_path):
+    root = _write_package(tmp_path, {"pkg/__init__.py": "", "pkg/big.py": "x = 1\n" * 7})
+    assert oversized(root, 6) == {"pkg/big.py": 7}
+    assert oversized(root, 7) == {}
