@@ -107,7 +107,7 @@ def write_admin_token(folder: Path, token: str) -> Path:
 def _serve(options: argparse.Namespace) -> int:
     from refimpl.engine.instance import Instance
     from refimpl.http.app import App, AppOptions
-    from refimpl.http.serving.server import serve
+    from refimpl.http.serving.server import ConnectionLimits, serve
     from refimpl.sql.parser import warm_up
 
     flags = {
@@ -152,6 +152,8 @@ def _serve(options: argparse.Namespace) -> int:
                 max_body_bytes=settings.max_body_bytes,
                 static=settings.static,
                 threads=settings.threads,
+                allowed_hosts=settings.allowed_hosts or _served_names(settings.host),
+                behind_tls=settings.behind_tls,
             ),
         )
     except BaseException:
@@ -174,10 +176,16 @@ def _serve(options: argparse.Namespace) -> int:
 
     # At the signal, before running requests are awaited: the engine answers waiting readers
     # with what they have and ends open streams (which would otherwise hold their workers).
+    limits = ConnectionLimits(settings.max_connections, settings.max_connections_per_address)
     return serve(
         app, settings.host, settings.port, settings.threads, listening, stopped,
-        app.begin_shutdown,
+        app.begin_shutdown, limits,
     )
+
+
+def _served_names(host: str) -> tuple[str, ...]:
+    """The Host names a server answers by default: where it listens, and loopback."""
+    return tuple(dict.fromkeys([host.lower(), "localhost", "127.0.0.1", "[::1]", "::1"]))
 
 
 # --- sql, check -----------------------------------------------------------------------------

@@ -38,6 +38,16 @@ class Settings:
     | fsync_delay_ms       | 0            | extra wait per fsync (benchmarks only)               |
     | dev                  | false        | no authentication, every request is admin            |
     | static               | (none)       | a folder served at /static/                          |
+    | max_sql_bytes        | 1048576      | longest SQL text of one request (400 above)          |
+    | max_connections      | 10000        | open connections at once (503 above)                 |
+    | max_connections_per_address | 4096  | open connections from one client address (503 above) |
+    | subscriptions_per_user | 2000       | live-query subscriptions one user keeps at once      |
+    | sessions_per_user    | 100          | browser sessions one user keeps open at once         |
+    | allowed_hosts        | (see below)  | Host names served, comma-separated; * for any        |
+    | behind_tls           | false        | a TLS proxy serves us: the session cookie is Secure  |
+
+    Unset, `allowed_hosts` is the listen host and the loopback names (localhost, 127.0.0.1,
+    [::1]): a page of another site cannot reach the server through DNS rebinding.
     """
 
     data: Path = Path("kdb-data")
@@ -52,6 +62,13 @@ class Settings:
     fsync_delay_ms: float = 0.0
     dev: bool = False
     static: Path | None = None
+    max_sql_bytes: int = 1024 * 1024
+    max_connections: int = 10_000
+    max_connections_per_address: int = 4096
+    subscriptions_per_user: int = 2000
+    sessions_per_user: int = 100
+    allowed_hosts: tuple[str, ...] = ()  # empty: the listen host and the loopback names
+    behind_tls: bool = False
 
     @property
     def max_body_bytes(self) -> int:
@@ -99,6 +116,13 @@ def _text(text: str) -> str:
     return text.strip()
 
 
+def _names(text: str) -> tuple[str, ...]:
+    names = tuple(name.strip().lower() for name in text.split(",") if name.strip())
+    if not names:
+        raise ValueError("one or more names, comma-separated (or *)")
+    return names
+
+
 def _path(text: str) -> Path:
     return Path(_text(text)).expanduser()
 
@@ -117,6 +141,13 @@ _PARSERS: dict[str, Callable[[str], object]] = {
     "fsync_delay_ms": _float(0.0, 10_000.0),
     "dev": _bool,
     "static": _path,
+    "max_sql_bytes": _int(1024, 1 << 30),
+    "max_connections": _int(1, 1_000_000),
+    "max_connections_per_address": _int(1, 1_000_000),
+    "subscriptions_per_user": _int(1, 1_000_000),
+    "sessions_per_user": _int(1, 1_000_000),
+    "allowed_hosts": _names,
+    "behind_tls": _bool,
 }
 KEYS = tuple(f.name for f in fields(Settings))
 DEFAULTS = Settings()
@@ -232,4 +263,7 @@ def engine_options(settings: Settings) -> EngineOptions:
         checkpoint_bytes=settings.checkpoint_mb * MB,
         statement_timeout=settings.statement_timeout_ms / 1000,
         fsync_delay=settings.fsync_delay_ms / 1000,
+        max_sql_bytes=settings.max_sql_bytes,
+        subscriptions_per_user=settings.subscriptions_per_user,
+        sessions_per_user=settings.sessions_per_user,
     )

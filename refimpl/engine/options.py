@@ -17,6 +17,9 @@ class EngineOptions:
     - `statement_timeout`: seconds a statement may wait for the database lock.
     - `fsync_delay`: seconds added to every fsync (benchmarks only: a slow disk's flush).
     - `result_cache_bytes`: memory for cached SELECT answers per database (0: no cache).
+    - `max_sql_bytes`: longest SQL text one call may run (UTF-8 bytes).
+    - `subscriptions_per_user`: live-query subscriptions one principal keeps at once.
+    - `sessions_per_user`: browser sessions one user keeps open at once.
     """
 
     wal_archive_bytes: int = 1024 * MB
@@ -25,6 +28,9 @@ class EngineOptions:
     statement_timeout: float = 30.0
     fsync_delay: float = 0.0
     result_cache_bytes: int = 64 * MB
+    max_sql_bytes: int = 1 * MB
+    subscriptions_per_user: int = 2000
+    sessions_per_user: int = 100
 
     def segment_size_for(self, archive_bytes: int) -> int:
         return max(4096, min(self.segment_bytes, archive_bytes // 4))

@@ -44,6 +44,8 @@ class AppOptions:
     threads: int = 16  # the server's worker threads: a quarter of them may wait for commits
     max_body_bytes: int = 64 * 1024 * 1024
     static: Path | None = None
+    allowed_hosts: tuple[str, ...] = ()  # Host names served; empty: loopback names only
+    behind_tls: bool = False  # the session cookie is then Secure
 
 
 class App:

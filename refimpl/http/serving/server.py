@@ -23,6 +23,7 @@ import struct
 import threading
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from types import FrameType
 from typing import Any
 
@@ -47,6 +48,14 @@ DRAIN_LIMIT = 1024 * 1024  # unread request body a kept-alive connection may ski
 STREAM_UNSENT_LIMIT = 1024 * 1024
 # Readable, then disarmed until the answer is sent: one worker per request.
 _ARMED = select.EPOLLIN | select.EPOLLONESHOT
+
+@dataclass(frozen=True, slots=True)
+class ConnectionLimits:
+    """Open connections at most, in all and from one client address (503 above)."""
+
+    total: int = 10_000
+    per_address: int = 4096
+
 
 # A WSGI application; one with a `waiting_room` (refimpl's App) has its parked requests
 # answered without a worker.
@@ -271,9 +280,13 @@ class PooledWSGIServer(BaseWSGIServer):
     multithread = True  # tells Werkzeug (and WSGI apps) that requests run concurrently
     daemon_threads = False
 
-    def __init__(self, host: str, port: int, app: WSGIApp, threads: int):
+    def __init__(
+        self, host: str, port: int, app: WSGIApp, threads: int,
+        limits: ConnectionLimits | None = None,
+    ) -> None:
         super().__init__(host, port, app)
         self.threads = threads
+        self.limits = limits or ConnectionLimits()
         self._epoll = select.epoll()
         self._connections: dict[int, Connection] = {}  # by file descriptor
         self._lock = threading.Lock()
@@ -528,6 +541,7 @@ def serve(
     on_listening: Callable[[str, int], None],
     on_stop: Callable[[], None],
     on_stopping: Callable[[], None] | None = None,
+    limits: ConnectionLimits | None = None,
 ) -> int:
     """Serve until SIGTERM or SIGINT; then stop accepting, finish running requests, `on_stop`.
 
@@ -535,7 +549,7 @@ def serve(
     the place to answer waiting readers and end open streams, which would otherwise hold
     their workers. Returns the exit status (0 after a graceful stop).
     """
-    server = PooledWSGIServer(host, port, app, threads)
+    server = PooledWSGIServer(host, port, app, threads, limits or ConnectionLimits())
     stop = threading.Event()
 
     def request_stop(signum: int, frame: FrameType | None) -> None:
