@@ -2,9 +2,10 @@
 
 Two layers, both usable on their own:
 
-- `extract_chapter(markdown, source)` turns one `spec/*.md` chapter into a chapter document
-  (the JSON that `spec/examples/<chapter>.json` holds): every fenced block whose info string
-  starts with `sql-example` or `http-example`, with its id, source file and line range.
+- `extract_chapter(markdown, source, spec_version)` turns one `spec/*.md` chapter into a
+  chapter document (the JSON that `spec/examples/<chapter>.json` holds): every fenced block
+  whose info string starts with `sql-example` or `http-example`, with its id, source file
+  and line range.
 - `load_examples(path)` reads chapter documents (a file or a folder of `*.json`), checks them
   against `case.schema.json` and the matcher vocabulary, and returns `Example` objects in
   file order. Duplicate ids across files are an error.
@@ -396,8 +397,9 @@ def normalize_http(case: dict[str, Any], where: str) -> dict[str, Any]:
 # ---------------------------------------------------------------------------------------
 
 
-def extract_chapter(markdown: str, source: str) -> dict[str, Any]:
-    """The chapter document of one markdown chapter. `source` is its repository path.
+def extract_chapter(markdown: str, source: str, spec_version: str) -> dict[str, Any]:
+    """The chapter document of one markdown chapter. `source` is its repository path;
+    `spec_version` the version of the specification it belongs to (spec/VERSION).
 
     Raises CaseError (naming `source:line`) for a malformed example block.
     """
@@ -443,6 +445,7 @@ def extract_chapter(markdown: str, source: str) -> dict[str, Any]:
         examples.append(example)
     return {
         "format": FORMAT_VERSION,
+        "spec_version": spec_version,
         "chapter": Path(source).stem,
         "source": source,
         "examples": examples,
@@ -525,17 +528,31 @@ def load_examples(path: Path | str, validate: bool = True) -> list[Example]:
 
 
 def default_examples_dir() -> Path | None:
-    """Where the examples are when `--examples` is not given, or None.
-
-    First `spec/examples` of the repository this package sits in (a checkout), then
-    `spec/examples` under the current folder, then examples shipped inside the package.
-    """
-    here = Path(__file__).resolve().parent
-    for candidate in (
-        here.parent / "spec" / "examples",
-        Path.cwd() / "spec" / "examples",
-        here / "examples",
-    ):
-        if candidate.is_dir() and any(candidate.glob("*.json")):
-            return candidate
+    """The examples shipped with this package (in a checkout: spec/examples), or None."""
+    shipped = Path(__file__).resolve().parent / "examples"
+    if shipped.is_dir() and any(shipped.glob("*.json")):
+        return shipped
     return None
+
+
+def spec_version_of(path: Path | str) -> str:
+    """The spec version the case files at `path` (a file or a folder) were extracted from.
+
+    Raises CaseError when the files disagree or do not say.
+    """
+    path = Path(path)
+    files = sorted(path.glob("*.json")) if path.is_dir() else [path]
+    versions: set[str] = set()
+    for file in files:
+        try:
+            document = json.loads(file.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as exc:
+            raise CaseError(f"{file}: {exc}") from None
+        version = document.get("spec_version") if isinstance(document, dict) else None
+        if not isinstance(version, str):
+            raise CaseError(f"{file}: the case file does not say its spec_version")
+        versions.add(version)
+    if len(versions) != 1:
+        found = ", ".join(sorted(versions)) or "none"
+        raise CaseError(f"{path}: the case files are of different spec versions: {found}")
+    return versions.pop()

@@ -14,14 +14,38 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
+from importlib import metadata
 from pathlib import Path
 
-from conformance.cases import CaseError, default_examples_dir, load_examples
+from conformance.cases import CaseError, default_examples_dir, load_examples, spec_version_of
 from conformance.expectations import Expectation, id_matches, load_expectations, load_skip_file
 from conformance.report import Progress, counts, print_report, write_json, write_junit
 from conformance.runner import Runner, RunOptions
 
 TOKEN_ENV = "CONFORM_TOKEN"
+
+
+def shipped_spec_version() -> str:
+    """The spec version of the cases shipped with this package."""
+    shipped = default_examples_dir()
+    if shipped is None:
+        return "none (no cases shipped)"
+    try:
+        return spec_version_of(shipped)
+    except CaseError as exc:
+        return f"unknown ({exc})"
+
+
+def package_version() -> str:
+    try:
+        return metadata.version("refimpl")
+    except metadata.PackageNotFoundError:
+        return "(not installed)"
+
+
+def version_line() -> str:
+    """Which runner this is and which spec version its shipped cases are of."""
+    return f"refimpl conform {package_version()}: the cases of spec {shipped_spec_version()}"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -30,6 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="refimpl conform",
         description="Run the conformance examples of the specification against a server.",
     )
+    parser.add_argument("--version", action="version", version=version_line())
     parser.add_argument("--url", required=True, help="base URL, e.g. http://127.0.0.1:9000")
     parser.add_argument(
         "--token",

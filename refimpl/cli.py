@@ -40,11 +40,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
 
 
+def _version() -> str:
+    from conformance.cli import package_version, shipped_spec_version
+
+    return f"refimpl {package_version()} (spec {shipped_spec_version()})"
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="refimpl",
         description="A SQL time-series database's change features: server, shell and checks.",
     )
+    parser.add_argument("--version", action="version", version=_version())
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     serve = commands.add_parser("serve", help="run the HTTP server")
@@ -75,6 +82,12 @@ def _parser() -> argparse.ArgumentParser:
 
     check = commands.add_parser("check", help="check a data folder for damage (read-only)")
     check.add_argument("--data", type=Path, default=Path("kdb-data"), help="data folder")
+    check.add_argument(
+        "--cut-damaged-log",
+        action="store_true",
+        help="move each damaged log end aside into <db>/damaged/ (losing the LSNs the check"
+        " names) so that the server starts again; only with the server stopped",
+    )
     check.set_defaults(run=_check)
 
     commands.add_parser("conform", help="run the conformance suite (see `conform --help`)")
@@ -126,6 +139,8 @@ def _serve(options: argparse.Namespace) -> int:
         )
     if settings.static is not None and not settings.static.is_dir():
         raise ConfigError(f"static folder {settings.static} does not exist")
+    if settings.static is not None:
+        _refuse_static_near_data(settings.static, settings.data)
     logging.basicConfig(
         level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(message)s"
     )
@@ -179,7 +194,25 @@ def _serve(options: argparse.Namespace) -> int:
     limits = ConnectionLimits(settings.max_connections, settings.max_connections_per_address)
     return serve(
         app, settings.host, settings.port, settings.threads, listening, stopped,
-        app.begin_shutdown, limits,
+        app.begin_shutdown, limits, settings.max_body_bytes,
+    )
+
+
+def _refuse_static_near_data(static: Path, data: Path) -> None:
+    """Anyone may read the static folder: it must share nothing with the data folder, which
+    holds the admin token, the access file and the log."""
+    served, kept = static.resolve(), data.resolve()
+    if served == kept:
+        where = "is"
+    elif served.is_relative_to(kept):
+        where = "lies inside"
+    elif kept.is_relative_to(served):
+        where = "contains"
+    else:
+        return
+    raise ConfigError(
+        f"static folder {static} {where} the data folder {data}, and would serve its files"
+        " (the admin token among them) to anyone; serve a folder apart from the data folder"
     )
 
 
@@ -277,8 +310,13 @@ def format_result(result: Any) -> str:
 
 
 def _check(options: argparse.Namespace) -> int:
-    from refimpl.engine.instance import check_data
+    from refimpl.engine.instance import check_data, cut_damaged_logs
 
+    if options.cut_damaged_log:
+        report, ok = cut_damaged_logs(options.data)
+        print(report)
+        if not ok:
+            return 1
     report, ok = check_data(options.data)
     print(report)
     return 0 if ok else 1

@@ -109,7 +109,17 @@ class ResultTooLarge(SqlError):
 
 
 class StatementTimeout(SqlError):
-    pass
+    @classmethod
+    def ran_too_long(cls) -> StatementTimeout:
+        """A statement stopped at its deadline (parsing, planning or evaluating)."""
+        return cls(
+            "the statement ran longer than the server's statement_timeout_ms and was"
+            " stopped; narrow its WHERE (a time range prunes partitions) or raise the limit"
+        )
+
+
+class StatementTooLarge(SqlError):
+    """SQL past a limit of its size: its text, a list's length, or its nesting depth."""
 
 
 # --- Catalog objects named outside SQL ---------------------------------------------------
@@ -178,18 +188,26 @@ class WritesStopped(Unavailable):
     pass
 
 
-# --- Storage damage found while opening --------------------------------------------------
+# --- Storage: damage found while opening, or a disk that fails ----------------------------
 
 
 class StorageError(KdbError):
-    """Damage in the log or data files that recovery must not paper over."""
+    """Damage in the log or data files that recovery must not paper over, or a file the disk
+    failed to write or read (the change it was for is not made): the documented 503."""
 
 
 class CorruptLog(StorageError):
-    def __init__(self, path: str, offset: int, reason: str):
+    def __init__(self, path: str, offset: int, reason: str, lost: str | None = None):
+        # `lost`: the LSNs that moving the damaged part aside gives up, when that is a way on.
+        way_on = "restore the data folder from a backup"
+        if lost:
+            way_on += (
+                ", or run `refimpl check --data <folder> --cut-damaged-log` to move the damaged"
+                f" part aside (which loses {lost})"
+            )
         super().__init__(
-            f"write-ahead log damaged in {path} at offset {offset}: {reason}; "
-            "run `refimpl check` and restore from a backup"
+            f"write-ahead log damaged in {path} at offset {offset}: {reason}; the database"
+            f" does not open: {way_on}"
         )
         self.path = path
         self.offset = offset

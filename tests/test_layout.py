@@ -26,7 +26,7 @@ OVERSIZED_ALLOWED: dict[str, str] = {}
 
 _ENGINE = "refimpl.engine"
 _LEAVES = ("refimpl.engine.options", "refimpl.engine.result", "refimpl.engine.admission",
-           "refimpl.engine.rights")
+           "refimpl.engine.rights", "refimpl.engine.files")
 _TRACKING = "refimpl.engine.tracking"
 _STORAGE = "refimpl.engine.storage"
 _QUERY = "refimpl.engine.query"

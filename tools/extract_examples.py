@@ -39,6 +39,11 @@ def build(spec_dir: Path, repo: Path) -> dict[str, str]:
 
     Raises CaseError for a malformed block, an invalid document or a repeated id.
     """
+    version_file = spec_dir / "VERSION"
+    try:
+        spec_version = version_file.read_text(encoding="utf-8").strip()
+    except OSError as exc:
+        raise CaseError(f"{version_file}: {exc}") from None
     outputs: dict[str, str] = {}
     owners: dict[str, str] = {}
     for path in chapter_files(spec_dir):
@@ -46,7 +51,7 @@ def build(spec_dir: Path, repo: Path) -> dict[str, str]:
             source = path.relative_to(repo).as_posix()
         except ValueError:
             source = path.name
-        document = extract_chapter(path.read_text(encoding="utf-8"), source)
+        document = extract_chapter(path.read_text(encoding="utf-8"), source, spec_version)
         problems = schema_errors(document)
         if problems:
             raise CaseError(f"{source}: " + "; ".join(problems[:10]))

@@ -119,7 +119,9 @@ def load_spec(spec_dir: Path) -> tuple[list[Any], dict[str, Path]]:
             continue
         source = path.resolve().relative_to(REPO).as_posix()
         files[source] = path
-        document = extract_chapter(path.read_text(encoding="utf-8"), source)
+        document = extract_chapter(
+            path.read_text(encoding="utf-8"), source, (spec_dir / "VERSION").read_text().strip()
+        )
         examples.extend(example_from_json(e) for e in document["examples"])
     return examples, files
 

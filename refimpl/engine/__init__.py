@@ -2,8 +2,8 @@
 
 In layers, bottom to top; a layer imports only from those under it:
 
-1. leaf modules here: `options`, `result`, `admission`, `rights` (they import nothing of
-   the engine);
+1. leaf modules here: `options`, `result`, `admission`, `rights`, `files` (they import
+   nothing of the engine);
 2. `tracking`: revisions, commit signals, wake-ups, result caches;
 3. `storage`: values, schemas, tables, transactions, the log, checkpoints, recovery;
 4. `query`: expressions, functions, aggregates, SELECT planning and execution;

@@ -4,8 +4,9 @@ The HTTP layer (and the coming PostgreSQL protocol) reads a table's change strea
 revisions and the databases' statistics through `ChangeFeeds`; it never takes an engine lock
 or reads `tables`, `log` or `commits` itself. What a caller may rely on:
 
-- `table_feed` checks that the table exists and that the caller may read it, and describes
-  it once; `TableFeed.read` then reads a page of the change stream from the log, never past
+- `table_feed` checks that the caller may read the table, then that it exists (so that a
+  caller without READ learns nothing of what exists), and describes it once;
+  `TableFeed.read` then reads a page of the change stream from the log, never past
   the durable LSN (`TableFeed.bounds` first: an answer never claims less than it holds);
 - `TableFeed.signal` is what a request waiting for the next commit parks on;
 - `revisions` reads in-memory revisions only: no lock, no scan, so it answers at once even
@@ -84,13 +85,14 @@ class ChangeFeeds:
         self._instance = instance
 
     def table_feed(self, database: str, table: str, principal: Principal) -> TableFeed:
-        """The change stream of `table`; UnknownDatabase, UnknownTable or Forbidden first."""
+        """The change stream of `table`; Unauthorized or Forbidden before UnknownDatabase or
+        NotFound, so that only a caller with READ on the database learns what exists."""
+        self._instance.access.check(principal, database, Right.READ, table)
         found = self._instance.database(database)
         with found.state_lock:
             stored = found.tables.get(table.lower())
         if stored is None:
             raise _no_table(table, found.name)
-        self._instance.access.check(principal, found.name, Right.READ, stored.schema.name)
         schema = stored.schema
         return TableFeed(
             found.name,
@@ -109,14 +111,15 @@ class ChangeFeeds:
         column: str | None,
         symbols: Sequence[str],
     ) -> RevisionAnswer:
-        """The table's revision and its values' (`symbols`); 404, 403 or 400 as the spec says."""
+        """The table's revision and its values' (`symbols`); 401/403, 404 or 400 as the
+        spec says, in that order (rights before existence, as `table_feed`)."""
+        self._instance.access.check(principal, database, Right.READ, table)
         found = self._instance.database(database)
         # A plain dict read: atomic, and never behind a reader that holds the state lock.
         stored = found.tables.get(table.lower())
         if stored is None:
             raise _no_table(table, found.name)
         schema = stored.schema
-        self._instance.access.check(principal, found.name, Right.READ, schema.name)
         rev_column = schema.rev_column
         if column is not None:
             if rev_column is None:
@@ -144,10 +147,10 @@ class ChangeFeeds:
         instance = self._instance
         names = instance.database_names()
         if database is not None:
+            instance.access.check(principal, database, Right.READ)  # before existence
             wanted = [n for n in names if n.casefold() == database.casefold()]
             if not wanted:
                 raise UnknownDatabase(database)
-            instance.access.check(principal, wanted[0], Right.READ)
         else:
             wanted = [n for n in names if instance.access.allowed(principal, n, Right.READ)]
         stats = instance.stats().get("databases", {})

@@ -1,31 +1,33 @@
 """A data folder: its databases, its users, and sessions on them.
 
-Layout of a data folder: one sub-folder per database (`<name>/wal`, `<name>/checkpoints`),
-`access.json` (users, hashed tokens, grants), and a `.lock` file that keeps a second process
-from opening the same folder.
+Layout of a data folder: one sub-folder per database (`<name>/wal`, `<name>/checkpoints`,
+and `<name>/damaged` once `refimpl check --cut-damaged-log` moved a damaged log end aside),
+`access.json` (users, hashed tokens, grants), `access.sessions` (the browser sessions'
+journal), and a `.lock` file that keeps a second process from opening the same folder.
+Every change to these files goes through the instance's `FileOps`.
 """
 
 from __future__ import annotations
 
 import fcntl
-import os
 import re
 import secrets
 import shutil
 import threading
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from refimpl.engine.access import ADMIN, AccessControl, Principal
 from refimpl.engine.features.change_stream import changes_function
 from refimpl.engine.features.kdb_rev import kdb_rev_builder
 from refimpl.engine.features.live_queries import SubscriptionManager
+from refimpl.engine.files import REAL_FILES, FileOps
 from refimpl.engine.options import EngineOptions
 from refimpl.engine.session import Session
 from refimpl.engine.statements.context import FunctionTables, ScalarFunction, StatementContext
 from refimpl.engine.storage import checkpoint
 from refimpl.engine.storage.database import CHECKPOINT_FOLDER, WAL_FOLDER, Database
-from refimpl.engine.storage.wal import inspect_log
+from refimpl.engine.storage.wal_repair import cut_damaged_log, inspect_log
 from refimpl.engine.tracking.revisions import new_boot_id
 from refimpl.errors import (
     DatabaseExists,
@@ -37,6 +39,7 @@ from refimpl.errors import (
 )
 
 DEFAULT_DATABASE = "demo"
+DAMAGED_FOLDER = "damaged"  # where `refimpl check --cut-damaged-log` keeps what it cut
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 
 
@@ -56,10 +59,15 @@ def session_functions(context: StatementContext) -> dict[str, ScalarFunction]:
 class Instance:
     """The databases of one data folder. Thread-safe."""
 
-    def __init__(self, path: Path, options: EngineOptions) -> None:
+    def __init__(
+        self, path: Path, options: EngineOptions, files: FileOps = REAL_FILES
+    ) -> None:
         self.path = path
         self.options = options
-        self.access = AccessControl(path)
+        self.files = files
+        self.access = AccessControl(
+            path, files=files, sessions_per_user=options.sessions_per_user
+        )
         self.functions = FunctionTables(
             scalar=session_functions, tables={"changes": changes_function}
         )
@@ -68,14 +76,22 @@ class Instance:
         self._lock_file: Any = None
         self.recovery_messages: list[str] = []
         self.boot = new_boot_id()
-        self.subscriptions = SubscriptionManager()
+        self.subscriptions = SubscriptionManager(per_user=options.subscriptions_per_user)
 
     @classmethod
-    def open(cls, path: Path | str, options: EngineOptions | None = None) -> Instance:
-        """Open a data folder (creating it and the `demo` database on the first start)."""
+    def open(
+        cls,
+        path: Path | str,
+        options: EngineOptions | None = None,
+        files: FileOps = REAL_FILES,
+    ) -> Instance:
+        """Open a data folder (creating it and the `demo` database on the first start).
+
+        Raises `StorageError` (`CorruptLog` naming the file, offset and LSNs) for damage.
+        """
         folder = Path(path)
         folder.mkdir(parents=True, exist_ok=True)
-        instance = cls(folder, options or EngineOptions())
+        instance = cls(folder, options or EngineOptions(), files)
         instance._take_folder_lock()
         try:
             for child in sorted(folder.iterdir()):
@@ -89,18 +105,10 @@ class Instance:
         return instance
 
     def _take_folder_lock(self) -> None:
-        handle = open(self.path / ".lock", "a+")  # noqa: SIM115 - held for the instance's life
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            handle.close()
-            raise StorageError(
-                f"the data folder {self.path} is in use by another refimpl process"
-            ) from None
-        self._lock_file = handle
+        self._lock_file = lock_folder(self.path)
 
     def _open_database(self, name: str) -> Database:
-        database = Database.open(name, self.path / name, self.options, self.boot)
+        database = Database.open(name, self.path / name, self.options, self.boot, self.files)
         self.recovery_messages += [f"database '{name}': {m}" for m in database.recovery_messages]
         self._databases[name.lower()] = database
         return database
@@ -131,12 +139,23 @@ class Instance:
                     return False
                 raise DatabaseExists(name)
             folder = self.path / name
-            if folder.exists():
-                shutil.rmtree(folder)
-            (folder / WAL_FOLDER).mkdir(parents=True)
-            checkpoint.sync_folder(folder)
-            checkpoint.sync_folder(self.path)
-            self._open_database(name)
+            try:
+                if folder.exists():
+                    shutil.rmtree(folder)
+                self.files.mkdir(folder / WAL_FOLDER)
+                self.files.sync_directory(folder)
+                self.files.sync_directory(self.path)
+                self._open_database(name)
+            except (OSError, KdbError) as exc:
+                # All or nothing: a folder left behind would be opened as the database at
+                # the next start.
+                shutil.rmtree(folder, ignore_errors=True)
+                if isinstance(exc, KdbError):
+                    raise
+                raise StorageError(
+                    f"database '{name}' could not be created ({exc}); nothing was changed;"
+                    " free disk space or check the disk, then try again"
+                ) from exc
             return True
 
     def drop_database(
@@ -165,13 +184,41 @@ class Instance:
             with self._lock:
                 self._databases[name.lower()] = database
             raise
+        try:
+            # Grants first: should the files stay, the database is there without its grants
+            # (an administrator grants again); the other way round, a later database of the
+            # same name would inherit them.
+            self.access.forget_database(database.name)
+        except KdbError:
+            database.release_write()
+            with self._lock:
+                self._databases[name.lower()] = database
+            raise
         database.release_write()
-        database.close()
+        try:
+            database.close()
+        except KdbError:
+            pass  # its last flush failed: nothing of a database being dropped needs it
         doomed = self.path / f".dropped-{database.name}-{secrets.token_hex(4)}"
-        os.replace(database.path, doomed)
-        checkpoint.sync_folder(self.path)
+        try:
+            self.files.replace(database.path, doomed)
+        except OSError as exc:
+            with self._lock:
+                self._open_database(database.name)
+            raise StorageError(
+                f"database '{database.name}' could not be dropped ({exc}); it is still there;"
+                " check the disk, then try again"
+            ) from exc
+        try:
+            self.files.sync_directory(self.path)
+        except OSError as exc:
+            # The folder is renamed but maybe not durably: a restart may find the database
+            # again, so say so rather than claim it is gone.
+            raise StorageError(
+                f"database '{database.name}' was dropped, but the disk failed to make that"
+                f" durable ({exc}); after a restart it may be back: check the disk"
+            ) from exc
         shutil.rmtree(doomed, ignore_errors=True)
-        self.access.forget_database(database.name)
         return True
 
     # -- sessions ------------------------------------------------------------------------
@@ -216,31 +263,53 @@ class Instance:
             database.wake_board.close()
 
     def close(self) -> None:
-        """Make everything durable and release the folder."""
+        """Make everything durable and release the folder.
+
+        Every database is closed and the folder released even when one fails to close (its
+        log's last flush, say); the first such error is raised afterwards.
+        """
         self.subscriptions.close()
         with self._lock:
             databases = list(self._databases.values())
             self._databases.clear()
+        error: KdbError | None = None
         for database in databases:
-            database.close()
+            try:
+                database.close()
+            except KdbError as exc:
+                error = error or exc
         if self._lock_file is not None:
             self._lock_file.close()
             self._lock_file = None
+        if error is not None:
+            raise error
+
+
+def lock_folder(folder: Path) -> IO[str]:
+    """The data folder's lock, held while the returned file is open; StorageError if taken."""
+    handle = open(folder / ".lock", "a+")  # noqa: SIM115 - the caller holds it open
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        handle.close()
+        raise StorageError(
+            f"the data folder {folder} is in use by another refimpl process"
+        ) from None
+    return handle
 
 
 def check_data(path: Path | str) -> tuple[str, bool]:
     """Report the state of every database's log and checkpoints, changing nothing.
 
-    Returns the report text and whether everything is sound.
+    Returns the report text and whether everything is sound (its last line says which:
+    `state: sound` or `state: DAMAGED`).
     """
     folder = Path(path)
     if not folder.is_dir():
         return f"{folder} is not a data folder", False
     lines: list[str] = []
     ok = True
-    for child in sorted(folder.iterdir()):
-        if not (child.is_dir() and (child / WAL_FOLDER).is_dir()):
-            continue
+    for child in _database_folders(folder):
         lines.append(f"database '{child.name}':")
         report = inspect_log(child / WAL_FOLDER)
         lines += [f"  log: {sentence}" for sentence in report.sentences()]
@@ -276,3 +345,53 @@ def check_data(path: Path | str) -> tuple[str, bool]:
         lines.append(f"{folder} holds no database")
     lines.append("state: sound" if ok else "state: DAMAGED")
     return "\n".join(lines), ok
+
+
+def cut_damaged_logs(path: Path | str) -> tuple[str, bool]:
+    """`refimpl check --cut-damaged-log`: move each damaged log end into `<db>/damaged/`.
+
+    Run on a stopped server's data folder. A database whose latest checkpoint holds an LSN
+    the cut would remove is left alone (its log would end before the checkpoint): it needs a
+    backup. Returns the report and whether every database now opens.
+    """
+    folder = Path(path)
+    if not folder.is_dir():
+        return f"{folder} is not a data folder", False
+    lines: list[str] = []
+    ok = True
+    with lock_folder(folder):  # never under a running server
+        for child in _database_folders(folder):
+            ok = _cut_one(child, lines) and ok
+    if not lines:
+        lines.append(f"{folder}: no damaged log, nothing was cut")
+    return "\n".join(lines), ok
+
+
+def _cut_one(child: Path, lines: list[str]) -> bool:
+    """Cuts the damaged log end of the database in `child`, if any; False when it cannot."""
+    wal = child / WAL_FOLDER
+    damage = inspect_log(wal).damage
+    if damage is None:
+        return True
+    checkpoints = checkpoint.list_checkpoints(child / CHECKPOINT_FOLDER)
+    if checkpoints and checkpoints[-1][0] >= damage.first_lost_lsn:
+        lines.append(
+            f"database '{child.name}': the damage at LSN {damage.first_lost_lsn} is older"
+            f" than checkpoint {checkpoints[-1][0]}; nothing was cut: restore a backup"
+        )
+        return False
+    aside = child / DAMAGED_FOLDER / f"{damage.path.name}.{damage.offset}"
+    try:
+        cut_damaged_log(wal, aside)
+    except OSError as exc:
+        lines.append(f"database '{child.name}': the cut failed ({exc}); run it again")
+        return False
+    lines.append(
+        f"database '{child.name}': cut {damage.path} at offset {damage.offset}"
+        f" ({damage.reason}); {damage.lost()} lost; the damaged bytes are kept in {aside}"
+    )
+    return True
+
+
+def _database_folders(folder: Path) -> list[Path]:
+    return [c for c in sorted(folder.iterdir()) if c.is_dir() and (c / WAL_FOLDER).is_dir()]

@@ -29,10 +29,16 @@ ADMIN_USER = "admin"
 
 @dataclass(frozen=True, slots=True)
 class Principal:
-    """Who a request or an embedded session acts as. `name` None is anonymous."""
+    """Who a request or an embedded session acts as. `name` None is anonymous.
+
+    `only_database` (a database's key) is set for a token that a database's administrator
+    minted: it acts as its user in that database alone, and as PUBLIC everywhere else, so
+    that whoever holds it never gets more than the database its minter administered.
+    """
 
     name: str | None
     is_admin: bool = False
+    only_database: str | None = None
 
     def describe(self) -> str:
         return "anonymous requests" if self.name is None else f"user '{self.name}'"

@@ -22,7 +22,14 @@ from refimpl.engine.statements.context import (
     TableFunction,
 )
 from refimpl.engine.storage.transaction import Transaction
-from refimpl.errors import Forbidden, KdbError, ParameterError, SqlError, Unauthorized
+from refimpl.errors import (
+    Forbidden,
+    KdbError,
+    ParameterError,
+    SqlError,
+    StatementTooLarge,
+    Unauthorized,
+)
 from refimpl.sql.parser import parse_cached
 from refimpl.sql.templates import templated
 
@@ -59,6 +66,9 @@ class Session:
         # wait until `durable_needed` is durable before it acknowledges anything.
         self.acknowledge_later = acknowledge_later
         self.durable_needed = 0
+        # When the running statement must stop: set as each statement of `execute` starts
+        # (its parse included), None between statements.
+        self._deadline: float | None = None
 
     # -- running SQL ---------------------------------------------------------------------
 
@@ -68,12 +78,33 @@ class Session:
         `?` placeholders take `params` in order over the whole text. When statement i of
         several fails, its error carries `statement_index` i (1-based); an open transaction
         is rolled back and the statements before it that committed on their own stay.
+        The statement timeout covers the parse and each statement; SQL longer than
+        `max_sql_bytes` is refused before it is read.
         """
-        shared = templated(sql) if not params else None
+        self._check_size(sql)
+        self._deadline = self._new_deadline()
+        try:
+            return self._execute(sql, params)
+        finally:
+            self._deadline = None
+
+    def _check_size(self, sql: str) -> None:
+        limit = self.database.options.max_sql_bytes
+        # Encoding is needed only when the text might be too long (a character is at most 4
+        # UTF-8 bytes).
+        if len(sql) * 4 > limit and len(sql.encode("utf-8", "surrogatepass")) > limit:
+            raise StatementTooLarge(
+                f"the SQL text is {len(sql.encode('utf-8', 'surrogatepass'))} bytes, more than"
+                f" the server's max_sql_bytes ({limit}); send fewer statements at once, put"
+                " long lists of values in a table (POST /imp), or raise the limit"
+            )
+
+    def _execute(self, sql: str, params: Sequence[Any]) -> Result:
+        shared = templated(sql, self._deadline) if not params else None
         if shared is not None:
             script, params = shared.script, shared.params
         else:
-            script = parse_cached(sql)
+            script = parse_cached(sql, self._deadline)
         if not script.statements:
             raise SqlError("the query is empty; send a SQL statement")
         if script.param_count != len(params):
@@ -84,6 +115,8 @@ class Session:
         count = len(script.statements)
         result: Result | None = None
         for index, statement in enumerate(script.statements):
+            if index:
+                self._deadline = self._new_deadline()
             try:
                 result = executor.execute(self, statement, script.sources[index], params)
                 if result.is_query:
@@ -167,7 +200,16 @@ class Session:
         self.rollback()
 
     def deadline(self) -> float:
-        """When a statement started now must stop (the server's statement_timeout)."""
+        """When the running statement must stop (the server's statement_timeout).
+
+        Within `execute`, the deadline set when the statement started, so that parsing and
+        planning count; outside it (a live query's re-run, say), one from now.
+        """
+        if self._deadline is not None:
+            return self._deadline
+        return self._new_deadline()
+
+    def _new_deadline(self) -> float:
         return time.monotonic() + self.database.options.statement_timeout
 
     # -- rights --------------------------------------------------------------------------

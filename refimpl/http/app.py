@@ -7,6 +7,7 @@ request into one response, so it can be tested with Werkzeug's test client as we
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from collections.abc import Iterable
@@ -16,6 +17,7 @@ from typing import Any
 
 from werkzeug.exceptions import NotFound as WerkzeugNotFound
 from werkzeug.routing import Map, Rule
+from werkzeug.security import safe_join
 from werkzeug.utils import send_from_directory
 from werkzeug.wrappers import Request, Response
 
@@ -28,6 +30,7 @@ from refimpl.http.auth import Authenticator
 from refimpl.http.context import Context
 from refimpl.http.encode import Answer
 from refimpl.http.error_answers import to_response
+from refimpl.http.request_guards import RequestGuards
 from refimpl.http.request_input import BodyReader, query_args
 from refimpl.waiting.flusher import Flusher
 from refimpl.waiting.parked import Parked
@@ -64,7 +67,10 @@ class App:
         self.feeds = ChangeFeeds(instance)
         self.waiting_room = WaitingRoom(to_response)
         self.flusher = Flusher(self.waiting_room.wake)
-        self.auth = Authenticator(instance.access, self.options.dev)
+        self.auth = Authenticator(instance.access, self.options.dev, self.options.behind_tls)
+        self.guards = RequestGuards(self.options.allowed_hosts, self.options.dev)
+        # Resolved once: a static file is served only when its real path lies in here.
+        self.static_root = self.options.static.resolve() if self.options.static else None
         # Read once: the document is served as is on every request.
         self.openapi_bytes = OPENAPI_FILE.read_bytes()
         json.loads(self.openapi_bytes)  # a broken checked-in document stops the start
@@ -102,10 +108,14 @@ class App:
         return response(environ, start_response)
 
     def dispatch(self, request: Request) -> Response | Answer | Parked[Answer]:
+        guards = self.guards
+        guards.check_host(request)  # first: a rebound name learns nothing, not even 404s
         endpoint, values = self._match(request.environ)
         if endpoint == "static":
             return self._static(request, values["filename"])
         route: routes.Route = endpoint
+        # The public routes read no data: HEAD may ask them; elsewhere it would run a route.
+        guards.check_head(request, route.public, route.methods)
         args = query_args(request, route.repeatable)
         unknown = sorted(set(args) - route.params)
         if unknown:
@@ -113,8 +123,11 @@ class App:
             known = ", ".join(sorted(route.params))
             raise BadRequest(f"unknown query parameter(s) {names}; {route.path} takes {known}")
         principal = self.auth.principal(request) if not route.public else None
+        guards.check_origin(request)  # the session routes too: a page must not sign you in
         context = Context(self, request, args, principal)  # type: ignore[arg-type]
         if route.uses_database:
+            # Rights before existence: without a right in it, a name's existence is not told.
+            self.instance.access.check_any(context.principal, context.database)
             self._require_database(context.database)
         return route.handler(context)
 
@@ -145,8 +158,14 @@ class App:
             raise UnknownDatabase(name)
 
     def _static(self, request: Request, filename: str) -> Response:
-        assert self.options.static is not None
+        """A file of the static folder; never one a symbolic link inside it points out to."""
+        root = self.static_root
+        assert root is not None
+        joined = safe_join(str(root), filename)
+        real = Path(os.path.realpath(joined)) if joined is not None else None
+        if real is None or not real.is_relative_to(root) or not real.is_file():
+            raise NotFound(f"no static file '{filename}'")
         try:
-            return send_from_directory(self.options.static, filename, request.environ)
+            return send_from_directory(root, str(real.relative_to(root)), request.environ)
         except WerkzeugNotFound:
             raise NotFound(f"no static file '{filename}'") from None

@@ -20,11 +20,13 @@ SESSION_COOKIE = "kdb_session"
 
 
 class Authenticator:
-    def __init__(self, access: AccessControl | None, dev: bool) -> None:
+    def __init__(self, access: AccessControl | None, dev: bool, behind_tls: bool = False) -> None:
         if access is None and not dev:
             raise ValueError("authentication needs an AccessControl unless in dev mode")
         self.access = access
         self.dev = dev
+        # Behind a TLS proxy the request reaching us is plain HTTP: the scheme cannot tell.
+        self.behind_tls = behind_tls
 
     def principal(self, request: Request) -> Principal:
         """The principal, or Unauthorized for credentials that are sent but not valid.
@@ -67,7 +69,7 @@ class Authenticator:
             path="/",
             httponly=True,
             samesite="Strict",
-            secure=request.scheme == "https",
+            secure=self._secure(request),
         )
         return response
 
@@ -77,8 +79,23 @@ class Authenticator:
         if session_id and self.access is not None:
             self.access.close_session(session_id)
         response = Response(status=204)
-        response.delete_cookie(SESSION_COOKIE, path="/", httponly=True, samesite="Strict")
+        response.delete_cookie(
+            SESSION_COOKIE,
+            path="/",
+            httponly=True,
+            samesite="Strict",
+            secure=self._secure(request),
+        )
         return response
+
+    def _secure(self, request: Request) -> bool:
+        """Whether the cookie goes out `Secure`: sent back over HTTPS only."""
+        return self.behind_tls or request.scheme == "https"
+
+
+def by_cookie(request: Request) -> bool:
+    """Whether the request is let in by the session cookie (no Authorization header)."""
+    return "HTTP_AUTHORIZATION" not in request.environ and bool(request.cookies.get(SESSION_COOKIE))
 
 
 def _token_from_body(request: Request, body: bytes) -> str:

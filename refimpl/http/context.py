@@ -118,16 +118,27 @@ def decode_utf8(data: bytes) -> str:
         raise BadRequest(f"the body is not valid UTF-8 (byte {exc.start + 1})") from None
 
 
+MAX_WHOLE = 2**63 - 1  # positions and counts are 64-bit signed integers everywhere
+
+
 def parse_whole(text: str | None, name: str, default: int | None, minimum: int = 0) -> int | None:
-    """A whole-number parameter (or header); a clear 400 for anything else."""
+    """A whole-number parameter (or header) from `minimum` to MAX_WHOLE; a clear 400 else.
+
+    ASCII digits only: `str.isdigit` also takes digits such as '²' that `int` refuses, and
+    the length is bounded before converting, as `int` of thousands of digits is slow.
+    """
     if text is None:
         return default
     stripped = text.strip()
-    if not stripped.isdigit():
+    if not (stripped.isascii() and stripped.isdigit()) or len(stripped) > len(str(MAX_WHOLE)):
+        shown = text if len(text) <= 40 else text[:40] + "..."
         raise BadRequest(
-            f"the parameter '{name}' must be a whole number of {minimum} or more, not '{text}'"
+            f"the parameter '{name}' must be a whole number from {minimum} to {MAX_WHOLE},"
+            f" not '{shown}'"
         )
     number = int(stripped)
-    if number < minimum:
-        raise BadRequest(f"the parameter '{name}' must be {minimum} or more, not {number}")
+    if number < minimum or number > MAX_WHOLE:
+        raise BadRequest(
+            f"the parameter '{name}' must be from {minimum} to {MAX_WHOLE}, not {number}"
+        )
     return number

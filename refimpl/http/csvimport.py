@@ -1,52 +1,64 @@
-"""CSV bodies of POST /imp as typed rows, or a BadRequest naming the line and column.
+"""CSV bodies of POST /imp as batches of typed rows, or a BadRequest naming the line and column.
 
 Only the wire format lives here: the header row names the columns, each field becomes a value
-of its column's type (an empty field is NULL), and the first bad field stops the whole import
-before anything reaches the engine.
+of its column's type (an empty field is NULL, `values.parse_text` converts and range-checks),
+and the first bad field stops the whole import. The body is read line by line and the rows
+come in batches, so an import costs memory for one batch, not for the whole file; the caller
+inserts every batch in one transaction, which the first bad line rolls back.
 """
 
 from __future__ import annotations
 
+import codecs
 import csv
-import io
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from typing import IO
 
 from refimpl.engine.result import Column
 from refimpl.engine.storage import values
 from refimpl.errors import BadRequest, SqlError
 
+BATCH_ROWS = 5000  # rows converted and inserted at a time
+READ_BYTES = 256 * 1024  # body read and decoded at a time
 
-def parse_csv(
-    text: str, table_columns: Sequence[Column], table: str
-) -> tuple[list[str], list[tuple]]:
-    """The header's column names (as the table spells them) and the typed rows."""
-    by_name = {c.name.casefold(): c for c in table_columns}
-    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
-    try:
-        header = next(reader, None)
-    except csv.Error as exc:
-        raise BadRequest(f"CSV line 1: {exc}") from None
-    if not header or header == [""]:
-        raise BadRequest("the CSV body is empty; its first line must name the columns")
-    columns: list[Column] = []
-    seen: set[str] = set()
-    for number, name in enumerate(header, start=1):
-        column = by_name.get(name.strip().casefold())
-        if column is None:
-            raise BadRequest(
-                f"CSV line 1, column {number}: table '{table}' has no column '{name.strip()}'"
-            )
-        if column.name.casefold() in seen:
-            raise BadRequest(f"CSV line 1, column {number}: column '{column.name}' is named twice")
-        seen.add(column.name.casefold())
-        columns.append(column)
-    rows: list[tuple] = []
-    line = 1
-    try:
-        for fields in reader:
-            line = reader.line_num
+
+class CsvImport:
+    """One CSV body: `columns` from its header line, then `batches()` of typed rows."""
+
+    def __init__(self, body: IO[bytes], table_columns: Sequence[Column], table: str) -> None:
+        self._reader = csv.reader(_utf8_lines(body), strict=True)
+        header = self._next_fields()
+        if not header or header == [""]:
+            raise BadRequest("the CSV body is empty; its first line must name the columns")
+        by_name = {c.name.casefold(): c for c in table_columns}
+        self._columns: list[Column] = []
+        seen: set[str] = set()
+        for number, name in enumerate(header, start=1):
+            column = by_name.get(name.strip().casefold())
+            if column is None:
+                raise BadRequest(
+                    f"CSV line 1, column {number}: table '{table}' has no column '{name.strip()}'"
+                )
+            if column.name.casefold() in seen:
+                raise BadRequest(
+                    f"CSV line 1, column {number}: column '{column.name}' is named twice"
+                )
+            seen.add(column.name.casefold())
+            self._columns.append(column)
+
+    @property
+    def columns(self) -> list[str]:
+        """The header's column names, as the table spells them."""
+        return [c.name for c in self._columns]
+
+    def batches(self, size: int = BATCH_ROWS) -> Iterator[list[tuple]]:
+        """The typed rows, `size` at a time; BadRequest at the first bad line."""
+        columns = self._columns
+        batch: list[tuple] = []
+        while (fields := self._next_fields()) is not None:
             if not fields or fields == [""]:
                 continue  # a blank line, as at the end of many files
+            line = self._reader.line_num
             if len(fields) != len(columns):
                 raise BadRequest(
                     f"CSV line {line}: {len(fields)} field(s) where the header names {len(columns)}"
@@ -57,7 +69,50 @@ def parse_csv(
                     row.append(values.parse_text(field, column.type, column.name))
                 except SqlError as exc:
                     raise BadRequest(f"CSV line {line}, column {number}: {exc.message}") from None
-            rows.append(tuple(row))
-    except csv.Error as exc:
-        raise BadRequest(f"CSV line {reader.line_num}: {exc}") from None
-    return [c.name for c in columns], rows
+            batch.append(tuple(row))
+            if len(batch) >= size:
+                yield batch
+                batch = []
+        if batch:
+            yield batch
+
+    def _next_fields(self) -> list[str] | None:
+        try:
+            return next(self._reader, None)
+        except csv.Error as exc:
+            raise BadRequest(f"CSV line {self._reader.line_num}: {exc}") from None
+
+
+def _utf8_lines(body: IO[bytes]) -> Iterator[str]:
+    """The body's lines as text, decoded as they are read; BadRequest at bad UTF-8.
+
+    Read in blocks: a WSGI input stream may have no fast `readline`.
+    """
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    offset = 0  # bytes read before this block
+    pending: list[str] = []  # the start of a line that has not ended yet
+    while block := body.read(READ_BYTES):
+        carried = len(decoder.getstate()[0])  # bytes of a character cut by the last block
+        try:
+            text = decoder.decode(block)
+        except UnicodeDecodeError as exc:
+            where = offset - carried + exc.start + 1
+            raise BadRequest(f"the body is not valid UTF-8 (byte {where})") from None
+        offset += len(block)
+        lines = text.split("\n")
+        if len(lines) == 1:
+            pending.append(text)
+            continue
+        lines[0] = "".join(pending) + lines[0]
+        pending = [lines.pop()]
+        for line in lines:
+            yield line + "\n"
+    try:
+        decoder.decode(b"", final=True)
+    except UnicodeDecodeError:
+        raise BadRequest(
+            f"the body is not valid UTF-8 (it ends inside a character, byte {offset})"
+        ) from None
+    last = "".join(pending)
+    if last:
+        yield last

@@ -30,7 +30,8 @@ _STATUS: tuple[tuple[type[errors.KdbError], int], ...] = (
     (errors.Gone, 410),
     (errors.Unavailable, 503),
     (errors.ConfigError, 500),
-    (errors.StorageError, 500),
+    # A disk that failed a write, or damage met while serving: the change was not made.
+    (errors.StorageError, 503),
 )
 
 
@@ -39,11 +40,12 @@ def error_body(message: str, **extra: object) -> dict[str, object]:
 
 
 def error_response(status: int, message: str, headers: dict[str, str] | None = None,
-                   **extra: object) -> Answer:
+                   *, retry: bool = True, **extra: object) -> Answer:
+    """`retry=False`: a 503 that waiting cannot mend, sent without `Retry-After`."""
     headers = dict(headers or {})
     if status == 401:
         headers["WWW-Authenticate"] = 'Bearer realm="kdb"'
-    if status == 503:
+    if status == 503 and retry:
         headers["Retry-After"] = str(RETRY_AFTER_SECONDS)
     return json_response(error_body(message, **extra), status, headers)
 
@@ -64,6 +66,12 @@ def kdb_error_response(exc: errors.KdbError) -> Answer:
     index = getattr(exc, "statement_index", None)
     if isinstance(index, int):
         extra["statement"] = index
+    if isinstance(exc, errors.WritesStopped):
+        # The log failed: no write succeeds again until a restart, so a retry cannot help.
+        message = exc.message
+        if "restart" not in message:
+            message += "; the disk must be checked and the server restarted to write again"
+        return error_response(status, message, retry=False, **extra)
     return error_response(status, exc.message, **extra)
 
 

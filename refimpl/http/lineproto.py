@@ -16,6 +16,7 @@ import math
 import re
 from dataclasses import dataclass, field
 
+from refimpl.engine.storage import values as stored
 from refimpl.errors import BadRequest
 
 NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -23,7 +24,10 @@ TIMESTAMP_COLUMN = "timestamp"
 _BOOLEANS = {"t": True, "T": True, "true": True, "True": True, "TRUE": True,
              "f": False, "F": False, "false": False, "False": False, "FALSE": False}  # fmt: skip
 _INTEGER = re.compile(r"^-?[0-9]+$")
-BIGINT_RANGE = (-(2**63), 2**63 - 1)
+BIGINT_RANGE = (stored.BIGINT_MIN, stored.BIGINT_MAX)
+# More digits than any BIGINT or nanosecond timestamp has: longer integers are refused before
+# int() reads them (its cost grows with the square of the length).
+_LONGEST_INTEGER = 20
 # Multipliers from a timestamp in the `precision` unit to microseconds (n is divided).
 PRECISIONS = {"n": None, "ns": None, "u": 1, "us": 1, "ms": 1000, "s": 1_000_000}
 
@@ -111,9 +115,14 @@ def _field_value(cursor: _Cursor, start: int, raw: str) -> tuple[str, object]:
     if raw in _BOOLEANS:
         return "BOOLEAN", _BOOLEANS[raw]
     if raw[-1:] in ("i", "u") and _INTEGER.match(raw[:-1]):
-        value = int(raw[:-1])
-        if not BIGINT_RANGE[0] <= value <= BIGINT_RANGE[1] or (raw[-1] == "u" and value < 0):
-            raise cursor.error(f"the integer {raw} is out of range", start)
+        digits = raw[:-1].lstrip("-").lstrip("0")
+        value = int(raw[:-1]) if len(digits) <= _LONGEST_INTEGER else None
+        if (value is None or not BIGINT_RANGE[0] <= value <= BIGINT_RANGE[1]
+                or (raw[-1] == "u" and value < 0)):
+            raise cursor.error(
+                f"the integer {stored.shown(raw)} is out of range for BIGINT"
+                f" ({BIGINT_RANGE[0]} to {BIGINT_RANGE[1]})", start
+            )
         return "BIGINT", value
     try:
         number = float(raw)
@@ -181,11 +190,23 @@ def parse_line(text: str, number: int, multiplier: int | None) -> Point:
     rest = text[rest_start:].strip()
     if rest:
         if not _INTEGER.match(rest):
-            raise cursor.error(f"bad timestamp {rest!r}; write whole nanoseconds", rest_start + 1)
-        value = int(rest)
-        point.timestamp = value // 1000 if multiplier is None else value * multiplier
-        if not BIGINT_RANGE[0] <= point.timestamp <= BIGINT_RANGE[1]:
-            raise cursor.error(f"timestamp {rest} is out of range", rest_start + 1)
+            raise cursor.error(
+                f"bad timestamp {stored.shown(rest)}; write a whole number in the precision's"
+                " unit", rest_start + 1
+            )
+        micros = None
+        if len(rest.lstrip("-").lstrip("0")) <= _LONGEST_INTEGER:
+            value = int(rest)
+            micros = value // 1000 if multiplier is None else value * multiplier
+        # The TIMESTAMP range, whatever the precision: a moment a reader could not show is
+        # never stored.
+        if micros is None or not stored.TIMESTAMP_MIN <= micros <= stored.TIMESTAMP_MAX:
+            raise cursor.error(
+                f"timestamp {stored.shown(rest)} is out of range: a TIMESTAMP is from"
+                " 0001-01-01T00:00:00Z to 9999-12-31T23:59:59.999999Z; check the precision"
+                " parameter (n, u, ms or s)", rest_start + 1
+            )
+        point.timestamp = micros
     return point
 
 

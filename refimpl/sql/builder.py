@@ -7,18 +7,80 @@ SqlSyntaxError at the offending token.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+import math
 import threading
+import time
 from typing import Any
 
 from lark import Token, Transformer, v_args
 
-from refimpl.errors import SqlSyntaxError
+from refimpl.errors import SqlSyntaxError, StatementTimeout, StatementTooLarge
 from refimpl.sql import ast
 from refimpl.sql.ast import Expr
 
-# `?` numbering needs one counter per parse. The transformer is shared by every thread (it is
-# built into the parser), so the counter lives in thread-local storage, reset by `parse`.
+# `?` numbering needs one counter per parse, and the statement timeout a deadline and a count
+# of tokens read. The transformer is shared by every thread (it is built into the parser), so
+# they live in thread-local storage, reset by `parse`.
 parameters = threading.local()
+
+# Limits of one statement (spec/sql.md, "Limits"): a list longer than these is refused with
+# StatementTooLarge before anything runs.
+MAX_IN_ITEMS = 10_000
+MAX_VALUES_ROWS = 100_000
+# Expressions nest at most this deep (`NOT NOT x` is 3, `a AND b AND c` is 3). Compiling an
+# expression of depth d takes about 3 * d Python frames, and a server thread starts some 100
+# frames deep, well within the default recursion limit of 1000.
+MAX_DEPTH = 200
+# The clock is read once every this many tokens, so that the check costs nothing measurable.
+_TICKS_PER_CLOCK_READ = 1024
+
+
+def start(deadline: float | None) -> None:
+    """Reset the per-parse state of this thread: `?` numbering and the deadline."""
+    parameters.count = 0
+    parameters.deadline = deadline
+    parameters.ticks = 0
+
+
+def _tick() -> None:
+    """Called for every name and constant: stops a parse that runs past its deadline."""
+    ticks = parameters.ticks + 1
+    parameters.ticks = ticks
+    if ticks % _TICKS_PER_CLOCK_READ == 0:
+        deadline = parameters.deadline
+        if deadline is not None and time.monotonic() > deadline:
+            raise StatementTimeout.ran_too_long()
+
+
+@functools.cache
+def _node_fields(kind: type) -> tuple[str, ...]:
+    return tuple(f.name for f in dataclasses.fields(kind))
+
+
+def check_depth(statement: object) -> None:
+    """StatementTooLarge when an expression nests deeper than MAX_DEPTH.
+
+    A walk with a stack of its own, so that it cannot run out of Python's: it runs before
+    anything that recurses over the tree.
+    """
+    todo: list[tuple[object, int]] = [(statement, 0)]
+    while todo:
+        node, depth = todo.pop()
+        if isinstance(node, tuple):
+            todo.extend((item, depth) for item in node)
+            continue
+        if not dataclasses.is_dataclass(node):
+            continue
+        if isinstance(node, ast.Expr):
+            depth += 1
+            if depth > MAX_DEPTH:
+                raise StatementTooLarge(
+                    f"an expression is nested deeper than {MAX_DEPTH} levels; write long"
+                    " chains of OR as IN (...), or split the expression"
+                )
+        todo.extend((getattr(node, name), depth) for name in _node_fields(type(node)))
 
 
 def _error_at(token: Token, message: str) -> SqlSyntaxError:
@@ -71,6 +133,7 @@ class Builder(Transformer):
     # --- names ------------------------------------------------------------------------------
 
     def ident(self, token: Token) -> str:
+        _tick()
         if token.type == "QUOTED_IDENT":
             if len(token) == 2:
                 raise _error_at(token, 'a quoted name cannot be empty: write at least one '
@@ -96,6 +159,8 @@ class Builder(Transformer):
                having: Expr | None, order_by: tuple[ast.OrderItem, ...] | None,
                limit_offset: tuple[Expr, Expr | None] | None) -> ast.Select:
         limit, offset = limit_offset or (None, None)
+        # Before the Select exists: it hashes its whole tree as it is made.
+        check_depth((items, source, where, group_by, having, order_by, limit_offset))
         return ast.Select(items, source, where, group_by or (), having, order_by or (), limit,
                           offset, distinct is not None)
 
@@ -181,6 +246,11 @@ class Builder(Transformer):
         return ast.IsNull(operand, negated is not None)
 
     def in_list(self, operand: Expr, negated: bool | None, items: tuple[Expr, ...]) -> ast.InList:
+        if len(items) > MAX_IN_ITEMS:
+            raise StatementTooLarge(
+                f"an IN list has {len(items)} items, more than the {MAX_IN_ITEMS} a statement"
+                " may have; put the values in a table, or split the statement"
+            )
         return ast.InList(operand, items, negated is not None)
 
     def between(self, operand: Expr, negated: bool | None, low: Expr, high: Expr) -> ast.Between:
@@ -222,14 +292,20 @@ class Builder(Transformer):
         return ast.Unary("+", operand)
 
     def number(self, token: Token) -> ast.Literal:
+        _tick()
         if "." in token or "e" in token or "E" in token:
-            return ast.Literal(float(token), "DOUBLE")
+            number = float(token)
+            if math.isinf(number):
+                raise _error_at(token, "this number is too large for a DOUBLE (finite numbers"
+                                " up to about 1.8e308)")
+            return ast.Literal(number, "DOUBLE")
         try:
             return ast.Literal(int(token), "INT")
         except ValueError:  # Python refuses to convert more than 4300 digits
             raise _error_at(token, "this number has too many digits") from None
 
     def string(self, token: Token) -> ast.Literal:
+        _tick()
         return ast.Literal(_unquote(token), "STRING")
 
     def true(self) -> ast.Literal:
@@ -242,6 +318,7 @@ class Builder(Transformer):
         return ast.Literal(None, "NULL")
 
     def param(self) -> ast.Param:
+        _tick()
         index = parameters.count
         parameters.count = index + 1
         return ast.Param(index)
@@ -283,6 +360,11 @@ class Builder(Transformer):
     column_names = column_list
 
     def values(self, *rows: tuple[Expr, ...]) -> tuple[tuple[Expr, ...], ...]:
+        if len(rows) > MAX_VALUES_ROWS:
+            raise StatementTooLarge(
+                f"an INSERT has {len(rows)} VALUES rows, more than the {MAX_VALUES_ROWS} a"
+                " statement may have; split it into several INSERTs, or use POST /imp"
+            )
         return rows
 
     def row(self, *exprs: Expr) -> tuple[Expr, ...]:

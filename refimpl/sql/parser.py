@@ -11,6 +11,11 @@ What callers may rely on:
   hold the same numbers. Messages never show the parser's internal names.
 * `parse_cached(text)` is `parse` with an LRU cache keyed by the text; results are immutable and
   may be shared between threads. Errors are not cached.
+* Both take an optional `deadline` (`time.monotonic()` seconds): a parse still running then
+  raises StatementTimeout. A statement nested deeper than `MAX_DEPTH`, or with a list longer
+  than the builder's limits, raises StatementTooLarge: every later step (compiling,
+  printing, hashing) walks expressions recursively, and this bound keeps them within
+  Python's recursion limit.
 * Both are thread-safe: the lark parser is built once at import and is immutable.
 
 Keyword handling (see the top of `refimpl/grammar.lark`): `RESERVED_WORDS` are never names
@@ -31,11 +36,12 @@ from lark.exceptions import UnexpectedEOF, UnexpectedInput, UnexpectedToken
 from lark.lexer import PatternStr
 
 from refimpl.errors import SqlSyntaxError
-from refimpl.sql import ast
-from refimpl.sql.builder import Builder, parameters
+from refimpl.sql import ast, builder
+from refimpl.sql.builder import MAX_DEPTH, Builder, check_depth, parameters
 
 __all__ = [
     "KEYWORDS",
+    "MAX_DEPTH",
     "NAME_KEYWORDS",
     "RESERVED_WORDS",
     "parse",
@@ -58,24 +64,36 @@ _LARK = Lark(
 )
 
 
-def parse(text: str) -> ast.ParsedScript:
+def parse(text: str, deadline: float | None = None) -> ast.ParsedScript:
     """Parse a script of `;`-separated statements; raise SqlSyntaxError if it is not valid."""
-    parameters.count = 0
+    builder.start(deadline)
     try:
         entries = _LARK.parse(text)
     except UnexpectedInput as error:
         raise _syntax_error(error, text) from None
+    statements = tuple(entry[0] for entry in entries)
+    for statement in statements:
+        check_depth(statement)
     return ast.ParsedScript(
-        tuple(entry[0] for entry in entries),
+        statements,
         parameters.count,
         tuple(text[start:end].strip() for _, start, end in entries),
     )
 
 
-@functools.lru_cache(maxsize=2048)
-def parse_cached(text: str) -> ast.ParsedScript:
+def parse_cached(text: str, deadline: float | None = None) -> ast.ParsedScript:
     """`parse` with a process-wide LRU cache keyed by the exact text (errors are not cached)."""
-    return parse(text)
+    # The deadline is not part of the cache key: it goes to the parse through this thread's
+    # state, read only when the text is not in the cache.
+    parameters.pending_deadline = deadline
+    return _parse_shared(text)
+
+
+@functools.lru_cache(maxsize=2048)
+def _parse_shared(text: str) -> ast.ParsedScript:
+    return parse(text, parameters.pending_deadline)
+
+
 
 
 # ---------------------------------------------------------------------------------------

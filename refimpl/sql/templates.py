@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from refimpl.errors import StatementTimeout, StatementTooLarge
 from refimpl.sql import ast
 from refimpl.sql.parser import parse_cached
 
@@ -27,6 +28,8 @@ _TOKEN = re.compile(
     r"""|(?P<comment>--|/\*)"""
     r"""|(?P<other>[;?])""",
 )
+# int() refuses more digits than this (Python's guard against its quadratic conversion).
+_LONGEST_INTEGER = 4300
 _STOP_WORDS = frozenset({"ORDER", "GROUP", "HAVING"})
 _START_WORDS = {"INSERT": "VALUES", "SELECT": "WHERE", "UPDATE": "WHERE", "DELETE": "WHERE"}
 
@@ -37,14 +40,19 @@ class Templated:
     params: tuple[Any, ...]
 
 
-def templated(text: str) -> Templated | None:
-    """The shared parse of `text` and its constants, or None when it is not templatable."""
+def templated(text: str, deadline: float | None = None) -> Templated | None:
+    """The shared parse of `text` and its constants, or None when it is not templatable.
+
+    `deadline` is the parse's (see `parse_cached`); a parse past it raises StatementTimeout.
+    """
     plan = _plan(text)
     if plan is None:
         return None
     template, values = plan
     try:
-        shared = parse_cached(template)
+        shared = parse_cached(template, deadline)
+    except (StatementTimeout, StatementTooLarge):
+        raise  # the text as written would only meet the same limit again, at the same cost
     except Exception:  # noqa: BLE001 - the text as written gets the real error and position
         return None
     if len(shared.statements) != 1 or shared.param_count != len(values):
@@ -90,6 +98,8 @@ def _plan(text: str) -> tuple[str, tuple[Any, ...]] | None:
             values.append(_unquote(literal))
         elif "." in literal or "e" in literal or "E" in literal:
             values.append(float(literal))
+        elif len(literal) > _LONGEST_INTEGER:
+            return None  # the parse as written says the number has too many digits
         else:
             values.append(int(literal))
         parts.append(text[position : match.start()])

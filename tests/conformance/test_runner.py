@@ -241,7 +241,7 @@ def test_find_blocks_handles_nested_fences() -> None:
 
 
 def test_extract_chapter() -> None:
-    doc = extract_chapter(CHAPTER, "spec/demo.md")
+    doc = extract_chapter(CHAPTER, "spec/demo.md", "0.0.0")
     assert schema_errors(doc) == []
     sql, http = doc["examples"]
     assert sql["id"] == "insert-basic" and sql["kind"] == "sql"
@@ -293,19 +293,20 @@ def test_bad_records(block: str, message: str) -> None:
 def test_duplicate_ids_and_bad_json() -> None:
     twice = "```sql-example id=a\nstatement ok\nSELECT 1\n```\n" * 2
     with pytest.raises(CaseError, match="used twice"):
-        extract_chapter(twice, "x.md")
+        extract_chapter(twice, "x.md", "0.0.0")
     with pytest.raises(CaseError, match="x.md:2: bad JSON"):
-        extract_chapter("```http-example id=b\n{nope\n```\n", "x.md")
+        extract_chapter("```http-example id=b\n{nope\n```\n", "x.md", "0.0.0")
     with pytest.raises(CaseError, match="unknown matcher"):
         extract_chapter(
             '```http-example id=c\n{"request": {"path": "/"}, "expect": {"json": '
             '{"$match": "float"}}}\n```\n',
             "x.md",
+            "0.0.0",
         )
 
 
 def test_load_examples_validates(tmp_path: Path) -> None:
-    doc = extract_chapter(CHAPTER, "spec/demo.md")
+    doc = extract_chapter(CHAPTER, "spec/demo.md", "0.0.0")
     (tmp_path / "demo.json").write_text(dump_chapter(doc))
     examples = load_examples(tmp_path)
     assert [e.id for e in examples] == ["insert-basic", "exec-get"]
@@ -468,12 +469,13 @@ def server() -> Iterator[tuple[str, _State]]:
 
 def _sql_example(ex_id: str, block: str, needs: str = "") -> Any:
     info = f"sql-example id={ex_id}" + (f" needs={needs}" if needs else "")
-    doc = extract_chapter(f"# T\n\n```{info}\n{block}\n```\n", "spec/t.md")
+    doc = extract_chapter(f"# T\n\n```{info}\n{block}\n```\n", "spec/t.md", "0.0.0")
     return example_from_json(doc["examples"][0])
 
 
 def _http_example(ex_id: str, case: dict[str, Any]) -> Any:
-    doc = extract_chapter(f"```http-example id={ex_id}\n{json.dumps(case)}\n```\n", "spec/h.md")
+    text = f"```http-example id={ex_id}\n{json.dumps(case)}\n```\n"
+    doc = extract_chapter(text, "spec/h.md", "0.0.0")
     return example_from_json(doc["examples"][0])
 
 
@@ -690,6 +692,7 @@ def test_cli_main(
         "```sql-example id=cli-ok\nstatement ok\nINSERT INTO t VALUES (1)\n```\n\n"
         "```sql-example id=cli-bad\nstatement ok\nNONSENSE\n```\n",
         "spec/c.md",
+        "0.0.0",
     )
     (tmp_path / "c.json").write_text(dump_chapter(doc))
     code = cli.main(

@@ -360,3 +360,69 @@ def test_drop_table_in_a_transaction_forgets_only_when_committed(tmp_path):
     assert connection.instance.access.allowed(Principal("u"), "demo", Right.READ, "t")
     assert [row[3] for row in connection.execute("SHOW GRANTS FOR u").rows] == ["t"]
     connection.close()
+
+
+# -- rights at every moment; tokens of a database's admin (issue 13) -------------------------
+
+
+def test_a_token_a_database_admin_mints_works_in_that_database_only(tmp_path, access):
+    run(access, ast.CreateUser("dba"))
+    run(access, ast.GrantRole("ADMIN", "demo", "dba"))
+    dba = access.authenticate(run(access, ast.CreateToken("dba")).rows[0][0])
+    run(access, ast.CreateUser("ron"))
+    minted = run(access, ast.CreateToken("ron"), principal=dba).rows[0][0]
+    ron = access.authenticate(minted)
+    assert ron.name == "ron" and ron.only_database == "demo"
+    # Granted elsewhere later: the minted token still holds only PUBLIC's there.
+    run(access, ast.GrantRole("ADMIN", "other", "ron"))
+    assert not access.allowed(ron, "other", Right.READ)
+    with pytest.raises(Forbidden, match="minted in database 'demo'"):
+        access.check(ron, "other", Right.READ)
+    with pytest.raises(Forbidden):
+        access.check_any(ron, "other")
+    with pytest.raises(Forbidden):
+        run(access, ast.GrantRole("READ", "other", "ron"), principal=ron, database="other")
+    run(access, ast.GrantRole("READ", "other", "PUBLIC"))
+    assert access.allowed(ron, "other", Right.READ)  # what everyone has
+    assert not access.allowed(ron, "other", Right.WRITE)
+    # In its own database it acts with its user's rights as they are now.
+    assert not access.allowed(ron, "demo", Right.READ)
+    run(access, ast.GrantRole("READ", "demo", "ron"))
+    assert access.allowed(ron, "demo", Right.READ)
+    run(access, ast.RevokeRole("READ", "demo", "ron"))
+    assert not access.allowed(ron, "demo", Right.READ)
+    # The limit is kept with the token, and holds for a session opened with it.
+    again = AccessControl(tmp_path)
+    assert again.authenticate(minted).only_database == "demo"
+    session_id, _ = again.open_session(minted)
+    assert again.principal_for_session(session_id).only_database == "demo"
+    # A token the admin user mints has no such limit.
+    unlimited = access.authenticate(run(access, ast.CreateToken("ron")).rows[0][0])
+    assert unlimited.only_database is None and access.allowed(unlimited, "other", Right.ADMIN)
+
+
+def test_any_right_in_a_database(access):
+    bob, _ = user(access, "bob")
+    assert not access.allowed(ANONYMOUS, "demo", Right.READ)
+    for principal, error in ((bob, Forbidden), (ANONYMOUS, Unauthorized)):
+        with pytest.raises(error, match="READ on database 'demo'"):
+            access.check_any(principal, "demo")
+    run(access, ast.GrantSelect("t", "bob"))
+    access.check_any(bob, "demo")  # a table's SELECT is a right in the database
+    with pytest.raises(Unauthorized):
+        access.check_any(ANONYMOUS, "demo")
+    run(access, ast.RevokeSelect("t", "PUBLIC"))
+    with pytest.raises(Unauthorized):
+        access.check_any(ANONYMOUS, "demo")  # a revoke gives nothing
+    run(access, ast.GrantRole("READ", "demo", "PUBLIC"))
+    access.check_any(ANONYMOUS, "demo")
+    access.check_any(ADMIN, "nope")
+
+
+def test_a_grant_on_a_database_checks_the_right_before_existence(access):
+    bob, _ = user(access, "bob")
+    run(access, ast.GrantRole("ADMIN", "demo", "bob"))
+    with pytest.raises(Forbidden, match="ADMIN on database 'nope'"):
+        access.execute(
+            ast.GrantRole("READ", "nope", "bob"), bob, "demo", database_exists=lambda n: False
+        )

@@ -1,11 +1,13 @@
 """Damaged data folders: what recovery cuts back, what it refuses, and what `check_data` says.
 
-- A torn tail (the last segment cut inside its last record, or garbage after it) is cut back
-  on open with a message, and every earlier commit is there.
-- Damage anywhere else (a flipped byte in a segment that is not the last, a flipped byte in the
-  last segment with valid records after it, a segment cut short that is not the last, a
-  missing segment) stops the open with CorruptLog naming the file and the frame's offset, and
-  the failed open changes no byte.
+- A torn tail (the last segment cut inside its last record, or zero bytes after it) is cut
+  back on open with a message, and every earlier commit is there.
+- Damage (a whole frame that fails its checksum, the very last one included, or garbage after
+  the last record; a flipped byte in a segment that is not the last; a segment cut short that
+  is not the last; a missing segment) stops the open with CorruptLog naming the file, the
+  frame's offset and the LSNs lost, and the failed open changes no byte.
+- `refimpl check --cut-damaged-log` moves the damaged end aside and the folder opens again,
+  without the LSNs the check named.
 - A damaged or truncated checkpoint stops the open with CorruptCheckpoint naming the file.
 - `check_data` reports each of these and changes no file.
 """
@@ -18,6 +20,7 @@ from pathlib import Path
 import pytest
 
 import refimpl
+from refimpl.cli import main
 from refimpl.engine.instance import check_data
 from refimpl.engine.options import EngineOptions
 from refimpl.engine.storage.wal_segments import HEADER, HEADER_SIZE
@@ -115,13 +118,14 @@ def test_torn_tail_is_cut_back_with_a_message(tmp_path, cut):
     assert check(data)[1]
 
 
-def test_garbage_after_the_last_record_is_a_torn_tail(tmp_path):
+def test_zero_bytes_after_the_last_record_are_a_torn_tail(tmp_path):
+    # What a file system leaves when it extended the file but never wrote the frame.
     data = tmp_path / "data"
     make_folder(data, 20)
     last = segments(data)[-1]
     size = last.stat().st_size
     with open(last, "ab") as file:
-        file.write(b"\x00" * 100 + b"\x13\x37" * 10)
+        file.write(b"\x00" * 120)
     with refimpl.connect(data, options=SMALL) as db:
         (message,) = db.instance.recovery_messages
         assert re.fullmatch(
@@ -133,10 +137,62 @@ def test_garbage_after_the_last_record_is_a_torn_tail(tmp_path):
     assert last.stat().st_size == size
 
 
+def test_garbage_after_the_last_record_is_damage(tmp_path):
+    data = tmp_path / "data"
+    make_folder(data, 20)
+    last = segments(data)[-1]
+    size = last.stat().st_size
+    with open(last, "ab") as file:
+        file.write(b"\x00" * 100 + b"\x13\x37" * 10)  # a whole "frame", yet no valid one
+    assert_open_refused(data, last, size)
+
+
+# -- a flipped bit in the last frame: damage, reported, and moved aside on request -----------
+
+
+def test_flipped_bit_in_the_last_frame_is_damage_until_cut_aside(tmp_path, capsys):
+    data = tmp_path / "data"
+    make_folder(data, 200)
+    last = segments(data)[-1]
+    offset, size, lsn = frames(last)[-1]
+    assert lsn == 201  # the last acknowledged commit: INSERT of row 200
+    data_bytes = bytearray(last.read_bytes())
+    data_bytes[offset + HEADER_SIZE + 3] ^= 0x04  # one bit in the whole last frame
+    last.write_bytes(bytes(data_bytes))
+
+    error = assert_open_refused(data, last, offset)
+    assert "LSN 201" in error.message and "refimpl check" in error.message
+    assert "--cut-damaged-log" in error.message
+    report, ok = check(data)
+    assert "LSN 201 would be lost" in report, report
+
+    assert main(["check", "--data", str(data), "--cut-damaged-log"]) == 0
+    printed = capsys.readouterr().out
+    assert f"cut {last} at offset {offset}" in printed and "LSN 201 lost" in printed, printed
+    assert printed.rstrip().endswith("state: sound"), printed
+    aside = data / "demo" / "damaged" / f"{last.name}.{offset}" / f"{last.name}.from-{offset}"
+    assert aside.read_bytes() == bytes(data_bytes[offset:])  # kept for a closer look
+    with refimpl.connect(data, options=SMALL) as db:
+        assert ids(db) == list(range(1, 200))
+        assert db.instance.recovery_messages == []
+        db.execute("INSERT INTO t VALUES (200, 'again')")
+    with refimpl.connect(data, options=SMALL) as db:
+        assert ids(db) == list(range(1, 201))
+
+
+def test_cut_damaged_log_leaves_a_sound_folder_alone(tmp_path, capsys):
+    data = tmp_path / "data"
+    make_folder(data, 5)
+    before = snapshot(data)
+    assert main(["check", "--data", str(data), "--cut-damaged-log"]) == 0
+    assert "no damaged log, nothing was cut" in capsys.readouterr().out
+    assert snapshot(data) == before
+
+
 # -- damage that is not a tail ---------------------------------------------------------------
 
 
-def assert_open_refused(data: Path, path: Path, offset: int) -> None:
+def assert_open_refused(data: Path, path: Path, offset: int) -> CorruptLog:
     before = snapshot(data)
     with pytest.raises(CorruptLog) as caught:
         refimpl.connect(data, options=SMALL)
@@ -149,6 +205,7 @@ def assert_open_refused(data: Path, path: Path, offset: int) -> None:
     assert not ok
     assert f"damage in {path} at offset {offset}" in report, report
     assert report.rstrip().endswith("state: DAMAGED")
+    return error
 
 
 def test_flipped_byte_in_a_middle_segment_stops_the_open(tmp_path):

@@ -40,7 +40,7 @@ import pytest
 import refimpl
 from refimpl.engine.options import EngineOptions
 from refimpl.engine.storage import checkpoint, records
-from refimpl.engine.storage.wal import inspect_log
+from refimpl.engine.storage.wal_repair import inspect_log
 from refimpl.engine.storage.wal_segments import HEADER, HEADER_SIZE, frame_header
 from tests.engine.crash_child import ACCOUNTS, OPTIONS, START_BALANCE, Model, plan_threaded
 

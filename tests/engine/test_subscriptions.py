@@ -17,7 +17,15 @@ from hypothesis import strategies as st
 import refimpl
 from refimpl.engine.access import Principal
 from refimpl.engine.features.live_queries import KEPT_VERSIONS, MAX_ROWS, Reply, SubscriptionManager
-from refimpl.errors import BadRequest, KdbError, NotAllowed, ResultTooLarge, SqlError, UnknownTable
+from refimpl.errors import (
+    BadRequest,
+    Forbidden,
+    KdbError,
+    NotAllowed,
+    ResultTooLarge,
+    SqlError,
+    UnknownTable,
+)
 
 # Three tables of the same columns: a DEDUP key with the time, no key at all, and a primary
 # key without the time. All have `sym` as their rev column (SYMBOL(sym) of PARTITION BY).
@@ -581,3 +589,63 @@ def test_a_dropped_table_is_an_error_not_a_crash(conn, query):
     conn.execute("DROP TABLE keyed")
     with pytest.raises(UnknownTable):
         manager.ask_now(conn.session(), query, snapshot.id)
+
+
+# -- per-user bounds (issue 13) --------------------------------------------------------------
+
+
+def _user_session(conn, name: str):
+    conn.execute(f"CREATE USER {name}")
+    conn.execute(f"GRANT READ ON DATABASE demo TO {name}")
+    return conn.instance.session("demo", Principal(name))
+
+
+def test_one_user_over_its_cap_makes_room_from_its_own(conn, monkeypatch):
+    manager = SubscriptionManager(per_user=3)
+    monkeypatch.setattr(conn.instance, "subscriptions", manager)
+    alice, bob = _user_session(conn, "alice"), _user_session(conn, "bob")
+    texts = [f"SUBSCRIBE SELECT sym, v FROM keyed WHERE v > {i}" for i in range(10)]
+    bobs = manager.ask_now(bob, texts[0], None).id
+    alices = [manager.ask_now(alice, texts[i], None).id for i in range(3)]
+    manager.ask_now(alice, texts[0], alices[0])  # asked again: now 1 is asked longest ago
+    for i in range(3, 10):  # many more than the cap: only alice's own make room
+        alices.append(manager.ask_now(alice, texts[i], None).id)
+    assert len(manager) == 4
+    reply = manager.ask_now(bob, texts[0], bobs)
+    assert (reply.kind, reply.id) == ("none", bobs)
+    for i in range(7, 10):
+        assert manager.ask_now(alice, texts[i], alices[i]).kind == "none"
+    assert manager.ask_now(alice, texts[1], alices[1]).kind == "snapshot"
+
+
+def test_rows_a_user_keeps_are_bounded_across_versions(conn, monkeypatch):
+    manager = SubscriptionManager(rows_per_user=25)
+    monkeypatch.setattr(conn.instance, "subscriptions", manager)
+    conn.execute("CREATE TABLE big (id INT PRIMARY KEY, v INT)")
+    conn.execute("INSERT INTO big VALUES " + ", ".join(f"({n}, 0)" for n in range(10)))
+    alice, bob = _user_session(conn, "alice"), _user_session(conn, "bob")
+    texts = [f"SUBSCRIBE SELECT id, v FROM big WHERE id >= {i}" for i in range(3)]
+    bobs = manager.ask_now(bob, texts[0], None).id
+    first = manager.ask_now(alice, texts[0], None)  # 10 rows kept
+    second = manager.ask_now(alice, texts[1], None)  # 19
+    assert len(manager) == 3
+    conn.execute("UPDATE big SET v = 1")
+    # A new version of the second: 9 more rows kept (28 > 25): the first makes room.
+    assert manager.ask_now(alice, texts[1], second.id).kind == "rows"
+    assert manager.ask_now(alice, texts[0], first.id).kind == "snapshot"
+    assert manager.ask_now(bob, texts[0], bobs).kind == "rows"  # bob's is bob's
+
+
+def test_rights_are_checked_again_before_a_kept_version_is_answered(conn):
+    manager = conn.instance.subscriptions
+    alice = _user_session(conn, "alice")
+    text = "SUBSCRIBE SELECT sym, v FROM keyed"
+    conn.execute(f"INSERT INTO keyed VALUES ('{_time(1)}', 'A', 1)")
+    first = manager.ask_now(alice, text, None)
+    conn.execute(f"INSERT INTO keyed VALUES ('{_time(2)}', 'B', 2)")
+    assert manager.ask_now(alice, text, first.id).kind == "rows"  # version 2 kept now
+    conn.execute("REVOKE READ ON DATABASE demo FROM alice")
+    with pytest.raises(Forbidden):
+        manager.ask_now(alice, text, first.id)  # the kept difference is not answered
+    with pytest.raises(Forbidden):
+        manager.ask_now(alice, text, None)

@@ -12,13 +12,36 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from refimpl.engine.storage.wal import WriteAheadLog, inspect_log
+from refimpl.engine.files import FileOps
+from refimpl.engine.storage.wal import WriteAheadLog
+from refimpl.engine.storage.wal_repair import cut_damaged_log, inspect_log
 from refimpl.engine.storage.wal_segments import HEADER_SIZE, segment_name
 from refimpl.errors import CorruptLog, Gone, WritesStopped
 
 
-def no_fsync(fd: int) -> None:
-    """Stands in for os.fsync where a test is about logic, not durability."""
+class NoSync(FileOps):
+    """Real files without fsync, where a test is about logic, not durability."""
+
+    def fsync(self, fd: int) -> None:
+        pass
+
+
+NO_SYNC = NoSync()
+
+
+class FailingSync(FileOps):
+    """Real files whose fsync fails with `code` while `failing` is set; counts its calls."""
+
+    def __init__(self, code: int) -> None:
+        self.code = code
+        self.failing = threading.Event()
+        self.calls = 0
+
+    def fsync(self, fd: int) -> None:
+        self.calls += 1
+        if self.failing.is_set():
+            raise OSError(self.code, os.strerror(self.code))
+        super().fsync(fd)
 
 
 def payload_of(lsn: int, size: int = 50) -> bytes:
@@ -51,7 +74,7 @@ FRAME = HEADER_SIZE + 50
 
 
 def make_three_segments(directory: Path) -> list[bytes]:
-    with WriteAheadLog(directory, segment_bytes=200, fsync=no_fsync) as log:
+    with WriteAheadLog(directory, segment_bytes=200, files=NO_SYNC) as log:
         payloads = fill(log, 12)
         assert [(s.first_lsn, s.last_lsn) for s in log.segments()] == [(1, 4), (5, 8), (9, 12)]
     return payloads
@@ -79,7 +102,7 @@ def test_append_and_read_round_trip(tmp_path: Path) -> None:
 
 
 def test_read_shows_nothing_past_the_durable_lsn(tmp_path: Path) -> None:
-    with WriteAheadLog(tmp_path, fsync=no_fsync) as log:
+    with WriteAheadLog(tmp_path, files=NO_SYNC) as log:
         log.wait_durable(log.append(b"one"))
         log.append(b"two")  # appended, not yet durable
         assert log.last_lsn == 2 and log.durable_lsn == 1
@@ -141,7 +164,7 @@ def test_a_record_larger_than_a_segment_goes_whole_into_one(tmp_path: Path) -> N
 
 
 def test_read_from_the_middle_of_a_big_segment_seeks_near_it(tmp_path: Path) -> None:
-    with WriteAheadLog(tmp_path, fsync=no_fsync) as log:
+    with WriteAheadLog(tmp_path, files=NO_SYNC) as log:
         payloads = fill(log, 1000, size=20)
         for after in (0, 1, 254, 255, 256, 257, 511, 512, 700, 998, 999, 1000):
             got = list(log.read(after))
@@ -157,7 +180,7 @@ def test_read_from_the_middle_of_a_big_segment_seeks_near_it(tmp_path: Path) -> 
 
 def test_readers_see_every_durable_record_exactly_once_while_appending(tmp_path: Path) -> None:
     count = 1500
-    with WriteAheadLog(tmp_path, segment_bytes=3000, fsync=no_fsync) as log:
+    with WriteAheadLog(tmp_path, segment_bytes=3000, files=NO_SYNC) as log:
         errors: list[BaseException] = []
 
         def writer() -> None:
@@ -224,16 +247,9 @@ def test_group_commit_shares_one_fsync_among_waiting_committers(tmp_path: Path) 
 
 
 def test_a_failed_fsync_stops_writes_and_acknowledges_nothing_after(tmp_path: Path) -> None:
-    failing = threading.Event()
-    calls: list[int] = []
-
-    def flaky_fsync(fd: int) -> None:
-        calls.append(fd)
-        if failing.is_set():
-            raise OSError(errno.EIO, "Input/output error")
-        os.fsync(fd)
-
-    log = WriteAheadLog(tmp_path / "log", fsync=flaky_fsync)
+    files = FailingSync(errno.EIO)
+    failing = files.failing
+    log = WriteAheadLog(tmp_path / "log", files=files)
     log.wait_durable(log.append(b"safe"))
     failing.set()
     lsn = log.append(b"lost")
@@ -242,7 +258,7 @@ def test_a_failed_fsync_stops_writes_and_acknowledges_nothing_after(tmp_path: Pa
     message = str(caught.value)
     assert "Input/output error" in message and "restart" in message
     assert log.durable_lsn == 1
-    calls_after_failure = len(calls)
+    calls_after_failure = files.calls
     failing.clear()  # the disk "recovers": the log must still never retry or acknowledge
     with pytest.raises(WritesStopped):
         log.wait_durable(lsn)
@@ -252,7 +268,7 @@ def test_a_failed_fsync_stops_writes_and_acknowledges_nothing_after(tmp_path: Pa
         log.append(b"more")
     with pytest.raises(WritesStopped):
         log.remove_through(1)
-    assert len(calls) == calls_after_failure
+    assert files.calls == calls_after_failure
     assert list(log.read(0)) == [(1, b"safe")]
     assert log.durable_lsn == 1 and log.last_lsn == 2
     log.close()  # the failure was reported already; closing releases the file quietly
@@ -264,14 +280,9 @@ def test_a_failed_fsync_stops_writes_and_acknowledges_nothing_after(tmp_path: Pa
 
 
 def test_a_failed_fsync_fails_every_waiting_committer(tmp_path: Path) -> None:
-    broken = threading.Event()  # set after opening, so that opening itself succeeds
-
-    def broken_fsync(fd: int) -> None:
-        if broken.is_set():
-            raise OSError(errno.ENOSPC, "No space left on device")
-
-    log = WriteAheadLog(tmp_path, fsync=broken_fsync)
-    broken.set()
+    files = FailingSync(errno.ENOSPC)
+    log = WriteAheadLog(tmp_path, files=files)
+    files.failing.set()  # after opening, so that opening itself succeeds
     results: list[str] = []
     lock = threading.Lock()
 
@@ -299,7 +310,7 @@ def test_a_failed_fsync_fails_every_waiting_committer(tmp_path: Path) -> None:
 
 
 def test_a_failed_write_also_stops_writes(tmp_path: Path) -> None:
-    log = WriteAheadLog(tmp_path, fsync=no_fsync)
+    log = WriteAheadLog(tmp_path, files=NO_SYNC)
     log.wait_durable(log.append(b"one"))
     # Swap the leader's file for a read-only one: the next write fails as a broken disk would.
     os.close(log._write_fd)
@@ -316,7 +327,7 @@ def test_a_failed_write_also_stops_writes(tmp_path: Path) -> None:
 
 
 def test_a_torn_tail_is_cut_back_with_a_message(tmp_path: Path) -> None:
-    with WriteAheadLog(tmp_path, fsync=no_fsync) as log:
+    with WriteAheadLog(tmp_path, files=NO_SYNC) as log:
         payloads = fill(log, 10)
     path = segment_files(tmp_path)[0]
     with open(path, "r+b") as file:
@@ -334,7 +345,7 @@ def test_a_torn_tail_is_cut_back_with_a_message(tmp_path: Path) -> None:
 
 
 def test_trailing_zero_bytes_are_a_torn_tail(tmp_path: Path) -> None:
-    with WriteAheadLog(tmp_path, segment_bytes=200, fsync=no_fsync) as log:
+    with WriteAheadLog(tmp_path, segment_bytes=200, files=NO_SYNC) as log:
         payloads = fill(log, 6)
     path = segment_files(tmp_path)[-1]
     with open(path, "ab") as file:
@@ -351,18 +362,59 @@ def test_trailing_zero_bytes_are_a_torn_tail(tmp_path: Path) -> None:
     assert path.stat().st_size == 2 * FRAME
 
 
-def test_a_partial_header_and_a_bad_last_frame_are_torn_tails(tmp_path: Path) -> None:
-    with WriteAheadLog(tmp_path, fsync=no_fsync) as log:
+def test_a_partial_header_is_a_torn_tail(tmp_path: Path) -> None:
+    with WriteAheadLog(tmp_path, files=NO_SYNC) as log:
         fill(log, 3)
     path = segment_files(tmp_path)[0]
-    flip_byte(path, 2 * FRAME + HEADER_SIZE + 5)  # the last frame's payload
     with open(path, "ab") as file:
-        file.write(b"\x07\x00\x00")  # and a partial header after it
+        file.write(b"\x07\x00\x00")
     with WriteAheadLog(tmp_path) as log:
-        assert log.last_lsn == 2
+        assert log.last_lsn == 3
         assert log.recovery_messages == [
-            f"cut a torn tail of {FRAME + 3} bytes from {path} at offset {2 * FRAME} (after LSN 2)"
+            f"cut a torn tail of 3 bytes from {path} at offset {3 * FRAME} (after LSN 3)"
         ]
+
+
+@pytest.mark.parametrize("where", ["payload", "length", "lsn", "checksum"])
+def test_a_flipped_bit_in_the_whole_last_frame_is_damage_not_a_torn_tail(
+    tmp_path: Path, where: str
+) -> None:
+    # Issue 13: the last frame was written whole (and acknowledged); a bit flipped in it later
+    # must not be cut as a torn write, silently losing that commit.
+    with WriteAheadLog(tmp_path, files=NO_SYNC) as log:
+        fill(log, 3)
+    path = segment_files(tmp_path)[0]
+    offset = 2 * FRAME + {"payload": HEADER_SIZE + 5, "length": 0, "lsn": 8, "checksum": 4}[where]
+    data = bytearray(path.read_bytes())
+    data[offset] ^= 0x01  # one bit: the length stays within the file
+    path.write_bytes(bytes(data))
+    before = path.read_bytes()
+    with pytest.raises(CorruptLog) as caught:
+        WriteAheadLog(tmp_path)
+    error = caught.value
+    assert (error.path, error.offset) == (str(path), 2 * FRAME)
+    assert "LSN 3" in error.message and "--cut-damaged-log" in error.message
+    assert path.read_bytes() == before  # refusing changed nothing
+    report = inspect_log(tmp_path)
+    assert not report.ok and report.damage is not None
+    assert (report.damage.first_lost_lsn, report.damage.last_lost_lsn) == (3, 3)
+    assert f"damage in {path} at offset {2 * FRAME}" in "\n".join(report.sentences())
+
+
+def test_cutting_damage_aside_keeps_its_bytes_and_the_log_opens(tmp_path: Path) -> None:
+    log_folder, aside = tmp_path / "wal", tmp_path / "damaged"
+    make_three_segments(log_folder)
+    first, middle, last = segment_files(log_folder)
+    flip_byte(middle, FRAME + HEADER_SIZE + 10)  # LSN 6; 7 to 12 follow intact
+    cut_from = middle.read_bytes()[FRAME:]
+    damage = cut_damaged_log(log_folder, aside)
+    assert damage is not None and damage.lost() == "LSN 6 to 12"
+    assert (aside / f"{middle.name}.from-{FRAME}").read_bytes() == cut_from
+    assert (aside / last.name).is_file() and not last.exists()
+    with WriteAheadLog(log_folder, segment_bytes=200) as log:
+        assert log.last_lsn == 5 and log.recovery_messages == []
+        assert log.append(b"six again") == 6
+    assert cut_damaged_log(log_folder, aside) is None
 
 
 def test_a_torn_first_frame_of_a_new_segment_leaves_it_empty(tmp_path: Path) -> None:
@@ -390,7 +442,8 @@ def test_damage_in_a_segment_that_is_not_the_last_is_refused(tmp_path: Path) -> 
     assert str(middle) in str(caught.value) and f"offset {FRAME}" in str(caught.value)
     report = inspect_log(tmp_path)
     assert not report.ok and report.damage is not None
-    assert str(middle) in report.damage and f"offset {FRAME}" in report.damage
+    assert report.damage.path == middle and report.damage.offset == FRAME
+    assert report.damage.lost() == "LSN 6 to 12"
 
 
 def test_a_bad_frame_followed_by_valid_frames_in_the_last_segment_is_refused(
@@ -406,7 +459,7 @@ def test_a_bad_frame_followed_by_valid_frames_in_the_last_segment_is_refused(
 
 
 def test_a_damaged_length_that_loses_the_frame_boundaries_is_still_found(tmp_path: Path) -> None:
-    with WriteAheadLog(tmp_path, fsync=no_fsync) as log:
+    with WriteAheadLog(tmp_path, files=NO_SYNC) as log:
         fill(log, 20)
     path = segment_files(tmp_path)[0]
     flip_byte(path, 5 * FRAME + 3)  # the length of LSN 6 becomes huge: it "runs past the end"
@@ -427,7 +480,7 @@ def test_a_missing_segment_is_a_break_in_the_lsn_sequence(tmp_path: Path) -> Non
 
 
 def test_a_misnamed_segment_is_refused(tmp_path: Path) -> None:
-    with WriteAheadLog(tmp_path, fsync=no_fsync) as log:
+    with WriteAheadLog(tmp_path, files=NO_SYNC) as log:
         fill(log, 3)
     path = segment_files(tmp_path)[0]
     path.rename(tmp_path / segment_name(2))
@@ -475,7 +528,7 @@ def test_remove_through_drops_closed_segments_and_older_reads_are_gone(tmp_path:
 
 
 def test_remove_through_keeps_records_that_are_not_durable(tmp_path: Path) -> None:
-    with WriteAheadLog(tmp_path, segment_bytes=200, fsync=no_fsync) as log:
+    with WriteAheadLog(tmp_path, segment_bytes=200, files=NO_SYNC) as log:
         for i in range(1, 10):
             log.append(payload_of(i))
         assert log.remove_through(9) == 0  # nothing durable yet
@@ -484,7 +537,7 @@ def test_remove_through_keeps_records_that_are_not_durable(tmp_path: Path) -> No
 
 
 def test_a_segment_removed_while_a_read_is_open_raises_gone(tmp_path: Path) -> None:
-    with WriteAheadLog(tmp_path, segment_bytes=200, fsync=no_fsync) as log:
+    with WriteAheadLog(tmp_path, segment_bytes=200, files=NO_SYNC) as log:
         fill(log, 12)
         records = log.read(0)
         assert next(records)[0] == 1  # segment 1 is open and stays readable
@@ -544,8 +597,19 @@ def _crash(
         return
     keep = sum(HEADER_SIZE + len(appended[lsn - 1]) for lsn in range(first_lsn, durable + 1))
     size = last.stat().st_size
+    end = keep + int(cut * (size - keep))
+    # Zeros after a cut frame end it short of its length: a torn write. Enough zeros to fill
+    # it out would make it a whole frame that fails its checksum, which is damage by rule
+    # (spec/changes.md, "Damage and recovery"; tests/engine/test_corruption.py).
+    frame_start = keep
+    for lsn in range(max(durable + 1, first_lsn), len(appended) + 1):
+        frame_end = frame_start + HEADER_SIZE + len(appended[lsn - 1])
+        if frame_start < end < frame_end:
+            zeros = min(zeros, frame_end - end - 1)
+            break
+        frame_start = frame_end
     with open(last, "r+b") as file:
-        file.truncate(keep + int(cut * (size - keep)))
+        file.truncate(end)
         file.seek(0, os.SEEK_END)
         file.write(bytes(zeros))
 
@@ -566,7 +630,7 @@ def test_recovery_keeps_exactly_a_prefix_holding_everything_durable(
 ) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         directory = Path(tmp) / "log"
-        log = WriteAheadLog(directory, segment_bytes=segment_bytes, fsync=no_fsync)
+        log = WriteAheadLog(directory, segment_bytes=segment_bytes, files=NO_SYNC)
         appended: list[bytes] = []
         durable = 0
         for step in steps:
@@ -582,11 +646,11 @@ def test_recovery_keeps_exactly_a_prefix_holding_everything_durable(
                 _, cut, zeros, drop = step
                 log.close()
                 _crash(directory, appended, durable, cut, zeros, drop)
-                log = WriteAheadLog(directory, segment_bytes=segment_bytes, fsync=no_fsync)
+                log = WriteAheadLog(directory, segment_bytes=segment_bytes, files=NO_SYNC)
                 durable = _check_prefix(log, appended, durable)
                 del appended[durable:]
         log.close()
-        log = WriteAheadLog(directory, segment_bytes=segment_bytes, fsync=no_fsync)
+        log = WriteAheadLog(directory, segment_bytes=segment_bytes, files=NO_SYNC)
         assert log.recovery_messages == []
         assert _check_prefix(log, appended, len(appended)) == len(appended)
         log.close()

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from werkzeug.test import EnvironBuilder
 
+from refimpl.engine.access import ADMIN
 from refimpl.engine.instance import Instance
 from refimpl.http.app import App, AppOptions
 
@@ -53,3 +54,37 @@ def test_requests_leave_no_reference_cycles(tmp_path: Path) -> None:
     finally:
         app.begin_shutdown()
         instance.close()
+
+
+def test_guards_answer_before_any_route_runs(tmp_path: Path) -> None:
+    instance = Instance.open(tmp_path / "data")
+    app = App(instance, AppOptions(dev=True, allowed_hosts=("db.example", "::1")))
+    try:
+
+        def call(method: str, path: str, headers: dict[str, str], sql: str = "") -> str:
+            statuses: list[str] = []
+            query = {"query": sql} if sql and method == "GET" else None
+            environ = EnvironBuilder(path=path, method=method, headers=headers,
+                                     query_string=query,
+                                     data=sql.encode() if method == "POST" else None,
+                                     content_type="text/plain").get_environ()
+            b"".join(app(environ, lambda status, headers, exc=None: statuses.append(status)))
+            return statuses[0][:3]
+
+        create = "CREATE TABLE t (id INT)"
+        assert call("POST", "/exec", {"Host": "localhost"}, create) == "400"
+        assert call("POST", "/exec", {"Host": "evil.example:80"}, create) == "400"
+        assert call("POST", "/exec", {"Host": "DB.example.:9000"}, create) == "200"
+        assert call("GET", "/health", {"Host": "[::1]:9000"}) == "200"
+        host = {"Host": "db.example"}
+        assert call("HEAD", "/exec", host, "DROP TABLE t") == "405"
+        assert call("POST", "/exec", {**host, "Origin": "http://db.example.evil"}, "DROP TABLE t") \
+            == "403"
+        assert call("GET", "/exec", {**host, "Origin": "http://db.example"}, "SHOW TABLES") == "200"
+        assert instance.has_database("demo") and call("HEAD", "/health", host) == "200"
+        session = instance.session("demo", ADMIN)
+        assert session.execute("SHOW TABLES").rows == [("t",)]
+    finally:
+        app.begin_shutdown()
+        instance.close()
+

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import socket
 from collections.abc import Iterator
 from urllib.parse import urlsplit
@@ -9,6 +10,8 @@ from urllib.parse import urlsplit
 import pytest
 import requests
 
+from refimpl.errors import Unavailable, WritesStopped
+from refimpl.http.error_answers import to_response
 from tests.http.conftest import Server, start_server
 
 
@@ -198,3 +201,84 @@ def test_garbage_request_line_gets_no_traceback(small: Server):
         answer = conn.recv(65536)
     assert b"Traceback" not in answer
     assert small.get("/health").status_code == 200
+
+
+# --- whole-number parameters --------------------------------------------------------------------
+
+HUGE = "9" * 5000
+
+
+@pytest.mark.parametrize(
+    ("params", "headers", "name"),
+    [
+        ({"from": HUGE}, {}, "from"),
+        ({"from": "²"}, {}, "from"),
+        ({"from": "9223372036854775808"}, {}, "from"),
+        ({"limit": HUGE}, {}, "limit"),
+        ({"limit": "1²"}, {}, "limit"),
+        ({"wait": HUGE}, {}, "wait"),
+        ({"wait": "٣"}, {}, "wait"),  # an Arabic-Indic digit: isdigit() says yes, not ASCII
+        ({}, {"Last-Event-ID": HUGE}, "Last-Event-ID"),
+        ({}, {"Last-Event-ID": "²"}, "Last-Event-ID"),
+    ],
+)
+def test_whole_numbers_are_ascii_digits_of_bounded_length(
+    server: Server, db: str, table: str, params: dict, headers: dict, name: str
+):
+    query = {"db": db, "table": "t", "format": "json", **params}
+    body = assert_error(server.get("/api/changes", params=query, headers=headers), 400, name)
+    assert len(body["error"]) < 300  # the value is shown cut short
+    assert server.get("/health", timeout=2).status_code == 200
+    unchanged(server, db)
+
+
+def test_subscribe_wait_is_bounded_too(server: Server, db: str, table: str):
+    query = {"db": db, "query": "SELECT id FROM t", "wait": HUGE}
+    assert_error(server.get("/api/subscribe", params=query), 400, "wait")
+    unchanged(server, db)
+
+
+def test_a_declared_body_past_the_limit_is_refused_before_it_is_sent(small: Server):
+    parts = urlsplit(small.url)
+    head = (f"POST /exec HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {small.token}\r\n"
+            f"Content-Length: {2 * 1024 * 1024}\r\n\r\n").encode()  # fmt: skip
+    with socket.create_connection((parts.hostname, parts.port), timeout=10) as conn:
+        conn.sendall(head)  # and no body: the answer comes before it
+        answer = b""
+        while part := conn.recv(65536):
+            answer += part
+    assert answer.startswith(b"HTTP/1.1 413 ") and b"Connection: close" in answer
+    assert b"max_body_mb" in answer
+    assert small.get("/health", timeout=2).status_code == 200
+
+
+def test_a_chunked_body_is_refused_as_soon_as_it_passes_the_limit(small: Server):
+    parts = urlsplit(small.url)
+    head = (f"POST /exec HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {small.token}\r\n"
+            "Transfer-Encoding: chunked\r\n\r\n").encode()  # fmt: skip
+    chunk = b"10000\r\n" + b" " * 0x10000 + b"\r\n"
+    with socket.create_connection((parts.hostname, parts.port), timeout=10) as conn:
+        conn.sendall(head)
+        try:
+            for _ in range(17):  # 17 x 64 KB: past 1 MB, and the stream is not ended
+                conn.sendall(chunk)
+        except OSError:
+            pass  # refused already
+        answer = b""
+        try:
+            while part := conn.recv(65536):
+                answer += part
+        except ConnectionResetError:
+            pass
+    assert answer.startswith(b"HTTP/1.1 413 "), answer[:200]
+    assert small.get("/health", timeout=2).status_code == 200
+
+
+def test_a_failed_log_says_a_restart_is_needed_and_not_to_retry():
+    # What every write answers once the log's fsync failed (refimpl.engine.storage.wal).
+    answer = to_response(WritesStopped("writes stopped: the log could not fsync (EIO)"))
+    assert answer.status_code == 503
+    assert "Retry-After" not in dict(answer.headers)
+    assert "restart" in json.loads(answer.body)["error"]
+    shutting_down = to_response(Unavailable("the server is shutting down"))
+    assert "Retry-After" in dict(shutting_down.headers)

@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from pathlib import Path
 
-from tests.http.conftest import Server
+import pytest
+
+from refimpl.http import csvimport
+from tests.http.conftest import Server, start_server
 
 
 def columns(server: Server, db: str, table: str) -> list[tuple[str, str]]:
@@ -138,3 +143,57 @@ def test_a_type_conflict_writes_nothing(server: Server, db: str):
     assert response.status_code == 400
     assert "line 2" in response.json()["error"] and "BIGINT" in response.json()["error"]
     assert server.rows("SELECT count(*) FROM m", db) == [[1]]
+
+
+# --- large imports: streamed, one transaction ----------------------------------------------
+
+
+def _memory_mb(pid: int, field: str) -> float:
+    """VmHWM (the peak resident memory so far) or VmRSS (now) of a process, in MB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError(f"no {field}")
+
+
+def _csv(rows: int, bad_at: int | None = None) -> bytes:
+    lines = ["id,ts,name,price"]
+    for n in range(rows):
+        price = "cheap" if n == bad_at else f"{n * 1.25}"
+        lines.append(f"{n},2026-10-22T05:43:{n % 60:02d}Z,name-{n % 500}-of-the-sample,{price}")
+    return ("\n".join(lines) + "\n").encode()
+
+
+@pytest.fixture(scope="module")
+def fresh(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    running = start_server(tmp_path_factory.mktemp("imp") / "data")
+    try:
+        yield running
+    finally:
+        assert running.stop() == 0
+
+
+def test_a_large_import_is_streamed_in_bounded_memory(fresh: Server):
+    fresh.sql("CREATE TABLE big (id BIGINT, ts TIMESTAMP, name SYMBOL, price DOUBLE)")
+    body = _csv(150_000)
+    assert len(body) > 7 * 1024 * 1024
+    pid = fresh.process.pid
+    response = fresh.post("/imp", params={"table": "big"}, data=body, timeout=120)
+    assert response.status_code == 200, response.text
+    assert response.json()["count"] == 150_000
+    # What the import needed beyond the rows it left in the table (which stay): not a copy
+    # of the file, or two (bytes, then text), and not all of its rows twice over.
+    passing = _memory_mb(pid, "VmHWM") - _memory_mb(pid, "VmRSS")
+    assert passing < 2 * len(body) / (1024 * 1024), passing
+    assert fresh.rows("SELECT count(*) AS n, max(id) AS top FROM big") == [[150_000, 149_999]]
+
+
+def test_a_bad_row_late_in_a_large_import_imports_nothing(server: Server, db: str):
+    server.sql("CREATE TABLE big (id BIGINT, ts TIMESTAMP, name SYMBOL, price DOUBLE)", db)
+    rows = 3 * csvimport.BATCH_ROWS
+    response = server.post("/imp", params={"table": "big", "db": db},
+                           data=_csv(rows, bad_at=rows - 2), timeout=120)  # fmt: skip
+    assert response.status_code == 400, response.text
+    assert f"line {rows}" in response.json()["error"]  # the header is line 1
+    assert server.rows("SELECT count(*) FROM big", db) == [[0]]
+    assert server.get("/health", timeout=2).status_code == 200

@@ -1,6 +1,7 @@
 """Schemathesis against the live server: the answers match spec/openapi.yaml, and no 5xx.
 
-Short, for the default suite (bounded examples); `tools/fuzz_http.py` runs the long version.
+Short, for the default suite (bounded examples); `tools/schemathesis_run.py` runs the long
+version (10,000 cases and more, every operation, failures counted rather than stopping).
 """
 
 from __future__ import annotations

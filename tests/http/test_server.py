@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import socket
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,6 +12,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from refimpl.http.serving import server as serving
 from tests.http.conftest import Server, start_server
 
 
@@ -38,9 +40,10 @@ def test_stalled_bodies_and_heads_do_not_stop_the_server(few_threads: Server, tm
     for n in range(4):
         conn = _connect(few_threads)
         if n % 2:
-            conn.sendall(b"POST /exec HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nSELECT")
+            conn.sendall(b"POST /exec HTTP/1.1\r\nHost: localhost\r\nContent-Length: 100\r\n\r\n"
+                         b"SELECT")  # fmt: skip
         else:
-            conn.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\nX-Half: ")
+            conn.sendall(b"GET /health HTTP/1.1\r\nHost: localhost\r\nX-Half: ")
         stalled.append(conn)
     time.sleep(0.3)  # every stalled request has been looked at by a worker
     started = time.monotonic()
@@ -69,7 +72,8 @@ def _answer(conn: socket.socket) -> bytes:
 
 def test_requests_that_arrive_in_pieces_are_answered_whole(few_threads: Server):
     sql = b"SELECT 40 + 2 AS answer"
-    head = (f"POST /exec HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {few_threads.token}\r\n"
+    head = (f"POST /exec HTTP/1.1\r\nHost: localhost\r\n"
+            f"Authorization: Bearer {few_threads.token}\r\n"
             f"Content-Type: text/plain\r\nContent-Length: {len(sql)}\r\n\r\n").encode()
     with _connect(few_threads) as conn:
         for pieces in ([head[:7], head[7:], sql[:5], sql[5:]], [head + sql[:3], sql[3:]]):
@@ -80,3 +84,79 @@ def test_requests_that_arrive_in_pieces_are_answered_whole(few_threads: Server):
             assert answer.startswith(b"HTTP/1.1 200") and b"42" in answer
         conn.sendall(head + sql + head + sql)  # pipelined: two answers, in order
         assert b"42" in _answer(conn) and b"42" in _answer(conn)
+
+
+def _health_answers(server: Server) -> None:
+    started = time.monotonic()
+    assert server.get("/health", timeout=2).status_code == 200
+    assert time.monotonic() - started < 2
+
+
+def test_slow_bodies_hold_no_worker(few_threads: Server, tmp_path: Path):
+    # Four times as many trickling bodies as the server has workers, of each kind: chunked,
+    # a large Content-Length, and one that waits for `100 Continue`.
+    token = few_threads.token
+    head = f"POST /exec HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {token}\r\n"
+    heads = [
+        head + "Transfer-Encoding: chunked\r\n\r\n",
+        head + "Content-Length: 10000000\r\n\r\n",
+        head + "Content-Length: 8\r\nExpect: 100-continue\r\n\r\n",
+    ]
+    slow = []
+    for n in range(16):
+        conn = _connect(few_threads)
+        conn.sendall(heads[n % 3].encode())
+        slow.append((n % 3, conn))
+    for _ in range(5):  # the trickle goes on while others are answered
+        for kind, conn in slow:
+            if kind == 0:
+                conn.sendall(b"1\r\n \r\n")
+            elif kind == 1:
+                conn.sendall(b" ")
+        _health_answers(few_threads)
+        time.sleep(0.2)
+    for kind, conn in slow:
+        if kind == 2:
+            assert conn.recv(100).startswith(b"HTTP/1.1 100 Continue\r\n\r\n")
+            conn.sendall(b"SELECT 7")
+            assert b"[[7]]" in _answer(conn)
+        if kind == 0:
+            conn.sendall(b"8\r\nSELECT 8\r\n0\r\n\r\n")
+            assert b"[[8]]" in _answer(conn)
+        conn.close()
+    # Nothing of the unfinished requests ran.
+    assert few_threads.rows("SELECT 1 AS one") == [[1]]
+
+
+def test_a_request_has_a_deadline_from_its_first_byte(monkeypatch: pytest.MonkeyPatch):
+    # Each byte comes well within the deadline; the request as a whole does not.
+    monkeypatch.setattr(serving, "CONNECTION_TIMEOUT_SECONDS", 1.0)
+
+    def app(environ: dict, start_response):
+        start_response("200 OK", [("Content-Length", "2")])
+        return [b"ok"]
+
+    pooled = serving.PooledWSGIServer("127.0.0.1", 0, app, threads=2)
+    thread = threading.Thread(target=pooled.serve_forever, kwargs={"poll_interval": 0.05})
+    thread.start()
+    try:
+        with socket.create_connection(pooled.server_address[:2], timeout=10) as conn:
+            conn.sendall(b"POST / HTTP/1.1\r\nContent-Length: 100\r\n\r\n")
+            answer = b""
+            for _ in range(50):
+                try:
+                    conn.sendall(b"x")
+                except OSError:
+                    break  # closed after its answer
+                time.sleep(0.1)
+            try:
+                while part := conn.recv(65536):
+                    answer += part
+            except ConnectionResetError:
+                pass  # after the answer: the bytes sent past it were not read
+        assert answer.startswith(b"HTTP/1.1 408 "), answer
+        assert b"first byte" in answer
+    finally:
+        pooled.shutdown()
+        pooled.drain()
+        thread.join()

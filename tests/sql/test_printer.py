@@ -50,8 +50,9 @@ maybe = st.none
 types = st.sampled_from(ast.TYPES)
 
 literals = st.one_of(
-    st.integers().map(lambda v: Literal(v, "INT")),
-    st.floats(allow_nan=False).map(lambda v: Literal(v, "DOUBLE")),
+    # Literals within the types' ranges (spec: types-and-values): past them is an error.
+    st.integers(-(2**63), 2**63 - 1).map(lambda v: Literal(v, "INT")),
+    st.floats(allow_nan=False, allow_infinity=False).map(lambda v: Literal(v, "DOUBLE")),
     st.text(max_size=8).map(lambda v: Literal(v, "STRING")),
     st.booleans().map(lambda v: Literal(v, "BOOLEAN")),
     st.just(Literal(None, "NULL")),
@@ -299,7 +300,7 @@ def test_create_table_layout() -> None:
      "SELECT a <> b, 'it''s', \"a\"\"b\", \"from\", Key, key"),
     ("SELECT count(*), COUNT(DISTINCT a), Coalesce(a, 0) AS c FROM changes('t', 5) x",
      "SELECT count(*), count(DISTINCT a), coalesce(a, 0) AS c FROM changes('t', 5) AS x"),
-    ("SELECT 0.1, 1e300, 1e999, -1e999, 1E-7, .5", "SELECT 0.1, 1e+300, 1e999, -1e999, 1e-07, 0.5"),
+    ("SELECT 0.1, 1e300, 1E-7, .5", "SELECT 0.1, 1e+300, 1e-07, 0.5"),
     ("SELECT a FROM t ORDER BY a ASC NULLS LAST, b DESC LIMIT 1 OFFSET 2",
      "SELECT a FROM t ORDER BY a NULLS LAST, b DESC LIMIT 1 OFFSET 2"),
     ("SELECT CASE WHEN a IS NOT NULL THEN CAST(a AS string) END",

@@ -54,6 +54,7 @@ CANDLES = (
 SYMBOLS = [f"S{i:04d}" for i in range(1000)]
 WATCHED = SYMBOLS[:10]
 WAIT_MS = 10_000
+MAX_SUBSCRIPTIONS = 10_000  # the server's, all of them one user's here
 
 
 def now_text() -> str:
@@ -177,7 +178,9 @@ def commit_trade(session: requests.Session, server: harness.RefimplServer, symbo
 
 def phase(total: int, commits: int, interval: float) -> dict[str, float]:
     """`total` subscriptions, the last 100 of them (10 watched symbols x 10) waiting."""
-    with harness.RefimplServer(threads=512) as server:
+    # Every subscription is the admin's: it may keep as many as the server does.
+    per_user = {"KDB_SUBSCRIPTIONS_PER_USER": str(MAX_SUBSCRIPTIONS)}
+    with harness.RefimplServer(threads=512, env=per_user) as server:
         load(server, 5, SYMBOLS)
         idle_symbols = [s for s in SYMBOLS[len(WATCHED):] for _ in range(10)][: total - 100]
         watched = [s for s in WATCHED for _ in range(10)]

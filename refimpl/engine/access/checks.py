@@ -12,6 +12,10 @@ The rights model, in full:
   default). A revoke for PUBLIC narrows only what PUBLIC gives, never a user's own grants.
 - A request without credentials that lacks a right gets Unauthorized (send a token), not
   Forbidden: a token might have the right.
+- A token minted by a database's administrator (not the user `admin`) is limited to that
+  database: elsewhere it holds only what PUBLIC holds, whatever its user is granted later.
+- Rights are read from the records at every check, never kept with a token or a session:
+  a REVOKE takes effect at the next request of a live token.
 """
 
 from __future__ import annotations
@@ -20,9 +24,15 @@ from refimpl.engine.access.store import PUBLIC_KEY, AccessStore, name_key
 from refimpl.engine.rights import RANK, Principal, Right
 from refimpl.errors import Forbidden, Unauthorized
 
+# The field of a token's record naming the one database it works in (a database's key).
+TOKEN_DATABASE = "database"
 
-def _grantees(principal: Principal) -> list[str]:
+
+def _grantees(principal: Principal, database: str) -> list[str]:
     if principal.name is None:
+        return [PUBLIC_KEY]
+    limited = principal.only_database
+    if limited is not None and limited != name_key(database):
         return [PUBLIC_KEY]
     return [name_key(principal.name), PUBLIC_KEY]
 
@@ -61,7 +71,36 @@ def holds_right(
     if principal.is_admin:
         return True
     with store.lock:
-        return any(_has(store, g, database, right, table) for g in _grantees(principal))
+        return any(_has(store, g, database, right, table) for g in _grantees(principal, database))
+
+
+def holds_any_right(store: AccessStore, principal: Principal, database: str) -> bool:
+    """Whether `principal` holds any right in `database`: a role or a SELECT on a table."""
+    if principal.is_admin:
+        return True
+    db = name_key(database)
+    with store.lock:
+        grantees = set(_grantees(principal, database))
+        if any(r["grantee"] in grantees and r["db"] == db for r in store.roles):
+            return True
+        return any(
+            t["grantee"] in grantees and t["db"] == db and t["kind"] == "SELECT"
+            for t in store.tables
+        )
+
+
+def refuse(
+    principal: Principal, right: Right, database: str, table: str | None = None
+) -> Unauthorized | Forbidden:
+    """The error for `principal` lacking `right`: Unauthorized when anonymous, else Forbidden."""
+    what = f"table '{table}' in database '{database}'" if table else f"database '{database}'"
+    if principal.name is None:
+        return Unauthorized(f"anonymous requests lack {right} on {what}; send a token")
+    limited = principal.only_database
+    why = ""
+    if limited is not None and limited != name_key(database):
+        why = f" (its token was minted in database '{limited}' and works there only)"
+    return Forbidden(f"{principal.describe()} lacks {right} on {what}{why}")
 
 
 def require_right(
@@ -70,7 +109,4 @@ def require_right(
     """Raise Forbidden (Unauthorized for anonymous) unless `principal` has `right`."""
     if holds_right(store, principal, database, right, table):
         return
-    what = f"table '{table}' in database '{database}'" if table else f"database '{database}'"
-    if principal.name is None:
-        raise Unauthorized(f"anonymous requests lack {right} on {what}; send a token")
-    raise Forbidden(f"{principal.describe()} lacks {right} on {what}")
+    raise refuse(principal, right, database, table)

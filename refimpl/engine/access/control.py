@@ -7,9 +7,16 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from refimpl.engine.access.checks import holds_right, require_right
+from refimpl.engine.access.checks import (
+    TOKEN_DATABASE,
+    holds_any_right,
+    holds_right,
+    refuse,
+    require_right,
+)
 from refimpl.engine.access.statements import run_access_statement
 from refimpl.engine.access.store import (
+    SESSIONS_PER_USER,
     STATE_FILE,
     AccessStore,
     BrowserSession,
@@ -17,6 +24,7 @@ from refimpl.engine.access.store import (
     parse_duration,
     secret_hash,
 )
+from refimpl.engine.files import REAL_FILES, FileOps
 from refimpl.engine.result import Result
 from refimpl.engine.rights import ADMIN_USER, Principal, Right
 from refimpl.errors import Unauthorized
@@ -31,10 +39,22 @@ class AccessControl:
     `clock` returns seconds since the epoch; tests pass their own.
     """
 
-    def __init__(self, path: Path, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        path: Path,
+        clock: Callable[[], float] = time.time,
+        *,
+        files: FileOps = REAL_FILES,
+        sessions_per_user: int = SESSIONS_PER_USER,
+    ) -> None:
         # The data folder, or the file itself when the name ends in .json.
         path = Path(path)
-        self._store = AccessStore(path if path.suffix == ".json" else path / STATE_FILE, clock)
+        self._store = AccessStore(
+            path if path.suffix == ".json" else path / STATE_FILE,
+            clock,
+            files=files,
+            sessions_per_user=sessions_per_user,
+        )
 
     @property
     def file(self) -> Path:
@@ -80,9 +100,9 @@ class AccessControl:
         store = self._store
         record = store.find_token(token) if token else None
         if record is not None and not store.expired(record):
-            user = store.users.get(name_key(record["user"]))
-            if user is not None:
-                return Principal(user["name"], bool(user.get("admin")))
+            principal = _principal_of(store, record)
+            if principal is not None:
+                return principal
         raise Unauthorized(
             "the token is wrong, expired or revoked; ask an administrator for a new one"
         )
@@ -107,14 +127,21 @@ class AccessControl:
             return session_id, expires
 
     def principal_for_session(self, session_id: str) -> Principal:
+        """The principal of the token a session was opened with, as that token is now."""
         store = self._store
         with store.lock:
             session = store.sessions.get(secret_hash(session_id))
-            if session is None or session.expires_at <= store.clock():
+            record = None
+            if session is not None and session.expires_at > store.clock():
+                record = next(
+                    (t for t in store.tokens.values() if t["hash"] == session.token_hash), None
+                )
+            principal = _principal_of(store, record) if record is not None else None
+            if principal is None:
                 raise Unauthorized(
                     "the session has ended or is unknown; sign in again with a token"
                 )
-            return store.principal(session.user_key)
+            return principal
 
     def close_session(self, session_id: str) -> None:
         with self._store.lock:
@@ -140,6 +167,13 @@ class AccessControl:
     ) -> None:
         """Raise Forbidden (Unauthorized for anonymous) unless `principal` has `right`."""
         require_right(self._store, principal, database, right, table)
+
+    def check_any(self, principal: Principal, database: str) -> None:
+        """Raise Forbidden (Unauthorized for anonymous) unless `principal` holds a right in
+        `database`; whether the database exists is not looked at, so the answer tells a
+        caller without rights nothing about which databases there are."""
+        if not holds_any_right(self._store, principal, database):
+            raise refuse(principal, Right.READ, database)
 
     # -- user and grant statements -----------------------------------------------------------
 
@@ -182,3 +216,11 @@ class AccessControl:
             if len(tables) != len(store.tables):
                 store.tables = tables
                 store.save()
+
+
+def _principal_of(store: AccessStore, token: dict) -> Principal | None:
+    """Who a token's holder acts as, or None when its user is gone."""
+    user = store.users.get(name_key(token["user"]))
+    if user is None:
+        return None
+    return Principal(user["name"], bool(user.get("admin")), token.get(TOKEN_DATABASE))

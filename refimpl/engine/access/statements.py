@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from refimpl.engine.access.checks import holds_right, require_right
+from refimpl.engine.access.checks import TOKEN_DATABASE, holds_right, require_right
 from refimpl.engine.access.store import PUBLIC_KEY, AccessStore, name_key, parse_duration
 from refimpl.engine.result import Column, Result, message_result, query_result
 from refimpl.engine.rights import ADMIN_USER, RANK, Principal, Right
@@ -49,6 +49,12 @@ def run_access_statement(
             _require_manager(store, principal, record["name"])
             lifetime = parse_duration(expires_in) if expires_in is not None else None
             token = store.new_token(record["name"], lifetime)
+            if not principal.is_admin:
+                # A database's administrator vouches for that database only: the token
+                # must not carry rights its user is granted elsewhere, now or later.
+                minted = store.find_token(token)
+                assert minted is not None
+                minted[TOKEN_DATABASE] = name_key(database)
             store.save()
             return query_result("", [Column("token", "STRING")], [(token,)])
         case ast.DropToken(token=token, user=user):
@@ -88,9 +94,10 @@ def _change_grant(
         role, db = statement.role, statement.database
         if role.upper() not in Right.__members__:
             raise SqlError(f"unknown right '{role}'; use READ, WRITE or ADMIN")
+        # Rights first: only who may administer the name learns whether it exists.
+        require_right(store, principal, db, Right.ADMIN)
         if database_exists is not None and not database_exists(db):
             raise SqlError(f"database '{db}' does not exist")
-        require_right(store, principal, db, Right.ADMIN)
         store.require_grantee(statement.grantee)
         store.set_role(statement.grantee, db, role, present=granting)
         what = f"{role.upper()} on database '{db}'"

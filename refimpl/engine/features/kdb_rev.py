@@ -29,11 +29,12 @@ def kdb_rev_builder(context: StatementContext) -> ScalarFunction:
 
         def table_of(name: str) -> str:
             if name not in checked:
+                # The right first: a caller who may not read it learns nothing of the table.
+                context.authorize(Right.READ, name)
                 with database.state_lock:
                     table = database.tables.get(name.lower())
                 if table is None:
                     raise UnknownTable(name)
-                context.authorize(Right.READ, table.schema.name)
                 checked.add(name)
             return name
 

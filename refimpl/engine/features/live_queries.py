@@ -29,6 +29,7 @@ from refimpl.engine.features.buckets import BucketPlan, bucket_plan, changed_buc
 from refimpl.engine.query.cache_keys import pinned_value
 from refimpl.engine.query.expressions import contains_aggregate
 from refimpl.engine.result import Column
+from refimpl.engine.rights import Right
 from refimpl.engine.statements import executor
 from refimpl.engine.tracking.shared_results import SharedResults
 from refimpl.engine.tracking.signals import Waker
@@ -42,6 +43,10 @@ if TYPE_CHECKING:
 
 MAX_ROWS = 10_000
 MAX_SUBSCRIPTIONS = 10_000
+SUBSCRIPTIONS_PER_USER = 2000  # the default of the setting subscriptions_per_user
+# Rows one principal's subscriptions keep, each kept version counted (about 110 bytes a
+# row): one user must not hold the server's memory (200 snapshots of 10,000 rows: 218 MB).
+ROWS_KEPT_PER_USER = 1_000_000
 UNASKED_SECONDS = 120.0  # a subscription nobody asked for this long may be dropped
 KEPT_VERSIONS = 8
 
@@ -90,6 +95,7 @@ class Subscription:
     last_asked: float = field(default_factory=time.monotonic)
     generation: int = 0
     waiting: Waker | None = None  # the request waiting for a change, if any
+    kept: int = 0  # rows its versions keep, as last counted against its owner
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
@@ -156,13 +162,30 @@ def _identity_positions(select: ast.Select, key: tuple[str, ...]) -> list[int] |
 
 
 class SubscriptionManager:
-    """Every subscription of one server; thread-safe."""
+    """Every subscription of one server; thread-safe.
 
-    def __init__(self, limit: int = MAX_SUBSCRIPTIONS, idle_seconds: float = UNASKED_SECONDS):
+    Bounded for the server (`limit`) and for each principal (`per_user` subscriptions,
+    `rows_per_user` rows kept): over a bound, the subscription asked for longest ago (of the
+    server, or of that principal) makes room, so one user never evicts another's. A client
+    whose subscription made room gets a fresh snapshot when it asks again.
+    """
+
+    def __init__(
+        self,
+        limit: int = MAX_SUBSCRIPTIONS,
+        idle_seconds: float = UNASKED_SECONDS,
+        per_user: int = SUBSCRIPTIONS_PER_USER,
+        rows_per_user: int = ROWS_KEPT_PER_USER,
+    ):
         self.limit = limit
         self.idle_seconds = idle_seconds
+        self.per_user = per_user
+        self.rows_per_user = rows_per_user
         self._lock = threading.Lock()
         self._subscriptions: OrderedDict[str, Subscription] = OrderedDict()
+        # Per owner (None: anonymous), by when last asked; and the rows they keep in all.
+        self._owned: dict[str | None, OrderedDict[str, Subscription]] = {}
+        self._kept_rows: dict[str | None, int] = {}
         self._closed = False
         self._shared = SharedResults()
 
@@ -173,6 +196,9 @@ class SubscriptionManager:
         """Answer one request of a client (see the module docstring) now, or say how it
         waits for a commit that changes its answer (`LiveWait`)."""
         select = parse_subscription(text)
+        # Rights at every request, before anything kept is looked at: an older version's
+        # difference is answered from memory, and a REVOKE must end that at once.
+        session.authorize(Right.READ, select.source.name)  # type: ignore[union-attr]
         subscription, version = self._find(session, text, asked_id)
         if subscription is None:
             return self._snapshot(session, text, select)
@@ -242,6 +268,7 @@ class SubscriptionManager:
                 return None, 0
             subscription.last_asked = now
             self._subscriptions.move_to_end(name)
+            self._owned[subscription.owner].move_to_end(name)
         return subscription, int(version_text)
 
     def _sweep(self, now: float) -> None:
@@ -254,7 +281,44 @@ class SubscriptionManager:
                 return
             if oldest.waiting is not None and now - oldest.last_asked <= self.idle_seconds:
                 return
-            self._subscriptions.popitem(last=False)
+            self._drop(oldest)
+
+    # The bookkeeping below runs under `_lock`.
+
+    def _add(self, subscription: Subscription) -> None:
+        self._subscriptions[subscription.id] = subscription
+        self._owned.setdefault(subscription.owner, OrderedDict())[subscription.id] = subscription
+        self._count(subscription)
+
+    def _drop(self, subscription: Subscription) -> None:
+        if self._subscriptions.pop(subscription.id, None) is None:
+            return
+        owner = subscription.owner
+        owned = self._owned[owner]
+        del owned[subscription.id]
+        self._kept_rows[owner] -= subscription.kept
+        if not owned:
+            del self._owned[owner], self._kept_rows[owner]
+
+    def _count(self, subscription: Subscription) -> None:
+        """Count the rows the subscription's versions keep against its owner, again."""
+        rows = sum(len(version.rows) for version in subscription.versions.values())
+        if subscription.id in self._subscriptions:
+            owner = subscription.owner
+            self._kept_rows[owner] = self._kept_rows.get(owner, 0) + rows - subscription.kept
+        subscription.kept = rows
+
+    def _make_room(self, owner: str | None, keep: Subscription) -> None:
+        """The owner's subscriptions asked for longest ago go until it is within its bounds
+        (never `keep`, the one being answered)."""
+        owned = self._owned.get(owner)
+        while owned and (
+            len(owned) > self.per_user or self._kept_rows[owner] > self.rows_per_user
+        ):
+            oldest = next((s for s in owned.values() if s is not keep), None)
+            if oldest is None:
+                return
+            self._drop(oldest)
 
     def _run(self, session: StatementContext, subscription: Subscription) -> dict[Identity, tuple]:
         database = subscription.database
@@ -377,8 +441,9 @@ class SubscriptionManager:
         with self._lock:
             self._sweep(time.monotonic())
             while len(self._subscriptions) >= self.limit:
-                self._subscriptions.popitem(last=False)
-            self._subscriptions[subscription.id] = subscription
+                self._drop(next(iter(self._subscriptions.values())))
+            self._add(subscription)
+            self._make_room(subscription.owner, subscription)
         return Reply("snapshot", subscription, 1, list(rows.values()))
 
     def _difference(self, subscription: Subscription, old: Version, new: Version) -> Reply | None:
@@ -401,6 +466,9 @@ class SubscriptionManager:
             subscription.versions[version] = Version(version, rows)
             while len(subscription.versions) > KEPT_VERSIONS:
                 subscription.versions.popitem(last=False)
+            with self._lock:
+                self._count(subscription)
+                self._make_room(subscription.owner, subscription)
             return self._difference(subscription, before, subscription.current)
 
     def moved(self, subscription: Subscription) -> bool:

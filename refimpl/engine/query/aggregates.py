@@ -86,7 +86,11 @@ def _sum(fn: Callable[[Row], Any], result_type: str) -> Accumulator:
         if value is not None:
             state[0] = value if state[0] is None else state[0] + value
 
-    return Accumulator(result_type, lambda: [None], step, lambda state: state[0])
+    def final(state: list[Any]) -> Any:
+        # A sum past its type's range is an error, as for `+`.
+        return values.in_range(state[0], result_type, "sum()")
+
+    return Accumulator(result_type, lambda: [None], step, final)
 
 
 def _average(fn: Callable[[Row], Any]) -> Accumulator:
@@ -97,7 +101,7 @@ def _average(fn: Callable[[Row], Any]) -> Accumulator:
             state[1] += 1
 
     def final(state: list[Any]) -> Any:
-        return state[0] / state[1] if state[1] else None
+        return values.in_range(state[0] / state[1], "DOUBLE", "avg()") if state[1] else None
 
     return Accumulator("DOUBLE", lambda: [0, 0], step, final)
 

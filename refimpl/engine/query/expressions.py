@@ -9,7 +9,6 @@ WHERE keeps a row only when its condition is TRUE.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -23,7 +22,8 @@ from refimpl.engine.query.compiled import (
     numeric_result,
     require_boolean,
 )
-from refimpl.engine.query.functions import FUNCTIONS, cast_value
+from refimpl.engine.query.functions import FUNCTIONS, cast_value, range_checked
+from refimpl.engine.query.like import like_matcher
 from refimpl.engine.storage import values
 from refimpl.errors import (
     ParameterError,
@@ -62,6 +62,7 @@ def _literal(expr: ast.Literal, scope: Scope) -> Compiled:
     type_ = expr.type
     if type_ == "INT" and not values.INT_MIN <= value <= values.INT_MAX:  # type: ignore[operator]
         type_ = "BIGINT"
+        values.in_range(value, type_, "the number")
     return Compiled(lambda row: value, type_, constant=True)
 
 
@@ -75,6 +76,7 @@ def _param(expr: ast.Param, scope: Scope) -> Compiled:
     type_ = values.type_of_value(value)
     if type_ == "TIMESTAMP":
         value = values.coerce(value, "TIMESTAMP", "?")
+    values.in_range(value, "BIGINT" if type_ == "INT" else type_, f"parameter {expr.index + 1}")
     return Compiled(lambda row: value, type_, constant=True)
 
 
@@ -186,7 +188,10 @@ def _binary(expr: ast.Binary, scope: Scope) -> Compiled:
         return Compiled(concat, "STRING", constant)
     if op in _ARITHMETIC:
         result_type = _arithmetic_type(op, left.type, right.type)
-        return Compiled(_null_strict(lf, rf, _ARITHMETIC[op]), result_type, constant)
+        # Every result is kept within its type's range: an overflow is an error, never a
+        # wrapped value nor an integer that grows without bound.
+        operation = range_checked(_ARITHMETIC[op], result_type, f"operator '{op}'")
+        return Compiled(_null_strict(lf, rf, operation), result_type, constant)
     raise SqlError(f"unknown operator {op}")
 
 
@@ -210,7 +215,8 @@ def _unary(expr: ast.Unary, scope: Scope) -> Compiled:
     if not is_numeric(operand.type):
         raise TypeMismatch(f"unary '{expr.op}' needs a number, not {operand.type}")
     if expr.op == "-":
-        return Compiled(lambda row: None if (v := fn(row)) is None else -v, operand.type,
+        negate = range_checked(lambda v: -v, operand.type, "unary '-'")
+        return Compiled(lambda row: None if (v := fn(row)) is None else negate(v), operand.type,
                         operand.constant)
     return operand
 
@@ -273,19 +279,6 @@ def _between(expr: ast.Between, scope: Scope) -> Compiled:
     return Compiled(between, "BOOLEAN")
 
 
-def like_regex(pattern: str) -> re.Pattern[str]:
-    """A LIKE pattern (% any run, _ one character, case-sensitive) as a regex."""
-    parts = []
-    for char in pattern:
-        if char == "%":
-            parts.append(".*")
-        elif char == "_":
-            parts.append(".")
-        else:
-            parts.append(re.escape(char))
-    return re.compile("".join(parts), re.DOTALL)
-
-
 def _like(expr: ast.Like, scope: Scope) -> Compiled:
     operand = compile_expression(expr.operand, scope)
     pattern = compile_expression(expr.pattern, scope)
@@ -295,13 +288,13 @@ def _like(expr: ast.Like, scope: Scope) -> Compiled:
     fn, negated = operand.fn, expr.negated
     if pattern.constant:
         text = pattern.fn(())
-        regex = like_regex(text) if text is not None else None
+        matcher = like_matcher(text) if text is not None else None
 
         def like_constant(row: Sequence[Any]) -> Any:
             value = fn(row)
-            if value is None or regex is None:
+            if value is None or matcher is None:
                 return None
-            return (regex.fullmatch(value) is not None) != negated
+            return matcher(value) != negated
 
         return Compiled(like_constant, "BOOLEAN")
     pfn = pattern.fn
@@ -310,7 +303,7 @@ def _like(expr: ast.Like, scope: Scope) -> Compiled:
         value, text = fn(row), pfn(row)
         if value is None or text is None:
             return None
-        return (like_regex(text).fullmatch(value) is not None) != negated
+        return like_matcher(text)(value) != negated
 
     return Compiled(like_dynamic, "BOOLEAN")
 

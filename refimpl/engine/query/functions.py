@@ -22,6 +22,20 @@ from refimpl.engine.storage import values
 from refimpl.errors import InvalidValue, SqlError, TypeMismatch
 
 TRUNC_UNITS = ("second", "minute", "hour", "day", "week", "month", "year")
+# round(x, n) takes n within the exponents a DOUBLE has: 10.0 ** n beyond them is inf or 0.
+ROUND_DIGITS = 308
+
+
+def range_checked(operation: Callable[..., Any], type_: str, what: str) -> Callable[..., Any]:
+    """`operation`, its result checked against the range of `type_` (InvalidValue past it)."""
+    if type_ not in (*values.NUMERIC_TYPES, "TIMESTAMP"):
+        return operation
+    check = values.in_range
+
+    def checked(*args: Any) -> Any:
+        return check(operation(*args), type_, what)
+
+    return checked
 
 
 def cast_value(value: Any, source: str, target: str) -> Any:
@@ -32,20 +46,14 @@ def cast_value(value: Any, source: str, target: str) -> Any:
         return values.to_text(value, source)
     if target in values.INTEGER_TYPES:
         if isinstance(value, str):
-            try:
-                value = int(value.strip())
-            except ValueError:
-                raise InvalidValue(f"cannot cast '{value}' to {target}") from None
+            value = _number_text(value, int, target)
         elif isinstance(value, float):
-            if not math.isfinite(value):
-                raise InvalidValue(f"cannot cast {value} to {target}")
-            value = int(value)
-        return values.coerce(int(value), target, "CAST")
+            value = int(value)  # a DOUBLE is finite
+        return values.in_range(int(value), target, "CAST")
     if target == "DOUBLE":
-        try:
-            return float(value)
-        except ValueError:
-            raise InvalidValue(f"cannot cast '{value}' to DOUBLE") from None
+        if isinstance(value, str):
+            value = _number_text(value, float, target)
+        return values.as_double(value, "CAST")
     if target == "BOOLEAN":
         if isinstance(value, str):
             return values.parse_text(value, "BOOLEAN", "CAST")
@@ -53,10 +61,24 @@ def cast_value(value: Any, source: str, target: str) -> Any:
     if target == "TIMESTAMP":
         if isinstance(value, str):
             return values.parse_timestamp(value)
-        if isinstance(value, float):
-            return int(value)
-        return value
+        return values.in_range(int(value), "TIMESTAMP", "CAST")
     raise TypeMismatch(f"cannot cast to {target}")
+
+
+def _number_text(text: str, kind: Callable[[str], Any], target: str) -> Any:
+    # Text longer than any number a type holds is refused before int() reads it: int() of
+    # a long digit string costs time quadratic in its length.
+    stripped = text.strip()
+    try:
+        if len(stripped) > _LONGEST_NUMBER_TEXT:
+            raise ValueError(stripped)
+        return kind(stripped)
+    except ValueError:
+        raise InvalidValue(f"cannot cast {values.shown(text)} to {target}") from None
+
+
+# Digits enough for any BIGINT and for a DOUBLE written with all its significant digits.
+_LONGEST_NUMBER_TEXT = 400
 
 
 def _arity(name: str, args: list[Compiled], *counts: int) -> None:
@@ -98,13 +120,16 @@ def _abs(name: str, args: list[Compiled], scope: Scope) -> Compiled:
     if not is_numeric(args[0].type):
         raise TypeMismatch(f"abs() needs a number, not {args[0].type}")
     fn = args[0].fn
-    return Compiled(lambda row: None if (v := fn(row)) is None else abs(v), args[0].type)
+    absolute = range_checked(abs, args[0].type, "abs()")  # abs(-2147483648) is not an INT
+    return Compiled(lambda row: None if (v := fn(row)) is None else absolute(v), args[0].type)
 
 
 def _round(name: str, args: list[Compiled], scope: Scope) -> Compiled:
     _arity(name, args, 1, 2)
     if not is_numeric(args[0].type):
         raise TypeMismatch(f"round() needs a number, not {args[0].type}")
+    if len(args) == 2 and args[1].type not in (*values.INTEGER_TYPES, "NULL"):
+        raise TypeMismatch(f"round() takes a whole number of decimal places, not {args[1].type}")
     fn = args[0].fn
     digits_fn = args[1].fn if len(args) == 2 else (lambda row: 0)
 
@@ -112,10 +137,18 @@ def _round(name: str, args: list[Compiled], scope: Scope) -> Compiled:
         value, digits = fn(row), digits_fn(row)
         if value is None or digits is None:
             return None
+        if not -ROUND_DIGITS <= digits <= ROUND_DIGITS:
+            raise InvalidValue(
+                f"round() takes from {-ROUND_DIGITS} to {ROUND_DIGITS} decimal places, not"
+                f" {digits}"
+            )
         if isinstance(value, int):
             return value
         factor = 10.0**digits
-        return math.copysign(math.floor(abs(value) * factor + 0.5) / factor, value)
+        scaled = abs(value) * factor
+        if not math.isfinite(scaled) or scaled >= 2.0**53:
+            return value  # no digit at that place to round away
+        return math.copysign(math.floor(scaled + 0.5) / factor, value)
 
     return Compiled(round_half_away, args[0].type)
 

@@ -57,10 +57,7 @@ def bounded(rows: Iterator[Sequence[Any]], deadline: float | None) -> Iterator[S
             continue
         admission.running_long()
         if time.monotonic() > deadline:
-            raise StatementTimeout(
-                "the statement ran longer than the server's statement_timeout_ms and was"
-                " stopped; narrow its WHERE (a time range prunes partitions) or raise the limit"
-            )
+            raise StatementTimeout.ran_too_long()
         yield row
 
 

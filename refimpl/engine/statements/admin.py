@@ -219,6 +219,8 @@ def _user_statement(
 ) -> Result:
     _outside_transaction(context, "a user or grant statement")
     if isinstance(statement, ast.GrantSelect | ast.RevokeSelect):
+        # The right to grant first: a caller without it learns nothing of the table.
+        context.authorize(Right.ADMIN)
         _visible_table(context, statement.table)  # UnknownTable for a table that is not there
     result = context.access.execute(
         statement,

@@ -17,7 +17,7 @@ from refimpl.engine.query.cache_keys import cache_plan
 from refimpl.engine.query.compiled import Scope, table_scope
 from refimpl.engine.query.expressions import compile_expression
 from refimpl.engine.query.point_read import point_plan
-from refimpl.engine.query.select import QueryOutput, plan_access, run_select
+from refimpl.engine.query.select import QueryOutput, bounded, plan_access, run_select
 from refimpl.engine.result import Column, Result, message_result, query_result
 from refimpl.engine.rights import Right
 from refimpl.engine.statements import admin as admin_statements
@@ -111,7 +111,7 @@ def select_rows(  # noqa: ANN201 - a QueryOutput
     source = statement.source
     functions = context.sql_functions()
     if source is None:
-        return run_select(statement, None, params, now_micros(), functions)
+        return run_select(statement, None, params, now_micros(), functions, context.deadline())
     if isinstance(source, ast.FunctionSource):
         table_function = context.table_functions().get(source.name)
         if table_function is None:
@@ -199,7 +199,7 @@ def _insert(
             source_rows = [
                 [_evaluate_constant(e, params, scope) for e in row] for row in statement.rows or ()
             ]
-        count = insert_values(work, schema, statement.columns, source_rows)
+        count = insert_values(work, schema, statement.columns, source_rows, context.deadline())
         return message_result(text, f"{count} row(s) inserted", count)
 
     return context.write(run)
@@ -210,8 +210,12 @@ def insert_values(
     schema: TableSchema,
     columns: Sequence[str] | None,
     source_rows: Sequence[Sequence[Any]],
+    deadline: float | None = None,
 ) -> int:
-    """Insert rows of values (in `columns` order, or the table's) into a transaction's table."""
+    """Insert rows of values (in `columns` order, or the table's) into a transaction's table.
+
+    Stops with StatementTimeout once `deadline` has passed.
+    """
     width = len(schema.columns)
     if columns is None:
         positions = list(range(width))
@@ -226,7 +230,7 @@ def insert_values(
     dedup = bool(schema.dedup_key)
     changes: dict[Ident, Row | None] = {}
     coerce = values.coerce
-    for number, source in enumerate(source_rows, start=1):
+    for number, source in enumerate(bounded(iter(source_rows), deadline), start=1):
         if len(source) != len(positions):
             raise SqlError(
                 f"row {number} has {len(source)} value(s) but {len(positions)} column(s) are"
@@ -254,11 +258,16 @@ def insert_values(
 
 
 def _matching(
-    work: TableWork, schema: TableSchema, where: ast.Expr | None, params: Sequence[Any]
+    work: TableWork,
+    schema: TableSchema,
+    where: ast.Expr | None,
+    params: Sequence[Any],
+    deadline: float,
 ) -> list[tuple[Ident, Row]]:
+    """The rows an UPDATE or DELETE changes; the scan stops at the statement's deadline."""
     scope = table_scope(schema, params, "WHERE")
     if where is None:
-        return list(work.rows_with_idents())
+        return list(bounded(work.rows_with_idents(), deadline))
     predicate = compile_expression(where, scope)
     if predicate.type not in ("BOOLEAN", "NULL"):
         raise TypeMismatch(f"WHERE needs a BOOLEAN condition, not {predicate.type}")
@@ -267,7 +276,8 @@ def _matching(
     if hints.ident is not None:
         row = work.get(hints.ident)
         return [(hints.ident, row)] if row is not None and test(row) is True else []
-    return [(ident, row) for ident, row in work.rows_with_idents() if test(row) is True]
+    scan = bounded(work.rows_with_idents(), deadline)
+    return [(ident, row) for ident, row in scan if test(row) is True]
 
 
 def _update(
@@ -285,9 +295,10 @@ def _update(
             position = schema.position(name)
             compiled = compile_expression(expr, scope)
             assignments.append((position, compiled.fn, schema.columns[position]))
-        matched = _matching(work, schema, statement.where, params)
+        deadline = context.deadline()
+        matched = _matching(work, schema, statement.where, params, deadline)
         updates = []
-        for ident, row in matched:
+        for ident, row in bounded(iter(matched), deadline):
             new = list(row)
             for position, fn, column in assignments:
                 new[position] = values.coerce(fn(row), column.type, column.name)
@@ -323,7 +334,7 @@ def _delete(
     def run(txn: Transaction) -> Result:
         work = txn.table(statement.table)
         schema = work.schema
-        matched = _matching(work, schema, statement.where, params)
+        matched = _matching(work, schema, statement.where, params, context.deadline())
         count = len(matched)
         table = work.current()
         whole = _whole_periods(work, table, matched) if matched else []

@@ -3,11 +3,14 @@
 A checkpoint file `checkpoint-<lsn>.kdb` is written atomically: a temporary file, fsync,
 rename, fsync of the folder. Its body is MessagePack framed by a magic word, its length and a
 CRC, so a damaged file is recognised rather than half-loaded. Older checkpoint files are
-removed only after a newer one is durable.
+removed only after a newer one is durable. A write that fails (a full disk, say) removes its
+temporary file and raises `StorageError`: the latest checkpoint stays the one before, and the
+log still holds every commit since it, so nothing is lost and nothing changed.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import struct
 import zlib
@@ -17,7 +20,10 @@ from typing import Any
 
 import msgspec
 
-from refimpl.errors import CorruptCheckpoint
+from refimpl.engine.files import REAL_FILES, FileOps, write_all
+from refimpl.errors import CorruptCheckpoint, StorageError
+
+log = logging.getLogger(__name__)
 
 MAGIC = b"KDBCKPT1"
 _HEADER = struct.Struct("<8sQI")  # magic, body length, CRC32 of the body
@@ -65,9 +71,11 @@ def list_checkpoints(folder: Path) -> list[tuple[int, Path]]:
     return sorted(found)
 
 
-def write(folder: Path, image: CheckpointImage) -> Path:
-    """Write a checkpoint atomically and durably; returns its path."""
-    folder.mkdir(parents=True, exist_ok=True)
+def write(folder: Path, image: CheckpointImage, files: FileOps = REAL_FILES) -> Path:
+    """Write a checkpoint atomically and durably; returns its path.
+
+    Raises `StorageError` when the disk fails; the temporary file is then gone again.
+    """
     body = msgspec.msgpack.encode(
         {
             "lsn": image.lsn,
@@ -80,19 +88,43 @@ def write(folder: Path, image: CheckpointImage) -> Path:
     header = _HEADER.pack(MAGIC, len(body), zlib.crc32(body))
     final = folder / file_name(image.lsn)
     temporary = folder / (final.name + ".tmp")
-    with open(temporary, "wb") as file:
-        file.write(header)
-        file.write(body)
-        file.flush()
-        os.fsync(file.fileno())
-    os.replace(temporary, final)
-    sync_folder(folder)
+    doing = f"create the folder {folder}"
+    try:
+        if files.mkdir(folder):
+            # A new folder's name is durable only once its parent is synced; without it a
+            # crash could lose the checkpoint after the log it covers was trimmed.
+            files.sync_directory(folder.parent)
+        doing = f"write {temporary}"
+        fd = files.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            write_all(files, fd, header)
+            write_all(files, fd, body)
+            files.fsync(fd)
+        finally:
+            files.close(fd)
+        doing = f"rename {temporary} to {final.name}"
+        files.replace(temporary, final)
+        doing = f"sync the folder {folder}"
+        files.sync_directory(folder)
+    except OSError as exc:
+        try:
+            files.unlink(temporary)
+        except OSError:
+            pass  # already renamed, never created, or the disk is gone: the next one retries
+        raise StorageError(
+            f"the checkpoint at LSN {image.lsn} could not be written: could not {doing}"
+            f" ({exc}); nothing changed, the log still holds every commit; free disk space"
+            " or check the disk, then run CHECKPOINT again"
+        ) from exc
     return final
 
 
 def read(path: Path) -> CheckpointImage:
     """Load one checkpoint file; CorruptCheckpoint naming the file when it is damaged."""
-    data = path.read_bytes()
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise StorageError(f"checkpoint {path} cannot be read ({exc}); check the disk") from exc
     if len(data) < _HEADER.size:
         raise CorruptCheckpoint(f"checkpoint {path} is truncated ({len(data)} bytes)")
     magic, length, crc = _HEADER.unpack_from(data)
@@ -108,19 +140,20 @@ def read(path: Path) -> CheckpointImage:
     return CheckpointImage(raw["lsn"], raw["settings"], tables)
 
 
-def remove_older(folder: Path, keep_lsn: int) -> None:
-    """Remove checkpoint files older than `keep_lsn`, and leftover temporary files."""
-    for lsn, path in list_checkpoints(folder):
-        if lsn < keep_lsn:
-            path.unlink(missing_ok=True)
-    for path in folder.glob(f"{PREFIX}*{SUFFIX}.tmp"):
-        path.unlink(missing_ok=True)
-    sync_folder(folder)
+def remove_older(folder: Path, keep_lsn: int, files: FileOps = REAL_FILES) -> None:
+    """Remove checkpoint files older than `keep_lsn`, and leftover temporary files.
 
-
-def sync_folder(folder: Path) -> None:
-    fd = os.open(folder, os.O_RDONLY)
+    Only tidying: the checkpoint at `keep_lsn` is durable already, and recovery reads the
+    newest file, so a failure here is logged and left to the next checkpoint.
+    """
+    doomed = [path for lsn, path in list_checkpoints(folder) if lsn < keep_lsn]
+    doomed += folder.glob(f"{PREFIX}*{SUFFIX}.tmp")
     try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+        for path in doomed:
+            try:
+                files.unlink(path)
+            except FileNotFoundError:
+                pass
+        files.sync_directory(folder)
+    except OSError as exc:
+        log.warning("older checkpoint files in %s stay for now: %s", folder, exc)

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from refimpl.engine import admission
+from refimpl.engine.files import REAL_FILES, FileOps
 from refimpl.engine.options import EngineOptions
 from refimpl.engine.storage import checkpoint, ddl, records, values
 from refimpl.engine.storage.locks import SharedLock
@@ -29,7 +30,14 @@ from refimpl.engine.storage.wal import WriteAheadLog
 from refimpl.engine.tracking.result_cache import ResultCache
 from refimpl.engine.tracking.revisions import Revisions, new_boot_id
 from refimpl.engine.tracking.signals import CommitSignal, WakeBoard
-from refimpl.errors import CorruptLog, InvalidValue, SqlError, StatementTimeout, StorageError
+from refimpl.errors import (
+    CorruptLog,
+    InvalidValue,
+    KdbError,
+    SqlError,
+    StatementTimeout,
+    StorageError,
+)
 from refimpl.sql import ast
 from refimpl.sql.parser import parse_cached
 
@@ -42,11 +50,17 @@ class Database:
     """A database in its own folder. Open with `Database.open`."""
 
     def __init__(
-        self, name: str, path: Path, options: EngineOptions, boot: str | None = None
+        self,
+        name: str,
+        path: Path,
+        options: EngineOptions,
+        boot: str | None = None,
+        files: FileOps = REAL_FILES,
     ) -> None:
         self.name = name
         self.path = path
         self.options = options
+        self.files = files  # every change to a file of this database goes through it
         self.tables: dict[str, Table] = {}
         self.settings: dict[str, Any] = {"wal_archive": options.wal_archive_bytes}
         self.write_lock = threading.Lock()
@@ -67,15 +81,23 @@ class Database:
 
     @classmethod
     def open(
-        cls, name: str, path: Path, options: EngineOptions, boot: str | None = None
+        cls,
+        name: str,
+        path: Path,
+        options: EngineOptions,
+        boot: str | None = None,
+        files: FileOps = REAL_FILES,
     ) -> Database:
         """Open (creating) and recover: the latest checkpoint, then the log after it."""
-        database = cls(name, path, options, boot)
+        database = cls(name, path, options, boot, files)
         database._recover()
         return database
 
     def _recover(self) -> None:
-        self.path.mkdir(parents=True, exist_ok=True)
+        try:
+            self.files.mkdir(self.path)
+        except OSError as exc:
+            raise StorageError(f"database folder {self.path} cannot be created ({exc})") from exc
         checkpoints = checkpoint.list_checkpoints(self.path / CHECKPOINT_FOLDER)
         if checkpoints:
             image = checkpoint.read(checkpoints[-1][1])
@@ -85,6 +107,7 @@ class Database:
             self.path / WAL_FOLDER,
             segment_bytes=self.options.segment_size_for(archive),
             fsync_delay=self.options.fsync_delay,
+            files=self.files,
         )
         self.recovery_messages += self.log.recovery_messages
         if self.log.last_lsn and self.log.oldest_lsn > self.checkpoint_lsn + 1:
@@ -219,8 +242,9 @@ class Database:
             if lsn:
                 self.log.wait_durable(lsn)
             folder = self.path / CHECKPOINT_FOLDER
-            checkpoint.write(folder, checkpoint.CheckpointImage(lsn, settings, images))
-            checkpoint.remove_older(folder, lsn)
+            image = checkpoint.CheckpointImage(lsn, settings, images)
+            checkpoint.write(folder, image, self.files)  # StorageError: nothing changed
+            checkpoint.remove_older(folder, lsn, self.files)
             self.checkpoint_lsn = lsn
             self._bytes_at_checkpoint = self.log.total_bytes
             self.trim_log()
@@ -267,7 +291,9 @@ class Database:
     def _background_checkpoint(self) -> None:
         try:
             self.checkpoint()
-        except Exception:  # a failed background checkpoint must not kill the server
+        except KdbError as error:  # a full disk, say: the log keeps every commit meanwhile
+            log.error("background checkpoint of database '%s' failed: %s", self.name, error)
+        except Exception:  # a bug; it must not kill the server either
             log.exception("background checkpoint of database '%s' failed", self.name)
 
     # -- closing -------------------------------------------------------------------------

@@ -2,7 +2,9 @@
 
 In the engine, INT and BIGINT are `int`, DOUBLE is `float`, STRING and SYMBOL are `str`,
 BOOLEAN is `bool`, TIMESTAMP is `int` microseconds since 1970-01-01 UTC, NULL is `None`.
-This module converts between those and text (SQL literals, CSV fields, JSON answers).
+This module converts between those and text (SQL literals, CSV fields, JSON answers), and
+keeps every type's range (spec/types-and-values.md): a value out of its type's range is
+refused on its way in, so that no stored value is one a reader cannot show.
 """
 
 from __future__ import annotations
@@ -14,6 +16,9 @@ from refimpl.errors import InvalidValue, TypeMismatch
 
 INT_MIN, INT_MAX = -(2**31), 2**31 - 1
 BIGINT_MIN, BIGINT_MAX = -(2**63), 2**63 - 1
+# 0001-01-01T00:00:00Z to 9999-12-31T23:59:59.999999Z: the moments ISO-8601 text with a
+# four-digit year can write.
+TIMESTAMP_MIN, TIMESTAMP_MAX = -62_135_596_800_000_000, 253_402_300_799_999_999
 
 INTEGER_TYPES = frozenset({"INT", "BIGINT"})
 NUMERIC_TYPES = frozenset({"INT", "BIGINT", "DOUBLE"})
@@ -21,6 +26,58 @@ TEXT_TYPES = frozenset({"STRING", "SYMBOL"})
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICRO = timedelta(microseconds=1)
+_MICROS_PER_DAY = 86_400_000_000
+_RANGES = {
+    "INT": (INT_MIN, INT_MAX),
+    "BIGINT": (BIGINT_MIN, BIGINT_MAX),
+    "TIMESTAMP": (TIMESTAMP_MIN, TIMESTAMP_MAX),
+}
+_RANGE_TEXT = {
+    "INT": "-2147483648 to 2147483647",
+    "BIGINT": "-9223372036854775808 to 9223372036854775807",
+    "TIMESTAMP": "0001-01-01T00:00:00Z to 9999-12-31T23:59:59.999999Z",
+    "DOUBLE": "finite numbers",
+}
+
+
+def shown(value: object) -> str:
+    """A value for an error message: text quoted, anything long cut short."""
+    text = repr(value) if isinstance(value, str) else str(value)
+    return text if len(text) <= 60 else f"{text[:40]}... ({len(text)} characters)"
+
+
+def out_of_range(value: object, type_: str, what: str) -> InvalidValue:
+    """The error for a value outside its type's range; `what` says where it came from."""
+    unit = " microseconds" if type_ == "TIMESTAMP" else ""
+    return InvalidValue(
+        f"{what}: {shown(value)}{unit} is out of range for {type_} ({_RANGE_TEXT[type_]})"
+    )
+
+
+def in_range(value: object, type_: str, what: str) -> object:
+    """`value` when it is within the range of `type_` (or NULL); InvalidValue otherwise.
+
+    The one check every way in (literals, parameters, arithmetic, CAST, stored values, CSV
+    fields, line-protocol values) goes through. `what` names the place for the message.
+    """
+    if value is None:
+        return None
+    bounds = _RANGES.get(type_)
+    if bounds is not None:
+        if not bounds[0] <= value <= bounds[1]:  # type: ignore[operator]
+            raise out_of_range(value, type_, what)
+    elif type_ == "DOUBLE" and not math.isfinite(value):  # type: ignore[arg-type]
+        raise out_of_range(value, type_, what)
+    return value
+
+
+def as_double(value: int | float, what: str) -> float:
+    """A number as a finite DOUBLE (an integer too large for one is an error, not inf)."""
+    try:
+        number = float(value)
+    except OverflowError:
+        raise out_of_range(value, "DOUBLE", what) from None
+    return in_range(number, "DOUBLE", what)  # type: ignore[return-value]
 
 
 def parse_timestamp(text: str) -> int:
@@ -39,20 +96,58 @@ def parse_timestamp(text: str) -> int:
         ) from None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
-    return (moment - _EPOCH) // _MICRO
+    micros = (moment - _EPOCH) // _MICRO
+    if not TIMESTAMP_MIN <= micros <= TIMESTAMP_MAX:  # an offset past the first or last day
+        raise InvalidValue(f"'{text}' is out of range for TIMESTAMP ({_RANGE_TEXT['TIMESTAMP']})")
+    return micros
 
 
 def format_timestamp(micros: int) -> str:
-    """Micros to ISO-8601 UTC text ending in Z: milliseconds, or microseconds when needed."""
-    moment = _EPOCH + timedelta(microseconds=micros)
-    head = moment.strftime("%Y-%m-%dT%H:%M:%S")
+    """Micros to ISO-8601 UTC text ending in Z: milliseconds, or microseconds when needed.
+
+    Never fails: a value outside the TIMESTAMP range (a log written before the range was
+    kept may hold one) is written with an expanded year (`+029520-...`, `-000001-...`), as
+    ISO-8601 and ECMAScript allow, so that a reader can always show what is stored.
+    """
     fraction = micros % 1_000_000
+    if TIMESTAMP_MIN <= micros <= TIMESTAMP_MAX:
+        moment = _EPOCH + timedelta(microseconds=micros)
+        # Not strftime: its %Y writes the year 1 as '1', not '0001'.
+        head = (
+            f"{moment.year:04d}-{moment.month:02d}-{moment.day:02d}T{moment.hour:02d}:"
+            f"{moment.minute:02d}:{moment.second:02d}"
+        )
+    else:
+        days, day_micros = divmod(micros, _MICROS_PER_DAY)
+        year, month, day = civil_from_days(days)
+        seconds = day_micros // 1_000_000
+        sign = "-" if year < 0 else "+"
+        head = (
+            f"{sign}{abs(year):06d}-{month:02d}-{day:02d}T{seconds // 3600:02d}:"
+            f"{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+        )
     if fraction % 1000:
         return f"{head}.{fraction:06d}Z"
     return f"{head}.{fraction // 1000:03d}Z"
 
 
+def civil_from_days(days: int) -> tuple[int, int, int]:
+    """Days since 1970-01-01 to (year, month, day), proleptic Gregorian, for any integer
+    (H. Hinnant's algorithm; year 0 is 1 BC)."""
+    z = days + 719_468
+    era = z // 146_097
+    doe = z - era * 146_097
+    yoe = (doe - doe // 1460 + doe // 36_524 - doe // 146_096) // 365
+    doy = doe - (365 * yoe + yoe // 4 - yoe // 100)
+    mp = (5 * doy + 2) // 153
+    day = doy - (153 * mp + 2) // 5 + 1
+    month = mp + 3 if mp < 10 else mp - 9
+    return yoe + era * 400 + (month <= 2), month, day
+
+
 def timestamp_to_datetime(micros: int) -> datetime:
+    """A TIMESTAMP as a datetime; InvalidValue for a stored value outside the range."""
+    in_range(micros, "TIMESTAMP", "a stored TIMESTAMP")
     return _EPOCH + timedelta(microseconds=micros)
 
 
@@ -67,7 +162,7 @@ def type_of_value(value: object) -> str:
     if isinstance(value, bool):
         return "BOOLEAN"
     if isinstance(value, int):
-        return "INT" if INT_MIN <= value <= INT_MAX else "BIGINT"
+        return "INT" if INT_MIN <= value <= INT_MAX else "BIGINT"  # in_range checks BIGINT
     if isinstance(value, float):
         return "DOUBLE"
     if isinstance(value, str):
@@ -80,9 +175,9 @@ def type_of_value(value: object) -> str:
 def coerce(value: object, column_type: str, column: str) -> object:
     """The value as stored in a column of `column_type`, or TypeMismatch naming the column.
 
-    Allowed: integers into INT/BIGINT (range-checked) and DOUBLE; integral floats into
-    INT/BIGINT; text or integer microseconds or datetimes into TIMESTAMP; text into
-    STRING/SYMBOL; booleans into BOOLEAN.
+    Allowed: integers into INT/BIGINT and DOUBLE; integral floats into INT/BIGINT; text or
+    integer microseconds or datetimes into TIMESTAMP; text into STRING/SYMBOL; booleans into
+    BOOLEAN. Every value is range-checked for its column's type (`in_range`).
     """
     if value is None:
         return None
@@ -95,14 +190,13 @@ def coerce(value: object, column_type: str, column: str) -> object:
             value = int(value)
         if not isinstance(value, int):
             raise _mismatch(value, column_type, column)
-        low, high = (INT_MIN, INT_MAX) if column_type == "INT" else (BIGINT_MIN, BIGINT_MAX)
-        if not low <= value <= high:
-            raise InvalidValue(f"{value} is out of range for {column_type} column '{column}'")
-        return value
+        return in_range(value, column_type, f"column '{column}'")
     if column_type == "DOUBLE":
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise _mismatch(value, column_type, column)
-        return float(value)
+        if isinstance(value, int):
+            in_range(value, "BIGINT", f"column '{column}'")
+        return as_double(value, f"column '{column}'")
     if column_type in TEXT_TYPES:
         if not isinstance(value, str):
             raise _mismatch(value, column_type, column)
@@ -117,9 +211,9 @@ def coerce(value: object, column_type: str, column: str) -> object:
         if isinstance(value, datetime):
             if value.tzinfo is None:
                 value = value.replace(tzinfo=UTC)
-            return datetime_to_timestamp(value)
+            value = datetime_to_timestamp(value)
         if isinstance(value, int) and not isinstance(value, bool):
-            return value
+            return in_range(value, "TIMESTAMP", f"column '{column}'")
         raise _mismatch(value, column_type, column)
     raise TypeMismatch(f"unknown type {column_type}")
 
@@ -131,16 +225,26 @@ def _mismatch(value: object, column_type: str, column: str) -> TypeMismatch:
     )
 
 
+# More characters than any BIGINT needs (sign, 19 digits, spaces and underscores that int()
+# takes): longer text is refused before int() reads it.
+_LONGEST_INTEGER_TEXT = 40
+
+
 def parse_text(text: str, column_type: str, column: str) -> object:
-    """A CSV field or similar text as a value of `column_type`; empty text is NULL."""
+    """A CSV field or similar text as a value of `column_type`; empty text is NULL.
+
+    The one conversion of text to a stored value (CSV import calls it for every field): it
+    refuses what `coerce` refuses, out-of-range values included, with InvalidValue.
+    """
     if text == "":
         return None
     try:
         if column_type in INTEGER_TYPES:
+            if len(text) > _LONGEST_INTEGER_TEXT:  # int() of a huge digit string is slow
+                raise ValueError(text)
             return coerce(int(text), column_type, column)
         if column_type == "DOUBLE":
-            number = float(text)
-            return number
+            return in_range(float(text), "DOUBLE", f"column '{column}'")
         if column_type == "BOOLEAN":
             lowered = text.lower()
             if lowered in ("true", "t", "1"):
@@ -151,7 +255,9 @@ def parse_text(text: str, column_type: str, column: str) -> object:
         if column_type == "TIMESTAMP":
             return parse_timestamp(text)
     except ValueError:
-        raise InvalidValue(f"'{text}' is not a valid {column_type} for column '{column}'") from None
+        raise InvalidValue(
+            f"{shown(text)} is not a valid {column_type} for column '{column}'"
+        ) from None
     return text
 
 

@@ -14,8 +14,10 @@ What callers may rely on:
   which recovers from what is on disk, writes again.
 - `read` sees exactly the records up to `durable_lsn` at the time of the call, in LSN order, never
   a hole or a duplicate; it raises `Gone` for positions older than the log keeps.
-- Opening cuts back a torn tail (reported in `recovery_messages`) and refuses damage anywhere else
-  with `CorruptLog` naming the file and byte offset. The folder is listed once, when opening.
+- Opening cuts back a torn tail (reported in `recovery_messages`) and refuses damage, a whole
+  frame that fails its checksum included, with `CorruptLog` naming the file, the byte offset
+  and the LSNs that cutting it would lose (`wal_repair` inspects and cuts it for the operator).
+  The folder is listed once, when opening.
 """
 
 from __future__ import annotations
@@ -25,12 +27,14 @@ import threading
 import time
 import zlib
 from bisect import bisect_right
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
+from typing import BinaryIO
 
 from refimpl.engine import admission
+from refimpl.engine.files import REAL_FILES, FileOps, write_all
 from refimpl.engine.storage.wal_segments import (
     HEADER,
     HEADER_SIZE,
@@ -42,20 +46,14 @@ from refimpl.engine.storage.wal_segments import (
     scan_segments,
     segment_name,
 )
-from refimpl.errors import CorruptLog, Gone, WritesStopped
+from refimpl.errors import CorruptLog, Gone, StorageError, WritesStopped
 
-__all__ = [
-    "DEFAULT_SEGMENT_BYTES",
-    "LogReport",
-    "SegmentInfo",
-    "WriteAheadLog",
-    "inspect_log",
-]
+__all__ = ["DEFAULT_SEGMENT_BYTES", "SegmentInfo", "WriteAheadLog"]
 
 DEFAULT_SEGMENT_BYTES = 64 * 1024 * 1024
 _READ_BUFFER = 64 * 1024
 _MAX_GATHER_SECONDS = 0.001
-_OPEN_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
+_OPEN_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CREAT
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,12 +79,12 @@ class WriteAheadLog:
         *,
         segment_bytes: int = DEFAULT_SEGMENT_BYTES,
         fsync_delay: float = 0.0,
-        fsync: Callable[[int], None] = os.fsync,
+        files: FileOps = REAL_FILES,
     ) -> None:
         """Opens (creating if missing) and recovers the log in `directory`.
 
         `fsync_delay` is for benchmarks only: every fsync additionally sleeps that many seconds,
-        as a slow disk's flush would. `fsync` is called with a file descriptor (tests inject
+        as a slow disk's flush would. Every change to a file goes through `files` (tests inject
         failures through it). Raises `CorruptLog` for damage other than a torn tail.
         """
         if segment_bytes < 1:
@@ -94,7 +92,7 @@ class WriteAheadLog:
         self._directory = Path(directory)
         self._segment_bytes = segment_bytes
         self._fsync_delay = fsync_delay
-        self._fsync = fsync
+        self._files = files
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)  # durable_lsn moved, leader done, closed
         self._remove_lock = threading.Lock()  # one remove_through at a time, in LSN order
@@ -122,33 +120,26 @@ class WriteAheadLog:
 
     def _recover(self) -> list[Segment]:
         directory = self._directory
-        created = not directory.exists()
-        directory.mkdir(parents=True, exist_ok=True)
-        doing = f"sync the folder holding {directory}"
+        doing = f"create the folder {directory}"
         try:
-            if created:
+            if self._files.mkdir(directory):
                 self._sync_directory(directory.parent)
             doing = f"read the segments in {directory}"
             result = scan_segments(list_segments(directory))
             if result.damage is not None:
                 damage = result.damage
-                raise CorruptLog(str(damage.path), damage.offset, damage.reason)
+                raise CorruptLog(str(damage.path), damage.offset, damage.reason, damage.lost())
             if result.torn_tail is not None:
                 tail = result.torn_tail
                 doing = f"cut the torn tail of {tail.path}"
-                with open(tail.path, "r+b") as file:
-                    file.truncate(tail.offset)
-                    self._sync(file.fileno())
+                self._files.truncate(tail.path, tail.offset)
+                self._sync_file(tail.path)
                 self.recovery_messages.append(f"cut a torn tail of {tail.where()}")
             elif result.segments:
                 # The previous process may have died between write and fsync; what recovery
                 # accepts as durable must be on disk before anything is built on it.
                 doing = f"sync {result.segments[-1].path}"
-                fd = os.open(result.segments[-1].path, os.O_RDONLY)
-                try:
-                    self._sync(fd)
-                finally:
-                    os.close(fd)
+                self._sync_file(result.segments[-1].path)
         except OSError as exc:
             raise WritesStopped(_failure_message(doing, exc, durable_lsn=None)) from exc
         return result.segments
@@ -296,10 +287,7 @@ class WriteAheadLog:
                 self._switch_segment(segment)
             assert self._write_fd is not None
             self._doing = f"write to {segment.path}"
-            view = memoryview(data)
-            while view:  # os.write may write less than asked
-                written = os.write(self._write_fd, view)
-                view = view[written:]
+            write_all(self._files, self._write_fd, data)
             self._write_dirty = True
         if self._write_dirty and self._write_fd is not None:
             self._doing = f"sync {self._write_segment.path if self._write_segment else ''}"
@@ -314,11 +302,11 @@ class WriteAheadLog:
                 self._doing = f"sync {self._write_segment.path if self._write_segment else ''}"
                 self._sync(self._write_fd)
                 self._write_dirty = False
-            os.close(self._write_fd)
-            self._write_fd = None
-            self._write_segment = None
+            self._doing = f"close {self._write_segment.path if self._write_segment else ''}"
+            fd, self._write_fd, self._write_segment = self._write_fd, None, None
+            self._files.close(fd)
         self._doing = f"open {segment.path}"
-        self._write_fd = os.open(segment.path, _OPEN_FLAGS, 0o644)
+        self._write_fd = self._files.open(segment.path, _OPEN_FLAGS, 0o644)
         self._write_segment = segment
         if not segment.on_disk:
             # A new file's name is durable only once the folder is synced; do it before any
@@ -330,16 +318,23 @@ class WriteAheadLog:
     def _sync(self, fd: int) -> None:
         with self._lock:
             self._fsync_count += 1
-        self._fsync(fd)
+        self._files.fsync(fd)
         if self._fsync_delay > 0:
             time.sleep(self._fsync_delay)
 
-    def _sync_directory(self, directory: Path) -> None:
-        fd = os.open(directory, os.O_RDONLY)
+    def _sync_file(self, path: Path) -> None:
+        fd = self._files.open(path, os.O_RDONLY)
         try:
             self._sync(fd)
         finally:
-            os.close(fd)
+            self._files.close(fd)
+
+    def _sync_directory(self, directory: Path) -> None:
+        with self._lock:
+            self._fsync_count += 1
+        self._files.sync_directory(directory)
+        if self._fsync_delay > 0:
+            time.sleep(self._fsync_delay)
 
     def _check_writable(self) -> None:
         if self._failure is not None:
@@ -391,8 +386,6 @@ class WriteAheadLog:
         self, plan: list[_ReadStep], first: int, limit: int | None
     ) -> Iterator[tuple[int, bytes]]:
         remaining = limit
-        unpack = HEADER.unpack
-        crc32 = zlib.crc32
         for step in plan:
             try:
                 file = open(step.path, "rb", buffering=_READ_BUFFER)
@@ -403,36 +396,20 @@ class WriteAheadLog:
                     + _gone_message(oldest),
                     gone_before=oldest,
                 ) from None
-            with file:
-                file.seek(step.offset)
-                offset = step.offset
-                lsn = step.start_lsn - 1
-                while lsn < step.end_lsn:
-                    header = file.read(HEADER_SIZE)
-                    if len(header) < HEADER_SIZE:
-                        raise CorruptLog(
-                            str(step.path), offset, f"the file ends before LSN {lsn + 1}"
-                        )
-                    length, crc, found = unpack(header)
-                    if found != lsn + 1:
-                        raise CorruptLog(
-                            str(step.path), offset, f"found LSN {found} where {lsn + 1} belongs"
-                        )
-                    lsn = found
-                    if lsn < first:
-                        file.seek(length, os.SEEK_CUR)  # skipped records cost no payload read
-                    else:
-                        payload = file.read(length)
-                        if len(payload) < length or crc32(payload, crc32(header[8:])) != crc:
-                            raise CorruptLog(
-                                str(step.path), offset, f"the frame of LSN {lsn} is damaged"
-                            )
-                        yield lsn, payload
+            except OSError as exc:
+                raise _read_failure(step.path, exc) from exc
+            # A read error is the disk's, not the reader's: it becomes a StorageError (503).
+            # The consumer's own exceptions never reach this `except`: they stay outside.
+            try:
+                with file:
+                    for record in _read_step(file, step, first):
+                        yield record
                         if remaining is not None:
                             remaining -= 1
                             if remaining <= 0:
                                 return
-                    offset += HEADER_SIZE + length
+            except OSError as exc:
+                raise _read_failure(step.path, exc) from exc
 
     # --- retention and closing --------------------------------------------------------------
 
@@ -455,7 +432,7 @@ class WriteAheadLog:
                 doing = f"remove {segment.path}"
                 try:
                     try:
-                        os.unlink(segment.path)
+                        self._files.unlink(segment.path)
                     except FileNotFoundError:
                         pass
                     freed += segment.size
@@ -489,9 +466,13 @@ class WriteAheadLog:
             while self._flushing:
                 self._cond.wait()
             if self._write_fd is not None:
-                os.close(self._write_fd)
-                self._write_fd = None
-                self._write_segment = None
+                fd, self._write_fd, self._write_segment = self._write_fd, None, None
+                try:
+                    self._files.close(fd)
+                except OSError:
+                    # Everything was fsync'd before (or the log had failed and acknowledged
+                    # nothing since): a failing close loses nothing, and recovery reads the file.
+                    pass
             self._closed = True
             self._cond.notify_all()
         if error is not None:
@@ -519,6 +500,31 @@ def _first_lsn(segment: Segment) -> int:
     return segment.first_lsn
 
 
+def _read_step(file: BinaryIO, step: _ReadStep, first: int) -> Iterator[tuple[int, bytes]]:
+    """The records `first` .. `step.end_lsn` of one segment; frames before `first` skipped."""
+    unpack = HEADER.unpack
+    crc32 = zlib.crc32
+    file.seek(step.offset)
+    offset = step.offset
+    lsn = step.start_lsn - 1
+    while lsn < step.end_lsn:
+        header = file.read(HEADER_SIZE)
+        if len(header) < HEADER_SIZE:
+            raise CorruptLog(str(step.path), offset, f"the file ends before LSN {lsn + 1}")
+        length, crc, found = unpack(header)
+        if found != lsn + 1:
+            raise CorruptLog(str(step.path), offset, f"found LSN {found} where {lsn + 1} belongs")
+        lsn = found
+        if lsn < first:
+            file.seek(length, os.SEEK_CUR)  # skipped records cost no payload read
+        else:
+            payload = file.read(length)
+            if len(payload) < length or crc32(payload, crc32(header[8:])) != crc:
+                raise CorruptLog(str(step.path), offset, f"the frame of LSN {lsn} is damaged")
+            yield lsn, payload
+        offset += HEADER_SIZE + length
+
+
 def _failure_message(doing: str, exc: BaseException, durable_lsn: int | None) -> str:
     acked = f"; nothing after LSN {durable_lsn} is acknowledged" if durable_lsn is not None else ""
     return (
@@ -527,62 +533,14 @@ def _failure_message(doing: str, exc: BaseException, durable_lsn: int | None) ->
     )
 
 
+def _read_failure(path: Path, exc: OSError) -> StorageError:
+    return StorageError(
+        f"the write-ahead log file {path} cannot be read ({exc}); the disk must be checked"
+    )
+
+
 def _gone_message(oldest: int) -> str:
     return (
         f"the log before LSN {oldest} is no longer kept; resume from LSN {oldest - 1} or later,"
         " or start over from a snapshot"
     )
-
-
-# --- inspection (`refimpl check`) -----------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class LogReport:
-    """What `inspect_log` found. `segments` hold the sizes of their valid frames."""
-
-    directory: Path
-    segments: tuple[SegmentInfo, ...]
-    records: int
-    first_lsn: int | None  # None when no record is kept
-    last_lsn: int | None
-    torn_tail: str | None  # a sentence; opening the log would cut it back
-    damage: str | None  # a sentence; opening the log would refuse to start
-
-    @property
-    def ok(self) -> bool:
-        """True when opening the log would succeed (a torn tail is cut back, not damage)."""
-        return self.damage is None
-
-    def sentences(self) -> list[str]:
-        """The report as sentences for a person, the summary first."""
-        if self.records:
-            span = f"LSN {self.first_lsn} to {self.last_lsn}"
-        else:
-            span = "no record"
-        lines = [
-            f"{self.directory}: {len(self.segments)} segment(s), {self.records} record(s), {span}"
-        ]
-        lines += [text for text in (self.torn_tail, self.damage) if text]
-        return lines
-
-
-def inspect_log(directory: Path) -> LogReport:
-    """Reads and validates the log in `directory` without changing any file."""
-    directory = Path(directory)
-    if not directory.is_dir():
-        return LogReport(directory, (), 0, None, None, None, None)
-    result = scan_segments(list_segments(directory))
-    segments = tuple(segment.info() for segment in result.segments)
-    records = result.records
-    first_lsn = last_lsn = None
-    if records:
-        first_lsn = result.segments[0].first_lsn  # only the last segment can be empty
-        last_lsn = result.segments[-1].last_lsn
-    torn = damage = None
-    if result.torn_tail is not None:
-        torn = f"a torn tail of {result.torn_tail.where()}; opening the log cuts it back"
-    if result.damage is not None:
-        d = result.damage
-        damage = f"damage in {d.path} at offset {d.offset}: {d.reason}"
-    return LogReport(directory, segments, records, first_lsn, last_lsn, torn, damage)

@@ -13,6 +13,12 @@ contiguous slice checks both; that equals ``crc32(payload, crc32(lsn as u64))``.
 A segment is named by the first LSN it holds, zero-padded to 20 digits, so that names sort in LSN
 order. `scan_segments` is the one place that decides what is a torn tail (cut back on open) and
 what is damage (the log refuses to open); `WriteAheadLog` and `inspect_log` both use it.
+
+A torn tail is what a write cut short by a crash leaves: a frame that the end of the last file
+cuts short (a partial header, or fewer payload bytes than its length says), or a run of zero
+bytes that a file system extended the file with but never wrote. A whole frame (its header and
+all its payload bytes present) whose checksum fails is not a torn write: it held a record that
+was written whole, maybe acknowledged, and is damage, also at the very end of the log.
 """
 
 from __future__ import annotations
@@ -128,11 +134,23 @@ class TornTail:
 
 @dataclass(frozen=True, slots=True)
 class Damage:
-    """A bad frame or a break in the LSN sequence that is not at the log's tail."""
+    """A bad frame or a break in the LSN sequence that is not a torn tail.
+
+    `first_lost_lsn` is the LSN the bad frame should hold; `last_lost_lsn` the highest LSN found
+    intact after it (in this segment or later ones), or `first_lost_lsn` when none is.
+    """
 
     path: Path
     offset: int
     reason: str
+    first_lost_lsn: int = 0
+    last_lost_lsn: int = 0
+
+    def lost(self) -> str:
+        """The LSNs that opening the log up to the damage only would lose, as words."""
+        if self.last_lost_lsn > self.first_lost_lsn:
+            return f"LSN {self.first_lost_lsn} to {self.last_lost_lsn}"
+        return f"LSN {self.first_lost_lsn}"
 
 
 @dataclass
@@ -187,35 +205,58 @@ def scan_segments(listing: list[tuple[int, Path]]) -> ScanResult:
             return result
         data = path.read_bytes()
         segment = Segment(first_lsn, path, on_disk=True)
-        end, reason, out_of_order = _walk_frames(data, segment)
+        end, reason, cut_short = _walk_frames(data, segment)
         result.segments.append(segment)
         if reason is not None:
-            if out_of_order or not is_last:
-                where = "" if out_of_order else ", in a segment that is not the last one"
-                result.damage = Damage(path, end, reason + where)
-                return result
+            torn = is_last and (cut_short or _NONZERO.search(data, end) is None)
             following = find_valid_frame(data, end + 1, segment.last_lsn)
             if following is not None:
-                offset, lsn = following
-                result.damage = Damage(
-                    path,
-                    end,
-                    f"{reason}, yet a valid frame of LSN {lsn} follows at offset {offset}",
-                )
+                reason += f", yet a valid frame of LSN {following[1]} follows at offset"
+                reason += f" {following[0]}"
+            elif not is_last:
+                reason += ", in a segment that is not the last one"
+            if not torn or following is not None:
+                lost_from = segment.last_lsn + 1
+                lost_to = max(lost_from, _last_lsn_after(data, end, listing[k + 1 :], lost_from))
+                result.damage = Damage(path, end, reason, lost_from, lost_to)
                 return result
             result.torn_tail = TornTail(path, end, len(data) - end, segment.last_lsn)
         elif segment.records == 0 and not is_last:
-            result.damage = Damage(path, 0, "the segment holds no record, yet a later one follows")
+            result.damage = Damage(
+                path, 0, "the segment holds no record, yet a later one follows", first_lsn,
+                _last_lsn_after(b"", 0, listing[k + 1 :], first_lsn),
+            )
             return result
         previous_last = segment.last_lsn
     return result
+
+
+def _last_lsn_after(
+    data: bytes, start: int, later: list[tuple[int, Path]], after_lsn: int
+) -> int:
+    """The highest LSN of a whole valid frame after `start` in `data` or in the `later` files.
+
+    Only for reporting what damage costs: a frame found here is not trusted for anything else.
+    """
+    highest = 0
+    position = start + 1
+    while (found := find_valid_frame(data, position, max(after_lsn - 1, highest))) is not None:
+        offset, highest = found
+        # Frames follow one another: the next search starts where this frame ends, so a run
+        # of intact frames costs one check each, not a search through every byte.
+        position = offset + HEADER_SIZE + HEADER.unpack_from(data, offset)[0]
+    for first_lsn, path in later:
+        segment = Segment(first_lsn, path, on_disk=True)
+        _walk_frames(path.read_bytes(), segment)
+        highest = max(highest, segment.last_lsn)
+    return highest
 
 
 def _walk_frames(data: bytes, segment: Segment) -> tuple[int, str | None, bool]:
     """Adds the run of valid frames at the start of `data` to `segment`.
 
     Returns the offset where that run ends, why the frame there is bad (None at the end of the
-    file), and whether it is a valid frame with the wrong LSN (always damage, never a torn tail).
+    file), and whether the end of the file cuts that frame short (what a torn write leaves).
     """
     view = memoryview(data)
     size = len(data)
@@ -225,15 +266,19 @@ def _walk_frames(data: bytes, segment: Segment) -> tuple[int, str | None, bool]:
     pos = 0
     while pos < size:
         if size - pos < HEADER_SIZE:
-            return pos, f"a partial frame header of {size - pos} bytes", False
+            return pos, f"a partial frame header of {size - pos} bytes", True
         length, crc, lsn = unpack(data, pos)
         end = pos + HEADER_SIZE + length
         if end > size:
-            return pos, f"a frame of {length} payload bytes runs past the end of the file", False
+            if crc32(view[pos + 8 :]) == crc:
+                # The rest of the file is this frame, whole and sound, but for its length: a
+                # damaged length field, not a write cut short.
+                return pos, f"a whole frame's length reads {length}, past the file's end", False
+            return pos, f"a frame of {length} payload bytes runs past the end of the file", True
         if crc32(view[pos + 8 : end]) != crc:
-            return pos, "a frame's checksum does not match its contents", False
+            return pos, "a whole frame's checksum does not match its contents", False
         if lsn != expected:
-            return pos, f"the frame holds LSN {lsn} where LSN {expected} was expected", True
+            return pos, f"the frame holds LSN {lsn} where LSN {expected} was expected", False
         segment.add(lsn, pos, end - pos)
         expected += 1
         pos = end

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import IO
 
 from werkzeug.wrappers import Response
 
@@ -13,7 +14,7 @@ from refimpl.engine.result import Column
 from refimpl.engine.session import Session
 from refimpl.errors import BadRequest, NotFound, UnknownTable
 from refimpl.http import csvimport, lineproto
-from refimpl.http.context import Context, decode_utf8
+from refimpl.http.context import Context
 from refimpl.http.encode import Answer, json_response
 from refimpl.waiting.parked import Parked
 
@@ -42,20 +43,25 @@ def table_shape(session: Session, table: str) -> TableShape | None:
 def import_route(ctx: Context) -> Answer | Parked[Answer]:
     table = ctx.require("table")
     ctx.app.instance.access.check(ctx.principal, ctx.database, Right.WRITE)
-    text = _import_body(ctx)
+    body = _import_body(ctx)
+    count = 0
     with ctx.session(acknowledge_later=True) as session:
         shape = table_shape(session, table)
         if shape is None:
             raise NotFound(f"table '{table}' does not exist in database '{ctx.database}'")
-        columns, rows = csvimport.parse_csv(text, shape.columns, table)
-        if rows:
-            session.insert_rows(table, columns, rows)
-    count = len(rows)
-    body = {"table": table, "count": count, "message": f"{count} row(s) inserted"}
-    return ctx.when_durable(session, json_response(body))
+        rows = csvimport.CsvImport(body, shape.columns, table)
+        # Batches join one transaction: a bad line anywhere rolls back the whole import
+        # (closing the session without COMMIT).
+        session.execute("BEGIN", ())
+        for batch in rows.batches():
+            count += session.insert_rows(table, rows.columns, batch)
+        session.execute("COMMIT", ())
+    answer = {"table": table, "count": count, "message": f"{count} row(s) inserted"}
+    return ctx.when_durable(session, json_response(answer))
 
 
-def _import_body(ctx: Context) -> str:
+def _import_body(ctx: Context) -> IO[bytes]:
+    """The CSV as a stream, read as it is parsed (the server spools large bodies to disk)."""
     request = ctx.request
     if request.mimetype == "multipart/form-data":
         # QuestDB's form: curl -F data=@file.csv
@@ -63,10 +69,10 @@ def _import_body(ctx: Context) -> str:
         upload = files.get("data")
         if upload is None or set(files) - {"data"}:
             raise BadRequest("send the CSV as the form file 'data', or as the request body")
-        return decode_utf8(upload.read())
+        return upload.stream
     if request.mimetype not in ("", "text/csv", "text/plain", "application/octet-stream"):
         raise BadRequest(f"content type '{request.mimetype}' is not taken here; send text/csv")
-    return ctx.body_text()
+    return request.stream
 
 
 def write_route(ctx: Context) -> Response | Answer | Parked[Answer]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from werkzeug.wrappers import Response
 
 from refimpl.errors import BadRequest, KdbError
+from refimpl.http.auth import by_cookie
 from refimpl.http.context import Context
 from refimpl.http.encode import Answer, csv_chunks, json_response, result_body
 from refimpl.http.error_answers import to_response
@@ -44,6 +45,12 @@ def _sql_of(ctx: Context) -> str:
 
 def exec_route(ctx: Context) -> Response | Answer | Parked[Answer]:
     sql = _sql_of(ctx)
+    if ctx.request.method == "GET" and by_cookie(ctx.request):
+        # A link or an image on any page makes the browser GET with the cookie: a change
+        # must come as a POST, which the origin check sees. A token client keeps GET for all.
+        _refuse_changes(
+            sql, "with the session cookie, GET /exec runs queries only, not {}; POST it"
+        )
     with ctx.session(acknowledge_later=True) as session:
         try:
             answer = json_response(result_body(session.execute(sql, ()), sql))
@@ -56,7 +63,7 @@ def exec_route(ctx: Context) -> Response | Answer | Parked[Answer]:
 
 def export_route(ctx: Context) -> Response:
     sql = ctx.require("query")
-    _refuse_changes(sql)
+    _refuse_changes(sql, "/exp runs queries only, not {}; use /exec for it")
     with ctx.session() as session:
         result = session.execute(sql, ())
     if result.columns is None:
@@ -64,8 +71,9 @@ def export_route(ctx: Context) -> Response:
     return Response(csv_chunks(result), content_type="text/csv; charset=utf-8")
 
 
-def _refuse_changes(sql: str) -> None:
-    """/exp is for reading: refuse anything that is not a query before it runs."""
+def _refuse_changes(sql: str, refusal: str) -> None:
+    """Refuse, before anything runs, a script holding a statement that is not a query;
+    `refusal` is the error, `{}` the statement's kind."""
     from refimpl.sql import ast
     from refimpl.sql.parser import parse
 
@@ -74,6 +82,4 @@ def _refuse_changes(sql: str) -> None:
     script = parse(sql)
     for statement in script.statements:
         if not isinstance(statement, readers):
-            raise BadRequest(
-                f"/exp runs queries only, not {type(statement).__name__}; use /exec for it"
-            )
+            raise BadRequest(refusal.format(type(statement).__name__))

@@ -6,9 +6,9 @@ clients could start thousands of threads. Here a fixed pool of workers answers r
 Connections are kept alive (HTTP/1.1) without tying up a worker: between requests a
 connection sits in an epoll set that every idle worker waits on, and whichever worker the
 kernel wakes answers the next request on it. So a thousand idle keep-alive clients cost file
-descriptors, not threads, and a request never pays for a new TCP connection. Werkzeug's own
-request runner closes every connection and waits 10 ms after each answer for stray request
-bytes; ours reads exactly the body the request declared instead.
+descriptors, not threads, and a request never pays for a new TCP connection. A request runs
+only once it has arrived whole (`wire.RequestReader`): until then its connection waits in
+the set too, so a client that trickles its bytes holds no worker.
 """
 
 from __future__ import annotations
@@ -23,38 +23,36 @@ import struct
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from types import FrameType
 from typing import Any
 
 from werkzeug.serving import BaseWSGIServer
-from werkzeug.wsgi import LimitedStream
 
 from refimpl.engine import admission
 from refimpl.http.encode import Answer
 from refimpl.http.serving import wire
+from refimpl.http.serving.limits import (
+    OUT_OF_DESCRIPTORS,
+    ConnectionCounts,
+    ConnectionLimits,
+    DescriptorReserve,
+    raise_open_file_limit,
+    refuse,
+)
 from refimpl.waiting.parked import Parked, ParkedBody
 
 log = logging.getLogger("refimpl.http")
 
-CONNECTION_TIMEOUT_SECONDS = 60.0  # a started request must arrive within this
+CONNECTION_TIMEOUT_SECONDS = 60.0  # a started request must arrive whole within this
 KEEP_ALIVE_SECONDS = 60.0  # a kept-alive connection is closed after this long unused
 IDLE_CHECK_SECONDS = 1.0
 WORKER_POLL_SECONDS = 0.5  # how soon an idle worker notices a stop
 ADMITTED = 2  # requests running Python at once (see refimpl.engine.admission)
-DRAIN_LIMIT = 1024 * 1024  # unread request body a kept-alive connection may skip
 # A stream whose client has not taken this much of what was sent is dropped: a reader that
 # stops reading costs bounded memory.
 STREAM_UNSENT_LIMIT = 1024 * 1024
 # Readable, then disarmed until the answer is sent: one worker per request.
 _ARMED = select.EPOLLIN | select.EPOLLONESHOT
-
-@dataclass(frozen=True, slots=True)
-class ConnectionLimits:
-    """Open connections at most, in all and from one client address (503 above)."""
-
-    total: int = 10_000
-    per_address: int = 4096
 
 
 # A WSGI application; one with a `waiting_room` (refimpl's App) has its parked requests
@@ -106,15 +104,14 @@ class Connection:
         self.connection = sock
         self.client_address = client_address
         self.server = server
-        # Blocking, with the kernel's own timeouts: a Python-level timeout would add a
-        # poll() system call before every recv() and send().
+        # Blocking sends, with the kernel's own timeout: a Python-level timeout would add a
+        # poll() system call before every send(). Requests are read without waiting (wire).
         sock.settimeout(None)
         limit = struct.pack("ll", int(CONNECTION_TIMEOUT_SECONDS), 0)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, limit)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, limit)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        # A request whose bytes are slow to come waits without its admission place.
-        self.reader = wire.SocketReader(sock, admission.waiting)
+        self.reader = wire.RequestReader(sock, server.max_body_bytes)
+        self.counted = False  # counted in the server's ConnectionCounts until closed
         self.last_used = time.monotonic()
         self.busy = False  # taken by a worker or parked; guarded by the server's lock
         # A parked request, and how to answer it once decided.
@@ -128,45 +125,38 @@ class Connection:
         self.stream_ended = False
         self.send_lock = threading.Lock()
         self.unsent = b""  # the part of a decided answer the socket did not take at once
-        self.partial_since: float | None = None  # when a request began to arrive, unfinished
         self.keep_after_unsent = False
 
     def request_ready(self) -> bool:
         """True when a request can be served without waiting for the client (see wire)."""
-        if self.reader.request_ready():
-            self.partial_since = None
-            return True
-        if self.partial_since is None and self.reader.buffered:
-            self.partial_since = time.monotonic()
-        return False
+        return self.reader.receive()
 
     def has_buffered_request(self) -> bool:
-        """True when the next whole request already sits in our buffer (pipelining)."""
-        return self.reader.whole_request_buffered()
+        """True when the next whole request was read already (pipelining)."""
+        return self.reader.has_request()
 
     def serve_one(self) -> bool:
         """Answer one request; True when the connection stays open for another."""
-        try:
-            raw = self.reader.read_head()
-            if raw is None:
-                return False
-            head = wire.parse_head(raw)
-            environ = wire.make_environ(
-                head, self.reader, self.server.server_address, self.client_address
-            )
-            keep = self._run(head, environ)
-        except wire.MalformedRequest as error:
-            self._send_bytes(wire.error_answer(error.status, error.message))
+        request = self.reader.next()
+        if request is None:
             return False
+        if isinstance(request, wire.MalformedRequest):
+            self._send_bytes(wire.error_answer(request.status, request.message))
+            return False
+        try:
+            environ = wire.make_environ(
+                request, self.server.server_address, self.client_address
+            )
+            keep = self._run(request.head, environ)
         except (ConnectionError, TimeoutError, OSError):
             return False
+        finally:
+            request.close()
         self.last_used = time.monotonic()
         return keep
 
     def _run(self, head: wire.RequestHead, environ: dict[str, Any]) -> bool:
-        if head.header("Expect").lower() == "100-continue":
-            self.connection.sendall(b"HTTP/1.1 100 Continue\r\n\r\n")
-        keep = head.keep_alive and not environ.get("wsgi.input_terminated")
+        keep = head.keep_alive
         answer: list[Any] = []
 
         def start_response(status: str, headers: list[tuple[str, str]], exc_info: Any = None):
@@ -184,12 +174,6 @@ class Connection:
                 close = getattr(result, "close", None)
                 if close is not None:
                     close()
-        body = environ["wsgi.input"]
-        if keep and isinstance(body, LimitedStream) and not body.is_exhausted:
-            if body.limit - body._pos > DRAIN_LIMIT:
-                keep = False
-            else:
-                body.exhaust()  # the next request starts after this one's body
         self.parked_keep = keep
         return keep
 
@@ -256,11 +240,15 @@ class Connection:
             pass
 
     def close(self) -> None:
+        self.reader.close()
         try:
             self.connection.shutdown(socket.SHUT_WR)
         except OSError:
             pass
         self.connection.close()
+        if self.counted:
+            self.counted = False
+            self.server.counts.release(self.client_address[0])
 
 
 def _refuse_write(data: bytes) -> None:
@@ -283,10 +271,13 @@ class PooledWSGIServer(BaseWSGIServer):
     def __init__(
         self, host: str, port: int, app: WSGIApp, threads: int,
         limits: ConnectionLimits | None = None,
+        max_body_bytes: int = wire.DEFAULT_MAX_BODY_BYTES,
     ) -> None:
         super().__init__(host, port, app)
         self.threads = threads
-        self.limits = limits or ConnectionLimits()
+        self.counts = ConnectionCounts(limits or ConnectionLimits())
+        self.max_body_bytes = max_body_bytes  # larger bodies: 413 before they are read
+        self._reserve = DescriptorReserve()
         self._epoll = select.epoll()
         self._connections: dict[int, Connection] = {}  # by file descriptor
         self._lock = threading.Lock()
@@ -307,12 +298,26 @@ class PooledWSGIServer(BaseWSGIServer):
         for worker in self._workers:
             worker.start()
 
+    def get_request(self) -> tuple[socket.socket, Any]:
+        try:
+            return self.socket.accept()
+        except OSError as error:
+            if error.errno in OUT_OF_DESCRIPTORS:
+                self._reserve.refuse_one(self.socket)
+            raise  # socketserver skips this round
+
     def process_request(self, request: Any, client_address: Any) -> None:
+        refused = self.counts.admit(client_address[0])
+        if refused is not None:
+            refuse(request, refused)
+            return
         try:
             handler = Connection(request, client_address, self)
         except OSError:
+            self.counts.release(client_address[0])
             self.shutdown_request(request)
             return
+        handler.counted = True
         if self._stopping.is_set():
             handler.close()
             return
@@ -342,8 +347,8 @@ class PooledWSGIServer(BaseWSGIServer):
             events = self._epoll.poll(WORKER_POLL_SECONDS, 1)
         except OSError:  # the set was closed: we are stopping
             return
+        self._close_idle()  # also under load: a trickled request's deadline must hold
         if not events:
-            self._close_idle()
             return
         fd = events[0][0]
         if self._gate is not None:
@@ -495,7 +500,7 @@ class PooledWSGIServer(BaseWSGIServer):
                 if not handler.busy
                 and (
                     now - handler.last_used > KEEP_ALIVE_SECONDS
-                    or now - (handler.partial_since or now) > CONNECTION_TIMEOUT_SECONDS
+                    or now - (handler.reader.started_at or now) > CONNECTION_TIMEOUT_SECONDS
                 )
             ]
             for fd, handler in idle:
@@ -503,6 +508,15 @@ class PooledWSGIServer(BaseWSGIServer):
                 handler.busy = True
                 self._epoll.unregister(fd)
         for _, handler in idle:
+            if handler.reader.started_at is not None:
+                # The deadline counts from the request's first byte, however it trickles.
+                timeout = int(CONNECTION_TIMEOUT_SECONDS)
+                late = wire.error_answer(408, f"the request did not arrive whole within"
+                                         f" {timeout} s of its first byte; send it at once")
+                try:
+                    handler.connection.send(late, socket.MSG_DONTWAIT)
+                except OSError:
+                    pass
             handler.close()
 
     def handle_error(self, request: Any, client_address: Any) -> None:
@@ -531,6 +545,7 @@ class PooledWSGIServer(BaseWSGIServer):
         self._epoll.close()
         for handler in handlers:
             handler.close()
+        self._reserve.close()
 
 
 def serve(
@@ -542,6 +557,7 @@ def serve(
     on_stop: Callable[[], None],
     on_stopping: Callable[[], None] | None = None,
     limits: ConnectionLimits | None = None,
+    max_body_bytes: int = wire.DEFAULT_MAX_BODY_BYTES,
 ) -> int:
     """Serve until SIGTERM or SIGINT; then stop accepting, finish running requests, `on_stop`.
 
@@ -549,7 +565,9 @@ def serve(
     the place to answer waiting readers and end open streams, which would otherwise hold
     their workers. Returns the exit status (0 after a graceful stop).
     """
-    server = PooledWSGIServer(host, port, app, threads, limits or ConnectionLimits())
+    raise_open_file_limit()  # a connection costs a file descriptor
+    server = PooledWSGIServer(host, port, app, threads, limits or ConnectionLimits(),
+                              max_body_bytes)  # fmt: skip
     stop = threading.Event()
 
     def request_stop(signum: int, frame: FrameType | None) -> None:

@@ -1,35 +1,39 @@
-"""HTTP/1.1 on one connection: reading request heads and bodies, writing answer heads.
+"""HTTP/1.1 on one connection: reading whole requests, writing answer heads.
 
 No threads here and no WSGI application: `server.py` decides who reads which connection
-and when; this module only turns bytes into a `RequestHead` and an environ, and an answer's
-status and headers into bytes. It replaces `http.server`'s line-at-a-time reading (one
-`readline` call per header, then `email.parser`) with one scan of a buffer that usually
-holds the whole request after a single `recv`.
+and when; this module only turns bytes into `ReceivedRequest`s and environs, and an answer's
+status and headers into bytes. The framing (request line, header fields, Content-Length,
+chunked bodies) is llhttp's, Node.js's parser, through httptools: a hand-written parser is
+where request smuggling lives (two lengths, a length beside chunked, a bad chunk size).
+
+A request is read whole before it runs, without waiting: `RequestReader.receive` takes what
+the client has sent and returns; the server waits for the rest in its epoll set, so a
+client that trickles a head or a body holds no worker. A body stays in memory up to
+MEMORY_BODY_BYTES and goes on in an unnamed temporary file past that, so that bodies
+arriving on many connections at once cost bounded memory.
 """
 
 from __future__ import annotations
 
-import re
+import collections
+import io
 import socket
 import sys
+import tempfile
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from email.utils import formatdate
-from typing import Any
+from typing import IO, Any
 from urllib.parse import unquote_to_bytes, urlsplit
 
-from werkzeug.serving import DechunkedInput
-from werkzeug.wsgi import LimitedStream
+import httptools
 
 MAX_REQUEST_LINE = 65536
 MAX_HEAD_BYTES = 256 * 1024
 MAX_HEADERS = 100
 RECV_BYTES = 65536
-PREREAD_BODY_BYTES = 1024 * 1024  # a body up to this size is buffered before the request runs
-
-_CONTENT_LENGTH = re.compile(rb"\ncontent-length[ \t]*:[ \t]*(\d{1,18})[ \t]*\r?(?:\n|$)", re.I)
-_EXPECT_CONTINUE = re.compile(rb"\nexpect[ \t]*:[ \t]*100-continue", re.I)
+MEMORY_BODY_BYTES = 256 * 1024  # a body past this goes on in a temporary file
+DEFAULT_MAX_BODY_BYTES = 64 * 1024 * 1024
 
 REASONS = {
     100: "Continue", 200: "OK", 201: "Created", 204: "No Content", 304: "Not Modified",
@@ -37,8 +41,21 @@ REASONS = {
     405: "Method Not Allowed", 408: "Request Timeout", 410: "Gone", 413: "Content Too Large",
     414: "URI Too Long", 415: "Unsupported Media Type", 431: "Request Header Fields Too Large",
     500: "Internal Server Error", 503: "Service Unavailable",
-    505: "HTTP Version Not Supported",
 }  # fmt: skip
+
+# llhttp's reasons for refusing framing, said as what to send instead.
+_FRAMING = {
+    "Duplicate Content-Length": "send Content-Length once",
+    "Transfer-Encoding can't be present with Content-Length": (
+        "send either Content-Length or Transfer-Encoding: chunked, not both"
+    ),
+    "Request has invalid `Transfer-Encoding`": (
+        "the only Transfer-Encoding taken is chunked, and it must come last"
+    ),
+    "Invalid character in chunk size": "a chunk size must be hexadecimal digits",
+    "Content-Length overflow": "the Content-Length is too large",
+    "Invalid character in Content-Length": "the Content-Length must be decimal digits",
+}
 
 
 class MalformedRequest(Exception):
@@ -67,190 +84,240 @@ class RequestHead:
         return ""
 
 
-class SocketReader:
-    """Buffered reads from a connected socket, with `buffered` known without a system call.
+@dataclass(slots=True)
+class ReceivedRequest:
+    """A whole request: its head and its body (de-chunked), read to the end."""
 
-    File-like enough (`read`, `readline`, `readinto`) for a request body's stream.
+    head: RequestHead
+    body: IO[bytes]
+    body_length: int
+    has_body: bool  # it announced a body (Content-Length or chunked), maybe empty
+
+    def close(self) -> None:
+        self.body.close()  # a temporary file goes away with it
+
+
+class RequestReader:
+    """Reads the requests of one connection without ever waiting for its client.
+
+    The parser's callbacks (`on_url`, `on_header`, ...) collect each request; a whole one,
+    or the error that ends the connection, joins `ready`, oldest first.
     """
 
-    def __init__(self, sock: socket.socket, on_block: Callable[[], None] = lambda: None) -> None:
+    def __init__(self, sock: socket.socket, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES):
         self.sock = sock
-        self.buffer = b""
-        self._on_block = on_block  # called before a read that has to wait for the client
+        self.max_body_bytes = max_body_bytes
+        self.ready: collections.deque[ReceivedRequest | MalformedRequest | None] = (
+            collections.deque()
+        )  # None: the client closed, or no more can be read
+        self.started_at: float | None = None  # when the unfinished request's first byte came
+        self._parser = httptools.HttpRequestParser(self)
+        self._ended = False
+        self._in_head = False
+        self._head_bytes = 0
+        self._url: list[bytes] = []
+        self._url_bytes = 0
+        self._headers: list[tuple[str, str]] = []
+        self._head: RequestHead | None = None
+        self._body: list[bytes] = []
+        self._body_bytes = 0
+        self._body_file: IO[bytes] | None = None
+        self._has_body = False
+        self._wants_continue = False
 
-    @property
-    def buffered(self) -> int:
-        return len(self.buffer)
+    def has_request(self) -> bool:
+        """True when a whole request (or the connection's end) waits to be served."""
+        return bool(self.ready)
 
-    def _fill(self) -> bool:
-        try:
-            data = self.sock.recv(RECV_BYTES, socket.MSG_DONTWAIT)
-        except BlockingIOError:
-            self._on_block()
-            data = self.sock.recv(RECV_BYTES)
-        if not data:
-            return False
-        self.buffer += data
-        return True
+    def receive(self) -> bool:
+        """Read what the client has sent, without waiting; True when `next` has something.
 
-    def read_head(self) -> bytes | None:
-        """The next request's head without its blank line; None at end of stream first.
-
-        Blank lines before a request line are skipped, as RFC 9112 asks of a server.
+        False means more bytes must come first: the server waits for them without a thread.
         """
-        while True:
-            self.buffer = self.buffer.lstrip(b"\r\n")
-            found = _head_end(self.buffer)
-            if found is not None:
-                end, blank = found
-                head = self.buffer[:end]
-                self.buffer = self.buffer[end + blank :]
-                return head
-            error = _oversized_head(self.buffer)
-            if error is not None:
-                raise error
-            if not self._fill():
-                if self.buffer:
-                    raise MalformedRequest(400, "the connection ended inside a request head")
-                return None
-
-    def request_ready(self) -> bool:
-        """Read what the client has sent, without waiting; True when a request can be served.
-
-        That is: the buffer holds a whole request head and, when the head announces a body
-        of at most PREREAD_BODY_BYTES by Content-Length (and does not ask for
-        `100-continue`), that body too; or the client closed or failed, or what arrived can
-        no longer become a valid head (reading the request then ends it at once). False
-        means more bytes must come first: the server waits for them without a thread.
-        """
-        while not self.whole_request_buffered():
+        while not self.ready:
+            if self._ended:
+                self.ready.append(None)  # nothing more is read after the connection's end
+                break
             try:
                 data = self.sock.recv(RECV_BYTES, socket.MSG_DONTWAIT)
             except BlockingIOError:
+                self._continue_if_asked()
                 return False
             except OSError:
-                return True
+                data = b""
             if not data:
-                return True
-            self.buffer += data
+                self._end_of_stream()
+            else:
+                self.feed(data)
         return True
 
-    def whole_request_buffered(self) -> bool:
-        """True when the buffer alone makes `request_ready` true (no system call)."""
-        buffer = self.buffer.lstrip(b"\r\n")
-        if not buffer:
-            return False
-        found = _head_end(buffer)
-        if found is None:
-            return _oversized_head(buffer) is not None
-        head_end = sum(found)
-        head = buffer[:head_end]
-        length = _CONTENT_LENGTH.search(head)
-        if length is None or _EXPECT_CONTINUE.search(head):
-            return True
-        size = int(length.group(1))
-        return size > PREREAD_BODY_BYTES or len(buffer) - head_end >= size
+    def next(self) -> ReceivedRequest | MalformedRequest | None:
+        """The oldest whole request, the error that ends the connection, or None (ended)."""
+        return self.ready.popleft() if self.ready else None
 
-    def read(self, size: int = -1) -> bytes:
-        if size is None or size < 0:
-            while self._fill():
-                pass
-            data, self.buffer = self.buffer, b""
-            return data
-        while len(self.buffer) < size and self._fill():
-            pass
-        data, self.buffer = self.buffer[:size], self.buffer[size:]
-        return data
+    def feed(self, data: bytes) -> None:
+        """Parse `data`; whole requests and errors join `ready`."""
+        if self._ended:
+            return
+        try:
+            self._parser.feed_data(data)
+        except httptools.HttpParserCallbackError as error:
+            cause = error.__context__
+            self._fail(cause if isinstance(cause, MalformedRequest) else _parse_error(error))
+            return
+        except httptools.HttpParserUpgrade:
+            # Upgrade and CONNECT are not served: the request is answered, then the
+            # connection closes (what follows is not HTTP/1.1).
+            if self.ready and isinstance(self.ready[-1], ReceivedRequest):
+                self.ready[-1].head.keep_alive = False
+            self._fail(None)
+            return
+        except httptools.HttpParserError as error:
+            self._fail(_parse_error(error))
+            return
+        if self._in_head:
+            # Counted per receive, so the limits hold however the head is cut into pieces.
+            self._head_bytes += len(data)
+            if self._head_bytes > MAX_HEAD_BYTES:
+                self._fail(MalformedRequest(431, "the request headers are larger than 256 KB"))
 
-    def readinto(self, target: Any) -> int:
-        """Up to len(target) bytes: what is buffered, else what one receive brings."""
-        if not self.buffer and len(target):
-            self._fill()
-        data, self.buffer = self.buffer[: len(target)], self.buffer[len(target) :]
-        target[: len(data)] = data
-        return len(data)
+    # -- the parser's callbacks ------------------------------------------------------------
 
-    def readline(self, limit: int = -1) -> bytes:
-        while True:
-            end = self.buffer.find(b"\n")
-            if end >= 0 and (limit < 0 or end < limit):
-                size = end + 1
-                break
-            if 0 <= limit <= len(self.buffer):
-                size = limit
-                break
-            if not self._fill():
-                size = len(self.buffer)
-                break
-        line, self.buffer = self.buffer[:size], self.buffer[size:]
-        return line
+    def on_message_begin(self) -> None:
+        self.started_at = time.monotonic()
+        self._in_head, self._head_bytes = True, 0
+        self._url, self._url_bytes, self._headers = [], 0, []
+
+    def on_url(self, url: bytes) -> None:
+        self._url.append(url)
+        self._url_bytes += len(url)
+        if self._url_bytes > MAX_REQUEST_LINE:
+            raise MalformedRequest(414, f"the request target is longer than {MAX_REQUEST_LINE}"
+                                   " bytes")  # fmt: skip
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        if len(self._headers) >= MAX_HEADERS:
+            raise MalformedRequest(431, f"more than {MAX_HEADERS} header fields")
+        self._headers.append((name.decode("latin-1"), value.decode("latin-1")))
+
+    def on_headers_complete(self) -> None:
+        self._in_head = False
+        parser = self._parser
+        version = parser.get_http_version()
+        if version == "0.9":
+            raise MalformedRequest(400, "HTTP/0.9 requests are not served; send HTTP/1.1")
+        if not version.startswith("1."):
+            # 400 rather than 505: every answer to a client's mistake is a 4xx here.
+            raise MalformedRequest(400, f"HTTP/{version} is not served here; send HTTP/1.1")
+        head = RequestHead(
+            parser.get_method().decode("latin-1"), b"".join(self._url).decode("latin-1"),
+            f"HTTP/{version}", self._headers, parser.should_keep_alive(),
+        )  # fmt: skip
+        declared = head.header("Content-Length")
+        codings = [v for k, v in self._headers if k.lower() == "transfer-encoding"]
+        if codings and [c.strip().lower() for c in codings] != ["chunked"]:
+            raise MalformedRequest(
+                400, "the only Transfer-Encoding taken is chunked, alone; send the body as is"
+                " with Content-Length, or chunked",
+            )  # fmt: skip
+        chunked = bool(codings)
+        if declared and int(declared) > self.max_body_bytes:
+            raise _too_large(self.max_body_bytes)
+        self._head, self._has_body = head, chunked or bool(declared)
+        self._body, self._body_bytes, self._body_file = [], 0, None
+        self._wants_continue = (
+            self._has_body and head.header("Expect").lower() == "100-continue"
+            and version == "1.1"
+        )  # fmt: skip
+
+    def on_body(self, data: bytes) -> None:
+        self._body_bytes += len(data)
+        if self._body_bytes > self.max_body_bytes:
+            raise _too_large(self.max_body_bytes)  # a chunked body, as soon as it is past
+        if self._body_file is not None:
+            self._body_file.write(data)
+            return
+        self._body.append(data)
+        if self._body_bytes > MEMORY_BODY_BYTES:
+            self._body_file = tempfile.TemporaryFile()
+            self._body_file.writelines(self._body)
+            self._body = []
+
+    def on_message_complete(self) -> None:
+        head = self._head
+        assert head is not None
+        if self._body_file is not None:
+            body, self._body_file = self._body_file, None
+            body.seek(0)
+        else:
+            body = io.BytesIO(b"".join(self._body))
+        self._body = []
+        self.ready.append(ReceivedRequest(head, body, self._body_bytes, self._has_body))
+        self._head, self._wants_continue, self.started_at = None, False, None
+
+    # -- ends ------------------------------------------------------------------------------
+
+    def _continue_if_asked(self) -> None:
+        """Tell a client waiting on `Expect: 100-continue` to send its body (once)."""
+        if self._wants_continue and not self._ended:
+            self._wants_continue = False
+            try:
+                self.sock.send(b"HTTP/1.1 100 Continue\r\n\r\n", socket.MSG_DONTWAIT)
+            except OSError:
+                pass  # the client sends its body after a while anyway
+
+    def _end_of_stream(self) -> None:
+        if self.started_at is not None and not self._ended:
+            self._fail(MalformedRequest(400, "the connection ended inside a request"))
+        else:
+            self._fail(None)
+
+    def _fail(self, error: MalformedRequest | None) -> None:
+        """No more requests on this connection; `error` answers the unfinished one."""
+        self._ended = True
+        if self._body_file is not None:
+            self._body_file.close()
+            self._body_file = None
+        self._body = []
+        self.started_at = None
+        self.ready.append(error)
+        if error is not None:
+            self.ready.append(None)
+
+    def close(self) -> None:
+        """Let go of the bodies not served (their temporary files)."""
+        self._fail(None)
+        for item in self.ready:
+            if isinstance(item, ReceivedRequest):
+                item.close()
+        self.ready.clear()
 
 
-def _head_end(buffer: bytes) -> tuple[int, int] | None:
-    """Where the head at the start of `buffer` ends and how long its blank line is; None
-    while it has not ended."""
-    crlf, lf = buffer.find(b"\n\r\n"), buffer.find(b"\n\n")
-    ends = [(at, blank) for at, blank in ((crlf, 3), (lf, 2)) if at >= 0]
-    return min(ends) if ends else None
+def _too_large(limit: int) -> MalformedRequest:
+    return MalformedRequest(
+        413, f"the request body is larger than this server's limit of"
+        f" {limit / (1024 * 1024):g} MB (max_body_mb)",
+    )  # fmt: skip
 
 
-def _oversized_head(buffer: bytes) -> MalformedRequest | None:
-    """The error for an unfinished head already too large ever to be read; else None."""
-    first_line = buffer.find(b"\n")
-    if (first_line < 0 and len(buffer) > MAX_REQUEST_LINE) or first_line > MAX_REQUEST_LINE:
-        return MalformedRequest(414, "the request line is longer than 65536 bytes")
-    if len(buffer) > MAX_HEAD_BYTES:
-        return MalformedRequest(431, "the request headers are larger than 256 KB")
-    return None
-
-
-def parse_head(raw: bytes) -> RequestHead:
-    """The request line and header fields of one head (as `read_head` returns it)."""
-    lines = raw.decode("iso-8859-1").split("\n")
-    request_line = lines[0].rstrip("\r")
-    words = request_line.split()
-    if len(words) != 3:
-        raise MalformedRequest(400, f"bad request line {request_line[:100]!r}")
-    method, target, version = words
-    major, dot, minor = version.removeprefix("HTTP/").partition(".")
-    if not version.startswith("HTTP/") or not dot or not (major + minor).isdigit():
-        raise MalformedRequest(400, f"bad HTTP version {version[:20]!r}")
-    if int(major) >= 2:
-        raise MalformedRequest(505, f"HTTP version {version[:20]} is not supported")
-    if len(lines) - 1 > MAX_HEADERS:
-        raise MalformedRequest(431, "too many header lines")
-    headers: list[tuple[str, str]] = []
-    connection = ""
-    for line in lines[1:]:
-        text = line.rstrip("\r")
-        if len(text) > MAX_REQUEST_LINE:
-            raise MalformedRequest(431, "a header line is too long")
-        name, colon, value = text.partition(":")
-        if not colon or not name or name != name.strip():
-            raise MalformedRequest(400, f"malformed header line {text[:100]!r}")
-        value = value.strip()
-        headers.append((name, value))
-        if name.lower() == "connection":
-            connection = value.lower()
-    keep_alive = (int(major), int(minor)) >= (1, 1)
-    if connection == "close":
-        keep_alive = False
-    elif connection == "keep-alive":
-        keep_alive = True
-    return RequestHead(method, target, version, headers, keep_alive)
+def _parse_error(error: Exception) -> MalformedRequest:
+    reason = str(error.args[0] if error.args else error)
+    advice = _FRAMING.get(reason)
+    if advice is not None:
+        return MalformedRequest(400, f"the request cannot be read: {reason}; {advice}")
+    return MalformedRequest(400, f"the request is not valid HTTP/1.1: {reason}")
 
 
 def make_environ(
-    head: RequestHead,
-    reader: SocketReader,
-    server_address: tuple[str, int],
-    client_address: tuple[str, int],
+    request: ReceivedRequest, server_address: tuple[str, int], client_address: tuple[str, int]
 ) -> dict[str, Any]:
     """The WSGI environ of one request; its `wsgi.input` reads exactly this request's body.
 
     Keys as Werkzeug's development server sets them; PATH_INFO carries the percent-decoded
-    path's bytes as latin-1 text, as PEP 3333 asks.
+    path's bytes as latin-1 text, as PEP 3333 asks. The body was read whole (and de-chunked)
+    already: CONTENT_LENGTH gives its length, and Transfer-Encoding is not passed on.
     """
+    head = request.head
     target = head.target
     if target.startswith("/"):
         path, _, query = target.partition("?")
@@ -286,22 +353,19 @@ def make_environ(
         if "_" in name:
             continue  # a header with '_' could pose as another after the name mapping
         key = name.upper().replace("-", "_")
-        if key not in ("CONTENT_TYPE", "CONTENT_LENGTH"):
-            key = "HTTP_" + key
-            if key in environ:
-                value = f"{environ[key]},{value}"
+        if key in ("CONTENT_TYPE", "CONTENT_LENGTH", "TRANSFER_ENCODING"):
+            if key == "CONTENT_TYPE":
+                environ[key] = value
+            continue
+        key = "HTTP_" + key
+        if key in environ:
+            value = f"{environ[key]},{value}"
         environ[key] = value
     if host is not None:
         environ["HTTP_HOST"] = host
-    encodings = environ.get("HTTP_TRANSFER_ENCODING", "").lower()
-    if "chunked" in (part.strip() for part in encodings.split(",")):
-        environ["wsgi.input_terminated"] = True
-        environ["wsgi.input"] = DechunkedInput(reader)  # type: ignore[arg-type]
-    else:
-        length = environ.get("CONTENT_LENGTH", "")
-        if length and not (length.isascii() and length.isdigit() and len(length) <= 18):
-            raise MalformedRequest(400, f"bad Content-Length {length[:30]!r}")
-        environ["wsgi.input"] = LimitedStream(reader, int(length or 0))  # type: ignore[arg-type]
+    if request.has_body:
+        environ["CONTENT_LENGTH"] = str(request.body_length)
+    environ["wsgi.input"] = request.body
     return environ
 
 
@@ -323,7 +387,8 @@ def answer_head(status: str, headers: list[tuple[str, str]], *, chunked: bool,
                 keep_alive: bool) -> bytes:
     """The status line and header block of an answer, blank line included."""
     lines = [f"HTTP/1.1 {status}"]
-    lines += [f"{name}: {value}" for name, value in headers]
+    # Exactly one Date: ours, whatever the application set.
+    lines += [f"{name}: {value}" for name, value in headers if name.lower() != "date"]
     lines.append(f"Date: {http_date()}")
     if chunked:
         lines.append("Transfer-Encoding: chunked")
@@ -348,12 +413,15 @@ def whole_answer(answer: Any, keep_alive: bool, with_body: bool) -> bytes:
     return data
 
 
-def error_answer(status: int, message: str) -> bytes:
-    """A whole JSON error answer for a request that could not be read; it closes."""
+def error_answer(status: int, message: str, headers: str = "") -> bytes:
+    """A whole JSON error answer for a request that could not be read; it closes.
+
+    `headers`: more header lines, each ending in CRLF (`Retry-After: 1\\r\\n`).
+    """
     text = message.replace("\\", "\\\\").replace('"', "'")
     data = ('{"error": "' + text + '"}').encode("utf-8", "replace")
     return (
         f"HTTP/1.1 {status} {REASONS.get(status, 'Error')}\r\n"
-        f"Content-Type: application/json\r\nContent-Length: {len(data)}\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(data)}\r\n{headers}"
         f"Date: {http_date()}\r\nConnection: close\r\n\r\n"
     ).encode("latin-1") + data

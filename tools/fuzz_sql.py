@@ -1,0 +1,147 @@
+"""The long run of the hostile-input fuzz (tests/http/test_sql_fuzz.py and
+test_hostile_fuzz.py are its short runs in the suite), against a server it starts.
+
+    python tools/fuzz_sql.py --statements 100000        # generated SQL at /exec
+    python tools/fuzz_sql.py --requests 20000           # hostile raw HTTP requests
+    python tools/fuzz_sql.py --statements 5000 --requests 2000 --seed 7
+
+For every statement or request: no 5xx, an error sentence in JSON for every 4xx, no traceback
+or error in the server's log, `/health` answering within 2 s afterwards, and nothing changed
+by a refused request. Unlike the tests, a failure does not stop the run: it is counted and
+the first ones are printed with their input, and the run exits 1. It prints statements (or
+requests), the statuses by code, the 5xx count, the log's tracebacks and the seconds taken.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from hypothesis import HealthCheck, Phase, given, settings  # noqa: E402
+from hypothesis import seed as hypothesis_seed  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from tests.http.conftest import start_server  # noqa: E402
+from tests.http.test_hostile_fuzz import raw_requests, send  # noqa: E402
+from tests.http.test_sql_fuzz import Target, judge, shorten, sql_texts  # noqa: E402
+
+RESET_EVERY = 500  # statements between fresh databases: the tables stay small
+SHOWN = 20  # failures printed in full
+PROGRESS_EVERY = 1000
+
+
+class Tally:
+    """Figures of one run: answers by status, failures with their inputs."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+        self.statuses: Counter[int] = Counter()
+        self.failures: list[tuple[str, object, list[str]]] = []
+        self.sent = 0
+        self.started = time.monotonic()
+
+    def add(self, shown: str, status: object, problems: list[str]) -> None:
+        self.sent += 1
+        for code in status if isinstance(status, list) else [status]:
+            self.statuses[code] += 1  # type: ignore[index]
+        if problems:
+            self.failures.append((shown, status, problems))
+        if self.sent % PROGRESS_EVERY == 0:
+            print(f"  ... {self.sent:,} {self.what}, {len(self.failures)} with a problem,"
+                  f" {time.monotonic() - self.started:.0f} s", file=sys.stderr, flush=True)
+
+    def report(self) -> bool:
+        took = time.monotonic() - self.started
+        server_errors = sum(n for code, n in self.statuses.items() if code >= 500)
+        logged = sum(1 for _, _, problems in self.failures
+                     for problem in problems if problem.startswith("server log:"))  # fmt: skip
+        codes = ", ".join(f"{code}: {n}" for code, n in sorted(self.statuses.items()))
+        print(f"{self.what}: {self.sent:,} in {took:.1f} s ({self.sent / took:.0f}/s)")
+        print(f"  statuses: {codes}")
+        print(f"  5xx: {server_errors}   log lines with a traceback or error: {logged}"
+              f"   inputs with a problem: {len(self.failures)}")  # fmt: skip
+        for shown, status, problems in self.failures[:SHOWN]:
+            print(f"  - {status} {shown}")
+            for problem in problems[:3]:
+                print(f"      {problem[:400]}")
+        return not self.failures
+
+
+def run(examples: int, seed: int | None, strategy: st.SearchStrategy,
+        one: Callable[[object], None]) -> None:  # fmt: skip
+    """Hypothesis as a generator only: no shrinking, nothing stored, every example sent."""
+
+    @settings(max_examples=examples, deadline=None, database=None, phases=[Phase.generate],
+              suppress_health_check=list(HealthCheck), derandomize=seed is None)  # fmt: skip
+    @given(value=strategy)
+    def check(value: object) -> None:
+        one(value)
+
+    if seed is not None:
+        check = hypothesis_seed(seed)(check)
+    check()
+
+
+def fuzz_statements(target: Target, statements: int, seed: int | None) -> Tally:
+    tally = Tally("statements")
+
+    def one(sql: object) -> None:
+        assert isinstance(sql, str)
+        if tally.sent and tally.sent % RESET_EVERY == 0:
+            target.reset()
+        status, problems = judge(target, sql)
+        tally.add(shorten(sql), status, problems)
+
+    run(statements, seed, sql_texts(), one)
+    return tally
+
+
+def fuzz_requests(target: Target, requests: int, seed: int | None) -> Tally:
+    tally = Tally("requests")
+
+    def one(data: object) -> None:
+        assert isinstance(data, bytes)
+        if tally.sent and tally.sent % RESET_EVERY == 0:
+            target.reset()
+        statuses, problems = send(target, data)
+        tally.add(shorten(data.decode("latin-1")), statuses, problems)
+
+    run(requests, seed, raw_requests(target), one)
+    return tally
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--statements", type=int, default=100_000, help="generated SQL texts")
+    parser.add_argument("--requests", type=int, default=0, help="generated raw HTTP requests")
+    parser.add_argument("--seed", type=int, help="a Hypothesis seed (default: derandomized)")
+    args = parser.parse_args()
+    tallies = []
+    with tempfile.TemporaryDirectory() as folder:
+        server = start_server(Path(folder) / "data")
+        try:
+            target = Target(server.url, server.token, server.log, "demo")
+            target.reset()
+            if args.statements:
+                tallies.append(fuzz_statements(target, args.statements, args.seed))
+            if args.requests:
+                tallies.append(fuzz_requests(target, args.requests, args.seed))
+        finally:
+            code = server.stop()
+        ok = all([tally.report() for tally in tallies])
+        if code != 0:
+            print(f"the server exited with {code}: {server.log.read_text()[-3000:]}")
+            ok = False
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
