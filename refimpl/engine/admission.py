@@ -3,35 +3,127 @@
 A server may admit only a few requests at a time to run Python code, because under the
 interpreter lock more running threads do not mean more work done, only longer queues
 behind the lock (16 requests sharing it finish together, late; 2 at a time finish in
-turn). Such a server gives each admitted thread a way to hand its place on: `hand_on`. The
-engine calls `waiting()` before it blocks (a commit waiting for its flush, a reader waiting
-for a lock or a commit) and `running_long()` from long loops, so that a waiting or long
-request does not keep others out. Without a server that admits, both cost next to nothing.
+turn). Such a server gives each admitted thread a way to hand its place on (`hand_on`), and
+a way to take one of its few places for costly requests (`go_long`). The engine calls
+`waiting()` before it blocks (a commit waiting for its flush, a reader waiting for a lock or
+a commit), `running_long()` from long loops, and `before_statements()` where a request may
+wait for a place (the start of a session's `execute`, outside a transaction).
 
-A thread that handed its place on carries on without one: places are only taken when a
-request starts, so no thread ever waits for a place while holding an engine lock.
+Costly requests run on the long places: at most all places but one, so the cheap requests
+always have a place of their own. A request is costly when its SQL text is large, when the
+same text ran long lately, or once it has run LONG_SECONDS. A request found costly at
+`before_statements` waits there for a long place, in order, behind none of the cheap ones.
+One found costly in a long loop (`running_long`) takes a long place if one is free, else
+hands its place on and carries on without one: it may hold an engine lock there, and a
+thread never waits for a place while holding one (a commit waiting for that lock would keep
+new readers out all that while). Its text is remembered, so that the next time it waits at
+`before_statements` instead. Without a server that admits, all of this costs next to nothing.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable
+from typing import Protocol
 
 LONG_SECONDS = 0.01  # a request running longer than this makes way for the others
+# SQL texts longer than this (characters) are costly before they run: their parse alone
+# takes tens of milliseconds of the interpreter lock.
+LARGE_TEXT = 32 * 1024
+REMEMBERED_TEXTS = 1024  # how many texts that ran long are remembered as costly
+
+
+
+class LongPlaces(Protocol):
+    """A server's places for costly requests (refimpl.http.serving.admission_queue)."""
+
+    def to_long(self, holding: bool, timeout: float | None) -> bool:
+        """True once the caller holds a long place; its ordinary one (`holding`) goes on."""
+        ...
+
+    def release_long(self) -> None: ...
+
 
 _local = threading.local()
 
 
-def admitted(hand_on: Callable[[], None]) -> None:
+class _CostlyTexts:
+    """The hashes of texts that ran long lately, the least recently seen forgotten first."""
+
+    def __init__(self, size: int) -> None:
+        self._lock = threading.Lock()
+        self._size = size
+        self._seen: OrderedDict[int, None] = OrderedDict()
+
+    def add(self, key: int) -> None:
+        with self._lock:
+            self._seen[key] = None
+            self._seen.move_to_end(key)
+            if len(self._seen) > self._size:
+                self._seen.popitem(last=False)
+
+    def __contains__(self, key: int) -> bool:
+        if key not in self._seen:  # one dict lookup, atomic: the cheap path takes no lock
+            return False
+        with self._lock:
+            if key in self._seen:
+                self._seen.move_to_end(key)
+        return True
+
+    def clear(self) -> None:
+        with self._lock:
+            self._seen.clear()
+
+
+costly_texts = _CostlyTexts(REMEMBERED_TEXTS)
+
+
+def admitted(hand_on: Callable[[], None], long_places: LongPlaces | None = None) -> None:
     """The calling thread holds a place; `hand_on` gives it back (called at most once)."""
     _local.hand_on = hand_on
+    _local.long_places = long_places
+    _local.long_release = None
+    request_started()
+
+
+def request_started() -> None:
+    """A request starts on the calling thread: its running time counts from now."""
     _local.since = time.monotonic()
+    _local.text_key = None
 
 
 def holding() -> bool:
-    """True while the calling thread holds the place it was admitted with."""
-    return getattr(_local, "hand_on", None) is not None
+    """True while the calling thread holds the ordinary place it was admitted with."""
+    return getattr(_local, "hand_on", None) is not None and _local.long_release is None
+
+
+def before_statements(text: str, deadline: float | None) -> bool:
+    """A safe point before `text` runs (no engine lock held): a costly text waits here.
+
+    Answers False when `deadline` passed before it could run (the caller stops the
+    statement).
+    """
+    places = getattr(_local, "long_places", None)
+    if places is None or _local.long_release is not None:
+        return True  # no admission, or on a long place already
+    if len(text) <= LARGE_TEXT:
+        key = hash(text)
+        if key not in costly_texts:
+            _local.text_key = key  # remembered if it runs long
+            return True
+    timeout = None
+    if deadline is not None:
+        timeout = deadline - time.monotonic()
+        if timeout <= 0:
+            return False  # stopped before it runs: it keeps its place for the answer
+    holding = _local.hand_on is not None
+    _local.hand_on = None
+    if places.to_long(holding, timeout):
+        _local.hand_on = _local.long_release = places.release_long
+        return True
+    return False
 
 
 def waiting() -> None:
@@ -39,15 +131,33 @@ def waiting() -> None:
     hand_on = getattr(_local, "hand_on", None)
     if hand_on is not None:
         _local.hand_on = None
+        _local.long_release = None
         hand_on()
 
 
 def running_long() -> None:
-    """Called now and then from long loops: after LONG_SECONDS the place goes to another."""
+    """Called now and then from long loops (never a wait): a long request makes way."""
     hand_on = getattr(_local, "hand_on", None)
-    if hand_on is not None and time.monotonic() - _local.since > LONG_SECONDS:
-        _local.hand_on = None
+    if hand_on is None or _local.long_release is not None:
+        return
+    if time.monotonic() - _local.since <= LONG_SECONDS:
+        return
+    if _local.text_key is not None:
+        costly_texts.add(_local.text_key)
+        _local.text_key = None
+    places = _local.long_places
+    _local.hand_on = None
+    if places is None:
         hand_on()
+    elif places.to_long(True, 0.0):
+        _local.hand_on = _local.long_release = places.release_long
+    # else: its place went on, and it carries on without one
+
+
+def request_ended() -> None:
+    """The request on the calling thread has ended: a long place goes back at once."""
+    if getattr(_local, "long_release", None) is not None:
+        done()
 
 
 def done() -> None:

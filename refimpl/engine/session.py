@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from refimpl.engine import admission
 from refimpl.engine.result import Result
 from refimpl.engine.rights import Principal, Right
 from refimpl.engine.statements import executor
@@ -27,6 +28,7 @@ from refimpl.errors import (
     KdbError,
     ParameterError,
     SqlError,
+    StatementTimeout,
     StatementTooLarge,
     Unauthorized,
 )
@@ -83,6 +85,15 @@ class Session:
         """
         self._check_size(sql)
         self._deadline = self._new_deadline()
+        # Outside a transaction no engine lock is held here: a costly text waits for a place
+        # of its own (refimpl.engine.admission), and that wait counts against its timeout.
+        if self.transaction is None and not admission.before_statements(sql, self._deadline):
+            self._deadline = None
+            raise StatementTimeout(
+                "the statement waited for a place to run among the costly statements"
+                " longer than the server's statement_timeout_ms; try again when the server"
+                " is less busy, or raise the limit"
+            )
         try:
             return self._execute(sql, params)
         finally:

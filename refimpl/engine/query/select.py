@@ -288,6 +288,9 @@ def sort_rows(
                 return (not null_rank, 0)
             return (null_rank, value)
 
+        # One sort runs in C without a checkpoint: a long one makes way before it starts.
+        if len(rows) > 4096:
+            admission.running_long()
         rows.sort(key=key, reverse=order.descending)
     return rows
 

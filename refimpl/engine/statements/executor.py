@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
+from refimpl.engine import admission
 from refimpl.engine.query.cache_keys import cache_plan
 from refimpl.engine.query.compiled import Scope, table_scope
 from refimpl.engine.query.expressions import compile_expression
@@ -196,9 +197,11 @@ def _insert(
             source_rows: list[Sequence[Any]] = output.rows
         else:
             scope = None
-            source_rows = [
-                [_evaluate_constant(e, params, scope) for e in row] for row in statement.rows or ()
-            ]
+            source_rows = []
+            for number, row in enumerate(statement.rows or (), start=1):
+                if not number & 4095:
+                    admission.running_long()  # a long VALUES list makes way for others
+                source_rows.append([_evaluate_constant(e, params, scope) for e in row])
         count = insert_values(work, schema, statement.columns, source_rows, context.deadline())
         return message_result(text, f"{count} row(s) inserted", count)
 

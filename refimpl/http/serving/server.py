@@ -13,7 +13,6 @@ the set too, so a client that trickles its bytes holds no worker.
 
 from __future__ import annotations
 
-import collections
 import functools
 import logging
 import select
@@ -31,6 +30,7 @@ from werkzeug.serving import BaseWSGIServer
 from refimpl.engine import admission
 from refimpl.http.encode import Answer
 from refimpl.http.serving import wire
+from refimpl.http.serving.admission_queue import FifoSlots
 from refimpl.http.serving.limits import (
     OUT_OF_DESCRIPTORS,
     ConnectionCounts,
@@ -58,43 +58,6 @@ _ARMED = select.EPOLLIN | select.EPOLLONESHOT
 # A WSGI application; one with a `waiting_room` (refimpl's App) has its parked requests
 # answered without a worker.
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
-
-
-class FifoSlots:
-    """A semaphore that serves waiters in order: a freed place goes to the oldest waiter.
-
-    `threading.Semaphore` lets a thread that just gave a place back take it again before
-    the waiter it woke runs; under load some requests then wait for many others' turns.
-    """
-
-    def __init__(self, places: int) -> None:
-        self._lock = threading.Lock()
-        self._free = places
-        self._queue: collections.deque[threading.Lock] = collections.deque()
-
-    def acquire(self) -> None:
-        with self._lock:
-            if self._free and not self._queue:
-                self._free -= 1
-                return
-            turn = threading.Lock()
-            turn.acquire()
-            self._queue.append(turn)
-        turn.acquire()  # released by `release`: the place is handed over
-
-    def release(self) -> None:
-        with self._lock:
-            if self._queue:
-                self._queue.popleft().release()
-            else:
-                self._free += 1
-
-    def open_all(self) -> None:
-        """Every waiter, now and later, gets a place at once (the server is stopping)."""
-        with self._lock:
-            self._free = 1 << 30
-            while self._queue:
-                self._queue.popleft().release()
 
 
 class Connection:
@@ -285,7 +248,8 @@ class PooledWSGIServer(BaseWSGIServer):
         self._next_idle_check = time.monotonic() + IDLE_CHECK_SECONDS
         # Requests admitted to run at once; more would only queue for the interpreter lock.
         # A request that waits (a commit's flush, a lock) or runs long makes way early.
-        self._admission = FifoSlots(ADMITTED)
+        # Costly requests hold at most all places but one: one always answers cheap ones.
+        self._admission = FifoSlots(ADMITTED, long_places=ADMITTED - 1)
         room = getattr(app, "waiting_room", None)
         self._gate: threading.Lock | None = getattr(room, "gate", None)
         self._after_round: Callable[[Callable[[], None]], None] = getattr(
@@ -335,7 +299,7 @@ class PooledWSGIServer(BaseWSGIServer):
         # waits or runs long hands its place on, and another worker takes over the polling.
         while not self._stopping.is_set():
             self._admission.acquire()
-            admission.admitted(self._admission.release)
+            admission.admitted(self._admission.release, self._admission)
             try:
                 while admission.holding() and not self._stopping.is_set():
                     self._poll_once()
@@ -376,7 +340,11 @@ class PooledWSGIServer(BaseWSGIServer):
             while serve and not self._stopping.is_set():
                 if not handler.request_ready():
                     break  # the rest of the request comes later: wait for it in the set
-                keep = handler.serve_one()
+                admission.request_started()
+                try:
+                    keep = handler.serve_one()
+                finally:
+                    admission.request_ended()  # a costly request's long place goes back
                 parked = handler.parked
                 if parked is not None:
                     handler.parked = None
