@@ -450,8 +450,15 @@ def changes_nothing_when_failing(sql: str, body: dict) -> bool:
     return body.get("statement", 1) == 1 or sql.startswith("BEGIN; INSERT INTO t (id) VALUES (99)")
 
 
-def judge(target: Target, sql: str) -> tuple[int, list[str]]:
-    """Send `sql`; the status, and what went wrong (nothing, for a well-behaved server)."""
+def refused_unparsed(status: int, body: dict) -> bool:
+    """Whether the answer refuses a script that did not parse, so that none of it ran."""
+    return status == 400 and "position" in body and "statement" not in body
+
+
+def judge(target: Target, sql: str, compare: bool = True) -> tuple[int, list[str]]:
+    """Send `sql`; the status, and what went wrong (nothing, for a well-behaved server).
+    With `compare` false, a script refused unparsed is not compared with the database's
+    state (the long run samples those); every other answer always is."""
     problems: list[str] = []
     try:
         response = target.exec(sql.encode("utf-8", "surrogatepass"))
@@ -473,6 +480,8 @@ def judge(target: Target, sql: str) -> tuple[int, list[str]]:
     problems += [f"server log: {line}" for line in target.new_log_lines()]
     if sql.lstrip()[:6].upper() == "SELECT" and ";" not in sql:
         return status, problems  # one SELECT changes nothing: no need to look
+    if not compare and refused_unparsed(status, body):
+        return status, problems
     after = target.snapshot()
     if status >= 400 and changes_nothing_when_failing(sql, body) and after != target.state:
         problems.append(f"the failed request changed the database: {body.get('error')}")
