@@ -10,18 +10,20 @@ a commit), `running_long()` from long loops, and `before_statements()` where a r
 wait for a place (the start of a session's `execute`, outside a transaction).
 
 Costly requests run on the long places: at most all places but one, so the cheap requests
-always have a place of their own. A request is costly when its SQL text is large, when the
-same text ran long lately, or once it has run LONG_SECONDS. A request found costly at
+always have a place of their own. A request is costly when its SQL text is large, when a
+text of the same shape (the same text but for its constants: `statement_shape`) ran long
+lately, or once it has run LONG_SECONDS. A request found costly at
 `before_statements` waits there for a long place, in order, behind none of the cheap ones.
 One found costly in a long loop (`running_long`) takes a long place if one is free, else
 hands its place on and carries on without one: it may hold an engine lock there, and a
 thread never waits for a place while holding one (a commit waiting for that lock would keep
-new readers out all that while). Its text is remembered, so that the next time it waits at
+new readers out all that while). Its shape is remembered, so that the next time it waits at
 `before_statements` instead. Without a server that admits, all of this costs next to nothing.
 """
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections import OrderedDict
@@ -32,27 +34,22 @@ LONG_SECONDS = 0.01  # a request running longer than this makes way for the othe
 # SQL texts longer than this (characters) are costly before they run: their parse alone
 # takes tens of milliseconds of the interpreter lock.
 LARGE_TEXT = 32 * 1024
-REMEMBERED_TEXTS = 1024  # how many texts that ran long are remembered as costly
+REMEMBERED_SHAPES = 1024  # how many shapes of texts that ran long are remembered as costly
+# The constants of a text: strings (quotes doubled inside) and numbers not part of a name.
+_CONSTANTS = re.compile(r"'(?:[^']|'')*'|(?<![\w.])\d+(?:\.\d*)?(?:[eE][+-]?\d+)?")
 
 
-
-class LongPlaces(Protocol):
-    """A server's places for costly requests (refimpl.http.serving.admission_queue)."""
-
-    def to_long(self, holding: bool, timeout: float | None) -> bool:
-        """True once the caller holds a long place; its ordinary one (`holding`) goes on."""
-        ...
-
-    def release_long(self) -> None: ...
+def statement_shape(text: str) -> int:
+    """A key equal for texts that differ only in their constants: `... WHERE id = 1` and
+    `... WHERE id = 2` cost alike, so one that ran long marks the other costly too."""
+    return hash(_CONSTANTS.sub("?", text))
 
 
-_local = threading.local()
+class CostlyShapes:
+    """A server's memory of the statement shapes that ran long lately, the least recently
+    seen forgotten first. Safe to share between threads."""
 
-
-class _CostlyTexts:
-    """The hashes of texts that ran long lately, the least recently seen forgotten first."""
-
-    def __init__(self, size: int) -> None:
+    def __init__(self, size: int = REMEMBERED_SHAPES) -> None:
         self._lock = threading.Lock()
         self._size = size
         self._seen: OrderedDict[int, None] = OrderedDict()
@@ -72,12 +69,23 @@ class _CostlyTexts:
                 self._seen.move_to_end(key)
         return True
 
-    def clear(self) -> None:
-        with self._lock:
-            self._seen.clear()
+
+class LongPlaces(Protocol):
+    """A server's places for costly requests (refimpl.http.serving.admission_queue), and
+    its memory of what turned out costly."""
+
+    costly: CostlyShapes
+
+    def to_long(self, holding: bool, timeout: float | None) -> bool:
+        """True once the caller holds a long place; its ordinary one (`holding`) goes on."""
+        ...
+
+    def release_long(self) -> None: ...
 
 
-costly_texts = _CostlyTexts(REMEMBERED_TEXTS)
+_local = threading.local()
+
+
 
 
 def admitted(hand_on: Callable[[], None], long_places: LongPlaces | None = None) -> None:
@@ -109,8 +117,8 @@ def before_statements(text: str, deadline: float | None) -> bool:
     if places is None or _local.long_release is not None:
         return True  # no admission, or on a long place already
     if len(text) <= LARGE_TEXT:
-        key = hash(text)
-        if key not in costly_texts:
+        key = statement_shape(text)
+        if key not in places.costly:
             _local.text_key = key  # remembered if it runs long
             return True
     timeout = None
@@ -142,10 +150,10 @@ def running_long() -> None:
         return
     if time.monotonic() - _local.since <= LONG_SECONDS:
         return
-    if _local.text_key is not None:
-        costly_texts.add(_local.text_key)
-        _local.text_key = None
     places = _local.long_places
+    if _local.text_key is not None and places is not None:
+        places.costly.add(_local.text_key)
+        _local.text_key = None
     _local.hand_on = None
     if places is None:
         hand_on()

@@ -16,11 +16,9 @@ WAIT = 10.0  # generous: only a hang fails
 
 
 @pytest.fixture(autouse=True)
-def _forget() -> Iterator[None]:
-    admission.costly_texts.clear()
+def _done() -> Iterator[None]:
     yield
     admission.done()
-    admission.costly_texts.clear()
 
 
 def in_thread(fn: Callable[[], object]) -> tuple[threading.Thread, list[object]]:
@@ -89,7 +87,7 @@ def test_the_wait_counts_against_the_deadline() -> None:
     slots.release_long()
 
 
-def test_running_long_takes_a_free_long_place_and_remembers_the_text() -> None:
+def test_running_long_takes_a_free_long_place_and_remembers_the_shape() -> None:
     slots = FifoSlots(2, long_places=1)
     slots.acquire()
     admission.admitted(slots.release, slots)
@@ -109,6 +107,21 @@ def test_running_long_takes_a_free_long_place_and_remembers_the_text() -> None:
     assert admission.before_statements(text, None)  # remembered: straight to a long place
     assert not admission.holding()
     admission.request_ended()
+    slots.acquire()
+    admission.admitted(slots.release, slots)
+    # The same shape with other constants is as costly: it too goes straight to a long place.
+    assert admission.before_statements(text.replace("'%7%3%'", "'%1%2%'"), None)
+    assert not admission.holding()
+    admission.request_ended()
+
+
+def test_texts_that_differ_only_in_constants_have_one_shape() -> None:
+    shape = admission.statement_shape
+    assert shape("SELECT * FROM t WHERE id = 1") == shape("SELECT * FROM t WHERE id = 22")
+    assert shape("SELECT 'it''s' FROM t") == shape("SELECT 'x' FROM t")
+    assert shape("SELECT 1.5e3 FROM t") == shape("SELECT 2 FROM t")
+    assert shape("SELECT c1 FROM t") != shape("SELECT c2 FROM t")  # names are not constants
+    assert shape("SELECT * FROM t") != shape("SELECT * FROM u")
 
 
 def test_running_long_never_waits_when_the_long_places_are_taken() -> None:

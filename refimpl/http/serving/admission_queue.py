@@ -14,6 +14,8 @@ from __future__ import annotations
 import collections
 import threading
 
+from refimpl.engine.admission import CostlyShapes
+
 
 class FifoSlots:
     """A semaphore that serves waiters in order: a freed place goes to the oldest waiter.
@@ -34,6 +36,7 @@ class FifoSlots:
         self._long = 0  # places held by costly requests
         # Costly requests waiting for a place; not empty only while `_long` is at the limit.
         self._long_queue: collections.deque[threading.Lock] = collections.deque()
+        self.costly = CostlyShapes()  # the statement shapes that ran long lately
 
     def acquire(self) -> None:
         with self._lock:
