@@ -3,8 +3,9 @@
 Only the wire format lives here: the header row names the columns, each field becomes a value
 of its column's type (an empty field is NULL, `values.parse_text` converts and range-checks),
 and the first bad field stops the whole import. The body is read line by line and the rows
-come in batches, so an import costs memory for one batch, not for the whole file; the caller
-inserts every batch in one transaction, which the first bad line rolls back.
+come in batches, each row in the table's column order (NULL for a column the header does not
+name), so the engine stores them as they are: an import costs memory for its rows, once,
+never for a copy of the file.
 """
 
 from __future__ import annotations
@@ -31,7 +32,10 @@ class CsvImport:
         if not header or header == [""]:
             raise BadRequest("the CSV body is empty; its first line must name the columns")
         by_name = {c.name.casefold(): c for c in table_columns}
+        position = {c.name.casefold(): index for index, c in enumerate(table_columns)}
+        self._table_columns = [c.name for c in table_columns]
         self._columns: list[Column] = []
+        self._positions: list[int] = []  # where each header column stands in a row
         seen: set[str] = set()
         for number, name in enumerate(header, start=1):
             column = by_name.get(name.strip().casefold())
@@ -45,15 +49,18 @@ class CsvImport:
                 )
             seen.add(column.name.casefold())
             self._columns.append(column)
+            self._positions.append(position[column.name.casefold()])
 
     @property
     def columns(self) -> list[str]:
-        """The header's column names, as the table spells them."""
-        return [c.name for c in self._columns]
+        """The names of the values of each row: all the table's columns, in its order."""
+        return self._table_columns
 
     def batches(self, size: int = BATCH_ROWS) -> Iterator[list[tuple]]:
         """The typed rows, `size` at a time; BadRequest at the first bad line."""
         columns = self._columns
+        placed = list(zip(self._positions, columns, strict=True))
+        width = len(self._table_columns)
         batch: list[tuple] = []
         while (fields := self._next_fields()) is not None:
             if not fields or fields == [""]:
@@ -63,10 +70,11 @@ class CsvImport:
                 raise BadRequest(
                     f"CSV line {line}: {len(fields)} field(s) where the header names {len(columns)}"
                 )
-            row = []
-            for number, (column, field) in enumerate(zip(columns, fields, strict=True), start=1):
+            row: list[object] = [None] * width
+            for number, ((at, column), field) in enumerate(zip(placed, fields, strict=True),
+                                                           start=1):  # fmt: skip
                 try:
-                    row.append(values.parse_text(field, column.type, column.name))
+                    row[at] = values.parse_text(field, column.type, column.name)
                 except SqlError as exc:
                     raise BadRequest(f"CSV line {line}, column {number}: {exc.message}") from None
             batch.append(tuple(row))

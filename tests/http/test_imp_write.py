@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -197,3 +198,27 @@ def test_a_bad_row_late_in_a_large_import_imports_nothing(server: Server, db: st
     assert f"line {rows}" in response.json()["error"]  # the header is line 1
     assert server.rows("SELECT count(*) FROM big", db) == [[0]]
     assert server.get("/health", timeout=2).status_code == 200
+
+
+def test_writers_commit_while_a_large_import_is_read(fresh: Server):
+    fresh.sql("CREATE TABLE bulk (id BIGINT, ts TIMESTAMP, name SYMBOL, price DOUBLE)")
+    fresh.sql("CREATE TABLE single (id INT)")
+    body = _csv(300_000)
+    answered: list[float] = []
+
+    def run_import() -> None:
+        response = fresh.post("/imp", params={"table": "bulk"}, data=body, timeout=300)
+        answered.append(time.monotonic())
+        assert response.status_code == 200, response.text
+
+    importer = threading.Thread(target=run_import)
+    importer.start()
+    time.sleep(0.5)  # the import's body is sent and being read
+    committed = None
+    while importer.is_alive() and committed is None:
+        fresh.sql("INSERT INTO single VALUES (1)")
+        if fresh.rows("SELECT count(*) FROM bulk") == [[0]]:
+            committed = time.monotonic()  # committed while the import had not
+    importer.join(300)
+    assert committed is not None and answered and committed < answered[0]
+    assert fresh.rows("SELECT count(*) FROM bulk") == [[300_000]]

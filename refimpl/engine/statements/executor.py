@@ -9,6 +9,7 @@ so a failed statement changes nothing.
 
 from __future__ import annotations
 
+import operator
 import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
@@ -241,7 +242,9 @@ def insert_values(
             )
         converted = [coerce(v, t, n) for v, (t, n) in zip(source, types, strict=True)]
         if full:
-            row = tuple(converted)
+            # Rows that come typed (an import's) are kept as they are: stored once, not copied.
+            same = type(source) is tuple and all(map(operator.is_, converted, source))
+            row = source if same else tuple(converted)
         else:
             slots: list[Any] = [None] * width
             for position, value in zip(positions, converted, strict=True):

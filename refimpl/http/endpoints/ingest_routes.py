@@ -44,18 +44,16 @@ def import_route(ctx: Context) -> Answer | Parked[Answer]:
     table = ctx.require("table")
     ctx.app.instance.access.check(ctx.principal, ctx.database, Right.WRITE)
     body = _import_body(ctx)
-    count = 0
     with ctx.session(acknowledge_later=True) as session:
         shape = table_shape(session, table)
         if shape is None:
             raise NotFound(f"table '{table}' does not exist in database '{ctx.database}'")
         rows = csvimport.CsvImport(body, shape.columns, table)
-        # Batches join one transaction: a bad line anywhere rolls back the whole import
-        # (closing the session without COMMIT).
-        session.execute("BEGIN", ())
-        for batch in rows.batches():
-            count += session.insert_rows(table, rows.columns, batch)
-        session.execute("COMMIT", ())
+        # The whole body is read and converted before the write lock is taken, so other
+        # writers wait for the install only, never for the parse; a bad line stops the import
+        # before anything is written. The rows then commit as one statement: all or nothing.
+        parsed = [row for batch in rows.batches() for row in batch]
+        count = session.insert_rows(table, rows.columns, parsed) if parsed else 0
     answer = {"table": table, "count": count, "message": f"{count} row(s) inserted"}
     return ctx.when_durable(session, json_response(answer))
 
