@@ -7,7 +7,11 @@ that ask for the same position after the same commit share one encoded answer.
 
 from __future__ import annotations
 
+import functools
+import math
 import time
+
+import msgspec
 
 from refimpl.engine.features.change_stream import KEY, OP, ROW, Change, ChangeBatch
 from refimpl.engine.storage import values
@@ -24,34 +28,73 @@ SSE_HEADERS = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
 JSON_HEADERS = {"Cache-Control": "no-store"}
 
 
-def change_body(change: Change, names: tuple[str, ...], types: dict[str, str]) -> dict:
-    """A change as the JSON object of the stream: `row` only for an upsert."""
-    row = None
-    if change[OP] == "upsert":
-        cells = zip(names, change[ROW:], strict=True)
-        row = {name: values.to_json(value, types[name]) for name, value in cells}
-    return {
-        "lsn": change[0],
-        "seq": change[1],
-        "committed_at": values.format_timestamp(change[2]),
-        "op": change[OP],
-        "key": change[KEY],
-        "row": row,
-    }
+class ChangeEvent(msgspec.Struct):
+    """One change as the JSON object of the stream, in the order of its fields."""
+
+    lsn: int
+    seq: int
+    committed_at: str
+    op: str
+    key: str | None
+    row: object
+
+
+@functools.lru_cache(maxsize=256)
+def _row_type(names: tuple[str, ...]) -> type[msgspec.Struct]:
+    """A struct that encodes as `{name: value, ...}` for these column names: made from a
+    row's values in C, with no dict per row. Fields are named f0, f1, ... and renamed to the
+    columns, so that any column name works."""
+    fields = [f"f{index}" for index in range(len(names))]
+    return msgspec.defstruct("Row", fields, rename=dict(zip(fields, names, strict=True)))
+
+
+class ChangeObjects:
+    """Makes the JSON object of each change of one table's stream (`row` only for an upsert).
+
+    Built once per answer: it knows which columns need converting (timestamps to text,
+    non-finite doubles to null, as `values.to_json` does) and leaves the others as they are,
+    and it formats a transaction's `committed_at` once for all its rows.
+    """
+
+    def __init__(self, names: tuple[str, ...], types: dict[str, str]) -> None:
+        self._row = _row_type(names)
+        self._timestamps = [i for i, name in enumerate(names) if types[name] == "TIMESTAMP"]
+        self._doubles = [i for i, name in enumerate(names) if types[name] == "DOUBLE"]
+        self._lsn = -1
+        self._committed_at = ""
+
+    def __call__(self, change: Change) -> ChangeEvent:
+        lsn = change[0]
+        if lsn != self._lsn:
+            self._lsn, self._committed_at = lsn, values.format_timestamp(change[2])
+        row = None
+        if change[OP] == "upsert":
+            cells = change[ROW:]
+            if self._timestamps or self._doubles:
+                cells = list(cells)
+                for at in self._timestamps:
+                    if (value := cells[at]) is not None:
+                        cells[at] = values.format_timestamp(value)
+                for at in self._doubles:
+                    if (value := cells[at]) is not None and not math.isfinite(value):
+                        cells[at] = None
+            row = self._row(*cells)
+        return ChangeEvent(lsn, change[1], self._committed_at, change[OP], change[KEY], row)
 
 
 def encode_sse(batch: ChangeBatch, names: tuple[str, ...], types: dict[str, str]) -> bytes:
     """Events: `change` per row (`id` on a transaction's last row), then `position`."""
-    parts = [f"retry: {RETRY_MS}\n\n"]
+    parts = [f"retry: {RETRY_MS}\n\n".encode()]
     changes = batch.changes
+    objects = ChangeObjects(names, types)
     for index, change in enumerate(changes):
         last_of_transaction = index + 1 == len(changes) or changes[index + 1][0] != change[0]
-        data = encode_json(change_body(change, names, types)).decode("utf-8")
-        head = f"id: {change[0]}\n" if last_of_transaction else ""
-        parts.append(f"{head}event: change\ndata: {data}\n\n")
+        head = f"id: {change[0]}\nevent: change\ndata: " if last_of_transaction else (
+            "event: change\ndata: ")  # fmt: skip
+        parts += (head.encode(), encode_json(objects(change)), b"\n\n")
     position = encode_json({"next": batch.next_lsn, "more": batch.more}).decode("utf-8")
-    parts.append(f"id: {batch.next_lsn}\nevent: position\ndata: {position}\n\n")
-    return "".join(parts).encode("utf-8")
+    parts.append(f"id: {batch.next_lsn}\nevent: position\ndata: {position}\n\n".encode())
+    return b"".join(parts)
 
 
 def encode_json_answer(
@@ -62,10 +105,11 @@ def encode_json_answer(
     durable: int,
     oldest: int,
 ) -> bytes:
+    objects = ChangeObjects(names, types)
     return encode_json(
         {
             "table": table,
-            "changes": [change_body(c, names, types) for c in batch.changes],
+            "changes": [objects(c) for c in batch.changes],
             "next": batch.next_lsn,
             "more": batch.more,
             "durable_lsn": durable,
