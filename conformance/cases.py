@@ -6,9 +6,8 @@ Two layers, both usable on their own:
   chapter document (the JSON that `spec/examples/<chapter>.json` holds): every fenced block
   whose info string starts with `sql-example` or `http-example`, with its id, source file
   and line range.
-- `load_examples(path)` reads chapter documents (a file or a folder of `*.json`), checks them
-  against `case.schema.json` and the matcher vocabulary, and returns `Example` objects in
-  file order. Duplicate ids across files are an error.
+- `example_from_json(data)` wraps one example of such a document; `conformance.case_files`
+  loads and checks whole files.
 
 The format itself is described in `conformance/README.md` and `spec/README.md`.
 """
@@ -26,7 +25,6 @@ from typing import Any
 from conformance.matchers import validate_matchers
 
 FORMAT_VERSION = 1
-SCHEMA_PATH = Path(__file__).with_name("case.schema.json")
 EXAMPLE_KINDS = {"sql-example": "sql", "http-example": "http"}
 ID_RE = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 TYPE_NAMES = ("INT", "BIGINT", "DOUBLE", "STRING", "SYMBOL", "BOOLEAN", "TIMESTAMP")
@@ -34,6 +32,8 @@ ROW_SEPARATOR = " | "
 NULL_TEXT = "NULL"
 EMPTY_TEXT = "(empty)"
 SORT_MODES = ("nosort", "rowsort")
+STEP_KINDS = ("request", "await", "pending", "restart")
+RESTART_KINDS = ("graceful", "crash")
 
 
 class CaseError(ValueError):
@@ -350,7 +350,9 @@ def normalize_http(case: dict[str, Any], where: str) -> dict[str, Any]:
 
     A top-level `request` (with `expect`, `capture`) is one step. A request's `sql` is
     `POST /exec` with that body. `method` defaults to POST when a body is given, else GET;
-    `auth` to `admin`; `query` and `headers` to {}.
+    `auth` to `admin`; `query` and `headers` to {}. Checks that every step is one kind
+    (`request`, `await`, `pending`, `restart`) and that `await` and `pending` name a
+    background request started earlier and not yet awaited.
     """
     if not isinstance(case, dict):
         raise CaseError(f"{where}: an http-example is a JSON object")
@@ -364,32 +366,76 @@ def normalize_http(case: dict[str, Any], where: str) -> dict[str, Any]:
     if not isinstance(steps, list) or not steps:
         raise CaseError(f"{where}: an http-example needs 'steps' (or one 'request')")
     out_steps = []
+    started: set[str] = set()
+    open_names: set[str] = set()
     for n, step in enumerate(steps, 1):
-        if not isinstance(step, dict) or not isinstance(step.get("request"), dict):
-            raise CaseError(f"{where}: step {n} needs a 'request' object")
-        step = dict(step)
-        request = dict(step["request"])
-        if "sql" in request:
-            request.setdefault("method", "POST")
-            request.setdefault("path", "/exec")
-            request["body"] = request.pop("sql")
-        has_body = any(k in request for k in ("body", "json", "form"))
-        request.setdefault("method", "POST" if has_body else "GET")
-        request["method"] = str(request["method"]).upper()
-        request.setdefault("query", {})
-        request.setdefault("headers", {})
-        request.setdefault("auth", "admin")
-        ordered = {
-            k: request[k]
-            for k in ("method", "path", "query", "headers", "auth", "body", "json", "form", "read")
-            if k in request
-        }
-        ordered.update({k: v for k, v in request.items() if k not in ordered})
-        step["request"] = ordered
-        out_steps.append(step)
+        here = f"{where}: step {n}"
+        if not isinstance(step, dict):
+            raise CaseError(f"{here} is not an object")
+        kinds = [k for k in STEP_KINDS if k in step]
+        if len(kinds) != 1:
+            raise CaseError(
+                f"{here} needs exactly one of 'request', 'await', 'pending', 'restart'"
+            )
+        kind = kinds[0]
+        if kind == "request":
+            out_steps.append(_normalize_request_step(step, here, started, open_names))
+        elif kind == "restart":
+            if step["restart"] not in RESTART_KINDS:
+                raise CaseError(f"{here}: 'restart' is 'graceful' or 'crash'")
+            out_steps.append(dict(step))
+        else:
+            name = step[kind]
+            if not isinstance(name, str) or name not in started:
+                raise CaseError(f"{here}: no earlier step starts the background request {name!r}")
+            if name not in open_names:
+                raise CaseError(f"{here}: the background request {name!r} was already awaited")
+            if kind == "await":
+                open_names.discard(name)
+            out_steps.append(dict(step))
     result: dict[str, Any] = {"setup": case.get("setup", []), "steps": out_steps}
     result.update({k: v for k, v in case.items() if k not in result and k not in ("needs",)})
     return result
+
+
+def _normalize_request_step(
+    step: dict[str, Any], here: str, started: set[str], open_names: set[str]
+) -> dict[str, Any]:
+    if not isinstance(step.get("request"), dict):
+        raise CaseError(f"{here} needs a 'request' object")
+    step = dict(step)
+    name = step.get("background")
+    if name is not None:
+        if not isinstance(name, str) or not name:
+            raise CaseError(f"{here}: 'background' names the request, as text")
+        if name in started:
+            raise CaseError(f"{here}: a background request {name!r} was already started")
+        if "expect" in step or "capture" in step:
+            raise CaseError(
+                f"{here}: a background request is checked by its 'await' step:"
+                " move 'expect' and 'capture' there"
+            )
+        started.add(name)
+        open_names.add(name)
+    request = dict(step["request"])
+    if "sql" in request:
+        request.setdefault("method", "POST")
+        request.setdefault("path", "/exec")
+        request["body"] = request.pop("sql")
+    has_body = any(k in request for k in ("body", "json", "form"))
+    request.setdefault("method", "POST" if has_body else "GET")
+    request["method"] = str(request["method"]).upper()
+    request.setdefault("query", {})
+    request.setdefault("headers", {})
+    request.setdefault("auth", "admin")
+    ordered = {
+        k: request[k]
+        for k in ("method", "path", "query", "headers", "auth", "body", "json", "form", "read")
+        if k in request
+    }
+    ordered.update({k: v for k, v in request.items() if k not in ordered})
+    step["request"] = ordered
+    return step
 
 
 # ---------------------------------------------------------------------------------------
@@ -457,32 +503,6 @@ def dump_chapter(document: dict[str, Any]) -> str:
     return json.dumps(document, indent=2, ensure_ascii=False) + "\n"
 
 
-# ---------------------------------------------------------------------------------------
-# Loading case files
-# ---------------------------------------------------------------------------------------
-
-
-def load_schema() -> dict[str, Any]:
-    """The JSON Schema of a chapter document."""
-    return json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
-
-
-def schema_errors(document: Any) -> list[str]:
-    """Schema and matcher problems of one chapter document; [] when it is valid."""
-    import jsonschema_rs
-
-    validator = jsonschema_rs.validator_for(load_schema())
-    problems = [
-        f"{'/'.join(str(p) for p in err.instance_path) or '<root>'}: {err.message}"
-        for err in validator.iter_errors(document)
-    ]
-    if not problems:
-        for example in document.get("examples", []):
-            for problem in validate_matchers(example.get("steps", [])):
-                problems.append(f"{example.get('id')}: {problem}")
-    return problems
-
-
 def example_from_json(data: dict[str, Any]) -> Example:
     """Wrap one example object of a chapter document."""
     lines = data.get("lines") or [0, 0]
@@ -495,64 +515,3 @@ def example_from_json(data: dict[str, Any]) -> Example:
         needs=tuple(data.get("needs", [])),
         data=data,
     )
-
-
-def load_examples(path: Path | str, validate: bool = True) -> list[Example]:
-    """Every example of a chapter document, or of every `*.json` in a folder (sorted by name).
-
-    Raises CaseError when a file is not valid JSON, does not fit the schema, or repeats an
-    id that another file already has.
-    """
-    path = Path(path)
-    files = sorted(path.glob("*.json")) if path.is_dir() else [path]
-    if not files:
-        raise CaseError(f"no case files (*.json) in {path}")
-    examples: list[Example] = []
-    seen: dict[str, str] = {}
-    for file in files:
-        try:
-            document = json.loads(file.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError) as exc:
-            raise CaseError(f"{file}: {exc}") from None
-        if validate:
-            problems = schema_errors(document)
-            if problems:
-                raise CaseError(f"{file}: " + "; ".join(problems[:10]))
-        for data in document.get("examples", []):
-            example = example_from_json(data)
-            if example.id in seen:
-                raise CaseError(f"{file}: the id {example.id!r} is also in {seen[example.id]}")
-            seen[example.id] = file.name
-            examples.append(example)
-    return examples
-
-
-def default_examples_dir() -> Path | None:
-    """The examples shipped with this package (in a checkout: spec/examples), or None."""
-    shipped = Path(__file__).resolve().parent / "examples"
-    if shipped.is_dir() and any(shipped.glob("*.json")):
-        return shipped
-    return None
-
-
-def spec_version_of(path: Path | str) -> str:
-    """The spec version the case files at `path` (a file or a folder) were extracted from.
-
-    Raises CaseError when the files disagree or do not say.
-    """
-    path = Path(path)
-    files = sorted(path.glob("*.json")) if path.is_dir() else [path]
-    versions: set[str] = set()
-    for file in files:
-        try:
-            document = json.loads(file.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError) as exc:
-            raise CaseError(f"{file}: {exc}") from None
-        version = document.get("spec_version") if isinstance(document, dict) else None
-        if not isinstance(version, str):
-            raise CaseError(f"{file}: the case file does not say its spec_version")
-        versions.add(version)
-    if len(versions) != 1:
-        found = ", ".join(sorted(versions)) or "none"
-        raise CaseError(f"{path}: the case files are of different spec versions: {found}")
-    return versions.pop()

@@ -2,6 +2,7 @@
 
     refimpl conform --url URL [--token T] [--only PATTERN] [--skip-file F] [--expect-file F]
                     [--jobs N] [--junit FILE] [--json FILE] [--examples DIR] [--timeout S]
+                    [--restart-cmd CMD] [--crash-cmd CMD] [--restart-timeout S]
                     [--verbose] [--list]
 
 `main(argv)` returns the exit code: 0 when nothing failed (unexpected passes count as
@@ -17,9 +18,19 @@ from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
 
-from conformance.cases import CaseError, default_examples_dir, load_examples, spec_version_of
+from conformance.case_files import default_examples_dir, load_examples, spec_version_of
+from conformance.cases import CaseError
 from conformance.expectations import Expectation, id_matches, load_expectations, load_skip_file
-from conformance.report import Progress, counts, print_report, write_json, write_junit
+from conformance.report import (
+    ChapterProgress,
+    Progress,
+    counts,
+    print_report,
+    write_json,
+    write_junit,
+)
+from conformance.restarts import RestartCommands
+from conformance.results import ExampleResult
 from conformance.runner import Runner, RunOptions
 
 TOKEN_ENV = "CONFORM_TOKEN"
@@ -77,6 +88,30 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--json", type=Path, help="write a JSON report here")
     parser.add_argument("--examples", type=Path, help="a case file or a folder of them")
     parser.add_argument("--timeout", type=float, default=30.0, help="seconds per request")
+    parser.add_argument(
+        "--restart-cmd",
+        metavar="CMD",
+        help="shell command that restarts the server gracefully (same data and address);"
+        " examples that restart are skipped without it",
+    )
+    parser.add_argument(
+        "--crash-cmd",
+        metavar="CMD",
+        help="shell command that kills the server hard and starts it again",
+    )
+    parser.add_argument(
+        "--restart-timeout",
+        type=float,
+        default=60.0,
+        metavar="S",
+        help="seconds a restart may take until GET /health answers (default 60)",
+    )
+    parser.add_argument(
+        "--pg",
+        metavar="HOST:PORT",
+        help="also run the SQL examples over the PostgreSQL protocol at this address (ids"
+        " end in @pg; needs psycopg)",
+    )
     parser.add_argument("--verbose", "-v", action="store_true", help="one line per example")
     parser.add_argument("--list", action="store_true", help="list the selected ids and stop")
     return parser
@@ -112,10 +147,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not examples:
         print("error: no example matches the selection", file=sys.stderr)
         return 2
-    runner = Runner(RunOptions(base_url=args.url, token=args.token, timeout=args.timeout))
+    restarts = RestartCommands(args.restart_cmd, args.crash_cmd, args.restart_timeout)
+    runner = Runner(
+        RunOptions(base_url=args.url, token=args.token, timeout=args.timeout, restarts=restarts)
+    )
     print(f"running {len(examples)} example(s) against {args.url} with {args.jobs} job(s)")
     progress = Progress(len(examples), verbose=args.verbose)
-    results = runner.run_all(examples, jobs=args.jobs, expectations=rules, on_result=progress)
+    chapters = ChapterProgress([e.chapter for e in examples], before_line=progress.end_line)
+
+    def on_result(result: ExampleResult) -> None:
+        progress(result)
+        chapters(result)
+
+    results = runner.run_all(examples, jobs=args.jobs, expectations=rules, on_result=on_result)
+    if args.pg:
+        from conformance.pg_client import PgRunner, pg_examples
+
+        over_pg = pg_examples(examples)
+        print(f"running {len(over_pg)} SQL example(s) over the PostgreSQL protocol at {args.pg}")
+        pg_runner = PgRunner(runner.options, args.pg)
+        results += pg_runner.run_all(over_pg, jobs=args.jobs, expectations=rules)
     print_report(results)
     if args.junit:
         write_junit(results, args.junit)

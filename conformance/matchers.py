@@ -10,6 +10,7 @@ An expected value is plain JSON, compared for equality, except objects with a `$
 | `{"$match": "timestamp"}` | ISO-8601 UTC text ending in `Z` (`2026-09-24T10:00:00.000Z`) |
 | `{"$match": "any"}` | any value, null included (the key must still be present) |
 | `{"$match": "same", "as": "name"}` | equal to the value captured as `name` |
+| `{"$match": "differs", "from": "name"}` | any value but the one captured as `name` (it moved) |
 | `{"$match": "unordered", "items": [...]}` | a list whose items match `items` in any order |
 | `{"$match": "contains", "value": {...}}` | an object with at least these keys (extra keys |
 | | allowed), or a list holding items that match each of `value`'s items |
@@ -38,7 +39,7 @@ from typing import Any
 
 MATCH_KEY = "$match"
 MATCHER_KINDS = frozenset(
-    {"int", "number", "string", "timestamp", "any", "same", "unordered", "contains"}
+    {"int", "number", "string", "timestamp", "any", "same", "differs", "unordered", "contains"}
 )
 TIMESTAMP_RE = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?Z$")
 _BOUNDS = {
@@ -80,6 +81,8 @@ def validate_matchers(value: Any, path: str = "$") -> list[str]:
                 problems.append(f"{path}: unknown matcher {kind!r}")
             elif kind == "same" and not isinstance(value.get("as"), str):
                 problems.append(f'{path}: matcher \'same\' needs "as": "<capture name>"')
+            elif kind == "differs" and not isinstance(value.get("from"), str):
+                problems.append(f'{path}: matcher \'differs\' needs "from": "<capture name>"')
             elif kind == "unordered" and not isinstance(value.get("items"), list):
                 problems.append(f"{path}: matcher 'unordered' needs a list \"items\"")
             elif kind == "contains" and not isinstance(value.get("value"), dict | list):
@@ -120,6 +123,8 @@ def describe(matcher: Mapping[str, Any]) -> str:
         parts.append(f"~ /{matcher['regex']}/")
     if kind == "same":
         parts.append(f"as {matcher.get('as')}")
+    if kind == "differs":
+        parts.append(f"from {matcher.get('from')}")
     return "<" + " ".join(parts) + ">"
 
 
@@ -244,6 +249,15 @@ def _match_matcher(
             out.append(
                 f"{path}: expected the value captured as {name!r} "
                 f"({_short(captures[name])}), got {_short(actual)}"
+            )
+    elif kind == "differs":
+        name = matcher.get("from")
+        if name not in captures:
+            out.append(f"{path}: nothing was captured as {name!r}")
+        elif values_equal(captures[name], actual):
+            out.append(
+                f"{path}: expected a value other than the one captured as {name!r},"
+                f" got the same {_short(actual)}"
             )
     elif kind == "unordered":
         exp_view, upd_view = _match_unordered(matcher, actual, path, captures, out)

@@ -13,12 +13,15 @@ import json
 import sys
 import xml.etree.ElementTree as ET
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
 from conformance.results import FAILED, PASSED, SKIPPED, XFAILED, XPASSED, ExampleResult
 
 _MARKS = {PASSED: ".", FAILED: "F", SKIPPED: "s", XFAILED: "x", XPASSED: "X"}
+_SKIPS_SHOWN = 5  # ids named per skip reason
+_MARKS_PER_LINE = 60
 
 
 def counts(results: list[ExampleResult]) -> dict[str, int]:
@@ -50,20 +53,61 @@ class Progress:
         self.stream = stream or sys.stdout
         self.verbose = verbose
         self.done = 0
+        self.marks_in_line = 0
+
+    def end_line(self) -> None:
+        """End a line of marks early (with its count), so that another line may follow."""
+        if self.marks_in_line:
+            self.stream.write(f" {self.done}/{self.total}\n")
+            self.stream.flush()
+            self.marks_in_line = 0
 
     def __call__(self, result: ExampleResult) -> None:
         self.done += 1
         if self.verbose:
             word = result.outcome.upper()
+            why = f": {result.message}" if result.outcome == SKIPPED and result.message else ""
             self.stream.write(
                 f"[{self.done}/{self.total}] {word:8} {result.example.id}"
-                f" ({result.duration * 1000:.0f} ms)\n"
+                f" ({result.duration * 1000:.0f} ms){why}\n"
             )
         else:
             self.stream.write(_MARKS.get(result.outcome, "?"))
-            if self.done % 60 == 0 or self.done == self.total:
-                self.stream.write(f" {self.done}/{self.total}\n")
+            self.marks_in_line += 1
+            if self.marks_in_line == _MARKS_PER_LINE or self.done == self.total:
+                self.end_line()
         self.stream.flush()
+
+
+class ChapterProgress:
+    """Prints a line per spec chapter once all its examples are done, to stderr by default:
+    `chapter changes: 41 passed, 0 failed, 2 skipped [120/212]` (the counts as the summary
+    line counts them; in brackets the examples done of the whole run)."""
+
+    def __init__(
+        self,
+        chapters: list[str],
+        stream: TextIO | None = None,
+        before_line: Callable[[], None] | None = None,
+    ) -> None:
+        self.stream = stream or sys.stderr
+        self.before_line = before_line  # e.g. `Progress.end_line`: the marks on stdout
+        self.left = Counter(chapters)
+        self.total = len(chapters)
+        self.done = 0
+        self.results: dict[str, list[ExampleResult]] = {}
+
+    def __call__(self, result: ExampleResult) -> None:
+        chapter = result.example.chapter
+        self.done += 1
+        self.results.setdefault(chapter, []).append(result)
+        self.left[chapter] -= 1
+        if self.left[chapter] <= 0:
+            if self.before_line:
+                self.before_line()
+            line = summary_line(self.results[chapter])
+            self.stream.write(f"chapter {chapter}: {line} [{self.done}/{self.total}]\n")
+            self.stream.flush()
 
 
 def format_failure(result: ExampleResult) -> str:
@@ -89,13 +133,20 @@ def format_failure(result: ExampleResult) -> str:
 
 
 def print_report(results: list[ExampleResult], stream: TextIO | None = None) -> None:
-    """Failure details, notes on skips and expected failures, and the summary line last."""
+    """Failure details, the skips by reason, expected failures, and the summary line last."""
     out = stream or sys.stdout
     failures = [r for r in results if r.outcome in (FAILED, XPASSED)]
     if failures:
         out.write("\n")
         for result in failures:
             out.write(format_failure(result) + "\n\n")
+    reasons: dict[str, list[str]] = {}
+    for result in results:
+        if result.outcome == SKIPPED:
+            reasons.setdefault(result.message or "skipped", []).append(result.example.id)
+    for reason, ids in reasons.items():
+        shown = ", ".join(ids[:_SKIPS_SHOWN]) + (", ..." if len(ids) > _SKIPS_SHOWN else "")
+        out.write(f"skipped {len(ids)}: {reason} ({shown})\n")
     c = counts(results)
     if c["xfailed"] or c["xpassed"]:
         out.write(

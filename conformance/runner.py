@@ -10,7 +10,13 @@ imports nothing from `refimpl`. For each example the runner
    with other examples and so only reads,
 3. runs the example's `setup` statements and then its records or steps, adding
    `db=<that database>` to every request whose query does not name `db` itself,
-4. drops the fresh database again (also after a failure).
+4. drops the fresh database again (also after a failure), and closes the background
+   requests still open.
+
+Steps are requests (sent in the foreground, or in the background with `background`),
+`await` and `pending` of a background request, and `restart`s through the commands of
+`RunOptions.restarts`; an example with a restart is skipped, with the reason, when a command
+it needs is missing, and `run_all` runs such examples one at a time after the others.
 
 `{{db}}` is the example's database, `{{uniq}}` its unique suffix (for user names),
 `{{admin_token}}` the admin token, and `{{name}}` any value captured by an earlier step.
@@ -23,13 +29,12 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import secrets
 import threading
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import requests
@@ -48,12 +53,24 @@ from conformance.payloads import (
     text_diff,
     unsubstitute,
 )
+from conformance.restarts import RestartCommands, missing_commands, restart_server
 from conformance.results import FAILED, PASSED, SKIPPED, ExampleResult
 from conformance.sql_records import actual_record, compare_records, sorted_record, updated_record
+from conformance.transport import (
+    Background,
+    HttpRequest,
+    Response,
+    StepFailure,
+    build_request,
+    describe_request,
+    send,
+)
 
 ADMIN_DATABASE = "demo"
 DB_PREFIX = "conf_"
 _SUCCESS_STATUS = {"$match": "int", "ge": 200, "lt": 300}
+DEFAULT_AWAIT_S = 10.0
+DEFAULT_PENDING_MS = 500.0
 
 @dataclass(frozen=True)
 class RunOptions:
@@ -63,41 +80,7 @@ class RunOptions:
     token: str | None = None
     timeout: float = 30.0
     admin_database: str = ADMIN_DATABASE
-
-
-@dataclass
-class _Response:
-    status: int
-    headers: dict[str, str]
-    body: str
-    content_type: str
-    error: str = ""
-
-    def json(self) -> Any:
-        try:
-            return json.loads(self.body)
-        except ValueError:
-            return self.body
-
-    def root(self) -> dict[str, Any]:
-        """The object captures address: `$.status`, `$.headers.x`, `$.json...`, `$.sse[0]`."""
-        root: dict[str, Any] = {
-            "status": self.status,
-            "headers": self.headers,
-            "body": self.body,
-            "json": self.json(),
-        }
-        if self.content_type == "text/event-stream":
-            root["sse"] = parse_sse(self.body)
-        return root
-
-
-class _StepFailure(Exception):
-    def __init__(self, message: str, diff: str = "", request: str = "") -> None:
-        super().__init__(message)
-        self.message = message
-        self.diff = diff
-        self.request = request
+    restarts: RestartCommands = field(default_factory=RestartCommands)
 
 
 # ---------------------------------------------------------------------------------------
@@ -119,6 +102,9 @@ class Runner:
     def run(self, example: Example) -> ExampleResult:
         """Run one example in a fresh database (or the one it needs); never raises."""
         started = time.monotonic()
+        cannot_restart = missing_commands(example.data.get("steps", []), self.options.restarts)
+        if cannot_restart:
+            return ExampleResult(example, SKIPPED, message=cannot_restart)
         for need in example.needs:
             if not self._has_database(need):
                 return ExampleResult(
@@ -141,7 +127,7 @@ class Runner:
             if fresh:
                 created = self._admin_exec(session, f"CREATE DATABASE {database}")
                 if created.status != 200:
-                    raise _StepFailure(
+                    raise StepFailure(
                         f"could not create the example's database {database}:"
                         f" HTTP {created.status} {created.body[:300]}",
                         request=f"POST /exec?db={self.options.admin_database}",
@@ -155,7 +141,7 @@ class Runner:
             finally:
                 if fresh:
                     self._admin_exec(session, f"DROP DATABASE {database}")
-        except _StepFailure as failure:
+        except StepFailure as failure:
             result.verdict = result.outcome = FAILED
             result.message = failure.message
             result.diff = failure.diff
@@ -180,12 +166,15 @@ class Runner:
     ) -> list[ExampleResult]:
         """Run examples in parallel; results come back in the examples' order.
 
-        An example whose expectation is SKIP is not run. `on_result` is called (from one
-        thread at a time) as each result is ready, for progress output.
+        An example whose expectation is SKIP is not run. Examples that restart the server
+        run one at a time after all the others, so that no other example sees a restart.
+        `on_result` is called (from one thread at a time) as each result is ready, for
+        progress output.
         """
         rules = list(expectations)
         results: dict[int, ExampleResult] = {}
         pending: list[tuple[int, Example, Expectation | None]] = []
+        alone: list[tuple[int, Example, Expectation | None]] = []
         report_lock = threading.Lock()
 
         def finish(index: int, result: ExampleResult) -> None:
@@ -198,6 +187,8 @@ class Runner:
             rule = find_expectation(example.id, rules)
             if rule is not None and rule.outcome == "SKIP":
                 finish(index, ExampleResult(example, SKIPPED, message=rule.reason or "skipped"))
+            elif restarts_server(example):
+                alone.append((index, example, rule))
             else:
                 pending.append((index, example, rule))
         with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
@@ -207,6 +198,8 @@ class Runner:
             for future in as_completed(futures):
                 index, rule = futures[future]
                 finish(index, apply_expectation(future.result(), rule))
+        for index, example, rule in alone:
+            finish(index, apply_expectation(self.run(example), rule))
         return [results[i] for i in sorted(results)]
 
     # -- plumbing --------------------------------------------------------------------------
@@ -218,10 +211,12 @@ class Runner:
         with requests.Session() as session:
             response = self._send(
                 session,
-                "GET",
-                "/exec",
-                params=[("db", name), ("query", "SHOW TABLES")],
-                headers=self._auth_headers("admin", {}),
+                HttpRequest(
+                    "GET",
+                    "/exec",
+                    [("db", name), ("query", "SHOW TABLES")],
+                    self._auth_headers("admin", {}),
+                ),
             )
         present = response.status == 200
         with self._lock:
@@ -239,74 +234,19 @@ class Runner:
             token = as_text(substitute(auth, variables))
         return {"Authorization": f"Bearer {token}"} if token else {}
 
-    def _admin_exec(self, session: requests.Session, sql: str) -> _Response:
+    def _admin_exec(self, session: requests.Session, sql: str) -> Response:
         return self._exec(session, self.options.admin_database, sql)
 
     def _exec(
         self, session: requests.Session, database: str, sql: str, auth: str = "admin"
-    ) -> _Response:
-        return self._send(
-            session,
-            "POST",
-            "/exec",
-            params=[("db", database)],
-            headers={"Content-Type": "text/plain; charset=utf-8", **self._auth_headers(auth, {})},
-            data=sql.encode("utf-8"),
-        )
+    ) -> Response:
+        headers = {"Content-Type": "text/plain; charset=utf-8", **self._auth_headers(auth, {})}
+        request = HttpRequest("POST", "/exec", [("db", database)], headers, data=sql.encode())
+        request.shown_body = sql
+        return self._send(session, request)
 
-    def _send(
-        self,
-        session: requests.Session,
-        method: str,
-        path: str,
-        *,
-        params: list[tuple[str, str]],
-        headers: dict[str, str],
-        data: Any = None,
-        json_body: Any = None,
-        read: dict[str, Any] | None = None,
-    ) -> _Response:
-        url = self._base + path
-        read_timeout = float(read.get("timeout", self.options.timeout)) if read else None
-        try:
-            response = session.request(
-                method,
-                url,
-                params=params,
-                headers=headers,
-                data=data,
-                json=json_body,
-                timeout=(self.options.timeout, read_timeout or self.options.timeout),
-                stream=True,
-                allow_redirects=False,
-            )
-        except requests.RequestException as exc:
-            query = "&".join(f"{k}={v}" for k, v in params)
-            if isinstance(data, bytes):
-                shown = data.decode("utf-8", "replace")
-            elif json_body is not None:
-                shown = json.dumps(json_body, ensure_ascii=False)
-            else:
-                shown = str(data or "")
-            raise _StepFailure(
-                f"HTTP request failed: {exc}",
-                request=_describe_request(method, f"{path}?{query}", shown, headers),
-            ) from None
-        try:
-            content_type = response.headers.get("Content-Type", "")
-            media = content_type.split(";")[0].strip().lower()
-            if media == "text/event-stream" or read:
-                body = _read_stream(response, read or {}, self.options.timeout)
-            else:
-                body = response.content.decode(response.encoding or "utf-8", "replace")
-            return _Response(
-                status=response.status_code,
-                headers={k.lower(): v for k, v in response.headers.items()},
-                body=body,
-                content_type=media,
-            )
-        finally:
-            response.close()
+    def _send(self, session: requests.Session, request: HttpRequest) -> Response:
+        return send(session, self._base, request, self.options.timeout)
 
     def _run_setup(
         self,
@@ -319,9 +259,9 @@ class Runner:
             sql = substitute(statement, variables)
             response = self._exec(session, database, sql)
             if response.status != 200:
-                raise _StepFailure(
+                raise StepFailure(
                     f"setup statement {n} failed: HTTP {response.status} {response.body[:300]}",
-                    request=_describe_request("POST", f"/exec?db={database}", sql),
+                    request=describe_request("POST", f"/exec?db={database}", sql),
                 )
 
     # -- SQL examples ----------------------------------------------------------------------
@@ -353,7 +293,7 @@ class Runner:
                 + text_diff(render_sql_record(shown_expected), render_sql_record(shown_actual))
             )
             if not first_request:
-                first_request = _describe_request("POST", f"/exec?db={database}", expected["sql"])
+                first_request = describe_request("POST", f"/exec?db={database}", expected["sql"])
             names = {"db": database, "uniq": variables["uniq"]}
             result.updates.append(
                 {
@@ -363,7 +303,7 @@ class Runner:
                 }
             )
         if failures:
-            raise _StepFailure("; ".join(failures), "\n".join(diffs), first_request)
+            raise StepFailure("; ".join(failures), "\n".join(diffs), first_request)
 
     # -- HTTP examples ---------------------------------------------------------------------
 
@@ -375,71 +315,124 @@ class Runner:
         variables: dict[str, Any],
         result: ExampleResult,
     ) -> None:
-        for index, step in enumerate(example.data["steps"], 1):
-            request = substitute(step["request"], variables)
-            params = _query_params(request.get("query", {}), database)
-            headers = {str(k): as_text(v) for k, v in request.get("headers", {}).items()}
-            headers.update(self._auth_headers(step["request"].get("auth", "admin"), variables))
-            data: Any = None
-            json_body: Any = None
-            shown_body = ""
-            if "body" in request:
-                data = as_text(request["body"]).encode("utf-8")
-                shown_body = as_text(request["body"])
-            elif "json" in request:
-                json_body = request["json"]
-                shown_body = json.dumps(json_body, ensure_ascii=False)
-            elif "form" in request:
-                data = {k: as_text(v) for k, v in request["form"].items()}
-                shown_body = "&".join(f"{k}={v}" for k, v in data.items())
-            query_text = "&".join(f"{k}={v}" for k, v in params)
-            shown = _describe_request(
-                request["method"],
-                request["path"] + (f"?{query_text}" if query_text else ""),
-                shown_body,
-                headers,
+        run = _HttpRun(session, database, variables, result)
+        try:
+            for index, step in enumerate(example.data["steps"], 1):
+                where = f"{example.source}:{example.lines[0]} step {index}"
+                if "restart" in step:
+                    restart_server(step["restart"], self.options.restarts, self._base)
+                    # The old server's connections are gone; the session opens new ones.
+                    for adapter in session.adapters.values():
+                        adapter.close()
+                elif "await" in step:
+                    self._await(run, step, where, index)
+                elif "pending" in step:
+                    _check_pending(step, run.backgrounds[step["pending"]], where)
+                else:
+                    request = self._build(step, database, variables)
+                    if "background" in step:
+                        run.backgrounds[step["background"]] = Background(
+                            session, self._base, request, self.options.timeout
+                        )
+                    else:
+                        response = self._send(session, request)
+                        _check(run, step, response, where, index, request.describe())
+        finally:
+            for background in run.backgrounds.values():
+                background.close()
+
+    def _build(
+        self, step: dict[str, Any], database: str, variables: dict[str, Any]
+    ) -> HttpRequest:
+        request = substitute(step["request"], variables)
+        auth = self._auth_headers(step["request"].get("auth", "admin"), variables)
+        return build_request(request, database, auth)
+
+    def _await(self, run: _HttpRun, step: dict[str, Any], where: str, index: int) -> None:
+        background = run.backgrounds[step["await"]]
+        within = float(step.get("within_s", DEFAULT_AWAIT_S))
+        shown = background.request.describe()
+        if not background.wait(within):
+            raise StepFailure(
+                f"{where}: the background request {step['await']!r} did not answer within"
+                f" {within:g} s",
+                request=shown,
             )
-            response = self._send(
-                session,
-                request["method"],
-                request["path"],
-                params=params,
-                headers=headers,
-                data=data,
-                json_body=json_body,
-                read=request.get("read"),
+        if background.answer is None:
+            raise StepFailure(
+                f"{where}: the background request {step['await']!r} got no answer:"
+                f" {background.error}",
+                request=shown,
             )
-            expect = substitute(step.get("expect", {}), variables)
-            expected_view, actual_view = _expectation_views(expect, response)
-            outcome = match(expected_view, actual_view, variables)
-            where = f"{example.source}:{example.lines[0]} step {index}"
-            if not outcome.ok:
-                names = {"db": database, "uniq": variables["uniq"]}
-                result.updates.append(
-                    {
-                        "kind": "http-step",
-                        "index": index - 1,
-                        "expect": unsubstitute(
-                            _expect_from_view(step.get("expect", {}), outcome.update_view),
-                            names,
-                        ),
-                    }
-                )
-                raise _StepFailure(
-                    f"{where}: " + "; ".join(outcome.mismatches[:8]),
-                    json_diff(outcome.expected_view, actual_view),
-                    shown,
-                )
-            root = response.root()
-            for name, path in step.get("capture", {}).items():
-                try:
-                    variables[name] = resolve_path(root, path)
-                except KeyError:
-                    raise _StepFailure(
-                        f"{where}: capture {name!r}: nothing at {path} in the answer",
-                        json_diff({"capture": path}, for_display(root.get("json"))),
-                        shown,
-                    ) from None
+        _check(run, step, background.answer, where, index, shown)
+
+
+@dataclass
+class _HttpRun:
+    """What the steps of one HTTP example share: captures, results, open backgrounds."""
+
+    session: requests.Session
+    database: str
+    variables: dict[str, Any]
+    result: ExampleResult
+    backgrounds: dict[str, Background] = field(default_factory=dict)
+
+
+def _check(
+    run: _HttpRun, step: dict[str, Any], response: Response, where: str, index: int, shown: str
+) -> None:
+    """Match an answer against the step's `expect` and keep its `capture`s."""
+    variables = run.variables
+    expect = substitute(step.get("expect", {}), variables)
+    expected_view, actual_view = _expectation_views(expect, response)
+    outcome = match(expected_view, actual_view, variables)
+    if not outcome.ok:
+        names = {"db": run.database, "uniq": variables["uniq"]}
+        run.result.updates.append(
+            {
+                "kind": "http-step",
+                "index": index - 1,
+                "expect": unsubstitute(
+                    _expect_from_view(step.get("expect", {}), outcome.update_view), names
+                ),
+            }
+        )
+        raise StepFailure(
+            f"{where}: " + "; ".join(outcome.mismatches[:8]),
+            json_diff(outcome.expected_view, actual_view),
+            shown,
+        )
+    root = response.root()
+    for name, path in step.get("capture", {}).items():
+        try:
+            variables[name] = resolve_path(root, path)
+        except KeyError:
+            raise StepFailure(
+                f"{where}: capture {name!r}: nothing at {path} in the answer",
+                json_diff({"capture": path}, for_display(root.get("json"))),
+                shown,
+            ) from None
+
+
+def restarts_server(example: Example) -> bool:
+    """True when the example has a `restart` step (it then runs alone, after the others)."""
+    return any("restart" in step for step in example.data.get("steps", []))
+
+
+def _check_pending(step: dict[str, Any], background: Background, where: str) -> None:
+    """Pass when the background request is still without an answer after `for_ms`."""
+    wait_ms = float(step.get("for_ms", DEFAULT_PENDING_MS))
+    if background.wait(wait_ms / 1000.0):
+        answered = (background.answered_at or time.monotonic()) - background.started_at
+        what = (
+            f"HTTP {background.answer.status}" if background.answer else background.error
+        )
+        raise StepFailure(
+            f"{where}: the background request {step['pending']!r} answered ({what})"
+            f" {answered * 1000:.0f} ms after it was sent; it should still be waiting"
+            f" {wait_ms:g} ms into this step",
+            request=background.request.describe(),
+        )
 
 
 # ---------------------------------------------------------------------------------------
@@ -447,21 +440,7 @@ class Runner:
 # ---------------------------------------------------------------------------------------
 
 
-def _query_params(query: dict[str, Any], database: str) -> list[tuple[str, str]]:
-    params: list[tuple[str, str]] = []
-    for key, value in query.items():
-        if value is None:
-            continue
-        if isinstance(value, list):
-            params.extend((key, as_text(v)) for v in value)
-        else:
-            params.append((key, as_text(value)))
-    if "db" not in query:
-        params.append(("db", database))
-    return params
-
-
-def _expectation_views(expect: dict[str, Any], response: _Response) -> tuple[dict, dict]:
+def _expectation_views(expect: dict[str, Any], response: Response) -> tuple[dict, dict]:
     """(expected, actual) objects for one `match` call covering every expected part."""
     expected: dict[str, Any] = {"status": expect.get("status", _SUCCESS_STATUS)}
     actual: dict[str, Any] = {"status": response.status}
@@ -501,39 +480,3 @@ def _expect_from_view(original: dict[str, Any], view: dict[str, Any]) -> dict[st
             continue
         out[key] = value
     return out
-
-
-def _describe_request(
-    method: str, target: str, body: str = "", headers: dict[str, str] | None = None
-) -> str:
-    lines = [f"{method} {target}"]
-    for name, value in (headers or {}).items():
-        if name.lower() == "authorization":
-            value = value.split(" ", 1)[0] + " ***"
-        lines.append(f"{name}: {value}")
-    if body:
-        shown = body if len(body) <= 2000 else body[:2000] + "..."
-        lines.extend(["", shown])
-    return "\n".join(lines)
-
-
-def _read_stream(response: requests.Response, read: dict[str, Any], default_timeout: float) -> str:
-    """Read a streamed body until `events` events arrived, `timeout` passed, or it ended."""
-    limit = read.get("events")
-    deadline = time.monotonic() + float(read.get("timeout", default_timeout))
-    raw = response.raw
-    chunks: list[bytes] = []
-    while time.monotonic() < deadline:
-        try:
-            reader = getattr(raw, "read1", None)
-            chunk = reader(65536) if reader else raw.read(1)
-        except Exception:  # a read timeout ends the reading, like a closed stream
-            break
-        if not chunk:
-            break
-        chunks.append(chunk)
-        if limit is not None:
-            text = b"".join(chunks).decode("utf-8", "replace")
-            if len(parse_sse(text)) >= int(limit):
-                break
-    return b"".join(chunks).decode("utf-8", "replace")

@@ -1,4 +1,4 @@
-"""The `refimpl` command: serve, sql, check, conform."""
+"""The `refimpl` command: serve, sql, check, conform, sqllogictest."""
 
 from __future__ import annotations
 
@@ -12,8 +12,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from refimpl.commands.progress import ProgressView
 from refimpl.errors import ConfigError, KdbError
-from refimpl.settings import engine_options, load_settings
+from refimpl.log_format import configure as configure_logging
+from refimpl.settings import engine_options, load_settings, stream_options
 
 ADMIN_TOKEN_FILE = "admin.token"
 
@@ -25,6 +27,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from conformance.cli import main as conform_main
 
         return int(conform_main(args[1:]) or 0)
+    if args and args[0] == "sqllogictest":
+        from refimpl.sqllogictest.cli import main as sqllogictest_main
+
+        return sqllogictest_main(args[1:])
     parser = _parser()
     options = parser.parse_args(args)
     if options.command is None:
@@ -68,16 +74,26 @@ def _parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--static", type=Path, help="a folder to serve at /static/")
     serve.add_argument(
+        "--pg-port", type=int, help="serve the PostgreSQL protocol on this port (0: a free one)"
+    )
+    serve.add_argument(
+        "--log-format", choices=("text", "json"), help="log lines on stderr (default text)"
+    )
+    serve.add_argument(
         "--sample",
         action="store_true",
         help="create the database 'sample' (minute candles in ochl_minutes) if missing",
     )
     serve.set_defaults(run=_serve)
 
-    sql = commands.add_parser("sql", help="an SQL shell on the embedded engine")
-    sql.add_argument("--data", type=Path, default=Path("kdb-data"), help="data folder")
+    sql = commands.add_parser("sql", help="an SQL shell on a data folder or a server")
+    sql.add_argument("--data", type=Path, help="data folder (default ./kdb-data)")
+    sql.add_argument("--url", help="a server's base URL instead of a data folder")
+    sql.add_argument("--token", help="the token for --url (none for a --dev server)")
     sql.add_argument("--db", default="demo", help="database (default demo)")
     sql.add_argument("-c", "--command", dest="sql", help="run this SQL and exit")
+    sql.add_argument("--format", choices=("table", "csv", "json"), default="table",
+                     help="how answers are shown (default table; \\format changes it)")
     sql.set_defaults(run=_sql)
 
     check = commands.add_parser("check", help="check a data folder for damage (read-only)")
@@ -90,7 +106,19 @@ def _parser() -> argparse.ArgumentParser:
     )
     check.set_defaults(run=_check)
 
+    load = commands.add_parser("import", help="import a CSV file into a table (POST /imp)")
+    load.add_argument("file", type=Path, help="the CSV file; its header names the columns")
+    load.add_argument("--table", required=True, help="the table to import into")
+    load.add_argument("--data", type=Path, help="data folder (default ./kdb-data)")
+    load.add_argument("--url", help="a server's base URL instead of a data folder")
+    load.add_argument("--token", help="the token for --url (none for a --dev server)")
+    load.add_argument("--db", default="demo", help="database (default demo)")
+    load.set_defaults(run=_import)
+
     commands.add_parser("conform", help="run the conformance suite (see `conform --help`)")
+    commands.add_parser(
+        "sqllogictest", help="run sqllogictest scripts against a server (see its --help)"
+    )
     return parser
 
 
@@ -120,7 +148,8 @@ def write_admin_token(folder: Path, token: str) -> Path:
 def _serve(options: argparse.Namespace) -> int:
     from refimpl.engine.instance import Instance
     from refimpl.http.app import App, AppOptions
-    from refimpl.http.serving.server import ConnectionLimits, serve
+    from refimpl.http.serving.limits import ConnectionLimits
+    from refimpl.http.serving.run import serve
     from refimpl.sql.parser import warm_up
 
     flags = {
@@ -130,6 +159,8 @@ def _serve(options: argparse.Namespace) -> int:
         "threads": options.threads,
         "dev": options.dev,
         "static": options.static,
+        "pg_port": options.pg_port,
+        "log_format": options.log_format,
     }
     settings = load_settings(flags, config=options.config)
     if settings.dev and not _is_loopback(settings.host):
@@ -141,15 +172,15 @@ def _serve(options: argparse.Namespace) -> int:
         raise ConfigError(f"static folder {settings.static} does not exist")
     if settings.static is not None:
         _refuse_static_near_data(settings.static, settings.data)
-    logging.basicConfig(
-        level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(message)s"
-    )
+    configure_logging(settings.log_format)
     settings.data.mkdir(parents=True, exist_ok=True)
     # Threads switch every 0.5 ms instead of 5: a bulk import must not keep /api/rev or a
     # point SELECT waiting for the GIL for milliseconds.
     sys.setswitchinterval(0.0005)
     warm_up()
-    instance = Instance.open(settings.data, engine_options(settings))
+    # A long recovery says how far it has come (after a second, every second) in the log.
+    recovery = ProgressView(line=logging.getLogger("refimpl.recovery").info)
+    instance = Instance.open(settings.data, engine_options(settings), progress=recovery)
     try:
         if options.sample:
             from refimpl.sample import ensure_sample
@@ -169,6 +200,7 @@ def _serve(options: argparse.Namespace) -> int:
                 threads=settings.threads,
                 allowed_hosts=settings.allowed_hosts or _served_names(settings.host),
                 behind_tls=settings.behind_tls,
+                streams=stream_options(settings),
             ),
         )
     except BaseException:
@@ -182,10 +214,14 @@ def _serve(options: argparse.Namespace) -> int:
     gc.collect()
     gc.freeze()
 
+    pg_server = _start_pg(settings, instance)
+
     def listening(host: str, port: int) -> None:
         print(f"listening on http://{host}:{port}", flush=True)
 
     def stopped() -> None:
+        if pg_server is not None:
+            pg_server.stop()  # its running statements finish first
         instance.close()
         print("stopped; everything acknowledged is on disk", flush=True)
 
@@ -216,6 +252,27 @@ def _refuse_static_near_data(static: Path, data: Path) -> None:
     )
 
 
+def _start_pg(settings: Any, instance: Any) -> Any:
+    """The PostgreSQL protocol's server when `pg_port` is set, started; else None."""
+    if settings.pg_port is None:
+        return None
+    from refimpl.netlimits import ConnectionLimits
+    from refimpl.pgwire.link import LinkOptions
+    from refimpl.pgwire.serving import PgOptions, PgServer
+
+    limit = settings.pg_max_connections
+    server = PgServer(instance, PgOptions(
+        settings.host, settings.pg_port, settings.threads,
+        ConnectionLimits(limit, limit, "pg_max_connections", "pg_max_connections"),
+        LinkOptions(settings.dev, settings.max_body_bytes),
+    ))  # fmt: skip
+    server.start()
+    host, port = server.address
+    shown = f"[{host}]" if ":" in host else host
+    print(f"postgres on {shown}:{port}", flush=True)
+    return server
+
+
 def _served_names(host: str) -> tuple[str, ...]:
     """The Host names a server answers by default: where it listens, and loopback."""
     return tuple(dict.fromkeys([host.lower(), "localhost", "127.0.0.1", "[::1]", "::1"]))
@@ -225,88 +282,20 @@ def _served_names(host: str) -> tuple[str, ...]:
 
 
 def _sql(options: argparse.Namespace) -> int:
-    from refimpl.engine.access import ADMIN
-    from refimpl.engine.instance import Instance
-    from refimpl.engine.options import EngineOptions
+    from refimpl.shell.backends import Backend, LocalBackend, RemoteBackend
+    from refimpl.shell.repl import ShellOptions, run_shell
 
-    instance = Instance.open(options.data, EngineOptions())
+    if options.url is not None and options.data is not None:
+        raise ConfigError("give --data DIR (a data folder) or --url URL (a server), not both")
+    backend: Backend
+    if options.url is not None:
+        backend = RemoteBackend(options.url, options.token, options.db)
+    else:
+        backend = LocalBackend(options.data or Path("kdb-data"), options.db)
     try:
-        session = instance.session(database=options.db, principal=ADMIN)
-        try:
-            if options.sql is not None:
-                return 0 if _run_sql(session, options.sql) else 1
-            return _interactive(session, options.db)
-        finally:
-            session.close()
+        return run_shell(backend, options.sql, ShellOptions(output_format=options.format))
     finally:
-        instance.close()
-
-
-def _run_sql(session: Any, text: str) -> bool:
-    """Run a text, print its answer like psql; False when it failed."""
-    try:
-        result = session.execute(text, ())
-    except KdbError as exc:
-        where = ""
-        line = getattr(exc, "line", None)
-        if line is not None and f"line {line}" not in exc.message:
-            where = f" (line {line}, column {getattr(exc, 'column', '?')})"
-        print(f"ERROR: {exc.message}{where}", file=sys.stderr)
-        return False
-    print(format_result(result))
-    return True
-
-
-def _interactive(session: Any, database: str) -> int:
-    try:
-        import readline  # noqa: F401  - line editing and history for input()
-    except ImportError:
-        pass
-    print(f"refimpl SQL shell on database '{database}'. End statements with ;  \\q quits.")
-    lines: list[str] = []
-    while True:
-        try:
-            line = input(f"{database}=> " if not lines else f"{database}-> ")
-        except EOFError:
-            print()
-            return 0
-        except KeyboardInterrupt:
-            print()
-            lines = []  # as psql: Ctrl-C drops the statement being typed
-            continue
-        if not lines and line.strip() in ("\\q", "quit", "exit"):
-            return 0
-        lines.append(line)
-        text = "\n".join(lines)
-        if text.rstrip().endswith(";"):
-            lines = []
-            if text.strip(" ;\n"):
-                _run_sql(session, text)
-
-
-def format_result(result: Any) -> str:
-    """A psql-like table for a query, the message for anything else."""
-    from refimpl.engine.storage import values
-
-    if result.columns is None:
-        return result.message or ""
-    names = [c.name for c in result.columns]
-    types = [c.type for c in result.columns]
-    cells = [[values.to_text(v, t) for v, t in zip(row, types, strict=True)] for row in result.rows]
-    widths = [max([len(n), *(len(r[i]) for r in cells)]) for i, n in enumerate(names)]
-    right = [t in ("INT", "BIGINT", "DOUBLE") for t in types]
-    out = [(" " + " | ".join(n.center(w) for n, w in zip(names, widths, strict=True))).rstrip()]
-    out.append("-" + "-+-".join("-" * w for w in widths) + "-")
-    for row in cells:
-        out.append(
-            " "
-            + " | ".join(
-                c.rjust(w) if r else c.ljust(w) for c, w, r in zip(row, widths, right, strict=True)
-            ).rstrip()
-        )
-    count = len(result.rows)
-    out.append(f"({count} row{'' if count == 1 else 's'})")
-    return "\n".join(out)
+        backend.close()
 
 
 def _check(options: argparse.Namespace) -> int:
@@ -317,6 +306,34 @@ def _check(options: argparse.Namespace) -> int:
         print(report)
         if not ok:
             return 1
-    report, ok = check_data(options.data)
+    with _progress_view() as view:
+        report, ok = check_data(options.data, progress=view)
     print(report)
     return 0 if ok else 1
+
+
+def _progress_view(after: float = 1.0) -> ProgressView:
+    """A bar on a terminal (stderr), lines on stderr otherwise, once `after` seconds pass."""
+    if sys.stderr.isatty():
+        from rich.console import Console
+
+        return ProgressView(terminal=Console(stderr=True), after=after)
+    return ProgressView(line=lambda text: print(text, file=sys.stderr, flush=True), after=after)
+
+
+def _import(options: argparse.Namespace) -> int:
+    from refimpl.commands.importing import import_to_folder, import_to_server
+
+    if options.url is not None and options.data is not None:
+        raise ConfigError("give --data DIR (a data folder) or --url URL (a server), not both")
+    # A bar from the start on a terminal; quiet otherwise (a script reads the last line).
+    view = _progress_view(after=0.0) if sys.stderr.isatty() else ProgressView()
+    with view:
+        if options.url is not None:
+            answer = import_to_server(options.file, options.table, options.url, options.token,
+                                      options.db, view)  # fmt: skip
+        else:
+            data = options.data or Path("kdb-data")
+            answer = import_to_folder(options.file, options.table, data, options.db, view)
+    print(f"{answer.get('message', '')} into table '{options.table}'")
+    return 0

@@ -80,6 +80,29 @@ class DuplicateKey(SqlError):
         )
 
 
+class UniqueViolation(DuplicateKey):
+    """Two rows would hold one key of a UNIQUE index or constraint."""
+
+    def __init__(self, table: str, index: str, key: tuple[object, ...]):
+        shown = repr(key[0]) if len(key) == 1 else repr(key)
+        SqlError.__init__(
+            self,
+            f"duplicate value {shown} in {index} of table '{table}': a UNIQUE index allows"
+            " each value once; nothing of the statement was applied",
+        )
+
+
+class UnknownIndex(SqlError):
+    def __init__(self, index: str):
+        super().__init__(f"index '{index}' does not exist")
+
+
+class IndexExists(SqlError):
+    def __init__(self, index: str, table: str):
+        super().__init__(f"index '{index}' already exists (on table '{table}'); index names"
+                         " are the database's, so pick another")
+
+
 class NotNullViolation(SqlError):
     pass
 
@@ -100,12 +123,28 @@ class TransactionError(SqlError):
     """COMMIT without BEGIN, BEGIN inside a transaction, and the like."""
 
 
+class FailedTransaction(TransactionError):
+    """A statement sent in a transaction that an error ended, before its ROLLBACK."""
+
+
+class UnknownSetting(SqlError):
+    """SET or SHOW of a session setting that does not exist (the PostgreSQL protocol's)."""
+
+
 class UnknownFunction(SqlError):
     pass
 
 
 class ResultTooLarge(SqlError):
     pass
+
+
+class SubqueryRows(SqlError):
+    """A subquery used as a value answered more than one row."""
+
+
+class RecursionLimit(SqlError):
+    """A WITH RECURSIVE table went on for more rounds than a query may take."""
 
 
 class StatementTimeout(SqlError):
@@ -116,6 +155,13 @@ class StatementTimeout(SqlError):
             "the statement ran longer than the server's statement_timeout_ms and was"
             " stopped; narrow its WHERE (a time range prunes partitions) or raise the limit"
         )
+
+
+class StatementCancelled(SqlError):
+    """A running statement stopped because its client asked (a PostgreSQL CancelRequest)."""
+
+    def __init__(self) -> None:
+        super().__init__("canceling statement due to user request")
 
 
 class StatementTooLarge(SqlError):
@@ -166,6 +212,26 @@ class PayloadTooLarge(BadRequest):
     pass
 
 
+class ProtocolError(BadRequest):
+    """A PostgreSQL-protocol message that breaks the protocol; the connection then ends."""
+
+
+class MalformedMessage(ProtocolError):
+    """Bytes that do not decode as the message their type byte names."""
+
+
+class UnexpectedMessage(ProtocolError):
+    """A message the connection's state does not allow (a Bind before the startup, say)."""
+
+
+class MessageTooLarge(ProtocolError):
+    """A message longer than the server takes."""
+
+
+class UnsupportedProtocol(ProtocolError):
+    """A protocol version or a request (GSSAPI, replication) this server does not serve."""
+
+
 class Gone(KdbError):
     """A position older than the log still kept."""
 
@@ -178,6 +244,15 @@ class Gone(KdbError):
 
 
 # --- The server cannot take this now -----------------------------------------------------
+
+
+class TooManyRequests(KdbError):
+    """Over a limit of what one caller may hold at once (open streams): the 429, with the
+    seconds to wait before asking again."""
+
+    def __init__(self, message: str, retry_after: int):
+        super().__init__(message)
+        self.retry_after = retry_after
 
 
 class Unavailable(KdbError):

@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
 
+from refimpl.engine.event_streams import StreamOptions
 from refimpl.engine.options import EngineOptions
 from refimpl.errors import ConfigError
 
@@ -45,6 +46,17 @@ class Settings:
     | sessions_per_user    | 100          | browser sessions one user keeps open at once         |
     | allowed_hosts        | (see below)  | Host names served, comma-separated; * for any        |
     | behind_tls           | false        | a TLS proxy serves us: the session cookie is Secure  |
+    | stream_heartbeat_s   | 25           | seconds between an event stream's heartbeats         |
+    | stream_max_age_s     | 1800         | an event stream ends after this many seconds         |
+    | stream_replay_s      | 300          | a resume gets missed events this recent, else reset  |
+    | stream_ticket_ttl_s  | 60           | a ticket of POST /stream/tickets expires after this  |
+    | streams_per_token    | 3            | open event streams of one token (429 above)          |
+    | streams_per_user     | 10           | open event streams of one user (429 above)           |
+    | stream_capacity      | 1000         | open event streams on the server (503 above)         |
+    | stream_buffer_kb     | 256          | events a stream holds for a slow reader at most      |
+    | log_format           | text         | log lines on stderr: text, or json (one object each) |
+    | pg_port              | (off)        | PostgreSQL protocol port; 0 takes a free one         |
+    | pg_max_connections   | 100          | open PostgreSQL connections at once (53300 above)    |
 
     Unset, `allowed_hosts` is the listen host and the loopback names (localhost, 127.0.0.1,
     [::1]): a page of another site cannot reach the server through DNS rebinding.
@@ -69,6 +81,17 @@ class Settings:
     sessions_per_user: int = 100
     allowed_hosts: tuple[str, ...] = ()  # empty: the listen host and the loopback names
     behind_tls: bool = False
+    log_format: str = "text"
+    pg_port: int | None = None  # None: the PostgreSQL protocol is not served
+    pg_max_connections: int = 100
+    stream_heartbeat_s: float = 25.0
+    stream_max_age_s: float = 1800.0
+    stream_replay_s: float = 300.0
+    stream_ticket_ttl_s: float = 60.0
+    streams_per_token: int = 3
+    streams_per_user: int = 10
+    stream_capacity: int = 1000
+    stream_buffer_kb: int = 256
 
     @property
     def max_body_bytes(self) -> int:
@@ -123,6 +146,13 @@ def _names(text: str) -> tuple[str, ...]:
     return names
 
 
+def _log_format(text: str) -> str:
+    lowered = text.strip().lower()
+    if lowered not in ("text", "json"):
+        raise ValueError("text or json")
+    return lowered
+
+
 def _path(text: str) -> Path:
     return Path(_text(text)).expanduser()
 
@@ -148,6 +178,19 @@ _PARSERS: dict[str, Callable[[str], object]] = {
     "sessions_per_user": _int(1, 1_000_000),
     "allowed_hosts": _names,
     "behind_tls": _bool,
+    "log_format": _log_format,
+    "pg_port": _int(0, 65535),
+    "pg_max_connections": _int(1, 1_000_000),
+    "stream_heartbeat_s": _float(0.05, 3600.0),
+    "stream_max_age_s": _float(0.5, 7 * 86400.0),
+    "stream_replay_s": _float(0.0, 7 * 86400.0),
+    "stream_ticket_ttl_s": _float(1.0, 3600.0),
+    "streams_per_token": _int(1, 1_000_000),
+    "streams_per_user": _int(1, 1_000_000),
+    "stream_capacity": _int(1, 1_000_000),
+    # A part of a stream is at most this, and the server drops a stream that leaves 1 MB
+    # unsent: the buffer stays well under it.
+    "stream_buffer_kb": _int(16, 512),
 }
 KEYS = tuple(f.name for f in fields(Settings))
 DEFAULTS = Settings()
@@ -266,4 +309,18 @@ def engine_options(settings: Settings) -> EngineOptions:
         max_sql_bytes=settings.max_sql_bytes,
         subscriptions_per_user=settings.subscriptions_per_user,
         sessions_per_user=settings.sessions_per_user,
+    )
+
+
+def stream_options(settings: Settings) -> StreamOptions:
+    """What the event streams take of the settings."""
+    return StreamOptions(
+        heartbeat_s=settings.stream_heartbeat_s,
+        max_age_s=settings.stream_max_age_s,
+        replay_s=settings.stream_replay_s,
+        ticket_ttl_s=settings.stream_ticket_ttl_s,
+        per_token=settings.streams_per_token,
+        per_user=settings.streams_per_user,
+        capacity=settings.stream_capacity,
+        buffer_kb=settings.stream_buffer_kb,
     )

@@ -30,6 +30,8 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Protocol
 
+from refimpl.errors import StatementCancelled
+
 LONG_SECONDS = 0.01  # a request running longer than this makes way for the others
 # SQL texts longer than this (characters) are costly before they run: their parse alone
 # takes tens of milliseconds of the interpreter lock.
@@ -143,8 +145,21 @@ def waiting() -> None:
         hand_on()
 
 
+def watch_cancel(flag: threading.Event | None) -> None:
+    """Statements on the calling thread stop, at their next `running_long`, once `flag` is
+    set (a protocol's cancel request); None: stop watching."""
+    _local.cancel = flag
+
+
 def running_long() -> None:
-    """Called now and then from long loops (never a wait): a long request makes way."""
+    """Called now and then from long loops (never a wait): a long request makes way.
+
+    Also the point where a cancelled statement stops, with StatementCancelled.
+    """
+    cancel = getattr(_local, "cancel", None)
+    if cancel is not None and cancel.is_set():
+        cancel.clear()
+        raise StatementCancelled()
     hand_on = getattr(_local, "hand_on", None)
     if hand_on is None or _local.long_release is not None:
         return

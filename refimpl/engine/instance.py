@@ -22,8 +22,11 @@ from refimpl.engine.features.change_stream import changes_function
 from refimpl.engine.features.kdb_rev import kdb_rev_builder
 from refimpl.engine.features.live_queries import SubscriptionManager
 from refimpl.engine.files import REAL_FILES, FileOps
+from refimpl.engine.measures import EngineMeasures
 from refimpl.engine.options import EngineOptions
+from refimpl.engine.progress import Progress, ProgressReport, no_report
 from refimpl.engine.session import Session
+from refimpl.engine.statements import pg_catalog
 from refimpl.engine.statements.context import FunctionTables, ScalarFunction, StatementContext
 from refimpl.engine.storage import checkpoint
 from refimpl.engine.storage.database import CHECKPOINT_FOLDER, WAL_FOLDER, Database
@@ -53,7 +56,7 @@ def check_database_name(name: str) -> None:
 
 def session_functions(context: StatementContext) -> dict[str, ScalarFunction]:
     """Scalar functions bound to a session (they need its database and rights)."""
-    return {"kdb_rev": kdb_rev_builder(context)}
+    return {"kdb_rev": kdb_rev_builder(context), **pg_catalog.functions(context)}
 
 
 class Instance:
@@ -84,10 +87,12 @@ class Instance:
         path: Path | str,
         options: EngineOptions | None = None,
         files: FileOps = REAL_FILES,
+        progress: ProgressReport = no_report,
     ) -> Instance:
         """Open a data folder (creating it and the `demo` database on the first start).
 
         Raises `StorageError` (`CorruptLog` naming the file, offset and LSNs) for damage.
+        `progress` hears how each database's recovery goes (see `Database.open`).
         """
         folder = Path(path)
         folder.mkdir(parents=True, exist_ok=True)
@@ -96,7 +101,7 @@ class Instance:
         try:
             for child in sorted(folder.iterdir()):
                 if child.is_dir() and (child / WAL_FOLDER).is_dir():
-                    instance._open_database(child.name)
+                    instance._open_database(child.name, progress)
             if DEFAULT_DATABASE.lower() not in instance._databases:
                 instance.create_database(DEFAULT_DATABASE, if_not_exists=True)
         except BaseException:
@@ -107,8 +112,9 @@ class Instance:
     def _take_folder_lock(self) -> None:
         self._lock_file = lock_folder(self.path)
 
-    def _open_database(self, name: str) -> Database:
-        database = Database.open(name, self.path / name, self.options, self.boot, self.files)
+    def _open_database(self, name: str, progress: ProgressReport = no_report) -> Database:
+        database = Database.open(name, self.path / name, self.options, self.boot, self.files,
+                                 progress)  # fmt: skip
         self.recovery_messages += [f"database '{name}': {m}" for m in database.recovery_messages]
         self._databases[name.lower()] = database
         return database
@@ -253,6 +259,17 @@ class Instance:
             "subscriptions": self.subscriptions.stats(),
         }
 
+    def measures(self) -> EngineMeasures:
+        """Every open database's counters and the live queries, as of now (no table read)."""
+        with self._lock:
+            databases = list(self._databases.values())
+        subscriptions = self.subscriptions.stats()
+        return EngineMeasures(
+            tuple(d.measures() for d in databases),
+            subscriptions["subscriptions"],
+            subscriptions["waiting"],
+        )
+
     def begin_shutdown(self) -> None:
         """Wake every waiting reader and subscriber: they answer with what they have."""
         self.subscriptions.close()
@@ -298,20 +315,28 @@ def lock_folder(folder: Path) -> IO[str]:
     return handle
 
 
-def check_data(path: Path | str) -> tuple[str, bool]:
+def check_data(path: Path | str, progress: ProgressReport = no_report) -> tuple[str, bool]:
     """Report the state of every database's log and checkpoints, changing nothing.
 
     Returns the report text and whether everything is sound (its last line says which:
-    `state: sound` or `state: DAMAGED`).
+    `state: sound` or `state: DAMAGED`). `progress` hears the bytes read so far of all
+    the folder's log and checkpoint files, after each file set.
     """
     folder = Path(path)
     if not folder.is_dir():
         return f"{folder} is not a data folder", False
     lines: list[str] = []
     ok = True
-    for child in _database_folders(folder):
+    databases = _database_folders(folder)
+    task = f"checking {folder}"
+    total = sum(_bytes_in(child / WAL_FOLDER) + _bytes_in(child / CHECKPOINT_FOLDER)
+                for child in databases)  # fmt: skip
+    done = 0
+    for child in databases:
         lines.append(f"database '{child.name}':")
         report = inspect_log(child / WAL_FOLDER)
+        done += _bytes_in(child / WAL_FOLDER)
+        progress(Progress(task, done, total, "bytes"))
         lines += [f"  log: {sentence}" for sentence in report.sentences()]
         ok = ok and report.ok
         checkpoints = checkpoint.list_checkpoints(child / CHECKPOINT_FOLDER)
@@ -328,6 +353,8 @@ def check_data(path: Path | str) -> tuple[str, bool]:
             except KdbError as error:
                 ok = False
                 lines.append(f"  checkpoint: {error}")
+            done += _size(file)
+            progress(Progress(task, done, total, "bytes"))
         first = report.first_lsn
         if checkpoints and first is not None and first > checkpoints[-1][0] + 1:
             ok = False
@@ -391,6 +418,20 @@ def _cut_one(child: Path, lines: list[str]) -> bool:
         f" ({damage.reason}); {damage.lost()} lost; the damaged bytes are kept in {aside}"
     )
     return True
+
+
+def _size(file: Path) -> int:
+    try:
+        return file.stat().st_size
+    except OSError:
+        return 0
+
+
+def _bytes_in(folder: Path) -> int:
+    """The bytes of the files directly in `folder` (0 when it is missing)."""
+    if not folder.is_dir():
+        return 0
+    return sum(_size(file) for file in folder.iterdir() if file.is_file())
 
 
 def _database_folders(folder: Path) -> list[Path]:

@@ -21,6 +21,7 @@ from werkzeug.security import safe_join
 from werkzeug.utils import send_from_directory
 from werkzeug.wrappers import Request, Response
 
+from refimpl.engine.event_streams import EventStreams, StreamOptions
 from refimpl.engine.feeds import ChangeFeeds
 from refimpl.engine.instance import Instance
 from refimpl.engine.tracking.shared_results import SharedResults
@@ -29,9 +30,12 @@ from refimpl.http import routes
 from refimpl.http.auth import Authenticator
 from refimpl.http.context import Context
 from refimpl.http.encode import Answer
+from refimpl.http.endpoints.stream_route import poke_streams
 from refimpl.http.error_answers import to_response
+from refimpl.http.metrics import ServerMetrics
 from refimpl.http.request_guards import RequestGuards
 from refimpl.http.request_input import BodyReader, query_args
+from refimpl.http.request_log import RECORD_KEY, REQUEST_ID_HEADER, RequestLog
 from refimpl.waiting.flusher import Flusher
 from refimpl.waiting.parked import Parked
 from refimpl.waiting.room import WaitingRoom
@@ -49,6 +53,7 @@ class AppOptions:
     static: Path | None = None
     allowed_hosts: tuple[str, ...] = ()  # Host names served; empty: loopback names only
     behind_tls: bool = False  # the session cookie is then Secure
+    streams: StreamOptions = StreamOptions()  # the event stream's settings
 
 
 class App:
@@ -67,6 +72,12 @@ class App:
         self.feeds = ChangeFeeds(instance)
         self.waiting_room = WaitingRoom(to_response)
         self.flusher = Flusher(self.waiting_room.wake)
+        self.streams = EventStreams(
+            instance, self.options.streams, poke_streams(self.waiting_room)
+        )
+        self.metrics = ServerMetrics(instance.measures, self.waiting_room.parked_count)
+        self.metrics.read_open_streams(self.streams.open_count)
+        self.request_log = RequestLog(self.metrics.observe_request)
         self.auth = Authenticator(instance.access, self.options.dev, self.options.behind_tls)
         self.guards = RequestGuards(self.options.allowed_hosts, self.options.dev)
         # Resolved once: a static file is served only when its real path lies in here.
@@ -90,6 +101,7 @@ class App:
 
     def __call__(self, environ: dict, start_response: Any) -> Iterable[bytes]:
         started = time.perf_counter()
+        record = self.request_log.begin(environ)
         request = Request(environ, populate_request=False)  # no environ <-> request cycle
         try:
             response = self.dispatch(request)
@@ -100,20 +112,31 @@ class App:
         # The server's own handling time, so a client can tell it from the round trip.
         timing = f"app;dur={(time.perf_counter() - started) * 1000:.3f}"
         if isinstance(response, Parked):
-            pass  # decided later, by the waiting room: its time is mostly waiting
+            # Decided later, by the waiting room: its time is mostly waiting. The server
+            # sends its request id and finishes its record once it is answered.
+            pass
         elif isinstance(response, Answer):
             response.headers.append(("Server-Timing", timing))
+            response.headers.append((REQUEST_ID_HEADER, record.request_id))
+            record.finish(response.status_code)
         else:
             response.headers["Server-Timing"] = timing
+            response.headers[REQUEST_ID_HEADER] = record.request_id
+            record.finish(response.status_code)
         return response(environ, start_response)
 
     def dispatch(self, request: Request) -> Response | Answer | Parked[Answer]:
         guards = self.guards
         guards.check_host(request)  # first: a rebound name learns nothing, not even 404s
         endpoint, values = self._match(request.environ)
+        record = request.environ.get(RECORD_KEY)
         if endpoint == "static":
+            if record is not None:
+                record.route = STATIC_PREFIX
             return self._static(request, values["filename"])
         route: routes.Route = endpoint
+        if record is not None:
+            record.route = route.path
         # The public routes read no data: HEAD may ask them; elsewhere it would run a route.
         guards.check_head(request, route.public, route.methods)
         args = query_args(request, route.repeatable)
@@ -133,6 +156,7 @@ class App:
 
     def begin_shutdown(self) -> None:
         """Answer every waiting request with what it has, now, and the engine's waiters."""
+        self.streams.close()  # no new stream (503); the open ones end with the room's close
         self.waiting_room.close()
         self.flusher.close()
         self.instance.begin_shutdown()

@@ -16,6 +16,7 @@ from werkzeug.datastructures import FileStorage
 from werkzeug.wrappers import Request, Response
 
 from refimpl.engine.access import Principal
+from refimpl.engine.event_streams import EventStreams
 from refimpl.engine.feeds import ChangeFeeds
 from refimpl.engine.instance import Instance
 from refimpl.engine.session import Session
@@ -34,9 +35,17 @@ A = TypeVar("A")
 class SessionDoor(Protocol):
     """Opens and closes browser sessions (POST and DELETE /api/session)."""
 
+    dev: bool  # no authentication: every request acts as the admin user
+
     def open_session(self, request: Request, body: bytes) -> Response: ...
 
     def close_session(self, request: Request) -> Response: ...
+
+
+class MetricsText(Protocol):
+    """Renders the server's metrics (GET /metrics)."""
+
+    def exposition(self, accept: str | None) -> tuple[bytes, str]: ...
 
 
 class RouteServices(Protocol):
@@ -50,6 +59,8 @@ class RouteServices(Protocol):
     wait_slots: threading.BoundedSemaphore
     auth: SessionDoor
     openapi_bytes: bytes
+    streams: EventStreams
+    metrics: MetricsText
 
     def read_body(self, request: Request) -> bytes: ...
 

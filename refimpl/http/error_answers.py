@@ -28,6 +28,7 @@ _STATUS: tuple[tuple[type[errors.KdbError], int], ...] = (
     (errors.Forbidden, 403),
     (errors.NotFound, 404),
     (errors.Gone, 410),
+    (errors.TooManyRequests, 429),
     (errors.Unavailable, 503),
     (errors.ConfigError, 500),
     # A disk that failed a write, or damage met while serving: the change was not made.
@@ -72,6 +73,8 @@ def kdb_error_response(exc: errors.KdbError) -> Answer:
         if "restart" not in message:
             message += "; the disk must be checked and the server restarted to write again"
         return error_response(status, message, retry=False, **extra)
+    if isinstance(exc, errors.TooManyRequests):
+        return error_response(status, exc.message, {"Retry-After": str(exc.retry_after)}, **extra)
     return error_response(status, exc.message, **extra)
 
 

@@ -13,7 +13,14 @@ from werkzeug.wrappers import Response
 
 from refimpl.http.context import Context
 from refimpl.http.endpoints.changes_route import changes_route
+from refimpl.http.endpoints.console_route import (
+    CONSOLE_ASSETS,
+    CONSOLE_PREFIX,
+    console_asset,
+    console_page,
+)
 from refimpl.http.endpoints.ingest_routes import import_route, write_route
+from refimpl.http.endpoints.metrics_route import metrics_route
 from refimpl.http.endpoints.rev_route import rev_route
 from refimpl.http.endpoints.service_routes import (
     health_route,
@@ -23,6 +30,9 @@ from refimpl.http.endpoints.service_routes import (
     stats_route,
 )
 from refimpl.http.endpoints.sql_routes import exec_route, export_route
+from refimpl.http.endpoints.stream_route import stream_route
+from refimpl.http.endpoints.stream_row_route import stream_row_route
+from refimpl.http.endpoints.stream_tickets_route import stream_tickets_route
 from refimpl.http.endpoints.subscribe_route import subscribe_route
 
 
@@ -52,8 +62,19 @@ ROUTES: tuple[Route, ...] = (
     Route("/api/rev", ("GET",), rev_route, frozenset({"table", "symbol", "column", "db"}),
           repeatable=frozenset({"symbol"})),  # fmt: skip
     _route("/api/subscribe", "GET", subscribe_route, "query wait id"),
+    # The stream checks its database itself: a ?ticket= request comes without credentials.
+    Route("/stream/changes", ("GET",), stream_route,
+          frozenset({"db", "table", "ticket", "last-event-id", "from"}),
+          uses_database=False, repeatable=frozenset({"table"})),  # fmt: skip
+    Route("/stream/tickets", ("POST",), stream_tickets_route, frozenset({"db", "table"}),
+          repeatable=frozenset({"table"})),  # fmt: skip
+    _route("/stream/row", "GET", stream_row_route, "table key"),
     _route("/health", "GET", health_route, public=True, uses_database=False),
+    _route("/metrics", "GET", metrics_route, uses_database=False),
     _route("/openapi.json", "GET", openapi_route, public=True, uses_database=False),
     _route("/api/session", "POST", session_open_route, public=True, uses_database=False),
     _route("/api/session", "DELETE", session_close_route, public=True, uses_database=False),
+    _route("/", "GET", console_page, public=True, uses_database=False),
+    *(_route(CONSOLE_PREFIX + name, "GET", console_asset, public=True, uses_database=False)
+      for name in CONSOLE_ASSETS),  # fmt: skip
 )

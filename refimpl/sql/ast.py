@@ -7,10 +7,35 @@ as written (case preserved); the catalog compares them case-insensitively.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+
+from refimpl.sql.ast_access import (  # noqa: F401 - re-exported: ast.CreateUser, ...
+    PUBLIC,
+    CreateToken,
+    CreateUser,
+    DropToken,
+    DropUser,
+    GrantRole,
+    GrantSelect,
+    RevokeRole,
+    RevokeSelect,
+    ShowGrants,
+    ShowUsers,
+    Statement,
+)
 
 # Column types, in the spelling SHOW COLUMNS and the JSON answers use.
 TYPES = ("INT", "BIGINT", "DOUBLE", "STRING", "SYMBOL", "BOOLEAN", "TIMESTAMP")
+
+# Other databases' type names, taken as aliases of these (spec/types-and-values.md, "Type
+# names"); the first word of the name decides (`DOUBLE PRECISION`, `SIGNED INTEGER`).
+TYPE_ALIASES = {
+    "INTEGER": "INT", "SMALLINT": "INT", "SIGNED": "BIGINT",
+    "REAL": "DOUBLE", "FLOAT": "DOUBLE", "NUMERIC": "DOUBLE", "DECIMAL": "DOUBLE",
+    "TEXT": "STRING", "VARCHAR": "STRING", "CHAR": "STRING",
+    "BOOL": "BOOLEAN", "TIMESTAMPTZ": "TIMESTAMP",
+}
 
 # ---------------------------------------------------------------------------------------
 # Expressions
@@ -152,13 +177,32 @@ class FunctionSource:
     alias: str | None = None
 
 
-Source = TableSource | FunctionSource
+@dataclass(frozen=True, slots=True)
+class JoinSource:
+    """`left [INNER|LEFT|RIGHT|FULL|CROSS] JOIN right [ON ... | USING (...)]`; a comma is CROSS.
+
+    `kind` is INNER, LEFT, RIGHT, FULL or CROSS; joins nest to the left as written.
+    """
+
+    kind: str
+    left: Source
+    right: Source
+    on: Expr | None = None
+    using: tuple[str, ...] = ()
 
 
-class Statement:
-    """Base of every statement node."""
+@dataclass(frozen=True, slots=True)
+class SubquerySource:
+    """A query in FROM: `(SELECT ...) AS s`, `(VALUES ...) AS v(a, b)`."""
 
-    __slots__ = ()
+    query: Query
+    alias: str | None = None
+    columns: tuple[str, ...] = ()
+
+
+Source = TableSource | FunctionSource | JoinSource | SubquerySource
+
+
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,10 +232,106 @@ class Select(Statement):
 
 
 @dataclass(frozen=True, slots=True)
-class Subscribe(Statement):
-    """`SUBSCRIBE SELECT ...`: only /api/subscribe runs it."""
+class Values(Statement):
+    """`VALUES (1, 'a'), (2, 'b')` as a query: columns column1, column2, ..."""
 
-    select: Select
+    rows: tuple[tuple[Expr, ...], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class SetOperation(Statement):
+    """`left UNION [ALL] | INTERSECT [ALL] | EXCEPT [ALL] right`, ORDER BY and LIMIT over the whole.
+
+    Operators bind alike, left to right (as in SQLite): `a UNION b EXCEPT c` is `(a UNION b)
+    EXCEPT c`. `op` is UNION, INTERSECT or EXCEPT.
+    """
+
+    op: str
+    left: Query
+    right: Query
+    all: bool = False
+    order_by: tuple[OrderItem, ...] = ()
+    limit: Expr | None = None
+    offset: Expr | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CommonTable:
+    """One `name [(columns)] AS (query)` of a WITH clause."""
+
+    name: str
+    query: Query
+    columns: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class WithQuery(Statement):
+    """`WITH [RECURSIVE] a AS (...), b AS (...) body`: each table may read the ones before it."""
+
+    tables: tuple[CommonTable, ...]
+    body: Query
+    recursive: bool = False
+
+
+Query = Select | Values | SetOperation | WithQuery
+
+
+@dataclass(frozen=True, slots=True)
+class ScalarSubquery(Expr):
+    """`(SELECT x ...)` as a value: NULL without rows, an error with more than one."""
+
+    query: Query
+
+
+@dataclass(frozen=True, slots=True)
+class Exists(Expr):
+    query: Query
+
+
+@dataclass(frozen=True, slots=True)
+class ArrayQuantified(Expr):
+    """`operand op ANY (array)` / `ALL (array)`, the array being its text (`{1,2}`)."""
+
+    op: str
+    operand: Expr
+    quantifier: str  # ANY or ALL
+    array: Expr
+
+
+@dataclass(frozen=True, slots=True)
+class ArraySubquery(Expr):
+    """`ARRAY(SELECT x ...)`: the one-column rows as PostgreSQL's text of an array, `{a,b}`
+    (this engine has no array type; psql's catalog queries ask for one)."""
+
+    query: Query
+
+
+@dataclass(frozen=True, slots=True)
+class InSubquery(Expr):
+    operand: Expr
+    query: Query
+    negated: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Quantified(Expr):
+    """`operand op ANY (query)` or `operand op ALL (query)`; SOME is ANY."""
+
+    op: str
+    operand: Expr
+    quantifier: str  # ANY or ALL
+    query: Query
+
+
+@dataclass(frozen=True, slots=True)
+class Subscribe(Statement):
+    """`SUBSCRIBE SELECT ...`: only /api/subscribe runs it.
+
+    The grammar takes any query after SUBSCRIBE, so that /api/subscribe can say which part of
+    it a live query cannot have.
+    """
+
+    select: Query
 
 
 # ---------------------------------------------------------------------------------------
@@ -206,7 +346,7 @@ class Insert(Statement):
     table: str
     columns: tuple[str, ...] | None = None
     rows: tuple[tuple[Expr, ...], ...] | None = None
-    select: Select | None = None
+    select: Query | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -249,6 +389,59 @@ class CreateTable(Statement):
     partition_symbol: str | None = None
     sort_by: tuple[str, ...] = ()
     dedup_key: tuple[str, ...] = ()
+    # UNIQUE constraints (a column's UNIQUE folded in) and the table's secondary indexes:
+    # CREATE INDEX adds to `indexes`, and the canonical text keeps them as table elements.
+    unique: tuple[tuple[str, ...], ...] = ()
+    indexes: tuple[IndexDef, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class IndexDef:
+    """A secondary index of a table: its name (unique in the database) and columns."""
+
+    name: str
+    columns: tuple[str, ...]
+    unique: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class CreateIndex(Statement):
+    """`CREATE [UNIQUE] INDEX [IF NOT EXISTS] i ON t (a, b)`."""
+
+    table: str
+    index: IndexDef
+    if_not_exists: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class DropIndex(Statement):
+    """`DROP INDEX [IF EXISTS] i`; `table` is set in the logged form (the log names it)."""
+
+    name: str
+    if_exists: bool = False
+    table: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Explain(Statement):
+    """`EXPLAIN <query>`: the plan, one line a step, instead of the rows."""
+
+    query: Statement
+
+
+@dataclass(frozen=True, slots=True)
+class CreateView(Statement):
+    """`CREATE VIEW [IF NOT EXISTS] v AS <query>`."""
+
+    name: str
+    query: Query
+    if_not_exists: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class DropView(Statement):
+    name: str
+    if_exists: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -349,81 +542,6 @@ class ShowCreateTable(Statement):
     table: str
 
 
-# ---------------------------------------------------------------------------------------
-# Users, tokens and rights
-# ---------------------------------------------------------------------------------------
-
-PUBLIC = "PUBLIC"  # the grantee every request has, authenticated or not
-
-
-@dataclass(frozen=True, slots=True)
-class CreateUser(Statement):
-    name: str
-    if_not_exists: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class DropUser(Statement):
-    name: str
-    if_exists: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class CreateToken(Statement):
-    """`CREATE TOKEN FOR u [EXPIRES IN '30d']`."""
-
-    user: str
-    expires_in: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class DropToken(Statement):
-    """`DROP TOKEN '<token or its id>'` drops one; `DROP TOKEN FOR u` drops all of u's."""
-
-    token: str | None = None
-    user: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class GrantRole(Statement):
-    """`GRANT READ|WRITE|ADMIN ON DATABASE d TO u` (u may be PUBLIC)."""
-
-    role: str  # READ, WRITE or ADMIN
-    database: str
-    grantee: str
-
-
-@dataclass(frozen=True, slots=True)
-class RevokeRole(Statement):
-    role: str
-    database: str
-    grantee: str
-
-
-@dataclass(frozen=True, slots=True)
-class GrantSelect(Statement):
-    """`GRANT SELECT ON t TO u`: in the current database."""
-
-    table: str
-    grantee: str
-
-
-@dataclass(frozen=True, slots=True)
-class RevokeSelect(Statement):
-    table: str
-    grantee: str
-
-
-@dataclass(frozen=True, slots=True)
-class ShowUsers(Statement):
-    pass
-
-
-@dataclass(frozen=True, slots=True)
-class ShowGrants(Statement):
-    user: str
-
-
 @dataclass(frozen=True, slots=True)
 class ParsedScript:
     """What `parse` returns: the statements of a text, and the number of `?` it holds."""
@@ -431,3 +549,19 @@ class ParsedScript:
     statements: tuple[Statement, ...]
     param_count: int = 0
     sources: tuple[str, ...] = field(default=())  # each statement's own text, trimmed
+
+
+def walk(node: object) -> Iterator[object]:
+    """Every node of a tree (statement, query, expression), `node` included, in no set order.
+
+    With a stack of its own: safe on trees as deep as the parser allows.
+    """
+    todo = [node]
+    while todo:
+        item = todo.pop()
+        if isinstance(item, tuple):
+            todo.extend(item)
+            continue
+        yield item
+        if hasattr(item, "__dataclass_fields__"):
+            todo.extend(getattr(item, name) for name in item.__dataclass_fields__)

@@ -7,18 +7,19 @@ SqlSyntaxError at the offending token.
 
 from __future__ import annotations
 
-import dataclasses
-import functools
 import math
 import threading
 import time
 from typing import Any
 
-from lark import Token, Transformer, v_args
+from lark import Token, v_args
 
-from refimpl.errors import SqlSyntaxError, StatementTimeout, StatementTooLarge
+from refimpl.errors import StatementTimeout, StatementTooLarge
 from refimpl.sql import ast
 from refimpl.sql.ast import Expr
+from refimpl.sql.builder_ddl import DdlBuilder, error_at
+from refimpl.sql.builder_pg import PgBuilder
+from refimpl.sql.builder_queries import QueryBuilder
 
 # `?` numbering needs one counter per parse, and the statement timeout a deadline and a count
 # of tokens read. The transformer is shared by every thread (it is built into the parser), so
@@ -29,10 +30,6 @@ parameters = threading.local()
 # StatementTooLarge before anything runs.
 MAX_IN_ITEMS = 10_000
 MAX_VALUES_ROWS = 100_000
-# Expressions nest at most this deep (`NOT NOT x` is 3, `a AND b AND c` is 3). Compiling an
-# expression of depth d takes about 3 * d Python frames, and a server thread starts some 100
-# frames deep, well within the default recursion limit of 1000.
-MAX_DEPTH = 200
 # The clock is read once every this many tokens, so that the check costs nothing measurable.
 _TICKS_PER_CLOCK_READ = 1024
 
@@ -54,56 +51,12 @@ def _tick() -> None:
             raise StatementTimeout.ran_too_long()
 
 
-@functools.cache
-def _node_fields(kind: type) -> tuple[str, ...]:
-    return tuple(f.name for f in dataclasses.fields(kind))
-
-
-def check_depth(statement: object) -> None:
-    """StatementTooLarge when an expression nests deeper than MAX_DEPTH.
-
-    A walk with a stack of its own, so that it cannot run out of Python's: it runs before
-    anything that recurses over the tree.
-    """
-    todo: list[tuple[object, int]] = [(statement, 0)]
-    while todo:
-        node, depth = todo.pop()
-        if isinstance(node, tuple):
-            todo.extend((item, depth) for item in node)
-            continue
-        if not dataclasses.is_dataclass(node):
-            continue
-        if isinstance(node, ast.Expr):
-            depth += 1
-            if depth > MAX_DEPTH:
-                raise StatementTooLarge(
-                    f"an expression is nested deeper than {MAX_DEPTH} levels; write long"
-                    " chains of OR as IN (...), or split the expression"
-                )
-        todo.extend((getattr(node, name), depth) for name in _node_fields(type(node)))
-
-
-def _error_at(token: Token, message: str) -> SqlSyntaxError:
-    return SqlSyntaxError(f"line {token.line}, column {token.column}: {message}", token.line,
-                          token.column)
-
-
-class _PrimaryKeyClause:
-    """A table-level `PRIMARY KEY (a, b)` while its CREATE TABLE is being built."""
-
-    __slots__ = ("token", "columns")
-
-    def __init__(self, token: Token, columns: tuple[str, ...]) -> None:
-        self.token = token
-        self.columns = columns
-
-
 def _unquote(token: Token) -> str:
     return token[1:-1].replace("''", "'")
 
 
 @v_args(inline=True)
-class Builder(Transformer):
+class Builder(QueryBuilder, DdlBuilder, PgBuilder):
     """Builds ast nodes while the LALR parser reduces (one pass, no parse tree).
 
     Method names are the rule or alias names of the grammar. Optional parts arrive as None
@@ -136,7 +89,7 @@ class Builder(Transformer):
         _tick()
         if token.type == "QUOTED_IDENT":
             if len(token) == 2:
-                raise _error_at(token, 'a quoted name cannot be empty: write at least one '
+                raise error_at(token, 'a quoted name cannot be empty: write at least one '
                                 'character between the double quotes')
             return token[1:-1].replace('""', '"')
         return str(token)
@@ -149,26 +102,20 @@ class Builder(Transformer):
     def function_name(self, name: str) -> str:
         return name.lower()
 
-    def type_name(self, token: Token) -> str:
-        return token.upper()
+    def type_name(self, token: Token, *size: Any) -> str:
+        name = token.upper()
+        return ast.TYPE_ALIASES.get(name, name)
+
+    def type_size(self, *numbers: Token | None) -> None:
+        return None  # read, not kept: a length or precision changes no type here
 
     # --- SELECT -----------------------------------------------------------------------------
 
-    def select(self, distinct: bool | None, items: tuple[ast.SelectItem, ...],
-               source: ast.Source | None, where: Expr | None, group_by: tuple[Expr, ...] | None,
-               having: Expr | None, order_by: tuple[ast.OrderItem, ...] | None,
-               limit_offset: tuple[Expr, Expr | None] | None) -> ast.Select:
-        limit, offset = limit_offset or (None, None)
-        # Before the Select exists: it hashes its whole tree as it is made.
-        check_depth((items, source, where, group_by, having, order_by, limit_offset))
-        return ast.Select(items, source, where, group_by or (), having, order_by or (), limit,
-                          offset, distinct is not None)
-
-    def subscribe(self, select: ast.Select) -> ast.Subscribe:
-        return ast.Subscribe(select)
-
     def distinct(self) -> bool:
         return True
+
+    def select_all(self) -> bool:
+        return False
 
     def select_list(self, *items: ast.SelectItem) -> tuple[ast.SelectItem, ...]:
         return items
@@ -242,10 +189,23 @@ class Builder(Transformer):
     def compare(self, left: Expr, op: str, right: Expr) -> ast.Binary:
         return ast.Binary(op, left, right)
 
+    def not_null(self, operand: Expr) -> ast.IsNull:
+        return ast.IsNull(operand, True)  # SQLite's `x NOT NULL` and `x NOTNULL`
+
+    def isnull(self, operand: Expr) -> ast.IsNull:
+        return ast.IsNull(operand)
+
     def is_null(self, operand: Expr, negated: bool | None) -> ast.IsNull:
         return ast.IsNull(operand, negated is not None)
 
-    def in_list(self, operand: Expr, negated: bool | None, items: tuple[Expr, ...]) -> ast.InList:
+    def in_table(self, operand: Expr, negated: bool | None, table: str) -> ast.InSubquery:
+        # SQLite's `x IN t`: short for `x IN (SELECT * FROM t)`.
+        query = ast.Select((ast.SelectItem(ast.Star()),), ast.TableSource(table))
+        return ast.InSubquery(operand, query, negated is not None)
+
+    def in_list(self, operand: Expr, negated: bool | None,
+                items: tuple[Expr, ...] | None) -> ast.InList:
+        items = items or ()
         if len(items) > MAX_IN_ITEMS:
             raise StatementTooLarge(
                 f"an IN list has {len(items)} items, more than the {MAX_IN_ITEMS} a statement"
@@ -296,13 +256,13 @@ class Builder(Transformer):
         if "." in token or "e" in token or "E" in token:
             number = float(token)
             if math.isinf(number):
-                raise _error_at(token, "this number is too large for a DOUBLE (finite numbers"
+                raise error_at(token, "this number is too large for a DOUBLE (finite numbers"
                                 " up to about 1.8e308)")
             return ast.Literal(number, "DOUBLE")
         try:
             return ast.Literal(int(token), "INT")
         except ValueError:  # Python refuses to convert more than 4300 digits
-            raise _error_at(token, "this number has too many digits") from None
+            raise error_at(token, "this number has too many digits") from None
 
     def string(self, token: Token) -> ast.Literal:
         _tick()
@@ -349,23 +309,24 @@ class Builder(Transformer):
 
     # --- data changes -----------------------------------------------------------------------
 
-    def insert(self, table: str, columns: tuple[str, ...] | None, body: Any) -> ast.Insert:
-        if isinstance(body, ast.Select):
-            return ast.Insert(table, columns, select=body)
-        return ast.Insert(table, columns, rows=body)
+    def insert(self, table: str, columns: tuple[str, ...] | None,
+               body: ast.Query) -> ast.Insert:
+        if isinstance(body, ast.Values):
+            return ast.Insert(table, columns, rows=body.rows)
+        return ast.Insert(table, columns, select=body)
 
     def column_list(self, *names: str) -> tuple[str, ...]:
         return names
 
     column_names = column_list
 
-    def values(self, *rows: tuple[Expr, ...]) -> tuple[tuple[Expr, ...], ...]:
+    def values(self, *rows: tuple[Expr, ...]) -> ast.Values:
         if len(rows) > MAX_VALUES_ROWS:
             raise StatementTooLarge(
-                f"an INSERT has {len(rows)} VALUES rows, more than the {MAX_VALUES_ROWS} a"
-                " statement may have; split it into several INSERTs, or use POST /imp"
+                f"a VALUES list has {len(rows)} VALUES rows, more than the {MAX_VALUES_ROWS}"
+                " a statement may have; split it into several INSERTs, or use POST /imp"
             )
-        return rows
+        return ast.Values(rows)
 
     def row(self, *exprs: Expr) -> tuple[Expr, ...]:
         return exprs
@@ -380,40 +341,6 @@ class Builder(Transformer):
         return ast.Delete(table, where)
 
     # --- schema ---------------------------------------------------------------------------
-
-    def create_table(self, if_not_exists: bool | None, name: str, *rest: Any) -> ast.CreateTable:
-        *elements, timeseries, partition, sort_by, dedup_key = rest
-        columns: list[ast.ColumnDef] = []
-        primary_key: tuple[str, ...] = ()
-        key_token = None
-        for element in elements:
-            if isinstance(element, _PrimaryKeyClause):
-                token, keys = element.token, element.columns
-            else:
-                column, token = element
-                columns.append(column)
-                if token is None:
-                    continue
-                keys = (column.name,)
-            if key_token is not None:
-                raise _error_at(token, "a table has one primary key: declare a key of several "
-                                "columns as PRIMARY KEY (a, b) after the columns")
-            key_token, primary_key = token, keys
-        if not columns:
-            raise _error_at(key_token, "a table needs at least one column")
-        unit, symbol = partition or (None, None)
-        return ast.CreateTable(name, tuple(columns), if_not_exists is not None, primary_key,
-                               timeseries, unit, symbol, sort_by or (), dedup_key or ())
-
-    def column_def(self, name: str, type_: str,
-                   primary: Token | None) -> tuple[ast.ColumnDef, Token | None]:
-        return ast.ColumnDef(name, type_), primary
-
-    def column_primary_key(self, token: Token) -> Token:
-        return token
-
-    def primary_key_def(self, token: Token, columns: tuple[str, ...]) -> _PrimaryKeyClause:
-        return _PrimaryKeyClause(token, columns)
 
     def timeseries(self, column: str) -> str:
         return column

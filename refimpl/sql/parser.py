@@ -37,7 +37,8 @@ from lark.lexer import PatternStr
 
 from refimpl.errors import SqlSyntaxError
 from refimpl.sql import ast, builder
-from refimpl.sql.builder import MAX_DEPTH, Builder, check_depth, parameters
+from refimpl.sql.builder import Builder, parameters
+from refimpl.sql.limits import MAX_DEPTH, check_depth
 
 __all__ = [
     "KEYWORDS",
@@ -128,20 +129,18 @@ NAME_KEYWORDS: frozenset[str] = frozenset(
 # ---------------------------------------------------------------------------------------
 
 _UNSUPPORTED = {
-    "JOIN": "JOIN is not supported: a query reads a single table",
-    "UNION": "UNION is not supported: a query reads a single table",
-    "INTERSECT": "INTERSECT is not supported: a query reads a single table",
-    "EXCEPT": "EXCEPT is not supported: a query reads a single table",
-    "WITH": "WITH (common table expressions) is not supported: a query reads a single table",
+    "NATURAL": "NATURAL JOIN is not supported: write JOIN ... USING (columns)",
 }
-_JOIN_PREFIXES = {"INNER", "OUTER", "LEFT", "RIGHT", "FULL", "CROSS", "NATURAL"}
-_SUBQUERY = "subqueries are not supported: a query reads a single table"
 
 # What a person calls the input that a nonterminal begins. None hides optional modifiers (IF
 # EXISTS, DISTINCT, ...) that would only make the message longer.
 _RULE_WORDS: dict[str, str | None] = {
     "table_name": "a table name",
     "source": "a table name",
+    "joined": "a table name",
+    "query": "a query (SELECT, VALUES or WITH)",
+    "quantifier": None,
+    "join_type": None,
     "column_name": "a column name",
     "column_def": "a column name",
     "table_element": "a column name",
@@ -168,10 +167,11 @@ for _name in ("expr", "or_expr", "and_expr", "not_expr", "predicate", "sum", "pr
     _RULE_WORDS[_name] = "an expression"
 
 _EXPRESSION_STARTS = {"NUMBER", "STRING", "QMARK", "CASE", "CAST", "TRUE", "FALSE", "NULL",
-                      "NOT", "LPAR", "MINUS", "PLUS"}
+                      "NOT", "LPAR", "MINUS", "PLUS", "EXISTS", "ANY", "SOME", "ALL"}
 _OPERATOR_TEXT = {"=", "<>", "!=", "<", "<=", ">", ">=", "+", "-", "||", "*", "/", "%", "AND",
                   "OR", "IS", "IN", "NOT", "BETWEEN", "LIKE"}
 _TYPE_WORDS = set(ast.TYPES)
+_ALIAS_WORDS = set(ast.TYPE_ALIASES)
 _STATEMENT_WORDS = {"SELECT", "INSERT", "CREATE", "UPDATE", "DELETE"}
 _KEYWORD_PHRASES = {
     "GROUP": "GROUP BY",
@@ -180,9 +180,13 @@ _KEYWORD_PHRASES = {
     "SORT": "SORT BY",
     "DEDUP": "DEDUP KEY",
     "PRIMARY": "PRIMARY KEY",
+    "CROSS": "CROSS JOIN",
 }
 _ENDS = {"SEMI", "$END"}
 _CLAUSES = ["FROM", "WHERE", "GROUP", "HAVING", "ORDER", "LIMIT"]
+# Words that may follow a table or a whole SELECT, named only when no clause is (they would
+# make the list of what may follow a FROM long without telling much).
+_CLAUSE_LIKE = {"CROSS", "JOIN", "INNER", "LEFT", "RIGHT", "FULL", "UNION", "INTERSECT", "EXCEPT"}
 _STATEMENT_STARTS = {"SELECT", "SUBSCRIBE", "INSERT", "UPDATE", "DELETE", "CREATE", "DROP",
                      "ALTER", "TRUNCATE", "BEGIN", "COMMIT", "ROLLBACK", "CHECKPOINT", "SHOW",
                      "GRANT", "REVOKE"}
@@ -228,13 +232,14 @@ def _summarise_terminals(names: set[str]) -> list[str]:
         names -= _NAME_TERMINALS
     if _TYPE_WORDS <= {texts[n] for n in names}:
         parts.append("a type such as INT or STRING")
-        names = {n for n in names if texts[n] not in _TYPE_WORDS}
+        names = {n for n in names if texts[n] not in _TYPE_WORDS | _ALIAS_WORDS}
     clauses = [n for n in names if texts[n] in _CLAUSES]
     if len(clauses) >= 3:
         clauses.sort(key=lambda n: _CLAUSES.index(texts[n]))
         first, second = (_KEYWORD_PHRASES.get(texts[n], texts[n]) for n in clauses[:2])
         parts.append(f"a clause ({first}, {second}, ...)")
         names -= set(clauses)
+        names = {n for n in names if texts[n] not in _CLAUSE_LIKE}
     words = []
     for name in names - _ENDS:
         text = texts[name]
@@ -342,6 +347,8 @@ def _expected_words(state: int | None, expected: set[str]) -> str:
             words = _RULE_WORDS[symbol.name]
             if words is not None and words not in parts:
                 parts.append(words)
+    # Item order is not stable between runs: a query, the rarer thing to mean, goes last.
+    parts.sort(key=lambda words: words == _RULE_WORDS["query"])
     if "a keyword such as SELECT or INSERT" in parts:
         remaining -= _ENDS
     parts.extend(p for p in _summarise_terminals(remaining) if p not in parts)
@@ -360,6 +367,8 @@ def _show(text: str) -> str:
 _UNTERMINATED = re.compile(
     r"""'[^']*(?:''[^']*)*'|"[^"]*(?:""[^"]*)*"|--[^\n]*|/\*.*?\*/|(['"]|/\*)""", re.S)
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_NATURAL_JOIN = re.compile(r"\bNATURAL\s+(?:(?:LEFT|RIGHT|FULL|INNER)\s+)?(?:OUTER\s+)?JOIN\b",
+                           re.I)
 
 
 def _unterminated(text: str, before: int) -> tuple[int, str] | None:
@@ -405,30 +414,14 @@ def _syntax_error(error: UnexpectedInput, text: str) -> SqlSyntaxError:
 
     # Words and shapes of SQL that this database deliberately does not have.
     match = _WORD.match(text, offset)
-    word = match.group().upper() if match else ""
-    prev_text = previous.upper() if previous is not None else ""
-    if word in _JOIN_PREFIXES or word == "JOIN":
-        after = _WORD.search(text, match.end())  # type: ignore[union-attr]
-        if word == "JOIN" or (after and after.group().upper() in ("JOIN", "OUTER")):
-            # `FROM a LEFT JOIN b` reads LEFT as the alias of a: point at LEFT, not JOIN.
-            before = re.search(r"([A-Za-z_][A-Za-z0-9_]*)\s*\Z", text[:offset])
-            start = offset
-            if before and before.group(1).upper() in _JOIN_PREFIXES:
-                start = before.start(1)
-            return _make(text, start, _UNSUPPORTED["JOIN"])
-    if word in _UNSUPPORTED:
-        return _make(text, offset, _UNSUPPORTED[word])
-    if (text.startswith("(", offset) and prev_text == "FROM") or (
-            word == "SELECT" and prev_text == "("):
-        return _make(text, offset, _SUBQUERY)
+    natural = _NATURAL_JOIN.search(text)
+    if natural is not None and natural.start() <= offset:
+        # `FROM a NATURAL JOIN b` reads NATURAL as the alias of a: point at it.
+        return _make(text, natural.start(), _UNSUPPORTED["NATURAL"])
     if text.startswith(",", offset):
         recent = [v.upper() for v in stack[-4:] if isinstance(v, Token)]
         if "LIMIT" in recent:
             return _make(text, offset, "LIMIT m, n is not supported: write LIMIT n OFFSET m")
-        if "FROM" in recent or any(isinstance(v, (ast.TableSource, ast.FunctionSource))
-                                   for v in stack[-2:]):
-            return _make(text, offset, "a query reads a single table: several tables in FROM "
-                         "(a join) are not supported")
 
     if isinstance(error, UnexpectedToken):
         found_text = str(error.token)

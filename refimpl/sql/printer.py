@@ -148,6 +148,22 @@ def _render(node: ast.Expr) -> tuple[str, int]:
         return f"{quote_name(node.name)}({args})", _ATOM
     if isinstance(node, ast.Star):
         return ("*" if node.table is None else f"{quote_name(node.table)}.*"), _ATOM
+    if isinstance(node, ast.ScalarSubquery):
+        return f"({_query(node.query)})", _ATOM
+    if isinstance(node, ast.Exists):
+        return f"EXISTS ({_query(node.query)})", _ATOM
+    if isinstance(node, ast.ArrayQuantified):
+        return (f"{_expr(node.operand, _PREDICATE)} {node.op} {node.quantifier} "
+                f"({_expr(node.array)})", _PREDICATE)
+    if isinstance(node, ast.ArraySubquery):
+        return f"ARRAY({_query(node.query)})", _ATOM
+    if isinstance(node, ast.InSubquery):
+        not_ = "NOT " if node.negated else ""
+        return (f"{_expr(node.operand, _PREDICATE)} {not_}IN ({_query(node.query)})",
+                _PREDICATE)
+    if isinstance(node, ast.Quantified):
+        return (f"{_expr(node.operand, _PREDICATE)} {node.op} {node.quantifier} "
+                f"({_query(node.query)})", _PREDICATE)
     raise TypeError(f"not an expression node: {node!r}")
 
 
@@ -177,11 +193,88 @@ def _order_item(item: ast.OrderItem) -> str:
     return text
 
 
-def _source(source: ast.TableSource | ast.FunctionSource) -> str:
+def _source(source: ast.Source) -> str:
     if isinstance(source, ast.TableSource):
         return quote_name(source.name) + _alias(source.alias)
+    if isinstance(source, ast.JoinSource):
+        # Joins nest to the left, so a join on the right side needs no parentheses to exist.
+        left, right = _source(source.left), _source(source.right)
+        if source.kind == "CROSS":
+            return f"{left} CROSS JOIN {right}"
+        if source.using:
+            spec = f" USING ({_names(source.using)})"
+        else:
+            spec = " ON " + _expr(source.on) if source.on is not None else ""
+        return f"{left} {source.kind} JOIN {right}{spec}"
+    if isinstance(source, ast.SubquerySource):
+        text = f"({_query(source.query)})"
+        if source.alias is not None:
+            text += _alias(source.alias)
+            if source.columns:
+                text += f" ({_names(source.columns)})"
+        return text
     args = ", ".join(_expr(arg) for arg in source.args)
     return f"{quote_name(source.name)}({args}){_alias(source.alias)}"
+
+
+def _query(node: ast.Query) -> str:
+    printer = _STATEMENTS[type(node)]
+    return printer(node)
+
+
+def _tail(order_by: tuple[ast.OrderItem, ...], limit: ast.Expr | None,
+          offset: ast.Expr | None) -> list[str]:
+    """ORDER BY and LIMIT of a query."""
+    parts = []
+    if order_by:
+        parts.append("ORDER BY " + ", ".join(_order_item(item) for item in order_by))
+    if limit is not None:
+        parts.append("LIMIT " + _expr(limit))
+        if offset is not None:
+            parts.append("OFFSET " + _expr(offset))
+    elif offset is not None:
+        raise ValueError("OFFSET without LIMIT has no SQL text")
+    return parts
+
+
+def _operand(node: ast.Query) -> str:
+    """One side of a set operation: a SELECT without ORDER BY and LIMIT, VALUES, or the left
+    side's own set operation (left to right needs no parentheses)."""
+    if isinstance(node, ast.Select) and not (node.order_by or node.limit or node.offset):
+        return _select(node)
+    if isinstance(node, ast.Values):
+        return _values(node)
+    raise ValueError("a side of a set operation has no SQL text of its own: ORDER BY, LIMIT"
+                     " and WITH apply to the whole")
+
+
+def _set_operation(node: ast.SetOperation) -> str:
+    left = node.left
+    if isinstance(left, ast.SetOperation) and not (left.order_by or left.limit or left.offset):
+        left_text = _set_operation(left)
+    else:
+        left_text = _operand(left)
+    if isinstance(node.right, ast.SetOperation):
+        raise ValueError("set operations nest to the left")
+    op = node.op + (" ALL" if node.all else "")
+    return " ".join([f"{left_text} {op} {_operand(node.right)}",
+                     *_tail(node.order_by, node.limit, node.offset)])
+
+
+def _values(node: ast.Values) -> str:
+    return "VALUES " + ", ".join(
+        "(" + ", ".join(_expr(v) for v in row) + ")" for row in node.rows)
+
+
+def _with(node: ast.WithQuery) -> str:
+    tables = []
+    for table in node.tables:
+        columns = f" ({_names(table.columns)})" if table.columns else ""
+        tables.append(f"{quote_name(table.name)}{columns} AS ({_query(table.query)})")
+    head = "WITH RECURSIVE " if node.recursive else "WITH "
+    if isinstance(node.body, ast.WithQuery):
+        raise ValueError("a WITH query's body has no WITH of its own")
+    return head + ", ".join(tables) + " " + _query(node.body)
 
 
 def _select(node: ast.Select) -> str:
@@ -197,14 +290,7 @@ def _select(node: ast.Select) -> str:
         parts.append("GROUP BY " + ", ".join(_expr(e) for e in node.group_by))
     if node.having is not None:
         parts.append("HAVING " + _expr(node.having))
-    if node.order_by:
-        parts.append("ORDER BY " + ", ".join(_order_item(item) for item in node.order_by))
-    if node.limit is not None:
-        parts.append("LIMIT " + _expr(node.limit))
-        if node.offset is not None:
-            parts.append("OFFSET " + _expr(node.offset))
-    elif node.offset is not None:
-        raise ValueError("OFFSET without LIMIT has no SQL text")
+    parts += _tail(node.order_by, node.limit, node.offset)
     return " ".join(parts)
 
 
@@ -221,7 +307,7 @@ def _insert(node: ast.Insert) -> str:
     if node.columns is not None:
         text += f" ({_names(node.columns)})"
     if node.select is not None:
-        return f"{text} {_select(node.select)}"
+        return f"{text} {_query(node.select)}"
     rows = ", ".join("(" + ", ".join(_expr(v) for v in row) + ")" for row in node.rows or ())
     return f"{text} VALUES {rows}"
 
@@ -244,6 +330,8 @@ def _create_table(node: ast.CreateTable) -> str:
         lines.append(line)
     if node.primary_key and (inline is not None or len(node.primary_key) > 1):
         lines.append(f"  PRIMARY KEY ({_names(node.primary_key)})")
+    lines += [f"  UNIQUE ({_names(columns)})" for columns in node.unique]
+    lines += [f"  {_index_def(index)}" for index in node.indexes]
     head = "CREATE TABLE" + _if(node.if_not_exists, "IF NOT EXISTS")
     text = f"{head} {quote_name(node.name)} (\n" + ",\n".join(lines) + "\n)"
     if node.timeseries is not None:
@@ -259,6 +347,23 @@ def _create_table(node: ast.CreateTable) -> str:
     if node.dedup_key:
         text += f" DEDUP KEY ({_names(node.dedup_key)})"
     return text
+
+
+def _index_def(index: ast.IndexDef) -> str:
+    unique = "UNIQUE " if index.unique else ""
+    return f"{unique}INDEX {quote_name(index.name)} ({_names(index.columns)})"
+
+
+def _create_index(node: ast.CreateIndex) -> str:
+    unique = " UNIQUE" if node.index.unique else ""
+    return (f"CREATE{unique} INDEX{_if(node.if_not_exists, 'IF NOT EXISTS')}"
+            f" {quote_name(node.index.name)} ON {quote_name(node.table)}"
+            f" ({_names(node.index.columns)})")
+
+
+def _drop_index(node: ast.DropIndex) -> str:
+    table = "" if node.table is None else f" ON {quote_name(node.table)}"
+    return f"DROP INDEX{_if(node.if_exists, 'IF EXISTS')} {quote_name(node.name)}{table}"
 
 
 def _grantee(name: str) -> str:
@@ -280,11 +385,20 @@ def _create_token(node: ast.CreateToken) -> str:
 
 _STATEMENTS: dict[type, Callable[[Any], str]] = {
     ast.Select: _select,
-    ast.Subscribe: lambda n: "SUBSCRIBE " + _select(n.select),
+    ast.Subscribe: lambda n: "SUBSCRIBE " + _query(n.select),
+    ast.Values: _values,
+    ast.SetOperation: _set_operation,
+    ast.WithQuery: _with,
+    ast.CreateView: lambda n: (f"CREATE VIEW{_if(n.if_not_exists, 'IF NOT EXISTS')} "
+                               f"{quote_name(n.name)} AS {_query(n.query)}"),
+    ast.DropView: lambda n: f"DROP VIEW{_if(n.if_exists, 'IF EXISTS')} {quote_name(n.name)}",
     ast.Insert: _insert,
     ast.Update: _update,
     ast.Delete: lambda n: f"DELETE FROM {quote_name(n.table)}{_where(n.where)}",
     ast.CreateTable: _create_table,
+    ast.CreateIndex: _create_index,
+    ast.DropIndex: _drop_index,
+    ast.Explain: lambda n: "EXPLAIN " + to_sql(n.query),
     ast.DropTable: lambda n: f"DROP TABLE{_if(n.if_exists, 'IF EXISTS')} {quote_name(n.name)}",
     ast.Truncate: lambda n: f"TRUNCATE TABLE {quote_name(n.name)}",
     ast.AddColumn: lambda n: (f"ALTER TABLE {quote_name(n.table)} ADD COLUMN "
@@ -327,6 +441,8 @@ _STATEMENTS: dict[type, Callable[[Any], str]] = {
     ast.OrderItem: _order_item,
     ast.TableSource: _source,
     ast.FunctionSource: _source,
+    ast.JoinSource: _source,
+    ast.SubquerySource: _source,
     ast.ColumnDef: lambda n: f"{quote_name(n.name)} {n.type}",
     ast.ParsedScript: lambda n: ";\n".join(to_sql(s) for s in n.statements),
 }

@@ -26,7 +26,8 @@ client was dropped, or sent a part after its last one.
 Who moves a request: the waiting room's one thread (readers in paced rounds, wake-ups,
 deadlines), the thread that publishes a flush (write acknowledgements), the room's `close`
 at shutdown (everything parked is answered with what it has), and the server (`drop`, when
-the client is gone or reads too slowly to keep up with a stream).
+the client is gone or reads too slowly to keep up with a stream). The server also tells a
+stream when every part handed over has been sent (`drained`), its flow control.
 
 What may never happen: a worker thread blocked on a parked request (except under a foreign
 WSGI server, which iterates the request and so waits in its own thread); a request decided
@@ -103,6 +104,7 @@ class Parked(Generic[A]):
         paced: bool = False,
         streaming: bool = False,
         at_close: Callable[[], A] | None = None,
+        on_drained: Callable[[], None] | None = None,
     ) -> None:
         self.signal = signal
         self.paced = paced  # answered in the rounds of its database's `Pace`
@@ -112,6 +114,9 @@ class Parked(Generic[A]):
         self.on_timeout = on_timeout
         # At shutdown: the last answer (a stream's closing part); by default `on_timeout`'s.
         self.at_close = at_close or on_timeout
+        # A stream's flow control: told when every part handed over so far has been sent, so
+        # that it makes the next only then and a reader that stops reading costs bounded memory.
+        self._on_drained = on_drained
         self.deadline = deadline
         self._release = release
         self._lock = threading.Lock()
@@ -167,6 +172,11 @@ class Parked(Generic[A]):
             self._move(Move.DROP)
         if before is State.WAITING:
             self._release()
+
+    def drained(self) -> None:
+        """The server sent every part handed over so far (called by the sending thread)."""
+        if self._on_drained is not None:
+            self._on_drained()
 
     @property
     def finished(self) -> bool:

@@ -16,17 +16,16 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from conformance import cli
+from conformance.case_files import load_examples, schema_errors
 from conformance.cases import (
     CaseError,
     dump_chapter,
     example_from_json,
     extract_chapter,
     find_blocks,
-    load_examples,
     parse_sql_records,
     render_sql_record,
     render_value,
-    schema_errors,
 )
 from conformance.expectations import Expectation, id_matches, load_expectations
 from conformance.matchers import match, validate_matchers

@@ -146,6 +146,83 @@ def create_tables(draw: st.DrawFn) -> CreateTable:
     )
 
 
+# -- queries of several tables -----------------------------------------------------------
+
+plain_selects = st.builds(
+    ast.Select, st.lists(select_items, min_size=1, max_size=2).map(tuple), sources,
+    st.one_of(maybe(), expressions))
+values_lists = st.builds(ast.Values, st.lists(expr_tuples, min_size=1, max_size=2).map(tuple))
+subquery_exprs = st.one_of(
+    st.builds(ast.ScalarSubquery, plain_selects),
+    st.builds(ast.Exists, plain_selects),
+    st.builds(ast.InSubquery, expressions, plain_selects, st.booleans()),
+    st.builds(ast.Quantified, st.sampled_from(["=", "<>", "<", "<=", ">", ">="]), expressions,
+              st.sampled_from(["ANY", "ALL"]), plain_selects),
+)
+table_sources = st.one_of(
+    st.builds(ast.TableSource, names, st.one_of(maybe(), names)),
+    st.builds(ast.SubquerySource, st.one_of(plain_selects, values_lists), maybe()),
+    st.builds(ast.SubquerySource, plain_selects, names, st.one_of(st.just(()), name_tuples)),
+)
+
+
+@st.composite
+def joins(draw: st.DrawFn) -> ast.JoinSource:
+    source: ast.Source = draw(table_sources)
+    for _ in range(draw(st.integers(1, 3))):
+        kind = draw(st.sampled_from(["INNER", "LEFT", "RIGHT", "FULL", "CROSS"]))
+        right = draw(table_sources)
+        if kind == "CROSS":
+            source = ast.JoinSource(kind, source, right)
+        elif draw(st.booleans()):
+            source = ast.JoinSource(kind, source, right, draw(expressions))
+        else:
+            source = ast.JoinSource(kind, source, right, using=draw(name_tuples))
+    return source  # type: ignore[return-value]
+
+
+@st.composite
+def compound_queries(draw: st.DrawFn) -> ast.Query:
+    operands = st.one_of(plain_selects, values_lists)
+    query: ast.Query = draw(operands)
+    for _ in range(draw(st.integers(1, 3))):
+        query = ast.SetOperation(draw(st.sampled_from(["UNION", "INTERSECT", "EXCEPT"])), query,
+                                 draw(operands), draw(st.booleans()))
+    limit = draw(st.one_of(maybe(), expressions))
+    query = dataclasses.replace(
+        query, order_by=draw(st.lists(order_items, max_size=2).map(tuple)), limit=limit,
+        offset=draw(st.one_of(maybe(), expressions)) if limit is not None else None)
+    if draw(st.booleans()):
+        tables = draw(st.lists(st.builds(ast.CommonTable, names, plain_selects,
+                                         st.one_of(st.just(()), name_tuples)),
+                               min_size=1, max_size=2).map(tuple))
+        query = ast.WithQuery(tables, query, draw(st.booleans()))
+    return query
+
+
+queries = st.one_of(
+    compound_queries(),
+    values_lists,
+    st.builds(ast.Select, st.lists(select_items, min_size=1, max_size=2).map(tuple), joins(),
+              st.one_of(maybe(), expressions, subquery_exprs)),
+    st.builds(ast.Select, st.lists(st.builds(ast.SelectItem, subquery_exprs), min_size=1,
+                                   max_size=2).map(tuple)),
+)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.one_of(
+    queries,
+    st.builds(ast.Subscribe, queries),
+    st.builds(ast.Insert, names, st.one_of(maybe(), name_tuples), st.none(), queries.filter(
+        lambda q: not isinstance(q, ast.Values))),
+    st.builds(ast.CreateView, names, queries, st.booleans()),
+    st.builds(ast.DropView, names, st.booleans()),
+))
+def test_queries_round_trip(node: ast.Statement) -> None:
+    round_trip(numbered(node))
+
+
 grantees = st.one_of(names, st.just(ast.PUBLIC))
 roles = st.sampled_from(["READ", "WRITE", "ADMIN"])
 texts = st.text(max_size=8)

@@ -107,6 +107,37 @@ class AccessControl:
             "the token is wrong, expired or revoked; ask an administrator for a new one"
         )
 
+    def token_key(self, token: str) -> str:
+        """The key of a valid token (its hash: no secret), under which limits count what it
+        holds open; Unauthorized as `authenticate`."""
+        self.authenticate(token)
+        return secret_hash(token)
+
+    def session_token_key(self, session_id: str) -> str:
+        """The key of the token a browser session was opened with; Unauthorized when the
+        session has ended."""
+        self.principal_for_session(session_id)
+        with self._store.lock:
+            session = self._store.sessions.get(secret_hash(session_id))
+        if session is None:
+            raise Unauthorized("the session has ended or is unknown; sign in again with a token")
+        return session.token_hash
+
+    def principal_of_token_key(self, key: str) -> Principal:
+        """Who the token with this key stands for now; Unauthorized once it is dropped, has
+        expired, or its user is gone (a long-lived stream asks this again and again)."""
+        store = self._store
+        with store.lock:
+            record = next((t for t in store.tokens.values() if t["hash"] == key), None)
+            principal = None
+            if record is not None and not store.expired(record):
+                principal = _principal_of(store, record)
+        if principal is None:
+            raise Unauthorized(
+                "the token is wrong, expired or revoked; ask an administrator for a new one"
+            )
+        return principal
+
     # -- browser sessions ------------------------------------------------------------------
 
     def open_session(self, token: str) -> tuple[str, float]:

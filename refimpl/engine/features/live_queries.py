@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from refimpl.engine.features.buckets import BucketPlan, bucket_plan, changed_buckets, restricted
 from refimpl.engine.query.cache_keys import pinned_value
 from refimpl.engine.query.expressions import contains_aggregate
+from refimpl.engine.query.subqueries import has_subquery
 from refimpl.engine.result import Column
 from refimpl.engine.rights import Right
 from refimpl.engine.statements import executor
@@ -103,6 +104,27 @@ class Subscription:
         return next(reversed(self.versions.values()))
 
 
+# The documented limit of a live query, quoted by every refusal of a query beyond it.
+ONE_TABLE = "a live query reads one table (no joins, subqueries in FROM, UNION or WITH)"
+
+
+def _beyond_one_table(query: ast.Query) -> str | None:
+    """What of the query is beyond the limit of one table, in words; None if nothing."""
+    if isinstance(query, ast.WithQuery):
+        return "WITH"
+    if isinstance(query, ast.SetOperation):
+        return query.op
+    if isinstance(query, ast.Values):
+        return "VALUES instead of a table"
+    if isinstance(query.source, ast.JoinSource):
+        return "a JOIN"
+    if isinstance(query.source, ast.SubquerySource):
+        return "a subquery in FROM"
+    if has_subquery(query):
+        return "a subquery, which reads another table"
+    return None
+
+
 def parse_subscription(text: str) -> ast.Select:
     """The SELECT of `SUBSCRIBE SELECT ...`; errors that say what is allowed."""
     script = parse_cached(text)
@@ -112,6 +134,10 @@ def parse_subscription(text: str) -> ast.Select:
     if not isinstance(statement, ast.Subscribe):
         raise SqlError("the query of /api/subscribe must start with SUBSCRIBE SELECT")
     select = statement.select
+    shape = _beyond_one_table(select)
+    if shape is not None:
+        raise NotAllowed(f"{ONE_TABLE}; this query has {shape}")
+    assert isinstance(select, ast.Select)
     if not isinstance(select.source, ast.TableSource):
         raise NotAllowed("a subscription reads one table: SUBSCRIBE SELECT ... FROM <table>")
     if script.param_count:
@@ -198,7 +224,10 @@ class SubscriptionManager:
         select = parse_subscription(text)
         # Rights at every request, before anything kept is looked at: an older version's
         # difference is answered from memory, and a REVOKE must end that at once.
-        session.authorize(Right.READ, select.source.name)  # type: ignore[union-attr]
+        table_name = select.source.name  # type: ignore[union-attr]
+        session.authorize(Right.READ, table_name)
+        if table_name.lower() in session.database.views:
+            raise NotAllowed(f"{ONE_TABLE}; '{table_name}' is a view: subscribe to its tables")
         subscription, version = self._find(session, text, asked_id)
         if subscription is None:
             return self._snapshot(session, text, select)

@@ -1,4 +1,6 @@
-"""Aggregate functions: count, sum, avg, min, max, first, last.
+"""Aggregate functions: count, sum, total, avg, min, max, first, last, group_concat, string_agg.
+
+`DISTINCT` works in each of them: the accumulator then sees each distinct non-NULL value once.
 
 Each aggregate is an `Accumulator`: a factory of per-group state, a step that folds one input
 row in, and a final that turns the state into the value. first() and last() follow the
@@ -35,25 +37,77 @@ def make_accumulator(call: ast.FuncCall, scope: Scope, time_index: int | None) -
         if name != "count":
             raise SqlError(f"{name}(*) is not allowed; only count(*) takes *")
         return _count_rows()
+    if any(contains_aggregate(arg) for arg in call.args):
+        raise SqlError(f"aggregate calls cannot be nested inside {name}()")
+    if name in ("group_concat", "string_agg"):
+        return _concatenation(call, scope)
     if len(call.args) != 1:
         raise SqlError(f"{name}() takes 1 argument, not {len(call.args)}")
-    if contains_aggregate(call.args[0]):
-        raise SqlError(f"aggregate calls cannot be nested inside {name}()")
     argument = compile_expression(call.args[0], scope)
-    fn, arg_type = argument.fn, argument.type
+    accumulator = _of_one_argument(name, argument.fn, argument.type, time_index)
+    return _distinct(accumulator, argument.fn) if call.distinct else accumulator
+
+
+def _of_one_argument(name: str, fn: Callable[[Row], Any], arg_type: str,
+                     time_index: int | None) -> Accumulator:
     if name == "count":
-        return _count_distinct(fn) if call.distinct else _count_values(fn)
-    if call.distinct:
-        raise SqlError(f"DISTINCT is supported in count() only, not in {name}()")
-    if name in ("sum", "avg"):
+        return _count_values(fn)
+    if name in ("sum", "avg", "total"):
         if arg_type not in (*values.NUMERIC_TYPES, "NULL"):
             raise TypeMismatch(f"{name}() adds numbers, not {arg_type}")
         if name == "avg":
             return _average(fn)
+        if name == "total":
+            return _total(fn)
         return _sum(fn, "DOUBLE" if arg_type == "DOUBLE" else "BIGINT")
     if name in ("min", "max"):
         return _extreme(fn, arg_type, name == "max")
     return _first_last(fn, arg_type, time_index, last=name == "last")
+
+
+def _distinct(inner: Accumulator, fn: Callable[[Row], Any]) -> Accumulator:
+    """`inner` fed each distinct non-NULL value of `fn` once (NULLs count for no aggregate)."""
+
+    def step(state: list[Any], row: Row) -> None:
+        value = fn(row)
+        if value is not None and value not in state[1]:
+            state[1].add(value)
+            inner.step(state[0], row)
+
+    return Accumulator(inner.type, lambda: [inner.new_state(), set()], step,
+                       lambda state: inner.final(state[0]))
+
+
+def _concatenation(call: ast.FuncCall, scope: Scope) -> Accumulator:
+    """group_concat(x [, separator]) and string_agg(x, separator): the non-NULL values as
+    text, in the order read, joined by the separator (',' for group_concat without one)."""
+    name = call.name
+    counts = (1, 2) if name == "group_concat" else (2,)
+    if len(call.args) not in counts:
+        wanted = " or ".join(str(c) for c in counts)
+        raise SqlError(f"{name}() takes {wanted} argument(s), not {len(call.args)}")
+    if call.distinct and len(call.args) == 2:
+        raise SqlError(f"{name}(DISTINCT x) takes no separator (as in SQLite): it joins the"
+                       " distinct values with ','; drop DISTINCT to choose the separator")
+    argument = compile_expression(call.args[0], scope)
+    separator = ","
+    if len(call.args) == 2:
+        compiled = compile_expression(call.args[1], scope)
+        if not compiled.constant or compiled.type not in (*values.TEXT_TYPES, "NULL"):
+            raise SqlError(f"{name}() takes its separator as a text constant such as ', '")
+        separator = compiled.fn(()) or ""
+    fn, arg_type = argument.fn, argument.type
+
+    def step(state: list[Any], row: Row) -> None:
+        value = fn(row)
+        if value is not None:
+            state.append(values.to_text(value, arg_type))
+
+    def final(state: list[Any]) -> Any:
+        return separator.join(state) if state else None
+
+    accumulator = Accumulator("STRING", list, step, final)
+    return _distinct(accumulator, fn) if call.distinct else accumulator
 
 
 def _count_rows() -> Accumulator:
@@ -71,13 +125,18 @@ def _count_values(fn: Callable[[Row], Any]) -> Accumulator:
     return Accumulator("BIGINT", lambda: [0], step, lambda state: state[0])
 
 
-def _count_distinct(fn: Callable[[Row], Any]) -> Accumulator:
+def _total(fn: Callable[[Row], Any]) -> Accumulator:
+    """total(): the sum as a DOUBLE, 0.0 over no values (SQLite's total)."""
+
     def step(state: list[Any], row: Row) -> None:
         value = fn(row)
         if value is not None:
-            state[0].add(value)
+            state[0] += value
 
-    return Accumulator("BIGINT", lambda: [set()], step, lambda state: len(state[0]))
+    def final(state: list[Any]) -> Any:
+        return values.in_range(float(state[0]), "DOUBLE", "total()")
+
+    return Accumulator("DOUBLE", lambda: [0], step, final)
 
 
 def _sum(fn: Callable[[Row], Any], result_type: str) -> Accumulator:

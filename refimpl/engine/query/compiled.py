@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from refimpl.engine.storage import values
 from refimpl.errors import AmbiguousColumn, TypeMismatch, UnknownColumn
@@ -26,10 +26,38 @@ class Compiled:
 
 @dataclass(slots=True)
 class ScopeColumn:
+    """A column a name can mean. `hidden`: reachable only with its table's name (the columns
+    of a join's USING are, each side's own; the bare name means the merged one)."""
+
     index: int
     type: str
     name: str
     qualifier: str | None = None
+    hidden: bool = False
+
+
+class SubqueryPlanner(Protocol):
+    """Plans the queries inside an expression (given by whoever runs the statement)."""
+
+    def prepare(self, query: ast.Query, outer: OuterLink) -> PreparedQuery: ...
+
+
+class PreparedQuery(Protocol):
+    """A subquery ready to run: its columns, and its rows for the outer row now in `outer`."""
+
+    columns: list[Any]
+
+    def rows(self) -> list[tuple]: ...
+
+
+@dataclass(slots=True)
+class OuterLink:
+    """How a subquery reads the query around it: `row` holds the outer row being evaluated,
+    and `used` says whether the subquery read it at all (is correlated)."""
+
+    scope: Scope
+    row: list[Any] = field(default_factory=lambda: [()])
+    used: bool = False
 
 
 @dataclass
@@ -47,6 +75,30 @@ class Scope:
     now: int = 0
     functions: dict[str, Callable[..., Compiled]] = field(default_factory=dict)
     clause: str = "the query"
+    # Subqueries in expressions: who plans them, and the query this one is inside of.
+    subqueries: SubqueryPlanner | None = None
+    outer: OuterLink | None = None
+
+    def reader(self, ref: ast.ColumnRef) -> Compiled:
+        """The column `ref` names, compiled: a function of the row, and its type.
+
+        A name this scope lacks is looked up in the enclosing query's (a correlated
+        subquery), whose current row the function then reads. Such a value is a constant
+        of the subquery: a subquery is compiled again for each outer row it runs for, so
+        its planner may use the value (a key lookup for `WHERE id = outer.x`).
+        """
+        try:
+            column = self.resolve(ref)
+        except UnknownColumn:
+            link = self.outer
+            if link is None:
+                raise
+            outer = link.scope.reader(ref)
+            link.used = True
+            outer_fn, cell = outer.fn, link.row
+            return Compiled(lambda row: outer_fn(cell[0]), outer.type, constant=True)
+        index = column.index
+        return Compiled(lambda row: row[index], column.type)
 
     def resolve(self, ref: ast.ColumnRef) -> ScopeColumn:
         lowered = ref.name.lower()
@@ -56,6 +108,8 @@ class Scope:
         if ref.table is not None:
             qualified = [c for c in matches if c.qualifier in (None, ref.table.lower())]
             matches = qualified
+        else:
+            matches = [c for c in matches if not c.hidden]
         if not matches:
             raise UnknownColumn(ref.name)
         if len(matches) > 1:
@@ -86,14 +140,29 @@ def family(type_: str) -> str:
 
 
 def comparable(left: Compiled, right: Compiled, what: str) -> tuple[Compiled, Compiled]:
-    """Make two operands comparable: text constants next to a TIMESTAMP become times."""
+    """Make two operands comparable: text constants next to a TIMESTAMP become times, and
+    text constants of whole numbers next to an integer become integers (as PostgreSQL reads
+    `oid = '16384'`, which psql sends)."""
     if left.type == "TIMESTAMP" and right.type in values.TEXT_TYPES and right.constant:
         right = as_timestamp_constant(right)
     elif right.type == "TIMESTAMP" and left.type in values.TEXT_TYPES and left.constant:
         left = as_timestamp_constant(left)
+    elif left.type in values.INTEGER_TYPES and right.type in values.TEXT_TYPES and right.constant:
+        right = _as_integer_constant(right, left.type)
+    elif right.type in values.INTEGER_TYPES and left.type in values.TEXT_TYPES and left.constant:
+        left = _as_integer_constant(left, right.type)
     if "NULL" not in (left.type, right.type) and family(left.type) != family(right.type):
         raise TypeMismatch(f"cannot compare {left.type} with {right.type} in {what}")
     return left, right
+
+
+def _as_integer_constant(compiled: Compiled, type_: str) -> Compiled:
+    """The text constant as an integer when it is one; else unchanged (a TypeMismatch)."""
+    text = compiled.fn(())
+    if text is None or not text.strip().lstrip("+-").isdigit() or len(text) > 40:
+        return compiled
+    number = values.in_range(int(text), type_, "the constant")
+    return Compiled(lambda row: number, type_, constant=True)
 
 
 def as_timestamp_constant(compiled: Compiled) -> Compiled:

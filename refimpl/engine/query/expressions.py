@@ -12,6 +12,8 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from refimpl.engine.query import regex
+from refimpl.engine.query.arrays import array_handlers
 from refimpl.engine.query.compiled import (
     Compiled,
     Evaluator,
@@ -24,6 +26,7 @@ from refimpl.engine.query.compiled import (
 )
 from refimpl.engine.query.functions import FUNCTIONS, cast_value, range_checked
 from refimpl.engine.query.like import like_matcher
+from refimpl.engine.query.subqueries import subquery_handlers
 from refimpl.engine.storage import values
 from refimpl.errors import (
     ParameterError,
@@ -33,7 +36,8 @@ from refimpl.errors import (
 )
 from refimpl.sql import ast
 
-AGGREGATES = frozenset({"count", "sum", "avg", "min", "max", "first", "last"})
+AGGREGATES = frozenset({"count", "sum", "total", "avg", "min", "max", "first", "last",
+                        "group_concat", "string_agg"})
 
 
 def compile_expression(expr: ast.Expr, scope: Scope) -> Compiled:
@@ -81,9 +85,7 @@ def _param(expr: ast.Param, scope: Scope) -> Compiled:
 
 
 def _column(expr: ast.ColumnRef, scope: Scope) -> Compiled:
-    column = scope.resolve(expr)
-    index = column.index
-    return Compiled(lambda row: row[index], column.type)
+    return scope.reader(expr)
 
 
 def _star(expr: ast.Star, scope: Scope) -> Compiled:
@@ -176,6 +178,8 @@ def _binary(expr: ast.Binary, scope: Scope) -> Compiled:
         left, right = comparable(left, right, f"'{op}'")
         lf, rf = left.fn, right.fn
         return Compiled(_null_strict(lf, rf, _COMPARE[op]), "BOOLEAN", constant)
+    if op in regex.OPERATORS:
+        return Compiled(_null_strict(lf, rf, regex.matcher(op)), "BOOLEAN", constant)
     if op == "||":
 
         def concat(row: Sequence[Any]) -> Any:
@@ -232,6 +236,9 @@ def _in_list(expr: ast.InList, scope: Scope) -> Compiled:
     operand = compile_expression(expr.operand, scope)
     items = [comparable(operand, compile_expression(i, scope), "IN")[1] for i in expr.items]
     fn, negated = operand.fn, expr.negated
+    if not items:
+        # Nothing is in an empty list, not even NULL (as SQLite answers; spec "IN").
+        return Compiled(lambda row: negated, "BOOLEAN", operand.constant)
     if all(item.constant for item in items):
         members = [item.fn(()) for item in items]
         has_null = any(m is None for m in members)
@@ -271,10 +278,19 @@ def _between(expr: ast.Between, scope: Scope) -> Compiled:
     fn, lfn, hfn, negated = operand.fn, low.fn, high.fn, expr.negated
 
     def between(row: Sequence[Any]) -> Any:
-        value, lo, hi = fn(row), lfn(row), hfn(row)
-        if value is None or lo is None or hi is None:
+        # `low <= x AND x <= high` in three-valued logic: one known FALSE side decides, even
+        # when the other bound is NULL.
+        value = fn(row)
+        if value is None:
             return None
-        return (lo <= value <= hi) != negated
+        lo, hi = lfn(row), hfn(row)
+        above = None if lo is None else lo <= value
+        below = None if hi is None else value <= hi
+        if above is False or below is False:
+            return negated
+        if above is None or below is None:
+            return None
+        return not negated
 
     return Compiled(between, "BOOLEAN")
 
@@ -385,6 +401,8 @@ _HANDLERS: dict[type, Callable[[Any, Scope], Compiled]] = {
     ast.Case: _case,
     ast.Cast: _cast,
     ast.FuncCall: _function,
+    **subquery_handlers(compile_expression),
+    **array_handlers(compile_expression),
 }
 
 
@@ -408,7 +426,7 @@ def children(expr: ast.Expr) -> list[ast.Expr]:
     """The direct sub-expressions of a node."""
     if isinstance(expr, ast.Binary):
         return [expr.left, expr.right]
-    if isinstance(expr, ast.Unary | ast.IsNull | ast.Cast):
+    if isinstance(expr, ast.Unary | ast.IsNull | ast.Cast | ast.InSubquery | ast.Quantified):
         return [expr.operand]
     if isinstance(expr, ast.InList):
         return [expr.operand, *expr.items]

@@ -1,4 +1,4 @@
-"""Scalar SQL functions: length, lower, upper, coalesce, abs, round, now, date_trunc; CAST.
+"""Scalar SQL functions: length, lower, upper, coalesce, nullif, abs, round, now, date_trunc; CAST.
 
 Each builder takes the function's name, its compiled arguments and the scope, checks
 arity and types, and returns the compiled call.
@@ -16,6 +16,7 @@ from refimpl.engine.query.compiled import (
     Scope,
     as_timestamp_constant,
     common_type,
+    comparable,
     is_numeric,
 )
 from refimpl.engine.storage import values
@@ -115,6 +116,23 @@ def _coalesce(name: str, args: list[Compiled], scope: Scope) -> Compiled:
     return Compiled(first_not_null, result_type)
 
 
+def _nullif(name: str, args: list[Compiled], scope: Scope) -> Compiled:
+    """nullif(a, b): NULL when a = b, else a (so NULL when a is NULL)."""
+    _arity(name, args, 2)
+    first, second = comparable(args[0], args[1], "nullif()")
+    result_type = first.type if first.type != "NULL" else second.type
+    ffn, sfn = first.fn, second.fn
+
+    def null_if_equal(row: Sequence[Any]) -> Any:
+        value = ffn(row)
+        if value is None:
+            return None
+        other = sfn(row)
+        return None if other is not None and other == value else value
+
+    return Compiled(null_if_equal, result_type, first.constant and second.constant)
+
+
 def _abs(name: str, args: list[Compiled], scope: Scope) -> Compiled:
     _arity(name, args, 1)
     if not is_numeric(args[0].type):
@@ -206,6 +224,7 @@ FUNCTIONS: dict[str, Callable[[str, list[Compiled], Scope], Compiled]] = {
     "lower": _text_function(str.lower, "STRING"),
     "upper": _text_function(str.upper, "STRING"),
     "coalesce": _coalesce,
+    "nullif": _nullif,
     "abs": _abs,
     "round": _round,
     "now": _now,

@@ -1,32 +1,41 @@
 """SELECT: access path, filtering, grouping, ordering, limits.
 
 The planner reads the WHERE clause for what lets it read less: an equality on every key
-column is a point lookup; a range on the TIMESERIES column and an equality on the SYMBOL
-partition column prune partitions. The whole WHERE is still applied to what is read.
+column is a point lookup; otherwise equalities and ranges on an index's first columns read
+through that index (`index_choice`); a range on the TIMESERIES column and an equality on the
+SYMBOL partition column prune partitions. The whole WHERE is still applied to what is read.
 """
 
 from __future__ import annotations
 
 import operator
-import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from refimpl.engine import admission
 from refimpl.engine.query.aggregates import make_accumulator
-from refimpl.engine.query.compiled import Compiled, Scope, ScopeColumn, comparable
+from refimpl.engine.query.compiled import (
+    Compiled,
+    OuterLink,
+    Scope,
+    ScopeColumn,
+    SubqueryPlanner,
+    comparable,
+)
 from refimpl.engine.query.expressions import (
     aggregate_calls,
     compile_expression,
     constant_value,
     contains_aggregate,
 )
+from refimpl.engine.query.index_choice import choose_index
+from refimpl.engine.query.relations import Relation, bounded
 from refimpl.engine.result import Column
 from refimpl.engine.storage import values
 from refimpl.engine.storage.access_hints import AccessHints
 from refimpl.engine.storage.schema import TableSchema, period_of
-from refimpl.errors import InvalidValue, SqlError, StatementTimeout, TypeMismatch, UnknownColumn
+from refimpl.errors import InvalidValue, SqlError, TypeMismatch, UnknownColumn
 from refimpl.sql import ast
 
 
@@ -46,21 +55,6 @@ class QueryOutput:
     rows: list[tuple]
 
 
-def bounded(rows: Iterator[Sequence[Any]], deadline: float | None) -> Iterator[Sequence[Any]]:
-    """The rows, stopping the statement with StatementTimeout once `deadline` has passed."""
-    if deadline is None:
-        yield from rows
-        return
-    for count, row in enumerate(rows, start=1):
-        if count & 4095:
-            yield row
-            continue
-        admission.running_long()
-        if time.monotonic() > deadline:
-            raise StatementTimeout.ran_too_long()
-        yield row
-
-
 def run_select(
     select: ast.Select,
     source: RowSource | None,
@@ -68,22 +62,38 @@ def run_select(
     now: int,
     functions: dict[str, Callable[..., Compiled]] | None = None,
     deadline: float | None = None,
+    subqueries: SubqueryPlanner | None = None,
+    outer: OuterLink | None = None,
 ) -> QueryOutput:
-    """Run a SELECT over `source` (None: a SELECT without FROM); stop at `deadline`."""
+    """Run a SELECT over `source` (None: a SELECT without FROM); stop at `deadline`.
+
+    `subqueries` plans the subqueries of its expressions; `outer` links it to the query it
+    is a subquery of.
+    """
     columns = source.columns if source is not None else []
     qualifiers = set()
+    if isinstance(source, Relation):
+        scope_columns = source.scope_columns
+        qualifiers |= source.qualifiers
+    else:
+        scope_columns = [ScopeColumn(i, c.type, c.name) for i, c in enumerate(columns)]
     if source is not None and source.qualifier:
         qualifiers.add(source.qualifier.lower())
     if source is not None and source.schema is not None:
         qualifiers.add(source.schema.name.lower())
     scope = Scope(
-        columns=[ScopeColumn(i, c.type, c.name) for i, c in enumerate(columns)],
+        columns=scope_columns,
         qualifiers=frozenset(qualifiers),
         params=params,
         now=now,
         functions=functions or {},
+        subqueries=subqueries,
+        outer=outer,
     )
-    items = _expand_stars(select.items, columns, qualifiers)
+    if isinstance(source, Relation):
+        items = _expand_relation_stars(select.items, source)
+    else:
+        items = _expand_stars(select.items, columns, qualifiers)
     scope.clause = "WHERE"
     where = compile_expression(select.where, scope) if select.where is not None else None
     if where is not None and where.type not in ("BOOLEAN", "NULL"):
@@ -138,6 +148,18 @@ def _expand_stars(
             if not columns:
                 raise SqlError("SELECT * needs a FROM clause")
             expanded += [ast.SelectItem(ast.ColumnRef(c.name)) for c in columns]
+        else:
+            expanded.append(item)
+    return expanded
+
+
+def _expand_relation_stars(
+    items: tuple[ast.SelectItem, ...], source: Relation
+) -> list[ast.SelectItem]:
+    expanded: list[ast.SelectItem] = []
+    for item in items:
+        if isinstance(item.expr, ast.Star):
+            expanded += source.star_items(item.expr.table)
         else:
             expanded.append(item)
     return expanded
@@ -229,6 +251,8 @@ def _plain(
                 now=scope.now,
                 functions=scope.functions,
                 clause="ORDER BY",
+                subqueries=scope.subqueries,
+                outer=scope.outer,
             )
             order_fns.append((compile_expression(order.expr, source_scope).fn, order))
     wide_rows = [(*row, *(fn(row) for fn in fns)) for row in input_rows]
@@ -378,6 +402,8 @@ def _grouped(
         now=scope.now,
         functions=scope.functions,
         clause="the select list",
+        subqueries=scope.subqueries,
+        outer=scope.outer,
     )
     finals = [a.final for a in accumulators]
     group_rows = [
@@ -465,7 +491,10 @@ _NOT_CONSTANT = object()
 
 def _constant_for(expr: ast.Expr, column_type: str, scope: Scope) -> Any:
     try:
-        compiled = compile_expression(expr, Scope(columns=[], params=scope.params, now=scope.now))
+        # The outer query's values are constants of a subquery run: `id = outer.x` can be a
+        # key lookup.
+        constants = Scope(columns=[], params=scope.params, now=scope.now, outer=scope.outer)
+        compiled = compile_expression(expr, constants)
     except SqlError:
         return _NOT_CONSTANT
     if not compiled.constant:
@@ -530,5 +559,6 @@ def plan_access(where: ast.Expr | None, schema: TableSchema, scope: Scope) -> Ac
         symbol=symbol,
         time_low=time_low,
         time_high=time_high,
+        index=choose_index(constraints, schema) if ident is None else None,
     )
 

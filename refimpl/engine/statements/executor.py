@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import operator
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from refimpl.engine import admission
@@ -20,13 +20,18 @@ from refimpl.engine.query.compiled import Scope, table_scope
 from refimpl.engine.query.expressions import compile_expression
 from refimpl.engine.query.point_read import point_plan
 from refimpl.engine.query.select import QueryOutput, bounded, plan_access, run_select
-from refimpl.engine.result import Column, Result, message_result, query_result
+from refimpl.engine.query.subqueries import has_subquery
+from refimpl.engine.result import Result, message_result, query_result
 from refimpl.engine.rights import Right
 from refimpl.engine.statements import admin as admin_statements
+from refimpl.engine.statements import explain as explain_statements
+from refimpl.engine.statements import indexes as index_statements
+from refimpl.engine.statements import pg_catalog
+from refimpl.engine.statements import views as view_statements
+from refimpl.engine.statements.queries import CommittedTable, QueryRunner, TransactionTable
 from refimpl.engine.storage import ddl, values
-from refimpl.engine.storage.access_hints import AccessHints
 from refimpl.engine.storage.schema import TableSchema
-from refimpl.engine.storage.table import Ident, Row, Table, parts_for_period_range
+from refimpl.engine.storage.table import Ident, Row, Table
 from refimpl.engine.storage.transaction import TableWork, Transaction
 from refimpl.errors import (
     DuplicateKey,
@@ -46,43 +51,6 @@ def now_micros() -> int:
     return time.time_ns() // 1000
 
 
-# -- sources a SELECT reads --------------------------------------------------------------
-
-
-class CommittedTable:
-    """A committed table as a SELECT source (the caller holds the state lock)."""
-
-    def __init__(self, table: Table, alias: str | None) -> None:
-        self.table = table
-        self.schema: TableSchema | None = table.schema
-        self.qualifier = alias
-        self.columns = [Column(c.name, c.type) for c in table.schema.columns]
-
-    def rows(self, hints: AccessHints) -> Iterator[Sequence[Any]]:
-        if hints.ident is not None:
-            row = self.table.get(hints.ident)
-            return iter(() if row is None else (row,))
-        parts = None
-        if hints.low_period is not None or hints.high_period is not None or hints.symbol:
-            parts = parts_for_period_range(
-                self.table, hints.low_period, hints.high_period, hints.symbol
-            )
-        return self.table.scan(parts, hints.time_low, hints.time_high)
-
-
-class TransactionTable:
-    """A table as an open transaction sees it, as a SELECT source."""
-
-    def __init__(self, work: TableWork, alias: str | None) -> None:
-        self.work = work
-        self.schema: TableSchema | None = work.schema
-        self.qualifier = alias
-        self.columns = [Column(c.name, c.type) for c in work.schema.columns]
-
-    def rows(self, hints: AccessHints) -> Iterator[Sequence[Any]]:
-        return self.work.rows(hints)
-
-
 # -- dispatch ----------------------------------------------------------------------------
 
 
@@ -96,20 +64,35 @@ def execute(
 
 
 def _select(
-    context: StatementContext, statement: ast.Select, text: str, params: Sequence[Any]
+    context: StatementContext, statement: ast.Query, text: str, params: Sequence[Any]
 ) -> Result:
     output = select_rows(context, statement, params)
     return query_result(text, output.columns, output.rows)
 
 
+def _one_table(context: StatementContext, statement: ast.Query) -> bool:
+    """True for a SELECT of one table, table function or none, without subqueries: the
+    shape with point reads and the result cache (anything else goes to QueryRunner)."""
+    if not isinstance(statement, ast.Select) or has_subquery(statement):
+        return False
+    source = statement.source
+    if isinstance(source, ast.TableSource):
+        name = source.name.lower()
+        return name not in context.database.views and not pg_catalog.is_relation(context, name)
+    return source is None or isinstance(source, ast.FunctionSource)
+
+
 def select_rows(  # noqa: ANN201 - a QueryOutput
-    context: StatementContext, statement: ast.Select, params: Sequence[Any], *, cache: bool = True
+    context: StatementContext, statement: ast.Query, params: Sequence[Any], *, cache: bool = True
 ):
-    """Run a SELECT with the context's rights and transaction; returns a QueryOutput.
+    """Run a query with the context's rights and transaction; returns a QueryOutput.
 
     `cache=False` for one-off statements (a live query's bucket re-run) that would only
     crowd the result cache.
     """
+    if not _one_table(context, statement):
+        return QueryRunner(context, params, now_micros()).run_locked(statement)
+    assert isinstance(statement, ast.Select)
     source = statement.source
     functions = context.sql_functions()
     if source is None:
@@ -259,7 +242,7 @@ def insert_values(
         else:
             ident = (table.allocate_rowid(),)
         changes[ident] = row
-    work.pending.update(changes)
+    work.change(changes)
     return len(source_rows)
 
 
@@ -326,7 +309,7 @@ def _update(
                     raise DuplicateKey(schema.name, new[0] if len(new) == 1 else new)
             assigned.add(new)
             changes[new] = new_row
-        work.pending.update(changes)
+        work.change(changes)
         return message_result(text, f"{len(updates)} row(s) updated", len(updates))
 
     return context.write(run)
@@ -394,9 +377,15 @@ def _drop_periods(txn: Transaction, work: TableWork, periods: tuple[str, ...]) -
 
 _HANDLERS: dict[type, Callable[..., Result]] = {
     ast.Select: _select,
+    ast.Values: _select,
+    ast.SetOperation: _select,
+    ast.WithQuery: _select,
     ast.Subscribe: _subscribe,
     ast.Insert: _insert,
     ast.Update: _update,
     ast.Delete: _delete,
     **admin_statements.HANDLERS,
+    **view_statements.HANDLERS,
+    **index_statements.HANDLERS,
+    **explain_statements.HANDLERS,
 }

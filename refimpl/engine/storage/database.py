@@ -20,7 +20,9 @@ from typing import Any
 
 from refimpl.engine import admission
 from refimpl.engine.files import REAL_FILES, FileOps
+from refimpl.engine.measures import DatabaseMeasures, LatencyHistogram
 from refimpl.engine.options import EngineOptions
+from refimpl.engine.progress import REPORT_EVERY, Progress, ProgressReport, no_report
 from refimpl.engine.storage import checkpoint, ddl, records, values
 from refimpl.engine.storage.locks import SharedLock
 from refimpl.engine.storage.records import Entry, Record
@@ -62,7 +64,9 @@ class Database:
         self.options = options
         self.files = files  # every change to a file of this database goes through it
         self.tables: dict[str, Table] = {}
-        self.settings: dict[str, Any] = {"wal_archive": options.wal_archive_bytes}
+        # The database's own state beyond its tables, logged as database changes and kept
+        # by checkpoints: its settings, and its views (name -> canonical CREATE VIEW).
+        self.settings: dict[str, Any] = {"wal_archive": options.wal_archive_bytes, "views": {}}
         self.write_lock = threading.Lock()
         self.state_lock = SharedLock()
         self.applied_lsn = 0
@@ -76,6 +80,14 @@ class Database:
         self._checkpoint_thread: threading.Thread | None = None
         self._bytes_at_checkpoint = 0
         self.log: WriteAheadLog
+        self.commit_seconds = LatencyHistogram()  # each commit's append and install
+        self.checkpoints_written = 0
+
+    @property
+    def views(self) -> dict[str, str]:
+        """The views: lower-case name -> canonical CREATE VIEW text. Never changed in place
+        (a change replaces the dict), so a reader may keep it."""
+        return self.settings["views"]
 
     # -- opening -------------------------------------------------------------------------
 
@@ -87,13 +99,18 @@ class Database:
         options: EngineOptions,
         boot: str | None = None,
         files: FileOps = REAL_FILES,
+        progress: ProgressReport = no_report,
     ) -> Database:
-        """Open (creating) and recover: the latest checkpoint, then the log after it."""
+        """Open (creating) and recover: the latest checkpoint, then the log after it.
+
+        `progress` hears how many of the log's records after the checkpoint were replayed,
+        every few thousand records and at the end.
+        """
         database = cls(name, path, options, boot, files)
-        database._recover()
+        database._recover(progress)
         return database
 
-    def _recover(self) -> None:
+    def _recover(self, progress: ProgressReport = no_report) -> None:
         try:
             self.files.mkdir(self.path)
         except OSError as exc:
@@ -125,7 +142,11 @@ class Database:
                 " restore a backup"
             )
         self.applied_lsn = self.checkpoint_lsn
+        task = f"recovering database '{self.name}'"
+        to_replay = max(0, self.log.last_lsn - self.checkpoint_lsn)
         for lsn, payload in self.log.read(self.checkpoint_lsn):
+            if (lsn - self.checkpoint_lsn) % REPORT_EVERY == 0:
+                progress(Progress(task, lsn - self.checkpoint_lsn, to_replay, "records"))
             try:
                 self._replay(records.decode(lsn, payload))
             except (SqlError, KeyError, ValueError) as error:
@@ -135,6 +156,7 @@ class Database:
                 ) from error
             self.applied_lsn = lsn
         self.applied_lsn = max(self.applied_lsn, self.log.last_lsn)
+        progress(Progress(task, to_replay, to_replay, "records"))
         self.commits.publish(self.log.durable_lsn)
         self._bytes_at_checkpoint = self.log.total_bytes
 
@@ -179,6 +201,7 @@ class Database:
         Returns the commit's LSN (None when it changed nothing). The caller releases the
         write lock and then calls `wait_durable(lsn)` before acknowledging the commit.
         """
+        started = time.perf_counter()
         entries = txn.seal_all()
         for text in txn.database_changes:
             entries.append(Entry.database(text))
@@ -197,6 +220,7 @@ class Database:
             for text in txn.database_changes:
                 _apply_database_change(self.settings, text)
             self.applied_lsn = lsn
+        self.commit_seconds.observe(time.perf_counter() - started)
         return lsn
 
     def wait_durable(self, lsn: int) -> None:
@@ -247,6 +271,7 @@ class Database:
             checkpoint.remove_older(folder, lsn, self.files)
             self.checkpoint_lsn = lsn
             self._bytes_at_checkpoint = self.log.total_bytes
+            self.checkpoints_written += 1
             self.trim_log()
             return lsn
 
@@ -324,6 +349,21 @@ class Database:
             "result_cache": self.result_cache.stats(),
         }
 
+    def measures(self) -> DatabaseMeasures:
+        """Its counters as of now; reads no table and takes no database lock."""
+        cache = self.result_cache.stats()
+        return DatabaseMeasures(
+            name=self.name,
+            commits=self.commit_seconds.snapshot(),
+            fsyncs=self.log.fsync_seconds.snapshot(),
+            log_bytes=self.log.total_bytes,
+            log_segments=len(self.log.segments()),
+            durable_lsn=self.log.durable_lsn,
+            checkpoints=self.checkpoints_written,
+            cache_hits=cache["hits"],
+            cache_misses=cache["misses"],
+        )
+
 
 def _image_of(table: Table) -> checkpoint.TableImage:
     create = ddl.canonical_create(table.schema)
@@ -337,6 +377,9 @@ def _image_of(table: Table) -> checkpoint.TableImage:
 
 def _apply_database_change(settings: dict[str, Any], text: str) -> None:
     statement = parse_cached(text).statements[0]
+    if isinstance(statement, ast.CreateView | ast.DropView):
+        ddl.apply_view_change(settings, statement)
+        return
     if not isinstance(statement, ast.AlterDatabaseSet):
         raise InvalidValue(f"unexpected database change in the log: {text}")
     settings[statement.setting] = values.parse_size(statement.value)

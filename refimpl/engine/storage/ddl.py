@@ -29,6 +29,15 @@ def drop_column(table: Table, name: str) -> Table:
     return table.rebuilt(schema, lambda row: row[:position] + row[position + 1 :])
 
 
+def create_index(table: Table, index: ast.IndexDef) -> Table:
+    """The table with one more index, built from its rows (its rows are shared)."""
+    return table.reindexed(table.schema.with_index(index))
+
+
+def drop_index(table: Table, name: str) -> Table:
+    return table.reindexed(table.schema.without_index(name))
+
+
 def drop_partitions(table: Table, names: tuple[str, ...]) -> int:
     """Drop the named periods; returns rows removed. An unknown name is an error."""
     parts = partitions_named(table, names)
@@ -39,6 +48,20 @@ def drop_partitions(table: Table, names: tuple[str, ...]) -> int:
             f"table '{table.schema.name}' has no partition {', '.join(repr(m) for m in missing)}"
         )
     return table.drop_partitions(parts)
+
+
+def apply_view_change(settings: dict, statement: ast.CreateView | ast.DropView) -> None:
+    """CREATE VIEW or DROP VIEW onto a database's settings (`views`: name -> its SQL).
+
+    The views dict is replaced, never changed in place: a checkpoint may be writing the old.
+    """
+    views = dict(settings.get("views") or {})
+    if isinstance(statement, ast.CreateView):
+        views[statement.name.lower()] = canonical_sql(
+            ast.CreateView(statement.name, statement.query))
+    else:
+        views.pop(statement.name.lower(), None)
+    settings["views"] = views
 
 
 def canonical_create(schema: TableSchema) -> str:
@@ -54,6 +77,14 @@ def apply_logged_ddl(tables: dict[str, Table], statement: ast.Statement) -> None
     """Replay one logged schema change onto the committed tables (recovery)."""
     if isinstance(statement, ast.CreateTable):
         tables[statement.name.lower()] = create_table(statement)
+        return
+    if isinstance(statement, ast.CreateIndex):
+        key = statement.table.lower()
+        tables[key] = create_index(tables[key], statement.index)
+        return
+    if isinstance(statement, ast.DropIndex) and statement.table is not None:
+        key = statement.table.lower()
+        tables[key] = drop_index(tables[key], statement.name)
         return
     name = getattr(statement, "name", None) or getattr(statement, "table", None)
     assert isinstance(name, str)

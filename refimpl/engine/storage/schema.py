@@ -36,6 +36,8 @@ class TableSchema:
     partition_symbol: str | None = None
     sort_by: tuple[str, ...] = ()
     dedup_key: tuple[str, ...] = ()
+    unique: tuple[tuple[str, ...], ...] = ()
+    indexes: tuple[ast.IndexDef, ...] = ()
     positions: dict[str, int] = field(
         default_factory=dict, init=False, compare=False, hash=False
     )
@@ -61,8 +63,17 @@ class TableSchema:
     def _validate(self) -> None:
         named = [*self.primary_key, *self.sort_by, *self.dedup_key]
         named += [c for c in (self.timeseries, self.partition_symbol) if c]
+        named += [c for index in self.all_indexes() for c in index.columns]
         for name in named:
             self.position(name)
+        seen: set[str] = set()
+        for index in self.indexes:
+            if index.name.lower() in seen:
+                raise SqlError(f"table '{self.name}' has two indexes named '{index.name}'")
+            seen.add(index.name.lower())
+        for index in self.all_indexes():
+            if len({c.lower() for c in index.columns}) != len(index.columns):
+                raise SqlError(f"{index.name} names a column twice")
         if self.primary_key and self.dedup_key:
             raise SqlError(
                 f"table '{self.name}' has both a PRIMARY KEY and a DEDUP KEY; keep one of them"
@@ -85,6 +96,23 @@ class TableSchema:
         """The CREATE TABLE statement that makes this schema (for SHOW CREATE TABLE)."""
         return ast.CreateTable(**{name: getattr(self, name) for name in DEFINITION_FIELDS})
 
+    def all_indexes(self) -> tuple[ast.IndexDef, ...]:
+        """The declared indexes, then one UNIQUE index per UNIQUE constraint (named by it)."""
+        constraints = tuple(
+            ast.IndexDef(f"UNIQUE ({', '.join(columns)})", columns, True)
+            for columns in self.unique
+        )
+        return (*self.indexes, *constraints)
+
+    def with_index(self, index: ast.IndexDef) -> TableSchema:
+        schema = replace(self, indexes=(*self.indexes, index))
+        schema._validate()
+        return schema
+
+    def without_index(self, name: str) -> TableSchema:
+        lowered = name.lower()
+        return replace(self, indexes=tuple(i for i in self.indexes if i.name.lower() != lowered))
+
     def with_column(self, column: ast.ColumnDef) -> TableSchema:
         if column.name.lower() in self.positions:
             raise DuplicateColumn(f"column '{column.name}' already exists in table '{self.name}'")
@@ -101,6 +129,7 @@ class TableSchema:
             ("TIMESERIES", (self.timeseries,) if self.timeseries else ()),
             ("SYMBOL partition", (self.partition_symbol,) if self.partition_symbol else ()),
         ]
+        roles += [(f"index {index.name}", index.columns) for index in self.all_indexes()]
         for role, names in roles:
             if lowered in (n.lower() for n in names):
                 raise SqlError(
@@ -145,7 +174,7 @@ class TableSchema:
         return RowLayout.of(self)
 
 
-# The fields a schema shares with the CREATE TABLE statement that makes it.
+# The fields a schema shares with the CREATE TABLE statement that makes it (its indexes too).
 DEFINITION_FIELDS = tuple(f.name for f in fields(TableSchema) if f.init)
 
 

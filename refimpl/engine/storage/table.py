@@ -12,6 +12,7 @@ from typing import Any
 
 from sortedcontainers import SortedDict
 
+from refimpl.engine.storage.indexes import SecondaryIndex, build_indexes
 from refimpl.engine.storage.schema import TableSchema, period_of
 from refimpl.errors import NotNullViolation, SqlError
 
@@ -29,6 +30,7 @@ class Table:
         "layout",
         "partitions",
         "index",
+        "secondary",
         "next_rowid",
         "_shared",
         "_wrap",
@@ -40,6 +42,11 @@ class Table:
         self.layout = schema.layout()
         self.partitions: SortedDict = SortedDict()
         self.index: dict[Ident, tuple[PartKey, OrderKey]] = {}
+        # Secondary indexes (CREATE INDEX, UNIQUE): lower-case name -> index, kept current
+        # by every change below.
+        self.secondary: dict[str, SecondaryIndex] = build_indexes(
+            schema.all_indexes(), schema.positions
+        )
         self.next_rowid = 1
         self._shared: set[PartKey] = set()
         not_null = {position for position, _ in self.layout.not_null}
@@ -137,6 +144,22 @@ class Table:
                 yield order[-key_count:], row
 
 
+    def index_for(self, columns: Iterable[str]) -> SecondaryIndex | None:
+        """An index whose leading columns are these (in any order), the shortest such;
+        None when no index serves a lookup by them. The typed seam for joins and plans."""
+        wanted = {c.lower() for c in columns}
+        fits = [
+            index for index in self.secondary.values()
+            if {c.lower() for c in index.definition.columns[: len(wanted)]} == wanted
+        ]
+        return min(fits, key=lambda i: len(i.positions), default=None)
+
+    def rows_of(self, idents: Iterable[Ident]) -> list[Row]:
+        """The rows of these identities (missing ones skipped), in table order."""
+        placed = [(where, ident) for ident in idents if (where := self.index.get(ident))]
+        placed.sort(key=lambda item: item[0])
+        return [self.partitions[part][order] for (part, order), _ in placed]
+
     def part_of_ident(self, ident: Ident) -> PartKey | None:
         where = self.index.get(ident)
         return None if where is None else where[0]
@@ -162,6 +185,10 @@ class Table:
         part, order = self.place(row, ident)
         self._writable(part, create=True)[order] = row
         self.index[ident] = (part, order)
+        for secondary in self.secondary.values():
+            if previous is not None:
+                secondary.remove(previous, ident)
+            secondary.add(row, ident)
         return previous
 
     def load(self, pairs: Iterable[tuple[Ident, Row]]) -> None:
@@ -172,6 +199,10 @@ class Table:
         """
         by_part: dict[PartKey, list[tuple[OrderKey, Row]]] = {}
         index = self.index
+        if self.secondary:
+            pairs = list(pairs)
+            for secondary in self.secondary.values():
+                secondary.build(pairs)
         for ident, row in pairs:
             part, order = self.place(row, ident)
             by_part.setdefault(part, []).append((order, row))
@@ -190,6 +221,8 @@ class Table:
         if not partition:
             del self.partitions[where[0]]
             self._shared.discard(where[0])
+        for secondary in self.secondary.values():
+            secondary.remove(row, ident)
         return row
 
     def clear(self) -> int:
@@ -197,6 +230,8 @@ class Table:
         self.partitions = SortedDict()
         self.index = {}
         self._shared = set()
+        for secondary in self.secondary.values():
+            secondary.clear()
         return removed
 
     def drop_partitions(self, parts: Iterable[PartKey]) -> int:
@@ -208,8 +243,11 @@ class Table:
             if partition is None:
                 continue
             self._shared.discard(part)
-            for order in partition.keys():
-                del self.index[order[-key_count:]]
+            for order, row in partition.items():
+                ident = order[-key_count:]
+                del self.index[ident]
+                for secondary in self.secondary.values():
+                    secondary.remove(row, ident)
             removed += len(partition)
         return removed
 
@@ -233,11 +271,22 @@ class Table:
 
         Only the twin may be written afterwards; this table is then only read.
         """
-        twin = Table(self.schema)
+        return self.reindexed(self.schema)
+
+    def reindexed(self, schema: TableSchema) -> Table:
+        """A twin (as `clone`) of a schema differing at most in its indexes: the indexes both
+        have are copied, new ones built from the rows."""
+        twin = Table(schema)
         twin.partitions = SortedDict(self.partitions)
         twin.index = dict(self.index)
         twin.next_rowid = self.next_rowid
         twin._shared = set(self.partitions.keys())
+        for name, secondary in twin.secondary.items():
+            mine = self.secondary.get(name)
+            if mine is not None and mine.definition == secondary.definition:
+                twin.secondary[name] = mine.copy()
+            else:
+                secondary.build(self.scan_with_idents())
         return twin
 
     def rebuilt(self, schema: TableSchema, convert: Any) -> Table:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from refimpl.engine.storage.access_hints import AccessHints
+from refimpl.engine.storage.indexes import PendingKeys
 from refimpl.engine.storage.records import Entry
 from refimpl.engine.storage.schema import TableSchema
 from refimpl.engine.storage.table import Ident, Row, Table, parts_for_period_range
@@ -36,6 +37,7 @@ class TableWork:
     sealed: dict[Ident, Row | None] = field(default_factory=dict)
     touched: set[Any] = field(default_factory=set)  # rev-column values of changed rows
     touched_all: bool = False  # a schema change or partition drop: every value moved
+    pending_keys: PendingKeys = field(default_factory=PendingKeys)  # UNIQUE keys of `pending`
 
     def current(self) -> Table:
         table = self.working if self.working is not None else self.base
@@ -58,6 +60,14 @@ class TableWork:
     def delete(self, ident: Ident) -> None:
         self.pending[ident] = None
 
+    def change(self, changes: dict[Ident, Row | None]) -> None:
+        """Take a statement's net changes; UniqueViolation (nothing taken) when they would
+        break a UNIQUE index or constraint."""
+        secondary = self.current().secondary
+        if secondary:
+            self.pending_keys.check(self.name, secondary.values(), self.pending, changes)
+        self.pending.update(changes)
+
     def rows(self, hints: AccessHints) -> Iterator[Row]:
         """The rows as this transaction sees them, in table order."""
         table = self.current()
@@ -65,6 +75,9 @@ class TableWork:
             row = self.get(hints.ident)
             if row is not None:
                 yield row
+            return
+        if hints.index is not None and not self.pending:
+            yield from hints.index.rows(table)
             return
         parts = _parts(table, hints)
         if not self.pending:
@@ -140,6 +153,7 @@ class TableWork:
         else:
             self.sealed.update(self.pending)
         self.pending = {}
+        self.pending_keys.clear()
 
     def make_private(self) -> Table:
         """The table this transaction may change in place (a clone of the committed one)."""

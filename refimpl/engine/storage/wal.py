@@ -35,6 +35,7 @@ from typing import BinaryIO
 
 from refimpl.engine import admission
 from refimpl.engine.files import REAL_FILES, FileOps, write_all
+from refimpl.engine.measures import LatencyHistogram
 from refimpl.engine.storage.wal_segments import (
     HEADER,
     HEADER_SIZE,
@@ -97,6 +98,7 @@ class WriteAheadLog:
         self._cond = threading.Condition(self._lock)  # durable_lsn moved, leader done, closed
         self._remove_lock = threading.Lock()  # one remove_through at a time, in LSN order
         self._fsync_count = 0
+        self.fsync_seconds = LatencyHistogram()  # every fsync's duration, for /metrics
         self._last_batch_commits = 0  # commits the last flush covered
         self._last_flush_seconds = 0.0  # how long it took
         self._failure: str | None = None
@@ -318,9 +320,11 @@ class WriteAheadLog:
     def _sync(self, fd: int) -> None:
         with self._lock:
             self._fsync_count += 1
+        started = time.perf_counter()
         self._files.fsync(fd)
         if self._fsync_delay > 0:
             time.sleep(self._fsync_delay)
+        self.fsync_seconds.observe(time.perf_counter() - started)
 
     def _sync_file(self, path: Path) -> None:
         fd = self._files.open(path, os.O_RDONLY)
@@ -332,9 +336,11 @@ class WriteAheadLog:
     def _sync_directory(self, directory: Path) -> None:
         with self._lock:
             self._fsync_count += 1
+        started = time.perf_counter()
         self._files.sync_directory(directory)
         if self._fsync_delay > 0:
             time.sleep(self._fsync_delay)
+        self.fsync_seconds.observe(time.perf_counter() - started)
 
     def _check_writable(self) -> None:
         if self._failure is not None:

@@ -13,16 +13,20 @@ from refimpl.http.auth import by_cookie
 from refimpl.http.context import Context
 from refimpl.http.encode import Answer, csv_chunks, json_response, result_body
 from refimpl.http.error_answers import to_response
+from refimpl.http.exec_body import sql_of_form_body
 from refimpl.waiting.parked import Parked
 
 
 def _sql_of(ctx: Context) -> str:
-    """The SQL of /exec: the `query` parameter, the body, or the form field `query`."""
+    """The SQL of /exec: the `query` parameter, the body, or the form field `query` (a
+    form-encoded body may also be the SQL itself: see `refimpl.http.exec_body`)."""
     request = ctx.request
     from_url = ctx.args.get("query")
     from_body: str | None = None
     if request.method == "POST":
-        if request.mimetype in ("application/x-www-form-urlencoded", "multipart/form-data"):
+        if request.mimetype == "application/x-www-form-urlencoded":
+            from_body = sql_of_form_body(ctx.app.read_body(request))  # what curl -d sends
+        elif request.mimetype == "multipart/form-data":
             form = ctx.app.read_form(request)
             unknown = sorted(set(form) - {"query"})
             if unknown:

@@ -10,64 +10,24 @@ client, and accepting pauses briefly.
 
 from __future__ import annotations
 
-import errno
 import os
-import resource
 import socket
-import threading
 import time
-from dataclasses import dataclass
 
 from refimpl.http.serving import wire
+from refimpl.netlimits import (
+    OUT_OF_DESCRIPTORS,
+    ConnectionCounts,
+    ConnectionLimits,
+    raise_open_file_limit,
+)
+
+# The counts and limits are shared with the PostgreSQL protocol's server (refimpl.netlimits).
+__all__ = ["OUT_OF_DESCRIPTORS", "ConnectionCounts", "ConnectionLimits", "DescriptorReserve",
+           "raise_open_file_limit", "refuse"]
 
 RETRY_AFTER_SECONDS = 1
 OUT_OF_DESCRIPTORS_PAUSE = 0.05  # accepting waits this long after an EMFILE
-OUT_OF_DESCRIPTORS = (errno.EMFILE, errno.ENFILE)
-
-
-@dataclass(frozen=True, slots=True)
-class ConnectionLimits:
-    """Open connections at most, in all and from one client address (503 above)."""
-
-    total: int = 10_000
-    per_address: int = 4096
-
-
-class ConnectionCounts:
-    """The open connections, in all and by client address; thread-safe."""
-
-    def __init__(self, limits: ConnectionLimits) -> None:
-        self.limits = limits
-        self._lock = threading.Lock()
-        self._total = 0
-        self._by_address: dict[str, int] = {}
-
-    def admit(self, address: str) -> str | None:
-        """Count a new connection from `address`; or the reason it is refused (not counted)."""
-        with self._lock:
-            if self._total >= self.limits.total:
-                return (
-                    f"the server has {self.limits.total} connections open, its limit"
-                    " (max_connections); retry later"
-                )
-            held = self._by_address.get(address, 0)
-            if held >= self.limits.per_address:
-                return (
-                    f"{address} has {held} connections open, the limit for one address"
-                    " (max_connections_per_address); close some or retry later"
-                )
-            self._total += 1
-            self._by_address[address] = held + 1
-            return None
-
-    def release(self, address: str) -> None:
-        with self._lock:
-            self._total -= 1
-            left = self._by_address.get(address, 1) - 1
-            if left:
-                self._by_address[address] = left
-            else:
-                self._by_address.pop(address, None)
 
 
 def refuse(sock: socket.socket, message: str) -> None:
@@ -112,15 +72,3 @@ class DescriptorReserve:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
-
-
-def raise_open_file_limit() -> None:
-    """Let the process open as many files as its hard limit allows (one per connection)."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    wanted = hard if hard != resource.RLIM_INFINITY else max(soft, 1 << 20)
-    if soft == resource.RLIM_INFINITY or soft >= wanted:
-        return
-    try:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
-    except (ValueError, OSError):
-        pass  # not allowed here: the soft limit stays, and EMFILE is answered when reached

@@ -16,19 +16,18 @@ from __future__ import annotations
 import functools
 import logging
 import select
-import signal
 import socket
 import struct
 import threading
 import time
 from collections.abc import Callable, Iterable
-from types import FrameType
 from typing import Any
 
 from werkzeug.serving import BaseWSGIServer
 
 from refimpl.engine import admission
 from refimpl.http.encode import Answer
+from refimpl.http.request_log import RECORD_KEY, REQUEST_ID_HEADER, RequestRecord
 from refimpl.http.serving import wire
 from refimpl.http.serving.admission_queue import FifoSlots
 from refimpl.http.serving.limits import (
@@ -36,7 +35,6 @@ from refimpl.http.serving.limits import (
     ConnectionCounts,
     ConnectionLimits,
     DescriptorReserve,
-    raise_open_file_limit,
     refuse,
 )
 from refimpl.waiting.parked import Parked, ParkedBody
@@ -53,6 +51,9 @@ ADMITTED = 2  # requests running Python at once (see refimpl.engine.admission)
 STREAM_UNSENT_LIMIT = 1024 * 1024
 # Readable, then disarmed until the answer is sent: one worker per request.
 _ARMED = select.EPOLLIN | select.EPOLLONESHOT
+# A stream whose parts are all sent: readable once its client hangs up (or, against the
+# protocol, sends something), which gives the stream up.
+_HANG_UP = select.EPOLLIN | select.EPOLLRDHUP | select.EPOLLONESHOT
 
 
 # A WSGI application; one with a `waiting_room` (refimpl's App) has its parked requests
@@ -77,10 +78,13 @@ class Connection:
         self.counted = False  # counted in the server's ConnectionCounts until closed
         self.last_used = time.monotonic()
         self.busy = False  # taken by a worker or parked; guarded by the server's lock
+        self.armed = 0  # the events its registration waits for now (0: it fired, or none)
         # A parked request, and how to answer it once decided.
         self.parked: Parked[Answer] | None = None
         self.parked_head: wire.RequestHead | None = None
         self.parked_keep = False
+        # The parked request's record (refimpl's App makes one): finished at its answer.
+        self.parked_record: RequestRecord | None = None
         # A long-lived answer sends many parts; its sends are ordered by this lock, and
         # what the socket did not take waits in `unsent` for a worker to send it.
         self.stream: Parked[Answer] | None = None
@@ -89,6 +93,15 @@ class Connection:
         self.send_lock = threading.Lock()
         self.unsent = b""  # the part of a decided answer the socket did not take at once
         self.keep_after_unsent = False
+
+    def stream_hung_up(self) -> bool:
+        """True when the client of a stream closed its side or sent something."""
+        try:
+            return self.connection.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) is not None
+        except BlockingIOError:
+            return False
+        except OSError:
+            return True
 
     def request_ready(self) -> bool:
         """True when a request can be served without waiting for the client (see wire)."""
@@ -130,6 +143,7 @@ class Connection:
         if isinstance(result, ParkedBody):
             # Decided later by the waiting room; the server parks this connection meanwhile.
             self.parked, self.parked_head = result.parked, head
+            self.parked_record = environ.get(RECORD_KEY)
         else:
             try:
                 keep = self._send(head, answer[0], answer[1], result, keep)
@@ -181,20 +195,36 @@ class Connection:
         assert head is not None
         data = wire.whole_answer(answer, keep, with_body=head.method != "HEAD")
         self.parked_head = None
+        record, self.parked_record = self.parked_record, None
+        if record is not None:
+            # After the shared bytes are made: readers answered together share them.
+            data = wire.with_header(data, REQUEST_ID_HEADER, record.request_id)
+            record.finish(answer.status_code)
         return data, keep
 
     def stream_bytes(self, answer: Answer, last: bool) -> bytes:
         """The bytes of one part of a long-lived answer: its head first, then chunks."""
         data = b""
+        record = self.parked_record
         if not self.stream_started:
             self.stream_started = True
-            data = wire.answer_head(answer.status, answer.headers, chunked=True,
+            headers = answer.headers
+            if record is not None:
+                headers = [*headers, (REQUEST_ID_HEADER, record.request_id)]
+            data = wire.answer_head(answer.status, headers, chunked=True,
                                     keep_alive=self.parked_keep)  # fmt: skip
         if answer.body:
             data += b"%x\r\n%s\r\n" % (len(answer.body), answer.body)
         if last:
             data += b"0\r\n\r\n"
+            self.finish_record(answer.status_code)
         return data
+
+    def finish_record(self, status: int) -> None:
+        """Log and count the parked request (a stream's at its end, or when dropped)."""
+        record, self.parked_record = self.parked_record, None
+        if record is not None:
+            record.finish(status)
 
     def _send_bytes(self, data: bytes) -> None:
         try:
@@ -255,6 +285,9 @@ class PooledWSGIServer(BaseWSGIServer):
         self._after_round: Callable[[Callable[[], None]], None] = getattr(
             room, "after_round", lambda action: action()
         )
+        metrics = getattr(app, "metrics", None)
+        if metrics is not None:
+            metrics.read_connections(self.counts.total)
         self._workers = [
             threading.Thread(target=self._work, name=f"kdb-http-{n}", daemon=True)
             for n in range(threads)
@@ -323,6 +356,7 @@ class PooledWSGIServer(BaseWSGIServer):
             if handler is None or handler.busy:
                 return
             handler.busy = True
+            handler.armed = 0
         self._answer(handler)
 
     def _answer(self, handler: Connection) -> None:
@@ -330,6 +364,10 @@ class PooledWSGIServer(BaseWSGIServer):
         try:
             serve = True
             if handler.stream is not None:
+                if handler.stream_hung_up():
+                    with handler.send_lock:
+                        self._drop_stream(handler)
+                    return
                 self._flush_stream(handler)
                 return
             if handler.unsent:
@@ -413,17 +451,28 @@ class PooledWSGIServer(BaseWSGIServer):
             if handler.unsent:
                 self._rearm(handler, select.EPOLLOUT | select.EPOLLONESHOT)
                 return
-            if not handler.stream_ended:
-                return  # parked on: the next part comes from the deciding thread
-            handler.stream = None
-            handler.stream_started = handler.stream_ended = False
+            ended = handler.stream_ended
+            if ended:
+                handler.stream = None
+                handler.stream_started = handler.stream_ended = False
+            else:
+                # Watched for its client's hang-up meanwhile: a closed stream stops counting
+                # against its caller's limits at once, not at its next heartbeat. Armed
+                # once, not at every part: an epoll_ctl per event costs a thousand streams.
+                if handler.armed != _HANG_UP:
+                    self._rearm(handler, _HANG_UP)
             keep = handler.parked_keep
+        if not ended:
+            stream.drained()  # parked on: the stream makes its next part now
+            return
         self._after_round(functools.partial(self._release, handler, keep))
 
     def _drop_stream(self, handler: Connection) -> None:
         """Give up on a stream's client (the caller holds its send lock)."""
         stream, handler.stream = handler.stream, None
         handler.unsent = b""
+        # What the client got before it was given up on: the stream's head, or nothing.
+        handler.finish_record(200 if handler.stream_started else 499)
         if stream is not None:
             stream.drop()
         self._release(handler, False)
@@ -448,6 +497,7 @@ class PooledWSGIServer(BaseWSGIServer):
     def _rearm(self, handler: Connection, events: int) -> bool:
         with self._lock:
             handler.busy = False
+            handler.armed = events
         try:
             self._epoll.modify(handler.connection.fileno(), events)
         except (OSError, ValueError):  # stopped meanwhile
@@ -466,6 +516,7 @@ class PooledWSGIServer(BaseWSGIServer):
                 (fd, handler)
                 for fd, handler in self._connections.items()
                 if not handler.busy
+                and handler.stream is None  # a stream lives as long as its heartbeats go out
                 and (
                     now - handler.last_used > KEEP_ALIVE_SECONDS
                     or now - (handler.reader.started_at or now) > CONNECTION_TIMEOUT_SECONDS
@@ -515,52 +566,3 @@ class PooledWSGIServer(BaseWSGIServer):
             handler.close()
         self._reserve.close()
 
-
-def serve(
-    app: WSGIApp,
-    host: str,
-    port: int,
-    threads: int,
-    on_listening: Callable[[str, int], None],
-    on_stop: Callable[[], None],
-    on_stopping: Callable[[], None] | None = None,
-    limits: ConnectionLimits | None = None,
-    max_body_bytes: int = wire.DEFAULT_MAX_BODY_BYTES,
-) -> int:
-    """Serve until SIGTERM or SIGINT; then stop accepting, finish running requests, `on_stop`.
-
-    `on_stopping` runs as soon as the signal arrives, before running requests are awaited:
-    the place to answer waiting readers and end open streams, which would otherwise hold
-    their workers. Returns the exit status (0 after a graceful stop).
-    """
-    raise_open_file_limit()  # a connection costs a file descriptor
-    server = PooledWSGIServer(host, port, app, threads, limits or ConnectionLimits(),
-                              max_body_bytes)  # fmt: skip
-    stop = threading.Event()
-
-    def request_stop(signum: int, frame: FrameType | None) -> None:
-        if not stop.is_set():
-            stop.set()
-            if on_stopping is not None:
-                on_stopping()
-            # shutdown() waits for serve_forever to return: call it off the main thread.
-            threading.Thread(target=server.shutdown, name="kdb-stop", daemon=True).start()
-
-    previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        host_shown, port_shown = server.server_address[:2]
-        on_listening(_display_host(host, host_shown), int(port_shown))
-        server.serve_forever(poll_interval=0.2)  # closes the listening socket when it returns
-    finally:
-        server.drain()
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-        on_stop()
-    return 0
-
-
-def _display_host(asked: str, bound: str) -> str:
-    host = bound if asked in ("", "0.0.0.0", "::") else asked
-    if ":" in host and not host.startswith("["):
-        return f"[{host}]"
-    return host

@@ -413,6 +413,13 @@ def whole_answer(answer: Any, keep_alive: bool, with_body: bool) -> bytes:
     return data
 
 
+def with_header(data: bytes, name: str, value: str) -> bytes:
+    """Answer bytes (`whole_answer`'s) with one more header line at the end of the head."""
+    end = data.index(b"\r\n\r\n")
+    return b"%s\r\n%s: %s%s" % (data[:end], name.encode("latin-1"), value.encode("latin-1"),
+                                data[end:])  # fmt: skip
+
+
 def error_answer(status: int, message: str, headers: str = "") -> bytes:
     """A whole JSON error answer for a request that could not be read; it closes.
 

@@ -1,0 +1,6 @@
+"""What the command line's longer subcommands do, apart from reading their flags.
+
+`progress` shows a long task's progress (a rich bar on a terminal, log lines otherwise);
+`importing` is `refimpl import`. On top with `cli.py`: may import everything of refimpl;
+nothing but `cli.py` imports it.
+"""

@@ -1,0 +1,371 @@
+"""The event stream's engine half: event ids, the events of a transaction, and a cursor.
+
+The event stream (`GET /stream/changes`, spec/stream.md) follows every table of a database,
+or named ones, from the write-ahead log, as the change stream does: nothing past the durable
+LSN, and its positions are the log's own, so a reader resuming from the id it last got
+misses nothing and gets nothing twice, also across restarts and crashes.
+
+- An **id** is `<lsn>` (after the whole transaction) or `<lsn>.<n>` (after its n-th event in
+  this stream, from 1); `parse_event_id` reads both, `Position` is what they stand for.
+- `transaction_events` turns one log record into `StreamItem`s, each encoded once as the
+  JSON of its `data` line and shared by every stream of the database (`RecentTransactions`
+  keeps the last ones, so that a thousand streams at the end of the log cost one log read
+  and one encoding per commit).
+- `EventCursor` is one stream's place: what it takes next, within a byte budget, with the
+  replay window and `reset` decided as the spec says.
+
+Before-images (`op` create/update/delete) and initial copies come later: `_upsert_op` and
+`Position` are the seams they extend.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
+
+import msgspec
+
+from refimpl.engine.features.change_stream import delete_key
+from refimpl.engine.storage import records, values
+from refimpl.engine.storage.schema import TableSchema, period_of
+from refimpl.errors import BadRequest, Gone, SqlError
+from refimpl.sql import ast
+from refimpl.sql.parser import parse_cached
+
+if TYPE_CHECKING:
+    from refimpl.engine.storage.database import Database
+
+MAX_LSN = 2**63 - 1
+_json = msgspec.json.Encoder()
+_key_encoder = msgspec.msgpack.Encoder()
+
+CHANGE, RESET, READY = "change", "reset", "ready"
+ROW_PATH = "/stream/row"  # the route that reads a row's current state by its key
+RECENT_TRANSACTIONS = 4096  # transactions kept decoded per database, for streams at the end
+RECENT_BYTES = 8 * 1024 * 1024  # and at most about this much of their encoded events
+
+
+@dataclass(frozen=True, slots=True)
+class Position:
+    """Where a stream stands: every transaction through `after_lsn` is done, and the first
+    `skip` events of the next one."""
+
+    after_lsn: int
+    skip: int = 0
+
+    def event_id(self) -> str:
+        """The id a client resumes from to stand here again."""
+        if self.skip:
+            return f"{self.after_lsn + 1}.{self.skip}"
+        return str(self.after_lsn)
+
+
+def parse_event_id(text: str, what: str = "Last-Event-ID") -> Position:
+    """`<lsn>` or `<lsn>.<n>` (n from 1) as the server gives them out; a clear 400 else."""
+    lsn_text, dot, n_text = text.strip().partition(".")
+    if not _digits(lsn_text) or (dot and not _digits(n_text)):
+        shown = text if len(text) <= 40 else text[:40] + "..."
+        raise BadRequest(
+            f"{what} must be an event id as the stream gives them out, <lsn> or <lsn>.<n>"
+            f" (as in 42 or 42.3), not '{shown}'"
+        )
+    lsn = int(lsn_text)
+    if lsn > MAX_LSN:
+        raise BadRequest(f"{what} names LSN {lsn}, beyond the largest LSN {MAX_LSN}")
+    if not dot:
+        return Position(lsn)
+    n = int(n_text)
+    if lsn < 1 or n < 1 or n > MAX_LSN:
+        raise BadRequest(
+            f"{what} '{text.strip()}' is out of range: in <lsn>.<n> both numbers start at 1"
+        )
+    return Position(lsn - 1, n)
+
+
+def _digits(text: str) -> bool:
+    return text.isascii() and text.isdigit() and len(text) <= 19
+
+
+# -- the events of one transaction ---------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class StreamItem:
+    """One event a transaction makes for a table: a `change` (its data encoded once) or a
+    `reset` (the table's rows changed as a whole)."""
+
+    table: str  # the table's key (lower case)
+    kind: str  # CHANGE or RESET
+    data: bytes  # the JSON of the `data` line
+
+
+@dataclass(frozen=True, slots=True)
+class StreamTransaction:
+    lsn: int
+    committed_at: int  # microseconds UTC
+    items: tuple[StreamItem, ...]
+    size: int  # bytes of the items' data, what keeping it costs
+
+
+def transaction_events(
+    database: str, lsn: int, payload: bytes, schema_of: Callable[[str], TableSchema | None]
+) -> StreamTransaction:
+    """The events of the log record `lsn`, in the log's order, with the tables' current
+    schemas (`schema_of(key)`; None: the table is gone, its rows make no event)."""
+    record = records.decode(lsn, payload)
+    items: list[StreamItem] = []
+    for entry in record.entries:
+        if entry.table is None:
+            continue  # a change of the database itself (ALTER DATABASE ... SET)
+        key = entry.table.lower()
+        if entry.kind == records.DDL:
+            items.append(_ddl_item(key, entry.table, entry.payload[0], lsn))
+            continue
+        schema = schema_of(key)
+        if schema is None:
+            continue
+        if entry.kind == records.UPSERT:
+            columns, rows, rowids = entry.payload
+            items.extend(_upserts(database, schema, lsn, columns, rows, rowids))
+        elif entry.kind == records.DELETE:
+            for part, ident in entry.payload[0]:
+                hex_key = delete_key(part, ident)
+                items.append(_change(key, schema.name, "delete", hex_key, lsn, None, None))
+    size = sum(len(i.data) for i in items)
+    return StreamTransaction(lsn, record.committed_at, tuple(items), size)
+
+
+def _change(key: str, table: str, op: str, hex_key: str | None, lsn: int, row: dict | None,
+            href: str | None, **extra: object) -> StreamItem:  # fmt: skip
+    body = {"table": table, "op": op, "key": hex_key, "lsn": lsn, "row": row, "href": href}
+    body.update(extra)
+    return StreamItem(key, CHANGE, _json.encode(body))
+
+
+def _upsert_op(schema: TableSchema) -> str:
+    """The `op` of a logged row after its change: the log keeps no row before it, so an
+    INSERT and an UPDATE look the same. Tables that keep before-images will tell them apart."""
+    return "upsert"
+
+
+def _upserts(database: str, schema: TableSchema, lsn: int, logged: list[str], rows: list,
+             rowids: list[int] | None) -> Iterator[StreamItem]:  # fmt: skip
+    names = schema.column_names
+    types = [c.type for c in schema.columns]
+    where = {name.lower(): index for index, name in enumerate(logged)}
+    positions = [where.get(name.lower()) for name in names]
+    layout = schema.layout()
+    key = schema.name.lower()
+    op = _upsert_op(schema)
+    base = f"{ROW_PATH}?db={quote(database)}&table={quote(schema.name)}&key="
+    for index, logged_row in enumerate(rows):
+        row = tuple(None if p is None else logged_row[p] for p in positions)
+        ident = (
+            tuple(row[p] for p in layout.key_positions)
+            if layout.key_positions
+            else (rowids[index] if rowids else index,)
+        )
+        hex_key = row_key(schema, row, ident)
+        shown = {n: values.to_json(v, t) for n, v, t in zip(names, row, types, strict=True)}
+        yield _change(key, schema.name, op, hex_key, lsn, shown, base + hex_key)
+
+
+def row_key(schema: TableSchema, row: Sequence[Any], ident: Sequence[Any]) -> str:
+    """The hex key of a row (spec: changes, the key of a delete): its partition and identity."""
+    layout = schema.layout()
+    part: list[Any] = []
+    if layout.period is not None:
+        part.append(period_of(row[layout.time_position], layout.period))  # type: ignore[index]
+    if layout.symbol_position is not None:
+        symbol = row[layout.symbol_position]
+        part += [symbol is None, symbol or ""]
+    return delete_key(part, ident)
+
+
+def _ddl_item(key: str, table: str, text: str, lsn: int) -> StreamItem:
+    """A schema change: `reset` when the table's rows changed as a whole (TRUNCATE, DROP
+    TABLE, a dropped partition), else a `change` of op `schema` with the statement."""
+    try:
+        statement = parse_cached(text).statements[0]
+    except (SqlError, IndexError):
+        statement = None  # text of an older version: read it as a reset, the safe side
+    if statement is None or isinstance(
+        statement, ast.Truncate | ast.DropTable | ast.DropPartitionList | ast.DropPartitionWhere
+    ):
+        return StreamItem(key, RESET, b"{}")
+    return _change(key, table, "schema", None, lsn, None, None, statement=text)
+
+
+# -- recent transactions, shared by the streams of a database -------------------------------
+
+
+class RecentTransactions:
+    """The last transactions of one database, decoded and encoded once for every stream.
+
+    A stream at the end of the log reads here; one further behind reads the log itself
+    (what it reads then is not kept: a slow reader costs no shared memory).
+    """
+
+    def __init__(
+        self,
+        database: Database,
+        name: str,
+        keep: int = RECENT_TRANSACTIONS,
+        keep_bytes: int = RECENT_BYTES,
+    ) -> None:
+        self._database = database
+        self._name = name
+        self._keep = keep
+        self._keep_bytes = keep_bytes
+        self._lock = threading.Lock()
+        self._recent: list[StreamTransaction] = []  # consecutive LSNs
+        self._bytes = 0
+
+    @property
+    def durable_lsn(self) -> int:
+        return self._database.log.durable_lsn
+
+    def after(self, after_lsn: int) -> Iterator[StreamTransaction]:
+        """The transactions after `after_lsn` up to the durable LSN now; Gone when the log no
+        longer holds them."""
+        durable = self.durable_lsn
+        if after_lsn >= durable:
+            return iter(())
+        with self._lock:
+            recent = self._recent
+            end = recent[-1].lsn if recent else None
+            if end is None or after_lsn > end:
+                if durable - after_lsn <= self._keep:  # near the end: keep what it reads
+                    recent.clear()
+                    self._bytes = 0
+                    self._extend(after_lsn)
+            elif end < durable:
+                self._extend(end)
+            if recent and recent[0].lsn <= after_lsn + 1:
+                return iter(recent[after_lsn + 1 - recent[0].lsn :])
+        return self._from_log(after_lsn)
+
+    def _extend(self, after_lsn: int) -> None:
+        """Read what follows `after_lsn` into the kept transactions (the caller holds the lock)."""
+        recent = self._recent
+        for txn in self._from_log(after_lsn):
+            recent.append(txn)
+            self._bytes += txn.size
+        # Trimmed in steps, so that the list is copied once per many commits, not at each.
+        if len(recent) > 2 * self._keep or self._bytes > self._keep_bytes:
+            drop = max(len(recent) - self._keep, 0)
+            kept_bytes = self._bytes - sum(t.size for t in recent[:drop])
+            while kept_bytes > self._keep_bytes // 2 and drop < len(recent) - 1:
+                kept_bytes -= recent[drop].size
+                drop += 1
+            del recent[:drop]
+            self._bytes = kept_bytes
+
+    def _from_log(self, after_lsn: int) -> Iterator[StreamTransaction]:
+        database = self._database
+        for lsn, payload in database.log.read(after_lsn):
+            yield transaction_events(self._name, lsn, payload, self._schema_of)
+
+    def _schema_of(self, key: str) -> TableSchema | None:
+        stored = self._database.tables.get(key)  # one dict read: atomic
+        return None if stored is None else stored.schema
+
+
+# -- one stream's place ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One event to send: its id, its name and the JSON of its data line."""
+
+    id: str
+    kind: str
+    data: bytes
+
+
+@dataclass(slots=True)
+class Taken:
+    events: list[Event]
+    more: bool  # more is ready now: take again once these are sent
+
+
+@dataclass(slots=True)
+class EventCursor:
+    """One stream's place in its database's transactions, and what it takes next.
+
+    `follows(table_key)` says, at each transaction, whether the stream shows the table (the
+    tables it named, or every table, that its caller may read now). `resume` is the position
+    a reconnect asked for (None: a new stream, current from now on). `clock` gives seconds
+    since the epoch, as the log's commit times count.
+    """
+
+    recent: RecentTransactions
+    follows: Callable[[str], bool]
+    replay_seconds: float
+    clock: Callable[[], float]
+    resume: Position | None = None
+    position: Position = field(default_factory=lambda: Position(0))
+    ready_sent: bool = False
+    _checking_window: bool = False
+    _started: bool = False
+
+    def take(self, budget: int) -> Taken:
+        """The next events, about `budget` bytes of data at most (at least one event)."""
+        events: list[Event] = []
+        if not self._started:
+            self._started = True
+            durable = self.recent.durable_lsn
+            if self.resume is None:
+                return Taken(self._current(events, durable), False)
+            if self.resume.after_lsn + (1 if self.resume.skip else 0) > durable:
+                return Taken(self._reset(events, durable), False)  # an id of another past
+            self.position = self.resume
+            self._checking_window = True
+        size = 0
+        try:
+            for txn in self.recent.after(self.position.after_lsn):
+                shown = [item for item in txn.items if self.follows(item.table)]
+                skip = self.position.skip
+                if len(shown) <= skip:
+                    self.position = Position(txn.lsn)
+                    continue
+                if self._checking_window:
+                    self._checking_window = False
+                    if txn.committed_at / 1e6 < self.clock() - self.replay_seconds:
+                        return Taken(self._reset(events, self.recent.durable_lsn), False)
+                if any(item.kind == RESET for item in shown):
+                    self._reset(events, txn.lsn)
+                    continue
+                for n in range(skip + 1, len(shown) + 1):
+                    item = shown[n - 1]
+                    events.append(Event(f"{txn.lsn}.{n}", CHANGE, item.data))
+                    size += len(item.data) + 40
+                    if size >= budget and n < len(shown):
+                        self.position = Position(txn.lsn - 1, n)
+                        return Taken(events, True)
+                self.position = Position(txn.lsn)
+                if size >= budget:
+                    return Taken(events, True)
+        except Gone:
+            return Taken(self._reset(events, self.recent.durable_lsn), False)
+        self._checking_window = False  # caught up: nothing it missed was too old
+        if not self.ready_sent:
+            self._current(events, self.position.after_lsn)
+        return Taken(events, False)
+
+    def _current(self, events: list[Event], lsn: int) -> list[Event]:
+        """The stream stands at `lsn` and is current: `ready`."""
+        self.position = Position(max(lsn, self.position.after_lsn))
+        self.ready_sent = True
+        events.append(Event(self.position.event_id(), READY, b"{}"))
+        return events
+
+    def _reset(self, events: list[Event], lsn: int) -> list[Event]:
+        """The stream lost its place or the data changed as a whole: `reset`, then `ready`."""
+        self._checking_window = False
+        self.position = Position(lsn)
+        events.append(Event(str(lsn), RESET, b"{}"))
+        return self._current(events, lsn)

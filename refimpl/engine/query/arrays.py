@@ -1,0 +1,83 @@
+"""`x op ANY (array)` and `x op ALL (array)` over PostgreSQL's text of an array (`{1,2}`).
+
+This engine has no array type: `ARRAY(SELECT ...)` answers an array's text (see
+`refimpl.engine.query.subqueries`), and psql's catalog queries compare with one, so an
+array here is that text, read back element by element as the other operand's type.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from refimpl.engine.query.compiled import Compiled, Scope
+from refimpl.engine.storage.values import parse_text
+from refimpl.errors import InvalidValue, TypeMismatch
+from refimpl.sql import ast
+
+Compile = Callable[[ast.Expr, Scope], Compiled]
+_COMPARE: dict[str, Callable[[Any, Any], bool]] = {
+    "=": lambda a, b: a == b, "<>": lambda a, b: a != b, "<": lambda a, b: a < b,
+    "<=": lambda a, b: a <= b, ">": lambda a, b: a > b, ">=": lambda a, b: a >= b,
+}  # fmt: skip
+
+
+def array_items(text: str) -> list[str | None]:
+    """The elements of `{a,"b c",NULL}` (one level; quotes and backslashes read)."""
+    body = text.strip()
+    if len(body) < 2 or body[0] != "{" or body[-1] != "}":
+        raise InvalidValue(f"{text!r} is not an array; write it as '{{a,b}}'")
+    items: list[str | None] = []
+    current: list[str] = []
+    quoted = escaped = was_quoted = False
+    for ch in body[1:-1]:
+        if escaped:
+            current.append(ch)
+            escaped = False
+        elif ch == "\\":
+            escaped = True
+        elif ch == '"':
+            quoted, was_quoted = not quoted, True
+        elif ch == "," and not quoted:
+            items.append(_item(current, was_quoted))
+            current, was_quoted = [], False
+        else:
+            current.append(ch)
+    if current or was_quoted or items:
+        items.append(_item(current, was_quoted))
+    return items
+
+
+def _item(chars: list[str], was_quoted: bool) -> str | None:
+    text = "".join(chars) if was_quoted else "".join(chars).strip()
+    return None if not was_quoted and text.upper() == "NULL" else text
+
+
+def _array_quantified(expr: ast.ArrayQuantified, scope: Scope, compile_: Compile) -> Compiled:
+    operand = compile_(expr.operand, scope)
+    array = compile_(expr.array, scope)
+    if array.type not in ("STRING", "NULL"):
+        raise TypeMismatch(f"{expr.quantifier} needs an array, not {array.type}")
+    compare = _COMPARE[expr.op]
+    want_any = expr.quantifier == "ANY"
+
+    def evaluate(row: Sequence[Any]) -> Any:
+        value, text = operand.fn(row), array.fn(row)
+        if value is None or text is None:
+            return None
+        unknown = False
+        for item in array_items(text):
+            if item is None:
+                unknown = True
+                continue
+            element = parse_text(item, operand.type, "an array element") \
+                if operand.type not in ("STRING", "SYMBOL") else item
+            if compare(value, element) == want_any:
+                return want_any
+        return None if unknown else not want_any
+
+    return Compiled(evaluate, "BOOLEAN")
+
+
+def array_handlers(compile_: Compile) -> dict[type, Callable[[Any, Scope], Compiled]]:
+    return {ast.ArrayQuantified: lambda expr, scope: _array_quantified(expr, scope, compile_)}

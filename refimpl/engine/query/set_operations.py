@@ -1,0 +1,160 @@
+"""Answers combined: UNION, INTERSECT, EXCEPT; VALUES lists; ORDER BY and LIMIT over a whole.
+
+Both sides of a set operation have the same number of columns; each result column takes the
+common type of its two sides (INT and DOUBLE give DOUBLE; text and a number do not mix) and
+the left side's name. Without ALL the result has no duplicate rows; with ALL, UNION keeps
+every row, INTERSECT ALL a row as often as the fewer of its two sides has it, EXCEPT ALL as
+often as the left has it more than the right.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from refimpl.engine.query.compiled import Compiled, Scope, ScopeColumn, common_type
+from refimpl.engine.query.select import QueryOutput, sort_rows
+from refimpl.engine.result import Column
+from refimpl.errors import InvalidValue, SqlError, UnknownColumn
+from refimpl.sql import ast
+
+Compile = Callable[[ast.Expr, Scope], Compiled]
+
+
+def _result_type(type_: str) -> str:
+    return "STRING" if type_ == "NULL" else type_
+
+
+def combine(op: str, all_: bool, left: QueryOutput, right: QueryOutput) -> QueryOutput:
+    """`left op [ALL] right`."""
+    if len(left.columns) != len(right.columns):
+        raise SqlError(
+            f"the two sides of {op} answer {len(left.columns)} and {len(right.columns)}"
+            " columns; they must answer the same number"
+        )
+    types = []
+    for a, b in zip(left.columns, right.columns, strict=True):
+        # A side's column of only NULLs says STRING; it takes the other side's type.
+        pair = [a.type, b.type]
+        types.append(_result_type(common_type(pair, op)))
+    columns = [Column(c.name, t) for c, t in zip(left.columns, types, strict=True)]
+    first = _widened(left.rows, [t if a.type != t else "" for a, t in zip(left.columns, types,
+                                                                           strict=True)])
+    second = _widened(right.rows, [t if b.type != t else "" for b, t in
+                                   zip(right.columns, types, strict=True)])
+    if op == "UNION":
+        rows = first + second if all_ else list(dict.fromkeys(first + second))
+    elif op == "INTERSECT":
+        if all_:
+            counts = Counter(second)
+            rows = []
+            for row in first:
+                if counts[row] > 0:
+                    counts[row] -= 1
+                    rows.append(row)
+        else:
+            present = set(second)
+            rows = [row for row in dict.fromkeys(first) if row in present]
+    else:
+        if all_:
+            counts = Counter(second)
+            rows = []
+            for row in first:
+                if counts[row] > 0:
+                    counts[row] -= 1
+                else:
+                    rows.append(row)
+        else:
+            absent = set(second)
+            rows = [row for row in dict.fromkeys(first) if row not in absent]
+    return QueryOutput(columns, rows)
+
+
+def values_output(values: ast.Values, scope: Scope, compile_: Compile) -> QueryOutput:
+    """A VALUES list as an answer: columns column1, column2, ... of each column's common type."""
+    width = len(values.rows[0])
+    compiled_rows = []
+    for number, row in enumerate(values.rows, start=1):
+        if len(row) != width:
+            raise SqlError(
+                f"row {number} of VALUES has {len(row)} value(s) but the first row has {width}"
+            )
+        compiled_rows.append([compile_(expr, scope) for expr in row])
+    types = [
+        _result_type(common_type([r[i].type for r in compiled_rows], "VALUES"))
+        for i in range(width)
+    ]
+    rows = [tuple(c.fn(()) for c in row) for row in compiled_rows]
+    columns = [Column(f"column{i + 1}", t) for i, t in enumerate(types)]
+    return QueryOutput(columns, _widened(rows, types))
+
+
+def _widened(rows: list[tuple], types: list[str]) -> list[tuple]:
+    """Rows with the integers of each DOUBLE column in `types` made floats (1 and 1.0 meet)."""
+    floats = [i for i, t in enumerate(types) if t == "DOUBLE"]
+    if not floats:
+        return rows
+    return [
+        tuple(float(v) if i in floats and v is not None else v for i, v in enumerate(row))
+        for row in rows
+    ]
+
+
+def order_and_limit(output: QueryOutput, order_by: Sequence[ast.OrderItem],
+                    limit: ast.Expr | None, offset: ast.Expr | None, scope: Scope,
+                    compile_: Compile) -> QueryOutput:
+    """ORDER BY and LIMIT of a whole compound query: they name its result columns."""
+    rows = output.rows
+    if order_by:
+        names = [c.name.lower() for c in output.columns]
+        columns = [ScopeColumn(i, c.type, c.name) for i, c in enumerate(output.columns)]
+        result_scope = Scope(columns=columns, params=scope.params, now=scope.now,
+                             functions=scope.functions, clause="ORDER BY")
+        keys: list[tuple[Callable[[Any], Any], ast.OrderItem]] = []
+        for item in order_by:
+            index = _position(item.expr, names)
+            if index is not None:
+                keys.append((lambda row, i=index: row[i], item))
+                continue
+            try:
+                keys.append((compile_(item.expr, result_scope).fn, item))
+            except UnknownColumn as error:
+                raise SqlError(
+                    f"ORDER BY of a UNION, INTERSECT or EXCEPT names its result columns (by name"
+                    f" or number); '{error.column}' is not one"
+                ) from None
+        rows = sort_rows(list(rows), keys)
+    start = _count(offset, scope, compile_, "OFFSET") or 0
+    stop = _count(limit, scope, compile_, "LIMIT")
+    if start:
+        rows = rows[start:]
+    if stop is not None:
+        rows = rows[:stop]
+    return QueryOutput(output.columns, rows)
+
+
+def _position(expr: ast.Expr, names: list[str]) -> int | None:
+    if isinstance(expr, ast.Literal) and expr.type == "INT":
+        position = int(expr.value)  # type: ignore[call-overload]
+        if not 1 <= position <= len(names):
+            raise SqlError(f"ORDER BY {position} is not a column of the result")
+        return position - 1
+    if isinstance(expr, ast.ColumnRef) and expr.name.lower() in names:
+        return names.index(expr.name.lower())
+    return None
+
+
+def _count(expr: ast.Expr | None, scope: Scope, compile_: Compile, what: str) -> int | None:
+    if expr is None:
+        return None
+    constants = Scope(columns=[], params=scope.params, now=scope.now)
+    try:
+        value = compile_(expr, constants).fn(())
+    except UnknownColumn:
+        raise SqlError(f"{what} takes a number or a ? parameter, not a column") from None
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise InvalidValue(f"{what} must be a whole number of 0 or more, not {value!r}")
+    return value

@@ -1,0 +1,296 @@
+"""Running any query for a statement context: the FROM clause, subqueries, set operations,
+WITH and views.
+
+A `QueryRunner` resolves every name in FROM in this order: a table of an enclosing WITH, a
+view, a table. Each table read needs READ on it (checked before the table is looked up, so a
+caller without the right learns nothing of what exists); a view needs READ on the view and,
+as its query runs with the reader's rights, on every table it reads. Reads outside a
+transaction hold the database's state lock for the whole query, so every table and subquery
+sees the same commit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import nullcontext
+from typing import TYPE_CHECKING, Any
+
+from refimpl.engine.query.compiled import OuterLink, Scope
+from refimpl.engine.query.expressions import compile_expression
+from refimpl.engine.query.relations import Relation, join, named
+from refimpl.engine.query.select import QueryOutput, RowSource, run_select
+from refimpl.engine.query.set_operations import combine, order_and_limit, values_output
+from refimpl.engine.result import Column
+from refimpl.engine.rights import Right
+from refimpl.engine.statements import pg_catalog
+from refimpl.engine.storage.access_hints import AccessHints
+from refimpl.engine.storage.schema import TableSchema
+from refimpl.engine.storage.table import Table, parts_for_period_range
+from refimpl.engine.storage.transaction import TableWork
+from refimpl.errors import RecursionLimit, SqlError, UnknownFunction, UnknownTable
+from refimpl.sql import ast
+from refimpl.sql.parser import parse_cached
+
+if TYPE_CHECKING:
+    from refimpl.engine.statements.context import StatementContext
+
+# A WITH RECURSIVE table stops with RecursionLimit past this many rounds or rows.
+MAX_RECURSION_ROUNDS = 10_000
+MAX_RECURSION_ROWS = 1_000_000
+# Views may read views, this deep at most (a view dropped and made again could loop).
+_MAX_VIEW_DEPTH = 32
+
+
+class CommittedTable:
+    """A committed table as a SELECT source (the caller holds the state lock)."""
+
+    def __init__(self, table: Table, alias: str | None) -> None:
+        self.table = table
+        self.schema: TableSchema | None = table.schema
+        self.qualifier = alias
+        self.columns = [Column(c.name, c.type) for c in table.schema.columns]
+
+    def rows(self, hints: AccessHints) -> Iterator[Sequence[Any]]:
+        if hints.ident is not None:
+            row = self.table.get(hints.ident)
+            return iter(() if row is None else (row,))
+        if hints.index is not None:
+            return iter(hints.index.rows(self.table))
+        parts = None
+        if hints.low_period is not None or hints.high_period is not None or hints.symbol:
+            parts = parts_for_period_range(
+                self.table, hints.low_period, hints.high_period, hints.symbol
+            )
+        return self.table.scan(parts, hints.time_low, hints.time_high)
+
+
+class TransactionTable:
+    """A table as an open transaction sees it, as a SELECT source."""
+
+    def __init__(self, work: TableWork, alias: str | None) -> None:
+        self.work = work
+        self.schema: TableSchema | None = work.schema
+        self.qualifier = alias
+        self.columns = [Column(c.name, c.type) for c in work.schema.columns]
+
+    def rows(self, hints: AccessHints) -> Iterator[Sequence[Any]]:
+        return self.work.rows(hints)
+
+
+class _Prepared:
+    """A subquery as `refimpl.engine.query.subqueries` runs it (a PreparedQuery)."""
+
+    def __init__(self, runner: QueryRunner, query: ast.Query) -> None:
+        self.runner = runner
+        self.query = query
+        self.columns: list[Column] = []
+
+    def rows(self) -> list[tuple]:
+        output = self.runner.run(self.query)
+        self.columns = output.columns
+        return output.rows
+
+
+class QueryRunner:
+    """Runs queries of one statement; a `SubqueryPlanner` for their expressions.
+
+    `tables` are the WITH tables in sight (name -> answer); `outer` links a subquery to the
+    query around it; `views` are the views being expanded (a loop among them is an error).
+    """
+
+    def __init__(self, context: StatementContext, params: Sequence[Any], now: int, *,
+                 tables: dict[str, QueryOutput] | None = None, outer: OuterLink | None = None,
+                 views: tuple[str, ...] = ()) -> None:
+        self.context = context
+        self.params = params
+        self.now = now
+        self.tables = tables or {}
+        self.outer = outer
+        self.views = views
+        self.functions = context.sql_functions()
+
+    # -- SubqueryPlanner -----------------------------------------------------------------
+
+    def prepare(self, query: ast.Query, outer: OuterLink) -> _Prepared:
+        return _Prepared(self._child(outer=outer), query)
+
+    def _child(self, *, outer: OuterLink | None = None,
+               tables: dict[str, QueryOutput] | None = None) -> QueryRunner:
+        return QueryRunner(self.context, self.params, self.now,
+                           tables=self.tables if tables is None else tables,
+                           outer=outer if outer is not None else self.outer, views=self.views)
+
+    # -- queries -------------------------------------------------------------------------
+
+    def run_locked(self, query: ast.Query) -> QueryOutput:
+        """`run` under the state lock (none is needed inside a transaction: it holds the
+        write lock, so nothing commits meanwhile)."""
+        database = self.context.database
+        lock = database.state_lock if self.context.transaction is None else nullcontext()
+        with lock:
+            return self.run(query)
+
+    def run(self, query: ast.Query) -> QueryOutput:
+        if isinstance(query, ast.Select):
+            return self._select(query)
+        if isinstance(query, ast.Values):
+            return values_output(query, self._scope("VALUES"), compile_expression)
+        if isinstance(query, ast.SetOperation):
+            left, right = self.run(query.left), self.run(query.right)
+            output = combine(query.op, query.all, left, right)
+            return order_and_limit(output, query.order_by, query.limit, query.offset,
+                                   self._scope("ORDER BY"), compile_expression)
+        if isinstance(query, ast.WithQuery):
+            return self._with(query)
+        raise SqlError(f"{type(query).__name__} is not a query")
+
+    def _scope(self, clause: str) -> Scope:
+        return Scope(columns=[], params=self.params, now=self.now, functions=self.functions,
+                     clause=clause, subqueries=self, outer=self.outer)
+
+    def _select(self, select: ast.Select) -> QueryOutput:
+        source = None if select.source is None else self._source(select.source, select)
+        return run_select(select, source, self.params, self.now, self.functions,
+                          self.context.deadline(), subqueries=self, outer=self.outer)
+
+    def _with(self, query: ast.WithQuery) -> QueryOutput:
+        tables = dict(self.tables)
+        for table in query.tables:
+            name = table.name.lower()
+            if query.recursive and _reads(table.query, name):
+                output = self._recursive(table, tables)
+            else:
+                output = self._child(tables=tables).run(table.query)
+            tables[name] = _renamed(output, table.columns, table.name)
+        return self._child(tables=tables).run(query.body)
+
+    def _recursive(self, table: ast.CommonTable, tables: dict[str, QueryOutput]) -> QueryOutput:
+        """`anchor UNION [ALL] step`: step runs over the rows the last round added, until a
+        round adds none."""
+        query = table.query
+        if not isinstance(query, ast.SetOperation) or query.op != "UNION" or _reads(
+                query.left, table.name.lower()):
+            raise SqlError(
+                f"the recursive table '{table.name}' must be <anchor> UNION [ALL] <step>, where"
+                " only the step reads the table itself"
+            )
+        name = table.name.lower()
+        anchor = _renamed(self._child(tables=tables).run(query.left), table.columns, table.name)
+        seen = None if query.all else set(anchor.rows)
+        rows = list(anchor.rows if query.all else dict.fromkeys(anchor.rows))
+        fresh = rows
+        rounds = 0
+        while fresh:
+            rounds += 1
+            if rounds > MAX_RECURSION_ROUNDS or len(rows) > MAX_RECURSION_ROWS:
+                raise RecursionLimit(
+                    f"the recursive table '{table.name}' went on for more than"
+                    f" {MAX_RECURSION_ROUNDS} rounds or {MAX_RECURSION_ROWS} rows; give its"
+                    " step a WHERE that ends it (WHERE n < 100)"
+                )
+            working = dict(tables)
+            working[name] = QueryOutput(anchor.columns, fresh)
+            step = self._child(tables=working).run(query.right)
+            if len(step.columns) != len(anchor.columns):
+                raise SqlError(
+                    f"the two sides of UNION in '{table.name}' answer {len(anchor.columns)} and"
+                    f" {len(step.columns)} columns; they must answer the same number"
+                )
+            fresh = step.rows
+            if seen is not None:
+                fresh = [row for row in dict.fromkeys(fresh) if row not in seen]
+                seen.update(fresh)
+            rows += fresh
+        output = QueryOutput(anchor.columns, rows)
+        return order_and_limit(output, query.order_by, query.limit, query.offset,
+                               self._scope("ORDER BY"), compile_expression)
+
+    # -- FROM ----------------------------------------------------------------------------
+
+    def _source(self, source: ast.Source, select: ast.Select) -> RowSource:
+        """What a SELECT reads. A lone table keeps its planner (point reads, pruning)."""
+        if isinstance(source, ast.TableSource):
+            return self._table(source, lone=True)
+        if isinstance(source, ast.FunctionSource):
+            return self._function(source, select)
+        return self._relation(source)
+
+    def _relation(self, source: ast.Source) -> Relation:
+        if isinstance(source, ast.JoinSource):
+            left, right = self._relation(source.left), self._relation(source.right)
+            return join(left, right, source, self._scope("ON"), compile_expression,
+                        self.context.deadline())
+        if isinstance(source, ast.SubquerySource):
+            output = self.run(source.query)
+            return named(output.columns, source.alias, lambda: output.rows, source.columns)
+        if isinstance(source, ast.FunctionSource):
+            # No clause of the outer SELECT is pushed into a function read by a join.
+            neutral = ast.Select((ast.SelectItem(ast.Star()),), source)
+            rows = self._function(source, neutral)
+        else:
+            rows = self._table(source, lone=False)
+        if isinstance(rows, Relation):
+            return rows
+        qualifier = getattr(source, "alias", None) or source.name  # type: ignore[union-attr]
+        return named(rows.columns, qualifier, lambda: rows.rows(AccessHints()))
+
+    def _function(self, source: ast.FunctionSource, select: ast.Select) -> RowSource:
+        table_function = self.context.table_functions().get(source.name)
+        if table_function is None:
+            raise UnknownFunction(f"table function {source.name}() does not exist")
+        return table_function(self.context, source, select, self.params)
+
+    def _table(self, source: ast.TableSource, lone: bool) -> RowSource:
+        name = source.name.lower()
+        qualifier = source.alias or source.name
+        if name in self.tables:
+            output = self.tables[name]
+            return named(output.columns, qualifier, lambda: output.rows)
+        context = self.context
+        system = pg_catalog.relation(context, name)
+        if system is not None:
+            return named(system.columns, qualifier, lambda: system.rows)
+        view = context.database.views.get(name)
+        if view is not None:
+            return self._view(source, view)
+        context.authorize(Right.READ, source.name)
+        txn = context.transaction
+        if txn is not None and name in txn.work:
+            table: RowSource = TransactionTable(txn.table(source.name), source.alias)
+        else:
+            committed = context.database.tables.get(name)
+            if committed is None:
+                raise UnknownTable(source.name)
+            table = CommittedTable(committed, source.alias)
+        if lone:
+            return table
+        return named(table.columns, qualifier, lambda: table.rows(AccessHints()))
+
+    def _view(self, source: ast.TableSource, text: str) -> Relation:
+        self.context.authorize(Right.READ, source.name)
+        name = source.name.lower()
+        if name in self.views or len(self.views) >= _MAX_VIEW_DEPTH:
+            raise SqlError(f"the view '{source.name}' reads itself through other views")
+        statement = parse_cached(text).statements[0]
+        assert isinstance(statement, ast.CreateView)
+        runner = QueryRunner(self.context, (), self.now, views=(*self.views, name))
+        output = runner.run(statement.query)
+        return named(output.columns, source.alias or source.name, lambda: output.rows)
+
+
+def _renamed(output: QueryOutput, names: tuple[str, ...], table: str) -> QueryOutput:
+    if not names:
+        return output
+    if len(names) != len(output.columns):
+        raise SqlError(
+            f"{len(names)} column name(s) given for '{table}', whose query answers"
+            f" {len(output.columns)} column(s)"
+        )
+    columns = [Column(n, c.type) for n, c in zip(names, output.columns, strict=True)]
+    return QueryOutput(columns, output.rows)
+
+
+def _reads(node: object, name: str) -> bool:
+    """True when `node` names the table `name` anywhere in a FROM."""
+    return any(isinstance(item, ast.TableSource) and item.name.lower() == name
+               for item in ast.walk(node))

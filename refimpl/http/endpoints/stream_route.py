@@ -1,0 +1,179 @@
+"""GET /stream/changes: the event stream, one long-lived answer of server-sent events.
+
+The engine (`refimpl.engine.event_streams`) decides which events come and when the stream
+ends; this module checks the request, parks the stream once in the waiting room and turns
+the engine's events into SSE bytes. A stream holds no worker thread: the room's thread
+sends its parts when a commit pokes it, a heartbeat at each deadline, and its end.
+
+Flow control: a stream makes its next part only once the server has sent the previous one
+(`Parked.drained`), at most `stream_buffer_kb` of events at a time, so a client that stops
+reading costs one part of memory; the rest stays in the log until it reads again.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+
+from refimpl.engine.event_streams import EventStreams, OpenStream
+from refimpl.engine.features.event_stream import READY, Event, Position, parse_event_id
+from refimpl.engine.tracking.signals import Waker
+from refimpl.errors import BadRequest
+from refimpl.http.context import Context
+from refimpl.http.encode import Answer
+from refimpl.http.endpoints.stream_credentials import request_credential
+from refimpl.waiting.parked import Parked, Part
+from refimpl.waiting.room import WaitingRoom
+
+RETRY_MS = 1000
+HEADERS = (
+    ("Content-Type", "text/event-stream; charset=utf-8"),
+    ("Cache-Control", "no-store"),
+    ("X-Accel-Buffering", "no"),
+)
+HEARTBEAT = b": heartbeat\n\n"
+
+
+def encode_events(events: Sequence[Event]) -> bytes:
+    """SSE blocks: `id`, `event` and one `data` line each; `retry` with each `ready`."""
+    parts = []
+    for event in events:
+        retry = f"retry: {RETRY_MS}\n" if event.kind == READY else ""
+        parts.append(f"{retry}id: {event.id}\nevent: {event.kind}\ndata: ".encode())
+        parts.append(event.data)
+        parts.append(b"\n\n")
+    return b"".join(parts)
+
+
+def _body(data: bytes) -> Answer:
+    """A later part of the stream: only its bytes count (the head went with the first)."""
+    answer = Answer(data, 200, "text/event-stream")
+    answer.headers = []
+    return answer
+
+
+class StreamPoke:
+    """Wakes one parked stream (the engine calls it at commits and when the stream ends)."""
+
+    def __init__(self, room: WaitingRoom, parked: Parked[Answer]) -> None:
+        self.room = room
+        self.parked = parked
+
+    def set(self) -> None:
+        self.room.poke(self.parked)
+
+
+def poke_streams(room: WaitingRoom):  # noqa: ANN201 - the engine's batch waker
+    """What the engine calls with the wakers of a database's streams at each commit."""
+
+    def wake_all(wakers: list[Waker]) -> None:
+        room.poke_all([w.parked for w in wakers if isinstance(w, StreamPoke)])
+
+    return wake_all
+
+
+class _Sender:
+    """Makes one stream's parts: one at a time, the next once the last one was sent."""
+
+    def __init__(self, stream: OpenStream, streams: EventStreams, room: WaitingRoom) -> None:
+        self.stream = stream
+        self.room = room
+        self.budget = streams.options.buffer_kb * 1024
+        self.heartbeat_s = streams.options.heartbeat_s
+        self.parked: Parked[Answer] | None = None
+        self._lock = threading.Lock()
+        self._in_flight = False  # a part was handed over and not yet sent whole
+        self._again = False  # woken meanwhile, or more was ready: take again when sent
+
+    def first(self) -> Part[Answer]:
+        """The head and the first events (`ready`, or what a resume missed)."""
+        taken = self._take()
+        answer = Answer(encode_events(taken), 200)
+        answer.headers = list(HEADERS)
+        return Part(answer)
+
+    def attempt(self, _: int) -> Answer | Part[Answer] | None:
+        if self.stream.ended is not None:
+            return self._end()
+        with self._lock:
+            if self._in_flight:
+                self._again = True
+                return None
+        events = self._take()
+        if self.stream.ended is not None:
+            return self._end()
+        return Part(_body(encode_events(events))) if events else None
+
+    def _take(self) -> list[Event]:
+        taken = self.stream.take(self.budget)
+        with self._lock:
+            self._in_flight = bool(taken.events)
+            self._again = taken.more
+        return taken.events
+
+    def drained(self) -> None:
+        with self._lock:
+            self._in_flight = False
+            again, self._again = self._again, False
+        if again and self.parked is not None:
+            self.room.poke(self.parked)
+
+    def heartbeat(self) -> Part[Answer] | Answer:
+        if self.stream.ended is not None:
+            return self._end()
+        assert self.parked is not None
+        self.parked.deadline = time.monotonic() + self.heartbeat_s
+        return Part(_body(HEARTBEAT))
+
+    def closing(self) -> Answer:
+        """At shutdown: what is durable and fits (never half an event), then the end."""
+        with self._lock:
+            in_flight = self._in_flight
+        events = [] if in_flight else self.stream.take(self.budget).events
+        self.stream.end("the server is shutting down")
+        return _body(encode_events(events) + self._end().body)
+
+    def _end(self) -> Answer:
+        """The last part: a comment saying why (an EventSource ignores it)."""
+        reason = (self.stream.ended or "").replace("\n", " ")
+        return _body(f": the stream ended: {reason}\n\n".encode())
+
+
+def stream_route(ctx: Context) -> Parked[Answer]:
+    args = ctx.args
+    tables = ctx.request.args.getlist("table")
+    for table in tables:
+        if not table.strip():
+            raise BadRequest("the parameter 'table' names a table; leave it out to follow all")
+    resume_text = (
+        ctx.request.headers.get("Last-Event-ID") or args.get("last-event-id") or args.get("from")
+    )
+    resume: Position | None = None
+    if resume_text is not None and resume_text.strip():
+        resume = parse_event_id(resume_text)
+        resume_text = resume_text.strip()
+    else:
+        resume_text = None
+    credential = request_credential(ctx, args.get("ticket"))
+    streams = ctx.app.streams
+    stream = streams.open(credential, ctx.database, tables, resume, resume_text)
+    room = ctx.app.waiting_room
+    sender = _Sender(stream, streams, room)
+    parked: Parked[Answer] = Parked(
+        None, 0, sender.attempt, sender.heartbeat,
+        time.monotonic() + streams.options.heartbeat_s,
+        lambda: streams.close_stream(stream),
+        streaming=True, at_close=sender.closing, on_drained=sender.drained,
+    )  # fmt: skip
+    sender.parked = parked
+    stream.waker = StreamPoke(room, parked)
+    try:
+        first = sender.first()
+    except BaseException:
+        streams.close_stream(stream)
+        raise
+    parked.decide(first)
+    room.park(parked)
+    room.poke(parked)  # a commit between the first read and the park is not missed
+    return parked

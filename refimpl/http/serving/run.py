@@ -1,0 +1,66 @@
+"""Running a server as a process: serve until SIGTERM or SIGINT, then stop gracefully.
+
+`PooledWSGIServer` (`server.py`) answers requests; this module owns the process's signals
+and the order of a stop: stop accepting, answer waiting requests, finish running ones.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from collections.abc import Callable
+from types import FrameType
+
+from refimpl.http.serving import wire
+from refimpl.http.serving.limits import ConnectionLimits, raise_open_file_limit
+from refimpl.http.serving.server import PooledWSGIServer, WSGIApp
+
+
+def serve(
+    app: WSGIApp,
+    host: str,
+    port: int,
+    threads: int,
+    on_listening: Callable[[str, int], None],
+    on_stop: Callable[[], None],
+    on_stopping: Callable[[], None] | None = None,
+    limits: ConnectionLimits | None = None,
+    max_body_bytes: int = wire.DEFAULT_MAX_BODY_BYTES,
+) -> int:
+    """Serve until SIGTERM or SIGINT; then stop accepting, finish running requests, `on_stop`.
+
+    `on_stopping` runs as soon as the signal arrives, before running requests are awaited:
+    the place to answer waiting readers and end open streams, which would otherwise hold
+    their workers. Returns the exit status (0 after a graceful stop).
+    """
+    raise_open_file_limit()  # a connection costs a file descriptor
+    server = PooledWSGIServer(host, port, app, threads, limits or ConnectionLimits(),
+                              max_body_bytes)  # fmt: skip
+    stop = threading.Event()
+
+    def request_stop(signum: int, frame: FrameType | None) -> None:
+        if not stop.is_set():
+            stop.set()
+            if on_stopping is not None:
+                on_stopping()
+            # shutdown() waits for serve_forever to return: call it off the main thread.
+            threading.Thread(target=server.shutdown, name="kdb-stop", daemon=True).start()
+
+    previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        host_shown, port_shown = server.server_address[:2]
+        on_listening(_display_host(host, host_shown), int(port_shown))
+        server.serve_forever(poll_interval=0.2)  # closes the listening socket when it returns
+    finally:
+        server.drain()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        on_stop()
+    return 0
+
+
+def _display_host(asked: str, bound: str) -> str:
+    host = bound if asked in ("", "0.0.0.0", "::") else asked
+    if ":" in host and not host.startswith("["):
+        return f"[{host}]"
+    return host

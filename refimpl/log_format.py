@@ -1,0 +1,46 @@
+"""How the server's log lines look on stderr: text for people, JSON lines for machines.
+
+`configure(log_format)` sets up the root logger once per process (the `refimpl serve`
+command calls it). In JSON each line is one object: `time` (ISO-8601 UTC), `level`,
+`logger`, `message`, and the fields a line carries (a request's line: `request_id`, `method`,
+`path`, `query`, `route`, `status`, `duration_ms`, `client`; see `refimpl.http.request_log`),
+plus `error` with the traceback when one is logged.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import logging
+import sys
+
+TEXT_FORMAT = "%(asctime)s %(levelname)s %(message)s"
+
+
+class JsonLineFormatter(logging.Formatter):
+    """One JSON object a record, on one line."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        moment = datetime.datetime.fromtimestamp(record.created, datetime.UTC)
+        line: dict[str, object] = {
+            "time": moment.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        fields = getattr(record, "fields", None)
+        if isinstance(fields, dict):
+            line.update(fields)
+        if record.exc_info:
+            line["error"] = self.formatException(record.exc_info)
+        return json.dumps(line, ensure_ascii=False, default=str)
+
+
+def configure(log_format: str) -> None:
+    """Log INFO and above to stderr, as `text` or `json` lines."""
+    handler = logging.StreamHandler(sys.stderr)
+    if log_format == "json":
+        handler.setFormatter(JsonLineFormatter())
+    else:
+        handler.setFormatter(logging.Formatter(TEXT_FORMAT))
+    logging.basicConfig(level=logging.INFO, handlers=[handler], force=True)

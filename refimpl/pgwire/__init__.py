@@ -1,0 +1,14 @@
+"""The PostgreSQL protocol (version 3.0): psql, psycopg, asyncpg and other drivers.
+
+Written as h11 writes HTTP: `core` is a protocol core that knows no sockets (bytes in ->
+events, our answers -> bytes), with its connection states as data in `states`, the message
+formats in `messages`, type OIDs and value encodings in `types`; `conversation` answers the
+events by calling the engine (statements, portals, transaction status, session settings);
+`serving` is the socket loop apart. `sqlstate` is the one map of refimpl's errors to
+SQLSTATE codes.
+
+May import the engine's public seams (`instance`, `session`, `access`, `result`, `rights`,
+`storage.values`, `admission`), `refimpl.sql`, `refimpl.netlimits` and `refimpl.errors`;
+never `refimpl.http` (the two protocols stand side by side), and nothing imports it but
+the command line.
+"""

@@ -1,0 +1,426 @@
+"""The answers of one logged-in connection: simple and extended queries on an engine session.
+
+A statement runs as it would over `/exec` (the same session calls, the same answers and
+error sentences); what differs is the protocol's shape: each statement of a simple query is
+answered on its own (RowDescription, DataRows, CommandComplete), prepared statements and
+portals live until closed, and the transaction status follows PostgreSQL: an error inside
+BEGIN ... leaves the transaction failed ('E'): it is rolled back at once, and every later
+statement is refused until the client sends ROLLBACK (or COMMIT, which then rolls back).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from refimpl.engine.result import Column, Result, message_result, query_result
+from refimpl.engine.session import Session
+from refimpl.errors import (
+    FailedTransaction,
+    KdbError,
+    NotAllowed,
+    ParameterError,
+    ProtocolError,
+    SqlError,
+    SqlSyntaxError,
+)
+from refimpl.pgwire import messages as m
+from refimpl.pgwire import sqlstate, types
+from refimpl.pgwire.param_types import param_types
+from refimpl.pgwire.session_settings import SessionSettings, SettingCommand, recognise
+from refimpl.pgwire.sqltext import Piece, split
+from refimpl.pgwire.tags import command_tag
+from refimpl.sql import ast
+from refimpl.sql.parser import parse_cached
+from refimpl.sql.printer import to_sql
+
+# Statements that answer rows; those of them without side effects may be run to describe
+# their columns before they are executed.
+_QUERIES = ("Select", "Values", "SetOperation", "WithQuery", "ShowTables", "ShowColumns",
+            "ShowCreateTable", "ShowUsers", "ShowGrants", "CreateToken")  # fmt: skip
+_SETTING_TAGS = {"SET": "SET", "SHOW": "SHOW", "RESET": "RESET", "DISCARD": "DISCARD ALL"}
+_DUMMY = {"INT": 0, "BIGINT": 0, "DOUBLE": 0.0, "BOOLEAN": False, "STRING": "",
+          "SYMBOL": "", "TIMESTAMP": datetime(1970, 1, 1, tzinfo=UTC)}  # fmt: skip
+
+
+class UnknownName(ProtocolError):
+    """A Bind, Describe or Execute naming a statement or portal that does not exist."""
+
+    def __init__(self, message: str, code: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """One statement of a client's text, read: a session setting or an engine statement."""
+
+    piece: Piece
+    setting: SettingCommand | None = None
+    statement: ast.Statement | None = None
+
+    @property
+    def kind(self) -> str:
+        return type(self.statement).__name__
+
+
+@dataclass(slots=True)
+class Prepared:
+    plan: Plan | None  # None: the empty query
+    param_oids: tuple[int, ...]  # the client's OIDs, by $n - 1 (0: unspecified)
+    hints: dict[int, str] = field(default_factory=dict)  # $n -> column type described
+    columns: list[Column] | None = None  # known once described
+
+
+@dataclass(slots=True)
+class Portal:
+    prepared: Prepared
+    params: tuple[object, ...]  # in the engine's `?` order
+    result_formats: tuple[int, ...]
+    result: Result | None = None
+    sent: int = 0
+
+
+def _formats(codes: Sequence[int], count: int) -> list[int]:
+    if not codes:
+        return [0] * count
+    if len(codes) == 1:
+        return [codes[0]] * count
+    if len(codes) != count:
+        raise ProtocolError(f"{len(codes)} format codes were sent for {count} values")
+    return list(codes)
+
+
+class Conversation:
+    """Answers the messages of one connection after its startup; one thread at a time."""
+
+    def __init__(self, session: Session, settings: SessionSettings) -> None:
+        self.session = session
+        self.settings = settings
+        self.failed = False  # in a transaction an error ended: refuse until ROLLBACK
+        self._prepared: dict[str, Prepared] = {}
+        self._portals: dict[str, Portal] = {}
+
+    @property
+    def status(self) -> str:
+        if self.failed:
+            return "E"
+        return "T" if self.session.transaction is not None else "I"
+
+    def ready(self) -> m.ReadyForQuery:
+        return m.ReadyForQuery(self.status)
+
+    def close(self) -> None:
+        """The connection ended: an open transaction is rolled back."""
+        self.session.close()
+
+    # -- dispatch ------------------------------------------------------------------------
+
+    def answer(self, message: m.ClientMessage) -> list[m.ServerMessage]:
+        """The answers to one message; an error becomes an ErrorResponse among them."""
+        if isinstance(message, m.Query):
+            return self.simple_query(message.text)
+        if isinstance(message, m.Sync):
+            return [self.ready()]
+        if isinstance(message, m.Flush):
+            return []
+        try:
+            return self._extended(message)
+        except UnknownName as error:
+            self._fail_transaction()
+            return [m.ErrorResponse(error.code, error.message)]
+        except KdbError as error:
+            self._fail_transaction()
+            text = message.text if isinstance(message, m.Parse) else None
+            return [sqlstate.error_response(error, text)]
+
+    def _fail_transaction(self) -> None:
+        """An error inside BEGIN ... fails the transaction, as in PostgreSQL."""
+        if self.session.transaction is not None:
+            self.session.rollback()
+            self.failed = True
+
+    def _extended(self, message: m.ClientMessage) -> list[m.ServerMessage]:
+        if isinstance(message, m.Parse):
+            return self.parse(message)
+        if isinstance(message, m.Bind):
+            return self.bind(message)
+        if isinstance(message, m.Describe):
+            return self.describe(message)
+        if isinstance(message, m.Execute):
+            return self.execute(message)
+        if isinstance(message, m.Close):
+            table: dict = self._prepared if message.kind == "S" else self._portals
+            table.pop(message.name, None)
+            return [m.CloseComplete()]
+        if isinstance(message, m.FunctionCall):
+            raise NotAllowed("the fast-path function call is not served; call it in a query")
+        raise ProtocolError(
+            f"a {type(message).__name__} message outside COPY; COPY is not served yet"
+        )
+
+    # -- the simple query protocol -------------------------------------------------------
+
+    def simple_query(self, text: str) -> list[m.ServerMessage]:
+        pieces = split(text)
+        if not pieces:
+            return [m.EmptyQueryResponse(), self.ready()]
+        out: list[m.ServerMessage] = []
+        plans: list[Plan] = []
+        piece = pieces[0]
+        try:
+            for piece in pieces:  # every statement parses before the first one runs
+                plans.append(self._plan(piece))
+            for plan in plans:
+                piece = plan.piece
+                result, reported = self._run(plan, ())
+                out.extend(reported)
+                if result.is_query:
+                    assert result.columns is not None
+                    formats = [0] * len(result.columns)
+                    out.append(_row_description(result.columns, formats))
+                    out.append(_data_rows(result, formats, result.rows))
+                out.append(m.CommandComplete(self._tag(plan, result)))
+        except KdbError as error:
+            self._fail_transaction()
+            out.append(sqlstate.error_response(error, text, piece.offset))
+        out.append(self.ready())
+        return out
+
+    # -- the extended protocol -----------------------------------------------------------
+
+    def parse(self, message: m.Parse) -> list[m.ServerMessage]:
+        if message.name and message.name in self._prepared:
+            raise UnknownName(f'prepared statement "{message.name}" already exists',
+                              sqlstate.DUPLICATE_PREPARED)  # fmt: skip
+        pieces = split(message.text)
+        if len(pieces) > 1:
+            raise SqlSyntaxError("cannot insert multiple commands into a prepared statement")
+        plan = self._plan(pieces[0]) if pieces else None
+        self._prepared[message.name] = Prepared(plan, message.param_types)
+        return [m.ParseComplete()]
+
+    def bind(self, message: m.Bind) -> list[m.ServerMessage]:
+        prepared = self._statement(message.statement)
+        if message.portal and message.portal in self._portals:
+            raise UnknownName(f'portal "{message.portal}" already exists', "42P03")
+        numbers = prepared.plan.piece.params if prepared.plan else ()
+        count = max(max(numbers, default=0), len(prepared.param_oids))
+        if len(message.params) != count:
+            raise ParameterError(
+                f"bind message supplies {len(message.params)} parameters, but prepared"
+                f' statement "{message.statement}" requires {count}'
+            )
+        formats = _formats(message.param_formats, count)
+        values: list[object] = []
+        for number, (data, fmt) in enumerate(zip(message.params, formats, strict=True), 1):
+            oid = prepared.param_oids[number - 1] if number <= len(prepared.param_oids) else 0
+            values.append(None if data is None else types.decode_param(
+                data, oid, fmt == 1, prepared.hints.get(number), number))  # fmt: skip
+        params = tuple(values[n - 1] for n in numbers)
+        self._portals[message.portal] = Portal(prepared, params, message.result_formats)
+        return [m.BindComplete()]
+
+    def describe(self, message: m.Describe) -> list[m.ServerMessage]:
+        if message.kind == "S":
+            prepared = self._statement(message.name)
+            oids = self._describe_params(prepared)
+            columns = self._describe_columns(prepared)
+            return [m.ParameterDescription(oids),
+                    _row_description(columns, [0] * len(columns)) if columns is not None
+                    else m.NoData()]  # fmt: skip
+        portal = self._portal(message.name)
+        columns = portal.prepared.columns
+        plan = portal.prepared.plan
+        if columns is None and plan is not None and self._answers_rows(plan):
+            portal.result = self._run_portal(portal)
+            columns = portal.result.columns
+        if columns is None:
+            return [m.NoData()]
+        return [_row_description(columns, _formats(portal.result_formats, len(columns)))]
+
+    def execute(self, message: m.Execute) -> list[m.ServerMessage]:
+        portal = self._portal(message.portal)
+        plan = portal.prepared.plan
+        if plan is None:
+            return [m.EmptyQueryResponse()]
+        out: list[m.ServerMessage] = []
+        if portal.result is None:
+            portal.result = self._run_portal(portal, out)
+        result = portal.result
+        if not result.is_query:
+            return [*out, m.CommandComplete(self._tag(plan, result))]
+        assert result.columns is not None
+        limit = message.max_rows if message.max_rows > 0 else len(result.rows)
+        rows = result.rows[portal.sent : portal.sent + limit]
+        portal.sent += len(rows)
+        formats = _formats(portal.result_formats, len(result.columns))
+        out.append(_data_rows(result, formats, rows))
+        if portal.sent < len(result.rows):
+            out.append(m.PortalSuspended())
+        else:
+            out.append(m.CommandComplete(command_tag(plan.statement, result, len(rows))
+                                         if plan.statement else self._tag(plan, result)))
+        return out
+
+    def _run_portal(self, portal: Portal, out: list[m.ServerMessage] | None = None) -> Result:
+        plan = portal.prepared.plan
+        assert plan is not None
+        result, reported = self._run(plan, portal.params)
+        if out is not None:
+            out.extend(reported)
+        return result
+
+    def _statement(self, name: str) -> Prepared:
+        prepared = self._prepared.get(name)
+        if prepared is None:
+            raise UnknownName(f'prepared statement "{name}" does not exist',
+                              sqlstate.UNKNOWN_PREPARED)  # fmt: skip
+        return prepared
+
+    def _portal(self, name: str) -> Portal:
+        portal = self._portals.get(name)
+        if portal is None:
+            raise UnknownName(f'portal "{name}" does not exist', sqlstate.UNKNOWN_PORTAL)
+        return portal
+
+    def _describe_params(self, prepared: Prepared) -> tuple[int, ...]:
+        plan = prepared.plan
+        numbers = plan.piece.params if plan else ()
+        count = max(max(numbers, default=0), len(prepared.param_oids))
+        if plan is not None and plan.statement is not None and numbers:
+            by_index = param_types(plan.statement, self._column_types)
+            for index, number in enumerate(numbers):
+                if index in by_index:
+                    prepared.hints.setdefault(number, by_index[index])
+        oids = []
+        for number in range(1, count + 1):
+            given = prepared.param_oids[number - 1] if number <= len(prepared.param_oids) else 0
+            oids.append(given or types.oid_of(prepared.hints.get(number)))
+        return tuple(oids)
+
+    def _describe_columns(self, prepared: Prepared) -> list[Column] | None:
+        plan = prepared.plan
+        if plan is None or not self._answers_rows(plan):
+            return None
+        if prepared.columns is None:
+            if plan.kind == "CreateToken":
+                prepared.columns = [Column("token", "STRING")]
+            else:
+                prepared.columns = self._dry_run(plan, prepared).columns
+        return prepared.columns
+
+    def _dry_run(self, plan: Plan, prepared: Prepared) -> Result:
+        """Run a query without side effects for its columns: LIMIT 0, typed stand-ins."""
+        piece = plan.piece
+        params = tuple(_DUMMY.get(prepared.hints.get(n, ""), None) for n in piece.params)
+        if isinstance(plan.statement, ast.Select) and plan.statement.limit is None:
+            limited = dataclasses.replace(plan.statement, limit=ast.Literal(0, "INT"))
+            piece = Piece(to_sql(limited), piece.offset, piece.params)
+        return self._run(Plan(piece, plan.setting, plan.statement), params)[0]
+
+    def _column_types(self, table: str) -> dict[str, str]:
+        # SHOW TABLES first: an unknown table's error would roll an open transaction back.
+        names = {row[0].lower() for row in self.session.execute("SHOW TABLES").rows}
+        if table.lower() not in names:
+            return {}
+        quoted = '"' + table.replace('"', '""') + '"'
+        rows = self.session.execute(f"SHOW COLUMNS FROM {quoted}").rows
+        return {row[0].lower(): row[1] for row in rows}
+
+    # -- running one statement -----------------------------------------------------------
+
+    def _plan(self, piece: Piece) -> Plan:
+        setting = recognise(piece.text)
+        if setting is not None:
+            return Plan(piece, setting=setting)
+        script = parse_cached(piece.text, self.session.deadline())
+        if len(script.statements) != 1:
+            raise SqlSyntaxError("cannot insert multiple commands into a prepared statement")
+        statement = script.statements[0]
+        if isinstance(statement, ast.Subscribe):
+            raise NotAllowed(
+                "SUBSCRIBE answers more than once, so the PostgreSQL protocol cannot run it;"
+                " use GET /api/subscribe?query=SUBSCRIBE SELECT ..."
+            )
+        return Plan(piece, statement=statement)
+
+    def _answers_rows(self, plan: Plan) -> bool:
+        if plan.setting is not None:
+            return plan.setting.verb == "SHOW"
+        return plan.kind in _QUERIES
+
+    def _run(self, plan: Plan, params: Sequence[object]) -> tuple[Result, list[m.ServerMessage]]:
+        """The statement's result and the ParameterStatus messages a SET makes."""
+        ends = plan.kind in ("Commit", "Rollback")
+        if self.failed:
+            if not ends:
+                raise FailedTransaction(
+                    "current transaction is aborted, commands ignored until end of"
+                    " transaction block; send ROLLBACK"
+                )
+            self.failed = False
+            return message_result(plan.piece.text, "transaction rolled back"), []
+        if plan.setting is not None:
+            return self._setting(plan.setting)
+        in_transaction = self.session.transaction is not None
+        try:
+            return self.session.execute(plan.piece.text, params), []
+        except KdbError:
+            # The engine rolled the transaction back; PostgreSQL's client sees it failed.
+            self.failed = in_transaction or plan.kind == "Begin"
+            raise
+
+    def _tag(self, plan: Plan, result: Result) -> str:
+        if plan.setting is not None:
+            return _SETTING_TAGS[plan.setting.verb]
+        if plan.kind == "Commit" and result.message == "transaction rolled back":
+            return "ROLLBACK"
+        assert plan.statement is not None
+        return command_tag(plan.statement, result)
+
+    def _setting(self, command: SettingCommand) -> tuple[Result, list[m.ServerMessage]]:
+        settings = self.settings
+        if command.verb == "SHOW":
+            assert command.name is not None
+            if command.name.lower() == "all":
+                rows = [(name, value) for name, value in sorted(settings.values.items())]
+                columns = [Column("name", "STRING"), Column("setting", "STRING")]
+                return query_result("SHOW ALL", columns, rows), []
+            value = settings.show(command.name)
+            name = settings.canonical(command.name).lower()
+            return query_result("SHOW", [Column(name, "STRING")], [(value,)]), []
+        if command.verb == "DISCARD":
+            if self.session.transaction is not None:
+                raise SqlError("DISCARD ALL cannot run inside a transaction block")
+            self._prepared.clear()
+            self._portals.clear()
+            changed = settings.reset("all")
+        elif command.verb == "RESET":
+            assert command.name is not None
+            changed = settings.reset(command.name)
+        else:
+            assert command.name is not None and command.value is not None
+            changed = settings.set(command.name, command.value)
+        reported: list[m.ServerMessage] = [
+            m.ParameterStatus(name, settings.values[name]) for name in changed
+        ]
+        return message_result(command.verb, command.verb), reported
+
+
+def _row_description(columns: list[Column], formats: list[int]) -> m.RowDescription:
+    fields = []
+    for column, fmt in zip(columns, formats, strict=True):
+        pg = types.pg_type(column.type)
+        fields.append(m.FieldDescription(column.name, pg.oid, pg.size, fmt))
+    return m.RowDescription(tuple(fields))
+
+
+def _data_rows(result: Result, formats: list[int], rows: Sequence[tuple]) -> m.DataRows:
+    assert result.columns is not None
+    encoders = types.encoders([c.type for c in result.columns], formats)
+    pairs = list(enumerate(encoders))
+    return m.DataRows([[None if row[i] is None else encode(row[i]) for i, encode in pairs]
+                       for row in rows])  # fmt: skip

@@ -1,0 +1,132 @@
+"""The protocol core of one connection: bytes in -> messages, answers -> bytes. No sockets.
+
+    core = ProtocolCore()
+    core.receive_data(data)           # what the socket read (b"" when the client closed)
+    while (message := core.next_message()) is not None:
+        ...                           # answer it
+        out += core.send(answer)      # bytes for the socket, the state moved on
+
+The state moves by the table in `states`; a message the state does not allow is an
+UnexpectedMessage, bytes that do not decode a MalformedMessage, a message longer than
+`max_message_bytes` a MessageTooLarge. After any of them the connection is CLOSED: the
+caller sends `error_bytes` of it, if it can, and closes.
+"""
+
+from __future__ import annotations
+
+import struct
+
+from refimpl.errors import MessageTooLarge, UnexpectedMessage
+from refimpl.pgwire import messages as m
+from refimpl.pgwire.states import RECEIVED, SENT, UNTYPED, Action, State
+
+_LENGTH = struct.Struct("!i")
+STARTUP_LIMIT = 10_000  # a startup packet is a few names and values
+
+
+class ProtocolCore:
+    """One connection's protocol state and unread bytes; one thread at a time uses it."""
+
+    def __init__(self, max_message_bytes: int) -> None:
+        self.state = State.STARTUP
+        self.max_message_bytes = max_message_bytes
+        self._buffer = bytearray()
+        self._at = 0
+        self.client_closed = False
+        # Whether the message being answered belongs to the extended protocol: an error
+        # answered to it makes the connection skip to the next Sync.
+        self._extended = False
+
+    # -- receiving -----------------------------------------------------------------------
+
+    def receive_data(self, data: bytes) -> None:
+        """Bytes the client sent; b"" means it closed its side."""
+        if not data:
+            self.client_closed = True
+            return
+        if self._at > 65536 and self._at * 2 > len(self._buffer):
+            del self._buffer[: self._at]
+            self._at = 0
+        self._buffer += data
+
+    def next_message(self) -> m.ClientMessage | None:
+        """The next message to answer, or None until more bytes arrive (or after CLOSED)."""
+        while self.state is not State.CLOSED:
+            framed = self._next_frame()
+            if framed is None:
+                return None
+            kind, body = framed
+            message = m.decode_startup(body) if kind is None else m.decode(kind, body)
+            step = RECEIVED.get((self.state, type(message)))
+            if step is None:
+                state = self.state
+                self.state = State.CLOSED
+                raise UnexpectedMessage(
+                    f"a {type(message).__name__} message is not allowed while the connection"
+                    f" is in its {state.value} state"
+                )
+            self.state, action = step
+            if action is Action.DELIVER:
+                self._extended = isinstance(message, m.EXTENDED)
+                return message
+        return None
+
+    def _next_frame(self) -> tuple[bytes | None, bytes] | None:
+        buffer, at = self._buffer, self._at
+        untyped = self.state in UNTYPED
+        head = 4 if untyped else 5
+        if len(buffer) - at < head:
+            return None
+        kind = None if untyped else bytes(buffer[at : at + 1])
+        (length,) = _LENGTH.unpack_from(buffer, at + head - 4)
+        limit = STARTUP_LIMIT if untyped else self.max_message_bytes
+        if length < 4 or length > limit:
+            self.state = State.CLOSED
+            if length < 4:
+                raise UnexpectedMessage(f"a message length of {length} is impossible")
+            raise MessageTooLarge(
+                f"a message of {length} bytes is longer than the server takes ({limit});"
+                " send less at once"
+            )
+        end = at + head - 4 + length
+        if len(buffer) < end:
+            return None
+        body = bytes(buffer[at + head : end])
+        self._at = end
+        return kind, body
+
+    def has_message(self) -> bool:
+        """Whether a whole message waits to be read (or the client closed its side)."""
+        if self.client_closed:
+            return True
+        head = 4 if self.state in UNTYPED else 5
+        available = len(self._buffer) - self._at
+        if available < head:
+            return False
+        (length,) = _LENGTH.unpack_from(self._buffer, self._at + head - 4)
+        # A length out of bounds counts as whole: reading it raises the error at once.
+        return length < 4 or length > self.max_message_bytes or available >= head - 4 + length
+
+    # -- sending -------------------------------------------------------------------------
+
+    def send(self, message: m.ServerMessage) -> bytes:
+        """The bytes of an answer; the state moves on. An answer the state forbids is a bug."""
+        if isinstance(message, m.ErrorResponse) and not message.notice:
+            if self.state is State.READY and self._extended:
+                self.state = State.SKIPPING
+                return message.encode()
+        elif isinstance(message, m.ErrorResponse):
+            return message.encode()  # a notice never moves the state
+        next_state = SENT.get((self.state, type(message)))
+        if next_state is None:
+            raise AssertionError(f"{type(message).__name__} sent in state {self.state.value}")
+        self.state = next_state
+        return message.encode()
+
+    def close(self) -> None:
+        self.state = State.CLOSED
+
+
+def error_bytes(code: str, message: str) -> bytes:
+    """A FATAL error for a connection that ends (a protocol error, a refused start)."""
+    return m.ErrorResponse(code, message, severity="FATAL").encode()

@@ -1,0 +1,159 @@
+"""One client's protocol connection above the core: startup, login, then the conversation.
+
+Bytes in (`core.receive_data`), bytes out (`answer_pending`); no sockets. The login takes
+the startup's `user` and, as the password, one of that user's tokens (sent in the clear
+when asked for: the server keeps only hashes of tokens, so neither MD5 nor SCRAM, which
+need the secret or a verifier made from it, can check one), then opens an engine session
+on the startup's `database` (default `demo`). With `dev` there is no password: every
+connection acts as admin, as over HTTP.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from refimpl.engine import admission
+from refimpl.engine.instance import Instance
+from refimpl.engine.rights import ADMIN, Principal
+from refimpl.errors import KdbError, ProtocolError, Unauthorized, UnknownDatabase
+from refimpl.pgwire import messages as m
+from refimpl.pgwire import sqlstate
+from refimpl.pgwire.conversation import Conversation
+from refimpl.pgwire.core import ProtocolCore, error_bytes
+from refimpl.pgwire.session_settings import REPORTED, SessionSettings
+from refimpl.pgwire.states import State
+
+DEFAULT_DATABASE = "demo"
+
+
+@dataclass(frozen=True, slots=True)
+class LinkOptions:
+    dev: bool = False
+    max_message_bytes: int = 64 * 1024 * 1024
+
+
+class Link:
+    """Startup, login and the conversation of one connection; one thread at a time."""
+
+    def __init__(self, instance: Instance, options: LinkOptions, process_id: int,
+                 secret_key: int, on_cancel: Callable[[int, int], None],
+                 refusal: str | None = None) -> None:  # fmt: skip
+        """`refusal`: why the server refuses this connection (a limit): told after the
+        startup message, where every client reads it (an answer to an SSLRequest is one byte)."""
+        self.refusal = refusal
+        self.instance = instance
+        self.options = options
+        self.core = ProtocolCore(options.max_message_bytes)
+        self.process_id = process_id
+        self.secret_key = secret_key
+        self._on_cancel = on_cancel
+        self._startup: dict[str, str] = {}
+        self.conversation: Conversation | None = None
+        self._running = False  # a worker answers this connection's messages now
+        self._cancel = threading.Event()
+
+    @property
+    def closed(self) -> bool:
+        return self.core.state is State.CLOSED
+
+    def answer_pending(self) -> bytes:
+        """Answer every whole message received; the bytes to send (then close if `closed`)."""
+        core = self.core
+        out: list[bytes] = []
+        self._cancel.clear()
+        self._running = True
+        admission.watch_cancel(self._cancel)
+        try:
+            while (message := core.next_message()) is not None:
+                for answer in self._answer(message):
+                    out.append(core.send(answer))
+                if core.state is State.CLOSED:
+                    break
+        except ProtocolError as error:
+            core.close()
+            out.append(error_bytes(sqlstate.sqlstate_of(error), error.message))
+        finally:
+            self._running = False
+            admission.watch_cancel(None)
+        if core.client_closed and not self.closed:
+            core.close()
+        if self.closed:
+            self.end()
+        return b"".join(out)
+
+    def cancel(self) -> None:
+        """A CancelRequest for this connection: its running statement stops at its next
+        check (long scans check every few thousand rows); idle, nothing happens."""
+        if self._running:
+            self._cancel.set()
+
+    def end(self) -> None:
+        """The connection is over: an open transaction is rolled back."""
+        self.core.close()
+        if self.conversation is not None:
+            self.conversation.close()
+            self.conversation = None
+
+    def refuse(self, code: str, message: str) -> bytes:
+        """A FATAL error for a connection the server ends (a limit, a shutdown)."""
+        self.end()
+        return error_bytes(code, message)
+
+    def _answer(self, message: m.ClientMessage) -> list[m.ServerMessage]:
+        if self.conversation is not None:
+            if isinstance(message, m.Terminate):
+                self.end()
+                return []
+            return self.conversation.answer(message)
+        if isinstance(message, m.SslRequest | m.GssEncRequest):
+            return [m.SslRefused()]
+        if isinstance(message, m.CancelRequest):
+            self._on_cancel(message.process_id, message.secret_key)
+            return []
+        if isinstance(message, m.Startup):
+            self._startup = message.parameters
+            if self.refusal is not None:
+                return [m.ErrorResponse(sqlstate.TOO_MANY_CONNECTIONS, self.refusal, "FATAL")]
+            if "user" not in message.parameters:
+                return [m.ErrorResponse("28000", "no user name was given in the startup"
+                                        " message; connect with a user name", "FATAL")]
+            if self.options.dev:
+                return self._login(ADMIN)
+            return [m.AuthenticationCleartextPassword()]
+        if isinstance(message, m.Password):
+            return self._password(message.password)
+        return []
+
+    def _password(self, password: str) -> list[m.ServerMessage]:
+        user = self._startup["user"]
+        try:
+            principal = self.instance.access.authenticate(password)
+        except Unauthorized as error:
+            return [m.ErrorResponse(sqlstate.INVALID_PASSWORD,
+                                    f"password authentication failed for user \"{user}\":"
+                                    f" {error.message}; send one of the user's tokens as"
+                                    " the password", "FATAL")]  # fmt: skip
+        if (principal.name or "").lower() != user.lower():
+            return [m.ErrorResponse(sqlstate.INVALID_PASSWORD,
+                                    f"password authentication failed for user \"{user}\":"
+                                    f" the token belongs to {principal.describe()}; connect"
+                                    " as that user or send one of this user's tokens",
+                                    "FATAL")]  # fmt: skip
+        return self._login(principal)
+
+    def _login(self, principal: Principal) -> list[m.ServerMessage]:
+        database = self._startup.get("database") or DEFAULT_DATABASE
+        try:
+            if not self.instance.has_database(database):
+                raise UnknownDatabase(database)
+            session = self.instance.session(database, principal)
+            settings = SessionSettings(self._startup, principal.name or "", principal.is_admin)
+        except KdbError as error:
+            return [m.ErrorResponse(sqlstate.sqlstate_of(error), error.message, "FATAL")]
+        self.conversation = Conversation(session, settings)
+        out: list[m.ServerMessage] = [m.AuthenticationOk()]
+        out += [m.ParameterStatus(name, settings.values[name]) for name in REPORTED]
+        out += [m.BackendKeyData(self.process_id, self.secret_key), m.ReadyForQuery("I")]
+        return out

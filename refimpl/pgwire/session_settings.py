@@ -1,0 +1,152 @@
+"""The session settings drivers and psql set and show: SET, SHOW, RESET, DISCARD ALL.
+
+These statements are the protocol's, not the engine's: they change nothing in a database.
+A setting the server reports (`REPORTED`) goes to the client as ParameterStatus at the
+startup and whenever SET changes it. Values are kept as given, except that
+`client_encoding` must be UTF-8 (the only encoding served) and `TimeZone` is accepted but
+changes nothing: timestamps are always written in UTC, with their `+00` offset.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from refimpl.errors import BadRequest, SqlError, UnknownSetting
+
+SERVER_VERSION = "15.0"
+
+DEFAULTS: dict[str, str] = {
+    "server_version": SERVER_VERSION,
+    "server_version_num": "150000",
+    "server_encoding": "UTF8",
+    "client_encoding": "UTF8",
+    "DateStyle": "ISO, MDY",
+    "IntervalStyle": "postgres",
+    "TimeZone": "UTC",
+    "integer_datetimes": "on",
+    "standard_conforming_strings": "on",
+    "application_name": "",
+    "search_path": '"$user", public',
+    "extra_float_digits": "1",
+    "statement_timeout": "0",
+    "lock_timeout": "0",
+    "idle_in_transaction_session_timeout": "0",
+    "default_transaction_isolation": "serializable",
+    "transaction_isolation": "serializable",
+    "default_transaction_read_only": "off",
+    "max_identifier_length": "63",
+    "bytea_output": "hex",
+    "client_min_messages": "notice",
+    "row_security": "on",
+    "jit": "off",
+    "is_superuser": "off",
+    "session_authorization": "",
+}
+READ_ONLY = frozenset({"server_version", "server_version_num", "server_encoding",
+                       "integer_datetimes", "max_identifier_length", "is_superuser",
+                       "session_authorization", "transaction_isolation"})  # fmt: skip
+REPORTED = ("server_version", "server_encoding", "client_encoding", "DateStyle",
+            "IntervalStyle", "TimeZone", "integer_datetimes", "standard_conforming_strings",
+            "application_name", "is_superuser", "session_authorization")  # fmt: skip
+_BY_LOWER = {name.lower(): name for name in DEFAULTS}
+_UTF8 = frozenset({"utf8", "utf-8", "unicode"})
+
+_SET = re.compile(
+    r"^set\s+(?:(session|local)\s+)?(?:time\s+zone\s+(?P<zone>.+)|(?P<name>[a-z_][\w.]*)"
+    r"\s*(?:=|\s+to\s+|\s+)(?P<value>.+))$",
+    re.IGNORECASE | re.DOTALL,
+)
+_SHOW = re.compile(r"^show\s+(?P<name>[a-z_][\w.]*|all)$", re.IGNORECASE)
+_RESET = re.compile(r"^reset\s+(?P<name>[a-z_][\w.]*|all)$", re.IGNORECASE)
+_DISCARD = re.compile(r"^discard\s+all$", re.IGNORECASE)
+# SHOW statements of the engine itself: these are never session settings.
+_ENGINE_SHOWS = frozenset({"tables", "columns", "create", "users", "grants"})
+
+
+@dataclass(frozen=True, slots=True)
+class SettingCommand:
+    """A recognised SET / SHOW / RESET / DISCARD: `verb` and, for SET, the value's text."""
+
+    verb: str  # "SET", "SHOW", "RESET", "DISCARD"
+    name: str | None = None
+    value: str | None = None
+
+
+def recognise(text: str) -> SettingCommand | None:
+    """The setting command `text` is, or None when it is a statement for the engine."""
+    stripped = text.strip().rstrip(";").strip()
+    if match := _SET.match(stripped):
+        if match["zone"] is not None:
+            return SettingCommand("SET", "TimeZone", _unquote(match["zone"]))
+        return SettingCommand("SET", match["name"], _unquote(match["value"]))
+    if (match := _SHOW.match(stripped)) and match["name"].lower() not in _ENGINE_SHOWS:
+        return SettingCommand("SHOW", match["name"])
+    if match := _RESET.match(stripped):
+        return SettingCommand("RESET", match["name"])
+    if _DISCARD.match(stripped):
+        return SettingCommand("DISCARD")
+    return None
+
+
+def _unquote(value: str) -> str:
+    parts = [part.strip() for part in value.strip().split(",")]
+    cleaned = []
+    for part in parts:
+        if len(part) >= 2 and part[0] == part[-1] == "'":
+            part = part[1:-1].replace("''", "'")
+        cleaned.append(part)
+    return ", ".join(cleaned) if len(cleaned) > 1 else cleaned[0]
+
+
+class SessionSettings:
+    """One connection's settings; `set` answers the names whose reported value changed."""
+
+    def __init__(self, startup: dict[str, str], user: str, is_admin: bool) -> None:
+        self.values = dict(DEFAULTS)
+        self.values["session_authorization"] = user
+        self.values["is_superuser"] = "on" if is_admin else "off"
+        for name, value in startup.items():
+            known = _BY_LOWER.get(name.lower())
+            if known is not None and known not in READ_ONLY:
+                self.values[known] = self._checked(known, value)
+
+    def canonical(self, name: str) -> str:
+        known = _BY_LOWER.get(name.lower())
+        if known is None and "." not in name:
+            raise UnknownSetting(f'unrecognized configuration parameter "{name}"')
+        return known or name.lower()
+
+    def show(self, name: str) -> str:
+        known = self.canonical(name)
+        if known not in self.values:
+            raise UnknownSetting(f'unrecognized configuration parameter "{name}"')
+        return self.values[known]
+
+    def set(self, name: str, value: str) -> list[str]:
+        known = self.canonical(name)
+        if known in READ_ONLY:
+            raise SqlError(f'parameter "{known}" cannot be changed')
+        if value.lower() == "default":
+            value = DEFAULTS.get(known, "")
+        value = self._checked(known, value)
+        changed = self.values.get(known) != value
+        self.values[known] = value
+        return [known] if changed and known in REPORTED else []
+
+    def reset(self, name: str) -> list[str]:
+        if name.lower() == "all":
+            changed = [n for n in REPORTED if self.values[n] != DEFAULTS[n] and n not in READ_ONLY]
+            for known in changed:
+                self.values[known] = DEFAULTS[known]
+            return changed
+        return self.set(name, "default")
+
+    def _checked(self, name: str, value: str) -> str:
+        if name == "client_encoding":
+            if value.strip("'\"").lower() not in _UTF8:
+                raise BadRequest(
+                    f"client_encoding {value} is not served; this server speaks UTF8 only"
+                )
+            return "UTF8"
+        return value

@@ -1,0 +1,123 @@
+"""A query text as PostgreSQL clients write it: statements split at `;`, `$n` parameters.
+
+The engine numbers `?` placeholders in text order; PostgreSQL names them `$1`, `$2`, ...,
+in any order and any number of times. `split` reads the text once (quotes, quoted names and
+comments respected), cuts it into statements and writes each `$n` as `?` padded to the same
+width, so that a character position the engine reports is the same in the client's text.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Piece:
+    """One statement: the engine's text (`?` for each `$n`), where it starts in the client's
+    text, and the `$n` numbers of its placeholders in text order."""
+
+    text: str
+    offset: int
+    params: tuple[int, ...]
+
+
+def _skip_quoted(text: str, at: int, quote: str, backslashes: bool) -> int:
+    """The index after the closing quote of the quoted part that starts at `at`."""
+    n = len(text)
+    i = at + 1
+    while i < n:
+        ch = text[i]
+        if backslashes and ch == "\\":
+            i += 2
+            continue
+        if ch == quote:
+            if i + 1 < n and text[i + 1] == quote:
+                i += 2
+                continue
+            return i + 1
+        i += 1
+    return n
+
+
+def _skip_block_comment(text: str, at: int) -> int:
+    depth, i, n = 0, at, len(text)
+    while i < n:
+        if text.startswith("/*", i):
+            depth, i = depth + 1, i + 2
+        elif text.startswith("*/", i):
+            depth, i = depth - 1, i + 2
+            if depth == 0:
+                return i
+        else:
+            i += 1
+    return n
+
+
+def split(text: str) -> list[Piece]:
+    """The statements of `text`, empty ones (`;;`, comments alone) left out."""
+    pieces: list[Piece] = []
+    out: list[str] = []
+    params: list[int] = []
+    start = i = 0
+    n = len(text)
+
+    def finish(end: int) -> None:
+        chunk = "".join(out)
+        stripped = chunk.strip()
+        if stripped and not _only_comments(stripped):
+            lead = len(chunk) - len(chunk.lstrip())
+            pieces.append(Piece(stripped, start + lead, tuple(params)))
+
+    while i < n:
+        ch = text[i]
+        if ch == "'":
+            escaped = i > 0 and text[i - 1] in "eE" and (i < 2 or not _word(text[i - 2]))
+            end = _skip_quoted(text, i, "'", escaped)
+        elif ch == '"':
+            end = _skip_quoted(text, i, '"', False)
+        elif text.startswith("--", i):
+            newline = text.find("\n", i)
+            end = n if newline < 0 else newline
+        elif text.startswith("/*", i):
+            end = _skip_block_comment(text, i)
+        elif ch == "$" and _placeholder_at(text, i):
+            end = i + 1
+            while end < n and text[end].isdigit():
+                end += 1
+            params.append(int(text[i + 1 : end]))
+            out.append("?" + " " * (end - i - 1))
+            i = end
+            continue
+        elif ch == ";":
+            finish(i)
+            out, params = [], []
+            start = i = i + 1
+            continue
+        else:
+            end = i + 1
+        out.append(text[i:end])
+        i = end
+    finish(n)
+    return pieces
+
+
+def _placeholder_at(text: str, i: int) -> bool:
+    """`$` followed by digits and not inside a word (`a$1` is a name in PostgreSQL)."""
+    return i + 1 < len(text) and text[i + 1].isdigit() and (i == 0 or not _word(text[i - 1]))
+
+
+def _word(ch: str) -> bool:
+    return ch.isalnum() or ch == "_"
+
+
+def _only_comments(text: str) -> bool:
+    rest = text
+    while rest:
+        if rest.startswith("--"):
+            newline = rest.find("\n")
+            rest = "" if newline < 0 else rest[newline + 1 :].lstrip()
+        elif rest.startswith("/*"):
+            rest = rest[_skip_block_comment(rest, 0) :].lstrip()
+        else:
+            return False
+    return True

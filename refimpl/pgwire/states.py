@@ -1,0 +1,78 @@
+"""The states of one protocol connection and what moves them: a transition table as data.
+
+A connection starts in STARTUP, where packets have no type byte (an SSLRequest answered 'N'
+keeps it there; a CancelRequest ends it). The StartupMessage moves it to STARTING, where the
+server decides: a password request moves it to AUTHENTICATING until the password comes back,
+ReadyForQuery to READY. In READY every message is delivered; an error answered to a message
+of the extended protocol moves it to SKIPPING, where messages are dropped up to the next Sync
+(as PostgreSQL does: a client pipelines Parse/Bind/Execute and must not have the later ones
+run after the first failed). Terminate, a refused startup or a protocol error ends in CLOSED.
+
+`RECEIVED[(state, message type)]` and `SENT[(state, message type)]` give the next state and,
+for received messages, whether the message is delivered or dropped; a pair not in the table
+is a protocol violation (UnexpectedMessage for the client, a bug for the server).
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Final
+
+from refimpl.pgwire import messages as m
+
+
+class State(enum.Enum):
+    STARTUP = "startup"
+    STARTING = "starting"
+    AUTHENTICATING = "authenticating"
+    READY = "ready"
+    SKIPPING = "skipping"  # after an error in the extended protocol, until Sync
+    CLOSED = "closed"
+
+
+class Action(enum.Enum):
+    DELIVER = "deliver"
+    DROP = "drop"
+
+
+S = State
+_COMMANDS = (m.Query, m.Parse, m.Bind, m.Describe, m.Execute, m.Close, m.Flush, m.Sync,
+             m.CopyData, m.CopyDone, m.CopyFail, m.FunctionCall)  # fmt: skip
+
+RECEIVED: Final[dict[tuple[State, type], tuple[State, Action]]] = {
+    (S.STARTUP, m.SslRequest): (S.STARTUP, Action.DELIVER),
+    (S.STARTUP, m.GssEncRequest): (S.STARTUP, Action.DELIVER),
+    (S.STARTUP, m.CancelRequest): (S.CLOSED, Action.DELIVER),
+    (S.STARTUP, m.Startup): (S.STARTING, Action.DELIVER),
+    (S.AUTHENTICATING, m.Password): (S.STARTING, Action.DELIVER),
+    (S.AUTHENTICATING, m.Terminate): (S.CLOSED, Action.DROP),
+    **{(S.READY, kind): (S.READY, Action.DELIVER) for kind in _COMMANDS},
+    (S.READY, m.Terminate): (S.CLOSED, Action.DELIVER),
+    **{(S.SKIPPING, kind): (S.SKIPPING, Action.DROP) for kind in _COMMANDS},
+    (S.SKIPPING, m.Sync): (S.READY, Action.DELIVER),
+    (S.SKIPPING, m.Terminate): (S.CLOSED, Action.DELIVER),
+}
+
+# What the server's answers do to the state. An ErrorResponse in READY goes to SKIPPING only
+# when it answers an extended-protocol message: the core decides that (see core.Connection).
+_ANSWERS = (m.RowDescription, m.DataRows, m.CommandComplete, m.EmptyQueryResponse,
+            m.ErrorResponse, m.ParseComplete, m.BindComplete, m.CloseComplete, m.NoData,
+            m.PortalSuspended, m.ParameterDescription, m.ReadyForQuery, m.ParameterStatus)
+SENT: Final[dict[tuple[State, type], State]] = {
+    (S.STARTUP, m.SslRefused): S.STARTUP,
+    (S.STARTUP, m.ErrorResponse): S.CLOSED,
+    (S.STARTING, m.AuthenticationCleartextPassword): S.AUTHENTICATING,
+    (S.STARTING, m.AuthenticationOk): S.STARTING,
+    (S.STARTING, m.ParameterStatus): S.STARTING,
+    (S.STARTING, m.BackendKeyData): S.STARTING,
+    (S.STARTING, m.ReadyForQuery): S.READY,
+    (S.STARTING, m.ErrorResponse): S.CLOSED,
+    (S.AUTHENTICATING, m.ErrorResponse): S.CLOSED,
+    **{(S.READY, kind): S.READY for kind in _ANSWERS},
+    # A notice or a shutdown error may go out while a client's messages are being skipped.
+    (S.SKIPPING, m.ErrorResponse): S.SKIPPING,
+    (S.SKIPPING, m.ReadyForQuery): S.READY,
+}
+
+# States whose packets carry no type byte.
+UNTYPED: Final = frozenset({S.STARTUP})

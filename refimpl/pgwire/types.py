@@ -1,0 +1,181 @@
+"""Type OIDs and the text and binary encodings of every column type this database has.
+
+| column type | PostgreSQL type (OID)  | text            | binary                            |
+|-------------|------------------------|-----------------|-----------------------------------|
+| INT         | int4 (23)              | decimal         | 4-byte big-endian                 |
+| BIGINT      | int8 (20)              | decimal         | 8-byte big-endian                 |
+| DOUBLE      | float8 (701)           | shortest exact  | IEEE 754, big-endian              |
+| STRING      | text (25)              | UTF-8           | UTF-8                             |
+| SYMBOL      | text (25)              | UTF-8           | UTF-8                             |
+| BOOLEAN     | bool (16)              | t / f           | one byte 1 / 0                    |
+| TIMESTAMP   | timestamptz (1184)     | ISO, UTC (+00)  | microseconds since 2000-01-01 UTC |
+
+STRING and SYMBOL are both text: the protocol cannot tell them apart (spec/pgwire.md).
+Parameters arrive in either format with the OID the client named, or 0 (unspecified), in
+which case the type the statement gives the parameter decides (`decode_param`).
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from refimpl.engine.storage.values import format_timestamp, parse_timestamp
+from refimpl.errors import InvalidValue
+
+BOOL, INT8, INT2, INT4, TEXT, OID = 16, 20, 21, 23, 25, 26
+FLOAT4, FLOAT8, UNKNOWN, VARCHAR, BPCHAR, NAME = 700, 701, 705, 1043, 1042, 19
+TIMESTAMP, TIMESTAMPTZ, NUMERIC, CHAR, REGCLASS = 1114, 1184, 1700, 18, 2205
+
+# 2000-01-01 UTC, the zero of PostgreSQL's binary timestamps, in microseconds since 1970.
+PG_EPOCH_MICROS = 946_684_800_000_000
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+_I2, _I4, _I8 = struct.Struct("!h"), struct.Struct("!i"), struct.Struct("!q")
+_F4, _F8 = struct.Struct("!f"), struct.Struct("!d")
+
+
+def _float_text(value: float) -> str:
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "Infinity" if value > 0 else "-Infinity"
+    text = repr(value)
+    return text[:-2] if text.endswith(".0") else text
+
+
+def timestamp_text(micros: int) -> str:
+    """`2026-09-24 10:00:00.5+00`: PostgreSQL's ISO output of a timestamptz in UTC."""
+    iso = format_timestamp(micros)[:-1].replace("T", " ", 1)
+    head, _, fraction = iso.partition(".")
+    fraction = fraction.rstrip("0")
+    return f"{head}.{fraction}+00" if fraction else f"{head}+00"
+
+
+@dataclass(frozen=True, slots=True)
+class PgType:
+    oid: int
+    name: str
+    size: int  # bytes, -1 for variable length
+    text: Callable[[object], bytes]
+    binary: Callable[[object], bytes]
+
+
+def _utf8(value: object) -> bytes:
+    return str(value).encode("utf-8")
+
+
+_TEXT = PgType(TEXT, "text", -1, _utf8, _utf8)
+COLUMN_TYPES: dict[str, PgType] = {
+    "INT": PgType(INT4, "integer", 4, lambda v: b"%d" % v, _I4.pack),
+    "BIGINT": PgType(INT8, "bigint", 8, lambda v: b"%d" % v, _I8.pack),
+    "DOUBLE": PgType(FLOAT8, "double precision", 8, lambda v: _float_text(v).encode(),
+                     lambda v: _F8.pack(v)),  # fmt: skip
+    "STRING": _TEXT,
+    "SYMBOL": _TEXT,
+    "BOOLEAN": PgType(BOOL, "boolean", 1, lambda v: b"t" if v else b"f",
+                      lambda v: b"\x01" if v else b"\x00"),  # fmt: skip
+    "TIMESTAMP": PgType(TIMESTAMPTZ, "timestamp with time zone", 8,
+                        lambda v: timestamp_text(v).encode(),  # type: ignore[arg-type]
+                        lambda v: _I8.pack(v - PG_EPOCH_MICROS)),  # type: ignore[operator]
+}  # fmt: skip
+# The engine type a parameter of a given OID stands for, when the client names one.
+ENGINE_TYPE_OF_OID = {
+    BOOL: "BOOLEAN", INT2: "INT", INT4: "INT", INT8: "BIGINT", OID: "BIGINT",
+    FLOAT4: "DOUBLE", FLOAT8: "DOUBLE", NUMERIC: "DOUBLE", TEXT: "STRING", VARCHAR: "STRING",
+    BPCHAR: "STRING", NAME: "STRING", CHAR: "STRING", TIMESTAMP: "TIMESTAMP",
+    TIMESTAMPTZ: "TIMESTAMP",
+}  # fmt: skip
+
+
+def pg_type(column_type: str) -> PgType:
+    """The PostgreSQL type of a result column (text for NULL-only and unknown columns)."""
+    return COLUMN_TYPES.get(column_type, _TEXT)
+
+
+def oid_of(column_type: str | None) -> int:
+    """A parameter's OID for ParameterDescription: its type, or text when none is known."""
+    return pg_type(column_type).oid if column_type else TEXT
+
+
+def encoders(column_types: list[str], formats: list[int]) -> list[Callable[[object], bytes]]:
+    """One encoder a column, text or binary as `formats` (one code per column) asks."""
+    return [pg_type(t).binary if f == 1 else pg_type(t).text
+            for t, f in zip(column_types, formats, strict=True)]  # fmt: skip
+
+
+# --- parameters ---------------------------------------------------------------------------
+
+
+def _bool_text(text: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered in ("t", "true", "y", "yes", "on", "1"):
+        return True
+    if lowered in ("f", "false", "n", "no", "off", "0"):
+        return False
+    raise ValueError(text)
+
+
+def _timestamp_value(micros: int) -> datetime:
+    return _EPOCH + timedelta(microseconds=micros)
+
+
+def _number_text(text: str) -> int | float:
+    stripped = text.strip()
+    try:
+        return int(stripped)
+    except ValueError:
+        return float(stripped)
+
+
+_FROM_TEXT: dict[str, Callable[[str], object]] = {
+    "BOOLEAN": _bool_text,
+    "INT": lambda t: int(t.strip()),
+    "BIGINT": lambda t: int(t.strip()),
+    "DOUBLE": _number_text,
+    "STRING": lambda t: t,
+    "SYMBOL": lambda t: t,
+    "TIMESTAMP": lambda t: _timestamp_value(parse_timestamp(t)),
+}
+_FROM_BINARY: dict[int, Callable[[bytes], object]] = {
+    BOOL: lambda b: b != b"\x00",
+    INT2: lambda b: _I2.unpack(b)[0],
+    INT4: lambda b: _I4.unpack(b)[0],
+    OID: lambda b: struct.unpack("!I", b)[0],
+    INT8: lambda b: _I8.unpack(b)[0],
+    FLOAT4: lambda b: _F4.unpack(b)[0],
+    FLOAT8: lambda b: _F8.unpack(b)[0],
+    TIMESTAMP: lambda b: _timestamp_value(_I8.unpack(b)[0] + PG_EPOCH_MICROS),
+    TIMESTAMPTZ: lambda b: _timestamp_value(_I8.unpack(b)[0] + PG_EPOCH_MICROS),
+}
+_TEXT_OIDS = frozenset({TEXT, VARCHAR, BPCHAR, NAME, CHAR, UNKNOWN, 0})
+
+
+def decode_param(data: bytes, oid: int, binary: bool, hint: str | None, number: int) -> object:
+    """Parameter `$number` as a Python value the engine takes (TIMESTAMP as a datetime).
+
+    `oid` is what the client named (0: nothing); `hint` the column type the statement gives
+    the parameter, used when the client named none. InvalidValue when the bytes do not
+    read as the type.
+    """
+    if oid in (0, UNKNOWN) and hint is not None:
+        oid = pg_type(hint).oid  # the type the client was told in ParameterDescription
+    kind = ENGINE_TYPE_OF_OID.get(oid)
+    try:
+        if binary and oid not in _TEXT_OIDS:
+            decoder = _FROM_BINARY.get(oid)
+            if decoder is None:
+                raise InvalidValue(
+                    f"parameter ${number} is in the binary format of type OID {oid}, which"
+                    " this server does not read; send it as text"
+                )
+            return decoder(data)
+        text = data.decode("utf-8")
+        return _FROM_TEXT[kind](text) if kind else text
+    except (ValueError, struct.error, UnicodeDecodeError, OverflowError):
+        raise InvalidValue(
+            f"parameter ${number} is not a valid {kind or 'value'}: {data[:40]!r}"
+        ) from None

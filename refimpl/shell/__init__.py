@@ -1,0 +1,11 @@
+"""`refimpl sql`: an interactive SQL shell on a data folder or on a server.
+
+`backends` runs SQL, on a data folder through the embedded API (`refimpl.connect`) or on a
+server through `POST /exec`, and gives both answers one shape; `render` shows them (a
+table, CSV or JSON) and an error with its position; `completion` completes keywords,
+tables and columns; `repl` is the loop: line editing, history across runs, statements over
+several lines ending at `;`, and backslash commands (`\\d`, `\\timing`, `\\format`).
+
+May import `refimpl` (the embedded API), `refimpl.errors`, prompt-toolkit, rich and requests;
+never the engine's modules or a protocol layer: the shell is a client like any other.
+"""

@@ -1,0 +1,92 @@
+"""Reductions of the PostgreSQL spellings that psql and drivers send: schema-qualified
+names (`pg_catalog.pg_class`, `pg_catalog.format_type(...)`), `OPERATOR(pg_catalog.~)`,
+`COLLATE`, and `E'...'` strings with backslash escapes.
+
+Only the schemas `pg_catalog` and `public` exist: a name in either is the bare name (the
+catalog relations and functions are found by it), any other schema is an error.
+"""
+
+from __future__ import annotations
+
+import re
+
+from lark import Token, Transformer, v_args
+
+from refimpl.errors import SqlSyntaxError
+from refimpl.sql import ast
+
+SCHEMAS = frozenset({"pg_catalog", "public"})
+# PostgreSQL type names in `x::type` -> the column type they stand for. OIDs and the reg*
+# types are numbers here (an OID is a BIGINT).
+_CAST_TYPES = {
+    "text": "STRING", "varchar": "STRING", "name": "STRING", "char": "STRING",
+    "int": "INT", "int4": "INT", "integer": "INT", "int2": "INT", "smallint": "INT",
+    "int8": "BIGINT", "bigint": "BIGINT", "oid": "BIGINT", "regclass": "BIGINT",
+    "regtype": "BIGINT", "regproc": "BIGINT", "regnamespace": "BIGINT",
+    "regrole": "BIGINT", "float8": "DOUBLE", "float4": "DOUBLE",
+    "numeric": "DOUBLE", "bool": "BOOLEAN", "boolean": "BOOLEAN",
+    "timestamptz": "TIMESTAMP", "timestamp": "TIMESTAMP",
+}  # fmt: skip
+_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "b": "\b", "f": "\f", "\\": "\\", "'": "'"}
+_ESCAPE = re.compile(r"\\(x[0-9a-fA-F]{1,2}|u[0-9a-fA-F]{4}|[0-7]{1,3}|.)", re.DOTALL)
+
+
+def _unschema(schema: str, name: str) -> str:
+    if schema.lower() not in SCHEMAS:
+        raise SqlSyntaxError(
+            f"schema '{schema}' does not exist; the schemas are pg_catalog and public, and a"
+            " table needs none"
+        )
+    return name
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = match.group(1)
+    if code[0] in "xu" and len(code) > 1:
+        return chr(int(code[1:], 16))
+    if code[0].isdigit():
+        return chr(int(code, 8))
+    return _ESCAPES.get(code, code)
+
+
+@v_args(inline=True)
+class PgBuilder(Transformer):
+    def qualified_table_name(self, schema: str, name: str) -> str:
+        return _unschema(schema, name)
+
+    def qualified_call(self, schema: str, name: str, args: tuple | None) -> ast.FuncCall:
+        return ast.FuncCall(_unschema(schema, name).lower(), args or ())
+
+    def pg_operator(self, schema: str, op: str) -> str:
+        _unschema(schema, op)
+        return op
+
+    def op_symbol(self, token: Token) -> str:
+        return "<>" if token == "!=" else str(token)
+
+    def collate(self, operand: ast.Expr, *collation: str) -> ast.Expr:
+        # Text compares by code point here whatever the collation: the clause changes nothing.
+        return operand
+
+    def array_quantified(self, operand: ast.Expr, op: str, quantifier: str,
+                         array: ast.Expr) -> ast.ArrayQuantified:
+        return ast.ArrayQuantified(op, operand, quantifier, array)
+
+    def array_subquery(self, query: ast.Query) -> ast.ArraySubquery:
+        return ast.ArraySubquery(query)
+
+    def pg_cast(self, operand: ast.Expr, *name: str | None) -> ast.Expr:
+        """`x::type`: a CAST to the column type a PostgreSQL type name stands for."""
+        schema, type_name = (name[0], name[1]) if name[1] is not None else (None, name[0])
+        if schema is not None:
+            _unschema(schema, type_name or "")
+        assert type_name is not None
+        target = _CAST_TYPES.get(type_name.lower())
+        if target is None:
+            raise SqlSyntaxError(f"type {type_name} is not known here; cast to one of"
+                                 f" {', '.join(sorted(_CAST_TYPES))}")
+        return ast.Cast(operand, target)
+
+    def escape_string(self, token: Token) -> ast.Literal:
+        body = token[2:-1].replace("''", "'")
+        return ast.Literal(_ESCAPE.sub(_escape, body), "STRING")

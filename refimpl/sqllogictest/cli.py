@@ -1,0 +1,98 @@
+"""`refimpl sqllogictest --url URL [--token T] FILE_OR_FOLDER...`: run sqllogictest scripts.
+
+Prints, per file, the records passed, failed (by kind) and skipped, and its first failing
+records; the exit code is 1 when a file passes fewer records than `--min-rate` asks (without
+it: when any record failed), 2 for a usage error or a script that does not parse.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from refimpl.sqllogictest.records import ScriptError
+from refimpl.sqllogictest.runner import DEFAULT_ENGINES, FileResult, Server, run_file
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="refimpl sqllogictest",
+        description="Run sqllogictest scripts against a server's /exec, each file in a fresh"
+        " database. The runner answers to 'skipif sqlite' / 'onlyif sqlite': the corpus's"
+        " expected answers are SQLite's.",
+    )
+    parser.add_argument("paths", nargs="+", type=Path, metavar="FILE_OR_FOLDER",
+                        help="scripts, or folders searched for *.test")
+    parser.add_argument("--url", required=True, help="the server's base URL")
+    parser.add_argument("--token", default=os.environ.get("SLT_TOKEN"),
+                        help="an admin token (default $SLT_TOKEN)")
+    parser.add_argument("--exclude", action="append", default=[], metavar="GLOB",
+                        help="skip files whose path matches (e.g. '*/triggers/*'); may repeat")
+    parser.add_argument("--engine", action="append", metavar="NAME",
+                        help="an engine name to answer to in skipif/onlyif (default sqlite)")
+    parser.add_argument("--show", type=int, default=3, metavar="N",
+                        help="failing records shown per file (default 3)")
+    parser.add_argument("--min-rate", type=float, metavar="PERCENT",
+                        help="fail when a file passes fewer of its records than this")
+    parser.add_argument("--timeout", type=float, default=60.0, help="seconds per request")
+    return parser
+
+
+def script_files(paths: Sequence[Path], exclude: Sequence[str]) -> list[Path]:
+    """The scripts named, folders expanded to their *.test files (sorted), minus exclusions."""
+    files: list[Path] = []
+    for path in paths:
+        files.extend(sorted(path.rglob("*.test")) if path.is_dir() else [path])
+    return [f for f in files if not any(fnmatch.fnmatch(str(f), g) for g in exclude)]
+
+
+def _report(result: FileResult, show: int) -> None:
+    kinds = ", ".join(f"{result.count(k)} {k}" for k in ("refused", "wrong", "broken"))
+    halted = f", halted at line {result.halted_at}" if result.halted_at else ""
+    print(f"{result.path}: {result.passed} passed, {result.failed} failed ({kinds}),"
+          f" {result.skipped} skipped; {100 * result.rate:.2f}%{halted}")
+    for failure in result.failures[:show]:
+        print(f"  line {failure.line} [{failure.kind}]: {_one_line(failure.sql)}")
+        print(f"    expected: {_one_line(failure.expected)}")
+        print(f"    got:      {_one_line(failure.got)}")
+
+
+def _one_line(text: str, limit: int = 200) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    options = _parser().parse_args(argv)
+    files = script_files(options.paths, options.exclude)
+    if not files:
+        print("refimpl sqllogictest: no scripts found", file=sys.stderr)
+        return 2
+    engines = frozenset(options.engine) if options.engine else DEFAULT_ENGINES
+    print(f"answering to skipif/onlyif {', '.join(sorted(engines))}")
+    server = Server(options.url, options.token, options.timeout)
+    results: list[FileResult] = []
+    try:
+        for path in files:
+            try:
+                results.append(run_file(server, path, engines))
+            except ScriptError as error:
+                print(f"{path}: {error}", file=sys.stderr)
+                return 2
+            _report(results[-1], options.show)
+    finally:
+        server.close()
+    passed = sum(r.passed for r in results)
+    failed = sum(r.failed for r in results)
+    wrong = sum(r.count("wrong") for r in results)
+    ran = passed + failed
+    print(f"total: {passed} passed, {failed} failed ({wrong} wrong), "
+          f"{sum(r.skipped for r in results)} skipped;"
+          f" {100 * passed / ran if ran else 100:.2f}% of {ran} records")
+    if options.min_rate is not None:
+        return 0 if all(100 * r.rate >= options.min_rate for r in results) else 1
+    return 0 if failed == 0 else 1

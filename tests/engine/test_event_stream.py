@@ -1,0 +1,154 @@
+"""The event stream's engine half: ids, the cursor, resume exactly once, limits, tickets.
+
+A real instance in a temporary folder; the streams are read through `EventStreams` as the
+HTTP layer reads them, without HTTP.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from refimpl.engine.access import ADMIN
+from refimpl.engine.access.tickets import TicketBook
+from refimpl.engine.event_streams import Credential, EventStreams, StreamOptions
+from refimpl.engine.features.event_stream import Position, parse_event_id, row_key
+from refimpl.engine.instance import Instance
+from refimpl.engine.options import EngineOptions
+from refimpl.engine.storage.schema import TableSchema
+from refimpl.errors import BadRequest, TooManyRequests, Unauthorized, Unavailable
+from refimpl.sql import ast
+
+ADMIN_CREDENTIAL = Credential("admin-key", ADMIN)
+
+
+@pytest.fixture
+def instance(tmp_path: Path) -> Iterator[Instance]:
+    opened = Instance.open(tmp_path / "data", EngineOptions())
+    session = opened.session("demo", ADMIN)
+    session.execute("CREATE TABLE t (id INT PRIMARY KEY, v STRING); CREATE TABLE u (n INT)")
+    session.close()
+    try:
+        yield opened
+    finally:
+        opened.close()
+
+
+def run(instance: Instance, sql: str) -> None:
+    session = instance.session("demo", ADMIN)
+    try:
+        session.execute(sql)
+    finally:
+        session.close()
+
+
+@given(st.integers(0, 2**40), st.integers(0, 2**20))
+def test_ids_read_back_as_the_position_they_name(lsn: int, skip: int) -> None:
+    position = Position(lsn, skip)
+    assert parse_event_id(position.event_id()) == position
+
+
+@pytest.mark.parametrize("text", ["", "x", "1.", ".1", "1.0", "0.1", "1.2.3", "-1", "٣", "9" * 30])
+def test_bad_ids_are_a_clear_400(text: str) -> None:
+    with pytest.raises(BadRequest, match="Last-Event-ID"):
+        parse_event_id(text)
+
+
+def test_keys_of_upserts_are_those_of_deletes() -> None:
+    schema = TableSchema.from_create(ast.CreateTable(
+        "p", (ast.ColumnDef("ts", "TIMESTAMP"), ast.ColumnDef("s", "SYMBOL")),
+        timeseries="ts", partition_by="DAY", partition_symbol="s", dedup_key=("ts", "s"),
+    ))  # fmt: skip
+    day = 1_790_208_000_000_000  # 2026-09-24
+    assert row_key(schema, (day, "x"), (day, "x")) == row_key(schema, (day, "x"), (day, "x"))
+    assert row_key(schema, (day, None), (day, None)).startswith("92")
+
+
+def take_all(streams: EventStreams, stream, budget: int = 1 << 20) -> list:
+    events = []
+    while True:
+        taken = stream.take(budget)
+        events += taken.events
+        if not taken.more:
+            return events
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    st.lists(st.lists(st.tuples(st.sampled_from("tu"), st.integers(0, 5)), min_size=1,
+                      max_size=4), min_size=1, max_size=12),
+    st.data(),
+)  # fmt: skip
+def test_resuming_from_any_id_given_out_misses_and_repeats_nothing(
+    instance: Instance, transactions: list[list[tuple[str, int]]], data: st.DataObject
+) -> None:
+    streams = EventStreams(instance, StreamOptions(per_token=1000, per_user=1000))
+    first = streams.open(ADMIN_CREDENTIAL, "demo", [], None, None)
+    (ready,) = first.take(1024).events
+    for statements in transactions:
+        parts = []
+        for table, n in statements:
+            if table == "t":
+                parts.append(f"DELETE FROM t WHERE id = {n}; INSERT INTO t VALUES ({n}, 'v')")
+            else:
+                parts.append(f"INSERT INTO u VALUES ({n})")
+        run(instance, "BEGIN; " + "; ".join(parts) + "; COMMIT")
+    everything = take_all(streams, first, budget=data.draw(st.integers(1, 400)))
+    changes = [e for e in everything if e.kind == "change"]
+    assert changes and [e.id for e in changes] == sorted(
+        (e.id for e in changes), key=lambda i: tuple(int(x) for x in i.split("."))
+    )
+    cut = data.draw(st.integers(0, len(changes) - 1))
+    resumed = streams.open(ADMIN_CREDENTIAL, "demo", [], parse_event_id(changes[cut].id),
+                           changes[cut].id)  # fmt: skip
+    again = [e for e in take_all(streams, resumed, data.draw(st.integers(1, 400)))]
+    assert [e.id for e in again if e.kind == "change"] == [e.id for e in changes[cut + 1:]]
+    assert again[-1].kind == "ready"
+    streams.close_stream(first)
+    streams.close_stream(resumed)
+    assert ready.kind == "ready"
+
+
+def test_limits_takeover_capacity_and_shutdown(instance: Instance) -> None:
+    streams = EventStreams(instance, StreamOptions(per_token=2, per_user=3, capacity=4))
+    a = streams.open(ADMIN_CREDENTIAL, "demo", [], None, None)
+    b = streams.open(ADMIN_CREDENTIAL, "demo", [], None, None)
+    a.take(100)
+    b.take(100)
+    with pytest.raises(TooManyRequests, match="streams_per_token"):
+        streams.open(ADMIN_CREDENTIAL, "demo", [], None, None)
+    takeover = streams.open(ADMIN_CREDENTIAL, "demo", [], parse_event_id(a.last_id), a.last_id)
+    assert a.ended and "took it over" in a.ended and b.ended is None
+    other = Credential("other-key", ADMIN)
+    streams.open(other, "demo", [], None, None)
+    with pytest.raises(TooManyRequests, match="streams_per_user"):
+        streams.open(other, "demo", [], None, None)
+    assert streams.open_count() == 3
+    streams.close_stream(takeover)
+    streams.close()
+    with pytest.raises(Unavailable, match="shutting down"):
+        streams.open(other, "demo", [], None, None)
+
+
+def test_tickets_once_hashed_and_timed() -> None:
+    now = [1000.0]
+    book = TicketBook(60, clock=lambda: now[0])
+    ticket, expires = book.issue("key", "Demo")
+    assert expires == 1060 and len(ticket) > 40
+    assert ticket not in repr(book._tickets)  # only its hash is kept
+    assert book.redeem(ticket, "demo") == "key"
+    with pytest.raises(Unauthorized, match="once"):
+        book.redeem(ticket, "demo")
+    late, _ = book.issue("key", "demo")
+    now[0] += 61
+    with pytest.raises(Unauthorized, match="expired"):
+        book.redeem(late, "demo")
+    elsewhere, _ = book.issue("key", "demo")
+    with pytest.raises(Unauthorized, match="another database"):
+        book.redeem(elsewhere, "other")

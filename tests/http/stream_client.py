@@ -1,0 +1,97 @@
+"""A small reader of `GET /stream/changes` for tests: events as they arrive, comments too.
+
+`requests` reads the chunked answer as it comes; blocks are parsed as the SSE format says
+(one `data` line per event here, as the spec promises).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import requests
+
+from tests.http.conftest import ADMIN, Server
+
+
+class EventReader:
+    """One open stream. `events` are dicts with `id`, `event`, `data` (parsed) and `retry`."""
+
+    def __init__(self, response: requests.Response) -> None:
+        self.response = response
+        self.status = response.status_code
+        self.comments: list[str] = []
+        self.ended = False
+        self._chunks = response.iter_content(chunk_size=None)
+        self._text = ""
+
+    def next_event(self) -> dict[str, Any] | None:
+        """The next event; None when the stream ended. A read timeout raises."""
+        while "\n\n" not in self._text:
+            try:
+                chunk = next(self._chunks)
+            except StopIteration:
+                self.ended = True
+                return None
+            self._text += chunk.decode("utf-8")
+        block, self._text = self._text.split("\n\n", 1)
+        event: dict[str, Any] = {}
+        for line in block.split("\n"):
+            name, _, value = line.partition(":")
+            value = value[1:] if value.startswith(" ") else value
+            if name == "":
+                self.comments.append(value)
+            elif name == "data":
+                event["data"] = json.loads(value)
+            elif name == "retry":
+                event["retry"] = int(value)
+            else:
+                event[name] = value
+        if not event:
+            return self.next_event()  # a comment: a heartbeat, or why the stream ended
+        return event
+
+    def take(self, count: int) -> list[dict[str, Any]]:
+        events = []
+        while len(events) < count:
+            event = self.next_event()
+            if event is None:
+                raise AssertionError(f"the stream ended after {events}; comments {self.comments}")
+            events.append(event)
+        return events
+
+    def until_end(self, seconds: float = 10.0) -> list[dict[str, Any]]:
+        """Every event until the stream ends (within `seconds`)."""
+        deadline = time.monotonic() + seconds
+        events = []
+        while time.monotonic() < deadline:
+            event = self.next_event()
+            if event is None:
+                return events
+            events.append(event)
+        raise AssertionError(f"the stream did not end within {seconds} s: {events}")
+
+    def close(self) -> None:
+        self.response.close()
+
+
+def open_stream(
+    server: Server, db: str = "demo", *, token: Any = ADMIN, headers: dict | None = None,
+    read_timeout: float = 10.0, wait_free: float = 3.0, **params: Any,
+) -> EventReader:  # fmt: skip
+    """GET /stream/changes (as the admin unless `token` says otherwise; None: no token).
+
+    A 429 is asked again for `wait_free` seconds: streams a test closed count until the
+    server sees them go (at their next heartbeat), and tests share the admin's limits.
+    """
+    deadline = time.monotonic() + wait_free
+    while True:
+        response = server.get(
+            "/stream/changes", params={"db": db, **params}, headers=headers or {}, stream=True,
+            timeout=(10, read_timeout), token=token,
+        )  # fmt: skip
+        if response.status_code != 429 or time.monotonic() > deadline or "ticket" in params:
+            return EventReader(response)
+        response.close()
+        time.sleep(0.1)

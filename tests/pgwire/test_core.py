@@ -1,0 +1,124 @@
+"""The protocol core without sockets: framing, states, errors per failure kind."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from refimpl.errors import MalformedMessage, MessageTooLarge, UnexpectedMessage, UnsupportedProtocol
+from refimpl.pgwire import messages as m
+from refimpl.pgwire.core import ProtocolCore
+from refimpl.pgwire.sqltext import split
+from refimpl.pgwire.states import State
+
+
+def startup(**params: str) -> bytes:
+    body = struct.pack("!i", m.PROTOCOL_3_0)
+    body += b"".join(k.encode() + b"\0" + v.encode() + b"\0" for k, v in params.items()) + b"\0"
+    return struct.pack("!i", len(body) + 4) + body
+
+
+def typed(kind: bytes, body: bytes) -> bytes:
+    return kind + struct.pack("!i", len(body) + 4) + body
+
+
+def parse(name: str, text: str) -> bytes:
+    return typed(b"P", name.encode() + b"\0" + text.encode() + b"\0" + struct.pack("!h", 0))
+
+
+SYNC = typed(b"S", b"")
+
+
+def ready_core() -> ProtocolCore:
+    core = ProtocolCore(1 << 20)
+    core.receive_data(startup(user="u", database="d"))
+    assert core.next_message() == m.Startup({"user": "u", "database": "d"})
+    for answer in (m.AuthenticationOk(), m.ReadyForQuery("I")):
+        core.send(answer)
+    assert core.state is State.READY
+    return core
+
+
+def messages_of(core: ProtocolCore) -> list[m.ClientMessage]:
+    out = []
+    while (message := core.next_message()) is not None:
+        out.append(message)
+    return out
+
+
+STREAM = (parse("", "SELECT $1") + typed(b"B", b"\0\0" + struct.pack("!hhih", 0, 1, 1, 0)[:-2]
+          + b"7" + struct.pack("!h", 0)) + typed(b"E", b"\0" + struct.pack("!i", 0)) + SYNC
+          + typed(b"Q", b"SELECT 1\0"))  # fmt: skip
+
+
+@settings(deadline=None)  # a busy machine must not fail it
+@given(st.lists(st.integers(min_value=1, max_value=len(STREAM) - 1), max_size=8, unique=True))
+def test_messages_are_the_same_however_the_bytes_arrive(cuts):
+    whole = ready_core()
+    whole.receive_data(STREAM)
+    expected = messages_of(whole)
+    core = ready_core()
+    got = []
+    at = 0
+    for cut in [*sorted(cuts), len(STREAM)]:
+        core.receive_data(STREAM[at:cut])
+        at = cut
+        got += messages_of(core)
+    assert got == expected
+    assert [type(x) for x in got] == [m.Parse, m.Bind, m.Execute, m.Sync, m.Query]
+
+
+def test_an_ssl_request_is_refused_with_n_and_the_startup_goes_on():
+    core = ProtocolCore(1 << 20)
+    core.receive_data(struct.pack("!ii", 8, m.SSL_REQUEST))
+    assert core.next_message() == m.SslRequest()
+    assert core.send(m.SslRefused()) == b"N"
+    core.receive_data(startup(user="u"))
+    assert isinstance(core.next_message(), m.Startup)
+
+
+def test_after_an_extended_error_messages_are_skipped_until_sync():
+    core = ready_core()
+    core.receive_data(parse("", "bad") + parse("", "SELECT 2") + SYNC + parse("", "SELECT 3"))
+    assert isinstance(core.next_message(), m.Parse)
+    core.send(m.ErrorResponse("42601", "bad"))
+    assert core.state is State.SKIPPING
+    assert core.next_message() == m.Sync()  # the second Parse was dropped
+    core.send(m.ReadyForQuery("I"))
+    assert core.next_message() == m.Parse("", "SELECT 3", ())
+
+
+def test_each_failure_kind_has_its_error_and_closes():
+    core = ready_core()
+    core.receive_data(typed(b"?", b""))  # no message has this type byte
+    with pytest.raises(MalformedMessage):
+        core.next_message()
+    core = ready_core()
+    core.receive_data(typed(b"p", b"secret\0"))  # a password while no one asked for it
+    with pytest.raises(UnexpectedMessage):
+        core.next_message()
+    assert core.state is State.CLOSED
+    core = ProtocolCore(100)
+    core.receive_data(startup(user="u"))
+    core.next_message()
+    core.send(m.AuthenticationOk())
+    core.send(m.ReadyForQuery("I"))
+    core.receive_data(b"Q" + struct.pack("!i", 1000))
+    with pytest.raises(MessageTooLarge):
+        core.next_message()
+    core = ProtocolCore(100)
+    core.receive_data(struct.pack("!ii", 8, 2 << 16))
+    with pytest.raises(UnsupportedProtocol):
+        core.next_message()
+
+
+def test_split_keeps_quotes_comments_and_positions():
+    text = "SELECT ';' , $2, $1 -- ; no\n; /* ; */ SELECT \"a;b\", $10"
+    pieces = split(text)
+    assert [p.text for p in pieces] == ["SELECT ';' , ? , ?  -- ; no", "/* ; */ SELECT \"a;b\", ?"]
+    assert [p.params for p in pieces] == [(2, 1), (10,)]
+    assert text[pieces[1].offset :].startswith("/* ; */")
+    assert split(" ; -- only a comment\n;") == []

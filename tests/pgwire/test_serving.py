@@ -1,0 +1,82 @@
+"""The protocol's server: broken input, SSL refused, limits, a dropped connection, the stop."""
+
+from __future__ import annotations
+
+import socket
+import struct
+
+import psycopg
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.http.conftest import start_server
+from tests.pgwire.conftest import PgServer, pg_address
+
+
+def startup_packet(user: str, database: str) -> bytes:
+    body = struct.pack("!i", 196608) + f"user\0{user}\0database\0{database}\0\0".encode()
+    return struct.pack("!i", len(body) + 4) + body
+
+
+def read_all(sock: socket.socket) -> bytes:
+    sock.settimeout(10)
+    data = b""
+    while chunk := sock.recv(65536):
+        data += chunk
+    return data
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(garbage=st.binary(min_size=1, max_size=200))
+def test_broken_bytes_end_in_an_error_never_a_crash(pg, garbage):
+    with socket.create_connection((pg.host, pg.port)) as sock:
+        sock.sendall(startup_packet("admin", "demo"))
+        sock.settimeout(10)
+        assert sock.recv(1) == b"R"  # asked for the password
+        sock.sendall(b"p" + struct.pack("!i", len(pg.token) + 5) + pg.token.encode() + b"\0")
+        sock.sendall(garbage + b"X\0\0\0\x04")  # then Terminate, if the garbage left us a frame
+        sock.shutdown(socket.SHUT_WR)
+        answer = read_all(sock)
+    assert b"Z\0\0\0\x05I" in answer  # logged in
+    with pg.connect() as conn:  # the server goes on
+        assert conn.execute("SELECT 1").fetchone() == (1,)
+
+
+def test_ssl_is_refused_cleanly(pg):
+    with pytest.raises(psycopg.OperationalError, match="does not support SSL"):
+        pg.connect(sslmode="require")
+    with pg.connect(sslmode="prefer") as conn:
+        assert conn.execute("SELECT 1").fetchone() == (1,)
+
+
+def test_a_dropped_connection_rolls_its_transaction_back(pg, db):
+    with pg.connect(db) as conn:
+        conn.execute("CREATE TABLE t (id INT PRIMARY KEY)")
+    conn = pg.connect(db)
+    conn.execute("BEGIN")
+    conn.execute("INSERT INTO t VALUES (1)")
+    conn.pgconn.finish()  # the socket closes without COMMIT or Terminate
+    with pg.connect(db) as other:  # the write lock was let go
+        other.execute("INSERT INTO t VALUES (2)")
+        assert other.execute("SELECT id FROM t").fetchall() == [(2,)]
+
+
+def test_the_connection_limit_and_the_stop(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "kdb.conf").write_text("pg_max_connections = 2\n")
+    server = start_server(data, "--pg-port", "0")
+    try:
+        pg = PgServer(server, *pg_address(server))
+        first, second = pg.connect(), pg.connect()
+        with pytest.raises(psycopg.OperationalError, match="pg_max_connections"):
+            pg.connect()
+        second.close()
+        first.execute("BEGIN")
+        first.execute("CREATE TABLE t (id INT)")
+    finally:
+        code = server.stop()
+    assert code == 0, server.log.read_text()[-3000:]
+    with pytest.raises(psycopg.OperationalError):
+        first.execute("SELECT 1")  # ended by the stop

@@ -1,0 +1,49 @@
+"""The shell's CSV and JSON output read back to what was answered; when Enter runs a text."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from refimpl.shell.backends import Answer
+from refimpl.shell.render import as_csv, as_json, cell_text
+from refimpl.shell.repl import statement_complete
+
+values = st.one_of(st.none(), st.booleans(), st.integers(-(2**63), 2**63 - 1),
+                   st.floats(allow_nan=False, allow_infinity=False), st.text())  # fmt: skip
+
+
+@st.composite
+def answers(draw: st.DrawFn) -> Answer:
+    width = draw(st.integers(1, 4))
+    names = draw(st.lists(st.text(min_size=1), min_size=width, max_size=width, unique=True))
+    rows = draw(st.lists(st.tuples(*[values] * width), max_size=5))
+    columns = tuple((name, "STRING") for name in names)
+    return Answer(columns, tuple(rows), "", len(rows))
+
+
+@given(answers())
+def test_csv_reads_back_as_the_cells(answer: Answer) -> None:
+    read = list(csv.reader(io.StringIO(as_csv(answer), newline="")))
+    assert read[0] == [name for name, _ in answer.columns or ()]
+    assert read[1:] == [[cell_text(v) for v in row] for row in answer.rows]
+
+
+@given(answers())
+def test_json_reads_back_as_the_values(answer: Answer) -> None:
+    names = [name for name, _ in answer.columns or ()]
+    assert json.loads(as_json(answer)) == [dict(zip(names, row, strict=True))
+                                           for row in answer.rows]  # fmt: skip
+
+
+def test_enter_runs_a_statement_at_its_semicolon_and_commands_at_once() -> None:
+    assert not statement_complete("SELECT 1")
+    assert not statement_complete("SELECT 1;\nSELECT")
+    assert statement_complete("SELECT 1\nFROM t;  ")
+    assert statement_complete("\\d t")
+    assert statement_complete("quit")
+    assert statement_complete("   ")

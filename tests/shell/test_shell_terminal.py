@@ -1,0 +1,121 @@
+"""`refimpl sql` as a person uses it: typed into a pseudo-terminal (pexpect)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pexpect
+import pytest
+
+from tests.http.conftest import ROOT, Server, start_server
+
+TIMEOUT = 30
+UP = "\x1b[A"
+
+
+def spawn(tmp_path: Path, *args: str) -> pexpect.spawn:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KDB_")}
+    env.update(HOME=str(tmp_path), PYTHONPATH=str(ROOT), PROMPT_TOOLKIT_NO_CPR="1",
+               TERM="xterm", COLUMNS="200", LINES="50")  # fmt: skip
+    child = pexpect.spawn(sys.executable, ["-m", "refimpl", "sql", *args], env=env,
+                          cwd=str(tmp_path), encoding="utf-8", timeout=TIMEOUT,
+                          dimensions=(50, 200))  # fmt: skip
+    child.expect("demo=>")  # the prompt (then cursor moves)
+    return child
+
+
+def type_line(child: pexpect.spawn, line: str) -> None:
+    child.send(line + "\r")
+
+
+def quit_shell(child: pexpect.spawn) -> None:
+    type_line(child, "\\q")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0
+
+
+def session(child: pexpect.spawn) -> None:
+    """What every shell does, on a data folder or a server."""
+    type_line(child, "CREATE TABLE trades (id INT PRIMARY KEY, symbol STRING, price DOUBLE);")
+    child.expect("table 'trades' created")
+    type_line(child, "INSERT INTO trades VALUES (1, 'AAPL', 101.5), (2, 'MSFT', 99);")
+    child.expect(r"2 row\(s\) inserted")
+    # A statement over two lines runs at its ';', not at the first Enter.
+    type_line(child, "SELECT id, symbol,")
+    child.expect("demo->")
+    type_line(child, "price FROM trades ORDER BY id;")
+    child.expect("AAPL")
+    child.expect("101.5")
+    child.expect(r"\(2 rows\)")
+    # \d lists the tables, \d t describes one.
+    type_line(child, "\\d")
+    child.expect("trades")
+    child.expect(r"\(1 row\)")
+    type_line(child, "\\d trades")
+    child.expect("primary_key")
+    child.expect("DOUBLE")
+    # The error's position, under the statement.
+    type_line(child, "SELECT id FROM trades WHERE;")
+    child.expect("ERROR: ")
+    child.expect("LINE 1: SELECT id FROM trades WHERE;")
+    child.expect(r"\^")
+    # Tab completes a column of the table the statement names.
+    child.send("SELECT symb\t")
+    child.expect(r"symb(\x1b\[[0-9;?]*[A-Za-z])*ol")  # completed in place (drawn as 'ol')
+    child.send(" FROM trades WHERE id = 2;\r")
+    child.expect("MSFT")
+    type_line(child, "\\timing")
+    child.expect("Timing is on.")
+    type_line(child, "\\format csv")
+    child.expect("Output format is csv.")
+    type_line(child, "SELECT id, symbol FROM trades WHERE id = 1;")
+    child.expect("id,symbol")
+    child.expect("1,AAPL")
+    child.expect(r"Time: \d+\.\d+ ms")
+
+
+def test_a_shell_on_a_data_folder_keeps_its_history(tmp_path: Path) -> None:
+    child = spawn(tmp_path, "--data", str(tmp_path / "data"))
+    session(child)
+    type_line(child, "SELECT count(*) AS n FROM trades;")
+    child.expect("n")
+    quit_shell(child)
+    history_file = tmp_path / ".refimpl_sql_history"
+    assert history_file.stat().st_mode & 0o777 == 0o600
+    history = history_file.read_text()
+    assert "+SELECT id, symbol,\n+price FROM trades ORDER BY id;" in history
+
+    # A new run recalls the last statements with the Up key: \q, then the count.
+    child = spawn(tmp_path, "--data", str(tmp_path / "data"))
+    child.send(UP + UP)
+    child.expect("count")
+    child.send("\r")
+    child.expect(r"\(1 row\)")
+    quit_shell(child)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory):
+    running = start_server(tmp_path_factory.mktemp("shell-server") / "data")
+    try:
+        yield running
+    finally:
+        assert running.stop() == 0
+
+
+def test_a_shell_on_a_server(tmp_path: Path, server: Server) -> None:
+    child = spawn(tmp_path, "--url", server.url, "--token", server.token)
+    assert server.url in child.before  # the greeting names where it runs
+    session(child)
+    quit_shell(child)
+
+
+def test_a_wrong_token_is_told(tmp_path: Path, server: Server) -> None:
+    child = spawn(tmp_path, "--url", server.url, "--token", "kdb_not_a_token")
+    type_line(child, "SELECT 1;")
+    child.expect("ERROR: ")
+    child.expect("token")
+    quit_shell(child)

@@ -1,0 +1,152 @@
+"""The PostgreSQL protocol: refimpl's port against PostgreSQL through psycopg, in one run.
+
+Two workloads, each with 1 and with 16 concurrent clients on loopback, the same psycopg
+code for both systems (one connection per client, autocommit, server-side parameters: the
+extended protocol, as drivers send it):
+
+- point SELECT: `SELECT * FROM t WHERE id = %s` on a table of 10,000 rows;
+- single-row INSERT: `INSERT INTO w VALUES (%s, %s, %s)`, each its own commit.
+
+refimpl is a `refimpl serve --pg-port 0` process; PostgreSQL a throwaway cluster with fsync
+and synchronous_commit on (`harness.Postgres`). Clients run in forked processes (up to
+--procs, one thread per client). Each phase runs --seconds after a short warm-up; the table
+shows requests/s, p50 and p99 of both and their ratio. Target: at least the ratio that
+/exec reaches against PostgreSQL in tools/bench/http.py.
+
+    python tools/bench/pgwire.py            # 10 s per phase
+    python tools/bench/pgwire.py --quick    # 3 s per phase
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import random
+import threading
+import time
+from typing import Any
+
+import harness
+import psycopg
+
+ROWS = 10_000
+WARMUP = 0.5
+PHASES = (("select", 1), ("select", 16), ("insert", 1), ("insert", 16))
+
+
+def _client(conninfo: str, op: str, index: int, id_base: int, start_at: float,
+            stop_at: float, out: list[Any]) -> None:  # fmt: skip
+    rng = random.Random(index)
+    connection = psycopg.connect(conninfo, autocommit=True)
+    latencies: list[float] = []
+    errors = 0
+    base = id_base + index * 10_000_000
+    time.sleep(max(0.0, start_at - time.monotonic()))
+    i = 0
+    while (began := time.monotonic()) < stop_at:
+        try:
+            if op == "select":
+                connection.execute("SELECT * FROM t WHERE id = %s", (rng.randrange(ROWS),))
+            else:
+                connection.execute("INSERT INTO w VALUES (%s, %s, %s)",
+                                   (base + i, i * 0.5, f"row {i}"))  # fmt: skip
+        except psycopg.Error:
+            errors += 1
+        i += 1
+        if began >= start_at + WARMUP:
+            latencies.append(time.monotonic() - began)
+    connection.close()
+    out.append((latencies, errors))
+
+
+def _process(conninfo: str, op: str, indexes: list[int], id_base: int, start_at: float,
+             stop_at: float) -> tuple[list[float], int]:  # fmt: skip
+    out: list[Any] = []
+    threads = [threading.Thread(target=_client,
+                                args=(conninfo, op, i, id_base, start_at, stop_at, out))
+               for i in indexes]  # fmt: skip
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return [s for samples, _ in out for s in samples], sum(e for _, e in out)
+
+
+def run_phase(conninfo: str, op: str, clients: int, procs: int, seconds: float,
+              id_base: int) -> dict[str, float]:  # fmt: skip
+    groups = [list(range(p, clients, procs)) for p in range(min(procs, clients))]
+    pool = multiprocessing.get_context("fork").Pool(len(groups))
+    try:
+        start_at = time.monotonic() + 1.0
+        stop_at = start_at + WARMUP + seconds
+        results = pool.starmap(
+            _process, [(conninfo, op, g, id_base, start_at, stop_at) for g in groups])
+    finally:
+        pool.close()
+        pool.join()
+    samples = [s for r, _ in results for s in r]
+    figures = harness.summary([s * 1000 for s in samples])
+    figures["rate"] = len(samples) / seconds
+    figures["errors"] = sum(e for _, e in results)
+    return figures
+
+
+def run_all(conninfo: str, procs: int, seconds: float) -> dict[tuple[str, int], dict]:
+    return {(op, clients): run_phase(conninfo, op, clients, procs, seconds, n * 10**9)
+            for n, (op, clients) in enumerate(PHASES)}  # fmt: skip
+
+
+def prepare_refimpl(server: harness.RefimplServer) -> str:
+    server.sql("CREATE TABLE t (id BIGINT PRIMARY KEY, v DOUBLE, s STRING)")
+    server.sql("CREATE TABLE w (id BIGINT PRIMARY KEY, v DOUBLE, s STRING)")
+    server.import_csv("t", "id,v,s\n" + "".join(f"{i},{i * 0.25},row {i}\n"
+                                                 for i in range(ROWS)))  # fmt: skip
+    line = next(x for x in server.output if x.startswith("postgres on "))
+    host, _, port = line.removeprefix("postgres on ").strip().rpartition(":")
+    return (f"host={host} port={port} user=admin dbname=demo password={server.token}"
+            " connect_timeout=10")
+
+
+def prepare_postgres(pg: harness.Postgres) -> str:
+    with pg.connect() as connection:
+        connection.execute("CREATE TABLE t (id BIGINT PRIMARY KEY, v DOUBLE PRECISION, s TEXT)")
+        connection.execute("CREATE TABLE w (id BIGINT PRIMARY KEY, v DOUBLE PRECISION, s TEXT)")
+        connection.execute(
+            "INSERT INTO t SELECT i, i * 0.25, 'row ' || i FROM generate_series(0, %s) i",
+            (ROWS - 1,),
+        )
+        connection.execute("VACUUM ANALYZE t")
+    return pg.conninfo
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seconds", type=float, default=10.0, help="measured time per phase")
+    parser.add_argument("--procs", type=int, default=4, help="load generator processes (max)")
+    parser.add_argument("--threads", type=int, default=16, help="refimpl server threads")
+    parser.add_argument("--quick", action="store_true", help="3 s per phase")
+    args = parser.parse_args()
+    seconds = 3.0 if args.quick else args.seconds
+
+    server = harness.RefimplServer(threads=args.threads, extra=["--pg-port", "0"])
+    with server:
+        ours = run_all(prepare_refimpl(server), args.procs, seconds)
+    with harness.Postgres() as pg:
+        theirs = run_all(prepare_postgres(pg), args.procs, seconds)
+    rows = []
+    for op, clients in PHASES:
+        a, b = ours[(op, clients)], theirs[(op, clients)]
+        rows.append((f"{op} x{clients}", a["rate"], b["rate"], a["rate"] / b["rate"],
+                     a["p50"], b["p50"], a["p99"], b["p99"], f"{a['errors']}/{b['errors']}"))
+    harness.print_table(
+        ("workload", "refimpl/s", "pg/s", "ratio", "p50 ms", "pg p50", "p99 ms", "pg p99",
+         "errors"),
+        rows,
+        title=f"PostgreSQL protocol through psycopg: refimpl ({args.threads} threads) vs"
+              f" PostgreSQL (fsync on), {seconds:g} s per phase",
+    )
+
+
+if __name__ == "__main__":
+    main()

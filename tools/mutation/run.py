@@ -1,0 +1,332 @@
+"""The mutation run: does the conformance suite catch each deviation of the catalogue?
+
+    python tools/mutation/run.py                      # every deviation, against all chapters
+    python tools/mutation/run.py --own-chapter        # the short form: each against its chapter
+    python tools/mutation/run.py --only changes-next-own-table --only rev-boot-kept
+    python tools/mutation/run.py --chapter changes --sample 6 --seed 1 --json report.json
+    python tools/mutation/run.py --check              # only check that every entry applies
+
+For each deviation: a copy of the `refimpl` package in a temporary folder with the edit
+made (the checkout is never written), `refimpl serve --sample` started from the copy on a
+free port with a fresh data folder, and the unchanged suite (this checkout's `conformance`
+runner and `spec/examples`) run against it as any implementation is checked, with
+`--restart-cmd` and `--crash-cmd` that restart the mutated server. A deviation is caught
+when at least one example fails.
+The figures are per chapter: caught / counted (deviations marked `equivalent` or
+`unobservable` are listed apart, with their reasons). Exit 0 when every counted deviation
+was caught, 1 when some survived, 2 for a broken catalogue or a failing baseline.
+The run is nice'd (`--nice`) and runs one deviation at a time unless `--jobs` says more.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from tools.mutation.catalogue import (  # noqa: E402
+    CATALOGUE,
+    REPO,
+    CatalogueError,
+    Deviation,
+    check,
+    load,
+    mutated_copy,
+)
+from tools.mutation.serving import MutantServer, ServerFailed  # noqa: E402
+
+EXAMPLES = REPO / "spec" / "examples"
+RUN_TIMEOUT = 900.0  # seconds for one run of the suite; a hung server is caught by it
+CAUGHT, SURVIVED, NO_START = "caught", "survived", "did not start"
+PASSED, FAILED = "passed", "failed"  # the baseline's verdicts
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    own_chapter: bool = False
+    runner_jobs: int = 4
+    request_timeout: float = 60.0
+    skipped: tuple[str, ...] = ()  # examples the unmutated code fails: not run
+    chapters: tuple[str, ...] = ()  # the baseline's chapters (none: all)
+
+
+@dataclass
+class Outcome:
+    """What one run found: the verdict and the examples that failed."""
+
+    deviation: Deviation | None  # None: the unmutated baseline
+    verdict: str
+    failed: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    note: str = ""
+
+    def as_json(self) -> dict[str, object]:
+        d = self.deviation
+        return {
+            "id": d.id if d else "(baseline)",
+            "chapter": d.chapter if d else "",
+            "counted": d.counted if d else False,
+            "verdict": self.verdict,
+            "failed_examples": self.failed,
+            "seconds": round(self.seconds, 1),
+            "note": self.note,
+        }
+
+
+def examples_for(deviation: Deviation | None, settings: RunSettings, work: Path) -> Path:
+    """The case file of the deviation's chapter (the short form), or the chapters' of
+    `settings.chapters` (a baseline of the short form), or every chapter's."""
+    if deviation is not None and settings.own_chapter:
+        return EXAMPLES / f"{deviation.chapter}.json"
+    if deviation is None and settings.chapters:
+        folder = work / "examples"
+        folder.mkdir()
+        for chapter in settings.chapters:
+            (folder / f"{chapter}.json").symlink_to(EXAMPLES / f"{chapter}.json")
+        return folder
+    return EXAMPLES
+
+
+def runner_restart_options() -> list[str]:
+    """Which of the runner's restart options this checkout's runner has."""
+    shown = subprocess.run(
+        [sys.executable, "-m", "conformance.cli", "--help"],
+        cwd=REPO, capture_output=True, text=True, check=False,
+    ).stdout
+    return [option for option in ("--restart-cmd", "--crash-cmd") if option in shown]
+
+
+def run_suite(server: MutantServer, examples: Path, settings: RunSettings, work: Path,
+              restart_options: Sequence[str]) -> tuple[int, list[str], str]:
+    """Run the unchanged suite against `server`: exit code, failed ids, output tail."""
+    report = work / "report.json"
+    command = [
+        sys.executable, "-m", "conformance.cli",
+        "--url", server.url, "--token", server.token,
+        "--examples", str(examples), "--jobs", str(settings.runner_jobs),
+        "--timeout", str(settings.request_timeout), "--json", str(report),
+    ]
+    if settings.skipped:
+        skip_file = work / "skip.txt"
+        skip_file.write_text("".join(f"{i}\n" for i in settings.skipped), encoding="utf-8")
+        command += ["--skip-file", str(skip_file)]
+    if "--restart-cmd" in restart_options:
+        command += ["--restart-cmd", server.restart_command("graceful")]
+    if "--crash-cmd" in restart_options:
+        command += ["--crash-cmd", server.restart_command("crash")]
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    try:
+        done = subprocess.run(
+            command, cwd=REPO, env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        return 1, ["(the run timed out)"], ""
+    failed: list[str] = []
+    if report.exists():
+        results = json.loads(report.read_text(encoding="utf-8"))["results"]
+        failed = [r["id"] for r in results if r["outcome"] in ("failed", "xpassed")]
+    return done.returncode, failed, (done.stdout + done.stderr)[-4000:]
+
+
+def run_one(deviation: Deviation | None, settings: RunSettings,
+            restart_options: Sequence[str]) -> Outcome:
+    """Apply the deviation to a copy, serve it, run the suite; what the suite found."""
+    began = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="mutation-") as folder:
+        work = Path(folder)
+        try:
+            code = mutated_copy(deviation, work / "code")
+        except CatalogueError as exc:  # the code changed under a running catalogue
+            return Outcome(deviation, "error", [], 0.0, str(exc))
+        server = MutantServer(code, work)
+        try:
+            server.start()
+        except ServerFailed as exc:
+            return Outcome(deviation, NO_START, [], time.monotonic() - began,
+                           f"{exc}: {server.log_tail(600)}")
+        try:
+            code_, failed, output = run_suite(
+                server, examples_for(deviation, settings, work), settings, work, restart_options
+            )
+        finally:
+            try:
+                server.stop()
+            except ServerFailed:
+                pass
+        seconds = time.monotonic() - began
+        if code_ == 2:
+            return Outcome(deviation, "error", failed, seconds, output)
+        if deviation is None:
+            return Outcome(None, FAILED if failed or code_ != 0 else PASSED, failed, seconds,
+                           output if failed or code_ != 0 else "")
+        verdict = CAUGHT if failed or code_ != 0 else SURVIVED
+        note = "" if failed or code_ == 0 else output
+        return Outcome(deviation, verdict, failed, seconds, note)
+
+
+def select(deviations: list[Deviation], args: argparse.Namespace) -> list[Deviation]:
+    chosen = deviations
+    if args.only:
+        known = {d.id for d in deviations}
+        missing = [i for i in args.only if i not in known]
+        if missing:
+            raise CatalogueError(f"no deviation has the id {', '.join(missing)}")
+        chosen = [d for d in chosen if d.id in args.only]
+    if args.chapter:
+        chosen = [d for d in chosen if d.chapter in args.chapter]
+    if not args.all_entries:
+        chosen = [d for d in chosen if d.counted]
+    if args.sample is not None and args.sample < len(chosen):
+        chosen = sorted(random.Random(args.seed).sample(chosen, args.sample),
+                        key=chosen.index)
+    return chosen
+
+
+def figures(outcomes: list[Outcome]) -> dict[str, dict[str, int]]:
+    """Per chapter: counted deviations and how many the suite caught."""
+    table: dict[str, dict[str, int]] = {}
+    for outcome in outcomes:
+        d = outcome.deviation
+        if d is None or not d.counted:
+            continue
+        row = table.setdefault(d.chapter, {"caught": 0, "total": 0})
+        row["total"] += 1
+        row["caught"] += outcome.verdict in (CAUGHT, NO_START)
+    return table
+
+
+def print_summary(outcomes: list[Outcome], deviations: list[Deviation],
+                  write: Callable[[str], None] = print) -> None:
+    table = figures(outcomes)
+    write("\nchapter               caught / total")
+    for chapter, row in sorted(table.items()):
+        write(f"{chapter:20}  {row['caught']:6} / {row['total']}")
+    caught = sum(r["caught"] for r in table.values())
+    total = sum(r["total"] for r in table.values())
+    if total:
+        write(f"{'all':20}  {caught:6} / {total}  ({100 * caught / total:.1f}%)")
+    survivors = [o for o in outcomes if o.deviation and o.deviation.counted
+                 and o.verdict not in (CAUGHT, NO_START)]
+    if survivors:
+        write("\nsurvivors:")
+        for o in survivors:
+            assert o.deviation is not None
+            write(f"- {o.deviation.id} ({o.deviation.chapter}, {o.verdict}):"
+                  f" {o.deviation.behaviour}")
+            if o.note:
+                write("  " + o.note.strip().replace("\n", "\n  ")[-1500:])
+    no_start = [o for o in outcomes if o.verdict == NO_START]
+    if no_start:
+        write("\ndid not start (caught, but the entry should break a behaviour, not the start):")
+        for o in no_start:
+            assert o.deviation is not None
+            write(f"- {o.deviation.id}: {o.note[:300]}")
+    apart = [d for d in deviations if not d.counted]
+    if apart:
+        write("\nnot counted:")
+        for d in apart:
+            kind = "equivalent" if d.equivalent else "unobservable"
+            write(f"- {d.id} ({d.chapter}, {kind}): {d.equivalent or d.unobservable}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="tools/mutation/run.py",
+        description="Run the conformance suite against deliberately broken copies of refimpl.",
+    )
+    parser.add_argument("--catalogue", type=Path, default=CATALOGUE)
+    parser.add_argument("--only", action="append", default=[], metavar="ID",
+                        help="run this deviation (may repeat)")
+    parser.add_argument("--chapter", action="append", default=[],
+                        help="only the deviations of this chapter (may repeat)")
+    parser.add_argument("--sample", type=int, help="a random sample of N deviations")
+    parser.add_argument("--seed", type=int, default=0, help="the sample's seed (default 0)")
+    parser.add_argument("--own-chapter", action="store_true",
+                        help="run each deviation against its own chapter's examples only")
+    parser.add_argument("--all-entries", action="store_true",
+                        help="also run the entries marked equivalent or unobservable")
+    parser.add_argument("--jobs", type=int, default=1, help="deviations at once (default 1)")
+    parser.add_argument("--runner-jobs", type=int, default=4,
+                        help="examples at once within one run (default 4)")
+    parser.add_argument("--nice", type=int, default=10, help="niceness of the run (default 10)")
+    parser.add_argument("--no-baseline", action="store_true",
+                        help="skip the run of the unmutated code")
+    parser.add_argument("--skip-example", action="append", default=[], metavar="ID",
+                        help="an example not to run (with --no-baseline: one known to fail)")
+    parser.add_argument("--json", type=Path, help="write every outcome here")
+    parser.add_argument("--check", action="store_true",
+                        help="only check that every entry still applies to the code")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        deviations = load(args.catalogue)
+        for deviation in deviations:
+            check(deviation)
+        chosen = select(deviations, args)
+    except CatalogueError as exc:
+        print(f"catalogue: {exc}", file=sys.stderr)
+        return 2
+    counted = sum(d.counted for d in deviations)
+    if args.check:
+        print(f"{len(deviations)} deviations ({counted} counted): every edit applies")
+        return 0
+    if args.nice:
+        os.nice(args.nice)
+    settings = RunSettings(own_chapter=args.own_chapter, runner_jobs=args.runner_jobs,
+                           skipped=tuple(args.skip_example))
+    if args.own_chapter:
+        settings = replace(settings, chapters=tuple(sorted({d.chapter for d in chosen})))
+    restart_options = runner_restart_options()
+    if not args.no_baseline:
+        baseline = run_one(None, settings, restart_options)
+        if baseline.verdict == NO_START or baseline.verdict == "error":
+            print(f"the unmutated code cannot be run ({baseline.verdict}): {baseline.note}",
+                  file=sys.stderr)
+            return 2
+        if baseline.failed:
+            # Work in progress elsewhere: those examples tell nothing about a deviation.
+            print(f"warning: the unmutated code fails {', '.join(baseline.failed)};"
+                  " they are skipped in the runs below")
+            settings = replace(settings, skipped=settings.skipped + tuple(baseline.failed))
+        print(f"baseline: the unmutated code passes the rest ({baseline.seconds:.0f} s)")
+    print(f"running {len(chosen)} deviation(s), {args.jobs} at a time"
+          f"{', each against its own chapter' if args.own_chapter else ''}")
+    outcomes: list[Outcome] = []
+
+    def one(deviation: Deviation) -> Outcome:
+        outcome = run_one(deviation, settings, restart_options)
+        shown = ", ".join(outcome.failed[:3]) + ("..." if len(outcome.failed) > 3 else "")
+        print(f"{deviation.id}: {outcome.verdict} ({outcome.seconds:.0f} s) {shown}",
+              flush=True)
+        return outcome
+
+    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        outcomes = list(pool.map(one, chosen))
+    print_summary(outcomes, [d for d in deviations if d in chosen or not d.counted])
+    if args.json:
+        args.json.write_text(json.dumps(
+            {"figures": figures(outcomes), "outcomes": [o.as_json() for o in outcomes]},
+            indent=2) + "\n", encoding="utf-8")
+    survived = any(o.verdict not in (CAUGHT, NO_START) for o in outcomes
+                   if o.deviation and o.deviation.counted)
+    return 1 if survived else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

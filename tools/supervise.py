@@ -1,0 +1,174 @@
+"""Keep a `refimpl serve` running across restarts, for the conformance suite's restart steps.
+
+    python tools/supervise.py serve --state DIR -- --data D [more `refimpl serve` flags]
+    python tools/supervise.py restart --state DIR graceful|crash
+
+`serve` starts `python -m refimpl serve` with the flags after `--`, on the port given by
+`--port` there (default 0: a free one, kept for every later start), relays what the server
+prints to its own output, and waits for signals: SIGHUP restarts the server gracefully
+(SIGTERM, then a new start on the same data folder and port), SIGUSR1 crashes it (SIGKILL,
+then the same start), SIGTERM or SIGINT stop it and end the supervisor with the server's
+exit code. A server that exits on its own ends the supervisor too, with its code.
+
+`restart` signals the supervisor of DIR and returns once the old server is gone and the new
+one started (it may not answer yet: the suite then waits for `GET /health`), so that these
+are the commands `refimpl conform` takes:
+
+    refimpl conform --url URL --token T \\
+        --restart-cmd 'python tools/supervise.py restart --state DIR graceful' \\
+        --crash-cmd 'python tools/supervise.py restart --state DIR crash'
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from types import FrameType
+
+PID_FILE = "supervisor.pid"
+GENERATION_FILE = "generation"
+SIGNALS = {"graceful": signal.SIGHUP, "crash": signal.SIGUSR1}
+STOP_WAIT_S = 30.0
+_LISTENING_RE = re.compile(r"listening on http://\S+:(\d+)$")
+_POLL_S = 0.05
+
+
+class Supervisor:
+    """One server process at a time, restarted on the signals the module docstring names."""
+
+    def __init__(self, state: Path, serve_flags: list[str]) -> None:
+        self.state = state
+        self.flags, self.port = split_port(serve_flags)
+        self.wanted: list[str] = []
+        self.generation = 0
+        self.process: subprocess.Popen[str] | None = None
+        self._port_known = threading.Event()
+
+    def run(self) -> int:
+        """Serve until told to stop or the server exits on its own; its exit code."""
+        self.state.mkdir(parents=True, exist_ok=True)
+        for kind, number in SIGNALS.items():
+            signal.signal(number, self._wanting(kind))
+        for number in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(number, self._wanting("stop"))
+        (self.state / PID_FILE).write_text(f"{os.getpid()}\n")
+        self._start()
+        while True:
+            time.sleep(_POLL_S)
+            assert self.process is not None
+            # A restart asked for before the first server said its port waits for it.
+            if self.wanted and (self.wanted[0] == "stop" or self._port_known.is_set()):
+                kind = self.wanted.pop(0)
+                if kind == "stop":
+                    return self._stop(signal.SIGTERM)
+                self._stop(signal.SIGTERM if kind == "graceful" else signal.SIGKILL)
+                self._start()
+                continue
+            code = self.process.poll()
+            if code is not None:
+                return code
+
+    def _wanting(self, kind: str) -> Callable[[int, FrameType | None], None]:
+        def handler(_number: int, _frame: FrameType | None) -> None:
+            # Only noted here: the main loop acts on it between its sleeps.
+            self.wanted.append(kind)
+
+        return handler
+
+    def _start(self) -> None:
+        command = [sys.executable, "-m", "refimpl", "serve", "--port", str(self.port)]
+        self.process = subprocess.Popen(
+            [*command, *self.flags], stdout=subprocess.PIPE, text=True, bufsize=1
+        )
+        threading.Thread(target=self._relay, args=(self.process,), daemon=True).start()
+        self.generation += 1
+        (self.state / GENERATION_FILE).write_text(f"{self.generation}\n")
+
+    def _relay(self, process: subprocess.Popen[str]) -> None:
+        assert process.stdout is not None
+        for line in process.stdout:
+            found = _LISTENING_RE.search(line.rstrip("\n"))
+            if found and not self._port_known.is_set():
+                self.port = int(found.group(1))
+                self._port_known.set()
+            sys.stdout.write(line)
+            sys.stdout.flush()
+
+    def _stop(self, number: int) -> int:
+        assert self.process is not None
+        if self.process.poll() is None:
+            self.process.send_signal(number)
+        try:
+            return self.process.wait(STOP_WAIT_S)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            return self.process.wait()
+
+
+def split_port(flags: list[str]) -> tuple[list[str], int]:
+    """The flags without `--port N`, and N (0 when not given)."""
+    rest: list[str] = []
+    port = 0
+    items = iter(flags)
+    for flag in items:
+        if flag == "--port":
+            port = int(next(items))
+        elif flag.startswith("--port="):
+            port = int(flag.split("=", 1)[1])
+        else:
+            rest.append(flag)
+    return rest, port
+
+
+def restart(state: Path, kind: str, timeout: float) -> int:
+    """Signal the supervisor of `state` and wait until it started the server again."""
+    try:
+        pid = int((state / PID_FILE).read_text())
+        before = int((state / GENERATION_FILE).read_text())
+    except (OSError, ValueError) as exc:
+        print(f"supervise: no supervisor in {state}: {exc}", file=sys.stderr)
+        return 1
+    try:
+        os.kill(pid, SIGNALS[kind])
+    except ProcessLookupError:
+        print(f"supervise: the supervisor (pid {pid}) is not running", file=sys.stderr)
+        return 1
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if int((state / GENERATION_FILE).read_text()) > before:
+                return 0
+        except (OSError, ValueError):
+            pass  # read while being written; look again
+        time.sleep(_POLL_S)
+    print(f"supervise: no new server within {timeout:g} s", file=sys.stderr)
+    return 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    serve = commands.add_parser("serve", help="run and supervise a server")
+    serve.add_argument("--state", type=Path, required=True, help="a folder for the pid file")
+    serve.add_argument("flags", nargs=argparse.REMAINDER, help="-- then `refimpl serve` flags")
+    again = commands.add_parser("restart", help="restart the supervised server")
+    again.add_argument("--state", type=Path, required=True)
+    again.add_argument("kind", choices=sorted(SIGNALS))
+    again.add_argument("--timeout", type=float, default=60.0)
+    args = parser.parse_args(argv)
+    if args.command == "restart":
+        return restart(args.state, args.kind, args.timeout)
+    flags = args.flags[1:] if args.flags[:1] == ["--"] else args.flags
+    return Supervisor(args.state, flags).run()
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
