@@ -135,9 +135,30 @@ def read(path: Path) -> CheckpointImage:
         raise CorruptCheckpoint(
             f"checkpoint {path} is damaged (length or CRC mismatch); restore from a backup"
         )
-    raw = msgspec.msgpack.decode(body)
-    tables = [TableImage(t[0], t[1], t[2], t[3]) for t in raw["tables"]]
-    return CheckpointImage(raw["lsn"], raw["settings"], tables)
+    try:
+        raw = _decoder.decode(body)
+    except msgspec.DecodeError as exc:
+        raise CorruptCheckpoint(f"checkpoint {path} cannot be read ({exc})") from exc
+    tables = [TableImage(t.create, t.next_rowid, t.rows, t.rowids) for t in raw.tables]
+    return CheckpointImage(raw.lsn, raw.settings, tables)
+
+
+class _StoredTable(msgspec.Struct, array_like=True):
+    """A table as `write` stores it; rows come out as tuples, the form tables keep."""
+
+    create: str
+    next_rowid: int
+    rows: list[tuple]
+    rowids: list[int] | None
+
+
+class _Stored(msgspec.Struct):
+    lsn: int
+    settings: dict[str, Any]
+    tables: list[_StoredTable]
+
+
+_decoder = msgspec.msgpack.Decoder(_Stored)
 
 
 def remove_older(folder: Path, keep_lsn: int, files: FileOps = REAL_FILES) -> None:

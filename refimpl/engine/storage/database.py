@@ -167,12 +167,7 @@ class Database:
             assert isinstance(statement, ast.CreateTable)
             table = ddl.create_table(statement)
             table.next_rowid = table_image.next_rowid
-            rows = [tuple(row) for row in table_image.rows]
-            if table_image.rowids is None:
-                table.load((table.ident_of(row), row) for row in rows)
-            else:
-                table.load(((rowid,), row) for row, rowid in zip(rows, table_image.rowids,
-                                                                  strict=True))
+            table.load_rows(table_image.rows, table_image.rowids)
             self.tables[table.schema.name.lower()] = table
         self.checkpoint_lsn = image.lsn
 

@@ -212,6 +212,30 @@ class Table:
         if not self._keyed and index:
             self.next_rowid = max(self.next_rowid, max(ident[0] for ident in index) + 1)
 
+    def load_rows(self, rows: list[Row], rowids: list[int] | None) -> None:
+        """Fill an empty table with a checkpoint's rows (and row ids, for a table without
+        key), as `load` does, computing identities and places without a call per row where
+        the table's layout allows: one partition, ordered by identity alone."""
+        layout = self.layout
+        if rowids is not None:
+            idents: list[Ident] = [(rowid,) for rowid in rowids]
+        elif len(layout.key_positions) == 1:
+            (at,) = layout.key_positions
+            idents = [(row[at],) for row in rows]
+        else:
+            idents = [self.ident_of(row) for row in rows]
+        simple = (layout.period is None and layout.symbol_position is None
+                  and not layout.order_positions)  # fmt: skip
+        if not simple or self.secondary:
+            self.load(zip(idents, rows, strict=True))
+            return
+        empty: PartKey = ()
+        self.index = {ident: (empty, ident) for ident in idents}
+        if rows:
+            self.partitions[empty] = SortedDict(zip(idents, rows, strict=True))
+        if not self._keyed and idents:
+            self.next_rowid = max(self.next_rowid, max(rowids or [0]) + 1)
+
     def delete(self, ident: Ident) -> Row | None:
         where = self.index.pop(ident, None)
         if where is None:

@@ -36,6 +36,7 @@ from typing import BinaryIO
 from refimpl.engine import admission
 from refimpl.engine.files import REAL_FILES, FileOps, write_all
 from refimpl.engine.measures import LatencyHistogram
+from refimpl.engine.storage.wal_seals import remove_seal, write_seal
 from refimpl.engine.storage.wal_segments import (
     HEADER,
     HEADER_SIZE,
@@ -115,6 +116,9 @@ class WriteAheadLog:
         self._doing = ""  # what the leader is doing, for its failure message (leader-only)
         self.recovery_messages: list[str] = []
         self._segments: list[Segment] = self._recover()
+        # The segment appends went to last and that has no seal yet: sealed when the leader
+        # moves on to the next one (leader-only, like the write segment).
+        self._unsealed: Segment | None = self._segments[-1] if self._segments else None
         self._last_lsn = self._segments[-1].last_lsn if self._segments else 0
         self._durable_lsn = self._last_lsn
 
@@ -127,7 +131,7 @@ class WriteAheadLog:
             if self._files.mkdir(directory):
                 self._sync_directory(directory.parent)
             doing = f"read the segments in {directory}"
-            result = scan_segments(list_segments(directory))
+            result = scan_segments(list_segments(directory), use_seals=True)
             if result.damage is not None:
                 damage = result.damage
                 raise CorruptLog(str(damage.path), damage.offset, damage.reason, damage.lost())
@@ -144,6 +148,8 @@ class WriteAheadLog:
                 self._sync_file(result.segments[-1].path)
         except OSError as exc:
             raise WritesStopped(_failure_message(doing, exc, durable_lsn=None)) from exc
+        for segment in result.walked:  # sound, but unsealed: the next open need not walk it
+            write_seal(self._files, segment.path, segment.seal())
         return result.segments
 
     # --- properties -------------------------------------------------------------------------
@@ -290,6 +296,7 @@ class WriteAheadLog:
             assert self._write_fd is not None
             self._doing = f"write to {segment.path}"
             write_all(self._files, self._write_fd, data)
+            segment.crc = zlib.crc32(data, segment.crc)
             self._write_dirty = True
         if self._write_dirty and self._write_fd is not None:
             self._doing = f"sync {self._write_segment.path if self._write_segment else ''}"
@@ -307,6 +314,10 @@ class WriteAheadLog:
             self._doing = f"close {self._write_segment.path if self._write_segment else ''}"
             fd, self._write_fd, self._write_segment = self._write_fd, None, None
             self._files.close(fd)
+        sealed, self._unsealed = self._unsealed, segment
+        if sealed is not None and sealed is not segment:
+            # It never changes again: appends go to this segment and later ones.
+            write_seal(self._files, sealed.path, sealed.seal())
         self._doing = f"open {segment.path}"
         self._write_fd = self._files.open(segment.path, _OPEN_FLAGS, 0o644)
         self._write_segment = segment
@@ -437,6 +448,7 @@ class WriteAheadLog:
             for segment in victims:
                 doing = f"remove {segment.path}"
                 try:
+                    remove_seal(self._files, segment.path)  # first: never a seal alone
                     try:
                         self._files.unlink(segment.path)
                     except FileNotFoundError:
@@ -479,6 +491,10 @@ class WriteAheadLog:
                     # Everything was fsync'd before (or the log had failed and acknowledged
                     # nothing since): a failing close loses nothing, and recovery reads the file.
                     pass
+            if not failed and error is None and self._unsealed is not None:
+                # What the last segment holds now, so that the next open need not walk it;
+                # appends after that open make the seal a prefix, still worth its checksum.
+                write_seal(self._files, self._unsealed.path, self._unsealed.seal())
             self._closed = True
             self._cond.notify_all()
         if error is not None:

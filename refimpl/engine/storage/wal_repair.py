@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from refimpl.engine.files import REAL_FILES, FileOps, write_all
+from refimpl.engine.storage.wal_seals import remove_seal
 from refimpl.engine.storage.wal_segments import (
     Damage,
     SegmentInfo,
@@ -104,6 +105,8 @@ def cut_damaged_log(directory: Path, aside: Path, files: FileOps = REAL_FILES) -
         files.close(fd)
     files.sync_directory(aside)
     for _first_lsn, path in listing:
+        if path.name >= damage.path.name:
+            remove_seal(files, path)  # the seal of a segment that changes or goes
         if path.name > damage.path.name:
             files.replace(path, aside / path.name)
     files.sync_directory(aside)

@@ -31,6 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from struct import Struct
 
+from refimpl.engine.storage.wal_seals import Seal, covers, read_seal
+
 HEADER = Struct("<IIQ")  # payload length, CRC32, LSN
 HEADER_SIZE = HEADER.size
 MAX_PAYLOAD = 0xFFFF_FFFF
@@ -82,7 +84,9 @@ class Segment:
     The log changes it only under its lock; `seek_hint` must be called under that lock too.
     """
 
-    __slots__ = ("first_lsn", "last_lsn", "path", "size", "index_lsns", "index_offsets", "on_disk")
+    __slots__ = (
+        "first_lsn", "last_lsn", "path", "size", "index_lsns", "index_offsets", "on_disk", "crc",
+    )  # fmt: skip
 
     def __init__(self, first_lsn: int, path: Path, *, on_disk: bool) -> None:
         self.first_lsn = first_lsn
@@ -94,6 +98,7 @@ class Segment:
         # False until the file exists and its name is synced in the folder (only the flushing
         # leader creates segment files, after the previous segment is on disk).
         self.on_disk = on_disk
+        self.crc = 0  # CRC32 of the bytes written to the file so far (its seal's checksum)
 
     @property
     def records(self) -> int:
@@ -116,6 +121,18 @@ class Segment:
 
     def info(self) -> SegmentInfo:
         return SegmentInfo(self.first_lsn, self.last_lsn, self.path, self.size)
+
+    def seal(self) -> Seal:
+        """The seal of this segment as it stands (see wal_seals)."""
+        return Seal(self.first_lsn, self.last_lsn, self.size, self.crc, self.index_lsns,
+                    self.index_offsets)  # fmt: skip
+
+    @classmethod
+    def from_seal(cls, seal: Seal, path: Path) -> Segment:
+        segment = cls(seal.first_lsn, path, on_disk=True)
+        segment.last_lsn, segment.size, segment.crc = seal.last_lsn, seal.size, seal.crc
+        segment.index_lsns, segment.index_offsets = seal.index_lsns, seal.index_offsets
+        return segment
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,6 +177,7 @@ class ScanResult:
     segments: list[Segment] = field(default_factory=list)
     torn_tail: TornTail | None = None
     damage: Damage | None = None
+    walked: list[Segment] = field(default_factory=list)  # sealed ones checked frame by frame
 
     @property
     def records(self) -> int:
@@ -181,12 +199,15 @@ def list_segments(directory: Path) -> list[tuple[int, Path]]:
     return found
 
 
-def scan_segments(listing: list[tuple[int, Path]]) -> ScanResult:
+def scan_segments(listing: list[tuple[int, Path]], *, use_seals: bool = False) -> ScanResult:
     """Reads and validates every frame of the listed segments without changing any file.
 
     Stops at the first damage. A bad frame is a torn tail only in the last segment and only if no
     valid frame with a higher LSN follows it; anything else is damage, as is any valid frame
-    whose LSN is not the previous one + 1 (across segments too).
+    whose LSN is not the previous one + 1 (across segments too). With `use_seals`, a segment
+    before the last whose seal matches its bytes is taken from the seal without a walk
+    (wal_seals), and of a segment whose seal covers a prefix only the rest is walked; those
+    before the last that needed a walk are listed in `walked`.
     """
     result = ScanResult()
     previous_last: int | None = None
@@ -204,8 +225,17 @@ def scan_segments(listing: list[tuple[int, Path]]) -> ScanResult:
             )
             return result
         data = path.read_bytes()
-        segment = Segment(first_lsn, path, on_disk=True)
+        seal = read_seal(path) if use_seals else None
+        if seal is not None and covers(seal, first_lsn, data):
+            segment = Segment.from_seal(seal, path)  # the walk goes on after the seal
+        else:
+            segment = Segment(first_lsn, path, on_disk=True)
+        walk_from = segment.size
         end, reason, cut_short = _walk_frames(data, segment)
+        if end > walk_from or reason is not None:
+            segment.crc = zlib.crc32(memoryview(data)[:end])
+            if not is_last:
+                result.walked.append(segment)
         result.segments.append(segment)
         if reason is not None:
             torn = is_last and (cut_short or _NONZERO.search(data, end) is None)
@@ -255,15 +285,16 @@ def _last_lsn_after(
 def _walk_frames(data: bytes, segment: Segment) -> tuple[int, str | None, bool]:
     """Adds the run of valid frames at the start of `data` to `segment`.
 
-    Returns the offset where that run ends, why the frame there is bad (None at the end of the
-    file), and whether the end of the file cuts that frame short (what a torn write leaves).
+    Starts after what `segment` already holds (nothing, or what its seal covers). Returns
+    the offset where that run ends, why the frame there is bad (None at the end of the file),
+    and whether the end of the file cuts that frame short (what a torn write leaves).
     """
     view = memoryview(data)
     size = len(data)
     unpack = HEADER.unpack_from
     crc32 = zlib.crc32
-    expected = segment.first_lsn
-    pos = 0
+    expected = segment.last_lsn + 1
+    pos = segment.size
     while pos < size:
         if size - pos < HEADER_SIZE:
             return pos, f"a partial frame header of {size - pos} bytes", True
