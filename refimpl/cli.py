@@ -214,7 +214,11 @@ def _serve(options: argparse.Namespace) -> int:
     gc.collect()
     gc.freeze()
 
-    pg_server = _start_pg(settings, instance)
+    try:
+        pg_server = _start_pg(settings, instance)
+    except BaseException:
+        instance.close()
+        raise
 
     def listening(host: str, port: int) -> None:
         print(f"listening on http://{host}:{port}", flush=True)
@@ -261,11 +265,17 @@ def _start_pg(settings: Any, instance: Any) -> Any:
     from refimpl.pgwire.serving import PgOptions, PgServer
 
     limit = settings.pg_max_connections
-    server = PgServer(instance, PgOptions(
-        settings.host, settings.pg_port, settings.threads,
-        ConnectionLimits(limit, limit, "pg_max_connections", "pg_max_connections"),
-        LinkOptions(settings.dev, settings.max_body_bytes),
-    ))  # fmt: skip
+    try:
+        server = PgServer(instance, PgOptions(
+            settings.host, settings.pg_port, settings.threads,
+            ConnectionLimits(limit, limit, "pg_max_connections", "pg_max_connections"),
+            LinkOptions(settings.dev, settings.max_body_bytes),
+        ))  # fmt: skip
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot serve the PostgreSQL protocol on {settings.host}:{settings.pg_port}:"
+            f" {exc.strerror or exc}; choose another pg_port (0 takes a free one)"
+        ) from None
     server.start()
     host, port = server.address
     shown = f"[{host}]" if ":" in host else host

@@ -228,6 +228,22 @@ class MessageTooLarge(ProtocolError):
     """A message longer than the server takes."""
 
 
+class UnknownPreparedStatement(ProtocolError):
+    """A Bind or Describe naming a prepared statement that does not exist."""
+
+
+class UnknownPortal(ProtocolError):
+    """A Describe or Execute naming a portal that does not exist."""
+
+
+class PreparedStatementExists(ProtocolError):
+    """A Parse naming a prepared statement that exists (close it first)."""
+
+
+class PortalExists(ProtocolError):
+    """A Bind naming a portal that exists (close it first)."""
+
+
 class UnsupportedProtocol(ProtocolError):
     """A protocol version or a request (GSSAPI, replication) this server does not serve."""
 

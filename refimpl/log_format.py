@@ -10,11 +10,13 @@ plus `error` with the traceback when one is logged.
 from __future__ import annotations
 
 import datetime
-import json
 import logging
 import sys
 
+import msgspec
+
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(message)s"
+_encode = msgspec.json.Encoder(enc_hook=str).encode  # what JSON cannot hold, as text
 
 
 class JsonLineFormatter(logging.Formatter):
@@ -33,7 +35,7 @@ class JsonLineFormatter(logging.Formatter):
             line.update(fields)
         if record.exc_info:
             line["error"] = self.formatException(record.exc_info)
-        return json.dumps(line, ensure_ascii=False, default=str)
+        return _encode(line).decode("utf-8")
 
 
 def configure(log_format: str) -> None:

@@ -57,6 +57,7 @@ class Settings:
     | log_format           | text         | log lines on stderr: text, or json (one object each) |
     | pg_port              | (off)        | PostgreSQL protocol port; 0 takes a free one         |
     | pg_max_connections   | 100          | open PostgreSQL connections at once (53300 above)    |
+    | import_folder        | import       | folder of the data folder COPY FROM 'file' reads     |
 
     Unset, `allowed_hosts` is the listen host and the loopback names (localhost, 127.0.0.1,
     [::1]): a page of another site cannot reach the server through DNS rebinding.
@@ -92,6 +93,7 @@ class Settings:
     streams_per_user: int = 10
     stream_capacity: int = 1000
     stream_buffer_kb: int = 256
+    import_folder: str = "import"
 
     @property
     def max_body_bytes(self) -> int:
@@ -153,6 +155,13 @@ def _log_format(text: str) -> str:
     return lowered
 
 
+def _folder_name(text: str) -> str:
+    name = _text(text)
+    if not name or name in (".", "..") or "/" in name or "\\" in name:
+        raise ValueError("the name of one folder inside the data folder (no / or ..)")
+    return name
+
+
 def _path(text: str) -> Path:
     return Path(_text(text)).expanduser()
 
@@ -191,6 +200,7 @@ _PARSERS: dict[str, Callable[[str], object]] = {
     # A part of a stream is at most this, and the server drops a stream that leaves 1 MB
     # unsent: the buffer stays well under it.
     "stream_buffer_kb": _int(16, 512),
+    "import_folder": _folder_name,
 }
 KEYS = tuple(f.name for f in fields(Settings))
 DEFAULTS = Settings()
@@ -309,6 +319,7 @@ def engine_options(settings: Settings) -> EngineOptions:
         max_sql_bytes=settings.max_sql_bytes,
         subscriptions_per_user=settings.subscriptions_per_user,
         sessions_per_user=settings.sessions_per_user,
+        import_folder=settings.import_folder,
     )
 
 

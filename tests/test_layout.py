@@ -26,14 +26,15 @@ OVERSIZED_ALLOWED: dict[str, str] = {}
 
 _ENGINE = "refimpl.engine"
 _LEAVES = ("refimpl.engine.options", "refimpl.engine.result", "refimpl.engine.admission",
-           "refimpl.engine.rights", "refimpl.engine.files", "refimpl.engine.measures")
+           "refimpl.engine.rights", "refimpl.engine.files", "refimpl.engine.measures",
+           "refimpl.engine.progress")
 _TRACKING = "refimpl.engine.tracking"
 _STORAGE = "refimpl.engine.storage"
 _QUERY = "refimpl.engine.query"
 _STATEMENTS = "refimpl.engine.statements"
 _FEATURES = "refimpl.engine.features"
 _ENGINE_TOP = ("refimpl.engine.access", "refimpl.engine.session", "refimpl.engine.instance",
-               "refimpl.engine.feeds", "refimpl.engine.event_streams")
+               "refimpl.engine.feeds", "refimpl.engine.event_streams", "refimpl.engine.copying")
 _PROTOCOLS = ("refimpl.http", "refimpl.pgwire", "refimpl.waiting")
 
 # Package or module -> what it must not import (a name covers its submodules). Bottom to top:
@@ -51,6 +52,9 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     _ENGINE: _PROTOCOLS,
     "refimpl.waiting": ("refimpl.http", "refimpl.pgwire"),
     "refimpl.sql": (_ENGINE, *_PROTOCOLS),
+    # A client of a server's HTTP API, like the conformance suite: no engine, SQL or server.
+    "refimpl.sqllogictest": ("refimpl.engine", "refimpl.sql", "refimpl.errors", "refimpl.cli",
+                             "refimpl.settings", *_PROTOCOLS),
     # Connection counts shared by both protocols' servers: under both, above nothing.
     "refimpl.netlimits": ("refimpl",),
     # The two protocols stand side by side; the PostgreSQL one parks nothing.

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 
 import msgspec
@@ -87,7 +87,7 @@ class OpenStream:
         credential: Credential,
         access: AccessControl,
         named: frozenset[str] | None,
-        cursor: Callable[[Callable[[str], bool]], EventCursor],
+        cursor: Callable[[Callable[[str], bool], Callable[[], Hashable]], EventCursor],
         ends_at: float,
     ) -> None:
         self.number = number
@@ -101,13 +101,18 @@ class OpenStream:
         self._access = access
         self._named = named  # the tables it follows (keys), None: every table
         self._lock = threading.Lock()
-        self.cursor = cursor(self.follows)
+        self.cursor = cursor(self.follows, self.view)
 
     def follows(self, table: str) -> bool:
         """Whether the stream shows a table now: named (or any), and readable by its caller."""
         if self._named is not None and table not in self._named:
             return False
         return self._access.allowed(self.principal, self.database, Right.READ, table)
+
+    def view(self) -> Hashable:
+        """Equal for streams that follow the same tables with the same rights now (the
+        principal as the latest look at its token found it): they share what they take."""
+        return (self._named, self.principal)
 
     def take(self, budget: int) -> Taken:
         """The next events (see `EventCursor.take`); none once it has ended."""
@@ -220,8 +225,8 @@ class EventStreams:
             number = next(self._numbers)
             stream = OpenStream(
                 number, name, credential, self._access, named,
-                lambda follows: EventCursor(
-                    recent, follows, options.replay_s, self._clock, resume
+                lambda follows, view: EventCursor(
+                    recent, follows, options.replay_s, self._clock, resume, view
                 ),
                 time.monotonic() + options.max_age_s,
             )  # fmt: skip

@@ -20,11 +20,15 @@ from dataclasses import dataclass
 
 from refimpl.engine.access import Principal, Right
 from refimpl.engine.features.change_stream import ChangeBatch, read_changes
+from refimpl.engine.features.feed_options import FeedFilter, FeedOptions, ShapedBatch, shape_changes
+from refimpl.engine.features.initial_copy import CopyPosition, InitialBatch, read_initial
 from refimpl.engine.instance import Instance
 from refimpl.engine.storage.database import Database
 from refimpl.engine.storage.schema import TableSchema
 from refimpl.engine.tracking.signals import CommitSignal
 from refimpl.errors import BadRequest, NotFound, UnknownDatabase
+
+SHAPED_READ_FACTOR = 10
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +67,34 @@ class TableFeed:
     def read(self, after_lsn: int, limit: int) -> ChangeBatch:
         """Changes after `after_lsn`, at most `limit` rows, whole transactions (see the spec)."""
         return read_changes(self._database, self._schema.name, self._schema, after_lsn, limit)
+
+    @property
+    def before_images(self) -> bool:
+        """The table logs the row before each update and delete (REPLICA IDENTITY FULL)."""
+        return self._schema.replica_identity_full
+
+    def read_initial(self, at: CopyPosition | None, limit: int,
+                     feed_filter: FeedFilter | None) -> InitialBatch:  # fmt: skip
+        """The next page of an `initial=true` feed inside its copy (see `initial_copy`)."""
+        return read_initial(self._database, self._schema, at, limit, feed_filter)
+
+    def compile_filter(self, predicate: str) -> FeedFilter:
+        """A `where=` predicate checked against this table (SqlError with its position)."""
+        return FeedFilter.compile(self._schema, predicate)
+
+    def read_shaped(self, after_lsn: int, limit: int, options: FeedOptions,
+                    feed_filter: FeedFilter | None) -> ShapedBatch:  # fmt: skip
+        """`read` with the options applied; `limit` counts the changes after filtering and
+        squashing, read on (whole transactions) up to `SHAPED_READ_FACTOR` times `limit`
+        changes of the log; `next_lsn` always ends a transaction."""
+        budget = limit * SHAPED_READ_FACTOR
+        batch = self.read(after_lsn, limit)
+        shaped = shape_changes(batch, self._schema, options, feed_filter)
+        while batch.more and len(shaped.changes) < limit and shaped.read < budget:
+            page = self.read(batch.next_lsn, limit)
+            batch = ChangeBatch(batch.changes + page.changes, page.next_lsn, page.more)
+            shaped = shape_changes(batch, self._schema, options, feed_filter)
+        return shaped
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,6 +20,7 @@ class EngineOptions:
     - `max_sql_bytes`: longest SQL text one call may run (UTF-8 bytes).
     - `subscriptions_per_user`: live-query subscriptions one principal keeps at once.
     - `sessions_per_user`: browser sessions one user keeps open at once.
+    - `import_folder`: the folder of the data folder that `COPY t FROM 'file'` reads from.
     """
 
     wal_archive_bytes: int = 1024 * MB
@@ -31,6 +32,7 @@ class EngineOptions:
     max_sql_bytes: int = 1 * MB
     subscriptions_per_user: int = 2000
     sessions_per_user: int = 100
+    import_folder: str = "import"
 
     def segment_size_for(self, archive_bytes: int) -> int:
         return max(4096, min(self.segment_bytes, archive_bytes // 4))

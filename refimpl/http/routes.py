@@ -58,7 +58,8 @@ ROUTES: tuple[Route, ...] = (
     _route("/imp", "POST", import_route, "table"),
     _route("/write", "POST", write_route, "precision"),
     _route("/api/stats", "GET", stats_route, uses_database=False),
-    _route("/api/changes", "GET", changes_route, "table from limit wait format"),
+    _route("/api/changes", "GET", changes_route,
+           "table from limit wait format initial states types squash where"),
     Route("/api/rev", ("GET",), rev_route, frozenset({"table", "symbol", "column", "db"}),
           repeatable=frozenset({"symbol"})),  # fmt: skip
     _route("/api/subscribe", "GET", subscribe_route, "query wait id"),

@@ -22,9 +22,13 @@ from refimpl.errors import (
     KdbError,
     NotAllowed,
     ParameterError,
+    PortalExists,
+    PreparedStatementExists,
     ProtocolError,
     SqlError,
     SqlSyntaxError,
+    UnknownPortal,
+    UnknownPreparedStatement,
 )
 from refimpl.pgwire import messages as m
 from refimpl.pgwire import sqlstate, types
@@ -43,14 +47,6 @@ _QUERIES = ("Select", "Values", "SetOperation", "WithQuery", "ShowTables", "Show
 _SETTING_TAGS = {"SET": "SET", "SHOW": "SHOW", "RESET": "RESET", "DISCARD": "DISCARD ALL"}
 _DUMMY = {"INT": 0, "BIGINT": 0, "DOUBLE": 0.0, "BOOLEAN": False, "STRING": "",
           "SYMBOL": "", "TIMESTAMP": datetime(1970, 1, 1, tzinfo=UTC)}  # fmt: skip
-
-
-class UnknownName(ProtocolError):
-    """A Bind, Describe or Execute naming a statement or portal that does not exist."""
-
-    def __init__(self, message: str, code: str) -> None:
-        super().__init__(message)
-        self.code = code
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,9 +124,6 @@ class Conversation:
             return []
         try:
             return self._extended(message)
-        except UnknownName as error:
-            self._fail_transaction()
-            return [m.ErrorResponse(error.code, error.message)]
         except KdbError as error:
             self._fail_transaction()
             text = message.text if isinstance(message, m.Parse) else None
@@ -177,6 +170,7 @@ class Conversation:
                 piece = plan.piece
                 result, reported = self._run(plan, ())
                 out.extend(reported)
+                out.extend(_notices(plan, result))
                 if result.is_query:
                     assert result.columns is not None
                     formats = [0] * len(result.columns)
@@ -193,8 +187,8 @@ class Conversation:
 
     def parse(self, message: m.Parse) -> list[m.ServerMessage]:
         if message.name and message.name in self._prepared:
-            raise UnknownName(f'prepared statement "{message.name}" already exists',
-                              sqlstate.DUPLICATE_PREPARED)  # fmt: skip
+            raise PreparedStatementExists(
+                f'prepared statement "{message.name}" already exists; close it first')
         pieces = split(message.text)
         if len(pieces) > 1:
             raise SqlSyntaxError("cannot insert multiple commands into a prepared statement")
@@ -205,7 +199,7 @@ class Conversation:
     def bind(self, message: m.Bind) -> list[m.ServerMessage]:
         prepared = self._statement(message.statement)
         if message.portal and message.portal in self._portals:
-            raise UnknownName(f'portal "{message.portal}" already exists', "42P03")
+            raise PortalExists(f'portal "{message.portal}" already exists; close it first')
         numbers = prepared.plan.piece.params if prepared.plan else ()
         count = max(max(numbers, default=0), len(prepared.param_oids))
         if len(message.params) != count:
@@ -251,7 +245,7 @@ class Conversation:
             portal.result = self._run_portal(portal, out)
         result = portal.result
         if not result.is_query:
-            return [*out, m.CommandComplete(self._tag(plan, result))]
+            return [*out, *_notices(plan, result), m.CommandComplete(self._tag(plan, result))]
         assert result.columns is not None
         limit = message.max_rows if message.max_rows > 0 else len(result.rows)
         rows = result.rows[portal.sent : portal.sent + limit]
@@ -276,14 +270,13 @@ class Conversation:
     def _statement(self, name: str) -> Prepared:
         prepared = self._prepared.get(name)
         if prepared is None:
-            raise UnknownName(f'prepared statement "{name}" does not exist',
-                              sqlstate.UNKNOWN_PREPARED)  # fmt: skip
+            raise UnknownPreparedStatement(f'prepared statement "{name}" does not exist')
         return prepared
 
     def _portal(self, name: str) -> Portal:
         portal = self._portals.get(name)
         if portal is None:
-            raise UnknownName(f'portal "{name}" does not exist', sqlstate.UNKNOWN_PORTAL)
+            raise UnknownPortal(f'portal "{name}" does not exist')
         return portal
 
     def _describe_params(self, prepared: Prepared) -> tuple[int, ...]:
@@ -408,6 +401,17 @@ class Conversation:
             m.ParameterStatus(name, settings.values[name]) for name in changed
         ]
         return message_result(command.verb, command.verb), reported
+
+
+def _notices(plan: Plan, result: Result) -> list[m.ServerMessage]:
+    """A NOTICE for IF [NOT] EXISTS that found nothing to do, as PostgreSQL sends one; its
+    text is the message `/exec` answers (`table 't' already exists`)."""
+    statement = plan.statement
+    skipped = getattr(statement, "if_not_exists", False) or getattr(statement, "if_exists", False)
+    message = result.message or ""
+    if skipped and message.endswith(("already exists", "does not exist")):
+        return [m.ErrorResponse("00000", f"{message}, skipping", "NOTICE", notice=True)]
+    return []
 
 
 def _row_description(columns: list[Column], formats: list[int]) -> m.RowDescription:

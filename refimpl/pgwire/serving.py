@@ -182,7 +182,12 @@ class PgServer:
             link.end()
         except Exception:
             log.exception("bug: unexpected error answering a PostgreSQL connection")
-            link.end()
+            goodbye = link.refuse(sqlstate.INTERNAL, "internal error (a bug in the server);"
+                                  " the server log has the details")  # fmt: skip
+            try:
+                client.sock.send(goodbye, socket.MSG_DONTWAIT)
+            except OSError:
+                pass
         client.busy = False
         if link.closed:
             self._close(client)

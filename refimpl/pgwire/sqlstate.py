@@ -37,6 +37,10 @@ SQLSTATE: tuple[tuple[type[errors.KdbError], str], ...] = (
     (errors.NotFound, "42704"),
     (errors.Unauthorized, "28000"),  # invalid_authorization_specification
     (errors.Forbidden, "42501"),  # insufficient_privilege
+    (errors.UnknownPreparedStatement, "26000"),  # invalid_sql_statement_name
+    (errors.UnknownPortal, "34000"),  # invalid_cursor_name
+    (errors.PreparedStatementExists, "42P05"),  # duplicate_prepared_statement
+    (errors.PortalExists, "42P03"),  # duplicate_cursor
     (errors.MessageTooLarge, "54000"),
     (errors.UnsupportedProtocol, "0A000"),
     (errors.ProtocolError, "08P01"),  # protocol_violation
@@ -56,9 +60,6 @@ SQLSTATE: tuple[tuple[type[errors.KdbError], str], ...] = (
 TOO_MANY_CONNECTIONS = "53300"
 ADMIN_SHUTDOWN = "57P01"
 INVALID_PASSWORD = "28P01"
-DUPLICATE_PREPARED = "42P05"
-UNKNOWN_PREPARED = "26000"  # invalid_sql_statement_name
-UNKNOWN_PORTAL = "34000"  # invalid_cursor_name
 INTERNAL = "XX000"
 
 

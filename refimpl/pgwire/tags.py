@@ -19,6 +19,7 @@ _TAGS = {
     "DropView": "DROP VIEW",
     "AddColumn": "ALTER TABLE",
     "DropColumn": "ALTER TABLE",
+    "AlterReplicaIdentity": "ALTER TABLE",
     "DropPartitionList": "ALTER TABLE",
     "DropPartitionWhere": "ALTER TABLE",
     "CreateDatabase": "CREATE DATABASE",

@@ -47,7 +47,8 @@ def as_table(answer: Answer) -> Table:
     table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
     for name, column_type in answer.columns:
         right = column_type in _NUMERIC
-        table.add_column(name, justify="right" if right else "left", overflow="fold")
+        # Text, not a string: rich would read a name like '[b]' as markup.
+        table.add_column(Text(name), justify="right" if right else "left", overflow="fold")
     for row in answer.rows:
         table.add_row(*(
             Text("NULL", style="dim") if value is None else Text(cell_text(value))

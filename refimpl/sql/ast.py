@@ -24,6 +24,12 @@ from refimpl.sql.ast_access import (  # noqa: F401 - re-exported: ast.CreateUser
     ShowUsers,
     Statement,
 )
+from refimpl.sql.ast_copy import (  # noqa: F401 - re-exported: ast.CopyFrom, ...
+    CopyFrom,
+    CopyOption,
+    CopyTo,
+    CopyValue,
+)
 
 # Column types, in the spelling SHOW COLUMNS and the JSON answers use.
 TYPES = ("INT", "BIGINT", "DOUBLE", "STRING", "SYMBOL", "BOOLEAN", "TIMESTAMP")
@@ -393,6 +399,8 @@ class CreateTable(Statement):
     # CREATE INDEX adds to `indexes`, and the canonical text keeps them as table elements.
     unique: tuple[tuple[str, ...], ...] = ()
     indexes: tuple[IndexDef, ...] = ()
+    # REPLICA IDENTITY FULL: the log keeps the row before each update and delete.
+    replica_identity_full: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -465,6 +473,14 @@ class AddColumn(Statement):
 class DropColumn(Statement):
     table: str
     column: str
+
+
+@dataclass(frozen=True, slots=True)
+class AlterReplicaIdentity(Statement):
+    """`ALTER TABLE t REPLICA IDENTITY FULL | DEFAULT` (before-images on or off)."""
+
+    table: str
+    full: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -565,3 +581,4 @@ def walk(node: object) -> Iterator[object]:
         yield item
         if hasattr(item, "__dataclass_fields__"):
             todo.extend(getattr(item, name) for name in item.__dataclass_fields__)
+

@@ -17,6 +17,7 @@ from lark import Token, v_args
 from refimpl.errors import StatementTimeout, StatementTooLarge
 from refimpl.sql import ast
 from refimpl.sql.ast import Expr
+from refimpl.sql.builder_copy import CopyBuilder
 from refimpl.sql.builder_ddl import DdlBuilder, error_at
 from refimpl.sql.builder_pg import PgBuilder
 from refimpl.sql.builder_queries import QueryBuilder
@@ -56,7 +57,7 @@ def _unquote(token: Token) -> str:
 
 
 @v_args(inline=True)
-class Builder(QueryBuilder, DdlBuilder, PgBuilder):
+class Builder(QueryBuilder, DdlBuilder, PgBuilder, CopyBuilder):
     """Builds ast nodes while the LALR parser reduces (one pass, no parse tree).
 
     Method names are the rule or alias names of the grammar. Optional parts arrive as None

@@ -60,7 +60,7 @@ class DdlBuilder(Transformer):
     """Reductions of table definitions, index statements and EXPLAIN."""
 
     def create_table(self, if_not_exists: bool | None, name: str, *rest: Any) -> ast.CreateTable:
-        *elements, timeseries, partition, sort_by, dedup_key = rest
+        *elements, timeseries, partition, sort_by, dedup_key, replica_full = rest
         columns: list[ast.ColumnDef] = []
         unique: list[tuple[str, ...]] = []
         indexes: list[ast.IndexDef] = []
@@ -91,7 +91,16 @@ class DdlBuilder(Transformer):
         unit, symbol = partition or (None, None)
         return ast.CreateTable(name, tuple(columns), if_not_exists is not None, primary_key,
                                timeseries, unit, symbol, sort_by or (), dedup_key or (),
-                               tuple(unique), tuple(indexes))
+                               tuple(unique), tuple(indexes), bool(replica_full))
+
+    def replica_identity(self, table: str, full: bool) -> ast.AlterReplicaIdentity:
+        return ast.AlterReplicaIdentity(table, full)
+
+    def replica_identity_clause(self, full: bool) -> bool:
+        return full
+
+    def replica_mode(self, mode: Token) -> bool:
+        return str(mode).upper() == "FULL"
 
     def column_def(self, name: str, type_: str, *constraints: Any) -> _ColumnClause:
         primary = next((c for c in constraints if isinstance(c, Token)), None)

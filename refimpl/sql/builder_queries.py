@@ -144,7 +144,10 @@ class QueryBuilder(Transformer):
     def exists(self, query: ast.Query) -> ast.Exists:
         return ast.Exists(query)
 
-    def create_view(self, if_not_exists: bool | None, name: str,
+    def temporary(self) -> bool:
+        return True
+
+    def create_view(self, temporary: bool | None, if_not_exists: bool | None, name: str,
                     query: ast.Query) -> ast.CreateView:
         return ast.CreateView(name, query, if_not_exists is not None)
 

@@ -169,7 +169,7 @@ for _name in ("expr", "or_expr", "and_expr", "not_expr", "predicate", "sum", "pr
 _EXPRESSION_STARTS = {"NUMBER", "STRING", "QMARK", "CASE", "CAST", "TRUE", "FALSE", "NULL",
                       "NOT", "LPAR", "MINUS", "PLUS", "EXISTS", "ANY", "SOME", "ALL"}
 _OPERATOR_TEXT = {"=", "<>", "!=", "<", "<=", ">", ">=", "+", "-", "||", "*", "/", "%", "AND",
-                  "OR", "IS", "IN", "NOT", "BETWEEN", "LIKE"}
+                  "OR", "IS", "IN", "NOT", "BETWEEN", "LIKE", "ISNULL", "NOTNULL"}
 _TYPE_WORDS = set(ast.TYPES)
 _ALIAS_WORDS = set(ast.TYPE_ALIASES)
 _STATEMENT_WORDS = {"SELECT", "INSERT", "CREATE", "UPDATE", "DELETE"}
@@ -186,7 +186,8 @@ _ENDS = {"SEMI", "$END"}
 _CLAUSES = ["FROM", "WHERE", "GROUP", "HAVING", "ORDER", "LIMIT"]
 # Words that may follow a table or a whole SELECT, named only when no clause is (they would
 # make the list of what may follow a FROM long without telling much).
-_CLAUSE_LIKE = {"CROSS", "JOIN", "INNER", "LEFT", "RIGHT", "FULL", "UNION", "INTERSECT", "EXCEPT"}
+_CLAUSE_LIKE = {"CROSS", "JOIN", "INNER", "LEFT", "RIGHT", "FULL", "UNION", "INTERSECT", "EXCEPT",
+                "NOT"}  # NOT of SQLite's `FROM t NOT INDEXED`
 _STATEMENT_STARTS = {"SELECT", "SUBSCRIBE", "INSERT", "UPDATE", "DELETE", "CREATE", "DROP",
                      "ALTER", "TRUNCATE", "BEGIN", "COMMIT", "ROLLBACK", "CHECKPOINT", "SHOW",
                      "GRANT", "REVOKE"}

@@ -57,7 +57,7 @@ _BINARY_LEVEL = {
     "OR": _OR,
     "AND": _AND,
     "=": _PREDICATE, "<>": _PREDICATE, "<": _PREDICATE, "<=": _PREDICATE, ">": _PREDICATE,
-    ">=": _PREDICATE,
+    ">=": _PREDICATE, "~": _PREDICATE, "!~": _PREDICATE, "~*": _PREDICATE, "!~*": _PREDICATE,
     "+": _SUM, "-": _SUM, "||": _SUM,
     "*": _PRODUCT, "/": _PRODUCT, "%": _PRODUCT,
 }
@@ -346,6 +346,8 @@ def _create_table(node: ast.CreateTable) -> str:
         text += f" SORT BY ({_names(node.sort_by)})"
     if node.dedup_key:
         text += f" DEDUP KEY ({_names(node.dedup_key)})"
+    if node.replica_identity_full:
+        text += " REPLICA IDENTITY FULL"
     return text
 
 
@@ -364,6 +366,35 @@ def _create_index(node: ast.CreateIndex) -> str:
 def _drop_index(node: ast.DropIndex) -> str:
     table = "" if node.table is None else f" ON {quote_name(node.table)}"
     return f"DROP INDEX{_if(node.if_exists, 'IF EXISTS')} {quote_name(node.name)}{table}"
+
+
+def _copy_options(options: tuple[ast.CopyOption, ...]) -> str:
+    def one(option: ast.CopyOption) -> str:
+        name = option.name.upper()
+        if option.value is None:
+            return name
+        if isinstance(option.value, bool):
+            return f"{name} {'TRUE' if option.value else 'FALSE'}"
+        return f"{name} {quote_string(option.value)}"
+
+    return f" WITH ({', '.join(one(o) for o in options)})" if options else ""
+
+
+def _copy_from(node: ast.CopyFrom) -> str:
+    columns = f" ({_names(node.columns)})" if node.columns is not None else ""
+    source = "STDIN" if node.file is None else quote_string(node.file)
+    return (f"COPY {quote_name(node.table)}{columns} FROM {source}"
+            + _copy_options(node.options))
+
+
+def _copy_to(node: ast.CopyTo) -> str:
+    if node.query is not None:
+        target = f"({_query(node.query)})"
+    else:
+        assert node.table is not None
+        columns = f" ({_names(node.columns)})" if node.columns is not None else ""
+        target = quote_name(node.table) + columns
+    return f"COPY {target} TO STDOUT" + _copy_options(node.options)
 
 
 def _grantee(name: str) -> str:
@@ -401,10 +432,14 @@ _STATEMENTS: dict[type, Callable[[Any], str]] = {
     ast.Explain: lambda n: "EXPLAIN " + to_sql(n.query),
     ast.DropTable: lambda n: f"DROP TABLE{_if(n.if_exists, 'IF EXISTS')} {quote_name(n.name)}",
     ast.Truncate: lambda n: f"TRUNCATE TABLE {quote_name(n.name)}",
+    ast.CopyFrom: _copy_from,
+    ast.CopyTo: _copy_to,
     ast.AddColumn: lambda n: (f"ALTER TABLE {quote_name(n.table)} ADD COLUMN "
                               f"{quote_name(n.column.name)} {n.column.type}"),
     ast.DropColumn: lambda n: (f"ALTER TABLE {quote_name(n.table)} DROP COLUMN "
                                f"{quote_name(n.column)}"),
+    ast.AlterReplicaIdentity: lambda n: (f"ALTER TABLE {quote_name(n.table)} REPLICA IDENTITY "
+                                         + ("FULL" if n.full else "DEFAULT")),
     ast.DropPartitionList: lambda n: (f"ALTER TABLE {quote_name(n.table)} DROP PARTITION LIST "
                                       + ", ".join(quote_string(p) for p in n.partitions)),
     ast.DropPartitionWhere: lambda n: (f"ALTER TABLE {quote_name(n.table)} DROP PARTITION"

@@ -12,8 +12,8 @@ from __future__ import annotations
 import hashlib
 import math
 import re
-from decimal import Decimal
 from collections.abc import Sequence
+from decimal import Decimal
 
 _LEADING_NUMBER = re.compile(r"^\s*[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
 

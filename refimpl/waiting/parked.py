@@ -107,7 +107,9 @@ class Parked(Generic[A]):
         on_drained: Callable[[], None] | None = None,
     ) -> None:
         self.signal = signal
-        self.paced = paced  # answered in the rounds of its database's `Pace`
+        # Answered in rounds: with a signal, its database's `Pace`; woken by its key (a
+        # stream at a commit), the room's fan-out rounds.
+        self.paced = paced
         self.streaming = streaming  # sends parts (`Part`) before its answer
         self.seen = seen  # the durable LSN the last attempt looked at
         self.attempt = attempt

@@ -4,8 +4,10 @@ Read `refimpl.waiting.parked` first: it says what a parked request is, its state
 moves it. This module is the one thread that moves most of them. Paced readers (the change
 stream's waiting readers) are answered in rounds spaced by what a round costs (`Pace`);
 write acknowledgements are answered by the thread that publishes the flush; requests woken
-by their key (live queries) are attempted when poked; every request is answered at its
-deadline with what it has, and all of them at `close`.
+by their key (live queries) are attempted when poked, the paced ones among them (event
+streams at a commit) in fan-out rounds spaced by what a round costs, as the readers' are,
+and at most MAX_FANOUT_WAIT apart; every request is answered at its deadline with what it
+has, and all of them at `close`.
 
 Answers are opaque: the room hands over what `attempt` and `on_timeout` give, and turns an
 exception into an answer with the `on_error` its owner gives it (the HTTP layer: a JSON
@@ -34,6 +36,12 @@ EMPTY_LOOK_SECONDS = 1.0  # how often the room looks when nothing parked has a d
 ROUND_SPACING = 15  # a round starts at least this many times its sending time after the last
 MAX_ROUND_WAIT = 1.0  # seconds; however long the last round took
 QUIET_SECONDS = 0.1  # a commit after this long without one is answered at once
+# A paced request woken by its key (a stream's fan-out at a commit) waits for the next
+# fan-out round, which starts FANOUT_SPACING times the last one's sending time after its start
+# (so fan-out takes at most about a fifth of the time and writers keep the rest), and never
+# more than MAX_FANOUT_WAIT after it: the bound on what pacing adds to an event's latency.
+FANOUT_SPACING = 5
+MAX_FANOUT_WAIT = 0.05
 
 
 class Pace:
@@ -89,6 +97,10 @@ class WaitingRoom:
         # Requests woken by their key (no signal): attempted only when poked or due.
         self._keyed: dict[int, Parked] = {}
         self._poked: list[Parked] = []
+        # Paced ones poked (by id: a stream poked by three commits is attempted once), waiting
+        # for the fan-out round that starts at `_fanout_at`.
+        self._fanout: dict[int, Parked] = {}
+        self._fanout_at = 0.0
         self._keyed_deadlines: list[tuple[float, int, Parked]] = []
         self._closed = False
         self._thread: threading.Thread | None = None
@@ -249,6 +261,8 @@ class WaitingRoom:
                     nearest is None or self._keyed_deadlines[0][0] < nearest
                 ):
                     nearest = self._keyed_deadlines[0][0]
+                if self._fanout and (nearest is None or self._fanout_at < nearest):
+                    nearest = self._fanout_at
                 if self._readers and self._paces:
                     now = time.monotonic()
                     ahead = [p.next_round for p in self._paces.values() if p.next_round > now]
@@ -263,10 +277,20 @@ class WaitingRoom:
             self._decide_keyed()
 
     def _decide_keyed(self) -> None:
-        """Attempt the poked requests woken by their key; answer those past their deadline."""
+        """Attempt the poked requests woken by their key (the paced ones in fan-out rounds);
+        answer those past their deadline."""
         with self._lock:
-            poked, self._poked = self._poked, []
+            poked: list[Parked] = []
+            for parked in self._poked:
+                if parked.paced:
+                    self._fanout[id(parked)] = parked
+                else:
+                    poked.append(parked)
+            self._poked = []
             now = time.monotonic()
+            fanout: list[Parked] = []
+            if self._fanout and now >= self._fanout_at:
+                fanout, self._fanout = list(self._fanout.values()), {}
             due: list[Parked] = []
             while self._keyed_deadlines and self._keyed_deadlines[0][0] <= now:
                 _, _, parked = heapq.heappop(self._keyed_deadlines)
@@ -277,6 +301,8 @@ class WaitingRoom:
         for parked in poked:
             if not parked.finished and self._decide(parked, functools.partial(parked.attempt, 0)):
                 finished.append(parked)
+        if fanout:
+            self._fanout_round(fanout, finished)
         for parked in due:
             if parked.finished:
                 finished.append(parked)
@@ -290,6 +316,25 @@ class WaitingRoom:
             for parked in rescheduled:
                 entry = (parked.deadline, next(self._order), parked)
                 heapq.heappush(self._keyed_deadlines, entry)
+
+    def _fanout_round(self, requests: list[Parked], finished: list[Parked]) -> None:
+        """Attempt the poked paced requests, as a round (the gate held, as for readers);
+        the next round is spaced by what this one cost."""
+        pending: list[Callable[[], None]] = []
+        self._round.pending = pending
+        started = time.monotonic()
+        try:
+            with self.gate:
+                for parked in requests:
+                    attempt = functools.partial(parked.attempt, 0)
+                    if parked.finished or self._decide(parked, attempt):
+                        finished.append(parked)
+        finally:
+            cost = time.monotonic() - started
+            self._round.pending = None
+            _run_all(pending)
+        with self._lock:
+            self._fanout_at = started + min(FANOUT_SPACING * cost, MAX_FANOUT_WAIT)
 
     def _decide_due(self) -> None:
         with self._lock:
@@ -323,11 +368,7 @@ class WaitingRoom:
                 cost = time.monotonic() - started
         finally:
             self._round.pending = None
-            for action in pending:
-                try:
-                    action()
-                except Exception:  # one connection's trouble must not keep the others waiting
-                    log.warning("finishing an answered request failed", exc_info=True)
+            _run_all(pending)
         with self._lock:
             self._in_round = set()
             if not decided:
@@ -400,6 +441,14 @@ class WaitingRoom:
                     with self._lock:
                         entry = (parked.deadline, next(self._order), parked)
                         heapq.heappush(self._deadlines, entry)
+
+
+def _run_all(actions: list[Callable[[], None]]) -> None:
+    for action in actions:
+        try:
+            action()
+        except Exception:  # one connection's trouble must not keep the others waiting
+            log.warning("finishing an answered request failed", exc_info=True)
 
 
 def _pacing(pace: Pace | None, signal: Signal, now: float) -> bool:

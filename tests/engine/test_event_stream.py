@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from refimpl.engine.access import ADMIN
+from refimpl.engine.access import ADMIN, Principal
 from refimpl.engine.access.tickets import TicketBook
 from refimpl.engine.event_streams import Credential, EventStreams, StreamOptions
 from refimpl.engine.features.event_stream import Position, parse_event_id, row_key
@@ -113,6 +113,31 @@ def test_resuming_from_any_id_given_out_misses_and_repeats_nothing(
     streams.close_stream(first)
     streams.close_stream(resumed)
     assert ready.kind == "ready"
+
+
+def test_streams_at_one_position_with_one_view_share_what_they_take(instance: Instance) -> None:
+    run(instance, "CREATE USER r; GRANT SELECT ON t TO r")
+    streams = EventStreams(instance, StreamOptions(per_token=100, per_user=100))
+
+    def opened(key: str, principal: Principal, tables: list[str]):
+        return streams.open(Credential(key, principal, checked=False), "demo", tables, None, None)
+
+    admins = [opened(f"admin-{n}", ADMIN, []) for n in range(5)]
+    named = opened("named", ADMIN, ["t"])
+    reader = opened("reader", Principal("r"), [])  # may read t, not u
+    everyone = [*admins, named, reader]
+    assert all([e.kind for e in s.take(1 << 20).events] == ["ready"] for s in everyone)
+    for n in range(2):
+        run(instance, f"BEGIN; INSERT INTO t VALUES ({n}, 'a'); INSERT INTO u VALUES ({n}); COMMIT")
+        taken = [s.take(1 << 20) for s in everyone]
+        # One read and one list of events for the five alike; the others their own.
+        assert all(t is taken[0] for t in taken[:5]) and len(taken[0].events) == 2
+        assert taken[5] is not taken[0] and taken[6] is not taken[5]
+        assert [e.id for e in taken[5].events] == [e.id for e in taken[6].events]
+        assert [e.data for e in taken[5].events] == [taken[0].events[0].data]
+        assert all(s.cursor.position == admins[0].cursor.position for s in everyone)
+    for stream in everyone:
+        streams.close_stream(stream)
 
 
 def test_limits_takeover_capacity_and_shutdown(instance: Instance) -> None:

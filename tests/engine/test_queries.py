@@ -15,7 +15,7 @@ import refimpl
 from refimpl.engine.options import EngineOptions
 from refimpl.engine.query.compiled import Scope
 from refimpl.engine.query.expressions import compile_expression
-from refimpl.engine.query.relations import join, named
+from refimpl.engine.query.relations import KeyLookup, join, named
 from refimpl.engine.result import Column
 from refimpl.errors import (
     NotAllowed,
@@ -98,6 +98,27 @@ def test_hash_join_equals_nested_loop(db, left, right, kind, residual):
     assert Counter(got) == Counter(expected)
 
 
+keyed_tables = st.dictionaries(st.integers(0, 4), small_ints, max_size=5).map(
+    lambda d: sorted(d.items()))
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                  HealthCheck.function_scoped_fixture])
+@given(left=tables, right=keyed_tables, kind=st.sampled_from(["INNER", "LEFT"]),
+       residual=st.booleans())
+def test_key_lookup_join_equals_nested_loop(db, left, right, kind, residual):
+    db.execute("DROP TABLE IF EXISTS l; DROP TABLE IF EXISTS r")
+    db.execute("CREATE TABLE l (k INT, v INT); CREATE TABLE r (k INT PRIMARY KEY, w INT)")
+    if left:
+        insert(db, "l", ["k", "v"], left)
+    if right:
+        insert(db, "r", ["k", "w"], right)
+    on = "l.k = r.k AND l.v < r.w" if residual else "r.k = l.k"
+    got = rows(db, f"SELECT l.k, l.v, r.k, r.w FROM l {kind} JOIN r ON {on}")
+    expected = nested_loop(left, right, kind, equal_keys_and_less if residual else equal_keys)
+    assert Counter(got) == Counter(expected)
+
+
 def test_equi_joins_are_hash_joins_and_others_loops():
     def relation(qualifier):
         return named([Column("k", "INT"), Column("v", "INT")], qualifier, lambda: [])
@@ -111,6 +132,11 @@ def test_equi_joins_are_hash_joins_and_others_loops():
     keyed = plan("b.k + 1 = a.k AND a.v < b.v")
     assert (keyed.method, len(keyed.left_keys), keyed.residual is not None) == ("hash", 1, True)
     assert plan("a.k < b.k").method == "nested loop"
+    keyed = relation("b")
+    keyed.key = KeyLookup((0,), ("INT",), lambda ident: None)
+    source = parse("SELECT * FROM a JOIN b ON b.k = a.v").statements[0].source
+    assert join(relation("a"), keyed, source, Scope(columns=[]), compile_expression,
+                None).plan.method == "key lookup"
     assert plan("a.k = a.v").method == "nested loop"  # both sides of = read one table
 
 

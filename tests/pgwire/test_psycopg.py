@@ -162,3 +162,27 @@ def test_a_cancel_stops_a_running_statement(pg, db):
         timer.join()
         assert time.monotonic() - started < 10
         assert conn.execute("SELECT 1").fetchone() == (1,)  # the connection goes on
+
+
+def test_if_not_exists_that_does_nothing_sends_a_notice(pg, db):
+    with pg.connect(db) as conn:
+        notices: list[str] = []
+        conn.add_notice_handler(lambda diag: notices.append(diag.message_primary or ""))
+        conn.execute(CREATE.replace("TABLE t", "TABLE IF NOT EXISTS t"))
+        conn.execute(CREATE.replace("TABLE t", "TABLE IF NOT EXISTS t"))
+        conn.execute("DROP TABLE IF EXISTS nowhere")
+    assert notices == ["table 't' already exists, skipping", "table 'nowhere' does not exist,"
+                       " skipping"]  # fmt: skip
+
+
+def test_unknown_and_duplicate_names_of_statements_and_portals(pg, db):
+    with pg.connect(db) as conn:
+        pgconn = conn.pgconn
+        missing = pgconn.describe_prepared(b"nope")
+        assert missing.error_field(psycopg.pq.DiagnosticField.SQLSTATE) == b"26000"
+        assert pgconn.prepare(b"one", b"SELECT 1").status == psycopg.pq.ExecStatus.COMMAND_OK
+        again = pgconn.prepare(b"one", b"SELECT 2")
+        assert again.error_field(psycopg.pq.DiagnosticField.SQLSTATE) == b"42P05"
+        assert pgconn.describe_portal(b"nope").error_field(
+            psycopg.pq.DiagnosticField.SQLSTATE) == b"34000"
+        assert pgconn.exec_prepared(b"one", []).get_value(0, 0) == b"1"

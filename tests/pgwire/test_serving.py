@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import socket
 import struct
+import subprocess
+import sys
 
 import psycopg
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.http.conftest import start_server
+from tests.http.conftest import ROOT, _clean_environment, start_server
 from tests.pgwire.conftest import PgServer, pg_address
 
 
@@ -27,7 +29,8 @@ def read_all(sock: socket.socket) -> bytes:
     return data
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=25, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(garbage=st.binary(min_size=1, max_size=200))
 def test_broken_bytes_end_in_an_error_never_a_crash(pg, garbage):
     with socket.create_connection((pg.host, pg.port)) as sock:
@@ -80,3 +83,29 @@ def test_the_connection_limit_and_the_stop(tmp_path):
     assert code == 0, server.log.read_text()[-3000:]
     with pytest.raises(psycopg.OperationalError):
         first.execute("SELECT 1")  # ended by the stop
+
+
+def test_a_startup_without_a_database_logs_into_demo(pg):
+    with socket.create_connection((pg.host, pg.port)) as sock:
+        body = struct.pack("!i", 196608) + b"user\0admin\0\0"
+        sock.sendall(struct.pack("!i", len(body) + 4) + body)
+        sock.settimeout(10)
+        assert sock.recv(1) == b"R"
+        sock.recv(8)
+        password = pg.token.encode() + b"\0"
+        sock.sendall(b"p" + struct.pack("!i", len(password) + 4) + password)
+        query = b"SELECT current_database() AS db\0"
+        sock.sendall(b"Q" + struct.pack("!i", len(query) + 4) + query + b"X\0\0\0\x04")
+        answer = read_all(sock)
+    assert b"\0\0\0\x04demo" in answer  # the one value of the DataRow
+
+
+def test_a_taken_port_stops_the_start_with_a_clear_message(pg, tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-m", "refimpl", "serve", "--data", str(tmp_path / "d"), "--port", "0",
+         "--pg-port", str(pg.port)],
+        capture_output=True, text=True, timeout=120, cwd=ROOT, env=_clean_environment(),
+        check=False,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert f"cannot serve the PostgreSQL protocol on 127.0.0.1:{pg.port}" in done.stderr

@@ -39,9 +39,9 @@ NAMED = (
 # The short form: one deviation of each of six chapters, each caught by its own chapter.
 SHORT_FORM = (
     "changes-sse-id-every-row",
-    "rev-update-old-value",
-    "subscribe-removed-count",
-    "rights-revoke-select-vs-write",
+    "rev-rule-key-order",
+    "subscribe-key-null-whole-row",
+    "rights-public-not-for-users",
     "sql-order-nulls-first",
     "imp-field-count",
 )

@@ -11,8 +11,15 @@ from refimpl.engine.tracking.signals import CommitSignal
 from refimpl.http.encode import Answer
 from refimpl.http.error_answers import to_response
 from refimpl.http.serving.server import FifoSlots
-from refimpl.waiting.parked import Parked
-from refimpl.waiting.room import MAX_ROUND_WAIT, ROUND_SPACING, Pace, WaitingRoom
+from refimpl.waiting.parked import Parked, Part
+from refimpl.waiting.room import (
+    FANOUT_SPACING,
+    MAX_FANOUT_WAIT,
+    MAX_ROUND_WAIT,
+    ROUND_SPACING,
+    Pace,
+    WaitingRoom,
+)
 
 
 def park(room: WaitingRoom, signal: CommitSignal, wanted: int, wait: float,
@@ -162,4 +169,41 @@ def test_parking_without_news_makes_no_pass(monkeypatch):
     signal.publish(1)
     assert eventually(lambda: all(waiting))
     assert 1 <= len(passes) <= 3
+    room.close()
+
+
+def test_a_fan_out_round_attempts_each_paced_stream_once_and_spaces_the_next():
+    room = WaitingRoom(to_response)
+    rounds: list[float] = []  # when each stream's attempts came
+    attempts: dict[int, int] = {}
+    streams: list[Parked] = []
+
+    def attempt_of(n: int):
+        def attempt(_: int) -> Part[Answer] | None:
+            if n == 0:
+                rounds.append(time.monotonic())
+                if len(rounds) == 1:  # pokes while the first round goes on: three each
+                    for _ in range(3):
+                        room.poke_all(streams)
+            attempts[n] = attempts.get(n, 0) + 1
+            time.sleep(0.002)  # what sending costs
+            return Part(Answer(b"part"))
+
+        return attempt
+
+    for n in range(5):
+        stream = Parked(None, 0, attempt_of(n), lambda: Part(Answer(b"")), time.monotonic() + 60,
+                        lambda: None, paced=True, streaming=True)  # fmt: skip
+        stream.on_ready(lambda _: None, lambda _: None)
+        room.park(stream)
+        streams.append(stream)
+    room.poke_all(streams)
+    assert eventually(lambda: len(rounds) == 2 and len(attempts) == 5 and
+                      all(count == 2 for count in attempts.values()))  # fmt: skip
+    time.sleep(0.1)
+    assert attempts == {n: 2 for n in range(5)}  # three pokes in a round: one attempt
+    # The second round waits for the spacing (its first attempt comes a little after the
+    # round's start, hence the margin).
+    spacing = min(FANOUT_SPACING * 5 * 0.002, MAX_FANOUT_WAIT)
+    assert rounds[1] - rounds[0] >= 0.8 * spacing
     room.close()

@@ -22,7 +22,7 @@ from pathlib import Path
 from tools.mutation.catalogue import REPO
 
 SUPERVISOR = REPO / "tools" / "supervise.py"
-START_TIMEOUT = 60.0
+START_TIMEOUT = 180.0
 STOP_TIMEOUT = 40.0
 _LISTENING = re.compile(r"listening on (http://\S+)$")
 

@@ -39,10 +39,22 @@ _key_encoder = msgspec.msgpack.Encoder()
 
 
 # A change is a tuple: (lsn, seq, committed_at, op, key, *the row on the table's columns);
-# the row's values are NULL for a delete or a ddl. The SQL source yields these tuples as
-# they are, and the HTTP route turns them into JSON objects.
+# the row's values are NULL for a delete or a ddl. On a table with before-images
+# (REPLICA IDENTITY FULL) one more item ends it: the row before the change as a tuple, or
+# None (an insert or a ddl), or UNLOGGED (logged while the table kept none). The SQL
+# source spreads that row over the `old_` columns; the HTTP route makes JSON objects.
 Change = tuple[Any, ...]
-OP, KEY, ROW = 3, 4, 5  # where op, key and the row's first value stand in a change
+OP, KEY, ROW = 3, 4, 5
+
+
+class _Unlogged:
+    """The old row of a change logged while its table kept no before-images."""
+
+    def __repr__(self) -> str:
+        return "UNLOGGED"
+
+
+UNLOGGED = _Unlogged()  # where op, key and the row's first value stand in a change
 
 
 @dataclass(slots=True)
@@ -66,13 +78,14 @@ def read_changes(
     *,
     stop_inside: int | None = None,
     unbounded_limit: int | None = UNBOUNDED_READ_LIMIT,
+    through_lsn: int | None = None,
 ) -> ChangeBatch:
     """Changes of `table` committed after `after_lsn`.
 
     With `max_rows`, whole transactions until about that many rows (a bigger one comes
     whole on its own). `stop_inside` cuts exactly after that many rows (a SQL LIMIT).
     Without either, more than `unbounded_limit` rows is ResultTooLarge. Gone when the log
-    no longer holds the position.
+    no longer holds the position. `through_lsn` stops the read after that LSN.
     """
     changes: list[Change] = []
     next_lsn = after_lsn
@@ -80,9 +93,12 @@ def read_changes(
     durable = database.log.durable_lsn
     names = schema.column_names
     more = False
+    changes_of = _full_changes_of if schema.replica_identity_full else _changes_of
     for lsn, payload in database.log.read(after_lsn):
+        if through_lsn is not None and lsn > through_lsn:
+            break
         record = records.decode(lsn, payload)
-        taken = list(_changes_of(record, key, names))
+        taken = list(changes_of(record, key, names))
         if max_rows is not None and changes and len(changes) + len(taken) > max_rows:
             more = True
             break
@@ -126,6 +142,48 @@ def _changes_of(record: records.Record, table_key: str, names: tuple[str, ...]) 
             seq += 1
 
 
+def _full_changes_of(
+    record: records.Record, table_key: str, names: tuple[str, ...]
+) -> Iterator[Change]:
+    """As `_changes_of`, each change ended by the row before it (see Change)."""
+    seq = 0
+    lsn, committed_at = record.lsn, record.committed_at
+    empty = (None,) * len(names)
+    for entry in record.entries:
+        if entry.table is None or entry.table.lower() != table_key:
+            continue
+        before = entry.before
+        old_rows: list[Any] = []
+        missing = UNLOGGED if before is None else None
+        if before is not None:
+            old_shape = _shape(before.columns, names)
+            old_rows = [None if r is None else tuple(old_shape(r) if old_shape else r)
+                        for r in before.rows]
+        if entry.kind == records.UPSERT:
+            columns, rows, _rowids = entry.payload
+            shape = _shape(columns, names)
+            for index, row in enumerate(rows):
+                old = old_rows[index] if old_rows else missing
+                yield (lsn, seq, committed_at, "upsert", None, *(shape(row) if shape else row), old)
+                seq += 1
+        elif entry.kind == records.DELETE:
+            for index, (part, ident) in enumerate(entry.payload[0]):
+                old = old_rows[index] if old_rows else missing
+                yield (lsn, seq, committed_at, "delete", delete_key(part, ident), *empty, old)
+                seq += 1
+        elif entry.kind == records.DDL:
+            yield (lsn, seq, committed_at, "ddl", entry.payload[0], *empty, None)
+            seq += 1
+
+
+def old_column_names(schema: TableSchema) -> list[str]:
+    """The names of the before-image columns of changes() (spec: changefeeds): `old_<c>`,
+    or `old_row_<c>` when a column of the table or of the stream already has that name."""
+    taken = {c.name.lower() for c in schema.columns} | set(_META_NAMES)
+    return [f"old_row_{c.name}" if f"old_{c.name}".lower() in taken else f"old_{c.name}"
+            for c in schema.columns]
+
+
 def _shape(logged: list[str], names: tuple[str, ...]):  # noqa: ANN202 - None or a mapper
     """How to put a row logged with `logged` columns onto the current ones (None: as is).
 
@@ -147,6 +205,9 @@ def stream_columns(schema: TableSchema) -> list[Column]:
         Column(f"row_{c.name}" if c.name.lower() in _META_NAMES else c.name, c.type)
         for c in schema.columns
     ]
+    if schema.replica_identity_full:
+        old = old_column_names(schema)
+        table_columns += [Column(n, c.type) for n, c in zip(old, schema.columns, strict=True)]
     return [*META_COLUMNS, *table_columns]
 
 
@@ -191,7 +252,11 @@ class ChangesSource:
             self._database, self._table, self.table_schema, self._after, self._max_rows,
             stop_inside=self._limit,
         )
-        return iter(batch.changes)
+        if not self.table_schema.replica_identity_full:
+            return iter(batch.changes)
+        empty = (None,) * len(self.table_schema.columns)
+        return ((*c[:-1], *(empty if c[-1] is None or c[-1] is UNLOGGED else c[-1]))
+                for c in batch.changes)
 
 
 def _whole(value: Any, what: str) -> int | None:

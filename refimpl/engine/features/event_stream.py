@@ -10,18 +10,22 @@ misses nothing and gets nothing twice, also across restarts and crashes.
 - `transaction_events` turns one log record into `StreamItem`s, each encoded once as the
   JSON of its `data` line and shared by every stream of the database (`RecentTransactions`
   keeps the last ones, so that a thousand streams at the end of the log cost one log read
-  and one encoding per commit).
+  and one encoding per commit). Streams current at one position with one view (the same
+  tables, the same rights) also share what they take (`RecentTransactions.shared`): one
+  list of events, which the protocol layer encodes once (`Taken.encoded`).
 - `EventCursor` is one stream's place: what it takes next, within a byte budget, with the
   replay window and `reset` decided as the spec says.
 
-Before-images (`op` create/update/delete) and initial copies come later: `_upsert_op` and
-`Position` are the seams they extend.
+On a table with before-images (REPLICA IDENTITY FULL, spec: changefeeds) a change also has
+`old_row`, and `op` tells `create` from `update`; initial copies come later (`Position` is
+the seam they extend).
 """
 
 from __future__ import annotations
 
+import functools
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
@@ -129,11 +133,16 @@ def transaction_events(
             continue
         if entry.kind == records.UPSERT:
             columns, rows, rowids = entry.payload
-            items.extend(_upserts(database, schema, lsn, columns, rows, rowids))
+            olds = _old_rows(schema, entry.before, len(rows))
+            items.extend(_upserts(database, schema, lsn, columns, rows, rowids, olds,
+                                  entry.before is not None))
         elif entry.kind == records.DELETE:
-            for part, ident in entry.payload[0]:
+            olds = _old_rows(schema, entry.before, len(entry.payload[0]))
+            for index, (part, ident) in enumerate(entry.payload[0]):
                 hex_key = delete_key(part, ident)
-                items.append(_change(key, schema.name, "delete", hex_key, lsn, None, None))
+                extra = {} if olds is None else {"old_row": olds[index]}
+                items.append(_change(key, schema.name, "delete", hex_key, lsn, None, None,
+                                     **extra))
     size = sum(len(i.data) for i in items)
     return StreamTransaction(lsn, record.committed_at, tuple(items), size)
 
@@ -145,21 +154,46 @@ def _change(key: str, table: str, op: str, hex_key: str | None, lsn: int, row: d
     return StreamItem(key, CHANGE, _json.encode(body))
 
 
-def _upsert_op(schema: TableSchema) -> str:
-    """The `op` of a logged row after its change: the log keeps no row before it, so an
-    INSERT and an UPDATE look the same. Tables that keep before-images will tell them apart."""
-    return "upsert"
+def _old_rows(schema: TableSchema, before: records.Before | None, count: int
+               ) -> list[Any] | None:  # fmt: skip
+    """The `old_row` objects of an entry's `count` rows on a table with before-images (None:
+    the table keeps none now, the events have no `old_row`); each null where the log has
+    none (an insert, or a change logged before the table kept before-images)."""
+    if not schema.replica_identity_full:
+        return None
+    if before is None:
+        return [None] * count
+    shape = _shaper(before.columns, schema)
+    return [None if old is None else _shown(schema, shape(old)) for old in before.rows]
+
+
+def _upsert_op(old: Any, logged: bool) -> str:
+    """The `op` of a logged row after its change: `upsert` where the log keeps no row before
+    it (an INSERT and an UPDATE look the same), else `create` or `update`."""
+    if not logged:
+        return "upsert"
+    return "create" if old is None else "update"
+
+
+def _shaper(logged: list[str], schema: TableSchema) -> Callable[[Sequence[Any]], tuple]:
+    where = {name.lower(): index for index, name in enumerate(logged)}
+    positions = [where.get(name.lower()) for name in schema.column_names]
+    return lambda row: tuple(None if p is None else row[p] for p in positions)
+
+
+def _shown(schema: TableSchema, row: Sequence[Any]) -> dict[str, Any]:
+    return {c.name: values.to_json(v, c.type) for c, v in zip(schema.columns, row, strict=True)}
 
 
 def _upserts(database: str, schema: TableSchema, lsn: int, logged: list[str], rows: list,
-             rowids: list[int] | None) -> Iterator[StreamItem]:  # fmt: skip
+             rowids: list[int] | None, olds: list[Any] | None, with_before: bool,
+             ) -> Iterator[StreamItem]:  # fmt: skip
     names = schema.column_names
     types = [c.type for c in schema.columns]
     where = {name.lower(): index for index, name in enumerate(logged)}
     positions = [where.get(name.lower()) for name in names]
     layout = schema.layout()
     key = schema.name.lower()
-    op = _upsert_op(schema)
     base = f"{ROW_PATH}?db={quote(database)}&table={quote(schema.name)}&key="
     for index, logged_row in enumerate(rows):
         row = tuple(None if p is None else logged_row[p] for p in positions)
@@ -170,7 +204,12 @@ def _upserts(database: str, schema: TableSchema, lsn: int, logged: list[str], ro
         )
         hex_key = row_key(schema, row, ident)
         shown = {n: values.to_json(v, t) for n, v, t in zip(names, row, types, strict=True)}
-        yield _change(key, schema.name, op, hex_key, lsn, shown, base + hex_key)
+        if olds is None:
+            yield _change(key, schema.name, "upsert", hex_key, lsn, shown, base + hex_key)
+            continue
+        old = olds[index]
+        yield _change(key, schema.name, _upsert_op(old, with_before), hex_key, lsn, shown,
+                      base + hex_key, old_row=old)
 
 
 def row_key(schema: TableSchema, row: Sequence[Any], ident: Sequence[Any]) -> str:
@@ -223,10 +262,34 @@ class RecentTransactions:
         self._lock = threading.Lock()
         self._recent: list[StreamTransaction] = []  # consecutive LSNs
         self._bytes = 0
+        # What streams took at the durable LSN `_shared_at`, by position and view: made once
+        # for all of them (spec/stream.md: a thousand streams, one read and one encoding).
+        self._shared_lock = threading.Lock()
+        self._shared_at = -1
+        self._shared: dict[Hashable, Any] = {}
 
     @property
     def durable_lsn(self) -> int:
         return self._database.log.durable_lsn
+
+    def shared(self, key: Hashable, make: Callable[[], Any]) -> Any:
+        """What `make()` gives for `key`, made once for every asker while the durable LSN
+        stands still (a new durable LSN forgets them all, so this holds one commit's worth).
+
+        `make` must give the same for any asker of `key` at that LSN; two askers at once may
+        both make it, and the first one made is kept."""
+        durable = self.durable_lsn
+        with self._shared_lock:
+            if self._shared_at != durable:
+                self._shared_at, self._shared = durable, {}
+            found = self._shared.get(key)
+        if found is not None:
+            return found
+        made = make()
+        with self._shared_lock:
+            if self._shared_at == durable:
+                made = self._shared.setdefault(key, made)
+        return made
 
     def after(self, after_lsn: int) -> Iterator[StreamTransaction]:
         """The transactions after `after_lsn` up to the durable LSN now; Gone when the log no
@@ -290,6 +353,9 @@ class Event:
 class Taken:
     events: list[Event]
     more: bool  # more is ready now: take again once these are sent
+    # The protocol layer's encoding of `events`, made by the first stream that sends them:
+    # streams that took this same `Taken` (same position and view) send the same bytes.
+    encoded: bytes | None = None
 
 
 @dataclass(slots=True)
@@ -307,6 +373,9 @@ class EventCursor:
     replay_seconds: float
     clock: Callable[[], float]
     resume: Position | None = None
+    # Streams whose views are equal follow the same tables: at the same position they take
+    # the same `Taken`, made once (None: this cursor shares nothing).
+    view: Callable[[], Hashable] | None = None
     position: Position = field(default_factory=lambda: Position(0))
     ready_sent: bool = False
     _checking_window: bool = False
@@ -314,6 +383,12 @@ class EventCursor:
 
     def take(self, budget: int) -> Taken:
         """The next events, about `budget` bytes of data at most (at least one event)."""
+        if self._started and self.ready_sent and not self._checking_window and self.view:
+            # Current: what comes next depends on the position, view and budget alone.
+            taken, self.position = self.recent.shared(
+                (self.position, self.view(), budget), functools.partial(self._take_more, budget)
+            )
+            return taken
         events: list[Event] = []
         if not self._started:
             self._started = True
@@ -324,6 +399,13 @@ class EventCursor:
                 return Taken(self._reset(events, durable), False)  # an id of another past
             self.position = self.resume
             self._checking_window = True
+        return self._take_from(events, budget)
+
+    def _take_more(self, budget: int) -> tuple[Taken, Position]:
+        """What a current stream takes next, and where it then stands (shared: `view`)."""
+        return self._take_from([], budget), self.position
+
+    def _take_from(self, events: list[Event], budget: int) -> Taken:
         size = 0
         try:
             for txn in self.recent.after(self.position.after_lsn):

@@ -9,6 +9,8 @@ table's time order (the TIMESERIES column) when the table has one, else the read
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -53,6 +55,8 @@ def _of_one_argument(name: str, fn: Callable[[Row], Any], arg_type: str,
     if name == "count":
         return _count_values(fn)
     if name in ("sum", "avg", "total"):
+        if arg_type in values.TEXT_TYPES:
+            fn, arg_type = _text_as_number(fn), "DOUBLE"
         if arg_type not in (*values.NUMERIC_TYPES, "NULL"):
             raise TypeMismatch(f"{name}() adds numbers, not {arg_type}")
         if name == "avg":
@@ -63,6 +67,27 @@ def _of_one_argument(name: str, fn: Callable[[Row], Any], arg_type: str,
     if name in ("min", "max"):
         return _extreme(fn, arg_type, name == "max")
     return _first_last(fn, arg_type, time_index, last=name == "last")
+
+
+_NUMBER_TEXT = re.compile(r"\s*[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?\s*")
+# Digits enough for any number a DOUBLE holds; longer text is not read as one.
+_LONGEST_NUMBER_TEXT = 400
+
+
+def _text_as_number(fn: Callable[[Row], Any]) -> Callable[[Row], Any]:
+    """Text as sum(), avg() and total() read it (SQLite's rule): the number it writes, and 0
+    for text that is not a number."""
+
+    def number(row: Row) -> Any:
+        text = fn(row)
+        if text is None:
+            return None
+        if len(text) > _LONGEST_NUMBER_TEXT or not _NUMBER_TEXT.fullmatch(text):
+            return 0.0
+        value = float(text)
+        return value if math.isfinite(value) else 0.0
+
+    return number
 
 
 def _distinct(inner: Accumulator, fn: Callable[[Row], Any]) -> Accumulator:

@@ -41,6 +41,10 @@ class SubqueryPlanner(Protocol):
 
     def prepare(self, query: ast.Query, outer: OuterLink) -> PreparedQuery: ...
 
+    def semi_join(self, query: ast.Query, outer: OuterLink) -> SemiJoin | None:
+        """EXISTS of `query` as a set of keys, when it only correlates by equalities."""
+        ...
+
 
 class PreparedQuery(Protocol):
     """A subquery ready to run: its columns, and its rows for the outer row now in `outer`."""
@@ -48,6 +52,16 @@ class PreparedQuery(Protocol):
     columns: list[Any]
 
     def rows(self) -> list[tuple]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class SemiJoin:
+    """`EXISTS (SELECT ... WHERE inner_a = outer_a AND ... AND rest)` run once: the values of
+    the inner sides of the equalities over the rows that pass `rest`, and the outer sides
+    compiled in the outer scope. EXISTS is then: the outer row's key is among `keys`."""
+
+    outer_keys: list[Compiled]
+    keys: frozenset[Any]
 
 
 @dataclass(slots=True)

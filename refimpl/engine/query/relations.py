@@ -34,7 +34,9 @@ class Relation:
     """Rows with columns that know their table; a row source for `run_select`.
 
     `produce` makes the rows each time they are read (a join reads its sides once).
-    `star` lists the positions `*` shows, in order; `plan` says how a join runs.
+    `star` lists the positions `*` shows, in order; `plan` says how a join runs. A table's
+    relation has `key`: its key columns' positions and a lookup of a row by their values,
+    which a join on the whole key uses instead of reading the table.
     """
 
     scope_columns: list[ScopeColumn]
@@ -43,6 +45,7 @@ class Relation:
     qualifier: str | None = None
     schema: Any = None
     plan: JoinPlan | None = None
+    key: KeyLookup | None = None
 
     def __post_init__(self) -> None:
         if not self.star:
@@ -106,15 +109,40 @@ def bounded(rows: Iterable[Row], deadline: float | None) -> Iterator[Row]:
 # -- joins -------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class KeyLookup:
+    """How to find a table's row by its key: the key columns' positions and types, in key
+    order, and the lookup (None: no such row)."""
+
+    positions: tuple[int, ...]
+    types: tuple[str, ...]
+    get: Callable[[tuple], Row | None]
+
+    def ident(self, values: Sequence[Any]) -> tuple | None:
+        """The key as the table keeps it; None when no row can have it."""
+        ident = []
+        for value, type_ in zip(values, self.types, strict=True):
+            if value is None:
+                return None
+            if isinstance(value, float) and type_ in ("INT", "BIGINT", "TIMESTAMP"):
+                if not value.is_integer():
+                    return None
+                value = int(value)
+            ident.append(value)
+        return tuple(ident)
+
+
 @dataclass
 class JoinPlan:
     """How a join is run: the key pairs of its hash join (none: every pair) and the rest of
     ON, checked on each pair. EXPLAIN and the tests read it."""
 
-    method: str  # "hash" or "nested loop"
+    method: str  # "hash", "key lookup" or "nested loop"
     left_keys: list[Compiled]
     right_keys: list[Compiled]
     residual: Compiled | None
+    # The right side's column of each key, where the key is a plain column.
+    right_columns: list[int | None] = field(default_factory=list)
 
 
 def join(left: Relation, right: Relation, source: ast.JoinSource, scope: Scope,
@@ -140,6 +168,10 @@ def join(left: Relation, right: Relation, source: ast.JoinSource, scope: Scope,
     else:
         merged = []
         plan = _on_plan(source.on, columns, width, scope, compile_)
+    key = right.key
+    if (key is not None and kind in ("INNER", "LEFT")
+            and set(key.positions) <= set(plan.right_columns)):
+        plan.method = "key lookup"
     right_width = len(right.scope_columns)
     produce = _producer(left, right, plan, kind, width, right_width, merged, deadline)
     return Relation(columns + [m[0] for m in merged], produce, star, plan=plan)
@@ -170,6 +202,7 @@ def _on_plan(on: ast.Expr | None, columns: list[ScopeColumn], width: int, scope:
          for c in columns[width:]], scope)
     left_keys: list[Compiled] = []
     right_keys: list[Compiled] = []
+    right_columns: list[int | None] = []
     rest: list[ast.Expr] = []
     for term in _conjuncts(on):
         pair = _equality(term, left_only, right_only, compile_)
@@ -178,6 +211,7 @@ def _on_plan(on: ast.Expr | None, columns: list[ScopeColumn], width: int, scope:
         else:
             left_keys.append(pair[0])
             right_keys.append(pair[1])
+            right_columns.append(pair[2])
     residual = None
     if on is not None:
         whole = compile_(on, both)  # checks every name and type of ON, also of the keys
@@ -189,12 +223,13 @@ def _on_plan(on: ast.Expr | None, columns: list[ScopeColumn], width: int, scope:
                 condition = ast.Binary("AND", condition, term)
             residual = compile_(condition, both)
     method = "hash" if left_keys else "nested loop"
-    return JoinPlan(method, left_keys, right_keys, residual)
+    return JoinPlan(method, left_keys, right_keys, residual, right_columns)
 
 
 def _equality(term: ast.Expr, left: Scope, right: Scope,
-              compile_: Compile) -> tuple[Compiled, Compiled] | None:
-    """(left key, right key) when `term` is `a = b` with a of one side and b of the other."""
+              compile_: Compile) -> tuple[Compiled, Compiled, int | None] | None:
+    """(left key, right key, the right key's column if it is one) when `term` is `a = b`
+    with a of one side and b of the other."""
     if not (isinstance(term, ast.Binary) and term.op == "="):
         return None
     for first, second in ((term.left, term.right), (term.right, term.left)):
@@ -202,7 +237,8 @@ def _equality(term: ast.Expr, left: Scope, right: Scope,
         b = _try_compile(second, right, compile_) if a is not None else None
         if a is not None and b is not None and not (a.constant or b.constant):
             a, b = comparable(a, b, "'='")
-            return a, b
+            column = right.resolve(second).index if isinstance(second, ast.ColumnRef) else None
+            return a, b, column
     return None
 
 
@@ -250,7 +286,8 @@ def _using_plan(source: ast.JoinSource, columns: list[ScopeColumn], width: int,
         merged.append((ScopeColumn(total + offset, a.type, a.name, _NO_TABLE), a.index, b.index))
     hidden = {i for _, a_index, b_index in merged for i in (a_index, b_index)}
     star = [total + offset for offset in range(len(merged))] + [i for i in star if i not in hidden]
-    plan = JoinPlan("hash", left_keys, right_keys, None)
+    right_columns: list[int | None] = [b_index - width for _, _, b_index in merged]
+    plan = JoinPlan("hash", left_keys, right_keys, None, right_columns)
     return plan, merged, star
 
 
@@ -349,6 +386,29 @@ def _producer(left: Relation, right: Relation, plan: JoinPlan, kind: str, width:
                 if number not in matched:
                     yield finish((*left_nulls, *other))
 
+    def looked_up() -> Iterator[Row]:
+        # The whole key of the right table is matched: one lookup per left row, and the
+        # table itself is never read.
+        key = right.key
+        assert key is not None
+        chosen = [plan.right_columns.index(p) for p in key.positions]
+        key_fns = [plan.left_keys[i].fn for i in chosen]
+        others = [(plan.left_keys[i].fn, plan.right_keys[i].fn)
+                  for i in range(len(plan.left_keys)) if i not in chosen]
+        for row in bounded(left.rows(AccessHints()), deadline):
+            ident = key.ident([fn(row) for fn in key_fns])
+            other = key.get(ident) if ident is not None else None
+            if other is not None:
+                pair = (*row, *other)
+                if all(_equal(lf(row), rf(other)) for lf, rf in others) and (
+                        residual is None or residual(pair) is True):
+                    yield finish(pair)
+                    continue
+            if keep_left:
+                yield finish((*row, *right_nulls))
+
+    if plan.method == "key lookup":
+        return looked_up
     return hashed if plan.left_keys else looped
 
 
@@ -356,3 +416,7 @@ def _check(deadline: float | None) -> None:
     admission.running_long()
     if deadline is not None and time.monotonic() > deadline:
         raise StatementTimeout.ran_too_long()
+
+
+def _equal(a: Any, b: Any) -> bool:
+    return a is not None and b is not None and a == b

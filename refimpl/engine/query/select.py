@@ -77,9 +77,11 @@ def run_select(
         qualifiers |= source.qualifiers
     else:
         scope_columns = [ScopeColumn(i, c.type, c.name) for i, c in enumerate(columns)]
+    # A table with an alias is named by its alias only: `t.b` inside `FROM t AS x` is the
+    # column b of an outer query's t.
     if source is not None and source.qualifier:
         qualifiers.add(source.qualifier.lower())
-    if source is not None and source.schema is not None:
+    elif source is not None and source.schema is not None:
         qualifiers.add(source.schema.name.lower())
     scope = Scope(
         columns=scope_columns,

@@ -16,7 +16,14 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from refimpl.engine.query.compiled import Compiled, OuterLink, PreparedQuery, Scope, comparable
+from refimpl.engine.query.compiled import (
+    Compiled,
+    OuterLink,
+    PreparedQuery,
+    Scope,
+    SemiJoin,
+    comparable,
+)
 from refimpl.engine.storage.values import to_text
 from refimpl.errors import SqlError, SubqueryRows
 from refimpl.sql import ast
@@ -151,8 +158,28 @@ def _array(expr: ast.ArraySubquery, scope: Scope, compile_: Compile) -> Compiled
 
 
 def _exists(expr: ast.Exists, scope: Scope, compile_: Compile) -> Compiled:
+    if scope.subqueries is not None:
+        semi = scope.subqueries.semi_join(expr.query, OuterLink(scope))
+        if semi is not None:
+            return _semi_join(semi)
     answers, _ = _prepare(expr.query, scope)
     return Compiled(lambda row: bool(answers.rows(row)), "BOOLEAN")
+
+
+def _semi_join(semi: SemiJoin) -> Compiled:
+    """EXISTS as a hash lookup: the subquery ran once, not once per outer row."""
+    keys = semi.keys
+    fns = [key.fn for key in semi.outer_keys]
+    if len(fns) == 1:
+        only = fns[0]
+        return Compiled(lambda row: (value := only(row)) is not None and value in keys,
+                        "BOOLEAN")
+
+    def exists(row: Sequence[Any]) -> bool:
+        key = tuple(fn(row) for fn in fns)
+        return None not in key and key in keys
+
+    return Compiled(exists, "BOOLEAN")
 
 
 def _probe(operand: Compiled, column: Any, what: str) -> Compiled:

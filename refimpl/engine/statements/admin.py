@@ -30,7 +30,8 @@ def _create_table(
     context.authorize(Right.ADMIN)
 
     def run(txn: Transaction) -> Result:
-        if txn.has_table(statement.name):
+        # A view's name is taken too: the view would hide the table (spec: queries, Views).
+        if txn.has_table(statement.name) or statement.name.lower() in context.database.views:
             if statement.if_not_exists:
                 return message_result(text, f"table '{statement.name}' already exists")
             raise TableExists(statement.name)
@@ -48,6 +49,8 @@ def _drop_table(context: StatementContext, statement: ast.DropTable, text: str, 
 
     def run(txn: Transaction) -> Result:
         if not txn.has_table(statement.name):
+            if statement.name.lower() in context.database.views:
+                raise SqlError(f"'{statement.name}' is a view, not a table; drop it with DROP VIEW")
             if statement.if_exists:
                 return message_result(text, f"table '{statement.name}' does not exist")
             raise UnknownTable(statement.name)
@@ -109,6 +112,19 @@ def _drop_column(context: StatementContext, statement: ast.DropColumn, text: str
         rebuilt = ddl.drop_column(table, statement.column)
         message = f"column '{column}' dropped from table '{name}'"
         return rebuilt, ast.DropColumn(name, column), message, 0
+
+    return _schema_change(context, statement.table, text, change)
+
+
+def _replica_identity(
+    context: StatementContext, statement: ast.AlterReplicaIdentity, text: str, params
+) -> Result:
+    def change(txn: Transaction, work: TableWork, table: Table):  # noqa: ANN202
+        name = table.schema.name
+        mode = "FULL" if statement.full else "DEFAULT"
+        rebuilt = ddl.set_replica_identity(table, statement.full)
+        message = f"table '{name}' replica identity set to {mode}"
+        return rebuilt, ast.AlterReplicaIdentity(name, statement.full), message, 0
 
     return _schema_change(context, statement.table, text, change)
 
@@ -297,6 +313,7 @@ HANDLERS: dict[type, Callable[..., Result]] = {
     ast.Truncate: _truncate,
     ast.AddColumn: _add_column,
     ast.DropColumn: _drop_column,
+    ast.AlterReplicaIdentity: _replica_identity,
     ast.DropPartitionList: _drop_partition_list,
     ast.DropPartitionWhere: _drop_partition_where,
     ast.Begin: _begin,

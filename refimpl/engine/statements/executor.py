@@ -12,7 +12,7 @@ from __future__ import annotations
 import operator
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from refimpl.engine import admission
 from refimpl.engine.query.cache_keys import cache_plan
@@ -24,6 +24,7 @@ from refimpl.engine.query.subqueries import has_subquery
 from refimpl.engine.result import Result, message_result, query_result
 from refimpl.engine.rights import Right
 from refimpl.engine.statements import admin as admin_statements
+from refimpl.engine.statements import copy as copy_statements
 from refimpl.engine.statements import explain as explain_statements
 from refimpl.engine.statements import indexes as index_statements
 from refimpl.engine.statements import pg_catalog
@@ -265,7 +266,7 @@ def _matching(
     if hints.ident is not None:
         row = work.get(hints.ident)
         return [(hints.ident, row)] if row is not None and test(row) is True else []
-    scan = bounded(work.rows_with_idents(), deadline)
+    scan = bounded(work.rows_with_idents(hints.index), deadline)
     return [(ident, row) for ident, row in scan if test(row) is True]
 
 
@@ -375,7 +376,38 @@ def _drop_periods(txn: Transaction, work: TableWork, periods: tuple[str, ...]) -
     return removed
 
 
+def copy_in(
+    context: StatementContext, statement: ast.CopyFrom, text: str, data: IO[bytes] | None
+) -> Result:
+    """COPY FROM: every row read and converted first, then one statement installs them all
+    (all or nothing, one commit); `data` is STDIN (None when the caller has none)."""
+    rows = copy_statements.read_copy(context, statement, data)
+
+    def run(txn: Transaction) -> Result:
+        work = txn.table(rows.table)
+        count = insert_values(work, work.schema, rows.columns, rows.rows, context.deadline())
+        return message_result(text, f"{count} row(s) copied", count)
+
+    return context.write(run)
+
+
+def _copy_from(
+    context: StatementContext, statement: ast.CopyFrom, text: str, params: Sequence[Any]
+) -> Result:
+    return copy_in(context, statement, text, None)
+
+
+def _copy_to(
+    context: StatementContext, statement: ast.CopyTo, text: str, params: Sequence[Any]
+) -> Result:
+    # Without a stream to write to (a JSON answer), COPY TO answers its rows as a query.
+    output = copy_statements.copy_output(context, statement)
+    return query_result(text, output.columns, output.rows)
+
+
 _HANDLERS: dict[type, Callable[..., Result]] = {
+    ast.CopyFrom: _copy_from,
+    ast.CopyTo: _copy_to,
     ast.Select: _select,
     ast.Values: _select,
     ast.SetOperation: _select,

@@ -15,11 +15,12 @@ from collections.abc import Iterator, Sequence
 from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any
 
-from refimpl.engine.query.compiled import OuterLink, Scope
-from refimpl.engine.query.expressions import compile_expression
-from refimpl.engine.query.relations import Relation, join, named
-from refimpl.engine.query.select import QueryOutput, RowSource, run_select
+from refimpl.engine.query.compiled import Compiled, OuterLink, Scope, SemiJoin, comparable
+from refimpl.engine.query.expressions import compile_expression, contains_aggregate
+from refimpl.engine.query.relations import KeyLookup, Relation, bounded, join, named
+from refimpl.engine.query.select import QueryOutput, RowSource, conjuncts, run_select
 from refimpl.engine.query.set_operations import combine, order_and_limit, values_output
+from refimpl.engine.query.subqueries import has_subquery
 from refimpl.engine.result import Column
 from refimpl.engine.rights import Right
 from refimpl.engine.statements import pg_catalog
@@ -27,7 +28,7 @@ from refimpl.engine.storage.access_hints import AccessHints
 from refimpl.engine.storage.schema import TableSchema
 from refimpl.engine.storage.table import Table, parts_for_period_range
 from refimpl.engine.storage.transaction import TableWork
-from refimpl.errors import RecursionLimit, SqlError, UnknownFunction, UnknownTable
+from refimpl.errors import RecursionLimit, SqlError, UnknownColumn, UnknownFunction, UnknownTable
 from refimpl.sql import ast
 from refimpl.sql.parser import parse_cached
 
@@ -113,6 +114,45 @@ class QueryRunner:
 
     def prepare(self, query: ast.Query, outer: OuterLink) -> _Prepared:
         return _Prepared(self._child(outer=outer), query)
+
+    def semi_join(self, query: ast.Query, outer: OuterLink) -> SemiJoin | None:
+        """EXISTS of a SELECT without grouping or LIMIT, whose WHERE reads the outer query only
+        in `inner = outer` terms, as keys computed once (None: it must run per outer row)."""
+        if not isinstance(query, ast.Select) or query.source is None or query.group_by or (
+                query.having is not None or query.limit is not None or has_subquery(query)):
+            return None
+        if any(contains_aggregate(item.expr) for item in query.items):
+            return None
+        relation = self._relation(query.source)
+        inner = Scope(columns=relation.scope_columns, qualifiers=relation.qualifiers,
+                      params=self.params, now=self.now, functions=self.functions, clause="WHERE")
+        inner_keys: list[Compiled] = []
+        outer_keys: list[Compiled] = []
+        rest: list[ast.Expr] = []
+        for term in conjuncts(query.where):
+            pair = _correlation(term, inner, outer.scope)
+            if pair is None:
+                rest.append(term)
+            else:
+                inner_keys.append(pair[0])
+                outer_keys.append(pair[1])
+        if not inner_keys:
+            return None
+        try:
+            tests = [compile_expression(term, inner).fn for term in rest]
+            for item in query.items:
+                if not isinstance(item.expr, ast.Star):
+                    compile_expression(item.expr, inner)
+        except UnknownColumn:
+            return None  # `rest` reads the outer query too: run per outer row
+        keys = set()
+        fns = [key.fn for key in inner_keys]
+        for row in bounded(relation.rows(AccessHints()), self.context.deadline()):
+            if all(test(row) is True for test in tests):
+                key = tuple(fn(row) for fn in fns)
+                if None not in key:
+                    keys.add(key[0] if len(key) == 1 else key)
+        return SemiJoin(outer_keys, frozenset(keys))
 
     def _child(self, *, outer: OuterLink | None = None,
                tables: dict[str, QueryOutput] | None = None) -> QueryRunner:
@@ -231,8 +271,8 @@ class QueryRunner:
             rows = self._table(source, lone=False)
         if isinstance(rows, Relation):
             return rows
-        qualifier = getattr(source, "alias", None) or source.name  # type: ignore[union-attr]
-        return named(rows.columns, qualifier, lambda: rows.rows(AccessHints()))
+        assert isinstance(source, ast.TableSource | ast.FunctionSource)
+        return named(rows.columns, source.alias or source.name, lambda: rows.rows(AccessHints()))
 
     def _function(self, source: ast.FunctionSource, select: ast.Select) -> RowSource:
         table_function = self.context.table_functions().get(source.name)
@@ -256,7 +296,8 @@ class QueryRunner:
         context.authorize(Right.READ, source.name)
         txn = context.transaction
         if txn is not None and name in txn.work:
-            table: RowSource = TransactionTable(txn.table(source.name), source.alias)
+            table: CommittedTable | TransactionTable = TransactionTable(
+                txn.table(source.name), source.alias)
         else:
             committed = context.database.tables.get(name)
             if committed is None:
@@ -264,7 +305,9 @@ class QueryRunner:
             table = CommittedTable(committed, source.alias)
         if lone:
             return table
-        return named(table.columns, qualifier, lambda: table.rows(AccessHints()))
+        relation = named(table.columns, qualifier, lambda: table.rows(AccessHints()))
+        relation.key = _key_lookup(table)
+        return relation
 
     def _view(self, source: ast.TableSource, text: str) -> Relation:
         self.context.authorize(Right.READ, source.name)
@@ -276,6 +319,45 @@ class QueryRunner:
         runner = QueryRunner(self.context, (), self.now, views=(*self.views, name))
         output = runner.run(statement.query)
         return named(output.columns, source.alias or source.name, lambda: output.rows)
+
+
+def _correlation(term: ast.Expr, inner: Scope,
+                 outer: Scope) -> tuple[Compiled, Compiled] | None:
+    """(inner side, outer side) of `a = b` where one side reads only the subquery's tables and
+    the other only names the subquery does not have."""
+    if not (isinstance(term, ast.Binary) and term.op == "="):
+        return None
+    for mine, theirs in ((term.left, term.right), (term.right, term.left)):
+        try:
+            inner_side = compile_expression(mine, inner)
+        except UnknownColumn:
+            continue
+        try:
+            compile_expression(theirs, inner)
+            continue  # it reads (or could read) the subquery's own columns
+        except UnknownColumn:
+            pass
+        try:
+            outer_side = compile_expression(theirs, outer)
+        except UnknownColumn:
+            return None
+        if inner_side.constant or outer_side.constant:
+            return None
+        inner_side, outer_side = comparable(inner_side, outer_side, "'='")
+        return inner_side, outer_side
+    return None
+
+
+def _key_lookup(table: CommittedTable | TransactionTable) -> KeyLookup | None:
+    """How a join finds the table's rows by key (None: the table has no key)."""
+    schema = table.schema
+    assert schema is not None
+    if not schema.key_columns:
+        return None
+    positions = tuple(schema.position(name) for name in schema.key_columns)
+    types = tuple(schema.columns[p].type for p in positions)
+    get = table.table.get if isinstance(table, CommittedTable) else table.work.get
+    return KeyLookup(positions, types, get)
 
 
 def _renamed(output: QueryOutput, names: tuple[str, ...], table: str) -> QueryOutput:

@@ -9,6 +9,7 @@ Reading a view runs its query with the reader's rights (see `queries.QueryRunner
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -38,7 +39,7 @@ def _create_view(context: StatementContext, statement: ast.CreateView, text: str
             raise TableExists(name)
         if txn.has_table(name):
             raise TableExists(name)
-        QueryRunner(context, (), 0).run_locked(statement.query)
+        QueryRunner(context, (), time.time_ns() // 1000).run_locked(statement.query)
         txn.database_changes.append(ddl.canonical_sql(ast.CreateView(name, statement.query)))
         return message_result(text, f"view '{name}' created")
 

@@ -7,6 +7,8 @@ or a table being rebuilt from the log).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from refimpl.engine.storage.schema import TableSchema
 from refimpl.engine.storage.table import Table, partitions_named
 from refimpl.errors import SqlError
@@ -36,6 +38,11 @@ def create_index(table: Table, index: ast.IndexDef) -> Table:
 
 def drop_index(table: Table, name: str) -> Table:
     return table.reindexed(table.schema.without_index(name))
+
+
+def set_replica_identity(table: Table, full: bool) -> Table:
+    """The table (its rows shared) with before-images logged from now on, or no more."""
+    return table.reindexed(replace(table.schema, replica_identity_full=full))
 
 
 def drop_partitions(table: Table, names: tuple[str, ...]) -> int:
@@ -97,6 +104,8 @@ def apply_logged_ddl(tables: dict[str, Table], statement: ast.Statement) -> None
         tables[key] = add_column(tables[key], statement.column)
     elif isinstance(statement, ast.DropColumn):
         tables[key] = drop_column(tables[key], statement.column)
+    elif isinstance(statement, ast.AlterReplicaIdentity):
+        tables[key] = set_replica_identity(tables[key], statement.full)
     elif isinstance(statement, ast.DropPartitionList):
         table = tables[key]
         table.drop_partitions(partitions_named(table, statement.partitions))

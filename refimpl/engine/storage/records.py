@@ -7,6 +7,11 @@ one of:
   names they were written with, so a reader maps them onto any later schema; `rowids` is
   null for a keyed table, else each row's id;
 - `["d", table, [[partition, ident], ...]]`: deleted rows by partition and identity;
+- on a table with before-images (`REPLICA IDENTITY FULL`) an upsert entry has one more item,
+  the row before each change (null for an insert), on the entry's columns:
+  `["u", table, columns, rows, rowids, old_rows]`; a delete entry has two more, the deleted
+  rows and their columns: `["d", table, keys, columns, old_rows]`. Other tables' entries
+  are exactly as above (nothing extra is written);
 - `["ddl", table, text]`: a schema change of the table, as canonical SQL text;
 - `["db", null, text]`: a change of the database itself (ALTER DATABASE ... SET).
 
@@ -27,21 +32,40 @@ _decoder = msgspec.msgpack.Decoder()
 UPSERT, DELETE, DDL, DATABASE = "u", "d", "ddl", "db"
 
 
+# How many items an entry of each kind has before its before-images (when it has them).
+_PLAIN_LENGTH = {UPSERT: 5, DELETE: 3}
+
+
+@dataclass(frozen=True, slots=True)
+class Before:
+    """The rows before the changes of one entry, on `columns` (None: inserted rows)."""
+
+    columns: list[str]
+    rows: list[Any]
+
+
 @dataclass(frozen=True, slots=True)
 class Entry:
     kind: str
     table: str | None
     payload: tuple[Any, ...]
+    before: Before | None = None  # only on tables with before-images
 
     @classmethod
     def upsert(
-        cls, table: str, columns: Sequence[str], rows: list[tuple], rowids: list[int] | None
+        cls, table: str, columns: Sequence[str], rows: list[tuple], rowids: list[int] | None,
+        old_rows: list[tuple | None] | None = None,
     ) -> Entry:
-        return cls(UPSERT, table, (list(columns), rows, rowids))
+        before = None if old_rows is None else Before(list(columns), old_rows)
+        return cls(UPSERT, table, (list(columns), rows, rowids), before)
 
     @classmethod
-    def delete(cls, table: str, keys: list[tuple[tuple, tuple]]) -> Entry:
-        return cls(DELETE, table, (keys,))
+    def delete(
+        cls, table: str, keys: list[tuple[tuple, tuple]],
+        before: tuple[Sequence[str], list[tuple]] | None = None,
+    ) -> Entry:
+        old = None if before is None else Before(list(before[0]), before[1])
+        return cls(DELETE, table, (keys,), old)
 
     @classmethod
     def ddl(cls, table: str, text: str) -> Entry:
@@ -59,11 +83,26 @@ class Record:
     entries: list[Entry]
 
 
+def _raw(entry: Entry) -> list[Any]:
+    raw = [entry.kind, entry.table, *entry.payload]
+    before = entry.before
+    if before is not None:
+        raw += [before.rows] if entry.kind == UPSERT else [before.columns, before.rows]
+    return raw
+
+
 def encode(committed_at: int, entries: list[Entry]) -> bytes:
-    return _encoder.encode([committed_at, [[e.kind, e.table, *e.payload] for e in entries]])
+    return _encoder.encode([committed_at, [_raw(e) for e in entries]])
+
+
+def _entry(raw: list[Any]) -> Entry:
+    plain = _PLAIN_LENGTH.get(raw[0])
+    if plain is None or len(raw) == plain:
+        return Entry(raw[0], raw[1], tuple(raw[2:]))
+    before = Before(raw[2], raw[5]) if raw[0] == UPSERT else Before(raw[3], raw[4])
+    return Entry(raw[0], raw[1], tuple(raw[2:plain]), before)
 
 
 def decode(lsn: int, payload: bytes) -> Record:
     committed_at, raw_entries = _decoder.decode(payload)
-    entries = [Entry(raw[0], raw[1], tuple(raw[2:])) for raw in raw_entries]
-    return Record(lsn, committed_at, entries)
+    return Record(lsn, committed_at, [_entry(raw) for raw in raw_entries])

@@ -38,6 +38,7 @@ class TableSchema:
     dedup_key: tuple[str, ...] = ()
     unique: tuple[tuple[str, ...], ...] = ()
     indexes: tuple[ast.IndexDef, ...] = ()
+    replica_identity_full: bool = False  # the log keeps before-images (spec: changefeeds)
     positions: dict[str, int] = field(
         default_factory=dict, init=False, compare=False, hash=False
     )

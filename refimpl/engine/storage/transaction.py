@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from refimpl.engine.storage.access_hints import AccessHints
+from refimpl.engine.storage.access_hints import AccessHints, IndexProbe
 from refimpl.engine.storage.indexes import PendingKeys
 from refimpl.engine.storage.records import Entry
 from refimpl.engine.storage.schema import TableSchema
@@ -85,11 +85,19 @@ class TableWork:
             return
         yield from self._merged(table, parts)
 
-    def rows_with_idents(self) -> Iterator[tuple[Ident, Row]]:
-        """(identity, row) pairs as this transaction sees them (UPDATE and DELETE)."""
+    def rows_with_idents(self, probe: IndexProbe | None = None) -> Iterator[tuple[Ident, Row]]:
+        """(identity, row) pairs as this transaction sees them (UPDATE and DELETE); with an
+        index probe, the committed rows it finds (and every pending row): a superset of
+        those the probe's terms match."""
         table = self.current()
         pending = self.pending
-        for ident, row in list(table.scan_with_idents()):
+        index = None if probe is None else table.secondary.get(probe.name)
+        if index is not None:
+            found = list(index.search(probe.prefix, probe.low, probe.high))
+            committed = [(ident, table.get(ident)) for ident in found]
+        else:
+            committed = list(table.scan_with_idents())
+        for ident, row in committed:
             if ident in pending:
                 continue
             yield ident, row
@@ -127,7 +135,14 @@ class TableWork:
         rev_column = table.schema.rev_column
         rev_position = table.schema.position(rev_column) if rev_column else None
         touched = self.touched
+        # Before-images only for tables that keep them: other tables' entries stay as they are.
+        full = table.schema.replica_identity_full
+        old_upserts: list[Row | None] = []
+        old_deletes: list[Row] = []
         for ident, row in self.pending.items():
+            old = None
+            if full:
+                old = self.sealed[ident] if ident in self.sealed else table.get(ident)
             if rev_position is not None:
                 before = table.get(ident)
                 if before is not None:
@@ -140,14 +155,20 @@ class TableWork:
                 part = table.part_of_ident(ident)
                 if part is not None:
                     deletes.append((part, ident))
+                    if full:
+                        old_deletes.append(old)
             else:
                 upserts.append(row)
+                if full:
+                    old_upserts.append(old)
                 if rowids is not None:
                     rowids.append(ident[0])
+        names = table.schema.column_names
         if deletes:
-            entries.append(Entry.delete(self.name, deletes))
+            entries.append(Entry.delete(self.name, deletes, (names, old_deletes) if full else None))
         if upserts:
-            entries.append(Entry.upsert(self.name, table.schema.column_names, upserts, rowids))
+            entries.append(
+                Entry.upsert(self.name, names, upserts, rowids, old_upserts if full else None))
         if self.working is not None:
             apply_pending(self.working, self.pending)
         else:

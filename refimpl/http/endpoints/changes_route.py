@@ -7,115 +7,28 @@ that ask for the same position after the same commit share one encoded answer.
 
 from __future__ import annotations
 
-import functools
-import math
 import time
 
-import msgspec
-
-from refimpl.engine.features.change_stream import KEY, OP, ROW, Change, ChangeBatch
-from refimpl.engine.storage import values
+from refimpl.engine.features.change_stream import ChangeBatch
+from refimpl.engine.features.feed_options import ShapedBatch
 from refimpl.errors import BadRequest
 from refimpl.http.context import Context, parse_whole
-from refimpl.http.encode import Answer, encode_json
+from refimpl.http.encode import Answer
+from refimpl.http.endpoints.change_encoding import (
+    JSON_HEADERS,
+    PLAIN,
+    SSE_HEADERS,
+    Shaping,
+    encode_json_answer,
+    encode_sse,
+)
+from refimpl.http.endpoints.feed_args import feed_options
+from refimpl.http.endpoints.initial_answer import copy_answer, copy_position
 from refimpl.waiting.parked import Parked
 
 DEFAULT_LIMIT = 1000
 DEFAULT_WAIT_SSE_MS = 25_000
 MAX_WAIT_MS = 55_000
-RETRY_MS = 1000
-SSE_HEADERS = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
-JSON_HEADERS = {"Cache-Control": "no-store"}
-
-
-class ChangeEvent(msgspec.Struct):
-    """One change as the JSON object of the stream, in the order of its fields."""
-
-    lsn: int
-    seq: int
-    committed_at: str
-    op: str
-    key: str | None
-    row: object
-
-
-@functools.lru_cache(maxsize=256)
-def _row_type(names: tuple[str, ...]) -> type[msgspec.Struct]:
-    """A struct that encodes as `{name: value, ...}` for these column names: made from a
-    row's values in C, with no dict per row. Fields are named f0, f1, ... and renamed to the
-    columns, so that any column name works."""
-    fields = [f"f{index}" for index in range(len(names))]
-    return msgspec.defstruct("Row", fields, rename=dict(zip(fields, names, strict=True)))
-
-
-class ChangeObjects:
-    """Makes the JSON object of each change of one table's stream (`row` only for an upsert).
-
-    Built once per answer: it knows which columns need converting (timestamps to text,
-    non-finite doubles to null, as `values.to_json` does) and leaves the others as they are,
-    and it formats a transaction's `committed_at` once for all its rows.
-    """
-
-    def __init__(self, names: tuple[str, ...], types: dict[str, str]) -> None:
-        self._row = _row_type(names)
-        self._timestamps = [i for i, name in enumerate(names) if types[name] == "TIMESTAMP"]
-        self._doubles = [i for i, name in enumerate(names) if types[name] == "DOUBLE"]
-        self._lsn = -1
-        self._committed_at = ""
-
-    def __call__(self, change: Change) -> ChangeEvent:
-        lsn = change[0]
-        if lsn != self._lsn:
-            self._lsn, self._committed_at = lsn, values.format_timestamp(change[2])
-        row = None
-        if change[OP] == "upsert":
-            cells = change[ROW:]
-            if self._timestamps or self._doubles:
-                cells = list(cells)
-                for at in self._timestamps:
-                    if (value := cells[at]) is not None:
-                        cells[at] = values.format_timestamp(value)
-                for at in self._doubles:
-                    if (value := cells[at]) is not None and not math.isfinite(value):
-                        cells[at] = None
-            row = self._row(*cells)
-        return ChangeEvent(lsn, change[1], self._committed_at, change[OP], change[KEY], row)
-
-
-def encode_sse(batch: ChangeBatch, names: tuple[str, ...], types: dict[str, str]) -> bytes:
-    """Events: `change` per row (`id` on a transaction's last row), then `position`."""
-    parts = [f"retry: {RETRY_MS}\n\n".encode()]
-    changes = batch.changes
-    objects = ChangeObjects(names, types)
-    for index, change in enumerate(changes):
-        last_of_transaction = index + 1 == len(changes) or changes[index + 1][0] != change[0]
-        head = f"id: {change[0]}\nevent: change\ndata: " if last_of_transaction else (
-            "event: change\ndata: ")  # fmt: skip
-        parts += (head.encode(), encode_json(objects(change)), b"\n\n")
-    position = encode_json({"next": batch.next_lsn, "more": batch.more}).decode("utf-8")
-    parts.append(f"id: {batch.next_lsn}\nevent: position\ndata: {position}\n\n".encode())
-    return b"".join(parts)
-
-
-def encode_json_answer(
-    table: str,
-    batch: ChangeBatch,
-    names: tuple[str, ...],
-    types: dict[str, str],
-    durable: int,
-    oldest: int,
-) -> bytes:
-    objects = ChangeObjects(names, types)
-    return encode_json(
-        {
-            "table": table,
-            "changes": [objects(c) for c in batch.changes],
-            "next": batch.next_lsn,
-            "more": batch.more,
-            "durable_lsn": durable,
-            "oldest_lsn": oldest,
-        }
-    )
 
 
 def changes_route(ctx: Context) -> Answer | Parked[Answer]:
@@ -124,31 +37,52 @@ def changes_route(ctx: Context) -> Answer | Parked[Answer]:
     fmt = args.get("format", "sse")
     if fmt not in ("sse", "json"):
         raise BadRequest(f"the parameter 'format' must be sse or json, not '{fmt}'")
-    start = ctx.whole("from", None)
-    if start is None:
-        header = ctx.request.headers.get("Last-Event-ID")
-        start = parse_whole(header, "Last-Event-ID", 0) if header else 0
+    options = feed_options(ctx)
     limit = ctx.whole("limit", DEFAULT_LIMIT, minimum=1)
+    assert limit is not None
+    if options.initial:
+        # Inside the copy the answer comes at once; past it, the feed is the change stream.
+        position = copy_position(ctx)
+        if not isinstance(position, int) or position == 0:
+            return copy_answer(ctx, table_name, options, position or None, limit, fmt)
+        start: int | None = position
+    else:
+        start = ctx.whole("from", None)
+        if start is None:
+            header = ctx.request.headers.get("Last-Event-ID")
+            start = parse_whole(header, "Last-Event-ID", 0) if header else 0
     wait_default = DEFAULT_WAIT_SSE_MS if fmt == "sse" else 0
     wait_ms = min(ctx.whole("wait", wait_default) or 0, MAX_WAIT_MS)
-    assert start is not None and limit is not None
-
+    assert start is not None
     feed = ctx.app.feeds.table_feed(ctx.database, table_name, ctx.principal)
     names, types = feed.column_names, feed.column_types
     # Strings hash in C and keep their hash: the key is built again at every attempt.
     columns = tuple(f"{name}:{types[name]}" for name in names)
+    full = feed.before_images
+    shaped = full or not options.plain
+    feed_filter = None if options.where is None else feed.compile_filter(options.where)
+    ready = options.states and start == 0  # the feed's start: ready comes first
 
     def answer(durable: int) -> tuple[Answer, bool]:
         """The answer from `start` on, made when at least `durable` was durable; shared by
         every reader asking the same (a round of readers asks with one `durable`)."""
         key = (feed.database, feed.table.lower(), columns, start, limit, fmt, durable)
+        if shaped:
+            key += (full, options, ready)
 
         def produce() -> tuple[Answer, bool]:
             # Read the bounds first: the answer then never claims less than it holds.
             bounds = feed.bounds()
-            batch = feed.read(start, limit)
+            shaping = PLAIN
+            if shaped:
+                batch: ChangeBatch | ShapedBatch = feed.read_shaped(
+                    start, limit, options, feed_filter)
+                shaping = Shaping(full, batch.types, ready)
+            else:
+                batch = feed.read(start, limit)
+            found = bool(batch.changes) or ready
             if fmt == "sse":
-                return respond(encode_sse(batch, names, types)), bool(batch.changes)
+                return respond(encode_sse(batch, names, types, shaping)), found
             body = encode_json_answer(
                 feed.table,
                 batch,
@@ -156,8 +90,9 @@ def changes_route(ctx: Context) -> Answer | Parked[Answer]:
                 types,
                 max(bounds.durable_lsn, batch.next_lsn if batch.next_lsn > start else 0),
                 bounds.oldest_lsn,
+                shaping,
             )
-            return respond(body), bool(batch.changes)
+            return respond(body), found
 
         return ctx.app.shared_answers.get(key, produce)
 

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 from werkzeug.wrappers import Response
 
+from refimpl.engine import copying
 from refimpl.errors import BadRequest, KdbError
 from refimpl.http.auth import by_cookie
 from refimpl.http.context import Context
 from refimpl.http.encode import Answer, csv_chunks, json_response, result_body
 from refimpl.http.error_answers import to_response
 from refimpl.http.exec_body import sql_of_form_body
+from refimpl.sql import ast
 from refimpl.waiting.parked import Parked
 
 
@@ -48,6 +50,9 @@ def _sql_of(ctx: Context) -> str:
 
 
 def exec_route(ctx: Context) -> Response | Answer | Parked[Answer]:
+    copied = _copy(ctx)
+    if copied is not None:
+        return copied
     sql = _sql_of(ctx)
     if ctx.request.method == "GET" and by_cookie(ctx.request):
         # A link or an image on any page makes the browser GET with the cookie: a change
@@ -62,6 +67,32 @@ def exec_route(ctx: Context) -> Response | Answer | Parked[Answer]:
             if not session.durable_needed:
                 raise
             answer = to_response(error)  # a script's earlier commits: still wait for them
+    return ctx.when_durable(session, answer)
+
+
+def _copy(ctx: Context) -> Response | Answer | Parked[Answer] | None:
+    """`COPY ... FROM STDIN` in the `query` parameter with its rows as the body, or `COPY ...
+    TO STDOUT` answering the rows as text, streamed; None for any other SQL."""
+    sql = ctx.args.get("query")
+    if sql is None or sql.lstrip()[:4].upper() != "COPY":
+        return None
+    statement = copying.copy_statement(sql)
+    if isinstance(statement, ast.CopyTo):
+        with ctx.session() as session:
+            output = copying.copy_out(session, sql)
+        return Response(output.chunks(), content_type=output.content_type)
+    if statement is None:
+        return None
+    request = ctx.request
+    if request.method != "POST":
+        raise BadRequest("COPY ... FROM STDIN takes its rows as the body of a POST")
+    if request.mimetype not in ("", "text/csv", "text/plain", "application/octet-stream"):
+        raise BadRequest(
+            f"content type '{request.mimetype}' is not taken for COPY rows; send text/csv"
+            " or text/plain"
+        )
+    with ctx.session(acknowledge_later=True) as session:
+        answer = json_response(result_body(copying.copy_in(session, sql, request.stream), sql))
     return ctx.when_durable(session, answer)
 
 

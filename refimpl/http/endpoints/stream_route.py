@@ -17,7 +17,13 @@ import time
 from collections.abc import Sequence
 
 from refimpl.engine.event_streams import EventStreams, OpenStream
-from refimpl.engine.features.event_stream import READY, Event, Position, parse_event_id
+from refimpl.engine.features.event_stream import (
+    READY,
+    Event,
+    Position,
+    Taken,
+    parse_event_id,
+)
 from refimpl.engine.tracking.signals import Waker
 from refimpl.errors import BadRequest
 from refimpl.http.context import Context
@@ -44,6 +50,14 @@ def encode_events(events: Sequence[Event]) -> bytes:
         parts.append(event.data)
         parts.append(b"\n\n")
     return b"".join(parts)
+
+
+def _encoded(taken: Taken) -> bytes:
+    """The SSE bytes of what a stream took, encoded once for every stream that took the
+    same (the engine shares a `Taken` among streams at one position with one view)."""
+    if taken.encoded is None:
+        taken.encoded = encode_events(taken.events)
+    return taken.encoded
 
 
 def _body(data: bytes) -> Answer:
@@ -88,8 +102,7 @@ class _Sender:
 
     def first(self) -> Part[Answer]:
         """The head and the first events (`ready`, or what a resume missed)."""
-        taken = self._take()
-        answer = Answer(encode_events(taken), 200)
+        answer = Answer(_encoded(self._take()), 200)
         answer.headers = list(HEADERS)
         return Part(answer)
 
@@ -100,17 +113,17 @@ class _Sender:
             if self._in_flight:
                 self._again = True
                 return None
-        events = self._take()
+        taken = self._take()
         if self.stream.ended is not None:
             return self._end()
-        return Part(_body(encode_events(events))) if events else None
+        return Part(_body(_encoded(taken))) if taken.events else None
 
-    def _take(self) -> list[Event]:
+    def _take(self) -> Taken:
         taken = self.stream.take(self.budget)
         with self._lock:
             self._in_flight = bool(taken.events)
             self._again = taken.more
-        return taken.events
+        return taken
 
     def drained(self) -> None:
         with self._lock:
@@ -164,7 +177,7 @@ def stream_route(ctx: Context) -> Parked[Answer]:
         None, 0, sender.attempt, sender.heartbeat,
         time.monotonic() + streams.options.heartbeat_s,
         lambda: streams.close_stream(stream),
-        streaming=True, at_close=sender.closing, on_drained=sender.drained,
+        streaming=True, paced=True, at_close=sender.closing, on_drained=sender.drained,
     )  # fmt: skip
     sender.parked = parked
     stream.waker = StreamPoke(room, parked)

@@ -14,11 +14,8 @@ from refimpl.engine.result import Column
 from refimpl.engine.storage import values
 from refimpl.http.context import Context
 from refimpl.http.encode import Answer, encode_json
-from refimpl.http.endpoints.changes_route import (
-    DEFAULT_WAIT_SSE_MS,
-    MAX_WAIT_MS,
-    RETRY_MS,
-)
+from refimpl.http.endpoints.change_encoding import RETRY_MS
+from refimpl.http.endpoints.changes_route import DEFAULT_WAIT_SSE_MS, MAX_WAIT_MS
 from refimpl.waiting.parked import Parked
 from refimpl.waiting.room import WaitingRoom
 

@@ -356,19 +356,16 @@ class PooledWSGIServer(BaseWSGIServer):
             if handler is None or handler.busy:
                 return
             handler.busy = True
+            watched = handler.armed == _HANG_UP
             handler.armed = 0
-        self._answer(handler)
+        self._answer(handler, watched)
 
-    def _answer(self, handler: Connection) -> None:
+    def _answer(self, handler: Connection, watched: bool = False) -> None:
         keep = True
         try:
             serve = True
-            if handler.stream is not None:
-                if handler.stream_hung_up():
-                    with handler.send_lock:
-                        self._drop_stream(handler)
-                    return
-                self._flush_stream(handler)
+            if watched or handler.stream is not None:
+                self._stream_event(handler)
                 return
             if handler.unsent:
                 data, handler.unsent = handler.unsent, b""
@@ -401,6 +398,20 @@ class PooledWSGIServer(BaseWSGIServer):
             keep = False
         self._release(handler, keep)
 
+    def _stream_event(self, handler: Connection) -> None:
+        """A stream's connection is writable again, or its hang-up watch fired.
+
+        Decided under the send lock: a watch that fires while the stream's last part goes out
+        (its client read the end and sent its next request) finds the stream over and leaves
+        the connection to the end, which re-arms it for that request."""
+        with handler.send_lock:
+            if handler.stream is None:
+                return
+            if handler.stream_hung_up():
+                self._drop_stream(handler)
+                return
+        self._flush_stream(handler)
+
     def _deliver(self, handler: Connection, answer: Answer) -> None:
         """Send a parked request's answer without blocking (the waiting room calls this)."""
         data, keep = handler.decided_answer(answer)
@@ -432,40 +443,48 @@ class PooledWSGIServer(BaseWSGIServer):
             if len(handler.unsent) > STREAM_UNSENT_LIMIT:
                 self._drop_stream(handler)
                 return
-        self._flush_stream(handler)
+            # Sent under the same hold of the lock: one part of a fan-out round costs one
+            # lock and one send() per socket.
+            then = self._send_unsent(handler)
+        if then is not None:
+            then()
 
     def _flush_stream(self, handler: Connection) -> None:
         """Send what a stream has waiting; re-arm for writing, finish, or drop."""
         with handler.send_lock:
-            stream = handler.stream
-            if stream is None:
+            if handler.stream is None:
                 return
-            try:
-                sent = handler.connection.send(handler.unsent, socket.MSG_DONTWAIT)
-            except BlockingIOError:
-                sent = 0
-            except OSError:
-                self._drop_stream(handler)
-                return
-            handler.unsent = handler.unsent[sent:]
-            if handler.unsent:
-                self._rearm(handler, select.EPOLLOUT | select.EPOLLONESHOT)
-                return
-            ended = handler.stream_ended
-            if ended:
-                handler.stream = None
-                handler.stream_started = handler.stream_ended = False
-            else:
-                # Watched for its client's hang-up meanwhile: a closed stream stops counting
-                # against its caller's limits at once, not at its next heartbeat. Armed
-                # once, not at every part: an epoll_ctl per event costs a thousand streams.
-                if handler.armed != _HANG_UP:
-                    self._rearm(handler, _HANG_UP)
-            keep = handler.parked_keep
-        if not ended:
-            stream.drained()  # parked on: the stream makes its next part now
-            return
-        self._after_round(functools.partial(self._release, handler, keep))
+            then = self._send_unsent(handler)
+        if then is not None:
+            then()
+
+    def _send_unsent(self, handler: Connection) -> Callable[[], None] | None:
+        """Send what a stream has waiting (the caller holds its send lock, and calls what
+        this gives once it let go: the stream's next part, or the connection's release)."""
+        stream = handler.stream
+        assert stream is not None
+        try:
+            sent = handler.connection.send(handler.unsent, socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            sent = 0
+        except OSError:
+            self._drop_stream(handler)
+            return None
+        handler.unsent = handler.unsent[sent:]
+        if handler.unsent:
+            self._rearm(handler, select.EPOLLOUT | select.EPOLLONESHOT)
+            return None
+        if not handler.stream_ended:
+            # Watched for its client's hang-up meanwhile: a closed stream stops counting
+            # against its caller's limits at once, not at its next heartbeat. Armed once,
+            # not at every part: an epoll_ctl per event costs a thousand streams.
+            if handler.armed != _HANG_UP:
+                self._rearm(handler, _HANG_UP)
+            return stream.drained  # parked on: the stream makes its next part now
+        handler.stream = None
+        handler.stream_started = handler.stream_ended = False
+        release = functools.partial(self._release, handler, handler.parked_keep)
+        return functools.partial(self._after_round, release)
 
     def _drop_stream(self, handler: Connection) -> None:
         """Give up on a stream's client (the caller holds its send lock)."""

@@ -1,0 +1,129 @@
+"""COPY: rows read and converted before any lock (`read_copy`), rows written out as text
+(`copy_output`); the executor installs what `read_copy` returns as one statement.
+
+`COPY t FROM 'file'` reads only from the import folder of the data folder
+(`EngineOptions.import_folder`) and needs the admin user: an absolute path, `..`, or a path
+whose symlinks lead out of the folder is refused.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import IO
+
+from refimpl.engine.result import Column
+from refimpl.engine.rights import Right
+from refimpl.engine.statements.context import StatementContext
+from refimpl.engine.statements.copy_formats import CopyError, CopyFormat, RowReader, encode_rows
+from refimpl.engine.statements.queries import QueryRunner
+from refimpl.engine.storage.schema import TableSchema
+from refimpl.errors import NotFound, UnknownTable
+from refimpl.sql import ast
+from refimpl.sql.parser import parse_cached
+from refimpl.sql.printer import quote_name
+
+
+@dataclass(frozen=True, slots=True)
+class CopyRows:
+    """The converted rows of a COPY FROM, in the table's column order, ready to insert."""
+
+    table: str
+    columns: list[str]
+    rows: list[tuple]
+
+
+@dataclass(frozen=True, slots=True)
+class CopyOutput:
+    """The answer of a COPY TO: its columns, rows and format; `chunks()` is its text."""
+
+    columns: list[Column]
+    rows: list[tuple]
+    format: CopyFormat
+
+    def chunks(self) -> Iterator[bytes]:
+        """The rows as the format's text, a chunk of rows at a time."""
+        return encode_rows(self.columns, self.rows, self.format)
+
+    @property
+    def content_type(self) -> str:
+        return "text/csv; charset=utf-8" if self.format.csv else "text/plain; charset=utf-8"
+
+
+def read_copy(context: StatementContext, statement: ast.CopyFrom,
+              data: IO[bytes] | None) -> CopyRows:  # fmt: skip
+    """Check rights, then read and convert every row (no lock held: other writers go on;
+    like /imp, the read is not bounded by the statement timeout, which covers the install).
+
+    `data` is the STDIN of `COPY ... FROM STDIN`; None for a statement run without it.
+    """
+    context.authorize(Right.WRITE, statement.table)
+    fmt = CopyFormat.of(statement.options)
+    schema = _schema(context, statement.table)
+    table_columns = [Column(c.name, c.type) for c in schema.columns]
+    names = list(statement.columns) if statement.columns else [c.name for c in table_columns]
+    if statement.file is None:
+        if data is None:
+            raise CopyError(
+                "COPY FROM STDIN takes its rows from the request: send them as the body of"
+                " POST /exec?query=COPY ... (text/csv or text/plain), or over the PostgreSQL"
+                " protocol's copy messages"
+            )
+        reader = RowReader(data, fmt, schema.name, table_columns, names)
+        rows = list(reader.rows())
+    else:
+        context.require_admin_user("COPY FROM a file")
+        path = import_path(context, statement.file)
+        with path.open("rb") as file:
+            reader = RowReader(file, fmt, schema.name, table_columns, names)
+            rows = list(reader.rows())
+    return CopyRows(schema.name, [c.name for c in table_columns], rows)
+
+
+def import_path(context: StatementContext, name: str) -> Path:
+    """The file `name` of the import folder; CopyError for a path that leaves it."""
+    folder = context.database.path.parent / context.database.options.import_folder
+    relative = PurePosixPath(name)
+    if relative.is_absolute() or ".." in relative.parts or "\\" in name or not name:
+        raise CopyError(
+            f"COPY FROM '{name}': name a file of the import folder by a relative path without"
+            f" '..' (the folder is '{context.database.options.import_folder}' in the data"
+            " folder)"
+        )
+    path = folder.joinpath(*relative.parts)
+    try:
+        real = path.resolve(strict=True)
+    except (FileNotFoundError, RuntimeError):
+        raise NotFound(f"COPY FROM '{name}': there is no such file in the import folder"
+                       ) from None  # fmt: skip
+    if not real.is_relative_to(folder.resolve()) or not real.is_file():
+        raise CopyError(f"COPY FROM '{name}': the path leads out of the import folder (a"
+                        " symlink) or is not a file; only files inside it are read")
+    return real
+
+
+def copy_output(context: StatementContext, statement: ast.CopyTo) -> CopyOutput:
+    """Run the COPY's query with the caller's rights; the rows come back with the format."""
+    fmt = CopyFormat.of(statement.options)
+    query = statement.query
+    if query is None:
+        assert statement.table is not None
+        columns = "*" if not statement.columns else ", ".join(map(quote_name, statement.columns))
+        text = f"SELECT {columns} FROM {quote_name(statement.table)}"
+        query = parse_cached(text).statements[0]  # type: ignore[assignment]
+    assert query is not None
+    output = QueryRunner(context, (), time.time_ns() // 1000).run_locked(query)
+    return CopyOutput(output.columns, output.rows, fmt)
+
+
+def _schema(context: StatementContext, name: str) -> TableSchema:
+    txn = context.transaction
+    if txn is not None and txn.has_table(name):
+        return txn.table(name).schema
+    with context.database.state_lock:
+        table = context.database.tables.get(name.lower())
+    if table is None:
+        raise UnknownTable(name)
+    return table.schema

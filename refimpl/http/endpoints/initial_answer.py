@@ -1,0 +1,79 @@
+"""`GET /api/changes?initial=true` inside the copy: pages of the table's rows and the changes
+between them, answered at once (spec: changefeeds, initial). Past the copy the feed is the
+change stream, answered by `changes_route`."""
+
+from __future__ import annotations
+
+from refimpl.engine.features.feed_options import FeedOptions, type_of
+from refimpl.engine.features.initial_copy import INITIAL, CopyPosition, parse_position
+from refimpl.http.context import Context
+from refimpl.http.encode import Answer, encode_json
+from refimpl.http.endpoints.change_encoding import (
+    JSON_HEADERS,
+    RETRY_MS,
+    SSE_HEADERS,
+    ChangeObjects,
+    state,
+)
+
+
+def copy_position(ctx: Context) -> CopyPosition | int:
+    """`from`, else `Last-Event-ID`, as a position of an initial feed (0: from the start)."""
+    text = ctx.args.get("from")
+    what = "from"
+    if text is None:
+        text, what = ctx.request.headers.get("Last-Event-ID"), "Last-Event-ID"
+    if text is None or not text.strip():
+        return 0
+    return parse_position(text, what)
+
+
+def _id(position: CopyPosition | int) -> str:
+    return position.event_id() if isinstance(position, CopyPosition) else str(position)
+
+
+def _next(position: CopyPosition | int) -> str | int:
+    """`next` of an answer: an LSN past the copy (as without `initial`), an id inside it."""
+    return position.event_id() if isinstance(position, CopyPosition) else position
+
+
+def copy_answer(ctx: Context, table: str, options: FeedOptions, at: CopyPosition | None,
+                limit: int, fmt: str) -> Answer:  # fmt: skip
+    """The next page of the copy from `at` (None: its start), as JSON or SSE."""
+    feed = ctx.app.feeds.table_feed(ctx.database, table, ctx.principal)
+    feed_filter = None if options.where is None else feed.compile_filter(options.where)
+    bounds = feed.bounds()
+    batch = feed.read_initial(at, limit, feed_filter)
+    full = feed.before_images
+    objects = ChangeObjects(feed.column_names, feed.column_types)
+    made = []
+    for item in batch.items:
+        change = item.change
+        kind = None
+        if options.types:
+            kind = INITIAL if change[3] == INITIAL else type_of(change, full)
+        made.append((objects.with_options(change, full, kind), item.position))
+    states = []
+    if options.states and at is None:
+        states.append(state("initializing", options.types))
+    end = [state("ready", options.types)] if options.states and not batch.copying else []
+    if fmt == "json":
+        body = encode_json({
+            "table": feed.table,
+            "changes": [*states, *(event for event, _ in made), *end],
+            "next": _next(batch.position),
+            "more": batch.copying,
+            "durable_lsn": bounds.durable_lsn,
+            "oldest_lsn": bounds.oldest_lsn,
+        })
+        return Answer(body, 200, "application/json", JSON_HEADERS)
+    parts = [f"retry: {RETRY_MS}\n\n".encode()]
+    parts += [b"event: state\ndata: " + encode_json(s) + b"\n\n" for s in states]
+    for event, position in made:
+        head = "event: change\ndata: " if position is None else (
+            f"id: {_id(position)}\nevent: change\ndata: ")
+        parts += (head.encode(), encode_json(event), b"\n\n")
+    parts += [b"event: state\ndata: " + encode_json(s) + b"\n\n" for s in end]
+    position = encode_json({"next": _next(batch.position), "more": batch.copying}).decode()
+    parts.append(f"id: {_id(batch.position)}\nevent: position\ndata: {position}\n\n".encode())
+    return Answer(b"".join(parts), 200, "text/event-stream; charset=utf-8", SSE_HEADERS)

@@ -1,0 +1,37 @@
+"""Statement objects of COPY (part of `refimpl.sql.ast`, which re-exports every name here: use
+them as `ast.CopyFrom`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from refimpl.sql.ast_access import Statement
+
+# A COPY option's value as written: text ('x', csv), a boolean (HEADER, HEADER true), or None.
+CopyValue = str | bool | None
+
+
+@dataclass(frozen=True, slots=True)
+class CopyOption:
+    name: str  # lower case: format, header, delimiter, null, quote, escape
+    value: CopyValue
+
+
+@dataclass(frozen=True, slots=True)
+class CopyFrom(Statement):
+    """`COPY t [(cols)] FROM STDIN | 'file' [WITH (...)]`; `file` None means STDIN."""
+
+    table: str
+    columns: tuple[str, ...] | None
+    file: str | None
+    options: tuple[CopyOption, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class CopyTo(Statement):
+    """`COPY t [(cols)] TO STDOUT` or `COPY (query) TO STDOUT`: exactly one of table, query."""
+
+    table: str | None
+    columns: tuple[str, ...] | None
+    query: Statement | None  # an ast.Query (ast imports this module, so it is not named)
+    options: tuple[CopyOption, ...] = ()
