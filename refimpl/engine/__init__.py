@@ -9,7 +9,7 @@ In layers, bottom to top; a layer imports only from those under it:
 4. `query`: expressions, functions, aggregates, SELECT planning and execution;
 5. `statements`: running each kind of statement for a session;
 6. `features`: the change stream, live queries, `kdb_rev`;
-7. here again: `access` (users, tokens, rights), `session`, `instance`, `feeds`.
+7. here again: `access` (users, tokens, rights), `session`, `instance`, `feeds`, `copying`.
 
 Every layer may import `refimpl.errors` and `refimpl.sql`. The engine never imports
 `refimpl.http`, `refimpl.pgwire` or `refimpl.waiting`: protocols call the engine, never the

@@ -130,6 +130,11 @@ class QueryBuilder(Transformer):
                     query: ast.Query) -> ast.InSubquery:
         return ast.InSubquery(operand, query, negated is not None)
 
+    def in_table(self, operand: Expr, negated: bool | None, table: str) -> ast.InSubquery:
+        # SQLite's `x IN t` is `x IN (SELECT * FROM t)`.
+        query = ast.Select((ast.SelectItem(ast.Star()),), ast.TableSource(table))
+        return ast.InSubquery(operand, query, negated is not None)
+
     def quantified(self, operand: Expr, op: str, quantifier: str,
                    query: ast.Query) -> ast.Quantified:
         return ast.Quantified(op, operand, quantifier, query)

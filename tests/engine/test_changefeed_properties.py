@@ -11,17 +11,18 @@
 from __future__ import annotations
 
 import tempfile
-from pathlib import Path
 from typing import Any
 
+import msgspec
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import refimpl
-from refimpl.errors import DuplicateKey
 from refimpl.engine.features.change_stream import KEY, OP, ROW, read_changes
 from refimpl.engine.features.feed_options import FeedFilter, FeedOptions, shape_changes
-from refimpl.engine.features.initial_copy import CopyPosition, read_initial
+from refimpl.engine.features.initial_copy import CopyPosition, parse_position, read_initial
+from refimpl.engine.storage import records
+from refimpl.errors import DuplicateKey
 
 WIDTH = 2  # id, v
 Op = tuple[str, int, int]  # (insert|update|delete, id, v)
@@ -52,8 +53,6 @@ def _table(conn: refimpl.Connection, where: str = "") -> dict[int, tuple]:
 
 
 def _key_of(change: tuple) -> int:
-    import msgspec
-
     return msgspec.msgpack.decode(bytes.fromhex(change[KEY]))[1][0]
 
 
@@ -181,9 +180,29 @@ def test_filtered_feed_with_before_images_is_exact(writes: list[Op], bound: int)
         conn.close()
 
 
-def test_copy_positions_read_back(tmp_path: Path) -> None:
-    from refimpl.engine.features.initial_copy import parse_position
-
+def test_copy_positions_read_back() -> None:
     position = CopyPosition(7, ((), ((False, 3), 3)))
     assert parse_position(position.event_id(), "from") == position
     assert parse_position("12", "from") == 12
+
+
+values = st.one_of(st.none(), st.integers(-(2**40), 2**40), st.text(max_size=5))
+
+
+@settings(max_examples=50, deadline=None)
+@given(rows=st.lists(st.tuples(values, values), min_size=1, max_size=4), with_old=st.booleans())
+def test_records_keep_before_images_and_nothing_else(rows: list[tuple], with_old: bool) -> None:
+    olds = [None if i % 2 else row for i, row in enumerate(rows)] if with_old else None
+    keys = [((), (i,)) for i in range(len(rows))]
+    entries = [records.Entry.upsert("t", ["a", "b"], rows, None, olds),
+               records.Entry.delete("t", keys, (["a", "b"], rows) if with_old else None)]
+    decoded = records.decode(1, records.encode(0, entries)).entries
+    assert [e.payload for e in decoded] == [(["a", "b"], [list(r) for r in rows], None),
+                                             ([[[], [i]] for i in range(len(rows))],)]
+    if not with_old:
+        assert decoded[0].before is None and decoded[1].before is None
+        plain = records.encode(0, [records.Entry.upsert("t", ["a", "b"], rows, None)])
+        assert plain == records.encode(0, entries[:1])
+    else:
+        assert decoded[0].before.rows == [None if r is None else list(r) for r in olds]
+        assert decoded[1].before.rows == [list(r) for r in rows]

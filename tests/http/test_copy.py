@@ -149,3 +149,22 @@ def test_from_a_file_needs_the_admin(server: Server, db: str) -> None:
     token = server.new_token("writer", db)
     answer = server.exec("COPY t FROM 'x.csv'", db, token=token)
     assert answer.status_code == 403, answer.text
+
+
+def test_what_curl_sends_is_the_rows_and_other_types_are_refused(server: Server, db: str) -> None:
+    server.sql("CREATE TABLE t (id INT PRIMARY KEY, s STRING)", db)
+    sql = "COPY t FROM STDIN (FORMAT csv)"
+    curl = copy_in(server, db, sql, b"1,a b&c=d\n", "application/x-www-form-urlencoded")
+    assert curl.status_code == 200, curl.text
+    assert server.rows("SELECT s FROM t", db) == [["a b&c=d"]]
+    json_body = copy_in(server, db, sql, b"2,x\n", "application/json")
+    assert json_body.status_code == 400
+    assert "text/csv" in json_body.json()["error"]
+
+
+def test_copy_to_reads_with_the_callers_rights(server: Server, db: str) -> None:
+    server.sql("CREATE TABLE t (id INT PRIMARY KEY)", db)
+    server.sql("CREATE USER nobody_" + db, db)
+    token = server.new_token("nobody_" + db, db)
+    answer = server.get("/exec", params={"db": db, "query": "COPY t TO STDOUT"}, token=token)
+    assert answer.status_code == 403, answer.text

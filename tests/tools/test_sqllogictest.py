@@ -29,8 +29,13 @@ ROOT = Path(__file__).resolve().parents[2]
 CORPUS = ROOT.parent / "shared" / "sqllogictest"
 
 # The least share of its records each corpus file must pass (skipped records aside), in
-# percent; see the closing note of issue 18 for the records that still fail and why.
-CORPUS_MIN_RATE = 70.0
+# percent, and the records that may differ from SQLite's answer. What still fails: in1.test,
+# `'hello' IN (SELECT * FROM t1)` over INTEGERs (a clear type error here) and BLOB literals
+# (x'303132', no BLOB type); slt_lang_aggfunc.test, `1<<63` (no bit shifts; the INSERTs
+# fail clearly, so the four sums after them see other rows than SQLite's).
+CORPUS_MIN_RATE = 99.0
+CORPUS_FILE_RATES = {"in1.test": 95.0, "slt_lang_aggfunc.test": 92.0}
+CORPUS_WRONG_ALLOWED = {"slt_lang_aggfunc.test": 4}
 
 SCRIPT = """\
 # a comment
@@ -212,5 +217,10 @@ def test_the_corpus_passes_its_stated_rate(server: Server) -> None:
     results = [run_file(client, path) for path in files]
     broken = [(r.path.name, f.line) for r in results for f in r.failures if f.kind == "broken"]
     assert not broken, f"5xx or no answer at {broken}"
-    low = {r.path.name: round(100 * r.rate, 2) for r in results if 100 * r.rate < CORPUS_MIN_RATE}
-    assert not low, f"files below {CORPUS_MIN_RATE}%: {low}"
+    wrong = {r.path.name: [f.line for f in r.failures if f.kind == "wrong"] for r in results}
+    too_many = {name: lines for name, lines in wrong.items()
+                if len(lines) > CORPUS_WRONG_ALLOWED.get(name, 0)}
+    assert not too_many, f"answers other than SQLite's at {too_many}"
+    low = {r.path.name: round(100 * r.rate, 2) for r in results
+           if 100 * r.rate < CORPUS_FILE_RATES.get(r.path.name, CORPUS_MIN_RATE)}
+    assert not low, f"files below their stated rate: {low}"

@@ -52,6 +52,7 @@ class FeedOptions:
     squash: bool = False
     where: str | None = None
     initial: bool = False
+    squash_seconds: float = 0.0  # with squash: how long an answer waits to squash more
 
     @property
     def plain(self) -> bool:

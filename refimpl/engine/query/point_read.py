@@ -1,4 +1,5 @@
-"""Point reads: a SELECT that names one row by its whole key, planned once per statement.
+"""Point reads: a SELECT that names one row by its whole key (or the rows of one value of a
+secondary index, every column of the index pinned), planned once per statement.
 
 `SELECT <columns> FROM t WHERE k = ?` (every key column pinned by `=` to a constant or a
 parameter, and nothing else) is what a client working row by row sends most. Planning it the
@@ -21,6 +22,7 @@ from typing import Any
 from refimpl.engine.result import Column
 from refimpl.engine.storage import values
 from refimpl.engine.storage.schema import TableSchema
+from refimpl.engine.storage.table import Table
 from refimpl.sql import ast
 
 PLAN_CACHE_SIZE = 1024
@@ -41,6 +43,15 @@ class PointPlan:
     columns: list[Column]
     positions: tuple[int, ...] | None  # the output columns' places in a row; None: all
     key: tuple[KeyPart, ...]
+    index: str | None = None  # the secondary index the key is of; None: the table's key
+
+    def read(self, table: Table, key: tuple) -> list[tuple]:
+        """The projected rows holding `key` (from `ident`), in table order."""
+        if self.index is None:
+            row = table.get(key)
+            return [] if row is None else [self.project(row)]
+        index = table.secondary[self.index]
+        return [self.project(row) for row in table.rows_of(index.search(key))]
 
     def ident(self, params: Sequence[Any]) -> tuple | None:
         """The key the constants name, or None when one is not of the key column's type."""
@@ -95,7 +106,6 @@ def _make_plan(select: ast.Select, schema: TableSchema) -> PointPlan | None:
         or select.limit is not None
         or select.offset is not None
         or select.distinct
-        or not schema.key_columns
     ):
         return None
     names = {schema.name.lower()} | ({source.alias.lower()} if source.alias else set())
@@ -119,14 +129,20 @@ def _make_plan(select: ast.Select, schema: TableSchema) -> PointPlan | None:
             out.append(Column(item.alias or expr.name, found[1].type))
         else:
             return None
-    parts = _key_parts(select.where, schema, names)
-    if parts is None:
-        return None
-    whole = positions == list(range(len(schema.columns)))
-    return PointPlan(out, None if whole else tuple(positions), parts)
+    whole = None if positions == list(range(len(schema.columns))) else tuple(positions)
+    if schema.key_columns:
+        parts = _key_parts(select.where, schema, names, schema.key_columns)
+        if parts is not None:
+            return PointPlan(out, whole, parts)
+    for index in schema.all_indexes():
+        parts = _key_parts(select.where, schema, names, index.columns)
+        if parts is not None:
+            return PointPlan(out, whole, parts, index.name.lower())
+    return None
 
 
-def _key_parts(where: ast.Expr, schema: TableSchema, names: set[str]) -> tuple[KeyPart, ...] | None:
+def _key_parts(where: ast.Expr, schema: TableSchema, names: set[str],
+               columns: Sequence[str]) -> tuple[KeyPart, ...] | None:
     terms: list[ast.Expr] = []
     pending = [where]
     while pending:
@@ -135,7 +151,7 @@ def _key_parts(where: ast.Expr, schema: TableSchema, names: set[str]) -> tuple[K
             pending += [term.left, term.right]
         else:
             terms.append(term)
-    key = [name.lower() for name in schema.key_columns]
+    key = [name.lower() for name in columns]
     if len(terms) != len(key):
         return None
     pinned: dict[str, KeyPart] = {}

@@ -54,8 +54,7 @@ class CopyOutput:
 
 def read_copy(context: StatementContext, statement: ast.CopyFrom,
               data: IO[bytes] | None) -> CopyRows:  # fmt: skip
-    """Check rights, then read and convert every row (no lock held: other writers go on;
-    like /imp, the read is not bounded by the statement timeout, which covers the install).
+    """Check rights, then read and convert every row (no lock held: other writers go on).
 
     `data` is the STDIN of `COPY ... FROM STDIN`; None for a statement run without it.
     """

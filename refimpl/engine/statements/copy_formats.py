@@ -119,18 +119,20 @@ class RowReader:
             if found in self._placed:
                 raise CopyError(f"column '{found[1].name}' is named twice in the COPY")
             self._placed.append(found)
+        # What converting each field takes: its place, its type (None: text as it is), name.
+        self._kinds = [(at, None if c.type in _STRING_TYPES else c.type, c.name)
+                       for at, c in self._placed]  # fmt: skip
 
     def rows(self) -> Iterator[tuple]:
         fmt = self._format
         records = self._csv_records() if fmt.csv else self._text_records()
-        first = True
+        if fmt.header:
+            header = next(records, None)
+            if header is not None:
+                self._check_header(*header)
+        row = self._row
         for line, fields in records:
-            if first and fmt.header:
-                first = False
-                self._check_header(line, fields)
-                continue
-            first = False
-            yield self._row(line, fields)
+            yield row(line, fields)
 
     def _check_header(self, line: int, fields: list[str | None]) -> None:
         if not self._format.header_match:
@@ -148,21 +150,37 @@ class RowReader:
             raise CopyError(f"COPY {self._table}, line {line}: {what}: {len(fields)} field(s)"
                             f" where {len(placed)} column(s) are copied")
         row: list[object] = [None] * self._width
-        for number, ((at, column), field) in enumerate(zip(placed, fields, strict=True), 1):
-            if field is None:
-                continue
-            if column.type in _STRING_TYPES:
-                row[at] = field
+        parse = values.parse_text
+        try:
+            for (at, kind, name), field in zip(self._kinds, fields, strict=True):
+                if field is None:
+                    continue
+                if kind is None:
+                    row[at] = field  # STRING, SYMBOL
+                elif field:
+                    row[at] = parse(field, kind, name)
+                else:
+                    raise InvalidValue(f"'' is not a valid {kind} for column '{name}'")
+        except SqlError:
+            raise self._bad_field(line, fields) from None
+        return tuple(row)
+
+    def _bad_field(self, line: int, fields: list[str | None]) -> CopyError:
+        """The error of a row that did not convert, naming its first bad field (rare: the
+        fast path above does not count fields)."""
+        pairs = zip(self._placed, fields, strict=True)
+        for number, ((_, column), field) in enumerate(pairs, start=1):
+            if field is None or column.type in _STRING_TYPES:
                 continue
             try:
-                if field == "":
+                if not field:
                     raise InvalidValue(f"'' is not a valid {column.type} for column"
                                        f" '{column.name}'")
-                row[at] = values.parse_text(field, column.type, column.name)
+                values.parse_text(field, column.type, column.name)
             except SqlError as exc:
-                raise CopyError(f"COPY {self._table}, line {line}, column {number}"
-                                f" ({column.name}): {exc.message}") from None
-        return tuple(row)
+                return CopyError(f"COPY {self._table}, line {line}, column {number}"
+                                 f" ({column.name}): {exc.message}")
+        raise AssertionError("a row that failed to convert has a bad field")
 
     # -- the two formats -------------------------------------------------------------------
 

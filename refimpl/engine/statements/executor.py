@@ -120,8 +120,7 @@ def select_rows(  # noqa: ANN201 - a QueryOutput
         if point is not None:
             ident = point.ident(params)
             if ident is not None:
-                row = table.get(ident)
-                return QueryOutput(point.columns, [] if row is None else [point.project(row)])
+                return QueryOutput(point.columns, point.read(table, ident))
         # The revision is read under the state lock, before the query: see result_cache.
         key, token = cache_plan(database, table.schema, statement, params) if cache else (None, 0)
         if key is not None:
@@ -380,12 +379,13 @@ def copy_in(
     context: StatementContext, statement: ast.CopyFrom, text: str, data: IO[bytes] | None
 ) -> Result:
     """COPY FROM: every row read and converted first, then one statement installs them all
-    (all or nothing, one commit); `data` is STDIN (None when the caller has none)."""
+    (all or nothing, one commit); `data` is STDIN (None when the caller has none). Like /imp,
+    a COPY is not stopped by the statement timeout: its size is the caller's choice."""
     rows = copy_statements.read_copy(context, statement, data)
 
     def run(txn: Transaction) -> Result:
         work = txn.table(rows.table)
-        count = insert_values(work, work.schema, rows.columns, rows.rows, context.deadline())
+        count = insert_values(work, work.schema, rows.columns, rows.rows)
         return message_result(text, f"{count} row(s) copied", count)
 
     return context.write(run)

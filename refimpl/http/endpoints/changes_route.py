@@ -105,6 +105,17 @@ def changes_route(ctx: Context) -> Answer | Parked[Answer]:
     shared, found = answer(feed.bounds().durable_lsn)
     slots = ctx.app.wait_slots
     room = ctx.app.waiting_room
+    # squash=<seconds>: a resumed answer is held that long to squash what comes meanwhile
+    # (the first answer, from the start, never is).
+    hold_s = options.squash_seconds if start > 0 else 0.0
+    if hold_s and slots.acquire(blocking=False):
+        held: Parked[Answer] = Parked(
+            feed.signal, seen, lambda _durable: None,
+            lambda: answer(feed.bounds().durable_lsn)[0], time.monotonic() + hold_s,
+            slots.release, paced=True,
+        )
+        room.park(held)
+        return held
     if found and wait_ms > 0 and room.paced(feed.signal):
         seen = -1  # news already: the next round answers it, whether or not more commits come
     elif found or wait_ms <= 0:

@@ -70,6 +70,12 @@ def exec_route(ctx: Context) -> Response | Answer | Parked[Answer]:
     return ctx.when_durable(session, answer)
 
 
+# The content types of COPY rows; a form-encoded body is what `curl --data-binary` sends
+# unless told otherwise, and is the rows as they are (never decoded as a form).
+_COPY_BODIES = ("", "text/csv", "text/plain", "application/octet-stream",
+                "application/x-www-form-urlencoded")
+
+
 def _copy(ctx: Context) -> Response | Answer | Parked[Answer] | None:
     """`COPY ... FROM STDIN` in the `query` parameter with its rows as the body, or `COPY ...
     TO STDOUT` answering the rows as text, streamed; None for any other SQL."""
@@ -86,7 +92,7 @@ def _copy(ctx: Context) -> Response | Answer | Parked[Answer] | None:
     request = ctx.request
     if request.method != "POST":
         raise BadRequest("COPY ... FROM STDIN takes its rows as the body of a POST")
-    if request.mimetype not in ("", "text/csv", "text/plain", "application/octet-stream"):
+    if request.mimetype not in _COPY_BODIES:
         raise BadRequest(
             f"content type '{request.mimetype}' is not taken for COPY rows; send text/csv"
             " or text/plain"
