@@ -168,6 +168,9 @@ class EventStreams:
         self._lock = threading.Lock()
         self._open: dict[int, OpenStream] = {}
         self._by_database: dict[str, list[OpenStream]] = {}
+        # By database key: the wakers of its streams, the same list at each commit until a
+        # stream opens or closes (the protocol layer may keep what it derives from it).
+        self._wakers: dict[str, list[Waker]] = {}
         self._recent: dict[str, RecentTransactions] = {}
         self._listening: dict[str, Database] = {}  # by key: the database object listened to
         self._numbers = iter(range(1, 2**62))
@@ -232,6 +235,7 @@ class EventStreams:
             )  # fmt: skip
             self._open[number] = stream
             self._by_database.setdefault(name.lower(), []).append(stream)
+            self._wakers.pop(name.lower(), None)
             self._start_sweeper()
         return stream
 
@@ -244,6 +248,7 @@ class EventStreams:
             streams = self._by_database.get(stream.database.lower(), [])
             if stream in streams:
                 streams.remove(stream)
+            self._wakers.pop(stream.database.lower(), None)
 
     def open_count(self) -> int:
         """Streams open now (a gauge for metrics)."""
@@ -309,6 +314,7 @@ class EventStreams:
         streams = self._by_database.get(stream.database.lower(), [])
         if stream in streams:
             streams.remove(stream)
+        self._wakers.pop(stream.database.lower(), None)
 
     def _recent_of(self, name: str, found: Database) -> RecentTransactions:
         """The shared recent transactions of a database, listened to at its commits (the
@@ -325,7 +331,12 @@ class EventStreams:
         with self._lock:
             if self._listening.get(key) is not database:
                 return  # a dropped database's signal
-            wakers = [s.waker for s in self._by_database.get(key, ()) if s.waker is not None]
+            wakers = self._wakers.get(key)
+            if wakers is None:
+                streams = self._by_database.get(key, ())
+                wakers = [s.waker for s in streams if s.waker is not None]
+                if len(wakers) == len(streams):  # kept once every stream has its waker
+                    self._wakers[key] = wakers
         if wakers:
             self._wake_all(wakers)
 

@@ -320,7 +320,7 @@ def check_data(path: Path | str, progress: ProgressReport = no_report) -> tuple[
 
     Returns the report text and whether everything is sound (its last line says which:
     `state: sound` or `state: DAMAGED`). `progress` hears the bytes read so far of all
-    the folder's log and checkpoint files, after each file set.
+    the folder's log and checkpoint files, after each log segment and checkpoint file.
     """
     folder = Path(path)
     if not folder.is_dir():
@@ -329,14 +329,17 @@ def check_data(path: Path | str, progress: ProgressReport = no_report) -> tuple[
     ok = True
     databases = _database_folders(folder)
     task = f"checking {folder}"
-    total = sum(_bytes_in(child / WAL_FOLDER) + _bytes_in(child / CHECKPOINT_FOLDER)
+    total = sum(_bytes_in(child / WAL_FOLDER, "*.wal") + _bytes_in(child / CHECKPOINT_FOLDER)
                 for child in databases)  # fmt: skip
     done = 0
+    def read(count: int) -> None:
+        nonlocal done
+        done += count
+        progress(Progress(task, done, total, "bytes"))
+
     for child in databases:
         lines.append(f"database '{child.name}':")
-        report = inspect_log(child / WAL_FOLDER)
-        done += _bytes_in(child / WAL_FOLDER)
-        progress(Progress(task, done, total, "bytes"))
+        report = inspect_log(child / WAL_FOLDER, read)  # told after every segment read
         lines += [f"  log: {sentence}" for sentence in report.sentences()]
         ok = ok and report.ok
         checkpoints = checkpoint.list_checkpoints(child / CHECKPOINT_FOLDER)
@@ -427,11 +430,12 @@ def _size(file: Path) -> int:
         return 0
 
 
-def _bytes_in(folder: Path) -> int:
-    """The bytes of the files directly in `folder` (0 when it is missing)."""
+def _bytes_in(folder: Path, pattern: str = "*") -> int:
+    """The bytes of the files directly in `folder` named like `pattern` (0 when it is
+    missing)."""
     if not folder.is_dir():
         return 0
-    return sum(_size(file) for file in folder.iterdir() if file.is_file())
+    return sum(_size(file) for file in folder.glob(pattern) if file.is_file())
 
 
 def _database_folders(folder: Path) -> list[Path]:

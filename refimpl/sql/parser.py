@@ -167,9 +167,12 @@ for _name in ("expr", "or_expr", "and_expr", "not_expr", "predicate", "sum", "pr
     _RULE_WORDS[_name] = "an expression"
 
 _EXPRESSION_STARTS = {"NUMBER", "STRING", "QMARK", "CASE", "CAST", "TRUE", "FALSE", "NULL",
-                      "NOT", "LPAR", "MINUS", "PLUS", "EXISTS", "ANY", "SOME", "ALL"}
+                      "NOT", "LPAR", "MINUS", "PLUS", "EXISTS", "ANY", "SOME", "ALL", "ARRAY"}
+# The PostgreSQL spellings (`::`, `~`, COLLATE, OPERATOR(...)) count as operators too: they
+# may follow any expression, and naming each would bury the operators people mean.
 _OPERATOR_TEXT = {"=", "<>", "!=", "<", "<=", ">", ">=", "+", "-", "||", "*", "/", "%", "AND",
-                  "OR", "IS", "IN", "NOT", "BETWEEN", "LIKE", "ISNULL", "NOTNULL"}
+                  "OR", "IS", "IN", "NOT", "BETWEEN", "LIKE", "ISNULL", "NOTNULL",
+                  "::", "~", "~*", "!~", "!~*", "COLLATE", "OPERATOR"}
 _TYPE_WORDS = set(ast.TYPES)
 _ALIAS_WORDS = set(ast.TYPE_ALIASES)
 _STATEMENT_WORDS = {"SELECT", "INSERT", "CREATE", "UPDATE", "DELETE"}

@@ -100,6 +100,7 @@ class WaitingRoom:
         # Requests woken by their key (no signal): attempted only when poked or due.
         self._keyed: dict[int, Parked] = {}
         self._poked: list[Parked] = []
+        self._poked_groups: dict[int, list[Parked]] = {}  # by id: lists given to `poke_all`
         # Paced ones poked (by id: a stream poked by three commits is attempted once), waiting
         # for the fan-out round that starts at `_fanout_at`.
         self._fanout: dict[int, Parked] = {}
@@ -199,10 +200,11 @@ class WaitingRoom:
 
     def poke_all(self, requests: list[Parked]) -> None:
         """`poke` for many at once (the streams of a database at its commit): one lock and
-        one wake-up, so that the thread publishing a commit pays next to nothing per stream."""
+        one wake-up, so that the thread publishing a commit pays nothing per stream. The
+        same list poked again before the room looks counts once (a database's streams at
+        several commits); the caller must not change a list it handed over."""
         with self._lock:
-            keyed = self._keyed
-            self._poked += [parked for parked in requests if id(parked) in keyed]
+            self._poked_groups[id(requests)] = requests
         self._wake.set()
 
     def _start_thread(self) -> None:
@@ -284,12 +286,15 @@ class WaitingRoom:
         answer those past their deadline."""
         with self._lock:
             poked: list[Parked] = []
-            for parked in self._poked:
+            keyed = self._keyed
+            for parked in itertools.chain(self._poked, *self._poked_groups.values()):
+                if id(parked) not in keyed:
+                    continue  # answered or dropped meanwhile
                 if parked.paced:
                     self._fanout[id(parked)] = parked
                 else:
                     poked.append(parked)
-            self._poked = []
+            self._poked, self._poked_groups = [], {}
             now = time.monotonic()
             fanout: list[Parked] = []
             if self._fanout and now >= self._fanout_at:

@@ -7,6 +7,8 @@ byte as before, and the options `types`, `states`, `squash` and `where` with the
 
 from __future__ import annotations
 
+import threading
+import time
 from typing import Any
 
 from tests.http.conftest import Server
@@ -193,3 +195,20 @@ def test_initial_copy_pages_resumes_and_goes_on(server: Server, db: str) -> None
     refused = server.get("/api/changes", params={"db": db, "table": "nokey", "format": "json",
                                                  "initial": "true"})
     assert refused.status_code == 400 and "PRIMARY KEY" in refused.json()["error"]
+
+
+def test_squash_seconds_holds_a_resumed_answer(server: Server, db: str) -> None:
+    server.sql("CREATE TABLE t (id INT PRIMARY KEY, v INT) REPLICA IDENTITY FULL", db)
+    server.sql("INSERT INTO t VALUES (1, 0)", db)
+    started = time.monotonic()
+    first = _changes(server, db, "t", squash="30")  # from the start: never held
+    assert time.monotonic() - started < 20 and first["next"] == 2
+    answers: list[dict] = []
+    reader = threading.Thread(target=lambda: answers.append(
+        _changes(server, db, "t", squash="2", **{"from": 2})))
+    reader.start()
+    for value in range(1, 6):
+        server.sql(f"UPDATE t SET v = {value}", db)
+    reader.join(30)
+    changes = answers[0]["changes"]
+    assert changes[-1]["row"] == {"id": 1, "v": 5} and len(changes) <= 2

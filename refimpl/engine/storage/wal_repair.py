@@ -11,6 +11,7 @@ tells a torn tail from damage.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -63,12 +64,13 @@ class LogReport:
         return lines
 
 
-def inspect_log(directory: Path) -> LogReport:
-    """Reads and validates the log in `directory` without changing any file."""
+def inspect_log(directory: Path, on_read: Callable[[int], None] | None = None) -> LogReport:
+    """Reads and validates the log in `directory` without changing any file; `on_read`
+    hears the bytes of each segment as it is read."""
     directory = Path(directory)
     if not directory.is_dir():
         return LogReport(directory, (), 0, None, None, None, None)
-    result = scan_segments(list_segments(directory))
+    result = scan_segments(list_segments(directory), on_read=on_read)
     segments = tuple(segment.info() for segment in result.segments)
     records = result.records
     first_lsn = last_lsn = None

@@ -27,6 +27,7 @@ import os
 import re
 import zlib
 from bisect import bisect_right
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from struct import Struct
@@ -199,7 +200,8 @@ def list_segments(directory: Path) -> list[tuple[int, Path]]:
     return found
 
 
-def scan_segments(listing: list[tuple[int, Path]], *, use_seals: bool = False) -> ScanResult:
+def scan_segments(listing: list[tuple[int, Path]], *, use_seals: bool = False,
+                  on_read: Callable[[int], None] | None = None) -> ScanResult:  # fmt: skip
     """Reads and validates every frame of the listed segments without changing any file.
 
     Stops at the first damage. A bad frame is a torn tail only in the last segment and only if no
@@ -207,7 +209,8 @@ def scan_segments(listing: list[tuple[int, Path]], *, use_seals: bool = False) -
     whose LSN is not the previous one + 1 (across segments too). With `use_seals`, a segment
     before the last whose seal matches its bytes is taken from the seal without a walk
     (wal_seals), and of a segment whose seal covers a prefix only the rest is walked; those
-    before the last that needed a walk are listed in `walked`.
+    before the last that needed a walk are listed in `walked`. `on_read` hears the size of
+    each segment once it has been read (a long check tells its progress by it).
     """
     result = ScanResult()
     previous_last: int | None = None
@@ -225,6 +228,8 @@ def scan_segments(listing: list[tuple[int, Path]], *, use_seals: bool = False) -
             )
             return result
         data = path.read_bytes()
+        if on_read is not None:
+            on_read(len(data))
         seal = read_seal(path) if use_seals else None
         if seal is not None and covers(seal, first_lsn, data):
             segment = Segment.from_seal(seal, path)  # the walk goes on after the seal

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from refimpl.engine.event_streams import EventStreams, OpenStream
 from refimpl.engine.features.event_stream import (
@@ -78,13 +78,30 @@ class StreamPoke:
         self.room.poke(self.parked)
 
 
-def poke_streams(room: WaitingRoom):  # noqa: ANN201 - the engine's batch waker
+class _StreamPokes:
+    """The engine's batch waker: pokes the parked streams of a list of wakers. The engine
+    hands the same list at each commit until a stream opens or closes, so what is poked is
+    derived once per list, and the room counts a list poked by several commits once."""
+
+    KEPT = 64  # lists remembered (one per database with streams, in practice)
+
+    def __init__(self, room: WaitingRoom) -> None:
+        self._room = room
+        self._derived: dict[int, tuple[list[Waker], list[Parked[Answer]]]] = {}
+
+    def __call__(self, wakers: list[Waker]) -> None:
+        found = self._derived.get(id(wakers))
+        if found is None or found[0] is not wakers:
+            if len(self._derived) >= self.KEPT:
+                self._derived.clear()
+            parked = [w.parked for w in wakers if isinstance(w, StreamPoke)]
+            found = self._derived[id(wakers)] = (wakers, parked)
+        self._room.poke_all(found[1])
+
+
+def poke_streams(room: WaitingRoom) -> Callable[[list[Waker]], None]:
     """What the engine calls with the wakers of a database's streams at each commit."""
-
-    def wake_all(wakers: list[Waker]) -> None:
-        room.poke_all([w.parked for w in wakers if isinstance(w, StreamPoke)])
-
-    return wake_all
+    return _StreamPokes(room)
 
 
 class _Sender:
