@@ -8,15 +8,11 @@ supervisor) stops the server and returns its exit code.
 
 from __future__ import annotations
 
-import queue
-import re
 import shlex
-import subprocess
 import sys
-import threading
 from pathlib import Path
 
-from tests.http.conftest import START_TIMEOUT, Server, _clean_environment
+from tests.http.conftest import Server, spawn_server
 
 ROOT = Path(__file__).resolve().parents[2]
 SUPERVISE = ROOT / "tools" / "supervise.py"
@@ -24,41 +20,9 @@ SUPERVISE = ROOT / "tools" / "supervise.py"
 
 def start_supervised(data: Path, state: Path, *flags: str) -> Server:
     """A supervised `refimpl serve --data DATA FLAGS...` on a free port, once it listens."""
-    log = data.parent / f"{data.name}-server.log"
-    process = subprocess.Popen(
-        [sys.executable, str(SUPERVISE), "serve", "--state", str(state), "--",
-         "--data", str(data), *flags],
-        stdout=subprocess.PIPE,
-        stderr=log.open("wb"),
-        env=_clean_environment(),
-        cwd=data.parent,
-        text=True,
-    )  # fmt: skip
-    lines: queue.Queue[str | None] = queue.Queue()
-
-    def pump() -> None:
-        assert process.stdout is not None
-        for line in process.stdout:
-            lines.put(line.rstrip("\n"))
-        lines.put(None)
-
-    threading.Thread(target=pump, daemon=True).start()
-    seen: list[str] = []
-    token = ""
-    while True:
-        try:
-            line = lines.get(timeout=START_TIMEOUT)
-        except queue.Empty:
-            process.kill()
-            raise RuntimeError(f"the server did not start; it printed {seen}") from None
-        if line is None:
-            raise RuntimeError(f"the supervisor exited; it printed {seen}: {log.read_text()}")
-        seen.append(line)
-        if line.startswith("admin token: "):
-            token = line.removeprefix("admin token: ").strip()
-        found = re.match(r"listening on (http://\S+)$", line)
-        if found:
-            return Server(process, found.group(1), token, data, log, seen)
+    command = [sys.executable, str(SUPERVISE), "serve", "--state", str(state), "--",
+               "--data", str(data), *flags]  # fmt: skip
+    return spawn_server(command, data)
 
 
 def restart_commands(state: Path) -> list[str]:

@@ -83,10 +83,17 @@ def _clean_environment() -> dict[str, str]:
 
 
 def start_server(data: Path, *extra: str) -> Server:
-    log = data.parent / f"{data.name}-server.log"
     command = [sys.executable, "-m", "refimpl", "serve", "--port", "0", "--data", str(data)]
+    return spawn_server([*command, *extra], data)
+
+
+def spawn_server(command: list[str], data: Path) -> Server:
+    """Runs `command` (a `refimpl serve`, or something that runs one and passes on what it
+    prints) and waits until the server says where it listens; its admin token if it says it.
+    The server's log goes beside its data folder."""
+    log = data.parent / f"{data.name}-server.log"
     process = subprocess.Popen(
-        [*command, *extra],
+        command,
         stdout=subprocess.PIPE,
         stderr=log.open("wb"),
         env=_clean_environment(),
