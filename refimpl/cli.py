@@ -1,4 +1,4 @@
-"""The `refimpl` command: serve, sql, check, conform, sqllogictest."""
+"""The `refimpl` command: serve, sql, check, import, backup, restore, conform, sqllogictest."""
 
 from __future__ import annotations
 
@@ -76,8 +76,15 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--pg-port", type=int, help="serve the PostgreSQL protocol on this port (0: a free one)"
     )
+    serve.add_argument("--pg-tls-cert", type=Path,
+                       help="a PEM certificate: the PostgreSQL port serves TLS")  # fmt: skip
+    serve.add_argument("--pg-tls-key", type=Path, help="the PEM private key of --pg-tls-cert")
     serve.add_argument(
         "--log-format", choices=("text", "json"), help="log lines on stderr (default text)"
+    )
+    serve.add_argument(
+        "--memory", type=int, metavar="MB",
+        help="limit on the memory table data takes, all databases together (memory_mb)",
     )
     serve.add_argument(
         "--sample",
@@ -114,6 +121,23 @@ def _parser() -> argparse.ArgumentParser:
     load.add_argument("--token", help="the token for --url (none for a --dev server)")
     load.add_argument("--db", default="demo", help="database (default demo)")
     load.set_defaults(run=_import)
+
+    backup = commands.add_parser(
+        "backup", help="copy a data folder's databases at one LSN each (a server may run)"
+    )
+    backup.add_argument("--data", type=Path, default=Path("kdb-data"), help="data folder")
+    backup.add_argument("--to", type=Path, required=True, dest="dest",
+                        help="a new or empty folder for the backup")  # fmt: skip
+    backup.set_defaults(run=_backup)
+
+    restore = commands.add_parser(
+        "restore", help="bring a backup back into a new or empty data folder (a new timeline)"
+    )
+    restore.add_argument("--from", type=Path, required=True, dest="source",
+                         help="the backup's folder")  # fmt: skip
+    restore.add_argument("--data", type=Path, required=True,
+                         help="a new or empty data folder, used by no server")  # fmt: skip
+    restore.set_defaults(run=_restore)
 
     commands.add_parser("conform", help="run the conformance suite (see `conform --help`)")
     commands.add_parser(
@@ -160,7 +184,10 @@ def _serve(options: argparse.Namespace) -> int:
         "dev": options.dev,
         "static": options.static,
         "pg_port": options.pg_port,
+        "pg_tls_cert": options.pg_tls_cert,
+        "pg_tls_key": options.pg_tls_key,
         "log_format": options.log_format,
+        "memory_mb": options.memory,
     }
     settings = load_settings(flags, config=options.config)
     if settings.dev and not _is_loopback(settings.host):
@@ -261,15 +288,22 @@ def _start_pg(settings: Any, instance: Any) -> Any:
     if settings.pg_port is None:
         return None
     from refimpl.netlimits import ConnectionLimits
+    from refimpl.pgwire import tls
     from refimpl.pgwire.link import LinkOptions
     from refimpl.pgwire.serving import PgOptions, PgServer
 
     limit = settings.pg_max_connections
+    context = None
+    if settings.pg_tls_cert is not None:
+        context = tls.server_context(settings.pg_tls_cert, settings.pg_tls_key)
+    elif settings.pg_tls_key is not None:
+        raise ConfigError("pg_tls_key is given without pg_tls_cert; give the certificate too")
     try:
         server = PgServer(instance, PgOptions(
             settings.host, settings.pg_port, settings.threads,
             ConnectionLimits(limit, limit, "pg_max_connections", "pg_max_connections"),
-            LinkOptions(settings.dev, settings.max_body_bytes),
+            LinkOptions(settings.dev, settings.max_body_bytes, tls=context is not None),
+            tls=context,
         ))  # fmt: skip
     except OSError as exc:
         raise ConfigError(
@@ -320,6 +354,20 @@ def _check(options: argparse.Namespace) -> int:
         report, ok = check_data(options.data, progress=view)
     print(report)
     return 0 if ok else 1
+
+
+def _backup(options: argparse.Namespace) -> int:
+    from refimpl.commands.backup import backup_data_folder
+
+    print(backup_data_folder(options.data, options.dest))
+    return 0
+
+
+def _restore(options: argparse.Namespace) -> int:
+    from refimpl.commands.backup import restore_data_folder
+
+    print(restore_data_folder(options.source, options.data))
+    return 0
 
 
 def _progress_view(after: float = 1.0) -> ProgressView:

@@ -147,6 +147,24 @@ class RecursionLimit(SqlError):
     """A WITH RECURSIVE table went on for more rounds than a query may take."""
 
 
+class UnknownRoutine(SqlError):
+    """A trigger or procedure that does not exist (DROP TRIGGER, DROP PROCEDURE, CALL)."""
+
+    def __init__(self, kind: str, name: str, hint: str = ""):
+        super().__init__(f"{kind} '{name}' does not exist{hint}")
+
+
+class RoutineExists(SqlError):
+    """CREATE TRIGGER or CREATE PROCEDURE of a name the database has."""
+
+    def __init__(self, kind: str, name: str, hint: str):
+        super().__init__(f"{kind} '{name}' already exists; {hint}")
+
+
+class RoutineDepth(SqlError):
+    """Triggers and CALLs nested deeper than a statement may (a trigger firing itself, say)."""
+
+
 class StatementTimeout(SqlError):
     @classmethod
     def ran_too_long(cls) -> StatementTimeout:
@@ -162,6 +180,10 @@ class StatementCancelled(SqlError):
 
     def __init__(self) -> None:
         super().__init__("canceling statement due to user request")
+
+
+class CopyFailed(SqlError):
+    """The client ended its COPY FROM STDIN data with a failure (PostgreSQL's CopyFail)."""
 
 
 class StatementTooLarge(SqlError):
@@ -277,6 +299,11 @@ class Unavailable(KdbError):
 
 class WritesStopped(Unavailable):
     pass
+
+
+class MemoryFull(Unavailable):
+    """A write that would take table data past the memory limit (`memory_mb`); nothing of it
+    was written. Reads go on; a retry helps only once rows are deleted or the limit raised."""
 
 
 # --- Storage: damage found while opening, or a disk that fails ----------------------------

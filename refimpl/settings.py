@@ -57,7 +57,11 @@ class Settings:
     | log_format           | text         | log lines on stderr: text, or json (one object each) |
     | pg_port              | (off)        | PostgreSQL protocol port; 0 takes a free one         |
     | pg_max_connections   | 100          | open PostgreSQL connections at once (53300 above)    |
+    | pg_tls_cert          | (none)       | PEM certificate: the PostgreSQL port serves TLS      |
+    | pg_tls_key           | (none)       | its PEM private key (none: in pg_tls_cert's file)    |
     | import_folder        | import       | folder of the data folder COPY FROM 'file' reads     |
+    | backup_folder        | backup       | folder of the data folder BACKUP DATABASE writes to  |
+    | memory_mb            | 0            | limit on table data of all databases; 0: none        |
 
     Unset, `allowed_hosts` is the listen host and the loopback names (localhost, 127.0.0.1,
     [::1]): a page of another site cannot reach the server through DNS rebinding.
@@ -85,6 +89,8 @@ class Settings:
     log_format: str = "text"
     pg_port: int | None = None  # None: the PostgreSQL protocol is not served
     pg_max_connections: int = 100
+    pg_tls_cert: Path | None = None  # None: an SSLRequest is answered 'N'
+    pg_tls_key: Path | None = None
     stream_heartbeat_s: float = 25.0
     stream_max_age_s: float = 1800.0
     stream_replay_s: float = 300.0
@@ -94,6 +100,8 @@ class Settings:
     stream_capacity: int = 1000
     stream_buffer_kb: int = 256
     import_folder: str = "import"
+    backup_folder: str = "backup"
+    memory_mb: int = 0
 
     @property
     def max_body_bytes(self) -> int:
@@ -190,6 +198,8 @@ _PARSERS: dict[str, Callable[[str], object]] = {
     "log_format": _log_format,
     "pg_port": _int(0, 65535),
     "pg_max_connections": _int(1, 1_000_000),
+    "pg_tls_cert": _path,
+    "pg_tls_key": _path,
     "stream_heartbeat_s": _float(0.05, 3600.0),
     "stream_max_age_s": _float(0.5, 7 * 86400.0),
     "stream_replay_s": _float(0.0, 7 * 86400.0),
@@ -201,6 +211,8 @@ _PARSERS: dict[str, Callable[[str], object]] = {
     # unsent: the buffer stays well under it.
     "stream_buffer_kb": _int(16, 512),
     "import_folder": _folder_name,
+    "backup_folder": _folder_name,
+    "memory_mb": _int(0, 1 << 30),
 }
 KEYS = tuple(f.name for f in fields(Settings))
 DEFAULTS = Settings()
@@ -320,6 +332,8 @@ def engine_options(settings: Settings) -> EngineOptions:
         subscriptions_per_user=settings.subscriptions_per_user,
         sessions_per_user=settings.sessions_per_user,
         import_folder=settings.import_folder,
+        backup_folder=settings.backup_folder,
+        memory_bytes=settings.memory_mb * MB,
     )
 
 

@@ -35,6 +35,9 @@ from refimpl.engine.features.event_stream import (
     RecentTransactions,
     Taken,
 )
+from refimpl.engine.features.feed_options import FeedOptions
+from refimpl.engine.features.initial_copy import CopyPosition
+from refimpl.engine.features.stream_options import OptionCursor, StreamFeed
 from refimpl.engine.instance import Instance
 from refimpl.engine.result import Column
 from refimpl.engine.storage.database import Database
@@ -47,6 +50,7 @@ from refimpl.errors import (
     Unavailable,
 )
 
+Cursor = EventCursor | OptionCursor  # a plain stream's place, or one with options
 SWEEP_SECONDS = 0.5  # how often tokens, rights and ages of open streams are looked at
 RETRY_AFTER_SECONDS = 5
 
@@ -87,7 +91,7 @@ class OpenStream:
         credential: Credential,
         access: AccessControl,
         named: frozenset[str] | None,
-        cursor: Callable[[Callable[[str], bool], Callable[[], Hashable]], EventCursor],
+        cursor: Callable[[Callable[[str], bool], Callable[[], Hashable]], Cursor],
         ends_at: float,
     ) -> None:
         self.number = number
@@ -213,26 +217,36 @@ class EventStreams:
         tables: Sequence[str],
         resume: Position | None,
         resume_id: str | None,
+        feed_options: FeedOptions | None = None,
+        copy_from: CopyPosition | None = None,
     ) -> OpenStream:
-        """A new stream (see the module docstring for the checks and their order)."""
+        """A new stream (see the module docstring for the checks and their order); with
+        `feed_options`, a stream with changefeed options (`stream_options.StreamFeed`, whose
+        400s come after the rights and before the limits), `copy_from` a resume inside its
+        initial copy."""
         if self._closed:
             raise Unavailable("the server is shutting down; connect again in a few seconds")
         name = self.check_readable(credential.principal, database, tables)
         found = self._instance.database(name)
         named = frozenset(t.lower() for t in tables) or None
         options = self.options
+        feed = None
+        if feed_options is not None and not feed_options.plain:
+            feed = StreamFeed.check(found, tables, feed_options, copy_from)
         with self._lock:
             self._take_over(credential, resume_id)
             self._check_limits(credential)
             recent = self._recent_of(name, found)
             number = next(self._numbers)
-            stream = OpenStream(
-                number, name, credential, self._access, named,
-                lambda follows, view: EventCursor(
-                    recent, follows, options.replay_s, self._clock, resume, view
-                ),
-                time.monotonic() + options.max_age_s,
-            )  # fmt: skip
+
+            def cursor(follows: Callable[[str], bool], view: Callable[[], Hashable]) -> Cursor:
+                def plain(at: Position | None) -> EventCursor:
+                    return EventCursor(recent, follows, options.replay_s, self._clock, at, view)
+
+                return plain(resume) if feed is None else feed.cursor(found, resume, plain)
+
+            stream = OpenStream(number, name, credential, self._access, named, cursor,
+                                time.monotonic() + options.max_age_s)
             self._open[number] = stream
             self._by_database.setdefault(name.lower(), []).append(stream)
             self._wakers.pop(name.lower(), None)

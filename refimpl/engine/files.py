@@ -13,9 +13,9 @@ A leaf module: it imports nothing of the engine, so storage and access both take
 from __future__ import annotations
 
 import os
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
-__all__ = ["REAL_FILES", "FileOps", "write_all"]
+__all__ = ["REAL_FILES", "FileOps", "LeadsOut", "NotRelative", "folder_path", "write_all"]
 
 
 class FileOps:
@@ -60,6 +60,34 @@ class FileOps:
 
 
 REAL_FILES = FileOps()
+
+
+class NotRelative(ValueError):
+    """A name that is not a relative path without '..' (see `folder_path`)."""
+
+
+class LeadsOut(ValueError):
+    """A path that, its symlinks followed, leaves its folder (see `folder_path`)."""
+
+
+def folder_path(folder: Path, name: str) -> Path:
+    """The real path that `name` names inside `folder`, for a file the server reads or
+    writes there on a caller's word (`COPY t FROM 'file'`, `BACKUP DATABASE d TO 'name'`).
+
+    The one rule for such names: NotRelative for an absolute path, a '..', a backslash or
+    nothing; LeadsOut when the path, its symlinks followed, is not inside `folder`. The path
+    need not exist.
+    """
+    relative = PurePosixPath(name)
+    if not name or relative.is_absolute() or ".." in relative.parts or "\\" in name:
+        raise NotRelative(name)
+    try:
+        real = folder.joinpath(*relative.parts).resolve()
+    except (OSError, RuntimeError):  # a symlink loop
+        raise LeadsOut(name) from None
+    if not real.is_relative_to(folder.resolve()):
+        raise LeadsOut(name)
+    return real
 
 
 def write_all(files: FileOps, fd: int, data: bytes | bytearray | memoryview) -> None:

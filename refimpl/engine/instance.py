@@ -29,7 +29,9 @@ from refimpl.engine.session import Session
 from refimpl.engine.statements import pg_catalog
 from refimpl.engine.statements.context import FunctionTables, ScalarFunction, StatementContext
 from refimpl.engine.storage import checkpoint
+from refimpl.engine.storage.backup import check_backup, is_backup
 from refimpl.engine.storage.database import CHECKPOINT_FOLDER, WAL_FOLDER, Database
+from refimpl.engine.storage.memory_limit import MemoryBudget
 from refimpl.engine.storage.wal_repair import cut_damaged_log, inspect_log
 from refimpl.engine.tracking.revisions import new_boot_id
 from refimpl.errors import (
@@ -72,7 +74,8 @@ class Instance:
             path, files=files, sessions_per_user=options.sessions_per_user
         )
         self.functions = FunctionTables(
-            scalar=session_functions, tables={"changes": changes_function}
+            scalar=session_functions,
+            tables={"changes": changes_function, **pg_catalog.TABLE_FUNCTIONS},
         )
         self._databases: dict[str, Database] = {}
         self._lock = threading.RLock()
@@ -80,6 +83,7 @@ class Instance:
         self.recovery_messages: list[str] = []
         self.boot = new_boot_id()
         self.subscriptions = SubscriptionManager(per_user=options.subscriptions_per_user)
+        self.memory = MemoryBudget(options.memory_bytes)  # shared by every database
 
     @classmethod
     def open(
@@ -114,7 +118,7 @@ class Instance:
 
     def _open_database(self, name: str, progress: ProgressReport = no_report) -> Database:
         database = Database.open(name, self.path / name, self.options, self.boot, self.files,
-                                 progress)  # fmt: skip
+                                 progress, self.memory)  # fmt: skip
         self.recovery_messages += [f"database '{name}': {m}" for m in database.recovery_messages]
         self._databases[name.lower()] = database
         return database
@@ -337,6 +341,7 @@ def check_data(path: Path | str, progress: ProgressReport = no_report) -> tuple[
         done += count
         progress(Progress(task, done, total, "bytes"))
 
+    held: dict[str, int] = {}  # the last LSN each database's checkpoint and log hold
     for child in databases:
         lines.append(f"database '{child.name}':")
         report = inspect_log(child / WAL_FOLDER, read)  # told after every segment read
@@ -366,11 +371,16 @@ def check_data(path: Path | str, progress: ProgressReport = no_report) -> tuple[
                 f" {checkpoints[-1][0]}"
             )
         end = report.segments[-1].last_lsn if report.segments else 0
+        held[child.name] = max(end, checkpoints[-1][0] if checkpoints else 0)
         if checkpoints and end < checkpoints[-1][0]:
             ok = False
             lines.append(
                 f"  gap: the log ends at LSN {end} before checkpoint {checkpoints[-1][0]}"
             )
+    if is_backup(folder):
+        found, sound = check_backup(folder, held)
+        lines += found
+        ok = ok and sound
     if not lines:
         lines.append(f"{folder} holds no database")
     lines.append("state: sound" if ok else "state: DAMAGED")

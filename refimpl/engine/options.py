@@ -21,6 +21,8 @@ class EngineOptions:
     - `subscriptions_per_user`: live-query subscriptions one principal keeps at once.
     - `sessions_per_user`: browser sessions one user keeps open at once.
     - `import_folder`: the folder of the data folder that `COPY t FROM 'file'` reads from.
+    - `backup_folder`: the folder of the data folder that `BACKUP DATABASE` writes into.
+    - `memory_bytes`: the limit on table data of all databases together (0: none).
     """
 
     wal_archive_bytes: int = 1024 * MB
@@ -33,6 +35,8 @@ class EngineOptions:
     subscriptions_per_user: int = 2000
     sessions_per_user: int = 100
     import_folder: str = "import"
+    backup_folder: str = "backup"
+    memory_bytes: int = 0
 
     def segment_size_for(self, archive_bytes: int) -> int:
         return max(4096, min(self.segment_bytes, archive_bytes // 4))

@@ -152,8 +152,7 @@ class Session:
         self.authorize(Right.WRITE, table)
 
         def run(txn: Transaction) -> int:
-            work = txn.table(table)
-            return executor.insert_values(work, work.schema, columns, rows)
+            return executor.insert_rows(self, txn, table, columns, rows)
 
         return self.write(run)
 

@@ -67,6 +67,9 @@ def kdb_error_response(exc: errors.KdbError) -> Answer:
     index = getattr(exc, "statement_index", None)
     if isinstance(index, int):
         extra["statement"] = index
+    if isinstance(exc, errors.MemoryFull):
+        # Waiting alone frees no memory: no Retry-After.
+        return error_response(status, exc.message, retry=False, **extra)
     if isinstance(exc, errors.WritesStopped):
         # The log failed: no write succeeds again until a restart, so a retry cannot help.
         message = exc.message

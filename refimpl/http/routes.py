@@ -62,10 +62,11 @@ ROUTES: tuple[Route, ...] = (
            "table from limit wait format initial states types squash where"),
     Route("/api/rev", ("GET",), rev_route, frozenset({"table", "symbol", "column", "db"}),
           repeatable=frozenset({"symbol"})),  # fmt: skip
-    _route("/api/subscribe", "GET", subscribe_route, "query wait id"),
+    _route("/api/subscribe", "GET", subscribe_route, "query wait id offsets"),
     # The stream checks its database itself: a ?ticket= request comes without credentials.
     Route("/stream/changes", ("GET",), stream_route,
-          frozenset({"db", "table", "ticket", "last-event-id", "from"}),
+          frozenset({"db", "table", "ticket", "last-event-id", "from", "initial", "states",
+                     "types", "squash", "where"}),
           uses_database=False, repeatable=frozenset({"table"})),  # fmt: skip
     Route("/stream/tickets", ("POST",), stream_tickets_route, frozenset({"db", "table"}),
           repeatable=frozenset({"table"})),  # fmt: skip

@@ -30,8 +30,8 @@ from refimpl.errors import (
     UnknownPortal,
     UnknownPreparedStatement,
 )
+from refimpl.pgwire import copy_flow, sqlstate, types
 from refimpl.pgwire import messages as m
-from refimpl.pgwire import sqlstate, types
 from refimpl.pgwire.param_types import param_types
 from refimpl.pgwire.session_settings import SessionSettings, SettingCommand, recognise
 from refimpl.pgwire.sqltext import Piece, split
@@ -43,7 +43,8 @@ from refimpl.sql.printer import to_sql
 # Statements that answer rows; those of them without side effects may be run to describe
 # their columns before they are executed.
 _QUERIES = ("Select", "Values", "SetOperation", "WithQuery", "ShowTables", "ShowColumns",
-            "ShowCreateTable", "ShowUsers", "ShowGrants", "CreateToken")  # fmt: skip
+            "ShowCreateTable", "ShowUsers", "ShowGrants", "ShowTriggers", "ShowProcedures",
+            "CreateToken")  # fmt: skip
 _SETTING_TAGS = {"SET": "SET", "SHOW": "SHOW", "RESET": "RESET", "DISCARD": "DISCARD ALL"}
 _DUMMY = {"INT": 0, "BIGINT": 0, "DOUBLE": 0.0, "BOOLEAN": False, "STRING": "",
           "SYMBOL": "", "TIMESTAMP": datetime(1970, 1, 1, tzinfo=UTC)}  # fmt: skip
@@ -92,9 +93,11 @@ def _formats(codes: Sequence[int], count: int) -> list[int]:
 class Conversation:
     """Answers the messages of one connection after its startup; one thread at a time."""
 
-    def __init__(self, session: Session, settings: SessionSettings) -> None:
+    def __init__(self, session: Session, settings: SessionSettings,
+                 wire: copy_flow.Wire) -> None:  # fmt: skip
         self.session = session
         self.settings = settings
+        self.wire = wire  # what a COPY sends and reads while it runs
         self.failed = False  # in a transaction an error ended: refuse until ROLLBACK
         self._prepared: dict[str, Prepared] = {}
         self._portals: dict[str, Portal] = {}
@@ -150,9 +153,7 @@ class Conversation:
             return [m.CloseComplete()]
         if isinstance(message, m.FunctionCall):
             raise NotAllowed("the fast-path function call is not served; call it in a query")
-        raise ProtocolError(
-            f"a {type(message).__name__} message outside COPY; COPY is not served yet"
-        )
+        raise ProtocolError(f"a {type(message).__name__} message is not answered here")
 
     # -- the simple query protocol -------------------------------------------------------
 
@@ -168,7 +169,7 @@ class Conversation:
                 plans.append(self._plan(piece))
             for plan in plans:
                 piece = plan.piece
-                result, reported = self._run(plan, ())
+                result, reported = self._run(plan, (), out)
                 out.extend(reported)
                 out.extend(_notices(plan, result))
                 if result.is_query:
@@ -262,7 +263,7 @@ class Conversation:
     def _run_portal(self, portal: Portal, out: list[m.ServerMessage] | None = None) -> Result:
         plan = portal.prepared.plan
         assert plan is not None
-        result, reported = self._run(plan, portal.params)
+        result, reported = self._run(plan, portal.params, out)
         if out is not None:
             out.extend(reported)
         return result
@@ -314,6 +315,9 @@ class Conversation:
             piece = Piece(to_sql(limited), piece.offset, piece.params)
         return self._run(Plan(piece, plan.setting, plan.statement), params)[0]
 
+    def _copied_columns(self, statement: ast.CopyFrom) -> int:
+        return len(statement.columns or self._column_types(statement.table))
+
     def _column_types(self, table: str) -> dict[str, str]:
         # SHOW TABLES first: an unknown table's error would roll an open transaction back.
         names = {row[0].lower() for row in self.session.execute("SHOW TABLES").rows}
@@ -345,8 +349,10 @@ class Conversation:
             return plan.setting.verb == "SHOW"
         return plan.kind in _QUERIES
 
-    def _run(self, plan: Plan, params: Sequence[object]) -> tuple[Result, list[m.ServerMessage]]:
-        """The statement's result and the ParameterStatus messages a SET makes."""
+    def _run(self, plan: Plan, params: Sequence[object], before: list[m.ServerMessage] | None
+             = None) -> tuple[Result, list[m.ServerMessage]]:  # fmt: skip
+        """The statement's result and the ParameterStatus messages a SET makes. `before`:
+        the answers so far, which a COPY sends before its copy messages (and empties)."""
         ends = plan.kind in ("Commit", "Rollback")
         if self.failed:
             if not ends:
@@ -359,7 +365,15 @@ class Conversation:
         if plan.setting is not None:
             return self._setting(plan.setting)
         in_transaction = self.session.transaction is not None
+        before = [] if before is None else before
+        statement = plan.statement
         try:
+            if isinstance(statement, ast.CopyTo):
+                return copy_flow.copy_out(self.session, plan.piece.text, self.wire, before), []
+            if isinstance(statement, ast.CopyFrom) and statement.file is None:
+                return copy_flow.copy_in(self.session, plan.piece.text, self.wire,
+                                         lambda: self._copied_columns(statement),
+                                         before), []  # fmt: skip
             return self.session.execute(plan.piece.text, params), []
         except KdbError:
             # The engine rolled the transaction back; PostgreSQL's client sees it failed.

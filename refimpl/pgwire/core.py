@@ -18,7 +18,7 @@ import struct
 
 from refimpl.errors import MessageTooLarge, UnexpectedMessage
 from refimpl.pgwire import messages as m
-from refimpl.pgwire.states import RECEIVED, SENT, UNTYPED, Action, State
+from refimpl.pgwire.states import COPY_MESSAGES, RECEIVED, SENT, UNTYPED, Action, State
 
 _LENGTH = struct.Struct("!i")
 STARTUP_LIMIT = 10_000  # a startup packet is a few names and values
@@ -67,7 +67,8 @@ class ProtocolCore:
                 )
             self.state, action = step
             if action is Action.DELIVER:
-                self._extended = isinstance(message, m.EXTENDED)
+                if not isinstance(message, COPY_MESSAGES):  # they belong to their COPY
+                    self._extended = isinstance(message, m.EXTENDED)
                 return message
         return None
 
@@ -115,6 +116,9 @@ class ProtocolCore:
             if self.state is State.READY and self._extended:
                 self.state = State.SKIPPING
                 return message.encode()
+            if self.state is State.COPY_IN:  # the COPY failed: its remaining data is dropped
+                self.state = State.SKIPPING if self._extended else State.READY
+                return message.encode()
         elif isinstance(message, m.ErrorResponse):
             return message.encode()  # a notice never moves the state
         next_state = SENT.get((self.state, type(message)))
@@ -122,6 +126,12 @@ class ProtocolCore:
             raise AssertionError(f"{type(message).__name__} sent in state {self.state.value}")
         self.state = next_state
         return message.encode()
+
+    def secured(self) -> None:
+        """The TLS handshake after 'S' is done: the startup goes on, encrypted."""
+        if self.state is not State.SECURING:
+            raise AssertionError(f"TLS established in state {self.state.value}")
+        self.state = State.STARTUP
 
     def close(self) -> None:
         self.state = State.CLOSED

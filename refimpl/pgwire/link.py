@@ -1,6 +1,7 @@
 """One client's protocol connection above the core: startup, login, then the conversation.
 
-Bytes in (`core.receive_data`), bytes out (`answer_pending`); no sockets. The login takes
+Bytes in (`core.receive_data`), bytes out (`answer_pending`); no sockets: while a COPY runs,
+the link sends and waits for bytes through the `Transport` the server gives it. The login takes
 the startup's `user` and, as the password, one of that user's tokens (sent in the clear
 when asked for: the server keeps only hashes of tokens, so neither MD5 nor SCRAM, which
 need the secret or a verifier made from it, can check one), then opens an engine session
@@ -11,8 +12,9 @@ connection acts as admin, as over HTTP.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from refimpl.engine import admission
 from refimpl.engine.instance import Instance
@@ -23,7 +25,7 @@ from refimpl.pgwire import sqlstate
 from refimpl.pgwire.conversation import Conversation
 from refimpl.pgwire.core import ProtocolCore, error_bytes
 from refimpl.pgwire.session_settings import REPORTED, SessionSettings
-from refimpl.pgwire.states import State
+from refimpl.pgwire.states import COPY_MESSAGES, State
 
 DEFAULT_DATABASE = "demo"
 
@@ -32,14 +34,30 @@ DEFAULT_DATABASE = "demo"
 class LinkOptions:
     dev: bool = False
     max_message_bytes: int = 64 * 1024 * 1024
+    tls: bool = False  # the server has a certificate: an SSLRequest is answered 'S'
+
+
+class Transport(Protocol):
+    """The connection's socket as a statement uses it while it runs (a COPY)."""
+
+    def send(self, data: bytes) -> None:
+        """All of `data` to the client now."""
+
+    def receive(self) -> bytes:
+        """What the client sends next, waiting for it; b"" when it closed. Raises
+        ProtocolError when nothing comes in time, Unavailable when the server stops."""
 
 
 class Link:
-    """Startup, login and the conversation of one connection; one thread at a time."""
+    """Startup, login and the conversation of one connection; one thread at a time.
+
+    It is the conversation's `copy_flow.Wire`: answers sent before the message's answer is
+    whole, and the client's copy messages read as the COPY asks for them.
+    """
 
     def __init__(self, instance: Instance, options: LinkOptions, process_id: int,
                  secret_key: int, on_cancel: Callable[[int, int], None],
-                 refusal: str | None = None) -> None:  # fmt: skip
+                 transport: Transport, refusal: str | None = None) -> None:  # fmt: skip
         """`refusal`: why the server refuses this connection (a limit): told after the
         startup message, where every client reads it (an answer to an SSLRequest is one byte)."""
         self.refusal = refusal
@@ -49,7 +67,10 @@ class Link:
         self.process_id = process_id
         self.secret_key = secret_key
         self._on_cancel = on_cancel
+        self._transport = transport
+        self._out: list[bytes] = []  # answers encoded, not yet sent
         self._startup: dict[str, str] = {}
+        self._secured = False  # TLS was agreed (an SSLRequest after it is answered 'N')
         self.conversation: Conversation | None = None
         self._running = False  # a worker answers this connection's messages now
         self._cancel = threading.Event()
@@ -61,13 +82,15 @@ class Link:
     def answer_pending(self) -> bytes:
         """Answer every whole message received; the bytes to send (then close if `closed`)."""
         core = self.core
-        out: list[bytes] = []
+        out = self._out
         self._cancel.clear()
         self._running = True
         admission.watch_cancel(self._cancel)
         try:
             while (message := core.next_message()) is not None:
                 for answer in self._answer(message):
+                    if core.state is State.CLOSED:
+                        break  # it ended inside a COPY: no one is left to answer
                     out.append(core.send(answer))
                 if core.state is State.CLOSED:
                     break
@@ -81,7 +104,33 @@ class Link:
             core.close()
         if self.closed:
             self.end()
-        return b"".join(out)
+        data = b"".join(out)
+        out.clear()
+        return data
+
+    # -- the conversation's Wire ---------------------------------------------------------
+
+    def send(self, answers: Sequence[m.ServerMessage]) -> None:
+        self._out.extend(self.core.send(answer) for answer in answers)
+        data = b"".join(self._out)
+        self._out.clear()
+        self._transport.send(data)
+
+    def next_copy_message(self) -> m.CopyData | m.CopyDone | m.CopyFail:
+        core = self.core
+        while True:
+            message = core.next_message()
+            if isinstance(message, COPY_MESSAGES):
+                return message
+            if core.state is State.CLOSED or core.client_closed:
+                core.close()
+                raise ProtocolError("the connection ended inside COPY; nothing was copied")
+            try:
+                data = self._transport.receive()
+            except ProtocolError:
+                core.close()
+                raise
+            core.receive_data(data)
 
     def cancel(self) -> None:
         """A CancelRequest for this connection: its running statement stops at its next
@@ -107,6 +156,9 @@ class Link:
                 self.end()
                 return []
             return self.conversation.answer(message)
+        if isinstance(message, m.SslRequest) and self.options.tls and not self._secured:
+            self._secured = True  # the server wraps the socket once 'S' is sent
+            return [m.SslAccepted()]
         if isinstance(message, m.SslRequest | m.GssEncRequest):
             return [m.SslRefused()]
         if isinstance(message, m.CancelRequest):
@@ -152,7 +204,7 @@ class Link:
             settings = SessionSettings(self._startup, principal.name or "", principal.is_admin)
         except KdbError as error:
             return [m.ErrorResponse(sqlstate.sqlstate_of(error), error.message, "FATAL")]
-        self.conversation = Conversation(session, settings)
+        self.conversation = Conversation(session, settings, self)
         out: list[m.ServerMessage] = [m.AuthenticationOk()]
         out += [m.ParameterStatus(name, settings.values[name]) for name in REPORTED]
         out += [m.BackendKeyData(self.process_id, self.secret_key), m.ReadyForQuery("I")]

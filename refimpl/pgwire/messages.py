@@ -113,12 +113,20 @@ class Terminate:
 
 @dataclass(frozen=True, slots=True)
 class CopyData:
+    """Rows of a COPY, either way: a client's COPY FROM STDIN data, the server's COPY TO."""
+
     data: bytes
+
+    def encode(self) -> bytes:
+        return _frame(b"d", self.data)
 
 
 @dataclass(frozen=True, slots=True)
 class CopyDone:
-    pass
+    """The end of a COPY's data, either way."""
+
+    def encode(self) -> bytes:
+        return _frame(b"c", b"")
 
 
 @dataclass(frozen=True, slots=True)
@@ -476,6 +484,39 @@ class ParameterDescription:
 
 
 @dataclass(frozen=True, slots=True)
+class CopyInResponse:
+    """The server waits for COPY FROM STDIN data: `columns` fields a row, all in text."""
+
+    columns: int
+
+    def encode(self) -> bytes:
+        return _frame(b"G", _copy_formats(self.columns))
+
+
+@dataclass(frozen=True, slots=True)
+class CopyOutResponse:
+    """COPY TO STDOUT data follows: `columns` fields a row, all in text."""
+
+    columns: int
+
+    def encode(self) -> bytes:
+        return _frame(b"H", _copy_formats(self.columns))
+
+
+def _copy_formats(columns: int) -> bytes:
+    # The overall format 0 (text: the text and CSV formats both are), then one code a column.
+    return b"\0" + _INT16.pack(columns) + _INT16.pack(0) * columns
+
+
+@dataclass(frozen=True, slots=True)
+class SslAccepted:
+    """The one-byte answer 'S' to an SSLRequest: the TLS handshake comes next."""
+
+    def encode(self) -> bytes:
+        return b"S"
+
+
+@dataclass(frozen=True, slots=True)
 class SslRefused:
     """The one-byte answer 'N' to an SSLRequest or GSSENCRequest: go on in plain text."""
 
@@ -487,5 +528,6 @@ ServerMessage = (
     AuthenticationOk | AuthenticationCleartextPassword | ParameterStatus | BackendKeyData
     | ReadyForQuery | RowDescription | DataRows | CommandComplete | EmptyQueryResponse
     | ErrorResponse | ParseComplete | BindComplete | CloseComplete | NoData | PortalSuspended
-    | ParameterDescription | SslRefused
+    | ParameterDescription | CopyInResponse | CopyOutResponse | CopyData | CopyDone
+    | SslAccepted | SslRefused
 )

@@ -5,7 +5,9 @@ HTTP server does: a connection is registered one-shot, so that while a worker an
 nothing else reads it. A connection whose bytes make a whole message goes to the worker
 pool (at most `threads` statements run at once); the worker answers every message it has,
 sends the answer and re-arms the connection. An idle or half-sent connection thus holds no
-thread, and none of the HTTP server's workers. Connection counts and limits are those of
+thread, and none of the HTTP server's workers; a running COPY FROM STDIN holds its worker
+while it reads the client's data from the socket (at most `COPY_WAIT_SECONDS` between two
+reads). Connection counts and limits are those of
 the HTTP server (`refimpl.netlimits`): a client past `pg_max_connections` is told so with
 SQLSTATE 53300 in answer to its startup message, and closed.
 
@@ -20,6 +22,7 @@ import logging
 import secrets
 import select
 import socket
+import ssl
 import struct
 import threading
 import time
@@ -27,14 +30,16 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from refimpl.engine.instance import Instance
+from refimpl.errors import ProtocolError, Unavailable
 from refimpl.netlimits import (
     OUT_OF_DESCRIPTORS,
     ConnectionCounts,
     ConnectionLimits,
     raise_open_file_limit,
 )
-from refimpl.pgwire import sqlstate
+from refimpl.pgwire import sqlstate, tls
 from refimpl.pgwire.link import Link, LinkOptions
+from refimpl.pgwire.states import State
 
 log = logging.getLogger("refimpl.pgwire")
 
@@ -44,6 +49,7 @@ POLL_SECONDS = 0.2  # how soon the reading thread notices a stop
 # authentication_timeout): one that never finishes its startup costs bounded descriptors.
 STARTUP_TIMEOUT_SECONDS = 60.0
 SEND_TIMEOUT_SECONDS = 60  # a client that takes no answer for this long is dropped
+COPY_WAIT_SECONDS = 60.0  # a COPY FROM STDIN whose client sends nothing this long ends
 _ARMED = select.EPOLLIN | select.EPOLLONESHOT
 
 
@@ -55,19 +61,69 @@ class PgOptions:
     limits: ConnectionLimits = field(default_factory=lambda: ConnectionLimits(
         100, 100, "pg_max_connections", "pg_max_connections"))  # fmt: skip
     link: LinkOptions = field(default_factory=LinkOptions)
+    tls: ssl.SSLContext | None = None  # given: an SSLRequest is answered 'S' (link.tls too)
+
+
+class _Socket:
+    """A link's `Transport`: the worker that answers the connection sends and waits here
+    (the reading thread leaves the socket alone until the worker re-arms it)."""
+
+    def __init__(self, sock: socket.socket, stopping: threading.Event) -> None:
+        self.sock = sock
+        self._stopping = stopping
+
+    def send(self, data: bytes) -> None:
+        self.sock.setblocking(True)  # bounded by SO_SNDTIMEO
+        try:
+            self.sock.sendall(data)
+        finally:
+            self.sock.setblocking(False)
+
+    def receive(self) -> bytes:
+        poller = select.poll()
+        poller.register(self.sock.fileno(), select.POLLIN)
+        deadline = time.monotonic() + COPY_WAIT_SECONDS
+        while not self._stopping.is_set():
+            if _pending(self.sock) or poller.poll(POLL_SECONDS * 1000):
+                try:
+                    return self.sock.recv(RECV_BYTES)
+                except (BlockingIOError, ssl.SSLWantReadError):
+                    continue
+                except OSError:
+                    return b""
+            if time.monotonic() > deadline:
+                raise ProtocolError(f"the client sent no COPY data for {COPY_WAIT_SECONDS:.0f}"
+                                    " seconds; the connection ends and nothing was copied")
+        raise Unavailable("the server is stopping; the COPY was not done, nothing was copied")
 
 
 class _Client:
     """One socket and its protocol link; `busy` while a worker answers it."""
 
-    def __init__(self, sock: socket.socket, address: str, link: Link, counted: bool) -> None:
-        self.sock = sock
+    def __init__(self, sock: _Socket, address: str, link: Link, counted: bool) -> None:
+        self.transport = sock
+        self.sock = sock.sock
         self.address = address
         self.counted = counted  # in the server's ConnectionCounts (a refused one is not)
         self.accepted_at = time.monotonic()
         self.link = link
         self.busy = False
+        self.handshaking = False  # TLS: 'S' sent, the handshake not yet done
         self.lock = threading.Lock()  # held by the worker while it answers
+
+    def start_tls(self, context: ssl.SSLContext) -> None:
+        """Wrap the socket after 'S' went out; the reading thread does the handshake."""
+        self.sock = context.wrap_socket(self.sock, server_side=True,
+                                        do_handshake_on_connect=False)  # fmt: skip
+        self.transport.sock = self.sock  # the same file descriptor, now encrypted
+        self.handshaking = True
+
+    def goodbye(self, data: bytes) -> None:
+        """Send a last error if the socket takes it at once (it is non-blocking here)."""
+        try:
+            self.sock.send(data)
+        except OSError:
+            pass
 
 
 class PgServer:
@@ -137,9 +193,10 @@ class PgServer:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO,
                         struct.pack("ll", SEND_TIMEOUT_SECONDS, 0))  # fmt: skip
         process_id = next(self._process_ids)
+        transport = _Socket(sock, self._stopping)
         link = Link(self.instance, self.options.link, process_id, secrets.randbits(31),
-                    self.cancel, refused)  # fmt: skip
-        client = _Client(sock, address, link, counted=refused is None)
+                    self.cancel, transport, refused)  # fmt: skip
+        client = _Client(transport, address, link, counted=refused is None)
         with self._lock:
             self._clients[sock.fileno()] = client
             self._by_process[process_id] = client
@@ -150,9 +207,13 @@ class PgServer:
             client = self._clients.get(fd)
         if client is None:
             return
+        if client.handshaking and not self._handshake(client):
+            return
         try:
             data = client.sock.recv(RECV_BYTES)
-        except BlockingIOError:
+            while pending := _pending(client.sock):  # TLS: decrypted bytes epoll cannot see
+                data += client.sock.recv(pending)
+        except (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
             self._rearm(client)
             return
         except OSError:
@@ -164,6 +225,22 @@ class PgServer:
         else:
             self._rearm(client)
 
+    def _handshake(self, client: _Client) -> bool:
+        """Move a TLS handshake on; True once it is done (the startup may follow at once)."""
+        step = tls.step(client.sock)  # type: ignore[arg-type] - wrapped by start_tls
+        if step is tls.Step.DONE:
+            client.handshaking = False
+            client.link.core.secured()
+            return True
+        if step is tls.Step.FAILED:
+            self._close(client)
+        else:
+            try:
+                self._epoll.modify(client.sock.fileno(), tls.EVENTS[step])
+            except (OSError, ValueError):
+                self._close(client)
+        return False
+
     # -- the workers ---------------------------------------------------------------------
 
     def _answer(self, client: _Client) -> None:
@@ -173,21 +250,17 @@ class PgServer:
                 while True:
                     out = link.answer_pending()
                     if out:
-                        client.sock.setblocking(True)
-                        client.sock.sendall(out)
-                        client.sock.setblocking(False)
+                        client.transport.send(out)
                     if link.closed or not link.core.has_message():
                         break
+                if link.core.state is State.SECURING and self.options.tls is not None:
+                    client.start_tls(self.options.tls)
         except OSError:
             link.end()
         except Exception:
             log.exception("bug: unexpected error answering a PostgreSQL connection")
-            goodbye = link.refuse(sqlstate.INTERNAL, "internal error (a bug in the server);"
-                                  " the server log has the details")  # fmt: skip
-            try:
-                client.sock.send(goodbye, socket.MSG_DONTWAIT)
-            except OSError:
-                pass
+            client.goodbye(link.refuse(sqlstate.INTERNAL, "internal error (a bug in the"
+                                       " server); the server log has the details"))  # fmt: skip
         client.busy = False
         if link.closed:
             self._close(client)
@@ -243,9 +316,11 @@ class PgServer:
             with client.lock:
                 goodbye = client.link.refuse(
                     sqlstate.ADMIN_SHUTDOWN, "terminating connection: the server is stopping")
-            try:
-                client.sock.send(goodbye, socket.MSG_DONTWAIT)
-            except OSError:
-                pass
+            client.goodbye(goodbye)
             self._close(client)
         self._epoll.close()
+
+
+def _pending(sock: socket.socket) -> int:
+    """Bytes TLS has decrypted and holds; epoll sees only what the kernel holds."""
+    return sock.pending() if isinstance(sock, ssl.SSLSocket) else 0

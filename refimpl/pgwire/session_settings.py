@@ -61,7 +61,8 @@ _SHOW = re.compile(r"^show\s+(?P<name>[a-z_][\w.]*|all)$", re.IGNORECASE)
 _RESET = re.compile(r"^reset\s+(?P<name>[a-z_][\w.]*|all)$", re.IGNORECASE)
 _DISCARD = re.compile(r"^discard\s+all$", re.IGNORECASE)
 # SHOW statements of the engine itself: these are never session settings.
-_ENGINE_SHOWS = frozenset({"tables", "columns", "create", "users", "grants"})
+_ENGINE_SHOWS = frozenset({"tables", "columns", "create", "users", "grants", "triggers",
+                           "procedures"})  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,6 +7,7 @@ Most specific class first: the first class an error is an instance of gives its 
 from __future__ import annotations
 
 from refimpl import errors
+from refimpl.engine.statements.copy_formats import CopyError
 from refimpl.pgwire.messages import ErrorResponse
 
 SQLSTATE: tuple[tuple[type[errors.KdbError], str], ...] = (
@@ -20,6 +21,7 @@ SQLSTATE: tuple[tuple[type[errors.KdbError], str], ...] = (
     (errors.DuplicateKey, "23505"),  # unique_violation
     (errors.NotNullViolation, "23502"),  # not_null_violation
     (errors.InvalidValue, "22000"),  # data_exception
+    (CopyError, "22000"),  # COPY data (or options) that cannot be read
     (errors.NotAllowed, "0A000"),  # feature_not_supported
     (errors.ParameterError, "08P01"),  # protocol_violation (a parameter count off)
     (errors.FailedTransaction, "25P02"),  # in_failed_sql_transaction
@@ -27,6 +29,7 @@ SQLSTATE: tuple[tuple[type[errors.KdbError], str], ...] = (
     (errors.UnknownFunction, "42883"),  # undefined_function
     (errors.UnknownSetting, "42704"),  # undefined_object
     (errors.StatementCancelled, "57014"),  # query_canceled
+    (errors.CopyFailed, "57014"),
     (errors.StatementTimeout, "57014"),
     (errors.ResultTooLarge, "54000"),  # program_limit_exceeded
     (errors.StatementTooLarge, "54000"),
@@ -48,6 +51,7 @@ SQLSTATE: tuple[tuple[type[errors.KdbError], str], ...] = (
     (errors.BadRequest, "22023"),  # invalid_parameter_value
     (errors.Gone, "55000"),  # object_not_in_prerequisite_state
     (errors.WritesStopped, "58030"),  # io_error
+    (errors.MemoryFull, "53200"),  # out_of_memory
     (errors.Unavailable, "57P03"),  # cannot_connect_now
     (errors.CorruptLog, "XX001"),  # data_corrupted
     (errors.CorruptCheckpoint, "XX001"),

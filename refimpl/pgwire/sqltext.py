@@ -1,14 +1,19 @@
 """A query text as PostgreSQL clients write it: statements split at `;`, `$n` parameters.
 
 The engine numbers `?` placeholders in text order; PostgreSQL names them `$1`, `$2`, ...,
-in any order and any number of times. `split` reads the text once (quotes, quoted names and
-comments respected), cuts it into statements and writes each `$n` as `?` padded to the same
-width, so that a character position the engine reports is the same in the client's text.
+in any order and any number of times. `split` reads the text once (quotes, quoted names,
+a body of CREATE PROCEDURE or TRIGGER, `$$ ... $$` or `BEGIN ... END`, and comments
+respected), cuts it into statements and writes each `$n` as `?` padded to the same width,
+so that a character position the engine reports is the same in the client's text.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+
+_DOLLAR_QUOTE = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)?\$")
+_CREATE = re.compile(r"\s*CREATE\b", re.IGNORECASE)  # BEGIN inside it opens a body
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +65,7 @@ def split(text: str) -> list[Piece]:
     params: list[int] = []
     start = i = 0
     n = len(text)
+    block = 0  # depth inside a CREATE's BEGIN [ATOMIC] ... END (CASE ... END within)
 
     def finish(end: int) -> None:
         chunk = "".join(out)
@@ -80,6 +86,10 @@ def split(text: str) -> list[Piece]:
             end = n if newline < 0 else newline
         elif text.startswith("/*", i):
             end = _skip_block_comment(text, i)
+        elif ch == "$" and (i == 0 or not _word(text[i - 1])) and (
+                quote := _DOLLAR_QUOTE.match(text, i)):
+            close = text.find(quote.group(), quote.end())
+            end = n if close < 0 else close + len(quote.group())
         elif ch == "$" and _placeholder_at(text, i):
             end = i + 1
             while end < n and text[end].isdigit():
@@ -88,7 +98,18 @@ def split(text: str) -> list[Piece]:
             out.append("?" + " " * (end - i - 1))
             i = end
             continue
-        elif ch == ";":
+        elif _word(ch) and (i == 0 or not _word(text[i - 1])):
+            end = i + 1
+            while end < n and _word(text[end]):
+                end += 1
+            word = text[i:end].upper()
+            if word == "BEGIN" and _CREATE.match("".join(out)):
+                block += 1  # a trigger's or procedure's body: its `;` do not end it
+            elif block and word == "CASE":
+                block += 1
+            elif block and word == "END":
+                block -= 1
+        elif ch == ";" and not block:
             finish(i)
             out, params = [], []
             start = i = i + 1

@@ -11,7 +11,7 @@ from refimpl.engine.result import Result
 from refimpl.sql import ast
 
 _COUNTED = {"Insert": "INSERT 0 {n}", "Update": "UPDATE {n}", "Delete": "DELETE {n}",
-            "Truncate": "TRUNCATE TABLE"}  # fmt: skip
+            "Truncate": "TRUNCATE TABLE", "CopyFrom": "COPY {n}", "CopyTo": "COPY {n}"}  # fmt: skip
 _TAGS = {
     "CreateTable": "CREATE TABLE",
     "DropTable": "DROP TABLE",

@@ -24,11 +24,23 @@ from refimpl.sql.ast_access import (  # noqa: F401 - re-exported: ast.CreateUser
     ShowUsers,
     Statement,
 )
+from refimpl.sql.ast_arrays import Subscript  # noqa: F401 - re-exported: ast.Subscript
+from refimpl.sql.ast_base import Expr
 from refimpl.sql.ast_copy import (  # noqa: F401 - re-exported: ast.CopyFrom, ...
     CopyFrom,
     CopyOption,
     CopyTo,
     CopyValue,
+)
+from refimpl.sql.ast_routines import (  # noqa: F401 - re-exported: ast.CreateTrigger, ...
+    Call,
+    CreateProcedure,
+    CreateTrigger,
+    DropProcedure,
+    DropTrigger,
+    ProcedureParam,
+    ShowProcedures,
+    ShowTriggers,
 )
 
 # Column types, in the spelling SHOW COLUMNS and the JSON answers use.
@@ -37,7 +49,7 @@ TYPES = ("INT", "BIGINT", "DOUBLE", "STRING", "SYMBOL", "BOOLEAN", "TIMESTAMP")
 # Other databases' type names, taken as aliases of these (spec/types-and-values.md, "Type
 # names"); the first word of the name decides (`DOUBLE PRECISION`, `SIGNED INTEGER`).
 TYPE_ALIASES = {
-    "INTEGER": "INT", "SMALLINT": "INT", "SIGNED": "BIGINT",
+    "INTEGER": "BIGINT", "SMALLINT": "INT", "SIGNED": "BIGINT",
     "REAL": "DOUBLE", "FLOAT": "DOUBLE", "NUMERIC": "DOUBLE", "DECIMAL": "DOUBLE",
     "TEXT": "STRING", "VARCHAR": "STRING", "CHAR": "STRING",
     "BOOL": "BOOLEAN", "TIMESTAMPTZ": "TIMESTAMP",
@@ -48,15 +60,9 @@ TYPE_ALIASES = {
 # ---------------------------------------------------------------------------------------
 
 
-class Expr:
-    """Base of every expression node."""
-
-    __slots__ = ()
-
-
 @dataclass(frozen=True, slots=True)
 class Literal(Expr):
-    """A constant. `type` is INT, DOUBLE, STRING, BOOLEAN or NULL (value None)."""
+    """A constant. `type` is INT, DOUBLE, STRING, BOOLEAN, BLOB (bytes) or NULL (value None)."""
 
     value: object
     type: str

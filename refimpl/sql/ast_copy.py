@@ -1,5 +1,6 @@
-"""Statement objects of COPY (part of `refimpl.sql.ast`, which re-exports every name here: use
-them as `ast.CopyFrom`)."""
+"""Statement objects of COPY and BACKUP, which move data out of and into the database (part
+of `refimpl.sql.ast`, which re-exports the COPY names: use them as `ast.CopyFrom`;
+`BackupDatabase` is imported from here)."""
 
 from __future__ import annotations
 
@@ -35,3 +36,11 @@ class CopyTo(Statement):
     columns: tuple[str, ...] | None
     query: Statement | None  # an ast.Query (ast imports this module, so it is not named)
     options: tuple[CopyOption, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class BackupDatabase(Statement):
+    """`BACKUP DATABASE d TO 'name'`: `name` a folder to make inside the backup folder."""
+
+    database: str
+    target: str

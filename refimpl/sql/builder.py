@@ -21,6 +21,7 @@ from refimpl.sql.builder_copy import CopyBuilder
 from refimpl.sql.builder_ddl import DdlBuilder, error_at
 from refimpl.sql.builder_pg import PgBuilder
 from refimpl.sql.builder_queries import QueryBuilder
+from refimpl.sql.builder_routines import RoutineBuilder
 
 # `?` numbering needs one counter per parse, and the statement timeout a deadline and a count
 # of tokens read. The transformer is shared by every thread (it is built into the parser), so
@@ -52,12 +53,15 @@ def _tick() -> None:
             raise StatementTimeout.ran_too_long()
 
 
+_HEX_DIGITS = frozenset("0123456789abcdefABCDEF")
+
+
 def _unquote(token: Token) -> str:
     return token[1:-1].replace("''", "'")
 
 
 @v_args(inline=True)
-class Builder(QueryBuilder, DdlBuilder, PgBuilder, CopyBuilder):
+class Builder(QueryBuilder, DdlBuilder, PgBuilder, CopyBuilder, RoutineBuilder):
     """Builds ast nodes while the LALR parser reduces (one pass, no parse tree).
 
     Method names are the rule or alias names of the grammar. Optional parts arrive as None
@@ -238,6 +242,18 @@ class Builder(QueryBuilder, DdlBuilder, PgBuilder, CopyBuilder):
     def mod(self, left: Expr, right: Expr) -> ast.Binary:
         return ast.Binary("%", left, right)
 
+    def shift_left(self, left: Expr, right: Expr) -> ast.Binary:
+        return ast.Binary("<<", left, right)
+
+    def shift_right(self, left: Expr, right: Expr) -> ast.Binary:
+        return ast.Binary(">>", left, right)
+
+    def bit_and(self, left: Expr, right: Expr) -> ast.Binary:
+        return ast.Binary("&", left, right)
+
+    def bit_or(self, left: Expr, right: Expr) -> ast.Binary:
+        return ast.Binary("|", left, right)
+
     def neg(self, operand: Expr) -> Expr:
         # A minus before a number is folded into the literal, so that `-5` in VALUES is a
         # constant for the executor; the printer relies on Unary('-', number) never existing.
@@ -268,6 +284,14 @@ class Builder(QueryBuilder, DdlBuilder, PgBuilder, CopyBuilder):
     def string(self, token: Token) -> ast.Literal:
         _tick()
         return ast.Literal(_unquote(token), "STRING")
+
+    def blob(self, token: Token) -> ast.Literal:
+        _tick()
+        digits = token[2:-1]
+        if len(digits) % 2 or not _HEX_DIGITS.issuperset(digits):
+            raise error_at(token, "a BLOB literal X'...' holds pairs of hexadecimal digits"
+                           " (0-9, a-f), such as X'00ff'")
+        return ast.Literal(bytes.fromhex(digits), "BLOB")
 
     def true(self) -> ast.Literal:
         return ast.Literal(True, "BOOLEAN")

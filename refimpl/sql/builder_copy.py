@@ -7,6 +7,7 @@ from typing import Any
 from lark import Token, Transformer, v_args
 
 from refimpl.sql import ast
+from refimpl.sql.ast_copy import BackupDatabase
 
 _STDIN = object()  # the source STDIN, apart from a file named by a string
 
@@ -25,6 +26,9 @@ class CopyBuilder(Transformer):
     def copy_to(self, target: ast.CopyTo, options: tuple[ast.CopyOption, ...] | None,
                 ) -> ast.CopyTo:  # fmt: skip
         return ast.CopyTo(target.table, target.columns, target.query, options or ())
+
+    def backup_database(self, database: str, target: Token) -> BackupDatabase:
+        return BackupDatabase(str(database), _text(target))
 
     def copy_stdin(self) -> object:
         return _STDIN

@@ -75,6 +75,18 @@ class PgBuilder(Transformer):
     def array_subquery(self, query: ast.Query) -> ast.ArraySubquery:
         return ast.ArraySubquery(query)
 
+    def qualified_function_name(self, schema: str, name: str) -> str:
+        return _unschema(schema, name).lower()
+
+    def subscript(self, array: ast.Expr, index: ast.Expr) -> ast.Subscript:
+        return ast.Subscript(array, index)
+
+    def pg_array_cast(self, operand: ast.Expr, *name: str | None) -> ast.Expr:
+        """`x::int2[]`: an array is its text here (see `ast.ArraySubquery`), so the cast
+        checks the element type's name and leaves the text as it is."""
+        self.pg_cast(ast.Literal(None, "NULL"), *name)
+        return ast.Cast(operand, "STRING")
+
     def pg_cast(self, operand: ast.Expr, *name: str | None) -> ast.Expr:
         """`x::type`: a CAST to the column type a PostgreSQL type name stands for."""
         schema, type_name = (name[0], name[1]) if name[1] is not None else (None, name[0])

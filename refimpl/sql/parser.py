@@ -29,7 +29,6 @@ from __future__ import annotations
 import functools
 import re
 from importlib import resources
-from typing import Any
 
 from lark import Lark, Token
 from lark.exceptions import UnexpectedEOF, UnexpectedInput, UnexpectedToken
@@ -162,17 +161,20 @@ _RULE_WORDS: dict[str, str | None] = {
     "distinct": None,
     "primary_key_def": None,
 }
-for _name in ("expr", "or_expr", "and_expr", "not_expr", "predicate", "sum", "product", "unary",
-              "atom"):
+for _name in ("expr", "or_expr", "and_expr", "not_expr", "predicate", "bits", "sum", "product",
+              "unary", "atom"):
     _RULE_WORDS[_name] = "an expression"
 
-_EXPRESSION_STARTS = {"NUMBER", "STRING", "QMARK", "CASE", "CAST", "TRUE", "FALSE", "NULL",
-                      "NOT", "LPAR", "MINUS", "PLUS", "EXISTS", "ANY", "SOME", "ALL", "ARRAY"}
-# The PostgreSQL spellings (`::`, `~`, COLLATE, OPERATOR(...)) count as operators too: they
-# may follow any expression, and naming each would bury the operators people mean.
+_EXPRESSION_STARTS = {"NUMBER", "STRING", "BLOB_STRING", "QMARK", "CASE", "CAST", "TRUE",
+                      "FALSE", "NULL", "NOT", "LPAR", "MINUS", "PLUS", "EXISTS", "ANY", "SOME",
+                      "ALL", "ARRAY"}
+# The PostgreSQL spellings (`::`, `~`, COLLATE, OPERATOR(...), a subscript's `[`) count as
+# operators too: they may follow any expression, and naming each would bury the operators
+# people mean.
 _OPERATOR_TEXT = {"=", "<>", "!=", "<", "<=", ">", ">=", "+", "-", "||", "*", "/", "%", "AND",
+                  "<<", ">>", "&", "|",
                   "OR", "IS", "IN", "NOT", "BETWEEN", "LIKE", "ISNULL", "NOTNULL",
-                  "::", "~", "~*", "!~", "!~*", "COLLATE", "OPERATOR"}
+                  "::", "~", "~*", "!~", "!~*", "COLLATE", "OPERATOR", "["}
 _TYPE_WORDS = set(ast.TYPES)
 _ALIAS_WORDS = set(ast.TYPE_ALIASES)
 _STATEMENT_WORDS = {"SELECT", "INSERT", "CREATE", "UPDATE", "DELETE"}
@@ -193,7 +195,7 @@ _CLAUSE_LIKE = {"CROSS", "JOIN", "INNER", "LEFT", "RIGHT", "FULL", "UNION", "INT
                 "NOT"}  # NOT of SQLite's `FROM t NOT INDEXED`
 _STATEMENT_STARTS = {"SELECT", "SUBSCRIBE", "INSERT", "UPDATE", "DELETE", "CREATE", "DROP",
                      "ALTER", "TRUNCATE", "BEGIN", "COMMIT", "ROLLBACK", "CHECKPOINT", "SHOW",
-                     "GRANT", "REVOKE"}
+                     "GRANT", "REVOKE", "CALL"}
 
 
 def _terminal_text(name: str) -> str | None:
@@ -263,95 +265,108 @@ def _summarise_terminals(names: set[str]) -> list[str]:
     return parts
 
 
+# An LR(0) item: a rule (its origin and its symbols, each a name and whether it is a terminal)
+# with the dot before symbol `dot`.
+_Symbol = tuple[str, bool]
+_Item = tuple[str, tuple[_Symbol, ...], int]
+_ROOT: _Item = ("$root_script", (("script", False), ("$END", True)), 0)
+
+
 @functools.cache
-def _analysis() -> tuple[dict[int, list[Any]], dict[str, set[str]]] | None:
-    """LALR items of every parser state, and FIRST sets of every nonterminal.
-
-    lark keeps only the action table; the items (what the parser is in the middle of) are
-    rebuilt here once, on the first syntax error, by running lark's own analysis again and
-    pairing its states with lark's numbered states along identical transitions. None if the
-    two do not line up (a future lark), in which case messages fall back to terminal names.
-    """
-    try:
-        from lark.common import ParserConf
-        from lark.parsers.lalr_analysis import LALR_Analyzer, Shift
-
-        # debug=True keeps the item sets as the keys of the table instead of numbering them.
-        analyzer = LALR_Analyzer(ParserConf(_LARK.rules, {}, ["script"]), debug=True)
-        analyzer.compute_lalr()
-        mine = analyzer.parse_table
-        theirs = _LARK.parser.parser._parse_table  # type: ignore[attr-defined]
-        pairs = {theirs.start_states["script"]: mine.start_states["script"]}
-        todo = list(pairs.items())
-        while todo:
-            number, state = todo.pop()
-            actions, my_actions = theirs.states[number], mine.states[state]
-            if actions.keys() != my_actions.keys():
-                return None
-            for symbol, (action, target) in actions.items():
-                if action is Shift:
-                    my_target = my_actions[symbol][1]
-                    if target not in pairs:
-                        pairs[target] = my_target
-                        todo.append((target, my_target))
-                    elif pairs[target] != my_target:
-                        return None
-        items = {
-            number: [item for item in state
-                     if item.index > 0 or item.rule.origin.name.startswith("$root")]
-            for number, state in pairs.items()
-        }
-    except Exception:  # only the wording of an error message depends on this
-        return None
+def _grammar_facts() -> tuple[dict[str, list[tuple[_Symbol, ...]]], dict[str, set[str]]]:
+    """Every rule's symbols by the rule's name, and the FIRST set of every nonterminal."""
+    expansions: dict[str, list[tuple[_Symbol, ...]]] = {}
+    for rule in _LARK.rules:
+        symbols = tuple((symbol.name, symbol.is_term) for symbol in rule.expansion)
+        expansions.setdefault(rule.origin.name, []).append(symbols)
 
     first: dict[str, set[str]] = {}
     nullable: set[str] = set()
     changed = True
     while changed:
         changed = False
-        for rule in _LARK.rules:
-            origin = rule.origin.name
+        for origin, alternatives in expansions.items():
             found = first.setdefault(origin, set())
             before = len(found)
-            all_nullable = True
-            for symbol in rule.expansion:
-                if symbol.is_term:
-                    found.add(symbol.name)
-                    all_nullable = False
-                    break
-                found |= first.get(symbol.name, set())
-                if symbol.name not in nullable:
-                    all_nullable = False
-                    break
-            if all_nullable and origin not in nullable:
-                nullable.add(origin)
-                changed = True
+            for symbols in alternatives:
+                all_nullable = True
+                for name, is_term in symbols:
+                    if is_term:
+                        found.add(name)
+                        all_nullable = False
+                        break
+                    found |= first.get(name, set())
+                    if name not in nullable:
+                        all_nullable = False
+                        break
+                if all_nullable and origin not in nullable:
+                    nullable.add(origin)
+                    changed = True
             changed |= len(found) != before
-    return items, first
+    return expansions, first
 
 
-def _expected_words(state: int | None, expected: set[str]) -> str:
+def _closure(kernel: list[_Item]) -> list[_Item]:
+    expansions = _grammar_facts()[0]
+    items = list(kernel)
+    expanded: set[str] = set()
+    for _origin, symbols, dot in items:  # grows while it is walked: a worklist
+        if dot < len(symbols) and not symbols[dot][1] and symbols[dot][0] not in expanded:
+            name = symbols[dot][0]
+            expanded.add(name)
+            items.extend((name, alternative, 0) for alternative in expansions.get(name, ()))
+    return items
+
+
+def _kernel_items(stack: list[int]) -> list[_Item] | None:
+    """What the parser is in the middle of in the state on top of `stack`: that state's kernel
+    items, rebuilt along the stack's own path from the start state.
+
+    lark keeps only the action table, not the items. The automaton is deterministic, so the
+    kernel of each state on the stack follows from its predecessor's items and the one symbol
+    whose transition leads from one to the other; this costs a closure per stack entry instead
+    of rebuilding the whole LALR analysis. None if lark's table does not line up (a future
+    lark), in which case messages fall back to terminal names.
+    """
+    from lark.parsers.lalr_analysis import Shift
+
+    table = _LARK.parser.parser._parse_table  # type: ignore[attr-defined]
+    if not stack or stack[0] != table.start_states["script"]:
+        return None
+    kernel = [_ROOT]
+    for previous, current in zip(stack, stack[1:], strict=False):
+        symbol = next((name for name, (action, target) in table.states[previous].items()
+                       if action is Shift and target == current), None)  # fmt: skip
+        if symbol is None:
+            return None
+        kernel = [(origin, symbols, dot + 1) for origin, symbols, dot in _closure(kernel)
+                  if dot < len(symbols) and symbols[dot][0] == symbol]  # fmt: skip
+        if not kernel:
+            return None
+    return kernel
+
+
+def _expected_words(stack: list[int] | None, expected: set[str]) -> str:
     """What may come next, in words: the kinds of input the parser is in the middle of (a table
     name, a column name, an expression), then whatever else the expected terminals allow."""
     parts: list[str] = []
     remaining = set(expected)
-    analysis = _analysis() if state is not None else None
-    if analysis is not None:
-        items, first = analysis
-        for item in items.get(state, ()):
-            if item.is_satisfied:
-                continue
-            symbol = item.next
-            if symbol.is_term or symbol.name not in _RULE_WORDS:
-                continue
-            starts = first.get(symbol.name, set())
-            if not starts & remaining:
-                continue
-            remaining -= starts
-            words = _RULE_WORDS[symbol.name]
-            if words is not None and words not in parts:
-                parts.append(words)
-    # Item order is not stable between runs: a query, the rarer thing to mean, goes last.
+    items = _kernel_items(stack) if stack is not None else None
+    first = _grammar_facts()[1]
+    for _origin, symbols, dot in items or ():
+        if dot == len(symbols):
+            continue
+        name, is_term = symbols[dot]
+        if is_term or name not in _RULE_WORDS:
+            continue
+        starts = first.get(name, set())
+        if not starts & remaining:
+            continue
+        remaining -= starts
+        words = _RULE_WORDS[name]
+        if words is not None and words not in parts:
+            parts.append(words)
+    # A query, the rarer thing to mean, goes last.
     parts.sort(key=lambda words: words == _RULE_WORDS["query"])
     if "a keyword such as SELECT or INSERT" in parts:
         remaining -= _ENDS
@@ -439,15 +454,15 @@ def _syntax_error(error: UnexpectedInput, text: str) -> SqlSyntaxError:
     if interactive is not None:
         # accepts() tries every terminal on a copy of the parser, so LALR's merged look-aheads
         # do not leak into the message: only what can really come next is listed.
-        position = state.position
+        states = list(state.state_stack)
         expected = set(interactive.accepts())
     else:
-        position = None
+        states = None
         expected = set(getattr(error, "expected", ()) or ())
     if "SEMI" in expected and found_text.upper() in _STATEMENT_STARTS:
         return _make(text, offset, f"expected ';' before {_show(found_text)}: statements are "
                      "separated by ';'")
-    words = _expected_words(position, expected)
+    words = _expected_words(states, expected)
     if at_end:
         message = "unexpected end of input"
         return _make(text, offset, f"{message}: expected {words}" if words else message)

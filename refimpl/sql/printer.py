@@ -26,6 +26,7 @@ from collections.abc import Callable
 from typing import Any
 
 from refimpl.sql import ast
+from refimpl.sql.ast_copy import BackupDatabase
 from refimpl.sql.parser import KEYWORDS, NAME_KEYWORDS, RESERVED_WORDS
 
 __all__ = ["quote_name", "quote_string", "to_sql"]
@@ -51,13 +52,14 @@ def quote_string(value: str) -> str:
 # ---------------------------------------------------------------------------------------
 
 # Binding strength, loosest first, as in refimpl/grammar.lark: OR < AND < NOT < comparison,
-# IS, IN, BETWEEN, LIKE < + - || < * / % < unary minus and plus < atoms.
-_OR, _AND, _NOT, _PREDICATE, _SUM, _PRODUCT, _UNARY, _ATOM = range(1, 9)
+# IS, IN, BETWEEN, LIKE < << >> & | < + - || < * / % < unary minus and plus < atoms.
+_OR, _AND, _NOT, _PREDICATE, _BITS, _SUM, _PRODUCT, _UNARY, _ATOM = range(1, 10)
 _BINARY_LEVEL = {
     "OR": _OR,
     "AND": _AND,
     "=": _PREDICATE, "<>": _PREDICATE, "<": _PREDICATE, "<=": _PREDICATE, ">": _PREDICATE,
     ">=": _PREDICATE, "~": _PREDICATE, "!~": _PREDICATE, "~*": _PREDICATE, "!~*": _PREDICATE,
+    "<<": _BITS, ">>": _BITS, "&": _BITS, "|": _BITS,
     "+": _SUM, "-": _SUM, "||": _SUM,
     "*": _PRODUCT, "/": _PRODUCT, "%": _PRODUCT,
 }
@@ -77,6 +79,8 @@ def _literal(node: ast.Literal) -> tuple[str, int]:
         return ("TRUE" if value else "FALSE"), _ATOM
     if node.type == "STRING":
         return quote_string(str(value)), _ATOM
+    if node.type == "BLOB":
+        return f"X'{bytes(value).hex()}'", _ATOM  # type: ignore[call-overload]
     if node.type == "DOUBLE":
         number = float(value)  # type: ignore[arg-type]
         if math.isnan(number):
@@ -120,11 +124,11 @@ def _render(node: ast.Expr) -> tuple[str, int]:
         return f"{_expr(node.operand, _PREDICATE)} {not_}IN ({items})", _PREDICATE
     if isinstance(node, ast.Between):
         not_ = "NOT " if node.negated else ""
-        low, high = _expr(node.low, _SUM), _expr(node.high, _SUM)
+        low, high = _expr(node.low, _BITS), _expr(node.high, _BITS)
         return f"{_expr(node.operand, _PREDICATE)} {not_}BETWEEN {low} AND {high}", _PREDICATE
     if isinstance(node, ast.Like):
         not_ = "NOT " if node.negated else ""
-        pattern = _expr(node.pattern, _SUM)
+        pattern = _expr(node.pattern, _BITS)
         return f"{_expr(node.operand, _PREDICATE)} {not_}LIKE {pattern}", _PREDICATE
     if isinstance(node, ast.Case):
         parts = ["CASE"]
@@ -157,6 +161,8 @@ def _render(node: ast.Expr) -> tuple[str, int]:
                 f"({_expr(node.array)})", _PREDICATE)
     if isinstance(node, ast.ArraySubquery):
         return f"ARRAY({_query(node.query)})", _ATOM
+    if isinstance(node, ast.Subscript):
+        return f"{_expr(node.array, _ATOM)}[{_expr(node.index)}]", _ATOM
     if isinstance(node, ast.InSubquery):
         not_ = "NOT " if node.negated else ""
         return (f"{_expr(node.operand, _PREDICATE)} {not_}IN ({_query(node.query)})",
@@ -414,6 +420,27 @@ def _create_token(node: ast.CreateToken) -> str:
     return text
 
 
+def _steps(body: tuple[ast.Statement, ...]) -> str:
+    return " ".join(to_sql(statement) + ";" for statement in body)
+
+
+def _create_trigger(node: ast.CreateTrigger) -> str:
+    definer = "" if node.definer is None else f" DEFINER = {quote_name(node.definer)}"
+    event = node.event + (f" OF {_names(node.columns)}" if node.columns else "")
+    when = "" if node.when is None else f" WHEN {_expr(node.when)}"
+    return (f"CREATE{definer} TRIGGER{_if(node.if_not_exists, 'IF NOT EXISTS')} "
+            f"{quote_name(node.name)} {node.timing} {event} ON {quote_name(node.table)}"
+            f" FOR EACH ROW{when} BEGIN {_steps(node.body)} END")
+
+
+def _create_procedure(node: ast.CreateProcedure) -> str:
+    params = ", ".join(f"{quote_name(p.name)} {p.type}" for p in node.params)
+    head = f"CREATE{_if(node.or_replace, 'OR REPLACE')} PROCEDURE {quote_name(node.name)}({params})"
+    if node.body is None:
+        return f"{head} LANGUAGE SQL AS $${node.source}$$"
+    return f"{head} LANGUAGE SQL BEGIN ATOMIC {_steps(node.body)} END"
+
+
 _STATEMENTS: dict[type, Callable[[Any], str]] = {
     ast.Select: _select,
     ast.Subscribe: lambda n: "SUBSCRIBE " + _query(n.select),
@@ -434,6 +461,8 @@ _STATEMENTS: dict[type, Callable[[Any], str]] = {
     ast.Truncate: lambda n: f"TRUNCATE TABLE {quote_name(n.name)}",
     ast.CopyFrom: _copy_from,
     ast.CopyTo: _copy_to,
+    BackupDatabase: lambda n: (f"BACKUP DATABASE {quote_name(n.database)} TO"
+                                   f" {quote_string(n.target)}"),
     ast.AddColumn: lambda n: (f"ALTER TABLE {quote_name(n.table)} ADD COLUMN "
                               f"{quote_name(n.column.name)} {n.column.type}"),
     ast.DropColumn: lambda n: (f"ALTER TABLE {quote_name(n.table)} DROP COLUMN "
@@ -480,6 +509,14 @@ _STATEMENTS: dict[type, Callable[[Any], str]] = {
     ast.SubquerySource: _source,
     ast.ColumnDef: lambda n: f"{quote_name(n.name)} {n.type}",
     ast.ParsedScript: lambda n: ";\n".join(to_sql(s) for s in n.statements),
+    ast.CreateTrigger: _create_trigger,
+    ast.DropTrigger: lambda n: f"DROP TRIGGER{_if(n.if_exists, 'IF EXISTS')} {quote_name(n.name)}",
+    ast.ShowTriggers: lambda n: "SHOW TRIGGERS",
+    ast.CreateProcedure: _create_procedure,
+    ast.DropProcedure: lambda n: (f"DROP PROCEDURE{_if(n.if_exists, 'IF EXISTS')} "
+                                  f"{quote_name(n.name)}"),
+    ast.Call: lambda n: f"CALL {quote_name(n.name)}({', '.join(_expr(a) for a in n.args)})",
+    ast.ShowProcedures: lambda n: "SHOW PROCEDURES",
 }
 
 

@@ -5,6 +5,10 @@ a 2xx, `statement error` on a 4xx (a 5xx never passes: it is a server bug), a qu
 formatted values (`answers`) equal the expected ones or hash to the expected md5. A failure is
 one of three kinds: the server refused what SQLite runs (`refused`), answered other values
 (`wrong`), or failed with a 5xx or no answer at all (`broken`).
+
+A query written with no result lines passes on a 4xx as well as on no rows: the corpus's
+answers were written by running SQLite, which writes no values for a query it fails (as
+`sum()` over integers past the 64-bit range, in `slt_lang_aggfunc.test`).
 """
 
 from __future__ import annotations
@@ -159,6 +163,8 @@ class FileRun:
         if answer.status == 0 or answer.status >= 500:
             return Failure(record.line, record.sql, "broken", wanted, answer.error_text())
         if not 200 <= answer.status < 300 or answer.body is None:
+            if expected.values == ():
+                return None  # SQLite failed it too: the corpus wrote no values
             return Failure(record.line, record.sql, "refused", wanted, answer.error_text())
         columns = answer.body.get("columns")
         rows = answer.body.get("dataset")

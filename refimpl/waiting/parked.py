@@ -65,12 +65,18 @@ class Part(Generic[A]):
 
 
 class State(enum.Enum):
+    # Members are singletons, compared by identity: hashed so too, in C (Enum's own hash is
+    # Python code, paid at each move, thus at each part of a thousand streams).
+    __hash__ = object.__hash__
+
     WAITING = "waiting"  # parked: nothing decided, or parts of a stream sent so far
     ANSWERED = "answered"  # its one answer (or a stream's last part) was handed over
     DROPPED = "dropped"  # its client is gone or too slow: nothing more is made for it
 
 
 class Move(enum.Enum):
+    __hash__ = object.__hash__  # as State's
+
     PART = "part"  # one part of a long-lived answer
     ANSWER = "answer"  # the final answer
     DROP = "drop"  # the server gave up on the client
@@ -83,6 +89,9 @@ TRANSITIONS: dict[tuple[State, Move], State] = {
     (State.ANSWERED, Move.DROP): State.ANSWERED,  # a drop after the end changes nothing
     (State.DROPPED, Move.DROP): State.DROPPED,
 }
+# The members a stream's every part looks at, as module names: found by one dictionary read,
+# not through the enum's class (which costs a thousand streams a few hundred microseconds).
+_WAITING, _DROPPED, _PART = State.WAITING, State.DROPPED, Move.PART
 
 
 class InvalidMove(RuntimeError):
@@ -145,9 +154,9 @@ class Parked(Generic[A]):
         """Hand over `outcome`; True when the request is now finished (answered)."""
         if isinstance(outcome, Part):
             with self._lock:
-                if self._state is State.DROPPED:
+                if self._state is _DROPPED:
                     return True
-                self._move(Move.PART)
+                self._move(_PART)
                 deliver = self._on_part
                 if deliver is None:
                     self._parts.append(outcome.answer)
@@ -155,7 +164,7 @@ class Parked(Generic[A]):
                 deliver(outcome.answer)
             return False
         with self._lock:
-            if self._state is not State.WAITING:
+            if self._state is not _WAITING:
                 return True  # dropped meanwhile, or decided by another thread first
             self._move(Move.ANSWER)
             self._answer = outcome
@@ -172,7 +181,7 @@ class Parked(Generic[A]):
         with self._lock:
             before = self._state
             self._move(Move.DROP)
-        if before is State.WAITING:
+        if before is _WAITING:
             self._release()
 
     def drained(self) -> None:
@@ -182,7 +191,7 @@ class Parked(Generic[A]):
 
     @property
     def finished(self) -> bool:
-        return self._state is not State.WAITING
+        return self._state is not _WAITING
 
     def wait(self) -> A:
         """Block until answered (a foreign WSGI server's thread); the answer."""

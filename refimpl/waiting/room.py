@@ -5,9 +5,9 @@ moves it. This module is the one thread that moves most of them. Paced readers (
 stream's waiting readers) are answered in rounds spaced by what a round costs (`Pace`);
 write acknowledgements are answered by the thread that publishes the flush; requests woken
 by their key (live queries) are attempted when poked, the paced ones among them (event
-streams at a commit) in fan-out rounds spaced by what a round costs, as the readers' are,
-and at most MAX_FANOUT_WAIT apart; every request is answered at its deadline with what it
-has, and all of them at `close`.
+streams at a commit) in fan-out rounds spaced by the CPU time a round costs and how busy
+the rest of the process is (`FanoutPace`), at most MAX_FANOUT_WAIT apart; every request is
+answered at its deadline with what it has, and all of them at `close`.
 
 Answers are opaque: the room hands over what `attempt` and `on_timeout` give, and turns an
 exception into an answer with the `on_error` its owner gives it (the HTTP layer: a JSON
@@ -16,7 +16,6 @@ error answer).
 
 from __future__ import annotations
 
-import functools
 import heapq
 import itertools
 import logging
@@ -37,14 +36,13 @@ ROUND_SPACING = 15  # a round starts at least this many times its sending time a
 MAX_ROUND_WAIT = 1.0  # seconds; however long the last round took
 QUIET_SECONDS = 0.1  # a commit after this long without one is answered at once
 # A paced request woken by its key (a stream's fan-out at a commit) waits for the next
-# fan-out round, which starts FANOUT_SPACING times the last one's sending time after its start
-# (so fan-out takes at most about a fifth of the time and writers keep the rest), and never
-# more than MAX_FANOUT_WAIT after it: the bound on what pacing adds to an event's latency.
-# Writers keep their share as long as a round costs at most MAX_FANOUT_WAIT / FANOUT_SPACING
-# (a thousand streams at 100 us each); a round stalled longer (a busy machine) is not
-# followed by a longer wait, so events still go out at least that often.
+# fan-out round (`FanoutPace`): at most MAX_FANOUT_WAIT, the bound on what pacing adds to an
+# event's latency.
 FANOUT_SPACING = 5
 MAX_FANOUT_WAIT = 0.5
+# The first stream of a round moves on by this fraction of the round at each round, so that
+# no stream is always the last of a thousand to get its part.
+_FANOUT_STRIDE = 0.6180339887
 
 
 class Pace:
@@ -74,13 +72,51 @@ class Pace:
         self.next_round = started + min(ROUND_SPACING * cost, MAX_ROUND_WAIT)
 
 
+class FanoutPace:
+    """When the next fan-out round (the streams poked by commits) may start.
+
+    A round's cost is its CPU time: on a busy machine its wall time is mostly time in which
+    other processes ran, which the writers did not lose to it. The next round waits
+    FANOUT_SPACING times that cost after the round's start, scaled by how busy the rest of
+    the process was since the round before (its CPU time over the wall time, at most 1), and
+    never more than MAX_FANOUT_WAIT. So while writers keep the server busy, streams take
+    about a sixth of its time and each round carries the events of many commits; commits
+    that leave the server idle go out at once, however many streams there are.
+
+    `process_cpu` gives the CPU seconds of the whole process (all its threads).
+    """
+
+    def __init__(
+        self,
+        process_cpu: Callable[[], float] = time.process_time,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.next_round = 0.0  # no round before this moment
+        self._process_cpu = process_cpu
+        self._clock = clock
+        self._last: tuple[float, float] | None = None  # clock and process CPU at the last end
+
+    def round(self, started: float, cost: float) -> None:
+        """A round began at `started` (the clock) and cost `cost` seconds of CPU."""
+        now, cpu = self._clock(), self._process_cpu()
+        busy = 1.0  # the first round: nothing known of the rest, the writers come first
+        if self._last is not None and now > self._last[0]:
+            others = cpu - self._last[1] - cost
+            busy = min(1.0, max(0.0, others) / (now - self._last[0]))
+        self._last = (now, cpu)
+        self.next_round = started + min(FANOUT_SPACING * cost * busy, MAX_FANOUT_WAIT)
+
+
 class WaitingRoom:
     """Decides parked requests at commits, wake-ups and deadlines, in one thread of its own.
 
-    `on_error` turns an exception raised while deciding into the request's answer.
+    `on_error` turns an exception raised while deciding into the request's answer;
+    `fanout_pace` spaces the streams' fan-out rounds (by default on this process's CPU time).
     """
 
-    def __init__(self, on_error: Callable[[Exception], Any]) -> None:
+    def __init__(
+        self, on_error: Callable[[Exception], Any], fanout_pace: FanoutPace | None = None
+    ) -> None:
         self._on_error = on_error
         self._lock = threading.Lock()
         self._wake = threading.Event()
@@ -100,11 +136,14 @@ class WaitingRoom:
         # Requests woken by their key (no signal): attempted only when poked or due.
         self._keyed: dict[int, Parked] = {}
         self._poked: list[Parked] = []
-        self._poked_groups: dict[int, list[Parked]] = {}  # by id: lists given to `poke_all`
         # Paced ones poked (by id: a stream poked by three commits is attempted once), waiting
-        # for the fan-out round that starts at `_fanout_at`.
+        # for the next fan-out round (`_fanout_pace`).
         self._fanout: dict[int, Parked] = {}
-        self._fanout_at = 0.0
+        # Lists given to `poke_all` (by id: a list poked by three commits counts once), kept
+        # whole until that round: a thousand streams poked at each commit cost nothing each.
+        self._fanout_groups: dict[int, list[Parked]] = {}
+        self._fanout_pace = fanout_pace or FanoutPace()
+        self._fanout_rounds = 0  # rounds so far: where the next one starts (_FANOUT_STRIDE)
         self._keyed_deadlines: list[tuple[float, int, Parked]] = []
         self._closed = False
         self._thread: threading.Thread | None = None
@@ -199,12 +238,13 @@ class WaitingRoom:
         self._wake.set()
 
     def poke_all(self, requests: list[Parked]) -> None:
-        """`poke` for many at once (the streams of a database at its commit): one lock and
-        one wake-up, so that the thread publishing a commit pays nothing per stream. The
-        same list poked again before the room looks counts once (a database's streams at
-        several commits); the caller must not change a list it handed over."""
+        """`poke` for many paced requests at once (the streams of a database at its commit),
+        attempted in the next fan-out round: one lock and one wake-up, so that the thread
+        publishing a commit pays nothing per stream. The same list poked again before that
+        round counts once (a database's streams at several commits); the caller must not
+        change a list it handed over."""
         with self._lock:
-            self._poked_groups[id(requests)] = requests
+            self._fanout_groups[id(requests)] = requests
         self._wake.set()
 
     def _start_thread(self) -> None:
@@ -266,8 +306,10 @@ class WaitingRoom:
                     nearest is None or self._keyed_deadlines[0][0] < nearest
                 ):
                     nearest = self._keyed_deadlines[0][0]
-                if self._fanout and (nearest is None or self._fanout_at < nearest):
-                    nearest = self._fanout_at
+                if (self._fanout or self._fanout_groups) and (
+                    nearest is None or self._fanout_pace.next_round < nearest
+                ):
+                    nearest = self._fanout_pace.next_round
                 if self._readers and self._paces:
                     now = time.monotonic()
                     ahead = [p.next_round for p in self._paces.values() if p.next_round > now]
@@ -287,18 +329,18 @@ class WaitingRoom:
         with self._lock:
             poked: list[Parked] = []
             keyed = self._keyed
-            for parked in itertools.chain(self._poked, *self._poked_groups.values()):
+            for parked in self._poked:
                 if id(parked) not in keyed:
                     continue  # answered or dropped meanwhile
                 if parked.paced:
                     self._fanout[id(parked)] = parked
                 else:
                     poked.append(parked)
-            self._poked, self._poked_groups = [], {}
+            self._poked = []
             now = time.monotonic()
             fanout: list[Parked] = []
-            if self._fanout and now >= self._fanout_at:
-                fanout, self._fanout = list(self._fanout.values()), {}
+            if (self._fanout or self._fanout_groups) and now >= self._fanout_pace.next_round:
+                fanout = self._fanout_members()
             due: list[Parked] = []
             while self._keyed_deadlines and self._keyed_deadlines[0][0] <= now:
                 _, _, parked = heapq.heappop(self._keyed_deadlines)
@@ -307,7 +349,7 @@ class WaitingRoom:
         finished: list[Parked] = []
         rescheduled: list[Parked] = []
         for parked in poked:
-            if not parked.finished and self._decide(parked, functools.partial(parked.attempt, 0)):
+            if not parked.finished and self._decide(parked, parked.attempt, 0):
                 finished.append(parked)
         if fanout:
             self._fanout_round(fanout, finished)
@@ -325,24 +367,40 @@ class WaitingRoom:
                 entry = (parked.deadline, next(self._order), parked)
                 heapq.heappush(self._keyed_deadlines, entry)
 
+    def _fanout_members(self) -> list[Parked]:
+        """Who the fan-out round that starts now attempts, each once; no longer waiting
+        (the caller holds the lock)."""
+        groups, self._fanout_groups = list(self._fanout_groups.values()), {}
+        single, self._fanout = self._fanout, {}
+        if not single and len(groups) == 1:
+            return groups[0]  # one database's streams: the list itself, no copy
+        for group in groups:
+            single.update({id(parked): parked for parked in group})
+        return list(single.values())
+
     def _fanout_round(self, requests: list[Parked], finished: list[Parked]) -> None:
-        """Attempt the poked paced requests, as a round (the gate held, as for readers);
-        the next round is spaced by what this one cost."""
+        """Attempt the poked paced requests once each, as a round; the next round is spaced
+        by the CPU time this one cost (`FanoutPace`).
+
+        No gate, unlike the readers' rounds: a stream's part brings no request back, so the
+        writers' requests go on while the round's sends are in the kernel, and the
+        interpreter is shared between them and the round."""
         pending: list[Callable[[], None]] = []
         self._round.pending = pending
-        started = time.monotonic()
+        started, cpu = time.monotonic(), time.thread_time()
+        first = int(self._fanout_rounds * _FANOUT_STRIDE * len(requests)) % len(requests)
+        self._fanout_rounds += 1
+        decide = self._decide
         try:
-            with self.gate:
-                for parked in requests:
-                    attempt = functools.partial(parked.attempt, 0)
-                    if parked.finished or self._decide(parked, attempt):
-                        finished.append(parked)
+            for parked in itertools.chain(requests[first:], requests[:first]):
+                if parked.finished or decide(parked, parked.attempt, 0):
+                    finished.append(parked)
         finally:
-            cost = time.monotonic() - started
+            cost = time.thread_time() - cpu
             self._round.pending = None
             _run_all(pending)
         with self._lock:
-            self._fanout_at = started + min(FANOUT_SPACING * cost, MAX_FANOUT_WAIT)
+            self._fanout_pace.round(started, cost)
 
     def _decide_due(self) -> None:
         with self._lock:
@@ -400,12 +458,12 @@ class WaitingRoom:
                 self._deadlines = [e for e in self._deadlines if id(e[2]) not in decided]
                 heapq.heapify(self._deadlines)
 
-    def _decide(self, parked: Parked, produce: Callable[[], Any]) -> bool:
-        """Hand `parked` what `produce` gives (an error becomes its answer); True when it
-        is finished (answered or dropped), False when it waits on (nothing yet, or a part).
+    def _decide(self, parked: Parked, produce: Callable[..., Any], *args: Any) -> bool:
+        """Hand `parked` what `produce(*args)` gives (an error becomes its answer); True when
+        it is finished (answered or dropped), False when it waits on (nothing yet, or a part).
         """
         try:
-            outcome = produce()
+            outcome = produce(*args)
         except Exception as exc:  # noqa: BLE001 - a 410 or a bug: the client gets its answer
             outcome = self._on_error(exc)
         if outcome is None:
@@ -437,7 +495,7 @@ class WaitingRoom:
             news = lsn > parked.seen or attempt_all
             if news and not _pacing(pace, parked.signal, now):
                 parked.seen = lsn
-                if self._decide(parked, functools.partial(parked.attempt, lsn)):
+                if self._decide(parked, parked.attempt, lsn):
                     decided.add(id(parked))
                     if parked.paced:
                         answered[key] = answered.get(key, 0) + 1

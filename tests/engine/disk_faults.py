@@ -336,7 +336,7 @@ def observe(instance: Instance, tokens: dict[str, str]) -> State:
         session = instance.session(db)
         try:
             tables = {}
-            for (table,) in session.execute("SHOW TABLES").rows:
+            for table, _kind in session.execute("SHOW TABLES").rows:
                 rows = session.execute(f"SELECT * FROM {table}").rows
                 tables[table] = {row[0]: row for row in rows}
             state.tables[db] = tables

@@ -104,7 +104,9 @@ def test_resuming_from_any_id_given_out_misses_and_repeats_nothing(
     assert changes and [e.id for e in changes] == sorted(
         (e.id for e in changes), key=lambda i: tuple(int(x) for x in i.split("."))
     )
-    cut = data.draw(st.integers(0, len(changes) - 1))
+    # The instance outlives an example, so the number of changes may differ when hypothesis
+    # replays one: a draw whose bounds depended on it would be a flaky strategy.
+    cut = data.draw(st.integers(0, 1 << 16)) % len(changes)
     resumed = streams.open(ADMIN_CREDENTIAL, "demo", [], parse_event_id(changes[cut].id),
                            changes[cut].id)  # fmt: skip
     again = [e for e in take_all(streams, resumed, data.draw(st.integers(1, 400)))]

@@ -83,7 +83,7 @@ def test_guards_answer_before_any_route_runs(tmp_path: Path) -> None:
         assert call("GET", "/exec", {**host, "Origin": "http://db.example"}, "SHOW TABLES") == "200"
         assert instance.has_database("demo") and call("HEAD", "/health", host) == "200"
         session = instance.session("demo", ADMIN)
-        assert session.execute("SHOW TABLES").rows == [("t",)]
+        assert session.execute("SHOW TABLES").rows == [("t", "table")]
     finally:
         app.begin_shutdown()
         instance.close()

@@ -408,7 +408,7 @@ class Target:
     def snapshot(self) -> tuple:
         """Every table's columns and rows, and the users: what a failure must leave alone."""
         tables = []
-        for (name,) in sorted(self.rows("SHOW TABLES")):
+        for name, _kind in sorted(self.rows("SHOW TABLES")):
             quoted = '"' + name.replace('"', '""') + '"'
             columns = self.rows(f"SHOW COLUMNS FROM {quoted}")
             rows = sorted(map(repr, self.rows(f"SELECT * FROM {quoted}")))

@@ -122,3 +122,39 @@ def test_split_keeps_quotes_comments_and_positions():
     assert [p.params for p in pieces] == [(2, 1), (10,)]
     assert text[pieces[1].offset :].startswith("/* ; */")
     assert split(" ; -- only a comment\n;") == []
+    body = "CREATE PROCEDURE p() LANGUAGE SQL AS $$ DELETE FROM a; DELETE FROM b $$"
+    assert [p.text for p in split(body + "; SELECT $1, $x$;$x$")] == [
+        body, "SELECT ? , $x$;$x$"]
+    atomic = ("CREATE PROCEDURE p() BEGIN ATOMIC UPDATE a SET x = CASE WHEN x THEN 1 END;"
+              " DELETE FROM b; END")  # fmt: skip
+    assert [p.text for p in split(atomic + "; SELECT 1; begin; end")] == [
+        atomic, "SELECT 1", "begin", "end"]
+    trigger = "CREATE TRIGGER g AFTER INSERT ON t BEGIN INSERT INTO a VALUES (1); END"
+    assert [p.text for p in split(trigger + ";BEGIN;COMMIT")] == [trigger, "BEGIN", "COMMIT"]
+
+
+def test_a_copy_moves_the_state_and_what_follows_a_failed_one_is_dropped():
+    core = ready_core()
+    core.receive_data(typed(b"Q", b"COPY t FROM STDIN\0") + typed(b"d", b"1\n")
+                      + typed(b"H", b"") + typed(b"c", b""))  # fmt: skip
+    assert isinstance(core.next_message(), m.Query)
+    core.send(m.CopyInResponse(1))
+    assert core.state is State.COPY_IN
+    assert core.next_message() == m.CopyData(b"1\n")
+    assert core.next_message() == m.CopyDone()  # the Flush inside the copy was dropped
+    assert core.state is State.READY
+    core.send(m.CommandComplete("COPY 1"))
+    # A COPY that fails: the client's data that was still on its way is dropped.
+    core.receive_data(typed(b"Q", b"COPY t FROM STDIN\0") + typed(b"d", b"x\n")
+                      + typed(b"d", b"more\n") + typed(b"c", b"") + typed(b"Q", b"SELECT 1\0"))
+    assert isinstance(core.next_message(), m.Query)
+    core.send(m.CopyInResponse(1))
+    assert core.next_message() == m.CopyData(b"x\n")
+    core.send(m.ErrorResponse("22000", "bad line"))
+    assert core.state is State.READY
+    assert core.next_message() == m.Query("SELECT 1")
+    # Anything but copy messages inside a COPY breaks the protocol.
+    core.send(m.CopyInResponse(1))
+    core.receive_data(parse("", "SELECT 2"))
+    with pytest.raises(UnexpectedMessage):
+        core.next_message()

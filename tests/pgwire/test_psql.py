@@ -1,7 +1,7 @@
 """psql (Debian's postgresql-client) runs a script against the PostgreSQL port: DDL, writes,
-queries, a transaction, psql's catalog commands (\\dt, \\d, \\l, \\du: its real catalog
-queries, answered from the real catalog) and an error that ON_ERROR_STOP stops at; its
-output is compared with `psql/script.out`."""
+queries, a transaction, psql's catalog commands (\\dt, \\d, \\d t, \\l, \\du: its real
+catalog queries, answered from the real catalog), \\copy in and out, and an error that
+ON_ERROR_STOP stops at; its output is compared with `psql/script.out`."""
 
 from __future__ import annotations
 

@@ -17,6 +17,7 @@ from refimpl.waiting.room import (
     MAX_FANOUT_WAIT,
     MAX_ROUND_WAIT,
     ROUND_SPACING,
+    FanoutPace,
     Pace,
     WaitingRoom,
 )
@@ -173,20 +174,25 @@ def test_parking_without_news_makes_no_pass(monkeypatch):
 
 
 def test_a_fan_out_round_attempts_each_paced_stream_once_and_spaces_the_next():
-    room = WaitingRoom(to_response)
+    # The rest of the process as busy as can be: the whole spacing applies.
+    room = WaitingRoom(to_response, FanoutPace(lambda: 2 * time.monotonic()))
     rounds: list[float] = []  # when each stream's attempts came
     attempts: dict[int, int] = {}
+    order: list[int] = []  # which stream each attempt was for
     streams: list[Parked] = []
 
     def attempt_of(n: int):
         def attempt(_: int) -> Part[Answer] | None:
+            order.append(n)
             if n == 0:
                 rounds.append(time.monotonic())
                 if len(rounds) == 1:  # pokes while the first round goes on: three each
                     for _ in range(3):
                         room.poke_all(streams)
             attempts[n] = attempts.get(n, 0) + 1
-            time.sleep(0.002)  # what sending costs
+            busy = time.thread_time() + 0.002  # what sending costs: CPU time of the round
+            while time.thread_time() < busy:
+                pass
             return Part(Answer(b"part"))
 
         return attempt
@@ -203,7 +209,29 @@ def test_a_fan_out_round_attempts_each_paced_stream_once_and_spaces_the_next():
     time.sleep(0.1)
     assert attempts == {n: 2 for n in range(5)}  # three pokes in a round: one attempt
     # The second round waits for the spacing (its first attempt comes a little after the
-    # round's start, hence the margin).
+    # round's start, hence the margin); the round's first stream moves on.
     spacing = min(FANOUT_SPACING * 5 * 0.002, MAX_FANOUT_WAIT)
     assert rounds[1] - rounds[0] >= 0.8 * spacing
+    assert sorted(order[5:]) == list(range(5)) and order[5] != order[0]
     room.close()
+
+
+def test_fan_out_waits_in_proportion_to_how_busy_the_rest_of_the_process_is():
+    clock, cpu = [100.0], [0.0]
+    pace = FanoutPace(lambda: cpu[0], lambda: clock[0])
+
+    def round_of(cost: float, others: float, gap: float) -> float:
+        """A round of CPU time `cost` starting `gap` after the last one ended, the rest of
+        the process having used `others` of CPU meanwhile: how long the next one waits."""
+        clock[0] += gap
+        started = clock[0]
+        clock[0] += cost
+        cpu[0] += cost + others
+        pace.round(started, cost)
+        return pace.next_round - started
+
+    assert round_of(0.01, 0.0, 0.0) == pytest.approx(FANOUT_SPACING * 0.01)  # nothing known
+    assert round_of(0.01, 0.0, 0.05) == 0.0  # an idle server: the next commit goes out at once
+    assert round_of(0.01, 0.03, 0.05) == pytest.approx(FANOUT_SPACING * 0.01 * 0.5)
+    assert round_of(0.01, 0.2, 0.05) == pytest.approx(FANOUT_SPACING * 0.01)  # busy: all of it
+    assert round_of(1.0, 1.0, 0.0) == MAX_FANOUT_WAIT  # however long a round took

@@ -3,7 +3,8 @@
 - `RefimplServer`: `python -m refimpl serve` in its own process on a temporary data folder and a
   free loopback port; its admin token, URL and pid; `sql()` over /exec; a graceful stop
   (SIGINT) that waits, and deletes the folder. With `profile=FILE` the server runs under a
-  launcher that profiles every worker thread's requests (see `PROFILE_LAUNCHER`).
+  launcher that profiles every worker thread's requests (see `PROFILE_LAUNCHER`), or under a
+  `launcher` of the caller's that writes its own figures there.
 - `Postgres`: a throwaway PostgreSQL cluster (Debian's packages, installed when missing) in a
   temporary folder on a free loopback port, fsync on; stopped and deleted at the end.
 - `LeanHTTP`: a keep-alive HTTP/1.1 client cheap enough for load generators.
@@ -312,12 +313,15 @@ class RefimplServer:
         profile: Path | None = None,
         env: dict[str, str] | None = None,
         extra: Sequence[str] = (),
+        launcher: str | None = None,
     ) -> None:
         self.threads = threads
         self._own_data = data is None
         self.data = Path(tempfile.mkdtemp(prefix="kdb-bench-")) if data is None else Path(data)
         self.sample = sample
         self.profile = profile
+        # With `profile`: the code that starts the server (its first argument is that path).
+        self.launcher = launcher or PROFILE_LAUNCHER
         self.env = env or {}
         self.extra = list(extra)
         self.process: subprocess.Popen[str] | None = None
@@ -334,7 +338,7 @@ class RefimplServer:
         if self.sample:
             args.append("--sample")
         if self.profile is not None:
-            command = [sys.executable, "-c", PROFILE_LAUNCHER, str(self.profile), *args]
+            command = [sys.executable, "-c", self.launcher, str(self.profile), *args]
         else:
             command = [sys.executable, "-m", "refimpl", *args]
         env = dict(os.environ)

@@ -19,6 +19,7 @@ Printed: /api/rev and SELECT requests per second, and the result cache's hits an
 
     python tools/bench/rev.py                   # full: 1,000,000 rows, 30 s chart phases
     python tools/bench/rev.py --quick           # 200,000 rows, 8 s chart phases
+    python tools/bench/rev.py --part 1          # only /api/rev during the import
 """
 
 from __future__ import annotations
@@ -97,6 +98,7 @@ def rev_under_import(rows: int, idle_seconds: float) -> None:
         time.sleep(idle_seconds)
         idle_end = time.monotonic()
         commits: list[tuple[float, float, bool]] = []
+        failures: list[str] = []
         done = threading.Event()
 
         def committer() -> None:
@@ -107,10 +109,14 @@ def rev_under_import(rows: int, idle_seconds: float) -> None:
                 began = time.monotonic()
                 sql = f"INSERT INTO trades VALUES ('{now_text()}', 'S{k % 100:03d}', 99.5, 1)"
                 try:
-                    ok = session.post(f"{server.url}/exec", data=sql.encode(), headers=headers,
-                                      timeout=120).status_code == 200
-                except requests.RequestException:
+                    answer = session.post(f"{server.url}/exec", data=sql.encode(),
+                                          headers=headers, timeout=120)
+                    ok = answer.status_code == 200
+                    if not ok:
+                        failures.append(f"{answer.status_code}: {answer.text[:200]}")
+                except requests.RequestException as error:
                     ok = False
+                    failures.append(repr(error)[:200])
                 commits.append((began, (time.monotonic() - began) * 1000, ok))
                 k += 1
                 time.sleep(max(0.0, began + 0.02 - time.monotonic()))
@@ -151,6 +157,8 @@ def rev_under_import(rows: int, idle_seconds: float) -> None:
     print(f"/imp of {rows:,} rows took {seconds:.1f} s ({rows / seconds:,.0f} rows/s);"
           f" single-row commits meanwhile: {lat['n']} done (p50 {lat['p50']:.0f} ms,"
           f" max {lat['max']:.0f} ms), {failed} failed")
+    for failure in sorted(set(failures)):
+        print(f"  a failed commit: {failure}")
     print()
 
 
@@ -312,11 +320,14 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=30.0, help="per chart phase")
     parser.add_argument("--history", type=int, default=300, help="trades per symbol before")
     parser.add_argument("--quick", action="store_true", help="200,000 rows, 8 s chart phases")
+    parser.add_argument("--part", type=int, choices=(1, 2), help="run only this part")
     args = parser.parse_args()
     rows = 200_000 if args.quick else args.rows
     seconds = 8.0 if args.quick else args.seconds
-    rev_under_import(rows, idle_seconds=2.0)
-    chart(seconds, args.history)
+    if args.part != 2:
+        rev_under_import(rows, idle_seconds=2.0)
+    if args.part != 1:
+        chart(seconds, args.history)
 
 
 if __name__ == "__main__":

@@ -22,17 +22,28 @@ Figures, for both:
 5. single-row commit throughput (4 writers, 5 s) with the 1,000 streams open against none
    (target at least 0.8x).
 
-    python tools/bench/stream.py            # full, ~5 min
-    python tools/bench/stream.py --quick    # 200 streams, shorter phases
+Beside them, at 20 commits/s: the server's CPU per commit and the readers' CPU per event
+(they share the machine's cores). With `--server-timing` refimpl runs under a launcher that
+notes each durable commit and each fan-out round (start, end, CPU time): the server's own
+commit-to-socket time (the end of the round that carried a commit: its last stream's bytes
+handed to the socket), without the readers' scheduling, and a round's CPU per stream.
+
+    python tools/bench/stream.py                    # full, ~5 min
+    python tools/bench/stream.py --quick            # 200 streams, shorter phases
+    python tools/bench/stream.py --server-timing    # and the server's own figures
 """
 
 from __future__ import annotations
 
 import argparse
+import bisect
+import json
 import multiprocessing
+import os
 import re
 import selectors
 import socket
+import tempfile
 import threading
 import time
 from array import array
@@ -42,6 +53,34 @@ from typing import Any
 import harness
 
 PROCESSES = 8
+# --server-timing: the server's durable commits and fan-out rounds, written as JSON to the
+# launcher's first argument when it stops (CLOCK_MONOTONIC, as every process here reads it).
+TIMING_LAUNCHER = """
+import json, sys, time
+from refimpl.engine import event_streams
+from refimpl.waiting import room
+out, commits, rounds = sys.argv[1], [], []
+commit = event_streams.EventStreams._commit
+def timed_commit(self, key, database):
+    commits.append(time.monotonic())
+    return commit(self, key, database)
+event_streams.EventStreams._commit = timed_commit
+fanout = room.WaitingRoom._fanout_round
+def timed_round(self, requests, finished):
+    started, cpu = time.monotonic(), time.thread_time()
+    try:
+        return fanout(self, requests, finished)
+    finally:
+        rounds.append((started, time.monotonic(), time.thread_time() - cpu, len(requests)))
+room.WaitingRoom._fanout_round = timed_round
+from refimpl.cli import main
+try:
+    status = main(sys.argv[2:])
+finally:
+    with open(out, "w") as file:
+        json.dump({"commits": commits, "rounds": rounds}, file)
+sys.exit(status)
+"""
 ROW = re.compile(rb'"row":\{"id":(\d+),"sent":([-0-9.e+]+)\}')
 RATES = (20, 50, 100, 200, 400)
 KEEP_UP_P99_MS = 500.0
@@ -248,6 +287,17 @@ def process_rss_mb(pids: list[int]) -> float:
     return total
 
 
+def processes_cpu(pids: list[int]) -> float:
+    """CPU seconds of the processes still running (PostgreSQL's come and go)."""
+    total = 0.0
+    for pid in pids:
+        try:
+            total += harness.cpu_seconds(pid)
+        except OSError:
+            pass
+    return total
+
+
 def postgres_pids(pg: harness.Postgres) -> list[int]:
     main = int((pg.data / "postmaster.pid").read_text().split()[0])
     children = Path(f"/proc/{main}/task/{main}/children").read_text().split()
@@ -259,20 +309,29 @@ def run(target: dict[str, Any], pids: Any, streams: int, quick: bool) -> dict[st
     seconds = 3.0 if quick else 5.0
     out["throughput_none"] = throughput(target, 10_000_000, seconds)
     base_rss = process_rss_mb(pids())
-    base_cpu = sum(harness.cpu_seconds(p) for p in pids())
+    base_cpu = processes_cpu(pids())
     phases = 10.0 + 20.0 + len(RATES) * (seconds + 3.0) + seconds + 60.0
     readers = Readers(target, streams, phases)
     readers.wait_ready()
-    opened_cpu = sum(harness.cpu_seconds(p) for p in pids())
+    opened_cpu = processes_cpu(pids())
     time.sleep(2.0)
     out["kb_per_stream"] = (process_rss_mb(pids()) - base_rss) * 1024 / streams
     idle_s = 10.0 if quick else 20.0
-    started = sum(harness.cpu_seconds(p) for p in pids())
+    started = processes_cpu(pids())
     time.sleep(idle_s)
-    out["idle_cpu_pct"] = (sum(harness.cpu_seconds(p) for p in pids()) - started) / idle_s * 100
+    out["idle_cpu_pct"] = (processes_cpu(pids()) - started) / idle_s * 100
     out["open_cpu_s"] = opened_cpu - base_cpu
     next_id = 1
+    readers_cpu = processes_cpu([p.pid for p in readers.processes])
+    server_pids = pids()
+    server_cpu = processes_cpu(server_pids)
+    out["window_20"] = [time.monotonic()]
     latency_ids = paced(target, 20, 5.0 if quick else 10.0, next_id)
+    out["window_20"].append(time.monotonic())
+    out["server_ms_per_commit"] = (processes_cpu(server_pids) - server_cpu
+                                   ) * 1000 / len(latency_ids)  # fmt: skip
+    out["readers_us_per_event"] = (processes_cpu([p.pid for p in readers.processes])
+                                   - readers_cpu) * 1e6 / (len(latency_ids) * streams)  # fmt: skip
     next_id = latency_ids.stop
     steps = []
     for rate in RATES:
@@ -289,15 +348,49 @@ def run(target: dict[str, Any], pids: Any, streams: int, quick: bool) -> dict[st
     return out
 
 
+def server_timing(path: Path, window: list[float], streams: int) -> list[list[Any]]:
+    """Rows of the server's own figures at 20 commits/s (see TIMING_LAUNCHER)."""
+    noted = json.loads(path.read_text())
+    rounds = sorted(noted["rounds"])
+    starts = [r[0] for r in rounds]
+    waits, outs = [], []
+    for at in noted["commits"]:
+        if window[0] <= at <= window[1]:
+            found = bisect.bisect_left(starts, at)
+            if found < len(rounds):
+                waits.append((rounds[found][0] - at) * 1000)
+                outs.append((rounds[found][1] - at) * 1000)
+    big = [r for r in rounds if window[0] <= r[0] <= window[1] and r[3] >= streams // 2]
+    cpu = harness.summary([r[2] * 1000 for r in big]) if big else {"p50": float("nan")}
+    per_stream = harness.summary([r[2] / r[3] * 1e6 for r in big]) if big else cpu
+    wall = harness.summary([(r[1] - r[0]) * 1000 for r in big]) if big else cpu
+    a, b = harness.summary(waits), harness.summary(outs)
+    return [
+        ["commit to round start ms p50/p99", f"{a['p50']:.1f} / {a['p99']:.1f}"],
+        ["commit to last send ms p50/p99", f"{b['p50']:.1f} / {b['p99']:.1f}"],
+        [f"rounds of >= {streams // 2} streams", str(len(big))],
+        ["round CPU ms p50 (wall ms p50)", f"{cpu['p50']:.1f} ({wall['p50']:.1f})"],
+        ["round CPU us per stream p50", f"{per_stream['p50']:.1f}"],
+    ]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--streams", type=int, default=None)
+    parser.add_argument("--server-timing", action="store_true",
+                        help="note the server's commits and fan-out rounds (see TIMING_LAUNCHER)")
     options = parser.parse_args()
     streams = options.streams or (200 if options.quick else 1000)
     env = {"KDB_STREAM_CAPACITY": "2000", "KDB_STREAMS_PER_TOKEN": "2000",
            "KDB_STREAMS_PER_USER": "2000", "KDB_MAX_CONNECTIONS_PER_ADDRESS": "5000"}
-    with harness.RefimplServer(env=env) as server:
+    timing = None
+    if options.server_timing:
+        handle, name = tempfile.mkstemp(prefix="kdb-stream-timing-", suffix=".json")
+        os.close(handle)
+        timing = Path(name)
+    load = os.getloadavg()
+    with harness.RefimplServer(env=env, profile=timing, launcher=TIMING_LAUNCHER) as server:
         server.sql("CREATE TABLE c (id BIGINT PRIMARY KEY, sent DOUBLE)")
         target = {"kind": "refimpl", "url": server.url, "token": server.token}
         ours = run(target, lambda: [server.pid], streams, options.quick)
@@ -332,8 +425,18 @@ def main() -> None:
                  f"{theirs['throughput_none']:.0f}"])  # fmt: skip
     rows.append(["commits/s, all open", f"{ours['throughput_open']:.0f}",
                  f"{theirs['throughput_open']:.0f}"])  # fmt: skip
+    rows.append(["server CPU ms per commit at 20/s", f"{ours['server_ms_per_commit']:.1f}",
+                 f"{theirs['server_ms_per_commit']:.1f}"])  # fmt: skip
+    rows.append(["readers' CPU us per event at 20/s", f"{ours['readers_us_per_event']:.1f}",
+                 f"{theirs['readers_us_per_event']:.1f}"])  # fmt: skip
+    ended = os.getloadavg()
     harness.print_table(["figure", "refimpl", "PostgreSQL"], rows,
-                        f"{streams} streams / listeners")  # fmt: skip
+                        f"{streams} streams / listeners; load average {load[0]:.1f} at the start,"
+                        f" {ended[0]:.1f} at the end")  # fmt: skip
+    if timing is not None:
+        harness.print_table(["refimpl's own, at 20 commits/s", ""],
+                            server_timing(timing, ours["window_20"], streams), "server timing")
+        timing.unlink()
     ratio = ours["throughput_open"] / ours["throughput_none"]
     harness.print_checks([
         harness.Check("refimpl p99 commit-to-event at 20/s (ms)", ours["at_20"]["p99"],

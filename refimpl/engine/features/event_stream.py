@@ -23,7 +23,6 @@ the seam they extend).
 
 from __future__ import annotations
 
-import functools
 import threading
 from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -126,7 +125,7 @@ def transaction_events(
             continue  # a change of the database itself (ALTER DATABASE ... SET)
         key = entry.table.lower()
         if entry.kind == records.DDL:
-            items.append(_ddl_item(key, entry.table, entry.payload[0], lsn))
+            items.append(ddl_item(key, entry.table, entry.payload[0], lsn))
             continue
         schema = schema_of(key)
         if schema is None:
@@ -224,7 +223,7 @@ def row_key(schema: TableSchema, row: Sequence[Any], ident: Sequence[Any]) -> st
     return delete_key(part, ident)
 
 
-def _ddl_item(key: str, table: str, text: str, lsn: int) -> StreamItem:
+def ddl_item(key: str, table: str, text: str, lsn: int) -> StreamItem:
     """A schema change: `reset` when the table's rows changed as a whole (TRUNCATE, DROP
     TABLE, a dropped partition), else a `change` of op `schema` with the statement."""
     try:
@@ -264,32 +263,35 @@ class RecentTransactions:
         self._bytes = 0
         # What streams took at the durable LSN `_shared_at`, by position and view: made once
         # for all of them (spec/stream.md: a thousand streams, one read and one encoding).
+        # The pair is replaced whole (under the lock) at a new durable LSN, so that a stream
+        # finds what others made with one read and no lock: a thousand of them at each commit.
         self._shared_lock = threading.Lock()
-        self._shared_at = -1
-        self._shared: dict[Hashable, Any] = {}
+        self._shared: tuple[int, dict[Hashable, Any]] = (-1, {})
 
     @property
     def durable_lsn(self) -> int:
         return self._database.log.durable_lsn
 
-    def shared(self, key: Hashable, make: Callable[[], Any]) -> Any:
-        """What `make()` gives for `key`, made once for every asker while the durable LSN
+    def shared(self, key: Hashable, make: Callable[..., Any], *args: Any) -> Any:
+        """What `make(*args)` gives for `key`, made once for every asker while the durable LSN
         stands still (a new durable LSN forgets them all, so this holds one commit's worth).
 
         `make` must give the same for any asker of `key` at that LSN; two askers at once may
         both make it, and the first one made is kept."""
-        durable = self.durable_lsn
-        with self._shared_lock:
-            if self._shared_at != durable:
-                self._shared_at, self._shared = durable, {}
-            found = self._shared.get(key)
+        durable = self._database.log.durable_lsn
+        at, made = self._shared
+        found = made.get(key) if at == durable else None
         if found is not None:
             return found
-        made = make()
+        mine = make(*args)
         with self._shared_lock:
-            if self._shared_at == durable:
-                made = self._shared.setdefault(key, made)
-        return made
+            at, made = self._shared
+            if at > durable:
+                return mine  # made at an older LSN than the kept ones: shared with nobody
+            if at < durable:
+                made = {}
+                self._shared = (durable, made)
+            return made.setdefault(key, mine)
 
     def after(self, after_lsn: int) -> Iterator[StreamTransaction]:
         """The transactions after `after_lsn` up to the durable LSN now; Gone when the log no
@@ -353,9 +355,9 @@ class Event:
 class Taken:
     events: list[Event]
     more: bool  # more is ready now: take again once these are sent
-    # The protocol layer's encoding of `events`, made by the first stream that sends them:
-    # streams that took this same `Taken` (same position and view) send the same bytes.
-    encoded: bytes | None = None
+    # The protocol layer's encoding of `events` (opaque here), made by the first stream that
+    # sends them: streams that took this same `Taken` (same position and view) share it.
+    encoded: Any = None
 
 
 @dataclass(slots=True)
@@ -386,7 +388,7 @@ class EventCursor:
         if self._started and self.ready_sent and not self._checking_window and self.view:
             # Current: what comes next depends on the position, view and budget alone.
             taken, self.position = self.recent.shared(
-                (self.position, self.view(), budget), functools.partial(self._take_more, budget)
+                (self.position, self.view(), budget), self._take_more, budget
             )
             return taken
         events: list[Event] = []

@@ -5,7 +5,8 @@ options the reader asked for (spec: changefeeds). What a caller may rely on:
 
 - `FeedFilter.compile` checks a `where=` predicate over the table's columns: a predicate
   that does not parse is SqlSyntaxError placed in the predicate's own text, an unknown column
-  UnknownColumn, an aggregate SqlError; nothing is read before it passes;
+  UnknownColumn, an aggregate SqlError; nothing is read before it passes. A predicate that
+  pins one row by its whole key is a point feed (`FeedFilter.point`);
 - `shape_changes` keeps the page's transactions whole and in order (its `next_lsn` stays
   where to go on); it only drops, merges or relabels changes, and says each one's `type`;
 - on a table with before-images (REPLICA IDENTITY FULL) a filtered feed is exact: a row
@@ -31,8 +32,9 @@ from refimpl.engine.features.change_stream import (
     ChangeBatch,
 )
 from refimpl.engine.features.event_stream import row_key
-from refimpl.engine.query.compiled import table_scope
+from refimpl.engine.query.compiled import Scope, table_scope
 from refimpl.engine.query.expressions import compile_expression, contains_aggregate
+from refimpl.engine.query.select import column_constraints
 from refimpl.engine.storage.schema import TableSchema
 from refimpl.errors import SqlError, SqlSyntaxError
 from refimpl.sql import ast
@@ -61,11 +63,21 @@ class FeedOptions:
 
 
 @dataclass(frozen=True, slots=True)
+class PointKey:
+    """The one row a point feed names (`where=id = 1`): its identity and hex key."""
+
+    ident: tuple[Any, ...]
+    key: str
+
+
+@dataclass(frozen=True, slots=True)
 class FeedFilter:
-    """A compiled `where=` predicate over a table's rows."""
+    """A compiled `where=` predicate over a table's rows; `point` when it pins one row (its
+    conjuncts give every key column, and what places the row in a partition, a constant)."""
 
     text: str
     test: Callable[[Sequence[Any]], Any]
+    point: PointKey | None = None
 
     @classmethod
     def compile(cls, schema: TableSchema, text: str) -> FeedFilter:
@@ -82,10 +94,30 @@ class FeedFilter:
         if contains_aggregate(statement.where):
             raise SqlError("where= cannot use an aggregate: it is checked against one row")
         compiled = compile_expression(statement.where, table_scope(schema, (), "where="))
-        return cls(text, compiled.fn)
+        return cls(text, compiled.fn, _point_key(schema, statement.where))
 
     def matches(self, row: Sequence[Any] | None) -> bool:
         return row is not None and self.test(row) is True
+
+
+def _point_key(schema: TableSchema, where: ast.Expr) -> PointKey | None:
+    layout = schema.layout()
+    if not layout.key_positions:
+        return None
+    pinned = {name: value for name, op, value in
+              column_constraints(where, schema, Scope(columns=[], params=())) if op == "="}
+    row: list[Any] = [None] * len(schema.columns)
+    timed = layout.time_position if layout.period is not None else None
+    needed = [*layout.key_positions, timed, layout.symbol_position]
+    for position in needed:
+        if position is None:
+            continue
+        name = schema.columns[position].name.lower()
+        if name not in pinned:
+            return None
+        row[position] = pinned[name]
+    ident = tuple(row[p] for p in layout.key_positions)
+    return PointKey(ident, row_key(schema, row, ident))
 
 
 def _in_predicate(error: SqlSyntaxError) -> SqlSyntaxError:

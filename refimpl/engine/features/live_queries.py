@@ -12,11 +12,18 @@ names the version it has (`<subscription>.<version>`):
 
 Row identity: the GROUP BY key for grouped queries, the table's key for plain ones (when the
 select list holds it), the whole row otherwise. A client applies an answer by upserting its
-rows by identity and deleting `removed_keys`.
+rows by identity and deleting `removed_keys`. With offsets (`top_n`), an answer also holds
+the moves that turn the client's ordered list into the new one.
+
+Subscriptions woken by one commit share their work: the same query (the same SELECT, the
+same database; each subscriber's right to read the table is checked at its every request)
+at the same applied LSN is run once (`SharedResults`), and subscriptions whose last answers
+were the same one get one difference, whose encodings a protocol layer keeps with it.
 """
 
 from __future__ import annotations
 
+import itertools
 import secrets
 import threading
 import time
@@ -26,17 +33,17 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from refimpl.engine.features.buckets import BucketPlan, bucket_plan, changed_buckets, restricted
-from refimpl.engine.query.cache_keys import pinned_value
-from refimpl.engine.query.expressions import contains_aggregate
-from refimpl.engine.query.subqueries import has_subquery
+from refimpl.engine.features.live_shape import ONE_TABLE, identity_positions, parse_subscription
+from refimpl.engine.features.top_n import Move, TopPlan, moves, run_in_table_order, top_plan
+from refimpl.engine.query.cache_keys import deterministic, pinned_value
+from refimpl.engine.query.select import QueryOutput
 from refimpl.engine.result import Column
 from refimpl.engine.rights import Right
 from refimpl.engine.statements import executor
 from refimpl.engine.tracking.shared_results import SharedResults
 from refimpl.engine.tracking.signals import Waker
-from refimpl.errors import BadRequest, NotAllowed, ResultTooLarge, SqlError
+from refimpl.errors import BadRequest, NotAllowed, ResultTooLarge, UnknownTable
 from refimpl.sql import ast
-from refimpl.sql.parser import parse_cached
 
 if TYPE_CHECKING:
     from refimpl.engine.statements.context import StatementContext
@@ -54,21 +61,60 @@ KEPT_VERSIONS = 8
 Identity = tuple[Any, ...]
 
 
-@dataclass(slots=True)
-class Version:
-    version: int
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """The rows of one run of a query (identity -> row, in the query's order); `serial`
+    names it, so that subscriptions holding the same answer are seen to."""
+
+    serial: int
     rows: dict[Identity, tuple]
 
 
 @dataclass(slots=True)
+class Version:
+    version: int
+    answer: Answer
+
+    @property
+    def rows(self) -> dict[Identity, tuple]:
+        return self.answer.rows
+
+
+@dataclass(slots=True)
+class Change:
+    """What a client applies between two answers; shared by every subscription that had
+    the same two answers. `encoded` is a memo for a protocol layer: what it made of this
+    change, made once for all of them (keyed by the layer's own names)."""
+
+    rows: list[tuple]
+    removed_keys: list[Identity]
+    moves: list[Move] | None
+    encoded: dict[str, bytes] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
 class Reply:
-    """What one request answers: `kind` snapshot, rows, or none (nothing changed)."""
+    """What one request answers: `kind` snapshot, rows, or none (nothing changed).
+
+    A snapshot's `rows` are the whole answer; `moves` is None unless the subscription has
+    offsets and the kind is rows."""
 
     kind: str
     subscription: Subscription
     version: int
-    rows: list[tuple] = field(default_factory=list)
-    removed_keys: list[Identity] = field(default_factory=list)
+    change: Change = field(default_factory=lambda: Change([], [], None))
+
+    @property
+    def rows(self) -> list[tuple]:
+        return self.change.rows
+
+    @property
+    def removed_keys(self) -> list[Identity]:
+        return self.change.removed_keys
+
+    @property
+    def moves(self) -> list[Move] | None:
+        return self.change.moves
 
     @property
     def id(self) -> str:
@@ -89,6 +135,7 @@ class Subscription:
     identity: Callable[[tuple], Identity]
     whole_row: bool
     buckets: BucketPlan | None = None  # how to re-run only changed time buckets
+    top: TopPlan | None = None  # with offsets: the query in its total order
     position: int | None = None  # the applied LSN the last answer includes
     rowid_floor: int = 0  # a logged row id below it is an update of a row the answer holds
     token: int = -1
@@ -102,89 +149,6 @@ class Subscription:
     @property
     def current(self) -> Version:
         return next(reversed(self.versions.values()))
-
-
-# The documented limit of a live query, quoted by every refusal of a query beyond it.
-ONE_TABLE = "a live query reads one table (no joins, subqueries in FROM, UNION or WITH)"
-
-
-def _beyond_one_table(query: ast.Query) -> str | None:
-    """What of the query is beyond the limit of one table, in words; None if nothing."""
-    if isinstance(query, ast.WithQuery):
-        return "WITH"
-    if isinstance(query, ast.SetOperation):
-        return query.op
-    if isinstance(query, ast.Values):
-        return "VALUES instead of a table"
-    if isinstance(query.source, ast.JoinSource):
-        return "a JOIN"
-    if isinstance(query.source, ast.SubquerySource):
-        return "a subquery in FROM"
-    if has_subquery(query):
-        return "a subquery, which reads another table"
-    return None
-
-
-def parse_subscription(text: str) -> ast.Select:
-    """The SELECT of `SUBSCRIBE SELECT ...`; errors that say what is allowed."""
-    script = parse_cached(text)
-    if len(script.statements) != 1:
-        raise SqlError("a subscription is one SUBSCRIBE SELECT statement")
-    statement = script.statements[0]
-    if not isinstance(statement, ast.Subscribe):
-        raise SqlError("the query of /api/subscribe must start with SUBSCRIBE SELECT")
-    select = statement.select
-    shape = _beyond_one_table(select)
-    if shape is not None:
-        raise NotAllowed(f"{ONE_TABLE}; this query has {shape}")
-    assert isinstance(select, ast.Select)
-    if not isinstance(select.source, ast.TableSource):
-        raise NotAllowed("a subscription reads one table: SUBSCRIBE SELECT ... FROM <table>")
-    if script.param_count:
-        raise SqlError("a subscription takes no ? parameters; write the values in the query")
-    return select
-
-
-def _identity_positions(select: ast.Select, key: tuple[str, ...]) -> list[int] | None:
-    """Positions of the identity columns in the answer, or None for whole-row identity."""
-    items = select.items
-    if any(isinstance(item.expr, ast.Star) for item in items):
-        return None
-    if select.distinct:
-        return None
-    if not select.group_by and any(contains_aggregate(item.expr) for item in items):
-        return []  # one row: it is its own identity
-    if select.group_by:
-        aliases = {item.alias.lower(): i for i, item in enumerate(items) if item.alias}
-        positions = []
-        for expr in select.group_by:
-            found = None
-            if isinstance(expr, ast.Literal) and expr.type == "INT":
-                found = int(expr.value) - 1  # type: ignore[call-overload]
-            elif isinstance(expr, ast.ColumnRef) and expr.name.lower() in aliases:
-                found = aliases[expr.name.lower()]
-            else:
-                found = next((i for i, item in enumerate(items) if item.expr == expr), None)
-            if found is None or not 0 <= found < len(items):
-                return None
-            positions.append(found)
-        return positions
-    if not key:
-        return None
-    positions = []
-    for name in key:
-        found = next(
-            (
-                i
-                for i, item in enumerate(items)
-                if isinstance(item.expr, ast.ColumnRef) and item.expr.name.lower() == name.lower()
-            ),
-            None,
-        )
-        if found is None:
-            return None
-        positions.append(found)
-    return positions
 
 
 class SubscriptionManager:
@@ -214,23 +178,32 @@ class SubscriptionManager:
         self._kept_rows: dict[str | None, int] = {}
         self._closed = False
         self._shared = SharedResults()
+        # Answers and changes are shared only among the subscribers one commit wakes, who
+        # ask within moments of each other: a few kept suffice, and hold little memory.
+        self._answers = SharedResults(size=64)
+        # Every request of a client sends its query again: its shape is checked once.
+        self._parsed = SharedResults(size=1024)
+        self._serials = itertools.count(1)
 
     def __len__(self) -> int:
         return len(self._subscriptions)
 
-    def ask(self, session: StatementContext, text: str, asked_id: str | None) -> Reply | LiveWait:
+    def ask(
+        self, session: StatementContext, text: str, asked_id: str | None, offsets: bool = False
+    ) -> Reply | LiveWait:
         """Answer one request of a client (see the module docstring) now, or say how it
-        waits for a commit that changes its answer (`LiveWait`)."""
-        select = parse_subscription(text)
+        waits for a commit that changes its answer (`LiveWait`). `offsets`: answers carry
+        moves (`top_n`); a query it does not fit is a BadRequest quoting the rule."""
+        select: ast.Select = self._parsed.get(text, lambda: parse_subscription(text))
         # Rights at every request, before anything kept is looked at: an older version's
         # difference is answered from memory, and a REVOKE must end that at once.
         table_name = select.source.name  # type: ignore[union-attr]
         session.authorize(Right.READ, table_name)
         if table_name.lower() in session.database.views:
             raise NotAllowed(f"{ONE_TABLE}; '{table_name}' is a view: subscribe to its tables")
-        subscription, version = self._find(session, text, asked_id)
+        subscription, version = self._find(session, text, asked_id, offsets)
         if subscription is None:
-            return self._snapshot(session, text, select)
+            return self._snapshot(session, text, select, offsets)
         with subscription.lock:
             subscription.generation += 1
             generation = subscription.generation
@@ -239,16 +212,18 @@ class SubscriptionManager:
             previous.set()  # the older request of this client ends: this one takes over
         current = subscription.current
         if version not in subscription.versions or version > current.version:
-            return self._snapshot(session, text, select)
+            return self._snapshot(session, text, select, offsets)
         if version < current.version:
             reply = self._difference(subscription, subscription.versions[version], current)
             if reply is not None:
                 return reply
         return LiveWait(self, session, subscription, generation)
 
-    def ask_now(self, session: StatementContext, text: str, asked_id: str | None) -> Reply:
+    def ask_now(
+        self, session: StatementContext, text: str, asked_id: str | None, offsets: bool = False
+    ) -> Reply:
         """`ask` without waiting: a change already committed is answered, else `none`."""
-        step = self.ask(session, text, asked_id)
+        step = self.ask(session, text, asked_id, offsets)
         if isinstance(step, Reply):
             return step
         return step.attempt() or step.expire()
@@ -273,7 +248,7 @@ class SubscriptionManager:
     # -- inner workings ------------------------------------------------------------------
 
     def _find(
-        self, session: StatementContext, text: str, asked_id: str | None
+        self, session: StatementContext, text: str, asked_id: str | None, offsets: bool
     ) -> tuple[Subscription | None, int]:
         if not asked_id:
             return None, 0
@@ -293,6 +268,7 @@ class SubscriptionManager:
                 subscription.database is not session.database
                 or subscription.owner != session.principal.name
                 or subscription.text != text
+                or (subscription.top is not None) != offsets
             ):
                 return None, 0
             subscription.last_asked = now
@@ -349,7 +325,7 @@ class SubscriptionManager:
                 return
             self._drop(oldest)
 
-    def _run(self, session: StatementContext, subscription: Subscription) -> dict[Identity, tuple]:
+    def _run(self, session: StatementContext, subscription: Subscription) -> Answer:
         database = subscription.database
         revisions = database.revisions
         if subscription.symbol is not None:
@@ -357,22 +333,35 @@ class SubscriptionManager:
         else:
             token = revisions.table_n(subscription.table)
         applied = database.applied_lsn  # read before the query: redo work, never miss it
-        partial = self._run_buckets(session, subscription, applied)
-        if partial is not None:
-            subscription.token = token
-            subscription.position = applied
-            subscription.rowid_floor = self._rowid_floor(subscription)
-            return partial
-        output = executor.select_rows(session, subscription.select, ())
-        database.wait_visible()
+        # The answer is the same for every subscriber of this query at this state (each
+        # must still be allowed to read the table): one run serves all of them. The state
+        # is named by the revision too: a commit moves it before the applied LSN moves.
+        session.authorize(Right.READ, subscription.table)
+        if deterministic(subscription.select):
+            answer = self._answers.get(
+                (id(database), subscription.select, applied, token),
+                lambda: self._answer(session, subscription, applied),
+            )
+        else:
+            answer = self._answer(session, subscription, applied)
+        subscription.token = token
         subscription.position = applied
         subscription.rowid_floor = self._rowid_floor(subscription)
+        return answer
+
+    def _answer(
+        self, session: StatementContext, subscription: Subscription, applied: int
+    ) -> Answer:
+        partial = self._run_buckets(session, subscription, applied)
+        if partial is not None:
+            return Answer(next(self._serials), partial)
+        output = self._query(session, subscription)
+        subscription.database.wait_visible()
         if len(output.rows) > MAX_ROWS:
             raise ResultTooLarge(
                 f"a subscription answers at most {MAX_ROWS} rows and this one has"
                 f" {len(output.rows)}; narrow the WHERE or add a LIMIT"
             )
-        subscription.token = token
         rows: dict[Identity, tuple] = {}
         if subscription.whole_row:
             seen: dict[tuple, int] = {}
@@ -384,7 +373,14 @@ class SubscriptionManager:
             identity = subscription.identity
             for row in output.rows:
                 rows[identity(row)] = row
-        return rows
+        return Answer(next(self._serials), rows)
+
+    @staticmethod
+    def _query(session: StatementContext, subscription: Subscription) -> QueryOutput:
+        top = subscription.top
+        if top is not None and top.in_table_order:
+            return run_in_table_order(session, top)
+        return executor.select_rows(session, subscription.select, ())
 
     @staticmethod
     def _rowid_floor(subscription: Subscription) -> int:
@@ -439,12 +435,24 @@ class SubscriptionManager:
             return None
         return rows
 
-    def _snapshot(self, session: StatementContext, text: str, select: ast.Select) -> Reply:
+    def _snapshot(
+        self, session: StatementContext, text: str, select: ast.Select, offsets: bool
+    ) -> Reply:
         database = session.database
         table_name = select.source.name  # type: ignore[union-attr]
-        output = executor.select_rows(session, select, ())
+        top = None
+        if offsets:
+            table = database.tables.get(table_name.lower())
+            if table is None:
+                raise UnknownTable(table_name)
+            top = top_plan(select, table.schema)
+            select = top.select
+        if top is not None and top.in_table_order:
+            output = run_in_table_order(session, top)  # never a sort of the whole table
+        else:
+            output = executor.select_rows(session, select, ())
         schema = database.tables[table_name.lower()].schema
-        positions = _identity_positions(select, schema.key_columns)
+        positions = identity_positions(select, schema.key_columns)
         key_columns = [output.columns[p].name for p in positions or ()]
         chosen = tuple(positions or ())
 
@@ -464,35 +472,38 @@ class SubscriptionManager:
             identity=identity,
             whole_row=positions is None,
             buckets=bucket_plan(select, schema, positions),
+            top=top,
         )
-        rows = self._run(session, subscription)
-        subscription.versions[1] = Version(1, rows)
+        answer = self._run(session, subscription)
+        subscription.versions[1] = Version(1, answer)
         with self._lock:
             self._sweep(time.monotonic())
             while len(self._subscriptions) >= self.limit:
                 self._drop(next(iter(self._subscriptions.values())))
             self._add(subscription)
             self._make_room(subscription.owner, subscription)
-        return Reply("snapshot", subscription, 1, list(rows.values()))
+        return Reply("snapshot", subscription, 1, Change(list(answer.rows.values()), [], None))
 
     def _difference(self, subscription: Subscription, old: Version, new: Version) -> Reply | None:
-        changed = [row for ident, row in new.rows.items() if old.rows.get(ident) != row]
-        removed = [ident for ident in old.rows if ident not in new.rows]
-        if subscription.whole_row:
-            removed = [ident[:-1] for ident in removed]  # a row: remove one equal row
-        if not changed and not removed:
+        # Subscriptions that had the same two answers share one change (and its encoding).
+        change = self._answers.get(
+            ("change", subscription.select, subscription.top is not None, old.answer.serial,
+             new.answer.serial),
+            lambda: _change(subscription, old.rows, new.rows),
+        )
+        if change is None:
             return None
-        return Reply("rows", subscription, new.version, changed, removed)
+        return Reply("rows", subscription, new.version, change)
 
     def rerun(self, session: StatementContext, subscription: Subscription) -> Reply | None:
         """Run the query again after a commit touched it: the difference, or None."""
         with subscription.lock:
             before = subscription.current
-            rows = self._run(session, subscription)
-            if rows == before.rows:
+            answer = self._run(session, subscription)
+            if answer.serial == before.answer.serial or answer.rows == before.rows:
                 return None
             version = before.version + 1
-            subscription.versions[version] = Version(version, rows)
+            subscription.versions[version] = Version(version, answer)
             while len(subscription.versions) > KEPT_VERSIONS:
                 subscription.versions.popitem(last=False)
             with self._lock:
@@ -507,6 +518,19 @@ class SubscriptionManager:
         else:
             token = revisions.table_n(subscription.table)
         return token != subscription.token
+
+
+def _change(
+    subscription: Subscription, old: dict[Identity, tuple], new: dict[Identity, tuple]
+) -> Change | None:
+    """What a client applies to go from answer `old` to `new`; None when nothing changed."""
+    changed = [row for ident, row in new.items() if old.get(ident) != row]
+    removed = [ident for ident in old if ident not in new]
+    if subscription.whole_row:
+        removed = [ident[:-1] for ident in removed]  # a row: remove one equal row
+    if not changed and not removed:
+        return None
+    return Change(changed, removed, moves(old, new) if subscription.top is not None else None)
 
 
 class LiveWait:

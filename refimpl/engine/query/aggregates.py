@@ -10,12 +10,16 @@ table's time order (the TIMESERIES column) when the table has one, else the read
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from refimpl.engine.query.compiled import Scope
+from refimpl.engine.query.compiled import (
+    LONGEST_NUMBER_TEXT,
+    NUMBER_TEXT,
+    Scope,
+    refuse_blob,
+)
 from refimpl.engine.query.expressions import compile_expression, contains_aggregate
 from refimpl.engine.storage import values
 from refimpl.errors import SqlError, TypeMismatch
@@ -69,11 +73,6 @@ def _of_one_argument(name: str, fn: Callable[[Row], Any], arg_type: str,
     return _first_last(fn, arg_type, time_index, last=name == "last")
 
 
-_NUMBER_TEXT = re.compile(r"\s*[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?\s*")
-# Digits enough for any number a DOUBLE holds; longer text is not read as one.
-_LONGEST_NUMBER_TEXT = 400
-
-
 def _text_as_number(fn: Callable[[Row], Any]) -> Callable[[Row], Any]:
     """Text as sum(), avg() and total() read it (SQLite's rule): the number it writes, and 0
     for text that is not a number."""
@@ -82,7 +81,7 @@ def _text_as_number(fn: Callable[[Row], Any]) -> Callable[[Row], Any]:
         text = fn(row)
         if text is None:
             return None
-        if len(text) > _LONGEST_NUMBER_TEXT or not _NUMBER_TEXT.fullmatch(text):
+        if len(text) > LONGEST_NUMBER_TEXT or not NUMBER_TEXT.fullmatch(text):
             return 0.0
         value = float(text)
         return value if math.isfinite(value) else 0.0
@@ -115,6 +114,7 @@ def _concatenation(call: ast.FuncCall, scope: Scope) -> Accumulator:
         raise SqlError(f"{name}(DISTINCT x) takes no separator (as in SQLite): it joins the"
                        " distinct values with ','; drop DISTINCT to choose the separator")
     argument = compile_expression(call.args[0], scope)
+    refuse_blob(argument.type, f"{name}()")
     separator = ","
     if len(call.args) == 2:
         compiled = compile_expression(call.args[1], scope)

@@ -3,6 +3,7 @@
 This engine has no array type: `ARRAY(SELECT ...)` answers an array's text (see
 `refimpl.engine.query.subqueries`), and psql's catalog queries compare with one, so an
 array here is that text, read back element by element as the other operand's type.
+`a[i]` reads the element at `i` (from 1) of an integer array's text as a BIGINT.
 """
 
 from __future__ import annotations
@@ -79,5 +80,37 @@ def _array_quantified(expr: ast.ArrayQuantified, scope: Scope, compile_: Compile
     return Compiled(evaluate, "BOOLEAN")
 
 
+def _subscript(expr: ast.Subscript, scope: Scope, compile_: Compile) -> Compiled:
+    array = compile_(expr.array, scope)
+    index = compile_(expr.index, scope)
+    if array.type not in ("STRING", "NULL"):
+        raise TypeMismatch(f"a subscript needs an array, not {array.type}")
+    if index.type not in ("INT", "BIGINT", "NULL"):
+        raise TypeMismatch(f"an array subscript must be an integer, not {index.type}")
+
+    # The arrays psql's catalog queries subscript are all of integers (int2vector, oidvector,
+    # int2[]), and with no array types an element's type cannot come from its array.
+    def evaluate(row: Sequence[Any]) -> Any:
+        text, at = array.fn(row), index.fn(row)
+        if text is None or at is None:
+            return None
+        items = array_items(text)
+        item = items[at - 1] if 1 <= at <= len(items) else None
+        return None if item is None else parse_text(item, "BIGINT", "an array element")
+
+    return Compiled(evaluate, "BIGINT")
+
+
+def array_upper(text: str | None, dimension: int | None) -> int | None:
+    """PostgreSQL's `array_upper(a, 1)`: the last subscript of a one-level array's text
+    (NULL for an empty array, a NULL one, or another dimension)."""
+    if text is None or dimension != 1:
+        return None
+    return len(array_items(text)) or None
+
+
 def array_handlers(compile_: Compile) -> dict[type, Callable[[Any, Scope], Compiled]]:
-    return {ast.ArrayQuantified: lambda expr, scope: _array_quantified(expr, scope, compile_)}
+    return {
+        ast.ArrayQuantified: lambda expr, scope: _array_quantified(expr, scope, compile_),
+        ast.Subscript: lambda expr, scope: _subscript(expr, scope, compile_),
+    }

@@ -6,6 +6,8 @@ says what names mean while compiling.
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -153,36 +155,106 @@ def family(type_: str) -> str:
     return type_
 
 
-def comparable(left: Compiled, right: Compiled, what: str) -> tuple[Compiled, Compiled]:
+class _Unequal:
+    """The value of a constant that no value of the other side can equal (a text that is no
+    number, next to a number; a BLOB next to anything but a BLOB): `=` is FALSE, `<>` TRUE."""
+
+    __slots__ = ()
+
+    def __eq__(self, other: object) -> bool:
+        return False
+
+    def __ne__(self, other: object) -> bool:
+        return True
+
+    def __hash__(self) -> int:
+        return id(self)
+
+
+_UNEQUAL = _Unequal()
+# Families whose values SQLite compares without error; a constant of one never equals a value
+# of another (its affinity rules read only a text that is a number as a number).
+_SQLITE_FAMILIES = frozenset({"number", "text", "BLOB"})
+
+
+def comparable(left: Compiled, right: Compiled, what: str,
+               equality: bool = False) -> tuple[Compiled, Compiled]:
     """Make two operands comparable: text constants next to a TIMESTAMP become times, and
-    text constants of whole numbers next to an integer become integers (as PostgreSQL reads
-    `oid = '16384'`, which psql sends)."""
+    text constants of numbers next to a number become numbers (as SQLite's numeric affinity
+    reads `x = '5'`, and PostgreSQL `oid = '16384'`, which psql sends).
+
+    With `equality` (`=`, `<>`, IN), a text constant that is no number next to a number, or
+    a BLOB constant next to a number or text, becomes a value equal to nothing (SQLite's
+    answer in every case); other operands of different families are a TypeMismatch."""
     if left.type == "TIMESTAMP" and right.type in values.TEXT_TYPES and right.constant:
         right = as_timestamp_constant(right)
     elif right.type == "TIMESTAMP" and left.type in values.TEXT_TYPES and left.constant:
         left = as_timestamp_constant(left)
-    elif left.type in values.INTEGER_TYPES and right.type in values.TEXT_TYPES and right.constant:
-        right = _as_integer_constant(right, left.type)
-    elif right.type in values.INTEGER_TYPES and left.type in values.TEXT_TYPES and left.constant:
-        left = _as_integer_constant(left, right.type)
-    if "NULL" not in (left.type, right.type) and family(left.type) != family(right.type):
-        raise TypeMismatch(f"cannot compare {left.type} with {right.type} in {what}")
-    return left, right
+    elif _reads_as_number(right, left):
+        right = _as_number_constant(right)
+    elif _reads_as_number(left, right):
+        left = _as_number_constant(left)
+    if "NULL" in (left.type, right.type) or family(left.type) == family(right.type):
+        return left, right
+    if equality and {family(left.type), family(right.type)} <= _SQLITE_FAMILIES:
+        if _never_equal(right, left):
+            return left, Compiled(lambda row: _UNEQUAL, left.type, constant=True)
+        if _never_equal(left, right):
+            return Compiled(lambda row: _UNEQUAL, right.type, constant=True), right
+    raise TypeMismatch(f"cannot compare {left.type} with {right.type} in {what}")
 
 
-def _as_integer_constant(compiled: Compiled, type_: str) -> Compiled:
-    """The text constant as an integer when it is one; else unchanged (a TypeMismatch)."""
+def _reads_as_number(side: Compiled, other: Compiled) -> bool:
+    """True when `side` is a text constant next to a number. Also when the number is a
+    constant (where SQLite gives neither affinity and `'5' = 5` is FALSE): a constant here
+    may be an outer query's column, which has one."""
+    return side.constant and side.type in values.TEXT_TYPES and other.type in values.NUMERIC_TYPES
+
+
+def _never_equal(side: Compiled, other: Compiled) -> bool:
+    """True when the constant `side` equals no value of `other`'s family, whatever it is."""
+    if not side.constant or family(other.type) == "BLOB":
+        return False
+    return side.type == "BLOB" or (side.type in values.TEXT_TYPES
+                                   and family(other.type) == "number")
+
+
+# A number's text as SQLite reads it (its affinity, sum() of text): sign, digits, exponent.
+NUMBER_TEXT = re.compile(r"\s*[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?\s*")
+# More characters than any number of a BIGINT or DOUBLE needs: longer text is no number.
+LONGEST_NUMBER_TEXT = 400
+
+
+def _as_number_constant(compiled: Compiled) -> Compiled:
+    """The text constant as the number it writes (an integer when it has no fraction or
+    exponent and fits a BIGINT, else a DOUBLE); unchanged when it is no number's text."""
     text = compiled.fn(())
-    if text is None or not text.strip().lstrip("+-").isdigit() or len(text) > 40:
+    if text is None or len(text) > LONGEST_NUMBER_TEXT or not NUMBER_TEXT.fullmatch(text):
         return compiled
-    number = values.in_range(int(text), type_, "the constant")
-    return Compiled(lambda row: number, type_, constant=True)
+    number: int | float
+    try:
+        number = int(text)
+    except ValueError:
+        number = float(text)
+    if isinstance(number, int) and not values.BIGINT_MIN <= number <= values.BIGINT_MAX:
+        number = float(number)
+    if not math.isfinite(number):
+        return compiled
+    return Compiled(lambda row: number, values.type_of_value(number), constant=True)
 
 
 def as_timestamp_constant(compiled: Compiled) -> Compiled:
     text = compiled.fn(())
     micros = None if text is None else values.parse_timestamp(text)
     return Compiled(lambda row: micros, "TIMESTAMP", constant=True)
+
+
+def refuse_blob(type_: str, what: str) -> None:
+    """A BLOB (an X'...' literal) is only compared: no column type holds one, and nothing
+    else takes one."""
+    if type_ == "BLOB":
+        raise TypeMismatch(f"{what} cannot take a BLOB (X'...'): there is no BLOB type; a"
+                           " BLOB literal can only be compared (=, <>, <, IN, ...)")
 
 
 def require_boolean(compiled: Compiled, what: str) -> None:

@@ -22,6 +22,7 @@ from refimpl.engine.query.compiled import (
     comparable,
     is_numeric,
     numeric_result,
+    refuse_blob,
     require_boolean,
 )
 from refimpl.engine.query.functions import FUNCTIONS, cast_value, range_checked
@@ -124,6 +125,36 @@ _ARITHMETIC: dict[str, Callable[[Any, Any], Any]] = {
     "%": _modulo,
 }
 
+_WORD = 1 << 64
+
+
+def _as_int64(value: int) -> int:
+    """The low 64 bits of `value` as a signed integer: a bit operation's result wraps."""
+    value &= _WORD - 1
+    return value - _WORD if value >> 63 else value
+
+
+def _shift_left(value: int, count: int) -> int:
+    # SQLite's rules: a negative count shifts the other way; 64 or more places leave no bit
+    # (0, or -1 for a negative value shifted right).
+    if count < 0:
+        return _shift_right(value, -count)
+    return 0 if count >= 64 else _as_int64(value << count)
+
+
+def _shift_right(value: int, count: int) -> int:
+    if count < 0:
+        return _shift_left(value, -count)
+    return value >> min(count, 63)
+
+
+_BITWISE: dict[str, Callable[[int, int], int]] = {
+    "<<": _shift_left,
+    ">>": _shift_right,
+    "&": lambda a, b: a & b,
+    "|": lambda a, b: a | b,
+}
+
 _COMPARE: dict[str, Callable[[Any, Any], bool]] = {
     "=": lambda a, b: a == b,
     "<>": lambda a, b: a != b,
@@ -175,12 +206,20 @@ def _binary(expr: ast.Binary, scope: Scope) -> Compiled:
 
         return Compiled(logical, "BOOLEAN", constant)
     if op in _COMPARE:
-        left, right = comparable(left, right, f"'{op}'")
+        left, right = comparable(left, right, f"'{op}'", equality=op in ("=", "<>"))
         lf, rf = left.fn, right.fn
         return Compiled(_null_strict(lf, rf, _COMPARE[op]), "BOOLEAN", constant)
     if op in regex.OPERATORS:
         return Compiled(_null_strict(lf, rf, regex.matcher(op)), "BOOLEAN", constant)
+    if op in _BITWISE:
+        for side in (left, right):
+            if side.type not in (*values.INTEGER_TYPES, "NULL"):
+                raise TypeMismatch(f"operator '{op}' works on integers (INT, BIGINT), not"
+                                   f" {side.type}")
+        return Compiled(_null_strict(lf, rf, _BITWISE[op]), "BIGINT", constant)
     if op == "||":
+        refuse_blob(left.type, "'||'")
+        refuse_blob(right.type, "'||'")
 
         def concat(row: Sequence[Any]) -> Any:
             a = lf(row)
@@ -234,7 +273,8 @@ def _is_null(expr: ast.IsNull, scope: Scope) -> Compiled:
 
 def _in_list(expr: ast.InList, scope: Scope) -> Compiled:
     operand = compile_expression(expr.operand, scope)
-    items = [comparable(operand, compile_expression(i, scope), "IN")[1] for i in expr.items]
+    items = [comparable(operand, compile_expression(i, scope), "IN", equality=True)[1]
+             for i in expr.items]
     fn, negated = operand.fn, expr.negated
     if not items:
         # Nothing is in an empty list, not even NULL (as SQLite answers; spec "IN").
@@ -273,9 +313,12 @@ def _in_list(expr: ast.InList, scope: Scope) -> Compiled:
 
 def _between(expr: ast.Between, scope: Scope) -> Compiled:
     operand = compile_expression(expr.operand, scope)
-    low = comparable(operand, compile_expression(expr.low, scope), "BETWEEN")[1]
-    high = comparable(operand, compile_expression(expr.high, scope), "BETWEEN")[1]
-    fn, lfn, hfn, negated = operand.fn, low.fn, high.fn, expr.negated
+    # Two comparisons, each with its own affinity: a text constant operand may read as a
+    # number next to one bound and stay text next to the other.
+    low_side, low = comparable(operand, compile_expression(expr.low, scope), "BETWEEN")
+    high_side, high = comparable(operand, compile_expression(expr.high, scope), "BETWEEN")
+    fn, lfn, hfn, negated = low_side.fn, low.fn, high.fn, expr.negated
+    high_fn = None if high_side.fn is fn else high_side.fn
 
     def between(row: Sequence[Any]) -> Any:
         # `low <= x AND x <= high` in three-valued logic: one known FALSE side decides, even
@@ -285,6 +328,8 @@ def _between(expr: ast.Between, scope: Scope) -> Compiled:
             return None
         lo, hi = lfn(row), hfn(row)
         above = None if lo is None else lo <= value
+        if high_fn is not None:
+            value = high_fn(row)
         below = None if hi is None else value <= hi
         if above is False or below is False:
             return negated
@@ -365,6 +410,7 @@ def _case(expr: ast.Case, scope: Scope) -> Compiled:
 def _cast(expr: ast.Cast, scope: Scope) -> Compiled:
     operand = compile_expression(expr.operand, scope)
     fn, source, target = operand.fn, operand.type, expr.type
+    refuse_blob(source, "CAST")
     if source == "BOOLEAN" and target == "TIMESTAMP":
         raise TypeMismatch("cannot cast BOOLEAN to TIMESTAMP")
     return Compiled(lambda row: cast_value(fn(row), source, target), target, operand.constant)
@@ -384,6 +430,8 @@ def _function(expr: ast.FuncCall, scope: Scope) -> Compiled:
     if builder is None:
         raise UnknownFunction(f"function {name}() does not exist")
     args = [compile_expression(a, scope) for a in expr.args]
+    for arg in args:
+        refuse_blob(arg.type, f"{name}()")
     return builder(name, args, scope)
 
 

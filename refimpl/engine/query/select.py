@@ -22,6 +22,7 @@ from refimpl.engine.query.compiled import (
     ScopeColumn,
     SubqueryPlanner,
     comparable,
+    refuse_blob,
 )
 from refimpl.engine.query.expressions import (
     aggregate_calls,
@@ -203,6 +204,7 @@ def column_name(item: ast.SelectItem) -> str:
 
 
 def _result_type(compiled: Compiled) -> str:
+    refuse_blob(compiled.type, "a query's answer")
     return "STRING" if compiled.type == "NULL" else compiled.type
 
 

@@ -13,7 +13,13 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from refimpl.engine.query.compiled import Compiled, Scope, ScopeColumn, common_type
+from refimpl.engine.query.compiled import (
+    Compiled,
+    Scope,
+    ScopeColumn,
+    common_type,
+    refuse_blob,
+)
 from refimpl.engine.query.select import QueryOutput, sort_rows
 from refimpl.engine.result import Column
 from refimpl.errors import InvalidValue, SqlError, UnknownColumn
@@ -23,6 +29,7 @@ Compile = Callable[[ast.Expr, Scope], Compiled]
 
 
 def _result_type(type_: str) -> str:
+    refuse_blob(type_, "a query's answer")
     return "STRING" if type_ == "NULL" else type_
 
 

@@ -13,6 +13,7 @@ rows); otherwise NULL when some comparison is NULL, else FALSE.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -182,16 +183,17 @@ def _semi_join(semi: SemiJoin) -> Compiled:
     return Compiled(exists, "BOOLEAN")
 
 
-def _probe(operand: Compiled, column: Any, what: str) -> Compiled:
-    """The operand made comparable with the subquery's column (types as for `=`)."""
+def _probe(operand: Compiled, column: Any, what: str, equality: bool) -> Compiled:
+    """The operand made comparable with the subquery's column (types as for `=`, or for
+    `<` when not an `equality`)."""
     other = Compiled(lambda row: None, column.type)
-    return comparable(operand, other, what)[0]
+    return comparable(operand, other, what, equality)[0]
 
 
 def _in_subquery(expr: ast.InSubquery, scope: Scope, compile_: Compile) -> Compiled:
     operand = compile_(expr.operand, scope)
     answers, columns = _prepare(expr.query, scope)
-    fn = _probe(operand, _one_column(columns, "IN"), "IN").fn
+    fn = _probe(operand, _one_column(columns, "IN"), "IN", equality=True).fn
     negated = expr.negated
 
     def member_of(row: Sequence[Any]) -> Any:
@@ -211,7 +213,7 @@ def _quantified(expr: ast.Quantified, scope: Scope, compile_: Compile) -> Compil
     operand = compile_(expr.operand, scope)
     answers, columns = _prepare(expr.query, scope)
     what = f"{expr.op} {expr.quantifier}"
-    fn = _probe(operand, _one_column(columns, what), what).fn
+    fn = _probe(operand, _one_column(columns, what), what, expr.op in ("=", "<>")).fn
     compare = _COMPARE[expr.op]
     every = expr.quantifier == "ALL"
 
@@ -248,5 +250,18 @@ _SUBQUERIES = (ast.ScalarSubquery, ast.Exists, ast.InSubquery, ast.Quantified,
 
 
 def has_subquery(node: object) -> bool:
-    """True when a subquery appears anywhere in `node` (a statement or an expression)."""
+    """True when a subquery appears anywhere in `node` (a statement or an expression).
+
+    Remembered per node: every run of a statement's text shares its parse, and each run asks
+    this on its way to a point read, where walking the tree would cost more than the read."""
+    try:
+        return _remembered_has_subquery(node)
+    except TypeError:  # a node holding a list is not hashable: walked each time
+        return _walked_has_subquery(node)
+
+
+def _walked_has_subquery(node: object) -> bool:
     return any(isinstance(item, _SUBQUERIES) for item in ast.walk(node))
+
+
+_remembered_has_subquery = functools.lru_cache(maxsize=4096)(_walked_has_subquery)

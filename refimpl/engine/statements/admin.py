@@ -13,12 +13,14 @@ from refimpl.engine.query.compiled import table_scope
 from refimpl.engine.query.expressions import compile_expression
 from refimpl.engine.result import Column, Result, message_result, query_result
 from refimpl.engine.rights import Right
+from refimpl.engine.statements.triggers import drop_table_triggers
 from refimpl.engine.storage import ddl
 from refimpl.engine.storage.schema import TableSchema
 from refimpl.engine.storage.table import Table
 from refimpl.engine.storage.transaction import TableWork, Transaction
 from refimpl.errors import SqlError, TableExists, TransactionError, UnknownTable
 from refimpl.sql import ast
+from refimpl.sql.parser import parse_cached
 
 if TYPE_CHECKING:
     from refimpl.engine.statements.context import StatementContext
@@ -57,6 +59,7 @@ def _drop_table(context: StatementContext, statement: ast.DropTable, text: str, 
         name = txn.table(statement.name).schema.name
         txn.drop(statement.name)
         txn.ddl(name, ddl.canonical_sql(ast.DropTable(name)))
+        drop_table_triggers(context, txn, name)
         # Once the drop has committed, a new table of that name must not inherit the old
         # one's table-level grants and revokes.
         txn.after_commit.append(lambda: context.access.forget_table(database, name))
@@ -269,10 +272,14 @@ def _show_tables(context: StatementContext, statement: ast.ShowTables, text: str
     else:
         with context.database.state_lock:
             names = sorted((t.schema.name for t in context.database.tables.values()), key=str.lower)
-    readable = [n for n in names if context.can_read(n)]
+    # A view is kept as its canonical CREATE VIEW, which has the name as it was written.
+    views = [parse_cached(sql).statements[0].name for sql in context.database.views.values()]
+    listed = sorted([(n, "table") for n in names] + [(n, "view") for n in views],
+                    key=lambda row: row[0].lower())  # fmt: skip
+    readable = [row for row in listed if context.can_read(row[0])]
     if not readable:
         context.authorize(Right.READ)  # nothing to show: say so only to those who may read
-    return query_result(text, [Column("table", "STRING")], [(n,) for n in readable])
+    return query_result(text, [Column("table", "STRING"), Column("kind", "STRING")], readable)
 
 
 def _show_columns(

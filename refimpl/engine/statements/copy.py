@@ -11,9 +11,10 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import IO
 
+from refimpl.engine.files import LeadsOut, NotRelative, folder_path
 from refimpl.engine.result import Column
 from refimpl.engine.rights import Right
 from refimpl.engine.statements.context import StatementContext
@@ -43,9 +44,10 @@ class CopyOutput:
     rows: list[tuple]
     format: CopyFormat
 
-    def chunks(self) -> Iterator[bytes]:
-        """The rows as the format's text, a chunk of rows at a time."""
-        return encode_rows(self.columns, self.rows, self.format)
+    def chunks(self, rows_per_chunk: int = 1000) -> Iterator[bytes]:
+        """The rows as the format's text, `rows_per_chunk` rows a chunk (the PostgreSQL
+        protocol sends one row a CopyData)."""
+        return encode_rows(self.columns, self.rows, self.format, rows_per_chunk)
 
     @property
     def content_type(self) -> str:
@@ -84,22 +86,22 @@ def read_copy(context: StatementContext, statement: ast.CopyFrom,
 def import_path(context: StatementContext, name: str) -> Path:
     """The file `name` of the import folder; CopyError for a path that leaves it."""
     folder = context.database.path.parent / context.database.options.import_folder
-    relative = PurePosixPath(name)
-    if relative.is_absolute() or ".." in relative.parts or "\\" in name or not name:
+    leads_out = CopyError(f"COPY FROM '{name}': the path leads out of the import folder (a"
+                          " symlink) or is not a file; only files inside it are read")
+    try:
+        real = folder_path(folder, name)
+    except NotRelative:
         raise CopyError(
             f"COPY FROM '{name}': name a file of the import folder by a relative path without"
             f" '..' (the folder is '{context.database.options.import_folder}' in the data"
             " folder)"
-        )
-    path = folder.joinpath(*relative.parts)
-    try:
-        real = path.resolve(strict=True)
-    except (FileNotFoundError, RuntimeError):
-        raise NotFound(f"COPY FROM '{name}': there is no such file in the import folder"
-                       ) from None  # fmt: skip
-    if not real.is_relative_to(folder.resolve()) or not real.is_file():
-        raise CopyError(f"COPY FROM '{name}': the path leads out of the import folder (a"
-                        " symlink) or is not a file; only files inside it are read")
+        ) from None
+    except LeadsOut:
+        raise leads_out from None
+    if not real.exists():
+        raise NotFound(f"COPY FROM '{name}': there is no such file in the import folder")
+    if not real.is_file():
+        raise leads_out
     return real
 
 

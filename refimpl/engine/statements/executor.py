@@ -24,12 +24,14 @@ from refimpl.engine.query.subqueries import has_subquery
 from refimpl.engine.result import Result, message_result, query_result
 from refimpl.engine.rights import Right
 from refimpl.engine.statements import admin as admin_statements
+from refimpl.engine.statements import backup as backup_statements
 from refimpl.engine.statements import copy as copy_statements
 from refimpl.engine.statements import explain as explain_statements
 from refimpl.engine.statements import indexes as index_statements
-from refimpl.engine.statements import pg_catalog
+from refimpl.engine.statements import pg_catalog, procedures, triggers
 from refimpl.engine.statements import views as view_statements
 from refimpl.engine.statements.queries import CommittedTable, QueryRunner, TransactionTable
+from refimpl.engine.statements.triggers import Firing, row_triggers
 from refimpl.engine.storage import ddl, values
 from refimpl.engine.storage.schema import TableSchema
 from refimpl.engine.storage.table import Ident, Row, Table
@@ -95,22 +97,26 @@ def select_rows(  # noqa: ANN201 - a QueryOutput
         return QueryRunner(context, params, now_micros()).run_locked(statement)
     assert isinstance(statement, ast.Select)
     source = statement.source
-    functions = context.sql_functions()
+    # The session's functions are bound per call: made only for a statement that compiles
+    # expressions, never for a point read or a cached answer.
     if source is None:
-        return run_select(statement, None, params, now_micros(), functions, context.deadline())
+        return run_select(statement, None, params, now_micros(), context.sql_functions(),
+                          context.deadline())
     if isinstance(source, ast.FunctionSource):
         table_function = context.table_functions().get(source.name)
         if table_function is None:
             raise UnknownFunction(f"table function {source.name}() does not exist")
         row_source = table_function(context, source, statement, params)
         return run_select(
-            statement, row_source, params, now_micros(), functions, context.deadline()
+            statement, row_source, params, now_micros(), context.sql_functions(),
+            context.deadline(),
         )
     context.authorize(Right.READ, source.name)
     txn = context.transaction
     if txn is not None and source.name.lower() in txn.work:
         view = TransactionTable(txn.table(source.name), source.alias)
-        return run_select(statement, view, params, now_micros(), functions, context.deadline())
+        return run_select(statement, view, params, now_micros(), context.sql_functions(),
+                          context.deadline())
     database = context.database
     with database.state_lock:
         table = database.tables.get(source.name.lower())
@@ -132,7 +138,7 @@ def select_rows(  # noqa: ANN201 - a QueryOutput
             CommittedTable(table, source.alias),
             params,
             now_micros(),
-            functions,
+            context.sql_functions(),
             context.deadline(),
         )
     if key is not None:
@@ -174,8 +180,7 @@ def _insert(
     context.authorize(Right.WRITE, statement.table)
 
     def run(txn: Transaction) -> Result:
-        work = txn.table(statement.table)
-        schema = work.schema
+        txn.table(statement.table)  # UnknownTable before the SELECT runs
         if statement.select is not None:
             output = select_rows(context, statement.select, params)
             source_rows: list[Sequence[Any]] = output.rows
@@ -186,10 +191,26 @@ def _insert(
                 if not number & 4095:
                     admission.running_long()  # a long VALUES list makes way for others
                 source_rows.append([_evaluate_constant(e, params, scope) for e in row])
-        count = insert_values(work, schema, statement.columns, source_rows, context.deadline())
+        count = insert_rows(context, txn, statement.table, statement.columns, source_rows,
+                            context.deadline())
         return message_result(text, f"{count} row(s) inserted", count)
 
     return context.write(run)
+
+
+def insert_rows(
+    context: StatementContext,
+    txn: Transaction,
+    table: str,
+    columns: Sequence[str] | None,
+    source_rows: Sequence[Sequence[Any]],
+    deadline: float | None = None,
+) -> int:
+    """Every way of inserting rows (INSERT, COPY, /imp, /write): `insert_values` with the
+    table's INSERT triggers fired around it."""
+    work = txn.table(table)
+    firing = row_triggers(context, txn, table, "INSERT", execute)
+    return insert_values(work, work.schema, columns, source_rows, deadline, firing)
 
 
 def insert_values(
@@ -198,10 +219,13 @@ def insert_values(
     columns: Sequence[str] | None,
     source_rows: Sequence[Sequence[Any]],
     deadline: float | None = None,
+    firing: Firing | None = None,
 ) -> int:
     """Insert rows of values (in `columns` order, or the table's) into a transaction's table.
 
-    Stops with StatementTimeout once `deadline` has passed.
+    Stops with StatementTimeout once `deadline` has passed. With a `firing`, its BEFORE
+    triggers run before the rows are written (keys are checked again after them: they may
+    have written the same table) and its AFTER triggers once they are.
     """
     width = len(schema.columns)
     if columns is None:
@@ -242,7 +266,17 @@ def insert_values(
         else:
             ident = (table.allocate_rowid(),)
         changes[ident] = row
+    if firing is None:
+        work.change(changes)
+        return len(source_rows)
+    written = [(None, row) for row in changes.values()]
+    firing.before(written)
+    if keyed and not dedup:
+        for ident in changes:
+            if work.get(ident) is not None:
+                raise DuplicateKey(schema.name, ident[0] if len(ident) == 1 else ident)
     work.change(changes)
+    firing.after(written)
     return len(source_rows)
 
 
@@ -295,6 +329,11 @@ def _update(
             table.check_not_null(new_row)
             new_ident = table.ident_of(new_row) if table.keyed else ident
             updates.append((ident, new_ident, new_row))
+        firing = row_triggers(context, txn, statement.table, "UPDATE", execute,
+                              [name for name, _ in statement.assignments])
+        if firing is not None:
+            pairs = [(row, new) for (_, row), (_, _, new) in zip(matched, updates, strict=True)]
+            firing.before(pairs)
         changes: dict[Ident, Row | None] = {}
         moved_away = {old for old, new, _ in updates if old != new}
         for old, new, _ in updates:
@@ -310,6 +349,8 @@ def _update(
             assigned.add(new)
             changes[new] = new_row
         work.change(changes)
+        if firing is not None:
+            firing.after(pairs)
         return message_result(text, f"{len(updates)} row(s) updated", len(updates))
 
     return context.write(run)
@@ -325,6 +366,10 @@ def _delete(
         schema = work.schema
         matched = _matching(work, schema, statement.where, params, context.deadline())
         count = len(matched)
+        firing = row_triggers(context, txn, statement.table, "DELETE", execute)
+        if firing is not None:
+            removed: list[tuple[Row | None, Row | None]] = [(row, None) for _, row in matched]
+            firing.before(removed)
         table = work.current()
         whole = _whole_periods(work, table, matched) if matched else []
         if whole:
@@ -333,6 +378,8 @@ def _delete(
             _drop_periods(txn, work, tuple(whole))
         for ident, _ in matched:
             work.pending[ident] = None
+        if firing is not None:
+            firing.after(removed)
         return message_result(text, f"{count} row(s) deleted", count)
 
     return context.write(run)
@@ -384,8 +431,7 @@ def copy_in(
     rows = copy_statements.read_copy(context, statement, data)
 
     def run(txn: Transaction) -> Result:
-        work = txn.table(rows.table)
-        count = insert_values(work, work.schema, rows.columns, rows.rows)
+        count = insert_rows(context, txn, rows.table, rows.columns, rows.rows)
         return message_result(text, f"{count} row(s) copied", count)
 
     return context.write(run)
@@ -420,4 +466,9 @@ _HANDLERS: dict[type, Callable[..., Result]] = {
     **view_statements.HANDLERS,
     **index_statements.HANDLERS,
     **explain_statements.HANDLERS,
+    **triggers.HANDLERS,
+    **procedures.HANDLERS,
+    **backup_statements.HANDLERS,
+    ast.Call: lambda context, statement, text, params: procedures.call(
+        context, statement, text, params, execute),
 }

@@ -15,15 +15,18 @@ A query reads these relations only where no table of the same name exists.
 from __future__ import annotations
 
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from refimpl.engine.query.arrays import array_upper
 from refimpl.engine.query.compiled import Compiled, Scope
-from refimpl.engine.query.expressions import compile_expression
+from refimpl.engine.query.expressions import compile_expression, constant_value
 from refimpl.engine.query.select import QueryOutput
 from refimpl.engine.result import Column
 from refimpl.engine.rights import ADMIN_USER
-from refimpl.errors import Forbidden, SqlError, Unauthorized
+from refimpl.engine.storage.access_hints import AccessHints
+from refimpl.errors import Forbidden, InvalidValue, SqlError, Unauthorized
 from refimpl.sql import ast
 
 if TYPE_CHECKING:
@@ -82,10 +85,11 @@ def _pg_class(context: StatementContext) -> QueryOutput:
         " relhastriggers:BOOLEAN relrowsecurity:BOOLEAN relforcerowsecurity:BOOLEAN"
         " relispartition:BOOLEAN reltablespace:BIGINT reloftype:BIGINT"
         " relpersistence:STRING relreplident:STRING reltoastrelid:BIGINT reltuples:DOUBLE"
+        " relpartbound:STRING"
     )
     owner = role_oid(ADMIN_USER)
     rows = [(name_oid(s.name), s.name, PUBLIC, "r", owner, HEAP_AM, 0, False, False, False,
-             False, False, False, 0, 0, "p", "d", 0, -1.0)
+             False, False, False, 0, 0, "p", "d", 0, -1.0, None)
             for s in _readable_tables(context)]  # fmt: skip
     return QueryOutput(columns, rows)
 
@@ -163,7 +167,8 @@ RELATIONS: dict[str, Callable[[StatementContext], QueryOutput]] = {
     "pg_index": _empty("indexrelid:BIGINT indrelid:BIGINT indisprimary:BOOLEAN"
                        " indisunique:BOOLEAN"),
     "pg_constraint": _empty("oid:BIGINT conname:STRING conrelid:BIGINT contype:STRING"),
-    "pg_inherits": _empty("inhrelid:BIGINT inhparent:BIGINT inhseqno:INT"),
+    "pg_inherits": _empty("inhrelid:BIGINT inhparent:BIGINT inhseqno:INT"
+                          " inhdetachpending:BOOLEAN"),
     "pg_description": _empty("objoid:BIGINT classoid:BIGINT objsubid:INT description:STRING"),
     "pg_attrdef": _empty("oid:BIGINT adrelid:BIGINT adnum:INT adbin:STRING"),
     "pg_collation": _empty("oid:BIGINT collname:STRING collnamespace:BIGINT"),
@@ -172,7 +177,8 @@ RELATIONS: dict[str, Callable[[StatementContext], QueryOutput]] = {
     "pg_statistic_ext": _empty("oid:BIGINT stxrelid:BIGINT stxname:STRING"
                                " stxnamespace:BIGINT stxkind:STRING stxstattarget:INT"),
     "pg_publication": _empty("oid:BIGINT pubname:STRING puballtables:BOOLEAN"),
-    "pg_publication_rel": _empty("oid:BIGINT prpubid:BIGINT prrelid:BIGINT"),
+    "pg_publication_rel": _empty("oid:BIGINT prpubid:BIGINT prrelid:BIGINT prqual:STRING"
+                                 " prattrs:STRING"),
     "pg_publication_namespace": _empty("oid:BIGINT pnpubid:BIGINT pnnspid:BIGINT"),
     "pg_trigger": _empty("oid:BIGINT tgrelid:BIGINT tgname:STRING"),
     "pg_rewrite": _empty("oid:BIGINT ev_class:BIGINT rulename:STRING"),
@@ -238,9 +244,52 @@ def functions(context: StatementContext) -> dict[str, ScalarFunction]:
         "pg_get_indexdef": _function(context, (1, 3), "STRING", lambda *args: None),
         "pg_get_statisticsobjdef_columns": _function(context, (1,), "STRING",
                                                      lambda *args: None),
+        "array_upper": _function(context, (2,), "BIGINT", array_upper),
+        # Every table here is an ordinary one, which PostgreSQL could publish.
+        "pg_relation_is_publishable": _function(context, (1,), "BOOLEAN",
+                                                lambda oid: None if oid is None else True),
         "current_schema": _function(context, (0,), "STRING", lambda: "public"),
         "current_database": _function(context, (0,), "STRING",
                                       lambda: context.database.name),
         "current_user": _function(context, (0,), "STRING", lambda: context.principal.name),
         "version": _function(context, (0,), "STRING", lambda: SERVER_VERSION),
     }  # fmt: skip
+
+
+# --- table functions ------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Series:
+    """The rows of `generate_series(start, stop [, step])`: one BIGINT column, named as the
+    function or its alias (`generate_series(1, 3) s` has the column `s`, as in PostgreSQL)."""
+
+    columns: list[Column]
+    qualifier: str | None
+    numbers: range
+    schema: None = None
+
+    def rows(self, hints: AccessHints) -> Iterator[Sequence[Any]]:
+        return ((n,) for n in self.numbers)
+
+
+def generate_series(context: StatementContext, source: ast.FunctionSource, select: ast.Select,
+                    params: Sequence[Any]) -> _Series:  # fmt: skip
+    """The integers from start to stop (both included) by step (1 by default); no rows when
+    an argument is NULL. psql's catalog queries read it."""
+    scope = Scope(columns=[], params=params)
+    bounds = [constant_value(arg, scope) for arg in source.args]
+    if len(bounds) not in (2, 3) or any(
+            isinstance(b, bool) or not isinstance(b, int | None) for b in bounds):
+        raise SqlError("generate_series() takes two or three integers: start, stop [, step]")
+    start, stop, step = (*bounds, 1)[:3]
+    if step == 0:
+        raise InvalidValue("the step of generate_series() must not be zero")
+    name = source.alias or source.name
+    if start is None or stop is None or step is None:
+        return _Series([Column(name, "BIGINT")], name, range(0))
+    numbers = range(start, stop + (1 if step > 0 else -1), step)
+    return _Series([Column(name, "BIGINT")], name, numbers)
+
+
+TABLE_FUNCTIONS = {"generate_series": generate_series}

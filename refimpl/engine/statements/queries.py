@@ -11,6 +11,7 @@ sees the same commit.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator, Sequence
 from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any
@@ -278,6 +279,14 @@ class QueryRunner:
         table_function = self.context.table_functions().get(source.name)
         if table_function is None:
             raise UnknownFunction(f"table function {source.name}() does not exist")
+        if self.outer is not None and source.args:
+            # In a correlated subquery the arguments may read the outer row: the function
+            # gets their values for that row, as constants.
+            scope = self._scope("FROM")
+            compiled = [compile_expression(arg, scope) for arg in source.args]
+            values = [(c.fn(()), c.type) for c in compiled]
+            source = dataclasses.replace(source, args=tuple(
+                ast.Literal(value, "NULL" if value is None else kind) for value, kind in values))
         return table_function(self.context, source, select, self.params)
 
     def _table(self, source: ast.TableSource, lone: bool) -> RowSource:

@@ -25,6 +25,7 @@ from refimpl.engine.options import EngineOptions
 from refimpl.engine.progress import REPORT_EVERY, Progress, ProgressReport, no_report
 from refimpl.engine.storage import checkpoint, ddl, records, values
 from refimpl.engine.storage.locks import SharedLock
+from refimpl.engine.storage.memory_limit import MemoryBudget, table_bytes, transaction_growth
 from refimpl.engine.storage.records import Entry, Record
 from refimpl.engine.storage.table import Table
 from refimpl.engine.storage.transaction import Transaction
@@ -58,6 +59,7 @@ class Database:
         options: EngineOptions,
         boot: str | None = None,
         files: FileOps = REAL_FILES,
+        memory: MemoryBudget | None = None,
     ) -> None:
         self.name = name
         self.path = path
@@ -82,6 +84,10 @@ class Database:
         self.log: WriteAheadLog
         self.commit_seconds = LatencyHistogram()  # each commit's append and install
         self.checkpoints_written = 0
+        # The memory limit every database of the data folder shares, and what each table's
+        # rows count towards it (memory_limit), kept current at each commit.
+        self.memory = memory if memory is not None else MemoryBudget()
+        self.table_bytes: dict[str, int] = {}
 
     @property
     def views(self) -> dict[str, str]:
@@ -100,13 +106,14 @@ class Database:
         boot: str | None = None,
         files: FileOps = REAL_FILES,
         progress: ProgressReport = no_report,
+        memory: MemoryBudget | None = None,
     ) -> Database:
         """Open (creating) and recover: the latest checkpoint, then the log after it.
 
         `progress` hears how many of the log's records after the checkpoint were replayed,
         every few thousand records and at the end.
         """
-        database = cls(name, path, options, boot, files)
+        database = cls(name, path, options, boot, files, memory)
         database._recover(progress)
         return database
 
@@ -159,6 +166,8 @@ class Database:
         progress(Progress(task, to_replay, to_replay, "records"))
         self.commits.publish(self.log.durable_lsn)
         self._bytes_at_checkpoint = self.log.total_bytes
+        self.table_bytes = {key: table_bytes(table) for key, table in self.tables.items()}
+        self.memory.set(self.name, sum(self.table_bytes.values()))
 
     def _load_image(self, image: checkpoint.CheckpointImage) -> None:
         self.settings.update(image.settings)
@@ -202,8 +211,19 @@ class Database:
             entries.append(Entry.database(text))
         if not entries:
             return None
+        growth = transaction_growth(txn, self.table_bytes)
+        self.memory.reserve(self.name, growth.delta)  # MemoryFull: nothing is logged
         committed_at = time.time_ns() // 1000
-        lsn = self.log.append(records.encode(committed_at, entries))
+        try:
+            lsn = self.log.append(records.encode(committed_at, entries))
+        except BaseException:
+            self.memory.reserve(self.name, -growth.delta)
+            raise
+        for key, size in growth.tables.items():
+            if size is None:
+                self.table_bytes.pop(key, None)
+            else:
+                self.table_bytes[key] = size
         with self.state_lock.exclusive():
             txn.install(self.tables)
             # After the install, never before: a reader that saw the old revision must not
@@ -248,20 +268,23 @@ class Database:
 
     # -- checkpoints and retention -------------------------------------------------------
 
+    def image(self) -> checkpoint.CheckpointImage:
+        """The committed state (tables and settings) as of the last commit, and its LSN."""
+        self.acquire_write()
+        try:
+            images = [_image_of(table) for table in self.tables.values()]
+            return checkpoint.CheckpointImage(self.applied_lsn, dict(self.settings), images)
+        finally:
+            self.release_write()
+
     def checkpoint(self) -> int:
         """Write the tables' state durably as of the last commit; returns its LSN."""
         with self._checkpoint_lock:
-            self.acquire_write()
-            try:
-                lsn = self.applied_lsn
-                settings = dict(self.settings)
-                images = [_image_of(table) for table in self.tables.values()]
-            finally:
-                self.release_write()
+            image = self.image()
+            lsn = image.lsn
             if lsn:
                 self.log.wait_durable(lsn)
             folder = self.path / CHECKPOINT_FOLDER
-            image = checkpoint.CheckpointImage(lsn, settings, images)
             checkpoint.write(folder, image, self.files)  # StorageError: nothing changed
             checkpoint.remove_older(folder, lsn, self.files)
             self.checkpoint_lsn = lsn
@@ -325,6 +348,7 @@ class Database:
         thread = self._checkpoint_thread
         if thread is not None:
             thread.join()
+        self.memory.forget(self.name)
         self.log.close()
 
     def stats(self) -> dict[str, Any]:
@@ -341,6 +365,10 @@ class Database:
             "checkpoint_lsn": self.checkpoint_lsn,
             "wal_archive_bytes": int(self.settings["wal_archive"]),
             "rev_values": self.revisions.kept_values(),
+            # Table data against the memory limit: this database's, all databases' (memory_limit).
+            "memory": {"table_bytes": self.memory.used_by(self.name), **self.memory.stats()},
+            # A restored database's timeline (storage.restore); None on its first one.
+            "timeline": self.settings.get("timeline"),
             "result_cache": self.result_cache.stats(),
         }
 
@@ -374,6 +402,9 @@ def _apply_database_change(settings: dict[str, Any], text: str) -> None:
     statement = parse_cached(text).statements[0]
     if isinstance(statement, ast.CreateView | ast.DropView):
         ddl.apply_view_change(settings, statement)
+        return
+    if isinstance(statement, ddl.ROUTINE_CHANGES):
+        ddl.apply_routine_change(settings, statement)
         return
     if not isinstance(statement, ast.AlterDatabaseSet):
         raise InvalidValue(f"unexpected database change in the log: {text}")

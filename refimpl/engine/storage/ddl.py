@@ -71,6 +71,25 @@ def apply_view_change(settings: dict, statement: ast.CreateView | ast.DropView) 
     settings["views"] = views
 
 
+# The statements of triggers and procedures, and the key of the database's state that keeps
+# each kind (name -> canonical CREATE text).
+ROUTINE_CHANGES = (ast.CreateTrigger, ast.DropTrigger, ast.CreateProcedure, ast.DropProcedure)
+
+
+def apply_routine_change(settings: dict, statement: ast.Statement) -> None:
+    """CREATE/DROP TRIGGER or PROCEDURE onto a database's settings (`triggers`,
+    `procedures`: lower-case name -> canonical CREATE text). As for views, the dict is
+    replaced, never changed in place."""
+    key = "triggers" if isinstance(statement, ast.CreateTrigger | ast.DropTrigger) else "procedures"
+    kept = dict(settings.get(key) or {})
+    name = statement.name.lower()  # type: ignore[attr-defined]
+    if isinstance(statement, ast.CreateTrigger | ast.CreateProcedure):
+        kept[name] = canonical_sql(statement)
+    else:
+        kept.pop(name, None)
+    settings[key] = kept
+
+
 def canonical_create(schema: TableSchema) -> str:
     return to_sql(schema.to_create())
 

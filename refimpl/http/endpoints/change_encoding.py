@@ -101,8 +101,11 @@ class ChangeObjects:
         elif lsn != self._lsn:
             self._lsn, self._committed_at = lsn, values.format_timestamp(change[2])
         row = None
-        if change[OP] in ("upsert", INITIAL):
-            row = self._made(change[ROW:ROW + self._width])
+        cells = change[ROW:ROW + self._width]
+        # A point feed's missing row is an initial change whose cells are all NULL.
+        if change[OP] == "upsert" or (change[OP] == INITIAL
+                                      and cells.count(None) != self._width):
+            row = self._made(cells)
         event = OptionChangeEvent(lsn, change[1], self._committed_at, change[OP], change[KEY],
                                   row)
         if full:
@@ -149,6 +152,18 @@ class Shaping:
 PLAIN = Shaping()
 
 
+_CHANGE = b"event: change\ndata: "
+_lines = msgspec.json.Encoder().encode_lines
+
+
+def _json_lines(objects: list[Any]) -> list[bytes]:
+    """The JSON text of each object, made in one call (JSON text holds no raw newline)."""
+    try:
+        return _lines(objects).split(b"\n")[:-1]
+    except (OverflowError, TypeError):  # what only encode_json's fallback encodes
+        return [encode_json(item) for item in objects]
+
+
 def encode_sse(batch: ChangeBatch | ShapedBatch, names: tuple[str, ...], types: dict[str, str],
                shaping: Shaping = PLAIN) -> bytes:  # fmt: skip
     """Events: `state` first when asked, `change` per row (`id` on a transaction's last
@@ -158,11 +173,11 @@ def encode_sse(batch: ChangeBatch | ShapedBatch, names: tuple[str, ...], types: 
         parts.append(b"event: state\ndata: " + encode_json(shaping.state()) + b"\n\n")
     changes = batch.changes
     objects = shaping.objects(names, types)
+    data = _json_lines([objects(change, index) for index, change in enumerate(changes)])
     for index, change in enumerate(changes):
         last_of_transaction = index + 1 == len(changes) or changes[index + 1][0] != change[0]
-        head = f"id: {change[0]}\nevent: change\ndata: " if last_of_transaction else (
-            "event: change\ndata: ")  # fmt: skip
-        parts += (head.encode(), encode_json(objects(change, index)), b"\n\n")
+        head = b"id: %d\n%s" % (change[0], _CHANGE) if last_of_transaction else _CHANGE
+        parts += (head, data[index], b"\n\n")
     position = encode_json({"next": batch.next_lsn, "more": batch.more}).decode("utf-8")
     parts.append(f"id: {batch.next_lsn}\nevent: position\ndata: {position}\n\n".encode())
     return b"".join(parts)

@@ -8,6 +8,7 @@ from typing import IO
 
 from werkzeug.wrappers import Response
 
+from refimpl.engine import admission
 from refimpl.engine.access import ADMIN as ADMIN_PRINCIPAL
 from refimpl.engine.access import Right
 from refimpl.engine.result import Column
@@ -52,7 +53,13 @@ def import_route(ctx: Context) -> Answer | Parked[Answer]:
         # The whole body is read and converted before the write lock is taken, so other
         # writers wait for the install only, never for the parse; a bad line stops the import
         # before anything is written. The rows then commit as one statement: all or nothing.
-        parsed = [row for batch in rows.batches() for row in batch]
+        parsed: list[tuple] = []
+        for batch in rows.batches():
+            parsed += batch
+            # A long import moves to the server's long place (or runs without one), so that
+            # the places of cheap requests (/api/rev, point reads) are never all taken by
+            # imports; no engine lock is held here.
+            admission.running_long()
         count = session.insert_rows(table, rows.columns, parsed) if parsed else 0
     answer = {"table": table, "count": count, "message": f"{count} row(s) inserted"}
     return ctx.when_durable(session, json_response(answer))

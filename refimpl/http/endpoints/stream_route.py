@@ -24,10 +24,12 @@ from refimpl.engine.features.event_stream import (
     Taken,
     parse_event_id,
 )
+from refimpl.engine.features.initial_copy import CopyPosition, parse_position
 from refimpl.engine.tracking.signals import Waker
 from refimpl.errors import BadRequest
 from refimpl.http.context import Context
 from refimpl.http.encode import Answer
+from refimpl.http.endpoints.feed_args import feed_options
 from refimpl.http.endpoints.stream_credentials import request_credential
 from refimpl.waiting.parked import Parked, Part
 from refimpl.waiting.room import WaitingRoom
@@ -46,17 +48,21 @@ def encode_events(events: Sequence[Event]) -> bytes:
     parts = []
     for event in events:
         retry = f"retry: {RETRY_MS}\n" if event.kind == READY else ""
-        parts.append(f"{retry}id: {event.id}\nevent: {event.kind}\ndata: ".encode())
+        # An event without an id (a state, a change inside a transaction of an initial copy)
+        # leaves the client's last id as it was.
+        head = f"id: {event.id}\n" if event.id else ""
+        parts.append(f"{retry}{head}event: {event.kind}\ndata: ".encode())
         parts.append(event.data)
         parts.append(b"\n\n")
     return b"".join(parts)
 
 
-def _encoded(taken: Taken) -> bytes:
-    """The SSE bytes of what a stream took, encoded once for every stream that took the
-    same (the engine shares a `Taken` among streams at one position with one view)."""
+def _part_of(taken: Taken) -> Part[Answer]:
+    """The part that sends what a stream took, made once for every stream that took the
+    same (the engine shares a `Taken` among streams at one position with one view): one
+    encoding, and one Answer whose chunk the server frames once for all of them."""
     if taken.encoded is None:
-        taken.encoded = encode_events(taken.events)
+        taken.encoded = Part(_body(encode_events(taken.events)))
     return taken.encoded
 
 
@@ -107,7 +113,8 @@ def poke_streams(room: WaitingRoom) -> Callable[[list[Waker]], None]:
 class _Sender:
     """Makes one stream's parts: one at a time, the next once the last one was sent."""
 
-    def __init__(self, stream: OpenStream, streams: EventStreams, room: WaitingRoom) -> None:
+    def __init__(self, stream: OpenStream, streams: EventStreams, room: WaitingRoom,
+                 hold_s: float = 0.0) -> None:  # fmt: skip
         self.stream = stream
         self.room = room
         self.budget = streams.options.buffer_kb * 1024
@@ -116,10 +123,20 @@ class _Sender:
         self._lock = threading.Lock()
         self._in_flight = False  # a part was handed over and not yet sent whole
         self._again = False  # woken meanwhile, or more was ready: take again when sent
+        # squash=<seconds>: a part with changes comes at most once per `hold_s`; the room
+        # looks at the stream every `_tick` (its deadline) to send what was held.
+        self.hold_s = hold_s
+        self._tick = min(self.heartbeat_s, max(hold_s / 5, 0.05)) if hold_s else 0.0
+        self._held_until = 0.0
+        self._held = False  # woken during a hold: take once it is over
+        self._heartbeat_at = time.monotonic() + self.heartbeat_s
+
+    def first_deadline(self) -> float:
+        return time.monotonic() + (self._tick or self.heartbeat_s)
 
     def first(self) -> Part[Answer]:
         """The head and the first events (`ready`, or what a resume missed)."""
-        answer = Answer(_encoded(self._take()), 200)
+        answer = Answer(encode_events(self._take().events), 200)
         answer.headers = list(HEADERS)
         return Part(answer)
 
@@ -130,16 +147,22 @@ class _Sender:
             if self._in_flight:
                 self._again = True
                 return None
+            if self.hold_s and time.monotonic() < self._held_until:
+                self._held = True
+                return None
         taken = self._take()
         if self.stream.ended is not None:
             return self._end()
-        return Part(_body(_encoded(taken))) if taken.events else None
+        return _part_of(taken) if taken.events else None
 
     def _take(self) -> Taken:
         taken = self.stream.take(self.budget)
         with self._lock:
             self._in_flight = bool(taken.events)
             self._again = taken.more
+            self._held = False
+            if self.hold_s and taken.events:
+                self._held_until = time.monotonic() + self.hold_s
         return taken
 
     def drained(self) -> None:
@@ -149,11 +172,23 @@ class _Sender:
         if again and self.parked is not None:
             self.room.poke(self.parked)
 
-    def heartbeat(self) -> Part[Answer] | Answer:
+    def heartbeat(self) -> Part[Answer] | Answer | None:
         if self.stream.ended is not None:
             return self._end()
         assert self.parked is not None
-        self.parked.deadline = time.monotonic() + self.heartbeat_s
+        now = time.monotonic()
+        if self._tick:
+            # The deadline moves on before anything is made (the room reschedules on it).
+            self.parked.deadline = now + self._tick
+            with self._lock:
+                due = self._held and now >= self._held_until and not self._in_flight
+            if due:
+                return self.attempt(0)
+            if now < self._heartbeat_at:
+                return None
+        else:
+            self.parked.deadline = now + self.heartbeat_s
+        self._heartbeat_at = now + self.heartbeat_s
         return Part(_body(HEARTBEAT))
 
     def closing(self) -> Answer:
@@ -176,23 +211,30 @@ def stream_route(ctx: Context) -> Parked[Answer]:
     for table in tables:
         if not table.strip():
             raise BadRequest("the parameter 'table' names a table; leave it out to follow all")
+    options = feed_options(ctx)
     resume_text = (
         ctx.request.headers.get("Last-Event-ID") or args.get("last-event-id") or args.get("from")
     )
     resume: Position | None = None
+    copy_from: CopyPosition | None = None
     if resume_text is not None and resume_text.strip():
-        resume = parse_event_id(resume_text)
         resume_text = resume_text.strip()
+        if options.initial and ":" in resume_text:  # a place inside the copy
+            found = parse_position(resume_text, "Last-Event-ID")
+            assert isinstance(found, CopyPosition)
+            copy_from = found
+        else:
+            resume = parse_event_id(resume_text)
     else:
         resume_text = None
     credential = request_credential(ctx, args.get("ticket"))
     streams = ctx.app.streams
-    stream = streams.open(credential, ctx.database, tables, resume, resume_text)
+    stream = streams.open(credential, ctx.database, tables, resume, resume_text, options,
+                          copy_from)
     room = ctx.app.waiting_room
-    sender = _Sender(stream, streams, room)
+    sender = _Sender(stream, streams, room, options.squash_seconds)
     parked: Parked[Answer] = Parked(
-        None, 0, sender.attempt, sender.heartbeat,
-        time.monotonic() + streams.options.heartbeat_s,
+        None, 0, sender.attempt, sender.heartbeat, sender.first_deadline(),
         lambda: streams.close_stream(stream),
         streaming=True, paced=True, at_close=sender.closing, on_drained=sender.drained,
     )  # fmt: skip

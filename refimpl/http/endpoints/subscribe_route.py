@@ -2,7 +2,8 @@
 
 The first request answers a `snapshot` at once; asked again with its id (`Last-Event-ID`
 or `&id=`), a request waits for a commit that changes the answer and sends `rows`. With
-nothing changed before `wait` ends, the answer is only the id to ask again with.
+nothing changed before `wait` ends, the answer is only the id to ask again with. With
+`offsets=true` (an ordered, limited query) each `rows` answer also holds its `moves`.
 """
 
 from __future__ import annotations
@@ -10,12 +11,14 @@ from __future__ import annotations
 import time
 
 from refimpl.engine.features.live_queries import Reply
+from refimpl.engine.features.top_n import Move
 from refimpl.engine.result import Column
 from refimpl.engine.storage import values
 from refimpl.http.context import Context
 from refimpl.http.encode import Answer, encode_json
 from refimpl.http.endpoints.change_encoding import RETRY_MS
 from refimpl.http.endpoints.changes_route import DEFAULT_WAIT_SSE_MS, MAX_WAIT_MS
+from refimpl.http.endpoints.feed_args import flag
 from refimpl.waiting.parked import Parked
 from refimpl.waiting.room import WaitingRoom
 
@@ -32,13 +35,32 @@ def _key(columns: list[Column], reply: Reply, key: tuple) -> list[object]:
     return [values.to_json(v, types[n]) for n, v in zip(subscription.key_columns, key, strict=True)]
 
 
+def _move(columns: list[Column], move: Move) -> dict[str, object]:
+    return {"old_offset": move.old_offset, "new_offset": move.new_offset,
+            "row": _row(columns, move.row)}
+
+
 def encode_reply(reply: Reply) -> bytes:
+    head = f"retry: {RETRY_MS}\n\nid: {reply.id}\n".encode()
+    if reply.kind == "none":
+        return head + b"\n"
+    if reply.kind == "rows":
+        # One change is shared by every subscription that had the same two answers: its
+        # event is encoded once, for the first of them.
+        encoded = reply.change.encoded
+        event = encoded.get("sse")
+        if event is None:
+            event = encoded["sse"] = _event(reply)
+        return head + event
+    return head + _event(reply)
+
+
+def _event(reply: Reply) -> bytes:
+    """The `event:` and `data:` lines of a snapshot or rows answer (the same for every
+    subscription of the query that had the same answers)."""
     subscription = reply.subscription
     columns = subscription.columns
     described = [{"name": c.name, "type": c.type} for c in columns]
-    head = f"retry: {RETRY_MS}\n\nid: {reply.id}\n"
-    if reply.kind == "none":
-        return (head + "\n").encode("utf-8")
     if reply.kind == "snapshot":
         symbol = subscription.symbol
         body = {
@@ -55,8 +77,9 @@ def encode_reply(reply: Reply) -> bytes:
             "removed": len(reply.removed_keys),
             "removed_keys": [_key(columns, reply, k) for k in reply.removed_keys],
         }
-    data = encode_json(body).decode("utf-8")
-    return f"{head}event: {reply.kind}\ndata: {data}\n\n".encode()
+        if reply.moves is not None:
+            body["moves"] = [_move(columns, m) for m in reply.moves]
+    return b"event: " + reply.kind.encode() + b"\ndata: " + encode_json(body) + b"\n\n"
 
 
 SSE_HEADERS = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
@@ -82,11 +105,12 @@ def subscribe_route(ctx: Context) -> Answer | Parked[Answer]:
     text = ctx.require("query")
     asked = ctx.args.get("id") or ctx.request.headers.get("Last-Event-ID") or None
     wait_ms = min(ctx.whole("wait", DEFAULT_WAIT_SSE_MS) or 0, MAX_WAIT_MS)
+    offsets = flag(ctx, "offsets")
     # The session lives as long as the request waits: the waiting room runs the query
     # again with it when a commit touches what it reads.
     session = ctx.app.instance.session(database=ctx.database, principal=ctx.principal)
     try:
-        step = ctx.app.instance.subscriptions.ask(session, text, asked)
+        step = ctx.app.instance.subscriptions.ask(session, text, asked, offsets)
     except BaseException:
         session.close()
         raise

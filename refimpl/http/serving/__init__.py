@@ -3,7 +3,8 @@ apart).
 
 `wire` reads requests and writes answer bytes on one connection; `server` runs the workers
 over one epoll set and sends the answers of parked requests; `limits` counts connections
-and refuses those past the limits. May import `refimpl.waiting`,
+and refuses those past the limits; `log_queue` writes the log lines off the requests'
+threads while `run` serves. May import `refimpl.waiting`,
 `refimpl.http.encode` and the engine's `admission`; must not import the app, its routes or
 endpoints, which reach the server only as a WSGI callable.
 """

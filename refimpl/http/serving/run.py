@@ -1,7 +1,8 @@
 """Running a server as a process: serve until SIGTERM or SIGINT, then stop gracefully.
 
 `PooledWSGIServer` (`server.py`) answers requests; this module owns the process's signals
-and the order of a stop: stop accepting, answer waiting requests, finish running ones.
+and the order of a stop: stop accepting, answer waiting requests, finish running ones, then
+write out the log lines still queued (`log_queue`).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from types import FrameType
 
 from refimpl.http.serving import wire
 from refimpl.http.serving.limits import ConnectionLimits, raise_open_file_limit
+from refimpl.http.serving.log_queue import queued_log
 from refimpl.http.serving.server import PooledWSGIServer, WSGIApp
 
 
@@ -47,15 +49,16 @@ def serve(
             threading.Thread(target=server.shutdown, name="kdb-stop", daemon=True).start()
 
     previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        host_shown, port_shown = server.server_address[:2]
-        on_listening(_display_host(host, host_shown), int(port_shown))
-        server.serve_forever(poll_interval=0.2)  # closes the listening socket when it returns
-    finally:
-        server.drain()
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-        on_stop()
+    with queued_log():  # requests' log lines are written by one thread, off their path
+        try:
+            host_shown, port_shown = server.server_address[:2]
+            on_listening(_display_host(host, host_shown), int(port_shown))
+            server.serve_forever(poll_interval=0.2)  # closes the listening socket at its end
+        finally:
+            server.drain()
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+            on_stop()
     return 0
 
 

@@ -214,7 +214,7 @@ class Connection:
             data = wire.answer_head(answer.status, headers, chunked=True,
                                     keep_alive=self.parked_keep)  # fmt: skip
         if answer.body:
-            data += b"%x\r\n%s\r\n" % (len(answer.body), answer.body)
+            data += wire.chunk(answer)  # b"" + chunk is the chunk itself: no copy
         if last:
             data += b"0\r\n\r\n"
             self.finish_record(answer.status_code)

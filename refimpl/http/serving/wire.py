@@ -413,6 +413,24 @@ def whole_answer(answer: Any, keep_alive: bool, with_body: bool) -> bytes:
     return data
 
 
+_CHUNK = "chunk"  # marks a streamed part's bytes in `Answer.wire`
+
+
+def chunk(answer: Any) -> bytes:
+    """The body of an `encode.Answer` that is one part of a streamed answer, as one chunk of
+    the chunked transfer coding.
+
+    Streams sent the same part share one Answer; its chunk is then made once, not once per
+    stream.
+    """
+    cached = answer.wire
+    if cached is not None and cached[0] is _CHUNK:
+        return cached[1]
+    data = b"%x\r\n%s\r\n" % (len(answer.body), answer.body)
+    answer.wire = (_CHUNK, data)
+    return data
+
+
 def with_header(data: bytes, name: str, value: str) -> bytes:
     """Answer bytes (`whole_answer`'s) with one more header line at the end of the head."""
     end = data.index(b"\r\n\r\n")

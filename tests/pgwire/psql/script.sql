@@ -7,6 +7,13 @@ SELECT id, name, ts FROM t ORDER BY id;
 SELECT count(*) AS n FROM t;
 \dt
 \d
+\d t
+\copy t (id, name) from stdin
+3	c
+4	tab\there
+\.
+\copy (SELECT id, name FROM t ORDER BY id) to stdout
+\copy t (id, name) to stdout with (format csv, header true)
 \l demo
 \du admin
 SELECT * FROM nowhere;

@@ -1,0 +1,97 @@
+"""`refimpl backup` and `refimpl restore`: a data folder's databases copied at one LSN each
+while a server may run on it, and brought back into a new or empty data folder.
+
+A backup holds every database (`refimpl.engine.storage.backup` says how each copy is
+consistent without the server's locks), the access file (users, hashed tokens, grants) and
+`kdb.conf`; not the browser sessions, the admin token file or the lock. A restore refuses a
+folder in use (its lock is held) or one that holds anything, checks the backup against its
+manifest first, and puts every database on a new timeline of LSNs (`storage.restore`).
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from pathlib import Path
+
+from refimpl.engine.instance import lock_folder
+from refimpl.engine.storage.backup import (
+    DatabaseCopy,
+    copy_database,
+    copy_plain_file,
+    read_manifest,
+    verify_files,
+    write_manifest,
+)
+from refimpl.engine.storage.database import WAL_FOLDER
+from refimpl.engine.storage.restore import restore_database, timeline_base
+from refimpl.errors import StorageError
+
+# Files of a data folder beside its databases that a backup keeps (a restore brings them back).
+KEPT_FILES = ("access.json", "kdb.conf")
+_LOCK = ".lock"
+
+
+def backup_data_folder(data: Path, dest: Path) -> str:
+    """Back up every database of the data folder `data` into the new folder `dest`; the
+    report, a line per database. StorageError for a folder that is not one, or a `dest`
+    that holds anything."""
+    if not data.is_dir():
+        raise StorageError(f"{data} is not a data folder")
+    _refuse_filled(dest, "back up into")
+    dest.mkdir(parents=True, exist_ok=True)
+    copies: list[DatabaseCopy] = []
+    for folder in sorted(data.iterdir()):
+        # A folder a DROP DATABASE is removing starts with '.'.
+        if folder.is_dir() and not folder.name.startswith(".") and (folder / WAL_FOLDER).is_dir():
+            copies.append(copy_database(folder, dest / folder.name, folder.name))
+    others = {name: copy_plain_file(data / name, dest / name)
+              for name in KEPT_FILES if (data / name).is_file()}  # fmt: skip
+    manifest = write_manifest(dest, copies, others)
+    lines = [f"backup of {data} in {dest}, taken at {manifest.taken_at}:"]
+    lines += [f"  database '{c.name}' at LSN {c.lsn} ({len(c.files)} file(s))" for c in copies]
+    return "\n".join(lines)
+
+
+def restore_data_folder(backup: Path, data: Path) -> str:
+    """Restore the backup in `backup` into the data folder `data` (new, or empty); the
+    report. Every database starts a new timeline; nothing is left half restored."""
+    manifest = read_manifest(backup)
+    problems = verify_files(backup, manifest)
+    if problems:
+        raise StorageError(
+            f"the backup in {backup} is damaged ({'; '.join(problems)}); nothing was restored"
+        )
+    data.mkdir(parents=True, exist_ok=True)
+    with lock_folder(data):  # never into a folder a server uses
+        _refuse_filled(data, "restore into", allowed=(_LOCK,))
+        now = time.time_ns() // 1000
+        restored = []
+        try:
+            for copy in manifest.databases.values():
+                base = timeline_base(copy.lsn, now)
+                restored.append(restore_database(copy, backup, data / copy.name, base))
+            for name in manifest.files:
+                copy_plain_file(backup / name, data / name)
+        except BaseException:
+            for child in data.iterdir():
+                if child.name != _LOCK:
+                    shutil.rmtree(child) if child.is_dir() else child.unlink()
+            raise
+    lines = [f"restored {backup} (taken at {manifest.taken_at}) into {data}:"]
+    lines += [
+        f"  database '{r.name}': the state at LSN {r.backup_lsn}; a new timeline, its next"
+        f" commit is LSN {r.base_lsn + 1}"
+        for r in restored
+    ]
+    return "\n".join(lines)
+
+
+def _refuse_filled(folder: Path, doing: str, allowed: tuple[str, ...] = ()) -> None:
+    if folder.exists() and not folder.is_dir():
+        raise StorageError(f"cannot {doing} {folder}: it is a file; name a new or empty folder")
+    if folder.is_dir() and any(child.name not in allowed for child in folder.iterdir()):
+        raise StorageError(
+            f"cannot {doing} {folder}: the folder holds files already; name a new or empty"
+            " folder"
+        )

@@ -1,0 +1,62 @@
+"""BACKUP DATABASE d TO 'name': the admin user's copy of one database, at one LSN while
+writes go on, into a new folder of the backup folder of the data folder
+(`EngineOptions.backup_folder`). The name follows the rule of COPY's import folder
+(`refimpl.engine.files.folder_path`): a relative path without '..', never led out of the
+folder by a symlink. The copy is the one `refimpl backup` makes (`storage.backup`), cut at
+the LSN durable when the statement began; it holds no lock of the database while it copies.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from refimpl.engine.files import LeadsOut, NotRelative, folder_path
+from refimpl.engine.result import Result, message_result
+from refimpl.engine.statements.context import StatementContext
+from refimpl.engine.storage.backup import copy_database, write_manifest
+from refimpl.errors import InvalidValue, TransactionError
+from refimpl.sql.ast_copy import BackupDatabase
+
+
+def backup_database(context: StatementContext, statement: BackupDatabase, text: str,
+                    params: Sequence[Any]) -> Result:  # fmt: skip
+    context.require_admin_user("BACKUP DATABASE")
+    if context.transaction is not None:
+        raise TransactionError("BACKUP DATABASE cannot run inside a transaction; COMMIT first")
+    database = context.catalog.database(statement.database)
+    name = statement.target
+    setting = database.options.backup_folder
+    folder = database.path.parent / setting
+    try:
+        target = folder_path(folder, name)
+    except NotRelative:
+        raise InvalidValue(
+            f"BACKUP DATABASE TO '{name}': name a new folder of the backup folder by a relative"
+            f" path without '..' (the folder is '{setting}' in the data folder)"
+        ) from None
+    except LeadsOut:
+        raise InvalidValue(
+            f"BACKUP DATABASE TO '{name}': the path leads out of the backup folder (a symlink)"
+        ) from None
+    if target.exists():
+        raise InvalidValue(
+            f"BACKUP DATABASE TO '{name}': the backup folder holds '{name}' already; name a"
+            " new folder"
+        )
+    durable = database.log.durable_lsn
+    target.mkdir(parents=True)
+    try:
+        copy = copy_database(database.path, target / database.name, database.name,
+                             upto_lsn=durable)  # fmt: skip
+        write_manifest(target, [copy])
+    except BaseException:
+        shutil.rmtree(target, ignore_errors=True)
+        raise
+    return message_result(
+        text, f"database '{database.name}' backed up at LSN {copy.lsn} into '{name}'"
+    )
+
+
+HANDLERS: dict[type, Callable[..., Result]] = {BackupDatabase: backup_database}

@@ -1,0 +1,175 @@
+"""What trigger and procedure bodies run in: the writing transaction, as someone.
+
+A `RoutineContext` is a `StatementContext` over another (the session, or the trigger or
+procedure that fired or called this one): the same database, deadline and functions, but its
+writes go straight into the transaction it was given (they commit with the statement that
+caused them, under its LSN) and its rights are those of whom the body runs as (a trigger's
+definer; a procedure's caller). Transaction statements are refused inside. Routines nest at
+most `MAX_DEPTH` deep: a trigger that writes its own table fires itself, and without a WHEN
+that stops it, that ends in RoutineDepth, which rolls the whole statement back.
+
+`bind_names` rewrites a body once so that its names of values (a trigger's NEW.c and OLD.c,
+a procedure's parameters) are `?` parameters: each run passes the values as parameters,
+and the statements themselves are compiled as any other.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import fields, is_dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from refimpl.engine.result import Result
+from refimpl.engine.rights import Principal, Right
+from refimpl.engine.storage import values
+from refimpl.errors import Forbidden, KdbError, NotAllowed, RoutineDepth, StatementTimeout
+from refimpl.sql import ast
+
+if TYPE_CHECKING:
+    from refimpl.engine.statements.context import (
+        AccessRules,
+        Catalog,
+        ScalarFunction,
+        StatementContext,
+        TableFunction,
+    )
+    from refimpl.engine.storage.database import Database
+    from refimpl.engine.storage.transaction import Transaction
+
+T = TypeVar("T")
+
+# How deep triggers and CALLs may nest inside one statement.
+MAX_DEPTH = 32
+
+# How a routine runs one statement of its body (the executor's dispatch, handed down so that
+# this layer does not import the executor that imports it).
+RunStatement = Callable[["StatementContext", ast.Statement, str, Sequence[Any]], Result]
+
+
+def depth_of(context: StatementContext) -> int:
+    return context.depth if isinstance(context, RoutineContext) else 0
+
+
+class RoutineContext:
+    """Satisfies `StatementContext` for the statements of a trigger or procedure body."""
+
+    def __init__(self, outer: StatementContext, txn: Transaction, principal: Principal,
+                 what: str) -> None:
+        self._outer = outer
+        self._txn = txn
+        self._principal = principal
+        self.depth = depth_of(outer) + 1
+        if self.depth > MAX_DEPTH:
+            raise RoutineDepth(
+                f"{what} would nest {self.depth} triggers and CALLs deep, more than the"
+                f" {MAX_DEPTH} a statement may; a trigger that writes its own table fires"
+                " itself: give it a WHEN that stops it"
+            )
+
+    @property
+    def database(self) -> Database:
+        return self._outer.database
+
+    @property
+    def principal(self) -> Principal:
+        return self._principal
+
+    @property
+    def transaction(self) -> Transaction:
+        return self._txn
+
+    @property
+    def access(self) -> AccessRules:
+        return self._outer.access
+
+    @property
+    def catalog(self) -> Catalog:
+        return self._outer.catalog
+
+    def authorize(
+        self, right: Right, table: str | None = None, database: str | None = None
+    ) -> None:
+        self.access.check(self._principal, database or self.database.name, right, table)
+
+    def can_read(self, table: str) -> bool:
+        return self.access.allowed(self._principal, self.database.name, Right.READ, table)
+
+    def require_admin_user(self, what: str) -> None:
+        if not self._principal.is_admin:
+            raise Forbidden(f"{what} needs the admin user; {self._principal.describe()} is not")
+
+    def write(self, run: Callable[[Transaction], T]) -> T:
+        return run(self._txn)
+
+    def begin(self) -> None:
+        raise NotAllowed("a trigger or procedure runs inside its caller's transaction;"
+                         " it cannot begin one")
+
+    commit = rollback = begin
+
+    def deadline(self) -> float:
+        return self._outer.deadline()
+
+    def sql_functions(self) -> dict[str, ScalarFunction]:
+        return self._outer.sql_functions()
+
+    def table_functions(self) -> dict[str, TableFunction]:
+        return self._outer.table_functions()
+
+
+def run_body(context: RoutineContext, body: Sequence[ast.Statement], params: Sequence[Any],
+             run_statement: RunStatement) -> None:
+    """Run a body's statements in order; StatementTimeout once the caller's deadline passed
+    (checked between statements too: a body of many short ones is bounded as well)."""
+    deadline = context.deadline()
+    for statement in body:
+        if time.monotonic() > deadline:
+            raise StatementTimeout.ran_too_long()
+        run_statement(context, statement, "", params)
+
+
+def name_error(error: KdbError, what: str) -> None:
+    """Tell an error of a body's statement as the routine's: `what` (a trigger or procedure,
+    as the message names it) leads the message, once, at the innermost routine."""
+    if not error.message.startswith(("trigger '", "procedure '")):
+        error.message = f"{what}: {error.message}"
+        error.args = (error.message,)
+
+
+def as_parameter(value: Any, column_type: str) -> Any:
+    """A stored value as a `?` parameter of its own type (a TIMESTAMP is a datetime)."""
+    if column_type == "TIMESTAMP" and value is not None:
+        return values.timestamp_to_datetime(value)
+    return value
+
+
+def bind_names(node: Any, binding: Callable[[ast.ColumnRef], int | None]) -> Any:
+    """`node` with every column reference that `binding` maps to an index replaced by the
+    parameter of that index; the same object when none is (frozen nodes are shared)."""
+    if isinstance(node, ast.ColumnRef):
+        index = binding(node)
+        return node if index is None else ast.Param(index)
+    if isinstance(node, tuple):
+        items = tuple(bind_names(item, binding) for item in node)
+        return node if all(a is b for a, b in zip(items, node, strict=True)) else items
+    if not is_dataclass(node) or isinstance(node, type):
+        return node
+    changed = {}
+    for spec in fields(node):
+        if not spec.init:
+            continue
+        value = getattr(node, spec.name)
+        bound = bind_names(value, binding)
+        if bound is not value:
+            changed[spec.name] = bound
+    if not changed:
+        return node
+    kwargs = {spec.name: getattr(node, spec.name) for spec in fields(node) if spec.init}
+    kwargs.update(changed)
+    return type(node)(**kwargs)
+
+
+def has_params(nodes: Sequence[object]) -> bool:
+    """Whether any of the statements or expressions holds a `?`."""
+    return any(isinstance(node, ast.Param) for node in ast.walk(tuple(nodes)))

@@ -1,0 +1,18 @@
+"""Expression objects of PostgreSQL's arrays (part of `refimpl.sql.ast`, which re-exports
+every name here: use them as `ast.Subscript`). This engine has no array type: an array is
+its text, `{1,2}`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from refimpl.sql.ast_base import Expr
+
+
+@dataclass(frozen=True, slots=True)
+class Subscript(Expr):
+    """`array[index]`: the element at `index` (from 1) of an integer array's text, `{1,2}`
+    (psql's catalog queries read one); NULL past either end."""
+
+    array: Expr
+    index: Expr

@@ -1,0 +1,123 @@
+"""Live queries woken by one commit share one run per distinct query and one change
+(spec: subscribe, what wakes a waiting request)."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+import refimpl
+from refimpl.engine.access import Principal
+from refimpl.engine.features.live_queries import LiveWait, SubscriptionManager
+from refimpl.errors import Forbidden
+
+TRADES = (
+    "CREATE TABLE trades (time TIMESTAMP, symbol SYMBOL, price DOUBLE) TIMESERIES(time)"
+    " PARTITION BY DAY, SYMBOL(symbol)"
+)
+CANDLES = (
+    "SUBSCRIBE SELECT date_trunc('minute', time) AS m, first(price) AS open,"
+    " max(price) AS high, min(price) AS low, last(price) AS close FROM trades"
+    " WHERE symbol = '{symbol}' GROUP BY m ORDER BY m"
+)
+
+
+@pytest.fixture
+def conn(tmp_path):
+    connection = refimpl.connect(tmp_path / "data")
+    connection.execute(TRADES)
+    connection.execute(
+        "INSERT INTO trades VALUES ('2026-09-24T10:00:10Z', 'NABIL', 1510),"
+        " ('2026-09-24T10:00:20Z', 'NEPSE', 2750)"
+    )
+    yield connection
+    connection.close()
+
+
+def _count_runs(monkeypatch) -> list[int]:
+    runs = [0]
+    answer = SubscriptionManager._answer
+
+    def counted(self, *args):
+        runs[0] += 1
+        return answer(self, *args)
+
+    monkeypatch.setattr(SubscriptionManager, "_answer", counted)
+    return runs
+
+
+def _waiting(conn, query: str, count: int) -> list[LiveWait]:
+    manager = conn.instance.subscriptions
+    waits = []
+    for _ in range(count):
+        session = conn.session()
+        snapshot = manager.ask_now(session, query, None)
+        step = manager.ask(session, query, snapshot.id)
+        assert isinstance(step, LiveWait)
+        step.watch(threading.Event())
+        waits.append(step)
+    return waits
+
+
+def test_ten_subscriptions_of_one_query_share_one_run_and_one_change(conn, monkeypatch):
+    waits = _waiting(conn, CANDLES.format(symbol="NABIL"), 10)
+    runs = _count_runs(monkeypatch)
+    conn.execute("INSERT INTO trades VALUES ('2026-09-24T10:00:40Z', 'NABIL', 1512)")
+    replies = [step.attempt() for step in waits]
+    assert runs[0] == 1
+    assert all(r is not None and r.kind == "rows" for r in replies)
+    assert {id(r.change) for r in replies} == {id(replies[0].change)}
+    assert replies[0].rows == [(1790244000000000, 1510.0, 1512.0, 1510.0, 1512.0)]
+    assert len({r.id for r in replies}) == 10  # each its own subscription and version
+
+
+def test_the_same_query_written_otherwise_is_shared_too(conn, monkeypatch):
+    spaced = CANDLES.format(symbol="NABIL").replace(" FROM ", "  from  ")
+    waits = _waiting(conn, CANDLES.format(symbol="NABIL"), 2) + _waiting(conn, spaced, 2)
+    runs = _count_runs(monkeypatch)
+    conn.execute("INSERT INTO trades VALUES ('2026-09-24T10:00:40Z', 'NABIL', 1512)")
+    replies = [step.attempt() for step in waits]
+    assert runs[0] == 1
+    assert len({id(r.change) for r in replies}) == 1
+
+
+def test_distinct_queries_run_apart(conn, monkeypatch):
+    waits = _waiting(conn, CANDLES.format(symbol="NABIL"), 3)
+    waits += _waiting(conn, CANDLES.format(symbol="NABIL").replace("max(", "min("), 3)
+    runs = _count_runs(monkeypatch)
+    conn.execute("INSERT INTO trades VALUES ('2026-09-24T10:00:40Z', 'NABIL', 1512)")
+    replies = [step.attempt() for step in waits]
+    assert runs[0] == 2
+    assert replies[0].rows != replies[3].rows
+
+
+def test_a_later_commit_runs_again(conn, monkeypatch):
+    query = CANDLES.format(symbol="NABIL")
+    first, second = _waiting(conn, query, 2)
+    runs = _count_runs(monkeypatch)
+    conn.execute("INSERT INTO trades VALUES ('2026-09-24T10:00:40Z', 'NABIL', 1512)")
+    assert first.attempt() is not None
+    conn.execute("INSERT INTO trades VALUES ('2026-09-24T10:00:50Z', 'NABIL', 1490)")
+    reply = second.attempt()
+    assert runs[0] == 2
+    assert reply is not None and reply.rows == [
+        (1790244000000000, 1510.0, 1512.0, 1490.0, 1490.0)
+    ]
+
+
+def test_a_subscriber_without_the_right_gets_no_shared_answer(conn):
+    conn.execute("CREATE USER reader_u")
+    conn.execute("GRANT SELECT ON trades TO reader_u")
+    query = CANDLES.format(symbol="NABIL")
+    (admin,) = _waiting(conn, query, 1)
+    manager = conn.instance.subscriptions
+    session = conn.instance.session("demo", Principal("reader_u"))
+    snapshot = manager.ask_now(session, query, None)
+    step = manager.ask(session, query, snapshot.id)
+    step.watch(threading.Event())
+    conn.execute("REVOKE SELECT ON trades FROM reader_u")
+    conn.execute("INSERT INTO trades VALUES ('2026-09-24T10:00:40Z', 'NABIL', 1512)")
+    assert admin.attempt() is not None
+    with pytest.raises(Forbidden):
+        step.attempt()

@@ -1,0 +1,80 @@
+"""While a server runs, log records are written by one writer thread: all, in order, once."""
+
+from __future__ import annotations
+
+import io
+import logging
+import threading
+from collections.abc import Iterator
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from refimpl.http.serving.log_queue import queued_log
+
+
+@pytest.fixture()
+def stream() -> Iterator[io.StringIO]:
+    root = logging.getLogger()
+    saved_handlers, saved_level = list(root.handlers), root.level
+    out = io.StringIO()
+    handler = logging.StreamHandler(out)
+    handler.setFormatter(logging.Formatter("%(threadName)s %(message)s"))
+    root.handlers, root.level = [handler], logging.INFO
+    try:
+        yield out
+    finally:
+        root.handlers, root.level = saved_handlers, saved_level
+
+
+# The fixture's stream is emptied at the start of each example.
+@settings(max_examples=25, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.lists(st.text(alphabet="abcxyz", max_size=8), max_size=30), max_size=4))
+def test_every_line_is_written_once_in_each_threads_order(stream: io.StringIO,
+                                                         lines: list[list[str]]) -> None:
+    stream.seek(0)
+    stream.truncate()
+    log = logging.getLogger("refimpl.test")
+    root = logging.getLogger()
+    before = list(root.handlers)
+
+    def write(number: int) -> None:
+        for index, text in enumerate(lines[number]):
+            log.info("%d %d %s", number, index, text)
+
+    with queued_log():
+        assert root.handlers != before  # records go to the queue now
+        threads = [threading.Thread(target=write, args=(n,), name=f"t{n}")
+                   for n in range(len(lines))]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    assert root.handlers == before  # the handlers are back at the end
+    written: dict[int, list[str]] = {n: [] for n in range(len(lines))}
+    for line in stream.getvalue().splitlines():
+        thread_name, number, index, *text = line.split(" ")
+        assert thread_name == f"t{number}"  # the record keeps the thread that made it
+        assert int(index) == len(written[int(number)])  # each thread's lines in its order
+        written[int(number)].append(" ".join(text))
+    assert written == dict(enumerate(lines))
+
+
+def test_a_line_after_the_end_is_written_at_once(stream: io.StringIO) -> None:
+    with queued_log():
+        logging.getLogger("refimpl.test").warning("inside")
+    logging.getLogger("refimpl.test").warning("after")
+    assert stream.getvalue().splitlines() == ["MainThread inside", "MainThread after"]
+
+
+def test_without_handlers_nothing_changes() -> None:
+    root = logging.getLogger()
+    saved = list(root.handlers)
+    root.handlers = []
+    try:
+        with queued_log():
+            assert root.handlers == []
+    finally:
+        root.handlers = saved

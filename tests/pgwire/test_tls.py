@@ -1,0 +1,82 @@
+"""TLS on the PostgreSQL port: with a certificate (here a self-signed one made for the test)
+an SSLRequest is answered 'S' and psycopg's `sslmode=require` works, queries and COPY alike;
+bytes sent before the handshake are refused; without a certificate see test_serving."""
+
+from __future__ import annotations
+
+import datetime
+import socket
+import struct
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+
+from tests.http.conftest import start_server
+from tests.pgwire.conftest import PgServer, pg_address
+
+
+def self_signed(folder: Path) -> tuple[Path, Path]:
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name)
+            .public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(now + datetime.timedelta(days=1))
+            .sign(key, hashes.SHA256()))  # fmt: skip
+    cert_file, key_file = folder / "server.crt", folder / "server.key"
+    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_file.write_bytes(key.private_bytes(serialization.Encoding.PEM,
+                                           serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))  # fmt: skip
+    return cert_file, key_file
+
+
+@pytest.fixture(scope="module")
+def pg_tls(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PgServer]:
+    folder = tmp_path_factory.mktemp("pg_tls")
+    cert, key = self_signed(folder)
+    running = start_server(folder / "data", "--pg-port", "0", "--pg-tls-cert", str(cert),
+                           "--pg-tls-key", str(key))  # fmt: skip
+    try:
+        yield PgServer(running, *pg_address(running))
+    finally:
+        assert running.stop() == 0, running.log.read_text()[-3000:]
+
+
+def test_sslmode_require_is_served_over_tls(pg_tls):
+    with pg_tls.connect(sslmode="require") as conn:
+        assert conn.pgconn.ssl_in_use
+        conn.execute("CREATE TABLE tls_t (id INT PRIMARY KEY, name STRING)")
+        cur = conn.cursor()
+        with cur.copy("COPY tls_t FROM STDIN") as copy:
+            for n in range(5000):  # more than one TLS record
+                copy.write_row((n, "x" * 50))
+        assert conn.execute("SELECT count(*), max(id) FROM tls_t").fetchone() == (5000, 4999)
+        rows = conn.execute("SELECT id, name FROM tls_t ORDER BY id").fetchall()
+        assert len(rows) == 5000
+        conn.execute("DROP TABLE tls_t")
+    with pg_tls.connect(sslmode="disable") as conn:  # plain text is still served
+        assert not conn.pgconn.ssl_in_use
+        assert conn.execute("SELECT 1").fetchone() == (1,)
+
+
+def test_bytes_sent_before_the_handshake_are_refused(pg_tls):
+    startup = struct.pack("!i", 196608) + b"user\0admin\0\0"
+    with socket.create_connection((pg_tls.host, pg_tls.port)) as sock:
+        # An SSLRequest with a plain-text startup behind it: an attacker's injection.
+        sock.sendall(struct.pack("!ii", 8, 80877103) + struct.pack("!i", len(startup) + 4)
+                     + startup)  # fmt: skip
+        sock.settimeout(10)
+        answer = b""
+        while chunk := sock.recv(4096):
+            answer += chunk
+    assert answer[:1] == b"S"
+    assert b"08P01" in answer and b"securing" in answer
+    with pg_tls.connect(sslmode="require") as conn:  # the server goes on
+        assert conn.execute("SELECT 1").fetchone() == (1,)
