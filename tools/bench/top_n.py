@@ -29,13 +29,12 @@ window, but a full re-run per commit, as the spec says) is shown at 10,000 rows 
 from __future__ import annotations
 
 import argparse
-import json
 import threading
 import time
-from typing import Any
 from urllib.parse import quote
 
 import harness
+from subscribe import parse_event
 
 WINDOW = 10
 TOP_BY_KEY = f"SUBSCRIBE SELECT id, sent FROM quotes ORDER BY id LIMIT {WINDOW}"
@@ -48,19 +47,6 @@ def load(server: harness.RefimplServer, rows: int, chunk: int = 200_000) -> None
     for start in range(0, rows, chunk):
         ids = range(FIRST_ID + start, FIRST_ID + min(rows, start + chunk))
         server.import_csv("quotes", "id,sent\n" + "".join(f"{i},0\n" for i in ids))
-
-
-def parse_event(text: str) -> tuple[str, str, dict[str, Any] | None]:
-    """(id, event kind, data) of one /api/subscribe answer."""
-    ident, kind, data = "", "none", None
-    for line in text.splitlines():
-        if line.startswith("id: "):
-            ident = line[4:]
-        elif line.startswith("event: "):
-            kind = line[7:]
-        elif line.startswith("data: "):
-            data = json.loads(line[6:])
-    return ident, kind, data
 
 
 def _waiter(server: harness.RefimplServer, query: str, stop: threading.Event,
