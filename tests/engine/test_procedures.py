@@ -4,7 +4,6 @@ parameters bind by name; procedures are schema that survives a restart."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -33,19 +32,11 @@ TWO_TABLES = (
 
 
 @pytest.fixture
-def instance(tmp_path: Path) -> Iterator[Instance]:
-    opened = Instance.open(tmp_path / "data")
-    yield opened
-    opened.close()
-
-
-@pytest.fixture
-def session(instance: Instance) -> Iterator[Session]:
-    session = instance.session()
+def session(session: Session) -> Session:
+    """The engine's session fixture, with the two tables and the procedure that writes both."""
     for sql in TWO_TABLES:
         session.execute(sql)
-    yield session
-    session.close()
+    return session
 
 
 def rows(session: Session, sql: str) -> list[tuple]:

@@ -6,7 +6,6 @@ equal to it through any mix of statements."""
 from __future__ import annotations
 
 import io
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -27,20 +26,6 @@ MIRROR = (
     " INSERT INTO mirror VALUES (NEW.id, NEW.v); END",
     "CREATE TRIGGER m_del AFTER DELETE ON t BEGIN DELETE FROM mirror WHERE id = OLD.id; END",
 )
-
-
-@pytest.fixture
-def instance(tmp_path: Path) -> Iterator[Instance]:
-    opened = Instance.open(tmp_path / "data")
-    yield opened
-    opened.close()
-
-
-@pytest.fixture
-def session(instance: Instance) -> Iterator[Session]:
-    session = instance.session()
-    yield session
-    session.close()
 
 
 def rows(session: Session, sql: str) -> list[tuple]:

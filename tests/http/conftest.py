@@ -14,7 +14,7 @@ import subprocess
 import sys
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -74,6 +74,26 @@ class Server:
         if self.process.poll() is None:
             self.process.send_signal(sig)
         return self.process.wait(timeout)
+
+    def kill_during(self, send: Callable[[], requests.Response], delay: float) -> bool:
+        """Runs `send` in a thread, SIGKILLs the server `delay` seconds later and returns
+        whether `send` was answered 200 before that (an acknowledged write must survive)."""
+        answers: list[requests.Response | requests.RequestException] = []
+
+        def run() -> None:
+            try:
+                answers.append(send())
+            except requests.RequestException as error:
+                answers.append(error)
+
+        sender = threading.Thread(target=run)
+        try:
+            sender.start()
+            threading.Event().wait(delay)
+        finally:
+            self.stop(signal.SIGKILL)
+            sender.join(130)
+        return any(isinstance(a, requests.Response) and a.status_code == 200 for a in answers)
 
 
 def _clean_environment() -> dict[str, str]:

@@ -4,11 +4,9 @@ there or none, and the change stream agrees (one transaction, one LSN)."""
 from __future__ import annotations
 
 import signal
-import threading
 from pathlib import Path
 
 import pytest
-import requests
 
 from refimpl.engine.instance import Instance
 from tests.http.conftest import start_server
@@ -30,24 +28,10 @@ def test_a_killed_call_is_all_or_nothing(tmp_path: Path, delay: float) -> None:
         assert copied.status_code == 200, copied.text
         server.sql("CREATE PROCEDURE fill() LANGUAGE SQL AS $$ INSERT INTO a SELECT * FROM src;"
                    " INSERT INTO b SELECT id, v * 2 FROM src $$")
-        answers: list[object] = []
-
-        def call() -> None:
-            try:
-                answers.append(server.exec("CALL fill()"))
-            except requests.RequestException as error:
-                answers.append(error)
-
-        caller = threading.Thread(target=call)
-        caller.start()
-        threading.Event().wait(delay)
-        server.stop(signal.SIGKILL)
-        caller.join(60)
+        acknowledged = server.kill_during(lambda: server.exec("CALL fill()"), delay)
     finally:
         if server.process.poll() is None:
             server.stop(signal.SIGKILL)
-    acknowledged = any(isinstance(a, requests.Response) and a.status_code == 200
-                       for a in answers)  # fmt: skip
     instance = Instance.open(data)
     try:
         session = instance.session()

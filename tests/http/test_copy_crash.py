@@ -4,11 +4,9 @@ stream agrees (one transaction, one LSN)."""
 from __future__ import annotations
 
 import signal
-import threading
 from pathlib import Path
 
 import pytest
-import requests
 
 from refimpl.engine.instance import Instance
 from tests.http.conftest import start_server
@@ -23,26 +21,12 @@ def test_a_killed_copy_is_all_or_nothing(tmp_path: Path, delay: float) -> None:
     try:
         server.sql("CREATE TABLE t (id INT PRIMARY KEY, name STRING, v DOUBLE)")
         body = "".join(f"{i},name {i},{i / 7}\n" for i in range(ROWS)).encode()
-        answers: list[object] = []
-
-        def send() -> None:
-            try:
-                answers.append(server.post(
-                    "/exec", params={"db": "demo", "query": "COPY t FROM STDIN (FORMAT csv)"},
-                    data=body, headers={"Content-Type": "text/csv"}, timeout=120))
-            except requests.RequestException as error:
-                answers.append(error)
-
-        sender = threading.Thread(target=send)
-        sender.start()
-        threading.Event().wait(delay)
-        server.stop(signal.SIGKILL)
-        sender.join(130)
+        acknowledged = server.kill_during(lambda: server.post(
+            "/exec", params={"db": "demo", "query": "COPY t FROM STDIN (FORMAT csv)"},
+            data=body, headers={"Content-Type": "text/csv"}, timeout=120), delay)
     finally:
         if server.process.poll() is None:
             server.stop(signal.SIGKILL)
-    acknowledged = any(isinstance(a, requests.Response) and a.status_code == 200
-                       for a in answers)  # fmt: skip
     instance = Instance.open(data)
     try:
         session = instance.session()
