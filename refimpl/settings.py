@@ -62,6 +62,7 @@ class Settings:
     | import_folder        | import       | folder of the data folder COPY FROM 'file' reads     |
     | backup_folder        | backup       | folder of the data folder BACKUP DATABASE writes to  |
     | memory_mb            | 0            | limit on table data of all databases; 0: none        |
+    | progress_after_s     | 1            | a start's recovery logs how far it is after this     |
 
     Unset, `allowed_hosts` is the listen host and the loopback names (localhost, 127.0.0.1,
     [::1]): a page of another site cannot reach the server through DNS rebinding.
@@ -102,6 +103,7 @@ class Settings:
     import_folder: str = "import"
     backup_folder: str = "backup"
     memory_mb: int = 0
+    progress_after_s: float = 1.0
 
     @property
     def max_body_bytes(self) -> int:
@@ -213,6 +215,7 @@ _PARSERS: dict[str, Callable[[str], object]] = {
     "import_folder": _folder_name,
     "backup_folder": _folder_name,
     "memory_mb": _int(0, 1 << 30),
+    "progress_after_s": _float(0.0, 3600.0),
 }
 KEYS = tuple(f.name for f in fields(Settings))
 DEFAULTS = Settings()

@@ -20,6 +20,7 @@ Nothing here knows HTTP: events are typed (`Event`), encoded by the protocol lay
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections.abc import Callable, Hashable, Sequence
@@ -100,42 +101,137 @@ class OpenStream:
         self.principal = credential.principal  # as the latest look at its token found it
         self.ends_at = ends_at  # time.monotonic() at which its max age is reached
         self.waker: Waker | None = None
-        self.last_id: str | None = None  # of the last event taken
         self.ended: str | None = None  # why it ended, one sentence
+        self._last_id: str | None = None  # of the last event it took itself
         self._access = access
         self._named = named  # the tables it follows (keys), None: every table
         self._lock = threading.Lock()
+        # The group that takes for it (guarded by the group's lock), and the group's count of
+        # takes when it joined: its last id is the group's once the group took for it.
+        self.group: StreamGroup | None = None
+        self.joined_at = 0
         self.cursor = cursor(self.follows, self.view)
 
     def follows(self, table: str) -> bool:
         """Whether the stream shows a table now: named (or any), and readable by its caller."""
-        if self._named is not None and table not in self._named:
-            return False
-        return self._access.allowed(self.principal, self.database, Right.READ, table)
+        return _shows(self._access, self.database, self._named, self.principal, table)
 
     def view(self) -> Hashable:
         """Equal for streams that follow the same tables with the same rights now (the
         principal as the latest look at its token found it): they share what they take."""
         return (self._named, self.principal)
 
+    @property
+    def last_id(self) -> str | None:
+        """The id of the last event taken for it (None: none yet)."""
+        group = self.group
+        if group is not None:
+            return group.last_id_of(self)
+        return self._last_id
+
     def take(self, budget: int) -> Taken:
-        """The next events (see `EventCursor.take`); none once it has ended."""
+        """The next events (see `EventCursor.take`); none once it has ended. A stream of a
+        group leaves it first, at the group's place: it never takes from a stale one."""
         with self._lock:
             if self.ended is not None:
                 return Taken([], False)
+            group = self.group
+            if group is not None:
+                group.leave(self)
             taken = self.cursor.take(budget)
             if taken.events:
-                self.last_id = taken.events[-1].id
+                self._last_id = taken.events[-1].id
             return taken
 
     def end(self, reason: str) -> None:
-        """End the stream (its next `take` is empty) and wake whoever sends it."""
+        """End the stream (its next `take` is empty; it leaves its group) and wake whoever
+        sends it."""
         with self._lock:
             if self.ended is not None:
                 return
             self.ended = reason
+        self._leave_and_wake()
+
+    def review(self, principal: Principal) -> None:
+        """The principal as the latest look at its token found it. A stream whose view
+        changed leaves its group, and is woken to take on its own."""
+        if principal == self.principal:
+            return
+        self.principal = principal
+        self._leave_and_wake()
+
+    def _leave_and_wake(self) -> None:
+        group = self.group
+        if group is not None:
+            group.leave(self)
         if self.waker is not None:
             self.waker.set()
+
+
+class StreamGroup:
+    """Open streams of one database that follow the same tables with the same rights from
+    one position (spec/stream.md, many streams): one take for all of them.
+
+    The group has a cursor of its own. A member's own cursor stands still while it belongs,
+    and is set to the group's place when it leaves (`OpenStream.take` leaves first), so
+    whatever a member takes alone follows what the group took for it, once. What a caller
+    may rely on: `take` gives the events and the members it took them for, at once; each of
+    those must be sent them, and stands after them.
+
+    `sender` is the protocol layer's object that sends the group's parts (opaque here).
+    """
+
+    def __init__(self, cursor: EventCursor) -> None:
+        self._lock = threading.Lock()
+        self._cursor = cursor
+        self.members: tuple[OpenStream, ...] = ()  # replaced whole at each change
+        self.last_id: str | None = None  # of the last event the group took
+        self._takes = 0  # takes that gave events
+        self.sender: object = None
+
+    def take(self, budget: int) -> tuple[Taken, tuple[OpenStream, ...]]:
+        """The next events of every member (see `EventCursor.take`), and the members."""
+        with self._lock:
+            taken = self._cursor.take(budget)
+            if taken.events:
+                self.last_id = taken.events[-1].id
+                self._takes += 1
+            return taken, self.members
+
+    def last_id_of(self, member: OpenStream) -> str | None:
+        with self._lock:
+            if member.group is self and member.joined_at != self._takes:
+                return self.last_id
+            return member._last_id
+
+    def add(self, stream: OpenStream) -> bool:
+        """Take `stream` in (the caller holds the stream's lock): only where the group
+        stands, or into an empty group, which then stands where the stream does."""
+        cursor = stream.cursor
+        with self._lock:
+            if stream.group is self:
+                return True
+            if stream.group is not None or not isinstance(cursor, EventCursor):
+                return False
+            if self.members and cursor.position != self._cursor.position:
+                return False
+            if not self.members:
+                self._cursor.position = cursor.position
+            stream.group, stream.joined_at = self, self._takes
+            self.members = (*self.members, stream)
+            return True
+
+    def leave(self, stream: OpenStream) -> None:
+        """`stream` is taken for no more; it stands where the group stands."""
+        with self._lock:
+            if stream.group is not self:
+                return
+            assert isinstance(stream.cursor, EventCursor)
+            stream.cursor.position = self._cursor.position
+            if stream.joined_at != self._takes:
+                stream._last_id = self.last_id
+            stream.group = None
+            self.members = tuple(m for m in self.members if m is not stream)
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,6 +273,7 @@ class EventStreams:
         self._wakers: dict[str, list[Waker]] = {}
         self._recent: dict[str, RecentTransactions] = {}
         self._listening: dict[str, Database] = {}  # by key: the database object listened to
+        self._groups: dict[tuple[str, Hashable], StreamGroup] = {}  # by database key and view
         self._numbers = iter(range(1, 2**62))
         self._closed = False
         self._stop = threading.Event()
@@ -234,7 +331,7 @@ class EventStreams:
         if feed_options is not None and not feed_options.plain:
             feed = StreamFeed.check(found, tables, feed_options, copy_from)
         with self._lock:
-            self._take_over(credential, resume_id)
+            taken_over = self._take_over(credential, resume_id)
             self._check_limits(credential)
             recent = self._recent_of(name, found)
             number = next(self._numbers)
@@ -251,7 +348,34 @@ class EventStreams:
             self._by_database.setdefault(name.lower(), []).append(stream)
             self._wakers.pop(name.lower(), None)
             self._start_sweeper()
+        if taken_over is not None:
+            # Ended once the lock is let go: ending wakes its sender, which may join groups.
+            taken_over.end("a reconnect with this stream's last id took it over")
         return stream
+
+    def join(self, stream: OpenStream, make_sender: Callable[[StreamGroup], object]
+             ) -> StreamGroup | None:  # fmt: skip
+        """Put a current stream into the group of the streams with its view at its place (a
+        group is made when there is none): the group then takes for it (`StreamGroup`).
+        None when it cannot share now: it has options, is not current, has ended, or the
+        group of its view stands elsewhere. `make_sender(group)` gives a new group's sender.
+        The caller must not hold the stream's lock."""
+        cursor = stream.cursor
+        if not isinstance(cursor, EventCursor) or stream.ended is not None:
+            return None
+        view = stream.view()
+        key = (stream.database.lower(), view)
+        with self._lock:
+            group = self._groups.get(key)
+            if group is None or not group.members:
+                access, database = self._access, stream.database
+                named, principal = view
+                follows = functools.partial(_shows, access, database, named, principal)
+                group = self._groups[key] = StreamGroup(cursor.following(follows, lambda: view))
+                group.sender = make_sender(group)
+        with stream._lock:
+            joined = stream.ended is None and cursor.current and group.add(stream)
+        return group if joined else None
 
     def close_stream(self, stream: OpenStream) -> None:
         """The stream's connection is done: it no longer counts."""
@@ -276,11 +400,12 @@ class EventStreams:
             self._closed = True
         self._stop.set()
 
-    def _take_over(self, credential: Credential, resume_id: str | None) -> None:
+    def _take_over(self, credential: Credential, resume_id: str | None) -> OpenStream | None:
         """A reconnect over a limit with the last id of an open stream of its token ends
-        that stream: its client is gone (a half-open connection) or this is that client."""
+        that stream (the caller ends what this gives): its client is gone (a half-open
+        connection) or this is that client."""
         if resume_id is None or not self._over_limit(credential):
-            return
+            return None
         for stream in self._open.values():
             if (
                 stream.credential.token_key == credential.token_key
@@ -288,8 +413,8 @@ class EventStreams:
                 and stream.last_id == resume_id
             ):
                 self._forget(stream)
-                stream.end("a reconnect with this stream's last id took it over")
-                return
+                return stream
+        return None
 
     def _over_limit(self, credential: Credential) -> bool:
         try:
@@ -367,31 +492,42 @@ class EventStreams:
 
     def sweep_once(self) -> None:
         """End the streams whose token, right, database or age is over (one look at each
-        token, however many streams it holds)."""
+        token and each of its databases, however many streams they hold)."""
         with self._lock:
             streams = [s for s in self._open.values() if s.ended is None]
         now = time.monotonic()
-        principals: dict[str, Principal | None] = {}
+        # By token key and database: its principal now, and why its streams end (None: on).
+        verdicts: dict[tuple[str, str], tuple[Principal | None, str | None]] = {}
         for stream in streams:
-            key = stream.credential.token_key
-            if not stream.credential.checked:
-                principals[key] = stream.credential.principal
-            elif key not in principals:
-                try:
-                    principals[key] = self._access.principal_of_token_key(key)
-                except KdbError:
-                    principals[key] = None
-            principal = principals[key]
-            if principal is None:
-                stream.end("the token expired or was dropped")
-            elif not self._instance.has_database(stream.database):
-                stream.end(f"database '{stream.database}' was dropped")
-            elif not self._holds_any(principal, stream.database):
-                stream.end(f"the right to database '{stream.database}' was revoked")
+            key = (stream.credential.token_key, stream.database)
+            verdict = verdicts.get(key)
+            if verdict is None:
+                verdict = verdicts[key] = self._verdict(stream.credential, stream.database)
+            principal, reason = verdict
+            if reason is not None:
+                stream.end(reason)
             elif now >= stream.ends_at:
                 stream.end(f"the stream reached its most age ({self.options.max_age_s:g} s)")
             else:
-                stream.principal = principal
+                assert principal is not None
+                stream.review(principal)
+        with self._lock:  # groups whose streams all left are forgotten
+            self._groups = {k: g for k, g in self._groups.items() if g.members}
+
+    def _verdict(self, credential: Credential, database: str
+                 ) -> tuple[Principal | None, str | None]:  # fmt: skip
+        """Who a token stands for now, and why its streams of `database` end (None: on)."""
+        principal = credential.principal
+        if credential.checked:
+            try:
+                principal = self._access.principal_of_token_key(credential.token_key)
+            except KdbError:
+                return None, "the token expired or was dropped"
+        if not self._instance.has_database(database):
+            return principal, f"database '{database}' was dropped"
+        if not self._holds_any(principal, database):
+            return principal, f"the right to database '{database}' was revoked"
+        return principal, None
 
     def _holds_any(self, principal: Principal, database: str) -> bool:
         try:
@@ -417,6 +553,15 @@ class EventStreams:
             raise NotFound(f"no row with key {key} in table '{schema.name}': it is gone")
         columns = [Column(c.name, c.type) for c in schema.columns]
         return RowAnswer(found.name, schema.name, key, columns, row)
+
+
+def _shows(access: AccessControl, database: str, named: frozenset[str] | None,
+           principal: Principal, table: str) -> bool:  # fmt: skip
+    """Whether a stream of `principal` that follows `named` (None: every table) shows
+    `table` now: named (or any), and readable by its caller."""
+    if named is not None and table not in named:
+        return False
+    return access.allowed(principal, database, Right.READ, table)
 
 
 def _wake_each(wakers: list[Waker]) -> None:

@@ -19,7 +19,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from refimpl.engine.access import Principal, Right
-from refimpl.engine.features.change_stream import ChangeBatch, read_changes
+from refimpl.engine.features.change_stream import (
+    ChangeBatch,
+    RunBatch,
+    read_changes,
+    read_runs,
+)
 from refimpl.engine.features.feed_options import FeedFilter, FeedOptions, ShapedBatch, shape_changes
 from refimpl.engine.features.initial_copy import CopyPosition, InitialBatch, read_initial
 from refimpl.engine.instance import Instance
@@ -67,6 +72,10 @@ class TableFeed:
     def read(self, after_lsn: int, limit: int) -> ChangeBatch:
         """Changes after `after_lsn`, at most `limit` rows, whole transactions (see the spec)."""
         return read_changes(self._database, self._schema.name, self._schema, after_lsn, limit)
+
+    def read_runs(self, after_lsn: int, limit: int) -> RunBatch:
+        """`read` as runs of the log's changes (`ChangeRun`): no object per change."""
+        return read_runs(self._database, self._schema.name, self._schema, after_lsn, limit)
 
     @property
     def before_images(self) -> bool:

@@ -39,6 +39,7 @@ from refimpl.pgwire.tags import command_tag
 from refimpl.sql import ast
 from refimpl.sql.parser import parse_cached
 from refimpl.sql.printer import to_sql
+from refimpl.sql.templates import templated
 
 # Statements that answer rows; those of them without side effects may be run to describe
 # their columns before they are executed.
@@ -52,11 +53,18 @@ _DUMMY = {"INT": 0, "BIGINT": 0, "DOUBLE": 0.0, "BOOLEAN": False, "STRING": "",
 
 @dataclass(frozen=True, slots=True)
 class Plan:
-    """One statement of a client's text, read: a session setting or an engine statement."""
+    """One statement of a client's text, read: a session setting or an engine statement.
+
+    A text with constants where a `?` means the same (`refimpl.sql.templates`) is read as
+    its template, as over `/exec`: `statement` is then the one parse every such text shares,
+    with `?`s for the constants (`templated`), which tells its kind and tag; describing its
+    columns parses it as written.
+    """
 
     piece: Piece
     setting: SettingCommand | None = None
     statement: ast.Statement | None = None
+    templated: bool = False
 
     @property
     def kind(self) -> str:
@@ -310,10 +318,13 @@ class Conversation:
         """Run a query without side effects for its columns: LIMIT 0, typed stand-ins."""
         piece = plan.piece
         params = tuple(_DUMMY.get(prepared.hints.get(n, ""), None) for n in piece.params)
-        if isinstance(plan.statement, ast.Select) and plan.statement.limit is None:
-            limited = dataclasses.replace(plan.statement, limit=ast.Literal(0, "INT"))
+        statement = plan.statement
+        if plan.templated:
+            statement = parse_cached(piece.text, self.session.deadline()).statements[0]
+        if isinstance(statement, ast.Select) and statement.limit is None:
+            limited = dataclasses.replace(statement, limit=ast.Literal(0, "INT"))
             piece = Piece(to_sql(limited), piece.offset, piece.params)
-        return self._run(Plan(piece, plan.setting, plan.statement), params)[0]
+        return self._run(Plan(piece, plan.setting, statement), params)[0]
 
     def _copied_columns(self, statement: ast.CopyFrom) -> int:
         return len(statement.columns or self._column_types(statement.table))
@@ -333,7 +344,11 @@ class Conversation:
         setting = recognise(piece.text)
         if setting is not None:
             return Plan(piece, setting=setting)
-        script = parse_cached(piece.text, self.session.deadline())
+        deadline = self.session.deadline()
+        # A client's own `$n` are parameters already; otherwise the constants of a point
+        # SELECT or a row's INSERT make a new text each time, which would cost a whole parse.
+        shared = templated(piece.text, deadline) if not piece.params else None
+        script = shared.script if shared is not None else parse_cached(piece.text, deadline)
         if len(script.statements) != 1:
             raise SqlSyntaxError("cannot insert multiple commands into a prepared statement")
         statement = script.statements[0]
@@ -342,7 +357,7 @@ class Conversation:
                 "SUBSCRIBE answers more than once, so the PostgreSQL protocol cannot run it;"
                 " use GET /api/subscribe?query=SUBSCRIBE SELECT ..."
             )
-        return Plan(piece, statement=statement)
+        return Plan(piece, statement=statement, templated=shared is not None)
 
     def _answers_rows(self, plan: Plan) -> bool:
         if plan.setting is not None:

@@ -29,6 +29,13 @@ at shutdown (everything parked is answered with what it has), and the server (`d
 the client is gone or reads too slowly to keep up with a stream). The server also tells a
 stream when every part handed over has been sent (`drained`), its flow control.
 
+Streams that share their parts (a group of event streams at one position) are sent by a
+`Batch`: while `batch` is set, the room's fan-out round hands the batch, once for all its
+members, instead of attempting each; the batch hands one part to the deliverer's `outlet`s
+of all of them at once (`WaitingRoom.send_shared`). A part so sent moves no state (a part
+leaves a request waiting), and a member whose client does not take it whole leaves the
+batch and goes on by itself, with the flow control above.
+
 What may never happen: a worker thread blocked on a parked request (except under a foreign
 WSGI server, which iterates the request and so waits in its own thread); a request decided
 twice; a part delivered before the previous one was handed to its deliverer; an answer
@@ -62,6 +69,15 @@ class Part(Generic[A]):
     """One part of a long-lived answer: handed over, and the request stays parked."""
 
     answer: A
+
+
+class Batch(Protocol):
+    """Paced streams that take and send one part for all (see the module docstring)."""
+
+    def fan_out(self) -> bool:
+        """Send every member the next part they share; True when more is ready already
+        (the room runs the batch again in its next round)."""
+        ...
 
 
 class State(enum.Enum):
@@ -137,6 +153,10 @@ class Parked(Generic[A]):
         self._on_answer: Callable[[A], None] | None = None
         self._on_part: Callable[[A], None] | None = None
         self._waiter: threading.Event | None = None  # made only for a thread that waits
+        # The deliverer's handle on its client (the server's connection; opaque here), for
+        # parts handed to many at once; and the batch that sends this request's parts now.
+        self.outlet: Any = None
+        self.batch: Batch | None = None
 
     @property
     def state(self) -> State:
@@ -205,12 +225,15 @@ class Parked(Generic[A]):
         return self._answer
 
     def on_ready(
-        self, on_answer: Callable[[A], None], on_part: Callable[[A], None] | None = None
+        self, on_answer: Callable[[A], None], on_part: Callable[[A], None] | None = None,
+        outlet: Any = None,
     ) -> None:
-        """Deliver the answer (and a stream's parts, in order) to these callbacks.
+        """Deliver the answer (and a stream's parts, in order) to these callbacks; `outlet`:
+        where the deliverer's shared sends reach this request's client (`send_shared`).
 
         Parts and the answer made before the call are delivered at once, in order.
         """
+        self.outlet = outlet
         with self._lock:
             parts, self._parts = self._parts, []
             self._on_part = on_part

@@ -22,12 +22,15 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
-from refimpl.waiting.parked import Parked, Signal
+from refimpl.waiting.parked import Batch, Parked, Signal
 
 log = logging.getLogger("refimpl.waiting")
+
+# A deliverer's send of one part to many outlets (`WaitingRoom.send_shared`).
+SharedSend = Callable[[Iterable[Any], Any, Callable[[Any], None]], None]
 
 EMPTY_LOOK_SECONDS = 1.0  # how often the room looks when nothing parked has a deadline
 
@@ -38,11 +41,11 @@ QUIET_SECONDS = 0.1  # a commit after this long without one is answered at once
 # A paced request woken by its key (a stream's fan-out at a commit) waits for the next
 # fan-out round (`FanoutPace`): at most MAX_FANOUT_WAIT, the bound on what pacing adds to an
 # event's latency.
-FANOUT_SPACING = 5
+FANOUT_SPACING = 20
 MAX_FANOUT_WAIT = 0.5
 # The first stream of a round moves on by this fraction of the round at each round, so that
 # no stream is always the last of a thousand to get its part.
-_FANOUT_STRIDE = 0.6180339887
+FANOUT_STRIDE = 0.6180339887
 
 
 class Pace:
@@ -80,7 +83,7 @@ class FanoutPace:
     FANOUT_SPACING times that cost after the round's start, scaled by how busy the rest of
     the process was since the round before (its CPU time over the wall time, at most 1), and
     never more than MAX_FANOUT_WAIT. So while writers keep the server busy, streams take
-    about a sixth of its time and each round carries the events of many commits; commits
+    about a twenty-first of its time and each round carries the events of many commits; commits
     that leave the server idle go out at once, however many streams there are.
 
     `process_cpu` gives the CPU seconds of the whole process (all its threads).
@@ -142,8 +145,12 @@ class WaitingRoom:
         # Lists given to `poke_all` (by id: a list poked by three commits counts once), kept
         # whole until that round: a thousand streams poked at each commit cost nothing each.
         self._fanout_groups: dict[int, list[Parked]] = {}
+        # Batches (streams sharing their parts) with more ready: run again in the next round.
+        self._fanout_batches: dict[int, Batch] = {}
+        # The deliverer's way to hand one part to many outlets at once (`share_with`).
+        self._shared_send: SharedSend | None = None
         self._fanout_pace = fanout_pace or FanoutPace()
-        self._fanout_rounds = 0  # rounds so far: where the next one starts (_FANOUT_STRIDE)
+        self._fanout_rounds = 0  # rounds so far: where the next one starts (FANOUT_STRIDE)
         self._keyed_deadlines: list[tuple[float, int, Parked]] = []
         self._closed = False
         self._thread: threading.Thread | None = None
@@ -244,8 +251,12 @@ class WaitingRoom:
         round counts once (a database's streams at several commits); the caller must not
         change a list it handed over."""
         with self._lock:
+            # With a round due already, the room looks by then anyway: a thousand commits
+            # a second cost it no wake-up each.
+            due = self._fanout_due()
             self._fanout_groups[id(requests)] = requests
-        self._wake.set()
+        if not due:
+            self._wake.set()
 
     def _start_thread(self) -> None:
         if self._thread is None:
@@ -306,7 +317,7 @@ class WaitingRoom:
                     nearest is None or self._keyed_deadlines[0][0] < nearest
                 ):
                     nearest = self._keyed_deadlines[0][0]
-                if (self._fanout or self._fanout_groups) and (
+                if self._fanout_due() and (
                     nearest is None or self._fanout_pace.next_round < nearest
                 ):
                     nearest = self._fanout_pace.next_round
@@ -338,8 +349,8 @@ class WaitingRoom:
                     poked.append(parked)
             self._poked = []
             now = time.monotonic()
-            fanout: list[Parked] = []
-            if (self._fanout or self._fanout_groups) and now >= self._fanout_pace.next_round:
+            fanout: list[Parked] | None = None
+            if self._fanout_due() and now >= self._fanout_pace.next_round:
                 fanout = self._fanout_members()
             due: list[Parked] = []
             while self._keyed_deadlines and self._keyed_deadlines[0][0] <= now:
@@ -351,7 +362,7 @@ class WaitingRoom:
         for parked in poked:
             if not parked.finished and self._decide(parked, parked.attempt, 0):
                 finished.append(parked)
-        if fanout:
+        if fanout is not None:
             self._fanout_round(fanout, finished)
         for parked in due:
             if parked.finished:
@@ -367,6 +378,10 @@ class WaitingRoom:
                 entry = (parked.deadline, next(self._order), parked)
                 heapq.heappush(self._keyed_deadlines, entry)
 
+    def _fanout_due(self) -> bool:
+        """Whether anything waits for a fan-out round (the caller holds the lock)."""
+        return bool(self._fanout or self._fanout_groups or self._fanout_batches)
+
     def _fanout_members(self) -> list[Parked]:
         """Who the fan-out round that starts now attempts, each once; no longer waiting
         (the caller holds the lock)."""
@@ -379,8 +394,9 @@ class WaitingRoom:
         return list(single.values())
 
     def _fanout_round(self, requests: list[Parked], finished: list[Parked]) -> None:
-        """Attempt the poked paced requests once each, as a round; the next round is spaced
-        by the CPU time this one cost (`FanoutPace`).
+        """Attempt the poked paced requests once each, as a round: the batches of those sent
+        by one (`Parked.batch`) once each, first, then the others each in turn; the next
+        round is spaced by the CPU time this one cost (`FanoutPace`).
 
         No gate, unlike the readers' rounds: a stream's part brings no request back, so the
         writers' requests go on while the round's sends are in the kernel, and the
@@ -388,19 +404,60 @@ class WaitingRoom:
         pending: list[Callable[[], None]] = []
         self._round.pending = pending
         started, cpu = time.monotonic(), time.thread_time()
-        first = int(self._fanout_rounds * _FANOUT_STRIDE * len(requests)) % len(requests)
-        self._fanout_rounds += 1
+        with self._lock:
+            batches, self._fanout_batches = self._fanout_batches, {}
+        alone: list[Parked] = []
+        for parked in requests:
+            batch = parked.batch
+            if batch is None:
+                alone.append(parked)
+            else:
+                batches[id(batch)] = batch
+        again: dict[int, Batch] = {}
         decide = self._decide
         try:
-            for parked in itertools.chain(requests[first:], requests[:first]):
-                if parked.finished or decide(parked, parked.attempt, 0):
-                    finished.append(parked)
+            for key, batch in batches.items():
+                if self._fan_out(batch):
+                    again[key] = batch
+            if alone:
+                first = int(self._fanout_rounds * FANOUT_STRIDE * len(alone)) % len(alone)
+                for parked in itertools.chain(alone[first:], alone[:first]):
+                    if parked.finished or decide(parked, parked.attempt, 0):
+                        finished.append(parked)
         finally:
+            self._fanout_rounds += 1
             cost = time.thread_time() - cpu
             self._round.pending = None
             _run_all(pending)
         with self._lock:
+            self._fanout_batches.update(again)
             self._fanout_pace.round(started, cost)
+
+    @staticmethod
+    def _fan_out(batch: Batch) -> bool:
+        try:
+            return batch.fan_out()
+        except Exception:  # a bug: the other batches and streams of the round go on
+            log.warning("sending a batch of streams their part failed", exc_info=True)
+            return False
+
+    def share_with(self, send: SharedSend) -> None:
+        """The deliverer's way to hand one part to many outlets at once (`send_shared`)."""
+        self._shared_send = send
+
+    @property
+    def sends_shared(self) -> bool:
+        """Whether `send_shared` can be used (a deliverer gave its way with `share_with`)."""
+        return self._shared_send is not None
+
+    def send_shared(self, outlets: Iterable[Any], answer: Any,
+                    on_backlog: Callable[[Any], None]) -> None:  # fmt: skip
+        """Hand `answer` as one part to the clients of `outlets` (`Parked.outlet`s of streams
+        whose parts went out so far): one answer, its bytes made once. For an outlet whose
+        client does not take it whole, `on_backlog(outlet)` is called before the part can be
+        drained (the rest goes out later, as a part of its own would)."""
+        assert self._shared_send is not None, "no deliverer shares its sends (share_with)"
+        self._shared_send(outlets, answer, on_backlog)
 
     def _decide_due(self) -> None:
         with self._lock:

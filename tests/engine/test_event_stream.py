@@ -179,3 +179,57 @@ def test_tickets_once_hashed_and_timed() -> None:
     elsewhere, _ = book.issue("key", "demo")
     with pytest.raises(Unauthorized, match="another database"):
         book.redeem(elsewhere, "other")
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    st.lists(st.one_of(
+        st.tuples(st.just("commit"), st.sampled_from(["t", "u", "tu"])),
+        st.tuples(st.sampled_from(["join", "alone"]), st.integers(0, 2)),
+        st.tuples(st.just("group"), st.just(0)),
+    ), min_size=1, max_size=30),
+    st.integers(1, 400),
+)  # fmt: skip
+def test_streams_in_groups_get_every_event_once_as_one_alone_does(
+    instance: Instance, steps: list[tuple[str, object]], budget: int
+) -> None:
+    """Streams join their group, are taken for by it, take alone (leaving it) in any order:
+    each gets what a stream that never joined gets, with the same ids, once, in order."""
+    streams = EventStreams(instance, StreamOptions(per_token=1000, per_user=1000))
+    alone = streams.open(ADMIN_CREDENTIAL, "demo", [], None, None)
+    members = [streams.open(ADMIN_CREDENTIAL, "demo", [], None, None) for _ in range(3)]
+    got: dict[int, list] = {id(s): list(s.take(budget).events) for s in [alone, *members]}
+    commits = 0
+
+    def group_takes(group) -> bool:
+        taken, taken_for = group.take(budget)
+        for member in taken_for:
+            got[id(member)] += taken.events
+        return taken.more
+
+    for kind, arg in steps:
+        if kind == "commit":
+            commits += 1
+            changes = {"t": f"DELETE FROM t WHERE id = {commits}; INSERT INTO t VALUES"
+                            f" ({commits}, 'v')", "u": f"INSERT INTO u VALUES ({commits})"}
+            run(instance, "BEGIN; " + "; ".join(changes[t] for t in str(arg)) + "; COMMIT")
+        elif kind == "join":
+            streams.join(members[int(arg)], lambda group: None)
+        elif kind == "alone":
+            got[id(members[int(arg)])] += members[int(arg)].take(budget).events
+        else:
+            for group in {id(m.group): m.group for m in members if m.group}.values():
+                group_takes(group)
+    for group in {id(m.group): m.group for m in members if m.group}.values():
+        while group_takes(group):
+            pass
+    for stream in [alone, *members]:
+        got[id(stream)] += take_all(streams, stream, budget)
+    expected = [(e.id, e.kind, e.data) for e in got[id(alone)]]
+    for member in members:
+        assert [(e.id, e.kind, e.data) for e in got[id(member)]] == expected
+        assert member.group is None and member.last_id == alone.last_id
+    for stream in [alone, *members]:
+        streams.close_stream(stream)

@@ -64,6 +64,29 @@ def test_a_bad_row_imports_nothing(server: Server, db: str):
     assert server.rows("SELECT count(*) FROM t", db) == [[0]]
 
 
+def test_a_key_conflict_at_install_imports_nothing(server: Server, db: str):
+    server.sql("CREATE TABLE k (id INT PRIMARY KEY, v DOUBLE)", db)
+    server.sql("INSERT INTO k VALUES (2, 0.5)", db)
+    for body in (b"id,v\n1,1.5\n2,2.5\n3,3.5\n", b"id,v\n4,1.5\n5,2.5\n4,3.5\n"):
+        response = server.post("/imp", params={"table": "k", "db": db}, data=body)
+        assert response.status_code == 400, response.text
+        assert "duplicate primary key" in response.json()["error"]
+        assert server.rows("SELECT id, v FROM k", db) == [[2, 0.5]]
+
+
+def test_an_import_into_a_dedup_table_keeps_the_last_row_of_a_key(server: Server, db: str):
+    server.sql("CREATE TABLE d (ts TIMESTAMP, s SYMBOL, v DOUBLE) TIMESERIES(ts)"
+               " DEDUP KEY(ts, s)", db)  # fmt: skip
+    server.sql("INSERT INTO d VALUES ('2026-01-01T00:00:00Z', 'A', 0.5)", db)
+    body = (b"ts,s,v\n2026-01-01T00:00:00Z,A,1.5\n2026-01-01T00:00:01Z,A,2.5\n"
+            b"2026-01-01T00:00:01Z,A,3.5\n")  # fmt: skip
+    response = server.post("/imp", params={"table": "d", "db": db}, data=body)
+    assert response.status_code == 200, response.text
+    assert server.rows("SELECT ts, v FROM d ORDER BY ts", db) == [
+        ["2026-01-01T00:00:00.000Z", 1.5], ["2026-01-01T00:00:01.000Z", 3.5],
+    ]
+
+
 def test_import_header_problems(server: Server, db: str):
     server.sql("CREATE TABLE t (id INT)", db)
     for body, words in [

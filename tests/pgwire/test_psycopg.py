@@ -9,6 +9,8 @@ from datetime import UTC, datetime
 
 import psycopg
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from psycopg import errors as pgerrors
 
 CREATE = ("CREATE TABLE t (id INT PRIMARY KEY, big BIGINT, x DOUBLE, name STRING, sym SYMBOL,"
@@ -186,3 +188,26 @@ def test_unknown_and_duplicate_names_of_statements_and_portals(pg, db):
         assert pgconn.describe_portal(b"nope").error_field(
             psycopg.pq.DiagnosticField.SQLSTATE) == b"34000"
         assert pgconn.exec_prepared(b"one", []).get_value(0, 0) == b"1"
+
+
+# Written into the text, a constant makes a new text for each row, read (as over /exec) as
+# the one parse of its template: the answers are those of the same values as parameters.
+@settings(max_examples=25, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])  # fmt: skip
+@given(key=st.integers(-(2**31), 2**31 - 1),
+       text=st.text(alphabet="ab 'é\\%?$;-", max_size=12))  # fmt: skip
+def test_constants_in_the_text_answer_as_parameters_do(pg, db, key, text):
+    with pg.connect(db) as conn:
+        conn.execute("CREATE TABLE IF NOT EXISTS kv (k INT PRIMARY KEY, v STRING)")
+        literal = psycopg.ClientCursor(conn)  # binds on the client: one simple Query
+        literal.execute("INSERT INTO kv VALUES (%s, %s)", (key, text))
+        assert literal.statusmessage == "INSERT 0 1"
+        literal.execute("SELECT k, v FROM kv WHERE k = %s", (key,))
+        assert literal.fetchall() == [(key, text)]
+        assert conn.execute("SELECT k, v FROM kv WHERE k = %s", (key,)).fetchall() == [(key, text)]
+        # Parsed, described and executed through the extended protocol, without parameters.
+        cur = conn.execute(f"SELECT v AS value FROM kv WHERE k = {key}", prepare=True)
+        assert [c.name for c in cur.description] == ["value"]
+        assert cur.fetchall() == [(text,)]
+        literal.execute("DELETE FROM kv WHERE k = %s", (key,))
+        assert literal.statusmessage == "DELETE 1"

@@ -13,9 +13,10 @@ PostgreSQL logical decoding, in one run; then commit throughput with 100 waiting
    committed in transactions of the same size (COPY), then decoded with
    `pg_logical_slot_peek_changes` (fetched through a server-side cursor, 50,000 at a time).
 
-The reading process's memory is printed at the start and the end of each read (current RSS
-from /proc/self/statm, peak RSS from resource.getrusage): flat figures show that a reader
-does not accumulate what it read.
+The server's CPU per row read (/proc/<pid>/stat over each read) is printed beside the rates:
+it depends little on what else runs on the machine. The reading process's memory is printed
+at the start and the end of each read (current RSS from /proc/self/statm, peak RSS from
+resource.getrusage): flat figures show that a reader does not accumulate what it read.
 
 5. Single-row commits through /exec (4 writer threads, --seconds) with no reader, then with
    100 readers (4 processes of 25 threads) waiting on /api/changes and woken by every commit.
@@ -25,6 +26,7 @@ throughput with 100 waiting readers >= 0.5x that with none.
 
     python tools/bench/changes_read.py                  # full: 1,000,000 rows, ~10 minutes
     python tools/bench/changes_read.py --quick          # 100,000 rows
+    python tools/bench/changes_read.py --reads-only     # steps 1-4 only
 """
 
 from __future__ import annotations
@@ -246,13 +248,16 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="100,000 rows, 4 s phases")
     parser.add_argument("--writers-only", action="store_true",
                         help="only the commit throughput with and without waiting readers")
+    parser.add_argument("--reads-only", action="store_true",
+                        help="only the reading figures, no commit throughput")
     args = parser.parse_args()
     rows = 100_000 if args.quick else args.rows
     seconds = 4.0 if args.quick else args.seconds
 
     if not args.writers_only:
         read_figures(rows, args.txn_rows)
-    writer_figures(seconds)
+    if not args.reads_only:
+        writer_figures(seconds)
 
 
 def read_figures(rows: int, txn_rows: int) -> None:
@@ -265,9 +270,13 @@ def read_figures(rows: int, txn_rows: int) -> None:
         # A server of its own for each form: a page read before is answered from the
         # server's shared answers, which a first reader does not find.
         with harness.RefimplServer(threads=16, data=folder) as server:
+            cpu = harness.cpu_seconds(server.pid)
             http_rate = read_changes_http(server, start, rows)
+            http_cpu = (harness.cpu_seconds(server.pid) - cpu) / rows * 1e6
         with harness.RefimplServer(threads=16, data=folder) as server:
+            cpu = harness.cpu_seconds(server.pid)
             sse_rate = read_changes_sse(server, start, rows)
+            sse_cpu = (harness.cpu_seconds(server.pid) - cpu) / rows * 1e6
     pg_rate, pg_written = postgres_decoding(rows, txn_rows)
     print(f"  PostgreSQL: written in {pg_written:.1f} s ({rows / pg_written:,.0f} rows/s)")
     print()
@@ -289,8 +298,9 @@ def read_figures(rows: int, txn_rows: int) -> None:
                       http_rate >= pg_rate),
         harness.Check("/api/changes SSE rows/s / PostgreSQL", sse_rate / pg_rate, ">= 1.0x",
                       sse_rate >= pg_rate),
+        harness.Check("server CPU per row read, /api/changes JSON (us)", http_cpu),
+        harness.Check("server CPU per row read, /api/changes SSE (us)", sse_cpu),
     ])
-
 
 
 def writer_figures(seconds: float) -> None:

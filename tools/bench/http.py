@@ -45,6 +45,7 @@ import requests
 
 ROWS = 10_000
 WARMUP = 0.5
+GRACE_SECONDS = 120.0  # a phase's clients must be done this long after its end
 
 
 # --- load generator (runs in forked processes) ----------------------------------------------
@@ -130,8 +131,6 @@ def run_phase(target: dict[str, Any], op: str, clients: int, procs: int, seconds
     context = multiprocessing.get_context("fork")
     pid = target.get("pid")
     cpu = float("nan")
-    # close() and join(), not the context manager's terminate(): terminating a pool whose
-    # workers are idle can hang on their task queue's lock.
     pool = context.Pool(len(groups))
     try:
         start_at = time.monotonic() + 1.0  # every process started and connected
@@ -144,10 +143,16 @@ def run_phase(target: dict[str, Any], op: str, clients: int, procs: int, seconds
             cpu = harness.cpu_seconds(pid)
             time.sleep(max(0.0, stop_at - time.monotonic()))
             cpu = harness.cpu_seconds(pid) - cpu
-        results = pending.get()
-    finally:
-        pool.close()
-        pool.join()
+        results = pending.get(timeout=seconds + GRACE_SECONDS)
+    except BaseException:
+        # A client process that died (or a stop) leaves its task pending: join() would
+        # wait for it forever.
+        pool.terminate()
+        raise
+    # close() and join(), not terminate(): terminating a pool whose workers are idle can
+    # hang on their task queue's lock.
+    pool.close()
+    pool.join()
     samples = [s for r, _ in results for s in r]
     errors = sum(e for _, e in results)
     figures = harness.summary([s * 1000 for s in samples])

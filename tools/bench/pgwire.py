@@ -10,8 +10,9 @@ extended protocol, as drivers send it):
 refimpl is a `refimpl serve --pg-port 0` process; PostgreSQL a throwaway cluster with fsync
 and synchronous_commit on (`harness.Postgres`). Clients run in forked processes (up to
 --procs, one thread per client). Each phase runs --seconds after a short warm-up; the table
-shows requests/s, p50 and p99 of both and their ratio. Target: at least the ratio that
-/exec reaches against PostgreSQL in tools/bench/http.py.
+shows requests/s, p50 and p99 of both and their ratio, and the refimpl server process's
+CPU time (utime+stime, /proc) per request. Target: at least the ratio that /exec reaches
+against PostgreSQL in tools/bench/http.py.
 
     python tools/bench/pgwire.py            # 10 s per phase
     python tools/bench/pgwire.py --quick    # 3 s per phase
@@ -31,6 +32,7 @@ import psycopg
 
 ROWS = 10_000
 WARMUP = 0.5
+GRACE_SECONDS = 120.0  # a phase's clients must be done this long after its end
 PHASES = (("select", 1), ("select", 16), ("insert", 1), ("insert", 16))
 
 
@@ -73,26 +75,41 @@ def _process(conninfo: str, op: str, indexes: list[int], id_base: int, start_at:
 
 
 def run_phase(conninfo: str, op: str, clients: int, procs: int, seconds: float,
-              id_base: int) -> dict[str, float]:  # fmt: skip
+              id_base: int, pid: int | None = None) -> dict[str, float]:  # fmt: skip
+    """One phase's figures; with `pid`, also that server process's CPU time per request
+    (utime+stime over the measured seconds, as tools/bench/http.py reports it)."""
     groups = [list(range(p, clients, procs)) for p in range(min(procs, clients))]
     pool = multiprocessing.get_context("fork").Pool(len(groups))
+    cpu = float("nan")
     try:
         start_at = time.monotonic() + 1.0
         stop_at = start_at + WARMUP + seconds
-        results = pool.starmap(
+        pending = pool.starmap_async(
             _process, [(conninfo, op, g, id_base, start_at, stop_at) for g in groups])
-    finally:
-        pool.close()
-        pool.join()
+        if pid is not None:
+            time.sleep(max(0.0, start_at + WARMUP - time.monotonic()))
+            cpu = harness.cpu_seconds(pid)
+            time.sleep(max(0.0, stop_at - time.monotonic()))
+            cpu = harness.cpu_seconds(pid) - cpu
+        results = pending.get(timeout=seconds + GRACE_SECONDS)
+    except BaseException:
+        # A client process that died (or a stop) leaves its task pending: join() would
+        # wait for it forever.
+        pool.terminate()
+        raise
+    pool.close()
+    pool.join()
     samples = [s for r, _ in results for s in r]
     figures = harness.summary([s * 1000 for s in samples])
     figures["rate"] = len(samples) / seconds
     figures["errors"] = sum(e for _, e in results)
+    figures["cpu_ms"] = cpu / len(samples) * 1000 if samples else float("nan")
     return figures
 
 
-def run_all(conninfo: str, procs: int, seconds: float) -> dict[tuple[str, int], dict]:
-    return {(op, clients): run_phase(conninfo, op, clients, procs, seconds, n * 10**9)
+def run_all(conninfo: str, procs: int, seconds: float,
+            pid: int | None = None) -> dict[tuple[str, int], dict]:  # fmt: skip
+    return {(op, clients): run_phase(conninfo, op, clients, procs, seconds, n * 10**9, pid)
             for n, (op, clients) in enumerate(PHASES)}  # fmt: skip
 
 
@@ -131,17 +148,18 @@ def main() -> None:
 
     server = harness.RefimplServer(threads=args.threads, extra=["--pg-port", "0"])
     with server:
-        ours = run_all(prepare_refimpl(server), args.procs, seconds)
+        ours = run_all(prepare_refimpl(server), args.procs, seconds, server.pid)
     with harness.Postgres() as pg:
         theirs = run_all(prepare_postgres(pg), args.procs, seconds)
     rows = []
     for op, clients in PHASES:
         a, b = ours[(op, clients)], theirs[(op, clients)]
         rows.append((f"{op} x{clients}", a["rate"], b["rate"], a["rate"] / b["rate"],
-                     a["p50"], b["p50"], a["p99"], b["p99"], f"{a['errors']}/{b['errors']}"))
+                     a["p50"], b["p50"], a["p99"], b["p99"], a["cpu_ms"],
+                     f"{a['errors']}/{b['errors']}"))
     harness.print_table(
         ("workload", "refimpl/s", "pg/s", "ratio", "p50 ms", "pg p50", "p99 ms", "pg p99",
-         "errors"),
+         "CPU ms/req", "errors"),
         rows,
         title=f"PostgreSQL protocol through psycopg: refimpl ({args.threads} threads) vs"
               f" PostgreSQL (fsync on), {seconds:g} s per phase",

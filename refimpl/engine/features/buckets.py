@@ -2,22 +2,32 @@
 
 A candle query groups by `date_trunc(unit, <timeseries column>)`. After a commit, only the
 buckets holding changed rows can have changed answers: the log after the answer's position
-names those rows, and the query runs again restricted to that time range (which also prunes
-partitions). Anything the log cannot place in a bucket (a DDL, a delete whose key has no
-time) asks for a full run instead.
+names those rows, and the query runs again over the rows of those buckets only
+(`run_buckets`: each bucket's time range read from its partitions, never the time between
+two changed buckets). Anything the log cannot place in a bucket (a DDL, a delete whose key
+has no time) asks for a full run instead.
 """
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from refimpl.engine.query.functions import truncate_timestamp
+from refimpl.engine.query.select import QueryOutput, run_select
+from refimpl.engine.statements.executor import now_micros
+from refimpl.engine.statements.queries import CommittedTable
 from refimpl.engine.storage import records
-from refimpl.engine.storage.schema import TableSchema
+from refimpl.engine.storage.access_hints import AccessHints
+from refimpl.engine.storage.schema import TableSchema, period_of
+from refimpl.engine.storage.table import Table
+from refimpl.errors import UnknownTable
 from refimpl.sql import ast
 
 if TYPE_CHECKING:
+    from refimpl.engine.statements.context import StatementContext
     from refimpl.engine.storage.database import Database
 
 # Units of a fixed length; month and year buckets always run in full.
@@ -113,23 +123,68 @@ def _index_of(columns: list[str], name: str) -> int | None:
     return None
 
 
-def restricted(select: ast.Select, plan: BucketPlan, buckets: set[int]) -> ast.Select:
-    """`select` with its WHERE narrowed to the time range of `buckets`."""
-    low = min(buckets)
-    high = max(buckets) + UNIT_MICROS[plan.unit] - 1
-    time = ast.ColumnRef(plan.time_column)
-    span = ast.Between(
-        time, ast.Cast(ast.Literal(low, "INT"), "TIMESTAMP"),
-        ast.Cast(ast.Literal(high, "INT"), "TIMESTAMP"),
-    )
-    where = span if select.where is None else ast.Binary("AND", select.where, span)
-    return ast.Select(
-        items=select.items,
-        source=select.source,
-        where=where,
-        group_by=select.group_by,
-        having=select.having,
-        order_by=(),
-        distinct=select.distinct,
-    )
+def bucket_ranges(plan: BucketPlan, buckets: Collection[int]) -> list[tuple[int, int]]:
+    """The time ranges (inclusive micros) of `buckets`, in order, adjacent ones joined."""
+    width = UNIT_MICROS[plan.unit]
+    ranges: list[tuple[int, int]] = []
+    for start in sorted(buckets):
+        if ranges and ranges[-1][1] + 1 == start:
+            ranges[-1] = (ranges[-1][0], start + width - 1)
+        else:
+            ranges.append((start, start + width - 1))
+    return ranges
 
+
+class _BucketRows:
+    """A committed table as a SELECT source that gives only the rows within some time ranges:
+    each range is read from the partitions of its periods, from its first row to its last
+    where the table keeps time order (the caller holds the state lock)."""
+
+    def __init__(self, table: Table, alias: str | None, ranges: list[tuple[int, int]]) -> None:
+        self._inner = CommittedTable(table, alias)
+        self.columns = self._inner.columns
+        self.qualifier = self._inner.qualifier
+        self.schema: TableSchema | None = self._inner.schema
+        self._ranges = ranges
+        self._time = table.layout.time_position
+        self._period = table.layout.period
+
+    def rows(self, hints: AccessHints) -> Iterator[Sequence[Any]]:
+        time = self._time
+        for low, high in self._ranges:
+            # The query's own bounds on the time narrow each range further.
+            if hints.time_low is not None:
+                low = max(low, hints.time_low)
+            if hints.time_high is not None:
+                high = min(high, hints.time_high)
+            if low > high:
+                continue
+            periods = (None, None)
+            if self._period is not None:
+                periods = (period_of(low, self._period), period_of(high, self._period))
+            narrowed = dataclasses.replace(
+                hints, time_low=low, time_high=high, low_period=periods[0],
+                high_period=periods[1],
+            )
+            for row in self._inner.rows(narrowed):
+                value = row[time]
+                if value is not None and low <= value <= high:
+                    yield row
+
+
+def run_buckets(
+    session: StatementContext, select: ast.Select, plan: BucketPlan, buckets: Collection[int]
+) -> QueryOutput:
+    """`select`'s answer over the rows of `buckets` only: the rows of the groups of those
+    buckets (the caller has checked the right to read the table)."""
+    source = select.source
+    assert isinstance(source, ast.TableSource)
+    database = session.database
+    with database.state_lock:
+        table = database.tables.get(source.name.lower())
+        if table is None:
+            raise UnknownTable(source.name)
+        rows = _BucketRows(table, source.alias, bucket_ranges(plan, buckets))
+        return run_select(
+            select, rows, (), now_micros(), session.sql_functions(), session.deadline()
+        )

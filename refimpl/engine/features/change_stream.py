@@ -2,14 +2,15 @@
 
 Readers read the log, never the tables, and only up to the durable LSN, so what they see is
 exactly what recovery replays. A read stops between transactions (`max_rows`), never inside
-one, so resuming after the last LSN read never skips or repeats a row.
+one, so resuming after the last LSN read never skips or repeats a row. `read_runs` gives a
+page as runs of the log's entries (`ChangeRun`), `read_changes` as one tuple a change.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
 
@@ -27,6 +28,10 @@ if TYPE_CHECKING:
     from refimpl.engine.storage.database import Database
 
 UNBOUNDED_READ_LIMIT = 100_000
+# Rows one C-level step (a map, an encode) takes at once. Such a call holds the interpreter
+# lock from its start to its end, and every other thread (a writer's commit, a request that
+# takes no lock) waits for it: 1,000 rows take well under a millisecond.
+CHUNK_ROWS = 1000
 META_COLUMNS = (
     Column("lsn", "BIGINT"),
     Column("seq", "INT"),
@@ -36,6 +41,7 @@ META_COLUMNS = (
 )
 _META_NAMES = frozenset(c.name for c in META_COLUMNS)
 _key_encoder = msgspec.msgpack.Encoder()
+T = TypeVar("T")
 
 
 # A change is a tuple: (lsn, seq, committed_at, op, key, *the row on the table's columns);
@@ -64,6 +70,55 @@ class ChangeBatch:
     more: bool  # more is ready now
 
 
+@dataclass(slots=True)
+class ChangeRun:
+    """Changes of one kind that follow each other in one transaction, as the log holds them
+    (an entry of its record): no object per change, so that an encoder makes a run's objects
+    by C-level maps, with no Python step per row."""
+
+    lsn: int
+    committed_at: int
+    seq: int  # the first change's; the others follow it
+    op: str  # "upsert", "delete" or "ddl"
+    items: Sequence[Any]  # upsert: each row, on the table's columns; delete: each key; ddl: [text]
+    width: int  # the table's columns: a delete's or a ddl's row is that many NULLs
+    # On a table with before-images, each change's row before it (see Change); else None.
+    old_rows: Sequence[Any] | None = None
+
+    def changes(self) -> Iterator[Change]:
+        """The run's changes as `Change` tuples."""
+        lsn, committed_at, op = self.lsn, self.committed_at, self.op
+        if op == "upsert":
+            made = ((lsn, seq, committed_at, op, None, *row)
+                    for seq, row in enumerate(self.items, self.seq))
+        else:
+            empty = (None,) * self.width
+            made = ((lsn, seq, committed_at, op, key, *empty)
+                    for seq, key in enumerate(self.items, self.seq))
+        if self.old_rows is None:
+            return made
+        return ((*change, old) for change, old in zip(made, self.old_rows, strict=True))
+
+
+@dataclass(slots=True)
+class RunBatch:
+    """A page of the change stream as runs (see ChangeRun); `next_lsn` and `more` as in
+    ChangeBatch."""
+
+    runs: list[ChangeRun]
+    next_lsn: int
+    more: bool
+
+    def changes(self) -> list[Change]:
+        return [change for run in self.runs for change in run.changes()]
+
+
+def chunks(items: Sequence[T]) -> Iterator[Sequence[T]]:
+    """`items` in slices of `CHUNK_ROWS`: a C-level step over each lets other threads run
+    between them (see CHUNK_ROWS)."""
+    return (items[start:start + CHUNK_ROWS] for start in range(0, len(items), CHUNK_ROWS))
+
+
 def delete_key(part: Sequence[Any], ident: Sequence[Any]) -> str:
     """The `key` of a delete: hex of MessagePack `[partition, identity]` (spec: changes)."""
     return _key_encoder.encode([list(part), list(ident)]).hex()
@@ -80,6 +135,23 @@ def read_changes(
     unbounded_limit: int | None = UNBOUNDED_READ_LIMIT,
     through_lsn: int | None = None,
 ) -> ChangeBatch:
+    """`read_runs` as `Change` tuples."""
+    batch = read_runs(database, table, schema, after_lsn, max_rows, stop_inside=stop_inside,
+                      unbounded_limit=unbounded_limit, through_lsn=through_lsn)
+    return ChangeBatch(batch.changes(), batch.next_lsn, batch.more)
+
+
+def read_runs(
+    database: Database,
+    table: str,
+    schema: TableSchema,
+    after_lsn: int,
+    max_rows: int | None,
+    *,
+    stop_inside: int | None = None,
+    unbounded_limit: int | None = UNBOUNDED_READ_LIMIT,
+    through_lsn: int | None = None,
+) -> RunBatch:
     """Changes of `table` committed after `after_lsn`.
 
     With `max_rows`, whole transactions until about that many rows (a bigger one comes
@@ -87,93 +159,95 @@ def read_changes(
     Without either, more than `unbounded_limit` rows is ResultTooLarge. Gone when the log
     no longer holds the position. `through_lsn` stops the read after that LSN.
     """
-    changes: list[Change] = []
+    runs: list[ChangeRun] = []
+    count = 0
     next_lsn = after_lsn
     key = table.lower()
     durable = database.log.durable_lsn
     names = schema.column_names
+    full = schema.replica_identity_full
     more = False
-    changes_of = _full_changes_of if schema.replica_identity_full else _changes_of
     for lsn, payload in database.log.read(after_lsn):
         if through_lsn is not None and lsn > through_lsn:
             break
-        record = records.decode(lsn, payload)
-        taken = list(changes_of(record, key, names))
-        if max_rows is not None and changes and len(changes) + len(taken) > max_rows:
+        taken = _runs_of(records.decode(lsn, payload), key, names, full)
+        rows = sum(len(run.items) for run in taken)
+        if max_rows is not None and count and count + rows > max_rows:
             more = True
             break
-        changes.extend(taken)
+        runs += taken
+        count += rows
         next_lsn = lsn
-        if stop_inside is not None and len(changes) >= stop_inside:
-            del changes[stop_inside:]
+        if stop_inside is not None and count >= stop_inside:
+            _cut(runs, count - stop_inside)
             more = lsn < durable
             break
-        if max_rows is not None and len(changes) >= max_rows:
+        if max_rows is not None and count >= max_rows:
             more = lsn < durable
             break
-        if max_rows is None and unbounded_limit is not None and len(changes) > unbounded_limit:
+        if max_rows is None and unbounded_limit is not None and count > unbounded_limit:
             raise ResultTooLarge(
                 f"changes('{table}') holds more than {unbounded_limit} rows after LSN"
                 f" {after_lsn}; read in parts with max_rows, as in changes('{table}',"
                 f" {after_lsn}, 10000), and go on from the last lsn read"
             )
-    return ChangeBatch(changes, next_lsn, more)
+    return RunBatch(runs, next_lsn, more)
 
 
-def _changes_of(record: records.Record, table_key: str, names: tuple[str, ...]) -> Iterator[Change]:
+def _cut(runs: list[ChangeRun], extra: int) -> None:
+    """Drops the last `extra` changes of `runs`."""
+    while extra:
+        last = runs[-1]
+        if len(last.items) <= extra:
+            extra -= len(runs.pop().items)
+            continue
+        keep = len(last.items) - extra
+        last.items = last.items[:keep]
+        if last.old_rows is not None:
+            last.old_rows = last.old_rows[:keep]
+        return
+
+
+def _runs_of(record: records.Record, table_key: str, names: tuple[str, ...],
+             full: bool) -> list[ChangeRun]:  # fmt: skip
+    """The record's changes of the table, a run per entry; before-images only when `full`."""
+    runs: list[ChangeRun] = []
     seq = 0
-    lsn, committed_at = record.lsn, record.committed_at
-    empty = (None,) * len(names)
+    width = len(names)
     for entry in record.entries:
         if entry.table is None or entry.table.lower() != table_key:
             continue
         if entry.kind == records.UPSERT:
-            columns, rows, _rowids = entry.payload
-            shape = _shape(columns, names)
-            for row in rows:
-                yield (lsn, seq, committed_at, "upsert", None, *(shape(row) if shape else row))
-                seq += 1
+            columns, items, _rowids = entry.payload
+            shape = row_mapper(columns, names)
+            if shape is not None:
+                items = [shape(row) for row in items]
+            op = "upsert"
         elif entry.kind == records.DELETE:
-            for part, ident in entry.payload[0]:
-                yield (lsn, seq, committed_at, "delete", delete_key(part, ident), *empty)
-                seq += 1
+            items = [delete_key(part, ident) for part, ident in entry.payload[0]]
+            op = "delete"
         elif entry.kind == records.DDL:
-            yield (lsn, seq, committed_at, "ddl", entry.payload[0], *empty)
-            seq += 1
-
-
-def _full_changes_of(
-    record: records.Record, table_key: str, names: tuple[str, ...]
-) -> Iterator[Change]:
-    """As `_changes_of`, each change ended by the row before it (see Change)."""
-    seq = 0
-    lsn, committed_at = record.lsn, record.committed_at
-    empty = (None,) * len(names)
-    for entry in record.entries:
-        if entry.table is None or entry.table.lower() != table_key:
+            items, op = [entry.payload[0]], "ddl"
+        else:
             continue
-        before = entry.before
-        old_rows: list[Any] = []
-        missing = UNLOGGED if before is None else None
-        if before is not None:
-            old_shape = _shape(before.columns, names)
-            old_rows = [None if r is None else tuple(old_shape(r) if old_shape else r)
-                        for r in before.rows]
-        if entry.kind == records.UPSERT:
-            columns, rows, _rowids = entry.payload
-            shape = _shape(columns, names)
-            for index, row in enumerate(rows):
-                old = old_rows[index] if old_rows else missing
-                yield (lsn, seq, committed_at, "upsert", None, *(shape(row) if shape else row), old)
-                seq += 1
-        elif entry.kind == records.DELETE:
-            for index, (part, ident) in enumerate(entry.payload[0]):
-                old = old_rows[index] if old_rows else missing
-                yield (lsn, seq, committed_at, "delete", delete_key(part, ident), *empty, old)
-                seq += 1
-        elif entry.kind == records.DDL:
-            yield (lsn, seq, committed_at, "ddl", entry.payload[0], *empty, None)
-            seq += 1
+        if not items:
+            continue
+        old_rows = _old_rows(entry, names, len(items)) if full else None
+        runs.append(ChangeRun(record.lsn, record.committed_at, seq, op, items, width, old_rows))
+        seq += len(items)
+    return runs
+
+
+def _old_rows(entry: records.Entry, names: tuple[str, ...], count: int) -> list[Any]:
+    """The row before each change of the entry, as tuples on the table's columns (None for
+    an insert or a ddl; UNLOGGED when the entry was logged without them)."""
+    if entry.kind == records.DDL:
+        return [None]
+    before = entry.before
+    if before is None:
+        return [UNLOGGED] * count
+    shape = row_mapper(before.columns, names)
+    return [None if row is None else tuple(shape(row) if shape else row) for row in before.rows]
 
 
 def old_column_names(schema: TableSchema) -> list[str]:
@@ -184,7 +258,8 @@ def old_column_names(schema: TableSchema) -> list[str]:
             for c in schema.columns]
 
 
-def _shape(logged: list[str], names: tuple[str, ...]):  # noqa: ANN202 - None or a mapper
+def row_mapper(logged: Sequence[str],
+               names: tuple[str, ...]) -> Callable[[Sequence[Any]], tuple] | None:
     """How to put a row logged with `logged` columns onto the current ones (None: as is).
 
     Columns the row did not have (added later) are NULL; dropped ones are left out.

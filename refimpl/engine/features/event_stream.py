@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Hashable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
@@ -383,9 +383,23 @@ class EventCursor:
     _checking_window: bool = False
     _started: bool = False
 
+    @property
+    def current(self) -> bool:
+        """Whether what it takes next depends on its position and view alone (it was sent
+        `ready` and has nothing of a resume left to check): what a group of streams at one
+        position may take for all of them (`event_streams.StreamGroup`)."""
+        return (self._started and self.ready_sent and not self._checking_window
+                and self.view is not None)  # fmt: skip
+
+    def following(self, follows: Callable[[str], bool], view: Callable[[], Hashable]
+                  ) -> EventCursor:  # fmt: skip
+        """A cursor at this one's place, shared by the streams whose view `view` gives: a
+        group's own cursor."""
+        return replace(self, follows=follows, view=view)
+
     def take(self, budget: int) -> Taken:
         """The next events, about `budget` bytes of data at most (at least one event)."""
-        if self._started and self.ready_sent and not self._checking_window and self.view:
+        if self.current:
             # Current: what comes next depends on the position, view and budget alone.
             taken, self.position = self.recent.shared(
                 (self.position, self.view(), budget), self._take_more, budget

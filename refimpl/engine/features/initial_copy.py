@@ -13,7 +13,9 @@ What a caller may rely on: `read_initial` answers whole transactions and whole r
 item with the position just after it (`InitialItem.position`), a page's rows only once
 durable, and only tables with a key (a row of a table without one has no identity the copy
 and the stream share: `InvalidValue`). The state lock is held only to slice the page's rows
-out of the table (C-level slices, no Python step per row); keys and changes are made after.
+out of the table (C-level slices, no Python step per row); their keys are made after, by
+C-level maps, and the rows stay a block (`CopiedRows`) that a protocol layer encodes as a
+whole: a change and a position per row are made only when `InitialBatch.items` asks.
 A point feed's copy (`FeedFilter.point`) is its one row read by its key, or one initial
 change whose cells are all NULL when the row is missing (the protocol layers show it as
 `"row": null`).
@@ -21,9 +23,10 @@ change whose cells are all NULL when the row is missing (the protocol layers sho
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import repeat
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -33,7 +36,9 @@ from refimpl.engine.features.change_stream import (
     ROW,
     UNLOGGED,
     Change,
+    chunks,
     read_changes,
+    row_mapper,
 )
 from refimpl.engine.features.event_stream import row_key
 from refimpl.engine.features.feed_options import FeedFilter, filter_change
@@ -94,10 +99,55 @@ class InitialItem:
 
 
 @dataclass(slots=True)
+class CopiedRows:
+    """A page's copied rows as the table holds them, on the feed's columns: taken, keyed
+    and placed by C-level maps (in chunks, see CHUNK_ROWS), with no Python step per row
+    (but a filter's)."""
+
+    lsn: int  # the page's: each row is an initial change at it
+    rows: list[tuple]
+    keys: list[str]  # each row's hex key (the `key` of its change)
+    places: list[Place]  # each row's place: the copy stands there once the reader has it
+    ends_copy: bool  # the last row ends the copy: the position after it is `lsn`
+    full: bool  # the table keeps before-images: a change ends with its old row (None)
+
+    def changes(self) -> list[Change]:
+        """The rows as initial changes."""
+        end = (None,) if self.full else ()
+        return [(self.lsn, seq, None, INITIAL, key, *row, *end)
+                for seq, (row, key) in enumerate(zip(self.rows, self.keys, strict=True))]
+
+    def positions(self) -> list[CopyPosition | int]:
+        """Where the feed stands after each row."""
+        made: list[CopyPosition | int] = [CopyPosition(self.lsn, p) for p in self.places]
+        if self.ends_copy and made:
+            made[-1] = self.lsn
+        return made
+
+    def event_ids(self) -> list[str]:
+        """Each row's position as an id (`CopyPosition.event_id`), made in C."""
+        ids: list[str] = []
+        for chunk in chunks(self.places):
+            ids += map(f"{self.lsn}:".__add__, map(bytes.hex, map(_encoder.encode, chunk)))
+        if self.ends_copy and ids:
+            ids[-1] = str(self.lsn)
+        return ids
+
+
+@dataclass(slots=True)
 class InitialBatch:
-    items: list[InitialItem]
+    changes: list[InitialItem]  # the stream's changes given before the rows
+    copied: CopiedRows | None  # the page's rows, after the changes
     position: CopyPosition | int  # where to go on (the last item's, or the one asked for)
     copying: bool  # the copy is not over: the ready state has not come yet
+
+    @property
+    def items(self) -> list[InitialItem]:
+        """The changes, then the rows as changes, each with the position after it."""
+        if self.copied is None:
+            return list(self.changes)
+        rows = self.copied
+        return [*self.changes, *map(InitialItem, rows.changes(), rows.positions())]
 
 
 def read_initial(database: Database, schema: TableSchema, at: CopyPosition | None, limit: int,
@@ -117,40 +167,40 @@ def read_initial(database: Database, schema: TableSchema, at: CopyPosition | Non
         _add_changes(items, batch.changes, schema, at.place, feed_filter)
         after_lsn = batch.next_lsn
         if batch.more:  # many changes since the last page: those first, the copy after
-            return InitialBatch(items, CopyPosition(after_lsn, at.place), True)
-    table, page_lsn = _page_table(database, schema, at, limit)
-    rows, places, done = table
+            return InitialBatch(items, None, CopyPosition(after_lsn, at.place), True)
+    (rows, places, done), page_lsn, held = _page_table(database, schema, at, limit)
     if at is not None and page_lsn > after_lsn:
         # Commits between the read above and the page: the page has them for its rows.
         batch = read_changes(database, schema.name, schema, after_lsn, None,
                              unbounded_limit=None, through_lsn=page_lsn)
         _add_changes(items, batch.changes, schema, at.place, feed_filter)
-    width = len(schema.columns)
-    end = (None,) if schema.replica_identity_full else ()
-    seq = 0
-    key_of = _key_maker(schema)
-    for index, (row, place) in enumerate(zip(rows, places, strict=True)):
-        if feed_filter is not None and not feed_filter.matches(row):
-            continue
-        last = index + 1 == len(rows)
-        position = page_lsn if last and done else CopyPosition(page_lsn, place)
-        change = (page_lsn, seq, None, INITIAL, key_of(row), *row[:width], *end)
-        items.append(InitialItem(change, position))
-        seq += 1
-    if done:
-        return InitialBatch(items, page_lsn, False)
-    # Rows the filter left out still move the copy on: the page's last place.
-    return InitialBatch(items, CopyPosition(page_lsn, places[-1]), True)
+    shape = row_mapper(held, schema.column_names)
+    if shape is not None:  # the table's columns changed since the feed was described
+        rows = [shape(row) for row in rows]
+    # Rows the filter leaves out still move the copy on: the page's last place.
+    position: CopyPosition | int = page_lsn if done else CopyPosition(page_lsn, places[-1])
+    ends_copy = done
+    if feed_filter is not None:
+        kept = [index for index, row in enumerate(rows) if feed_filter.matches(row)]
+        ends_copy = done and bool(kept) and kept[-1] == len(rows) - 1
+        rows, places = [rows[i] for i in kept], [places[i] for i in kept]
+    copied = CopiedRows(page_lsn, rows, _keys(schema, rows), places, ends_copy,
+                        schema.replica_identity_full)
+    return InitialBatch(items, copied, position, not done)
 
 
-def _key_maker(schema: TableSchema) -> Callable[[Sequence[Any]], str]:
-    """The hex key of a row (`row_key`), with the schema's layout looked at once."""
+def _keys(schema: TableSchema, rows: list[tuple]) -> list[str]:
+    """The hex key of each row (`row_key`), made in C where no partition is in it."""
     layout = schema.layout()
     positions = layout.key_positions
     if layout.period is None and layout.symbol_position is None:
         head = b"\x92\x90"  # MessagePack [[], identity]: the partition part is empty
-        return lambda row: (head + _encoder.encode([row[p] for p in positions])).hex()
-    return lambda row: row_key(schema, row, tuple(row[p] for p in positions))
+        keys: list[str] = []
+        for chunk in chunks(rows):
+            idents = zip(*(map(itemgetter(p), chunk) for p in positions), strict=True)
+            keys += map(bytes.hex, map(head.__add__, map(_encoder.encode, idents)))
+        return keys
+    return [row_key(schema, row, tuple(row[p] for p in positions)) for row in rows]
 
 
 def _point_copy(database: Database, schema: TableSchema, feed_filter: FeedFilter
@@ -173,29 +223,37 @@ def _point_copy(database: Database, schema: TableSchema, feed_filter: FeedFilter
     change = (lsn, 0, None, INITIAL, point.key, *(cells or (None,) * width))
     if schema.replica_identity_full:
         change = (*change, None)
-    return InitialBatch([InitialItem(change, lsn)], lsn, False)
+    return InitialBatch([InitialItem(change, lsn)], None, lsn, False)
 
 
 def _page_table(database: Database, schema: TableSchema, at: CopyPosition | None,
-                limit: int) -> tuple[tuple[list, list, bool], int]:  # fmt: skip
-    """Up to `limit` rows after `at.place` and the LSN they are at; durable before return."""
+                limit: int) -> tuple[tuple[list, list, bool], int, tuple[str, ...]]:  # fmt: skip
+    """Up to `limit` rows after `at.place` and their places, the LSN they are at and the
+    columns they are on (the table's then); durable before return."""
     with database.state_lock:
         table = database.tables.get(schema.name.lower())
         if table is None:
             raise UnknownTable(schema.name)
         lsn = database.applied_lsn
-        page = _rows_after(table, None if at is None else at.place, limit)
+        rows, spans, done = _rows_after(table, None if at is None else at.place, limit)
     if database.log.durable_lsn < lsn:
         database.log.wait_durable(lsn)  # the page may hold a commit not yet on disk
-    return page, lsn
-
-
-def _rows_after(table: Table, place: Place | None, limit: int) -> tuple[list, list, bool]:
-    """The rows after `place`, in the table's order. Called under the state lock: the rows
-    are taken by slices of each partition's sorted keys and C-level lookups, never a Python
-    step per row, so that writers wait microseconds per thousand rows, not milliseconds."""
-    rows: list[tuple] = []
     places: list[Place] = []
+    for part, orders in spans:
+        for chunk in chunks(orders):
+            places += zip(repeat(part), chunk)
+    return (rows, places, done), lsn, table.schema.column_names
+
+
+def _rows_after(table: Table, place: Place | None,
+                limit: int) -> tuple[list, list[tuple[Any, list]], bool]:  # fmt: skip
+    """The rows after `place`, in the table's order, and the order keys they were taken at,
+    a list per partition. Called under the state lock: the rows are taken by slices of each
+    partition's sorted keys and C-level lookups, never a Python step per row, so that
+    writers wait microseconds per thousand rows, not milliseconds; their places are made
+    after the lock."""
+    rows: list[tuple] = []
+    spans: list[tuple[Any, list]] = []
     partitions = table.partitions
     start_part = None if place is None else place[0]
     for part in partitions.irange(minimum=start_part):
@@ -208,13 +266,14 @@ def _rows_after(table: Table, place: Place | None, limit: int) -> tuple[list, li
         more = len(orders) > wanted
         if more:
             del orders[wanted:]
-        rows += map(partition.__getitem__, orders)
-        places += zip(itertools.repeat(part), orders)
+        for chunk in chunks(orders):
+            rows += map(partition.__getitem__, chunk)
+        spans.append((part, orders))
         if more:
-            return rows, places, False
+            return rows, spans, False
         if len(rows) == limit and part != partitions.keys()[-1]:
-            return rows, places, False
-    return rows, places, True
+            return rows, spans, False
+    return rows, spans, True
 
 
 def _add_changes(items: list[InitialItem], changes: Sequence[Change], schema: TableSchema,

@@ -32,7 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from refimpl.engine.features.buckets import BucketPlan, bucket_plan, changed_buckets, restricted
+from refimpl.engine.features.buckets import BucketPlan, bucket_plan, changed_buckets, run_buckets
 from refimpl.engine.features.live_shape import ONE_TABLE, identity_positions, parse_subscription
 from refimpl.engine.features.top_n import Move, TopPlan, moves, run_in_table_order, top_plan
 from refimpl.engine.query.cache_keys import deterministic, pinned_value
@@ -135,6 +135,7 @@ class Subscription:
     identity: Callable[[tuple], Identity]
     whole_row: bool
     buckets: BucketPlan | None = None  # how to re-run only changed time buckets
+    shared: bool = True  # deterministic: its run at one state serves every subscriber
     top: TopPlan | None = None  # with offsets: the query in its total order
     position: int | None = None  # the applied LSN the last answer includes
     rowid_floor: int = 0  # a logged row id below it is an update of a row the answer holds
@@ -337,7 +338,7 @@ class SubscriptionManager:
         # must still be allowed to read the table): one run serves all of them. The state
         # is named by the revision too: a commit moves it before the applied LSN moves.
         session.authorize(Right.READ, subscription.table)
-        if deterministic(subscription.select):
+        if subscription.shared:
             answer = self._answers.get(
                 (id(database), subscription.select, applied, token),
                 lambda: self._answer(session, subscription, applied),
@@ -420,13 +421,12 @@ class SubscriptionManager:
         previous = subscription.current.rows
         if not changed:
             return dict(previous)
-        low, high = min(changed), max(changed)
         index = plan.identity_index
-        rows = {i: r for i, r in previous.items() if not low <= i[index] <= high}
-        narrowed = restricted(subscription.select, plan, changed)
+        rows = {i: r for i, r in previous.items() if i[index] not in changed}
+        # Each subscriber's right was checked before (`_run`): the rows are everyone's.
         output = self._shared.get(
-            ("rows", id(database), subscription.owner, narrowed, applied),
-            lambda: executor.select_rows(session, narrowed, (), cache=False),
+            ("rows", id(database), subscription.select, frozenset(changed), applied),
+            lambda: run_buckets(session, subscription.select, plan, changed),
         )
         identity = subscription.identity
         for row in output.rows:
@@ -472,6 +472,7 @@ class SubscriptionManager:
             identity=identity,
             whole_row=positions is None,
             buckets=bucket_plan(select, schema, positions),
+            shared=deterministic(select),
             top=top,
         )
         answer = self._run(session, subscription)
@@ -485,22 +486,29 @@ class SubscriptionManager:
         return Reply("snapshot", subscription, 1, Change(list(answer.rows.values()), [], None))
 
     def _difference(self, subscription: Subscription, old: Version, new: Version) -> Reply | None:
-        # Subscriptions that had the same two answers share one change (and its encoding).
-        change = self._answers.get(
-            ("change", subscription.select, subscription.top is not None, old.answer.serial,
-             new.answer.serial),
-            lambda: _change(subscription, old.rows, new.rows),
-        )
+        change = self._change(subscription, old.answer, new.answer)
         if change is None:
             return None
         return Reply("rows", subscription, new.version, change)
+
+    def _change(self, subscription: Subscription, old: Answer, new: Answer) -> Change | None:
+        # Subscriptions that had the same two answers share one change (and its encoding).
+        return self._answers.get(
+            ("change", subscription.select, subscription.top is not None, old.serial,
+             new.serial),
+            lambda: _change(subscription, old.rows, new.rows),
+        )
 
     def rerun(self, session: StatementContext, subscription: Subscription) -> Reply | None:
         """Run the query again after a commit touched it: the difference, or None."""
         with subscription.lock:
             before = subscription.current
             answer = self._run(session, subscription)
-            if answer.serial == before.answer.serial or answer.rows == before.rows:
+            if answer.serial == before.answer.serial:
+                return None
+            # Shared by the subscribers that had the same two answers (None: no row changed).
+            change = self._change(subscription, before.answer, answer)
+            if change is None:
                 return None
             version = before.version + 1
             subscription.versions[version] = Version(version, answer)
@@ -509,7 +517,7 @@ class SubscriptionManager:
             with self._lock:
                 self._count(subscription)
                 self._make_room(subscription.owner, subscription)
-            return self._difference(subscription, before, subscription.current)
+            return Reply("rows", subscription, version, change)
 
     def moved(self, subscription: Subscription) -> bool:
         revisions = subscription.database.revisions

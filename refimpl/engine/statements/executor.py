@@ -236,6 +236,11 @@ def insert_values(
             raise SqlError("a column is named twice in the INSERT column list")
     types = [(schema.columns[p].type, schema.columns[p].name) for p in positions]
     full = len(positions) == width and positions == list(range(width))
+    # Rows converted for these very column types (an import's, before the write lock) are
+    # not converted again; the schema may have changed since, and then they are.
+    typed = isinstance(source_rows, values.TypedRows) and source_rows.types == tuple(
+        kind for kind, _ in types
+    )
     table = work.current()
     keyed = table.keyed
     dedup = bool(schema.dedup_key)
@@ -247,10 +252,15 @@ def insert_values(
                 f"row {number} has {len(source)} value(s) but {len(positions)} column(s) are"
                 " being inserted"
             )
-        converted = [coerce(v, t, n) for v, (t, n) in zip(source, types, strict=True)]
+        if typed:
+            converted = source
+        else:
+            converted = [coerce(v, t, n) for v, (t, n) in zip(source, types, strict=True)]
         if full:
             # Rows that come typed (an import's) are kept as they are: stored once, not copied.
-            same = type(source) is tuple and all(map(operator.is_, converted, source))
+            same = type(source) is tuple and (
+                typed or all(map(operator.is_, converted, source))
+            )
             row = source if same else tuple(converted)
         else:
             slots: list[Any] = [None] * width

@@ -1,32 +1,40 @@
 """PostgreSQL's catalog relations and functions, answered from this database's real catalog.
 
 psql and drivers read `pg_catalog.pg_class`, `pg_namespace`, `pg_attribute`, `pg_type`,
-`pg_database`, `pg_roles`, ... and call `pg_get_userbyid`, `format_type`,
-`pg_table_is_visible`, `current_schema()`, `version()`. Every row here stands for a real
-table, column, type, database or user: nothing is invented, and what this engine lacks
-(indexes of their own, constraints, inheritance, policies) is an empty relation.
+`pg_database`, `pg_roles`, `pg_index`, `pg_constraint`, ... and call `pg_get_userbyid`,
+`format_type`, `pg_get_indexdef`, `pg_table_is_visible`, `current_schema()`, `version()`.
+Every row here stands for a real table, index, constraint, column, type, database or user:
+nothing is invented, and what this engine lacks (inheritance, policies, foreign keys,
+publications) is an empty relation.
+
+Indexes: a table's PRIMARY KEY and each UNIQUE constraint are shown as the index and the
+constraint PostgreSQL would make for them, under PostgreSQL's names (`t_pkey`, `t_a_b_key`);
+a `CREATE [UNIQUE] INDEX` is an index under its own name, with no constraint.
 
 OIDs: the two schemas and the types have PostgreSQL's own (`pg_catalog` 11, `public` 2200,
-`int4` 23, ...); the admin user 10, as PostgreSQL's first superuser; tables, other users and
-databases a number from their name (CRC-32, 16384 and up), stable while the name stands.
-A query reads these relations only where no table of the same name exists.
+`int4` 23, ...); the admin user 10, as PostgreSQL's first superuser; tables, indexes, other
+users and databases a number from their name (CRC-32, 16384 and up), stable while the name
+stands; a constraint the number of its index. A query reads these relations only where no
+table of the same name exists.
 """
 
 from __future__ import annotations
 
+import re
 import zlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from refimpl.engine.query.arrays import array_upper
+from refimpl.engine.query.arrays import array_items, array_upper
 from refimpl.engine.query.compiled import Compiled, Scope
 from refimpl.engine.query.expressions import compile_expression, constant_value
 from refimpl.engine.query.select import QueryOutput
 from refimpl.engine.result import Column
 from refimpl.engine.rights import ADMIN_USER
 from refimpl.engine.storage.access_hints import AccessHints
-from refimpl.errors import Forbidden, InvalidValue, SqlError, Unauthorized
+from refimpl.engine.storage.schema import TableSchema
+from refimpl.errors import Forbidden, InvalidValue, SqlError, TypeMismatch, Unauthorized
 from refimpl.sql import ast
 
 if TYPE_CHECKING:
@@ -34,6 +42,7 @@ if TYPE_CHECKING:
 
 PG_CATALOG, PUBLIC = 11, 2200
 HEAP_AM = 2
+BTREE_AM = 403  # PostgreSQL's ordered index; this engine's indexes are sorted entries too
 SERVER_VERSION = "PostgreSQL 15.0 (refimpl)"
 # Column type -> (OID, typname, typlen, format_type's name).
 TYPES: dict[str, tuple[int, str, int, str]] = {
@@ -62,11 +71,126 @@ def _columns(spec: str) -> list[Column]:
     return [Column(*item.split(":")) for item in spec.split()]
 
 
-def _readable_tables(context: StatementContext) -> list[Any]:
+def _readable_tables(context: StatementContext) -> list[TableSchema]:
+    """The schemas of the tables the caller may read, by name."""
     database = context.database
     with database.state_lock:
         tables = sorted(database.tables.values(), key=lambda t: t.schema.name.lower())
     return [t.schema for t in tables if context.can_read(t.schema.name)]
+
+
+# --- indexes and the constraints they enforce -------------------------------------------------
+
+
+def _quote(name: str) -> str:
+    """An identifier as PostgreSQL writes it: bare when lower case, else in double quotes."""
+    if re.fullmatch(r"[a-z_][a-z0-9_$]*", name):
+        return name
+    return '"' + name.replace('"', '""') + '"'
+
+
+@dataclass(frozen=True, slots=True)
+class IndexRelation:
+    """One index of a table as PostgreSQL's catalog shows it: a primary key's (`contype`
+    'p'), a UNIQUE constraint's ('u') or a declared `CREATE [UNIQUE] INDEX` (None)."""
+
+    name: str
+    table: TableSchema
+    columns: tuple[str, ...]  # spelled as the table spells them
+    unique: bool
+    contype: str | None
+
+    @property
+    def oid(self) -> int:
+        return name_oid(self.name)
+
+    def attnums(self) -> list[int]:
+        return [self.table.position(c) + 1 for c in self.columns]
+
+    def definition(self) -> str:
+        """`pg_get_indexdef(oid)`: the statement that makes the index in PostgreSQL."""
+        unique = "UNIQUE " if self.unique else ""
+        columns = ", ".join(_quote(c) for c in self.columns)
+        return (f"CREATE {unique}INDEX {_quote(self.name)} ON public.{_quote(self.table.name)}"
+                f" USING btree ({columns})")  # fmt: skip
+
+    def constraint_definition(self) -> str | None:
+        """`pg_get_constraintdef(oid)`: the constraint's clause; None for a declared index."""
+        if self.contype is None:
+            return None
+        kind = "PRIMARY KEY" if self.contype == "p" else "UNIQUE"
+        return f"{kind} ({', '.join(_quote(c) for c in self.columns)})"
+
+
+def _free_name(wanted: str, taken: set[str]) -> str:
+    """`wanted`, or with the first number that makes it free (PostgreSQL's `t_pkey1`)."""
+    name, number = wanted, 0
+    while name.lower() in taken:
+        number += 1
+        name = f"{wanted}{number}"
+    taken.add(name.lower())
+    return name
+
+
+def _indexes(context: StatementContext) -> list[IndexRelation]:
+    """The indexes of the tables the caller may read, each table's primary key first, then
+    its UNIQUE constraints, then its declared indexes. A constraint's name is PostgreSQL's,
+    numbered when one of those tables or declared indexes has it: a table the caller may
+    not read leaves no trace, not even in a number."""
+    schemas = _readable_tables(context)
+    taken = {s.name.lower() for s in schemas} | {i.name.lower() for s in schemas
+                                                for i in s.indexes}  # fmt: skip
+    found: list[IndexRelation] = []
+    for schema in schemas:
+        def spelled(names: tuple[str, ...], schema: TableSchema = schema) -> tuple[str, ...]:
+            return tuple(schema.columns[schema.position(n)].name for n in names)
+
+        if schema.primary_key:
+            name = _free_name(f"{schema.name}_pkey", taken)
+            found.append(IndexRelation(name, schema, spelled(schema.primary_key), True, "p"))
+        for columns in schema.unique:
+            columns = spelled(columns)
+            name = _free_name(f"{schema.name}_{'_'.join(columns)}_key", taken)
+            found.append(IndexRelation(name, schema, columns, True, "u"))
+        found += [IndexRelation(i.name, schema, spelled(i.columns), i.unique, None)
+                  for i in schema.indexes]  # fmt: skip
+    return found
+
+
+def _vector(numbers: Sequence[int]) -> str:
+    """PostgreSQL's text of an int2vector: numbers separated by spaces."""
+    return " ".join(str(n) for n in numbers)
+
+
+def _pg_index(context: StatementContext) -> QueryOutput:
+    columns = _columns(
+        "indexrelid:BIGINT indrelid:BIGINT indnatts:INT indnkeyatts:INT indisunique:BOOLEAN"
+        " indnullsnotdistinct:BOOLEAN indisprimary:BOOLEAN indisexclusion:BOOLEAN"
+        " indimmediate:BOOLEAN indisclustered:BOOLEAN indisvalid:BOOLEAN"
+        " indcheckxmin:BOOLEAN indisready:BOOLEAN indislive:BOOLEAN indisreplident:BOOLEAN"
+        " indkey:STRING indoption:STRING indexprs:STRING indpred:STRING"
+    )
+    # Every index is valid and checked at once (UNIQUE at each statement); NULLs are
+    # distinct and sort last, PostgreSQL's default order (indoption 0).
+    rows = [(i.oid, name_oid(i.table.name), len(i.columns), len(i.columns), i.unique, False,
+             i.contype == "p", False, True, False, True, False, True, True, False,
+             _vector(i.attnums()), _vector([0] * len(i.columns)), None, None)
+            for i in _indexes(context)]  # fmt: skip
+    return QueryOutput(columns, rows)
+
+
+def _pg_constraint(context: StatementContext) -> QueryOutput:
+    columns = _columns(
+        "oid:BIGINT conname:STRING connamespace:BIGINT contype:STRING condeferrable:BOOLEAN"
+        " condeferred:BOOLEAN convalidated:BOOLEAN conrelid:BIGINT contypid:BIGINT"
+        " conindid:BIGINT conparentid:BIGINT confrelid:BIGINT conislocal:BOOLEAN"
+        " coninhcount:INT connoinherit:BOOLEAN conkey:STRING confkey:STRING conbin:STRING"
+    )
+    rows = [(i.oid, i.name, PUBLIC, i.contype, False, False, True, name_oid(i.table.name), 0,
+             i.oid, 0, 0, True, 0, True, "{" + ",".join(map(str, i.attnums())) + "}", None,
+             None)
+            for i in _indexes(context) if i.contype is not None]  # fmt: skip
+    return QueryOutput(columns, rows)
 
 
 def _users(context: StatementContext) -> list[tuple[str, bool]]:
@@ -85,12 +209,17 @@ def _pg_class(context: StatementContext) -> QueryOutput:
         " relhastriggers:BOOLEAN relrowsecurity:BOOLEAN relforcerowsecurity:BOOLEAN"
         " relispartition:BOOLEAN reltablespace:BIGINT reloftype:BIGINT"
         " relpersistence:STRING relreplident:STRING reltoastrelid:BIGINT reltuples:DOUBLE"
-        " relpartbound:STRING"
+        " relpartbound:STRING reloptions:STRING"
     )
     owner = role_oid(ADMIN_USER)
-    rows = [(name_oid(s.name), s.name, PUBLIC, "r", owner, HEAP_AM, 0, False, False, False,
-             False, False, False, 0, 0, "p", "d", 0, -1.0, None)
+    indexes = _indexes(context)
+    indexed = {i.table.name.lower() for i in indexes}
+    rows = [(name_oid(s.name), s.name, PUBLIC, "r", owner, HEAP_AM, 0, s.name.lower() in indexed,
+             False, False, False, False, False, 0, 0, "p",
+             "f" if s.replica_identity_full else "d", 0, -1.0, None, None)
             for s in _readable_tables(context)]  # fmt: skip
+    rows += [(i.oid, i.name, PUBLIC, "i", owner, BTREE_AM, 0, False, False, False, False, False,
+              False, 0, 0, "p", "n", 0, -1.0, None, None) for i in indexes]  # fmt: skip
     return QueryOutput(columns, rows)
 
 
@@ -104,7 +233,8 @@ def _pg_attribute(context: StatementContext) -> QueryOutput:
     columns = _columns(
         "attrelid:BIGINT attname:STRING atttypid:BIGINT atttypmod:INT attnum:INT"
         " attnotnull:BOOLEAN atthasdef:BOOLEAN attisdropped:BOOLEAN attcollation:BIGINT"
-        " attidentity:STRING attgenerated:STRING attlen:INT"
+        " attidentity:STRING attgenerated:STRING attlen:INT attstorage:STRING"
+        " attcompression:STRING attstattarget:INT"
     )
     rows = []
     for schema in _readable_tables(context):
@@ -113,8 +243,18 @@ def _pg_attribute(context: StatementContext) -> QueryOutput:
         for number, column in enumerate(schema.columns, start=1):
             oid, _, size, _ = TYPES[column.type]
             rows.append((relid, column.name, oid, -1, number, column.name.lower() in keys,
-                         False, False, 0, "", "", size))  # fmt: skip
+                         False, False, 0, "", "", size, _storage(size), "", -1))  # fmt: skip
+    for index in _indexes(context):  # an index's columns are attributes of its own
+        for number, name in enumerate(index.columns, start=1):
+            oid, _, size, _ = TYPES[index.table.type_of(name)]
+            rows.append((index.oid, name, oid, -1, number, False, False, False, 0, "", "", size,
+                         _storage(size), "", -1))  # fmt: skip
     return QueryOutput(columns, rows)
+
+
+def _storage(size: int) -> str:
+    """The type's `typstorage` in PostgreSQL: plain when of fixed size, else extended."""
+    return "p" if size > 0 else "x"
 
 
 def _pg_type(context: StatementContext) -> QueryOutput:
@@ -161,12 +301,11 @@ RELATIONS: dict[str, Callable[[StatementContext], QueryOutput]] = {
     "pg_user": lambda c: QueryOutput(_columns("usename:STRING usesysid:BIGINT usesuper:BOOLEAN"),
                                      [(n, role_oid(n), a) for n, a in _users(c)]),
     "pg_am": lambda c: QueryOutput(_columns("oid:BIGINT amname:STRING amtype:STRING"),
-                                   [(HEAP_AM, "heap", "t")]),
+                                   [(HEAP_AM, "heap", "t"), (BTREE_AM, "btree", "i")]),
+    "pg_index": _pg_index,
+    "pg_constraint": _pg_constraint,
     # What this engine does not have: no rows.
     "pg_auth_members": _empty("roleid:BIGINT member:BIGINT grantor:BIGINT"),
-    "pg_index": _empty("indexrelid:BIGINT indrelid:BIGINT indisprimary:BOOLEAN"
-                       " indisunique:BOOLEAN"),
-    "pg_constraint": _empty("oid:BIGINT conname:STRING conrelid:BIGINT contype:STRING"),
     "pg_inherits": _empty("inhrelid:BIGINT inhparent:BIGINT inhseqno:INT"
                           " inhdetachpending:BOOLEAN"),
     "pg_description": _empty("objoid:BIGINT classoid:BIGINT objsubid:INT description:STRING"),
@@ -203,6 +342,35 @@ def is_relation(context: StatementContext, name: str) -> bool:
 # --- functions ------------------------------------------------------------------------------
 
 
+# pg_size_pretty's units: (name, the size from which the next unit is used, half-rounded).
+_SIZE_UNITS = (("bytes", 10 * 1024, False), ("kB", 20 * 1024 - 1, True),
+               ("MB", 20 * 1024 - 1, True), ("GB", 20 * 1024 - 1, True),
+               ("TB", 20 * 1024 - 1, True), ("PB", 0, True))  # fmt: skip
+
+
+def _integer(value: Any, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeMismatch(f"{what} must be an integer, not {value!r}")
+    return value
+
+
+def size_pretty(size: int | None) -> str | None:
+    """PostgreSQL 15's `pg_size_pretty(bigint)`: bytes below 10 kB, then the first unit under
+    which the value stays below 20 thousand, half-rounded (`10240` is `10 kB`)."""
+    if size is None:
+        return None
+    _integer(size, "the size pg_size_pretty() writes")
+    # The magnitude is scaled and the sign put back, as C's division toward zero does.
+    sign, magnitude = (-1 if size < 0 else 1), abs(size)
+    for number, (name, limit, rounded) in enumerate(_SIZE_UNITS):
+        if number == len(_SIZE_UNITS) - 1 or magnitude < limit:
+            return f"{sign * ((magnitude + 1) // 2 if rounded else magnitude)} {name}"
+        # One bit less when the next unit is half-rounded (it keeps halves), one more when
+        # this one is.
+        magnitude >>= 10 - _SIZE_UNITS[number + 1][2] + rounded
+    raise AssertionError("the last unit always answers")
+
+
 def _function(context: StatementContext, arity: Sequence[int], result: str,
               compute: Callable[..., Any]) -> ScalarFunction:  # fmt: skip
     def build(call: ast.FuncCall, scope: Scope) -> Compiled:
@@ -223,28 +391,62 @@ def functions(context: StatementContext) -> dict[str, ScalarFunction]:
     """The catalog functions psql and drivers call, bound to `context`."""
 
     def user_by_id(oid: Any) -> str | None:
-        names = {role_oid(name): name for name, _ in _users(context)}
+        # The admin user owns every relation: its (fixed) name is known to every caller.
+        names = {role_oid(ADMIN_USER): ADMIN_USER}
+        names.update((role_oid(name), name) for name, _ in _users(context))
         return None if oid is None else names.get(oid, f"unknown (OID={oid})")
 
     def format_type(oid: Any, typmod: Any = None) -> str | None:
         return None if oid is None else _FORMAT_TYPE.get(oid, "???")
+
+    def index_of(oid: Any) -> IndexRelation | None:
+        return next((i for i in _indexes(context) if i.oid == oid), None)
+
+    def index_definition(oid: Any, column: Any = 0, pretty: Any = False) -> str | None:
+        # Column 0 is the whole statement; column n the index's n-th column, as PostgreSQL.
+        if column is None:
+            return None
+        number = _integer(column, "the column number of pg_get_indexdef()")
+        index = index_of(oid)
+        if index is None:
+            return None
+        if number == 0:
+            return index.definition()
+        return _quote(index.columns[number - 1]) if 0 < number <= len(index.columns) else ""
+
+    def constraint_definition(oid: Any, pretty: Any = False) -> str | None:
+        index = index_of(oid)
+        return None if index is None else index.constraint_definition()
+
+    def table_size(oid: Any) -> int | None:
+        # What the table's rows count against memory_mb, its index entries included; an
+        # index alone has no size of its own here (NULL), nor has an OID of no readable table.
+        table = next((s for s in _readable_tables(context) if name_oid(s.name) == oid), None)
+        return None if table is None else context.database.table_bytes.get(table.name.lower())
 
     return {
         "pg_get_userbyid": _function(context, (1,), "STRING", user_by_id),
         "format_type": _function(context, (2,), "STRING", format_type),
         "pg_table_is_visible": _function(context, (1,), "BOOLEAN",
                                          lambda oid: None if oid is None else True),
+        # No object of this engine has a comment (pg_description has no rows).
+        "col_description": _function(context, (2,), "STRING", lambda *args: None),
+        "obj_description": _function(context, (1, 2), "STRING", lambda *args: None),
         "pg_encoding_to_char": _function(context, (1,), "STRING",
                                          lambda n: None if n is None else "UTF8"),
         "array_to_string": _function(context, (2, 3), "STRING",
                                      lambda array, *rest: None if array is None else array),
-        # Column defaults, constraints and index definitions: none exist, so none is shown.
+        # Column defaults, index expressions and predicates: none exist, so none is shown.
         "pg_get_expr": _function(context, (2, 3), "STRING", lambda *args: None),
-        "pg_get_constraintdef": _function(context, (1, 2), "STRING", lambda *args: None),
-        "pg_get_indexdef": _function(context, (1, 3), "STRING", lambda *args: None),
+        "pg_get_constraintdef": _function(context, (1, 2), "STRING", constraint_definition),
+        "pg_get_indexdef": _function(context, (1, 3), "STRING", index_definition),
         "pg_get_statisticsobjdef_columns": _function(context, (1,), "STRING",
                                                      lambda *args: None),
         "array_upper": _function(context, (2,), "BIGINT", array_upper),
+        "pg_table_size": _function(context, (1,), "BIGINT", table_size),
+        "pg_relation_size": _function(context, (1, 2), "BIGINT", lambda oid, *_: table_size(oid)),
+        "pg_total_relation_size": _function(context, (1,), "BIGINT", table_size),
+        "pg_size_pretty": _function(context, (1,), "STRING", size_pretty),
         # Every table here is an ordinary one, which PostgreSQL could publish.
         "pg_relation_is_publishable": _function(context, (1,), "BOOLEAN",
                                                 lambda oid: None if oid is None else True),
@@ -261,16 +463,17 @@ def functions(context: StatementContext) -> dict[str, ScalarFunction]:
 
 @dataclass(slots=True)
 class _Series:
-    """The rows of `generate_series(start, stop [, step])`: one BIGINT column, named as the
-    function or its alias (`generate_series(1, 3) s` has the column `s`, as in PostgreSQL)."""
+    """The rows of a table function of one column (`generate_series`, `unnest`), named as
+    the function or its alias (`generate_series(1, 3) s` has the column `s`, as in
+    PostgreSQL)."""
 
     columns: list[Column]
     qualifier: str | None
-    numbers: range
+    values: Sequence[Any]
     schema: None = None
 
     def rows(self, hints: AccessHints) -> Iterator[Sequence[Any]]:
-        return ((n,) for n in self.numbers)
+        return ((v,) for v in self.values)
 
 
 def generate_series(context: StatementContext, source: ast.FunctionSource, select: ast.Select,
@@ -292,4 +495,17 @@ def generate_series(context: StatementContext, source: ast.FunctionSource, selec
     return _Series([Column(name, "BIGINT")], name, numbers)
 
 
-TABLE_FUNCTIONS = {"generate_series": generate_series}
+def unnest(context: StatementContext, source: ast.FunctionSource, select: ast.Select,
+           params: Sequence[Any]) -> _Series:  # fmt: skip
+    """The elements of an array's text (`{a,b}`) as STRING rows, in order; none for NULL.
+    psql's `\\d+` reads it."""
+    scope = Scope(columns=[], params=params)
+    values = [constant_value(arg, scope) for arg in source.args]
+    if len(values) != 1 or not isinstance(values[0], str | None):
+        raise SqlError("unnest() takes one array, written as its text '{a,b}'")
+    name = source.alias or source.name
+    return _Series([Column(name, "STRING")], name,
+                   [] if values[0] is None else array_items(values[0]))  # fmt: skip
+
+
+TABLE_FUNCTIONS = {"generate_series": generate_series, "unnest": unnest}

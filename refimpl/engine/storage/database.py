@@ -12,9 +12,12 @@ releases it and waits for the fsync outside it, so concurrent committers share o
 
 from __future__ import annotations
 
+import gc
 import logging
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +50,9 @@ from refimpl.sql.parser import parse_cached
 log = logging.getLogger(__name__)
 
 WAL_FOLDER, CHECKPOINT_FOLDER = "wal", "checkpoints"
+# A recovery that loads at least this many rows freezes them (gc.freeze): below it, the
+# collector's passes over them cost too little to matter.
+_LONG_LIVED_ROWS = 100_000
 
 
 class Database:
@@ -114,7 +120,13 @@ class Database:
         every few thousand records and at the end.
         """
         database = cls(name, path, options, boot, files, memory)
-        database._recover(progress)
+        with _collector_paused():
+            database._recover(progress)
+            if sum(map(len, database.tables.values())) >= _LONG_LIVED_ROWS:
+                # What recovery loaded lives as long as its tables, and tuples of values
+                # hold no cycle: kept out of every later pass of the collector, which would
+                # otherwise look at all of it once more right after the start.
+                gc.freeze()
         return database
 
     def _recover(self, progress: ProgressReport = no_report) -> None:
@@ -386,6 +398,24 @@ class Database:
             cache_hits=cache["hits"],
             cache_misses=cache["misses"],
         )
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """The cyclic garbage collector off for a while (as it was, after).
+
+    Loading a checkpoint makes millions of row tuples that live as long as their table: the
+    collector would look at them again and again while they are made (a quarter of a load)
+    and can free none of them. Reference counting still frees everything else at once.
+    """
+    if not gc.isenabled():  # paused already, by a caller: theirs to turn back on
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 
 def _image_of(table: Table) -> checkpoint.TableImage:

@@ -59,7 +59,7 @@ def table_bytes(table: Table) -> int:
     """What every row of `table` counts together: at recovery and schema changes. Only a
     table with text columns is scanned, since every other value counts by its type alone."""
     fixed = _row_bytes(table.schema, len(table.secondary)) * len(table)
-    return fixed + _text_bytes(table.scan(), table.schema) if fixed else 0
+    return fixed + _text_bytes(table.rows_unordered(), table.schema) if fixed else 0
 
 
 def _row_bytes(schema: TableSchema, indexes: int) -> int:

@@ -13,6 +13,7 @@ Rows of a table are read in (partition, order) order.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields, replace
+from functools import lru_cache
 
 from refimpl.errors import DuplicateColumn, SqlError, TypeMismatch, UnknownColumn
 from refimpl.sql import ast
@@ -211,7 +212,13 @@ class RowLayout:
 
 def period_of(micros: int, period: str) -> str:
     """The partition name of a time: '2026' (YEAR), '2026-09' (MONTH), '2026-09-24' (DAY)."""
-    days = micros // _MICROS_PER_DAY
+    return _period_name(micros // _MICROS_PER_DAY, period)
+
+
+@lru_cache(maxsize=4096)
+def _period_name(days: int, period: str) -> str:
+    # Every row written is placed by its period: the rows of one import or one day share a
+    # few names, worked out once each (a pure function of its arguments).
     year, month, day = _civil_from_days(days)
     if period == "YEAR":
         return f"{year:04d}"

@@ -7,19 +7,22 @@ schema (or dropping partitions) works on privately until it commits.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from itertools import chain
+from operator import itemgetter
 from typing import Any
 
 from sortedcontainers import SortedDict
 
 from refimpl.engine.storage.indexes import SecondaryIndex, build_indexes
-from refimpl.engine.storage.schema import TableSchema, period_of
+from refimpl.engine.storage.schema import RowLayout, TableSchema, period_of
 from refimpl.errors import NotNullViolation, SqlError
 
 Row = tuple[Any, ...]
 Ident = tuple[Any, ...]
 PartKey = tuple[Any, ...]
 OrderKey = tuple[Any, ...]
+Placer = Callable[[Row, Ident], tuple[PartKey, OrderKey]]
 
 
 class Table:
@@ -35,6 +38,7 @@ class Table:
         "_shared",
         "_wrap",
         "_keyed",
+        "place",
     )
 
     def __init__(self, schema: TableSchema) -> None:
@@ -52,6 +56,9 @@ class Table:
         not_null = {position for position, _ in self.layout.not_null}
         self._wrap = tuple(p not in not_null for p in self.layout.order_positions)
         self._keyed = bool(self.layout.key_positions)
+        # `place(row, ident)`: where a row with this identity lives, its partition and its
+        # order key.
+        self.place: Placer = _placer(self.layout, self._wrap)
 
     # -- identity and placement ----------------------------------------------------------
 
@@ -70,22 +77,6 @@ class Table:
                 raise NotNullViolation(
                     f"column '{name}' of table '{self.schema.name}' cannot be NULL"
                 )
-
-    def place(self, row: Row, ident: Ident) -> tuple[PartKey, OrderKey]:
-        """Where a row with this identity lives: its partition and its order key."""
-        layout = self.layout
-        if layout.period is not None:
-            part: PartKey = (period_of(row[layout.time_position], layout.period),)  # type: ignore[index]
-        else:
-            part = ()
-        if layout.symbol_position is not None:
-            symbol = row[layout.symbol_position]
-            part = (*part, symbol is None, symbol or "")
-        order = []
-        for position, wrap in zip(layout.order_positions, self._wrap, strict=True):
-            value = row[position]
-            order.append((value is None, value) if wrap else value)
-        return part, (*order, *ident)
 
     # -- reads ---------------------------------------------------------------------------
 
@@ -143,6 +134,12 @@ class Table:
             for order, row in partition.items():
                 yield order[-key_count:], row
 
+    def rows_unordered(self) -> Iterator[Row]:
+        """Every row, in no order a caller may rely on, without a Python step per row: for
+        counts over all rows (the memory limit's, at recovery)."""
+        # A SortedDict is a dict: its values in insertion order come at C speed, where its
+        # sorted views step through a Python generator.
+        return chain.from_iterable(map(dict.values, self.partitions.values()))
 
     def index_for(self, columns: Iterable[str]) -> SecondaryIndex | None:
         """An index whose leading columns are these (in any order), the shortest such;
@@ -191,6 +188,32 @@ class Table:
             secondary.add(row, ident)
         return previous
 
+    def put_many(self, pairs: Iterable[tuple[Ident, Row]]) -> None:
+        """`put` of each (identity, row) in turn, the identities distinct, in fewer steps:
+        rows of identities the table does not hold go into each partition a batch at a time
+        (one merge of its sorted keys, where `put` makes a sorted insert per row). A row that
+        replaces another, and every row of a table with secondary indexes, goes by `put`."""
+        index = self.index
+        batches: dict[PartKey, dict[OrderKey, Row]] = {}
+        by_rowid = not self._keyed
+        highest = 0  # the highest row id taken, for a table without key
+        for ident, row in pairs:
+            if self.secondary or ident in index:
+                self.put(ident, row)
+                continue
+            part, order = self.place(row, ident)
+            batch = batches.get(part)
+            if batch is None:
+                batches[part] = batch = {}
+            batch[order] = row
+            index[ident] = (part, order)
+            if by_rowid and ident[0] > highest:
+                highest = ident[0]
+        for part, batch in batches.items():
+            self._writable(part, create=True).update(batch)
+        if highest >= self.next_rowid:
+            self.next_rowid = highest + 1
+
     def load(self, pairs: Iterable[tuple[Ident, Row]]) -> None:
         """Fill an empty table with (identity, row) pairs at once (a checkpoint's rows).
 
@@ -217,11 +240,11 @@ class Table:
         key), as `load` does, computing identities and places without a call per row where
         the table's layout allows: one partition, ordered by identity alone."""
         layout = self.layout
+        # zip of one iterable makes the 1-tuples at C speed
         if rowids is not None:
-            idents: list[Ident] = [(rowid,) for rowid in rowids]
+            idents: list[Ident] = list(zip(rowids))
         elif len(layout.key_positions) == 1:
-            (at,) = layout.key_positions
-            idents = [(row[at],) for row in rows]
+            idents = list(zip(map(itemgetter(*layout.key_positions), rows)))
         else:
             idents = [self.ident_of(row) for row in rows]
         simple = (layout.period is None and layout.symbol_position is None
@@ -322,22 +345,80 @@ class Table:
         return twin
 
 
+def _placer(layout: RowLayout, wrap: tuple[bool, ...]) -> Placer:
+    """`Table.place` for a table of `layout`: the layout's choices are made here, once, not
+    at every row placed (every write places its rows). `wrap[i]` says whether the i-th
+    order column may be NULL: its values are then ordered as (is NULL, value)."""
+    period, time_at, symbol_at = layout.period, layout.time_position, layout.symbol_position
+    part_of: Callable[[Row], PartKey]
+    if period is None and symbol_at is None:
+        def part_of(row: Row) -> PartKey:
+            return ()
+    elif symbol_at is None:
+        def part_of(row: Row) -> PartKey:
+            return (period_of(row[time_at], period),)  # type: ignore[index, arg-type]
+    elif period is None:
+        def part_of(row: Row) -> PartKey:
+            symbol = row[symbol_at]  # type: ignore[index]
+            return (symbol is None, symbol or "")
+    else:
+        def part_of(row: Row) -> PartKey:
+            symbol = row[symbol_at]  # type: ignore[index]
+            return (period_of(row[time_at], period), symbol is None, symbol or "")  # type: ignore[index]
+
+    positions = layout.order_positions
+    if any(wrap):
+        steps = tuple(zip(positions, wrap, strict=True))
+
+        def place(row: Row, ident: Ident) -> tuple[PartKey, OrderKey]:
+            order = tuple((row[at] is None, row[at]) if wraps else row[at] for at, wraps in steps)
+            return part_of(row), (*order, *ident)
+    elif len(positions) == 1:
+        (at,) = positions
+
+        def place(row: Row, ident: Ident) -> tuple[PartKey, OrderKey]:
+            return part_of(row), (row[at], *ident)
+    elif positions:
+        columns = itemgetter(*positions)  # a tuple, for two or more positions
+
+        def place(row: Row, ident: Ident) -> tuple[PartKey, OrderKey]:
+            return part_of(row), (*columns(row), *ident)
+    else:
+        def place(row: Row, ident: Ident) -> tuple[PartKey, OrderKey]:
+            return part_of(row), ident
+
+    return place
+
+
+# Partition keys are (period,), (period, is_null, symbol) or (is_null, symbol): (period,
+# _AFTER_PERIOD) sorts after every key of that period and before the next one's (a bool is
+# an int below 2).
+_AFTER_PERIOD = 2
+
+
 def parts_for_period_range(
     table: Table, low: str | None, high: str | None, symbol: tuple[bool, str] | None
 ) -> list[PartKey]:
-    """The partitions a time range (periods, inclusive) and a symbol value can touch."""
+    """The partitions a time range (periods, inclusive) and a symbol value can touch, in
+    partition order. Found by bisection over the sorted keys: with a symbol it costs a
+    lookup per period in range, never a look at every partition."""
+    partitions = table.partitions
+    if table.layout.period is None:
+        if symbol is None:
+            return list(partitions.keys())
+        return [symbol] if symbol in partitions else []
+    keys = partitions.keys()
+    at = 0 if low is None else partitions.bisect_left((low,))
+    end = len(keys) if high is None else partitions.bisect_left((high, _AFTER_PERIOD))
+    if symbol is None:
+        return list(keys[at:end])
     result = []
-    has_period = table.layout.period is not None
-    for part in table.partitions.keys():
-        if has_period:
-            period = part[0]
-            if low is not None and period < low:
-                continue
-            if high is not None and period > high:
-                continue
-        if symbol is not None and (part[-2], part[-1]) != symbol:
-            continue
-        result.append(part)
+    while at < end:
+        period = keys[at][0]
+        part = (period, *symbol)
+        if part in partitions:
+            result.append(part)
+        at = partitions.bisect_left((period, _AFTER_PERIOD))
     return result
 
 

@@ -190,9 +190,7 @@ def apply_pending(table: Table, pending: dict[Ident, Row | None]) -> None:
     for ident, row in pending.items():
         if row is None:
             table.delete(ident)
-    for ident, row in pending.items():
-        if row is not None:
-            table.put(ident, row)
+    table.put_many([(ident, row) for ident, row in pending.items() if row is not None])
 
 
 def _parts(table: Table, hints: AccessHints) -> list | None:

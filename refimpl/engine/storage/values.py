@@ -10,7 +10,9 @@ refused on its way in, so that no stored value is one a reader cannot show.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from refimpl.errors import InvalidValue, TypeMismatch
 
@@ -38,6 +40,22 @@ _RANGE_TEXT = {
     "TIMESTAMP": "0001-01-01T00:00:00Z to 9999-12-31T23:59:59.999999Z",
     "DOUBLE": "finite numbers",
 }
+
+
+class TypedRows(list[tuple[Any, ...]]):
+    """Rows of stored values already (made by `parse_text`, so range-checked), each a tuple
+    whose values are of the column types `types`, in order; NULL fits any of them.
+
+    An insert into columns of exactly these types keeps the rows as they are instead of
+    converting every value again: an import converts its rows before it takes the
+    database's write lock, and that lock is then held only to check and install them.
+    """
+
+    __slots__ = ("types",)
+
+    def __init__(self, types: Iterable[str], rows: Iterable[tuple[Any, ...]] = ()) -> None:
+        super().__init__(rows)
+        self.types = tuple(types)
 
 
 def shown(value: object) -> str:

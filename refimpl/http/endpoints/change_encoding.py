@@ -2,22 +2,36 @@
 
 `ChangeObjects` makes one change's object in C (msgspec structs, no dict per row); a table
 without before-images and a feed without options get exactly `ChangeEvent`, the others
-`OptionChangeEvent`, whose UNSET fields are not written (spec: changes, changefeeds).
+`OptionChangeEvent`, whose UNSET fields are not written (spec: changes, changefeeds). Such a
+plain feed's page is read as runs of the log (`ChangeRun`) and its objects are made a run at
+a time (`ChangeObjects.of_runs`): no Python step per row, but to format a TIMESTAMP value.
 """
 
 from __future__ import annotations
 
 import functools
-import math
-from collections.abc import Callable, Sequence
+import itertools
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from itertools import repeat
+from operator import itemgetter
 from typing import Any
 
 import msgspec
 
-from refimpl.engine.features.change_stream import KEY, OP, ROW, UNLOGGED, Change, ChangeBatch
+from refimpl.engine.features.change_stream import (
+    KEY,
+    OP,
+    ROW,
+    UNLOGGED,
+    Change,
+    ChangeBatch,
+    ChangeRun,
+    RunBatch,
+    chunks,
+)
 from refimpl.engine.features.feed_options import ShapedBatch
-from refimpl.engine.features.initial_copy import INITIAL
+from refimpl.engine.features.initial_copy import INITIAL, CopiedRows
 from refimpl.engine.storage import values
 from refimpl.http.encode import encode_json
 
@@ -26,7 +40,9 @@ SSE_HEADERS = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
 JSON_HEADERS = {"Cache-Control": "no-store"}
 
 
-class ChangeEvent(msgspec.Struct):
+# gc=False: these objects live for one answer and hold only values and rows, never a cycle;
+# left out of the collector, a page of them does not set off a collection on the way.
+class ChangeEvent(msgspec.Struct, gc=False):
     """One change as the JSON object of the stream, in the order of its fields."""
 
     lsn: int
@@ -37,7 +53,7 @@ class ChangeEvent(msgspec.Struct):
     row: object
 
 
-class OptionChangeEvent(msgspec.Struct):
+class OptionChangeEvent(msgspec.Struct, gc=False):
     """A change of a table with before-images (`old_row` beside `row`) or of a feed with
     options (`type`); a field left UNSET is not written (spec: changefeeds)."""
 
@@ -62,52 +78,91 @@ def _row_type(names: tuple[str, ...]) -> type[msgspec.Struct]:
     row's values in C, with no dict per row. Fields are named f0, f1, ... and renamed to the
     columns, so that any column name works."""
     fields = [f"f{index}" for index in range(len(names))]
-    return msgspec.defstruct("Row", fields, rename=dict(zip(fields, names, strict=True)))
+    return msgspec.defstruct("Row", fields, rename=dict(zip(fields, names, strict=True)),
+                             gc=False)
 
 
 class ChangeObjects:
     """Makes the JSON object of each change of one table's stream (`row` only for an upsert).
 
-    Built once per answer: it knows which columns need converting (timestamps to text,
-    non-finite doubles to null, as `values.to_json` does) and leaves the others as they are,
-    and it formats a transaction's `committed_at` once for all its rows.
+    Built once per answer: it knows which columns need converting (timestamps to text, as
+    `values.to_json` does; a non-finite double is written as null by the encoder itself) and
+    leaves the others as they are, and it formats a transaction's `committed_at` once for all
+    its rows.
     """
 
     def __init__(self, names: tuple[str, ...], types: dict[str, str]) -> None:
         self._width = len(names)
         self._row = _row_type(names)
         self._timestamps = [i for i, name in enumerate(names) if types[name] == "TIMESTAMP"]
-        self._doubles = [i for i, name in enumerate(names) if types[name] == "DOUBLE"]
-        self._converts = bool(self._timestamps or self._doubles)
+        self._converts = bool(self._timestamps)
         self._lsn = -1
         self._committed_at = ""
 
+    def of_runs(self, runs: Iterable[ChangeRun]) -> list[ChangeEvent]:
+        """The objects of a plain feed's runs, in order: made by C-level maps over each run,
+        a chunk at a time (the same objects `__call__` makes of its changes)."""
+        events: list[ChangeEvent] = []
+        for run in runs:
+            committed_at = self._formatted(run.lsn, run.committed_at)
+            seq = run.seq
+            for items in chunks(run.items):
+                head = (repeat(run.lsn), itertools.count(seq), repeat(committed_at),
+                        repeat(run.op))
+                if run.op == "upsert":
+                    events += map(ChangeEvent, *head, repeat(None), self._rows(items))
+                else:
+                    events += map(ChangeEvent, *head, items, repeat(None))
+                seq += len(items)
+        return events
+
+    def of_copied(self, copied: CopiedRows, typed: bool) -> list[OptionChangeEvent]:
+        """The objects of an initial copy's rows (`with_options` of each as an initial
+        change), made by C-level maps a chunk at a time; `typed`: of type `initial`."""
+        events: list[OptionChangeEvent] = []
+        old_row = repeat(None if copied.full else msgspec.UNSET)
+        kind = repeat(INITIAL if typed else msgspec.UNSET)
+        seq = 0
+        for rows, keys in zip(chunks(copied.rows), chunks(copied.keys), strict=True):
+            events += map(OptionChangeEvent, repeat(copied.lsn), itertools.count(seq),
+                          repeat(None), repeat(INITIAL), keys, self._rows(rows), old_row, kind)
+            seq += len(rows)
+        return events
+
+    def _rows(self, rows: Sequence[Sequence[Any]]) -> Iterator[msgspec.Struct]:
+        """The row objects of these rows' cells (timestamps converted)."""
+        if self._converts:
+            rows = [self._converted(row) for row in rows]
+        return itertools.starmap(self._row, rows)
+
+    def _formatted(self, lsn: int, committed_at: int) -> str:
+        """A transaction's `committed_at` as text, formatted once for all its changes."""
+        if lsn != self._lsn:
+            self._lsn, self._committed_at = lsn, values.format_timestamp(committed_at)
+        return self._committed_at
+
     def __call__(self, change: Change) -> ChangeEvent:
         lsn = change[0]
-        if lsn != self._lsn:
-            self._lsn, self._committed_at = lsn, values.format_timestamp(change[2])
+        committed_at = self._formatted(lsn, change[2])
         row = None
         if change[OP] == "upsert":
-            cells = change[ROW:]
-            row = self._made(cells) if self._converts else self._row(*cells)
-        return ChangeEvent(lsn, change[1], self._committed_at, change[OP], change[KEY], row)
+            row = self._made(change[ROW:])
+        return ChangeEvent(lsn, change[1], committed_at, change[OP], change[KEY], row)
 
     def with_options(self, change: Change, full: bool, kind: str | None) -> OptionChangeEvent:
         """The object of a change with `old_row` (`full`: the change's last item is the old
         row) and `type` (`kind`) when given."""
         lsn = change[0]
-        if change[2] is None:  # a row of an initial copy: no commit of its own
-            self._lsn, self._committed_at = -1, None
-        elif lsn != self._lsn:
-            self._lsn, self._committed_at = lsn, values.format_timestamp(change[2])
+        committed_at = None  # a row of an initial copy: no commit of its own
+        if change[2] is not None:
+            committed_at = self._formatted(lsn, change[2])
         row = None
         cells = change[ROW:ROW + self._width]
         # A point feed's missing row is an initial change whose cells are all NULL.
         if change[OP] == "upsert" or (change[OP] == INITIAL
                                       and cells.count(None) != self._width):
             row = self._made(cells)
-        event = OptionChangeEvent(lsn, change[1], self._committed_at, change[OP], change[KEY],
-                                  row)
+        event = OptionChangeEvent(lsn, change[1], committed_at, change[OP], change[KEY], row)
         if full:
             old = change[-1]
             event.old_row = None if old is None or old is UNLOGGED else self._made(old)
@@ -116,15 +171,15 @@ class ChangeObjects:
         return event
 
     def _made(self, cells: Sequence[Any]) -> msgspec.Struct:
-        if self._converts:
-            cells = list(cells)
-            for at in self._timestamps:
-                if (value := cells[at]) is not None:
-                    cells[at] = values.format_timestamp(value)
-            for at in self._doubles:
-                if (value := cells[at]) is not None and not math.isfinite(value):
-                    cells[at] = None
-        return self._row(*cells)
+        return self._row(*(self._converted(cells) if self._converts else cells))
+
+    def _converted(self, cells: Sequence[Any]) -> list[Any]:
+        """The cells with each TIMESTAMP value as its text."""
+        made = list(cells)
+        for at in self._timestamps:
+            if (value := made[at]) is not None:
+                made[at] = values.format_timestamp(value)
+        return made
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,31 +208,66 @@ PLAIN = Shaping()
 
 
 _CHANGE = b"event: change\ndata: "
+_NEXT_CHANGE = b"\n\n" + _CHANGE
 _lines = msgspec.json.Encoder().encode_lines
 
-
-def _json_lines(objects: list[Any]) -> list[bytes]:
-    """The JSON text of each object, made in one call (JSON text holds no raw newline)."""
-    try:
-        return _lines(objects).split(b"\n")[:-1]
-    except (OverflowError, TypeError):  # what only encode_json's fallback encodes
-        return [encode_json(item) for item in objects]
+Page = ChangeBatch | ShapedBatch | RunBatch  # a page of the stream; runs for a plain feed
 
 
-def encode_sse(batch: ChangeBatch | ShapedBatch, names: tuple[str, ...], types: dict[str, str],
+def json_lines(objects: Sequence[Any]) -> list[bytes]:
+    """The JSON text of each object, made a call a chunk (JSON text holds no raw newline)."""
+    lines: list[bytes] = []
+    for chunk in chunks(objects):
+        try:
+            lines += _lines(chunk).split(b"\n")[:-1]
+        except (OverflowError, TypeError):  # what only encode_json's fallback encodes
+            lines += map(encode_json, chunk)
+    return lines
+
+
+def json_array(objects: Sequence[Any]) -> msgspec.Raw:
+    """The objects as one JSON array, encoded a chunk at a time (see CHUNK_ROWS), to be
+    put in an answer as it is (the answer's other fields are plain, never the fallback's)."""
+    inner = b",".join(encode_json(list(chunk))[1:-1] for chunk in chunks(objects))
+    return msgspec.Raw(b"[" + inner + b"]")
+
+
+def _events(batch: Page, names: tuple[str, ...], types: dict[str, str],
+            shaping: Shaping) -> list[Any]:  # fmt: skip
+    """The objects of the page's changes, in order."""
+    if isinstance(batch, RunBatch):
+        return ChangeObjects(names, types).of_runs(batch.runs)
+    objects = shaping.objects(names, types)
+    return [objects(change, index) for index, change in enumerate(batch.changes)]
+
+
+def _transactions(batch: Page) -> list[tuple[int, int]]:
+    """(LSN, how many changes) of each transaction of the page, in order."""
+    if isinstance(batch, RunBatch):
+        sized: Iterable[tuple[int, int]] = ((run.lsn, len(run.items)) for run in batch.runs)
+    else:
+        sized = ((change[0], 1) for change in batch.changes)
+    return [(lsn, sum(count for _, count in group))
+            for lsn, group in itertools.groupby(sized, key=itemgetter(0))]
+
+
+def encode_sse(batch: Page, names: tuple[str, ...], types: dict[str, str],
                shaping: Shaping = PLAIN) -> bytes:  # fmt: skip
     """Events: `state` first when asked, `change` per row (`id` on a transaction's last
     row), then `position`."""
     parts = [f"retry: {RETRY_MS}\n\n".encode()]
     if shaping.ready:
         parts.append(b"event: state\ndata: " + encode_json(shaping.state()) + b"\n\n")
-    changes = batch.changes
-    objects = shaping.objects(names, types)
-    data = _json_lines([objects(change, index) for index, change in enumerate(changes)])
-    for index, change in enumerate(changes):
-        last_of_transaction = index + 1 == len(changes) or changes[index + 1][0] != change[0]
-        head = b"id: %d\n%s" % (change[0], _CHANGE) if last_of_transaction else _CHANGE
-        parts += (head, data[index], b"\n\n")
+    data = json_lines(_events(batch, names, types, shaping))
+    at = 0
+    for lsn, count in _transactions(batch):
+        if not count:
+            continue
+        chunk = data[at:at + count]
+        at += count
+        if count > 1:  # a transaction's events but its last: one join, no step per row
+            parts += (_CHANGE, _NEXT_CHANGE.join(chunk[:-1]), b"\n\n")
+        parts += (b"id: %d\n" % lsn, _CHANGE, chunk[-1], b"\n\n")
     position = encode_json({"next": batch.next_lsn, "more": batch.more}).decode("utf-8")
     parts.append(f"id: {batch.next_lsn}\nevent: position\ndata: {position}\n\n".encode())
     return b"".join(parts)
@@ -185,20 +275,19 @@ def encode_sse(batch: ChangeBatch | ShapedBatch, names: tuple[str, ...], types: 
 
 def encode_json_answer(
     table: str,
-    batch: ChangeBatch,
+    batch: Page,
     names: tuple[str, ...],
     types: dict[str, str],
     durable: int,
     oldest: int,
     shaping: Shaping = PLAIN,
 ) -> bytes:
-    objects = shaping.objects(names, types)
     changes: list[Any] = [shaping.state()] if shaping.ready else []
-    changes += [objects(c, index) for index, c in enumerate(batch.changes)]
+    changes += _events(batch, names, types, shaping)
     return encode_json(
         {
             "table": table,
-            "changes": changes,
+            "changes": json_array(changes),
             "next": batch.next_lsn,
             "more": batch.more,
             "durable_lsn": durable,

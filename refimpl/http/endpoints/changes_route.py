@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 
-from refimpl.engine.features.change_stream import ChangeBatch
+from refimpl.engine.features.change_stream import RunBatch
 from refimpl.engine.features.feed_options import ShapedBatch
 from refimpl.errors import BadRequest
 from refimpl.http.context import Context, parse_whole
@@ -74,13 +74,14 @@ def changes_route(ctx: Context) -> Answer | Parked[Answer]:
             # Read the bounds first: the answer then never claims less than it holds.
             bounds = feed.bounds()
             shaping = PLAIN
+            batch: RunBatch | ShapedBatch
             if shaped:
-                batch: ChangeBatch | ShapedBatch = feed.read_shaped(
-                    start, limit, options, feed_filter)
+                batch = feed.read_shaped(start, limit, options, feed_filter)
                 shaping = Shaping(full, batch.types, ready)
+                found = bool(batch.changes) or ready
             else:
-                batch = feed.read(start, limit)
-            found = bool(batch.changes) or ready
+                batch = feed.read_runs(start, limit)  # encoded a run, not a row, at a time
+                found = bool(batch.runs)
             if fmt == "sse":
                 return respond(encode_sse(batch, names, types, shaping)), found
             body = encode_json_answer(

@@ -13,6 +13,7 @@ from refimpl.engine.access import ADMIN as ADMIN_PRINCIPAL
 from refimpl.engine.access import Right
 from refimpl.engine.result import Column
 from refimpl.engine.session import Session
+from refimpl.engine.storage import values
 from refimpl.errors import BadRequest, NotFound, UnknownTable
 from refimpl.http import csvimport, lineproto
 from refimpl.http.context import Context
@@ -53,7 +54,8 @@ def import_route(ctx: Context) -> Answer | Parked[Answer]:
         # The whole body is read and converted before the write lock is taken, so other
         # writers wait for the install only, never for the parse; a bad line stops the import
         # before anything is written. The rows then commit as one statement: all or nothing.
-        parsed: list[tuple] = []
+        # Converted here for the table's column types: the insert does not convert again.
+        parsed = values.TypedRows(column.type for column in shape.columns)
         for batch in rows.batches():
             parsed += batch
             # A long import moves to the server's long place (or runs without one), so that

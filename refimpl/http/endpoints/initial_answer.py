@@ -4,6 +4,8 @@ change stream, answered by `changes_route`."""
 
 from __future__ import annotations
 
+from itertools import repeat
+
 from refimpl.engine.features.feed_options import FeedOptions, type_of
 from refimpl.engine.features.initial_copy import INITIAL, CopyPosition, parse_position
 from refimpl.http.context import Context
@@ -13,6 +15,8 @@ from refimpl.http.endpoints.change_encoding import (
     RETRY_MS,
     SSE_HEADERS,
     ChangeObjects,
+    json_array,
+    json_lines,
     state,
 )
 
@@ -46,13 +50,14 @@ def copy_answer(ctx: Context, table: str, options: FeedOptions, at: CopyPosition
     batch = feed.read_initial(at, limit, feed_filter)
     full = feed.before_images
     objects = ChangeObjects(feed.column_names, feed.column_types)
-    made = []
-    for item in batch.items:
+    changes = []
+    for item in batch.changes:
         change = item.change
         kind = None
         if options.types:
             kind = INITIAL if change[3] == INITIAL else type_of(change, full)
-        made.append((objects.with_options(change, full, kind), item.position))
+        changes.append(objects.with_options(change, full, kind))
+    copied = [] if batch.copied is None else objects.of_copied(batch.copied, options.types)
     states = []
     if options.states and at is None:
         states.append(state("initializing", options.types))
@@ -60,7 +65,7 @@ def copy_answer(ctx: Context, table: str, options: FeedOptions, at: CopyPosition
     if fmt == "json":
         body = encode_json({
             "table": feed.table,
-            "changes": [*states, *(event for event, _ in made), *end],
+            "changes": json_array([*states, *changes, *copied, *end]),
             "next": _next(batch.position),
             "more": batch.copying,
             "durable_lsn": bounds.durable_lsn,
@@ -69,10 +74,15 @@ def copy_answer(ctx: Context, table: str, options: FeedOptions, at: CopyPosition
         return Answer(body, 200, "application/json", JSON_HEADERS)
     parts = [f"retry: {RETRY_MS}\n\n".encode()]
     parts += [b"event: state\ndata: " + encode_json(s) + b"\n\n" for s in states]
-    for event, position in made:
-        head = "event: change\ndata: " if position is None else (
-            f"id: {_id(position)}\nevent: change\ndata: ")
+    for event, item in zip(changes, batch.changes, strict=True):
+        head = "event: change\ndata: " if item.position is None else (
+            f"id: {_id(item.position)}\nevent: change\ndata: ")
         parts += (head.encode(), encode_json(event), b"\n\n")
+    if batch.copied is not None:
+        # Each row is an event with its id: the pieces joined in C, no step per row.
+        ids = map(str.encode, batch.copied.event_ids())
+        parts += map(b"".join, zip(repeat(b"id: "), ids, repeat(b"\nevent: change\ndata: "),
+                                   json_lines(copied), repeat(b"\n\n")))
     parts += [b"event: state\ndata: " + encode_json(s) + b"\n\n" for s in end]
     position = encode_json({"next": _next(batch.position), "more": batch.copying}).decode()
     parts.append(f"id: {_id(batch.position)}\nevent: position\ndata: {position}\n\n".encode())

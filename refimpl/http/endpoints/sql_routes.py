@@ -26,19 +26,20 @@ def _sql_of(ctx: Context) -> str:
     from_url = ctx.args.get("query")
     from_body: str | None = None
     if request.method == "POST":
-        if request.mimetype == "application/x-www-form-urlencoded":
+        mimetype = request.mimetype
+        if mimetype == "application/x-www-form-urlencoded":
             from_body = sql_of_form_body(ctx.app.read_body(request))  # what curl -d sends
-        elif request.mimetype == "multipart/form-data":
+        elif mimetype == "multipart/form-data":
             form = ctx.app.read_form(request)
             unknown = sorted(set(form) - {"query"})
             if unknown:
                 raise BadRequest(f"unknown form field(s): {', '.join(unknown)}; send 'query'")
             from_body = form.get("query")
-        elif request.mimetype in ("", "text/plain", "application/sql"):
+        elif mimetype in ("", "text/plain", "application/sql"):
             from_body = ctx.body_text() or None
         else:
             raise BadRequest(
-                f"content type '{request.mimetype}' is not taken here; send the SQL as"
+                f"content type '{mimetype}' is not taken here; send the SQL as"
                 " text/plain, or as the form field 'query'"
             )
     if from_url is not None and from_body is not None:

@@ -12,11 +12,13 @@ reading costs one part of memory; the rest stays in the log until it reads again
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from collections.abc import Callable, Sequence
+from typing import Any, cast
 
-from refimpl.engine.event_streams import EventStreams, OpenStream
+from refimpl.engine.event_streams import EventStreams, OpenStream, StreamGroup
 from refimpl.engine.features.event_stream import (
     READY,
     Event,
@@ -32,7 +34,7 @@ from refimpl.http.encode import Answer
 from refimpl.http.endpoints.feed_args import feed_options
 from refimpl.http.endpoints.stream_credentials import request_credential
 from refimpl.waiting.parked import Parked, Part
-from refimpl.waiting.room import WaitingRoom
+from refimpl.waiting.room import FANOUT_STRIDE, WaitingRoom
 
 RETRY_MS = 1000
 HEADERS = (
@@ -73,15 +75,40 @@ def _body(data: bytes) -> Answer:
     return answer
 
 
-class StreamPoke:
-    """Wakes one parked stream (the engine calls it at commits and when the stream ends)."""
+class _GroupParts:
+    """Sends the parts of a group of streams (`StreamGroup`: one position, one view) as one:
+    one take, one encoding and one bytes object for all of them, one send() a socket
+    (`WaitingRoom.send_shared`). A `Batch`: the room's fan-out round runs it once for all
+    the members it poked. A member whose client does not take a part whole leaves the group
+    (`_Sender.backlogged`) and goes on alone."""
 
-    def __init__(self, room: WaitingRoom, parked: Parked[Answer]) -> None:
-        self.room = room
-        self.parked = parked
+    def __init__(self, group: StreamGroup, room: WaitingRoom, budget: int) -> None:
+        self._group = group
+        self._room = room
+        self._budget = budget
+        self._members: tuple[OpenStream, ...] = ()
+        self._outlets: list[Any] = []  # of the members, in their order
+        self._senders: dict[int, _Sender] = {}  # by id of their outlet
+        self._rounds = 0  # where the next round starts (none is always the last)
 
-    def set(self) -> None:
-        self.room.poke(self.parked)
+    def fan_out(self) -> bool:
+        taken, members = self._group.take(self._budget)
+        if not taken.events or not members:
+            return taken.more
+        if members is not self._members:
+            senders = [cast(_Sender, m.waker) for m in members]
+            self._outlets = [s.outlet for s in senders]
+            self._senders = {id(s.outlet): s for s in senders}
+            self._members = members
+        outlets = self._outlets
+        first = int(self._rounds * FANOUT_STRIDE * len(outlets)) % len(outlets)
+        self._rounds += 1
+        self._room.send_shared(itertools.chain(outlets[first:], outlets[:first]),
+                               _part_of(taken).answer, self._backlogged)  # fmt: skip
+        return taken.more
+
+    def _backlogged(self, outlet: Any) -> None:
+        self._senders[id(outlet)].backlogged()
 
 
 class _StreamPokes:
@@ -100,7 +127,7 @@ class _StreamPokes:
         if found is None or found[0] is not wakers:
             if len(self._derived) >= self.KEPT:
                 self._derived.clear()
-            parked = [w.parked for w in wakers if isinstance(w, StreamPoke)]
+            parked = [w.parked for w in wakers if isinstance(w, _Sender) and w.parked]
             found = self._derived[id(wakers)] = (wakers, parked)
         self._room.poke_all(found[1])
 
@@ -111,11 +138,18 @@ def poke_streams(room: WaitingRoom) -> Callable[[list[Waker]], None]:
 
 
 class _Sender:
-    """Makes one stream's parts: one at a time, the next once the last one was sent."""
+    """Makes one stream's parts: one at a time, the next once the last one was sent. The
+    engine's waker of its stream.
+
+    A plain stream whose part was sent and that has nothing more to take joins its group
+    (`_GroupParts` sends its parts then); it leaves it when it takes alone, when its client
+    did not take a part whole, and when the engine takes it out (it ended, or its view
+    changed), which wakes it (`set`). Its `_lock` orders these moves and its own takes."""
 
     def __init__(self, stream: OpenStream, streams: EventStreams, room: WaitingRoom,
                  hold_s: float = 0.0) -> None:  # fmt: skip
         self.stream = stream
+        self.streams = streams
         self.room = room
         self.budget = streams.options.buffer_kb * 1024
         self.heartbeat_s = streams.options.heartbeat_s
@@ -131,12 +165,25 @@ class _Sender:
         self._held = False  # woken during a hold: take once it is over
         self._heartbeat_at = time.monotonic() + self.heartbeat_s
 
+    @property
+    def outlet(self) -> Any:
+        return None if self.parked is None else self.parked.outlet
+
+    def set(self) -> None:
+        """Wake the stream alone (the engine: it ended, or it left its group by itself)."""
+        with self._lock:
+            self._detach()
+        if self.parked is not None:
+            self.room.poke(self.parked)
+
     def first_deadline(self) -> float:
         return time.monotonic() + (self._tick or self.heartbeat_s)
 
     def first(self) -> Part[Answer]:
         """The head and the first events (`ready`, or what a resume missed)."""
-        answer = Answer(encode_events(self._take().events), 200)
+        with self._lock:
+            taken = self._take()
+        answer = Answer(encode_events(taken.events), 200)
         answer.headers = list(HEADERS)
         return Part(answer)
 
@@ -150,27 +197,59 @@ class _Sender:
             if self.hold_s and time.monotonic() < self._held_until:
                 self._held = True
                 return None
-        taken = self._take()
+            self._detach()  # taken alone: its take leaves the group
+            taken = self._take()
+            if not taken.events:
+                self._join()  # nothing new: back into its group (no part, no `drained`)
         if self.stream.ended is not None:
             return self._end()
         return _part_of(taken) if taken.events else None
 
     def _take(self) -> Taken:
+        """The stream's next events (the caller holds the lock)."""
         taken = self.stream.take(self.budget)
-        with self._lock:
-            self._in_flight = bool(taken.events)
-            self._again = taken.more
-            self._held = False
-            if self.hold_s and taken.events:
-                self._held_until = time.monotonic() + self.hold_s
+        self._in_flight = bool(taken.events)
+        self._again = taken.more
+        self._held = False
+        if self.hold_s and taken.events:
+            self._held_until = time.monotonic() + self.hold_s
         return taken
 
     def drained(self) -> None:
         with self._lock:
             self._in_flight = False
             again, self._again = self._again, False
+            if not again:
+                self._join()
         if again and self.parked is not None:
             self.room.poke(self.parked)
+
+    def backlogged(self) -> None:
+        """Its client did not take its group's part whole (the server holds the rest, and
+        tells `drained` when it is sent): it goes on alone."""
+        open("/tmp/sf/backlog.log", "a").write("b\n")
+        with self._lock:
+            self._in_flight = True
+            self._detach()
+            group = self.stream.group
+            if group is not None:
+                group.leave(self.stream)
+
+    def _join(self) -> None:
+        """Into the stream's group, where it can share (the caller holds the lock)."""
+        parked = self.parked
+        if self.hold_s or parked is None or parked.outlet is None or not self.room.sends_shared:
+            return
+        group = self.streams.join(self.stream, self._group_parts)
+        parked.batch = None if group is None else cast(_GroupParts, group.sender)
+
+    def _group_parts(self, group: StreamGroup) -> _GroupParts:
+        return _GroupParts(group, self.room, self.budget)
+
+    def _detach(self) -> None:
+        """Its parts are no longer the group's to send (the caller holds the lock)."""
+        if self.parked is not None:
+            self.parked.batch = None
 
     def heartbeat(self) -> Part[Answer] | Answer | None:
         if self.stream.ended is not None:
@@ -194,8 +273,7 @@ class _Sender:
     def closing(self) -> Answer:
         """At shutdown: what is durable and fits (never half an event), then the end."""
         with self._lock:
-            in_flight = self._in_flight
-        events = [] if in_flight else self.stream.take(self.budget).events
+            events = [] if self._in_flight else self.stream.take(self.budget).events
         self.stream.end("the server is shutting down")
         return _body(encode_events(events) + self._end().body)
 
@@ -239,7 +317,7 @@ def stream_route(ctx: Context) -> Parked[Answer]:
         streaming=True, paced=True, at_close=sender.closing, on_drained=sender.drained,
     )  # fmt: skip
     sender.parked = parked
-    stream.waker = StreamPoke(room, parked)
+    stream.waker = sender
     try:
         first = sender.first()
     except BaseException:

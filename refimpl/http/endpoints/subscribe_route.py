@@ -8,6 +8,7 @@ nothing changed before `wait` ends, the answer is only the id to ask again with.
 
 from __future__ import annotations
 
+import threading
 import time
 
 from refimpl.engine.features.live_queries import Reply
@@ -86,15 +87,31 @@ SSE_HEADERS = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
 
 
 class _Poke:
-    """Wakes a parked live-query request from the engine's wake board (cheap, never blocks)."""
+    """Wakes a parked live-query request from the engine's wake board (cheap, never blocks).
+
+    A wake-up that comes before the request is parked is kept and handed on at `attach`:
+    the room is woken for a request only when a commit touched what it reads."""
 
     def __init__(self, room: WaitingRoom) -> None:
         self.room = room
-        self.parked: Parked[Answer] | None = None
+        self._lock = threading.Lock()
+        self._parked: Parked[Answer] | None = None
+        self._missed = False
 
     def set(self) -> None:
-        if self.parked is not None:
-            self.room.poke(self.parked)
+        with self._lock:
+            parked = self._parked
+            self._missed = parked is None
+        if parked is not None:
+            self.room.poke(parked)
+
+    def attach(self, parked: Parked[Answer]) -> None:
+        """`parked` is the request to wake; poked at once if a wake-up came before."""
+        with self._lock:
+            self._parked = parked
+            missed = self._missed
+        if missed:
+            self.room.poke(parked)
 
 
 def _respond(reply: Reply) -> Answer:
@@ -143,6 +160,5 @@ def subscribe_route(ctx: Context) -> Answer | Parked[Answer]:
         release,
     )
     room.park(parked)
-    poke.parked = parked
-    room.poke(parked)  # a wake-up before the poke knew its request
+    poke.attach(parked)
     return parked

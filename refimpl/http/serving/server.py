@@ -17,7 +17,6 @@ import functools
 import logging
 import select
 import socket
-import struct
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -27,9 +26,9 @@ from werkzeug.serving import BaseWSGIServer
 
 from refimpl.engine import admission
 from refimpl.http.encode import Answer
-from refimpl.http.request_log import RECORD_KEY, REQUEST_ID_HEADER, RequestRecord
 from refimpl.http.serving import wire
 from refimpl.http.serving.admission_queue import FifoSlots
+from refimpl.http.serving.connection import CONNECTION_TIMEOUT_SECONDS, Connection, WSGIApp
 from refimpl.http.serving.limits import (
     OUT_OF_DESCRIPTORS,
     ConnectionCounts,
@@ -37,11 +36,9 @@ from refimpl.http.serving.limits import (
     DescriptorReserve,
     refuse,
 )
-from refimpl.waiting.parked import Parked, ParkedBody
 
 log = logging.getLogger("refimpl.http")
 
-CONNECTION_TIMEOUT_SECONDS = 60.0  # a started request must arrive whole within this
 KEEP_ALIVE_SECONDS = 60.0  # a kept-alive connection is closed after this long unused
 IDLE_CHECK_SECONDS = 1.0
 WORKER_POLL_SECONDS = 0.5  # how soon an idle worker notices a stop
@@ -54,198 +51,6 @@ _ARMED = select.EPOLLIN | select.EPOLLONESHOT
 # A stream whose parts are all sent: readable once its client hangs up (or, against the
 # protocol, sends something), which gives the stream up.
 _HANG_UP = select.EPOLLIN | select.EPOLLRDHUP | select.EPOLLONESHOT
-
-
-# A WSGI application; one with a `waiting_room` (refimpl's App) has its parked requests
-# answered without a worker.
-WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
-
-
-class Connection:
-    """One client connection, answered one request at a time by whichever worker is free."""
-
-    def __init__(self, sock: socket.socket, client_address: Any, server: PooledWSGIServer):
-        self.connection = sock
-        self.client_address = client_address
-        self.server = server
-        # Blocking sends, with the kernel's own timeout: a Python-level timeout would add a
-        # poll() system call before every send(). Requests are read without waiting (wire).
-        sock.settimeout(None)
-        limit = struct.pack("ll", int(CONNECTION_TIMEOUT_SECONDS), 0)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, limit)
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.reader = wire.RequestReader(sock, server.max_body_bytes)
-        self.counted = False  # counted in the server's ConnectionCounts until closed
-        self.last_used = time.monotonic()
-        self.busy = False  # taken by a worker or parked; guarded by the server's lock
-        self.armed = 0  # the events its registration waits for now (0: it fired, or none)
-        # A parked request, and how to answer it once decided.
-        self.parked: Parked[Answer] | None = None
-        self.parked_head: wire.RequestHead | None = None
-        self.parked_keep = False
-        # The parked request's record (refimpl's App makes one): finished at its answer.
-        self.parked_record: RequestRecord | None = None
-        # A long-lived answer sends many parts; its sends are ordered by this lock, and
-        # what the socket did not take waits in `unsent` for a worker to send it.
-        self.stream: Parked[Answer] | None = None
-        self.stream_started = False
-        self.stream_ended = False
-        self.send_lock = threading.Lock()
-        self.unsent = b""  # the part of a decided answer the socket did not take at once
-        self.keep_after_unsent = False
-
-    def stream_hung_up(self) -> bool:
-        """True when the client of a stream closed its side or sent something."""
-        try:
-            return self.connection.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) is not None
-        except BlockingIOError:
-            return False
-        except OSError:
-            return True
-
-    def request_ready(self) -> bool:
-        """True when a request can be served without waiting for the client (see wire)."""
-        return self.reader.receive()
-
-    def has_buffered_request(self) -> bool:
-        """True when the next whole request was read already (pipelining)."""
-        return self.reader.has_request()
-
-    def serve_one(self) -> bool:
-        """Answer one request; True when the connection stays open for another."""
-        request = self.reader.next()
-        if request is None:
-            return False
-        if isinstance(request, wire.MalformedRequest):
-            self._send_bytes(wire.error_answer(request.status, request.message))
-            return False
-        try:
-            environ = wire.make_environ(
-                request, self.server.server_address, self.client_address
-            )
-            keep = self._run(request.head, environ)
-        except (ConnectionError, TimeoutError, OSError):
-            return False
-        finally:
-            request.close()
-        self.last_used = time.monotonic()
-        return keep
-
-    def _run(self, head: wire.RequestHead, environ: dict[str, Any]) -> bool:
-        keep = head.keep_alive
-        answer: list[Any] = []
-
-        def start_response(status: str, headers: list[tuple[str, str]], exc_info: Any = None):
-            answer[:] = [status, headers]
-            return _refuse_write
-
-        result = self.server.app(environ, start_response)
-        if isinstance(result, ParkedBody):
-            # Decided later by the waiting room; the server parks this connection meanwhile.
-            self.parked, self.parked_head = result.parked, head
-            self.parked_record = environ.get(RECORD_KEY)
-        else:
-            try:
-                keep = self._send(head, answer[0], answer[1], result, keep)
-            finally:
-                close = getattr(result, "close", None)
-                if close is not None:
-                    close()
-        self.parked_keep = keep
-        return keep
-
-    def _send(self, head: wire.RequestHead, status: str, headers: list[tuple[str, str]],
-              body: Iterable[bytes], keep: bool) -> bool:
-        names = {name.lower() for name, _ in headers}
-        code = int(status.split(" ", 1)[0])
-        bodyless = head.method == "HEAD" or code in (204, 304) or code < 200
-        chunked = False
-        if "content-length" not in names and not bodyless:
-            if head.version == "HTTP/1.1":
-                chunked = True
-            else:
-                keep = False  # the end of the connection marks the end of the body
-        pending = [wire.answer_head(status, headers, chunked=chunked, keep_alive=keep)]
-        if not bodyless:
-            for chunk in body:
-                if not chunk:
-                    continue
-                pending.append(b"%x\r\n%s\r\n" % (len(chunk), chunk) if chunked else chunk)
-                if sum(len(p) for p in pending) > 65536:
-                    self._send_all(b"".join(pending))
-                    pending = []
-            if chunked:
-                pending.append(b"0\r\n\r\n")
-        self._send_all(b"".join(pending))  # small answers go out in one write
-        return keep
-
-    def _send_all(self, data: bytes) -> None:
-        """Send all of `data`; a client slow to take it is waited for without a place."""
-        try:
-            sent = self.connection.send(data, socket.MSG_DONTWAIT)
-        except BlockingIOError:
-            sent = 0
-        if sent < len(data):
-            admission.waiting()
-            self.connection.sendall(memoryview(data)[sent:])
-
-    def decided_answer(self, answer: Answer) -> tuple[bytes, bool]:
-        """The bytes of a parked request's answer, and whether the connection stays open."""
-        head, keep = self.parked_head, self.parked_keep
-        assert head is not None
-        data = wire.whole_answer(answer, keep, with_body=head.method != "HEAD")
-        self.parked_head = None
-        record, self.parked_record = self.parked_record, None
-        if record is not None:
-            # After the shared bytes are made: readers answered together share them.
-            data = wire.with_header(data, REQUEST_ID_HEADER, record.request_id)
-            record.finish(answer.status_code)
-        return data, keep
-
-    def stream_bytes(self, answer: Answer, last: bool) -> bytes:
-        """The bytes of one part of a long-lived answer: its head first, then chunks."""
-        data = b""
-        record = self.parked_record
-        if not self.stream_started:
-            self.stream_started = True
-            headers = answer.headers
-            if record is not None:
-                headers = [*headers, (REQUEST_ID_HEADER, record.request_id)]
-            data = wire.answer_head(answer.status, headers, chunked=True,
-                                    keep_alive=self.parked_keep)  # fmt: skip
-        if answer.body:
-            data += wire.chunk(answer)  # b"" + chunk is the chunk itself: no copy
-        if last:
-            data += b"0\r\n\r\n"
-            self.finish_record(answer.status_code)
-        return data
-
-    def finish_record(self, status: int) -> None:
-        """Log and count the parked request (a stream's at its end, or when dropped)."""
-        record, self.parked_record = self.parked_record, None
-        if record is not None:
-            record.finish(status)
-
-    def _send_bytes(self, data: bytes) -> None:
-        try:
-            self.connection.sendall(data)
-        except OSError:
-            pass
-
-    def close(self) -> None:
-        self.reader.close()
-        try:
-            self.connection.shutdown(socket.SHUT_WR)
-        except OSError:
-            pass
-        self.connection.close()
-        if self.counted:
-            self.counted = False
-            self.server.counts.release(self.client_address[0])
-
-
-def _refuse_write(data: bytes) -> None:
-    raise RuntimeError("the WSGI write() callable is not supported; return the body")
 
 
 class PooledWSGIServer(BaseWSGIServer):
@@ -285,6 +90,8 @@ class PooledWSGIServer(BaseWSGIServer):
         self._after_round: Callable[[Callable[[], None]], None] = getattr(
             room, "after_round", lambda action: action()
         )
+        if room is not None:
+            room.share_with(self._send_shared)  # parts many streams share: one send a socket
         metrics = getattr(app, "metrics", None)
         if metrics is not None:
             metrics.read_connections(self.counts.total)
@@ -388,6 +195,7 @@ class PooledWSGIServer(BaseWSGIServer):
                         parked.on_ready(
                             functools.partial(self._stream_part, handler, last=True),
                             functools.partial(self._stream_part, handler, last=False),
+                            outlet=handler,
                         )
                     else:
                         parked.on_ready(functools.partial(self._deliver, handler))
@@ -448,6 +256,32 @@ class PooledWSGIServer(BaseWSGIServer):
             then = self._send_unsent(handler)
         if then is not None:
             then()
+
+    def _send_shared(self, outlets: Iterable[Connection], answer: Answer,
+                     on_backlog: Callable[[Connection], None]) -> None:  # fmt: skip
+        """One part many streams share (`WaitingRoom.send_shared`) to streams whose head went
+        out: its chunk made once, one send() a socket. What a client does not take waits as
+        `_stream_part`'s rest would; `on_backlog` hears of it first, before `drained` can."""
+        data = wire.chunk(answer)
+        for handler in outlets:
+            with handler.send_lock:
+                if handler.stream is None:
+                    continue  # dropped meanwhile
+                backlog = bool(handler.unsent)  # a worker sends it, and this after it
+                try:
+                    sent = 0 if backlog else handler.connection.send(data, socket.MSG_DONTWAIT)
+                except BlockingIOError:
+                    sent = 0
+                except OSError:
+                    self._drop_stream(handler)
+                    continue
+                if sent < len(data):
+                    on_backlog(handler)
+                    handler.unsent += data[sent:]
+                    if len(handler.unsent) > STREAM_UNSENT_LIMIT:
+                        self._drop_stream(handler)
+                    elif not backlog:
+                        self._rearm(handler, select.EPOLLOUT | select.EPOLLONESHOT)
 
     def _flush_stream(self, handler: Connection) -> None:
         """Send what a stream has waiting; re-arm for writing, finish, or drop."""
