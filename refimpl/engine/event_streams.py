@@ -13,6 +13,9 @@ What a caller (the HTTP layer's `/stream/changes`) may rely on:
   it must end: once a second at most after its token expires or is dropped, its caller's
   right to the database is revoked, the database is dropped, or it has been open
   `max_age_s`; `take` then says why (`ended`).
+- `join` puts a current stream into the `StreamGroup` of the streams with its view at its
+  place: the group takes once for all of them, and a member that leaves (it takes alone, it
+  ends, its view changes) stands where the group stands; nothing is missed or repeated.
 - `read_row` reads a row's current state by the key its events carry (the events' `href`).
 
 Nothing here knows HTTP: events are typed (`Event`), encoded by the protocol layer.

@@ -6,8 +6,10 @@ stream's waiting readers) are answered in rounds spaced by what a round costs (`
 write acknowledgements are answered by the thread that publishes the flush; requests woken
 by their key (live queries) are attempted when poked, the paced ones among them (event
 streams at a commit) in fan-out rounds spaced by the CPU time a round costs and how busy
-the rest of the process is (`FanoutPace`), at most MAX_FANOUT_WAIT apart; every request is
-answered at its deadline with what it has, and all of them at `close`.
+the rest of the process is (`FanoutPace`), at most MAX_FANOUT_WAIT apart, a batch of
+streams that share their parts (`Parked.batch`) once for all its members, its part handed to
+all of their clients at once by the deliverer's shared send (`send_shared`); every request
+is answered at its deadline with what it has, and all of them at `close`.
 
 Answers are opaque: the room hands over what `attempt` and `on_timeout` give, and turns an
 exception into an answer with the `on_error` its owner gives it (the HTTP layer: a JSON

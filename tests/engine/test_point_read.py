@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 import refimpl
 from refimpl.engine.query.point_read import point_plan
+from refimpl.engine.tracking.plan_cache import PlanCache
 from refimpl.errors import KdbError
 from refimpl.sql.parser import parse
 
@@ -59,7 +60,7 @@ def test_point_reads_equal_the_general_path(db, shape, constants):
     params = tuple(constants[:count])
     # `AND 1 = 1` keeps the same meaning but not the point shape: the general path.
     general = sql + " AND 1 = 1"
-    assert point_plan(parse(general).statements[0], schema(db, "one")) is None
+    assert point_plan(parse(general).statements[0], schema(db, "one"), PlanCache()) is None
     assert answer(db, sql, params) == answer(db, general, params)
 
 
@@ -77,7 +78,7 @@ def test_literal_keys_equal_the_general_path(db, key):
 def test_only_whole_keys_get_a_plan(db):
     two = schema(db, "two")
     planned = "SELECT * FROM two WHERE k = 'a' AND n = 1"
-    assert point_plan(parse(planned).statements[0], two) is not None
+    assert point_plan(parse(planned).statements[0], two, PlanCache()) is not None
     for sql in (
         "SELECT * FROM two WHERE k = 'a'",
         "SELECT * FROM two WHERE k = 'a' AND n > 1",
@@ -86,4 +87,4 @@ def test_only_whole_keys_get_a_plan(db):
         "SELECT v + 1 FROM two WHERE k = 'a' AND n = 1",
         "SELECT * FROM two WHERE k = 'a' AND k = 'b'",
     ):
-        assert point_plan(parse(sql).statements[0], two) is None, sql
+        assert point_plan(parse(sql).statements[0], two, PlanCache()) is None, sql

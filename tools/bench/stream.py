@@ -20,7 +20,8 @@ Figures, for both:
 4. server CPU while the streams are idle (heartbeats only) over 20 s, in % of a core
    (target under 2%);
 5. single-row commit throughput (4 writers, 5 s) with the 1,000 streams open against none
-   (target at least 0.8x).
+   (target at least 0.8x), and the CPU the server and the readers took meanwhile (the
+   readers share the machine's cores with the writers).
 
 Beside them, at 20 commits/s: the server's CPU per commit and the readers' CPU per event
 (they share the machine's cores). With `--server-timing` refimpl runs under a launcher that
@@ -89,7 +90,7 @@ KEEP_UP_P99_MS = 500.0
 # --- refimpl streams (in forked processes) --------------------------------------------------
 
 
-def _refimpl_streams(target: dict[str, Any], count: int, ready: Any, stop_at: float,
+def _refimpl_streams(target: dict[str, Any], count: int, ready: Any, stop_at: Any,
                      results: Any) -> None:  # fmt: skip
     host, port = target["url"].split("://", 1)[1].split(":")
     request = (
@@ -105,7 +106,7 @@ def _refimpl_streams(target: dict[str, Any], count: int, ready: Any, stop_at: fl
         selector.register(sock, selectors.EVENT_READ, [b"", False])
         pending += 1
     idents, latencies = array("q"), array("f")
-    while time.monotonic() < stop_at:
+    while time.monotonic() < stop_at.value:
         for key, _ in selector.select(timeout=0.2):
             state = key.data
             try:
@@ -137,7 +138,7 @@ def _refimpl_streams(target: dict[str, Any], count: int, ready: Any, stop_at: fl
 # --- PostgreSQL listeners (in forked processes) ----------------------------------------------
 
 
-def _pg_listeners(target: dict[str, Any], count: int, ready: Any, stop_at: float,
+def _pg_listeners(target: dict[str, Any], count: int, ready: Any, stop_at: Any,
                   results: Any) -> None:  # fmt: skip
     import psycopg
 
@@ -151,7 +152,7 @@ def _pg_listeners(target: dict[str, Any], count: int, ready: Any, stop_at: float
     with ready.get_lock():
         ready.value += count
     idents, latencies = array("q"), array("f")
-    while time.monotonic() < stop_at:
+    while time.monotonic() < stop_at.value:
         for key, _ in selector.select(timeout=0.2):
             pgconn = key.data
             pgconn.consume_input()
@@ -217,14 +218,17 @@ def throughput(target: dict[str, Any], first_id: int, seconds: float, writers: i
 
 
 class Readers:
-    """`count` streams or listeners in up to PROCESSES processes, open until `stop_at`."""
+    """`count` streams or listeners in up to PROCESSES processes, open `run_for` seconds
+    from when all are ready (`wait_ready`): a thousand PostgreSQL connections take a while
+    to open, and they must stay open through the last phase."""
 
     def __init__(self, target: dict[str, Any], count: int, run_for: float) -> None:
         context = multiprocessing.get_context("fork")
         self.ready = context.Value("i", 0)
         self.queue = context.Queue()
         self.count = count
-        self.stop_at = time.monotonic() + run_for
+        self.run_for = run_for
+        self.stop_at = context.Value("d", time.monotonic() + run_for + 300.0)
         body = _refimpl_streams if target["kind"] == "refimpl" else _pg_listeners
         groups = [len(range(p, count, PROCESSES)) for p in range(min(PROCESSES, count))]
         self.processes = [
@@ -240,12 +244,13 @@ class Readers:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"only {self.ready.value} of {self.count} readers are ready")
             time.sleep(0.1)
+        self.stop_at.value = time.monotonic() + self.run_for
 
     def results(self) -> dict[int, list[float]]:
         """Latencies (ms) by row id, over every stream."""
         by_ident: dict[int, list[float]] = {}
         for _ in self.processes:
-            raw_idents, raw_latencies = self.queue.get(timeout=max(60.0, self.stop_at
+            raw_idents, raw_latencies = self.queue.get(timeout=max(60.0, self.stop_at.value
                                                                    - time.monotonic() + 60))
             idents, latencies = array("q"), array("f")
             idents.frombytes(raw_idents)
@@ -338,7 +343,13 @@ def run(target: dict[str, Any], pids: Any, streams: int, quick: bool) -> dict[st
         steps.append((rate, paced(target, rate, seconds, next_id)))
         next_id = steps[-1][1].stop
         time.sleep(1.0)
+    readers_cpu = processes_cpu([p.pid for p in readers.processes])
+    server_cpu = processes_cpu(server_pids)
     out["throughput_open"] = throughput(target, 50_000_000, seconds)
+    # Where the cores went meanwhile: the readers' processes share them with the writers.
+    out["open_readers_pct"] = (processes_cpu([p.pid for p in readers.processes])
+                               - readers_cpu) / seconds * 100  # fmt: skip
+    out["open_server_pct"] = (processes_cpu(server_pids) - server_cpu) / seconds * 100
     by_ident = readers.results()
     out["at_20"] = figures_of(by_ident, latency_ids, streams)
     out["steps"] = {rate: figures_of(by_ident, ids, streams) for rate, ids in steps}
@@ -425,6 +436,10 @@ def main() -> None:
                  f"{theirs['throughput_none']:.0f}"])  # fmt: skip
     rows.append(["commits/s, all open", f"{ours['throughput_open']:.0f}",
                  f"{theirs['throughput_open']:.0f}"])  # fmt: skip
+    rows.append(["CPU % of a core, all open: server", f"{ours['open_server_pct']:.0f}",
+                 f"{theirs['open_server_pct']:.0f}"])  # fmt: skip
+    rows.append(["CPU % of a core, all open: readers", f"{ours['open_readers_pct']:.0f}",
+                 f"{theirs['open_readers_pct']:.0f}"])  # fmt: skip
     rows.append(["server CPU ms per commit at 20/s", f"{ours['server_ms_per_commit']:.1f}",
                  f"{theirs['server_ms_per_commit']:.1f}"])  # fmt: skip
     rows.append(["readers' CPU us per event at 20/s", f"{ours['readers_us_per_event']:.1f}",

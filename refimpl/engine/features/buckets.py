@@ -11,7 +11,7 @@ has no time) asks for a full run instead.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -135,6 +135,19 @@ def bucket_ranges(plan: BucketPlan, buckets: Collection[int]) -> list[tuple[int,
     return ranges
 
 
+def merged(
+    previous: dict[tuple, tuple], plan: BucketPlan, buckets: Collection[int],
+    rows: Sequence[tuple], identity: Callable[[tuple], tuple],
+) -> dict[tuple, tuple]:
+    """`previous` (identity -> row) with the groups of `buckets` replaced by `rows` (their
+    re-run's answer)."""
+    index = plan.identity_index
+    kept = {i: r for i, r in previous.items() if i[index] not in buckets}
+    for row in rows:
+        kept[identity(row)] = row
+    return kept
+
+
 class _BucketRows:
     """A committed table as a SELECT source that gives only the rows within some time ranges:
     each range is read from the partitions of its periods, from its first row to its last
@@ -186,5 +199,6 @@ def run_buckets(
             raise UnknownTable(source.name)
         rows = _BucketRows(table, source.alias, bucket_ranges(plan, buckets))
         return run_select(
-            select, rows, (), now_micros(), session.sql_functions(), session.deadline()
+            select, rows, (), now_micros(), session.sql_functions(), session.deadline(),
+            plans=database.plan_cache,
         )

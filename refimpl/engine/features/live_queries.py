@@ -32,7 +32,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from refimpl.engine.features.buckets import BucketPlan, bucket_plan, changed_buckets, run_buckets
+from refimpl.engine.features import buckets
+from refimpl.engine.features.buckets import BucketPlan
 from refimpl.engine.features.live_shape import ONE_TABLE, identity_positions, parse_subscription
 from refimpl.engine.features.top_n import Move, TopPlan, moves, run_in_table_order, top_plan
 from refimpl.engine.query.cache_keys import deterministic, pinned_value
@@ -412,7 +413,7 @@ class SubscriptionManager:
         changed = self._shared.get(
             ("buckets", id(database), subscription.table, plan, subscription.position,
              applied, floor),
-            lambda: changed_buckets(
+            lambda: buckets.changed_buckets(
                 database, subscription.table, schema, plan, subscription.position, floor
             ),
         )
@@ -421,16 +422,12 @@ class SubscriptionManager:
         previous = subscription.current.rows
         if not changed:
             return dict(previous)
-        index = plan.identity_index
-        rows = {i: r for i, r in previous.items() if i[index] not in changed}
         # Each subscriber's right was checked before (`_run`): the rows are everyone's.
         output = self._shared.get(
             ("rows", id(database), subscription.select, frozenset(changed), applied),
-            lambda: run_buckets(session, subscription.select, plan, changed),
+            lambda: buckets.run_buckets(session, subscription.select, plan, changed),
         )
-        identity = subscription.identity
-        for row in output.rows:
-            rows[identity(row)] = row
+        rows = buckets.merged(previous, plan, changed, output.rows, subscription.identity)
         if len(rows) > MAX_ROWS:
             return None
         return rows
@@ -471,7 +468,7 @@ class SubscriptionManager:
             key_columns=key_columns,
             identity=identity,
             whole_row=positions is None,
-            buckets=bucket_plan(select, schema, positions),
+            buckets=buckets.bucket_plan(select, schema, positions),
             shared=deterministic(select),
             top=top,
         )
@@ -531,14 +528,16 @@ class SubscriptionManager:
 def _change(
     subscription: Subscription, old: dict[Identity, tuple], new: dict[Identity, tuple]
 ) -> Change | None:
-    """What a client applies to go from answer `old` to `new`; None when nothing changed."""
+    """What a client applies to go from answer `old` to `new`; None when nothing changed
+    (with offsets: nor the order, which columns outside the select list may move)."""
     changed = [row for ident, row in new.items() if old.get(ident) != row]
     removed = [ident for ident in old if ident not in new]
     if subscription.whole_row:
         removed = [ident[:-1] for ident in removed]  # a row: remove one equal row
-    if not changed and not removed:
+    order = moves(old, new) if subscription.top is not None else None
+    if not changed and not removed and not order:
         return None
-    return Change(changed, removed, moves(old, new) if subscription.top is not None else None)
+    return Change(changed, removed, order)
 
 
 class LiveWait:

@@ -162,7 +162,7 @@ def run_in_table_order(session: StatementContext, plan: TopPlan) -> QueryOutput:
             raise UnknownTable(source.name)
         return run_select(
             plan.scan, _TableOrder(table, source.alias), (), now_micros(),
-            session.sql_functions(), session.deadline(),
+            session.sql_functions(), session.deadline(), plans=database.plan_cache,
         )
 
 

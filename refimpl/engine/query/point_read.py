@@ -4,8 +4,9 @@ secondary index, every column of the index pinned), planned once per statement.
 `SELECT <columns> FROM t WHERE k = ?` (every key column pinned by `=` to a constant or a
 parameter, and nothing else) is what a client working row by row sends most. Planning it the
 general way (compile each expression, derive access hints, consult the result cache) costs
-several times the read itself; a `PointPlan` is made once per statement and table schema,
-and a run only checks the constants' types and looks the row up.
+several times the read itself; a `PointPlan` is made once per statement and table schema
+(kept in the database's plan cache), and a run only checks the constants' types and looks
+the row up.
 
 A statement that does not have this exact shape, or constants of another type than the key
 column's (which the general path turns into an error or a conversion), gets no plan here and
@@ -14,7 +15,6 @@ takes the general path, so both always give the same answer.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -23,9 +23,8 @@ from refimpl.engine.result import Column
 from refimpl.engine.storage import values
 from refimpl.engine.storage.schema import TableSchema
 from refimpl.engine.storage.table import Table
+from refimpl.engine.tracking.plan_cache import PlanCache
 from refimpl.sql import ast
-
-PLAN_CACHE_SIZE = 1024
 
 _INTEGER, _TEXT = "integer", "text"
 _LITERAL_TYPE = {_INTEGER: "INT", _TEXT: "STRING"}
@@ -77,22 +76,22 @@ class PointPlan:
         return tuple(row[p] for p in self.positions)
 
 
-_plans: dict[tuple[ast.Select, int], tuple[TableSchema, PointPlan | None]] = {}
-_plans_lock = threading.Lock()
-
-
-def point_plan(select: ast.Select, schema: TableSchema) -> PointPlan | None:
-    """The point plan of `select` over a table of `schema`, or None (general path)."""
-    key = (select, id(schema))
-    found = _plans.get(key)
-    if found is not None and found[0] is schema:
-        return found[1]
+def point_plan(select: ast.Select, schema: TableSchema, plans: PlanCache) -> PointPlan | None:
+    """The point plan of `select` over a table of `schema`, or None (general path); kept in
+    the database's `plans` for that schema object."""
+    key = (_POINT, select)
+    found = plans.get(key, schema)
+    if found is not None:
+        return found if isinstance(found, PointPlan) else None
     plan = _make_plan(select, schema)
-    with _plans_lock:
-        if len(_plans) >= PLAN_CACHE_SIZE:
-            _plans.clear()
-        _plans[key] = (schema, plan)
+    plans.put(key, schema, plan if plan is not None else _NO_PLAN)
     return plan
+
+
+# What a statement with no point plan is kept as (so that it is not examined again), and the
+# first part of a point plan's key (a statement's general plan is kept under other keys).
+_NO_PLAN = "general path"
+_POINT = "point read"
 
 
 def _make_plan(select: ast.Select, schema: TableSchema) -> PointPlan | None:

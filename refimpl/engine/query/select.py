@@ -1,27 +1,33 @@
-"""SELECT: access path, filtering, grouping, ordering, limits.
+"""SELECT: a statement compiled into a `SelectPlan` (access path, filtering, grouping,
+ordering, limits), and the plan run over a source.
 
-The planner reads the WHERE clause for what lets it read less: an equality on every key
-column is a point lookup; otherwise equalities and ranges on an index's first columns read
-through that index (`index_choice`); a range on the TIMESERIES column and an equality on the
-SYMBOL partition column prune partitions. The whole WHERE is still applied to what is read.
+The access path (`access_path`) reads the WHERE clause for what lets a read skip rows; the
+whole WHERE is still applied to what is read. A plan holds nothing of one run, so the
+database's `PlanCache` keeps it for the next run of the same statement over the same schema.
 """
 
 from __future__ import annotations
 
+import functools
 import operator
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from refimpl.engine import admission
+
+# The access path lives in its own module; its names are still the planner's to callers.
+from refimpl.engine.query.access_path import column_constraints as column_constraints
+from refimpl.engine.query.access_path import conjuncts as conjuncts
+from refimpl.engine.query.access_path import plan_access as plan_access
 from refimpl.engine.query.aggregates import make_accumulator
 from refimpl.engine.query.compiled import (
     Compiled,
+    Evaluator,
     OuterLink,
     Scope,
     ScopeColumn,
     SubqueryPlanner,
-    comparable,
     refuse_blob,
 )
 from refimpl.engine.query.expressions import (
@@ -30,12 +36,11 @@ from refimpl.engine.query.expressions import (
     constant_value,
     contains_aggregate,
 )
-from refimpl.engine.query.index_choice import choose_index
 from refimpl.engine.query.relations import Relation, bounded
 from refimpl.engine.result import Column
-from refimpl.engine.storage import values
 from refimpl.engine.storage.access_hints import AccessHints
-from refimpl.engine.storage.schema import TableSchema, period_of
+from refimpl.engine.storage.schema import TableSchema
+from refimpl.engine.tracking.plan_cache import PlanCache
 from refimpl.errors import InvalidValue, SqlError, TypeMismatch, UnknownColumn
 from refimpl.sql import ast
 
@@ -56,6 +61,43 @@ class QueryOutput:
     rows: list[tuple]
 
 
+# What a plan makes of the rows its WHERE let through: the answer's columns and rows.
+Finish = Callable[[Iterator[Sequence[Any]]], tuple[list[Column], list[tuple]]]
+
+
+@dataclass(frozen=True, slots=True)
+class SelectPlan:
+    """A SELECT compiled for one source shape and one set of typed parameters: what to read,
+    which rows pass, and how they become the answer. It holds nothing of a run (no rows, no
+    rights, no deadline), so one plan serves every run of its key, in several threads."""
+
+    hints: AccessHints | None  # None: a SELECT without FROM reads one empty row
+    predicate: Evaluator | None
+    finish: Finish
+    grouped: bool
+    distinct: bool
+    limit: int | None
+    offset: int
+
+    def run(self, source: RowSource | None, deadline: float | None) -> QueryOutput:
+        if source is None or self.hints is None:
+            input_rows: Iterator[Sequence[Any]] = iter([()])
+        else:
+            input_rows = bounded(source.rows(self.hints), deadline)
+        predicate = self.predicate
+        if predicate is not None:
+            input_rows = (row for row in input_rows if predicate(row) is True)
+        output_columns, rows = self.finish(input_rows)
+        if not self.grouped:
+            return QueryOutput(output_columns, rows)
+        if self.distinct:
+            rows = _distinct(rows)
+        rows = rows[self.offset:] if self.offset else rows
+        if self.limit is not None:
+            rows = rows[:self.limit]
+        return QueryOutput(output_columns, rows)
+
+
 def run_select(
     select: ast.Select,
     source: RowSource | None,
@@ -65,12 +107,85 @@ def run_select(
     deadline: float | None = None,
     subqueries: SubqueryPlanner | None = None,
     outer: OuterLink | None = None,
+    plans: PlanCache | None = None,
 ) -> QueryOutput:
     """Run a SELECT over `source` (None: a SELECT without FROM); stop at `deadline`.
 
     `subqueries` plans the subqueries of its expressions; `outer` links it to the query it
-    is a subquery of.
+    is a subquery of. With `plans` (the database's), a plan made before for the same
+    statement, source schema and typed parameters is run instead of compiling again.
     """
+    key = None
+    if plans is not None and outer is None:
+        key = plan_key(select, source, params, functions)
+    if key is None:
+        plan = compile_select(select, source, params, now, functions, subqueries, outer)
+        return plan.run(source, deadline)
+    version = None if source is None else source.schema
+    found = plans.get(key, version)  # type: ignore[union-attr]
+    if isinstance(found, SelectPlan):
+        return found.run(source, deadline)
+    plan = compile_select(select, source, params, now, functions, subqueries, outer)
+    plans.put(key, version, plan)  # type: ignore[union-attr]
+    return plan.run(source, deadline)
+
+
+def plan_key(
+    select: ast.Select,
+    source: RowSource | None,
+    params: Sequence[Any],
+    functions: dict[str, Callable[..., Compiled]] | None,
+) -> Hashable | None:
+    """The key a SELECT's plan is kept under, or None when its plan may not be reused: it
+    has subqueries (their plans read the run's rights), calls now() (compiled to the run's
+    moment) or a function of the caller's session, or reads a source without a schema (a
+    join, a view's rows, a table function) whose columns no schema object versions.
+
+    Parameters are part of the key with their types: a plan compiles their values in (a
+    text constant next to a TIMESTAMP is read as a time once, a LIKE pattern is made once,
+    and the WHERE's bounds choose the partitions read)."""
+    if source is not None and (source.schema is None or isinstance(source, Relation)):
+        return None
+    reads = _reads(select)
+    if reads is None or (functions and not reads.isdisjoint(functions)):
+        return None
+    try:
+        key = (select, None if source is None else source.qualifier,
+               tuple((type(p), p) for p in params))
+        hash(key)
+    except TypeError:
+        return None
+    return key
+
+
+@functools.lru_cache(maxsize=4096)
+def _reads(select: ast.Select) -> frozenset[str] | None:
+    """The names of the functions `select` calls; None when it has a subquery or calls
+    now()."""
+    names = set()
+    for node in ast.walk(select):
+        if isinstance(node, _SUBQUERY_NODES):
+            return None
+        if isinstance(node, ast.FuncCall):
+            names.add(node.name)
+    return None if "now" in names else frozenset(names)
+
+
+_SUBQUERY_NODES = (ast.ScalarSubquery, ast.Exists, ast.InSubquery, ast.Quantified,
+                   ast.ArraySubquery)
+
+
+def compile_select(
+    select: ast.Select,
+    source: RowSource | None,
+    params: Sequence[Any],
+    now: int,
+    functions: dict[str, Callable[..., Compiled]] | None = None,
+    subqueries: SubqueryPlanner | None = None,
+    outer: OuterLink | None = None,
+) -> SelectPlan:
+    """The plan of a SELECT over a source of `source`'s shape; raises what the statement
+    gets wrong (names, types, limits) before any row is read."""
     columns = source.columns if source is not None else []
     qualifiers = set()
     if isinstance(source, Relation):
@@ -104,31 +219,18 @@ def run_select(
     if select.where is not None and contains_aggregate(select.where):
         raise SqlError("aggregates are not allowed in WHERE; use HAVING")
     limit, offset = _limits(select, scope)
-
-    if source is None:
-        input_rows: Iterator[Sequence[Any]] = iter([()])
-    else:
+    hints = None
+    if source is not None:
         hints = plan_access(select.where, source.schema, scope) if source.schema else AccessHints()
-        input_rows = bounded(source.rows(hints), deadline)
-    if where is not None:
-        predicate = where.fn
-        input_rows = (row for row in input_rows if predicate(row) is True)
-
     grouped = bool(select.group_by) or any(
         contains_aggregate(e) for e in _aggregate_sites(select, items)
     )
     if grouped:
-        time_index = _time_index(source)
-        output_columns, rows = _grouped(select, items, scope, input_rows, time_index)
+        finish = _grouped(select, items, scope, _time_index(source))
     else:
-        output_columns, rows = _plain(select, items, scope, input_rows, limit, offset)
-        return QueryOutput(output_columns, rows)
-    if select.distinct:
-        rows = _distinct(rows)
-    rows = rows[offset:] if offset else rows
-    if limit is not None:
-        rows = rows[:limit]
-    return QueryOutput(output_columns, rows)
+        finish = _plain(select, items, scope, limit, offset)
+    return SelectPlan(hints, None if where is None else where.fn, finish, grouped,
+                      select.distinct, limit, offset)
 
 
 def _aggregate_sites(select: ast.Select, items: list[ast.SelectItem]) -> list[ast.Expr]:
@@ -215,30 +317,38 @@ def _plain(
     select: ast.Select,
     items: list[ast.SelectItem],
     scope: Scope,
-    input_rows: Iterator[Sequence[Any]],
     limit: int | None,
     offset: int,
-) -> tuple[list[Column], list[tuple]]:
+) -> Finish:
     scope.clause = "the select list"
     compiled = [compile_expression(item.expr, scope) for item in items]
     names = [column_name(item) for item in items]
     output_columns = [Column(n, _result_type(c)) for n, c in zip(names, compiled, strict=True)]
     fns = [c.fn for c in compiled]
-    if not select.order_by:
-        rows: list[tuple] = []
-        wanted = None if limit is None or select.distinct else offset + limit
-        project = _projection(items, scope)
-        if project is not None and wanted is None:
-            rows = [project(row) for row in input_rows]  # plain columns: no per-cell calls
-        else:
-            for row in input_rows:
-                rows.append(tuple(fn(row) for fn in fns))
-                if wanted is not None and len(rows) >= wanted:
-                    break
-        if select.distinct:
+    distinct = select.distinct
+
+    def trimmed(rows: list[tuple]) -> tuple[list[Column], list[tuple]]:
+        if distinct:
             rows = _distinct(rows)
         rows = rows[offset:] if offset else rows
         return output_columns, rows if limit is None else rows[:limit]
+
+    if not select.order_by:
+        wanted = None if limit is None or distinct else offset + limit
+        project = _projection(items, scope)
+
+        def unordered(input_rows: Iterator[Sequence[Any]]) -> tuple[list[Column], list[tuple]]:
+            rows: list[tuple] = []
+            if project is not None and wanted is None:
+                rows = [project(row) for row in input_rows]  # plain columns: no per-cell calls
+            else:
+                for row in input_rows:
+                    rows.append(tuple(fn(row) for fn in fns))
+                    if wanted is not None and len(rows) >= wanted:
+                        break
+            return trimmed(rows)
+
+        return unordered
 
     width = len(scope.columns)
     order_fns = []
@@ -259,13 +369,13 @@ def _plain(
                 outer=scope.outer,
             )
             order_fns.append((compile_expression(order.expr, source_scope).fn, order))
-    wide_rows = [(*row, *(fn(row) for fn in fns)) for row in input_rows]
-    wide_rows = sort_rows(wide_rows, order_fns)
-    rows = [tuple(row[width:]) for row in wide_rows]
-    if select.distinct:
-        rows = _distinct(rows)
-    rows = rows[offset:] if offset else rows
-    return output_columns, rows if limit is None else rows[:limit]
+
+    def ordered(input_rows: Iterator[Sequence[Any]]) -> tuple[list[Column], list[tuple]]:
+        wide_rows = [(*row, *(fn(row) for fn in fns)) for row in input_rows]
+        wide_rows = sort_rows(wide_rows, order_fns)
+        return trimmed([tuple(row[width:]) for row in wide_rows])
+
+    return ordered
 
 
 def _projection(items: list[ast.SelectItem], scope: Scope) -> Callable[[Any], tuple] | None:
@@ -347,9 +457,8 @@ def _grouped(
     select: ast.Select,
     items: list[ast.SelectItem],
     scope: Scope,
-    input_rows: Iterator[Sequence[Any]],
     time_index: int | None,
-) -> tuple[list[Column], list[tuple]]:
+) -> Finish:
     aliases = {item.alias.lower(): item.expr for item in items if item.alias}
     group_exprs: list[ast.Expr] = []
     for expr in select.group_by:
@@ -367,8 +476,9 @@ def _grouped(
             raise SqlError("aggregates are not allowed in GROUP BY")
         group_exprs.append(expr)
     scope.clause = "GROUP BY"
-    key_fns = [compile_expression(e, scope).fn for e in group_exprs]
-    key_types = [compile_expression(e, scope).type for e in group_exprs]
+    group_keys = [compile_expression(e, scope) for e in group_exprs]
+    key_fns = [key.fn for key in group_keys]
+    key_types = [key.type for key in group_keys]
 
     calls: list[ast.FuncCall] = []
     for site in _aggregate_sites(select, items):
@@ -377,21 +487,11 @@ def _grouped(
                 calls.append(call)
     scope.clause = "an aggregate"
     accumulators = [make_accumulator(call, scope, time_index) for call in calls]
-
-    groups: dict[tuple, list[Any]] = {}
     factories = [a.new_state for a in accumulators]
     steps = [a.step for a in accumulators]
-    for row in input_rows:
-        key = tuple(fn(row) for fn in key_fns)
-        states = groups.get(key)
-        if states is None:
-            states = [factory() for factory in factories]
-            groups[key] = states
-        for step, state in zip(steps, states, strict=True):
-            step(state, row)
-    if not groups and not group_exprs:
-        groups[()] = [factory() for factory in factories]
+    finals = [a.final for a in accumulators]
 
+    # The answer's expressions read the groups' rows: the keys, then the aggregates' values.
     slots: dict[ast.Expr, tuple[int, str]] = {}
     for index, (expr, type_) in enumerate(zip(group_exprs, key_types, strict=True)):
         slots.setdefault(expr, (index, type_))
@@ -409,32 +509,50 @@ def _grouped(
         subqueries=scope.subqueries,
         outer=scope.outer,
     )
-    finals = [a.final for a in accumulators]
-    group_rows = [
-        (*key, *(final(state) for final, state in zip(finals, states, strict=True)))
-        for key, states in groups.items()
-    ]
     compiled = [_compile_grouped(item.expr, group_scope) for item in items]
     names = [column_name(item) for item in items]
     output_columns = [Column(n, _result_type(c)) for n, c in zip(names, compiled, strict=True)]
+    having = None
     if select.having is not None:
         group_scope.clause = "HAVING"
         having = _compile_grouped(select.having, group_scope).fn
-        group_rows = [row for row in group_rows if having(row) is True]
     fns = [c.fn for c in compiled]
     width = len(slots) + 1
-    wide = [(*row, *([None] * (width - len(row))), *(fn(row) for fn in fns)) for row in group_rows]
-    if select.order_by:
-        order_fns = []
-        for order in select.order_by:
-            index = _output_index(order.expr, items, names)
-            if index is not None:
-                order_fns.append((lambda row, p=width + index: row[p], order))
-            else:
-                group_scope.clause = "ORDER BY"
-                order_fns.append((_compile_grouped(order.expr, group_scope).fn, order))
-        wide = sort_rows(wide, order_fns)
-    return output_columns, [tuple(row[width:]) for row in wide]
+    order_fns = []
+    for order in select.order_by:
+        index = _output_index(order.expr, items, names)
+        if index is not None:
+            order_fns.append((lambda row, p=width + index: row[p], order))
+        else:
+            group_scope.clause = "ORDER BY"
+            order_fns.append((_compile_grouped(order.expr, group_scope).fn, order))
+    whole_table = not group_exprs
+
+    def finish(input_rows: Iterator[Sequence[Any]]) -> tuple[list[Column], list[tuple]]:
+        groups: dict[tuple, list[Any]] = {}
+        for row in input_rows:
+            key = tuple(fn(row) for fn in key_fns)
+            states = groups.get(key)
+            if states is None:
+                states = [factory() for factory in factories]
+                groups[key] = states
+            for step, state in zip(steps, states, strict=True):
+                step(state, row)
+        if not groups and whole_table:
+            groups[()] = [factory() for factory in factories]
+        group_rows = [
+            (*key, *(final(state) for final, state in zip(finals, states, strict=True)))
+            for key, states in groups.items()
+        ]
+        if having is not None:
+            group_rows = [row for row in group_rows if having(row) is True]
+        wide = [(*row, *([None] * (width - len(row))), *(fn(row) for fn in fns))
+                for row in group_rows]
+        if order_fns:
+            wide = sort_rows(wide, order_fns)
+        return output_columns, [tuple(row[width:]) for row in wide]
+
+    return finish
 
 
 def _compile_grouped(expr: ast.Expr, scope: Scope) -> Compiled:
@@ -444,125 +562,3 @@ def _compile_grouped(expr: ast.Expr, scope: Scope) -> Compiled:
         raise SqlError(
             f"column '{error.column}' must appear in GROUP BY or be used in an aggregate"
         ) from None
-
-
-# -- access path -------------------------------------------------------------------------
-
-
-def conjuncts(expr: ast.Expr | None) -> list[ast.Expr]:
-    if expr is None:
-        return []
-    if isinstance(expr, ast.Binary) and expr.op == "AND":
-        return conjuncts(expr.left) + conjuncts(expr.right)
-    return [expr]
-
-
-def _column_name(expr: ast.Expr, schema: TableSchema) -> str | None:
-    if isinstance(expr, ast.ColumnRef) and expr.name.lower() in schema.positions:
-        return expr.name.lower()
-    return None
-
-
-_FLIP = {"=": "=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
-
-
-def column_constraints(
-    where: ast.Expr | None, schema: TableSchema, scope: Scope
-) -> list[tuple[str, str, Any]]:
-    """(column, op, value) for every `column op constant` conjunct, values as stored."""
-    found = []
-    for term in conjuncts(where):
-        pairs: list[tuple[str, str, ast.Expr]] = []
-        if isinstance(term, ast.Binary) and term.op in _FLIP:
-            left, right = _column_name(term.left, schema), _column_name(term.right, schema)
-            if left and not right:
-                pairs.append((left, term.op, term.right))
-            elif right and not left:
-                pairs.append((right, _FLIP[term.op], term.left))
-        elif isinstance(term, ast.Between) and not term.negated:
-            name = _column_name(term.operand, schema)
-            if name:
-                pairs += [(name, ">=", term.low), (name, "<=", term.high)]
-        for name, op, expr in pairs:
-            value = _constant_for(expr, schema.type_of(name), scope)
-            if value is not _NOT_CONSTANT:
-                found.append((name, op, value))
-    return found
-
-
-_NOT_CONSTANT = object()
-
-
-def _constant_for(expr: ast.Expr, column_type: str, scope: Scope) -> Any:
-    try:
-        # The outer query's values are constants of a subquery run: `id = outer.x` can be a
-        # key lookup.
-        constants = Scope(columns=[], params=scope.params, now=scope.now, outer=scope.outer)
-        compiled = compile_expression(expr, constants)
-    except SqlError:
-        return _NOT_CONSTANT
-    if not compiled.constant:
-        return _NOT_CONSTANT
-    probe = Compiled(lambda row: None, column_type)
-    try:
-        comparable(probe, compiled, "WHERE")
-        value = compiled.fn(())
-        if value is None:
-            return _NOT_CONSTANT
-        if column_type == "TIMESTAMP" and isinstance(value, str):
-            return values.parse_timestamp(value)
-        if column_type == "DOUBLE" and isinstance(value, int):
-            return float(value)
-        if column_type in values.INTEGER_TYPES and isinstance(value, float):
-            return value if value.is_integer() else _NOT_CONSTANT
-        return value
-    except SqlError:
-        return _NOT_CONSTANT
-
-
-def plan_access(where: ast.Expr | None, schema: TableSchema, scope: Scope) -> AccessHints:
-    """What the WHERE clause lets a table read skip."""
-    constraints = column_constraints(where, schema, scope)
-    if not constraints:
-        return AccessHints()
-    equal = {name: value for name, op, value in constraints if op == "="}
-    ident = None
-    key = [name.lower() for name in schema.key_columns]
-    if key and all(name in equal for name in key):
-        ident = tuple(
-            int(equal[n]) if schema.type_of(n) in values.INTEGER_TYPES else equal[n] for n in key
-        )
-    low = high = None
-    time_low = time_high = None
-    layout = schema.layout()
-    if schema.timeseries:
-        time_name = schema.timeseries.lower()
-        for name, op, value in constraints:
-            if name != time_name or not isinstance(value, int):
-                continue
-            if op in ("=", ">", ">="):
-                bound = value + 1 if op == ">" else value
-                time_low = bound if time_low is None else max(time_low, bound)
-            if op in ("=", "<", "<="):
-                bound = value - 1 if op == "<" else value
-                time_high = bound if time_high is None else min(time_high, bound)
-        if layout.period is not None:
-            if time_low is not None:
-                low = period_of(time_low, layout.period)
-            if time_high is not None:
-                high = period_of(time_high, layout.period)
-    symbol = None
-    if schema.partition_symbol and schema.partition_symbol.lower() in equal:
-        value = equal[schema.partition_symbol.lower()]
-        if isinstance(value, str):
-            symbol = (False, value)
-    return AccessHints(
-        ident=ident,
-        low_period=low,
-        high_period=high,
-        symbol=symbol,
-        time_low=time_low,
-        time_high=time_high,
-        index=choose_index(constraints, schema) if ident is None else None,
-    )
-

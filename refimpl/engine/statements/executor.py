@@ -122,7 +122,7 @@ def select_rows(  # noqa: ANN201 - a QueryOutput
         table = database.tables.get(source.name.lower())
         if table is None:
             raise UnknownTable(source.name)
-        point = point_plan(statement, table.schema)
+        point = point_plan(statement, table.schema, database.plan_cache)
         if point is not None:
             ident = point.ident(params)
             if ident is not None:
@@ -140,6 +140,7 @@ def select_rows(  # noqa: ANN201 - a QueryOutput
             now_micros(),
             context.sql_functions(),
             context.deadline(),
+            plans=database.plan_cache,
         )
     if key is not None:
         cells = len(output.rows) * max(1, len(output.columns))

@@ -33,6 +33,7 @@ from refimpl.engine.storage.records import Entry, Record
 from refimpl.engine.storage.table import Table
 from refimpl.engine.storage.transaction import Transaction
 from refimpl.engine.storage.wal import WriteAheadLog
+from refimpl.engine.tracking.plan_cache import PlanCache
 from refimpl.engine.tracking.result_cache import ResultCache
 from refimpl.engine.tracking.revisions import Revisions, new_boot_id
 from refimpl.engine.tracking.signals import CommitSignal, WakeBoard
@@ -84,6 +85,7 @@ class Database:
         self.wake_board = WakeBoard()
         self.revisions = Revisions(boot or new_boot_id())
         self.result_cache = ResultCache(options.result_cache_bytes)
+        self.plan_cache = PlanCache()  # compiled SELECTs, each for the schema it read
         self._checkpoint_lock = threading.Lock()
         self._checkpoint_thread: threading.Thread | None = None
         self._bytes_at_checkpoint = 0

@@ -219,29 +219,32 @@ class _Sender:
         with self._lock:
             self._in_flight = False
             again, self._again = self._again, False
-            if not again:
-                self._join()
+            # A stream its group does not take in (the group stands elsewhere) takes once
+            # more alone: what became durable meanwhile does not wait for the next commit.
+            again = again or not self._join()
         if again and self.parked is not None:
             self.room.poke(self.parked)
 
     def backlogged(self) -> None:
         """Its client did not take its group's part whole (the server holds the rest, and
         tells `drained` when it is sent): it goes on alone."""
-        open("/tmp/sf/backlog.log", "a").write("b\n")
         with self._lock:
             self._in_flight = True
+            self._again = True  # the group's part may have stopped at the budget: take on
             self._detach()
             group = self.stream.group
             if group is not None:
                 group.leave(self.stream)
 
-    def _join(self) -> None:
-        """Into the stream's group, where it can share (the caller holds the lock)."""
+    def _join(self) -> bool:
+        """Into the stream's group, where it can share (the caller holds the lock); True
+        when it is in, or never shares (options, a hold, no shared sends)."""
         parked = self.parked
         if self.hold_s or parked is None or parked.outlet is None or not self.room.sends_shared:
-            return
+            return True
         group = self.streams.join(self.stream, self._group_parts)
         parked.batch = None if group is None else cast(_GroupParts, group.sender)
+        return group is not None
 
     def _group_parts(self, group: StreamGroup) -> _GroupParts:
         return _GroupParts(group, self.room, self.budget)

@@ -250,3 +250,24 @@ def test_an_id_asked_without_offsets_gets_a_snapshot_of_its_own(conn):
     first = manager.ask_now(session, query, None, offsets=True)
     again = manager.ask_now(session, query, first.id)
     assert again.kind == "snapshot" and again.moves is None
+
+
+def test_a_row_moved_by_a_column_outside_the_select_list_is_a_move(conn):
+    """Found by the property: the rows keep their values, only their order changes."""
+    manager = conn.instance.subscriptions
+    session = conn.session()
+    conn.execute("INSERT INTO sorted VALUES (0, 1, NULL, '2026-01-01T00:00:00Z', 'A'),"
+                 " (1, 0, 1, '2026-01-01T00:00:00Z', 'A')")
+    query = "SUBSCRIBE SELECT id, v FROM sorted ORDER BY g LIMIT 2"
+    snapshot = manager.ask_now(session, query, None, offsets=True)
+    assert snapshot.rows == [(1, 1), (0, None)]
+    conn.execute("UPDATE sorted SET g = 1 WHERE v > 0")  # both g = 1 now: id breaks the tie
+    reply = manager.ask_now(session, query, snapshot.id, offsets=True)
+    assert (reply.kind, reply.rows, reply.removed_keys) == ("rows", [], [])
+    listed = list(snapshot.rows)
+    for move in reply.moves:
+        if move.old_offset is not None:
+            del listed[move.old_offset]
+        if move.new_offset is not None:
+            listed.insert(move.new_offset, move.row)
+    assert listed == [(0, None), (1, 1)]
