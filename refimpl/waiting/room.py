@@ -207,8 +207,9 @@ class WaitingRoom:
             closed = self._closed
             if not closed and parked.signal is None:
                 self._keyed[id(parked)] = parked
-                entry = (parked.deadline, next(self._order), parked)
-                heapq.heappush(self._keyed_deadlines, entry)
+                if parked.deadline != math.inf:  # no deadline: nothing to wait for
+                    entry = (parked.deadline, next(self._order), parked)
+                    heapq.heappush(self._keyed_deadlines, entry)
                 self._start_thread()
                 wake = parked.deadline < self._next_look
             elif not closed:
@@ -377,8 +378,9 @@ class WaitingRoom:
             for parked in finished:
                 self._keyed.pop(id(parked), None)
             for parked in rescheduled:
-                entry = (parked.deadline, next(self._order), parked)
-                heapq.heappush(self._keyed_deadlines, entry)
+                if parked.deadline != math.inf:
+                    entry = (parked.deadline, next(self._order), parked)
+                    heapq.heappush(self._keyed_deadlines, entry)
 
     def _fanout_due(self) -> bool:
         """Whether anything waits for a fan-out round (the caller holds the lock)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 
@@ -235,3 +236,21 @@ def test_fan_out_waits_in_proportion_to_how_busy_the_rest_of_the_process_is():
     assert round_of(0.01, 0.03, 0.05) == pytest.approx(FANOUT_SPACING * 0.01 * 0.5)
     assert round_of(0.01, 0.2, 0.05) == pytest.approx(FANOUT_SPACING * 0.01)  # busy: all of it
     assert round_of(1.0, 1.0, 0.0) == MAX_FANOUT_WAIT  # however long a round took
+
+
+def test_a_keyed_request_without_a_deadline_waits_for_its_poke():
+    # Regression: an infinite deadline among the keyed ones stopped the room's thread
+    # (waiting `inf` seconds is an OverflowError).
+    room, signal = WaitingRoom(to_response), CommitSignal()
+    got: list[Answer] = []
+    poked = threading.Event()
+    keyed = Parked(None, 0, lambda _: Answer(b"poked") if poked.is_set() else None,
+                   lambda: Answer(b"nothing"), math.inf, lambda: None)
+    room.park(keyed)
+    keyed.on_ready(got.append)
+    _, timed, _ = park(room, signal, wanted=9, wait=0.05)
+    assert eventually(lambda: timed)  # the room's thread still decides deadlines
+    poked.set()
+    room.poke(keyed)
+    assert eventually(lambda: got) and got[0].body == b"poked"
+    room.close()
