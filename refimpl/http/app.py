@@ -43,6 +43,7 @@ from refimpl.waiting.room import WaitingRoom
 OPENAPI_FILE = Path(__file__).with_name("openapi.json")
 STATIC_PREFIX = "/static/"
 READ_CHUNK = 1024 * 1024  # a body read buffers at most this much at once
+SHARED_ANSWER_BYTES = 32 << 20  # what the shared change-stream pages may hold
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,7 +65,10 @@ class App:
         self.options = options or AppOptions()
         # Waiting readers never take the threads /exec needs: at most a quarter may wait.
         self.wait_slots = threading.BoundedSemaphore(max(1, self.options.threads // 4))
-        self.shared_answers = SharedResults()
+        # The change stream's recent pages, `(answer, found)` pairs, kept for readers at the
+        # same position: bounded in bytes too, since a catch-up page is megabytes.
+        self.shared_answers = SharedResults(max_bytes=SHARED_ANSWER_BYTES,
+                                            weigh=lambda kept: len(kept[0].body))
         self.bodies = BodyReader(self.options.max_body_bytes)
         self.read_body = self.bodies.read_body
         self.read_form = self.bodies.read_form

@@ -4,6 +4,8 @@ Readers woken by one commit mostly ask the same question (the change stream afte
 position, a live query's narrowed re-run): the first asker computes, the others wait for it,
 and later askers find the result among the few most recent. A key must name everything the
 result depends on, so sharing it is never wrong; an old entry is simply never asked again.
+The memo is bounded in entries and, when the owner says what an entry weighs, in bytes: a
+result heavier than the whole budget is handed to its concurrent askers but not kept.
 """
 
 from __future__ import annotations
@@ -18,18 +20,27 @@ from typing import Any
 class SharedResults:
     """A bounded, thread-safe memo of recent results, with in-flight computations shared."""
 
-    def __init__(self, size: int = 256) -> None:
+    def __init__(self, size: int = 256, max_bytes: int | None = None,
+                 weigh: Callable[[Any], int] | None = None) -> None:
         self._lock = threading.Lock()
-        self._done: OrderedDict[Hashable, Any] = OrderedDict()
+        self._done: OrderedDict[Hashable, tuple[Any, int]] = OrderedDict()
         self._running: dict[Hashable, Future[Any]] = {}
         self._size = size
+        self._max_bytes = max_bytes
+        self._weigh = weigh
+        self._bytes = 0
+
+    @property
+    def kept_bytes(self) -> int:
+        """What the kept results weigh (0 without a `weigh`)."""
+        return self._bytes
 
     def get(self, key: Hashable, produce: Callable[[], Any]) -> Any:
         """The result for `key`, calling `produce` only if nobody has or is computing it."""
         with self._lock:
             if key in self._done:
                 self._done.move_to_end(key)
-                return self._done[key]
+                return self._done[key][0]
             future = self._running.get(key)
             producer = future is None
             if producer:
@@ -45,10 +56,15 @@ class SharedResults:
                 del self._running[key]
             future.set_exception(error)
             raise
+        weight = self._weigh(result) if self._weigh else 0
         with self._lock:
             del self._running[key]
-            self._done[key] = result
-            if len(self._done) > self._size:
-                self._done.popitem(last=False)
+            if self._max_bytes is None or weight <= self._max_bytes:
+                self._done[key] = (result, weight)
+                self._bytes += weight
+            while self._done and (len(self._done) > self._size or (
+                    self._max_bytes is not None and self._bytes > self._max_bytes)):
+                _, (_, dropped) = self._done.popitem(last=False)
+                self._bytes -= dropped
         future.set_result(result)
         return result

@@ -1,0 +1,59 @@
+"""Shared results: one computation per key among concurrent askers, a memo bounded in entries
+and in bytes. A property: whatever the sequence of asks, every answer is what the key's
+producer makes, and the kept results never weigh more than the budget."""
+
+from __future__ import annotations
+
+import threading
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from refimpl.engine.tracking.shared_results import SharedResults
+
+
+def test_concurrent_askers_share_one_computation() -> None:
+    shared: SharedResults = SharedResults()
+    started, release = threading.Event(), threading.Event()
+    calls: list[int] = []
+
+    def produce() -> str:
+        calls.append(1)
+        started.set()
+        release.wait(5)
+        return "done"
+
+    answers: list[str] = []
+    first = threading.Thread(target=lambda: answers.append(shared.get("k", produce)))
+    first.start()
+    started.wait(5)
+    second = threading.Thread(target=lambda: answers.append(shared.get("k", produce)))
+    second.start()
+    release.set()
+    first.join(5)
+    second.join(5)
+    assert answers == ["done", "done"] and calls == [1]
+
+
+@given(st.lists(st.tuples(st.integers(0, 6), st.integers(0, 40)), max_size=60),
+       st.integers(1, 100))
+def test_the_memo_keeps_to_its_byte_budget(asks: list[tuple[int, int]], budget: int) -> None:
+    shared: SharedResults = SharedResults(size=4, max_bytes=budget, weigh=len)
+    made: dict[int, bytes] = {}
+    for key, weight in asks:
+        made.setdefault(key, bytes(weight))
+        assert shared.get(key, lambda key=key: made[key]) == made[key]
+        assert shared.kept_bytes <= budget
+
+
+def test_a_result_heavier_than_the_budget_is_answered_but_not_kept() -> None:
+    shared: SharedResults = SharedResults(max_bytes=10, weigh=len)
+    calls: list[int] = []
+
+    def produce() -> bytes:
+        calls.append(1)
+        return bytes(11)
+
+    assert shared.get("big", produce) == bytes(11)
+    assert shared.get("big", produce) == bytes(11)
+    assert calls == [1, 1] and shared.kept_bytes == 0
