@@ -65,6 +65,9 @@ def test_any_stored_timestamp_can_be_shown(micros: int):
     assert text.endswith("Z")
     if values.TIMESTAMP_MIN <= micros <= values.TIMESTAMP_MAX:
         assert values.parse_timestamp(text) == micros
+        fraction = text[text.index(".") + 1:-1]  # milliseconds unless micros are needed
+        assert len(fraction) == (3 if micros % 1000 == 0 else 6)
+        assert len(text) == len("0001-01-01T00:00:00Z") + 1 + len(fraction)
     else:
         assert text[0] in "+-"
 

@@ -27,6 +27,7 @@ NUMERIC_TYPES = frozenset({"INT", "BIGINT", "DOUBLE"})
 TEXT_TYPES = frozenset({"STRING", "SYMBOL"})
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_NAIVE_EPOCH = datetime(1970, 1, 1)  # isoformat() of an aware moment appends +00:00
 _MICRO = timedelta(microseconds=1)
 _MICROS_PER_DAY = 86_400_000_000
 _RANGES = {
@@ -127,23 +128,22 @@ def format_timestamp(micros: int) -> str:
     kept may hold one) is written with an expanded year (`+029520-...`, `-000001-...`), as
     ISO-8601 and ECMAScript allow, so that a reader can always show what is stored.
     """
-    fraction = micros % 1_000_000
     if TIMESTAMP_MIN <= micros <= TIMESTAMP_MAX:
-        moment = _EPOCH + timedelta(microseconds=micros)
-        # Not strftime: its %Y writes the year 1 as '1', not '0001'.
-        head = (
-            f"{moment.year:04d}-{moment.month:02d}-{moment.day:02d}T{moment.hour:02d}:"
-            f"{moment.minute:02d}:{moment.second:02d}"
-        )
-    else:
-        days, day_micros = divmod(micros, _MICROS_PER_DAY)
-        year, month, day = civil_from_days(days)
-        seconds = day_micros // 1_000_000
-        sign = "-" if year < 0 else "+"
-        head = (
-            f"{sign}{abs(year):06d}-{month:02d}-{day:02d}T{seconds // 3600:02d}:"
-            f"{seconds // 60 % 60:02d}:{seconds % 60:02d}"
-        )
+        # isoformat, not strftime (whose %Y writes the year 1 as '1'): four-digit years, and
+        # C speed, which matters when a page of the change stream formats thousands.
+        moment = _NAIVE_EPOCH + timedelta(microseconds=micros)
+        if micros % 1000:
+            return moment.isoformat(timespec="microseconds") + "Z"
+        return moment.isoformat(timespec="milliseconds") + "Z"
+    fraction = micros % 1_000_000
+    days, day_micros = divmod(micros, _MICROS_PER_DAY)
+    year, month, day = civil_from_days(days)
+    seconds = day_micros // 1_000_000
+    sign = "-" if year < 0 else "+"
+    head = (
+        f"{sign}{abs(year):06d}-{month:02d}-{day:02d}T{seconds // 3600:02d}:"
+        f"{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+    )
     if fraction % 1000:
         return f"{head}.{fraction:06d}Z"
     return f"{head}.{fraction // 1000:03d}Z"
