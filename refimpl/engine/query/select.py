@@ -74,10 +74,6 @@ class SelectPlan:
     hints: AccessHints | None  # None: a SELECT without FROM reads one empty row
     predicate: Evaluator | None
     finish: Finish
-    grouped: bool
-    distinct: bool
-    limit: int | None
-    offset: int
 
     def run(self, source: RowSource | None, deadline: float | None) -> QueryOutput:
         if source is None or self.hints is None:
@@ -87,15 +83,7 @@ class SelectPlan:
         predicate = self.predicate
         if predicate is not None:
             input_rows = (row for row in input_rows if predicate(row) is True)
-        output_columns, rows = self.finish(input_rows)
-        if not self.grouped:
-            return QueryOutput(output_columns, rows)
-        if self.distinct:
-            rows = _distinct(rows)
-        rows = rows[self.offset:] if self.offset else rows
-        if self.limit is not None:
-            rows = rows[:self.limit]
-        return QueryOutput(output_columns, rows)
+        return QueryOutput(*self.finish(input_rows))
 
 
 def run_select(
@@ -118,15 +106,15 @@ def run_select(
     key = None
     if plans is not None and outer is None:
         key = plan_key(select, source, params, functions)
-    if key is None:
+    if plans is None or key is None:
         plan = compile_select(select, source, params, now, functions, subqueries, outer)
         return plan.run(source, deadline)
     version = None if source is None else source.schema
-    found = plans.get(key, version)  # type: ignore[union-attr]
+    found = plans.get(key, version)
     if isinstance(found, SelectPlan):
         return found.run(source, deadline)
     plan = compile_select(select, source, params, now, functions, subqueries, outer)
-    plans.put(key, version, plan)  # type: ignore[union-attr]
+    plans.put(key, version, plan)
     return plan.run(source, deadline)
 
 
@@ -226,11 +214,18 @@ def compile_select(
         contains_aggregate(e) for e in _aggregate_sites(select, items)
     )
     if grouped:
-        finish = _grouped(select, items, scope, _time_index(source))
+        finish = _grouped(select, items, scope, _time_index(source), limit, offset)
     else:
         finish = _plain(select, items, scope, limit, offset)
-    return SelectPlan(hints, None if where is None else where.fn, finish, grouped,
-                      select.distinct, limit, offset)
+    return SelectPlan(hints, None if where is None else where.fn, finish)
+
+
+def _trimmed(rows: list[tuple], distinct: bool, limit: int | None, offset: int) -> list[tuple]:
+    """The answer's rows after DISTINCT, OFFSET and LIMIT."""
+    if distinct:
+        rows = _distinct(rows)
+    rows = rows[offset:] if offset else rows
+    return rows if limit is None else rows[:limit]
 
 
 def _aggregate_sites(select: ast.Select, items: list[ast.SelectItem]) -> list[ast.Expr]:
@@ -327,12 +322,6 @@ def _plain(
     fns = [c.fn for c in compiled]
     distinct = select.distinct
 
-    def trimmed(rows: list[tuple]) -> tuple[list[Column], list[tuple]]:
-        if distinct:
-            rows = _distinct(rows)
-        rows = rows[offset:] if offset else rows
-        return output_columns, rows if limit is None else rows[:limit]
-
     if not select.order_by:
         wanted = None if limit is None or distinct else offset + limit
         project = _projection(items, scope)
@@ -346,7 +335,7 @@ def _plain(
                     rows.append(tuple(fn(row) for fn in fns))
                     if wanted is not None and len(rows) >= wanted:
                         break
-            return trimmed(rows)
+            return output_columns, _trimmed(rows, distinct, limit, offset)
 
         return unordered
 
@@ -373,7 +362,8 @@ def _plain(
     def ordered(input_rows: Iterator[Sequence[Any]]) -> tuple[list[Column], list[tuple]]:
         wide_rows = [(*row, *(fn(row) for fn in fns)) for row in input_rows]
         wide_rows = sort_rows(wide_rows, order_fns)
-        return trimmed([tuple(row[width:]) for row in wide_rows])
+        rows = [tuple(row[width:]) for row in wide_rows]
+        return output_columns, _trimmed(rows, distinct, limit, offset)
 
     return ordered
 
@@ -458,6 +448,8 @@ def _grouped(
     items: list[ast.SelectItem],
     scope: Scope,
     time_index: int | None,
+    limit: int | None,
+    offset: int,
 ) -> Finish:
     aliases = {item.alias.lower(): item.expr for item in items if item.alias}
     group_exprs: list[ast.Expr] = []
@@ -527,6 +519,7 @@ def _grouped(
             group_scope.clause = "ORDER BY"
             order_fns.append((_compile_grouped(order.expr, group_scope).fn, order))
     whole_table = not group_exprs
+    distinct = select.distinct
 
     def finish(input_rows: Iterator[Sequence[Any]]) -> tuple[list[Column], list[tuple]]:
         groups: dict[tuple, list[Any]] = {}
@@ -550,7 +543,8 @@ def _grouped(
                 for row in group_rows]
         if order_fns:
             wide = sort_rows(wide, order_fns)
-        return output_columns, [tuple(row[width:]) for row in wide]
+        rows = [tuple(row[width:]) for row in wide]
+        return output_columns, _trimmed(rows, distinct, limit, offset)
 
     return finish
 
