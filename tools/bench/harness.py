@@ -18,6 +18,7 @@ shadowed by `http.py` of this folder (a script's folder comes first on `sys.path
 from __future__ import annotations
 
 import glob
+import multiprocessing
 import os
 import shutil
 import signal
@@ -27,7 +28,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -167,6 +168,51 @@ def cpu_seconds(pid: int) -> float:
     # fields[0] is the state (field 3); utime and stime are fields 14 and 15.
     ticks = int(fields[11]) + int(fields[12])
     return ticks / os.sysconf("SC_CLK_TCK")
+
+
+CLIENT_WARMUP = 0.5  # seconds of a phase's start that its clients do not count
+CLIENT_GRACE = 120.0  # a phase's clients must be done this long after its end
+
+
+def run_client_phase(process: Callable[..., tuple[list[float], int]], target: Any, op: str,
+                     clients: int, procs: int, seconds: float, id_base: int,
+                     pid: int | None = None) -> dict[str, float]:  # fmt: skip
+    """One phase of `clients` clients in at most `procs` forked processes, each running
+    `process(target, op, its clients, id_base, start_at, stop_at)`, which returns its
+    latencies in seconds (those that began after the warm-up) and its error count.
+
+    The figures are `summary`'s in milliseconds, plus `rate` (per second), `errors` and, with
+    `pid`, `cpu_ms`: that process's CPU (utime+stime) over the measured seconds per request.
+    """
+    groups = [list(range(p, clients, procs)) for p in range(min(procs, clients))]
+    pool = multiprocessing.get_context("fork").Pool(len(groups))
+    cpu = float("nan")
+    try:
+        start_at = time.monotonic() + 1.0  # every process started and connected
+        stop_at = start_at + CLIENT_WARMUP + seconds
+        pending = pool.starmap_async(
+            process, [(target, op, g, id_base, start_at, stop_at) for g in groups])
+        if pid is not None:
+            time.sleep(max(0.0, start_at + CLIENT_WARMUP - time.monotonic()))
+            cpu = cpu_seconds(pid)
+            time.sleep(max(0.0, stop_at - time.monotonic()))
+            cpu = cpu_seconds(pid) - cpu
+        results = pending.get(timeout=seconds + CLIENT_GRACE)
+    except BaseException:
+        # A client process that died (or a stop) leaves its task pending: join() would
+        # wait for it forever.
+        pool.terminate()
+        raise
+    # close() and join(), not terminate(): terminating a pool whose workers are idle can
+    # hang on their task queue's lock.
+    pool.close()
+    pool.join()
+    samples = [s for r, _ in results for s in r]
+    figures = summary([s * 1000 for s in samples])
+    figures["rate"] = len(samples) / seconds
+    figures["errors"] = sum(e for _, e in results)
+    figures["cpu_ms"] = cpu / len(samples) * 1000 if samples else float("nan")
+    return figures
 
 
 def free_port() -> int:

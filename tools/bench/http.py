@@ -30,7 +30,6 @@ profile is written) and prints the top 15 functions by cumulative and by total t
 from __future__ import annotations
 
 import argparse
-import multiprocessing
 import pstats
 import random
 import tempfile
@@ -44,8 +43,6 @@ import psycopg
 import requests
 
 ROWS = 10_000
-WARMUP = 0.5
-GRACE_SECONDS = 120.0  # a phase's clients must be done this long after its end
 
 
 # --- load generator (runs in forked processes) ----------------------------------------------
@@ -90,7 +87,7 @@ def _client(target: dict[str, Any], op: str, index: int, id_base: int, start_at:
             return True
 
         close = connection.close
-    warm_at = start_at + WARMUP
+    warm_at = start_at + harness.CLIENT_WARMUP
     time.sleep(max(0.0, start_at - time.monotonic()))
     i = 0
     while True:
@@ -127,39 +124,8 @@ def _process(target: dict[str, Any], op: str, indexes: list[int], id_base: int,
 
 def run_phase(target: dict[str, Any], op: str, clients: int, procs: int, seconds: float,
               id_base: int) -> dict[str, float]:
-    groups = [list(range(p, clients, procs)) for p in range(min(procs, clients))]
-    context = multiprocessing.get_context("fork")
-    pid = target.get("pid")
-    cpu = float("nan")
-    pool = context.Pool(len(groups))
-    try:
-        start_at = time.monotonic() + 1.0  # every process started and connected
-        stop_at = start_at + WARMUP + seconds
-        pending = pool.starmap_async(
-            _process, [(target, op, g, id_base, start_at, stop_at) for g in groups]
-        )
-        if pid is not None:
-            time.sleep(max(0.0, start_at + WARMUP - time.monotonic()))
-            cpu = harness.cpu_seconds(pid)
-            time.sleep(max(0.0, stop_at - time.monotonic()))
-            cpu = harness.cpu_seconds(pid) - cpu
-        results = pending.get(timeout=seconds + GRACE_SECONDS)
-    except BaseException:
-        # A client process that died (or a stop) leaves its task pending: join() would
-        # wait for it forever.
-        pool.terminate()
-        raise
-    # close() and join(), not terminate(): terminating a pool whose workers are idle can
-    # hang on their task queue's lock.
-    pool.close()
-    pool.join()
-    samples = [s for r, _ in results for s in r]
-    errors = sum(e for _, e in results)
-    figures = harness.summary([s * 1000 for s in samples])
-    figures["rate"] = len(samples) / seconds
-    figures["errors"] = errors
-    figures["cpu_ms"] = cpu / len(samples) * 1000 if samples else float("nan")
-    return figures
+    return harness.run_client_phase(_process, target, op, clients, procs, seconds, id_base,
+                                    target.get("pid"))
 
 
 # --- the two systems ------------------------------------------------------------------------

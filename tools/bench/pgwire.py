@@ -21,7 +21,6 @@ against PostgreSQL in tools/bench/http.py.
 from __future__ import annotations
 
 import argparse
-import multiprocessing
 import random
 import threading
 import time
@@ -31,8 +30,6 @@ import harness
 import psycopg
 
 ROWS = 10_000
-WARMUP = 0.5
-GRACE_SECONDS = 120.0  # a phase's clients must be done this long after its end
 PHASES = (("select", 1), ("select", 16), ("insert", 1), ("insert", 16))
 
 
@@ -55,7 +52,7 @@ def _client(conninfo: str, op: str, index: int, id_base: int, start_at: float,
         except psycopg.Error:
             errors += 1
         i += 1
-        if began >= start_at + WARMUP:
+        if began >= start_at + harness.CLIENT_WARMUP:
             latencies.append(time.monotonic() - began)
     connection.close()
     out.append((latencies, errors))
@@ -76,35 +73,10 @@ def _process(conninfo: str, op: str, indexes: list[int], id_base: int, start_at:
 
 def run_phase(conninfo: str, op: str, clients: int, procs: int, seconds: float,
               id_base: int, pid: int | None = None) -> dict[str, float]:  # fmt: skip
-    """One phase's figures; with `pid`, also that server process's CPU time per request
-    (utime+stime over the measured seconds, as tools/bench/http.py reports it)."""
-    groups = [list(range(p, clients, procs)) for p in range(min(procs, clients))]
-    pool = multiprocessing.get_context("fork").Pool(len(groups))
-    cpu = float("nan")
-    try:
-        start_at = time.monotonic() + 1.0
-        stop_at = start_at + WARMUP + seconds
-        pending = pool.starmap_async(
-            _process, [(conninfo, op, g, id_base, start_at, stop_at) for g in groups])
-        if pid is not None:
-            time.sleep(max(0.0, start_at + WARMUP - time.monotonic()))
-            cpu = harness.cpu_seconds(pid)
-            time.sleep(max(0.0, stop_at - time.monotonic()))
-            cpu = harness.cpu_seconds(pid) - cpu
-        results = pending.get(timeout=seconds + GRACE_SECONDS)
-    except BaseException:
-        # A client process that died (or a stop) leaves its task pending: join() would
-        # wait for it forever.
-        pool.terminate()
-        raise
-    pool.close()
-    pool.join()
-    samples = [s for r, _ in results for s in r]
-    figures = harness.summary([s * 1000 for s in samples])
-    figures["rate"] = len(samples) / seconds
-    figures["errors"] = sum(e for _, e in results)
-    figures["cpu_ms"] = cpu / len(samples) * 1000 if samples else float("nan")
-    return figures
+    """One phase's figures (`harness.run_client_phase`); with `pid`, also that server
+    process's CPU time per request, as tools/bench/http.py reports it."""
+    return harness.run_client_phase(_process, conninfo, op, clients, procs, seconds, id_base,
+                                    pid)
 
 
 def run_all(conninfo: str, procs: int, seconds: float,
