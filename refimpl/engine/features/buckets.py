@@ -23,7 +23,6 @@ from refimpl.engine.storage import records
 from refimpl.engine.storage.access_hints import AccessHints
 from refimpl.engine.storage.schema import TableSchema, period_of
 from refimpl.engine.storage.table import Table
-from refimpl.errors import UnknownTable
 from refimpl.sql import ast
 
 if TYPE_CHECKING:
@@ -194,9 +193,7 @@ def run_buckets(
     assert isinstance(source, ast.TableSource)
     database = session.database
     with database.state_lock:
-        table = database.tables.get(source.name.lower())
-        if table is None:
-            raise UnknownTable(source.name)
+        table = database.committed_table(source.name)
         rows = _BucketRows(table, source.alias, bucket_ranges(plan, buckets))
         return run_select(
             select, rows, (), now_micros(), session.sql_functions(), session.deadline(),

@@ -20,7 +20,7 @@ from refimpl.engine.rights import Right
 from refimpl.engine.storage import records
 from refimpl.engine.storage.access_hints import AccessHints
 from refimpl.engine.storage.schema import TableSchema
-from refimpl.errors import InvalidValue, ResultTooLarge, SqlError, UnknownTable
+from refimpl.errors import InvalidValue, ResultTooLarge, SqlError
 from refimpl.sql import ast
 
 if TYPE_CHECKING:
@@ -310,9 +310,7 @@ class ChangesSource:
         session.authorize(Right.READ, table)
         database = session.database
         with database.state_lock:
-            committed = database.tables.get(table.lower())
-        if committed is None:
-            raise UnknownTable(table)
+            committed = database.committed_table(table)
         self.table_schema = committed.schema
         self.columns = stream_columns(committed.schema)
         self.qualifier = source.alias or "changes"

@@ -44,7 +44,7 @@ from refimpl.engine.features.event_stream import row_key
 from refimpl.engine.features.feed_options import FeedFilter, filter_change
 from refimpl.engine.storage.schema import TableSchema
 from refimpl.engine.storage.table import Table
-from refimpl.errors import BadRequest, InvalidValue, UnknownTable
+from refimpl.errors import BadRequest, InvalidValue
 
 if TYPE_CHECKING:
     from refimpl.engine.storage.database import Database
@@ -211,9 +211,7 @@ def _point_copy(database: Database, schema: TableSchema, feed_filter: FeedFilter
     point = feed_filter.point
     assert point is not None
     with database.state_lock:
-        table = database.tables.get(schema.name.lower())
-        if table is None:
-            raise UnknownTable(schema.name)
+        table = database.committed_table(schema.name)
         lsn = database.applied_lsn
         row = table.get(point.ident)
     if database.log.durable_lsn < lsn:
@@ -231,9 +229,7 @@ def _page_table(database: Database, schema: TableSchema, at: CopyPosition | None
     """Up to `limit` rows after `at.place` and their places, the LSN they are at and the
     columns they are on (the table's then); durable before return."""
     with database.state_lock:
-        table = database.tables.get(schema.name.lower())
-        if table is None:
-            raise UnknownTable(schema.name)
+        table = database.committed_table(schema.name)
         lsn = database.applied_lsn
         rows, spans, done = _rows_after(table, None if at is None else at.place, limit)
     if database.log.durable_lsn < lsn:

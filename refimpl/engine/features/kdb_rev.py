@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from refimpl.engine.query.compiled import Compiled, Scope
 from refimpl.engine.query.expressions import compile_expression
 from refimpl.engine.rights import Right
-from refimpl.errors import SqlError, TypeMismatch, UnknownTable
+from refimpl.errors import SqlError, TypeMismatch
 from refimpl.sql import ast
 
 if TYPE_CHECKING:
@@ -31,10 +31,7 @@ def kdb_rev_builder(context: StatementContext) -> ScalarFunction:
             if name not in checked:
                 # The right first: a caller who may not read it learns nothing of the table.
                 context.authorize(Right.READ, name)
-                with database.state_lock:
-                    table = database.tables.get(name.lower())
-                if table is None:
-                    raise UnknownTable(name)
+                database.committed_table(name)  # UnknownTable if there is none
                 checked.add(name)
             return name
 

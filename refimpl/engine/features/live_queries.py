@@ -43,7 +43,7 @@ from refimpl.engine.rights import Right
 from refimpl.engine.statements import executor
 from refimpl.engine.tracking.shared_results import SharedResults
 from refimpl.engine.tracking.signals import Waker
-from refimpl.errors import BadRequest, NotAllowed, ResultTooLarge, UnknownTable
+from refimpl.errors import BadRequest, NotAllowed, ResultTooLarge
 from refimpl.sql import ast
 
 if TYPE_CHECKING:
@@ -439,10 +439,7 @@ class SubscriptionManager:
         table_name = select.source.name  # type: ignore[union-attr]
         top = None
         if offsets:
-            table = database.tables.get(table_name.lower())
-            if table is None:
-                raise UnknownTable(table_name)
-            top = top_plan(select, table.schema)
+            top = top_plan(select, database.committed_table(table_name).schema)
             select = top.select
         if top is not None and top.in_table_order:
             output = run_in_table_order(session, top)  # never a sort of the whole table

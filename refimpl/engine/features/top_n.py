@@ -29,7 +29,7 @@ from refimpl.engine.statements.queries import CommittedTable
 from refimpl.engine.storage.access_hints import AccessHints
 from refimpl.engine.storage.schema import TableSchema
 from refimpl.engine.storage.table import Table
-from refimpl.errors import BadRequest, UnknownTable
+from refimpl.errors import BadRequest
 from refimpl.sql import ast
 
 if TYPE_CHECKING:
@@ -157,9 +157,7 @@ def run_in_table_order(session: StatementContext, plan: TopPlan) -> QueryOutput:
     assert isinstance(source, ast.TableSource)
     database = session.database
     with database.state_lock:
-        table = database.tables.get(source.name.lower())
-        if table is None:
-            raise UnknownTable(source.name)
+        table = database.committed_table(source.name)
         return run_select(
             plan.scan, _TableOrder(table, source.alias), (), now_micros(),
             session.sql_functions(), session.deadline(), plans=database.plan_cache,

@@ -13,9 +13,9 @@ from refimpl.engine.query.compiled import table_scope
 from refimpl.engine.query.expressions import compile_expression
 from refimpl.engine.result import Column, Result, message_result, query_result
 from refimpl.engine.rights import Right
+from refimpl.engine.statements.context import visible_schema
 from refimpl.engine.statements.triggers import drop_table_triggers
 from refimpl.engine.storage import ddl
-from refimpl.engine.storage.schema import TableSchema
 from refimpl.engine.storage.table import Table
 from refimpl.engine.storage.transaction import TableWork, Transaction
 from refimpl.errors import SqlError, TableExists, TransactionError, UnknownTable
@@ -240,7 +240,7 @@ def _user_statement(
     if isinstance(statement, ast.GrantSelect | ast.RevokeSelect):
         # The right to grant first: a caller without it learns nothing of the table.
         context.authorize(Right.ADMIN)
-        _visible_table(context, statement.table)  # UnknownTable for a table that is not there
+        visible_schema(context, statement.table)  # UnknownTable for a table that is not there
     result = context.access.execute(
         statement,
         context.principal,
@@ -252,17 +252,6 @@ def _user_statement(
 
 
 # -- SHOW --------------------------------------------------------------------------------
-
-
-def _visible_table(context: StatementContext, name: str) -> TableSchema:
-    txn = context.transaction
-    if txn is not None and txn.has_table(name):
-        return txn.table(name).schema
-    with context.database.state_lock:
-        table = context.database.tables.get(name.lower())
-    if table is None:
-        raise UnknownTable(name)
-    return table.schema
 
 
 def _show_tables(context: StatementContext, statement: ast.ShowTables, text: str, params) -> Result:
@@ -286,7 +275,7 @@ def _show_columns(
     context: StatementContext, statement: ast.ShowColumns, text: str, params
 ) -> Result:
     context.authorize(Right.READ, statement.table)
-    schema = _visible_table(context, statement.table)
+    schema = visible_schema(context, statement.table)
     keys = {n.lower() for n in schema.primary_key}
     time_column = (schema.timeseries or "").lower()
     rev = (schema.rev_column or "").lower()
@@ -309,7 +298,7 @@ def _show_create(
     context: StatementContext, statement: ast.ShowCreateTable, text: str, params
 ) -> Result:
     context.authorize(Right.READ, statement.table)
-    schema = _visible_table(context, statement.table)
+    schema = visible_schema(context, statement.table)
     columns = [Column("table", "STRING"), Column("statement", "STRING")]
     return query_result(text, columns, [(schema.name, ddl.canonical_create(schema))])
 

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from refimpl.engine.result import Result
     from refimpl.engine.rights import Principal, Right
     from refimpl.engine.storage.database import Database
+    from refimpl.engine.storage.schema import TableSchema
     from refimpl.engine.storage.transaction import Transaction
     from refimpl.sql import ast
 
@@ -121,3 +122,12 @@ class StatementContext(Protocol):
     def sql_functions(self) -> dict[str, ScalarFunction]: ...
 
     def table_functions(self) -> dict[str, TableFunction]: ...
+
+
+def visible_schema(context: StatementContext, name: str) -> TableSchema:
+    """The schema of table `name` as the caller sees it: its open transaction's own (a table
+    it created or altered) first, else the committed one; UnknownTable if neither has it."""
+    txn = context.transaction
+    if txn is not None and txn.has_table(name):
+        return txn.table(name).schema
+    return context.database.committed_table(name).schema

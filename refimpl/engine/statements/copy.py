@@ -17,11 +17,10 @@ from typing import IO
 from refimpl.engine.files import LeadsOut, NotRelative, folder_path
 from refimpl.engine.result import Column
 from refimpl.engine.rights import Right
-from refimpl.engine.statements.context import StatementContext
+from refimpl.engine.statements.context import StatementContext, visible_schema
 from refimpl.engine.statements.copy_formats import CopyError, CopyFormat, RowReader, encode_rows
 from refimpl.engine.statements.queries import QueryRunner
-from refimpl.engine.storage.schema import TableSchema
-from refimpl.errors import NotFound, UnknownTable
+from refimpl.errors import NotFound
 from refimpl.sql import ast
 from refimpl.sql.parser import parse_cached
 from refimpl.sql.printer import quote_name
@@ -62,7 +61,7 @@ def read_copy(context: StatementContext, statement: ast.CopyFrom,
     """
     context.authorize(Right.WRITE, statement.table)
     fmt = CopyFormat.of(statement.options)
-    schema = _schema(context, statement.table)
+    schema = visible_schema(context, statement.table)
     table_columns = [Column(c.name, c.type) for c in schema.columns]
     names = list(statement.columns) if statement.columns else [c.name for c in table_columns]
     if statement.file is None:
@@ -117,14 +116,3 @@ def copy_output(context: StatementContext, statement: ast.CopyTo) -> CopyOutput:
     assert query is not None
     output = QueryRunner(context, (), time.time_ns() // 1000).run_locked(query)
     return CopyOutput(output.columns, output.rows, fmt)
-
-
-def _schema(context: StatementContext, name: str) -> TableSchema:
-    txn = context.transaction
-    if txn is not None and txn.has_table(name):
-        return txn.table(name).schema
-    with context.database.state_lock:
-        table = context.database.tables.get(name.lower())
-    if table is None:
-        raise UnknownTable(name)
-    return table.schema

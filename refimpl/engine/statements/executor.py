@@ -42,7 +42,6 @@ from refimpl.errors import (
     SqlError,
     TypeMismatch,
     UnknownFunction,
-    UnknownTable,
 )
 from refimpl.sql import ast
 
@@ -119,9 +118,7 @@ def select_rows(  # noqa: ANN201 - a QueryOutput
                           context.deadline())
     database = context.database
     with database.state_lock:
-        table = database.tables.get(source.name.lower())
-        if table is None:
-            raise UnknownTable(source.name)
+        table = database.committed_table(source.name)
         point = point_plan(statement, table.schema, database.plan_cache)
         if point is not None:
             ident = point.ident(params)

@@ -21,7 +21,7 @@ from refimpl.engine.storage.access_hints import AccessHints, IndexProbe
 from refimpl.engine.storage.schema import TableSchema
 from refimpl.engine.storage.table import Table, parts_for_period_range
 from refimpl.engine.storage.values import to_text
-from refimpl.errors import NotAllowed, UnknownTable
+from refimpl.errors import NotAllowed
 from refimpl.sql import ast
 from refimpl.sql.printer import to_sql
 
@@ -110,10 +110,7 @@ class _Planner:
         txn = self.context.transaction
         if txn is not None and txn.has_table(name):
             return txn.table(name).current()
-        table = self.context.database.tables.get(name.lower())
-        if table is None:
-            raise UnknownTable(name)
-        return table
+        return self.context.database.committed_table(name)
 
 
 def _access(table: Table, hints: AccessHints, name: str) -> str:

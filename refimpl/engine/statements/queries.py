@@ -29,7 +29,7 @@ from refimpl.engine.storage.access_hints import AccessHints
 from refimpl.engine.storage.schema import TableSchema
 from refimpl.engine.storage.table import Table, parts_for_period_range
 from refimpl.engine.storage.transaction import TableWork
-from refimpl.errors import RecursionLimit, SqlError, UnknownColumn, UnknownFunction, UnknownTable
+from refimpl.errors import RecursionLimit, SqlError, UnknownColumn, UnknownFunction
 from refimpl.sql import ast
 from refimpl.sql.parser import parse_cached
 
@@ -308,10 +308,7 @@ class QueryRunner:
             table: CommittedTable | TransactionTable = TransactionTable(
                 txn.table(source.name), source.alias)
         else:
-            committed = context.database.tables.get(name)
-            if committed is None:
-                raise UnknownTable(source.name)
-            table = CommittedTable(committed, source.alias)
+            table = CommittedTable(context.database.committed_table(source.name), source.alias)
         if lone:
             return table
         relation = named(table.columns, qualifier, lambda: table.rows(AccessHints()))

@@ -44,6 +44,7 @@ from refimpl.errors import (
     SqlError,
     StatementTimeout,
     StorageError,
+    UnknownTable,
 )
 from refimpl.sql import ast
 from refimpl.sql.parser import parse_cached
@@ -102,6 +103,15 @@ class Database:
         """The views: lower-case name -> canonical CREATE VIEW text. Never changed in place
         (a change replaces the dict), so a reader may keep it."""
         return self.settings["views"]
+
+    def committed_table(self, name: str) -> Table:
+        """The committed table called `name` (any case); UnknownTable if there is none.
+        A caller that also reads `applied_lsn` or the table's rows holds `state_lock`, so
+        that no commit is installed between the two."""
+        table = self.tables.get(name.lower())
+        if table is None:
+            raise UnknownTable(name)
+        return table
 
     # -- opening -------------------------------------------------------------------------
 
