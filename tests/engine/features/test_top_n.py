@@ -13,8 +13,9 @@ from hypothesis import strategies as st
 
 import refimpl
 from refimpl.engine.features.top_n import Move, moves, top_plan
-from refimpl.errors import BadRequest, KdbError
+from refimpl.errors import BadRequest
 from refimpl.sql.parser import parse
+from tests.engine.features.live_scenarios import commit_or_roll_back, on_fresh_database, rounds
 
 # Tables of one shape of rows (an integer identity, a group, a value, a time and a symbol),
 # kept in different orders: by key, by a sort key, by time in day partitions, and by
@@ -114,32 +115,15 @@ def scenarios(draw):
     table = draw(st.sampled_from(sorted(TABLES)))
     query = draw(queries(table))
     initial = draw(st.lists(writes(table), max_size=8))
-    rounds = draw(st.lists(
-        st.tuples(
-            st.lists(st.lists(writes(table), min_size=1, max_size=3), max_size=3),
-            st.sampled_from(["ask", "ask", "ask", "lose"]),
-        ),
-        min_size=1, max_size=8,
-    ))
-    return table, query, initial, rounds
+    return table, query, initial, draw(rounds(writes(table), ["ask", "ask", "ask", "lose"], 8))
 
 
-def _commit(session, statements) -> None:
-    try:
-        session.execute("BEGIN")
-        for statement in statements:
-            session.execute(statement)
-        session.execute("COMMIT")
-    except KdbError:
-        assert session.transaction is None
-
-
-def check_scenario(connection, query, initial, rounds) -> None:
+def check_scenario(connection, query, initial, commit_rounds) -> None:
     subscribe, fresh_text = query
     manager = connection.instance.subscriptions
     writer, reader, asker = connection.session(), connection.session(), connection.session()
     for statement in initial:
-        _commit(writer, [statement])
+        commit_or_roll_back(writer, [statement])
 
     def fresh() -> list[tuple]:
         return [tuple(row) for row in reader.execute(fresh_text).rows]
@@ -147,9 +131,9 @@ def check_scenario(connection, query, initial, rounds) -> None:
     client = Client()
     client.apply(manager.ask_now(asker, subscribe, None, offsets=True))
     assert client.rows == fresh(), "snapshot"
-    for commits, how in rounds:
+    for commits, how in commit_rounds:
         for statements in commits:
-            _commit(writer, statements)
+            commit_or_roll_back(writer, statements)
         if how == "lose":
             manager.ask_now(asker, subscribe, client.id, offsets=True)  # never arrives
         client.apply(manager.ask_now(asker, subscribe, client.id, offsets=True))
@@ -160,13 +144,9 @@ def check_scenario(connection, query, initial, rounds) -> None:
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(scenario=scenarios())
 def test_moves_applied_to_the_list_equal_a_fresh_run(tmp_path_factory, scenario):
-    table, query, initial, rounds = scenario
-    connection = refimpl.connect(tmp_path_factory.mktemp("top") / "data")
-    try:
-        connection.execute(TABLES[table][0])
-        check_scenario(connection, query, initial, rounds)
-    finally:
-        connection.close()
+    table, query, initial, commit_rounds = scenario
+    on_fresh_database(tmp_path_factory.mktemp("top"), TABLES[table][0],
+                      lambda conn: check_scenario(conn, query, initial, commit_rounds))
 
 
 @settings(deadline=None)

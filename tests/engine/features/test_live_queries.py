@@ -20,12 +20,12 @@ from refimpl.engine.features.live_queries import KEPT_VERSIONS, MAX_ROWS, Reply,
 from refimpl.errors import (
     BadRequest,
     Forbidden,
-    KdbError,
     NotAllowed,
     ResultTooLarge,
     SqlError,
     UnknownTable,
 )
+from tests.engine.features.live_scenarios import commit_or_roll_back, on_fresh_database, rounds
 
 # Three tables of the same columns: a DEDUP key with the time, no key at all, and a primary
 # key without the time. All have `sym` as their rev column (SYMBOL(sym) of PARTITION BY).
@@ -38,6 +38,7 @@ TABLES = {
     " TIMESERIES(time) PARTITION BY DAY, SYMBOL(sym)",
 }
 KEYS = {"keyed": "sym, time", "rowid": None, "pk": "id"}
+ASKS = ["ask", "ask", "ask", "lose", "stale"]  # how the client asks after a round's commits
 SYMBOLS = ["A", "B", "C"]
 
 
@@ -178,33 +179,15 @@ def scenarios(draw):
     table = draw(st.sampled_from(sorted(TABLES)))
     query = draw(queries(table))
     initial = draw(st.lists(writes(table), max_size=4))
-    rounds = draw(st.lists(
-        st.tuples(
-            st.lists(st.lists(writes(table), min_size=1, max_size=3), max_size=3),  # commits
-            st.sampled_from(["ask", "ask", "ask", "lose", "stale"]),
-        ),
-        min_size=1, max_size=10,
-    ))
-    return table, query, initial, rounds
+    return table, query, initial, draw(rounds(writes(table), ASKS, 10))
 
 
-def _commit(session, statements) -> None:
-    """One transaction; a failing statement (a duplicate key) rolls it all back."""
-    try:
-        session.execute("BEGIN")
-        for statement in statements:
-            session.execute(statement)
-        session.execute("COMMIT")
-    except KdbError:
-        assert session.transaction is None
-
-
-def check_scenario(conn, table, query, initial, rounds) -> None:
+def check_scenario(conn, table, query, initial, commit_rounds) -> None:
     manager = conn.instance.subscriptions
     writer, reader, asker = conn.session(), conn.session(), conn.session()
     fresh_text = query.removeprefix("SUBSCRIBE ")
     for statement in initial:
-        _commit(writer, [statement])
+        commit_or_roll_back(writer, [statement])
     client = Client()
 
     def fresh() -> Counter:
@@ -212,9 +195,9 @@ def check_scenario(conn, table, query, initial, rounds) -> None:
 
     client.apply(manager.ask_now(asker, query, None))
     assert multiset(client.rows) == fresh(), "snapshot"
-    for commits, how in rounds:
+    for commits, how in commit_rounds:
         for statements in commits:
-            _commit(writer, statements)
+            commit_or_roll_back(writer, statements)
         if how == "lose" and commits:
             lost = manager.ask_now(asker, query, client.id)  # this answer never arrives
             again = manager.ask_now(asker, query, client.id)
@@ -237,13 +220,7 @@ def check_scenario(conn, table, query, initial, rounds) -> None:
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(scenario=scenarios())
 def test_client_copy_always_equals_a_fresh_run(tmp_path_factory, scenario):
-    table, query, initial, rounds = scenario
-    connection = refimpl.connect(tmp_path_factory.mktemp("sub") / "data")
-    try:
-        connection.execute(TABLES[table])
-        check_scenario(connection, table, query, initial, rounds)
-    finally:
-        connection.close()
+    _run(tmp_path_factory, scenario)
 
 
 @pytest.mark.long
@@ -251,13 +228,13 @@ def test_client_copy_always_equals_a_fresh_run(tmp_path_factory, scenario):
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(scenario=scenarios())
 def test_client_copy_always_equals_a_fresh_run_long(tmp_path_factory, scenario):
-    table, query, initial, rounds = scenario
-    connection = refimpl.connect(tmp_path_factory.mktemp("sub") / "data")
-    try:
-        connection.execute(TABLES[table])
-        check_scenario(connection, table, query, initial, rounds)
-    finally:
-        connection.close()
+    _run(tmp_path_factory, scenario)
+
+
+def _run(tmp_path_factory, scenario) -> None:
+    table, query, initial, commit_rounds = scenario
+    on_fresh_database(tmp_path_factory.mktemp("sub"), TABLES[table],
+                      lambda conn: check_scenario(conn, table, query, initial, commit_rounds))
 
 
 # -- examples the property found, kept as plain tests ------------------------------------
