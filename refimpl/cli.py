@@ -269,7 +269,7 @@ def _serve(options: argparse.Namespace) -> int:
     limits = ConnectionLimits(settings.max_connections, settings.max_connections_per_address)
     return serve(
         app, settings.host, settings.port, settings.threads, listening, stopped,
-        app.begin_shutdown, limits, settings.max_body_bytes,
+        app.begin_shutdown, limits, settings.max_body_bytes, app.request_log,
     )
 
 

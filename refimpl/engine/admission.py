@@ -109,9 +109,11 @@ def holding() -> bool:
     return getattr(_local, "hand_on", None) is not None and _local.long_release is None
 
 
-def before_statements(text: str, deadline: float | None) -> bool:
+def before_statements(text: str, deadline: float | None, shape: int | None = None) -> bool:
     """A safe point before `text` runs (no engine lock held): a costly text waits here.
 
+    `shape` is the text's shape when the caller has one already (the hash of its template,
+    `refimpl.sql.templates`: its constants made `?`), else `statement_shape(text)`.
     Answers False when `deadline` passed before it could run (the caller stops the
     statement).
     """
@@ -119,7 +121,7 @@ def before_statements(text: str, deadline: float | None) -> bool:
     if places is None or _local.long_release is not None:
         return True  # no admission, or on a long place already
     if len(text) <= LARGE_TEXT:
-        key = statement_shape(text)
+        key = statement_shape(text) if shape is None else shape
         if key not in places.costly:
             _local.text_key = key  # remembered if it runs long
             return True

@@ -33,7 +33,7 @@ from refimpl.errors import (
     Unauthorized,
 )
 from refimpl.sql.parser import parse_cached
-from refimpl.sql.templates import templated
+from refimpl.sql.templates import Template, parse_template, template_of
 
 if TYPE_CHECKING:
     from refimpl.engine.storage.database import Database
@@ -85,9 +85,15 @@ class Session:
         """
         self._check_size(sql)
         self._deadline = self._new_deadline()
+        # One scan of the text finds its constants for both the admission's shape and the
+        # shared parse; a large text is scanned only once it has its place.
+        scanned = not params and len(sql) <= admission.LARGE_TEXT
+        template = template_of(sql) if scanned else None
+        shape = hash(template.text) if template is not None else None
         # Outside a transaction no engine lock is held here: a costly text waits for a place
         # of its own (refimpl.engine.admission), and that wait counts against its timeout.
-        if self.transaction is None and not admission.before_statements(sql, self._deadline):
+        if self.transaction is None and not admission.before_statements(sql, self._deadline,
+                                                                         shape):  # fmt: skip
             self._deadline = None
             raise StatementTimeout(
                 "the statement waited for a place to run among the costly statements"
@@ -95,7 +101,9 @@ class Session:
                 " is less busy, or raise the limit"
             )
         try:
-            return self._execute(sql, params)
+            if not params and not scanned:
+                template = template_of(sql)
+            return self._execute(sql, params, template)
         finally:
             self._deadline = None
 
@@ -110,8 +118,8 @@ class Session:
                 " long lists of values in a table (POST /imp), or raise the limit"
             )
 
-    def _execute(self, sql: str, params: Sequence[Any]) -> Result:
-        shared = templated(sql, self._deadline) if not params else None
+    def _execute(self, sql: str, params: Sequence[Any], template: Template | None) -> Result:
+        shared = parse_template(sql, template, self._deadline) if template is not None else None
         if shared is not None:
             script, params = shared.script, shared.params
         else:

@@ -4,7 +4,8 @@ Each `App` has a `ServerMetrics` with a registry of its own (never prometheus_cl
 one), so several servers in one process never share a counter. Two kinds of metric:
 
 - the requests (by route, method and status, and their latency) are counted here as each
-  request finishes: they exist only at the HTTP layer;
+  request finishes (`RequestCounts`: a request only queues its figures, folded into plain
+  counts now and then and at each scrape): they exist only at the HTTP layer;
 - everything else is read when a scrape asks (`ServerCollector`), from the engine's typed
   snapshot (`Instance.measures()`) and from counts the server lends (`read_connections`,
   `read_open_streams`): no commit, fsync or read is slowed down to export it.
@@ -14,10 +15,12 @@ The metric names and their labels are the ones `spec/operations.md` lists.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from typing import Any
+import bisect
+import collections
+import threading
+from collections.abc import Callable, Iterator, Sequence
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry
 from prometheus_client.core import (
     CounterMetricFamily,
     GaugeMetricFamily,
@@ -26,12 +29,15 @@ from prometheus_client.core import (
 )
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import Collector
+from prometheus_client.utils import floatToGoString
 
 from refimpl.engine.measures import EngineMeasures, HistogramSnapshot
 
 # A request's time in the app: a point read takes ~0.1 ms, a long poll up to its wait.
 REQUEST_BOUNDS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
                   5.0, 10.0, 30.0)  # fmt: skip
+# Requests queued before the request that queues the next one folds them into the counts.
+FOLD_EVERY = 256
 
 Count = Callable[[], int]
 
@@ -40,36 +46,81 @@ def _none() -> int:
     return 0
 
 
+class RequestCounts:
+    """Answered requests by (route, method, status), and their latency by route.
+
+    Counting costs a request one append to a queue: no lock, no metric object. The queue is
+    folded into plain counts by one thread at a time, by the request that finds FOLD_EVERY
+    queued and at each scrape, so it stays bounded and a scrape sees every request answered
+    before it.
+    """
+
+    def __init__(self) -> None:
+        self._queued: collections.deque[tuple[str, str, int, float]] = collections.deque()
+        self._fold_lock = threading.Lock()
+        self._requests: dict[tuple[str, str, int], int] = {}
+        # Per route: the count of each bucket (REQUEST_BOUNDS, then +Inf) and the sum.
+        self._buckets: dict[str, list[int]] = {}
+        self._seconds: dict[str, float] = {}
+
+    def observe(self, route: str, method: str, status: int, seconds: float) -> None:
+        self._queued.append((route, method, status, seconds))
+        # Never waits: when another thread folds, it folds this request too.
+        if len(self._queued) >= FOLD_EVERY and self._fold_lock.acquire(blocking=False):
+            try:
+                self._fold()
+            finally:
+                self._fold_lock.release()
+
+    def metrics(self) -> Iterator[Metric]:
+        """The two request metrics, with every request answered so far."""
+        with self._fold_lock:
+            self._fold()
+            requests = CounterMetricFamily(
+                "kdb_http_requests", "HTTP requests answered, by route, method and status.",
+                labels=("route", "method", "status"),
+            )  # fmt: skip
+            for (route, method, status), count in sorted(self._requests.items()):
+                requests.add_metric((route, method, str(status)), count)
+            latency = HistogramMetricFamily(
+                "kdb_http_request_duration_seconds",
+                "Time from a request's whole arrival to its answer (waiting included), by route.",
+                labels=("route",),
+            )
+            for route, counts in sorted(self._buckets.items()):
+                latency.add_metric((route,), _cumulative(REQUEST_BOUNDS, counts),
+                                   self._seconds[route])  # fmt: skip
+        yield requests
+        yield latency
+
+    def _fold(self) -> None:
+        """The queued requests into the counts; the caller holds the fold lock."""
+        queued, requests, buckets = self._queued, self._requests, self._buckets
+        seconds_by_route = self._seconds
+        while queued:
+            route, method, status, seconds = queued.popleft()
+            key = (route, method, status)
+            requests[key] = requests.get(key, 0) + 1
+            counts = buckets.get(route)
+            if counts is None:
+                counts = buckets[route] = [0] * (len(REQUEST_BOUNDS) + 1)
+                seconds_by_route[route] = 0.0
+            counts[bisect.bisect_left(REQUEST_BOUNDS, seconds)] += 1  # le: bound included
+            seconds_by_route[route] += seconds
+
+
 class ServerMetrics:
     """The counters of one server; `exposition` renders them for a scrape."""
 
     def __init__(self, measures: Callable[[], EngineMeasures], waiting: Count) -> None:
         self.registry = CollectorRegistry(auto_describe=False)
-        self._requests = Counter(
-            "kdb_http_requests", "HTTP requests answered, by route, method and status.",
-            ("route", "method", "status"), registry=self.registry,
-        )  # fmt: skip
-        self._latency = Histogram(
-            "kdb_http_request_duration_seconds",
-            "Time from a request's whole arrival to its answer (waiting included), by route.",
-            ("route",), buckets=REQUEST_BOUNDS, registry=self.registry,
-        )  # fmt: skip
-        self._collector = ServerCollector(measures, waiting)
+        self._requests = RequestCounts()
+        self._collector = ServerCollector(measures, waiting, self._requests)
         self.registry.register(self._collector)
-        # The labelled children by (route, method, status): found by one dictionary lookup
-        # instead of `labels()` at every request. Bounded: routes, methods and statuses are.
-        self._children: dict[tuple[str, str, int], tuple[Any, Any]] = {}
 
     def observe_request(self, route: str, method: str, status: int, seconds: float) -> None:
         """Count one answered request. `route` is a route's path, never a client's path."""
-        key = (route, method, status)
-        children = self._children.get(key)
-        if children is None:
-            children = (self._requests.labels(route, method, str(status)),
-                        self._latency.labels(route))  # fmt: skip
-            self._children[key] = children
-        children[0].inc()
-        children[1].observe(seconds)
+        self._requests.observe(route, method, status, seconds)
 
     def read_connections(self, count: Count) -> None:
         """Where the open connections are counted (the server lends it when it starts)."""
@@ -89,13 +140,16 @@ class ServerMetrics:
 class ServerCollector(Collector):
     """Reads the engine's snapshot and the server's counts at each scrape."""
 
-    def __init__(self, measures: Callable[[], EngineMeasures], waiting: Count) -> None:
+    def __init__(self, measures: Callable[[], EngineMeasures], waiting: Count,
+                 requests: RequestCounts) -> None:  # fmt: skip
         self._measures = measures
         self._waiting = waiting
+        self._requests = requests
         self.connections: Count = _none
         self.open_streams: Count = _none
 
     def collect(self) -> Iterator[Metric]:
+        yield from self._requests.metrics()
         engine = self._measures()
         yield from _database_metrics(engine)
         yield _gauge("kdb_subscriptions", "Live queries (GET /api/subscribe) kept.",
@@ -156,9 +210,14 @@ def _database_metrics(engine: EngineMeasures) -> Iterator[Metric]:
 
 def _buckets(snapshot: HistogramSnapshot) -> tuple[list[tuple[str, float]], float]:
     """Cumulative buckets ending in +Inf, and the sum, as Prometheus histograms have them."""
+    return _cumulative(snapshot.bounds, snapshot.counts), snapshot.total_seconds
+
+
+def _cumulative(bounds: Sequence[float], counts: Sequence[int]) -> list[tuple[str, float]]:
+    """`counts` per bucket (each bound, then +Inf) as cumulative (le, count) pairs."""
     buckets: list[tuple[str, float]] = []
     seen = 0
-    for bound, count in zip((*snapshot.bounds, float("inf")), snapshot.counts, strict=True):
+    for bound, count in zip((*bounds, float("inf")), counts, strict=True):
         seen += count
-        buckets.append(("+Inf" if bound == float("inf") else repr(bound), seen))
-    return buckets, snapshot.total_seconds
+        buckets.append((floatToGoString(bound), seen))
+    return buckets

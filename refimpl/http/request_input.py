@@ -5,6 +5,7 @@ Imports no other http module: the app, the route context and the tests all use i
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from urllib.parse import parse_qsl
 
@@ -14,6 +15,9 @@ from werkzeug.wrappers import Request
 from refimpl.errors import BadRequest, PayloadTooLarge
 
 READ_CHUNK = 1024 * 1024  # a body read buffers at most this much at once
+# Query parameters (`name=value`, as sent) up to this many characters have their decoding
+# remembered: a long poll asks again and again with the same SQL in its `query=`.
+REMEMBERED_PARAMETER = 2048
 
 
 class BodyReader:
@@ -21,7 +25,6 @@ class BodyReader:
 
     def __init__(self, max_body_bytes: int) -> None:
         self.max_body_bytes = max_body_bytes
-
 
     def _limit(self, request: Request) -> None:
         request.max_content_length = self.max_body_bytes
@@ -104,19 +107,32 @@ def query_args(request: Request, repeatable: frozenset[str] = frozenset()) -> di
     raw = request.environ.get("QUERY_STRING", "")
     if not raw:
         return {}
+    grouped: dict[str, list[str]] = {}
     try:
-        pairs = parse_qsl(raw, keep_blank_values=True, encoding="utf-8", errors="strict")
+        # parse_qsl splits at '&' before it decodes: decoding each piece on its own gives
+        # the same pairs, and lets a piece sent before be decoded from memory.
+        for piece in raw.split("&"):
+            pairs = (_decoded(piece) if len(piece) <= REMEMBERED_PARAMETER
+                     else _decode(piece))  # fmt: skip
+            for name, value in pairs:
+                grouped.setdefault(name, []).append(value)
     except UnicodeDecodeError:
         raise BadRequest("the query string is not valid UTF-8") from None
     except ValueError as exc:
         raise BadRequest(f"the query string is malformed: {exc}") from None
-    grouped: dict[str, list[str]] = {}
-    for name, value in pairs:
-        grouped.setdefault(name, []).append(value)
     # A repeatable parameter (symbol= of /api/rev) is read as a list by its route.
     for name in repeatable & grouped.keys():
         grouped[name] = grouped[name][-1:]
     return _single_values(grouped.items(), "query parameter")
+
+
+def _decode(piece: str) -> tuple[tuple[str, str], ...]:
+    """The pairs of one piece of a query string (none or one), decoded strictly."""
+    return tuple(parse_qsl(piece, keep_blank_values=True, encoding="utf-8", errors="strict"))
+
+
+# A pure function of its text; a failing decode raises and is not remembered.
+_decoded = functools.lru_cache(maxsize=1024)(_decode)
 
 
 def _single_values(items: Iterable[tuple[str, list[str]]], what: str) -> dict[str, str]:

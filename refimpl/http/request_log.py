@@ -10,16 +10,22 @@ logged nor counted).
 
 A log line never holds a secret: credentials travel in headers, which are not logged, and the
 values of the query parameters `token` and `ticket` are replaced by `REDACTED`.
+
+At its answer a request makes only a `RequestLine`, a tuple of plain fields; the line's text
+(redaction included) and its `logging.LogRecord` are made by whoever writes it: at once by
+default, or by the server's log thread once `write_lines_to` hands the lines to it
+(`refimpl.http.serving.log_queue`), so a request's thread spends no time on its line.
 """
 
 from __future__ import annotations
 
 import logging
+import random
 import re
-import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import NamedTuple
 from urllib.parse import unquote_plus
 
 REQUEST_ID_HEADER = "X-Request-Id"
@@ -33,11 +39,22 @@ _WELL_FORMED_ID = re.compile(r"[A-Za-z0-9._:-]{1,64}")
 log = logging.getLogger("refimpl.requests")
 
 
-def request_id(asked: str | None) -> str:
-    """The client's id when it is well-formed, else a new random one."""
-    if asked and _WELL_FORMED_ID.fullmatch(asked):
-        return asked
-    return secrets.token_hex(8)
+class RequestIds:
+    """Request ids: the client's own when it is well-formed, else a new random one.
+
+    An id is not a secret (the answer and the log line show it), so a new one comes from a
+    generator seeded once from the system's randomness, not from a system call per request
+    (`secrets` cost a request as much as its whole log line).
+    """
+
+    def __init__(self) -> None:
+        self._random = random.Random()  # seeded from os.urandom
+
+    def __call__(self, asked: str | None) -> str:
+        """`asked` when it is well-formed, else 16 new hexadecimal digits."""
+        if asked and _WELL_FORMED_ID.fullmatch(asked):
+            return asked
+        return f"{self._random.getrandbits(64):016x}"
 
 
 def redacted_query(query: str) -> str:
@@ -57,6 +74,43 @@ def redacted_query(query: str) -> str:
             pieces[index] = f"{name}=REDACTED"
     text = "&".join(pieces)
     return text if len(query) <= MAX_QUERY_LOGGED else text + "..."
+
+
+class RequestLine(NamedTuple):
+    """One request's log line as plain fields, made at its answer; `record` makes its text."""
+
+    created: float  # time.time() at the answer: the line's time, whenever it is written
+    method: str
+    path: str
+    query: str  # as the client sent it: `record` redacts it
+    route: str
+    status: int
+    seconds: float
+    request_id: str
+    client: str
+
+    def record(self) -> logging.LogRecord:
+        """The line as the `refimpl.requests` logger's INFO record, secrets redacted."""
+        query = redacted_query(self.query)
+        target = f"{self.path}?{query}" if query else self.path
+        milliseconds = self.seconds * 1000
+        return logging.makeLogRecord({
+            "name": log.name, "levelno": logging.INFO, "levelname": "INFO",
+            "msg": "%s %s %d %.1f ms (request %s)",
+            "args": (self.method, target, self.status, milliseconds, self.request_id),
+            "created": self.created,
+            "msecs": int((self.created - int(self.created)) * 1000) + 0.0,
+            "fields": {
+                "request_id": self.request_id, "method": self.method, "path": self.path,
+                "query": query, "route": self.route, "status": self.status,
+                "duration_ms": round(milliseconds, 3), "client": self.client,
+            },
+        })  # fmt: skip
+
+
+def write_now(line: RequestLine) -> None:
+    """Hand the line to the `refimpl.requests` logger now, on the calling thread."""
+    log.handle(line.record())
 
 
 @dataclass(slots=True)
@@ -81,17 +135,25 @@ class RequestRecord:
 
 
 ObserveRequest = Callable[[str, str, int, float], None]
+WriteLine = Callable[[RequestLine], None]
 
 
 class RequestLog:
-    """Makes each request's record; at its finish, writes its line and counts it."""
+    """Makes each request's record; at its finish, counts it and hands its line on."""
 
     def __init__(self, observe: ObserveRequest) -> None:
         self._observe = observe
+        self._write: WriteLine = write_now
+        self._request_id = RequestIds()
+
+    def write_lines_to(self, write: WriteLine | None) -> None:
+        """From now on hand the lines to `write` (a log thread's queue); None: write them
+        at once again."""
+        self._write = write or write_now
 
     def begin(self, environ: dict) -> RequestRecord:
         record = RequestRecord(
-            request_id(environ.get("HTTP_X_REQUEST_ID")),
+            self._request_id(environ.get("HTTP_X_REQUEST_ID")),
             environ.get("REQUEST_METHOD", ""),
             environ.get("PATH_INFO", ""),
             environ.get("QUERY_STRING", ""),
@@ -105,16 +167,7 @@ class RequestLog:
     def _finished(self, record: RequestRecord, status: int) -> None:
         seconds = time.perf_counter() - record.started
         self._observe(record.route, record.method, status, seconds)
-        if not log.isEnabledFor(logging.INFO):
-            return
-        query = redacted_query(record.query)
-        target = f"{record.path}?{query}" if query else record.path
-        log.info(
-            "%s %s %d %.1f ms (request %s)", record.method, target, status, seconds * 1000,
-            record.request_id,
-            extra={"fields": {
-                "request_id": record.request_id, "method": record.method, "path": record.path,
-                "query": query, "route": record.route, "status": status,
-                "duration_ms": round(seconds * 1000, 3), "client": record.client,
-            }},
-        )  # fmt: skip
+        if log.isEnabledFor(logging.INFO):
+            self._write(RequestLine(time.time(), record.method, record.path, record.query,
+                                    record.route, status, seconds, record.request_id,
+                                    record.client))  # fmt: skip

@@ -11,7 +11,7 @@ statement is refused until the client sends ROLLBACK (or COMMIT, which then roll
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -46,7 +46,8 @@ from refimpl.sql.templates import templated
 _QUERIES = ("Select", "Values", "SetOperation", "WithQuery", "ShowTables", "ShowColumns",
             "ShowCreateTable", "ShowUsers", "ShowGrants", "ShowTriggers", "ShowProcedures",
             "CreateToken")  # fmt: skip
-_SETTING_TAGS = {"SET": "SET", "SHOW": "SHOW", "RESET": "RESET", "DISCARD": "DISCARD ALL"}
+_SETTING_TAGS = {"SET": "SET", "SHOW": "SHOW", "RESET": "RESET", "DISCARD": "DISCARD ALL",
+                 "DEALLOCATE": "DEALLOCATE"}  # fmt: skip
 _DUMMY = {"INT": 0, "BIGINT": 0, "DOUBLE": 0.0, "BOOLEAN": False, "STRING": "",
           "SYMBOL": "", "TIMESTAMP": datetime(1970, 1, 1, tzinfo=UTC)}  # fmt: skip
 
@@ -77,6 +78,38 @@ class Prepared:
     param_oids: tuple[int, ...]  # the client's OIDs, by $n - 1 (0: unspecified)
     hints: dict[int, str] = field(default_factory=dict)  # $n -> column type described
     columns: list[Column] | None = None  # known once described
+    shape: RowShape | None = None  # how its last result was sent, kept for the next run
+    result_type: tuple[tuple[str, int], ...] | None = None  # its first run's (name, OID)s
+
+    def row_shape(self, columns: list[Column], formats: list[int]) -> RowShape:
+        """The RowShape of `columns` in `formats`: the one kept, when it is still that."""
+        shape = self.shape
+        if shape is None or not shape.fits(columns, formats):
+            shape = self.shape = RowShape.of(columns, formats)
+        return shape
+
+
+@dataclass(frozen=True, slots=True)
+class RowShape:
+    """How rows of some columns in some formats are sent, worked out once: their
+    RowDescription and each column's encoder (no type dispatch per value)."""
+
+    columns: list[Column]
+    formats: list[int]
+    description: m.RowDescription
+    encoders: tuple[Callable[[object], bytes], ...]
+
+    @classmethod
+    def of(cls, columns: list[Column], formats: list[int]) -> RowShape:
+        return cls(columns, formats, _row_description(columns, formats),
+                   tuple(types.encoders([c.type for c in columns], formats)))  # fmt: skip
+
+    def fits(self, columns: list[Column], formats: list[int]) -> bool:
+        # A plan answers the same list of columns each run: identity first, cheaply.
+        return (self.columns is columns or self.columns == columns) and self.formats == formats
+
+    def data_rows(self, rows: Sequence[Sequence[object]]) -> m.DataRows:
+        return m.DataRows(rows, self.encoders)
 
 
 @dataclass(slots=True)
@@ -147,21 +180,18 @@ class Conversation:
             self.failed = True
 
     def _extended(self, message: m.ClientMessage) -> list[m.ServerMessage]:
-        if isinstance(message, m.Parse):
-            return self.parse(message)
-        if isinstance(message, m.Bind):
-            return self.bind(message)
-        if isinstance(message, m.Describe):
-            return self.describe(message)
-        if isinstance(message, m.Execute):
-            return self.execute(message)
-        if isinstance(message, m.Close):
-            table: dict = self._prepared if message.kind == "S" else self._portals
-            table.pop(message.name, None)
-            return [m.CloseComplete()]
-        if isinstance(message, m.FunctionCall):
-            raise NotAllowed("the fast-path function call is not served; call it in a query")
-        raise ProtocolError(f"a {type(message).__name__} message is not answered here")
+        answer = _EXTENDED.get(type(message))
+        if answer is None:
+            raise ProtocolError(f"a {type(message).__name__} message is not answered here")
+        return answer(self, message)
+
+    def close_one(self, message: m.Close) -> list[m.ServerMessage]:
+        table: dict = self._prepared if message.kind == "S" else self._portals
+        table.pop(message.name, None)
+        return [m.CloseComplete()]
+
+    def function_call(self, message: m.FunctionCall) -> list[m.ServerMessage]:
+        raise NotAllowed("the fast-path function call is not served; call it in a query")
 
     # -- the simple query protocol -------------------------------------------------------
 
@@ -182,9 +212,8 @@ class Conversation:
                 out.extend(_notices(plan, result))
                 if result.is_query:
                     assert result.columns is not None
-                    formats = [0] * len(result.columns)
-                    out.append(_row_description(result.columns, formats))
-                    out.append(_data_rows(result, formats, result.rows))
+                    shape = RowShape.of(result.columns, [0] * len(result.columns))
+                    out += [shape.description, shape.data_rows(result.rows)]
                 out.append(m.CommandComplete(self._tag(plan, result)))
         except KdbError as error:
             self._fail_transaction()
@@ -242,7 +271,8 @@ class Conversation:
             columns = portal.result.columns
         if columns is None:
             return [m.NoData()]
-        return [_row_description(columns, _formats(portal.result_formats, len(columns)))]
+        formats = _formats(portal.result_formats, len(columns))
+        return [portal.prepared.row_shape(columns, formats).description]
 
     def execute(self, message: m.Execute) -> list[m.ServerMessage]:
         portal = self._portal(message.portal)
@@ -260,7 +290,7 @@ class Conversation:
         rows = result.rows[portal.sent : portal.sent + limit]
         portal.sent += len(rows)
         formats = _formats(portal.result_formats, len(result.columns))
-        out.append(_data_rows(result, formats, rows))
+        out.append(portal.prepared.row_shape(result.columns, formats).data_rows(rows))
         if portal.sent < len(result.rows):
             out.append(m.PortalSuspended())
         else:
@@ -272,6 +302,8 @@ class Conversation:
         plan = portal.prepared.plan
         assert plan is not None
         result, reported = self._run(plan, portal.params, out)
+        if result.columns is not None:
+            _check_result_type(portal.prepared, result.columns)
         if out is not None:
             out.extend(reported)
         return result
@@ -397,6 +429,8 @@ class Conversation:
 
     def _tag(self, plan: Plan, result: Result) -> str:
         if plan.setting is not None:
+            if plan.setting.verb == "DEALLOCATE" and plan.setting.name is None:
+                return "DEALLOCATE ALL"
             return _SETTING_TAGS[plan.setting.verb]
         if plan.kind == "Commit" and result.message == "transaction rolled back":
             return "ROLLBACK"
@@ -414,6 +448,13 @@ class Conversation:
             value = settings.show(command.name)
             name = settings.canonical(command.name).lower()
             return query_result("SHOW", [Column(name, "STRING")], [(value,)]), []
+        if command.verb == "DEALLOCATE":
+            if command.name is None:
+                self._prepared.clear()
+            elif self._prepared.pop(command.name, None) is None:
+                raise UnknownPreparedStatement(
+                    f'prepared statement "{command.name}" does not exist')
+            return message_result("DEALLOCATE", "DEALLOCATE"), []
         if command.verb == "DISCARD":
             if self.session.transaction is not None:
                 raise SqlError("DISCARD ALL cannot run inside a transaction block")
@@ -432,6 +473,14 @@ class Conversation:
         return message_result(command.verb, command.verb), reported
 
 
+# The answer to each message of the extended protocol, by the message's type.
+_EXTENDED: dict[type, Callable[..., list[m.ServerMessage]]] = {
+    m.Parse: Conversation.parse, m.Bind: Conversation.bind, m.Describe: Conversation.describe,
+    m.Execute: Conversation.execute, m.Close: Conversation.close_one,
+    m.FunctionCall: Conversation.function_call,
+}  # fmt: skip
+
+
 def _notices(plan: Plan, result: Result) -> list[m.ServerMessage]:
     """A NOTICE for IF [NOT] EXISTS that found nothing to do, as PostgreSQL sends one; its
     text is the message `/exec` answers (`table 't' already exists`)."""
@@ -443,6 +492,23 @@ def _notices(plan: Plan, result: Result) -> list[m.ServerMessage]:
     return []
 
 
+def _check_result_type(prepared: Prepared, columns: list[Column]) -> None:
+    """A prepared statement answers the columns (names and types) of its first run, as in
+    PostgreSQL: a client may have read them once and decode every later run by them. A
+    schema change that alters them (ALTER TABLE under `SELECT *`, say) refuses the run."""
+    shape = prepared.shape
+    if shape is not None and shape.columns is columns:
+        return  # the same plan's own list: nothing changed
+    found = tuple((c.name, types.pg_type(c.type).oid) for c in columns)
+    if prepared.result_type is None:
+        prepared.result_type = found
+    elif found != prepared.result_type:
+        raise NotAllowed(
+            "cached plan must not change result type: the statement's columns changed since"
+            " it was prepared (a schema change); close it and prepare it again"
+        )
+
+
 def _row_description(columns: list[Column], formats: list[int]) -> m.RowDescription:
     fields = []
     for column, fmt in zip(columns, formats, strict=True):
@@ -450,10 +516,3 @@ def _row_description(columns: list[Column], formats: list[int]) -> m.RowDescript
         fields.append(m.FieldDescription(column.name, pg.oid, pg.size, fmt))
     return m.RowDescription(tuple(fields))
 
-
-def _data_rows(result: Result, formats: list[int], rows: Sequence[tuple]) -> m.DataRows:
-    assert result.columns is not None
-    encoders = types.encoders([c.type for c in result.columns], formats)
-    pairs = list(enumerate(encoders))
-    return m.DataRows([[None if row[i] is None else encode(row[i]) for i, encode in pairs]
-                       for row in rows])  # fmt: skip

@@ -112,20 +112,25 @@ class ProtocolCore:
 
     def send(self, message: m.ServerMessage) -> bytes:
         """The bytes of an answer; the state moves on. An answer the state forbids is a bug."""
-        if isinstance(message, m.ErrorResponse) and not message.notice:
-            if self.state is State.READY and self._extended:
-                self.state = State.SKIPPING
-                return message.encode()
-            if self.state is State.COPY_IN:  # the COPY failed: its remaining data is dropped
-                self.state = State.SKIPPING if self._extended else State.READY
-                return message.encode()
-        elif isinstance(message, m.ErrorResponse):
-            return message.encode()  # a notice never moves the state
+        if isinstance(message, m.ErrorResponse) and self._error_moved_state(message):
+            return message.encode()
         next_state = SENT.get((self.state, type(message)))
         if next_state is None:
             raise AssertionError(f"{type(message).__name__} sent in state {self.state.value}")
         self.state = next_state
         return message.encode()
+
+    def _error_moved_state(self, error: m.ErrorResponse) -> bool:
+        """Whether sending `error` moved the state itself (else the table moves it)."""
+        if error.notice:
+            return True  # a notice never moves the state
+        if self.state is State.READY and self._extended:
+            self.state = State.SKIPPING
+            return True
+        if self.state is State.COPY_IN:  # the COPY failed: its remaining data is dropped
+            self.state = State.SKIPPING if self._extended else State.READY
+            return True
+        return False
 
     def secured(self) -> None:
         """The TLS handshake after 'S' is done: the startup goes on, encrypted."""

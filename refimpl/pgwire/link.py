@@ -83,7 +83,8 @@ class Link:
         """Answer every whole message received; the bytes to send (then close if `closed`)."""
         core = self.core
         out = self._out
-        self._cancel.clear()
+        if self._cancel.is_set():  # a late cancel of the last statement (clear() locks)
+            self._cancel.clear()
         self._running = True
         admission.watch_cancel(self._cancel)
         try:

@@ -10,6 +10,7 @@ message; nothing here reads a socket.
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from refimpl.errors import MalformedMessage, UnsupportedProtocol
@@ -198,6 +199,16 @@ class _Reader:
             raise self._fail(f"a count is negative ({value})")
         return value
 
+    def int16s(self) -> tuple[int, ...]:
+        """A count, then that many 2-byte integers (format codes), read at once."""
+        count = self.count()
+        end = self.at + 2 * count
+        if end > len(self.body):
+            raise self._fail("it ends inside a 2-byte integer")
+        values = struct.unpack_from(f"!{count}h", self.body, self.at)
+        self.at = end
+        return values
+
     def raw(self, length: int) -> bytes:
         if self.at + length > len(self.body):
             raise self._fail("a value is longer than the message")
@@ -255,13 +266,12 @@ def _parse(r: _Reader) -> ClientMessage:
 
 def _bind(r: _Reader) -> ClientMessage:
     portal, statement = r.string(), r.string()
-    formats = tuple(r.int16() for _ in range(r.count()))
+    formats = r.int16s()
     params: list[bytes | None] = []
     for _ in range(r.count()):
         length = r.int32()
         params.append(None if length < 0 else r.raw(length))
-    results = tuple(r.int16() for _ in range(r.count()))
-    return Bind(portal, statement, formats, tuple(params), results)
+    return Bind(portal, statement, formats, tuple(params), r.int16s())
 
 
 def _kind_and_name(r: _Reader, cls: type[Describe] | type[Close]) -> ClientMessage:
@@ -375,33 +385,45 @@ _FIELD = struct.Struct("!ihihih")
 @dataclass(frozen=True, slots=True)
 class RowDescription:
     fields: tuple[FieldDescription, ...]
+    # Encoded once: a prepared statement sends its one RowDescription at every run.
+    _encoded: bytes = field(default=b"", init=False, repr=False, compare=False)
 
-    def encode(self) -> bytes:
+    def __post_init__(self) -> None:
         parts = [_INT16.pack(len(self.fields))]
         for f in self.fields:
             parts.append(_cstr(f.name))
             parts.append(_FIELD.pack(f.table_oid, f.column_number, f.type_oid, f.type_size,
                                      f.type_modifier, f.format))  # fmt: skip
-        return _frame(b"T", b"".join(parts))
+        object.__setattr__(self, "_encoded", _frame(b"T", b"".join(parts)))
+
+    def encode(self) -> bytes:
+        return self._encoded
 
 
 @dataclass(frozen=True, slots=True)
 class DataRows:
-    """Several DataRow messages at once: each row's values already encoded (None: NULL)."""
+    """Several DataRow messages at once: `rows` of values, each column's value (unless None,
+    sent as NULL) made bytes by that column's one of `encoders`, chosen once per
+    RowDescription rather than per value."""
 
-    rows: list[list[bytes | None]] = field(default_factory=list)
+    rows: Sequence[Sequence[object]]
+    encoders: tuple[Callable[[object], bytes], ...]
 
     def encode(self) -> bytes:
+        count = _INT16.pack(len(self.encoders))
         out = []
-        for values in self.rows:
-            parts = [_INT16.pack(len(values))]
-            for value in values:
+        for row in self.rows:
+            parts = [count]
+            for value, encode in zip(row, self.encoders, strict=True):
                 if value is None:
                     parts.append(b"\xff\xff\xff\xff")
                 else:
-                    parts.append(_INT32.pack(len(value)))
-                    parts.append(value)
-            out.append(_frame(b"D", b"".join(parts)))
+                    data = encode(value)
+                    parts.append(_INT32.pack(len(data)))
+                    parts.append(data)
+            body = b"".join(parts)
+            out.append(_HEAD.pack(b"D", len(body) + 4))
+            out.append(body)
         return b"".join(out)
 
 

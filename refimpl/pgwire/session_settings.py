@@ -60,6 +60,9 @@ _SET = re.compile(
 _SHOW = re.compile(r"^show\s+(?P<name>[a-z_][\w.]*|all)$", re.IGNORECASE)
 _RESET = re.compile(r"^reset\s+(?P<name>[a-z_][\w.]*|all)$", re.IGNORECASE)
 _DISCARD = re.compile(r"^discard\s+all$", re.IGNORECASE)
+# psycopg sends DEALLOCATE ALL after every ALTER or DROP, to forget its prepared statements.
+_DEALLOCATE = re.compile(r'^deallocate\s+(?:prepare\s+)?(?:(?P<all>all)|"?(?P<name>[^"]+)"?)$',
+                         re.IGNORECASE)  # fmt: skip
 # SHOW statements of the engine itself: these are never session settings.
 _ENGINE_SHOWS = frozenset({"tables", "columns", "create", "users", "grants", "triggers",
                            "procedures"})  # fmt: skip
@@ -67,9 +70,10 @@ _ENGINE_SHOWS = frozenset({"tables", "columns", "create", "users", "grants", "tr
 
 @dataclass(frozen=True, slots=True)
 class SettingCommand:
-    """A recognised SET / SHOW / RESET / DISCARD: `verb` and, for SET, the value's text."""
+    """A recognised SET / SHOW / RESET / DISCARD / DEALLOCATE: `verb` and, for SET, the
+    value's text (DEALLOCATE: the prepared statement's name, None for ALL)."""
 
-    verb: str  # "SET", "SHOW", "RESET", "DISCARD"
+    verb: str  # "SET", "SHOW", "RESET", "DISCARD", "DEALLOCATE"
     name: str | None = None
     value: str | None = None
 
@@ -87,6 +91,8 @@ def recognise(text: str) -> SettingCommand | None:
         return SettingCommand("RESET", match["name"])
     if _DISCARD.match(stripped):
         return SettingCommand("DISCARD")
+    if match := _DEALLOCATE.match(stripped):
+        return SettingCommand("DEALLOCATE", None if match["all"] else match["name"])
     return None
 
 

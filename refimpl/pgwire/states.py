@@ -38,6 +38,10 @@ class State(enum.Enum):
     COPY_IN = "copy in"  # COPY FROM STDIN: the client sends the rows
     CLOSED = "closed"
 
+    # Hashed by identity (a member is its only instance): Enum's own __hash__ is Python
+    # code, and the transition tables are looked up with a state for every message.
+    __hash__ = object.__hash__
+
 
 class Action(enum.Enum):
     DELIVER = "deliver"

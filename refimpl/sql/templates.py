@@ -40,25 +40,37 @@ class Templated:
     params: tuple[Any, ...]
 
 
+@dataclass(frozen=True, slots=True)
+class Template:
+    """A text's constants found: `text` with a `?` for each, and their values in order."""
+
+    text: str
+    values: tuple[Any, ...]
+
+
 def templated(text: str, deadline: float | None = None) -> Templated | None:
     """The shared parse of `text` and its constants, or None when it is not templatable.
 
     `deadline` is the parse's (see `parse_cached`); a parse past it raises StatementTimeout.
     """
-    plan = _plan(text)
-    if plan is None:
-        return None
-    template, values = plan
+    template = template_of(text)
+    return None if template is None else parse_template(text, template, deadline)
+
+
+def parse_template(text: str, template: Template, deadline: float | None = None
+                   ) -> Templated | None:  # fmt: skip
+    """`templated` for a text whose template the caller found already (`template_of`)."""
     try:
-        shared = parse_cached(template, deadline)
+        shared = parse_cached(template.text, deadline)
     except (StatementTimeout, StatementTooLarge):
         raise  # the text as written would only meet the same limit again, at the same cost
     except Exception:  # noqa: BLE001 - the text as written gets the real error and position
         return None
-    if len(shared.statements) != 1 or shared.param_count != len(values):
+    if len(shared.statements) != 1 or shared.param_count != len(template.values):
         return None
-    return Templated(ast.ParsedScript(shared.statements, shared.param_count, (text.strip(),)),
-                     values)
+    return Templated(
+        ast.ParsedScript(shared.statements, shared.param_count, (text.strip(),)), template.values
+    )
 
 
 @functools.lru_cache(maxsize=4096)
@@ -66,7 +78,7 @@ def _unquote(literal: str) -> str:
     return literal[1:-1].replace("''", "'")
 
 
-def _plan(text: str) -> tuple[str, tuple[Any, ...]] | None:
+def template_of(text: str) -> Template | None:
     """The template of `text` and its constants, in one pass over its tokens; None when the
     text is not templatable (several statements, comments, ? of the caller's own)."""
     parts: list[str] = []
@@ -108,6 +120,6 @@ def _plan(text: str) -> tuple[str, tuple[Any, ...]] | None:
     if not found:
         return None
     if not values:
-        return text, ()
+        return Template(text, ())
     parts.append(text[position:])
-    return "".join(parts), tuple(values)
+    return Template("".join(parts), tuple(values))

@@ -6,7 +6,9 @@ stream's waiting readers) are answered in rounds spaced by what a round costs (`
 write acknowledgements are answered by the thread that publishes the flush; requests woken
 by their key (live queries) are attempted when poked, the paced ones among them (event
 streams at a commit) in fan-out rounds spaced by the CPU time a round costs and how busy
-the rest of the process is (`FanoutPace`), at most MAX_FANOUT_WAIT apart, a batch of
+the rest of the process is (`refimpl.waiting.fanout`: `FanoutPace`, at most
+MAX_FANOUT_WAIT apart; a round lets the interpreter lock go every few milliseconds of its
+sends, `taking_turns`, so that a commit never waits for a whole round), a batch of
 streams that share their parts (`Parked.batch`) once for all its members, its part handed to
 all of their clients at once by the deliverer's shared send (`send_shared`); every request
 is answered at its deadline with what it has, and all of them at `close`.
@@ -27,6 +29,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from refimpl.waiting.fanout import FANOUT_STRIDE, FanoutPace, taking_turns
 from refimpl.waiting.parked import Batch, Parked, Signal
 
 log = logging.getLogger("refimpl.waiting")
@@ -40,14 +43,6 @@ EMPTY_LOOK_SECONDS = 1.0  # how often the room looks when nothing parked has a d
 ROUND_SPACING = 15  # a round starts at least this many times its sending time after the last
 MAX_ROUND_WAIT = 1.0  # seconds; however long the last round took
 QUIET_SECONDS = 0.1  # a commit after this long without one is answered at once
-# A paced request woken by its key (a stream's fan-out at a commit) waits for the next
-# fan-out round (`FanoutPace`): at most MAX_FANOUT_WAIT, the bound on what pacing adds to an
-# event's latency.
-FANOUT_SPACING = 20
-MAX_FANOUT_WAIT = 0.5
-# The first stream of a round moves on by this fraction of the round at each round, so that
-# no stream is always the last of a thousand to get its part.
-FANOUT_STRIDE = 0.6180339887
 
 
 class Pace:
@@ -75,41 +70,6 @@ class Pace:
     def round(self, started: float, cost: float) -> None:
         """A round began at `started` (monotonic) and cost `cost` seconds to send."""
         self.next_round = started + min(ROUND_SPACING * cost, MAX_ROUND_WAIT)
-
-
-class FanoutPace:
-    """When the next fan-out round (the streams poked by commits) may start.
-
-    A round's cost is its CPU time: on a busy machine its wall time is mostly time in which
-    other processes ran, which the writers did not lose to it. The next round waits
-    FANOUT_SPACING times that cost after the round's start, scaled by how busy the rest of
-    the process was since the round before (its CPU time over the wall time, at most 1), and
-    never more than MAX_FANOUT_WAIT. So while writers keep the server busy, streams take
-    about a twenty-first of its time and each round carries the events of many commits; commits
-    that leave the server idle go out at once, however many streams there are.
-
-    `process_cpu` gives the CPU seconds of the whole process (all its threads).
-    """
-
-    def __init__(
-        self,
-        process_cpu: Callable[[], float] = time.process_time,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self.next_round = 0.0  # no round before this moment
-        self._process_cpu = process_cpu
-        self._clock = clock
-        self._last: tuple[float, float] | None = None  # clock and process CPU at the last end
-
-    def round(self, started: float, cost: float) -> None:
-        """A round began at `started` (the clock) and cost `cost` seconds of CPU."""
-        now, cpu = self._clock(), self._process_cpu()
-        busy = 1.0  # the first round: nothing known of the rest, the writers come first
-        if self._last is not None and now > self._last[0]:
-            others = cpu - self._last[1] - cost
-            busy = min(1.0, max(0.0, others) / (now - self._last[0]))
-        self._last = (now, cpu)
-        self.next_round = started + min(FANOUT_SPACING * cost * busy, MAX_FANOUT_WAIT)
 
 
 class WaitingRoom:
@@ -404,7 +364,7 @@ class WaitingRoom:
 
         No gate, unlike the readers' rounds: a stream's part brings no request back, so the
         writers' requests go on while the round's sends are in the kernel, and the
-        interpreter is shared between them and the round."""
+        interpreter is shared between them and the round (`taking_turns`)."""
         pending: list[Callable[[], None]] = []
         self._round.pending = pending
         started, cpu = time.monotonic(), time.thread_time()
@@ -425,7 +385,7 @@ class WaitingRoom:
                     again[key] = batch
             if alone:
                 first = int(self._fanout_rounds * FANOUT_STRIDE * len(alone)) % len(alone)
-                for parked in itertools.chain(alone[first:], alone[:first]):
+                for parked in taking_turns(itertools.chain(alone[first:], alone[:first])):
                     if parked.finished or decide(parked, parked.attempt, 0):
                         finished.append(parked)
         finally:
@@ -461,7 +421,7 @@ class WaitingRoom:
         client does not take it whole, `on_backlog(outlet)` is called before the part can be
         drained (the rest goes out later, as a part of its own would)."""
         assert self._shared_send is not None, "no deliverer shares its sends (share_with)"
-        self._shared_send(outlets, answer, on_backlog)
+        self._shared_send(taking_turns(outlets), answer, on_backlog)
 
     def _decide_due(self) -> None:
         with self._lock:

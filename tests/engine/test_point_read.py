@@ -88,3 +88,28 @@ def test_only_whole_keys_get_a_plan(db):
         "SELECT * FROM two WHERE k = 'a' AND k = 'b'",
     ):
         assert point_plan(parse(sql).statements[0], two, PlanCache()) is None, sql
+
+
+# Point shapes with the type each parameter must have to be read by the plan.
+TYPED_SHAPES = [
+    ("SELECT * FROM one WHERE id = ?", (st.integers(-3, 3),)),
+    ("SELECT * FROM two WHERE k = ? AND n = ?", (st.sampled_from(["a", "b", "z"]),
+                                                st.integers(-3, 3))),  # fmt: skip
+]
+
+
+@settings(max_examples=50, deadline=None, suppress_health_check=list(HealthCheck))
+@given(data=st.data())
+def test_one_plan_serves_every_parameter_value(db, data):
+    """The plan is made once per statement and schema, its parameters bound per run: the
+    later runs of a prepared statement add no plan, whatever values they bring, and answer
+    as the general path does."""
+    sql, kinds = data.draw(st.sampled_from(TYPED_SHAPES))
+    runs = data.draw(st.lists(st.tuples(*kinds), min_size=2, max_size=6))
+    cache = db.instance.database(db.database).plan_cache
+    db.execute(sql, runs[0])
+    plans = len(cache)
+    answers = [answer(db, sql, params) for params in runs[1:]]
+    assert len(cache) == plans
+    general = sql.replace("WHERE", "WHERE 1 = 1 AND")  # no point plan: compiled per values
+    assert answers == [answer(db, general, params) for params in runs[1:]]

@@ -78,3 +78,43 @@ def test_without_handlers_nothing_changes() -> None:
             assert root.handlers == []
     finally:
         root.handlers = saved
+
+
+class _Line:
+    """A line queued as plain fields, made into its record by the writer."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def record(self) -> logging.LogRecord:
+        return logging.makeLogRecord({"msg": self.text, "levelno": logging.INFO,
+                                      "levelname": "INFO", "threadName": "later"})  # fmt: skip
+
+
+def test_lines_queued_as_fields_keep_their_place_among_records(stream: io.StringIO) -> None:
+    log = logging.getLogger("refimpl.test")
+    with queued_log() as queue:
+        assert queue is not None
+        for n in range(2500):  # more than one round's batch
+            if n % 3:
+                queue.put(_Line(f"line {n}"))
+            else:
+                log.info("record %d", n)
+    written = [line.split(" ", 1)[1] for line in stream.getvalue().splitlines()]
+    assert written == [f"{'record' if n % 3 == 0 else 'line'} {n}" for n in range(2500)]
+
+
+def test_a_handler_that_is_not_a_stream_gets_each_record(stream: io.StringIO) -> None:
+    seen: list[str] = []
+
+    class Collecting(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            seen.append(record.getMessage())
+
+    root = logging.getLogger()
+    root.handlers.append(Collecting(level=logging.WARNING))
+    with queued_log():
+        logging.getLogger("refimpl.test").info("only the stream")
+        logging.getLogger("refimpl.test").warning("both")
+    assert seen == ["both"]
+    assert stream.getvalue().splitlines() == ["MainThread only the stream", "MainThread both"]

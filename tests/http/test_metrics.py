@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import collections
+import threading
 import time
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.utils import floatToGoString
 
+from refimpl.http.metrics import REQUEST_BOUNDS, RequestCounts
 from tests.http.conftest import Server
 
 
@@ -138,3 +144,33 @@ def test_an_open_event_stream_is_counted(server: Server, db: str) -> None:
         assert seen >= 1
     finally:
         stream.close()
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["/exec", "/api/rev"]), st.sampled_from([200, 400]),
+                          st.floats(0, 40, allow_nan=False)), max_size=600),
+       st.integers(1, 4))  # fmt: skip
+def test_every_request_is_counted_once_in_its_bucket(
+    requests: list[tuple[str, int, float]], threads: int
+) -> None:
+    counts = RequestCounts()
+    workers = [
+        threading.Thread(target=lambda part=requests[n::threads]: [
+            counts.observe(route, "GET", status, seconds) for route, status, seconds in part
+        ])
+        for n in range(threads)
+    ]  # fmt: skip
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    requests_family, latency = counts.metrics()
+    by_key = {(s.labels["route"], s.labels["status"]): s.value for s in requests_family.samples}
+    assert by_key == dict(collections.Counter((r, str(s)) for r, s, _ in requests))
+    for route in {r for r, _, _ in requests}:
+        seconds = [d for r, _, d in requests if r == route]
+        buckets = {s.labels["le"]: s.value for s in latency.samples
+                   if s.name.endswith("_bucket") and s.labels["route"] == route}  # fmt: skip
+        assert buckets["+Inf"] == len(seconds)
+        for bound in REQUEST_BOUNDS:
+            assert buckets[floatToGoString(bound)] == sum(d <= bound for d in seconds)

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from refimpl.http.request_log import MAX_QUERY_LOGGED, redacted_query, request_id
+from refimpl.http.request_log import MAX_QUERY_LOGGED, RequestIds, redacted_query
 from tests.http.conftest import Server, start_server
 
 
@@ -94,10 +94,16 @@ def test_no_token_or_ticket_in_any_line(json_server: Server) -> None:
 
 @given(st.text(max_size=80))
 def test_request_ids_are_always_safe_header_values(asked: str) -> None:
-    made = request_id(asked)
+    made = RequestIds()(asked)
     assert 1 <= len(made) <= 64
     assert all(c.isascii() and (c.isalnum() or c in "._:-") for c in made)
     assert (made == asked) or len(made) == 16
+
+
+def test_new_request_ids_differ() -> None:
+    ids = RequestIds()
+    made = {ids(None) for _ in range(10_000)}
+    assert len(made) == 10_000 and all(len(one) == 16 for one in made)
 
 
 def test_an_escaped_name_is_redacted_too() -> None:

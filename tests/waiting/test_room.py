@@ -12,13 +12,18 @@ from refimpl.engine.tracking.signals import CommitSignal
 from refimpl.http.encode import Answer
 from refimpl.http.error_answers import to_response
 from refimpl.http.serving.server import FifoSlots
-from refimpl.waiting.parked import Parked, Part
-from refimpl.waiting.room import (
+from refimpl.waiting.fanout import (
     FANOUT_SPACING,
     MAX_FANOUT_WAIT,
+    TURN_PAUSE_SECONDS,
+    TURN_SECONDS,
+    FanoutPace,
+    taking_turns,
+)
+from refimpl.waiting.parked import Parked, Part
+from refimpl.waiting.room import (
     MAX_ROUND_WAIT,
     ROUND_SPACING,
-    FanoutPace,
     Pace,
     WaitingRoom,
 )
@@ -254,3 +259,19 @@ def test_a_keyed_request_without_a_deadline_waits_for_its_poke():
     room.poke(keyed)
     assert eventually(lambda: got) and got[0].body == b"poked"
     room.close()
+
+
+def test_a_round_takes_turns_at_the_interpreter_lock_and_keeps_every_item_in_order():
+    clock = [0.0]
+    pauses: list[float] = []
+
+    def spend(items, cost):  # each item costs the round `cost` seconds
+        for item in items:
+            clock[0] += cost
+            yield item
+
+    quick = taking_turns(range(10), pauses.append, lambda: clock[0])
+    assert list(spend(quick, 0.0)) == list(range(10)) and pauses == []
+    slow = taking_turns(range(10), pauses.append, lambda: clock[0])
+    assert list(spend(slow, TURN_SECONDS)) == list(range(10))
+    assert pauses == [TURN_PAUSE_SECONDS] * 10  # one after each turn's worth

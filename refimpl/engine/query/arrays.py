@@ -3,7 +3,9 @@
 This engine has no array type: `ARRAY(SELECT ...)` answers an array's text (see
 `refimpl.engine.query.subqueries`), and psql's catalog queries compare with one, so an
 array here is that text, read back element by element as the other operand's type.
-`a[i]` reads the element at `i` (from 1) of an integer array's text as a BIGINT.
+`a[i]` reads the element at `i` of an integer array's text as a BIGINT: from 1 in an array
+(`{4,5}`), from 0 in PostgreSQL's text of an int2vector or oidvector (`4 5`, as
+`pg_index.indkey` is), whose subscripts start at 0 in PostgreSQL.
 """
 
 from __future__ import annotations
@@ -94,11 +96,19 @@ def _subscript(expr: ast.Subscript, scope: Scope, compile_: Compile) -> Compiled
         text, at = array.fn(row), index.fn(row)
         if text is None or at is None:
             return None
-        items = array_items(text)
-        item = items[at - 1] if 1 <= at <= len(items) else None
+        items, first = subscripted_items(text)
+        item = items[at - first] if first <= at < first + len(items) else None
         return None if item is None else parse_text(item, "BIGINT", "an array element")
 
     return Compiled(evaluate, "BIGINT")
+
+
+def subscripted_items(text: str) -> tuple[list[str | None], int]:
+    """The elements of an array's text and the subscript of the first: `{4,5}` from 1;
+    `4 5` (a vector's text: numbers between spaces) from 0."""
+    if text.lstrip().startswith("{"):
+        return array_items(text), 1
+    return text.split(), 0
 
 
 def array_upper(text: str | None, dimension: int | None) -> int | None:

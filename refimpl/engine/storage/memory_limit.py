@@ -103,8 +103,8 @@ def transaction_growth(txn: Transaction, counted: dict[str, int]) -> Growth:
         elif work.base is not None and work.sealed:
             base = work.base
             schema, indexes = base.schema, len(base.secondary)
-            added = [row for row in work.sealed.values() if row is not None]
-            old = [row for row in map(base.get, work.sealed) if row is not None]
+            added = list(filter(None, work.sealed.values()))  # None: a deleted row
+            old = base.rows_of(work.sealed)
             now = before + rows_bytes(added, schema, indexes) - rows_bytes(old, schema, indexes)
         else:
             continue

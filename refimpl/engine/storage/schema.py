@@ -12,8 +12,11 @@ Rows of a table are read in (partition, order) order.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, fields, replace
 from functools import lru_cache
+from itertools import repeat
+from operator import floordiv
 
 from refimpl.errors import DuplicateColumn, SqlError, TypeMismatch, UnknownColumn
 from refimpl.sql import ast
@@ -213,6 +216,14 @@ class RowLayout:
 def period_of(micros: int, period: str) -> str:
     """The partition name of a time: '2026' (YEAR), '2026-09' (MONTH), '2026-09-24' (DAY)."""
     return _period_name(micros // _MICROS_PER_DAY, period)
+
+
+def periods_of(times: Iterable[int], period: str) -> Iterator[str]:
+    """`period_of` of each time, without a Python call per time: a name is worked out once
+    for each day among them."""
+    days = list(map(floordiv, times, repeat(_MICROS_PER_DAY)))
+    names = {day: _period_name(day, period) for day in set(days)}
+    return map(names.__getitem__, days)
 
 
 @lru_cache(maxsize=4096)

@@ -7,15 +7,15 @@ schema (or dropping partitions) works on privately until it commits.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
-from itertools import chain
-from operator import itemgetter
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from itertools import chain, compress, repeat
+from operator import add, is_, itemgetter, not_
 from typing import Any
 
 from sortedcontainers import SortedDict
 
 from refimpl.engine.storage.indexes import SecondaryIndex, build_indexes
-from refimpl.engine.storage.schema import RowLayout, TableSchema, period_of
+from refimpl.engine.storage.schema import RowLayout, TableSchema, period_of, periods_of
 from refimpl.errors import NotNullViolation, SqlError
 
 Row = tuple[Any, ...]
@@ -23,6 +23,10 @@ Ident = tuple[Any, ...]
 PartKey = tuple[Any, ...]
 OrderKey = tuple[Any, ...]
 Placer = Callable[[Row, Ident], tuple[PartKey, OrderKey]]
+# Rows placed at a time by `put_many`: each slice's C calls (a few milliseconds) leave the
+# interpreter lock to other threads in between.
+_SLICE_ROWS = 4096
+Placements = Callable[[Sequence[Row], Sequence[Ident]], tuple[list[PartKey], list[OrderKey]]]
 
 
 class Table:
@@ -39,6 +43,7 @@ class Table:
         "_wrap",
         "_keyed",
         "place",
+        "place_all",
     )
 
     def __init__(self, schema: TableSchema) -> None:
@@ -59,6 +64,8 @@ class Table:
         # `place(row, ident)`: where a row with this identity lives, its partition and its
         # order key.
         self.place: Placer = _placer(self.layout, self._wrap)
+        # `place_all(rows, idents)`: `place` of many rows at once, as two lists.
+        self.place_all: Placements = _placements(self.layout, self._wrap)
 
     # -- identity and placement ----------------------------------------------------------
 
@@ -153,9 +160,8 @@ class Table:
 
     def rows_of(self, idents: Iterable[Ident]) -> list[Row]:
         """The rows of these identities (missing ones skipped), in table order."""
-        placed = [(where, ident) for ident in idents if (where := self.index.get(ident))]
-        placed.sort(key=lambda item: item[0])
-        return [self.partitions[part][order] for (part, order), _ in placed]
+        places = sorted(filter(None, map(self.index.get, idents)))  # (part, order) pairs
+        return [self.partitions[part][order] for part, order in places]
 
     def part_of_ident(self, ident: Ident) -> PartKey | None:
         where = self.index.get(ident)
@@ -188,52 +194,56 @@ class Table:
             secondary.add(row, ident)
         return previous
 
-    def put_many(self, pairs: Iterable[tuple[Ident, Row]]) -> None:
-        """`put` of each (identity, row) in turn, the identities distinct, in fewer steps:
-        rows of identities the table does not hold go into each partition a batch at a time
-        (one merge of its sorted keys, where `put` makes a sorted insert per row). A row that
-        replaces another, and every row of a table with secondary indexes, goes by `put`."""
+    def put_many(self, idents: Sequence[Ident], rows: Sequence[Row]) -> None:
+        """`put` of each identity's row in turn, the identities distinct, in fewer steps.
+
+        Rows of identities the table does not hold (an import's, say) are placed all at once
+        (`place_all`) and go into each partition a batch at a time: one merge of its sorted
+        keys, where `put` makes a sorted insert per row. A row that replaces another, and
+        every row of a table with secondary indexes, goes by `put`.
+        """
         index = self.index
-        batches: dict[PartKey, dict[OrderKey, Row]] = {}
-        by_rowid = not self._keyed
-        highest = 0  # the highest row id taken, for a table without key
-        for ident, row in pairs:
-            if self.secondary or ident in index:
+        if self.secondary:
+            for ident, row in zip(idents, rows, strict=True):
                 self.put(ident, row)
-                continue
-            part, order = self.place(row, ident)
-            batch = batches.get(part)
-            if batch is None:
-                batches[part] = batch = {}
-            batch[order] = row
-            index[ident] = (part, order)
-            if by_rowid and ident[0] > highest:
-                highest = ident[0]
+            return
+        held = list(map(index.__contains__, idents))
+        if any(held):
+            for ident, row in compress(zip(idents, rows, strict=True), held):
+                self.put(ident, row)
+            fresh = list(map(not_, held))
+            idents, rows = list(compress(idents, fresh)), list(compress(rows, fresh))
+        # In slices, so that no one C call holds the interpreter lock for long (other
+        # requests wait for it), and no list of a million keys is made for the collector to
+        # go over again and again.
+        batches: dict[PartKey, dict[OrderKey, Row]] = {}
+        for start in range(0, len(idents), _SLICE_ROWS):
+            end = start + _SLICE_ROWS
+            some_idents, some_rows = idents[start:end], rows[start:end]
+            parts, orders = self.place_all(some_rows, some_idents)
+            index.update(zip(some_idents, zip(parts, orders, strict=True), strict=True))
+            _group_by_part(parts, orders, some_rows, batches)
         for part, batch in batches.items():
             self._writable(part, create=True).update(batch)
-        if highest >= self.next_rowid:
-            self.next_rowid = highest + 1
+        if not self._keyed and idents:
+            self.next_rowid = max(self.next_rowid, max(idents)[0] + 1)
 
-    def load(self, pairs: Iterable[tuple[Ident, Row]]) -> None:
-        """Fill an empty table with (identity, row) pairs at once (a checkpoint's rows).
+    def load(self, idents: Sequence[Ident], rows: Sequence[Row]) -> None:
+        """Fill an empty table with rows and their identities at once (a checkpoint's).
 
         Placing every row first and building each partition in one go is several times
         faster than `put` per row, which is what reopening a big table waits for.
         """
-        by_part: dict[PartKey, list[tuple[OrderKey, Row]]] = {}
-        index = self.index
-        if self.secondary:
-            pairs = list(pairs)
-            for secondary in self.secondary.values():
-                secondary.build(pairs)
-        for ident, row in pairs:
-            part, order = self.place(row, ident)
-            by_part.setdefault(part, []).append((order, row))
-            index[ident] = (part, order)
-        for part, items in by_part.items():
-            self.partitions[part] = SortedDict(items)
-        if not self._keyed and index:
-            self.next_rowid = max(self.next_rowid, max(ident[0] for ident in index) + 1)
+        for secondary in self.secondary.values():
+            secondary.build(zip(idents, rows, strict=True))
+        parts, orders = self.place_all(rows, idents)
+        self.index = dict(zip(idents, zip(parts, orders, strict=True), strict=True))
+        batches: dict[PartKey, dict[OrderKey, Row]] = {}
+        _group_by_part(parts, orders, rows, batches)
+        for part, batch in batches.items():
+            self.partitions[part] = SortedDict(batch)
+        if not self._keyed and idents:
+            self.next_rowid = max(self.next_rowid, max(idents)[0] + 1)
 
     def load_rows(self, rows: list[Row], rowids: list[int] | None) -> None:
         """Fill an empty table with a checkpoint's rows (and row ids, for a table without
@@ -250,7 +260,7 @@ class Table:
         simple = (layout.period is None and layout.symbol_position is None
                   and not layout.order_positions)  # fmt: skip
         if not simple or self.secondary:
-            self.load(zip(idents, rows, strict=True))
+            self.load(idents, rows)
             return
         empty: PartKey = ()
         self.index = {ident: (empty, ident) for ident in idents}
@@ -388,6 +398,58 @@ def _placer(layout: RowLayout, wrap: tuple[bool, ...]) -> Placer:
             return part_of(row), ident
 
     return place
+
+
+def _placements(layout: RowLayout, wrap: tuple[bool, ...]) -> Placements:
+    """`Table.place_all` for a table of `layout`: the keys `_placer` gives each row (a
+    property test holds the two to each other), made by map and zip over columns of values,
+    so placing a million rows takes no Python step per row unless a partition's SYMBOL
+    value is NULL."""
+    period, time_at, symbol_at = layout.period, layout.time_position, layout.symbol_position
+    positions = layout.order_positions
+
+    def place_all(rows: Sequence[Row], idents: Sequence[Ident]) -> tuple[list[PartKey],
+                                                                         list[OrderKey]]:
+        part_columns: list[Iterable[Any]] = []
+        if period is not None:
+            part_columns.append(periods_of(map(itemgetter(time_at), rows), period))  # type: ignore[arg-type]
+        if symbol_at is not None:
+            symbols: list[Any] = list(map(itemgetter(symbol_at), rows))
+            part_columns.append(map(is_, symbols, repeat(None)))
+            part_columns.append([s or "" for s in symbols] if None in symbols else symbols)
+        if part_columns:
+            # One key object a partition, not one a row: the index holds a million of them
+            # after a big import, and the collector would go over each.
+            made = list(zip(*part_columns, strict=True))
+            kept: dict[PartKey, PartKey] = {}
+            parts = list(map(kept.setdefault, made, made))
+        else:
+            parts = [()] * len(rows)
+        if not positions:
+            return parts, list(idents)
+        order_columns: list[Iterable[Any]] = []
+        for at, wraps in zip(positions, wrap, strict=True):
+            values = list(map(itemgetter(at), rows))
+            if wraps:  # a column that may be NULL is ordered as (is NULL, value)
+                order_columns.append(zip(map(is_, values, repeat(None)), values, strict=True))
+            else:
+                order_columns.append(values)
+        return parts, list(map(add, zip(*order_columns, strict=True), idents))
+
+    return place_all
+
+
+def _group_by_part(parts: list[PartKey], orders: list[OrderKey], rows: Sequence[Row],
+                   batches: dict[PartKey, dict[OrderKey, Row]]) -> None:
+    """Add placed rows to `batches`, grouped by partition: order key -> row for each."""
+    if parts and parts.count(parts[0]) == len(parts):  # one partition: no step per row
+        batches.setdefault(parts[0], {}).update(zip(orders, rows, strict=True))
+        return
+    for part, order, row in zip(parts, orders, rows, strict=True):
+        batch = batches.get(part)
+        if batch is None:
+            batches[part] = batch = {}
+        batch[order] = row
 
 
 # Partition keys are (period,), (period, is_null, symbol) or (is_null, symbol): (period,

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any
 
 from refimpl.engine.storage.access_hints import AccessHints, IndexProbe
@@ -126,37 +127,58 @@ class TableWork:
 
     def seal(self, entries: list[Entry]) -> None:
         """Turn pending changes into log entries; apply them to the private clone if any."""
-        if not self.pending:
+        pending = self.pending
+        if not pending:
             return
         table = self.current()
-        deletes = []
-        upserts = []
-        rowids = [] if not table.keyed else None
-        rev_column = table.schema.rev_column
-        rev_position = table.schema.position(rev_column) if rev_column else None
-        touched = self.touched
+        rows = list(pending.values())
+        self._touch(table, list(pending), rows)
+        names = table.schema.column_names
         # Before-images only for tables that keep them: other tables' entries stay as they are.
         full = table.schema.replica_identity_full
+        if not full and None not in rows:
+            # Only upserts (an import's rows, say): the entry takes them as they are.
+            rowids = None if table.keyed else list(map(itemgetter(0), pending))
+            entries.append(Entry.upsert(self.name, names, rows, rowids))
+        else:
+            self._seal_each(table, entries, full)
+        if self.working is not None:
+            apply_pending(self.working, pending)
+        elif self.sealed:
+            self.sealed.update(pending)
+        else:
+            self.sealed = pending
+        self.pending = {}
+        self.pending_keys.clear()
+
+    def _touch(self, table: Table, idents: list[Ident], rows: list[Row | None]) -> None:
+        """Note the rev-column values the pending changes move: those of the rows they
+        replace or delete and of the rows they write."""
+        rev_column = table.schema.rev_column
+        if rev_column is None:
+            self.touched_all = True
+            return
+        value_of = itemgetter(table.schema.position(rev_column))
+        self.touched.update(map(value_of, table.rows_of(idents)))
+        self.touched.update(map(value_of, filter(None, rows)))
+
+    def _seal_each(self, table: Table, entries: list[Entry], full: bool) -> None:
+        """The entries of pending changes that delete rows or keep before-images."""
+        deletes = []
+        upserts = []
+        rowids: list[int] | None = [] if not table.keyed else None
         old_upserts: list[Row | None] = []
         old_deletes: list[Row] = []
         for ident, row in self.pending.items():
             old = None
             if full:
                 old = self.sealed[ident] if ident in self.sealed else table.get(ident)
-            if rev_position is not None:
-                before = table.get(ident)
-                if before is not None:
-                    touched.add(before[rev_position])
-                if row is not None:
-                    touched.add(row[rev_position])
-            else:
-                self.touched_all = True
             if row is None:
                 part = table.part_of_ident(ident)
                 if part is not None:
                     deletes.append((part, ident))
                     if full:
-                        old_deletes.append(old)
+                        old_deletes.append(old)  # type: ignore[arg-type]
             else:
                 upserts.append(row)
                 if full:
@@ -169,12 +191,6 @@ class TableWork:
         if upserts:
             entries.append(
                 Entry.upsert(self.name, names, upserts, rowids, old_upserts if full else None))
-        if self.working is not None:
-            apply_pending(self.working, self.pending)
-        else:
-            self.sealed.update(self.pending)
-        self.pending = {}
-        self.pending_keys.clear()
 
     def make_private(self) -> Table:
         """The table this transaction may change in place (a clone of the committed one)."""
@@ -187,10 +203,15 @@ class TableWork:
 
 def apply_pending(table: Table, pending: dict[Ident, Row | None]) -> None:
     """Apply net changes: deletes first, then upserts (see the module docstring)."""
+    rows = list(pending.values())
+    if None not in rows:  # only upserts (an import's rows, say): no Python step per row
+        table.put_many(list(pending), rows)
+        return
     for ident, row in pending.items():
         if row is None:
             table.delete(ident)
-    table.put_many([(ident, row) for ident, row in pending.items() if row is not None])
+    upserts = [(ident, row) for ident, row in pending.items() if row is not None]
+    table.put_many([ident for ident, _ in upserts], [row for _, row in upserts])
 
 
 def _parts(table: Table, hints: AccessHints) -> list | None:

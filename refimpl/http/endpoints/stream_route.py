@@ -33,8 +33,9 @@ from refimpl.http.context import Context
 from refimpl.http.encode import Answer
 from refimpl.http.endpoints.feed_args import feed_options
 from refimpl.http.endpoints.stream_credentials import request_credential
+from refimpl.waiting.fanout import FANOUT_STRIDE
 from refimpl.waiting.parked import Parked, Part
-from refimpl.waiting.room import FANOUT_STRIDE, WaitingRoom
+from refimpl.waiting.room import WaitingRoom
 
 RETRY_MS = 1000
 HEADERS = (

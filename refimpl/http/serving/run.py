@@ -12,6 +12,7 @@ import threading
 from collections.abc import Callable
 from types import FrameType
 
+from refimpl.http.request_log import RequestLog
 from refimpl.http.serving import wire
 from refimpl.http.serving.limits import ConnectionLimits, raise_open_file_limit
 from refimpl.http.serving.log_queue import queued_log
@@ -28,12 +29,14 @@ def serve(
     on_stopping: Callable[[], None] | None = None,
     limits: ConnectionLimits | None = None,
     max_body_bytes: int = wire.DEFAULT_MAX_BODY_BYTES,
+    request_log: RequestLog | None = None,
 ) -> int:
     """Serve until SIGTERM or SIGINT; then stop accepting, finish running requests, `on_stop`.
 
     `on_stopping` runs as soon as the signal arrives, before running requests are awaited:
     the place to answer waiting readers and end open streams, which would otherwise hold
-    their workers. Returns the exit status (0 after a graceful stop).
+    their workers. `request_log` (the app's) queues its lines for the log thread meanwhile.
+    Returns the exit status (0 after a graceful stop).
     """
     raise_open_file_limit()  # a connection costs a file descriptor
     server = PooledWSGIServer(host, port, app, threads, limits or ConnectionLimits(),
@@ -49,13 +52,18 @@ def serve(
             threading.Thread(target=server.shutdown, name="kdb-stop", daemon=True).start()
 
     previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGTERM, signal.SIGINT)}
-    with queued_log():  # requests' log lines are written by one thread, off their path
+    # Requests' log lines are written by one thread, off their path.
+    with queued_log() as log_queue:
+        if request_log is not None and log_queue is not None:
+            request_log.write_lines_to(log_queue.put)
         try:
             host_shown, port_shown = server.server_address[:2]
             on_listening(_display_host(host, host_shown), int(port_shown))
             server.serve_forever(poll_interval=0.2)  # closes the listening socket at its end
         finally:
             server.drain()
+            if request_log is not None:
+                request_log.write_lines_to(None)
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
             on_stop()

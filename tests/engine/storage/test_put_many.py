@@ -17,6 +17,10 @@ TABLES = {
     "key only": "(k INT PRIMARY KEY, t TIMESTAMP, s SYMBOL)",
     "key and index": "(k INT PRIMARY KEY, t TIMESTAMP, s SYMBOL, INDEX by_s (s))",
     "row ids by day": "(k INT, t TIMESTAMP, s SYMBOL) TIMESERIES(t) PARTITION BY DAY",
+    "row ids by symbol, sorted by a column that may be NULL": "(k INT, t TIMESTAMP, s SYMBOL)"
+    " PARTITION BY NONE, SYMBOL(s) SORT BY (s, k)",
+    "key by month and symbol": "(k INT PRIMARY KEY, t TIMESTAMP, s SYMBOL)"
+    " TIMESERIES(t) PARTITION BY MONTH, SYMBOL(s) SORT BY (t, s)",
 }
 
 
@@ -54,7 +58,7 @@ def test_put_many_is_put_of_each_row(
     untouched = state(at_once)
     for ident, row in pairs.items():
         one_by_one.put(ident, row)
-    shared.put_many(list(pairs.items()))
+    shared.put_many(list(pairs), list(pairs.values()))
     assert state(shared) == state(one_by_one)
     assert state(at_once) == untouched
 
@@ -62,3 +66,17 @@ def test_put_many_is_put_of_each_row(
 def ident_for(table: Table, row: Row) -> Ident:
     """The row's key, or for a table without key a row id of its own (one a row)."""
     return table.ident_of(row) if table.keyed else (table.allocate_rowid(),)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(sorted(TABLES)), st.lists(rows, max_size=40))
+def test_place_all_is_place_of_each_row(
+    kind: str, batch: list[tuple[int, int, str | None]]
+) -> None:
+    table = new_table(kind)
+    placed = [(k, day * DAY + k, symbol) for k, day, symbol in batch]
+    idents = [ident_for(table, row) for row in placed]
+    parts, orders = table.place_all(placed, idents)
+    assert list(zip(parts, orders, strict=True)) == [
+        table.place(row, ident) for row, ident in zip(placed, idents, strict=True)
+    ]

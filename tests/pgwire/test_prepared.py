@@ -1,0 +1,66 @@
+"""Prepared statements run again and again: rights are checked on every run, and a schema
+change between two runs gives the new answer or, when the columns the statement answers
+changed, PostgreSQL's "cached plan must not change result type" (0A000). psycopg sends
+DEALLOCATE ALL after an ALTER or DROP of its own and prepares again."""
+
+from __future__ import annotations
+
+import pytest
+from psycopg import errors as pgerrors
+
+
+def test_a_revoke_between_two_runs_refuses_the_second(pg, db):
+    pg.http.sql("CREATE USER IF NOT EXISTS pg_prepared_reader")
+    with pg.connect(db) as conn:
+        conn.execute("CREATE TABLE t (id BIGINT PRIMARY KEY, v DOUBLE)")
+        conn.execute("INSERT INTO t VALUES (1, 0.5), (2, 1.5)")
+    pg.http.sql(f"GRANT READ ON DATABASE {db} TO pg_prepared_reader")
+    token = pg.http.new_token("pg_prepared_reader")
+    with pg.connect(db, user="pg_prepared_reader", password=token, prepare_threshold=0) as conn:
+        query = "SELECT v FROM t WHERE id = %s"
+        assert conn.execute(query, (1,), prepare=True).fetchone() == (0.5,)
+        assert conn.execute(query, (2,), prepare=True).fetchone() == (1.5,)
+        pg.http.sql(f"REVOKE READ ON DATABASE {db} FROM pg_prepared_reader")
+        with pytest.raises(pgerrors.InsufficientPrivilege):
+            conn.execute(query, (1,), prepare=True)
+
+
+def test_a_schema_change_between_runs_of_psycopg_gives_the_new_answer(pg, db):
+    with pg.connect(db, prepare_threshold=0) as conn:
+        conn.execute("CREATE TABLE t (id BIGINT PRIMARY KEY, v DOUBLE)")
+        conn.execute("INSERT INTO t VALUES (1, 0.5)")
+        star, some = "SELECT * FROM t WHERE id = %s", "SELECT id, v FROM t WHERE id = %s"
+        assert conn.execute(star, (1,), prepare=True).fetchone() == (1, 0.5)
+        assert conn.execute(some, (1,), prepare=True).fetchone() == (1, 0.5)
+        conn.execute("ALTER TABLE t ADD COLUMN s STRING")
+        conn.execute("UPDATE t SET v = 2.5 WHERE id = 1")
+        assert conn.execute(some, (1,), prepare=True).fetchone() == (1, 2.5)
+        assert conn.execute(star, (1,), prepare=True).fetchone() == (1, 2.5, None)
+        conn.execute("DROP TABLE t")
+        with pytest.raises(pgerrors.UndefinedTable):
+            conn.execute(some, (1,), prepare=True)
+        conn.execute("CREATE TABLE t (id BIGINT PRIMARY KEY, v DOUBLE)")
+        conn.execute("INSERT INTO t VALUES (1, 7.5)")
+        assert conn.execute(some, (1,), prepare=True).fetchone() == (1, 7.5)
+
+
+def test_a_schema_change_that_changes_a_prepared_statements_columns_refuses_it(pg, db):
+    with pg.connect(db) as conn:
+        conn.execute("CREATE TABLE t (id BIGINT PRIMARY KEY, v DOUBLE)")
+        conn.execute("INSERT INTO t VALUES (1, 0.5)")
+        pgconn = conn.pgconn
+        assert pgconn.prepare(b"star", b"SELECT * FROM t WHERE id = $1").status == 1
+        assert pgconn.describe_prepared(b"star").nfields == 2
+        assert pgconn.exec_prepared(b"star", [b"1"]).get_value(0, 1) == b"0.5"
+        assert pgconn.prepare(b"some", b"SELECT id FROM t WHERE id = $1").status == 1
+        assert pgconn.exec_prepared(b"some", [b"1"]).get_value(0, 0) == b"1"
+        pg.http.sql("ALTER TABLE t ADD COLUMN s STRING", db)
+        refused = pgconn.exec_prepared(b"star", [b"1"])
+        assert refused.error_field(ord("C")) == b"0A000"
+        assert b"cached plan must not change result type" in refused.error_message
+        assert pgconn.exec_prepared(b"some", [b"1"]).get_value(0, 0) == b"1"
+        assert conn.execute("DEALLOCATE star").statusmessage == "DEALLOCATE"
+        with pytest.raises(pgerrors.InvalidSqlStatementName):
+            conn.execute("DEALLOCATE star")
+        assert conn.execute("DEALLOCATE ALL").statusmessage == "DEALLOCATE ALL"
+        assert pgconn.exec_prepared(b"some", [b"1"]).error_field(ord("C")) == b"26000"
