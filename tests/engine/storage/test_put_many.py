@@ -80,3 +80,16 @@ def test_place_all_is_place_of_each_row(
     assert list(zip(parts, orders, strict=True)) == [
         table.place(row, ident) for row, ident in zip(placed, idents, strict=True)
     ]
+
+
+def test_put_many_across_slices() -> None:
+    """More rows than one slice of `put_many`: slices of new rows, a few replacing old ones."""
+    one_by_one, at_once = new_table("key, day and symbol"), new_table("key, day and symbol")
+    rows = [(k, k % 3 * DAY + k, [None, "A", "B"][k % 3]) for k in range(10_000)]
+    for table in (one_by_one, at_once):
+        for row in rows[::997]:
+            table.put(ident_for(table, row), row)
+    for row in rows:
+        one_by_one.put(ident_for(one_by_one, row), row)
+    at_once.put_many([ident_for(at_once, row) for row in rows], rows)
+    assert state(at_once) == state(one_by_one)
