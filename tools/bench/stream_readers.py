@@ -1,0 +1,317 @@
+"""The readers of tools/bench/stream.py: event streams (refimpl) and LISTEN connections
+(PostgreSQL) held by forked processes of non-blocking sockets, what each notes of the events
+it reads, the exactly-once check of the run's end, and where the readers run (CPU and
+niceness) while the throughput is measured."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import multiprocessing
+import os
+import re
+import selectors
+import socket
+import time
+import zlib
+from array import array
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+PROCESSES = 8  # reader processes
+WRITER_BLOCK = 1_000_000  # writer n of a throughput phase commits ids first + n * this + k
+ROW = re.compile(rb'"row":\{"id":(\d+),"sent":([-0-9.e+]+)\}')
+
+
+ROW_ID = re.compile(rb'"row":\{"id":(\d+)')
+
+
+PAYLOAD_ID = re.compile(rb"^(\d+),", re.MULTILINE)  # NOTIFY payloads `id,sent`, one a line
+
+
+EVENT_LSN = re.compile(rb"id: (\d+)\.\d+\nevent: change\n")
+
+
+CHANGE = b"event: change\n"
+
+
+class ReaderFlags:
+    """What the main process tells its readers, shared with their processes."""
+
+    def __init__(self, context: Any) -> None:
+        self.ready = context.Value("i", 0)
+        # Readers stop once this has passed and they read nothing for a while: the main
+        # process sets it after the last phase, when what was committed may still be coming.
+        self.stop_at = context.Value("d", math.inf)
+        self.timed = context.RawValue("b", 1)  # parse each event for its latency
+
+
+class Tally:
+    """What a reader checks of one stream (listener): the change events it got, their CRC32
+    in order; the reference one also notes each row id and event LSN."""
+
+    __slots__ = ("changes", "crc", "idents", "lsns", "_ident")
+
+    def __init__(self, reference: bool, ident: re.Pattern[bytes]) -> None:
+        self.changes = 0
+        self.crc = 0
+        self.idents = array("q") if reference else None
+        self.lsns = array("q") if reference else None
+        self._ident = ident  # finds the row ids in what `add` is given
+
+    def add(self, events: bytes, changes: int) -> None:
+        self.changes += changes
+        self.crc = zlib.crc32(events, self.crc)
+        if self.idents is not None:
+            self.idents.extend(int(i) for i in self._ident.findall(events))
+            self.lsns.extend(int(n) for n in EVENT_LSN.findall(events))
+
+    def result(self) -> tuple[int, int, bytes | None, bytes | None]:
+        idents, lsns = self.idents, self.lsns
+        return (self.changes, self.crc, None if idents is None else idents.tobytes(),
+                None if lsns is None else lsns.tobytes())  # fmt: skip
+
+
+class Dechunked:
+    """One stream's answer as it arrives: its head skipped, its chunks given whole."""
+
+    __slots__ = ("raw", "head_done", "ready")
+
+    def __init__(self) -> None:
+        self.raw = b""
+        self.head_done = False
+        self.ready = False  # its `ready` came
+
+    def chunks(self, data: bytes) -> Iterator[bytes]:
+        raw = self.raw + data if self.raw else data
+        if not self.head_done:
+            end = raw.find(b"\r\n\r\n")
+            if end < 0:
+                self.raw = raw
+                return
+            raw, self.head_done = raw[end + 4:], True
+        at = 0
+        while (line := raw.find(b"\r\n", at)) >= 0:
+            size = int(raw[at:line], 16)
+            if len(raw) < line + 4 + size:
+                break
+            if size:
+                yield raw[line + 2:line + 2 + size]
+            at = line + 4 + size
+        self.raw = raw[at:]
+
+
+# --- refimpl streams (in forked processes) --------------------------------------------------
+
+
+def _refimpl_streams(target: dict[str, Any], count: int, flags: ReaderFlags, reference: bool,
+                     results: Any) -> None:  # fmt: skip
+    host, port = target["url"].split("://", 1)[1].split(":")
+    request = (
+        f"GET /stream/changes?table=c HTTP/1.1\r\nHost: {host}:{port}\r\n"
+        f"Authorization: Bearer {target['token']}\r\nAccept: text/event-stream\r\n\r\n"
+    ).encode()
+    selector = selectors.DefaultSelector()
+    tallies = []
+    pending = 0
+    for n in range(count):
+        sock = socket.create_connection((host, int(port)))
+        sock.sendall(request)
+        sock.setblocking(False)
+        tallies.append(Tally(reference and n == 0, ROW_ID))
+        selector.register(sock, selectors.EVENT_READ, (Dechunked(), tallies[-1]))
+        pending += 1
+    idents, latencies = array("q"), array("f")
+    while (ready := selector.select(timeout=0.5)) or time.monotonic() < flags.stop_at.value:
+        timed = flags.timed.value
+        for key, _ in ready:
+            stream, tally = key.data
+            try:
+                data = key.fileobj.recv(262144)
+            except BlockingIOError:
+                continue
+            now = time.monotonic()
+            if not data:
+                selector.unregister(key.fileobj)
+                continue
+            for events in stream.chunks(data):
+                if events[:1] == b":":
+                    continue  # a heartbeat, or the stream's end: a comment
+                if not stream.ready:
+                    stream.ready = True
+                    pending -= 1
+                    if pending == 0:
+                        with flags.ready.get_lock():
+                            flags.ready.value += count
+                tally.add(events, events.count(CHANGE))
+                if timed:
+                    for ident, sent in ROW.findall(events):
+                        idents.append(int(ident))
+                        latencies.append(now - float(sent))
+    results.put((idents.tobytes(), latencies.tobytes(), [t.result() for t in tallies]))
+
+
+# --- PostgreSQL listeners (in forked processes) ----------------------------------------------
+
+
+def _pg_listeners(target: dict[str, Any], count: int, flags: ReaderFlags, reference: bool,
+                  results: Any) -> None:  # fmt: skip
+    import psycopg
+
+    selector = selectors.DefaultSelector()
+    connections = []
+    tallies = []
+    for n in range(count):
+        connection = psycopg.connect(target["conninfo"], autocommit=True)
+        connection.execute("LISTEN c")
+        connections.append(connection)
+        tallies.append(Tally(reference and n == 0, PAYLOAD_ID))
+        selector.register(connection.pgconn.socket, selectors.EVENT_READ,
+                          (connection.pgconn, tallies[-1]))  # fmt: skip
+    with flags.ready.get_lock():
+        flags.ready.value += count
+    idents, latencies = array("q"), array("f")
+    while (ready := selector.select(timeout=0.5)) or time.monotonic() < flags.stop_at.value:
+        timed = flags.timed.value
+        for key, _ in ready:
+            pgconn, tally = key.data
+            pgconn.consume_input()
+            now = time.monotonic()
+            payloads = []
+            while (notify := pgconn.notifies()) is not None:
+                payloads.append(notify.extra)
+            if not payloads:
+                continue
+            tally.add(b"\n".join(payloads) + b"\n", len(payloads))  # however they batch
+            if timed:
+                for payload in payloads:
+                    ident, sent = payload.split(b",")
+                    idents.append(int(ident))
+                    latencies.append(now - float(sent))
+    for connection in connections:
+        connection.close()
+    results.put((idents.tobytes(), latencies.tobytes(), [t.result() for t in tallies]))
+
+
+def pin(pids: Iterable[int], cpus: set[int]) -> None:
+    """Every thread of `pids` onto `cpus` (the threads and processes they start inherit it)."""
+    for pid in pids:
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except FileNotFoundError:
+            continue
+        for tid in tids:
+            try:
+                os.sched_setaffinity(int(tid), cpus)
+            except OSError:
+                pass  # a thread that ended meanwhile
+
+
+def renice(pids: Iterable[int], niceness: int) -> None:
+    """Every thread of `pids` at `niceness` (back to 0 needs the right to raise priority:
+    without it they stay as they are)."""
+    for pid in pids:
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except FileNotFoundError:
+            continue
+        for tid in tids:
+            try:
+                os.setpriority(os.PRIO_PROCESS, int(tid), niceness)
+            except OSError:
+                pass
+
+
+@contextmanager
+def readers_off_server(server: list[int], readers: list[int]) -> Iterator[None]:
+    """The server's processes on the first CPU alone, the clients' (this process, whose
+    threads write, and the readers) on the others, the readers at niceness 19: they read
+    with what the writers leave, as remote clients would not hold the writers up either.
+    As before afterwards."""
+    cpus = sorted(os.sched_getaffinity(0))
+    pin(server, {cpus[0]})
+    pin([os.getpid(), *readers], set(cpus[1:]))
+    renice(readers, 19)
+    try:
+        yield
+    finally:
+        pin([*server, os.getpid(), *readers], set(cpus))
+        renice(readers, 0)
+
+
+class Readers:
+    """`count` streams or listeners in up to PROCESSES processes, open until `results`:
+    a thousand PostgreSQL connections take a while to open (`wait_ready`), and they must
+    stay open through the last phase."""
+
+    def __init__(self, target: dict[str, Any], count: int) -> None:
+        context = multiprocessing.get_context("fork")
+        self.flags = ReaderFlags(context)
+        self.queue = context.Queue()
+        self.count = count
+        body = _refimpl_streams if target["kind"] == "refimpl" else _pg_listeners
+        groups = [len(range(p, count, PROCESSES)) for p in range(min(PROCESSES, count))]
+        self.processes = [
+            context.Process(target=body, args=(target, n, self.flags, p == 0, self.queue))
+            for p, n in enumerate(groups)
+        ]
+        for process in self.processes:
+            process.start()
+
+    @property
+    def pids(self) -> list[int]:
+        return [p.pid for p in self.processes if p.pid is not None]
+
+    def wait_ready(self, timeout: float = 120.0) -> None:
+        deadline = time.monotonic() + timeout
+        while self.flags.ready.value < self.count:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"only {self.flags.ready.value} of {self.count} readers"
+                                   " are ready")  # fmt: skip
+            time.sleep(0.1)
+
+    def timed(self, on: bool) -> None:
+        """Whether readers parse each event for its latency (else they only count it)."""
+        self.flags.timed.value = 1 if on else 0
+
+    def results(self) -> tuple[dict[int, list[float]], list[tuple[int, int, Any, Any]]]:
+        """Once every reader read all that came: latencies (ms) by row id, over every
+        stream; each stream's `Tally.result`."""
+        self.flags.stop_at.value = time.monotonic()
+        by_ident: dict[int, list[float]] = {}
+        tallies: list[tuple[int, int, Any, Any]] = []
+        for _ in self.processes:
+            raw_idents, raw_latencies, tallied = self.queue.get(timeout=600)
+            idents, latencies = array("q"), array("f")
+            idents.frombytes(raw_idents)
+            latencies.frombytes(raw_latencies)
+            for ident, latency in zip(idents, latencies, strict=True):
+                by_ident.setdefault(ident, []).append(latency * 1000)
+            tallies.extend(tallied)
+        for process in self.processes:
+            process.join(30)
+        return by_ident, tallies
+
+
+def exactly_once(tallies: list[tuple[int, int, Any, Any]], committed: list[range]) -> str:
+    """'yes', or what went wrong: the reference stream holds every committed id once, each
+    writer's in its order, its event LSNs rising; every stream equals it (count, CRC32)."""
+    reference = next(t for t in tallies if t[2] is not None)
+    idents, lsns = array("q"), array("q")
+    idents.frombytes(reference[2])
+    lsns.frombytes(reference[3])
+    expected = sorted(i for ids in committed for i in ids)
+    if sorted(idents) != expected:
+        return f"the reference stream got {len(idents)} rows of {len(expected)} committed"
+    last: dict[int, int] = {}
+    for ident in idents:
+        if last.get(ident // WRITER_BLOCK, -1) >= ident:
+            return f"row {ident} came out of its writer's order"
+        last[ident // WRITER_BLOCK] = ident
+    if any(a >= b for a, b in itertools.pairwise(lsns)):
+        return "the reference stream's event ids do not rise"
+    others = sum(1 for t in tallies if t[:2] != reference[:2])
+    if others:
+        return f"{others} streams differ from the reference (count or CRC32)"
+    return "yes"
