@@ -221,15 +221,7 @@ def in_flight(asks: list[tuple[float, float, str]], moments: list[float]) -> dic
 
 
 def prepare_postgres(pg: harness.Postgres) -> dict[str, Any]:
-    with pg.connect() as connection:
-        connection.execute("CREATE TABLE c (id BIGINT PRIMARY KEY, sent DOUBLE PRECISION)")
-        connection.execute(
-            "CREATE FUNCTION c_notify() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
-            " PERFORM pg_notify('c', NEW.id || ',' || NEW.sent); RETURN NEW; END $$"
-        )
-        connection.execute(
-            "CREATE TRIGGER c_after AFTER INSERT ON c FOR EACH ROW EXECUTE FUNCTION c_notify()"
-        )
+    harness.notify_table(pg)
     return {"kind": "pg", "conninfo": pg.conninfo}
 
 

@@ -572,3 +572,17 @@ class Postgres:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def notify_table(pg: Postgres) -> None:
+    """Table `c (id, sent)` in `pg`, whose AFTER INSERT trigger notifies channel `c` with the
+    row as `id,sent`: the LISTEN/NOTIFY peer of refimpl's change feeds."""
+    with pg.connect() as connection:
+        connection.execute("CREATE TABLE c (id BIGINT PRIMARY KEY, sent DOUBLE PRECISION)")
+        connection.execute(
+            "CREATE FUNCTION c_notify() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
+            " PERFORM pg_notify('c', NEW.id || ',' || NEW.sent); RETURN NEW; END $$"
+        )
+        connection.execute(
+            "CREATE TRIGGER c_after AFTER INSERT ON c FOR EACH ROW EXECUTE FUNCTION c_notify()"
+        )

@@ -304,16 +304,7 @@ def figure_rows(results: list[dict[str, Any]]) -> list[list[Any]]:
 def postgres_run(streams: int, quick: bool) -> dict[str, Any]:
     """The same run against a throwaway PostgreSQL cluster, its trigger notifying."""
     with harness.Postgres({"max_connections": str(streams + 50)}) as pg:
-        with pg.connect() as connection:
-            connection.execute("CREATE TABLE c (id BIGINT PRIMARY KEY, sent DOUBLE PRECISION)")
-            connection.execute(
-                "CREATE FUNCTION c_notify() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
-                " PERFORM pg_notify('c', NEW.id || ',' || NEW.sent); RETURN NEW; END $$"
-            )
-            connection.execute(
-                "CREATE TRIGGER c_after AFTER INSERT ON c FOR EACH ROW EXECUTE FUNCTION"
-                " c_notify()"
-            )
+        harness.notify_table(pg)
         return run({"kind": "pg", "conninfo": pg.conninfo}, lambda: postgres_pids(pg),
                    streams, quick)  # fmt: skip
 

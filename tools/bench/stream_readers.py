@@ -194,33 +194,32 @@ def _pg_listeners(target: dict[str, Any], count: int, flags: ReaderFlags, refere
     results.put((idents.tobytes(), latencies.tobytes(), [t.result() for t in tallies]))
 
 
-def pin(pids: Iterable[int], cpus: set[int]) -> None:
-    """Every thread of `pids` onto `cpus` (the threads and processes they start inherit it)."""
+def _threads(pids: Iterable[int]) -> Iterator[int]:
+    """The thread ids of `pids` now (a process that ended has none)."""
     for pid in pids:
         try:
-            tids = os.listdir(f"/proc/{pid}/task")
+            yield from map(int, os.listdir(f"/proc/{pid}/task"))
         except FileNotFoundError:
             continue
-        for tid in tids:
-            try:
-                os.sched_setaffinity(int(tid), cpus)
-            except OSError:
-                pass  # a thread that ended meanwhile
+
+
+def pin(pids: Iterable[int], cpus: set[int]) -> None:
+    """Every thread of `pids` onto `cpus` (the threads and processes they start inherit it)."""
+    for tid in _threads(pids):
+        try:
+            os.sched_setaffinity(tid, cpus)
+        except OSError:
+            pass  # a thread that ended meanwhile
 
 
 def renice(pids: Iterable[int], niceness: int) -> None:
     """Every thread of `pids` at `niceness` (back to 0 needs the right to raise priority:
     without it they stay as they are)."""
-    for pid in pids:
+    for tid in _threads(pids):
         try:
-            tids = os.listdir(f"/proc/{pid}/task")
-        except FileNotFoundError:
-            continue
-        for tid in tids:
-            try:
-                os.setpriority(os.PRIO_PROCESS, int(tid), niceness)
-            except OSError:
-                pass
+            os.setpriority(os.PRIO_PROCESS, tid, niceness)
+        except OSError:
+            pass
 
 
 @contextmanager
