@@ -6,7 +6,8 @@
 Packages, bottom to top: `errors` (the one exception hierarchy; imports nothing of refimpl),
 `sql` (parsing and printing; nothing of the engine), `engine` (in layers, see its
 docstring), `waiting` (answers decided later; nothing of `http`), and the protocol layers
-`http` (and `pgwire`); `settings`, `cli` and `sample` sit on top. This module is the embedded
+`http` (and `pgwire`), over `netlimits` and `netpool` (connection limits and the workers
+both servers share); `settings`, `cli` and `sample` sit on top. This module is the embedded
 API and may import the engine's `instance`, `session`, `options` and `result`, never a
 protocol layer. `tests/test_layout.py` checks the rules.
 """

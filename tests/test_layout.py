@@ -57,6 +57,9 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
                              "refimpl.settings", *_PROTOCOLS),
     # Connection counts shared by both protocols' servers: under both, above nothing.
     "refimpl.netlimits": ("refimpl",),
+    # The workers both servers run on: they know the engine's admission seam, nothing more.
+    "refimpl.netpool": ("refimpl.sql", "refimpl.waiting", "refimpl.http", "refimpl.pgwire",
+                        _TRACKING, _STORAGE, _QUERY, _STATEMENTS, _FEATURES, *_ENGINE_TOP),
     # The two protocols stand side by side; the PostgreSQL one parks nothing.
     "refimpl.pgwire": ("refimpl.http", "refimpl.waiting"),
     "refimpl.http": ("refimpl.pgwire",),

@@ -73,7 +73,7 @@ class CostlyShapes:
 
 
 class LongPlaces(Protocol):
-    """A server's places for costly requests (refimpl.http.serving.admission_queue), and
+    """A server's places for costly requests (refimpl.netpool.places), and
     its memory of what turned out costly."""
 
     costly: CostlyShapes

@@ -1,15 +1,17 @@
-"""The PostgreSQL protocol's server: sockets, one epoll set, statements on a worker pool.
+"""The PostgreSQL protocol's server: sockets in one epoll set, answered by its workers.
 
-One thread accepts connections and reads what they send, all from one epoll set, as the
-HTTP server does: a connection is registered one-shot, so that while a worker answers it
-nothing else reads it. A connection whose bytes make a whole message goes to the worker
-pool (at most `threads` statements run at once); the worker answers every message it has,
-sends the answer and re-arms the connection. An idle or half-sent connection thus holds no
-thread, and none of the HTTP server's workers; a running COPY FROM STDIN holds its worker
-while it reads the client's data from the socket (at most `COPY_WAIT_SECONDS` between two
-reads). Connection counts and limits are those of
-the HTTP server (`refimpl.netlimits`): a client past `pg_max_connections` is told so with
-SQLSTATE 53300 in answer to its startup message, and closed.
+The connections run on the HTTP server's mechanism (`refimpl.netpool.polling`): the
+listening socket and every connection sit in one epoll set, registered one-shot, and the
+worker the kernel wakes accepts, reads and answers there itself, with no thread between.
+Of the `threads` workers, only the `ADMITTED` that hold an admission place wait on the set
+or run statements; one whose statement waits (a commit's flush, a lock) or runs long hands
+its place on. A worker reads what a connection sent; once the bytes make a whole message it
+answers every message there is, sends the answer and re-arms the connection. An idle or
+half-sent connection thus holds no thread, and none of the HTTP server's workers; a running
+COPY FROM STDIN holds its worker (not its place) while it reads the client's data from the
+socket (at most `COPY_WAIT_SECONDS` between two reads). Connection counts and limits are
+those of the HTTP server (`refimpl.netlimits`): a client past `pg_max_connections` is told
+so with SQLSTATE 53300 in answer to its startup message, and closed.
 
 `stop()` stops accepting; running statements finish and are answered; every connection then
 gets a FATAL 57P01 and is closed (an open transaction is rolled back).
@@ -19,7 +21,6 @@ from __future__ import annotations
 
 import itertools
 import logging
-import queue
 import secrets
 import select
 import socket
@@ -29,6 +30,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+from refimpl.engine import admission
 from refimpl.engine.instance import Instance
 from refimpl.errors import ProtocolError, Unavailable
 from refimpl.netlimits import (
@@ -37,6 +39,8 @@ from refimpl.netlimits import (
     ConnectionLimits,
     raise_open_file_limit,
 )
+from refimpl.netpool.places import FifoSlots
+from refimpl.netpool.polling import ARMED, PollingWorkers
 from refimpl.pgwire import sqlstate, tls
 from refimpl.pgwire.link import Link, LinkOptions
 from refimpl.pgwire.states import State
@@ -44,13 +48,15 @@ from refimpl.pgwire.states import State
 log = logging.getLogger("refimpl.pgwire")
 
 RECV_BYTES = 256 * 1024
-POLL_SECONDS = 0.2  # how soon the reading thread notices a stop
+POLL_SECONDS = 0.2  # how soon an idle worker notices a stop
+ADMITTED = 2  # statements running Python at once, as over HTTP (refimpl.engine.admission)
+ACCEPTS_PER_EVENT = 64  # connections one wake-up of the listening socket takes at most
+OUT_OF_DESCRIPTORS_PAUSE = 0.05  # accepting waits this long after an EMFILE
 # A connection must be logged in this long after it was accepted (PostgreSQL's
 # authentication_timeout): one that never finishes its startup costs bounded descriptors.
 STARTUP_TIMEOUT_SECONDS = 60.0
 SEND_TIMEOUT_SECONDS = 60  # a client that takes no answer for this long is dropped
 COPY_WAIT_SECONDS = 60.0  # a COPY FROM STDIN whose client sends nothing this long ends
-_ARMED = select.EPOLLIN | select.EPOLLONESHOT
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +72,7 @@ class PgOptions:
 
 class _Socket:
     """A link's `Transport`: the worker that answers the connection sends and waits here
-    (the reading thread leaves the socket alone until the worker re-arms it)."""
+    (the connection is disarmed in the epoll set until that worker re-arms it)."""
 
     def __init__(self, sock: socket.socket, stopping: threading.Event) -> None:
         self.sock = sock
@@ -89,6 +95,7 @@ class _Socket:
             self.sock.setblocking(False)
 
     def receive(self) -> bytes:
+        admission.waiting()  # the client may take its time: the place goes to another worker
         poller = select.poll()
         poller.register(self.sock.fileno(), select.POLLIN)
         deadline = time.monotonic() + COPY_WAIT_SECONDS
@@ -144,65 +151,67 @@ class PgServer:
         self._listener = socket.create_server((options.host, options.port), backlog=512)
         self._listener.setblocking(False)
         self.address: tuple[str, int] = self._listener.getsockname()[:2]
-        self._epoll = select.epoll()
-        self._epoll.register(self._listener.fileno(), select.EPOLLIN)
         self._clients: dict[int, _Client] = {}  # by file descriptor
         self._by_process: dict[int, _Client] = {}
         self._lock = threading.Lock()
         self._process_ids = itertools.count(1)
-        self._stopping = threading.Event()
         self._next_startup_check = 0.0
-        # Connections with a whole message, for the workers; None tells a worker to end.
-        # A plain queue rather than an executor: no future is made and completed for each
-        # message, which cost a tenth of a point SELECT's time.
-        self._ready: queue.SimpleQueue[_Client | None] = queue.SimpleQueue()
-        self._workers = [threading.Thread(target=self._work, name=f"kdb-pg-{n}", daemon=True)
-                         for n in range(options.threads)]  # fmt: skip
-        self._reader = threading.Thread(target=self._read_loop, name="kdb-pg-read", daemon=True)
+        self._workers = PollingWorkers(
+            "kdb-pg", options.threads, FifoSlots(ADMITTED, long_places=ADMITTED - 1),
+            self._event, self._end_late_startups, POLL_SECONDS,
+        )
+        self._epoll = self._workers.epoll
+        self._stopping = self._workers.stopping
+        self._epoll.register(self._listener.fileno(), ARMED)
 
     def start(self) -> None:
-        for worker in self._workers:
-            worker.start()
-        self._reader.start()
+        self._workers.start()
 
-    # -- the reading thread --------------------------------------------------------------
+    # -- on the worker the kernel woke ---------------------------------------------------
 
-    def _read_loop(self) -> None:
-        listener = self._listener.fileno()
-        while not self._stopping.is_set():
-            try:
-                events = self._epoll.poll(POLL_SECONDS)
-            except OSError:
-                return
-            for fd, _ in events:
-                if fd == listener:
-                    self._accept()
-                else:
-                    self._readable(fd)
-            self._end_late_startups()
+    def _event(self, fd: int) -> None:
+        if fd == self._listener.fileno():
+            self._accept_some()
+        else:
+            self._readable(fd)
 
     def _end_late_startups(self) -> None:
         now = time.monotonic()
         if now < self._next_startup_check:
             return
-        self._next_startup_check = now + 1.0
         with self._lock:
+            if now < self._next_startup_check:
+                return  # another worker took this round
+            self._next_startup_check = now + 1.0
             late = [c for c in self._clients.values() if not c.busy
                     and c.link.conversation is None
                     and now - c.accepted_at > STARTUP_TIMEOUT_SECONDS]  # fmt: skip
         for client in late:
             self._close(client)
 
-    def _accept(self) -> None:
-        try:
-            sock, peer = self._listener.accept()
-        except BlockingIOError:
-            return
-        except OSError as error:
-            if error.errno in OUT_OF_DESCRIPTORS:
-                log.warning("no file descriptor left for a PostgreSQL connection")
-            return
-        address = peer[0]
+    def _accept_some(self) -> None:
+        """Accept what waits (a bounded number), then re-arm the listening socket."""
+        for _ in range(ACCEPTS_PER_EVENT):
+            try:
+                sock, peer = self._listener.accept()
+            except BlockingIOError:
+                break
+            except OSError as error:
+                if error.errno in OUT_OF_DESCRIPTORS:
+                    log.warning("no file descriptor left for a PostgreSQL connection")
+                    # The client waits in the kernel's queue, the socket stays readable:
+                    # pause (giving the place on) rather than spin on it.
+                    admission.waiting()
+                    time.sleep(OUT_OF_DESCRIPTORS_PAUSE)
+                break
+            self._admit(sock, peer[0])
+        if not self._stopping.is_set():
+            try:
+                self._epoll.modify(self._listener.fileno(), ARMED)
+            except (OSError, ValueError):
+                pass  # stopped meanwhile
+
+    def _admit(self, sock: socket.socket, address: str) -> None:
         refused = self.counts.admit(address)
         sock.setblocking(False)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -216,14 +225,16 @@ class PgServer:
         with self._lock:
             self._clients[sock.fileno()] = client
             self._by_process[process_id] = client
-        self._epoll.register(sock.fileno(), _ARMED)
+        self._epoll.register(sock.fileno(), ARMED)
 
     def _readable(self, fd: int) -> None:
         with self._lock:
             client = self._clients.get(fd)
-        if client is None:
-            return
+            if client is None or client.busy:
+                return
+            client.busy = True
         if client.handshaking and not self._handshake(client):
+            client.busy = False
             return
         try:
             data = client.sock.recv(RECV_BYTES)
@@ -236,8 +247,7 @@ class PgServer:
             data = b""
         client.link.core.receive_data(data)
         if client.link.core.has_message():
-            client.busy = True
-            self._ready.put(client)
+            self._answer(client)
         else:
             self._rearm(client)
 
@@ -257,12 +267,6 @@ class PgServer:
                 self._close(client)
         return False
 
-    # -- the workers ---------------------------------------------------------------------
-
-    def _work(self) -> None:
-        while (client := self._ready.get()) is not None:
-            self._answer(client)
-
     def _answer(self, client: _Client) -> None:
         link = client.link
         try:
@@ -281,15 +285,15 @@ class PgServer:
             log.exception("bug: unexpected error answering a PostgreSQL connection")
             client.goodbye(link.refuse(sqlstate.INTERNAL, "internal error (a bug in the"
                                        " server); the server log has the details"))  # fmt: skip
-        client.busy = False
         if link.closed:
             self._close(client)
         else:
             self._rearm(client)
 
     def _rearm(self, client: _Client) -> None:
+        client.busy = False
         try:
-            self._epoll.modify(client.sock.fileno(), _ARMED)
+            self._epoll.modify(client.sock.fileno(), ARMED)
         except (OSError, ValueError):
             self._close(client)
 
@@ -322,17 +326,13 @@ class PgServer:
 
     def stop(self) -> None:
         """Stop accepting, let running statements finish, end every connection."""
-        self._stopping.set()
-        self._reader.join()
+        self._workers.stop()
         try:
             self._epoll.unregister(self._listener.fileno())
         except (OSError, ValueError):
             pass
         self._listener.close()
-        for _ in self._workers:
-            self._ready.put(None)  # after every connection queued before: those are answered
-        for worker in self._workers:
-            worker.join()
+        self._workers.join()  # each finishes the statements it answers
         with self._lock:
             clients = list(self._clients.values())
         for client in clients:

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from refimpl.engine import admission
-from refimpl.http.serving.admission_queue import FifoSlots
+from refimpl.netpool.places import FifoSlots
 
 LARGE = "SELECT " + "1 + " * admission.LARGE_TEXT + "1"
 WAIT = 10.0  # generous: only a hang fails

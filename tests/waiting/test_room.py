@@ -11,7 +11,7 @@ import pytest
 from refimpl.engine.tracking.signals import CommitSignal
 from refimpl.http.encode import Answer
 from refimpl.http.error_answers import to_response
-from refimpl.http.serving.server import FifoSlots
+from refimpl.netpool.places import FifoSlots
 from refimpl.waiting.fanout import (
     FANOUT_SPACING,
     MAX_FANOUT_WAIT,

@@ -27,7 +27,6 @@ from werkzeug.serving import BaseWSGIServer
 from refimpl.engine import admission
 from refimpl.http.encode import Answer
 from refimpl.http.serving import wire
-from refimpl.http.serving.admission_queue import FifoSlots
 from refimpl.http.serving.connection import CONNECTION_TIMEOUT_SECONDS, Connection, WSGIApp
 from refimpl.http.serving.limits import (
     OUT_OF_DESCRIPTORS,
@@ -36,6 +35,9 @@ from refimpl.http.serving.limits import (
     DescriptorReserve,
     refuse,
 )
+from refimpl.netpool.places import FifoSlots
+from refimpl.netpool.polling import ARMED as _ARMED
+from refimpl.netpool.polling import PollingWorkers
 
 log = logging.getLogger("refimpl.http")
 
@@ -46,8 +48,6 @@ ADMITTED = 2  # requests running Python at once (see refimpl.engine.admission)
 # A stream whose client has not taken this much of what was sent is dropped: a reader that
 # stops reading costs bounded memory.
 STREAM_UNSENT_LIMIT = 1024 * 1024
-# Readable, then disarmed until the answer is sent: one worker per request.
-_ARMED = select.EPOLLIN | select.EPOLLONESHOT
 # A stream whose parts are all sent: readable once its client hangs up (or, against the
 # protocol, sends something), which gives the stream up.
 _HANG_UP = select.EPOLLIN | select.EPOLLRDHUP | select.EPOLLONESHOT
@@ -56,11 +56,12 @@ _HANG_UP = select.EPOLLIN | select.EPOLLRDHUP | select.EPOLLONESHOT
 class PooledWSGIServer(BaseWSGIServer):
     """A `BaseWSGIServer` whose requests are answered by `threads` worker threads.
 
-    Every open connection is registered, one-shot, in one epoll set that all workers wait
-    on; the kernel wakes a single worker per readable connection, and that worker answers
-    the request itself. A request thus costs one thread wake-up: no dispatcher thread, no
-    queue between threads. A connection is never in two workers at once: its registration
-    fires once and is re-armed only after its answer is sent.
+    Every open connection is registered, one-shot, in one epoll set that the workers wait
+    on (`refimpl.netpool.polling`); the kernel wakes a single worker per readable
+    connection, and that worker answers the request itself. A request thus costs one thread
+    wake-up: no dispatcher thread, no queue between threads. A connection is never in two
+    workers at once: its registration fires once and is re-armed only after its answer is
+    sent.
     """
 
     multithread = True  # tells Werkzeug (and WSGI apps) that requests run concurrently
@@ -76,15 +77,18 @@ class PooledWSGIServer(BaseWSGIServer):
         self.counts = ConnectionCounts(limits or ConnectionLimits())
         self.max_body_bytes = max_body_bytes  # larger bodies: 413 before they are read
         self._reserve = DescriptorReserve()
-        self._epoll = select.epoll()
         self._connections: dict[int, Connection] = {}  # by file descriptor
         self._lock = threading.Lock()
-        self._stopping = threading.Event()
         self._next_idle_check = time.monotonic() + IDLE_CHECK_SECONDS
         # Requests admitted to run at once; more would only queue for the interpreter lock.
         # A request that waits (a commit's flush, a lock) or runs long makes way early.
         # Costly requests hold at most all places but one: one always answers cheap ones.
-        self._admission = FifoSlots(ADMITTED, long_places=ADMITTED - 1)
+        self._workers = PollingWorkers(
+            "kdb-http", threads, FifoSlots(ADMITTED, long_places=ADMITTED - 1),
+            self._event, self._close_idle, WORKER_POLL_SECONDS,
+        )
+        self._epoll = self._workers.epoll
+        self._stopping = self._workers.stopping
         room = getattr(app, "waiting_room", None)
         self._gate: threading.Lock | None = getattr(room, "gate", None)
         self._after_round: Callable[[Callable[[], None]], None] = getattr(
@@ -95,12 +99,7 @@ class PooledWSGIServer(BaseWSGIServer):
         metrics = getattr(app, "metrics", None)
         if metrics is not None:
             metrics.read_connections(self.counts.total)
-        self._workers = [
-            threading.Thread(target=self._work, name=f"kdb-http-{n}", daemon=True)
-            for n in range(threads)
-        ]
-        for worker in self._workers:
-            worker.start()
+        self._workers.start()
 
     def get_request(self) -> tuple[socket.socket, Any]:
         try:
@@ -130,31 +129,8 @@ class PooledWSGIServer(BaseWSGIServer):
             self._connections[fd] = handler
         self._epoll.register(fd, _ARMED)
 
-    def _work(self) -> None:
-        # Only a worker that holds an admission place waits on the epoll set, and it keeps
-        # its place from one request to the next. Under load it thus finds the next ready
-        # connection without blocking, and the other workers sleep on the admission queue
-        # instead of waking for each request only to queue for the interpreter lock (each
-        # such wake-up costs context switches and the lock's hand-overs). A request that
-        # waits or runs long hands its place on, and another worker takes over the polling.
-        while not self._stopping.is_set():
-            self._admission.acquire()
-            admission.admitted(self._admission.release, self._admission)
-            try:
-                while admission.holding() and not self._stopping.is_set():
-                    self._poll_once()
-            finally:
-                admission.done()
-
-    def _poll_once(self) -> None:
-        try:
-            events = self._epoll.poll(WORKER_POLL_SECONDS, 1)
-        except OSError:  # the set was closed: we are stopping
-            return
-        self._close_idle()  # also under load: a trickled request's deadline must hold
-        if not events:
-            return
-        fd = events[0][0]
+    def _event(self, fd: int) -> None:
+        """A connection is readable (or writable again): answered here, on the woken worker."""
         if self._gate is not None:
             with self._gate:  # a round of waiting answers goes out first
                 pass
@@ -398,8 +374,7 @@ class PooledWSGIServer(BaseWSGIServer):
 
     def drain(self) -> None:
         """Wait until every started request has been answered; close the idle connections."""
-        self._stopping.set()
-        self._admission.open_all()
+        self._workers.stop()
         with self._lock:
             busy = [handler for handler in self._connections.values() if handler.busy]
         for handler in busy:
@@ -409,8 +384,7 @@ class PooledWSGIServer(BaseWSGIServer):
                 handler.connection.shutdown(socket.SHUT_RD)
             except OSError:
                 pass
-        for worker in self._workers:
-            worker.join()
+        self._workers.join()
         with self._lock:
             handlers = list(self._connections.values())
             self._connections.clear()

@@ -1,0 +1,83 @@
+"""Worker threads over one epoll set, at most a few of them answering at once.
+
+Only a worker that holds an admission place (`places.FifoSlots`) waits on the set, and it
+keeps its place from one event to the next. Under load it thus finds the next ready
+connection without blocking, and the other workers sleep on the admission queue instead of
+waking for each event only to queue for the interpreter lock (each such wake-up costs
+context switches and the lock's hand-overs). A request that waits (the engine calls
+`admission.waiting()`) or runs long hands its place on, and another worker takes over the
+polling. A connection registered one-shot (`ARMED`) is thus in one worker at a time: its
+registration fires once, and its server re-arms it after the answer.
+"""
+
+from __future__ import annotations
+
+import logging
+import select
+import threading
+from collections.abc import Callable
+
+from refimpl.engine import admission
+from refimpl.netpool.places import FifoSlots
+
+# Readable, then disarmed until the answer is sent: one worker per request.
+ARMED = select.EPOLLIN | select.EPOLLONESHOT
+
+log = logging.getLogger("refimpl.netpool")
+
+
+class PollingWorkers:
+    """`threads` workers waiting on `epoll`; the one woken calls `on_event(fd)` itself.
+
+    `on_round()` runs after every wait, with or without an event (under load too): the place
+    for a server's deadlines. `stop()` ends the waits; a worker finishes the event it
+    answers, and `join()` waits for that.
+    """
+
+    def __init__(self, name: str, threads: int, places: FifoSlots,
+                 on_event: Callable[[int], None], on_round: Callable[[], None],
+                 poll_seconds: float) -> None:  # fmt: skip
+        self.epoll = select.epoll()
+        self.places = places
+        self.stopping = threading.Event()
+        self._on_event = on_event
+        self._on_round = on_round
+        self._poll_seconds = poll_seconds
+        self._threads = [threading.Thread(target=self._work, name=f"{name}-{n}", daemon=True)
+                         for n in range(threads)]  # fmt: skip
+
+    def start(self) -> None:
+        for thread in self._threads:
+            thread.start()
+
+    def stop(self) -> None:
+        """No worker waits for an event or a place from now on."""
+        self.stopping.set()
+        self.places.open_all()
+
+    def join(self) -> None:
+        for thread in self._threads:
+            thread.join()
+
+    def _work(self) -> None:
+        places, stopping = self.places, self.stopping
+        while not stopping.is_set():
+            places.acquire()
+            admission.admitted(places.release, places)
+            try:
+                while admission.holding() and not stopping.is_set():
+                    self._poll_once()
+            finally:
+                admission.done()
+
+    def _poll_once(self) -> None:
+        try:
+            events = self.epoll.poll(self._poll_seconds, 1)
+        except OSError:  # the set was closed: the server is stopping
+            return
+        try:
+            self._on_round()
+            if events:
+                self._on_event(events[0][0])
+        except Exception:  # the server answers its own errors: this is a bug in serving
+            log.exception("bug: unexpected error in a server's worker")
