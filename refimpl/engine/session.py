@@ -207,6 +207,18 @@ class Session:
         for action in txn.after_commit:
             action()
 
+    def is_durable(self) -> bool:
+        """True when every commit of this session is on disk: with `acknowledge_later`,
+        everything it answered may now be acknowledged."""
+        return self.durable_needed <= self.database.log.durable_lsn
+
+    def wait_durable(self) -> None:
+        """Block until every commit of this session is on disk (its group commit led or
+        joined); raises WritesStopped when the log failed, and then nothing may be
+        acknowledged."""
+        if self.durable_needed > self.database.log.durable_lsn:
+            self.database.wait_durable(self.durable_needed)
+
     def rollback(self) -> None:
         if self.transaction is None:
             return

@@ -1,6 +1,7 @@
 """One client's protocol connection above the core: startup, login, then the conversation.
 
-Bytes in (`core.receive_data`), bytes out (`answer_pending`); no sockets: while a COPY runs,
+Bytes in (`core.receive_data`), bytes out (`answer_pending`, which may go out once
+`is_durable`); no sockets: while a COPY runs,
 the link sends and waits for bytes through the `Transport` the server gives it. The login takes
 the startup's `user` and, as the password, one of that user's tokens (sent in the clear
 when asked for: the server keeps only hashes of tokens, so neither MD5 nor SCRAM, which
@@ -19,6 +20,7 @@ from typing import Protocol
 from refimpl.engine import admission
 from refimpl.engine.instance import Instance
 from refimpl.engine.rights import ADMIN, Principal
+from refimpl.engine.session import Session
 from refimpl.errors import KdbError, ProtocolError, Unauthorized, UnknownDatabase
 from refimpl.pgwire import messages as m
 from refimpl.pgwire import sqlstate
@@ -72,6 +74,9 @@ class Link:
         self._startup: dict[str, str] = {}
         self._secured = False  # TLS was agreed (an SSLRequest after it is answered 'N')
         self.conversation: Conversation | None = None
+        # The conversation's session, kept past its end: answers sent as the connection
+        # closes may still acknowledge its last commits.
+        self._session: Session | None = None
         self._running = False  # a worker answers this connection's messages now
         self._cancel = threading.Event()
 
@@ -80,7 +85,8 @@ class Link:
         return self.core.state is State.CLOSED
 
     def answer_pending(self) -> bytes:
-        """Answer every whole message received; the bytes to send (then close if `closed`)."""
+        """Answer every whole message received; the bytes to send once `is_durable()` (then
+        close if `closed`)."""
         core = self.core
         out = self._out
         if self._cancel.is_set():  # a late cancel of the last statement (clear() locks)
@@ -109,9 +115,22 @@ class Link:
         out.clear()
         return data
 
+    def is_durable(self) -> bool:
+        """True when what `answer_pending` gave may go out now: every commit it acknowledges
+        is on disk (commits do not wait for their flush; see `refimpl.pgwire.acknowledging`)."""
+        return self._session is None or self._session.is_durable()
+
+    def wait_durable(self) -> None:
+        """Block until what `answer_pending` gave may go out (raises WritesStopped)."""
+        if self._session is not None:
+            self._session.wait_durable()
+
     # -- the conversation's Wire ---------------------------------------------------------
 
     def send(self, answers: Sequence[m.ServerMessage]) -> None:
+        # Answers before these may acknowledge a commit (an INSERT before a COPY in one
+        # query): they wait for its flush here, on the worker, which is rare.
+        self.wait_durable()
         self._out.extend(self.core.send(answer) for answer in answers)
         data = b"".join(self._out)
         self._out.clear()
@@ -201,11 +220,12 @@ class Link:
         try:
             if not self.instance.has_database(database):
                 raise UnknownDatabase(database)
-            session = self.instance.session(database, principal)
+            session = self.instance.session(database, principal, acknowledge_later=True)
             settings = SessionSettings(self._startup, principal.name or "", principal.is_admin)
         except KdbError as error:
             return [m.ErrorResponse(sqlstate.sqlstate_of(error), error.message, "FATAL")]
         self.conversation = Conversation(session, settings, self)
+        self._session = session
         out: list[m.ServerMessage] = [m.AuthenticationOk()]
         out += [m.ParameterStatus(name, settings.values[name]) for name in REPORTED]
         out += [m.BackendKeyData(self.process_id, self.secret_key), m.ReadyForQuery("I")]

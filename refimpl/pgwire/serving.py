@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 
 from refimpl.engine import admission
 from refimpl.engine.instance import Instance
-from refimpl.errors import ProtocolError, Unavailable
+from refimpl.errors import KdbError, ProtocolError, Unavailable
 from refimpl.netlimits import (
     OUT_OF_DESCRIPTORS,
     ConnectionCounts,
@@ -42,6 +42,7 @@ from refimpl.netlimits import (
 from refimpl.netpool.places import FifoSlots
 from refimpl.netpool.polling import ARMED, PollingWorkers
 from refimpl.pgwire import sqlstate, tls
+from refimpl.pgwire.acknowledging import Acknowledging
 from refimpl.pgwire.link import Link, LinkOptions
 from refimpl.pgwire.states import State
 
@@ -77,6 +78,13 @@ class _Socket:
     def __init__(self, sock: socket.socket, stopping: threading.Event) -> None:
         self.sock = sock
         self._stopping = stopping
+
+    def send_now(self, data: bytes) -> int:
+        """Send what the socket takes without waiting; how many bytes it took."""
+        try:
+            return self.sock.send(data)
+        except (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
+            return 0
 
     def send(self, data: bytes) -> None:
         # An answer nearly always fits the socket's buffer: one send() as the socket is
@@ -124,6 +132,7 @@ class _Client:
         self.accepted_at = time.monotonic()
         self.link = link
         self.busy = False
+        self.unsent = b""  # an acknowledgement the socket did not take at once
         self.handshaking = False  # TLS: 'S' sent, the handshake not yet done
         self.lock = threading.Lock()  # held by the worker while it answers
 
@@ -163,6 +172,8 @@ class PgServer:
         self._epoll = self._workers.epoll
         self._stopping = self._workers.stopping
         self._epoll.register(self._listener.fileno(), ARMED)
+        self._acknowledging: Acknowledging[tuple[_Client, bytes]] = Acknowledging(
+            self._acknowledge)
 
     def start(self) -> None:
         self._workers.start()
@@ -236,16 +247,24 @@ class PgServer:
         if client.handshaking and not self._handshake(client):
             client.busy = False
             return
+        if client.unsent:
+            unsent, client.unsent = client.unsent, b""
+            try:
+                client.transport.send(unsent)
+            except OSError:
+                self._close(client)
+                return
+        data: bytes | None
         try:
             data = client.sock.recv(RECV_BYTES)
             while pending := _pending(client.sock):  # TLS: decrypted bytes epoll cannot see
                 data += client.sock.recv(pending)
         except (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
-            self._rearm(client)
-            return
+            data = None  # nothing new; messages read before may wait (`_acknowledge`)
         except OSError:
             data = b""
-        client.link.core.receive_data(data)
+        if data is not None:
+            client.link.core.receive_data(data)
         if client.link.core.has_message():
             self._answer(client)
         else:
@@ -273,6 +292,10 @@ class PgServer:
             with client.lock:
                 while True:
                     out = link.answer_pending()
+                    if out and not link.is_durable():
+                        # It acknowledges a commit not yet on disk: sent after the flush.
+                        self._acknowledging.hand_over((client, out), link.wait_durable)
+                        return
                     if out:
                         client.transport.send(out)
                     if link.closed or not link.core.has_message():
@@ -290,10 +313,36 @@ class PgServer:
         else:
             self._rearm(client)
 
-    def _rearm(self, client: _Client) -> None:
+    def _acknowledge(self, handed: tuple[_Client, bytes], error: KdbError | None) -> None:
+        """An answer's commits are on disk (or the log failed): send it without waiting.
+
+        What the socket does not take, and messages that arrived meanwhile, are left to a
+        worker: armed for writing as well, the connection is ready for one at once."""
+        client, out = handed
+        link = client.link
+        with client.lock:
+            if error is not None:
+                client.goodbye(link.refuse(sqlstate.sqlstate_of(error), error.message))
+            elif link.closed:
+                client.goodbye(out)  # its last answers: sent if the socket takes them
+            else:
+                try:
+                    sent = client.transport.send_now(out)
+                except OSError:
+                    link.end()
+                else:
+                    client.unsent = out[sent:]
+        if link.closed:
+            self._close(client)
+        elif client.unsent or link.core.has_message():
+            self._rearm(client, ARMED | select.EPOLLOUT)
+        else:
+            self._rearm(client)
+
+    def _rearm(self, client: _Client, events: int = ARMED) -> None:
         client.busy = False
         try:
-            self._epoll.modify(client.sock.fileno(), ARMED)
+            self._epoll.modify(client.sock.fileno(), events)
         except (OSError, ValueError):
             self._close(client)
 
@@ -333,6 +382,7 @@ class PgServer:
             pass
         self._listener.close()
         self._workers.join()  # each finishes the statements it answers
+        self._acknowledging.close()  # and their acknowledgements go out
         with self._lock:
             clients = list(self._clients.values())
         for client in clients:
