@@ -260,6 +260,8 @@ class Conversation:
             prepared = self._statement(message.name)
             oids = self._describe_params(prepared)
             columns = self._describe_columns(prepared)
+            if columns is not None and prepared.result_type is None:
+                prepared.result_type = _result_type(columns)  # what the client now knows
             return [m.ParameterDescription(oids),
                     _row_description(columns, [0] * len(columns)) if columns is not None
                     else m.NoData()]  # fmt: skip
@@ -493,13 +495,13 @@ def _notices(plan: Plan, result: Result) -> list[m.ServerMessage]:
 
 
 def _check_result_type(prepared: Prepared, columns: list[Column]) -> None:
-    """A prepared statement answers the columns (names and types) of its first run, as in
-    PostgreSQL: a client may have read them once and decode every later run by them. A
+    """A prepared statement answers the columns (names and types) of its first Describe or
+    run, as in PostgreSQL: a client may have read them once and decode every later run by them. A
     schema change that alters them (ALTER TABLE under `SELECT *`, say) refuses the run."""
     shape = prepared.shape
     if shape is not None and shape.columns is columns:
         return  # the same plan's own list: nothing changed
-    found = tuple((c.name, types.pg_type(c.type).oid) for c in columns)
+    found = _result_type(columns)
     if prepared.result_type is None:
         prepared.result_type = found
     elif found != prepared.result_type:
@@ -507,6 +509,11 @@ def _check_result_type(prepared: Prepared, columns: list[Column]) -> None:
             "cached plan must not change result type: the statement's columns changed since"
             " it was prepared (a schema change); close it and prepare it again"
         )
+
+
+def _result_type(columns: list[Column]) -> tuple[tuple[str, int], ...]:
+    """The columns as a client decodes them: each one's name and type OID."""
+    return tuple((c.name, types.pg_type(c.type).oid) for c in columns)
 
 
 def _row_description(columns: list[Column], formats: list[int]) -> m.RowDescription:

@@ -64,3 +64,19 @@ def test_a_schema_change_that_changes_a_prepared_statements_columns_refuses_it(p
             conn.execute("DEALLOCATE star")
         assert conn.execute("DEALLOCATE ALL").statusmessage == "DEALLOCATE ALL"
         assert pgconn.exec_prepared(b"some", [b"1"]).error_field(ord("C")) == b"26000"
+
+
+def test_the_columns_a_describe_told_are_the_ones_a_later_run_must_answer(pg, db):
+    # A client that read the columns at Describe decodes the first run by them: a schema
+    # change between the two refuses that run, as one between two runs does.
+    with pg.connect(db) as conn:
+        conn.execute("CREATE TABLE t (id BIGINT PRIMARY KEY, v DOUBLE)")
+        conn.execute("INSERT INTO t VALUES (1, 0.5)")
+        pgconn = conn.pgconn
+        assert pgconn.prepare(b"star", b"SELECT * FROM t WHERE id = $1").status == 1
+        assert pgconn.describe_prepared(b"star").nfields == 2
+        pg.http.sql("ALTER TABLE t ADD COLUMN s STRING", db)
+        refused = pgconn.exec_prepared(b"star", [b"1"])
+        assert refused.error_field(ord("C")) == b"0A000"
+        assert pgconn.prepare(b"fresh", b"SELECT * FROM t WHERE id = $1").status == 1
+        assert pgconn.exec_prepared(b"fresh", [b"1"]).nfields == 3
