@@ -22,23 +22,27 @@ from refimpl.netpool.places import FifoSlots
 
 # Readable, then disarmed until the answer is sent: one worker per request.
 ARMED = select.EPOLLIN | select.EPOLLONESHOT
+# Requests admitted to run Python at once: more would only queue for the interpreter lock.
+# Costly requests hold at most all places but one, so one always answers the cheap ones.
+ADMITTED = 2
 
 log = logging.getLogger("refimpl.netpool")
 
 
 class PollingWorkers:
-    """`threads` workers waiting on `epoll`; the one woken calls `on_event(fd)` itself.
+    """`threads` workers waiting on `epoll`, `places` of them at once; the one woken calls
+    `on_event(fd)` itself.
 
     `on_round()` runs after every wait, with or without an event (under load too): the place
     for a server's deadlines. `stop()` ends the waits; a worker finishes the event it
     answers, and `join()` waits for that.
     """
 
-    def __init__(self, name: str, threads: int, places: FifoSlots,
-                 on_event: Callable[[int], None], on_round: Callable[[], None],
-                 poll_seconds: float) -> None:  # fmt: skip
+    def __init__(self, name: str, threads: int, on_event: Callable[[int], None],
+                 on_round: Callable[[], None], poll_seconds: float,
+                 places: int = ADMITTED) -> None:  # fmt: skip
         self.epoll = select.epoll()
-        self.places = places
+        self.places = FifoSlots(places, long_places=places - 1)
         self.stopping = threading.Event()
         self._on_event = on_event
         self._on_round = on_round

@@ -3,9 +3,9 @@
 The connections run on the HTTP server's mechanism (`refimpl.netpool.polling`): the
 listening socket and every connection sit in one epoll set, registered one-shot, and the
 worker the kernel wakes accepts, reads and answers there itself, with no thread between.
-Of the `threads` workers, only the `ADMITTED` that hold an admission place wait on the set
-or run statements; one whose statement waits (a commit's flush, a lock) or runs long hands
-its place on. A worker reads what a connection sent; once the bytes make a whole message it
+Of the `threads` workers, only the few (`polling.ADMITTED`) that hold an admission place
+wait on the set or run statements; one whose statement waits (a lock) or runs long hands
+its place on, and none waits for a commit's flush (`refimpl.pgwire.acknowledging`). A worker reads what a connection sent; once the bytes make a whole message it
 answers every message there is, sends the answer and re-arms the connection. An idle or
 half-sent connection thus holds no thread, and none of the HTTP server's workers; a running
 COPY FROM STDIN holds its worker (not its place) while it reads the client's data from the
@@ -39,7 +39,6 @@ from refimpl.netlimits import (
     ConnectionLimits,
     raise_open_file_limit,
 )
-from refimpl.netpool.places import FifoSlots
 from refimpl.netpool.polling import ARMED, PollingWorkers
 from refimpl.pgwire import sqlstate, tls
 from refimpl.pgwire.acknowledging import Acknowledging
@@ -50,7 +49,6 @@ log = logging.getLogger("refimpl.pgwire")
 
 RECV_BYTES = 256 * 1024
 POLL_SECONDS = 0.2  # how soon an idle worker notices a stop
-ADMITTED = 2  # statements running Python at once, as over HTTP (refimpl.engine.admission)
 ACCEPTS_PER_EVENT = 64  # connections one wake-up of the listening socket takes at most
 OUT_OF_DESCRIPTORS_PAUSE = 0.05  # accepting waits this long after an EMFILE
 # A connection must be logged in this long after it was accepted (PostgreSQL's
@@ -166,9 +164,7 @@ class PgServer:
         self._process_ids = itertools.count(1)
         self._next_startup_check = 0.0
         self._workers = PollingWorkers(
-            "kdb-pg", options.threads, FifoSlots(ADMITTED, long_places=ADMITTED - 1),
-            self._event, self._end_late_startups, POLL_SECONDS,
-        )
+            "kdb-pg", options.threads, self._event, self._end_late_startups, POLL_SECONDS)
         self._epoll = self._workers.epoll
         self._stopping = self._workers.stopping
         self._epoll.register(self._listener.fileno(), ARMED)

@@ -11,7 +11,6 @@ from collections.abc import Iterator
 import pytest
 
 from refimpl.engine import admission
-from refimpl.netpool.places import FifoSlots
 from refimpl.netpool.polling import ARMED, PollingWorkers
 
 WAIT = 10.0  # generous: only a hang fails
@@ -53,8 +52,7 @@ def pairs() -> Iterator[list[tuple[socket.socket, socket.socket]]]:
 
 
 def _workers(recorder: Recorder, places: int = 2, threads: int = 4) -> PollingWorkers:
-    workers = PollingWorkers("test-pool", threads, FifoSlots(places, long_places=places - 1),
-                             recorder, lambda: None, 0.05)  # fmt: skip
+    workers = PollingWorkers("test-pool", threads, recorder, lambda: None, 0.05, places)
     workers.start()
     return workers
 
@@ -106,7 +104,7 @@ def test_an_answer_that_waits_hands_its_place_on(pairs):
             assert release.wait(WAIT)
         answered.append(fd)
 
-    workers = PollingWorkers("test-pool", 2, FifoSlots(1), on_event, lambda: None, 0.05)
+    workers = PollingWorkers("test-pool", 2, on_event, lambda: None, 0.05, places=1)
     workers.start()
     try:
         for ours, _theirs in pairs[:2]:
@@ -134,7 +132,7 @@ def test_a_bug_in_an_answer_leaves_the_worker_serving(pairs, caplog):
         if len(calls) == 1:
             raise RuntimeError("boom")
 
-    workers = PollingWorkers("test-pool", 1, FifoSlots(1), on_event, lambda: None, 0.05)
+    workers = PollingWorkers("test-pool", 1, on_event, lambda: None, 0.05, places=1)
     workers.start()
     ours, theirs = pairs[0]
     try:
@@ -156,7 +154,7 @@ def test_a_bug_in_an_answer_leaves_the_worker_serving(pairs, caplog):
 
 
 def test_stop_ends_every_wait_for_an_event_or_a_place():
-    workers = PollingWorkers("test-pool", 5, FifoSlots(1), lambda fd: None, lambda: None, 0.05)
+    workers = PollingWorkers("test-pool", 5, lambda fd: None, lambda: None, 0.05, places=1)
     workers.start()
     time.sleep(0.1)
     started = time.monotonic()

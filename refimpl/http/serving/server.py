@@ -35,7 +35,6 @@ from refimpl.http.serving.limits import (
     DescriptorReserve,
     refuse,
 )
-from refimpl.netpool.places import FifoSlots
 from refimpl.netpool.polling import ARMED as _ARMED
 from refimpl.netpool.polling import PollingWorkers
 
@@ -44,7 +43,6 @@ log = logging.getLogger("refimpl.http")
 KEEP_ALIVE_SECONDS = 60.0  # a kept-alive connection is closed after this long unused
 IDLE_CHECK_SECONDS = 1.0
 WORKER_POLL_SECONDS = 0.5  # how soon an idle worker notices a stop
-ADMITTED = 2  # requests running Python at once (see refimpl.engine.admission)
 # A stream whose client has not taken this much of what was sent is dropped: a reader that
 # stops reading costs bounded memory.
 STREAM_UNSENT_LIMIT = 1024 * 1024
@@ -80,13 +78,10 @@ class PooledWSGIServer(BaseWSGIServer):
         self._connections: dict[int, Connection] = {}  # by file descriptor
         self._lock = threading.Lock()
         self._next_idle_check = time.monotonic() + IDLE_CHECK_SECONDS
-        # Requests admitted to run at once; more would only queue for the interpreter lock.
-        # A request that waits (a commit's flush, a lock) or runs long makes way early.
-        # Costly requests hold at most all places but one: one always answers cheap ones.
+        # A few requests run at once (`polling.ADMITTED`); one that waits (a commit's
+        # flush, a lock) or runs long makes way early.
         self._workers = PollingWorkers(
-            "kdb-http", threads, FifoSlots(ADMITTED, long_places=ADMITTED - 1),
-            self._event, self._close_idle, WORKER_POLL_SECONDS,
-        )
+            "kdb-http", threads, self._event, self._close_idle, WORKER_POLL_SECONDS)
         self._epoll = self._workers.epoll
         self._stopping = self._workers.stopping
         room = getattr(app, "waiting_room", None)
