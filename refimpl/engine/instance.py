@@ -25,8 +25,9 @@ from refimpl.engine.files import REAL_FILES, FileOps
 from refimpl.engine.measures import EngineMeasures
 from refimpl.engine.options import EngineOptions
 from refimpl.engine.progress import Progress, ProgressReport, no_report
+from refimpl.engine.result import Column
 from refimpl.engine.session import Session
-from refimpl.engine.statements import pg_catalog
+from refimpl.engine.statements import pg_catalog, queries
 from refimpl.engine.statements.context import FunctionTables, ScalarFunction, StatementContext
 from refimpl.engine.storage import checkpoint
 from refimpl.engine.storage.backup import check_backup, is_backup
@@ -58,7 +59,10 @@ def check_database_name(name: str) -> None:
 
 def session_functions(context: StatementContext) -> dict[str, ScalarFunction]:
     """Scalar functions bound to a session (they need its database and rights)."""
-    return {"kdb_rev": kdb_rev_builder(context), **pg_catalog.functions(context)}
+    def view_columns(name: str) -> list[Column]:
+        return queries.view_columns(context, name)
+
+    return {"kdb_rev": kdb_rev_builder(context), **pg_catalog.functions(context, view_columns)}
 
 
 class Instance:

@@ -2,16 +2,17 @@
 
 The connections run on the HTTP server's mechanism (`refimpl.netpool.polling`): the
 listening socket and every connection sit in one epoll set, registered one-shot, and the
-worker the kernel wakes accepts, reads and answers there itself, with no thread between.
-Of the `threads` workers, only the few (`polling.ADMITTED`) that hold an admission place
-wait on the set or run statements; one whose statement waits (a lock) or runs long hands
-its place on, and none waits for a commit's flush (`refimpl.pgwire.acknowledging`). A worker reads what a connection sent; once the bytes make a whole message it
-answers every message there is, sends the answer and re-arms the connection. An idle or
-half-sent connection thus holds no thread, and none of the HTTP server's workers; a running
-COPY FROM STDIN holds its worker (not its place) while it reads the client's data from the
-socket (at most `COPY_WAIT_SECONDS` between two reads). Connection counts and limits are
-those of the HTTP server (`refimpl.netlimits`): a client past `pg_max_connections` is told
-so with SQLSTATE 53300 in answer to its startup message, and closed.
+worker the kernel wakes accepts, reads and answers there itself, with no thread between. Of
+the `threads` workers, only the few (`polling.ADMITTED`) that hold an admission place wait
+on the set or run statements; one whose statement waits (a lock) or runs long hands its
+place on, and none waits for a commit's flush (`refimpl.pgwire.acknowledging`). A worker
+reads what a connection sent; once the bytes make a whole message it answers every message
+there is, sends the answer and re-arms the connection. An idle or half-sent connection thus
+holds no thread, and none of the HTTP server's workers; a running COPY FROM STDIN holds its
+worker (not its place) while it reads the client's data from the socket (at most
+`COPY_WAIT_SECONDS` between two reads). Connection counts and limits are those of the HTTP
+server (`refimpl.netlimits`): a client past `pg_max_connections` is told so with SQLSTATE
+53300 in answer to its startup message, and closed.
 
 `stop()` stops accepting; running statements finish and are answered; every connection then
 gets a FATAL 57P01 and is closed (an open transaction is rolled back).

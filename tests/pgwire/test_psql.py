@@ -4,7 +4,11 @@ catalog queries, answered from the real catalog), \\copy in and out, and an erro
 ON_ERROR_STOP stops at; its output is compared with `psql/script.out`. `psql/indexes.sql`
 describes tables with keys, UNIQUE constraints and indexes (\\d t, \\d+ t, \\di, \\d index,
 \\dt+, \\di+); `psql/indexes.out` is what PostgreSQL 15 prints for the same script (STRING
-written TEXT) but for the sizes of \\dt+ and \\di+, which are this engine's own."""
+written TEXT) but for the sizes of \\dt+ and \\di+, which are this engine's own.
+`psql/views.sql` describes views (\\dv, \\d, \\d v, \\d+ v, \\dv+); `psql/views.out` is what
+PostgreSQL 15 prints for it (STRING written TEXT, TIMESTAMP TIMESTAMPTZ) but for the text
+after "View definition:", this engine's canonical text of the query where PostgreSQL
+writes its own rewriting of it (` SELECT t.id,` and a line a column)."""
 
 from __future__ import annotations
 
@@ -50,6 +54,12 @@ def test_describe_lists_a_tables_indexes_as_postgresql_does(pg, db):
     done = psql(pg, db, "-v", "ON_ERROR_STOP=1", stdin=(HERE / "indexes.sql").read_text())
     assert (done.returncode, done.stderr) == (0, "")
     assert done.stdout == (HERE / "indexes.out").read_text()
+
+
+def test_describe_shows_views_as_postgresql_does(pg, db):
+    done = psql(pg, db, "-v", "ON_ERROR_STOP=1", stdin=(HERE / "views.sql").read_text())
+    assert (done.returncode, done.stderr) == (0, "")
+    assert done.stdout == (HERE / "views.out").read_text()
 
 
 def test_a_reader_sees_the_indexes_of_the_tables_it_may_read(pg, db):

@@ -2,18 +2,22 @@
 
 psql and drivers read `pg_catalog.pg_class`, `pg_namespace`, `pg_attribute`, `pg_type`,
 `pg_database`, `pg_roles`, `pg_index`, `pg_constraint`, ... and call `pg_get_userbyid`,
-`format_type`, `pg_get_indexdef`, `pg_table_is_visible`, `current_schema()`, `version()`.
-Every row here stands for a real table, index, constraint, column, type, database or user:
-nothing is invented, and what this engine lacks (inheritance, policies, foreign keys,
-publications) is an empty relation.
+`format_type`, `pg_get_indexdef`, `pg_get_viewdef`, `pg_table_is_visible`, `current_schema()`,
+`version()`. Every row here stands for a real table, index, view, constraint, column, type,
+database or user: nothing is invented, and what this engine lacks (inheritance, policies,
+foreign keys, publications, rules) is an empty relation.
 
 Indexes: a table's PRIMARY KEY and each UNIQUE constraint are shown as the index and the
 constraint PostgreSQL would make for them, under PostgreSQL's names (`t_pkey`, `t_a_b_key`);
 a `CREATE [UNIQUE] INDEX` is an index under its own name, with no constraint.
 
+Views (`pg_views`): relations of kind 'v' with the columns a read of them answers, for a
+caller who may read them; their columns come from a shape run of their query, which
+`queries` (it imports this module, so this one may not import it) hands in (`ViewColumns`).
+
 OIDs: the two schemas and the types have PostgreSQL's own (`pg_catalog` 11, `public` 2200,
-`int4` 23, ...); the admin user 10, as PostgreSQL's first superuser; tables, indexes, other
-users and databases a number from their name (CRC-32, 16384 and up), stable while the name
+`int4` 23, ...); the admin user 10, as PostgreSQL's first superuser; tables, indexes, views,
+other users and databases a number from their name (CRC-32, 16384 and up), stable while the name
 stands; a constraint the number of its index. A query reads these relations only where no
 table of the same name exists.
 """
@@ -32,6 +36,7 @@ from refimpl.engine.query.expressions import compile_expression, constant_value
 from refimpl.engine.query.select import QueryOutput
 from refimpl.engine.result import Column
 from refimpl.engine.rights import ADMIN_USER
+from refimpl.engine.statements.pg_views import ViewColumns, ViewRelation, readable_views
 from refimpl.engine.storage.access_hints import AccessHints
 from refimpl.engine.storage.schema import TableSchema
 from refimpl.errors import Forbidden, InvalidValue, SqlError, TypeMismatch, Unauthorized
@@ -39,6 +44,9 @@ from refimpl.sql import ast
 
 if TYPE_CHECKING:
     from refimpl.engine.statements.context import ScalarFunction, StatementContext
+
+# A catalog relation's rows for a caller; `views` as `relation` takes it.
+Builder = Callable[["StatementContext", "ViewColumns | None"], QueryOutput]
 
 PG_CATALOG, PUBLIC = 11, 2200
 HEAP_AM = 2
@@ -132,14 +140,20 @@ def _free_name(wanted: str, taken: set[str]) -> str:
     return name
 
 
-def _indexes(context: StatementContext) -> list[IndexRelation]:
+def _constraint_like(name: str) -> bool:
+    return re.search(r"_(p?key)[0-9]*$", name) is not None
+
+
+def _indexes(context: StatementContext, views: ViewColumns | None) -> list[IndexRelation]:
     """The indexes of the tables the caller may read, each table's primary key first, then
     its UNIQUE constraints, then its declared indexes. A constraint's name is PostgreSQL's,
-    numbered when one of those tables or declared indexes has it: a table the caller may
-    not read leaves no trace, not even in a number."""
+    numbered when one of those tables, their declared indexes or the views the caller may
+    read has it: a relation the caller may not read leaves no trace, not even in a number."""
     schemas = _readable_tables(context)
     taken = {s.name.lower() for s in schemas} | {i.name.lower() for s in schemas
                                                 for i in s.indexes}  # fmt: skip
+    # Only a view named as a constraint's index could be (`t_pkey`, `t_a_key`, numbered).
+    taken |= {v.name.lower() for v in readable_views(context, views, _constraint_like)}
     found: list[IndexRelation] = []
     for schema in schemas:
         def spelled(names: tuple[str, ...], schema: TableSchema = schema) -> tuple[str, ...]:
@@ -162,7 +176,7 @@ def _vector(numbers: Sequence[int]) -> str:
     return " ".join(str(n) for n in numbers)
 
 
-def _pg_index(context: StatementContext) -> QueryOutput:
+def _pg_index(context: StatementContext, views: ViewColumns | None) -> QueryOutput:
     columns = _columns(
         "indexrelid:BIGINT indrelid:BIGINT indnatts:INT indnkeyatts:INT indisunique:BOOLEAN"
         " indnullsnotdistinct:BOOLEAN indisprimary:BOOLEAN indisexclusion:BOOLEAN"
@@ -175,11 +189,11 @@ def _pg_index(context: StatementContext) -> QueryOutput:
     rows = [(i.oid, name_oid(i.table.name), len(i.columns), len(i.columns), i.unique, False,
              i.contype == "p", False, True, False, True, False, True, True, False,
              _vector(i.attnums()), _vector([0] * len(i.columns)), None, None)
-            for i in _indexes(context)]  # fmt: skip
+            for i in _indexes(context, views)]  # fmt: skip
     return QueryOutput(columns, rows)
 
 
-def _pg_constraint(context: StatementContext) -> QueryOutput:
+def _pg_constraint(context: StatementContext, views: ViewColumns | None) -> QueryOutput:
     columns = _columns(
         "oid:BIGINT conname:STRING connamespace:BIGINT contype:STRING condeferrable:BOOLEAN"
         " condeferred:BOOLEAN convalidated:BOOLEAN conrelid:BIGINT contypid:BIGINT"
@@ -189,7 +203,7 @@ def _pg_constraint(context: StatementContext) -> QueryOutput:
     rows = [(i.oid, i.name, PUBLIC, i.contype, False, False, True, name_oid(i.table.name), 0,
              i.oid, 0, 0, True, 0, True, "{" + ",".join(map(str, i.attnums())) + "}", None,
              None)
-            for i in _indexes(context) if i.contype is not None]  # fmt: skip
+            for i in _indexes(context, views) if i.contype is not None]  # fmt: skip
     return QueryOutput(columns, rows)
 
 
@@ -202,7 +216,7 @@ def _users(context: StatementContext) -> list[tuple[str, bool]]:
     return [(row[0], bool(row[1])) for row in shown.rows]
 
 
-def _pg_class(context: StatementContext) -> QueryOutput:
+def _pg_class(context: StatementContext, views: ViewColumns | None) -> QueryOutput:
     columns = _columns(
         "oid:BIGINT relname:STRING relnamespace:BIGINT relkind:STRING relowner:BIGINT"
         " relam:BIGINT relchecks:INT relhasindex:BOOLEAN relhasrules:BOOLEAN"
@@ -212,7 +226,7 @@ def _pg_class(context: StatementContext) -> QueryOutput:
         " relpartbound:STRING reloptions:STRING"
     )
     owner = role_oid(ADMIN_USER)
-    indexes = _indexes(context)
+    indexes = _indexes(context, views)
     indexed = {i.table.name.lower() for i in indexes}
     rows = [(name_oid(s.name), s.name, PUBLIC, "r", owner, HEAP_AM, 0, s.name.lower() in indexed,
              False, False, False, False, False, 0, 0, "p",
@@ -220,16 +234,20 @@ def _pg_class(context: StatementContext) -> QueryOutput:
             for s in _readable_tables(context)]  # fmt: skip
     rows += [(i.oid, i.name, PUBLIC, "i", owner, BTREE_AM, 0, False, False, False, False, False,
               False, 0, 0, "p", "n", 0, -1.0, None, None) for i in indexes]  # fmt: skip
+    # A view has no storage, so no access method, and no rules: it is no rule here.
+    rows += [(name_oid(v.name), v.name, PUBLIC, "v", owner, 0, 0, False, False, False, False,
+              False, False, 0, 0, "p", "n", 0, -1.0, None, None)
+             for v in readable_views(context, views)]  # fmt: skip
     return QueryOutput(columns, rows)
 
 
-def _pg_namespace(context: StatementContext) -> QueryOutput:
+def _pg_namespace(context: StatementContext, views: ViewColumns | None) -> QueryOutput:
     owner = role_oid(ADMIN_USER)
     return QueryOutput(_columns("oid:BIGINT nspname:STRING nspowner:BIGINT"),
                        [(PG_CATALOG, "pg_catalog", owner), (PUBLIC, "public", owner)])
 
 
-def _pg_attribute(context: StatementContext) -> QueryOutput:
+def _pg_attribute(context: StatementContext, views: ViewColumns | None) -> QueryOutput:
     columns = _columns(
         "attrelid:BIGINT attname:STRING atttypid:BIGINT atttypmod:INT attnum:INT"
         " attnotnull:BOOLEAN atthasdef:BOOLEAN attisdropped:BOOLEAN attcollation:BIGINT"
@@ -244,11 +262,16 @@ def _pg_attribute(context: StatementContext) -> QueryOutput:
             oid, _, size, _ = TYPES[column.type]
             rows.append((relid, column.name, oid, -1, number, column.name.lower() in keys,
                          False, False, 0, "", "", size, _storage(size), "", -1))  # fmt: skip
-    for index in _indexes(context):  # an index's columns are attributes of its own
+    for index in _indexes(context, views):  # an index's columns are attributes of its own
         for number, name in enumerate(index.columns, start=1):
             oid, _, size, _ = TYPES[index.table.type_of(name)]
             rows.append((index.oid, name, oid, -1, number, False, False, False, 0, "", "", size,
                          _storage(size), "", -1))  # fmt: skip
+    for view in readable_views(context, views):  # the columns a read of the view answers
+        for number, column in enumerate(view.columns, start=1):
+            oid, _, size, _ = TYPES[column.type]
+            rows.append((name_oid(view.name), column.name, oid, -1, number, False, False, False,
+                         0, "", "", size, _storage(size), "", -1))  # fmt: skip
     return QueryOutput(columns, rows)
 
 
@@ -257,14 +280,14 @@ def _storage(size: int) -> str:
     return "p" if size > 0 else "x"
 
 
-def _pg_type(context: StatementContext) -> QueryOutput:
+def _pg_type(context: StatementContext, views: ViewColumns | None) -> QueryOutput:
     rows = sorted({(oid, name, PG_CATALOG, size, 0) for oid, name, size, _ in TYPES.values()})
     return QueryOutput(
         _columns("oid:BIGINT typname:STRING typnamespace:BIGINT typlen:INT typcollation:BIGINT"),
         rows)  # fmt: skip
 
 
-def _pg_database(context: StatementContext) -> QueryOutput:
+def _pg_database(context: StatementContext, views: ViewColumns | None) -> QueryOutput:
     columns = _columns(
         "oid:BIGINT datname:STRING datdba:BIGINT encoding:INT datcollate:STRING"
         " datctype:STRING daticulocale:STRING datlocprovider:STRING datacl:STRING"
@@ -276,7 +299,7 @@ def _pg_database(context: StatementContext) -> QueryOutput:
     return QueryOutput(columns, rows)
 
 
-def _pg_roles(context: StatementContext) -> QueryOutput:
+def _pg_roles(context: StatementContext, views: ViewColumns | None) -> QueryOutput:
     columns = _columns(
         "oid:BIGINT rolname:STRING rolsuper:BOOLEAN rolinherit:BOOLEAN rolcreaterole:BOOLEAN"
         " rolcreatedb:BOOLEAN rolcanlogin:BOOLEAN rolconnlimit:INT rolvaliduntil:TIMESTAMP"
@@ -287,20 +310,20 @@ def _pg_roles(context: StatementContext) -> QueryOutput:
     return QueryOutput(columns, rows)
 
 
-def _empty(spec: str) -> Callable[[StatementContext], QueryOutput]:
-    return lambda context: QueryOutput(_columns(spec), [])
+def _empty(spec: str) -> Builder:
+    return lambda context, views: QueryOutput(_columns(spec), [])
 
 
-RELATIONS: dict[str, Callable[[StatementContext], QueryOutput]] = {
+RELATIONS: dict[str, Builder] = {
     "pg_class": _pg_class,
     "pg_namespace": _pg_namespace,
     "pg_attribute": _pg_attribute,
     "pg_type": _pg_type,
     "pg_database": _pg_database,
     "pg_roles": _pg_roles,
-    "pg_user": lambda c: QueryOutput(_columns("usename:STRING usesysid:BIGINT usesuper:BOOLEAN"),
+    "pg_user": lambda c, v: QueryOutput(_columns("usename:STRING usesysid:BIGINT usesuper:BOOLEAN"),
                                      [(n, role_oid(n), a) for n, a in _users(c)]),
-    "pg_am": lambda c: QueryOutput(_columns("oid:BIGINT amname:STRING amtype:STRING"),
+    "pg_am": lambda c, v: QueryOutput(_columns("oid:BIGINT amname:STRING amtype:STRING"),
                                    [(HEAP_AM, "heap", "t"), (BTREE_AM, "btree", "i")]),
     "pg_index": _pg_index,
     "pg_constraint": _pg_constraint,
@@ -326,13 +349,15 @@ RELATIONS: dict[str, Callable[[StatementContext], QueryOutput]] = {
 }  # fmt: skip
 
 
-def relation(context: StatementContext, name: str) -> QueryOutput | None:
+def relation(context: StatementContext, name: str,
+             views: ViewColumns | None) -> QueryOutput | None:  # fmt: skip
     """The catalog relation `name` (lower case), or None: no such relation, or a table of
-    the database has that name."""
+    the database has that name. `views` knows the columns of a view as the caller reads it
+    (None: the views are left out, for a shape run, whose rows nobody reads)."""
     build = RELATIONS.get(name)
     if build is None or name in context.database.tables:
         return None
-    return build(context)
+    return build(context, views)
 
 
 def is_relation(context: StatementContext, name: str) -> bool:
@@ -387,8 +412,9 @@ def _function(context: StatementContext, arity: Sequence[int], result: str,
     return build
 
 
-def functions(context: StatementContext) -> dict[str, ScalarFunction]:
-    """The catalog functions psql and drivers call, bound to `context`."""
+def functions(context: StatementContext, views: ViewColumns) -> dict[str, ScalarFunction]:
+    """The catalog functions psql and drivers call, bound to `context`; `views` as
+    `relation` takes it."""
 
     def user_by_id(oid: Any) -> str | None:
         # The admin user owns every relation: its (fixed) name is known to every caller.
@@ -400,7 +426,7 @@ def functions(context: StatementContext) -> dict[str, ScalarFunction]:
         return None if oid is None else _FORMAT_TYPE.get(oid, "???")
 
     def index_of(oid: Any) -> IndexRelation | None:
-        return next((i for i in _indexes(context) if i.oid == oid), None)
+        return next((i for i in _indexes(context, views) if i.oid == oid), None)
 
     def index_definition(oid: Any, column: Any = 0, pretty: Any = False) -> str | None:
         # Column 0 is the whole statement; column n the index's n-th column, as PostgreSQL.
@@ -418,11 +444,22 @@ def functions(context: StatementContext) -> dict[str, ScalarFunction]:
         index = index_of(oid)
         return None if index is None else index.constraint_definition()
 
+    def view_of(oid: Any) -> ViewRelation | None:
+        found = readable_views(context, views, lambda name: name_oid(name) == oid)
+        return found[0] if found else None
+
+    def view_definition(oid: Any, pretty: Any = False) -> str | None:
+        view = None if oid is None else view_of(oid)
+        return None if view is None else view.definition()
+
     def table_size(oid: Any) -> int | None:
         # What the table's rows count against memory_mb, its index entries included; an
         # index alone has no size of its own here (NULL), nor has an OID of no readable table.
+        # A view has no storage: 0, as in PostgreSQL.
         table = next((s for s in _readable_tables(context) if name_oid(s.name) == oid), None)
-        return None if table is None else context.database.table_bytes.get(table.name.lower())
+        if table is None:
+            return None if oid is None or view_of(oid) is None else 0
+        return context.database.table_bytes.get(table.name.lower())
 
     return {
         "pg_get_userbyid": _function(context, (1,), "STRING", user_by_id),
@@ -440,6 +477,7 @@ def functions(context: StatementContext) -> dict[str, ScalarFunction]:
         "pg_get_expr": _function(context, (2, 3), "STRING", lambda *args: None),
         "pg_get_constraintdef": _function(context, (1, 2), "STRING", constraint_definition),
         "pg_get_indexdef": _function(context, (1, 3), "STRING", index_definition),
+        "pg_get_viewdef": _function(context, (1, 2), "STRING", view_definition),
         "pg_get_statisticsobjdef_columns": _function(context, (1,), "STRING",
                                                      lambda *args: None),
         "array_upper": _function(context, (2,), "BIGINT", array_upper),

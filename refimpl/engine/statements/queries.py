@@ -7,11 +7,16 @@ caller without the right learns nothing of what exists); a view needs READ on th
 as its query runs with the reader's rights, on every table it reads. Reads outside a
 transaction hold the database's state lock for the whole query, so every table and subquery
 sees the same commit.
+
+A shape run (`view_columns`) runs a query as a reader would, rights and all, over no rows:
+every table, catalog relation and table function reads as empty, so it costs no scan and
+answers only the query's columns and their types, which depend on no row.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any
@@ -29,7 +34,13 @@ from refimpl.engine.storage.access_hints import AccessHints
 from refimpl.engine.storage.schema import TableSchema
 from refimpl.engine.storage.table import Table, parts_for_period_range
 from refimpl.engine.storage.transaction import TableWork
-from refimpl.errors import RecursionLimit, SqlError, UnknownColumn, UnknownFunction
+from refimpl.errors import (
+    RecursionLimit,
+    SqlError,
+    UnknownColumn,
+    UnknownFunction,
+    UnknownTable,
+)
 from refimpl.sql import ast
 from refimpl.sql.parser import parse_cached
 
@@ -79,6 +90,18 @@ class TransactionTable:
         return self.work.rows(hints)
 
 
+class _NoRows:
+    """A source read in a shape run: its columns and schema, no rows."""
+
+    def __init__(self, source: RowSource) -> None:
+        self.columns = source.columns
+        self.qualifier = source.qualifier
+        self.schema = source.schema
+
+    def rows(self, hints: AccessHints) -> Iterator[Sequence[Any]]:
+        return iter(())
+
+
 class _Prepared:
     """A subquery as `refimpl.engine.query.subqueries` runs it (a PreparedQuery)."""
 
@@ -97,18 +120,20 @@ class QueryRunner:
     """Runs queries of one statement; a `SubqueryPlanner` for their expressions.
 
     `tables` are the WITH tables in sight (name -> answer); `outer` links a subquery to the
-    query around it; `views` are the views being expanded (a loop among them is an error).
+    query around it; `views` are the views being expanded (a loop among them is an error);
+    `shape`: a shape run, whose sources read no rows.
     """
 
     def __init__(self, context: StatementContext, params: Sequence[Any], now: int, *,
                  tables: dict[str, QueryOutput] | None = None, outer: OuterLink | None = None,
-                 views: tuple[str, ...] = ()) -> None:
+                 views: tuple[str, ...] = (), shape: bool = False) -> None:
         self.context = context
         self.params = params
         self.now = now
         self.tables = tables or {}
         self.outer = outer
         self.views = views
+        self.shape = shape
         self.functions = context.sql_functions()
 
     # -- SubqueryPlanner -----------------------------------------------------------------
@@ -159,7 +184,8 @@ class QueryRunner:
                tables: dict[str, QueryOutput] | None = None) -> QueryRunner:
         return QueryRunner(self.context, self.params, self.now,
                            tables=self.tables if tables is None else tables,
-                           outer=outer if outer is not None else self.outer, views=self.views)
+                           outer=outer if outer is not None else self.outer, views=self.views,
+                           shape=self.shape)
 
     # -- queries -------------------------------------------------------------------------
 
@@ -287,7 +313,8 @@ class QueryRunner:
             values = [(c.fn(()), c.type) for c in compiled]
             source = dataclasses.replace(source, args=tuple(
                 ast.Literal(value, "NULL" if value is None else kind) for value, kind in values))
-        return table_function(self.context, source, select, self.params)
+        rows = table_function(self.context, source, select, self.params)
+        return _NoRows(rows) if self.shape else rows
 
     def _table(self, source: ast.TableSource, lone: bool) -> RowSource:
         name = source.name.lower()
@@ -296,9 +323,12 @@ class QueryRunner:
             output = self.tables[name]
             return named(output.columns, qualifier, lambda: output.rows)
         context = self.context
-        system = pg_catalog.relation(context, name)
+        # A shape run leaves views out of the catalog's rows: it reads none of them, and a
+        # view of pg_class would otherwise take its own shape to make its shape.
+        system = pg_catalog.relation(context, name, None if self.shape else self.view_columns)
         if system is not None:
-            return named(system.columns, qualifier, lambda: system.rows)
+            rows = [] if self.shape else system.rows
+            return named(system.columns, qualifier, lambda: rows)
         view = context.database.views.get(name)
         if view is not None:
             return self._view(source, view)
@@ -309,6 +339,9 @@ class QueryRunner:
                 txn.table(source.name), source.alias)
         else:
             table = CommittedTable(context.database.committed_table(source.name), source.alias)
+        if self.shape:
+            empty = _NoRows(table)
+            return empty if lone else named(empty.columns, qualifier, lambda: ())
         if lone:
             return table
         relation = named(table.columns, qualifier, lambda: table.rows(AccessHints()))
@@ -316,15 +349,39 @@ class QueryRunner:
         return relation
 
     def _view(self, source: ast.TableSource, text: str) -> Relation:
-        self.context.authorize(Right.READ, source.name)
-        name = source.name.lower()
+        output = self._view_output(source.name, text)
+        return named(output.columns, source.alias or source.name, lambda: output.rows)
+
+    def _view_output(self, spelled: str, text: str) -> QueryOutput:
+        self.context.authorize(Right.READ, spelled)
+        name = spelled.lower()
         if name in self.views or len(self.views) >= _MAX_VIEW_DEPTH:
-            raise SqlError(f"the view '{source.name}' reads itself through other views")
+            raise SqlError(f"the view '{spelled}' reads itself through other views")
         statement = parse_cached(text).statements[0]
         assert isinstance(statement, ast.CreateView)
-        runner = QueryRunner(self.context, (), self.now, views=(*self.views, name))
-        output = runner.run(statement.query)
-        return named(output.columns, source.alias or source.name, lambda: output.rows)
+        runner = QueryRunner(self.context, (), self.now, views=(*self.views, name),
+                             shape=self.shape)
+        return runner.run(statement.query)
+
+    def view_columns(self, name: str) -> list[Column]:
+        """The columns of the view `name` (lower case) as this caller would read it: a
+        shape run of its query, so with the rights a read needs (Forbidden without READ on
+        the view or a table it reads) and a read's errors (a table it reads was dropped)."""
+        # Not inside the views this runner expands: a view of pg_class asks for its own
+        # shape, which is no loop (a shape run lists no views).
+        runner = QueryRunner(self.context, (), self.now, shape=True)
+        database = self.context.database
+        lock = database.state_lock if self.context.transaction is None else nullcontext()
+        with lock:
+            text = database.views.get(name)
+            if text is None:
+                raise UnknownTable(name)
+            return runner._view_output(name, text).columns
+
+
+def view_columns(context: StatementContext, name: str) -> list[Column]:
+    """`QueryRunner.view_columns` for a caller outside any query (a catalog function)."""
+    return QueryRunner(context, (), time.time_ns() // 1000).view_columns(name)
 
 
 def _correlation(term: ast.Expr, inner: Scope,
