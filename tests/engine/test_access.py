@@ -17,7 +17,14 @@ from refimpl.engine.access import (
     Right,
     parse_duration,
 )
-from refimpl.errors import Forbidden, InvalidValue, NotAllowed, Unauthorized, UserError
+from refimpl.errors import (
+    Forbidden,
+    InvalidValue,
+    NotAllowed,
+    Unauthorized,
+    UnknownTable,
+    UserError,
+)
 from refimpl.sql import ast
 
 
@@ -359,6 +366,31 @@ def test_drop_table_in_a_transaction_forgets_only_when_committed(tmp_path):
     connection.execute("BEGIN; DROP TABLE t; ROLLBACK")
     assert connection.instance.access.allowed(Principal("u"), "demo", Right.READ, "t")
     assert [row[3] for row in connection.execute("SHOW GRANTS FOR u").rows] == ["t"]
+    connection.close()
+
+
+def test_a_view_takes_table_level_grants_and_drop_view_forgets_them(tmp_path):
+    connection = refimpl.connect(tmp_path / "data")
+    connection.execute("CREATE TABLE t (x INT); INSERT INTO t VALUES (1)")
+    connection.execute("CREATE VIEW v AS SELECT x FROM t")
+    connection.execute("CREATE USER u")
+    connection.execute("GRANT SELECT ON v TO u")
+    connection.execute("GRANT SELECT ON t TO u")
+    u = Principal("u")
+    access = connection.instance.access
+    assert access.allowed(u, "demo", Right.READ, "v")
+    reader = connection.instance.session("demo", u)
+    assert reader.execute("SELECT x FROM v").rows == [(1,)]
+    connection.execute("REVOKE SELECT ON v FROM u")
+    with pytest.raises(Forbidden):
+        reader.execute("SELECT x FROM v")
+    connection.execute("GRANT SELECT ON v TO u")
+    connection.execute("DROP VIEW v")
+    connection.execute("CREATE VIEW v AS SELECT x FROM t")  # a new view: no old grant
+    assert not access.allowed(u, "demo", Right.READ, "v")
+    assert [row[3] for row in connection.execute("SHOW GRANTS FOR u").rows] == ["t"]
+    with pytest.raises(UnknownTable):
+        connection.execute("GRANT SELECT ON nothing TO u")  # neither a table nor a view
     connection.close()
 
 

@@ -59,6 +59,9 @@ def _drop_view(context: StatementContext, statement: ast.DropView, text: str,
                 return message_result(text, f"view '{name}' does not exist")
             raise UnknownTable(name)
         txn.database_changes.append(ddl.canonical_sql(ast.DropView(name)))
+        # As DROP TABLE: a new view or table of that name inherits no grant or revoke.
+        database = context.database.name
+        txn.after_commit.append(lambda: context.access.forget_table(database, name))
         return message_result(text, f"view '{name}' dropped")
 
     return context.write(run)
