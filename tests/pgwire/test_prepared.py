@@ -5,8 +5,10 @@ DEALLOCATE ALL after an ALTER or DROP of its own and prepares again."""
 
 from __future__ import annotations
 
+import psycopg
 import pytest
 from psycopg import errors as pgerrors
+from psycopg import pq
 
 
 def test_a_revoke_between_two_runs_refuses_the_second(pg, db):
@@ -44,13 +46,19 @@ def test_a_schema_change_between_runs_of_psycopg_gives_the_new_answer(pg, db):
         assert conn.execute(some, (1,), prepare=True).fetchone() == (1, 7.5)
 
 
+def _prepare_star(conn: psycopg.Connection) -> pq.abc.PGconn:
+    """Table t (id, v) with a row, and `star` prepared and described: its two columns told."""
+    conn.execute("CREATE TABLE t (id BIGINT PRIMARY KEY, v DOUBLE)")
+    conn.execute("INSERT INTO t VALUES (1, 0.5)")
+    pgconn = conn.pgconn
+    assert pgconn.prepare(b"star", b"SELECT * FROM t WHERE id = $1").status == 1
+    assert pgconn.describe_prepared(b"star").nfields == 2
+    return pgconn
+
+
 def test_a_schema_change_that_changes_a_prepared_statements_columns_refuses_it(pg, db):
     with pg.connect(db) as conn:
-        conn.execute("CREATE TABLE t (id BIGINT PRIMARY KEY, v DOUBLE)")
-        conn.execute("INSERT INTO t VALUES (1, 0.5)")
-        pgconn = conn.pgconn
-        assert pgconn.prepare(b"star", b"SELECT * FROM t WHERE id = $1").status == 1
-        assert pgconn.describe_prepared(b"star").nfields == 2
+        pgconn = _prepare_star(conn)
         assert pgconn.exec_prepared(b"star", [b"1"]).get_value(0, 1) == b"0.5"
         assert pgconn.prepare(b"some", b"SELECT id FROM t WHERE id = $1").status == 1
         assert pgconn.exec_prepared(b"some", [b"1"]).get_value(0, 0) == b"1"
@@ -70,11 +78,7 @@ def test_the_columns_a_describe_told_are_the_ones_a_later_run_must_answer(pg, db
     # A client that read the columns at Describe decodes the first run by them: a schema
     # change between the two refuses that run, as one between two runs does.
     with pg.connect(db) as conn:
-        conn.execute("CREATE TABLE t (id BIGINT PRIMARY KEY, v DOUBLE)")
-        conn.execute("INSERT INTO t VALUES (1, 0.5)")
-        pgconn = conn.pgconn
-        assert pgconn.prepare(b"star", b"SELECT * FROM t WHERE id = $1").status == 1
-        assert pgconn.describe_prepared(b"star").nfields == 2
+        pgconn = _prepare_star(conn)
         pg.http.sql("ALTER TABLE t ADD COLUMN s STRING", db)
         refused = pgconn.exec_prepared(b"star", [b"1"])
         assert refused.error_field(ord("C")) == b"0A000"
