@@ -216,7 +216,7 @@ class Session:
         """Block until every commit of this session is on disk (its group commit led or
         joined); raises WritesStopped when the log failed, and then nothing may be
         acknowledged."""
-        if self.durable_needed > self.database.log.durable_lsn:
+        if not self.is_durable():
             self.database.wait_durable(self.durable_needed)
 
     def rollback(self) -> None:

@@ -95,6 +95,7 @@ class _Socket:
             sent = 0  # TLS: nothing was taken, the same bytes go again
         if sent == len(data):
             return
+        admission.waiting()  # a client slow to take it is waited for without a place
         self.sock.setblocking(True)
         try:
             self.sock.sendall(memoryview(data)[sent:])

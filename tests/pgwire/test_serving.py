@@ -6,6 +6,7 @@ import socket
 import struct
 import subprocess
 import sys
+import time
 
 import psycopg
 import pytest
@@ -109,3 +110,25 @@ def test_a_taken_port_stops_the_start_with_a_clear_message(pg, tmp_path):
     )  # fmt: skip
     assert done.returncode == 2
     assert f"cannot serve the PostgreSQL protocol on 127.0.0.1:{pg.port}" in done.stderr
+
+
+def test_clients_that_read_no_answer_hold_no_place_of_the_others(pg):
+    # Their answers are larger than the sockets hold, and costly to make (so they ran on
+    # the long place): each worker sending one waits for its client, and hands its place
+    # on first, so a statement known to be costly still gets the long place to run on.
+    wide = "x" * 1000
+    stuck = [pg.connect() for _ in range(3)]  # more than the places there are
+    try:
+        for conn in stuck:
+            conn.pgconn.send_query(f"SELECT '{wide}' FROM generate_series(1, 20000)".encode())
+        time.sleep(1.0)  # their answers are being sent: the sockets are full
+        with pg.connect() as other:
+            started = time.monotonic()
+            assert other.execute("SELECT 1").fetchone() == (1,)
+            for _ in range(3):  # from the second run on, known costly: it needs the long place
+                assert other.execute("SELECT count(*) FROM generate_series(1, 300000)"
+                                     ).fetchone() == (300000,)  # fmt: skip
+            assert time.monotonic() - started < 10
+    finally:
+        for conn in stuck:
+            conn.pgconn.finish()
