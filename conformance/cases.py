@@ -374,9 +374,7 @@ def normalize_http(case: dict[str, Any], where: str) -> dict[str, Any]:
             raise CaseError(f"{here} is not an object")
         kinds = [k for k in STEP_KINDS if k in step]
         if len(kinds) != 1:
-            raise CaseError(
-                f"{here} needs exactly one of 'request', 'await', 'pending', 'restart'"
-            )
+            raise CaseError(f"{here} needs exactly one of 'request', 'await', 'pending', 'restart'")
         kind = kinds[0]
         if kind == "request":
             out_steps.append(_normalize_request_step(step, here, started, open_names))

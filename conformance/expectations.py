@@ -20,8 +20,6 @@ class Expectation:
     reason: str
 
 
-
-
 def load_expectations(path: Path | str) -> list[Expectation]:
     """An expectations file: lines `<id or glob> FAIL|SKIP <reason>`, `#` comments.
 
@@ -102,5 +100,3 @@ def apply_expectation(result: ExampleResult, expectation: Expectation | None) ->
     else:
         result.outcome = result.verdict
     return result
-
-

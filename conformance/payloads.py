@@ -18,8 +18,6 @@ class SubstitutionError(KeyError):
     """A `{{name}}` with nothing captured under that name."""
 
 
-
-
 def substitute(value: Any, variables: dict[str, Any]) -> Any:
     """Replace `{{name}}` in every string (and object key) of `value`.
 
@@ -176,5 +174,3 @@ def for_display(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: for_display(v) for k, v in value.items()}
     return value
-
-

@@ -28,9 +28,22 @@ from conformance.transport import StepFailure
 
 PG_SUFFIX = "@pg"
 # PostgreSQL type OIDs -> the column type names of the examples.
-_TYPE_NAMES = {16: "BOOLEAN", 20: "BIGINT", 21: "INT", 23: "INT", 26: "BIGINT", 700: "DOUBLE",
-               701: "DOUBLE", 1700: "DOUBLE", 25: "STRING", 1043: "STRING", 1042: "STRING",
-               19: "STRING", 1114: "TIMESTAMP", 1184: "TIMESTAMP"}  # fmt: skip
+_TYPE_NAMES = {
+    16: "BOOLEAN",
+    20: "BIGINT",
+    21: "INT",
+    23: "INT",
+    26: "BIGINT",
+    700: "DOUBLE",
+    701: "DOUBLE",
+    1700: "DOUBLE",
+    25: "STRING",
+    1043: "STRING",
+    1042: "STRING",
+    19: "STRING",
+    1114: "TIMESTAMP",
+    1184: "TIMESTAMP",
+}
 _SAME_OVER_PG = {"SYMBOL": "STRING"}
 _STDIO_COPY = re.compile(r"\bCOPY\b.*\b(FROM\s+STDIN|TO\s+STDOUT)\b", re.IGNORECASE | re.DOTALL)
 
@@ -39,9 +52,12 @@ def pg_examples(examples: list[Example]) -> list[Example]:
     """The SQL examples, each under its id with `@pg` added; not those with a COPY FROM STDIN
     or TO STDOUT, whose rows travel in the protocol's copy messages, not in a Query's answer
     (the PostgreSQL protocol's own tests check those)."""
-    return [dataclasses.replace(e, id=e.id + PG_SUFFIX) for e in examples
-            if e.kind == "sql" and not any(_STDIO_COPY.search(record.get("sql", ""))
-                                           for record in e.data["records"])]  # fmt: skip
+    return [
+        dataclasses.replace(e, id=e.id + PG_SUFFIX)
+        for e in examples
+        if e.kind == "sql"
+        and not any(_STDIO_COPY.search(record.get("sql", "")) for record in e.data["records"])
+    ]
 
 
 def _value(text: bytes | None, oid: int) -> Any:
@@ -68,8 +84,9 @@ def _value(text: bytes | None, oid: int) -> Any:
 def _expected_over_pg(record: dict[str, Any]) -> dict[str, Any]:
     shown = dict(record)
     if record["type"] == "query":
-        shown["columns"] = [{**c, "type": _SAME_OVER_PG.get(c["type"], c["type"])}
-                            for c in record["columns"]]  # fmt: skip
+        shown["columns"] = [
+            {**c, "type": _SAME_OVER_PG.get(c["type"], c["type"])} for c in record["columns"]
+        ]
     elif record.get("expect") == "ok":
         shown.pop("message", None)
     return shown
@@ -83,8 +100,14 @@ class PgRunner(Runner):
         host, _, port = pg_address.rpartition(":")
         self.pg_host, self.pg_port, self.pg_user = host.strip("[]"), int(port), user
 
-    def _run_sql(self, session: requests.Session, example: Example, database: str,
-                 variables: dict[str, Any], result: ExampleResult) -> None:  # fmt: skip
+    def _run_sql(
+        self,
+        session: requests.Session,
+        example: Example,
+        database: str,
+        variables: dict[str, Any],
+        result: ExampleResult,
+    ) -> None:
         failures: list[str] = []
         diffs: list[str] = []
         for record in example.data["records"]:
@@ -95,11 +118,19 @@ class PgRunner(Runner):
                 continue
             where = f"{example.source}:{record.get('line', '?')}"
             failures.append(f"{where} (over the PostgreSQL protocol): {problem}")
-            diffs.append(f"@ {where}\n" + text_diff(render_sql_record(sorted_record(expected)),
-                                                    render_sql_record(sorted_record(actual))))
+            diffs.append(
+                f"@ {where}\n"
+                + text_diff(
+                    render_sql_record(sorted_record(expected)),
+                    render_sql_record(sorted_record(actual)),
+                )
+            )
         if failures:
-            raise StepFailure("; ".join(failures), "\n".join(diffs),
-                              f"Query on {self.pg_host}:{self.pg_port} db={database}")
+            raise StepFailure(
+                "; ".join(failures),
+                "\n".join(diffs),
+                f"Query on {self.pg_host}:{self.pg_port} db={database}",
+            )
 
     def _query(self, database: str, expected: dict[str, Any]) -> dict[str, Any]:
         import psycopg
@@ -107,12 +138,23 @@ class PgRunner(Runner):
 
         sql = expected["sql"]
         try:
-            conn = psycopg.connect(host=self.pg_host, port=self.pg_port, user=self.pg_user,
-                                   password=self.options.token or "", dbname=database,
-                                   autocommit=True, connect_timeout=self.options.timeout)
+            conn = psycopg.connect(
+                host=self.pg_host,
+                port=self.pg_port,
+                user=self.pg_user,
+                password=self.options.token or "",
+                dbname=database,
+                autocommit=True,
+                connect_timeout=self.options.timeout,
+            )
         except psycopg.Error as exc:
-            return {"type": "statement", "expect": "error", "sql": sql, "status": 0,
-                    "message": f"could not connect: {exc}"}  # fmt: skip
+            return {
+                "type": "statement",
+                "expect": "error",
+                "sql": sql,
+                "status": 0,
+                "message": f"could not connect: {exc}",
+            }
         try:
             # PQexec: one simple Query, answered by its last statement, as /exec answers.
             answer = conn.pgconn.exec_(sql.encode("utf-8"))
@@ -120,13 +162,19 @@ class PgRunner(Runner):
             conn.close()
         if answer.status == pq.ExecStatus.TUPLES_OK:
             oids = [answer.ftype(i) for i in range(answer.nfields)]
-            rows = [[_value(answer.get_value(r, c), oids[c]) for c in range(answer.nfields)]
-                    for r in range(answer.ntuples)]  # fmt: skip
+            rows = [
+                [_value(answer.get_value(r, c), oids[c]) for c in range(answer.nfields)]
+                for r in range(answer.ntuples)
+            ]
             return {
                 "type": "query",
-                "columns": [{"name": (answer.fname(i) or b"").decode(),
-                             "type": _TYPE_NAMES.get(oids[i], f"oid {oids[i]}")}
-                            for i in range(answer.nfields)],  # fmt: skip
+                "columns": [
+                    {
+                        "name": (answer.fname(i) or b"").decode(),
+                        "type": _TYPE_NAMES.get(oids[i], f"oid {oids[i]}"),
+                    }
+                    for i in range(answer.nfields)
+                ],
                 "sort": expected.get("sort", "nosort"),
                 "sql": sql,
                 "rows": [render_row(row) for row in rows],
@@ -137,5 +185,10 @@ class PgRunner(Runner):
         message = (answer.error_field(pq.DiagnosticField.MESSAGE_PRIMARY) or b"").decode()
         # Failures of the server itself (internal, disk, unavailable) count as a 5xx would.
         status = 500 if code.startswith(("XX", "58", "57P")) else 400
-        return {"type": "statement", "expect": "error", "sql": sql, "status": status,
-                "message": message or answer.error_message.decode()}  # fmt: skip
+        return {
+            "type": "statement",
+            "expect": "error",
+            "sql": sql,
+            "status": status,
+            "message": message or answer.error_message.decode(),
+        }

@@ -37,5 +37,3 @@ class ExampleResult:
     def __post_init__(self) -> None:
         if not self.outcome:
             self.outcome = self.verdict
-
-

@@ -72,6 +72,7 @@ _SUCCESS_STATUS = {"$match": "int", "ge": 200, "lt": 300}
 DEFAULT_AWAIT_S = 10.0
 DEFAULT_PENDING_MS = 500.0
 
+
 @dataclass(frozen=True)
 class RunOptions:
     """How to reach the server. `token` is the admin token (None: send no credentials)."""
@@ -341,9 +342,7 @@ class Runner:
             for background in run.backgrounds.values():
                 background.close()
 
-    def _build(
-        self, step: dict[str, Any], database: str, variables: dict[str, Any]
-    ) -> HttpRequest:
+    def _build(self, step: dict[str, Any], database: str, variables: dict[str, Any]) -> HttpRequest:
         request = substitute(step["request"], variables)
         auth = self._auth_headers(step["request"].get("auth", "admin"), variables)
         return build_request(request, database, auth)
@@ -424,9 +423,7 @@ def _check_pending(step: dict[str, Any], background: Background, where: str) -> 
     wait_ms = float(step.get("for_ms", DEFAULT_PENDING_MS))
     if background.wait(wait_ms / 1000.0):
         answered = (background.answered_at or time.monotonic()) - background.started_at
-        what = (
-            f"HTTP {background.answer.status}" if background.answer else background.error
-        )
+        what = f"HTTP {background.answer.status}" if background.answer else background.error
         raise StepFailure(
             f"{where}: the background request {step['pending']!r} answered ({what})"
             f" {answered * 1000:.0f} ms after it was sent; it should still be waiting"

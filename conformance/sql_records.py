@@ -144,5 +144,3 @@ def updated_record(expected: dict[str, Any], actual: dict[str, Any]) -> dict[str
     if "message" in expected:
         record["message"] = message
     return record
-
-

@@ -173,9 +173,7 @@ def send(
             content_type=media,
         )
     except requests.RequestException as exc:
-        raise StepFailure(
-            f"the answer broke off: {exc}", request=request.describe()
-        ) from None
+        raise StepFailure(f"the answer broke off: {exc}", request=request.describe()) from None
     finally:
         response.close()
 

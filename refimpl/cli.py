@@ -76,14 +76,17 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--pg-port", type=int, help="serve the PostgreSQL protocol on this port (0: a free one)"
     )
-    serve.add_argument("--pg-tls-cert", type=Path,
-                       help="a PEM certificate: the PostgreSQL port serves TLS")  # fmt: skip
+    serve.add_argument(
+        "--pg-tls-cert", type=Path, help="a PEM certificate: the PostgreSQL port serves TLS"
+    )
     serve.add_argument("--pg-tls-key", type=Path, help="the PEM private key of --pg-tls-cert")
     serve.add_argument(
         "--log-format", choices=("text", "json"), help="log lines on stderr (default text)"
     )
     serve.add_argument(
-        "--memory", type=int, metavar="MB",
+        "--memory",
+        type=int,
+        metavar="MB",
         help="limit on the memory table data takes, all databases together (memory_mb)",
     )
     serve.add_argument(
@@ -99,8 +102,12 @@ def _parser() -> argparse.ArgumentParser:
     sql.add_argument("--token", help="the token for --url (none for a --dev server)")
     sql.add_argument("--db", default="demo", help="database (default demo)")
     sql.add_argument("-c", "--command", dest="sql", help="run this SQL and exit")
-    sql.add_argument("--format", choices=("table", "csv", "json"), default="table",
-                     help="how answers are shown (default table; \\format changes it)")
+    sql.add_argument(
+        "--format",
+        choices=("table", "csv", "json"),
+        default="table",
+        help="how answers are shown (default table; \\format changes it)",
+    )
     sql.set_defaults(run=_sql)
 
     check = commands.add_parser("check", help="check a data folder for damage (read-only)")
@@ -126,17 +133,20 @@ def _parser() -> argparse.ArgumentParser:
         "backup", help="copy a data folder's databases at one LSN each (a server may run)"
     )
     backup.add_argument("--data", type=Path, default=Path("kdb-data"), help="data folder")
-    backup.add_argument("--to", type=Path, required=True, dest="dest",
-                        help="a new or empty folder for the backup")  # fmt: skip
+    backup.add_argument(
+        "--to", type=Path, required=True, dest="dest", help="a new or empty folder for the backup"
+    )
     backup.set_defaults(run=_backup)
 
     restore = commands.add_parser(
         "restore", help="bring a backup back into a new or empty data folder (a new timeline)"
     )
-    restore.add_argument("--from", type=Path, required=True, dest="source",
-                         help="the backup's folder")  # fmt: skip
-    restore.add_argument("--data", type=Path, required=True,
-                         help="a new or empty data folder, used by no server")  # fmt: skip
+    restore.add_argument(
+        "--from", type=Path, required=True, dest="source", help="the backup's folder"
+    )
+    restore.add_argument(
+        "--data", type=Path, required=True, help="a new or empty data folder, used by no server"
+    )
     restore.set_defaults(run=_restore)
 
     commands.add_parser("conform", help="run the conformance suite (see `conform --help`)")
@@ -206,8 +216,9 @@ def _serve(options: argparse.Namespace) -> int:
     sys.setswitchinterval(0.0005)
     warm_up()
     # A long recovery says how far it has come (after a second, every second) in the log.
-    recovery = ProgressView(line=logging.getLogger("refimpl.recovery").info,
-                            after=settings.progress_after_s)
+    recovery = ProgressView(
+        line=logging.getLogger("refimpl.recovery").info, after=settings.progress_after_s
+    )
     instance = Instance.open(settings.data, engine_options(settings), progress=recovery)
     try:
         if options.sample:
@@ -268,8 +279,16 @@ def _serve(options: argparse.Namespace) -> int:
     # with what they have and ends open streams (which would otherwise hold their workers).
     limits = ConnectionLimits(settings.max_connections, settings.max_connections_per_address)
     return serve(
-        app, settings.host, settings.port, settings.threads, listening, stopped,
-        app.begin_shutdown, limits, settings.max_body_bytes, app.request_log,
+        app,
+        settings.host,
+        settings.port,
+        settings.threads,
+        listening,
+        stopped,
+        app.begin_shutdown,
+        limits,
+        settings.max_body_bytes,
+        app.request_log,
     )
 
 
@@ -307,12 +326,17 @@ def _start_pg(settings: Any, instance: Any) -> Any:
     elif settings.pg_tls_key is not None:
         raise ConfigError("pg_tls_key is given without pg_tls_cert; give the certificate too")
     try:
-        server = PgServer(instance, PgOptions(
-            settings.host, settings.pg_port, settings.threads,
-            ConnectionLimits(limit, limit, "pg_max_connections", "pg_max_connections"),
-            LinkOptions(settings.dev, settings.max_body_bytes, tls=context is not None),
-            tls=context,
-        ))  # fmt: skip
+        server = PgServer(
+            instance,
+            PgOptions(
+                settings.host,
+                settings.pg_port,
+                settings.threads,
+                ConnectionLimits(limit, limit, "pg_max_connections", "pg_max_connections"),
+                LinkOptions(settings.dev, settings.max_body_bytes, tls=context is not None),
+                tls=context,
+            ),
+        )
     except OSError as exc:
         raise ConfigError(
             f"cannot serve the PostgreSQL protocol on {settings.host}:{settings.pg_port}:"
@@ -396,8 +420,9 @@ def _import(options: argparse.Namespace) -> int:
     view = _progress_view(after=0.0) if sys.stderr.isatty() else ProgressView()
     with view:
         if options.url is not None:
-            answer = import_to_server(options.file, options.table, options.url, options.token,
-                                      options.db, view)  # fmt: skip
+            answer = import_to_server(
+                options.file, options.table, options.url, options.token, options.db, view
+            )
         else:
             data = options.data or Path("kdb-data")
             answer = import_to_folder(options.file, options.table, data, options.db, view)

@@ -99,8 +99,10 @@ class UnknownIndex(SqlError):
 
 class IndexExists(SqlError):
     def __init__(self, index: str, table: str):
-        super().__init__(f"index '{index}' already exists (on table '{table}'); index names"
-                         " are the database's, so pick another")
+        super().__init__(
+            f"index '{index}' already exists (on table '{table}'); index names"
+            " are the database's, so pick another"
+        )
 
 
 class NotNullViolation(SqlError):

@@ -36,10 +36,17 @@ def candles(seed: int = 20260924) -> list[tuple]:
             high = max(open_, close, *moves)
             low = min(open_, close, *moves)
             volume = generator.randint(10, 5000)
-            rows.append((
-                start + minute * 60_000_000, symbol, round(open_, 2), round(high, 2),
-                round(low, 2), round(close, 2), volume,
-            ))
+            rows.append(
+                (
+                    start + minute * 60_000_000,
+                    symbol,
+                    round(open_, 2),
+                    round(high, 2),
+                    round(low, 2),
+                    round(close, 2),
+                    volume,
+                )
+            )
             price = close
     return rows
 

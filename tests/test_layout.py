@@ -25,16 +25,28 @@ MAX_LINES = 600
 OVERSIZED_ALLOWED: dict[str, str] = {}
 
 _ENGINE = "refimpl.engine"
-_LEAVES = ("refimpl.engine.options", "refimpl.engine.result", "refimpl.engine.admission",
-           "refimpl.engine.rights", "refimpl.engine.files", "refimpl.engine.measures",
-           "refimpl.engine.progress")
+_LEAVES = (
+    "refimpl.engine.options",
+    "refimpl.engine.result",
+    "refimpl.engine.admission",
+    "refimpl.engine.rights",
+    "refimpl.engine.files",
+    "refimpl.engine.measures",
+    "refimpl.engine.progress",
+)
 _TRACKING = "refimpl.engine.tracking"
 _STORAGE = "refimpl.engine.storage"
 _QUERY = "refimpl.engine.query"
 _STATEMENTS = "refimpl.engine.statements"
 _FEATURES = "refimpl.engine.features"
-_ENGINE_TOP = ("refimpl.engine.access", "refimpl.engine.session", "refimpl.engine.instance",
-               "refimpl.engine.feeds", "refimpl.engine.event_streams", "refimpl.engine.copying")
+_ENGINE_TOP = (
+    "refimpl.engine.access",
+    "refimpl.engine.session",
+    "refimpl.engine.instance",
+    "refimpl.engine.feeds",
+    "refimpl.engine.event_streams",
+    "refimpl.engine.copying",
+)
 _PROTOCOLS = ("refimpl.http", "refimpl.pgwire", "refimpl.waiting")
 
 # Package or module -> what it must not import (a name covers its submodules). Bottom to top:
@@ -53,19 +65,36 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     "refimpl.waiting": ("refimpl.http", "refimpl.pgwire"),
     "refimpl.sql": (_ENGINE, *_PROTOCOLS),
     # A client of a server's HTTP API, like the conformance suite: no engine, SQL or server.
-    "refimpl.sqllogictest": ("refimpl.engine", "refimpl.sql", "refimpl.errors", "refimpl.cli",
-                             "refimpl.settings", *_PROTOCOLS),
+    "refimpl.sqllogictest": (
+        "refimpl.engine",
+        "refimpl.sql",
+        "refimpl.errors",
+        "refimpl.cli",
+        "refimpl.settings",
+        *_PROTOCOLS,
+    ),
     # Connection counts shared by both protocols' servers: under both, above nothing.
     "refimpl.netlimits": ("refimpl",),
     # The workers both servers run on: they know the engine's admission seam, nothing more.
-    "refimpl.netpool": ("refimpl.sql", "refimpl.waiting", "refimpl.http", "refimpl.pgwire",
-                        _TRACKING, _STORAGE, _QUERY, _STATEMENTS, _FEATURES, *_ENGINE_TOP),
+    "refimpl.netpool": (
+        "refimpl.sql",
+        "refimpl.waiting",
+        "refimpl.http",
+        "refimpl.pgwire",
+        _TRACKING,
+        _STORAGE,
+        _QUERY,
+        _STATEMENTS,
+        _FEATURES,
+        *_ENGINE_TOP,
+    ),
     # The two protocols stand side by side; the PostgreSQL one parks nothing.
     "refimpl.pgwire": ("refimpl.http", "refimpl.waiting"),
     "refimpl.http": ("refimpl.pgwire",),
     # A client like any other: the embedded API (`refimpl.connect`) or HTTP, nothing inside.
     "refimpl.shell": (_ENGINE, "refimpl.sql", *_PROTOCOLS),
 }
+
 
 @dataclass(frozen=True)
 class Import:
@@ -103,8 +132,9 @@ def _resolve(name: str, modules: Mapping[str, Path]) -> str | None:
     return None
 
 
-def _imported_names(node: ast.Import | ast.ImportFrom, module: str, is_package: bool,
-                    modules: Mapping[str, Path]) -> list[str]:
+def _imported_names(
+    node: ast.Import | ast.ImportFrom, module: str, is_package: bool, modules: Mapping[str, Path]
+) -> list[str]:
     if isinstance(node, ast.Import):
         return [alias.name for alias in node.names]
     if node.level:
@@ -116,8 +146,10 @@ def _imported_names(node: ast.Import | ast.ImportFrom, module: str, is_package: 
     else:
         base = node.module or ""
     # `from pkg import name` imports the submodule pkg.name when there is one, else pkg.
-    return [f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base
-            for alias in node.names]
+    return [
+        f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base
+        for alias in node.names
+    ]
 
 
 @dataclass(frozen=True)
@@ -144,8 +176,9 @@ def read_imports(root: Path) -> ImportGraph:
             for name in _imported_names(node, module, is_package, modules):
                 target = _resolve(name, modules)
                 if target is not None and target != module:
-                    edges.append(Import(module, target, path.relative_to(base).as_posix(),
-                                        node.lineno))
+                    edges.append(
+                        Import(module, target, path.relative_to(base).as_posix(), node.lineno)
+                    )
     return ImportGraph(modules, edges)
 
 
@@ -235,8 +268,7 @@ def describe_cycle(cycle: list[str], edges: Iterable[Import]) -> str:
     first = {}
     for edge in edges:
         first.setdefault((edge.source, edge.target), edge)
-    steps = [f"  {a} -> {b}  ({first[a, b].where()})"
-             for a, b in itertools.pairwise(cycle)]
+    steps = [f"  {a} -> {b}  ({first[a, b].where()})" for a, b in itertools.pairwise(cycle)]
     return " -> ".join(cycle) + "\n" + "\n".join(steps)
 
 
@@ -247,13 +279,18 @@ def _within(module: str, package: str) -> bool:
     return module == package or module.startswith(package + ".")
 
 
-def layer_breaks(edges: Iterable[Import], forbidden: Mapping[str, Iterable[str]],
-                 rule: str) -> list[Import]:
+def layer_breaks(
+    edges: Iterable[Import], forbidden: Mapping[str, Iterable[str]], rule: str
+) -> list[Import]:
     """The imports out of package or module `rule` into what `forbidden[rule]` names."""
     banned = tuple(forbidden[rule])
-    return [edge for edge in edges
-            if _within(edge.source, rule) and not _within(edge.target, rule)
-            and any(_within(edge.target, name) for name in banned)]
+    return [
+        edge
+        for edge in edges
+        if _within(edge.source, rule)
+        and not _within(edge.target, rule)
+        and any(_within(edge.target, name) for name in banned)
+    ]
 
 
 def oversized(root: Path, limit: int) -> dict[str, int]:
@@ -342,8 +379,10 @@ def test_imports_are_resolved_to_modules(tmp_path):
 def test_cycles_are_found_type_only_and_late_imports_too(tmp_path):
     edges = read_imports(_write_package(tmp_path, SYNTHETIC)).edges
     cycles = find_cycles((edge.source, edge.target) for edge in edges)
-    assert cycles == [["pkg.high.c", "pkg.low.a", "pkg.high.c"],
-                      ["pkg.low.a", "pkg.low.b", "pkg.low.a"]]
+    assert cycles == [
+        ["pkg.high.c", "pkg.low.a", "pkg.high.c"],
+        ["pkg.low.a", "pkg.low.b", "pkg.low.a"],
+    ]
     assert "pkg.low.a -> pkg.high.c  (pkg/low/a.py:4)" in describe_cycle(cycles[0], edges)
     assert find_cycles([("x", "y"), ("y", "z")]) == []
     knots = [("x", "y"), ("y", "x"), ("y", "z"), ("z", "x"), ("p", "q"), ("q", "r"), ("r", "p")]

@@ -29,7 +29,7 @@ def tour_section() -> str:
     text = README.read_text("utf-8")
     start = text.index(TOUR_HEADING)
     end = text.find("\n## ", start + len(TOUR_HEADING))
-    return text[start: end if end >= 0 else len(text)]
+    return text[start : end if end >= 0 else len(text)]
 
 
 def tour_commands() -> list[str]:
@@ -39,9 +39,14 @@ def tour_commands() -> list[str]:
 
 
 def sql_shell_takes_url() -> bool:
-    done = subprocess.run([sys.executable, "-m", "refimpl", "sql", "--help"],
-                          capture_output=True, text=True, timeout=60, cwd=ROOT,
-                          env=_environment())  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "refimpl", "sql", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+        env=_environment(),
+    )
     return "--url" in done.stdout
 
 
@@ -74,9 +79,14 @@ def test_the_tour_runs_as_written(tmp_path: Path):
         preamble += ' refimpl() { python -m refimpl "$@"; }\n'
         # Each command's output follows a marker line naming the command's first word.
         script = "".join(f"echo '{MARKER}{c.split()[0]}'\n{c}\n" for c in run)
-        done = subprocess.run(["bash", "-c", preamble + script], cwd=tmp_path,
-                              capture_output=True, text=True, timeout=600,
-                              env=_environment())  # fmt: skip
+        done = subprocess.run(
+            ["bash", "-c", preamble + script],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            env=_environment(),
+        )
         assert done.returncode == 0, f"stdout:\n{done.stdout}\nstderr:\n{done.stderr}"
         outputs = [part.partition("\n") for part in done.stdout.split(MARKER)[1:]]
         by_command = {name: out for name, _, out in outputs}

@@ -64,13 +64,22 @@ class Tally:
         if problems:
             self.failures.append((shown, status, problems))
         if self.sent % PROGRESS_EVERY == 0:
-            print(f"  ... {self.sent:,} {self.what}, {len(self.failures)} with a problem,"
-                  f" {time.monotonic() - self.started:.0f} s", file=sys.stderr, flush=True)
+            print(
+                f"  ... {self.sent:,} {self.what}, {len(self.failures)} with a problem,"
+                f" {time.monotonic() - self.started:.0f} s",
+                file=sys.stderr,
+                flush=True,
+            )
 
     def to_json(self) -> dict:
-        return {"what": self.what, "statuses": dict(self.statuses), "sent": self.sent,
-                "failures": self.failures[:SHOWN], "failed": len(self.failures),
-                "took": time.monotonic() - self.started}  # fmt: skip
+        return {
+            "what": self.what,
+            "statuses": dict(self.statuses),
+            "sent": self.sent,
+            "failures": self.failures[:SHOWN],
+            "failed": len(self.failures),
+            "took": time.monotonic() - self.started,
+        }
 
     @classmethod
     def merged(cls, parts: list[dict]) -> Tally:
@@ -87,14 +96,20 @@ class Tally:
     def report(self) -> bool:
         took = time.monotonic() - self.started
         server_errors = sum(n for code, n in self.statuses.items() if code >= 500)
-        logged = sum(1 for _, _, problems in self.failures
-                     for problem in problems if problem.startswith("server log:"))  # fmt: skip
+        logged = sum(
+            1
+            for _, _, problems in self.failures
+            for problem in problems
+            if problem.startswith("server log:")
+        )
         codes = ", ".join(f"{code}: {n}" for code, n in sorted(self.statuses.items()))
         print(f"{self.what}: {self.sent:,} in {took:.1f} s ({self.sent / took:.0f}/s)")
         print(f"  statuses: {codes}")
         failed = len(self.failures) + self.hidden_failures
-        print(f"  5xx: {server_errors}   log lines with a traceback or error: {logged}"
-              f"   inputs with a problem: {failed}")  # fmt: skip
+        print(
+            f"  5xx: {server_errors}   log lines with a traceback or error: {logged}"
+            f"   inputs with a problem: {failed}"
+        )
         for shown, status, problems in self.failures[:SHOWN]:
             print(f"  - {status} {shown}")
             for problem in problems[:3]:
@@ -102,12 +117,19 @@ class Tally:
         return not self.failures and not self.hidden_failures
 
 
-def run(examples: int, seed: int | None, strategy: st.SearchStrategy,
-        one: Callable[[object], None]) -> None:  # fmt: skip
+def run(
+    examples: int, seed: int | None, strategy: st.SearchStrategy, one: Callable[[object], None]
+) -> None:
     """Hypothesis as a generator only: no shrinking, nothing stored, every example sent."""
 
-    @settings(max_examples=examples, deadline=None, database=None, phases=[Phase.generate],
-              suppress_health_check=list(HealthCheck), derandomize=seed is None)  # fmt: skip
+    @settings(
+        max_examples=examples,
+        deadline=None,
+        database=None,
+        phases=[Phase.generate],
+        suppress_health_check=list(HealthCheck),
+        derandomize=seed is None,
+    )
     @given(value=strategy)
     def check(value: object) -> None:
         one(value)
@@ -117,8 +139,9 @@ def run(examples: int, seed: int | None, strategy: st.SearchStrategy,
     check()
 
 
-def fuzz_statements(target: Target, statements: int, seed: int | None,
-                    parse_check_every: int) -> Tally:  # fmt: skip
+def fuzz_statements(
+    target: Target, statements: int, seed: int | None, parse_check_every: int
+) -> Tally:
     tally = Tally("statements")
 
     def one(sql: object) -> None:
@@ -156,8 +179,9 @@ def fuzz_here(args: argparse.Namespace) -> tuple[list[Tally], bool]:
             target = Target(server.url, server.token, server.log, "demo")
             target.reset()
             if args.statements:
-                tallies.append(fuzz_statements(target, args.statements, args.seed,
-                                               args.parse_check_every))  # fmt: skip
+                tallies.append(
+                    fuzz_statements(target, args.statements, args.seed, args.parse_check_every)
+                )
             if args.requests:
                 tallies.append(fuzz_requests(target, args.requests, args.seed))
         finally:
@@ -172,10 +196,18 @@ def fuzz_in_workers(args: argparse.Namespace) -> tuple[list[Tally], bool]:
     base_seed = args.seed if args.seed is not None else 0
     workers = []
     for index in range(args.workers):
-        share = [f"--statements={args.statements // args.workers}",
-                 f"--requests={args.requests // args.workers}"]  # fmt: skip
-        command = [sys.executable, __file__, *share, f"--seed={base_seed + index}",
-                   f"--parse-check-every={args.parse_check_every}", "--as-worker"]  # fmt: skip
+        share = [
+            f"--statements={args.statements // args.workers}",
+            f"--requests={args.requests // args.workers}",
+        ]
+        command = [
+            sys.executable,
+            __file__,
+            *share,
+            f"--seed={base_seed + index}",
+            f"--parse-check-every={args.parse_check_every}",
+            "--as-worker",
+        ]
         workers.append(subprocess.Popen(command, stdout=subprocess.PIPE, text=True))
     results = []
     ok = True
@@ -203,16 +235,25 @@ def main() -> int:
     parser.add_argument("--statements", type=int, default=100_000, help="generated SQL texts")
     parser.add_argument("--requests", type=int, default=0, help="generated raw HTTP requests")
     parser.add_argument("--seed", type=int, help="a Hypothesis seed (default: derandomized)")
-    parser.add_argument("--workers", type=int, default=1,
-                        help="fuzzing processes, each with its own server and seed")
-    parser.add_argument("--parse-check-every", type=int, default=10,
-                        help="compare the state after every n-th script refused unparsed")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="fuzzing processes, each with its own server and seed",
+    )
+    parser.add_argument(
+        "--parse-check-every",
+        type=int,
+        default=10,
+        help="compare the state after every n-th script refused unparsed",
+    )
     parser.add_argument("--as-worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.as_worker:
         tallies, server_ok = fuzz_here(args)
-        print(json.dumps({"tallies": [tally.to_json() for tally in tallies],
-                          "server_ok": server_ok}))  # fmt: skip
+        print(
+            json.dumps({"tallies": [tally.to_json() for tally in tallies], "server_ok": server_ok})
+        )
         return 0
     if args.workers > 1:
         tallies, ok = fuzz_in_workers(args)

@@ -71,8 +71,10 @@ class Figures:
         violations = sum(n for kind, n in self.failures.items() if kind != "server error")
         print(f"  5xx: {server_errors}   schema violations: {violations}")
         if self.unsatisfiable:
-            print("  no case could be made for (mode, auth): "
-                  + ", ".join(sorted(set(self.unsatisfiable))))
+            print(
+                "  no case could be made for (mode, auth): "
+                + ", ".join(sorted(set(self.unsatisfiable)))
+            )
         for kind, n in self.failures.most_common():
             print(f"  - {kind}: {n}\n      {self.first[kind]}")
 
@@ -96,14 +98,21 @@ def fuzz(url: str, token: str | None, cases: int, seed: int | None) -> Figures:
     each = max(1, cases // len(strategies))
 
     def run(label: str, strategy: st.SearchStrategy, headers: dict[str, str]) -> None:
-        @settings(max_examples=each, deadline=None, database=None, phases=[Phase.generate],
-                  suppress_health_check=list(HealthCheck), derandomize=seed is None)  # fmt: skip
+        @settings(
+            max_examples=each,
+            deadline=None,
+            database=None,
+            phases=[Phase.generate],
+            suppress_health_check=list(HealthCheck),
+            derandomize=seed is None,
+        )
         @given(data=st.data())
         def check(data: st.DataObject) -> None:
             case = data.draw(strategy)
             if not headers:
-                case.headers = {k: v for k, v in (case.headers or {}).items()
-                                if k.lower() != "authorization"}  # fmt: skip
+                case.headers = {
+                    k: v for k, v in (case.headers or {}).items() if k.lower() != "authorization"
+                }
             try:
                 response = case.call(base_url=url, session=http, headers=headers, timeout=60)
             except requests.RequestException as error:
@@ -158,8 +167,11 @@ def main() -> int:
         figures.report()
         # A request's own log line may hold any text its URL had ("Traceback" among them):
         # only a traceback's first line or an ERROR record counts.
-        logged = [line for line in server.log.read_text().splitlines()
-                  if line.startswith("Traceback") or " ERROR " in line]  # fmt: skip
+        logged = [
+            line
+            for line in server.log.read_text().splitlines()
+            if line.startswith("Traceback") or " ERROR " in line
+        ]
         if logged:
             print("the server logged:\n  " + "\n  ".join(logged[:20]))
         if code != 0:

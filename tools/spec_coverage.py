@@ -161,9 +161,7 @@ def unbacked_rows(sections: list[Section], texts: dict[str, str]) -> list[str]:
     for section in sections:
         if section.reason:
             continue
-        backing = "\n".join(
-            texts.get(ex, "") for ex in section.subtree_examples + section.linked
-        )
+        backing = "\n".join(texts.get(ex, "") for ex in section.subtree_examples + section.linked)
         for table in section.tables:
             for line, name in table.rows:
                 if name not in backing:

@@ -45,8 +45,11 @@ def backup_data_folder(data: Path, dest: Path) -> str:
         # A folder a DROP DATABASE is removing starts with '.'.
         if folder.is_dir() and not folder.name.startswith(".") and (folder / WAL_FOLDER).is_dir():
             copies.append(copy_database(folder, dest / folder.name, folder.name))
-    others = {name: copy_plain_file(data / name, dest / name)
-              for name in KEPT_FILES if (data / name).is_file()}  # fmt: skip
+    others = {
+        name: copy_plain_file(data / name, dest / name)
+        for name in KEPT_FILES
+        if (data / name).is_file()
+    }
     manifest = write_manifest(dest, copies, others)
     lines = [f"backup of {data} in {dest}, taken at {manifest.taken_at}:"]
     lines += [f"  database '{c.name}' at LSN {c.lsn} ({len(c.files)} file(s))" for c in copies]
@@ -92,6 +95,5 @@ def _refuse_filled(folder: Path, doing: str, allowed: tuple[str, ...] = ()) -> N
         raise StorageError(f"cannot {doing} {folder}: it is a file; name a new or empty folder")
     if folder.is_dir() and any(child.name not in allowed for child in folder.iterdir()):
         raise StorageError(
-            f"cannot {doing} {folder}: the folder holds files already; name a new or empty"
-            " folder"
+            f"cannot {doing} {folder}: the folder holds files already; name a new or empty folder"
         )

@@ -42,8 +42,9 @@ class ProgressReader:
         return data
 
 
-def import_to_server(file: Path, table: str, url: str, token: str | None, database: str,
-                     report: ProgressReport) -> dict[str, Any]:  # fmt: skip
+def import_to_server(
+    file: Path, table: str, url: str, token: str | None, database: str, report: ProgressReport
+) -> dict[str, Any]:
     """POST the file to `url`/imp; the server's JSON answer, or KdbError with its error."""
     headers = {"Content-Type": "text/csv"}
     if token:
@@ -52,16 +53,20 @@ def import_to_server(file: Path, table: str, url: str, token: str | None, databa
         reader = ProgressReader(stream, os.fstat(stream.fileno()).st_size, _task(file), report)
         try:
             response = requests.post(
-                f"{url.rstrip('/')}/imp", params={"table": table, "db": database}, data=reader,
-                headers=headers, timeout=TIMEOUT_SECONDS,
-            )  # fmt: skip
+                f"{url.rstrip('/')}/imp",
+                params={"table": table, "db": database},
+                data=reader,
+                headers=headers,
+                timeout=TIMEOUT_SECONDS,
+            )
         except requests.RequestException as exc:
             raise Unavailable(f"cannot reach {url}: {exc}") from None
     return _answer(response.status_code, response.content)
 
 
-def import_to_folder(file: Path, table: str, data: Path, database: str,
-                     report: ProgressReport) -> dict[str, Any]:  # fmt: skip
+def import_to_folder(
+    file: Path, table: str, data: Path, database: str, report: ProgressReport
+) -> dict[str, Any]:
     """The file through `/imp` of an application over the data folder, as the admin."""
     from refimpl.engine.instance import Instance
     from refimpl.http.app import App, AppOptions
@@ -72,9 +77,11 @@ def import_to_folder(file: Path, table: str, data: Path, database: str,
         try:
             app = App(instance, AppOptions(dev=True, max_body_bytes=max(size + 1, 1 << 20)))
             environ = EnvironBuilder(
-                path="/imp", method="POST", query_string={"table": table, "db": database},
+                path="/imp",
+                method="POST",
+                query_string={"table": table, "db": database},
                 content_type="text/csv",
-            ).get_environ()  # fmt: skip
+            ).get_environ()
             environ["wsgi.input"] = ProgressReader(stream, size, _task(file), report)
             environ["CONTENT_LENGTH"] = str(size)
             try:

@@ -73,9 +73,13 @@ class ProgressView:
         if self._bar is None:
             amount = DownloadColumn() if progress.unit == "bytes" else MofNCompleteColumn()
             self._bar = RichProgress(
-                TextColumn("{task.description}"), BarColumn(), amount, TimeRemainingColumn(),
-                console=self._terminal, transient=False,
-            )  # fmt: skip
+                TextColumn("{task.description}"),
+                BarColumn(),
+                amount,
+                TimeRemainingColumn(),
+                console=self._terminal,
+                transient=False,
+            )
             self._bar.start()
         task = self._tasks.get(progress.task)
         total = progress.total if progress.total > 0 else None
@@ -92,6 +96,10 @@ class ProgressView:
     def __enter__(self) -> ProgressView:
         return self
 
-    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
-                 trace: TracebackType | None) -> None:  # fmt: skip
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
         self.close()

@@ -88,8 +88,6 @@ class LongPlaces(Protocol):
 _local = threading.local()
 
 
-
-
 def admitted(hand_on: Callable[[], None], long_places: LongPlaces | None = None) -> None:
     """The calling thread holds a place; `hand_on` gives it back (called at most once)."""
     _local.hand_on = hand_on

@@ -345,8 +345,15 @@ class EventStreams:
 
                 return plain(resume) if feed is None else feed.cursor(found, resume, plain)
 
-            stream = OpenStream(number, name, credential, self._access, named, cursor,
-                                time.monotonic() + options.max_age_s)
+            stream = OpenStream(
+                number,
+                name,
+                credential,
+                self._access,
+                named,
+                cursor,
+                time.monotonic() + options.max_age_s,
+            )
             self._open[number] = stream
             self._by_database.setdefault(name.lower(), []).append(stream)
             self._wakers.pop(name.lower(), None)
@@ -356,8 +363,9 @@ class EventStreams:
             taken_over.end("a reconnect with this stream's last id took it over")
         return stream
 
-    def join(self, stream: OpenStream, make_sender: Callable[[StreamGroup], object]
-             ) -> StreamGroup | None:  # fmt: skip
+    def join(
+        self, stream: OpenStream, make_sender: Callable[[StreamGroup], object]
+    ) -> StreamGroup | None:
         """Put a current stream into the group of the streams with its view at its place (a
         group is made when there is none): the group then takes for it (`StreamGroup`).
         None when it cannot share now: it has options, is not current, has ended, or the
@@ -517,8 +525,9 @@ class EventStreams:
         with self._lock:  # groups whose streams all left are forgotten
             self._groups = {k: g for k, g in self._groups.items() if g.members}
 
-    def _verdict(self, credential: Credential, database: str
-                 ) -> tuple[Principal | None, str | None]:  # fmt: skip
+    def _verdict(
+        self, credential: Credential, database: str
+    ) -> tuple[Principal | None, str | None]:
         """Who a token stands for now, and why its streams of `database` end (None: on)."""
         principal = credential.principal
         if credential.checked:
@@ -558,8 +567,13 @@ class EventStreams:
         return RowAnswer(found.name, schema.name, key, columns, row)
 
 
-def _shows(access: AccessControl, database: str, named: frozenset[str] | None,
-           principal: Principal, table: str) -> bool:  # fmt: skip
+def _shows(
+    access: AccessControl,
+    database: str,
+    named: frozenset[str] | None,
+    principal: Principal,
+    table: str,
+) -> bool:
     """Whether a stream of `principal` that follows `named` (None: every table) shows
     `table` now: named (or any), and readable by its caller."""
     if named is not None and table not in named:

@@ -82,8 +82,9 @@ class TableFeed:
         """The table logs the row before each update and delete (REPLICA IDENTITY FULL)."""
         return self._schema.replica_identity_full
 
-    def read_initial(self, at: CopyPosition | None, limit: int,
-                     feed_filter: FeedFilter | None) -> InitialBatch:  # fmt: skip
+    def read_initial(
+        self, at: CopyPosition | None, limit: int, feed_filter: FeedFilter | None
+    ) -> InitialBatch:
         """The next page of an `initial=true` feed inside its copy (see `initial_copy`)."""
         return read_initial(self._database, self._schema, at, limit, feed_filter)
 
@@ -91,8 +92,9 @@ class TableFeed:
         """A `where=` predicate checked against this table (SqlError with its position)."""
         return FeedFilter.compile(self._schema, predicate)
 
-    def read_shaped(self, after_lsn: int, limit: int, options: FeedOptions,
-                    feed_filter: FeedFilter | None) -> ShapedBatch:  # fmt: skip
+    def read_shaped(
+        self, after_lsn: int, limit: int, options: FeedOptions, feed_filter: FeedFilter | None
+    ) -> ShapedBatch:
         """`read` with the options applied; `limit` counts the changes after filtering and
         squashing, read on (whole transactions) up to `SHAPED_READ_FACTOR` times `limit`
         changes of the log; `next_lsn` always ends a transaction."""

@@ -59,6 +59,7 @@ def check_database_name(name: str) -> None:
 
 def session_functions(context: StatementContext) -> dict[str, ScalarFunction]:
     """Scalar functions bound to a session (they need its database and rights)."""
+
     def view_columns(name: str) -> list[Column]:
         return queries.view_columns(context, name)
 
@@ -68,15 +69,11 @@ def session_functions(context: StatementContext) -> dict[str, ScalarFunction]:
 class Instance:
     """The databases of one data folder. Thread-safe."""
 
-    def __init__(
-        self, path: Path, options: EngineOptions, files: FileOps = REAL_FILES
-    ) -> None:
+    def __init__(self, path: Path, options: EngineOptions, files: FileOps = REAL_FILES) -> None:
         self.path = path
         self.options = options
         self.files = files
-        self.access = AccessControl(
-            path, files=files, sessions_per_user=options.sessions_per_user
-        )
+        self.access = AccessControl(path, files=files, sessions_per_user=options.sessions_per_user)
         self.functions = FunctionTables(
             scalar=session_functions,
             tables={"changes": changes_function, **pg_catalog.TABLE_FUNCTIONS},
@@ -121,8 +118,9 @@ class Instance:
         self._lock_file = lock_folder(self.path)
 
     def _open_database(self, name: str, progress: ProgressReport = no_report) -> Database:
-        database = Database.open(name, self.path / name, self.options, self.boot, self.files,
-                                 progress, self.memory)  # fmt: skip
+        database = Database.open(
+            name, self.path / name, self.options, self.boot, self.files, progress, self.memory
+        )
         self.recovery_messages += [f"database '{name}': {m}" for m in database.recovery_messages]
         self._databases[name.lower()] = database
         return database
@@ -172,9 +170,7 @@ class Instance:
                 ) from exc
             return True
 
-    def drop_database(
-        self, name: str, if_exists: bool = False, current: str | None = None
-    ) -> bool:
+    def drop_database(self, name: str, if_exists: bool = False, current: str | None = None) -> bool:
         """Drop a database and its files; False when missing and `if_exists` is set.
 
         The instance lock is held only to take the database out of the list: waiting for its
@@ -337,9 +333,12 @@ def check_data(path: Path | str, progress: ProgressReport = no_report) -> tuple[
     ok = True
     databases = _database_folders(folder)
     task = f"checking {folder}"
-    total = sum(_bytes_in(child / WAL_FOLDER, "*.wal") + _bytes_in(child / CHECKPOINT_FOLDER)
-                for child in databases)  # fmt: skip
+    total = sum(
+        _bytes_in(child / WAL_FOLDER, "*.wal") + _bytes_in(child / CHECKPOINT_FOLDER)
+        for child in databases
+    )
     done = 0
+
     def read(count: int) -> None:
         nonlocal done
         done += count
@@ -378,9 +377,7 @@ def check_data(path: Path | str, progress: ProgressReport = no_report) -> tuple[
         held[child.name] = max(end, checkpoints[-1][0] if checkpoints else 0)
         if checkpoints and end < checkpoints[-1][0]:
             ok = False
-            lines.append(
-                f"  gap: the log ends at LSN {end} before checkpoint {checkpoints[-1][0]}"
-            )
+            lines.append(f"  gap: the log ends at LSN {end} before checkpoint {checkpoints[-1][0]}")
     if is_backup(folder):
         found, sound = check_backup(folder, held)
         lines += found

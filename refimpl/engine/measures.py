@@ -15,9 +15,22 @@ from dataclasses import dataclass
 # Upper bounds in seconds: an fsync here takes ~0.1 ms, a commit's append and install tens
 # of microseconds, a slow disk hundreds of milliseconds.
 LATENCY_BOUNDS: tuple[float, ...] = (
-    0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
-    0.5, 1.0, 2.5,
-)  # fmt: skip
+    0.00005,
+    0.0001,
+    0.00025,
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+)
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,4 +27,3 @@ REPORT_EVERY = 2048  # records replayed between two reports
 
 def no_report(progress: Progress) -> None:
     """The default: nobody is told."""
-

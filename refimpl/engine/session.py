@@ -92,8 +92,7 @@ class Session:
         shape = hash(template.text) if template is not None else None
         # Outside a transaction no engine lock is held here: a costly text waits for a place
         # of its own (refimpl.engine.admission), and that wait counts against its timeout.
-        if self.transaction is None and not admission.before_statements(sql, self._deadline,
-                                                                         shape):  # fmt: skip
+        if self.transaction is None and not admission.before_statements(sql, self._deadline, shape):
             self._deadline = None
             raise StatementTimeout(
                 "the statement waited for a place to run among the costly statements"
@@ -150,9 +149,7 @@ class Session:
         result.statements = count
         return result
 
-    def insert_rows(
-        self, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]
-    ) -> int:
+    def insert_rows(self, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> int:
         """Insert rows of Python values (TIMESTAMP: int micros or ISO text) as one statement.
 
         In an open transaction the rows join it; otherwise they commit on their own.
@@ -270,4 +267,3 @@ class Session:
     def table_functions(self) -> dict[str, TableFunction]:
         """Table functions usable in FROM (changes, say)."""
         return self._functions.tables
-

@@ -67,8 +67,9 @@ class App:
         self.wait_slots = threading.BoundedSemaphore(max(1, self.options.threads // 4))
         # The change stream's recent pages, `(answer, found)` pairs, kept for readers at the
         # same position: bounded in bytes too, since a catch-up page is megabytes.
-        self.shared_answers = SharedResults(max_bytes=SHARED_ANSWER_BYTES,
-                                            weigh=lambda kept: len(kept[0].body))
+        self.shared_answers = SharedResults(
+            max_bytes=SHARED_ANSWER_BYTES, weigh=lambda kept: len(kept[0].body)
+        )
         self.bodies = BodyReader(self.options.max_body_bytes)
         self.read_body = self.bodies.read_body
         self.read_form = self.bodies.read_form
@@ -76,9 +77,7 @@ class App:
         self.feeds = ChangeFeeds(instance)
         self.waiting_room = WaitingRoom(to_response)
         self.flusher = Flusher(self.waiting_room.wake)
-        self.streams = EventStreams(
-            instance, self.options.streams, poke_streams(self.waiting_room)
-        )
+        self.streams = EventStreams(instance, self.options.streams, poke_streams(self.waiting_room))
         self.metrics = ServerMetrics(instance.measures, self.waiting_room.parked_count)
         self.metrics.read_open_streams(self.streams.open_count)
         self.request_log = RequestLog(self.metrics.observe_request)

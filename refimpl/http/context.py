@@ -104,7 +104,10 @@ class Context:
         if not session.durable_needed:
             return answer
         return acknowledge_when_durable(
-            self.app.waiting_room, self.app.flusher, session.database, session.durable_needed,
+            self.app.waiting_room,
+            self.app.flusher,
+            session.database,
+            session.durable_needed,
             answer,
         )
 

@@ -71,8 +71,9 @@ class CsvImport:
                     f"CSV line {line}: {len(fields)} field(s) where the header names {len(columns)}"
                 )
             row: list[object] = [None] * width
-            for number, ((at, column), field) in enumerate(zip(placed, fields, strict=True),
-                                                           start=1):  # fmt: skip
+            for number, ((at, column), field) in enumerate(
+                zip(placed, fields, strict=True), start=1
+            ):
                 try:
                     row[at] = values.parse_text(field, column.type, column.name)
                 except SqlError as exc:

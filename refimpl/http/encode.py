@@ -94,8 +94,13 @@ class Answer:
 
     __slots__ = ("status_code", "status", "headers", "body", "wire")
 
-    def __init__(self, body: bytes, status: int = 200, content_type: str = "application/json",
-                 headers: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        body: bytes,
+        status: int = 200,
+        content_type: str = "application/json",
+        headers: dict[str, str] | None = None,
+    ) -> None:
         self.status_code = status
         self.status = f"{status} {HTTP_STATUS_CODES.get(status, 'Unknown')}"
         self.headers = [("Content-Type", content_type), ("Content-Length", str(len(body)))]

@@ -40,8 +40,14 @@ def error_body(message: str, **extra: object) -> dict[str, object]:
     return {"error": message, **extra}
 
 
-def error_response(status: int, message: str, headers: dict[str, str] | None = None,
-                   *, retry: bool = True, **extra: object) -> Answer:
+def error_response(
+    status: int,
+    message: str,
+    headers: dict[str, str] | None = None,
+    *,
+    retry: bool = True,
+    **extra: object,
+) -> Answer:
     """`retry=False`: a 503 that waiting cannot mend, sent without `Retry-After`."""
     headers = dict(headers or {})
     if status == 401:

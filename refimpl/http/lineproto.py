@@ -21,8 +21,18 @@ from refimpl.errors import BadRequest
 
 NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 TIMESTAMP_COLUMN = "timestamp"
-_BOOLEANS = {"t": True, "T": True, "true": True, "True": True, "TRUE": True,
-             "f": False, "F": False, "false": False, "False": False, "FALSE": False}  # fmt: skip
+_BOOLEANS = {
+    "t": True,
+    "T": True,
+    "true": True,
+    "True": True,
+    "TRUE": True,
+    "f": False,
+    "F": False,
+    "false": False,
+    "False": False,
+    "FALSE": False,
+}
 _INTEGER = re.compile(r"^-?[0-9]+$")
 BIGINT_RANGE = (stored.BIGINT_MIN, stored.BIGINT_MAX)
 # More digits than any BIGINT or nanosecond timestamp has: longer integers are refused before
@@ -117,11 +127,15 @@ def _field_value(cursor: _Cursor, start: int, raw: str) -> tuple[str, object]:
     if raw[-1:] in ("i", "u") and _INTEGER.match(raw[:-1]):
         digits = raw[:-1].lstrip("-").lstrip("0")
         value = int(raw[:-1]) if len(digits) <= _LONGEST_INTEGER else None
-        if (value is None or not BIGINT_RANGE[0] <= value <= BIGINT_RANGE[1]
-                or (raw[-1] == "u" and value < 0)):
+        if (
+            value is None
+            or not BIGINT_RANGE[0] <= value <= BIGINT_RANGE[1]
+            or (raw[-1] == "u" and value < 0)
+        ):
             raise cursor.error(
                 f"the integer {stored.shown(raw)} is out of range for BIGINT"
-                f" ({BIGINT_RANGE[0]} to {BIGINT_RANGE[1]})", start
+                f" ({BIGINT_RANGE[0]} to {BIGINT_RANGE[1]})",
+                start,
             )
         return "BIGINT", value
     try:
@@ -191,8 +205,8 @@ def parse_line(text: str, number: int, multiplier: int | None) -> Point:
     if rest:
         if not _INTEGER.match(rest):
             raise cursor.error(
-                f"bad timestamp {stored.shown(rest)}; write a whole number in the precision's"
-                " unit", rest_start + 1
+                f"bad timestamp {stored.shown(rest)}; write a whole number in the precision's unit",
+                rest_start + 1,
             )
         micros = None
         if len(rest.lstrip("-").lstrip("0")) <= _LONGEST_INTEGER:
@@ -204,7 +218,8 @@ def parse_line(text: str, number: int, multiplier: int | None) -> Point:
             raise cursor.error(
                 f"timestamp {stored.shown(rest)} is out of range: a TIMESTAMP is from"
                 " 0001-01-01T00:00:00Z to 9999-12-31T23:59:59.999999Z; check the precision"
-                " parameter (n, u, ms or s)", rest_start + 1
+                " parameter (n, u, ms or s)",
+                rest_start + 1,
             )
         point.timestamp = micros
     return point

@@ -34,8 +34,23 @@ from prometheus_client.utils import floatToGoString
 from refimpl.engine.measures import EngineMeasures, HistogramSnapshot
 
 # A request's time in the app: a point read takes ~0.1 ms, a long poll up to its wait.
-REQUEST_BOUNDS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
-                  5.0, 10.0, 30.0)  # fmt: skip
+REQUEST_BOUNDS = (
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    30.0,
+)
 # Requests queued before the request that queues the next one folds them into the counts.
 FOLD_EVERY = 256
 
@@ -77,9 +92,10 @@ class RequestCounts:
         with self._fold_lock:
             self._fold()
             requests = CounterMetricFamily(
-                "kdb_http_requests", "HTTP requests answered, by route, method and status.",
+                "kdb_http_requests",
+                "HTTP requests answered, by route, method and status.",
                 labels=("route", "method", "status"),
-            )  # fmt: skip
+            )
             for (route, method, status), count in sorted(self._requests.items()):
                 requests.add_metric((route, method, str(status)), count)
             latency = HistogramMetricFamily(
@@ -88,8 +104,9 @@ class RequestCounts:
                 labels=("route",),
             )
             for route, counts in sorted(self._buckets.items()):
-                latency.add_metric((route,), _cumulative(REQUEST_BOUNDS, counts),
-                                   self._seconds[route])  # fmt: skip
+                latency.add_metric(
+                    (route,), _cumulative(REQUEST_BOUNDS, counts), self._seconds[route]
+                )
         yield requests
         yield latency
 
@@ -140,8 +157,9 @@ class ServerMetrics:
 class ServerCollector(Collector):
     """Reads the engine's snapshot and the server's counts at each scrape."""
 
-    def __init__(self, measures: Callable[[], EngineMeasures], waiting: Count,
-                 requests: RequestCounts) -> None:  # fmt: skip
+    def __init__(
+        self, measures: Callable[[], EngineMeasures], waiting: Count, requests: RequestCounts
+    ) -> None:
         self._measures = measures
         self._waiting = waiting
         self._requests = requests
@@ -152,18 +170,23 @@ class ServerCollector(Collector):
         yield from self._requests.metrics()
         engine = self._measures()
         yield from _database_metrics(engine)
-        yield _gauge("kdb_subscriptions", "Live queries (GET /api/subscribe) kept.",
-                     engine.subscriptions)  # fmt: skip
-        yield _gauge("kdb_subscriptions_waiting", "Live queries waiting for a change now.",
-                     engine.waiting_subscriptions)  # fmt: skip
+        yield _gauge(
+            "kdb_subscriptions", "Live queries (GET /api/subscribe) kept.", engine.subscriptions
+        )
+        yield _gauge(
+            "kdb_subscriptions_waiting",
+            "Live queries waiting for a change now.",
+            engine.waiting_subscriptions,
+        )
         yield _gauge(
             "kdb_waiting_requests",
             "Requests parked without a thread: readers at the end of the change stream,"
             " live queries, writes waiting for their flush.",
             self._waiting(),
         )
-        yield _gauge("kdb_open_streams", "Event streams (GET /stream/changes) open now.",
-                     self.open_streams())  # fmt: skip
+        yield _gauge(
+            "kdb_open_streams", "Event streams (GET /stream/changes) open now.", self.open_streams()
+        )
         yield _gauge("kdb_connections", "HTTP client connections open now.", self.connections())
 
 
@@ -179,19 +202,23 @@ def _database_metrics(engine: EngineMeasures) -> Iterator[Metric]:
         labels=label,
     )
     fsyncs = HistogramMetricFamily(
-        "kdb_fsync_duration_seconds", "Fsyncs of log files and folders, and their time.",
+        "kdb_fsync_duration_seconds",
+        "Fsyncs of log files and folders, and their time.",
         labels=label,
-    )  # fmt: skip
-    log_bytes = GaugeMetricFamily("kdb_log_bytes", "Bytes of the write-ahead log kept.",
-                                  labels=label)  # fmt: skip
-    segments = GaugeMetricFamily("kdb_log_segments", "Segment files of the write-ahead log.",
-                                 labels=label)  # fmt: skip
+    )
+    log_bytes = GaugeMetricFamily(
+        "kdb_log_bytes", "Bytes of the write-ahead log kept.", labels=label
+    )
+    segments = GaugeMetricFamily(
+        "kdb_log_segments", "Segment files of the write-ahead log.", labels=label
+    )
     durable = GaugeMetricFamily("kdb_durable_lsn", "The last LSN on disk.", labels=label)
     checkpoints = CounterMetricFamily(
         "kdb_checkpoints", "Checkpoints written since the database was opened.", labels=label
     )
-    hits = CounterMetricFamily("kdb_result_cache_hits", "SELECTs answered from the result cache.",
-                               labels=label)  # fmt: skip
+    hits = CounterMetricFamily(
+        "kdb_result_cache_hits", "SELECTs answered from the result cache.", labels=label
+    )
     misses = CounterMetricFamily(
         "kdb_result_cache_misses", "SELECTs the result cache could not answer.", labels=label
     )

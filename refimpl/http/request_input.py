@@ -37,8 +37,8 @@ class BodyReader:
             return cached
         limit = self.max_body_bytes
         declared = request.environ.get("CONTENT_LENGTH", "")
-        length = int(declared) if declared.isascii() and declared.isdigit() else (
-            request.content_length
+        length = (
+            int(declared) if declared.isascii() and declared.isdigit() else (request.content_length)
         )
         if length is not None and length > limit:
             raise self._too_large()
@@ -112,8 +112,7 @@ def query_args(request: Request, repeatable: frozenset[str] = frozenset()) -> di
         # parse_qsl splits at '&' before it decodes: decoding each piece on its own gives
         # the same pairs, and lets a piece sent before be decoded from memory.
         for piece in raw.split("&"):
-            pairs = (_decoded(piece) if len(piece) <= REMEMBERED_PARAMETER
-                     else _decode(piece))  # fmt: skip
+            pairs = _decoded(piece) if len(piece) <= REMEMBERED_PARAMETER else _decode(piece)
             for name, value in pairs:
                 grouped.setdefault(name, []).append(value)
     except UnicodeDecodeError:

@@ -94,18 +94,27 @@ class RequestLine(NamedTuple):
         query = redacted_query(self.query)
         target = f"{self.path}?{query}" if query else self.path
         milliseconds = self.seconds * 1000
-        return logging.makeLogRecord({
-            "name": log.name, "levelno": logging.INFO, "levelname": "INFO",
-            "msg": "%s %s %d %.1f ms (request %s)",
-            "args": (self.method, target, self.status, milliseconds, self.request_id),
-            "created": self.created,
-            "msecs": int((self.created - int(self.created)) * 1000) + 0.0,
-            "fields": {
-                "request_id": self.request_id, "method": self.method, "path": self.path,
-                "query": query, "route": self.route, "status": self.status,
-                "duration_ms": round(milliseconds, 3), "client": self.client,
-            },
-        })  # fmt: skip
+        return logging.makeLogRecord(
+            {
+                "name": log.name,
+                "levelno": logging.INFO,
+                "levelname": "INFO",
+                "msg": "%s %s %d %.1f ms (request %s)",
+                "args": (self.method, target, self.status, milliseconds, self.request_id),
+                "created": self.created,
+                "msecs": int((self.created - int(self.created)) * 1000) + 0.0,
+                "fields": {
+                    "request_id": self.request_id,
+                    "method": self.method,
+                    "path": self.path,
+                    "query": query,
+                    "route": self.route,
+                    "status": self.status,
+                    "duration_ms": round(milliseconds, 3),
+                    "client": self.client,
+                },
+            }
+        )
 
 
 def write_now(line: RequestLine) -> None:
@@ -168,6 +177,16 @@ class RequestLog:
         seconds = time.perf_counter() - record.started
         self._observe(record.route, record.method, status, seconds)
         if log.isEnabledFor(logging.INFO):
-            self._write(RequestLine(time.time(), record.method, record.path, record.query,
-                                    record.route, status, seconds, record.request_id,
-                                    record.client))  # fmt: skip
+            self._write(
+                RequestLine(
+                    time.time(),
+                    record.method,
+                    record.path,
+                    record.query,
+                    record.route,
+                    status,
+                    seconds,
+                    record.request_id,
+                    record.client,
+                )
+            )

@@ -47,8 +47,9 @@ class Route:
     repeatable: frozenset[str] = frozenset()  # parameters that may be given several times
 
 
-def _route(path: str, methods: str, handler: Callable[[Context], Response], params: str = "",
-           **flags: bool) -> Route:  # fmt: skip
+def _route(
+    path: str, methods: str, handler: Callable[[Context], Response], params: str = "", **flags: bool
+) -> Route:
     return Route(path, tuple(methods.split()), handler, frozenset(params.split()) | {"db"}, **flags)
 
 
@@ -58,18 +59,49 @@ ROUTES: tuple[Route, ...] = (
     _route("/imp", "POST", import_route, "table"),
     _route("/write", "POST", write_route, "precision"),
     _route("/api/stats", "GET", stats_route, uses_database=False),
-    _route("/api/changes", "GET", changes_route,
-           "table from limit wait format initial states types squash where"),
-    Route("/api/rev", ("GET",), rev_route, frozenset({"table", "symbol", "column", "db"}),
-          repeatable=frozenset({"symbol"})),  # fmt: skip
+    _route(
+        "/api/changes",
+        "GET",
+        changes_route,
+        "table from limit wait format initial states types squash where",
+    ),
+    Route(
+        "/api/rev",
+        ("GET",),
+        rev_route,
+        frozenset({"table", "symbol", "column", "db"}),
+        repeatable=frozenset({"symbol"}),
+    ),
     _route("/api/subscribe", "GET", subscribe_route, "query wait id offsets"),
     # The stream checks its database itself: a ?ticket= request comes without credentials.
-    Route("/stream/changes", ("GET",), stream_route,
-          frozenset({"db", "table", "ticket", "last-event-id", "from", "initial", "states",
-                     "types", "squash", "where"}),
-          uses_database=False, repeatable=frozenset({"table"})),  # fmt: skip
-    Route("/stream/tickets", ("POST",), stream_tickets_route, frozenset({"db", "table"}),
-          repeatable=frozenset({"table"})),  # fmt: skip
+    Route(
+        "/stream/changes",
+        ("GET",),
+        stream_route,
+        frozenset(
+            {
+                "db",
+                "table",
+                "ticket",
+                "last-event-id",
+                "from",
+                "initial",
+                "states",
+                "types",
+                "squash",
+                "where",
+            }
+        ),
+        uses_database=False,
+        repeatable=frozenset({"table"}),
+    ),
+    Route(
+        "/stream/tickets",
+        ("POST",),
+        stream_tickets_route,
+        frozenset({"db", "table"}),
+        repeatable=frozenset({"table"}),
+    ),
     _route("/stream/row", "GET", stream_row_route, "table key"),
     _route("/health", "GET", health_route, public=True, uses_database=False),
     _route("/metrics", "GET", metrics_route, uses_database=False),
@@ -77,6 +109,8 @@ ROUTES: tuple[Route, ...] = (
     _route("/api/session", "POST", session_open_route, public=True, uses_database=False),
     _route("/api/session", "DELETE", session_close_route, public=True, uses_database=False),
     _route("/", "GET", console_page, public=True, uses_database=False),
-    *(_route(CONSOLE_PREFIX + name, "GET", console_asset, public=True, uses_database=False)
-      for name in CONSOLE_ASSETS),  # fmt: skip
+    *(
+        _route(CONSOLE_PREFIX + name, "GET", console_asset, public=True, uses_database=False)
+        for name in CONSOLE_ASSETS
+    ),
 )

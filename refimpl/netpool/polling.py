@@ -38,17 +38,25 @@ class PollingWorkers:
     answers, and `join()` waits for that.
     """
 
-    def __init__(self, name: str, threads: int, on_event: Callable[[int], None],
-                 on_round: Callable[[], None], poll_seconds: float,
-                 places: int = ADMITTED) -> None:  # fmt: skip
+    def __init__(
+        self,
+        name: str,
+        threads: int,
+        on_event: Callable[[int], None],
+        on_round: Callable[[], None],
+        poll_seconds: float,
+        places: int = ADMITTED,
+    ) -> None:
         self.epoll = select.epoll()
         self.places = FifoSlots(places, long_places=places - 1)
         self.stopping = threading.Event()
         self._on_event = on_event
         self._on_round = on_round
         self._poll_seconds = poll_seconds
-        self._threads = [threading.Thread(target=self._work, name=f"{name}-{n}", daemon=True)
-                         for n in range(threads)]  # fmt: skip
+        self._threads = [
+            threading.Thread(target=self._work, name=f"{name}-{n}", daemon=True)
+            for n in range(threads)
+        ]
 
     def start(self) -> None:
         for thread in self._threads:

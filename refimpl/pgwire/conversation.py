@@ -43,13 +43,36 @@ from refimpl.sql.templates import templated
 
 # Statements that answer rows; those of them without side effects may be run to describe
 # their columns before they are executed.
-_QUERIES = ("Select", "Values", "SetOperation", "WithQuery", "ShowTables", "ShowColumns",
-            "ShowCreateTable", "ShowUsers", "ShowGrants", "ShowTriggers", "ShowProcedures",
-            "CreateToken")  # fmt: skip
-_SETTING_TAGS = {"SET": "SET", "SHOW": "SHOW", "RESET": "RESET", "DISCARD": "DISCARD ALL",
-                 "DEALLOCATE": "DEALLOCATE"}  # fmt: skip
-_DUMMY = {"INT": 0, "BIGINT": 0, "DOUBLE": 0.0, "BOOLEAN": False, "STRING": "",
-          "SYMBOL": "", "TIMESTAMP": datetime(1970, 1, 1, tzinfo=UTC)}  # fmt: skip
+_QUERIES = (
+    "Select",
+    "Values",
+    "SetOperation",
+    "WithQuery",
+    "ShowTables",
+    "ShowColumns",
+    "ShowCreateTable",
+    "ShowUsers",
+    "ShowGrants",
+    "ShowTriggers",
+    "ShowProcedures",
+    "CreateToken",
+)
+_SETTING_TAGS = {
+    "SET": "SET",
+    "SHOW": "SHOW",
+    "RESET": "RESET",
+    "DISCARD": "DISCARD ALL",
+    "DEALLOCATE": "DEALLOCATE",
+}
+_DUMMY = {
+    "INT": 0,
+    "BIGINT": 0,
+    "DOUBLE": 0.0,
+    "BOOLEAN": False,
+    "STRING": "",
+    "SYMBOL": "",
+    "TIMESTAMP": datetime(1970, 1, 1, tzinfo=UTC),
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,8 +124,12 @@ class RowShape:
 
     @classmethod
     def of(cls, columns: list[Column], formats: list[int]) -> RowShape:
-        return cls(columns, formats, _row_description(columns, formats),
-                   tuple(types.encoders([c.type for c in columns], formats)))  # fmt: skip
+        return cls(
+            columns,
+            formats,
+            _row_description(columns, formats),
+            tuple(types.encoders([c.type for c in columns], formats)),
+        )
 
     def fits(self, columns: list[Column], formats: list[int]) -> bool:
         # A plan answers the same list of columns each run: identity first, cheaply.
@@ -134,8 +161,7 @@ def _formats(codes: Sequence[int], count: int) -> list[int]:
 class Conversation:
     """Answers the messages of one connection after its startup; one thread at a time."""
 
-    def __init__(self, session: Session, settings: SessionSettings,
-                 wire: copy_flow.Wire) -> None:  # fmt: skip
+    def __init__(self, session: Session, settings: SessionSettings, wire: copy_flow.Wire) -> None:
         self.session = session
         self.settings = settings
         self.wire = wire  # what a COPY sends and reads while it runs
@@ -226,7 +252,8 @@ class Conversation:
     def parse(self, message: m.Parse) -> list[m.ServerMessage]:
         if message.name and message.name in self._prepared:
             raise PreparedStatementExists(
-                f'prepared statement "{message.name}" already exists; close it first')
+                f'prepared statement "{message.name}" already exists; close it first'
+            )
         pieces = split(message.text)
         if len(pieces) > 1:
             raise SqlSyntaxError("cannot insert multiple commands into a prepared statement")
@@ -249,8 +276,11 @@ class Conversation:
         values: list[object] = []
         for number, (data, fmt) in enumerate(zip(message.params, formats, strict=True), 1):
             oid = prepared.param_oids[number - 1] if number <= len(prepared.param_oids) else 0
-            values.append(None if data is None else types.decode_param(
-                data, oid, fmt == 1, prepared.hints.get(number), number))  # fmt: skip
+            values.append(
+                None
+                if data is None
+                else types.decode_param(data, oid, fmt == 1, prepared.hints.get(number), number)
+            )
         params = tuple(values[n - 1] for n in numbers)
         self._portals[message.portal] = Portal(prepared, params, message.result_formats)
         return [m.BindComplete()]
@@ -262,9 +292,12 @@ class Conversation:
             columns = self._describe_columns(prepared)
             if columns is not None and prepared.result_type is None:
                 prepared.result_type = _result_type(columns)  # what the client now knows
-            return [m.ParameterDescription(oids),
-                    _row_description(columns, [0] * len(columns)) if columns is not None
-                    else m.NoData()]  # fmt: skip
+            return [
+                m.ParameterDescription(oids),
+                _row_description(columns, [0] * len(columns))
+                if columns is not None
+                else m.NoData(),
+            ]
         portal = self._portal(message.name)
         columns = portal.prepared.columns
         plan = portal.prepared.plan
@@ -296,8 +329,13 @@ class Conversation:
         if portal.sent < len(result.rows):
             out.append(m.PortalSuspended())
         else:
-            out.append(m.CommandComplete(command_tag(plan.statement, result, len(rows))
-                                         if plan.statement else self._tag(plan, result)))
+            out.append(
+                m.CommandComplete(
+                    command_tag(plan.statement, result, len(rows))
+                    if plan.statement
+                    else self._tag(plan, result)
+                )
+            )
         return out
 
     def _run_portal(self, portal: Portal, out: list[m.ServerMessage] | None = None) -> Result:
@@ -398,8 +436,9 @@ class Conversation:
             return plan.setting.verb == "SHOW"
         return plan.kind in _QUERIES
 
-    def _run(self, plan: Plan, params: Sequence[object], before: list[m.ServerMessage] | None
-             = None) -> tuple[Result, list[m.ServerMessage]]:  # fmt: skip
+    def _run(
+        self, plan: Plan, params: Sequence[object], before: list[m.ServerMessage] | None = None
+    ) -> tuple[Result, list[m.ServerMessage]]:
         """The statement's result and the ParameterStatus messages a SET makes. `before`:
         the answers so far, which a COPY sends before its copy messages (and empties)."""
         ends = plan.kind in ("Commit", "Rollback")
@@ -420,9 +459,13 @@ class Conversation:
             if isinstance(statement, ast.CopyTo):
                 return copy_flow.copy_out(self.session, plan.piece.text, self.wire, before), []
             if isinstance(statement, ast.CopyFrom) and statement.file is None:
-                return copy_flow.copy_in(self.session, plan.piece.text, self.wire,
-                                         lambda: self._copied_columns(statement),
-                                         before), []  # fmt: skip
+                return copy_flow.copy_in(
+                    self.session,
+                    plan.piece.text,
+                    self.wire,
+                    lambda: self._copied_columns(statement),
+                    before,
+                ), []
             return self.session.execute(plan.piece.text, params), []
         except KdbError:
             # The engine rolled the transaction back; PostgreSQL's client sees it failed.
@@ -455,7 +498,8 @@ class Conversation:
                 self._prepared.clear()
             elif self._prepared.pop(command.name, None) is None:
                 raise UnknownPreparedStatement(
-                    f'prepared statement "{command.name}" does not exist')
+                    f'prepared statement "{command.name}" does not exist'
+                )
             return message_result("DEALLOCATE", "DEALLOCATE"), []
         if command.verb == "DISCARD":
             if self.session.transaction is not None:
@@ -522,4 +566,3 @@ def _row_description(columns: list[Column], formats: list[int]) -> m.RowDescript
         pg = types.pg_type(column.type)
         fields.append(m.FieldDescription(column.name, pg.oid, pg.size, fmt))
     return m.RowDescription(tuple(fields))
-

@@ -46,8 +46,9 @@ class CopyInStream(io.RawIOBase):
     client ever entering copy mode.
     """
 
-    def __init__(self, wire: Wire, columns: Callable[[], int],
-                 before: list[m.ServerMessage]) -> None:  # fmt: skip
+    def __init__(
+        self, wire: Wire, columns: Callable[[], int], before: list[m.ServerMessage]
+    ) -> None:
         super().__init__()
         self._wire = wire
         self._columns = columns
@@ -80,8 +81,10 @@ class CopyInStream(io.RawIOBase):
                 continue
             self.ended = True
             if isinstance(message, m.CopyFail):
-                raise CopyFailed(f"COPY FROM STDIN failed: the client sent CopyFail"
-                                 f" ({message.message}); nothing was copied")
+                raise CopyFailed(
+                    f"COPY FROM STDIN failed: the client sent CopyFail"
+                    f" ({message.message}); nothing was copied"
+                )
         return b""
 
     def finish(self) -> None:
@@ -92,8 +95,13 @@ class CopyInStream(io.RawIOBase):
             self.ended = not isinstance(self._wire.next_copy_message(), m.CopyData)
 
 
-def copy_in(session: Session, sql: str, wire: Wire, columns: Callable[[], int],
-            before: list[m.ServerMessage]) -> Result:  # fmt: skip
+def copy_in(
+    session: Session,
+    sql: str,
+    wire: Wire,
+    columns: Callable[[], int],
+    before: list[m.ServerMessage],
+) -> Result:
     """Run `COPY ... FROM STDIN` with the client's CopyData as its rows."""
     stream = CopyInStream(wire, columns, before)
     result = copying.copy_in(session, sql, cast(IO[bytes], stream))

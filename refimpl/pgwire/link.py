@@ -57,9 +57,16 @@ class Link:
     whole, and the client's copy messages read as the COPY asks for them.
     """
 
-    def __init__(self, instance: Instance, options: LinkOptions, process_id: int,
-                 secret_key: int, on_cancel: Callable[[int, int], None],
-                 transport: Transport, refusal: str | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        instance: Instance,
+        options: LinkOptions,
+        process_id: int,
+        secret_key: int,
+        on_cancel: Callable[[int, int], None],
+        transport: Transport,
+        refusal: str | None = None,
+    ) -> None:
         """`refusal`: why the server refuses this connection (a limit): told after the
         startup message, where every client reads it (an answer to an SSLRequest is one byte)."""
         self.refusal = refusal
@@ -189,8 +196,13 @@ class Link:
             if self.refusal is not None:
                 return [m.ErrorResponse(sqlstate.TOO_MANY_CONNECTIONS, self.refusal, "FATAL")]
             if "user" not in message.parameters:
-                return [m.ErrorResponse("28000", "no user name was given in the startup"
-                                        " message; connect with a user name", "FATAL")]
+                return [
+                    m.ErrorResponse(
+                        "28000",
+                        "no user name was given in the startup message; connect with a user name",
+                        "FATAL",
+                    )
+                ]
             if self.options.dev:
                 return self._login(ADMIN)
             return [m.AuthenticationCleartextPassword()]
@@ -203,16 +215,25 @@ class Link:
         try:
             principal = self.instance.access.authenticate(password)
         except Unauthorized as error:
-            return [m.ErrorResponse(sqlstate.INVALID_PASSWORD,
-                                    f"password authentication failed for user \"{user}\":"
-                                    f" {error.message}; send one of the user's tokens as"
-                                    " the password", "FATAL")]  # fmt: skip
+            return [
+                m.ErrorResponse(
+                    sqlstate.INVALID_PASSWORD,
+                    f'password authentication failed for user "{user}":'
+                    f" {error.message}; send one of the user's tokens as"
+                    " the password",
+                    "FATAL",
+                )
+            ]
         if (principal.name or "").lower() != user.lower():
-            return [m.ErrorResponse(sqlstate.INVALID_PASSWORD,
-                                    f"password authentication failed for user \"{user}\":"
-                                    f" the token belongs to {principal.describe()}; connect"
-                                    " as that user or send one of this user's tokens",
-                                    "FATAL")]  # fmt: skip
+            return [
+                m.ErrorResponse(
+                    sqlstate.INVALID_PASSWORD,
+                    f'password authentication failed for user "{user}":'
+                    f" the token belongs to {principal.describe()}; connect"
+                    " as that user or send one of this user's tokens",
+                    "FATAL",
+                )
+            ]
         return self._login(principal)
 
     def _login(self, principal: Principal) -> list[m.ServerMessage]:

@@ -141,8 +141,23 @@ class FunctionCall:
 
 
 ClientMessage = (
-    SslRequest | GssEncRequest | CancelRequest | Startup | Password | Query | Parse | Bind
-    | Describe | Execute | Close | Sync | Flush | Terminate | CopyData | CopyDone | CopyFail
+    SslRequest
+    | GssEncRequest
+    | CancelRequest
+    | Startup
+    | Password
+    | Query
+    | Parse
+    | Bind
+    | Describe
+    | Execute
+    | Close
+    | Sync
+    | Flush
+    | Terminate
+    | CopyData
+    | CopyDone
+    | CopyFail
     | FunctionCall
 )
 
@@ -392,8 +407,11 @@ class RowDescription:
         parts = [_INT16.pack(len(self.fields))]
         for f in self.fields:
             parts.append(_cstr(f.name))
-            parts.append(_FIELD.pack(f.table_oid, f.column_number, f.type_oid, f.type_size,
-                                     f.type_modifier, f.format))  # fmt: skip
+            parts.append(
+                _FIELD.pack(
+                    f.table_oid, f.column_number, f.type_oid, f.type_size, f.type_modifier, f.format
+                )
+            )
         object.__setattr__(self, "_encoded", _frame(b"T", b"".join(parts)))
 
     def encode(self) -> bytes:
@@ -456,8 +474,16 @@ class ErrorResponse:
     notice: bool = False
 
     def encode(self) -> bytes:
-        parts = [b"S", _cstr(self.severity), b"V", _cstr(self.severity),
-                 b"C", _cstr(self.code), b"M", _cstr(self.message)]  # fmt: skip
+        parts = [
+            b"S",
+            _cstr(self.severity),
+            b"V",
+            _cstr(self.severity),
+            b"C",
+            _cstr(self.code),
+            b"M",
+            _cstr(self.message),
+        ]
         if self.position is not None:
             parts += [b"P", _cstr(str(self.position))]
         if self.hint:
@@ -501,8 +527,10 @@ class ParameterDescription:
     type_oids: tuple[int, ...]
 
     def encode(self) -> bytes:
-        return _frame(b"t", _INT16.pack(len(self.type_oids))
-                      + b"".join(_INT32.pack(oid) for oid in self.type_oids))  # fmt: skip
+        return _frame(
+            b"t",
+            _INT16.pack(len(self.type_oids)) + b"".join(_INT32.pack(oid) for oid in self.type_oids),
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -547,9 +575,26 @@ class SslRefused:
 
 
 ServerMessage = (
-    AuthenticationOk | AuthenticationCleartextPassword | ParameterStatus | BackendKeyData
-    | ReadyForQuery | RowDescription | DataRows | CommandComplete | EmptyQueryResponse
-    | ErrorResponse | ParseComplete | BindComplete | CloseComplete | NoData | PortalSuspended
-    | ParameterDescription | CopyInResponse | CopyOutResponse | CopyData | CopyDone
-    | SslAccepted | SslRefused
+    AuthenticationOk
+    | AuthenticationCleartextPassword
+    | ParameterStatus
+    | BackendKeyData
+    | ReadyForQuery
+    | RowDescription
+    | DataRows
+    | CommandComplete
+    | EmptyQueryResponse
+    | ErrorResponse
+    | ParseComplete
+    | BindComplete
+    | CloseComplete
+    | NoData
+    | PortalSuspended
+    | ParameterDescription
+    | CopyInResponse
+    | CopyOutResponse
+    | CopyData
+    | CopyDone
+    | SslAccepted
+    | SslRefused
 )

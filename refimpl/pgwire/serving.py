@@ -64,8 +64,11 @@ class PgOptions:
     host: str = "127.0.0.1"
     port: int = 5432
     threads: int = 16
-    limits: ConnectionLimits = field(default_factory=lambda: ConnectionLimits(
-        100, 100, "pg_max_connections", "pg_max_connections"))  # fmt: skip
+    limits: ConnectionLimits = field(
+        default_factory=lambda: ConnectionLimits(
+            100, 100, "pg_max_connections", "pg_max_connections"
+        )
+    )
     link: LinkOptions = field(default_factory=LinkOptions)
     tls: ssl.SSLContext | None = None  # given: an SSLRequest is answered 'S' (link.tls too)
 
@@ -116,8 +119,10 @@ class _Socket:
                 except OSError:
                     return b""
             if time.monotonic() > deadline:
-                raise ProtocolError(f"the client sent no COPY data for {COPY_WAIT_SECONDS:.0f}"
-                                    " seconds; the connection ends and nothing was copied")
+                raise ProtocolError(
+                    f"the client sent no COPY data for {COPY_WAIT_SECONDS:.0f}"
+                    " seconds; the connection ends and nothing was copied"
+                )
         raise Unavailable("the server is stopping; the COPY was not done, nothing was copied")
 
 
@@ -138,8 +143,7 @@ class _Client:
 
     def start_tls(self, context: ssl.SSLContext) -> None:
         """Wrap the socket after 'S' went out; the reading thread does the handshake."""
-        self.sock = context.wrap_socket(self.sock, server_side=True,
-                                        do_handshake_on_connect=False)  # fmt: skip
+        self.sock = context.wrap_socket(self.sock, server_side=True, do_handshake_on_connect=False)
         self.transport.sock = self.sock  # the same file descriptor, now encrypted
         self.handshaking = True
 
@@ -166,12 +170,12 @@ class PgServer:
         self._process_ids = itertools.count(1)
         self._next_startup_check = 0.0
         self._workers = PollingWorkers(
-            "kdb-pg", options.threads, self._event, self._end_late_startups, POLL_SECONDS)
+            "kdb-pg", options.threads, self._event, self._end_late_startups, POLL_SECONDS
+        )
         self._epoll = self._workers.epoll
         self._stopping = self._workers.stopping
         self._epoll.register(self._listener.fileno(), ARMED)
-        self._acknowledging: Acknowledging[tuple[_Client, bytes]] = Acknowledging(
-            self._acknowledge)
+        self._acknowledging: Acknowledging[tuple[_Client, bytes]] = Acknowledging(self._acknowledge)
 
     def start(self) -> None:
         self._workers.start()
@@ -192,9 +196,13 @@ class PgServer:
             if now < self._next_startup_check:
                 return  # another worker took this round
             self._next_startup_check = now + 1.0
-            late = [c for c in self._clients.values() if not c.busy
-                    and c.link.conversation is None
-                    and now - c.accepted_at > STARTUP_TIMEOUT_SECONDS]  # fmt: skip
+            late = [
+                c
+                for c in self._clients.values()
+                if not c.busy
+                and c.link.conversation is None
+                and now - c.accepted_at > STARTUP_TIMEOUT_SECONDS
+            ]
         for client in late:
             self._close(client)
 
@@ -224,12 +232,20 @@ class PgServer:
         refused = self.counts.admit(address)
         sock.setblocking(False)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO,
-                        struct.pack("ll", SEND_TIMEOUT_SECONDS, 0))  # fmt: skip
+        sock.setsockopt(
+            socket.SOL_SOCKET, socket.SO_SNDTIMEO, struct.pack("ll", SEND_TIMEOUT_SECONDS, 0)
+        )
         process_id = next(self._process_ids)
         transport = _Socket(sock, self._stopping)
-        link = Link(self.instance, self.options.link, process_id, secrets.randbits(31),
-                    self.cancel, transport, refused)  # fmt: skip
+        link = Link(
+            self.instance,
+            self.options.link,
+            process_id,
+            secrets.randbits(31),
+            self.cancel,
+            transport,
+            refused,
+        )
         client = _Client(transport, address, link, counted=refused is None)
         with self._lock:
             self._clients[sock.fileno()] = client
@@ -304,8 +320,12 @@ class PgServer:
             link.end()
         except Exception:
             log.exception("bug: unexpected error answering a PostgreSQL connection")
-            client.goodbye(link.refuse(sqlstate.INTERNAL, "internal error (a bug in the"
-                                       " server); the server log has the details"))  # fmt: skip
+            client.goodbye(
+                link.refuse(
+                    sqlstate.INTERNAL,
+                    "internal error (a bug in the server); the server log has the details",
+                )
+            )
         if link.closed:
             self._close(client)
         else:
@@ -386,7 +406,8 @@ class PgServer:
         for client in clients:
             with client.lock:
                 goodbye = client.link.refuse(
-                    sqlstate.ADMIN_SHUTDOWN, "terminating connection: the server is stopping")
+                    sqlstate.ADMIN_SHUTDOWN, "terminating connection: the server is stopping"
+                )
             client.goodbye(goodbye)
             self._close(client)
         self._epoll.close()

@@ -43,12 +43,31 @@ DEFAULTS: dict[str, str] = {
     "is_superuser": "off",
     "session_authorization": "",
 }
-READ_ONLY = frozenset({"server_version", "server_version_num", "server_encoding",
-                       "integer_datetimes", "max_identifier_length", "is_superuser",
-                       "session_authorization", "transaction_isolation"})  # fmt: skip
-REPORTED = ("server_version", "server_encoding", "client_encoding", "DateStyle",
-            "IntervalStyle", "TimeZone", "integer_datetimes", "standard_conforming_strings",
-            "application_name", "is_superuser", "session_authorization")  # fmt: skip
+READ_ONLY = frozenset(
+    {
+        "server_version",
+        "server_version_num",
+        "server_encoding",
+        "integer_datetimes",
+        "max_identifier_length",
+        "is_superuser",
+        "session_authorization",
+        "transaction_isolation",
+    }
+)
+REPORTED = (
+    "server_version",
+    "server_encoding",
+    "client_encoding",
+    "DateStyle",
+    "IntervalStyle",
+    "TimeZone",
+    "integer_datetimes",
+    "standard_conforming_strings",
+    "application_name",
+    "is_superuser",
+    "session_authorization",
+)
 _BY_LOWER = {name.lower(): name for name in DEFAULTS}
 _UTF8 = frozenset({"utf8", "utf-8", "unicode"})
 
@@ -61,11 +80,13 @@ _SHOW = re.compile(r"^show\s+(?P<name>[a-z_][\w.]*|all)$", re.IGNORECASE)
 _RESET = re.compile(r"^reset\s+(?P<name>[a-z_][\w.]*|all)$", re.IGNORECASE)
 _DISCARD = re.compile(r"^discard\s+all$", re.IGNORECASE)
 # psycopg sends DEALLOCATE ALL after every ALTER or DROP, to forget its prepared statements.
-_DEALLOCATE = re.compile(r'^deallocate\s+(?:prepare\s+)?(?:(?P<all>all)|"?(?P<name>[^"]+)"?)$',
-                         re.IGNORECASE)  # fmt: skip
+_DEALLOCATE = re.compile(
+    r'^deallocate\s+(?:prepare\s+)?(?:(?P<all>all)|"?(?P<name>[^"]+)"?)$', re.IGNORECASE
+)
 # SHOW statements of the engine itself: these are never session settings.
-_ENGINE_SHOWS = frozenset({"tables", "columns", "create", "users", "grants", "triggers",
-                           "procedures"})  # fmt: skip
+_ENGINE_SHOWS = frozenset(
+    {"tables", "columns", "create", "users", "grants", "triggers", "procedures"}
+)
 
 
 @dataclass(frozen=True, slots=True)

@@ -74,8 +74,9 @@ def sqlstate_of(error: errors.KdbError) -> str:
     return INTERNAL
 
 
-def error_response(error: errors.KdbError, text: str | None = None, offset: int = 0
-                   ) -> ErrorResponse:  # fmt: skip
+def error_response(
+    error: errors.KdbError, text: str | None = None, offset: int = 0
+) -> ErrorResponse:
     """The ErrorResponse of `error`; with the query `text` (a statement of which starts at
     `offset`), a syntax error's line and column become PostgreSQL's character position."""
     position = None

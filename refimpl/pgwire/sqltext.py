@@ -86,8 +86,11 @@ def split(text: str) -> list[Piece]:
             end = n if newline < 0 else newline
         elif text.startswith("/*", i):
             end = _skip_block_comment(text, i)
-        elif ch == "$" and (i == 0 or not _word(text[i - 1])) and (
-                quote := _DOLLAR_QUOTE.match(text, i)):
+        elif (
+            ch == "$"
+            and (i == 0 or not _word(text[i - 1]))
+            and (quote := _DOLLAR_QUOTE.match(text, i))
+        ):
             close = text.find(quote.group(), quote.end())
             end = n if close < 0 else close + len(quote.group())
         elif ch == "$" and _placeholder_at(text, i):

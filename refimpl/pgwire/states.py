@@ -49,8 +49,17 @@ class Action(enum.Enum):
 
 
 S = State
-_COMMANDS = (m.Query, m.Parse, m.Bind, m.Describe, m.Execute, m.Close, m.Flush, m.Sync,
-             m.FunctionCall)  # fmt: skip
+_COMMANDS = (
+    m.Query,
+    m.Parse,
+    m.Bind,
+    m.Describe,
+    m.Execute,
+    m.Close,
+    m.Flush,
+    m.Sync,
+    m.FunctionCall,
+)
 COPY_MESSAGES = (m.CopyData, m.CopyDone, m.CopyFail)
 
 RECEIVED: Final[dict[tuple[State, type], tuple[State, Action]]] = {
@@ -76,10 +85,24 @@ RECEIVED: Final[dict[tuple[State, type], tuple[State, Action]]] = {
 
 # What the server's answers do to the state. An ErrorResponse in READY goes to SKIPPING only
 # when it answers an extended-protocol message: the core decides that (see core.Connection).
-_ANSWERS = (m.RowDescription, m.DataRows, m.CommandComplete, m.EmptyQueryResponse,
-            m.ErrorResponse, m.ParseComplete, m.BindComplete, m.CloseComplete, m.NoData,
-            m.PortalSuspended, m.ParameterDescription, m.ReadyForQuery, m.ParameterStatus,
-            m.CopyOutResponse, m.CopyData, m.CopyDone)
+_ANSWERS = (
+    m.RowDescription,
+    m.DataRows,
+    m.CommandComplete,
+    m.EmptyQueryResponse,
+    m.ErrorResponse,
+    m.ParseComplete,
+    m.BindComplete,
+    m.CloseComplete,
+    m.NoData,
+    m.PortalSuspended,
+    m.ParameterDescription,
+    m.ReadyForQuery,
+    m.ParameterStatus,
+    m.CopyOutResponse,
+    m.CopyData,
+    m.CopyDone,
+)
 SENT: Final[dict[tuple[State, type], State]] = {
     (S.STARTUP, m.SslRefused): S.STARTUP,
     (S.STARTUP, m.SslAccepted): S.SECURING,

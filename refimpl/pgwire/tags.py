@@ -10,8 +10,14 @@ from __future__ import annotations
 from refimpl.engine.result import Result
 from refimpl.sql import ast
 
-_COUNTED = {"Insert": "INSERT 0 {n}", "Update": "UPDATE {n}", "Delete": "DELETE {n}",
-            "Truncate": "TRUNCATE TABLE", "CopyFrom": "COPY {n}", "CopyTo": "COPY {n}"}  # fmt: skip
+_COUNTED = {
+    "Insert": "INSERT 0 {n}",
+    "Update": "UPDATE {n}",
+    "Delete": "DELETE {n}",
+    "Truncate": "TRUNCATE TABLE",
+    "CopyFrom": "COPY {n}",
+    "CopyTo": "COPY {n}",
+}
 _TAGS = {
     "CreateTable": "CREATE TABLE",
     "DropTable": "DROP TABLE",

@@ -53,5 +53,7 @@ def step(sock: ssl.SSLSocket) -> Step:
 
 
 # The epoll events a step waits for (one-shot: the reading thread re-arms after each).
-EVENTS = {Step.WANTS_READ: select.EPOLLIN | select.EPOLLONESHOT,
-          Step.WANTS_WRITE: select.EPOLLOUT | select.EPOLLONESHOT}  # fmt: skip
+EVENTS = {
+    Step.WANTS_READ: select.EPOLLIN | select.EPOLLONESHOT,
+    Step.WANTS_WRITE: select.EPOLLOUT | select.EPOLLONESHOT,
+}

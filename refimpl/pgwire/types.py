@@ -73,11 +73,11 @@ COLUMN_TYPES: dict[str, PgType] = {
     "INT": PgType(INT4, "integer", 4, lambda v: b"%d" % v, _I4.pack),
     "BIGINT": PgType(INT8, "bigint", 8, lambda v: b"%d" % v, _I8.pack),
     "DOUBLE": PgType(FLOAT8, "double precision", 8, lambda v: _float_text(v).encode(),
-                     lambda v: _F8.pack(v)),  # fmt: skip
+                     lambda v: _F8.pack(v)),
     "STRING": _TEXT,
     "SYMBOL": _TEXT,
     "BOOLEAN": PgType(BOOL, "boolean", 1, lambda v: b"t" if v else b"f",
-                      lambda v: b"\x01" if v else b"\x00"),  # fmt: skip
+                      lambda v: b"\x01" if v else b"\x00"),
     "TIMESTAMP": PgType(TIMESTAMPTZ, "timestamp with time zone", 8,
                         lambda v: timestamp_text(v).encode(),  # type: ignore[arg-type]
                         lambda v: _I8.pack(v - PG_EPOCH_MICROS)),  # type: ignore[operator]
@@ -103,8 +103,10 @@ def oid_of(column_type: str | None) -> int:
 
 def encoders(column_types: list[str], formats: list[int]) -> list[Callable[[object], bytes]]:
     """One encoder a column, text or binary as `formats` (one code per column) asks."""
-    return [pg_type(t).binary if f == 1 else pg_type(t).text
-            for t, f in zip(column_types, formats, strict=True)]  # fmt: skip
+    return [
+        pg_type(t).binary if f == 1 else pg_type(t).text
+        for t, f in zip(column_types, formats, strict=True)
+    ]
 
 
 # --- parameters ---------------------------------------------------------------------------

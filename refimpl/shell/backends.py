@@ -59,8 +59,9 @@ def _json_value(value: Any, column_type: str) -> Any:
     if column_type == "TIMESTAMP" and isinstance(value, int):
         moment = _EPOCH + datetime.timedelta(microseconds=value)
         digits = 3 if moment.microsecond % 1000 == 0 else 6
-        return moment.isoformat(timespec="milliseconds" if digits == 3 else "microseconds"
-                                ).replace("+00:00", "Z")  # fmt: skip
+        return moment.isoformat(timespec="milliseconds" if digits == 3 else "microseconds").replace(
+            "+00:00", "Z"
+        )
     if isinstance(value, float) and not math.isfinite(value):
         return None
     return value
@@ -80,15 +81,15 @@ class LocalBackend:
         except KdbError as exc:
             position = exc.details().get("position")
             if isinstance(position, dict):
-                raise ShellError(exc.message, position.get("line"), position.get("column")
-                                 ) from None  # fmt: skip
+                raise ShellError(
+                    exc.message, position.get("line"), position.get("column")
+                ) from None
             raise ShellError(exc.message) from None
         if result.columns is None:
             return Answer(None, (), result.message or "", result.count)
         types = [c.type for c in result.columns]
         rows = tuple(
-            tuple(_json_value(v, t) for v, t in zip(row, types, strict=True))
-            for row in result.rows
+            tuple(_json_value(v, t) for v, t in zip(row, types, strict=True)) for row in result.rows
         )
         columns = tuple((c.name, c.type) for c in result.columns)
         return Answer(columns, rows, result.message or "", len(rows))
@@ -111,9 +112,11 @@ class RemoteBackend:
     def run(self, text: str) -> Answer:
         try:
             response = self._http.post(
-                f"{self.where}/exec", params={"db": self.database}, data=text.encode("utf-8"),
+                f"{self.where}/exec",
+                params={"db": self.database},
+                data=text.encode("utf-8"),
                 timeout=TIMEOUT_SECONDS,
-            )  # fmt: skip
+            )
         except requests.RequestException as exc:
             raise ShellError(f"cannot reach {self.where}: {exc}") from None
         try:
@@ -125,8 +128,11 @@ class RemoteBackend:
             ) from None
         if response.status_code >= 400:
             position = body.get("position") or {}
-            raise ShellError(str(body.get("error", response.reason)), position.get("line"),
-                             position.get("column"))  # fmt: skip
+            raise ShellError(
+                str(body.get("error", response.reason)),
+                position.get("line"),
+                position.get("column"),
+            )
         if "columns" in body:
             columns = tuple((c["name"], c["type"]) for c in body["columns"])
             rows = tuple(tuple(row) for row in body["dataset"])

@@ -10,15 +10,80 @@ from prompt_toolkit.completion import CompleteEvent, Completer, Completion
 from prompt_toolkit.document import Document
 
 KEYWORDS = (
-    "ADD", "ALL", "ALTER", "AND", "AS", "ASC", "BEGIN", "BETWEEN", "BIGINT", "BOOLEAN", "BY",
-    "CASE", "CAST", "CHECKPOINT", "COLUMN", "COLUMNS", "COMMIT", "COUNT", "CREATE", "DATABASE",
-    "DELETE", "DESC", "DISTINCT", "DOUBLE", "DROP", "ELSE", "END", "EXISTS", "FALSE", "FOR",
-    "FROM", "GRANT", "GRANTS", "GROUP", "HAVING", "IF", "IN", "INSERT", "INT", "INTO", "IS",
-    "KEY", "LIKE", "LIMIT", "NOT", "NULL", "OFFSET", "ON", "OR", "ORDER", "PARTITION",
-    "PRIMARY", "REVOKE", "ROLLBACK", "SELECT", "SET", "SHOW", "STRING", "SYMBOL", "TABLE",
-    "TABLES", "THEN", "TIMESTAMP", "TO", "TOKEN", "TRUE", "TRUNCATE", "UPDATE", "USER",
-    "USERS", "VALUES", "WHEN", "WHERE",
-)  # fmt: skip
+    "ADD",
+    "ALL",
+    "ALTER",
+    "AND",
+    "AS",
+    "ASC",
+    "BEGIN",
+    "BETWEEN",
+    "BIGINT",
+    "BOOLEAN",
+    "BY",
+    "CASE",
+    "CAST",
+    "CHECKPOINT",
+    "COLUMN",
+    "COLUMNS",
+    "COMMIT",
+    "COUNT",
+    "CREATE",
+    "DATABASE",
+    "DELETE",
+    "DESC",
+    "DISTINCT",
+    "DOUBLE",
+    "DROP",
+    "ELSE",
+    "END",
+    "EXISTS",
+    "FALSE",
+    "FOR",
+    "FROM",
+    "GRANT",
+    "GRANTS",
+    "GROUP",
+    "HAVING",
+    "IF",
+    "IN",
+    "INSERT",
+    "INT",
+    "INTO",
+    "IS",
+    "KEY",
+    "LIKE",
+    "LIMIT",
+    "NOT",
+    "NULL",
+    "OFFSET",
+    "ON",
+    "OR",
+    "ORDER",
+    "PARTITION",
+    "PRIMARY",
+    "REVOKE",
+    "ROLLBACK",
+    "SELECT",
+    "SET",
+    "SHOW",
+    "STRING",
+    "SYMBOL",
+    "TABLE",
+    "TABLES",
+    "THEN",
+    "TIMESTAMP",
+    "TO",
+    "TOKEN",
+    "TRUE",
+    "TRUNCATE",
+    "UPDATE",
+    "USER",
+    "USERS",
+    "VALUES",
+    "WHEN",
+    "WHERE",
+)
 COMMANDS = ("\\d", "\\timing", "\\format", "\\q", "\\?")
 # After these words a table name comes.
 _TABLE_CONTEXT = frozenset({"FROM", "JOIN", "INTO", "TABLE", "UPDATE", "\\D", "TRUNCATE"})
@@ -28,8 +93,9 @@ _WORD = re.compile(r"[A-Za-z_\\][A-Za-z0-9_]*")
 class Catalog:
     """Table and column names, asked of the database once and again after a schema change."""
 
-    def __init__(self, tables: Callable[[], Sequence[str]],
-                 columns: Callable[[str], Sequence[str]]) -> None:  # fmt: skip
+    def __init__(
+        self, tables: Callable[[], Sequence[str]], columns: Callable[[str], Sequence[str]]
+    ) -> None:
         self._ask_tables = tables
         self._ask_columns = columns
         self._tables: list[str] | None = None

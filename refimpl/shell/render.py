@@ -50,10 +50,12 @@ def as_table(answer: Answer) -> Table:
         # Text, not a string: rich would read a name like '[b]' as markup.
         table.add_column(Text(name), justify="right" if right else "left", overflow="fold")
     for row in answer.rows:
-        table.add_row(*(
-            Text("NULL", style="dim") if value is None else Text(cell_text(value))
-            for value in row
-        ))  # fmt: skip
+        table.add_row(
+            *(
+                Text("NULL", style="dim") if value is None else Text(cell_text(value))
+                for value in row
+            )
+        )
     return table
 
 

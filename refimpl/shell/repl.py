@@ -50,8 +50,11 @@ def default_history() -> Path:
 def statement_complete(text: str) -> bool:
     """Whether Enter runs `text`: a statement ending at `;`, a command, or nothing."""
     stripped = text.strip()
-    return not stripped or stripped.endswith(";") or stripped.startswith("\\") or (
-        stripped.lower() in QUIT_WORDS
+    return (
+        not stripped
+        or stripped.endswith(";")
+        or stripped.startswith("\\")
+        or (stripped.lower() in QUIT_WORDS)
     )
 
 
@@ -65,14 +68,20 @@ class ShellOptions:
 class Shell:
     """One shell on one backend; `run` one text, or `interactive` until quit."""
 
-    def __init__(self, backend: Backend, console: Console, options: ShellOptions,
-                 errors: Console | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        backend: Backend,
+        console: Console,
+        options: ShellOptions,
+        errors: Console | None = None,
+    ) -> None:
         self.backend = backend
         self.console = console
         self.errors = errors or console  # where errors go (stderr outside a terminal)
         self.options = options
-        self.catalog = Catalog(lambda: table_names(backend),
-                               lambda table: column_names(backend, table))  # fmt: skip
+        self.catalog = Catalog(
+            lambda: table_names(backend), lambda table: column_names(backend, table)
+        )
         self.quit = False
 
     def run(self, text: str) -> bool:
@@ -142,10 +151,12 @@ class Shell:
             prompt_continuation=lambda width, line, wrapped: f"{self.backend.database}-> ",
             complete_while_typing=False,
         )
-        self.console.print(Text(
-            f"refimpl SQL shell on database '{self.backend.database}' at {self.backend.where}."
-            " End statements with ;  \\? for help, \\q quits."
-        ))  # fmt: skip
+        self.console.print(
+            Text(
+                f"refimpl SQL shell on database '{self.backend.database}' at {self.backend.where}."
+                " End statements with ;  \\? for help, \\q quits."
+            )
+        )
         while not self.quit:
             try:
                 text = session.prompt(f"{self.backend.database}=> ")

@@ -49,10 +49,18 @@ TYPES = ("INT", "BIGINT", "DOUBLE", "STRING", "SYMBOL", "BOOLEAN", "TIMESTAMP")
 # Other databases' type names, taken as aliases of these (spec/types-and-values.md, "Type
 # names"); the first word of the name decides (`DOUBLE PRECISION`, `SIGNED INTEGER`).
 TYPE_ALIASES = {
-    "INTEGER": "BIGINT", "SMALLINT": "INT", "SIGNED": "BIGINT",
-    "REAL": "DOUBLE", "FLOAT": "DOUBLE", "NUMERIC": "DOUBLE", "DECIMAL": "DOUBLE",
-    "TEXT": "STRING", "VARCHAR": "STRING", "CHAR": "STRING",
-    "BOOL": "BOOLEAN", "TIMESTAMPTZ": "TIMESTAMP",
+    "INTEGER": "BIGINT",
+    "SMALLINT": "INT",
+    "SIGNED": "BIGINT",
+    "REAL": "DOUBLE",
+    "FLOAT": "DOUBLE",
+    "NUMERIC": "DOUBLE",
+    "DECIMAL": "DOUBLE",
+    "TEXT": "STRING",
+    "VARCHAR": "STRING",
+    "CHAR": "STRING",
+    "BOOL": "BOOLEAN",
+    "TIMESTAMPTZ": "TIMESTAMP",
 }
 
 # ---------------------------------------------------------------------------------------
@@ -215,8 +223,6 @@ class SubquerySource:
 Source = TableSource | FunctionSource | JoinSource | SubquerySource
 
 
-
-
 @dataclass(frozen=True, slots=True)
 class Select(Statement):
     items: tuple[SelectItem, ...]
@@ -234,8 +240,15 @@ class Select(Statement):
 
     def __post_init__(self) -> None:
         fields = (
-            self.items, self.source, self.where, self.group_by, self.having,
-            self.order_by, self.limit, self.offset, self.distinct,
+            self.items,
+            self.source,
+            self.where,
+            self.group_by,
+            self.having,
+            self.order_by,
+            self.limit,
+            self.offset,
+            self.distinct,
         )
         object.__setattr__(self, "_hash", hash(fields))
 
@@ -587,4 +600,3 @@ def walk(node: object) -> Iterator[object]:
         yield item
         if hasattr(item, "__dataclass_fields__"):
             todo.extend(getattr(item, name) for name in item.__dataclass_fields__)
-

@@ -94,8 +94,11 @@ class Builder(QueryBuilder, DdlBuilder, PgBuilder, CopyBuilder, RoutineBuilder):
         _tick()
         if token.type == "QUOTED_IDENT":
             if len(token) == 2:
-                raise error_at(token, 'a quoted name cannot be empty: write at least one '
-                                'character between the double quotes')
+                raise error_at(
+                    token,
+                    "a quoted name cannot be empty: write at least one "
+                    "character between the double quotes",
+                )
             return token[1:-1].replace('""', '"')
         return str(token)
 
@@ -140,8 +143,9 @@ class Builder(QueryBuilder, DdlBuilder, PgBuilder, CopyBuilder, RoutineBuilder):
     def table_source(self, name: str, alias: str | None) -> ast.TableSource:
         return ast.TableSource(name, alias)
 
-    def function_source(self, name: str, args: tuple[Expr, ...] | None,
-                        alias: str | None) -> ast.FunctionSource:
+    def function_source(
+        self, name: str, args: tuple[Expr, ...] | None, alias: str | None
+    ) -> ast.FunctionSource:
         return ast.FunctionSource(name, args or (), alias)
 
     def where(self, expr: Expr) -> Expr:
@@ -155,8 +159,9 @@ class Builder(QueryBuilder, DdlBuilder, PgBuilder, CopyBuilder, RoutineBuilder):
     def order_by(self, *items: ast.OrderItem) -> tuple[ast.OrderItem, ...]:
         return items
 
-    def order_item(self, expr: Expr, descending: bool | None,
-                   nulls_first: bool | None) -> ast.OrderItem:
+    def order_item(
+        self, expr: Expr, descending: bool | None, nulls_first: bool | None
+    ) -> ast.OrderItem:
         return ast.OrderItem(expr, bool(descending), nulls_first)
 
     def asc(self) -> bool:
@@ -208,8 +213,9 @@ class Builder(QueryBuilder, DdlBuilder, PgBuilder, CopyBuilder, RoutineBuilder):
         query = ast.Select((ast.SelectItem(ast.Star()),), ast.TableSource(table))
         return ast.InSubquery(operand, query, negated is not None)
 
-    def in_list(self, operand: Expr, negated: bool | None,
-                items: tuple[Expr, ...] | None) -> ast.InList:
+    def in_list(
+        self, operand: Expr, negated: bool | None, items: tuple[Expr, ...] | None
+    ) -> ast.InList:
         items = items or ()
         if len(items) > MAX_IN_ITEMS:
             raise StatementTooLarge(
@@ -273,8 +279,10 @@ class Builder(QueryBuilder, DdlBuilder, PgBuilder, CopyBuilder, RoutineBuilder):
         if "." in token or "e" in token or "E" in token:
             number = float(token)
             if math.isinf(number):
-                raise error_at(token, "this number is too large for a DOUBLE (finite numbers"
-                                " up to about 1.8e308)")
+                raise error_at(
+                    token,
+                    "this number is too large for a DOUBLE (finite numbers up to about 1.8e308)",
+                )
             return ast.Literal(number, "DOUBLE")
         try:
             return ast.Literal(int(token), "INT")
@@ -289,8 +297,11 @@ class Builder(QueryBuilder, DdlBuilder, PgBuilder, CopyBuilder, RoutineBuilder):
         _tick()
         digits = token[2:-1]
         if len(digits) % 2 or not _HEX_DIGITS.issuperset(digits):
-            raise error_at(token, "a BLOB literal X'...' holds pairs of hexadecimal digits"
-                           " (0-9, a-f), such as X'00ff'")
+            raise error_at(
+                token,
+                "a BLOB literal X'...' holds pairs of hexadecimal digits"
+                " (0-9, a-f), such as X'00ff'",
+            )
         return ast.Literal(bytes.fromhex(digits), "BLOB")
 
     def true(self) -> ast.Literal:
@@ -334,8 +345,7 @@ class Builder(QueryBuilder, DdlBuilder, PgBuilder, CopyBuilder, RoutineBuilder):
 
     # --- data changes -----------------------------------------------------------------------
 
-    def insert(self, table: str, columns: tuple[str, ...] | None,
-               body: ast.Query) -> ast.Insert:
+    def insert(self, table: str, columns: tuple[str, ...] | None, body: ast.Query) -> ast.Insert:
         if isinstance(body, ast.Values):
             return ast.Insert(table, columns, rows=body.rows)
         return ast.Insert(table, columns, select=body)
@@ -484,5 +494,3 @@ class Builder(QueryBuilder, DdlBuilder, PgBuilder, CopyBuilder, RoutineBuilder):
 
     def public(self) -> str:
         return ast.PUBLIC
-
-

@@ -18,13 +18,21 @@ def _text(token: Token) -> str:
 
 @v_args(inline=True)
 class CopyBuilder(Transformer):
-    def copy_from(self, table: str, columns: tuple[str, ...] | None, source: Any,
-                  options: tuple[ast.CopyOption, ...] | None) -> ast.CopyFrom:
+    def copy_from(
+        self,
+        table: str,
+        columns: tuple[str, ...] | None,
+        source: Any,
+        options: tuple[ast.CopyOption, ...] | None,
+    ) -> ast.CopyFrom:
         file = None if source is _STDIN else source
         return ast.CopyFrom(table, columns, file, options or ())
 
-    def copy_to(self, target: ast.CopyTo, options: tuple[ast.CopyOption, ...] | None,
-                ) -> ast.CopyTo:  # fmt: skip
+    def copy_to(
+        self,
+        target: ast.CopyTo,
+        options: tuple[ast.CopyOption, ...] | None,
+    ) -> ast.CopyTo:
         return ast.CopyTo(target.table, target.columns, target.query, options or ())
 
     def backup_database(self, database: str, target: Token) -> BackupDatabase:

@@ -18,8 +18,9 @@ from refimpl.sql import ast
 
 def error_at(token: Token, message: str) -> SqlSyntaxError:
     """A syntax error placed at `token` (its line and column lead the message)."""
-    return SqlSyntaxError(f"line {token.line}, column {token.column}: {message}", token.line,
-                          token.column)
+    return SqlSyntaxError(
+        f"line {token.line}, column {token.column}: {message}", token.line, token.column
+    )
 
 
 class _PrimaryKeyClause:
@@ -83,15 +84,29 @@ class DdlBuilder(Transformer):
                     continue
                 token, keys = element.primary, (element.column.name,)
             if key_token is not None:
-                raise error_at(token, "a table has one primary key: declare a key of several "
-                               "columns as PRIMARY KEY (a, b) after the columns")
+                raise error_at(
+                    token,
+                    "a table has one primary key: declare a key of several "
+                    "columns as PRIMARY KEY (a, b) after the columns",
+                )
             key_token, primary_key = token, keys
         if not columns:
             raise error_at(key_token, "a table needs at least one column")
         unit, symbol = partition or (None, None)
-        return ast.CreateTable(name, tuple(columns), if_not_exists is not None, primary_key,
-                               timeseries, unit, symbol, sort_by or (), dedup_key or (),
-                               tuple(unique), tuple(indexes), bool(replica_full))
+        return ast.CreateTable(
+            name,
+            tuple(columns),
+            if_not_exists is not None,
+            primary_key,
+            timeseries,
+            unit,
+            symbol,
+            sort_by or (),
+            dedup_key or (),
+            tuple(unique),
+            tuple(indexes),
+            bool(replica_full),
+        )
 
     def replica_identity(self, table: str, full: bool) -> ast.AlterReplicaIdentity:
         return ast.AlterReplicaIdentity(table, full)
@@ -118,8 +133,7 @@ class DdlBuilder(Transformer):
     def unique_def(self, token: Token, columns: tuple[str, ...]) -> _UniqueClause:
         return _UniqueClause(columns)
 
-    def index_def(self, unique: Token | None, name: str,
-                  columns: tuple[str, ...]) -> ast.IndexDef:
+    def index_def(self, unique: Token | None, name: str, columns: tuple[str, ...]) -> ast.IndexDef:
         return ast.IndexDef(name, columns, unique is not None)
 
     def index_name(self, name: str) -> str:
@@ -131,8 +145,14 @@ class DdlBuilder(Transformer):
     def index_column(self, name: str, direction: bool | None) -> str:
         return name  # an index serves both directions: ASC and DESC are read and not kept
 
-    def create_index(self, unique: Token | None, if_not_exists: bool | None, name: str,
-                     table: str, columns: tuple[str, ...]) -> ast.CreateIndex:
+    def create_index(
+        self,
+        unique: Token | None,
+        if_not_exists: bool | None,
+        name: str,
+        table: str,
+        columns: tuple[str, ...],
+    ) -> ast.CreateIndex:
         index = ast.IndexDef(name, columns, unique is not None)
         return ast.CreateIndex(table, index, if_not_exists is not None)
 

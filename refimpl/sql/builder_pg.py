@@ -68,8 +68,9 @@ class PgBuilder(Transformer):
         # Text compares by code point here whatever the collation: the clause changes nothing.
         return operand
 
-    def array_quantified(self, operand: ast.Expr, op: str, quantifier: str,
-                         array: ast.Expr) -> ast.ArrayQuantified:
+    def array_quantified(
+        self, operand: ast.Expr, op: str, quantifier: str, array: ast.Expr
+    ) -> ast.ArrayQuantified:
         return ast.ArrayQuantified(op, operand, quantifier, array)
 
     def array_subquery(self, query: ast.Query) -> ast.ArraySubquery:
@@ -95,8 +96,10 @@ class PgBuilder(Transformer):
         assert type_name is not None
         target = _CAST_TYPES.get(type_name.lower())
         if target is None:
-            raise SqlSyntaxError(f"type {type_name} is not known here; cast to one of"
-                                 f" {', '.join(sorted(_CAST_TYPES))}")
+            raise SqlSyntaxError(
+                f"type {type_name} is not known here; cast to one of"
+                f" {', '.join(sorted(_CAST_TYPES))}"
+            )
         return ast.Cast(operand, target)
 
     def escape_string(self, token: Token) -> ast.Literal:

@@ -26,10 +26,23 @@ class SelectCore:
     having: Expr | None
     distinct: bool
 
-    def select(self, order_by: tuple[ast.OrderItem, ...] = (), limit: Expr | None = None,
-               offset: Expr | None = None) -> ast.Select:
-        return ast.Select(self.items, self.source, self.where, self.group_by, self.having,
-                          order_by, limit, offset, self.distinct)
+    def select(
+        self,
+        order_by: tuple[ast.OrderItem, ...] = (),
+        limit: Expr | None = None,
+        offset: Expr | None = None,
+    ) -> ast.Select:
+        return ast.Select(
+            self.items,
+            self.source,
+            self.where,
+            self.group_by,
+            self.having,
+            order_by,
+            limit,
+            offset,
+            self.distinct,
+        )
 
 
 def _query(part: SelectCore | ast.Query) -> ast.Query:
@@ -40,9 +53,13 @@ def _query(part: SelectCore | ast.Query) -> ast.Query:
 class QueryBuilder(Transformer):
     """The query reductions of the grammar (method names are its rule and alias names)."""
 
-    def query(self, with_clause: tuple[bool, tuple[ast.CommonTable, ...]] | None,
-              body: SelectCore | ast.Query, order_by: tuple[ast.OrderItem, ...] | None,
-              limit_offset: tuple[Expr, Expr | None] | None) -> ast.Query:
+    def query(
+        self,
+        with_clause: tuple[bool, tuple[ast.CommonTable, ...]] | None,
+        body: SelectCore | ast.Query,
+        order_by: tuple[ast.OrderItem, ...] | None,
+        limit_offset: tuple[Expr, Expr | None] | None,
+    ) -> ast.Query:
         limit, offset = limit_offset or (None, None)
         # Before a Select exists: it hashes its whole tree as it is made.
         check_depth((body, order_by, limit_offset))
@@ -55,8 +72,9 @@ class QueryBuilder(Transformer):
         elif order or limit_offset:
             # VALUES has no clauses of its own: ORDER BY and LIMIT select from it.
             source = ast.SubquerySource(body)
-            query = ast.Select((ast.SelectItem(ast.Star()),), source, None, (), None, order,
-                               limit, offset)
+            query = ast.Select(
+                (ast.SelectItem(ast.Star()),), source, None, (), None, order, limit, offset
+            )
         else:
             query = body
         if with_clause is not None:
@@ -64,14 +82,24 @@ class QueryBuilder(Transformer):
             query = ast.WithQuery(tables, query, recursive)
         return query
 
-    def select_core(self, distinct: bool | None, items: tuple[ast.SelectItem, ...],
-                    source: ast.Source | None, where: Expr | None,
-                    group_by: tuple[Expr, ...] | None, having: Expr | None) -> SelectCore:
+    def select_core(
+        self,
+        distinct: bool | None,
+        items: tuple[ast.SelectItem, ...],
+        source: ast.Source | None,
+        where: Expr | None,
+        group_by: tuple[Expr, ...] | None,
+        having: Expr | None,
+    ) -> SelectCore:
         check_depth((items, source, where, group_by, having))
         return SelectCore(items, source, where, group_by or (), having, bool(distinct))
 
-    def set_operation(self, left: SelectCore | ast.Query, operator: tuple[str, bool],
-                      right: SelectCore | ast.Values) -> ast.SetOperation:
+    def set_operation(
+        self,
+        left: SelectCore | ast.Query,
+        operator: tuple[str, bool],
+        right: SelectCore | ast.Values,
+    ) -> ast.SetOperation:
         op, all_ = operator
         return ast.SetOperation(op, _query(left), _query(right), all_)
 
@@ -79,12 +107,14 @@ class QueryBuilder(Transformer):
         # `!` keeps every token: ALL is the second, None when absent.
         return tokens[0].upper(), len(tokens) > 1 and tokens[1] is not None
 
-    def with_clause(self, recursive: Token | None,
-                    *tables: ast.CommonTable) -> tuple[bool, tuple[ast.CommonTable, ...]]:
+    def with_clause(
+        self, recursive: Token | None, *tables: ast.CommonTable
+    ) -> tuple[bool, tuple[ast.CommonTable, ...]]:
         return recursive is not None, tables
 
-    def common_table(self, name: str, columns: tuple[str, ...] | None,
-                     query: ast.Query) -> ast.CommonTable:
+    def common_table(
+        self, name: str, columns: tuple[str, ...] | None, query: ast.Query
+    ) -> ast.CommonTable:
         return ast.CommonTable(name, query, columns or ())
 
     def subscribe(self, query: ast.Query) -> ast.Subscribe:
@@ -96,8 +126,13 @@ class QueryBuilder(Transformer):
     def cross_join(self, left: ast.Source, right: ast.Source) -> ast.JoinSource:
         return ast.JoinSource("CROSS", left, right)
 
-    def join(self, left: ast.Source, kind: str, right: ast.Source,
-             spec: tuple[Expr | None, tuple[str, ...]]) -> ast.JoinSource:
+    def join(
+        self,
+        left: ast.Source,
+        kind: str,
+        right: ast.Source,
+        spec: tuple[Expr | None, tuple[str, ...]],
+    ) -> ast.JoinSource:
         on, using = spec
         return ast.JoinSource(kind, left, right, on, using)
 
@@ -122,12 +157,12 @@ class QueryBuilder(Transformer):
     def bare_alias(self, token: Token) -> str:
         return self.ident(token)
 
-    def subquery_source(self, query: ast.Query, alias: str | None,
-                        columns: tuple[str, ...] | None) -> ast.SubquerySource:
+    def subquery_source(
+        self, query: ast.Query, alias: str | None, columns: tuple[str, ...] | None
+    ) -> ast.SubquerySource:
         return ast.SubquerySource(query, alias, columns or ())
 
-    def in_subquery(self, operand: Expr, negated: bool | None,
-                    query: ast.Query) -> ast.InSubquery:
+    def in_subquery(self, operand: Expr, negated: bool | None, query: ast.Query) -> ast.InSubquery:
         return ast.InSubquery(operand, query, negated is not None)
 
     def in_table(self, operand: Expr, negated: bool | None, table: str) -> ast.InSubquery:
@@ -135,8 +170,9 @@ class QueryBuilder(Transformer):
         query = ast.Select((ast.SelectItem(ast.Star()),), ast.TableSource(table))
         return ast.InSubquery(operand, query, negated is not None)
 
-    def quantified(self, operand: Expr, op: str, quantifier: str,
-                   query: ast.Query) -> ast.Quantified:
+    def quantified(
+        self, operand: Expr, op: str, quantifier: str, query: ast.Query
+    ) -> ast.Quantified:
         return ast.Quantified(op, operand, quantifier, query)
 
     def quantifier(self, token: Token) -> str:
@@ -152,8 +188,9 @@ class QueryBuilder(Transformer):
     def temporary(self) -> bool:
         return True
 
-    def create_view(self, temporary: bool | None, if_not_exists: bool | None, name: str,
-                    query: ast.Query) -> ast.CreateView:
+    def create_view(
+        self, temporary: bool | None, if_not_exists: bool | None, name: str, query: ast.Query
+    ) -> ast.CreateView:
         return ast.CreateView(name, query, if_not_exists is not None)
 
     def drop_view(self, if_exists: bool | None, name: str) -> ast.DropView:

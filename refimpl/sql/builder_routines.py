@@ -15,14 +15,30 @@ from refimpl.sql.builder_ddl import error_at
 class RoutineBuilder(Transformer):
     # --- triggers ----------------------------------------------------------------------
 
-    def create_trigger(self, definer: str | None, if_not_exists: bool | None, name: str,
-                       timing: str | None, event: tuple[str, tuple[str, ...]], table: str,
-                       each_row: bool | None, when: ast.Expr | None,
-                       *body: ast.Statement) -> ast.CreateTrigger:
+    def create_trigger(
+        self,
+        definer: str | None,
+        if_not_exists: bool | None,
+        name: str,
+        timing: str | None,
+        event: tuple[str, tuple[str, ...]],
+        table: str,
+        each_row: bool | None,
+        when: ast.Expr | None,
+        *body: ast.Statement,
+    ) -> ast.CreateTrigger:
         kind, columns = event
         return ast.CreateTrigger(
-            name, timing or "BEFORE", kind, table, body, columns,
-            when, if_not_exists is not None, definer)
+            name,
+            timing or "BEFORE",
+            kind,
+            table,
+            body,
+            columns,
+            when,
+            if_not_exists is not None,
+            definer,
+        )
 
     def trigger_timing(self, token: Token) -> str:
         return token.upper()
@@ -56,11 +72,16 @@ class RoutineBuilder(Transformer):
 
     # --- procedures --------------------------------------------------------------------
 
-    def create_procedure(self, or_replace: bool | None, name: str,
-                         params: tuple[ast.ProcedureParam, ...] | None,
-                         body: ast.CreateProcedure) -> ast.CreateProcedure:
-        return ast.CreateProcedure(name, params or (), body.body, body.source,
-                                   or_replace is not None, body.source_at)
+    def create_procedure(
+        self,
+        or_replace: bool | None,
+        name: str,
+        params: tuple[ast.ProcedureParam, ...] | None,
+        body: ast.CreateProcedure,
+    ) -> ast.CreateProcedure:
+        return ast.CreateProcedure(
+            name, params or (), body.body, body.source, or_replace is not None, body.source_at
+        )
 
     def or_replace(self) -> bool:
         return True
@@ -77,8 +98,9 @@ class RoutineBuilder(Transformer):
             text, skip = source[2:-2], 2
         else:
             text, skip = source[1:-1].replace("''", "'"), 1
-        return ast.CreateProcedure("", (), source=text,
-                                   source_at=(source.line, source.column + skip))
+        return ast.CreateProcedure(
+            "", (), source=text, source_at=(source.line, source.column + skip)
+        )
 
     def procedure_source_first(self, source: Token, language: None) -> ast.CreateProcedure:
         return self.procedure_source(language, source)
@@ -88,8 +110,11 @@ class RoutineBuilder(Transformer):
 
     def language(self, keyword: Token, name: str) -> None:
         if name.lower() != "sql":
-            raise error_at(keyword, f"LANGUAGE {name} is not supported: a procedure's body is"
-                           " SQL statements (LANGUAGE SQL)")
+            raise error_at(
+                keyword,
+                f"LANGUAGE {name} is not supported: a procedure's body is"
+                " SQL statements (LANGUAGE SQL)",
+            )
 
     def drop_procedure(self, if_exists: bool | None, name: str) -> ast.DropProcedure:
         return ast.DropProcedure(name, if_exists is not None)

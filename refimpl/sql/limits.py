@@ -20,6 +20,7 @@ MAX_DEPTH = 200
 # many UNIONs, and derived tables nest inside each other.
 _NESTING = (ast.Expr, ast.JoinSource, ast.SubquerySource, ast.SetOperation, ast.WithQuery)
 
+
 @functools.cache
 def _node_fields(kind: type) -> tuple[str, ...]:
     return tuple(f.name for f in dataclasses.fields(kind))

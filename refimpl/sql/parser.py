@@ -94,8 +94,6 @@ def _parse_shared(text: str) -> ast.ParsedScript:
     return parse(text, parameters.pending_deadline)
 
 
-
-
 # ---------------------------------------------------------------------------------------
 # Keyword sets (derived from the grammar, so they cannot drift from it)
 # ---------------------------------------------------------------------------------------
@@ -114,9 +112,9 @@ RESERVED_WORDS: frozenset[str] = frozenset(
     .group(1)
     .split("|")
 )
-KEYWORDS: frozenset[str] = frozenset(
-    value.upper() for value in _LITERALS.values() if value.isalpha()
-) | RESERVED_WORDS
+KEYWORDS: frozenset[str] = (
+    frozenset(value.upper() for value in _LITERALS.values() if value.isalpha()) | RESERVED_WORDS
+)
 NAME_KEYWORDS: frozenset[str] = frozenset(
     _LITERALS[rule.expansion[0].name].upper()
     for rule in _LARK.rules
@@ -161,20 +159,79 @@ _RULE_WORDS: dict[str, str | None] = {
     "distinct": None,
     "primary_key_def": None,
 }
-for _name in ("expr", "or_expr", "and_expr", "not_expr", "predicate", "bits", "sum", "product",
-              "unary", "atom"):
+for _name in (
+    "expr",
+    "or_expr",
+    "and_expr",
+    "not_expr",
+    "predicate",
+    "bits",
+    "sum",
+    "product",
+    "unary",
+    "atom",
+):
     _RULE_WORDS[_name] = "an expression"
 
-_EXPRESSION_STARTS = {"NUMBER", "STRING", "BLOB_STRING", "QMARK", "CASE", "CAST", "TRUE",
-                      "FALSE", "NULL", "NOT", "LPAR", "MINUS", "PLUS", "EXISTS", "ANY", "SOME",
-                      "ALL", "ARRAY"}
+_EXPRESSION_STARTS = {
+    "NUMBER",
+    "STRING",
+    "BLOB_STRING",
+    "QMARK",
+    "CASE",
+    "CAST",
+    "TRUE",
+    "FALSE",
+    "NULL",
+    "NOT",
+    "LPAR",
+    "MINUS",
+    "PLUS",
+    "EXISTS",
+    "ANY",
+    "SOME",
+    "ALL",
+    "ARRAY",
+}
 # The PostgreSQL spellings (`::`, `~`, COLLATE, OPERATOR(...), a subscript's `[`) count as
 # operators too: they may follow any expression, and naming each would bury the operators
 # people mean.
-_OPERATOR_TEXT = {"=", "<>", "!=", "<", "<=", ">", ">=", "+", "-", "||", "*", "/", "%", "AND",
-                  "<<", ">>", "&", "|",
-                  "OR", "IS", "IN", "NOT", "BETWEEN", "LIKE", "ISNULL", "NOTNULL",
-                  "::", "~", "~*", "!~", "!~*", "COLLATE", "OPERATOR", "["}
+_OPERATOR_TEXT = {
+    "=",
+    "<>",
+    "!=",
+    "<",
+    "<=",
+    ">",
+    ">=",
+    "+",
+    "-",
+    "||",
+    "*",
+    "/",
+    "%",
+    "AND",
+    "<<",
+    ">>",
+    "&",
+    "|",
+    "OR",
+    "IS",
+    "IN",
+    "NOT",
+    "BETWEEN",
+    "LIKE",
+    "ISNULL",
+    "NOTNULL",
+    "::",
+    "~",
+    "~*",
+    "!~",
+    "!~*",
+    "COLLATE",
+    "OPERATOR",
+    "[",
+}
 _TYPE_WORDS = set(ast.TYPES)
 _ALIAS_WORDS = set(ast.TYPE_ALIASES)
 _STATEMENT_WORDS = {"SELECT", "INSERT", "CREATE", "UPDATE", "DELETE"}
@@ -191,11 +248,37 @@ _ENDS = {"SEMI", "$END"}
 _CLAUSES = ["FROM", "WHERE", "GROUP", "HAVING", "ORDER", "LIMIT"]
 # Words that may follow a table or a whole SELECT, named only when no clause is (they would
 # make the list of what may follow a FROM long without telling much).
-_CLAUSE_LIKE = {"CROSS", "JOIN", "INNER", "LEFT", "RIGHT", "FULL", "UNION", "INTERSECT", "EXCEPT",
-                "NOT"}  # NOT of SQLite's `FROM t NOT INDEXED`
-_STATEMENT_STARTS = {"SELECT", "SUBSCRIBE", "INSERT", "UPDATE", "DELETE", "CREATE", "DROP",
-                     "ALTER", "TRUNCATE", "BEGIN", "COMMIT", "ROLLBACK", "CHECKPOINT", "SHOW",
-                     "GRANT", "REVOKE", "CALL"}
+_CLAUSE_LIKE = {
+    "CROSS",
+    "JOIN",
+    "INNER",
+    "LEFT",
+    "RIGHT",
+    "FULL",
+    "UNION",
+    "INTERSECT",
+    "EXCEPT",
+    "NOT",
+}  # NOT of SQLite's `FROM t NOT INDEXED`
+_STATEMENT_STARTS = {
+    "SELECT",
+    "SUBSCRIBE",
+    "INSERT",
+    "UPDATE",
+    "DELETE",
+    "CREATE",
+    "DROP",
+    "ALTER",
+    "TRUNCATE",
+    "BEGIN",
+    "COMMIT",
+    "ROLLBACK",
+    "CHECKPOINT",
+    "SHOW",
+    "GRANT",
+    "REVOKE",
+    "CALL",
+}
 
 
 def _terminal_text(name: str) -> str | None:
@@ -335,12 +418,21 @@ def _kernel_items(stack: list[int]) -> list[_Item] | None:
         return None
     kernel = [_ROOT]
     for previous, current in zip(stack, stack[1:], strict=False):
-        symbol = next((name for name, (action, target) in table.states[previous].items()
-                       if action is Shift and target == current), None)  # fmt: skip
+        symbol = next(
+            (
+                name
+                for name, (action, target) in table.states[previous].items()
+                if action is Shift and target == current
+            ),
+            None,
+        )
         if symbol is None:
             return None
-        kernel = [(origin, symbols, dot + 1) for origin, symbols, dot in _closure(kernel)
-                  if dot < len(symbols) and symbols[dot][0] == symbol]  # fmt: skip
+        kernel = [
+            (origin, symbols, dot + 1)
+            for origin, symbols, dot in _closure(kernel)
+            if dot < len(symbols) and symbols[dot][0] == symbol
+        ]
         if not kernel:
             return None
     return kernel
@@ -384,10 +476,12 @@ def _show(text: str) -> str:
 
 # Skips whole strings, quoted names and comments; group 1 catches an opener left unclosed.
 _UNTERMINATED = re.compile(
-    r"""'[^']*(?:''[^']*)*'|"[^"]*(?:""[^"]*)*"|--[^\n]*|/\*.*?\*/|(['"]|/\*)""", re.S)
+    r"""'[^']*(?:''[^']*)*'|"[^"]*(?:""[^"]*)*"|--[^\n]*|/\*.*?\*/|(['"]|/\*)""", re.S
+)
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_NATURAL_JOIN = re.compile(r"\bNATURAL\s+(?:(?:LEFT|RIGHT|FULL|INNER)\s+)?(?:OUTER\s+)?JOIN\b",
-                           re.I)
+_NATURAL_JOIN = re.compile(
+    r"\bNATURAL\s+(?:(?:LEFT|RIGHT|FULL|INNER)\s+)?(?:OUTER\s+)?JOIN\b", re.I
+)
 
 
 def _unterminated(text: str, before: int) -> tuple[int, str] | None:
@@ -419,7 +513,8 @@ def _syntax_error(error: UnexpectedInput, text: str) -> SqlSyntaxError:
     stack = list(state.value_stack) if state is not None else []
     previous = stack[-1] if stack and isinstance(stack[-1], Token) else None
     at_end = isinstance(error, UnexpectedEOF) or (
-        isinstance(error, UnexpectedToken) and error.token.type == "$END")
+        isinstance(error, UnexpectedToken) and error.token.type == "$END"
+    )
 
     if at_end:
         offset = len(text.rstrip())
@@ -460,8 +555,11 @@ def _syntax_error(error: UnexpectedInput, text: str) -> SqlSyntaxError:
         states = None
         expected = set(getattr(error, "expected", ()) or ())
     if "SEMI" in expected and found_text.upper() in _STATEMENT_STARTS:
-        return _make(text, offset, f"expected ';' before {_show(found_text)}: statements are "
-                     "separated by ';'")
+        return _make(
+            text,
+            offset,
+            f"expected ';' before {_show(found_text)}: statements are separated by ';'",
+        )
     words = _expected_words(states, expected)
     if at_end:
         message = "unexpected end of input"

@@ -57,11 +57,26 @@ _OR, _AND, _NOT, _PREDICATE, _BITS, _SUM, _PRODUCT, _UNARY, _ATOM = range(1, 10)
 _BINARY_LEVEL = {
     "OR": _OR,
     "AND": _AND,
-    "=": _PREDICATE, "<>": _PREDICATE, "<": _PREDICATE, "<=": _PREDICATE, ">": _PREDICATE,
-    ">=": _PREDICATE, "~": _PREDICATE, "!~": _PREDICATE, "~*": _PREDICATE, "!~*": _PREDICATE,
-    "<<": _BITS, ">>": _BITS, "&": _BITS, "|": _BITS,
-    "+": _SUM, "-": _SUM, "||": _SUM,
-    "*": _PRODUCT, "/": _PRODUCT, "%": _PRODUCT,
+    "=": _PREDICATE,
+    "<>": _PREDICATE,
+    "<": _PREDICATE,
+    "<=": _PREDICATE,
+    ">": _PREDICATE,
+    ">=": _PREDICATE,
+    "~": _PREDICATE,
+    "!~": _PREDICATE,
+    "~*": _PREDICATE,
+    "!~*": _PREDICATE,
+    "<<": _BITS,
+    ">>": _BITS,
+    "&": _BITS,
+    "|": _BITS,
+    "+": _SUM,
+    "-": _SUM,
+    "||": _SUM,
+    "*": _PRODUCT,
+    "/": _PRODUCT,
+    "%": _PRODUCT,
 }
 
 
@@ -157,19 +172,22 @@ def _render(node: ast.Expr) -> tuple[str, int]:
     if isinstance(node, ast.Exists):
         return f"EXISTS ({_query(node.query)})", _ATOM
     if isinstance(node, ast.ArrayQuantified):
-        return (f"{_expr(node.operand, _PREDICATE)} {node.op} {node.quantifier} "
-                f"({_expr(node.array)})", _PREDICATE)
+        return (
+            f"{_expr(node.operand, _PREDICATE)} {node.op} {node.quantifier} ({_expr(node.array)})",
+            _PREDICATE,
+        )
     if isinstance(node, ast.ArraySubquery):
         return f"ARRAY({_query(node.query)})", _ATOM
     if isinstance(node, ast.Subscript):
         return f"{_expr(node.array, _ATOM)}[{_expr(node.index)}]", _ATOM
     if isinstance(node, ast.InSubquery):
         not_ = "NOT " if node.negated else ""
-        return (f"{_expr(node.operand, _PREDICATE)} {not_}IN ({_query(node.query)})",
-                _PREDICATE)
+        return (f"{_expr(node.operand, _PREDICATE)} {not_}IN ({_query(node.query)})", _PREDICATE)
     if isinstance(node, ast.Quantified):
-        return (f"{_expr(node.operand, _PREDICATE)} {node.op} {node.quantifier} "
-                f"({_query(node.query)})", _PREDICATE)
+        return (
+            f"{_expr(node.operand, _PREDICATE)} {node.op} {node.quantifier} ({_query(node.query)})",
+            _PREDICATE,
+        )
     raise TypeError(f"not an expression node: {node!r}")
 
 
@@ -228,8 +246,9 @@ def _query(node: ast.Query) -> str:
     return printer(node)
 
 
-def _tail(order_by: tuple[ast.OrderItem, ...], limit: ast.Expr | None,
-          offset: ast.Expr | None) -> list[str]:
+def _tail(
+    order_by: tuple[ast.OrderItem, ...], limit: ast.Expr | None, offset: ast.Expr | None
+) -> list[str]:
     """ORDER BY and LIMIT of a query."""
     parts = []
     if order_by:
@@ -250,8 +269,10 @@ def _operand(node: ast.Query) -> str:
         return _select(node)
     if isinstance(node, ast.Values):
         return _values(node)
-    raise ValueError("a side of a set operation has no SQL text of its own: ORDER BY, LIMIT"
-                     " and WITH apply to the whole")
+    raise ValueError(
+        "a side of a set operation has no SQL text of its own: ORDER BY, LIMIT"
+        " and WITH apply to the whole"
+    )
 
 
 def _set_operation(node: ast.SetOperation) -> str:
@@ -263,13 +284,13 @@ def _set_operation(node: ast.SetOperation) -> str:
     if isinstance(node.right, ast.SetOperation):
         raise ValueError("set operations nest to the left")
     op = node.op + (" ALL" if node.all else "")
-    return " ".join([f"{left_text} {op} {_operand(node.right)}",
-                     *_tail(node.order_by, node.limit, node.offset)])
+    return " ".join(
+        [f"{left_text} {op} {_operand(node.right)}", *_tail(node.order_by, node.limit, node.offset)]
+    )
 
 
 def _values(node: ast.Values) -> str:
-    return "VALUES " + ", ".join(
-        "(" + ", ".join(_expr(v) for v in row) + ")" for row in node.rows)
+    return "VALUES " + ", ".join("(" + ", ".join(_expr(v) for v in row) + ")" for row in node.rows)
 
 
 def _with(node: ast.WithQuery) -> str:
@@ -364,9 +385,11 @@ def _index_def(index: ast.IndexDef) -> str:
 
 def _create_index(node: ast.CreateIndex) -> str:
     unique = " UNIQUE" if node.index.unique else ""
-    return (f"CREATE{unique} INDEX{_if(node.if_not_exists, 'IF NOT EXISTS')}"
-            f" {quote_name(node.index.name)} ON {quote_name(node.table)}"
-            f" ({_names(node.index.columns)})")
+    return (
+        f"CREATE{unique} INDEX{_if(node.if_not_exists, 'IF NOT EXISTS')}"
+        f" {quote_name(node.index.name)} ON {quote_name(node.table)}"
+        f" ({_names(node.index.columns)})"
+    )
 
 
 def _drop_index(node: ast.DropIndex) -> str:
@@ -389,8 +412,7 @@ def _copy_options(options: tuple[ast.CopyOption, ...]) -> str:
 def _copy_from(node: ast.CopyFrom) -> str:
     columns = f" ({_names(node.columns)})" if node.columns is not None else ""
     source = "STDIN" if node.file is None else quote_string(node.file)
-    return (f"COPY {quote_name(node.table)}{columns} FROM {source}"
-            + _copy_options(node.options))
+    return f"COPY {quote_name(node.table)}{columns} FROM {source}" + _copy_options(node.options)
 
 
 def _copy_to(node: ast.CopyTo) -> str:
@@ -428,9 +450,11 @@ def _create_trigger(node: ast.CreateTrigger) -> str:
     definer = "" if node.definer is None else f" DEFINER = {quote_name(node.definer)}"
     event = node.event + (f" OF {_names(node.columns)}" if node.columns else "")
     when = "" if node.when is None else f" WHEN {_expr(node.when)}"
-    return (f"CREATE{definer} TRIGGER{_if(node.if_not_exists, 'IF NOT EXISTS')} "
-            f"{quote_name(node.name)} {node.timing} {event} ON {quote_name(node.table)}"
-            f" FOR EACH ROW{when} BEGIN {_steps(node.body)} END")
+    return (
+        f"CREATE{definer} TRIGGER{_if(node.if_not_exists, 'IF NOT EXISTS')} "
+        f"{quote_name(node.name)} {node.timing} {event} ON {quote_name(node.table)}"
+        f" FOR EACH ROW{when} BEGIN {_steps(node.body)} END"
+    )
 
 
 def _create_procedure(node: ast.CreateProcedure) -> str:
@@ -447,8 +471,10 @@ _STATEMENTS: dict[type, Callable[[Any], str]] = {
     ast.Values: _values,
     ast.SetOperation: _set_operation,
     ast.WithQuery: _with,
-    ast.CreateView: lambda n: (f"CREATE VIEW{_if(n.if_not_exists, 'IF NOT EXISTS')} "
-                               f"{quote_name(n.name)} AS {_query(n.query)}"),
+    ast.CreateView: lambda n: (
+        f"CREATE VIEW{_if(n.if_not_exists, 'IF NOT EXISTS')} "
+        f"{quote_name(n.name)} AS {_query(n.query)}"
+    ),
     ast.DropView: lambda n: f"DROP VIEW{_if(n.if_exists, 'IF EXISTS')} {quote_name(n.name)}",
     ast.Insert: _insert,
     ast.Update: _update,
@@ -461,24 +487,34 @@ _STATEMENTS: dict[type, Callable[[Any], str]] = {
     ast.Truncate: lambda n: f"TRUNCATE TABLE {quote_name(n.name)}",
     ast.CopyFrom: _copy_from,
     ast.CopyTo: _copy_to,
-    BackupDatabase: lambda n: (f"BACKUP DATABASE {quote_name(n.database)} TO"
-                                   f" {quote_string(n.target)}"),
-    ast.AddColumn: lambda n: (f"ALTER TABLE {quote_name(n.table)} ADD COLUMN "
-                              f"{quote_name(n.column.name)} {n.column.type}"),
-    ast.DropColumn: lambda n: (f"ALTER TABLE {quote_name(n.table)} DROP COLUMN "
-                               f"{quote_name(n.column)}"),
-    ast.AlterReplicaIdentity: lambda n: (f"ALTER TABLE {quote_name(n.table)} REPLICA IDENTITY "
-                                         + ("FULL" if n.full else "DEFAULT")),
-    ast.DropPartitionList: lambda n: (f"ALTER TABLE {quote_name(n.table)} DROP PARTITION LIST "
-                                      + ", ".join(quote_string(p) for p in n.partitions)),
-    ast.DropPartitionWhere: lambda n: (f"ALTER TABLE {quote_name(n.table)} DROP PARTITION"
-                                       f"{_where(n.where)}"),
-    ast.CreateDatabase: lambda n: (f"CREATE DATABASE{_if(n.if_not_exists, 'IF NOT EXISTS')} "
-                                   f"{quote_name(n.name)}"),
-    ast.DropDatabase: lambda n: (f"DROP DATABASE{_if(n.if_exists, 'IF EXISTS')} "
-                                 f"{quote_name(n.name)}"),
-    ast.AlterDatabaseSet: lambda n: (f"ALTER DATABASE {quote_name(n.name)} SET "
-                                     f"{quote_name(n.setting)} = {quote_string(n.value)}"),
+    BackupDatabase: lambda n: (
+        f"BACKUP DATABASE {quote_name(n.database)} TO {quote_string(n.target)}"
+    ),
+    ast.AddColumn: lambda n: (
+        f"ALTER TABLE {quote_name(n.table)} ADD COLUMN {quote_name(n.column.name)} {n.column.type}"
+    ),
+    ast.DropColumn: lambda n: (
+        f"ALTER TABLE {quote_name(n.table)} DROP COLUMN {quote_name(n.column)}"
+    ),
+    ast.AlterReplicaIdentity: lambda n: (
+        f"ALTER TABLE {quote_name(n.table)} REPLICA IDENTITY " + ("FULL" if n.full else "DEFAULT")
+    ),
+    ast.DropPartitionList: lambda n: (
+        f"ALTER TABLE {quote_name(n.table)} DROP PARTITION LIST "
+        + ", ".join(quote_string(p) for p in n.partitions)
+    ),
+    ast.DropPartitionWhere: lambda n: (
+        f"ALTER TABLE {quote_name(n.table)} DROP PARTITION{_where(n.where)}"
+    ),
+    ast.CreateDatabase: lambda n: (
+        f"CREATE DATABASE{_if(n.if_not_exists, 'IF NOT EXISTS')} {quote_name(n.name)}"
+    ),
+    ast.DropDatabase: lambda n: (
+        f"DROP DATABASE{_if(n.if_exists, 'IF EXISTS')} {quote_name(n.name)}"
+    ),
+    ast.AlterDatabaseSet: lambda n: (
+        f"ALTER DATABASE {quote_name(n.name)} SET {quote_name(n.setting)} = {quote_string(n.value)}"
+    ),
     ast.Begin: lambda n: "BEGIN",
     ast.Commit: lambda n: "COMMIT",
     ast.Rollback: lambda n: "ROLLBACK",
@@ -488,19 +524,24 @@ _STATEMENTS: dict[type, Callable[[Any], str]] = {
     ast.ShowCreateTable: lambda n: f"SHOW CREATE TABLE {quote_name(n.table)}",
     ast.ShowUsers: lambda n: "SHOW USERS",
     ast.ShowGrants: lambda n: f"SHOW GRANTS FOR {quote_name(n.user)}",
-    ast.CreateUser: lambda n: (f"CREATE USER{_if(n.if_not_exists, 'IF NOT EXISTS')} "
-                               f"{quote_name(n.name)}"),
+    ast.CreateUser: lambda n: (
+        f"CREATE USER{_if(n.if_not_exists, 'IF NOT EXISTS')} {quote_name(n.name)}"
+    ),
     ast.DropUser: lambda n: f"DROP USER{_if(n.if_exists, 'IF EXISTS')} {quote_name(n.name)}",
     ast.CreateToken: _create_token,
     ast.DropToken: _drop_token,
-    ast.GrantRole: lambda n: (f"GRANT {n.role} ON DATABASE {quote_name(n.database)} "
-                              f"TO {_grantee(n.grantee)}"),
-    ast.RevokeRole: lambda n: (f"REVOKE {n.role} ON DATABASE {quote_name(n.database)} "
-                               f"FROM {_grantee(n.grantee)}"),
-    ast.GrantSelect: lambda n: (f"GRANT SELECT ON TABLE {quote_name(n.table)} "
-                                f"TO {_grantee(n.grantee)}"),
-    ast.RevokeSelect: lambda n: (f"REVOKE SELECT ON TABLE {quote_name(n.table)} "
-                                 f"FROM {_grantee(n.grantee)}"),
+    ast.GrantRole: lambda n: (
+        f"GRANT {n.role} ON DATABASE {quote_name(n.database)} TO {_grantee(n.grantee)}"
+    ),
+    ast.RevokeRole: lambda n: (
+        f"REVOKE {n.role} ON DATABASE {quote_name(n.database)} FROM {_grantee(n.grantee)}"
+    ),
+    ast.GrantSelect: lambda n: (
+        f"GRANT SELECT ON TABLE {quote_name(n.table)} TO {_grantee(n.grantee)}"
+    ),
+    ast.RevokeSelect: lambda n: (
+        f"REVOKE SELECT ON TABLE {quote_name(n.table)} FROM {_grantee(n.grantee)}"
+    ),
     ast.SelectItem: _select_item,
     ast.OrderItem: _order_item,
     ast.TableSource: _source,
@@ -513,8 +554,9 @@ _STATEMENTS: dict[type, Callable[[Any], str]] = {
     ast.DropTrigger: lambda n: f"DROP TRIGGER{_if(n.if_exists, 'IF EXISTS')} {quote_name(n.name)}",
     ast.ShowTriggers: lambda n: "SHOW TRIGGERS",
     ast.CreateProcedure: _create_procedure,
-    ast.DropProcedure: lambda n: (f"DROP PROCEDURE{_if(n.if_exists, 'IF EXISTS')} "
-                                  f"{quote_name(n.name)}"),
+    ast.DropProcedure: lambda n: (
+        f"DROP PROCEDURE{_if(n.if_exists, 'IF EXISTS')} {quote_name(n.name)}"
+    ),
     ast.Call: lambda n: f"CALL {quote_name(n.name)}({', '.join(_expr(a) for a in n.args)})",
     ast.ShowProcedures: lambda n: "SHOW PROCEDURES",
 }

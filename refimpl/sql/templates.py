@@ -57,8 +57,9 @@ def templated(text: str, deadline: float | None = None) -> Templated | None:
     return None if template is None else parse_template(text, template, deadline)
 
 
-def parse_template(text: str, template: Template, deadline: float | None = None
-                   ) -> Templated | None:  # fmt: skip
+def parse_template(
+    text: str, template: Template, deadline: float | None = None
+) -> Templated | None:
     """`templated` for a text whose template the caller found already (`template_of`)."""
     try:
         shared = parse_cached(template.text, deadline)

@@ -25,19 +25,43 @@ def _parser() -> argparse.ArgumentParser:
         " database. The runner answers to 'skipif sqlite' / 'onlyif sqlite': the corpus's"
         " expected answers are SQLite's.",
     )
-    parser.add_argument("paths", nargs="+", type=Path, metavar="FILE_OR_FOLDER",
-                        help="scripts, or folders searched for *.test")
+    parser.add_argument(
+        "paths",
+        nargs="+",
+        type=Path,
+        metavar="FILE_OR_FOLDER",
+        help="scripts, or folders searched for *.test",
+    )
     parser.add_argument("--url", required=True, help="the server's base URL")
-    parser.add_argument("--token", default=os.environ.get("SLT_TOKEN"),
-                        help="an admin token (default $SLT_TOKEN)")
-    parser.add_argument("--exclude", action="append", default=[], metavar="GLOB",
-                        help="skip files whose path matches (e.g. '*/triggers/*'); may repeat")
-    parser.add_argument("--engine", action="append", metavar="NAME",
-                        help="an engine name to answer to in skipif/onlyif (default sqlite)")
-    parser.add_argument("--show", type=int, default=3, metavar="N",
-                        help="failing records shown per file (default 3)")
-    parser.add_argument("--min-rate", type=float, metavar="PERCENT",
-                        help="fail when a file passes fewer of its records than this")
+    parser.add_argument(
+        "--token", default=os.environ.get("SLT_TOKEN"), help="an admin token (default $SLT_TOKEN)"
+    )
+    parser.add_argument(
+        "--exclude",
+        action="append",
+        default=[],
+        metavar="GLOB",
+        help="skip files whose path matches (e.g. '*/triggers/*'); may repeat",
+    )
+    parser.add_argument(
+        "--engine",
+        action="append",
+        metavar="NAME",
+        help="an engine name to answer to in skipif/onlyif (default sqlite)",
+    )
+    parser.add_argument(
+        "--show",
+        type=int,
+        default=3,
+        metavar="N",
+        help="failing records shown per file (default 3)",
+    )
+    parser.add_argument(
+        "--min-rate",
+        type=float,
+        metavar="PERCENT",
+        help="fail when a file passes fewer of its records than this",
+    )
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds per request")
     return parser
 
@@ -53,8 +77,10 @@ def script_files(paths: Sequence[Path], exclude: Sequence[str]) -> list[Path]:
 def _report(result: FileResult, show: int) -> None:
     kinds = ", ".join(f"{result.count(k)} {k}" for k in ("refused", "wrong", "broken"))
     halted = f", halted at line {result.halted_at}" if result.halted_at else ""
-    print(f"{result.path}: {result.passed} passed, {result.failed} failed ({kinds}),"
-          f" {result.skipped} skipped; {100 * result.rate:.2f}%{halted}")
+    print(
+        f"{result.path}: {result.passed} passed, {result.failed} failed ({kinds}),"
+        f" {result.skipped} skipped; {100 * result.rate:.2f}%{halted}"
+    )
     for failure in result.failures[:show]:
         print(f"  line {failure.line} [{failure.kind}]: {_one_line(failure.sql)}")
         print(f"    expected: {_one_line(failure.expected)}")
@@ -90,9 +116,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     failed = sum(r.failed for r in results)
     wrong = sum(r.count("wrong") for r in results)
     ran = passed + failed
-    print(f"total: {passed} passed, {failed} failed ({wrong} wrong), "
-          f"{sum(r.skipped for r in results)} skipped;"
-          f" {100 * passed / ran if ran else 100:.2f}% of {ran} records")
+    print(
+        f"total: {passed} passed, {failed} failed ({wrong} wrong), "
+        f"{sum(r.skipped for r in results)} skipped;"
+        f" {100 * passed / ran if ran else 100:.2f}% of {ran} records"
+    )
     if options.min_rate is not None:
         return 0 if all(100 * r.rate >= options.min_rate for r in results) else 1
     return 0 if failed == 0 else 1

@@ -107,8 +107,7 @@ class Server:
             body = response.json()
         except ValueError:
             body = None
-        return Answer(response.status_code, body if isinstance(body, dict) else None,
-                      response.text)
+        return Answer(response.status_code, body if isinstance(body, dict) else None, response.text)
 
     def close(self) -> None:
         self.http.close()
@@ -136,8 +135,9 @@ class FileRun:
             if isinstance(record, HashThreshold):
                 self.hash_threshold = record.value
                 continue
-            failure = self._statement(record) if isinstance(record, Statement) else (
-                self._query(record))
+            failure = (
+                self._statement(record) if isinstance(record, Statement) else (self._query(record))
+            )
             if failure is None:
                 result.passed += 1
             else:
@@ -152,14 +152,18 @@ class FileRun:
         if succeeded == record.ok:
             return None
         got = "ok" if succeeded else answer.error_text()
-        return Failure(record.line, record.sql, "refused" if record.ok else "wrong",
-                       _wanted(record), got)
+        return Failure(
+            record.line, record.sql, "refused" if record.ok else "wrong", _wanted(record), got
+        )
 
     def _query(self, record: Query) -> Failure | None:
         answer = self.server.exec(record.sql, self.database)
         expected = record.expected
-        wanted = (f"{expected.count} values hashing to {expected.md5}"
-                  if expected.md5 else "\n".join(expected.values or ()))
+        wanted = (
+            f"{expected.count} values hashing to {expected.md5}"
+            if expected.md5
+            else "\n".join(expected.values or ())
+        )
         if answer.status == 0 or answer.status >= 500:
             return Failure(record.line, record.sql, "broken", wanted, answer.error_text())
         if not 200 <= answer.status < 300 or answer.body is None:
@@ -171,15 +175,25 @@ class FileRun:
         if not isinstance(columns, list) or not isinstance(rows, list):
             return Failure(record.line, record.sql, "wrong", wanted, "not a query's answer")
         if len(columns) != len(record.types):
-            return Failure(record.line, record.sql, "wrong", wanted,
-                           f"{len(columns)} column(s) where the types say {len(record.types)}")
+            return Failure(
+                record.line,
+                record.sql,
+                "wrong",
+                wanted,
+                f"{len(columns)} column(s) where the types say {len(record.types)}",
+            )
         values = result_values(rows, record.types, record.sort)
         if expected.md5 is not None:
             digest = values_hash(values)
             if len(values) == expected.count and digest == expected.md5:
                 return None
-            return Failure(record.line, record.sql, "wrong", wanted,
-                           f"{len(values)} values hashing to {digest}")
+            return Failure(
+                record.line,
+                record.sql,
+                "wrong",
+                wanted,
+                f"{len(values)} values hashing to {digest}",
+            )
         if tuple(values) == expected.values:
             return None
         shown = _shown(values, self.hash_threshold)

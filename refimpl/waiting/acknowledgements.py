@@ -59,7 +59,13 @@ def acknowledge_when_durable(
     seen = -1 if published >= lsn else published
     parked: Parked[A] = Parked(
         # No deadline: a write's answer waits for its flush, however long.
-        database.commits, seen, attempt, at_stop, math.inf, lambda: None, paced=False,
+        database.commits,
+        seen,
+        attempt,
+        at_stop,
+        math.inf,
+        lambda: None,
+        paced=False,
     )
     room.park(parked)
     flusher.request(database, lsn)

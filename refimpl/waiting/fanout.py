@@ -63,8 +63,11 @@ class FanoutPace:
         self.next_round = started + min(FANOUT_SPACING * cost * busy, MAX_FANOUT_WAIT)
 
 
-def taking_turns(items: Iterable[T], pause: Callable[[float], None] = time.sleep,
-                 clock: Callable[[], float] = time.monotonic) -> Iterator[T]:  # fmt: skip
+def taking_turns(
+    items: Iterable[T],
+    pause: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> Iterator[T]:
     """`items`, with a pause of TURN_PAUSE_SECONDS (the interpreter lock let go) after each
     TURN_SECONDS spent on them by the caller: a round's sends to a thousand streams.
 

@@ -225,7 +225,9 @@ class Parked(Generic[A]):
         return self._answer
 
     def on_ready(
-        self, on_answer: Callable[[A], None], on_part: Callable[[A], None] | None = None,
+        self,
+        on_answer: Callable[[A], None],
+        on_part: Callable[[A], None] | None = None,
         outlet: Any = None,
     ) -> None:
         """Deliver the answer (and a stream's parts, in order) to these callbacks; `outlet`:

@@ -189,11 +189,7 @@ class WaitingRoom:
                     entry = (parked.deadline, next(self._order), parked)
                     heapq.heappush(self._deadlines, entry)
                 self._start_thread()
-                wake = (
-                    wake
-                    or self._has_news_due(parked)
-                    or parked.deadline < self._next_look
-                )
+                wake = wake or self._has_news_due(parked) or parked.deadline < self._next_look
         if closed:
             self._decide(parked, parked.on_timeout)
         elif wake:
@@ -414,8 +410,9 @@ class WaitingRoom:
         """Whether `send_shared` can be used (a deliverer gave its way with `share_with`)."""
         return self._shared_send is not None
 
-    def send_shared(self, outlets: Iterable[Any], answer: Any,
-                    on_backlog: Callable[[Any], None]) -> None:  # fmt: skip
+    def send_shared(
+        self, outlets: Iterable[Any], answer: Any, on_backlog: Callable[[Any], None]
+    ) -> None:
         """Hand `answer` as one part to the clients of `outlets` (`Parked.outlet`s of streams
         whose parts went out so far): one answer, its bytes made once. For an outlet whose
         client does not take it whole, `on_backlog(outlet)` is called before the part can be
@@ -430,9 +427,13 @@ class WaitingRoom:
             paces = dict(self._paces)
             others = list(self._others)
             deadline_due = bool(self._deadlines) and self._deadlines[0][0] <= now
-            readers_due = attempt_all or deadline_due or any(
-                not _pacing(paces.get(key), signal, now)
-                for key, (_, signal) in self._reader_signals.items()
+            readers_due = (
+                attempt_all
+                or deadline_due
+                or any(
+                    not _pacing(paces.get(key), signal, now)
+                    for key, (_, signal) in self._reader_signals.items()
+                )
             )
             readers = list(self._readers) if readers_due else []
             # Readers answered early in the round come back while it goes on; they wait

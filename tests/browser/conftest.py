@@ -155,10 +155,19 @@ class Browser:
         self.log = profile.parent / "chromium.log"
         self.process = subprocess.Popen(
             [
-                binary, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-                "--no-first-run", "--disable-background-networking",
-                "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage",
-                f"--user-data-dir={profile}", "--remote-debugging-port=0", "about:blank",
+                binary,
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-quic",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--disable-dev-shm-usage",
+                f"--user-data-dir={profile}",
+                "--remote-debugging-port=0",
+                "about:blank",
             ],
             stdout=subprocess.DEVNULL,
             stderr=self.log.open("wb"),

@@ -50,8 +50,12 @@ class Site:
         self.server = start_server(self.data, "--port", str(self.port))
 
     def sql(self, text: str) -> dict[str, Any]:
-        answer = requests.post(self.server.url + "/exec", data=text.encode(), timeout=30,
-                               headers={"Authorization": f"Bearer {self.token}"})  # fmt: skip
+        answer = requests.post(
+            self.server.url + "/exec",
+            data=text.encode(),
+            timeout=30,
+            headers={"Authorization": f"Bearer {self.token}"},
+        )
         assert answer.status_code == 200, answer.text
         return answer.json()
 
@@ -72,8 +76,9 @@ def click(page: Page, selector: str) -> None:
         " return [r.x + r.width / 2, r.y + r.height / 2]; })()"
     )
     for kind in ("mousePressed", "mouseReleased"):
-        page.call("Input.dispatchMouseEvent", type=kind, x=box[0], y=box[1], button="left",
-                  clickCount=1)  # fmt: skip
+        page.call(
+            "Input.dispatchMouseEvent", type=kind, x=box[0], y=box[1], button="left", clickCount=1
+        )
 
 
 def type_into(page: Page, selector: str, text: str) -> None:
@@ -87,8 +92,9 @@ def run_sql(page: Page, sql: str) -> None:
     page.evaluate("document.querySelector('#sql-status').textContent = ''")
     type_into(page, "#sql", sql)
     click(page, "#run")
-    assert page.wait_for("/ in [0-9.]+ ms$/.test(document.querySelector('#sql-status')"
-                         ".textContent)", WAIT), "the run got no answer"  # fmt: skip
+    assert page.wait_for(
+        "/ in [0-9.]+ ms$/.test(document.querySelector('#sql-status').textContent)", WAIT
+    ), "the run got no answer"
 
 
 def text_of(page: Page, selector: str) -> str:
@@ -97,8 +103,13 @@ def text_of(page: Page, selector: str) -> str:
 
 def open_console(browser: Browser, site: Site) -> Page:
     page = browser.new_page()
-    page.call("Emulation.setDeviceMetricsOverride", width=1280, height=1000,
-              deviceScaleFactor=1, mobile=False)  # fmt: skip
+    page.call(
+        "Emulation.setDeviceMetricsOverride",
+        width=1280,
+        height=1000,
+        deviceScaleFactor=1,
+        mobile=False,
+    )
     page.navigate(site.server.url + "/")
     assert page.evaluate("window.consoleReady") is True
     return page
@@ -123,13 +134,17 @@ def test_the_console_runs_sql_marks_errors_and_shows_changes_live(
 
     type_into(page, "#token", site.token)
     click(page, "#login-button")
-    assert page.wait_for("document.querySelector('#who').textContent === 'signed in as admin'",
-                         WAIT), text_of(page, "#who")  # fmt: skip
+    assert page.wait_for(
+        "document.querySelector('#who').textContent === 'signed in as admin'", WAIT
+    ), text_of(page, "#who")
 
     run_sql(page, TRADES)
     assert text_of(page, "#results") == "table 'trades' created"
-    run_sql(page, "INSERT INTO trades VALUES " + ", ".join(
-        [trade(1, "NABIL", 10), trade(2, "NABIL", 12), trade(3, "NEPSE", 99)]))
+    run_sql(
+        page,
+        "INSERT INTO trades VALUES "
+        + ", ".join([trade(1, "NABIL", 10), trade(2, "NABIL", 12), trade(3, "NEPSE", 99)]),
+    )
     run_sql(page, "SELECT symbol, price FROM trades ORDER BY price")
     cells = page.evaluate(
         "[...document.querySelectorAll('#results tbody tr')].map((r) =>"
@@ -151,8 +166,10 @@ def test_the_console_runs_sql_marks_errors_and_shows_changes_live(
     type_into(page, "#sql", "SELECT 1")  # editing clears the mark
     assert page.evaluate("document.querySelector('#sql-marks mark')") is None
 
-    assert page.wait_for("[...document.querySelectorAll('#change-table option')]"
-                         ".some((o) => o.value === 'trades')", WAIT)  # fmt: skip
+    assert page.wait_for(
+        "[...document.querySelectorAll('#change-table option')].some((o) => o.value === 'trades')",
+        WAIT,
+    )
     page.evaluate("document.querySelector('#change-table').value = 'trades'")
     click(page, "#watch")
     shown = "document.querySelectorAll('#changes li.change').length"
@@ -164,10 +181,12 @@ def test_the_console_runs_sql_marks_errors_and_shows_changes_live(
     site.restart()  # the page reads on from its last id
     site.sql("INSERT INTO trades VALUES " + trade(5, "NABIL", 456.25))
     assert page.wait_for(has.format("'456.25'"), WAIT), text_of(page, "#changes-status")
-    rows = page.evaluate("[...document.querySelectorAll('#changes li.change code')]"
-                         ".map((c) => c.textContent)")  # fmt: skip
-    prices = [p for row in rows for p in ("10", "12", "99", "123.5", "456.25")
-              if f'"price":{p}}}' in row]
+    rows = page.evaluate(
+        "[...document.querySelectorAll('#changes li.change code')].map((c) => c.textContent)"
+    )
+    prices = [
+        p for row in rows for p in ("10", "12", "99", "123.5", "456.25") if f'"price":{p}}}' in row
+    ]
     assert sorted(prices) == sorted(["10", "12", "99", "123.5", "456.25"])  # each once
 
     run_sql(page, "SELECT * FROM trades ORDER BY time")
@@ -183,13 +202,14 @@ def test_the_candle_chart_follows_a_symbol_live_and_by_polling(
     browser: Browser, site: Site, tmp_path: Path
 ) -> None:
     site.sql(TRADES)
-    site.sql("INSERT INTO trades VALUES " + ", ".join(
-        [trade(1, "NABIL", 10), trade(2, "NABIL", 12), trade(3, "NEPSE", 99)]))
+    site.sql(
+        "INSERT INTO trades VALUES "
+        + ", ".join([trade(1, "NABIL", 10), trade(2, "NABIL", 12), trade(3, "NEPSE", 99)])
+    )
     page = open_console(browser, site)
     type_into(page, "#token", site.token)
     click(page, "#login-button")
-    assert page.wait_for("document.querySelector('#who').textContent.startsWith('signed in')",
-                         WAIT)  # fmt: skip
+    assert page.wait_for("document.querySelector('#who').textContent.startsWith('signed in')", WAIT)
     page.evaluate("document.querySelector('#chart-bucket').value = 'minute'")
     click(page, "#chart-button")
     candles = "document.querySelector('#chart svg')?.dataset.candles"
@@ -197,8 +217,9 @@ def test_the_candle_chart_follows_a_symbol_live_and_by_polling(
     assert text_of(page, "#chart-status").startswith("live")
     site.sql("INSERT INTO trades VALUES ('2026-03-02T10:01:00Z', 'NABIL', 15)")
     assert page.wait_for(f"{candles} === '2'", WAIT), text_of(page, "#chart-status")
-    titles = page.evaluate("[...document.querySelectorAll('#chart g.candle title')]"
-                           ".map((t) => t.textContent)")  # fmt: skip
+    titles = page.evaluate(
+        "[...document.querySelectorAll('#chart g.candle title')].map((t) => t.textContent)"
+    )
     assert "open 10  high 12  low 10  close 12" in titles[0]
     assert "open 15  high 15  low 15  close 15" in titles[1]
 
@@ -216,26 +237,30 @@ def test_the_console_follows_the_event_stream_with_a_ticket(browser: Browser, si
     page = open_console(browser, site)
     type_into(page, "#token", site.token)
     click(page, "#login-button")
-    assert page.wait_for("document.querySelector('#who').textContent.startsWith('signed in')",
-                         WAIT)  # fmt: skip
+    assert page.wait_for("document.querySelector('#who').textContent.startsWith('signed in')", WAIT)
     detected = page.wait_for("document.querySelector('#use-stream').dataset.detected", WAIT)
     if detected != "yes":
-        pytest.skip("this server has no POST /stream/tickets: "
-                    + page.evaluate("document.querySelector('#use-stream').title"))
+        pytest.skip(
+            "this server has no POST /stream/tickets: "
+            + page.evaluate("document.querySelector('#use-stream').title")
+        )
     click(page, "#use-stream")
     page.evaluate("document.querySelector('#change-table').value = 'trades'")
     click(page, "#watch")
-    assert page.wait_for("document.querySelector('#changes-status').textContent"
-                         ".startsWith('following')", WAIT), text_of(page, "#changes-status")
-    site.sql("INSERT INTO trades VALUES " + ", ".join(
-        [trade(1, "NABIL", 10.5), trade(2, "NABIL", 11.5)]))
+    assert page.wait_for(
+        "document.querySelector('#changes-status').textContent.startsWith('following')", WAIT
+    ), text_of(page, "#changes-status")
+    site.sql(
+        "INSERT INTO trades VALUES " + ", ".join([trade(1, "NABIL", 10.5), trade(2, "NABIL", 11.5)])
+    )
     has = "[...document.querySelectorAll('#changes li')].some((li) => li.textContent.includes({}))"
     assert page.wait_for(has.format("'11.5'"), WAIT), text_of(page, "#changes-status")
     site.restart()  # a new ticket, and last-event-id: nothing missed, nothing twice
     site.sql("INSERT INTO trades VALUES " + trade(3, "NABIL", 12.5))
     assert page.wait_for(has.format("'12.5'"), WAIT), text_of(page, "#changes-status")
-    rows = page.evaluate("[...document.querySelectorAll('#changes li.change code')]"
-                         ".map((c) => c.textContent)")  # fmt: skip
+    rows = page.evaluate(
+        "[...document.querySelectorAll('#changes li.change code')].map((c) => c.textContent)"
+    )
     prices = [p for row in rows for p in ("10.5", "11.5", "12.5") if f'"price":{p}}}' in row]
     assert sorted(prices) == ["10.5", "11.5", "12.5"], rows  # each once
 
@@ -248,8 +273,7 @@ def test_the_candle_chart_polls_when_the_live_query_cannot_connect(
     page = open_console(browser, site)
     type_into(page, "#token", site.token)
     click(page, "#login-button")
-    assert page.wait_for("document.querySelector('#who').textContent.startsWith('signed in')",
-                         WAIT)  # fmt: skip
+    assert page.wait_for("document.querySelector('#who').textContent.startsWith('signed in')", WAIT)
     page.call("Network.enable")
     page.call("Network.setBlockedURLs", urls=["*/api/subscribe*"])  # as a proxy might
     click(page, "#chart-button")

@@ -122,8 +122,10 @@ class Site:
 
     def sql(self, text: str) -> dict[str, Any]:
         answer = requests.post(
-            self.server.url + "/exec", data=text.encode(),
-            headers={"Authorization": f"Bearer {self.token}"}, timeout=30,
+            self.server.url + "/exec",
+            data=text.encode(),
+            headers={"Authorization": f"Bearer {self.token}"},
+            timeout=30,
         )
         assert answer.status_code == 200, answer.text
         return answer.json()
@@ -151,9 +153,7 @@ def trade(minute: int, symbol: str, price: float) -> str:
     return f"('2026-03-02T10:{minute:02d}:00Z', '{symbol}', {price})"
 
 
-def test_event_source_gets_every_change_once_across_a_restart(
-    browser: Browser, site: Site
-) -> None:
+def test_event_source_gets_every_change_once_across_a_restart(browser: Browser, site: Site) -> None:
     site.sql(TRADES)
     page = browser.new_page()
     page.navigate(site.page_url("changes.html"))
@@ -193,8 +193,14 @@ def test_subscribe_snippet_gets_snapshot_then_candle(browser: Browser, site: Sit
     site.sql(TRADES)
     site.sql(
         "INSERT INTO trades VALUES "
-        + ", ".join([trade(0, "NABIL", 10), trade(0, "NABIL", 12), trade(1, "NABIL", 11),
-                     trade(1, "NEPSE", 99)])
+        + ", ".join(
+            [
+                trade(0, "NABIL", 10),
+                trade(0, "NABIL", 12),
+                trade(1, "NABIL", 11),
+                trade(1, "NEPSE", 99),
+            ]
+        )
     )
     page = browser.new_page()
     page.navigate(site.page_url("subscribe.html"))

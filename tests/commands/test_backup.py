@@ -27,8 +27,14 @@ DB = "bk"
 def refimpl(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("KDB_")}
     env["PYTHONPATH"] = str(ROOT)
-    return subprocess.run([sys.executable, "-m", "refimpl", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=600)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "refimpl", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 class Writer(threading.Thread):
@@ -89,8 +95,7 @@ def taken(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Writ
         writer.start()
         while len(writer.ops) < 150 and writer.error is None:
             writer.stop.wait(0.05)
-        done = refimpl("backup", "--data", str(server.data), "--to", str(root / "copy"),
-                       cwd=root)  # fmt: skip
+        done = refimpl("backup", "--data", str(server.data), "--to", str(root / "copy"), cwd=root)
         taken_during = len(writer.ops)
         while len(writer.ops) < taken_during + 50 and writer.error is None:
             writer.stop.wait(0.05)
@@ -131,14 +136,18 @@ def test_the_backup_restores_to_exactly_the_state_at_its_lsn(
         stats = restored.get("/api/stats", params={"db": DB}).json()["databases"][DB]
         base = stats["durable_lsn"]
         assert base > lsn and stats["oldest_lsn"] == base + 1
-        assert stats["timeline"] == {"base_lsn": base, "backup_lsn": lsn,
-                                     "restored_at_us": stats["timeline"]["restored_at_us"]}
+        assert stats["timeline"] == {
+            "base_lsn": base,
+            "backup_lsn": lsn,
+            "restored_at_us": stats["timeline"]["restored_at_us"],
+        }
 
         # Positions of the old timeline: before the backup's LSN, at it, past it: all gone.
         old_boot = original.get("/api/rev", params={"db": DB, "table": "t"}).json()["boot"]
         for position in (2, lsn, lsn + 5):
-            answer = restored.get("/api/changes", params={"db": DB, "table": "t",
-                                                          "from": position, "format": "json"})
+            answer = restored.get(
+                "/api/changes", params={"db": DB, "table": "t", "from": position, "format": "json"}
+            )
             assert answer.status_code == 410, answer.text
             assert answer.json()["gone_before"] == base + 1
             stream = open_stream(restored, DB, headers={"Last-Event-ID": str(position)})
@@ -147,8 +156,9 @@ def test_the_backup_restores_to_exactly_the_state_at_its_lsn(
         assert restored.get("/api/rev", params={"db": DB, "table": "t"}).json()["boot"] != old_boot
 
         restored.sql("INSERT INTO t VALUES (-1, 'after the restore')", DB)
-        fresh = restored.get("/api/changes", params={"db": DB, "table": "t", "from": 0,
-                                                     "format": "json"}).json()  # fmt: skip
+        fresh = restored.get(
+            "/api/changes", params={"db": DB, "table": "t", "from": 0, "format": "json"}
+        ).json()
         assert [(c["lsn"], c["row"]["id"]) for c in fresh["changes"]] == [(base + 1, -1)]
     finally:
         assert restored.stop() == 0

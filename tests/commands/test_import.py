@@ -36,16 +36,34 @@ def write_csv(path: Path, rows: int) -> Path:
 def refimpl(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("KDB_")}
     env["PYTHONPATH"] = str(ROOT)
-    return subprocess.run([sys.executable, "-m", "refimpl", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "refimpl", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
-def test_import_to_a_server_is_quiet_outside_a_terminal(tmp_path: Path, server: Server,
-                                                        db: str) -> None:  # fmt: skip
+def test_import_to_a_server_is_quiet_outside_a_terminal(
+    tmp_path: Path, server: Server, db: str
+) -> None:
     server.sql("CREATE TABLE q (id INT PRIMARY KEY, sym SYMBOL, price DOUBLE)", db)
     file = write_csv(tmp_path / "q.csv", 3000)
-    done = refimpl("import", str(file), "--table", "q", "--url", server.url,
-                   "--token", server.token, "--db", db, cwd=tmp_path)  # fmt: skip
+    done = refimpl(
+        "import",
+        str(file),
+        "--table",
+        "q",
+        "--url",
+        server.url,
+        "--token",
+        server.token,
+        "--db",
+        db,
+        cwd=tmp_path,
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "3000 row(s) inserted into table 'q'"
     assert done.stderr == ""  # no progress bar when nobody watches
@@ -66,13 +84,23 @@ def test_the_file_is_streamed_in_blocks(tmp_path: Path, server: Server, db: str)
     assert len({d for d in done}) > 3  # read block by block, never whole
 
 
-def test_a_bad_line_imports_nothing_and_says_why(tmp_path: Path, server: Server,
-                                                 db: str) -> None:  # fmt: skip
+def test_a_bad_line_imports_nothing_and_says_why(tmp_path: Path, server: Server, db: str) -> None:
     server.sql("CREATE TABLE q (id INT PRIMARY KEY, sym SYMBOL, price DOUBLE)", db)
     file = tmp_path / "bad.csv"
     file.write_text("id,sym,price\n1,A,1.5\n2,B,not-a-number\n")
-    done = refimpl("import", str(file), "--table", "q", "--url", server.url,
-                   "--token", server.token, "--db", db, cwd=tmp_path)  # fmt: skip
+    done = refimpl(
+        "import",
+        str(file),
+        "--table",
+        "q",
+        "--url",
+        server.url,
+        "--token",
+        server.token,
+        "--db",
+        db,
+        cwd=tmp_path,
+    )
     assert done.returncode == 1
     assert done.stderr.startswith("refimpl: ") and "not-a-number" in done.stderr
     assert server.rows("SELECT count(*) FROM q", db) == [[0]]
@@ -80,18 +108,33 @@ def test_a_bad_line_imports_nothing_and_says_why(tmp_path: Path, server: Server,
 
 def test_import_into_a_data_folder(tmp_path: Path) -> None:
     data = tmp_path / "data"
-    made = refimpl("sql", "--data", str(data), "-c",
-                   "CREATE TABLE q (id INT PRIMARY KEY, sym SYMBOL, price DOUBLE)", cwd=tmp_path)
+    made = refimpl(
+        "sql",
+        "--data",
+        str(data),
+        "-c",
+        "CREATE TABLE q (id INT PRIMARY KEY, sym SYMBOL, price DOUBLE)",
+        cwd=tmp_path,
+    )
     assert made.returncode == 0, made.stderr
     file = write_csv(tmp_path / "q.csv", 500)
     done = refimpl("import", str(file), "--table", "q", "--data", str(data), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert "500 row(s) inserted" in done.stdout
-    counted = refimpl("sql", "--data", str(data), "--format", "csv", "-c",
-                      "SELECT count(*) AS n FROM q", cwd=tmp_path)  # fmt: skip
+    counted = refimpl(
+        "sql",
+        "--data",
+        str(data),
+        "--format",
+        "csv",
+        "-c",
+        "SELECT count(*) AS n FROM q",
+        cwd=tmp_path,
+    )
     assert counted.stdout.splitlines() == ["n", "500"]
-    missing = refimpl("import", str(tmp_path / "none.csv"), "--table", "q", "--data", str(data),
-                      cwd=tmp_path)  # fmt: skip
+    missing = refimpl(
+        "import", str(tmp_path / "none.csv"), "--table", "q", "--data", str(data), cwd=tmp_path
+    )
     assert missing.returncode == 1 and "cannot read" in missing.stderr
 
 
@@ -100,10 +143,27 @@ def test_a_progress_bar_on_a_terminal(tmp_path: Path, server: Server, db: str) -
     file = write_csv(tmp_path / "terminal.csv", 5000)
     env = {k: v for k, v in os.environ.items() if not k.startswith("KDB_")}
     env.update(PYTHONPATH=str(ROOT), TERM="xterm", COLUMNS="120")
-    child = pexpect.spawn(sys.executable, ["-m", "refimpl", "import", str(file), "--table", "q",
-                                           "--url", server.url, "--token", server.token,
-                                           "--db", db],
-                          env=env, encoding="utf-8", timeout=120, dimensions=(24, 120))
+    child = pexpect.spawn(
+        sys.executable,
+        [
+            "-m",
+            "refimpl",
+            "import",
+            str(file),
+            "--table",
+            "q",
+            "--url",
+            server.url,
+            "--token",
+            server.token,
+            "--db",
+            db,
+        ],
+        env=env,
+        encoding="utf-8",
+        timeout=120,
+        dimensions=(24, 120),
+    )
     child.expect("importing terminal.csv")
     child.expect("━")  # the bar
     child.expect(r"5000 row\(s\) inserted into table 'q'")

@@ -20,13 +20,23 @@ SUPERVISE = ROOT / "tools" / "supervise.py"
 
 def start_supervised(data: Path, state: Path, *flags: str) -> Server:
     """A supervised `refimpl serve --data DATA FLAGS...` on a free port, once it listens."""
-    command = [sys.executable, str(SUPERVISE), "serve", "--state", str(state), "--",
-               "--data", str(data), *flags]  # fmt: skip
+    command = [
+        sys.executable,
+        str(SUPERVISE),
+        "serve",
+        "--state",
+        str(state),
+        "--",
+        "--data",
+        str(data),
+        *flags,
+    ]
     return spawn_server(command, data)
 
 
 def restart_commands(state: Path) -> list[str]:
     """`--restart-cmd CMD --crash-cmd CMD` for the supervisor keeping its state in `state`."""
+
     def command(kind: str) -> str:
         words = [sys.executable, str(SUPERVISE), "restart", "--state", str(state), kind]
         return " ".join(shlex.quote(w) for w in words)

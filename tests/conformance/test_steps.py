@@ -234,8 +234,10 @@ def test_await_captures_for_later_steps(liar: tuple[str, Behaviour]) -> None:
             "already awaited",
         ),
         (
-            [{"request": {"path": "/a"}, "background": "w"},
-             {"request": {"path": "/b"}, "background": "w"}],
+            [
+                {"request": {"path": "/a"}, "background": "w"},
+                {"request": {"path": "/b"}, "background": "w"},
+            ],
             "already started",
         ),
         (
@@ -255,8 +257,10 @@ def test_malformed_steps_are_case_errors(steps: list[dict[str, Any]], message: s
 def test_the_schema_knows_the_new_steps() -> None:
     case = {
         "steps": [
-            {"request": {"path": "/events", "read": {"until": "done", "timeout": 2}},
-             "background": "w"},
+            {
+                "request": {"path": "/events", "read": {"until": "done", "timeout": 2}},
+                "background": "w",
+            },
             {"pending": "w", "for_ms": 100},
             {"await": "w", "within_s": 2, "expect": {"status": 200}, "capture": {"x": "$.sse"}},
             {"restart": "graceful"},
@@ -300,11 +304,15 @@ def _restart_command(url: str) -> str:
 
 BOOT_MOVES = {
     "steps": [
-        {"request": {"path": "/rev"}, "expect": {"json": {"boot": {"$match": "string",
-                                                                   "capture": "boot"}}}},
+        {
+            "request": {"path": "/rev"},
+            "expect": {"json": {"boot": {"$match": "string", "capture": "boot"}}},
+        },
         {"restart": "graceful"},
-        {"request": {"path": "/rev"}, "expect": {"json": {"boot": {"$match": "differs",
-                                                                   "from": "boot"}}}},
+        {
+            "request": {"path": "/rev"},
+            "expect": {"json": {"boot": {"$match": "differs", "from": "boot"}}},
+        },
     ]
 }
 
@@ -370,9 +378,13 @@ RECONNECT = {
     "steps": [
         {
             "request": {"path": "/events", "query": {"n": 2}, "read": {"until": "done"}},
-            "expect": {"sse": [{"event": "tick", "id": "1", "data": 1},
-                               {"event": "tick", "id": "2", "data": 2},
-                               {"event": "done", "data": {}}]},
+            "expect": {
+                "sse": [
+                    {"event": "tick", "id": "1", "data": 1},
+                    {"event": "tick", "id": "2", "data": 2},
+                    {"event": "done", "data": {}},
+                ]
+            },
             "capture": {"last": "$.sse[-2].id"},
         },
         {
@@ -410,10 +422,15 @@ def test_a_background_stream_answers_once_its_reading_is_done(
     url, _ = liar
     case = {
         "steps": [
-            {"request": {"path": "/events", "query": {"n": 3}, "read": {"until": "done"}},
-             "background": "s"},
-            {"await": "s", "within_s": 2,
-             "expect": {"sse": {"$match": "contains", "value": [{"event": "done", "data": {}}]}}},
+            {
+                "request": {"path": "/events", "query": {"n": 3}, "read": {"until": "done"}},
+                "background": "s",
+            },
+            {
+                "await": "s",
+                "within_s": 2,
+                "expect": {"sse": {"$match": "contains", "value": [{"event": "done", "data": {}}]}},
+            },
         ]
     }
     result = _run(url, case)
@@ -452,8 +469,14 @@ def test_a_background_read_ends_at_its_timeout(liar: tuple[str, Behaviour]) -> N
     url, _ = liar
     case = {
         "steps": [
-            {"request": {"path": "/events", "query": {"n": 1}, "read": {"events": 5, "timeout": 1}},
-             "background": "s"},
+            {
+                "request": {
+                    "path": "/events",
+                    "query": {"n": 1},
+                    "read": {"events": 5, "timeout": 1},
+                },
+                "background": "s",
+            },
             {
                 "await": "s",
                 "within_s": 2.5,

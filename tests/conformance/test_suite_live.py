@@ -21,11 +21,16 @@ def test_every_spec_example_passes_against_a_real_server(tmp_path, capsys):
         report = tmp_path / "report.json"
         code = cli.main(
             [
-                "--url", server.url,
-                "--token", server.token,
-                "--jobs", "6",
-                "--json", str(report),
-                "--junit", str(tmp_path / "junit.xml"),
+                "--url",
+                server.url,
+                "--token",
+                server.token,
+                "--jobs",
+                "6",
+                "--json",
+                str(report),
+                "--junit",
+                str(tmp_path / "junit.xml"),
                 *restart_commands(state),
             ]
         )

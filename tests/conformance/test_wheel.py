@@ -27,10 +27,19 @@ def _run(command: list[str], cwd: Path, timeout: float = 600) -> subprocess.Comp
 
 def test_the_runner_from_a_wheel_runs_the_whole_suite(tmp_path: Path) -> None:
     built = _run(
-        [sys.executable, "-m", "pip", "wheel", str(REPO), "--no-deps", "-q", "-w",
-         str(tmp_path / "dist")],
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            str(REPO),
+            "--no-deps",
+            "-q",
+            "-w",
+            str(tmp_path / "dist"),
+        ],
         cwd=tmp_path,
-    )  # fmt: skip
+    )
     assert built.returncode == 0, built.stderr[-3000:]
     wheel = next((tmp_path / "dist").glob("refimpl-*.whl"))
     venv.create(tmp_path / "venv", with_pip=True)
@@ -52,10 +61,20 @@ def test_the_runner_from_a_wheel_runs_the_whole_suite(tmp_path: Path) -> None:
     try:
         junit = elsewhere / "junit.xml"
         run = _run(
-            [refimpl, "conform", "--url", server.url, "--token", server.token, "--jobs", "6",
-             "--junit", str(junit)],
+            [
+                refimpl,
+                "conform",
+                "--url",
+                server.url,
+                "--token",
+                server.token,
+                "--jobs",
+                "6",
+                "--junit",
+                str(junit),
+            ],
             cwd=elsewhere,
-        )  # fmt: skip
+        )
         assert run.returncode == 0, (run.stdout + run.stderr)[-6000:]
         assert " 0 failed" in run.stdout and junit.is_file()
     finally:

@@ -50,7 +50,8 @@ SETUP = (
     " CREATE TABLE acct (id INT PRIMARY KEY, bal INT);"
     " CREATE TABLE marks (txn INT, n INT, i INT);"
     " CREATE TABLE ev (id INT PRIMARY KEY, txn INT, v INT);"
-    " INSERT INTO acct VALUES " + ", ".join(f"({a}, {START_BALANCE})" for a in range(ACCOUNTS))
+    " INSERT INTO acct VALUES "
+    + ", ".join(f"({a}, {START_BALANCE})" for a in range(ACCOUNTS))
     + "; COMMIT"
 )
 
@@ -100,8 +101,10 @@ def statements(op: tuple) -> list[tuple[str, tuple]]:
             return [("INSERT INTO marks VALUES (?, 1, 0)", (k,))]
         # Some marker rows in one statement, the rest one by one.
         half = n // 2
-        first = ("INSERT INTO marks VALUES " + ", ".join("(?, ?, ?)" for _ in range(half)),
-                 tuple(v for i in range(half) for v in (k, n, i)))
+        first = (
+            "INSERT INTO marks VALUES " + ", ".join("(?, ?, ?)" for _ in range(half)),
+            tuple(v for i in range(half) for v in (k, n, i)),
+        )
         rest = [("INSERT INTO marks VALUES (?, ?, ?)", (k, n, i)) for i in range(half, n)]
         return [first, *rest]
     if kind == "transfer":
@@ -291,6 +294,7 @@ def main(argv: list[str]) -> None:
     if argv[:1] == ["serve"]:
         serve()
     elif argv[:1] == ["run"] and len(argv) >= 2:
+
         def option(name: str, default: str) -> str:
             return argv[argv.index(name) + 1] if name in argv else default
 

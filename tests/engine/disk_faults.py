@@ -189,8 +189,10 @@ class State:
         )
 
     def key(self) -> tuple:
-        tables = {db: sorted((t, sorted(r.values())) for t, r in ts.items())
-                  for db, ts in self.tables.items()}
+        tables = {
+            db: sorted((t, sorted(r.values())) for t, r in ts.items())
+            for db, ts in self.tables.items()
+        }
         return (
             sorted(tables.items()),
             sorted(self.users),
@@ -285,15 +287,19 @@ STEPS: tuple[Step, ...] = (
     Step("UPDATE t SET v = 'c' WHERE id = 1", _update("demo", "t", 1, (1, "c"))),
     Step("CREATE USER u", _add("users", "u"), in_doubt=False),
     Step("CREATE TOKEN FOR u", _add("tokens", "first"), in_doubt=False, token="first"),
-    Step("GRANT READ ON DATABASE demo TO u", _add("grants", ("READ", "demo", None)),
-         in_doubt=False),
+    Step(
+        "GRANT READ ON DATABASE demo TO u", _add("grants", ("READ", "demo", None)), in_doubt=False
+    ),
     Step("CHECKPOINT", _nothing, in_doubt=False),  # a failed one leaves the log writing
     Step("INSERT INTO t VALUES (3, 'd')", _insert("demo", "t", (3, "d"))),
     Step("GRANT SELECT ON t TO u", _add("grants", ("SELECT", "demo", "t")), in_doubt=False),
     Step("CREATE TOKEN FOR u", _add("tokens", "second"), in_doubt=False, token="second"),
     Step("DROP TOKEN '{first}'", _remove("tokens", "first"), in_doubt=False),
-    Step("REVOKE READ ON DATABASE demo FROM u", _remove("grants", ("READ", "demo", None)),
-         in_doubt=False),
+    Step(
+        "REVOKE READ ON DATABASE demo FROM u",
+        _remove("grants", ("READ", "demo", None)),
+        in_doubt=False,
+    ),
     Step("DELETE FROM t WHERE id = 2", _delete("demo", "t", 2)),
     Step("CREATE DATABASE d2", _new_database("d2"), in_doubt=False),
     Step("CREATE TABLE s (k INT PRIMARY KEY)", _new_table("d2", "s"), database="d2"),

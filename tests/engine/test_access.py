@@ -338,9 +338,7 @@ def _drop_and_create_again(tmp_path, *grants: str, drop: str = "DROP TABLE t"):
 
 
 def test_drop_table_forgets_a_table_grant(tmp_path):
-    (on_new_t, on_never_seen), grants = _drop_and_create_again(
-        tmp_path, "GRANT SELECT ON t TO u"
-    )
+    (on_new_t, on_never_seen), grants = _drop_and_create_again(tmp_path, "GRANT SELECT ON t TO u")
     assert on_new_t is on_never_seen is False
     assert grants == []
 

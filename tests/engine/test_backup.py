@@ -30,8 +30,11 @@ def test_a_backup_under_load_restores_to_the_state_at_its_lsn(tmp_path: Path) ->
             session = instance.session("demo")
             k = 0
             while not stop.is_set():
-                session.execute(f"INSERT INTO t VALUES ({k % 40}, {k}, '{'p' * 200}') "
-                                if k < 40 else f"UPDATE t SET n = {k} WHERE id = {k % 40}")
+                session.execute(
+                    f"INSERT INTO t VALUES ({k % 40}, {k}, '{'p' * 200}') "
+                    if k < 40
+                    else f"UPDATE t SET n = {k} WHERE id = {k % 40}"
+                )
                 values.append(k)
                 k += 1
                 if k % 25 == 0:
@@ -78,9 +81,12 @@ def test_backup_names_follow_the_import_folders_rule(tmp_path: Path) -> None:
         outside.mkdir()
         (tmp_path / "data" / "backup").mkdir()
         (tmp_path / "data" / "backup" / "link").symlink_to(outside)
-        for name, said in [("link/x", "leads out of the backup folder"),
-                           ("../x", "relative path without '..'"), ("/x", "relative path"),
-                           ("", "relative path")]:  # fmt: skip
+        for name, said in [
+            ("link/x", "leads out of the backup folder"),
+            ("../x", "relative path without '..'"),
+            ("/x", "relative path"),
+            ("", "relative path"),
+        ]:
             with pytest.raises(InvalidValue, match=said):
                 session.execute(f"BACKUP DATABASE demo TO '{name}'")
         assert list(outside.iterdir()) == []

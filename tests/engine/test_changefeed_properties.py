@@ -28,8 +28,9 @@ WIDTH = 2  # id, v
 Op = tuple[str, int, int]  # (insert|update|delete, id, v)
 
 ops = st.lists(
-    st.tuples(st.sampled_from(["insert", "update", "delete"]), st.integers(0, 12),
-              st.integers(0, 20)),
+    st.tuples(
+        st.sampled_from(["insert", "update", "delete"]), st.integers(0, 12), st.integers(0, 20)
+    ),
     max_size=20,
 )
 
@@ -59,7 +60,7 @@ def _key_of(change: tuple) -> int:
 def _apply(state: dict[int, tuple], change: tuple) -> None:
     op = change[OP]
     if op in ("upsert", "initial"):
-        row = tuple(change[ROW:ROW + WIDTH])
+        row = tuple(change[ROW : ROW + WIDTH])
         state[row[0]] = row
     elif op == "delete":
         state.pop(_key_of(change), None)
@@ -82,12 +83,24 @@ def _schema(conn: refimpl.Connection) -> Any:
 
 
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(before=ops, between=st.lists(ops, min_size=1, max_size=4), after=ops,
-       page=st.integers(1, 6), full=st.booleans(), filtered=st.booleans(),
-       restart=st.booleans())  # fmt: skip
-def test_initial_copy_rebuilds_the_table(before: list[Op], between: list[list[Op]],
-                                         after: list[Op], page: int, full: bool,
-                                         filtered: bool, restart: bool) -> None:  # fmt: skip
+@given(
+    before=ops,
+    between=st.lists(ops, min_size=1, max_size=4),
+    after=ops,
+    page=st.integers(1, 6),
+    full=st.booleans(),
+    filtered=st.booleans(),
+    restart=st.booleans(),
+)
+def test_initial_copy_rebuilds_the_table(
+    before: list[Op],
+    between: list[list[Op]],
+    after: list[Op],
+    page: int,
+    full: bool,
+    filtered: bool,
+    restart: bool,
+) -> None:
     with tempfile.TemporaryDirectory() as folder:
         conn = _open(folder, full, True)
         for op in before:
@@ -172,8 +185,7 @@ def test_filtered_feed_with_before_images_is_exact(writes: list[Op], bound: int)
         for op in writes:
             _run(conn, op)
             batch = read_changes(database, "t", schema, position, None)
-            for change in shape_changes(batch, schema, FeedOptions(where="x"),
-                                        feed_filter).changes:
+            for change in shape_changes(batch, schema, FeedOptions(where="x"), feed_filter).changes:
                 _apply(state, change)
             position = batch.next_lsn
             assert state == _table(conn, f"WHERE v >= {bound}")
@@ -194,11 +206,15 @@ values = st.one_of(st.none(), st.integers(-(2**40), 2**40), st.text(max_size=5))
 def test_records_keep_before_images_and_nothing_else(rows: list[tuple], with_old: bool) -> None:
     olds = [None if i % 2 else row for i, row in enumerate(rows)] if with_old else None
     keys = [((), (i,)) for i in range(len(rows))]
-    entries = [records.Entry.upsert("t", ["a", "b"], rows, None, olds),
-               records.Entry.delete("t", keys, (["a", "b"], rows) if with_old else None)]
+    entries = [
+        records.Entry.upsert("t", ["a", "b"], rows, None, olds),
+        records.Entry.delete("t", keys, (["a", "b"], rows) if with_old else None),
+    ]
     decoded = records.decode(1, records.encode(0, entries)).entries
-    assert [e.payload for e in decoded] == [(["a", "b"], [list(r) for r in rows], None),
-                                             ([[[], [i]] for i in range(len(rows))],)]
+    assert [e.payload for e in decoded] == [
+        (["a", "b"], [list(r) for r in rows], None),
+        ([[[], [i]] for i in range(len(rows))],),
+    ]
     if not with_old:
         assert decoded[0].before is None and decoded[1].before is None
         plain = records.encode(0, [records.Entry.upsert("t", ["a", "b"], rows, None)])
@@ -209,10 +225,14 @@ def test_records_keep_before_images_and_nothing_else(rows: list[tuple], with_old
 
 
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(rounds=st.lists(st.tuples(ops, st.booleans()), min_size=1, max_size=5),
-       bound=st.integers(0, 20), page=st.integers(1, 6))  # fmt: skip
-def test_readers_across_replica_identity_switches(rounds: list[tuple[list[Op], bool]],
-                                                  bound: int, page: int) -> None:  # fmt: skip
+@given(
+    rounds=st.lists(st.tuples(ops, st.booleans()), min_size=1, max_size=5),
+    bound=st.integers(0, 20),
+    page=st.integers(1, 6),
+)
+def test_readers_across_replica_identity_switches(
+    rounds: list[tuple[list[Op], bool]], bound: int, page: int
+) -> None:
     """A table switched to REPLICA IDENTITY FULL and back between writes, read by a plain,
     a squashed and a filtered reader in pages across the switches: the plain and squashed
     ones end with the table; the filtered one holds every matching row as it is (and, past
@@ -221,8 +241,11 @@ def test_readers_across_replica_identity_switches(rounds: list[tuple[list[Op], b
         conn = _open(folder, False, True)
         database = _database(conn)
         feed_filter = FeedFilter.compile(_schema(conn), f"v >= {bound}")
-        readers = {"plain": FeedOptions(), "squash": FeedOptions(squash=True),
-                   "where": FeedOptions(where="x")}
+        readers = {
+            "plain": FeedOptions(),
+            "squash": FeedOptions(squash=True),
+            "where": FeedOptions(where="x"),
+        }
         states: dict[str, dict[int, tuple]] = {name: {} for name in readers}
         positions = dict.fromkeys(readers, 0)
 
@@ -231,8 +254,9 @@ def test_readers_across_replica_identity_switches(rounds: list[tuple[list[Op], b
                 while True:
                     schema = _schema(conn)  # the mode as it is now, as a reader's request sees
                     batch = read_changes(database, "t", schema, positions[name], page)
-                    shaped = shape_changes(batch, schema, options,
-                                           feed_filter if name == "where" else None)
+                    shaped = shape_changes(
+                        batch, schema, options, feed_filter if name == "where" else None
+                    )
                     for change in shaped.changes:
                         _apply(states[name], change)
                     if batch.next_lsn == positions[name]:
@@ -244,7 +268,7 @@ def test_readers_across_replica_identity_switches(rounds: list[tuple[list[Op], b
                 _run(conn, op)
             read_all()
             conn.execute(f"ALTER TABLE t REPLICA IDENTITY {'FULL' if full else 'DEFAULT'}")
-            for op in writes[len(writes) // 2:]:
+            for op in writes[len(writes) // 2 :]:
                 _run(conn, op)
             read_all()
             table = _table(conn)

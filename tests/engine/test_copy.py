@@ -30,18 +30,30 @@ def session(tmp_path: Path) -> Iterator[Session]:
 
 
 texts = st.one_of(st.none(), st.text(st.characters(blacklist_categories=("Cs",)), max_size=12))
-rows = st.lists(st.tuples(texts, st.one_of(st.none(), st.floats(allow_nan=False,
-                                                                 allow_infinity=False)),
-                          st.one_of(st.none(), st.booleans())), max_size=20)  # fmt: skip
-options = st.sampled_from([
-    "", "WITH (FORMAT csv)", "WITH (FORMAT csv, HEADER)", "(FORMAT text, HEADER true)",
-    "WITH (FORMAT csv, DELIMITER ';', NULL 'NULL', QUOTE '''')", "WITH (DELIMITER '|')",
-    "(FORMAT csv, DELIMITER '\t', ESCAPE '\\')",
-])  # fmt: skip
+rows = st.lists(
+    st.tuples(
+        texts,
+        st.one_of(st.none(), st.floats(allow_nan=False, allow_infinity=False)),
+        st.one_of(st.none(), st.booleans()),
+    ),
+    max_size=20,
+)
+options = st.sampled_from(
+    [
+        "",
+        "WITH (FORMAT csv)",
+        "WITH (FORMAT csv, HEADER)",
+        "(FORMAT text, HEADER true)",
+        "WITH (FORMAT csv, DELIMITER ';', NULL 'NULL', QUOTE '''')",
+        "WITH (DELIMITER '|')",
+        "(FORMAT csv, DELIMITER '\t', ESCAPE '\\')",
+    ]
+)
 
 
-@settings(max_examples=60, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(rows=rows, how=options)
 def test_what_copy_to_writes_copy_from_reads_back(session: Session, rows: list, how: str) -> None:
     session.execute("TRUNCATE t")
@@ -77,10 +89,14 @@ def test_one_copy_is_one_commit(session: Session) -> None:
 
 def test_header_match_checks_the_names(session: Session) -> None:
     with pytest.raises(CopyError, match="HEADER MATCH"):
-        copying.copy_in(session, "COPY t (id, s) FROM STDIN (FORMAT csv, HEADER match)",
-                        io.BytesIO(b"id,x\n1,a\n"))  # fmt: skip
-    copying.copy_in(session, "COPY t (id, s) FROM STDIN (FORMAT csv, HEADER match)",
-                    io.BytesIO(b"ID,S\n1,a\n"))  # fmt: skip
+        copying.copy_in(
+            session,
+            "COPY t (id, s) FROM STDIN (FORMAT csv, HEADER match)",
+            io.BytesIO(b"id,x\n1,a\n"),
+        )
+    copying.copy_in(
+        session, "COPY t (id, s) FROM STDIN (FORMAT csv, HEADER match)", io.BytesIO(b"ID,S\n1,a\n")
+    )
     assert session.execute("SELECT id, s FROM t").rows == [(1, "a")]
 
 

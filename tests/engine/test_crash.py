@@ -177,9 +177,9 @@ class CrashRun:
         pid = self.server.start(self.path, self.checkpoint_every, self.threads)
         ready = self.server.expect("READY ", timeout=60)
         assert int(ready.split()[1]) >= self.last_acked, ready
-        mode = self.rng.choices(
-            ["timed", "ack", "checkpoint", "background"], weights=[4, 3, 2, 2]
-        )[0]
+        mode = self.rng.choices(["timed", "ack", "checkpoint", "background"], weights=[4, 3, 2, 2])[
+            0
+        ]
         in_checkpoint = in_background = False
         if mode == "timed":
             deadline = time.monotonic() + self.rng.uniform(0.0, 0.4)

@@ -59,10 +59,16 @@ def test_bad_ids_are_a_clear_400(text: str) -> None:
 
 
 def test_keys_of_upserts_are_those_of_deletes() -> None:
-    schema = TableSchema.from_create(ast.CreateTable(
-        "p", (ast.ColumnDef("ts", "TIMESTAMP"), ast.ColumnDef("s", "SYMBOL")),
-        timeseries="ts", partition_by="DAY", partition_symbol="s", dedup_key=("ts", "s"),
-    ))  # fmt: skip
+    schema = TableSchema.from_create(
+        ast.CreateTable(
+            "p",
+            (ast.ColumnDef("ts", "TIMESTAMP"), ast.ColumnDef("s", "SYMBOL")),
+            timeseries="ts",
+            partition_by="DAY",
+            partition_symbol="s",
+            dedup_key=("ts", "s"),
+        )
+    )
     day = 1_790_208_000_000_000  # 2026-09-24
     assert row_key(schema, (day, "x"), (day, "x")) == row_key(schema, (day, "x"), (day, "x"))
     assert row_key(schema, (day, None), (day, None)).startswith("92")
@@ -81,10 +87,13 @@ def take_all(streams: EventStreams, stream, budget: int = 1 << 20) -> list:
     max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(
-    st.lists(st.lists(st.tuples(st.sampled_from("tu"), st.integers(0, 5)), min_size=1,
-                      max_size=4), min_size=1, max_size=12),
+    st.lists(
+        st.lists(st.tuples(st.sampled_from("tu"), st.integers(0, 5)), min_size=1, max_size=4),
+        min_size=1,
+        max_size=12,
+    ),
     st.data(),
-)  # fmt: skip
+)
 def test_resuming_from_any_id_given_out_misses_and_repeats_nothing(
     instance: Instance, transactions: list[list[tuple[str, int]]], data: st.DataObject
 ) -> None:
@@ -107,10 +116,11 @@ def test_resuming_from_any_id_given_out_misses_and_repeats_nothing(
     # The instance outlives an example, so the number of changes may differ when hypothesis
     # replays one: a draw whose bounds depended on it would be a flaky strategy.
     cut = data.draw(st.integers(0, 1 << 16)) % len(changes)
-    resumed = streams.open(ADMIN_CREDENTIAL, "demo", [], parse_event_id(changes[cut].id),
-                           changes[cut].id)  # fmt: skip
+    resumed = streams.open(
+        ADMIN_CREDENTIAL, "demo", [], parse_event_id(changes[cut].id), changes[cut].id
+    )
     again = [e for e in take_all(streams, resumed, data.draw(st.integers(1, 400)))]
-    assert [e.id for e in again if e.kind == "change"] == [e.id for e in changes[cut + 1:]]
+    assert [e.id for e in again if e.kind == "change"] == [e.id for e in changes[cut + 1 :]]
     assert again[-1].kind == "ready"
     streams.close_stream(first)
     streams.close_stream(resumed)
@@ -185,13 +195,17 @@ def test_tickets_once_hashed_and_timed() -> None:
     max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(
-    st.lists(st.one_of(
-        st.tuples(st.just("commit"), st.sampled_from(["t", "u", "tu"])),
-        st.tuples(st.sampled_from(["join", "alone"]), st.integers(0, 2)),
-        st.tuples(st.just("group"), st.just(0)),
-    ), min_size=1, max_size=30),
+    st.lists(
+        st.one_of(
+            st.tuples(st.just("commit"), st.sampled_from(["t", "u", "tu"])),
+            st.tuples(st.sampled_from(["join", "alone"]), st.integers(0, 2)),
+            st.tuples(st.just("group"), st.just(0)),
+        ),
+        min_size=1,
+        max_size=30,
+    ),
     st.integers(1, 400),
-)  # fmt: skip
+)
 def test_streams_in_groups_get_every_event_once_as_one_alone_does(
     instance: Instance, steps: list[tuple[str, object]], budget: int
 ) -> None:
@@ -212,8 +226,10 @@ def test_streams_in_groups_get_every_event_once_as_one_alone_does(
     for kind, arg in steps:
         if kind == "commit":
             commits += 1
-            changes = {"t": f"DELETE FROM t WHERE id = {commits}; INSERT INTO t VALUES"
-                            f" ({commits}, 'v')", "u": f"INSERT INTO u VALUES ({commits})"}
+            changes = {
+                "t": f"DELETE FROM t WHERE id = {commits}; INSERT INTO t VALUES ({commits}, 'v')",
+                "u": f"INSERT INTO u VALUES ({commits})",
+            }
             run(instance, "BEGIN; " + "; ".join(changes[t] for t in str(arg)) + "; COMMIT")
         elif kind == "join":
             streams.join(members[int(arg)], lambda group: None)

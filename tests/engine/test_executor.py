@@ -28,16 +28,19 @@ def rows(db, sql, params=()):
 
 
 def test_reference_acct_example(db):
-    assert db.execute(
-        "CREATE TABLE acct (id INT PRIMARY KEY, name STRING, bal DOUBLE)"
-    ).message == "table 'acct' created"
+    assert (
+        db.execute("CREATE TABLE acct (id INT PRIMARY KEY, name STRING, bal DOUBLE)").message
+        == "table 'acct' created"
+    )
     result = db.execute("INSERT INTO acct VALUES (1, 'Asha', 10), (2, 'Bikash', 20)")
     assert (result.message, result.count) == ("2 row(s) inserted", 2)
     assert db.execute("UPDATE acct SET bal = 15 WHERE id = 1").message == "1 row(s) updated"
     assert db.execute("DELETE FROM acct WHERE id = 2").message == "1 row(s) deleted"
     result = db.execute("SELECT * FROM acct")
     assert [(c.name, c.type) for c in result.columns] == [
-        ("id", "INT"), ("name", "STRING"), ("bal", "DOUBLE")
+        ("id", "INT"),
+        ("name", "STRING"),
+        ("bal", "DOUBLE"),
     ]
     assert result.rows == [(1, "Asha", 15.0)]
 
@@ -119,23 +122,20 @@ def test_select_features(db):
         "INSERT INTO p VALUES (1, 'ann', 10, 'red'), (2, 'bob', NULL, 'red'),"
         " (3, 'cy', 30, 'blue'), (4, 'di', 40, NULL)"
     )
-    assert rows(db, "SELECT name FROM p WHERE score > 15 ORDER BY score DESC") == [
-        ("di",), ("cy",)
-    ]
+    assert rows(db, "SELECT name FROM p WHERE score > 15 ORDER BY score DESC") == [("di",), ("cy",)]
     assert rows(db, "SELECT team, count(*), sum(score) FROM p GROUP BY team ORDER BY team") == [
-        ("blue", 1, 30.0), ("red", 2, 10.0), (None, 1, 40.0)
+        ("blue", 1, 30.0),
+        ("red", 2, 10.0),
+        (None, 1, 40.0),
     ]
-    assert rows(db, "SELECT name FROM p ORDER BY score NULLS FIRST LIMIT 2") == [
-        ("bob",), ("ann",)
-    ]
+    assert rows(db, "SELECT name FROM p ORDER BY score NULLS FIRST LIMIT 2") == [("bob",), ("ann",)]
     assert rows(db, "SELECT name FROM p ORDER BY id LIMIT 2 OFFSET 1") == [("bob",), ("cy",)]
     assert rows(db, "SELECT DISTINCT team FROM p WHERE team IS NOT NULL ORDER BY team") == [
-        ("blue",), ("red",)
+        ("blue",),
+        ("red",),
     ]
     assert rows(db, "SELECT count(DISTINCT team) FROM p") == [(2,)]
-    assert rows(db, "SELECT name FROM p WHERE name LIKE 'b%' OR id IN (3)") == [
-        ("bob",), ("cy",)
-    ]
+    assert rows(db, "SELECT name FROM p WHERE name LIKE 'b%' OR id IN (3)") == [("bob",), ("cy",)]
     assert rows(db, "SELECT upper(name) || '!' FROM p WHERE id BETWEEN 1 AND 1") == [("ANN!",)]
     assert rows(
         db, "SELECT CASE WHEN score IS NULL THEN 'none' ELSE 'some' END FROM p WHERE id = 2"
@@ -152,8 +152,11 @@ def test_select_features(db):
 def test_between_compares_each_bound_with_its_own_affinity(db):
     # Found by the long fuzz run: a text operand read as a number next to one bound and as
     # text next to the other was compared raw, and the TypeError answered 500.
-    assert rows(db, "SELECT CAST(-963 AS STRING) BETWEEN -963 AND CAST(-963 AS STRING),"
-                    " '5' NOT BETWEEN 1 AND '9', 0 BETWEEN 1 AND NULL") == [(True, False, False)]
+    assert rows(
+        db,
+        "SELECT CAST(-963 AS STRING) BETWEEN -963 AND CAST(-963 AS STRING),"
+        " '5' NOT BETWEEN 1 AND '9', 0 BETWEEN 1 AND NULL",
+    ) == [(True, False, False)]
 
 
 def test_first_last_follow_time_order(db):
@@ -175,9 +178,7 @@ def test_first_last_follow_time_order(db):
 
 
 def test_timeseries_reads_in_partition_and_sort_order(db):
-    db.execute(
-        "CREATE TABLE e (time TIMESTAMP, v INT) TIMESERIES(time) PARTITION BY MONTH"
-    )
+    db.execute("CREATE TABLE e (time TIMESTAMP, v INT) TIMESERIES(time) PARTITION BY MONTH")
     db.execute(
         "INSERT INTO e VALUES ('2026-03-01T00:00:00Z', 3), ('2026-01-05T00:00:00Z', 1),"
         " ('2026-01-02T00:00:00Z', 0), ('2026-02-01T00:00:00Z', 2)"
@@ -207,7 +208,8 @@ def test_schema_changes_and_show(db):
     assert rows(db, "SELECT * FROM t") == [(1, None)]
     assert rows(db, "SHOW TABLES") == [("t", "table")]
     assert rows(db, "SHOW COLUMNS FROM t") == [
-        ("id", "INT", True, False, False), ("score", "DOUBLE", False, False, False)
+        ("id", "INT", True, False, False),
+        ("score", "DOUBLE", False, False, False),
     ]
     statement = rows(db, "SHOW CREATE TABLE t")[0][1]
     assert statement == "CREATE TABLE t (\n  id INT PRIMARY KEY,\n  score DOUBLE\n)"

@@ -180,6 +180,7 @@ def test_a_revoke_that_cannot_be_saved_changes_nothing_and_a_later_one_works(tmp
 
 def test_a_checkpoint_on_a_full_disk_answers_503_and_leaves_no_file(tmp_path):
     instance, files, _token = full_disk_instance(tmp_path)
+
     def files_of_demo() -> list[str]:
         return sorted(p.name for p in (tmp_path / "demo").rglob("*") if p.is_file())
 

@@ -42,8 +42,15 @@ _CHANGES = st.lists(
     max_size=25,
 )
 _QUERIES = [
-    "a = {x}", "a = {x} AND b = {y}", "a = {x} AND b > {y}", "a > {x}", "a >= {x} AND a < {y}",
-    "a BETWEEN {x} AND {y}", "b = {x}", "a = {x} AND b <= {y}", "a < {x} OR b = {y}",
+    "a = {x}",
+    "a = {x} AND b = {y}",
+    "a = {x} AND b > {y}",
+    "a > {x}",
+    "a >= {x} AND a < {y}",
+    "a BETWEEN {x} AND {y}",
+    "b = {x}",
+    "a = {x} AND b <= {y}",
+    "a < {x} OR b = {y}",
 ]
 
 
@@ -51,8 +58,11 @@ def _literal(value: int | None) -> str:
     return "NULL" if value is None else str(value)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow,
-                                                                   HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
 @given(changes=_CHANGES, x=st.integers(-3, 3), y=st.integers(-3, 3))
 def test_an_index_never_changes_an_answer(tmp_path_factory, changes, x, y) -> None:
     folder = tmp_path_factory.mktemp("idx")
@@ -93,7 +103,8 @@ def test_indexes_survive_a_checkpoint_and_the_log(tmp_path: Path) -> None:
     db.close()
     db = refimpl.connect(tmp_path / "data")
     assert plan(db, "SELECT * FROM t WHERE a = 3") == [
-        "SEARCH TABLE t USING UNIQUE INDEX t_a (a = 3)"]
+        "SEARCH TABLE t USING UNIQUE INDEX t_a (a = 3)"
+    ]
     assert rows(db, "SELECT * FROM t WHERE a = 3") == [(3, "z")]
     with pytest.raises(UniqueViolation, match="index 't_a'"):
         db.execute("INSERT INTO t VALUES (3, 'w')")
@@ -132,7 +143,8 @@ def test_index_names_and_errors(db) -> None:
     with pytest.raises(IndexExists, match="on table 't'"):
         db.execute("CREATE INDEX I ON u (a)")
     assert db.execute("CREATE INDEX IF NOT EXISTS i ON u (a)").message == (
-        "index 'i' already exists")
+        "index 'i' already exists"
+    )
     with pytest.raises(SqlError, match="twice"):
         db.execute("CREATE INDEX j ON t (a, A)")
     with pytest.raises(SqlError, match="does not exist"):
@@ -146,14 +158,16 @@ def test_index_names_and_errors(db) -> None:
 
 
 def test_explain_names_access_paths(db) -> None:
-    db.execute("CREATE TABLE m (ts TIMESTAMP, s SYMBOL, v DOUBLE) TIMESERIES(ts)"
-               " PARTITION BY DAY")
+    db.execute("CREATE TABLE m (ts TIMESTAMP, s SYMBOL, v DOUBLE) TIMESERIES(ts) PARTITION BY DAY")
     db.execute("INSERT INTO m VALUES ('2026-01-01', 'a', 1), ('2026-01-02', 'b', 2)")
     db.execute("CREATE INDEX m_s ON m (s)")
     assert plan(db, "SELECT * FROM m WHERE ts >= '2026-01-02'") == [
-        "SCAN TABLE m (partitions 1 of 2)"]
+        "SCAN TABLE m (partitions 1 of 2)"
+    ]
     assert plan(db, "SELECT count(*) FROM m AS x WHERE s = 'b' AND v > 1") == [
-        "AGGREGATE", "SEARCH TABLE m AS x USING INDEX m_s (s = 'b')"]
+        "AGGREGATE",
+        "SEARCH TABLE m AS x USING INDEX m_s (s = 'b')",
+    ]
     assert plan(db, "SELECT 1") == ["ONE ROW (no FROM)"]
     with pytest.raises(SqlError):
         db.execute("EXPLAIN DROP TABLE m")

@@ -106,21 +106,27 @@ def test_the_limit_is_shared_by_the_databases(instance: Instance) -> None:
     second.execute(f"INSERT INTO t VALUES {big}")  # the dropped database's share is free
 
 
-_statements = st.sampled_from([
-    "INSERT INTO t VALUES ({k}, '{s}', {k})",
-    "UPDATE t SET s = '{s}' WHERE id = {k}",
-    "UPDATE t SET id = id + 100 WHERE id = {k}",
-    "DELETE FROM t WHERE id = {k}",
-    "ALTER TABLE t ADD COLUMN c{k} STRING",
-    "CREATE INDEX i{k} ON t (s)",
-    "TRUNCATE TABLE t",
-])
+_statements = st.sampled_from(
+    [
+        "INSERT INTO t VALUES ({k}, '{s}', {k})",
+        "UPDATE t SET s = '{s}' WHERE id = {k}",
+        "UPDATE t SET id = id + 100 WHERE id = {k}",
+        "DELETE FROM t WHERE id = {k}",
+        "ALTER TABLE t ADD COLUMN c{k} STRING",
+        "CREATE INDEX i{k} ON t (s)",
+        "TRUNCATE TABLE t",
+    ]
+)
 
 
-@settings(max_examples=20, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(steps=st.lists(st.tuples(_statements, st.integers(0, 20), st.text("ab", max_size=30)),
-                      max_size=20))
+@settings(
+    max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    steps=st.lists(
+        st.tuples(_statements, st.integers(0, 20), st.text("ab", max_size=30)), max_size=20
+    )
+)
 def test_the_kept_count_is_what_a_recount_finds(tmp_path: Path, steps: list) -> None:
     opened = Instance.open(tmp_path / f"p{len(list(tmp_path.iterdir()))}")
     try:

@@ -152,8 +152,11 @@ PREDICATES: dict[str, list[tuple[str, tuple[str, ...], Any]]] = {
     ],
     "nk": [
         ("a = ?", ("a",), lambda r, p: r["a"] == p),
-        ("a < ? OR b IS NULL", ("a", "b"), lambda r, p: (r["a"] is not None and r["a"] < p)
-         or r["b"] is None),
+        (
+            "a < ? OR b IS NULL",
+            ("a", "b"),
+            lambda r, p: (r["a"] is not None and r["a"] < p) or r["b"] is None,
+        ),
         ("b = 'a'", ("b",), lambda r, p: r["b"] == "a"),
     ],
 }
@@ -311,9 +314,7 @@ class EngineModel(RuleBasedStateMachine):
             m = tables[table]
             changes: dict[Any, tuple] = {}
             for given in rows:
-                full = tuple(
-                    given[names.index(n)] if n in names else None for n in m.names()
-                )
+                full = tuple(given[names.index(n)] if n in names else None for n in m.names())
                 full = tuple(_stored(v, t) for v, (_, t) in zip(full, m.columns, strict=True))
                 m.check_not_null(full)
                 if m.keyed:
@@ -541,6 +542,7 @@ class EngineModel(RuleBasedStateMachine):
     def truncate(self, table: str, data: st.DataObject, go: int) -> None:
         if go:
             return self.insert(table, data, 2, True)
+
         def apply(tables: dict[str, TableModel]) -> int:
             removed = len(tables[table].rows)
             tables[table].rows.clear()

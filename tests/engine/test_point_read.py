@@ -14,7 +14,10 @@ from refimpl.sql.parser import parse
 
 KEYS = st.one_of(st.integers(-3, 3), st.sampled_from(["a", "b", "'q'"]))
 CONSTANTS = st.one_of(
-    st.integers(-3, 3), st.sampled_from(["a", "b", "zz"]), st.floats(-3, 3), st.none(),
+    st.integers(-3, 3),
+    st.sampled_from(["a", "b", "zz"]),
+    st.floats(-3, 3),
+    st.none(),
     st.booleans(),
 )
 
@@ -93,8 +96,10 @@ def test_only_whole_keys_get_a_plan(db):
 # Point shapes with the type each parameter must have to be read by the plan.
 TYPED_SHAPES = [
     ("SELECT * FROM one WHERE id = ?", (st.integers(-3, 3),)),
-    ("SELECT * FROM two WHERE k = ? AND n = ?", (st.sampled_from(["a", "b", "z"]),
-                                                st.integers(-3, 3))),  # fmt: skip
+    (
+        "SELECT * FROM two WHERE k = ? AND n = ?",
+        (st.sampled_from(["a", "b", "z"]), st.integers(-3, 3)),
+    ),
 ]
 
 

@@ -48,8 +48,11 @@ def test_a_call_is_one_commit_under_one_lsn(session: Session) -> None:
     assert session.execute("CALL both_(1, 2)").message == "procedure 'both_' called"
     assert rows(session, "SELECT * FROM a") == [(1, 2)]
     assert rows(session, "SELECT * FROM b") == [(1, 20)]
-    lsns = rows(session, "SELECT lsn FROM changes('a') WHERE op = 'upsert' UNION ALL"
-                         " SELECT lsn FROM changes('b') WHERE op = 'upsert'")
+    lsns = rows(
+        session,
+        "SELECT lsn FROM changes('a') WHERE op = 'upsert' UNION ALL"
+        " SELECT lsn FROM changes('b') WHERE op = 'upsert'",
+    )
     assert len(lsns) == 2 and lsns[0] == lsns[1]
     after = rows(session, "SELECT kdb_rev('a'), kdb_rev('b')")
     assert after[0][0] != before[0][0] and after[0][1] != before[0][1]
@@ -75,20 +78,25 @@ def test_inside_a_transaction_a_call_joins_it(session: Session) -> None:
 
 def test_parameters_bind_by_name_and_columns_by_their_table(session: Session) -> None:
     session.execute("INSERT INTO a VALUES (1, 5), (2, 6)")
-    session.execute("CREATE PROCEDURE bump(v INT) BEGIN ATOMIC"
-                    " UPDATE a SET v = a.v + v WHERE a.v > v; END")
+    session.execute(
+        "CREATE PROCEDURE bump(v INT) BEGIN ATOMIC UPDATE a SET v = a.v + v WHERE a.v > v; END"
+    )
     session.execute("CALL bump(5)")
     assert rows(session, "SELECT * FROM a ORDER BY id") == [(1, 5), (2, 11)]
-    session.execute("CREATE PROCEDURE twice(id INT) LANGUAGE SQL AS $$ CALL both_(id, 1);"
-                    " CALL both_(id + 1, 2) $$")
+    session.execute(
+        "CREATE PROCEDURE twice(id INT) LANGUAGE SQL AS $$ CALL both_(id, 1);"
+        " CALL both_(id + 1, 2) $$"
+    )
     session.execute("CALL twice(7)")
     assert rows(session, "SELECT * FROM b WHERE id >= 7 ORDER BY id") == [(7, 10), (8, 20)]
 
 
 def test_arguments_are_converted_to_the_parameters_types(session: Session) -> None:
     session.execute("CREATE TABLE e (ts TIMESTAMP, n DOUBLE) TIMESERIES(ts)")
-    session.execute("CREATE PROCEDURE ev(at TIMESTAMP, n DOUBLE) LANGUAGE SQL AS $$"
-                    " INSERT INTO e SELECT at, n WHERE at > '2026-01-01' $$")
+    session.execute(
+        "CREATE PROCEDURE ev(at TIMESTAMP, n DOUBLE) LANGUAGE SQL AS $$"
+        " INSERT INTO e SELECT at, n WHERE at > '2026-01-01' $$"
+    )
     session.execute("CALL ev('2026-03-01T00:00:00Z', 1)")
     session.execute("CALL ev(?, ?)", ("2025-03-01T00:00:00Z", 2))
     assert rows(session, "SELECT count(*), sum(n) FROM e") == [(1, 1.0)]
@@ -106,7 +114,8 @@ def test_a_call_stops_at_the_statement_timeout(tmp_path: Path) -> None:
         session.execute(
             "CREATE PROCEDURE long_() LANGUAGE SQL AS $$ INSERT INTO a VALUES (1);"
             " INSERT INTO a WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c"
-            " WHERE i < 5000) SELECT count(*) FROM c x, c y $$")
+            " WHERE i < 5000) SELECT count(*) FROM c x, c y $$"
+        )
         with pytest.raises(StatementTimeout):
             session.execute("CALL long_()")
         assert rows(session, "SELECT count(*) FROM a") == [(0,)]
@@ -145,8 +154,9 @@ def test_procedures_survive_a_restart(tmp_path: Path) -> None:
     for sql in TWO_TABLES:
         session.execute(sql)
     session.execute("CHECKPOINT")
-    session.execute("CREATE OR REPLACE PROCEDURE both_(id INT) BEGIN ATOMIC"
-                    " INSERT INTO a VALUES (id, 0); END")
+    session.execute(
+        "CREATE OR REPLACE PROCEDURE both_(id INT) BEGIN ATOMIC INSERT INTO a VALUES (id, 0); END"
+    )
     instance.close()
     instance = Instance.open(path)
     try:

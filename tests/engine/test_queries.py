@@ -81,10 +81,17 @@ def equal_keys_and_less(a, b):
     return equal_keys(a, b) and a[1] is not None and b[1] is not None and a[1] < b[1]
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow,
-                                                                  HealthCheck.function_scoped_fixture])
-@given(left=tables, right=tables, kind=st.sampled_from(["INNER", "LEFT", "RIGHT", "FULL"]),
-       residual=st.booleans())
+@settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(
+    left=tables,
+    right=tables,
+    kind=st.sampled_from(["INNER", "LEFT", "RIGHT", "FULL"]),
+    residual=st.booleans(),
+)
 def test_hash_join_equals_nested_loop(db, left, right, kind, residual):
     db.execute("DROP TABLE IF EXISTS l; DROP TABLE IF EXISTS r")
     db.execute("CREATE TABLE l (k INT, v INT); CREATE TABLE r (k INT, w INT)")
@@ -99,13 +106,18 @@ def test_hash_join_equals_nested_loop(db, left, right, kind, residual):
 
 
 keyed_tables = st.dictionaries(st.integers(0, 4), small_ints, max_size=5).map(
-    lambda d: sorted(d.items()))
+    lambda d: sorted(d.items())
+)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow,
-                                                                  HealthCheck.function_scoped_fixture])
-@given(left=tables, right=keyed_tables, kind=st.sampled_from(["INNER", "LEFT"]),
-       residual=st.booleans())
+@settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(
+    left=tables, right=keyed_tables, kind=st.sampled_from(["INNER", "LEFT"]), residual=st.booleans()
+)
 def test_key_lookup_join_equals_nested_loop(db, left, right, kind, residual):
     db.execute("DROP TABLE IF EXISTS l; DROP TABLE IF EXISTS r")
     db.execute("CREATE TABLE l (k INT, v INT); CREATE TABLE r (k INT PRIMARY KEY, w INT)")
@@ -125,8 +137,9 @@ def test_equi_joins_are_hash_joins_and_others_loops():
 
     def plan(condition):
         source = parse(f"SELECT * FROM a JOIN b ON {condition}").statements[0].source
-        return join(relation("a"), relation("b"), source, Scope(columns=[]),
-                    compile_expression, None).plan
+        return join(
+            relation("a"), relation("b"), source, Scope(columns=[]), compile_expression, None
+        ).plan
 
     assert plan("a.k = b.k").method == "hash"
     keyed = plan("b.k + 1 = a.k AND a.v < b.v")
@@ -135,8 +148,10 @@ def test_equi_joins_are_hash_joins_and_others_loops():
     keyed = relation("b")
     keyed.key = KeyLookup((0,), ("INT",), lambda ident: None)
     source = parse("SELECT * FROM a JOIN b ON b.k = a.v").statements[0].source
-    assert join(relation("a"), keyed, source, Scope(columns=[]), compile_expression,
-                None).plan.method == "key lookup"
+    assert (
+        join(relation("a"), keyed, source, Scope(columns=[]), compile_expression, None).plan.method
+        == "key lookup"
+    )
     assert plan("a.k = a.v").method == "nested loop"  # both sides of = read one table
 
 
@@ -166,8 +181,11 @@ SQLITE_QUERIES = [
 ]
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow,
-                                                                  HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
 @given(a=tables, b=tables, query=st.sampled_from(SQLITE_QUERIES), constant=st.integers(0, 4))
 def test_answers_equal_sqlite(db, a, b, query, constant):
     text = query.format(c=constant)
@@ -208,10 +226,12 @@ def test_a_subquery_is_checked_even_without_outer_rows(db):
 
 def test_recursion_is_bounded(db):
     with pytest.raises(RecursionLimit, match="10000 rounds"):
-        db.execute("WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c)"
-                   " SELECT count(*) FROM c")
-    assert rows(db, "WITH RECURSIVE c(n) AS (SELECT 1 UNION SELECT n FROM c)"
-                    " SELECT count(*) FROM c") == [(1,)]
+        db.execute(
+            "WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c) SELECT count(*) FROM c"
+        )
+    assert rows(
+        db, "WITH RECURSIVE c(n) AS (SELECT 1 UNION SELECT n FROM c) SELECT count(*) FROM c"
+    ) == [(1,)]
 
 
 def test_many_joined_tables_are_over_the_nesting_limit(db):

@@ -35,17 +35,27 @@ small = st.integers(-3, 9)
 
 # A write is (sql, params).
 WRITES = st.one_of(
-    st.builds(lambda s, d, m, v: ("INSERT INTO c VALUES (?, ?, ?)", (_time(d, m), s, float(v))),
-              sym, day, minute, small),
+    st.builds(
+        lambda s, d, m, v: ("INSERT INTO c VALUES (?, ?, ?)", (_time(d, m), s, float(v))),
+        sym,
+        day,
+        minute,
+        small,
+    ),
     st.builds(lambda s, v: ("UPDATE c SET v = v + ? WHERE sym = ?", (float(v), s)), sym, small),
-    st.builds(lambda a, b, d: ("UPDATE c SET sym = ? WHERE sym = ? AND time >= ?",
-                               (a, b, _time(d, 0))), sym, sym, day),
+    st.builds(
+        lambda a, b, d: ("UPDATE c SET sym = ? WHERE sym = ? AND time >= ?", (a, b, _time(d, 0))),
+        sym,
+        sym,
+        day,
+    ),
     st.builds(lambda s, v: ("DELETE FROM c WHERE sym = ? AND v > ?", (s, float(v))), sym, small),
     st.builds(lambda d: ("DELETE FROM c WHERE time < ?", (_time(d, 0),)), day),
     st.just(("TRUNCATE c", ())),
     st.builds(lambda d: (f"ALTER TABLE c DROP PARTITION WHERE time < '{_time(d, 0)}'", ()), day),
-    st.builds(lambda i, s, v: ("INSERT INTO k VALUES (?, ?, ?)", (i, s, v)),
-              st.integers(0, 6), sym, small),
+    st.builds(
+        lambda i, s, v: ("INSERT INTO k VALUES (?, ?, ?)", (i, s, v)), st.integers(0, 6), sym, small
+    ),
     st.builds(lambda i, v: ("UPDATE k SET v = ? WHERE id = ?", (v, i)), st.integers(0, 6), small),
     st.builds(lambda s: ("UPDATE k SET v = v + 1 WHERE sym = ?", (s,)), sym),
     st.builds(lambda i: ("DELETE FROM k WHERE id >= ?", (i,)), st.integers(0, 6)),
@@ -56,16 +66,21 @@ WRITES = st.one_of(
 READS = st.one_of(
     st.builds(lambda s: ("SELECT * FROM c WHERE sym = ?", (s,)), sym),
     st.builds(lambda s: (f"SELECT time, v FROM c WHERE sym = '{s}' ORDER BY time DESC", ()), sym),
-    st.builds(lambda s: (f"SELECT count(*), sum(v), min(v), max(v) FROM c WHERE sym = '{s}'", ()),
-              sym),
-    st.builds(lambda s, d: ("SELECT * FROM c WHERE sym = ? AND time >= ?", (s, _time(d, 0))),
-              sym, day),
+    st.builds(
+        lambda s: (f"SELECT count(*), sum(v), min(v), max(v) FROM c WHERE sym = '{s}'", ()), sym
+    ),
+    st.builds(
+        lambda s, d: ("SELECT * FROM c WHERE sym = ? AND time >= ?", (s, _time(d, 0))), sym, day
+    ),
     st.just(("SELECT * FROM c", ())),
     st.just(("SELECT sym, count(*) AS n, sum(v) FROM c GROUP BY sym ORDER BY sym", ())),
-    st.just(("SELECT date_trunc('day', time) AS d, count(*), last(v) FROM c GROUP BY d"
-             " ORDER BY d", ())),
-    st.builds(lambda n: (f"SELECT sym, time, v FROM c ORDER BY v DESC, sym, time LIMIT {n}", ()),
-              st.integers(1, 3)),
+    st.just(
+        ("SELECT date_trunc('day', time) AS d, count(*), last(v) FROM c GROUP BY d ORDER BY d", ())
+    ),
+    st.builds(
+        lambda n: (f"SELECT sym, time, v FROM c ORDER BY v DESC, sym, time LIMIT {n}", ()),
+        st.integers(1, 3),
+    ),
     st.builds(lambda s: ("SELECT count(*) FROM c WHERE sym = ? OR v > 3", (s,)), sym),
     st.builds(lambda s: ("SELECT count(*) FROM c WHERE NOT (sym = ?)", (s,)), sym),
     st.builds(lambda i: ("SELECT * FROM k WHERE id = ?", (i,)), st.integers(0, 6)),
@@ -75,10 +90,13 @@ READS = st.one_of(
 )
 # The same text with parameters of other types (1 == 1.0 == True) must not share an answer.
 TYPED_READS = st.one_of(
-    st.builds(lambda p: ("SELECT ? AS x, count(*) FROM k", (p,)),
-              st.sampled_from([1, 1.0, True, "1"])),
-    st.builds(lambda p: ("SELECT v + ? FROM k WHERE id = 1", (p,)),
-              st.sampled_from([1, 1.0, True, 0, 0.0, False])),
+    st.builds(
+        lambda p: ("SELECT ? AS x, count(*) FROM k", (p,)), st.sampled_from([1, 1.0, True, "1"])
+    ),
+    st.builds(
+        lambda p: ("SELECT v + ? FROM k WHERE id = 1", (p,)),
+        st.sampled_from([1, 1.0, True, 0, 0.0, False]),
+    ),
 )
 
 STEPS = st.lists(
@@ -278,7 +296,11 @@ def test_no_cache_keeps_nothing(tmp_path):
         for _ in range(3):
             connection.execute("SELECT * FROM k")
         assert stats(connection) == {
-            "entries": 0, "bytes": 0, "hits": 0, "misses": 0, "evictions": 0
+            "entries": 0,
+            "bytes": 0,
+            "hits": 0,
+            "misses": 0,
+            "evictions": 0,
         }
     finally:
         connection.close()

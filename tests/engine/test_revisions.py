@@ -130,8 +130,10 @@ def test_revisions_move_at_commit_not_inside_the_transaction(candles):
         row = reader.execute(
             "SELECT kdb_rev('candles'), kdb_rev('candles', 'NABIL'), kdb_rev('candles', 'NEPSE')"
         ).rows[0]
-        assert row == (table_rev(candles, "candles"), *revs(candles, "candles", "NABIL", "NEPSE")
-                       .values())
+        assert row == (
+            table_rev(candles, "candles"),
+            *revs(candles, "candles", "NABIL", "NEPSE").values(),
+        )
         return row
 
     before = seen()
@@ -217,10 +219,17 @@ def test_drop_and_create_again_gives_new_revisions(candles):
     [
         (CANDLES, "candles", "symbol"),
         # SYMBOL(col) of PARTITION BY wins over a SYMBOL key column.
-        ("CREATE TABLE t (a SYMBOL, b SYMBOL, v INT) PARTITION BY NONE, SYMBOL(b) DEDUP KEY (a)",
-         "t", "b"),
-        ("CREATE TABLE t (time TIMESTAMP, a STRING, b SYMBOL) TIMESERIES(time)"
-         " PARTITION BY DAY, SYMBOL(a) DEDUP KEY (b, time)", "t", "a"),
+        (
+            "CREATE TABLE t (a SYMBOL, b SYMBOL, v INT) PARTITION BY NONE, SYMBOL(b) DEDUP KEY (a)",
+            "t",
+            "b",
+        ),
+        (
+            "CREATE TABLE t (time TIMESTAMP, a STRING, b SYMBOL) TIMESERIES(time)"
+            " PARTITION BY DAY, SYMBOL(a) DEDUP KEY (b, time)",
+            "t",
+            "a",
+        ),
         ("CREATE TABLE t (id SYMBOL PRIMARY KEY, v INT)", "t", "id"),
         ("CREATE TABLE t (k INT, s SYMBOL, v INT) DEDUP KEY (k, s)", "t", "s"),
         ("CREATE TABLE t (a SYMBOL, b SYMBOL, v INT) DEDUP KEY (a, b)", "t", "a"),
@@ -308,8 +317,9 @@ def test_kdb_rev_matches_the_route_and_is_never_cached(candles):
 
     first = ask()
     expected = revs(candles, "candles", "NABIL", "NICA", "NEPSE")
-    assert first == [(table_rev(candles, "candles"), expected["NABIL"], expected["NICA"],
-                      expected["NEPSE"])]
+    assert first == [
+        (table_rev(candles, "candles"), expected["NABIL"], expected["NICA"], expected["NEPSE"])
+    ]
     candles.execute("INSERT INTO candles VALUES ('2026-09-25T10:00:00Z', 'NABIL', 1)")
     second = ask()
     assert second[0][0] != first[0][0] and second[0][1] != first[0][1]
@@ -460,13 +470,12 @@ def test_model_a_commit_moves_exactly_the_touched_values(tmp_path_factory, trans
             session.execute("COMMIT")
             after = snapshot(connection, "m", SYMBOLS)
             changed = {
-                s for s in SYMBOLS
+                s
+                for s in SYMBOLS
                 if sorted(r for r in before_rows.values() if r[0] == s)
                 != sorted(r for r in model.values() if r[0] == s)
             }
             assert changed <= moved(before, after) <= touched
-            assert sorted(connection.execute("SELECT sym, v FROM m").rows) == sorted(
-                model.values()
-            )
+            assert sorted(connection.execute("SELECT sym, v FROM m").rows) == sorted(model.values())
     finally:
         connection.close()

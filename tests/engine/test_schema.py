@@ -22,6 +22,10 @@ def test_a_schema_makes_the_statement_it_was_made_from():
     ).statements
     schema = TableSchema.from_create(statement)
     assert schema.dedup_key == ("ts", "sym")
-    assert schema.to_create() == ast.CreateTable(**{
-        f.name: getattr(statement, f.name) for f in fields(statement) if f.name != "if_not_exists"
-    })
+    assert schema.to_create() == ast.CreateTable(
+        **{
+            f.name: getattr(statement, f.name)
+            for f in fields(statement)
+            if f.name != "if_not_exists"
+        }
+    )

@@ -29,8 +29,12 @@ def test_statement_timeout_stops_scans_of_update_and_delete(tmp_path: Path):
         db.execute(f"INSERT INTO t VALUES {rows}")
     db.close()
     db = refimpl.connect(tmp_path, options=EngineOptions(statement_timeout=0.0))
-    for sql in ("UPDATE t SET v = v + 1", "DELETE FROM t WHERE v >= 0", "DELETE FROM t",
-                "SELECT count(*) AS n FROM t WHERE v >= 0"):
+    for sql in (
+        "UPDATE t SET v = v + 1",
+        "DELETE FROM t WHERE v >= 0",
+        "DELETE FROM t",
+        "SELECT count(*) AS n FROM t WHERE v >= 0",
+    ):
         with pytest.raises(StatementTimeout, match="statement_timeout_ms"):
             db.execute(sql)
     with pytest.raises(StatementTimeout):

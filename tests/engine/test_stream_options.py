@@ -25,8 +25,7 @@ from refimpl.engine.features.stream_options import OptionCursor, StreamFeed
 from tests.engine.test_changefeed_properties import Op, _run, _table, ops
 
 
-def _cursor(conn: refimpl.Connection, options: FeedOptions, last_id: str | None
-            ) -> OptionCursor:  # fmt: skip
+def _cursor(conn: refimpl.Connection, options: FeedOptions, last_id: str | None) -> OptionCursor:
     """A stream's cursor as `EventStreams.open` makes it, resumed from `last_id`."""
     database = conn.instance.database(conn.database)
     copy_from = resume = None
@@ -58,13 +57,26 @@ def _apply(state: dict[int, tuple], event: Any) -> None:
 
 
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(before=ops, between=st.lists(ops, min_size=1, max_size=5), budget=st.integers(1, 400),
-       full=st.booleans(), filtered=st.booleans(), squash=st.booleans(),
-       reconnects=st.lists(st.booleans(), min_size=5, max_size=5), reopen=st.booleans())
-def test_initial_stream_rebuilds_the_table(before: list[Op], between: list[list[Op]],
-                                           budget: int, full: bool, filtered: bool,
-                                           squash: bool, reconnects: list[bool],
-                                           reopen: bool) -> None:  # fmt: skip
+@given(
+    before=ops,
+    between=st.lists(ops, min_size=1, max_size=5),
+    budget=st.integers(1, 400),
+    full=st.booleans(),
+    filtered=st.booleans(),
+    squash=st.booleans(),
+    reconnects=st.lists(st.booleans(), min_size=5, max_size=5),
+    reopen=st.booleans(),
+)
+def test_initial_stream_rebuilds_the_table(
+    before: list[Op],
+    between: list[list[Op]],
+    budget: int,
+    full: bool,
+    filtered: bool,
+    squash: bool,
+    reconnects: list[bool],
+    reopen: bool,
+) -> None:
     with tempfile.TemporaryDirectory() as folder:
         conn = refimpl.connect(folder)
         mode = " REPLICA IDENTITY FULL" if full else ""

@@ -40,30 +40,51 @@ def test_every_write_path_fires_in_the_same_commit(session: Session) -> None:
     copying.copy_in(session, "COPY t FROM STDIN (FORMAT csv)", io.BytesIO(b"4,4\n"))
     session.execute("INSERT INTO t SELECT id + 10, v FROM t")
     assert sorted(rows(session, "SELECT id FROM log")) == [
-        (1,), (2,), (3,), (4,), (11,), (12,), (13,), (14,)]
-    by_lsn = rows(session, "SELECT lsn, count(*) FROM changes('log') WHERE op = 'upsert'"
-                           " GROUP BY lsn ORDER BY lsn")
-    cause = rows(session, "SELECT lsn, count(*) FROM changes('t') WHERE op = 'upsert'"
-                          " GROUP BY lsn ORDER BY lsn")
+        (1,),
+        (2,),
+        (3,),
+        (4,),
+        (11,),
+        (12,),
+        (13,),
+        (14,),
+    ]
+    by_lsn = rows(
+        session,
+        "SELECT lsn, count(*) FROM changes('log') WHERE op = 'upsert' GROUP BY lsn ORDER BY lsn",
+    )
+    cause = rows(
+        session,
+        "SELECT lsn, count(*) FROM changes('t') WHERE op = 'upsert' GROUP BY lsn ORDER BY lsn",
+    )
     assert by_lsn == cause
     assert [count for _, count in by_lsn] == [2, 1, 1, 4]
 
 
 def test_before_triggers_see_the_table_before_the_rows_after_after(session: Session) -> None:
     session.execute("CREATE TABLE t (id INT PRIMARY KEY); CREATE TABLE seen (at STRING, n BIGINT)")
-    session.execute("CREATE TRIGGER b BEFORE INSERT ON t BEGIN INSERT INTO seen SELECT 'before',"
-                    " count(*) FROM t; END")
-    session.execute("CREATE TRIGGER a AFTER INSERT ON t BEGIN INSERT INTO seen SELECT 'after',"
-                    " count(*) FROM t; END")
+    session.execute(
+        "CREATE TRIGGER b BEFORE INSERT ON t BEGIN INSERT INTO seen SELECT 'before',"
+        " count(*) FROM t; END"
+    )
+    session.execute(
+        "CREATE TRIGGER a AFTER INSERT ON t BEGIN INSERT INTO seen SELECT 'after',"
+        " count(*) FROM t; END"
+    )
     session.execute("INSERT INTO t VALUES (1), (2)")
     assert rows(session, "SELECT at, n FROM seen") == [
-        ("before", 0), ("before", 0), ("after", 2), ("after", 2)]
+        ("before", 0),
+        ("before", 0),
+        ("after", 2),
+        ("after", 2),
+    ]
 
 
 def test_keys_are_checked_after_the_before_triggers(session: Session) -> None:
     session.execute("CREATE TABLE t (id INT PRIMARY KEY)")
-    session.execute("CREATE TRIGGER b BEFORE INSERT ON t WHEN NEW.id = 4 BEGIN"
-                    " INSERT INTO t VALUES (5); END")
+    session.execute(
+        "CREATE TRIGGER b BEFORE INSERT ON t WHEN NEW.id = 4 BEGIN INSERT INTO t VALUES (5); END"
+    )
     with pytest.raises(DuplicateKey):
         session.execute("INSERT INTO t VALUES (4), (5)")
     assert rows(session, "SELECT count(*) FROM t") == [(0,)]
@@ -77,14 +98,18 @@ def test_a_failing_trigger_rolls_back_the_open_transaction(session: Session) -> 
     with pytest.raises(DuplicateKey, match="^trigger 'o' on table 't': duplicate primary key"):
         session.execute("INSERT INTO t VALUES (2)")
     assert session.transaction is None
-    assert rows(session, "SELECT count(*) FROM t") == rows(session, "SELECT count(*) FROM once") \
+    assert (
+        rows(session, "SELECT count(*) FROM t")
+        == rows(session, "SELECT count(*) FROM once")
         == [(0,)]
+    )
 
 
 def test_runaway_recursion_stops_with_a_clear_error(session: Session) -> None:
     session.execute("CREATE TABLE t (i INT PRIMARY KEY)")
-    session.execute("CREATE TRIGGER r AFTER INSERT ON t BEGIN"
-                    " INSERT INTO t VALUES (NEW.i + 1); END")
+    session.execute(
+        "CREATE TRIGGER r AFTER INSERT ON t BEGIN INSERT INTO t VALUES (NEW.i + 1); END"
+    )
     with pytest.raises(RoutineDepth, match="would nest 33 triggers and CALLs deep"):
         session.execute("INSERT INTO t VALUES (0)")
     assert rows(session, "SELECT count(*) FROM t") == [(0,)]
@@ -121,12 +146,15 @@ def test_triggers_survive_restart_and_checkpoint_and_go_with_their_table(tmp_pat
 
 def test_a_trigger_runs_with_its_definers_rights(instance: Instance, session: Session) -> None:
     session.execute("CREATE TABLE t (id INT); CREATE TABLE secret (n BIGINT)")
-    session.execute("CREATE USER w; GRANT WRITE ON DATABASE demo TO w;"
-                    " REVOKE SELECT ON secret FROM w")
+    session.execute(
+        "CREATE USER w; GRANT WRITE ON DATABASE demo TO w; REVOKE SELECT ON secret FROM w"
+    )
     session.execute("CREATE USER boss; GRANT ADMIN ON DATABASE demo TO boss")
     boss = instance.session(principal=Principal("boss"))
-    boss.execute("CREATE TRIGGER c AFTER INSERT ON t BEGIN INSERT INTO secret SELECT count(*)"
-                 " FROM secret; END")
+    boss.execute(
+        "CREATE TRIGGER c AFTER INSERT ON t BEGIN INSERT INTO secret SELECT count(*)"
+        " FROM secret; END"
+    )
     assert rows(session, "SHOW TRIGGERS")[0][4] == "boss"
     writer = instance.session(principal=Principal("w"))
     with pytest.raises(Forbidden):
@@ -141,8 +169,9 @@ def test_a_trigger_runs_with_its_definers_rights(instance: Instance, session: Se
 
 
 def test_only_the_admin_names_another_definer(instance: Instance, session: Session) -> None:
-    session.execute("CREATE TABLE t (id INT); CREATE USER boss;"
-                    " GRANT ADMIN ON DATABASE demo TO boss")
+    session.execute(
+        "CREATE TABLE t (id INT); CREATE USER boss; GRANT ADMIN ON DATABASE demo TO boss"
+    )
     boss = instance.session(principal=Principal("boss"))
     with pytest.raises(Forbidden, match="another user"):
         boss.execute("CREATE DEFINER = admin TRIGGER x AFTER INSERT ON t BEGIN SELECT 1; END")
@@ -166,26 +195,36 @@ def test_refusals_at_creation(session: Session) -> None:
 def test_timestamps_and_symbols_pass_as_their_types(session: Session) -> None:
     session.execute("CREATE TABLE t (ts TIMESTAMP, s SYMBOL) TIMESERIES(ts)")
     session.execute("CREATE TABLE c (ts TIMESTAMP, s SYMBOL, later BOOLEAN)")
-    session.execute("CREATE TRIGGER x AFTER INSERT ON t BEGIN INSERT INTO c VALUES (NEW.ts, NEW.s,"
-                    " NEW.ts > '2026-01-01'); END")
+    session.execute(
+        "CREATE TRIGGER x AFTER INSERT ON t BEGIN INSERT INTO c VALUES (NEW.ts, NEW.s,"
+        " NEW.ts > '2026-01-01'); END"
+    )
     session.execute("INSERT INTO t VALUES ('2026-05-01T10:00:00Z', 'A')")
     assert rows(session, "SELECT * FROM c") == rows(session, "SELECT ts, s, true FROM t")
 
 
 IMPORT = "an import of rows 100 and 101 (the path of /imp and /write)"
-statements = st.lists(st.one_of(
-    st.builds(lambda i, v: f"INSERT INTO t VALUES ({i}, {v})", st.integers(0, 6),
-              st.integers(0, 3)),
-    st.builds(lambda i, v: f"UPDATE t SET v = {v} WHERE id = {i}", st.integers(0, 6),
-              st.integers(0, 3)),
-    st.builds(lambda i: f"UPDATE t SET id = id + 1 WHERE id = {i}", st.integers(0, 6)),
-    st.builds(lambda v: f"DELETE FROM t WHERE v = {v}", st.integers(0, 3)),
-    st.just(IMPORT),
-), max_size=12)
+statements = st.lists(
+    st.one_of(
+        st.builds(
+            lambda i, v: f"INSERT INTO t VALUES ({i}, {v})", st.integers(0, 6), st.integers(0, 3)
+        ),
+        st.builds(
+            lambda i, v: f"UPDATE t SET v = {v} WHERE id = {i}",
+            st.integers(0, 6),
+            st.integers(0, 3),
+        ),
+        st.builds(lambda i: f"UPDATE t SET id = id + 1 WHERE id = {i}", st.integers(0, 6)),
+        st.builds(lambda v: f"DELETE FROM t WHERE v = {v}", st.integers(0, 3)),
+        st.just(IMPORT),
+    ),
+    max_size=12,
+)
 
 
-@settings(max_examples=15, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(script=statements)
 def test_mirroring_triggers_keep_the_mirror_equal(tmp_path: Path, script: list[str]) -> None:
     instance = Instance.open(tmp_path / f"data-{abs(hash(tuple(script)))}")
@@ -201,7 +240,8 @@ def test_mirroring_triggers_keep_the_mirror_equal(tmp_path: Path, script: list[s
                     session.execute(sql)
             except DuplicateKey:
                 pass  # refused as a whole: the mirror must not have moved either
-            assert rows(session, "SELECT * FROM t ORDER BY id") == \
-                rows(session, "SELECT * FROM mirror ORDER BY id")
+            assert rows(session, "SELECT * FROM t ORDER BY id") == rows(
+                session, "SELECT * FROM mirror ORDER BY id"
+            )
     finally:
         instance.close()

@@ -41,8 +41,14 @@ def test_coerce_refuses_out_of_range(value: object, type_: str):
 
 @pytest.mark.parametrize(
     ("text", "type_"),
-    [("nan", "DOUBLE"), ("inf", "DOUBLE"), ("1e400", "DOUBLE"), ("9" * 5000, "BIGINT"),
-     ("2147483648", "INT"), ("10000-01-01", "TIMESTAMP")],
+    [
+        ("nan", "DOUBLE"),
+        ("inf", "DOUBLE"),
+        ("1e400", "DOUBLE"),
+        ("9" * 5000, "BIGINT"),
+        ("2147483648", "INT"),
+        ("10000-01-01", "TIMESTAMP"),
+    ],
 )
 def test_parse_text_refuses_out_of_range(text: str, type_: str):
     with pytest.raises(InvalidValue):
@@ -51,8 +57,13 @@ def test_parse_text_refuses_out_of_range(text: str, type_: str):
 
 @pytest.mark.parametrize(
     ("value", "source", "target"),
-    [("inf", "STRING", "DOUBLE"), (10**30, "BIGINT", "TIMESTAMP"), (1e300, "DOUBLE", "TIMESTAMP"),
-     ("9" * 5000, "STRING", "INT"), (2**40, "BIGINT", "INT")],
+    [
+        ("inf", "STRING", "DOUBLE"),
+        (10**30, "BIGINT", "TIMESTAMP"),
+        (1e300, "DOUBLE", "TIMESTAMP"),
+        ("9" * 5000, "STRING", "INT"),
+        (2**40, "BIGINT", "INT"),
+    ],
 )
 def test_cast_refuses_out_of_range(value: object, source: str, target: str):
     with pytest.raises(InvalidValue):
@@ -65,7 +76,7 @@ def test_any_stored_timestamp_can_be_shown(micros: int):
     assert text.endswith("Z")
     if values.TIMESTAMP_MIN <= micros <= values.TIMESTAMP_MAX:
         assert values.parse_timestamp(text) == micros
-        fraction = text[text.index(".") + 1:-1]  # milliseconds unless micros are needed
+        fraction = text[text.index(".") + 1 : -1]  # milliseconds unless micros are needed
         assert len(fraction) == (3 if micros % 1000 == 0 else 6)
         assert len(text) == len("0001-01-01T00:00:00Z") + 1 + len(fraction)
     else:

@@ -57,8 +57,9 @@ def test_a_seal_that_cannot_be_trusted_costs_a_walk_and_is_written_anew(
         seal.unlink()
     else:  # a sound seal, but of another segment
         seal.write_bytes(wal_seals.seal_path(second).read_bytes())
-    assert [s.first_lsn for s in scan_segments(list_segments(tmp_path), use_seals=True)
-            .walked] == [1]  # fmt: skip
+    assert [s.first_lsn for s in scan_segments(list_segments(tmp_path), use_seals=True).walked] == [
+        1
+    ]
     with WriteAheadLog(tmp_path, segment_bytes=200, files=NO_SYNC) as log:
         assert [payload for _, payload in log.read(0)] == payloads
     assert scan_segments(list_segments(tmp_path), use_seals=True).walked == []
@@ -72,10 +73,12 @@ def test_removing_segments_removes_their_seals(tmp_path: Path) -> None:
     assert seals(tmp_path) == ["00000000000000000009.seal"]  # the last one's, from the close
 
 
-@settings(max_examples=25, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])  # fmt: skip
-@given(sizes=st.lists(st.integers(1, 120), min_size=1, max_size=40),
-       reopen_every=st.integers(1, 10))  # fmt: skip
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    sizes=st.lists(st.integers(1, 120), min_size=1, max_size=40), reopen_every=st.integers(1, 10)
+)
 def test_opening_with_seals_equals_walking_every_frame(
     tmp_path_factory: pytest.TempPathFactory, sizes: list[int], reopen_every: int
 ) -> None:

@@ -77,9 +77,15 @@ class EventReader:
 
 
 def open_stream(
-    server: Server, db: str = "demo", *, token: Any = ADMIN, headers: dict | None = None,
-    read_timeout: float = 10.0, wait_free: float = 3.0, **params: Any,
-) -> EventReader:  # fmt: skip
+    server: Server,
+    db: str = "demo",
+    *,
+    token: Any = ADMIN,
+    headers: dict | None = None,
+    read_timeout: float = 10.0,
+    wait_free: float = 3.0,
+    **params: Any,
+) -> EventReader:
     """GET /stream/changes (as the admin unless `token` says otherwise; None: no token).
 
     A 429 is asked again for `wait_free` seconds: streams a test closed count until the
@@ -88,9 +94,13 @@ def open_stream(
     deadline = time.monotonic() + wait_free
     while True:
         response = server.get(
-            "/stream/changes", params={"db": db, **params}, headers=headers or {}, stream=True,
-            timeout=(10, read_timeout), token=token,
-        )  # fmt: skip
+            "/stream/changes",
+            params={"db": db, **params},
+            headers=headers or {},
+            stream=True,
+            timeout=(10, read_timeout),
+            token=token,
+        )
         if response.status_code != 429 or time.monotonic() > deadline or "ticket" in params:
             return EventReader(response)
         response.close()

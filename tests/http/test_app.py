@@ -22,13 +22,20 @@ def test_requests_leave_no_reference_cycles(tmp_path: Path) -> None:
         texts += [f"INSERT INTO t VALUES ({n}, {n / 2})" for n in range(20)]
         texts += ["SELECT * FROM t WHERE id = 3", "SELECT nonsense", "SELECT count(*) FROM t"]
         environs = [
-            EnvironBuilder(path="/exec", method="POST", data=text.encode(),
-                           headers={"Content-Type": "text/plain"}).get_environ()
+            EnvironBuilder(
+                path="/exec",
+                method="POST",
+                data=text.encode(),
+                headers={"Content-Type": "text/plain"},
+            ).get_environ()
             for text in texts
         ]
         for _ in range(2):
-            environs.append(EnvironBuilder(path="/api/changes", query_string="table=t&format=json")
-                            .get_environ())
+            environs.append(
+                EnvironBuilder(
+                    path="/api/changes", query_string="table=t&format=json"
+                ).get_environ()
+            )
             environs.append(EnvironBuilder(path="/api/rev").get_environ())
         statuses: list[str] = []
 
@@ -64,10 +71,14 @@ def test_guards_answer_before_any_route_runs(tmp_path: Path) -> None:
         def call(method: str, path: str, headers: dict[str, str], sql: str = "") -> str:
             statuses: list[str] = []
             query = {"query": sql} if sql and method == "GET" else None
-            environ = EnvironBuilder(path=path, method=method, headers=headers,
-                                     query_string=query,
-                                     data=sql.encode() if method == "POST" else None,
-                                     content_type="text/plain").get_environ()
+            environ = EnvironBuilder(
+                path=path,
+                method=method,
+                headers=headers,
+                query_string=query,
+                data=sql.encode() if method == "POST" else None,
+                content_type="text/plain",
+            ).get_environ()
             b"".join(app(environ, lambda status, headers, exc=None: statuses.append(status)))
             return statuses[0][:3]
 
@@ -78,8 +89,10 @@ def test_guards_answer_before_any_route_runs(tmp_path: Path) -> None:
         assert call("GET", "/health", {"Host": "[::1]:9000"}) == "200"
         host = {"Host": "db.example"}
         assert call("HEAD", "/exec", host, "DROP TABLE t") == "405"
-        assert call("POST", "/exec", {**host, "Origin": "http://db.example.evil"}, "DROP TABLE t") \
+        assert (
+            call("POST", "/exec", {**host, "Origin": "http://db.example.evil"}, "DROP TABLE t")
             == "403"
+        )
         assert call("GET", "/exec", {**host, "Origin": "http://db.example"}, "SHOW TABLES") == "200"
         assert instance.has_database("demo") and call("HEAD", "/health", host) == "200"
         session = instance.session("demo", ADMIN)
@@ -87,4 +100,3 @@ def test_guards_answer_before_any_route_runs(tmp_path: Path) -> None:
     finally:
         app.begin_shutdown()
         instance.close()
-

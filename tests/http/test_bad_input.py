@@ -73,9 +73,15 @@ def test_sql_given_twice(server: Server, db: str):
 
 @pytest.mark.parametrize(
     ("path", "method"),
-    [("/exec", "GET"), ("/exp", "GET"), ("/imp", "POST"), ("/write", "POST"),
-     ("/api/stats", "GET"), ("/health", "GET")],
-)  # fmt: skip
+    [
+        ("/exec", "GET"),
+        ("/exp", "GET"),
+        ("/imp", "POST"),
+        ("/write", "POST"),
+        ("/api/stats", "GET"),
+        ("/health", "GET"),
+    ],
+)
 def test_unknown_parameters_are_named(server: Server, path: str, method: str):
     response = server.request(method, path, params={"query": "SELECT 1", "colour": "red"})
     body = assert_error(response, 400, "'colour'")
@@ -240,8 +246,10 @@ def test_subscribe_wait_is_bounded_too(server: Server, db: str, table: str):
 
 def test_a_declared_body_past_the_limit_is_refused_before_it_is_sent(small: Server):
     parts = urlsplit(small.url)
-    head = (f"POST /exec HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {small.token}\r\n"
-            f"Content-Length: {2 * 1024 * 1024}\r\n\r\n").encode()  # fmt: skip
+    head = (
+        f"POST /exec HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {small.token}\r\n"
+        f"Content-Length: {2 * 1024 * 1024}\r\n\r\n"
+    ).encode()
     with socket.create_connection((parts.hostname, parts.port), timeout=10) as conn:
         conn.sendall(head)  # and no body: the answer comes before it
         answer = b""
@@ -254,8 +262,10 @@ def test_a_declared_body_past_the_limit_is_refused_before_it_is_sent(small: Serv
 
 def test_a_chunked_body_is_refused_as_soon_as_it_passes_the_limit(small: Server):
     parts = urlsplit(small.url)
-    head = (f"POST /exec HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {small.token}\r\n"
-            "Transfer-Encoding: chunked\r\n\r\n").encode()  # fmt: skip
+    head = (
+        f"POST /exec HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {small.token}\r\n"
+        "Transfer-Encoding: chunked\r\n\r\n"
+    ).encode()
     chunk = b"10000\r\n" + b" " * 0x10000 + b"\r\n"
     with socket.create_connection((parts.hostname, parts.port), timeout=10) as conn:
         conn.sendall(head)

@@ -19,15 +19,24 @@ def test_a_killed_call_is_all_or_nothing(tmp_path: Path, delay: float) -> None:
     data = tmp_path / "data"
     server = start_server(data)
     try:
-        server.sql("CREATE TABLE src (id INT PRIMARY KEY, v DOUBLE);"
-                   " CREATE TABLE a (id INT PRIMARY KEY, v DOUBLE);"
-                   " CREATE TABLE b (id INT PRIMARY KEY, v DOUBLE)")
+        server.sql(
+            "CREATE TABLE src (id INT PRIMARY KEY, v DOUBLE);"
+            " CREATE TABLE a (id INT PRIMARY KEY, v DOUBLE);"
+            " CREATE TABLE b (id INT PRIMARY KEY, v DOUBLE)"
+        )
         body = "".join(f"{i},{i / 7}\n" for i in range(ROWS)).encode()
-        copied = server.post("/exec", params={"query": "COPY src FROM STDIN (FORMAT csv)"},
-                             data=body, headers={"Content-Type": "text/csv"}, timeout=120)
+        copied = server.post(
+            "/exec",
+            params={"query": "COPY src FROM STDIN (FORMAT csv)"},
+            data=body,
+            headers={"Content-Type": "text/csv"},
+            timeout=120,
+        )
         assert copied.status_code == 200, copied.text
-        server.sql("CREATE PROCEDURE fill() LANGUAGE SQL AS $$ INSERT INTO a SELECT * FROM src;"
-                   " INSERT INTO b SELECT id, v * 2 FROM src $$")
+        server.sql(
+            "CREATE PROCEDURE fill() LANGUAGE SQL AS $$ INSERT INTO a SELECT * FROM src;"
+            " INSERT INTO b SELECT id, v * 2 FROM src $$"
+        )
         acknowledged = server.kill_during(lambda: server.exec("CALL fill()"), delay)
     finally:
         if server.process.poll() is None:
@@ -35,14 +44,17 @@ def test_a_killed_call_is_all_or_nothing(tmp_path: Path, delay: float) -> None:
     instance = Instance.open(data)
     try:
         session = instance.session()
-        counts = session.execute("SELECT (SELECT count(*) FROM a), (SELECT count(*) FROM b)"
-                                 ).rows[0]  # fmt: skip
+        counts = session.execute("SELECT (SELECT count(*) FROM a), (SELECT count(*) FROM b)").rows[
+            0
+        ]
         assert counts in ((0, 0), (ROWS, ROWS))
         if acknowledged:
             assert counts == (ROWS, ROWS)  # acknowledged means durable
         streams = [
-            session.execute(f"SELECT count(*), min(lsn), max(lsn) FROM changes('{t}', 0, 1000000)"
-                            " WHERE op = 'upsert'").rows[0]
+            session.execute(
+                f"SELECT count(*), min(lsn), max(lsn) FROM changes('{t}', 0, 1000000)"
+                " WHERE op = 'upsert'"
+            ).rows[0]
             for t in ("a", "b")
         ]
         if counts[0]:

@@ -46,12 +46,12 @@ def histories(draw: st.DrawFn) -> tuple[list[str], list[list[tuple[str, int, lis
     types = draw(st.lists(st.sampled_from(TYPES), min_size=1, max_size=4))
     cells = st.tuples(*(st.one_of(st.none(), VALUES[t]) for t in types)).map(list)
     step = st.tuples(st.sampled_from(["insert", "delete", "alter"]), st.integers(0, 5), cells)
-    return types, draw(st.lists(st.lists(step, min_size=1, max_size=4), min_size=1,
-                                max_size=8))
+    return types, draw(st.lists(st.lists(step, min_size=1, max_size=4), min_size=1, max_size=8))
 
 
-def _write(conn: refimpl.Connection, types: list[str],
-           transactions: list[list[tuple[str, int, list[Any]]]]) -> None:  # fmt: skip
+def _write(
+    conn: refimpl.Connection, types: list[str], transactions: list[list[tuple[str, int, list[Any]]]]
+) -> None:
     """The transactions committed: an insert replaces the row of its key, if any; a
     transaction with an `alter` is followed by a column added and the first one dropped."""
     columns = ", ".join(f"c{i} {t}" for i, t in enumerate(types))
@@ -64,8 +64,9 @@ def _write(conn: refimpl.Connection, types: list[str],
         for op, ident, cells in transaction:
             session.execute(f"DELETE FROM t WHERE id = {ident}")
             if op == "insert":
-                row = [ident] + [_fit(cells[i % len(cells)], c.type)
-                                 for i, c in enumerate(names[1:])]
+                row = [ident] + [
+                    _fit(cells[i % len(cells)], c.type) for i, c in enumerate(names[1:])
+                ]
                 session.insert_rows("t", [c.name for c in names], [row])
         session.execute("COMMIT")
         if any(op == "alter" for op, _, _ in transaction):
@@ -98,17 +99,25 @@ def _expected(change: tuple, names: tuple[str, ...], kinds: dict[str, str]) -> d
     """A change's object as the spec describes it, value by value."""
     row = None
     if change[3] == "upsert":
-        row = {name: values.to_json(value, kinds[name])
-               for name, value in zip(names, change[5:], strict=True)}
-    return {"lsn": change[0], "seq": change[1],
-            "committed_at": values.format_timestamp(change[2]), "op": change[3],
-            "key": change[4], "row": row}
+        row = {
+            name: values.to_json(value, kinds[name])
+            for name, value in zip(names, change[5:], strict=True)
+        }
+    return {
+        "lsn": change[0],
+        "seq": change[1],
+        "committed_at": values.format_timestamp(change[2]),
+        "op": change[3],
+        "key": change[4],
+        "row": row,
+    }
 
 
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(history=histories(), page=st.integers(1, 12))
-def test_runs_encode_as_the_changes_do(history: tuple[list[str], list[list[Any]]],
-                                       page: int) -> None:  # fmt: skip
+def test_runs_encode_as_the_changes_do(
+    history: tuple[list[str], list[list[Any]]], page: int
+) -> None:
     types, transactions = history
     with tempfile.TemporaryDirectory() as folder, refimpl.connect(folder) as conn:
         _write(conn, types, transactions)
@@ -128,8 +137,9 @@ def test_runs_encode_as_the_changes_do(history: tuple[list[str], list[list[Any]]
             expected = [_expected(c, names, kinds) for c in changes.changes]
             assert decoded == expected
             # An SSE `id` ends each transaction: the LSN of its last change.
-            ids = [int(line[4:]) for line in sse_runs.decode().split("\n")
-                   if line.startswith("id: ")]
+            ids = [
+                int(line[4:]) for line in sse_runs.decode().split("\n") if line.startswith("id: ")
+            ]
             lsns = [c[0] for c in changes.changes]
             ends = [lsn for i, lsn in enumerate(lsns) if i + 1 == len(lsns) or lsns[i + 1] != lsn]
             assert ids == [*ends, runs.next_lsn]
@@ -139,11 +149,16 @@ def test_runs_encode_as_the_changes_do(history: tuple[list[str], list[list[Any]]
 
 
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(history=histories(), page=st.integers(1, 12), full=st.booleans(), typed=st.booleans(),
-       filtered=st.booleans())  # fmt: skip
-def test_copied_rows_encode_as_their_changes_do(history: tuple[list[str], list[list[Any]]],
-                                                page: int, full: bool, typed: bool,
-                                                filtered: bool) -> None:  # fmt: skip
+@given(
+    history=histories(),
+    page=st.integers(1, 12),
+    full=st.booleans(),
+    typed=st.booleans(),
+    filtered=st.booleans(),
+)
+def test_copied_rows_encode_as_their_changes_do(
+    history: tuple[list[str], list[list[Any]]], page: int, full: bool, typed: bool, filtered: bool
+) -> None:
     types, transactions = history
     with tempfile.TemporaryDirectory() as folder, refimpl.connect(folder) as conn:
         _write(conn, types, transactions)
@@ -158,12 +173,16 @@ def test_copied_rows_encode_as_their_changes_do(history: tuple[list[str], list[l
             batch = read_initial(database, schema, at, page, feed_filter)
             copied = batch.copied
             assert copied is not None
-            items = batch.items[len(batch.changes):]
-            one_by_one = [objects.with_options(item.change, full, INITIAL if typed else None)
-                          for item in items]
+            items = batch.items[len(batch.changes) :]
+            one_by_one = [
+                objects.with_options(item.change, full, INITIAL if typed else None)
+                for item in items
+            ]
             assert encode_json(objects.of_copied(copied, typed)) == encode_json(one_by_one)
-            ids = [p.event_id() if isinstance(p, CopyPosition) else str(p)
-                   for p in (item.position for item in items)]
+            ids = [
+                p.event_id() if isinstance(p, CopyPosition) else str(p)
+                for p in (item.position for item in items)
+            ]
             assert copied.event_ids() == ids
             assert copied.keys == [row_key(schema, row, (row[0],)) for row in copied.rows]
             if not batch.copying:
@@ -178,15 +197,17 @@ def test_pages_past_a_chunk_encode_whole() -> None:
     rows = 2 * CHUNK_ROWS + 7
     with tempfile.TemporaryDirectory() as folder, refimpl.connect(folder) as conn:
         conn.execute("CREATE TABLE t (id INT PRIMARY KEY, at TIMESTAMP, s STRING)")
-        conn.session().insert_rows("t", ["id", "at", "s"],
-                                   [(i, i * 1_000_003, f"row\n{i}") for i in range(rows)])
+        conn.session().insert_rows(
+            "t", ["id", "at", "s"], [(i, i * 1_000_003, f"row\n{i}") for i in range(rows)]
+        )
         database = conn.instance.database(conn.database)
         schema = database.tables["t"].schema
         names, kinds = schema.column_names, {c.name: c.type for c in schema.columns}
         runs = read_runs(database, "t", schema, 0, rows + 1)  # the CREATE, then the rows
         changes = ChangeBatch(runs.changes(), runs.next_lsn, runs.more)
         assert encode_json_answer("t", runs, names, kinds, 1, 1) == encode_json_answer(
-            "t", changes, names, kinds, 1, 1)
+            "t", changes, names, kinds, 1, 1
+        )
         assert encode_sse(runs, names, kinds) == encode_sse(changes, names, kinds)
         decoded = msgspec.json.decode(encode_json_answer("t", runs, names, kinds, 1, 1))
         upserts = [c for c in decoded["changes"] if c["op"] == "upsert"]

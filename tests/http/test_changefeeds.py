@@ -16,8 +16,9 @@ from tests.http.stream_client import open_stream
 
 
 def _changes(server: Server, db: str, table: str, **params: Any) -> dict:
-    answer = server.get("/api/changes", params={"db": db, "table": table, "format": "json",
-                                                **params})
+    answer = server.get(
+        "/api/changes", params={"db": db, "table": table, "format": "json", **params}
+    )
     assert answer.status_code == 200, answer.text
     return answer.json()
 
@@ -30,8 +31,10 @@ def test_old_row_only_on_tables_with_before_images(server: Server, db: str) -> N
     server.sql("CREATE TABLE plain (id INT PRIMARY KEY, v STRING)", db)
     server.sql("CREATE TABLE full (id INT PRIMARY KEY, v STRING) REPLICA IDENTITY FULL", db)
     for table in ("plain", "full"):
-        server.sql(f"INSERT INTO {table} VALUES (1, 'a'); UPDATE {table} SET v = 'b';"
-                   f" DELETE FROM {table}", db)
+        server.sql(
+            f"INSERT INTO {table} VALUES (1, 'a'); UPDATE {table} SET v = 'b'; DELETE FROM {table}",
+            db,
+        )
     plain = _changes(server, db, "plain")["changes"]
     assert all("old_row" not in c for c in plain)
     full = _strip(_changes(server, db, "full")["changes"])
@@ -69,12 +72,15 @@ def test_switch_on_and_back_with_a_reader_across(server: Server, db: str) -> Non
 def test_sse_events_carry_old_row_and_states(server: Server, db: str) -> None:
     server.sql("CREATE TABLE t (id INT PRIMARY KEY, v INT) REPLICA IDENTITY FULL", db)
     server.sql("INSERT INTO t VALUES (1, 1); UPDATE t SET v = 2", db)
-    answer = server.get("/api/changes", params={"db": db, "table": "t", "states": "true",
-                                                "types": "true", "wait": "0"})
+    answer = server.get(
+        "/api/changes",
+        params={"db": db, "table": "t", "states": "true", "types": "true", "wait": "0"},
+    )
     assert answer.status_code == 200
     text = answer.text
     assert text.index('event: state\ndata: {"state":"ready","type":"state"}') < text.index(
-        "event: change")
+        "event: change"
+    )
     assert '"old_row":{"id":1,"v":1},"type":"change"' in text
     assert '"old_row":null,"type":"add"' in text
 
@@ -124,8 +130,10 @@ def test_where_filters_and_point_feeds(server: Server, db: str) -> None:
         ("delete", "remove", None, {"id": 2, "v": 50}),
     ]
     point = _changes(server, db, "t", where="id = 1")["changes"]
-    assert [c["row"] for c in point if c["op"] == "upsert"] == [{"id": 1, "v": 5},
-                                                                 {"id": 1, "v": 60}]
+    assert [c["row"] for c in point if c["op"] == "upsert"] == [
+        {"id": 1, "v": 5},
+        {"id": 1, "v": 60},
+    ]
 
 
 def test_bad_options_are_400_naming_them(server: Server, db: str) -> None:
@@ -138,15 +146,18 @@ def test_bad_options_are_400_naming_them(server: Server, db: str) -> None:
         "where": ("v >", "column"),
     }
     for name, (value, named) in cases.items():
-        answer = server.get("/api/changes", params={"db": db, "table": "t", "format": "json",
-                                                    name: value})
+        answer = server.get(
+            "/api/changes", params={"db": db, "table": "t", "format": "json", name: value}
+        )
         assert answer.status_code == 400, (name, answer.text)
         assert named in answer.json()["error"], answer.text
-    unknown = server.get("/api/changes", params={"db": db, "table": "t", "format": "json",
-                                                 "where": "nope = 1"})
+    unknown = server.get(
+        "/api/changes", params={"db": db, "table": "t", "format": "json", "where": "nope = 1"}
+    )
     assert unknown.status_code == 400 and "nope" in unknown.json()["error"]
-    aggregate = server.get("/api/changes", params={"db": db, "table": "t", "format": "json",
-                                                   "where": "count(*) > 1"})
+    aggregate = server.get(
+        "/api/changes", params={"db": db, "table": "t", "format": "json", "where": "count(*) > 1"}
+    )
     assert aggregate.status_code == 400 and "aggregate" in aggregate.json()["error"]
 
 
@@ -164,9 +175,12 @@ def test_event_stream_gives_old_row_and_create_update(server: Server, db: str) -
         stream.close()
     shown = [(d["table"], d["op"], d.get("old_row", "absent")) for d in data]
     assert shown == [
-        ("f", "create", None), ("p", "upsert", "absent"),
-        ("f", "update", {"id": 1, "v": 1}), ("p", "upsert", "absent"),
-        ("f", "delete", {"id": 1, "v": 2}), ("p", "delete", "absent"),
+        ("f", "create", None),
+        ("p", "upsert", "absent"),
+        ("f", "update", {"id": 1, "v": 1}),
+        ("p", "upsert", "absent"),
+        ("f", "delete", {"id": 1, "v": 2}),
+        ("p", "delete", "absent"),
     ]
 
 
@@ -179,21 +193,35 @@ def test_initial_copy_pages_resumes_and_goes_on(server: Server, db: str) -> None
     assert first["more"] is True and isinstance(first["next"], str)
     server.sql("UPDATE t SET v = 10 WHERE id = 1", db)  # copied already: comes as a change
     server.sql("UPDATE t SET v = 30 WHERE id = 3", db)  # not yet copied: in the copy
-    second = _changes(server, db, "t", initial="true", states="true", types="true", limit=2,
-                      **{"from": first["next"]})
+    second = _changes(
+        server,
+        db,
+        "t",
+        initial="true",
+        states="true",
+        types="true",
+        limit=2,
+        **{"from": first["next"]},
+    )
     shown = [(c.get("type"), c.get("row")) for c in second["changes"]]
-    assert shown == [("change", {"id": 1, "v": 10}), ("initial", {"id": 3, "v": 30}),
-                     ("state", None)]
+    assert shown == [
+        ("change", {"id": 1, "v": 10}),
+        ("initial", {"id": 3, "v": 30}),
+        ("state", None),
+    ]
     assert second["next"] == 4 and second["more"] is False
     server.sql("DELETE FROM t WHERE id = 2", db)
     third = _changes(server, db, "t", initial="true", **{"from": second["next"]})
     assert [c["op"] for c in third["changes"]] == ["delete"]
-    bad = server.get("/api/changes", params={"db": db, "table": "t", "initial": "true",
-                                             "from": "4:zz", "format": "json"})
+    bad = server.get(
+        "/api/changes",
+        params={"db": db, "table": "t", "initial": "true", "from": "4:zz", "format": "json"},
+    )
     assert bad.status_code == 400 and "from" in bad.json()["error"]
     server.sql("CREATE TABLE nokey (v INT)", db)
-    refused = server.get("/api/changes", params={"db": db, "table": "nokey", "format": "json",
-                                                 "initial": "true"})
+    refused = server.get(
+        "/api/changes", params={"db": db, "table": "nokey", "format": "json", "initial": "true"}
+    )
     assert refused.status_code == 400 and "PRIMARY KEY" in refused.json()["error"]
 
 
@@ -204,8 +232,9 @@ def test_squash_seconds_holds_a_resumed_answer(server: Server, db: str) -> None:
     first = _changes(server, db, "t", squash="30")  # from the start: never held
     assert time.monotonic() - started < 20 and first["next"] == 2
     answers: list[dict] = []
-    reader = threading.Thread(target=lambda: answers.append(
-        _changes(server, db, "t", squash="2", **{"from": 2})))
+    reader = threading.Thread(
+        target=lambda: answers.append(_changes(server, db, "t", squash="2", **{"from": 2}))
+    )
     reader.start()
     for value in range(1, 6):
         server.sql(f"UPDATE t SET v = {value}", db)

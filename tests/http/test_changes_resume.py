@@ -201,9 +201,7 @@ class Txn:
         matched = [(i, r) for i, r in self.visible() if low <= i <= high]
         shift = self.model.next_id - low
         self.model.next_id += high - low + 1
-        self.statements.append(
-            f"UPDATE t SET id = id + {shift} WHERE id BETWEEN {low} AND {high}"
-        )
+        self.statements.append(f"UPDATE t SET id = id + {shift} WHERE id BETWEEN {low} AND {high}")
         changes: dict[int, dict[str, Any] | None] = {}
         for ident, _ in matched:
             changes[ident] = None
@@ -246,9 +244,7 @@ class Reader:
     gaps: list[tuple[int, int]] = field(default_factory=list)  # (after, gone_before)
 
     def expected(self, model: Model) -> list[Change]:
-        return [
-            c for c in model.changes if not any(a < c[0] < g for a, g in self.gaps)
-        ]
+        return [c for c in model.changes if not any(a < c[0] < g for a, g in self.gaps)]
 
 
 def observed(change: dict[str, Any]) -> Change:
@@ -434,8 +430,11 @@ class ChangesMachine(RuleBasedStateMachine):
             try:
                 answers.append(
                     requests.post(
-                        url + "/exec", params={"db": db}, data=txn.statements[0].encode(),
-                        headers={"Authorization": f"Bearer {token}"}, timeout=TIMEOUT,
+                        url + "/exec",
+                        params={"db": db},
+                        data=txn.statements[0].encode(),
+                        headers={"Authorization": f"Bearer {token}"},
+                        timeout=TIMEOUT,
                     )
                 )
             except requests.RequestException as error:
@@ -447,8 +446,10 @@ class ChangesMachine(RuleBasedStateMachine):
         self.restarts += 1
         box.restart(crash=True)
         sender.join(TIMEOUT)
-        acknowledged = bool(answers) and isinstance(answers[0], requests.Response) and (
-            answers[0].status_code == 200
+        acknowledged = (
+            bool(answers)
+            and isinstance(answers[0], requests.Response)
+            and (answers[0].status_code == 200)
         )
         found = self.run(f"SELECT lsn, seq, op FROM changes('t', {self.model.lsn})")["dataset"]
         SEEN[f"crash in commit: acknowledged={acknowledged} found={bool(found)}"] += 1
@@ -476,7 +477,11 @@ class ChangesMachine(RuleBasedStateMachine):
         reader.last_id = str(gone_before - 1)
 
     def check_batch(
-        self, reader: Reader, changes: list[Change], next_lsn: int | None, more: bool | None,
+        self,
+        reader: Reader,
+        changes: list[Change],
+        next_lsn: int | None,
+        more: bool | None,
         limit: int | None,
     ) -> None:
         want, want_next, want_more = self.model.batch(reader.pos, limit)
@@ -493,9 +498,15 @@ class ChangesMachine(RuleBasedStateMachine):
 
     def poll_json(self, reader: Reader, limit: int) -> None:
         answer = self.box.request(
-            "GET", "/api/changes",
-            params={"db": self.db, "table": "t", "format": "json", "from": reader.pos,
-                    "limit": limit},
+            "GET",
+            "/api/changes",
+            params={
+                "db": self.db,
+                "table": "t",
+                "format": "json",
+                "from": reader.pos,
+                "limit": limit,
+            },
         )
         if answer.status_code == 410:
             return self.gone(reader, answer)
@@ -512,7 +523,8 @@ class ChangesMachine(RuleBasedStateMachine):
     def poll_sse(self, reader: Reader, limit: int, wait: int) -> None:
         headers = {} if reader.last_id is None else {"Last-Event-ID": reader.last_id}
         answer = self.box.request(
-            "GET", "/api/changes",
+            "GET",
+            "/api/changes",
             params={"db": self.db, "table": "t", "limit": limit, "wait": wait},
             headers=headers,
         )
@@ -559,13 +571,22 @@ class ChangesMachine(RuleBasedStateMachine):
             changes.append((row[0], row[1], row[3], row[4], norm_row(item)))
         self.check_batch(reader, changes, None, None, None if where else limit)
 
-    @rule(index=st.integers(0, 3), limit=st.integers(1, 30), wait=st.sampled_from([0, 0, 30]),
-          unbounded=st.booleans(), where=st.booleans())
+    @rule(
+        index=st.integers(0, 3),
+        limit=st.integers(1, 30),
+        wait=st.sampled_from([0, 0, 30]),
+        unbounded=st.booleans(),
+        where=st.booleans(),
+    )
     def poll(self, index: int, limit: int, wait: int, unbounded: bool, where: bool) -> None:
         self.poll_reader(self.readers[index], limit, wait, unbounded, where)
 
     def poll_reader(
-        self, reader: Reader, limit: int, wait: int = 0, unbounded: bool = False,
+        self,
+        reader: Reader,
+        limit: int,
+        wait: int = 0,
+        unbounded: bool = False,
         where: bool = False,
     ) -> None:
         if reader.kind == "json":

@@ -44,7 +44,10 @@ def auth(server: Server) -> dict[str, str]:
 
 def exec_sql(server: Server, sql: str, db: str = "demo") -> dict[str, Any]:
     answer = requests.post(
-        server.url + "/exec", params={"db": db}, data=sql.encode(), headers=auth(server),
+        server.url + "/exec",
+        params={"db": db},
+        data=sql.encode(),
+        headers=auth(server),
         timeout=30,
     )
     assert answer.status_code == 200, answer.text
@@ -108,7 +111,10 @@ def test_event_source_follows_hundreds_of_commits_across_a_restart(
     def consume() -> None:
         try:
             with QuickEventSource(
-                url, headers=auth(server), timeout=30, max_connect_retry=60,
+                url,
+                headers=auth(server),
+                timeout=30,
+                max_connect_retry=60,
                 reconnection_time=timedelta(milliseconds=50),
                 on_open=lambda: opened.append(time.monotonic()),
             ) as source:
@@ -177,8 +183,10 @@ def start_waiting(server: Server, query: str) -> tuple[threading.Thread, dict[st
 
 def durable_lsn(server: Server, table: str) -> int:
     answer = requests.get(
-        server.url + "/api/changes", params={"table": table, "format": "json", "limit": 1},
-        headers=auth(server), timeout=30,
+        server.url + "/api/changes",
+        params={"table": table, "format": "json", "limit": 1},
+        headers=auth(server),
+        timeout=30,
     )
     assert answer.status_code == 200, answer.text
     return answer.json()["durable_lsn"]
@@ -218,8 +226,10 @@ def test_wait_zero_answers_at_once(running: list[Server]) -> None:
     lsn = durable_lsn(server, "z")
     started = time.monotonic()
     answer = requests.get(
-        server.url + "/api/changes", params={"table": "z", "from": lsn, "wait": 0},
-        headers=auth(server), timeout=30,
+        server.url + "/api/changes",
+        params={"table": "z", "from": lsn, "wait": 0},
+        headers=auth(server),
+        timeout=30,
     )
     assert answer.status_code == 200
     assert answer.headers["Content-Type"].startswith("text/event-stream")
@@ -229,16 +239,20 @@ def test_wait_zero_answers_at_once(running: list[Server]) -> None:
     assert json.loads(events[0]["data"]) == {"next": lsn, "more": False}
     # JSON (its default wait is 0) and wait=0 with a Last-Event-ID header
     answer = requests.get(
-        server.url + "/api/changes", params={"table": "z", "format": "json"},
-        headers={**auth(server), "Last-Event-ID": str(lsn)}, timeout=30,
+        server.url + "/api/changes",
+        params={"table": "z", "format": "json"},
+        headers={**auth(server), "Last-Event-ID": str(lsn)},
+        timeout=30,
     )
     body = answer.json()
     assert (body["changes"], body["next"], body["more"]) == ([], lsn, False)
     assert time.monotonic() - started < 10  # nothing waited for a commit
     # wait=0 with something new answers it at once too
     answer = requests.get(
-        server.url + "/api/changes", params={"table": "z", "from": lsn - 1, "wait": 0},
-        headers=auth(server), timeout=30,
+        server.url + "/api/changes",
+        params={"table": "z", "from": lsn - 1, "wait": 0},
+        headers=auth(server),
+        timeout=30,
     )
     changes = [json.loads(e["data"]) for e in sse_events(answer.content) if e["event"] == "change"]
     assert [c["row"] for c in changes] == [{"id": 1}]

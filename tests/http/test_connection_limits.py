@@ -41,8 +41,9 @@ def limited(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
 
 def connect(server: Server, source: str) -> socket.socket:
     parts = urlsplit(server.url)
-    return socket.create_connection((parts.hostname, parts.port), timeout=10,
-                                    source_address=(source, 0))  # fmt: skip
+    return socket.create_connection(
+        (parts.hostname, parts.port), timeout=10, source_address=(source, 0)
+    )
 
 
 def served(conn: socket.socket) -> bytes:
@@ -131,12 +132,25 @@ def test_out_of_file_descriptors(server: Server, db: str):
     pid = server.process.pid
     server.sql("CREATE TABLE t (id INT)", db)
     server.sql("INSERT INTO t VALUES (1)", db)
-    soft_hard = subprocess.run(["prlimit", "--pid", str(pid), "--nofile", "--raw",
-                                "--noheadings", "--output", "SOFT,HARD"],
-                               capture_output=True, text=True, check=True).stdout.split()
+    soft_hard = subprocess.run(
+        [
+            "prlimit",
+            "--pid",
+            str(pid),
+            "--nofile",
+            "--raw",
+            "--noheadings",
+            "--output",
+            "SOFT,HARD",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
     opened = len(os.listdir(f"/proc/{pid}/fd"))
-    subprocess.run(["prlimit", "--pid", str(pid), f"--nofile={opened + 8}:{soft_hard[1]}"],
-                   check=True)  # fmt: skip
+    subprocess.run(
+        ["prlimit", "--pid", str(pid), f"--nofile={opened + 8}:{soft_hard[1]}"], check=True
+    )
     try:
         with ExitStack() as stack:
             conns = []
@@ -160,7 +174,8 @@ def test_out_of_file_descriptors(server: Server, db: str):
             time.sleep(1.0)
             assert _cpu_seconds(pid) - before < 0.5
     finally:
-        subprocess.run(["prlimit", "--pid", str(pid), f"--nofile={soft_hard[0]}:{soft_hard[1]}"],
-                       check=True)  # fmt: skip
+        subprocess.run(
+            ["prlimit", "--pid", str(pid), f"--nofile={soft_hard[0]}:{soft_hard[1]}"], check=True
+        )
     assert requests.get(server.url + "/health", timeout=2).status_code == 200
     assert server.rows("SELECT id FROM t", db) == [[1]]

@@ -39,14 +39,16 @@ def test_every_file_of_the_page_is_served_with_its_type(server: Server, name: st
     assert answer.headers["Content-Type"].startswith(TYPES[Path(name).suffix])
     assert answer.content == (CONSOLE_FOLDER / name).read_bytes()
     assert "Content-Security-Policy" in answer.headers
-    again = server.get(f"/console/{name}", token=None,
-                       headers={"If-None-Match": answer.headers["ETag"]})
+    again = server.get(
+        f"/console/{name}", token=None, headers={"If-None-Match": answer.headers["ETag"]}
+    )
     assert again.status_code == 304  # revalidated, not sent again
 
 
 def test_the_page_names_only_files_that_are_served():
-    named = set(re.findall(r'(?:src|href)="/console/([^"]+)"',
-                           (CONSOLE_FOLDER / "index.html").read_text()))
+    named = set(
+        re.findall(r'(?:src|href)="/console/([^"]+)"', (CONSOLE_FOLDER / "index.html").read_text())
+    )
     for script in CONSOLE_FOLDER.glob("*.js"):
         named |= set(re.findall(r"from '\./([^']+)'", script.read_text()))
     on_disk = {p.name for p in CONSOLE_FOLDER.iterdir()} - {"index.html"}

@@ -11,11 +11,22 @@ import requests
 from tests.http.conftest import Server
 
 
-def copy_in(server: Server, db: str, sql: str, body: bytes,
-            content_type: str = "text/csv", token: object = None) -> requests.Response:  # fmt: skip
+def copy_in(
+    server: Server,
+    db: str,
+    sql: str,
+    body: bytes,
+    content_type: str = "text/csv",
+    token: object = None,
+) -> requests.Response:
     extra = {} if token is None else {"token": token}
-    return server.post("/exec", params={"db": db, "query": sql}, data=body,
-                       headers={"Content-Type": content_type}, **extra)  # fmt: skip
+    return server.post(
+        "/exec",
+        params={"db": db, "query": sql},
+        data=body,
+        headers={"Content-Type": content_type},
+        **extra,
+    )
 
 
 def copy_out(server: Server, db: str, sql: str) -> requests.Response:
@@ -24,8 +35,10 @@ def copy_out(server: Server, db: str, sql: str) -> requests.Response:
 
 def test_csv_with_header_in_and_out(server: Server, db: str) -> None:
     server.sql("CREATE TABLE t (id INT PRIMARY KEY, name STRING, v DOUBLE, ts TIMESTAMP)", db)
-    body = (b'id,name,v,ts\n1,"a,b",1.5,2026-01-02T03:04:05Z\n2,,2,\n3,"",,\n'
-            b'4,"two\nlines ""quoted""",,\n')  # fmt: skip
+    body = (
+        b'id,name,v,ts\n1,"a,b",1.5,2026-01-02T03:04:05Z\n2,,2,\n3,"",,\n'
+        b'4,"two\nlines ""quoted""",,\n'
+    )
     answer = copy_in(server, db, "COPY t FROM STDIN WITH (FORMAT csv, HEADER)", body)
     assert answer.status_code == 200, answer.text
     assert answer.json()["count"] == 4
@@ -42,7 +55,9 @@ def test_csv_with_header_in_and_out(server: Server, db: str) -> None:
     again = copy_in(server, db, "COPY t FROM STDIN WITH (FORMAT csv, HEADER)", out.content)
     assert again.status_code == 200, again.text
     assert server.rows("SELECT * FROM t ORDER BY id", db)[2:] == [
-        [3, "", None, None], [4, 'two\nlines "quoted"', None, None]]
+        [3, "", None, None],
+        [4, 'two\nlines "quoted"', None, None],
+    ]
 
 
 def test_text_format_and_a_column_list(server: Server, db: str) -> None:
@@ -50,19 +65,24 @@ def test_text_format_and_a_column_list(server: Server, db: str) -> None:
     body = b"1\ttab\\there\n2\t\\N\n\\.\n"
     answer = copy_in(server, db, "COPY t (id, name) FROM STDIN", body, "text/plain")
     assert answer.status_code == 200, answer.text
-    assert server.rows("SELECT * FROM t ORDER BY id", db) == [[1, "tab\there", None],
-                                                             [2, None, None]]
+    assert server.rows("SELECT * FROM t ORDER BY id", db) == [
+        [1, "tab\there", None],
+        [2, None, None],
+    ]
     out = copy_out(server, db, "COPY (SELECT id, name FROM t ORDER BY id) TO STDOUT")
     assert out.headers["Content-Type"].startswith("text/plain")
     assert out.content == b"1\ttab\\there\n2\t\\N\n"
 
 
-@pytest.mark.parametrize(("body", "where"), [
-    (b"id,v\n1,1\n2,x\n", "line 3, column 2 (v)"),
-    (b"id,v\n1,1\n2\n", "line 3: missing data"),
-    (b"id,v\n1,1\n2,2,3\n", "line 3: extra data"),
-    (b'id,v\n1,1\n2,"2\n', "line 3"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("body", "where"),
+    [
+        (b"id,v\n1,1\n2,x\n", "line 3, column 2 (v)"),
+        (b"id,v\n1,1\n2\n", "line 3: missing data"),
+        (b"id,v\n1,1\n2,2,3\n", "line 3: extra data"),
+        (b'id,v\n1,1\n2,"2\n', "line 3"),
+    ],
+)
 def test_the_first_bad_field_stops_all(server: Server, db: str, body: bytes, where: str) -> None:
     server.sql("CREATE TABLE t (id INT PRIMARY KEY, v INT)", db)
     answer = copy_in(server, db, "COPY t FROM STDIN (FORMAT csv, HEADER true)", body)
@@ -71,15 +91,18 @@ def test_the_first_bad_field_stops_all(server: Server, db: str, body: bytes, whe
     assert server.rows("SELECT count(*) FROM t", db) == [[0]]
 
 
-@pytest.mark.parametrize(("sql", "said"), [
-    ("COPY t FROM STDIN (FORMAT binary)", "FORMAT csv or FORMAT text"),
-    ("COPY t FROM STDIN (FORMAT csv, FORMAT csv)", "given twice"),
-    ("COPY t FROM STDIN (SIZE '1')", "no option 'size'"),
-    ("COPY t FROM STDIN (DELIMITER ';;')", "one character"),
-    ("COPY t FROM STDIN (QUOTE '''')", "FORMAT csv only"),
-    ("COPY t (nope) FROM STDIN", "no column 'nope'"),
-    ("COPY nope FROM STDIN", "nope"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("sql", "said"),
+    [
+        ("COPY t FROM STDIN (FORMAT binary)", "FORMAT csv or FORMAT text"),
+        ("COPY t FROM STDIN (FORMAT csv, FORMAT csv)", "given twice"),
+        ("COPY t FROM STDIN (SIZE '1')", "no option 'size'"),
+        ("COPY t FROM STDIN (DELIMITER ';;')", "one character"),
+        ("COPY t FROM STDIN (QUOTE '''')", "FORMAT csv only"),
+        ("COPY t (nope) FROM STDIN", "no column 'nope'"),
+        ("COPY nope FROM STDIN", "nope"),
+    ],
+)
 def test_bad_statements_are_400(server: Server, db: str, sql: str, said: str) -> None:
     server.sql("CREATE TABLE t (id INT PRIMARY KEY, v INT)", db)
     answer = copy_in(server, db, sql, b"1\t1\n")

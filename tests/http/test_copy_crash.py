@@ -21,9 +21,16 @@ def test_a_killed_copy_is_all_or_nothing(tmp_path: Path, delay: float) -> None:
     try:
         server.sql("CREATE TABLE t (id INT PRIMARY KEY, name STRING, v DOUBLE)")
         body = "".join(f"{i},name {i},{i / 7}\n" for i in range(ROWS)).encode()
-        acknowledged = server.kill_during(lambda: server.post(
-            "/exec", params={"db": "demo", "query": "COPY t FROM STDIN (FORMAT csv)"},
-            data=body, headers={"Content-Type": "text/csv"}, timeout=120), delay)
+        acknowledged = server.kill_during(
+            lambda: server.post(
+                "/exec",
+                params={"db": "demo", "query": "COPY t FROM STDIN (FORMAT csv)"},
+                data=body,
+                headers={"Content-Type": "text/csv"},
+                timeout=120,
+            ),
+            delay,
+        )
     finally:
         if server.process.poll() is None:
             server.stop(signal.SIGKILL)
@@ -36,8 +43,7 @@ def test_a_killed_copy_is_all_or_nothing(tmp_path: Path, delay: float) -> None:
             assert count == ROWS  # acknowledged means durable
         changes = session.execute(
             # max_rows: the whole COPY is more rows than changes() reads without it
-            "SELECT count(*), count(DISTINCT lsn) FROM changes('t', 0, 1000000)"
-            " WHERE op = 'upsert'"
+            "SELECT count(*), count(DISTINCT lsn) FROM changes('t', 0, 1000000) WHERE op = 'upsert'"
         ).rows[0]
         assert changes == ((ROWS, 1) if count else (0, 0))
     finally:

@@ -194,10 +194,23 @@ def test_dev_mode(tmp_path):
     import sys
 
     refused = subprocess.run(
-        [sys.executable, "-m", "refimpl", "serve", "--dev", "--host", "0.0.0.0", "--port", "0",
-         "--data", str(tmp_path / "other")],
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "refimpl",
+            "serve",
+            "--dev",
+            "--host",
+            "0.0.0.0",
+            "--port",
+            "0",
+            "--data",
+            str(tmp_path / "other"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert refused.returncode == 2 and "loopback" in refused.stderr
 
 

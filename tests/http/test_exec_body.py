@@ -35,8 +35,13 @@ def test_what_a_form_encoder_writes_is_decoded(sql: str):
 
 
 # Escapes of ASCII only: `%80` alone is not UTF-8, a refusal of its own (the next test).
-@given(st.from_regex(r"[a-z]{1,8}=(?:[A-Za-z0-9+]|%[2-7][0-9A-F]){0,8}"
-                     r"(&[a-z]{1,8}=[A-Za-z0-9+]{0,8}){0,3}", fullmatch=True))  # fmt: skip
+@given(
+    st.from_regex(
+        r"[a-z]{1,8}=(?:[A-Za-z0-9+]|%[2-7][0-9A-F]){0,8}"
+        r"(&[a-z]{1,8}=[A-Za-z0-9+]{0,8}){0,3}",
+        fullmatch=True,
+    )
+)
 def test_a_form_without_the_query_field_is_refused_with_the_ways_that_work(body: str):
     if body.startswith("query="):
         return
@@ -62,9 +67,18 @@ def test_a_query_form_with_other_fields_is_refused():
 
 
 def _curl(server: Server, db: str, *args: str) -> tuple[int, dict]:
-    command = ["curl", "-sS", "-o", "-", "-w", "\n%{http_code}",
-               "-H", f"Authorization: Bearer {server.token}", *args,
-               f"{server.url}/exec?db={db}"]  # fmt: skip
+    command = [
+        "curl",
+        "-sS",
+        "-o",
+        "-",
+        "-w",
+        "\n%{http_code}",
+        "-H",
+        f"Authorization: Bearer {server.token}",
+        *args,
+        f"{server.url}/exec?db={db}",
+    ]
     done = subprocess.run(command, capture_output=True, text=True, timeout=30, check=True)
     body, _, status = done.stdout.rpartition("\n")
     return int(status), json.loads(body)
@@ -73,8 +87,9 @@ def _curl(server: Server, db: str, *args: str) -> tuple[int, dict]:
 @pytest.mark.skipif(shutil.which("curl") is None, reason="no curl binary on this machine")
 def test_curl_d_sends_sql_that_runs_as_written(server: Server, db: str):
     server.sql("CREATE TABLE t (id INT, name STRING, dept STRING)", db)
-    status, answer = _curl(server, db, "-d",
-                           "INSERT INTO t VALUES (1, 'Asha', 'R&D'), (2, 'Om', 'Sales')")
+    status, answer = _curl(
+        server, db, "-d", "INSERT INTO t VALUES (1, 'Asha', 'R&D'), (2, 'Om', 'Sales')"
+    )
     assert (status, answer["message"]) == (200, "2 row(s) inserted")
     status, answer = _curl(server, db, "-d", "SELECT 1+1 AS two")
     assert (status, answer["query"], answer["dataset"]) == (200, "SELECT 1+1 AS two", [[2]])
@@ -84,8 +99,9 @@ def test_curl_d_sends_sql_that_runs_as_written(server: Server, db: str):
     assert (status, answer["dataset"]) == (200, [[1]])
     status, answer = _curl(server, db, "--data-urlencode", "query=SELECT 1+1 AS two")
     assert (status, answer["dataset"]) == (200, [[2]])
-    status, answer = _curl(server, db, "--data-binary", "SELECT 3 AS three",
-                           "-H", "Content-Type: text/plain")
+    status, answer = _curl(
+        server, db, "--data-binary", "SELECT 3 AS three", "-H", "Content-Type: text/plain"
+    )
     assert (status, answer["dataset"]) == (200, [[3]])
 
 

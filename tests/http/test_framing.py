@@ -75,8 +75,10 @@ def health_answers(server: Server) -> None:
 
 
 def exec_head(server: Server, db: str, extra: str) -> bytes:
-    return (f"POST /exec?db={db} HTTP/1.1\r\nHost: localhost\r\n"
-            f"Authorization: Bearer {server.token}\r\n{extra}\r\n").encode()  # fmt: skip
+    return (
+        f"POST /exec?db={db} HTTP/1.1\r\nHost: localhost\r\n"
+        f"Authorization: Bearer {server.token}\r\n{extra}\r\n"
+    ).encode()
 
 
 @pytest.fixture
@@ -102,8 +104,7 @@ INSERT = b"INSERT INTO t VALUES (2)"
         (b"18\r\n" + INSERT + b"XX0\r\n\r\n", "chunk"),
     ],
 )
-def test_bad_chunked_bodies_are_400(server: Server, db: str, table: str, chunks: bytes,
-                                    word: str):  # fmt: skip
+def test_bad_chunked_bodies_are_400(server: Server, db: str, table: str, chunks: bytes, word: str):
     head = exec_head(server, db, "Transfer-Encoding: chunked\r\n")
     answers = send(server, head + chunks)
     assert_refused(answers, 400)
@@ -158,8 +159,9 @@ def test_ambiguous_framing_gets_one_answer_and_the_connection_closes(
         (b"GET /health HTTP/1.1\r\nX-A: a\r\n b\r\n\r\n", 400, ""),  # obsolete line folding
     ],
 )
-def test_old_versions_and_control_bytes_are_refused(server: Server, data: bytes, status: int,
-                                                    word: str):  # fmt: skip
+def test_old_versions_and_control_bytes_are_refused(
+    server: Server, data: bytes, status: int, word: str
+):
     assert_refused(send(server, data), status, word)
     health_answers(server)
 

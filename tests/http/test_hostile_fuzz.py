@@ -45,14 +45,60 @@ NUMERIC_PARAMETERS = {
     "/api/subscribe": ["wait", "id"],
     "/write": ["precision"],
 }
-PATHS = ["/exec", "/exp", "/imp", "/write", "/api/changes", "/api/rev", "/api/subscribe",
-         "/health", "/api/stats", "/openapi.json", "/api/session", "/nope", "*", "//exec",
-         "/exec/../health", "/%2e%2e/exec", "/ex%00ec", "/%ff", "http://localhost/exec",
-         "/exec#frag", "/exec?", "/exec?&&", "/exec?db"]  # fmt: skip
-VERSIONS = ["HTTP/1.1", "HTTP/1.0", "HTTP/0.9", "HTTP/2.0", "HTTP/1.2", "HTTP/11", "http/1.1",
-            "HTTP/1.1 x", "HTTP/1.01", "HTTP/9.9", "HTTP/"]  # fmt: skip
-METHODS = ["GET", "POST", "get", "PUT", "DELETE", "HEAD", "OPTIONS", "TRACE", "CONNECT", "PRI",
-           "G\x00T", "POST POST", "", "X" * 1000]  # fmt: skip
+PATHS = [
+    "/exec",
+    "/exp",
+    "/imp",
+    "/write",
+    "/api/changes",
+    "/api/rev",
+    "/api/subscribe",
+    "/health",
+    "/api/stats",
+    "/openapi.json",
+    "/api/session",
+    "/nope",
+    "*",
+    "//exec",
+    "/exec/../health",
+    "/%2e%2e/exec",
+    "/ex%00ec",
+    "/%ff",
+    "http://localhost/exec",
+    "/exec#frag",
+    "/exec?",
+    "/exec?&&",
+    "/exec?db",
+]
+VERSIONS = [
+    "HTTP/1.1",
+    "HTTP/1.0",
+    "HTTP/0.9",
+    "HTTP/2.0",
+    "HTTP/1.2",
+    "HTTP/11",
+    "http/1.1",
+    "HTTP/1.1 x",
+    "HTTP/1.01",
+    "HTTP/9.9",
+    "HTTP/",
+]
+METHODS = [
+    "GET",
+    "POST",
+    "get",
+    "PUT",
+    "DELETE",
+    "HEAD",
+    "OPTIONS",
+    "TRACE",
+    "CONNECT",
+    "PRI",
+    "G\x00T",
+    "POST POST",
+    "",
+    "X" * 1000,
+]
 ODD_HEADERS = [
     "X-A: a\x00b", "X-A: a\x01", "X-A: \x7f", "X\x00A: b", "X-A: a\rb", "X-A: a\r\n b",
     "Nonsense", "X A: b", ": empty name", "X-A:" + "v" * 70_000, "Host: localhost\x00evil",
@@ -81,8 +127,12 @@ def read_answers(data: bytes, head_first: bool) -> list[tuple[int, dict[str, str
         head, separator, rest = data.partition(b"\r\n\r\n")
         lines = head.decode("latin-1").split("\r\n")
         parts = lines[0].split(" ", 2)
-        if not separator or len(parts) < 2 or not parts[0].startswith("HTTP/") or not parts[
-                1].isdigit():  # fmt: skip
+        if (
+            not separator
+            or len(parts) < 2
+            or not parts[0].startswith("HTTP/")
+            or not parts[1].isdigit()
+        ):
             answers.append((-1, {}, data[:200]))  # not HTTP: reported as such
             break
         headers = {}
@@ -110,13 +160,14 @@ def exchange(address: tuple[str, int], data: bytes) -> Exchange:
             try:
                 chunk = sock.recv(65536)
             except TimeoutError:
-                return Exchange(read_answers(b"".join(received), head_first),
-                                f"no end of the answers {WAIT} s after the request ended",
-                                head_first)
+                return Exchange(
+                    read_answers(b"".join(received), head_first),
+                    f"no end of the answers {WAIT} s after the request ended",
+                    head_first,
+                )
             except OSError as error:  # a reset: keep what came before it
                 problem = "" if received else f"the connection was reset without an answer: {error}"
-                return Exchange(read_answers(b"".join(received), head_first), problem,
-                                head_first)
+                return Exchange(read_answers(b"".join(received), head_first), problem, head_first)
             if not chunk:
                 break
             received.append(chunk)
@@ -163,8 +214,15 @@ def send(target: Target, data: bytes) -> tuple[list[int], list[str]]:
 # ---------------------------------------------------------------------------------------
 
 
-def head(target: Target, method: str = "POST", path: str = "", version: str = "HTTP/1.1",
-         headers: tuple[str, ...] = (), host: bool = True, auth: bool = True) -> bytes:  # fmt: skip
+def head(
+    target: Target,
+    method: str = "POST",
+    path: str = "",
+    version: str = "HTTP/1.1",
+    headers: tuple[str, ...] = (),
+    host: bool = True,
+    auth: bool = True,
+) -> bytes:
     path = path or f"/exec?db={target.database}"
     lines = [f"{method} {path} {version}".rstrip(" ")]
     if host:
@@ -188,38 +246,72 @@ def framing_cases(target: Target) -> dict[str, bytes]:
         "chunked": post(te) + chunk,
         "chunk extension": post(te) + f"{n:x};name=value\r\n".encode() + INSERT + b"\r\n0\r\n\r\n",
         "bare chunk extension": post(te) + f"{n:x};\r\n".encode() + INSERT + b"\r\n0\r\n\r\n",
-        "huge chunk extension": post(te) + f"{n:x};x={'e' * 100_000}\r\n".encode() + INSERT
+        "huge chunk extension": post(te)
+        + f"{n:x};x={'e' * 100_000}\r\n".encode()
+        + INSERT
         + b"\r\n0\r\n\r\n",
-        "chunk extension with control bytes": post(te) + f"{n:x};a=\x01\x7f\r\n".encode()
-        + INSERT + b"\r\n0\r\n\r\n",
+        "chunk extension with control bytes": post(te)
+        + f"{n:x};a=\x01\x7f\r\n".encode()
+        + INSERT
+        + b"\r\n0\r\n\r\n",
         "trailer fields": post(te) + f"{n:x}\r\n".encode() + INSERT + b"\r\n0\r\nX-T: 1\r\n\r\n",
         "LF-only chunks": post(te) + f"{n:x}\n".encode() + INSERT + b"\n0\n\n",
         "chunk without its CRLF": post(te) + f"{n:x}\r\n".encode() + INSERT + b"0\r\n\r\n",
         "no last chunk": post(te) + f"{n:x}\r\n".encode() + INSERT + b"\r\n",
         "chunk longer than its data": post(te) + f"{n + 50:x}\r\n".encode() + INSERT + b"\r\n",
-        "chunk shorter than its data": post(te) + f"{n - 5:x}\r\n".encode() + INSERT
+        "chunk shorter than its data": post(te)
+        + f"{n - 5:x}\r\n".encode()
+        + INSERT
         + b"\r\n0\r\n\r\n",
     }
     for size in ["zz", "-1", "+1d", " 1d", "0x1d", "1d ", "f" * 20, "", "1" * 5000, "\u00b2"]:
-        cases[f"chunk size {size[:20]!r}"] = post(te) + f"{size}\r\n".encode() + INSERT \
-            + b"\r\n0\r\n\r\n"  # fmt: skip
-    for value in ["chunked, chunked", "gzip, chunked", "chunked, gzip", "identity", "gzip", "x",
-                  "Chunked", " chunked", "chunked\x0b", "chunked;q=1", ""]:  # fmt: skip
+        cases[f"chunk size {size[:20]!r}"] = (
+            post(te) + f"{size}\r\n".encode() + INSERT + b"\r\n0\r\n\r\n"
+        )
+    for value in [
+        "chunked, chunked",
+        "gzip, chunked",
+        "chunked, gzip",
+        "identity",
+        "gzip",
+        "x",
+        "Chunked",
+        " chunked",
+        "chunked\x0b",
+        "chunked;q=1",
+        "",
+    ]:
         cases[f"Transfer-Encoding {value!r}"] = post(f"Transfer-Encoding: {value}") + chunk
     cases["two Transfer-Encoding headers"] = post(te, "Transfer-Encoding: gzip") + chunk
     cases["Transfer-Encoding and Content-Length"] = post(te, f"Content-Length: {n}") + chunk
-    cases["Transfer-Encoding with a space before the colon"] = post(
-        "Transfer-Encoding : chunked") + chunk  # fmt: skip
+    cases["Transfer-Encoding with a space before the colon"] = (
+        post("Transfer-Encoding : chunked") + chunk
+    )
     cases["Transfer_Encoding"] = post("Transfer_Encoding: chunked") + chunk
     cases["Transfer-Encoding on HTTP/1.0"] = post(te, version="HTTP/1.0") + chunk
-    for value in [f"{n}, {n}", f"{n},{n + 1}", "-1", f"+{n}", f"0x{n:x}", f" {n} ", f"{n}abc",
-                  "99999999999999999999", "", "1e2", "\u0662\u0669", "9" * 5000, str(n + 10),
-                  str(n - 5)]:  # fmt: skip
+    for value in [
+        f"{n}, {n}",
+        f"{n},{n + 1}",
+        "-1",
+        f"+{n}",
+        f"0x{n:x}",
+        f" {n} ",
+        f"{n}abc",
+        "99999999999999999999",
+        "",
+        "1e2",
+        "\u0662\u0669",
+        "9" * 5000,
+        str(n + 10),
+        str(n - 5),
+    ]:
         cases[f"Content-Length {value[:20]!r}"] = post(f"Content-Length: {value}") + INSERT
-    cases["two equal Content-Length"] = post(f"Content-Length: {n}", f"Content-Length: {n}") \
-        + INSERT  # fmt: skip
-    cases["two different Content-Length"] = post(f"Content-Length: {n}",
-                                                 f"Content-Length: {n - 5}") + INSERT
+    cases["two equal Content-Length"] = (
+        post(f"Content-Length: {n}", f"Content-Length: {n}") + INSERT
+    )
+    cases["two different Content-Length"] = (
+        post(f"Content-Length: {n}", f"Content-Length: {n - 5}") + INSERT
+    )
     cases["a body without a length"] = post() + INSERT
     cases["HTTP/0.9"] = b"GET /health\r\n"
     cases["HTTP/0.9 with a body"] = b"POST /exec\r\n\r\n" + INSERT
@@ -231,10 +323,12 @@ def framing_cases(target: Target) -> dict[str, bytes]:
     cases["two Host"] = post(f"Content-Length: {n}", "Host: other") + INSERT
     for header in ODD_HEADERS:
         cases[f"header {header[:30]!r}"] = post(f"Content-Length: {n}", header) + INSERT
-    cases["200 headers"] = post(f"Content-Length: {n}", *[f"X-{i}: {i}" for i in range(200)]) \
-        + INSERT  # fmt: skip
-    cases["a 300 KB head"] = post(f"Content-Length: {n}", *[f"X-{i}: {'h' * 1000}"
-                                                             for i in range(300)]) + INSERT
+    cases["200 headers"] = (
+        post(f"Content-Length: {n}", *[f"X-{i}: {i}" for i in range(200)]) + INSERT
+    )
+    cases["a 300 KB head"] = (
+        post(f"Content-Length: {n}", *[f"X-{i}: {'h' * 1000}" for i in range(300)]) + INSERT
+    )
     cases["a 70,000-byte request line"] = head(target, path="/exec?query=" + "1" * 70_000)
     cases["a bare CR line end"] = head(target).replace(b"\r\n", b"\r", 1)
     cases["a request line of spaces"] = b"   \r\n\r\n"
@@ -256,8 +350,9 @@ def parameter_cases(target: Target) -> dict[str, bytes]:
                 method = "POST" if path == "/write" else "GET"
                 body = b"t id=7i\n" if path == "/write" else b""
                 extra = (f"Content-Length: {len(body)}",) if body else ()
-                cases[f"{path} {name}={number[:12]!r}"] = head(
-                    target, method, f"{path}?{query}", headers=extra) + body  # fmt: skip
+                cases[f"{path} {name}={number[:12]!r}"] = (
+                    head(target, method, f"{path}?{query}", headers=extra) + body
+                )
     for raw in ["%ff%fe", "%c0%af", "%ed%a0%80", "\xff", "%00", "%e2%82"]:
         cases[f"bad UTF-8 {raw!r} in SQL"] = head(target, "GET", f"/exec?db={db}&query={raw}")
         cases[f"bad UTF-8 {raw!r} in db"] = head(target, "GET", f"/exec?db={raw}&query=SELECT+1")
@@ -266,11 +361,18 @@ def parameter_cases(target: Target) -> dict[str, bytes]:
     cases["bad UTF-8 body"] = head(target, headers=(f"Content-Length: {len(bad)}",)) + bad
     cases["unknown parameter"] = head(target, "GET", f"/exec?db={db}&query=SELECT+1&nope=1")
     cases["repeated parameter"] = head(target, "GET", f"/exec?db={db}&db={db}&query=SELECT+1")
-    cases["1,000 parameters"] = head(target, "GET", f"/exec?db={db}&" + "&".join(
-        f"p{i}=1" for i in range(1000)))  # fmt: skip
-    cases["SQL in the query and the body"] = head(
-        target, "POST", f"/exec?db={db}&query=SELECT+1", headers=(f"Content-Length: {len(INSERT)}",)
-    ) + INSERT
+    cases["1,000 parameters"] = head(
+        target, "GET", f"/exec?db={db}&" + "&".join(f"p{i}=1" for i in range(1000))
+    )
+    cases["SQL in the query and the body"] = (
+        head(
+            target,
+            "POST",
+            f"/exec?db={db}&query=SELECT+1",
+            headers=(f"Content-Length: {len(INSERT)}",),
+        )
+        + INSERT
+    )
     return cases
 
 
@@ -283,11 +385,32 @@ def parameter_cases(target: Target) -> dict[str, bytes]:
 def raw_requests(draw: st.DrawFn, target: Target) -> bytes:
     """A request assembled from hostile pieces: method, target, version, headers, framing."""
     path = draw(st.sampled_from(PATHS))
-    params = draw(st.lists(st.tuples(
-        st.sampled_from(["db", "query", "table", "from", "limit", "wait", "format", "id",
-                         "precision", "symbol", "column", "nope", "", "\xff"]),
-        st.sampled_from([target.database, "t", "SELECT * FROM t", "csv", "json", *NUMBERS]),
-    ), max_size=4))  # fmt: skip
+    params = draw(
+        st.lists(
+            st.tuples(
+                st.sampled_from(
+                    [
+                        "db",
+                        "query",
+                        "table",
+                        "from",
+                        "limit",
+                        "wait",
+                        "format",
+                        "id",
+                        "precision",
+                        "symbol",
+                        "column",
+                        "nope",
+                        "",
+                        "\xff",
+                    ]
+                ),
+                st.sampled_from([target.database, "t", "SELECT * FROM t", "csv", "json", *NUMBERS]),
+            ),
+            max_size=4,
+        )
+    )
     if params and "?" not in path and path.startswith("/"):
         path += "?" + "&".join(f"{quote(k, safe='%')}={quote(v, safe='%')}" for k, v in params)
     version = draw(st.sampled_from(["HTTP/1.1"] * 6 + VERSIONS))
@@ -301,14 +424,26 @@ def raw_requests(draw: st.DrawFn, target: Target) -> bytes:
     elif framing == "wrong":
         headers.append(f"Content-Length: {draw(st.sampled_from(NUMBERS[:8] + [str(n + 3)]))}")
     elif framing in ("chunked", "both"):
-        headers.append("Transfer-Encoding: " + draw(st.sampled_from(["chunked", "gzip, chunked",
-                                                                     "chunked, gzip"])))
+        headers.append(
+            "Transfer-Encoding: "
+            + draw(st.sampled_from(["chunked", "gzip, chunked", "chunked, gzip"]))
+        )
         if framing == "both":
             headers.append(f"Content-Length: {n}")
         size = draw(st.sampled_from([f"{n:x}", f"{n:x};e=1", "zz", f"{n + 2:x}", "1" * 30]))
         body = f"{size}\r\n".encode() + body + b"\r\n0\r\n\r\n"
-    return head(target, method, path, version, tuple(headers), host=draw(st.booleans() | st.just(
-        True)), auth=draw(st.booleans() | st.just(True))) + body  # fmt: skip
+    return (
+        head(
+            target,
+            method,
+            path,
+            version,
+            tuple(headers),
+            host=draw(st.booleans() | st.just(True)),
+            auth=draw(st.booleans() | st.just(True)),
+        )
+        + body
+    )
 
 
 # ---------------------------------------------------------------------------------------
@@ -334,8 +469,13 @@ def test_every_hostile_request_gets_a_clear_answer(target: Target, cases) -> Non
 
 
 def test_generated_hostile_requests(target: Target) -> None:
-    @settings(max_examples=EXAMPLES, deadline=None, database=None, derandomize=True,
-              suppress_health_check=list(HealthCheck))  # fmt: skip
+    @settings(
+        max_examples=EXAMPLES,
+        deadline=None,
+        database=None,
+        derandomize=True,
+        suppress_health_check=list(HealthCheck),
+    )
     @given(data=raw_requests(target))
     def check(data: bytes) -> None:
         statuses, problems = send(target, data)

@@ -75,15 +75,19 @@ def test_a_key_conflict_at_install_imports_nothing(server: Server, db: str):
 
 
 def test_an_import_into_a_dedup_table_keeps_the_last_row_of_a_key(server: Server, db: str):
-    server.sql("CREATE TABLE d (ts TIMESTAMP, s SYMBOL, v DOUBLE) TIMESERIES(ts)"
-               " DEDUP KEY(ts, s)", db)  # fmt: skip
+    server.sql(
+        "CREATE TABLE d (ts TIMESTAMP, s SYMBOL, v DOUBLE) TIMESERIES(ts) DEDUP KEY(ts, s)", db
+    )
     server.sql("INSERT INTO d VALUES ('2026-01-01T00:00:00Z', 'A', 0.5)", db)
-    body = (b"ts,s,v\n2026-01-01T00:00:00Z,A,1.5\n2026-01-01T00:00:01Z,A,2.5\n"
-            b"2026-01-01T00:00:01Z,A,3.5\n")  # fmt: skip
+    body = (
+        b"ts,s,v\n2026-01-01T00:00:00Z,A,1.5\n2026-01-01T00:00:01Z,A,2.5\n"
+        b"2026-01-01T00:00:01Z,A,3.5\n"
+    )
     response = server.post("/imp", params={"table": "d", "db": db}, data=body)
     assert response.status_code == 200, response.text
     assert server.rows("SELECT ts, v FROM d ORDER BY ts", db) == [
-        ["2026-01-01T00:00:00.000Z", 1.5], ["2026-01-01T00:00:01.000Z", 3.5],
+        ["2026-01-01T00:00:00.000Z", 1.5],
+        ["2026-01-01T00:00:01.000Z", 3.5],
     ]
 
 
@@ -215,8 +219,9 @@ def test_a_large_import_is_streamed_in_bounded_memory(fresh: Server):
 def test_a_bad_row_late_in_a_large_import_imports_nothing(server: Server, db: str):
     server.sql("CREATE TABLE big (id BIGINT, ts TIMESTAMP, name SYMBOL, price DOUBLE)", db)
     rows = 3 * csvimport.BATCH_ROWS
-    response = server.post("/imp", params={"table": "big", "db": db},
-                           data=_csv(rows, bad_at=rows - 2), timeout=120)  # fmt: skip
+    response = server.post(
+        "/imp", params={"table": "big", "db": db}, data=_csv(rows, bad_at=rows - 2), timeout=120
+    )
     assert response.status_code == 400, response.text
     assert f"line {rows}" in response.json()["error"]  # the header is line 1
     assert server.rows("SELECT count(*) FROM big", db) == [[0]]

@@ -29,11 +29,13 @@ def stream() -> Iterator[io.StringIO]:
 
 
 # The fixture's stream is emptied at the start of each example.
-@settings(max_examples=25, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(st.lists(st.lists(st.text(alphabet="abcxyz", max_size=8), max_size=30), max_size=4))
-def test_every_line_is_written_once_in_each_threads_order(stream: io.StringIO,
-                                                         lines: list[list[str]]) -> None:
+def test_every_line_is_written_once_in_each_threads_order(
+    stream: io.StringIO, lines: list[list[str]]
+) -> None:
     stream.seek(0)
     stream.truncate()
     log = logging.getLogger("refimpl.test")
@@ -46,8 +48,9 @@ def test_every_line_is_written_once_in_each_threads_order(stream: io.StringIO,
 
     with queued_log():
         assert root.handlers != before  # records go to the queue now
-        threads = [threading.Thread(target=write, args=(n,), name=f"t{n}")
-                   for n in range(len(lines))]
+        threads = [
+            threading.Thread(target=write, args=(n,), name=f"t{n}") for n in range(len(lines))
+        ]
         for thread in threads:
             thread.start()
         for thread in threads:
@@ -87,8 +90,9 @@ class _Line:
         self.text = text
 
     def record(self) -> logging.LogRecord:
-        return logging.makeLogRecord({"msg": self.text, "levelno": logging.INFO,
-                                      "levelname": "INFO", "threadName": "later"})  # fmt: skip
+        return logging.makeLogRecord(
+            {"msg": self.text, "levelno": logging.INFO, "levelname": "INFO", "threadName": "later"}
+        )
 
 
 def test_lines_queued_as_fields_keep_their_place_among_records(stream: io.StringIO) -> None:

@@ -55,9 +55,15 @@ def test_every_way_in_is_refused_whole_past_the_limit(limited: Server) -> None:
     _refused(limited.exec(f"INSERT INTO t VALUES {values}"))
     _refused(limited.exec(f"UPDATE t SET s = '{'u' * 2000}'"))
     _refused(limited.post("/imp", params={"table": "t"}, data=_csv(5000, BIG)))
-    _refused(limited.post("/exec", params={"query": "COPY t FROM STDIN WITH (FORMAT csv, HEADER)"},
-                          data=_csv(9000, BIG), headers={"Content-Type": "text/csv"}))
-    lines = "\n".join(f"t id={i}i,s=\"{'w' * 200}\"" for i in range(20000, 20000 + BIG))
+    _refused(
+        limited.post(
+            "/exec",
+            params={"query": "COPY t FROM STDIN WITH (FORMAT csv, HEADER)"},
+            data=_csv(9000, BIG),
+            headers={"Content-Type": "text/csv"},
+        )
+    )
+    lines = "\n".join(f't id={i}i,s="{"w" * 200}"' for i in range(20000, 20000 + BIG))
     _refused(limited.post("/write", data=lines.encode()))
     _refused(limited.exec(f"BEGIN; INSERT INTO t VALUES {values}; COMMIT"))
 

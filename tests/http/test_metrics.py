@@ -50,16 +50,21 @@ def test_commits_fsyncs_requests_and_log_are_counted(server: Server, db: str) ->
     assert value(after, "kdb_log_segments", database=db) >= 1
     assert value(after, "kdb_log_bytes", database=db) > 0
     assert value(after, "kdb_durable_lsn", database=db) == 4
-    buckets = [s for s in after["kdb_commit_duration_seconds"]
-               if s.name.endswith("_bucket") and s.labels["database"] == db]  # fmt: skip
+    buckets = [
+        s
+        for s in after["kdb_commit_duration_seconds"]
+        if s.name.endswith("_bucket") and s.labels["database"] == db
+    ]
     assert buckets[-1].labels["le"] == "+Inf" and buckets[-1].value == 4
 
     def exec_count(families: dict[str, list]) -> float:
         return sum(
-            s.value for s in families.get("kdb_http_requests", [])
-            if s.name == "kdb_http_requests_total" and s.labels["route"] == "/exec"
+            s.value
+            for s in families.get("kdb_http_requests", [])
+            if s.name == "kdb_http_requests_total"
+            and s.labels["route"] == "/exec"
             and s.labels["status"] == "200"
-        )  # fmt: skip
+        )
 
     assert exec_count(after) - exec_count(before) == 6
     assert value(after, "kdb_http_request_duration_seconds_count", route="/exec") >= 6
@@ -84,8 +89,9 @@ def test_errors_and_unknown_paths_are_counted_by_bounded_labels(server: Server) 
     families = scrape(server)
     routes = {s.labels["route"] for s in families["kdb_http_requests"]}
     assert "unmatched" in routes and not any("12345" in r for r in routes)
-    assert value(families, "kdb_http_requests_total", route="/exec", status="400",
-                 method="POST") >= 1  # fmt: skip
+    assert (
+        value(families, "kdb_http_requests_total", route="/exec", status="400", method="POST") >= 1
+    )
 
 
 def test_a_waiting_reader_is_seen(server: Server, db: str) -> None:
@@ -94,8 +100,11 @@ def test_a_waiting_reader_is_seen(server: Server, db: str) -> None:
     server.sql("CREATE TABLE t (id INT PRIMARY KEY)", db)
     asked = {"db": db, "table": "t", "format": "json"}
     lsn = server.get("/api/changes", params=asked).json()["next"]
-    waiting = threading.Thread(target=server.get, args=("/api/changes",), kwargs={
-        "params": {**asked, "from": lsn, "wait": 5000}})  # fmt: skip
+    waiting = threading.Thread(
+        target=server.get,
+        args=("/api/changes",),
+        kwargs={"params": {**asked, "from": lsn, "wait": 5000}},
+    )
     waiting.start()
     try:
         seen = 0.0
@@ -147,9 +156,17 @@ def test_an_open_event_stream_is_counted(server: Server, db: str) -> None:
 
 
 @settings(max_examples=30, deadline=None)
-@given(st.lists(st.tuples(st.sampled_from(["/exec", "/api/rev"]), st.sampled_from([200, 400]),
-                          st.floats(0, 40, allow_nan=False)), max_size=600),
-       st.integers(1, 4))  # fmt: skip
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["/exec", "/api/rev"]),
+            st.sampled_from([200, 400]),
+            st.floats(0, 40, allow_nan=False),
+        ),
+        max_size=600,
+    ),
+    st.integers(1, 4),
+)
 def test_every_request_is_counted_once_in_its_bucket(
     requests: list[tuple[str, int, float]], threads: int
 ) -> None:
@@ -169,8 +186,11 @@ def test_every_request_is_counted_once_in_its_bucket(
     assert by_key == dict(collections.Counter((r, str(s)) for r, s, _ in requests))
     for route in {r for r, _, _ in requests}:
         seconds = [d for r, _, d in requests if r == route]
-        buckets = {s.labels["le"]: s.value for s in latency.samples
-                   if s.name.endswith("_bucket") and s.labels["route"] == route}  # fmt: skip
+        buckets = {
+            s.labels["le"]: s.value
+            for s in latency.samples
+            if s.name.endswith("_bucket") and s.labels["route"] == route
+        }
         assert buckets["+Inf"] == len(seconds)
         for bound in REQUEST_BOUNDS:
             assert buckets[floatToGoString(bound)] == sum(d <= bound for d in seconds)

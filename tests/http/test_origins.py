@@ -84,37 +84,50 @@ def test_a_request_without_host(server: Server):
 def test_a_page_of_another_origin_cannot_use_the_cookie(server: Server, db: str, browser):
     exec_url = f"{server.url}/exec?db={db}"
     refused = [
-        browser.post(exec_url, data=b"DROP TABLE t", headers={"Origin": EVIL,
-                     "Content-Type": "text/plain"}),
+        browser.post(
+            exec_url, data=b"DROP TABLE t", headers={"Origin": EVIL, "Content-Type": "text/plain"}
+        ),
         browser.post(exec_url, data={"query": "DROP TABLE t"}, headers={"Origin": EVIL}),
         browser.post(exec_url, data=b"DROP TABLE t", headers={"Origin": "null"}),
         browser.post(exec_url, data=b"DROP TABLE t", headers={"Referer": EVIL + "/page"}),
         browser.post(exec_url, data=b"DROP TABLE t", headers={"Sec-Fetch-Site": "cross-site"}),
         browser.get(exec_url, params={"query": "SELECT * FROM t"}, headers={"Origin": EVIL}),
-        browser.get(f"{server.url}/api/changes", params={"db": db, "table": "t"},
-                    headers={"Origin": EVIL}),
+        browser.get(
+            f"{server.url}/api/changes", params={"db": db, "table": "t"}, headers={"Origin": EVIL}
+        ),
         # Another port of the same host is another origin.
-        browser.post(exec_url, data=b"DROP TABLE t",
-                     headers={"Origin": "http://127.0.0.1:1", "Sec-Fetch-Site": "same-site"}),
+        browser.post(
+            exec_url,
+            data=b"DROP TABLE t",
+            headers={"Origin": "http://127.0.0.1:1", "Sec-Fetch-Site": "same-site"},
+        ),
     ]
     for response in refused:
         assert response.status_code == 403, response.request.headers
         assert "another origin" in response.json()["error"]
     assert _tables(server, db) == ["t"]
     # The server's own pages, and clients that are not browsers, are let in.
-    own = browser.post(exec_url, data=b"INSERT INTO t VALUES (2)",
-                       headers={"Origin": server.url, "Sec-Fetch-Site": "same-origin"})
+    own = browser.post(
+        exec_url,
+        data=b"INSERT INTO t VALUES (2)",
+        headers={"Origin": server.url, "Sec-Fetch-Site": "same-origin"},
+    )
     assert own.status_code == 200, own.text
     assert browser.post(exec_url, data=b"INSERT INTO t VALUES (3)").status_code == 200
     # A token is never sent by a browser on its own: it is not asked where it comes from.
-    assert server.post("/exec", params={"db": db}, data=b"SELECT 1",
-                       headers={"Origin": EVIL}).status_code == 200
+    assert (
+        server.post(
+            "/exec", params={"db": db}, data=b"SELECT 1", headers={"Origin": EVIL}
+        ).status_code
+        == 200
+    )
     assert server.rows("SELECT count(*) FROM t", db) == [[3]]
 
 
 def test_a_page_of_another_origin_cannot_sign_a_browser_in(server: Server):
-    response = requests.post(server.url + "/api/session", data=server.token,
-                             headers={"Origin": EVIL}, timeout=10)
+    response = requests.post(
+        server.url + "/api/session", data=server.token, headers={"Origin": EVIL}, timeout=10
+    )
     assert response.status_code == 403
     assert "set-cookie" not in response.headers
 
@@ -162,16 +175,36 @@ def test_dev_mode_is_not_open_to_other_sites(dev_server: Server):
     dev_server.sql("CREATE TABLE IF NOT EXISTS kept (id INT)")
     attacks = [
         # DNS rebinding: the page's own name now points at the server.
-        dev_server.post("/exec", data=b"DROP TABLE kept", token=None,
-                        headers={"Host": "evil.example", "Content-Type": "text/plain"}),
-        dev_server.post("/exec", data=b"DROP TABLE kept", token=None,
-                        headers={"Origin": EVIL, "Content-Type": "text/plain"}),
-        dev_server.post("/exec", data={"query": "CREATE TABLE planted (id INT)"}, token=None,
-                        headers={"Origin": EVIL}),
-        dev_server.get("/exec", params={"query": "DROP TABLE kept"}, token=None,
-                       headers={"Sec-Fetch-Site": "cross-site"}),
-        dev_server.get("/exec", params={"query": "DROP TABLE kept"}, token=None,
-                       headers={"Referer": EVIL + "/"}),
+        dev_server.post(
+            "/exec",
+            data=b"DROP TABLE kept",
+            token=None,
+            headers={"Host": "evil.example", "Content-Type": "text/plain"},
+        ),
+        dev_server.post(
+            "/exec",
+            data=b"DROP TABLE kept",
+            token=None,
+            headers={"Origin": EVIL, "Content-Type": "text/plain"},
+        ),
+        dev_server.post(
+            "/exec",
+            data={"query": "CREATE TABLE planted (id INT)"},
+            token=None,
+            headers={"Origin": EVIL},
+        ),
+        dev_server.get(
+            "/exec",
+            params={"query": "DROP TABLE kept"},
+            token=None,
+            headers={"Sec-Fetch-Site": "cross-site"},
+        ),
+        dev_server.get(
+            "/exec",
+            params={"query": "DROP TABLE kept"},
+            token=None,
+            headers={"Referer": EVIL + "/"},
+        ),
     ]
     assert [a.status_code for a in attacks] == [400, 403, 403, 403, 403]
     assert [row[0] for row in dev_server.rows("SHOW TABLES")] == ["kept"]
@@ -187,8 +220,12 @@ def test_behind_tls_the_cookie_is_secure_and_hosts_are_the_configured(tmp_path: 
     running = start_server(data)
     try:
         port = urlsplit(running.url).port
-        opened = requests.post(running.url + "/api/session", data=running.token,
-                               headers={"Host": f"db.example:{port}"}, timeout=10)
+        opened = requests.post(
+            running.url + "/api/session",
+            data=running.token,
+            headers={"Host": f"db.example:{port}"},
+            timeout=10,
+        )
         assert opened.status_code == 200, opened.text
         cookie = opened.headers["Set-Cookie"]
         assert "Secure" in cookie and "HttpOnly" in cookie and "SameSite=Strict" in cookie

@@ -43,8 +43,9 @@ def test_every_stderr_line_is_json(json_server: Server) -> None:
 
 
 def test_a_well_formed_client_id_is_kept_and_logged(json_server: Server) -> None:
-    response = json_server.get("/exec", params={"query": "SELECT 1"},
-                               headers={"X-Request-Id": "client-42.a"})  # fmt: skip
+    response = json_server.get(
+        "/exec", params={"query": "SELECT 1"}, headers={"X-Request-Id": "client-42.a"}
+    )
     assert response.headers["X-Request-Id"] == "client-42.a"
     [line] = log_lines(json_server, "client-42.a")
     assert line["status"] == 200 and line["method"] == "GET" and line["route"] == "/exec"
@@ -62,13 +63,15 @@ def test_a_malformed_client_id_is_replaced(json_server: Server, asked: str) -> N
 def test_parked_answers_carry_their_id(json_server: Server) -> None:
     # A write's answer waits for its flush in the waiting room, and a reader's for a commit.
     json_server.sql("CREATE TABLE IF NOT EXISTS t (id INT PRIMARY KEY)")
-    response = json_server.post("/exec", data=b"INSERT INTO t VALUES (1)",
-                                headers={"X-Request-Id": "write-1"})  # fmt: skip
+    response = json_server.post(
+        "/exec", data=b"INSERT INTO t VALUES (1)", headers={"X-Request-Id": "write-1"}
+    )
     assert response.status_code == 200 and response.headers["X-Request-Id"] == "write-1"
     asked = {"table": "t", "format": "json", "wait": 300}
     lsn = json_server.get("/api/changes", params=asked).json()["next"]
-    waited = json_server.get("/api/changes", params={**asked, "from": lsn},
-                             headers={"X-Request-Id": "reader-1"})  # fmt: skip
+    waited = json_server.get(
+        "/api/changes", params={**asked, "from": lsn}, headers={"X-Request-Id": "reader-1"}
+    )
     assert waited.headers["X-Request-Id"] == "reader-1"
     [line] = log_lines(json_server, "reader-1")
     assert line["status"] == 200 and line["duration_ms"] >= 250
@@ -83,8 +86,9 @@ def test_errors_are_logged_with_their_status(json_server: Server) -> None:
 
 def test_no_token_or_ticket_in_any_line(json_server: Server) -> None:
     secret = "kdb_secret_value_never_logged"
-    response = json_server.get("/api/changes", token=None,
-                               params={"table": "t", "token": secret, "ticket": secret})
+    response = json_server.get(
+        "/api/changes", token=None, params={"table": "t", "token": secret, "ticket": secret}
+    )
     json_server.get("/health", headers={"Authorization": f"Bearer {secret}"})
     [line] = log_lines(json_server, response.headers["X-Request-Id"])
     assert "token=REDACTED" in line["query"] and "ticket=REDACTED" in line["query"]
@@ -110,8 +114,14 @@ def test_an_escaped_name_is_redacted_too() -> None:
     assert redacted_query("%74oken=kdb_x&table=t") == "token=REDACTED&table=t"
 
 
-@given(st.lists(st.tuples(st.sampled_from(["token", "TOKEN", "ticket", "table", "from"]),
-                          st.text(max_size=20)), max_size=6))  # fmt: skip
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["token", "TOKEN", "ticket", "table", "from"]), st.text(max_size=20)
+        ),
+        max_size=6,
+    )
+)
 def test_redaction_leaves_no_secret_value(pairs: list[tuple[str, str]]) -> None:
     from urllib.parse import parse_qsl, urlencode
 

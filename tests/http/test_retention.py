@@ -30,9 +30,7 @@ PAD = "x" * 1500
 
 
 def changes_json(server: Server, db: str, table: str, **params: Any) -> requests.Response:
-    return server.get(
-        "/api/changes", params={"db": db, "table": table, "format": "json", **params}
-    )
+    return server.get("/api/changes", params={"db": db, "table": table, "format": "json", **params})
 
 
 def insert(server: Server, db: str, first: int, count: int = 1) -> None:

@@ -139,12 +139,14 @@ def _poll_during_import(server: Server, db: str, rows: int) -> None:
             assert first.status_code == 200, first.text
             count = server.rows("SELECT count(*) FROM candles WHERE symbol = 'NEPSE'", db)[0][0]
             last = rev(server, db, "NABIL", "NEPSE", timeout=10).json()
-            polls.append((
-                took,
-                first.json()["revs"]["NEPSE"] != start["revs"]["NEPSE"],
-                count,
-                last["revs"]["NEPSE"] != start["revs"]["NEPSE"],
-            ))
+            polls.append(
+                (
+                    took,
+                    first.json()["revs"]["NEPSE"] != start["revs"]["NEPSE"],
+                    count,
+                    last["revs"]["NEPSE"] != start["revs"]["NEPSE"],
+                )
+            )
             assert last["revs"]["NABIL"] == start["revs"]["NABIL"]
             time.sleep(0.01)
     finally:

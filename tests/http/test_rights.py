@@ -90,8 +90,9 @@ def test_writer_grows_line_protocol_tables(server: Server, db: str, people):
         "/write", params={"db": db}, data=b"m,host=c cpu=3.5\n", token=people["reader"]
     )
     assert refused.status_code == 403 and "WRITE" in refused.json()["error"]
-    ddl = server.post("/exec", params={"db": db}, data=b"CREATE TABLE x (id INT)",
-                      token=people["writer"])
+    ddl = server.post(
+        "/exec", params={"db": db}, data=b"CREATE TABLE x (id INT)", token=people["writer"]
+    )
     assert ddl.status_code == 403 and "ADMIN" in ddl.json()["error"]
 
 
@@ -219,23 +220,25 @@ def test_without_a_right_nothing_tells_what_exists(server: Server, db: str, peop
             assert answer(role, method, path, missing, params) == there, (role, path)
     # Past the database's door with a right on one table: every other table is checked
     # before it is looked for.
-    server.sql(f"CREATE TABLE shown (id INT); GRANT SELECT ON shown TO {people['nobody_name']}",
-               db)
+    server.sql(f"CREATE TABLE shown (id INT); GRANT SELECT ON shown TO {people['nobody_name']}", db)
     for method, path, params in tables:
         params = {**params, "db": db}
         there = answer("nobody", method, path, "t", params)
         assert there[0] == 403, (path, there)
         assert answer("nobody", method, path, missing, params) == there, path
     # Those who may read learn what exists.
-    assert server.get("/api/changes", params={"db": db, "table": missing},
-                      token=people["reader"]).status_code == 404
+    assert (
+        server.get(
+            "/api/changes", params={"db": db, "table": missing}, token=people["reader"]
+        ).status_code
+        == 404
+    )
     assert server.exec(f"SELECT * FROM {missing}", db, token=people["reader"]).status_code == 400
     assert server.get("/exec", params={"db": missing, "query": "SELECT 1"}).status_code == 404
     assert server.rows("SELECT count(*) FROM t", db) == [[1]]
 
 
-def test_a_token_a_database_admin_minted_stays_in_that_database(server: Server, db: str,
-                                                                 people):
+def test_a_token_a_database_admin_minted_stays_in_that_database(server: Server, db: str, people):
     other = "t_" + uuid.uuid4().hex[:12]
     server.sql(f"CREATE DATABASE {other}")
     server.sql("CREATE TABLE secret (id INT); INSERT INTO secret VALUES (42)", other)
@@ -248,8 +251,12 @@ def test_a_token_a_database_admin_minted_stays_in_that_database(server: Server, 
     assert refused.status_code == 403 and f"minted in database '{db}'" in refused.json()["error"]
     dropped = server.exec("DROP TABLE secret", other, token=minted)
     assert dropped.status_code == 403
-    assert server.get("/api/changes", params={"db": other, "table": "secret"},
-                      token=minted).status_code == 403
+    assert (
+        server.get(
+            "/api/changes", params={"db": other, "table": "secret"}, token=minted
+        ).status_code
+        == 403
+    )
     assert server.rows("SELECT id FROM secret", other) == [[42]]
     # In its own database it has its user's rights of the moment.
     assert server.exec("SELECT * FROM t", db, token=minted).status_code == 403
@@ -297,18 +304,22 @@ def test_one_user_cannot_push_out_anothers_subscriptions(tmp_path):
             server.sql(f"CREATE USER {name}; GRANT READ ON DATABASE demo TO {name}")
             tokens[name] = server.new_token(name)
         quiet = _subscribe(server, tokens["quiet"], "SUBSCRIBE SELECT id, v FROM s")
-        greedy = [_subscribe(server, tokens["greedy"], f"SUBSCRIBE SELECT id, v FROM s WHERE"
-                             f" v > {-n}") for n in range(20)]
+        greedy = [
+            _subscribe(server, tokens["greedy"], f"SUBSCRIBE SELECT id, v FROM s WHERE v > {-n}")
+            for n in range(20)
+        ]
         assert server.get("/health", token=None).status_code == 200
         # The quiet user's subscription is still there (asked again: the same id answers).
         again = _subscribe(server, tokens["quiet"], "SUBSCRIBE SELECT id, v FROM s", quiet)
         assert again == quiet
         # Of the greedy user's, only the last 3 are kept; the first asks for a new snapshot.
-        last = _subscribe(server, tokens["greedy"], "SUBSCRIBE SELECT id, v FROM s WHERE v > -19",
-                          greedy[-1])
+        last = _subscribe(
+            server, tokens["greedy"], "SUBSCRIBE SELECT id, v FROM s WHERE v > -19", greedy[-1]
+        )
         assert last == greedy[-1]
-        first = _subscribe(server, tokens["greedy"], "SUBSCRIBE SELECT id, v FROM s WHERE v > 0",
-                           greedy[0])
+        first = _subscribe(
+            server, tokens["greedy"], "SUBSCRIBE SELECT id, v FROM s WHERE v > 0", greedy[0]
+        )
         assert first != greedy[0]
         stats = server.get("/api/stats").json()
         assert stats  # the server answers on

@@ -73,8 +73,13 @@ def test_negative_cases_conform(server: Server, api) -> None:
 def test_anonymous_cases_conform(server: Server, api) -> None:
     strategy = api.as_strategy()
 
-    @settings(max_examples=40, deadline=None, database=None, derandomize=True,
-              suppress_health_check=list(HealthCheck))  # fmt: skip
+    @settings(
+        max_examples=40,
+        deadline=None,
+        database=None,
+        derandomize=True,
+        suppress_health_check=list(HealthCheck),
+    )
     @given(data=st.data())
     def check(data: st.DataObject) -> None:
         case = data.draw(strategy)

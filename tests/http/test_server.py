@@ -40,8 +40,9 @@ def test_stalled_bodies_and_heads_do_not_stop_the_server(few_threads: Server, tm
     for n in range(4):
         conn = _connect(few_threads)
         if n % 2:
-            conn.sendall(b"POST /exec HTTP/1.1\r\nHost: localhost\r\nContent-Length: 100\r\n\r\n"
-                         b"SELECT")  # fmt: skip
+            conn.sendall(
+                b"POST /exec HTTP/1.1\r\nHost: localhost\r\nContent-Length: 100\r\n\r\nSELECT"
+            )
         else:
             conn.sendall(b"GET /health HTTP/1.1\r\nHost: localhost\r\nX-Half: ")
         stalled.append(conn)
@@ -66,8 +67,13 @@ def _answer(conn: socket.socket, buffered: bytearray | None = None) -> bytes:
         data += conn.recv(65536)
     end = data.index(b"\r\n\r\n")
     head = bytes(data[:end])
-    length = int(next(line.split(b":")[1] for line in head.split(b"\r\n")
-                      if line.lower().startswith(b"content-length")))
+    length = int(
+        next(
+            line.split(b":")[1]
+            for line in head.split(b"\r\n")
+            if line.lower().startswith(b"content-length")
+        )
+    )
     while len(data) < end + 4 + length:
         data += conn.recv(65536)
     body = bytes(data[end + 4 : end + 4 + length])
@@ -77,9 +83,11 @@ def _answer(conn: socket.socket, buffered: bytearray | None = None) -> bytes:
 
 def test_requests_that_arrive_in_pieces_are_answered_whole(few_threads: Server):
     sql = b"SELECT 40 + 2 AS answer"
-    head = (f"POST /exec HTTP/1.1\r\nHost: localhost\r\n"
-            f"Authorization: Bearer {few_threads.token}\r\n"
-            f"Content-Type: text/plain\r\nContent-Length: {len(sql)}\r\n\r\n").encode()
+    head = (
+        f"POST /exec HTTP/1.1\r\nHost: localhost\r\n"
+        f"Authorization: Bearer {few_threads.token}\r\n"
+        f"Content-Type: text/plain\r\nContent-Length: {len(sql)}\r\n\r\n"
+    ).encode()
     with _connect(few_threads) as conn:
         for pieces in ([head[:7], head[7:], sql[:5], sql[5:]], [head + sql[:3], sql[3:]]):
             for piece in pieces:

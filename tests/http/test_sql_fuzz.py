@@ -53,8 +53,25 @@ FIXTURE = (
 TABLES = ["t", "k", "scratch1", "scratch2", "nope"]
 COLUMNS = [*TABLE_COLUMNS, "nope", "c1"]
 USERS = ["fuzz_u1", "fuzz_u2", "admin"]  # admin: statements about it must be refused or harmless
-FUNCTIONS = ["length", "lower", "upper", "coalesce", "abs", "round", "now", "date_trunc",
-             "kdb_rev", "count", "sum", "avg", "min", "max", "first", "last", "nope"]  # fmt: skip
+FUNCTIONS = [
+    "length",
+    "lower",
+    "upper",
+    "coalesce",
+    "abs",
+    "round",
+    "now",
+    "date_trunc",
+    "kdb_rev",
+    "count",
+    "sum",
+    "avg",
+    "min",
+    "max",
+    "first",
+    "last",
+    "nope",
+]
 
 INT_EDGES = [
     0, 1, -1, 2**31 - 1, 2**31, -(2**31), -(2**31) - 1, 2**63 - 1, 2**63, -(2**63),
@@ -101,13 +118,21 @@ def _extend(inner: st.SearchStrategy[ast.Expr]) -> st.SearchStrategy[ast.Expr]:
         st.builds(ast.InList, inner, some, st.booleans()),
         st.builds(ast.Between, inner, inner, inner, st.booleans()),
         st.builds(ast.Like, inner, inner, st.booleans()),
-        st.builds(ast.Case, st.none() | inner,
-                  st.lists(st.tuples(inner, inner), min_size=1, max_size=2).map(tuple),
-                  st.none() | inner),  # fmt: skip
+        st.builds(
+            ast.Case,
+            st.none() | inner,
+            st.lists(st.tuples(inner, inner), min_size=1, max_size=2).map(tuple),
+            st.none() | inner,
+        ),
         st.builds(ast.Cast, inner, st.sampled_from(ast.TYPES)),
         st.builds(ast.FuncCall, st.sampled_from(FUNCTIONS), st.lists(inner, max_size=3).map(tuple)),
-        st.builds(ast.FuncCall, st.sampled_from(["count", "nope"]), st.just(()), st.just(False),
-                  st.just(True)),  # fmt: skip
+        st.builds(
+            ast.FuncCall,
+            st.sampled_from(["count", "nope"]),
+            st.just(()),
+            st.just(False),
+            st.just(True),
+        ),
         st.builds(ast.FuncCall, st.sampled_from(["count", "sum", "min"]), some, st.just(True)),
     )
 
@@ -120,33 +145,42 @@ _optional = st.none() | expressions
 def selects(draw: st.DrawFn) -> ast.Select:
     source = draw(
         st.sampled_from(TABLES).map(ast.TableSource)
-        | st.builds(ast.FunctionSource, st.sampled_from(["changes", "nope"]),
-                    st.lists(literals | st.just(ast.Literal("t", "STRING")), max_size=3)
-                    .map(tuple))  # fmt: skip
+        | st.builds(
+            ast.FunctionSource,
+            st.sampled_from(["changes", "nope"]),
+            st.lists(literals | st.just(ast.Literal("t", "STRING")), max_size=3).map(tuple),
+        )
         | st.none()
     )
     items = st.builds(ast.SelectItem, expressions, st.none() | st.sampled_from(["x", "id"]))
     limit = draw(_optional)
     return ast.Select(
-        items=draw(st.lists(items | st.just(ast.SelectItem(ast.Star())), min_size=1, max_size=3)
-                   .map(tuple)),  # fmt: skip
+        items=draw(
+            st.lists(items | st.just(ast.SelectItem(ast.Star())), min_size=1, max_size=3).map(tuple)
+        ),
         source=source,
         where=draw(_optional),
         group_by=draw(st.lists(expressions, max_size=2).map(tuple)),
         having=draw(_optional),
-        order_by=draw(st.lists(st.builds(ast.OrderItem, expressions, st.booleans(),
-                                         st.none() | st.booleans()), max_size=2).map(tuple)),
+        order_by=draw(
+            st.lists(
+                st.builds(ast.OrderItem, expressions, st.booleans(), st.none() | st.booleans()),
+                max_size=2,
+            ).map(tuple)
+        ),
         limit=limit,
         offset=draw(_optional) if limit is not None else None,
         distinct=draw(st.booleans()),
-    )  # fmt: skip
+    )
 
 
 @st.composite
 def inserts(draw: st.DrawFn) -> ast.Insert:
     table = draw(st.sampled_from(["t", "t", "k", "nope"]))
-    names = draw(st.none() | st.lists(st.sampled_from(COLUMNS), min_size=1, max_size=4,
-                                      unique=True).map(tuple))  # fmt: skip
+    names = draw(
+        st.none()
+        | st.lists(st.sampled_from(COLUMNS), min_size=1, max_size=4, unique=True).map(tuple)
+    )
     width = len(names) if names else draw(st.sampled_from([3, 7]))
     # Mostly as many values as columns, sometimes one too many or too few.
     width = max(1, width + draw(st.sampled_from([0, 0, 0, 0, 1, -1])))
@@ -166,44 +200,86 @@ def statements() -> st.SearchStrategy[ast.Statement]:
     access (the fuzz needs both), though statements about them that must fail are made."""
     other_databases = st.sampled_from(["fuzz_other", "demo", "nope"])
     return st.one_of(
-        selects(), selects(), inserts(), inserts(),
-        st.builds(ast.Update, st.sampled_from(["t", "k"]),
-                  st.lists(st.tuples(st.sampled_from(COLUMNS), expressions), min_size=1,
-                           max_size=2).map(tuple), _optional),
+        selects(),
+        selects(),
+        inserts(),
+        inserts(),
+        st.builds(
+            ast.Update,
+            st.sampled_from(["t", "k"]),
+            st.lists(st.tuples(st.sampled_from(COLUMNS), expressions), min_size=1, max_size=2).map(
+                tuple
+            ),
+            _optional,
+        ),
         st.builds(ast.Delete, st.sampled_from(["t", "k"]), expressions),
         st.builds(ast.Subscribe, selects()),
-        st.builds(ast.CreateTable, scratch, st.lists(column_defs, min_size=1, max_size=3)
-                  .map(tuple), st.booleans()),
+        st.builds(
+            ast.CreateTable,
+            scratch,
+            st.lists(column_defs, min_size=1, max_size=3).map(tuple),
+            st.booleans(),
+        ),
         st.builds(ast.DropTable, scratch, st.booleans()),
         st.builds(ast.Truncate, scratch),
         st.builds(ast.AddColumn, st.sampled_from(["t", "scratch1"]), column_defs),
-        st.builds(ast.DropColumn, st.sampled_from(["t", "scratch1"]),
-                  st.sampled_from(["c1", "nope"])),
-        st.builds(ast.DropPartitionList, st.just("k"),
-                  st.lists(st.sampled_from(["2026-01-01", "0001-01-01", "9999-12-31", "x", ""]),
-                           min_size=1, max_size=2).map(tuple)),
+        st.builds(
+            ast.DropColumn, st.sampled_from(["t", "scratch1"]), st.sampled_from(["c1", "nope"])
+        ),
+        st.builds(
+            ast.DropPartitionList,
+            st.just("k"),
+            st.lists(
+                st.sampled_from(["2026-01-01", "0001-01-01", "9999-12-31", "x", ""]),
+                min_size=1,
+                max_size=2,
+            ).map(tuple),
+        ),
         st.builds(ast.DropPartitionWhere, st.just("k"), expressions),
         st.builds(ast.CreateDatabase, st.just("fuzz_other"), st.booleans()),
         st.builds(ast.DropDatabase, st.sampled_from(["fuzz_other", "nope"]), st.just(True)),
-        st.builds(ast.AlterDatabaseSet, other_databases, st.sampled_from(["wal_archive", "nope"]),
-                  st.sampled_from(["2GB", "0", "-1", "1TB", "99999999999999999999GB", "x", ""])),
-        st.sampled_from([ast.Begin(), ast.Commit(), ast.Rollback(), ast.Checkpoint(),
-                         ast.ShowTables(), ast.ShowUsers()]),
+        st.builds(
+            ast.AlterDatabaseSet,
+            other_databases,
+            st.sampled_from(["wal_archive", "nope"]),
+            st.sampled_from(["2GB", "0", "-1", "1TB", "99999999999999999999GB", "x", ""]),
+        ),
+        st.sampled_from(
+            [
+                ast.Begin(),
+                ast.Commit(),
+                ast.Rollback(),
+                ast.Checkpoint(),
+                ast.ShowTables(),
+                ast.ShowUsers(),
+            ]
+        ),
         st.builds(ast.ShowColumns, st.sampled_from(TABLES)),
         st.builds(ast.ShowCreateTable, st.sampled_from(TABLES)),
         st.builds(ast.ShowGrants, users),
         st.builds(ast.CreateUser, users, st.booleans()),
         st.builds(ast.DropUser, st.sampled_from(USERS[:2]), st.booleans()),
-        st.builds(ast.CreateToken, users, st.none() | st.sampled_from(["30d", "0s", "-1d", "x",
-                                                                         "99999999999d"])),
+        st.builds(
+            ast.CreateToken,
+            users,
+            st.none() | st.sampled_from(["30d", "0s", "-1d", "x", "99999999999d"]),
+        ),
         st.builds(ast.DropToken, st.none(), st.sampled_from(USERS[:2])),
-        st.builds(ast.GrantRole, st.sampled_from(["READ", "WRITE"]), other_databases,
-                  st.sampled_from(USERS[:2])),
-        st.builds(ast.RevokeRole, st.sampled_from(["READ", "WRITE", "ADMIN"]), other_databases,
-                  st.sampled_from(USERS[:2])),
+        st.builds(
+            ast.GrantRole,
+            st.sampled_from(["READ", "WRITE"]),
+            other_databases,
+            st.sampled_from(USERS[:2]),
+        ),
+        st.builds(
+            ast.RevokeRole,
+            st.sampled_from(["READ", "WRITE", "ADMIN"]),
+            other_databases,
+            st.sampled_from(USERS[:2]),
+        ),
         st.builds(ast.GrantSelect, st.sampled_from(TABLES), st.sampled_from(USERS[:2])),
         st.builds(ast.RevokeSelect, st.sampled_from(TABLES), st.sampled_from(USERS[:2])),
-    )  # fmt: skip
+    )
 
 
 def printed() -> st.SearchStrategy[str]:
@@ -310,35 +386,80 @@ _TYPED_EDGES = (
     + [f"INSERT INTO t (ts) VALUES ('{v}')" for v in TIME_EDGES]
     + [f"INSERT INTO k VALUES (9, '{v}', 1)" for v in TIME_EDGES]
     + [f"INSERT INTO t (ts) VALUES ({v})" for v in INT_EDGES]
-    + [f"SELECT CAST({v} AS TIMESTAMP)" for v in [2**63 - 1, -(2**63), 253402300800000000,
-                                                  -62135596800000001]]
+    + [
+        f"SELECT CAST({v} AS TIMESTAMP)"
+        for v in [2**63 - 1, -(2**63), 253402300800000000, -62135596800000001]
+    ]
     + [f"SELECT CAST('{v}' AS TIMESTAMP)" for v in TIME_EDGES]
-    + [f"SELECT date_trunc('{u}', CAST('{v}' AS TIMESTAMP))" for u in ["year", "week", "month"]
-       for v in ["0001-01-01T00:00:00Z", "9999-12-31T23:59:59.999999Z"]]
+    + [
+        f"SELECT date_trunc('{u}', CAST('{v}' AS TIMESTAMP))"
+        for u in ["year", "week", "month"]
+        for v in ["0001-01-01T00:00:00Z", "9999-12-31T23:59:59.999999Z"]
+    ]
     + [f"SELECT CAST('{v}' AS TIMESTAMP) + {d}" for v in TIME_EDGES[:5] for d in [1, -1, 2**62]]
-    + [f"SELECT {a} {op} {b}" for a in ["9223372036854775807", "-9223372036854775808", "2147483647"]
-       for op in ["+", "*", "-", "/", "%"] for b in ["1", "-1", "0", "2"]]
+    + [
+        f"SELECT {a} {op} {b}"
+        for a in ["9223372036854775807", "-9223372036854775808", "2147483647"]
+        for op in ["+", "*", "-", "/", "%"]
+        for b in ["1", "-1", "0", "2"]
+    ]
     + [f"SELECT abs({v})" for v in ["-9223372036854775808", "-2147483648"]]
-    + [f"SELECT round({v}, {d})" for v in ["1e308", "CAST('NaN' AS DOUBLE)", "1"]
-       for d in ["-400", "400", "99999999999999999999", "-1"]]
-    + [f"SELECT CAST(CAST('{v}' AS DOUBLE) AS {t})" for v in ["NaN", "inf", "1e300"]
-       for t in ["INT", "BIGINT", "TIMESTAMP", "STRING", "BOOLEAN"]]
-    + ["INSERT INTO t (v) VALUES (CAST('NaN' AS DOUBLE))", "INSERT INTO k VALUES (NULL, NULL, 1)",
-       "INSERT INTO t (s, sym) VALUES ('\x00', '\x00')", "SELECT '\x00'", 'SELECT 1 AS "\x00"',
-       "SELECT 1\x00", "\x00", "", ";", ";;;", "--", "/*", "SELECT * FROM t LIMIT -1",
-       "SELECT * FROM t LIMIT 99999999999999999999", "SELECT * FROM t LIMIT 1 OFFSET -5",
-       "SELECT * FROM t ORDER BY 99", "SELECT * FROM t GROUP BY 0",
-       "SELECT * FROM changes('t', -1)", "SELECT * FROM changes('t', 99999999999999999999)",
-       "SELECT * FROM changes('t', 0, -1)", "SELECT * FROM changes('t', 0, 0)",
-       "SELECT s LIKE '" + "%_" * 2000 + "' FROM t", "SELECT 'a' LIKE '\\'",
-       "SELECT " + ", ".join(["id"] * 2000) + " FROM t", "SELECT count(*) FROM t GROUP BY " +
-       ", ".join(["s"] * 2000), "ALTER TABLE k DROP PARTITION LIST '" + "9" * 5000 + "'"]
-)  # fmt: skip
+    + [
+        f"SELECT round({v}, {d})"
+        for v in ["1e308", "CAST('NaN' AS DOUBLE)", "1"]
+        for d in ["-400", "400", "99999999999999999999", "-1"]
+    ]
+    + [
+        f"SELECT CAST(CAST('{v}' AS DOUBLE) AS {t})"
+        for v in ["NaN", "inf", "1e300"]
+        for t in ["INT", "BIGINT", "TIMESTAMP", "STRING", "BOOLEAN"]
+    ]
+    + [
+        "INSERT INTO t (v) VALUES (CAST('NaN' AS DOUBLE))",
+        "INSERT INTO k VALUES (NULL, NULL, 1)",
+        "INSERT INTO t (s, sym) VALUES ('\x00', '\x00')",
+        "SELECT '\x00'",
+        'SELECT 1 AS "\x00"',
+        "SELECT 1\x00",
+        "\x00",
+        "",
+        ";",
+        ";;;",
+        "--",
+        "/*",
+        "SELECT * FROM t LIMIT -1",
+        "SELECT * FROM t LIMIT 99999999999999999999",
+        "SELECT * FROM t LIMIT 1 OFFSET -5",
+        "SELECT * FROM t ORDER BY 99",
+        "SELECT * FROM t GROUP BY 0",
+        "SELECT * FROM changes('t', -1)",
+        "SELECT * FROM changes('t', 99999999999999999999)",
+        "SELECT * FROM changes('t', 0, -1)",
+        "SELECT * FROM changes('t', 0, 0)",
+        "SELECT s LIKE '" + "%_" * 2000 + "' FROM t",
+        "SELECT 'a' LIKE '\\'",
+        "SELECT " + ", ".join(["id"] * 2000) + " FROM t",
+        "SELECT count(*) FROM t GROUP BY " + ", ".join(["s"] * 2000),
+        "ALTER TABLE k DROP PARTITION LIST '" + "9" * 5000 + "'",
+    ]
+)
 
 
 _NESTING = ["not", "plus", "minus", "and", "sum", "calls", "parens", "open", "case", "cast", "or"]
-_HUGE = ["int", "negative_int", "float", "fraction", "exponent", "string", "name", "quoted_name",
-         "in", "values", "over_limit", "blank"]  # fmt: skip
+_HUGE = [
+    "int",
+    "negative_int",
+    "float",
+    "fraction",
+    "exponent",
+    "string",
+    "name",
+    "quoted_name",
+    "in",
+    "values",
+    "over_limit",
+    "blank",
+]
 # Every hostile text, each sent once by the short run; the fuzz mixes them into its scripts.
 HOSTILE = (
     [_nested(kind, depth) for kind in _NESTING for depth in DEPTHS]
@@ -358,15 +479,22 @@ def sql_texts() -> st.SearchStrategy[str]:
     valid = printed()
     one = st.one_of(valid, valid, mutated(valid), hostile())
     dml_nodes = st.one_of(
-        inserts(), selects(),
-        st.builds(ast.Update, st.just("t"), st.tuples(st.tuples(st.sampled_from(COLUMNS),
-                                                                expressions)), _optional),
+        inserts(),
+        selects(),
+        st.builds(
+            ast.Update,
+            st.just("t"),
+            st.tuples(st.tuples(st.sampled_from(COLUMNS), expressions)),
+            _optional,
+        ),
         st.builds(ast.Delete, st.just("t"), expressions),
-    )  # fmt: skip
+    )
     dml = dml_nodes.map(to_sql)
     dml = st.one_of(dml, mutated(dml))
     return st.one_of(
-        one, one, one,
+        one,
+        one,
+        one,
         st.lists(one, min_size=2, max_size=3).map("; ".join),
         st.lists(dml, min_size=1, max_size=2).map(
             lambda texts: "; ".join(["BEGIN", "INSERT INTO t (id) VALUES (99)", *texts, "COMMIT"])
@@ -439,8 +567,11 @@ class Target:
             log.seek(self.log_offset)
             text = log.read()
         self.log_offset += len(text)
-        return [line for line in text.decode("utf-8", "replace").splitlines()
-                if "Traceback" in line or " ERROR " in line or "Error:" in line]  # fmt: skip
+        return [
+            line
+            for line in text.decode("utf-8", "replace").splitlines()
+            if "Traceback" in line or " ERROR " in line or "Error:" in line
+        ]
 
 
 def changes_nothing_when_failing(sql: str, body: dict) -> bool:
@@ -516,8 +647,13 @@ def test_every_hostile_text_gets_a_clear_answer(target: Target) -> None:
 
 
 def test_exec_never_fails_the_server_and_failures_change_nothing(target: Target) -> None:
-    @settings(max_examples=EXAMPLES, deadline=None, database=None, derandomize=True,
-              suppress_health_check=list(HealthCheck))  # fmt: skip
+    @settings(
+        max_examples=EXAMPLES,
+        deadline=None,
+        database=None,
+        derandomize=True,
+        suppress_health_check=list(HealthCheck),
+    )
     @given(sql=sql_texts())
     def check(sql: str) -> None:
         status, problems = judge(target, sql)

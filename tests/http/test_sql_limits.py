@@ -131,8 +131,11 @@ def test_in_list_and_values_rows_are_bounded(server: Server, db: str):
 )
 def test_deep_nesting_is_a_clear_400(server: Server, db: str, condition: str):
     make_table(server, db)
-    for sql in (f"SELECT id FROM t WHERE {condition}", f"DELETE FROM t WHERE {condition}",
-                f"UPDATE t SET b = 1 WHERE {condition}"):
+    for sql in (
+        f"SELECT id FROM t WHERE {condition}",
+        f"DELETE FROM t WHERE {condition}",
+        f"UPDATE t SET b = 1 WHERE {condition}",
+    ):
         response = answer_while_healthy(server, lambda sql=sql: server.exec(sql, db))
         assert_400(response, "nested deeper than")
     assert server.rows("SELECT * FROM t", db) == EXPECTED
@@ -205,8 +208,12 @@ def test_write_refuses_values_outside_their_range(
 
 def test_import_refuses_values_outside_their_range(server: Server, db: str):
     make_table(server, db)
-    for body in ("id,ts\n2,10000-01-01T00:00:00Z\n", "id,d\n2,inf\n", "id,b\n2,1e400\n",
-                 "id,b\n2," + "9" * 5000 + "\n"):
+    for body in (
+        "id,ts\n2,10000-01-01T00:00:00Z\n",
+        "id,d\n2,inf\n",
+        "id,b\n2,1e400\n",
+        "id,b\n2," + "9" * 5000 + "\n",
+    ):
         response = server.post("/imp", params={"db": db, "table": "t"}, data=body.encode())
         assert response.status_code == 400, (body[:40], response.text)
     assert_table_readable(server, db, EXPECTED)
@@ -238,9 +245,13 @@ def test_statement_timeout_covers_update_delete_and_parse(strict_server: Server)
         server.sql(
             "INSERT INTO big VALUES " + ",".join(f"({n}, {n})" for n in range(start, start + 300))
         )
-    for sql in ("DELETE FROM big WHERE v >= 0", "UPDATE big SET v = v + 1",
-                "DELETE FROM big", "SELECT count(*) AS n FROM big WHERE v >= 0",
-                "SELECT 1 IN (" + ",".join(str(n) for n in range(5000)) + ") AS x"):
+    for sql in (
+        "DELETE FROM big WHERE v >= 0",
+        "UPDATE big SET v = v + 1",
+        "DELETE FROM big",
+        "SELECT count(*) AS n FROM big WHERE v >= 0",
+        "SELECT 1 IN (" + ",".join(str(n) for n in range(5000)) + ") AS x",
+    ):
         response = answer_while_healthy(server, lambda sql=sql: server.exec(sql))
         assert_400(response, "statement_timeout_ms")
     assert server.rows("SELECT v FROM big WHERE id = 29999") == [[29999]]

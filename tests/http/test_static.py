@@ -25,8 +25,14 @@ def test_links_out_of_the_static_folder_are_not_followed(tmp_path: Path):
         (static / "token").symlink_to(data / "admin.token")
         assert server.get("/static/page.html", token=None).text == "<p>hello</p>"
         assert server.get("/static/same.html", token=None).text == "<p>hello</p>"
-        for name in ("secret.txt", "elsewhere/secret.txt", "token", "../data/admin.token",
-                     "%2e%2e/data/admin.token", "nope.html"):
+        for name in (
+            "secret.txt",
+            "elsewhere/secret.txt",
+            "token",
+            "../data/admin.token",
+            "%2e%2e/data/admin.token",
+            "nope.html",
+        ):
             response = server.get(f"/static/{name}", token=None)
             assert response.status_code == 404, name
             assert "the-hidden-content" not in response.text and server.token not in response.text

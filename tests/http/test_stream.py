@@ -61,8 +61,11 @@ def test_ready_then_every_change_with_ids_keys_and_hrefs(server: Server, db: str
     server.sql("BEGIN; INSERT INTO t VALUES (1, 'a'); INSERT INTO u VALUES (7, 1.5); COMMIT", db)
     server.sql("UPDATE t SET name = 'b' WHERE id = 1", db)
     first, second, update = stream.take(3)
-    assert kinds([first, second, update]) == [("change", "3.1"), ("change", "3.2"),
-                                              ("change", "4.1")]  # fmt: skip
+    assert kinds([first, second, update]) == [
+        ("change", "3.1"),
+        ("change", "3.2"),
+        ("change", "4.1"),
+    ]
     assert first["data"] == {
         "table": "t", "op": "upsert", "key": "92909101", "lsn": 3, "row": {"id": 1, "name": "a"},
         "href": f"/stream/row?db={db}&table=t&key=92909101",
@@ -75,8 +78,14 @@ def test_ready_then_every_change_with_ids_keys_and_hrefs(server: Server, db: str
     }  # fmt: skip
     server.sql("DELETE FROM t WHERE id = 1", db)
     (delete,) = stream.take(1)
-    assert delete["data"] == {"table": "t", "op": "delete", "key": "92909101", "lsn": 5,
-                              "row": None, "href": None}  # fmt: skip
+    assert delete["data"] == {
+        "table": "t",
+        "op": "delete",
+        "key": "92909101",
+        "lsn": 5,
+        "row": None,
+        "href": None,
+    }
     gone = server.get(update["data"]["href"])
     assert gone.status_code == 404 and "gone" in gone.json()["error"]
     stream.close()
@@ -90,8 +99,15 @@ def test_named_tables_schema_changes_and_resets(server: Server, db: str) -> None
     server.sql("INSERT INTO t VALUES (1, 'a', 5)", db)
     server.sql("TRUNCATE t", db)
     schema, insert, reset, ready = stream.take(4)
-    assert schema["data"] == {"table": "t", "op": "schema", "key": None, "lsn": 4, "row": None,
-                              "href": None, "statement": "ALTER TABLE t ADD COLUMN extra INT"}
+    assert schema["data"] == {
+        "table": "t",
+        "op": "schema",
+        "key": None,
+        "lsn": 4,
+        "row": None,
+        "href": None,
+        "statement": "ALTER TABLE t ADD COLUMN extra INT",
+    }
     assert insert["data"]["row"] == {"id": 1, "name": "a", "extra": 5}
     assert kinds([reset, ready]) == [("reset", "6"), ("ready", "6")]
     assert reset["data"] == {} and ready["data"] == {}
@@ -108,11 +124,11 @@ def test_resume_by_header_and_by_parameter_exactly_once(server: Server, db: str)
     for cut in range(4):
         last = events[cut]["id"]
         again = open_stream(server, db, headers={"Last-Event-ID": last})
-        assert kinds(again.take(3 - cut)) == kinds(events[cut + 1:])
+        assert kinds(again.take(3 - cut)) == kinds(events[cut + 1 :])
         assert again.take(1)[0]["event"] == "ready"
         again.close()
         by_param = open_stream(server, db, **{"last-event-id": last})
-        assert kinds(by_param.take(3 - cut)) == kinds(events[cut + 1:])
+        assert kinds(by_param.take(3 - cut)) == kinds(events[cut + 1 :])
         by_param.close()
     quiet = open_stream(server, db, headers={"Last-Event-ID": events[-1]["id"]})
     assert kinds(quiet.take(1)) == [("ready", "4")]  # nothing missed, no reset

@@ -30,10 +30,11 @@ def _start(tmp_path_factory: pytest.TempPathFactory, name: str, conf: str) -> Se
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     running = _start(
-        tmp_path_factory, "ends",
+        tmp_path_factory,
+        "ends",
         f"stream_max_age_s = {MAX_AGE}\nstream_ticket_ttl_s = {TICKET_TTL}\n"
         f"stream_capacity = {CAPACITY}\nstreams_per_token = 10\nstream_heartbeat_s = 0.2\n",
-    )  # fmt: skip
+    )
     try:
         yield running
     finally:

@@ -27,10 +27,15 @@ def test_initial_copy_then_changes_resumed_inside_the_copy(server: Server, db: s
     first = stream.take(2)
     assert first[0] == {"event": "state", "data": {"state": "initializing", "type": "state"}}
     assert first[1]["event"] == "change" and first[1]["id"].startswith("2:")
-    assert first[1]["data"] == {"table": "t", "op": "initial", "key": "92909101", "lsn": 2,
-                                "row": {"id": 1, "v": 1},
-                                "href": f"/stream/row?db={db}&table=t&key=92909101",
-                                "type": "initial"}
+    assert first[1]["data"] == {
+        "table": "t",
+        "op": "initial",
+        "key": "92909101",
+        "lsn": 2,
+        "row": {"id": 1, "v": 1},
+        "href": f"/stream/row?db={db}&table=t&key=92909101",
+        "type": "initial",
+    }
     seen = [first[1]]
     while len(seen) < 700:
         seen.append(stream.next_event())
@@ -39,8 +44,15 @@ def test_initial_copy_then_changes_resumed_inside_the_copy(server: Server, db: s
     assert [e["data"]["row"]["id"] for e in seen] == list(range(1, 701))
     server.sql("UPDATE t SET v = -1 WHERE id = 5", db)  # a row the reader holds
     server.sql("UPDATE t SET v = -2 WHERE id = 1500", db)  # one still to come
-    again = open_stream(server, db, table="t", initial="true", states="true", types="true",
-                        headers={"Last-Event-ID": last["id"]})
+    again = open_stream(
+        server,
+        db,
+        table="t",
+        initial="true",
+        states="true",
+        types="true",
+        headers={"Last-Event-ID": last["id"]},
+    )
     rest = []
     while True:
         event = again.next_event()
@@ -50,8 +62,9 @@ def test_initial_copy_then_changes_resumed_inside_the_copy(server: Server, db: s
         rest.append(event)
     again.close()
     assert rest[0]["data"]["row"] == {"id": 5, "v": -1} and rest[0]["data"]["type"] == "change"
-    initial = [e["data"]["row"] for e in rest if e["event"] == "change"
-               and e["data"]["op"] == "initial"]
+    initial = [
+        e["data"]["row"] for e in rest if e["event"] == "change" and e["data"]["op"] == "initial"
+    ]
     assert [r["id"] for r in initial] == list(range(701, 2001))
     assert initial[1500 - 701] == {"id": 1500, "v": -2}
     assert rest[-1] == {"event": "state", "data": {"state": "ready", "type": "state"}}
@@ -71,11 +84,12 @@ def test_a_plain_id_never_starts_the_copy_again(server: Server, db: str) -> None
     events = again.take(2)
     again.close()
     assert [(e["event"], e["id"], e["data"].get("op")) for e in events] == [
-        ("change", "3.1", "upsert"), ("ready", "3", None)]
+        ("change", "3.1", "upsert"),
+        ("ready", "3", None),
+    ]
 
 
-def test_states_types_and_a_filter_on_a_table_with_before_images(server: Server, db: str
-                                                                 ) -> None:  # fmt: skip
+def test_states_types_and_a_filter_on_a_table_with_before_images(server: Server, db: str) -> None:
     server.sql("CREATE TABLE t (id INT PRIMARY KEY, v INT) REPLICA IDENTITY FULL", db)
     stream = open_stream(server, db, table="t", where="v > 10", states="true", types="true")
     assert stream.take(2) == [
@@ -87,8 +101,10 @@ def test_states_types_and_a_filter_on_a_table_with_before_images(server: Server,
     server.sql("UPDATE t SET v = 1 WHERE id = 2", db)
     events = stream.take(3)
     stream.close()
-    assert [(e["id"], e["data"]["op"], e["data"]["type"], e["data"]["row"],
-             e["data"]["old_row"]) for e in events] == [
+    assert [
+        (e["id"], e["data"]["op"], e["data"]["type"], e["data"]["row"], e["data"]["old_row"])
+        for e in events
+    ] == [
         ("2.2", "create", "add", {"id": 2, "v": 50}, None),
         ("3.1", "create", "add", {"id": 1, "v": 60}, None),
         ("4.1", "delete", "remove", None, {"id": 2, "v": 50}),
@@ -102,12 +118,14 @@ def test_squash_merges_a_part_and_seconds_hold_the_next(server: Server, db: str)
         server.sql(f"UPDATE t SET v = {n}", db)
     server.sql("INSERT INTO t VALUES (2, 0)", db)
     server.sql("DELETE FROM t WHERE id = 2", db)
-    stream = open_stream(server, db, table="t", squash="true", types="true",
-                         headers={"Last-Event-ID": "2"})
+    stream = open_stream(
+        server, db, table="t", squash="true", types="true", headers={"Last-Event-ID": "2"}
+    )
     events = stream.take(2)
     stream.close()
-    assert [(e["id"], e["data"]["row"], e["data"]["old_row"], e["data"]["type"])
-            for e in events[:1]] == [("7.1", {"id": 1, "v": 5}, {"id": 1, "v": 0}, "change")]
+    assert [
+        (e["id"], e["data"]["row"], e["data"]["old_row"], e["data"]["type"]) for e in events[:1]
+    ] == [("7.1", {"id": 1, "v": 5}, {"id": 1, "v": 0}, "change")]
     assert events[1]["event"] == "ready"
     held = open_stream(server, db, table="t", squash="1", headers={"Last-Event-ID": "9"})
     assert held.take(1)[0]["event"] == "ready"

@@ -54,9 +54,10 @@ def first_events(server: Server, count: int, **headers: str) -> list[MessageEven
     """The first `count` events of a new stream of `demo`."""
     events = []
     with EventSource(
-        server.url + "/stream/changes", headers={"Authorization": f"Bearer {server.token}",
-                                                 **headers}, timeout=10,
-    ) as source:  # fmt: skip
+        server.url + "/stream/changes",
+        headers={"Authorization": f"Bearer {server.token}", **headers},
+        timeout=10,
+    ) as source:
         for event in source:
             events.append(event)
             if len(events) == count:
@@ -124,10 +125,13 @@ def test_every_change_once_across_a_restart(tmp_path: Path, stop: str) -> None:
             """Read until every change came (True), or the server refused a reconnect."""
             last = ids[-1] if ids else None
             with QuickEventSource(
-                server.url + "/stream/changes", headers={"Authorization": f"Bearer {token}"},
-                timeout=10, max_connect_retry=200, reconnection_time=timedelta(milliseconds=50),
+                server.url + "/stream/changes",
+                headers={"Authorization": f"Bearer {token}"},
+                timeout=10,
+                max_connect_retry=200,
+                reconnection_time=timedelta(milliseconds=50),
                 latest_event_id=last,
-            ) as source:  # fmt: skip
+            ) as source:
                 for event in source:
                     if event.type == "change":
                         received.append(json.loads(event.data)["row"]["id"])

@@ -52,8 +52,14 @@ class StreamingApp:
             return Part(_body(b":\n"))
 
         parked = Parked(
-            None, 0, attempt, heartbeat, time.monotonic() + HEARTBEAT, lambda: None,
-            streaming=True, at_close=lambda: _body(b"bye\n"),
+            None,
+            0,
+            attempt,
+            heartbeat,
+            time.monotonic() + HEARTBEAT,
+            lambda: None,
+            streaming=True,
+            at_close=lambda: _body(b"bye\n"),
         )
         parked.decide(Part(head))  # the head goes out at once
         self.waiting_room.park(parked)

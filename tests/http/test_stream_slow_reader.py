@@ -94,8 +94,10 @@ def _stalled_stream(server: Server) -> socket.socket:
     conn.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     conn.connect((host, int(port)))
     conn.settimeout(60)
-    conn.sendall(f"GET /stream/changes HTTP/1.1\r\nHost: {host}:{port}\r\n"
-                 f"Authorization: Bearer {server.token}\r\n\r\n".encode())  # fmt: skip
+    conn.sendall(
+        f"GET /stream/changes HTTP/1.1\r\nHost: {host}:{port}\r\n"
+        f"Authorization: Bearer {server.token}\r\n\r\n".encode()
+    )
     return conn
 
 
@@ -109,7 +111,7 @@ def _changes_read(conn: socket.socket, count: int) -> list[tuple[str, int]]:
         line, _, after = rest.partition(b"\r\n")
         size = int(line, 16) if line else -1
         if 0 <= size and len(after) >= size + 2:
-            body, rest = body + after[:size], after[size + 2:]
+            body, rest = body + after[:size], after[size + 2 :]
             *blocks, body = body.split(b"\n\n")
             for block in blocks:
                 fields = dict(f.split(b": ", 1) for f in block.split(b"\n") if b": " in f)
@@ -136,8 +138,10 @@ def test_a_stalled_stream_among_streams_that_share_goes_on_by_itself(server: Ser
     streams = [open_stream(server, read_timeout=60) for _ in range(2)]  # streams_per_token
     assert all(s.take(1)[0]["event"] == "ready" for s in streams)
     got: list[list] = [[] for _ in streams]
-    readers = [threading.Thread(target=_read_changes, args=(s, transactions * ROWS, got[n]))
-               for n, s in enumerate(streams)]  # fmt: skip
+    readers = [
+        threading.Thread(target=_read_changes, args=(s, transactions * ROWS, got[n]))
+        for n, s in enumerate(streams)
+    ]
     for reader in readers:
         reader.start()
     for n in range(1, transactions + 1):

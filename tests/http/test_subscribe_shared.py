@@ -63,8 +63,10 @@ def test_waiting_requests_of_one_query_get_one_change(server: Server, db: str):
 
 def test_offsets_on_a_query_without_order_is_a_400_that_changes_nothing(server: Server, db: str):
     server.sql("CREATE TABLE scores (id INT PRIMARY KEY, pts INT)", db)
-    response = server.get("/api/subscribe", params={
-        "query": "SUBSCRIBE SELECT id FROM scores", "db": db, "offsets": "true"})
+    response = server.get(
+        "/api/subscribe",
+        params={"query": "SUBSCRIBE SELECT id FROM scores", "db": db, "offsets": "true"},
+    )
     assert response.status_code == 400
     assert response.json()["error"].startswith("offsets=true needs an ordered, limited query")
     assert _subscribe(server, db)[1] == "snapshot"

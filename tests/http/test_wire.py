@@ -47,7 +47,10 @@ def test_head_and_body_from_one_buffer():
     )[:2]
     head = first.head
     assert (head.method, head.target, head.version, head.keep_alive) == (
-        "POST", "/exec?db=x", "HTTP/1.1", True,
+        "POST",
+        "/exec?db=x",
+        "HTTP/1.1",
+        True,
     )
     environ = wire.make_environ(first, ("127.0.0.1", 9000), ("127.0.0.1", 5))
     assert environ["wsgi.input"].read() == b"abc"
@@ -162,14 +165,15 @@ def test_large_bodies_go_to_a_file():
 
 
 def test_answer_heads_and_errors():
-    head = wire.answer_head("200 OK", [("Content-Length", "2"), ("Date", "x")], chunked=False,
-                            keep_alive=True)  # fmt: skip
+    head = wire.answer_head(
+        "200 OK", [("Content-Length", "2"), ("Date", "x")], chunked=False, keep_alive=True
+    )
     assert head.startswith(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nDate: ")
     assert head.count(b"Date:") == 1 and b"Date: x" not in head
     assert head.endswith(b"Connection: keep-alive\r\n\r\n")
     error = wire.error_answer(431, 'too "many"')
     assert error.startswith(b"HTTP/1.1 431 Request Header Fields Too Large\r\n")
-    assert error.endswith(b"\r\n\r\n{\"error\": \"too 'many'\"}")
+    assert error.endswith(b'\r\n\r\n{"error": "too \'many\'"}')
     assert error.count(b"Date:") == 1
 
 

@@ -25,12 +25,19 @@ class PgServer:
     def token(self) -> str:
         return self.http.token
 
-    def connect(self, dbname: str = "demo", user: str = "admin", password: str | None = None,
-                **kwargs: Any) -> psycopg.Connection:  # fmt: skip
+    def connect(
+        self, dbname: str = "demo", user: str = "admin", password: str | None = None, **kwargs: Any
+    ) -> psycopg.Connection:
         kwargs.setdefault("autocommit", True)
-        return psycopg.connect(host=self.host, port=self.port, user=user, dbname=dbname,
-                               password=self.token if password is None else password,
-                               connect_timeout=10, **kwargs)  # fmt: skip
+        return psycopg.connect(
+            host=self.host,
+            port=self.port,
+            user=user,
+            dbname=dbname,
+            password=self.token if password is None else password,
+            connect_timeout=10,
+            **kwargs,
+        )
 
 
 def pg_address(server: Server) -> tuple[str, int]:

@@ -15,8 +15,9 @@ ROW = (1, 2**40, 1.5, "é'x", "s", True, datetime(2026, 9, 24, 10, 0, 0, 250000,
 
 def run(pg, db, work):
     async def main():
-        conn = await asyncpg.connect(host=pg.host, port=pg.port, user="admin",
-                                     password=pg.token, database=db)  # fmt: skip
+        conn = await asyncpg.connect(
+            host=pg.host, port=pg.port, user="admin", password=pg.token, database=db
+        )
         try:
             return await work(conn)
         finally:
@@ -27,14 +28,17 @@ def run(pg, db, work):
 
 def test_every_type_round_trips_in_binary(pg, db):
     async def work(conn):
-        await conn.execute("CREATE TABLE t (id INT PRIMARY KEY, big BIGINT, x DOUBLE,"
-                           " name STRING, sym SYMBOL, b BOOLEAN, ts TIMESTAMP)")  # fmt: skip
+        await conn.execute(
+            "CREATE TABLE t (id INT PRIMARY KEY, big BIGINT, x DOUBLE,"
+            " name STRING, sym SYMBOL, b BOOLEAN, ts TIMESTAMP)"
+        )
         await conn.execute("INSERT INTO t VALUES ($1, $2, $3, $4, $5, $6, $7)", *ROW)
         await conn.execute("INSERT INTO t (id) VALUES ($1)", 2)
         one = await conn.fetchrow("SELECT * FROM t WHERE id = $1", 1)
         empty = await conn.fetchrow("SELECT * FROM t WHERE id = $1", 2)
-        ranged = await conn.fetch("SELECT id FROM t WHERE ts BETWEEN $1 AND $2 AND x > $3",
-                                  ROW[6], ROW[6], 1.0)  # fmt: skip
+        ranged = await conn.fetch(
+            "SELECT id FROM t WHERE ts BETWEEN $1 AND $2 AND x > $3", ROW[6], ROW[6], 1.0
+        )
         return tuple(one), tuple(empty), [r["id"] for r in ranged]
 
     one, empty, ranged = run(pg, db, work)

@@ -13,10 +13,30 @@ from tests.http.conftest import ROOT
 
 def test_sql_examples_answer_the_same_over_the_protocol(pg):
     done = subprocess.run(
-        [sys.executable, "-m", "refimpl", "conform", "--url", pg.http.url, "--token", pg.token,
-         "--pg", f"{pg.host}:{pg.port}", "--jobs", "2", "--only", "sql-*", "--only", "types-*"],
-        capture_output=True, text=True, timeout=300, cwd=ROOT, check=False,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "refimpl",
+            "conform",
+            "--url",
+            pg.http.url,
+            "--token",
+            pg.token,
+            "--pg",
+            f"{pg.host}:{pg.port}",
+            "--jobs",
+            "2",
+            "--only",
+            "sql-*",
+            "--only",
+            "types-*",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+        check=False,
+    )
     assert "over the PostgreSQL protocol" in done.stdout, done.stdout[-2000:] + done.stderr
     failed = set(re.findall(r"^FAILED (\S+)", done.stdout, re.MULTILINE))
     over_pg_alone = {i for i in failed if i.endswith("@pg") and i.removesuffix("@pg") not in failed}

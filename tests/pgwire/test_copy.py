@@ -21,8 +21,10 @@ def lsns(pg, db: str) -> list[int]:
 
 
 def test_copy_in_by_rows_and_out_again(pg, db):
-    rows = [(n, f"name {n}\twith\\tab", n / 2, datetime(2026, 9, 24, 10, 0, n % 60, tzinfo=UTC))
-            for n in range(2500)]  # fmt: skip
+    rows = [
+        (n, f"name {n}\twith\\tab", n / 2, datetime(2026, 9, 24, 10, 0, n % 60, tzinfo=UTC))
+        for n in range(2500)
+    ]
     rows.append((9999, None, None, None))
     with pg.connect(db) as conn:
         conn.execute(CREATE)
@@ -136,10 +138,18 @@ def test_copy_in_the_extended_protocol(pg, db):
         assert conn.execute("SELECT count(*) FROM t").fetchone() == (2,)
 
 
-@settings(max_examples=15, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])  # fmt: skip
-@given(st.lists(st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\0"),
-                        max_size=20), min_size=1, max_size=20))  # fmt: skip
+@settings(
+    max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    st.lists(
+        st.text(
+            st.characters(blacklist_categories=("Cs",), blacklist_characters="\0"), max_size=20
+        ),
+        min_size=1,
+        max_size=20,
+    )
+)
 def test_any_text_goes_in_and_comes_out_the_same(pg, names):
     with pg.connect() as conn:
         conn.execute("DROP TABLE IF EXISTS copied")

@@ -49,9 +49,13 @@ def messages_of(core: ProtocolCore) -> list[m.ClientMessage]:
     return out
 
 
-STREAM = (parse("", "SELECT $1") + typed(b"B", b"\0\0" + struct.pack("!hhih", 0, 1, 1, 0)[:-2]
-          + b"7" + struct.pack("!h", 0)) + typed(b"E", b"\0" + struct.pack("!i", 0)) + SYNC
-          + typed(b"Q", b"SELECT 1\0"))  # fmt: skip
+STREAM = (
+    parse("", "SELECT $1")
+    + typed(b"B", b"\0\0" + struct.pack("!hhih", 0, 1, 1, 0)[:-2] + b"7" + struct.pack("!h", 0))
+    + typed(b"E", b"\0" + struct.pack("!i", 0))
+    + SYNC
+    + typed(b"Q", b"SELECT 1\0")
+)
 
 
 @settings(deadline=None)  # a busy machine must not fail it
@@ -118,25 +122,34 @@ def test_each_failure_kind_has_its_error_and_closes():
 def test_split_keeps_quotes_comments_and_positions():
     text = "SELECT ';' , $2, $1 -- ; no\n; /* ; */ SELECT \"a;b\", $10"
     pieces = split(text)
-    assert [p.text for p in pieces] == ["SELECT ';' , ? , ?  -- ; no", "/* ; */ SELECT \"a;b\", ?"]
+    assert [p.text for p in pieces] == ["SELECT ';' , ? , ?  -- ; no", '/* ; */ SELECT "a;b", ?']
     assert [p.params for p in pieces] == [(2, 1), (10,)]
     assert text[pieces[1].offset :].startswith("/* ; */")
     assert split(" ; -- only a comment\n;") == []
     body = "CREATE PROCEDURE p() LANGUAGE SQL AS $$ DELETE FROM a; DELETE FROM b $$"
-    assert [p.text for p in split(body + "; SELECT $1, $x$;$x$")] == [
-        body, "SELECT ? , $x$;$x$"]
-    atomic = ("CREATE PROCEDURE p() BEGIN ATOMIC UPDATE a SET x = CASE WHEN x THEN 1 END;"
-              " DELETE FROM b; END")  # fmt: skip
+    assert [p.text for p in split(body + "; SELECT $1, $x$;$x$")] == [body, "SELECT ? , $x$;$x$"]
+    atomic = (
+        "CREATE PROCEDURE p() BEGIN ATOMIC UPDATE a SET x = CASE WHEN x THEN 1 END;"
+        " DELETE FROM b; END"
+    )
     assert [p.text for p in split(atomic + "; SELECT 1; begin; end")] == [
-        atomic, "SELECT 1", "begin", "end"]
+        atomic,
+        "SELECT 1",
+        "begin",
+        "end",
+    ]
     trigger = "CREATE TRIGGER g AFTER INSERT ON t BEGIN INSERT INTO a VALUES (1); END"
     assert [p.text for p in split(trigger + ";BEGIN;COMMIT")] == [trigger, "BEGIN", "COMMIT"]
 
 
 def test_a_copy_moves_the_state_and_what_follows_a_failed_one_is_dropped():
     core = ready_core()
-    core.receive_data(typed(b"Q", b"COPY t FROM STDIN\0") + typed(b"d", b"1\n")
-                      + typed(b"H", b"") + typed(b"c", b""))  # fmt: skip
+    core.receive_data(
+        typed(b"Q", b"COPY t FROM STDIN\0")
+        + typed(b"d", b"1\n")
+        + typed(b"H", b"")
+        + typed(b"c", b"")
+    )
     assert isinstance(core.next_message(), m.Query)
     core.send(m.CopyInResponse(1))
     assert core.state is State.COPY_IN
@@ -145,8 +158,13 @@ def test_a_copy_moves_the_state_and_what_follows_a_failed_one_is_dropped():
     assert core.state is State.READY
     core.send(m.CommandComplete("COPY 1"))
     # A COPY that fails: the client's data that was still on its way is dropped.
-    core.receive_data(typed(b"Q", b"COPY t FROM STDIN\0") + typed(b"d", b"x\n")
-                      + typed(b"d", b"more\n") + typed(b"c", b"") + typed(b"Q", b"SELECT 1\0"))
+    core.receive_data(
+        typed(b"Q", b"COPY t FROM STDIN\0")
+        + typed(b"d", b"x\n")
+        + typed(b"d", b"more\n")
+        + typed(b"c", b"")
+        + typed(b"Q", b"SELECT 1\0")
+    )
     assert isinstance(core.next_message(), m.Query)
     core.send(m.CopyInResponse(1))
     assert core.next_message() == m.CopyData(b"x\n")

@@ -31,8 +31,11 @@ class Table:
             parts.append(f"PRIMARY KEY ({_names(self.primary_key)})")
         parts += [f"UNIQUE ({_names(columns)})" for columns in self.unique]
         made = [f'CREATE TABLE "{self.name}" ({", ".join(parts)})']
-        made += [f'CREATE {"UNIQUE " if unique else ""}INDEX "{name}" ON "{self.name}"'
-                 f" ({_names(columns)})" for name, columns, unique in self.indexes]  # fmt: skip
+        made += [
+            f'CREATE {"UNIQUE " if unique else ""}INDEX "{name}" ON "{self.name}"'
+            f" ({_names(columns)})"
+            for name, columns, unique in self.indexes
+        ]
         return made
 
 
@@ -51,10 +54,17 @@ def schemas(draw: st.DrawFn) -> list[Table]:
     tables = []
     for name in names:
         count = draw(st.integers(0, min(2, len(index_names))))
-        declared = [(index_names.pop(), draw(column_sets), draw(st.booleans()))
-                    for _ in range(count)]  # fmt: skip
-        tables.append(Table(name, draw(st.one_of(st.just(()), column_sets)),
-                            tuple(draw(st.lists(column_sets, max_size=2))), tuple(declared)))
+        declared = [
+            (index_names.pop(), draw(column_sets), draw(st.booleans())) for _ in range(count)
+        ]
+        tables.append(
+            Table(
+                name,
+                draw(st.one_of(st.just(()), column_sets)),
+                tuple(draw(st.lists(column_sets, max_size=2))),
+                tuple(declared),
+            )
+        )
     return tables
 
 
@@ -62,8 +72,9 @@ def _unquote(text: str) -> list[str]:
     return [c[1:-1].replace('""', '"') if c.startswith('"') else c for c in text.split(", ")]
 
 
-@settings(max_examples=25, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])  # fmt: skip
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(schemas())
 def test_the_index_catalog_agrees_with_the_tables(pg, tables):
     db = "t_" + uuid.uuid4().hex[:12]
@@ -74,9 +85,11 @@ def test_the_index_catalog_agrees_with_the_tables(pg, tables):
                 pg.http.sql(statement, db)
         with pg.connect(db) as conn:
             relations = conn.execute(
-                "SELECT oid, relname, relkind FROM pg_catalog.pg_class").fetchall()
+                "SELECT oid, relname, relkind FROM pg_catalog.pg_class"
+            ).fetchall()
             attributes = conn.execute(
-                "SELECT attrelid, attnum, attname FROM pg_catalog.pg_attribute").fetchall()
+                "SELECT attrelid, attnum, attname FROM pg_catalog.pg_attribute"
+            ).fetchall()
             indexes = conn.execute(
                 "SELECT i.indexrelid, i.indrelid, i.indisprimary, i.indisunique, i.indkey,"
                 " pg_catalog.pg_get_indexdef(i.indexrelid, 0, true) FROM pg_catalog.pg_index i"
@@ -109,8 +122,11 @@ def test_the_index_catalog_agrees_with_the_tables(pg, tables):
         assert (kind[index_oid], kind[table_oid]) == ("i", "r")
         from_key = [column_of[table_oid, int(n)] for n in indkey.split()]
         own = [column_of[index_oid, n + 1] for n in range(len(from_key))]
-        shown = re.fullmatch(r"CREATE (UNIQUE )?INDEX (\S+) ON public\.(\S+) USING btree"
-                             r" \((.*)\)", definition)  # fmt: skip
+        shown = re.fullmatch(
+            r"CREATE (UNIQUE )?INDEX (\S+) ON public\.(\S+) USING btree"
+            r" \((.*)\)",
+            definition,
+        )
         assert shown is not None, definition
         assert _unquote(shown.group(4)) == from_key == own
         assert bool(shown.group(1)) == unique and (unique or not primary)
@@ -127,13 +143,22 @@ def test_the_index_catalog_agrees_with_the_tables(pg, tables):
         columns = [column_of[table_oid, int(n)] for n in indkey.split()]
         kind_text = "PRIMARY KEY" if primary else "UNIQUE"
         assert definition.startswith(kind_text + " (")
-        assert _unquote(definition[len(kind_text) + 2:-1]) == columns
+        assert _unquote(definition[len(kind_text) + 2 : -1]) == columns
 
 
 # pg_size_pretty's answers, as PostgreSQL 15 gives them for the same numbers.
-PRETTY = {0: "0 bytes", 10239: "10239 bytes", 10240: "10 kB", 10752: "11 kB",
-          21474303: "20 MB", 21474304: "20 MB", 10**12: "931 GB", 2**63 - 1: "8192 PB",
-          -10753: "-11 kB", -(2**63): "-8192 PB"}  # fmt: skip
+PRETTY = {
+    0: "0 bytes",
+    10239: "10239 bytes",
+    10240: "10 kB",
+    10752: "11 kB",
+    21474303: "20 MB",
+    21474304: "20 MB",
+    10**12: "931 GB",
+    2**63 - 1: "8192 PB",
+    -10753: "-11 kB",
+    -(2**63): "-8192 PB",
+}
 
 
 def test_sizes_are_what_the_memory_limit_counts(pg, db):
@@ -145,23 +170,32 @@ def test_sizes_are_what_the_memory_limit_counts(pg, db):
         sizes = conn.execute(
             "SELECT c.relkind, pg_catalog.pg_table_size(c.oid),"
             " pg_catalog.pg_total_relation_size(c.oid), pg_catalog.pg_relation_size(c.oid)"
-            " FROM pg_catalog.pg_class c ORDER BY c.relkind").fetchall()
-        pretty = {n: conn.execute("SELECT pg_catalog.pg_size_pretty(%s::bigint)", (n,))
-                  .fetchone()[0] for n in PRETTY}  # fmt: skip
+            " FROM pg_catalog.pg_class c ORDER BY c.relkind"
+        ).fetchall()
+        pretty = {
+            n: conn.execute("SELECT pg_catalog.pg_size_pretty(%s::bigint)", (n,)).fetchone()[0]
+            for n in PRETTY
+        }
         nothing = conn.execute("SELECT pg_catalog.pg_table_size(1)").fetchone()[0]
     assert table_bytes > 0
-    assert sizes == [("i", None, None, None), ("i", None, None, None),
-                     ("r", table_bytes, table_bytes, table_bytes)]
+    assert sizes == [
+        ("i", None, None, None),
+        ("i", None, None, None),
+        ("r", table_bytes, table_bytes, table_bytes),
+    ]
     assert pretty == PRETTY
     assert nothing is None
 
 
-@pytest.mark.parametrize(("sql", "error"), [
-    ("SELECT pg_catalog.pg_size_pretty('big')", "must be an integer, not 'big'"),
-    ("SELECT pg_catalog.pg_get_indexdef(1, 'a', true)", "must be an integer, not 'a'"),
-    ("SELECT * FROM pg_catalog.unnest('a b')", "'a b' is not an array"),
-    ("SELECT * FROM pg_catalog.unnest(1)", "unnest() takes one array"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("sql", "error"),
+    [
+        ("SELECT pg_catalog.pg_size_pretty('big')", "must be an integer, not 'big'"),
+        ("SELECT pg_catalog.pg_get_indexdef(1, 'a', true)", "must be an integer, not 'a'"),
+        ("SELECT * FROM pg_catalog.unnest('a b')", "'a b' is not an array"),
+        ("SELECT * FROM pg_catalog.unnest(1)", "unnest() takes one array"),
+    ],
+)
 def test_bad_arguments_are_a_clear_error(pg, db, sql, error):
     answer = pg.http.exec(sql, db)
     assert answer.status_code == 400 and error in answer.json()["error"], answer.text

@@ -27,8 +27,9 @@ HERE = Path(__file__).parent / "psql"
 def psql(pg, db: str, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
     env = {**os.environ, "PGPASSWORD": pg.token, "PGCONNECT_TIMEOUT": "10"}
     command = ["psql", "-X", "-h", pg.host, "-p", str(pg.port), "-U", "admin", "-d", db, *args]
-    return subprocess.run(command, input=stdin, capture_output=True, text=True, env=env,
-                          timeout=60, check=False)  # fmt: skip
+    return subprocess.run(
+        command, input=stdin, capture_output=True, text=True, env=env, timeout=60, check=False
+    )
 
 
 def test_a_script_runs_until_its_error(pg):
@@ -74,14 +75,41 @@ def test_a_reader_sees_the_indexes_of_the_tables_it_may_read(pg, db):
     token = pg.http.new_token("idx_reader")
     env = {**os.environ, "PGPASSWORD": token, "PGCONNECT_TIMEOUT": "10"}
     done = subprocess.run(
-        ["psql", "-X", "-A", "-t", "-h", pg.host, "-p", str(pg.port), "-U", "idx_reader",
-         "-d", db, "-c", r"\di", "-c", r"\d hidden_pkey"],
-        capture_output=True, text=True, env=env, timeout=60, check=False)  # fmt: skip
+        [
+            "psql",
+            "-X",
+            "-A",
+            "-t",
+            "-h",
+            pg.host,
+            "-p",
+            str(pg.port),
+            "-U",
+            "idx_reader",
+            "-d",
+            db,
+            "-c",
+            r"\di",
+            "-c",
+            r"\d hidden_pkey",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
     assert done.returncode == 1, done.stderr
-    assert done.stdout.splitlines() == ["public|open_t_pkey|index|admin|open_t",
-                                        "public|open_v|index|admin|open_t"]
+    assert done.stdout.splitlines() == [
+        "public|open_t_pkey|index|admin|open_t",
+        "public|open_v|index|admin|open_t",
+    ]
     assert done.stderr.strip() == 'Did not find any relation named "hidden_pkey".'
     admin = psql(pg, db, "-A", "-t", "-c", r"\di")
     assert [line.split("|")[1:5:3] for line in admin.stdout.splitlines()] == [
-        ["hidden_pkey", "hidden"], ["hidden_w_key", "hidden"], ["open_t_pkey", "hidden"],
-        ["open_t_pkey1", "open_t"], ["open_v", "open_t"]]
+        ["hidden_pkey", "hidden"],
+        ["hidden_w_key", "hidden"],
+        ["open_t_pkey", "hidden"],
+        ["open_t_pkey1", "open_t"],
+        ["open_v", "open_t"],
+    ]

@@ -13,8 +13,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from psycopg import errors as pgerrors
 
-CREATE = ("CREATE TABLE t (id INT PRIMARY KEY, big BIGINT, x DOUBLE, name STRING, sym SYMBOL,"
-          " b BOOLEAN, ts TIMESTAMP)")  # fmt: skip
+CREATE = (
+    "CREATE TABLE t (id INT PRIMARY KEY, big BIGINT, x DOUBLE, name STRING, sym SYMBOL,"
+    " b BOOLEAN, ts TIMESTAMP)"
+)
 ROW = (1, 2**40, 1.5, "a 'quoted' é", "s1", True, datetime(2026, 9, 24, 10, 0, 0, 500000, UTC))
 
 
@@ -88,12 +90,15 @@ def test_a_failed_transaction_refuses_statements_until_rollback(pg, db):
         assert conn.execute("SELECT count(*) FROM t").fetchone() == (0,)
 
 
-@pytest.mark.parametrize(("sql", "error", "code"), [
-    ("SELEC 1", pgerrors.SyntaxError, "42601"),
-    ("SELECT * FROM nowhere", pgerrors.UndefinedTable, "42P01"),
-    ("SELECT nope FROM t", pgerrors.UndefinedColumn, "42703"),
-    ("SUBSCRIBE SELECT * FROM t", pgerrors.FeatureNotSupported, "0A000"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("sql", "error", "code"),
+    [
+        ("SELEC 1", pgerrors.SyntaxError, "42601"),
+        ("SELECT * FROM nowhere", pgerrors.UndefinedTable, "42P01"),
+        ("SELECT nope FROM t", pgerrors.UndefinedColumn, "42703"),
+        ("SUBSCRIBE SELECT * FROM t", pgerrors.FeatureNotSupported, "0A000"),
+    ],
+)
 def test_errors_carry_their_sqlstate_and_the_exec_message(pg, db, sql, error, code):
     with pg.connect(db) as conn:
         conn.execute(CREATE)
@@ -159,8 +164,10 @@ def test_a_cancel_stops_a_running_statement(pg, db):
         timer.start()
         started = time.monotonic()
         with pytest.raises(pgerrors.QueryCanceled):
-            conn.execute("SELECT count(*) FROM big a WHERE a.name LIKE '%x%y%z%'"
-                         " OR a.name LIKE '%q%r%' OR a.id * 3 = -1")  # fmt: skip
+            conn.execute(
+                "SELECT count(*) FROM big a WHERE a.name LIKE '%x%y%z%'"
+                " OR a.name LIKE '%q%r%' OR a.id * 3 = -1"
+            )
         timer.join()
         assert time.monotonic() - started < 10
         assert conn.execute("SELECT 1").fetchone() == (1,)  # the connection goes on
@@ -173,8 +180,10 @@ def test_if_not_exists_that_does_nothing_sends_a_notice(pg, db):
         conn.execute(CREATE.replace("TABLE t", "TABLE IF NOT EXISTS t"))
         conn.execute(CREATE.replace("TABLE t", "TABLE IF NOT EXISTS t"))
         conn.execute("DROP TABLE IF EXISTS nowhere")
-    assert notices == ["table 't' already exists, skipping", "table 'nowhere' does not exist,"
-                       " skipping"]  # fmt: skip
+    assert notices == [
+        "table 't' already exists, skipping",
+        "table 'nowhere' does not exist, skipping",
+    ]
 
 
 def test_unknown_and_duplicate_names_of_statements_and_portals(pg, db):
@@ -185,17 +194,19 @@ def test_unknown_and_duplicate_names_of_statements_and_portals(pg, db):
         assert pgconn.prepare(b"one", b"SELECT 1").status == psycopg.pq.ExecStatus.COMMAND_OK
         again = pgconn.prepare(b"one", b"SELECT 2")
         assert again.error_field(psycopg.pq.DiagnosticField.SQLSTATE) == b"42P05"
-        assert pgconn.describe_portal(b"nope").error_field(
-            psycopg.pq.DiagnosticField.SQLSTATE) == b"34000"
+        assert (
+            pgconn.describe_portal(b"nope").error_field(psycopg.pq.DiagnosticField.SQLSTATE)
+            == b"34000"
+        )
         assert pgconn.exec_prepared(b"one", []).get_value(0, 0) == b"1"
 
 
 # Written into the text, a constant makes a new text for each row, read (as over /exec) as
 # the one parse of its template: the answers are those of the same values as parameters.
-@settings(max_examples=25, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])  # fmt: skip
-@given(key=st.integers(-(2**31), 2**31 - 1),
-       text=st.text(alphabet="ab 'é\\%?$;-", max_size=12))  # fmt: skip
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(key=st.integers(-(2**31), 2**31 - 1), text=st.text(alphabet="ab 'é\\%?$;-", max_size=12))
 def test_constants_in_the_text_answer_as_parameters_do(pg, db, key, text):
     with pg.connect(db) as conn:
         conn.execute("CREATE TABLE IF NOT EXISTS kv (k INT PRIMARY KEY, v STRING)")

@@ -30,8 +30,9 @@ def read_all(sock: socket.socket) -> bytes:
     return data
 
 
-@settings(max_examples=25, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(garbage=st.binary(min_size=1, max_size=200))
 def test_broken_bytes_end_in_an_error_never_a_crash(pg, garbage):
     with socket.create_connection((pg.host, pg.port)) as sock:
@@ -103,11 +104,25 @@ def test_a_startup_without_a_database_logs_into_demo(pg):
 
 def test_a_taken_port_stops_the_start_with_a_clear_message(pg, tmp_path):
     done = subprocess.run(
-        [sys.executable, "-m", "refimpl", "serve", "--data", str(tmp_path / "d"), "--port", "0",
-         "--pg-port", str(pg.port)],
-        capture_output=True, text=True, timeout=120, cwd=ROOT, env=_clean_environment(),
+        [
+            sys.executable,
+            "-m",
+            "refimpl",
+            "serve",
+            "--data",
+            str(tmp_path / "d"),
+            "--port",
+            "0",
+            "--pg-port",
+            str(pg.port),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+        env=_clean_environment(),
         check=False,
-    )  # fmt: skip
+    )
     assert done.returncode == 2
     assert f"cannot serve the PostgreSQL protocol on 127.0.0.1:{pg.port}" in done.stderr
 
@@ -126,8 +141,9 @@ def test_clients_that_read_no_answer_hold_no_place_of_the_others(pg):
             started = time.monotonic()
             assert other.execute("SELECT 1").fetchone() == (1,)
             for _ in range(3):  # from the second run on, known costly: it needs the long place
-                assert other.execute("SELECT count(*) FROM generate_series(1, 300000)"
-                                     ).fetchone() == (300000,)  # fmt: skip
+                assert other.execute(
+                    "SELECT count(*) FROM generate_series(1, 300000)"
+                ).fetchone() == (300000,)
             assert time.monotonic() - started < 10
     finally:
         for conn in stuck:

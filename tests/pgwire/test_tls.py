@@ -24,16 +24,25 @@ def self_signed(folder: Path) -> tuple[Path, Path]:
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
     now = datetime.datetime.now(datetime.UTC)
-    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name)
-            .public_key(key.public_key()).serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(minutes=5))
-            .not_valid_after(now + datetime.timedelta(days=1))
-            .sign(key, hashes.SHA256()))  # fmt: skip
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .sign(key, hashes.SHA256())
+    )
     cert_file, key_file = folder / "server.crt", folder / "server.key"
     cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_file.write_bytes(key.private_bytes(serialization.Encoding.PEM,
-                                           serialization.PrivateFormat.PKCS8,
-                                           serialization.NoEncryption()))  # fmt: skip
+    key_file.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
     return cert_file, key_file
 
 
@@ -41,8 +50,9 @@ def self_signed(folder: Path) -> tuple[Path, Path]:
 def pg_tls(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PgServer]:
     folder = tmp_path_factory.mktemp("pg_tls")
     cert, key = self_signed(folder)
-    running = start_server(folder / "data", "--pg-port", "0", "--pg-tls-cert", str(cert),
-                           "--pg-tls-key", str(key))  # fmt: skip
+    running = start_server(
+        folder / "data", "--pg-port", "0", "--pg-tls-cert", str(cert), "--pg-tls-key", str(key)
+    )
     try:
         yield PgServer(running, *pg_address(running))
     finally:
@@ -70,8 +80,9 @@ def test_bytes_sent_before_the_handshake_are_refused(pg_tls):
     startup = struct.pack("!i", 196608) + b"user\0admin\0\0"
     with socket.create_connection((pg_tls.host, pg_tls.port)) as sock:
         # An SSLRequest with a plain-text startup behind it: an attacker's injection.
-        sock.sendall(struct.pack("!ii", 8, 80877103) + struct.pack("!i", len(startup) + 4)
-                     + startup)  # fmt: skip
+        sock.sendall(
+            struct.pack("!ii", 8, 80877103) + struct.pack("!i", len(startup) + 4) + startup
+        )
         sock.settimeout(10)
         answer = b""
         while chunk := sock.recv(4096):

@@ -13,8 +13,13 @@ from refimpl.shell.backends import Answer
 from refimpl.shell.render import as_csv, as_json, cell_text
 from refimpl.shell.repl import statement_complete
 
-values = st.one_of(st.none(), st.booleans(), st.integers(-(2**63), 2**63 - 1),
-                   st.floats(allow_nan=False, allow_infinity=False), st.text())  # fmt: skip
+values = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**63), 2**63 - 1),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.text(),
+)
 
 
 @st.composite
@@ -36,8 +41,9 @@ def test_csv_reads_back_as_the_cells(answer: Answer) -> None:
 @given(answers())
 def test_json_reads_back_as_the_values(answer: Answer) -> None:
     names = [name for name, _ in answer.columns or ()]
-    assert json.loads(as_json(answer)) == [dict(zip(names, row, strict=True))
-                                           for row in answer.rows]  # fmt: skip
+    assert json.loads(as_json(answer)) == [
+        dict(zip(names, row, strict=True)) for row in answer.rows
+    ]
 
 
 def test_enter_runs_a_statement_at_its_semicolon_and_commands_at_once() -> None:

@@ -11,18 +11,27 @@ from pathlib import Path
 from tests.http.conftest import ROOT
 
 
-def refimpl_sql(tmp_path: Path, *args: str, stdin: str | None = None
-                ) -> subprocess.CompletedProcess[str]:  # fmt: skip
+def refimpl_sql(
+    tmp_path: Path, *args: str, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("KDB_")}
     env.update(PYTHONPATH=str(ROOT), HOME=str(tmp_path))
-    return subprocess.run([sys.executable, "-m", "refimpl", "sql", "--data",
-                           str(tmp_path / "data"), *args], input=stdin, env=env,
-                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "refimpl", "sql", "--data", str(tmp_path / "data"), *args],
+        input=stdin,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_commands_scripts_and_formats(tmp_path: Path) -> None:
-    made = refimpl_sql(tmp_path, stdin="CREATE TABLE t (id INT PRIMARY KEY, name STRING);\n"
-                       "INSERT INTO t VALUES (1, 'a'), (2, NULL);\n")  # fmt: skip
+    made = refimpl_sql(
+        tmp_path,
+        stdin="CREATE TABLE t (id INT PRIMARY KEY, name STRING);\n"
+        "INSERT INTO t VALUES (1, 'a'), (2, NULL);\n",
+    )
     assert made.returncode == 0 and made.stdout.strip() == "2 row(s) inserted", made
     shown = refimpl_sql(tmp_path, "--format", "json", "-c", "SELECT id, name FROM t ORDER BY id")
     assert json.loads(shown.stdout) == [{"id": 1, "name": "a"}, {"id": 2, "name": None}]

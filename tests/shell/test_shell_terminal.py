@@ -17,11 +17,23 @@ UP = "\x1b[A"
 
 def spawn(tmp_path: Path, *args: str) -> pexpect.spawn:
     env = {k: v for k, v in os.environ.items() if not k.startswith("KDB_")}
-    env.update(HOME=str(tmp_path), PYTHONPATH=str(ROOT), PROMPT_TOOLKIT_NO_CPR="1",
-               TERM="xterm", COLUMNS="200", LINES="50")  # fmt: skip
-    child = pexpect.spawn(sys.executable, ["-m", "refimpl", "sql", *args], env=env,
-                          cwd=str(tmp_path), encoding="utf-8", timeout=TIMEOUT,
-                          dimensions=(50, 200))  # fmt: skip
+    env.update(
+        HOME=str(tmp_path),
+        PYTHONPATH=str(ROOT),
+        PROMPT_TOOLKIT_NO_CPR="1",
+        TERM="xterm",
+        COLUMNS="200",
+        LINES="50",
+    )
+    child = pexpect.spawn(
+        sys.executable,
+        ["-m", "refimpl", "sql", *args],
+        env=env,
+        cwd=str(tmp_path),
+        encoding="utf-8",
+        timeout=TIMEOUT,
+        dimensions=(50, 200),
+    )
     child.expect("demo=>")  # the prompt (then cursor moves)
     return child
 

@@ -24,8 +24,12 @@ from refimpl.sql.printer import to_sql
     ],
 )
 def test_deep_nesting_is_refused_without_recursion(expression: str):
-    for sql in (f"SELECT {expression} AS x", f"DELETE FROM t WHERE {expression}",
-                f"UPDATE t SET a = {expression}", f"INSERT INTO t VALUES ({expression})"):
+    for sql in (
+        f"SELECT {expression} AS x",
+        f"DELETE FROM t WHERE {expression}",
+        f"UPDATE t SET a = {expression}",
+        f"INSERT INTO t VALUES ({expression})",
+    ):
         with pytest.raises(StatementTooLarge, match=f"nested deeper than {MAX_DEPTH}"):
             parse(sql)
 

@@ -97,23 +97,41 @@ STATEMENTS: list[tuple[str, ast.Statement]] = [
         "PARTITION BY YEAR, SYMBOL(symbol) SORT BY (symbol, time) DEDUP KEY (symbol, time);",
         CreateTable(
             "candles",
-            (ColumnDef("time", "TIMESTAMP"), ColumnDef("symbol", "SYMBOL"),
-             ColumnDef("close", "DOUBLE")),
-            timeseries="time", partition_by="YEAR", partition_symbol="symbol",
-            sort_by=("symbol", "time"), dedup_key=("symbol", "time"),
+            (
+                ColumnDef("time", "TIMESTAMP"),
+                ColumnDef("symbol", "SYMBOL"),
+                ColumnDef("close", "DOUBLE"),
+            ),
+            timeseries="time",
+            partition_by="YEAR",
+            partition_symbol="symbol",
+            sort_by=("symbol", "time"),
+            dedup_key=("symbol", "time"),
         ),
     ),
     (
         "create table if not exists acct (id int primary key, name string, bal double)",
-        CreateTable("acct", (ColumnDef("id", "INT"), ColumnDef("name", "STRING"),
-                             ColumnDef("bal", "DOUBLE")), True, ("id",)),
+        CreateTable(
+            "acct",
+            (ColumnDef("id", "INT"), ColumnDef("name", "STRING"), ColumnDef("bal", "DOUBLE")),
+            True,
+            ("id",),
+        ),
     ),
     (
         "CREATE TABLE pos (acct BIGINT, sym SYMBOL, qty INT, ok BOOLEAN, PRIMARY KEY (acct, sym))"
         " PARTITION BY NONE",
-        CreateTable("pos", (ColumnDef("acct", "BIGINT"), ColumnDef("sym", "SYMBOL"),
-                            ColumnDef("qty", "INT"), ColumnDef("ok", "BOOLEAN")),
-                    primary_key=("acct", "sym"), partition_by="NONE"),
+        CreateTable(
+            "pos",
+            (
+                ColumnDef("acct", "BIGINT"),
+                ColumnDef("sym", "SYMBOL"),
+                ColumnDef("qty", "INT"),
+                ColumnDef("ok", "BOOLEAN"),
+            ),
+            primary_key=("acct", "sym"),
+            partition_by="NONE",
+        ),
     ),
     ("DROP TABLE t", DropTable("t")),
     ("DROP TABLE IF EXISTS t", DropTable("t", True)),
@@ -121,50 +139,92 @@ STATEMENTS: list[tuple[str, ast.Statement]] = [
     ("TRUNCATE TABLE t", Truncate("t")),
     ("ALTER TABLE t ADD COLUMN c TIMESTAMP", AddColumn("t", ColumnDef("c", "TIMESTAMP"))),
     ("ALTER TABLE t DROP COLUMN c", DropColumn("t", "c")),
-    ("ALTER TABLE t DROP PARTITION LIST '2026', '2027-01'",
-     DropPartitionList("t", ("2026", "2027-01"))),
-    ("ALTER TABLE t DROP PARTITION WHERE time < '2026-01-01'",
-     DropPartitionWhere("t", Binary("<", col("time"), lit("2026-01-01")))),
+    (
+        "ALTER TABLE t DROP PARTITION LIST '2026', '2027-01'",
+        DropPartitionList("t", ("2026", "2027-01")),
+    ),
+    (
+        "ALTER TABLE t DROP PARTITION WHERE time < '2026-01-01'",
+        DropPartitionWhere("t", Binary("<", col("time"), lit("2026-01-01"))),
+    ),
     ("CREATE DATABASE d", CreateDatabase("d")),
     ("CREATE DATABASE IF NOT EXISTS d", CreateDatabase("d", True)),
     ("DROP DATABASE d", DropDatabase("d")),
     ("DROP DATABASE IF EXISTS d", DropDatabase("d", True)),
     ("ALTER DATABASE d SET WAL_ARCHIVE = '2GB'", AlterDatabaseSet("d", "wal_archive", "2GB")),
-    ("INSERT INTO t VALUES (1, 'abc', 2.5)",
-     Insert("t", rows=((lit(1), lit("abc"), lit(2.5)),))),
-    ("INSERT INTO t (a, b) VALUES (1, NULL), (-2, TRUE), (?, 1 + ?)",
-     Insert("t", ("a", "b"), rows=((lit(1), lit(None)), (lit(-2), lit(True)),
-                                    (Param(0), Binary("+", lit(1), Param(1)))))),
-    ("INSERT INTO t (a) SELECT b FROM u WHERE c",
-     Insert("t", ("a",), select=Select((SelectItem(col("b")),), TableSource("u"), col("c")))),
-    ("UPDATE t SET a = a + 1, b = 'x' WHERE id = ?",
-     Update("t", (("a", Binary("+", col("a"), lit(1))), ("b", lit("x"))),
-            Binary("=", col("id"), Param(0)))),
+    ("INSERT INTO t VALUES (1, 'abc', 2.5)", Insert("t", rows=((lit(1), lit("abc"), lit(2.5)),))),
+    (
+        "INSERT INTO t (a, b) VALUES (1, NULL), (-2, TRUE), (?, 1 + ?)",
+        Insert(
+            "t",
+            ("a", "b"),
+            rows=(
+                (lit(1), lit(None)),
+                (lit(-2), lit(True)),
+                (Param(0), Binary("+", lit(1), Param(1))),
+            ),
+        ),
+    ),
+    (
+        "INSERT INTO t (a) SELECT b FROM u WHERE c",
+        Insert("t", ("a",), select=Select((SelectItem(col("b")),), TableSource("u"), col("c"))),
+    ),
+    (
+        "UPDATE t SET a = a + 1, b = 'x' WHERE id = ?",
+        Update(
+            "t",
+            (("a", Binary("+", col("a"), lit(1))), ("b", lit("x"))),
+            Binary("=", col("id"), Param(0)),
+        ),
+    ),
     ("UPDATE t SET a = 1", Update("t", (("a", lit(1)),))),
     ("DELETE FROM t", Delete("t")),
     ("DELETE FROM t WHERE a IS NULL", Delete("t", IsNull(col("a")))),
     ("SELECT 1", Select((SelectItem(lit(1)),))),
     ("SELECT * FROM t", Select((SelectItem(Star()),), TableSource("t"))),
-    ("SELECT t.*, t.a FROM t", Select((SelectItem(Star("t")), SelectItem(col("a", "t"))),
-                                      TableSource("t"))),
-    ("SELECT DISTINCT a AS x, b y FROM t AS u",
-     Select((SelectItem(col("a"), "x"), SelectItem(col("b"), "y")), TableSource("t", "u"),
-            distinct=True)),
-    ("SELECT * FROM changes('t', 5, 100) c",
-     Select((SelectItem(Star()),), FunctionSource("changes", (lit("t"), lit(5), lit(100)), "c"))),
-    ("SELECT * FROM CHANGES('t')", Select((SelectItem(Star()),),
-                                          FunctionSource("changes", (lit("t"),)))),
-    ("SELECT sym, count(*) FROM t WHERE a > 1 GROUP BY sym HAVING count(*) > 2 "
-     "ORDER BY sym DESC NULLS FIRST, 2 ASC, b NULLS LAST LIMIT 10 OFFSET 20",
-     Select((SelectItem(col("sym")), SelectItem(FuncCall("count", (), star=True))),
-            TableSource("t"), Binary(">", col("a"), lit(1)), (col("sym"),),
+    (
+        "SELECT t.*, t.a FROM t",
+        Select((SelectItem(Star("t")), SelectItem(col("a", "t"))), TableSource("t")),
+    ),
+    (
+        "SELECT DISTINCT a AS x, b y FROM t AS u",
+        Select(
+            (SelectItem(col("a"), "x"), SelectItem(col("b"), "y")),
+            TableSource("t", "u"),
+            distinct=True,
+        ),
+    ),
+    (
+        "SELECT * FROM changes('t', 5, 100) c",
+        Select((SelectItem(Star()),), FunctionSource("changes", (lit("t"), lit(5), lit(100)), "c")),
+    ),
+    (
+        "SELECT * FROM CHANGES('t')",
+        Select((SelectItem(Star()),), FunctionSource("changes", (lit("t"),))),
+    ),
+    (
+        "SELECT sym, count(*) FROM t WHERE a > 1 GROUP BY sym HAVING count(*) > 2 "
+        "ORDER BY sym DESC NULLS FIRST, 2 ASC, b NULLS LAST LIMIT 10 OFFSET 20",
+        Select(
+            (SelectItem(col("sym")), SelectItem(FuncCall("count", (), star=True))),
+            TableSource("t"),
+            Binary(">", col("a"), lit(1)),
+            (col("sym"),),
             Binary(">", FuncCall("count", (), star=True), lit(2)),
-            (OrderItem(col("sym"), True, True), OrderItem(lit(2)),
-             OrderItem(col("b"), False, False)),
-            lit(10), lit(20))),
+            (
+                OrderItem(col("sym"), True, True),
+                OrderItem(lit(2)),
+                OrderItem(col("b"), False, False),
+            ),
+            lit(10),
+            lit(20),
+        ),
+    ),
     ("SELECT a FROM t LIMIT ?", Select((SelectItem(col("a")),), TableSource("t"), limit=Param(0))),
-    ("SUBSCRIBE SELECT a FROM t WHERE b = 1",
-     Subscribe(Select((SelectItem(col("a")),), TableSource("t"), Binary("=", col("b"), lit(1))))),
+    (
+        "SUBSCRIBE SELECT a FROM t WHERE b = 1",
+        Subscribe(Select((SelectItem(col("a")),), TableSource("t"), Binary("=", col("b"), lit(1)))),
+    ),
     ("BEGIN", Begin()),
     ("BEGIN TRANSACTION", Begin()),
     ("COMMIT", Commit()),
@@ -203,41 +263,69 @@ def test_statement(text: str, node: ast.Statement) -> None:
 
 def test_keywords_are_case_insensitive() -> None:
     assert one("sElEcT a FrOm t wHeRe b Is NoT nUlL") == Select(
-        (SelectItem(col("a")),), TableSource("t"), IsNull(col("b"), True))
+        (SelectItem(col("a")),), TableSource("t"), IsNull(col("b"), True)
+    )
 
 
 def test_names_keep_their_case_and_quotes_allow_anything() -> None:
     assert one('SELECT MyCol, "from", "a ""b"" c", "Ünï code" FROM "My Table"') == Select(
-        (SelectItem(col("MyCol")), SelectItem(col("from")), SelectItem(col('a "b" c')),
-         SelectItem(col("Ünï code"))),
-        TableSource("My Table"))
+        (
+            SelectItem(col("MyCol")),
+            SelectItem(col("from")),
+            SelectItem(col('a "b" c')),
+            SelectItem(col("Ünï code")),
+        ),
+        TableSource("My Table"),
+    )
 
 
 def test_soft_keywords_work_as_names() -> None:
-    created = one("CREATE TABLE t (key INT, op STRING, seq INT, lsn INT, time TIMESTAMP, "
-                  "symbol SYMBOL, first DOUBLE, last DOUBLE, value DOUBLE)")
+    created = one(
+        "CREATE TABLE t (key INT, op STRING, seq INT, lsn INT, time TIMESTAMP, "
+        "symbol SYMBOL, first DOUBLE, last DOUBLE, value DOUBLE)"
+    )
     assert [c.name for c in created.columns] == [
-        "key", "op", "seq", "lsn", "time", "symbol", "first", "last", "value"]
+        "key",
+        "op",
+        "seq",
+        "lsn",
+        "time",
+        "symbol",
+        "first",
+        "last",
+        "value",
+    ]
     assert one("SELECT first(price), last(price), key, op FROM t WHERE time > '2026-01-01'") == (
-        Select((SelectItem(FuncCall("first", (col("price"),))),
+        Select(
+            (
+                SelectItem(FuncCall("first", (col("price"),))),
                 SelectItem(FuncCall("last", (col("price"),))),
-                SelectItem(col("key")), SelectItem(col("op"))),
-               TableSource("t"), Binary(">", col("time"), lit("2026-01-01"))))
+                SelectItem(col("key")),
+                SelectItem(col("op")),
+            ),
+            TableSource("t"),
+            Binary(">", col("time"), lit("2026-01-01")),
+        )
+    )
     assert one("SELECT timestamp, name, table, primary, if, year FROM table") == Select(
         tuple(SelectItem(col(n)) for n in ("timestamp", "name", "table", "primary", "if", "year")),
-        TableSource("table"))
+        TableSource("table"),
+    )
     assert one("DROP TABLE if") == DropTable("if")
     assert one("TRUNCATE TABLE table") == Truncate("table")
     assert one("CREATE TABLE primary (primary INT PRIMARY KEY)") == CreateTable(
-        "primary", (ColumnDef("primary", "INT"),), primary_key=("primary",))
+        "primary", (ColumnDef("primary", "INT"),), primary_key=("primary",)
+    )
     assert one("INSERT INTO values (key, values) VALUES (1, 2)") == Insert(
-        "values", ("key", "values"), rows=((lit(1), lit(2)),))
+        "values", ("key", "values"), rows=((lit(1), lit(2)),)
+    )
 
 
 @pytest.mark.parametrize("word", sorted(NAME_KEYWORDS))
 def test_every_name_keyword_is_a_name(word: str) -> None:
     assert one(f"SELECT {word} FROM {word.lower()}") == Select(
-        (SelectItem(col(word)),), TableSource(word.lower()))
+        (SelectItem(col(word)),), TableSource(word.lower())
+    )
     assert one(f"CREATE TABLE t ({word} INT)").columns == (ColumnDef(word, "INT"),)
 
 
@@ -247,7 +335,8 @@ def test_reserved_words_need_quotes(word: str) -> None:
     with pytest.raises(SqlSyntaxError):
         parse(f"SELECT a FROM {word.lower()}")
     assert one(f'SELECT a FROM "{word.lower()}"') == Select(
-        (SelectItem(col("a")),), TableSource(word.lower()))
+        (SelectItem(col("a")),), TableSource(word.lower())
+    )
 
 
 # ---------------------------------------------------------------------------------------
@@ -255,73 +344,86 @@ def test_reserved_words_need_quotes(word: str) -> None:
 # ---------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("text", "node"), [
-    ("1", lit(1)),
-    ("1.5", lit(1.5)),
-    ("1e3", lit(1000.0)),
-    ("1E-2", lit(0.01)),
-    (".5", lit(0.5)),
-    ("5.", lit(5.0)),
-    ("-1", lit(-1)),
-    ("- 2.5", lit(-2.5)),
-    ("-(3)", lit(-3)),
-    ("12345678901234567890", lit(12345678901234567890)),
-    ("'it''s'", lit("it's")),
-    ("''", lit("")),
-    ("'line\nbreak -- not a comment'", lit("line\nbreak -- not a comment")),
-    ("TRUE", lit(True)),
-    ("false", lit(False)),
-    ("NULL", lit(None)),
-    ("-a", Unary("-", col("a"))),
-    ("+a", Unary("+", col("a"))),
-    ("- -a", Unary("-", Unary("-", col("a")))),
-    ("NOT a", Unary("NOT", col("a"))),
-])
+@pytest.mark.parametrize(
+    ("text", "node"),
+    [
+        ("1", lit(1)),
+        ("1.5", lit(1.5)),
+        ("1e3", lit(1000.0)),
+        ("1E-2", lit(0.01)),
+        (".5", lit(0.5)),
+        ("5.", lit(5.0)),
+        ("-1", lit(-1)),
+        ("- 2.5", lit(-2.5)),
+        ("-(3)", lit(-3)),
+        ("12345678901234567890", lit(12345678901234567890)),
+        ("'it''s'", lit("it's")),
+        ("''", lit("")),
+        ("'line\nbreak -- not a comment'", lit("line\nbreak -- not a comment")),
+        ("TRUE", lit(True)),
+        ("false", lit(False)),
+        ("NULL", lit(None)),
+        ("-a", Unary("-", col("a"))),
+        ("+a", Unary("+", col("a"))),
+        ("- -a", Unary("-", Unary("-", col("a")))),
+        ("NOT a", Unary("NOT", col("a"))),
+    ],
+)
 def test_literals_and_unary(text: str, node: ast.Expr) -> None:
     assert expr(text) == node
 
 
-@pytest.mark.parametrize(("text", "node"), [
-    ("a OR b AND c", Binary("OR", col("a"), Binary("AND", col("b"), col("c")))),
-    ("a AND b OR c", Binary("OR", Binary("AND", col("a"), col("b")), col("c"))),
-    ("NOT a = b", Unary("NOT", Binary("=", col("a"), col("b")))),
-    ("NOT a AND b", Binary("AND", Unary("NOT", col("a")), col("b"))),
-    ("a = b + c * d",
-     Binary("=", col("a"), Binary("+", col("b"), Binary("*", col("c"), col("d"))))),
-    ("a - b - c", Binary("-", Binary("-", col("a"), col("b")), col("c"))),
-    ("a - (b - c)", Binary("-", col("a"), Binary("-", col("b"), col("c")))),
-    ("a || b + c", Binary("+", Binary("||", col("a"), col("b")), col("c"))),
-    ("-a * b", Binary("*", Unary("-", col("a")), col("b"))),
-    ("a % b / c", Binary("/", Binary("%", col("a"), col("b")), col("c"))),
-    ("a != b", Binary("<>", col("a"), col("b"))),
-    ("a <> b", Binary("<>", col("a"), col("b"))),
-    ("a <= b", Binary("<=", col("a"), col("b"))),
-    ("a >= b", Binary(">=", col("a"), col("b"))),
-    ("a < b", Binary("<", col("a"), col("b"))),
-    ("a IS NULL", IsNull(col("a"))),
-    ("a IS NOT NULL", IsNull(col("a"), True)),
-    ("a IN (1, 2)", InList(col("a"), (lit(1), lit(2)))),
-    ("a NOT IN ('x')", InList(col("a"), (lit("x"),), True)),
-    ("a BETWEEN 1 AND 2 AND b", Binary("AND", Between(col("a"), lit(1), lit(2)), col("b"))),
-    ("a NOT BETWEEN b + 1 AND c", Between(col("a"), Binary("+", col("b"), lit(1)), col("c"), True)),
-    ("a LIKE 'x%'", Like(col("a"), lit("x%"))),
-    ("a NOT LIKE b || '%'", Like(col("a"), Binary("||", col("b"), lit("%")), True)),
-    ("a = 1 IS NULL", IsNull(Binary("=", col("a"), lit(1)))),
-    ("CASE WHEN a THEN 1 ELSE 2 END", Case(None, ((col("a"), lit(1)),), lit(2))),
-    ("CASE a WHEN 1 THEN 'x' WHEN 2 THEN 'y' END",
-     Case(col("a"), ((lit(1), lit("x")), (lit(2), lit("y"))))),
-    ("CAST(a AS bigint)", Cast(col("a"), "BIGINT")),
-    ("COUNT(*)", FuncCall("count", (), star=True)),
-    ("count(DISTINCT x)", FuncCall("count", (col("x"),), distinct=True)),
-    ("Now()", FuncCall("now")),
-    ("date_trunc('day', time)", FuncCall("date_trunc", (lit("day"), col("time")))),
-    ("kdb_rev('t', 1)", FuncCall("kdb_rev", (lit("t"), lit(1)))),
-    ("coalesce(a, b, 0)", FuncCall("coalesce", (col("a"), col("b"), lit(0)))),
-    ("(a)", col("a")),
-    ("((a + b))", Binary("+", col("a"), col("b"))),
-    ("t.a", col("a", "t")),
-    ('"T"."A b"', col("A b", "T")),
-])
+@pytest.mark.parametrize(
+    ("text", "node"),
+    [
+        ("a OR b AND c", Binary("OR", col("a"), Binary("AND", col("b"), col("c")))),
+        ("a AND b OR c", Binary("OR", Binary("AND", col("a"), col("b")), col("c"))),
+        ("NOT a = b", Unary("NOT", Binary("=", col("a"), col("b")))),
+        ("NOT a AND b", Binary("AND", Unary("NOT", col("a")), col("b"))),
+        (
+            "a = b + c * d",
+            Binary("=", col("a"), Binary("+", col("b"), Binary("*", col("c"), col("d")))),
+        ),
+        ("a - b - c", Binary("-", Binary("-", col("a"), col("b")), col("c"))),
+        ("a - (b - c)", Binary("-", col("a"), Binary("-", col("b"), col("c")))),
+        ("a || b + c", Binary("+", Binary("||", col("a"), col("b")), col("c"))),
+        ("-a * b", Binary("*", Unary("-", col("a")), col("b"))),
+        ("a % b / c", Binary("/", Binary("%", col("a"), col("b")), col("c"))),
+        ("a != b", Binary("<>", col("a"), col("b"))),
+        ("a <> b", Binary("<>", col("a"), col("b"))),
+        ("a <= b", Binary("<=", col("a"), col("b"))),
+        ("a >= b", Binary(">=", col("a"), col("b"))),
+        ("a < b", Binary("<", col("a"), col("b"))),
+        ("a IS NULL", IsNull(col("a"))),
+        ("a IS NOT NULL", IsNull(col("a"), True)),
+        ("a IN (1, 2)", InList(col("a"), (lit(1), lit(2)))),
+        ("a NOT IN ('x')", InList(col("a"), (lit("x"),), True)),
+        ("a BETWEEN 1 AND 2 AND b", Binary("AND", Between(col("a"), lit(1), lit(2)), col("b"))),
+        (
+            "a NOT BETWEEN b + 1 AND c",
+            Between(col("a"), Binary("+", col("b"), lit(1)), col("c"), True),
+        ),
+        ("a LIKE 'x%'", Like(col("a"), lit("x%"))),
+        ("a NOT LIKE b || '%'", Like(col("a"), Binary("||", col("b"), lit("%")), True)),
+        ("a = 1 IS NULL", IsNull(Binary("=", col("a"), lit(1)))),
+        ("CASE WHEN a THEN 1 ELSE 2 END", Case(None, ((col("a"), lit(1)),), lit(2))),
+        (
+            "CASE a WHEN 1 THEN 'x' WHEN 2 THEN 'y' END",
+            Case(col("a"), ((lit(1), lit("x")), (lit(2), lit("y")))),
+        ),
+        ("CAST(a AS bigint)", Cast(col("a"), "BIGINT")),
+        ("COUNT(*)", FuncCall("count", (), star=True)),
+        ("count(DISTINCT x)", FuncCall("count", (col("x"),), distinct=True)),
+        ("Now()", FuncCall("now")),
+        ("date_trunc('day', time)", FuncCall("date_trunc", (lit("day"), col("time")))),
+        ("kdb_rev('t', 1)", FuncCall("kdb_rev", (lit("t"), lit(1)))),
+        ("coalesce(a, b, 0)", FuncCall("coalesce", (col("a"), col("b"), lit(0)))),
+        ("(a)", col("a")),
+        ("((a + b))", Binary("+", col("a"), col("b"))),
+        ("t.a", col("a", "t")),
+        ('"T"."A b"', col("A b", "T")),
+    ],
+)
 def test_expressions(text: str, node: ast.Expr) -> None:
     assert expr(text) == node
 
@@ -349,8 +451,9 @@ def test_params_count_across_the_script_in_text_order() -> None:
     assert script.param_count == 6
     first, second = script.statements
     assert first.items[0].expr == Param(0)
-    assert first.where == Binary("AND", Binary("=", col("a"), Param(1)),
-                                 InList(col("b"), (Param(2), Param(3))))
+    assert first.where == Binary(
+        "AND", Binary("=", col("a"), Param(1)), InList(col("b"), (Param(2), Param(3)))
+    )
     assert second == Update("t", (("a", Param(4)),), Binary("=", col("b"), Param(5)))
     assert parse("SELECT '?', \"?\" -- ?\n").param_count == 0
 
@@ -419,72 +522,125 @@ def test_error_descriptions_use_the_grammar_items() -> None:
 
 ERRORS: list[tuple[str, str]] = [
     ("SELECT a, FROM t", "line 1, column 11: expected an expression after ',' but found 'FROM'"),
-    ("CREATE TABLE t (a INT, )",
-     "line 1, column 24: expected a column name after ',' but found ')'"),
-    ("SELECT a FROM t WHERE b = 'abc", "line 1, column 27: unterminated string literal starting "
-     "here"),
-    ("SELECT (", "line 1, column 9: unexpected end of input: expected an expression or a query"
-     " (SELECT, VALUES or WITH)"),
+    (
+        "CREATE TABLE t (a INT, )",
+        "line 1, column 24: expected a column name after ',' but found ')'",
+    ),
+    (
+        "SELECT a FROM t WHERE b = 'abc",
+        "line 1, column 27: unterminated string literal starting here",
+    ),
+    (
+        "SELECT (",
+        "line 1, column 9: unexpected end of input: expected an expression or a query"
+        " (SELECT, VALUES or WITH)",
+    ),
     ("SELECT a FROM", "line 1, column 14: unexpected end of input: expected a table name"),
     ("DROP TABLE", "line 1, column 11: unexpected end of input: expected a table name"),
-    ("CREATE TABLE t (a FLOT)",
-     "line 1, column 19: expected a type such as INT or STRING but found 'FLOT'"),
-    ("SELECT CAST(a AS txt) FROM t",
-     "line 1, column 18: expected a type such as INT or STRING after 'AS' but found 'txt'"),
+    (
+        "CREATE TABLE t (a FLOT)",
+        "line 1, column 19: expected a type such as INT or STRING but found 'FLOT'",
+    ),
+    (
+        "SELECT CAST(a AS txt) FROM t",
+        "line 1, column 18: expected a type such as INT or STRING after 'AS' but found 'txt'",
+    ),
     ("FOO BAR", "line 1, column 1: expected a keyword such as SELECT or INSERT but found 'FOO'"),
-    ("BEGIN; COMIT", "line 1, column 8: expected a keyword such as SELECT or INSERT after ';' "
-     "but found 'COMIT'"),
+    (
+        "BEGIN; COMIT",
+        "line 1, column 8: expected a keyword such as SELECT or INSERT after ';' but found 'COMIT'",
+    ),
     ("SELECT a FROM t ORDER a", "line 1, column 23: expected BY after 'ORDER' but found 'a'"),
     ("DELETE t", "line 1, column 8: expected FROM after 'DELETE' but found 't'"),
-    ("UPDATE t SET WHERE a = 1",
-     "line 1, column 14: expected a column name after 'SET' but found 'WHERE'"),
-    ("INSERT INTO t (a, b) VALUS (1, 2)",
-     "line 1, column 22: expected SELECT, VALUES or WITH after ')' but found 'VALUS'"),
-    ("INSERT INTO t VALUES (1, 2",
-     "line 1, column 27: unexpected end of input: expected an operator, ')' or ','"),
+    (
+        "UPDATE t SET WHERE a = 1",
+        "line 1, column 14: expected a column name after 'SET' but found 'WHERE'",
+    ),
+    (
+        "INSERT INTO t (a, b) VALUS (1, 2)",
+        "line 1, column 22: expected SELECT, VALUES or WITH after ')' but found 'VALUS'",
+    ),
+    (
+        "INSERT INTO t VALUES (1, 2",
+        "line 1, column 27: unexpected end of input: expected an operator, ')' or ','",
+    ),
     ("SELECT a AS FROM t", "line 1, column 13: expected an alias after 'AS' but found 'FROM'"),
-    ("SELECT a FROM t WHERE a = = 1",
-     "line 1, column 27: expected an expression after '=' but found '='"),
-    ("GRANT SELECT ON t TO", "line 1, column 21: unexpected end of input: expected a user name "
-     "or PUBLIC"),
-    ("GRANT ALL ON DATABASE d TO u",
-     "line 1, column 7: expected ADMIN, READ, SELECT or WRITE after 'GRANT' but found 'ALL'"),
-    ("CREATE TABLE t (a INT) PARTITION BY WEEK",
-     "line 1, column 37: expected DAY, MONTH, NONE or YEAR after 'BY' but found 'WEEK'"),
+    (
+        "SELECT a FROM t WHERE a = = 1",
+        "line 1, column 27: expected an expression after '=' but found '='",
+    ),
+    (
+        "GRANT SELECT ON t TO",
+        "line 1, column 21: unexpected end of input: expected a user name or PUBLIC",
+    ),
+    (
+        "GRANT ALL ON DATABASE d TO u",
+        "line 1, column 7: expected ADMIN, READ, SELECT or WRITE after 'GRANT' but found 'ALL'",
+    ),
+    (
+        "CREATE TABLE t (a INT) PARTITION BY WEEK",
+        "line 1, column 37: expected DAY, MONTH, NONE or YEAR after 'BY' but found 'WEEK'",
+    ),
     ("ALTER TABLE t ADD c INT", "line 1, column 19: expected COLUMN after 'ADD' but found 'c'"),
     ("SELECT count(*, a) FROM t", "line 1, column 15: expected ')' after '*' but found ','"),
-    ("SELECT 1\nSELECT 2",
-     "line 2, column 1: expected ';' before 'SELECT': statements are separated by ';'"),
+    (
+        "SELECT 1\nSELECT 2",
+        "line 2, column 1: expected ';' before 'SELECT': statements are separated by ';'",
+    ),
     ("SELECT # FROM t", "line 1, column 8: unexpected character '#'"),
     ("SELECT a FROM t /* open", "line 1, column 17: unterminated comment starting here"),
     ('SELECT "abc FROM t', "line 1, column 8: unterminated quoted name starting here"),
-    ('SELECT "" FROM t', "line 1, column 8: a quoted name cannot be empty: write at least one "
-     "character between the double quotes"),
-    ("CREATE TABLE t (a INT PRIMARY KEY, b INT PRIMARY KEY)",
-     "line 1, column 42: a table has one primary key: declare a key of several columns as "
-     "PRIMARY KEY (a, b) after the columns"),
+    (
+        'SELECT "" FROM t',
+        "line 1, column 8: a quoted name cannot be empty: write at least one "
+        "character between the double quotes",
+    ),
+    (
+        "CREATE TABLE t (a INT PRIMARY KEY, b INT PRIMARY KEY)",
+        "line 1, column 42: a table has one primary key: declare a key of several columns as "
+        "PRIMARY KEY (a, b) after the columns",
+    ),
     ("CREATE TABLE t (PRIMARY KEY (a))", "line 1, column 17: a table needs at least one column"),
-    ("SELECT * FROM a\n  NATURAL JOIN b",
-     "line 2, column 3: NATURAL JOIN is not supported: write JOIN ... USING (columns)"),
+    (
+        "SELECT * FROM a\n  NATURAL JOIN b",
+        "line 2, column 3: NATURAL JOIN is not supported: write JOIN ... USING (columns)",
+    ),
     ("SELECT * FROM a JOIN b", "line 1, column 23: unexpected end of input: expected ON or USING"),
-    ("SELECT * FROM a LEFT b", "line 1, column 22: expected JOIN or OUTER after 'LEFT' but found"
-     " 'b'"),
-    ("SELECT a FROM t LIMIT 5, 10",
-     "line 1, column 24: LIMIT m, n is not supported: write LIMIT n OFFSET m"),
-    ("SELECT a FROM t WHERE a BETWEEN 1",
-     "line 1, column 34: unexpected end of input: expected AND or an operator"),
-    ("SELECT a FROM t WHERE x = 1 )",
-     "line 1, column 29: expected the end of the statement but found ')'"),
-    ("SELECT * FROM t WERE id = 1", "line 1, column 22: expected a clause (WHERE, GROUP BY, ...), "
-     "',' or the end of the statement after 'WERE' but found 'id'"),
-    ("DELETE FROM t; UPDATE t SET id = 2 WERE id = 1",
-     "line 1, column 36: expected ',', WHERE or the end of the statement but found 'WERE'"),
-    ("SELECT a FROM 'abc'",
-     "line 1, column 15: expected a table name after 'FROM' but found the string 'abc'"),
+    (
+        "SELECT * FROM a LEFT b",
+        "line 1, column 22: expected JOIN or OUTER after 'LEFT' but found 'b'",
+    ),
+    (
+        "SELECT a FROM t LIMIT 5, 10",
+        "line 1, column 24: LIMIT m, n is not supported: write LIMIT n OFFSET m",
+    ),
+    (
+        "SELECT a FROM t WHERE a BETWEEN 1",
+        "line 1, column 34: unexpected end of input: expected AND or an operator",
+    ),
+    (
+        "SELECT a FROM t WHERE x = 1 )",
+        "line 1, column 29: expected the end of the statement but found ')'",
+    ),
+    (
+        "SELECT * FROM t WERE id = 1",
+        "line 1, column 22: expected a clause (WHERE, GROUP BY, ...), "
+        "',' or the end of the statement after 'WERE' but found 'id'",
+    ),
+    (
+        "DELETE FROM t; UPDATE t SET id = 2 WERE id = 1",
+        "line 1, column 36: expected ',', WHERE or the end of the statement but found 'WERE'",
+    ),
+    (
+        "SELECT a FROM 'abc'",
+        "line 1, column 15: expected a table name after 'FROM' but found the string 'abc'",
+    ),
     ("SELECT " + "9" * 5000, "line 1, column 8: this number has too many digits"),
     ("SELECT a\u00a0FROM t", "line 1, column 9: unexpected character U+00A0"),
-    ("DROP TOKEN abc", "line 1, column 12: expected FOR or a string such as 'abc' after 'TOKEN' "
-     "but found 'abc'"),
+    (
+        "DROP TOKEN abc",
+        "line 1, column 12: expected FOR or a string such as 'abc' after 'TOKEN' but found 'abc'",
+    ),
 ]
 
 
@@ -497,16 +653,92 @@ def test_error_messages(text: str, message: str) -> None:
     assert message.startswith(f"line {error.line}, column {error.column}: ")
 
 
-_INTERNALS = re.compile(r"__ANON|\$END|\bRPAR\b|\bLPAR\b|\bCOMMA\b|\bSEMI\b|IDENT|Token\(|"
-                        r"\bNUMBER\b|\bRULE\b|\b[a-z]+_[a-z_]+\b")
+_INTERNALS = re.compile(
+    r"__ANON|\$END|\bRPAR\b|\bLPAR\b|\bCOMMA\b|\bSEMI\b|IDENT|Token\(|"
+    r"\bNUMBER\b|\bRULE\b|\b[a-z]+_[a-z_]+\b"
+)
 _VOCABULARY = [
-    "SELECT", "FROM", "WHERE", "t", "a", "b", "(", ")", ",", ";", "*", "=", "<>", "'x'", "1",
-    "2.5", "?", "AND", "OR", "NOT", "IS", "NULL", "IN", "BETWEEN", "LIKE", "CASE", "WHEN",
-    "THEN", "ELSE", "END", "CAST", "AS", "INT", "CREATE", "TABLE", "PRIMARY", "KEY", "INSERT",
-    "INTO", "VALUES", "UPDATE", "SET", "DELETE", "ORDER", "BY", "DESC", "LIMIT", "OFFSET",
-    "GROUP", "HAVING", "DROP", "IF", "EXISTS", "ALTER", "ADD", "COLUMN", "GRANT", "ON", "TO",
-    "PUBLIC", "SHOW", "TABLES", "PARTITION", "YEAR", "SYMBOL", "'", '"', "/*", "--", ".", "-",
-    "+", "||", "JOIN", "WITH", "UNION", "count", "BEGIN", "COMMIT", "SUBSCRIBE", "TIMESERIES",
+    "SELECT",
+    "FROM",
+    "WHERE",
+    "t",
+    "a",
+    "b",
+    "(",
+    ")",
+    ",",
+    ";",
+    "*",
+    "=",
+    "<>",
+    "'x'",
+    "1",
+    "2.5",
+    "?",
+    "AND",
+    "OR",
+    "NOT",
+    "IS",
+    "NULL",
+    "IN",
+    "BETWEEN",
+    "LIKE",
+    "CASE",
+    "WHEN",
+    "THEN",
+    "ELSE",
+    "END",
+    "CAST",
+    "AS",
+    "INT",
+    "CREATE",
+    "TABLE",
+    "PRIMARY",
+    "KEY",
+    "INSERT",
+    "INTO",
+    "VALUES",
+    "UPDATE",
+    "SET",
+    "DELETE",
+    "ORDER",
+    "BY",
+    "DESC",
+    "LIMIT",
+    "OFFSET",
+    "GROUP",
+    "HAVING",
+    "DROP",
+    "IF",
+    "EXISTS",
+    "ALTER",
+    "ADD",
+    "COLUMN",
+    "GRANT",
+    "ON",
+    "TO",
+    "PUBLIC",
+    "SHOW",
+    "TABLES",
+    "PARTITION",
+    "YEAR",
+    "SYMBOL",
+    "'",
+    '"',
+    "/*",
+    "--",
+    ".",
+    "-",
+    "+",
+    "||",
+    "JOIN",
+    "WITH",
+    "UNION",
+    "count",
+    "BEGIN",
+    "COMMIT",
+    "SUBSCRIBE",
+    "TIMESERIES",
 ]
 
 

@@ -35,13 +35,29 @@ from tests.sql.test_parser import EXAMPLE_TEXTS
 # Strategies
 # ---------------------------------------------------------------------------------------
 
-_WORDS = sorted(KEYWORDS | {"key", "op", "seq", "lsn", "time", "symbol", "first", "last", "value",
-                            "timestamp", "name", "table", "public", "PUBLIC"})
+_WORDS = sorted(
+    KEYWORDS
+    | {
+        "key",
+        "op",
+        "seq",
+        "lsn",
+        "time",
+        "symbol",
+        "first",
+        "last",
+        "value",
+        "timestamp",
+        "name",
+        "table",
+        "public",
+        "PUBLIC",
+    }
+)
 
 names = st.one_of(
     st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,7}", fullmatch=True),
-    st.sampled_from(_WORDS).flatmap(
-        lambda w: st.sampled_from([w, w.lower(), w.capitalize()])),
+    st.sampled_from(_WORDS).flatmap(lambda w: st.sampled_from([w, w.lower(), w.capitalize()])),
     st.text(min_size=1, max_size=6),
 )
 # Function and setting names are lower-cased by the parser.
@@ -80,9 +96,12 @@ def _extend(children: st.SearchStrategy[ast.Expr]) -> st.SearchStrategy[ast.Expr
         st.builds(InList, children, lists, st.booleans()),
         st.builds(Between, children, children, children, st.booleans()),
         st.builds(Like, children, children, st.booleans()),
-        st.builds(Case, st.one_of(maybe(), children),
-                  st.lists(st.tuples(children, children), min_size=1, max_size=2).map(tuple),
-                  st.one_of(maybe(), children)),
+        st.builds(
+            Case,
+            st.one_of(maybe(), children),
+            st.lists(st.tuples(children, children), min_size=1, max_size=2).map(tuple),
+            st.one_of(maybe(), children),
+        ),
         st.builds(Cast, children, types),
         st.builds(FuncCall, lower_names, st.lists(children, max_size=3).map(tuple)),
         st.builds(FuncCall, lower_names, st.just(()), st.just(False), st.just(True)),
@@ -101,11 +120,16 @@ select_items = st.one_of(
 sources = st.one_of(
     maybe(),
     st.builds(ast.TableSource, names, st.one_of(maybe(), names)),
-    st.builds(ast.FunctionSource, lower_names, st.lists(expressions, max_size=3).map(tuple),
-              st.one_of(maybe(), names)),
+    st.builds(
+        ast.FunctionSource,
+        lower_names,
+        st.lists(expressions, max_size=3).map(tuple),
+        st.one_of(maybe(), names),
+    ),
 )
-order_items = st.builds(ast.OrderItem, expressions, st.booleans(),
-                        st.one_of(maybe(), st.booleans()))
+order_items = st.builds(
+    ast.OrderItem, expressions, st.booleans(), st.one_of(maybe(), st.booleans())
+)
 
 
 @st.composite
@@ -128,11 +152,13 @@ def selects(draw: st.DrawFn) -> ast.Select:
 def create_tables(draw: st.DrawFn) -> CreateTable:
     unit = draw(st.one_of(maybe(), st.sampled_from(["NONE", "YEAR", "MONTH", "DAY"])))
     columns = draw(st.lists(st.builds(ColumnDef, names, types), min_size=1, max_size=4))
-    key = draw(st.one_of(
-        st.just(()),
-        st.sampled_from(columns).map(lambda c: (c.name,)),  # printed on its column
-        name_tuples,
-    ))
+    key = draw(
+        st.one_of(
+            st.just(()),
+            st.sampled_from(columns).map(lambda c: (c.name,)),  # printed on its column
+            name_tuples,
+        )
+    )
     return CreateTable(
         name=draw(names),
         columns=tuple(columns),
@@ -149,15 +175,23 @@ def create_tables(draw: st.DrawFn) -> CreateTable:
 # -- queries of several tables -----------------------------------------------------------
 
 plain_selects = st.builds(
-    ast.Select, st.lists(select_items, min_size=1, max_size=2).map(tuple), sources,
-    st.one_of(maybe(), expressions))
+    ast.Select,
+    st.lists(select_items, min_size=1, max_size=2).map(tuple),
+    sources,
+    st.one_of(maybe(), expressions),
+)
 values_lists = st.builds(ast.Values, st.lists(expr_tuples, min_size=1, max_size=2).map(tuple))
 subquery_exprs = st.one_of(
     st.builds(ast.ScalarSubquery, plain_selects),
     st.builds(ast.Exists, plain_selects),
     st.builds(ast.InSubquery, expressions, plain_selects, st.booleans()),
-    st.builds(ast.Quantified, st.sampled_from(["=", "<>", "<", "<=", ">", ">="]), expressions,
-              st.sampled_from(["ANY", "ALL"]), plain_selects),
+    st.builds(
+        ast.Quantified,
+        st.sampled_from(["=", "<>", "<", "<=", ">", ">="]),
+        expressions,
+        st.sampled_from(["ANY", "ALL"]),
+        plain_selects,
+    ),
 )
 table_sources = st.one_of(
     st.builds(ast.TableSource, names, st.one_of(maybe(), names)),
@@ -186,16 +220,29 @@ def compound_queries(draw: st.DrawFn) -> ast.Query:
     operands = st.one_of(plain_selects, values_lists)
     query: ast.Query = draw(operands)
     for _ in range(draw(st.integers(1, 3))):
-        query = ast.SetOperation(draw(st.sampled_from(["UNION", "INTERSECT", "EXCEPT"])), query,
-                                 draw(operands), draw(st.booleans()))
+        query = ast.SetOperation(
+            draw(st.sampled_from(["UNION", "INTERSECT", "EXCEPT"])),
+            query,
+            draw(operands),
+            draw(st.booleans()),
+        )
     limit = draw(st.one_of(maybe(), expressions))
     query = dataclasses.replace(
-        query, order_by=draw(st.lists(order_items, max_size=2).map(tuple)), limit=limit,
-        offset=draw(st.one_of(maybe(), expressions)) if limit is not None else None)
+        query,
+        order_by=draw(st.lists(order_items, max_size=2).map(tuple)),
+        limit=limit,
+        offset=draw(st.one_of(maybe(), expressions)) if limit is not None else None,
+    )
     if draw(st.booleans()):
-        tables = draw(st.lists(st.builds(ast.CommonTable, names, plain_selects,
-                                         st.one_of(st.just(()), name_tuples)),
-                               min_size=1, max_size=2).map(tuple))
+        tables = draw(
+            st.lists(
+                st.builds(
+                    ast.CommonTable, names, plain_selects, st.one_of(st.just(()), name_tuples)
+                ),
+                min_size=1,
+                max_size=2,
+            ).map(tuple)
+        )
         query = ast.WithQuery(tables, query, draw(st.booleans()))
     return query
 
@@ -203,22 +250,35 @@ def compound_queries(draw: st.DrawFn) -> ast.Query:
 queries = st.one_of(
     compound_queries(),
     values_lists,
-    st.builds(ast.Select, st.lists(select_items, min_size=1, max_size=2).map(tuple), joins(),
-              st.one_of(maybe(), expressions, subquery_exprs)),
-    st.builds(ast.Select, st.lists(st.builds(ast.SelectItem, subquery_exprs), min_size=1,
-                                   max_size=2).map(tuple)),
+    st.builds(
+        ast.Select,
+        st.lists(select_items, min_size=1, max_size=2).map(tuple),
+        joins(),
+        st.one_of(maybe(), expressions, subquery_exprs),
+    ),
+    st.builds(
+        ast.Select,
+        st.lists(st.builds(ast.SelectItem, subquery_exprs), min_size=1, max_size=2).map(tuple),
+    ),
 )
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.one_of(
-    queries,
-    st.builds(ast.Subscribe, queries),
-    st.builds(ast.Insert, names, st.one_of(maybe(), name_tuples), st.none(), queries.filter(
-        lambda q: not isinstance(q, ast.Values))),
-    st.builds(ast.CreateView, names, queries, st.booleans()),
-    st.builds(ast.DropView, names, st.booleans()),
-))
+@given(
+    st.one_of(
+        queries,
+        st.builds(ast.Subscribe, queries),
+        st.builds(
+            ast.Insert,
+            names,
+            st.one_of(maybe(), name_tuples),
+            st.none(),
+            queries.filter(lambda q: not isinstance(q, ast.Values)),
+        ),
+        st.builds(ast.CreateView, names, queries, st.booleans()),
+        st.builds(ast.DropView, names, st.booleans()),
+    )
+)
 def test_queries_round_trip(node: ast.Statement) -> None:
     round_trip(numbered(node))
 
@@ -230,12 +290,19 @@ texts = st.text(max_size=8)
 statements = st.one_of(
     selects(),
     st.builds(ast.Subscribe, selects()),
-    st.builds(ast.Insert, names, st.one_of(maybe(), name_tuples),
-              st.lists(expr_tuples, min_size=1, max_size=3).map(tuple)),
+    st.builds(
+        ast.Insert,
+        names,
+        st.one_of(maybe(), name_tuples),
+        st.lists(expr_tuples, min_size=1, max_size=3).map(tuple),
+    ),
     st.builds(ast.Insert, names, st.one_of(maybe(), name_tuples), st.none(), selects()),
-    st.builds(ast.Update, names,
-              st.lists(st.tuples(names, expressions), min_size=1, max_size=3).map(tuple),
-              st.one_of(maybe(), expressions)),
+    st.builds(
+        ast.Update,
+        names,
+        st.lists(st.tuples(names, expressions), min_size=1, max_size=3).map(tuple),
+        st.one_of(maybe(), expressions),
+    ),
     st.builds(ast.Delete, names, st.one_of(maybe(), expressions)),
     create_tables(),
     st.builds(ast.DropTable, names, st.booleans()),
@@ -247,8 +314,16 @@ statements = st.one_of(
     st.builds(ast.CreateDatabase, names, st.booleans()),
     st.builds(ast.DropDatabase, names, st.booleans()),
     st.builds(ast.AlterDatabaseSet, names, lower_names, texts),
-    st.sampled_from([ast.Begin(), ast.Commit(), ast.Rollback(), ast.Checkpoint(),
-                     ast.ShowTables(), ast.ShowUsers()]),
+    st.sampled_from(
+        [
+            ast.Begin(),
+            ast.Commit(),
+            ast.Rollback(),
+            ast.Checkpoint(),
+            ast.ShowTables(),
+            ast.ShowUsers(),
+        ]
+    ),
     st.builds(ast.ShowColumns, names),
     st.builds(ast.ShowCreateTable, names),
     st.builds(ast.ShowGrants, names),
@@ -272,8 +347,11 @@ def numbered(node: Any, counter: itertools.count | None = None) -> Any:
     if isinstance(node, tuple):
         return tuple(numbered(item, counter) for item in node)
     if dataclasses.is_dataclass(node) and not isinstance(node, type):
-        changes = {f.name: numbered(getattr(node, f.name), counter)
-                   for f in dataclasses.fields(node) if f.init}
+        changes = {
+            f.name: numbered(getattr(node, f.name), counter)
+            for f in dataclasses.fields(node)
+            if f.init
+        }
         return type(node)(**changes)
     return node
 
@@ -319,11 +397,18 @@ def test_names_read_back_in_every_position(name: str) -> None:
     n = name
     q = quote_name(name)
     cases = [
-        (f"SELECT {q}.{q} AS {q}, {q}.* FROM {q} AS {q} ORDER BY {q}",
-         ast.Select((ast.SelectItem(ColumnRef(n, n), n), ast.SelectItem(ast.Star(n))),
-                    ast.TableSource(n, n), order_by=(ast.OrderItem(ColumnRef(n)),))),
-        (f"CREATE TABLE {q} ({q} INT PRIMARY KEY) TIMESERIES({q})",
-         CreateTable(n, (ColumnDef(n, "INT"),), primary_key=(n,), timeseries=n)),
+        (
+            f"SELECT {q}.{q} AS {q}, {q}.* FROM {q} AS {q} ORDER BY {q}",
+            ast.Select(
+                (ast.SelectItem(ColumnRef(n, n), n), ast.SelectItem(ast.Star(n))),
+                ast.TableSource(n, n),
+                order_by=(ast.OrderItem(ColumnRef(n)),),
+            ),
+        ),
+        (
+            f"CREATE TABLE {q} ({q} INT PRIMARY KEY) TIMESERIES({q})",
+            CreateTable(n, (ColumnDef(n, "INT"),), primary_key=(n,), timeseries=n),
+        ),
         (f"GRANT SELECT ON TABLE {q} TO {q}", ast.GrantSelect(n, n)),
         (f"GRANT SELECT ON {q} TO {q}", ast.GrantSelect(n, n)),
         (f"DROP TABLE IF EXISTS {q}", ast.DropTable(n, True)),
@@ -352,10 +437,13 @@ def test_examples_print_and_parse_back(text: str) -> None:
 def test_create_table_layout() -> None:
     node = parse("create table acct (id int primary key, name string, bal double)").statements[0]
     assert to_sql(node) == (
-        "CREATE TABLE acct (\n  id INT PRIMARY KEY,\n  name STRING,\n  bal DOUBLE\n)")
-    node = parse("CREATE TABLE IF NOT EXISTS candles (time TIMESTAMP, symbol SYMBOL, close DOUBLE,"
-                 " PRIMARY KEY (symbol, time)) TIMESERIES(time) PARTITION BY YEAR, SYMBOL(symbol)"
-                 " SORT BY (symbol, time) DEDUP KEY (symbol, time)").statements[0]
+        "CREATE TABLE acct (\n  id INT PRIMARY KEY,\n  name STRING,\n  bal DOUBLE\n)"
+    )
+    node = parse(
+        "CREATE TABLE IF NOT EXISTS candles (time TIMESTAMP, symbol SYMBOL, close DOUBLE,"
+        " PRIMARY KEY (symbol, time)) TIMESERIES(time) PARTITION BY YEAR, SYMBOL(symbol)"
+        " SORT BY (symbol, time) DEDUP KEY (symbol, time)"
+    ).statements[0]
     assert to_sql(node) == (
         "CREATE TABLE IF NOT EXISTS candles (\n"
         "  time TIMESTAMP,\n"
@@ -367,26 +455,41 @@ def test_create_table_layout() -> None:
     )
 
 
-@pytest.mark.parametrize(("text", "printed"), [
-    ("select a from t where not (a = 1 or b <> 2)",
-     "SELECT a FROM t WHERE NOT (a = 1 OR b <> 2)"),
-    ("SELECT (a + b) * c, a + (b * c), (a - b) - c, a - (b - c)",
-     "SELECT (a + b) * c, a + b * c, a - b - c, a - (b - c)"),
-    ("SELECT -(a + 1), - -a, 1 - -1, -(-(2))", "SELECT -(a + 1), - -a, 1 - -1, 2"),
-    ("SELECT a != b, 'it''s', \"a\"\"b\", \"from\", \"Key\", key",
-     "SELECT a <> b, 'it''s', \"a\"\"b\", \"from\", Key, key"),
-    ("SELECT count(*), COUNT(DISTINCT a), Coalesce(a, 0) AS c FROM changes('t', 5) x",
-     "SELECT count(*), count(DISTINCT a), coalesce(a, 0) AS c FROM changes('t', 5) AS x"),
-    ("SELECT 0.1, 1e300, 1E-7, .5", "SELECT 0.1, 1e+300, 1e-07, 0.5"),
-    ("SELECT a FROM t ORDER BY a ASC NULLS LAST, b DESC LIMIT 1 OFFSET 2",
-     "SELECT a FROM t ORDER BY a NULLS LAST, b DESC LIMIT 1 OFFSET 2"),
-    ("SELECT CASE WHEN a IS NOT NULL THEN CAST(a AS string) END",
-     "SELECT CASE WHEN a IS NOT NULL THEN CAST(a AS STRING) END"),
-    ("GRANT SELECT ON t TO public", "GRANT SELECT ON TABLE t TO PUBLIC"),
-    ('REVOKE READ ON DATABASE d FROM "public"', 'REVOKE READ ON DATABASE d FROM "public"'),
-    ("ALTER DATABASE d SET WAL_ARCHIVE = '2GB'", "ALTER DATABASE d SET wal_archive = '2GB'"),
-    ("truncate t", "TRUNCATE TABLE t"),
-])
+@pytest.mark.parametrize(
+    ("text", "printed"),
+    [
+        (
+            "select a from t where not (a = 1 or b <> 2)",
+            "SELECT a FROM t WHERE NOT (a = 1 OR b <> 2)",
+        ),
+        (
+            "SELECT (a + b) * c, a + (b * c), (a - b) - c, a - (b - c)",
+            "SELECT (a + b) * c, a + b * c, a - b - c, a - (b - c)",
+        ),
+        ("SELECT -(a + 1), - -a, 1 - -1, -(-(2))", "SELECT -(a + 1), - -a, 1 - -1, 2"),
+        (
+            'SELECT a != b, \'it\'\'s\', "a""b", "from", "Key", key',
+            'SELECT a <> b, \'it\'\'s\', "a""b", "from", Key, key',
+        ),
+        (
+            "SELECT count(*), COUNT(DISTINCT a), Coalesce(a, 0) AS c FROM changes('t', 5) x",
+            "SELECT count(*), count(DISTINCT a), coalesce(a, 0) AS c FROM changes('t', 5) AS x",
+        ),
+        ("SELECT 0.1, 1e300, 1E-7, .5", "SELECT 0.1, 1e+300, 1e-07, 0.5"),
+        (
+            "SELECT a FROM t ORDER BY a ASC NULLS LAST, b DESC LIMIT 1 OFFSET 2",
+            "SELECT a FROM t ORDER BY a NULLS LAST, b DESC LIMIT 1 OFFSET 2",
+        ),
+        (
+            "SELECT CASE WHEN a IS NOT NULL THEN CAST(a AS string) END",
+            "SELECT CASE WHEN a IS NOT NULL THEN CAST(a AS STRING) END",
+        ),
+        ("GRANT SELECT ON t TO public", "GRANT SELECT ON TABLE t TO PUBLIC"),
+        ('REVOKE READ ON DATABASE d FROM "public"', 'REVOKE READ ON DATABASE d FROM "public"'),
+        ("ALTER DATABASE d SET WAL_ARCHIVE = '2GB'", "ALTER DATABASE d SET wal_archive = '2GB'"),
+        ("truncate t", "TRUNCATE TABLE t"),
+    ],
+)
 def test_canonical_text(text: str, printed: str) -> None:
     assert to_sql(parse(text).statements[0]) == printed
 
@@ -405,7 +508,8 @@ def test_script_and_expression_printing() -> None:
     script = parse("BEGIN; INSERT INTO t VALUES (?, 'x'); COMMIT")
     assert to_sql(script) == "BEGIN;\nINSERT INTO t VALUES (?, 'x');\nCOMMIT"
     assert to_sql(Binary("*", Binary("+", ColumnRef("a"), Literal(1, "INT")), Param(0))) == (
-        "(a + 1) * ?")
+        "(a + 1) * ?"
+    )
 
 
 def test_nodes_without_sql_text_are_refused() -> None:

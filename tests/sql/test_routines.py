@@ -42,22 +42,33 @@ def test_a_body_keeps_its_semicolons_and_the_script_its_own() -> None:
 
 
 def test_a_dollar_body_is_kept_as_text_with_its_place() -> None:
-    statement = parse("SELECT 1;\nCREATE PROCEDURE p(n INT) LANGUAGE SQL AS $$\n"
-                      "  INSERT INTO t VALUES (n); SELECT 'a;b' $$").statements[1]
+    statement = parse(
+        "SELECT 1;\nCREATE PROCEDURE p(n INT) LANGUAGE SQL AS $$\n"
+        "  INSERT INTO t VALUES (n); SELECT 'a;b' $$"
+    ).statements[1]
     assert isinstance(statement, ast.CreateProcedure) and statement.body is None
     assert statement.source == "\n  INSERT INTO t VALUES (n); SELECT 'a;b' "
     assert statement.source_at == (2, 45)
-    assert parse("CREATE PROCEDURE p() AS $$ SELECT 1 $$ LANGUAGE sql").statements[0].source \
+    assert (
+        parse("CREATE PROCEDURE p() AS $$ SELECT 1 $$ LANGUAGE sql").statements[0].source
         == " SELECT 1 "
+    )
 
 
-@pytest.mark.parametrize(("text", "message"), [
-    ("CREATE PROCEDURE p() LANGUAGE plpgsql AS $$ x $$",
-     "line 1, column 22: LANGUAGE plpgsql is not supported"),
-    ("CREATE TRIGGER x INSTEAD OF INSERT ON v BEGIN SELECT 1; END",
-     "line 1, column 18: expected AFTER, BEFORE, DELETE, INSERT or UPDATE"),
-    ("CREATE TRIGGER x AFTER INSERT ON t BEGIN SELECT 1 END", "line 1, column 51: "),
-])
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            "CREATE PROCEDURE p() LANGUAGE plpgsql AS $$ x $$",
+            "line 1, column 22: LANGUAGE plpgsql is not supported",
+        ),
+        (
+            "CREATE TRIGGER x INSTEAD OF INSERT ON v BEGIN SELECT 1; END",
+            "line 1, column 18: expected AFTER, BEFORE, DELETE, INSERT or UPDATE",
+        ),
+        ("CREATE TRIGGER x AFTER INSERT ON t BEGIN SELECT 1 END", "line 1, column 51: "),
+    ],
+)
 def test_errors_point_at_their_place(text: str, message: str) -> None:
     with pytest.raises(SqlSyntaxError) as caught:
         parse(text)
@@ -67,4 +78,9 @@ def test_errors_point_at_their_place(text: str, message: str) -> None:
 def test_new_words_stay_names() -> None:
     statement = parse("CREATE TABLE after (before INT, each INT, row INT, of INT, call INT)")
     assert [c.name for c in statement.statements[0].columns] == [
-        "before", "each", "row", "of", "call"]
+        "before",
+        "each",
+        "row",
+        "of",
+        "call",
+    ]

@@ -92,15 +92,23 @@ replace = "x = 2"
 def test_a_malformed_entry_is_refused_with_its_reason(
     tmp_path: Path, fields: dict[str, str], complaint: str
 ) -> None:
-    values = {"id": "changes-x", "chapter": "changes", "file": "refimpl/errors.py",
-              "search": "x = 1"} | fields
+    values = {
+        "id": "changes-x",
+        "chapter": "changes",
+        "file": "refimpl/errors.py",
+        "search": "x = 1",
+    } | fields
     with pytest.raises(CatalogueError, match=complaint):
         load(_write(tmp_path, ENTRY.format(**values)))
 
 
 def test_a_search_text_no_longer_in_the_code_fails_loudly(tmp_path: Path) -> None:
-    values = {"id": "changes-x", "chapter": "changes", "file": "refimpl/errors.py",
-              "search": "this text is in no file"}
+    values = {
+        "id": "changes-x",
+        "chapter": "changes",
+        "file": "refimpl/errors.py",
+        "search": "this text is in no file",
+    }
     (deviation,) = load(_write(tmp_path, ENTRY.format(**values)))
     with pytest.raises(CatalogueError, match="no longer occurs in refimpl/errors.py"):
         check(deviation)
@@ -135,6 +143,9 @@ def test_short_form_each_sampled_deviation_is_caught_by_its_own_chapter() -> Non
     baseline = run_one(None, RunSettings(own_chapter=True, chapters=chapters), restart_options)
     assert baseline.verdict == PASSED, (baseline.failed, baseline.note)
     outcomes = [run_one(deviations[i], settings, restart_options) for i in SHORT_FORM]
-    missed = [(o.deviation.id, o.verdict, o.note) for o in outcomes
-              if o.deviation is not None and o.verdict != CAUGHT]
+    missed = [
+        (o.deviation.id, o.verdict, o.note)
+        for o in outcomes
+        if o.deviation is not None and o.verdict != CAUGHT
+    ]
     assert not missed

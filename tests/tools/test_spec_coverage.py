@@ -95,7 +95,7 @@ def test_rows_no_example_mentions() -> None:
     text = (
         "# C\n\n| parameter | meaning |\n|---|---|\n| `table` | the table |\n"
         "| `limit` | how many |\n| plain words | no name |\n\n"
-        "## Sub\n\n```http-example id=c-one\n{\"query\": {\"table\": \"t\"}}\n```\n"
+        '## Sub\n\n```http-example id=c-one\n{"query": {"table": "t"}}\n```\n'
     )
     sections = chapter_sections(text, "spec/c.md")
     assert [t.rows for t in sections[0].tables] == [[(5, "table"), (6, "limit")]]

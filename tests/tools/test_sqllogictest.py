@@ -124,8 +124,22 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
 def test_records_are_read_with_their_conditions() -> None:
     records = read_script(_script())
     kinds = [type(r).__name__ for r in records]
-    assert kinds == ["HashThreshold", "Statement", "Statement", "Statement", "Query", "Query",
-                     "Query", "Query", "Query", "Halt", "Query", "Query", "Halt", "Query"]
+    assert kinds == [
+        "HashThreshold",
+        "Statement",
+        "Statement",
+        "Statement",
+        "Query",
+        "Query",
+        "Query",
+        "Query",
+        "Query",
+        "Halt",
+        "Query",
+        "Query",
+        "Halt",
+        "Query",
+    ]
     assert records[0] == HashThreshold(2, 8)
     create = records[1]
     assert isinstance(create, Statement) and create.ok and create.sql.startswith("CREATE")
@@ -141,13 +155,16 @@ def test_records_are_read_with_their_conditions() -> None:
     assert isinstance(records[9], Halt) and records[9].conditions.only_if == ("mysql",)
 
 
-@pytest.mark.parametrize("text", [
-    "statement maybe\nSELECT 1\n",
-    "query X nosort\nSELECT 1\n----\n1\n",
-    "query I sideways\nSELECT 1\n",
-    "skipif sqlite\n",
-    "frobnicate\n",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "statement maybe\nSELECT 1\n",
+        "query X nosort\nSELECT 1\n----\n1\n",
+        "query I sideways\nSELECT 1\n",
+        "skipif sqlite\n",
+        "frobnicate\n",
+    ],
+)
 def test_malformed_scripts_say_the_line(text: str) -> None:
     with pytest.raises(ScriptError, match=r"^line \d+"):
         read_script(text)
@@ -155,11 +172,26 @@ def test_malformed_scripts_say_the_line(text: str) -> None:
 
 def test_values_are_written_as_sqllogictest_writes_them() -> None:
     assert [format_value(v, "I") for v in (7, -2.9, True, "12abc", "x", None)] == [
-        "7", "-2", "1", "12", "0", "NULL"]
+        "7",
+        "-2",
+        "1",
+        "12",
+        "0",
+        "NULL",
+    ]
     assert [format_value(v, "R") for v in (1, 2.5, 1 / 3, -9223372036854775806)] == [
-        "1.000", "2.500", "0.333", "-9223372036854776000.000"]
+        "1.000",
+        "2.500",
+        "0.333",
+        "-9223372036854776000.000",
+    ]
     assert [format_value(v, "T") for v in ("", "a b", "tab\there", 1.0, 2)] == [
-        "(empty)", "a b", "tab@here", "1.0", "2"]
+        "(empty)",
+        "a b",
+        "tab@here",
+        "1.0",
+        "2",
+    ]
 
 
 @given(st.lists(st.tuples(st.integers(-50, 50), st.integers(-50, 50)), max_size=12))
@@ -168,7 +200,7 @@ def test_sort_modes_keep_the_values(rows: list[tuple[int, int]]) -> None:
     by_row = result_values(rows, "II", "rowsort")
     by_value = result_values(rows, "II", "valuesort")
     assert sorted(plain) == sorted(by_row) == by_value
-    pairs = [by_row[i:i + 2] for i in range(0, len(by_row), 2)]
+    pairs = [by_row[i : i + 2] for i in range(0, len(by_row), 2)]
     assert pairs == sorted(pairs)
     digest = hashlib.md5("".join(v + "\n" for v in plain).encode(), usedforsecurity=False)
     assert values_hash(plain) == digest.hexdigest()
@@ -191,21 +223,23 @@ def test_a_query_written_without_values_may_fail(server: Server, tmp_path: Path)
     # SQLite's completion writes no values for a query SQLite failed: a refusal passes it, a
     # refusal of a query with values does not.
     script = tmp_path / "failing.test"
-    script.write_text("query I nosort\nSELECT nope\n----\n\n"
-                      "query I nosort\nSELECT 1 WHERE false\n----\n\n"
-                      "query I nosort\nSELECT nope\n----\n1\n")
+    script.write_text(
+        "query I nosort\nSELECT nope\n----\n\n"
+        "query I nosort\nSELECT 1 WHERE false\n----\n\n"
+        "query I nosort\nSELECT nope\n----\n1\n"
+    )
     result = run_file(SltServer(server.url, server.token), script)
     assert result.passed == 2
     assert [(f.line, f.kind) for f in result.failures] == [(9, "refused")]
 
 
-def test_the_command_reports_each_file(server: Server, tmp_path: Path,
-                                       capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_command_reports_each_file(
+    server: Server, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     (tmp_path / "small.test").write_text(_script())
     (tmp_path / "skipped").mkdir()
     (tmp_path / "skipped" / "other.test").write_text("statement ok\nSELECT 1\n")
-    argv = ["--url", server.url, "--token", server.token, "--exclude", "*/skipped/*",
-            str(tmp_path)]
+    argv = ["--url", server.url, "--token", server.token, "--exclude", "*/skipped/*", str(tmp_path)]
     assert main(argv) == 1
     out = capsys.readouterr().out
     assert "answering to skipif/onlyif sqlite" in out
@@ -227,6 +261,5 @@ def test_the_corpus_passes_its_stated_rate(server: Server) -> None:
     assert not broken, f"5xx or no answer at {broken}"
     wrong = {r.path.name: [f.line for f in r.failures if f.kind == "wrong"] for r in results}
     assert not any(wrong.values()), f"answers other than SQLite's at {wrong}"
-    low = {r.path.name: round(100 * r.rate, 2) for r in results
-           if 100 * r.rate < CORPUS_MIN_RATE}
+    low = {r.path.name: round(100 * r.rate, 2) for r in results if 100 * r.rate < CORPUS_MIN_RATE}
     assert not low, f"files below their stated rate: {low}"

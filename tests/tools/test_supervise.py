@@ -44,8 +44,7 @@ def test_graceful_and_crash_restarts_keep_port_and_data(tmp_path: Path) -> None:
         boots = [server.get("/api/rev", params={"table": "t"}).json()["boot"]]
         commands = restart_commands(state)
         for command in (commands[1], commands[3]):  # graceful, then crash
-            done = subprocess.run(command, shell=True, capture_output=True, text=True,
-                                  timeout=90)  # fmt: skip
+            done = subprocess.run(command, shell=True, capture_output=True, text=True, timeout=90)
             assert done.returncode == 0, done.stderr
             _healthy(server.url)
             assert server.rows("SELECT id FROM t") == [[1]]

@@ -29,9 +29,14 @@ from refimpl.waiting.room import (
 )
 
 
-def park(room: WaitingRoom, signal: CommitSignal, wanted: int, wait: float,
-         paced: bool = False, seen: int | None = None
-         ) -> tuple[Parked, list[Answer], threading.Event]:
+def park(
+    room: WaitingRoom,
+    signal: CommitSignal,
+    wanted: int,
+    wait: float,
+    paced: bool = False,
+    seen: int | None = None,
+) -> tuple[Parked, list[Answer], threading.Event]:
     got: list[Answer] = []
     released = threading.Event()
 
@@ -39,8 +44,13 @@ def park(room: WaitingRoom, signal: CommitSignal, wanted: int, wait: float,
         return Answer(b"news") if signal.lsn >= wanted else None
 
     deferred = Parked(
-        signal, signal.lsn if seen is None else seen, attempt, lambda: Answer(b"nothing"),
-        time.monotonic() + wait, released.set, paced=paced,
+        signal,
+        signal.lsn if seen is None else seen,
+        attempt,
+        lambda: Answer(b"nothing"),
+        time.monotonic() + wait,
+        released.set,
+        paced=paced,
     )
     room.park(deferred)
     deferred.on_ready(got.append)
@@ -133,8 +143,9 @@ def test_fifo_slots_serve_waiters_in_order():
     order: list[int] = []
     threads = []
     for n in range(5):
-        thread = threading.Thread(target=lambda n=n: (slots.acquire(), order.append(n),
-                                                       slots.release()))
+        thread = threading.Thread(
+            target=lambda n=n: (slots.acquire(), order.append(n), slots.release())
+        )
         thread.start()
         threads.append(thread)
         time.sleep(0.02)  # each waiter queued before the next
@@ -149,9 +160,12 @@ def test_after_round_actions_wait_for_the_whole_round():
     events: list[str] = []
     for n in range(3):
         deferred, _, _ = park(room, signal, wanted=1, wait=30, paced=True)  # readers
-        deferred.on_ready(lambda answer, n=n: (
-            events.append(f"answer {n}"), room.after_round(lambda: events.append(f"after {n}"))
-        ))
+        deferred.on_ready(
+            lambda answer, n=n: (
+                events.append(f"answer {n}"),
+                room.after_round(lambda: events.append(f"after {n}")),
+            )
+        )
     signal.publish(1)
     assert eventually(lambda: len(events) == 6)
     assert events[:3] == ["answer 0", "answer 1", "answer 2"]
@@ -204,14 +218,27 @@ def test_a_fan_out_round_attempts_each_paced_stream_once_and_spaces_the_next():
         return attempt
 
     for n in range(5):
-        stream = Parked(None, 0, attempt_of(n), lambda: Part(Answer(b"")), time.monotonic() + 60,
-                        lambda: None, paced=True, streaming=True)  # fmt: skip
+        stream = Parked(
+            None,
+            0,
+            attempt_of(n),
+            lambda: Part(Answer(b"")),
+            time.monotonic() + 60,
+            lambda: None,
+            paced=True,
+            streaming=True,
+        )
         stream.on_ready(lambda _: None, lambda _: None)
         room.park(stream)
         streams.append(stream)
     room.poke_all(streams)
-    assert eventually(lambda: len(rounds) == 2 and len(attempts) == 5 and
-                      all(count == 2 for count in attempts.values()))  # fmt: skip
+    assert eventually(
+        lambda: (
+            len(rounds) == 2
+            and len(attempts) == 5
+            and all(count == 2 for count in attempts.values())
+        )
+    )
     time.sleep(0.1)
     assert attempts == {n: 2 for n in range(5)}  # three pokes in a round: one attempt
     # The second round waits for the spacing (its first attempt comes a little after the
@@ -249,8 +276,14 @@ def test_a_keyed_request_without_a_deadline_waits_for_its_poke():
     room, signal = WaitingRoom(to_response), CommitSignal()
     got: list[Answer] = []
     poked = threading.Event()
-    keyed = Parked(None, 0, lambda _: Answer(b"poked") if poked.is_set() else None,
-                   lambda: Answer(b"nothing"), math.inf, lambda: None)
+    keyed = Parked(
+        None,
+        0,
+        lambda _: Answer(b"poked") if poked.is_set() else None,
+        lambda: Answer(b"nothing"),
+        math.inf,
+        lambda: None,
+    )
     room.park(keyed)
     keyed.on_ready(got.append)
     _, timed, _ = park(room, signal, wanted=9, wait=0.05)

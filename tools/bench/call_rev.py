@@ -35,8 +35,7 @@ def _prober(target: dict[str, Any], path: str, every: float, stop_flag: Any, que
     while time.monotonic() < stop_flag.value:
         began = time.monotonic()
         try:
-            response = session.get(target["url"] + path, params=params, headers=headers,
-                                   timeout=60)
+            response = session.get(target["url"] + path, params=params, headers=headers, timeout=60)
             if response.status_code == 200:
                 samples.append((began, (time.monotonic() - began) * 1000, server_ms(response)))
                 if path == "/api/changes":
@@ -54,14 +53,18 @@ def _timed(server: harness.RefimplServer, sql: str) -> float:
 
 
 def run(rows: int, seconds: float, idle: float) -> None:
-    with harness.RefimplServer(threads=16, env={"KDB_STATEMENT_TIMEOUT_MS": str(
-            int(max(60.0, seconds * 6) * 1000))}) as server:
+    with harness.RefimplServer(
+        threads=16, env={"KDB_STATEMENT_TIMEOUT_MS": str(int(max(60.0, seconds * 6) * 1000))}
+    ) as server:
         server.sql("CREATE TABLE big (id INT PRIMARY KEY, v DOUBLE)")
         body = "".join(f"{i},{i / 7}\n" for i in range(rows)).encode()
-        answer = requests.post(server.url + "/exec", params={"query": "COPY big FROM STDIN"
-                                                             " (FORMAT csv)"},
-                               data=body, headers={**server.headers, "Content-Type": "text/csv"},
-                               timeout=600)
+        answer = requests.post(
+            server.url + "/exec",
+            params={"query": "COPY big FROM STDIN (FORMAT csv)"},
+            data=body,
+            headers={**server.headers, "Content-Type": "text/csv"},
+            timeout=600,
+        )
         answer.raise_for_status()
         one_pass = _timed(server, "UPDATE big SET v = v + 1")
         passes = max(1, math.ceil(seconds / one_pass))
@@ -91,22 +94,51 @@ def run(rows: int, seconds: float, idle: float) -> None:
     table = []
     checks = []
     for path, samples in results:
-        groups = (("idle", [s for s in samples if s[0] + s[1] / 1000 < call_began]),
-                  ("during the CALL", [s for s in samples if call_began <= s[0] <= call_ended]))
+        groups = (
+            ("idle", [s for s in samples if s[0] + s[1] / 1000 < call_began]),
+            ("during the CALL", [s for s in samples if call_began <= s[0] <= call_ended]),
+        )
         for phase, group in groups:
             rtt = harness.summary([s[1] for s in group])
             inside = harness.summary([s[2] for s in group])
-            table.append((f"GET {path}, {phase}", len(group), rtt["p50"], rtt["p99"], rtt["max"],
-                          inside["p50"], inside["p99"], inside["max"]))
+            table.append(
+                (
+                    f"GET {path}, {phase}",
+                    len(group),
+                    rtt["p50"],
+                    rtt["p99"],
+                    rtt["max"],
+                    inside["p50"],
+                    inside["p99"],
+                    inside["max"],
+                )
+            )
             if path == "/api/rev" and phase != "idle":
-                checks.append(harness.Check("/api/rev p99 inside the server during the CALL, ms",
-                                            inside["p99"], "< 1 ms", inside["p99"] < 1.0))
-                checks.append(harness.Check("/api/rev p99 round trip during the CALL, ms",
-                                            rtt["p99"]))
+                checks.append(
+                    harness.Check(
+                        "/api/rev p99 inside the server during the CALL, ms",
+                        inside["p99"],
+                        "< 1 ms",
+                        inside["p99"] < 1.0,
+                    )
+                )
+                checks.append(
+                    harness.Check("/api/rev p99 round trip during the CALL, ms", rtt["p99"])
+                )
     harness.print_table(
-        ["requests", "n", "rtt p50 ms", "rtt p99 ms", "rtt max ms", "server p50 ms",
-         "server p99 ms", "server max ms"], table,
-        f"one CALL of {passes} passes over {rows:,} rows: {call_ended - call_began:.1f} s")
+        [
+            "requests",
+            "n",
+            "rtt p50 ms",
+            "rtt p99 ms",
+            "rtt max ms",
+            "server p50 ms",
+            "server p99 ms",
+            "server max ms",
+        ],
+        table,
+        f"one CALL of {passes} passes over {rows:,} rows: {call_ended - call_began:.1f} s",
+    )
     checks.append(harness.Check("CALL seconds", call_ended - call_began))
     harness.print_checks(checks)
 

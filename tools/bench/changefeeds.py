@@ -43,13 +43,20 @@ def _load(server: harness.RefimplServer, rows: int) -> None:
     server.sql("CREATE TABLE t (id BIGINT PRIMARY KEY, v DOUBLE, s STRING)")
     chunk = 200_000
     for start in range(0, rows, chunk):
-        lines = ["id,v,s"] + [f"{i},{i * 0.5},s{i % 97}"
-                              for i in range(start, min(rows, start + chunk))]
+        lines = ["id,v,s"] + [
+            f"{i},{i * 0.5},s{i % 97}" for i in range(start, min(rows, start + chunk))
+        ]
         server.import_csv("t", "\n".join(lines) + "\n")
 
 
-def _writer(url: str, headers: dict[str, str], started: Event, stop: Event,
-            samples: multiprocessing.Queue, base: int) -> None:  # fmt: skip
+def _writer(
+    url: str,
+    headers: dict[str, str],
+    started: Event,
+    stop: Event,
+    samples: multiprocessing.Queue,
+    base: int,
+) -> None:
     """Single-row commits until `stop`, in a process of its own; their round trips in ms."""
     client = harness.LeanHTTP(url, headers)
     taken: list[float] = []
@@ -73,8 +80,10 @@ class WriterProcess:
         context = multiprocessing.get_context("fork")
         self._started, self._stop = context.Event(), context.Event()
         self._samples: multiprocessing.Queue = context.Queue()
-        self._process = context.Process(target=_writer, args=(
-            server.url, server.headers, self._started, self._stop, self._samples, base))
+        self._process = context.Process(
+            target=_writer,
+            args=(server.url, server.headers, self._started, self._stop, self._samples, base),
+        )
 
     def __enter__(self) -> WriterProcess:
         self._process.start()
@@ -98,15 +107,15 @@ def initial_copy(server: harness.RefimplServer, rows: int, page: int, idle_s: fl
         time.sleep(idle_s)
         idle = writer.stop()
     session = requests.Session()
-    params: dict[str, object] = {"table": "t", "format": "json", "initial": "true",
-                                 "limit": page}
+    params: dict[str, object] = {"table": "t", "format": "json", "initial": "true", "limit": page}
     copied = 0
     with WriterProcess(server, 1) as writer:
         cpu_before = harness.cpu_seconds(server.pid)
         started = time.perf_counter()
         while True:
-            response = session.get(f"{server.url}/api/changes", params=params,
-                                   headers=server.headers, timeout=600)
+            response = session.get(
+                f"{server.url}/api/changes", params=params, headers=server.headers, timeout=600
+            )
             answer = msgspec.json.decode(response.content)  # in C: the reader stays light
             copied += sum(1 for c in answer["changes"] if c.get("op") == "initial")
             if not answer["more"]:
@@ -119,19 +128,34 @@ def initial_copy(server: harness.RefimplServer, rows: int, page: int, idle_s: fl
     during_p99 = harness.percentile(during, 0.99)
     harness.print_table(
         ["phase", "commits", "p50 ms", "p99 ms", "max ms"],
-        [["idle", len(idle), harness.percentile(idle, 0.5), idle_p99, max(idle)],
-         ["during the copy", len(during), harness.percentile(during, 0.5), during_p99,
-          max(during)]],
+        [
+            ["idle", len(idle), harness.percentile(idle, 0.5), idle_p99, max(idle)],
+            [
+                "during the copy",
+                len(during),
+                harness.percentile(during, 0.5),
+                during_p99,
+                max(during),
+            ],
+        ],
         title=f"initial=true on {rows:,} rows, pages of {page:,}: {copied:,} rows in"
-              f" {seconds:.1f} s = {copied / seconds:,.0f} rows/s",
+        f" {seconds:.1f} s = {copied / seconds:,.0f} rows/s",
     )
-    harness.print_checks([
-        harness.Check("copy: rows per second", copied / seconds),
-        harness.Check("server CPU per copied row (us, the writer's commits included)",
-                      cpu / max(copied, 1) * 1e6),
-        harness.Check("writers' commit p99 during the copy (ms)", during_p99,
-                      f"<= {idle_p99 + 10:.1f}", during_p99 <= idle_p99 + 10),
-    ])
+    harness.print_checks(
+        [
+            harness.Check("copy: rows per second", copied / seconds),
+            harness.Check(
+                "server CPU per copied row (us, the writer's commits included)",
+                cpu / max(copied, 1) * 1e6,
+            ),
+            harness.Check(
+                "writers' commit p99 during the copy (ms)",
+                during_p99,
+                f"<= {idle_p99 + 10:.1f}",
+                during_p99 <= idle_p99 + 10,
+            ),
+        ]
+    )
 
 
 def _update(server: harness.RefimplServer, count: int) -> None:
@@ -154,9 +178,18 @@ def squash(server: harness.RefimplServer, commits: int, writers: int = 4) -> Non
         session = requests.Session()
         position = start
         while True:
-            answer = session.get(f"{server.url}/api/changes", params={
-                "table": "one", "format": "json", "squash": f"{SQUASH_SECONDS:g}",
-                "from": position, "wait": 5000}, headers=server.headers, timeout=60).json()
+            answer = session.get(
+                f"{server.url}/api/changes",
+                params={
+                    "table": "one",
+                    "format": "json",
+                    "squash": f"{SQUASH_SECONDS:g}",
+                    "from": position,
+                    "wait": 5000,
+                },
+                headers=server.headers,
+                timeout=60,
+            ).json()
             if answer["changes"]:
                 answers.append(len(answer["changes"]))
                 last[:] = answer["changes"]
@@ -183,13 +216,23 @@ def squash(server: harness.RefimplServer, commits: int, writers: int = 4) -> Non
         [[commits, seconds, len(answers), sum(answers), row]],
         title=f"squash={SQUASH_SECONDS:g}, one reader waiting on /api/changes, {writers} writers",
     )
-    harness.print_checks([
-        harness.Check("squash: answers", len(answers), "<= 2 (in ~1 s)", len(answers) <= 2),
-        harness.Check("squash: answers within 1 + ceil(commit seconds)", len(answers),
-                      f"<= {bound}", len(answers) <= bound),
-        harness.Check("squash: last row right (v)", row["v"] if row else -1, f"= {commits}",
-                      bool(row) and row["v"] == commits),
-    ])
+    harness.print_checks(
+        [
+            harness.Check("squash: answers", len(answers), "<= 2 (in ~1 s)", len(answers) <= 2),
+            harness.Check(
+                "squash: answers within 1 + ceil(commit seconds)",
+                len(answers),
+                f"<= {bound}",
+                len(answers) <= bound,
+            ),
+            harness.Check(
+                "squash: last row right (v)",
+                row["v"] if row else -1,
+                f"= {commits}",
+                bool(row) and row["v"] == commits,
+            ),
+        ]
+    )
 
 
 def log_bytes() -> None:
@@ -199,8 +242,9 @@ def log_bytes() -> None:
     plain = records.encode(0, [records.Entry.upsert("t", columns, [new], None)])
     full = records.encode(0, [records.Entry.upsert("t", columns, [new], None, [old])])
     delete_plain = records.encode(0, [records.Entry.delete("t", [((), (old[0],))])])
-    delete_full = records.encode(0, [records.Entry.delete("t", [((), (old[0],))],
-                                                          (columns, [old]))])
+    delete_full = records.encode(
+        0, [records.Entry.delete("t", [((), (old[0],))], (columns, [old]))]
+    )
     harness.print_table(
         ["change of one 10-column row", "DEFAULT bytes", "FULL bytes"],
         [["UPDATE", len(plain), len(full)], ["DELETE", len(delete_plain), len(delete_full)]],

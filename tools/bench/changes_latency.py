@@ -112,15 +112,20 @@ def _pg_listener(target: dict[str, Any], ready: Any, stop_at: float, out: list[A
     out.append((events, []))
 
 
-def reader_process(target: dict[str, Any], count: int, start: str, ready: Any, stop_at: float,
-             results: Any) -> None:
+def reader_process(
+    target: dict[str, Any], count: int, start: str, ready: Any, stop_at: float, results: Any
+) -> None:
     out: list[Any] = []
     if target["kind"] == "refimpl":
-        threads = [threading.Thread(target=_sse_reader, args=(target, start, stop_at, out))
-                   for _ in range(count)]
+        threads = [
+            threading.Thread(target=_sse_reader, args=(target, start, stop_at, out))
+            for _ in range(count)
+        ]
     else:
-        threads = [threading.Thread(target=_pg_listener, args=(target, ready, stop_at, out))
-                   for _ in range(count)]
+        threads = [
+            threading.Thread(target=_pg_listener, args=(target, ready, stop_at, out))
+            for _ in range(count)
+        ]
     for thread in threads:
         thread.start()
     if target["kind"] == "refimpl":
@@ -164,13 +169,22 @@ def _commit_postgres(target: dict[str, Any]) -> Any:
     return commit
 
 
-def run_phase(target: dict[str, Any], readers: int, commits: int, interval: float,
-              first_id: int, procs: int = 4) -> dict[str, Any]:
+def run_phase(
+    target: dict[str, Any],
+    readers: int,
+    commits: int,
+    interval: float,
+    first_id: int,
+    procs: int = 4,
+) -> dict[str, Any]:
     """Readers wait, the writer commits; latency figures and the readers' requests."""
     start = "0"
     if target["kind"] == "refimpl":
-        stats = requests.get(target["url"] + "/api/stats",
-                             headers={"Authorization": f"Bearer {target['token']}"}, timeout=30)
+        stats = requests.get(
+            target["url"] + "/api/stats",
+            headers={"Authorization": f"Bearer {target['token']}"},
+            timeout=30,
+        )
         start = str(stats.json()["databases"]["demo"]["durable_lsn"])
     groups = [len(range(p, readers, procs)) for p in range(min(procs, readers))]
     context = multiprocessing.get_context("fork")
@@ -231,8 +245,9 @@ def refimpl_target(server: harness.RefimplServer) -> dict[str, Any]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--commits", type=int, default=100, help="commits per phase")
     parser.add_argument("--interval", type=float, default=0.25, help="seconds between commits")
     parser.add_argument("--crowd", type=int, default=1000, help="readers of the last part")
@@ -246,29 +261,46 @@ def main() -> None:
         target = refimpl_target(server)
         for n, readers in enumerate((1, 100)):
             results[("refimpl", readers)] = run_phase(
-                target, readers, commits, args.interval, n * 1_000_000)
+                target, readers, commits, args.interval, n * 1_000_000
+            )
     with harness.Postgres({"max_connections": "300"}) as pg:
         target = prepare_postgres(pg)
         for n, readers in enumerate((1, 100)):
             results[("pg", readers)] = run_phase(
-                target, readers, commits, args.interval, n * 1_000_000)
+                target, readers, commits, args.interval, n * 1_000_000
+            )
     for readers in (1, 100):
         for system in ("refimpl", "pg"):
             f = results[(system, readers)]
             name = "refimpl /api/changes" if system == "refimpl" else "PostgreSQL NOTIFY"
-            rows.append((f"{name}, {readers} reader(s)", f["n"], f["expected"], f["p50"],
-                         f["p99"], f["max"]))
+            rows.append(
+                (
+                    f"{name}, {readers} reader(s)",
+                    f["n"],
+                    f["expected"],
+                    f["p50"],
+                    f["p99"],
+                    f["max"],
+                )
+            )
     harness.print_table(
-        ("workload", "events", "expected", "p50 ms", "p99 ms", "max ms"), rows,
+        ("workload", "events", "expected", "p50 ms", "p99 ms", "max ms"),
+        rows,
         title=f"commit-to-event latency, {commits} commits every {args.interval * 1000:g} ms"
-              " (refimpl: /api/changes SSE, --threads 512; PostgreSQL: LISTEN/NOTIFY)",
+        " (refimpl: /api/changes SSE, --threads 512; PostgreSQL: LISTEN/NOTIFY)",
     )
     ours, theirs = results[("refimpl", 100)]["p99"], results[("pg", 100)]["p99"]
-    harness.print_checks([
-        harness.Check("100 readers: refimpl p99 (ms)", ours, "< 20 ms", ours < 20),
-        harness.Check("100 readers: refimpl p99 / PostgreSQL p99", ours / theirs, "<= 2x",
-                      ours <= 2 * theirs),
-    ])
+    harness.print_checks(
+        [
+            harness.Check("100 readers: refimpl p99 (ms)", ours, "< 20 ms", ours < 20),
+            harness.Check(
+                "100 readers: refimpl p99 / PostgreSQL p99",
+                ours / theirs,
+                "<= 2x",
+                ours <= 2 * theirs,
+            ),
+        ]
+    )
 
     crowd_commits = max(5, commits // 4)
     with harness.RefimplServer(threads=64) as server:
@@ -279,17 +311,25 @@ def main() -> None:
     asks = crowd["asks"]
     kinds = {k: sum(1 for a in asks if a[2] == k) for k in ("change", "waited", "empty", "error")}
     open_then = in_flight(asks, crowd["sent"])
-    print(f"{args.crowd} readers, --threads 64 (a quarter, 16, may wait), {crowd_commits}"
-          " commits 1 s apart:")
+    print(
+        f"{args.crowd} readers, --threads 64 (a quarter, 16, may wait), {crowd_commits}"
+        " commits 1 s apart:"
+    )
     print(f"  requests answered: {len(asks):,} in {elapsed:.1f} s ({len(asks) / elapsed:,.0f}/s)")
-    print(f"  with a change: {kinds['change']:,}; empty after a full wait: {kinds['waited']:,};"
-          f" empty at once (no wait slot, retry after 1 s): {kinds['empty']:,};"
-          f" failed: {kinds['error']:,}")
-    print(f"  at a commit (median over the commits), requests open: {open_then['change']:.0f}"
-          f" that the commit answers (waiting, or queued in the server), {open_then['empty']:.0f}"
-          f" that end empty at once (queued, refused a wait slot)")
-    print(f"  events {crowd['n']:,} of {crowd['expected']:,} expected; latency p50"
-          f" {crowd['p50']:.1f} ms, p99 {crowd['p99']:.1f} ms, max {crowd['max']:.1f} ms")
+    print(
+        f"  with a change: {kinds['change']:,}; empty after a full wait: {kinds['waited']:,};"
+        f" empty at once (no wait slot, retry after 1 s): {kinds['empty']:,};"
+        f" failed: {kinds['error']:,}"
+    )
+    print(
+        f"  at a commit (median over the commits), requests open: {open_then['change']:.0f}"
+        f" that the commit answers (waiting, or queued in the server), {open_then['empty']:.0f}"
+        f" that end empty at once (queued, refused a wait slot)"
+    )
+    print(
+        f"  events {crowd['n']:,} of {crowd['expected']:,} expected; latency p50"
+        f" {crowd['p50']:.1f} ms, p99 {crowd['p99']:.1f} ms, max {crowd['max']:.1f} ms"
+    )
 
 
 if __name__ == "__main__":

@@ -99,7 +99,8 @@ def read_changes_http(server: harness.RefimplServer, after: int, expected: int) 
         response = session.get(
             f"{server.url}/api/changes",
             params={"table": "t", "format": "json", "limit": str(PAGE_HTTP), "from": str(after)},
-            headers=server.headers, timeout=600,
+            headers=server.headers,
+            timeout=600,
         )
         response.raise_for_status()
         body = msgspec.json.decode(response.content)  # in C, as psycopg reads its rows
@@ -124,16 +125,22 @@ def read_changes_sse(server: harness.RefimplServer, after: int, expected: int) -
     while True:
         response = session.get(
             f"{server.url}/api/changes",
-            params={"table": "t", "format": "sse", "wait": "0", "limit": str(PAGE_HTTP),
-                    "from": str(after)},
-            headers=server.headers, timeout=600,
+            params={
+                "table": "t",
+                "format": "sse",
+                "wait": "0",
+                "limit": str(PAGE_HTTP),
+                "from": str(after),
+            },
+            headers=server.headers,
+            timeout=600,
         )
         response.raise_for_status()
         text = response.content
         rows = text.count(b'"op":"upsert"')
         count += rows
         position = text.rindex(b"event: position")  # after its `id: <next>` line
-        after = int(text[text.rindex(b"id: ", 0, position) + 4:position].strip())
+        after = int(text[text.rindex(b"id: ", 0, position) + 4 : position].strip())
         if b'"more":true' not in text[position:]:
             break
     elapsed = time.perf_counter() - began
@@ -184,8 +191,9 @@ def postgres_decoding(rows: int, txn_rows: int) -> tuple[float, float]:
 # --- commits with waiting readers ------------------------------------------------------------
 
 
-def commit_rate(server: harness.RefimplServer, seconds: float, first_id: int,
-                writers: int = 4) -> float:
+def commit_rate(
+    server: harness.RefimplServer, seconds: float, first_id: int, writers: int = 4
+) -> float:
     counts = [0] * writers
     stop_at = time.monotonic() + seconds
 
@@ -222,8 +230,9 @@ def commits_with_readers(seconds: float, readers: int = 100) -> tuple[float, flo
         stop_at = time.monotonic() + seconds + 6.0
         procs = 4
         processes = [
-            context.Process(target=reader_process,
-                            args=(target, readers // procs, start, ready, stop_at, queue))
+            context.Process(
+                target=reader_process, args=(target, readers // procs, start, ready, stop_at, queue)
+            )
             for _ in range(procs)
         ]
         for process in processes:
@@ -240,16 +249,21 @@ def commits_with_readers(seconds: float, readers: int = 100) -> tuple[float, flo
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--txn-rows", type=int, default=100, help="rows per transaction")
     parser.add_argument("--seconds", type=float, default=10.0, help="per commit-rate phase")
     parser.add_argument("--quick", action="store_true", help="100,000 rows, 4 s phases")
-    parser.add_argument("--writers-only", action="store_true",
-                        help="only the commit throughput with and without waiting readers")
-    parser.add_argument("--reads-only", action="store_true",
-                        help="only the reading figures, no commit throughput")
+    parser.add_argument(
+        "--writers-only",
+        action="store_true",
+        help="only the commit throughput with and without waiting readers",
+    )
+    parser.add_argument(
+        "--reads-only", action="store_true", help="only the reading figures, no commit throughput"
+    )
     args = parser.parse_args()
     rows = 100_000 if args.quick else args.rows
     seconds = 4.0 if args.quick else args.seconds
@@ -291,16 +305,27 @@ def read_figures(rows: int, txn_rows: int) -> None:
         title=f"reading {rows:,} logged changes",
     )
     ratio = sql_rate / pg_rate
-    harness.print_checks([
-        harness.Check("changes() rows/s / PostgreSQL logical decoding", ratio, ">= 0.5x",
-                      ratio >= 0.5),
-        harness.Check("/api/changes JSON rows/s / PostgreSQL", http_rate / pg_rate, ">= 1.0x",
-                      http_rate >= pg_rate),
-        harness.Check("/api/changes SSE rows/s / PostgreSQL", sse_rate / pg_rate, ">= 1.0x",
-                      sse_rate >= pg_rate),
-        harness.Check("server CPU per row read, /api/changes JSON (us)", http_cpu),
-        harness.Check("server CPU per row read, /api/changes SSE (us)", sse_cpu),
-    ])
+    harness.print_checks(
+        [
+            harness.Check(
+                "changes() rows/s / PostgreSQL logical decoding", ratio, ">= 0.5x", ratio >= 0.5
+            ),
+            harness.Check(
+                "/api/changes JSON rows/s / PostgreSQL",
+                http_rate / pg_rate,
+                ">= 1.0x",
+                http_rate >= pg_rate,
+            ),
+            harness.Check(
+                "/api/changes SSE rows/s / PostgreSQL",
+                sse_rate / pg_rate,
+                ">= 1.0x",
+                sse_rate >= pg_rate,
+            ),
+            harness.Check("server CPU per row read, /api/changes JSON (us)", http_cpu),
+            harness.Check("server CPU per row read, /api/changes SSE (us)", sse_cpu),
+        ]
+    )
 
 
 def writer_figures(seconds: float) -> None:
@@ -309,11 +334,12 @@ def writer_figures(seconds: float) -> None:
         ("single-row commits via /exec, 4 writers", "commits/s"),
         [("no reader", alone), ("100 SSE readers waiting", together)],
         title=f"commit throughput, {seconds:g} s per phase (server --threads 512);"
-              f" readers received {events:,} events",
+        f" readers received {events:,} events",
     )
     ratio = together / alone
-    harness.print_checks([harness.Check("with 100 waiting readers / with none", ratio, ">= 0.5x",
-                                        ratio >= 0.5)])
+    harness.print_checks(
+        [harness.Check("with 100 waiting readers / with none", ratio, ">= 0.5x", ratio >= 0.5)]
+    )
 
 
 if __name__ == "__main__":

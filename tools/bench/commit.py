@@ -114,15 +114,26 @@ def main() -> None:
     against_sqlite = sixteen["rate"] / sqlite["rate"]
     per_fsync = 1 / slow_sixteen["fsyncs_per_commit"]
     group_gain = slow_sixteen["rate"] / slow_one["rate"]
-    harness.print_checks([
-        harness.Check("16 writers / sqlite 1 writer", against_sqlite, ">= 0.5x",
-                      against_sqlite >= 0.5),
-        harness.Check("1 writer / sqlite 1 writer", one["rate"] / sqlite["rate"]),
-        harness.Check(f"with +{args.delay_ms:g} ms fsync: commits per fsync (16 writers)",
-                      per_fsync, "> 8", per_fsync > 8),
-        harness.Check(f"with +{args.delay_ms:g} ms fsync: 16 writers / 1 writer", group_gain,
-                      "> 6x", group_gain > 6),
-    ])
+    harness.print_checks(
+        [
+            harness.Check(
+                "16 writers / sqlite 1 writer", against_sqlite, ">= 0.5x", against_sqlite >= 0.5
+            ),
+            harness.Check("1 writer / sqlite 1 writer", one["rate"] / sqlite["rate"]),
+            harness.Check(
+                f"with +{args.delay_ms:g} ms fsync: commits per fsync (16 writers)",
+                per_fsync,
+                "> 8",
+                per_fsync > 8,
+            ),
+            harness.Check(
+                f"with +{args.delay_ms:g} ms fsync: 16 writers / 1 writer",
+                group_gain,
+                "> 6x",
+                group_gain > 6,
+            ),
+        ]
+    )
 
 
 if __name__ == "__main__":

@@ -61,13 +61,21 @@ def load_refimpl(body: bytes, rows: int, how: str) -> tuple[float, float]:
         _reset_peak(server.pid)
         started = time.perf_counter()
         if how == "copy":
-            answer = requests.post(f"{server.url}/exec", params={"query": COPY}, data=body,
-                                   headers={**server.headers, "Content-Type": "text/csv"},
-                                   timeout=3600)  # fmt: skip
+            answer = requests.post(
+                f"{server.url}/exec",
+                params={"query": COPY},
+                data=body,
+                headers={**server.headers, "Content-Type": "text/csv"},
+                timeout=3600,
+            )
         else:
-            answer = requests.post(f"{server.url}/imp", params={"table": "t"}, data=body,
-                                   headers={**server.headers, "Content-Type": "text/csv"},
-                                   timeout=3600)  # fmt: skip
+            answer = requests.post(
+                f"{server.url}/imp",
+                params={"table": "t"},
+                data=body,
+                headers={**server.headers, "Content-Type": "text/csv"},
+                timeout=3600,
+            )
         seconds = time.perf_counter() - started
         if answer.status_code != 200 or answer.json()["count"] != rows:
             raise RuntimeError(f"{how}: {answer.status_code} {answer.text[:300]}")
@@ -84,7 +92,7 @@ def load_postgres(body: bytes, rows: int) -> tuple[float, float]:
             started = time.perf_counter()
             with cursor.copy(COPY) as copy:
                 for at in range(0, len(body), 1 << 20):
-                    copy.write(body[at:at + (1 << 20)])
+                    copy.write(body[at : at + (1 << 20)])
             seconds = time.perf_counter() - started
             peak = _peak_mb(backend)
             count = cursor.execute("SELECT count(*) FROM t").fetchone()[0]

@@ -36,8 +36,7 @@ PROBE_EVERY = 0.010
 TARGET_P99_MS = 100.0
 CLIENTS = 8
 IN_ITEMS = 10_000  # the most items an IN list may have
-BIG = ("CREATE TABLE big (id INT PRIMARY KEY, ts TIMESTAMP, sym SYMBOL, name STRING,"
-       " v DOUBLE)")  # fmt: skip
+BIG = "CREATE TABLE big (id INT PRIMARY KEY, ts TIMESTAMP, sym SYMBOL, name STRING, v DOUBLE)"
 SIDE = "CREATE TABLE side (id INT, name STRING)"
 POINT = "SELECT * FROM big WHERE id = {id}"
 
@@ -51,10 +50,13 @@ def load(server: harness.RefimplServer, rows: int) -> float:
     for start in range(0, rows, CHUNK_ROWS):
         lines = ["id,ts,sym,name,v\n"]
         for i in range(start, min(rows, start + CHUNK_ROWS)):
-            lines.append(f"{i},2026-01-{1 + i % 28:02d}T00:00:{i % 60:02d}Z,S{i % 50},"
-                         f"name-{i * 7919 % 1_000_003},{i % 997 * 0.5}\n")  # fmt: skip
-        status, _, body = http.request("POST", "/imp?table=big", "".join(lines).encode(),
-                                       {"Content-Type": "text/csv"})  # fmt: skip
+            lines.append(
+                f"{i},2026-01-{1 + i % 28:02d}T00:00:{i % 60:02d}Z,S{i % 50},"
+                f"name-{i * 7919 % 1_000_003},{i % 997 * 0.5}\n"
+            )
+        status, _, body = http.request(
+            "POST", "/imp?table=big", "".join(lines).encode(), {"Content-Type": "text/csv"}
+        )
         if status != 200:
             raise RuntimeError(f"/imp answered {status}: {body[:300]!r}")
     http.close()
@@ -77,14 +79,17 @@ def costly_statements(rows: int, max_sql_bytes: int) -> list[tuple[str, str]]:
         ("LIKE scan", "SELECT count(*) FROM big WHERE name LIKE '%7%3%'"),
         ("sort", "SELECT id, name FROM big ORDER BY name DESC, v LIMIT 10"),
         ("1 MB IN list", "SELECT count(*) FROM big WHERE name IN (" + ",".join(in_items) + ")"),
-        ("wide GROUP BY", "SELECT id % 100000 AS g, count(*), sum(v), min(name) FROM big"
-                          " GROUP BY g"),  # fmt: skip
+        (
+            "wide GROUP BY",
+            "SELECT id % 100000 AS g, count(*), sum(v), min(name) FROM big GROUP BY g",
+        ),
         ("1 MB of VALUES", "INSERT INTO side VALUES " + ",".join(rows_text)),
     ]
 
 
-def _client(target: dict[str, Any], number: int, statements: list[tuple[str, str]],
-            until: float, queue: Any) -> None:  # fmt: skip
+def _client(
+    target: dict[str, Any], number: int, statements: list[tuple[str, str]], until: float, queue: Any
+) -> None:
     """Costly statements one after another until `until`; (kind, status, seconds) each."""
     http = harness.LeanHTTP(target["url"], {"Authorization": f"Bearer {target['token']}"})
     done = []
@@ -127,15 +132,21 @@ def _prober(target: dict[str, Any], rows: int, until: float, queue: Any) -> None
     queue.put(("prober", samples))
 
 
-def probe(context: Any, target: dict[str, Any], rows: int, seconds: float,
-          statements: list[tuple[str, str]] | None) -> tuple[list, list]:  # fmt: skip
+def probe(
+    context: Any,
+    target: dict[str, Any],
+    rows: int,
+    seconds: float,
+    statements: list[tuple[str, str]] | None,
+) -> tuple[list, list]:
     """The prober for `seconds`, beside CLIENTS costly clients when `statements` are given."""
     queue = context.Queue()
     until = time.monotonic() + seconds
     processes = [context.Process(target=_prober, args=(target, rows, until, queue))]
     for number in range(CLIENTS if statements else 0):
-        processes.append(context.Process(target=_client,
-                                         args=(target, number, statements, until, queue)))
+        processes.append(
+            context.Process(target=_client, args=(target, number, statements, until, queue))
+        )
     for process in processes:
         process.start()
     samples, costly = [], []
@@ -148,14 +159,19 @@ def probe(context: Any, target: dict[str, Any], rows: int, seconds: float,
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--rows", type=int, default=1_000_000, help="rows of the table")
     parser.add_argument("--seconds", type=float, default=30.0, help="seconds of load")
     parser.add_argument("--idle-seconds", type=float, default=5.0, help="seconds of idle probes")
     parser.add_argument("--quick", action="store_true", help="100,000 rows, 15 s of load")
-    parser.add_argument("--max-sql-bytes", type=int, default=1_048_576,
-                        help="the server's max_sql_bytes (the 1 MB statements stay under it)")
+    parser.add_argument(
+        "--max-sql-bytes",
+        type=int,
+        default=1_048_576,
+        help="the server's max_sql_bytes (the 1 MB statements stay under it)",
+    )
     args = parser.parse_args()
     rows = 100_000 if args.quick else args.rows
     seconds = 15.0 if args.quick else args.seconds
@@ -175,14 +191,30 @@ def main() -> None:
             ms = [s[1] for s in samples if s[0] == kind]
             failed = sum(1 for s in samples if s[0] == kind and s[2] != 200)
             figures = harness.summary(ms)
-            table.append((f"{kind}, {phase}", figures["n"], figures["p50"], figures["p99"],
-                          figures["max"], failed))  # fmt: skip
+            table.append(
+                (
+                    f"{kind}, {phase}",
+                    figures["n"],
+                    figures["p50"],
+                    figures["p99"],
+                    figures["max"],
+                    failed,
+                )
+            )
             if phase != "idle":
-                checks.append(harness.Check(f"{kind} p99 ms with {CLIENTS} costly clients",
-                                            figures["p99"], f"< {TARGET_P99_MS:.0f} ms",
-                                            figures["p99"] < TARGET_P99_MS and not failed))
-    harness.print_table(("probe", "asks", "p50 ms", "p99 ms", "max ms", "not 200"), table,
-                        title=f"the prober (every {PROBE_EVERY * 1000:.0f} ms, alternately)")
+                checks.append(
+                    harness.Check(
+                        f"{kind} p99 ms with {CLIENTS} costly clients",
+                        figures["p99"],
+                        f"< {TARGET_P99_MS:.0f} ms",
+                        figures["p99"] < TARGET_P99_MS and not failed,
+                    )
+                )
+    harness.print_table(
+        ("probe", "asks", "p50 ms", "p99 ms", "max ms", "not 200"),
+        table,
+        title=f"the prober (every {PROBE_EVERY * 1000:.0f} ms, alternately)",
+    )
     by_kind: dict[str, list] = {}
     for kind, status, spent in costly:
         by_kind.setdefault(kind, []).append((status, spent))
@@ -191,10 +223,20 @@ def main() -> None:
         done = by_kind.get(kind, [])
         statuses = Counter(status for status, _ in done)
         figures = harness.summary([spent for _, spent in done])
-        rows_out.append((kind, figures["n"], figures["p50"], figures["max"],
-                         ", ".join(f"{s}: {n}" for s, n in sorted(statuses.items()))))
-    harness.print_table(("costly statement", "sent", "p50 s", "max s", "statuses"), rows_out,
-                        title=f"the {CLIENTS} costly clients over {seconds:.0f} s")
+        rows_out.append(
+            (
+                kind,
+                figures["n"],
+                figures["p50"],
+                figures["max"],
+                ", ".join(f"{s}: {n}" for s, n in sorted(statuses.items())),
+            )
+        )
+    harness.print_table(
+        ("costly statement", "sent", "p50 s", "max s", "statuses"),
+        rows_out,
+        title=f"the {CLIENTS} costly clients over {seconds:.0f} s",
+    )
     harness.print_checks(checks)
 
 

@@ -111,12 +111,20 @@ def print_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], title: st
     widths = [max([len(h), *(len(r[i]) for r in cells)]) for i, h in enumerate(headers)]
     if title:
         print(title)
-    print("  ".join(h.ljust(w) if i == 0 else h.rjust(w) for i, (h, w) in
-                    enumerate(zip(headers, widths, strict=True))))
+    print(
+        "  ".join(
+            h.ljust(w) if i == 0 else h.rjust(w)
+            for i, (h, w) in enumerate(zip(headers, widths, strict=True))
+        )
+    )
     print("  ".join("-" * w for w in widths))
     for row in cells:
-        print("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in
-                        enumerate(zip(row, widths, strict=True))))
+        print(
+            "  ".join(
+                c.ljust(w) if i == 0 else c.rjust(w)
+                for i, (c, w) in enumerate(zip(row, widths, strict=True))
+            )
+        )
     print()
 
 
@@ -164,7 +172,7 @@ def reset_peak_rss() -> None:
 def cpu_seconds(pid: int) -> float:
     """utime + stime of a process (all its threads) from /proc/<pid>/stat."""
     text = Path(f"/proc/{pid}/stat").read_text()
-    fields = text[text.rindex(")") + 2:].split()
+    fields = text[text.rindex(")") + 2 :].split()
     # fields[0] is the state (field 3); utime and stime are fields 14 and 15.
     ticks = int(fields[11]) + int(fields[12])
     return ticks / os.sysconf("SC_CLK_TCK")
@@ -174,9 +182,16 @@ CLIENT_WARMUP = 0.5  # seconds of a phase's start that its clients do not count
 CLIENT_GRACE = 120.0  # a phase's clients must be done this long after its end
 
 
-def run_client_phase(process: Callable[..., tuple[list[float], int]], target: Any, op: str,
-                     clients: int, procs: int, seconds: float, id_base: int,
-                     pid: int | None = None) -> dict[str, float]:  # fmt: skip
+def run_client_phase(
+    process: Callable[..., tuple[list[float], int]],
+    target: Any,
+    op: str,
+    clients: int,
+    procs: int,
+    seconds: float,
+    id_base: int,
+    pid: int | None = None,
+) -> dict[str, float]:
     """One phase of `clients` clients in at most `procs` forked processes, each running
     `process(target, op, its clients, id_base, start_at, stop_at)`, which returns its
     latencies in seconds (those that began after the warm-up) and its error count.
@@ -191,7 +206,8 @@ def run_client_phase(process: Callable[..., tuple[list[float], int]], target: An
         start_at = time.monotonic() + 1.0  # every process started and connected
         stop_at = start_at + CLIENT_WARMUP + seconds
         pending = pool.starmap_async(
-            process, [(target, op, g, id_base, start_at, stop_at) for g in groups])
+            process, [(target, op, g, id_base, start_at, stop_at) for g in groups]
+        )
         if pid is not None:
             time.sleep(max(0.0, start_at + CLIENT_WARMUP - time.monotonic()))
             cpu = cpu_seconds(pid)
@@ -248,12 +264,15 @@ class LeanHTTP:
         self.sock, self.buffer = sock, b""
         return sock
 
-    def request(self, method: str, target: str, body: bytes = b"",
-                headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], bytes]:
+    def request(
+        self, method: str, target: str, body: bytes = b"", headers: dict[str, str] | None = None
+    ) -> tuple[int, dict[str, str], bytes]:
         """Send one request; (status, lower-cased headers, body)."""
         extra = "".join(f"{name}: {value}\r\n" for name, value in (headers or {}).items())
-        head = (f"{method} {target} HTTP/1.1\r\nHost: {self.address[0]}\r\n{self.fixed}{extra}"
-                f"Content-Length: {len(body)}\r\n\r\n").encode("latin-1")
+        head = (
+            f"{method} {target} HTTP/1.1\r\nHost: {self.address[0]}\r\n{self.fixed}{extra}"
+            f"Content-Length: {len(body)}\r\n\r\n"
+        ).encode("latin-1")
         for attempt in (0, 1):
             sock = self.sock or self._connect()
             try:
@@ -296,7 +315,7 @@ class LeanHTTP:
                 while len(self.buffer) < size + 2:
                     self._fill(sock)
                 parts.append(self.buffer[:size])
-                self.buffer = self.buffer[size + 2:]
+                self.buffer = self.buffer[size + 2 :]
                 if size == 0:
                     break
             body = b"".join(parts)
@@ -379,8 +398,18 @@ class RefimplServer:
     # -- life ------------------------------------------------------------------------------
 
     def start(self, timeout: float = 300.0) -> RefimplServer:
-        args = ["serve", "--data", str(self.data), "--host", LOOPBACK, "--port", "0",
-                "--threads", str(self.threads), *self.extra]
+        args = [
+            "serve",
+            "--data",
+            str(self.data),
+            "--host",
+            LOOPBACK,
+            "--port",
+            "0",
+            "--threads",
+            str(self.threads),
+            *self.extra,
+        ]
         if self.sample:
             args.append("--sample")
         if self.profile is not None:
@@ -393,8 +422,14 @@ class RefimplServer:
         )
         env.update(self.env)
         self.process = subprocess.Popen(
-            command, cwd=REPO, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT, text=True, bufsize=1,
+            command,
+            cwd=REPO,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            bufsize=1,
         )
         token_file = self.data / "admin.token"
         deadline = time.monotonic() + timeout
@@ -461,8 +496,10 @@ class RefimplServer:
         """Run SQL through POST /exec; the JSON answer, or RuntimeError with the server's."""
         http = session or requests
         response = http.post(
-            f"{self.url}/exec", data=text.encode("utf-8"),
-            headers={**self.headers, "Content-Type": "text/plain"}, timeout=600,
+            f"{self.url}/exec",
+            data=text.encode("utf-8"),
+            headers={**self.headers, "Content-Type": "text/plain"},
+            timeout=600,
         )
         if response.status_code != 200:
             raise RuntimeError(f"{response.status_code}: {response.text[:500]}")
@@ -470,8 +507,11 @@ class RefimplServer:
 
     def import_csv(self, table: str, text: str) -> dict[str, Any]:
         response = requests.post(
-            f"{self.url}/imp", params={"table": table}, data=text.encode("utf-8"),
-            headers={**self.headers, "Content-Type": "text/csv"}, timeout=3600,
+            f"{self.url}/imp",
+            params={"table": table},
+            data=text.encode("utf-8"),
+            headers={**self.headers, "Content-Type": "text/csv"},
+            timeout=3600,
         )
         if response.status_code != 200:
             raise RuntimeError(f"{response.status_code}: {response.text[:500]}")
@@ -494,8 +534,9 @@ def postgres_bin() -> Path:
         install = ["apt-get", "install", "-y", "-q", "postgresql"]
         env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
         if subprocess.run(install, env=env, stdout=subprocess.DEVNULL).returncode != 0:
-            subprocess.run(["apt-get", "update", "-q"], env=env, stdout=subprocess.DEVNULL,
-                           check=True)
+            subprocess.run(
+                ["apt-get", "update", "-q"], env=env, stdout=subprocess.DEVNULL, check=True
+            )
             subprocess.run(install, env=env, stdout=subprocess.DEVNULL, check=True)
         found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
         if not found:
@@ -510,8 +551,7 @@ class Postgres:
     """
 
     def __init__(self, settings: dict[str, str] | None = None) -> None:
-        self.settings = {"max_connections": "300", "shared_buffers": "256MB",
-                         **(settings or {})}
+        self.settings = {"max_connections": "300", "shared_buffers": "256MB", **(settings or {})}
         self.folder = Path(tempfile.mkdtemp(prefix="pg-bench-"))
         self.data = self.folder / "data"
         self.sockets = self.folder / "sockets"
@@ -532,15 +572,35 @@ class Postgres:
         if self._as_postgres:
             shutil.chown(self.folder, "postgres", "postgres")
             shutil.chown(self.sockets, "postgres", "postgres")
-        self._run(str(self.bin / "initdb"), "-D", str(self.data), "-U", "postgres",
-                  "--auth=trust", "-E", "UTF8", "--no-locale")
+        self._run(
+            str(self.bin / "initdb"),
+            "-D",
+            str(self.data),
+            "-U",
+            "postgres",
+            "--auth=trust",
+            "-E",
+            "UTF8",
+            "--no-locale",
+        )
         self.port = free_port()
         options = f"-p {self.port} -k {self.sockets} -c listen_addresses={LOOPBACK} -c fsync=on"
         options += " -c synchronous_commit=on"
         for name, value in self.settings.items():
             options += f" -c {name}={value}"
-        self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-o", options, "-w",
-                  "-t", "120", "-l", str(self.folder / "log"), "start")
+        self._run(
+            str(self.bin / "pg_ctl"),
+            "-D",
+            str(self.data),
+            "-o",
+            options,
+            "-w",
+            "-t",
+            "120",
+            "-l",
+            str(self.folder / "log"),
+            "start",
+        )
         self._started = True
         return self
 
@@ -556,8 +616,9 @@ class Postgres:
     def stop(self) -> None:
         if self._started:
             try:
-                self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", "fast", "-w",
-                          "stop")
+                self._run(
+                    str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", "fast", "-w", "stop"
+                )
             except RuntimeError as exc:
                 print(f"warning: {exc}", file=sys.stderr)
             self._started = False

@@ -54,8 +54,15 @@ def _statement(op: str, rng: random.Random, id_base: int, i: int) -> str:
     return f"INSERT INTO w VALUES ({id_base + i}, {i * 0.5}, 'row {i}')"
 
 
-def _client(target: dict[str, Any], op: str, index: int, id_base: int, start_at: float,
-            stop_at: float, out: list[Any]) -> None:
+def _client(
+    target: dict[str, Any],
+    op: str,
+    index: int,
+    id_base: int,
+    start_at: float,
+    stop_at: float,
+    out: list[Any],
+) -> None:
     rng = random.Random(index)
     latencies: list[float] = []
     errors = 0
@@ -70,8 +77,10 @@ def _client(target: dict[str, Any], op: str, index: int, id_base: int, start_at:
 
         close = session.close
     elif target["kind"] == "refimpl":
-        lean = harness.LeanHTTP(target["url"], {
-            "Authorization": f"Bearer {target['token']}", "Content-Type": "text/plain"})
+        lean = harness.LeanHTTP(
+            target["url"],
+            {"Authorization": f"Bearer {target['token']}", "Content-Type": "text/plain"},
+        )
 
         def run(sql: str) -> bool:
             return lean.request("POST", "/exec", sql.encode())[0] == 200
@@ -108,8 +117,14 @@ def _client(target: dict[str, Any], op: str, index: int, id_base: int, start_at:
     out.append((latencies, errors))
 
 
-def _process(target: dict[str, Any], op: str, indexes: list[int], id_base: int,
-             start_at: float, stop_at: float) -> tuple[list[float], int]:
+def _process(
+    target: dict[str, Any],
+    op: str,
+    indexes: list[int],
+    id_base: int,
+    start_at: float,
+    stop_at: float,
+) -> tuple[list[float], int]:
     out: list[Any] = []
     threads = [
         threading.Thread(target=_client, args=(target, op, i, id_base, start_at, stop_at, out))
@@ -122,10 +137,12 @@ def _process(target: dict[str, Any], op: str, indexes: list[int], id_base: int,
     return [s for samples, _ in out for s in samples], sum(e for _, e in out)
 
 
-def run_phase(target: dict[str, Any], op: str, clients: int, procs: int, seconds: float,
-              id_base: int) -> dict[str, float]:
-    return harness.run_client_phase(_process, target, op, clients, procs, seconds, id_base,
-                                    target.get("pid"))
+def run_phase(
+    target: dict[str, Any], op: str, clients: int, procs: int, seconds: float, id_base: int
+) -> dict[str, float]:
+    return harness.run_client_phase(
+        _process, target, op, clients, procs, seconds, id_base, target.get("pid")
+    )
 
 
 # --- the two systems ------------------------------------------------------------------------
@@ -139,8 +156,13 @@ def prepare_refimpl(server: harness.RefimplServer, client: str) -> dict[str, Any
     server.sql("CREATE TABLE t (id BIGINT PRIMARY KEY, v DOUBLE, s STRING)")
     server.sql("CREATE TABLE w (id BIGINT PRIMARY KEY, v DOUBLE, s STRING)")
     server.import_csv("t", csv_rows(ROWS))
-    return {"kind": "refimpl", "url": server.url, "token": server.token, "pid": server.pid,
-            "client": client}
+    return {
+        "kind": "refimpl",
+        "url": server.url,
+        "token": server.token,
+        "pid": server.pid,
+        "client": client,
+    }
 
 
 def prepare_postgres(pg: harness.Postgres) -> dict[str, Any]:
@@ -172,8 +194,10 @@ def profile_inserts(threads: int, procs: int, seconds: float, client: str) -> No
         with server:
             target = prepare_refimpl(server, client)
             figures = run_phase(target, "insert", 16, procs, seconds, 0)
-        print(f"profiled server, 16-client INSERT: {figures['rate']:.0f} req/s"
-              f" (p50 {figures['p50']:.2f} ms, p99 {figures['p99']:.2f} ms)\n")
+        print(
+            f"profiled server, 16-client INSERT: {figures['rate']:.0f} req/s"
+            f" (p50 {figures['p50']:.2f} ms, p99 {figures['p99']:.2f} ms)\n"
+        )
         stats = pstats.Stats(str(path))
         stats.strip_dirs()
         print("top 15 by cumulative time (worker threads):")
@@ -183,16 +207,24 @@ def profile_inserts(threads: int, procs: int, seconds: float, client: str) -> No
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--seconds", type=float, default=10.0, help="measured time per phase")
     parser.add_argument("--procs", type=int, default=4, help="load generator processes (max)")
     parser.add_argument("--threads", type=int, default=16, help="refimpl server threads")
     parser.add_argument("--quick", action="store_true", help="3 s per phase")
-    parser.add_argument("--client", choices=("lean", "requests"), default="lean",
-                        help="refimpl's load generator: harness.LeanHTTP (default) or requests")
-    parser.add_argument("--profile", action="store_true",
-                        help="also profile the server during the 16-client INSERT phase")
+    parser.add_argument(
+        "--client",
+        choices=("lean", "requests"),
+        default="lean",
+        help="refimpl's load generator: harness.LeanHTTP (default) or requests",
+    )
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="also profile the server during the 16-client INSERT phase",
+    )
     args = parser.parse_args()
     seconds = 3.0 if args.quick else args.seconds
 
@@ -204,26 +236,56 @@ def main() -> None:
     rows = []
     for op, clients in PHASES:
         a, b = ours[(op, clients)], theirs[(op, clients)]
-        rows.append((f"{op} x{clients}", a["rate"], b["rate"], a["rate"] / b["rate"],
-                     a["p50"], b["p50"], a["p99"], b["p99"], a["cpu_ms"],
-                     f"{a['errors']}/{b['errors']}"))
+        rows.append(
+            (
+                f"{op} x{clients}",
+                a["rate"],
+                b["rate"],
+                a["rate"] / b["rate"],
+                a["p50"],
+                b["p50"],
+                a["p99"],
+                b["p99"],
+                a["cpu_ms"],
+                f"{a['errors']}/{b['errors']}",
+            )
+        )
     harness.print_table(
-        ("workload", "refimpl/s", "pg/s", "ratio", "p50 ms", "pg p50", "p99 ms", "pg p99",
-         "CPU ms/req", "errors"),
+        (
+            "workload",
+            "refimpl/s",
+            "pg/s",
+            "ratio",
+            "p50 ms",
+            "pg p50",
+            "p99 ms",
+            "pg p99",
+            "CPU ms/req",
+            "errors",
+        ),
         rows,
         title=f"HTTP /exec (refimpl, {args.threads} server threads, {args.client} client)"
-              f" vs psycopg (PostgreSQL, fsync on), {seconds:g} s per phase",
+        f" vs psycopg (PostgreSQL, fsync on), {seconds:g} s per phase",
     )
     insert16 = ours[("insert", 16)]["rate"] / theirs[("insert", 16)]["rate"]
     select16 = ours[("select", 16)]["rate"] / theirs[("select", 16)]["rate"]
     select_p99 = ours[("select", 16)]["p99"]
-    harness.print_checks([
-        harness.Check("16-client INSERT throughput / PostgreSQL's", insert16, ">= 0.6x",
-                      insert16 >= 0.6),
-        harness.Check("16-client point SELECT throughput / PostgreSQL's", select16, ">= 0.8x",
-                      select16 >= 0.8),
-        harness.Check("16-client point SELECT p99 (ms)", select_p99, "< 10 ms", select_p99 < 10),
-    ])
+    harness.print_checks(
+        [
+            harness.Check(
+                "16-client INSERT throughput / PostgreSQL's", insert16, ">= 0.6x", insert16 >= 0.6
+            ),
+            harness.Check(
+                "16-client point SELECT throughput / PostgreSQL's",
+                select16,
+                ">= 0.8x",
+                select16 >= 0.8,
+            ),
+            harness.Check(
+                "16-client point SELECT p99 (ms)", select_p99, "< 10 ms", select_p99 < 10
+            ),
+        ]
+    )
     if args.profile:
         profile_inserts(args.threads, args.procs, seconds, args.client)
 

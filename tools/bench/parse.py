@@ -77,12 +77,22 @@ def main() -> None:
         ("parsed, cache bypassed", "statements/s"),
         [("INSERT", insert_rate), ("candle SELECT", select_rate)],
     )
-    harness.print_checks([
-        harness.Check("INSERT parse + execute, unparameterised (us median)", unparameterised,
-                      "< 250 us", unparameterised < 250),
-        harness.Check("INSERT execute, parameterised and cached (us median)", parameterised,
-                      "< 60 us", parameterised < 60),
-    ])
+    harness.print_checks(
+        [
+            harness.Check(
+                "INSERT parse + execute, unparameterised (us median)",
+                unparameterised,
+                "< 250 us",
+                unparameterised < 250,
+            ),
+            harness.Check(
+                "INSERT execute, parameterised and cached (us median)",
+                parameterised,
+                "< 60 us",
+                parameterised < 60,
+            ),
+        ]
+    )
 
 
 if __name__ == "__main__":

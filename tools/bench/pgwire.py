@@ -35,12 +35,22 @@ import harness
 import psycopg
 
 ROWS = 10_000
-PHASES = tuple((op, clients) for op in ("select", "insert", "select literal", "insert literal")
-               for clients in (1, 16))  # fmt: skip
+PHASES = tuple(
+    (op, clients)
+    for op in ("select", "insert", "select literal", "insert literal")
+    for clients in (1, 16)
+)
 
 
-def _client(conninfo: str, op: str, index: int, id_base: int, start_at: float,
-            stop_at: float, out: list[Any]) -> None:  # fmt: skip
+def _client(
+    conninfo: str,
+    op: str,
+    index: int,
+    id_base: int,
+    start_at: float,
+    stop_at: float,
+    out: list[Any],
+) -> None:
     rng = random.Random(index)
     connection = psycopg.connect(conninfo, autocommit=True)
     latencies: list[float] = []
@@ -53,8 +63,9 @@ def _client(conninfo: str, op: str, index: int, id_base: int, start_at: float,
             if op == "select":
                 connection.execute("SELECT * FROM t WHERE id = %s", (rng.randrange(ROWS),))
             elif op == "insert":
-                connection.execute("INSERT INTO w VALUES (%s, %s, %s)",
-                                   (base + i, i * 0.5, f"row {i}"))  # fmt: skip
+                connection.execute(
+                    "INSERT INTO w VALUES (%s, %s, %s)", (base + i, i * 0.5, f"row {i}")
+                )
             elif op == "select literal":
                 connection.execute(f"SELECT * FROM t WHERE id = {rng.randrange(ROWS)}")
             else:
@@ -68,12 +79,14 @@ def _client(conninfo: str, op: str, index: int, id_base: int, start_at: float,
     out.append((latencies, errors))
 
 
-def _process(conninfo: str, op: str, indexes: list[int], id_base: int, start_at: float,
-             stop_at: float) -> tuple[list[float], int]:  # fmt: skip
+def _process(
+    conninfo: str, op: str, indexes: list[int], id_base: int, start_at: float, stop_at: float
+) -> tuple[list[float], int]:
     out: list[Any] = []
-    threads = [threading.Thread(target=_client,
-                                args=(conninfo, op, i, id_base, start_at, stop_at, out))
-               for i in indexes]  # fmt: skip
+    threads = [
+        threading.Thread(target=_client, args=(conninfo, op, i, id_base, start_at, stop_at, out))
+        for i in indexes
+    ]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -81,29 +94,38 @@ def _process(conninfo: str, op: str, indexes: list[int], id_base: int, start_at:
     return [s for samples, _ in out for s in samples], sum(e for _, e in out)
 
 
-def run_phase(conninfo: str, op: str, clients: int, procs: int, seconds: float,
-              id_base: int, pid: int | None = None) -> dict[str, float]:  # fmt: skip
+def run_phase(
+    conninfo: str,
+    op: str,
+    clients: int,
+    procs: int,
+    seconds: float,
+    id_base: int,
+    pid: int | None = None,
+) -> dict[str, float]:
     """One phase's figures (`harness.run_client_phase`); with `pid`, also that server
     process's CPU time per request, as tools/bench/http.py reports it."""
-    return harness.run_client_phase(_process, conninfo, op, clients, procs, seconds, id_base,
-                                    pid)
+    return harness.run_client_phase(_process, conninfo, op, clients, procs, seconds, id_base, pid)
 
 
-def run_all(conninfo: str, procs: int, seconds: float,
-            pid: int | None = None) -> dict[tuple[str, int], dict]:  # fmt: skip
-    return {(op, clients): run_phase(conninfo, op, clients, procs, seconds, n * 10**9, pid)
-            for n, (op, clients) in enumerate(PHASES)}  # fmt: skip
+def run_all(
+    conninfo: str, procs: int, seconds: float, pid: int | None = None
+) -> dict[tuple[str, int], dict]:
+    return {
+        (op, clients): run_phase(conninfo, op, clients, procs, seconds, n * 10**9, pid)
+        for n, (op, clients) in enumerate(PHASES)
+    }
 
 
 def prepare_refimpl(server: harness.RefimplServer) -> str:
     server.sql("CREATE TABLE t (id BIGINT PRIMARY KEY, v DOUBLE, s STRING)")
     server.sql("CREATE TABLE w (id BIGINT PRIMARY KEY, v DOUBLE, s STRING)")
-    server.import_csv("t", "id,v,s\n" + "".join(f"{i},{i * 0.25},row {i}\n"
-                                                 for i in range(ROWS)))  # fmt: skip
+    server.import_csv("t", "id,v,s\n" + "".join(f"{i},{i * 0.25},row {i}\n" for i in range(ROWS)))
     line = next(x for x in server.output if x.startswith("postgres on "))
     host, _, port = line.removeprefix("postgres on ").strip().rpartition(":")
-    return (f"host={host} port={port} user=admin dbname=demo password={server.token}"
-            " connect_timeout=10")
+    return (
+        f"host={host} port={port} user=admin dbname=demo password={server.token} connect_timeout=10"
+    )
 
 
 def prepare_postgres(pg: harness.Postgres) -> str:
@@ -119,8 +141,9 @@ def prepare_postgres(pg: harness.Postgres) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--seconds", type=float, default=10.0, help="measured time per phase")
     parser.add_argument("--procs", type=int, default=4, help="load generator processes (max)")
     parser.add_argument("--threads", type=int, default=16, help="refimpl server threads")
@@ -136,18 +159,41 @@ def main() -> None:
     rows = []
     for op, clients in PHASES:
         a, b = ours[(op, clients)], theirs[(op, clients)]
-        rows.append((f"{op} x{clients}", a["rate"], b["rate"], a["rate"] / b["rate"],
-                     a["p50"], b["p50"], a["p99"], b["p99"], a["cpu_ms"],
-                     f"{a['errors']}/{b['errors']}"))
+        rows.append(
+            (
+                f"{op} x{clients}",
+                a["rate"],
+                b["rate"],
+                a["rate"] / b["rate"],
+                a["p50"],
+                b["p50"],
+                a["p99"],
+                b["p99"],
+                a["cpu_ms"],
+                f"{a['errors']}/{b['errors']}",
+            )
+        )
     harness.print_table(
-        ("workload", "refimpl/s", "pg/s", "ratio", "p50 ms", "pg p50", "p99 ms", "pg p99",
-         "CPU ms/req", "errors"),
+        (
+            "workload",
+            "refimpl/s",
+            "pg/s",
+            "ratio",
+            "p50 ms",
+            "pg p50",
+            "p99 ms",
+            "pg p99",
+            "CPU ms/req",
+            "errors",
+        ),
         rows,
         title=f"PostgreSQL protocol through psycopg: refimpl ({args.threads} threads) vs"
-              f" PostgreSQL (fsync on), {seconds:g} s per phase",
+        f" PostgreSQL (fsync on), {seconds:g} s per phase",
     )
-    print("target: each 'literal' ratio at least that of the same workload in"
-          " tools/bench/http.py (the same SQL to PostgreSQL through psycopg)")
+    print(
+        "target: each 'literal' ratio at least that of the same workload in"
+        " tools/bench/http.py (the same SQL to PostgreSQL through psycopg)"
+    )
 
 
 if __name__ == "__main__":

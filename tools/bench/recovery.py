@@ -89,8 +89,9 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3, help="reopens timed per case")
     parser.add_argument("--batch", type=int, default=1000, help="commits per durability wait")
     parser.add_argument("--keep", type=Path, help="write into DIR and keep it")
-    parser.add_argument("--quick", action="store_true",
-                        help="only the reopen with a recent checkpoint (case 2)")
+    parser.add_argument(
+        "--quick", action="store_true", help="only the reopen with a recent checkpoint (case 2)"
+    )
     args = parser.parse_args()
 
     folder = args.keep or Path(tempfile.mkdtemp(prefix="kdb-recovery-"))
@@ -124,10 +125,14 @@ def main() -> None:
             f" checkpoint at LSN {stats['checkpoint_lsn']}, {args.tail:,} records replayed,"
             f" log {stats['log_bytes'] / 1e6:.1f} MB in {stats['log_segments']} segment(s))"
         )
-        checks.append(harness.Check(
-            f"reopen after {total:,} commits, checkpoint {args.tail:,} before the end (s)",
-            best_c, "< 1 s", best_c < 1.0,
-        ))
+        checks.append(
+            harness.Check(
+                f"reopen after {total:,} commits, checkpoint {args.tail:,} before the end (s)",
+                best_c,
+                "< 1 s",
+                best_c < 1.0,
+            )
+        )
         if not args.quick:
             checks.append(harness.Check("speed-up from the checkpoint (x)", best / best_c))
         harness.print_checks(checks)

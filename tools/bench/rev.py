@@ -68,15 +68,20 @@ def _importer(target: dict[str, Any], rows: int, go: Any, queue: Any) -> None:
     lines = ["time,symbol,price,qty\n"]
     for i in range(rows):
         stamp = datetime.datetime.fromtimestamp(base + i * 0.01, datetime.UTC)
-        lines.append(f"{stamp:%Y-%m-%dT%H:%M:%S.%fZ},S{i % 100:03d},{100 + i % 997 * 0.1:.1f},"
-                     f"{i % 50 + 1}\n")
+        lines.append(
+            f"{stamp:%Y-%m-%dT%H:%M:%S.%fZ},S{i % 100:03d},{100 + i % 997 * 0.1:.1f},{i % 50 + 1}\n"
+        )
     body = "".join(lines).encode()
     queue.put(("ready", time.monotonic()))
     go.wait()
     began = time.monotonic()
-    response = requests.post(target["url"] + "/imp", params={"table": "trades"}, data=body,
-                             headers={"Authorization": f"Bearer {target['token']}",
-                                      "Content-Type": "text/csv"}, timeout=3600)
+    response = requests.post(
+        target["url"] + "/imp",
+        params={"table": "trades"},
+        data=body,
+        headers={"Authorization": f"Bearer {target['token']}", "Content-Type": "text/csv"},
+        timeout=3600,
+    )
     queue.put(("done", began, time.monotonic(), response.status_code, response.text[:200]))
 
 
@@ -109,8 +114,9 @@ def rev_under_import(rows: int, idle_seconds: float) -> None:
                 began = time.monotonic()
                 sql = f"INSERT INTO trades VALUES ('{now_text()}', 'S{k % 100:03d}', 99.5, 1)"
                 try:
-                    answer = session.post(f"{server.url}/exec", data=sql.encode(),
-                                          headers=headers, timeout=120)
+                    answer = session.post(
+                        f"{server.url}/exec", data=sql.encode(), headers=headers, timeout=120
+                    )
                     ok = answer.status_code == 200
                     if not ok:
                         failures.append(f"{answer.status_code}: {answer.text[:200]}")
@@ -144,8 +150,9 @@ def rev_under_import(rows: int, idle_seconds: float) -> None:
     for name, group in (("idle server", idle), (f"during /imp of {rows:,} rows + commits", busy)):
         rtt = harness.summary([s[1] for s in group])
         own = harness.summary([s[2] for s in group])
-        rows_out.append((name, rtt["n"], rtt["p50"], rtt["p99"], rtt["max"], own["p50"],
-                         own["p99"]))
+        rows_out.append(
+            (name, rtt["n"], rtt["p50"], rtt["p99"], rtt["max"], own["p50"], own["p99"])
+        )
     harness.print_table(
         ("/api/rev", "asks", "RTT p50 ms", "RTT p99 ms", "RTT max", "server p50", "server p99"),
         rows_out,
@@ -154,9 +161,11 @@ def rev_under_import(rows: int, idle_seconds: float) -> None:
     during = [c for c in commits if c[0] <= import_ended]
     lat = harness.summary([c[1] for c in during if c[2]])
     failed = sum(1 for c in during if not c[2])
-    print(f"/imp of {rows:,} rows took {seconds:.1f} s ({rows / seconds:,.0f} rows/s);"
-          f" single-row commits meanwhile: {lat['n']} done (p50 {lat['p50']:.0f} ms,"
-          f" max {lat['max']:.0f} ms), {failed} failed")
+    print(
+        f"/imp of {rows:,} rows took {seconds:.1f} s ({rows / seconds:,.0f} rows/s);"
+        f" single-row commits meanwhile: {lat['n']} done (p50 {lat['p50']:.0f} ms,"
+        f" max {lat['max']:.0f} ms), {failed} failed"
+    )
     for failure in sorted(set(failures)):
         print(f"  a failed commit: {failure}")
     print()
@@ -171,8 +180,9 @@ def _prober_until(target: dict[str, Any], stop_flag: Any, queue: Any) -> None:
     while time.monotonic() < stop_flag.value:
         began = time.monotonic()
         try:
-            response = session.get(url, params={"table": "trades", "symbol": "S001"},
-                                   headers=headers, timeout=60)
+            response = session.get(
+                url, params={"table": "trades", "symbol": "S001"}, headers=headers, timeout=60
+            )
             if response.status_code == 200:
                 samples.append((began, (time.monotonic() - began) * 1000, server_ms(response)))
         except requests.RequestException:
@@ -184,8 +194,9 @@ def _prober_until(target: dict[str, Any], stop_flag: Any, queue: Any) -> None:
 # --- part 2 ---------------------------------------------------------------------------------
 
 
-def _chart_client(target: dict[str, Any], symbol: str, mode: str, start_at: float,
-                  stop_at: float, out: list[Any]) -> None:
+def _chart_client(
+    target: dict[str, Any], symbol: str, mode: str, start_at: float, stop_at: float, out: list[Any]
+) -> None:
     session = requests.Session()
     headers = {"Authorization": f"Bearer {target['token']}"}
     revs = selects = errors = 0
@@ -202,16 +213,20 @@ def _chart_client(target: dict[str, Any], symbol: str, mode: str, start_at: floa
         try:
             read = True
             if mode == "rev":
-                response = session.get(target["url"] + "/api/rev",
-                                       params={"table": "trades", "symbol": symbol},
-                                       headers=headers, timeout=30)
+                response = session.get(
+                    target["url"] + "/api/rev",
+                    params={"table": "trades", "symbol": symbol},
+                    headers=headers,
+                    timeout=30,
+                )
                 revs += 1
                 rev = response.json()["revs"][symbol]
                 read = rev != last_rev
                 last_rev = rev
             if read:
-                response = session.get(target["url"] + "/exec", params={"query": sql},
-                                       headers=headers, timeout=30)
+                response = session.get(
+                    target["url"] + "/exec", params={"query": sql}, headers=headers, timeout=30
+                )
                 selects += 1
                 if response.status_code != 200:
                     errors += 1
@@ -220,11 +235,14 @@ def _chart_client(target: dict[str, Any], symbol: str, mode: str, start_at: floa
     out.append((revs, selects, errors))
 
 
-def _chart_process(target: dict[str, Any], symbols: list[str], mode: str, start_at: float,
-                   stop_at: float) -> tuple[int, int, int]:
+def _chart_process(
+    target: dict[str, Any], symbols: list[str], mode: str, start_at: float, stop_at: float
+) -> tuple[int, int, int]:
     out: list[Any] = []
-    threads = [threading.Thread(target=_chart_client,
-                                args=(target, s, mode, start_at, stop_at, out)) for s in symbols]
+    threads = [
+        threading.Thread(target=_chart_client, args=(target, s, mode, start_at, stop_at, out))
+        for s in symbols
+    ]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -232,8 +250,9 @@ def _chart_process(target: dict[str, Any], symbols: list[str], mode: str, start_
     return tuple(sum(o[i] for o in out) for i in range(3))  # type: ignore[return-value]
 
 
-def chart_phase(server: harness.RefimplServer, mode: str, seconds: float,
-                trades_per_second: float) -> dict[str, float]:
+def chart_phase(
+    server: harness.RefimplServer, mode: str, seconds: float, trades_per_second: float
+) -> dict[str, float]:
     target = {"url": server.url, "token": server.token}
     procs = 4
     groups = [SYMBOLS[p::procs] for p in range(procs)]
@@ -249,8 +268,10 @@ def chart_phase(server: harness.RefimplServer, mode: str, seconds: float,
         began = time.monotonic()
         while not done.is_set() and time.monotonic() < stop_at:
             symbol = rng.choice(SYMBOLS)
-            sql = (f"INSERT INTO trades VALUES ('{now_text()}', '{symbol}',"
-                   f" {100 + rng.random():.3f}, {rng.randint(1, 50)})")
+            sql = (
+                f"INSERT INTO trades VALUES ('{now_text()}', '{symbol}',"
+                f" {100 + rng.random():.3f}, {rng.randint(1, 50)})"
+            )
             session.post(f"{server.url}/exec", data=sql.encode(), headers=headers, timeout=60)
             trades[0] += 1
             time.sleep(max(0.0, began + trades[0] / trades_per_second - time.monotonic()))
@@ -294,28 +315,54 @@ def chart(seconds: float, history: int) -> None:
         with_revs = chart_phase(server, "rev", seconds, 50)
         polling = chart_phase(server, "poll", seconds, 50)
     rows = []
-    for name, f in (("rev every 500 ms, re-read on change", with_revs),
-                    ("re-read every 2 s, no revisions", polling)):
-        rows.append((name, f["trades"], f["revs"], f["selects"], f["misses"], f["hits"],
-                     f["hit_rate"] * 100, f["errors"]))
+    for name, f in (
+        ("rev every 500 ms, re-read on change", with_revs),
+        ("re-read every 2 s, no revisions", polling),
+    ):
+        rows.append(
+            (
+                name,
+                f["trades"],
+                f["revs"],
+                f["selects"],
+                f["misses"],
+                f["hits"],
+                f["hit_rate"] * 100,
+                f["errors"],
+            )
+        )
     harness.print_table(
-        ("100 chart clients", "trades/s", "rev/s", "SELECT/s", "ran/s", "cached/s", "hit %",
-         "errors"),
+        (
+            "100 chart clients",
+            "trades/s",
+            "rev/s",
+            "SELECT/s",
+            "ran/s",
+            "cached/s",
+            "hit %",
+            "errors",
+        ),
         rows,
         title=f"part 2: chart workload, {seconds:g} s per phase, {history} trades per symbol"
-              " before; ran/cached = result cache misses/hits (/api/stats)",
+        " before; ran/cached = result cache misses/hits (/api/stats)",
     )
-    harness.print_checks([
-        harness.Check("SELECTs sent with revisions / without",
-                      with_revs["selects"] / polling["selects"]),
-        harness.Check("SELECTs run (cache misses) with revisions / without",
-                      with_revs["misses"] / polling["misses"]),
-    ])
+    harness.print_checks(
+        [
+            harness.Check(
+                "SELECTs sent with revisions / without", with_revs["selects"] / polling["selects"]
+            ),
+            harness.Check(
+                "SELECTs run (cache misses) with revisions / without",
+                with_revs["misses"] / polling["misses"],
+            ),
+        ]
+    )
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--rows", type=int, default=1_000_000, help="rows of the bulk /imp")
     parser.add_argument("--seconds", type=float, default=30.0, help="per chart phase")
     parser.add_argument("--history", type=int, default=300, help="trades per symbol before")

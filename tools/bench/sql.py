@@ -31,10 +31,17 @@ JOIN = "SELECT a.id, b.w FROM a JOIN b ON a.k = b.k"
 QUERIES = [
     ("join on a column, no index", JOIN, False),
     ("join on a column, index on b.k", JOIN, True),
-    ("correlated EXISTS", "SELECT a.id FROM a WHERE EXISTS"
-     " (SELECT 1 FROM b WHERE b.k = a.k AND b.w > 500)", True),
-    ("GROUP BY over a join", "SELECT b.w % 10 AS g, count(*) AS n, sum(a.v) AS s"
-     " FROM a JOIN b ON a.k = b.k GROUP BY b.w % 10", True),
+    (
+        "correlated EXISTS",
+        "SELECT a.id FROM a WHERE EXISTS (SELECT 1 FROM b WHERE b.k = a.k AND b.w > 500)",
+        True,
+    ),
+    (
+        "GROUP BY over a join",
+        "SELECT b.w % 10 AS g, count(*) AS n, sum(a.v) AS s"
+        " FROM a JOIN b ON a.k = b.k GROUP BY b.w % 10",
+        True,
+    ),
     ("UNION of two selections", "SELECT k FROM a UNION SELECT k FROM b", True),
 ]
 
@@ -83,13 +90,16 @@ def main() -> None:
     parser.add_argument("--lookups", type=int, default=2000, help="point lookups timed")
     options = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
-        engine = refimpl.connect(Path(folder) / "data",
-                                 options=EngineOptions(statement_timeout=600.0))
+        engine = refimpl.connect(
+            Path(folder) / "data", options=EngineOptions(statement_timeout=600.0)
+        )
         lite = sqlite3.connect(Path(folder) / "lite.db")
         started = time.perf_counter()
         _load(engine, lite, options.rows, options.big)
-        print(f"loaded {options.rows:,} + {options.rows:,} + {options.big:,} rows into both"
-              f" in {time.perf_counter() - started:.1f} s\n")
+        print(
+            f"loaded {options.rows:,} + {options.rows:,} + {options.big:,} rows into both"
+            f" in {time.perf_counter() - started:.1f} s\n"
+        )
         table = []
         checks = []
         indexed = False
@@ -102,14 +112,24 @@ def main() -> None:
             try:
                 ours_s, ours_n = _median_seconds(_engine_rows(engine, sql), options.repeat)
             except KdbError as error:
-                table.append((label, float("nan"), lite_s * 1e3, float("nan"),
-                              f"refused: {error.message[:60]}"))
+                table.append(
+                    (
+                        label,
+                        float("nan"),
+                        lite_s * 1e3,
+                        float("nan"),
+                        f"refused: {error.message[:60]}",
+                    )
+                )
                 continue
             note = "" if ours_n == lite_n else f"ROWS DIFFER: {ours_n} vs {lite_n}"
             table.append((label, ours_s * 1e3, lite_s * 1e3, ours_s / lite_s, note))
             if label.startswith("join"):
-                checks.append(harness.Check(f"{label}: refimpl / sqlite", ours_s / lite_s,
-                                            "<= 5x", ours_s / lite_s <= 5))
+                checks.append(
+                    harness.Check(
+                        f"{label}: refimpl / sqlite", ours_s / lite_s, "<= 5x", ours_s / lite_s <= 5
+                    )
+                )
         rng = random.Random(7)
         probes = [rng.randrange(options.big) for _ in range(options.lookups)]
         point = "SELECT id, v FROM c WHERE k = ?"
@@ -125,8 +145,15 @@ def main() -> None:
             lite_samples.append(time.perf_counter() - begun)
         ours_ms = statistics.median(samples) * 1e3
         lite_ms = statistics.median(lite_samples) * 1e3
-        table.append((f"point lookup by index, {options.big:,} rows (p50)", ours_ms, lite_ms,
-                      ours_ms / lite_ms, ""))
+        table.append(
+            (
+                f"point lookup by index, {options.big:,} rows (p50)",
+                ours_ms,
+                lite_ms,
+                ours_ms / lite_ms,
+                "",
+            )
+        )
         checks.append(harness.Check("index lookup p50 (ms)", ours_ms, "< 0.1 ms", ours_ms < 0.1))
         harness.print_table(["query", "refimpl ms", "sqlite ms", "ratio", "note"], table)
         harness.print_checks(checks)

@@ -75,8 +75,10 @@ KEEP_UP_P99_MS = 500.0
 
 def _writer(target: dict[str, Any]) -> Callable[[int], float]:
     if target["kind"] == "refimpl":
-        client = harness.LeanHTTP(target["url"], {
-            "Authorization": f"Bearer {target['token']}", "Content-Type": "text/plain"})
+        client = harness.LeanHTTP(
+            target["url"],
+            {"Authorization": f"Bearer {target['token']}", "Content-Type": "text/plain"},
+        )
 
         def commit(ident: int) -> float:
             sent = time.monotonic()
@@ -104,8 +106,9 @@ class Throughput:
     """Single-row commits a second of `writers` writers, each one at a time; the ids they
     committed (writer n: `first_id + n * WRITER_BLOCK` on), the window and their latencies."""
 
-    def __init__(self, target: dict[str, Any], first_id: int, seconds: float,
-                 writers: int = 4) -> None:  # fmt: skip
+    def __init__(
+        self, target: dict[str, Any], first_id: int, seconds: float, writers: int = 4
+    ) -> None:
         counts = [0] * writers
         latencies: list[list[float]] = [[] for _ in range(writers)]
         self.began = time.monotonic()
@@ -127,8 +130,10 @@ class Throughput:
             thread.join()
         self.ended = time.monotonic()
         self.rate = sum(counts) / seconds
-        self.committed = [range(first_id + n * WRITER_BLOCK, first_id + n * WRITER_BLOCK + c)
-                          for n, c in enumerate(counts)]  # fmt: skip
+        self.committed = [
+            range(first_id + n * WRITER_BLOCK, first_id + n * WRITER_BLOCK + c)
+            for n, c in enumerate(counts)
+        ]
         self.latency = harness.summary([lat for one in latencies for lat in one])
 
 
@@ -177,7 +182,7 @@ def tree_cpu(pid: int) -> float:
     """CPU seconds of a process and all its children, the ended ones included (PostgreSQL's
     backends come and go; a parent that waited for a child holds its time)."""
     text = Path(f"/proc/{pid}/stat").read_text()
-    fields = text[text.rindex(")") + 2:].split()
+    fields = text[text.rindex(")") + 2 :].split()
     # utime, stime, cutime, cstime: fields 14 to 17 (fields[0] is field 3).
     total = sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")
     children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
@@ -190,9 +195,14 @@ def postgres_pids(pg: harness.Postgres) -> list[int]:
     return [main, *map(int, children)]
 
 
-def throughput_phase(target: dict[str, Any], pids: Callable[[], list[int]],
-                     readers: Readers | None, first_id: int, seconds: float, pinned: bool
-                     ) -> dict[str, Any]:  # fmt: skip
+def throughput_phase(
+    target: dict[str, Any],
+    pids: Callable[[], list[int]],
+    readers: Readers | None,
+    first_id: int,
+    seconds: float,
+    pinned: bool,
+) -> dict[str, Any]:
     """Throughput with the streams open (`readers`) or none; the CPU the server and the
     readers took meanwhile (the readers share the machine's cores with the writers unless
     `pinned`) and the server's threads' schedstat before and after."""
@@ -214,8 +224,9 @@ def throughput_phase(target: dict[str, Any], pids: Callable[[], list[int]],
     }
 
 
-def run(target: dict[str, Any], pids: Callable[[], list[int]], streams: int,
-        quick: bool) -> dict[str, Any]:  # fmt: skip
+def run(
+    target: dict[str, Any], pids: Callable[[], list[int]], streams: int, quick: bool
+) -> dict[str, Any]:
     out: dict[str, Any] = {}
     seconds = 3.0 if quick else 5.0
     out["none"] = throughput_phase(target, pids, None, 10_000_000, seconds, pinned=False)
@@ -239,10 +250,12 @@ def run(target: dict[str, Any], pids: Callable[[], list[int]], streams: int,
     out["window_20"] = [time.monotonic()]
     latency_ids = paced(target, 20, 5.0 if quick else 10.0, next_id)
     out["window_20"].append(time.monotonic())
-    out["server_ms_per_commit"] = (processes_cpu(server_pids) - server_cpu
-                                   ) * 1000 / len(latency_ids)  # fmt: skip
-    out["readers_us_per_event"] = (processes_cpu(readers.pids)
-                                   - readers_cpu) * 1e6 / (len(latency_ids) * streams)  # fmt: skip
+    out["server_ms_per_commit"] = (
+        (processes_cpu(server_pids) - server_cpu) * 1000 / len(latency_ids)
+    )
+    out["readers_us_per_event"] = (
+        (processes_cpu(readers.pids) - readers_cpu) * 1e6 / (len(latency_ids) * streams)
+    )
     next_id = latency_ids.stop
     steps = []
     for rate in RATES:
@@ -252,16 +265,20 @@ def run(target: dict[str, Any], pids: Callable[[], list[int]], streams: int,
     time.sleep(1.0)  # late events of the last step still get their latency
     readers.timed(False)
     out["open"] = throughput_phase(target, pids, readers, 50_000_000, seconds, pinned=False)
-    out["pinned_open"] = throughput_phase(target, pids, readers, 60_000_000, seconds,
-                                          pinned=True)  # fmt: skip
+    out["pinned_open"] = throughput_phase(target, pids, readers, 60_000_000, seconds, pinned=True)
     by_ident, tallies = readers.results()
-    committed = [latency_ids, *(ids for _, ids in steps), *out["open"]["run"].committed,
-                 *out["pinned_open"]["run"].committed]  # fmt: skip
+    committed = [
+        latency_ids,
+        *(ids for _, ids in steps),
+        *out["open"]["run"].committed,
+        *out["pinned_open"]["run"].committed,
+    ]
     out["exactly_once"] = exactly_once(tallies, committed)
     out["at_20"] = figures_of(by_ident, latency_ids, streams)
     out["steps"] = {rate: figures_of(by_ident, ids, streams) for rate, ids in steps}
-    kept = [r for r, f in out["steps"].items()
-            if f["delivered"] >= 0.999 and f["p99"] < KEEP_UP_P99_MS]  # fmt: skip
+    kept = [
+        r for r, f in out["steps"].items() if f["delivered"] >= 0.999 and f["p99"] < KEEP_UP_P99_MS
+    ]
     out["max_rate"] = max(kept, default=0)
     return out
 
@@ -278,49 +295,76 @@ def figure_rows(results: list[dict[str, Any]]) -> list[list[Any]]:
         row("delivered at 20/s", lambda r: f"{r['at_20']['delivered']:.4f}"),
     ]
     for rate in RATES:
-        rows.append(row(f"{rate}/s: p99 ms, delivered", lambda r, rate=rate:
-                        f"{r['steps'][rate]['p99']:.1f}, {r['steps'][rate]['delivered']:.4f}"))
+        rows.append(
+            row(
+                f"{rate}/s: p99 ms, delivered",
+                lambda r, rate=rate: (
+                    f"{r['steps'][rate]['p99']:.1f}, {r['steps'][rate]['delivered']:.4f}"
+                ),
+            )
+        )
     rows += [
         row("highest rate kept up (/s)", lambda r: r["max_rate"]),
         row("memory per stream KB", lambda r: f"{r['kb_per_stream']:.1f}"),
         row("idle CPU % of a core", lambda r: f"{r['idle_cpu_pct']:.2f}"),
     ]
-    for label, none, opened in [("", "none", "open"),
-                                ("readers off the server's core: ", "pinned_none", "pinned_open")]:
+    for label, none, opened in [
+        ("", "none", "open"),
+        ("readers off the server's core: ", "pinned_none", "pinned_open"),
+    ]:
         for phase, title in [(none, "none open"), (opened, "all open")]:
-            rows.append(row(f"{label}commits/s, {title}", lambda r, phase=phase:
-                            f"{r[phase]['run'].rate:.0f}"))
+            rows.append(
+                row(
+                    f"{label}commits/s, {title}",
+                    lambda r, phase=phase: f"{r[phase]['run'].rate:.0f}",
+                )
+            )
         for who in ("server", "readers"):
-            rows.append(row(f"{label}CPU % of a core, all open: {who}",
-                            lambda r, opened=opened, who=who: f"{r[opened][who + '_pct']:.0f}"))
+            rows.append(
+                row(
+                    f"{label}CPU % of a core, all open: {who}",
+                    lambda r, opened=opened, who=who: f"{r[opened][who + '_pct']:.0f}",
+                )
+            )
     rows += [
         row("every stream got every event once, in order", lambda r: r["exactly_once"]),
         row("server CPU ms per commit at 20/s", lambda r: f"{r['server_ms_per_commit']:.1f}"),
         row("readers' CPU us per event at 20/s", lambda r: f"{r['readers_us_per_event']:.1f}"),
     ]
-    return rows  # fmt: skip
+    return rows
 
 
 def postgres_run(streams: int, quick: bool) -> dict[str, Any]:
     """The same run against a throwaway PostgreSQL cluster, its trigger notifying."""
     with harness.Postgres({"max_connections": str(streams + 50)}) as pg:
         harness.notify_table(pg)
-        return run({"kind": "pg", "conninfo": pg.conninfo}, lambda: postgres_pids(pg),
-                   streams, quick)  # fmt: skip
+        return run(
+            {"kind": "pg", "conninfo": pg.conninfo}, lambda: postgres_pids(pg), streams, quick
+        )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--streams", type=int, default=None)
-    parser.add_argument("--server-timing", action="store_true",
-                        help="note the server's commits and fan-out rounds (see TIMING_LAUNCHER)")
-    parser.add_argument("--no-postgres", action="store_true",
-                        help="refimpl alone (to study it; its figures have no PostgreSQL beside)")
+    parser.add_argument(
+        "--server-timing",
+        action="store_true",
+        help="note the server's commits and fan-out rounds (see TIMING_LAUNCHER)",
+    )
+    parser.add_argument(
+        "--no-postgres",
+        action="store_true",
+        help="refimpl alone (to study it; its figures have no PostgreSQL beside)",
+    )
     options = parser.parse_args()
     streams = options.streams or (200 if options.quick else 1000)
-    env = {"KDB_STREAM_CAPACITY": "2000", "KDB_STREAMS_PER_TOKEN": "2000",
-           "KDB_STREAMS_PER_USER": "2000", "KDB_MAX_CONNECTIONS_PER_ADDRESS": "5000"}
+    env = {
+        "KDB_STREAM_CAPACITY": "2000",
+        "KDB_STREAMS_PER_TOKEN": "2000",
+        "KDB_STREAMS_PER_USER": "2000",
+        "KDB_MAX_CONNECTIONS_PER_ADDRESS": "5000",
+    }
     timing = None
     if options.server_timing:
         handle, name = tempfile.mkstemp(prefix="kdb-stream-timing-", suffix=".json")
@@ -334,23 +378,31 @@ def main() -> None:
     theirs = None if options.no_postgres else postgres_run(streams, options.quick)
     ended = os.getloadavg()
     results = [ours] if theirs is None else [ours, theirs]
-    harness.print_table(["figure", "refimpl", "PostgreSQL"][:len(results) + 1],
-                        figure_rows(results),
-                        f"{streams} streams / listeners; load average {load[0]:.1f} at the start,"
-                        f" {ended[0]:.1f} at the end")  # fmt: skip
+    harness.print_table(
+        ["figure", "refimpl", "PostgreSQL"][: len(results) + 1],
+        figure_rows(results),
+        f"{streams} streams / listeners; load average {load[0]:.1f} at the start,"
+        f" {ended[0]:.1f} at the end",
+    )
     if timing is not None:
         noted = json.loads(timing.read_text())
         timing.unlink()
-        harness.print_table(["refimpl's own, at 20 commits/s", ""],
-                            server_timing(noted, ours["window_20"], streams), "server timing")
+        harness.print_table(
+            ["refimpl's own, at 20 commits/s", ""],
+            server_timing(noted, ours["window_20"], streams),
+            "server timing",
+        )
         phases = ["none", "open", "pinned_none", "pinned_open"]
         columns = [throughput_timing(noted, ours[phase], streams) for phase in phases]
-        labels = sorted({label for column in columns for label in column},
-                        key=lambda label: (label.startswith("thread"), label))  # fmt: skip
+        labels = sorted(
+            {label for column in columns for label in column},
+            key=lambda label: (label.startswith("thread"), label),
+        )
         harness.print_table(
             ["refimpl's commits, streams open:", "none", "all", "none, pinned", "all, pinned"],
             [[label, *(column.get(label, "") for column in columns)] for label in labels],
-            "server timing (pinned: the readers off the server's core)")
+            "server timing (pinned: the readers off the server's core)",
+        )
     ratio = ours["open"]["run"].rate / ours["none"]["run"].rate
     pinned_ratio = ours["pinned_open"]["run"].rate / ours["pinned_none"]["run"].rate
     checks = [

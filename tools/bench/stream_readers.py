@@ -69,8 +69,12 @@ class Tally:
 
     def result(self) -> tuple[int, int, bytes | None, bytes | None]:
         idents, lsns = self.idents, self.lsns
-        return (self.changes, self.crc, None if idents is None else idents.tobytes(),
-                None if lsns is None else lsns.tobytes())  # fmt: skip
+        return (
+            self.changes,
+            self.crc,
+            None if idents is None else idents.tobytes(),
+            None if lsns is None else lsns.tobytes(),
+        )
 
 
 class Dechunked:
@@ -90,14 +94,14 @@ class Dechunked:
             if end < 0:
                 self.raw = raw
                 return
-            raw, self.head_done = raw[end + 4:], True
+            raw, self.head_done = raw[end + 4 :], True
         at = 0
         while (line := raw.find(b"\r\n", at)) >= 0:
             size = int(raw[at:line], 16)
             if len(raw) < line + 4 + size:
                 break
             if size:
-                yield raw[line + 2:line + 2 + size]
+                yield raw[line + 2 : line + 2 + size]
             at = line + 4 + size
         self.raw = raw[at:]
 
@@ -105,8 +109,9 @@ class Dechunked:
 # --- refimpl streams (in forked processes) --------------------------------------------------
 
 
-def _refimpl_streams(target: dict[str, Any], count: int, flags: ReaderFlags, reference: bool,
-                     results: Any) -> None:  # fmt: skip
+def _refimpl_streams(
+    target: dict[str, Any], count: int, flags: ReaderFlags, reference: bool, results: Any
+) -> None:
     host, port = target["url"].split("://", 1)[1].split(":")
     request = (
         f"GET /stream/changes?table=c HTTP/1.1\r\nHost: {host}:{port}\r\n"
@@ -155,8 +160,9 @@ def _refimpl_streams(target: dict[str, Any], count: int, flags: ReaderFlags, ref
 # --- PostgreSQL listeners (in forked processes) ----------------------------------------------
 
 
-def _pg_listeners(target: dict[str, Any], count: int, flags: ReaderFlags, reference: bool,
-                  results: Any) -> None:  # fmt: skip
+def _pg_listeners(
+    target: dict[str, Any], count: int, flags: ReaderFlags, reference: bool, results: Any
+) -> None:
     import psycopg
 
     selector = selectors.DefaultSelector()
@@ -167,8 +173,9 @@ def _pg_listeners(target: dict[str, Any], count: int, flags: ReaderFlags, refere
         connection.execute("LISTEN c")
         connections.append(connection)
         tallies.append(Tally(reference and n == 0, PAYLOAD_ID))
-        selector.register(connection.pgconn.socket, selectors.EVENT_READ,
-                          (connection.pgconn, tallies[-1]))  # fmt: skip
+        selector.register(
+            connection.pgconn.socket, selectors.EVENT_READ, (connection.pgconn, tallies[-1])
+        )
     with flags.ready.get_lock():
         flags.ready.value += count
     idents, latencies = array("q"), array("f")
@@ -266,8 +273,9 @@ class Readers:
         deadline = time.monotonic() + timeout
         while self.flags.ready.value < self.count:
             if time.monotonic() > deadline:
-                raise RuntimeError(f"only {self.flags.ready.value} of {self.count} readers"
-                                   " are ready")  # fmt: skip
+                raise RuntimeError(
+                    f"only {self.flags.ready.value} of {self.count} readers are ready"
+                )
             time.sleep(0.1)
 
     def timed(self, on: bool) -> None:

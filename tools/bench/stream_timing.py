@@ -131,8 +131,7 @@ def _thread_kind(name: str) -> str:
     return "workers" if name.startswith("kdb-http-") else name.removeprefix("kdb-")
 
 
-def throughput_timing(noted: dict[str, Any], phase: dict[str, Any], streams: int
-                      ) -> dict[str, str]:  # fmt: skip
+def throughput_timing(noted: dict[str, Any], phase: dict[str, Any], streams: int) -> dict[str, str]:
     """Where a commit's time and the server's threads' went in a throughput phase, by row
     label (see TIMING_LAUNCHER)."""
     done = phase["run"]
@@ -140,8 +139,14 @@ def throughput_timing(noted: dict[str, Any], phase: dict[str, Any], streams: int
     span = ended - began
     durable = sorted(noted["durable"])
     writes = [w for w in noted["writes"] if began <= w[0] <= ended]
-    parts: dict[str, list[float]] = {"worker": [], "cpu": [], "run queue": [], "rest": [],
-                                     "durable": [], "answer": []}  # fmt: skip
+    parts: dict[str, list[float]] = {
+        "worker": [],
+        "cpu": [],
+        "run queue": [],
+        "rest": [],
+        "durable": [],
+        "answer": [],
+    }
     for start, end, cpu, queued, answered in writes:
         parts["worker"].append((end - start) * 1000)
         parts["cpu"].append(cpu * 1000)

@@ -86,8 +86,13 @@ def newest_close(data: dict[str, Any]) -> float:
     return max(row[close] for row in data["rows"])
 
 
-def load(server: harness.RefimplServer, per_symbol: int, symbols: list[str],
-         span_hours: float = 1.0, chunk: int = 100_000) -> None:
+def load(
+    server: harness.RefimplServer,
+    per_symbol: int,
+    symbols: list[str],
+    span_hours: float = 1.0,
+    chunk: int = 100_000,
+) -> None:
     """per_symbol trades of each symbol over the last span_hours, priced 100.."""
     server.sql(TRADES)
     base = datetime.datetime.now(datetime.UTC) - datetime.timedelta(hours=span_hours + 0.1)
@@ -105,8 +110,9 @@ def load(server: harness.RefimplServer, per_symbol: int, symbols: list[str],
         server.import_csv("trades", "time,symbol,price\n" + "".join(lines))
 
 
-def create_subscriptions(server: harness.RefimplServer, symbols: list[str],
-                         threads: int = 8) -> list[str]:
+def create_subscriptions(
+    server: harness.RefimplServer, symbols: list[str], threads: int = 8
+) -> list[str]:
     """One subscription per entry of symbols (snapshot requests); their ids, in order."""
     ids = [""] * len(symbols)
 
@@ -116,7 +122,8 @@ def create_subscriptions(server: harness.RefimplServer, symbols: list[str],
             response = session.get(
                 f"{server.url}/api/subscribe",
                 params={"query": CANDLES.format(symbol=symbols[n]), "wait": "0"},
-                headers=server.headers, timeout=60,
+                headers=server.headers,
+                timeout=60,
             )
             response.raise_for_status()
             ids[n] = parse_event(response.text)[0]
@@ -133,8 +140,9 @@ def create_subscriptions(server: harness.RefimplServer, symbols: list[str],
 # --- waiters (in forked processes) ----------------------------------------------------------
 
 
-def _waiter(target: dict[str, Any], symbol: str, ident: str, stop: Any, ready: Any,
-            out: list[Any]) -> None:
+def _waiter(
+    target: dict[str, Any], symbol: str, ident: str, stop: Any, ready: Any, out: list[Any]
+) -> None:
     client = harness.LeanHTTP(target["url"], {"Authorization": f"Bearer {target['token']}"})
     query = quote(CANDLES.format(symbol=symbol))
     samples: list[tuple[float, float]] = []
@@ -144,7 +152,8 @@ def _waiter(target: dict[str, Any], symbol: str, ident: str, stop: Any, ready: A
     while not stop.is_set():
         try:
             status, _, body = client.request(
-                "GET", f"/api/subscribe?query={query}&id={quote(ident)}&wait={WAIT_MS}")
+                "GET", f"/api/subscribe?query={query}&id={quote(ident)}&wait={WAIT_MS}"
+            )
             now = time.monotonic()
             if status != 200:
                 raise ValueError(f"status {status}")
@@ -162,11 +171,13 @@ def _waiter(target: dict[str, Any], symbol: str, ident: str, stop: Any, ready: A
     out.append((samples, errors))
 
 
-def _waiters(target: dict[str, Any], pairs: list[tuple[str, str]], stop: Any, ready: Any,
-             results: Any) -> None:
+def _waiters(
+    target: dict[str, Any], pairs: list[tuple[str, str]], stop: Any, ready: Any, results: Any
+) -> None:
     out: list[Any] = []
-    threads = [threading.Thread(target=_waiter, args=(target, s, i, stop, ready, out))
-               for s, i in pairs]
+    threads = [
+        threading.Thread(target=_waiter, args=(target, s, i, stop, ready, out)) for s, i in pairs
+    ]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -177,20 +188,25 @@ def _waiters(target: dict[str, Any], pairs: list[tuple[str, str]], stop: Any, re
 def commit_trade(session: requests.Session, server: harness.RefimplServer, symbol: str) -> None:
     sent = time.monotonic()
     sql = f"INSERT INTO trades VALUES ('{now_text()}', '{symbol}', {sent!r})"
-    response = session.post(f"{server.url}/exec", data=sql.encode(),
-                            headers={**server.headers, "Content-Type": "text/plain"}, timeout=60)
+    response = session.post(
+        f"{server.url}/exec",
+        data=sql.encode(),
+        headers={**server.headers, "Content-Type": "text/plain"},
+        timeout=60,
+    )
     response.raise_for_status()
 
 
-def phase(total: int, commits: int, interval: float,
-          profile: Path | None = None) -> dict[str, float]:  # fmt: skip
+def phase(
+    total: int, commits: int, interval: float, profile: Path | None = None
+) -> dict[str, float]:
     """`total` subscriptions, the last 100 of them (10 watched symbols x 10) waiting; with
     `profile`, the server's worker threads are profiled into that file."""
     # Every subscription is the admin's: it may keep as many as the server does.
     per_user = {"KDB_SUBSCRIPTIONS_PER_USER": str(MAX_SUBSCRIPTIONS)}
     with harness.RefimplServer(threads=512, env=per_user, profile=profile) as server:
         load(server, 5, SYMBOLS)
-        idle_symbols = [s for s in SYMBOLS[len(WATCHED):] for _ in range(10)][: total - 100]
+        idle_symbols = [s for s in SYMBOLS[len(WATCHED) :] for _ in range(10)][: total - 100]
         watched = [s for s in WATCHED for _ in range(10)]
         began = time.monotonic()
         create_subscriptions(server, idle_symbols)
@@ -200,8 +216,10 @@ def phase(total: int, commits: int, interval: float,
         context = multiprocessing.get_context("fork")
         stop, ready, results = context.Event(), context.Value("i", 0), context.Queue()
         pairs = list(zip(watched, ids, strict=True))
-        procs = [context.Process(target=_waiters, args=(target, pairs[p::4], stop, ready, results))
-                 for p in range(4)]
+        procs = [
+            context.Process(target=_waiters, args=(target, pairs[p::4], stop, ready, results))
+            for p in range(4)
+        ]
         for process in procs:
             process.start()
         while ready.value < len(pairs):
@@ -249,22 +267,33 @@ def big_table(rows: int, commits: int) -> dict[str, dict[str, float]]:
             server.import_csv("trades", "time,symbol,price\n" + "".join(lines))
         loaded = time.monotonic() - began
         total = server.stats()["databases"]["demo"]["rows"]
-        print(f"big table: {total:,} trades loaded in {loaded:.0f} s ({per_symbol:,} per ordinary"
-              f" symbol, {hot_per * 10:,} on the hot one)")
+        print(
+            f"big table: {total:,} trades loaded in {loaded:.0f} s ({per_symbol:,} per ordinary"
+            f" symbol, {hot_per * 10:,} on the hot one)"
+        )
         session = requests.Session()
-        for name, symbol, size in (("ordinary", SYMBOLS[1], per_symbol),
-                                   ("hot", SYMBOLS[0], hot_per * 10)):
+        for name, symbol, size in (
+            ("ordinary", SYMBOLS[1], per_symbol),
+            ("hot", SYMBOLS[0], hot_per * 10),
+        ):
             query = CANDLES.format(symbol=symbol)
-            response = session.get(f"{server.url}/api/subscribe",
-                                   params={"query": query, "wait": "0"},
-                                   headers=server.headers, timeout=120)
+            response = session.get(
+                f"{server.url}/api/subscribe",
+                params={"query": query, "wait": "0"},
+                headers=server.headers,
+                timeout=120,
+            )
             response.raise_for_status()
             ident = parse_event(response.text)[0]
             samples: list[float] = []
             answered = threading.Event()
 
-            def wait(ident: str = ident, query: str = query, samples: list[float] = samples,
-                     answered: threading.Event = answered) -> None:
+            def wait(
+                ident: str = ident,
+                query: str = query,
+                samples: list[float] = samples,
+                answered: threading.Event = answered,
+            ) -> None:
                 listener = requests.Session()
                 give_up = time.monotonic() + commits * 2 + 60
                 while len(samples) < commits and time.monotonic() < give_up:
@@ -272,7 +301,8 @@ def big_table(rows: int, commits: int) -> dict[str, dict[str, float]]:
                         answer = listener.get(
                             f"{server.url}/api/subscribe",
                             params={"query": query, "id": ident, "wait": "5000"},
-                            headers=server.headers, timeout=120,
+                            headers=server.headers,
+                            timeout=120,
                         )
                         now = time.monotonic()
                         ident, kind, data = parse_event(answer.text)
@@ -298,14 +328,18 @@ def big_table(rows: int, commits: int) -> dict[str, dict[str, float]]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--commits", type=int, default=200, help="trade commits per phase")
     parser.add_argument("--interval", type=float, default=0.1, help="seconds between commits")
     parser.add_argument("--big", type=int, default=1_000_000, help="trades of the big table")
     parser.add_argument("--quick", action="store_true", help="50 commits, 100,000 trades")
-    parser.add_argument("--profile", action="store_true",
-                        help="also run the 100-subscription phase with the server profiled")
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="also run the 100-subscription phase with the server profiled",
+    )
     args = parser.parse_args()
     commits = 50 if args.quick else args.commits
     big = 100_000 if args.quick else args.big
@@ -313,17 +347,31 @@ def main() -> None:
     rows, cpu_checks = [], []
     for total in (100, 10_000):
         f = phase(total, commits, args.interval)
-        cpu_checks.append(harness.Check(
-            f"server CPU per commit waking 10 candles, {total:,} subscriptions (ms)",
-            f["cpu_ms"], "< 2 ms", f["cpu_ms"] < 2))  # fmt: skip
-        rows.append((f"{total:,} subscriptions", f["made_per_s"], f["n"], f["expected"],
-                     f["p50"], f["p99"], f["cpu_ms"], f["errors"]))
+        cpu_checks.append(
+            harness.Check(
+                f"server CPU per commit waking 10 candles, {total:,} subscriptions (ms)",
+                f["cpu_ms"],
+                "< 2 ms",
+                f["cpu_ms"] < 2,
+            )
+        )
+        rows.append(
+            (
+                f"{total:,} subscriptions",
+                f["made_per_s"],
+                f["n"],
+                f["expected"],
+                f["p50"],
+                f["p99"],
+                f["cpu_ms"],
+                f["errors"],
+            )
+        )
     harness.print_table(
-        ("", "created/s", "answers", "expected", "p50 ms", "p99 ms", "CPU ms/commit",
-         "errors"),
+        ("", "created/s", "answers", "expected", "p50 ms", "p99 ms", "CPU ms/commit", "errors"),
         rows,
         title=f"commit-to-rows latency, {commits} single-row trades {args.interval * 1000:g} ms"
-              " apart, each waking the 10 waiting subscriptions of its symbol",
+        " apart, each waking the 10 waiting subscriptions of its symbol",
     )
     figures = big_table(big, 30 if args.quick else 100)
     harness.print_table(
@@ -332,9 +380,14 @@ def main() -> None:
         title=f"a new trade in a table of {big:,} trades",
     )
     median = figures["ordinary"]["p50"]
-    harness.print_checks([*cpu_checks,
-                          harness.Check("median commit-to-rows latency, big table (ms)", median,
-                                        "< 10 ms", median < 10)])  # fmt: skip
+    harness.print_checks(
+        [
+            *cpu_checks,
+            harness.Check(
+                "median commit-to-rows latency, big table (ms)", median, "< 10 ms", median < 10
+            ),
+        ]
+    )
     if args.profile:
         profile_phase(commits, args.interval)
 

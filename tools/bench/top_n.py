@@ -51,8 +51,14 @@ def load(server: harness.RefimplServer, rows: int, chunk: int = 200_000) -> None
         server.import_csv("quotes", "id,sent\n" + "".join(f"{i},0\n" for i in ids))
 
 
-def _waiter(server: harness.RefimplServer, query: str, stop: threading.Event,
-            ready: threading.Event, samples: dict[float, float], errors: list[str]) -> None:
+def _waiter(
+    server: harness.RefimplServer,
+    query: str,
+    stop: threading.Event,
+    ready: threading.Event,
+    samples: dict[float, float],
+    errors: list[str],
+) -> None:
     """Answers until `stop`; `samples`: each entering row's `sent` -> the latency (ms) of
     the first answer that moved it in."""
     client = harness.LeanHTTP(server.url, server.headers)
@@ -83,8 +89,9 @@ def phase(rows: int, query: str, commits: int, rate: float) -> dict[str, float]:
         stop, ready = threading.Event(), threading.Event()
         samples: dict[float, float] = {}
         errors: list[str] = []
-        waiter = threading.Thread(target=_waiter,
-                                  args=(server, query, stop, ready, samples, errors))
+        waiter = threading.Thread(
+            target=_waiter, args=(server, query, stop, ready, samples, errors)
+        )
         waiter.start()
         ready.wait(120)
         time.sleep(1.0)
@@ -111,8 +118,9 @@ def phase(rows: int, query: str, commits: int, rate: float) -> dict[str, float]:
         waiter.join(30)
         writer.close()
     figures = harness.summary(list(samples.values()))
-    after = harness.summary([lat - commit_ms[sent] for sent, lat in samples.items()
-                             if sent in commit_ms])
+    after = harness.summary(
+        [lat - commit_ms[sent] for sent, lat in samples.items() if sent in commit_ms]
+    )
     figures["after_ack_p50"], figures["after_ack_p99"] = after["p50"], after["p99"]
     figures["expected"] = len(range(0, commits, 10))
     figures["cpu_ms"] = cpu / commits * 1000
@@ -124,8 +132,9 @@ def phase(rows: int, query: str, commits: int, rate: float) -> dict[str, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--commits", type=int, default=1000, help="commits per phase")
     parser.add_argument("--rate", type=float, default=100.0, help="commits a second")
     parser.add_argument("--big", type=int, default=1_000_000, help="rows of the big table")
@@ -133,31 +142,66 @@ def main() -> None:
     args = parser.parse_args()
     commits = 300 if args.quick else args.commits
     big = 100_000 if args.quick else args.big
-    runs = [("ORDER BY id (the key)", 10_000, TOP_BY_KEY),
-            ("ORDER BY id (the key)", big, TOP_BY_KEY),
-            ("ORDER BY id + 0 (no order kept)", 10_000, TOP_BY_VALUE)]
+    runs = [
+        ("ORDER BY id (the key)", 10_000, TOP_BY_KEY),
+        ("ORDER BY id (the key)", big, TOP_BY_KEY),
+        ("ORDER BY id + 0 (no order kept)", 10_000, TOP_BY_VALUE),
+    ]
     table, checks = [], []
     by_size: dict[int, dict[str, float]] = {}
     for name, rows, query in runs:
         f = phase(rows, query, commits, args.rate)
-        table.append((name, rows, f["n"], f["expected"], f["commit_p50"], f["commit_p99"],
-                      f["p50"], f["p99"], f["max"], f["after_ack_p50"], f["after_ack_p99"],
-                      f["cpu_ms"], f["errors"]))
+        table.append(
+            (
+                name,
+                rows,
+                f["n"],
+                f["expected"],
+                f["commit_p50"],
+                f["commit_p99"],
+                f["p50"],
+                f["p99"],
+                f["max"],
+                f["after_ack_p50"],
+                f["after_ack_p99"],
+                f["cpu_ms"],
+                f["errors"],
+            )
+        )
         if query == TOP_BY_KEY:
             by_size[rows] = f
     harness.print_table(
-        ("window", "rows", "moves", "expected", "commit p50 ms", "commit p99 ms", "p50 ms",
-         "p99 ms", "max ms", "after ack p50", "after ack p99", "CPU ms/commit", "errors"),
+        (
+            "window",
+            "rows",
+            "moves",
+            "expected",
+            "commit p50 ms",
+            "commit p99 ms",
+            "p50 ms",
+            "p99 ms",
+            "max ms",
+            "after ack p50",
+            "after ack p99",
+            "CPU ms/commit",
+            "errors",
+        ),
         table,
         title=f"top-{WINDOW} subscription with offsets, {commits} single-row commits at"
-              f" {args.rate:g}/s, one in ten entering the window",
+        f" {args.rate:g}/s, one in ten entering the window",
     )
     small, large = by_size[10_000], by_size[big]
-    checks.append(harness.Check(f"commit-to-answer p99, {big:,} rows (ms)", large["p99"],
-                                "< 10 ms", large["p99"] < 10))
+    checks.append(
+        harness.Check(
+            f"commit-to-answer p99, {big:,} rows (ms)", large["p99"], "< 10 ms", large["p99"] < 10
+        )
+    )
     growth = large["cpu_ms"] / max(small["cpu_ms"], 1e-9)
-    checks.append(harness.Check(f"CPU per commit, {big:,} rows / 10,000 rows", growth,
-                                "flat (< 1.5)", growth < 1.5))
+    checks.append(
+        harness.Check(
+            f"CPU per commit, {big:,} rows / 10,000 rows", growth, "flat (< 1.5)", growth < 1.5
+        )
+    )
     harness.print_checks(checks)
 
 

@@ -105,20 +105,39 @@ def runner_restart_options() -> list[str]:
     """Which of the runner's restart options this checkout's runner has."""
     shown = subprocess.run(
         [sys.executable, "-m", "conformance.cli", "--help"],
-        cwd=REPO, capture_output=True, text=True, check=False,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=False,
     ).stdout
     return [option for option in ("--restart-cmd", "--crash-cmd") if option in shown]
 
 
-def run_suite(server: MutantServer, examples: Path, settings: RunSettings, work: Path,
-              restart_options: Sequence[str]) -> tuple[int, list[str], str]:
+def run_suite(
+    server: MutantServer,
+    examples: Path,
+    settings: RunSettings,
+    work: Path,
+    restart_options: Sequence[str],
+) -> tuple[int, list[str], str]:
     """Run the unchanged suite against `server`: exit code, failed ids, output tail."""
     report = work / "report.json"
     command = [
-        sys.executable, "-m", "conformance.cli",
-        "--url", server.url, "--token", server.token,
-        "--examples", str(examples), "--jobs", str(settings.runner_jobs),
-        "--timeout", str(settings.request_timeout), "--json", str(report),
+        sys.executable,
+        "-m",
+        "conformance.cli",
+        "--url",
+        server.url,
+        "--token",
+        server.token,
+        "--examples",
+        str(examples),
+        "--jobs",
+        str(settings.runner_jobs),
+        "--timeout",
+        str(settings.request_timeout),
+        "--json",
+        str(report),
     ]
     if settings.skipped:
         skip_file = work / "skip.txt"
@@ -131,7 +150,12 @@ def run_suite(server: MutantServer, examples: Path, settings: RunSettings, work:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     try:
         done = subprocess.run(
-            command, cwd=REPO, env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT,
+            command,
+            cwd=REPO,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=RUN_TIMEOUT,
             check=False,
         )
     except subprocess.TimeoutExpired:
@@ -143,8 +167,9 @@ def run_suite(server: MutantServer, examples: Path, settings: RunSettings, work:
     return done.returncode, failed, (done.stdout + done.stderr)[-4000:]
 
 
-def run_one(deviation: Deviation | None, settings: RunSettings,
-            restart_options: Sequence[str]) -> Outcome:
+def run_one(
+    deviation: Deviation | None, settings: RunSettings, restart_options: Sequence[str]
+) -> Outcome:
     """Apply the deviation to a copy, serve it, run the suite; what the suite found."""
     began = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="mutation-") as folder:
@@ -157,8 +182,9 @@ def run_one(deviation: Deviation | None, settings: RunSettings,
         try:
             server.start()
         except ServerFailed as exc:
-            return Outcome(deviation, NO_START, [], time.monotonic() - began,
-                           f"{exc}: {server.log_tail(600)}")
+            return Outcome(
+                deviation, NO_START, [], time.monotonic() - began, f"{exc}: {server.log_tail(600)}"
+            )
         try:
             code_, failed, output = run_suite(
                 server, examples_for(deviation, settings, work), settings, work, restart_options
@@ -172,8 +198,13 @@ def run_one(deviation: Deviation | None, settings: RunSettings,
         if code_ == 2:
             return Outcome(deviation, "error", failed, seconds, output)
         if deviation is None:
-            return Outcome(None, FAILED if failed or code_ != 0 else PASSED, failed, seconds,
-                           output if failed or code_ != 0 else "")
+            return Outcome(
+                None,
+                FAILED if failed or code_ != 0 else PASSED,
+                failed,
+                seconds,
+                output if failed or code_ != 0 else "",
+            )
         verdict = CAUGHT if failed or code_ != 0 else SURVIVED
         note = "" if failed or code_ == 0 else output
         return Outcome(deviation, verdict, failed, seconds, note)
@@ -192,8 +223,7 @@ def select(deviations: list[Deviation], args: argparse.Namespace) -> list[Deviat
     if not args.all_entries:
         chosen = [d for d in chosen if d.counted]
     if args.sample is not None and args.sample < len(chosen):
-        chosen = sorted(random.Random(args.seed).sample(chosen, args.sample),
-                        key=chosen.index)
+        chosen = sorted(random.Random(args.seed).sample(chosen, args.sample), key=chosen.index)
     return chosen
 
 
@@ -212,8 +242,9 @@ def figures(outcomes: list[Outcome]) -> dict[str, dict[str, int]]:
     return table
 
 
-def print_summary(outcomes: list[Outcome], deviations: list[Deviation],
-                  write: Callable[[str], None] = print) -> None:
+def print_summary(
+    outcomes: list[Outcome], deviations: list[Deviation], write: Callable[[str], None] = print
+) -> None:
     table = figures(outcomes)
     write("\nchapter               caught / total")
     for chapter, row in sorted(table.items()):
@@ -222,14 +253,18 @@ def print_summary(outcomes: list[Outcome], deviations: list[Deviation],
     total = sum(r["total"] for r in table.values())
     if total:
         write(f"{'all':20}  {caught:6} / {total}  ({100 * caught / total:.1f}%)")
-    survivors = [o for o in outcomes if o.deviation and o.deviation.counted
-                 and o.verdict not in (CAUGHT, NO_START)]
+    survivors = [
+        o
+        for o in outcomes
+        if o.deviation and o.deviation.counted and o.verdict not in (CAUGHT, NO_START)
+    ]
     if survivors:
         write("\nsurvivors:")
         for o in survivors:
             assert o.deviation is not None
-            write(f"- {o.deviation.id} ({o.deviation.chapter}, {o.verdict}):"
-                  f" {o.deviation.behaviour}")
+            write(
+                f"- {o.deviation.id} ({o.deviation.chapter}, {o.verdict}): {o.deviation.behaviour}"
+            )
             if o.note:
                 write("  " + o.note.strip().replace("\n", "\n  ")[-1500:])
     no_start = [o for o in outcomes if o.verdict == NO_START]
@@ -252,27 +287,46 @@ def build_parser() -> argparse.ArgumentParser:
         description="Run the conformance suite against deliberately broken copies of refimpl.",
     )
     parser.add_argument("--catalogue", type=Path, default=CATALOGUE)
-    parser.add_argument("--only", action="append", default=[], metavar="ID",
-                        help="run this deviation (may repeat)")
-    parser.add_argument("--chapter", action="append", default=[],
-                        help="only the deviations of this chapter (may repeat)")
+    parser.add_argument(
+        "--only", action="append", default=[], metavar="ID", help="run this deviation (may repeat)"
+    )
+    parser.add_argument(
+        "--chapter",
+        action="append",
+        default=[],
+        help="only the deviations of this chapter (may repeat)",
+    )
     parser.add_argument("--sample", type=int, help="a random sample of N deviations")
     parser.add_argument("--seed", type=int, default=0, help="the sample's seed (default 0)")
-    parser.add_argument("--own-chapter", action="store_true",
-                        help="run each deviation against its own chapter's examples only")
-    parser.add_argument("--all-entries", action="store_true",
-                        help="also run the entries marked equivalent or unobservable")
+    parser.add_argument(
+        "--own-chapter",
+        action="store_true",
+        help="run each deviation against its own chapter's examples only",
+    )
+    parser.add_argument(
+        "--all-entries",
+        action="store_true",
+        help="also run the entries marked equivalent or unobservable",
+    )
     parser.add_argument("--jobs", type=int, default=1, help="deviations at once (default 1)")
-    parser.add_argument("--runner-jobs", type=int, default=4,
-                        help="examples at once within one run (default 4)")
+    parser.add_argument(
+        "--runner-jobs", type=int, default=4, help="examples at once within one run (default 4)"
+    )
     parser.add_argument("--nice", type=int, default=10, help="niceness of the run (default 10)")
-    parser.add_argument("--no-baseline", action="store_true",
-                        help="skip the run of the unmutated code")
-    parser.add_argument("--skip-example", action="append", default=[], metavar="ID",
-                        help="an example not to run (with --no-baseline: one known to fail)")
+    parser.add_argument(
+        "--no-baseline", action="store_true", help="skip the run of the unmutated code"
+    )
+    parser.add_argument(
+        "--skip-example",
+        action="append",
+        default=[],
+        metavar="ID",
+        help="an example not to run (with --no-baseline: one known to fail)",
+    )
     parser.add_argument("--json", type=Path, help="write every outcome here")
-    parser.add_argument("--check", action="store_true",
-                        help="only check that every entry still applies to the code")
+    parser.add_argument(
+        "--check", action="store_true", help="only check that every entry still applies to the code"
+    )
     return parser
 
 
@@ -292,41 +346,52 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if args.nice:
         os.nice(args.nice)
-    settings = RunSettings(own_chapter=args.own_chapter, runner_jobs=args.runner_jobs,
-                           skipped=tuple(args.skip_example))
+    settings = RunSettings(
+        own_chapter=args.own_chapter, runner_jobs=args.runner_jobs, skipped=tuple(args.skip_example)
+    )
     if args.own_chapter:
         settings = replace(settings, chapters=tuple(sorted({d.chapter for d in chosen})))
     restart_options = runner_restart_options()
     if not args.no_baseline:
         baseline = run_one(None, settings, restart_options)
         if baseline.verdict == NO_START or baseline.verdict == "error":
-            print(f"the unmutated code cannot be run ({baseline.verdict}): {baseline.note}",
-                  file=sys.stderr)
+            print(
+                f"the unmutated code cannot be run ({baseline.verdict}): {baseline.note}",
+                file=sys.stderr,
+            )
             return 2
         if baseline.failed:
             # Work in progress elsewhere: those examples tell nothing about a deviation.
-            print(f"warning: the unmutated code fails {', '.join(baseline.failed)};"
-                  " they are skipped in the runs below")
+            print(
+                f"warning: the unmutated code fails {', '.join(baseline.failed)};"
+                " they are skipped in the runs below"
+            )
             settings = replace(settings, skipped=settings.skipped + tuple(baseline.failed))
         print(f"baseline: the unmutated code passes the rest ({baseline.seconds:.0f} s)")
-    print(f"running {len(chosen)} deviation(s), {args.jobs} at a time"
-          f"{', each against its own chapter' if args.own_chapter else ''}")
+    print(
+        f"running {len(chosen)} deviation(s), {args.jobs} at a time"
+        f"{', each against its own chapter' if args.own_chapter else ''}"
+    )
     outcomes: list[Outcome] = []
 
     def one(deviation: Deviation) -> Outcome:
         outcome = run_one(deviation, settings, restart_options)
         shown = ", ".join(outcome.failed[:3]) + ("..." if len(outcome.failed) > 3 else "")
-        print(f"{deviation.id}: {outcome.verdict} ({outcome.seconds:.0f} s) {shown}",
-              flush=True)
+        print(f"{deviation.id}: {outcome.verdict} ({outcome.seconds:.0f} s) {shown}", flush=True)
         return outcome
 
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         outcomes = list(pool.map(one, chosen))
     print_summary(outcomes, [d for d in deviations if d in chosen or not d.counted])
     if args.json:
-        args.json.write_text(json.dumps(
-            {"figures": figures(outcomes), "outcomes": [o.as_json() for o in outcomes]},
-            indent=2) + "\n", encoding="utf-8")
+        args.json.write_text(
+            json.dumps(
+                {"figures": figures(outcomes), "outcomes": [o.as_json() for o in outcomes]},
+                indent=2,
+            )
+            + "\n",
+            encoding="utf-8",
+        )
     survived = any(o.verdict != CAUGHT for o in outcomes if o.deviation and o.deviation.counted)
     return 1 if survived else 0
 

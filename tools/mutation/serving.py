@@ -54,12 +54,23 @@ class MutantServer:
         env["PYTHONPATH"] = str(self.code)
         env["PYTHONUNBUFFERED"] = "1"
         command = [
-            sys.executable, str(SUPERVISOR), "serve", "--state", str(self.state), "--",
-            "--sample", "--data", str(self.data),
+            sys.executable,
+            str(SUPERVISOR),
+            "serve",
+            "--state",
+            str(self.state),
+            "--",
+            "--sample",
+            "--data",
+            str(self.data),
         ]
         with self.log.open("w", encoding="utf-8") as errors:
             self._process = subprocess.Popen(
-                command, cwd=self.code, env=env, stdout=subprocess.PIPE, stderr=errors,
+                command,
+                cwd=self.code,
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=errors,
                 text=True,
             )
         lines: queue.Queue[str | None] = queue.Queue()

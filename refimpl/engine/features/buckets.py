@@ -135,8 +135,11 @@ def bucket_ranges(plan: BucketPlan, buckets: Collection[int]) -> list[tuple[int,
 
 
 def merged(
-    previous: dict[tuple, tuple], plan: BucketPlan, buckets: Collection[int],
-    rows: Sequence[tuple], identity: Callable[[tuple], tuple],
+    previous: dict[tuple, tuple],
+    plan: BucketPlan,
+    buckets: Collection[int],
+    rows: Sequence[tuple],
+    identity: Callable[[tuple], tuple],
 ) -> dict[tuple, tuple]:
     """`previous` (identity -> row) with the groups of `buckets` replaced by `rows` (their
     re-run's answer)."""
@@ -175,7 +178,10 @@ class _BucketRows:
             if self._period is not None:
                 periods = (period_of(low, self._period), period_of(high, self._period))
             narrowed = dataclasses.replace(
-                hints, time_low=low, time_high=high, low_period=periods[0],
+                hints,
+                time_low=low,
+                time_high=high,
+                low_period=periods[0],
                 high_period=periods[1],
             )
             for row in self._inner.rows(narrowed):
@@ -196,6 +202,11 @@ def run_buckets(
         table = database.committed_table(source.name)
         rows = _BucketRows(table, source.alias, bucket_ranges(plan, buckets))
         return run_select(
-            select, rows, (), now_micros(), session.sql_functions(), session.deadline(),
+            select,
+            rows,
+            (),
+            now_micros(),
+            session.sql_functions(),
+            session.deadline(),
             plans=database.plan_cache,
         )

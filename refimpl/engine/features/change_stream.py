@@ -89,12 +89,16 @@ class ChangeRun:
         """The run's changes as `Change` tuples."""
         lsn, committed_at, op = self.lsn, self.committed_at, self.op
         if op == "upsert":
-            made = ((lsn, seq, committed_at, op, None, *row)
-                    for seq, row in enumerate(self.items, self.seq))
+            made = (
+                (lsn, seq, committed_at, op, None, *row)
+                for seq, row in enumerate(self.items, self.seq)
+            )
         else:
             empty = (None,) * self.width
-            made = ((lsn, seq, committed_at, op, key, *empty)
-                    for seq, key in enumerate(self.items, self.seq))
+            made = (
+                (lsn, seq, committed_at, op, key, *empty)
+                for seq, key in enumerate(self.items, self.seq)
+            )
         if self.old_rows is None:
             return made
         return ((*change, old) for change, old in zip(made, self.old_rows, strict=True))
@@ -116,7 +120,7 @@ class RunBatch:
 def chunks(items: Sequence[T]) -> Iterator[Sequence[T]]:
     """`items` in slices of `CHUNK_ROWS`: a C-level step over each lets other threads run
     between them (see CHUNK_ROWS)."""
-    return (items[start:start + CHUNK_ROWS] for start in range(0, len(items), CHUNK_ROWS))
+    return (items[start : start + CHUNK_ROWS] for start in range(0, len(items), CHUNK_ROWS))
 
 
 def delete_key(part: Sequence[Any], ident: Sequence[Any]) -> str:
@@ -136,8 +140,16 @@ def read_changes(
     through_lsn: int | None = None,
 ) -> ChangeBatch:
     """`read_runs` as `Change` tuples."""
-    batch = read_runs(database, table, schema, after_lsn, max_rows, stop_inside=stop_inside,
-                      unbounded_limit=unbounded_limit, through_lsn=through_lsn)
+    batch = read_runs(
+        database,
+        table,
+        schema,
+        after_lsn,
+        max_rows,
+        stop_inside=stop_inside,
+        unbounded_limit=unbounded_limit,
+        through_lsn=through_lsn,
+    )
     return ChangeBatch(batch.changes(), batch.next_lsn, batch.more)
 
 
@@ -208,8 +220,9 @@ def _cut(runs: list[ChangeRun], extra: int) -> None:
         return
 
 
-def _runs_of(record: records.Record, table_key: str, names: tuple[str, ...],
-             full: bool) -> list[ChangeRun]:  # fmt: skip
+def _runs_of(
+    record: records.Record, table_key: str, names: tuple[str, ...], full: bool
+) -> list[ChangeRun]:
     """The record's changes of the table, a run per entry; before-images only when `full`."""
     runs: list[ChangeRun] = []
     seq = 0
@@ -254,12 +267,15 @@ def old_column_names(schema: TableSchema) -> list[str]:
     """The names of the before-image columns of changes() (spec: changefeeds): `old_<c>`,
     or `old_row_<c>` when a column of the table or of the stream already has that name."""
     taken = {c.name.lower() for c in schema.columns} | set(_META_NAMES)
-    return [f"old_row_{c.name}" if f"old_{c.name}".lower() in taken else f"old_{c.name}"
-            for c in schema.columns]
+    return [
+        f"old_row_{c.name}" if f"old_{c.name}".lower() in taken else f"old_{c.name}"
+        for c in schema.columns
+    ]
 
 
-def row_mapper(logged: Sequence[str],
-               names: tuple[str, ...]) -> Callable[[Sequence[Any]], tuple] | None:
+def row_mapper(
+    logged: Sequence[str], names: tuple[str, ...]
+) -> Callable[[Sequence[Any]], tuple] | None:
     """How to put a row logged with `logged` columns onto the current ones (None: as is).
 
     Columns the row did not have (added later) are NULL; dropped ones are left out.
@@ -291,8 +307,13 @@ class ChangesSource:
 
     schema = None
 
-    def __init__(self, session: StatementContext, source: ast.FunctionSource, select: ast.Select,
-                 params: Sequence[Any]) -> None:
+    def __init__(
+        self,
+        session: StatementContext,
+        source: ast.FunctionSource,
+        select: ast.Select,
+        params: Sequence[Any],
+    ) -> None:
         from refimpl.engine.query.compiled import Scope
         from refimpl.engine.query.expressions import constant_value
 
@@ -322,14 +343,20 @@ class ChangesSource:
 
     def rows(self, hints: AccessHints) -> Iterator[Sequence[Any]]:
         batch = read_changes(
-            self._database, self._table, self.table_schema, self._after, self._max_rows,
+            self._database,
+            self._table,
+            self.table_schema,
+            self._after,
+            self._max_rows,
             stop_inside=self._limit,
         )
         if not self.table_schema.replica_identity_full:
             return iter(batch.changes)
         empty = (None,) * len(self.table_schema.columns)
-        return ((*c[:-1], *(empty if c[-1] is None or c[-1] is UNLOGGED else c[-1]))
-                for c in batch.changes)
+        return (
+            (*c[:-1], *(empty if c[-1] is None or c[-1] is UNLOGGED else c[-1]))
+            for c in batch.changes
+        )
 
 
 def _whole(value: Any, what: str) -> int | None:
@@ -346,8 +373,7 @@ def _lsn_floor(select: ast.Select, columns: list[Column], params: Sequence[Any])
 
     fake = TableSchema("changes", tuple(ast.ColumnDef(c.name, c.type) for c in columns))
     floor = 0
-    for name, op, value in column_constraints(select.where, fake, Scope(columns=[],
-                                                                         params=params)):
+    for name, op, value in column_constraints(select.where, fake, Scope(columns=[], params=params)):
         if name != "lsn" or not isinstance(value, int):
             continue
         if op == ">":
@@ -388,6 +414,7 @@ def _is_lsn_bound(term: ast.Expr) -> bool:
     )
 
 
-def changes_function(session: StatementContext, source: ast.FunctionSource, select: ast.Select,
-                     params: Sequence[Any]) -> ChangesSource:
+def changes_function(
+    session: StatementContext, source: ast.FunctionSource, select: ast.Select, params: Sequence[Any]
+) -> ChangesSource:
     return ChangesSource(session, source, select, params)

@@ -133,28 +133,37 @@ def transaction_events(
         if entry.kind == records.UPSERT:
             columns, rows, rowids = entry.payload
             olds = _old_rows(schema, entry.before, len(rows))
-            items.extend(_upserts(database, schema, lsn, columns, rows, rowids, olds,
-                                  entry.before is not None))
+            items.extend(
+                _upserts(
+                    database, schema, lsn, columns, rows, rowids, olds, entry.before is not None
+                )
+            )
         elif entry.kind == records.DELETE:
             olds = _old_rows(schema, entry.before, len(entry.payload[0]))
             for index, (part, ident) in enumerate(entry.payload[0]):
                 hex_key = delete_key(part, ident)
                 extra = {} if olds is None else {"old_row": olds[index]}
-                items.append(_change(key, schema.name, "delete", hex_key, lsn, None, None,
-                                     **extra))
+                items.append(_change(key, schema.name, "delete", hex_key, lsn, None, None, **extra))
     size = sum(len(i.data) for i in items)
     return StreamTransaction(lsn, record.committed_at, tuple(items), size)
 
 
-def _change(key: str, table: str, op: str, hex_key: str | None, lsn: int, row: dict | None,
-            href: str | None, **extra: object) -> StreamItem:  # fmt: skip
+def _change(
+    key: str,
+    table: str,
+    op: str,
+    hex_key: str | None,
+    lsn: int,
+    row: dict | None,
+    href: str | None,
+    **extra: object,
+) -> StreamItem:
     body = {"table": table, "op": op, "key": hex_key, "lsn": lsn, "row": row, "href": href}
     body.update(extra)
     return StreamItem(key, CHANGE, _json.encode(body))
 
 
-def _old_rows(schema: TableSchema, before: records.Before | None, count: int
-               ) -> list[Any] | None:  # fmt: skip
+def _old_rows(schema: TableSchema, before: records.Before | None, count: int) -> list[Any] | None:
     """The `old_row` objects of an entry's `count` rows on a table with before-images (None:
     the table keeps none now, the events have no `old_row`); each null where the log has
     none (an insert, or a change logged before the table kept before-images)."""
@@ -184,9 +193,16 @@ def _shown(schema: TableSchema, row: Sequence[Any]) -> dict[str, Any]:
     return {c.name: values.to_json(v, c.type) for c, v in zip(schema.columns, row, strict=True)}
 
 
-def _upserts(database: str, schema: TableSchema, lsn: int, logged: list[str], rows: list,
-             rowids: list[int] | None, olds: list[Any] | None, with_before: bool,
-             ) -> Iterator[StreamItem]:  # fmt: skip
+def _upserts(
+    database: str,
+    schema: TableSchema,
+    lsn: int,
+    logged: list[str],
+    rows: list,
+    rowids: list[int] | None,
+    olds: list[Any] | None,
+    with_before: bool,
+) -> Iterator[StreamItem]:
     names = schema.column_names
     types = [c.type for c in schema.columns]
     where = {name.lower(): index for index, name in enumerate(logged)}
@@ -207,8 +223,16 @@ def _upserts(database: str, schema: TableSchema, lsn: int, logged: list[str], ro
             yield _change(key, schema.name, "upsert", hex_key, lsn, shown, base + hex_key)
             continue
         old = olds[index]
-        yield _change(key, schema.name, _upsert_op(old, with_before), hex_key, lsn, shown,
-                      base + hex_key, old_row=old)
+        yield _change(
+            key,
+            schema.name,
+            _upsert_op(old, with_before),
+            hex_key,
+            lsn,
+            shown,
+            base + hex_key,
+            old_row=old,
+        )
 
 
 def row_key(schema: TableSchema, row: Sequence[Any], ident: Sequence[Any]) -> str:
@@ -388,11 +412,16 @@ class EventCursor:
         """Whether what it takes next depends on its position and view alone (it was sent
         `ready` and has nothing of a resume left to check): what a group of streams at one
         position may take for all of them (`event_streams.StreamGroup`)."""
-        return (self._started and self.ready_sent and not self._checking_window
-                and self.view is not None)  # fmt: skip
+        return (
+            self._started
+            and self.ready_sent
+            and not self._checking_window
+            and self.view is not None
+        )
 
-    def following(self, follows: Callable[[str], bool], view: Callable[[], Hashable]
-                  ) -> EventCursor:  # fmt: skip
+    def following(
+        self, follows: Callable[[str], bool], view: Callable[[], Hashable]
+    ) -> EventCursor:
         """A cursor at this one's place, shared by the streams whose view `view` gives: a
         group's own cursor."""
         return replace(self, follows=follows, view=view)

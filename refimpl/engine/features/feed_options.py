@@ -58,8 +58,9 @@ class FeedOptions:
 
     @property
     def plain(self) -> bool:
-        return not (self.types or self.states or self.squash or self.where is not None
-                    or self.initial)
+        return not (
+            self.types or self.states or self.squash or self.where is not None or self.initial
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,11 +87,14 @@ class FeedFilter:
         except SqlSyntaxError as error:
             raise _in_predicate(error) from None
         statement = script.statements[0] if len(script.statements) == 1 else None
-        if not isinstance(statement, ast.Select) or statement.where is None or (
-            statement.order_by or statement.limit is not None or statement.group_by
+        if (
+            not isinstance(statement, ast.Select)
+            or statement.where is None
+            or (statement.order_by or statement.limit is not None or statement.group_by)
         ):
             raise SqlError(
-                "where= takes one predicate over the table's columns, as in where=id = 1")
+                "where= takes one predicate over the table's columns, as in where=id = 1"
+            )
         if contains_aggregate(statement.where):
             raise SqlError("where= cannot use an aggregate: it is checked against one row")
         compiled = compile_expression(statement.where, table_scope(schema, (), "where="))
@@ -104,8 +108,11 @@ def _point_key(schema: TableSchema, where: ast.Expr) -> PointKey | None:
     layout = schema.layout()
     if not layout.key_positions:
         return None
-    pinned = {name: value for name, op, value in
-              column_constraints(where, schema, Scope(columns=[], params=())) if op == "="}
+    pinned = {
+        name: value
+        for name, op, value in column_constraints(where, schema, Scope(columns=[], params=()))
+        if op == "="
+    }
     row: list[Any] = [None] * len(schema.columns)
     timed = layout.time_position if layout.period is not None else None
     needed = [*layout.key_positions, timed, layout.symbol_position]
@@ -151,8 +158,9 @@ def shape_changes(
     width = len(schema.columns)
     changes = batch.changes
     if feed_filter is not None:
-        changes = [c for c in (filter_change(c, schema, feed_filter) for c in changes)
-                   if c is not None]
+        changes = [
+            c for c in (filter_change(c, schema, feed_filter) for c in changes) if c is not None
+        ]
     if options.squash:
         changes = _squashed(changes, schema, full, width)
     types = [type_of(c, full) for c in changes] if options.types else None
@@ -171,8 +179,7 @@ def type_of(change: Change, full: bool) -> str:
     return CHANGE  # without a before-image the log cannot tell an insert from an update
 
 
-def filter_change(change: Change, schema: TableSchema, feed_filter: FeedFilter
-                  ) -> Change | None:  # fmt: skip
+def filter_change(change: Change, schema: TableSchema, feed_filter: FeedFilter) -> Change | None:
     """The change as the filtered feed shows it, or None when it is left out (see above)."""
     full = schema.replica_identity_full
     width = len(schema.columns)
@@ -184,7 +191,7 @@ def filter_change(change: Change, schema: TableSchema, feed_filter: FeedFilter
         if old is UNLOGGED:
             return change
         return change if feed_filter.matches(old) else None
-    new = change[ROW:ROW + width]
+    new = change[ROW : ROW + width]
     if feed_filter.matches(new):
         if old is not UNLOGGED and old is not None and not feed_filter.matches(old):
             return (*change[:-1], None)  # it enters the filter: an add

@@ -71,16 +71,18 @@ def parse_position(text: str, what: str) -> CopyPosition | int:
     """A position of an `initial=true` feed: `<lsn>` (past the copy) or `<lsn>:<hex>`."""
     lsn_text, colon, place_text = text.strip().partition(":")
     if not (lsn_text.isascii() and lsn_text.isdigit() and len(lsn_text) <= 19):
-        raise BadRequest(f"{what} must be a position this feed gave out, <lsn> or <lsn>:<hex>,"
-                         f" not '{text[:40]}'")
+        raise BadRequest(
+            f"{what} must be a position this feed gave out, <lsn> or <lsn>:<hex>, not '{text[:40]}'"
+        )
     lsn = int(lsn_text)
     if not colon:
         return lsn
     try:
         part, order = _decoder.decode(bytes.fromhex(place_text))
     except (ValueError, TypeError, msgspec.DecodeError):
-        raise BadRequest(f"{what} '{text[:40]}' names no place in a copy: send back the id"
-                         " the feed gave out") from None
+        raise BadRequest(
+            f"{what} '{text[:40]}' names no place in a copy: send back the id the feed gave out"
+        ) from None
     return CopyPosition(lsn, (_tuples(part), _tuples(order)))
 
 
@@ -114,8 +116,10 @@ class CopiedRows:
     def changes(self) -> list[Change]:
         """The rows as initial changes."""
         end = (None,) if self.full else ()
-        return [(self.lsn, seq, None, INITIAL, key, *row, *end)
-                for seq, (row, key) in enumerate(zip(self.rows, self.keys, strict=True))]
+        return [
+            (self.lsn, seq, None, INITIAL, key, *row, *end)
+            for seq, (row, key) in enumerate(zip(self.rows, self.keys, strict=True))
+        ]
 
     def positions(self) -> list[CopyPosition | int]:
         """Where the feed stands after each row."""
@@ -150,8 +154,13 @@ class InitialBatch:
         return [*self.changes, *map(InitialItem, rows.changes(), rows.positions())]
 
 
-def read_initial(database: Database, schema: TableSchema, at: CopyPosition | None, limit: int,
-                 feed_filter: FeedFilter | None) -> InitialBatch:  # fmt: skip
+def read_initial(
+    database: Database,
+    schema: TableSchema,
+    at: CopyPosition | None,
+    limit: int,
+    feed_filter: FeedFilter | None,
+) -> InitialBatch:
     """The next items of a copy from `at` (None: from its start), about `limit` of them."""
     if not schema.layout().key_positions:
         raise InvalidValue(
@@ -171,8 +180,15 @@ def read_initial(database: Database, schema: TableSchema, at: CopyPosition | Non
     (rows, places, done), page_lsn, held = _page_table(database, schema, at, limit)
     if at is not None and page_lsn > after_lsn:
         # Commits between the read above and the page: the page has them for its rows.
-        batch = read_changes(database, schema.name, schema, after_lsn, None,
-                             unbounded_limit=None, through_lsn=page_lsn)
+        batch = read_changes(
+            database,
+            schema.name,
+            schema,
+            after_lsn,
+            None,
+            unbounded_limit=None,
+            through_lsn=page_lsn,
+        )
         _add_changes(items, batch.changes, schema, at.place, feed_filter)
     shape = row_mapper(held, schema.column_names)
     if shape is not None:  # the table's columns changed since the feed was described
@@ -184,8 +200,9 @@ def read_initial(database: Database, schema: TableSchema, at: CopyPosition | Non
         kept = [index for index, row in enumerate(rows) if feed_filter.matches(row)]
         ends_copy = done and bool(kept) and kept[-1] == len(rows) - 1
         rows, places = [rows[i] for i in kept], [places[i] for i in kept]
-    copied = CopiedRows(page_lsn, rows, _keys(schema, rows), places, ends_copy,
-                        schema.replica_identity_full)
+    copied = CopiedRows(
+        page_lsn, rows, _keys(schema, rows), places, ends_copy, schema.replica_identity_full
+    )
     return InitialBatch(items, copied, position, not done)
 
 
@@ -203,8 +220,7 @@ def _keys(schema: TableSchema, rows: list[tuple]) -> list[str]:
     return [row_key(schema, row, tuple(row[p] for p in positions)) for row in rows]
 
 
-def _point_copy(database: Database, schema: TableSchema, feed_filter: FeedFilter
-                ) -> InitialBatch:  # fmt: skip
+def _point_copy(database: Database, schema: TableSchema, feed_filter: FeedFilter) -> InitialBatch:
     """A point feed's copy: its one row by its key, or, when it is missing (or the rest of
     the predicate leaves it out), one initial change with a null row, as the document's
     point feeds send."""
@@ -224,8 +240,9 @@ def _point_copy(database: Database, schema: TableSchema, feed_filter: FeedFilter
     return InitialBatch([InitialItem(change, lsn)], None, lsn, False)
 
 
-def _page_table(database: Database, schema: TableSchema, at: CopyPosition | None,
-                limit: int) -> tuple[tuple[list, list, bool], int, tuple[str, ...]]:  # fmt: skip
+def _page_table(
+    database: Database, schema: TableSchema, at: CopyPosition | None, limit: int
+) -> tuple[tuple[list, list, bool], int, tuple[str, ...]]:
     """Up to `limit` rows after `at.place` and their places, the LSN they are at and the
     columns they are on (the table's then); durable before return."""
     with database.state_lock:
@@ -241,8 +258,9 @@ def _page_table(database: Database, schema: TableSchema, at: CopyPosition | None
     return (rows, places, done), lsn, table.schema.column_names
 
 
-def _rows_after(table: Table, place: Place | None,
-                limit: int) -> tuple[list, list[tuple[Any, list]], bool]:  # fmt: skip
+def _rows_after(
+    table: Table, place: Place | None, limit: int
+) -> tuple[list, list[tuple[Any, list]], bool]:
     """The rows after `place`, in the table's order, and the order keys they were taken at,
     a list per partition. Called under the state lock: the rows are taken by slices of each
     partition's sorted keys and C-level lookups, never a Python step per row, so that
@@ -258,7 +276,7 @@ def _rows_after(table: Table, place: Place | None,
         if place is not None and part == place[0]:
             start = partition.bisect_right(place[1])
         wanted = limit - len(rows)
-        orders = partition.keys()[start:start + wanted + 1]
+        orders = partition.keys()[start : start + wanted + 1]
         more = len(orders) > wanted
         if more:
             del orders[wanted:]
@@ -272,8 +290,13 @@ def _rows_after(table: Table, place: Place | None,
     return rows, spans, True
 
 
-def _add_changes(items: list[InitialItem], changes: Sequence[Change], schema: TableSchema,
-                 place: Place, feed_filter: FeedFilter | None) -> None:  # fmt: skip
+def _add_changes(
+    items: list[InitialItem],
+    changes: Sequence[Change],
+    schema: TableSchema,
+    place: Place,
+    feed_filter: FeedFilter | None,
+) -> None:
     """The changes the reader must get: those of rows at or before `place` (see above), as
     the filter shows them; the last one of each transaction carries its position."""
     full = schema.replica_identity_full
@@ -301,7 +324,7 @@ def _given(change: Change, placer: Table, place: Place, full: bool, width: int) 
     if op == "delete":
         # Without its old row only the key is logged: a reader ignores a key it does not hold.
         return old is UNLOGGED or old is None or _at_or_before(placer, old, place)
-    if _at_or_before(placer, change[ROW:ROW + width], place):
+    if _at_or_before(placer, change[ROW : ROW + width], place):
         return True
     # A row that moved on past the place: the reader holds it where it stood.
     return isinstance(old, tuple) and _at_or_before(placer, old, place)

@@ -319,9 +319,7 @@ class SubscriptionManager:
         """The owner's subscriptions asked for longest ago go until it is within its bounds
         (never `keep`, the one being answered)."""
         owned = self._owned.get(owner)
-        while owned and (
-            len(owned) > self.per_user or self._kept_rows[owner] > self.rows_per_user
-        ):
+        while owned and (len(owned) > self.per_user or self._kept_rows[owner] > self.rows_per_user):
             oldest = next((s for s in owned.values() if s is not keep), None)
             if oldest is None:
                 return
@@ -411,8 +409,15 @@ class SubscriptionManager:
         # Subscribers woken by one commit mostly ask the same: read the log and run the
         # narrowed query once for all of them (keyed by the state they were read at).
         changed = self._shared.get(
-            ("buckets", id(database), subscription.table, plan, subscription.position,
-             applied, floor),
+            (
+                "buckets",
+                id(database),
+                subscription.table,
+                plan,
+                subscription.position,
+                applied,
+                floor,
+            ),
             lambda: buckets.changed_buckets(
                 database, subscription.table, schema, plan, subscription.position, floor
             ),
@@ -488,8 +493,7 @@ class SubscriptionManager:
     def _change(self, subscription: Subscription, old: Answer, new: Answer) -> Change | None:
         # Subscriptions that had the same two answers share one change (and its encoding).
         return self._answers.get(
-            ("change", subscription.select, subscription.top is not None, old.serial,
-             new.serial),
+            ("change", subscription.select, subscription.top is not None, old.serial, new.serial),
             lambda: _change(subscription, old.rows, new.rows),
         )
 
@@ -589,8 +593,6 @@ class LiveWait:
         if waker is None:
             return
         subscription = self.subscription
-        subscription.database.wake_board.unregister(
-            subscription.table, subscription.symbol, waker
-        )
+        subscription.database.wake_board.unregister(subscription.table, subscription.symbol, waker)
         if subscription.waiting is waker:
             subscription.waiting = None

@@ -54,8 +54,14 @@ STATE = "state"
 _json = msgspec.json.Encoder()
 _decode = msgspec.json.Decoder().decode
 _MISSING = object()
-TYPES = {"create": "add", "update": "change", "upsert": "change", "delete": "remove",
-         "schema": "schema", INITIAL: "initial"}
+TYPES = {
+    "create": "add",
+    "update": "change",
+    "upsert": "change",
+    "delete": "remove",
+    "schema": "schema",
+    INITIAL: "initial",
+}
 FIRST_PAGE_ROWS = 100
 MAX_PAGE_ROWS = 10_000
 
@@ -71,17 +77,26 @@ class StreamFeed:
     copy_from: CopyPosition | None  # a resume inside the copy
 
     @classmethod
-    def check(cls, database: Database, tables: Sequence[str], options: FeedOptions,
-              copy_from: CopyPosition | None) -> StreamFeed:  # fmt: skip
+    def check(
+        cls,
+        database: Database,
+        tables: Sequence[str],
+        options: FeedOptions,
+        copy_from: CopyPosition | None,
+    ) -> StreamFeed:
         """The options of a stream of `tables` (rights and existence already checked):
         BadRequest when `initial` or `where` has not exactly one table, the filter's own
         errors (SqlError with its place), InvalidValue for a copy of a table without a key."""
-        needs_one = [name for name, on in (("initial", options.initial),
-                                           ("where", options.where is not None)) if on]
+        needs_one = [
+            name
+            for name, on in (("initial", options.initial), ("where", options.where is not None))
+            if on
+        ]
         if needs_one and len(tables) != 1:
             raise BadRequest(
                 f"the parameter '{needs_one[0]}' needs exactly one table= on /stream/changes,"
-                f" not {len(tables)}: name the table it reads, as in table=t")
+                f" not {len(tables)}: name the table it reads, as in table=t"
+            )
         table = tables[0] if needs_one else None
         feed_filter = None
         columns: tuple[tuple[str, str], ...] = ()
@@ -94,11 +109,16 @@ class StreamFeed:
                 raise InvalidValue(
                     f"initial=true needs a table with a PRIMARY KEY or DEDUP KEY; "
                     f"'{schema.name}' has neither, so its rows have no identity shared by the"
-                    " copy and the stream")
+                    " copy and the stream"
+                )
         return cls(options, table, feed_filter, columns, copy_from)
 
-    def cursor(self, database: Database, resume: Position | None,
-               plain: Callable[[Position | None], EventCursor]) -> OptionCursor:  # fmt: skip
+    def cursor(
+        self,
+        database: Database,
+        resume: Position | None,
+        plain: Callable[[Position | None], EventCursor],
+    ) -> OptionCursor:
         """The stream's cursor; `plain(resume)` makes the plain cursor it reads past the copy."""
         return OptionCursor(self, database, resume, plain)
 
@@ -113,22 +133,29 @@ def _schema(database: Database, table: str) -> TableSchema:
 class OptionCursor:
     """One stream's place when it has options: `take` as `EventCursor.take`."""
 
-    def __init__(self, feed: StreamFeed, database: Database, resume: Position | None,
-                 plain: Callable[[Position | None], EventCursor]) -> None:  # fmt: skip
+    def __init__(
+        self,
+        feed: StreamFeed,
+        database: Database,
+        resume: Position | None,
+        plain: Callable[[Position | None], EventCursor],
+    ) -> None:
         self._feed = feed
         self._options = feed.options
         self._database = database
         self._plain = plain
         options = feed.options
-        starts_copy = options.initial and feed.copy_from is None and (
-            resume is None or resume == Position(0))
+        starts_copy = (
+            options.initial and feed.copy_from is None and (resume is None or resume == Position(0))
+        )
         self._copying = options.initial and (feed.copy_from is not None or starts_copy)
         self._at: CopyPosition | None = feed.copy_from
         self._resume = None if self._copying else resume
         self._inner: EventCursor | None = None
         # The first state: `initializing` before a new copy, `ready` first of a new stream.
         self._announce = options.states and (
-            starts_copy or (resume is None and not options.initial))
+            starts_copy or (resume is None and not options.initial)
+        )
         self._page_rows = FIRST_PAGE_ROWS
 
     def take(self, budget: int) -> Taken:
@@ -152,8 +179,9 @@ class OptionCursor:
         assert feed.table is not None
         try:
             schema = _schema(self._database, feed.table)
-            batch = read_initial(self._database, schema, self._at, self._page_rows,
-                                 feed.feed_filter)
+            batch = read_initial(
+                self._database, schema, self._at, self._page_rows, feed.feed_filter
+            )
         except Gone:
             return self._restart(events)
         except (UnknownTable, NotFound):
@@ -168,8 +196,11 @@ class OptionCursor:
             if data is None:  # TRUNCATE, a dropped partition: the rows changed as a whole
                 return self._restart(events)
             position = item.position
-            event_id = "" if position is None else (
-                position.event_id() if isinstance(position, CopyPosition) else str(position))
+            event_id = (
+                ""
+                if position is None
+                else (position.event_id() if isinstance(position, CopyPosition) else str(position))
+            )
             encoded = self._encoded(data)
             size += len(encoded)
             events.append(Event(event_id, CHANGE, encoded))
@@ -257,8 +288,9 @@ class OptionCursor:
             segment = self._squashed(segment)
         return [Event(event_id, CHANGE, self._encoded(data)) for event_id, data in segment]
 
-    def _squashed(self, segment: list[tuple[str, dict[str, Any]]]
-                  ) -> list[tuple[str, dict[str, Any]]]:  # fmt: skip
+    def _squashed(
+        self, segment: list[tuple[str, dict[str, Any]]]
+    ) -> list[tuple[str, dict[str, Any]]]:
         """One change per row, the latest with the first old row; a row created and deleted
         within the segment disappears. Rows of a table without a key are left as they are."""
         kept: dict[Any, tuple[str, dict[str, Any]]] = {}
@@ -319,27 +351,49 @@ class _Shown:
         old = change[-1] if self._full else UNLOGGED
         data: dict[str, Any]
         if op == "delete":
-            data = {"table": schema.name, "op": "delete", "key": change[KEY], "lsn": lsn,
-                    "row": None, "href": None}
+            data = {
+                "table": schema.name,
+                "op": "delete",
+                "key": change[KEY],
+                "lsn": lsn,
+                "row": None,
+                "href": None,
+            }
         else:
-            row = change[ROW:ROW + self._width]
-            key = change[KEY] if op == INITIAL else row_key(
-                schema, row, tuple(row[p] for p in self._key_positions))
+            row = change[ROW : ROW + self._width]
+            key = (
+                change[KEY]
+                if op == INITIAL
+                else row_key(schema, row, tuple(row[p] for p in self._key_positions))
+            )
             if op == INITIAL or old is UNLOGGED:
                 shown_op = op if op == INITIAL else "upsert"
             else:
                 shown_op = "create" if old is None else "update"
             if op == INITIAL and row.count(None) == self._width:  # a point feed's missing row
-                data = {"table": schema.name, "op": op, "key": change[KEY], "lsn": lsn,
-                        "row": None, "href": None}
+                data = {
+                    "table": schema.name,
+                    "op": op,
+                    "key": change[KEY],
+                    "lsn": lsn,
+                    "row": None,
+                    "href": None,
+                }
             else:
-                data = {"table": schema.name, "op": shown_op, "key": key, "lsn": lsn,
-                        "row": self._shown(row), "href": self._base + key}
+                data = {
+                    "table": schema.name,
+                    "op": shown_op,
+                    "key": key,
+                    "lsn": lsn,
+                    "row": self._shown(row),
+                    "href": self._base + key,
+                }
         if self._full:
             data["old_row"] = self._shown(old) if isinstance(old, tuple) else None
         return data
 
     def _shown(self, row: Sequence[Any]) -> dict[str, Any]:
-        return {c.name: values.to_json(v, c.type)
-                for c, v in zip(self._schema.columns, row, strict=True)}
-
+        return {
+            c.name: values.to_json(v, c.type)
+            for c, v in zip(self._schema.columns, row, strict=True)
+        }

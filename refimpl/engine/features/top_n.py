@@ -71,8 +71,10 @@ def top_plan(select: ast.Select, schema: TableSchema) -> TopPlan:
         missing.append("no ORDER BY")
     if select.limit is None:
         missing.append("no LIMIT")
-    if select.group_by or select.distinct or any(
-        contains_aggregate(item.expr) for item in select.items
+    if (
+        select.group_by
+        or select.distinct
+        or any(contains_aggregate(item.expr) for item in select.items)
     ):
         missing.append("GROUP BY, DISTINCT or an aggregate (its rows are not the table's)")
     if not schema.key_columns:
@@ -159,8 +161,13 @@ def run_in_table_order(session: StatementContext, plan: TopPlan) -> QueryOutput:
     with database.state_lock:
         table = database.committed_table(source.name)
         return run_select(
-            plan.scan, _TableOrder(table, source.alias), (), now_micros(),
-            session.sql_functions(), session.deadline(), plans=database.plan_cache,
+            plan.scan,
+            _TableOrder(table, source.alias),
+            (),
+            now_micros(),
+            session.sql_functions(),
+            session.deadline(),
+            plans=database.plan_cache,
         )
 
 

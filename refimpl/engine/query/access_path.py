@@ -135,4 +135,3 @@ def plan_access(where: ast.Expr | None, schema: TableSchema, scope: Scope) -> Ac
         time_high=time_high,
         index=choose_index(constraints, schema) if ident is None else None,
     )
-

@@ -54,8 +54,9 @@ def make_accumulator(call: ast.FuncCall, scope: Scope, time_index: int | None) -
     return _distinct(accumulator, argument.fn) if call.distinct else accumulator
 
 
-def _of_one_argument(name: str, fn: Callable[[Row], Any], arg_type: str,
-                     time_index: int | None) -> Accumulator:
+def _of_one_argument(
+    name: str, fn: Callable[[Row], Any], arg_type: str, time_index: int | None
+) -> Accumulator:
     if name == "count":
         return _count_values(fn)
     if name in ("sum", "avg", "total"):
@@ -98,8 +99,9 @@ def _distinct(inner: Accumulator, fn: Callable[[Row], Any]) -> Accumulator:
             state[1].add(value)
             inner.step(state[0], row)
 
-    return Accumulator(inner.type, lambda: [inner.new_state(), set()], step,
-                       lambda state: inner.final(state[0]))
+    return Accumulator(
+        inner.type, lambda: [inner.new_state(), set()], step, lambda state: inner.final(state[0])
+    )
 
 
 def _concatenation(call: ast.FuncCall, scope: Scope) -> Accumulator:
@@ -111,8 +113,10 @@ def _concatenation(call: ast.FuncCall, scope: Scope) -> Accumulator:
         wanted = " or ".join(str(c) for c in counts)
         raise SqlError(f"{name}() takes {wanted} argument(s), not {len(call.args)}")
     if call.distinct and len(call.args) == 2:
-        raise SqlError(f"{name}(DISTINCT x) takes no separator (as in SQLite): it joins the"
-                       " distinct values with ','; drop DISTINCT to choose the separator")
+        raise SqlError(
+            f"{name}(DISTINCT x) takes no separator (as in SQLite): it joins the"
+            " distinct values with ','; drop DISTINCT to choose the separator"
+        )
     argument = compile_expression(call.args[0], scope)
     refuse_blob(argument.type, f"{name}()")
     separator = ","

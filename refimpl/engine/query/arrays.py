@@ -73,8 +73,11 @@ def _array_quantified(expr: ast.ArrayQuantified, scope: Scope, compile_: Compile
             if item is None:
                 unknown = True
                 continue
-            element = parse_text(item, operand.type, "an array element") \
-                if operand.type not in ("STRING", "SYMBOL") else item
+            element = (
+                parse_text(item, operand.type, "an array element")
+                if operand.type not in ("STRING", "SYMBOL")
+                else item
+            )
             if compare(value, element) == want_any:
                 return want_any
         return None if unknown else not want_any

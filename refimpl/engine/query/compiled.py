@@ -177,8 +177,9 @@ _UNEQUAL = _Unequal()
 _SQLITE_FAMILIES = frozenset({"number", "text", "BLOB"})
 
 
-def comparable(left: Compiled, right: Compiled, what: str,
-               equality: bool = False) -> tuple[Compiled, Compiled]:
+def comparable(
+    left: Compiled, right: Compiled, what: str, equality: bool = False
+) -> tuple[Compiled, Compiled]:
     """Make two operands comparable: text constants next to a TIMESTAMP become times, and
     text constants of numbers next to a number become numbers (as SQLite's numeric affinity
     reads `x = '5'`, and PostgreSQL `oid = '16384'`, which psql sends).
@@ -215,8 +216,9 @@ def _never_equal(side: Compiled, other: Compiled) -> bool:
     """True when the constant `side` equals no value of `other`'s family, whatever it is."""
     if not side.constant or family(other.type) == "BLOB":
         return False
-    return side.type == "BLOB" or (side.type in values.TEXT_TYPES
-                                   and family(other.type) == "number")
+    return side.type == "BLOB" or (
+        side.type in values.TEXT_TYPES and family(other.type) == "number"
+    )
 
 
 # A number's text as SQLite reads it (its affinity, sum() of text): sign, digits, exponent.
@@ -253,8 +255,10 @@ def refuse_blob(type_: str, what: str) -> None:
     """A BLOB (an X'...' literal) is only compared: no column type holds one, and nothing
     else takes one."""
     if type_ == "BLOB":
-        raise TypeMismatch(f"{what} cannot take a BLOB (X'...'): there is no BLOB type; a"
-                           " BLOB literal can only be compared (=, <>, <, IN, ...)")
+        raise TypeMismatch(
+            f"{what} cannot take a BLOB (X'...'): there is no BLOB type; a"
+            " BLOB literal can only be compared (=, <>, <, IN, ...)"
+        )
 
 
 def require_boolean(compiled: Compiled, what: str) -> None:
@@ -276,8 +280,6 @@ def common_type(types: list[str], what: str) -> str:
     if len(set(known)) == 1:
         return known[0]
     raise TypeMismatch(f"{what} mixes values of types {', '.join(sorted(set(known)))}")
-
-
 
 
 def table_scope(schema: Any, params: Sequence[Any], clause: str, now: int = 0) -> Scope:

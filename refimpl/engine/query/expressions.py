@@ -37,8 +37,9 @@ from refimpl.errors import (
 )
 from refimpl.sql import ast
 
-AGGREGATES = frozenset({"count", "sum", "total", "avg", "min", "max", "first", "last",
-                        "group_concat", "string_agg"})
+AGGREGATES = frozenset(
+    {"count", "sum", "total", "avg", "min", "max", "first", "last", "group_concat", "string_agg"}
+)
 
 
 def compile_expression(expr: ast.Expr, scope: Scope) -> Compiled:
@@ -74,8 +75,7 @@ def _literal(expr: ast.Literal, scope: Scope) -> Compiled:
 def _param(expr: ast.Param, scope: Scope) -> Compiled:
     if expr.index >= len(scope.params):
         raise ParameterError(
-            f"the statement has more ? placeholders than the {len(scope.params)}"
-            " parameter(s) given"
+            f"the statement has more ? placeholders than the {len(scope.params)} parameter(s) given"
         )
     value = scope.params[expr.index]
     type_ = values.type_of_value(value)
@@ -165,9 +165,7 @@ _COMPARE: dict[str, Callable[[Any, Any], bool]] = {
 }
 
 
-def _null_strict(
-    lf: Evaluator, rf: Evaluator, operation: Callable[[Any, Any], Any]
-) -> Evaluator:
+def _null_strict(lf: Evaluator, rf: Evaluator, operation: Callable[[Any, Any], Any]) -> Evaluator:
     """`operation` of both sides; NULL when either is NULL (the right side is then not read)."""
 
     def apply(row: Sequence[Any]) -> Any:
@@ -214,8 +212,9 @@ def _binary(expr: ast.Binary, scope: Scope) -> Compiled:
     if op in _BITWISE:
         for side in (left, right):
             if side.type not in (*values.INTEGER_TYPES, "NULL"):
-                raise TypeMismatch(f"operator '{op}' works on integers (INT, BIGINT), not"
-                                   f" {side.type}")
+                raise TypeMismatch(
+                    f"operator '{op}' works on integers (INT, BIGINT), not {side.type}"
+                )
         return Compiled(_null_strict(lf, rf, _BITWISE[op]), "BIGINT", constant)
     if op == "||":
         refuse_blob(left.type, "'||'")
@@ -253,14 +252,18 @@ def _unary(expr: ast.Unary, scope: Scope) -> Compiled:
     fn = operand.fn
     if expr.op == "NOT":
         require_boolean(operand, "NOT")
-        return Compiled(lambda row: None if (v := fn(row)) is None else not v, "BOOLEAN",
-                        operand.constant)
+        return Compiled(
+            lambda row: None if (v := fn(row)) is None else not v, "BOOLEAN", operand.constant
+        )
     if not is_numeric(operand.type):
         raise TypeMismatch(f"unary '{expr.op}' needs a number, not {operand.type}")
     if expr.op == "-":
         negate = range_checked(lambda v: -v, operand.type, "unary '-'")
-        return Compiled(lambda row: None if (v := fn(row)) is None else negate(v), operand.type,
-                        operand.constant)
+        return Compiled(
+            lambda row: None if (v := fn(row)) is None else negate(v),
+            operand.type,
+            operand.constant,
+        )
     return operand
 
 
@@ -273,8 +276,10 @@ def _is_null(expr: ast.IsNull, scope: Scope) -> Compiled:
 
 def _in_list(expr: ast.InList, scope: Scope) -> Compiled:
     operand = compile_expression(expr.operand, scope)
-    items = [comparable(operand, compile_expression(i, scope), "IN", equality=True)[1]
-             for i in expr.items]
+    items = [
+        comparable(operand, compile_expression(i, scope), "IN", equality=True)[1]
+        for i in expr.items
+    ]
     fn, negated = operand.fn, expr.negated
     if not items:
         # Nothing is in an empty list, not even NULL (as SQLite answers; spec "IN").

@@ -94,8 +94,9 @@ def _text_function(transform: Callable[[str], Any], result: str) -> Callable[...
         if args[0].type not in (*values.TEXT_TYPES, "NULL"):
             raise TypeMismatch(f"{name}() needs text, not {args[0].type}")
         fn = args[0].fn
-        return Compiled(lambda row: None if (v := fn(row)) is None else transform(v), result,
-                        args[0].constant)
+        return Compiled(
+            lambda row: None if (v := fn(row)) is None else transform(v), result, args[0].constant
+        )
 
     return build
 
@@ -157,8 +158,7 @@ def _round(name: str, args: list[Compiled], scope: Scope) -> Compiled:
             return None
         if not -ROUND_DIGITS <= digits <= ROUND_DIGITS:
             raise InvalidValue(
-                f"round() takes from {-ROUND_DIGITS} to {ROUND_DIGITS} decimal places, not"
-                f" {digits}"
+                f"round() takes from {-ROUND_DIGITS} to {ROUND_DIGITS} decimal places, not {digits}"
             )
         if isinstance(value, int):
             return value
@@ -230,4 +230,3 @@ FUNCTIONS: dict[str, Callable[[str, list[Compiled], Scope], Compiled]] = {
     "now": _now,
     "date_trunc": _date_trunc,
 }
-

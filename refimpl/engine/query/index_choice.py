@@ -17,8 +17,9 @@ from refimpl.engine.storage.schema import TableSchema
 from refimpl.sql import ast
 
 
-def choose_index(constraints: Sequence[tuple[str, str, Any]],
-                 schema: TableSchema) -> IndexProbe | None:
+def choose_index(
+    constraints: Sequence[tuple[str, str, Any]], schema: TableSchema
+) -> IndexProbe | None:
     """The best probe for these (lower-case column, op, stored value) terms, or None."""
     best: tuple[tuple[int, int, int, int], IndexProbe] | None = None
     for definition in schema.all_indexes():
@@ -32,8 +33,9 @@ def choose_index(constraints: Sequence[tuple[str, str, Any]],
     return None if best is None else best[1]
 
 
-def _probe(definition: ast.IndexDef, constraints: Sequence[tuple[str, str, Any]],
-           schema: TableSchema) -> IndexProbe | None:
+def _probe(
+    definition: ast.IndexDef, constraints: Sequence[tuple[str, str, Any]], schema: TableSchema
+) -> IndexProbe | None:
     prefix: list[Any] = []
     columns: list[str] = []
     for column in definition.columns:

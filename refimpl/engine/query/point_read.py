@@ -140,8 +140,9 @@ def _make_plan(select: ast.Select, schema: TableSchema) -> PointPlan | None:
     return None
 
 
-def _key_parts(where: ast.Expr, schema: TableSchema, names: set[str],
-               columns: Sequence[str]) -> tuple[KeyPart, ...] | None:
+def _key_parts(
+    where: ast.Expr, schema: TableSchema, names: set[str], columns: Sequence[str]
+) -> tuple[KeyPart, ...] | None:
     terms: list[ast.Expr] = []
     pending = [where]
     while pending:

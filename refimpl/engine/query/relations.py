@@ -71,13 +71,15 @@ class Relation:
             if lowered not in self.qualifiers:
                 raise UnknownColumn(f"{table}.*")
             chosen = [c for c in self.scope_columns if c.qualifier == lowered]
-        return [
-            ast.SelectItem(ast.ColumnRef(c.name, c.qualifier or None), c.name) for c in chosen
-        ]
+        return [ast.SelectItem(ast.ColumnRef(c.name, c.qualifier or None), c.name) for c in chosen]
 
 
-def named(columns: list[Column], qualifier: str | None, produce: Callable[[], Iterable[Row]],
-          names: Sequence[str] = ()) -> Relation:
+def named(
+    columns: list[Column],
+    qualifier: str | None,
+    produce: Callable[[], Iterable[Row]],
+    names: Sequence[str] = (),
+) -> Relation:
     """A relation of one table, subquery or VALUES: columns renamed by `names` if given."""
     if names and len(names) != len(columns):
         raise SqlError(
@@ -145,8 +147,14 @@ class JoinPlan:
     right_columns: list[int | None] = field(default_factory=list)
 
 
-def join(left: Relation, right: Relation, source: ast.JoinSource, scope: Scope,
-         compile_: Compile, deadline: float | None) -> Relation:
+def join(
+    left: Relation,
+    right: Relation,
+    source: ast.JoinSource,
+    scope: Scope,
+    compile_: Compile,
+    deadline: float | None,
+) -> Relation:
     """`left JOIN right` as `source` says (kind, ON or USING); `scope` gives parameters,
     functions and subqueries to ON."""
     duplicates = left.qualifiers & right.qualifiers
@@ -157,10 +165,13 @@ def join(left: Relation, right: Relation, source: ast.JoinSource, scope: Scope,
             " JOIN t AS b)"
         )
     width = len(left.scope_columns)
-    columns = [ScopeColumn(c.index, c.type, c.name, c.qualifier, c.hidden)
-               for c in left.scope_columns]
-    columns += [ScopeColumn(width + c.index, c.type, c.name, c.qualifier, c.hidden)
-                for c in right.scope_columns]
+    columns = [
+        ScopeColumn(c.index, c.type, c.name, c.qualifier, c.hidden) for c in left.scope_columns
+    ]
+    columns += [
+        ScopeColumn(width + c.index, c.type, c.name, c.qualifier, c.hidden)
+        for c in right.scope_columns
+    ]
     star = list(left.star) + [width + i for i in right.star]
     kind = source.kind
     if source.using:
@@ -169,8 +180,11 @@ def join(left: Relation, right: Relation, source: ast.JoinSource, scope: Scope,
         merged = []
         plan = _on_plan(source.on, columns, width, scope, compile_)
     key = right.key
-    if (key is not None and kind in ("INNER", "LEFT")
-            and set(key.positions) <= set(plan.right_columns)):
+    if (
+        key is not None
+        and kind in ("INNER", "LEFT")
+        and set(key.positions) <= set(plan.right_columns)
+    ):
         plan.method = "key lookup"
     right_width = len(right.scope_columns)
     produce = _producer(left, right, plan, kind, width, right_width, merged, deadline)
@@ -179,9 +193,16 @@ def join(left: Relation, right: Relation, source: ast.JoinSource, scope: Scope,
 
 def _side_scope(columns: list[ScopeColumn], scope: Scope) -> Scope:
     qualifiers = frozenset(c.qualifier for c in columns if c.qualifier)
-    return Scope(columns=columns, qualifiers=qualifiers, params=scope.params, now=scope.now,
-                 functions=scope.functions, clause="ON", subqueries=scope.subqueries,
-                 outer=scope.outer)
+    return Scope(
+        columns=columns,
+        qualifiers=qualifiers,
+        params=scope.params,
+        now=scope.now,
+        functions=scope.functions,
+        clause="ON",
+        subqueries=scope.subqueries,
+        outer=scope.outer,
+    )
 
 
 def _conjuncts(expr: ast.Expr | None) -> list[ast.Expr]:
@@ -192,14 +213,19 @@ def _conjuncts(expr: ast.Expr | None) -> list[ast.Expr]:
     return [expr]
 
 
-def _on_plan(on: ast.Expr | None, columns: list[ScopeColumn], width: int, scope: Scope,
-             compile_: Compile) -> JoinPlan:
+def _on_plan(
+    on: ast.Expr | None, columns: list[ScopeColumn], width: int, scope: Scope, compile_: Compile
+) -> JoinPlan:
     both = _side_scope(columns, scope)
     left_only = _side_scope(columns[:width], scope)
     # The right side's expressions read a row of the right side alone.
     right_only = _side_scope(
-        [ScopeColumn(c.index - width, c.type, c.name, c.qualifier, c.hidden)
-         for c in columns[width:]], scope)
+        [
+            ScopeColumn(c.index - width, c.type, c.name, c.qualifier, c.hidden)
+            for c in columns[width:]
+        ],
+        scope,
+    )
     left_keys: list[Compiled] = []
     right_keys: list[Compiled] = []
     right_columns: list[int | None] = []
@@ -226,8 +252,9 @@ def _on_plan(on: ast.Expr | None, columns: list[ScopeColumn], width: int, scope:
     return JoinPlan(method, left_keys, right_keys, residual, right_columns)
 
 
-def _equality(term: ast.Expr, left: Scope, right: Scope,
-              compile_: Compile) -> tuple[Compiled, Compiled, int | None] | None:
+def _equality(
+    term: ast.Expr, left: Scope, right: Scope, compile_: Compile
+) -> tuple[Compiled, Compiled, int | None] | None:
     """(left key, right key, the right key's column if it is one) when `term` is `a = b`
     with a of one side and b of the other."""
     if not (isinstance(term, ast.Binary) and term.op == "="):
@@ -258,8 +285,9 @@ def _try_compile(expr: ast.Expr, scope: Scope, compile_: Compile) -> Compiled | 
     return compiled
 
 
-def _using_plan(source: ast.JoinSource, columns: list[ScopeColumn], width: int,
-                star: list[int], kind: str):  # noqa: ANN202 - (plan, merged, star)
+def _using_plan(
+    source: ast.JoinSource, columns: list[ScopeColumn], width: int, star: list[int], kind: str
+):  # noqa: ANN202 - (plan, merged, star)
     """Keys of `USING (a, b)`; each name becomes one merged column, shown once by `*`."""
     left_keys: list[Compiled] = []
     right_keys: list[Compiled] = []
@@ -291,9 +319,16 @@ def _using_plan(source: ast.JoinSource, columns: list[ScopeColumn], width: int,
     return plan, merged, star
 
 
-def _producer(left: Relation, right: Relation, plan: JoinPlan, kind: str, width: int,
-              right_width: int, merged: list[tuple[ScopeColumn, int, int]],
-              deadline: float | None) -> Callable[[], Iterator[Row]]:
+def _producer(
+    left: Relation,
+    right: Relation,
+    plan: JoinPlan,
+    kind: str,
+    width: int,
+    right_width: int,
+    merged: list[tuple[ScopeColumn, int, int]],
+    deadline: float | None,
+) -> Callable[[], Iterator[Row]]:
     left_nulls = (None,) * width
     right_nulls = (None,) * right_width
     residual = plan.residual.fn if plan.residual is not None else None
@@ -316,6 +351,7 @@ def _producer(left: Relation, right: Relation, plan: JoinPlan, kind: str, width:
         if len(right_fns) == 1:
             right_key, left_key = right_fns[0], left_fns[0]
         else:
+
             def right_key(row: Row) -> Any:
                 key = tuple(fn(row) for fn in right_fns)
                 return None if None in key else key
@@ -393,15 +429,19 @@ def _producer(left: Relation, right: Relation, plan: JoinPlan, kind: str, width:
         assert key is not None
         chosen = [plan.right_columns.index(p) for p in key.positions]
         key_fns = [plan.left_keys[i].fn for i in chosen]
-        others = [(plan.left_keys[i].fn, plan.right_keys[i].fn)
-                  for i in range(len(plan.left_keys)) if i not in chosen]
+        others = [
+            (plan.left_keys[i].fn, plan.right_keys[i].fn)
+            for i in range(len(plan.left_keys))
+            if i not in chosen
+        ]
         for row in bounded(left.rows(AccessHints()), deadline):
             ident = key.ident([fn(row) for fn in key_fns])
             other = key.get(ident) if ident is not None else None
             if other is not None:
                 pair = (*row, *other)
                 if all(_equal(lf(row), rf(other)) for lf, rf in others) and (
-                        residual is None or residual(pair) is True):
+                    residual is None or residual(pair) is True
+                ):
                     yield finish(pair)
                     continue
             if keep_left:

@@ -138,8 +138,11 @@ def plan_key(
     if reads is None or (functions and not reads.isdisjoint(functions)):
         return None
     try:
-        key = (select, None if source is None else source.qualifier,
-               tuple((type(p), p) for p in params))
+        key = (
+            select,
+            None if source is None else source.qualifier,
+            tuple((type(p), p) for p in params),
+        )
         hash(key)
     except TypeError:
         return None
@@ -159,8 +162,13 @@ def _reads(select: ast.Select) -> frozenset[str] | None:
     return None if "now" in names else frozenset(names)
 
 
-_SUBQUERY_NODES = (ast.ScalarSubquery, ast.Exists, ast.InSubquery, ast.Quantified,
-                   ast.ArraySubquery)
+_SUBQUERY_NODES = (
+    ast.ScalarSubquery,
+    ast.Exists,
+    ast.InSubquery,
+    ast.Quantified,
+    ast.ArraySubquery,
+)
 
 
 def compile_select(
@@ -539,8 +547,9 @@ def _grouped(
         ]
         if having is not None:
             group_rows = [row for row in group_rows if having(row) is True]
-        wide = [(*row, *([None] * (width - len(row))), *(fn(row) for fn in fns))
-                for row in group_rows]
+        wide = [
+            (*row, *([None] * (width - len(row))), *(fn(row) for fn in fns)) for row in group_rows
+        ]
         if order_fns:
             wide = sort_rows(wide, order_fns)
         rows = [tuple(row[width:]) for row in wide]

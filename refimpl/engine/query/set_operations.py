@@ -46,10 +46,12 @@ def combine(op: str, all_: bool, left: QueryOutput, right: QueryOutput) -> Query
         pair = [a.type, b.type]
         types.append(_result_type(common_type(pair, op)))
     columns = [Column(c.name, t) for c, t in zip(left.columns, types, strict=True)]
-    first = _widened(left.rows, [t if a.type != t else "" for a, t in zip(left.columns, types,
-                                                                           strict=True)])
-    second = _widened(right.rows, [t if b.type != t else "" for b, t in
-                                   zip(right.columns, types, strict=True)])
+    first = _widened(
+        left.rows, [t if a.type != t else "" for a, t in zip(left.columns, types, strict=True)]
+    )
+    second = _widened(
+        right.rows, [t if b.type != t else "" for b, t in zip(right.columns, types, strict=True)]
+    )
     if op == "UNION":
         rows = first + second if all_ else list(dict.fromkeys(first + second))
     elif op == "INTERSECT":
@@ -108,16 +110,26 @@ def _widened(rows: list[tuple], types: list[str]) -> list[tuple]:
     ]
 
 
-def order_and_limit(output: QueryOutput, order_by: Sequence[ast.OrderItem],
-                    limit: ast.Expr | None, offset: ast.Expr | None, scope: Scope,
-                    compile_: Compile) -> QueryOutput:
+def order_and_limit(
+    output: QueryOutput,
+    order_by: Sequence[ast.OrderItem],
+    limit: ast.Expr | None,
+    offset: ast.Expr | None,
+    scope: Scope,
+    compile_: Compile,
+) -> QueryOutput:
     """ORDER BY and LIMIT of a whole compound query: they name its result columns."""
     rows = output.rows
     if order_by:
         names = [c.name.lower() for c in output.columns]
         columns = [ScopeColumn(i, c.type, c.name) for i, c in enumerate(output.columns)]
-        result_scope = Scope(columns=columns, params=scope.params, now=scope.now,
-                             functions=scope.functions, clause="ORDER BY")
+        result_scope = Scope(
+            columns=columns,
+            params=scope.params,
+            now=scope.now,
+            functions=scope.functions,
+            clause="ORDER BY",
+        )
         keys: list[tuple[Callable[[Any], Any], ast.OrderItem]] = []
         for item in order_by:
             index = _position(item.expr, names)

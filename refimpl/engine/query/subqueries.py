@@ -154,8 +154,9 @@ def _array_text(values: list[Any], type_: str) -> str:
 def _array(expr: ast.ArraySubquery, scope: Scope, compile_: Compile) -> Compiled:
     answers, columns = _prepare(expr.query, scope)
     column = _one_column(columns, "ARRAY(SELECT ...)")
-    return Compiled(lambda row: _array_text([r[0] for r in answers.rows(row)], column.type),
-                    "STRING")
+    return Compiled(
+        lambda row: _array_text([r[0] for r in answers.rows(row)], column.type), "STRING"
+    )
 
 
 def _exists(expr: ast.Exists, scope: Scope, compile_: Compile) -> Compiled:
@@ -173,8 +174,7 @@ def _semi_join(semi: SemiJoin) -> Compiled:
     fns = [key.fn for key in semi.outer_keys]
     if len(fns) == 1:
         only = fns[0]
-        return Compiled(lambda row: (value := only(row)) is not None and value in keys,
-                        "BOOLEAN")
+        return Compiled(lambda row: (value := only(row)) is not None and value in keys, "BOOLEAN")
 
     def exists(row: Sequence[Any]) -> bool:
         key = tuple(fn(row) for fn in fns)
@@ -245,8 +245,7 @@ def subquery_handlers(compile_: Compile) -> dict[type, Callable[[Any, Scope], Co
     }
 
 
-_SUBQUERIES = (ast.ScalarSubquery, ast.Exists, ast.InSubquery, ast.Quantified,
-               ast.ArraySubquery)
+_SUBQUERIES = (ast.ScalarSubquery, ast.Exists, ast.InSubquery, ast.Quantified, ast.ArraySubquery)
 
 
 def has_subquery(node: object) -> bool:

@@ -264,8 +264,9 @@ def _show_tables(context: StatementContext, statement: ast.ShowTables, text: str
             names = sorted((t.schema.name for t in context.database.tables.values()), key=str.lower)
     # A view is kept as its canonical CREATE VIEW, which has the name as it was written.
     views = [parse_cached(sql).statements[0].name for sql in context.database.views.values()]
-    listed = sorted([(n, "table") for n in names] + [(n, "view") for n in views],
-                    key=lambda row: row[0].lower())  # fmt: skip
+    listed = sorted(
+        [(n, "table") for n in names] + [(n, "view") for n in views], key=lambda row: row[0].lower()
+    )
     readable = [row for row in listed if context.can_read(row[0])]
     if not readable:
         context.authorize(Right.READ)  # nothing to show: say so only to those who may read
@@ -281,8 +282,13 @@ def _show_columns(
     time_column = (schema.timeseries or "").lower()
     rev = (schema.rev_column or "").lower()
     rows = [
-        (c.name, c.type, c.name.lower() in keys, c.name.lower() == time_column,
-         c.name.lower() == rev)
+        (
+            c.name,
+            c.type,
+            c.name.lower() in keys,
+            c.name.lower() == time_column,
+            c.name.lower() == rev,
+        )
         for c in schema.columns
     ]
     columns = [

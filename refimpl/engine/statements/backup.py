@@ -20,8 +20,9 @@ from refimpl.errors import InvalidValue, TransactionError
 from refimpl.sql.ast_copy import BackupDatabase
 
 
-def backup_database(context: StatementContext, statement: BackupDatabase, text: str,
-                    params: Sequence[Any]) -> Result:  # fmt: skip
+def backup_database(
+    context: StatementContext, statement: BackupDatabase, text: str, params: Sequence[Any]
+) -> Result:
     context.require_admin_user("BACKUP DATABASE")
     if context.transaction is not None:
         raise TransactionError("BACKUP DATABASE cannot run inside a transaction; COMMIT first")
@@ -48,8 +49,7 @@ def backup_database(context: StatementContext, statement: BackupDatabase, text: 
     durable = database.log.durable_lsn
     target.mkdir(parents=True)
     try:
-        copy = copy_database(database.path, target / database.name, database.name,
-                             upto_lsn=durable)  # fmt: skip
+        copy = copy_database(database.path, target / database.name, database.name, upto_lsn=durable)
         write_manifest(target, [copy])
     except BaseException:
         shutil.rmtree(target, ignore_errors=True)

@@ -53,8 +53,9 @@ class CopyOutput:
         return "text/csv; charset=utf-8" if self.format.csv else "text/plain; charset=utf-8"
 
 
-def read_copy(context: StatementContext, statement: ast.CopyFrom,
-              data: IO[bytes] | None) -> CopyRows:  # fmt: skip
+def read_copy(
+    context: StatementContext, statement: ast.CopyFrom, data: IO[bytes] | None
+) -> CopyRows:
     """Check rights, then read and convert every row (no lock held: other writers go on).
 
     `data` is the STDIN of `COPY ... FROM STDIN`; None for a statement run without it.
@@ -85,8 +86,10 @@ def read_copy(context: StatementContext, statement: ast.CopyFrom,
 def import_path(context: StatementContext, name: str) -> Path:
     """The file `name` of the import folder; CopyError for a path that leaves it."""
     folder = context.database.path.parent / context.database.options.import_folder
-    leads_out = CopyError(f"COPY FROM '{name}': the path leads out of the import folder (a"
-                          " symlink) or is not a file; only files inside it are read")
+    leads_out = CopyError(
+        f"COPY FROM '{name}': the path leads out of the import folder (a"
+        " symlink) or is not a file; only files inside it are read"
+    )
     try:
         real = folder_path(folder, name)
     except NotRelative:

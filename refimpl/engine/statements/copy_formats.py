@@ -49,8 +49,10 @@ class CopyFormat:
         given: dict[str, ast.CopyValue] = {}
         for option in options:
             if option.name not in _OPTIONS:
-                raise CopyError(f"COPY has no option '{option.name}'; the options are"
-                                f" {', '.join(o.upper() for o in _OPTIONS)}")
+                raise CopyError(
+                    f"COPY has no option '{option.name}'; the options are"
+                    f" {', '.join(o.upper() for o in _OPTIONS)}"
+                )
             if option.name in given:
                 raise CopyError(f"COPY option {option.name.upper()} is given twice")
             given[option.name] = option.value
@@ -92,8 +94,10 @@ def _text(given: dict[str, ast.CopyValue], name: str, default: str) -> str:
 def _char(given: dict[str, ast.CopyValue], name: str, default: str) -> str:
     value = _text(given, name, default)
     if len(value) != 1 or value in "\r\n\\" and name == "delimiter":
-        raise CopyError(f"COPY {name.upper()} must be one character (not a line end or"
-                        f" backslash), not '{value}'")
+        raise CopyError(
+            f"COPY {name.upper()} must be one character (not a line end or"
+            f" backslash), not '{value}'"
+        )
     return value
 
 
@@ -104,8 +108,14 @@ class RowReader:
     statement names no column), converted by `values.parse_text`.
     """
 
-    def __init__(self, data: IO[bytes], fmt: CopyFormat, table: str,
-                 table_columns: Sequence[Column], columns: Sequence[str]) -> None:  # fmt: skip
+    def __init__(
+        self,
+        data: IO[bytes],
+        fmt: CopyFormat,
+        table: str,
+        table_columns: Sequence[Column],
+        columns: Sequence[str],
+    ) -> None:
         self._data = data
         self._format = fmt
         self._table = table
@@ -120,8 +130,9 @@ class RowReader:
                 raise CopyError(f"column '{found[1].name}' is named twice in the COPY")
             self._placed.append(found)
         # What converting each field takes: its place, its type (None: text as it is), name.
-        self._kinds = [(at, None if c.type in _STRING_TYPES else c.type, c.name)
-                       for at, c in self._placed]  # fmt: skip
+        self._kinds = [
+            (at, None if c.type in _STRING_TYPES else c.type, c.name) for at, c in self._placed
+        ]
 
     def rows(self) -> Iterator[tuple]:
         fmt = self._format
@@ -139,16 +150,20 @@ class RowReader:
             return
         names = [c.name for _, c in self._placed]
         if [(f or "").casefold() for f in fields] != [n.casefold() for n in names]:
-            raise CopyError(f"COPY {self._table}, line {line}: the header names"
-                            f" {', '.join(f or '' for f in fields)} where the columns are"
-                            f" {', '.join(names)} (HEADER MATCH)")
+            raise CopyError(
+                f"COPY {self._table}, line {line}: the header names"
+                f" {', '.join(f or '' for f in fields)} where the columns are"
+                f" {', '.join(names)} (HEADER MATCH)"
+            )
 
     def _row(self, line: int, fields: list[str | None]) -> tuple:
         placed = self._placed
         if len(fields) != len(placed):
             what = "missing data" if len(fields) < len(placed) else "extra data"
-            raise CopyError(f"COPY {self._table}, line {line}: {what}: {len(fields)} field(s)"
-                            f" where {len(placed)} column(s) are copied")
+            raise CopyError(
+                f"COPY {self._table}, line {line}: {what}: {len(fields)} field(s)"
+                f" where {len(placed)} column(s) are copied"
+            )
         row: list[object] = [None] * self._width
         parse = values.parse_text
         try:
@@ -174,12 +189,15 @@ class RowReader:
                 continue
             try:
                 if not field:
-                    raise InvalidValue(f"'' is not a valid {column.type} for column"
-                                       f" '{column.name}'")
+                    raise InvalidValue(
+                        f"'' is not a valid {column.type} for column '{column.name}'"
+                    )
                 values.parse_text(field, column.type, column.name)
             except SqlError as exc:
-                return CopyError(f"COPY {self._table}, line {line}, column {number}"
-                                 f" ({column.name}): {exc.message}")
+                return CopyError(
+                    f"COPY {self._table}, line {line}, column {number}"
+                    f" ({column.name}): {exc.message}"
+                )
         raise AssertionError("a row that failed to convert has a bad field")
 
     # -- the two formats -------------------------------------------------------------------
@@ -208,9 +226,14 @@ class RowReader:
                 raw_lines.append(text)
                 yield text
 
-        reader = csv.reader(tracked(), delimiter=fmt.delimiter, quotechar=fmt.quote,
-                            escapechar=None if fmt.escape == fmt.quote else fmt.escape,
-                            doublequote=fmt.escape == fmt.quote, strict=True)  # fmt: skip
+        reader = csv.reader(
+            tracked(),
+            delimiter=fmt.delimiter,
+            quotechar=fmt.quote,
+            escapechar=None if fmt.escape == fmt.quote else fmt.escape,
+            doublequote=fmt.escape == fmt.quote,
+            strict=True,
+        )
         null = fmt.null
         line = 1
         while True:
@@ -243,8 +266,9 @@ def _lines(data: IO[bytes]) -> Iterator[str]:
         try:
             text = decoder.decode(block)
         except UnicodeDecodeError as exc:
-            raise CopyError(f"the COPY data is not valid UTF-8 (byte {offset + exc.start + 1})"
-                            ) from None  # fmt: skip
+            raise CopyError(
+                f"the COPY data is not valid UTF-8 (byte {offset + exc.start + 1})"
+            ) from None
         offset += len(block)
         parts = (pending + text).split("\n")
         pending = parts.pop()
@@ -306,8 +330,7 @@ def _exact_csv(raw: str, fmt: CopyFormat) -> list[str | None]:
                 i += 1
                 while i < n:
                     char = text[i]
-                    if char == fmt.escape and i + 1 < n and text[i + 1] in (fmt.quote,
-                                                                            fmt.escape):
+                    if char == fmt.escape and i + 1 < n and text[i + 1] in (fmt.quote, fmt.escape):
                         parts.append(text[i + 1])
                         i += 2
                     elif char == fmt.quote:
@@ -329,8 +352,12 @@ def _exact_csv(raw: str, fmt: CopyFormat) -> list[str | None]:
 # -- rows out ------------------------------------------------------------------------------
 
 
-def encode_rows(columns: Sequence[Column], rows: Iterable[Sequence[object]], fmt: CopyFormat,
-                rows_per_chunk: int = 1000) -> Iterator[bytes]:  # fmt: skip
+def encode_rows(
+    columns: Sequence[Column],
+    rows: Iterable[Sequence[object]],
+    fmt: CopyFormat,
+    rows_per_chunk: int = 1000,
+) -> Iterator[bytes]:
     """The rows as COPY TO writes them, `rows_per_chunk` rows a chunk (never all at once)."""
     kinds = [c.type for c in columns]
     buffer = io.StringIO()
@@ -340,8 +367,13 @@ def encode_rows(columns: Sequence[Column], rows: Iterable[Sequence[object]], fmt
         buffer.write(delimiter.join(field(c.name) for c in columns) + "\n")
 
     def write(row: Sequence[object]) -> None:
-        buffer.write(delimiter.join(null if v is None else field(values.to_text(v, k))
-                                    for k, v in zip(kinds, row, strict=True)) + "\n")  # fmt: skip
+        buffer.write(
+            delimiter.join(
+                null if v is None else field(values.to_text(v, k))
+                for k, v in zip(kinds, row, strict=True)
+            )
+            + "\n"
+        )
 
     for number, row in enumerate(rows, start=1):
         write(row)

@@ -99,23 +99,29 @@ def select_rows(  # noqa: ANN201 - a QueryOutput
     # The session's functions are bound per call: made only for a statement that compiles
     # expressions, never for a point read or a cached answer.
     if source is None:
-        return run_select(statement, None, params, now_micros(), context.sql_functions(),
-                          context.deadline())
+        return run_select(
+            statement, None, params, now_micros(), context.sql_functions(), context.deadline()
+        )
     if isinstance(source, ast.FunctionSource):
         table_function = context.table_functions().get(source.name)
         if table_function is None:
             raise UnknownFunction(f"table function {source.name}() does not exist")
         row_source = table_function(context, source, statement, params)
         return run_select(
-            statement, row_source, params, now_micros(), context.sql_functions(),
+            statement,
+            row_source,
+            params,
+            now_micros(),
+            context.sql_functions(),
             context.deadline(),
         )
     context.authorize(Right.READ, source.name)
     txn = context.transaction
     if txn is not None and source.name.lower() in txn.work:
         view = TransactionTable(txn.table(source.name), source.alias)
-        return run_select(statement, view, params, now_micros(), context.sql_functions(),
-                          context.deadline())
+        return run_select(
+            statement, view, params, now_micros(), context.sql_functions(), context.deadline()
+        )
     database = context.database
     with database.state_lock:
         table = database.committed_table(source.name)
@@ -189,8 +195,9 @@ def _insert(
                 if not number & 4095:
                     admission.running_long()  # a long VALUES list makes way for others
                 source_rows.append([_evaluate_constant(e, params, scope) for e in row])
-        count = insert_rows(context, txn, statement.table, statement.columns, source_rows,
-                            context.deadline())
+        count = insert_rows(
+            context, txn, statement.table, statement.columns, source_rows, context.deadline()
+        )
         return message_result(text, f"{count} row(s) inserted", count)
 
     return context.write(run)
@@ -256,9 +263,7 @@ def insert_values(
             converted = [coerce(v, t, n) for v, (t, n) in zip(source, types, strict=True)]
         if full:
             # Rows that come typed (an import's) are kept as they are: stored once, not copied.
-            same = type(source) is tuple and (
-                typed or all(map(operator.is_, converted, source))
-            )
+            same = type(source) is tuple and (typed or all(map(operator.is_, converted, source)))
             row = source if same else tuple(converted)
         else:
             slots: list[Any] = [None] * width
@@ -337,8 +342,14 @@ def _update(
             table.check_not_null(new_row)
             new_ident = table.ident_of(new_row) if table.keyed else ident
             updates.append((ident, new_ident, new_row))
-        firing = row_triggers(context, txn, statement.table, "UPDATE", execute,
-                              [name for name, _ in statement.assignments])
+        firing = row_triggers(
+            context,
+            txn,
+            statement.table,
+            "UPDATE",
+            execute,
+            [name for name, _ in statement.assignments],
+        )
         if firing is not None:
             pairs = [(row, new) for (_, row), (_, _, new) in zip(matched, updates, strict=True)]
             firing.before(pairs)
@@ -478,5 +489,6 @@ _HANDLERS: dict[type, Callable[..., Result]] = {
     **procedures.HANDLERS,
     **backup_statements.HANDLERS,
     ast.Call: lambda context, statement, text, params: procedures.call(
-        context, statement, text, params, execute),
+        context, statement, text, params, execute
+    ),
 }

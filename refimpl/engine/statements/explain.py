@@ -151,11 +151,14 @@ def _shown(value: Any, kind: str) -> str:
     return f"'{text}'" if isinstance(value, str) or kind == "TIMESTAMP" else text
 
 
-def _explain(context: StatementContext, statement: ast.Explain, text: str,
-             params: Sequence[Any]) -> Result:
+def _explain(
+    context: StatementContext, statement: ast.Explain, text: str, params: Sequence[Any]
+) -> Result:
     if not isinstance(statement.query, _QUERIES):
-        raise NotAllowed("EXPLAIN explains a query (SELECT, VALUES, a set operation or WITH);"
-                         f" not {type(statement.query).__name__}")
+        raise NotAllowed(
+            "EXPLAIN explains a query (SELECT, VALUES, a set operation or WITH);"
+            f" not {type(statement.query).__name__}"
+        )
     planner = _Planner(context, params)
     planner.query(statement.query, 0)
     return query_result(text, [Column("plan", "STRING")], [(line,) for line in planner.lines])

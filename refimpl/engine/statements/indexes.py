@@ -47,8 +47,7 @@ def _create_index(
         work.seal(txn.entries)
         table = work.make_private()
         name = table.schema.name
-        columns = tuple(table.schema.columns[table.schema.position(c)].name
-                        for c in wanted.columns)
+        columns = tuple(table.schema.columns[table.schema.position(c)].name for c in wanted.columns)
         index = ast.IndexDef(wanted.name, columns, wanted.unique)
         replacement = ddl.create_index(table, index)
         if index.unique:
@@ -74,8 +73,9 @@ def _drop_index(context: StatementContext, statement: ast.DropIndex, text: str, 
         work = txn.table(holder)
         work.seal(txn.entries)
         table = work.make_private()
-        name = next(i.name for i in table.schema.indexes
-                    if i.name.lower() == statement.name.lower())
+        name = next(
+            i.name for i in table.schema.indexes if i.name.lower() == statement.name.lower()
+        )
         work.working = ddl.drop_index(table, name)
         logged = ast.DropIndex(name, table=table.schema.name)
         txn.ddl(table.schema.name, ddl.canonical_sql(logged), touched=set())

@@ -119,8 +119,10 @@ class IndexRelation:
         """`pg_get_indexdef(oid)`: the statement that makes the index in PostgreSQL."""
         unique = "UNIQUE " if self.unique else ""
         columns = ", ".join(_quote(c) for c in self.columns)
-        return (f"CREATE {unique}INDEX {_quote(self.name)} ON public.{_quote(self.table.name)}"
-                f" USING btree ({columns})")  # fmt: skip
+        return (
+            f"CREATE {unique}INDEX {_quote(self.name)} ON public.{_quote(self.table.name)}"
+            f" USING btree ({columns})"
+        )
 
     def constraint_definition(self) -> str | None:
         """`pg_get_constraintdef(oid)`: the constraint's clause; None for a declared index."""
@@ -150,12 +152,12 @@ def _indexes(context: StatementContext, views: ViewColumns | None) -> list[Index
     numbered when one of those tables, their declared indexes or the views the caller may
     read has it: a relation the caller may not read leaves no trace, not even in a number."""
     schemas = _readable_tables(context)
-    taken = {s.name.lower() for s in schemas} | {i.name.lower() for s in schemas
-                                                for i in s.indexes}  # fmt: skip
+    taken = {s.name.lower() for s in schemas} | {i.name.lower() for s in schemas for i in s.indexes}
     # Only a view named as a constraint's index could be (`t_pkey`, `t_a_key`, numbered).
     taken |= {v.name.lower() for v in readable_views(context, views, _constraint_like)}
     found: list[IndexRelation] = []
     for schema in schemas:
+
         def spelled(names: tuple[str, ...], schema: TableSchema = schema) -> tuple[str, ...]:
             return tuple(schema.columns[schema.position(n)].name for n in names)
 
@@ -166,8 +168,10 @@ def _indexes(context: StatementContext, views: ViewColumns | None) -> list[Index
             columns = spelled(columns)
             name = _free_name(f"{schema.name}_{'_'.join(columns)}_key", taken)
             found.append(IndexRelation(name, schema, columns, True, "u"))
-        found += [IndexRelation(i.name, schema, spelled(i.columns), i.unique, None)
-                  for i in schema.indexes]  # fmt: skip
+        found += [
+            IndexRelation(i.name, schema, spelled(i.columns), i.unique, None)
+            for i in schema.indexes
+        ]
     return found
 
 
@@ -186,10 +190,30 @@ def _pg_index(context: StatementContext, views: ViewColumns | None) -> QueryOutp
     )
     # Every index is valid and checked at once (UNIQUE at each statement); NULLs are
     # distinct and sort last, PostgreSQL's default order (indoption 0).
-    rows = [(i.oid, name_oid(i.table.name), len(i.columns), len(i.columns), i.unique, False,
-             i.contype == "p", False, True, False, True, False, True, True, False,
-             _vector(i.attnums()), _vector([0] * len(i.columns)), None, None)
-            for i in _indexes(context, views)]  # fmt: skip
+    rows = [
+        (
+            i.oid,
+            name_oid(i.table.name),
+            len(i.columns),
+            len(i.columns),
+            i.unique,
+            False,
+            i.contype == "p",
+            False,
+            True,
+            False,
+            True,
+            False,
+            True,
+            True,
+            False,
+            _vector(i.attnums()),
+            _vector([0] * len(i.columns)),
+            None,
+            None,
+        )
+        for i in _indexes(context, views)
+    ]
     return QueryOutput(columns, rows)
 
 
@@ -200,10 +224,30 @@ def _pg_constraint(context: StatementContext, views: ViewColumns | None) -> Quer
         " conindid:BIGINT conparentid:BIGINT confrelid:BIGINT conislocal:BOOLEAN"
         " coninhcount:INT connoinherit:BOOLEAN conkey:STRING confkey:STRING conbin:STRING"
     )
-    rows = [(i.oid, i.name, PUBLIC, i.contype, False, False, True, name_oid(i.table.name), 0,
-             i.oid, 0, 0, True, 0, True, "{" + ",".join(map(str, i.attnums())) + "}", None,
-             None)
-            for i in _indexes(context, views) if i.contype is not None]  # fmt: skip
+    rows = [
+        (
+            i.oid,
+            i.name,
+            PUBLIC,
+            i.contype,
+            False,
+            False,
+            True,
+            name_oid(i.table.name),
+            0,
+            i.oid,
+            0,
+            0,
+            True,
+            0,
+            True,
+            "{" + ",".join(map(str, i.attnums())) + "}",
+            None,
+            None,
+        )
+        for i in _indexes(context, views)
+        if i.contype is not None
+    ]
     return QueryOutput(columns, rows)
 
 
@@ -228,23 +272,94 @@ def _pg_class(context: StatementContext, views: ViewColumns | None) -> QueryOutp
     owner = role_oid(ADMIN_USER)
     indexes = _indexes(context, views)
     indexed = {i.table.name.lower() for i in indexes}
-    rows = [(name_oid(s.name), s.name, PUBLIC, "r", owner, HEAP_AM, 0, s.name.lower() in indexed,
-             False, False, False, False, False, 0, 0, "p",
-             "f" if s.replica_identity_full else "d", 0, -1.0, None, None)
-            for s in _readable_tables(context)]  # fmt: skip
-    rows += [(i.oid, i.name, PUBLIC, "i", owner, BTREE_AM, 0, False, False, False, False, False,
-              False, 0, 0, "p", "n", 0, -1.0, None, None) for i in indexes]  # fmt: skip
+    rows = [
+        (
+            name_oid(s.name),
+            s.name,
+            PUBLIC,
+            "r",
+            owner,
+            HEAP_AM,
+            0,
+            s.name.lower() in indexed,
+            False,
+            False,
+            False,
+            False,
+            False,
+            0,
+            0,
+            "p",
+            "f" if s.replica_identity_full else "d",
+            0,
+            -1.0,
+            None,
+            None,
+        )
+        for s in _readable_tables(context)
+    ]
+    rows += [
+        (
+            i.oid,
+            i.name,
+            PUBLIC,
+            "i",
+            owner,
+            BTREE_AM,
+            0,
+            False,
+            False,
+            False,
+            False,
+            False,
+            False,
+            0,
+            0,
+            "p",
+            "n",
+            0,
+            -1.0,
+            None,
+            None,
+        )
+        for i in indexes
+    ]
     # A view has no storage, so no access method, and no rules: it is no rule here.
-    rows += [(name_oid(v.name), v.name, PUBLIC, "v", owner, 0, 0, False, False, False, False,
-              False, False, 0, 0, "p", "n", 0, -1.0, None, None)
-             for v in readable_views(context, views)]  # fmt: skip
+    rows += [
+        (
+            name_oid(v.name),
+            v.name,
+            PUBLIC,
+            "v",
+            owner,
+            0,
+            0,
+            False,
+            False,
+            False,
+            False,
+            False,
+            False,
+            0,
+            0,
+            "p",
+            "n",
+            0,
+            -1.0,
+            None,
+            None,
+        )
+        for v in readable_views(context, views)
+    ]
     return QueryOutput(columns, rows)
 
 
 def _pg_namespace(context: StatementContext, views: ViewColumns | None) -> QueryOutput:
     owner = role_oid(ADMIN_USER)
-    return QueryOutput(_columns("oid:BIGINT nspname:STRING nspowner:BIGINT"),
-                       [(PG_CATALOG, "pg_catalog", owner), (PUBLIC, "public", owner)])
+    return QueryOutput(
+        _columns("oid:BIGINT nspname:STRING nspowner:BIGINT"),
+        [(PG_CATALOG, "pg_catalog", owner), (PUBLIC, "public", owner)],
+    )
 
 
 def _pg_attribute(context: StatementContext, views: ViewColumns | None) -> QueryOutput:
@@ -260,18 +375,69 @@ def _pg_attribute(context: StatementContext, views: ViewColumns | None) -> Query
         keys = {k.lower() for k in schema.primary_key}
         for number, column in enumerate(schema.columns, start=1):
             oid, _, size, _ = TYPES[column.type]
-            rows.append((relid, column.name, oid, -1, number, column.name.lower() in keys,
-                         False, False, 0, "", "", size, _storage(size), "", -1))  # fmt: skip
+            rows.append(
+                (
+                    relid,
+                    column.name,
+                    oid,
+                    -1,
+                    number,
+                    column.name.lower() in keys,
+                    False,
+                    False,
+                    0,
+                    "",
+                    "",
+                    size,
+                    _storage(size),
+                    "",
+                    -1,
+                )
+            )
     for index in _indexes(context, views):  # an index's columns are attributes of its own
         for number, name in enumerate(index.columns, start=1):
             oid, _, size, _ = TYPES[index.table.type_of(name)]
-            rows.append((index.oid, name, oid, -1, number, False, False, False, 0, "", "", size,
-                         _storage(size), "", -1))  # fmt: skip
+            rows.append(
+                (
+                    index.oid,
+                    name,
+                    oid,
+                    -1,
+                    number,
+                    False,
+                    False,
+                    False,
+                    0,
+                    "",
+                    "",
+                    size,
+                    _storage(size),
+                    "",
+                    -1,
+                )
+            )
     for view in readable_views(context, views):  # the columns a read of the view answers
         for number, column in enumerate(view.columns, start=1):
             oid, _, size, _ = TYPES[column.type]
-            rows.append((name_oid(view.name), column.name, oid, -1, number, False, False, False,
-                         0, "", "", size, _storage(size), "", -1))  # fmt: skip
+            rows.append(
+                (
+                    name_oid(view.name),
+                    column.name,
+                    oid,
+                    -1,
+                    number,
+                    False,
+                    False,
+                    False,
+                    0,
+                    "",
+                    "",
+                    size,
+                    _storage(size),
+                    "",
+                    -1,
+                )
+            )
     return QueryOutput(columns, rows)
 
 
@@ -284,7 +450,8 @@ def _pg_type(context: StatementContext, views: ViewColumns | None) -> QueryOutpu
     rows = sorted({(oid, name, PG_CATALOG, size, 0) for oid, name, size, _ in TYPES.values()})
     return QueryOutput(
         _columns("oid:BIGINT typname:STRING typnamespace:BIGINT typlen:INT typcollation:BIGINT"),
-        rows)  # fmt: skip
+        rows,
+    )
 
 
 def _pg_database(context: StatementContext, views: ViewColumns | None) -> QueryOutput:
@@ -294,8 +461,10 @@ def _pg_database(context: StatementContext, views: ViewColumns | None) -> QueryO
         " datallowconn:BOOLEAN"
     )
     owner = role_oid(ADMIN_USER)
-    rows = [(name_oid(name), name, owner, 6, "C", "C", None, "c", None, True)
-            for name in context.catalog.database_names()]  # fmt: skip
+    rows = [
+        (name_oid(name), name, owner, 6, "C", "C", None, "c", None, True)
+        for name in context.catalog.database_names()
+    ]
     return QueryOutput(columns, rows)
 
 
@@ -305,8 +474,10 @@ def _pg_roles(context: StatementContext, views: ViewColumns | None) -> QueryOutp
         " rolcreatedb:BOOLEAN rolcanlogin:BOOLEAN rolconnlimit:INT rolvaliduntil:TIMESTAMP"
         " rolreplication:BOOLEAN rolbypassrls:BOOLEAN"
     )
-    rows = [(role_oid(name), name, admin, True, admin, admin, True, -1, None, False, admin)
-            for name, admin in _users(context)]  # fmt: skip
+    rows = [
+        (role_oid(name), name, admin, True, admin, admin, True, -1, None, False, admin)
+        for name, admin in _users(context)
+    ]
     return QueryOutput(columns, rows)
 
 
@@ -349,8 +520,7 @@ RELATIONS: dict[str, Builder] = {
 }  # fmt: skip
 
 
-def relation(context: StatementContext, name: str,
-             views: ViewColumns | None) -> QueryOutput | None:  # fmt: skip
+def relation(context: StatementContext, name: str, views: ViewColumns | None) -> QueryOutput | None:
     """The catalog relation `name` (lower case), or None: no such relation, or a table of
     the database has that name. `views` knows the columns of a view as the caller reads it
     (None: the views are left out, for a shape run, whose rows nobody reads)."""
@@ -368,9 +538,14 @@ def is_relation(context: StatementContext, name: str) -> bool:
 
 
 # pg_size_pretty's units: (name, the size from which the next unit is used, half-rounded).
-_SIZE_UNITS = (("bytes", 10 * 1024, False), ("kB", 20 * 1024 - 1, True),
-               ("MB", 20 * 1024 - 1, True), ("GB", 20 * 1024 - 1, True),
-               ("TB", 20 * 1024 - 1, True), ("PB", 0, True))  # fmt: skip
+_SIZE_UNITS = (
+    ("bytes", 10 * 1024, False),
+    ("kB", 20 * 1024 - 1, True),
+    ("MB", 20 * 1024 - 1, True),
+    ("GB", 20 * 1024 - 1, True),
+    ("TB", 20 * 1024 - 1, True),
+    ("PB", 0, True),
+)
 
 
 def _integer(value: Any, what: str) -> int:
@@ -396,8 +571,9 @@ def size_pretty(size: int | None) -> str | None:
     raise AssertionError("the last unit always answers")
 
 
-def _function(context: StatementContext, arity: Sequence[int], result: str,
-              compute: Callable[..., Any]) -> ScalarFunction:  # fmt: skip
+def _function(
+    context: StatementContext, arity: Sequence[int], result: str, compute: Callable[..., Any]
+) -> ScalarFunction:
     def build(call: ast.FuncCall, scope: Scope) -> Compiled:
         if len(call.args) not in arity:
             counts = " or ".join(str(n) for n in arity)
@@ -514,14 +690,16 @@ class _Series:
         return ((v,) for v in self.values)
 
 
-def generate_series(context: StatementContext, source: ast.FunctionSource, select: ast.Select,
-                    params: Sequence[Any]) -> _Series:  # fmt: skip
+def generate_series(
+    context: StatementContext, source: ast.FunctionSource, select: ast.Select, params: Sequence[Any]
+) -> _Series:
     """The integers from start to stop (both included) by step (1 by default); no rows when
     an argument is NULL. psql's catalog queries read it."""
     scope = Scope(columns=[], params=params)
     bounds = [constant_value(arg, scope) for arg in source.args]
     if len(bounds) not in (2, 3) or any(
-            isinstance(b, bool) or not isinstance(b, int | None) for b in bounds):
+        isinstance(b, bool) or not isinstance(b, int | None) for b in bounds
+    ):
         raise SqlError("generate_series() takes two or three integers: start, stop [, step]")
     start, stop, step = (*bounds, 1)[:3]
     if step == 0:
@@ -533,8 +711,9 @@ def generate_series(context: StatementContext, source: ast.FunctionSource, selec
     return _Series([Column(name, "BIGINT")], name, numbers)
 
 
-def unnest(context: StatementContext, source: ast.FunctionSource, select: ast.Select,
-           params: Sequence[Any]) -> _Series:  # fmt: skip
+def unnest(
+    context: StatementContext, source: ast.FunctionSource, select: ast.Select, params: Sequence[Any]
+) -> _Series:
     """The elements of an array's text (`{a,b}`) as STRING rows, in order; none for NULL.
     psql's `\\d+` reads it."""
     scope = Scope(columns=[], params=params)
@@ -542,8 +721,9 @@ def unnest(context: StatementContext, source: ast.FunctionSource, select: ast.Se
     if len(values) != 1 or not isinstance(values[0], str | None):
         raise SqlError("unnest() takes one array, written as its text '{a,b}'")
     name = source.alias or source.name
-    return _Series([Column(name, "STRING")], name,
-                   [] if values[0] is None else array_items(values[0]))  # fmt: skip
+    return _Series(
+        [Column(name, "STRING")], name, [] if values[0] is None else array_items(values[0])
+    )
 
 
 TABLE_FUNCTIONS = {"generate_series": generate_series, "unnest": unnest}

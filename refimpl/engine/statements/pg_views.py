@@ -50,8 +50,11 @@ class ViewRelation:
         return f" {to_sql(self.query)};"
 
 
-def readable_views(context: StatementContext, columns_of: ViewColumns | None,
-                   wanted: Callable[[str], bool] | None = None) -> list[ViewRelation]:
+def readable_views(
+    context: StatementContext,
+    columns_of: ViewColumns | None,
+    wanted: Callable[[str], bool] | None = None,
+) -> list[ViewRelation]:
     """The views the caller may read, by name; only those whose lower-case name `wanted`
     takes, if given. None for `columns_of`: no views (a shape run, whose rows nobody reads)."""
     if columns_of is None:

@@ -49,8 +49,16 @@ if TYPE_CHECKING:
     from refimpl.engine.statements.context import StatementContext
 
 # What a body may hold: data, not schema or transactions (a CALL is one transaction of rows).
-_BODY_STATEMENTS = (ast.Select, ast.Values, ast.SetOperation, ast.WithQuery, ast.Insert,
-                    ast.Update, ast.Delete, ast.Call)
+_BODY_STATEMENTS = (
+    ast.Select,
+    ast.Values,
+    ast.SetOperation,
+    ast.WithQuery,
+    ast.Insert,
+    ast.Update,
+    ast.Delete,
+    ast.Call,
+)
 
 
 def procedures_of(context: StatementContext) -> dict[str, str]:
@@ -65,8 +73,9 @@ def _signature(params: Sequence[ast.ProcedureParam]) -> str:
 # -- CREATE, DROP, SHOW ------------------------------------------------------------------
 
 
-def _create_procedure(context: StatementContext, statement: ast.CreateProcedure, text: str,
-                      params: Sequence[Any]) -> Result:
+def _create_procedure(
+    context: StatementContext, statement: ast.CreateProcedure, text: str, params: Sequence[Any]
+) -> Result:
     context.authorize(Right.ADMIN)
     name = statement.name
     body = statement.body if statement.body is not None else _parse_source(context, statement)
@@ -89,8 +98,9 @@ def _create_procedure(context: StatementContext, statement: ast.CreateProcedure,
     def run(txn: Transaction) -> Result:
         replaced = name.lower() in procedures_of(context)
         if replaced and not statement.or_replace:
-            raise RoutineExists("procedure", name, "use CREATE OR REPLACE PROCEDURE, or DROP"
-                                " PROCEDURE first")
+            raise RoutineExists(
+                "procedure", name, "use CREATE OR REPLACE PROCEDURE, or DROP PROCEDURE first"
+            )
         stored = ast.CreateProcedure(name, statement.params, body=tuple(body))
         txn.database_changes.append(ddl.canonical_sql(stored))
         return message_result(text, f"procedure '{name}' {'replaced' if replaced else 'created'}")
@@ -98,8 +108,9 @@ def _create_procedure(context: StatementContext, statement: ast.CreateProcedure,
     return context.write(run)
 
 
-def _parse_source(context: StatementContext, statement: ast.CreateProcedure
-                  ) -> tuple[ast.Statement, ...]:  # fmt: skip
+def _parse_source(
+    context: StatementContext, statement: ast.CreateProcedure
+) -> tuple[ast.Statement, ...]:
     """The statements between the `$$`; a syntax error points into the script."""
     assert statement.source is not None
     try:
@@ -114,8 +125,9 @@ def _parse_source(context: StatementContext, statement: ast.CreateProcedure
         raise SqlSyntaxError(f"line {line}, column {column}: {reason}", line, column) from None
 
 
-def _drop_procedure(context: StatementContext, statement: ast.DropProcedure, text: str,
-                    params: Sequence[Any]) -> Result:
+def _drop_procedure(
+    context: StatementContext, statement: ast.DropProcedure, text: str, params: Sequence[Any]
+) -> Result:
     context.authorize(Right.ADMIN)
     name = statement.name
 
@@ -130,12 +142,16 @@ def _drop_procedure(context: StatementContext, statement: ast.DropProcedure, tex
     return context.write(run)
 
 
-_SHOW_COLUMNS = [Column("procedure", "STRING"), Column("parameters", "STRING"),
-                 Column("statement", "STRING")]
+_SHOW_COLUMNS = [
+    Column("procedure", "STRING"),
+    Column("parameters", "STRING"),
+    Column("statement", "STRING"),
+]
 
 
-def _show_procedures(context: StatementContext, statement: ast.ShowProcedures, text: str,
-                     params: Sequence[Any]) -> Result:
+def _show_procedures(
+    context: StatementContext, statement: ast.ShowProcedures, text: str, params: Sequence[Any]
+) -> Result:
     context.authorize(Right.READ)
     rows = []
     for stored in procedures_of(context).values():
@@ -176,27 +192,39 @@ def _bound(text: str) -> Procedure:
             return None
         return positions.get(ref.name.lower())
 
-    return Procedure(statement.name, statement.params,
-                     tuple(bind_names(step, binding) for step in statement.body))
+    return Procedure(
+        statement.name,
+        statement.params,
+        tuple(bind_names(step, binding) for step in statement.body),
+    )
 
 
-def call(context: StatementContext, statement: ast.Call, text: str, params: Sequence[Any],
-         run_statement: RunStatement) -> Result:
+def call(
+    context: StatementContext,
+    statement: ast.Call,
+    text: str,
+    params: Sequence[Any],
+    run_statement: RunStatement,
+) -> Result:
     """CALL: the arguments converted to the parameters' types, then the body in one
     transaction (the caller's open one, or its own that commits once at the end)."""
     context.authorize(Right.READ)
     stored = procedures_of(context).get(statement.name.lower())
     if stored is None:
-        raise UnknownRoutine("procedure", statement.name,
-                             "; SHOW PROCEDURES lists the procedures")
+        raise UnknownRoutine("procedure", statement.name, "; SHOW PROCEDURES lists the procedures")
     procedure = _bound(stored)
     if len(statement.args) != len(procedure.params):
         raise SqlError(
             f"procedure '{procedure.name}' takes {len(procedure.params)} argument(s)"
             f" ({_signature(procedure.params)}) but the CALL gives {len(statement.args)}"
         )
-    scope = Scope(columns=[], params=params, now=time.time_ns() // 1000, clause="CALL",
-                  functions=context.sql_functions())
+    scope = Scope(
+        columns=[],
+        params=params,
+        now=time.time_ns() // 1000,
+        clause="CALL",
+        functions=context.sql_functions(),
+    )
     arguments = []
     for number, (arg, param) in enumerate(zip(statement.args, procedure.params, strict=True), 1):
         value = compile_expression(arg, scope).fn(())

@@ -124,9 +124,17 @@ class QueryRunner:
     `shape`: a shape run, whose sources read no rows.
     """
 
-    def __init__(self, context: StatementContext, params: Sequence[Any], now: int, *,
-                 tables: dict[str, QueryOutput] | None = None, outer: OuterLink | None = None,
-                 views: tuple[str, ...] = (), shape: bool = False) -> None:
+    def __init__(
+        self,
+        context: StatementContext,
+        params: Sequence[Any],
+        now: int,
+        *,
+        tables: dict[str, QueryOutput] | None = None,
+        outer: OuterLink | None = None,
+        views: tuple[str, ...] = (),
+        shape: bool = False,
+    ) -> None:
         self.context = context
         self.params = params
         self.now = now
@@ -144,14 +152,24 @@ class QueryRunner:
     def semi_join(self, query: ast.Query, outer: OuterLink) -> SemiJoin | None:
         """EXISTS of a SELECT without grouping or LIMIT, whose WHERE reads the outer query only
         in `inner = outer` terms, as keys computed once (None: it must run per outer row)."""
-        if not isinstance(query, ast.Select) or query.source is None or query.group_by or (
-                query.having is not None or query.limit is not None or has_subquery(query)):
+        if (
+            not isinstance(query, ast.Select)
+            or query.source is None
+            or query.group_by
+            or (query.having is not None or query.limit is not None or has_subquery(query))
+        ):
             return None
         if any(contains_aggregate(item.expr) for item in query.items):
             return None
         relation = self._relation(query.source)
-        inner = Scope(columns=relation.scope_columns, qualifiers=relation.qualifiers,
-                      params=self.params, now=self.now, functions=self.functions, clause="WHERE")
+        inner = Scope(
+            columns=relation.scope_columns,
+            qualifiers=relation.qualifiers,
+            params=self.params,
+            now=self.now,
+            functions=self.functions,
+            clause="WHERE",
+        )
         inner_keys: list[Compiled] = []
         outer_keys: list[Compiled] = []
         rest: list[ast.Expr] = []
@@ -180,12 +198,18 @@ class QueryRunner:
                     keys.add(key[0] if len(key) == 1 else key)
         return SemiJoin(outer_keys, frozenset(keys))
 
-    def _child(self, *, outer: OuterLink | None = None,
-               tables: dict[str, QueryOutput] | None = None) -> QueryRunner:
-        return QueryRunner(self.context, self.params, self.now,
-                           tables=self.tables if tables is None else tables,
-                           outer=outer if outer is not None else self.outer, views=self.views,
-                           shape=self.shape)
+    def _child(
+        self, *, outer: OuterLink | None = None, tables: dict[str, QueryOutput] | None = None
+    ) -> QueryRunner:
+        return QueryRunner(
+            self.context,
+            self.params,
+            self.now,
+            tables=self.tables if tables is None else tables,
+            outer=outer if outer is not None else self.outer,
+            views=self.views,
+            shape=self.shape,
+        )
 
     # -- queries -------------------------------------------------------------------------
 
@@ -205,20 +229,41 @@ class QueryRunner:
         if isinstance(query, ast.SetOperation):
             left, right = self.run(query.left), self.run(query.right)
             output = combine(query.op, query.all, left, right)
-            return order_and_limit(output, query.order_by, query.limit, query.offset,
-                                   self._scope("ORDER BY"), compile_expression)
+            return order_and_limit(
+                output,
+                query.order_by,
+                query.limit,
+                query.offset,
+                self._scope("ORDER BY"),
+                compile_expression,
+            )
         if isinstance(query, ast.WithQuery):
             return self._with(query)
         raise SqlError(f"{type(query).__name__} is not a query")
 
     def _scope(self, clause: str) -> Scope:
-        return Scope(columns=[], params=self.params, now=self.now, functions=self.functions,
-                     clause=clause, subqueries=self, outer=self.outer)
+        return Scope(
+            columns=[],
+            params=self.params,
+            now=self.now,
+            functions=self.functions,
+            clause=clause,
+            subqueries=self,
+            outer=self.outer,
+        )
 
     def _select(self, select: ast.Select) -> QueryOutput:
         source = None if select.source is None else self._source(select.source, select)
-        return run_select(select, source, self.params, self.now, self.functions,
-                          self.context.deadline(), subqueries=self, outer=self.outer)
+        return run_select(
+            select,
+            source,
+            self.params,
+            self.now,
+            self.functions,
+            self.context.deadline(),
+            subqueries=self,
+            outer=self.outer,
+        )
 
     def _with(self, query: ast.WithQuery) -> QueryOutput:
         tables = dict(self.tables)
@@ -235,8 +280,11 @@ class QueryRunner:
         """`anchor UNION [ALL] step`: step runs over the rows the last round added, until a
         round adds none."""
         query = table.query
-        if not isinstance(query, ast.SetOperation) or query.op != "UNION" or _reads(
-                query.left, table.name.lower()):
+        if (
+            not isinstance(query, ast.SetOperation)
+            or query.op != "UNION"
+            or _reads(query.left, table.name.lower())
+        ):
             raise SqlError(
                 f"the recursive table '{table.name}' must be <anchor> UNION [ALL] <step>, where"
                 " only the step reads the table itself"
@@ -269,8 +317,14 @@ class QueryRunner:
                 seen.update(fresh)
             rows += fresh
         output = QueryOutput(anchor.columns, rows)
-        return order_and_limit(output, query.order_by, query.limit, query.offset,
-                               self._scope("ORDER BY"), compile_expression)
+        return order_and_limit(
+            output,
+            query.order_by,
+            query.limit,
+            query.offset,
+            self._scope("ORDER BY"),
+            compile_expression,
+        )
 
     # -- FROM ----------------------------------------------------------------------------
 
@@ -285,8 +339,9 @@ class QueryRunner:
     def _relation(self, source: ast.Source) -> Relation:
         if isinstance(source, ast.JoinSource):
             left, right = self._relation(source.left), self._relation(source.right)
-            return join(left, right, source, self._scope("ON"), compile_expression,
-                        self.context.deadline())
+            return join(
+                left, right, source, self._scope("ON"), compile_expression, self.context.deadline()
+            )
         if isinstance(source, ast.SubquerySource):
             output = self.run(source.query)
             return named(output.columns, source.alias, lambda: output.rows, source.columns)
@@ -311,8 +366,12 @@ class QueryRunner:
             scope = self._scope("FROM")
             compiled = [compile_expression(arg, scope) for arg in source.args]
             values = [(c.fn(()), c.type) for c in compiled]
-            source = dataclasses.replace(source, args=tuple(
-                ast.Literal(value, "NULL" if value is None else kind) for value, kind in values))
+            source = dataclasses.replace(
+                source,
+                args=tuple(
+                    ast.Literal(value, "NULL" if value is None else kind) for value, kind in values
+                ),
+            )
         rows = table_function(self.context, source, select, self.params)
         return _NoRows(rows) if self.shape else rows
 
@@ -336,7 +395,8 @@ class QueryRunner:
         txn = context.transaction
         if txn is not None and name in txn.work:
             table: CommittedTable | TransactionTable = TransactionTable(
-                txn.table(source.name), source.alias)
+                txn.table(source.name), source.alias
+            )
         else:
             table = CommittedTable(context.database.committed_table(source.name), source.alias)
         if self.shape:
@@ -359,8 +419,9 @@ class QueryRunner:
             raise SqlError(f"the view '{spelled}' reads itself through other views")
         statement = parse_cached(text).statements[0]
         assert isinstance(statement, ast.CreateView)
-        runner = QueryRunner(self.context, (), self.now, views=(*self.views, name),
-                             shape=self.shape)
+        runner = QueryRunner(
+            self.context, (), self.now, views=(*self.views, name), shape=self.shape
+        )
         return runner.run(statement.query)
 
     def view_columns(self, name: str) -> list[Column]:
@@ -384,8 +445,7 @@ def view_columns(context: StatementContext, name: str) -> list[Column]:
     return QueryRunner(context, (), time.time_ns() // 1000).view_columns(name)
 
 
-def _correlation(term: ast.Expr, inner: Scope,
-                 outer: Scope) -> tuple[Compiled, Compiled] | None:
+def _correlation(term: ast.Expr, inner: Scope, outer: Scope) -> tuple[Compiled, Compiled] | None:
     """(inner side, outer side) of `a = b` where one side reads only the subquery's tables and
     the other only names the subquery does not have."""
     if not (isinstance(term, ast.Binary) and term.op == "="):
@@ -437,5 +497,6 @@ def _renamed(output: QueryOutput, names: tuple[str, ...], table: str) -> QueryOu
 
 def _reads(node: object, name: str) -> bool:
     """True when `node` names the table `name` anywhere in a FROM."""
-    return any(isinstance(item, ast.TableSource) and item.name.lower() == name
-               for item in ast.walk(node))
+    return any(
+        isinstance(item, ast.TableSource) and item.name.lower() == name for item in ast.walk(node)
+    )

@@ -54,8 +54,9 @@ def depth_of(context: StatementContext) -> int:
 class RoutineContext:
     """Satisfies `StatementContext` for the statements of a trigger or procedure body."""
 
-    def __init__(self, outer: StatementContext, txn: Transaction, principal: Principal,
-                 what: str) -> None:
+    def __init__(
+        self, outer: StatementContext, txn: Transaction, principal: Principal, what: str
+    ) -> None:
         self._outer = outer
         self._txn = txn
         self._principal = principal
@@ -103,8 +104,9 @@ class RoutineContext:
         return run(self._txn)
 
     def begin(self) -> None:
-        raise NotAllowed("a trigger or procedure runs inside its caller's transaction;"
-                         " it cannot begin one")
+        raise NotAllowed(
+            "a trigger or procedure runs inside its caller's transaction; it cannot begin one"
+        )
 
     commit = rollback = begin
 
@@ -118,8 +120,12 @@ class RoutineContext:
         return self._outer.table_functions()
 
 
-def run_body(context: RoutineContext, body: Sequence[ast.Statement], params: Sequence[Any],
-             run_statement: RunStatement) -> None:
+def run_body(
+    context: RoutineContext,
+    body: Sequence[ast.Statement],
+    params: Sequence[Any],
+    run_statement: RunStatement,
+) -> None:
     """Run a body's statements in order; StatementTimeout once the caller's deadline passed
     (checked between statements too: a body of many short ones is bounded as well)."""
     deadline = context.deadline()

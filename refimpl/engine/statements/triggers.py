@@ -62,18 +62,25 @@ def triggers_of(context: StatementContext) -> dict[str, str]:
 # -- CREATE, DROP, SHOW ------------------------------------------------------------------
 
 
-def _create_trigger(context: StatementContext, statement: ast.CreateTrigger, text: str,
-                    params: Sequence[Any]) -> Result:
+def _create_trigger(
+    context: StatementContext, statement: ast.CreateTrigger, text: str, params: Sequence[Any]
+) -> Result:
     context.authorize(Right.ADMIN)
     principal = context.principal
     definer = statement.definer or principal.name
     if definer is None:
-        raise Forbidden("a trigger runs with its creator's rights, so it needs a named"
-                        " creator; send a user's token")
-    if statement.definer is not None and definer.lower() != (principal.name or "").lower() \
-            and not principal.is_admin:
-        raise Forbidden(f"only the admin user may create a trigger that runs as another"
-                        f" user ('{definer}')")
+        raise Forbidden(
+            "a trigger runs with its creator's rights, so it needs a named"
+            " creator; send a user's token"
+        )
+    if (
+        statement.definer is not None
+        and definer.lower() != (principal.name or "").lower()
+        and not principal.is_admin
+    ):
+        raise Forbidden(
+            f"only the admin user may create a trigger that runs as another user ('{definer}')"
+        )
     if has_params((*statement.body, statement.when)):
         raise SqlError("a trigger takes no ? parameters; write NEW.column or OLD.column")
     name = statement.name
@@ -82,8 +89,9 @@ def _create_trigger(context: StatementContext, statement: ast.CreateTrigger, tex
         if name.lower() in triggers_of(context):
             if statement.if_not_exists:
                 return message_result(text, f"trigger '{name}' already exists")
-            raise RoutineExists("trigger", name, "use CREATE TRIGGER IF NOT EXISTS, or DROP"
-                                " TRIGGER first")
+            raise RoutineExists(
+                "trigger", name, "use CREATE TRIGGER IF NOT EXISTS, or DROP TRIGGER first"
+            )
         if not txn.has_table(statement.table):
             if statement.table.lower() in context.database.views:
                 raise SqlError(f"'{statement.table}' is a view; triggers are on tables")
@@ -92,8 +100,15 @@ def _create_trigger(context: StatementContext, statement: ast.CreateTrigger, tex
         for column in statement.columns:
             schema.position(column)  # UnknownColumn for a column the table lacks
         stored = ast.CreateTrigger(
-            name, statement.timing, statement.event, schema.name, statement.body,
-            statement.columns, statement.when, definer=definer)
+            name,
+            statement.timing,
+            statement.event,
+            schema.name,
+            statement.body,
+            statement.columns,
+            statement.when,
+            definer=definer,
+        )
         _check_rows_named(stored, schema)
         txn.database_changes.append(ddl.canonical_sql(stored))
         return message_result(text, f"trigger '{name}' created on table '{schema.name}'")
@@ -109,14 +124,17 @@ def _check_rows_named(trigger: ast.CreateTrigger, schema: TableSchema) -> None:
             side = node.table.lower()
             if side in ("new", "old"):
                 if side not in sides:
-                    raise SqlError(f"a {trigger.event} trigger has no {side.upper()} row; use"
-                                   f" {' and '.join(s.upper() for s in sides)}")
+                    raise SqlError(
+                        f"a {trigger.event} trigger has no {side.upper()} row; use"
+                        f" {' and '.join(s.upper() for s in sides)}"
+                    )
                 if node.name.lower() not in schema.positions:
                     raise UnknownColumn(node.name, schema.name)
 
 
-def _drop_trigger(context: StatementContext, statement: ast.DropTrigger, text: str,
-                  params: Sequence[Any]) -> Result:
+def _drop_trigger(
+    context: StatementContext, statement: ast.DropTrigger, text: str, params: Sequence[Any]
+) -> Result:
     context.authorize(Right.ADMIN)
     name = statement.name
 
@@ -140,13 +158,19 @@ def drop_table_triggers(context: StatementContext, txn: Transaction, table: str)
             txn.database_changes.append(ddl.canonical_sql(ast.DropTrigger(trigger.name)))
 
 
-_SHOW_COLUMNS = [Column("trigger", "STRING"), Column("table", "STRING"),
-                 Column("timing", "STRING"), Column("event", "STRING"),
-                 Column("definer", "STRING"), Column("statement", "STRING")]
+_SHOW_COLUMNS = [
+    Column("trigger", "STRING"),
+    Column("table", "STRING"),
+    Column("timing", "STRING"),
+    Column("event", "STRING"),
+    Column("definer", "STRING"),
+    Column("statement", "STRING"),
+]
 
 
-def _show_triggers(context: StatementContext, statement: ast.ShowTriggers, text: str,
-                   params: Sequence[Any]) -> Result:
+def _show_triggers(
+    context: StatementContext, statement: ast.ShowTriggers, text: str, params: Sequence[Any]
+) -> Result:
     context.authorize(Right.READ)
     rows = []
     for stored in sorted(triggers_of(context).values(), key=str.lower):
@@ -155,11 +179,18 @@ def _show_triggers(context: StatementContext, statement: ast.ShowTriggers, text:
         if not context.can_read(trigger.table):
             continue
         event = trigger.event + (f" OF {', '.join(trigger.columns)}" if trigger.columns else "")
-        shown = ddl.canonical_sql(ast.CreateTrigger(
-            trigger.name, trigger.timing, trigger.event, trigger.table, trigger.body,
-            trigger.columns, trigger.when))
-        rows.append((trigger.name, trigger.table, trigger.timing, event, trigger.definer,
-                     shown))
+        shown = ddl.canonical_sql(
+            ast.CreateTrigger(
+                trigger.name,
+                trigger.timing,
+                trigger.event,
+                trigger.table,
+                trigger.body,
+                trigger.columns,
+                trigger.when,
+            )
+        )
+        rows.append((trigger.name, trigger.table, trigger.timing, event, trigger.definer, shown))
     rows.sort(key=lambda row: row[0].lower())
     return query_result(text, _SHOW_COLUMNS, rows)
 
@@ -207,16 +238,27 @@ def _bound(text: str, column_names: tuple[str, ...]) -> Trigger:
     if statement.when is not None:
         when = ast.Select((ast.SelectItem(bind_names(statement.when, binding)),))
     return Trigger(
-        statement.name, statement.table, statement.definer, statement.timing,
-        frozenset(c.lower() for c in statement.columns), when,
-        tuple(bind_names(step, binding) for step in statement.body))
+        statement.name,
+        statement.table,
+        statement.definer,
+        statement.timing,
+        frozenset(c.lower() for c in statement.columns),
+        when,
+        tuple(bind_names(step, binding) for step in statement.body),
+    )
 
 
 class Firing:
     """The triggers one statement fires on one table, ready for its rows."""
 
-    def __init__(self, context: StatementContext, txn: Transaction, schema: TableSchema,
-                 triggers: list[Trigger], run_statement: RunStatement) -> None:
+    def __init__(
+        self,
+        context: StatementContext,
+        txn: Transaction,
+        schema: TableSchema,
+        triggers: list[Trigger],
+        run_statement: RunStatement,
+    ) -> None:
         self._context = context
         self._txn = txn
         self._types = [column.type for column in schema.columns]
@@ -232,13 +274,16 @@ class Firing:
         """Fire the AFTER triggers for each (old, new) row, in order."""
         self._fire(self._after, rows)
 
-    def _fire(self, triggers: list[Trigger], rows: Sequence[tuple[Row | None, Row | None]]
-              ) -> None:  # fmt: skip
+    def _fire(self, triggers: list[Trigger], rows: Sequence[tuple[Row | None, Row | None]]) -> None:
         if not triggers or not rows:
             return
         contexts = [
-            RoutineContext(self._context, self._txn, _definer(t.definer),
-                           f"trigger '{t.name}' on table '{t.table}'")
+            RoutineContext(
+                self._context,
+                self._txn,
+                _definer(t.definer),
+                f"trigger '{t.name}' on table '{t.table}'",
+            )
             for t in triggers
         ]
         blank = (None,) * len(self._types)
@@ -261,8 +306,14 @@ def _definer(name: str) -> Principal:
     return Principal(name, name.lower() == ADMIN_USER)
 
 
-def row_triggers(context: StatementContext, txn: Transaction, table: str, event: str,
-                 run_statement: RunStatement, assigned: Sequence[str] = ()) -> Firing | None:
+def row_triggers(
+    context: StatementContext,
+    txn: Transaction,
+    table: str,
+    event: str,
+    run_statement: RunStatement,
+    assigned: Sequence[str] = (),
+) -> Firing | None:
     """The triggers a change of `event` to `table` fires, or None when it fires none.
 
     `assigned` are an UPDATE's SET columns: a trigger `UPDATE OF cols` fires when one of

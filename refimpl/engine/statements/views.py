@@ -25,8 +25,9 @@ if TYPE_CHECKING:
     from refimpl.engine.statements.context import StatementContext
 
 
-def _create_view(context: StatementContext, statement: ast.CreateView, text: str,
-                 params: Sequence[Any]) -> Result:
+def _create_view(
+    context: StatementContext, statement: ast.CreateView, text: str, params: Sequence[Any]
+) -> Result:
     context.authorize(Right.ADMIN)
     name = statement.name
     if any(isinstance(node, ast.Param) for node in ast.walk(statement.query)):
@@ -46,8 +47,9 @@ def _create_view(context: StatementContext, statement: ast.CreateView, text: str
     return context.write(run)
 
 
-def _drop_view(context: StatementContext, statement: ast.DropView, text: str,
-               params: Sequence[Any]) -> Result:
+def _drop_view(
+    context: StatementContext, statement: ast.DropView, text: str, params: Sequence[Any]
+) -> Result:
     context.authorize(Right.ADMIN)
     name = statement.name
 

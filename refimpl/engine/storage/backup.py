@@ -64,8 +64,14 @@ class _Moved(Exception):
     """A file the copy needed was removed meanwhile (a newer checkpoint trimmed the log)."""
 
 
-def copy_database(source: Path, target: Path, name: str, *, upto_lsn: int | None = None,
-                  files: FileOps = REAL_FILES) -> DatabaseCopy:  # fmt: skip
+def copy_database(
+    source: Path,
+    target: Path,
+    name: str,
+    *,
+    upto_lsn: int | None = None,
+    files: FileOps = REAL_FILES,
+) -> DatabaseCopy:
     """Copy the database in folder `source` into the new folder `target` at one LSN.
 
     `target`'s name is the database's folder in the backup; its parent is the backup folder.
@@ -84,8 +90,9 @@ def copy_database(source: Path, target: Path, name: str, *, upto_lsn: int | None
     )
 
 
-def _copy_once(source: Path, target: Path, name: str, upto_lsn: int | None,
-               files: FileOps) -> DatabaseCopy:  # fmt: skip
+def _copy_once(
+    source: Path, target: Path, name: str, upto_lsn: int | None, files: FileOps
+) -> DatabaseCopy:
     checkpoints = checkpoint.list_checkpoints(source / CHECKPOINT_FOLDER)
     checkpoint_lsn, checkpoint_file = checkpoints[-1] if checkpoints else (0, None)
     wal = source / WAL_FOLDER
@@ -200,13 +207,17 @@ def _relative(path: Path, root: Path) -> str:
 # -- the manifest ------------------------------------------------------------------------
 
 
-def write_manifest(folder: Path, databases: list[DatabaseCopy],
-                   others: dict[str, tuple[int, int]] | None = None,
-                   files: FileOps = REAL_FILES) -> Manifest:  # fmt: skip
+def write_manifest(
+    folder: Path,
+    databases: list[DatabaseCopy],
+    others: dict[str, tuple[int, int]] | None = None,
+    files: FileOps = REAL_FILES,
+) -> Manifest:
     """Write `backup.json` durably, last: a backup without it is not finished."""
     taken_at = datetime.fromtimestamp(time.time(), UTC).isoformat(timespec="seconds")
-    manifest = Manifest(taken_at.replace("+00:00", "Z"), {d.name: d for d in databases},
-                        dict(others or {}))  # fmt: skip
+    manifest = Manifest(
+        taken_at.replace("+00:00", "Z"), {d.name: d for d in databases}, dict(others or {})
+    )
     body: dict[str, Any] = {
         "format": FORMAT,
         "taken_at": manifest.taken_at,
@@ -243,8 +254,9 @@ def read_manifest(folder: Path) -> Manifest:
         if body.get("format") != FORMAT:
             raise ValueError(f"format {body.get('format')!r}, not {FORMAT!r}")
         databases = {
-            name: DatabaseCopy(name, int(entry["lsn"]), int(entry["checkpoint_lsn"]),
-                               _unlisted(entry["files"]))  # fmt: skip
+            name: DatabaseCopy(
+                name, int(entry["lsn"]), int(entry["checkpoint_lsn"]), _unlisted(entry["files"])
+            )
             for name, entry in body["databases"].items()
         }
         return Manifest(str(body["taken_at"]), databases, _unlisted(body.get("files", {})))

@@ -80,9 +80,7 @@ def write(folder: Path, image: CheckpointImage, files: FileOps = REAL_FILES) -> 
         {
             "lsn": image.lsn,
             "settings": image.settings,
-            "tables": [
-                [t.create, t.next_rowid, t.rows, t.rowids] for t in image.tables
-            ],
+            "tables": [[t.create, t.next_rowid, t.rows, t.rowids] for t in image.tables],
         }
     )
     header = _HEADER.pack(MAGIC, len(body), zlib.crc32(body))

@@ -65,7 +65,8 @@ def apply_view_change(settings: dict, statement: ast.CreateView | ast.DropView) 
     views = dict(settings.get("views") or {})
     if isinstance(statement, ast.CreateView):
         views[statement.name.lower()] = canonical_sql(
-            ast.CreateView(statement.name, statement.query))
+            ast.CreateView(statement.name, statement.query)
+        )
     else:
         views.pop(statement.name.lower(), None)
     settings["views"] = views

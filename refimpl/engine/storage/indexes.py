@@ -99,8 +99,9 @@ class SecondaryIndex:
 
     # -- reads -----------------------------------------------------------------------------
 
-    def search(self, prefix: tuple[Any, ...], low: Bound | None = None,
-               high: Bound | None = None) -> Iterator[Ident]:
+    def search(
+        self, prefix: tuple[Any, ...], low: Bound | None = None, high: Bound | None = None
+    ) -> Iterator[Ident]:
         """Identities of rows whose first columns equal `prefix` (no NULLs in it) and whose
         next column lies within the bounds (non-NULL), in key order."""
         wrapped = tuple((False, v) for v in prefix)
@@ -146,8 +147,9 @@ class SecondaryIndex:
         return len(self.entries)
 
 
-def build_indexes(definitions: Iterable[ast.IndexDef],
-                  positions: Mapping[str, int]) -> dict[str, SecondaryIndex]:
+def build_indexes(
+    definitions: Iterable[ast.IndexDef], positions: Mapping[str, int]
+) -> dict[str, SecondaryIndex]:
     """Empty indexes for a schema's definitions: lower-case name -> index."""
     return {
         d.name.lower(): SecondaryIndex(d, tuple(positions[c.lower()] for c in d.columns))
@@ -170,8 +172,13 @@ class PendingKeys:
     def clear(self) -> None:
         self.by_index.clear()
 
-    def check(self, table_name: str, indexes: Iterable[SecondaryIndex],
-              pending: Mapping[Ident, Row | None], changes: Mapping[Ident, Row | None]) -> None:
+    def check(
+        self,
+        table_name: str,
+        indexes: Iterable[SecondaryIndex],
+        pending: Mapping[Ident, Row | None],
+        changes: Mapping[Ident, Row | None],
+    ) -> None:
         """UniqueViolation when applying `changes` over `pending` and the indexed rows would
         give two rows one key of a UNIQUE index; else the changes' keys are remembered."""
         checked = [index for index in indexes if index.unique]

@@ -64,8 +64,12 @@ def table_bytes(table: Table) -> int:
 
 def _row_bytes(schema: TableSchema, indexes: int) -> int:
     types = [column.type for column in schema.columns]
-    return (ROW_OVERHEAD + INDEX_ENTRY * indexes + getsizeof((None,) * len(types))
-            + sum(_VALUE_BYTES.get(kind, _VALUE_BYTES["BIGINT"]) for kind in types))  # fmt: skip
+    return (
+        ROW_OVERHEAD
+        + INDEX_ENTRY * indexes
+        + getsizeof((None,) * len(types))
+        + sum(_VALUE_BYTES.get(kind, _VALUE_BYTES["BIGINT"]) for kind in types)
+    )
 
 
 def _text_bytes(rows: Iterable[tuple[Any, ...]], schema: TableSchema) -> int:

@@ -53,7 +53,11 @@ class Entry:
 
     @classmethod
     def upsert(
-        cls, table: str, columns: Sequence[str], rows: list[tuple], rowids: list[int] | None,
+        cls,
+        table: str,
+        columns: Sequence[str],
+        rows: list[tuple],
+        rowids: list[int] | None,
         old_rows: list[tuple | None] | None = None,
     ) -> Entry:
         before = None if old_rows is None else Before(list(columns), old_rows)
@@ -61,7 +65,9 @@ class Entry:
 
     @classmethod
     def delete(
-        cls, table: str, keys: list[tuple[tuple, tuple]],
+        cls,
+        table: str,
+        keys: list[tuple[tuple, tuple]],
         before: tuple[Sequence[str], list[tuple]] | None = None,
     ) -> Entry:
         old = None if before is None else Before(list(before[0]), before[1])

@@ -47,8 +47,9 @@ def timeline_base(backup_lsn: int, now_us: int | None = None) -> int:
     return max(moment, backup_lsn)
 
 
-def restore_database(copy: DatabaseCopy, backup: Path, target: Path, base_lsn: int,
-                     files: FileOps = REAL_FILES) -> Restored:  # fmt: skip
+def restore_database(
+    copy: DatabaseCopy, backup: Path, target: Path, base_lsn: int, files: FileOps = REAL_FILES
+) -> Restored:
     """Bring the database `copy` of the backup folder `backup` into the new folder `target`.
 
     The copy is replayed to the backup's LSN (recovery itself), then its state is written
@@ -72,16 +73,23 @@ def restore_database(copy: DatabaseCopy, backup: Path, target: Path, base_lsn: i
     finally:
         database.close()
     settings = dict(image.settings)
-    settings["timeline"] = {"base_lsn": base_lsn, "backup_lsn": copy.lsn,
-                            "restored_at_us": time.time_ns() // 1000}  # fmt: skip
+    settings["timeline"] = {
+        "base_lsn": base_lsn,
+        "backup_lsn": copy.lsn,
+        "restored_at_us": time.time_ns() // 1000,
+    }
     for folder in (CHECKPOINT_FOLDER, WAL_FOLDER):
         for path in list((target / folder).iterdir()):
             files.unlink(path)
-    checkpoint.write(target / CHECKPOINT_FOLDER,
-                     checkpoint.CheckpointImage(base_lsn, settings, image.tables), files)
+    checkpoint.write(
+        target / CHECKPOINT_FOLDER,
+        checkpoint.CheckpointImage(base_lsn, settings, image.tables),
+        files,
+    )
     # An empty segment named for the next LSN: the log is empty and goes on at base + 1.
-    fd = files.open(target / WAL_FOLDER / segment_name(base_lsn + 1),
-                    os.O_WRONLY | os.O_CREAT | os.O_TRUNC)  # fmt: skip
+    fd = files.open(
+        target / WAL_FOLDER / segment_name(base_lsn + 1), os.O_WRONLY | os.O_CREAT | os.O_TRUNC
+    )
     try:
         files.fsync(fd)
     finally:

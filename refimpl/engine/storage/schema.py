@@ -43,9 +43,7 @@ class TableSchema:
     unique: tuple[tuple[str, ...], ...] = ()
     indexes: tuple[ast.IndexDef, ...] = ()
     replica_identity_full: bool = False  # the log keeps before-images (spec: changefeeds)
-    positions: dict[str, int] = field(
-        default_factory=dict, init=False, compare=False, hash=False
-    )
+    positions: dict[str, int] = field(default_factory=dict, init=False, compare=False, hash=False)
 
     def __post_init__(self) -> None:
         positions: dict[str, int] = {}
@@ -104,8 +102,7 @@ class TableSchema:
     def all_indexes(self) -> tuple[ast.IndexDef, ...]:
         """The declared indexes, then one UNIQUE index per UNIQUE constraint (named by it)."""
         constraints = tuple(
-            ast.IndexDef(f"UNIQUE ({', '.join(columns)})", columns, True)
-            for columns in self.unique
+            ast.IndexDef(f"UNIQUE ({', '.join(columns)})", columns, True) for columns in self.unique
         )
         return (*self.indexes, *constraints)
 

@@ -108,8 +108,10 @@ class Table:
         first, each partition is read from the first row in range to the last; otherwise
         the bounds are ignored (the caller filters anyway).
         """
-        chosen = self.partitions.values() if parts is None else (
-            self.partitions.get(part) for part in parts
+        chosen = (
+            self.partitions.values()
+            if parts is None
+            else (self.partitions.get(part) for part in parts)
         )
         ranged = (time_low is not None or time_high is not None) and self.time_ordered
         for partition in chosen:
@@ -153,7 +155,8 @@ class Table:
         None when no index serves a lookup by them. The typed seam for joins and plans."""
         wanted = {c.lower() for c in columns}
         fits = [
-            index for index in self.secondary.values()
+            index
+            for index in self.secondary.values()
             if {c.lower() for c in index.definition.columns[: len(wanted)]} == wanted
         ]
         return min(fits, key=lambda i: len(i.positions), default=None)
@@ -257,8 +260,9 @@ class Table:
             idents = list(zip(map(itemgetter(*layout.key_positions), rows)))
         else:
             idents = [self.ident_of(row) for row in rows]
-        simple = (layout.period is None and layout.symbol_position is None
-                  and not layout.order_positions)  # fmt: skip
+        simple = (
+            layout.period is None and layout.symbol_position is None and not layout.order_positions
+        )
         if not simple or self.secondary:
             self.load(idents, rows)
             return
@@ -362,16 +366,20 @@ def _placer(layout: RowLayout, wrap: tuple[bool, ...]) -> Placer:
     period, time_at, symbol_at = layout.period, layout.time_position, layout.symbol_position
     part_of: Callable[[Row], PartKey]
     if period is None and symbol_at is None:
+
         def part_of(row: Row) -> PartKey:
             return ()
     elif symbol_at is None:
+
         def part_of(row: Row) -> PartKey:
             return (period_of(row[time_at], period),)  # type: ignore[index, arg-type]
     elif period is None:
+
         def part_of(row: Row) -> PartKey:
             symbol = row[symbol_at]  # type: ignore[index]
             return (symbol is None, symbol or "")
     else:
+
         def part_of(row: Row) -> PartKey:
             symbol = row[symbol_at]  # type: ignore[index]
             return (period_of(row[time_at], period), symbol is None, symbol or "")  # type: ignore[index]
@@ -394,6 +402,7 @@ def _placer(layout: RowLayout, wrap: tuple[bool, ...]) -> Placer:
         def place(row: Row, ident: Ident) -> tuple[PartKey, OrderKey]:
             return part_of(row), (*columns(row), *ident)
     else:
+
         def place(row: Row, ident: Ident) -> tuple[PartKey, OrderKey]:
             return part_of(row), ident
 
@@ -408,8 +417,9 @@ def _placements(layout: RowLayout, wrap: tuple[bool, ...]) -> Placements:
     period, time_at, symbol_at = layout.period, layout.time_position, layout.symbol_position
     positions = layout.order_positions
 
-    def place_all(rows: Sequence[Row], idents: Sequence[Ident]) -> tuple[list[PartKey],
-                                                                         list[OrderKey]]:
+    def place_all(
+        rows: Sequence[Row], idents: Sequence[Ident]
+    ) -> tuple[list[PartKey], list[OrderKey]]:
         part_columns: list[Iterable[Any]] = []
         if period is not None:
             part_columns.append(periods_of(map(itemgetter(time_at), rows), period))  # type: ignore[arg-type]
@@ -439,8 +449,12 @@ def _placements(layout: RowLayout, wrap: tuple[bool, ...]) -> Placements:
     return place_all
 
 
-def _group_by_part(parts: list[PartKey], orders: list[OrderKey], rows: Sequence[Row],
-                   batches: dict[PartKey, dict[OrderKey, Row]]) -> None:
+def _group_by_part(
+    parts: list[PartKey],
+    orders: list[OrderKey],
+    rows: Sequence[Row],
+    batches: dict[PartKey, dict[OrderKey, Row]],
+) -> None:
     """Add placed rows to `batches`, grouped by partition: order key -> row for each."""
     if parts and parts.count(parts[0]) == len(parts):  # one partition: no step per row
         batches.setdefault(parts[0], {}).update(zip(orders, rows, strict=True))

@@ -190,7 +190,8 @@ class TableWork:
             entries.append(Entry.delete(self.name, deletes, (names, old_deletes) if full else None))
         if upserts:
             entries.append(
-                Entry.upsert(self.name, names, upserts, rowids, old_upserts if full else None))
+                Entry.upsert(self.name, names, upserts, rowids, old_upserts if full else None)
+            )
 
     def make_private(self) -> Table:
         """The table this transaction may change in place (a clone of the committed one)."""
@@ -305,8 +306,10 @@ class Transaction:
 
     @property
     def empty(self) -> bool:
-        return not self.entries and not self.database_changes and not any(
-            w.pending for w in self.work.values()
+        return (
+            not self.entries
+            and not self.database_changes
+            and not any(w.pending for w in self.work.values())
         )
 
     def install(self, tables: dict[str, Table]) -> None:
@@ -318,4 +321,3 @@ class Transaction:
                 tables[key] = work.working
             elif work.base is not None:
                 apply_pending(work.base, work.sealed)
-

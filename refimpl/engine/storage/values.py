@@ -238,8 +238,7 @@ def coerce(value: object, column_type: str, column: str) -> object:
 
 def _mismatch(value: object, column_type: str, column: str) -> TypeMismatch:
     return TypeMismatch(
-        f"column '{column}' is {column_type} and cannot take {type_of_value(value)} value"
-        f" {value!r}"
+        f"column '{column}' is {column_type} and cannot take {type_of_value(value)} value {value!r}"
     )
 
 

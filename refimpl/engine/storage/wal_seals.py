@@ -50,10 +50,17 @@ def seal_path(segment_path: Path) -> Path:
 
 
 def encode(seal: Seal) -> bytes:
-    body = _encoder.encode([
-        _VERSION, seal.first_lsn, seal.last_lsn, seal.size, seal.crc,
-        seal.index_lsns, seal.index_offsets,
-    ])  # fmt: skip
+    body = _encoder.encode(
+        [
+            _VERSION,
+            seal.first_lsn,
+            seal.last_lsn,
+            seal.size,
+            seal.crc,
+            seal.index_lsns,
+            seal.index_offsets,
+        ]
+    )
     return body + zlib.crc32(body).to_bytes(4, "little")
 
 

@@ -86,8 +86,15 @@ class Segment:
     """
 
     __slots__ = (
-        "first_lsn", "last_lsn", "path", "size", "index_lsns", "index_offsets", "on_disk", "crc",
-    )  # fmt: skip
+        "first_lsn",
+        "last_lsn",
+        "path",
+        "size",
+        "index_lsns",
+        "index_offsets",
+        "on_disk",
+        "crc",
+    )
 
     def __init__(self, first_lsn: int, path: Path, *, on_disk: bool) -> None:
         self.first_lsn = first_lsn
@@ -125,8 +132,9 @@ class Segment:
 
     def seal(self) -> Seal:
         """The seal of this segment as it stands (see wal_seals)."""
-        return Seal(self.first_lsn, self.last_lsn, self.size, self.crc, self.index_lsns,
-                    self.index_offsets)  # fmt: skip
+        return Seal(
+            self.first_lsn, self.last_lsn, self.size, self.crc, self.index_lsns, self.index_offsets
+        )
 
     @classmethod
     def from_seal(cls, seal: Seal, path: Path) -> Segment:
@@ -200,8 +208,12 @@ def list_segments(directory: Path) -> list[tuple[int, Path]]:
     return found
 
 
-def scan_segments(listing: list[tuple[int, Path]], *, use_seals: bool = False,
-                  on_read: Callable[[int], None] | None = None) -> ScanResult:  # fmt: skip
+def scan_segments(
+    listing: list[tuple[int, Path]],
+    *,
+    use_seals: bool = False,
+    on_read: Callable[[int], None] | None = None,
+) -> ScanResult:
     """Reads and validates every frame of the listed segments without changing any file.
 
     Stops at the first damage. A bad frame is a torn tail only in the last segment and only if no
@@ -258,7 +270,10 @@ def scan_segments(listing: list[tuple[int, Path]], *, use_seals: bool = False,
             result.torn_tail = TornTail(path, end, len(data) - end, segment.last_lsn)
         elif segment.records == 0 and not is_last:
             result.damage = Damage(
-                path, 0, "the segment holds no record, yet a later one follows", first_lsn,
+                path,
+                0,
+                "the segment holds no record, yet a later one follows",
+                first_lsn,
                 _last_lsn_after(b"", 0, listing[k + 1 :], first_lsn),
             )
             return result
@@ -266,9 +281,7 @@ def scan_segments(listing: list[tuple[int, Path]], *, use_seals: bool = False,
     return result
 
 
-def _last_lsn_after(
-    data: bytes, start: int, later: list[tuple[int, Path]], after_lsn: int
-) -> int:
+def _last_lsn_after(data: bytes, start: int, later: list[tuple[int, Path]], after_lsn: int) -> int:
     """The highest LSN of a whole valid frame after `start` in `data` or in the `later` files.
 
     Only for reporting what damage costs: a frame found here is not trusted for anything else.

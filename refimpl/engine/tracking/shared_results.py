@@ -20,8 +20,12 @@ from typing import Any
 class SharedResults:
     """A bounded, thread-safe memo of recent results, with in-flight computations shared."""
 
-    def __init__(self, size: int = 256, max_bytes: int | None = None,
-                 weigh: Callable[[Any], int] | None = None) -> None:
+    def __init__(
+        self,
+        size: int = 256,
+        max_bytes: int | None = None,
+        weigh: Callable[[Any], int] | None = None,
+    ) -> None:
         self._lock = threading.Lock()
         self._done: OrderedDict[Hashable, tuple[Any, int]] = OrderedDict()
         self._running: dict[Hashable, Future[Any]] = {}
@@ -62,8 +66,10 @@ class SharedResults:
             if self._max_bytes is None or weight <= self._max_bytes:
                 self._done[key] = (result, weight)
                 self._bytes += weight
-            while self._done and (len(self._done) > self._size or (
-                    self._max_bytes is not None and self._bytes > self._max_bytes)):
+            while self._done and (
+                len(self._done) > self._size
+                or (self._max_bytes is not None and self._bytes > self._max_bytes)
+            ):
                 _, (_, dropped) = self._done.popitem(last=False)
                 self._bytes -= dropped
         future.set_result(result)

@@ -78,8 +78,7 @@ def _row_type(names: tuple[str, ...]) -> type[msgspec.Struct]:
     row's values in C, with no dict per row. Fields are named f0, f1, ... and renamed to the
     columns, so that any column name works."""
     fields = [f"f{index}" for index in range(len(names))]
-    return msgspec.defstruct("Row", fields, rename=dict(zip(fields, names, strict=True)),
-                             gc=False)
+    return msgspec.defstruct("Row", fields, rename=dict(zip(fields, names, strict=True)), gc=False)
 
 
 class ChangeObjects:
@@ -107,8 +106,7 @@ class ChangeObjects:
             committed_at = self._formatted(run.lsn, run.committed_at)
             seq = run.seq
             for items in chunks(run.items):
-                head = (repeat(run.lsn), itertools.count(seq), repeat(committed_at),
-                        repeat(run.op))
+                head = (repeat(run.lsn), itertools.count(seq), repeat(committed_at), repeat(run.op))
                 if run.op == "upsert":
                     events += map(ChangeEvent, *head, repeat(None), self._rows(items))
                 else:
@@ -124,8 +122,17 @@ class ChangeObjects:
         kind = repeat(INITIAL if typed else msgspec.UNSET)
         seq = 0
         for rows, keys in zip(chunks(copied.rows), chunks(copied.keys), strict=True):
-            events += map(OptionChangeEvent, repeat(copied.lsn), itertools.count(seq),
-                          repeat(None), repeat(INITIAL), keys, self._rows(rows), old_row, kind)
+            events += map(
+                OptionChangeEvent,
+                repeat(copied.lsn),
+                itertools.count(seq),
+                repeat(None),
+                repeat(INITIAL),
+                keys,
+                self._rows(rows),
+                old_row,
+                kind,
+            )
             seq += len(rows)
         return events
 
@@ -157,10 +164,9 @@ class ChangeObjects:
         if change[2] is not None:
             committed_at = self._formatted(lsn, change[2])
         row = None
-        cells = change[ROW:ROW + self._width]
+        cells = change[ROW : ROW + self._width]
         # A point feed's missing row is an initial change whose cells are all NULL.
-        if change[OP] == "upsert" or (change[OP] == INITIAL
-                                      and cells.count(None) != self._width):
+        if change[OP] == "upsert" or (change[OP] == INITIAL and cells.count(None) != self._width):
             row = self._made(cells)
         event = OptionChangeEvent(lsn, change[1], committed_at, change[OP], change[KEY], row)
         if full:
@@ -198,7 +204,8 @@ class Shaping:
             return lambda change, _index: objects(change)
         kinds = self.types
         return lambda change, index: objects.with_options(
-            change, self.full, None if kinds is None else kinds[index])
+            change, self.full, None if kinds is None else kinds[index]
+        )
 
     def state(self) -> dict[str, str]:
         return state("ready", self.types is not None)
@@ -232,8 +239,9 @@ def json_array(objects: Sequence[Any]) -> msgspec.Raw:
     return msgspec.Raw(b"[" + inner + b"]")
 
 
-def _events(batch: Page, names: tuple[str, ...], types: dict[str, str],
-            shaping: Shaping) -> list[Any]:  # fmt: skip
+def _events(
+    batch: Page, names: tuple[str, ...], types: dict[str, str], shaping: Shaping
+) -> list[Any]:
     """The objects of the page's changes, in order."""
     if isinstance(batch, RunBatch):
         return ChangeObjects(names, types).of_runs(batch.runs)
@@ -247,12 +255,15 @@ def _transactions(batch: Page) -> list[tuple[int, int]]:
         sized: Iterable[tuple[int, int]] = ((run.lsn, len(run.items)) for run in batch.runs)
     else:
         sized = ((change[0], 1) for change in batch.changes)
-    return [(lsn, sum(count for _, count in group))
-            for lsn, group in itertools.groupby(sized, key=itemgetter(0))]
+    return [
+        (lsn, sum(count for _, count in group))
+        for lsn, group in itertools.groupby(sized, key=itemgetter(0))
+    ]
 
 
-def encode_sse(batch: Page, names: tuple[str, ...], types: dict[str, str],
-               shaping: Shaping = PLAIN) -> bytes:  # fmt: skip
+def encode_sse(
+    batch: Page, names: tuple[str, ...], types: dict[str, str], shaping: Shaping = PLAIN
+) -> bytes:
     """Events: `state` first when asked, `change` per row (`id` on a transaction's last
     row), then `position`."""
     parts = [f"retry: {RETRY_MS}\n\n".encode()]
@@ -263,7 +274,7 @@ def encode_sse(batch: Page, names: tuple[str, ...], types: dict[str, str],
     for lsn, count in _transactions(batch):
         if not count:
             continue
-        chunk = data[at:at + count]
+        chunk = data[at : at + count]
         at += count
         if count > 1:  # a transaction's events but its last: one join, no step per row
             parts += (_CHANGE, _NEXT_CHANGE.join(chunk[:-1]), b"\n\n")

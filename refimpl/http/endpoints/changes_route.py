@@ -111,9 +111,13 @@ def changes_route(ctx: Context) -> Answer | Parked[Answer]:
     hold_s = options.squash_seconds if start > 0 else 0.0
     if hold_s and slots.acquire(blocking=False):
         held: Parked[Answer] = Parked(
-            feed.signal, seen, lambda _durable: None,
-            lambda: answer(feed.bounds().durable_lsn)[0], time.monotonic() + hold_s,
-            slots.release, paced=True,
+            feed.signal,
+            seen,
+            lambda _durable: None,
+            lambda: answer(feed.bounds().durable_lsn)[0],
+            time.monotonic() + hold_s,
+            slots.release,
+            paced=True,
         )
         room.park(held)
         return held
@@ -133,8 +137,13 @@ def changes_route(ctx: Context) -> Answer | Parked[Answer]:
         return answer(feed.bounds().durable_lsn)[0]
 
     parked: Parked[Answer] = Parked(
-        feed.signal, seen, attempt, on_timeout, time.monotonic() + wait_ms / 1000,
-        slots.release, paced=True,
+        feed.signal,
+        seen,
+        attempt,
+        on_timeout,
+        time.monotonic() + wait_ms / 1000,
+        slots.release,
+        paced=True,
     )
     room.park(parked)
     return parked

@@ -28,11 +28,15 @@ def feed_options(ctx: Context) -> FeedOptions:
     squash_seconds = _squash_seconds(ctx.args.get("squash"))
     where = ctx.args.get("where")
     if where is not None and not where.strip():
-        raise BadRequest("the parameter 'where' takes a predicate over the table's columns,"
-                         " as in where=id = 1")
+        raise BadRequest(
+            "the parameter 'where' takes a predicate over the table's columns, as in where=id = 1"
+        )
     return FeedOptions(
-        types=flag(ctx, "types"), states=flag(ctx, "states"),
-        squash=squash_seconds is not None, where=where, initial=flag(ctx, "initial"),
+        types=flag(ctx, "types"),
+        states=flag(ctx, "states"),
+        squash=squash_seconds is not None,
+        where=where,
+        initial=flag(ctx, "initial"),
         squash_seconds=squash_seconds or 0.0,
     )
 

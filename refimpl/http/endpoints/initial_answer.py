@@ -41,8 +41,9 @@ def _next(position: CopyPosition | int) -> str | int:
     return position.event_id() if isinstance(position, CopyPosition) else position
 
 
-def copy_answer(ctx: Context, table: str, options: FeedOptions, at: CopyPosition | None,
-                limit: int, fmt: str) -> Answer:  # fmt: skip
+def copy_answer(
+    ctx: Context, table: str, options: FeedOptions, at: CopyPosition | None, limit: int, fmt: str
+) -> Answer:
     """The next page of the copy from `at` (None: its start), as JSON or SSE."""
     feed = ctx.app.feeds.table_feed(ctx.database, table, ctx.principal)
     feed_filter = None if options.where is None else feed.compile_filter(options.where)
@@ -63,26 +64,39 @@ def copy_answer(ctx: Context, table: str, options: FeedOptions, at: CopyPosition
         states.append(state("initializing", options.types))
     end = [state("ready", options.types)] if options.states and not batch.copying else []
     if fmt == "json":
-        body = encode_json({
-            "table": feed.table,
-            "changes": json_array([*states, *changes, *copied, *end]),
-            "next": _next(batch.position),
-            "more": batch.copying,
-            "durable_lsn": bounds.durable_lsn,
-            "oldest_lsn": bounds.oldest_lsn,
-        })
+        body = encode_json(
+            {
+                "table": feed.table,
+                "changes": json_array([*states, *changes, *copied, *end]),
+                "next": _next(batch.position),
+                "more": batch.copying,
+                "durable_lsn": bounds.durable_lsn,
+                "oldest_lsn": bounds.oldest_lsn,
+            }
+        )
         return Answer(body, 200, "application/json", JSON_HEADERS)
     parts = [f"retry: {RETRY_MS}\n\n".encode()]
     parts += [b"event: state\ndata: " + encode_json(s) + b"\n\n" for s in states]
     for event, item in zip(changes, batch.changes, strict=True):
-        head = "event: change\ndata: " if item.position is None else (
-            f"id: {_id(item.position)}\nevent: change\ndata: ")
+        head = (
+            "event: change\ndata: "
+            if item.position is None
+            else (f"id: {_id(item.position)}\nevent: change\ndata: ")
+        )
         parts += (head.encode(), encode_json(event), b"\n\n")
     if batch.copied is not None:
         # Each row is an event with its id: the pieces joined in C, no step per row.
         ids = map(str.encode, batch.copied.event_ids())
-        parts += map(b"".join, zip(repeat(b"id: "), ids, repeat(b"\nevent: change\ndata: "),
-                                   json_lines(copied), repeat(b"\n\n")))
+        parts += map(
+            b"".join,
+            zip(
+                repeat(b"id: "),
+                ids,
+                repeat(b"\nevent: change\ndata: "),
+                json_lines(copied),
+                repeat(b"\n\n"),
+            ),
+        )
     parts += [b"event: state\ndata: " + encode_json(s) + b"\n\n" for s in end]
     position = encode_json({"next": _next(batch.position), "more": batch.copying}).decode()
     parts.append(f"id: {_id(batch.position)}\nevent: position\ndata: {position}\n\n".encode())

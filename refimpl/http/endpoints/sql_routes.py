@@ -73,8 +73,13 @@ def exec_route(ctx: Context) -> Response | Answer | Parked[Answer]:
 
 # The content types of COPY rows; a form-encoded body is what `curl --data-binary` sends
 # unless told otherwise, and is the rows as they are (never decoded as a form).
-_COPY_BODIES = ("", "text/csv", "text/plain", "application/octet-stream",
-                "application/x-www-form-urlencoded")
+_COPY_BODIES = (
+    "",
+    "text/csv",
+    "text/plain",
+    "application/octet-stream",
+    "application/x-www-form-urlencoded",
+)
 
 
 def _copy(ctx: Context) -> Response | Answer | Parked[Answer] | None:

@@ -104,8 +104,11 @@ class _GroupParts:
         outlets = self._outlets
         first = int(self._rounds * FANOUT_STRIDE * len(outlets)) % len(outlets)
         self._rounds += 1
-        self._room.send_shared(itertools.chain(outlets[first:], outlets[:first]),
-                               _part_of(taken).answer, self._backlogged)  # fmt: skip
+        self._room.send_shared(
+            itertools.chain(outlets[first:], outlets[:first]),
+            _part_of(taken).answer,
+            self._backlogged,
+        )
         return taken.more
 
     def _backlogged(self, outlet: Any) -> None:
@@ -147,8 +150,9 @@ class _Sender:
     did not take a part whole, and when the engine takes it out (it ended, or its view
     changed), which wakes it (`set`). Its `_lock` orders these moves and its own takes."""
 
-    def __init__(self, stream: OpenStream, streams: EventStreams, room: WaitingRoom,
-                 hold_s: float = 0.0) -> None:  # fmt: skip
+    def __init__(
+        self, stream: OpenStream, streams: EventStreams, room: WaitingRoom, hold_s: float = 0.0
+    ) -> None:
         self.stream = stream
         self.streams = streams
         self.room = room
@@ -311,15 +315,21 @@ def stream_route(ctx: Context) -> Parked[Answer]:
         resume_text = None
     credential = request_credential(ctx, args.get("ticket"))
     streams = ctx.app.streams
-    stream = streams.open(credential, ctx.database, tables, resume, resume_text, options,
-                          copy_from)
+    stream = streams.open(credential, ctx.database, tables, resume, resume_text, options, copy_from)
     room = ctx.app.waiting_room
     sender = _Sender(stream, streams, room, options.squash_seconds)
     parked: Parked[Answer] = Parked(
-        None, 0, sender.attempt, sender.heartbeat, sender.first_deadline(),
+        None,
+        0,
+        sender.attempt,
+        sender.heartbeat,
+        sender.first_deadline(),
         lambda: streams.close_stream(stream),
-        streaming=True, paced=True, at_close=sender.closing, on_drained=sender.drained,
-    )  # fmt: skip
+        streaming=True,
+        paced=True,
+        at_close=sender.closing,
+        on_drained=sender.drained,
+    )
     sender.parked = parked
     stream.waker = sender
     try:

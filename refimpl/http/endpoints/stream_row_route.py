@@ -17,7 +17,5 @@ def stream_row_route(ctx: Context) -> Answer:
     found = ctx.app.streams.read_row(
         ctx.principal, ctx.database, ctx.require("table"), ctx.require("key").strip()
     )
-    row = {
-        c.name: values.to_json(v, c.type) for c, v in zip(found.columns, found.row, strict=True)
-    }
+    row = {c.name: values.to_json(v, c.type) for c, v in zip(found.columns, found.row, strict=True)}
     return json_response({"table": found.table, "key": found.key, "row": row}, 200, HEADERS)

@@ -37,8 +37,11 @@ def _key(columns: list[Column], reply: Reply, key: tuple) -> list[object]:
 
 
 def _move(columns: list[Column], move: Move) -> dict[str, object]:
-    return {"old_offset": move.old_offset, "new_offset": move.new_offset,
-            "row": _row(columns, move.row)}
+    return {
+        "old_offset": move.old_offset,
+        "new_offset": move.new_offset,
+        "row": _row(columns, move.row),
+    }
 
 
 def encode_reply(reply: Reply) -> bytes:
@@ -156,7 +159,11 @@ def subscribe_route(ctx: Context) -> Answer | Parked[Answer]:
         return None if found is None else _respond(found)
 
     parked: Parked[Answer] = Parked(
-        None, 0, attempt, lambda: _respond(step.expire()), time.monotonic() + wait_ms / 1000,
+        None,
+        0,
+        attempt,
+        lambda: _respond(step.expire()),
+        time.monotonic() + wait_ms / 1000,
         release,
     )
     room.park(parked)

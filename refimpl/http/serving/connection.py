@@ -96,9 +96,7 @@ class Connection:
             self._send_bytes(wire.error_answer(request.status, request.message))
             return False
         try:
-            environ = wire.make_environ(
-                request, self.server.server_address, self.client_address
-            )
+            environ = wire.make_environ(request, self.server.server_address, self.client_address)
             keep = self._run(request.head, environ)
         except (ConnectionError, TimeoutError, OSError):
             return False
@@ -130,8 +128,14 @@ class Connection:
         self.parked_keep = keep
         return keep
 
-    def _send(self, head: wire.RequestHead, status: str, headers: list[tuple[str, str]],
-              body: Iterable[bytes], keep: bool) -> bool:
+    def _send(
+        self,
+        head: wire.RequestHead,
+        status: str,
+        headers: list[tuple[str, str]],
+        body: Iterable[bytes],
+        keep: bool,
+    ) -> bool:
         names = {name.lower() for name, _ in headers}
         code = int(status.split(" ", 1)[0])
         bodyless = head.method == "HEAD" or code in (204, 304) or code < 200
@@ -187,8 +191,9 @@ class Connection:
             headers = answer.headers
             if record is not None:
                 headers = [*headers, (REQUEST_ID_HEADER, record.request_id)]
-            data = wire.answer_head(answer.status, headers, chunked=True,
-                                    keep_alive=self.parked_keep)  # fmt: skip
+            data = wire.answer_head(
+                answer.status, headers, chunked=True, keep_alive=self.parked_keep
+            )
         if answer.body:
             data += wire.chunk(answer)  # b"" + chunk is the chunk itself: no copy
         if last:

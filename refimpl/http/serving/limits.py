@@ -23,8 +23,14 @@ from refimpl.netlimits import (
 )
 
 # The counts and limits are shared with the PostgreSQL protocol's server (refimpl.netlimits).
-__all__ = ["OUT_OF_DESCRIPTORS", "ConnectionCounts", "ConnectionLimits", "DescriptorReserve",
-           "raise_open_file_limit", "refuse"]
+__all__ = [
+    "OUT_OF_DESCRIPTORS",
+    "ConnectionCounts",
+    "ConnectionLimits",
+    "DescriptorReserve",
+    "raise_open_file_limit",
+    "refuse",
+]
 
 RETRY_AFTER_SECONDS = 1
 OUT_OF_DESCRIPTORS_PAUSE = 0.05  # accepting waits this long after an EMFILE
@@ -60,8 +66,7 @@ class DescriptorReserve:
         except OSError:
             pass
         else:
-            refuse(sock, "the server has no file descriptors left for a connection; retry"
-                   " later")  # fmt: skip
+            refuse(sock, "the server has no file descriptors left for a connection; retry later")
         try:
             self._fd = os.open(os.devnull, os.O_RDONLY)
         except OSError:

@@ -91,8 +91,9 @@ class _Writer:
         items = self.queue.items
         while items:
             batch = [items.popleft() for _ in range(min(len(items), BATCH))]
-            records = [item if isinstance(item, logging.LogRecord) else item.record()
-                       for item in batch]  # fmt: skip
+            records = [
+                item if isinstance(item, logging.LogRecord) else item.record() for item in batch
+            ]
             for handler in self._handlers:
                 _write_batch(handler, [r for r in records if r.levelno >= handler.level])
 

@@ -39,8 +39,9 @@ def serve(
     Returns the exit status (0 after a graceful stop).
     """
     raise_open_file_limit()  # a connection costs a file descriptor
-    server = PooledWSGIServer(host, port, app, threads, limits or ConnectionLimits(),
-                              max_body_bytes)  # fmt: skip
+    server = PooledWSGIServer(
+        host, port, app, threads, limits or ConnectionLimits(), max_body_bytes
+    )
     stop = threading.Event()
 
     def request_stop(signum: int, frame: FrameType | None) -> None:

@@ -66,7 +66,11 @@ class PooledWSGIServer(BaseWSGIServer):
     daemon_threads = False
 
     def __init__(
-        self, host: str, port: int, app: WSGIApp, threads: int,
+        self,
+        host: str,
+        port: int,
+        app: WSGIApp,
+        threads: int,
         limits: ConnectionLimits | None = None,
         max_body_bytes: int = wire.DEFAULT_MAX_BODY_BYTES,
     ) -> None:
@@ -81,7 +85,8 @@ class PooledWSGIServer(BaseWSGIServer):
         # A few requests run at once (`polling.ADMITTED`); one that waits (a commit's
         # flush, a lock) or runs long makes way early.
         self._workers = PollingWorkers(
-            "kdb-http", threads, self._event, self._close_idle, WORKER_POLL_SECONDS)
+            "kdb-http", threads, self._event, self._close_idle, WORKER_POLL_SECONDS
+        )
         self._epoll = self._workers.epoll
         self._stopping = self._workers.stopping
         room = getattr(app, "waiting_room", None)
@@ -228,8 +233,12 @@ class PooledWSGIServer(BaseWSGIServer):
         if then is not None:
             then()
 
-    def _send_shared(self, outlets: Iterable[Connection], answer: Answer,
-                     on_backlog: Callable[[Connection], None]) -> None:  # fmt: skip
+    def _send_shared(
+        self,
+        outlets: Iterable[Connection],
+        answer: Answer,
+        on_backlog: Callable[[Connection], None],
+    ) -> None:
         """One part many streams share (`WaitingRoom.send_shared`) to streams whose head went
         out: its chunk made once, one send() a socket. What a client does not take waits as
         `_stream_part`'s rest would; `on_backlog` hears of it first, before `drained` can."""
@@ -354,8 +363,11 @@ class PooledWSGIServer(BaseWSGIServer):
             if handler.reader.started_at is not None:
                 # The deadline counts from the request's first byte, however it trickles.
                 timeout = int(CONNECTION_TIMEOUT_SECONDS)
-                late = wire.error_answer(408, f"the request did not arrive whole within"
-                                         f" {timeout} s of its first byte; send it at once")
+                late = wire.error_answer(
+                    408,
+                    f"the request did not arrive whole within"
+                    f" {timeout} s of its first byte; send it at once",
+                )
                 try:
                     handler.connection.send(late, socket.MSG_DONTWAIT)
                 except OSError:
@@ -387,4 +399,3 @@ class PooledWSGIServer(BaseWSGIServer):
         for handler in handlers:
             handler.close()
         self._reserve.close()
-

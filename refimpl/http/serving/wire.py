@@ -192,8 +192,9 @@ class RequestReader:
         self._url.append(url)
         self._url_bytes += len(url)
         if self._url_bytes > MAX_REQUEST_LINE:
-            raise MalformedRequest(414, f"the request target is longer than {MAX_REQUEST_LINE}"
-                                   " bytes")  # fmt: skip
+            raise MalformedRequest(
+                414, f"the request target is longer than {MAX_REQUEST_LINE} bytes"
+            )
 
     def on_header(self, name: bytes, value: bytes) -> None:
         if len(self._headers) >= MAX_HEADERS:
@@ -210,25 +211,28 @@ class RequestReader:
             # 400 rather than 505: every answer to a client's mistake is a 4xx here.
             raise MalformedRequest(400, f"HTTP/{version} is not served here; send HTTP/1.1")
         head = RequestHead(
-            parser.get_method().decode("latin-1"), b"".join(self._url).decode("latin-1"),
-            f"HTTP/{version}", self._headers, parser.should_keep_alive(),
-        )  # fmt: skip
+            parser.get_method().decode("latin-1"),
+            b"".join(self._url).decode("latin-1"),
+            f"HTTP/{version}",
+            self._headers,
+            parser.should_keep_alive(),
+        )
         declared = head.header("Content-Length")
         codings = [v for k, v in self._headers if k.lower() == "transfer-encoding"]
         if codings and [c.strip().lower() for c in codings] != ["chunked"]:
             raise MalformedRequest(
-                400, "the only Transfer-Encoding taken is chunked, alone; send the body as is"
+                400,
+                "the only Transfer-Encoding taken is chunked, alone; send the body as is"
                 " with Content-Length, or chunked",
-            )  # fmt: skip
+            )
         chunked = bool(codings)
         if declared and int(declared) > self.max_body_bytes:
             raise _too_large(self.max_body_bytes)
         self._head, self._has_body = head, chunked or bool(declared)
         self._body, self._body_bytes, self._body_file = [], 0, None
         self._wants_continue = (
-            self._has_body and head.header("Expect").lower() == "100-continue"
-            and version == "1.1"
-        )  # fmt: skip
+            self._has_body and head.header("Expect").lower() == "100-continue" and version == "1.1"
+        )
 
     def on_body(self, data: bytes) -> None:
         self._body_bytes += len(data)
@@ -295,9 +299,10 @@ class RequestReader:
 
 def _too_large(limit: int) -> MalformedRequest:
     return MalformedRequest(
-        413, f"the request body is larger than this server's limit of"
+        413,
+        f"the request body is larger than this server's limit of"
         f" {limit / (1024 * 1024):g} MB (max_body_mb)",
-    )  # fmt: skip
+    )
 
 
 def _parse_error(error: Exception) -> MalformedRequest:
@@ -383,8 +388,9 @@ def http_date() -> str:
     return text
 
 
-def answer_head(status: str, headers: list[tuple[str, str]], *, chunked: bool,
-                keep_alive: bool) -> bytes:
+def answer_head(
+    status: str, headers: list[tuple[str, str]], *, chunked: bool, keep_alive: bool
+) -> bytes:
     """The status line and header block of an answer, blank line included."""
     lines = [f"HTTP/1.1 {status}"]
     # Exactly one Date: ours, whatever the application set.
@@ -434,8 +440,12 @@ def chunk(answer: Any) -> bytes:
 def with_header(data: bytes, name: str, value: str) -> bytes:
     """Answer bytes (`whole_answer`'s) with one more header line at the end of the head."""
     end = data.index(b"\r\n\r\n")
-    return b"%s\r\n%s: %s%s" % (data[:end], name.encode("latin-1"), value.encode("latin-1"),
-                                data[end:])  # fmt: skip
+    return b"%s\r\n%s: %s%s" % (
+        data[:end],
+        name.encode("latin-1"),
+        value.encode("latin-1"),
+        data[end:],
+    )
 
 
 def error_answer(status: int, message: str, headers: str = "") -> bytes:

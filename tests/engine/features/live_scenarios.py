@@ -30,8 +30,9 @@ def rounds(writes: st.SearchStrategy[str], asks: Sequence[str], most: int) -> st
     return st.lists(st.tuples(commits, st.sampled_from(list(asks))), min_size=1, max_size=most)
 
 
-def on_fresh_database(folder: Path, create: str, check: Callable[[refimpl.Connection], None]
-                      ) -> None:  # fmt: skip
+def on_fresh_database(
+    folder: Path, create: str, check: Callable[[refimpl.Connection], None]
+) -> None:
     """Runs `check` on a new database in `folder` holding one table made by `create`."""
     connection = refimpl.connect(folder / "data")
     try:

@@ -101,8 +101,11 @@ def _time(minute: int, second: int = 0) -> str:
 
 @st.composite
 def queries(draw, table: str) -> str:
-    kind = draw(st.sampled_from(["plain_key", "plain", "by_sym", "by_bucket", "by_both",
-                                 "aggregate", "distinct"]))
+    kind = draw(
+        st.sampled_from(
+            ["plain_key", "plain", "by_sym", "by_bucket", "by_both", "aggregate", "distinct"]
+        )
+    )
     where = draw(st.sampled_from(["", "sym = 'A'", "v > 2", "sym = 'B' AND v < 5"]))
     top = draw(st.sampled_from([None, 1, 3]))
     key = KEYS[table]
@@ -152,17 +155,34 @@ def writes(draw, table: str) -> str:
     second = st.sampled_from([0, 30])
     sym = st.sampled_from(SYMBOLS)
     value = st.integers(0, 7)
-    kind = draw(st.sampled_from(["insert", "insert", "insert", "set_v", "move_time", "move_sym",
-                                 "delete", "delete_one", "truncate", "noop"]))
+    kind = draw(
+        st.sampled_from(
+            [
+                "insert",
+                "insert",
+                "insert",
+                "set_v",
+                "move_time",
+                "move_sym",
+                "delete",
+                "delete_one",
+                "truncate",
+                "noop",
+            ]
+        )
+    )
     if kind == "insert":
-        return _insert(table, draw(minute), draw(second), draw(sym), draw(value),
-                       draw(st.integers(0, 8)))
+        return _insert(
+            table, draw(minute), draw(second), draw(sym), draw(value), draw(st.integers(0, 8))
+        )
     if kind == "set_v":
         return f"UPDATE {table} SET v = {draw(value)} WHERE sym = '{draw(sym)}' AND v < 4"
     if kind == "move_time":
         # Moves rows to another time bucket (a DEDUP clash replaces the row there).
-        return (f"UPDATE {table} SET time = '{_time(draw(minute), draw(second))}'"
-                f" WHERE v = {draw(value)}")
+        return (
+            f"UPDATE {table} SET time = '{_time(draw(minute), draw(second))}'"
+            f" WHERE v = {draw(value)}"
+        )
     if kind == "move_sym":
         return f"UPDATE {table} SET sym = '{draw(sym)}' WHERE v = {draw(value)}"
     if kind == "delete":
@@ -202,7 +222,10 @@ def check_scenario(conn, table, query, initial, commit_rounds) -> None:
             lost = manager.ask_now(asker, query, client.id)  # this answer never arrives
             again = manager.ask_now(asker, query, client.id)
             assert (again.kind, again.id, again.rows, again.removed_keys) == (
-                lost.kind, lost.id, lost.rows, lost.removed_keys
+                lost.kind,
+                lost.id,
+                lost.rows,
+                lost.removed_keys,
             ) or lost.kind == "none"
             client.apply(again)
         elif how == "stale":
@@ -216,16 +239,22 @@ def check_scenario(conn, table, query, initial, commit_rounds) -> None:
         assert multiset(client.rows) == fresh(), (commits, how)
 
 
-@settings(max_examples=120, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=120,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @given(scenario=scenarios())
 def test_client_copy_always_equals_a_fresh_run(tmp_path_factory, scenario):
     _run(tmp_path_factory, scenario)
 
 
 @pytest.mark.long
-@settings(max_examples=2000, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=2000,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @given(scenario=scenarios())
 def test_client_copy_always_equals_a_fresh_run_long(tmp_path_factory, scenario):
     _run(tmp_path_factory, scenario)
@@ -233,8 +262,11 @@ def test_client_copy_always_equals_a_fresh_run_long(tmp_path_factory, scenario):
 
 def _run(tmp_path_factory, scenario) -> None:
     table, query, initial, commit_rounds = scenario
-    on_fresh_database(tmp_path_factory.mktemp("sub"), TABLES[table],
-                      lambda conn: check_scenario(conn, table, query, initial, commit_rounds))
+    on_fresh_database(
+        tmp_path_factory.mktemp("sub"),
+        TABLES[table],
+        lambda conn: check_scenario(conn, table, query, initial, commit_rounds),
+    )
 
 
 # -- examples the property found, kept as plain tests ------------------------------------
@@ -246,29 +278,43 @@ def test_bucket_query_sees_a_row_leave_its_bucket(conn, table):
     writer = conn.session()
     writer.execute(_insert(table, 0, 10, "A", 1, 1))
     writer.execute(_insert(table, 1, 10, "A", 2, 2))
-    query = (f"SUBSCRIBE SELECT date_trunc('minute', time) AS b, count(*) AS n, sum(v) AS s"
-             f" FROM {table} GROUP BY b")
-    check_scenario(conn, table, query, [], [([[f"UPDATE {table} SET time = '{_time(2, 10)}'"
-                                              f" WHERE v = 1"]], "ask")])
+    query = (
+        f"SUBSCRIBE SELECT date_trunc('minute', time) AS b, count(*) AS n, sum(v) AS s"
+        f" FROM {table} GROUP BY b"
+    )
+    check_scenario(
+        conn,
+        table,
+        query,
+        [],
+        [([[f"UPDATE {table} SET time = '{_time(2, 10)}' WHERE v = 1"]], "ask")],
+    )
 
 
 def test_bucket_query_sees_a_dedup_row_replaced(conn):
     writer = conn.session()
     writer.execute(_insert("keyed", 0, 0, "A", 1, 0))
     writer.execute(_insert("keyed", 1, 0, "A", 2, 0))
-    query = ("SUBSCRIBE SELECT date_trunc('minute', time) AS b, count(*) AS n FROM keyed"
-             " GROUP BY b")
-    check_scenario(conn, "keyed", query, [], [
-        ([[f"UPDATE keyed SET time = '{_time(1, 0)}' WHERE v = 1"]], "ask"),
-        ([["DELETE FROM keyed WHERE v = 1"]], "ask"),
-    ])
+    query = "SUBSCRIBE SELECT date_trunc('minute', time) AS b, count(*) AS n FROM keyed GROUP BY b"
+    check_scenario(
+        conn,
+        "keyed",
+        query,
+        [],
+        [
+            ([[f"UPDATE keyed SET time = '{_time(1, 0)}' WHERE v = 1"]], "ask"),
+            ([["DELETE FROM keyed WHERE v = 1"]], "ask"),
+        ],
+    )
 
 
 # -- the protocol ------------------------------------------------------------------------
 
 
-CANDLES = ("SUBSCRIBE SELECT date_trunc('minute', time) AS m, first(v) AS open, max(v) AS high,"
-           " min(v) AS low, last(v) AS close FROM keyed WHERE sym = 'A' GROUP BY m ORDER BY m")
+CANDLES = (
+    "SUBSCRIBE SELECT date_trunc('minute', time) AS m, first(v) AS open, max(v) AS high,"
+    " min(v) AS low, last(v) AS close FROM keyed WHERE sym = 'A' GROUP BY m ORDER BY m"
+)
 
 
 def test_snapshot_then_only_the_changed_bucket(conn):
@@ -307,7 +353,10 @@ def test_a_lost_answer_is_answered_again(conn):
     assert lost.kind == "rows" and lost.rows == [("A", 1)]
     again = manager.ask_now(session, query, snapshot.id)
     assert (again.kind, again.id, again.rows, again.removed_keys) == (
-        "rows", lost.id, lost.rows, lost.removed_keys
+        "rows",
+        lost.id,
+        lost.rows,
+        lost.removed_keys,
     )
     # Further commits: the old id gets everything since its version, at once.
     conn.execute(_insert("keyed", 0, 0, "B", 2, 0))

@@ -101,9 +101,7 @@ def test_a_later_commit_runs_again(conn, monkeypatch):
     conn.execute("INSERT INTO trades VALUES ('2026-09-24T10:00:50Z', 'NABIL', 1490)")
     reply = second.attempt()
     assert runs[0] == 2
-    assert reply is not None and reply.rows == [
-        (1790244000000000, 1510.0, 1512.0, 1490.0, 1490.0)
-    ]
+    assert reply is not None and reply.rows == [(1790244000000000, 1510.0, 1512.0, 1490.0, 1490.0)]
 
 
 def test_a_subscriber_without_the_right_gets_no_shared_answer(conn):

@@ -21,15 +21,23 @@ from tests.engine.features.live_scenarios import commit_or_roll_back, on_fresh_d
 # kept in different orders: by key, by a sort key, by time in day partitions, and by
 # symbol partitions; each with the key its ties are broken by.
 TABLES = {
-    "pk": ("CREATE TABLE pk (id INT PRIMARY KEY, g INT, v INT, time TIMESTAMP, sym SYMBOL)",
-           "id"),
-    "sorted": ("CREATE TABLE sorted (id INT PRIMARY KEY, g INT, v INT, time TIMESTAMP,"
-               " sym SYMBOL) SORT BY (g)", "id"),
-    "days": ("CREATE TABLE days (id INT, g INT, v INT, time TIMESTAMP, sym SYMBOL)"
-             " TIMESERIES(time) PARTITION BY DAY DEDUP KEY (time, id)", "time, id"),
-    "symbols": ("CREATE TABLE symbols (id INT, g INT, v INT, time TIMESTAMP, sym SYMBOL)"
-                " TIMESERIES(time) PARTITION BY DAY, SYMBOL(sym) SORT BY (sym, time)"
-                " DEDUP KEY (sym, time, id)", "sym, time, id"),
+    "pk": ("CREATE TABLE pk (id INT PRIMARY KEY, g INT, v INT, time TIMESTAMP, sym SYMBOL)", "id"),
+    "sorted": (
+        "CREATE TABLE sorted (id INT PRIMARY KEY, g INT, v INT, time TIMESTAMP,"
+        " sym SYMBOL) SORT BY (g)",
+        "id",
+    ),
+    "days": (
+        "CREATE TABLE days (id INT, g INT, v INT, time TIMESTAMP, sym SYMBOL)"
+        " TIMESERIES(time) PARTITION BY DAY DEDUP KEY (time, id)",
+        "time, id",
+    ),
+    "symbols": (
+        "CREATE TABLE symbols (id INT, g INT, v INT, time TIMESTAMP, sym SYMBOL)"
+        " TIMESERIES(time) PARTITION BY DAY, SYMBOL(sym) SORT BY (sym, time)"
+        " DEDUP KEY (sym, time, id)",
+        "sym, time, id",
+    ),
 }
 ORDERS = {
     "pk": ["id", "v", "v DESC", "g, v", "g", "v NULLS FIRST", "time"],
@@ -79,8 +87,10 @@ def queries(draw, table: str) -> tuple[str, str]:
     items = draw(st.sampled_from(["id, v", "*", "v, g, time", "id, sym, time, v"]))
     text = f"SELECT {items} FROM {table}" + (f" WHERE {where}" if where else "")
     key = TABLES[table][1]
-    return (f"SUBSCRIBE {text} ORDER BY {order} LIMIT {n}",
-            f"{text} ORDER BY {order}, {key} LIMIT {n}")
+    return (
+        f"SUBSCRIBE {text} ORDER BY {order} LIMIT {n}",
+        f"{text} ORDER BY {order}, {key} LIMIT {n}",
+    )
 
 
 @st.composite
@@ -91,8 +101,21 @@ def writes(draw, table: str) -> str:
     v = "NULL" if value is None else str(value)
     day, minute = draw(st.integers(0, 2)), draw(st.integers(0, 3))
     sym = draw(st.sampled_from(SYMBOLS))
-    kind = draw(st.sampled_from(["insert", "insert", "insert", "set_v", "set_g", "move",
-                                 "delete", "delete_many", "truncate"]))
+    kind = draw(
+        st.sampled_from(
+            [
+                "insert",
+                "insert",
+                "insert",
+                "set_v",
+                "set_g",
+                "move",
+                "delete",
+                "delete_many",
+                "truncate",
+            ]
+        )
+    )
     if kind == "insert":
         # On a primary key an existing id clashes (the transaction rolls back); on a DEDUP
         # KEY the row replaces the one of the same key.
@@ -140,20 +163,29 @@ def check_scenario(connection, query, initial, commit_rounds) -> None:
         assert client.rows == fresh(), (commits, how)
 
 
-@settings(max_examples=150, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=150,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @given(scenario=scenarios())
 def test_moves_applied_to_the_list_equal_a_fresh_run(tmp_path_factory, scenario):
     table, query, initial, commit_rounds = scenario
-    on_fresh_database(tmp_path_factory.mktemp("top"), TABLES[table][0],
-                      lambda conn: check_scenario(conn, query, initial, commit_rounds))
+    on_fresh_database(
+        tmp_path_factory.mktemp("top"),
+        TABLES[table][0],
+        lambda conn: check_scenario(conn, query, initial, commit_rounds),
+    )
 
 
 @settings(deadline=None)
 @given(
     old=st.lists(st.integers(0, 12), unique=True, max_size=10),
-    new=st.lists(st.tuples(st.integers(0, 12), st.integers(0, 1)), max_size=10,
-                 unique_by=lambda pair: pair[0]),
+    new=st.lists(
+        st.tuples(st.integers(0, 12), st.integers(0, 1)),
+        max_size=10,
+        unique_by=lambda pair: pair[0],
+    ),
 )
 def test_moves_turn_one_list_into_another(old, new):
     before = {ident: (ident, 0) for ident in old}
@@ -183,31 +215,37 @@ def conn(tmp_path):
     connection.close()
 
 
-@pytest.mark.parametrize(("table", "query", "in_order"), [
-    ("pk", "SELECT id, v FROM pk ORDER BY id LIMIT 3", True),
-    ("pk", "SELECT id, v FROM pk WHERE v > 1 ORDER BY id LIMIT 3", True),
-    ("pk", "SELECT id, v FROM pk ORDER BY v LIMIT 3", False),
-    ("pk", "SELECT id, v FROM pk ORDER BY id DESC LIMIT 3", False),
-    ("sorted", "SELECT * FROM sorted ORDER BY g LIMIT 3", True),
-    ("sorted", "SELECT * FROM sorted ORDER BY g, id LIMIT 3", True),
-    ("sorted", "SELECT * FROM sorted ORDER BY id LIMIT 3", False),
-    ("days", "SELECT * FROM days ORDER BY time LIMIT 3", True),
-    ("days", "SELECT * FROM days ORDER BY id LIMIT 3", False),
-    ("symbols", "SELECT * FROM symbols WHERE sym = 'A' ORDER BY time LIMIT 3", True),
-    ("symbols", "SELECT * FROM symbols ORDER BY time LIMIT 3", False),
-])
+@pytest.mark.parametrize(
+    ("table", "query", "in_order"),
+    [
+        ("pk", "SELECT id, v FROM pk ORDER BY id LIMIT 3", True),
+        ("pk", "SELECT id, v FROM pk WHERE v > 1 ORDER BY id LIMIT 3", True),
+        ("pk", "SELECT id, v FROM pk ORDER BY v LIMIT 3", False),
+        ("pk", "SELECT id, v FROM pk ORDER BY id DESC LIMIT 3", False),
+        ("sorted", "SELECT * FROM sorted ORDER BY g LIMIT 3", True),
+        ("sorted", "SELECT * FROM sorted ORDER BY g, id LIMIT 3", True),
+        ("sorted", "SELECT * FROM sorted ORDER BY id LIMIT 3", False),
+        ("days", "SELECT * FROM days ORDER BY time LIMIT 3", True),
+        ("days", "SELECT * FROM days ORDER BY id LIMIT 3", False),
+        ("symbols", "SELECT * FROM symbols WHERE sym = 'A' ORDER BY time LIMIT 3", True),
+        ("symbols", "SELECT * FROM symbols ORDER BY time LIMIT 3", False),
+    ],
+)
 def test_orders_the_table_keeps_are_read_in_table_order(conn, table, query, in_order):
     schema = conn.instance.database("demo").tables[table].schema
     select = parse(query).statements[0]
     assert top_plan(select, schema).in_table_order is in_order
 
 
-@pytest.mark.parametrize(("query", "says"), [
-    ("SUBSCRIBE SELECT id FROM pk", "no ORDER BY and no LIMIT"),
-    ("SUBSCRIBE SELECT id FROM pk ORDER BY id", "no LIMIT"),
-    ("SUBSCRIBE SELECT id FROM pk LIMIT 3", "no ORDER BY"),
-    ("SUBSCRIBE SELECT g, count(*) AS n FROM pk GROUP BY g ORDER BY g LIMIT 3", "GROUP BY"),
-])
+@pytest.mark.parametrize(
+    ("query", "says"),
+    [
+        ("SUBSCRIBE SELECT id FROM pk", "no ORDER BY and no LIMIT"),
+        ("SUBSCRIBE SELECT id FROM pk ORDER BY id", "no LIMIT"),
+        ("SUBSCRIBE SELECT id FROM pk LIMIT 3", "no ORDER BY"),
+        ("SUBSCRIBE SELECT g, count(*) AS n FROM pk GROUP BY g ORDER BY g LIMIT 3", "GROUP BY"),
+    ],
+)
 def test_offsets_without_an_ordered_limited_query_is_refused(conn, query, says):
     with pytest.raises(BadRequest, match="offsets=true needs") as refused:
         conn.instance.subscriptions.ask_now(conn.session(), query, None, offsets=True)
@@ -218,7 +256,9 @@ def test_offsets_need_a_key_to_break_ties(conn):
     conn.execute("CREATE TABLE loose (v INT)")
     with pytest.raises(BadRequest, match="table 'loose' has no PRIMARY KEY or DEDUP KEY"):
         conn.instance.subscriptions.ask_now(
-            conn.session(), "SUBSCRIBE SELECT v FROM loose ORDER BY v LIMIT 2", None,
+            conn.session(),
+            "SUBSCRIBE SELECT v FROM loose ORDER BY v LIMIT 2",
+            None,
             offsets=True,
         )
 
@@ -236,8 +276,10 @@ def test_a_row_moved_by_a_column_outside_the_select_list_is_a_move(conn):
     """Found by the property: the rows keep their values, only their order changes."""
     manager = conn.instance.subscriptions
     session = conn.session()
-    conn.execute("INSERT INTO sorted VALUES (0, 1, NULL, '2026-01-01T00:00:00Z', 'A'),"
-                 " (1, 0, 1, '2026-01-01T00:00:00Z', 'A')")
+    conn.execute(
+        "INSERT INTO sorted VALUES (0, 1, NULL, '2026-01-01T00:00:00Z', 'A'),"
+        " (1, 0, 1, '2026-01-01T00:00:00Z', 'A')"
+    )
     query = "SUBSCRIBE SELECT id, v FROM sorted ORDER BY g LIMIT 2"
     snapshot = manager.ask_now(session, query, None, offsets=True)
     assert snapshot.rows == [(1, 1), (0, None)]

@@ -22,8 +22,9 @@ def test_an_array_counts_from_one_and_a_vector_from_zero(numbers):
 
 
 def test_subscripts_read_elements_and_null_past_either_end(session):
-    rows = session.execute("SELECT '2 1'[0], '2 1'[1], '2 1'[2], '2 1'[-1], '{2,1}'[1],"
-                           " '{2,1}'[0], ''[0]").rows  # fmt: skip
+    rows = session.execute(
+        "SELECT '2 1'[0], '2 1'[1], '2 1'[2], '2 1'[-1], '{2,1}'[1], '{2,1}'[0], ''[0]"
+    ).rows
     assert rows == [(2, 1, None, None, 2, None, None)]
     with pytest.raises(InvalidValue):
         session.execute("SELECT 'a b'[0]")

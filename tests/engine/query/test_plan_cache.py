@@ -88,8 +88,9 @@ def test_cached_plans_answer_as_fresh_ones(steps):
 
 
 def test_a_repeated_select_compiles_once(tmp_path):
-    connection = refimpl.connect(tmp_path / "data",
-                                 options=refimpl.EngineOptions(result_cache_bytes=0))
+    connection = refimpl.connect(
+        tmp_path / "data", options=refimpl.EngineOptions(result_cache_bytes=0)
+    )
     try:
         connection.execute(CREATE)
         plans = connection.instance.database(connection.database).plan_cache

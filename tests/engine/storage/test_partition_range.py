@@ -55,8 +55,7 @@ def bounds(table: Table) -> st.SearchStrategy[str | None]:
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.sampled_from(sorted(LAYOUTS)), st.lists(st.tuples(days, symbols), max_size=40),
-       st.data())
+@given(st.sampled_from(sorted(LAYOUTS)), st.lists(st.tuples(days, symbols), max_size=40), st.data())
 def test_bisection_keeps_the_partitions_a_look_at_each_keeps(
     layout: str, rows: list[tuple[int, str | None]], data: st.DataObject
 ) -> None:

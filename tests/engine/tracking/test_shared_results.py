@@ -35,8 +35,7 @@ def test_concurrent_askers_share_one_computation() -> None:
     assert answers == ["done", "done"] and calls == [1]
 
 
-@given(st.lists(st.tuples(st.integers(0, 6), st.integers(0, 40)), max_size=60),
-       st.integers(1, 100))
+@given(st.lists(st.tuples(st.integers(0, 6), st.integers(0, 40)), max_size=60), st.integers(1, 100))
 def test_the_memo_keeps_to_its_byte_budget(asks: list[tuple[int, int]], budget: int) -> None:
     shared: SharedResults = SharedResults(size=4, max_bytes=budget, weigh=len)
     made: dict[int, bytes] = {}
