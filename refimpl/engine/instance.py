@@ -27,7 +27,7 @@ from refimpl.engine.options import EngineOptions
 from refimpl.engine.progress import Progress, ProgressReport, no_report
 from refimpl.engine.result import Column
 from refimpl.engine.session import Session
-from refimpl.engine.statements import pg_catalog, queries
+from refimpl.engine.statements import pg_functions, queries
 from refimpl.engine.statements.context import FunctionTables, ScalarFunction, StatementContext
 from refimpl.engine.storage import checkpoint
 from refimpl.engine.storage.backup import check_backup, is_backup
@@ -63,7 +63,7 @@ def session_functions(context: StatementContext) -> dict[str, ScalarFunction]:
     def view_columns(name: str) -> list[Column]:
         return queries.view_columns(context, name)
 
-    return {"kdb_rev": kdb_rev_builder(context), **pg_catalog.functions(context, view_columns)}
+    return {"kdb_rev": kdb_rev_builder(context), **pg_functions.functions(context, view_columns)}
 
 
 class Instance:
@@ -76,7 +76,7 @@ class Instance:
         self.access = AccessControl(path, files=files, sessions_per_user=options.sessions_per_user)
         self.functions = FunctionTables(
             scalar=session_functions,
-            tables={"changes": changes_function, **pg_catalog.TABLE_FUNCTIONS},
+            tables={"changes": changes_function, **pg_functions.TABLE_FUNCTIONS},
         )
         self._databases: dict[str, Database] = {}
         self._lock = threading.RLock()

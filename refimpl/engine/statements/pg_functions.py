@@ -1,0 +1,230 @@
+"""PostgreSQL's catalog functions and table functions, answered from this database's real
+catalog: `pg_get_userbyid`, `format_type`, `pg_get_indexdef`, `pg_get_viewdef`,
+`pg_size_pretty`, `current_schema()`, `version()`, ...; `generate_series` and `unnest`.
+The relations they describe are `pg_catalog`'s; this module only reads them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from refimpl.engine.query.arrays import array_items, array_upper
+from refimpl.engine.query.compiled import Compiled, Scope
+from refimpl.engine.query.expressions import compile_expression, constant_value
+from refimpl.engine.result import Column
+from refimpl.engine.rights import ADMIN_USER
+from refimpl.engine.statements.pg_catalog import (
+    FORMAT_TYPE,
+    SERVER_VERSION,
+    IndexRelation,
+    catalog_indexes,
+    catalog_users,
+    name_oid,
+    quote_name,
+    readable_tables,
+    role_oid,
+)
+from refimpl.engine.statements.pg_views import ViewColumns, ViewRelation, readable_views
+from refimpl.engine.storage.access_hints import AccessHints
+from refimpl.errors import InvalidValue, SqlError, TypeMismatch
+from refimpl.sql import ast
+
+if TYPE_CHECKING:
+    from refimpl.engine.statements.context import ScalarFunction, StatementContext
+
+
+# --- functions ------------------------------------------------------------------------------
+
+
+# pg_size_pretty's units: (name, the size from which the next unit is used, half-rounded).
+_SIZE_UNITS = (
+    ("bytes", 10 * 1024, False),
+    ("kB", 20 * 1024 - 1, True),
+    ("MB", 20 * 1024 - 1, True),
+    ("GB", 20 * 1024 - 1, True),
+    ("TB", 20 * 1024 - 1, True),
+    ("PB", 0, True),
+)
+
+
+def integer_argument(value: Any, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeMismatch(f"{what} must be an integer, not {value!r}")
+    return value
+
+
+def size_pretty(size: int | None) -> str | None:
+    """PostgreSQL 15's `pg_size_pretty(bigint)`: bytes below 10 kB, then the first unit under
+    which the value stays below 20 thousand, half-rounded (`10240` is `10 kB`)."""
+    if size is None:
+        return None
+    integer_argument(size, "the size pg_size_pretty() writes")
+    # The magnitude is scaled and the sign put back, as C's division toward zero does.
+    sign, magnitude = (-1 if size < 0 else 1), abs(size)
+    for number, (name, limit, rounded) in enumerate(_SIZE_UNITS):
+        if number == len(_SIZE_UNITS) - 1 or magnitude < limit:
+            return f"{sign * ((magnitude + 1) // 2 if rounded else magnitude)} {name}"
+        # One bit less when the next unit is half-rounded (it keeps halves), one more when
+        # this one is.
+        magnitude >>= 10 - _SIZE_UNITS[number + 1][2] + rounded
+    raise AssertionError("the last unit always answers")
+
+
+def _function(
+    context: StatementContext, arity: Sequence[int], result: str, compute: Callable[..., Any]
+) -> ScalarFunction:
+    def build(call: ast.FuncCall, scope: Scope) -> Compiled:
+        if len(call.args) not in arity:
+            counts = " or ".join(str(n) for n in arity)
+            raise SqlError(f"{call.name}() takes {counts} argument(s)")
+        args = [compile_expression(a, scope).fn for a in call.args]
+
+        def run(row: Sequence[Any]) -> Any:
+            return compute(*[arg(row) for arg in args])
+
+        return Compiled(run, result)
+
+    return build
+
+
+def functions(context: StatementContext, views: ViewColumns) -> dict[str, ScalarFunction]:
+    """The catalog functions psql and drivers call, bound to `context`; `views` as
+    `relation` takes it."""
+
+    def user_by_id(oid: Any) -> str | None:
+        # The admin user owns every relation: its (fixed) name is known to every caller.
+        names = {role_oid(ADMIN_USER): ADMIN_USER}
+        names.update((role_oid(name), name) for name, _ in catalog_users(context))
+        return None if oid is None else names.get(oid, f"unknown (OID={oid})")
+
+    def format_type(oid: Any, typmod: Any = None) -> str | None:
+        return None if oid is None else FORMAT_TYPE.get(oid, "???")
+
+    def index_of(oid: Any) -> IndexRelation | None:
+        return next((i for i in catalog_indexes(context, views) if i.oid == oid), None)
+
+    def index_definition(oid: Any, column: Any = 0, pretty: Any = False) -> str | None:
+        # Column 0 is the whole statement; column n the index's n-th column, as PostgreSQL.
+        if column is None:
+            return None
+        number = integer_argument(column, "the column number of pg_get_indexdef()")
+        index = index_of(oid)
+        if index is None:
+            return None
+        if number == 0:
+            return index.definition()
+        return quote_name(index.columns[number - 1]) if 0 < number <= len(index.columns) else ""
+
+    def constraint_definition(oid: Any, pretty: Any = False) -> str | None:
+        index = index_of(oid)
+        return None if index is None else index.constraint_definition()
+
+    def view_of(oid: Any) -> ViewRelation | None:
+        found = readable_views(context, views, lambda name: name_oid(name) == oid)
+        return found[0] if found else None
+
+    def view_definition(oid: Any, pretty: Any = False) -> str | None:
+        view = None if oid is None else view_of(oid)
+        return None if view is None else view.definition()
+
+    def table_size(oid: Any) -> int | None:
+        # What the table's rows count against memory_mb, its index entries included; an
+        # index alone has no size of its own here (NULL), nor has an OID of no readable table.
+        # A view has no storage: 0, as in PostgreSQL.
+        table = next((s for s in readable_tables(context) if name_oid(s.name) == oid), None)
+        if table is None:
+            return None if oid is None or view_of(oid) is None else 0
+        return context.database.table_bytes.get(table.name.lower())
+
+    return {
+        "pg_get_userbyid": _function(context, (1,), "STRING", user_by_id),
+        "format_type": _function(context, (2,), "STRING", format_type),
+        "pg_table_is_visible": _function(context, (1,), "BOOLEAN",
+                                         lambda oid: None if oid is None else True),
+        # No object of this engine has a comment (pg_description has no rows).
+        "col_description": _function(context, (2,), "STRING", lambda *args: None),
+        "obj_description": _function(context, (1, 2), "STRING", lambda *args: None),
+        "pg_encoding_to_char": _function(context, (1,), "STRING",
+                                         lambda n: None if n is None else "UTF8"),
+        "array_to_string": _function(context, (2, 3), "STRING",
+                                     lambda array, *rest: None if array is None else array),
+        # Column defaults, index expressions and predicates: none exist, so none is shown.
+        "pg_get_expr": _function(context, (2, 3), "STRING", lambda *args: None),
+        "pg_get_constraintdef": _function(context, (1, 2), "STRING", constraint_definition),
+        "pg_get_indexdef": _function(context, (1, 3), "STRING", index_definition),
+        "pg_get_viewdef": _function(context, (1, 2), "STRING", view_definition),
+        "pg_get_statisticsobjdef_columns": _function(context, (1,), "STRING",
+                                                     lambda *args: None),
+        "array_upper": _function(context, (2,), "BIGINT", array_upper),
+        "pg_table_size": _function(context, (1,), "BIGINT", table_size),
+        "pg_relation_size": _function(context, (1, 2), "BIGINT", lambda oid, *_: table_size(oid)),
+        "pg_total_relation_size": _function(context, (1,), "BIGINT", table_size),
+        "pg_size_pretty": _function(context, (1,), "STRING", size_pretty),
+        # Every table here is an ordinary one, which PostgreSQL could publish.
+        "pg_relation_is_publishable": _function(context, (1,), "BOOLEAN",
+                                                lambda oid: None if oid is None else True),
+        "current_schema": _function(context, (0,), "STRING", lambda: "public"),
+        "current_database": _function(context, (0,), "STRING",
+                                      lambda: context.database.name),
+        "current_user": _function(context, (0,), "STRING", lambda: context.principal.name),
+        "version": _function(context, (0,), "STRING", lambda: SERVER_VERSION),
+    }  # fmt: skip
+
+
+# --- table functions ------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Series:
+    """The rows of a table function of one column (`generate_series`, `unnest`), named as
+    the function or its alias (`generate_series(1, 3) s` has the column `s`, as in
+    PostgreSQL)."""
+
+    columns: list[Column]
+    qualifier: str | None
+    values: Sequence[Any]
+    schema: None = None
+
+    def rows(self, hints: AccessHints) -> Iterator[Sequence[Any]]:
+        return ((v,) for v in self.values)
+
+
+def generate_series(
+    context: StatementContext, source: ast.FunctionSource, select: ast.Select, params: Sequence[Any]
+) -> _Series:
+    """The integers from start to stop (both included) by step (1 by default); no rows when
+    an argument is NULL. psql's catalog queries read it."""
+    scope = Scope(columns=[], params=params)
+    bounds = [constant_value(arg, scope) for arg in source.args]
+    if len(bounds) not in (2, 3) or any(
+        isinstance(b, bool) or not isinstance(b, int | None) for b in bounds
+    ):
+        raise SqlError("generate_series() takes two or three integers: start, stop [, step]")
+    start, stop, step = (*bounds, 1)[:3]
+    if step == 0:
+        raise InvalidValue("the step of generate_series() must not be zero")
+    name = source.alias or source.name
+    if start is None or stop is None or step is None:
+        return _Series([Column(name, "BIGINT")], name, range(0))
+    numbers = range(start, stop + (1 if step > 0 else -1), step)
+    return _Series([Column(name, "BIGINT")], name, numbers)
+
+
+def unnest(
+    context: StatementContext, source: ast.FunctionSource, select: ast.Select, params: Sequence[Any]
+) -> _Series:
+    """The elements of an array's text (`{a,b}`) as STRING rows, in order; none for NULL.
+    psql's `\\d+` reads it."""
+    scope = Scope(columns=[], params=params)
+    values = [constant_value(arg, scope) for arg in source.args]
+    if len(values) != 1 or not isinstance(values[0], str | None):
+        raise SqlError("unnest() takes one array, written as its text '{a,b}'")
+    name = source.alias or source.name
+    return _Series(
+        [Column(name, "STRING")], name, [] if values[0] is None else array_items(values[0])
+    )
+
+
+TABLE_FUNCTIONS = {"generate_series": generate_series, "unnest": unnest}
