@@ -3,7 +3,12 @@
     refimpl conform --url URL [--token T] [--only PATTERN] [--skip-file F] [--expect-file F]
                     [--jobs N] [--junit FILE] [--json FILE] [--examples DIR] [--timeout S]
                     [--restart-cmd CMD] [--crash-cmd CMD] [--restart-timeout S]
+                    [--pg HOST:PORT] [--fail-fast] [--rerun-failed REPORT]
                     [--verbose] [--list]
+
+Before any example, a preflight checks the target once (`conformance/preflight.py`): the
+URL's scheme, that `GET /health` answers, that the token is valid and an admin's, and that
+`--pg` accepts connections; the first wrong answer is one line on stderr and exit code 2.
 
 `main(argv)` returns the exit code: 0 when nothing failed (unexpected passes count as
 failures), 1 when something failed, 2 for a usage or case-file problem.
@@ -12,19 +17,25 @@ failures), 1 when something failed, 2 for a usage or case-file problem.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import sys
+import time
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 
 from conformance.case_files import default_examples_dir, load_examples, spec_version_of
 from conformance.cases import CaseError
 from conformance.expectations import Expectation, id_matches, load_expectations, load_skip_file
+from conformance.preflight import PreflightError, preflight
 from conformance.report import (
     ChapterProgress,
     Progress,
+    RunInfo,
     counts,
+    failed_ids,
     print_report,
     write_json,
     write_junit,
@@ -112,6 +123,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="also run the SQL examples over the PostgreSQL protocol at this address (ids"
         " end in @pg; needs psycopg)",
     )
+    parser.add_argument(
+        "--fail-fast", action="store_true", help="stop at the first failure (the rest: skipped)"
+    )
+    parser.add_argument(
+        "--rerun-failed",
+        type=Path,
+        metavar="REPORT",
+        help="run only the examples a JSON report (--json) lists as failed",
+    )
     parser.add_argument("--verbose", "-v", action="store_true", help="one line per example")
     parser.add_argument("--list", action="store_true", help="list the selected ids and stop")
     return parser
@@ -131,11 +151,19 @@ def main(argv: Sequence[str] | None = None) -> int:
             rules.extend(load_skip_file(args.skip_file))
         if args.expect_file:
             rules.extend(load_expectations(args.expect_file))
+        rerun = failed_ids(args.rerun_failed) if args.rerun_failed else None
     except (CaseError, OSError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if args.only:
         examples = [e for e in examples if any(id_matches(p, e.id) for p in args.only)]
+    if rerun is not None:
+        # Over the protocol an example's id ends in @pg; it is rerun with its HTTP original.
+        wanted = {name.removesuffix("@pg") for name in rerun}
+        examples = [e for e in examples if e.id in wanted]
+        if not examples:
+            print(f"{args.rerun_failed} lists no failed example: nothing to rerun")
+            return 0
     known = {e.id for e in examples}
     for rule in rules:
         if not any(ch in rule.pattern for ch in "*?[") and rule.pattern not in known:
@@ -147,6 +175,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not examples:
         print("error: no example matches the selection", file=sys.stderr)
         return 2
+    if args.pg and importlib.util.find_spec("psycopg") is None:
+        print(
+            "error: --pg speaks the PostgreSQL protocol through psycopg, which is not"
+            " installed: pip install 'refimpl[pg]'",
+            file=sys.stderr,
+        )
+        return 2
+    try:
+        preflight(args.url, args.token, pg_address=args.pg, timeout=min(args.timeout, 10.0))
+    except PreflightError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    started_at = datetime.now(UTC).isoformat(timespec="seconds")
+    started = time.monotonic()
     restarts = RestartCommands(args.restart_cmd, args.crash_cmd, args.restart_timeout)
     runner = Runner(
         RunOptions(base_url=args.url, token=args.token, timeout=args.timeout, restarts=restarts)
@@ -159,19 +201,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         progress(result)
         chapters(result)
 
-    results = runner.run_all(examples, jobs=args.jobs, expectations=rules, on_result=on_result)
-    if args.pg:
+    results = runner.run_all(
+        examples, jobs=args.jobs, expectations=rules, on_result=on_result, fail_fast=args.fail_fast
+    )
+    failed_over_http = counts(results)["failed"] > 0
+    if args.pg and not (args.fail_fast and failed_over_http):
         from conformance.pg_client import PgRunner, pg_examples
 
         over_pg = pg_examples(examples)
         print(f"running {len(over_pg)} SQL example(s) over the PostgreSQL protocol at {args.pg}")
         pg_runner = PgRunner(runner.options, args.pg)
-        results += pg_runner.run_all(over_pg, jobs=args.jobs, expectations=rules)
+        results += pg_runner.run_all(
+            over_pg, jobs=args.jobs, expectations=rules, fail_fast=args.fail_fast
+        )
     print_report(results)
     if args.junit:
         write_junit(results, args.junit)
     if args.json:
-        write_json(results, args.json, args.url)
+        run = RunInfo(package_version(), started_at, time.monotonic() - started)
+        write_json(results, args.json, args.url, run)
     return 0 if counts(results)["failed"] == 0 else 1
 
 

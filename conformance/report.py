@@ -14,6 +14,7 @@ import sys
 import xml.etree.ElementTree as ET
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -196,10 +197,26 @@ def write_junit(results: list[ExampleResult], path: Path | str) -> None:
     Path(path).write_bytes(ET.tostring(root, encoding="utf-8", xml_declaration=True))
 
 
-def results_json(results: list[ExampleResult], base_url: str = "") -> dict[str, Any]:
-    """The JSON report as a dict: `summary` (the counts) and `results` (one per example)."""
+@dataclass(frozen=True, slots=True)
+class RunInfo:
+    """What a report records of the run itself: which runner, when, for how long."""
+
+    runner_version: str = ""
+    started_at: str = ""  # ISO 8601, UTC
+    duration_s: float = 0.0
+
+
+def results_json(
+    results: list[ExampleResult], base_url: str = "", run: RunInfo | None = None
+) -> dict[str, Any]:
+    """The JSON report as a dict: the target (`base_url`), the run (`runner_version`,
+    `started_at`, `duration_s`), `summary` (the counts) and `results` (one per example)."""
+    info = run or RunInfo()
     return {
         "base_url": base_url,
+        "runner_version": info.runner_version,
+        "started_at": info.started_at,
+        "duration_s": round(info.duration_s, 3),
         "summary": counts(results),
         "results": [
             {
@@ -220,9 +237,30 @@ def results_json(results: list[ExampleResult], base_url: str = "") -> dict[str, 
     }
 
 
-def write_json(results: list[ExampleResult], path: Path | str, base_url: str = "") -> None:
+def failed_ids(path: Path | str) -> list[str]:
+    """The ids a JSON report (`--json`) lists as failed (unexpected passes included), in its
+    order; `ValueError` when the file is no such report."""
+    try:
+        report = json.loads(Path(path).read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path} is not a JSON report of refimpl conform: {exc}") from None
+    entries = report.get("results") if isinstance(report, dict) else None
+    if not isinstance(entries, list):
+        raise ValueError(f"{path} is not a JSON report of refimpl conform (no 'results' list)")
+    return [
+        entry["id"]
+        for entry in entries
+        if isinstance(entry, dict)
+        and isinstance(entry.get("id"), str)
+        and entry.get("outcome") in (FAILED, XPASSED)
+    ]
+
+
+def write_json(
+    results: list[ExampleResult], path: Path | str, base_url: str = "", run: RunInfo | None = None
+) -> None:
     """Write `results_json` to `path`."""
     Path(path).write_text(
-        json.dumps(results_json(results, base_url), indent=2, ensure_ascii=False) + "\n",
+        json.dumps(results_json(results, base_url, run), indent=2, ensure_ascii=False) + "\n",
         encoding="utf-8",
     )

@@ -10,8 +10,8 @@ imports nothing from `refimpl`. For each example the runner
    with other examples and so only reads,
 3. runs the example's `setup` statements and then its records or steps, adding
    `db=<that database>` to every request whose query does not name `db` itself,
-4. drops the fresh database again (also after a failure), and closes the background
-   requests still open.
+4. drops the fresh database again and the users the example made (named `..._<uniq>`),
+   also after a failure, and closes the background requests still open.
 
 Steps are requests (sent in the foreground, or in the background with `background`),
 `await` and `pending` of a background request, and `restart`s through the commands of
@@ -54,7 +54,7 @@ from conformance.payloads import (
     unsubstitute,
 )
 from conformance.restarts import RestartCommands, missing_commands, restart_server
-from conformance.results import FAILED, PASSED, SKIPPED, ExampleResult
+from conformance.results import FAILED, PASSED, SKIPPED, XPASSED, ExampleResult
 from conformance.sql_records import actual_record, compare_records, sorted_record, updated_record
 from conformance.transport import (
     Background,
@@ -71,6 +71,7 @@ DB_PREFIX = "conf_"
 _SUCCESS_STATUS = {"$match": "int", "ge": 200, "lt": 300}
 DEFAULT_AWAIT_S = 10.0
 DEFAULT_PENDING_MS = 500.0
+FAIL_FAST_SKIP = "not run: an earlier example failed and --fail-fast stopped the run"
 
 
 @dataclass(frozen=True)
@@ -142,6 +143,7 @@ class Runner:
             finally:
                 if fresh:
                     self._admin_exec(session, f"DROP DATABASE {database}")
+                self._drop_users(session, uniq)
         except StepFailure as failure:
             result.verdict = result.outcome = FAILED
             result.message = failure.message
@@ -164,25 +166,37 @@ class Runner:
         jobs: int = 8,
         expectations: Iterable[Expectation] = (),
         on_result: Callable[[ExampleResult], None] | None = None,
+        fail_fast: bool = False,
     ) -> list[ExampleResult]:
         """Run examples in parallel; results come back in the examples' order.
 
         An example whose expectation is SKIP is not run. Examples that restart the server
         run one at a time after all the others, so that no other example sees a restart.
         `on_result` is called (from one thread at a time) as each result is ready, for
-        progress output.
+        progress output. With `fail_fast`, the first failure (an unexpected pass included)
+        stops the run: examples not yet started are skipped, with that reason. On Ctrl-C the
+        examples not yet started are dropped and those running finish (and clean up) first.
         """
         rules = list(expectations)
         results: dict[int, ExampleResult] = {}
         pending: list[tuple[int, Example, Expectation | None]] = []
         alone: list[tuple[int, Example, Expectation | None]] = []
         report_lock = threading.Lock()
+        stopped = threading.Event()
 
         def finish(index: int, result: ExampleResult) -> None:
             with report_lock:
                 results[index] = result
                 if on_result:
                     on_result(result)
+
+        def attempt(example: Example, rule: Expectation | None) -> ExampleResult:
+            if stopped.is_set():
+                return ExampleResult(example, SKIPPED, message=FAIL_FAST_SKIP)
+            result = apply_expectation(self.run(example), rule)
+            if fail_fast and result.outcome in (FAILED, XPASSED):
+                stopped.set()  # in the worker, before it can take the next example
+            return result
 
         for index, example in enumerate(examples):
             rule = find_expectation(example.id, rules)
@@ -194,13 +208,17 @@ class Runner:
                 pending.append((index, example, rule))
         with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
             futures = {
-                pool.submit(self.run, example): (index, rule) for index, example, rule in pending
+                pool.submit(attempt, example, rule): index for index, example, rule in pending
             }
-            for future in as_completed(futures):
-                index, rule = futures[future]
-                finish(index, apply_expectation(future.result(), rule))
+            try:
+                for future in as_completed(futures):
+                    finish(futures[future], future.result())
+            except KeyboardInterrupt:
+                for future in futures:
+                    future.cancel()
+                raise
         for index, example, rule in alone:
-            finish(index, apply_expectation(self.run(example), rule))
+            finish(index, attempt(example, rule))
         return [results[i] for i in sorted(results)]
 
     # -- plumbing --------------------------------------------------------------------------
@@ -223,6 +241,20 @@ class Runner:
         with self._lock:
             self._databases[name] = present
         return present
+
+    def _drop_users(self, session: requests.Session, uniq: str) -> None:
+        """Drop the users the example made (their names end in `_<uniq>`), with their
+        tokens and grants, so that a run leaves the server's users as it found them."""
+        try:
+            listed = self._admin_exec(session, "SHOW USERS")
+            body = listed.json() if listed.status == 200 else None
+            rows = body.get("dataset") if isinstance(body, dict) else None
+            for row in rows if isinstance(rows, list) else []:
+                name = row[0] if isinstance(row, list) and row else None
+                if isinstance(name, str) and name.endswith(f"_{uniq}"):
+                    self._admin_exec(session, f"DROP USER IF EXISTS {name}")
+        except requests.RequestException:
+            pass  # the example's own verdict stands; a server gone away keeps its users
 
     def _auth_headers(self, auth: str, variables: dict[str, Any]) -> dict[str, str]:
         if auth == "none":

@@ -343,6 +343,7 @@ class _State:
     def __init__(self) -> None:
         self.databases = {"demo"}
         self.tokens = {ADMIN}
+        self.users: set[str] = set()
         self.lock = threading.Lock()
         self.requests: list[tuple[str, str, dict[str, list[str]]]] = []
 
@@ -382,8 +383,10 @@ class _Handler(BaseHTTPRequestHandler):
         if auth and auth.removeprefix("Bearer ") not in self.state.tokens:
             self._json(401, {"error": "bad token"}, {"WWW-Authenticate": "Bearer"})
             return
-        if url.path == "/exec":
-            self._exec(q.get("db", ["demo"])[0], body or q.get("query", [""])[0])
+        if url.path == "/health":
+            self._json(200, {"status": "ok"})
+        elif url.path == "/exec":
+            self._exec(q.get("db", ["demo"])[0], body or q.get("query", [""])[0], auth)
         elif url.path == "/events":
             events = (
                 'retry: 1000\n\nevent: change\nid: 3\ndata: {"lsn": 3, "op": "upsert"}\n\n'
@@ -405,7 +408,7 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._json(404, {"error": "no such route"})
 
-    def _exec(self, db: str, sql: str) -> None:
+    def _exec(self, db: str, sql: str, auth: str) -> None:
         st = self.state
         if db not in st.databases:
             self._json(404, {"error": f"database '{db}' does not exist"})
@@ -448,6 +451,18 @@ class _Handler(BaseHTTPRequestHandler):
                 )
             elif sql.startswith("INSERT"):
                 self._json(200, {"query": sql, "message": "1 row(s) inserted", "count": 1})
+            elif sql == "SHOW USERS":
+                if auth.removeprefix("Bearer ") != ADMIN:
+                    self._json(403, {"error": "SHOW USERS needs ADMIN"})
+                    return
+                rows = [[name, name == "admin", 1] for name in ("admin", *sorted(st.users))]
+                self._json(200, {"query": sql, "dataset": rows, "count": len(rows)})
+            elif sql.startswith("CREATE USER"):
+                st.users.add(words[2])
+                self._json(200, {"query": sql, "message": "user created", "count": 0})
+            elif sql.startswith("DROP USER IF EXISTS"):
+                st.users.discard(words[4])
+                self._json(200, {"query": sql, "message": "user dropped", "count": 0})
             elif sql.startswith("WHO"):
                 self._json(200, {"query": sql, "message": f"db {db}", "count": 0})
             else:
@@ -723,3 +738,102 @@ def test_cli_main(
     out = capsys.readouterr().out
     assert code == 1 and "FAILED cli-bad" in out and "spec/c.md:" in out
     assert cli.main(["--url", url, "--examples", str(tmp_path / "none.json")]) == 2
+
+
+# ---------------------------------------------------------------------------------------
+# The runner as a product: preflight, --fail-fast, --rerun-failed, the report, cleanup
+# ---------------------------------------------------------------------------------------
+
+
+def _chapter_file(tmp_path: Path) -> Path:
+    doc = extract_chapter(
+        "```sql-example id=pf-ok\nstatement ok\nINSERT INTO t VALUES (1)\n```\n\n"
+        "```sql-example id=pf-bad\nstatement ok\nNONSENSE\n```\n\n"
+        "```sql-example id=pf-later\nstatement ok\nINSERT INTO t VALUES (2)\n```\n",
+        "spec/pf.md",
+        "0.0.0",
+    )
+    path = tmp_path / "pf.json"
+    path.write_text(dump_chapter(doc))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("url", "token", "extra", "says"),
+    [
+        ("ftp://127.0.0.1:1", ADMIN, [], "is not an http:// or https:// URL"),
+        ("http://127.0.0.1:1", ADMIN, [], "cannot reach http://127.0.0.1:1"),
+        (None, "wrong", [], "refuses the token (401)"),
+        (None, None, ["--pg", "127.0.0.1:1"], "nothing accepts connections at --pg"),
+        (None, None, ["--pg", "nonsense"], "is not HOST:PORT"),
+    ],
+)
+def test_preflight_says_once_what_is_wrong(
+    server: tuple[str, _State],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    url: str | None,
+    token: str | None,
+    extra: list[str],
+    says: str,
+) -> None:
+    pytest.importorskip("psycopg") if extra else None
+    argv = ["--url", url or server[0], "--token", token or ADMIN, "--examples"]
+    code = cli.main([*argv, str(_chapter_file(tmp_path)), *extra])
+    captured = capsys.readouterr()
+    assert code == 2
+    errors = captured.err.strip().splitlines()
+    assert len(errors) == 1 and says in errors[0], captured.err
+    assert "running" not in captured.out  # no example ran
+
+
+def test_preflight_refuses_a_token_that_is_not_the_admins(
+    server: tuple[str, _State], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url, state = server
+    state.tokens.add("reader")
+    code = cli.main(["--url", url, "--token", "reader", "--examples", str(_chapter_file(tmp_path))])
+    assert code == 2 and "not the admin's (403" in capsys.readouterr().err
+
+
+def test_fail_fast_skips_what_follows_the_first_failure(
+    server: tuple[str, _State], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    report = tmp_path / "report.json"
+    argv = ["--url", server[0], "--token", ADMIN, "--examples", str(_chapter_file(tmp_path))]
+    code = cli.main([*argv, "--jobs", "1", "--fail-fast", "--json", str(report)])
+    assert code == 1
+    outcomes = {r["id"]: r["outcome"] for r in json.loads(report.read_text())["results"]}
+    assert outcomes == {"pf-ok": "passed", "pf-bad": "failed", "pf-later": "skipped"}
+
+
+def test_rerun_failed_runs_what_the_report_lists_and_the_report_says_when(
+    server: tuple[str, _State], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    first, second = tmp_path / "first.json", tmp_path / "second.json"
+    argv = ["--url", server[0], "--token", ADMIN, "--examples", str(_chapter_file(tmp_path))]
+    assert cli.main([*argv, "--json", str(first)]) == 1
+    report = json.loads(first.read_text())
+    assert report["runner_version"] and report["duration_s"] > 0
+    assert report["started_at"].endswith("+00:00")
+    assert cli.main([*argv, "--rerun-failed", str(first), "--json", str(second)]) == 1
+    assert [r["id"] for r in json.loads(second.read_text())["results"]] == ["pf-bad"]
+    (tmp_path / "broken.json").write_text("[1]")
+    assert cli.main([*argv, "--rerun-failed", str(tmp_path / "broken.json")]) == 2
+    assert "is not a JSON report" in capsys.readouterr().err
+
+
+def test_the_users_an_example_makes_are_dropped_after_it(
+    server: tuple[str, _State], tmp_path: Path
+) -> None:
+    url, state = server
+    doc = extract_chapter(
+        "```sql-example id=mk-user\nstatement ok\nCREATE USER u_{{uniq}}\n\n"
+        "statement ok\nNONSENSE\n```\n",
+        "spec/u.md",
+        "0.0.0",
+    )
+    (tmp_path / "u.json").write_text(dump_chapter(doc))
+    before = set(state.users)
+    assert cli.main(["--url", url, "--token", ADMIN, "--examples", str(tmp_path / "u.json")]) == 1
+    assert state.users == before  # dropped also after the example failed

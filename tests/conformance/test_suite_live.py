@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 
+import requests
+
 from conformance import cli
 from tests.conformance.supervised import restart_commands, start_supervised
 
@@ -18,6 +20,7 @@ def test_every_spec_example_passes_against_a_real_server(tmp_path, capsys):
     state = tmp_path / "supervisor"
     server = start_supervised(tmp_path / "data", state, "--sample")
     try:
+        users_before = _users(server.url, server.token)
         report = tmp_path / "report.json"
         code = cli.main(
             [
@@ -40,5 +43,21 @@ def test_every_spec_example_passes_against_a_real_server(tmp_path, capsys):
         assert summary, "the runner wrote no report"
         restarts = [r for r in summary["results"] if "restarts the server" in r["message"]]
         assert not restarts, restarts
+        assert summary["runner_version"] and summary["started_at"].endswith("+00:00")
+        assert summary["duration_s"] > 0
+        # The runner leaves the server's users as it found them.
+        assert _users(server.url, server.token) == users_before
     finally:
         assert server.stop() == 0, server.log.read_text()[-3000:]
+
+
+def _users(url: str, token: str) -> list[str]:
+    answer = requests.post(
+        f"{url}/exec",
+        params={"db": "demo"},
+        data=b"SHOW USERS",
+        headers={"Authorization": f"Bearer {token}"},
+        timeout=30,
+    )
+    assert answer.status_code == 200, answer.text
+    return sorted(row[0] for row in answer.json()["dataset"])

@@ -4,6 +4,7 @@ rules, a small corpus of its own against a real server, and the real corpus when
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -263,3 +264,41 @@ def test_the_corpus_passes_its_stated_rate(server: Server) -> None:
     assert not any(wrong.values()), f"answers other than SQLite's at {wrong}"
     low = {r.path.name: round(100 * r.rate, 2) for r in results if 100 * r.rate < CORPUS_MIN_RATE}
     assert not low, f"files below their stated rate: {low}"
+
+
+def test_a_wrong_target_or_path_is_one_line(
+    server: Server, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    script = tmp_path / "small.test"
+    script.write_text(_script())
+    cases = [
+        (["--url", server.url, "--token", server.token, str(tmp_path / "nope")], "no such file"),
+        (["--url", server.url, "--token", "wrong", str(script)], "refuses the token (401)"),
+        (["--url", "http://127.0.0.1:1", str(script)], "cannot reach http://127.0.0.1:1"),
+    ]
+    for argv, says in cases:
+        assert main(argv) == 2
+        errors = capsys.readouterr().err.strip().splitlines()
+        assert len(errors) == 1 and says in errors[0], errors
+
+
+def test_reports_rerun_and_fail_fast(
+    server: Server, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "a_fails.test").write_text(_script())
+    (tmp_path / "b_passes.test").write_text("statement ok\nSELECT 1\n")
+    report, junit = tmp_path / "first.json", tmp_path / "junit.xml"
+    argv = ["--url", server.url, "--token", server.token]
+    assert main([*argv, "--json", str(report), "--junit", str(junit), str(tmp_path)]) == 1
+    document = json.loads(report.read_text())
+    assert document["runner_version"] and document["duration_s"] > 0
+    outcomes = {Path(f["path"]).name: f["outcome"] for f in document["files"]}
+    assert outcomes == {"a_fails.test": "failed", "b_passes.test": "passed"}
+    assert 'failures="1"' in junit.read_text() and "line 57 [wrong]" in junit.read_text()
+    capsys.readouterr()
+    assert main([*argv, "--rerun-failed", str(report), str(tmp_path)]) == 1
+    out = capsys.readouterr().out
+    assert "a_fails.test" in out and "b_passes.test" not in out
+    assert main([*argv, "--fail-fast", str(tmp_path)]) == 1
+    out = capsys.readouterr().out
+    assert "--fail-fast" in out and "b_passes.test" not in out
