@@ -38,9 +38,8 @@ from hypothesis.errors import Unsatisfiable  # noqa: E402
 from schemathesis.core.failures import Failure, FailureGroup  # noqa: E402
 
 from tests.http.conftest import start_server  # noqa: E402
-from tests.http.test_schemathesis import CHECKS  # noqa: E402
+from tests.http.test_schemathesis import CHECKS, STREAM_SETTINGS  # noqa: E402
 
-STREAM_SETTINGS = "stream_max_age_s = 2\nstream_heartbeat_s = 1\n"
 MODES = [schemathesis.GenerationMode.POSITIVE, schemathesis.GenerationMode.NEGATIVE]
 
 

@@ -7,6 +7,7 @@ version (10,000 cases and more, every operation, failures counted rather than st
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 
 import pytest
 import schemathesis
@@ -19,7 +20,7 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from tests.http.conftest import Server
+from tests.http.conftest import Server, start_server
 
 CHECKS = [
     not_a_server_error,
@@ -28,6 +29,22 @@ CHECKS = [
     response_schema_conformance,
 ]
 EXAMPLES = int(os.environ.get("SCHEMATHESIS_EXAMPLES", "150"))
+# An event stream lives until its maximum age and schemathesis reads an answer to its end:
+# short streams with frequent heartbeats keep such a case to 2 s instead of a silent wait.
+STREAM_SETTINGS = "stream_max_age_s = 2\nstream_heartbeat_s = 1\n"
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """A server of this module's own, whose event streams end after 2 s."""
+    data = tmp_path_factory.mktemp("schemathesis") / "data"
+    data.mkdir()
+    (data / "kdb.conf").write_text(STREAM_SETTINGS, encoding="utf-8")
+    running = start_server(data)
+    try:
+        yield running
+    finally:
+        assert running.stop() == 0, running.log.read_text()[-3000:]
 
 
 @pytest.fixture(scope="module")
