@@ -31,6 +31,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from refimpl.sqllogictest.cli import main as sqllogictest_main
 
         return sqllogictest_main(args[1:])
+    if args and args[0] == "supervise":
+        from refimpl.commands.supervise import main as supervise_main
+
+        return supervise_main(args[1:])
     parser = _parser()
     options = parser.parse_args(args)
     if options.command is None:

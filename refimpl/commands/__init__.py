@@ -1,6 +1,7 @@
 """What the command line's longer subcommands do, apart from reading their flags.
 
 `progress` shows a long task's progress (a rich bar on a terminal, log lines otherwise);
-`importing` is `refimpl import`. On top with `cli.py`: may import everything of refimpl;
+`importing` is `refimpl import`; `backup` is `refimpl backup` and `refimpl restore`;
+`supervise` is `refimpl supervise` (a server kept across the suite's restarts). On top with `cli.py`: may import everything of refimpl;
 nothing but `cli.py` imports it.
 """

@@ -1,4 +1,4 @@
-"""A real refimpl server kept by tools/supervise.py, so that the suite can restart it.
+"""A real refimpl server kept by `refimpl supervise`, so that the suite can restart it.
 
 `start_supervised` starts the supervisor as a user would and reads the admin token and the
 address from what the server prints (the supervisor passes it on); `restart_commands` are
@@ -14,15 +14,13 @@ from pathlib import Path
 
 from tests.http.conftest import Server, spawn_server
 
-ROOT = Path(__file__).resolve().parents[2]
-SUPERVISE = ROOT / "tools" / "supervise.py"
+SUPERVISE = [sys.executable, "-m", "refimpl", "supervise"]
 
 
 def start_supervised(data: Path, state: Path, *flags: str) -> Server:
     """A supervised `refimpl serve --data DATA FLAGS...` on a free port, once it listens."""
     command = [
-        sys.executable,
-        str(SUPERVISE),
+        *SUPERVISE,
         "serve",
         "--state",
         str(state),
@@ -38,7 +36,7 @@ def restart_commands(state: Path) -> list[str]:
     """`--restart-cmd CMD --crash-cmd CMD` for the supervisor keeping its state in `state`."""
 
     def command(kind: str) -> str:
-        words = [sys.executable, str(SUPERVISE), "restart", "--state", str(state), kind]
+        words = [*SUPERVISE, "restart", "--state", str(state), kind]
         return " ".join(shlex.quote(w) for w in words)
 
     return ["--restart-cmd", command("graceful"), "--crash-cmd", command("crash")]

@@ -2,7 +2,7 @@
 
 This is the CI run of the specification: every example of spec/*.md, each in a fresh
 database of its own, through the runner that other implementations use. The server is kept
-by tools/supervise.py and the runner gets the commands that restart it, so the examples
+by `refimpl supervise` and the runner gets the commands that restart it, so the examples
 with graceful and crash restarts run too (none may be skipped for want of them).
 """
 

@@ -8,12 +8,13 @@ the whole suite against a real server, from a folder that holds no spec.
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 import sys
 import venv
 from pathlib import Path
 
-from tests.http.conftest import start_server
+from tests.http.conftest import spawn_server
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -57,7 +58,28 @@ def test_the_runner_from_a_wheel_runs_the_whole_suite(tmp_path: Path) -> None:
     conform_version = _run([refimpl, "conform", "--version"], cwd=elsewhere)
     assert f"spec {spec_version}" in conform_version.stdout
 
-    server = start_server(tmp_path / "data", "--sample")
+    # The wheel's own supervisor keeps the server, so the restart examples run too: the
+    # restart and crash commands need no checkout.
+    state = tmp_path / "supervisor"
+    data = tmp_path / "data"
+    server = spawn_server(
+        [
+            refimpl,
+            "supervise",
+            "serve",
+            "--state",
+            str(state),
+            "--",
+            "--data",
+            str(data),
+            "--sample",
+        ],
+        data,
+    )
+    restarts = [
+        f"{refimpl} supervise restart --state {shlex.quote(str(state))} {kind}"
+        for kind in ("graceful", "crash")
+    ]
     try:
         junit = elsewhere / "junit.xml"
         run = _run(
@@ -72,10 +94,15 @@ def test_the_runner_from_a_wheel_runs_the_whole_suite(tmp_path: Path) -> None:
                 "6",
                 "--junit",
                 str(junit),
+                "--restart-cmd",
+                restarts[0],
+                "--crash-cmd",
+                restarts[1],
             ],
             cwd=elsewhere,
         )
         assert run.returncode == 0, (run.stdout + run.stderr)[-6000:]
         assert " 0 failed" in run.stdout and junit.is_file()
+        assert "restarts the server" not in junit.read_text()  # none skipped for want of them
     finally:
         assert server.stop() == 0

@@ -1,6 +1,6 @@
 """A server started from a (mutated) copy of refimpl, restartable by the conformance runner.
 
-`MutantServer` runs the project's supervisor (`tools/supervise.py`, which keeps a `refimpl
+`MutantServer` runs the copy's supervisor (`refimpl supervise`, which keeps a `refimpl
 serve` on one port across restarts) with the copy's folder as working directory and on
 PYTHONPATH, so `python -m refimpl` there imports the copy, never the checkout. The server
 gets `--sample`, a free port and a fresh data folder; `restart_command` gives the runner's
@@ -19,9 +19,7 @@ import sys
 import threading
 from pathlib import Path
 
-from tools.mutation.catalogue import REPO
-
-SUPERVISOR = REPO / "tools" / "supervise.py"
+SUPERVISOR = [sys.executable, "-m", "refimpl", "supervise"]
 START_TIMEOUT = 180.0
 STOP_TIMEOUT = 40.0
 _LISTENING = re.compile(r"listening on (http://\S+)$")
@@ -45,7 +43,7 @@ class MutantServer:
 
     def restart_command(self, kind: str) -> str:
         """The shell command that restarts the server (`kind`: graceful or crash)."""
-        words = [sys.executable, str(SUPERVISOR), "restart", "--state", str(self.state), kind]
+        words = [*SUPERVISOR, "restart", "--state", str(self.state), kind]
         return " ".join(shlex.quote(word) for word in words)
 
     def start(self) -> None:
@@ -54,8 +52,7 @@ class MutantServer:
         env["PYTHONPATH"] = str(self.code)
         env["PYTHONUNBUFFERED"] = "1"
         command = [
-            sys.executable,
-            str(SUPERVISOR),
+            *SUPERVISOR,
             "serve",
             "--state",
             str(self.state),

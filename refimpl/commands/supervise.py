@@ -1,7 +1,10 @@
 """Keep a `refimpl serve` running across restarts, for the conformance suite's restart steps.
 
-    python tools/supervise.py serve --state DIR -- --data D [more `refimpl serve` flags]
-    python tools/supervise.py restart --state DIR graceful|crash
+    refimpl supervise serve --state DIR -- --data D [more `refimpl serve` flags]
+    refimpl supervise restart --state DIR graceful|crash
+
+It ships in the package, so that an implementer who installed the wheel (no checkout) has
+the restart commands the suite's restart examples need.
 
 `serve` starts `python -m refimpl serve` with the flags after `--`, on the port given by
 `--port` there (default 0: a free one, kept for every later start), relays what the server
@@ -15,8 +18,8 @@ one started (it may not answer yet: the suite then waits for `GET /health`), so 
 are the commands `refimpl conform` takes:
 
     refimpl conform --url URL --token T \\
-        --restart-cmd 'python tools/supervise.py restart --state DIR graceful' \\
-        --crash-cmd 'python tools/supervise.py restart --state DIR crash'
+        --restart-cmd 'refimpl supervise restart --state DIR graceful' \\
+        --crash-cmd 'refimpl supervise restart --state DIR crash'
 """
 
 from __future__ import annotations
@@ -154,7 +157,9 @@ def restart(state: Path, kind: str, timeout: float) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="refimpl supervise", description=(__doc__ or "").splitlines()[0]
+    )
     commands = parser.add_subparsers(dest="command", required=True)
     serve = commands.add_parser("serve", help="run and supervise a server")
     serve.add_argument("--state", type=Path, required=True, help="a folder for the pid file")
@@ -168,7 +173,3 @@ def main(argv: list[str] | None = None) -> int:
         return restart(args.state, args.kind, args.timeout)
     flags = args.flags[1:] if args.flags[:1] == ["--"] else args.flags
     return Supervisor(args.state, flags).run()
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

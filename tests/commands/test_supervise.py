@@ -1,4 +1,4 @@
-"""tools/supervise.py: a real server restarted gracefully and by a crash, same port and data."""
+"""`refimpl supervise`: a real server restarted gracefully and by a crash, same port and data."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import requests
 
+from refimpl.commands.supervise import restart, split_port
 from tests.conformance.supervised import restart_commands, start_supervised
-from tools.supervise import restart, split_port
 
 
 def test_the_port_flag_is_taken_out() -> None:
