@@ -86,10 +86,15 @@ def test_backup_names_follow_the_import_folders_rule(tmp_path: Path) -> None:
             ("../x", "relative path without '..'"),
             ("/x", "relative path"),
             ("", "relative path"),
+            ("a\x00b", "cannot hold a control character"),
+            ("a\nb", "cannot hold a control character"),
+            ("x" * 300, "too long \\(300 bytes"),
+            ("/".join(["y" * 200] * 6), "at most 255 bytes a part and 1024 in all"),
         ]:
             with pytest.raises(InvalidValue, match=said):
                 session.execute(f"BACKUP DATABASE demo TO '{name}'")
         assert list(outside.iterdir()) == []
+        assert [p.name for p in (tmp_path / "data" / "backup").iterdir()] == ["link"]
         viewer = instance.session("demo", Principal("viewer"))
         with pytest.raises(Forbidden):
             viewer.execute("BACKUP DATABASE demo TO 'mine'")

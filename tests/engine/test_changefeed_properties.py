@@ -14,6 +14,7 @@ import tempfile
 from typing import Any
 
 import msgspec
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -22,7 +23,7 @@ from refimpl.engine.features.change_stream import KEY, OP, ROW, read_changes
 from refimpl.engine.features.feed_options import FeedFilter, FeedOptions, shape_changes
 from refimpl.engine.features.initial_copy import CopyPosition, parse_position, read_initial
 from refimpl.engine.storage import records
-from refimpl.errors import DuplicateKey
+from refimpl.errors import BadRequest, DuplicateKey
 
 WIDTH = 2  # id, v
 Op = tuple[str, int, int]  # (insert|update|delete, id, v)
@@ -196,6 +197,66 @@ def test_copy_positions_read_back() -> None:
     position = CopyPosition(7, ((), ((False, 3), 3)))
     assert parse_position(position.event_id(), "from") == position
     assert parse_position("12", "from") == 12
+
+
+def _crafted(place: Any) -> str:
+    return "2:" + msgspec.msgpack.encode(place).hex()
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "2:05",  # a number, not a place
+        _crafted({"a": 1, "b": 2}),  # a map of two
+        _crafted([[], [["a"]]]),  # a list where a value or an (is NULL, value) pair goes
+        _crafted([[], [[True, None, 1]]]),
+        "2:" + (b"\x92\x90" + b"\x91" * 5000 + b"\x90").hex(),  # nested 5000 deep
+        "2:zz",
+    ],
+)
+def test_crafted_copy_positions_are_bad_requests(text: str) -> None:
+    with pytest.raises(BadRequest, match="names no place in a copy"):
+        parse_position(text, "from")
+
+
+def test_copy_positions_of_other_shapes_or_types_are_bad_requests() -> None:
+    """Places that decode but are not of the table (other value types, other lengths) are
+    refused before they meet a row; the table's own positions, NULLs included, read on."""
+    with tempfile.TemporaryDirectory() as folder:
+        conn = refimpl.connect(folder)
+        conn.execute(
+            "CREATE TABLE t (ts TIMESTAMP, s SYMBOL, x DOUBLE, id INT PRIMARY KEY)"
+            " TIMESERIES(ts) PARTITION BY DAY, SYMBOL(s) SORT BY (x)"
+        )
+        conn.execute(
+            "INSERT INTO t VALUES (0, 'a', NULL, 1), (0, NULL, 2.5, 2), (86400000000, 'b', 1, 3)"
+        )
+        schema, database = _schema(conn), _database(conn)
+        DAY = "1970-01-01"  # noqa: N806 - a partition's key holds its day as text
+        first = read_initial(database, schema, None, 1, None)
+        assert isinstance(first.position, CopyPosition)
+        bad_places = [
+            ((), ((False, 1.0), 1)),  # no partition
+            ((0, False, "a"), ((False, 1.0), 1)),  # a number where the day's text goes
+            ((DAY, False, "a"), ((False, "x"), 1)),  # a text DOUBLE
+            ((DAY, False, "a"), (None, 1)),  # a bare NULL where (is NULL, value) goes
+            ((DAY, False, "a"), ((False, None), 1)),
+            ((DAY, False, "a"), ((False, 1.0), "1")),  # a text key
+            ((DAY, False, "a"), ((False, 1.0), 1, 2)),  # one value too many
+        ]
+        for place in bad_places:
+            crafted = parse_position(_crafted(place), "from")
+            assert isinstance(crafted, CopyPosition)
+            with pytest.raises(BadRequest, match="names no place in a copy of 't'"):
+                read_initial(database, schema, crafted, 1, None)
+        rows = [change[ROW + 3] for change in (i.change for i in first.items)]
+        at: CopyPosition | None = parse_position(first.position.event_id(), "from")  # type: ignore[assignment]
+        while at is not None:
+            batch = read_initial(database, schema, at, 1, None)
+            rows += [item.change[ROW + 3] for item in batch.items]
+            at = batch.position if isinstance(batch.position, CopyPosition) else None
+        assert sorted(rows) == [1, 2, 3]
+        conn.close()
 
 
 values = st.one_of(st.none(), st.integers(-(2**40), 2**40), st.text(max_size=5))

@@ -51,8 +51,12 @@ if TYPE_CHECKING:
 
 INITIAL = "initial"
 _encoder = msgspec.msgpack.Encoder()
-_decoder = msgspec.msgpack.Decoder()
 Place = tuple[tuple[Any, ...], tuple[Any, ...]]  # (partition, order key) of a row
+_Scalar = None | bool | int | float | str  # the values a column holds (spec: column types)
+# What a place can be: a partition of scalars, an order key of scalars and (is NULL, value)
+# pairs. Decoding to this type refuses a crafted id of another shape or depth at once.
+_PlaceShape = tuple[tuple[_Scalar, ...], tuple[_Scalar | tuple[bool, _Scalar], ...]]
+_decoder = msgspec.msgpack.Decoder(_PlaceShape)
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,19 +82,59 @@ def parse_position(text: str, what: str) -> CopyPosition | int:
     if not colon:
         return lsn
     try:
-        part, order = _decoder.decode(bytes.fromhex(place_text))
-    except (ValueError, TypeError, msgspec.DecodeError):
+        place = _decoder.decode(bytes.fromhex(place_text))
+    except (ValueError, msgspec.DecodeError):
         raise BadRequest(
             f"{what} '{text[:40]}' names no place in a copy: send back the id the feed gave out"
         ) from None
-    return CopyPosition(lsn, (_tuples(part), _tuples(order)))
+    return CopyPosition(lsn, place)
 
 
-def _tuples(value: Any) -> Any:
-    """MessagePack gives lists back: the place's keys compare as the tuples they were."""
-    if isinstance(value, list):
-        return tuple(_tuples(item) for item in value)
-    return value
+def check_place(schema: TableSchema, position: CopyPosition, what: str) -> None:
+    """`BadRequest` unless `position`'s place has the shape and value types of a place of
+    `schema`'s table, so that it compares with every row's (a crafted id may decode to a
+    place of another table, whose values a comparison refuses)."""
+    sample = Table(schema)
+    row = tuple(_SAMPLES[column.type] for column in schema.columns)
+    part, order = sample.place(row, sample.ident_of(row))
+    given_part, given_order = position.place
+    if not (
+        len(given_part) == len(part)
+        and len(given_order) == len(order)
+        and all(map(_comparable, given_part, part))
+        and all(map(_comparable, given_order, order))
+    ):
+        raise BadRequest(
+            f"{what} '{position.event_id()[:40]}' names no place in a copy of"
+            f" '{schema.name}': send back the id this feed gave out"
+        )
+
+
+# A value of each column type, for a sample place (spec: column types).
+_SAMPLES: dict[str, Any] = {
+    "INT": 0,
+    "BIGINT": 0,
+    "TIMESTAMP": 0,
+    "DOUBLE": 0.0,
+    "STRING": "",
+    "SYMBOL": "",
+    "BOOLEAN": False,
+}
+
+
+def _comparable(given: Any, sample: Any) -> bool:
+    """Whether `given` orders against the values a place holds where `sample` is."""
+    if isinstance(sample, tuple):  # (is NULL, value) of a column that may be NULL
+        return given == (True, None) or (
+            isinstance(given, tuple) and given[0] is False and _comparable(given[1], sample[1])
+        )
+    if isinstance(given, tuple) or (given is None) != (sample is None):
+        return False
+    try:
+        given < sample  # noqa: B015 - only whether the two order at all
+    except TypeError:
+        return False
+    return True
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,6 +216,7 @@ def read_initial(
     items: list[InitialItem] = []
     after_lsn = 0
     if at is not None:
+        check_place(schema, at, "the position")
         batch = read_changes(database, schema.name, schema, at.lsn, limit)
         _add_changes(items, batch.changes, schema, at.place, feed_filter)
         after_lsn = batch.next_lsn
