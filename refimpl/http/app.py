@@ -129,6 +129,16 @@ class App:
         return response(environ, start_response)
 
     def dispatch(self, request: Request) -> Response | Answer | Parked[Answer]:
+        try:
+            return self._dispatch(request)
+        except BaseException:
+            # A ticket is used up by any connect that names it, also one refused before
+            # the route redeemed it (spec: stream, tickets).
+            if "ticket" in request.args:
+                self.streams.tickets.discard(request.args.getlist("ticket"))
+            raise
+
+    def _dispatch(self, request: Request) -> Response | Answer | Parked[Answer]:
         guards = self.guards
         guards.check_host(request)  # first: a rebound name learns nothing, not even 404s
         endpoint, values = self._match(request.environ)

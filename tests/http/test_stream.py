@@ -226,6 +226,29 @@ def test_tickets_work_once_and_only_in_their_database(server: Server, db: str) -
     assert ticket not in server.log.read_text() and other not in server.log.read_text()
 
 
+@pytest.mark.parametrize(
+    "refusal",
+    [
+        {"headers": {"Last-Event-ID": "not-an-id"}},
+        {"params": {"nope": "1"}},
+        {"headers": {"Authorization": "Bearer {token}"}},
+        {"params": {"initial": "maybe"}},
+    ],
+    ids=["bad-last-event-id", "unknown-parameter", "ticket-and-header", "bad-option"],
+)
+def test_a_ticket_named_by_a_refused_connect_is_used_up(
+    server: Server, db: str, refusal: dict
+) -> None:
+    _, token = user_token(server, db)
+    ticket = server.post("/stream/tickets", params={"db": db}, token=token).json()["ticket"]
+    params = {"db": db, "ticket": ticket, **refusal.get("params", {})}
+    headers = {k: v.format(token=token) for k, v in refusal.get("headers", {}).items()}
+    refused = server.get("/stream/changes", params=params, headers=headers, token=None)
+    assert refused.status_code == 400, refused.text
+    later = server.get("/stream/changes", params={"db": db, "ticket": ticket}, token=None)
+    assert later.status_code == 401 and "once" in later.json()["error"]
+
+
 def test_limits_per_token_and_per_user_with_takeover(server: Server, db: str) -> None:
     user, token = user_token(server, db)
     streams: list[EventReader] = []

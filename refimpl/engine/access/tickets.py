@@ -2,9 +2,10 @@
 
 `POST /stream/tickets` gives a ticket for the token the request came with; the stream's URL
 carries it (`?ticket=`). A ticket is random (256 bits), works once (also when the connect it
-was used for is then refused), only in the database it was asked for, and expires after
-`ttl` seconds. Only its SHA-256 hash is kept, in memory: a restart ends every ticket, and a
-ticket is never written to a file or a log line.
+was used for is then refused, or refused before the ticket was looked at: `discard`), only
+in the database it was asked for, and expires after `ttl` seconds. Only its SHA-256 hash is
+kept, in memory: a restart ends every ticket, and a ticket is never written to a file or a
+log line.
 """
 
 from __future__ import annotations
@@ -75,6 +76,14 @@ class TicketBook:
                 " db= of the stream"
             )
         return ticket.token_key
+
+    def discard(self, texts: list[str]) -> None:
+        """Uses up the tickets `texts` (those unknown are passed over): a connect that named
+        a ticket and was refused before it redeemed it (a bad parameter, a ticket plus a
+        header) used it all the same."""
+        with self._lock:
+            for text in texts:
+                self._tickets.pop(secret_hash(text), None)
 
     def __len__(self) -> int:
         with self._lock:
