@@ -4,32 +4,38 @@ while a server may run on it, and brought back into a new or empty data folder.
 A backup holds every database (`refimpl.engine.storage.backup` says how each copy is
 consistent without the server's locks), the access file (users, hashed tokens, grants) and
 `kdb.conf`; not the browser sessions, the admin token file or the lock. A restore refuses a
-folder in use (its lock is held) or one that holds anything, checks the backup against its
-manifest first, and puts every database on a new timeline of LSNs (`storage.restore`).
+folder in use (its lock is held) or one that holds anything, checks the manifest's names
+against what a backup holds and the backup's files against its manifest first (so it writes
+nothing outside the data folder, and nothing at all for a backup that fails), and puts every
+database on a new timeline of LSNs (`storage.restore`).
 """
 
 from __future__ import annotations
 
+import re
 import shutil
 import time
 from pathlib import Path
 
-from refimpl.engine.instance import lock_folder
+from refimpl.engine.instance import check_database_name, lock_folder
 from refimpl.engine.storage.backup import (
     DatabaseCopy,
+    Manifest,
     copy_database,
     copy_plain_file,
     read_manifest,
     verify_files,
     write_manifest,
 )
-from refimpl.engine.storage.database import WAL_FOLDER
+from refimpl.engine.storage.database import CHECKPOINT_FOLDER, WAL_FOLDER
 from refimpl.engine.storage.restore import restore_database, timeline_base
-from refimpl.errors import StorageError
+from refimpl.errors import InvalidValue, StorageError
 
 # Files of a data folder beside its databases that a backup keeps (a restore brings them back).
 KEPT_FILES = ("access.json", "kdb.conf")
 _LOCK = ".lock"
+# The name of a database's checkpoint or log segment: never '.', '..' or a hidden file.
+_FILE_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]{0,99}")
 
 
 def backup_data_folder(data: Path, dest: Path) -> str:
@@ -60,7 +66,7 @@ def restore_data_folder(backup: Path, data: Path) -> str:
     """Restore the backup in `backup` into the data folder `data` (new, or empty); the
     report. Every database starts a new timeline; nothing is left half restored."""
     manifest = read_manifest(backup)
-    problems = verify_files(backup, manifest)
+    problems = _listing_problems(manifest) or verify_files(backup, manifest)
     if problems:
         raise StorageError(
             f"the backup in {backup} is damaged ({'; '.join(problems)}); nothing was restored"
@@ -88,6 +94,45 @@ def restore_data_folder(backup: Path, data: Path) -> str:
         for r in restored
     ]
     return "\n".join(lines)
+
+
+def _listing_problems(manifest: Manifest) -> list[str]:
+    """What in the manifest's names a backup never holds, as sentences (none: sound).
+
+    A backup written by `backup_data_folder` names databases by the database name rule,
+    their files `<database>/checkpoints/<file>` or `<database>/wal/<file>`, and beside them
+    only KEPT_FILES. Checked before anything is read or written: a crafted manifest naming
+    `../x` would otherwise make the restore write outside the data folder.
+    """
+    problems = []
+    seen: set[str] = set()
+    for name, copy in sorted(manifest.databases.items()):
+        try:
+            check_database_name(name)
+        except InvalidValue:
+            problems.append(f"{name!r} is not a database name")
+            continue
+        if name.lower() in seen:
+            problems.append(f"the database '{name}' is named twice")
+        seen.add(name.lower())
+        for relative in sorted(copy.files):
+            parts = relative.split("/")
+            if not (
+                len(parts) == 3
+                and parts[0] == name
+                and parts[1] in (CHECKPOINT_FOLDER, WAL_FOLDER)
+                and _FILE_NAME.fullmatch(parts[2])
+            ):
+                problems.append(
+                    f"{relative!r} is not a file of database '{name}' (<database>/"
+                    f"{CHECKPOINT_FOLDER}/<file> or <database>/{WAL_FOLDER}/<file>)"
+                )
+    problems += [
+        f"{name!r} is not a file a backup keeps ({', '.join(KEPT_FILES)})"
+        for name in sorted(manifest.files)
+        if name not in KEPT_FILES
+    ]
+    return problems
 
 
 def _refuse_filled(folder: Path, doing: str, allowed: tuple[str, ...] = ()) -> None:

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from refimpl.commands.backup import restore_data_folder
+import refimpl as refimpl_engine
+from refimpl.commands.backup import backup_data_folder, restore_data_folder
 from refimpl.engine.instance import check_data
 from refimpl.errors import StorageError
 from tests.http.conftest import ROOT, Server, start_server
@@ -185,3 +186,54 @@ def test_check_finds_a_damaged_backup_and_restore_refuses_it(
         with pytest.raises(StorageError, match="nothing was restored"):
             restore_data_folder(damaged, tmp_path / "r")
         assert not (tmp_path / "r").exists()
+
+
+def _crafted_backups(tmp_path: Path) -> Iterator[tuple[Path, str]]:
+    """Backups whose manifests name places outside the backup and the data folder, each
+    with the file the name points to in place (and its size and CRC32 right), so that
+    only the names' rule can refuse them."""
+    source = tmp_path / "source"
+    conn = refimpl_engine.connect(str(source))
+    conn.execute("CREATE TABLE t (id INT PRIMARY KEY)")
+    conn.execute("INSERT INTO t VALUES (1)")
+    conn.close()
+    (source / "kdb.conf").write_text("")
+    for case, said in [
+        ("escdb", "'../escdb' is not a database name"),
+        ("evil", "'../evil.txt' is not a file a backup keeps"),
+        ("deep", "is not a file of database 'demo'"),
+        ("link", "is a symbolic link"),
+    ]:
+        backup = tmp_path / case / "backup"
+        backup_data_folder(source, backup)
+        manifest = json.loads((backup / "backup.json").read_text())
+        listed = manifest["databases"]["demo"]["files"]
+        if case == "escdb":
+            shutil.move(backup / "demo", backup.parent / "escdb")
+            files = {"../escdb" + path.removeprefix("demo"): e for path, e in listed.items()}
+            manifest["databases"] = {"../escdb": {**manifest["databases"]["demo"], "files": files}}
+        elif case == "evil":
+            shutil.copy(backup / "kdb.conf", backup.parent / "evil.txt")
+            manifest["files"]["../evil.txt"] = manifest["files"]["kdb.conf"]
+        elif case == "deep":
+            path, entry = next(iter(listed.items()))
+            (backup / "demo" / "wal" / "sub").mkdir()
+            shutil.copy(backup / path, backup / "demo" / "wal" / "sub" / "x.wal")
+            listed["demo/wal/sub/x.wal"] = entry
+        else:
+            path = next(iter(listed))
+            shutil.move(backup / path, backup.parent / "elsewhere.wal")
+            (backup / path).symlink_to(backup.parent / "elsewhere.wal")
+        (backup / "backup.json").write_text(json.dumps(manifest))
+        yield backup, said
+
+
+def test_restore_checks_every_name_and_writes_nothing_outside(tmp_path: Path) -> None:
+    for backup, said in _crafted_backups(tmp_path):
+        before = sorted(p for p in tmp_path.rglob("*"))
+        target = backup.parent / "data" / "restored"
+        with pytest.raises(StorageError, match="nothing was restored") as refused:
+            restore_data_folder(backup, target)
+        assert said in refused.value.message
+        assert not target.exists() and not target.parent.exists()
+        assert sorted(p for p in tmp_path.rglob("*")) == before

@@ -278,6 +278,9 @@ def verify_files(folder: Path, manifest: Manifest) -> list[str]:
         listed.update(database.files)
     for relative, (size, crc) in sorted(listed.items()):
         path = folder / relative
+        if path.is_symlink():  # a backup's files are its own, never another's they point to
+            problems.append(f"{relative} is a symbolic link, not a file of the backup")
+            continue
         if not path.is_file():
             problems.append(f"{relative} is missing")
             continue

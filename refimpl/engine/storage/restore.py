@@ -50,17 +50,20 @@ def timeline_base(backup_lsn: int, now_us: int | None = None) -> int:
 def restore_database(
     copy: DatabaseCopy, backup: Path, target: Path, base_lsn: int, files: FileOps = REAL_FILES
 ) -> Restored:
-    """Bring the database `copy` of the backup folder `backup` into the new folder `target`.
+    """Bring the database `copy` of the backup folder `backup` into the new folder `target`:
+    the files its manifest lists, each `<database>/checkpoints/<file>` or
+    `<database>/wal/<file>` (the caller checks the names, `refimpl.commands.backup`).
 
     The copy is replayed to the backup's LSN (recovery itself), then its state is written
     as the one checkpoint, at `base_lsn`, beside an empty log that goes on at `base_lsn + 1`.
     StorageError when the backup's files do not hold the backup's LSN.
     """
-    source = backup / copy.name
-    for folder in (CHECKPOINT_FOLDER, WAL_FOLDER):
-        files.mkdir(target / folder)
-        for path in sorted((source / folder).iterdir()) if (source / folder).is_dir() else []:
-            copy_plain_file(path, target / folder / path.name, files)
+    for kind in (CHECKPOINT_FOLDER, WAL_FOLDER):
+        files.mkdir(target / kind)
+    # Only the files the manifest lists (and a caller checked): `<name>/<folder>/<file>`.
+    for relative in sorted(copy.files):
+        _, kind, name = relative.split("/")
+        copy_plain_file(backup / relative, target / kind / name, files)
     database = Database.open(copy.name, target, EngineOptions(), files=files)
     try:
         if database.applied_lsn != copy.lsn:
@@ -94,6 +97,6 @@ def restore_database(
         files.fsync(fd)
     finally:
         files.close(fd)
-    for folder in (target / WAL_FOLDER, target / CHECKPOINT_FOLDER, target):
-        files.sync_directory(folder)
+    for written in (target / WAL_FOLDER, target / CHECKPOINT_FOLDER, target):
+        files.sync_directory(written)
     return Restored(copy.name, copy.lsn, base_lsn)
