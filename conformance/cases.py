@@ -32,7 +32,7 @@ ROW_SEPARATOR = " | "
 NULL_TEXT = "NULL"
 EMPTY_TEXT = "(empty)"
 SORT_MODES = ("nosort", "rowsort")
-STEP_KINDS = ("request", "await", "pending", "restart")
+STEP_KINDS = ("request", "await", "pending", "restart", "pg")
 RESTART_KINDS = ("graceful", "crash")
 
 
@@ -374,10 +374,12 @@ def normalize_http(case: dict[str, Any], where: str) -> dict[str, Any]:
             raise CaseError(f"{here} is not an object")
         kinds = [k for k in STEP_KINDS if k in step]
         if len(kinds) != 1:
-            raise CaseError(f"{here} needs exactly one of 'request', 'await', 'pending', 'restart'")
+            raise CaseError(f"{here} needs exactly one of {', '.join(map(repr, STEP_KINDS))}")
         kind = kinds[0]
         if kind == "request":
             out_steps.append(_normalize_request_step(step, here, started, open_names))
+        elif kind == "pg":
+            out_steps.append(_normalize_pg_step(step, here))
         elif kind == "restart":
             if step["restart"] not in RESTART_KINDS:
                 raise CaseError(f"{here}: 'restart' is 'graceful' or 'crash'")
@@ -394,6 +396,17 @@ def normalize_http(case: dict[str, Any], where: str) -> dict[str, Any]:
     result: dict[str, Any] = {"setup": case.get("setup", []), "steps": out_steps}
     result.update({k: v for k, v in case.items() if k not in result and k not in ("needs",)})
     return result
+
+
+def _normalize_pg_step(step: dict[str, Any], here: str) -> dict[str, Any]:
+    """A `pg` step with its defaults filled in: user and auth `admin`."""
+    exchange = step.get("pg")
+    if not isinstance(exchange, dict) or not isinstance(exchange.get("send"), list):
+        raise CaseError(f"{here}: 'pg' is an object with the messages to 'send', a list")
+    if not isinstance(step.get("expect"), list):
+        raise CaseError(f"{here}: a 'pg' step's 'expect' is the list of backend messages")
+    exchange = {"user": "admin", "auth": "admin", **exchange}
+    return {**step, "pg": exchange}
 
 
 def _normalize_request_step(

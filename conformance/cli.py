@@ -120,8 +120,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--pg",
         metavar="HOST:PORT",
-        help="also run the SQL examples over the PostgreSQL protocol at this address (ids"
-        " end in @pg; needs psycopg)",
+        help="the PostgreSQL protocol's address: the examples with 'pg' steps run (skipped"
+        " without it), and the SQL examples run over it too (ids end in @pg; needs psycopg)",
     )
     parser.add_argument(
         "--fail-fast", action="store_true", help="stop at the first failure (the rest: skipped)"
@@ -191,7 +191,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = time.monotonic()
     restarts = RestartCommands(args.restart_cmd, args.crash_cmd, args.restart_timeout)
     runner = Runner(
-        RunOptions(base_url=args.url, token=args.token, timeout=args.timeout, restarts=restarts)
+        RunOptions(
+            base_url=args.url,
+            token=args.token,
+            timeout=args.timeout,
+            restarts=restarts,
+            pg_address=args.pg,
+        )
     )
     print(f"running {len(examples)} example(s) against {args.url} with {args.jobs} job(s)")
     progress = Progress(len(examples), verbose=args.verbose)

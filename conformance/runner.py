@@ -53,6 +53,7 @@ from conformance.payloads import (
     text_diff,
     unsubstitute,
 )
+from conformance.pg_session import PgConnection, PgStepError
 from conformance.restarts import RestartCommands, missing_commands, restart_server
 from conformance.results import FAILED, PASSED, SKIPPED, XPASSED, ExampleResult
 from conformance.sql_records import actual_record, compare_records, sorted_record, updated_record
@@ -71,6 +72,7 @@ DB_PREFIX = "conf_"
 _SUCCESS_STATUS = {"$match": "int", "ge": 200, "lt": 300}
 DEFAULT_AWAIT_S = 10.0
 DEFAULT_PENDING_MS = 500.0
+NO_PG = "the example speaks the PostgreSQL protocol: run the suite with --pg HOST:PORT"
 FAIL_FAST_SKIP = "not run: an earlier example failed and --fail-fast stopped the run"
 
 
@@ -83,6 +85,7 @@ class RunOptions:
     timeout: float = 30.0
     admin_database: str = ADMIN_DATABASE
     restarts: RestartCommands = field(default_factory=RestartCommands)
+    pg_address: str | None = None  # HOST:PORT of the PostgreSQL protocol, for `pg` steps
 
 
 # ---------------------------------------------------------------------------------------
@@ -107,6 +110,8 @@ class Runner:
         cannot_restart = missing_commands(example.data.get("steps", []), self.options.restarts)
         if cannot_restart:
             return ExampleResult(example, SKIPPED, message=cannot_restart)
+        if self.options.pg_address is None and speaks_pg(example):
+            return ExampleResult(example, SKIPPED, message=NO_PG)
         for need in example.needs:
             if not self._has_database(need):
                 return ExampleResult(
@@ -361,6 +366,8 @@ class Runner:
                     self._await(run, step, where, index)
                 elif "pending" in step:
                     _check_pending(step, run.backgrounds[step["pending"]], where)
+                elif "pg" in step:
+                    self._pg_step(run, step, where)
                 else:
                     request = self._build(step, database, variables)
                     if "background" in step:
@@ -373,6 +380,51 @@ class Runner:
         finally:
             for background in run.backgrounds.values():
                 background.close()
+            for connection in run.pg_sessions.values():
+                connection.close()
+
+    def _pg_step(self, run: _HttpRun, step: dict[str, Any], where: str) -> None:
+        """Send a `pg` step's messages and match every backend message with `expect`."""
+        exchange = substitute(step["pg"], run.variables)
+        name = exchange.get("session")
+        shown = f"PostgreSQL protocol at {self.options.pg_address}: {exchange['send']}"
+        try:
+            connection = run.pg_sessions.get(name) if name else None
+            if connection is None:
+                connection = self._pg_connect(exchange, run)
+                if name and connection.refused is None:
+                    run.pg_sessions[name] = connection
+            if connection.refused is not None:
+                answer = connection.refused
+                connection.close()
+            else:
+                answer = connection.exchange(exchange["send"])
+                if not name:
+                    connection.close()
+        except (OSError, PgStepError) as exc:
+            raise StepFailure(f"{where}: {exc}", request=shown) from None
+        expect = substitute(step["expect"], run.variables)
+        outcome = match(expect, answer, run.variables)
+        if not outcome.ok:
+            raise StepFailure(
+                f"{where}: " + "; ".join(outcome.mismatches[:8]),
+                json_diff(outcome.expected_view, answer),
+                shown,
+            )
+
+    def _pg_connect(self, exchange: dict[str, Any], run: _HttpRun) -> PgConnection:
+        assert self.options.pg_address is not None  # examples with pg steps need it
+        host, _, port = self.options.pg_address.rpartition(":")
+        headers = self._auth_headers(exchange["auth"], run.variables)
+        password = headers.get("Authorization", "").removeprefix("Bearer ")
+        return PgConnection.open(
+            host.strip("[]"),
+            int(port),
+            exchange["user"],
+            password,
+            exchange.get("database", run.database),
+            self.options.timeout,
+        )
 
     def _build(self, step: dict[str, Any], database: str, variables: dict[str, Any]) -> HttpRequest:
         request = substitute(step["request"], variables)
@@ -407,6 +459,7 @@ class _HttpRun:
     variables: dict[str, Any]
     result: ExampleResult
     backgrounds: dict[str, Background] = field(default_factory=dict)
+    pg_sessions: dict[str, PgConnection] = field(default_factory=dict)
 
 
 def _check(
@@ -443,6 +496,11 @@ def _check(
                 json_diff({"capture": path}, for_display(root.get("json"))),
                 shown,
             ) from None
+
+
+def speaks_pg(example: Example) -> bool:
+    """Whether an example has a `pg` step (it needs the PostgreSQL protocol's address)."""
+    return any("pg" in step for step in example.data.get("steps", []))
 
 
 def restarts_server(example: Example) -> bool:

@@ -4,14 +4,10 @@ tiny stub HTTP server made here (the stub tests the runner only, not the databas
 from __future__ import annotations
 
 import json
-import threading
 import time
 import xml.etree.ElementTree as ET
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
@@ -39,8 +35,7 @@ from conformance.payloads import (
 from conformance.report import counts, print_report, summary_line, write_json, write_junit
 from conformance.results import FAILED, PASSED, SKIPPED, XFAILED, XPASSED
 from conformance.runner import Runner, RunOptions
-
-ADMIN = "admintok"
+from tests.conformance.fake_http import ADMIN, FakeState
 
 # ---------------------------------------------------------------------------------------
 # Matchers
@@ -339,148 +334,6 @@ def test_render_value() -> None:
 # ---------------------------------------------------------------------------------------
 
 
-class _State:
-    def __init__(self) -> None:
-        self.databases = {"demo"}
-        self.tokens = {ADMIN}
-        self.users: set[str] = set()
-        self.lock = threading.Lock()
-        self.requests: list[tuple[str, str, dict[str, list[str]]]] = []
-
-
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    state: _State
-
-    def log_message(self, *args: Any) -> None:  # quiet
-        pass
-
-    def _send(self, status: int, body: bytes, ctype: str, extra: dict | None = None) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", ctype)
-        self.send_header("Content-Length", str(len(body)))
-        for k, v in (extra or {}).items():
-            self.send_header(k, v)
-        self.end_headers()
-        self.wfile.write(body)
-
-    def _json(self, status: int, value: Any, extra: dict | None = None) -> None:
-        self._send(status, json.dumps(value).encode(), "application/json", extra)
-
-    def do_GET(self) -> None:
-        self._handle("GET")
-
-    def do_POST(self) -> None:
-        self._handle("POST")
-
-    def _handle(self, method: str) -> None:
-        url = urlsplit(self.path)
-        q = parse_qs(url.query)
-        length = int(self.headers.get("Content-Length") or 0)
-        body = self.rfile.read(length).decode() if length else ""
-        self.state.requests.append((method, url.path, q))
-        auth = self.headers.get("Authorization", "")
-        if auth and auth.removeprefix("Bearer ") not in self.state.tokens:
-            self._json(401, {"error": "bad token"}, {"WWW-Authenticate": "Bearer"})
-            return
-        if url.path == "/health":
-            self._json(200, {"status": "ok"})
-        elif url.path == "/exec":
-            self._exec(q.get("db", ["demo"])[0], body or q.get("query", [""])[0], auth)
-        elif url.path == "/events":
-            events = (
-                'retry: 1000\n\nevent: change\nid: 3\ndata: {"lsn": 3, "op": "upsert"}\n\n'
-                "event: position\nid: 3\ndata: {}\n\n"
-            )
-            self._send(200, events.encode(), "text/event-stream")
-        elif url.path == "/stream":
-            self.send_response(200)
-            self.send_header("Content-Type", "text/event-stream")
-            self.send_header("Transfer-Encoding", "chunked")
-            self.end_headers()
-            for n in range(2):
-                chunk = f"event: tick\nid: {n}\ndata: {n}\n\n".encode()
-                self.wfile.write(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
-                self.wfile.flush()
-            time.sleep(3)  # a long-lived stream: the runner must stop reading on its own
-        elif url.path == "/exp":
-            self._send(200, b"id,name\r\n1,a\r\n", "text/csv; charset=utf-8")
-        else:
-            self._json(404, {"error": "no such route"})
-
-    def _exec(self, db: str, sql: str, auth: str) -> None:
-        st = self.state
-        if db not in st.databases:
-            self._json(404, {"error": f"database '{db}' does not exist"})
-            return
-        words = sql.split()
-        with st.lock:
-            if sql.startswith("CREATE DATABASE"):
-                st.databases.add(words[2])
-                self._json(
-                    200, {"query": sql, "message": f"database '{words[2]}' created", "count": 0}
-                )
-            elif sql.startswith("DROP DATABASE"):
-                st.databases.discard(words[2])
-                self._json(
-                    200, {"query": sql, "message": f"database '{words[2]}' dropped", "count": 0}
-                )
-            elif sql.startswith("CREATE TOKEN"):
-                st.tokens.add("tok-123")
-                self._json(
-                    200,
-                    {
-                        "query": sql,
-                        "columns": [{"name": "token", "type": "STRING"}],
-                        "dataset": [["tok-123"]],
-                        "count": 1,
-                    },
-                )
-            elif sql.startswith("SELECT"):
-                self._json(
-                    200,
-                    {
-                        "query": sql,
-                        "columns": [
-                            {"name": "id", "type": "INT"},
-                            {"name": "bal", "type": "DOUBLE"},
-                        ],
-                        "dataset": [[2, 20.0], [1, 10.5]],
-                        "count": 2,
-                    },
-                )
-            elif sql.startswith("INSERT"):
-                self._json(200, {"query": sql, "message": "1 row(s) inserted", "count": 1})
-            elif sql == "SHOW USERS":
-                if auth.removeprefix("Bearer ") != ADMIN:
-                    self._json(403, {"error": "SHOW USERS needs ADMIN"})
-                    return
-                rows = [[name, name == "admin", 1] for name in ("admin", *sorted(st.users))]
-                self._json(200, {"query": sql, "dataset": rows, "count": len(rows)})
-            elif sql.startswith("CREATE USER"):
-                st.users.add(words[2])
-                self._json(200, {"query": sql, "message": "user created", "count": 0})
-            elif sql.startswith("DROP USER IF EXISTS"):
-                st.users.discard(words[4])
-                self._json(200, {"query": sql, "message": "user dropped", "count": 0})
-            elif sql.startswith("WHO"):
-                self._json(200, {"query": sql, "message": f"db {db}", "count": 0})
-            else:
-                self._json(400, {"error": "syntax error", "position": {"line": 1, "column": 1}})
-
-
-@pytest.fixture(scope="module")
-def server() -> Iterator[tuple[str, _State]]:
-    state = _State()
-    handler = type("Handler", (_Handler,), {"state": state})
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}", state
-    httpd.shutdown()
-    httpd.server_close()
-
-
 def _sql_example(ex_id: str, block: str, needs: str = "") -> Any:
     info = f"sql-example id={ex_id}" + (f" needs={needs}" if needs else "")
     doc = extract_chapter(f"# T\n\n```{info}\n{block}\n```\n", "spec/t.md", "0.0.0")
@@ -493,7 +346,7 @@ def _http_example(ex_id: str, case: dict[str, Any]) -> Any:
     return example_from_json(doc["examples"][0])
 
 
-def test_sql_example_passes_and_cleans_up(server: tuple[str, _State]) -> None:
+def test_sql_example_passes_and_cleans_up(server: tuple[str, FakeState]) -> None:
     url, state = server
     example = _sql_example(
         "ok",
@@ -508,7 +361,7 @@ def test_sql_example_passes_and_cleans_up(server: tuple[str, _State]) -> None:
     assert result.database.startswith("conf_")
 
 
-def test_sql_example_failure_has_a_diff(server: tuple[str, _State]) -> None:
+def test_sql_example_failure_has_a_diff(server: tuple[str, FakeState]) -> None:
     url, _ = server
     example = _sql_example(
         "bad", "query id:INT bal:DOUBLE\nSELECT * FROM t\n----\n1 | 10.5\n2 | 20"
@@ -525,7 +378,7 @@ def test_sql_example_failure_has_a_diff(server: tuple[str, _State]) -> None:
     ]
 
 
-def test_http_example_with_captures(server: tuple[str, _State]) -> None:
+def test_http_example_with_captures(server: tuple[str, FakeState]) -> None:
     url, state = server
     example = _http_example(
         "tok",
@@ -573,7 +426,7 @@ def test_http_example_with_captures(server: tuple[str, _State]) -> None:
     assert any(q.get("db") == ["nope"] for q in gets)
 
 
-def test_http_failure_diff_and_update(server: tuple[str, _State]) -> None:
+def test_http_failure_diff_and_update(server: tuple[str, FakeState]) -> None:
     url, _ = server
     example = _http_example(
         "diff",
@@ -593,7 +446,7 @@ def test_http_failure_diff_and_update(server: tuple[str, _State]) -> None:
     assert result.request.startswith("GET /exp?db=conf_")
 
 
-def test_sse_answers_and_stream_limits(server: tuple[str, _State]) -> None:
+def test_sse_answers_and_stream_limits(server: tuple[str, FakeState]) -> None:
     url, _ = server
     example = _http_example(
         "sse",
@@ -627,21 +480,21 @@ def test_sse_answers_and_stream_limits(server: tuple[str, _State]) -> None:
     assert time.monotonic() - started < 2.5
 
 
-def test_needs_missing_database_skips(server: tuple[str, _State]) -> None:
+def test_needs_missing_database_skips(server: tuple[str, FakeState]) -> None:
     url, _ = server
     example = _sql_example("needy", "statement ok\nINSERT INTO t VALUES (1)", needs="sample")
     result = Runner(RunOptions(url, ADMIN)).run(example)
     assert result.verdict == SKIPPED and "sample" in result.message
 
 
-def test_unknown_capture_is_a_broken_example(server: tuple[str, _State]) -> None:
+def test_unknown_capture_is_a_broken_example(server: tuple[str, FakeState]) -> None:
     url, _ = server
     example = _http_example("broken", {"request": {"path": "/exec", "auth": "{{nothing}}"}})
     result = Runner(RunOptions(url, ADMIN)).run(example)
     assert result.verdict == FAILED and "broken" in result.message
 
 
-def test_expectations_and_reports(server: tuple[str, _State], tmp_path: Path) -> None:
+def test_expectations_and_reports(server: tuple[str, FakeState], tmp_path: Path) -> None:
     url, _ = server
     good = _sql_example("good-one", "statement ok\nINSERT INTO t VALUES (1)")
     bad = _sql_example("bad-one", "statement ok\nNONSENSE")
@@ -699,7 +552,7 @@ def test_expectation_file_formats(tmp_path: Path) -> None:
 
 
 def test_cli_main(
-    server: tuple[str, _State], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    server: tuple[str, FakeState], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     url, _ = server
     doc = extract_chapter(
@@ -769,7 +622,7 @@ def _chapter_file(tmp_path: Path) -> Path:
     ],
 )
 def test_preflight_says_once_what_is_wrong(
-    server: tuple[str, _State],
+    server: tuple[str, FakeState],
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
     url: str | None,
@@ -788,7 +641,7 @@ def test_preflight_says_once_what_is_wrong(
 
 
 def test_preflight_refuses_a_token_that_is_not_the_admins(
-    server: tuple[str, _State], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    server: tuple[str, FakeState], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     url, state = server
     state.tokens.add("reader")
@@ -797,7 +650,7 @@ def test_preflight_refuses_a_token_that_is_not_the_admins(
 
 
 def test_fail_fast_skips_what_follows_the_first_failure(
-    server: tuple[str, _State], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    server: tuple[str, FakeState], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     report = tmp_path / "report.json"
     argv = ["--url", server[0], "--token", ADMIN, "--examples", str(_chapter_file(tmp_path))]
@@ -808,7 +661,7 @@ def test_fail_fast_skips_what_follows_the_first_failure(
 
 
 def test_rerun_failed_runs_what_the_report_lists_and_the_report_says_when(
-    server: tuple[str, _State], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    server: tuple[str, FakeState], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     first, second = tmp_path / "first.json", tmp_path / "second.json"
     argv = ["--url", server[0], "--token", ADMIN, "--examples", str(_chapter_file(tmp_path))]
@@ -824,7 +677,7 @@ def test_rerun_failed_runs_what_the_report_lists_and_the_report_says_when(
 
 
 def test_the_users_an_example_makes_are_dropped_after_it(
-    server: tuple[str, _State], tmp_path: Path
+    server: tuple[str, FakeState], tmp_path: Path
 ) -> None:
     url, state = server
     doc = extract_chapter(
