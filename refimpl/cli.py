@@ -15,7 +15,7 @@ from typing import Any
 from refimpl.commands.progress import ProgressView
 from refimpl.errors import ConfigError, KdbError
 from refimpl.log_format import configure as configure_logging
-from refimpl.settings import engine_options, load_settings, stream_options
+from refimpl.settings import Settings, engine_options, load_settings, stream_options
 
 ADMIN_TOKEN_FILE = "admin.token"
 
@@ -213,6 +213,7 @@ def _serve(options: argparse.Namespace) -> int:
         raise ConfigError(f"static folder {settings.static} does not exist")
     if settings.static is not None:
         _refuse_static_near_data(settings.static, settings.data)
+    _check_ports(settings)
     configure_logging(settings.log_format)
     settings.data.mkdir(parents=True, exist_ok=True)
     # Threads switch every 0.5 ms instead of 5: a bulk import must not keep /api/rev or a
@@ -294,6 +295,20 @@ def _serve(options: argparse.Namespace) -> int:
         settings.max_body_bytes,
         app.request_log,
     )
+
+
+def _check_ports(settings: Settings) -> None:
+    """A port in use stops the start before anything is created (data folder, admin token)."""
+    from refimpl.http.serving.run import check_port_free
+
+    if settings.pg_port is not None and settings.pg_port == settings.port != 0:
+        raise ConfigError(
+            f"port and pg_port are both {settings.port}; give the PostgreSQL protocol a port"
+            " of its own"
+        )
+    check_port_free(settings.host, settings.port, "port")
+    if settings.pg_port is not None:
+        check_port_free(settings.host, settings.pg_port, "pg_port")
 
 
 def _refuse_static_near_data(static: Path, data: Path) -> None:

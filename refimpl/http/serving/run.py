@@ -7,11 +7,14 @@ write out the log lines still queued (`log_queue`).
 
 from __future__ import annotations
 
+import errno
 import signal
+import socket
 import threading
 from collections.abc import Callable
 from types import FrameType
 
+from refimpl.errors import ConfigError
 from refimpl.http.request_log import RequestLog
 from refimpl.http.serving import wire
 from refimpl.http.serving.limits import ConnectionLimits, raise_open_file_limit
@@ -59,7 +62,7 @@ def serve(
             request_log.write_lines_to(log_queue.put)
         try:
             host_shown, port_shown = server.server_address[:2]
-            on_listening(_display_host(host, host_shown), int(port_shown))
+            on_listening(_display_host(host, str(host_shown)), int(port_shown))
             server.serve_forever(poll_interval=0.2)  # closes the listening socket at its end
         finally:
             server.drain()
@@ -69,6 +72,31 @@ def serve(
                 signal.signal(sig, handler)
             on_stop()
     return 0
+
+
+def check_port_free(host: str, port: int, setting: str) -> None:
+    """Raise a ConfigError naming `setting` when `host:port` cannot be listened on now.
+
+    Called before a start creates anything (the data folder, the admin token), so that a
+    port another process holds stops the start with nothing left behind. It binds a socket
+    as the server will (SO_REUSEADDR, so a port in TIME_WAIT is free) and closes it again;
+    port 0 (a free one) is never in use.
+    """
+    if port == 0:
+        return
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        probe = socket.create_server((host.strip("[]"), port), family=family)
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            why = "another process listens on it"
+        else:
+            why = exc.strerror or str(exc)
+        raise ConfigError(
+            f"cannot listen on {host}:{port} ({setting}): {why}; stop that process, or choose"
+            f" another {setting} (0 takes a free one)"
+        ) from None
+    probe.close()
 
 
 def _display_host(asked: str, bound: str) -> str:
