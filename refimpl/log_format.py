@@ -5,6 +5,12 @@ command calls it). In JSON each line is one object: `time` (ISO-8601 UTC), `leve
 `logger`, `message`, and the fields a line carries (a request's line: `request_id`, `method`,
 `path`, `query`, `route`, `status`, `duration_ms`, `client`; see `refimpl.http.request_log`),
 plus `error` with the traceback when one is logged.
+
+A line is a record, whatever a client sent: in text, the message's control characters (C0,
+DEL, C1, the Unicode line and paragraph separators) are written as `\\xNN` or `\\uNNNN`
+(`escape_controls`) and a traceback's lines are indented by two spaces, so that no line
+after a record's first starts as a record does (with its time); in JSON, the encoder
+escapes them inside the strings, U+0085, U+2028 and U+2029 included.
 """
 
 from __future__ import annotations
@@ -12,11 +18,45 @@ from __future__ import annotations
 import datetime
 import logging
 import sys
+from typing import Any
 
 import msgspec
 
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(message)s"
 _encode = msgspec.json.Encoder(enc_hook=str).encode  # what JSON cannot hold, as text
+TRACEBACK_INDENT = "  "
+
+_ESCAPES = {code: f"\\x{code:02x}" for code in (*range(0x20), *range(0x7F, 0xA0))}
+_ESCAPES |= {0x2028: "\\u2028", 0x2029: "\\u2029"}
+# Line breaks to str.splitlines() and some readers that JSON leaves raw in a string.
+_JSON_BREAKS = {0x85: "\\u0085", 0x2028: "\\u2028", 0x2029: "\\u2029"}
+
+
+def escape_controls(text: str) -> str:
+    """`text` with every control character (C0, DEL, C1) and the Unicode line and paragraph
+    separators written as `\\xNN` or `\\uNNNN`: one line, whatever it held."""
+    return text.translate(_ESCAPES)
+
+
+class TextLineFormatter(logging.Formatter):
+    """TEXT_FORMAT lines: the message on the record's one line, a traceback indented."""
+
+    def __init__(self) -> None:
+        super().__init__(TEXT_FORMAT)
+
+    def formatMessage(self, record: logging.LogRecord) -> str:  # noqa: N802 - logging's name
+        record.message = escape_controls(record.message)
+        return super().formatMessage(record)
+
+    def formatException(self, ei: Any) -> str:  # noqa: N802 - logging's name
+        return _indented(super().formatException(ei))
+
+    def formatStack(self, stack_info: str) -> str:  # noqa: N802 - logging's name
+        return _indented(super().formatStack(stack_info))
+
+
+def _indented(text: str) -> str:
+    return "\n".join(TRACEBACK_INDENT + escape_controls(line) for line in text.split("\n"))
 
 
 class JsonLineFormatter(logging.Formatter):
@@ -35,7 +75,7 @@ class JsonLineFormatter(logging.Formatter):
             line.update(fields)
         if record.exc_info:
             line["error"] = self.formatException(record.exc_info)
-        return _encode(line).decode("utf-8")
+        return _encode(line).decode("utf-8").translate(_JSON_BREAKS)
 
 
 def configure(log_format: str) -> None:
@@ -53,5 +93,5 @@ def configure(log_format: str) -> None:
     if log_format == "json":
         handler.setFormatter(JsonLineFormatter())
     else:
-        handler.setFormatter(logging.Formatter(TEXT_FORMAT))
+        handler.setFormatter(TextLineFormatter())
     logging.basicConfig(level=logging.INFO, handlers=[handler], force=True)

@@ -8,8 +8,14 @@ the end of its wait for a parked one (`RequestRecord.finish`, called by our serv
 another WSGI server, whose thread waits for a parked answer itself, such a request is neither
 logged nor counted).
 
-A log line never holds a secret: credentials travel in headers, which are not logged, and the
-values of the query parameters `token` and `ticket` are replaced by `REDACTED`.
+A log line never holds a secret: credentials travel in headers, which are not logged, the
+values of the query parameters `token` and `ticket` are replaced by `REDACTED`, and so is,
+in any other parameter's value (SQL in `query=`, say) and in the path, a token or ticket
+(`kdb_...`, `kdbt_...`) and the text of `TOKEN '...'` (`DROP TOKEN '<token>'`).
+
+A line is one line whatever the client sent: the path is shown as the UTF-8 text it names
+(percent escapes decoded by the server), so its control characters, and any in the query
+or the method, are escaped (`refimpl.log_format.escape_controls`) in both log formats.
 
 At its answer a request makes only a `RequestLine`, a tuple of plain fields; the line's text
 (redaction included) and its `logging.LogRecord` are made by whoever writes it: at once by
@@ -26,7 +32,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import NamedTuple
-from urllib.parse import unquote_plus
+from urllib.parse import quote_plus, unquote_plus
+
+from refimpl.log_format import escape_controls
 
 REQUEST_ID_HEADER = "X-Request-Id"
 RECORD_KEY = "refimpl.request"  # the environ key of a request's RequestRecord
@@ -58,8 +66,9 @@ class RequestIds:
 
 
 def redacted_query(query: str) -> str:
-    """The query string cut to a size, with the values of secret parameters replaced; the
-    other parameters are kept as the client wrote them.
+    """The query string cut to a size, with the values of secret parameters replaced, and
+    the secrets inside other values (`redacted_text`); the other parameters are kept as the
+    client wrote them (a value with a secret in it is shown percent-encoded again).
 
     The cut comes first, so a long query costs no more than a short one: what the cut drops
     is not logged at all, and a secret value the cut splits still follows its name.
@@ -67,13 +76,46 @@ def redacted_query(query: str) -> str:
     cut = query[:MAX_QUERY_LOGGED]
     pieces = cut.split("&")
     for index, piece in enumerate(pieces):
-        name = piece.partition("=")[0]
+        name, _, value = piece.partition("=")
         if "%" in name or "+" in name:  # a name written with escapes could be a secret one
             name = unquote_plus(name)
         if name.lower() in SECRET_PARAMETERS:
             pieces[index] = f"{name}=REDACTED"
-    text = "&".join(pieces)
+            continue
+        decoded = unquote_plus(value) if "%" in value or "+" in value else value
+        hidden = redacted_text(decoded)
+        if hidden != decoded:
+            pieces[index] = f"{name}={quote_plus(hidden, safe=_SHOWN)}"
+    text = escape_controls("&".join(pieces))
     return text if len(query) <= MAX_QUERY_LOGGED else text + "..."
+
+
+# A token or ticket anywhere (20 characters of it or more, or cut short by the end of the
+# text), and the string after TOKEN (`DROP TOKEN '<token>'`, whatever it holds).
+_SECRET = re.compile(
+    r"kdbt?_[A-Za-z0-9_-]{20,}|kdbt?_[A-Za-z0-9_-]*\Z|(?<=TOKEN)(\s*)'(?:[^']|'')*(?:'|\Z)",
+    re.IGNORECASE,
+)
+_SHOWN = "'(),*;:/"  # left as they are in a value shown again: SQL stays readable
+
+
+def redacted_text(text: str) -> str:
+    """`text` with every token, ticket and `TOKEN '...'` string replaced by `REDACTED`."""
+    if "kdb" not in text.lower() and "token" not in text.lower():
+        return text  # the common case, without a regular expression's scan
+    return _SECRET.sub(
+        lambda m: f"{m.group(1)}'REDACTED'" if m.group(1) is not None else "REDACTED", text
+    )
+
+
+def shown_path(path: str) -> str:
+    """A WSGI path (its bytes as Latin-1) as the UTF-8 text it names, secrets redacted and
+    control characters escaped."""
+    try:
+        text = path.encode("latin-1").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:  # not a WSGI string: shown as it is
+        text = path
+    return escape_controls(redacted_text(text))
 
 
 class RequestLine(NamedTuple):
@@ -92,7 +134,9 @@ class RequestLine(NamedTuple):
     def record(self) -> logging.LogRecord:
         """The line as the `refimpl.requests` logger's INFO record, secrets redacted."""
         query = redacted_query(self.query)
-        target = f"{self.path}?{query}" if query else self.path
+        path = shown_path(self.path)
+        method = escape_controls(self.method)
+        target = f"{path}?{query}" if query else path
         milliseconds = self.seconds * 1000
         return logging.makeLogRecord(
             {
@@ -100,13 +144,13 @@ class RequestLine(NamedTuple):
                 "levelno": logging.INFO,
                 "levelname": "INFO",
                 "msg": "%s %s %d %.1f ms (request %s)",
-                "args": (self.method, target, self.status, milliseconds, self.request_id),
+                "args": (method, target, self.status, milliseconds, self.request_id),
                 "created": self.created,
                 "msecs": int((self.created - int(self.created)) * 1000) + 0.0,
                 "fields": {
                     "request_id": self.request_id,
-                    "method": self.method,
-                    "path": self.path,
+                    "method": method,
+                    "path": path,
                     "query": query,
                     "route": self.route,
                     "status": self.status,

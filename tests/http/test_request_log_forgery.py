@@ -1,0 +1,111 @@
+"""No client makes the server's log say what did not happen: each stderr line is one record
+(or, in text, an indented line of a record's traceback), in both log formats, and no token
+or ticket reaches a line, not even in SQL sent in the query string."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from refimpl.http.request_log import redacted_query, redacted_text, shown_path
+from refimpl.log_format import escape_controls
+from tests.http.conftest import Server, start_server
+
+# The start of a text record: its time, as TEXT_FORMAT writes it.
+RECORD_START = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} [A-Z]+ ")
+FORGED = "2026-01-01 00:00:00,000 INFO GET /forged 200 0.1 ms (request forged)"
+
+
+@pytest.fixture(scope="module", params=["text", "json"])
+def logged(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Server]:
+    data = tmp_path_factory.mktemp(f"log_{request.param}") / "data"
+    running = start_server(data, "--log-format", request.param)
+    try:
+        yield running
+    finally:
+        assert running.stop() == 0
+
+
+def _is_json(server: Server) -> bool:
+    return "--log-format" in server.process.args and "json" in server.process.args
+
+
+def _records(server: Server, marker: str, timeout: float = 10.0) -> list[str]:
+    """Every line of the server's stderr, once a line holding `marker` is written; each
+    checked to be a record of the server's format."""
+    deadline = time.monotonic() + timeout
+    while marker not in server.log.read_text() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    lines = server.log.read_text().splitlines()
+    for line in lines:
+        if _is_json(server):
+            assert {"time", "level", "message"} <= json.loads(line).keys(), line
+        else:
+            assert RECORD_START.match(line) or line.startswith("  "), line
+    return lines
+
+
+def test_a_path_or_query_with_line_breaks_writes_one_record(logged: Server) -> None:
+    marker = uuid.uuid4().hex
+    for where in ("/x%0A", "/x%0D%0A", "/x%C2%85", "/x%E2%80%A8"):
+        answer = logged.get(f"{where}{FORGED.replace(' ', '%20')}", token=None)
+        assert answer.status_code == 404
+    query = f"/health?m={marker}&a=%0A{FORGED.replace(' ', '%20')}"
+    assert logged.get(query, token=None).status_code == 400  # /health takes no parameter
+    lines = _records(logged, marker)
+    assert not any(line.startswith(FORGED) for line in lines)  # forged, it would
+    if not _is_json(logged):
+        assert any(f"GET /x\\x0a{FORGED}" in line for line in lines)
+    else:
+        paths = [json.loads(line).get("path", "") for line in lines]
+        assert f"/x\\x0a{FORGED}" in paths and f"/x\\u2028{FORGED}" in paths
+
+
+def test_a_refused_drop_token_does_not_log_the_token(logged: Server) -> None:
+    user = "u_" + uuid.uuid4().hex[:8]
+    logged.sql(f"CREATE USER {user}")
+    mine = logged.new_token(user)
+    for statement in (f"DROP TOKEN '{logged.token}'", f"SELECT '{logged.token}' AS x"):
+        refused = logged.get("/exec", params={"query": statement}, token=mine)
+        assert refused.status_code == 403, refused.text
+    marker = uuid.uuid4().hex
+    logged.get("/health", params={"m": marker}, token=None)
+    text = "\n".join(_records(logged, marker))
+    assert logged.token not in text and mine not in text
+    assert "DROP+TOKEN+'REDACTED'" in text and "SELECT+'REDACTED'+AS+x" in text
+    assert logged.rows("SELECT 1") == [[1]]  # the admin's token still works: nothing dropped
+
+
+def test_secrets_in_values_and_paths_are_redacted() -> None:
+    token = "kdb_" + "A" * 43
+    assert redacted_query(f"query=DROP%20TOKEN%20%27{token}%27&db=d") == (
+        "query=DROP+TOKEN+'REDACTED'&db=d"
+    )
+    assert redacted_query("query=DROP+TOKEN+'it''s+any+text'") == "query=DROP+TOKEN+'REDACTED'"
+    assert redacted_query(f"where=x%3D%27{token[:30]}") == "where=x%3D'REDACTED"
+    assert redacted_query("query=SELECT+kdb_rev()") == "query=SELECT+kdb_rev()"
+    assert shown_path(f"/a/{token}/b") == "/a/REDACTED/b"
+    assert redacted_text("kdbt_" + "b" * 43) == "REDACTED"
+
+
+@given(st.text(max_size=40), st.text(alphabet="abcXYZ019_-", min_size=20, max_size=60))
+def test_no_token_survives_redaction(around: str, body: str) -> None:
+    for secret in ("kdb_" + body, "kdbt_" + body):
+        text = around + secret + around
+        assert secret not in redacted_text(text)
+
+
+@given(st.text())
+def test_escaped_text_is_one_line_and_keeps_printable_text(text: str) -> None:
+    escaped = escape_controls(text)
+    assert len(escaped.splitlines()) <= 1
+    assert escape_controls("café /x?y=1") == "café /x?y=1"
