@@ -91,8 +91,9 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     # The two protocols stand side by side; the PostgreSQL one parks nothing.
     "refimpl.pgwire": ("refimpl.http", "refimpl.waiting"),
     "refimpl.http": ("refimpl.pgwire",),
-    # A client like any other: the embedded API (`refimpl.connect`) or HTTP, nothing inside.
-    "refimpl.shell": (_ENGINE, "refimpl.sql", *_PROTOCOLS),
+    # A client like any other: the embedded API (`refimpl.connect`) or HTTP, nothing inside;
+    # it cuts statements with the project's parser (`refimpl.sql`), as the server does.
+    "refimpl.shell": (_ENGINE, *_PROTOCOLS),
 }
 
 

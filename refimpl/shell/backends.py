@@ -9,7 +9,6 @@ from __future__ import annotations
 import datetime
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -17,38 +16,34 @@ import requests
 
 import refimpl
 from refimpl.errors import KdbError
+from refimpl.shell.statements import Answer, Kind, Piece, ShellError
 
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 TIMEOUT_SECONDS = 300.0  # a statement may run long; a server that never answers may not
-
-
-@dataclass(frozen=True, slots=True)
-class Answer:
-    """What one text answered: its last statement's columns and rows, or its message."""
-
-    columns: tuple[tuple[str, str], ...] | None  # (name, type) of a query's columns
-    rows: tuple[tuple[Any, ...], ...]
-    message: str
-    count: int
-
-
-class ShellError(Exception):
-    """A statement failed; `line` and `column` (1-based) point into the text when known."""
-
-    def __init__(self, message: str, line: int | None = None, column: int | None = None):
-        super().__init__(message)
-        self.message = message
-        self.line = line
-        self.column = column
+# A held transaction's statement is tried by replaying the transaction so far: past this
+# many statements the replays would cost more than they show, and the rest wait for COMMIT.
+PREVIEW_LIMIT = 100
 
 
 class Backend(Protocol):
-    """Runs SQL texts on one database."""
+    """Runs SQL on one database, in one session of the shell."""
 
     database: str
     where: str  # the data folder or the URL, for the greeting
+    note: str  # what the greeting says of transactions; empty where they are the server's
 
-    def run(self, text: str) -> Answer: ...
+    @property
+    def in_transaction(self) -> bool:
+        """Whether a transaction is open (the prompt shows it as psql does: `db=*>`)."""
+        ...
+
+    def run(self, text: str) -> Answer:
+        """Run `text` in one go, outside a held transaction (the catalog's lookups)."""
+        ...
+
+    def statement(self, piece: Piece) -> Answer:
+        """Run one statement of the session; an error's position is in the whole text."""
+        ...
 
     def close(self) -> None: ...
 
@@ -68,16 +63,25 @@ def _json_value(value: Any, column_type: str) -> Any:
 
 
 class LocalBackend:
-    """A data folder opened in this process, as the admin user (`refimpl.connect`)."""
+    """A data folder opened in this process, as the admin user (`refimpl.connect`), in one
+    session of the engine: a transaction stays open from its BEGIN to its COMMIT or
+    ROLLBACK, whatever lines they are typed on."""
+
+    note = ""
 
     def __init__(self, data: Path, database: str) -> None:
         self.database = database
         self.where = str(data)
         self._connection = refimpl.connect(data, database)
+        self._session = self._connection.session()
+
+    @property
+    def in_transaction(self) -> bool:
+        return self._session.transaction is not None
 
     def run(self, text: str) -> Answer:
         try:
-            result = self._connection.execute(text)
+            result = self._session.execute(text)
         except KdbError as exc:
             position = exc.details().get("position")
             if isinstance(position, dict):
@@ -94,12 +98,33 @@ class LocalBackend:
         columns = tuple((c.name, c.type) for c in result.columns)
         return Answer(columns, rows, result.message or "", len(rows))
 
+    def statement(self, piece: Piece) -> Answer:
+        try:
+            return self.run(piece.text)
+        except ShellError as error:
+            raise piece.place(error) from None
+
     def close(self) -> None:
+        self._session.close()  # rolls back a transaction left open, as psql's quitting does
         self._connection.close()
 
 
 class RemoteBackend:
-    """A server's `POST /exec`, with a bearer token (none for a `--dev` server)."""
+    """A server's `POST /exec`, with a bearer token (none for a `--dev` server).
+
+    Each request is a session of its own on the server, which rolls back what the request
+    leaves open. So the shell holds a transaction itself: from BEGIN on, each statement is
+    tried at once in a request that replays the transaction so far and is then rolled back
+    (the answer shown is the one the statement gives inside the transaction; an error
+    rolls the transaction back, as the server would); at COMMIT the whole transaction runs
+    as one request, `BEGIN; ...; COMMIT`; at ROLLBACK it is forgotten, and nothing of it
+    ever committed.
+    """
+
+    note = (
+        "Over HTTP a transaction's statements run at its COMMIT; until then each is tried"
+        " and undone to show its answer, and ROLLBACK discards them."
+    )
 
     def __init__(self, url: str, token: str | None, database: str) -> None:
         self.database = database
@@ -108,6 +133,56 @@ class RemoteBackend:
         if token:
             self._http.headers["Authorization"] = f"Bearer {token}"
         self._http.headers["Content-Type"] = "text/plain; charset=utf-8"
+        self._held: list[Piece] | None = None  # the open transaction's statements
+
+    @property
+    def in_transaction(self) -> bool:
+        return self._held is not None
+
+    def statement(self, piece: Piece) -> Answer:
+        held = self._held
+        if held is None:
+            if piece.kind is Kind.BEGIN:
+                self._held = []
+                return Answer(None, (), "transaction started", 0)
+            try:
+                return self.run(piece.text)
+            except ShellError as error:
+                raise piece.place(error) from None
+        if piece.kind is Kind.ROLLBACK:
+            self._held = None
+            return Answer(None, (), "transaction rolled back", 0)
+        if piece.kind is Kind.COMMIT:
+            self._held = None
+            return self._in_transaction(held, piece)
+        if len(held) >= PREVIEW_LIMIT:
+            held.append(piece)
+            return Answer(None, (), "held until COMMIT", 0)
+        answer = self._in_transaction(held, piece)
+        held.append(piece)
+        return answer
+
+    def _in_transaction(self, held: list[Piece], last: Piece) -> Answer:
+        """`BEGIN; held...; last` as one request (the server rolls back what it leaves
+        open). An error forgets the transaction, as the server's session does."""
+        parts = [Piece("BEGIN", 1, 1, Kind.BEGIN), *held, last]
+        starts: list[int] = []  # each part's first line in the request
+        lines: list[str] = []
+        for part in parts:
+            starts.append(len(lines) + 1)
+            lines.extend(f"{part.text};".splitlines())
+        try:
+            return self.run("\n".join(lines))
+        except ShellError as error:
+            self._held = None
+            index = (error.statement or len(parts)) - 1
+            failed = parts[index]
+            if failed is not last:  # an earlier statement fails now (another session's change)
+                raise ShellError(
+                    f"{error.message} (in the transaction's statement {index}: {failed.text})"
+                ) from None
+            line = None if error.line is None else error.line - starts[index] + 1
+            raise last.place(ShellError(error.message, line, error.column)) from None
 
     def run(self, text: str) -> Answer:
         try:
@@ -132,6 +207,7 @@ class RemoteBackend:
                 str(body.get("error", response.reason)),
                 position.get("line"),
                 position.get("column"),
+                body.get("statement"),
             )
         if "columns" in body:
             columns = tuple((c["name"], c["type"]) for c in body["columns"])

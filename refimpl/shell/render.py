@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from refimpl.shell.backends import Answer, ShellError
+from refimpl.shell.statements import Answer, ShellError
 
 FORMATS = ("table", "csv", "json")
 _NUMERIC = frozenset({"INT", "BIGINT", "DOUBLE"})

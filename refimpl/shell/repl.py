@@ -3,7 +3,9 @@
 Typed (a terminal): prompt-toolkit edits the statement, which may run over several lines and
 ends at a `;` (Enter before that starts a new line); history is kept in a file across runs
 (Up recalls whole statements); Tab completes keywords, tables and columns. Piped: the whole
-input runs as one script. Backslash commands need no `;`:
+input runs as one script. Each statement of a text runs in turn and shows its answer; the
+first error stops the text. A transaction stays open from BEGIN to COMMIT or ROLLBACK
+across lines (the prompt is then `db=*>`). Backslash commands need no `;`:
 
 | command | does |
 |---|---|
@@ -29,12 +31,14 @@ from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 from rich.console import Console
 from rich.text import Text
 
-from refimpl.shell.backends import Backend, ShellError, column_names, table_names
+from refimpl.shell.backends import Backend, column_names, table_names
 from refimpl.shell.completion import Catalog, SqlCompleter
 from refimpl.shell.render import FORMATS, show, show_error
+from refimpl.shell.statements import ShellError, split
 
 HISTORY_FILE = ".refimpl_sql_history"  # in the user's home folder
 QUIT_WORDS = frozenset({"\\q", "quit", "exit"})
+ROLLED_BACK = "The transaction is rolled back: nothing of it was committed."
 HELP = """\\d             list the tables
 \\d TABLE       describe a table
 \\timing [on|off] show how long each statement took
@@ -97,19 +101,41 @@ class Shell:
         return self._sql(text)
 
     def _sql(self, text: str) -> bool:
-        started = time.perf_counter()
+        """Run each statement of `text` in turn, showing each one's answer; stop at the
+        first error (the engine has then rolled back an open transaction, so what follows
+        would commit on its own)."""
+        try:
+            pieces = split(text)
+        except ShellError as error:
+            show_error(self.errors, error, text)  # a text that does not parse runs nothing
+            return False
+        for piece in pieces:
+            started = time.perf_counter()
+            was_open = self.backend.in_transaction
+            try:
+                answer = self.backend.statement(piece)
+            except ShellError as error:
+                show_error(self.errors, error, text)
+                if was_open and not self.backend.in_transaction:
+                    self.errors.print(Text(ROLLED_BACK, style="red"))
+                return False
+            finally:
+                elapsed = time.perf_counter() - started
+            if answer.columns is None:
+                self.catalog.forget()  # a CREATE, DROP or ALTER changes what completes
+            show(self.console, answer, self.options.output_format)
+            if self.options.timing:
+                self.console.print(Text(f"Time: {elapsed * 1000:.3f} ms"))
+        return True
+
+    def _lookup(self, text: str) -> bool:
+        """A backslash command's own query, run as one text outside a held transaction."""
         try:
             answer = self.backend.run(text)
         except ShellError as error:
             show_error(self.errors, error, text)
             return False
-        finally:
-            elapsed = time.perf_counter() - started
-        if answer.columns is None:
-            self.catalog.forget()  # a CREATE, DROP or ALTER changes what completes
         show(self.console, answer, self.options.output_format)
-        if self.options.timing:
-            self.console.print(Text(f"Time: {elapsed * 1000:.3f} ms"))
         return True
 
     def _command(self, text: str) -> bool:
@@ -117,7 +143,7 @@ class Shell:
         argument = argument.strip().rstrip(";").strip()
         if name == "\\d":
             query = f"SHOW COLUMNS FROM {argument}" if argument else "SHOW TABLES"
-            return self._sql(query)
+            return self._lookup(query)
         if name == "\\timing":
             if argument not in ("", "on", "off"):
                 return self._refuse(f"\\timing takes on or off, not '{argument}'")
@@ -157,9 +183,13 @@ class Shell:
                 " End statements with ;  \\? for help, \\q quits."
             )
         )
+        if self.backend.note:
+            self.console.print(Text(self.backend.note))
         while not self.quit:
+            # As psql: `db=*>` while a transaction is open.
+            mark = "*" if self.backend.in_transaction else ""
             try:
-                text = session.prompt(f"{self.backend.database}=> ")
+                text = session.prompt(f"{self.backend.database}={mark}> ")
             except KeyboardInterrupt:
                 continue  # as psql: Ctrl-C drops the statement being typed
             except EOFError:

@@ -9,9 +9,9 @@ import json
 from hypothesis import given
 from hypothesis import strategies as st
 
-from refimpl.shell.backends import Answer
 from refimpl.shell.render import as_csv, as_json, cell_text
 from refimpl.shell.repl import statement_complete
+from refimpl.shell.statements import Answer
 
 values = st.one_of(
     st.none(),

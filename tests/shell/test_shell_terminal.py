@@ -2,51 +2,14 @@
 
 from __future__ import annotations
 
-import os
-import sys
 from pathlib import Path
 
 import pexpect
-import pytest
 
-from tests.http.conftest import ROOT, Server, start_server
+from tests.http.conftest import Server
+from tests.shell.conftest import quit_shell, spawn, type_line
 
-TIMEOUT = 30
 UP = "\x1b[A"
-
-
-def spawn(tmp_path: Path, *args: str) -> pexpect.spawn:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("KDB_")}
-    env.update(
-        HOME=str(tmp_path),
-        PYTHONPATH=str(ROOT),
-        PROMPT_TOOLKIT_NO_CPR="1",
-        TERM="xterm",
-        COLUMNS="200",
-        LINES="50",
-    )
-    child = pexpect.spawn(
-        sys.executable,
-        ["-m", "refimpl", "sql", *args],
-        env=env,
-        cwd=str(tmp_path),
-        encoding="utf-8",
-        timeout=TIMEOUT,
-        dimensions=(50, 200),
-    )
-    child.expect("demo=>")  # the prompt (then cursor moves)
-    return child
-
-
-def type_line(child: pexpect.spawn, line: str) -> None:
-    child.send(line + "\r")
-
-
-def quit_shell(child: pexpect.spawn) -> None:
-    type_line(child, "\\q")
-    child.expect(pexpect.EOF)
-    child.close()
-    assert child.exitstatus == 0
 
 
 def session(child: pexpect.spawn) -> None:
@@ -107,15 +70,6 @@ def test_a_shell_on_a_data_folder_keeps_its_history(tmp_path: Path) -> None:
     child.send("\r")
     child.expect(r"\(1 row\)")
     quit_shell(child)
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory):
-    running = start_server(tmp_path_factory.mktemp("shell-server") / "data")
-    try:
-        yield running
-    finally:
-        assert running.stop() == 0
 
 
 def test_a_shell_on_a_server(tmp_path: Path, server: Server) -> None:
