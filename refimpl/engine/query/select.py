@@ -8,6 +8,7 @@ database's `PlanCache` keeps it for the next run of the same statement over the 
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import operator
 from collections.abc import Callable, Hashable, Iterator, Sequence
@@ -36,6 +37,7 @@ from refimpl.engine.query.expressions import (
     constant_value,
     contains_aggregate,
 )
+from refimpl.engine.query.names import canonical
 from refimpl.engine.query.relations import Relation, bounded
 from refimpl.engine.result import Column
 from refimpl.engine.storage.access_hints import AccessHints
@@ -474,14 +476,21 @@ def _grouped(
                 expr = aliases[lowered]
         if contains_aggregate(expr):
             raise SqlError("aggregates are not allowed in GROUP BY")
-        group_exprs.append(expr)
+        group_exprs.append(canonical(expr, scope))
+    # Every clause spells each column one way, so `t.a` in the select list is the `a` that
+    # GROUP BY names (the trees are compared, not the text).
+    names = [column_name(item) for item in items]
+    items = [ast.SelectItem(canonical(item.expr, scope), item.alias) for item in items]
+    having_expr = None if select.having is None else canonical(select.having, scope)
+    orders = [dataclasses.replace(o, expr=canonical(o.expr, scope)) for o in select.order_by]
     scope.clause = "GROUP BY"
     group_keys = [compile_expression(e, scope) for e in group_exprs]
     key_fns = [key.fn for key in group_keys]
     key_types = [key.type for key in group_keys]
 
     calls: list[ast.FuncCall] = []
-    for site in _aggregate_sites(select, items):
+    sites = [item.expr for item in items] + [o.expr for o in orders]
+    for site in sites if having_expr is None else [*sites, having_expr]:
         for call in aggregate_calls(site):
             if call not in calls:
                 calls.append(call)
@@ -510,16 +519,15 @@ def _grouped(
         outer=scope.outer,
     )
     compiled = [_compile_grouped(item.expr, group_scope) for item in items]
-    names = [column_name(item) for item in items]
     output_columns = [Column(n, _result_type(c)) for n, c in zip(names, compiled, strict=True)]
     having = None
-    if select.having is not None:
+    if having_expr is not None:
         group_scope.clause = "HAVING"
-        having = _compile_grouped(select.having, group_scope).fn
+        having = _compile_grouped(having_expr, group_scope).fn
     fns = [c.fn for c in compiled]
     width = len(slots) + 1
     order_fns = []
-    for order in select.order_by:
+    for order in orders:
         index = _output_index(order.expr, items, names)
         if index is not None:
             order_fns.append((lambda row, p=width + index: row[p], order))
