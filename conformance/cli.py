@@ -3,7 +3,7 @@
     refimpl conform --url URL [--token T] [--only PATTERN] [--skip-file F] [--expect-file F]
                     [--jobs N] [--junit FILE] [--json FILE] [--examples DIR] [--timeout S]
                     [--restart-cmd CMD] [--crash-cmd CMD] [--restart-timeout S]
-                    [--pg HOST:PORT] [--fail-fast] [--rerun-failed REPORT]
+                    [--pg HOST:PORT] [--start-cmd CMD] [--fail-fast] [--rerun-failed REPORT]
                     [--verbose] [--list]
 
 Before any example, a preflight checks the target once (`conformance/preflight.py`): the
@@ -124,6 +124,13 @@ def build_parser() -> argparse.ArgumentParser:
         " without it), and the SQL examples run over it too (ids end in @pg; needs psycopg)",
     )
     parser.add_argument(
+        "--start-cmd",
+        metavar="CMD",
+        help="shell command that starts a server with the settings an example needs (given as"
+        " KDB_<NAME> variables) and prints 'URL [HOST:PORT]' first; such examples are skipped"
+        " without it",
+    )
+    parser.add_argument(
         "--fail-fast", action="store_true", help="stop at the first failure (the rest: skipped)"
     )
     parser.add_argument(
@@ -197,6 +204,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             timeout=args.timeout,
             restarts=restarts,
             pg_address=args.pg,
+            start_cmd=args.start_cmd,
+            start_timeout=args.restart_timeout,
         )
     )
     print(f"running {len(examples)} example(s) against {args.url} with {args.jobs} job(s)")

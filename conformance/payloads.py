@@ -8,6 +8,7 @@ from __future__ import annotations
 import difflib
 import json
 import re
+from collections.abc import Sequence
 from typing import Any
 
 _PLACEHOLDER_RE = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
@@ -131,6 +132,53 @@ def parse_sse(text: str) -> list[dict[str, Any]]:
         elif name == "retry":
             current["retry"] = int(value) if value.isdigit() else value
     return events
+
+
+def parse_frames(text: str, arrivals: Sequence[tuple[int, float]] = ()) -> list[dict[str, Any]]:
+    """Every block of a `text/event-stream` body as it was sent, comments included.
+
+    Each finished block (lines up to a blank line) becomes an object with the fields
+    `parse_sse` gives it, plus `comments` (the text of its comment lines, without the `:`
+    and one space) when it has any, and `at_ms`: milliseconds from the request to the
+    arrival of the block's last byte, from `arrivals` ((bytes read so far, seconds since the
+    request) after each read). A block of comments alone (a heartbeat) is a frame too.
+    """
+    frames: list[dict[str, Any]] = []
+    fields: dict[str, Any] = {}
+    data_lines: list[str] = []
+    comments: list[str] = []
+    offset = 0  # bytes up to the end of the current line, its line break included
+    parts = re.split(r"(\r\n|\r|\n)", text)
+    # Lines stand at even places, each followed by its line break; the last has none.
+    for line, ending in zip(parts[0::2], parts[1::2], strict=False):
+        offset += len(line.encode("utf-8")) + len(ending)
+        if line == "":
+            if fields or data_lines or comments:
+                frame = _finish_event(fields, data_lines)
+                if comments:
+                    frame["comments"] = comments
+                frame["at_ms"] = _arrival_ms(offset, arrivals)
+                frames.append(frame)
+            fields, data_lines, comments = {}, [], []
+        elif line.startswith(":"):
+            comments.append(line[2:] if line.startswith(": ") else line[1:])
+        else:
+            name, _, value = line.partition(":")
+            value = value[1:] if value.startswith(" ") else value
+            if name == "data":
+                data_lines.append(value)
+            elif name in ("event", "id"):
+                fields[name] = value
+            elif name == "retry":
+                fields["retry"] = int(value) if value.isdigit() else value
+    return frames
+
+
+def _arrival_ms(offset: int, arrivals: Sequence[tuple[int, float]]) -> int | None:
+    for read_so_far, seconds in arrivals:
+        if read_so_far >= offset:
+            return round(seconds * 1000)
+    return None
 
 
 def _finish_event(fields: dict[str, Any], data_lines: list[str]) -> dict[str, Any]:

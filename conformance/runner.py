@@ -27,28 +27,24 @@ it needs is missing, and `run_all` runs such examples one at a time after the ot
 
 from __future__ import annotations
 
-import csv
-import io
 import secrets
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import requests
 
 from conformance.cases import Example, render_sql_record
 from conformance.expectations import Expectation, apply_expectation, find_expectation
+from conformance.http_checks import HttpRun, check_answer, check_pending
 from conformance.matchers import MatcherError, match
 from conformance.payloads import (
     SubstitutionError,
     as_text,
-    for_display,
     json_diff,
-    parse_sse,
-    resolve_path,
     substitute,
     text_diff,
     unsubstitute,
@@ -57,6 +53,7 @@ from conformance.pg_session import PgConnection, PgStepError
 from conformance.restarts import RestartCommands, missing_commands, restart_server
 from conformance.results import FAILED, PASSED, SKIPPED, XPASSED, ExampleResult
 from conformance.sql_records import actual_record, compare_records, sorted_record, updated_record
+from conformance.starts import NO_START_CMD, StartFailed, describe, settings_key, started
 from conformance.transport import (
     Background,
     HttpRequest,
@@ -69,9 +66,7 @@ from conformance.transport import (
 
 ADMIN_DATABASE = "demo"
 DB_PREFIX = "conf_"
-_SUCCESS_STATUS = {"$match": "int", "ge": 200, "lt": 300}
 DEFAULT_AWAIT_S = 10.0
-DEFAULT_PENDING_MS = 500.0
 NO_PG = "the example speaks the PostgreSQL protocol: run the suite with --pg HOST:PORT"
 FAIL_FAST_SKIP = "not run: an earlier example failed and --fail-fast stopped the run"
 
@@ -86,6 +81,8 @@ class RunOptions:
     admin_database: str = ADMIN_DATABASE
     restarts: RestartCommands = field(default_factory=RestartCommands)
     pg_address: str | None = None  # HOST:PORT of the PostgreSQL protocol, for `pg` steps
+    start_cmd: str | None = None  # starts a server with an example's settings (`starts`)
+    start_timeout: float = 120.0
 
 
 # ---------------------------------------------------------------------------------------
@@ -195,18 +192,24 @@ class Runner:
                 if on_result:
                     on_result(result)
 
-        def attempt(example: Example, rule: Expectation | None) -> ExampleResult:
+        def attempt(
+            example: Example, rule: Expectation | None, runner: Runner = self
+        ) -> ExampleResult:
             if stopped.is_set():
                 return ExampleResult(example, SKIPPED, message=FAIL_FAST_SKIP)
-            result = apply_expectation(self.run(example), rule)
+            result = apply_expectation(runner.run(example), rule)
             if fail_fast and result.outcome in (FAILED, XPASSED):
                 stopped.set()  # in the worker, before it can take the next example
             return result
 
+        with_settings: dict[tuple[tuple[str, str], ...], list[tuple[int, Example, Any]]] = {}
         for index, example in enumerate(examples):
             rule = find_expectation(example.id, rules)
             if rule is not None and rule.outcome == "SKIP":
                 finish(index, ExampleResult(example, SKIPPED, message=rule.reason or "skipped"))
+            elif example.data.get("settings"):
+                key = settings_key(example.data["settings"])
+                with_settings.setdefault(key, []).append((index, example, rule))
             elif restarts_server(example):
                 alone.append((index, example, rule))
             else:
@@ -224,7 +227,38 @@ class Runner:
                 raise
         for index, example, rule in alone:
             finish(index, attempt(example, rule))
+        for group in with_settings.values():
+            for index, result in self._run_with_settings(group, attempt):
+                finish(index, result)
         return [results[i] for i in sorted(results)]
+
+    def _run_with_settings(
+        self,
+        group: list[tuple[int, Example, Expectation | None]],
+        attempt: Callable[[Example, Expectation | None, Runner], ExampleResult],
+    ) -> Iterator[tuple[int, ExampleResult]]:
+        """The examples of one set of settings, on a server `--start-cmd` starts for them."""
+        settings = group[0][1].data["settings"]
+        if self.options.start_cmd is None:
+            message = NO_START_CMD.format(describe(settings))
+            for index, example, _ in group:
+                yield index, ExampleResult(example, SKIPPED, message=message)
+            return
+        try:
+            with started(self.options.start_cmd, settings, self.options.start_timeout) as server:
+                options = replace(
+                    self.options,
+                    base_url=server.url,
+                    pg_address=server.pg_address,
+                    restarts=RestartCommands(),
+                    start_cmd=None,
+                )
+                runner = Runner(options)
+                for index, example, rule in group:
+                    yield index, attempt(example, rule, runner)
+        except StartFailed as failure:
+            for index, example, _ in group:
+                yield index, ExampleResult(example, FAILED, message=failure.message)
 
     # -- plumbing --------------------------------------------------------------------------
 
@@ -353,7 +387,7 @@ class Runner:
         variables: dict[str, Any],
         result: ExampleResult,
     ) -> None:
-        run = _HttpRun(session, database, variables, result)
+        run = HttpRun(session, database, variables, result)
         try:
             for index, step in enumerate(example.data["steps"], 1):
                 where = f"{example.source}:{example.lines[0]} step {index}"
@@ -365,7 +399,7 @@ class Runner:
                 elif "await" in step:
                     self._await(run, step, where, index)
                 elif "pending" in step:
-                    _check_pending(step, run.backgrounds[step["pending"]], where)
+                    check_pending(step, run.backgrounds[step["pending"]], where)
                 elif "pg" in step:
                     self._pg_step(run, step, where)
                 else:
@@ -376,14 +410,14 @@ class Runner:
                         )
                     else:
                         response = self._send(session, request)
-                        _check(run, step, response, where, index, request.describe())
+                        check_answer(run, step, response, where, index, request.describe())
         finally:
             for background in run.backgrounds.values():
                 background.close()
             for connection in run.pg_sessions.values():
                 connection.close()
 
-    def _pg_step(self, run: _HttpRun, step: dict[str, Any], where: str) -> None:
+    def _pg_step(self, run: HttpRun, step: dict[str, Any], where: str) -> None:
         """Send a `pg` step's messages and match every backend message with `expect`."""
         exchange = substitute(step["pg"], run.variables)
         name = exchange.get("session")
@@ -412,7 +446,7 @@ class Runner:
                 shown,
             )
 
-    def _pg_connect(self, exchange: dict[str, Any], run: _HttpRun) -> PgConnection:
+    def _pg_connect(self, exchange: dict[str, Any], run: HttpRun) -> PgConnection:
         assert self.options.pg_address is not None  # examples with pg steps need it
         host, _, port = self.options.pg_address.rpartition(":")
         headers = self._auth_headers(exchange["auth"], run.variables)
@@ -431,7 +465,7 @@ class Runner:
         auth = self._auth_headers(step["request"].get("auth", "admin"), variables)
         return build_request(request, database, auth)
 
-    def _await(self, run: _HttpRun, step: dict[str, Any], where: str, index: int) -> None:
+    def _await(self, run: HttpRun, step: dict[str, Any], where: str, index: int) -> None:
         background = run.backgrounds[step["await"]]
         within = float(step.get("within_s", DEFAULT_AWAIT_S))
         shown = background.request.describe()
@@ -447,55 +481,7 @@ class Runner:
                 f" {background.error}",
                 request=shown,
             )
-        _check(run, step, background.answer, where, index, shown)
-
-
-@dataclass
-class _HttpRun:
-    """What the steps of one HTTP example share: captures, results, open backgrounds."""
-
-    session: requests.Session
-    database: str
-    variables: dict[str, Any]
-    result: ExampleResult
-    backgrounds: dict[str, Background] = field(default_factory=dict)
-    pg_sessions: dict[str, PgConnection] = field(default_factory=dict)
-
-
-def _check(
-    run: _HttpRun, step: dict[str, Any], response: Response, where: str, index: int, shown: str
-) -> None:
-    """Match an answer against the step's `expect` and keep its `capture`s."""
-    variables = run.variables
-    expect = substitute(step.get("expect", {}), variables)
-    expected_view, actual_view = _expectation_views(expect, response)
-    outcome = match(expected_view, actual_view, variables)
-    if not outcome.ok:
-        names = {"db": run.database, "uniq": variables["uniq"]}
-        run.result.updates.append(
-            {
-                "kind": "http-step",
-                "index": index - 1,
-                "expect": unsubstitute(
-                    _expect_from_view(step.get("expect", {}), outcome.update_view), names
-                ),
-            }
-        )
-        raise StepFailure(
-            f"{where}: " + "; ".join(outcome.mismatches[:8]),
-            json_diff(outcome.expected_view, actual_view),
-            shown,
-        )
-    root = response.root()
-    for name, path in step.get("capture", {}).items():
-        try:
-            variables[name] = resolve_path(root, path)
-        except KeyError:
-            raise StepFailure(
-                f"{where}: capture {name!r}: nothing at {path} in the answer",
-                json_diff({"capture": path}, for_display(root.get("json"))),
-                shown,
-            ) from None
+        check_answer(run, step, background.answer, where, index, shown)
 
 
 def speaks_pg(example: Example) -> bool:
@@ -506,64 +492,3 @@ def speaks_pg(example: Example) -> bool:
 def restarts_server(example: Example) -> bool:
     """True when the example has a `restart` step (it then runs alone, after the others)."""
     return any("restart" in step for step in example.data.get("steps", []))
-
-
-def _check_pending(step: dict[str, Any], background: Background, where: str) -> None:
-    """Pass when the background request is still without an answer after `for_ms`."""
-    wait_ms = float(step.get("for_ms", DEFAULT_PENDING_MS))
-    if background.wait(wait_ms / 1000.0):
-        answered = (background.answered_at or time.monotonic()) - background.started_at
-        what = f"HTTP {background.answer.status}" if background.answer else background.error
-        raise StepFailure(
-            f"{where}: the background request {step['pending']!r} answered ({what})"
-            f" {answered * 1000:.0f} ms after it was sent; it should still be waiting"
-            f" {wait_ms:g} ms into this step",
-            request=background.request.describe(),
-        )
-
-
-# ---------------------------------------------------------------------------------------
-# HTTP expectation views
-# ---------------------------------------------------------------------------------------
-
-
-def _expectation_views(expect: dict[str, Any], response: Response) -> tuple[dict, dict]:
-    """(expected, actual) objects for one `match` call covering every expected part."""
-    expected: dict[str, Any] = {"status": expect.get("status", _SUCCESS_STATUS)}
-    actual: dict[str, Any] = {"status": response.status}
-    if "content_type" in expect:
-        expected["content_type"] = str(expect["content_type"]).lower()
-        actual["content_type"] = response.content_type
-    if "headers" in expect:
-        wanted = {str(k).lower(): v for k, v in expect["headers"].items()}
-        expected["headers"] = wanted
-        actual["headers"] = {k: response.headers[k] for k in wanted if k in response.headers}
-    if "absent_headers" in expect:
-        names = [str(n).lower() for n in expect["absent_headers"]]
-        expected["absent_headers"] = names
-        actual["absent_headers"] = [n for n in names if n not in response.headers]
-    if "body" in expect:
-        expected["body"] = expect["body"]
-        actual["body"] = response.body
-    if "json" in expect:
-        expected["json"] = expect["json"]
-        actual["json"] = response.json()
-    if "csv" in expect:
-        expected["csv"] = expect["csv"]
-        actual["csv"] = list(csv.reader(io.StringIO(response.body, newline="")))
-    if "sse" in expect:
-        expected["sse"] = expect["sse"]
-        actual["sse"] = parse_sse(response.body)
-    return expected, actual
-
-
-def _expect_from_view(original: dict[str, Any], view: dict[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in view.items():
-        if key == "status" and "status" not in original and value == _SUCCESS_STATUS:
-            continue
-        if key == "absent_headers":
-            out[key] = original.get(key, value)
-            continue
-        out[key] = value
-    return out

@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 
 import requests
 
-from conformance.payloads import as_text, parse_sse
+from conformance.payloads import as_text, parse_frames, parse_sse
 
 SSE_MEDIA_TYPE = "text/event-stream"
 _CHUNK = 65536
@@ -45,6 +45,8 @@ class Response:
     headers: dict[str, str]
     body: str
     content_type: str
+    # (bytes read so far, seconds since the request was sent) after each read of a stream
+    arrivals: tuple[tuple[int, float], ...] = ()
 
     def json(self) -> Any:
         """The body parsed as JSON, or the body text when it does not parse."""
@@ -139,6 +141,7 @@ def send(
     """Send `request` and read its answer; raises StepFailure when no answer comes."""
     read = request.read
     read_timeout = float(read.get("timeout", timeout)) if read else timeout
+    sent_at = time.monotonic()
     try:
         response = session.request(
             request.method,
@@ -163,14 +166,16 @@ def send(
             chunk_of: Callable[[float], bytes] = (
                 (lambda _left: reader(_CHUNK)) if reader else (lambda _left: raw.read(1))
             )
-            body = read_stream(chunk_of, read or {}, timeout)
+            body, arrivals = read_stream(chunk_of, read or {}, timeout, sent_at)
         else:
             body = response.content.decode(response.encoding or "utf-8", "replace")
+            arrivals = ()
         return Response(
             status=response.status_code,
             headers={k.lower(): v for k, v in response.headers.items()},
             body=body,
             content_type=media,
+            arrivals=arrivals,
         )
     except requests.RequestException as exc:
         raise StepFailure(f"the answer broke off: {exc}", request=request.describe()) from None
@@ -179,19 +184,27 @@ def send(
 
 
 def read_stream(
-    read_chunk: Callable[[float], bytes], read: dict[str, Any], default_timeout: float
-) -> str:
-    """Read a streamed body until it ends or the step's `read` is satisfied.
+    read_chunk: Callable[[float], bytes],
+    read: dict[str, Any],
+    default_timeout: float,
+    sent_at: float,
+) -> tuple[str, tuple[tuple[int, float], ...]]:
+    """Read a streamed body until it ends or the step's `read` is satisfied; the text and
+    when each part of it came ((bytes so far, seconds since `sent_at`) after each read).
 
-    `read` may say `events` (stop after that many server-sent events), `until` (stop after
-    the first event of that name) and `timeout` (stop after that many seconds; a read that
-    times out ends the reading as a closed stream would). `read_chunk(seconds_left)` gives
-    the next bytes, b"" at the end.
+    `read` may say `events` (stop after that many server-sent events), `frames` (stop after
+    that many blocks, comments alone included), `until` (stop after the first event of that
+    name) and `timeout` (stop after that many seconds; a read that times out ends the
+    reading as a closed stream would). `read_chunk(seconds_left)` gives the next bytes, b""
+    at the end.
     """
     limit = read.get("events")
+    frame_limit = read.get("frames")
     until = read.get("until")
     deadline = time.monotonic() + float(read.get("timeout", default_timeout))
     chunks: list[bytes] = []
+    arrivals: list[tuple[int, float]] = []
+    size = 0
     while time.monotonic() < deadline:
         try:
             chunk = read_chunk(deadline - time.monotonic())
@@ -200,13 +213,18 @@ def read_stream(
         if not chunk:
             break
         chunks.append(chunk)
-        if limit is not None or until is not None:
-            events = parse_sse(b"".join(chunks).decode("utf-8", "replace"))
+        size += len(chunk)
+        arrivals.append((size, time.monotonic() - sent_at))
+        if limit is not None or until is not None or frame_limit is not None:
+            text = b"".join(chunks).decode("utf-8", "replace")
+            if frame_limit is not None and len(parse_frames(text)) >= int(frame_limit):
+                break
+            events = parse_sse(text)
             if limit is not None and len(events) >= int(limit):
                 break
             if until is not None and any(e.get("event") == until for e in events):
                 break
-    return b"".join(chunks).decode("utf-8", "replace")
+    return b"".join(chunks).decode("utf-8", "replace"), tuple(arrivals)
 
 
 class Background:
@@ -273,14 +291,18 @@ class Background:
             media = response.getheader("Content-Type", "").split(";")[0].strip().lower()
             if media == SSE_MEDIA_TYPE or self.request.read:
                 reader = self._chunk_reader(response)
-                text = read_stream(reader, self.request.read or {}, self._timeout)
+                text, arrivals = read_stream(
+                    reader, self.request.read or {}, self._timeout, self.started_at
+                )
             else:
                 text = response.read().decode("utf-8", "replace")
+                arrivals = ()
             self.answer = Response(
                 status=response.status,
                 headers={k.lower(): v for k, v in response.getheaders()},
                 body=text,
                 content_type=media,
+                arrivals=arrivals,
             )
         except (OSError, http.client.HTTPException) as exc:
             ended = "the example ended first" if self._closed else ""

@@ -2,6 +2,9 @@
 
     refimpl supervise serve --state DIR -- --data D [more `refimpl serve` flags]
     refimpl supervise restart --state DIR graceful|crash
+    refimpl supervise start --access-of DATA [-- more `refimpl serve` flags]
+
+(`start`, a throwaway server for the suite's examples with settings, is `suite_server`.)
 
 It ships in the package, so that an implementer who installed the wheel (no checkout) has
 the restart commands the suite's restart examples need.
@@ -35,6 +38,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
+
+from refimpl.commands import suite_server
 
 PID_FILE = "supervisor.pid"
 GENERATION_FILE = "generation"
@@ -168,8 +173,13 @@ def main(argv: list[str] | None = None) -> int:
     again.add_argument("--state", type=Path, required=True)
     again.add_argument("kind", choices=sorted(SIGNALS))
     again.add_argument("--timeout", type=float, default=60.0)
+    suite_server.add_arguments(
+        commands.add_parser("start", help="a throwaway server for examples with settings")
+    )
     args = parser.parse_args(argv)
     if args.command == "restart":
         return restart(args.state, args.kind, args.timeout)
     flags = args.flags[1:] if args.flags[:1] == ["--"] else args.flags
+    if args.command == "start":
+        return suite_server.start(args.access_of, flags)
     return Supervisor(args.state, flags).run()

@@ -40,3 +40,9 @@ def restart_commands(state: Path) -> list[str]:
         return " ".join(shlex.quote(w) for w in words)
 
     return ["--restart-cmd", command("graceful"), "--crash-cmd", command("crash")]
+
+
+def start_command(data: Path) -> str:
+    """`--start-cmd CMD`: a throwaway server taking the users and tokens of `data`'s."""
+    words = [*SUPERVISE, "start", "--access-of", str(data)]
+    return " ".join(shlex.quote(w) for w in words)

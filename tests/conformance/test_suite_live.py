@@ -16,7 +16,7 @@ import socket
 import requests
 
 from conformance import cli
-from tests.conformance.supervised import restart_commands, start_supervised
+from tests.conformance.supervised import restart_commands, start_command, start_supervised
 
 
 def test_every_spec_example_passes_against_a_real_server(tmp_path, capsys):
@@ -41,6 +41,8 @@ def test_every_spec_example_passes_against_a_real_server(tmp_path, capsys):
                 str(tmp_path / "junit.xml"),
                 "--pg",
                 f"127.0.0.1:{pg_port}",
+                "--start-cmd",
+                start_command(tmp_path / "data"),
                 *restart_commands(state),
             ]
         )
@@ -51,7 +53,7 @@ def test_every_spec_example_passes_against_a_real_server(tmp_path, capsys):
         unrun = [
             r for r in summary["results"] if r["outcome"] == "skipped" and "--" in r["message"]
         ]
-        assert not unrun, unrun  # none skipped for want of a restart command or --pg
+        assert not unrun, unrun  # none skipped for want of a restart, --pg or --start-cmd
         assert summary["runner_version"] and summary["started_at"].endswith("+00:00")
         assert summary["duration_s"] > 0
         # The runner leaves the server's users as it found them.
