@@ -1,4 +1,5 @@
-"""The `refimpl` command: serve, sql, check, import, backup, restore, conform, sqllogictest."""
+"""The `refimpl` command: serve, settings, sql, check, import, backup, restore, conform,
+sqllogictest."""
 
 from __future__ import annotations
 
@@ -13,6 +14,12 @@ from pathlib import Path
 from typing import Any
 
 from refimpl.commands.progress import ProgressView
+from refimpl.commands.settings_view import (
+    add_setting_flags,
+    every_setting,
+    flags_of,
+    settings_report,
+)
 from refimpl.errors import ConfigError, KdbError
 from refimpl.log_format import configure as configure_logging
 from refimpl.settings import Settings, engine_options, load_settings, stream_options
@@ -64,41 +71,30 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=_version())
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    serve = commands.add_parser("serve", help="run the HTTP server")
-    serve.add_argument("--data", type=Path, help="data folder (default ./kdb-data)")
-    serve.add_argument("--host", help="address to listen on (default 127.0.0.1)")
-    serve.add_argument("--port", type=int, help="TCP port, 0 for a free one (default 9000)")
-    serve.add_argument("--threads", type=int, help="worker threads (default 16)")
-    serve.add_argument("--config", type=Path, help="config file (default DATA/kdb.conf)")
-    serve.add_argument(
-        "--dev",
-        action="store_true",
-        default=None,
-        help="no authentication, every request acts as admin (loopback hosts only)",
+    serve = commands.add_parser(
+        "serve",
+        help="run the HTTP server",
+        description="Run the HTTP server (and the PostgreSQL protocol's, with --pg-port).",
+        epilog=every_setting(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    serve.add_argument("--static", type=Path, help="a folder to serve at /static/")
-    serve.add_argument(
-        "--pg-port", type=int, help="serve the PostgreSQL protocol on this port (0: a free one)"
-    )
-    serve.add_argument(
-        "--pg-tls-cert", type=Path, help="a PEM certificate: the PostgreSQL port serves TLS"
-    )
-    serve.add_argument("--pg-tls-key", type=Path, help="the PEM private key of --pg-tls-cert")
-    serve.add_argument(
-        "--log-format", choices=("text", "json"), help="log lines on stderr (default text)"
-    )
-    serve.add_argument(
-        "--memory",
-        type=int,
-        metavar="MB",
-        help="limit on the memory table data takes, all databases together (memory_mb)",
-    )
+    add_setting_flags(serve)
     serve.add_argument(
         "--sample",
         action="store_true",
         help="create the database 'sample' (minute candles in ochl_minutes) if missing",
     )
     serve.set_defaults(run=_serve)
+
+    shown = commands.add_parser(
+        "settings",
+        help="every setting's value and where it came from (flags as serve takes them)",
+        description="Every setting of `refimpl serve` with the same flags, environment and"
+        " kdb.conf: its value, and where it came from (default, the config file, a KDB_"
+        " variable or a flag). Exit status 2 when `serve` would refuse them.",
+    )
+    add_setting_flags(shown)
+    shown.set_defaults(run=_settings)
 
     sql = commands.add_parser("sql", help="an SQL shell on a data folder or a server")
     sql.add_argument("--data", type=Path, help="data folder (default ./kdb-data)")
@@ -190,20 +186,7 @@ def _serve(options: argparse.Namespace) -> int:
     from refimpl.http.serving.run import serve
     from refimpl.sql.parser import warm_up
 
-    flags = {
-        "data": options.data,
-        "host": options.host,
-        "port": options.port,
-        "threads": options.threads,
-        "dev": options.dev,
-        "static": options.static,
-        "pg_port": options.pg_port,
-        "pg_tls_cert": options.pg_tls_cert,
-        "pg_tls_key": options.pg_tls_key,
-        "log_format": options.log_format,
-        "memory_mb": options.memory,
-    }
-    settings = load_settings(flags, config=options.config)
+    settings = load_settings(flags_of(options), config=options.config)
     if settings.dev and not _is_loopback(settings.host):
         raise ConfigError(
             f"--dev turns authentication off and may only listen on a loopback address,"
@@ -309,6 +292,11 @@ def _check_ports(settings: Settings) -> None:
     check_port_free(settings.host, settings.port, "port")
     if settings.pg_port is not None:
         check_port_free(settings.host, settings.pg_port, "pg_port")
+
+
+def _settings(options: argparse.Namespace) -> int:
+    print(settings_report(options, environ=None))
+    return 0
 
 
 def _refuse_static_near_data(static: Path, data: Path) -> None:

@@ -7,6 +7,7 @@ a typo in a config file should never be silently ignored.
 
 from __future__ import annotations
 
+import difflib
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
@@ -234,9 +235,17 @@ def parse_config(text: str, source: str = CONFIG_NAME) -> dict[str, str]:
         if not sep or not key:
             raise ConfigError(f"{source} line {number}: write `key = value`, not {raw.strip()!r}")
         if key not in _PARSERS:
-            raise ConfigError(f"{source} line {number}: unknown setting '{key}'")
+            raise ConfigError(f"{source} line {number}: unknown setting '{key}'{_hint(key)}")
         values[key] = value.strip()
     return values
+
+
+def _hint(key: str) -> str:
+    """"; did you mean 'x'?" for the known key closest to `key`, or a pointer to the list."""
+    close = difflib.get_close_matches(key, KEYS, n=1)
+    if close:
+        return f"; did you mean '{close[0]}'?"
+    return " (`refimpl settings` lists them all)"
 
 
 def _convert(key: str, text: str, source: str) -> object:
@@ -253,8 +262,11 @@ def _from_environment(environ: Mapping[str, str]) -> dict[str, str]:
             continue
         key = name[len(ENV_PREFIX) :].lower()
         if key not in _PARSERS:
-            known = ", ".join(ENV_PREFIX + k.upper() for k in KEYS)
-            raise ConfigError(f"unknown environment setting {name}; known are {known}")
+            close = difflib.get_close_matches(key, KEYS, n=1)
+            hint = f"; did you mean {ENV_PREFIX}{close[0].upper()}?" if close else ""
+            raise ConfigError(
+                f"unknown environment setting {name}{hint} (`refimpl settings` lists them all)"
+            )
         values[key] = text
     return values
 
@@ -269,13 +281,24 @@ def load_settings(
     The config file is `config` when given (it must then exist), else `<data>/kdb.conf` when
     that exists, where data is what the environment or flags say, else the default.
     """
+    return load_settings_and_sources(flags, environ, config)[0]
+
+
+def load_settings_and_sources(
+    flags: Mapping[str, object | None] | None = None,
+    environ: Mapping[str, str] | None = None,
+    config: Path | None = None,
+) -> tuple[Settings, dict[str, str]]:
+    """What `load_settings` gives, and where each key's value came from: `default`, the
+    config file's path, the environment variable (`KDB_PORT`) or the flag (`--port`)."""
     flags = {k: v for k, v in (flags or {}).items() if v is not None}
     for key in flags:
         if key not in _PARSERS:
-            raise ConfigError(f"unknown setting '{key}'")
+            raise ConfigError(f"unknown setting '{key}'{_hint(key)}")
     env = _from_environment(os.environ if environ is None else environ)
 
     merged: dict[str, object] = {}
+    sources = dict.fromkeys(KEYS, "default")
     if config is None:
         data = flags.get("data")
         if data is None:
@@ -289,17 +312,22 @@ def load_settings(
     if config_text is not None:
         for key, text in parse_config(config_text, config_source).items():
             merged[key] = _convert(key, text, config_source)
+            sources[key] = config_source
     for key, text in env.items():
         merged[key] = _convert(key, text, ENV_PREFIX + key.upper())
+        sources[key] = ENV_PREFIX + key.upper()
     for key, value in flags.items():
         # Flags arrive typed from argparse, or as text from callers that build them by hand.
         merged[key] = _convert(key, value, f"--{key}") if isinstance(value, str) else value
+        sources[key] = "--" + key.replace("_", "-")
     if "segment_mb" not in merged:
         # Unset, the segment size follows a small archive down instead of refusing to start.
         archive = merged.get("wal_archive_mb", DEFAULTS.wal_archive_mb)
         assert isinstance(archive, int)
         merged["segment_mb"] = max(1, min(DEFAULTS.segment_mb, archive // 4))
-    return _validated(Settings(**merged))  # type: ignore[arg-type]
+        if "wal_archive_mb" in merged:
+            sources["segment_mb"] = "default (at most wal_archive_mb / 4)"
+    return _validated(Settings(**merged)), sources  # type: ignore[arg-type]
 
 
 def _read(path: Path) -> str:

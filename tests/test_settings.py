@@ -7,7 +7,14 @@ from pathlib import Path
 import pytest
 
 from refimpl.errors import ConfigError
-from refimpl.settings import Settings, engine_options, load_settings, parse_config
+from refimpl.settings import (
+    KEYS,
+    Settings,
+    engine_options,
+    load_settings,
+    load_settings_and_sources,
+    parse_config,
+)
 
 
 def test_defaults(tmp_path):
@@ -96,3 +103,30 @@ def test_engine_options_in_engine_units(tmp_path):
     assert options.statement_timeout == 1.5 and options.fsync_delay == 0.0005
     assert options.wal_archive_bytes == 1024 * 1024 * 1024
     assert options.segment_bytes == options.checkpoint_bytes == 64 * 1024 * 1024
+
+
+def test_sources_say_where_each_value_came_from(tmp_path):
+    (tmp_path / "kdb.conf").write_text("threads = 4\nwal_archive_mb = 8\n")
+    settings, sources = load_settings_and_sources(
+        {"data": tmp_path, "port": None, "dev": True}, environ={"KDB_THREADS": "5"}
+    )
+    assert (settings.threads, settings.segment_mb, settings.dev) == (5, 2, True)
+    assert sources["threads"] == "KDB_THREADS"
+    assert sources["wal_archive_mb"] == str(tmp_path / "kdb.conf")
+    assert sources["segment_mb"] == "default (at most wal_archive_mb / 4)"
+    assert sources["dev"] == "--dev" and sources["data"] == "--data"
+    assert sources["port"] == "default"  # None: not given
+    assert set(sources) == set(KEYS)
+
+
+def test_an_unknown_key_names_the_closest_known_one(tmp_path):
+    with pytest.raises(
+        ConfigError, match=r"unknown setting 'max_body_bm'; did you mean 'max_body_mb'\?"
+    ):
+        load_settings({"data": tmp_path, "max_body_bm": 3}, environ={})
+    with pytest.raises(ConfigError, match=r"did you mean KDB_PG_PORT\?"):
+        load_settings({"data": tmp_path}, environ={"KDB_PGPORT": "5432"})
+    with pytest.raises(
+        ConfigError, match=r"line 1: unknown setting 'log_fromat'; did you mean 'log_format'\?"
+    ):
+        parse_config("log_fromat = json\n")
