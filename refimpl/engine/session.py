@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from refimpl.engine import admission
+from refimpl.engine.query import deadlines
 from refimpl.engine.result import Result
 from refimpl.engine.rights import Principal, Right
 from refimpl.engine.statements import executor
@@ -102,7 +103,8 @@ class Session:
         try:
             if not params and not scanned:
                 template = template_of(sql)
-            return self._execute(sql, params, template)
+            with deadlines.running(self):  # loops inside one value stop at the deadline too
+                return self._execute(sql, params, template)
         finally:
             self._deadline = None
 
@@ -235,6 +237,11 @@ class Session:
         if self._deadline is not None:
             return self._deadline
         return self._new_deadline()
+
+    def statement_deadline(self) -> float | None:
+        """The running statement's deadline; None outside `execute`
+        (`refimpl.engine.query.deadlines`)."""
+        return self._deadline
 
     def _new_deadline(self) -> float:
         return time.monotonic() + self.database.options.statement_timeout

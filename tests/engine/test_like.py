@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import refimpl
+from refimpl.engine.options import EngineOptions
 from refimpl.engine.query.like import like_matcher
+from refimpl.errors import StatementTimeout
 
 
 def reference(pattern: str, text: str) -> bool:
@@ -55,3 +60,30 @@ def test_a_backtracking_pattern_costs_its_length():
     assert not like_matcher("%a" * 22 + "%b")(text)
     assert not like_matcher("%a" * 5000 + "%b")("a" * 100_000)
     assert time.monotonic() - started < 2.0
+
+
+@settings(max_examples=1000, deadline=None)
+@given(st.text("ab_", min_size=7, max_size=24).map(lambda p: f"%{p}%"), st.text("ab", max_size=40))
+def test_pieces_of_many_runs_agree_with_the_reference(pattern: str, text: str):
+    """Pieces of more than three runs are checked by one compiled expression."""
+    assert like_matcher(pattern)(text) == reference(pattern, text)
+
+
+def test_a_costly_like_stops_at_the_statement_timeout(tmp_path: Path):
+    """A pattern whose every place is a candidate, over a long text: one value's loop, that
+    stops with the statement and changes nothing (over HTTP and the PostgreSQL protocol:
+    tests/http/test_like_deadline.py)."""
+    db = refimpl.connect(tmp_path, options=EngineOptions(statement_timeout=0.2))
+    try:
+        db.execute("CREATE TABLE t (id INT PRIMARY KEY, s STRING)")
+        db.execute("CREATE TABLE u (id INT PRIMARY KEY, s STRING)")
+        db.execute("INSERT INTO t VALUES (1, ?)", ["a" * 300_000])
+        pattern = "%" + "a_" * 4000 + "b%"
+        started = time.monotonic()
+        with pytest.raises(StatementTimeout, match="statement_timeout_ms"):
+            db.execute("INSERT INTO u SELECT id, s FROM t WHERE s LIKE ?", [pattern])
+        assert time.monotonic() - started < 2.0
+        assert db.execute("SELECT count(*) FROM u").rows == [(0,)]
+        assert like_matcher(pattern)("a" * 2000) is False  # outside a statement: no deadline
+    finally:
+        db.close()

@@ -9,19 +9,30 @@ the pieces after it. Each piece is found by `str.find` of its longest run withou
 matching costs O(len(text) * len(pattern)) at worst and usually one `find` a piece: a
 pattern such as `%a%a%a%b` costs no more than its length (a regex of it backtracks
 exponentially, in one C call that holds the interpreter lock).
+
+The worst case (`%a_a_..._b%` over a long run of `a`s: every place is a candidate, each
+checked over the whole piece) is what a client chooses the sizes of, so a piece checks a
+candidate in one C call (a compiled regular expression of fixed length, `.` for `_`, which
+cannot backtrack) and the statement's deadline every CHECK_EVERY candidates
+(`refimpl.engine.query.deadlines`): such a LIKE stops with the statement timeout.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
+from refimpl.engine.query import deadlines
+
 Matcher = Callable[[str], bool]
+CHECK_EVERY = 256  # candidates of a piece between two looks at the deadline
+_FEW_CHECKS = 2  # runs checked in place by startswith; more: one compiled expression
 
 
 class _Piece:
     """A run of the pattern between two `%`: literal characters and `_` (any one)."""
 
-    __slots__ = ("text", "size", "anchor", "anchor_at", "checks")
+    __slots__ = ("text", "size", "anchor", "anchor_at", "checks", "compiled")
 
     def __init__(self, text: str) -> None:
         self.text = text
@@ -31,11 +42,17 @@ class _Piece:
         # place at their offsets.
         self.anchor_at, self.anchor = max(runs, key=lambda r: len(r[1]), default=(0, ""))
         self.checks = [(start, run) for start, run in runs if start != self.anchor_at]
+        self.compiled: re.Pattern[str] | None = None
+        if len(self.checks) > _FEW_CHECKS:
+            body = ".".join(re.escape(part) for part in text.split("_"))
+            self.compiled = re.compile(body, re.DOTALL)
 
     def matches_at(self, value: str, position: int) -> bool:
         """The piece matches `value` at `position` (the caller knows it fits)."""
         if self.anchor and not value.startswith(self.anchor, position + self.anchor_at):
             return False
+        if self.compiled is not None:
+            return self.compiled.match(value, position) is not None
         return all(value.startswith(run, position + start) for start, run in self.checks)
 
     def find(self, value: str, start: int, end: int) -> int:
@@ -47,6 +64,7 @@ class _Piece:
             return start
         offset = self.anchor_at
         probe = start + offset
+        candidates = 0
         while True:
             found = value.find(self.anchor, probe, last + offset + len(self.anchor))
             if found < 0:
@@ -55,6 +73,9 @@ class _Piece:
             if self.matches_at(value, position):
                 return position
             probe = found + 1
+            candidates += 1
+            if candidates % CHECK_EVERY == 0:
+                deadlines.check()
 
 
 def _literal_runs(piece: str) -> list[tuple[int, str]]:
@@ -87,11 +108,13 @@ def like_matcher(pattern: str) -> Matcher:
         if not last.matches_at(value, tail):
             return False
         position = first.size
-        for piece in middle:
+        for index, piece in enumerate(middle, 1):
             found = piece.find(value, position, tail)
             if found < 0:
                 return False
             position = found + piece.size
+            if index % CHECK_EVERY == 0:  # each piece's find is a scan of the text
+                deadlines.check()
         return True
 
     return matches
