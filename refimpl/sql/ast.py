@@ -7,7 +7,6 @@ as written (case preserved); the catalog compares them case-insensitively.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from refimpl.sql.ast_access import (  # noqa: F401 - re-exported: ast.CreateUser, ...
@@ -25,7 +24,7 @@ from refimpl.sql.ast_access import (  # noqa: F401 - re-exported: ast.CreateUser
     Statement,
 )
 from refimpl.sql.ast_arrays import Subscript  # noqa: F401 - re-exported: ast.Subscript
-from refimpl.sql.ast_base import Expr
+from refimpl.sql.ast_base import Expr, walk  # noqa: F401 - re-exported: ast.walk
 from refimpl.sql.ast_copy import (  # noqa: F401 - re-exported: ast.CopyFrom, ...
     CopyFrom,
     CopyOption,
@@ -199,16 +198,16 @@ class FunctionSource:
 
 @dataclass(frozen=True, slots=True)
 class JoinSource:
-    """`left [INNER|LEFT|RIGHT|FULL|CROSS] JOIN right [ON ... | USING (...)]`; a comma is CROSS.
-
-    `kind` is INNER, LEFT, RIGHT, FULL or CROSS; joins nest to the left as written.
-    """
+    """`left [NATURAL] [INNER|LEFT|RIGHT|FULL|CROSS] JOIN right [ON ... | USING (...)]`; a
+    comma is CROSS. Joins nest to the left as written, or as parentheses group them.
+    `natural`: USING the columns both sides name (known only once the sides are)."""
 
     kind: str
     left: Source
     right: Source
     on: Expr | None = None
     using: tuple[str, ...] = ()
+    natural: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -584,19 +583,3 @@ class ParsedScript:
     statements: tuple[Statement, ...]
     param_count: int = 0
     sources: tuple[str, ...] = field(default=())  # each statement's own text, trimmed
-
-
-def walk(node: object) -> Iterator[object]:
-    """Every node of a tree (statement, query, expression), `node` included, in no set order.
-
-    With a stack of its own: safe on trees as deep as the parser allows.
-    """
-    todo = [node]
-    while todo:
-        item = todo.pop()
-        if isinstance(item, tuple):
-            todo.extend(item)
-            continue
-        yield item
-        if hasattr(item, "__dataclass_fields__"):
-            todo.extend(getattr(item, name) for name in item.__dataclass_fields__)

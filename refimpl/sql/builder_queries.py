@@ -10,6 +10,7 @@ import dataclasses
 
 from lark import Token, Transformer, v_args
 
+from refimpl.errors import NotAllowed
 from refimpl.sql import ast
 from refimpl.sql.ast import Expr
 from refimpl.sql.limits import check_depth
@@ -135,6 +136,16 @@ class QueryBuilder(Transformer):
     ) -> ast.JoinSource:
         on, using = spec
         return ast.JoinSource(kind, left, right, on, using)
+
+    def natural_join(self, left: ast.Source, kind: str, right: ast.Source) -> ast.JoinSource:
+        return ast.JoinSource(kind, left, right, natural=True)
+
+    def lateral_source(self, token: Token, *rest: object) -> ast.Source:
+        raise NotAllowed(
+            f"line {token.line}, column {token.column}: LATERAL is not supported: a subquery"
+            " or function in FROM cannot read the tables before it; join on a condition"
+            " instead, or move the correlated part into the select list"
+        )
 
     def inner_join(self) -> str:
         return "INNER"

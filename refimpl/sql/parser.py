@@ -125,10 +125,6 @@ NAME_KEYWORDS: frozenset[str] = frozenset(
 # Error messages
 # ---------------------------------------------------------------------------------------
 
-_UNSUPPORTED = {
-    "NATURAL": "NATURAL JOIN is not supported: write JOIN ... USING (columns)",
-}
-
 # What a person calls the input that a nonterminal begins. None hides optional modifiers (IF
 # EXISTS, DISTINCT, ...) that would only make the message longer.
 _RULE_WORDS: dict[str, str | None] = {
@@ -250,6 +246,7 @@ _CLAUSES = ["FROM", "WHERE", "GROUP", "HAVING", "ORDER", "LIMIT"]
 # make the list of what may follow a FROM long without telling much).
 _CLAUSE_LIKE = {
     "CROSS",
+    "NATURAL",
     "JOIN",
     "INNER",
     "LEFT",
@@ -479,9 +476,6 @@ _UNTERMINATED = re.compile(
     r"""'[^']*(?:''[^']*)*'|"[^"]*(?:""[^"]*)*"|--[^\n]*|/\*.*?\*/|(['"]|/\*)""", re.S
 )
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_NATURAL_JOIN = re.compile(
-    r"\bNATURAL\s+(?:(?:LEFT|RIGHT|FULL|INNER)\s+)?(?:OUTER\s+)?JOIN\b", re.I
-)
 
 
 def _unterminated(text: str, before: int) -> tuple[int, str] | None:
@@ -528,10 +522,6 @@ def _syntax_error(error: UnexpectedInput, text: str) -> SqlSyntaxError:
 
     # Words and shapes of SQL that this database deliberately does not have.
     match = _WORD.match(text, offset)
-    natural = _NATURAL_JOIN.search(text)
-    if natural is not None and natural.start() <= offset:
-        # `FROM a NATURAL JOIN b` reads NATURAL as the alias of a: point at it.
-        return _make(text, natural.start(), _UNSUPPORTED["NATURAL"])
     if text.startswith(",", offset):
         recent = [v.upper() for v in stack[-4:] if isinstance(v, Token)]
         if "LIMIT" in recent:

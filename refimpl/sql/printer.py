@@ -221,8 +221,13 @@ def _source(source: ast.Source) -> str:
     if isinstance(source, ast.TableSource):
         return quote_name(source.name) + _alias(source.alias)
     if isinstance(source, ast.JoinSource):
-        # Joins nest to the left, so a join on the right side needs no parentheses to exist.
+        # Joins nest to the left: a join on the right side is one in parentheses.
         left, right = _source(source.left), _source(source.right)
+        if isinstance(source.right, ast.JoinSource):
+            right = f"({right})"
+        if source.natural:
+            kind = "" if source.kind == "INNER" else f" {source.kind}"
+            return f"{left} NATURAL{kind} JOIN {right}"
         if source.kind == "CROSS":
             return f"{left} CROSS JOIN {right}"
         if source.using:

@@ -602,8 +602,9 @@ ERRORS: list[tuple[str, str]] = [
     ),
     ("CREATE TABLE t (PRIMARY KEY (a))", "line 1, column 17: a table needs at least one column"),
     (
-        "SELECT * FROM a\n  NATURAL JOIN b",
-        "line 2, column 3: NATURAL JOIN is not supported: write JOIN ... USING (columns)",
+        "SELECT * FROM a\n  NATURAL JOIN b ON a.x = b.x",
+        "line 2, column 18: expected a clause (WHERE, GROUP BY, ...), ',' or the end of the"
+        " statement but found 'ON'",
     ),
     ("SELECT * FROM a JOIN b", "line 1, column 23: unexpected end of input: expected ON or USING"),
     (

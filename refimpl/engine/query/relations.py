@@ -174,6 +174,8 @@ def join(
     ]
     star = list(left.star) + [width + i for i in right.star]
     kind = source.kind
+    if source.natural:
+        source = _natural(source, left, right)
     if source.using:
         plan, merged, star = _using_plan(source, columns, width, star, kind)
     else:
@@ -189,6 +191,19 @@ def join(
     right_width = len(right.scope_columns)
     produce = _producer(left, right, plan, kind, width, right_width, merged, deadline)
     return Relation(columns + [m[0] for m in merged], produce, star, plan=plan)
+
+
+def _natural(source: ast.JoinSource, left: Relation, right: Relation) -> ast.JoinSource:
+    """NATURAL JOIN as the USING of the column names both sides show (in the left side's
+    order); with none in common it pairs every row with every row, as PostgreSQL's does."""
+    theirs = {right.scope_columns[i].name.lower() for i in right.star}
+    common = [
+        left.scope_columns[i].name
+        for i in left.star
+        if left.scope_columns[i].name.lower() in theirs
+    ]
+    on = None if common else ast.Literal(True, "BOOLEAN")
+    return ast.JoinSource(source.kind, source.left, source.right, on, tuple(common))
 
 
 def _side_scope(columns: list[ScopeColumn], scope: Scope) -> Scope:
