@@ -12,6 +12,10 @@ from __future__ import annotations
 class KdbError(Exception):
     """Base of every error refimpl raises on purpose."""
 
+    # Which statement of a script of several failed (1-based); None for a single statement
+    # or a failure outside SQL. Set by the session that ran the script.
+    statement_index: int | None = None
+
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
@@ -184,6 +188,10 @@ class StatementCancelled(SqlError):
         super().__init__("canceling statement due to user request")
 
 
+class CopyError(SqlError):
+    """Bad COPY data or options: the message names the line and column."""
+
+
 class CopyFailed(SqlError):
     """The client ended its COPY FROM STDIN data with a failure (PostgreSQL's CopyFail)."""
 
@@ -234,6 +242,38 @@ class BadRequest(KdbError):
 
 class PayloadTooLarge(BadRequest):
     pass
+
+
+class LineError(BadRequest):
+    """A line of line-protocol data (POST /write) that cannot be read, with where it fails."""
+
+    def __init__(self, line: int, column: int, message: str) -> None:
+        super().__init__(f"line {line}, column {column}: {message}")
+        self.line = line
+        self.column = column
+
+    def details(self) -> dict[str, object]:
+        return {"position": {"line": self.line, "column": self.column}}
+
+
+class MalformedRequest(BadRequest):
+    """An HTTP request whose framing cannot be read; it is answered and the connection ends."""
+
+
+class RequestTargetTooLong(MalformedRequest):
+    """A request line past the server's limit."""
+
+
+class RequestHeadTooLarge(MalformedRequest):
+    """Header fields past the server's limit, in number or in bytes."""
+
+
+class RequestBodyTooLarge(MalformedRequest, PayloadTooLarge):
+    """A body announced or sent past `max_body_mb`."""
+
+
+class RequestTimeout(BadRequest):
+    """A request that did not arrive whole in time after its first byte; the connection ends."""
 
 
 class ProtocolError(BadRequest):
@@ -297,6 +337,11 @@ class TooManyRequests(KdbError):
 
 class Unavailable(KdbError):
     """The documented 503: shutting down, or writes stopped after a disk failure."""
+
+
+class TooManyConnections(Unavailable):
+    """A connection past `max_connections` or `max_connections_per_address`, or met when the
+    process has no file descriptor left: refused at once, before its request is read."""
 
 
 class WritesStopped(Unavailable):

@@ -145,7 +145,7 @@ class Session:
                 if self.transaction is not None:
                     self.rollback()
                 if count > 1:
-                    error.statement_index = index + 1  # type: ignore[attr-defined]
+                    error.statement_index = index + 1
                 raise
         assert result is not None
         result.statements = count

@@ -9,30 +9,44 @@ answered as a 500 whose body says only that, never the traceback itself.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 
 from werkzeug.exceptions import HTTPException
 
 from refimpl import errors
 from refimpl.http.encode import Answer, json_response
+from refimpl.http.serving import wire
 
 log = logging.getLogger("refimpl.http")
 
 RETRY_AFTER_SECONDS = 5
 
 # Most specific first: the first class an exception is an instance of decides the status.
-_STATUS: tuple[tuple[type[errors.KdbError], int], ...] = (
-    (errors.PayloadTooLarge, 413),
-    (errors.BadRequest, 400),
-    (errors.SqlError, 400),
+STATUS: tuple[tuple[type[errors.KdbError], int], ...] = (
+    (errors.RequestTargetTooLong, 414),
+    (errors.RequestHeadTooLarge, 431),
+    (errors.PayloadTooLarge, 413),  # a body past max_body_mb (RequestBodyTooLarge) too
+    (errors.RequestTimeout, 408),
+    (errors.BadRequest, 400),  # framing (MalformedRequest) and line protocol (LineError) too
+    (errors.SqlError, 400),  # COPY's (CopyError) too
     (errors.Unauthorized, 401),
     (errors.Forbidden, 403),
     (errors.NotFound, 404),
     (errors.Gone, 410),
     (errors.TooManyRequests, 429),
-    (errors.Unavailable, 503),
+    (errors.Unavailable, 503),  # a refused connection (TooManyConnections) too
     (errors.ConfigError, 500),
     # A disk that failed a write, or damage met while serving: the change was not made.
     (errors.StorageError, 503),
+)
+
+# The seconds a 503 tells its client to wait (Retry-After), most specific first; None: waiting
+# cannot mend it, and no Retry-After is sent. Any other 503 says RETRY_AFTER_SECONDS.
+RETRY_AFTER: tuple[tuple[type[errors.KdbError], int | None], ...] = (
+    # Refused before its request was read: a connection closes soon, so ask again soon.
+    (errors.TooManyConnections, 1),
+    (errors.MemoryFull, None),  # waiting alone frees no memory
+    (errors.WritesStopped, None),  # no write succeeds again until a restart
 )
 
 
@@ -45,23 +59,38 @@ def error_response(
     message: str,
     headers: dict[str, str] | None = None,
     *,
-    retry: bool = True,
-    **extra: object,
+    retry_after: int | None = RETRY_AFTER_SECONDS,
+    extra: Mapping[str, object] | None = None,
 ) -> Answer:
-    """`retry=False`: a 503 that waiting cannot mend, sent without `Retry-After`."""
+    """A JSON error answer; a 503 says `Retry-After: retry_after` unless that is None."""
     headers = dict(headers or {})
     if status == 401:
         headers["WWW-Authenticate"] = 'Bearer realm="kdb"'
-    if status == 503 and retry:
-        headers["Retry-After"] = str(RETRY_AFTER_SECONDS)
-    return json_response(error_body(message, **extra), status, headers)
+    if status == 503 and retry_after is not None:
+        headers["Retry-After"] = str(retry_after)
+    return json_response(error_body(message, **(extra or {})), status, headers)
 
 
 def status_of(exc: errors.KdbError) -> int:
-    for cls, status in _STATUS:
+    for cls, status in STATUS:
         if isinstance(exc, cls):
             return status
     return 500
+
+
+def retry_after_of(exc: errors.KdbError) -> int | None:
+    """The Retry-After seconds of `exc`'s answer if it is a 503 (None: no Retry-After)."""
+    for cls, seconds in RETRY_AFTER:
+        if isinstance(exc, cls):
+            return seconds
+    return RETRY_AFTER_SECONDS
+
+
+def message_of(exc: errors.KdbError) -> str:
+    if isinstance(exc, errors.WritesStopped) and "restart" not in exc.message:
+        # The log failed: no write succeeds again until a restart, so a retry cannot help.
+        return exc.message + "; the disk must be checked and the server restarted to write again"
+    return exc.message
 
 
 def kdb_error_response(exc: errors.KdbError) -> Answer:
@@ -70,21 +99,23 @@ def kdb_error_response(exc: errors.KdbError) -> Answer:
         # Storage damage or a bad setting met while serving: not the client's fault.
         log.error("%s while serving a request: %s", type(exc).__name__, exc.message)
     extra = dict(exc.details())
-    index = getattr(exc, "statement_index", None)
-    if isinstance(index, int):
-        extra["statement"] = index
-    if isinstance(exc, errors.MemoryFull):
-        # Waiting alone frees no memory: no Retry-After.
-        return error_response(status, exc.message, retry=False, **extra)
-    if isinstance(exc, errors.WritesStopped):
-        # The log failed: no write succeeds again until a restart, so a retry cannot help.
-        message = exc.message
-        if "restart" not in message:
-            message += "; the disk must be checked and the server restarted to write again"
-        return error_response(status, message, retry=False, **extra)
+    if exc.statement_index is not None:
+        extra["statement"] = exc.statement_index
+    headers = {}
     if isinstance(exc, errors.TooManyRequests):
-        return error_response(status, exc.message, {"Retry-After": str(exc.retry_after)}, **extra)
-    return error_response(status, exc.message, **extra)
+        headers["Retry-After"] = str(exc.retry_after)
+    return error_response(
+        status, message_of(exc), headers, retry_after=retry_after_of(exc), extra=extra
+    )
+
+
+def closing_answer(exc: errors.KdbError) -> bytes:
+    """The whole answer, as bytes, to a connection that ends before a request runs: a request
+    that cannot be read or did not arrive in time, or a connection refused at a limit."""
+    status = status_of(exc)
+    retry_after = retry_after_of(exc) if status == 503 else None
+    headers = {"Retry-After": str(retry_after)} if retry_after is not None else {}
+    return wire.error_answer(status, message_of(exc), headers)
 
 
 def http_exception_response(exc: HTTPException) -> Answer:

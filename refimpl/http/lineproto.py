@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass, field
 
 from refimpl.engine.storage import values as stored
-from refimpl.errors import BadRequest
+from refimpl.errors import BadRequest, LineError
 
 NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 TIMESTAMP_COLUMN = "timestamp"
@@ -51,16 +51,6 @@ class Point:
     values: dict[str, tuple[str, object]] = field(default_factory=dict)
     timestamp: int | None = None  # microseconds since the epoch, None for "now"
     columns: dict[str, int] = field(default_factory=dict)  # name -> column of the line
-
-
-class LineError(BadRequest):
-    def __init__(self, line: int, column: int, message: str) -> None:
-        super().__init__(f"line {line}, column {column}: {message}")
-        self.line = line
-        self.column = column
-
-    def details(self) -> dict[str, object]:
-        return {"position": {"line": self.line, "column": self.column}}
 
 
 class _Cursor:
@@ -210,8 +200,8 @@ def parse_line(text: str, number: int, multiplier: int | None) -> Point:
             )
         micros = None
         if len(rest.lstrip("-").lstrip("0")) <= _LONGEST_INTEGER:
-            value = int(rest)
-            micros = value // 1000 if multiplier is None else value * multiplier
+            stamp = int(rest)
+            micros = stamp // 1000 if multiplier is None else stamp * multiplier
         # The TIMESTAMP range, whatever the precision: a moment a reader could not show is
         # never stored.
         if micros is None or not stored.TIMESTAMP_MIN <= micros <= stored.TIMESTAMP_MAX:

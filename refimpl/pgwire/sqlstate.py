@@ -7,7 +7,6 @@ Most specific class first: the first class an error is an instance of gives its 
 from __future__ import annotations
 
 from refimpl import errors
-from refimpl.engine.statements.copy_formats import CopyError
 from refimpl.pgwire.messages import ErrorResponse
 
 SQLSTATE: tuple[tuple[type[errors.KdbError], str], ...] = (
@@ -21,7 +20,7 @@ SQLSTATE: tuple[tuple[type[errors.KdbError], str], ...] = (
     (errors.DuplicateKey, "23505"),  # unique_violation
     (errors.NotNullViolation, "23502"),  # not_null_violation
     (errors.InvalidValue, "22000"),  # data_exception
-    (CopyError, "22000"),  # COPY data (or options) that cannot be read
+    (errors.CopyError, "22000"),  # COPY data (or options) that cannot be read
     (errors.NotAllowed, "0A000"),  # feature_not_supported
     (errors.ParameterError, "08P01"),  # protocol_violation (a parameter count off)
     (errors.FailedTransaction, "25P02"),  # in_failed_sql_transaction
@@ -50,8 +49,10 @@ SQLSTATE: tuple[tuple[type[errors.KdbError], str], ...] = (
     (errors.PayloadTooLarge, "54000"),
     (errors.BadRequest, "22023"),  # invalid_parameter_value
     (errors.Gone, "55000"),  # object_not_in_prerequisite_state
+    (errors.TooManyRequests, "53400"),  # configuration_limit_exceeded (open streams)
     (errors.WritesStopped, "58030"),  # io_error
     (errors.MemoryFull, "53200"),  # out_of_memory
+    (errors.TooManyConnections, "53300"),  # too_many_connections
     (errors.Unavailable, "57P03"),  # cannot_connect_now
     (errors.CorruptLog, "XX001"),  # data_corrupted
     (errors.CorruptCheckpoint, "XX001"),

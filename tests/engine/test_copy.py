@@ -15,8 +15,7 @@ from refimpl.engine import copying
 from refimpl.engine.instance import Instance
 from refimpl.engine.rights import Principal
 from refimpl.engine.session import Session
-from refimpl.engine.statements.copy_formats import CopyError
-from refimpl.errors import Forbidden, SqlSyntaxError
+from refimpl.errors import CopyError, Forbidden, SqlSyntaxError
 
 
 @pytest.fixture

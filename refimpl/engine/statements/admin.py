@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 
 def _create_table(
-    context: StatementContext, statement: ast.CreateTable, text: str, params
+    context: StatementContext, statement: ast.CreateTable, text: str, params: Sequence[Any]
 ) -> Result:
     context.authorize(Right.ADMIN)
 
@@ -45,7 +45,9 @@ def _create_table(
     return context.write(run)
 
 
-def _drop_table(context: StatementContext, statement: ast.DropTable, text: str, params) -> Result:
+def _drop_table(
+    context: StatementContext, statement: ast.DropTable, text: str, params: Sequence[Any]
+) -> Result:
     context.authorize(Right.ADMIN)
     database = context.database.name
 
@@ -68,11 +70,16 @@ def _drop_table(context: StatementContext, statement: ast.DropTable, text: str, 
     return context.write(run)
 
 
+# What a schema change answers: the table that replaces the old one (None: changed in place),
+# the statement the log keeps, the message and the count of rows it touched.
+_Change = tuple[Table | None, ast.Statement, str, int]
+
+
 def _schema_change(
     context: StatementContext,
     table_name: str,
     text: str,
-    change: Callable[[Transaction, TableWork, Table], tuple[Table | None, ast.Statement, str, int]],
+    change: Callable[[Transaction, TableWork, Table], _Change],
 ) -> Result:
     context.authorize(Right.ADMIN)
 
@@ -89,8 +96,10 @@ def _schema_change(
     return context.write(run)
 
 
-def _truncate(context: StatementContext, statement: ast.Truncate, text: str, params) -> Result:
-    def change(txn: Transaction, work: TableWork, table: Table):  # noqa: ANN202
+def _truncate(
+    context: StatementContext, statement: ast.Truncate, text: str, params: Sequence[Any]
+) -> Result:
+    def change(txn: Transaction, work: TableWork, table: Table) -> _Change:
         removed = table.clear()
         name = table.schema.name
         return None, ast.Truncate(name), f"table '{name}' truncated", removed
@@ -98,8 +107,10 @@ def _truncate(context: StatementContext, statement: ast.Truncate, text: str, par
     return _schema_change(context, statement.name, text, change)
 
 
-def _add_column(context: StatementContext, statement: ast.AddColumn, text: str, params) -> Result:
-    def change(txn: Transaction, work: TableWork, table: Table):  # noqa: ANN202
+def _add_column(
+    context: StatementContext, statement: ast.AddColumn, text: str, params: Sequence[Any]
+) -> Result:
+    def change(txn: Transaction, work: TableWork, table: Table) -> _Change:
         name = table.schema.name
         rebuilt = ddl.add_column(table, statement.column)
         message = f"column '{statement.column.name}' added to table '{name}'"
@@ -108,8 +119,10 @@ def _add_column(context: StatementContext, statement: ast.AddColumn, text: str, 
     return _schema_change(context, statement.table, text, change)
 
 
-def _drop_column(context: StatementContext, statement: ast.DropColumn, text: str, params) -> Result:
-    def change(txn: Transaction, work: TableWork, table: Table):  # noqa: ANN202
+def _drop_column(
+    context: StatementContext, statement: ast.DropColumn, text: str, params: Sequence[Any]
+) -> Result:
+    def change(txn: Transaction, work: TableWork, table: Table) -> _Change:
         name = table.schema.name
         column = table.schema.columns[table.schema.position(statement.column)].name
         rebuilt = ddl.drop_column(table, statement.column)
@@ -120,9 +133,9 @@ def _drop_column(context: StatementContext, statement: ast.DropColumn, text: str
 
 
 def _replica_identity(
-    context: StatementContext, statement: ast.AlterReplicaIdentity, text: str, params
+    context: StatementContext, statement: ast.AlterReplicaIdentity, text: str, params: Sequence[Any]
 ) -> Result:
-    def change(txn: Transaction, work: TableWork, table: Table):  # noqa: ANN202
+    def change(txn: Transaction, work: TableWork, table: Table) -> _Change:
         name = table.schema.name
         mode = "FULL" if statement.full else "DEFAULT"
         rebuilt = ddl.set_replica_identity(table, statement.full)
@@ -133,9 +146,9 @@ def _replica_identity(
 
 
 def _drop_partition_list(
-    context: StatementContext, statement: ast.DropPartitionList, text: str, params
+    context: StatementContext, statement: ast.DropPartitionList, text: str, params: Sequence[Any]
 ) -> Result:
-    def change(txn: Transaction, work: TableWork, table: Table):  # noqa: ANN202
+    def change(txn: Transaction, work: TableWork, table: Table) -> _Change:
         name = table.schema.name
         ddl.drop_partitions(table, statement.partitions)
         count = len(statement.partitions)
@@ -148,7 +161,7 @@ def _drop_partition_list(
 def _drop_partition_where(
     context: StatementContext, statement: ast.DropPartitionWhere, text: str, params: Sequence[Any]
 ) -> Result:
-    def change(txn: Transaction, work: TableWork, table: Table):  # noqa: ANN202
+    def change(txn: Transaction, work: TableWork, table: Table) -> _Change:
         name = table.schema.name
         if table.layout.period is None:
             raise SqlError(f"table '{name}' is not partitioned by time; it has no partitions")
@@ -172,21 +185,27 @@ def _drop_partition_where(
 # -- transactions, databases, users, maintenance -----------------------------------------
 
 
-def _begin(context: StatementContext, statement: ast.Begin, text: str, params) -> Result:
+def _begin(
+    context: StatementContext, statement: ast.Begin, text: str, params: Sequence[Any]
+) -> Result:
     if context.transaction is not None:
         raise TransactionError("a transaction is already open; COMMIT or ROLLBACK it first")
     context.begin()
     return message_result(text, "transaction started")
 
 
-def _commit(context: StatementContext, statement: ast.Commit, text: str, params) -> Result:
+def _commit(
+    context: StatementContext, statement: ast.Commit, text: str, params: Sequence[Any]
+) -> Result:
     if context.transaction is None:
         raise TransactionError("there is no open transaction to commit; BEGIN one first")
     context.commit()
     return message_result(text, "transaction committed")
 
 
-def _rollback(context: StatementContext, statement: ast.Rollback, text: str, params) -> Result:
+def _rollback(
+    context: StatementContext, statement: ast.Rollback, text: str, params: Sequence[Any]
+) -> Result:
     if context.transaction is None:
         raise TransactionError("there is no open transaction to roll back")
     context.rollback()
@@ -198,14 +217,18 @@ def _outside_transaction(context: StatementContext, what: str) -> None:
         raise TransactionError(f"{what} cannot run inside a transaction; COMMIT first")
 
 
-def _checkpoint(context: StatementContext, statement: ast.Checkpoint, text: str, params) -> Result:
+def _checkpoint(
+    context: StatementContext, statement: ast.Checkpoint, text: str, params: Sequence[Any]
+) -> Result:
     context.authorize(Right.ADMIN)
     _outside_transaction(context, "CHECKPOINT")
     lsn = context.database.checkpoint()
     return message_result(text, f"checkpoint written at LSN {lsn}")
 
 
-def _create_database(context: StatementContext, statement: ast.CreateDatabase, text: str, params):
+def _create_database(
+    context: StatementContext, statement: ast.CreateDatabase, text: str, params: Sequence[Any]
+) -> Result:
     _outside_transaction(context, "CREATE DATABASE")
     context.require_admin_user("CREATE DATABASE")
     created = context.catalog.create_database(statement.name, statement.if_not_exists)
@@ -213,7 +236,9 @@ def _create_database(context: StatementContext, statement: ast.CreateDatabase, t
     return message_result(text, f"database '{statement.name}' {word}")
 
 
-def _drop_database(context: StatementContext, statement: ast.DropDatabase, text: str, params):
+def _drop_database(
+    context: StatementContext, statement: ast.DropDatabase, text: str, params: Sequence[Any]
+) -> Result:
     _outside_transaction(context, "DROP DATABASE")
     context.require_admin_user("DROP DATABASE")
     dropped = context.catalog.drop_database(
@@ -223,7 +248,9 @@ def _drop_database(context: StatementContext, statement: ast.DropDatabase, text:
     return message_result(text, f"database '{statement.name}' {word}")
 
 
-def _alter_database(context: StatementContext, statement: ast.AlterDatabaseSet, text: str, params):
+def _alter_database(
+    context: StatementContext, statement: ast.AlterDatabaseSet, text: str, params: Sequence[Any]
+) -> Result:
     _outside_transaction(context, "ALTER DATABASE")
     context.authorize(Right.ADMIN, database=statement.name)
     database = context.catalog.database(statement.name)
@@ -234,7 +261,7 @@ def _alter_database(context: StatementContext, statement: ast.AlterDatabaseSet, 
 
 
 def _user_statement(
-    context: StatementContext, statement: ast.Statement, text: str, params
+    context: StatementContext, statement: ast.Statement, text: str, params: Sequence[Any]
 ) -> Result:
     _outside_transaction(context, "a user or grant statement")
     if isinstance(statement, ast.GrantSelect | ast.RevokeSelect):
@@ -255,7 +282,9 @@ def _user_statement(
 # -- SHOW --------------------------------------------------------------------------------
 
 
-def _show_tables(context: StatementContext, statement: ast.ShowTables, text: str, params) -> Result:
+def _show_tables(
+    context: StatementContext, statement: ast.ShowTables, text: str, params: Sequence[Any]
+) -> Result:
     txn = context.transaction
     if txn is not None:
         names = txn.table_names()
@@ -263,7 +292,7 @@ def _show_tables(context: StatementContext, statement: ast.ShowTables, text: str
         with context.database.state_lock:
             names = sorted((t.schema.name for t in context.database.tables.values()), key=str.lower)
     # A view is kept as its canonical CREATE VIEW, which has the name as it was written.
-    views = [parse_cached(sql).statements[0].name for sql in context.database.views.values()]
+    views = [_view_name(sql) for sql in context.database.views.values()]
     listed = sorted(
         [(n, "table") for n in names] + [(n, "view") for n in views], key=lambda row: row[0].lower()
     )
@@ -273,8 +302,14 @@ def _show_tables(context: StatementContext, statement: ast.ShowTables, text: str
     return query_result(text, [Column("table", "STRING"), Column("kind", "STRING")], readable)
 
 
+def _view_name(sql: str) -> str:
+    statement = parse_cached(sql).statements[0]
+    assert isinstance(statement, ast.CreateView)  # a database keeps only CREATE VIEW there
+    return statement.name
+
+
 def _show_columns(
-    context: StatementContext, statement: ast.ShowColumns, text: str, params
+    context: StatementContext, statement: ast.ShowColumns, text: str, params: Sequence[Any]
 ) -> Result:
     context.authorize(Right.READ, statement.table)
     schema = visible_schema(context, statement.table)
@@ -302,7 +337,7 @@ def _show_columns(
 
 
 def _show_create(
-    context: StatementContext, statement: ast.ShowCreateTable, text: str, params
+    context: StatementContext, statement: ast.ShowCreateTable, text: str, params: Sequence[Any]
 ) -> Result:
     context.authorize(Right.READ, statement.table)
     schema = visible_schema(context, statement.table)

@@ -18,9 +18,9 @@ from refimpl.engine.files import LeadsOut, NotRelative, folder_path
 from refimpl.engine.result import Column
 from refimpl.engine.rights import Right
 from refimpl.engine.statements.context import StatementContext, visible_schema
-from refimpl.engine.statements.copy_formats import CopyError, CopyFormat, RowReader, encode_rows
+from refimpl.engine.statements.copy_formats import CopyFormat, RowReader, encode_rows
 from refimpl.engine.statements.queries import QueryRunner
-from refimpl.errors import NotFound
+from refimpl.errors import CopyError, NotFound
 from refimpl.sql import ast
 from refimpl.sql.parser import parse_cached
 from refimpl.sql.printer import quote_name

@@ -17,7 +17,7 @@ from typing import IO
 
 from refimpl.engine.result import Column
 from refimpl.engine.storage import values
-from refimpl.errors import InvalidValue, SqlError
+from refimpl.errors import CopyError, InvalidValue, SqlError
 from refimpl.sql import ast
 
 READ_BYTES = 256 * 1024  # data read and decoded at a time
@@ -25,10 +25,6 @@ _OPTIONS = ("format", "header", "delimiter", "null", "quote", "escape")
 _TEXT_ESCAPES = {"b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v"}
 _TEXT_ESCAPE = re.compile(r"\\(x[0-9a-fA-F]{1,2}|[0-7]{1,3}|.)", re.DOTALL)
 _STRING_TYPES = frozenset({"STRING", "SYMBOL"})
-
-
-class CopyError(SqlError):
-    """Bad COPY data or options (HTTP 400): the message names the line and column."""
 
 
 @dataclass(frozen=True, slots=True)

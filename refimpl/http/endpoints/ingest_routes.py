@@ -14,7 +14,7 @@ from refimpl.engine.access import Right
 from refimpl.engine.result import Column
 from refimpl.engine.session import Session
 from refimpl.engine.storage import values
-from refimpl.errors import BadRequest, NotFound, UnknownTable
+from refimpl.errors import BadRequest, LineError, NotFound, UnknownTable
 from refimpl.http import csvimport, lineproto
 from refimpl.http.context import Context
 from refimpl.http.encode import Answer, json_response
@@ -148,7 +148,7 @@ def _plan_writes(session: Session, points: list[lineproto.Point], now: int) -> l
                     new[key] = column = Column(name, kind)
                     order.append(name)
                 elif kind not in _FITS.get(column.type, set()):
-                    raise lineproto.LineError(
+                    raise LineError(
                         point.line,
                         point.columns[name],
                         f"'{name}' is a {column.type} column and cannot take a {kind} value",

@@ -5,6 +5,7 @@ apart).
 over one epoll set and sends the answers of parked requests; `limits` counts connections
 and refuses those past the limits; `log_queue` writes the log lines off the requests'
 threads while `run` serves. May import `refimpl.waiting`,
-`refimpl.http.encode` and the engine's `admission`; must not import the app, its routes or
-endpoints, which reach the server only as a WSGI callable.
+`refimpl.http.encode`, `refimpl.http.error_answers` (the status of an error it answers
+itself) and the engine's `admission`; must not import the app, its routes or endpoints,
+which reach the server only as a WSGI callable.
 """

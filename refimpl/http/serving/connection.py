@@ -15,7 +15,9 @@ from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
 from refimpl.engine import admission
+from refimpl.errors import MalformedRequest
 from refimpl.http.encode import Answer
+from refimpl.http.error_answers import closing_answer
 from refimpl.http.request_log import RECORD_KEY, REQUEST_ID_HEADER, RequestRecord
 from refimpl.http.serving import wire
 from refimpl.http.serving.limits import ConnectionCounts
@@ -92,8 +94,8 @@ class Connection:
         request = self.reader.next()
         if request is None:
             return False
-        if isinstance(request, wire.MalformedRequest):
-            self._send_bytes(wire.error_answer(request.status, request.message))
+        if isinstance(request, MalformedRequest):
+            self._send_bytes(closing_answer(request))
             return False
         try:
             environ = wire.make_environ(request, self.server.server_address, self.client_address)

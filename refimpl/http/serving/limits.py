@@ -14,6 +14,8 @@ import os
 import socket
 import time
 
+from refimpl.errors import TooManyConnections
+from refimpl.http.error_answers import closing_answer
 from refimpl.http.serving import wire
 from refimpl.netlimits import (
     OUT_OF_DESCRIPTORS,
@@ -32,13 +34,12 @@ __all__ = [
     "refuse",
 ]
 
-RETRY_AFTER_SECONDS = 1
 OUT_OF_DESCRIPTORS_PAUSE = 0.05  # accepting waits this long after an EMFILE
 
 
 def refuse(sock: socket.socket, message: str) -> None:
     """Answer a connection with a 503 at once, without waiting for its request, and close."""
-    answer = wire.error_answer(503, message, f"Retry-After: {RETRY_AFTER_SECONDS}\r\n")
+    answer = closing_answer(TooManyConnections(message))
     try:
         sock.send(answer, socket.MSG_DONTWAIT)
         sock.shutdown(socket.SHUT_WR)

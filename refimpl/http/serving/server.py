@@ -25,7 +25,9 @@ from typing import Any
 from werkzeug.serving import BaseWSGIServer
 
 from refimpl.engine import admission
+from refimpl.errors import RequestTimeout
 from refimpl.http.encode import Answer
+from refimpl.http.error_answers import closing_answer
 from refimpl.http.serving import wire
 from refimpl.http.serving.connection import CONNECTION_TIMEOUT_SECONDS, Connection, WSGIApp
 from refimpl.http.serving.limits import (
@@ -363,10 +365,11 @@ class PooledWSGIServer(BaseWSGIServer):
             if handler.reader.started_at is not None:
                 # The deadline counts from the request's first byte, however it trickles.
                 timeout = int(CONNECTION_TIMEOUT_SECONDS)
-                late = wire.error_answer(
-                    408,
-                    f"the request did not arrive whole within"
-                    f" {timeout} s of its first byte; send it at once",
+                late = closing_answer(
+                    RequestTimeout(
+                        f"the request did not arrive whole within"
+                        f" {timeout} s of its first byte; send it at once"
+                    )
                 )
                 try:
                     handler.connection.send(late, socket.MSG_DONTWAIT)

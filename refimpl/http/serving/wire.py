@@ -21,12 +21,20 @@ import socket
 import sys
 import tempfile
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from email.utils import formatdate
 from typing import IO, Any
 from urllib.parse import unquote_to_bytes, urlsplit
 
 import httptools
+
+from refimpl.errors import (
+    MalformedRequest,
+    RequestBodyTooLarge,
+    RequestHeadTooLarge,
+    RequestTargetTooLong,
+)
 
 MAX_REQUEST_LINE = 65536
 MAX_HEAD_BYTES = 256 * 1024
@@ -56,15 +64,6 @@ _FRAMING = {
     "Content-Length overflow": "the Content-Length is too large",
     "Invalid character in Content-Length": "the Content-Length must be decimal digits",
 }
-
-
-class MalformedRequest(Exception):
-    """The request cannot be read; answered with `status` and the connection closed."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
 
 
 @dataclass(slots=True)
@@ -179,7 +178,7 @@ class RequestReader:
             # Counted per receive, so the limits hold however the head is cut into pieces.
             self._head_bytes += len(data)
             if self._head_bytes > MAX_HEAD_BYTES:
-                self._fail(MalformedRequest(431, "the request headers are larger than 256 KB"))
+                self._fail(RequestHeadTooLarge("the request headers are larger than 256 KB"))
 
     # -- the parser's callbacks ------------------------------------------------------------
 
@@ -192,13 +191,13 @@ class RequestReader:
         self._url.append(url)
         self._url_bytes += len(url)
         if self._url_bytes > MAX_REQUEST_LINE:
-            raise MalformedRequest(
-                414, f"the request target is longer than {MAX_REQUEST_LINE} bytes"
+            raise RequestTargetTooLong(
+                f"the request target is longer than {MAX_REQUEST_LINE} bytes"
             )
 
     def on_header(self, name: bytes, value: bytes) -> None:
         if len(self._headers) >= MAX_HEADERS:
-            raise MalformedRequest(431, f"more than {MAX_HEADERS} header fields")
+            raise RequestHeadTooLarge(f"more than {MAX_HEADERS} header fields")
         self._headers.append((name.decode("latin-1"), value.decode("latin-1")))
 
     def on_headers_complete(self) -> None:
@@ -206,10 +205,10 @@ class RequestReader:
         parser = self._parser
         version = parser.get_http_version()
         if version == "0.9":
-            raise MalformedRequest(400, "HTTP/0.9 requests are not served; send HTTP/1.1")
+            raise MalformedRequest("HTTP/0.9 requests are not served; send HTTP/1.1")
         if not version.startswith("1."):
             # 400 rather than 505: every answer to a client's mistake is a 4xx here.
-            raise MalformedRequest(400, f"HTTP/{version} is not served here; send HTTP/1.1")
+            raise MalformedRequest(f"HTTP/{version} is not served here; send HTTP/1.1")
         head = RequestHead(
             parser.get_method().decode("latin-1"),
             b"".join(self._url).decode("latin-1"),
@@ -221,7 +220,6 @@ class RequestReader:
         codings = [v for k, v in self._headers if k.lower() == "transfer-encoding"]
         if codings and [c.strip().lower() for c in codings] != ["chunked"]:
             raise MalformedRequest(
-                400,
                 "the only Transfer-Encoding taken is chunked, alone; send the body as is"
                 " with Content-Length, or chunked",
             )
@@ -272,7 +270,7 @@ class RequestReader:
 
     def _end_of_stream(self) -> None:
         if self.started_at is not None and not self._ended:
-            self._fail(MalformedRequest(400, "the connection ended inside a request"))
+            self._fail(MalformedRequest("the connection ended inside a request"))
         else:
             self._fail(None)
 
@@ -297,9 +295,8 @@ class RequestReader:
         self.ready.clear()
 
 
-def _too_large(limit: int) -> MalformedRequest:
-    return MalformedRequest(
-        413,
+def _too_large(limit: int) -> RequestBodyTooLarge:
+    return RequestBodyTooLarge(
         f"the request body is larger than this server's limit of"
         f" {limit / (1024 * 1024):g} MB (max_body_mb)",
     )
@@ -309,8 +306,8 @@ def _parse_error(error: Exception) -> MalformedRequest:
     reason = str(error.args[0] if error.args else error)
     advice = _FRAMING.get(reason)
     if advice is not None:
-        return MalformedRequest(400, f"the request cannot be read: {reason}; {advice}")
-    return MalformedRequest(400, f"the request is not valid HTTP/1.1: {reason}")
+        return MalformedRequest(f"the request cannot be read: {reason}; {advice}")
+    return MalformedRequest(f"the request is not valid HTTP/1.1: {reason}")
 
 
 def make_environ(
@@ -448,15 +445,16 @@ def with_header(data: bytes, name: str, value: str) -> bytes:
     )
 
 
-def error_answer(status: int, message: str, headers: str = "") -> bytes:
+def error_answer(status: int, message: str, headers: Mapping[str, str] | None = None) -> bytes:
     """A whole JSON error answer for a request that could not be read; it closes.
 
-    `headers`: more header lines, each ending in CRLF (`Retry-After: 1\\r\\n`).
+    `headers`: more header fields (`{"Retry-After": "1"}`).
     """
     text = message.replace("\\", "\\\\").replace('"', "'")
     data = ('{"error": "' + text + '"}').encode("utf-8", "replace")
+    more = "".join(f"{name}: {value}\r\n" for name, value in (headers or {}).items())
     return (
         f"HTTP/1.1 {status} {REASONS.get(status, 'Error')}\r\n"
-        f"Content-Type: application/json\r\nContent-Length: {len(data)}\r\n{headers}"
+        f"Content-Type: application/json\r\nContent-Length: {len(data)}\r\n{more}"
         f"Date: {http_date()}\r\nConnection: close\r\n\r\n"
     ).encode("latin-1") + data
