@@ -25,6 +25,10 @@ class Right(StrEnum):
 RANK = {Right.READ: 1, Right.WRITE: 2, Right.ADMIN: 3}
 
 ADMIN_USER = "admin"
+# A user's identity (the access store gives one to each CREATE USER): 16 hexadecimal digits;
+# LEGACY_USER_ID is the admin user's and that of users made before users had ids.
+USER_ID_BYTES = 8
+LEGACY_USER_ID = "0"
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,6 +6,7 @@ equal to it through any mix of statements."""
 from __future__ import annotations
 
 import io
+import json
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,14 @@ from refimpl.engine import copying
 from refimpl.engine.instance import Instance
 from refimpl.engine.rights import Principal
 from refimpl.engine.session import Session
-from refimpl.errors import DuplicateKey, Forbidden, RoutineDepth, SqlError, UnknownColumn
+from refimpl.errors import (
+    DuplicateKey,
+    Forbidden,
+    RoutineDepth,
+    SqlError,
+    UnknownColumn,
+    UserError,
+)
 
 MIRROR = (
     "CREATE TABLE t (id INT PRIMARY KEY, v INT)",
@@ -177,6 +185,89 @@ def test_only_the_admin_names_another_definer(instance: Instance, session: Sessi
         boss.execute("CREATE DEFINER = admin TRIGGER x AFTER INSERT ON t BEGIN SELECT 1; END")
     session.execute("CREATE DEFINER = boss TRIGGER x AFTER INSERT ON t BEGIN SELECT 1; END")
     assert rows(session, "SHOW TRIGGERS")[0][4] == "boss"
+
+
+def _drop_and_make_again(session: Session, user: str) -> None:
+    """The user dropped, and another made under the same name with the same rights."""
+    session.execute(f"DROP USER {user}; CREATE USER {user}")
+    session.execute(f"GRANT ADMIN ON DATABASE demo TO {user}")
+
+
+def test_a_user_made_again_does_not_inherit_a_dropped_users_triggers(tmp_path: Path) -> None:
+    """A trigger is bound to the user who made it, not to the name: after DROP USER u and
+    CREATE USER u, u's old trigger does not run (as the new u); it fails the writes that fire
+    it, which change nothing, until it is made again. Across a restart too."""
+    path = tmp_path / "data"
+    instance = Instance.open(path)
+    session = instance.session()
+    session.execute("CREATE TABLE t (id INT); CREATE TABLE audit (id INT)")
+    session.execute("CREATE USER u; GRANT ADMIN ON DATABASE demo TO u")
+    session.execute("CREATE USER w; GRANT WRITE ON DATABASE demo TO w")
+    made_by_u = "CREATE TRIGGER a AFTER INSERT ON t BEGIN INSERT INTO audit VALUES (NEW.id); END"
+    instance.session(principal=Principal("u")).execute(made_by_u)
+    writer = instance.session(principal=Principal("w"))
+    writer.execute("INSERT INTO t VALUES (1)")
+    _drop_and_make_again(session, "u")
+    for attempt in range(2):
+        with pytest.raises(Forbidden, match="^trigger 'a' on table 't' runs as user 'u', who"):
+            writer.execute("INSERT INTO t VALUES (2)")
+        assert rows(session, "SELECT id FROM t") == [(1,)]
+        assert rows(session, "SELECT id FROM audit") == [(1,)]
+        assert rows(session, "SHOW TRIGGERS")[0][4] == "u"
+        if attempt == 0:
+            instance.close()
+            instance = Instance.open(path)
+            session = instance.session()
+            writer = instance.session(principal=Principal("w"))
+    session.execute("DROP TRIGGER a")
+    instance.session(principal=Principal("u")).execute(made_by_u)  # the new u's own
+    writer.execute("INSERT INTO t VALUES (3)")
+    assert rows(session, "SELECT id FROM audit ORDER BY id") == [(1,), (3,)]
+    instance.close()
+
+
+def test_old_data_folders_keep_their_triggers_and_users(tmp_path: Path) -> None:
+    """Users made before users had ids (no `id` in access.json) keep running the triggers
+    they made (whose text names them without an id); such a user dropped and made again
+    does not."""
+    path = tmp_path / "data"
+    instance = Instance.open(path)
+    session = instance.session()
+    session.execute("CREATE TABLE t (id INT); CREATE TABLE audit (id INT)")
+    session.execute("CREATE USER old; GRANT ADMIN ON DATABASE demo TO old")
+    instance.close()
+    access = path / "access.json"
+    data = json.loads(access.read_text())
+    for user in data["users"]:
+        user.pop("id", None)  # as an older version wrote it
+    access.write_text(json.dumps(data))
+    instance = Instance.open(path)
+    session = instance.session()
+    old = instance.session(principal=Principal("old"))
+    old.execute("CREATE TRIGGER a AFTER INSERT ON t BEGIN INSERT INTO audit VALUES (NEW.id); END")
+    assert "DEFINER = old TRIGGER" in json.dumps(session.database.settings["triggers"])
+    session.execute("INSERT INTO t VALUES (1)")
+    instance.close()
+    instance = Instance.open(path)
+    session = instance.session()
+    session.execute("INSERT INTO t VALUES (2)")
+    assert rows(session, "SELECT id FROM audit ORDER BY id") == [(1,), (2,)]
+    _drop_and_make_again(session, "old")
+    with pytest.raises(Forbidden, match="runs as user 'old', who made it and has been dropped"):
+        session.execute("INSERT INTO t VALUES (3)")
+    instance.close()
+
+
+def test_a_definer_must_be_a_user(session: Session) -> None:
+    session.execute("CREATE TABLE t (id INT)")
+    with pytest.raises(UserError, match="user 'ghost' does not exist"):
+        session.execute("CREATE DEFINER = ghost TRIGGER x AFTER INSERT ON t BEGIN SELECT 1; END")
+    with pytest.raises(UserError, match="does not exist"):
+        session.execute(
+            'CREATE DEFINER = "ghost#0123456789abcdef" TRIGGER x AFTER INSERT ON t'
+            " BEGIN SELECT 1; END"
+        )
+    assert rows(session, "SHOW TRIGGERS") == []
 
 
 def test_refusals_at_creation(session: Session) -> None:

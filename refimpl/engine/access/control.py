@@ -77,6 +77,11 @@ class AccessControl:
         with self._store.lock:
             return sorted(u["name"] for u in self._store.users.values())
 
+    def user_id(self, name: str) -> str | None:
+        """The identity of the user named `name` now; None when there is none
+        (`AccessStore.user_id`)."""
+        return self._store.user_id(name)
+
     def create_user(self, name: str) -> None:
         with self._store.lock:
             self._store.add_user(name)

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from refimpl.engine.files import REAL_FILES, FileOps, write_all
-from refimpl.engine.rights import Principal
+from refimpl.engine.rights import ADMIN_USER, LEGACY_USER_ID, USER_ID_BYTES, Principal
 from refimpl.errors import InvalidValue, StorageError, UserError
 from refimpl.sql import ast
 
@@ -173,7 +173,7 @@ class AccessStore:
         self.clock = clock
         self.files = files
         self.lock = threading.RLock()
-        # users: key -> {"name", "admin"}; tokens: id -> {"id", "user", "hash", "expires_at"};
+        # users: key -> {"name", "admin", "id"}; tokens: id -> {"id", "user", "hash", "expires_at"};
         # roles: [grantee_key, database_key, role]; tables: [grantee_key, db_key, table_key,
         # "SELECT"|"DENY"] with display names kept alongside.
         self.users: dict[str, dict] = {}
@@ -393,6 +393,17 @@ class AccessStore:
             raise UserError(f"user '{name}' does not exist")
         return record
 
+    def user_id(self, name: str) -> str | None:
+        """The identity of the user named `name` now (None: no such user): a new one for
+        each CREATE USER, so that a user made again under a dropped user's name is not that
+        user (a trigger bound to the dropped one does not run as the new one). Users made
+        before users had ids, and the admin user, who cannot be dropped, are LEGACY_USER_ID.
+        Lock-free, as `authenticate`: a single dict read."""
+        record = self.users.get(name_key(name))
+        if record is None:
+            return LEGACY_USER_ID if name_key(name) == name_key(ADMIN_USER) else None
+        return str(record.get("id", LEGACY_USER_ID))
+
     def principal(self, user: str) -> Principal:
         record = self.users[name_key(user)]
         return Principal(record["name"], bool(record.get("admin")))
@@ -402,7 +413,10 @@ class AccessStore:
             raise UserError("PUBLIC names every principal and cannot be a user's name")
         if name_key(name) in self.users:
             raise UserError(f"user '{name}' already exists; use CREATE USER IF NOT EXISTS")
-        self.users[name_key(name)] = {"name": name, "admin": admin}
+        record: dict = {"name": name, "admin": admin}
+        if not admin:
+            record["id"] = secrets.token_hex(USER_ID_BYTES)
+        self.users[name_key(name)] = record
 
     def drop_user(self, name: str) -> None:
         key = name_key(name)

@@ -70,6 +70,8 @@ class AccessRules(Protocol):
 
     def forget_table(self, database: str, table: str) -> None: ...
 
+    def user_id(self, name: str) -> str | None: ...
+
 
 @dataclass(frozen=True, slots=True)
 class FunctionTables:

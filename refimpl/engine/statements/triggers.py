@@ -11,17 +11,25 @@ triggers fire row by row before any row of the statement is written, AFTER trigg
 row once all are. Their statements run in the writing transaction (`RoutineContext`) with
 the definer's rights; an error in any of them fails the statement that fired it, naming the
 trigger.
+
+A definer is a user, not a name: the stored text names the definer with the identity the
+user had when the trigger was made (`name#<id>`, `AccessStore.user_id`; a bare name for the
+admin user and for triggers and users made before users had ids). A trigger whose definer
+was dropped does not run, also once a user of the same name is made again (another user,
+who must not inherit the dropped one's triggers): it fails the statement that fires it, until
+an administrator drops it or makes it again.
 """
 
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from refimpl.engine.result import Column, Result, message_result, query_result
-from refimpl.engine.rights import ADMIN_USER, Principal, Right
+from refimpl.engine.rights import ADMIN_USER, LEGACY_USER_ID, USER_ID_BYTES, Principal, Right
 from refimpl.engine.statements.routines import (
     RoutineContext,
     RunStatement,
@@ -43,6 +51,7 @@ from refimpl.errors import (
     UnknownColumn,
     UnknownRoutine,
     UnknownTable,
+    UserError,
 )
 from refimpl.sql import ast
 from refimpl.sql.parser import parse_cached
@@ -83,6 +92,9 @@ def _create_trigger(
         )
     if has_params((*statement.body, statement.when)):
         raise SqlError("a trigger takes no ? parameters; write NEW.column or OLD.column")
+    definer_id = context.access.user_id(definer)
+    if definer_id is None:
+        raise UserError(f"user '{definer}' does not exist; a trigger runs as an existing user")
     name = statement.name
 
     def run(txn: Transaction) -> Result:
@@ -107,7 +119,7 @@ def _create_trigger(
             statement.body,
             statement.columns,
             statement.when,
-            definer=definer,
+            definer=bound_definer(definer, definer_id),
         )
         _check_rows_named(stored, schema)
         txn.database_changes.append(ddl.canonical_sql(stored))
@@ -190,9 +202,26 @@ def _show_triggers(
                 trigger.when,
             )
         )
-        rows.append((trigger.name, trigger.table, trigger.timing, event, trigger.definer, shown))
+        definer = None if trigger.definer is None else split_definer(trigger.definer)[0]
+        rows.append((trigger.name, trigger.table, trigger.timing, event, definer, shown))
     rows.sort(key=lambda row: row[0].lower())
     return query_result(text, _SHOW_COLUMNS, rows)
+
+
+def bound_definer(name: str, user_id: str) -> str:
+    """The stored definer of a trigger made by the user `name` whose id is `user_id`."""
+    return name if user_id == LEGACY_USER_ID else f"{name}#{user_id}"
+
+
+def split_definer(stored: str) -> tuple[str, str]:
+    """(name, id) of a stored definer (`bound_definer`); a bare name is LEGACY_USER_ID's."""
+    found = _BOUND_DEFINER.fullmatch(stored)
+    if found is None:
+        return stored, LEGACY_USER_ID
+    return found[1], found[2]
+
+
+_BOUND_DEFINER = re.compile(rf"(.+)#([0-9a-f]{{{2 * USER_ID_BYTES}}})", re.DOTALL)
 
 
 HANDLERS: dict[type, Callable[..., Result]] = {
@@ -211,7 +240,8 @@ class Trigger:
 
     name: str
     table: str
-    definer: str
+    definer: str  # the user's name
+    definer_id: str  # and identity (`split_definer`)
     timing: str
     columns: frozenset[str]  # UPDATE OF, lower case; empty: any UPDATE
     when: ast.Select | None  # SELECT (condition), run for each row
@@ -240,7 +270,7 @@ def _bound(text: str, column_names: tuple[str, ...]) -> Trigger:
     return Trigger(
         statement.name,
         statement.table,
-        statement.definer,
+        *split_definer(statement.definer),
         statement.timing,
         frozenset(c.lower() for c in statement.columns),
         when,
@@ -277,6 +307,15 @@ class Firing:
     def _fire(self, triggers: list[Trigger], rows: Sequence[tuple[Row | None, Row | None]]) -> None:
         if not triggers or not rows:
             return
+        access = self._context.access
+        for trigger in triggers:
+            if access.user_id(trigger.definer) != trigger.definer_id:
+                raise Forbidden(
+                    f"trigger '{trigger.name}' on table '{trigger.table}' runs as user"
+                    f" '{trigger.definer}', who made it and has been dropped (a user of that"
+                    " name now is another); an administrator drops the trigger or makes it"
+                    " again"
+                )
         contexts = [
             RoutineContext(
                 self._context,
