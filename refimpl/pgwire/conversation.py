@@ -100,6 +100,7 @@ class Prepared:
     plan: Plan | None  # None: the empty query
     param_oids: tuple[int, ...]  # the client's OIDs, by $n - 1 (0: unspecified)
     hints: dict[int, str] = field(default_factory=dict)  # $n -> column type described
+    inferred: bool = False  # hints holds the types the parameters' places give them
     columns: list[Column] | None = None  # known once described
     shape: RowShape | None = None  # how its last result was sent, kept for the next run
     result_type: tuple[tuple[str, int], ...] | None = None  # its first run's (name, OID)s
@@ -273,6 +274,15 @@ class Conversation:
                 f' statement "{message.statement}" requires {count}'
             )
         formats = _formats(message.param_formats, count)
+        untyped = [
+            n
+            for n, d in enumerate(message.params, 1)
+            if d is not None and not (n <= len(prepared.param_oids) and prepared.param_oids[n - 1])
+        ]
+        if untyped and not prepared.inferred:
+            # A value of no type is read as its place types it (node-postgres sends all so),
+            # whether or not the client asked with a Describe.
+            self._describe_params(prepared)
         values: list[object] = []
         for number, (data, fmt) in enumerate(zip(message.params, formats, strict=True), 1):
             oid = prepared.param_oids[number - 1] if number <= len(prepared.param_oids) else 0
@@ -365,6 +375,7 @@ class Conversation:
         numbers = plan.piece.params if plan else ()
         count = max(max(numbers, default=0), len(prepared.param_oids))
         if plan is not None and plan.statement is not None and numbers:
+            prepared.inferred = True
             by_index = param_types(plan.statement, self._column_types)
             for index, number in enumerate(numbers):
                 if index in by_index:

@@ -1,11 +1,20 @@
-"""The type a statement gives each of its parameters, for ParameterDescription.
+"""The type a statement gives each of its parameters: what an untyped `$n` is read as, and
+what ParameterDescription tells.
 
-Drivers such as asyncpg ask the server the type of every `$n` and encode the values they
-are given by it. PostgreSQL infers those from the context; so does this, for the places
-parameters stand in practice: a value of an INSERT row or UPDATE assignment (the column's
-type), one side of a comparison or arithmetic with a column or constant on the other,
-BETWEEN or IN with a column, a LIKE pattern
-(text), LIMIT and OFFSET (bigint). A parameter found nowhere of those is text.
+Drivers such as node-postgres send every value as text of no type, and asyncpg asks the
+server the type of every `$n` and encodes its values by it. PostgreSQL infers those from the
+place a parameter stands; so does this:
+
+- a value of an INSERT row or of an UPDATE assignment: the column's type;
+- one side of a comparison or of arithmetic, BETWEEN, IN, `CASE x WHEN`, coalesce, nullif,
+  greatest and least: the type of the other side (a column, qualified or not, a constant, a
+  cast, or an expression of those);
+- the argument of a function that takes text (upper, length, ...) or a number (abs, round,
+  ...), a LIKE pattern: text, or DOUBLE for the numbers;
+- a condition (WHERE, ON, HAVING, AND, OR, NOT, `CASE WHEN`): BOOLEAN; LIMIT and OFFSET:
+  BIGINT; `CAST($1 AS t)` and `$1::t`: t.
+
+A parameter found in none of those places is text, as PostgreSQL reads an unknown.
 """
 
 from __future__ import annotations
@@ -18,7 +27,41 @@ from refimpl.sql import ast
 ColumnTypes = Callable[[str], dict[str, str]]  # table -> {lower-case column: type}
 
 # Operators whose two sides share a type: a parameter on one side takes the other's.
-_SAME_TYPED = frozenset({"=", "<>", "!=", "<", "<=", ">", ">=", "+", "-", "*", "/", "%"})
+_COMPARISONS = frozenset({"=", "<>", "!=", "<", "<=", ">", ">="})
+_ARITHMETIC = frozenset({"+", "-", "*", "/", "%"})
+_LOGIC = frozenset({"AND", "OR"})
+# Functions whose arguments and answer share one type (a parameter takes the others').
+_SAME_AS_OTHERS = frozenset({"coalesce", "nullif", "greatest", "least", "ifnull"})
+_TEXT_FUNCTIONS = frozenset(
+    {
+        "upper",
+        "lower",
+        "length",
+        "char_length",
+        "substr",
+        "substring",
+        "trim",
+        "ltrim",
+        "rtrim",
+        "replace",
+        "concat",
+        "left",
+        "right",
+        "reverse",
+        "md5",
+        "strpos",
+        "starts_with",
+        "initcap",
+        "lpad",
+        "rpad",
+    }
+)
+_NUMBER_FUNCTIONS = frozenset(
+    {"abs", "round", "ceil", "ceiling", "floor", "sqrt", "exp", "ln", "log", "power", "sign"}
+)
+# Positions of a text function's arguments that are counts, not text (substr's start...).
+_COUNT_ARGUMENTS = {"substr": (1, 2), "substring": (1, 2), "left": (1,), "right": (1,)}
+_NUMERIC = ("INT", "BIGINT", "DOUBLE")
 
 
 def _children(node: object) -> Iterator[object]:
@@ -37,60 +80,149 @@ def _walk(node: object) -> Iterator[object]:
         stack.extend(_children(current))
 
 
-def _tables(statement: ast.Statement) -> list[str]:
-    names = [node.name for node in _walk(statement) if isinstance(node, ast.TableSource)]
-    table = getattr(statement, "table", None)
-    if isinstance(table, str):
-        names.append(table)
-    return names
+class _Columns:
+    """The columns a statement's names can mean: by table name or alias, and by bare name
+    (the first table that has it)."""
+
+    def __init__(self, statement: ast.Statement, column_types: ColumnTypes) -> None:
+        self.by_table: dict[str, dict[str, str]] = {}
+        self.bare: dict[str, str] = {}
+        sources = [(n.name, n.alias) for n in _walk(statement) if isinstance(n, ast.TableSource)]
+        table = getattr(statement, "table", None)
+        if isinstance(table, str):
+            sources.append((table, None))
+        for name, alias in sources:
+            columns = column_types(name)
+            self.by_table.setdefault((alias or name).lower(), columns)
+            for column, type_ in columns.items():
+                self.bare.setdefault(column, type_)
+
+    def type_of(self, ref: ast.ColumnRef) -> str | None:
+        if ref.table is not None:
+            return self.by_table.get(ref.table.lower(), {}).get(ref.name.lower())
+        return self.bare.get(ref.name.lower())
 
 
 def param_types(statement: ast.Statement, column_types: ColumnTypes) -> dict[int, str]:
-    """Parameter index (0-based, text order) -> the column type it takes, where one is clear."""
-    columns: dict[str, str] = {}
-    for table in _tables(statement):
-        for name, type_ in column_types(table).items():
-            columns.setdefault(name, type_)
+    """Parameter index (0-based, text order) -> the type its place gives it, where one does."""
+    columns = _Columns(statement, column_types)
     found: dict[int, str] = {}
 
-    def give(param: object, type_: str | None) -> None:
-        if isinstance(param, ast.Param) and type_ is not None:
-            found.setdefault(param.index, type_)
+    def give(node: object, type_: str | None) -> None:
+        if isinstance(node, ast.Param) and type_ is not None and type_ != "NULL":
+            found.setdefault(node.index, type_)
 
     def type_of(expr: object) -> str | None:
+        """The type `expr` has without its parameters' (None: not known from here)."""
         if isinstance(expr, ast.ColumnRef):
-            return columns.get(expr.name.lower())
+            return columns.type_of(expr)
         if isinstance(expr, ast.Cast):
-            return expr.type
+            return ast.TYPE_ALIASES.get(expr.type.upper(), expr.type.upper())
         if isinstance(expr, ast.Literal) and expr.type != "NULL":
             return expr.type
+        if isinstance(expr, ast.Param):
+            return found.get(expr.index)
+        if isinstance(expr, ast.Unary) and expr.op in ("-", "+"):
+            return type_of(expr.operand)
+        if isinstance(expr, ast.Binary) and expr.op in _ARITHMETIC:
+            return type_of(expr.left) or type_of(expr.right)
+        if isinstance(expr, ast.Binary) and expr.op == "||":
+            return "STRING"
+        if isinstance(expr, ast.FuncCall) and expr.name in _SAME_AS_OTHERS:
+            return next((t for t in map(type_of, expr.args) if t is not None), None)
+        if isinstance(expr, ast.FuncCall) and expr.name in ("count", "length"):
+            return "BIGINT"
+        if isinstance(expr, ast.FuncCall) and expr.name in ("upper", "lower", "concat"):
+            return "STRING"
+        if isinstance(expr, ast.Case):
+            results = [then for _, then in expr.whens] + [expr.else_]
+            return next((t for t in map(type_of, results) if t is not None), None)
         return None
 
+    def place(node: object) -> None:
+        if isinstance(node, ast.Binary) and node.op in _COMPARISONS | _ARITHMETIC:
+            give(node.right, type_of(node.left))
+            give(node.left, type_of(node.right))
+        elif isinstance(node, ast.Binary) and node.op in _LOGIC:
+            give(node.left, "BOOLEAN")
+            give(node.right, "BOOLEAN")
+        elif isinstance(node, ast.Binary) and node.op == "||":
+            give(node.left, "STRING")
+            give(node.right, "STRING")
+        elif isinstance(node, ast.Unary) and node.op == "NOT":
+            give(node.operand, "BOOLEAN")
+        elif isinstance(node, ast.Between):
+            for one, others in (
+                (node.operand, (node.low, node.high)),
+                (node.low, (node.operand, node.high)),
+                (node.high, (node.operand, node.low)),
+            ):
+                give(one, next((t for t in map(type_of, others) if t is not None), None))
+        elif isinstance(node, ast.InList):
+            operand = type_of(node.operand)
+            for item in node.items:
+                give(item, operand)
+                give(node.operand, type_of(item))
+        elif isinstance(node, ast.Like):
+            give(node.operand, "STRING")
+            give(node.pattern, "STRING")
+        elif isinstance(node, ast.Cast):
+            give(node.operand, type_of(node))
+        elif isinstance(node, ast.Case):
+            for condition, _ in node.whens:
+                give(condition, type_of(node.operand) if node.operand else "BOOLEAN")
+                if node.operand is not None:
+                    give(node.operand, type_of(condition))
+            for result in [then for _, then in node.whens] + [node.else_]:
+                give(result, type_of(node))
+        elif isinstance(node, ast.FuncCall):
+            _function_place(node, give, type_of)
+        elif isinstance(node, ast.Select):
+            give(node.where, "BOOLEAN")
+            give(node.having, "BOOLEAN")
+            give(node.limit, "BIGINT")
+            give(node.offset, "BIGINT")
+        elif isinstance(node, ast.JoinSource):
+            give(node.on, "BOOLEAN")
+        elif isinstance(node, ast.Update | ast.Delete):
+            give(getattr(node, "where", None), "BOOLEAN")
+
     if isinstance(statement, ast.Insert) and statement.rows is not None:
-        names = statement.columns
         table = column_types(statement.table)
-        order = [n.lower() for n in names] if names else list(table)
+        order = [n.lower() for n in statement.columns] if statement.columns else list(table)
         for row in statement.rows:
             for name, value in zip(order, row, strict=False):
                 give(value, table.get(name))
     if isinstance(statement, ast.Update):
         for name, value in statement.assignments:
-            give(value, columns.get(name.lower()))
-    for node in _walk(statement):
-        if isinstance(node, ast.Binary) and node.op in _SAME_TYPED:
-            give(node.right, type_of(node.left))
-            give(node.left, type_of(node.right))
-        elif isinstance(node, ast.Between):
-            give(node.low, type_of(node.operand))
-            give(node.high, type_of(node.operand))
-        elif isinstance(node, ast.InList):
-            for item in node.items:
-                give(item, type_of(node.operand))
-        elif isinstance(node, ast.Like):
-            give(node.pattern, "STRING")
-        elif isinstance(node, ast.Cast):
-            give(node.operand, node.type)
-        elif isinstance(node, ast.Select):
-            give(node.limit, "BIGINT")
-            give(node.offset, "BIGINT")
+            give(value, columns.bare.get(name.lower()))
+    nodes = list(_walk(statement))
+    # Twice: a parameter typed by its place types another beside it (`$1 + $2 = col`).
+    for _ in range(2):
+        for node in nodes:
+            place(node)
     return found
+
+
+def _function_place(
+    call: ast.FuncCall,
+    give: Callable[[object, str | None], None],
+    type_of: Callable[[object], str | None],
+) -> None:
+    name = call.name
+    if name in _SAME_AS_OTHERS:
+        shared = next((t for t in map(type_of, call.args) if t is not None), None)
+        for arg in call.args:
+            give(arg, shared)
+    elif name in _TEXT_FUNCTIONS:
+        counts = _COUNT_ARGUMENTS.get(name, ())
+        for position, arg in enumerate(call.args):
+            give(arg, "BIGINT" if position in counts else "STRING")
+    elif name in _NUMBER_FUNCTIONS:
+        for position, arg in enumerate(call.args):
+            give(arg, "INT" if name == "round" and position == 1 else "DOUBLE")
+    elif name in ("sum", "avg", "min", "max") and call.args:
+        give(call.args[0], "DOUBLE" if name in ("sum", "avg") else None)
+    elif name == "date_trunc" and len(call.args) == 2:
+        give(call.args[0], "STRING")
+        give(call.args[1], "TIMESTAMP")
