@@ -9,55 +9,29 @@ and by polling. A screenshot of the page is saved in the test's temporary folder
 
 from __future__ import annotations
 
-import base64
-import socket
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-import requests
 
-from tests.browser.conftest import Browser, Page
-from tests.http.conftest import start_server
+from tests.browser.conftest import Browser
+from tests.browser.console_page import (
+    WAIT,
+    Site,
+    click,
+    open_console,
+    run_sql,
+    screenshot,
+    text_of,
+    type_into,
+)
 
 pytestmark = pytest.mark.browser
 
-WAIT = 20.0  # seconds for the page to show something
 TRADES = (
     "CREATE TABLE trades (time TIMESTAMP, symbol SYMBOL, price DOUBLE)"
     " TIMESERIES(time) PARTITION BY DAY, SYMBOL(symbol)"
 )
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-class Site:
-    """A server on a port that a restart keeps, and SQL sent to it as another client."""
-
-    def __init__(self, root: Path) -> None:
-        self.data = root / "data"
-        self.port = free_port()
-        self.server = start_server(self.data, "--port", str(self.port))
-        self.token = self.server.token
-
-    def restart(self) -> None:
-        assert self.server.stop() == 0
-        self.server = start_server(self.data, "--port", str(self.port))
-
-    def sql(self, text: str) -> dict[str, Any]:
-        answer = requests.post(
-            self.server.url + "/exec",
-            data=text.encode(),
-            timeout=30,
-            headers={"Authorization": f"Bearer {self.token}"},
-        )
-        assert answer.status_code == 200, answer.text
-        return answer.json()
 
 
 @pytest.fixture
@@ -67,59 +41,6 @@ def site(tmp_path: Path) -> Iterator[Site]:
         yield running
     finally:
         assert running.server.stop() == 0
-
-
-def click(page: Page, selector: str) -> None:
-    """A left click in the middle of the element, as the mouse makes it."""
-    box = page.evaluate(
-        f"(() => {{ const r = document.querySelector({selector!r}).getBoundingClientRect();"
-        " return [r.x + r.width / 2, r.y + r.height / 2]; })()"
-    )
-    for kind in ("mousePressed", "mouseReleased"):
-        page.call(
-            "Input.dispatchMouseEvent", type=kind, x=box[0], y=box[1], button="left", clickCount=1
-        )
-
-
-def type_into(page: Page, selector: str, text: str) -> None:
-    """Clicks the field, selects what it holds and types `text` over it."""
-    click(page, selector)
-    page.evaluate(f"document.querySelector({selector!r}).select()")
-    page.call("Input.insertText", text=text)
-
-
-def run_sql(page: Page, sql: str) -> None:
-    page.evaluate("document.querySelector('#sql-status').textContent = ''")
-    type_into(page, "#sql", sql)
-    click(page, "#run")
-    assert page.wait_for(
-        "/ in [0-9.]+ ms$/.test(document.querySelector('#sql-status').textContent)", WAIT
-    ), "the run got no answer"
-
-
-def text_of(page: Page, selector: str) -> str:
-    return page.evaluate(f"document.querySelector({selector!r})?.textContent ?? ''")
-
-
-def open_console(browser: Browser, site: Site) -> Page:
-    page = browser.new_page()
-    page.call(
-        "Emulation.setDeviceMetricsOverride",
-        width=1280,
-        height=1000,
-        deviceScaleFactor=1,
-        mobile=False,
-    )
-    page.navigate(site.server.url + "/")
-    assert page.evaluate("window.consoleReady") is True
-    return page
-
-
-def screenshot(page: Page, path: Path) -> None:
-    """The whole page as PNG at `path` (CI keeps the test's temporary folder)."""
-    shot = page.call("Page.captureScreenshot", format="png", captureBeyondViewport=True)
-    path.write_bytes(base64.b64decode(shot["data"]))
-    print(f"screenshot of the console: {path}")
 
 
 def trade(second: int, symbol: str, price: float) -> str:
@@ -198,40 +119,6 @@ def test_the_console_runs_sql_marks_errors_and_shows_changes_live(
     assert text_of(page, "#sql-status").startswith(("401", "403")), text_of(page, "#sql-error")
 
 
-def test_the_candle_chart_follows_a_symbol_live_and_by_polling(
-    browser: Browser, site: Site, tmp_path: Path
-) -> None:
-    site.sql(TRADES)
-    site.sql(
-        "INSERT INTO trades VALUES "
-        + ", ".join([trade(1, "NABIL", 10), trade(2, "NABIL", 12), trade(3, "NEPSE", 99)])
-    )
-    page = open_console(browser, site)
-    type_into(page, "#token", site.token)
-    click(page, "#login-button")
-    assert page.wait_for("document.querySelector('#who').textContent.startsWith('signed in')", WAIT)
-    page.evaluate("document.querySelector('#chart-bucket').value = 'minute'")
-    click(page, "#chart-button")
-    candles = "document.querySelector('#chart svg')?.dataset.candles"
-    assert page.wait_for(f"{candles} === '1'", WAIT), text_of(page, "#chart-status")
-    assert text_of(page, "#chart-status").startswith("live")
-    site.sql("INSERT INTO trades VALUES ('2026-03-02T10:01:00Z', 'NABIL', 15)")
-    assert page.wait_for(f"{candles} === '2'", WAIT), text_of(page, "#chart-status")
-    titles = page.evaluate(
-        "[...document.querySelectorAll('#chart g.candle title')].map((t) => t.textContent)"
-    )
-    assert "open 10  high 12  low 10  close 12" in titles[0]
-    assert "open 15  high 15  low 15  close 15" in titles[1]
-
-    page.evaluate("document.querySelector('#chart-mode').value = 'poll'")
-    click(page, "#chart-button")
-    assert page.wait_for(f"{candles} === '2'", WAIT), text_of(page, "#chart-status")
-    site.sql("INSERT INTO trades VALUES ('2026-03-02T10:02:00Z', 'NABIL', 9)")
-    assert page.wait_for(f"{candles} === '3'", WAIT), text_of(page, "#chart-status")
-    assert text_of(page, "#chart-status").startswith("polling")
-    screenshot(page, tmp_path / "candles.png")
-
-
 def test_the_console_follows_the_event_stream_with_a_ticket(browser: Browser, site: Site) -> None:
     site.sql(TRADES)
     page = open_console(browser, site)
@@ -263,22 +150,3 @@ def test_the_console_follows_the_event_stream_with_a_ticket(browser: Browser, si
     )
     prices = [p for row in rows for p in ("10.5", "11.5", "12.5") if f'"price":{p}}}' in row]
     assert sorted(prices) == ["10.5", "11.5", "12.5"], rows  # each once
-
-
-def test_the_candle_chart_polls_when_the_live_query_cannot_connect(
-    browser: Browser, site: Site
-) -> None:
-    site.sql(TRADES)
-    site.sql("INSERT INTO trades VALUES " + trade(1, "NABIL", 10))
-    page = open_console(browser, site)
-    type_into(page, "#token", site.token)
-    click(page, "#login-button")
-    assert page.wait_for("document.querySelector('#who').textContent.startsWith('signed in')", WAIT)
-    page.call("Network.enable")
-    page.call("Network.setBlockedURLs", urls=["*/api/subscribe*"])  # as a proxy might
-    click(page, "#chart-button")
-    candles = "document.querySelector('#chart svg')?.dataset.candles"
-    assert page.wait_for(f"{candles} === '1'", WAIT), text_of(page, "#chart-status")
-    assert "polling /api/rev instead" in text_of(page, "#chart-status")
-    site.sql("INSERT INTO trades VALUES ('2026-03-02T10:01:00Z', 'NABIL', 15)")
-    assert page.wait_for(f"{candles} === '2'", WAIT), text_of(page, "#chart-status")

@@ -15,7 +15,12 @@ import pytest
 from refimpl.http.endpoints.console_route import CONSOLE_ASSETS, CONSOLE_FOLDER
 from tests.http.conftest import ROOT, Server
 
-TYPES = {".html": "text/html", ".css": "text/css", ".js": "text/javascript"}
+TYPES = {
+    ".html": "text/html",
+    ".css": "text/css",
+    ".js": "text/javascript",
+    ".mjs": "text/javascript",
+}
 
 
 def test_the_page_is_served_with_a_strict_policy_and_no_credentials(server: Server):
@@ -51,14 +56,17 @@ def test_the_page_names_only_files_that_are_served():
     )
     for script in CONSOLE_FOLDER.glob("*.js"):
         named |= set(re.findall(r"from '\./([^']+)'", script.read_text()))
-    on_disk = {p.name for p in CONSOLE_FOLDER.iterdir()} - {"index.html"}
-    assert named == set(CONSOLE_ASSETS) == on_disk
+    on_disk = {
+        p.relative_to(CONSOLE_FOLDER).as_posix() for p in CONSOLE_FOLDER.rglob("*") if p.is_file()
+    }
+    licences = {"vendor/LICENSE", "vendor/NOTICE"}  # shipped beside the vendored library
+    assert named == set(CONSOLE_ASSETS) == on_disk - {"index.html"} - licences
 
 
 def test_the_wheel_ships_the_page():
     patterns = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
     shipped = patterns["package-data"]["refimpl"]
-    for path in CONSOLE_FOLDER.iterdir():
+    for path in CONSOLE_FOLDER.rglob("*"):
         relative = path.relative_to(ROOT / "refimpl").as_posix()
         assert any(fnmatch(relative, pattern) for pattern in shipped), relative
 

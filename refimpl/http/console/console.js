@@ -53,8 +53,9 @@ class Console {
     if (allowed) {
       this.who.textContent = user ? `signed in as ${user}` : 'access granted';
       this.showTables(answer.json.dataset.map((row) => row[0]));
-      await this.listDatabases();
+      const databases = await this.listDatabases();
       await this.changes.detectStream();
+      await this.candles.discover(databases);
     } else {
       this.who.textContent = answer.status === 0 ? answer.json.error
         : `log in with a token (${answer.json?.error ?? answer.status})`;
@@ -64,12 +65,13 @@ class Console {
 
   async listDatabases() {
     const answer = await call('GET', '/api/stats');
-    if (!answer.ok) return;
+    if (!answer.ok) return [this.database.value];
     const names = Object.keys(answer.json.databases ?? {}).sort();
     const chosen = this.database.value;
     if (!names.includes(chosen)) names.unshift(chosen);
     this.database.replaceChildren(...names.map((name) => element('option', name)));
     this.database.value = chosen;
+    return names;
   }
 
   async refreshTables() {

@@ -19,7 +19,15 @@ from refimpl.http.context import Context
 CONSOLE_FOLDER = Path(__file__).resolve().parent.parent / "console"
 CONSOLE_PREFIX = "/console/"
 PAGE = "index.html"
-CONSOLE_ASSETS = ("console.css", "api.js", "console.js", "sql.js", "changes.js", "candles.js")
+CONSOLE_ASSETS = (
+    "console.css",
+    "api.js",
+    "console.js",
+    "sql.js",
+    "changes.js",
+    "candles.js",
+    "vendor/lightweight-charts.mjs",  # TradingView Lightweight Charts 5.3.0, see vendor/NOTICE
+)
 
 CONTENT_SECURITY_POLICY = "; ".join(
     (
@@ -39,7 +47,12 @@ SECURITY_HEADERS = {
     "Referrer-Policy": "same-origin",
     "X-Frame-Options": "DENY",
 }
-MEDIA_TYPES = {".html": "text/html", ".css": "text/css", ".js": "text/javascript"}  # UTF-8
+MEDIA_TYPES = {
+    ".html": "text/html",
+    ".css": "text/css",
+    ".js": "text/javascript",
+    ".mjs": "text/javascript",
+}  # UTF-8
 
 
 def console_page(ctx: Context) -> Response:
