@@ -109,3 +109,18 @@ def test_escaped_text_is_one_line_and_keeps_printable_text(text: str) -> None:
     escaped = escape_controls(text)
     assert len(escaped.splitlines()) <= 1
     assert escape_controls("café /x?y=1") == "café /x?y=1"
+
+
+def test_a_bad_regular_expression_is_a_clear_400_and_no_stray_line(logged: Server) -> None:
+    """RE2 logs its errors to stderr by itself unless told not to: a line that is no record
+    (and not JSON). Its message reaches the client as text, not as a bytes repr."""
+    for pattern, reason in [("a(b", "missing ): a(b"), ("a{1001}", "invalid repetition size")]:
+        answer = logged.exec(f"SELECT 'abc' ~ '{pattern}' AS m")
+        assert answer.status_code == 400, answer.text
+        message = answer.json()["error"]
+        # As text: the bytes repr was `: b'missing ): a(b'`.
+        assert message.startswith(f"invalid regular expression '{pattern}': {reason}")
+    marker = uuid.uuid4().hex
+    logged.get("/health", params={"m": marker}, token=None)
+    text = "\n".join(_records(logged, marker))
+    assert "re2.cc" not in text and "absl" not in text
