@@ -180,6 +180,7 @@ def write_admin_token(folder: Path, token: str) -> Path:
 
 
 def _serve(options: argparse.Namespace) -> int:
+    from conformance.cli import shipped_spec_version
     from refimpl.engine.instance import Instance
     from refimpl.http.app import App, AppOptions
     from refimpl.http.serving.limits import ConnectionLimits
@@ -253,6 +254,9 @@ def _serve(options: argparse.Namespace) -> int:
     except BaseException:
         instance.close()
         raise
+    if pg_server is not None:
+        app.metrics.read_pg(pg_server.measures)
+    app.metrics.describe_build(shipped_spec_version())
 
     def listening(host: str, port: int) -> None:
         print(f"listening on http://{host}:{port}", flush=True)
@@ -291,7 +295,7 @@ def _check_ports(settings: Settings) -> None:
         )
     check_port_free(settings.host, settings.port, "port")
     if settings.pg_port is not None:
-        check_port_free(settings.host, settings.pg_port, "pg_port")
+        check_port_free(settings.host, settings.pg_port, "pg_port", "serve the PostgreSQL protocol")
 
 
 def _settings(options: argparse.Namespace) -> int:

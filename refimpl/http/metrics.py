@@ -7,10 +7,12 @@ one), so several servers in one process never share a counter. Two kinds of metr
   request finishes (`RequestCounts`: a request only queues its figures, folded into plain
   counts now and then and at each scrape): they exist only at the HTTP layer;
 - everything else is read when a scrape asks (`ServerCollector`), from the engine's typed
-  snapshot (`Instance.measures()`) and from counts the server lends (`read_connections`,
-  `read_open_streams`): no commit, fsync or read is slowed down to export it.
+  snapshot (`Instance.measures()`) and from counts the servers lend (`read_connections`,
+  `read_open_streams`, `read_pg`): no commit, fsync or read is slowed down to export it.
 
-The metric names and their labels are the ones `spec/operations.md` lists.
+prometheus_client's own collectors add the process (`process_*`: CPU, memory, open files)
+and the interpreter (`python_*`: version, garbage collector). The metric names and their
+labels are the ones `spec/operations.md` lists.
 """
 
 from __future__ import annotations
@@ -19,8 +21,9 @@ import bisect
 import collections
 import threading
 from collections.abc import Callable, Iterator, Sequence
+from importlib import metadata
 
-from prometheus_client import CollectorRegistry
+from prometheus_client import CollectorRegistry, GCCollector, PlatformCollector, ProcessCollector
 from prometheus_client.core import (
     CounterMetricFamily,
     GaugeMetricFamily,
@@ -31,7 +34,7 @@ from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
-from refimpl.engine.measures import EngineMeasures, HistogramSnapshot
+from refimpl.engine.measures import EngineMeasures, HistogramSnapshot, PgMeasures
 
 # A request's time in the app: a point read takes ~0.1 ms, a long poll up to its wait.
 REQUEST_BOUNDS = (
@@ -134,6 +137,9 @@ class ServerMetrics:
         self._requests = RequestCounts()
         self._collector = ServerCollector(measures, waiting, self._requests)
         self.registry.register(self._collector)
+        ProcessCollector(registry=self.registry)
+        PlatformCollector(registry=self.registry)
+        GCCollector(registry=self.registry)
 
     def observe_request(self, route: str, method: str, status: int, seconds: float) -> None:
         """Count one answered request. `route` is a route's path, never a client's path."""
@@ -146,6 +152,15 @@ class ServerMetrics:
     def read_open_streams(self, count: Count) -> None:
         """Where the open event streams are counted (the event stream lends it)."""
         self._collector.open_streams = count
+
+    def read_pg(self, measures: Callable[[], PgMeasures]) -> None:
+        """Where the PostgreSQL protocol's server is measured (lent when it starts); its
+        metrics are there only while it is lent."""
+        self._collector.pg = measures
+
+    def describe_build(self, spec: str) -> None:
+        """The spec version the server implements, a label of `kdb_build_info`."""
+        self._collector.spec = spec
 
     def exposition(self, accept: str | None) -> tuple[bytes, str]:
         """The metrics as text, in the format `accept` asks for (Prometheus or OpenMetrics),
@@ -165,8 +180,17 @@ class ServerCollector(Collector):
         self._requests = requests
         self.connections: Count = _none
         self.open_streams: Count = _none
+        self.pg: Callable[[], PgMeasures] | None = None
+        self.spec = "unknown"
 
     def collect(self) -> Iterator[Metric]:
+        build = GaugeMetricFamily(
+            "kdb_build_info",
+            "Always 1: the server's version and the spec version it implements.",
+            labels=("version", "spec"),
+        )
+        build.add_metric((_version(), self.spec), 1)
+        yield build
         yield from self._requests.metrics()
         engine = self._measures()
         yield from _database_metrics(engine)
@@ -188,10 +212,49 @@ class ServerCollector(Collector):
             "kdb_open_streams", "Event streams (GET /stream/changes) open now.", self.open_streams()
         )
         yield _gauge("kdb_connections", "HTTP client connections open now.", self.connections())
+        if self.pg is not None:
+            yield from _pg_metrics(self.pg())
 
 
 def _gauge(name: str, documentation: str, value: float) -> GaugeMetricFamily:
     return GaugeMetricFamily(name, documentation, value=value)
+
+
+def _version() -> str:
+    try:
+        return metadata.version("refimpl")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def _pg_metrics(pg: PgMeasures) -> Iterator[Metric]:
+    connections = GaugeMetricFamily(
+        "kdb_pg_connections",
+        "PostgreSQL-protocol connections open now, by state.",
+        labels=("state",),
+    )
+    for state, count in pg.connections.items():
+        connections.add_metric((state,), count)
+    yield connections
+    yield CounterMetricFamily(
+        "kdb_pg_queries",
+        "Statements the PostgreSQL port completed (a CommandComplete each).",
+        value=pg.queries,
+    )
+    errors = CounterMetricFamily(
+        "kdb_pg_errors", "Errors the PostgreSQL port sent, by SQLSTATE.", labels=("sqlstate",)
+    )
+    for code, count in sorted(pg.errors.items()):
+        errors.add_metric((code,), count)
+    yield errors
+    yield CounterMetricFamily(
+        "kdb_pg_received_bytes",
+        "Bytes the PostgreSQL port read from clients.",
+        value=pg.bytes_received,
+    )
+    yield CounterMetricFamily(
+        "kdb_pg_sent_bytes", "Bytes of the PostgreSQL port's answers.", value=pg.bytes_sent
+    )
 
 
 def _database_metrics(engine: EngineMeasures) -> Iterator[Metric]:

@@ -20,6 +20,7 @@ gets a FATAL 57P01 and is closed (an open transaction is rolled back).
 
 from __future__ import annotations
 
+import collections
 import itertools
 import logging
 import secrets
@@ -33,6 +34,7 @@ from dataclasses import dataclass, field
 
 from refimpl.engine import admission
 from refimpl.engine.instance import Instance
+from refimpl.engine.measures import PgCounts, PgMeasures
 from refimpl.errors import KdbError, ProtocolError, Unavailable
 from refimpl.netlimits import (
     OUT_OF_DESCRIPTORS,
@@ -77,9 +79,10 @@ class _Socket:
     """A link's `Transport`: the worker that answers the connection sends and waits here
     (the connection is disarmed in the epoll set until that worker re-arms it)."""
 
-    def __init__(self, sock: socket.socket, stopping: threading.Event) -> None:
+    def __init__(self, sock: socket.socket, stopping: threading.Event, counts: PgCounts) -> None:
         self.sock = sock
         self._stopping = stopping
+        self._counts = counts  # a COPY's data read here counts as received
 
     def send_now(self, data: bytes) -> int:
         """Send what the socket takes without waiting; how many bytes it took."""
@@ -113,7 +116,9 @@ class _Socket:
         while not self._stopping.is_set():
             if _pending(self.sock) or poller.poll(POLL_SECONDS * 1000):
                 try:
-                    return self.sock.recv(RECV_BYTES)
+                    data = self.sock.recv(RECV_BYTES)
+                    self._counts.received(len(data))
+                    return data
                 except (BlockingIOError, ssl.SSLWantReadError):
                     continue
                 except OSError:
@@ -161,6 +166,7 @@ class PgServer:
         self.instance = instance
         self.options = options
         self.counts = ConnectionCounts(options.limits)
+        self.answers = PgCounts()  # queries, errors and bytes, for /metrics
         self._listener = socket.create_server((options.host, options.port), backlog=512)
         self._listener.setblocking(False)
         self.address: tuple[str, int] = self._listener.getsockname()[:2]
@@ -236,7 +242,7 @@ class PgServer:
             socket.SOL_SOCKET, socket.SO_SNDTIMEO, struct.pack("ll", SEND_TIMEOUT_SECONDS, 0)
         )
         process_id = next(self._process_ids)
-        transport = _Socket(sock, self._stopping)
+        transport = _Socket(sock, self._stopping, self.answers)
         link = Link(
             self.instance,
             self.options.link,
@@ -278,6 +284,7 @@ class PgServer:
         except OSError:
             data = b""
         if data is not None:
+            self.answers.received(len(data))
             client.link.core.receive_data(data)
         if client.link.core.has_message():
             self._answer(client)
@@ -306,6 +313,7 @@ class PgServer:
             with client.lock:
                 while True:
                     out = link.answer_pending()
+                    self.answers.answered(out)
                     if out and not link.is_durable():
                         # It acknowledges a commit not yet on disk: sent after the flush.
                         self._acknowledging.hand_over((client, out), link.wait_durable)
@@ -379,6 +387,12 @@ class PgServer:
         if client.counted:
             self.counts.release(client.address)
 
+    def measures(self) -> PgMeasures:
+        """What /metrics reads at a scrape: the counts, and the connections by state now."""
+        with self._lock:
+            states = collections.Counter(_state(c) for c in self._clients.values())
+        return self.answers.snapshot(states)
+
     # -- cancel and stop -----------------------------------------------------------------
 
     def cancel(self, process_id: int, secret_key: int) -> None:
@@ -411,6 +425,22 @@ class PgServer:
             client.goodbye(goodbye)
             self._close(client)
         self._epoll.close()
+
+
+def _state(client: _Client) -> str:
+    conversation = client.link.conversation
+    if conversation is None:
+        return "startup"
+    if client.busy:
+        return "active"
+    status = conversation.status
+    return (
+        "idle"
+        if status == "I"
+        else "idle_in_transaction"
+        if status == "T"
+        else "idle_in_failed_transaction"
+    )
 
 
 def _pending(sock: socket.socket) -> int:

@@ -49,7 +49,10 @@ def test_a_pg_port_in_use_stops_the_start_before_the_data_folder_exists(
     data = tmp_path / "data"
     done = serve(data, "--port", "0", "--pg-port", str(taken_port))
     assert done.returncode == 2, done
-    assert f"{taken_port} (pg_port)" in done.stderr and "choose another pg_port" in done.stderr
+    assert f"cannot serve the PostgreSQL protocol on 127.0.0.1:{taken_port} (pg_port)" in (
+        done.stderr
+    )
+    assert "choose another pg_port" in done.stderr
     assert not data.exists()
 
 

@@ -3,17 +3,25 @@
 from __future__ import annotations
 
 import collections
+import re
 import threading
 import time
+import uuid
+from collections.abc import Iterator
 
+import psycopg
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.utils import floatToGoString
 
+from conformance.cli import shipped_spec_version
+from refimpl.engine.measures import PG_STATES, PgCounts
 from refimpl.http.metrics import REQUEST_BOUNDS, RequestCounts
-from tests.http.conftest import Server
+from refimpl.pgwire import messages as m
+from tests.http.conftest import ROOT, Server, start_server
+from tests.pgwire.conftest import PgServer, pg_address
 
 
 def scrape(server: Server) -> dict[str, list]:
@@ -194,3 +202,155 @@ def test_every_request_is_counted_once_in_its_bucket(
         assert buckets["+Inf"] == len(seconds)
         for bound in REQUEST_BOUNDS:
             assert buckets[floatToGoString(bound)] == sum(d <= bound for d in seconds)
+
+
+@pytest.fixture(scope="module")
+def pg(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PgServer]:
+    running = start_server(tmp_path_factory.mktemp("pgmetrics") / "data", "--pg-port", "0")
+    try:
+        yield PgServer(running, *pg_address(running))
+    finally:
+        assert running.stop() == 0, running.log.read_text()[-3000:]
+
+
+@pytest.fixture
+def pgdb(pg: PgServer) -> str:
+    name = "t_" + uuid.uuid4().hex[:12]
+    pg.http.sql(f"CREATE DATABASE {name}")
+    return name
+
+
+def spec_families() -> dict[str, str]:
+    """The metric families spec/operations.md lists (name without `_total`) -> their type."""
+    chapter = (ROOT / "spec" / "operations.md").read_text()
+    table = chapter.split("## GET /metrics", 1)[1].split("\n## ", 1)[0]
+    found: dict[str, str] = {}
+    for row in re.findall(r"(?m)^\| (`[^|]+) \|\s*(\w*)\s*\|", table):
+        names, kind = row
+        for name in re.findall(r"`([a-z_]+)`", names):
+            found[name.removesuffix("_total")] = kind
+    return found
+
+
+def test_every_family_the_spec_lists_is_scraped_with_its_type(pg: PgServer, pgdb: str) -> None:
+    pg.http.sql("CREATE TABLE t (id INT PRIMARY KEY)", pgdb)
+    pg.http.sql("INSERT INTO t VALUES (1)", pgdb)  # a database with a commit
+    with pg.connect(pgdb) as conn:
+        conn.execute("SELECT 1").fetchall()
+    response = pg.http.get("/metrics")
+    assert response.status_code == 200
+    scraped = {f.name: f for f in text_string_to_metric_families(response.text)}
+    listed = spec_families()
+    assert len(listed) >= 23 and "kdb_pg_connections" in listed and "kdb_build_info" in listed
+    for name, kind in listed.items():
+        assert name in scraped, f"{name} is in the spec, not in the scrape"
+        if kind:
+            assert scraped[name].type == kind, (name, scraped[name].type)
+
+
+def test_process_python_and_build_info(server: Server) -> None:
+    families = scrape(server)
+    assert value(families, "process_cpu_seconds_total") > 0
+    assert value(families, "process_resident_memory_bytes") > 10_000_000
+    assert value(families, "process_open_fds") >= 3
+    assert value(families, "process_start_time_seconds") > time.time() - 3600
+    python = families["python_info"][0]
+    assert python.labels["implementation"] == "CPython" and python.value == 1
+    assert "python_gc_objects_collected" in families
+    build = families["kdb_build_info"]
+    assert len(build) == 1 and build[0].value == 1
+    assert build[0].labels["spec"] == shipped_spec_version()
+    assert re.fullmatch(r"\d+\.\d+.*", build[0].labels["version"])
+
+
+def test_no_postgresql_metrics_without_the_postgresql_port(server: Server) -> None:
+    assert not [name for name in scrape(server) if name.startswith("kdb_pg_")]
+
+
+def test_postgresql_connections_queries_errors_and_bytes(pg: PgServer, pgdb: str) -> None:
+    other = pgdb + "_b"  # a transaction holds its database: the failed one gets its own
+    pg.http.sql(f"CREATE DATABASE {other}")
+    before = scrape(pg.http)
+    idle = pg.connect(pgdb)
+    busy = pg.connect(pgdb, autocommit=False)
+    failed = pg.connect(other, autocommit=False)
+    try:
+        for n in range(3):
+            assert idle.execute(f"SELECT {n}").fetchall() == [(n,)]
+        with pytest.raises(psycopg.errors.SyntaxError):
+            idle.execute("SELEC 1")
+        busy.execute("SELECT 1").fetchall()  # psycopg opened a transaction: it stays open
+        failed.execute("SELECT 1").fetchall()
+        with pytest.raises(psycopg.errors.UndefinedTable):
+            failed.execute("SELECT * FROM no_such_table")
+        with pytest.raises(psycopg.OperationalError):
+            pg.connect(pgdb, password="not-the-token")  # a refused login is counted too
+        after = scrape(pg.http)
+    finally:
+        for conn in (idle, busy, failed):
+            conn.close()
+
+    states = {s.labels["state"]: s.value for s in after["kdb_pg_connections"]}
+    assert set(states) == set(PG_STATES)
+    assert states["idle"] >= 1 and states["idle_in_transaction"] >= 1
+    assert states["idle_in_failed_transaction"] >= 1
+
+    def errors(families: dict[str, list], code: str) -> float:
+        found = [
+            s.value
+            for s in families.get("kdb_pg_errors", [])
+            if s.name == "kdb_pg_errors_total" and s.labels["sqlstate"] == code
+        ]
+        return found[0] if found else 0.0
+
+    assert errors(after, "42601") - errors(before, "42601") == 1
+    assert errors(after, "42P01") - errors(before, "42P01") == 1
+    assert errors(after, "28P01") - errors(before, "28P01") == 1
+    queries = value(after, "kdb_pg_queries_total") - value(before, "kdb_pg_queries_total")
+    assert queries >= 5  # three SELECTs and two more; the drivers' own statements count too
+    for counter in ("kdb_pg_received_bytes_total", "kdb_pg_sent_bytes_total"):
+        assert value(after, counter) - value(before, counter) > 100
+
+    # The connections closed: none is counted any more, once the server has seen them go.
+    for _ in range(100):
+        left = sum(s.value for s in scrape(pg.http)["kdb_pg_connections"])
+        if left == 0:
+            break
+        time.sleep(0.05)
+    assert left == 0
+
+
+def test_postgresql_copy_data_counts_as_received(pg: PgServer, pgdb: str) -> None:
+    pg.http.sql("CREATE TABLE t (id INT PRIMARY KEY, v STRING)", pgdb)
+    before = value(scrape(pg.http), "kdb_pg_received_bytes_total")
+    payload = "".join(f"{n}\t{'x' * 100}\n" for n in range(2000)).encode()
+    with pg.connect(pgdb) as conn, conn.cursor() as cursor:
+        with cursor.copy("COPY t FROM STDIN") as copy:
+            copy.write(payload)
+    assert pg.http.rows("SELECT count(*) FROM t", pgdb) == [[2000]]
+    assert value(scrape(pg.http), "kdb_pg_received_bytes_total") - before >= len(payload)
+
+
+def test_answers_are_counted_by_their_messages() -> None:
+    counts = PgCounts()
+    # Values full of the bytes that start a CommandComplete and an ErrorResponse: only the
+    # messages' own types count.
+    rows = m.DataRows([(n, "CE" * 20) for n in range(50)], (_text, _text)).encode()
+    counts.answered(
+        m.RowDescription(()).encode()
+        + rows
+        + m.CommandComplete("SELECT 50").encode()
+        + m.ErrorResponse("22012", "division by zero", position=8).encode()
+        + m.ErrorResponse("00000", "a notice", "NOTICE", notice=True).encode()
+        + m.ReadyForQuery("I").encode()
+    )
+    counts.answered(m.ErrorResponse("53300", "too many", "FATAL").encode())
+    counts.received(7)
+    seen = counts.snapshot({"idle": 2})
+    assert seen.queries == 1 and seen.errors == {"22012": 1, "53300": 1}
+    assert seen.bytes_received == 7 and seen.bytes_sent > 50 * 45
+    assert seen.connections == {state: 2 if state == "idle" else 0 for state in PG_STATES}
+
+
+def _text(value: object) -> bytes:
+    return str(value).encode()

@@ -74,8 +74,9 @@ def serve(
     return 0
 
 
-def check_port_free(host: str, port: int, setting: str) -> None:
-    """Raise a ConfigError naming `setting` when `host:port` cannot be listened on now.
+def check_port_free(host: str, port: int, setting: str, purpose: str = "listen") -> None:
+    """Raise a ConfigError naming `setting` when `host:port` cannot be listened on now
+    ("cannot <purpose> on host:port (setting): why; ...").
 
     Called before a start creates anything (the data folder, the admin token), so that a
     port another process holds stops the start with nothing left behind. It binds a socket
@@ -93,7 +94,7 @@ def check_port_free(host: str, port: int, setting: str) -> None:
         else:
             why = exc.strerror or str(exc)
         raise ConfigError(
-            f"cannot listen on {host}:{port} ({setting}): {why}; stop that process, or choose"
+            f"cannot {purpose} on {host}:{port} ({setting}): {why}; stop that process, or choose"
             f" another {setting} (0 takes a free one)"
         ) from None
     probe.close()
