@@ -228,6 +228,10 @@ class UserError(SqlError):
 class Unauthorized(KdbError):
     """No valid credentials where they are needed (a wrong, expired or revoked token)."""
 
+    # The user whose credential was refused, when it names one (an expired token): for the
+    # server's log line of the refused login, never for the answer.
+    user: str | None = None
+
 
 class Forbidden(KdbError):
     """Valid credentials without the right the operation needs."""

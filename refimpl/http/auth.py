@@ -4,11 +4,15 @@ A browser's `EventSource` cannot send an Authorization header, so a page posts i
 `POST /api/session` once and is let in by an HttpOnly, SameSite=Strict cookie from then on:
 script on the page cannot read it and other sites cannot make the browser send it.
 With `--dev` there is no authentication: every request acts as the admin user.
+
+Every refused login (a wrong, expired or revoked token, an ended session, a wrong ticket)
+is a WARNING line of the server's log with the client's address (`log_refused`).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from datetime import UTC, datetime
 
 from werkzeug.wrappers import Request, Response
@@ -17,6 +21,7 @@ from refimpl.engine.access import ADMIN, ANONYMOUS, AccessControl, Principal
 from refimpl.errors import BadRequest, Unauthorized
 
 SESSION_COOKIE = "kdb_session"
+log = logging.getLogger("refimpl.auth")
 
 
 class Authenticator:
@@ -39,13 +44,21 @@ class Authenticator:
         assert self.access is not None
         header = request.environ.get("HTTP_AUTHORIZATION")
         if header is not None:
-            scheme, _, token = header.strip().partition(" ")
-            if scheme.lower() != "bearer" or not token.strip():
-                raise Unauthorized("the Authorization header must be `Bearer <token>`")
-            return self.access.authenticate(token.strip())
+            try:
+                scheme, _, token = header.strip().partition(" ")
+                if scheme.lower() != "bearer" or not token.strip():
+                    raise Unauthorized("the Authorization header must be `Bearer <token>`")
+                return self.access.authenticate(token.strip())
+            except Unauthorized as refused:
+                log_refused(request, refused, "a bearer token")
+                raise
         session_id = request.cookies.get(SESSION_COOKIE)
         if session_id:
-            return self.access.principal_for_session(session_id)
+            try:
+                return self.access.principal_for_session(session_id)
+            except Unauthorized as refused:
+                log_refused(request, refused, "the session cookie")
+                raise
         return ANONYMOUS
 
     def open_session(self, request: Request, body: bytes) -> Response:
@@ -54,7 +67,11 @@ class Authenticator:
         if self.dev:
             raise BadRequest("sessions are not needed with --dev: there is no authentication")
         assert self.access is not None
-        principal = self.access.authenticate(token)
+        try:
+            principal = self.access.authenticate(token)
+        except Unauthorized as refused:
+            log_refused(request, refused, "a token to open a session")
+            raise
         session_id, expires_at = self.access.open_session(token)
         expires = datetime.fromtimestamp(expires_at, UTC)
         response = Response(
@@ -91,6 +108,23 @@ class Authenticator:
     def _secure(self, request: Request) -> bool:
         """Whether the cookie goes out `Secure`: sent back over HTTPS only."""
         return self.behind_tls or request.scheme == "https"
+
+
+def log_refused(request: Request, refused: Unauthorized, credential: str) -> None:
+    """The log line of a refused login (logger `refimpl.auth`, WARNING): the client's
+    address, the kind of credential, and the user when the credential named one; never the
+    credential itself. In JSON its fields are `client`, `credential` and `user`."""
+    client = request.environ.get("REMOTE_ADDR", "")
+    user = refused.user
+    whose = "" if user is None else f" (user '{user}')"
+    log.warning(
+        "refused login from %s with %s%s: %s",
+        client,
+        credential,
+        whose,
+        refused.message,
+        extra={"fields": {"client": client, "credential": credential, "user": user}},
+    )
 
 
 def by_cookie(request: Request) -> bool:

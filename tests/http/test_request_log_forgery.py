@@ -124,3 +124,45 @@ def test_a_bad_regular_expression_is_a_clear_400_and_no_stray_line(logged: Serve
     logged.get("/health", params={"m": marker}, token=None)
     text = "\n".join(_records(logged, marker))
     assert "re2.cc" not in text and "absl" not in text
+
+
+def _refusals(server: Server, marker: str) -> list[str]:
+    return [line for line in _records(server, marker) if "refused login from" in line]
+
+
+def test_every_refused_login_is_a_line_with_the_client_and_never_the_secret(
+    logged: Server,
+) -> None:
+    user = "u_" + uuid.uuid4().hex[:8]
+    logged.sql(f"CREATE USER {user}")
+    expiring = logged.rows(f"CREATE TOKEN FOR {user} EXPIRES IN '1s'")[0][0]
+    wrong = "kdb_" + uuid.uuid4().hex + uuid.uuid4().hex[:11]
+    first = uuid.uuid4().hex
+    logged.get("/health", params={"m": first}, token=None)
+    before = len(_refusals(logged, first))
+    time.sleep(1.2)
+    asked = [
+        logged.get("/exec", params={"query": "SELECT 1"}, token=wrong),
+        logged.get("/exec", params={"query": "SELECT 1"}, token=expiring),
+        logged.get("/exec", headers={"Authorization": "Basic abc"}, token=None),
+        logged.post("/api/session", data=wrong, token=None),
+        logged.get("/stream/changes", params={"ticket": "kdbt_" + "x" * 43}, token=None),
+        logged.get("/exec", headers={"Cookie": "kdb_session=nope"}, token=None),
+    ]
+    assert [answer.status_code for answer in asked] == [401] * 6
+    marker = uuid.uuid4().hex
+    logged.get("/health", params={"m": marker}, token=None)
+    lines = _refusals(logged, marker)[before:]
+    assert len(lines) == 6, lines
+    text = "\n".join(lines)
+    assert wrong not in text and expiring not in text and "kdbt_" not in text
+    assert all("refused login from 127.0.0.1 with " in line for line in lines)
+    credentials = ["a bearer token", "a bearer token", "a bearer token"]
+    credentials += ["a token to open a session", "a stream ticket", "the session cookie"]
+    for line, credential in zip(lines, credentials, strict=True):
+        assert f"with {credential}" in line
+    assert f"(user '{user}')" in lines[1] and "(user" not in lines[0]
+    if _is_json(logged):
+        fields = [json.loads(line) for line in lines]
+        assert all(f["level"] == "warning" and f["client"] == "127.0.0.1" for f in fields)
+        assert [f["user"] for f in fields] == [None, user, None, None, None, None]

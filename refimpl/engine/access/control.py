@@ -108,9 +108,12 @@ class AccessControl:
             principal = _principal_of(store, record)
             if principal is not None:
                 return principal
-        raise Unauthorized(
+        refused = Unauthorized(
             "the token is wrong, expired or revoked; ask an administrator for a new one"
         )
+        if record is not None:  # the right secret, expired: the log may say whose it was
+            refused.user = str(record["user"])
+        raise refused
 
     def token_key(self, token: str) -> str:
         """The key of a valid token (its hash: no secret), under which limits count what it

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from refimpl.engine.event_streams import Credential
 from refimpl.errors import BadRequest, Unauthorized
-from refimpl.http.auth import SESSION_COOKIE
+from refimpl.http.auth import SESSION_COOKIE, log_refused
 from refimpl.http.context import Context
 
 DEV_KEY = "dev"  # with --dev there are no tokens: every stream counts under this key
@@ -26,7 +26,11 @@ def request_credential(ctx: Context, ticket: str | None = None) -> Credential:
             streams.tickets.redeem(ticket, ctx.database)  # once, as without --dev
         return Credential(DEV_KEY, ctx.principal, checked=False)
     if ticket is not None:
-        return streams.credential_for_ticket(ticket, ctx.database)
+        try:
+            return streams.credential_for_ticket(ticket, ctx.database)
+        except Unauthorized as refused:
+            log_refused(ctx.request, refused, "a stream ticket")
+            raise
     if header is not None:
         # The app checked its form already: `Bearer <token>`.
         return streams.credential_for_token(header.strip().partition(" ")[2].strip())
