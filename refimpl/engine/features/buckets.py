@@ -83,8 +83,11 @@ def changed_buckets(
     plan: BucketPlan,
     after_lsn: int,
     rowid_floor: int | None = None,
+    upto_lsn: int | None = None,
 ) -> set[int] | None:
-    """Starts of the buckets changed after `after_lsn`; None when a full run is needed.
+    """Starts of the buckets changed after `after_lsn` (up to `upto_lsn`, the state the
+    caller's answer is marked with; the log must be durable that far); None when a full run
+    is needed.
 
     For a table without key, `rowid_floor` tells inserts (new row ids) from updates (an id
     below it): an update may have moved a row out of a bucket the log does not name.
@@ -92,6 +95,8 @@ def changed_buckets(
     buckets: set[int] = set()
     wanted = table.lower()
     for lsn, payload in database.log.read(after_lsn):
+        if upto_lsn is not None and lsn > upto_lsn:
+            break  # a later commit: the answer's next run reads it
         for entry in records.decode(lsn, payload).entries:
             if entry.table is None or entry.table.lower() != wanted:
                 continue

@@ -69,6 +69,11 @@ class Answer:
 
     serial: int
     rows: dict[Identity, tuple]
+    # The state the answer includes: every commit up to `position` (an applied LSN) and so
+    # the revision counter `token` of what the query reads; a subscriber holding this answer
+    # is marked with these two, never with a revision read at another moment.
+    position: int = 0
+    token: int = -1
 
 
 @dataclass(slots=True)
@@ -327,34 +332,44 @@ class SubscriptionManager:
 
     def _run(self, session: StatementContext, subscription: Subscription) -> Answer:
         database = subscription.database
-        revisions = database.revisions
-        if subscription.symbol is not None:
-            token = revisions.value_n(subscription.table, subscription.symbol)
-        else:
-            token = revisions.table_n(subscription.table)
-        applied = database.applied_lsn  # read before the query: redo work, never miss it
+        # The revision and the applied LSN of one state: a commit installs its rows, moves
+        # the revision and then the applied LSN under the exclusive state lock (and wakes
+        # its subscribers in between), so read apart they could name two states, and an
+        # answer of the older one would be marked with the newer revision: lost until the
+        # next commit. Read before the query: work may be redone, never missed.
+        with database.state_lock:
+            token = self._token(subscription)
+            applied = database.applied_lsn
         # The answer is the same for every subscriber of this query at this state (each
-        # must still be allowed to read the table): one run serves all of them. The state
-        # is named by the revision too: a commit moves it before the applied LSN moves.
+        # must still be allowed to read the table): one run serves all of them.
         session.authorize(Right.READ, subscription.table)
         if subscription.shared:
             answer = self._answers.get(
                 (id(database), subscription.select, applied, token),
-                lambda: self._answer(session, subscription, applied),
+                lambda: self._answer(session, subscription, applied, token),
             )
         else:
-            answer = self._answer(session, subscription, applied)
-        subscription.token = token
-        subscription.position = applied
+            answer = self._answer(session, subscription, applied, token)
+        subscription.token = answer.token
+        subscription.position = answer.position
         subscription.rowid_floor = self._rowid_floor(subscription)
         return answer
 
+    @staticmethod
+    def _token(subscription: Subscription) -> int:
+        """The revision counter of what the query reads (its pinned value, or the table)."""
+        revisions = subscription.database.revisions
+        if subscription.symbol is not None:
+            return revisions.value_n(subscription.table, subscription.symbol)
+        return revisions.table_n(subscription.table)
+
     def _answer(
-        self, session: StatementContext, subscription: Subscription, applied: int
+        self, session: StatementContext, subscription: Subscription, applied: int, token: int
     ) -> Answer:
+        """The answer at least as new as the state (`applied`, `token`), marked with it."""
         partial = self._run_buckets(session, subscription, applied)
         if partial is not None:
-            return Answer(next(self._serials), partial)
+            return Answer(next(self._serials), partial, applied, token)
         output = self._query(session, subscription)
         subscription.database.wait_visible()
         if len(output.rows) > MAX_ROWS:
@@ -373,7 +388,7 @@ class SubscriptionManager:
             identity = subscription.identity
             for row in output.rows:
                 rows[identity(row)] = row
-        return Answer(next(self._serials), rows)
+        return Answer(next(self._serials), rows, applied, token)
 
     @staticmethod
     def _query(session: StatementContext, subscription: Subscription) -> QueryOutput:
@@ -396,7 +411,8 @@ class SubscriptionManager:
         if plan is None or subscription.position is None or not subscription.versions:
             return None
         database = subscription.database
-        database.wait_visible()  # the log must hold every commit the tables show
+        # The log is read up to its durable LSN: it must hold every commit up to `applied`.
+        database.log.wait_durable(applied)
         table = database.tables.get(subscription.table)
         if table is None:
             return None  # dropped: the full run says so
@@ -406,6 +422,7 @@ class SubscriptionManager:
             return None
         schema = table.schema
         floor = None if table.keyed else subscription.rowid_floor
+        position = subscription.position
         # Subscribers woken by one commit mostly ask the same: read the log and run the
         # narrowed query once for all of them (keyed by the state they were read at).
         changed = self._shared.get(
@@ -414,12 +431,12 @@ class SubscriptionManager:
                 id(database),
                 subscription.table,
                 plan,
-                subscription.position,
+                position,
                 applied,
                 floor,
             ),
             lambda: buckets.changed_buckets(
-                database, subscription.table, schema, plan, subscription.position, floor
+                database, subscription.table, schema, plan, position, floor, applied
             ),
         )
         if changed is None:
@@ -518,12 +535,8 @@ class SubscriptionManager:
             return Reply("rows", subscription, version, change)
 
     def moved(self, subscription: Subscription) -> bool:
-        revisions = subscription.database.revisions
-        if subscription.symbol is not None:
-            token = revisions.value_n(subscription.table, subscription.symbol)
-        else:
-            token = revisions.table_n(subscription.table)
-        return token != subscription.token
+        """True when a commit the subscription's answer does not include touched its query."""
+        return self._token(subscription) != subscription.token
 
 
 def _change(
