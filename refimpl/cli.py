@@ -343,9 +343,18 @@ def _start_pg(settings: Any, instance: Any) -> Any:
                 settings.host,
                 settings.pg_port,
                 settings.threads,
-                ConnectionLimits(limit, limit, "pg_max_connections", "pg_max_connections"),
+                ConnectionLimits(
+                    limit,
+                    limit,
+                    "pg_max_connections",
+                    "pg_max_connections",
+                    settings.pg_admin_reserved_connections,
+                    "pg_admin_reserved_connections",
+                ),
                 LinkOptions(settings.dev, settings.max_body_bytes, tls=context is not None),
                 tls=context,
+                login_timeout_s=settings.pg_login_timeout_s,
+                unauthenticated_per_address=settings.pg_max_unauthenticated_per_address,
             ),
         )
     except OSError as exc:

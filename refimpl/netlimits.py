@@ -19,12 +19,18 @@ OUT_OF_DESCRIPTORS = (errno.EMFILE, errno.ENFILE)
 @dataclass(frozen=True, slots=True)
 class ConnectionLimits:
     """Open connections at most, in all and from one client address, and the names of the
-    settings that set them (for the refusal's sentence)."""
+    settings that set them (for the refusal's sentence).
+
+    The last `reserved` places of `total` are kept for privileged connections (admins):
+    others are refused when only those are left, so that an admin can always log in to
+    look at what holds the rest. At most `total - 1` are reserved, whatever is asked."""
 
     total: int = 10_000
     per_address: int = 4096
     total_setting: str = "max_connections"
     per_address_setting: str = "max_connections_per_address"
+    reserved: int = 0
+    reserved_setting: str = ""
 
 
 class ConnectionCounts:
@@ -36,14 +42,23 @@ class ConnectionCounts:
         self._total = 0
         self._by_address: dict[str, int] = {}
 
-    def admit(self, address: str) -> str | None:
-        """Count a new connection from `address`; or the reason it is refused (not counted)."""
+    def admit(self, address: str, privileged: bool = False) -> str | None:
+        """Count a new connection from `address`; or the reason it is refused (not counted).
+
+        A `privileged` connection may take the reserved places too."""
         limits = self.limits
+        reserved = 0 if privileged else min(limits.reserved, limits.total - 1)
         with self._lock:
             if self._total >= limits.total:
                 return (
                     f"the server has {limits.total} connections open, its limit"
                     f" ({limits.total_setting}); retry later"
+                )
+            if self._total >= limits.total - reserved:
+                return (
+                    f"the server has {self._total} connections open; the other {reserved}"
+                    f" of its {limits.total} ({limits.total_setting}) are reserved for"
+                    f" admins ({limits.reserved_setting}); retry later"
                 )
             held = self._by_address.get(address, 0)
             if held >= limits.per_address:

@@ -60,6 +60,9 @@ class Settings:
     | pg_max_connections   | 100          | open PostgreSQL connections at once (53300 above)    |
     | pg_tls_cert          | (none)       | PEM certificate: the PostgreSQL port serves TLS      |
     | pg_tls_key           | (none)       | its PEM private key (none: in pg_tls_cert's file)    |
+    | pg_login_timeout_s   | 10           | a PostgreSQL connection not logged in by then closes |
+    | pg_max_unauthenticated_per_address | 16 | ones not yet logged in, from one address       |
+    | pg_admin_reserved_connections | 3   | of pg_max_connections, kept for admins' logins       |
     | import_folder        | import       | folder of the data folder COPY FROM 'file' reads     |
     | backup_folder        | backup       | folder of the data folder BACKUP DATABASE writes to  |
     | memory_mb            | 0            | limit on table data of all databases; 0: none        |
@@ -93,6 +96,9 @@ class Settings:
     pg_max_connections: int = 100
     pg_tls_cert: Path | None = None  # None: an SSLRequest is answered 'N'
     pg_tls_key: Path | None = None
+    pg_login_timeout_s: float = 10.0
+    pg_max_unauthenticated_per_address: int = 16
+    pg_admin_reserved_connections: int = 3
     stream_heartbeat_s: float = 25.0
     stream_max_age_s: float = 1800.0
     stream_replay_s: float = 300.0
@@ -203,6 +209,9 @@ _PARSERS: dict[str, Callable[[str], object]] = {
     "pg_max_connections": _int(1, 1_000_000),
     "pg_tls_cert": _path,
     "pg_tls_key": _path,
+    "pg_login_timeout_s": _float(0.1, 3600.0),
+    "pg_max_unauthenticated_per_address": _int(1, 1_000_000),
+    "pg_admin_reserved_connections": _int(0, 1_000_000),
     "stream_heartbeat_s": _float(0.05, 3600.0),
     "stream_max_age_s": _float(0.5, 7 * 86400.0),
     "stream_replay_s": _float(0.0, 7 * 86400.0),
@@ -241,7 +250,7 @@ def parse_config(text: str, source: str = CONFIG_NAME) -> dict[str, str]:
 
 
 def _hint(key: str) -> str:
-    """"; did you mean 'x'?" for the known key closest to `key`, or a pointer to the list."""
+    """ "; did you mean 'x'?" for the known key closest to `key`, or a pointer to the list."""
     close = difflib.get_close_matches(key, KEYS, n=1)
     if close:
         return f"; did you mean '{close[0]}'?"

@@ -162,8 +162,17 @@ def _formats(codes: Sequence[int], count: int) -> list[int]:
 class Conversation:
     """Answers the messages of one connection after its startup; one thread at a time."""
 
-    def __init__(self, session: Session, settings: SessionSettings, wire: copy_flow.Wire) -> None:
+    def __init__(
+        self,
+        session: Session,
+        settings: SessionSettings,
+        wire: copy_flow.Wire,
+        check_right: Callable[[], None],
+    ) -> None:
+        """`check_right()` raises Forbidden once the user holds no right in the database
+        any more: every statement is checked, so a REVOKE reaches open connections."""
         self.session = session
+        self._check_right = check_right
         self.settings = settings
         self.wire = wire  # what a COPY sends and reads while it runs
         self.failed = False  # in a transaction an error ended: refuse until ROLLBACK
@@ -461,6 +470,7 @@ class Conversation:
                 )
             self.failed = False
             return message_result(plan.piece.text, "transaction rolled back"), []
+        self._check_right()
         if plan.setting is not None:
             return self._setting(plan.setting)
         in_transaction = self.session.transaction is not None

@@ -8,8 +8,8 @@
 
 The state moves by the table in `states`; a message the state does not allow is an
 UnexpectedMessage, bytes that do not decode a MalformedMessage, a message longer than
-`max_message_bytes` a MessageTooLarge. After any of them the connection is CLOSED: the
-caller sends `error_bytes` of it, if it can, and closes.
+`max_message_bytes` (`STARTUP_LIMIT` before login) a MessageTooLarge. After any of them the
+connection is CLOSED: the caller sends `error_bytes` of it, if it can, and closes.
 """
 
 from __future__ import annotations
@@ -21,7 +21,11 @@ from refimpl.pgwire import messages as m
 from refimpl.pgwire.states import COPY_MESSAGES, RECEIVED, SENT, UNTYPED, Action, State
 
 _LENGTH = struct.Struct("!i")
-STARTUP_LIMIT = 10_000  # a startup packet is a few names and values
+# Before login a message is a startup packet or a password: a few names and values, as
+# PostgreSQL's 10,000-byte cap on the startup packet. A client that has proven nothing
+# makes the server hold no more than this (a longer length closes the connection at once).
+STARTUP_LIMIT = 10_000
+_BEFORE_LOGIN = frozenset({State.STARTUP, State.SECURING, State.STARTING, State.AUTHENTICATING})
 
 
 class ProtocolCore:
@@ -80,7 +84,7 @@ class ProtocolCore:
             return None
         kind = None if untyped else bytes(buffer[at : at + 1])
         (length,) = _LENGTH.unpack_from(buffer, at + head - 4)
-        limit = STARTUP_LIMIT if untyped else self.max_message_bytes
+        limit = self._limit()
         if length < 4 or length > limit:
             self.state = State.CLOSED
             if length < 4:
@@ -106,7 +110,11 @@ class ProtocolCore:
             return False
         (length,) = _LENGTH.unpack_from(self._buffer, self._at + head - 4)
         # A length out of bounds counts as whole: reading it raises the error at once.
-        return length < 4 or length > self.max_message_bytes or available >= head - 4 + length
+        return length < 4 or length > self._limit() or available >= head - 4 + length
+
+    def _limit(self) -> int:
+        """The longest message the state takes: small until the client has logged in."""
+        return STARTUP_LIMIT if self.state in _BEFORE_LOGIN else self.max_message_bytes
 
     # -- sending -------------------------------------------------------------------------
 

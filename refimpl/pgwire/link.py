@@ -8,6 +8,11 @@ when asked for: the server keeps only hashes of tokens, so neither MD5 nor SCRAM
 need the secret or a verifier made from it, can check one), then opens an engine session
 on the startup's `database` (default `demo`). With `dev` there is no password: every
 connection acts as admin, as over HTTP.
+
+Rights before existence, as over HTTP: the login needs a right in the database (a role,
+or SELECT on one of its tables), checked before the database is looked up, so that a user
+without one gets the same 42501 whether it exists or not; every statement after it needs
+one too (a REVOKE takes effect on open connections at their next statement).
 """
 
 from __future__ import annotations
@@ -65,11 +70,11 @@ class Link:
         secret_key: int,
         on_cancel: Callable[[int, int], None],
         transport: Transport,
-        refusal: str | None = None,
+        on_login: Callable[[Principal], str | None] = lambda principal: None,
     ) -> None:
-        """`refusal`: why the server refuses this connection (a limit): told after the
-        startup message, where every client reads it (an answer to an SSLRequest is one byte)."""
-        self.refusal = refusal
+        """`on_login(principal)`: called once the password is right, before the session
+        opens; it answers why the server refuses the login (a connection limit), or None."""
+        self._on_login = on_login
         self.instance = instance
         self.options = options
         self.core = ProtocolCore(options.max_message_bytes)
@@ -193,8 +198,6 @@ class Link:
             return []
         if isinstance(message, m.Startup):
             self._startup = message.parameters
-            if self.refusal is not None:
-                return [m.ErrorResponse(sqlstate.TOO_MANY_CONNECTIONS, self.refusal, "FATAL")]
             if "user" not in message.parameters:
                 return [
                     m.ErrorResponse(
@@ -239,13 +242,20 @@ class Link:
     def _login(self, principal: Principal) -> list[m.ServerMessage]:
         database = self._startup.get("database") or DEFAULT_DATABASE
         try:
+            self.instance.access.check_any(principal, database)  # before existence
             if not self.instance.has_database(database):
                 raise UnknownDatabase(database)
+            refusal = self._on_login(principal)
+            if refusal is not None:
+                return [m.ErrorResponse(sqlstate.TOO_MANY_CONNECTIONS, refusal, "FATAL")]
             session = self.instance.session(database, principal, acknowledge_later=True)
             settings = SessionSettings(self._startup, principal.name or "", principal.is_admin)
         except KdbError as error:
             return [m.ErrorResponse(sqlstate.sqlstate_of(error), error.message, "FATAL")]
-        self.conversation = Conversation(session, settings, self)
+        access = self.instance.access
+        self.conversation = Conversation(
+            session, settings, self, lambda: access.check_any(principal, database)
+        )
         self._session = session
         out: list[m.ServerMessage] = [m.AuthenticationOk()]
         out += [m.ParameterStatus(name, settings.values[name]) for name in REPORTED]

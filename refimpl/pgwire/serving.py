@@ -10,9 +10,15 @@ reads what a connection sent; once the bytes make a whole message it answers eve
 there is, sends the answer and re-arms the connection. An idle or half-sent connection thus
 holds no thread, and none of the HTTP server's workers; a running COPY FROM STDIN holds its
 worker (not its place) while it reads the client's data from the socket (at most
-`COPY_WAIT_SECONDS` between two reads). Connection counts and limits are those of the HTTP
-server (`refimpl.netlimits`): a client past `pg_max_connections` is told so with SQLSTATE
-53300 in answer to its startup message, and closed.
+`COPY_WAIT_SECONDS` between two reads).
+
+Until it has logged in, a connection is counted apart: at most `unauthenticated_per_address`
+from one client address (and `pg_max_connections` in all) wait for their login, each for at
+most `login_timeout_s`, sending messages of at most `core.STARTUP_LIMIT` bytes. One past
+those caps is told so (SQLSTATE 53300) and closed at once. Only a login takes one of the
+`pg_max_connections` places (`refimpl.netlimits`, as the HTTP server's counts), the last
+`reserved` of them for admins: clients that send nothing, or that cannot log in, thus never
+keep a user, and never the admin, from logging in.
 
 `stop()` stops accepting; running statements finish and are answered; every connection then
 gets a FATAL 57P01 and is closed (an open transaction is rolled back).
@@ -35,6 +41,7 @@ from dataclasses import dataclass, field
 from refimpl.engine import admission
 from refimpl.engine.instance import Instance
 from refimpl.engine.measures import PgCounts, PgMeasures
+from refimpl.engine.rights import Principal
 from refimpl.errors import KdbError, ProtocolError, Unavailable
 from refimpl.netlimits import (
     OUT_OF_DESCRIPTORS,
@@ -45,6 +52,7 @@ from refimpl.netlimits import (
 from refimpl.netpool.polling import ARMED, PollingWorkers
 from refimpl.pgwire import sqlstate, tls
 from refimpl.pgwire.acknowledging import Acknowledging
+from refimpl.pgwire.core import error_bytes
 from refimpl.pgwire.link import Link, LinkOptions
 from refimpl.pgwire.states import State
 
@@ -54,11 +62,9 @@ RECV_BYTES = 256 * 1024
 POLL_SECONDS = 0.2  # how soon an idle worker notices a stop
 ACCEPTS_PER_EVENT = 64  # connections one wake-up of the listening socket takes at most
 OUT_OF_DESCRIPTORS_PAUSE = 0.05  # accepting waits this long after an EMFILE
-# A connection must be logged in this long after it was accepted (PostgreSQL's
-# authentication_timeout): one that never finishes its startup costs bounded descriptors.
-STARTUP_TIMEOUT_SECONDS = 60.0
 SEND_TIMEOUT_SECONDS = 60  # a client that takes no answer for this long is dropped
 COPY_WAIT_SECONDS = 60.0  # a COPY FROM STDIN whose client sends nothing this long ends
+LOGIN_TIMED_OUT = "57014"  # query_canceled: PostgreSQL's "canceling authentication due to timeout"
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +79,10 @@ class PgOptions:
     )
     link: LinkOptions = field(default_factory=LinkOptions)
     tls: ssl.SSLContext | None = None  # given: an SSLRequest is answered 'S' (link.tls too)
+    # A connection must be logged in this long after it was accepted (PostgreSQL's
+    # authentication_timeout): one that never finishes its startup costs bounded descriptors.
+    login_timeout_s: float = 10.0
+    unauthenticated_per_address: int = 16
 
 
 class _Socket:
@@ -134,11 +144,13 @@ class _Socket:
 class _Client:
     """One socket and its protocol link; `busy` while a worker answers it."""
 
-    def __init__(self, sock: _Socket, address: str, link: Link, counted: bool) -> None:
+    def __init__(self, sock: _Socket, address: str, link: Link) -> None:
         self.transport = sock
         self.sock = sock.sock
         self.address = address
-        self.counted = counted  # in the server's ConnectionCounts (a refused one is not)
+        # Counted among the connections waiting for their login until it succeeds, then
+        # among the logged-in ones (the server's `counts`).
+        self.logged_in = False
         self.accepted_at = time.monotonic()
         self.link = link
         self.busy = False
@@ -166,6 +178,14 @@ class PgServer:
         self.instance = instance
         self.options = options
         self.counts = ConnectionCounts(options.limits)
+        self.unauthenticated = ConnectionCounts(
+            ConnectionLimits(
+                options.limits.total,
+                options.unauthenticated_per_address,
+                f"{options.limits.total_setting}, for connections not yet logged in",
+                "pg_max_unauthenticated_per_address",
+            )
+        )
         self.answers = PgCounts()  # queries, errors and bytes, for /metrics
         self._listener = socket.create_server((options.host, options.port), backlog=512)
         self._listener.setblocking(False)
@@ -206,10 +226,19 @@ class PgServer:
                 c
                 for c in self._clients.values()
                 if not c.busy
-                and c.link.conversation is None
-                and now - c.accepted_at > STARTUP_TIMEOUT_SECONDS
+                and not c.logged_in
+                and now - c.accepted_at > self.options.login_timeout_s
             ]
+            for client in late:
+                client.busy = True  # no worker takes it up while it is closed
         for client in late:
+            client.goodbye(
+                client.link.refuse(
+                    LOGIN_TIMED_OUT,
+                    f"the connection did not log in within {self.options.login_timeout_s:g}"
+                    " seconds (pg_login_timeout_s); send the startup and the password at once",
+                )
+            )
             self._close(client)
 
     def _accept_some(self) -> None:
@@ -235,8 +264,17 @@ class PgServer:
                 pass  # stopped meanwhile
 
     def _admit(self, sock: socket.socket, address: str) -> None:
-        refused = self.counts.admit(address)
+        refused = self.unauthenticated.admit(address)
         sock.setblocking(False)
+        if refused is not None:
+            # Told at once and closed: a client that may not even wait for its login is
+            # given no buffer, no state and no place in the epoll set.
+            try:
+                sock.send(error_bytes(sqlstate.TOO_MANY_CONNECTIONS, refused))
+            except OSError:
+                pass
+            sock.close()
+            return
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sock.setsockopt(
             socket.SOL_SOCKET, socket.SO_SNDTIMEO, struct.pack("ll", SEND_TIMEOUT_SECONDS, 0)
@@ -250,13 +288,22 @@ class PgServer:
             secrets.randbits(31),
             self.cancel,
             transport,
-            refused,
+            lambda principal: self._log_in(client, principal),
         )
-        client = _Client(transport, address, link, counted=refused is None)
+        client = _Client(transport, address, link)
         with self._lock:
             self._clients[sock.fileno()] = client
             self._by_process[process_id] = client
         self._epoll.register(sock.fileno(), ARMED)
+
+    def _log_in(self, client: _Client, principal: Principal) -> str | None:
+        """Move a connection whose password was right to the logged-in count; or why not."""
+        refused = self.counts.admit(client.address, privileged=principal.is_admin)
+        if refused is None:
+            with self._lock:
+                client.logged_in = True
+            self.unauthenticated.release(client.address)
+        return refused
 
     def _readable(self, fd: int) -> None:
         with self._lock:
@@ -384,8 +431,10 @@ class PgServer:
             pass
         client.link.end()
         client.sock.close()
-        if client.counted:
+        if client.logged_in:
             self.counts.release(client.address)
+        else:
+            self.unauthenticated.release(client.address)
 
     def measures(self) -> PgMeasures:
         """What /metrics reads at a scrape: the counts, and the connections by state now."""

@@ -59,6 +59,8 @@ class AccessRules(Protocol):
         self, principal: Principal, database: str, right: Right, table: str | None = None
     ) -> None: ...
 
+    def check_any(self, principal: Principal, database: str) -> None: ...
+
     def execute(
         self,
         statement: ast.Statement,

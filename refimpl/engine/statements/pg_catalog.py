@@ -460,8 +460,18 @@ def _pg_database(context: StatementContext, views: ViewColumns | None) -> QueryO
     rows = [
         (name_oid(name), name, owner, 6, "C", "C", None, "c", None, True)
         for name in context.catalog.database_names()
+        if _may_see_database(context, name)
     ]
     return QueryOutput(columns, rows)
+
+
+def _may_see_database(context: StatementContext, name: str) -> bool:
+    """Rights before existence: a reader is shown the databases it holds a right in."""
+    try:
+        context.access.check_any(context.principal, name)
+    except (Forbidden, Unauthorized):
+        return False
+    return True
 
 
 def _pg_roles(context: StatementContext, views: ViewColumns | None) -> QueryOutput:
