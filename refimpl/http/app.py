@@ -10,7 +10,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -128,7 +128,7 @@ class App:
             record.finish(response.status_code)
         return response(environ, start_response)
 
-    def dispatch(self, request: Request) -> Response | Answer | Parked[Answer]:
+    def dispatch(self, request: Request) -> routes.Handled:
         try:
             return self._dispatch(request)
         except BaseException:
@@ -138,7 +138,7 @@ class App:
                 self.streams.tickets.discard(request.args.getlist("ticket"))
             raise
 
-    def _dispatch(self, request: Request) -> Response | Answer | Parked[Answer]:
+    def _dispatch(self, request: Request) -> routes.Handled:
         guards = self.guards
         guards.check_host(request)  # first: a rebound name learns nothing, not even 404s
         endpoint, values = self._match(request.environ)
@@ -147,7 +147,8 @@ class App:
             if record is not None:
                 record.route = STATIC_PREFIX
             return self._static(request, values["filename"])
-        route: routes.Route = endpoint
+        assert isinstance(endpoint, routes.Route)  # the map's other endpoint is "static"
+        route = endpoint
         if record is not None:
             record.route = route.path
         # The public routes read no data: HEAD may ask them; elsewhere it would run a route.
@@ -160,6 +161,7 @@ class App:
             raise BadRequest(f"unknown query parameter(s) {names}; {route.path} takes {known}")
         principal = self.auth.principal(request) if not route.public else None
         guards.check_origin(request)  # the session routes too: a page must not sign you in
+        # None only on the public routes, which never read who is asking.
         context = Context(self, request, args, principal)  # type: ignore[arg-type]
         if route.uses_database:
             # Rights before existence: without a right in it, a name's existence is not told.
@@ -174,7 +176,7 @@ class App:
         self.flusher.close()
         self.instance.begin_shutdown()
 
-    def _match(self, environ: dict) -> tuple[Any, dict[str, Any]]:
+    def _match(self, environ: dict[str, Any]) -> tuple[routes.Route | str, Mapping[str, Any]]:
         """The route of a request; NotFound or MethodNotAllowed (JSON via to_response).
 
         Routes without path variables are remembered by (method, path): matching is then a

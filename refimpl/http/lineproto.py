@@ -42,13 +42,17 @@ _LONGEST_INTEGER = 20
 PRECISIONS = {"n": None, "ns": None, "u": 1, "us": 1, "ms": 1000, "s": 1_000_000}
 
 
+# A field's value as read: BIGINT, DOUBLE, STRING or BOOLEAN.
+FieldValue = int | float | str | bool
+
+
 @dataclass(slots=True)
 class Point:
     """One line: `values` maps column name to (type, value); `line` counts from 1."""
 
     line: int
     table: str
-    values: dict[str, tuple[str, object]] = field(default_factory=dict)
+    values: dict[str, tuple[str, FieldValue]] = field(default_factory=dict)
     timestamp: int | None = None  # microseconds since the epoch, None for "now"
     columns: dict[str, int] = field(default_factory=dict)  # name -> column of the line
 
@@ -111,7 +115,7 @@ def _name(cursor: _Cursor, start: int, name: str, what: str) -> str:
     return name
 
 
-def _field_value(cursor: _Cursor, start: int, raw: str) -> tuple[str, object]:
+def _field_value(cursor: _Cursor, start: int, raw: str) -> tuple[str, FieldValue]:
     if raw in _BOOLEANS:
         return "BOOLEAN", _BOOLEANS[raw]
     if raw[-1:] in ("i", "u") and _INTEGER.match(raw[:-1]):
@@ -139,7 +143,9 @@ def _field_value(cursor: _Cursor, start: int, raw: str) -> tuple[str, object]:
     return "DOUBLE", number
 
 
-def _set(cursor: _Cursor, point: Point, name: str, start: int, typed: tuple[str, object]) -> None:
+def _set(
+    cursor: _Cursor, point: Point, name: str, start: int, typed: tuple[str, FieldValue]
+) -> None:
     key = name.casefold()
     if key == TIMESTAMP_COLUMN:
         raise cursor.error(f"'{name}' is the timestamp column's name; use another", start)
@@ -178,7 +184,7 @@ def parse_line(text: str, number: int, multiplier: int | None) -> Point:
         cursor.pos += 1
         value_start = cursor.pos
         if cursor.peek() == '"':
-            typed: tuple[str, object] = ("STRING", cursor.read_quoted())
+            typed: tuple[str, FieldValue] = ("STRING", cursor.read_quoted())
         else:
             raw = cursor.read_until(", ")
             if raw == "":

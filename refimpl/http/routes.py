@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from werkzeug.wrappers import Response
 
 from refimpl.http.context import Context
+from refimpl.http.encode import Answer
 from refimpl.http.endpoints.changes_route import changes_route
 from refimpl.http.endpoints.console_route import (
     CONSOLE_ASSETS,
@@ -34,13 +35,18 @@ from refimpl.http.endpoints.stream_route import stream_route
 from refimpl.http.endpoints.stream_row_route import stream_row_route
 from refimpl.http.endpoints.stream_tickets_route import stream_tickets_route
 from refimpl.http.endpoints.subscribe_route import subscribe_route
+from refimpl.waiting.parked import Parked
+
+# What a handler answers: a Werkzeug response, an encoded answer, or one parked until later.
+Handled = Response | Answer | Parked[Answer]
+Handler = Callable[[Context], Handled]
 
 
 @dataclass(frozen=True, slots=True)
 class Route:
     path: str
     methods: tuple[str, ...]
-    handler: Callable[[Context], Response]
+    handler: Handler
     params: frozenset[str]
     public: bool = False  # answered without looking at credentials
     uses_database: bool = True  # db= must name an existing database
@@ -48,9 +54,16 @@ class Route:
 
 
 def _route(
-    path: str, methods: str, handler: Callable[[Context], Response], params: str = "", **flags: bool
+    path: str,
+    methods: str,
+    handler: Handler,
+    params: str = "",
+    *,
+    public: bool = False,
+    uses_database: bool = True,
 ) -> Route:
-    return Route(path, tuple(methods.split()), handler, frozenset(params.split()) | {"db"}, **flags)
+    every = frozenset(params.split()) | {"db"}
+    return Route(path, tuple(methods.split()), handler, every, public, uses_database)
 
 
 ROUTES: tuple[Route, ...] = (

@@ -115,7 +115,7 @@ def copy_output(context: StatementContext, statement: ast.CopyTo) -> CopyOutput:
         assert statement.table is not None
         columns = "*" if not statement.columns else ", ".join(map(quote_name, statement.columns))
         text = f"SELECT {columns} FROM {quote_name(statement.table)}"
-        query = parse_cached(text).statements[0]  # type: ignore[assignment]
-    assert query is not None
+        query = parse_cached(text).statements[0]
+    assert isinstance(query, ast.Query)
     output = QueryRunner(context, (), time.time_ns() // 1000).run_locked(query)
     return CopyOutput(output.columns, output.rows, fmt)

@@ -141,7 +141,7 @@ class RowReader:
         for line, fields in records:
             yield row(line, fields)
 
-    def _check_header(self, line: int, fields: list[str | None]) -> None:
+    def _check_header(self, line: int, fields: Sequence[str | None]) -> None:
         if not self._format.header_match:
             return
         names = [c.name for _, c in self._placed]
@@ -152,7 +152,7 @@ class RowReader:
                 f" {', '.join(names)} (HEADER MATCH)"
             )
 
-    def _row(self, line: int, fields: list[str | None]) -> tuple:
+    def _row(self, line: int, fields: Sequence[str | None]) -> tuple[object, ...]:
         placed = self._placed
         if len(fields) != len(placed):
             what = "missing data" if len(fields) < len(placed) else "extra data"
@@ -176,7 +176,7 @@ class RowReader:
             raise self._bad_field(line, fields) from None
         return tuple(row)
 
-    def _bad_field(self, line: int, fields: list[str | None]) -> CopyError:
+    def _bad_field(self, line: int, fields: Sequence[str | None]) -> CopyError:
         """The error of a row that did not convert, naming its first bad field (rare: the
         fast path above does not count fields)."""
         pairs = zip(self._placed, fields, strict=True)
@@ -198,7 +198,7 @@ class RowReader:
 
     # -- the two formats -------------------------------------------------------------------
 
-    def _text_records(self) -> Iterator[tuple[int, list[str | None]]]:
+    def _text_records(self) -> Iterator[tuple[int, Sequence[str | None]]]:
         fmt = self._format
         delimiter, null = fmt.delimiter, fmt.null
         for number, raw in enumerate(_lines(self._data), start=1):
@@ -213,7 +213,7 @@ class RowReader:
                 fields = line.split(delimiter)
             yield number, [None if f == null else _unescape(f) for f in fields]
 
-    def _csv_records(self) -> Iterator[tuple[int, list[str | None]]]:
+    def _csv_records(self) -> Iterator[tuple[int, Sequence[str | None]]]:
         fmt = self._format
         raw_lines: list[str] = []
 
@@ -245,7 +245,7 @@ class RowReader:
             if not fields:
                 continue  # a blank line
             if null not in fields:
-                yield start, fields  # type: ignore[misc] - no field is NULL
+                yield start, fields  # no field is NULL
             elif fmt.quote in raw:
                 # A quoted field is never NULL: only the raw text tells "" from nothing.
                 yield start, _exact_csv(raw, fmt)

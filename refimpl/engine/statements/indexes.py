@@ -8,8 +8,8 @@ dropping one changes no answer, so it moves no revision.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from refimpl.engine.result import Result, message_result
 from refimpl.engine.rights import Right
@@ -32,7 +32,7 @@ def _holder(txn: Transaction, index: str) -> str | None:
 
 
 def _create_index(
-    context: StatementContext, statement: ast.CreateIndex, text: str, params
+    context: StatementContext, statement: ast.CreateIndex, text: str, params: Sequence[Any]
 ) -> Result:
     context.authorize(Right.ADMIN)
     wanted = statement.index
@@ -61,7 +61,9 @@ def _create_index(
     return context.write(run)
 
 
-def _drop_index(context: StatementContext, statement: ast.DropIndex, text: str, params) -> Result:
+def _drop_index(
+    context: StatementContext, statement: ast.DropIndex, text: str, params: Sequence[Any]
+) -> Result:
     context.authorize(Right.ADMIN)
 
     def run(txn: Transaction) -> Result:

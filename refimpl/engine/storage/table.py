@@ -376,12 +376,12 @@ def _placer(layout: RowLayout, wrap: tuple[bool, ...]) -> Placer:
     elif period is None:
 
         def part_of(row: Row) -> PartKey:
-            symbol = row[symbol_at]  # type: ignore[index]
+            symbol = row[symbol_at]
             return (symbol is None, symbol or "")
     else:
 
         def part_of(row: Row) -> PartKey:
-            symbol = row[symbol_at]  # type: ignore[index]
+            symbol = row[symbol_at]
             return (period_of(row[time_at], period), symbol is None, symbol or "")  # type: ignore[index]
 
     positions = layout.order_positions
@@ -422,7 +422,7 @@ def _placements(layout: RowLayout, wrap: tuple[bool, ...]) -> Placements:
     ) -> tuple[list[PartKey], list[OrderKey]]:
         part_columns: list[Iterable[Any]] = []
         if period is not None:
-            part_columns.append(periods_of(map(itemgetter(time_at), rows), period))  # type: ignore[arg-type]
+            part_columns.append(periods_of(map(itemgetter(time_at), rows), period))
         if symbol_at is not None:
             symbols: list[Any] = list(map(itemgetter(symbol_at), rows))
             part_columns.append(map(is_, symbols, repeat(None)))

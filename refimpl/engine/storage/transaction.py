@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from operator import itemgetter
-from typing import Any
+from typing import Any, TypeGuard
 
 from refimpl.engine.storage.access_hints import AccessHints, IndexProbe
 from refimpl.engine.storage.indexes import PendingKeys
@@ -93,9 +93,12 @@ class TableWork:
         table = self.current()
         pending = self.pending
         index = None if probe is None else table.secondary.get(probe.name)
-        if index is not None:
-            found = list(index.search(probe.prefix, probe.low, probe.high))
-            committed = [(ident, table.get(ident)) for ident in found]
+        committed: list[tuple[Ident, Row]] = []
+        if probe is not None and index is not None:
+            for ident in list(index.search(probe.prefix, probe.low, probe.high)):
+                row = table.get(ident)
+                if row is not None:  # always: an index holds only its table's identities
+                    committed.append((ident, row))
         else:
             committed = list(table.scan_with_idents())
         for ident, row in committed:
@@ -136,7 +139,7 @@ class TableWork:
         names = table.schema.column_names
         # Before-images only for tables that keep them: other tables' entries stay as they are.
         full = table.schema.replica_identity_full
-        if not full and None not in rows:
+        if not full and _only_upserts(rows):
             # Only upserts (an import's rows, say): the entry takes them as they are.
             rowids = None if table.keyed else list(map(itemgetter(0), pending))
             entries.append(Entry.upsert(self.name, names, rows, rowids))
@@ -202,10 +205,15 @@ class TableWork:
         return self.working
 
 
+def _only_upserts(rows: list[Row | None]) -> TypeGuard[list[Row]]:
+    """No row is a deletion (None); one test of the whole list, no Python step per row."""
+    return None not in rows
+
+
 def apply_pending(table: Table, pending: dict[Ident, Row | None]) -> None:
     """Apply net changes: deletes first, then upserts (see the module docstring)."""
     rows = list(pending.values())
-    if None not in rows:  # only upserts (an import's rows, say): no Python step per row
+    if _only_upserts(rows):  # an import's rows, say: no Python step per row
         table.put_many(list(pending), rows)
         return
     for ident, row in pending.items():

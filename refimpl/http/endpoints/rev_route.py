@@ -6,13 +6,11 @@ even while a long transaction or a bulk import holds the database.
 
 from __future__ import annotations
 
-from werkzeug.wrappers import Response
-
 from refimpl.http.context import Context
-from refimpl.http.encode import json_response
+from refimpl.http.encode import Answer, json_response
 
 
-def rev_route(ctx: Context) -> Response:
+def rev_route(ctx: Context) -> Answer:
     answer = ctx.app.feeds.revisions(
         ctx.database,
         ctx.require("table"),

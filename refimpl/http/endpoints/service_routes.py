@@ -5,16 +5,16 @@ from __future__ import annotations
 from werkzeug.wrappers import Response
 
 from refimpl.http.context import Context
-from refimpl.http.encode import json_response
+from refimpl.http.encode import Answer, json_response
 
 
-def stats_route(ctx: Context) -> Response:
+def stats_route(ctx: Context) -> Answer:
     """Per database the caller may read: all of them, or only the one `db=` names."""
     asked = ctx.database if "db" in ctx.args else None
     return json_response({"databases": ctx.app.feeds.readable_stats(ctx.principal, asked)})
 
 
-def health_route(ctx: Context) -> Response:
+def health_route(ctx: Context) -> Answer:
     return json_response({"status": "ok"})
 
 

@@ -124,8 +124,8 @@ def _refuse_changes(sql: str, refusal: str) -> None:
     from refimpl.sql import ast
     from refimpl.sql.parser import parse
 
-    readers = (ast.Select, ast.ShowTables, ast.ShowColumns, ast.ShowCreateTable)
-    readers += (ast.ShowUsers, ast.ShowGrants)
+    readers: tuple[type[ast.Statement], ...] = (ast.Select, ast.ShowTables, ast.ShowColumns)
+    readers += (ast.ShowCreateTable, ast.ShowUsers, ast.ShowGrants)
     script = parse(sql)
     for statement in script.statements:
         if not isinstance(statement, readers):

@@ -111,7 +111,9 @@ class Connection:
         keep = head.keep_alive
         answer: list[Any] = []
 
-        def start_response(status: str, headers: list[tuple[str, str]], exc_info: Any = None):
+        def start_response(
+            status: str, headers: list[tuple[str, str]], exc_info: object = None
+        ) -> Callable[[bytes], None]:
             answer[:] = [status, headers]
             return _refuse_write
 
