@@ -19,6 +19,7 @@ from refimpl.sql.ast_access import (  # noqa: F401 - re-exported: ast.CreateUser
     GrantSelect,
     RevokeRole,
     RevokeSelect,
+    ShowDatabases,
     ShowGrants,
     ShowUsers,
     Statement,

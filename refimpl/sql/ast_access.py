@@ -79,5 +79,10 @@ class ShowUsers(Statement):
 
 
 @dataclass(frozen=True, slots=True)
+class ShowDatabases(Statement):
+    """`SHOW DATABASES`: those the caller holds a right in."""
+
+
+@dataclass(frozen=True, slots=True)
 class ShowGrants(Statement):
     user: str

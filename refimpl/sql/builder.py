@@ -457,6 +457,9 @@ class Builder(QueryBuilder, DdlBuilder, PgBuilder, CopyBuilder, RoutineBuilder):
     def show_users(self) -> ast.ShowUsers:
         return ast.ShowUsers()
 
+    def show_databases(self) -> ast.ShowDatabases:
+        return ast.ShowDatabases()
+
     def show_grants(self, user: str) -> ast.ShowGrants:
         return ast.ShowGrants(user)
 

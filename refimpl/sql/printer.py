@@ -528,6 +528,7 @@ _STATEMENTS: dict[type, Callable[[Any], str]] = {
     ast.ShowColumns: lambda n: f"SHOW COLUMNS FROM {quote_name(n.table)}",
     ast.ShowCreateTable: lambda n: f"SHOW CREATE TABLE {quote_name(n.table)}",
     ast.ShowUsers: lambda n: "SHOW USERS",
+    ast.ShowDatabases: lambda n: "SHOW DATABASES",
     ast.ShowGrants: lambda n: f"SHOW GRANTS FOR {quote_name(n.user)}",
     ast.CreateUser: lambda n: (
         f"CREATE USER{_if(n.if_not_exists, 'IF NOT EXISTS')} {quote_name(n.name)}"

@@ -18,7 +18,14 @@ from refimpl.engine.statements.triggers import drop_table_triggers
 from refimpl.engine.storage import ddl
 from refimpl.engine.storage.table import Table
 from refimpl.engine.storage.transaction import TableWork, Transaction
-from refimpl.errors import SqlError, TableExists, TransactionError, UnknownTable
+from refimpl.errors import (
+    Forbidden,
+    SqlError,
+    TableExists,
+    TransactionError,
+    Unauthorized,
+    UnknownTable,
+)
 from refimpl.sql import ast
 from refimpl.sql.parser import parse_cached
 
@@ -302,6 +309,21 @@ def _show_tables(
     return query_result(text, [Column("table", "STRING"), Column("kind", "STRING")], readable)
 
 
+def _show_databases(
+    context: StatementContext, statement: ast.ShowDatabases, text: str, params: Sequence[Any]
+) -> Result:
+    """The databases the caller holds a right in (all of them for the admin user): rights
+    before existence, as the catalogs show them."""
+    shown = []
+    for name in sorted(context.catalog.database_names(), key=str.lower):
+        try:
+            context.access.check_any(context.principal, name)
+        except (Forbidden, Unauthorized):
+            continue
+        shown.append((name,))
+    return query_result(text, [Column("database", "STRING")], shown)
+
+
 def _view_name(sql: str) -> str:
     statement = parse_cached(sql).statements[0]
     assert isinstance(statement, ast.CreateView)  # a database keeps only CREATE VIEW there
@@ -362,6 +384,7 @@ HANDLERS: dict[type, Callable[..., Result]] = {
     ast.DropDatabase: _drop_database,
     ast.AlterDatabaseSet: _alter_database,
     ast.ShowTables: _show_tables,
+    ast.ShowDatabases: _show_databases,
     ast.ShowColumns: _show_columns,
     ast.ShowCreateTable: _show_create,
     ast.CreateUser: _user_statement,
