@@ -75,6 +75,7 @@ def redacted_query(query: str) -> str:
     """
     cut = query[:MAX_QUERY_LOGGED]
     pieces = cut.split("&")
+    last = len(pieces) - 1 if len(query) > MAX_QUERY_LOGGED else -1  # the piece cut short
     for index, piece in enumerate(pieces):
         name, _, value = piece.partition("=")
         if "%" in name or "+" in name:  # a name written with escapes could be a secret one
@@ -83,29 +84,31 @@ def redacted_query(query: str) -> str:
             pieces[index] = f"{name}=REDACTED"
             continue
         decoded = unquote_plus(value) if "%" in value or "+" in value else value
-        hidden = redacted_text(decoded)
+        hidden = redacted_text(decoded, cut_short=index == last)
         if hidden != decoded:
             pieces[index] = f"{name}={quote_plus(hidden, safe=_SHOWN)}"
     text = escape_controls("&".join(pieces))
     return text if len(query) <= MAX_QUERY_LOGGED else text + "..."
 
 
-# A token or ticket anywhere (20 characters of it or more, or cut short by the end of the
-# text), and the string after TOKEN (`DROP TOKEN '<token>'`, whatever it holds).
+# A token or ticket anywhere (20 characters of it or more), and the string after TOKEN
+# (`DROP TOKEN '<token>'`, whatever it holds, also when the text ends inside it).
 _SECRET = re.compile(
-    r"kdbt?_[A-Za-z0-9_-]{20,}|kdbt?_[A-Za-z0-9_-]*\Z|(?<=TOKEN)(\s*)'(?:[^']|'')*(?:'|\Z)",
-    re.IGNORECASE,
+    r"kdbt?_[A-Za-z0-9_-]{20,}|(?<=TOKEN)(\s*)'(?:[^']|'')*(?:'|\Z)", re.IGNORECASE
 )
+_CUT_TOKEN = re.compile(r"kdbt?_[A-Za-z0-9_-]*\Z", re.IGNORECASE)  # what a cut left of one
 _SHOWN = "'(),*;:/"  # left as they are in a value shown again: SQL stays readable
 
 
-def redacted_text(text: str) -> str:
-    """`text` with every token, ticket and `TOKEN '...'` string replaced by `REDACTED`."""
+def redacted_text(text: str, *, cut_short: bool = False) -> str:
+    """`text` with every token, ticket and `TOKEN '...'` string replaced by `REDACTED`;
+    `cut_short`: the text was cut, and the start of a token at its end goes too."""
     if "kdb" not in text.lower() and "token" not in text.lower():
         return text  # the common case, without a regular expression's scan
-    return _SECRET.sub(
+    hidden = _SECRET.sub(
         lambda m: f"{m.group(1)}'REDACTED'" if m.group(1) is not None else "REDACTED", text
     )
+    return _CUT_TOKEN.sub("REDACTED", hidden) if cut_short else hidden
 
 
 def shown_path(path: str) -> str:
