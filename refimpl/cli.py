@@ -96,18 +96,12 @@ def _parser() -> argparse.ArgumentParser:
     add_setting_flags(shown)
     shown.set_defaults(run=_settings)
 
-    sql = commands.add_parser("sql", help="an SQL shell on a data folder or a server")
-    sql.add_argument("--data", type=Path, help="data folder (default ./kdb-data)")
-    sql.add_argument("--url", help="a server's base URL instead of a data folder")
-    sql.add_argument("--token", help="the token for --url (none for a --dev server)")
-    sql.add_argument("--db", default="demo", help="database (default demo)")
-    sql.add_argument("-c", "--command", dest="sql", help="run this SQL and exit")
-    sql.add_argument(
-        "--format",
-        choices=("table", "csv", "json"),
-        default="table",
-        help="how answers are shown (default table; \\format changes it)",
+    from refimpl.shell.main import add_arguments as add_shell_arguments
+
+    sql = commands.add_parser(
+        "sql", help="an SQL shell on a data folder, a server or a server's PostgreSQL port"
     )
+    add_shell_arguments(sql)
     sql.set_defaults(run=_sql)
 
     check = commands.add_parser("check", help="check a data folder for damage (read-only)")
@@ -378,20 +372,9 @@ def _served_names(host: str) -> tuple[str, ...]:
 
 
 def _sql(options: argparse.Namespace) -> int:
-    from refimpl.shell.backends import Backend, LocalBackend, RemoteBackend
-    from refimpl.shell.repl import ShellOptions, run_shell
+    from refimpl.shell.main import run
 
-    if options.url is not None and options.data is not None:
-        raise ConfigError("give --data DIR (a data folder) or --url URL (a server), not both")
-    backend: Backend
-    if options.url is not None:
-        backend = RemoteBackend(options.url, options.token, options.db)
-    else:
-        backend = LocalBackend(options.data or Path("kdb-data"), options.db)
-    try:
-        return run_shell(backend, options.sql, ShellOptions(output_format=options.format))
-    finally:
-        backend.close()
+    return run(options)
 
 
 def _check(options: argparse.Namespace) -> int:

@@ -23,6 +23,7 @@ TIMEOUT_SECONDS = 300.0  # a statement may run long; a server that never answers
 # A held transaction's statement is tried by replaying the transaction so far: past this
 # many statements the replays would cost more than they show, and the rest wait for COMMIT.
 PREVIEW_LIMIT = 100
+OPEN_TRANSACTION = "a transaction is open; COMMIT or ROLLBACK it first"
 
 
 class Backend(Protocol):
@@ -43,6 +44,11 @@ class Backend(Protocol):
 
     def statement(self, piece: Piece) -> Answer:
         """Run one statement of the session; an error's position is in the whole text."""
+        ...
+
+    def use(self, database: str) -> None:
+        """Go on in another database (`\\c`); ShellError, changing nothing, when it does not
+        exist or a transaction is open."""
         ...
 
     def close(self) -> None: ...
@@ -72,7 +78,10 @@ class LocalBackend:
     def __init__(self, data: Path, database: str) -> None:
         self.database = database
         self.where = str(data)
-        self._connection = refimpl.connect(data, database)
+        try:
+            self._connection = refimpl.connect(data, database)
+        except KdbError as exc:
+            raise ShellError(exc.message) from None
         self._session = self._connection.session()
 
     @property
@@ -103,6 +112,16 @@ class LocalBackend:
             return self.run(piece.text)
         except ShellError as error:
             raise piece.place(error) from None
+
+    def use(self, database: str) -> None:
+        if self.in_transaction:
+            raise ShellError(OPEN_TRANSACTION)
+        try:
+            session = self._connection.instance.session(database)
+        except KdbError as exc:
+            raise ShellError(exc.message) from None
+        self._session.close()
+        self._session, self.database = session, database
 
     def close(self) -> None:
         self._session.close()  # rolls back a transaction left open, as psql's quitting does
@@ -161,6 +180,16 @@ class RemoteBackend:
         answer = self._in_transaction(held, piece)
         held.append(piece)
         return answer
+
+    def use(self, database: str) -> None:
+        if self._held is not None:
+            raise ShellError(OPEN_TRANSACTION)
+        before, self.database = self.database, database
+        try:
+            self.run("SELECT 1")  # a database that does not exist is a 404 naming it
+        except ShellError:
+            self.database = before
+            raise
 
     def _in_transaction(self, held: list[Piece], last: Piece) -> Answer:
         """`BEGIN; held...; last` as one request (the server rolls back what it leaves

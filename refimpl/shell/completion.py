@@ -84,7 +84,20 @@ KEYWORDS = (
     "WHEN",
     "WHERE",
 )
-COMMANDS = ("\\d", "\\timing", "\\format", "\\q", "\\?")
+COMMANDS = (
+    "\\d",
+    "\\dt",
+    "\\du",
+    "\\l",
+    "\\c",
+    "\\i",
+    "\\x",
+    "\\timing",
+    "\\format",
+    "\\pset",
+    "\\q",
+    "\\?",
+)
 # After these words a table name comes.
 _TABLE_CONTEXT = frozenset({"FROM", "JOIN", "INTO", "TABLE", "UPDATE", "\\D", "TRUNCATE"})
 _WORD = re.compile(r"[A-Za-z_\\][A-Za-z0-9_]*")

@@ -9,17 +9,30 @@ across lines (the prompt is then `db=*>`). Backslash commands need no `;`:
 
 | command | does |
 |---|---|
-| `\\d` | lists the tables |
+| `\\d` or `\\dt` | lists the tables |
 | `\\d t` | describes table t (its columns, types and keys) |
+| `\\du` | lists the users |
+| `\\l` | lists the databases |
+| `\\c db` | goes on in database db |
+| `\\i file` | runs the statements and commands of a file (as `-f file` does) |
+| `\\x [on|off]` | shows each row as a list of its columns (expanded), or as a table |
 | `\\timing [on|off]` | shows how long each statement took |
 | `\\format table|csv|json` | how answers are shown |
+| `\\pset pager [on|off]` | pages answers taller than the terminal (`$PAGER`, else `less`) |
 | `\\q` | quits (so do `quit`, `exit` and Ctrl-D) |
 | `\\?` | lists these commands |
+
+A script (`-f`, `\\i` or piped) runs its statements in turn and its backslash commands
+(each on a line of its own, between statements); the first error stops it.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
+import re
+import shutil
+import subprocess
 import sys
 import time
 from dataclasses import dataclass
@@ -28,27 +41,48 @@ from pathlib import Path
 from prompt_toolkit import PromptSession
 from prompt_toolkit.history import FileHistory
 from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
+from rich.cells import cell_len
 from rich.console import Console
 from rich.text import Text
 
 from refimpl.shell.backends import Backend, column_names, table_names
 from refimpl.shell.completion import Catalog, SqlCompleter
-from refimpl.shell.render import FORMATS, show, show_error
-from refimpl.shell.statements import ShellError, split
+from refimpl.shell.render import FORMATS, answer_text, show_error
+from refimpl.shell.statements import Answer, ShellError, split
 
-HISTORY_FILE = ".refimpl_sql_history"  # in the user's home folder
+HISTORY_FOLDER = ".refimpl/history"  # in the user's home folder: a file for each server
+DATABASES = "SELECT datname AS name FROM pg_catalog.pg_database ORDER BY datname"
 QUIT_WORDS = frozenset({"\\q", "quit", "exit"})
 ROLLED_BACK = "The transaction is rolled back: nothing of it was committed."
-HELP = """\\d             list the tables
-\\d TABLE       describe a table
-\\timing [on|off] show how long each statement took
-\\format FORMAT answers as table, csv or json
-\\q             quit (also quit, exit, Ctrl-D)
+HELP = """\\d [TABLE]          list the tables, or describe TABLE (\\dt: the tables)
+\\du                 list the users
+\\l                  list the databases
+\\c DB               go on in database DB
+\\i FILE             run the statements and commands of FILE
+\\x [on|off]         show each row as a list of its columns
+\\timing [on|off]    show how long each statement took
+\\format FORMAT      answers as table, csv or json
+\\pset pager [on|off] page answers taller than the terminal ($PAGER, else less)
+\\q                  quit (also quit, exit, Ctrl-D)
 End a statement with ; to run it; Ctrl-C drops the statement being typed."""
+MAX_INCLUDE_DEPTH = 16  # \\i of a file that includes itself stops here
+ON_OFF = ("", "on", "off")
 
 
-def default_history() -> Path:
-    return Path.home() / HISTORY_FILE
+def history_file(where: str) -> Path:
+    """The history of the shells on `where` (a server's URL or address, a data folder): a
+    file of its own, so that Up recalls what was typed there and not on another server."""
+    readable = re.sub(r"[^A-Za-z0-9.-]+", "_", where).strip("_")[-60:]
+    digest = hashlib.sha256(where.encode("utf-8")).hexdigest()[:12]
+    return Path.home() / HISTORY_FOLDER / f"{readable}-{digest}"
+
+
+def _toggle(current: bool, argument: str) -> bool:
+    return (not current) if not argument else argument == "on"
+
+
+def _word(on: bool) -> str:
+    return "on" if on else "off"
 
 
 def statement_complete(text: str) -> bool:
@@ -66,7 +100,9 @@ def statement_complete(text: str) -> bool:
 class ShellOptions:
     output_format: str = "table"
     timing: bool = False
-    history: Path | None = None  # None: the default file in the home folder
+    expanded: bool = False  # \\x
+    pager: bool = True  # \\pset pager: in a terminal, for answers taller than it
+    history: Path | None = None  # None: a file of the server's or folder's own (history_file)
 
 
 class Shell:
@@ -87,6 +123,8 @@ class Shell:
             lambda: table_names(backend), lambda table: column_names(backend, table)
         )
         self.quit = False
+        self.terminal = False  # typed into a terminal: long answers may go to a pager
+        self._depth = 0  # how many \\i are running, one inside the other
 
     def run(self, text: str) -> bool:
         """Run a statement (or script) or a backslash command; False when it failed."""
@@ -116,6 +154,9 @@ class Shell:
                 answer = self.backend.statement(piece)
             except ShellError as error:
                 show_error(self.errors, error, text)
+                if error.line is None and len(pieces) > 1:  # which one, when it does not say
+                    first = piece.text.splitlines()[0]
+                    self.errors.print(Text(f"(the statement at line {piece.line}: {first})"))
                 if was_open and not self.backend.in_transaction:
                     self.errors.print(Text(ROLLED_BACK, style="red"))
                 return False
@@ -123,7 +164,7 @@ class Shell:
                 elapsed = time.perf_counter() - started
             if answer.columns is None:
                 self.catalog.forget()  # a CREATE, DROP or ALTER changes what completes
-            show(self.console, answer, self.options.output_format)
+            self._show(answer)
             if self.options.timing:
                 self.console.print(Text(f"Time: {elapsed * 1000:.3f} ms"))
         return True
@@ -135,31 +176,111 @@ class Shell:
         except ShellError as error:
             show_error(self.errors, error, text)
             return False
-        show(self.console, answer, self.options.output_format)
+        self._show(answer)
         return True
+
+    def _show(self, answer: Answer) -> None:
+        text = answer_text(answer, self.options.output_format, self.options.expanded)
+        if self._pages(text) and page(text):
+            return
+        out = self.console.file
+        out.write(text)
+        out.flush()
+
+    def _pages(self, text: str) -> bool:
+        """Whether `text` goes to the pager: in the terminal, with the pager on, when it is
+        taller or wider than the terminal."""
+        if not (self.terminal and self.options.pager):
+            return False
+        size = shutil.get_terminal_size()
+        lines = text.splitlines()
+        return len(lines) >= size.lines or max(map(cell_len, lines), default=0) > size.columns
+
+    def run_script(self, text: str) -> bool:
+        """Run a script: its statements, and its backslash commands (a line starting with
+        `\\` between statements); stop at the first error or at `\\q`."""
+        buffer: list[str] = []
+        for line in text.splitlines(keepends=True):
+            pending = "".join(buffer)
+            if line.lstrip().startswith("\\") and statement_complete(pending):
+                buffer = []
+                if pending.strip() and not self.run(pending):
+                    return False
+                if not self.run(line.strip()):
+                    return False
+                if self.quit:
+                    return True
+                continue
+            buffer.append(line)
+        rest = "".join(buffer)
+        return self.run(rest) if rest.strip() else True
 
     def _command(self, text: str) -> bool:
         name, _, argument = text.partition(" ")
         argument = argument.strip().rstrip(";").strip()
+        lookups = {"\\dt": "SHOW TABLES", "\\du": "SHOW USERS", "\\l": DATABASES}
+        if name in lookups and not argument:
+            return self._lookup(lookups[name])
         if name == "\\d":
-            query = f"SHOW COLUMNS FROM {argument}" if argument else "SHOW TABLES"
-            return self._lookup(query)
+            return self._lookup(f"SHOW COLUMNS FROM {argument}" if argument else "SHOW TABLES")
+        if name == "\\c":
+            return self._use(argument)
+        if name == "\\i":
+            return self._include(argument)
+        if name == "\\x":
+            if argument not in ON_OFF:
+                return self._refuse(f"\\x takes on or off, not '{argument}'")
+            self.options.expanded = _toggle(self.options.expanded, argument)
+            return self._tell(f"Expanded display is {_word(self.options.expanded)}.")
         if name == "\\timing":
-            if argument not in ("", "on", "off"):
+            if argument not in ON_OFF:
                 return self._refuse(f"\\timing takes on or off, not '{argument}'")
-            self.options.timing = (not self.options.timing) if not argument else argument == "on"
-            self.console.print(Text(f"Timing is {'on' if self.options.timing else 'off'}."))
-            return True
+            self.options.timing = _toggle(self.options.timing, argument)
+            return self._tell(f"Timing is {_word(self.options.timing)}.")
+        if name == "\\pset":
+            setting, _, value = argument.partition(" ")
+            value = value.strip()
+            if setting != "pager" or value not in ON_OFF:
+                return self._refuse("\\pset takes pager [on|off]")
+            self.options.pager = _toggle(self.options.pager, value)
+            return self._tell(f"Pager usage is {_word(self.options.pager)}.")
         if name == "\\format":
             if argument not in FORMATS:
                 return self._refuse(f"\\format takes one of {', '.join(FORMATS)}")
             self.options.output_format = argument
-            self.console.print(Text(f"Output format is {argument}."))
-            return True
+            return self._tell(f"Output format is {argument}.")
         if name == "\\?":
-            self.console.print(Text(HELP))
-            return True
-        return self._refuse(f"unknown command {name}; \\? lists the commands")
+            return self._tell(HELP)
+        return self._refuse(f"unknown command {text}; \\? lists the commands")
+
+    def _use(self, database: str) -> bool:
+        if not database:
+            return self._refuse("\\c takes the name of a database (\\l lists them)")
+        try:
+            self.backend.use(database)
+        except ShellError as error:
+            return self._refuse(f"ERROR: {error.message}")
+        self.catalog.forget()
+        return self._tell(f'You are now connected to database "{database}".')
+
+    def _include(self, name: str) -> bool:
+        if not name:
+            return self._refuse("\\i takes a file name")
+        if self._depth >= MAX_INCLUDE_DEPTH:
+            return self._refuse(f"\\i {name}: files include each other deeper than 16")
+        try:
+            text = Path(name).expanduser().read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            return self._refuse(f"\\i {name}: {getattr(exc, 'strerror', None) or exc}")
+        self._depth += 1
+        try:
+            return self.run_script(text)
+        finally:
+            self._depth -= 1
+
+    def _tell(self, message: str) -> bool:
+        self.console.print(Text(message))
+        return True
 
     def _refuse(self, message: str) -> bool:
         self.errors.print(Text(message, style="red"))
@@ -167,7 +288,8 @@ class Shell:
 
     def interactive(self) -> int:
         """Read statements from the terminal until quit; 0."""
-        history = self.options.history or default_history()
+        self.terminal = True
+        history = self.options.history or history_file(self.backend.where)
         _keep_private(history)
         session: PromptSession[str] = PromptSession(
             history=FileHistory(str(history)),
@@ -202,10 +324,35 @@ def _keep_private(history: Path) -> None:
     """The history holds what was typed (passwords of users, say): readable by its owner
     alone, as psql and bash keep theirs."""
     try:
+        history.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         os.close(os.open(history, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600))
         os.chmod(history, 0o600)
     except OSError:
         pass  # a read-only home: prompt-toolkit then keeps no history either
+
+
+def page(text: str) -> bool:
+    """Show `text` through `$PAGER` (else `less`, which leaves a text that fits on the screen
+    and keeps long lines whole: `LESS=FRSX` unless set); False when no pager would start."""
+    command = os.environ.get("PAGER") or "less"
+    environment = {**os.environ, "LESS": os.environ.get("LESS", "FRSX")}
+    try:
+        # Through the shell, as psql runs it: PAGER may hold a command with its options.
+        pager = subprocess.Popen(command, shell=True, stdin=subprocess.PIPE, env=environment)
+    except OSError:
+        return False
+    assert pager.stdin is not None
+    try:
+        pager.stdin.write(text.encode("utf-8", "replace"))
+        pager.stdin.close()
+    except BrokenPipeError:
+        pass  # the reader quit the pager before the end
+    while True:
+        try:
+            pager.wait()
+            return True
+        except KeyboardInterrupt:
+            continue  # Ctrl-C is the pager's to handle; the shell waits for it to end
 
 
 def _enter_runs_complete_statements() -> KeyBindings:
@@ -222,15 +369,27 @@ def _enter_runs_complete_statements() -> KeyBindings:
     return bindings
 
 
-def run_shell(backend: Backend, sql: str | None, options: ShellOptions) -> int:
-    """`refimpl sql`: run `sql` (-c), or a piped script, or the interactive loop; the exit
-    status (1 when a statement failed, outside the interactive loop)."""
-    interactive = sql is None and sys.stdin.isatty()
+def run_shell(
+    backend: Backend, sql: str | None, options: ShellOptions, file: Path | None = None
+) -> int:
+    """`refimpl sql`: run `sql` (-c), or the script of `file` (-f; `-` is standard input), or
+    piped input, or the interactive loop; the exit status (1 when a statement failed or the
+    file could not be read, outside the interactive loop)."""
+    interactive = sql is None and file is None and sys.stdin.isatty()
     # Outside a terminal, tables keep their natural width instead of folding at 80 columns.
     console = Console() if sys.stdout.isatty() else Console(width=100_000, no_color=True)
     errors = console if interactive else Console(stderr=True, width=100_000, no_color=True)
     shell = Shell(backend, console, options, errors)
     if interactive:
         return shell.interactive()
-    text = sys.stdin.read() if sql is None else sql
-    return 0 if shell.run(text) else 1
+    if sql is not None:
+        return 0 if shell.run(sql) else 1
+    if file is None or str(file) == "-":
+        text = sys.stdin.read()
+    else:
+        try:
+            text = file.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            errors.print(Text(f"refimpl sql: -f {file}: {getattr(exc, 'strerror', None) or exc}"))
+            return 1
+    return 0 if shell.run_script(text) else 1

@@ -58,7 +58,10 @@ def test_a_shell_on_a_data_folder_keeps_its_history(tmp_path: Path) -> None:
     type_line(child, "SELECT count(*) AS n FROM trades;")
     child.expect("n")
     quit_shell(child)
-    history_file = tmp_path / ".refimpl_sql_history"
+    folder = tmp_path / ".refimpl" / "history"
+    assert folder.stat().st_mode & 0o777 == 0o700
+    (history_file,) = folder.iterdir()
+    assert history_file.name.rpartition("-")[0].endswith("_data")  # named after its folder
     assert history_file.stat().st_mode & 0o777 == 0o600
     history = history_file.read_text()
     assert "+SELECT id, symbol,\n+price FROM trades ORDER BY id;" in history
@@ -70,6 +73,14 @@ def test_a_shell_on_a_data_folder_keeps_its_history(tmp_path: Path) -> None:
     child.send("\r")
     child.expect(r"\(1 row\)")
     quit_shell(child)
+
+    # A shell on another data folder has a history of its own: Up recalls nothing of this.
+    child = spawn(tmp_path, "--data", str(tmp_path / "other"))
+    child.send(UP + UP + UP)
+    type_line(child, ";")  # runs what Up recalled, or nothing
+    quit_shell(child)
+    assert "count" not in child.before
+    assert len(list(folder.iterdir())) == 2
 
 
 def test_a_shell_on_a_server(tmp_path: Path, server: Server) -> None:
