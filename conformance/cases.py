@@ -360,7 +360,9 @@ def normalize_http(case: dict[str, Any], where: str) -> dict[str, Any]:
     if "request" in case:
         if "steps" in case:
             raise CaseError(f"{where}: give either 'steps' or one 'request', not both")
-        step = {k: case.pop(k) for k in ("request", "expect", "capture") if k in case}
+        step: dict[str, Any] = {
+            k: case.pop(k) for k in ("request", "expect", "capture") if k in case
+        }
         case["steps"] = [step]
     steps = case.get("steps")
     if not isinstance(steps, list) or not steps:

@@ -13,6 +13,7 @@ Needs psycopg 3 (the test extra installs it); imports nothing from `refimpl`.
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 from datetime import UTC, datetime
 from typing import Any
@@ -145,7 +146,8 @@ class PgRunner(Runner):
                 password=self.options.token or "",
                 dbname=database,
                 autocommit=True,
-                connect_timeout=self.options.timeout,
+                # libpq takes whole seconds; a fraction is rounded up, never to 0 (no limit).
+                connect_timeout=max(1, math.ceil(self.options.timeout)),
             )
         except psycopg.Error as exc:
             return {

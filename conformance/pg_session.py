@@ -180,7 +180,8 @@ def _row_description(body: bytes, binary: list[bool]) -> dict[str, Any]:
 
 def _data_row(body: bytes, binary: list[bool]) -> list[str | None]:
     (count,) = struct.unpack_from("!h", body)
-    at, values = 2, []
+    at = 2
+    values: list[str | None] = []
     for index in range(count):
         (length,) = struct.unpack_from("!i", body, at)
         at += 4

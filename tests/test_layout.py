@@ -266,7 +266,7 @@ def _shortest_cycle(start: str, graph: Mapping[str, set[str]], within: set[str])
 
 
 def describe_cycle(cycle: list[str], edges: Iterable[Import]) -> str:
-    first = {}
+    first: dict[tuple[str, str], Import] = {}
     for edge in edges:
         first.setdefault((edge.source, edge.target), edge)
     steps = [f"  {a} -> {b}  ({first[a, b].where()})" for a, b in itertools.pairwise(cycle)]

@@ -36,6 +36,7 @@ from hypothesis import seed as hypothesis_seed  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 from hypothesis.errors import Unsatisfiable  # noqa: E402
 from schemathesis.core.failures import Failure, FailureGroup  # noqa: E402
+from schemathesis.core.result import Err  # noqa: E402
 
 from tests.http.conftest import start_server  # noqa: E402
 from tests.http.test_schemathesis import CHECKS, STREAM_SETTINGS  # noqa: E402
@@ -84,12 +85,16 @@ def kind_of(failure: Failure) -> str:
 
 def fuzz(url: str, token: str | None, cases: int, seed: int | None) -> Figures:
     api = schemathesis.openapi.from_url(url + "/openapi.json")
-    operations = [result.ok() for result in api.get_all_operations()]
+    operations = []
+    for result in api.get_all_operations():
+        if isinstance(result, Err):
+            raise result.err()
+        operations.append(result.ok())
     strategies = [
-        (operation.label, operation.as_strategy(generation_mode=mode, **extra), auth)
+        (operation.label, operation.as_strategy(generation_mode=mode, query=query), auth)
         for operation in operations
         for mode in MODES
-        for extra in ({}, {"query": {"db": "demo"}})
+        for query in (None, {"db": "demo"})
         for auth in ([token, None] if token else [None])
     ]  # fmt: skip
     figures = Figures()

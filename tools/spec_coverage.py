@@ -122,9 +122,9 @@ def chapter_sections(markdown: str, source: str) -> list[Section]:
         end = next((t.line for t in sections[i + 1 :] if t.level <= section.level), len(lines))
         section.subtree_examples = [ex for n, ex in examples_at.items() if section.line < n < end]
         own_text = "\n".join(lines[section.line : section.end_line])
-        found = _NO_EXAMPLE_BELOW_RE.search(own_text)
-        if found:
-            reason = " ".join(found.group(1).split())
+        no_example = _NO_EXAMPLE_BELOW_RE.search(own_text)
+        if no_example:
+            reason = " ".join(no_example.group(1).split())
             for below in sections[i:]:
                 if below.line >= end:
                     break

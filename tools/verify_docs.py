@@ -112,7 +112,7 @@ class Server:
 
 def load_spec(spec_dir: Path) -> tuple[list[Any], dict[str, Path]]:
     """Examples straight from the markdown chapters, and {source: file path}."""
-    examples = []
+    examples: list[Any] = []
     files: dict[str, Path] = {}
     for path in sorted(spec_dir.glob("*.md")):
         if path.name in SKIPPED_FILES:
@@ -203,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.update:
         changed = apply_updates(results, files)
         print(f"rewrote {changed} example(s); review the diff of spec/*.md")
-        from extract_examples import main as extract_main
+        from tools.extract_examples import main as extract_main
 
         extract_main(["--spec", str(args.spec)])
     return 0 if counts(results)["failed"] == 0 else 1

@@ -57,7 +57,7 @@ class Writer(threading.Thread):
             while not self.stop.is_set():
                 roll = rng.random()
                 if roll < 0.6 or not live:
-                    op = ("put", next_id, "v" * rng.randint(1, 300))
+                    op: tuple[str, int, str | None] = ("put", next_id, "v" * rng.randint(1, 300))
                     next_id += 1
                     live.append(op[1])
                     self.server.sql(f"INSERT INTO t VALUES ({op[1]}, '{op[2]}')", DB)

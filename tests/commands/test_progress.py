@@ -44,7 +44,8 @@ class Clock:
 
 
 def test_nothing_is_shown_for_quick_work_then_a_line_a_second() -> None:
-    clock, lines = Clock(), []
+    clock = Clock()
+    lines: list[str] = []
     view = ProgressView(line=lines.append, after=1.0, every=1.0, clock=clock)
     view(Progress("recovering database 'demo'", 10, 100, "records"))
     clock.now = 0.9

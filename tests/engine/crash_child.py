@@ -33,11 +33,22 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 ACCOUNTS = 8
 START_BALANCE = 1000
-OPTIONS = {
+
+
+class CrashOptions(TypedDict):
+    """The EngineOptions fields the crash tests set (the rest keep their defaults)."""
+
+    segment_bytes: int
+    wal_archive_bytes: int
+    checkpoint_bytes: int
+    statement_timeout: float
+
+
+OPTIONS: CrashOptions = {
     # Small segments, archive and checkpoint threshold: background checkpoints and log trims
     # run every few hundred commits, so kills land on them too.
     "segment_bytes": 4096,
@@ -193,8 +204,9 @@ def run_writer(path: str, checkpoint_every: int, seconds: float, threads: int = 
         background(database)
         say("BGCKPTDONE")
 
-    Database._background_checkpoint = traced  # type: ignore[method-assign]
-    connection = refimpl.connect(path, options=EngineOptions(**OPTIONS))  # type: ignore[arg-type]
+    # Only in this child process, whose checkpoints the killer aims at.
+    Database._background_checkpoint = traced  # type: ignore[method-assign, assignment]
+    connection = refimpl.connect(path, options=EngineOptions(**OPTIONS))
     session = connection.session()
     tables = {row[0] for row in session.execute("SHOW TABLES").rows}
     if "marks" not in tables:

@@ -71,7 +71,7 @@ def test_only_a_hash_is_stored_and_the_file_is_private(tmp_path):
     control = AccessControl(tmp_path)
     token = control.ensure_admin()
     text = control.file.read_text()
-    assert token not in text
+    assert token is not None and token not in text
     assert json.loads(text)["tokens"][0]["hash"]
     assert stat.S_IMODE(os.stat(control.file).st_mode) == 0o600
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
@@ -332,9 +332,9 @@ def _drop_and_create_again(tmp_path, *grants: str, drop: str = "DROP TABLE t"):
         instance.access.allowed(u, "demo", Right.READ, "t"),
         instance.access.allowed(u, "demo", Right.READ, "never_seen"),
     )
-    grants = connection.execute("SHOW GRANTS FOR u").rows
+    shown = connection.execute("SHOW GRANTS FOR u").rows
     connection.close()
-    return rights, grants
+    return rights, shown
 
 
 def test_drop_table_forgets_a_table_grant(tmp_path):

@@ -281,8 +281,10 @@ def test_records_keep_before_images_and_nothing_else(rows: list[tuple], with_old
         plain = records.encode(0, [records.Entry.upsert("t", ["a", "b"], rows, None)])
         assert plain == records.encode(0, entries[:1])
     else:
-        assert decoded[0].before.rows == [None if r is None else list(r) for r in olds]
-        assert decoded[1].before.rows == [list(r) for r in rows]
+        first, second = decoded[0].before, decoded[1].before
+        assert first is not None and second is not None
+        assert first.rows == [None if r is None else list(r) for r in olds or []]
+        assert second.rows == [list(r) for r in rows]
 
 
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])

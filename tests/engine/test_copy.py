@@ -28,7 +28,7 @@ def session(tmp_path: Path) -> Iterator[Session]:
     instance.close()
 
 
-texts = st.one_of(st.none(), st.text(st.characters(blacklist_categories=("Cs",)), max_size=12))
+texts = st.one_of(st.none(), st.text(st.characters(exclude_categories=["Cs"]), max_size=12))
 rows = st.lists(
     st.tuples(
         texts,

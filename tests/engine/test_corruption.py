@@ -325,8 +325,8 @@ def test_log_that_lost_records_a_checkpoint_holds_stops_the_open(tmp_path, loss)
         with open(last, "r+b") as file:
             file.truncate(offset + 5)
     else:
-        for file in segments(data):
-            file.unlink()
+        for segment in segments(data):
+            segment.unlink()
     report, ok = check(data)
     assert not ok
     assert "gap: the log ends at LSN" in report and "before checkpoint 21" in report, report

@@ -160,7 +160,9 @@ def test_limits_takeover_capacity_and_shutdown(instance: Instance) -> None:
     b.take(100)
     with pytest.raises(TooManyRequests, match="streams_per_token"):
         streams.open(ADMIN_CREDENTIAL, "demo", [], None, None)
-    takeover = streams.open(ADMIN_CREDENTIAL, "demo", [], parse_event_id(a.last_id), a.last_id)
+    last = a.last_id
+    assert last is not None  # it took events
+    takeover = streams.open(ADMIN_CREDENTIAL, "demo", [], parse_event_id(last), last)
     assert a.ended and "took it over" in a.ended and b.ended is None
     other = Credential("other-key", ADMIN)
     streams.open(other, "demo", [], None, None)
@@ -207,7 +209,7 @@ def test_tickets_once_hashed_and_timed() -> None:
     st.integers(1, 400),
 )
 def test_streams_in_groups_get_every_event_once_as_one_alone_does(
-    instance: Instance, steps: list[tuple[str, object]], budget: int
+    instance: Instance, steps: list[tuple[str, str | int]], budget: int
 ) -> None:
     """Streams join their group, are taken for by it, take alone (leaving it) in any order:
     each gets what a stream that never joined gets, with the same ids, once, in order."""

@@ -194,7 +194,7 @@ def test_a_checkpoint_on_a_full_disk_answers_503_and_leaves_no_file(tmp_path):
     assert files_of_demo() == before  # no temporary file left
     files.failing = False
     assert session.execute("INSERT INTO t VALUES (2)").count == 1  # the log still writes
-    assert session.execute("CHECKPOINT").message.startswith("checkpoint written")
+    assert (session.execute("CHECKPOINT").message or "").startswith("checkpoint written")
     session.close()
     instance.close()
     with reopened(tmp_path) as again:

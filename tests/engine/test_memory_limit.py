@@ -17,7 +17,8 @@ from refimpl.engine.options import EngineOptions
 from refimpl.engine.storage import ddl
 from refimpl.engine.storage.memory_limit import table_bytes
 from refimpl.errors import MemoryFull, SqlError
-from refimpl.sql.parser import parse_cached
+from refimpl.sql import ast
+from tests.parsed import statement
 
 TABLES = {
     "keyed": "CREATE TABLE t (id INT PRIMARY KEY, ts TIMESTAMP, name STRING, v DOUBLE)",
@@ -38,7 +39,7 @@ def _row(kind: str, i: int) -> tuple:
 
 @pytest.mark.parametrize("kind", sorted(TABLES))
 def test_the_count_is_within_a_fifth_of_what_tracemalloc_measures(kind: str) -> None:
-    table = ddl.create_table(parse_cached(TABLES[kind]).statements[0])
+    table = ddl.create_table(statement(TABLES[kind], ast.CreateTable))
     n = 20_000
     gc.collect()
     tracemalloc.start()

@@ -22,6 +22,7 @@ from __future__ import annotations
 import copy
 import shutil
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -231,7 +232,9 @@ class EngineModel(RuleBasedStateMachine):
         assert expected is None, f"{sql} {params} should fail with {expected.kind.__name__}"
         return result
 
-    def change(self, sql: str, params: tuple, apply) -> None:  # noqa: ANN001
+    def change(
+        self, sql: str, params: tuple, apply: Callable[[dict[str, TableModel]], int | None]
+    ) -> None:
         """Run a change statement and apply `apply(tables)` to a copy of the model.
 
         `apply` returns the statement's expected count (rows inserted, updated, deleted or
@@ -310,7 +313,7 @@ class EngineModel(RuleBasedStateMachine):
         target = f"{table} ({', '.join(names)})" if listed else table
         params = tuple(v for row in rows for v in row)
 
-        def apply(tables: dict[str, TableModel]) -> None:
+        def apply(tables: dict[str, TableModel]) -> int:
             m = tables[table]
             changes: dict[Any, tuple] = {}
             for given in rows:
@@ -360,7 +363,7 @@ class EngineModel(RuleBasedStateMachine):
             sql += f" WHERE {where[0]}"
             params += (predicate_param(table, where[0], p),) if "?" in where[0] else ()
 
-        def apply(tables: dict[str, TableModel]) -> None:
+        def apply(tables: dict[str, TableModel]) -> int:
             m = tables[table]
             position = m.position(column)
             matched = self.matching(m, where, p)
@@ -388,7 +391,7 @@ class EngineModel(RuleBasedStateMachine):
     def move(self, table: str, sql: str, params: tuple, where, p: int, new_of) -> None:  # noqa: ANN001
         """An UPDATE of key columns: rows move; a taken key fails (replaces, for DEDUP KEY)."""
 
-        def apply(tables: dict[str, TableModel]) -> None:
+        def apply(tables: dict[str, TableModel]) -> int:
             m = tables[table]
             matched = self.matching(m, where, p)
             updates = []
@@ -499,7 +502,7 @@ class EngineModel(RuleBasedStateMachine):
         where = data.draw(st.sampled_from(PREDICATES["pk"]))
         sql = f"INSERT INTO nk (a, b) SELECT v, s FROM pk WHERE {where[0]}"
 
-        def apply(tables: dict[str, TableModel]) -> None:
+        def apply(tables: dict[str, TableModel]) -> int:
             source, target = tables["pk"], tables["nk"]
             for name, type_ in (("v", "INT"), ("s", "STRING")):
                 if (name, type_) not in source.columns:
@@ -529,7 +532,7 @@ class EngineModel(RuleBasedStateMachine):
             sql += f" WHERE {where[0]}"
             params = (predicate_param(table, where[0], p),) if "?" in where[0] else ()
 
-        def apply(tables: dict[str, TableModel]) -> None:
+        def apply(tables: dict[str, TableModel]) -> int:
             m = tables[table]
             matched = self.matching(m, where, p)
             for ident, _ in matched:
@@ -613,7 +616,7 @@ class EngineModel(RuleBasedStateMachine):
     @rule()
     def checkpoint(self) -> None:
         message = self.writer.execute("CHECKPOINT").message
-        assert message.startswith("checkpoint written at LSN ")
+        assert message is not None and message.startswith("checkpoint written at LSN ")
 
     @precondition(lambda self: self.txn is None)
     @rule(checkpoint_first=st.booleans())
@@ -635,12 +638,12 @@ class EngineModel(RuleBasedStateMachine):
         for name in CREATE:
             expected = self.committed[name]
             result = self.reader.execute(f"SELECT * FROM {name}")
-            assert [c.name for c in result.columns] == expected.names(), name
+            assert [c.name for c in result.columns or []] == expected.names(), name
             assert result.rows == expected.ordered(), f"committed {name}"
             if self.txn is not None:
                 mine = self.txn[name]
                 result = self.writer.execute(f"SELECT * FROM {name}")
-                assert [c.name for c in result.columns] == mine.names(), name
+                assert [c.name for c in result.columns or []] == mine.names(), name
                 assert result.rows == mine.ordered(), f"in transaction {name}"
 
 

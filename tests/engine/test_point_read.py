@@ -10,7 +10,8 @@ import refimpl
 from refimpl.engine.query.point_read import point_plan
 from refimpl.engine.tracking.plan_cache import PlanCache
 from refimpl.errors import KdbError
-from refimpl.sql.parser import parse
+from refimpl.sql import ast
+from tests.parsed import statement
 
 KEYS = st.one_of(st.integers(-3, 3), st.sampled_from(["a", "b", "'q'"]))
 CONSTANTS = st.one_of(
@@ -63,7 +64,7 @@ def test_point_reads_equal_the_general_path(db, shape, constants):
     params = tuple(constants[:count])
     # `AND 1 = 1` keeps the same meaning but not the point shape: the general path.
     general = sql + " AND 1 = 1"
-    assert point_plan(parse(general).statements[0], schema(db, "one"), PlanCache()) is None
+    assert point_plan(statement(general, ast.Select), schema(db, "one"), PlanCache()) is None
     assert answer(db, sql, params) == answer(db, general, params)
 
 
@@ -81,7 +82,7 @@ def test_literal_keys_equal_the_general_path(db, key):
 def test_only_whole_keys_get_a_plan(db):
     two = schema(db, "two")
     planned = "SELECT * FROM two WHERE k = 'a' AND n = 1"
-    assert point_plan(parse(planned).statements[0], two, PlanCache()) is not None
+    assert point_plan(statement(planned, ast.Select), two, PlanCache()) is not None
     for sql in (
         "SELECT * FROM two WHERE k = 'a'",
         "SELECT * FROM two WHERE k = 'a' AND n > 1",
@@ -90,7 +91,7 @@ def test_only_whole_keys_get_a_plan(db):
         "SELECT v + 1 FROM two WHERE k = 'a' AND n = 1",
         "SELECT * FROM two WHERE k = 'a' AND k = 'b'",
     ):
-        assert point_plan(parse(sql).statements[0], two, PlanCache()) is None, sql
+        assert point_plan(statement(sql, ast.Select), two, PlanCache()) is None, sql
 
 
 # Point shapes with the type each parameter must have to be read by the plan.

@@ -27,7 +27,7 @@ from refimpl.errors import (
     UnknownTable,
 )
 from refimpl.sql import ast
-from refimpl.sql.parser import parse
+from tests.parsed import statement
 
 
 @pytest.fixture
@@ -135,11 +135,18 @@ def test_equi_joins_are_hash_joins_and_others_loops():
     def relation(qualifier):
         return named([Column("k", "INT"), Column("v", "INT")], qualifier, lambda: [])
 
+    def join_of(condition: str) -> ast.JoinSource:
+        source = statement(f"SELECT * FROM a JOIN b ON {condition}", ast.Select).source
+        assert isinstance(source, ast.JoinSource)
+        return source
+
     def plan(condition):
-        source = parse(f"SELECT * FROM a JOIN b ON {condition}").statements[0].source
-        return join(
+        source = join_of(condition)
+        chosen = join(
             relation("a"), relation("b"), source, Scope(columns=[]), compile_expression, None
         ).plan
+        assert chosen is not None
+        return chosen
 
     assert plan("a.k = b.k").method == "hash"
     keyed = plan("b.k + 1 = a.k AND a.v < b.v")
@@ -147,11 +154,10 @@ def test_equi_joins_are_hash_joins_and_others_loops():
     assert plan("a.k < b.k").method == "nested loop"
     keyed = relation("b")
     keyed.key = KeyLookup((0,), ("INT",), lambda ident: None)
-    source = parse("SELECT * FROM a JOIN b ON b.k = a.v").statements[0].source
-    assert (
-        join(relation("a"), keyed, source, Scope(columns=[]), compile_expression, None).plan.method
-        == "key lookup"
-    )
+    lookup = join(
+        relation("a"), keyed, join_of("b.k = a.v"), Scope(columns=[]), compile_expression, None
+    ).plan
+    assert lookup is not None and lookup.method == "key lookup"
     assert plan("a.k = a.v").method == "nested loop"  # both sides of = read one table
 
 

@@ -6,7 +6,7 @@ from dataclasses import fields
 
 from refimpl.engine.storage.schema import DEFINITION_FIELDS, TableSchema
 from refimpl.sql import ast
-from refimpl.sql.parser import parse_cached
+from tests.parsed import statement as parsed
 
 
 def test_the_schema_keeps_every_field_of_create_table_but_if_not_exists():
@@ -16,10 +16,11 @@ def test_the_schema_keeps_every_field_of_create_table_but_if_not_exists():
 
 
 def test_a_schema_makes_the_statement_it_was_made_from():
-    (statement,) = parse_cached(
+    statement = parsed(
         "CREATE TABLE IF NOT EXISTS trades (ts TIMESTAMP, sym SYMBOL, px DOUBLE)"
-        " TIMESERIES(ts) PARTITION BY DAY DEDUP KEY (ts, sym)"
-    ).statements
+        " TIMESERIES(ts) PARTITION BY DAY DEDUP KEY (ts, sym)",
+        ast.CreateTable,
+    )
     schema = TableSchema.from_create(statement)
     assert schema.dedup_key == ("ts", "sym")
     assert schema.to_create() == ast.CreateTable(

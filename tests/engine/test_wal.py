@@ -313,6 +313,7 @@ def test_a_failed_write_also_stops_writes(tmp_path: Path) -> None:
     log = WriteAheadLog(tmp_path, files=NO_SYNC)
     log.wait_durable(log.append(b"one"))
     # Swap the leader's file for a read-only one: the next write fails as a broken disk would.
+    assert log._write_fd is not None  # open once a record was written
     os.close(log._write_fd)
     log._write_fd = os.open(segment_files(tmp_path)[0], os.O_RDONLY)
     with pytest.raises(WritesStopped, match="could not write to .*Bad file descriptor"):

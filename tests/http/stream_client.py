@@ -53,7 +53,7 @@ class EventReader:
         return event
 
     def take(self, count: int) -> list[dict[str, Any]]:
-        events = []
+        events: list[dict[str, Any]] = []
         while len(events) < count:
             event = self.next_event()
             if event is None:
@@ -64,7 +64,7 @@ class EventReader:
     def until_end(self, seconds: float = 10.0) -> list[dict[str, Any]]:
         """Every event until the stream ends (within `seconds`)."""
         deadline = time.monotonic() + seconds
-        events = []
+        events: list[dict[str, Any]] = []
         while time.monotonic() < deadline:
             event = self.next_event()
             if event is None:

@@ -26,7 +26,7 @@ def test_requests_leave_no_reference_cycles(tmp_path: Path) -> None:
                 path="/exec",
                 method="POST",
                 data=text.encode(),
-                headers={"Content-Type": "text/plain"},
+                headers=[("Content-Type", "text/plain")],
             ).get_environ()
             for text in texts
         ]
@@ -74,7 +74,7 @@ def test_guards_answer_before_any_route_runs(tmp_path: Path) -> None:
             environ = EnvironBuilder(
                 path=path,
                 method=method,
-                headers=headers,
+                headers=list(headers.items()),
                 query_string=query,
                 data=sql.encode() if method == "POST" else None,
                 content_type="text/plain",

@@ -60,6 +60,7 @@ def _write(
     added = 0
     for transaction in transactions:
         names = session.execute("SELECT * FROM t LIMIT 0").columns
+        assert names is not None  # a query's result has columns
         session.execute("BEGIN")
         for op, ident, cells in transaction:
             session.execute(f"DELETE FROM t WHERE id = {ident}")

@@ -122,7 +122,7 @@ def test_event_source_follows_hundreds_of_commits_across_a_restart(
                 event: MessageEvent
                 for event in source:
                     if event.type == "change":
-                        received.append(json.loads(event.data))
+                        received.append(json.loads(event.data or ""))
                         event_ids.append(event.last_event_id)
                     upserts = sum(1 for c in received if c["op"] == "upsert")
                     if upserts >= target[0] or time.monotonic() > deadline:
@@ -184,7 +184,7 @@ def start_waiting(server: Server, query: str) -> tuple[threading.Thread, dict[st
 def durable_lsn(server: Server, table: str) -> int:
     answer = requests.get(
         server.url + "/api/changes",
-        params={"table": table, "format": "json", "limit": 1},
+        params={"table": table, "format": "json", "limit": "1"},
         headers=auth(server),
         timeout=30,
     )
@@ -227,7 +227,7 @@ def test_wait_zero_answers_at_once(running: list[Server]) -> None:
     started = time.monotonic()
     answer = requests.get(
         server.url + "/api/changes",
-        params={"table": "z", "from": lsn, "wait": 0},
+        params={"table": "z", "from": str(lsn), "wait": "0"},
         headers=auth(server),
         timeout=30,
     )
@@ -250,7 +250,7 @@ def test_wait_zero_answers_at_once(running: list[Server]) -> None:
     # wait=0 with something new answers it at once too
     answer = requests.get(
         server.url + "/api/changes",
-        params={"table": "z", "from": lsn - 1, "wait": 0},
+        params={"table": "z", "from": str(lsn - 1), "wait": "0"},
         headers=auth(server),
         timeout=30,
     )

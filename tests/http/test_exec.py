@@ -226,7 +226,9 @@ def test_a_burst_is_answered_by_a_bounded_pool(tmp_path):
             response = small.get("/exec", params={"query": f"SELECT {n} AS n"})
             status = Path(f"/proc/{small.process.pid}/status")
             if status.exists():
-                threads = int(re.search(r"Threads:\s+(\d+)", status.read_text()).group(1))
+                found = re.search(r"Threads:\s+(\d+)", status.read_text())
+                assert found is not None
+                threads = int(found.group(1))
                 peak = max(peak, threads)
             assert response.json()["dataset"] == [[n]]
             return response.status_code

@@ -19,7 +19,7 @@ from refimpl.errors import BadRequest
 from refimpl.http.exec_body import sql_of_form_body
 from tests.http.conftest import Server
 
-SQL_TEXT = st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=80)
+SQL_TEXT = st.text(st.characters(exclude_categories=["Cs"]), min_size=1, max_size=80)
 
 
 @given(SQL_TEXT, SQL_TEXT)

@@ -155,7 +155,7 @@ def exchange(address: tuple[str, int], data: bytes) -> Exchange:
             sock.shutdown(socket.SHUT_WR)
         except OSError:
             pass  # the server answered and closed before reading it all: read its answer
-        received = []
+        received: list[bytes] = []
         while True:
             try:
                 chunk = sock.recv(65536)

@@ -179,12 +179,14 @@ def test_every_request_is_counted_once_in_its_bucket(
     requests: list[tuple[str, int, float]], threads: int
 ) -> None:
     counts = RequestCounts()
+
+    def observe_all(part: list[tuple[str, int, float]]) -> None:
+        for route, status, seconds in part:
+            counts.observe(route, "GET", status, seconds)
+
     workers = [
-        threading.Thread(target=lambda part=requests[n::threads]: [
-            counts.observe(route, "GET", status, seconds) for route, status, seconds in part
-        ])
-        for n in range(threads)
-    ]  # fmt: skip
+        threading.Thread(target=observe_all, args=(requests[n::threads],)) for n in range(threads)
+    ]
     for worker in workers:
         worker.start()
     for worker in workers:

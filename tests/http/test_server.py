@@ -154,7 +154,7 @@ def test_a_request_has_a_deadline_from_its_first_byte(monkeypatch: pytest.Monkey
     thread = threading.Thread(target=pooled.serve_forever, kwargs={"poll_interval": 0.05})
     thread.start()
     try:
-        with socket.create_connection(pooled.server_address[:2], timeout=10) as conn:
+        with socket.create_connection(("127.0.0.1", pooled.server_port), timeout=10) as conn:
             conn.sendall(b"POST / HTTP/1.1\r\nContent-Length: 100\r\n\r\n")
             answer = b""
             for _ in range(50):

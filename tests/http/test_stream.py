@@ -275,7 +275,7 @@ def test_limits_per_token_and_per_user_with_takeover(server: Server, db: str) ->
         stream.close()
     # Ten per user, whichever token: an eleventh is refused.
     tokens = [server.new_token(user, db) for _ in range(4)]
-    held = []
+    held: list[EventReader] = []
     deadline = time.monotonic() + 5
     while len(held) < 10 and time.monotonic() < deadline:
         stream = open_stream(server, db, token=tokens[len(held) // 3], wait_free=0)

@@ -38,7 +38,7 @@ def test_initial_copy_then_changes_resumed_inside_the_copy(server: Server, db: s
     }
     seen = [first[1]]
     while len(seen) < 700:
-        seen.append(stream.next_event())
+        seen.append(stream.take(1)[0])
     stream.close()
     last = seen[-1]
     assert [e["data"]["row"]["id"] for e in seen] == list(range(1, 701))
@@ -157,6 +157,7 @@ def test_bad_options_are_400s_before_the_stream_opens(server: Server, db: str) -
         ({"table": "t", "initial": "true", "last-event-id": "2:zz"}, "names no place"),
     ]
     for params, message in cases:
+        assert isinstance(params, dict)
         stream = open_stream(server, db, **params)
         assert stream.status == 400, (params, stream.response.text)
         assert message in stream.response.json()["error"], (params, stream.response.text)
@@ -172,7 +173,7 @@ def test_a_copy_read_slowly_costs_bounded_memory_and_goes_on(server: Server, db:
         values = ", ".join(f"({n}, '{pad}')" for n in range(start, start + 2000))
         server.sql(f"INSERT INTO big VALUES {values}", db)
     stream = open_stream(server, db, read_timeout=60, table="big", initial="true")
-    assert stream.next_event()["data"]["row"]["id"] == 0
+    assert stream.take(1)[0]["data"]["row"]["id"] == 0
     before = resident_mb(server.process.pid)
     time.sleep(2)  # the server would read the whole copy now, were it not bounded
     grown = resident_mb(server.process.pid) - before

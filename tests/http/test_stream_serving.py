@@ -80,7 +80,7 @@ def served() -> Iterator[tuple[StreamingApp, tuple[str, int]]]:
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
     thread.start()
     try:
-        yield app, server.server_address[:2]
+        yield app, ("127.0.0.1", server.server_port)
     finally:
         app.waiting_room.close()
         server.shutdown()
@@ -149,7 +149,7 @@ def test_a_reader_that_stops_reading_is_dropped_in_bounded_memory() -> None:
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
     thread.start()
     try:
-        conn = _request(server.server_address[:2], "/stream")
+        conn = _request(("127.0.0.1", server.server_port), "/stream")
         conn.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
         assert _eventually(lambda: len(app.streams) == 1)
         stream = app.streams[0]
@@ -161,7 +161,7 @@ def test_a_reader_that_stops_reading_is_dropped_in_bounded_memory() -> None:
             sent += 256 * 1024
         assert stream.state is State.DROPPED
         assert sent <= 4 * STREAM_UNSENT_LIMIT + 16 * 1024 * 1024  # kernel buffers aside
-        plain = _request(server.server_address[:2], "/plain")
+        plain = _request(("127.0.0.1", server.server_port), "/plain")
         assert b"plain" in _read_until(plain, b"plain")
         conn.close()
         plain.close()

@@ -18,6 +18,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -52,7 +53,8 @@ def test_a_reader_that_stops_costs_bounded_memory(server: Server, transactions: 
     values = ", ".join(f"({n}, 0, '{PAD}')" for n in range(ROWS))
     server.sql("CREATE TABLE t (id INT PRIMARY KEY, v INT, pad STRING)")
     server.sql(f"INSERT INTO t VALUES {values}")
-    stream = open_stream(server, read_timeout=60, **{"last-event-id": "2"})
+    resume: dict[str, Any] = {"last-event-id": "2"}  # not a Python name: given as a mapping
+    stream = open_stream(server, read_timeout=60, **resume)
     assert stream.take(1)[0]["event"] == "ready"
     before = resident_mb(server.process.pid)
     slowest = 0.0
@@ -101,12 +103,13 @@ def _stalled_stream(server: Server) -> socket.socket:
     return conn
 
 
-def _changes_read(conn: socket.socket, count: int) -> list[tuple[str, int]]:
+def _changes_read(conn: socket.socket, count: int) -> list[tuple[str, Any]]:
     """Read `count` changes (id and `v`) from a stream's raw socket, chunks undone."""
     raw = b""
     while b"\r\n\r\n" not in raw:
         raw += conn.recv(65536)
-    rest, body, changes = raw.split(b"\r\n\r\n", 1)[1], b"", []
+    rest, body = raw.split(b"\r\n\r\n", 1)[1], b""
+    changes: list[tuple[str, Any]] = []
     while len(changes) < count:
         line, _, after = rest.partition(b"\r\n")
         size = int(line, 16) if line else -1

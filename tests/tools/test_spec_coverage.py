@@ -6,7 +6,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tools.spec_coverage import chapter_sections, problems, spec_sections, unbacked_rows
+from tools.spec_coverage import (
+    Section,
+    chapter_sections,
+    problems,
+    spec_sections,
+    unbacked_rows,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -53,7 +59,7 @@ Text.
 """
 
 
-def _sections() -> dict[str, object]:
+def _sections() -> dict[str, Section]:
     return {s.heading: s for s in chapter_sections(CHAPTER, "spec/c.md")}
 
 
