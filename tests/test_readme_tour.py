@@ -89,8 +89,13 @@ def test_the_tour_runs_as_written(tmp_path: Path):
         )
         assert done.returncode == 0, f"stdout:\n{done.stdout}\nstderr:\n{done.stderr}"
         outputs = [part.partition("\n") for part in done.stdout.split(MARKER)[1:]]
-        by_command = {name: out for name, _, out in outputs}
+        by_command: dict[str, str] = {}
+        for name, _, out in outputs:
+            by_command.setdefault(name, out)  # the first command of each name
         assert '"dataset":[[2]]' in by_command["curl"].replace(" ", "")  # 1+1 stays 1+1
+        scraped = [out for _, _, out in outputs if re.search(r"(?m)^kdb_build_info\{", out)]
+        assert scraped, "the tour scrapes /metrics"
+        assert re.search(r'(?m)^kdb_http_requests_total\{.*route="/exec"', scraped[0])
         conform = by_command["refimpl"] if skipped else outputs[-1][2]
         assert re.search(r"^\d+ passed, 0 failed", conform, flags=re.M), conform[-2000:]
         if not skipped:
