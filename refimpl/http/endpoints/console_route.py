@@ -25,6 +25,7 @@ CONSOLE_ASSETS = (
     "console.js",
     "sql.js",
     "changes.js",
+    "keys.js",
     "candles.js",
     "vendor/lightweight-charts.mjs",  # TradingView Lightweight Charts 5.3.0, see vendor/NOTICE
 )
