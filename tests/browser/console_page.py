@@ -8,7 +8,6 @@ also reads one back, clipped to an element, so a test can check its pixels.
 from __future__ import annotations
 
 import base64
-import socket
 from pathlib import Path
 from typing import Any
 
@@ -16,15 +15,9 @@ import requests
 
 from tests.browser.conftest import Browser, Page
 from tests.browser.pixels import Image, read_png
-from tests.http.conftest import start_server
+from tests.http.conftest import free_port, start_server
 
 WAIT = 20.0  # seconds for the page to show something
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 class Site:

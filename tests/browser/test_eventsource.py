@@ -13,7 +13,6 @@ session cookie from then on, as a browser's EventSource cannot send a header.
 
 from __future__ import annotations
 
-import socket
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -24,7 +23,7 @@ import pytest
 import requests
 
 from tests.browser.conftest import Browser
-from tests.http.conftest import Server, start_server
+from tests.http.conftest import Server, free_port, start_server
 
 pytestmark = pytest.mark.browser  # each test waits 20 s at most for the page
 
@@ -89,12 +88,6 @@ TRADES = (
     "CREATE TABLE trades (time TIMESTAMP, symbol SYMBOL, price DOUBLE)"
     " TIMESERIES(time) PARTITION BY DAY, SYMBOL(symbol)"
 )
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 class Site:

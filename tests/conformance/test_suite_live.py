@@ -11,18 +11,18 @@ with graceful and crash restarts run too (none may be skipped for want of them).
 from __future__ import annotations
 
 import json
-import socket
 
 import requests
 
 from conformance import cli
 from tests.conformance.supervised import restart_commands, start_command, start_supervised
+from tests.http.conftest import free_port
 
 
 def test_every_spec_example_passes_against_a_real_server(tmp_path, capsys):
     state = tmp_path / "supervisor"
     # The protocol's port is chosen here, so that it stays the same across the restarts.
-    pg_port = _free_port()
+    pg_port = free_port()
     server = start_supervised(tmp_path / "data", state, "--sample", "--pg-port", str(pg_port))
     try:
         users_before = _users(server.url, server.token)
@@ -60,11 +60,6 @@ def test_every_spec_example_passes_against_a_real_server(tmp_path, capsys):
         assert _users(server.url, server.token) == users_before
     finally:
         assert server.stop() == 0, server.log.read_text()[-3000:]
-
-
-def _free_port() -> int:
-    with socket.create_server(("127.0.0.1", 0)) as probe:
-        return int(probe.getsockname()[1])
 
 
 def _users(url: str, token: str) -> list[str]:

@@ -10,6 +10,7 @@ import os
 import queue
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -100,6 +101,13 @@ def _clean_environment() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("KDB_")}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     return env
+
+
+def free_port() -> int:
+    """A loopback port free now (for a server that must keep one port across restarts)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
 
 
 def start_server(data: Path, *extra: str) -> Server:

@@ -11,7 +11,6 @@
 from __future__ import annotations
 
 import json
-import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -23,15 +22,9 @@ import pytest
 import requests
 from requests_sse import EventSource, MessageEvent
 
-from tests.http.conftest import Server, start_server
+from tests.http.conftest import Server, free_port, start_server
 
 WAIT_MS = 20_000  # a long wait: an answer well before it ends came because of a commit
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def token_of(server: Server) -> str:

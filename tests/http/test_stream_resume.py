@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import signal
-import socket
 import threading
 import time
 from datetime import timedelta
@@ -21,7 +20,7 @@ import pytest
 import requests
 from requests_sse import EventSource, InvalidStatusCodeError, MessageEvent
 
-from tests.http.conftest import Server, start_server
+from tests.http.conftest import Server, free_port, start_server
 
 REPLAY = 1.0
 PAD = "x" * 1500
@@ -33,12 +32,6 @@ class QuickEventSource(EventSource):
     def _process_field(self, field_name: str, field_value: str) -> None:
         super()._process_field(field_name, field_value)
         self._reconnection_time = min(self._reconnection_time, timedelta(milliseconds=50))
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def start(folder: Path, conf: str = "", port: int = 0) -> Server:
