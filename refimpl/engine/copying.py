@@ -1,15 +1,23 @@
 """COPY as a protocol layer calls it: the statement recognised, rows in from a stream, rows
 out as chunks of text. A protocol layer hands the bytes over; it parses no data itself.
+
+The rows of a COPY FROM STDIN are held until its one commit: with a memory limit
+(`memory_mb`), its data counts against the limit as it is read, each line as its bytes and
+a row's overhead (`memory_limit.ROW_OVERHEAD`), and the COPY is refused (MemoryFull,
+nothing copied) as soon as that and the table data in use pass the limit.
 """
 
 from __future__ import annotations
 
-from typing import IO
+import io
+from typing import IO, cast
 
 from refimpl.engine.result import Result
 from refimpl.engine.session import Session
 from refimpl.engine.statements import executor
 from refimpl.engine.statements.copy import CopyOutput, copy_output
+from refimpl.engine.storage.memory_limit import MB, ROW_OVERHEAD, MemoryBudget
+from refimpl.errors import MemoryFull
 from refimpl.sql import ast
 from refimpl.sql.parser import parse_cached
 
@@ -33,6 +41,9 @@ def copy_in(session: Session, sql: str, data: IO[bytes]) -> Result:
     statement = copy_statement(sql)
     if not isinstance(statement, ast.CopyFrom):
         raise ValueError("copy_in takes one COPY ... FROM STDIN")
+    memory = session.database.memory
+    if memory.limit_bytes:
+        data = cast(IO[bytes], _Counted(data, memory))
     return executor.copy_in(session, statement, sql, data)
 
 
@@ -42,3 +53,31 @@ def copy_out(session: Session, sql: str) -> CopyOutput:
     if not isinstance(statement, ast.CopyTo):
         raise ValueError("copy_out takes one COPY ... TO STDOUT")
     return copy_output(session, statement)
+
+
+class _Counted(io.RawIOBase):
+    """COPY data counted against the memory limit as the reader takes it (`read` only)."""
+
+    def __init__(self, data: IO[bytes], memory: MemoryBudget) -> None:
+        super().__init__()
+        self._data = data
+        self._memory = memory
+        self._counted = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int | None = -1) -> bytes:
+        block = self._data.read(-1 if size is None else size)
+        self._counted += len(block) + ROW_OVERHEAD * block.count(b"\n")
+        memory = self._memory
+        used = memory.used_bytes
+        if used + self._counted > memory.limit_bytes:
+            raise MemoryFull(
+                f"COPY FROM STDIN: the rows read so far ({self._counted / MB:.0f} MB as table"
+                f" data) and the table data in use ({used / MB:.0f} MB) pass the memory limit"
+                f" for table data (memory_mb, {memory.limit_bytes / MB:.0f} MB); nothing was"
+                " copied; copy fewer rows at once, delete rows or drop a table, or raise"
+                " memory_mb and restart"
+            )
+        return block

@@ -96,21 +96,24 @@ class Link:
     def closed(self) -> bool:
         return self.core.state is State.CLOSED
 
-    def answer_pending(self) -> bytes:
-        """Answer every whole message received; the bytes to send once `is_durable()` (then
-        close if `closed`)."""
+    def answer_pending(self, limit: int = 1 << 62) -> bytes:
+        """Answer the whole messages received, in order, until the answers reach `limit`
+        bytes (the rest wait in `core`); the bytes to send once `is_durable()` (then close
+        if `closed`)."""
         core = self.core
         out = self._out
+        size = 0
         if self._cancel.is_set():  # a late cancel of the last statement (clear() locks)
             self._cancel.clear()
         self._running = True
         admission.watch_cancel(self._cancel)
         try:
-            while (message := core.next_message()) is not None:
+            while size < limit and (message := core.next_message()) is not None:
                 for answer in self._answer(message):
                     if core.state is State.CLOSED:
                         break  # it ended inside a COPY: no one is left to answer
                     out.append(core.send(answer))
+                    size += len(out[-1])
                 if core.state is State.CLOSED:
                     break
         except ProtocolError as error:

@@ -6,8 +6,12 @@ worker the kernel wakes accepts, reads and answers there itself, with no thread 
 the `threads` workers, only the few (`polling.ADMITTED`) that hold an admission place wait
 on the set or run statements; one whose statement waits (a lock) or runs long hands its
 place on, and none waits for a commit's flush (`refimpl.pgwire.acknowledging`). A worker
-reads what a connection sent; once the bytes make a whole message it answers every message
-there is, sends the answer and re-arms the connection. An idle or half-sent connection thus
+reads what a connection sent; once the bytes make a whole message it answers the messages
+there are, sends what the socket takes of the answers and re-arms the connection. Answers
+the socket did not take wait (up to `SEND_TIMEOUT_SECONDS`) with the connection armed for
+writing only: its next messages are neither read nor answered meanwhile, and no worker
+waits for it. A connection that pipelines without reading thus holds `UNSENT_LIMIT` bytes
+of answers plus one answer at most. An idle or half-sent connection thus
 holds no thread, and none of the HTTP server's workers; a running COPY FROM STDIN holds its
 worker (not its place) while it reads the client's data from the socket (at most
 `COPY_WAIT_SECONDS` between two reads).
@@ -63,6 +67,11 @@ POLL_SECONDS = 0.2  # how soon an idle worker notices a stop
 ACCEPTS_PER_EVENT = 64  # connections one wake-up of the listening socket takes at most
 OUT_OF_DESCRIPTORS_PAUSE = 0.05  # accepting waits this long after an EMFILE
 SEND_TIMEOUT_SECONDS = 60  # a client that takes no answer for this long is dropped
+# A connection's answers not yet sent: past this, its next messages wait unread until the
+# client has taken them. Its memory is thus this much plus one answer, however many
+# messages it pipelines without reading.
+UNSENT_LIMIT = 1024 * 1024
+WRITABLE = select.EPOLLOUT | select.EPOLLONESHOT  # waiting for the client to read
 COPY_WAIT_SECONDS = 60.0  # a COPY FROM STDIN whose client sends nothing this long ends
 LOGIN_TIMED_OUT = "57014"  # query_canceled: PostgreSQL's "canceling authentication due to timeout"
 
@@ -154,7 +163,10 @@ class _Client:
         self.accepted_at = time.monotonic()
         self.link = link
         self.busy = False
-        self.unsent = b""  # an acknowledgement the socket did not take at once
+        # Answers the socket did not take at once: while there are any, nothing more is
+        # read or answered, so a client that reads nothing holds one answer at most.
+        self.unsent = b""
+        self.unsent_since = 0.0  # when the client last took some of them
         self.handshaking = False  # TLS: 'S' sent, the handshake not yet done
         self.lock = threading.Lock()  # held by the worker while it answers
 
@@ -163,6 +175,13 @@ class _Client:
         self.sock = context.wrap_socket(self.sock, server_side=True, do_handshake_on_connect=False)
         self.transport.sock = self.sock  # the same file descriptor, now encrypted
         self.handshaking = True
+
+    def send_some(self) -> None:
+        """Send what the socket takes now of `unsent`, without waiting; raises OSError."""
+        sent = self.transport.send_now(self.unsent)
+        if sent or not self.unsent_since:
+            self.unsent_since = time.monotonic()
+        self.unsent = self.unsent[sent:]
 
     def goodbye(self, data: bytes) -> None:
         """Send a last error if the socket takes it at once (it is non-blocking here)."""
@@ -229,8 +248,15 @@ class PgServer:
                 and not c.logged_in
                 and now - c.accepted_at > self.options.login_timeout_s
             ]
-            for client in late:
+            stalled = [
+                c
+                for c in self._clients.values()
+                if not c.busy and c.unsent and now - c.unsent_since > SEND_TIMEOUT_SECONDS
+            ]
+            for client in late + stalled:
                 client.busy = True  # no worker takes it up while it is closed
+        for client in stalled:
+            self._close(client)  # its answers wait unread: it is gone, or reads nothing
         for client in late:
             client.goodbye(
                 client.link.refuse(
@@ -315,12 +341,17 @@ class PgServer:
             client.busy = False
             return
         if client.unsent:
-            unsent, client.unsent = client.unsent, b""
             try:
-                client.transport.send(unsent)
+                client.send_some()
             except OSError:
                 self._close(client)
                 return
+            if client.unsent:  # still more than the client takes: read nothing new yet
+                self._rearm(client, WRITABLE)
+                return
+        if client.link.core.has_message():
+            self._answer(client)  # messages read before come first: the buffer stays small
+            return
         data: bytes | None
         try:
             data = client.sock.recv(RECV_BYTES)
@@ -340,7 +371,7 @@ class PgServer:
 
     def _handshake(self, client: _Client) -> bool:
         """Move a TLS handshake on; True once it is done (the startup may follow at once)."""
-        step = tls.step(client.sock)  # type: ignore[arg-type] - wrapped by start_tls
+        step = tls.step(client.sock)  # type: ignore[arg-type]  # wrapped by start_tls
         if step is tls.Step.DONE:
             client.handshaking = False
             client.link.core.secured()
@@ -359,15 +390,18 @@ class PgServer:
         try:
             with client.lock:
                 while True:
-                    out = link.answer_pending()
+                    out = link.answer_pending(UNSENT_LIMIT)
                     self.answers.answered(out)
                     if out and not link.is_durable():
                         # It acknowledges a commit not yet on disk: sent after the flush.
                         self._acknowledging.hand_over((client, out), link.wait_durable)
                         return
-                    if out:
-                        client.transport.send(out)
-                    if link.closed or not link.core.has_message():
+                    if out and link.closed:
+                        client.transport.send(out)  # its last words, then it closes
+                    elif out:
+                        client.unsent = out
+                        client.send_some()
+                    if client.unsent or link.closed or not link.core.has_message():
                         break
                 if link.core.state is State.SECURING and self.options.tls is not None:
                     client.start_tls(self.options.tls)
@@ -384,7 +418,7 @@ class PgServer:
         if link.closed:
             self._close(client)
         else:
-            self._rearm(client)
+            self._rearm(client, WRITABLE if client.unsent else ARMED)
 
     def _acknowledge(self, handed: tuple[_Client, bytes], error: KdbError | None) -> None:
         """An answer's commits are on disk (or the log failed): send it without waiting.
@@ -399,15 +433,16 @@ class PgServer:
             elif link.closed:
                 client.goodbye(out)  # its last answers: sent if the socket takes them
             else:
+                client.unsent = out
                 try:
-                    sent = client.transport.send_now(out)
+                    client.send_some()
                 except OSError:
                     link.end()
-                else:
-                    client.unsent = out[sent:]
         if link.closed:
             self._close(client)
-        elif client.unsent or link.core.has_message():
+        elif client.unsent:
+            self._rearm(client, WRITABLE)
+        elif link.core.has_message():
             self._rearm(client, ARMED | select.EPOLLOUT)
         else:
             self._rearm(client)

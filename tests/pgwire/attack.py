@@ -96,3 +96,60 @@ def refused_login(pg: PgServer, user: str, password: str, database: str) -> dict
         fields = error_fields(read_until_closed(sock))
     assert fields["S"] == "FATAL", fields
     return fields
+
+
+def query_message(sql: str) -> bytes:
+    body = sql.encode() + b"\0"
+    return b"Q" + struct.pack("!i", len(body) + 4) + body
+
+
+def logged_in(pg: PgServer, user: str, password: str, database: str = "demo") -> socket.socket:
+    """A raw connection logged in (its ReadyForQuery read): for what drivers will not send."""
+    sock = socket.create_connection((pg.host, pg.port), timeout=10)
+    sock.sendall(startup_packet(user, database))
+    assert sock.recv(9)[:1] == b"R"  # AuthenticationCleartextPassword
+    body = password.encode() + b"\0"
+    sock.sendall(b"p" + struct.pack("!i", len(body) + 4) + body)
+    MessageReader(sock).until(b"Z", 1)
+    return sock
+
+
+class MessageReader:
+    """The server's messages on a raw connection, read as they are needed."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self._buffer = bytearray()
+        self._at = 0
+
+    def next(self) -> tuple[bytes, bytes]:
+        """The next message: its type byte and body."""
+        while (available := len(self._buffer) - self._at) < 5 or available < 1 + _length(
+            self._buffer, self._at
+        ):
+            chunk = self.sock.recv(1 << 20)
+            if not chunk:
+                raise AssertionError("the server closed the connection")
+            del self._buffer[: self._at]
+            self._at = 0
+            self._buffer += chunk
+        at = self._at
+        end = at + 1 + _length(self._buffer, at)
+        kind, body = bytes(self._buffer[at : at + 1]), bytes(self._buffer[at + 5 : end])
+        self._at = end
+        assert kind != b"E", f"an error: {body!r}"
+        return kind, body
+
+    def until(self, kind: bytes, count: int) -> list[bytes]:
+        """Read until `count` messages of `kind` came; their bodies, in order."""
+        seen: list[bytes] = []
+        while len(seen) < count:
+            got, body = self.next()
+            if got == kind:
+                seen.append(body)
+        return seen
+
+
+def _length(buffer: bytearray, at: int) -> int:
+    length: int = struct.unpack_from("!i", buffer, at + 1)[0]
+    return length
