@@ -8,6 +8,8 @@ import uuid
 
 import psycopg
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tests.pgwire.attack import refused_login
 from tests.pgwire.conftest import PgServer
@@ -67,3 +69,69 @@ def test_pg_database_lists_only_what_the_reader_holds_a_right_in(pg, db):
     with pg.connect(dbname=db) as admin:
         names = {row[0] for row in admin.execute(listing).fetchall()}
     assert {db, other, "demo"} <= names
+
+
+@pytest.fixture(scope="module")
+def two_databases(pg: PgServer) -> tuple[str, str]:
+    """Database `a` with tables t1 and t2, and `b` with a table of its own; their names."""
+    a, b = ("t_" + uuid.uuid4().hex[:12] for _ in range(2))
+    for name in (a, b):
+        pg.http.sql(f"CREATE DATABASE {name}")
+    for table, values in TABLES.items():
+        pg.http.sql(f"CREATE TABLE {table} (v INT)", a)
+        pg.http.sql(f"INSERT INTO {table} VALUES {', '.join(f'({v})' for v in values)}", a)
+    pg.http.sql("CREATE TABLE secret_of_b (v INT)", b)
+    pg.http.sql("INSERT INTO secret_of_b VALUES (99)", b)
+    return a, b
+
+
+TABLES = {"t1": [1, 2], "t2": [3]}
+CHANGES = [
+    "GRANT READ ON DATABASE {a} TO {u}",
+    "REVOKE READ ON DATABASE {a} FROM {u}",
+    *(f"GRANT SELECT ON {t} TO {{u}}" for t in TABLES),
+    *(f"REVOKE SELECT ON {t} FROM {{u}}" for t in TABLES),
+]
+
+
+@settings(
+    max_examples=15,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(changes=st.lists(st.sampled_from(CHANGES), max_size=6))
+def test_an_open_session_sees_only_what_its_rights_cover(pg, two_databases, changes):
+    a, b = two_databases
+    user, token = _user(pg, f"GRANT READ ON DATABASE {a} TO {{u}}")
+    role_read, tables = True, dict.fromkeys(TABLES, "")  # the model: "", SELECT or DENY
+    with pg.connect(dbname=a, user=user, password=token) as conn:
+        for change in [None, *changes]:
+            if change is not None:  # made by the admin while the session stays open
+                pg.http.sql(change.format(a=a, u=user), a)
+                verb, _, what = change.partition(" ")
+                granting = verb == "GRANT"
+                if "DATABASE" in what:
+                    role_read = granting
+                else:
+                    tables[what.split()[2]] = "SELECT" if granting else "DENY"
+            any_right = role_read or "SELECT" in tables.values()
+            _sees(conn, "SELECT datname FROM pg_database", [(a,)] if any_right else None)
+            _sees(conn, "SELECT 1", [(1,)] if any_right else None)
+            for table, values in TABLES.items():
+                readable = tables[table] == "SELECT" or (role_read and tables[table] != "DENY")
+                rows = [(v,) for v in values] if any_right and readable else None
+                _sees(conn, f"SELECT v FROM {table} ORDER BY v", rows)
+            shown = _sees(conn, "SHOW TABLES", ... if any_right else None)
+            assert shown is None or {row[0] for row in shown} <= set(TABLES), shown
+
+
+def _sees(conn: psycopg.Connection, sql: str, expected: object) -> list[tuple] | None:
+    """The rows `sql` answers, which must be `expected` (... any), or, with None expected,
+    a refusal for want of a right."""
+    if expected is None:
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute(sql)
+        return None
+    rows = conn.execute(sql).fetchall()
+    assert expected is ... or rows == expected, (sql, rows)
+    return rows
