@@ -19,6 +19,7 @@ from refimpl.commands.settings_view import (
     every_setting,
     flags_of,
     settings_report,
+    unknown_flag_hint,
 )
 from refimpl.errors import ConfigError, KdbError
 from refimpl.log_format import configure as configure_logging
@@ -43,7 +44,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return supervise_main(args[1:])
     parser = _parser()
-    options = parser.parse_args(args)
+    options, extras = parser.parse_known_args(args)
+    if extras:
+        hint = unknown_flag_hint(extras) if options.command in ("serve", "settings") else ""
+        parser.error(f"unrecognized arguments: {' '.join(extras)}{hint}")
     if options.command is None:
         parser.print_help()
         return 2

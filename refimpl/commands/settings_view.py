@@ -8,6 +8,7 @@ value and where it came from, for the same flags `serve` takes.
 from __future__ import annotations
 
 import argparse
+import difflib
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -89,6 +90,26 @@ def add_setting_flags(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help=f"the config file (default DATA/{CONFIG_NAME}, when it exists)",
     )
+
+
+def unknown_flag_hint(extras: list[str]) -> str:
+    """What to say of flags `serve` or `settings` does not take: the setting a flag names
+    that has none (set it in kdb.conf or its variable), or the closest flag."""
+    for extra in extras:
+        if not extra.startswith("--"):
+            continue
+        name = extra[2:].split("=", 1)[0]
+        key = name.replace("-", "_")
+        if key in KEYS and key not in _FLAG_OF:
+            return (
+                f"; the setting {key} has no flag: set it in {CONFIG_NAME} ({key} = ...) or"
+                f" as {ENV_PREFIX}{key.upper()}"
+            )
+        known = [flag.flag for flag in FLAGS] + ["--config", "--sample"]
+        close = difflib.get_close_matches(extra.split("=", 1)[0], known, n=1)
+        if close:
+            return f"; did you mean {close[0]}?"
+    return ""
 
 
 def flags_of(options: argparse.Namespace) -> dict[str, object | None]:

@@ -109,3 +109,20 @@ def test_a_bad_value_is_refused_with_its_source(tmp_path: Path) -> None:
     done = refimpl("settings", "--data", str(tmp_path), env={"KDB_THREADS": "many"})
     assert done.returncode == 2, done
     assert "setting 'threads' from KDB_THREADS must be a whole number" in done.stderr
+
+
+def test_a_mistyped_flag_names_the_closest_flag(tmp_path: Path) -> None:
+    for command in ("serve", "settings"):
+        done = refimpl(command, "--data", str(tmp_path / "d"), "--treads", "4")
+        assert done.returncode == 2, done
+        assert "unrecognized arguments: --treads 4; did you mean --threads?" in done.stderr
+    assert not (tmp_path / "d").exists()
+
+
+def test_a_flag_for_a_setting_without_one_says_where_to_set_it(tmp_path: Path) -> None:
+    done = refimpl("settings", "--data", str(tmp_path), "--max-body-mb=3")
+    assert done.returncode == 2, done
+    assert (
+        "the setting max_body_mb has no flag: set it in kdb.conf (max_body_mb = ...)"
+        " or as KDB_MAX_BODY_MB"
+    ) in done.stderr
