@@ -2,21 +2,25 @@
 
 Each table read says its access path: `LOOKUP TABLE t BY PRIMARY KEY (id)` (a point read),
 `SEARCH TABLE t USING INDEX i (a = 1, b > 2)` (a secondary index), or `SCAN TABLE t`, with
-the partitions a time range or symbol leaves (`partitions 2 of 12`). Joins, subqueries in
+the partitions a time range or symbol leaves (`partitions 2 of 12`). Inner joins show the
+join planner's order, each step's keys and where each filter runs; outer joins, subqueries in
 FROM, set operations and WITH tables nest under the step that combines them. EXPLAIN needs
 the rights the query needs.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from refimpl.engine.query.compiled import table_scope
 from refimpl.engine.query.expressions import contains_aggregate
+from refimpl.engine.query.join_planner import and_all, planned_join
 from refimpl.engine.query.select import plan_access
 from refimpl.engine.result import Column, Result, query_result
 from refimpl.engine.rights import Right
+from refimpl.engine.statements.queries import QueryRunner
 from refimpl.engine.storage.access_hints import AccessHints, IndexProbe
 from refimpl.engine.storage.schema import TableSchema
 from refimpl.engine.storage.table import Table, parts_for_period_range
@@ -84,6 +88,21 @@ class _Planner:
         elif isinstance(source, ast.SubquerySource):
             self.add(depth, "SUBQUERY" + (f" {source.alias}" if source.alias else ""))
             self.query(source.query, depth + 1)
+        elif planned_join(source):
+            assert isinstance(source, ast.JoinSource)
+            runner = QueryRunner(
+                self.context,
+                self.params,
+                time.time_ns() // 1000,
+                explaining=True,
+                describe=self.describe,
+            )
+            planned = runner.plan_joins(source, where)
+            if planned.leftover:
+                self.add(depth, f"FILTER {to_sql(and_all(planned.leftover))}")
+                depth += 1
+            for indent, line in planned.lines:
+                self.add(depth + indent, line)
         elif isinstance(source, ast.JoinSource):
             self.add(depth, f"{source.kind} JOIN")
             # Each side of a join is read whole: the WHERE is applied to the joined rows.
@@ -105,6 +124,10 @@ class _Planner:
         hints = plan_access(where, table.schema, table_scope(table.schema, self.params, "WHERE"))
         label = table.schema.name + (f" AS {source.alias}" if source.alias else "")
         self.add(depth, _access(table, hints, label))
+
+    def describe(self, name: str, hints: AccessHints, label: str) -> str:
+        """The line of a table read through `hints` (a join planner's words for it)."""
+        return _access(self._table(name), hints, label)
 
     def _table(self, name: str) -> Table:
         txn = self.context.transaction

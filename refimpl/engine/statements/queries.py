@@ -17,14 +17,31 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any
 
 from refimpl.engine.query.compiled import Compiled, OuterLink, Scope, SemiJoin, comparable
 from refimpl.engine.query.expressions import compile_expression, contains_aggregate
+from refimpl.engine.query.join_planner import (
+    Access,
+    Leaf,
+    Planned,
+    and_all,
+    describe_item,
+    flatten,
+    plan_joins,
+    planned_join,
+    selectivity,
+)
 from refimpl.engine.query.relations import KeyLookup, Relation, bounded, join, named
-from refimpl.engine.query.select import QueryOutput, RowSource, conjuncts, run_select
+from refimpl.engine.query.select import (
+    QueryOutput,
+    RowSource,
+    conjuncts,
+    plan_access,
+    run_select,
+)
 from refimpl.engine.query.set_operations import combine, order_and_limit, values_output
 from refimpl.engine.query.subqueries import has_subquery
 from refimpl.engine.result import Column
@@ -134,6 +151,8 @@ class QueryRunner:
         outer: OuterLink | None = None,
         views: tuple[str, ...] = (),
         shape: bool = False,
+        explaining: bool = False,
+        describe: Describe | None = None,
     ) -> None:
         self.context = context
         self.params = params
@@ -142,6 +161,9 @@ class QueryRunner:
         self.outer = outer
         self.views = views
         self.shape = shape
+        # EXPLAIN plans joins without running what is in FROM; `describe` words a table read.
+        self.explaining = explaining
+        self.describe = describe
         self.functions = context.sql_functions()
 
     # -- SubqueryPlanner -----------------------------------------------------------------
@@ -199,7 +221,11 @@ class QueryRunner:
         return SemiJoin(outer_keys, frozenset(keys))
 
     def _child(
-        self, *, outer: OuterLink | None = None, tables: dict[str, QueryOutput] | None = None
+        self,
+        *,
+        outer: OuterLink | None = None,
+        tables: dict[str, QueryOutput] | None = None,
+        shape: bool = False,
     ) -> QueryRunner:
         return QueryRunner(
             self.context,
@@ -208,7 +234,7 @@ class QueryRunner:
             tables=self.tables if tables is None else tables,
             outer=outer if outer is not None else self.outer,
             views=self.views,
-            shape=self.shape,
+            shape=self.shape or shape,
         )
 
     # -- queries -------------------------------------------------------------------------
@@ -253,7 +279,18 @@ class QueryRunner:
         )
 
     def _select(self, select: ast.Select) -> QueryOutput:
-        source = None if select.source is None else self._source(select.source, select)
+        source: RowSource | None
+        if planned_join(select.source) and not (
+            select.where is not None and contains_aggregate(select.where)
+        ):
+            # The WHERE's conditions go into the join plan; what it cannot place stays.
+            assert isinstance(select.source, ast.JoinSource)
+            planned = self.plan_joins(select.source, select.where)
+            # A Relation is a row source whose columns are read-only (as `_source` gives).
+            source = planned.relation  # type: ignore[assignment]
+            select = dataclasses.replace(select, where=and_all(planned.leftover))
+        else:
+            source = None if select.source is None else self._source(select.source, select)
         return run_select(
             select,
             source,
@@ -336,7 +373,61 @@ class QueryRunner:
             return self._function(source, select)
         return self._relation(source)
 
+    def plan_joins(self, source: ast.JoinSource, where: ast.Expr | None) -> Planned:
+        """The inner joins of `source` planned with the conditions of their ONs and of
+        `where` (see `refimpl.engine.query.join_planner`)."""
+        items: list[ast.Source] = []
+        terms: list[tuple[ast.Expr, range | None]] = []
+        flatten(source, items, terms)
+        terms += [(term, None) for term in conjuncts(where)]
+        leaves = [self._leaf(item) for item in items]
+        return plan_joins(
+            leaves, terms, self._scope("ON"), compile_expression, self.context.deadline()
+        )
+
+    def _leaf(self, item: ast.Source) -> Leaf:
+        if isinstance(item, ast.TableSource):
+            table = self._table(item, lone=True)
+            if isinstance(table, CommittedTable | TransactionTable):
+                return self._table_leaf(item, table)
+        relation: Relation
+        if isinstance(item, ast.TableSource) and isinstance(table, Relation):
+            relation = table  # a WITH table, a view, a catalog relation: read already
+        elif self.explaining:
+            # EXPLAIN runs nothing: a subquery or view is planned over no rows.
+            relation = self._child(shape=True)._relation(item)
+        else:
+            relation = self._relation(item)
+        rows = relation.produce()
+        estimate = float(len(rows)) if isinstance(rows, list) else 1000.0
+        text = describe_item(item)
+
+        def read(condition: ast.Expr | None, scope: Scope) -> Access:
+            return Access(relation.produce, text, estimate * selectivity(condition))
+
+        return Leaf(relation, read)
+
+    def _table_leaf(self, item: ast.TableSource, table: CommittedTable | TransactionTable) -> Leaf:
+        schema = table.schema
+        assert schema is not None
+        relation = named(table.columns, item.alias or item.name, lambda: ())
+        relation.key = _key_lookup(table)
+        size = len(self.context.database.committed_table(item.name))
+        label = schema.name + (f" AS {item.alias}" if item.alias else "")
+        describe = self.describe
+
+        def read(condition: ast.Expr | None, scope: Scope) -> Access:
+            hints = AccessHints() if condition is None else plan_access(condition, schema, scope)
+            text = describe(item.name, hints, label) if describe else f"SCAN TABLE {label}"
+            estimate = 1.0 if hints.ident is not None else size * selectivity(condition)
+            return Access(lambda: table.rows(hints), text, estimate)
+
+        return Leaf(relation, read)
+
     def _relation(self, source: ast.Source) -> Relation:
+        if planned_join(source):
+            assert isinstance(source, ast.JoinSource)
+            return self.plan_joins(source, None).relation
         if isinstance(source, ast.JoinSource):
             left, right = self._relation(source.left), self._relation(source.right)
             return join(
@@ -500,3 +591,7 @@ def _reads(node: object, name: str) -> bool:
     return any(
         isinstance(item, ast.TableSource) and item.name.lower() == name for item in ast.walk(node)
     )
+
+
+# A table read's words in EXPLAIN: (table name, its access hints, its label) -> line.
+Describe = Callable[[str, AccessHints, str], str]
