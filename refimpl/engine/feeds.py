@@ -10,12 +10,17 @@ or reads `tables`, `log` or `commits` itself. What a caller may rely on:
   the durable LSN (`TableFeed.bounds` first: an answer never claims less than it holds);
 - `TableFeed.signal` is what a request waiting for the next commit parks on;
 - `revisions` reads in-memory revisions only: no lock, no scan, so it answers at once even
-  while a long transaction or a bulk import holds the database.
+  while a long transaction or a bulk import holds the database;
+- `work_budget()` is the budget a waiter's own work runs within (a filter, a re-run, a copy
+  page): inside it, the evaluation stops with StatementTimeout once the server's
+  statement timeout has passed since it was entered.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from refimpl.engine.access import Principal, Right
@@ -28,6 +33,7 @@ from refimpl.engine.features.change_stream import (
 from refimpl.engine.features.feed_options import FeedFilter, FeedOptions, ShapedBatch, shape_changes
 from refimpl.engine.features.initial_copy import CopyPosition, InitialBatch, read_initial
 from refimpl.engine.instance import Instance
+from refimpl.engine.query import deadlines
 from refimpl.engine.storage.database import Database
 from refimpl.engine.storage.schema import TableSchema
 from refimpl.engine.tracking.signals import CommitSignal
@@ -127,6 +133,14 @@ class ChangeFeeds:
     def __init__(self, instance: Instance) -> None:
         self._instance = instance
 
+    @contextmanager
+    def work_budget(self) -> Iterator[None]:
+        """While inside, evaluation on this thread stops at the statement timeout from now
+        (`refimpl.engine.query.deadlines`)."""
+        at = time.monotonic() + self._instance.options.statement_timeout
+        with deadlines.running(_Deadline(at)):
+            yield
+
     def table_feed(self, database: str, table: str, principal: Principal) -> TableFeed:
         """The change stream of `table`; Unauthorized or Forbidden before UnknownDatabase or
         NotFound, so that only a caller with READ on the database learns what exists."""
@@ -198,6 +212,18 @@ class ChangeFeeds:
             wanted = [n for n in names if instance.access.allowed(principal, n, Right.READ)]
         stats = instance.stats().get("databases", {})
         return {n: stats.get(n, {}) for n in wanted}
+
+
+class _Deadline:
+    """A fixed deadline, for work that is no session's statement."""
+
+    __slots__ = ("at",)
+
+    def __init__(self, at: float) -> None:
+        self.at = at
+
+    def statement_deadline(self) -> float:
+        return self.at
 
 
 def _no_table(table: str, database: str) -> NotFound:

@@ -7,4 +7,13 @@ opaque objects of the protocol layer, and a commit signal is anything with the `
 protocol of `parked`, so this package needs nothing of the engine. May import
 `refimpl.errors`; must not import `refimpl.http` or any protocol layer, so that HTTP and the
 PostgreSQL protocol can share it. The engine must not import it.
+
+The rule of waiters' own work: a waiter's own work (its filter, its ordered-window query,
+its initial-copy page, its encoding) runs on that waiter's budget, under the statement
+timeout and the per-user limits, never on a thread that other users' waiters depend on.
+On the request's own thread while the request is being read (the protocol layer sets the
+budget); once parked, on the `owners.OwnerPool` of the room, at most `PER_OWNER` pieces of
+one user's work at once, each within the budget its protocol layer gives (`Offloaded`).
+The room's thread itself only hands over answers, encodes what every waiter shares and
+takes plain streams' events, whose cost no client chooses.
 """

@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from refimpl.waiting.fanout import FANOUT_STRIDE, FanoutPace, taking_turns
+from refimpl.waiting.owners import Budget, Offloaded, OwnerPool
 from refimpl.waiting.parked import Batch, Parked, Signal
 
 log = logging.getLogger("refimpl.waiting")
@@ -122,6 +123,24 @@ class WaitingRoom:
         # while later answers of the round wait.
         self.gate = threading.Lock()
         self._round = threading.local()
+        # Waiters' own work (filters, re-runs, copy pages): never on this room's thread.
+        self.owner_work = OwnerPool()
+
+    def offload(self, owner: Any, budget: Budget, attempt: Callable[[int], Any]) -> Offloaded:
+        """`attempt` made an owner's work (`refimpl.waiting.owners`): give the result to a
+        `Parked` as its attempt, then `bind` it to that request."""
+        return Offloaded(self.owner_work, self.redo, owner, budget, attempt)
+
+    def redo(self, parked: Parked) -> None:
+        """Attempt `parked` again soon, though no commit came (its offloaded work is done)."""
+        with self._lock:
+            if parked.signal is None:
+                if id(parked) not in self._keyed:
+                    return
+                self._poked.append(parked)
+            else:
+                parked.seen = -1  # news for the next round, whatever the signal's LSN
+        self._wake.set()
 
     def after_round(self, action: Callable[[], None]) -> None:
         """Run `action` once the current round's answers are all handed over.
@@ -255,6 +274,7 @@ class WaitingRoom:
             everything = self._others + self._readers + list(self._keyed.values())
             self._others, self._readers, self._reader_signals = [], [], {}
             self._deadlines, self._keyed, self._keyed_deadlines, self._poked = [], {}, [], []
+        self.owner_work.close()
         for parked in everything:
             if not self._decide(parked, parked.at_close):
                 parked.drop()  # a stream whose closing word was only a part

@@ -32,6 +32,7 @@ from refimpl.engine.features.change_stream import (
     ChangeBatch,
 )
 from refimpl.engine.features.event_stream import row_key
+from refimpl.engine.query import deadlines
 from refimpl.engine.query.compiled import Scope, table_scope
 from refimpl.engine.query.expressions import compile_expression, contains_aggregate
 from refimpl.engine.query.select import column_constraints
@@ -101,6 +102,8 @@ class FeedFilter:
         return cls(text, compiled.fn, _point_key(schema, statement.where))
 
     def matches(self, row: Sequence[Any] | None) -> bool:
+        """Whether `row` passes; StatementTimeout past the running work's deadline."""
+        deadlines.check()  # a page of large rows must stop between rows too
         return row is not None and self.test(row) is True
 
 

@@ -28,17 +28,21 @@ import secrets
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from refimpl.engine.features import buckets
-from refimpl.engine.features.buckets import BucketPlan
+from refimpl.engine.features.live_answers import (
+    Answer,
+    Change,
+    Identity,
+    Reply,
+    Subscription,
+    Version,
+)
 from refimpl.engine.features.live_shape import ONE_TABLE, identity_positions, parse_subscription
-from refimpl.engine.features.top_n import Move, TopPlan, moves, run_in_table_order, top_plan
+from refimpl.engine.features.top_n import moves, run_in_table_order, top_plan
 from refimpl.engine.query.cache_keys import deterministic, pinned_value
 from refimpl.engine.query.select import QueryOutput
-from refimpl.engine.result import Column
 from refimpl.engine.rights import Right
 from refimpl.engine.statements import executor
 from refimpl.engine.tracking.shared_results import SharedResults
@@ -48,7 +52,6 @@ from refimpl.sql import ast
 
 if TYPE_CHECKING:
     from refimpl.engine.statements.context import StatementContext
-    from refimpl.engine.storage.database import Database
 
 MAX_ROWS = 10_000
 MAX_SUBSCRIPTIONS = 10_000
@@ -58,104 +61,6 @@ SUBSCRIPTIONS_PER_USER = 2000  # the default of the setting subscriptions_per_us
 ROWS_KEPT_PER_USER = 1_000_000
 UNASKED_SECONDS = 120.0  # a subscription nobody asked for this long may be dropped
 KEPT_VERSIONS = 8
-
-Identity = tuple[Any, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class Answer:
-    """The rows of one run of a query (identity -> row, in the query's order); `serial`
-    names it, so that subscriptions holding the same answer are seen to."""
-
-    serial: int
-    rows: dict[Identity, tuple]
-    # The state the answer includes: every commit up to `position` (an applied LSN) and so
-    # the revision counter `token` of what the query reads; a subscriber holding this answer
-    # is marked with these two, never with a revision read at another moment.
-    position: int = 0
-    token: int = -1
-
-
-@dataclass(slots=True)
-class Version:
-    version: int
-    answer: Answer
-
-    @property
-    def rows(self) -> dict[Identity, tuple]:
-        return self.answer.rows
-
-
-@dataclass(slots=True)
-class Change:
-    """What a client applies between two answers; shared by every subscription that had
-    the same two answers. `encoded` is a memo for a protocol layer: what it made of this
-    change, made once for all of them (keyed by the layer's own names)."""
-
-    rows: list[tuple]
-    removed_keys: list[Identity]
-    moves: list[Move] | None
-    encoded: dict[str, bytes] = field(default_factory=dict)
-
-
-@dataclass(slots=True)
-class Reply:
-    """What one request answers: `kind` snapshot, rows, or none (nothing changed).
-
-    A snapshot's `rows` are the whole answer; `moves` is None unless the subscription has
-    offsets and the kind is rows."""
-
-    kind: str
-    subscription: Subscription
-    version: int
-    change: Change = field(default_factory=lambda: Change([], [], None))
-
-    @property
-    def rows(self) -> list[tuple]:
-        return self.change.rows
-
-    @property
-    def removed_keys(self) -> list[Identity]:
-        return self.change.removed_keys
-
-    @property
-    def moves(self) -> list[Move] | None:
-        return self.change.moves
-
-    @property
-    def id(self) -> str:
-        return f"{self.subscription.id}.{self.version}"
-
-
-@dataclass(slots=True)
-class Subscription:
-    id: str
-    database: Database
-    owner: str | None
-    text: str
-    select: ast.Select
-    table: str
-    symbol: Any
-    columns: list[Column]
-    key_columns: list[str]
-    identity: Callable[[tuple], Identity]
-    whole_row: bool
-    buckets: BucketPlan | None = None  # how to re-run only changed time buckets
-    shared: bool = True  # deterministic: its run at one state serves every subscriber
-    top: TopPlan | None = None  # with offsets: the query in its total order
-    position: int | None = None  # the applied LSN the last answer includes
-    rowid_floor: int = 0  # a logged row id below it is an update of a row the answer holds
-    token: int = -1
-    versions: OrderedDict[int, Version] = field(default_factory=OrderedDict)
-    last_asked: float = field(default_factory=time.monotonic)
-    generation: int = 0
-    waiting: Waker | None = None  # the request waiting for a change, if any
-    kept: int = 0  # rows its versions keep, as last counted against its owner
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    @property
-    def current(self) -> Version:
-        return next(reversed(self.versions.values()))
 
 
 class SubscriptionManager:

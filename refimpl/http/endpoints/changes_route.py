@@ -102,8 +102,13 @@ def changes_route(ctx: Context) -> Answer | Parked[Answer]:
             return Answer(body, 200, "text/event-stream; charset=utf-8", SSE_HEADERS)
         return Answer(body, 200, "application/json", JSON_HEADERS)
 
+    # A filter is work of the client's choosing: it runs within the statement timeout, on
+    # this request's thread now and on its owner's share of the room's pool later (never
+    # on the room's thread, which every other user's waits depend on).
+    budget = ctx.app.feeds.work_budget
     seen = feed.published_lsn()  # before the read: a commit after it is attempted again
-    shared, found = answer(feed.bounds().durable_lsn)
+    with budget():
+        shared, found = answer(feed.bounds().durable_lsn)
     slots = ctx.app.wait_slots
     room = ctx.app.waiting_room
     # squash=<seconds>: a resumed answer is held that long to squash what comes meanwhile
@@ -134,16 +139,22 @@ def changes_route(ctx: Context) -> Answer | Parked[Answer]:
         return shared if found else None
 
     def on_timeout() -> Answer:
-        return answer(feed.bounds().durable_lsn)[0]
+        with budget():
+            return answer(feed.bounds().durable_lsn)[0]
 
+    offloaded = None
+    if feed_filter is not None:
+        offloaded = room.offload(ctx.principal.name, budget, attempt)
     parked: Parked[Answer] = Parked(
         feed.signal,
         seen,
-        attempt,
+        offloaded or attempt,
         on_timeout,
         time.monotonic() + wait_ms / 1000,
         slots.release,
         paced=True,
     )
+    if offloaded is not None:
+        offloaded.bind(parked)
     room.park(parked)
     return parked

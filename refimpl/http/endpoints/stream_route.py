@@ -28,7 +28,7 @@ from refimpl.engine.features.event_stream import (
 )
 from refimpl.engine.features.initial_copy import CopyPosition, parse_position
 from refimpl.engine.tracking.signals import Waker
-from refimpl.errors import BadRequest
+from refimpl.errors import BadRequest, StatementTimeout
 from refimpl.http.context import Context
 from refimpl.http.encode import Answer
 from refimpl.http.endpoints.feed_args import feed_options
@@ -193,6 +193,14 @@ class _Sender:
         return Part(answer)
 
     def attempt(self, _: int) -> Answer | Part[Answer] | None:
+        try:
+            return self._attempt()
+        except StatementTimeout as error:
+            with self._lock:
+                self._in_flight = False
+            return self._timed_out(error)
+
+    def _attempt(self) -> Answer | Part[Answer] | None:
         if self.stream.ended is not None:
             return self._end()
         with self._lock:
@@ -270,7 +278,7 @@ class _Sender:
             with self._lock:
                 due = self._held and now >= self._held_until and not self._in_flight
             if due:
-                return self.attempt(0)
+                return self.parked.attempt(0)  # offloaded like every attempt of its own
             if now < self._heartbeat_at:
                 return None
         else:
@@ -284,6 +292,14 @@ class _Sender:
             events = [] if self._in_flight else self.stream.take(self.budget).events
         self.stream.end("the server is shutting down")
         return _body(encode_events(events) + self._end().body)
+
+    def _timed_out(self, error: StatementTimeout) -> Answer:
+        """Its own work (a filter, a copy page) ran past the statement timeout: the stream
+        ends with a `reset` (data `{}`, as always) after a comment saying why; the client
+        reads again, or asks for less."""
+        reason = f"where= or the initial copy ran too long: {error}"
+        self.stream.end(reason)
+        return _body(f": {reason}\n\nevent: reset\ndata: {{}}\n\n".encode() + self._end().body)
 
     def _end(self) -> Answer:
         """The last part: a comment saying why (an EventSource ignores it)."""
@@ -318,10 +334,16 @@ def stream_route(ctx: Context) -> Parked[Answer]:
     stream = streams.open(credential, ctx.database, tables, resume, resume_text, options, copy_from)
     room = ctx.app.waiting_room
     sender = _Sender(stream, streams, room, options.squash_seconds)
+    # Filters and copy pages are work of the client's choosing: on its owner's share of the
+    # room's pool, within the statement timeout, never on the room's thread.
+    budget = ctx.app.feeds.work_budget
+    offloaded = None
+    if not options.plain:
+        offloaded = room.offload(stream.principal.name, budget, sender.attempt)
     parked: Parked[Answer] = Parked(
         None,
         0,
-        sender.attempt,
+        offloaded or sender.attempt,
         sender.heartbeat,
         sender.first_deadline(),
         lambda: streams.close_stream(stream),
@@ -331,9 +353,12 @@ def stream_route(ctx: Context) -> Parked[Answer]:
         on_drained=sender.drained,
     )
     sender.parked = parked
+    if offloaded is not None:
+        offloaded.bind(parked)
     stream.waker = sender
     try:
-        first = sender.first()
+        with budget():
+            first = sender.first()
     except BaseException:
         streams.close_stream(stream)
         raise

@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 import time
 
-from refimpl.engine.features.live_queries import Reply
+from refimpl.engine.features.live_answers import Reply
 from refimpl.engine.features.top_n import Move
 from refimpl.engine.result import Column
 from refimpl.engine.storage import values
@@ -129,8 +129,10 @@ def subscribe_route(ctx: Context) -> Answer | Parked[Answer]:
     # The session lives as long as the request waits: the waiting room runs the query
     # again with it when a commit touches what it reads.
     session = ctx.app.instance.session(database=ctx.database, principal=ctx.principal)
+    budget = ctx.app.feeds.work_budget
     try:
-        step = ctx.app.instance.subscriptions.ask(session, text, asked, offsets)
+        with budget():
+            step = ctx.app.instance.subscriptions.ask(session, text, asked, offsets)
     except BaseException:
         session.close()
         raise
@@ -140,11 +142,13 @@ def subscribe_route(ctx: Context) -> Answer | Parked[Answer]:
     slots = ctx.app.wait_slots
     if wait_ms <= 0 or not slots.acquire(blocking=False):
         session.close()
-        return _respond(step.attempt() or step.expire())
+        with budget():
+            return _respond(step.attempt() or step.expire())
     room = ctx.app.waiting_room
     poke = _Poke(room)
     step.watch(poke)
-    reply = step.attempt()  # a commit between the read and the watch is not missed
+    with budget():
+        reply = step.attempt()  # a commit between the read and the watch is not missed
     if reply is not None:
         slots.release()
         session.close()
@@ -158,14 +162,22 @@ def subscribe_route(ctx: Context) -> Answer | Parked[Answer]:
         found = step.attempt()
         return None if found is None else _respond(found)
 
+    # A re-run in full (an ordered window, a query without time buckets) is work of the
+    # client's choosing: on its owner's share of the room's pool, within the statement
+    # timeout, never on the room's thread. A re-run of changed buckets reads a few rows.
+    offloaded = None
+    if step.subscription.buckets is None:
+        offloaded = room.offload(ctx.principal.name, budget, attempt)
     parked: Parked[Answer] = Parked(
         None,
         0,
-        attempt,
+        offloaded or attempt,
         lambda: _respond(step.expire()),
         time.monotonic() + wait_ms / 1000,
         release,
     )
+    if offloaded is not None:
+        offloaded.bind(parked)
     room.park(parked)
     poke.attach(parked)
     return parked

@@ -1,0 +1,175 @@
+"""Waiters' own work on their owner's budget: a small pool of threads shared fairly by user.
+
+A parked request whose answer costs work of its client's choosing (a `where=` filter, an
+ordered window's re-run, an initial copy's page) must not make that work the waiting
+room's: every other user's streams and long polls wait for the room's one thread. Such a
+request's `attempt` is `Offloaded`: the room's call hands the real attempt to this pool and
+returns at once (nothing yet); a pool thread runs it within the owner's budget (the budget
+the protocol layer gives: the statement timeout's deadline) and asks the room to attempt
+the request again (`WaitingRoom.redo`), and that attempt hands over what the work made, or
+the error it raised (the room's `on_error` makes it the request's answer).
+
+Fair shares: at most `per_owner` pieces of one owner's work run at once, however many of
+its requests wait; the others of that owner queue behind them, and owners take turns at
+free threads. One user's costly filters thus hold at most its share of the pool, and
+never the room.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict, deque
+from collections.abc import Callable, Hashable
+from contextlib import AbstractContextManager
+from typing import Any
+
+from refimpl.waiting.parked import Parked
+
+POOL_THREADS = 4  # threads that run waiters' own work
+PER_OWNER = 1  # pieces of one owner's work running at once
+
+Budget = Callable[[], AbstractContextManager[Any]]
+
+
+class OwnerPool:
+    """Threads running jobs by owner, at most `per_owner` of one owner's at once; owners take
+    turns in the order their work came. Threads start with the first job."""
+
+    def __init__(self, threads: int = POOL_THREADS, per_owner: int = PER_OWNER) -> None:
+        self._threads = threads
+        self._per_owner = per_owner
+        self._lock = threading.Condition()
+        self._queued: OrderedDict[Hashable, deque[Callable[[], None]]] = OrderedDict()
+        self._running: dict[Hashable, int] = {}
+        self._started = 0
+        self._closed = False
+
+    def submit(self, owner: Hashable, job: Callable[[], None]) -> None:
+        """Run `job` on a pool thread within `owner`'s share (after its earlier jobs)."""
+        with self._lock:
+            if self._closed:
+                return
+            self._queued.setdefault(owner, deque()).append(job)
+            if self._started < self._threads:
+                self._started += 1
+                name = f"kdb-owner-work-{self._started}"
+                threading.Thread(target=self._work, name=name, daemon=True).start()
+            self._lock.notify()
+
+    def running(self, owner: Hashable) -> int:
+        """How many of `owner`'s jobs run now."""
+        with self._lock:
+            return self._running.get(owner, 0)
+
+    def close(self) -> None:
+        """Queued jobs are dropped; running ones finish; the threads end."""
+        with self._lock:
+            self._closed = True
+            self._queued.clear()
+            self._lock.notify_all()
+
+    def _next(self) -> tuple[Hashable, Callable[[], None]] | None:
+        """The first queued job of an owner under its share (the caller holds the lock)."""
+        for owner, jobs in self._queued.items():
+            if self._running.get(owner, 0) < self._per_owner:
+                job = jobs.popleft()
+                if jobs:
+                    self._queued.move_to_end(owner)  # the others' turn first
+                else:
+                    del self._queued[owner]
+                self._running[owner] = self._running.get(owner, 0) + 1
+                return owner, job
+        return None
+
+    def _work(self) -> None:
+        while True:
+            with self._lock:
+                found = self._next()
+                while found is None:
+                    if self._closed:
+                        return
+                    self._lock.wait()
+                    found = self._next()
+            owner, job = found
+            try:
+                job()
+            finally:
+                with self._lock:
+                    left = self._running[owner] - 1
+                    if left:
+                        self._running[owner] = left
+                    else:
+                        del self._running[owner]
+                    self._lock.notify()
+
+
+_NOTHING: Any = object()
+
+
+class Offloaded:
+    """A parked request's `attempt` whose work runs on the `OwnerPool` (see the module
+    docstring). `bind` it to its request before the room may attempt it; one piece of its
+    work runs at a time, and news meanwhile makes it run again once that one is done."""
+
+    def __init__(
+        self,
+        pool: OwnerPool,
+        redo: Callable[[Parked[Any]], None],
+        owner: Hashable,
+        budget: Budget,
+        attempt: Callable[[int], Any],
+    ) -> None:
+        self._pool = pool
+        self._redo = redo
+        self._owner = owner
+        self._budget = budget
+        self._attempt = attempt
+        self._lock = threading.Lock()
+        self._parked: Parked[Any] | None = None
+        self._outcome: Any = _NOTHING
+        self._error: Exception | None = None
+        self._working = False
+        self._again = False
+
+    def bind(self, parked: Parked[Any]) -> None:
+        self._parked = parked
+
+    def __call__(self, lsn: int) -> Any:
+        """What the last piece of work made (once), or None after starting one."""
+        with self._lock:
+            error, self._error = self._error, None
+            if error is not None:
+                raise error
+            if self._outcome is not _NOTHING:
+                outcome, self._outcome = self._outcome, _NOTHING
+                return outcome
+            if self._working:
+                self._again = True
+                return None
+            self._working = True
+        self._pool.submit(self._owner, lambda: self._run(lsn))
+        return None
+
+    def _run(self, lsn: int) -> None:
+        parked = self._parked
+        if parked is not None and parked.finished:
+            with self._lock:
+                self._working = False
+            return
+        outcome: Any = None
+        error: Exception | None = None
+        try:
+            with self._budget():
+                outcome = self._attempt(lsn)
+        except Exception as exc:  # noqa: BLE001 - handed to the room, which answers it
+            error = exc
+        with self._lock:
+            self._working = False
+            again, self._again = self._again, False
+            if error is not None:
+                self._error = error
+            elif outcome is not None:
+                self._outcome = outcome
+            ready = error is not None or outcome is not None
+        if (ready or again) and parked is not None:
+            self._redo(parked)
