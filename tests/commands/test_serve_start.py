@@ -84,3 +84,13 @@ def test_a_free_port_given_by_number_still_starts(tmp_path: Path) -> None:
         assert running.get("/health").status_code == 200
     finally:
         assert running.stop() == 0
+
+
+def test_a_host_that_is_not_this_machines_stops_the_start_before_anything(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    done = serve(data, "--host", "192.0.2.1", "--port", "0")  # TEST-NET-1: never ours
+    assert done.returncode == 2, done
+    assert "cannot listen on 192.0.2.1:0 (port)" in done.stderr
+    assert "host must be an address of this machine" in done.stderr
+    assert "while attempting" not in done.stderr
+    assert not data.exists()

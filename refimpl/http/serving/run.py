@@ -79,24 +79,25 @@ def check_port_free(host: str, port: int, setting: str, purpose: str = "listen")
     ("cannot <purpose> on host:port (setting): why; ...").
 
     Called before a start creates anything (the data folder, the admin token), so that a
-    port another process holds stops the start with nothing left behind. It binds a socket
-    as the server will (SO_REUSEADDR, so a port in TIME_WAIT is free) and closes it again;
-    port 0 (a free one) is never in use.
+    port another process holds, or a host that is not this machine's, stops the start with
+    nothing left behind. It binds a socket as the server will (SO_REUSEADDR, so a port in
+    TIME_WAIT is free) and closes it again.
     """
-    if port == 0:
-        return
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     try:
         probe = socket.create_server((host.strip("[]"), port), family=family)
     except OSError as exc:
         if exc.errno == errno.EADDRINUSE:
-            why = "another process listens on it"
+            why = "another process listens on it; stop that process, or choose another"
+            why += f" {setting} (0 takes a free one)"
+        elif exc.errno == errno.EACCES:
+            why = f"a port under 1024 needs privileges; choose another {setting}"
         else:
-            why = exc.strerror or str(exc)
-        raise ConfigError(
-            f"cannot {purpose} on {host}:{port} ({setting}): {why}; stop that process, or choose"
-            f" another {setting} (0 takes a free one)"
-        ) from None
+            # create_server adds "(while attempting to bind on address ...)": we say it.
+            reason = (exc.strerror or str(exc)).split(" (while attempting", 1)[0]
+            why = f"{reason}; host must be an address of this machine"
+            why += " (127.0.0.1, or 0.0.0.0 for every one)"
+        raise ConfigError(f"cannot {purpose} on {host}:{port} ({setting}): {why}") from None
     probe.close()
 
 
