@@ -47,10 +47,13 @@ class Site:
 
 
 def click(page: Page, selector: str) -> None:
-    """A left click in the middle of the element, as the mouse makes it."""
+    """A left click in the middle of the element, as the mouse makes it (scrolled to first:
+    the mouse reaches only what is on the screen)."""
     box = page.evaluate(
-        f"(() => {{ const r = document.querySelector({selector!r}).getBoundingClientRect();"
-        " return [r.x + r.width / 2, r.y + r.height / 2]; })()"
+        f"(() => {{ const e = document.querySelector({selector!r});"
+        " e.scrollIntoView({block: 'nearest', inline: 'nearest'});"
+        " const r = e.getBoundingClientRect(); return [r.x + r.width / 2, r.y + r.height / 2];"
+        " })()"
     )
     for kind in ("mousePressed", "mouseReleased"):
         page.call(

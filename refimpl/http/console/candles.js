@@ -117,6 +117,7 @@ export class CandlePanel {
       option.value = id;
       return option;
     }));
+    this.box.parentElement.hidden = this.sources.size === 0; // no empty frame
     if (this.sources.size === 0) {
       this.status.textContent = 'nothing to chart: a table needs a TIMESTAMP column and either'
         + ' price, or open, high, low and close';

@@ -8,6 +8,7 @@
 import {byId, call, element, runSql} from './api.js';
 import {CandlePanel} from './candles.js';
 import {ChangesPanel} from './changes.js';
+import {SchemaTree} from './schema.js';
 import {SqlPanel} from './sql.js';
 
 const DEFAULT_DATABASE = 'demo';
@@ -25,17 +26,33 @@ class Console {
     this.sql = new SqlPanel(current, () => this.refreshTables());
     this.changes = new ChangesPanel(current);
     this.candles = new CandlePanel(current);
+    this.schema = new SchemaTree((database, sql) => {
+      this.choose(database);
+      this.sql.setText(sql);
+    });
     this.login.addEventListener('submit', (event) => {
       event.preventDefault();
       this.signIn();
     });
     this.logout.addEventListener('click', () => this.signOut());
-    this.database.addEventListener('change', () => {
-      const url = new URL(location.href);
-      url.searchParams.set('db', current());
-      history.replaceState(null, '', url);
-      this.refreshTables();
-    });
+    this.database.addEventListener('change', () => this.chosen());
+  }
+
+  /** Makes `database` the page's database (the one SQL runs in). */
+  choose(database) {
+    if (this.database.value === database) return;
+    if (![...this.database.options].some((o) => o.value === database)) {
+      this.database.append(element('option', database));
+    }
+    this.database.value = database;
+    this.chosen();
+  }
+
+  chosen() {
+    const url = new URL(location.href);
+    url.searchParams.set('db', this.database.value);
+    history.replaceState(null, '', url);
+    this.refreshTables();
   }
 
   async start() {
@@ -54,6 +71,7 @@ class Console {
       this.who.textContent = user ? `signed in as ${user}` : 'access granted';
       this.showTables(answer.json.dataset.map((row) => row[0]));
       const databases = await this.listDatabases();
+      this.schema.show(databases);
       await this.changes.detectStream();
       await this.candles.discover(databases);
     } else {
@@ -77,6 +95,7 @@ class Console {
   async refreshTables() {
     const answer = await runSql(this.database.value, 'SHOW TABLES');
     if (answer.ok) this.showTables(answer.json.dataset.map((row) => row[0]));
+    if (this.schema.databases) this.schema.show(this.schema.databases); // the open ones anew
   }
 
   showTables(names) {
