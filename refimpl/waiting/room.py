@@ -32,6 +32,7 @@ from typing import Any
 from refimpl.waiting.fanout import FANOUT_STRIDE, FanoutPace, taking_turns
 from refimpl.waiting.owners import Budget, Offloaded, OwnerPool
 from refimpl.waiting.parked import Batch, Parked, Signal
+from refimpl.waiting.places import FairPlaces
 
 log = logging.getLogger("refimpl.waiting")
 
@@ -125,11 +126,20 @@ class WaitingRoom:
         self._round = threading.local()
         # Waiters' own work (filters, re-runs, copy pages): never on this room's thread.
         self.owner_work = OwnerPool()
+        self._places: tuple[threading.BoundedSemaphore, FairPlaces] | None = None
 
     def offload(self, owner: Any, budget: Budget, attempt: Callable[[int], Any]) -> Offloaded:
         """`attempt` made an owner's work (`refimpl.waiting.owners`): give the result to a
         `Parked` as its attempt, then `bind` it to that request."""
         return Offloaded(self.owner_work, self.redo, owner, budget, attempt)
+
+    def wait_places(self, places: threading.BoundedSemaphore) -> FairPlaces:
+        """The server's wait places (`places`), shared fairly by user
+        (`refimpl.waiting.places`); the same object for the same `places`."""
+        with self._lock:
+            if self._places is None or self._places[0] is not places:
+                self._places = (places, FairPlaces(places))
+            return self._places[1]
 
     def redo(self, parked: Parked) -> None:
         """Attempt `parked` again soon, though no commit came (its offloaded work is done)."""

@@ -66,7 +66,8 @@ def changes_route(ctx: Context) -> Answer | Parked[Answer]:
     def answer(durable: int) -> tuple[Answer, bool]:
         """The answer from `start` on, made when at least `durable` was durable; shared by
         every reader asking the same (a round of readers asks with one `durable`)."""
-        key = (feed.database, feed.table.lower(), columns, start, limit, fmt, durable)
+        key: tuple[object, ...] = (feed.database, feed.table.lower(), columns, start, limit)
+        key += (fmt, durable)
         if shaped:
             key += (full, options, ready)
 
@@ -109,19 +110,20 @@ def changes_route(ctx: Context) -> Answer | Parked[Answer]:
     seen = feed.published_lsn()  # before the read: a commit after it is attempted again
     with budget():
         shared, found = answer(feed.bounds().durable_lsn)
-    slots = ctx.app.wait_slots
     room = ctx.app.waiting_room
+    places = room.wait_places(ctx.app.wait_slots)  # shared fairly by user
+    owner = ctx.principal.name
     # squash=<seconds>: a resumed answer is held that long to squash what comes meanwhile
     # (the first answer, from the start, never is).
     hold_s = options.squash_seconds if start > 0 else 0.0
-    if hold_s and slots.acquire(blocking=False):
+    if hold_s and places.take(owner):
         held: Parked[Answer] = Parked(
             feed.signal,
             seen,
             lambda _durable: None,
             lambda: answer(feed.bounds().durable_lsn)[0],
             time.monotonic() + hold_s,
-            slots.release,
+            lambda: places.give_back(owner),
             paced=True,
         )
         room.park(held)
@@ -130,7 +132,7 @@ def changes_route(ctx: Context) -> Answer | Parked[Answer]:
         seen = -1  # news already: the next round answers it, whether or not more commits come
     elif found or wait_ms <= 0:
         return respond(shared.body)  # its own: the app adds this request's timing to it
-    if not slots.acquire(blocking=False):
+    if not places.take(owner):  # every place taken, or its user's share
         return respond(shared.body)
 
     # A parked request's answer goes out as it is: readers answered together share one.
@@ -144,14 +146,14 @@ def changes_route(ctx: Context) -> Answer | Parked[Answer]:
 
     offloaded = None
     if feed_filter is not None:
-        offloaded = room.offload(ctx.principal.name, budget, attempt)
+        offloaded = room.offload(owner, budget, attempt)
     parked: Parked[Answer] = Parked(
         feed.signal,
         seen,
         offloaded or attempt,
         on_timeout,
         time.monotonic() + wait_ms / 1000,
-        slots.release,
+        lambda: places.give_back(owner),
         paced=True,
     )
     if offloaded is not None:

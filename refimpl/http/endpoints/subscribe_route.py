@@ -139,23 +139,24 @@ def subscribe_route(ctx: Context) -> Answer | Parked[Answer]:
     if isinstance(step, Reply):
         session.close()
         return _respond(step)
-    slots = ctx.app.wait_slots
-    if wait_ms <= 0 or not slots.acquire(blocking=False):
+    room = ctx.app.waiting_room
+    owner = ctx.principal.name
+    places = room.wait_places(ctx.app.wait_slots)  # shared fairly by user
+    if wait_ms <= 0 or not places.take(owner):
         session.close()
         with budget():
             return _respond(step.attempt() or step.expire())
-    room = ctx.app.waiting_room
     poke = _Poke(room)
     step.watch(poke)
     with budget():
         reply = step.attempt()  # a commit between the read and the watch is not missed
     if reply is not None:
-        slots.release()
+        places.give_back(owner)
         session.close()
         return _respond(reply)
 
     def release() -> None:
-        slots.release()
+        places.give_back(owner)
         session.close()
 
     def attempt(_: int) -> Answer | None:
@@ -167,7 +168,7 @@ def subscribe_route(ctx: Context) -> Answer | Parked[Answer]:
     # timeout, never on the room's thread. A re-run of changed buckets reads a few rows.
     offloaded = None
     if step.subscription.buckets is None:
-        offloaded = room.offload(ctx.principal.name, budget, attempt)
+        offloaded = room.offload(owner, budget, attempt)
     parked: Parked[Answer] = Parked(
         None,
         0,

@@ -1,0 +1,55 @@
+"""Wait places shared fairly by user.
+
+A server lets only so many requests wait at once (its wait places: a quarter of its
+threads, for long polls and live queries together); a request that finds none free is
+answered at once with what there is. One user must not take them all, or every other
+user's `wait=` becomes a busy loop. The share: a user holding `k` places takes another
+only while more than `k` are free. The first place needs one free; one user alone holds at
+most half of them, and the last free place always goes to a user holding none. Anonymous
+callers count as one user. A request over its user's share is answered as one that finds
+every place taken: at once, with what there is.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Hashable
+
+
+class FairPlaces:
+    """The fair share (see the module docstring) over a server's `places`."""
+
+    def __init__(self, places: threading.BoundedSemaphore) -> None:
+        self._places = places
+        self._lock = threading.Lock()
+        self._held: dict[Hashable, int] = {}
+
+    def take(self, owner: Hashable) -> bool:
+        """A place for `owner` (give it back with `give_back`), or False at once."""
+        with self._lock:
+            held = self._held.get(owner, 0)
+        # More than `held` free: take held + 1 of them, keep one, put the others back.
+        got = 0
+        while got <= held and self._places.acquire(blocking=False):
+            got += 1
+        kept = got > held
+        for _ in range(got - 1 if kept else got):
+            self._places.release()
+        if kept:
+            with self._lock:
+                self._held[owner] = self._held.get(owner, 0) + 1
+        return kept
+
+    def give_back(self, owner: Hashable) -> None:
+        with self._lock:
+            left = self._held.get(owner, 0) - 1
+            if left > 0:
+                self._held[owner] = left
+            else:
+                self._held.pop(owner, None)
+        self._places.release()
+
+    def held(self, owner: Hashable) -> int:
+        """How many places `owner` holds now."""
+        with self._lock:
+            return self._held.get(owner, 0)
