@@ -72,6 +72,10 @@ def test_the_console_runs_sql_marks_errors_and_shows_changes_live(
         "INSERT INTO trades VALUES "
         + ", ".join([trade(1, "NABIL", 10), trade(2, "NABIL", 12), trade(3, "NEPSE", 99)]),
     )
+    # The chart found the new table, and charts its first symbol once it has rows.
+    candles = "document.querySelector('#chart').dataset.candles"
+    assert page.wait_for(f"{candles} === '1'", WAIT), text_of(page, "#chart-status")
+    assert text_of(page, "#chart-source") == "demo.trades (trades)"
     run_sql(page, "SELECT symbol, price FROM trades ORDER BY price")
     cells = page.evaluate(
         "[...document.querySelectorAll('#results tbody tr')].map((r) =>"

@@ -55,9 +55,12 @@ def watch(page: Page, table: str, start: str) -> None:
     )
     page.evaluate(f"document.querySelector('#change-table').value = '{table}'")
     page.evaluate(f"document.querySelector('#change-from').value = '{start}'")
+    page.evaluate("document.querySelector('#changes-status').textContent = ''")
     click(page, "#watch")
+    # Said once the place to read from is fixed: a commit after it is shown.
     assert page.wait_for(
-        "document.querySelector('#changes-status').textContent.startsWith('watching')", WAIT
+        f"document.querySelector('#changes-status').textContent.startsWith('watching {table}')",
+        WAIT,
     ), text_of(page, "#changes-status")
 
 

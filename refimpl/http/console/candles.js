@@ -141,7 +141,9 @@ export class CandlePanel {
     symbols.forEach((name, n) => { this.symbolBox.options[n].value = name; });
     this.symbolBox.disabled = source.shape.symbol === null;
     if (symbols.length === 0) {
+      this.stop();
       this.status.textContent = `${source.table} has no rows yet`;
+      return;
     }
     this.start();
   }

@@ -96,6 +96,10 @@ class Console {
     const answer = await runSql(this.database.value, 'SHOW TABLES');
     if (answer.ok) this.showTables(answer.json.dataset.map((row) => row[0]));
     if (this.schema.databases) this.schema.show(this.schema.databases); // the open ones anew
+    // Nothing to chart yet: a table just made, or its first rows, may be chartable now.
+    if (!answer.ok) return;
+    if (this.candles.sources.size === 0) await this.candles.discover([]);
+    else if (this.candles.symbolBox.options.length === 0) await this.candles.chooseSource();
   }
 
   showTables(names) {
