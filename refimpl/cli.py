@@ -11,7 +11,7 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from refimpl.commands.progress import ProgressView
 from refimpl.commands.settings_view import (
@@ -23,7 +23,16 @@ from refimpl.commands.settings_view import (
 )
 from refimpl.errors import ConfigError, KdbError
 from refimpl.log_format import configure as configure_logging
-from refimpl.settings import Settings, engine_options, load_settings, stream_options
+from refimpl.settings import (
+    Settings,
+    engine_options,
+    load_settings,
+    load_settings_and_sources,
+    stream_options,
+)
+
+if TYPE_CHECKING:
+    import ssl
 
 ADMIN_TOKEN_FILE = "admin.token"
 
@@ -186,15 +195,7 @@ def _serve(options: argparse.Namespace) -> int:
     from refimpl.sql.parser import warm_up
 
     settings = load_settings(flags_of(options), config=options.config)
-    if settings.dev and not _is_loopback(settings.host):
-        raise ConfigError(
-            f"--dev turns authentication off and may only listen on a loopback address,"
-            f" not {settings.host}"
-        )
-    if settings.static is not None and not settings.static.is_dir():
-        raise ConfigError(f"static folder {settings.static} does not exist")
-    if settings.static is not None:
-        _refuse_static_near_data(settings.static, settings.data)
+    pg_tls = _check_settings(settings)
     _check_ports(settings)
     configure_logging(settings.log_format)
     settings.data.mkdir(parents=True, exist_ok=True)
@@ -248,7 +249,7 @@ def _serve(options: argparse.Namespace) -> int:
     gc.set_threshold(700, 10, 1000)
 
     try:
-        pg_server = _start_pg(settings, instance)
+        pg_server = _start_pg(settings, instance, pg_tls)
     except BaseException:
         instance.close()
         raise
@@ -282,6 +283,29 @@ def _serve(options: argparse.Namespace) -> int:
     )
 
 
+def _check_settings(settings: Settings) -> ssl.SSLContext | None:
+    """Refuse settings that cannot work together (before anything is created); the TLS
+    context of the PostgreSQL port, loaded (None: no TLS)."""
+    if settings.dev and not _is_loopback(settings.host):
+        raise ConfigError(
+            f"--dev turns authentication off and may only listen on a loopback address,"
+            f" not {settings.host}"
+        )
+    if settings.static is not None and not settings.static.is_dir():
+        raise ConfigError(f"static folder {settings.static} does not exist")
+    if settings.static is not None:
+        _refuse_static_near_data(settings.static, settings.data)
+    if settings.pg_port is None:
+        return None  # the TLS settings are the PostgreSQL port's
+    if settings.pg_tls_cert is None:
+        if settings.pg_tls_key is not None:
+            raise ConfigError("pg_tls_key is given without pg_tls_cert; give the certificate too")
+        return None
+    from refimpl.pgwire import tls
+
+    return tls.server_context(settings.pg_tls_cert, settings.pg_tls_key)
+
+
 def _check_ports(settings: Settings) -> None:
     """A port in use stops the start before anything is created (data folder, admin token)."""
     from refimpl.http.serving.run import check_port_free
@@ -297,7 +321,9 @@ def _check_ports(settings: Settings) -> None:
 
 
 def _settings(options: argparse.Namespace) -> int:
-    print(settings_report(options, environ=None))
+    settings, sources = load_settings_and_sources(flags_of(options), config=options.config)
+    _check_settings(settings)  # as serve would: exit status 2 where it would refuse them
+    print(settings_report(settings, sources))
     return 0
 
 
@@ -319,21 +345,16 @@ def _refuse_static_near_data(static: Path, data: Path) -> None:
     )
 
 
-def _start_pg(settings: Any, instance: Any) -> Any:
-    """The PostgreSQL protocol's server when `pg_port` is set, started; else None."""
+def _start_pg(settings: Any, instance: Any, context: ssl.SSLContext | None) -> Any:
+    """The PostgreSQL protocol's server when `pg_port` is set, started (serving TLS with
+    `context`); else None."""
     if settings.pg_port is None:
         return None
     from refimpl.netlimits import ConnectionLimits
-    from refimpl.pgwire import tls
     from refimpl.pgwire.link import LinkOptions
     from refimpl.pgwire.serving import PgOptions, PgServer
 
     limit = settings.pg_max_connections
-    context = None
-    if settings.pg_tls_cert is not None:
-        context = tls.server_context(settings.pg_tls_cert, settings.pg_tls_key)
-    elif settings.pg_tls_key is not None:
-        raise ConfigError("pg_tls_key is given without pg_tls_cert; give the certificate too")
     try:
         server = PgServer(
             instance,

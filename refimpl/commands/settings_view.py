@@ -20,7 +20,6 @@ from refimpl.settings import (
     ENV_PREFIX,
     KEYS,
     Settings,
-    load_settings_and_sources,
 )
 
 
@@ -142,9 +141,9 @@ def every_setting() -> str:
     return "\n".join(lines)
 
 
-def settings_report(options: argparse.Namespace, environ: Mapping[str, str] | None) -> str:
-    """`refimpl settings`: a line per setting with its value and where it came from."""
-    settings, sources = load_settings_and_sources(flags_of(options), environ, options.config)
+def settings_report(settings: Settings, sources: Mapping[str, str]) -> str:
+    """`refimpl settings`: a line per setting with its value and where it came from (as
+    `load_settings_and_sources` gives them)."""
     rows = [("setting", "value", "from")]
     for key in KEYS:
         source = sources[key]

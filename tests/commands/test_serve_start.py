@@ -94,3 +94,18 @@ def test_a_host_that_is_not_this_machines_stops_the_start_before_anything(tmp_pa
     assert "host must be an address of this machine" in done.stderr
     assert "while attempting" not in done.stderr
     assert not data.exists()
+
+
+def test_a_certificate_that_does_not_load_stops_the_start_before_anything(
+    tmp_path: Path,
+) -> None:
+    data = tmp_path / "data"
+    missing = tmp_path / "no-such-cert.pem"
+    done = serve(data, "--port", "0", "--pg-port", "0", "--pg-tls-cert", str(missing))
+    assert done.returncode == 2, done
+    assert f"the PostgreSQL TLS certificate {missing}" in done.stderr
+    assert not data.exists()
+    done = serve(data, "--port", "0", "--pg-port", "0", "--pg-tls-key", str(missing))
+    assert done.returncode == 2, done
+    assert "pg_tls_key is given without pg_tls_cert" in done.stderr
+    assert not data.exists()

@@ -126,3 +126,12 @@ def test_a_flag_for_a_setting_without_one_says_where_to_set_it(tmp_path: Path) -
         "the setting max_body_mb has no flag: set it in kdb.conf (max_body_mb = ...)"
         " or as KDB_MAX_BODY_MB"
     ) in done.stderr
+
+
+def test_settings_refuses_what_serve_would_refuse(tmp_path: Path) -> None:
+    done = refimpl("settings", "--data", str(tmp_path), "--dev", "--host", "0.0.0.0")
+    assert done.returncode == 2, done
+    assert "may only listen on a loopback address, not 0.0.0.0" in done.stderr
+    done = refimpl("settings", "--data", str(tmp_path), "--static", str(tmp_path))
+    assert done.returncode == 2, done
+    assert "the data folder" in done.stderr
