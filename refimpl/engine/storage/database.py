@@ -461,7 +461,8 @@ def apply_entry(tables: dict[str, Table], settings: dict[str, Any], entry: Entry
     if entry.kind == records.DDL:
         ddl.apply_logged_ddl(tables, parse_cached(entry.payload[0]).statements[0])
         return
-    table = tables[entry.table.lower()]  # type: ignore[union-attr]
+    assert entry.table is not None  # only database and DDL entries name no table
+    table = tables[entry.table.lower()]
     if entry.kind == records.DELETE:
         for _part, ident in entry.payload[0]:
             table.delete(tuple(ident))

@@ -8,6 +8,7 @@ or a table being rebuilt from the log).
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 from refimpl.engine.storage.schema import TableSchema
 from refimpl.engine.storage.table import Table, partitions_named
@@ -75,15 +76,16 @@ def apply_view_change(settings: dict, statement: ast.CreateView | ast.DropView) 
 # The statements of triggers and procedures, and the key of the database's state that keeps
 # each kind (name -> canonical CREATE text).
 ROUTINE_CHANGES = (ast.CreateTrigger, ast.DropTrigger, ast.CreateProcedure, ast.DropProcedure)
+RoutineChange = ast.CreateTrigger | ast.DropTrigger | ast.CreateProcedure | ast.DropProcedure
 
 
-def apply_routine_change(settings: dict, statement: ast.Statement) -> None:
+def apply_routine_change(settings: dict[str, Any], statement: RoutineChange) -> None:
     """CREATE/DROP TRIGGER or PROCEDURE onto a database's settings (`triggers`,
     `procedures`: lower-case name -> canonical CREATE text). As for views, the dict is
     replaced, never changed in place."""
     key = "triggers" if isinstance(statement, ast.CreateTrigger | ast.DropTrigger) else "procedures"
     kept = dict(settings.get(key) or {})
-    name = statement.name.lower()  # type: ignore[attr-defined]
+    name = statement.name.lower()
     if isinstance(statement, ast.CreateTrigger | ast.CreateProcedure):
         kept[name] = canonical_sql(statement)
     else:

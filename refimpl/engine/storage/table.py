@@ -370,19 +370,23 @@ def _placer(layout: RowLayout, wrap: tuple[bool, ...]) -> Placer:
         def part_of(row: Row) -> PartKey:
             return ()
     elif symbol_at is None:
+        assert period is not None and time_at is not None  # partitioned by the time alone
+        time_position, row_period = time_at, period
 
         def part_of(row: Row) -> PartKey:
-            return (period_of(row[time_at], period),)  # type: ignore[index, arg-type]
+            return (period_of(row[time_position], row_period),)
     elif period is None:
 
         def part_of(row: Row) -> PartKey:
             symbol = row[symbol_at]
             return (symbol is None, symbol or "")
     else:
+        assert time_at is not None  # a period partitions by the time column
+        time_position = time_at
 
         def part_of(row: Row) -> PartKey:
             symbol = row[symbol_at]
-            return (period_of(row[time_at], period), symbol is None, symbol or "")  # type: ignore[index]
+            return (period_of(row[time_position], period), symbol is None, symbol or "")
 
     positions = layout.order_positions
     if any(wrap):

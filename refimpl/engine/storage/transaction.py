@@ -181,7 +181,8 @@ class TableWork:
                 if part is not None:
                     deletes.append((part, ident))
                     if full:
-                        old_deletes.append(old)  # type: ignore[arg-type]
+                        assert old is not None  # a row the table holds has its image
+                        old_deletes.append(old)
             else:
                 upserts.append(row)
                 if full:

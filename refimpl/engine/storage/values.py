@@ -73,7 +73,7 @@ def out_of_range(value: object, type_: str, what: str) -> InvalidValue:
     )
 
 
-def in_range(value: object, type_: str, what: str) -> object:
+def in_range(value: Any, type_: str, what: str) -> Any:
     """`value` when it is within the range of `type_` (or NULL); InvalidValue otherwise.
 
     The one check every way in (literals, parameters, arithmetic, CAST, stored values, CSV
@@ -83,9 +83,9 @@ def in_range(value: object, type_: str, what: str) -> object:
         return None
     bounds = _RANGES.get(type_)
     if bounds is not None:
-        if not bounds[0] <= value <= bounds[1]:  # type: ignore[operator]
+        if not bounds[0] <= value <= bounds[1]:
             raise out_of_range(value, type_, what)
-    elif type_ == "DOUBLE" and not math.isfinite(value):  # type: ignore[arg-type]
+    elif type_ == "DOUBLE" and not math.isfinite(value):
         raise out_of_range(value, type_, what)
     return value
 
@@ -96,7 +96,8 @@ def as_double(value: int | float, what: str) -> float:
         number = float(value)
     except OverflowError:
         raise out_of_range(value, "DOUBLE", what) from None
-    return in_range(number, "DOUBLE", what)  # type: ignore[return-value]
+    in_range(number, "DOUBLE", what)
+    return number
 
 
 def parse_timestamp(text: str) -> int:
@@ -278,23 +279,23 @@ def parse_text(text: str, column_type: str, column: str) -> object:
     return text
 
 
-def to_json(value: object, column_type: str) -> object:
+def to_json(value: Any, column_type: str) -> object:
     """A value as it appears in a JSON answer (DESIGN.md section 3)."""
     if value is None:
         return None
     if column_type == "TIMESTAMP":
-        return format_timestamp(value)  # type: ignore[arg-type]
+        return format_timestamp(value)
     if isinstance(value, float) and not math.isfinite(value):
         return None
     return value
 
 
-def to_text(value: object, column_type: str) -> str:
+def to_text(value: Any, column_type: str) -> str:
     """A value as plain text (CSV fields, the SQL shell)."""
     if value is None:
         return ""
     if column_type == "TIMESTAMP":
-        return format_timestamp(value)  # type: ignore[arg-type]
+        return format_timestamp(value)
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, float) and value.is_integer() and abs(value) < 1e16:
