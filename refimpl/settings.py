@@ -44,6 +44,7 @@ class Settings:
     | max_connections      | 10000        | open connections at once (503 above)                 |
     | max_connections_per_address | 4096  | open connections from one client address (503 above) |
     | subscriptions_per_user | 2000       | live-query subscriptions one user keeps at once      |
+    | copy_page_rows       | 10000        | rows of one initial-copy page of /api/changes (400)  |
     | sessions_per_user    | 100          | browser sessions one user keeps open at once         |
     | allowed_hosts        | (see below)  | Host names served, comma-separated; * for any        |
     | behind_tls           | false        | a TLS proxy serves us: the session cookie is Secure  |
@@ -88,6 +89,7 @@ class Settings:
     max_connections: int = 10_000
     max_connections_per_address: int = 4096
     subscriptions_per_user: int = 2000
+    copy_page_rows: int = 10000
     sessions_per_user: int = 100
     allowed_hosts: tuple[str, ...] = ()  # empty: the listen host and the loopback names
     behind_tls: bool = False
@@ -201,6 +203,7 @@ _PARSERS: dict[str, Callable[[str], object]] = {
     "max_connections": _int(1, 1_000_000),
     "max_connections_per_address": _int(1, 1_000_000),
     "subscriptions_per_user": _int(1, 1_000_000),
+    "copy_page_rows": _int(1, 1_000_000),
     "sessions_per_user": _int(1, 1_000_000),
     "allowed_hosts": _names,
     "behind_tls": _bool,
@@ -370,6 +373,7 @@ def engine_options(settings: Settings) -> EngineOptions:
         fsync_delay=settings.fsync_delay_ms / 1000,
         max_sql_bytes=settings.max_sql_bytes,
         subscriptions_per_user=settings.subscriptions_per_user,
+        copy_page_rows=settings.copy_page_rows,
         sessions_per_user=settings.sessions_per_user,
         import_folder=settings.import_folder,
         backup_folder=settings.backup_folder,

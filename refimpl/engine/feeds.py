@@ -18,10 +18,12 @@ or reads `tables`, `log` or `commits` itself. What a caller may rely on:
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 from refimpl.engine.access import Principal, Right
 from refimpl.engine.features.change_stream import (
@@ -37,9 +39,10 @@ from refimpl.engine.query import deadlines
 from refimpl.engine.storage.database import Database
 from refimpl.engine.storage.schema import TableSchema
 from refimpl.engine.tracking.signals import CommitSignal
-from refimpl.errors import BadRequest, NotFound, UnknownDatabase
+from refimpl.errors import BadRequest, NotFound, TooManyRequests, UnknownDatabase
 
 SHAPED_READ_FACTOR = 10
+COPY_PAGES_PER_USER = 2  # pages of initial copies one user's requests read at once
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,8 +126,8 @@ class RevisionAnswer:
     table: str
     column: str | None
     boot: str
-    table_rev: int
-    revs: dict[str, int]
+    table_rev: str
+    revs: dict[Any, str]
 
 
 class ChangeFeeds:
@@ -132,6 +135,40 @@ class ChangeFeeds:
 
     def __init__(self, instance: Instance) -> None:
         self._instance = instance
+        self._copy_lock = threading.Lock()
+        self._copying: dict[str | None, int] = {}  # initial-copy pages read now, by user
+
+    @contextmanager
+    def copy_page(self, principal: Principal, limit: int) -> Iterator[None]:
+        """While inside, one page of an initial copy of `principal`'s is being read, within
+        the statement timeout: BadRequest for a `limit` over `copy_page_rows`,
+        TooManyRequests when the user reads COPY_PAGES_PER_USER pages already."""
+        most = self._instance.options.copy_page_rows
+        if limit > most:
+            raise BadRequest(
+                f"limit {limit} is over copy_page_rows ({most}): a page of an initial copy"
+                f" holds at most {most} rows; ask for a smaller limit and read on from next"
+            )
+        user = principal.name
+        with self._copy_lock:
+            reading = self._copying.get(user, 0)
+            if reading >= COPY_PAGES_PER_USER:
+                raise TooManyRequests(
+                    f"{principal.describe()}: {reading} pages of initial copies are being read"
+                    " at once already, the most one user may; ask again when one is answered",
+                    retry_after=1,
+                )
+            self._copying[user] = reading + 1
+        try:
+            with self.work_budget():
+                yield
+        finally:
+            with self._copy_lock:
+                left = self._copying[user] - 1
+                if left:
+                    self._copying[user] = left
+                else:
+                    del self._copying[user]
 
     @contextmanager
     def work_budget(self) -> Iterator[None]:

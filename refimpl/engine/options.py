@@ -19,6 +19,7 @@ class EngineOptions:
     - `result_cache_bytes`: memory for cached SELECT answers per database (0: no cache).
     - `max_sql_bytes`: longest SQL text one call may run (UTF-8 bytes).
     - `subscriptions_per_user`: live-query subscriptions one principal keeps at once.
+    - `copy_page_rows`: most rows one page of an initial copy asked for by a caller holds.
     - `sessions_per_user`: browser sessions one user keeps open at once.
     - `import_folder`: the folder of the data folder that `COPY t FROM 'file'` reads from.
     - `backup_folder`: the folder of the data folder that `BACKUP DATABASE` writes into.
@@ -33,6 +34,7 @@ class EngineOptions:
     result_cache_bytes: int = 64 * MB
     max_sql_bytes: int = 1 * MB
     subscriptions_per_user: int = 2000
+    copy_page_rows: int = 10_000
     sessions_per_user: int = 100
     import_folder: str = "import"
     backup_folder: str = "backup"

@@ -48,7 +48,9 @@ def copy_answer(
     feed = ctx.app.feeds.table_feed(ctx.database, table, ctx.principal)
     feed_filter = None if options.where is None else feed.compile_filter(options.where)
     bounds = feed.bounds()
-    batch = feed.read_initial(at, limit, feed_filter)
+    # The page is its user's work: bounded in rows, in pages at once and in time.
+    with ctx.app.feeds.copy_page(ctx.principal, limit):
+        batch = feed.read_initial(at, limit, feed_filter)
     full = feed.before_images
     objects = ChangeObjects(feed.column_names, feed.column_types)
     changes = []
