@@ -130,3 +130,11 @@ def test_an_unknown_key_names_the_closest_known_one(tmp_path):
         ConfigError, match=r"line 1: unknown setting 'log_fromat'; did you mean 'log_format'\?"
     ):
         parse_config("log_fromat = json\n")
+
+
+def test_every_setting_has_its_row_in_the_settings_table():
+    # `refimpl serve --help` describes each setting from the table of Settings' docstring.
+    from refimpl.commands.settings_view import meanings
+
+    described = meanings()
+    assert [key for key in KEYS if key not in described or not described[key][1]] == []
