@@ -66,7 +66,10 @@ def watch(page: Page, table: str, start: str) -> None:
 
 def rows_are(page: Page, expected: list[list[str]]) -> list[Any]:
     """Waits until the panel's rows (change, then the columns) are `expected`; what it has."""
-    page.wait_for(f"JSON.stringify({ROWS}) === {json.dumps(json.dumps(expected))}", WAIT)
+    page.wait_for(
+        f"JSON.stringify({ROWS}) === {json.dumps(json.dumps(expected, separators=(',', ':')))}",
+        WAIT,
+    )
     return page.evaluate(ROWS)
 
 
