@@ -339,6 +339,7 @@ def load_settings_and_sources(
         merged["segment_mb"] = max(1, min(DEFAULTS.segment_mb, archive // 4))
         if "wal_archive_mb" in merged:
             sources["segment_mb"] = "default (at most wal_archive_mb / 4)"
+    # Each value came through its field's parser (`_convert`) or is a default of its field.
     return _validated(Settings(**merged)), sources  # type: ignore[arg-type]
 
 
