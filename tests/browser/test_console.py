@@ -35,7 +35,7 @@ TRADES = (
 )
 # The price cells of the changes panel's rows (after lsn, committed, change, time, symbol).
 PRICES = (
-    "[...document.querySelectorAll('#changes tbody tr.insert-or-update')]"
+    "[...document.querySelectorAll('#changes tbody tr.change:not(.schema)')]"
     ".map((r) => r.cells[5].textContent)"
 )
 

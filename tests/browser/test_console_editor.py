@@ -140,6 +140,10 @@ def test_every_statement_answers_in_turn_with_pages_and_csv(
     )
     assert marked == [text.index("))") + 1, ")"]
 
+    type_into(page, "#sql", "-- only a comment; nothing else")
+    click(page, "#run")
+    assert text_of(page, "#sql-status") == "nothing to run: the text holds only comments"
+
 
 def test_history_and_the_schema_tree(browser: Browser, site: Site, tmp_path: Path) -> None:
     site.sql("CREATE TABLE acct (id INT PRIMARY KEY, name STRING, bal DOUBLE)")

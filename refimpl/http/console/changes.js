@@ -227,7 +227,7 @@ export class ChangesPanel {
       } catch (error) {
         entry.text = `key ${change.key} (${error.message})`;
       }
-      const id = this.keyOf(keyValues);
+      const id = this.identity(change, keyValues);
       const last = before ?? (id === null ? null : this.known.get(id));
       if (id !== null) this.known.set(id, null); // known to be gone: a later upsert inserts
       entry.values = {...(last ?? {}), ...keyValues};
@@ -235,7 +235,7 @@ export class ChangesPanel {
       return entry;
     }
     const row = change.row ?? {};
-    const id = this.keyOf(row);
+    const id = this.identity(change, row);
     const previous = before !== undefined ? before : (id === null ? null : this.known.get(id));
     if (op === 'upsert') {
       if (before !== undefined) entry.op = before === null ? 'insert' : 'update';
@@ -258,7 +258,15 @@ export class ChangesPanel {
     return entry;
   }
 
-  /** The identity of a row (or of a decoded key) as text; null without a key. */
+  /** The identity of a changed row as text; null when it cannot be known. The event stream
+   * gives every change its row's `key` (also a table's without a key: its row id); the
+   * change stream only a delete's, so there the key columns' values are the identity. */
+  identity(change, values) {
+    if (this.watching?.stream && typeof change.key === 'string') return 'key ' + change.key;
+    return this.keyOf(values);
+  }
+
+  /** The key columns' values of a row (or of a decoded key) as text; null without a key. */
   keyOf(values) {
     if (this.keyColumns.length === 0) return null;
     const parts = this.keyColumns.map(([name]) => values[name]);

@@ -106,6 +106,10 @@ export class SqlPanel {
     if (!sql.trim()) return;
     this.remember(sql);
     const requests = requestsOf(sql);
+    if (requests.length === 0) {
+      this.status.textContent = 'nothing to run: the text holds only comments';
+      return;
+    }
     this.status.textContent = 'running...';
     this.showError(null);
     this.mark(null);
