@@ -209,6 +209,7 @@ class JoinSource:
     on: Expr | None = None
     using: tuple[str, ...] = ()
     natural: bool = False
+    comma: bool = False  # written `left, right` (a CROSS join binding looser than JOIN)
 
 
 @dataclass(frozen=True, slots=True)

@@ -122,7 +122,7 @@ class QueryBuilder(Transformer):
         return ast.Subscribe(query)
 
     def comma_join(self, left: ast.Source, right: ast.Source) -> ast.JoinSource:
-        return ast.JoinSource("CROSS", left, right)
+        return ast.JoinSource("CROSS", left, right, comma=True)
 
     def cross_join(self, left: ast.Source, right: ast.Source) -> ast.JoinSource:
         return ast.JoinSource("CROSS", left, right)
@@ -135,10 +135,10 @@ class QueryBuilder(Transformer):
         spec: tuple[Expr | None, tuple[str, ...]],
     ) -> ast.JoinSource:
         on, using = spec
-        return ast.JoinSource(kind, left, right, on, using)
+        return _after_comma(ast.JoinSource(kind, left, right, on, using))
 
     def natural_join(self, left: ast.Source, kind: str, right: ast.Source) -> ast.JoinSource:
-        return ast.JoinSource(kind, left, right, natural=True)
+        return _after_comma(ast.JoinSource(kind, left, right, natural=True))
 
     def lateral_source(self, token: Token, *rest: object) -> ast.Source:
         raise NotAllowed(
@@ -206,3 +206,17 @@ class QueryBuilder(Transformer):
 
     def drop_view(self, if_exists: bool | None, name: str) -> ast.DropView:
         return ast.DropView(name, if_exists is not None)
+
+
+def _after_comma(join: ast.JoinSource) -> ast.JoinSource:
+    """`a, b RIGHT JOIN c ON ...` as PostgreSQL reads it: a comma binds looser than JOIN, so
+    the join takes only the item after the comma. Where the grouping changes the answer (a
+    RIGHT or FULL join; USING and NATURAL, whose names it resolves) the join moves under the
+    comma; an INNER or LEFT join on an ON answers alike either way, and stays where SQLite's
+    reading (left to right) lets its ON name every table before it."""
+    left = join.left
+    moves = join.kind in ("RIGHT", "FULL") or join.using or join.natural
+    if not (isinstance(left, ast.JoinSource) and left.comma and moves):
+        return join
+    inner = _after_comma(dataclasses.replace(join, left=left.right))
+    return dataclasses.replace(left, right=inner)

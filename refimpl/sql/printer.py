@@ -228,6 +228,8 @@ def _source(source: ast.Source) -> str:
         if source.natural:
             kind = "" if source.kind == "INNER" else f" {source.kind}"
             return f"{left} NATURAL{kind} JOIN {right}"
+        if source.comma:
+            return f"{left}, {right}"
         if source.kind == "CROSS":
             return f"{left} CROSS JOIN {right}"
         if source.using:

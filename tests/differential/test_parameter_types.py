@@ -72,9 +72,7 @@ def test_untyped_values_take_the_type_of_their_place(pg, db) -> None:
         assert _untyped(conn, "SELECT id FROM t WHERE id IN (%s, %s) ORDER BY id", ["2", "3"]) == [
             (2,)
         ]
-        assert _untyped(conn, "SELECT coalesce(%s, big) + 1 FROM t WHERE id = 1", ["1"]) == [
-            (2,)
-        ]
+        assert _untyped(conn, "SELECT coalesce(%s, big) + 1 FROM t WHERE id = 1", ["1"]) == [(2,)]
         assert _untyped(conn, "SELECT abs(%s - big) FROM t WHERE id = 2", ["25"]) == [(5,)]
         assert _untyped(conn, "SELECT upper(%s)", ["a"]) == [("A",)]
 

@@ -85,3 +85,20 @@ def test_natural_join_shows_common_columns_once_and_first(db) -> None:
 def test_lateral_is_refused_as_not_supported(db, sql: str) -> None:
     with pytest.raises(NotAllowed, match="LATERAL is not supported"):
         db.execute(sql)
+
+
+@pytest.mark.parametrize(
+    ("sql", "count"),
+    [
+        # A comma binds looser than JOIN (PostgreSQL): a x (b RIGHT JOIN c), 3 x 3 rows.
+        ("SELECT count(*) FROM a, b RIGHT JOIN c ON b.x = c.x", 9),
+        ("SELECT count(*) FROM a, b FULL JOIN c ON b.x = c.x", 12),
+        # USING and NATURAL after a comma resolve their names in the item after it only.
+        ("SELECT count(*) FROM a, b JOIN c USING (x)", 6),
+        ("SELECT count(*) FROM a, c NATURAL JOIN c AS d", 9),
+        # An ON may still name a table before the comma (SQLite's reading).
+        ("SELECT count(*) FROM a, b JOIN c ON a.x = c.x", 6),
+    ],
+)
+def test_a_comma_binds_looser_than_join(db, sql: str, count: int) -> None:
+    assert db.execute(sql).rows == [(count,)]
