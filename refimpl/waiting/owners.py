@@ -25,7 +25,7 @@ from typing import Any
 
 from refimpl.waiting.parked import Parked
 
-POOL_THREADS = 4  # threads that run waiters' own work
+POOL_THREADS = 2  # threads that run waiters' own work
 PER_OWNER = 1  # pieces of one owner's work running at once
 
 Budget = Callable[[], AbstractContextManager[Any]]

@@ -1,0 +1,405 @@
+"""Isolation: does one user's costly waiting work hold anyone else's events?
+
+A victim (the admin) holds 10 `/stream/changes` streams and one `/api/changes` long poll
+of a table `ticks`, and a writer of its own commits a tick every 50 ms; each tick's
+commit-to-event time (from the moment the write is sent to the event's arrival, at every
+stream and at the long poll) is measured, first on an idle server, then while 8 hostile
+clients, each a READ user of its own and each within its own limits, do the costliest
+waiting work they may:
+
+- 3 streams of `docs` with a `where=` LIKE of an 8 KB pattern over 300 KB texts (a
+  commit of such a text every second);
+- 2 long polls of `docs` with the same `where=`, asked again as soon as answered;
+- 2 live queries with `offsets=true` of a top 10 in no kept order over `big` (--rows rows;
+  a row of it updated twice a second): each commit re-runs a sort of the whole table;
+- 1 user reading initial copies of `big` (2 pages of 10,000 rows at a time), on and on.
+
+A prober asks `GET /health` every 20 ms throughout. Printed: the victim's p50/p99/max
+idle and loaded, `/health` p99 idle and loaded, the server's RSS growth during the load,
+and what the hostile clients got (answers by status); targets: victim p99 < 100 ms,
+RSS growth < 200 MB, `/health` p99 < 50 ms.
+
+    python tools/bench/isolation.py              # 300,000 rows, 20 s idle and 30 s loaded
+    python tools/bench/isolation.py --quick      # 50,000 rows, 8 s idle and 15 s loaded
+    python tools/bench/isolation.py --quick --kinds stream,poll   # only the where= filters
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import harness
+import requests
+
+VICTIM_STREAMS = 10
+TICK_EVERY = 0.050
+PROBE_EVERY = 0.020
+TEXT = "a" * 300_000
+PATTERN = "%" + "a_" * 4000 + "b%"
+WHERE = f"body LIKE '{PATTERN}'"
+TOP = "SUBSCRIBE SELECT id, v, name FROM big ORDER BY name DESC, v LIMIT 10"
+TARGET_VICTIM_P99_MS = 100.0
+TARGET_RSS_MB = 200.0
+TARGET_HEALTH_P99_MS = 50.0
+CHUNK_ROWS = 50_000
+
+
+def load(server: harness.RefimplServer, rows: int) -> dict[str, str]:
+    """The tables, the victim's tokens (v0..v3) and the hostile users' (h1..h8)."""
+    server.sql("CREATE TABLE ticks (id INT PRIMARY KEY, v INT)")
+    server.sql("CREATE TABLE docs (id INT PRIMARY KEY, body STRING)")
+    server.sql("CREATE TABLE big (id INT PRIMARY KEY, v INT, name STRING)")
+    for start in range(0, rows, CHUNK_ROWS):
+        lines = ["id,v,name\n"]
+        lines += [
+            f"{i},{i % 997},n{i * 7919 % 1_000_003}\n"
+            for i in range(start, min(rows, start + CHUNK_ROWS))
+        ]
+        server.import_csv("big", "".join(lines))
+    server.sql("CREATE USER victim")
+    server.sql("GRANT WRITE ON DATABASE demo TO victim")
+    # A token holds at most 3 streams (streams_per_token): the victim's 10 take 4 tokens.
+    tokens = {f"v{n}": server.sql("CREATE TOKEN FOR victim")["dataset"][0][0] for n in range(4)}
+    for n in range(1, 9):
+        server.sql(f"CREATE USER h{n}")
+        server.sql(f"GRANT READ ON DATABASE demo TO h{n}")
+        tokens[f"h{n}"] = server.sql(f"CREATE TOKEN FOR h{n}")["dataset"][0][0]
+    return tokens
+
+
+# --- the victim ---------------------------------------------------------------------------
+
+
+def _victim(url: str, tokens: list[str], seconds: float, queue: Any) -> None:
+    """10 streams and a long poll of `ticks`, and the writer of the ticks: latencies (s)."""
+    headers = {"Authorization": f"Bearer {tokens[0]}"}
+    sent: dict[int, float] = {}
+    latencies: list[float] = []
+    lock = threading.Lock()
+    stop = threading.Event()
+
+    def arrived(ident: int) -> None:
+        now = time.monotonic()
+        with lock:
+            at = sent.get(ident)
+            if at is not None:
+                latencies.append(now - at)
+
+    def stream(token: str) -> None:
+        response = requests.get(
+            f"{url}/stream/changes?db=demo&table=ticks",
+            headers={"Authorization": f"Bearer {token}"},
+            stream=True,
+            timeout=(10, 60),
+        )
+        text = ""
+        for chunk in response.iter_content(chunk_size=None):
+            text += chunk.decode()
+            while "\n\n" in text:
+                block, text = text.split("\n\n", 1)
+                if "event: change" in block:
+                    data = block.split("data: ", 1)[1]
+                    arrived(int(data.split('"id":', 1)[1].split(",", 1)[0].split("}", 1)[0]))
+            if stop.is_set():
+                break
+        response.close()
+
+    def long_poll() -> None:
+        http = harness.LeanHTTP(url, headers)
+        status, _, body = http.request(
+            "GET", "/api/changes?db=demo&table=ticks&format=json&limit=1"
+        )
+        position = int(body.split(b'"durable_lsn":', 1)[1].split(b",", 1)[0].split(b"}", 1)[0])
+        while not stop.is_set():
+            target = f"/api/changes?db=demo&table=ticks&format=json&from={position}&wait=5000"
+            status, _, body = http.request("GET", target)
+            if status != 200:
+                time.sleep(0.05)
+                continue
+            for piece in body.split(b'"row":{"id":')[1:]:
+                arrived(int(piece.split(b",", 1)[0].split(b"}", 1)[0]))
+            position = int(body.split(b'"next":', 1)[1].split(b",", 1)[0].split(b"}", 1)[0])
+
+    readers = [
+        threading.Thread(target=stream, args=(tokens[n % len(tokens)],), daemon=True)
+        for n in range(VICTIM_STREAMS)
+    ]
+    readers.append(threading.Thread(target=long_poll, daemon=True))
+    for reader in readers:
+        reader.start()
+    time.sleep(1.0)  # every stream open
+    writer = harness.LeanHTTP(url, headers)
+    until = time.monotonic() + seconds
+    ident = int(time.time() * 1000) % 1_000_000_000
+    while time.monotonic() < until:
+        ident += 1
+        with lock:
+            sent[ident] = time.monotonic()
+        writer.request("POST", "/exec?db=demo", f"INSERT INTO ticks VALUES ({ident}, 1)".encode())
+        time.sleep(TICK_EVERY)
+    time.sleep(1.0)  # the last events arrive
+    stop.set()
+    with lock:
+        expected = len(sent) * (VICTIM_STREAMS + 1)
+        queue.put((latencies, expected))
+
+
+def _prober(url: str, seconds: float, queue: Any) -> None:
+    http = harness.LeanHTTP(url)
+    times: list[float] = []
+    until = time.monotonic() + seconds
+    while time.monotonic() < until:
+        started = time.monotonic()
+        http.request("GET", "/health")
+        times.append(time.monotonic() - started)
+        time.sleep(PROBE_EVERY)
+    queue.put(times)
+
+
+# --- the hostile clients -------------------------------------------------------------------
+
+
+KINDS = {"filtered_stream": "stream", "filtered_poll": "poll", "top_n": "top", "copies": "copy"}
+
+
+def _hostile(
+    url: str, admin: str, tokens: dict[str, str], kinds: set[str], seconds: float, queue: Any
+) -> None:
+    """The 8 hostile users' work, and the commits that make it costly; statuses by kind."""
+    statuses: Counter[str] = Counter()
+    lock = threading.Lock()
+    until = time.monotonic() + seconds
+    where = quote(WHERE)
+
+    def count(kind: str, status: int) -> None:
+        with lock:
+            statuses[f"{kind} {status}"] += 1
+
+    def filtered_stream(token: str) -> None:
+        while time.monotonic() < until:
+            response = requests.get(
+                f"{url}/stream/changes?db=demo&table=docs&where={where}",
+                headers={"Authorization": f"Bearer {token}"},
+                stream=True,
+                timeout=(10, 120),
+            )
+            count("where= stream", response.status_code)
+            try:
+                for _ in response.iter_content(chunk_size=None):
+                    if time.monotonic() > until:
+                        break
+            except requests.RequestException:
+                pass
+            response.close()
+
+    def filtered_poll(token: str) -> None:
+        http = harness.LeanHTTP(url, {"Authorization": f"Bearer {token}"})
+        while time.monotonic() < until:
+            target = f"/api/changes?db=demo&table=docs&format=json&where={where}&wait=20000"
+            status, _, body = http.request("GET", target + "&limit=1")
+            count("where= long poll", status)
+            if status == 200:
+                position = body.split(b'"durable_lsn":', 1)[1].split(b",", 1)[0].split(b"}", 1)[0]
+                status, _, _ = http.request("GET", f"{target}&from={int(position)}")
+                count("where= long poll", status)
+
+    def top_n(token: str) -> None:
+        http = harness.LeanHTTP(url, {"Authorization": f"Bearer {token}"})
+        asked = ""
+        while time.monotonic() < until:
+            target = f"/api/subscribe?db=demo&offsets=true&wait=20000&query={quote(TOP)}"
+            status, _, body = http.request("GET", target + (f"&id={asked}" if asked else ""))
+            count("top-N live query", status)
+            for line in body.split(b"\n"):
+                if line.startswith(b"id: "):
+                    asked = line[4:].decode()
+            if status != 200:
+                time.sleep(0.1)
+
+    def copies(token: str) -> None:
+        http = harness.LeanHTTP(url, {"Authorization": f"Bearer {token}"})
+        position = ""
+        while time.monotonic() < until:
+            target = "/api/changes?db=demo&table=big&initial=true&format=json&limit=10000"
+            status, _, body = http.request(
+                "GET", target + (f"&from={position}" if position else "")
+            )
+            count("initial copy page", status)
+            if status != 200:
+                time.sleep(0.1)
+                position = ""
+                continue
+            more = b'"more":true' in body
+            position = (
+                body.split(b'"next":', 1)[1].split(b",", 1)[0].strip(b'"}').decode() if more else ""
+            )
+
+    def writer() -> None:
+        http = harness.LeanHTTP(url, {"Authorization": f"Bearer {admin}"})
+        n = 0
+        while time.monotonic() < until:
+            n += 1
+            http.request(
+                "POST", "/exec?db=demo", f"INSERT INTO docs VALUES ({n}, '{TEXT}')".encode()
+            )
+            for _ in range(2):
+                http.request(
+                    "POST",
+                    "/exec?db=demo",
+                    f"UPDATE big SET v = v + 1 WHERE id = {n * 7 % 1000}".encode(),
+                )
+                time.sleep(0.5)
+
+    every = [
+        (filtered_stream, "h1"), (filtered_stream, "h2"), (filtered_stream, "h3"),
+        (filtered_poll, "h4"), (filtered_poll, "h5"),
+        (top_n, "h6"), (top_n, "h7"),
+        (copies, "h8"), (copies, "h8"),
+    ]  # fmt: skip
+    work = [(f, u) for f, u in every if KINDS[f.__name__] in kinds]
+    threads = [threading.Thread(target=f, args=(tokens[u],), daemon=True) for f, u in work]
+    threads.append(threading.Thread(target=writer, daemon=True))
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(max(0.0, until - time.monotonic()) + 30)
+    queue.put(dict(statuses))
+
+
+# --- the run --------------------------------------------------------------------------------
+
+
+def _rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def phase(
+    server: harness.RefimplServer, tokens: dict[str, str], kinds: set[str], seconds: float
+) -> dict[str, Any]:
+    """The victim and the prober, with the hostile clients of `kinds` (none: idle)."""
+    queue: Any = multiprocessing.Queue()
+    mine = [t for name, t in tokens.items() if name.startswith("v")]
+    victim = multiprocessing.Process(target=_victim, args=(server.url, mine, seconds, queue))
+    prober = multiprocessing.Process(target=_prober, args=(server.url, seconds + 1, queue))
+    processes = [victim, prober]
+    if kinds:
+        hostile = (server.url, server.token, tokens, kinds, seconds + 1, queue)
+        processes.append(multiprocessing.Process(target=_hostile, args=hostile))
+    rss_before = _rss_mb(server.pid)
+    rss_most = rss_before
+    for process in processes:
+        process.start()
+    got: list[Any] = []
+    while len(got) < len(processes):
+        try:
+            got.append(queue.get(timeout=0.5))
+        except Exception:  # noqa: BLE001 - queue.Empty: look at the RSS meanwhile
+            pass
+        rss_most = max(rss_most, _rss_mb(server.pid))
+    for process in processes:
+        process.join(60)
+    result: dict[str, Any] = {"rss_growth_mb": rss_most - rss_before, "statuses": {}}
+    for item in got:
+        if isinstance(item, tuple):
+            result["victim"], result["expected"] = item
+        elif isinstance(item, list):
+            result["health"] = item
+        else:
+            result["statuses"] = item
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--rows", type=int, default=300_000)
+    parser.add_argument("--idle-seconds", type=float, default=20.0)
+    parser.add_argument("--seconds", type=float, default=30.0)
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument(
+        "--kinds",
+        default="stream,poll,top,copy",
+        help="the hostile work, comma-separated: stream (where= streams), poll (where= long"
+        " polls), top (top-N live queries), copy (initial copies)",
+    )
+    args = parser.parse_args()
+    if args.quick:
+        args.rows, args.idle_seconds, args.seconds = 50_000, 8.0, 15.0
+    with harness.RefimplServer() as server:
+        tokens = load(server, args.rows)
+        idle = phase(server, tokens, set(), args.idle_seconds)
+        loaded = phase(server, tokens, set(args.kinds.split(",")), args.seconds)
+    rows = []
+    for name, result in (("idle", idle), ("loaded", loaded)):
+        victim = harness.summary([s * 1000 for s in result.get("victim", [])])
+        health = harness.summary([s * 1000 for s in result.get("health", [])])
+        rows.append(
+            [
+                name,
+                victim["n"],
+                result.get("expected", 0),
+                victim["p50"],
+                victim["p99"],
+                victim["max"],
+                health["p99"],
+                result["rss_growth_mb"],
+            ]
+        )
+    harness.print_table(
+        [
+            "phase",
+            "events",
+            "expected",
+            "victim p50 ms",
+            "p99 ms",
+            "max ms",
+            "/health p99 ms",
+            "RSS growth MB",
+        ],
+        rows,
+        f"victim: {VICTIM_STREAMS} streams and a long poll; {args.rows:,} rows in big",
+    )
+    harness.print_table(
+        ["hostile answers", "count"],
+        sorted(loaded["statuses"].items()),
+        "what the hostile clients got",
+    )
+    loaded_victim = harness.summary([s * 1000 for s in loaded.get("victim", [])])
+    loaded_health = harness.summary([s * 1000 for s in loaded.get("health", [])])
+    harness.print_checks(
+        [
+            harness.Check(
+                "victim commit-to-event p99, loaded (ms)",
+                loaded_victim["p99"],
+                f"< {TARGET_VICTIM_P99_MS:g}",
+                loaded_victim["p99"] < TARGET_VICTIM_P99_MS,
+            ),
+            harness.Check(
+                "server RSS growth under load (MB)",
+                loaded["rss_growth_mb"],
+                f"< {TARGET_RSS_MB:g}",
+                loaded["rss_growth_mb"] < TARGET_RSS_MB,
+            ),
+            harness.Check(
+                "/health p99, loaded (ms)",
+                loaded_health["p99"],
+                f"< {TARGET_HEALTH_P99_MS:g}",
+                loaded_health["p99"] < TARGET_HEALTH_P99_MS,
+            ),
+        ]
+    )
+
+
+if __name__ == "__main__":
+    main()
