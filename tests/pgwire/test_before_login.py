@@ -98,6 +98,8 @@ def test_silent_sockets_lock_out_neither_users_nor_the_admin(tmp_path):
         pg.http.sql("CREATE USER reader")
         pg.http.sql("GRANT READ ON DATABASE demo TO reader")
         reader_token = pg.http.new_token("reader")
+        pg.http.sql("CREATE TABLE kept (id INT)")
+        pg.http.sql("INSERT INTO kept VALUES (1)")
         silent = [connect_from("127.0.0.2", pg.port) for _ in range(100)]
         time.sleep(0.3)
         # Past the per-address cap, a connection is told so at once and closed.
@@ -121,6 +123,7 @@ def test_silent_sockets_lock_out_neither_users_nor_the_admin(tmp_path):
         for sock in silent:
             sock.close()
         assert_alive(pg, victim)
+        assert pg.http.rows("SELECT id FROM kept") == [[1]]
 
 
 def test_the_last_places_are_kept_for_admins(tmp_path):
@@ -136,5 +139,6 @@ def test_the_last_places_are_kept_for_admins(tmp_path):
         assert [a.execute("SELECT 1").fetchone() for a in admins] == [(1,), (1,)]
         with pytest.raises(psycopg.OperationalError, match="pg_max_connections"):
             pg.connect()
+        assert_alive(pg, users[0])
         for conn in users + admins:
             conn.close()
