@@ -4,7 +4,8 @@ On a fresh `serve --sample` the chart draws the sample's candles after logging i
 typing; the screenshot of the chart has green and red candles across its width; the
 crosshair's values are the database's; the wheel zooms and "show all" zooms out; a commit
 adds a candle live. Raw trades are charted too, as candles made from their prices, live and
-by polling, and by polling when the live query cannot connect.
+by polling, and by polling when the live query cannot connect; after a restart of the server
+the chart goes live again.
 """
 
 from __future__ import annotations
@@ -197,3 +198,23 @@ def test_the_chart_polls_when_the_live_query_cannot_connect(browser: Browser, si
     ), text_of(page, "#chart-status")
     site.sql("INSERT INTO trades VALUES ('2026-03-02T10:01:00Z', 'NABIL', 15)")
     assert page.wait_for(f"{CANDLES} === '2'", WAIT), text_of(page, "#chart-status")
+
+
+def test_the_chart_goes_live_again_after_a_restart_of_the_server(
+    browser: Browser, site: Site
+) -> None:
+    site.sql(TRADES)
+    site.sql("INSERT INTO trades VALUES " + trade(1, "NABIL", 10))
+    page = open_console(browser, site)
+    log_in(page, site)
+    assert page.wait_for(f"{CANDLES} === '1'", WAIT), text_of(page, "#chart-status")
+    assert text_of(page, "#chart-status").startswith("live")
+    site.restart()  # the live query cannot connect for a while: the chart polls meanwhile
+    site.sql("INSERT INTO trades VALUES ('2026-03-02T10:01:00Z', 'NABIL', 15)")
+    assert page.wait_for(f"{CANDLES} === '2'", WAIT), text_of(page, "#chart-status")
+    assert page.wait_for(
+        "document.querySelector('#chart-status').textContent.startsWith('live')", 2 * WAIT
+    ), text_of(page, "#chart-status")
+    site.sql("INSERT INTO trades VALUES ('2026-03-02T10:02:00Z', 'NABIL', 9)")
+    assert page.wait_for(f"{CANDLES} === '3'", WAIT), text_of(page, "#chart-status")
+    assert text_of(page, "#chart-status").startswith("live")

@@ -25,6 +25,7 @@ import {CandlestickSeries, ColorType, CrosshairMode, HistogramSeries, createChar
 
 const POLL_MS = 2000;
 const MAX_LIVE_FAILURES = 2; // connects in a row that failed before polling takes over
+const LIVE_AGAIN_MS = 15000; // polling in place of the live query tries it again after this
 const MAX_TABLES_LOOKED_AT = 50; // per database: a page does not read a whole catalog
 const NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 const UP = '#1a7f4b';
@@ -181,7 +182,7 @@ export class CandlePanel {
       crosshair: {mode: CrosshairMode.Normal},
       rightPriceScale: {borderColor: '#d6dbe0'},
       timeScale: {borderColor: '#d6dbe0', timeVisible: bucket !== 'day',
-                  secondsVisible: bucket === 'second'},
+                  secondsVisible: bucket === 'second', maxBarSpacing: 40},
       localization: {timeFormatter: (t) => new Date(t * 1000).toISOString().slice(0, 19)
         .replace('T', ' ')},
     });
@@ -252,16 +253,24 @@ export class CandlePanel {
       if (es.readyState !== EventSource.CLOSED && failures < MAX_LIVE_FAILURES) return;
       es.close();
       this.source = null;
-      this.poll('the live query is not answered: polling /api/rev instead');
+      this.poll('the live query is not answered: polling /api/rev instead', true);
     });
   }
 
-  poll(why) {
+  /** Polls /api/rev; a `fallback` from the live query tries it again now and then (the
+   * server may have been restarting), and keeps polling while it is not answered. */
+  poll(why, fallback = false) {
     const spec = this.spec;
     this.mode = 'poll';
     this.status.textContent = why;
     let seen = null;
+    const since = Date.now();
     const check = async () => {
+      if (fallback && Date.now() - since > LIVE_AGAIN_MS && spec === this.spec) {
+        this.stop();
+        this.subscribe();
+        return;
+      }
       const r = await call('GET', '/api/rev', {db: spec.database, table: spec.table,
                                                 symbol: spec.symbol || null});
       if (spec !== this.spec) return;
