@@ -54,18 +54,32 @@ class Backend(Protocol):
     def close(self) -> None: ...
 
 
-def _json_value(value: Any, column_type: str) -> Any:
-    if value is None:
-        return None
-    if column_type == "TIMESTAMP" and isinstance(value, int):
-        moment = _EPOCH + datetime.timedelta(microseconds=value)
-        digits = 3 if moment.microsecond % 1000 == 0 else 6
-        return moment.isoformat(timespec="milliseconds" if digits == 3 else "microseconds").replace(
-            "+00:00", "Z"
-        )
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
+def _timestamp(value: Any) -> Any:
+    if not isinstance(value, int):
+        return value
+    moment = _EPOCH + datetime.timedelta(microseconds=value)
+    timespec = "milliseconds" if moment.microsecond % 1000 == 0 else "microseconds"
+    return moment.isoformat(timespec=timespec).replace("+00:00", "Z")
+
+
+def _finite(value: Any) -> Any:
+    return None if isinstance(value, float) and not math.isfinite(value) else value
+
+
+def json_rows(rows: Sequence[Sequence[Any]], types: Sequence[str]) -> tuple[tuple[Any, ...], ...]:
+    """`rows` with their values as JSON answers have them: a TIMESTAMP (microseconds) as
+    ISO-8601 text, a NaN or infinity as null. Column by column, so that a column that needs
+    nothing costs nothing (60,000 rows convert in a fraction of a second)."""
+    if not rows:
+        return ()
+    columns = []
+    for values, column_type in zip(zip(*rows, strict=True), types, strict=True):
+        if column_type == "TIMESTAMP":
+            values = tuple(map(_timestamp, values))
+        elif any(isinstance(v, float) and not math.isfinite(v) for v in values):
+            values = tuple(map(_finite, values))
+        columns.append(values)
+    return tuple(zip(*columns, strict=True))
 
 
 class LocalBackend:
@@ -100,10 +114,7 @@ class LocalBackend:
             raise ShellError(exc.message) from None
         if result.columns is None:
             return Answer(None, (), result.message or "", result.count)
-        types = [c.type for c in result.columns]
-        rows = tuple(
-            tuple(_json_value(v, t) for v, t in zip(row, types, strict=True)) for row in result.rows
-        )
+        rows = json_rows(result.rows, [c.type for c in result.columns])
         columns = tuple((c.name, c.type) for c in result.columns)
         return Answer(columns, rows, result.message or "", len(rows))
 

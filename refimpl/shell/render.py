@@ -55,13 +55,43 @@ def _cells(answer: Answer) -> list[list[list[str]]]:
     ]
 
 
+def _shown(value: Any) -> str:
+    """A value as a table cell shows it."""
+    if value.__class__ is str:
+        return value
+    return "NULL" if value is None else cell_text(value)
+
+
 def as_table(answer: Answer) -> str:
     """The header, a rule, a line per row (more for a value with line breaks); numbers to
     the right of their column, the rest to the left; no line ends in spaces."""
     assert answer.columns is not None
     names = [name for name, _ in answer.columns]
     right = [column_type in _NUMERIC for _, column_type in answer.columns]
-    rows = _cells(answer)
+    columns = [list(map(_shown, values)) for values in zip(*answer.rows, strict=True)]
+    every = "".join(names) + "".join("".join(texts) for texts in columns)
+    if answer.rows and every.isascii() and "\n" not in every and "\r" not in every:
+        return _plain_table(names, right, columns)
+    return _table(names, right, _cells(answer))
+
+
+def _plain_table(names: list[str], right: list[bool], columns: list[list[str]]) -> str:
+    """`as_table` when every cell is one line of ASCII, whose width is its length: each
+    column padded at once with str's own methods (60,000 rows in a few tenths of a second)."""
+    widths = [
+        max(len(name), max(map(len, texts))) for name, texts in zip(names, columns, strict=True)
+    ]
+    padded = [
+        [t.rjust(w) for t in texts] if to_right else [t.ljust(w) for t in texts]
+        for texts, w, to_right in zip(columns, widths, right, strict=True)
+    ]
+    header = GAP.join(name.ljust(w) for name, w in zip(names, widths, strict=True)).rstrip()
+    rule = RULE * (sum(widths) + len(GAP) * (len(widths) - 1))
+    body = "\n".join(GAP.join(row).rstrip() for row in zip(*padded, strict=True))
+    return f"{header}\n{rule}\n{body}\n"
+
+
+def _table(names: list[str], right: list[bool], rows: list[list[list[str]]]) -> str:
     widths = [cell_len(name) for name in names]
     for row in rows:
         for i, lines in enumerate(row):

@@ -1,8 +1,9 @@
 """The shell's loop: statements and backslash commands, typed, piped or given with `-c`.
 
 Typed (a terminal): prompt-toolkit edits the statement, which may run over several lines and
-ends at a `;` (Enter before that starts a new line); history is kept in a file across runs
-(Up recalls whole statements); Tab completes keywords, tables and columns. Piped: the whole
+ends at a `;` (Enter before that starts a new line) and is coloured as SQL (Pygments);
+history is kept across runs in a file for each server or data folder (Up recalls whole
+statements); Tab completes keywords, tables and columns. Piped: the whole
 input runs as one script. Each statement of a text runs in turn and shows its answer; the
 first error stops the text. A transaction stays open from BEGIN to COMMIT or ROLLBACK
 across lines (the prompt is then `db=*>`). Backslash commands need no `;`:
@@ -18,7 +19,7 @@ across lines (the prompt is then `db=*>`). Backslash commands need no `;`:
 | `\\x [on|off]` | shows each row as a list of its columns (expanded), or as a table |
 | `\\timing [on|off]` | shows how long each statement took |
 | `\\format table|csv|json` | how answers are shown |
-| `\\pset pager [on|off]` | pages answers taller than the terminal (`$PAGER`, else `less`) |
+| `\\pset pager [on|off]` | pages answers taller or wider than the terminal (`$PAGER`) |
 | `\\q` | quits (so do `quit`, `exit` and Ctrl-D) |
 | `\\?` | lists these commands |
 
@@ -41,6 +42,8 @@ from pathlib import Path
 from prompt_toolkit import PromptSession
 from prompt_toolkit.history import FileHistory
 from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
+from prompt_toolkit.lexers import PygmentsLexer
+from pygments.lexers.sql import SqlLexer
 from rich.cells import cell_len
 from rich.console import Console
 from rich.text import Text
@@ -298,6 +301,7 @@ class Shell:
             key_bindings=_enter_runs_complete_statements(),
             prompt_continuation=lambda width, line, wrapped: f"{self.backend.database}-> ",
             complete_while_typing=False,
+            lexer=PygmentsLexer(SqlLexer),  # keywords, strings, numbers and comments in colour
         )
         self.console.print(
             Text(

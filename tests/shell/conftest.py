@@ -13,7 +13,7 @@ import pytest
 
 from tests.http.conftest import ROOT, Server, start_server
 
-TIMEOUT = 30
+TIMEOUT = 60  # a loaded machine may take long to start a shell
 
 
 def shell_environment(home: Path) -> dict[str, str]:

@@ -9,7 +9,7 @@ import json
 from hypothesis import given
 from hypothesis import strategies as st
 
-from refimpl.shell.render import as_csv, as_json, cell_text
+from refimpl.shell.render import _cells, _table, as_csv, as_json, as_table, cell_text
 from refimpl.shell.repl import statement_complete
 from refimpl.shell.statements import Answer
 
@@ -53,3 +53,21 @@ def test_enter_runs_a_statement_at_its_semicolon_and_commands_at_once() -> None:
     assert statement_complete("\\d t")
     assert statement_complete("quit")
     assert statement_complete("   ")
+
+
+@given(answers(), st.lists(st.booleans(), min_size=4, max_size=4))
+def test_the_fast_table_is_the_table(answer: Answer, right: list[bool]) -> None:
+    """A table of one-line ASCII cells is drawn by padding whole columns at once; it is the
+    same text as the cell-by-cell drawing, which also takes wide characters and line breaks."""
+    assert answer.columns is not None
+    columns = tuple(
+        (name, "INT" if to_right else "STRING")
+        for (name, _), to_right in zip(answer.columns, right, strict=False)
+    )
+    answer = Answer(columns, answer.rows, "", answer.count)
+    names = [name for name, _ in columns]
+    slow = _table(names, [t == "INT" for _, t in columns], _cells(answer))
+    assert as_table(answer) == slow
+    lines = slow.split("\n")
+    assert len(lines) >= len(answer.rows) + 3 and lines[-1] == ""  # header, rule, rows, end
+    assert not any(line.endswith(" ") for line in lines)

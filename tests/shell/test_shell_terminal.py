@@ -96,3 +96,17 @@ def test_a_wrong_token_is_told(tmp_path: Path, server: Server) -> None:
     child.expect("ERROR: ")
     child.expect("token")
     quit_shell(child)
+
+
+def test_sql_is_coloured_as_it_is_typed(tmp_path: Path) -> None:
+    child = spawn(tmp_path, "--data", str(tmp_path / "data"))
+    child.send("SELECT 'x' AS y")
+    # A keyword and a string each in a colour of its own (256-colour codes: 38;5;N).
+    child.expect(
+        r"\x1b\[[0-9;]*38;5;(\d+)[0-9;]*mSELECT\x1b\[0m \x1b\[[0-9;]*38;5;(\d+)[0-9;]*m'x'"
+    )
+    keyword, string = child.match.group(1), child.match.group(2)
+    assert keyword != string
+    child.send(";\r")
+    child.expect(r"\(1 row\)")
+    quit_shell(child)
