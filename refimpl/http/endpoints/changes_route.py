@@ -135,14 +135,20 @@ def changes_route(ctx: Context) -> Answer | Parked[Answer]:
     if not places.take(owner):  # every place taken, or its user's share
         return respond(shared.body)
 
+    latest = [shared]  # the last answer made (a filtered request's, on its user's budget)
+
     # A parked request's answer goes out as it is: readers answered together share one.
     def attempt(durable: int) -> Answer | None:
         shared, found = answer(durable)
+        latest[0] = shared
         return shared if found else None
 
     def on_timeout() -> Answer:
-        with budget():
-            return answer(feed.bounds().durable_lsn)[0]
+        if feed_filter is not None:
+            # Nothing it matched came in time: its last answer (`next` past what it read),
+            # for the room's thread never runs a filter.
+            return latest[0]
+        return answer(feed.bounds().durable_lsn)[0]
 
     offloaded = None
     if feed_filter is not None:
