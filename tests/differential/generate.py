@@ -106,6 +106,10 @@ class Gen:
             )
         if kind == "INT":
             op = self.pick("+", "-", "*", "/", "%")
+            if choice == 5 and self.depth < 1 and draw(st.booleans()):
+                # A scalar subquery: one row at most, or an error on both sides.
+                limit = " LIMIT 1" if draw(st.integers(0, 3)) else ""
+                return f"({self.subquery()}{limit})"
             if choice == 3:
                 return f"({self.expr('INT', sub)} {op} {self.expr('INT', sub)})"
             if choice == 4:
@@ -179,6 +183,12 @@ def from_clause(draw: st.DrawFn) -> tuple[str, list[Col]]:
         Col(c.qualifier, c.name, c.type, names.count(c.name) == 1) for cols in columns for c in cols
     ]
     items = [f"{t} AS {a}" for t, a in zip(tables, aliases, strict=True)]
+    if draw(st.integers(0, 4)) == 0:
+        # The first item a subquery in FROM: the same columns, filtered, some renamed away.
+        table = tables[0]
+        inner = Gen(draw, [Col("y", c, k, False) for c, k in SCHEMA[table]], 1)
+        names = ", ".join(c for c, _ in SCHEMA[table])
+        items[0] = f"(SELECT {names} FROM {table} AS y WHERE {inner.condition(1)}) AS {aliases[0]}"
     text = items[0]
     seen = list(columns[0])
     for index in range(1, count):
@@ -212,7 +222,9 @@ def from_clause(draw: st.DrawFn) -> tuple[str, list[Col]]:
         on = f"{draw(st.sampled_from(left)).qualifier}.{draw(st.sampled_from(left)).name}"
         pair = draw(st.sampled_from(left))
         on = f"{pair.qualifier}.{pair.name} = {aliases[index]}.{draw(st.sampled_from(right)).name}"
-        if draw(st.booleans()):
+        if kind == "FULL JOIN" and draw(st.integers(0, 3)) == 0:
+            on = on.replace(" = ", " < ")  # no equality: PostgreSQL refuses, refimpl answers
+        elif draw(st.booleans()):
             on += f" AND {gen.condition(1)}"
         if index == 2 and "," not in text and draw(st.booleans()):
             # Parentheses around the first join.

@@ -227,6 +227,10 @@ def compile_select(
         finish = _grouped(select, items, scope, _time_index(source), limit, offset)
     else:
         finish = _plain(select, items, scope, limit, offset)
+    if limit == 0:
+        # LIMIT 0 reads and computes nothing (as PostgreSQL): no row's error can surface.
+        whole = finish
+        finish = lambda rows: whole(iter(()))  # noqa: E731 - the plan's finish, emptied
     return SelectPlan(hints, None if where is None else where.fn, finish)
 
 
