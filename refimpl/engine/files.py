@@ -15,7 +15,15 @@ from __future__ import annotations
 import os
 from pathlib import Path, PurePosixPath
 
-__all__ = ["REAL_FILES", "FileOps", "LeadsOut", "NotRelative", "folder_path", "write_all"]
+__all__ = [
+    "REAL_FILES",
+    "BadName",
+    "FileOps",
+    "LeadsOut",
+    "NotRelative",
+    "folder_path",
+    "write_all",
+]
 
 
 class FileOps:
@@ -66,8 +74,46 @@ class NotRelative(ValueError):
     """A name that is not a relative path without '..' (see `folder_path`)."""
 
 
+class BadName(NotRelative):
+    """A name no file system takes (see `folder_path`); `why` says what is wrong with it,
+    in words a message can end with. A NotRelative, so a caller that handles only that
+    still refuses it."""
+
+    def __init__(self, name: str, why: str) -> None:
+        super().__init__(name)
+        self.why = why
+
+
 class LeadsOut(ValueError):
     """A path that, its symlinks followed, leaves its folder (see `folder_path`)."""
+
+
+# What a file system takes in one part of a path and, with room for the data folder's own
+# path before it, in the whole name (Linux: NAME_MAX 255, PATH_MAX 4096 bytes).
+PART_BYTES = 255
+NAME_BYTES = 1024
+
+
+def _check_name(name: str) -> None:
+    """BadName for a control character (NUL among them: the OS refuses it with a
+    ValueError) or a name longer than a file system takes (an OSError at its first use)."""
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in name):
+        raise BadName(
+            name,
+            "a file's name cannot hold a control character (such as NUL or a line break);"
+            " name it with printable characters",
+        )
+    try:
+        encoded = name.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate: no file's name is made of it
+        raise BadName(name, "the name is not valid UTF-8") from None
+    longest = max(len(part.encode("utf-8")) for part in name.split("/"))
+    if len(encoded) > NAME_BYTES or longest > PART_BYTES:
+        raise BadName(
+            name,
+            f"the name is too long ({len(encoded)} bytes, its longest part {longest}); at most"
+            f" {PART_BYTES} bytes a part and {NAME_BYTES} in all",
+        )
 
 
 def folder_path(folder: Path, name: str) -> Path:
@@ -75,12 +121,14 @@ def folder_path(folder: Path, name: str) -> Path:
     writes there on a caller's word (`COPY t FROM 'file'`, `BACKUP DATABASE d TO 'name'`).
 
     The one rule for such names: NotRelative for an absolute path, a '..', a backslash or
-    nothing; LeadsOut when the path, its symlinks followed, is not inside `folder`. The path
-    need not exist.
+    nothing; BadName (a NotRelative) for a control character, bad UTF-8 or a name too long
+    for a file system; LeadsOut when the path, its symlinks followed, is not inside
+    `folder`. The path need not exist.
     """
     relative = PurePosixPath(name)
     if not name or relative.is_absolute() or ".." in relative.parts or "\\" in name:
         raise NotRelative(name)
+    _check_name(name)
     try:
         real = folder.joinpath(*relative.parts).resolve()
     except (OSError, RuntimeError):  # a symlink loop

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from refimpl.engine.files import LeadsOut, NotRelative, folder_path
+from refimpl.engine.files import BadName, LeadsOut, NotRelative, folder_path
 from refimpl.engine.result import Column
 from refimpl.engine.rights import Right
 from refimpl.engine.statements.context import StatementContext, visible_schema
@@ -92,6 +92,10 @@ def import_path(context: StatementContext, name: str) -> Path:
     )
     try:
         real = folder_path(folder, name)
+    except BadName as bad:
+        # The name as the message shows it: cut, and its control characters escaped.
+        shown = name[:60].encode("unicode_escape").decode("ascii") + ("..." if name[60:] else "")
+        raise CopyError(f"COPY FROM '{shown}': {bad.why}") from None
     except NotRelative:
         raise CopyError(
             f"COPY FROM '{name}': name a file of the import folder by a relative path without"
