@@ -26,7 +26,7 @@ from refimpl.engine.files import REAL_FILES, FileOps
 from refimpl.engine.measures import DatabaseMeasures, LatencyHistogram
 from refimpl.engine.options import EngineOptions
 from refimpl.engine.progress import REPORT_EVERY, Progress, ProgressReport, no_report
-from refimpl.engine.storage import checkpoint, ddl, records, values
+from refimpl.engine.storage import bulk, checkpoint, ddl, records, values
 from refimpl.engine.storage.locks import SharedLock
 from refimpl.engine.storage.memory_limit import MemoryBudget, table_bytes, transaction_growth
 from refimpl.engine.storage.records import Entry, Record
@@ -258,6 +258,70 @@ class Database:
                 self.wake_board.notify(table, what.values, what.everything)
             for text in txn.database_changes:
                 _apply_database_change(self.settings, text)
+            self.applied_lsn = lsn
+        self.commit_seconds.observe(time.perf_counter() - started)
+        return lsn
+
+    def load_rows(self, name: str, rows: values.TypedRows) -> tuple[int, int] | None:
+        """Insert new rows into table `name` as one transaction that other writers hardly
+        wait for: (rows inserted, the commit's LSN), or None when these rows cannot load
+        this way (see `bulk`): then nothing changed, and the caller inserts them the
+        ordinary way. The caller has checked the right to write the table, and calls
+        `wait_durable(lsn)` before acknowledging the load.
+
+        The write lock is taken twice, briefly: to reserve the rows' ids, and to append the
+        prepared log record and install the prepared rows. Everything else (placing,
+        sorting, encoding) runs with no lock held, the collector paused.
+        """
+        key = name.lower()
+        self.acquire_write()
+        try:
+            table = self.tables.get(key)
+            if table is None or not bulk.eligible(table, rows, self.settings):
+                return None
+            first = table.next_rowid
+            if not table.keyed:
+                # Ids of a load that does not commit are skipped, as a rollback's are.
+                table.next_rowid += len(rows)
+        finally:
+            self.release_write()
+        if not bulk.not_null_ok(table, rows):
+            return None
+        if table.keyed:
+            idents = bulk.keys_of(table, rows)
+            if idents is None:
+                return None
+        else:
+            idents = list(zip(range(first, first + len(rows))))
+        with _collector_paused():
+            load = bulk.prepare(key, table, rows, idents)
+        self.acquire_write()
+        try:
+            if not bulk.still_fits(load, self.tables):
+                return None
+            lsn = self._commit_load(load)
+        finally:
+            self.release_write()
+        if len(load) >= _LONG_LIVED_ROWS:
+            # The rows live as long as their table and hold no cycle: kept out of every
+            # later pass of the collector, each of which would go over all of them again.
+            gc.freeze()
+        return len(load), lsn
+
+    def _commit_load(self, load: bulk.PreparedLoad) -> int:
+        """Log and install a prepared load; the caller holds the write lock."""
+        started = time.perf_counter()
+        self.memory.reserve(self.name, load.growth)  # MemoryFull: nothing is logged
+        try:
+            lsn = self.log.append(records.stamp(load.record, time.time_ns() // 1000))
+        except BaseException:
+            self.memory.reserve(self.name, -load.growth)
+            raise
+        self.table_bytes[load.key] = self.table_bytes.get(load.key, 0) + load.growth
+        with self.state_lock.exclusive():
+            load.table.install_prepared(load.partitions, load.idents, load.places)
+            self.revisions.advance({load.key: load.touched})  # after the install, as above
+            self.wake_board.notify(load.key, load.touched.values, load.touched.everything)
             self.applied_lsn = lsn
         self.commit_seconds.observe(time.perf_counter() - started)
         return lsn

@@ -20,6 +20,7 @@ Everything the change stream needs is in the record: it reads the log, never the
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -99,6 +100,28 @@ def _raw(entry: Entry) -> list[Any]:
 
 def encode(committed_at: int, entries: list[Entry]) -> bytes:
     return _encoder.encode([committed_at, [_raw(e) for e in entries]])
+
+
+# A record prepared before its commit time is known holds this in its place: a uint64, as
+# every time since 1970-01-01 01:11:35 is, so the time is written over it in place.
+_UNSTAMPED = 2**64 - 1
+_STAMP_AT = 2  # after the array's marker and the uint64's
+_UINT64 = 0xCF
+
+
+def encode_unstamped(entries: list[Entry]) -> bytearray:
+    """The record of `entries` before its commit time is known (a bulk load encodes its
+    rows before it takes the write lock); `stamp` then writes the time in."""
+    record = bytearray(_encoder.encode([_UNSTAMPED, [_raw(e) for e in entries]]))
+    assert record[_STAMP_AT - 1] == _UINT64  # the form the time is written in
+    return record
+
+
+def stamp(record: bytearray, committed_at: int) -> bytearray:
+    """`record` (from `encode_unstamped`) with its commit time: then a valid record, which
+    decodes as `encode(committed_at, entries)` does."""
+    struct.pack_into(">Q", record, _STAMP_AT, committed_at)
+    return record
 
 
 def _entry(raw: list[Any]) -> Entry:

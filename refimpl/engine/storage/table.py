@@ -26,6 +26,8 @@ Placer = Callable[[Row, Ident], tuple[PartKey, OrderKey]]
 # Rows placed at a time by `put_many`: each slice's C calls (a few milliseconds) leave the
 # interpreter lock to other threads in between.
 _SLICE_ROWS = 4096
+# Index entries added at a time by `install_prepared`, for the same reason.
+_INDEX_SLICE = 32_768
 Placements = Callable[[Sequence[Row], Sequence[Ident]], tuple[list[PartKey], list[OrderKey]]]
 
 
@@ -228,6 +230,39 @@ class Table:
             _group_by_part(parts, orders, some_rows, batches)
         for part, batch in batches.items():
             self._writable(part, create=True).update(batch)
+        if not self._keyed and idents:
+            self.next_rowid = max(self.next_rowid, max(idents)[0] + 1)
+
+    def install_prepared(
+        self,
+        partitions: dict[PartKey, SortedDict],
+        idents: Sequence[Ident],
+        places: Sequence[tuple[PartKey, OrderKey]],
+    ) -> None:
+        """Add new rows prepared elsewhere (a bulk load's): `partitions` holds each
+        partition's new rows, sorted, and is taken over; `places` is each identity's
+        (partition, order key). The identities are distinct and none is held yet.
+
+        A partition the table does not hold becomes the prepared one as it is; of one it
+        holds, the smaller of the two is merged into the larger, so the step costs the
+        smaller side, not the whole partition.
+        """
+        held = self.partitions
+        for part, prepared in partitions.items():
+            existing = held.get(part)
+            if existing is not None and len(existing) > len(prepared):
+                self._writable(part).update(prepared)
+                continue
+            if existing is not None:
+                prepared.update(existing)
+            held[part] = prepared
+            self._shared.discard(part)  # the prepared partition is this table's own
+        index = self.index
+        # In slices: one update of a million entries would hold the interpreter lock for
+        # a long while, and other requests (those that take no database lock) wait for it.
+        for start in range(0, len(idents), _INDEX_SLICE):
+            end = start + _INDEX_SLICE
+            index.update(zip(idents[start:end], places[start:end], strict=True))
         if not self._keyed and idents:
             self.next_rowid = max(self.next_rowid, max(idents)[0] + 1)
 

@@ -1,0 +1,147 @@
+"""A bulk load (`Database.load_rows`) leaves the same table, log and revisions as the same
+rows inserted the ordinary way; it refuses (None, nothing changed) the loads it cannot do,
+and a reopened database holds what it committed."""
+
+from __future__ import annotations
+
+from contextlib import closing
+from pathlib import Path
+
+import pytest
+
+from refimpl.engine.instance import Instance
+from refimpl.engine.session import Session
+from refimpl.engine.storage import bulk, records, values
+from refimpl.errors import DuplicateKey
+
+TRADES = (
+    "CREATE TABLE trades (time TIMESTAMP, symbol SYMBOL, price DOUBLE, qty BIGINT)"
+    " TIMESERIES(time) PARTITION BY DAY, SYMBOL(symbol)"
+)
+TYPES = ("TIMESTAMP", "SYMBOL", "DOUBLE", "BIGINT")
+DAY = 86_400_000_000
+BASE = 1_767_571_200_000_000  # 2026-01-05
+
+
+def trades(count: int, start: int = 0, step: int = 7_000_000) -> values.TypedRows:
+    return values.TypedRows(
+        TYPES,
+        ((BASE + (start + i) * step, f"S{i % 7}", i * 0.5, i) for i in range(count)),
+    )
+
+
+def everything(session: Session, table: str = "trades") -> list[tuple]:
+    return list(session.execute(f"SELECT * FROM {table}", ()).rows)
+
+
+def test_a_load_matches_the_ordinary_insert_and_survives_a_reopen(tmp_path: Path) -> None:
+    rows = trades(3000)
+    other = Instance.open(tmp_path / "other")
+    with closing(other.session()) as plain:
+        plain.execute(TRADES, ())
+        plain.execute(f"INSERT INTO trades VALUES ({BASE + 5}, 'S1', 1.5, 1)", ())
+        plain.insert_rows("trades", ["time", "symbol", "price", "qty"], list(rows))
+        expected = everything(plain)
+    other.close()
+    instance = Instance.open(tmp_path / "data")
+    with closing(instance.session()) as session:
+        session.execute(TRADES, ())
+        session.execute(f"INSERT INTO trades VALUES ({BASE + 5}, 'S1', 1.5, 1)", ())
+        database = session.database
+        rev_before = database.revisions.table_n("trades")
+        loaded = database.load_rows("trades", rows)
+        assert loaded is not None
+        count, lsn = loaded
+        assert count == 3000 and lsn == database.applied_lsn
+        database.wait_durable(lsn)
+        assert everything(session) == expected  # the same rows, in the same order
+        assert database.revisions.table_n("trades") > rev_before
+        record = records.decode(lsn, next(p for at, p in database.log.read(lsn - 1)))
+        assert [e.kind for e in record.entries] == ["u"]
+        assert record.entries[0].payload[1] == [list(row) for row in rows]
+        session.execute(f"INSERT INTO trades VALUES ({BASE + 6}, 'S1', 2.5, 2)", ())
+        after = everything(session)
+    instance.close()
+    reopened = Instance.open(tmp_path / "data")
+    with closing(reopened.session()) as session:
+        assert everything(session) == after
+    reopened.close()
+
+
+@pytest.mark.parametrize("first, second", [(50, 4000), (4000, 50)])
+def test_rows_merge_into_partitions_the_table_holds(
+    tmp_path: Path, first: int, second: int
+) -> None:
+    instance = Instance.open(tmp_path / "data")
+    with closing(instance.session()) as session:
+        session.execute(TRADES, ())
+        database = session.database
+        assert database.load_rows("trades", trades(first, step=DAY // 3000)) is not None
+        assert database.load_rows("trades", trades(second, 1, step=DAY // 3000)) is not None
+        got = everything(session)
+        assert len(got) == first + second
+        table = database.tables["trades"]
+        assert len(table) == first + second
+        # every partition in order, every row where the index says it is
+        assert list(table.scan()) == got
+        for ident, row in table.scan_with_idents():
+            assert table.get(ident) == row
+    instance.close()
+
+
+def test_a_keyed_load_refuses_a_key_held_or_given_twice(tmp_path: Path) -> None:
+    instance = Instance.open(tmp_path / "data")
+    with closing(instance.session()) as session:
+        session.execute("CREATE TABLE k (id BIGINT PRIMARY KEY, v DOUBLE)", ())
+        session.execute("INSERT INTO k VALUES (1, 1.0)", ())
+        database = session.database
+        lsn = database.applied_lsn
+        held = values.TypedRows(("BIGINT", "DOUBLE"), [(5, 5.0), (1, 2.0)])
+        assert database.load_rows("k", held) is None
+        twice = values.TypedRows(("BIGINT", "DOUBLE"), [(7, 5.0), (7, 2.0)])
+        assert database.load_rows("k", twice) is None
+        assert database.applied_lsn == lsn and everything(session, "k") == [(1, 1.0)]
+        with pytest.raises(DuplicateKey):  # the ordinary insert says what is wrong
+            session.insert_rows("k", ["id", "v"], held)
+        fresh = values.TypedRows(("BIGINT", "DOUBLE"), [(9, 9.0), (3, 3.0)])
+        assert database.load_rows("k", fresh) == (2, lsn + 1)
+        assert everything(session, "k") == [(1, 1.0), (3, 3.0), (9, 9.0)]
+    instance.close()
+
+
+@pytest.mark.parametrize(
+    "setup, rows",
+    [
+        ("CREATE INDEX by_v ON t (v)", [(1, 1.0)]),
+        ("ALTER TABLE t REPLICA IDENTITY FULL", [(1, 1.0)]),
+        ("SELECT 1", [(None, 1.0)]),  # NULL in the key column
+    ],
+)
+def test_loads_that_go_the_ordinary_way(tmp_path: Path, setup: str, rows: list[tuple]) -> None:
+    instance = Instance.open(tmp_path / "data")
+    with closing(instance.session()) as session:
+        session.execute("CREATE TABLE t (id BIGINT PRIMARY KEY, v DOUBLE)", ())
+        session.execute(setup, ())
+        database = session.database
+        lsn = database.applied_lsn
+        assert database.load_rows("t", values.TypedRows(("BIGINT", "DOUBLE"), rows)) is None
+        assert database.applied_lsn == lsn and everything(session, "t") == []
+    instance.close()
+
+
+def test_rows_typed_for_other_columns_and_a_changed_table_are_refused(tmp_path: Path) -> None:
+    instance = Instance.open(tmp_path / "data")
+    with closing(instance.session()) as session:
+        session.execute(TRADES, ())
+        database = session.database
+        wrong = values.TypedRows(
+            ("TIMESTAMP", "SYMBOL", "DOUBLE", "DOUBLE"), [(BASE, "A", 1.0, 1.0)]
+        )
+        assert database.load_rows("trades", wrong) is None
+        load = bulk.prepare(
+            "trades", database.tables["trades"], trades(10), [(i,) for i in range(10)]
+        )
+        assert bulk.still_fits(load, database.tables)
+        session.execute("ALTER TABLE trades ADD COLUMN note STRING", ())
+        assert not bulk.still_fits(load, database.tables)  # a schema change made a new table
+    instance.close()

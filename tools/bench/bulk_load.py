@@ -1,0 +1,128 @@
+"""Other writers and /api/rev while a bulk /imp loads: do they wait for it?
+
+One server (32 threads). A prober asks GET /api/rev every 10 ms, and a writer commits one
+single-row INSERT every 20 ms (into the same table, over /exec), first for --idle seconds
+with nothing else running, then while one POST /imp of --rows rows (default 1,000,000; one
+request, one transaction) loads. Printed per run and as the median of --runs runs: the
+writer's commit round trip p50/p99/max and /api/rev's round trip p50/p99, idle and during
+the import, and the import's time.
+
+Targets (issue 37): during a 1,000,000-row /imp, a commit's p99 under 100 ms and max under
+500 ms, /api/rev's p99 under 5 ms.
+
+    python tools/bench/bulk_load.py                 # 3 runs of 1,000,000 rows
+    python tools/bench/bulk_load.py --rows 200000 --runs 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import statistics
+import threading
+import time
+from typing import Any
+
+import harness
+import requests
+from rev import TRADES, _importer, _prober_until, now_text
+
+
+def _committer(server: harness.RefimplServer, done: threading.Event, out: list[Any]) -> None:
+    session = requests.Session()
+    headers = {**server.headers, "Content-Type": "text/plain"}
+    k = 0
+    while not done.is_set():
+        began = time.monotonic()
+        sql = f"INSERT INTO trades VALUES ('{now_text()}', 'S{k % 100:03d}', 99.5, 1)"
+        answer = session.post(f"{server.url}/exec", data=sql.encode(), headers=headers, timeout=120)
+        out.append((began, (time.monotonic() - began) * 1000, answer.status_code == 200))
+        k += 1
+        time.sleep(max(0.0, began + 0.02 - time.monotonic()))
+
+
+def one_run(rows: int, idle_seconds: float) -> dict[str, float]:
+    """One server, one import: the figures of this run (milliseconds, and seconds)."""
+    with harness.RefimplServer(threads=32) as server:
+        server.sql(TRADES)
+        server.sql(f"INSERT INTO trades VALUES ('{now_text()}', 'S001', 100.0, 1)")
+        target = {"url": server.url, "token": server.token}
+        context = multiprocessing.get_context("fork")
+        importer_queue = context.Queue()
+        go = context.Event()
+        importer = context.Process(target=_importer, args=(target, rows, go, importer_queue))
+        importer.start()
+        assert importer_queue.get(timeout=600)[0] == "ready"  # the CSV is built
+        probe_queue = context.Queue()
+        stop_flag = context.Value("d", time.monotonic() + 4 * 3600)
+        prober = context.Process(target=_prober_until, args=(target, stop_flag, probe_queue))
+        prober.start()
+        commits: list[Any] = []
+        done = threading.Event()
+        writer = threading.Thread(target=_committer, args=(server, done, commits))
+        writer.start()
+        time.sleep(idle_seconds)
+        go.set()
+        status = importer_queue.get(timeout=4 * 3600)
+        while status[0] != "done":
+            status = importer_queue.get(timeout=4 * 3600)
+        _, began, ended, code, text = status
+        done.set()
+        writer.join()
+        with stop_flag.get_lock():
+            stop_flag.value = 0.0
+        samples = probe_queue.get(timeout=120)
+        prober.join(30)
+        importer.join(30)
+    if code != 200:
+        raise SystemExit(f"/imp answered {code}: {text}")
+    if not all(ok for _, _, ok in commits):
+        raise SystemExit("a single-row commit failed")
+    figures: dict[str, float] = {"import_s": ended - began}
+    for phase, low, high in (("idle", 0.0, began), ("busy", began, ended)):
+        commit = harness.summary([ms for at, ms, _ in commits if low <= at < high])
+        rev = harness.summary([s[1] for s in samples if low <= s[0] < high])
+        figures |= {
+            f"{phase}_commit_p50": commit["p50"],
+            f"{phase}_commit_p99": commit["p99"],
+            f"{phase}_commit_max": commit["max"],
+            f"{phase}_rev_p50": rev["p50"],
+            f"{phase}_rev_p99": rev["p99"],
+        }
+    return figures
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--rows", type=int, default=1_000_000, help="rows of the bulk /imp")
+    parser.add_argument("--runs", type=int, default=3, help="runs; the median is printed")
+    parser.add_argument("--idle", type=float, default=3.0, help="idle seconds before the import")
+    args = parser.parse_args()
+    runs = []
+    for number in range(1, args.runs + 1):
+        figures = one_run(args.rows, args.idle)
+        runs.append(figures)
+        print(f"run {number}: " + ", ".join(f"{k} {v:.1f}" for k, v in figures.items()))
+    table = []
+    for phase, name in (("idle", "idle server"), ("busy", f"during /imp of {args.rows:,} rows")):
+        table.append(
+            (
+                name,
+                *(
+                    statistics.median(run[f"{phase}_{what}"] for run in runs)
+                    for what in ("commit_p50", "commit_p99", "commit_max", "rev_p50", "rev_p99")
+                ),
+            )
+        )
+    harness.print_table(
+        ("median of runs", "commit p50", "commit p99", "commit max", "rev p50", "rev p99"),
+        table,
+        title=f"milliseconds, median of {len(runs)} run(s); the import took"
+        f" {statistics.median(run['import_s'] for run in runs):.1f} s (median)",
+    )
+
+
+if __name__ == "__main__":
+    main()
