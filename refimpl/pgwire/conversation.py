@@ -52,6 +52,7 @@ _QUERIES = (
     "ShowColumns",
     "ShowCreateTable",
     "ShowUsers",
+    "ShowDatabases",
     "ShowGrants",
     "ShowTriggers",
     "ShowProcedures",

@@ -85,7 +85,7 @@ _DEALLOCATE = re.compile(
 )
 # SHOW statements of the engine itself: these are never session settings.
 _ENGINE_SHOWS = frozenset(
-    {"tables", "columns", "create", "users", "grants", "triggers", "procedures"}
+    {"tables", "columns", "create", "users", "grants", "triggers", "procedures", "databases"}
 )
 
 
