@@ -61,7 +61,7 @@ class UnknownColumn(SqlError):
     def __init__(self, column: str, table: str | None = None):
         where = f" in table '{table}'" if table else ""
         super().__init__(f"column '{column}' does not exist{where}")
-        self.column = column
+        self.name = column  # its name (`column` is a SqlError's position)
 
 
 class AmbiguousColumn(SqlError):

@@ -119,7 +119,7 @@ class OpenStream:
         """Whether the stream shows a table now: named (or any), and readable by its caller."""
         return _shows(self._access, self.database, self._named, self.principal, table)
 
-    def view(self) -> Hashable:
+    def view(self) -> tuple[frozenset[str] | None, Principal]:
         """Equal for streams that follow the same tables with the same rights now (the
         principal as the latest look at its token found it): they share what they take."""
         return (self._named, self.principal)

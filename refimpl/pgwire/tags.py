@@ -58,7 +58,7 @@ def command_tag(statement: ast.Statement, result: Result, rows: int | None = Non
 
 def _words(name: str) -> str:
     """`ShowCreateTable` -> `SHOW CREATE TABLE`: for statements added after this table."""
-    out = []
+    out: list[str] = []
     for ch in name:
         if ch.isupper() and out:
             out.append(" ")

@@ -22,6 +22,7 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from refimpl.engine.storage.values import format_timestamp, parse_timestamp
 from refimpl.errors import InvalidValue
@@ -60,8 +61,9 @@ class PgType:
     oid: int
     name: str
     size: int  # bytes, -1 for variable length
-    text: Callable[[object], bytes]
-    binary: Callable[[object], bytes]
+    # Of a SQL value of the column's type (int, float, str, bool, ...).
+    text: Callable[[Any], bytes]
+    binary: Callable[[Any], bytes]
 
 
 def _utf8(value: object) -> bytes:
@@ -79,8 +81,8 @@ COLUMN_TYPES: dict[str, PgType] = {
     "BOOLEAN": PgType(BOOL, "boolean", 1, lambda v: b"t" if v else b"f",
                       lambda v: b"\x01" if v else b"\x00"),
     "TIMESTAMP": PgType(TIMESTAMPTZ, "timestamp with time zone", 8,
-                        lambda v: timestamp_text(v).encode(),  # type: ignore[arg-type]
-                        lambda v: _I8.pack(v - PG_EPOCH_MICROS)),  # type: ignore[operator]
+                        lambda v: timestamp_text(v).encode(),
+                        lambda v: _I8.pack(v - PG_EPOCH_MICROS)),
 }  # fmt: skip
 # The engine type a parameter of a given OID stands for, when the client names one.
 ENGINE_TYPE_OF_OID = {

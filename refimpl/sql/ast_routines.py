@@ -1,8 +1,8 @@
 """Statement objects of triggers and procedures (part of `refimpl.sql.ast`, which re-exports
 every name here: use them as `ast.CreateTrigger`).
 
-Fields that hold expressions or statements are typed `object` / `Statement`: `ast` imports
-this module, so this one cannot name `ast.Expr` (the parser fills them with `ast` nodes).
+Expressions are `Expr` of `ast_base`, which `ast` re-exports; statements are `Statement`:
+`ast` imports this module, so this one cannot name the kinds of statement `ast` defines.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from refimpl.sql.ast_access import Statement
+from refimpl.sql.ast_base import Expr
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,7 +30,7 @@ class CreateTrigger(Statement):
     table: str
     body: tuple[Statement, ...]
     columns: tuple[str, ...] = ()
-    when: object = None
+    when: Expr | None = None
     if_not_exists: bool = False
     definer: str | None = None
 
@@ -77,10 +78,10 @@ class DropProcedure(Statement):
 
 @dataclass(frozen=True, slots=True)
 class Call(Statement):
-    """`CALL p(arg, ...)`: `args` are `ast.Expr`."""
+    """`CALL p(arg, ...)`."""
 
     name: str
-    args: tuple[object, ...] = ()
+    args: tuple[Expr, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -81,6 +81,7 @@ class Builder(QueryBuilder, DdlBuilder, PgBuilder, CopyBuilder, RoutineBuilder):
                 if statement is not None:
                     entries.append((statement, start, child.start_pos))
                 statement = None
+                assert child.end_pos is not None  # LALR tokens carry their place
                 start = child.end_pos
             else:
                 statement = child
@@ -263,12 +264,17 @@ class Builder(QueryBuilder, DdlBuilder, PgBuilder, CopyBuilder, RoutineBuilder):
     def neg(self, operand: Expr) -> Expr:
         # A minus before a number is folded into the literal, so that `-5` in VALUES is a
         # constant for the executor; the printer relies on Unary('-', number) never existing.
-        if isinstance(operand, ast.Literal) and operand.type in ("INT", "DOUBLE"):
+        if (
+            isinstance(operand, ast.Literal)
+            and operand.type in ("INT", "DOUBLE")
+            and isinstance(operand.value, int | float)
+        ):
             return ast.Literal(-operand.value, operand.type)
         return ast.Unary("-", operand)
 
     def negative_number(self, token: Token) -> ast.Literal:
         literal = self.number(token)
+        assert isinstance(literal.value, int | float)  # a NUMBER token's value
         return ast.Literal(-literal.value, literal.type)
 
     def pos(self, operand: Expr) -> ast.Unary:

@@ -91,7 +91,9 @@ class DdlBuilder(Transformer):
                 )
             key_token, primary_key = token, keys
         if not columns:
-            raise error_at(key_token, "a table needs at least one column")
+            message = "a table needs at least one column"
+            # Only UNIQUE or INDEX clauses: no token of a key to place the error at.
+            raise error_at(key_token, message) if key_token else SqlSyntaxError(message)
         unit, symbol = partition or (None, None)
         return ast.CreateTable(
             name,

@@ -7,6 +7,7 @@ that each module stays one job: this one makes the query nodes of `refimpl.sql.a
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 
 from lark import Token, Transformer, v_args
 
@@ -53,6 +54,8 @@ def _query(part: SelectCore | ast.Query) -> ast.Query:
 @v_args(inline=True)
 class QueryBuilder(Transformer):
     """The query reductions of the grammar (method names are its rule and alias names)."""
+
+    ident: Callable[[Token], str]  # the name of an identifier token: `Builder` defines it
 
     def query(
         self,

@@ -98,9 +98,9 @@ class RoutineBuilder(Transformer):
             text, skip = source[2:-2], 2
         else:
             text, skip = source[1:-1].replace("''", "'"), 1
-        return ast.CreateProcedure(
-            "", (), source=text, source_at=(source.line, source.column + skip)
-        )
+        line, column = source.line, source.column
+        assert line is not None and column is not None  # LALR tokens carry their place
+        return ast.CreateProcedure("", (), source=text, source_at=(line, column + skip))
 
     def procedure_source_first(self, source: Token, language: None) -> ast.CreateProcedure:
         return self.procedure_source(language, source)

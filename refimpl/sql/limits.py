@@ -38,7 +38,7 @@ def check_depth(statement: object) -> None:
         if isinstance(node, tuple):
             todo.extend((item, depth) for item in node)
             continue
-        if not dataclasses.is_dataclass(node):
+        if not dataclasses.is_dataclass(node) or isinstance(node, type):
             continue
         if isinstance(node, _NESTING):
             depth += 1

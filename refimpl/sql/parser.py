@@ -29,6 +29,7 @@ from __future__ import annotations
 import functools
 import re
 from importlib import resources
+from typing import cast
 
 from lark import Lark, Token
 from lark.exceptions import UnexpectedEOF, UnexpectedInput, UnexpectedToken
@@ -68,7 +69,8 @@ def parse(text: str, deadline: float | None = None) -> ast.ParsedScript:
     """Parse a script of `;`-separated statements; raise SqlSyntaxError if it is not valid."""
     builder.start(deadline)
     try:
-        entries = _LARK.parse(text)
+        # The inline transformer (`builder`) makes (statement, start, end) entries of the tree.
+        entries = cast("list[tuple[ast.Statement, int, int]]", _LARK.parse(text))
     except UnexpectedInput as error:
         raise _syntax_error(error, text) from None
     statements = tuple(entry[0] for entry in entries)
@@ -106,12 +108,9 @@ def _string_terminals() -> dict[str, str]:
 
 _LITERALS = _string_terminals()
 
-RESERVED_WORDS: frozenset[str] = frozenset(
-    word.upper()
-    for word in re.search(r"\(\?!\(\?:([a-z|]+)\)", _LARK.get_terminal("IDENT").pattern.value)
-    .group(1)
-    .split("|")
-)
+_RESERVED = re.search(r"\(\?!\(\?:([a-z|]+)\)", _LARK.get_terminal("IDENT").pattern.value)
+assert _RESERVED is not None  # IDENT's pattern starts with its reserved words' look-ahead
+RESERVED_WORDS: frozenset[str] = frozenset(word.upper() for word in _RESERVED.group(1).split("|"))
 KEYWORDS: frozenset[str] = (
     frozenset(value.upper() for value in _LITERALS.values() if value.isalpha()) | RESERVED_WORDS
 )
@@ -321,8 +320,8 @@ def _summarise_terminals(names: set[str]) -> list[str]:
         names = {n for n in names if texts[n] not in _TYPE_WORDS | _ALIAS_WORDS}
     clauses = [n for n in names if texts[n] in _CLAUSES]
     if len(clauses) >= 3:
-        clauses.sort(key=lambda n: _CLAUSES.index(texts[n]))
-        first, second = (_KEYWORD_PHRASES.get(texts[n], texts[n]) for n in clauses[:2])
+        clause_words = sorted((texts[n] or "" for n in clauses), key=_CLAUSES.index)
+        first, second = (_KEYWORD_PHRASES.get(w, w) for w in clause_words[:2])
         parts.append(f"a clause ({first}, {second}, ...)")
         names -= set(clauses)
         names = {n for n in names if texts[n] not in _CLAUSE_LIKE}
@@ -410,7 +409,7 @@ def _kernel_items(stack: list[int]) -> list[_Item] | None:
     """
     from lark.parsers.lalr_analysis import Shift
 
-    table = _LARK.parser.parser._parse_table  # type: ignore[attr-defined]
+    table = _LARK.parser.parser._parse_table
     if not stack or stack[0] != table.start_states["script"]:
         return None
     kernel = [_ROOT]
@@ -513,8 +512,10 @@ def _syntax_error(error: UnexpectedInput, text: str) -> SqlSyntaxError:
     if at_end:
         offset = len(text.rstrip())
     elif isinstance(error, UnexpectedToken):
+        assert error.token.start_pos is not None  # LALR tokens carry their place
         offset = error.token.start_pos
     else:
+        assert error.pos_in_stream is not None  # set on every error lark raises
         offset = error.pos_in_stream
     found = _unterminated(text, offset if not at_end else len(text))
     if found is not None:
@@ -539,7 +540,7 @@ def _syntax_error(error: UnexpectedInput, text: str) -> SqlSyntaxError:
     if interactive is not None:
         # accepts() tries every terminal on a copy of the parser, so LALR's merged look-aheads
         # do not leak into the message: only what can really come next is listed.
-        states = list(state.state_stack)
+        states = list(interactive.parser_state.state_stack)
         expected = set(interactive.accepts())
     else:
         states = None

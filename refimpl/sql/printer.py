@@ -424,6 +424,7 @@ def _copy_from(node: ast.CopyFrom) -> str:
 
 def _copy_to(node: ast.CopyTo) -> str:
     if node.query is not None:
+        assert isinstance(node.query, ast.Query)  # the parser's only statements there
         target = f"({_query(node.query)})"
     else:
         assert node.table is not None

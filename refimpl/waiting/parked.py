@@ -122,7 +122,7 @@ class Parked(Generic[A]):
         signal: Signal | None,
         seen: int,
         attempt: Callable[[int], A | Part[A] | None],
-        on_timeout: Callable[[], A | Part[A]],
+        on_timeout: Callable[[], A | Part[A] | None],  # None: nothing now, it waits on
         deadline: float,
         release: Callable[[], None],
         *,

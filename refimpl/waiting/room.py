@@ -202,23 +202,27 @@ class WaitingRoom:
                 self._start_thread()
                 wake = parked.deadline < self._next_look
             elif not closed:
+                signal = parked.signal
+                assert signal is not None  # the branch above took those without one
                 wake = False
-                if id(parked.signal) not in self._signals:
-                    self._signals.add(id(parked.signal))
-                    parked.signal.listen(self._on_commit)
+                if id(signal) not in self._signals:
+                    self._signals.add(id(signal))
+                    signal.listen(self._on_commit)
                     wake = True  # a commit may have come before the listener was in place
                 if parked.paced:
                     self._readers.append(parked)
-                    key = id(parked.signal)
-                    count, _ = self._reader_signals.get(key, (0, parked.signal))
-                    self._reader_signals[key] = (count + 1, parked.signal)
+                    key = id(signal)
+                    count, _ = self._reader_signals.get(key, (0, signal))
+                    self._reader_signals[key] = (count + 1, signal)
                 else:
                     self._others.append(parked)
                 if parked.deadline != math.inf:
                     entry = (parked.deadline, next(self._order), parked)
                     heapq.heappush(self._deadlines, entry)
                 self._start_thread()
-                wake = wake or self._has_news_due(parked) or parked.deadline < self._next_look
+                wake = (
+                    wake or self._has_news_due(parked, signal) or parked.deadline < self._next_look
+                )
         if closed:
             self._decide(parked, parked.on_timeout)
         elif wake:
@@ -251,12 +255,13 @@ class WaitingRoom:
             self._thread = threading.Thread(target=self._run, name="kdb-waiting-room", daemon=True)
             self._thread.start()
 
-    def _has_news_due(self, parked: Parked) -> bool:
-        """True when `parked` has news the room will not look at in time by itself."""
-        if parked.signal.lsn <= parked.seen:
+    def _has_news_due(self, parked: Parked, signal: Signal) -> bool:
+        """True when `parked` (waiting on `signal`) has news the room will not look at in
+        time by itself."""
+        if signal.lsn <= parked.seen:
             return False
-        pace = self._paces.get(id(parked.signal)) if parked.paced else None
-        if pace is None or not _pacing(pace, parked.signal, time.monotonic()):
+        pace = self._paces.get(id(signal)) if parked.paced else None
+        if pace is None or not _pacing(pace, signal, time.monotonic()):
             return True
         # A paced reader waits for the next round, and the room looks by then anyway.
         return self._next_look > pace.next_round
@@ -539,13 +544,15 @@ class WaitingRoom:
         # out do not split its readers into groups with answers of their own to encode.
         round_lsns: dict[int, int] = {}
         for parked in requests:
-            key = id(parked.signal)
+            signal = parked.signal
+            assert signal is not None  # readers and others wait on a commit signal
+            key = id(signal)
             pace = paces.get(key) if parked.paced else None
             lsn = round_lsns.get(key)
             if lsn is None:
-                lsn = round_lsns[key] = parked.signal.lsn
+                lsn = round_lsns[key] = signal.lsn
             news = lsn > parked.seen or attempt_all
-            if news and not _pacing(pace, parked.signal, now):
+            if news and not _pacing(pace, signal, now):
                 parked.seen = lsn
                 if self._decide(parked, parked.attempt, lsn):
                     decided.add(id(parked))

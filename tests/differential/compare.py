@@ -72,7 +72,8 @@ def _made(conn: psycopg.Connection) -> bool:
 
 def same(pg: Outcome, ours: Outcome, ordered: bool) -> bool:
     if pg.rows is None or ours.rows is None:
-        return pg.rows is None and ours.rows is None and pg.sqlstate[:2] == ours.sqlstate[:2]
+        classes = (pg.sqlstate or "")[:2], (ours.sqlstate or "")[:2]  # an error has one
+        return pg.rows is None and ours.rows is None and classes[0] == classes[1]
     if ordered:
         return pg.rows == ours.rows
     return Counter(pg.rows) == Counter(ours.rows)

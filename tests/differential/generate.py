@@ -187,8 +187,8 @@ def from_clause(draw: st.DrawFn) -> tuple[str, list[Col]]:
         # The first item a subquery in FROM: the same columns, filtered, some renamed away.
         table = tables[0]
         inner = Gen(draw, [Col("y", c, k, False) for c, k in SCHEMA[table]], 1)
-        names = ", ".join(c for c, _ in SCHEMA[table])
-        items[0] = f"(SELECT {names} FROM {table} AS y WHERE {inner.condition(1)}) AS {aliases[0]}"
+        listed = ", ".join(c for c, _ in SCHEMA[table])
+        items[0] = f"(SELECT {listed} FROM {table} AS y WHERE {inner.condition(1)}) AS {aliases[0]}"
     text = items[0]
     seen = list(columns[0])
     for index in range(1, count):

@@ -48,6 +48,7 @@ def unchanged(server: Server, db: str) -> None:
         "DROP TABLE nope",
         "SELECT * FROM nope",
         "CREATE TABLE t (id INT)",
+        "CREATE TABLE u (UNIQUE (id))",  # clauses and no column: was a 500
         "INSERT INTO t VALUES (2, 2.0); SELEC",
         "COMMIT",
         "'",

@@ -25,8 +25,12 @@ def test_answers_are_handed_back_in_order_once_their_wait_returned():
     handed: list[tuple[int, KdbError | None]] = []
     gate = threading.Event()
     acks: Acknowledging[int] = Acknowledging(lambda item, error: handed.append((item, error)))
+
+    def wait_gate() -> None:
+        gate.wait(WAIT)
+
     try:
-        acks.hand_over(1, lambda: gate.wait(WAIT))
+        acks.hand_over(1, wait_gate)
         for item in range(2, 6):
             acks.hand_over(item, lambda: None)
         time.sleep(0.05)

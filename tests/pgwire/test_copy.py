@@ -21,7 +21,7 @@ def lsns(pg, db: str) -> list[int]:
 
 
 def test_copy_in_by_rows_and_out_again(pg, db):
-    rows = [
+    rows: list[tuple[int, str | None, float | None, datetime | None]] = [
         (n, f"name {n}\twith\\tab", n / 2, datetime(2026, 9, 24, 10, 0, n % 60, tzinfo=UTC))
         for n in range(2500)
     ]
@@ -143,9 +143,7 @@ def test_copy_in_the_extended_protocol(pg, db):
 )
 @given(
     st.lists(
-        st.text(
-            st.characters(blacklist_categories=("Cs",), blacklist_characters="\0"), max_size=20
-        ),
+        st.text(st.characters(exclude_categories=["Cs"], exclude_characters="\0"), max_size=20),
         min_size=1,
         max_size=20,
     )

@@ -17,7 +17,7 @@ VALUES = {
     "INT": st.integers(values.INT_MIN, values.INT_MAX),
     "BIGINT": st.integers(values.BIGINT_MIN, values.BIGINT_MAX),
     "DOUBLE": st.floats(allow_nan=False, allow_infinity=False),
-    "STRING": st.text(st.characters(blacklist_categories=("Cs",))),
+    "STRING": st.text(st.characters(exclude_categories=["Cs"])),
     "BOOLEAN": st.booleans(),
     "TIMESTAMP": st.integers(values.TIMESTAMP_MIN, values.TIMESTAMP_MAX),
 }

@@ -105,5 +105,5 @@ def test_answers_taller_than_the_terminal_go_to_the_pager(tmp_path: Path) -> Non
     child.expect("Pager usage is off.")
     type_line(child, "SELECT generate_series + 1000 AS m FROM generate_series(1, 100);")
     child.expect(r"\n1100\r\n\(100 rows\)")
-    assert "paged:" not in child.before
+    assert "paged:" not in (child.before or "")
     quit_shell(child)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pexpect
@@ -79,13 +80,13 @@ def test_a_shell_on_a_data_folder_keeps_its_history(tmp_path: Path) -> None:
     child.send(UP + UP + UP)
     type_line(child, ";")  # runs what Up recalled, or nothing
     quit_shell(child)
-    assert "count" not in child.before
+    assert "count" not in (child.before or "")
     assert len(list(folder.iterdir())) == 2
 
 
 def test_a_shell_on_a_server(tmp_path: Path, server: Server) -> None:
     child = spawn(tmp_path, "--url", server.url, "--token", server.token)
-    assert server.url in child.before  # the greeting names where it runs
+    assert server.url in (child.before or "")  # the greeting names where it runs
     session(child)
     quit_shell(child)
 
@@ -105,7 +106,9 @@ def test_sql_is_coloured_as_it_is_typed(tmp_path: Path) -> None:
     child.expect(
         r"\x1b\[[0-9;]*38;5;(\d+)[0-9;]*mSELECT\x1b\[0m \x1b\[[0-9;]*38;5;(\d+)[0-9;]*m'x'"
     )
-    keyword, string = child.match.group(1), child.match.group(2)
+    colours = child.match
+    assert isinstance(colours, re.Match)  # what expect() matched
+    keyword, string = colours.group(1), colours.group(2)
     assert keyword != string
     child.send(";\r")
     child.expect(r"\(1 row\)")

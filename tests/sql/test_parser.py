@@ -284,6 +284,7 @@ def test_soft_keywords_work_as_names() -> None:
         "CREATE TABLE t (key INT, op STRING, seq INT, lsn INT, time TIMESTAMP, "
         "symbol SYMBOL, first DOUBLE, last DOUBLE, value DOUBLE)"
     )
+    assert isinstance(created, ast.CreateTable)
     assert [c.name for c in created.columns] == [
         "key",
         "op",
@@ -326,7 +327,9 @@ def test_every_name_keyword_is_a_name(word: str) -> None:
     assert one(f"SELECT {word} FROM {word.lower()}") == Select(
         (SelectItem(col(word)),), TableSource(word.lower())
     )
-    assert one(f"CREATE TABLE t ({word} INT)").columns == (ColumnDef(word, "INT"),)
+    created = one(f"CREATE TABLE t ({word} INT)")
+    assert isinstance(created, ast.CreateTable)
+    assert created.columns == (ColumnDef(word, "INT"),)
 
 
 @pytest.mark.parametrize("word", sorted(RESERVED_WORDS))
@@ -450,6 +453,7 @@ def test_params_count_across_the_script_in_text_order() -> None:
     script = parse("SELECT ? FROM t WHERE a = ? AND b IN (?, ?); UPDATE t SET a = ? WHERE b = ?")
     assert script.param_count == 6
     first, second = script.statements
+    assert isinstance(first, ast.Select)
     assert first.items[0].expr == Param(0)
     assert first.where == Binary(
         "AND", Binary("=", col("a"), Param(1)), InList(col("b"), (Param(2), Param(3)))
@@ -487,7 +491,9 @@ def test_parallel_parses_number_their_own_params() -> None:
             for _ in range(200):
                 script = parse(text)
                 assert script.param_count == 2 * n
-                assert script.statements[0].rows[-1] == (Param(2 * n - 2), Param(2 * n - 1))
+                inserted = script.statements[0]
+                assert isinstance(inserted, ast.Insert) and inserted.rows is not None
+                assert inserted.rows[-1] == (Param(2 * n - 2), Param(2 * n - 1))
         except BaseException as error:  # noqa: BLE001 - reported below
             errors.append(error)
 

@@ -227,12 +227,12 @@ def compound_queries(draw: st.DrawFn) -> ast.Query:
             draw(st.booleans()),
         )
     limit = draw(st.one_of(maybe(), expressions))
-    query = dataclasses.replace(
-        query,
-        order_by=draw(st.lists(order_items, max_size=2).map(tuple)),
-        limit=limit,
-        offset=draw(st.one_of(maybe(), expressions)) if limit is not None else None,
-    )
+    ordered: dict[str, Any] = {  # every kind of query has these three
+        "order_by": draw(st.lists(order_items, max_size=2).map(tuple)),
+        "limit": limit,
+        "offset": draw(st.one_of(maybe(), expressions)) if limit is not None else None,
+    }
+    query = dataclasses.replace(query, **ordered)
     if draw(st.booleans()):
         tables = draw(
             st.lists(

@@ -9,6 +9,7 @@ from refimpl.errors import SqlSyntaxError
 from refimpl.sql import ast
 from refimpl.sql.parser import parse
 from refimpl.sql.printer import to_sql
+from tests.parsed import statement as parsed
 
 TEXTS = [
     "CREATE TRIGGER t1r1 UPDATE ON t1 BEGIN SELECT 1; END",
@@ -50,7 +51,7 @@ def test_a_dollar_body_is_kept_as_text_with_its_place() -> None:
     assert statement.source == "\n  INSERT INTO t VALUES (n); SELECT 'a;b' "
     assert statement.source_at == (2, 45)
     assert (
-        parse("CREATE PROCEDURE p() AS $$ SELECT 1 $$ LANGUAGE sql").statements[0].source
+        parsed("CREATE PROCEDURE p() AS $$ SELECT 1 $$ LANGUAGE sql", ast.CreateProcedure).source
         == " SELECT 1 "
     )
 
@@ -76,8 +77,8 @@ def test_errors_point_at_their_place(text: str, message: str) -> None:
 
 
 def test_new_words_stay_names() -> None:
-    statement = parse("CREATE TABLE after (before INT, each INT, row INT, of INT, call INT)")
-    assert [c.name for c in statement.statements[0].columns] == [
+    sql = "CREATE TABLE after (before INT, each INT, row INT, of INT, call INT)"
+    assert [c.name for c in parsed(sql, ast.CreateTable).columns] == [
         "before",
         "each",
         "row",

@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 import refimpl
 from refimpl.engine.statements import executor
+from refimpl.sql import ast
 from refimpl.sql.parser import parse
 from refimpl.sql.templates import templated
 
@@ -79,4 +80,7 @@ def test_texts_that_are_parsed_as_written(text):
 def test_column_positions_after_order_by_stay_positions():
     shared = templated("SELECT s, id FROM t WHERE id > 3 ORDER BY 2 DESC")
     assert shared is not None and shared.params == (3,)
-    assert shared.script.statements[0].order_by[0].expr.value == 2
+    select = shared.script.statements[0]
+    assert isinstance(select, ast.Select)
+    position = select.order_by[0].expr
+    assert isinstance(position, ast.Literal) and position.value == 2

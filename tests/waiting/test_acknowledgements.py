@@ -30,9 +30,14 @@ def test_an_acknowledgement_goes_out_once_its_commit_is_durable(tmp_path: Path) 
             got = threading.Event()
             answers: list[Answer] = []
             parked = acknowledge_when_durable(room, flusher, database, lsn, Answer(b"ok"))
-            parked.on_ready(
-                lambda answer, answers=answers, got=got: (answers.append(answer), got.set())
-            )
+
+            def on_answer(
+                answer: Answer, answers: list[Answer] = answers, got: threading.Event = got
+            ) -> None:
+                answers.append(answer)
+                got.set()
+
+            parked.on_ready(on_answer)
             assert got.wait(10)
             assert answers[0].body == b"ok" and database.log.durable_lsn >= lsn
     finally:
@@ -65,7 +70,12 @@ def test_a_failed_flush_answers_with_the_failure() -> None:
     got = threading.Event()
     answers: list[Answer] = []
     parked = acknowledge_when_durable(room, flusher, FailingDatabase(), 7, Answer(b"ok"))
-    parked.on_ready(lambda answer: (answers.append(answer), got.set()))
+
+    def on_answer(answer: Answer) -> None:
+        answers.append(answer)
+        got.set()
+
+    parked.on_ready(on_answer)
     try:
         assert got.wait(10)
         assert answers[0].status_code == 503 and b"writes are stopped" in answers[0].body

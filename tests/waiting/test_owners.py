@@ -3,6 +3,7 @@ owners' jobs go on meanwhile (spec: stream, a waiter's own work)."""
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 
@@ -14,10 +15,19 @@ def test_one_owners_slow_jobs_leave_the_other_threads_to_others() -> None:
     release = threading.Event()
     started: list[str] = []
     done = threading.Event()
+
+    def hostile(n: int) -> None:
+        started.append(f"hostile{n}")
+        release.wait(10)
+
+    def victim() -> None:
+        started.append("victim")
+        done.set()
+
     try:
         for n in range(5):
-            pool.submit("hostile", lambda n=n: (started.append(f"hostile{n}"), release.wait(10)))
-        pool.submit("victim", lambda: (started.append("victim"), done.set()))
+            pool.submit("hostile", functools.partial(hostile, n))
+        pool.submit("victim", victim)
         assert done.wait(5), started
         assert pool.running("hostile") == 1  # its share; its other jobs queue behind it
         assert started == ["hostile0", "victim"]
@@ -31,7 +41,7 @@ def test_an_owners_queued_jobs_all_run_in_turn() -> None:
     ran: list[int] = []
     try:
         for n in range(4):
-            pool.submit("one", lambda n=n: ran.append(n))
+            pool.submit("one", functools.partial(ran.append, n))
         deadline = time.monotonic() + 5
         while len(ran) < 4 and time.monotonic() < deadline:
             time.sleep(0.01)

@@ -123,7 +123,12 @@ def test_acknowledgements_are_answered_by_the_publishing_thread(monkeypatch):
     room, signal = WaitingRoom(to_response), CommitSignal()
     passes: list[int] = []
     original = room._decide_due
-    monkeypatch.setattr(room, "_decide_due", lambda: (passes.append(1), original()))
+
+    def counted() -> None:
+        passes.append(1)
+        original()
+
+    monkeypatch.setattr(room, "_decide_due", counted)
     threads: list[str] = []
     acks = [park(room, signal, wanted=1, wait=30)[0] for _ in range(5)]  # unpaced: writes
     for deferred in acks:
@@ -142,10 +147,14 @@ def test_fifo_slots_serve_waiters_in_order():
     slots.acquire()
     order: list[int] = []
     threads = []
+
+    def in_turn(n: int) -> None:
+        slots.acquire()
+        order.append(n)
+        slots.release()
+
     for n in range(5):
-        thread = threading.Thread(
-            target=lambda n=n: (slots.acquire(), order.append(n), slots.release())
-        )
+        thread = threading.Thread(target=in_turn, args=(n,))
         thread.start()
         threads.append(thread)
         time.sleep(0.02)  # each waiter queued before the next
@@ -160,12 +169,12 @@ def test_after_round_actions_wait_for_the_whole_round():
     events: list[str] = []
     for n in range(3):
         deferred, _, _ = park(room, signal, wanted=1, wait=30, paced=True)  # readers
-        deferred.on_ready(
-            lambda answer, n=n: (
-                events.append(f"answer {n}"),
-                room.after_round(lambda: events.append(f"after {n}")),
-            )
-        )
+
+        def on_answer(answer: object, n: int = n) -> None:
+            events.append(f"answer {n}")
+            room.after_round(lambda: events.append(f"after {n}"))
+
+        deferred.on_ready(on_answer)
     signal.publish(1)
     assert eventually(lambda: len(events) == 6)
     assert events[:3] == ["answer 0", "answer 1", "answer 2"]
@@ -181,7 +190,12 @@ def test_parking_without_news_makes_no_pass(monkeypatch):
     park(room, signal, wanted=1, wait=30, paced=True)  # the first starts the room, listens
     passes: list[float] = []
     original = room._decide_due
-    monkeypatch.setattr(room, "_decide_due", lambda: (passes.append(1), original()))
+
+    def counted() -> None:
+        passes.append(1)
+        original()
+
+    monkeypatch.setattr(room, "_decide_due", counted)
     time.sleep(0.05)
     passes.clear()
     waiting = [park(room, signal, wanted=1, wait=30, paced=True)[1] for _ in range(20)]

@@ -166,7 +166,9 @@ class _BucketRows:
         self.qualifier = self._inner.qualifier
         self.schema: TableSchema | None = self._inner.schema
         self._ranges = ranges
-        self._time = table.layout.time_position
+        time = table.layout.time_position
+        assert time is not None  # buckets are ranges of a TIMESERIES table's time
+        self._time = time
         self._period = table.layout.period
 
     def rows(self, hints: AccessHints) -> Iterator[Sequence[Any]]:
@@ -179,7 +181,7 @@ class _BucketRows:
                 high = min(high, hints.time_high)
             if low > high:
                 continue
-            periods = (None, None)
+            periods: tuple[str | None, str | None] = (None, None)
             if self._period is not None:
                 periods = (period_of(low, self._period), period_of(high, self._period))
             narrowed = dataclasses.replace(

@@ -8,9 +8,10 @@ page as runs of the log's entries (`ChangeRun`), `read_changes` as one tuple a c
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import msgspec
 
@@ -53,14 +54,17 @@ Change = tuple[Any, ...]
 OP, KEY, ROW = 3, 4, 5
 
 
-class _Unlogged:
-    """The old row of a change logged while its table kept no before-images."""
+class _Unlogged(enum.Enum):
+    """The old row of a change logged while its table kept no before-images (an enum's one
+    member, so that `old is UNLOGGED` tells the type checker what `old` is otherwise)."""
+
+    UNLOGGED = "UNLOGGED"
 
     def __repr__(self) -> str:
         return "UNLOGGED"
 
 
-UNLOGGED = _Unlogged()  # where op, key and the row's first value stand in a change
+UNLOGGED: Final = _Unlogged.UNLOGGED  # where op, key and the row's first value stand
 
 
 @dataclass(slots=True)

@@ -158,7 +158,14 @@ def _change(
     href: str | None,
     **extra: object,
 ) -> StreamItem:
-    body = {"table": table, "op": op, "key": hex_key, "lsn": lsn, "row": row, "href": href}
+    body: dict[str, object] = {
+        "table": table,
+        "op": op,
+        "key": hex_key,
+        "lsn": lsn,
+        "row": row,
+        "href": href,
+    }
     body.update(extra)
     return StreamItem(key, CHANGE, _json.encode(body))
 
@@ -430,6 +437,7 @@ class EventCursor:
         """The next events, about `budget` bytes of data at most (at least one event)."""
         if self.current:
             # Current: what comes next depends on the position, view and budget alone.
+            assert self.view is not None  # a current cursor has its view
             taken, self.position = self.recent.shared(
                 (self.position, self.view(), budget), self._take_more, budget
             )

@@ -352,9 +352,10 @@ def _add_changes(
         if not _given(change, placer, place, full, width):
             continue
         if feed_filter is not None:
-            change = filter_change(change, schema, feed_filter)
-            if change is None:
+            filtered = filter_change(change, schema, feed_filter)
+            if filtered is None:
                 continue
+            change = filtered
         given.append(change)
     for index, change in enumerate(given):
         last = index + 1 == len(given) or given[index + 1][0] != change[0]

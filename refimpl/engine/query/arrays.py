@@ -111,7 +111,8 @@ def subscripted_items(text: str) -> tuple[list[str | None], int]:
     `4 5` (a vector's text: numbers between spaces) from 0."""
     if text.lstrip().startswith("{"):
         return array_items(text), 1
-    return text.split(), 0
+    words: list[str | None] = list(text.split())
+    return words, 0
 
 
 def array_upper(text: str | None, dimension: int | None) -> int | None:

@@ -9,7 +9,7 @@ WHERE keeps a row only when its condition is TRUE.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from refimpl.engine.query import regex
@@ -464,7 +464,7 @@ def contains_aggregate(expr: ast.Expr | None) -> bool:
     return any(True for _ in aggregate_calls(expr))
 
 
-def aggregate_calls(expr: ast.Expr | None):  # noqa: ANN201 - a generator of FuncCall
+def aggregate_calls(expr: ast.Expr | None) -> Iterator[ast.FuncCall]:
     """Every aggregate call in the expression, outermost first (not inside other ones)."""
     if expr is None:
         return

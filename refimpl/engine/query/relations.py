@@ -13,7 +13,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from operator import itemgetter
+from typing import Any, TypeVar
 
 from refimpl.engine import admission
 from refimpl.engine.query.compiled import Compiled, Scope, ScopeColumn, comparable
@@ -23,6 +24,7 @@ from refimpl.errors import SqlError, StatementTimeout, TypeMismatch, UnknownColu
 from refimpl.sql import ast
 
 Row = Sequence[Any]
+T = TypeVar("T")
 Compile = Callable[[ast.Expr, Scope], Compiled]
 
 # The merged column of a USING belongs to no table: `t.id` names t's own.
@@ -95,7 +97,7 @@ def named(
     return Relation(scope_columns, produce)
 
 
-def bounded(rows: Iterable[Row], deadline: float | None) -> Iterator[Row]:
+def bounded(rows: Iterable[T], deadline: float | None) -> Iterator[T]:
     """The rows, stopping the statement with StatementTimeout once `deadline` has passed."""
     if deadline is None:
         yield from rows
@@ -302,7 +304,7 @@ def _try_compile(expr: ast.Expr, scope: Scope, compile_: Compile) -> Compiled | 
 
 def _using_plan(
     source: ast.JoinSource, columns: list[ScopeColumn], width: int, star: list[int], kind: str
-):  # noqa: ANN202 - (plan, merged, star)
+) -> tuple[JoinPlan, list[tuple[ScopeColumn, int, int]], list[int]]:
     """Keys of `USING (a, b)`; each name becomes one merged column, shown once by `*`."""
     left_keys: list[Compiled] = []
     right_keys: list[Compiled] = []
@@ -320,8 +322,8 @@ def _using_plan(
             sides.append(found[0])
         a, b = sides
         left_index, right_index = a.index, b.index - width
-        left_keys.append(Compiled(lambda row, i=left_index: row[i], a.type))
-        right_keys.append(Compiled(lambda row, i=right_index: row[i], b.type))
+        left_keys.append(Compiled(itemgetter(left_index), a.type))
+        right_keys.append(Compiled(itemgetter(right_index), b.type))
         comparable(left_keys[-1], right_keys[-1], "USING")
         a.hidden = b.hidden = True
         # Which side's value the merged column shows: the left's, but the right's where
@@ -377,14 +379,14 @@ def _producer(
 
         table: dict[Any, list[tuple[int, tuple]]] = {}
         right_rows = [tuple(row) for row in bounded(right.rows(AccessHints()), deadline)]
-        for number, row in enumerate(right_rows):
-            key = right_key(row)
+        for number, right_row in enumerate(right_rows):
+            key = right_key(right_row)
             if key is not None:
                 bucket = table.get(key)
                 if bucket is None:
-                    table[key] = [(number, row)]
+                    table[key] = [(number, right_row)]
                 else:
-                    bucket.append((number, row))
+                    bucket.append((number, right_row))
         matched: set[int] = set()
         plain = residual is None and not keep_right and not merge
         for row in bounded(left.rows(AccessHints()), deadline):

@@ -50,9 +50,15 @@ from refimpl.sql import ast
 class RowSource(Protocol):
     """Something a SELECT reads: a table as the reader sees it, or a table function."""
 
-    columns: list[Column]
-    qualifier: str | None
-    schema: TableSchema | None
+    # Read-only members: a source may keep them as attributes, properties or class values.
+    @property
+    def columns(self) -> list[Column]: ...
+
+    @property
+    def qualifier(self) -> str | None: ...
+
+    @property
+    def schema(self) -> TableSchema | None: ...
 
     def rows(self, hints: AccessHints) -> Iterator[Sequence[Any]]: ...
 
@@ -185,7 +191,7 @@ def compile_select(
     """The plan of a SELECT over a source of `source`'s shape; raises what the statement
     gets wrong (names, types, limits) before any row is read."""
     columns = source.columns if source is not None else []
-    qualifiers = set()
+    qualifiers: set[str] = set()
     if isinstance(source, Relation):
         scope_columns = source.scope_columns
         qualifiers |= source.qualifiers
@@ -354,12 +360,11 @@ def _plain(
         return unordered
 
     width = len(scope.columns)
-    order_fns = []
+    order_fns: list[tuple[Callable[[Any], Any], ast.OrderItem]] = []
     for order in select.order_by:
         index = _output_index(order.expr, items, names)
         if index is not None:
-            position = width + index
-            order_fns.append((lambda row, p=position: row[p], order))
+            order_fns.append((operator.itemgetter(width + index), order))
         else:
             source_scope = Scope(
                 columns=scope.columns,
@@ -530,11 +535,11 @@ def _grouped(
         having = _compile_grouped(having_expr, group_scope).fn
     fns = [c.fn for c in compiled]
     width = len(slots) + 1
-    order_fns = []
+    order_fns: list[tuple[Callable[[Any], Any], ast.OrderItem]] = []
     for order in orders:
-        index = _output_index(order.expr, items, names)
-        if index is not None:
-            order_fns.append((lambda row, p=width + index: row[p], order))
+        output_index = _output_index(order.expr, items, names)
+        if output_index is not None:
+            order_fns.append((operator.itemgetter(width + output_index), order))
         else:
             group_scope.clause = "ORDER BY"
             order_fns.append((_compile_grouped(order.expr, group_scope).fn, order))
@@ -575,5 +580,5 @@ def _compile_grouped(expr: ast.Expr, scope: Scope) -> Compiled:
         return compile_expression(expr, scope)
     except UnknownColumn as error:
         raise SqlError(
-            f"column '{error.column}' must appear in GROUP BY or be used in an aggregate"
+            f"column '{error.name}' must appear in GROUP BY or be used in an aggregate"
         ) from None

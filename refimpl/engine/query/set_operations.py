@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Sequence
+from operator import itemgetter
 from typing import Any
 
 from refimpl.engine.query.compiled import (
@@ -134,14 +135,14 @@ def order_and_limit(
         for item in order_by:
             index = _position(item.expr, names)
             if index is not None:
-                keys.append((lambda row, i=index: row[i], item))
+                keys.append((itemgetter(index), item))
                 continue
             try:
                 keys.append((compile_(item.expr, result_scope).fn, item))
             except UnknownColumn as error:
                 raise SqlError(
                     f"ORDER BY of a UNION, INTERSECT or EXCEPT names its result columns (by name"
-                    f" or number); '{error.column}' is not one"
+                    f" or number); '{error.name}' is not one"
                 ) from None
         rows = sort_rows(list(rows), keys)
     start = _count(offset, scope, compile_, "OFFSET") or 0

@@ -239,10 +239,13 @@ def subquery_handlers(compile_: Compile) -> dict[type, Callable[[Any, Scope], Co
         ast.InSubquery: _in_subquery,
         ast.Quantified: _quantified,
     }
-    return {
-        kind: (lambda expr, scope, handler=handler: handler(expr, scope, compile_))
-        for kind, handler in handlers.items()
-    }
+
+    def bound(
+        handler: Callable[[Any, Scope, Compile], Compiled],
+    ) -> Callable[[Any, Scope], Compiled]:
+        return lambda expr, scope: handler(expr, scope, compile_)
+
+    return {kind: bound(handler) for kind, handler in handlers.items()}
 
 
 _SUBQUERIES = (ast.ScalarSubquery, ast.Exists, ast.InSubquery, ast.Quantified, ast.ArraySubquery)

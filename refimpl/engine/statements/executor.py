@@ -12,7 +12,7 @@ from __future__ import annotations
 import operator
 import time
 from collections.abc import Callable, Sequence
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, NoReturn
 
 from refimpl.engine import admission
 from refimpl.engine.query.cache_keys import cache_plan
@@ -84,9 +84,9 @@ def _one_table(context: StatementContext, statement: ast.Query) -> bool:
     return source is None or isinstance(source, ast.FunctionSource)
 
 
-def select_rows(  # noqa: ANN201 - a QueryOutput
+def select_rows(
     context: StatementContext, statement: ast.Query, params: Sequence[Any], *, cache: bool = True
-):
+) -> QueryOutput:
     """Run a query with the context's rights and transaction; returns a QueryOutput.
 
     `cache=False` for one-off statements (a live query's bucket re-run) that would only
@@ -115,6 +115,7 @@ def select_rows(  # noqa: ANN201 - a QueryOutput
             context.sql_functions(),
             context.deadline(),
         )
+    assert isinstance(source, ast.TableSource)  # _one_table: no join, no subquery
     context.authorize(Right.READ, source.name)
     txn = context.transaction
     if txn is not None and source.name.lower() in txn.work:
@@ -153,7 +154,7 @@ def select_rows(  # noqa: ANN201 - a QueryOutput
 
 def _subscribe(
     context: StatementContext, statement: ast.Subscribe, text: str, params: Sequence[Any]
-):
+) -> NoReturn:
     raise NotAllowed(
         "SUBSCRIBE answers more than once, so /exec cannot run it; "
         "use GET /api/subscribe?query=SUBSCRIBE SELECT ..."
@@ -187,14 +188,15 @@ def _insert(
         txn.table(statement.table)  # UnknownTable before the SELECT runs
         if statement.select is not None:
             output = select_rows(context, statement.select, params)
-            source_rows: list[Sequence[Any]] = output.rows
+            source_rows: Sequence[Sequence[Any]] = output.rows
         else:
             scope = None
-            source_rows = []
+            evaluated: list[list[Any]] = []
             for number, row in enumerate(statement.rows or (), start=1):
                 if not number & 4095:
                     admission.running_long()  # a long VALUES list makes way for others
-                source_rows.append([_evaluate_constant(e, params, scope) for e in row])
+                evaluated.append([_evaluate_constant(e, params, scope) for e in row])
+            source_rows = evaluated
         count = insert_rows(
             context, txn, statement.table, statement.columns, source_rows, context.deadline()
         )
@@ -263,8 +265,10 @@ def insert_values(
             converted = [coerce(v, t, n) for v, (t, n) in zip(source, types, strict=True)]
         if full:
             # Rows that come typed (an import's) are kept as they are: stored once, not copied.
-            same = type(source) is tuple and (typed or all(map(operator.is_, converted, source)))
-            row = source if same else tuple(converted)
+            if type(source) is tuple and (typed or all(map(operator.is_, converted, source))):
+                row = source
+            else:
+                row = tuple(converted)
         else:
             slots: list[Any] = [None] * width
             for position, value in zip(positions, converted, strict=True):
@@ -335,10 +339,10 @@ def _update(
         matched = _matching(work, schema, statement.where, params, deadline)
         updates = []
         for ident, row in bounded(iter(matched), deadline):
-            new = list(row)
+            cells = list(row)
             for position, fn, column in assignments:
-                new[position] = values.coerce(fn(row), column.type, column.name)
-            new_row = tuple(new)
+                cells[position] = values.coerce(fn(row), column.type, column.name)
+            new_row = tuple(cells)
             table.check_not_null(new_row)
             new_ident = table.ident_of(new_row) if table.keyed else ident
             updates.append((ident, new_ident, new_row))

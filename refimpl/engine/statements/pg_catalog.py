@@ -413,12 +413,12 @@ def _pg_attribute(context: StatementContext, views: ViewColumns | None) -> Query
                 )
             )
     for view in readable_views(context, views):  # the columns a read of the view answers
-        for number, column in enumerate(view.columns, start=1):
-            oid, _, size, _ = TYPES[column.type]
+        for number, view_column in enumerate(view.columns, start=1):
+            oid, _, size, _ = TYPES[view_column.type]
             rows.append(
                 (
                     name_oid(view.name),
-                    column.name,
+                    view_column.name,
                     oid,
                     -1,
                     number,

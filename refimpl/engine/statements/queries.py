@@ -286,8 +286,7 @@ class QueryRunner:
             # The WHERE's conditions go into the join plan; what it cannot place stays.
             assert isinstance(select.source, ast.JoinSource)
             planned = self.plan_joins(select.source, select.where)
-            # A Relation is a row source whose columns are read-only (as `_source` gives).
-            source = planned.relation  # type: ignore[assignment]
+            source = planned.relation
             select = dataclasses.replace(select, where=and_all(planned.leftover))
         else:
             source = None if select.source is None else self._source(select.source, select)

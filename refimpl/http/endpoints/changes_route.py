@@ -44,7 +44,8 @@ def changes_route(ctx: Context) -> Answer | Parked[Answer]:
         # Inside the copy the answer comes at once; past it, the feed is the change stream.
         position = copy_position(ctx)
         if not isinstance(position, int) or position == 0:
-            return copy_answer(ctx, table_name, options, position or None, limit, fmt)
+            inside = None if isinstance(position, int) else position  # 0: the copy's start
+            return copy_answer(ctx, table_name, options, inside, limit, fmt)
         start: int | None = position
     else:
         start = ctx.whole("from", None)

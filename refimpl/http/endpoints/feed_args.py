@@ -50,7 +50,7 @@ def _squash_seconds(text: str | None) -> float | None:
     if word == "true":
         return 0.0
     try:
-        seconds = float(text)
+        seconds = float(word)
     except ValueError:
         seconds = -1.0
     if not 0 < seconds <= MAX_SQUASH_SECONDS:

@@ -230,6 +230,7 @@ def check_scenario(conn, table, query, initial, commit_rounds) -> None:
             client.apply(again)
         elif how == "stale":
             # An id with a version the server does not keep: a fresh snapshot.
+            assert client.id is not None  # it has had an answer
             name = client.id.rpartition(".")[0]
             reply = manager.ask_now(asker, query, f"{name}.999999")
             assert reply.kind == "snapshot"

@@ -9,7 +9,7 @@ import pytest
 
 import refimpl
 from refimpl.engine.access import Principal
-from refimpl.engine.features.live_queries import LiveWait, SubscriptionManager
+from refimpl.engine.features.live_queries import LiveWait, Reply, SubscriptionManager
 from refimpl.errors import Forbidden
 
 TRADES = (
@@ -47,6 +47,13 @@ def _count_runs(monkeypatch) -> list[int]:
     return runs
 
 
+def _attempted(waits: list[LiveWait]) -> list[Reply]:
+    """Each wait's reply after a commit; the test fails if one has none yet."""
+    replies = [step.attempt() for step in waits]
+    assert all(r is not None for r in replies), replies
+    return [r for r in replies if r is not None]
+
+
 def _waiting(conn, query: str, count: int) -> list[LiveWait]:
     manager = conn.instance.subscriptions
     waits = []
@@ -64,7 +71,7 @@ def test_ten_subscriptions_of_one_query_share_one_run_and_one_change(conn, monke
     waits = _waiting(conn, CANDLES.format(symbol="NABIL"), 10)
     runs = _count_runs(monkeypatch)
     conn.execute("INSERT INTO trades VALUES ('2026-09-24T10:00:40Z', 'NABIL', 1512)")
-    replies = [step.attempt() for step in waits]
+    replies = _attempted(waits)
     assert runs[0] == 1
     assert all(r is not None and r.kind == "rows" for r in replies)
     assert {id(r.change) for r in replies} == {id(replies[0].change)}
@@ -77,7 +84,7 @@ def test_the_same_query_written_otherwise_is_shared_too(conn, monkeypatch):
     waits = _waiting(conn, CANDLES.format(symbol="NABIL"), 2) + _waiting(conn, spaced, 2)
     runs = _count_runs(monkeypatch)
     conn.execute("INSERT INTO trades VALUES ('2026-09-24T10:00:40Z', 'NABIL', 1512)")
-    replies = [step.attempt() for step in waits]
+    replies = _attempted(waits)
     assert runs[0] == 1
     assert len({id(r.change) for r in replies}) == 1
 
@@ -87,7 +94,7 @@ def test_distinct_queries_run_apart(conn, monkeypatch):
     waits += _waiting(conn, CANDLES.format(symbol="NABIL").replace("max(", "min("), 3)
     runs = _count_runs(monkeypatch)
     conn.execute("INSERT INTO trades VALUES ('2026-09-24T10:00:40Z', 'NABIL', 1512)")
-    replies = [step.attempt() for step in waits]
+    replies = _attempted(waits)
     assert runs[0] == 2
     assert replies[0].rows != replies[3].rows
 

@@ -14,8 +14,9 @@ from hypothesis import strategies as st
 import refimpl
 from refimpl.engine.features.top_n import Move, moves, top_plan
 from refimpl.errors import BadRequest
-from refimpl.sql.parser import parse
+from refimpl.sql import ast
 from tests.engine.features.live_scenarios import commit_or_roll_back, on_fresh_database, rounds
+from tests.parsed import statement as parsed_statement
 
 # Tables of one shape of rows (an integer identity, a group, a value, a time and a symbol),
 # kept in different orders: by key, by a sort key, by time in day partitions, and by
@@ -233,7 +234,7 @@ def conn(tmp_path):
 )
 def test_orders_the_table_keeps_are_read_in_table_order(conn, table, query, in_order):
     schema = conn.instance.database("demo").tables[table].schema
-    select = parse(query).statements[0]
+    select = parsed_statement(query, ast.Select)
     assert top_plan(select, schema).in_table_order is in_order
 
 
