@@ -44,7 +44,7 @@ USERS = (0, 1)
 TABLES = ("t0", "t1", "t2")
 MARKER = re.compile(r"mk(\d+)x")
 WAIT_MS = 1500  # a long poll's wait: it spans the next few steps
-STREAM_END_S = 4.0  # "within a second" of a lost right, with room for a loaded machine
+STREAM_END_S = 8.0  # "within a second" of a lost right, with room for a loaded machine
 
 
 @dataclass(frozen=True)
