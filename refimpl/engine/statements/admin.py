@@ -33,8 +33,12 @@ if TYPE_CHECKING:
     from refimpl.engine.statements.context import StatementContext
 
 
+# A statement's `?` parameters: SQL values, each of whatever type its place takes.
+Params = Sequence[Any]
+
+
 def _create_table(
-    context: StatementContext, statement: ast.CreateTable, text: str, params: Sequence[Any]
+    context: StatementContext, statement: ast.CreateTable, text: str, params: Params
 ) -> Result:
     context.authorize(Right.ADMIN)
 
@@ -53,7 +57,7 @@ def _create_table(
 
 
 def _drop_table(
-    context: StatementContext, statement: ast.DropTable, text: str, params: Sequence[Any]
+    context: StatementContext, statement: ast.DropTable, text: str, params: Params
 ) -> Result:
     context.authorize(Right.ADMIN)
     database = context.database.name
@@ -104,7 +108,7 @@ def _schema_change(
 
 
 def _truncate(
-    context: StatementContext, statement: ast.Truncate, text: str, params: Sequence[Any]
+    context: StatementContext, statement: ast.Truncate, text: str, params: Params
 ) -> Result:
     def change(txn: Transaction, work: TableWork, table: Table) -> _Change:
         removed = table.clear()
@@ -115,7 +119,7 @@ def _truncate(
 
 
 def _add_column(
-    context: StatementContext, statement: ast.AddColumn, text: str, params: Sequence[Any]
+    context: StatementContext, statement: ast.AddColumn, text: str, params: Params
 ) -> Result:
     def change(txn: Transaction, work: TableWork, table: Table) -> _Change:
         name = table.schema.name
@@ -127,7 +131,7 @@ def _add_column(
 
 
 def _drop_column(
-    context: StatementContext, statement: ast.DropColumn, text: str, params: Sequence[Any]
+    context: StatementContext, statement: ast.DropColumn, text: str, params: Params
 ) -> Result:
     def change(txn: Transaction, work: TableWork, table: Table) -> _Change:
         name = table.schema.name
@@ -140,7 +144,7 @@ def _drop_column(
 
 
 def _replica_identity(
-    context: StatementContext, statement: ast.AlterReplicaIdentity, text: str, params: Sequence[Any]
+    context: StatementContext, statement: ast.AlterReplicaIdentity, text: str, params: Params
 ) -> Result:
     def change(txn: Transaction, work: TableWork, table: Table) -> _Change:
         name = table.schema.name
@@ -153,7 +157,7 @@ def _replica_identity(
 
 
 def _drop_partition_list(
-    context: StatementContext, statement: ast.DropPartitionList, text: str, params: Sequence[Any]
+    context: StatementContext, statement: ast.DropPartitionList, text: str, params: Params
 ) -> Result:
     def change(txn: Transaction, work: TableWork, table: Table) -> _Change:
         name = table.schema.name
@@ -166,7 +170,7 @@ def _drop_partition_list(
 
 
 def _drop_partition_where(
-    context: StatementContext, statement: ast.DropPartitionWhere, text: str, params: Sequence[Any]
+    context: StatementContext, statement: ast.DropPartitionWhere, text: str, params: Params
 ) -> Result:
     def change(txn: Transaction, work: TableWork, table: Table) -> _Change:
         name = table.schema.name
@@ -192,18 +196,14 @@ def _drop_partition_where(
 # -- transactions, databases, users, maintenance -----------------------------------------
 
 
-def _begin(
-    context: StatementContext, statement: ast.Begin, text: str, params: Sequence[Any]
-) -> Result:
+def _begin(context: StatementContext, statement: ast.Begin, text: str, params: Params) -> Result:
     if context.transaction is not None:
         raise TransactionError("a transaction is already open; COMMIT or ROLLBACK it first")
     context.begin()
     return message_result(text, "transaction started")
 
 
-def _commit(
-    context: StatementContext, statement: ast.Commit, text: str, params: Sequence[Any]
-) -> Result:
+def _commit(context: StatementContext, statement: ast.Commit, text: str, params: Params) -> Result:
     if context.transaction is None:
         raise TransactionError("there is no open transaction to commit; BEGIN one first")
     context.commit()
@@ -211,7 +211,7 @@ def _commit(
 
 
 def _rollback(
-    context: StatementContext, statement: ast.Rollback, text: str, params: Sequence[Any]
+    context: StatementContext, statement: ast.Rollback, text: str, params: Params
 ) -> Result:
     if context.transaction is None:
         raise TransactionError("there is no open transaction to roll back")
@@ -225,7 +225,7 @@ def _outside_transaction(context: StatementContext, what: str) -> None:
 
 
 def _checkpoint(
-    context: StatementContext, statement: ast.Checkpoint, text: str, params: Sequence[Any]
+    context: StatementContext, statement: ast.Checkpoint, text: str, params: Params
 ) -> Result:
     context.authorize(Right.ADMIN)
     _outside_transaction(context, "CHECKPOINT")
@@ -234,7 +234,7 @@ def _checkpoint(
 
 
 def _create_database(
-    context: StatementContext, statement: ast.CreateDatabase, text: str, params: Sequence[Any]
+    context: StatementContext, statement: ast.CreateDatabase, text: str, params: Params
 ) -> Result:
     _outside_transaction(context, "CREATE DATABASE")
     context.require_admin_user("CREATE DATABASE")
@@ -244,7 +244,7 @@ def _create_database(
 
 
 def _drop_database(
-    context: StatementContext, statement: ast.DropDatabase, text: str, params: Sequence[Any]
+    context: StatementContext, statement: ast.DropDatabase, text: str, params: Params
 ) -> Result:
     _outside_transaction(context, "DROP DATABASE")
     context.require_admin_user("DROP DATABASE")
@@ -256,7 +256,7 @@ def _drop_database(
 
 
 def _alter_database(
-    context: StatementContext, statement: ast.AlterDatabaseSet, text: str, params: Sequence[Any]
+    context: StatementContext, statement: ast.AlterDatabaseSet, text: str, params: Params
 ) -> Result:
     _outside_transaction(context, "ALTER DATABASE")
     context.authorize(Right.ADMIN, database=statement.name)
@@ -268,7 +268,7 @@ def _alter_database(
 
 
 def _user_statement(
-    context: StatementContext, statement: ast.Statement, text: str, params: Sequence[Any]
+    context: StatementContext, statement: ast.Statement, text: str, params: Params
 ) -> Result:
     _outside_transaction(context, "a user or grant statement")
     if isinstance(statement, ast.GrantSelect | ast.RevokeSelect):
@@ -290,7 +290,7 @@ def _user_statement(
 
 
 def _show_tables(
-    context: StatementContext, statement: ast.ShowTables, text: str, params: Sequence[Any]
+    context: StatementContext, statement: ast.ShowTables, text: str, params: Params
 ) -> Result:
     txn = context.transaction
     if txn is not None:
@@ -310,7 +310,7 @@ def _show_tables(
 
 
 def _show_databases(
-    context: StatementContext, statement: ast.ShowDatabases, text: str, params: Sequence[Any]
+    context: StatementContext, statement: ast.ShowDatabases, text: str, params: Params
 ) -> Result:
     """The databases the caller holds a right in (all of them for the admin user): rights
     before existence, as the catalogs show them."""
@@ -331,7 +331,7 @@ def _view_name(sql: str) -> str:
 
 
 def _show_columns(
-    context: StatementContext, statement: ast.ShowColumns, text: str, params: Sequence[Any]
+    context: StatementContext, statement: ast.ShowColumns, text: str, params: Params
 ) -> Result:
     context.authorize(Right.READ, statement.table)
     schema = visible_schema(context, statement.table)
@@ -359,7 +359,7 @@ def _show_columns(
 
 
 def _show_create(
-    context: StatementContext, statement: ast.ShowCreateTable, text: str, params: Sequence[Any]
+    context: StatementContext, statement: ast.ShowCreateTable, text: str, params: Params
 ) -> Result:
     context.authorize(Right.READ, statement.table)
     schema = visible_schema(context, statement.table)
