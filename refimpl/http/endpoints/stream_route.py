@@ -169,6 +169,9 @@ class _Sender:
         self._held_until = 0.0
         self._held = False  # woken during a hold: take once it is over
         self._heartbeat_at = time.monotonic() + self.heartbeat_s
+        # Its takes are its user's work (filters, copy pages), made on the room's pool:
+        # at shutdown it sends none more from the room's thread.
+        self.offloaded = False
 
     @property
     def outlet(self) -> Any:
@@ -289,7 +292,9 @@ class _Sender:
     def closing(self) -> Answer:
         """At shutdown: what is durable and fits (never half an event), then the end."""
         with self._lock:
-            events = [] if self._in_flight else self.stream.take(self.budget).events
+            events = (
+                [] if self._in_flight or self.offloaded else self.stream.take(self.budget).events
+            )
         self.stream.end("the server is shutting down")
         return _body(encode_events(events) + self._end().body)
 
@@ -340,6 +345,7 @@ def stream_route(ctx: Context) -> Parked[Answer]:
     offloaded = None
     if not options.plain:
         offloaded = room.offload(stream.principal.name, budget, sender.attempt)
+        sender.offloaded = True
     parked: Parked[Answer] = Parked(
         None,
         0,
