@@ -134,3 +134,25 @@ def test_the_banner_says_how_a_transaction_runs_over_http(tmp_path: Path, server
     child = spawn(tmp_path, "--url", server.url, "--token", server.token)
     assert "a transaction's statements run at its COMMIT" in (child.before or "")
     quit_shell(child)
+
+
+def test_a_commit_that_fails_over_http_commits_nothing(tmp_path: Path, server: Server) -> None:
+    place = Place(("--url", server.url, "--token", server.token), lambda table: 0)
+    child, table = shell_with_table(tmp_path, place)
+    type_line(child, "BEGIN;")
+    type_line(child, f"INSERT INTO {table} VALUES (7);")
+    child.expect(r"1 row\(s\) inserted")
+    type_line(child, f"DELETE FROM {table} WHERE id = 1;")
+    child.expect(r"1 row\(s\) deleted")
+    type_line(child, "\\c demo")  # the held transaction would be lost: refused
+    child.expect("ERROR: a transaction is open; COMMIT or ROLLBACK it first")
+    # Another session commits the same key meanwhile: the held INSERT now fails at COMMIT.
+    other = server.request("POST", "/exec", data=f"INSERT INTO {table} VALUES (7)")
+    assert other.status_code == 200, other.text
+    type_line(child, "COMMIT;")
+    child.expect(r"ERROR: duplicate primary key 7 .*\(in the transaction's statement 1: INSERT")
+    child.expect("The transaction is rolled back: nothing of it was committed.")
+    child.expect("demo=>")
+    quit_shell(child)
+    answer = server.request("POST", "/exec", data=f"SELECT id FROM {table} ORDER BY id")
+    assert answer.json()["dataset"] == [[1], [2], [3], [7]]  # the DELETE did not commit
