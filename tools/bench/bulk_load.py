@@ -35,8 +35,15 @@ def _committer(server: harness.RefimplServer, done: threading.Event, out: list[A
     while not done.is_set():
         began = time.monotonic()
         sql = f"INSERT INTO trades VALUES ('{now_text()}', 'S{k % 100:03d}', 99.5, 1)"
-        answer = session.post(f"{server.url}/exec", data=sql.encode(), headers=headers, timeout=120)
-        out.append((began, (time.monotonic() - began) * 1000, answer.status_code == 200))
+        try:
+            answer = session.post(
+                f"{server.url}/exec", data=sql.encode(), headers=headers, timeout=120
+            )
+            ok = answer.status_code == 200
+        except requests.RequestException:
+            ok = False
+        # A failed commit counts with the time it took (a statement timeout's, say).
+        out.append((began, (time.monotonic() - began) * 1000, ok))
         k += 1
         time.sleep(max(0.0, began + 0.02 - time.monotonic()))
 
@@ -76,9 +83,8 @@ def one_run(rows: int, idle_seconds: float) -> dict[str, float]:
         importer.join(30)
     if code != 200:
         raise SystemExit(f"/imp answered {code}: {text}")
-    if not all(ok for _, _, ok in commits):
-        raise SystemExit("a single-row commit failed")
-    figures: dict[str, float] = {"import_s": ended - began}
+    failed = sum(1 for at, _, ok in commits if not ok and began <= at < ended)
+    figures: dict[str, float] = {"import_s": ended - began, "busy_commits_failed": failed}
     for phase, low, high in (("idle", 0.0, began), ("busy", began, ended)):
         commit = harness.summary([ms for at, ms, _ in commits if low <= at < high])
         rev = harness.summary([s[1] for s in samples if low <= s[0] < high])

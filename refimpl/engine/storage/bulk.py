@@ -40,15 +40,20 @@ class PreparedLoad:
 
     key: str  # the table's lower-case name
     table: Table  # the committed table they were prepared for (the same object at install)
-    idents: list[Ident]
-    places: list[tuple[PartKey, OrderKey]]  # each identity's (partition, order key)
+    count: int  # rows
+    index: dict[Ident, tuple[PartKey, OrderKey]]  # each new identity's place (taken over)
     partitions: dict[PartKey, SortedDict]  # the new rows of each partition, sorted
     record: bytearray  # the log record, encoded but for its commit time (`records.stamp`)
     touched: Touched
     growth: int  # bytes the rows count against the memory limit
 
     def __len__(self) -> int:
-        return len(self.idents)
+        return self.count
+
+    @property
+    def distinct(self) -> bool:
+        """True when no identity occurs twice in the load (before it is installed)."""
+        return len(self.index) == self.count
 
 
 def eligible(table: Table, rows: TypedRows, settings: dict[str, Any]) -> bool:
@@ -66,15 +71,12 @@ def eligible(table: Table, rows: TypedRows, settings: dict[str, Any]) -> bool:
     )
 
 
-def keys_of(table: Table, rows: TypedRows) -> list[Ident] | None:
-    """The identities of the rows of a keyed table; None when one occurs twice (the
-    ordinary insert then reports it)."""
+def keys_of(table: Table, rows: TypedRows) -> list[Ident]:
+    """The identities of the rows of a keyed table (a key given twice: see `distinct`)."""
     positions = table.layout.key_positions
     if len(positions) == 1:
-        idents: list[Ident] = list(zip(map(itemgetter(positions[0]), rows), strict=True))
-    else:
-        idents = list(map(itemgetter(*positions), rows))
-    return idents if len(set(idents)) == len(idents) else None
+        return list(zip(map(itemgetter(positions[0]), rows), strict=True))
+    return list(map(itemgetter(*positions), rows))
 
 
 def not_null_ok(table: Table, rows: TypedRows) -> bool:
@@ -96,15 +98,15 @@ def prepare(key: str, table: Table, rows: TypedRows, idents: list[Ident]) -> Pre
         parts += some_parts
         orders += some_orders
     batches: dict[PartKey, dict[OrderKey, Row]] = {}
-    if parts.count(parts[0]) == len(parts):
-        batches[parts[0]] = dict(zip(orders, rows, strict=True))
+    partitions: dict[PartKey, SortedDict] = {}
+    if parts.count(parts[0]) == len(parts):  # one partition: sorted straight from the rows
+        partitions[parts[0]] = SortedDict(zip(orders, rows, strict=True))
     else:
         for part, order, row in zip(parts, orders, rows, strict=True):
             batch = batches.get(part)
             if batch is None:
                 batches[part] = batch = {}
             batch[order] = row
-    partitions: dict[PartKey, SortedDict] = {}
     while batches:  # each batch let go once sorted: no two copies of all the rows at once
         part, batch = batches.popitem()
         partitions[part] = SortedDict(batch)
@@ -118,8 +120,8 @@ def prepare(key: str, table: Table, rows: TypedRows, idents: list[Ident]) -> Pre
     return PreparedLoad(
         key=key,
         table=table,
-        idents=idents,
-        places=list(zip(parts, orders, strict=True)),
+        count=len(rows),
+        index=dict(zip(idents, zip(parts, orders, strict=True), strict=True)),
         partitions=partitions,
         record=records.encode_unstamped([entry]),
         touched=touched,
@@ -134,5 +136,5 @@ def still_fits(load: PreparedLoad, tables: dict[str, Table]) -> bool:
     if table is not load.table or table.secondary:
         return False
     if table.keyed:
-        return not any(map(table.index.__contains__, load.idents))
+        return not any(map(table.index.__contains__, load.index))
     return True

@@ -289,12 +289,12 @@ class Database:
             return None
         if table.keyed:
             idents = bulk.keys_of(table, rows)
-            if idents is None:
-                return None
         else:
             idents = list(zip(range(first, first + len(rows))))
         with _collector_paused():
             load = bulk.prepare(key, table, rows, idents)
+        if not load.distinct:  # a key twice: the ordinary insert says which
+            return None
         self.acquire_write()
         try:
             if not bulk.still_fits(load, self.tables):
@@ -319,7 +319,7 @@ class Database:
             raise
         self.table_bytes[load.key] = self.table_bytes.get(load.key, 0) + load.growth
         with self.state_lock.exclusive():
-            load.table.install_prepared(load.partitions, load.idents, load.places)
+            load.table.install_prepared(load.partitions, load.index)
             self.revisions.advance({load.key: load.touched})  # after the install, as above
             self.wake_board.notify(load.key, load.touched.values, load.touched.everything)
             self.applied_lsn = lsn

@@ -112,7 +112,8 @@ _UINT64 = 0xCF
 def encode_unstamped(entries: list[Entry]) -> bytearray:
     """The record of `entries` before its commit time is known (a bulk load encodes its
     rows before it takes the write lock); `stamp` then writes the time in."""
-    record = bytearray(_encoder.encode([_UNSTAMPED, [_raw(e) for e in entries]]))
+    record = bytearray()  # encoded into: no second copy of a large record
+    _encoder.encode_into([_UNSTAMPED, [_raw(e) for e in entries]], record)
     assert record[_STAMP_AT - 1] == _UINT64  # the form the time is written in
     return record
 

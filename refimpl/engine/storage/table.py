@@ -26,8 +26,6 @@ Placer = Callable[[Row, Ident], tuple[PartKey, OrderKey]]
 # Rows placed at a time by `put_many`: each slice's C calls (a few milliseconds) leave the
 # interpreter lock to other threads in between.
 _SLICE_ROWS = 4096
-# Index entries added at a time by `install_prepared`, for the same reason.
-_INDEX_SLICE = 32_768
 Placements = Callable[[Sequence[Row], Sequence[Ident]], tuple[list[PartKey], list[OrderKey]]]
 
 
@@ -234,18 +232,16 @@ class Table:
             self.next_rowid = max(self.next_rowid, max(idents)[0] + 1)
 
     def install_prepared(
-        self,
-        partitions: dict[PartKey, SortedDict],
-        idents: Sequence[Ident],
-        places: Sequence[tuple[PartKey, OrderKey]],
+        self, partitions: dict[PartKey, SortedDict], index: dict[Ident, tuple[PartKey, OrderKey]]
     ) -> None:
         """Add new rows prepared elsewhere (a bulk load's): `partitions` holds each
-        partition's new rows, sorted, and is taken over; `places` is each identity's
-        (partition, order key). The identities are distinct and none is held yet.
+        partition's new rows, sorted, and `index` each new identity's (partition, order
+        key); both are taken over. The identities are new to the table; a table without key
+        has had their ids reserved (`next_rowid` is past them).
 
-        A partition the table does not hold becomes the prepared one as it is; of one it
-        holds, the smaller of the two is merged into the larger, so the step costs the
-        smaller side, not the whole partition.
+        Of each structure the table holds, the smaller side is merged into the larger (the
+        prepared one becoming the table's when it is the larger), so the step costs the
+        smaller side: a load into a new partition or a small table costs next to nothing.
         """
         held = self.partitions
         for part, prepared in partitions.items():
@@ -257,14 +253,11 @@ class Table:
                 prepared.update(existing)
             held[part] = prepared
             self._shared.discard(part)  # the prepared partition is this table's own
-        index = self.index
-        # In slices: one update of a million entries would hold the interpreter lock for
-        # a long while, and other requests (those that take no database lock) wait for it.
-        for start in range(0, len(idents), _INDEX_SLICE):
-            end = start + _INDEX_SLICE
-            index.update(zip(idents[start:end], places[start:end], strict=True))
-        if not self._keyed and idents:
-            self.next_rowid = max(self.next_rowid, max(idents)[0] + 1)
+        if len(index) > len(self.index):
+            index.update(self.index)
+            self.index = index
+        else:
+            self.index.update(index)
 
     def load(self, idents: Sequence[Ident], rows: Sequence[Row]) -> None:
         """Fill an empty table with rows and their identities at once (a checkpoint's).
