@@ -110,6 +110,11 @@ def prepare(key: str, table: Table, rows: TypedRows, idents: list[Ident]) -> Pre
     while batches:  # each batch let go once sorted: no two copies of all the rows at once
         part, batch = batches.popitem()
         partitions[part] = SortedDict(batch)
+    index: dict[Ident, tuple[PartKey, OrderKey]] = {}
+    for start in range(0, len(idents), SLICE_ROWS):  # in slices, as the placing above
+        end = start + SLICE_ROWS
+        places = zip(parts[start:end], orders[start:end], strict=True)
+        index.update(zip(idents[start:end], places, strict=True))
     rowids = None if table.keyed else list(map(itemgetter(0), idents))
     entry = Entry.upsert(schema.name, schema.column_names, rows, rowids)
     rev_column = schema.rev_column
@@ -121,7 +126,7 @@ def prepare(key: str, table: Table, rows: TypedRows, idents: list[Ident]) -> Pre
         key=key,
         table=table,
         count=len(rows),
-        index=dict(zip(idents, zip(parts, orders, strict=True), strict=True)),
+        index=index,
         partitions=partitions,
         record=records.encode_unstamped([entry]),
         touched=touched,
