@@ -134,6 +134,24 @@ def plan_joins(
     return Planned(_in_written_order(current, leaves, offsets), leftover, lines)
 
 
+def filtered_by(
+    relation: Relation, terms: list[ast.Expr], scope: Scope, compile_: Compile
+) -> Relation:
+    """`relation`'s rows that pass every one of `terms` (the conditions a join nested in an
+    outer join could not place: they are its own, checked on its joined rows)."""
+    condition = and_all(terms)
+    if condition is None:
+        return relation
+    compiled = compile_(condition, _scope_of(relation.scope_columns, scope))
+    test = compiled.fn
+    produce = relation.produce
+
+    def passing() -> Iterable[Row]:
+        return (row for row in produce() if test(row) is True)
+
+    return Relation(relation.scope_columns, passing, list(relation.star), plan=relation.plan)
+
+
 def _check_names(leaves: list[Leaf]) -> None:
     seen: set[str] = set()
     for leaf in leaves:

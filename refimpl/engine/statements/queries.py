@@ -29,6 +29,7 @@ from refimpl.engine.query.join_planner import (
     Planned,
     and_all,
     describe_item,
+    filtered_by,
     flatten,
     plan_joins,
     planned_join,
@@ -426,7 +427,11 @@ class QueryRunner:
     def _relation(self, source: ast.Source) -> Relation:
         if planned_join(source):
             assert isinstance(source, ast.JoinSource)
-            return self.plan_joins(source, None).relation
+            planned = self.plan_joins(source, None)
+            # What it could not place is its ONs' own: checked on its rows, not dropped.
+            return filtered_by(
+                planned.relation, planned.leftover, self._scope("ON"), compile_expression
+            )
         if isinstance(source, ast.JoinSource):
             left, right = self._relation(source.left), self._relation(source.right)
             return join(

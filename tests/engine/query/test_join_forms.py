@@ -96,6 +96,13 @@ def test_lateral_is_refused_as_not_supported(db, sql: str) -> None:
         # USING and NATURAL after a comma resolve their names in the item after it only.
         ("SELECT count(*) FROM a, b JOIN c USING (x)", 6),
         ("SELECT count(*) FROM a, c NATURAL JOIN c AS d", 9),
+        # A join inside an outer join keeps the ON conditions that name no table of it.
+        ("SELECT count(*) FROM (a JOIN b ON a.id = b.id AND 1 = 0) LEFT JOIN c ON a.x = c.x", 0),
+        (
+            "SELECT count(*) FROM (a JOIN b ON a.id = b.id AND 9 IN (SELECT k FROM c))"
+            " FULL JOIN c ON a.x = c.x",
+            3,
+        ),
         # An ON may still name a table before the comma (SQLite's reading).
         ("SELECT count(*) FROM a, b JOIN c ON a.x = c.x", 6),
     ],
