@@ -7,13 +7,23 @@ user's `wait=` becomes a busy loop. The share: a user holding `k` places takes a
 only while more than `k` are free. The first place needs one free; one user alone holds at
 most half of them, and the last free place always goes to a user holding none. Anonymous
 callers count as one user. A request over its user's share is answered as one that finds
-every place taken: at once, with what there is.
+every place taken: at once, with what there is. The admin user (`ADMIN_OWNER`) is held to
+no share: it takes any free place, as PostgreSQL keeps places for its superusers; its
+clients are the operator's own (the conformance suite waits in many examples at once).
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Hashable
+
+ADMIN_OWNER = object()  # the owner that takes any free place (see the module docstring)
+
+
+def place_owner(user: str | None, is_admin: bool) -> Hashable:
+    """Whose share a request's wait counts against: its user's (None: anonymous callers),
+    or no share for the admin user."""
+    return ADMIN_OWNER if is_admin else user
 
 
 class FairPlaces:
@@ -27,7 +37,7 @@ class FairPlaces:
     def take(self, owner: Hashable) -> bool:
         """A place for `owner` (give it back with `give_back`), or False at once."""
         with self._lock:
-            held = self._held.get(owner, 0)
+            held = 0 if owner is ADMIN_OWNER else self._held.get(owner, 0)
         # More than `held` free: take held + 1 of them, keep one, put the others back.
         got = 0
         while got <= held and self._places.acquire(blocking=False):

@@ -25,6 +25,7 @@ from refimpl.http.endpoints.change_encoding import (
 from refimpl.http.endpoints.feed_args import feed_options
 from refimpl.http.endpoints.initial_answer import copy_answer, copy_position
 from refimpl.waiting.parked import Parked
+from refimpl.waiting.places import place_owner
 
 DEFAULT_LIMIT = 1000
 DEFAULT_WAIT_SSE_MS = 25_000
@@ -113,7 +114,7 @@ def changes_route(ctx: Context) -> Answer | Parked[Answer]:
         shared, found = answer(feed.bounds().durable_lsn)
     room = ctx.app.waiting_room
     places = room.wait_places(ctx.app.wait_slots)  # shared fairly by user
-    owner = ctx.principal.name
+    owner = place_owner(ctx.principal.name, ctx.principal.is_admin)
     # squash=<seconds>: a resumed answer is held that long to squash what comes meanwhile
     # (the first answer, from the start, never is).
     hold_s = options.squash_seconds if start > 0 else 0.0

@@ -21,6 +21,7 @@ from refimpl.http.endpoints.change_encoding import RETRY_MS
 from refimpl.http.endpoints.changes_route import DEFAULT_WAIT_SSE_MS, MAX_WAIT_MS
 from refimpl.http.endpoints.feed_args import flag
 from refimpl.waiting.parked import Parked
+from refimpl.waiting.places import place_owner
 from refimpl.waiting.room import WaitingRoom
 
 
@@ -140,7 +141,7 @@ def subscribe_route(ctx: Context) -> Answer | Parked[Answer]:
         session.close()
         return _respond(step)
     room = ctx.app.waiting_room
-    owner = ctx.principal.name
+    owner = place_owner(ctx.principal.name, ctx.principal.is_admin)
     places = room.wait_places(ctx.app.wait_slots)  # shared fairly by user
     if wait_ms <= 0 or not places.take(owner):
         session.close()
