@@ -1,5 +1,4 @@
-"""Running any query for a statement context: the FROM clause, subqueries, set operations,
-WITH and views.
+"""Any query for a statement context: FROM, subqueries, set operations, WITH and views.
 
 A `QueryRunner` resolves every name in FROM in this order: a table of an enclosing WITH, a
 view, a table. Each table read needs READ on it (checked before the table is looked up, so a
