@@ -22,6 +22,7 @@ import requests
 
 from conformance.cases import Example, render_row, render_sql_record
 from conformance.payloads import substitute, text_diff
+from conformance.pg_session import split_address
 from conformance.results import ExampleResult
 from conformance.runner import Runner, RunOptions
 from conformance.sql_records import compare_records, sorted_record
@@ -98,8 +99,8 @@ class PgRunner(Runner):
 
     def __init__(self, options: RunOptions, pg_address: str, user: str = "admin") -> None:
         super().__init__(options)
-        host, _, port = pg_address.rpartition(":")
-        self.pg_host, self.pg_port, self.pg_user = host.strip("[]"), int(port), user
+        self.pg_host, self.pg_port = split_address(pg_address)
+        self.pg_user = user
 
     def _run_sql(
         self,

@@ -64,6 +64,14 @@ class PgStepError(Exception):
     """A `pg` step could not be carried out (bad message JSON, no answer in time)."""
 
 
+def split_address(address: str) -> tuple[str, int]:
+    """`HOST:PORT` (the host may be `[v6]`) as host and port; ValueError when it is not."""
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        raise ValueError(f"{address!r} is not HOST:PORT, e.g. 127.0.0.1:5432")
+    return host.strip("[]"), int(port)
+
+
 def _cstring(text: str) -> bytes:
     return text.encode("utf-8") + b"\0"
 

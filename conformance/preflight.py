@@ -20,6 +20,8 @@ from urllib.parse import urlsplit
 
 import requests
 
+from conformance.pg_session import split_address
+
 HEALTH_PATH = "/health"
 ADMIN_PROBE = "SHOW USERS"  # the admin alone may list users (users-and-rights)
 
@@ -112,11 +114,12 @@ def _check_token(
 
 
 def _check_pg(address: str, timeout: float) -> None:
-    host, _, port = address.rpartition(":")
-    if not host or not port.isdigit():
-        raise PreflightError(f"--pg {address!r} is not HOST:PORT, e.g. 127.0.0.1:5432")
     try:
-        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
+        host, port = split_address(address)
+    except ValueError as exc:
+        raise PreflightError(f"--pg {exc}") from None
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
             pass
     except OSError as exc:
         raise PreflightError(

@@ -49,7 +49,7 @@ from conformance.payloads import (
     text_diff,
     unsubstitute,
 )
-from conformance.pg_session import PgConnection, PgStepError
+from conformance.pg_session import PgConnection, PgStepError, split_address
 from conformance.restarts import RestartCommands, missing_commands, restart_server
 from conformance.results import FAILED, PASSED, SKIPPED, XPASSED, ExampleResult
 from conformance.sql_records import actual_record, compare_records, sorted_record, updated_record
@@ -448,12 +448,12 @@ class Runner:
 
     def _pg_connect(self, exchange: dict[str, Any], run: HttpRun) -> PgConnection:
         assert self.options.pg_address is not None  # examples with pg steps need it
-        host, _, port = self.options.pg_address.rpartition(":")
+        host, port = split_address(self.options.pg_address)
         headers = self._auth_headers(exchange["auth"], run.variables)
         password = headers.get("Authorization", "").removeprefix("Bearer ")
         return PgConnection.open(
-            host.strip("[]"),
-            int(port),
+            host,
+            port,
             exchange["user"],
             password,
             exchange.get("database", run.database),
