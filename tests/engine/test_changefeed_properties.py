@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import refimpl
-from refimpl.engine.features.change_stream import KEY, OP, ROW, read_changes
+from refimpl.engine.features.change_stream import Change, read_changes
 from refimpl.engine.features.feed_options import FeedFilter, FeedOptions, shape_changes
 from refimpl.engine.features.initial_copy import CopyPosition, parse_position, read_initial
 from refimpl.engine.storage import records
@@ -54,14 +54,16 @@ def _table(conn: refimpl.Connection, where: str = "") -> dict[int, tuple]:
     return {row[0]: tuple(row) for row in rows}
 
 
-def _key_of(change: tuple) -> int:
-    return msgspec.msgpack.decode(bytes.fromhex(change[KEY]))[1][0]
+def _key_of(change: Change) -> int:
+    assert change.key is not None
+    return msgspec.msgpack.decode(bytes.fromhex(change.key))[1][0]
 
 
-def _apply(state: dict[int, tuple], change: tuple) -> None:
-    op = change[OP]
+def _apply(state: dict[int, tuple], change: Change) -> None:
+    op = change.op
     if op in ("upsert", "initial"):
-        row = tuple(change[ROW : ROW + WIDTH])
+        row = change.row
+        assert len(row) == WIDTH
         state[row[0]] = row
     elif op == "delete":
         state.pop(_key_of(change), None)
@@ -249,11 +251,11 @@ def test_copy_positions_of_other_shapes_or_types_are_bad_requests() -> None:
             assert isinstance(crafted, CopyPosition)
             with pytest.raises(BadRequest, match="names no place in a copy of 't'"):
                 read_initial(database, schema, crafted, 1, None)
-        rows = [change[ROW + 3] for change in (i.change for i in first.items)]
+        rows = [change.row[3] for change in (i.change for i in first.items)]
         at: CopyPosition | None = parse_position(first.position.event_id(), "from")  # type: ignore[assignment]
         while at is not None:
             batch = read_initial(database, schema, at, 1, None)
-            rows += [item.change[ROW + 3] for item in batch.items]
+            rows += [item.change.row[3] for item in batch.items]
             at = batch.position if isinstance(batch.position, CopyPosition) else None
         assert sorted(rows) == [1, 2, 3]
         conn.close()

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import refimpl
-from refimpl.engine.features.change_stream import CHUNK_ROWS, ChangeBatch, read_runs
+from refimpl.engine.features.change_stream import CHUNK_ROWS, Change, ChangeBatch, read_runs
 from refimpl.engine.features.event_stream import row_key
 from refimpl.engine.features.feed_options import FeedFilter
 from refimpl.engine.features.initial_copy import INITIAL, CopyPosition, read_initial
@@ -96,20 +96,21 @@ def _fit(value: Any, column_type: str) -> Any:
     return None
 
 
-def _expected(change: tuple, names: tuple[str, ...], kinds: dict[str, str]) -> dict[str, Any]:
+def _expected(change: Change, names: tuple[str, ...], kinds: dict[str, str]) -> dict[str, Any]:
     """A change's object as the spec describes it, value by value."""
     row = None
-    if change[3] == "upsert":
+    if change.op == "upsert":
         row = {
             name: values.to_json(value, kinds[name])
-            for name, value in zip(names, change[5:], strict=True)
+            for name, value in zip(names, change.row, strict=True)
         }
+    assert change.committed_at is not None
     return {
-        "lsn": change[0],
-        "seq": change[1],
-        "committed_at": values.format_timestamp(change[2]),
-        "op": change[3],
-        "key": change[4],
+        "lsn": change.lsn,
+        "seq": change.seq,
+        "committed_at": values.format_timestamp(change.committed_at),
+        "op": change.op,
+        "key": change.key,
         "row": row,
     }
 
@@ -141,7 +142,7 @@ def test_runs_encode_as_the_changes_do(
             ids = [
                 int(line[4:]) for line in sse_runs.decode().split("\n") if line.startswith("id: ")
             ]
-            lsns = [c[0] for c in changes.changes]
+            lsns = [c.lsn for c in changes.changes]
             ends = [lsn for i, lsn in enumerate(lsns) if i + 1 == len(lsns) or lsns[i + 1] != lsn]
             assert ids == [*ends, runs.next_lsn]
             if not runs.runs:

@@ -3,15 +3,17 @@
 Readers read the log, never the tables, and only up to the durable LSN, so what they see is
 exactly what recovery replays. A read stops between transactions (`max_rows`), never inside
 one, so resuming after the last LSN read never skips or repeats a row. `read_runs` gives a
-page as runs of the log's entries (`ChangeRun`), `read_changes` as one tuple a change.
+page as runs of the log's entries (`ChangeRun`), `read_changes` as one `Change` record a
+change, the one shape every outlet reads.
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final, TypeVar
+from itertools import count, repeat
+from typing import TYPE_CHECKING, Any, Final, NamedTuple, TypeVar
 
 import msgspec
 
@@ -45,15 +47,6 @@ _key_encoder = msgspec.msgpack.Encoder()
 T = TypeVar("T")
 
 
-# A change is a tuple: (lsn, seq, committed_at, op, key, *the row on the table's columns);
-# the row's values are NULL for a delete or a ddl. On a table with before-images
-# (REPLICA IDENTITY FULL) one more item ends it: the row before the change as a tuple, or
-# None (an insert or a ddl), or UNLOGGED (logged while the table kept none). The SQL
-# source spreads that row over the `old_` columns; the HTTP route makes JSON objects.
-Change = tuple[Any, ...]
-OP, KEY, ROW = 3, 4, 5
-
-
 class _Unlogged(enum.Enum):
     """The old row of a change logged while its table kept no before-images (an enum's one
     member, so that `old is UNLOGGED` tells the type checker what `old` is otherwise)."""
@@ -64,7 +57,31 @@ class _Unlogged(enum.Enum):
         return "UNLOGGED"
 
 
-UNLOGGED: Final = _Unlogged.UNLOGGED  # where op, key and the row's first value stand
+UNLOGGED: Final = _Unlogged.UNLOGGED
+OldRow = tuple[Any, ...] | None | _Unlogged  # see Change.old
+
+
+class Change(NamedTuple):
+    """One committed change of one table, as every outlet reads it (`changes()`,
+    `/api/changes`, `/stream/changes`, an initial copy, the PostgreSQL protocol).
+
+    Made where the log is decoded (`ChangeRun.changes`) and by an initial copy (op
+    `initial`); outlets read its fields by name and never change it (`_replace` makes the
+    variant a filter or a squash shows). A named tuple: `change[0]` is its LSN too.
+    """
+
+    lsn: int  # the LSN of the transaction that committed it (an initial copy's page's)
+    seq: int  # its place in that transaction, from 0 (in the page, for an initial copy)
+    committed_at: int | None  # the commit's time in microseconds; None for an initial row
+    op: str  # "upsert", "delete", "ddl", or "initial" for a row of an initial copy
+    # A delete's or an initial row's hex key (`delete_key`, `row_key`); a ddl's statement
+    # text; None for an upsert (its key follows from its row).
+    key: str | None
+    row: tuple[Any, ...]  # on the table's columns; every value NULL for a delete or a ddl
+    # The row before the change on a table with before-images (REPLICA IDENTITY FULL):
+    # a tuple, None (an insert, a ddl, an initial row), or UNLOGGED (logged while the
+    # table kept none, and always on a table that keeps none).
+    old: OldRow = UNLOGGED
 
 
 @dataclass(slots=True)
@@ -90,22 +107,42 @@ class ChangeRun:
     old_rows: Sequence[Any] | None = None
 
     def changes(self) -> Iterator[Change]:
-        """The run's changes as `Change` tuples."""
+        """The run's changes as `Change` records."""
+        lsn, committed_at, op = self.lsn, self.committed_at, self.op
+        olds: Iterable[OldRow] = repeat(UNLOGGED) if self.old_rows is None else self.old_rows
+        if op == "upsert":
+            return (
+                Change(lsn, seq, committed_at, op, None, tuple(row), old)
+                for seq, row, old in zip(count(self.seq), self.items, olds)
+            )
+        empty = (None,) * self.width
+        return (
+            Change(lsn, seq, committed_at, op, key, empty, old)
+            for seq, key, old in zip(count(self.seq), self.items, olds)
+        )
+
+    def rows(self) -> Iterator[tuple[Any, ...]]:
+        """The run's changes as rows of `changes()` (see `Change.flat`), made with no
+        `Change` in between: a SQL read of the stream makes one tuple per change."""
         lsn, committed_at, op = self.lsn, self.committed_at, self.op
         if op == "upsert":
             made = (
                 (lsn, seq, committed_at, op, None, *row)
-                for seq, row in enumerate(self.items, self.seq)
+                for seq, row in zip(count(self.seq), self.items)
             )
         else:
             empty = (None,) * self.width
             made = (
                 (lsn, seq, committed_at, op, key, *empty)
-                for seq, key in enumerate(self.items, self.seq)
+                for seq, key in zip(count(self.seq), self.items)
             )
         if self.old_rows is None:
             return made
-        return ((*change, old) for change, old in zip(made, self.old_rows, strict=True))
+        empty = (None,) * self.width
+        return (
+            (*row, *(empty if old is None or old is UNLOGGED else old))
+            for row, old in zip(made, self.old_rows, strict=True)
+        )
 
 
 @dataclass(slots=True)
@@ -346,7 +383,7 @@ class ChangesSource:
         self._limit = _pushed_limit(select, params)
 
     def rows(self, hints: AccessHints) -> Iterator[Sequence[Any]]:
-        batch = read_changes(
+        batch = read_runs(
             self._database,
             self._table,
             self.table_schema,
@@ -354,13 +391,7 @@ class ChangesSource:
             self._max_rows,
             stop_inside=self._limit,
         )
-        if not self.table_schema.replica_identity_full:
-            return iter(batch.changes)
-        empty = (None,) * len(self.table_schema.columns)
-        return (
-            (*c[:-1], *(empty if c[-1] is None or c[-1] is UNLOGGED else c[-1]))
-            for c in batch.changes
-        )
+        return (row for run in batch.runs for row in run.rows())
 
 
 def _whole(value: Any, what: str) -> int | None:

@@ -23,14 +23,7 @@ from typing import Any
 
 import msgspec
 
-from refimpl.engine.features.change_stream import (
-    KEY,
-    OP,
-    ROW,
-    UNLOGGED,
-    Change,
-    ChangeBatch,
-)
+from refimpl.engine.features.change_stream import UNLOGGED, Change, ChangeBatch
 from refimpl.engine.features.event_stream import row_key
 from refimpl.engine.query import deadlines
 from refimpl.engine.query.compiled import Scope, table_scope
@@ -157,52 +150,47 @@ def shape_changes(
     batch: ChangeBatch, schema: TableSchema, options: FeedOptions, feed_filter: FeedFilter | None
 ) -> ShapedBatch:
     """The page's changes with the options applied (see the module docstring)."""
-    full = schema.replica_identity_full
-    width = len(schema.columns)
     changes = batch.changes
     if feed_filter is not None:
         changes = [
             c for c in (filter_change(c, schema, feed_filter) for c in changes) if c is not None
         ]
     if options.squash:
-        changes = _squashed(changes, schema, full, width)
-    types = [type_of(c, full) for c in changes] if options.types else None
+        changes = _squashed(changes, schema)
+    types = [type_of(c) for c in changes] if options.types else None
     return ShapedBatch(changes, types, batch.next_lsn, batch.more, len(batch.changes))
 
 
-def type_of(change: Change, full: bool) -> str:
+def type_of(change: Change) -> str:
     """`add`, `change`, `remove` or `ddl` (spec: changefeeds, types)."""
-    op = change[OP]
+    op = change.op
     if op == "delete":
         return REMOVE
     if op == "ddl":
         return DDL
-    if full and change[-1] is None:
+    if change.old is None:
         return ADD
     return CHANGE  # without a before-image the log cannot tell an insert from an update
 
 
 def filter_change(change: Change, schema: TableSchema, feed_filter: FeedFilter) -> Change | None:
     """The change as the filtered feed shows it, or None when it is left out (see above)."""
-    full = schema.replica_identity_full
-    width = len(schema.columns)
-    op = change[OP]
+    op, old = change.op, change.old
     if op == "ddl":
         return change
-    old = change[-1] if full else UNLOGGED
     if op == "delete":
         if old is UNLOGGED:
             return change
         return change if feed_filter.matches(old) else None
-    new = change[ROW : ROW + width]
-    if feed_filter.matches(new):
+    if feed_filter.matches(change.row):
         if old is not UNLOGGED and old is not None and not feed_filter.matches(old):
-            return (*change[:-1], None)  # it enters the filter: an add
+            return change._replace(old=None)  # it enters the filter: an add
         return change
     if old is UNLOGGED or old is None or not feed_filter.matches(old):
         return None
     # It leaves the filter: to this feed a removal of its key.
-    return (*change[:OP], "delete", _key_of(schema, old), *(None,) * width, old)
+    empty = (None,) * len(schema.columns)
+    return change._replace(op="delete", key=_key_of(schema, old), row=empty)
 
 
 def _key_of(schema: TableSchema, row: Sequence[Any]) -> str:
@@ -210,15 +198,16 @@ def _key_of(schema: TableSchema, row: Sequence[Any]) -> str:
     return row_key(schema, row, tuple(row[p] for p in layout.key_positions))
 
 
-def _ident(change: Change, schema: TableSchema, width: int) -> Any:
+def _ident(change: Change, schema: TableSchema) -> Any:
     """The row a change is about: its key columns, or its logged key for a delete."""
-    if change[OP] == "delete":
-        return tuple(_key_decoder.decode(bytes.fromhex(change[KEY]))[1])
+    if change.op == "delete":
+        assert change.key is not None
+        return tuple(_key_decoder.decode(bytes.fromhex(change.key))[1])
     positions = schema.layout().key_positions
-    return tuple(change[ROW + p] for p in positions)
+    return tuple(change.row[p] for p in positions)
 
 
-def _squashed(changes: list[Change], schema: TableSchema, full: bool, width: int) -> list[Change]:
+def _squashed(changes: list[Change], schema: TableSchema) -> list[Change]:
     """One change per row: the latest, carrying the first old row; a row inserted and
     deleted within the page disappears. A table without a key cannot be squashed: its rows
     have no identity in the stream."""
@@ -227,19 +216,19 @@ def _squashed(changes: list[Change], schema: TableSchema, full: bool, width: int
     kept: dict[Any, Change] = {}  # in the order of each row's last change
     first_old: dict[Any, Any] = {}
     for change in changes:
-        if change[OP] == "ddl":
-            ident: Any = ("ddl", change[0], change[1])
+        if change.op == "ddl":
+            ident: Any = ("ddl", change.lsn, change.seq)
         else:
-            ident = _ident(change, schema, width)
-        if kept.pop(ident, None) is None and full:
-            first_old[ident] = change[-1]
+            ident = _ident(change, schema)
+        if kept.pop(ident, None) is None:
+            first_old[ident] = change.old
         kept[ident] = change
     result = []
     for ident, change in kept.items():
-        if full and change[OP] != "ddl":
+        if change.op != "ddl":
             old = first_old[ident]
-            if change[OP] == "delete" and old is None:
+            if change.op == "delete" and old is None:
                 continue  # inserted and deleted within the page
-            change = (*change[:-1], old)
+            change = change._replace(old=old)
         result.append(change)
     return result

@@ -32,8 +32,6 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from refimpl.engine.features.change_stream import (
-    OP,
-    ROW,
     UNLOGGED,
     Change,
     chunks,
@@ -159,9 +157,9 @@ class CopiedRows:
 
     def changes(self) -> list[Change]:
         """The rows as initial changes."""
-        end = (None,) if self.full else ()
+        old = None if self.full else UNLOGGED
         return [
-            (self.lsn, seq, None, INITIAL, key, *row, *end)
+            Change(self.lsn, seq, None, INITIAL, key, tuple(row), old)
             for seq, (row, key) in enumerate(zip(self.rows, self.keys, strict=True))
         ]
 
@@ -279,9 +277,8 @@ def _point_copy(database: Database, schema: TableSchema, feed_filter: FeedFilter
         database.log.wait_durable(lsn)
     width = len(schema.columns)
     cells = tuple(row[:width]) if row is not None and feed_filter.matches(row) else None
-    change = (lsn, 0, None, INITIAL, point.key, *(cells or (None,) * width))
-    if schema.replica_identity_full:
-        change = (*change, None)
+    old = None if schema.replica_identity_full else UNLOGGED
+    change = Change(lsn, 0, None, INITIAL, point.key, cells or (None,) * width, old)
     return InitialBatch([InitialItem(change, lsn)], None, lsn, False)
 
 
@@ -344,12 +341,10 @@ def _add_changes(
 ) -> None:
     """The changes the reader must get: those of rows at or before `place` (see above), as
     the filter shows them; the last one of each transaction carries its position."""
-    full = schema.replica_identity_full
-    width = len(schema.columns)
     placer = Table(schema)  # for `place` only: where a row would stand
     given = []
     for change in changes:
-        if not _given(change, placer, place, full, width):
+        if not _given(change, placer, place):
             continue
         if feed_filter is not None:
             filtered = filter_change(change, schema, feed_filter)
@@ -358,19 +353,18 @@ def _add_changes(
             change = filtered
         given.append(change)
     for index, change in enumerate(given):
-        last = index + 1 == len(given) or given[index + 1][0] != change[0]
-        items.append(InitialItem(change, CopyPosition(change[0], place) if last else None))
+        last = index + 1 == len(given) or given[index + 1].lsn != change.lsn
+        items.append(InitialItem(change, CopyPosition(change.lsn, place) if last else None))
 
 
-def _given(change: Change, placer: Table, place: Place, full: bool, width: int) -> bool:
-    op = change[OP]
+def _given(change: Change, placer: Table, place: Place) -> bool:
+    op, old = change.op, change.old
     if op == "ddl":
         return True
-    old = change[-1] if full else UNLOGGED
     if op == "delete":
         # Without its old row only the key is logged: a reader ignores a key it does not hold.
         return old is UNLOGGED or old is None or _at_or_before(placer, old, place)
-    if _at_or_before(placer, change[ROW : ROW + width], place):
+    if _at_or_before(placer, change.row, place):
         return True
     # A row that moved on past the place: the reader holds it where it stood.
     return isinstance(old, tuple) and _at_or_before(placer, old, place)

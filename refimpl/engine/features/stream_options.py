@@ -29,7 +29,7 @@ from urllib.parse import quote
 
 import msgspec
 
-from refimpl.engine.features.change_stream import KEY, OP, ROW, UNLOGGED, Change
+from refimpl.engine.features.change_stream import UNLOGGED, Change
 from refimpl.engine.features.event_stream import (
     CHANGE,
     RESET,
@@ -204,7 +204,7 @@ class OptionCursor:
             encoded = self._encoded(data)
             size += len(encoded)
             events.append(Event(event_id, CHANGE, encoded))
-        rows = sum(1 for item in batch.items if item.change[OP] == INITIAL)
+        rows = sum(1 for item in batch.items if item.change.op == INITIAL)
         if rows:
             self._page_rows = max(1, min(MAX_PAGE_ROWS, self._page_rows * budget // max(size, 1)))
         if not batch.copying:
@@ -344,26 +344,26 @@ class _Shown:
     def data(self, change: Change) -> dict[str, Any] | None:
         """The change's data; None for a change of the rows as a whole (a reset)."""
         schema = self._schema
-        op, lsn = change[OP], change[0]
+        op, lsn, old = change.op, change.lsn, change.old
         if op == "ddl":
-            item = ddl_item(schema.name.lower(), schema.name, change[KEY], lsn)
+            assert change.key is not None  # a ddl's key is its statement's text
+            item = ddl_item(schema.name.lower(), schema.name, change.key, lsn)
             return None if item.kind == RESET else _decode(item.data)
-        old = change[-1] if self._full else UNLOGGED
         data: dict[str, Any]
         if op == "delete":
             data = {
                 "table": schema.name,
                 "op": "delete",
-                "key": change[KEY],
+                "key": change.key,
                 "lsn": lsn,
                 "row": None,
                 "href": None,
             }
         else:
-            row = change[ROW : ROW + self._width]
+            row = change.row
             key = (
-                change[KEY]
-                if op == INITIAL
+                change.key
+                if op == INITIAL and change.key is not None
                 else row_key(schema, row, tuple(row[p] for p in self._key_positions))
             )
             if op == INITIAL or old is UNLOGGED:
@@ -374,7 +374,7 @@ class _Shown:
                 data = {
                     "table": schema.name,
                     "op": op,
-                    "key": change[KEY],
+                    "key": key,
                     "lsn": lsn,
                     "row": None,
                     "href": None,

@@ -20,9 +20,6 @@ from typing import Any
 import msgspec
 
 from refimpl.engine.features.change_stream import (
-    KEY,
-    OP,
-    ROW,
     UNLOGGED,
     Change,
     ChangeBatch,
@@ -149,28 +146,26 @@ class ChangeObjects:
         return self._committed_at
 
     def __call__(self, change: Change) -> ChangeEvent:
-        lsn = change[0]
-        committed_at = self._formatted(lsn, change[2])
-        row = None
-        if change[OP] == "upsert":
-            row = self._made(change[ROW:])
-        return ChangeEvent(lsn, change[1], committed_at, change[OP], change[KEY], row)
+        lsn, committed_at = change.lsn, change.committed_at
+        assert committed_at is not None  # a change of the log, not a row of a copy
+        row = self._made(change.row) if change.op == "upsert" else None
+        shown_at = self._formatted(lsn, committed_at)
+        return ChangeEvent(lsn, change.seq, shown_at, change.op, change.key, row)
 
     def with_options(self, change: Change, full: bool, kind: str | None) -> OptionChangeEvent:
-        """The object of a change with `old_row` (`full`: the change's last item is the old
-        row) and `type` (`kind`) when given."""
-        lsn = change[0]
+        """The object of a change with `old_row` (`full`: the table keeps before-images)
+        and `type` (`kind`) when given."""
+        lsn, op, cells = change.lsn, change.op, change.row
         committed_at = None  # a row of an initial copy: no commit of its own
-        if change[2] is not None:
-            committed_at = self._formatted(lsn, change[2])
+        if change.committed_at is not None:
+            committed_at = self._formatted(lsn, change.committed_at)
         row = None
-        cells = change[ROW : ROW + self._width]
         # A point feed's missing row is an initial change whose cells are all NULL.
-        if change[OP] == "upsert" or (change[OP] == INITIAL and cells.count(None) != self._width):
+        if op == "upsert" or (op == INITIAL and cells.count(None) != self._width):
             row = self._made(cells)
-        event = OptionChangeEvent(lsn, change[1], committed_at, change[OP], change[KEY], row)
+        event = OptionChangeEvent(lsn, change.seq, committed_at, op, change.key, row)
         if full:
-            old = change[-1]
+            old = change.old
             event.old_row = None if old is None or old is UNLOGGED else self._made(old)
         if kind is not None:
             event.type = kind
@@ -254,7 +249,7 @@ def _transactions(batch: Page) -> list[tuple[int, int]]:
     if isinstance(batch, RunBatch):
         sized: Iterable[tuple[int, int]] = ((run.lsn, len(run.items)) for run in batch.runs)
     else:
-        sized = ((change[0], 1) for change in batch.changes)
+        sized = ((change.lsn, 1) for change in batch.changes)
     return [
         (lsn, sum(count for _, count in group))
         for lsn, group in itertools.groupby(sized, key=itemgetter(0))

@@ -58,7 +58,7 @@ def copy_answer(
         change = item.change
         kind = None
         if options.types:
-            kind = INITIAL if change[3] == INITIAL else type_of(change, full)
+            kind = INITIAL if change.op == INITIAL else type_of(change)
         changes.append(objects.with_options(change, full, kind))
     copied = [] if batch.copied is None else objects.of_copied(batch.copied, options.types)
     states = []
