@@ -33,6 +33,7 @@ TIMESTAMP, TIMESTAMPTZ, NUMERIC, CHAR, REGCLASS = 1114, 1184, 1700, 18, 2205
 
 # 2000-01-01 UTC, the zero of PostgreSQL's binary timestamps, in microseconds since 1970.
 PG_EPOCH_MICROS = 946_684_800_000_000
+_INFINITY = 2**63 - 1  # a binary timestamp of 'infinity'; its negation less one, '-infinity'
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 _I2, _I4, _I8 = struct.Struct("!h"), struct.Struct("!i"), struct.Struct("!q")
@@ -127,6 +128,18 @@ def _timestamp_value(micros: int) -> datetime:
     return _EPOCH + timedelta(microseconds=micros)
 
 
+class _Infinite(ValueError):
+    """A binary timestamp of PostgreSQL's 'infinity' or '-infinity'."""
+
+
+def _binary_timestamp(data: bytes) -> datetime:
+    since_2000 = _I8.unpack(data)[0]
+    if since_2000 in (_INFINITY, -_INFINITY - 1):
+        # PostgreSQL's 'infinity' and '-infinity' (asyncpg sends datetime.max and .min so).
+        raise _Infinite("infinity, which no TIMESTAMP holds (years 1 to 9999)")
+    return _timestamp_value(since_2000 + PG_EPOCH_MICROS)
+
+
 def _number_text(text: str) -> int | float:
     stripped = text.strip()
     try:
@@ -152,8 +165,8 @@ _FROM_BINARY: dict[int, Callable[[bytes], object]] = {
     INT8: lambda b: _I8.unpack(b)[0],
     FLOAT4: lambda b: _F4.unpack(b)[0],
     FLOAT8: lambda b: _F8.unpack(b)[0],
-    TIMESTAMP: lambda b: _timestamp_value(_I8.unpack(b)[0] + PG_EPOCH_MICROS),
-    TIMESTAMPTZ: lambda b: _timestamp_value(_I8.unpack(b)[0] + PG_EPOCH_MICROS),
+    TIMESTAMP: _binary_timestamp,
+    TIMESTAMPTZ: _binary_timestamp,
 }
 _TEXT_OIDS = frozenset({TEXT, VARCHAR, BPCHAR, NAME, CHAR, UNKNOWN, 0})
 
@@ -179,7 +192,8 @@ def decode_param(data: bytes, oid: int, binary: bool, hint: str | None, number: 
             return decoder(data)
         text = data.decode("utf-8")
         return _FROM_TEXT[kind](text) if kind else text
-    except (ValueError, struct.error, UnicodeDecodeError, OverflowError):
+    except (ValueError, struct.error, UnicodeDecodeError, OverflowError) as exc:
+        why = f" ({exc.args[0]})" if isinstance(exc, _Infinite) else ""
         raise InvalidValue(
-            f"parameter ${number} is not a valid {kind or 'value'}: {data[:40]!r}"
+            f"parameter ${number} is not a valid {kind or 'value'}{why}: {data[:40]!r}"
         ) from None
