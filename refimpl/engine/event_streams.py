@@ -29,8 +29,7 @@ import time
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 
-import msgspec
-
+from refimpl.engine import stream_rows
 from refimpl.engine.access import AccessControl, Principal, Right
 from refimpl.engine.access.tickets import TicketBook
 from refimpl.engine.features.event_stream import (
@@ -43,11 +42,12 @@ from refimpl.engine.features.feed_options import FeedOptions
 from refimpl.engine.features.initial_copy import CopyPosition
 from refimpl.engine.features.stream_options import OptionCursor, StreamFeed
 from refimpl.engine.instance import Instance
-from refimpl.engine.result import Column
+from refimpl.engine.measures import StreamCounts, StreamMeasures
 from refimpl.engine.storage.database import Database
+from refimpl.engine.stream_rows import RowAnswer
+from refimpl.engine.stream_tally import StreamTally, stands_after
 from refimpl.engine.tracking.signals import Waker
 from refimpl.errors import (
-    BadRequest,
     KdbError,
     NotFound,
     TooManyRequests,
@@ -97,6 +97,7 @@ class OpenStream:
         named: frozenset[str] | None,
         cursor: Callable[[Callable[[str], bool], Callable[[], Hashable]], Cursor],
         ends_at: float,
+        tally: StreamTally | None = None,
     ) -> None:
         self.number = number
         self.database = database
@@ -114,6 +115,7 @@ class OpenStream:
         self.group: StreamGroup | None = None
         self.joined_at = 0
         self.cursor = cursor(self.follows, self.view)
+        self._tally = tally
 
     def follows(self, table: str) -> bool:
         """Whether the stream shows a table now: named (or any), and readable by its caller."""
@@ -141,18 +143,24 @@ class OpenStream:
             group = self.group
             if group is not None:
                 group.leave(self)
+            after = stands_after(self.cursor)
             taken = self.cursor.take(budget)
             if taken.events:
                 self._last_id = taken.events[-1].id
+                if self._tally is not None:
+                    self._tally.taken(taken.events, 1, after)
             return taken
 
-    def end(self, reason: str) -> None:
+    def end(self, reason: str, reset: bool = False) -> None:
         """End the stream (its next `take` is empty; it leaves its group) and wake whoever
-        sends it."""
+        sends it. `reset`: the protocol layer ends it with a `reset` because its own work
+        ran past the statement timeout (counted as such)."""
         with self._lock:
             if self.ended is not None:
                 return
             self.ended = reason
+        if reset and self._tally is not None:
+            self._tally.timed_out()
         self._leave_and_wake()
 
     def review(self, principal: Principal) -> None:
@@ -184,9 +192,10 @@ class StreamGroup:
     `sender` is the protocol layer's object that sends the group's parts (opaque here).
     """
 
-    def __init__(self, cursor: EventCursor) -> None:
+    def __init__(self, cursor: EventCursor, tally: StreamTally | None = None) -> None:
         self._lock = threading.Lock()
         self._cursor = cursor
+        self._tally = tally
         self.members: tuple[OpenStream, ...] = ()  # replaced whole at each change
         self.last_id: str | None = None  # of the last event the group took
         self._takes = 0  # takes that gave events
@@ -195,10 +204,13 @@ class StreamGroup:
     def take(self, budget: int) -> tuple[Taken, tuple[OpenStream, ...]]:
         """The next events of every member (see `EventCursor.take`), and the members."""
         with self._lock:
+            after = self._cursor.position.after_lsn
             taken = self._cursor.take(budget)
             if taken.events:
                 self.last_id = taken.events[-1].id
                 self._takes += 1
+                if self._tally is not None:
+                    self._tally.taken(taken.events, len(self.members), after)
             return taken, self.members
 
     def last_id_of(self, member: OpenStream) -> str | None:
@@ -237,17 +249,6 @@ class StreamGroup:
             self.members = tuple(m for m in self.members if m is not stream)
 
 
-@dataclass(frozen=True, slots=True)
-class RowAnswer:
-    """A row's current state by its key (`GET /stream/row`)."""
-
-    database: str
-    table: str
-    key: str
-    columns: list[Column]
-    row: tuple
-
-
 class EventStreams:
     """Open event streams of an instance: limits, fan-out at commits, and their ends.
 
@@ -281,6 +282,7 @@ class EventStreams:
         self._closed = False
         self._stop = threading.Event()
         self._sweeper: threading.Thread | None = None
+        self.counts = StreamCounts()  # read by `measures` for /metrics
 
     # -- who asks ---------------------------------------------------------------------------
 
@@ -353,6 +355,7 @@ class EventStreams:
                 named,
                 cursor,
                 time.monotonic() + options.max_age_s,
+                StreamTally(self.counts, name, recent),
             )
             self._open[number] = stream
             self._by_database.setdefault(name.lower(), []).append(stream)
@@ -382,7 +385,9 @@ class EventStreams:
                 access, database = self._access, stream.database
                 named, principal = view
                 follows = functools.partial(_shows, access, database, named, principal)
-                group = self._groups[key] = StreamGroup(cursor.following(follows, lambda: view))
+                following = cursor.following(follows, lambda: view)
+                tally = StreamTally(self.counts, database, cursor.recent)
+                group = self._groups[key] = StreamGroup(following, tally)
                 group.sender = make_sender(group)
         with stream._lock:
             joined = stream.ended is None and cursor.current and group.add(stream)
@@ -403,6 +408,12 @@ class EventStreams:
         """Streams open now (a gauge for metrics)."""
         with self._lock:
             return len(self._open)
+
+    def measures(self) -> StreamMeasures:
+        """The streams open now by database, and the events and resets sent so far."""
+        with self._lock:
+            by_database = {s[0].database: len(s) for s in self._by_database.values() if s}
+        return self.counts.snapshot(by_database)
 
     def close(self) -> None:
         """Shutting down: no stream opens any more (503); the open ones are ended by their
@@ -552,19 +563,7 @@ class EventStreams:
 
     def read_row(self, principal: Principal, database: str, table: str, key: str) -> RowAnswer:
         """The row with `key` (hex, as events carry it) as it is now; 404 once it is gone."""
-        self._access.check(principal, database, Right.READ, table)
-        found = self._instance.database(database)
-        part, ident = _decode_key(key)
-        with found.state_lock:
-            stored = found.tables.get(table.lower())
-            if stored is None:
-                raise NotFound(f"table '{table}' does not exist in database '{found.name}'")
-            schema = stored.schema
-            row = stored.get(ident) if stored.part_of_ident(ident) == part else None
-        if row is None:
-            raise NotFound(f"no row with key {key} in table '{schema.name}': it is gone")
-        columns = [Column(c.name, c.type) for c in schema.columns]
-        return RowAnswer(found.name, schema.name, key, columns, row)
+        return stream_rows.read_row(self._instance, principal, database, table, key)
 
 
 def _shows(
@@ -584,15 +583,3 @@ def _shows(
 def _wake_each(wakers: list[Waker]) -> None:
     for waker in wakers:
         waker.set()
-
-
-def _decode_key(key: str) -> tuple[tuple, tuple]:
-    try:
-        part, ident = msgspec.msgpack.decode(bytes.fromhex(key))
-        return tuple(part), tuple(ident)
-    except (ValueError, TypeError, msgspec.DecodeError):
-        shown = key if len(key) <= 40 else key[:40] + "..."
-        raise BadRequest(
-            f"the parameter 'key' must be a row's key as the stream's events give it (hex),"
-            f" not '{shown}'"
-        ) from None

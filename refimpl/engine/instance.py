@@ -272,6 +272,7 @@ class Instance:
             tuple(d.measures() for d in databases),
             subscriptions["subscriptions"],
             subscriptions["waiting"],
+            self.subscriptions.measures(),
         )
 
     def begin_shutdown(self) -> None:

@@ -85,12 +85,88 @@ class DatabaseMeasures:
 
 
 @dataclass(frozen=True, slots=True)
+class LiveMeasures:
+    """The live queries (`GET /api/subscribe`) by database, as of one moment."""
+
+    subscriptions: dict[str, int]  # kept now
+    answers: dict[tuple[str, str], int]  # by (database, kind): `snapshot` or `rows`
+    reruns: dict[str, int]  # runs of a kept query after a commit touched it
+
+
+class LiveCounts:
+    """What the live queries count as they answer; thread-safe, a lock and an add a call."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._answers: dict[tuple[str, str], int] = {}
+        self._reruns: dict[str, int] = {}
+
+    def answered(self, database: str, kind: str) -> None:
+        """One answer with rows sent: `snapshot` (a new subscription's whole answer) or
+        `rows` (the difference a commit made)."""
+        key = (database, kind)
+        with self._lock:
+            self._answers[key] = self._answers.get(key, 0) + 1
+
+    def reran(self, database: str) -> None:
+        with self._lock:
+            self._reruns[database] = self._reruns.get(database, 0) + 1
+
+    def snapshot(self, subscriptions: Mapping[str, int]) -> LiveMeasures:
+        with self._lock:
+            return LiveMeasures(dict(subscriptions), dict(self._answers), dict(self._reruns))
+
+
+@dataclass(frozen=True, slots=True)
 class EngineMeasures:
     """Every open database's counters and the live queries of the instance."""
 
     databases: tuple[DatabaseMeasures, ...]
     subscriptions: int
     waiting_subscriptions: int
+    live: LiveMeasures
+
+
+# Why an event stream was sent `reset`, as `kdb_stream_resets_total` labels it.
+RESET_REASONS = ("rows_replaced", "lost_place", "copy_restart", "timeout")
+
+
+@dataclass(frozen=True, slots=True)
+class StreamMeasures:
+    """The event streams (`GET /stream/changes`), as of one moment."""
+
+    open: dict[str, int]  # open now, by database
+    events: dict[tuple[str, str], int]  # sent, by (database, event): change, ready, reset...
+    resets: dict[str, int]  # by reason (each of RESET_REASONS)
+
+
+class StreamCounts:
+    """What the event streams count as they take events for sending; thread-safe. A take
+    for a group of streams counts its events once for each member it is sent to."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._events: dict[tuple[str, str], int] = {}
+        self._resets: dict[str, int] = {}
+
+    def sent(self, database: str, kinds: Mapping[str, int], streams: int = 1) -> None:
+        """`kinds`: the events of one take by event name; sent to `streams` streams."""
+        with self._lock:
+            for kind, count in kinds.items():
+                key = (database, kind)
+                self._events[key] = self._events.get(key, 0) + count * streams
+
+    def reset(self, reason: str, streams: int = 1) -> None:
+        with self._lock:
+            self._resets[reason] = self._resets.get(reason, 0) + streams
+
+    def snapshot(self, open_by_database: Mapping[str, int]) -> StreamMeasures:
+        with self._lock:
+            return StreamMeasures(
+                dict(open_by_database),
+                dict(self._events),
+                {reason: self._resets.get(reason, 0) for reason in RESET_REASONS},
+            )
 
 
 # The states of a PostgreSQL-protocol connection, as `kdb_pg_connections` labels them.

@@ -80,6 +80,7 @@ class App:
         self.streams = EventStreams(instance, self.options.streams, poke_streams(self.waiting_room))
         self.metrics = ServerMetrics(instance.measures, self.waiting_room.parked_count)
         self.metrics.read_open_streams(self.streams.open_count)
+        self.metrics.read_streams(self.streams.measures)
         self.request_log = RequestLog(self.metrics.observe_request)
         self.auth = Authenticator(instance.access, self.options.dev, self.options.behind_tls)
         self.guards = RequestGuards(self.options.allowed_hosts, self.options.dev)

@@ -34,7 +34,13 @@ from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
-from refimpl.engine.measures import EngineMeasures, HistogramSnapshot, PgMeasures
+from refimpl.engine.measures import (
+    EngineMeasures,
+    HistogramSnapshot,
+    LiveMeasures,
+    PgMeasures,
+    StreamMeasures,
+)
 
 # A request's time in the app: a point read takes ~0.1 ms, a long poll up to its wait.
 REQUEST_BOUNDS = (
@@ -153,6 +159,10 @@ class ServerMetrics:
         """Where the open event streams are counted (the event stream lends it)."""
         self._collector.open_streams = count
 
+    def read_streams(self, measures: Callable[[], StreamMeasures]) -> None:
+        """Where the event streams are measured by database and reason (lent at start)."""
+        self._collector.streams = measures
+
     def read_pg(self, measures: Callable[[], PgMeasures]) -> None:
         """Where the PostgreSQL protocol's server is measured (lent when it starts); its
         metrics are there only while it is lent."""
@@ -181,6 +191,7 @@ class ServerCollector(Collector):
         self.connections: Count = _none
         self.open_streams: Count = _none
         self.pg: Callable[[], PgMeasures] | None = None
+        self.streams: Callable[[], StreamMeasures] | None = None
         self.spec = "unknown"
 
     def collect(self) -> Iterator[Metric]:
@@ -202,6 +213,7 @@ class ServerCollector(Collector):
             "Live queries waiting for a change now.",
             engine.waiting_subscriptions,
         )
+        yield from _live_metrics(engine.live)
         yield _gauge(
             "kdb_waiting_requests",
             "Requests parked without a thread: readers at the end of the change stream,"
@@ -211,6 +223,8 @@ class ServerCollector(Collector):
         yield _gauge(
             "kdb_open_streams", "Event streams (GET /stream/changes) open now.", self.open_streams()
         )
+        if self.streams is not None:
+            yield from _stream_metrics(self.streams())
         yield _gauge("kdb_connections", "HTTP client connections open now.", self.connections())
         if self.pg is not None:
             yield from _pg_metrics(self.pg())
@@ -225,6 +239,58 @@ def _version() -> str:
         return metadata.version("refimpl")
     except metadata.PackageNotFoundError:
         return "unknown"
+
+
+def _live_metrics(live: LiveMeasures) -> Iterator[Metric]:
+    kept = GaugeMetricFamily(
+        "kdb_live_subscriptions", "Live queries kept now, by database.", labels=("database",)
+    )
+    for database, count in sorted(live.subscriptions.items()):
+        kept.add_metric((database,), count)
+    yield kept
+    answers = CounterMetricFamily(
+        "kdb_live_answers",
+        "Live-query answers with rows, by database and kind: snapshot (a new subscription's"
+        " whole answer) or rows (what a commit changed).",
+        labels=("database", "kind"),
+    )
+    for (database, kind), count in sorted(live.answers.items()):
+        answers.add_metric((database, kind), count)
+    yield answers
+    reruns = CounterMetricFamily(
+        "kdb_live_reruns",
+        "Runs of a kept live query after a commit touched what it reads, by database.",
+        labels=("database",),
+    )
+    for database, count in sorted(live.reruns.items()):
+        reruns.add_metric((database,), count)
+    yield reruns
+
+
+def _stream_metrics(streams: StreamMeasures) -> Iterator[Metric]:
+    open_now = GaugeMetricFamily(
+        "kdb_streams_open", "Event streams open now, by database.", labels=("database",)
+    )
+    for database, count in sorted(streams.open.items()):
+        open_now.add_metric((database,), count)
+    yield open_now
+    events = CounterMetricFamily(
+        "kdb_stream_events_sent",
+        "Events the event streams sent, by database and event (change, ready, reset...).",
+        labels=("database", "event"),
+    )
+    for (database, event), count in sorted(streams.events.items()):
+        events.add_metric((database, event), count)
+    yield events
+    resets = CounterMetricFamily(
+        "kdb_stream_resets",
+        "Resets the event streams sent, by reason: rows_replaced, lost_place, copy_restart,"
+        " timeout.",
+        labels=("reason",),
+    )
+    for reason, count in streams.resets.items():
+        resets.add_metric((reason,), count)
+    yield resets
 
 
 def _pg_metrics(pg: PgMeasures) -> Iterator[Metric]:

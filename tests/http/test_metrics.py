@@ -21,6 +21,7 @@ from refimpl.engine.measures import PG_STATES, PgCounts
 from refimpl.http.metrics import REQUEST_BOUNDS, RequestCounts
 from refimpl.pgwire import messages as m
 from tests.http.conftest import ROOT, Server, start_server
+from tests.http.stream_client import open_stream
 from tests.pgwire.conftest import PgServer, pg_address
 
 
@@ -161,6 +162,78 @@ def test_an_open_event_stream_is_counted(server: Server, db: str) -> None:
         assert seen >= 1
     finally:
         stream.close()
+
+
+def _value_or_zero(families: dict[str, list], sample: str, **labels: str) -> float:
+    family = families.get(sample.removesuffix("_total"), [])
+    found = [
+        s.value for s in family
+        if s.name == sample and all(s.labels.get(k) == v for k, v in labels.items())
+    ]  # fmt: skip
+    return found[0] if found else 0.0
+
+
+def test_event_streams_are_counted_by_database_event_and_reset_reason(
+    server: Server, db: str
+) -> None:
+    server.sql("CREATE TABLE t (id INT PRIMARY KEY)", db)
+    before = scrape(server)
+    stream = open_stream(server, db, table=["t"])
+    behind = None
+    try:
+        assert [e["event"] for e in stream.take(1)] == ["ready"]
+        server.sql("INSERT INTO t VALUES (1), (2)", db)
+        server.sql("TRUNCATE t", db)
+        events = stream.take(4)
+        assert [e["event"] for e in events] == ["change", "change", "reset", "ready"]
+        # A resume from an id past the log: the stream lost its place.
+        behind = open_stream(server, db, table=["t"], **{"last-event-id": "9999"})
+        assert [e["event"] for e in behind.take(2)] == ["reset", "ready"]
+        after = scrape(server)
+        assert value(after, "kdb_streams_open", database=db) == 2
+    finally:
+        stream.close()
+        if behind is not None:
+            behind.close()
+
+    def grew(sample: str, **labels: str) -> float:
+        return _value_or_zero(after, sample, **labels) - _value_or_zero(before, sample, **labels)
+
+    assert grew("kdb_stream_events_sent_total", database=db, event="change") == 2
+    assert grew("kdb_stream_events_sent_total", database=db, event="ready") == 3
+    assert grew("kdb_stream_events_sent_total", database=db, event="reset") == 2
+    assert grew("kdb_stream_resets_total", reason="rows_replaced") == 1
+    assert grew("kdb_stream_resets_total", reason="lost_place") == 1
+    reasons = {s.labels["reason"] for s in after["kdb_stream_resets"]}
+    assert reasons == {"rows_replaced", "lost_place", "copy_restart", "timeout"}
+
+
+def test_live_queries_are_counted_by_database(server: Server, db: str) -> None:
+    server.sql("CREATE TABLE t (id INT PRIMARY KEY, v INT)", db)
+    server.sql("INSERT INTO t VALUES (1, 1)", db)
+
+    def subscribe(ident: str | None = None, wait: int = 0) -> tuple[str, str]:
+        """(the answer's id, its event name) of one request."""
+        params = {"query": "SUBSCRIBE SELECT id, v FROM t", "db": db, "wait": str(wait)}
+        if ident is not None:
+            params["id"] = ident
+        response = server.get("/api/subscribe", params=params, timeout=30)
+        assert response.status_code == 200, response.text
+        fields = dict(line.split(": ", 1) for line in response.text.splitlines() if ": " in line)
+        return fields["id"], fields.get("event", "")
+
+    ident, kind = subscribe()
+    assert kind == "snapshot"
+    writer = threading.Timer(0.3, lambda: server.sql("INSERT INTO t VALUES (2, 2)", db))
+    writer.start()
+    _, kind = subscribe(ident, wait=10_000)
+    writer.join()
+    assert kind == "rows"
+    families = scrape(server)
+    assert value(families, "kdb_live_subscriptions", database=db) == 1
+    assert value(families, "kdb_live_answers_total", database=db, kind="snapshot") == 1
+    assert value(families, "kdb_live_answers_total", database=db, kind="rows") == 1
+    assert value(families, "kdb_live_reruns_total", database=db) >= 1
 
 
 @settings(max_examples=30, deadline=None)

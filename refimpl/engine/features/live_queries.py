@@ -23,6 +23,7 @@ were the same one get one difference, whose encodings a protocol layer keeps wit
 
 from __future__ import annotations
 
+import collections
 import itertools
 import secrets
 import threading
@@ -41,6 +42,7 @@ from refimpl.engine.features.live_answers import (
 )
 from refimpl.engine.features.live_shape import ONE_TABLE, identity_positions, parse_subscription
 from refimpl.engine.features.top_n import moves, run_in_table_order, top_plan
+from refimpl.engine.measures import LiveCounts, LiveMeasures
 from refimpl.engine.query.cache_keys import deterministic, pinned_value
 from refimpl.engine.query.select import QueryOutput
 from refimpl.engine.rights import Right
@@ -96,6 +98,7 @@ class SubscriptionManager:
         # Every request of a client sends its query again: its shape is checked once.
         self._parsed = SharedResults(size=1024)
         self._serials = itertools.count(1)
+        self.counts = LiveCounts()  # read by `measures` for /metrics
 
     def __len__(self) -> int:
         return len(self._subscriptions)
@@ -156,6 +159,12 @@ class SubscriptionManager:
         with self._lock:
             waiting = sum(1 for s in self._subscriptions.values() if s.waiting is not None)
             return {"subscriptions": len(self._subscriptions), "waiting": waiting}
+
+    def measures(self) -> LiveMeasures:
+        """The subscriptions kept now by database, and what they answered and re-ran."""
+        with self._lock:
+            by_database = collections.Counter(s.database.name for s in self._subscriptions.values())
+        return self.counts.snapshot(by_database)
 
     # -- inner workings ------------------------------------------------------------------
 
@@ -404,12 +413,14 @@ class SubscriptionManager:
                 self._drop(next(iter(self._subscriptions.values())))
             self._add(subscription)
             self._make_room(subscription.owner, subscription)
+        self.counts.answered(database.name, "snapshot")
         return Reply("snapshot", subscription, 1, Change(list(answer.rows.values()), [], None))
 
     def _difference(self, subscription: Subscription, old: Version, new: Version) -> Reply | None:
         change = self._change(subscription, old.answer, new.answer)
         if change is None:
             return None
+        self.counts.answered(subscription.database.name, "rows")
         return Reply("rows", subscription, new.version, change)
 
     def _change(self, subscription: Subscription, old: Answer, new: Answer) -> Change | None:
@@ -423,6 +434,7 @@ class SubscriptionManager:
         """Run the query again after a commit touched it: the difference, or None."""
         with subscription.lock:
             before = subscription.current
+            self.counts.reran(subscription.database.name)
             answer = self._run(session, subscription)
             if answer.serial == before.answer.serial:
                 return None
@@ -437,6 +449,7 @@ class SubscriptionManager:
             with self._lock:
                 self._count(subscription)
                 self._make_room(subscription.owner, subscription)
+            self.counts.answered(subscription.database.name, "rows")
             return Reply("rows", subscription, version, change)
 
     def moved(self, subscription: Subscription) -> bool:

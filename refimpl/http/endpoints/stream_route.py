@@ -303,7 +303,7 @@ class _Sender:
         ends with a `reset` (data `{}`, as always) after a comment saying why; the client
         reads again, or asks for less."""
         reason = f"where= or the initial copy ran too long: {error}"
-        self.stream.end(reason)
+        self.stream.end(reason, reset=True)
         return _body(f": {reason}\n\nevent: reset\ndata: {{}}\n\n".encode() + self._end().body)
 
     def _end(self) -> Answer:
