@@ -258,14 +258,19 @@ class PgServer:
         for client in stalled:
             self._close(client)  # its answers wait unread: it is gone, or reads nothing
         for client in late:
-            client.goodbye(
-                client.link.refuse(
-                    LOGIN_TIMED_OUT,
-                    f"the connection did not log in within {self.options.login_timeout_s:g}"
-                    " seconds (pg_login_timeout_s); send the startup and the password at once",
-                )
+            self._refuse(
+                client,
+                LOGIN_TIMED_OUT,
+                f"the connection did not log in within {self.options.login_timeout_s:g}"
+                " seconds (pg_login_timeout_s); send the startup and the password at once",
             )
             self._close(client)
+
+    def _refuse(self, client: _Client, code: str, message: str) -> None:
+        """End a connection with a FATAL error, counted for /metrics like every answer."""
+        refusal = client.link.refuse(code, message)
+        self.answers.answered(refusal)
+        client.goodbye(refusal)
 
     def _accept_some(self) -> None:
         """Accept what waits (a bounded number), then re-arm the listening socket."""
@@ -295,8 +300,10 @@ class PgServer:
         if refused is not None:
             # Told at once and closed: a client that may not even wait for its login is
             # given no buffer, no state and no place in the epoll set.
+            refusal = error_bytes(sqlstate.TOO_MANY_CONNECTIONS, refused)
+            self.answers.answered(refusal)
             try:
-                sock.send(error_bytes(sqlstate.TOO_MANY_CONNECTIONS, refused))
+                sock.send(refusal)
             except OSError:
                 pass
             sock.close()
@@ -409,11 +416,10 @@ class PgServer:
             link.end()
         except Exception:
             log.exception("bug: unexpected error answering a PostgreSQL connection")
-            client.goodbye(
-                link.refuse(
-                    sqlstate.INTERNAL,
-                    "internal error (a bug in the server); the server log has the details",
-                )
+            self._refuse(
+                client,
+                sqlstate.INTERNAL,
+                "internal error (a bug in the server); the server log has the details",
             )
         if link.closed:
             self._close(client)
@@ -429,7 +435,7 @@ class PgServer:
         link = client.link
         with client.lock:
             if error is not None:
-                client.goodbye(link.refuse(sqlstate.sqlstate_of(error), error.message))
+                self._refuse(client, sqlstate.sqlstate_of(error), error.message)
             elif link.closed:
                 client.goodbye(out)  # its last answers: sent if the socket takes them
             else:
@@ -506,6 +512,7 @@ class PgServer:
                 goodbye = client.link.refuse(
                     sqlstate.ADMIN_SHUTDOWN, "terminating connection: the server is stopping"
                 )
+            self.answers.answered(goodbye)
             client.goodbye(goodbye)
             self._close(client)
         self._epoll.close()

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import collections
 import re
+import socket
 import threading
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -17,11 +19,21 @@ from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.utils import floatToGoString
 
 from conformance.cli import shipped_spec_version
+from refimpl.engine.instance import Instance
 from refimpl.engine.measures import PG_STATES, PgCounts
 from refimpl.http.metrics import REQUEST_BOUNDS, RequestCounts
 from refimpl.pgwire import messages as m
+from refimpl.pgwire.serving import PgOptions
+from refimpl.pgwire.serving import PgServer as PgServing
 from tests.http.conftest import ROOT, Server, start_server
 from tests.http.stream_client import open_stream
+from tests.pgwire.attack import (
+    connect_from,
+    error_fields,
+    pg_server,
+    read_until_closed,
+    startup_packet,
+)
 from tests.pgwire.conftest import PgServer, pg_address
 
 
@@ -429,3 +441,41 @@ def test_answers_are_counted_by_their_messages() -> None:
 
 def _text(value: object) -> bytes:
     return str(value).encode()
+
+
+def test_postgresql_refusals_before_login_are_counted(tmp_path: Path) -> None:
+    limits = {"pg_max_unauthenticated_per_address": 2, "pg_login_timeout_s": 1.0}
+    with pg_server(tmp_path, **limits) as pg:
+        before = scrape(pg.http)
+        silent = [connect_from("127.0.0.3", pg.port) for _ in range(5)]
+        try:
+            codes = sorted(error_fields(read_until_closed(s))["C"] for s in silent)
+        finally:
+            for sock in silent:
+                sock.close()
+        # Three over the per-address cap at once, two at the login timeout.
+        assert codes == ["53300"] * 3 + ["57014"] * 2
+        after = scrape(pg.http)
+
+    def grew(code: str) -> float:
+        return _value_or_zero(after, "kdb_pg_errors_total", sqlstate=code) - _value_or_zero(
+            before, "kdb_pg_errors_total", sqlstate=code
+        )
+
+    assert grew("53300") == 3 and grew("57014") == 2
+
+
+def test_postgresql_connections_ended_at_stop_are_counted(tmp_path: Path) -> None:
+    instance = Instance.open(tmp_path / "data")
+    server = PgServing(instance, PgOptions(port=0, threads=2))
+    server.start()
+    try:
+        sock = socket.create_connection(server.address, timeout=10)
+        sock.sendall(startup_packet("admin", "demo"))
+        assert sock.recv(9)[:1] == b"R"  # it waits for its password: a connection the stop ends
+        server.stop()
+        assert error_fields(read_until_closed(sock))["C"] == "57P01"
+        sock.close()
+    finally:
+        instance.close()
+    assert server.answers.snapshot({}).errors == {"57P01": 1}
