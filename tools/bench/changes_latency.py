@@ -298,6 +298,8 @@ def main() -> None:
                 ours / theirs,
                 "<= 2x",
                 ours <= 2 * theirs,
+                ours=ours,
+                peer=theirs,
             ),
         ]
     )

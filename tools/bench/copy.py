@@ -121,7 +121,18 @@ def main() -> None:
     )
     copy_rate, imp_rate = results["refimpl COPY FROM STDIN"][0], results["refimpl /imp"][0]
     ratio = copy_rate / imp_rate
-    harness.print_checks([harness.Check("COPY rows/s / (/imp rows/s)", ratio, ">= 1", ratio >= 1)])
+    checks = [harness.Check("COPY rows/s / (/imp rows/s)", ratio, ">= 1", ratio >= 1)]
+    if "PostgreSQL COPY (psycopg)" in results:
+        theirs = results["PostgreSQL COPY (psycopg)"][0]
+        checks.append(
+            harness.Check(
+                "COPY FROM STDIN rows/s / PostgreSQL's",
+                copy_rate / theirs,
+                ours=copy_rate,
+                peer=theirs,
+            )
+        )
+    harness.print_checks(checks)
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ shadowed by `http.py` of this folder (a script's folder comes first on `sys.path
 from __future__ import annotations
 
 import glob
+import json
 import multiprocessing
 import os
 import shutil
@@ -129,12 +130,24 @@ def print_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], title: st
 
 
 class Check(NamedTuple):
-    """A figure and, where an issue sets one, its target and whether the run met it."""
+    """A figure and, where an issue sets one, its target and whether the run met it.
+
+    `ours` and `peer` are the two raw figures a ratio was taken of, where the figure is one
+    (refimpl's and PostgreSQL's rows/s, say): `compare.py` shows them beside the ratio.
+    """
 
     label: str
     value: float
     target: str = ""
     met: bool = False
+    ours: float | None = None
+    peer: float | None = None
+
+
+CHECKS_FILE_VARIABLE = "REFIMPL_BENCH_CHECKS"
+"""When set, `print_checks` also appends each figure as one JSON line to the file it names
+(`compare.py` collects every script's figures this way; a `KDB_` name would be taken for a
+server setting)."""
 
 
 def print_checks(checks: Sequence[Check]) -> None:
@@ -145,6 +158,12 @@ def print_checks(checks: Sequence[Check]) -> None:
             line += f"   target {check.target:14} {'MET' if check.met else 'MISSED'}"
         print(line)
     print()
+    record = os.environ.get(CHECKS_FILE_VARIABLE)
+    if record:
+        script = Path(sys.argv[0]).stem
+        with open(record, "a", encoding="utf-8") as out:
+            for check in checks:
+                out.write(json.dumps({"script": script, **check._asdict()}) + "\n")
 
 
 def rss_mb() -> tuple[float, float]:

@@ -16,8 +16,9 @@ refimpl is a `refimpl serve --pg-port 0` process; PostgreSQL a throwaway cluster
 and synchronous_commit on (`harness.Postgres`). Clients run in forked processes (up to
 --procs, one thread per client). Each phase runs --seconds after a short warm-up; the table
 shows requests/s, p50 and p99 of both and their ratio, and the refimpl server process's
-CPU time (utime+stime, /proc) per request. Target: at least the ratio that /exec reaches
-against PostgreSQL in tools/bench/http.py.
+CPU time (utime+stime, /proc) per request. Targets (issue 37), at 16 clients with
+parameters (psycopg prepares them): point SELECT >= 0.6x PostgreSQL's rate, one-row INSERT
+>= 0.8x.
 
     python tools/bench/pgwire.py            # 10 s per phase
     python tools/bench/pgwire.py --quick    # 3 s per phase
@@ -190,10 +191,29 @@ def main() -> None:
         title=f"PostgreSQL protocol through psycopg: refimpl ({args.threads} threads) vs"
         f" PostgreSQL (fsync on), {seconds:g} s per phase",
     )
-    print(
-        "target: each 'literal' ratio at least that of the same workload in"
-        " tools/bench/http.py (the same SQL to PostgreSQL through psycopg)"
-    )
+    checks = []
+    for op, name, target in (
+        ("select", "prepared point SELECT", 0.6),
+        ("insert", "prepared one-row INSERT", 0.8),
+    ):
+        a, b = ours[(op, 16)]["rate"], theirs[(op, 16)]["rate"]
+        checks.append(
+            harness.Check(
+                f"protocol {name} at 16 clients, req/s / PostgreSQL's",
+                a / b,
+                f">= {target}x",
+                a >= target * b,
+                ours=a,
+                peer=b,
+            )
+        )
+    for op in ("select", "insert"):
+        checks.append(
+            harness.Check(
+                f"protocol {op} at 16 clients, server CPU ms/request", ours[(op, 16)]["cpu_ms"]
+            )
+        )
+    harness.print_checks(checks)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,149 @@
+"""Every benchmark that has PostgreSQL as its peer, side by side in one run, in one table.
+
+Each script of the list below runs in turn, in its own process, with the environment
+variable `harness.CHECKS_FILE_VARIABLE` naming a file: the script's `harness.print_checks`
+appends each of its figures there, and this command prints them all at the end as one table:
+measure, refimpl, PostgreSQL, ratio (or the figure itself where it is no ratio), target, met.
+Each script's own output (its fuller tables) is kept under --out, one file a script.
+
+PostgreSQL 15 is started by each script as a throwaway cluster where it is installed
+(Debian's `postgresql`; `harness.postgres_bin` installs it where it may); with
+`--no-postgres`, or where no PostgreSQL can be found or installed, the scripts that need it
+as their peer are skipped and said to be, rather than run without one.
+
+    python tools/bench/compare.py --quick              # the short form of each script
+    python tools/bench/compare.py                      # the full forms (an hour or more)
+    python tools/bench/compare.py --only pgwire,http   # some scripts
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import NamedTuple
+
+import harness
+
+HERE = Path(__file__).resolve().parent
+
+
+class Bench(NamedTuple):
+    """One script with a peer: its arguments for the quick and the full run."""
+
+    script: str
+    quick: tuple[str, ...]
+    full: tuple[str, ...]
+    what: str
+
+
+BENCHES = (
+    Bench("pgwire", ("--quick",), (), "point SELECT and one-row INSERT over the protocol"),
+    Bench("http", ("--quick",), (), "point SELECT and one-row INSERT over /exec"),
+    Bench(
+        "changes_read",
+        ("--quick", "--reads-only"),
+        ("--reads-only",),
+        "change reads: changes(), /api/changes JSON and SSE at 3 page sizes",
+    ),
+    Bench("changes_latency", ("--quick",), (), "commit-to-event latency, SSE vs LISTEN/NOTIFY"),
+    Bench("copy", ("--rows", "100000"), (), "COPY FROM STDIN vs /imp vs PostgreSQL's COPY"),
+    Bench("stream", ("--quick",), (), "commit throughput with 1,000 open event streams"),
+    Bench(
+        "replication",
+        ("--quick",),
+        (),
+        "logical replication to pg_recvlogical (pgoutput)",
+    ),
+    Bench("clients", ("--quick",), (), "pandas read_sql and psycopg binary COPY"),
+)
+
+
+def postgres_available() -> bool:
+    """Whether a PostgreSQL server is installed (the scripts install it where they may)."""
+    return bool(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
+
+
+def run_bench(bench: Bench, quick: bool, out: Path, record: Path) -> tuple[int, float]:
+    """Run one script; its output goes to `out/<script>.txt`. (exit code, seconds)."""
+    arguments = bench.quick if quick else bench.full
+    env = {**os.environ, harness.CHECKS_FILE_VARIABLE: str(record)}
+    began = time.monotonic()
+    with open(out / f"{bench.script}.txt", "w", encoding="utf-8") as log:
+        finished = subprocess.run(
+            [sys.executable, str(HERE / f"{bench.script}.py"), *arguments],
+            cwd=HERE,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    return finished.returncode, time.monotonic() - began
+
+
+def figure(value: float | None) -> str:
+    if value is None:
+        return ""
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.2f}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--quick", action="store_true", help="each script's short form")
+    parser.add_argument("--only", default="", help="comma-separated script names to run")
+    parser.add_argument("--no-postgres", action="store_true", help="skip every peer run")
+    parser.add_argument("--out", default="", help="folder for each script's own output")
+    args = parser.parse_args()
+
+    chosen = [b for b in BENCHES if not args.only or b.script in args.only.split(",")]
+    out = Path(args.out or tempfile.mkdtemp(prefix="kdb-compare-"))
+    out.mkdir(parents=True, exist_ok=True)
+    record = out / "checks.jsonl"
+    record.unlink(missing_ok=True)
+    peer = not args.no_postgres and postgres_available()
+    notes: list[str] = []
+    for bench in chosen:
+        if not (HERE / f"{bench.script}.py").exists():
+            notes.append(f"{bench.script}: no such script here yet, skipped")
+            continue
+        if not peer:
+            notes.append(f"{bench.script}: skipped, no PostgreSQL to compare with")
+            continue
+        print(f"{bench.script}: {bench.what} ...", flush=True)
+        code, seconds = run_bench(bench, args.quick, out, record)
+        status = "ok" if code == 0 else f"FAILED (exit {code}; see its output)"
+        notes.append(f"{bench.script}: {status}, {seconds:.0f} s, output in {bench.script}.txt")
+
+    rows = []
+    if record.exists():
+        for line in record.read_text(encoding="utf-8").splitlines():
+            check = json.loads(line)
+            rows.append(
+                (
+                    f"{check['script']}: {check['label']}",
+                    figure(check["ours"]),
+                    figure(check["peer"]),
+                    figure(check["value"]),
+                    check["target"],
+                    ("MET" if check["met"] else "MISSED") if check["target"] else "",
+                )
+            )
+    harness.print_table(
+        ("measure", "refimpl", "PostgreSQL", "ratio/figure", "target", ""),
+        rows,
+        title="refimpl beside PostgreSQL " + ("(quick forms)" if args.quick else "(full forms)"),
+    )
+    for note in notes:
+        print(note)
+    print(f"each script's output: {out}")
+
+
+if __name__ == "__main__":
+    main()
