@@ -192,6 +192,10 @@ class CopyError(SqlError):
     """Bad COPY data or options: the message names the line and column."""
 
 
+class CopyFormatError(CopyError):
+    """Binary COPY data whose framing cannot be read (signature, flags, a tuple's fields)."""
+
+
 class CopyFailed(SqlError):
     """The client ended its COPY FROM STDIN data with a failure (PostgreSQL's CopyFail)."""
 

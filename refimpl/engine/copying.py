@@ -21,7 +21,7 @@ from refimpl.errors import MemoryFull
 from refimpl.sql import ast
 from refimpl.sql.parser import parse_cached
 
-__all__ = ["CopyOutput", "copy_in", "copy_out", "copy_statement"]
+__all__ = ["CopyOutput", "copy_in", "copy_is_binary", "copy_out", "copy_statement"]
 
 
 def copy_statement(sql: str) -> ast.CopyFrom | ast.CopyTo | None:
@@ -36,6 +36,14 @@ def copy_statement(sql: str) -> ast.CopyFrom | ast.CopyTo | None:
     return statement if isinstance(statement, ast.CopyTo) else None
 
 
+def copy_is_binary(sql: str) -> bool:
+    """Whether the COPY `sql` asks for the binary format (its data is then PostgreSQL's
+    binary COPY data; the format's other checks come when it runs)."""
+    statement = copy_statement(sql)
+    options = statement.options if statement is not None else ()
+    return any(o.name == "format" and o.value == "binary" for o in options)
+
+
 def copy_in(session: Session, sql: str, data: IO[bytes]) -> Result:
     """Run `COPY ... FROM STDIN` with `data` as its rows: one transaction, all or nothing."""
     statement = copy_statement(sql)
@@ -48,7 +56,7 @@ def copy_in(session: Session, sql: str, data: IO[bytes]) -> Result:
 
 
 def copy_out(session: Session, sql: str) -> CopyOutput:
-    """Run `COPY ... TO STDOUT`; the answer's `chunks()` are its text."""
+    """Run `COPY ... TO STDOUT`; the answer's `chunks()` are its data."""
     statement = copy_statement(sql)
     if not isinstance(statement, ast.CopyTo):
         raise ValueError("copy_out takes one COPY ... TO STDOUT")

@@ -47,10 +47,11 @@ class CopyInStream(io.RawIOBase):
     """
 
     def __init__(
-        self, wire: Wire, columns: Callable[[], int], before: list[m.ServerMessage]
+        self, wire: Wire, sql: str, columns: Callable[[], int], before: list[m.ServerMessage]
     ) -> None:
         super().__init__()
         self._wire = wire
+        self._sql = sql
         self._columns = columns
         self._before = before
         self.started = False
@@ -71,7 +72,8 @@ class CopyInStream(io.RawIOBase):
     def _next(self) -> bytes:
         if not self.started:
             self.started = True
-            self._wire.send([*self._before, m.CopyInResponse(self._columns())])
+            binary = copying.copy_is_binary(self._sql)
+            self._wire.send([*self._before, m.CopyInResponse(self._columns(), binary)])
             self._before.clear()
         while not self.ended:
             message = self._wire.next_copy_message()
@@ -103,17 +105,17 @@ def copy_in(
     before: list[m.ServerMessage],
 ) -> Result:
     """Run `COPY ... FROM STDIN` with the client's CopyData as its rows."""
-    stream = CopyInStream(wire, columns, before)
+    stream = CopyInStream(wire, sql, columns, before)
     result = copying.copy_in(session, sql, cast(IO[bytes], stream))
     stream.finish()
     return result
 
 
 def copy_out(session: Session, sql: str, wire: Wire, before: list[m.ServerMessage]) -> Result:
-    """Run `COPY ... TO STDOUT`, its text sent as it is encoded, a chunk of rows at a time;
+    """Run `COPY ... TO STDOUT`, its data sent as it is encoded, a chunk of rows at a time;
     CopyDone ends it (the caller sends CommandComplete)."""
     output = copying.copy_out(session, sql)
-    wire.send([*before, m.CopyOutResponse(len(output.columns))])
+    wire.send([*before, m.CopyOutResponse(len(output.columns), output.format.binary)])
     before.clear()
     # One row a CopyData, as PostgreSQL sends them (psycopg reads a row from each), sent
     # in batches of about SEND_BYTES.

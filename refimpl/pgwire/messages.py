@@ -535,27 +535,41 @@ class ParameterDescription:
 
 @dataclass(frozen=True, slots=True)
 class CopyInResponse:
-    """The server waits for COPY FROM STDIN data: `columns` fields a row, all in text."""
+    """The server waits for COPY FROM STDIN data: `columns` fields a row, text or binary."""
 
     columns: int
+    binary: bool = False
 
     def encode(self) -> bytes:
-        return _frame(b"G", _copy_formats(self.columns))
+        return _frame(b"G", _copy_formats(self.columns, self.binary))
 
 
 @dataclass(frozen=True, slots=True)
 class CopyOutResponse:
-    """COPY TO STDOUT data follows: `columns` fields a row, all in text."""
+    """COPY TO STDOUT data follows: `columns` fields a row, text or binary."""
 
     columns: int
+    binary: bool = False
 
     def encode(self) -> bytes:
-        return _frame(b"H", _copy_formats(self.columns))
+        return _frame(b"H", _copy_formats(self.columns, self.binary))
 
 
-def _copy_formats(columns: int) -> bytes:
-    # The overall format 0 (text: the text and CSV formats both are), then one code a column.
-    return b"\0" + _INT16.pack(columns) + _INT16.pack(0) * columns
+def _copy_formats(columns: int, binary: bool) -> bytes:
+    # The overall format (0 for text and CSV both, 1 for binary), then the same for each column.
+    return bytes([binary]) + _INT16.pack(columns) + _INT16.pack(int(binary)) * columns
+
+
+@dataclass(frozen=True, slots=True)
+class NotificationResponse:
+    """A notification on `channel` with its `payload`, from the session of process id `pid`."""
+
+    pid: int
+    channel: str
+    payload: str
+
+    def encode(self) -> bytes:
+        return _frame(b"A", _INT32.pack(self.pid) + _cstr(self.channel) + _cstr(self.payload))
 
 
 @dataclass(frozen=True, slots=True)
@@ -575,26 +589,9 @@ class SslRefused:
 
 
 ServerMessage = (
-    AuthenticationOk
-    | AuthenticationCleartextPassword
-    | ParameterStatus
-    | BackendKeyData
-    | ReadyForQuery
-    | RowDescription
-    | DataRows
-    | CommandComplete
-    | EmptyQueryResponse
-    | ErrorResponse
-    | ParseComplete
-    | BindComplete
-    | CloseComplete
-    | NoData
-    | PortalSuspended
-    | ParameterDescription
-    | CopyInResponse
-    | CopyOutResponse
-    | CopyData
-    | CopyDone
-    | SslAccepted
-    | SslRefused
-)
+    AuthenticationOk | AuthenticationCleartextPassword | ParameterStatus | BackendKeyData
+    | ReadyForQuery | RowDescription | DataRows | CommandComplete | EmptyQueryResponse
+    | ErrorResponse | ParseComplete | BindComplete | CloseComplete | NoData | PortalSuspended
+    | ParameterDescription | CopyInResponse | CopyOutResponse | CopyData | CopyDone
+    | NotificationResponse | SslAccepted | SslRefused
+)  # fmt: skip

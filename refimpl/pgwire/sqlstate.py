@@ -20,6 +20,7 @@ SQLSTATE: tuple[tuple[type[errors.KdbError], str], ...] = (
     (errors.DuplicateKey, "23505"),  # unique_violation
     (errors.NotNullViolation, "23502"),  # not_null_violation
     (errors.InvalidValue, "22000"),  # data_exception
+    (errors.CopyFormatError, "22P04"),  # bad_copy_file_format (binary COPY's framing)
     (errors.CopyError, "22000"),  # COPY data (or options) that cannot be read
     (errors.NotAllowed, "0A000"),  # feature_not_supported
     (errors.ParameterError, "08P01"),  # protocol_violation (a parameter count off)

@@ -65,6 +65,9 @@ class CopyBuilder(Transformer):
     def copy_word(self, word: str) -> str:
         return word.lower()
 
+    def copy_binary(self) -> str:
+        return "binary"  # FORMAT binary: BINARY is a keyword (DECLARE ... BINARY CURSOR)
+
     def copy_true(self) -> bool:
         return True
 

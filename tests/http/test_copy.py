@@ -94,7 +94,9 @@ def test_the_first_bad_field_stops_all(server: Server, db: str, body: bytes, whe
 @pytest.mark.parametrize(
     ("sql", "said"),
     [
-        ("COPY t FROM STDIN (FORMAT binary)", "FORMAT csv or FORMAT text"),
+        ("COPY t FROM STDIN (FORMAT json)", "use text, csv or binary"),
+        ("COPY t FROM STDIN (FORMAT binary)", "the data ends inside the signature"),
+        ("COPY t FROM STDIN (FORMAT binary, HEADER)", "HEADER is not an option of FORMAT binary"),
         ("COPY t FROM STDIN (FORMAT csv, FORMAT csv)", "given twice"),
         ("COPY t FROM STDIN (SIZE '1')", "no option 'size'"),
         ("COPY t FROM STDIN (DELIMITER ';;')", "one character"),

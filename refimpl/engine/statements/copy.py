@@ -18,6 +18,7 @@ from refimpl.engine.files import BadName, LeadsOut, NotRelative, folder_path
 from refimpl.engine.result import Column
 from refimpl.engine.rights import Right
 from refimpl.engine.statements.context import StatementContext, visible_schema
+from refimpl.engine.statements.copy_binary import BinaryRowReader, encode_binary
 from refimpl.engine.statements.copy_formats import CopyFormat, RowReader, encode_rows
 from refimpl.engine.statements.queries import QueryRunner
 from refimpl.errors import CopyError, NotFound
@@ -44,12 +45,16 @@ class CopyOutput:
     format: CopyFormat
 
     def chunks(self, rows_per_chunk: int = 1000) -> Iterator[bytes]:
-        """The rows as the format's text, `rows_per_chunk` rows a chunk (the PostgreSQL
-        protocol sends one row a CopyData)."""
+        """The rows in the format, `rows_per_chunk` rows a chunk (the PostgreSQL protocol
+        sends one row a CopyData)."""
+        if self.format.binary:
+            return encode_binary(self.columns, self.rows, rows_per_chunk)
         return encode_rows(self.columns, self.rows, self.format, rows_per_chunk)
 
     @property
     def content_type(self) -> str:
+        if self.format.binary:
+            return "application/octet-stream"
         return "text/csv; charset=utf-8" if self.format.csv else "text/plain; charset=utf-8"
 
 
@@ -72,15 +77,22 @@ def read_copy(
                 " POST /exec?query=COPY ... (text/csv or text/plain), or over the PostgreSQL"
                 " protocol's copy messages"
             )
-        reader = RowReader(data, fmt, schema.name, table_columns, names)
-        rows = list(reader.rows())
+        rows = _read_rows(data, fmt, schema.name, table_columns, names)
     else:
         context.require_admin_user("COPY FROM a file")
         path = import_path(context, statement.file)
         with path.open("rb") as file:
-            reader = RowReader(file, fmt, schema.name, table_columns, names)
-            rows = list(reader.rows())
+            rows = _read_rows(file, fmt, schema.name, table_columns, names)
     return CopyRows(schema.name, [c.name for c in table_columns], rows)
+
+
+def _read_rows(
+    data: IO[bytes], fmt: CopyFormat, table: str, columns: list[Column], names: list[str]
+) -> list[tuple]:
+    reader = RowReader(data, fmt, table, columns, names)
+    if fmt.binary:
+        return list(BinaryRowReader(data, table, len(columns), reader.placed).rows())
+    return list(reader.rows())
 
 
 def import_path(context: StatementContext, name: str) -> Path:

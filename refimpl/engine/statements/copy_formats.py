@@ -1,4 +1,5 @@
-"""COPY's two text formats (PostgreSQL's `text` and `csv`): options, rows in, rows out.
+"""COPY's two text formats (PostgreSQL's `text` and `csv`): options, rows in, rows out
+(the `binary` format's rows are `copy_binary`'s).
 
 `CopyFormat.of` checks a statement's options; `RowReader` turns a byte stream into typed rows
 in a table's column order, stopping at the first bad field with `CopyError` naming its line
@@ -38,6 +39,7 @@ class CopyFormat:
     null: str = "\\N"
     quote: str = '"'
     escape: str = '"'
+    binary: bool = False  # PostgreSQL's binary format: no other option applies
 
     @classmethod
     def of(cls, options: Sequence[ast.CopyOption]) -> CopyFormat:
@@ -53,8 +55,12 @@ class CopyFormat:
                 raise CopyError(f"COPY option {option.name.upper()} is given twice")
             given[option.name] = option.value
         kind = given.get("format", "text")
-        if kind not in ("text", "csv"):
-            raise CopyError(f"COPY FORMAT {kind} is not supported; use FORMAT csv or FORMAT text")
+        if kind not in ("text", "csv", "binary"):
+            raise CopyError(f"COPY FORMAT {kind} is not supported; use text, csv or binary")
+        if kind == "binary":
+            for name in given.keys() - {"format"}:
+                raise CopyError(f"COPY {name.upper()} is not an option of FORMAT binary")
+            return cls(binary=True)
         is_csv = kind == "csv"
         header, match = _header(given.get("header", False))
         delimiter = _char(given, "delimiter", "," if is_csv else "\t")
@@ -129,6 +135,11 @@ class RowReader:
         self._kinds = [
             (at, None if c.type in _STRING_TYPES else c.type, c.name) for at, c in self._placed
         ]
+
+    @property
+    def placed(self) -> list[tuple[int, Column]]:
+        """The copied columns in the data's order, each with its place in the table's row."""
+        return self._placed
 
     def rows(self) -> Iterator[tuple]:
         fmt = self._format
