@@ -46,6 +46,7 @@ _ENGINE_TOP = (
     "refimpl.engine.feeds",
     "refimpl.engine.event_streams",
     "refimpl.engine.copying",
+    "refimpl.engine.replication",
 )
 _PROTOCOLS = ("refimpl.http", "refimpl.pgwire", "refimpl.waiting")
 

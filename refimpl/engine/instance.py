@@ -25,6 +25,7 @@ from refimpl.engine.files import REAL_FILES, FileOps
 from refimpl.engine.measures import EngineMeasures
 from refimpl.engine.options import EngineOptions
 from refimpl.engine.progress import Progress, ProgressReport, no_report
+from refimpl.engine.replication.functions import functions as replication_functions
 from refimpl.engine.result import Column
 from refimpl.engine.session import Session
 from refimpl.engine.statements import pg_functions, queries
@@ -63,7 +64,11 @@ def session_functions(context: StatementContext) -> dict[str, ScalarFunction]:
     def view_columns(name: str) -> list[Column]:
         return queries.view_columns(context, name)
 
-    return {"kdb_rev": kdb_rev_builder(context), **pg_functions.functions(context, view_columns)}
+    return {
+        "kdb_rev": kdb_rev_builder(context),
+        **pg_functions.functions(context, view_columns),
+        **replication_functions(context),
+    }
 
 
 class Instance:

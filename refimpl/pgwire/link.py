@@ -26,11 +26,21 @@ from refimpl.engine import admission
 from refimpl.engine.instance import Instance
 from refimpl.engine.rights import ADMIN, Principal
 from refimpl.engine.session import Session
-from refimpl.errors import KdbError, ProtocolError, Unauthorized, UnknownDatabase
+from refimpl.errors import (
+    BadRequest,
+    Forbidden,
+    KdbError,
+    ProtocolError,
+    Unauthorized,
+    UnknownDatabase,
+    UnsupportedProtocol,
+)
 from refimpl.pgwire import messages as m
 from refimpl.pgwire import sqlstate
 from refimpl.pgwire.conversation import Conversation
 from refimpl.pgwire.core import ProtocolCore, error_bytes
+from refimpl.pgwire.replication import ReplicationSession, may_replicate
+from refimpl.pgwire.replication_stream import Walsender
 from refimpl.pgwire.session_settings import REPORTED, SessionSettings
 from refimpl.pgwire.states import COPY_MESSAGES, State
 
@@ -86,6 +96,8 @@ class Link:
         self._startup: dict[str, str] = {}
         self._secured = False  # TLS was agreed (an SSLRequest after it is answered 'N')
         self.conversation: Conversation | None = None
+        # A `replication=database` login's replication commands (spec: replication).
+        self.replication: ReplicationSession | None = None
         # The conversation's session, kept past its end: answers sent as the connection
         # closes may still acknowledge its last commits.
         self._session: Session | None = None
@@ -108,7 +120,10 @@ class Link:
         self._running = True
         admission.watch_cancel(self._cancel)
         try:
-            while size < limit and (message := core.next_message()) is not None:
+            # After START_REPLICATION the walsender reads what the client sends next.
+            while size < limit and self.walsender() is None:
+                if (message := core.next_message()) is None:
+                    break
                 for answer in self._answer(message):
                     if core.state is State.CLOSED:
                         break  # it ended inside a COPY: no one is left to answer
@@ -167,6 +182,18 @@ class Link:
                 raise
             core.receive_data(data)
 
+    def walsender(self) -> Walsender | None:
+        """The stream START_REPLICATION set up: the server runs it and hands the connection
+        back (`resume_after_stream`) or closes it."""
+        return None if self.replication is None else self.replication.walsender
+
+    def resume_after_stream(self, data: bytes) -> None:
+        """The client ended its stream with CopyDone; `data` is what it sent after it."""
+        if self.replication is not None:
+            self.replication.walsender = None
+        if data:
+            self.core.receive_data(data)
+
     def cancel(self) -> None:
         """A CancelRequest for this connection: its running statement stops at its next
         check (long scans check every few thousand rows); idle, nothing happens."""
@@ -179,6 +206,8 @@ class Link:
         if self.conversation is not None:
             self.conversation.close()
             self.conversation = None
+        if self.replication is not None:
+            self.replication.end()
 
     def refuse(self, code: str, message: str) -> bytes:
         """A FATAL error for a connection the server ends (a limit, a shutdown)."""
@@ -190,6 +219,10 @@ class Link:
             if isinstance(message, m.Terminate):
                 self.end()
                 return []
+            if self.replication is not None and isinstance(message, m.Query):
+                answers = self.replication.answer(message.text)
+                if answers is not None:
+                    return answers
             return self.conversation.answer(message)
         if isinstance(message, m.SslRequest) and self.options.tls and not self._secured:
             self._secured = True  # the server wraps the socket once 'S' is sent
@@ -248,6 +281,7 @@ class Link:
             self.instance.access.check_any(principal, database)  # before existence
             if not self.instance.has_database(database):
                 raise UnknownDatabase(database)
+            replication = self._replication(principal, database)
             refusal = self._on_login(principal)
             if refusal is not None:
                 return [m.ErrorResponse(sqlstate.TOO_MANY_CONNECTIONS, refusal, "FATAL")]
@@ -260,7 +294,25 @@ class Link:
             session, settings, self, lambda: access.check_any(principal, database)
         )
         self._session = session
+        self.replication = replication
         out: list[m.ServerMessage] = [m.AuthenticationOk()]
         out += [m.ParameterStatus(name, settings.values[name]) for name in REPORTED]
         out += [m.BackendKeyData(self.process_id, self.secret_key), m.ReadyForQuery("I")]
         return out
+
+    def _replication(self, principal: Principal, database: str) -> ReplicationSession | None:
+        """The startup's `replication` parameter: `database` makes a replication connection
+        (it needs the REPLICATION right), a physical one is refused (spec: replication)."""
+        value = self._startup.get("replication", "false").strip().lower()
+        if value in ("false", "off", "no", "0"):
+            return None
+        if value in ("true", "on", "yes", "1"):
+            raise UnsupportedProtocol(
+                "physical replication is not supported: connect with replication=database"
+                " for logical replication"
+            )
+        if value != "database":
+            raise BadRequest(f'invalid value for parameter "replication": "{value}"')
+        if not may_replicate(self.instance, principal):
+            raise Forbidden("must be superuser or replication role to start walsender")
+        return ReplicationSession(self.instance, database, principal, self.process_id)

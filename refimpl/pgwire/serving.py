@@ -103,6 +103,27 @@ class _Socket:
         self._stopping = stopping
         self._counts = counts  # a COPY's data read here counts as received
 
+    def fileno(self) -> int:
+        return self.sock.fileno()
+
+    @property
+    def stopping(self) -> bool:
+        return self._stopping.is_set()
+
+    def recv_now(self) -> bytes | None:
+        """What the client sent, without waiting (a walsender's read): None when nothing,
+        b"" when it closed."""
+        try:
+            data = self.sock.recv(RECV_BYTES)
+            while pending := _pending(self.sock):
+                data += self.sock.recv(pending)
+        except (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
+            return None
+        except OSError:
+            return b""
+        self._counts.received(len(data))
+        return data
+
     def send_now(self, data: bytes) -> int:
         """Send what the socket takes without waiting; how many bytes it took."""
         try:
@@ -421,10 +442,38 @@ class PgServer:
                 sqlstate.INTERNAL,
                 "internal error (a bug in the server); the server log has the details",
             )
-        if link.closed:
+        if not link.closed and link.walsender() is not None:
+            self._stream(client)
+        elif link.closed:
             self._close(client)
         else:
             self._rearm(client, WRITABLE if client.unsent else ARMED)
+
+    def _stream(self, client: _Client) -> None:
+        """START_REPLICATION: a thread of its own streams to the client (which stays `busy`,
+        so no worker reads its socket), then re-arms the connection or closes it."""
+        walsender = client.link.walsender()
+        assert walsender is not None
+
+        def run() -> None:
+            try:
+                if client.unsent:  # answers before START_REPLICATION go first
+                    client.transport.send(client.unsent)
+                    client.unsent = b""
+                ending = walsender.run(client.transport)
+            except OSError:
+                ending = None
+            except Exception:
+                log.exception("bug: unexpected error streaming to a replication client")
+                ending = None
+            if ending is None or ending.back is None or client.link.closed:
+                self._close(client)
+            else:
+                client.link.resume_after_stream(ending.back)
+                self._rearm(client, ARMED | select.EPOLLOUT)
+
+        name = f"kdb-walsender-{client.link.process_id}"
+        threading.Thread(target=run, name=name, daemon=True).start()
 
     def _acknowledge(self, handed: tuple[_Client, bytes], error: KdbError | None) -> None:
         """An answer's commits are on disk (or the log failed): send it without waiting.

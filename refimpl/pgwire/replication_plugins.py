@@ -1,0 +1,310 @@
+"""The output plugins a logical slot streams with: `test_decoding` (text) and `pgoutput`.
+
+A plugin turns one committed transaction into messages, each with the position a client
+confirms once it has it (spec: replication): Begin at place 0, the n-th change shown at
+place n, Commit at the transaction's end. `skip` leaves out the first changes of a
+transaction a client had already confirmed (its Begin is sent again, so that the client's
+decoder sees a whole transaction's frame). Types go out as PostgreSQL's built-in types
+(`refimpl.pgwire.types`: INT int4, BIGINT int8, DOUBLE float8, STRING and SYMBOL text,
+BOOLEAN bool, TIMESTAMP timestamptz), values in their text forms.
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+from refimpl.engine.replication import positions
+from refimpl.engine.replication.decoding import (
+    DDL,
+    DELETE,
+    INSERT,
+    TRUNCATE,
+    UPDATE,
+    Relation,
+    RowChange,
+    Transaction,
+)
+from refimpl.errors import BadRequest
+from refimpl.pgwire import types
+from refimpl.pgwire.types import PG_EPOCH_MICROS, timestamp_text
+
+PLUGINS = ("pgoutput", "test_decoding")
+DDL_PREFIX = "kdb.ddl"  # the prefix of the logical decoding message that carries a DDL
+_UNQUOTED = {types.INT4, types.INT8, types.FLOAT8, types.INT2, types.FLOAT4, types.NUMERIC}
+_PLAIN_NAME = re.compile(r"[a-z_][a-z0-9_$]*")
+_I8, _I16, _I32 = struct.Struct("!q"), struct.Struct("!h"), struct.Struct("!i")
+Message = tuple[int, bytes]  # (position, payload)
+
+
+class OutputPlugin(Protocol):
+    def transaction(self, txn: Transaction, skip: int) -> list[Message]:
+        """The messages of `txn` after its first `skip` changes ([] for one not shown)."""
+
+
+def xid_of(lsn: int) -> int:
+    """The transaction id a plugin shows: the LSN's low 32 bits (KDB has no xids)."""
+    return lsn & 0xFFFFFFFF
+
+
+def _flag(options: dict[str, str | None], name: str, default: bool) -> bool:
+    if name not in options:
+        return default
+    value = options[name]
+    if value is None:
+        return True
+    lowered = value.strip().lower()
+    if lowered in ("1", "t", "true", "on", "yes", "y"):
+        return True
+    if lowered in ("0", "f", "false", "off", "no", "n"):
+        return False
+    raise BadRequest(f'could not parse value "{value}" for parameter "{name}"')
+
+
+def _quote_name(name: str) -> str:
+    return name if _PLAIN_NAME.fullmatch(name) else '"' + name.replace('"', '""') + '"'
+
+
+def _text_of(column_type: str) -> Callable[[Any], bytes]:
+    return types.pg_type(column_type).text
+
+
+# -- test_decoding ------------------------------------------------------------------------
+
+
+class TestDecoding:
+    """contrib/test_decoding's text: `BEGIN 529`, `table public.t: INSERT: id[integer]:1`,
+    `COMMIT 529`; options `include-xids` (default on), `include-timestamp`,
+    `skip-empty-xacts`, and `include-rewrites`, `only-local`, `force-binary` (accepted)."""
+
+    __test__ = False  # not a pytest class despite its name
+
+    def __init__(self, options: dict[str, str | None]) -> None:
+        known = (
+            "include-xids",
+            "include-timestamp",
+            "skip-empty-xacts",
+            "only-local",
+            "include-rewrites",
+            "force-binary",
+            "stream-changes",
+        )
+        for name, value in options.items():
+            if name not in known:
+                raise BadRequest(f'option "{name}" = "{value or "(null)"}" is unknown')
+            _flag(options, name, False)
+        self.xids = _flag(options, "include-xids", True)
+        self.timestamp = _flag(options, "include-timestamp", False)
+        self.skip_empty = _flag(options, "skip-empty-xacts", False)
+
+    def transaction(self, txn: Transaction, skip: int) -> list[Message]:
+        if self.skip_empty and not txn.changes:
+            return []
+        lsn = txn.lsn
+        xid = f" {xid_of(lsn)}" if self.xids else ""
+        out: list[Message] = [(positions.position(lsn, 0), f"BEGIN{xid}".encode())]
+        for place, change in enumerate(txn.changes[skip:], skip + 1):
+            out.append((positions.position(lsn, place), self._change(change).encode("utf-8")))
+        commit = f"COMMIT{xid}"
+        if self.timestamp:
+            commit += f" (at {timestamp_text(txn.committed_at)})"
+        out.append((positions.end_of(lsn), commit.encode()))
+        return out
+
+    def _change(self, change: RowChange) -> str:
+        relation = change.relation
+        head = f"table public.{_quote_name(relation.name)}:"
+        op = change.op
+        if op == TRUNCATE:
+            return f"{head} TRUNCATE: (no-flags)"
+        if op == DDL:
+            statement = change.statement or ""
+            size = len(statement.encode("utf-8"))
+            return f"message: transactional: 1 prefix: {DDL_PREFIX}, sz: {size} content:{statement}"
+        if op == INSERT:
+            return f"{head} INSERT:{self._tuple(relation, change.new, False)}"
+        if op == UPDATE:
+            old = ""
+            if change.old is not None:
+                old = f" old-key:{self._tuple(relation, change.old, True)} new-tuple:"
+            return f"{head} UPDATE:{old}{self._tuple(relation, change.new, False)}"
+        if change.old is not None:
+            return f"{head} DELETE:{self._tuple(relation, change.old, True)}"
+        if change.key is None:
+            return f"{head} DELETE: (no-tuple-data)"
+        return f"{head} DELETE:{self._tuple(relation, relation.key_row(change.key), True)}"
+
+    @staticmethod
+    def _tuple(relation: Relation, row: Sequence[Any] | None, skip_nulls: bool) -> str:
+        if row is None:
+            return " (no-tuple-data)"
+        parts = []
+        for name, column_type, value in zip(relation.columns, relation.types, row, strict=True):
+            if value is None and skip_nulls:
+                continue
+            pg = types.pg_type(column_type)
+            if value is None:
+                shown = "null"
+            elif pg.oid == types.BOOL:
+                shown = "true" if value else "false"
+            elif pg.oid in _UNQUOTED:
+                shown = pg.text(value).decode()
+            else:
+                shown = "'" + pg.text(value).decode("utf-8").replace("'", "''") + "'"
+            parts.append(f" {_quote_name(name)}[{pg.name}]:{shown}")
+        return "".join(parts)
+
+
+# -- pgoutput -----------------------------------------------------------------------------
+
+
+class PgOutput:
+    """PostgreSQL's logical replication protocol (protocol versions 1 to 4: a committed
+    transaction is the same in each): Begin, Relation (before a table's first change on
+    this connection and again when its shape changed), Insert, Update, Delete, Truncate,
+    a Message ('M', prefix `kdb.ddl`) for any other DDL, Commit. Transactions that show no
+    change are not sent (as PostgreSQL 15's pgoutput)."""
+
+    def __init__(
+        self, options: dict[str, str | None], tables: Callable[[list[str]], Callable[[str], bool]]
+    ) -> None:
+        known = (
+            "proto_version",
+            "publication_names",
+            "binary",
+            "messages",
+            "streaming",
+            "two_phase",
+            "origin",
+        )
+        for name in options:
+            if name not in known:
+                raise BadRequest(f"unrecognized pgoutput option: {name}")
+        version_text = options.get("proto_version")
+        if version_text is None:
+            raise BadRequest("proto_version option missing")
+        try:
+            version = int(version_text)
+        except ValueError:
+            raise BadRequest(f'invalid proto_version "{version_text}"') from None
+        if not 1 <= version <= 4:
+            raise BadRequest(
+                f"client sent proto_version={version} but server only supports protocol 1 to 4"
+            )
+        names = options.get("publication_names")
+        if names is None:
+            raise BadRequest("publication_names parameter missing")
+        self.version = version
+        self.publications = _name_list(names)
+        self.shows = tables(self.publications)
+        self.binary = _flag(options, "binary", False)
+        _flag(options, "messages", False)
+        self._sent: dict[int, Relation] = {}
+
+    def transaction(self, txn: Transaction, skip: int) -> list[Message]:
+        changes = txn.changes
+        if not changes:
+            return []
+        lsn = txn.lsn
+        end = positions.end_of(lsn)
+        stamp = txn.committed_at - PG_EPOCH_MICROS
+        out: list[Message] = [
+            (
+                positions.position(lsn, 0),
+                b"B" + _I8.pack(end) + _I8.pack(stamp) + _I32.pack(xid_of(lsn)),
+            )
+        ]
+        for place, change in enumerate(changes[skip:], skip + 1):
+            at = positions.position(lsn, place)
+            relation = change.relation
+            if change.op != DDL and self._sent.get(relation.oid) != relation:
+                self._sent[relation.oid] = relation
+                out.append((at, _relation(relation)))
+            out.append((at, self._change(change, at)))
+        out.append((end, b"C\x00" + _I8.pack(end) + _I8.pack(end) + _I8.pack(stamp)))
+        return out
+
+    def _change(self, change: RowChange, at: int) -> bytes:
+        relation = change.relation
+        relid = _I32.pack(relation.oid)
+        op = change.op
+        if op == INSERT:
+            return b"I" + relid + b"N" + self._tuple(relation, change.new)
+        if op == UPDATE:
+            old = b"" if change.old is None else b"O" + self._tuple(relation, change.old)
+            return b"U" + relid + old + b"N" + self._tuple(relation, change.new)
+        if op == DELETE:
+            if change.old is not None:
+                return b"D" + relid + b"O" + self._tuple(relation, change.old)
+            key = relation.key_row(change.key) if change.key is not None else None
+            return b"D" + relid + b"K" + self._tuple(relation, key)
+        if op == TRUNCATE:
+            return b"T" + _I32.pack(1) + b"\x00" + relid
+        content = (change.statement or "").encode("utf-8")
+        return (
+            b"M\x01"
+            + _I8.pack(at)
+            + DDL_PREFIX.encode()
+            + b"\x00"
+            + _I32.pack(len(content))
+            + content
+        )
+
+    def _tuple(self, relation: Relation, row: Sequence[Any] | None) -> bytes:
+        parts = [_I16.pack(len(relation.columns))]
+        values = row if row is not None else (None,) * len(relation.columns)
+        for column_type, value in zip(relation.types, values, strict=True):
+            if value is None:
+                parts.append(b"n")
+                continue
+            pg = types.pg_type(column_type)
+            data = pg.binary(value) if self.binary else pg.text(value)
+            parts.append((b"b" if self.binary else b"t") + _I32.pack(len(data)) + data)
+        return b"".join(parts)
+
+
+def _relation(relation: Relation) -> bytes:
+    keys = {k.lower() for k in relation.key}
+    parts = [
+        b"R",
+        _I32.pack(relation.oid),
+        b"public\x00",
+        relation.name.encode("utf-8") + b"\x00",
+        b"f" if relation.full else b"d",
+        _I16.pack(len(relation.columns)),
+    ]
+    for name, column_type in zip(relation.columns, relation.types, strict=True):
+        flag = b"\x01" if relation.full or name.lower() in keys else b"\x00"
+        oid = types.pg_type(column_type).oid
+        parts += [flag, name.encode("utf-8") + b"\x00", _I32.pack(oid), _I32.pack(-1)]
+    return b"".join(parts)
+
+
+def _name_list(text: str) -> list[str]:
+    """`publication_names`' value: names separated by commas, each bare (folded to lower
+    case) or "quoted", as PostgreSQL's SplitIdentifierString reads them."""
+    names: list[str] = []
+    for part in re.findall(r'\s*("(?:[^"]|"")*"|[^,]+)\s*(?:,|$)', text):
+        part = part.strip()
+        if part.startswith('"') and part.endswith('"') and len(part) >= 2:
+            names.append(part[1:-1].replace('""', '"'))
+        elif part:
+            names.append(part.lower())
+    if not names:
+        raise BadRequest("invalid publication_names syntax")
+    return names
+
+
+def make_plugin(
+    name: str,
+    options: Sequence[tuple[str, str | None]],
+    tables: Callable[[list[str]], Callable[[str], bool]],
+) -> OutputPlugin:
+    """The plugin `name` with a START_REPLICATION's options; `tables(publications)` tells
+    which tables a pgoutput stream shows. BadRequest (22023) for an option it refuses."""
+    given = dict(options)
+    if name == "test_decoding":
+        return TestDecoding(given)
+    return PgOutput(given, tables)
