@@ -278,10 +278,11 @@ class Link:
     def _login(self, principal: Principal) -> list[m.ServerMessage]:
         database = self._startup.get("database") or DEFAULT_DATABASE
         try:
+            # First: a physical replication connection names no real database.
+            replication = self._replication(principal, database)
             self.instance.access.check_any(principal, database)  # before existence
             if not self.instance.has_database(database):
                 raise UnknownDatabase(database)
-            replication = self._replication(principal, database)
             refusal = self._on_login(principal)
             if refusal is not None:
                 return [m.ErrorResponse(sqlstate.TOO_MANY_CONNECTIONS, refusal, "FATAL")]

@@ -1,0 +1,186 @@
+"""psycopg2's LogicalReplicationConnection, unmodified: a slot made and streamed with
+send_feedback, and a client killed mid-stream that resumes from what it confirmed: no
+change lost, none it confirmed sent again."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import psycopg2
+import psycopg2.extras
+
+from tests.pgwire.conftest import PgServer
+
+# A client in a process of its own: it prints each message (position and text) as JSON,
+# confirms the one numbered CONFIRM (and every one before it) with send_feedback, says so,
+# and waits to be killed.
+_CLIENT = textwrap.dedent(
+    """
+    import json, sys, time
+    import psycopg2, psycopg2.extras
+    host, port, token, db, slot, confirm = sys.argv[1:7]
+    conn = psycopg2.connect(host=host, port=int(port), user="admin", password=token,
+                            dbname=db, connection_factory=psycopg2.extras.LogicalReplicationConnection)
+    cur = conn.cursor()
+    cur.start_replication(slot_name=slot, decode=True, options={"include-xids": "0"})
+    seen = 0
+    while True:
+        msg = cur.read_message()
+        if msg is None:
+            time.sleep(0.01)
+            continue
+        seen += 1
+        print(json.dumps([msg.data_start, msg.payload]), flush=True)
+        if seen == int(confirm):
+            cur.send_feedback(flush_lsn=msg.data_start, force=True)
+            time.sleep(0.5)
+            print("confirmed", flush=True)
+    """
+)
+
+
+def _connect(pg: PgServer, db: str) -> psycopg2.extensions.connection:
+    return psycopg2.connect(
+        host=pg.host,
+        port=pg.port,
+        user="admin",
+        password=pg.token,
+        dbname=db,
+        connection_factory=psycopg2.extras.LogicalReplicationConnection,
+    )
+
+
+def _read(
+    cursor: psycopg2.extras.ReplicationCursor, count: int, within: float = 10
+) -> list[tuple[int, str]]:
+    got: list[tuple[int, str]] = []
+    deadline = time.monotonic() + within
+    while len(got) < count and time.monotonic() < deadline:
+        msg = cursor.read_message()
+        if msg is None:
+            time.sleep(0.01)
+            continue
+        got.append((msg.data_start, msg.payload))
+    return got
+
+
+def test_send_feedback_and_a_resume_after_a_kill(pg: PgServer, db: str) -> None:
+    pg.http.sql("CREATE TABLE t (id INT PRIMARY KEY, v STRING)", db=db)
+    connection = _connect(pg, db)
+    cursor = connection.cursor()
+    cursor.create_replication_slot("s_kill", output_plugin="test_decoding")
+    connection.close()
+    pg.http.sql("INSERT INTO t VALUES (1, 'a'), (2, 'b'), (3, 'c')", db=db)
+    pg.http.sql("INSERT INTO t VALUES (4, 'd')", db=db)
+    # Messages: BEGIN, 1, 2, 3, COMMIT, BEGIN, 4, COMMIT; the client confirms the 3rd (row 2).
+    child = subprocess.Popen(
+        [sys.executable, "-c", _CLIENT, pg.host, str(pg.port), pg.token, db, "s_kill", "3"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert child.stdout is not None
+    lines = []
+    for line in child.stdout:
+        if line.strip() == "confirmed":
+            break
+        lines.append(json.loads(line))
+    os.kill(child.pid, signal.SIGKILL)
+    child.wait(10)
+    assert [text for _, text in lines[:3]] == [
+        "BEGIN",
+        "table public.t: INSERT: id[integer]:1 v[text]:'a'",
+        "table public.t: INSERT: id[integer]:2 v[text]:'b'",
+    ]
+    confirmed = lines[2][0]
+    # Positions are ordered and the confirmed one is the 2nd change of its transaction.
+    positions = [at for at, _ in lines]
+    assert positions == sorted(positions)
+    assert confirmed % 4096 == 2
+
+    connection = _connect(pg, db)
+    cursor = connection.cursor()
+    cursor.start_replication(slot_name="s_kill", decode=True, options={"include-xids": "0"})
+    resumed = _read(cursor, 6)
+    assert [text for _, text in resumed] == [
+        "BEGIN",
+        "table public.t: INSERT: id[integer]:3 v[text]:'c'",
+        "COMMIT",
+        "BEGIN",
+        "table public.t: INSERT: id[integer]:4 v[text]:'d'",
+        "COMMIT",
+    ]
+    assert all(at > confirmed for at, _ in resumed[1:])
+    # Confirm everything: a new stream gets only what commits after it.
+    cursor.send_feedback(flush_lsn=resumed[-1][0], force=True)
+    time.sleep(0.3)
+    connection.close()
+    pg.http.sql("INSERT INTO t VALUES (5, 'e')", db=db)
+    connection = _connect(pg, db)
+    cursor = connection.cursor()
+    cursor.start_replication(slot_name="s_kill", decode=True, options={"include-xids": "0"})
+    assert [text for _, text in _read(cursor, 3)] == [
+        "BEGIN",
+        "table public.t: INSERT: id[integer]:5 v[text]:'e'",
+        "COMMIT",
+    ]
+    connection.close()
+
+
+def test_replication_commands_answer_as_postgresql(pg: PgServer, db: str) -> None:
+    connection = _connect(pg, db)
+    cursor = connection.cursor()
+    cursor.execute("IDENTIFY_SYSTEM")
+    systemid, timeline, position, dbname = cursor.fetchone()
+    assert (timeline, dbname) == (1, db) and systemid.isdigit()
+    assert position == pg.http.rows("SELECT pg_current_wal_lsn()", db=db)[0][0]
+    cursor.execute(
+        "CREATE_REPLICATION_SLOT s_tmp TEMPORARY LOGICAL test_decoding (SNAPSHOT 'nothing')"
+    )
+    assert cursor.fetchone() == ("s_tmp", position, None, "test_decoding")
+    cursor.execute("READ_REPLICATION_SLOT nosuch")
+    assert cursor.fetchone() == (None, None, None)
+    for command, state in [
+        ("READ_REPLICATION_SLOT s_tmp", "0A000"),
+        ("START_REPLICATION 0/0", "0A000"),
+        ("BASE_BACKUP", "0A000"),
+        ("DROP_REPLICATION_SLOT nosuch", "42704"),
+        ("START_REPLICATION SLOT s_tmp LOGICAL 1/zz", "42601"),
+    ]:
+        try:
+            cursor.execute(command)
+        except psycopg2.Error as error:
+            assert error.pgcode == state, (command, error.pgerror)
+        else:
+            raise AssertionError(f"{command} was not refused")
+    # Plain SQL on the same connection.
+    cursor.execute("SELECT 1 + 1")
+    assert cursor.fetchone() == (2,)
+    connection.close()
+    # The temporary slot went with its connection.
+    connection = _connect(pg, db)
+    cursor = connection.cursor()
+    cursor.execute("READ_REPLICATION_SLOT s_tmp")
+    assert cursor.fetchone() == (None, None, None)
+    connection.close()
+
+
+def test_physical_replication_is_refused(pg: PgServer, db: str) -> None:
+    try:
+        psycopg2.connect(
+            host=pg.host,
+            port=pg.port,
+            user="admin",
+            password=pg.token,
+            dbname=db,
+            connection_factory=psycopg2.extras.PhysicalReplicationConnection,
+        )
+    except psycopg2.OperationalError as error:
+        assert "physical replication is not supported" in str(error)
+    else:
+        raise AssertionError("a physical replication connection was accepted")
