@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from werkzeug.wrappers import Response
 
+from refimpl.engine.features.feed_options import OPTION_NAMES
 from refimpl.http.context import Context
 from refimpl.http.encode import Answer
 from refimpl.http.endpoints.changes_route import changes_route
@@ -76,7 +77,7 @@ ROUTES: tuple[Route, ...] = (
         "/api/changes",
         "GET",
         changes_route,
-        "table from limit wait format initial states types squash where",
+        " ".join(("table from limit wait format", *OPTION_NAMES)),
     ),
     Route(
         "/api/rev",
@@ -91,20 +92,7 @@ ROUTES: tuple[Route, ...] = (
         "/stream/changes",
         ("GET",),
         stream_route,
-        frozenset(
-            {
-                "db",
-                "table",
-                "ticket",
-                "last-event-id",
-                "from",
-                "initial",
-                "states",
-                "types",
-                "squash",
-                "where",
-            }
-        ),
+        frozenset({"db", "table", "ticket", "last-event-id", "from", *OPTION_NAMES}),
         uses_database=False,
         repeatable=frozenset({"table"}),
     ),

@@ -1,6 +1,10 @@
-"""Changefeed options over a page of the change stream: filtered feeds, squashing, types.
+"""The changefeed options: declared once, each with one rule, applied to `Change` records.
 
-A protocol layer reads a page (`change_stream.read_changes`) and hands it here with the
+Every option is a row of `FEED_OPTIONS` (its name, how its text is read, its stage);
+`parse_feed_options` reads a request's parameters into one `FeedOptions` for every outlet,
+and the route table takes the names from there. The rules of `where` and `squash` are
+written once (`filter_verdict`, `squash_items`) for every outlet, whatever it holds a change
+as. A protocol layer reads a page (`change_stream.read_changes`) and hands it here with the
 options the reader asked for (spec: changefeeds). What a caller may rely on:
 
 - `FeedFilter.compile` checks a `where=` predicate over the table's columns: a predicate
@@ -17,9 +21,10 @@ options the reader asked for (spec: changefeeds). What a caller may rely on:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import enum
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 
@@ -30,13 +35,15 @@ from refimpl.engine.query.compiled import Scope, table_scope
 from refimpl.engine.query.expressions import compile_expression, contains_aggregate
 from refimpl.engine.query.select import column_constraints
 from refimpl.engine.storage.schema import TableSchema
-from refimpl.errors import SqlError, SqlSyntaxError
+from refimpl.errors import BadRequest, SqlError, SqlSyntaxError
 from refimpl.sql import ast
 from refimpl.sql.parser import parse_cached
 
 ADD, CHANGE, REMOVE, DDL = "add", "change", "remove", "ddl"
 _PREFIX = "SELECT * FROM t WHERE "
 _key_decoder = msgspec.msgpack.Decoder()
+R = TypeVar("R")  # a row, as an outlet holds it
+T = TypeVar("T")  # a change, as an outlet holds it
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +62,89 @@ class FeedOptions:
         return not (
             self.types or self.states or self.squash or self.where is not None or self.initial
         )
+
+
+# -- the options as a reader names them: one declaration for every outlet ------------------
+
+_TRUE, _FALSE = ("true", "1", "yes"), ("false", "0", "no", "")
+MAX_SQUASH_SECONDS = 55.0  # as long as an answer may wait (`wait`)
+
+
+@dataclass(frozen=True, slots=True)
+class FeedOption:
+    """One changefeed option (spec: changefeeds): its name as a parameter, how its text is
+    read into `FeedOptions` fields (BadRequest naming it when wrong), and the stage of the
+    pipeline that applies it: `copy` (the table's rows first), `filter`, `squash`, `label`
+    (each change's type) or `state` (the `initializing` and `ready` entries)."""
+
+    name: str
+    read: Callable[[str, str], dict[str, Any]]  # (name, text) -> the fields it sets
+    stage: str
+
+
+def read_flag(name: str, text: str) -> bool:
+    """`true|false` (also 1/0, yes/no) of the parameter `name`; anything else a BadRequest."""
+    lowered = text.strip().lower()
+    if lowered in _TRUE:
+        return True
+    if lowered in _FALSE:
+        return False
+    raise BadRequest(f"the parameter '{name}' must be true or false, not '{text}'")
+
+
+def _flag_field(field: str) -> Callable[[str, str], dict[str, Any]]:
+    return lambda name, text: {field: read_flag(name, text)}
+
+
+def _read_squash(name: str, text: str) -> dict[str, Any]:
+    """`squash`: off for `false`, on for `true`, else the seconds an answer waits to squash
+    more (numbers are seconds, as in the document's `squash: n`)."""
+    word = text.strip().lower()
+    if word == "false":
+        return {}
+    if word == "true":
+        return {"squash": True}
+    try:
+        seconds = float(word)
+    except ValueError:
+        seconds = -1.0
+    if not 0 < seconds <= MAX_SQUASH_SECONDS:
+        raise BadRequest(
+            f"the parameter '{name}' must be true, false or a number of seconds above 0 and"
+            f" at most {MAX_SQUASH_SECONDS:g}, not '{text}'"
+        )
+    return {"squash": True, "squash_seconds": seconds}
+
+
+def _read_where(name: str, text: str) -> dict[str, Any]:
+    if not text.strip():
+        raise BadRequest(
+            f"the parameter '{name}' takes a predicate over the table's columns, as in"
+            f" {name}=id = 1"
+        )
+    return {"where": text}
+
+
+# In the order a request's parameters are checked: a 400 names the first wrong one.
+FEED_OPTIONS: tuple[FeedOption, ...] = (
+    FeedOption("squash", _read_squash, "squash"),
+    FeedOption("where", _read_where, "filter"),
+    FeedOption("types", _flag_field("types"), "label"),
+    FeedOption("states", _flag_field("states"), "state"),
+    FeedOption("initial", _flag_field("initial"), "copy"),
+)
+OPTION_NAMES: tuple[str, ...] = tuple(option.name for option in FEED_OPTIONS)
+
+
+def parse_feed_options(args: Mapping[str, str]) -> FeedOptions:
+    """The options among a request's parameters (an absent one is off); BadRequest naming
+    the first wrong one. Every outlet that takes options reads them here."""
+    fields: dict[str, Any] = {}
+    for option in FEED_OPTIONS:
+        text = args.get(option.name)
+        if text is not None:
+            fields.update(option.read(option.name, text))
+    return FeedOptions(**fields)
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,22 +263,62 @@ def type_of(change: Change) -> str:
     return CHANGE  # without a before-image the log cannot tell an insert from an update
 
 
+class Verdict(enum.Enum):
+    """What a filtered feed does with one change (spec: changefeeds, where)."""
+
+    KEEP = "keep"  # shown as it is
+    DROP = "drop"  # left out
+    ENTERS = "enters"  # the row enters the filter: shown as an insert, with no old row
+    LEAVES = "leaves"  # the row leaves it: shown as a delete of its key
+
+
+def filter_verdict(op: str, new: R | None, old: R | None, matches: Callable[[R], bool]) -> Verdict:
+    """The one rule of `where=`, for every outlet whatever it holds a row as: a change of
+    a row (`op` "delete", or a row after its change, `new`; never a schema change), with
+    the row before it (`old`; None when none is known: an insert, or none was logged). A
+    delete without its old row passes (only its key is logged: a reader ignores a key it
+    does not hold)."""
+    if op == "delete":
+        return Verdict.KEEP if old is None or matches(old) else Verdict.DROP
+    if new is not None and matches(new):
+        return Verdict.ENTERS if old is not None and not matches(old) else Verdict.KEEP
+    return Verdict.LEAVES if old is not None and matches(old) else Verdict.DROP
+
+
+def squash_items(
+    items: Iterable[T], ident: Callable[[T], Hashable], merge: Callable[[T, T], T | None]
+) -> list[T]:
+    """The one rule of `squash`, for every outlet: one item per row (`ident`), in the order
+    of each row's last change, made by `merge(first, last)` of its first and last change
+    (the same item for a row changed once); None leaves the row out (it was inserted and
+    deleted within what is squashed)."""
+    kept: dict[Hashable, T] = {}
+    first: dict[Hashable, T] = {}
+    for item in items:
+        key = ident(item)
+        if kept.pop(key, None) is None:
+            first[key] = item
+        kept[key] = item
+    merged = (merge(first[key], item) for key, item in kept.items())
+    return [item for item in merged if item is not None]
+
+
 def filter_change(change: Change, schema: TableSchema, feed_filter: FeedFilter) -> Change | None:
     """The change as the filtered feed shows it, or None when it is left out (see above)."""
-    op, old = change.op, change.old
-    if op == "ddl":
+    if change.op == "ddl":
         return change
-    if op == "delete":
-        if old is UNLOGGED:
-            return change
-        return change if feed_filter.matches(old) else None
-    if feed_filter.matches(change.row):
-        if old is not UNLOGGED and old is not None and not feed_filter.matches(old):
-            return change._replace(old=None)  # it enters the filter: an add
+    old = change.old
+    verdict = filter_verdict(
+        change.op, change.row, None if old is UNLOGGED else old, feed_filter.matches
+    )
+    if verdict is Verdict.KEEP:
         return change
-    if old is UNLOGGED or old is None or not feed_filter.matches(old):
+    if verdict is Verdict.ENTERS:
+        return change._replace(old=None)
+    if verdict is Verdict.DROP:
         return None
     # It leaves the filter: to this feed a removal of its key.
+    assert isinstance(old, tuple)
     empty = (None,) * len(schema.columns)
     return change._replace(op="delete", key=_key_of(schema, old), row=empty)
 
@@ -198,8 +328,11 @@ def _key_of(schema: TableSchema, row: Sequence[Any]) -> str:
     return row_key(schema, row, tuple(row[p] for p in layout.key_positions))
 
 
-def _ident(change: Change, schema: TableSchema) -> Any:
-    """The row a change is about: its key columns, or its logged key for a delete."""
+def _ident(change: Change, schema: TableSchema) -> Hashable:
+    """The row a change is about: its key columns, or its logged key for a delete; a ddl
+    is its own."""
+    if change.op == "ddl":
+        return ("ddl", change.lsn, change.seq)
     if change.op == "delete":
         assert change.key is not None
         return tuple(_key_decoder.decode(bytes.fromhex(change.key))[1])
@@ -213,22 +346,12 @@ def _squashed(changes: list[Change], schema: TableSchema) -> list[Change]:
     have no identity in the stream."""
     if not schema.layout().key_positions:
         return changes
-    kept: dict[Any, Change] = {}  # in the order of each row's last change
-    first_old: dict[Any, Any] = {}
-    for change in changes:
-        if change.op == "ddl":
-            ident: Any = ("ddl", change.lsn, change.seq)
-        else:
-            ident = _ident(change, schema)
-        if kept.pop(ident, None) is None:
-            first_old[ident] = change.old
-        kept[ident] = change
-    result = []
-    for ident, change in kept.items():
-        if change.op != "ddl":
-            old = first_old[ident]
-            if change.op == "delete" and old is None:
-                continue  # inserted and deleted within the page
-            change = change._replace(old=old)
-        result.append(change)
-    return result
+    return squash_items(changes, lambda change: _ident(change, schema), _merged)
+
+
+def _merged(first: Change, last: Change) -> Change | None:
+    if last.op == "ddl":
+        return last
+    if last.op == "delete" and first.old is None:
+        return None  # inserted and deleted within the page
+    return last._replace(old=first.old)

@@ -22,7 +22,7 @@ may rely on:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
@@ -41,7 +41,13 @@ from refimpl.engine.features.event_stream import (
     ddl_item,
     row_key,
 )
-from refimpl.engine.features.feed_options import FeedFilter, FeedOptions
+from refimpl.engine.features.feed_options import (
+    FeedFilter,
+    FeedOptions,
+    Verdict,
+    filter_verdict,
+    squash_items,
+)
 from refimpl.engine.features.initial_copy import INITIAL, CopyPosition, read_initial
 from refimpl.engine.storage import values
 from refimpl.engine.storage.schema import TableSchema
@@ -53,7 +59,6 @@ if TYPE_CHECKING:
 STATE = "state"
 _json = msgspec.json.Encoder()
 _decode = msgspec.json.Decoder().decode
-_MISSING = object()
 TYPES = {
     "create": "add",
     "update": "change",
@@ -256,22 +261,17 @@ class OptionCursor:
         return taken.more
 
     def _filtered(self, data: dict[str, Any]) -> dict[str, Any] | None:
-        """The change as the filtered feed shows it, or None (see feed_options)."""
-        feed = self._feed
-        if feed.feed_filter is None or data["op"] == "schema":
+        """The change as the filtered feed shows it, or None (`filter_verdict`)."""
+        if self._feed.feed_filter is None or data["op"] == "schema":
             return data
-        old = data.get("old_row", _MISSING)
-        if data["op"] == "delete":
-            if old is _MISSING or old is None:
-                return data  # only the key is logged: a reader ignores one it does not hold
-            return data if self._matches(old) else None
-        if self._matches(data["row"]):
-            if old is not _MISSING and old is not None and not self._matches(old):
-                return {**data, "op": "create", "old_row": None}  # it enters the filter
+        verdict = filter_verdict(data["op"], data["row"], data.get("old_row"), self._matches)
+        if verdict is Verdict.KEEP:
             return data
-        if old is _MISSING or old is None or not self._matches(old):
-            return None
-        return {**data, "op": "delete", "row": None, "href": None}  # it leaves the filter
+        if verdict is Verdict.ENTERS:
+            return {**data, "op": "create", "old_row": None}
+        if verdict is Verdict.LEAVES:
+            return {**data, "op": "delete", "row": None, "href": None}
+        return None
 
     def _matches(self, shown: dict[str, Any]) -> bool:
         row = []
@@ -292,32 +292,21 @@ class OptionCursor:
         self, segment: list[tuple[str, dict[str, Any]]]
     ) -> list[tuple[str, dict[str, Any]]]:
         """One change per row, the latest with the first old row; a row created and deleted
-        within the segment disappears. Rows of a table without a key are left as they are."""
-        kept: dict[Any, tuple[str, dict[str, Any]]] = {}
-        first: dict[Any, dict[str, Any]] = {}
+        within the segment disappears (`squash_items`). Rows of a table without a key are
+        left as they are."""
         keyed: dict[str, bool] = {}
-        for event_id, data in segment:
+
+        def ident(item: tuple[str, dict[str, Any]]) -> Hashable:
+            event_id, data = item
             table = data["table"]
             if table not in keyed:
                 stored = self._database.tables.get(table.lower())
                 keyed[table] = stored is not None and bool(stored.schema.layout().key_positions)
             if data["key"] is None or not keyed[table]:
-                ident: Any = event_id
-            else:
-                ident = (table, data["key"])
-            if kept.pop(ident, None) is None:
-                first[ident] = data
-            kept[ident] = (event_id, data)
-        result = []
-        for ident, (event_id, data) in kept.items():
-            start = first[ident]
-            if "old_row" in data and start is not data:
-                if start["op"] == "create" and data["op"] == "delete":
-                    continue
-                op = "create" if start["op"] == "create" and data["op"] != "delete" else data["op"]
-                data = {**data, "op": op, "old_row": start.get("old_row")}
-            result.append((event_id, data))
-        return result
+                return event_id
+            return (table, data["key"])
+
+        return squash_items(segment, ident, _merged)
 
     # -- events ---------------------------------------------------------------------------
 
@@ -329,6 +318,19 @@ class OptionCursor:
     def _state(self, name: str) -> Event:
         data = {"state": name, "type": STATE} if self._options.types else {"state": name}
         return Event("", STATE, _json.encode(data))
+
+
+def _merged(
+    first: tuple[str, dict[str, Any]], last: tuple[str, dict[str, Any]]
+) -> tuple[str, dict[str, Any]] | None:
+    """A row's last change, with its first change's old row (see `_squashed`)."""
+    start, (event_id, data) = first[1], last
+    if "old_row" not in data or start is data:
+        return last
+    if start["op"] == "create" and data["op"] == "delete":
+        return None
+    op = "create" if start["op"] == "create" and data["op"] != "delete" else data["op"]
+    return event_id, {**data, "op": op, "old_row": start.get("old_row")}
 
 
 class _Shown:
