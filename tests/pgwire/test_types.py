@@ -43,3 +43,21 @@ def test_a_timestamp_is_written_as_postgresql_writes_it():
     micros = values.parse_timestamp("2026-09-24T10:00:00.5Z")
     assert types.timestamp_text(micros) == "2026-09-24 10:00:00.5+00"
     assert types.timestamp_text(values.parse_timestamp("2026-09-24")) == "2026-09-24 00:00:00+00"
+
+
+@given(st.integers(values.TIMESTAMP_MIN, values.TIMESTAMP_MAX))
+def test_a_timestamp_text_is_datetimes_iso_text_with_its_zeros_cut(micros):
+    iso = (datetime(1970, 1, 1) + timedelta(microseconds=micros)).isoformat(" ")
+    expected = (iso.rstrip("0") if "." in iso else iso) + "+00"
+    assert types.timestamp_text(micros) == expected
+
+
+def test_special_doubles_are_written_as_postgresql_writes_them():
+    encode = types.pg_type("DOUBLE").text
+    assert [encode(v) for v in (float("nan"), float("inf"), -float("inf"), 2.0, 0.5)] == [
+        b"NaN",
+        b"Infinity",
+        b"-Infinity",
+        b"2",
+        b"0.5",
+    ]
