@@ -13,6 +13,7 @@ import textwrap
 import time
 
 import psycopg2
+import psycopg2.errors
 import psycopg2.extras
 
 from tests.pgwire.conftest import PgServer
@@ -25,8 +26,9 @@ _CLIENT = textwrap.dedent(
     import json, sys, time
     import psycopg2, psycopg2.extras
     host, port, token, db, slot, confirm = sys.argv[1:7]
+    factory = psycopg2.extras.LogicalReplicationConnection
     conn = psycopg2.connect(host=host, port=int(port), user="admin", password=token,
-                            dbname=db, connection_factory=psycopg2.extras.LogicalReplicationConnection)
+                            dbname=db, connection_factory=factory)
     cur = conn.cursor()
     cur.start_replication(slot_name=slot, decode=True, options={"include-xids": "0"})
     seen = 0
@@ -45,8 +47,10 @@ _CLIENT = textwrap.dedent(
 )
 
 
-def _connect(pg: PgServer, db: str) -> psycopg2.extensions.connection:
-    return psycopg2.connect(
+def _connect(
+    pg: PgServer, db: str
+) -> tuple[psycopg2.extensions.connection, psycopg2.extras.ReplicationCursor]:
+    connection = psycopg2.connect(
         host=pg.host,
         port=pg.port,
         user="admin",
@@ -54,6 +58,9 @@ def _connect(pg: PgServer, db: str) -> psycopg2.extensions.connection:
         dbname=db,
         connection_factory=psycopg2.extras.LogicalReplicationConnection,
     )
+    cursor = connection.cursor()
+    assert isinstance(cursor, psycopg2.extras.ReplicationCursor)
+    return connection, cursor
 
 
 def _read(
@@ -72,8 +79,7 @@ def _read(
 
 def test_send_feedback_and_a_resume_after_a_kill(pg: PgServer, db: str) -> None:
     pg.http.sql("CREATE TABLE t (id INT PRIMARY KEY, v STRING)", db=db)
-    connection = _connect(pg, db)
-    cursor = connection.cursor()
+    connection, cursor = _connect(pg, db)
     cursor.create_replication_slot("s_kill", output_plugin="test_decoding")
     connection.close()
     pg.http.sql("INSERT INTO t VALUES (1, 'a'), (2, 'b'), (3, 'c')", db=db)
@@ -103,8 +109,7 @@ def test_send_feedback_and_a_resume_after_a_kill(pg: PgServer, db: str) -> None:
     assert positions == sorted(positions)
     assert confirmed % 4096 == 2
 
-    connection = _connect(pg, db)
-    cursor = connection.cursor()
+    connection, cursor = _connect(pg, db)
     cursor.start_replication(slot_name="s_kill", decode=True, options={"include-xids": "0"})
     resumed = _read(cursor, 6)
     assert [text for _, text in resumed] == [
@@ -121,8 +126,7 @@ def test_send_feedback_and_a_resume_after_a_kill(pg: PgServer, db: str) -> None:
     time.sleep(0.3)
     connection.close()
     pg.http.sql("INSERT INTO t VALUES (5, 'e')", db=db)
-    connection = _connect(pg, db)
-    cursor = connection.cursor()
+    connection, cursor = _connect(pg, db)
     cursor.start_replication(slot_name="s_kill", decode=True, options={"include-xids": "0"})
     assert [text for _, text in _read(cursor, 3)] == [
         "BEGIN",
@@ -133,10 +137,11 @@ def test_send_feedback_and_a_resume_after_a_kill(pg: PgServer, db: str) -> None:
 
 
 def test_replication_commands_answer_as_postgresql(pg: PgServer, db: str) -> None:
-    connection = _connect(pg, db)
-    cursor = connection.cursor()
+    connection, cursor = _connect(pg, db)
     cursor.execute("IDENTIFY_SYSTEM")
-    systemid, timeline, position, dbname = cursor.fetchone()
+    row = cursor.fetchone()
+    assert row is not None
+    systemid, timeline, position, dbname = row
     assert (timeline, dbname) == (1, db) and systemid.isdigit()
     assert position == pg.http.rows("SELECT pg_current_wal_lsn()", db=db)[0][0]
     cursor.execute(
@@ -162,11 +167,17 @@ def test_replication_commands_answer_as_postgresql(pg: PgServer, db: str) -> Non
     cursor.execute("SELECT 1 + 1")
     assert cursor.fetchone() == (2,)
     connection.close()
-    # The temporary slot went with its connection.
-    connection = _connect(pg, db)
-    cursor = connection.cursor()
-    cursor.execute("READ_REPLICATION_SLOT s_tmp")
-    assert cursor.fetchone() == (None, None, None)
+    # The temporary slot goes with its connection (once the server has seen it close).
+    connection, cursor = _connect(pg, db)
+    deadline = time.monotonic() + 5
+    while True:
+        try:
+            cursor.execute("READ_REPLICATION_SLOT s_tmp")
+            assert cursor.fetchone() == (None, None, None)
+            break
+        except psycopg2.errors.FeatureNotSupported:
+            assert time.monotonic() < deadline, "the temporary slot outlived its connection"
+            time.sleep(0.05)
     connection.close()
 
 
