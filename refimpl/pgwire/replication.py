@@ -20,14 +20,17 @@ from __future__ import annotations
 
 import hashlib
 import re
+import threading
 import time
+from dataclasses import dataclass, field
+from pathlib import Path
 from collections.abc import Callable
 
 from refimpl.engine.instance import Instance
 from refimpl.engine.replication import positions
 from refimpl.engine.replication.slots import SlotError, SlotStore, slots_at
 from refimpl.engine.rights import Principal, Right
-from refimpl.errors import BadRequest, KdbError
+from refimpl.errors import BadRequest, KdbError, TooManyConnections
 from refimpl.pgwire import messages as m
 from refimpl.pgwire import sqlstate, types
 from refimpl.pgwire.replication_commands import (
@@ -72,6 +75,30 @@ class ReplicationSession:
         self.max_slots = max_slots
         self.slots: SlotStore = slots_at(instance.path, instance.files)
         self.walsender: Walsender | None = None  # set by START_REPLICATION, taken by the server
+        self._sender: _Senders | None = None  # the place `open` took
+
+    @classmethod
+    def open(
+        cls,
+        instance: Instance,
+        database: str,
+        principal: Principal,
+        pid: int,
+        max_slots: int,
+        max_senders: int,
+    ) -> ReplicationSession:
+        """A replication connection's session: one of `max_senders` places, or 53300."""
+        senders = _senders_at(instance.path)
+        with senders.lock:
+            if senders.count >= max_senders:
+                raise TooManyConnections(
+                    "number of requested standby connections exceeds max_wal_senders"
+                    f" (currently {max_senders}); raise pg_max_wal_senders or close one"
+                )
+            senders.count += 1
+        session = cls(instance, database, principal, pid, max_slots)
+        session._sender = senders
+        return session
 
     def answer(self, text: str) -> list[m.ServerMessage] | None:
         """The answer of a replication command (ReadyForQuery included), or None for SQL."""
@@ -110,6 +137,10 @@ class ReplicationSession:
     def end(self) -> None:
         """The connection ended: its temporary slots go, the slot it streamed is let go."""
         self.slots.release_all(self.pid)
+        sender, self._sender = self._sender, None
+        if sender is not None:
+            with sender.lock:
+                sender.count -= 1
 
     # -- commands ------------------------------------------------------------------------
 
@@ -282,6 +313,23 @@ def _search_path(text: str) -> list[m.ServerMessage] | None:
         m.CommandComplete("SELECT 1"),
         m.ReadyForQuery("I"),
     ]
+
+
+@dataclass(slots=True)
+class _Senders:
+    """The replication connections of one data folder now (pg_max_wal_senders)."""
+
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    count: int = 0
+
+
+_SENDERS: dict[Path, _Senders] = {}
+_SENDERS_LOCK = threading.Lock()
+
+
+def _senders_at(folder: Path) -> _Senders:
+    with _SENDERS_LOCK:
+        return _SENDERS.setdefault(folder.resolve(), _Senders())
 
 
 def _refuse_physical(command: Unsupported) -> m.ErrorResponse:
