@@ -22,9 +22,9 @@ import hashlib
 import re
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from collections.abc import Callable
 
 from refimpl.engine.instance import Instance
 from refimpl.engine.replication import positions
