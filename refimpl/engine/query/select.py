@@ -15,8 +15,6 @@ from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from refimpl.engine import admission
-
 # The access path lives in its own module; its names are still the planner's to callers.
 from refimpl.engine.query.access_path import column_constraints as column_constraints
 from refimpl.engine.query.access_path import conjuncts as conjuncts
@@ -38,6 +36,8 @@ from refimpl.engine.query.expressions import (
     contains_aggregate,
 )
 from refimpl.engine.query.names import canonical
+from refimpl.engine.query.ordering import OrderFns, first_rows
+from refimpl.engine.query.ordering import sort_rows as sort_rows
 from refimpl.engine.query.relations import Relation, bounded
 from refimpl.engine.result import Column
 from refimpl.engine.storage.access_hints import AccessHints
@@ -361,10 +361,18 @@ def _plain(
 
     width = len(scope.columns)
     order_fns: list[tuple[Callable[[Any], Any], ast.OrderItem]] = []
+    # With plain columns only, ORDER BY reads the source row: the columns of the rows kept
+    # by a LIMIT are then the only ones picked (`top`).
+    plain = _column_indices(items, scope)
+    top: list[tuple[Callable[[Any], Any], ast.OrderItem]] | None = None
+    if plain is not None and limit is not None and not distinct:
+        top = []
     for order in select.order_by:
         index = _output_index(order.expr, items, names)
         if index is not None:
             order_fns.append((operator.itemgetter(width + index), order))
+            if top is not None and plain is not None:
+                top.append((operator.itemgetter(plain[index]), order))
         else:
             source_scope = Scope(
                 columns=scope.columns,
@@ -377,21 +385,35 @@ def _plain(
                 outer=scope.outer,
             )
             order_fns.append((compile_expression(order.expr, source_scope).fn, order))
+            if top is not None:
+                top.append(order_fns[-1])
+    project = _projection(items, scope)
 
     def ordered(input_rows: Iterator[Sequence[Any]]) -> tuple[list[Column], list[tuple]]:
+        if top is not None and project is not None and limit is not None:
+            kept = first_rows(list(input_rows), top, offset + limit)[offset:]
+            return output_columns, [project(row) for row in kept]
         wide_rows = [(*row, *(fn(row) for fn in fns)) for row in input_rows]
-        wide_rows = sort_rows(wide_rows, order_fns)
+        wide_rows, start = _ordered(wide_rows, order_fns, distinct, limit, offset)
         rows = [tuple(row[width:]) for row in wide_rows]
-        return output_columns, _trimmed(rows, distinct, limit, offset)
+        return output_columns, _trimmed(rows, distinct, limit, start)
 
     return ordered
 
 
-def _projection(items: list[ast.SelectItem], scope: Scope) -> Callable[[Any], tuple] | None:
-    """A fast row -> tuple when every item is a plain column (SELECT *, SELECT a, b)."""
+def _column_indices(items: list[ast.SelectItem], scope: Scope) -> list[int] | None:
+    """The source columns of a select list of plain columns (SELECT *, SELECT a, b); None
+    when an item is anything else."""
     if not all(isinstance(item.expr, ast.ColumnRef) for item in items):
         return None
-    indices = [scope.resolve(item.expr).index for item in items]  # type: ignore[arg-type]
+    return [scope.resolve(item.expr).index for item in items]  # type: ignore[arg-type]
+
+
+def _projection(items: list[ast.SelectItem], scope: Scope) -> Callable[[Any], tuple] | None:
+    """A fast row -> tuple when every item is a plain column (SELECT *, SELECT a, b)."""
+    indices = _column_indices(items, scope)
+    if indices is None:
+        return None
     if indices == list(range(len(scope.columns))):
         return tuple
     if len(indices) == 1:
@@ -418,28 +440,15 @@ def _output_index(expr: ast.Expr, items: list[ast.SelectItem], names: list[str])
     return None
 
 
-def sort_rows(
-    rows: list[Any], order_fns: list[tuple[Callable[[Any], Any], ast.OrderItem]]
-) -> list[Any]:
-    """Sort by ORDER BY items: NULLS LAST ascending and FIRST descending unless told."""
-    for fn, order in reversed(order_fns):
-        nulls_first = order.nulls_first
-        if nulls_first is None:
-            nulls_first = order.descending
-        # Sorting descending reverses the null flag too, so flip it to keep the asked place.
-        null_rank = nulls_first != order.descending
-
-        def key(row: Any, fn: Callable[[Any], Any] = fn, null_rank: bool = null_rank) -> Any:
-            value = fn(row)
-            if value is None:
-                return (not null_rank, 0)
-            return (null_rank, value)
-
-        # One sort runs in C without a checkpoint: a long one makes way before it starts.
-        if len(rows) > 4096:
-            admission.running_long()
-        rows.sort(key=key, reverse=order.descending)
-    return rows
+def _ordered(
+    rows: list[tuple], order_fns: OrderFns, distinct: bool, limit: int | None, offset: int
+) -> tuple[list[tuple], int]:
+    """The rows in ORDER BY's order, and the OFFSET still to skip in them: with a LIMIT (and
+    no DISTINCT, which may drop any of them), only the rows up to the LIMIT's last, offset
+    skipped (ORDER BY ... LIMIT n costs O(N log n), not a sort of every row)."""
+    if limit is None or distinct:
+        return sort_rows(rows, order_fns), offset
+    return first_rows(rows, order_fns, offset + limit)[offset:], 0
 
 
 def _distinct(rows: list[tuple]) -> list[tuple]:
@@ -567,10 +576,11 @@ def _grouped(
         wide = [
             (*row, *([None] * (width - len(row))), *(fn(row) for fn in fns)) for row in group_rows
         ]
+        start = offset
         if order_fns:
-            wide = sort_rows(wide, order_fns)
+            wide, start = _ordered(wide, order_fns, distinct, limit, offset)
         rows = [tuple(row[width:]) for row in wide]
-        return output_columns, _trimmed(rows, distinct, limit, offset)
+        return output_columns, _trimmed(rows, distinct, limit, start)
 
     return finish
 
