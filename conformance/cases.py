@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from conformance.matchers import validate_matchers
+from conformance.operators import check_operator_step
 
 FORMAT_VERSION = 1
 EXAMPLE_KINDS = {"sql-example": "sql", "http-example": "http"}
@@ -32,7 +33,7 @@ ROW_SEPARATOR = " | "
 NULL_TEXT = "NULL"
 EMPTY_TEXT = "(empty)"
 SORT_MODES = ("nosort", "rowsort")
-STEP_KINDS = ("request", "await", "pending", "restart", "pg")
+STEP_KINDS = ("request", "await", "pending", "restart", "pg", "operator")
 RESTART_KINDS = ("graceful", "crash")
 
 
@@ -351,8 +352,8 @@ def normalize_http(case: dict[str, Any], where: str) -> dict[str, Any]:
     A top-level `request` (with `expect`, `capture`) is one step. A request's `sql` is
     `POST /exec` with that body. `method` defaults to POST when a body is given, else GET;
     `auth` to `admin`; `query` and `headers` to {}. Checks that every step is one kind
-    (`request`, `await`, `pending`, `restart`) and that `await` and `pending` name a
-    background request started earlier and not yet awaited.
+    (`request`, `await`, `pending`, `restart`, `pg`, `operator`) and that `await` and
+    `pending` name a background request started earlier and not yet awaited.
     """
     if not isinstance(case, dict):
         raise CaseError(f"{where}: an http-example is a JSON object")
@@ -386,6 +387,11 @@ def normalize_http(case: dict[str, Any], where: str) -> dict[str, Any]:
             if step["restart"] not in RESTART_KINDS:
                 raise CaseError(f"{here}: 'restart' is 'graceful' or 'crash'")
             out_steps.append(dict(step))
+        elif kind == "operator":
+            problem = check_operator_step(step, here)
+            if problem:
+                raise CaseError(problem)
+            out_steps.append({"operator": step["operator"], "args": [], "exit": 0, **step})
         else:
             name = step[kind]
             if not isinstance(name, str) or name not in started:

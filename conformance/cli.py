@@ -3,7 +3,8 @@
     refimpl conform --url URL [--token T] [--only PATTERN] [--skip-file F] [--expect-file F]
                     [--jobs N] [--junit FILE] [--json FILE] [--examples DIR] [--timeout S]
                     [--restart-cmd CMD] [--crash-cmd CMD] [--restart-timeout S]
-                    [--pg HOST:PORT] [--start-cmd CMD] [--fail-fast] [--rerun-failed REPORT]
+                    [--pg HOST:PORT] [--start-cmd CMD] [--operator-cmd CMD] [--fail-fast]
+                    [--rerun-failed REPORT]
                     [--verbose] [--list]
 
 Before any example, a preflight checks the target once (`conformance/preflight.py`): the
@@ -131,6 +132,13 @@ def build_parser() -> argparse.ArgumentParser:
         " without it",
     )
     parser.add_argument(
+        "--operator-cmd",
+        metavar="CMD",
+        help="shell command that acts on the server as its operator: the runner runs"
+        " 'CMD VERB ARGS' (restart, crash, backup NAME, check NAME, restore NAME,"
+        " set NAME [VALUE], discard NAME); examples with operator steps are skipped without it",
+    )
+    parser.add_argument(
         "--fail-fast", action="store_true", help="stop at the first failure (the rest: skipped)"
     )
     parser.add_argument(
@@ -196,7 +204,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     started_at = datetime.now(UTC).isoformat(timespec="seconds")
     started = time.monotonic()
-    restarts = RestartCommands(args.restart_cmd, args.crash_cmd, args.restart_timeout)
+    # An operator command restarts the server too, where no restart command is given.
+    operator = args.operator_cmd
+    restarts = RestartCommands(
+        args.restart_cmd or (f"{operator} restart" if operator else None),
+        args.crash_cmd or (f"{operator} crash" if operator else None),
+        args.restart_timeout,
+    )
     runner = Runner(
         RunOptions(
             base_url=args.url,
@@ -206,6 +220,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             pg_address=args.pg,
             start_cmd=args.start_cmd,
             start_timeout=args.restart_timeout,
+            operator_cmd=operator,
         )
     )
     print(f"running {len(examples)} example(s) against {args.url} with {args.jobs} job(s)")

@@ -86,17 +86,20 @@ def restart_server(kind: str, commands: RestartCommands, base_url: str) -> float
         raise StepFailure(
             f"the {RESTART_FLAGS[kind]} command exited with {done.returncode}: {said}"
         )
+    wait_for_health(base_url, deadline, f"the {kind} restart")
+    return time.monotonic() - started
+
+
+def wait_for_health(base_url: str, deadline: float, after: str) -> None:
+    """Wait until `GET /health` answers 200 (StepFailure at the monotonic `deadline`)."""
     last = "no answer"
     while time.monotonic() < deadline:
         try:
             health = requests.get(base_url + "/health", timeout=2.0)
             if health.status_code == 200:
-                return time.monotonic() - started
+                return
             last = f"HTTP {health.status_code}"
         except requests.RequestException as exc:
             last = type(exc).__name__
         time.sleep(_HEALTH_POLL_S)
-    raise StepFailure(
-        f"after the {kind} restart GET /health did not answer 200 within"
-        f" {commands.timeout:g} s (last: {last})"
-    )
+    raise StepFailure(f"after {after} GET /health did not answer 200 in time (last: {last})")

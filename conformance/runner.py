@@ -14,9 +14,10 @@ imports nothing from `refimpl`. For each example the runner
    also after a failure, and closes the background requests still open.
 
 Steps are requests (sent in the foreground, or in the background with `background`),
-`await` and `pending` of a background request, and `restart`s through the commands of
-`RunOptions.restarts`; an example with a restart is skipped, with the reason, when a command
-it needs is missing, and `run_all` runs such examples one at a time after the others.
+`await` and `pending` of a background request, `restart`s through the commands of
+`RunOptions.restarts`, and `operator` steps through `RunOptions.operator_cmd`; an example
+with a restart or an operator step is skipped, with the reason, when a command it needs is
+missing, and `run_all` runs such examples one at a time after the others.
 
 `{{db}}` is the example's database, `{{uniq}}` its unique suffix (for user names),
 `{{admin_token}}` the admin token, and `{{name}}` any value captured by an earlier step.
@@ -41,6 +42,7 @@ from conformance.cases import Example, render_sql_record
 from conformance.expectations import Expectation, apply_expectation, find_expectation
 from conformance.http_checks import HttpRun, check_answer, check_pending
 from conformance.matchers import MatcherError, match
+from conformance.operators import NO_OPERATOR_CMD, Operator, operator_verbs
 from conformance.payloads import (
     SubstitutionError,
     as_text,
@@ -83,6 +85,7 @@ class RunOptions:
     pg_address: str | None = None  # HOST:PORT of the PostgreSQL protocol, for `pg` steps
     start_cmd: str | None = None  # starts a server with an example's settings (`starts`)
     start_timeout: float = 120.0
+    operator_cmd: str | None = None  # acts on the server as its operator (`operators`)
 
 
 # ---------------------------------------------------------------------------------------
@@ -107,6 +110,9 @@ class Runner:
         cannot_restart = missing_commands(example.data.get("steps", []), self.options.restarts)
         if cannot_restart:
             return ExampleResult(example, SKIPPED, message=cannot_restart)
+        verbs = operator_verbs(example.data.get("steps", []))
+        if verbs and self.options.operator_cmd is None:
+            return ExampleResult(example, SKIPPED, message=NO_OPERATOR_CMD.format(", ".join(verbs)))
         if self.options.pg_address is None and speaks_pg(example):
             return ExampleResult(example, SKIPPED, message=NO_PG)
         for need in example.needs:
@@ -252,6 +258,7 @@ class Runner:
                     pg_address=server.pg_address,
                     restarts=RestartCommands(),
                     start_cmd=None,
+                    operator_cmd=None,
                 )
                 runner = Runner(options)
                 for index, example, rule in group:
@@ -388,6 +395,7 @@ class Runner:
         result: ExampleResult,
     ) -> None:
         run = HttpRun(session, database, variables, result)
+        operator = Operator(self.options.operator_cmd or "", self._base, self.options.start_timeout)
         try:
             for index, step in enumerate(example.data["steps"], 1):
                 where = f"{example.source}:{example.lines[0]} step {index}"
@@ -402,6 +410,12 @@ class Runner:
                     check_pending(step, run.backgrounds[step["pending"]], where)
                 elif "pg" in step:
                     self._pg_step(run, step, where)
+                elif "operator" in step:
+                    words = substitute(step, variables)
+                    args = [as_text(a) for a in words["args"]]
+                    operator.step(words["operator"], args, step["exit"], where)
+                    for adapter in session.adapters.values():
+                        adapter.close()
                 else:
                     request = self._build(step, database, variables)
                     if "background" in step:
@@ -416,6 +430,7 @@ class Runner:
                 background.close()
             for connection in run.pg_sessions.values():
                 connection.close()
+            operator.undo()
 
     def _pg_step(self, run: HttpRun, step: dict[str, Any], where: str) -> None:
         """Send a `pg` step's messages and match every backend message with `expect`."""
@@ -490,5 +505,7 @@ def speaks_pg(example: Example) -> bool:
 
 
 def restarts_server(example: Example) -> bool:
-    """True when the example has a `restart` step (it then runs alone, after the others)."""
-    return any("restart" in step for step in example.data.get("steps", []))
+    """True when the example has a `restart` or an `operator` step (it then runs alone,
+    after the others: no other example sees the server restarted or restored)."""
+    steps = example.data.get("steps", [])
+    return any("restart" in step or "operator" in step for step in steps)

@@ -3,8 +3,10 @@
     refimpl supervise serve --state DIR -- --data D [more `refimpl serve` flags]
     refimpl supervise restart --state DIR graceful|crash
     refimpl supervise start --access-of DATA [-- more `refimpl serve` flags]
+    refimpl supervise operate --state DIR VERB [ARGS]
 
-(`start`, a throwaway server for the suite's examples with settings, is `suite_server`.)
+(`start`, a throwaway server for the suite's examples with settings, is `suite_server`;
+`operate`, the suite's operator command, is `suite_operator`.)
 
 It ships in the package, so that an implementer who installed the wheel (no checkout) has
 the restart commands the suite's restart examples need.
@@ -14,7 +16,9 @@ the restart commands the suite's restart examples need.
 prints to its own output, and waits for signals: SIGHUP restarts the server gracefully
 (SIGTERM, then a new start on the same data folder and port), SIGUSR1 crashes it (SIGKILL,
 then the same start), SIGTERM or SIGINT stop it and end the supervisor with the server's
-exit code. A server that exits on its own ends the supervisor too, with its code.
+exit code. A server that exits on its own ends the supervisor too, with its code. SIGUSR2
+carries out the request `operate` left in DIR (a restore, a setting changed) with the server
+stopped, then starts it again.
 
 `restart` signals the supervisor of DIR and returns once the old server is gone and the new
 one started (it may not answer yet: the suite then waits for `GET /health`), so that these
@@ -39,10 +43,10 @@ from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 
-from refimpl.commands import suite_server
+from refimpl.commands import suite_operator, suite_server
 
-PID_FILE = "supervisor.pid"
-GENERATION_FILE = "generation"
+PID_FILE = suite_operator.PID_FILE
+GENERATION_FILE = suite_operator.GENERATION_FILE
 SIGNALS = {"graceful": signal.SIGHUP, "crash": signal.SIGUSR1}
 STOP_WAIT_S = 30.0
 _LISTENING_RE = re.compile(r"listening on http://\S+:(\d+)$")
@@ -55,10 +59,13 @@ class Supervisor:
     def __init__(self, state: Path, serve_flags: list[str]) -> None:
         self.state = state
         self.flags, self.port = split_port(serve_flags)
+        self.data, self.flags = split_data(self.flags)
+        self.env: dict[str, str] = {}  # settings an operator step changed (`set`)
         self.wanted: list[str] = []
         self.generation = 0
         self.process: subprocess.Popen[str] | None = None
         self._port_known = threading.Event()
+        self._listening = threading.Event()  # the server started last listens
 
     def run(self) -> int:
         """Serve until told to stop or the server exits on its own; its exit code."""
@@ -67,6 +74,7 @@ class Supervisor:
             signal.signal(number, self._wanting(kind))
         for number in (signal.SIGTERM, signal.SIGINT):
             signal.signal(number, self._wanting("stop"))
+        signal.signal(suite_operator.OPERATE_SIGNAL, self._wanting("operate"))
         (self.state / PID_FILE).write_text(f"{os.getpid()}\n")
         self._start()
         while True:
@@ -77,6 +85,9 @@ class Supervisor:
                 kind = self.wanted.pop(0)
                 if kind == "stop":
                     return self._stop(signal.SIGTERM)
+                if kind == "operate":
+                    self._operate()
+                    continue
                 self._stop(signal.SIGTERM if kind == "graceful" else signal.SIGKILL)
                 self._start()
                 continue
@@ -91,19 +102,66 @@ class Supervisor:
 
         return handler
 
+    def _operate(self) -> None:
+        """Carry out `operate`'s request with the server stopped, start it, and answer."""
+        request = suite_operator.read_request(self.state)
+        args = suite_operator.request_args(request)
+        self._stop(signal.SIGTERM)
+        error = None
+        before = (self.data, dict(self.env))
+        try:
+            if request.get("verb") == "restore":
+                self.data = suite_operator.restore(self.state, request, self.generation + 1)
+            elif request.get("verb") == "set" and args:
+                name = "KDB_" + args[0].upper()
+                if len(args) > 1:
+                    self.env[name] = args[1]
+                else:
+                    self.env.pop(name, None)
+            else:
+                error = f"no such request: {request!r}"
+        except suite_operator.Refused as refused:
+            error = str(refused)
+        self._start()
+        if not self._listens():
+            # A value the server refuses must not end the supervisor: it serves as before.
+            error = f"the server did not start after {' '.join(map(str, args))!r}"
+            self.data, self.env = before
+            self._start()
+        suite_operator.write_answer(self.state, self.generation, error)
+
+    def _listens(self) -> bool:
+        """Wait until the server just started listens (True) or exits (False)."""
+        assert self.process is not None
+        while self.process.poll() is None:
+            if self._listening.wait(_POLL_S):
+                return True
+        return self._listening.is_set()
+
     def _start(self) -> None:
         command = [sys.executable, "-m", "refimpl", "serve", "--port", str(self.port)]
+        command += ["--data", str(self.data)]
+        self._listening = threading.Event()
         self.process = subprocess.Popen(
-            [*command, *self.flags], stdout=subprocess.PIPE, text=True, bufsize=1
+            [*command, *self.flags],
+            stdout=subprocess.PIPE,
+            text=True,
+            bufsize=1,
+            env={**os.environ, **self.env},
         )
-        threading.Thread(target=self._relay, args=(self.process,), daemon=True).start()
+        (self.state / suite_operator.DATA_FILE).write_text(f"{self.data}\n")
+        threading.Thread(
+            target=self._relay, args=(self.process, self._listening), daemon=True
+        ).start()
         self.generation += 1
         (self.state / GENERATION_FILE).write_text(f"{self.generation}\n")
 
-    def _relay(self, process: subprocess.Popen[str]) -> None:
+    def _relay(self, process: subprocess.Popen[str], listening: threading.Event) -> None:
         assert process.stdout is not None
         for line in process.stdout:
             found = _LISTENING_RE.search(line.rstrip("\n"))
+            if found:
+                listening.set()
             if found and not self._port_known.is_set():
                 self.port = int(found.group(1))
                 self._port_known.set()
@@ -134,6 +192,22 @@ def split_port(flags: list[str]) -> tuple[list[str], int]:
         else:
             rest.append(flag)
     return rest, port
+
+
+def split_data(flags: list[str]) -> tuple[Path, list[str]]:
+    """The data folder `--data D` names (absolute; default $KDB_DATA, else ./kdb-data), and
+    the other flags."""
+    rest: list[str] = []
+    data = Path(os.environ.get("KDB_DATA", "kdb-data"))
+    items = iter(flags)
+    for flag in items:
+        if flag == "--data":
+            data = Path(next(items))
+        elif flag.startswith("--data="):
+            data = Path(flag.split("=", 1)[1])
+        else:
+            rest.append(flag)
+    return data.resolve(), rest
 
 
 def restart(state: Path, kind: str, timeout: float) -> int:
@@ -176,9 +250,15 @@ def main(argv: list[str] | None = None) -> int:
     suite_server.add_arguments(
         commands.add_parser("start", help="a throwaway server for examples with settings")
     )
+    operator = commands.add_parser("operate", help="the suite's operator command (--operator-cmd)")
+    operator.add_argument("--state", type=Path, required=True)
+    operator.add_argument("--timeout", type=float, default=120.0)
+    operator.add_argument("words", nargs=argparse.REMAINDER, help=suite_operator.USAGE)
     args = parser.parse_args(argv)
     if args.command == "restart":
         return restart(args.state, args.kind, args.timeout)
+    if args.command == "operate":
+        return suite_operator.operate(args.state, args.words, args.timeout, restart)
     flags = args.flags[1:] if args.flags[:1] == ["--"] else args.flags
     if args.command == "start":
         return suite_server.start(args.access_of, flags)

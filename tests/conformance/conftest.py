@@ -7,6 +7,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.conformance.fake_http import FakeState, fake_server
+from tests.conformance.test_steps import liar  # noqa: F401 (the scripted server of test_steps, for test_operators too)
 
 
 @pytest.fixture(scope="module")

@@ -2,8 +2,9 @@
 
 `start_supervised` starts the supervisor as a user would and reads the admin token and the
 address from what the server prints (the supervisor passes it on); `restart_commands` are
-the `--restart-cmd` and `--crash-cmd` that restart it. `Server.stop()` (SIGTERM to the
-supervisor) stops the server and returns its exit code.
+the `--restart-cmd` and `--crash-cmd` that restart it, `operator_command` the
+`--operator-cmd` that backs it up, restores it and changes its settings. `Server.stop()`
+(SIGTERM to the supervisor) stops the server and returns its exit code.
 """
 
 from __future__ import annotations
@@ -40,6 +41,12 @@ def restart_commands(state: Path) -> list[str]:
         return " ".join(shlex.quote(w) for w in words)
 
     return ["--restart-cmd", command("graceful"), "--crash-cmd", command("crash")]
+
+
+def operator_command(state: Path) -> str:
+    """`--operator-cmd CMD` for the supervisor keeping its state in `state`."""
+    words = [*SUPERVISE, "operate", "--state", str(state)]
+    return " ".join(shlex.quote(w) for w in words)
 
 
 def start_command(data: Path) -> str:

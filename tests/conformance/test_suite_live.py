@@ -4,8 +4,9 @@ This is the CI run of the specification: every example of spec/*.md, each in a f
 database of its own, through the runner that other implementations use, with the
 PostgreSQL protocol's port given (so the `pg` steps run, and every SQL example runs over
 the protocol as well). The server is kept
-by `refimpl supervise` and the runner gets the commands that restart it, so the examples
-with graceful and crash restarts run too (none may be skipped for want of them).
+by `refimpl supervise` and the runner gets the commands that restart it and act on it as
+its operator, so the examples with graceful and crash restarts, backups, restores and
+changed settings run too (none may be skipped for want of them).
 """
 
 from __future__ import annotations
@@ -15,7 +16,12 @@ import json
 import requests
 
 from conformance import cli
-from tests.conformance.supervised import restart_commands, start_command, start_supervised
+from tests.conformance.supervised import (
+    operator_command,
+    restart_commands,
+    start_command,
+    start_supervised,
+)
 from tests.http.conftest import free_port
 
 
@@ -43,6 +49,8 @@ def test_every_spec_example_passes_against_a_real_server(tmp_path, capsys):
                 f"127.0.0.1:{pg_port}",
                 "--start-cmd",
                 start_command(tmp_path / "data"),
+                "--operator-cmd",
+                operator_command(state),
                 *restart_commands(state),
             ]
         )
@@ -53,7 +61,9 @@ def test_every_spec_example_passes_against_a_real_server(tmp_path, capsys):
         unrun = [
             r for r in summary["results"] if r["outcome"] == "skipped" and "--" in r["message"]
         ]
-        assert not unrun, unrun  # none skipped for want of a restart, --pg or --start-cmd
+        assert not unrun, unrun  # none skipped for want of a restart, --pg, --start-cmd
+        # or --operator-cmd; and the backups the operator steps took are gone
+        assert not list((state / "backups").iterdir())
         assert summary["runner_version"] and summary["started_at"].endswith("+00:00")
         assert summary["duration_s"] > 0
         # The runner leaves the server's users as it found them.
