@@ -28,6 +28,7 @@ import threading
 import time
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from refimpl.engine import stream_rows
 from refimpl.engine.access import AccessControl, Principal, Right
@@ -151,6 +152,14 @@ class OpenStream:
                     self._tally.taken(taken.events, 1, after)
             return taken
 
+    def join(self, group: StreamGroup) -> bool:
+        """Into `group` (`StreamGroup.add`) while it goes on and its cursor is current; under
+        its own lock, so that no take of its own runs meanwhile."""
+        with self._lock:
+            cursor = self.cursor
+            current = isinstance(cursor, EventCursor) and cursor.current
+            return self.ended is None and current and group.add(self)
+
     def end(self, reason: str, reset: bool = False) -> None:
         """End the stream (its next `take` is empty; it leaves its group) and wake whoever
         sends it. `reset`: the protocol layer ends it with a `reset` because its own work
@@ -179,6 +188,13 @@ class OpenStream:
             self.waker.set()
 
 
+class GroupSender(Protocol):
+    """The protocol layer's sender of a group's parts: `fan_out` takes once for every
+    member and sends them what was taken; True when more is ready already."""
+
+    def fan_out(self) -> bool: ...
+
+
 class StreamGroup:
     """Open streams of one database that follow the same tables with the same rights from
     one position (spec/stream.md, many streams): one take for all of them.
@@ -189,7 +205,7 @@ class StreamGroup:
     may rely on: `take` gives the events and the members it took them for, at once; each of
     those must be sent them, and stands after them.
 
-    `sender` is the protocol layer's object that sends the group's parts (opaque here).
+    `sender` is what the protocol layer sends the group's parts with (`GroupSender`).
     """
 
     def __init__(self, cursor: EventCursor, tally: StreamTally | None = None) -> None:
@@ -199,7 +215,7 @@ class StreamGroup:
         self.members: tuple[OpenStream, ...] = ()  # replaced whole at each change
         self.last_id: str | None = None  # of the last event the group took
         self._takes = 0  # takes that gave events
-        self.sender: object = None
+        self.sender: GroupSender | None = None
 
     def take(self, budget: int) -> tuple[Taken, tuple[OpenStream, ...]]:
         """The next events of every member (see `EventCursor.take`), and the members."""
@@ -367,7 +383,7 @@ class EventStreams:
         return stream
 
     def join(
-        self, stream: OpenStream, make_sender: Callable[[StreamGroup], object]
+        self, stream: OpenStream, make_sender: Callable[[StreamGroup], GroupSender]
     ) -> StreamGroup | None:
         """Put a current stream into the group of the streams with its view at its place (a
         group is made when there is none): the group then takes for it (`StreamGroup`).
@@ -389,9 +405,7 @@ class EventStreams:
                 tally = StreamTally(self.counts, database, cursor.recent)
                 group = self._groups[key] = StreamGroup(following, tally)
                 group.sender = make_sender(group)
-        with stream._lock:
-            joined = stream.ended is None and cursor.current and group.add(stream)
-        return group if joined else None
+        return group if stream.join(group) else None
 
     def close_stream(self, stream: OpenStream) -> None:
         """The stream's connection is done: it no longer counts."""

@@ -155,7 +155,7 @@ class Parked(Generic[A]):
         self._waiter: threading.Event | None = None  # made only for a thread that waits
         # The deliverer's handle on its client (the server's connection; opaque here), for
         # parts handed to many at once; and the batch that sends this request's parts now.
-        self.outlet: Any = None
+        self.outlet: object = None
         self.batch: Batch | None = None
 
     @property
@@ -228,7 +228,7 @@ class Parked(Generic[A]):
         self,
         on_answer: Callable[[A], None],
         on_part: Callable[[A], None] | None = None,
-        outlet: Any = None,
+        outlet: object = None,
     ) -> None:
         """Deliver the answer (and a stream's parts, in order) to these callbacks; `outlet`:
         where the deliverer's shared sends reach this request's client (`send_shared`).

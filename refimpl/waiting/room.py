@@ -36,7 +36,8 @@ from refimpl.waiting.places import FairPlaces
 
 log = logging.getLogger("refimpl.waiting")
 
-# A deliverer's send of one part to many outlets (`WaitingRoom.send_shared`).
+# A deliverer's send of one part to many outlets (`WaitingRoom.send_shared`): the outlets
+# are its own handles on its clients, and the answer its own type, which the room passes on.
 SharedSend = Callable[[Iterable[Any], Any, Callable[[Any], None]], None]
 
 EMPTY_LOOK_SECONDS = 1.0  # how often the room looks when nothing parked has a deadline
@@ -446,7 +447,7 @@ class WaitingRoom:
         return self._shared_send is not None
 
     def send_shared(
-        self, outlets: Iterable[Any], answer: Any, on_backlog: Callable[[Any], None]
+        self, outlets: Iterable[object], answer: object, on_backlog: Callable[[object], None]
     ) -> None:
         """Hand `answer` as one part to the clients of `outlets` (`Parked.outlet`s of streams
         whose parts went out so far): one answer, its bytes made once. For an outlet whose

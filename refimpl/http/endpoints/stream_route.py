@@ -16,7 +16,6 @@ import itertools
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, cast
 
 from refimpl.engine.event_streams import EventStreams, OpenStream, StreamGroup
 from refimpl.engine.features.event_stream import (
@@ -88,8 +87,8 @@ class _GroupParts:
         self._room = room
         self._budget = budget
         self._members: tuple[OpenStream, ...] = ()
-        self._outlets: list[Any] = []  # of the members, in their order
-        self._senders: dict[int, _Sender] = {}  # by id of their outlet
+        self._outlets: list[object] = []  # of the members, in their order
+        self._senders: dict[int, _Sender] = {}  # by id of their outlet (opaque here)
         self._rounds = 0  # where the next round starts (none is always the last)
 
     def fan_out(self) -> bool:
@@ -97,7 +96,7 @@ class _GroupParts:
         if not taken.events or not members:
             return taken.more
         if members is not self._members:
-            senders = [cast(_Sender, m.waker) for m in members]
+            senders = [m.waker for m in members if isinstance(m.waker, _Sender)]
             self._outlets = [s.outlet for s in senders]
             self._senders = {id(s.outlet): s for s in senders}
             self._members = members
@@ -111,7 +110,7 @@ class _GroupParts:
         )
         return taken.more
 
-    def _backlogged(self, outlet: Any) -> None:
+    def _backlogged(self, outlet: object) -> None:
         self._senders[id(outlet)].backlogged()
 
 
@@ -174,7 +173,7 @@ class _Sender:
         self.offloaded = False
 
     @property
-    def outlet(self) -> Any:
+    def outlet(self) -> object:
         return None if self.parked is None else self.parked.outlet
 
     def set(self) -> None:
@@ -259,7 +258,7 @@ class _Sender:
         if self.hold_s or parked is None or parked.outlet is None or not self.room.sends_shared:
             return True
         group = self.streams.join(self.stream, self._group_parts)
-        parked.batch = None if group is None else cast(_GroupParts, group.sender)
+        parked.batch = None if group is None else group.sender
         return group is not None
 
     def _group_parts(self, group: StreamGroup) -> _GroupParts:
