@@ -58,8 +58,8 @@ def test_the_runner_from_a_wheel_runs_the_whole_suite(tmp_path: Path) -> None:
     conform_version = _run([refimpl, "conform", "--version"], cwd=elsewhere)
     assert f"spec {spec_version}" in conform_version.stdout
 
-    # The wheel's own supervisor keeps the server, so the restart examples run too: the
-    # restart and crash commands need no checkout.
+    # The wheel's own supervisor keeps the server, so the restart and operator examples run
+    # too: the restart, crash and operator commands need no checkout.
     state = tmp_path / "supervisor"
     data = tmp_path / "data"
     server = spawn_server(
@@ -98,11 +98,15 @@ def test_the_runner_from_a_wheel_runs_the_whole_suite(tmp_path: Path) -> None:
                 restarts[0],
                 "--crash-cmd",
                 restarts[1],
+                "--operator-cmd",
+                f"{refimpl} supervise operate --state {shlex.quote(str(state))}",
             ],
             cwd=elsewhere,
         )
         assert run.returncode == 0, (run.stdout + run.stderr)[-6000:]
         assert " 0 failed" in run.stdout and junit.is_file()
-        assert "restarts the server" not in junit.read_text()  # none skipped for want of them
+        skipped = junit.read_text()
+        assert "restarts the server" not in skipped  # none skipped for want of the commands
+        assert "as its operator" not in skipped
     finally:
         assert server.stop() == 0
