@@ -51,6 +51,11 @@ class Backend(Protocol):
         exist or a transaction is open."""
         ...
 
+    def interrupted(self) -> str:
+        """Ctrl-C stopped a statement on its way: put the session back in order (ShellError
+        when that fails), and say in one line what became of the statement."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -134,6 +139,16 @@ class LocalBackend:
         self._session.close()
         self._session, self.database = session, database
 
+    def interrupted(self) -> str:
+        # Stopped anywhere in the engine's work: the session is not trusted on; a new one
+        # goes on, and closing the old one rolls back what it left open.
+        rolled_back = self.in_transaction
+        self._session.close()
+        self._session = self._connection.instance.session(self.database)
+        return "Interrupted: the statement was stopped" + (
+            "; the open transaction is rolled back." if rolled_back else "."
+        )
+
     def close(self) -> None:
         self._session.close()  # rolls back a transaction left open, as psql's quitting does
         self._connection.close()
@@ -159,17 +174,24 @@ class RemoteBackend:
     def __init__(self, url: str, token: str | None, database: str) -> None:
         self.database = database
         self.where = url.rstrip("/")
-        self._http = requests.Session()
-        if token:
-            self._http.headers["Authorization"] = f"Bearer {token}"
-        self._http.headers["Content-Type"] = "text/plain; charset=utf-8"
+        self._token = token
+        self._http = self._connections()
         self._held: list[Piece] | None = None  # the open transaction's statements
+        self._sent: Piece | None = None  # the statement whose request is on its way
+
+    def _connections(self) -> requests.Session:
+        http = requests.Session()
+        if self._token:
+            http.headers["Authorization"] = f"Bearer {self._token}"
+        http.headers["Content-Type"] = "text/plain; charset=utf-8"
+        return http
 
     @property
     def in_transaction(self) -> bool:
         return self._held is not None
 
     def statement(self, piece: Piece) -> Answer:
+        self._sent = piece
         held = self._held
         if held is None:
             if piece.kind is Kind.BEGIN:
@@ -254,6 +276,27 @@ class RemoteBackend:
             rows = tuple(tuple(row) for row in body["dataset"])
             return Answer(columns, rows, "", body.get("count", len(rows)))
         return Answer(None, (), body.get("message", ""), body.get("count", 0))
+
+    def interrupted(self) -> str:
+        """No cancel reaches a server over HTTP: the request is abandoned (its connection
+        closed, the next request opens another) and the server may still finish it."""
+        self._http.close()
+        self._http = self._connections()
+        sent, self._sent = self._sent, None
+        if sent is not None and sent.kind is Kind.COMMIT:
+            return (
+                "Abandoned the COMMIT: the server may still commit the transaction; look at"
+                " the data before you run it again."
+            )
+        if self._held is not None:
+            return (
+                "Abandoned the statement: it is not part of the open transaction (over HTTP"
+                " it was only tried and undone)."
+            )
+        return (
+            "Abandoned the request: over HTTP no cancel reaches the server, which may still"
+            " finish the statement."
+        )
 
     def close(self) -> None:
         self._http.close()

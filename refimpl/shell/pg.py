@@ -122,6 +122,20 @@ class PgBackend:
         self._connection.close()
         self._connection, self.database = connection, database
 
+    def interrupted(self) -> str:
+        """psycopg sent the server a cancel request when Ctrl-C came and waited for the
+        statement to stop; a connection it had to give up on is opened again."""
+        if self._connection.closed:
+            self._connection = self._connect(self.database)
+            return (
+                "Cancel request sent; the statement did not stop in time, so the connection"
+                " was opened again (an open transaction is rolled back)."
+            )
+        status = self._connection.info.transaction_status
+        if status == status.INERROR:
+            return "Cancel request sent: the statement was canceled; ROLLBACK the transaction."
+        return "Cancel request sent: the statement was canceled."
+
     def close(self) -> None:
         self._connection.close()  # the server rolls back a transaction left open
 

@@ -67,7 +67,8 @@ HELP = """\\d [TABLE]          list the tables, or describe TABLE (\\dt: the tab
 \\format FORMAT      answers as table, csv or json
 \\pset pager [on|off] page answers taller than the terminal ($PAGER, else less)
 \\q                  quit (also quit, exit, Ctrl-D)
-End a statement with ; to run it; Ctrl-C drops the statement being typed."""
+End a statement with ; to run it; Ctrl-C drops the statement being typed, or stops
+the one that runs (over --pg a cancel request; over --url the request is abandoned)."""
 MAX_INCLUDE_DEPTH = 16  # \\i of a file that includes itself stops here
 ON_OFF = ("", "on", "off")
 
@@ -127,6 +128,7 @@ class Shell:
         )
         self.quit = False
         self.terminal = False  # typed into a terminal: long answers may go to a pager
+        self._running = False  # a statement is on its way (Ctrl-C then stops it)
         self._depth = 0  # how many \\i are running, one inside the other
 
     def run(self, text: str) -> bool:
@@ -154,8 +156,11 @@ class Shell:
             started = time.perf_counter()
             was_open = self.backend.in_transaction
             try:
+                self._running = True
                 answer = self.backend.statement(piece)
+                self._running = False
             except ShellError as error:
+                self._running = False
                 show_error(self.errors, error, text)
                 if error.line is None and len(pieces) > 1:  # which one, when it does not say
                     first = piece.text.splitlines()[0]
@@ -175,8 +180,11 @@ class Shell:
     def _lookup(self, text: str) -> bool:
         """A backslash command's own query, run as one text outside a held transaction."""
         try:
+            self._running = True
             answer = self.backend.run(text)
+            self._running = False
         except ShellError as error:
+            self._running = False
             show_error(self.errors, error, text)
             return False
         self._show(answer)
@@ -320,8 +328,24 @@ class Shell:
                 continue  # as psql: Ctrl-C drops the statement being typed
             except EOFError:
                 break
-            self.run(text)
+            try:
+                self.run(text)
+            except KeyboardInterrupt:
+                self.interrupted()
         return 0
+
+    def interrupted(self) -> None:
+        """Ctrl-C came while a statement ran or its answer was shown: one line says what
+        became of it (the backend cancels or abandons it), and the prompt comes back."""
+        if not self._running:
+            self.errors.print(Text("Interrupted: the rest of the answer is not shown."))
+            return
+        self._running = False
+        try:
+            message = self.backend.interrupted()
+        except ShellError as error:
+            message = f"ERROR: {error.message}"
+        self.errors.print(Text(message, style="red"))
 
 
 def _keep_private(history: Path) -> None:
@@ -386,6 +410,14 @@ def run_shell(
     shell = Shell(backend, console, options, errors)
     if interactive:
         return shell.interactive()
+    try:
+        return _run_given(shell, sql, file, errors)
+    except KeyboardInterrupt:
+        shell.interrupted()
+        return 130  # as a shell reports a command ended by SIGINT
+
+
+def _run_given(shell: Shell, sql: str | None, file: Path | None, errors: Console) -> int:
     if sql is not None:
         return 0 if shell.run(sql) else 1
     if file is None or str(file) == "-":
