@@ -29,7 +29,8 @@ from pathlib import Path
 from refimpl.engine.instance import Instance
 from refimpl.engine.replication import positions
 from refimpl.engine.replication.slots import SlotError, SlotStore, slots_at
-from refimpl.engine.rights import Principal, Right
+from refimpl.engine.rights import ADMIN_USER, Principal, Right
+from refimpl.engine.statements.publications import publications_at
 from refimpl.errors import BadRequest, KdbError, TooManyConnections
 from refimpl.pgwire import messages as m
 from refimpl.pgwire import sqlstate, types
@@ -251,16 +252,38 @@ class ReplicationSession:
                 f'can no longer get changes from replication slot "{slot.name}";'
                 f" {LOST_DETAIL} Drop it and create a new slot",
             )
-        shows = self._shows()
-        plugin = make_plugin(slot.plugin, command.options, lambda names: shows)
+        plugin = make_plugin(slot.plugin, command.options)
+        shows = self._shows(plugin.publications)
         self.slots.acquire(slot.name, self.pid)
         self.walsender = Walsender(database, self.slots, slot.name, plugin, shows, start, self.pid)
 
-    def _shows(self) -> Callable[[str], bool]:
-        """Whether the reader may read a table now (asked again after RIGHTS_CACHE_S)."""
-        access, principal, database = self.instance.access, self.principal, self.database
+    def _shows(self, names: list[str] | None) -> Callable[[str], bool]:
+        """Whether the stream shows a table: its reader may read it and, with `names`, one of
+        those publications includes it and its owner may read it. Each table is asked
+        again after RIGHTS_CACHE_S, so a REVOKE or an ALTER PUBLICATION reaches a running
+        stream. An unknown publication is 42704 here, before the stream starts."""
+        access, database = self.instance.access, self.database
+        store = publications_at(self.instance.path, self.instance.files)
+        if names is not None:
+            for name in names:
+                store.get(database, name)
         known: dict[str, bool] = {}
         since = [time.monotonic()]
+
+        def may_read(user: Principal, table: str) -> bool:
+            return access.allowed(user, database, Right.READ, table)
+
+        def decide(table: str) -> bool:
+            if not may_read(self.principal, table):
+                return False
+            if names is None:
+                return True
+            for publication in store.of(database):
+                if publication.name in names and publication.includes(table):
+                    owner = Principal(publication.owner, publication.owner == ADMIN_USER)
+                    if may_read(owner, table):
+                        return True
+            return False
 
         def shows(table: str) -> bool:
             now = time.monotonic()
@@ -269,7 +292,7 @@ class ReplicationSession:
                 since[0] = now
             found = known.get(table)
             if found is None:
-                found = known[table] = access.allowed(principal, database, Right.READ, table)
+                found = known[table] = decide(table)
             return found
 
         return shows

@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 import struct
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any, Protocol
 
 from refimpl.engine.replication import positions
@@ -40,6 +41,9 @@ Message = tuple[int, bytes]  # (position, payload)
 
 
 class OutputPlugin(Protocol):
+    # The publications whose tables the stream shows; None: every table its reader may read.
+    publications: list[str] | None
+
     def transaction(self, txn: Transaction, skip: int) -> list[Message]:
         """The messages of `txn` after its first `skip` changes ([] for one not shown)."""
 
@@ -95,6 +99,7 @@ class TestDecoding:
             if name not in known:
                 raise BadRequest(f'option "{name}" = "{value or "(null)"}" is unknown')
             _flag(options, name, False)
+        self.publications: list[str] | None = None
         self.xids = _flag(options, "include-xids", True)
         self.timestamp = _flag(options, "include-timestamp", False)
         self.skip_empty = _flag(options, "skip-empty-xacts", False)
@@ -167,9 +172,7 @@ class PgOutput:
     a Message ('M', prefix `kdb.ddl`) for any other DDL, Commit. Transactions that show no
     change are not sent (as PostgreSQL 15's pgoutput)."""
 
-    def __init__(
-        self, options: dict[str, str | None], tables: Callable[[list[str]], Callable[[str], bool]]
-    ) -> None:
+    def __init__(self, options: dict[str, str | None]) -> None:
         known = (
             "proto_version",
             "publication_names",
@@ -197,8 +200,7 @@ class PgOutput:
         if names is None:
             raise BadRequest("publication_names parameter missing")
         self.version = version
-        self.publications = _name_list(names)
-        self.shows = tables(self.publications)
+        self.publications: list[str] | None = _name_list(names)
         self.binary = _flag(options, "binary", False)
         _flag(options, "messages", False)
         self._sent: dict[int, Relation] = {}
@@ -219,7 +221,12 @@ class PgOutput:
         for place, change in enumerate(changes[skip:], skip + 1):
             at = positions.position(lsn, place)
             relation = change.relation
-            if change.op != DDL and self._sent.get(relation.oid) != relation:
+            sent = self._sent.get(relation.oid)
+            if sent is not None and sent.key == relation.key and _shapeless(change):
+                # The log keeps a delete's key, not its columns: the shape already sent,
+                # which holds the key, says it without another Relation.
+                change = replace(change, relation=sent)
+            elif change.op != DDL and sent != relation:
                 self._sent[relation.oid] = relation
                 out.append((at, _relation(relation)))
             out.append((at, self._change(change, at)))
@@ -265,6 +272,11 @@ class PgOutput:
         return b"".join(parts)
 
 
+def _shapeless(change: RowChange) -> bool:
+    """A change the log keeps no columns for: a truncate, a delete without its old row."""
+    return change.op == TRUNCATE or (change.op == DELETE and change.old is None)
+
+
 def _relation(relation: Relation) -> bytes:
     keys = {k.lower() for k in relation.key}
     parts = [
@@ -297,14 +309,10 @@ def _name_list(text: str) -> list[str]:
     return names
 
 
-def make_plugin(
-    name: str,
-    options: Sequence[tuple[str, str | None]],
-    tables: Callable[[list[str]], Callable[[str], bool]],
-) -> OutputPlugin:
-    """The plugin `name` with a START_REPLICATION's options; `tables(publications)` tells
-    which tables a pgoutput stream shows. BadRequest (22023) for an option it refuses."""
+def make_plugin(name: str, options: Sequence[tuple[str, str | None]]) -> OutputPlugin:
+    """The plugin `name` with a START_REPLICATION's options; BadRequest (22023) for an
+    option it refuses."""
     given = dict(options)
     if name == "test_decoding":
         return TestDecoding(given)
-    return PgOutput(given, tables)
+    return PgOutput(given)

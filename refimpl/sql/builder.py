@@ -20,6 +20,7 @@ from refimpl.sql.ast import Expr
 from refimpl.sql.builder_copy import CopyBuilder
 from refimpl.sql.builder_ddl import DdlBuilder, error_at
 from refimpl.sql.builder_pg import PgBuilder
+from refimpl.sql.builder_publications import PublicationBuilder
 from refimpl.sql.builder_queries import QueryBuilder
 from refimpl.sql.builder_routines import RoutineBuilder
 
@@ -61,7 +62,14 @@ def _unquote(token: Token) -> str:
 
 
 @v_args(inline=True)
-class Builder(QueryBuilder, DdlBuilder, PgBuilder, CopyBuilder, RoutineBuilder):
+class Builder(
+    QueryBuilder,
+    DdlBuilder,
+    PgBuilder,
+    CopyBuilder,
+    RoutineBuilder,
+    PublicationBuilder,
+):
     """Builds ast nodes while the LALR parser reduces (one pass, no parse tree).
 
     Method names are the rule or alias names of the grammar. Optional parts arrive as None

@@ -30,6 +30,7 @@ from refimpl.engine.statements import explain as explain_statements
 from refimpl.engine.statements import indexes as index_statements
 from refimpl.engine.statements import pg_catalog, procedures, triggers
 from refimpl.engine.statements import views as view_statements
+from refimpl.engine.statements.publications import HANDLERS as publication_handlers
 from refimpl.engine.statements.queries import CommittedTable, QueryRunner, TransactionTable
 from refimpl.engine.statements.triggers import Firing, row_triggers
 from refimpl.engine.storage import ddl, values
@@ -492,6 +493,7 @@ _HANDLERS: dict[type, Callable[..., Result]] = {
     **triggers.HANDLERS,
     **procedures.HANDLERS,
     **backup_statements.HANDLERS,
+    **publication_handlers,
     ast.Call: lambda context, statement, text, params: procedures.call(
         context, statement, text, params, execute
     ),
