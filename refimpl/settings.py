@@ -64,6 +64,8 @@ class Settings:
     | pg_login_timeout_s   | 10           | a PostgreSQL connection not logged in by then closes |
     | pg_max_unauthenticated_per_address | 16 | ones not yet logged in, from one address       |
     | pg_admin_reserved_connections | 3   | of pg_max_connections, kept for admins' logins       |
+    | pg_max_replication_slots | 10       | logical replication slots of the data folder (53400) |
+    | pg_max_wal_senders   | 10           | replication connections at once (53300 above)        |
     | import_folder        | import       | folder of the data folder COPY FROM 'file' reads     |
     | backup_folder        | backup       | folder of the data folder BACKUP DATABASE writes to  |
     | memory_mb            | 0            | limit on table data of all databases; 0: none        |
@@ -101,6 +103,8 @@ class Settings:
     pg_login_timeout_s: float = 10.0
     pg_max_unauthenticated_per_address: int = 16
     pg_admin_reserved_connections: int = 3
+    pg_max_replication_slots: int = 10
+    pg_max_wal_senders: int = 10
     stream_heartbeat_s: float = 25.0
     stream_max_age_s: float = 1800.0
     stream_replay_s: float = 300.0
@@ -215,6 +219,8 @@ _PARSERS: dict[str, Callable[[str], object]] = {
     "pg_login_timeout_s": _float(0.1, 3600.0),
     "pg_max_unauthenticated_per_address": _int(1, 1_000_000),
     "pg_admin_reserved_connections": _int(0, 1_000_000),
+    "pg_max_replication_slots": _int(0, 1_000_000),
+    "pg_max_wal_senders": _int(0, 1_000_000),
     "stream_heartbeat_s": _float(0.05, 3600.0),
     "stream_max_age_s": _float(0.5, 7 * 86400.0),
     "stream_replay_s": _float(0.0, 7 * 86400.0),

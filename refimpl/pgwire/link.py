@@ -52,6 +52,8 @@ class LinkOptions:
     dev: bool = False
     max_message_bytes: int = 64 * 1024 * 1024
     tls: bool = False  # the server has a certificate: an SSLRequest is answered 'S'
+    max_replication_slots: int = 10  # pg_max_replication_slots
+    max_wal_senders: int = 10  # pg_max_wal_senders: replication connections at once
 
 
 class Transport(Protocol):
@@ -316,4 +318,12 @@ class Link:
             raise BadRequest(f'invalid value for parameter "replication": "{value}"')
         if not may_replicate(self.instance, principal):
             raise Forbidden("must be superuser or replication role to start walsender")
-        return ReplicationSession(self.instance, database, principal, self.process_id)
+        options = self.options
+        return ReplicationSession.open(
+            self.instance,
+            database,
+            principal,
+            self.process_id,
+            options.max_replication_slots,
+            options.max_wal_senders,
+        )
