@@ -35,6 +35,7 @@ SQLSTATE: tuple[tuple[type[errors.KdbError], str], ...] = (
     (errors.StatementTooLarge, "54000"),
     (errors.DatabaseExists, "42P04"),  # duplicate_database
     (errors.UserError, "42704"),  # undefined_object
+    (errors.SubqueryRows, "21000"),  # cardinality_violation
     (errors.SqlError, "42000"),  # syntax_error_or_access_rule_violation
     (errors.UnknownDatabase, "3D000"),  # invalid_catalog_name
     (errors.NotFound, "42704"),

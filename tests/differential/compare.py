@@ -102,13 +102,6 @@ CHOICES: list[Choice] = [
         "full-join-condition",
         lambda sql, pg, ours: pg.sqlstate == "0A000" and "FULL JOIN" in sql,
     ),
-    # A scalar subquery of several rows is refused with class 42, not PostgreSQL's 21000.
-    Choice(
-        "scalar-subquery-rows",
-        lambda sql, pg, ours: (
-            pg.sqlstate == "21000" and ours.sqlstate is not None and "at most one" in ours.message
-        ),
-    ),
     # LIKE has no escape character unless ESCAPE names one (SQLite's LIKE); PostgreSQL's
     # escapes with a backslash by default. Only a pattern with a backslash can differ.
     Choice("like-backslash", lambda sql, pg, ours: re.search(r"LIKE '[^']*\\", sql) is not None),

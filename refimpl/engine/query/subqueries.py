@@ -129,8 +129,9 @@ def _scalar(expr: ast.ScalarSubquery, scope: Scope, compile_: Compile) -> Compil
             return None
         if len(rows) > 1:
             raise SubqueryRows(
-                f"a subquery used as a value answered {len(rows)} rows; it may answer at most"
-                " one: add a WHERE that picks one row, LIMIT 1, or an aggregate such as max()"
+                "more than one row returned by a subquery used as an expression (it answered"
+                f" {len(rows)} rows); add a WHERE that picks one row, LIMIT 1, or an aggregate"
+                " such as max()"
             )
         return rows[0][0]
 
