@@ -3,7 +3,9 @@
 The tour's shell block is read from README.md and run by bash, line after line, in a folder
 whose `kdb-data` is the started server's data folder; only the server's address differs
 (the tests take a free port, the tour shows the default 9000). The links of the tour's
-prose (the console page) are fetched too.
+prose (the console page) are fetched too. What a reader is told to look for is checked: the
+shell's transaction keeps the rows it rolled back, the scrape shows the metrics, and the
+sample has the candles the console charts.
 """
 
 from __future__ import annotations
@@ -67,7 +69,7 @@ def test_the_quick_start_stays_two_commands():
 
 
 def test_the_tour_runs_as_written(tmp_path: Path):
-    server = start_server(tmp_path / "kdb-data")
+    server = start_server(tmp_path / "kdb-data", "--sample")
     try:
         commands = tour_commands()
         skipped = []
@@ -100,6 +102,21 @@ def test_the_tour_runs_as_written(tmp_path: Path):
         assert re.search(r"^\d+ passed, 0 failed", conform, flags=re.M), conform[-2000:]
         if not skipped:
             assert "table" in outputs[-2][2], outputs[-2][2]  # SHOW TABLES' one column
+            # BEGIN, DELETE and ROLLBACK typed on lines of their own delete nothing: the
+            # DELETE answers inside the transaction, the ROLLBACK forgets it, both rows stay.
+            shell = by_command["printf"]
+            said = [line.strip() for line in shell.splitlines() if line.strip()]
+            assert said[:3] == [
+                "transaction started",
+                "2 row(s) deleted",
+                "transaction rolled back",
+            ], shell
+            assert re.search(r"kept\W+\n.*\b2\b", shell, flags=re.S), shell
+            assert server.rows("SELECT count(*) FROM trades") == [[2]]
+            # The sample the console charts (tests/browser/test_console_chart.py checks the
+            # chart in a screenshot): the 240 candles of CITY the README speaks of.
+            candles = outputs[-3][2]
+            assert re.search(r"(?m)^\W*CITY\W+240\W*$", candles), candles
         links = re.findall(r"<(http://127\.0\.0\.1:9000/[^>]*)>", tour_section())
         assert links, "the tour links the console page"
         for link in links:
