@@ -26,11 +26,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from refimpl.engine import replication_positions as positions
 from refimpl.engine.instance import Instance
-from refimpl.engine.replication import positions
-from refimpl.engine.replication.slots import SlotError, SlotStore, slots_at
 from refimpl.engine.rights import ADMIN_USER, Principal, Right
 from refimpl.engine.statements.publications import publications_at
+from refimpl.engine.statements.replication_slots import SlotError, SlotStore, slots_at
 from refimpl.errors import BadRequest, KdbError, TooManyConnections
 from refimpl.pgwire import messages as m
 from refimpl.pgwire import sqlstate, types

@@ -23,7 +23,7 @@ import re
 from dataclasses import dataclass
 from typing import NoReturn
 
-from refimpl.engine.replication import positions
+from refimpl.engine import replication_positions as positions
 from refimpl.errors import BadRequest, SqlSyntaxError
 
 COMMANDS = frozenset(

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any, Protocol
 
-from refimpl.engine.replication import positions
+from refimpl.engine import replication_positions as positions
 from refimpl.engine.replication.decoding import (
     DDL,
     DELETE,

@@ -23,9 +23,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from refimpl.engine.replication import positions, wakeups
+from refimpl.engine import replication_positions as positions
+from refimpl.engine.replication import wakeups
 from refimpl.engine.replication.decoding import read_transactions
-from refimpl.engine.replication.slots import SlotStore
+from refimpl.engine.statements.replication_slots import SlotStore
 from refimpl.engine.storage.database import Database
 from refimpl.errors import Gone, KdbError
 from refimpl.pgwire import messages as m

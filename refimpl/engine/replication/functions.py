@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from refimpl.engine.query.compiled import Compiled, Scope
-from refimpl.engine.replication import positions
+from refimpl.engine import replication_positions as positions
 from refimpl.errors import SqlError
 from refimpl.sql import ast
 

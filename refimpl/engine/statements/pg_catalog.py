@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING
 from refimpl.engine.query.select import QueryOutput
 from refimpl.engine.result import Column
 from refimpl.engine.rights import ADMIN_USER
+from refimpl.engine.statements import replication_catalog
 from refimpl.engine.statements.pg_views import ViewColumns, readable_views
 from refimpl.engine.storage.schema import TableSchema
 from refimpl.errors import Forbidden, Unauthorized
@@ -524,6 +525,8 @@ RELATIONS: dict[str, Builder] = {
     "pg_partitioned_table": _empty("partrelid:BIGINT partstrat:STRING"),
     "pg_foreign_table": _empty("ftrelid:BIGINT ftserver:BIGINT"),
 }  # fmt: skip
+# Logical replication's slots and publications (they replace pg_publication's empty rows).
+RELATIONS.update(replication_catalog.relations(name_oid, role_oid))
 
 
 def relation(context: StatementContext, name: str, views: ViewColumns | None) -> QueryOutput | None:
