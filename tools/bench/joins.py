@@ -8,9 +8,13 @@ key), with a filter on each table (`g = c` or `v < c`), written twice: `FROM t1,
 WHERE links AND filters`, and `FROM t1 JOIN t2 ON link ... WHERE filters`. Each query runs
 in refimpl (embedded, no server between) and in SQLite (Python's sqlite3, in memory, the
 same rows, an index on each id as its key); each time is the best of --repeat runs with
-new constants (no run is served from a cache). Printed: per k, the slowest query of each
-kind, the comma/ON ratio and refimpl/SQLite ratio; then the targets: the comma and ON forms
-within 1.5x, every query under 100 ms.
+new constants (no run is served from a cache), the two forms in turn (each first every
+other time), each run timed in the CPU time of the thread that runs it (the query runs on
+it, embedded) with the garbage collector paused: other processes of a busy machine and a
+collector's pass at a random moment do not blur the ratio. Each query's two forms must have
+the same plan (EXPLAIN) and the same answer. Printed: per k, the slowest query of each kind, the comma/ON ratio and
+refimpl/SQLite ratio; then the targets: the comma and ON forms within 1.5x, every query
+under 100 ms.
 
     python tools/bench/joins.py                 # 40 queries, 1,000 rows a table
     python tools/bench/joins.py --queries 100 --rows 2000
@@ -25,6 +29,7 @@ from pathlib import Path
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).parent.resolve()]
 
 import argparse  # noqa: E402
+import gc  # noqa: E402
 import random  # noqa: E402
 import sqlite3  # noqa: E402
 import statistics  # noqa: E402
@@ -89,11 +94,28 @@ def _texts(tables: list[str], links: list[str], filters: list[str]) -> tuple[str
 def _best(run, texts: list[str]) -> tuple[float, object]:  # noqa: ANN001 - a callable
     times = []
     answer = None
+    gc.collect()
     for text in texts:
-        began = time.perf_counter()
-        answer = run(text)
-        times.append(time.perf_counter() - began)
+        gc.disable()
+        try:
+            began = time.thread_time()
+            answer = run(text)
+            times.append(time.thread_time() - began)
+        finally:
+            gc.enable()
     return min(times) * 1000, answer
+
+
+def _best_in_turn(run, pairs: list[tuple[str, str]]) -> tuple[float, float, object, object]:  # noqa: ANN001
+    """The best time of each form and their answers. The forms run in turn, each first every
+    other time, so that whatever slows or warms one run does so for its partner too."""
+    times: tuple[list[float], list[float]] = ([], [])
+    answers: list[object] = [None, None]
+    for number, pair in enumerate(pairs):
+        for slot in (0, 1) if number % 2 == 0 else (1, 0):
+            ms, answers[slot] = _best(run, [pair[slot]])
+            times[slot].append(ms)
+    return min(times[0]), min(times[1]), answers[0], answers[1]
 
 
 def main() -> None:
@@ -123,8 +145,10 @@ def main() -> None:
             for r in range(args.repeat):
                 shown = [f.format(c + r) for f, c in filters]
                 runs.append(_texts(tables, links, shown))
-            comma_ms, comma_answer = _best(ours, [c for c, _ in runs])
-            on_ms, on_answer = _best(ours, [o for _, o in runs])
+            comma_plan, on_plan = (db.execute("EXPLAIN " + text).rows for text in runs[0])
+            if comma_plan != on_plan:
+                raise SystemExit(f"the plans differ: {runs[0][0]}\n{comma_plan}\n{on_plan}")
+            comma_ms, on_ms, comma_answer, on_answer = _best_in_turn(ours, runs)
             lite_ms, lite_answer = _best(theirs, [c for c, _ in runs])
             if not comma_answer == on_answer == lite_answer:
                 raise SystemExit(f"answers differ: {runs[-1][0]}")
