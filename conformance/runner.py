@@ -234,6 +234,10 @@ class Runner:
         for index, example, rule in alone:
             finish(index, attempt(example, rule))
         for group in with_settings.values():
+            if stopped.is_set():  # no server is started for examples that would not run
+                for index, example, _ in group:
+                    finish(index, ExampleResult(example, SKIPPED, message=FAIL_FAST_SKIP))
+                continue
             for index, result in self._run_with_settings(group, attempt):
                 finish(index, result)
         return [results[i] for i in sorted(results)]

@@ -36,6 +36,11 @@ CHAPTERS = (
     "import-write",
     "errors",
     "settings",
+    "stream",
+    "changefeeds",
+    "sources",
+    "operations",
+    "pgwire",
 )
 _ID = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 _FIELDS = {"id", "chapter", "behaviour", "file", "search", "replace", "equivalent", "unobservable"}

@@ -62,6 +62,8 @@ class RunSettings:
     request_timeout: float = 60.0
     skipped: tuple[str, ...] = ()  # examples the unmutated code fails: not run
     chapters: tuple[str, ...] = ()  # the baseline's chapters (none: all)
+    pg: bool = False  # the runner also speaks the PostgreSQL protocol (--pg)
+    fail_fast: bool = False  # a deviation's run stops at its first failing example
 
 
 @dataclass
@@ -110,7 +112,8 @@ def runner_restart_options() -> list[str]:
         text=True,
         check=False,
     ).stdout
-    return [option for option in ("--restart-cmd", "--crash-cmd") if option in shown]
+    options = ("--restart-cmd", "--crash-cmd", "--start-cmd", "--operator-cmd")
+    return [option for option in options if option in shown]
 
 
 def run_suite(
@@ -147,6 +150,16 @@ def run_suite(
         command += ["--restart-cmd", server.restart_command("graceful")]
     if "--crash-cmd" in restart_options:
         command += ["--crash-cmd", server.restart_command("crash")]
+    # Examples with settings and operator steps run on servers of the copy too; the SQL
+    # examples over the PostgreSQL protocol only where that protocol is the chapter.
+    if "--start-cmd" in restart_options:
+        command += ["--start-cmd", server.start_command()]
+    if "--operator-cmd" in restart_options:
+        command += ["--operator-cmd", server.operator_command()]
+    if settings.pg and server.pg_address:
+        command += ["--pg", server.pg_address]
+    if settings.fail_fast:
+        command.append("--fail-fast")
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     try:
         done = subprocess.run(
@@ -325,6 +338,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--json", type=Path, help="write every outcome here")
     parser.add_argument(
+        "--every-example",
+        action="store_true",
+        help="run every example against each deviation (default: stop at the first failure)",
+    )
+    parser.add_argument(
+        "--pg",
+        action="store_true",
+        help="run the SQL examples over the PostgreSQL protocol too (on with pgwire deviations)",
+    )
+    parser.add_argument(
         "--check", action="store_true", help="only check that every entry still applies to the code"
     )
     return parser
@@ -347,7 +370,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.nice:
         os.nice(args.nice)
     settings = RunSettings(
-        own_chapter=args.own_chapter, runner_jobs=args.runner_jobs, skipped=tuple(args.skip_example)
+        own_chapter=args.own_chapter,
+        runner_jobs=args.runner_jobs,
+        skipped=tuple(args.skip_example),
+        pg=args.pg or any(d.chapter == "pgwire" for d in chosen),
     )
     if args.own_chapter:
         settings = replace(settings, chapters=tuple(sorted({d.chapter for d in chosen})))
@@ -374,8 +400,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     outcomes: list[Outcome] = []
 
+    # One failing example catches a deviation: the rest of its run would tell nothing more.
+    caught_by = replace(settings, fail_fast=not args.every_example)
+
     def one(deviation: Deviation) -> Outcome:
-        outcome = run_one(deviation, settings, restart_options)
+        outcome = run_one(deviation, caught_by, restart_options)
         shown = ", ".join(outcome.failed[:3]) + ("..." if len(outcome.failed) > 3 else "")
         print(f"{deviation.id}: {outcome.verdict} ({outcome.seconds:.0f} s) {shown}", flush=True)
         return outcome

@@ -3,8 +3,9 @@
 `MutantServer` runs the copy's supervisor (`refimpl supervise`, which keeps a `refimpl
 serve` on one port across restarts) with the copy's folder as working directory and on
 PYTHONPATH, so `python -m refimpl` there imports the copy, never the checkout. The server
-gets `--sample`, a free port and a fresh data folder; `restart_command` gives the runner's
-`--restart-cmd` and `--crash-cmd`.
+gets `--sample`, free ports (HTTP and the PostgreSQL protocol) and a fresh data folder;
+`restart_command` gives the runner's `--restart-cmd` and `--crash-cmd`, `operator_command`
+its `--operator-cmd` and `start_command` its `--start-cmd`, each of the copy.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import queue
 import re
 import shlex
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -23,6 +25,14 @@ SUPERVISOR = [sys.executable, "-m", "refimpl", "supervise"]
 START_TIMEOUT = 180.0
 STOP_TIMEOUT = 40.0
 _LISTENING = re.compile(r"listening on (http://\S+)$")
+_POSTGRES = re.compile(r"postgres on (\S+:\d+)$")
+
+
+def _free_port() -> int:
+    """A free TCP port (kept across the copy's restarts, as the protocol's address must)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
 
 
 class ServerFailed(RuntimeError):
@@ -39,12 +49,26 @@ class MutantServer:
         self.log = work / "server.log"
         self.url = ""
         self.token = ""
+        self.pg_address = ""  # HOST:PORT of its PostgreSQL protocol
         self._process: subprocess.Popen[str] | None = None
 
     def restart_command(self, kind: str) -> str:
         """The shell command that restarts the server (`kind`: graceful or crash)."""
         words = [*SUPERVISOR, "restart", "--state", str(self.state), kind]
         return " ".join(shlex.quote(word) for word in words)
+
+    def operator_command(self) -> str:
+        """The runner's `--operator-cmd`: the copy's own `refimpl supervise operate`."""
+        return self._of_the_copy([*SUPERVISOR, "operate", "--state", str(self.state)])
+
+    def start_command(self) -> str:
+        """The runner's `--start-cmd`: a server of the copy for examples with settings."""
+        return self._of_the_copy([*SUPERVISOR, "start", "--access-of", str(self.data)])
+
+    def _of_the_copy(self, words: list[str]) -> str:
+        # The runner's environment has no PYTHONPATH: the command names the copy itself.
+        copy = shlex.quote(str(self.code))
+        return f"cd {copy} && PYTHONPATH={copy} " + " ".join(shlex.quote(w) for w in words)
 
     def start(self) -> None:
         """Start it and wait until it listens; ServerFailed (with its log) when it does not."""
@@ -60,6 +84,8 @@ class MutantServer:
             "--sample",
             "--data",
             str(self.data),
+            "--pg-port",
+            str(_free_port()),
         ]
         with self.log.open("w", encoding="utf-8") as errors:
             self._process = subprocess.Popen(
@@ -87,6 +113,9 @@ class MutantServer:
                 )
             if line.startswith("admin token: "):
                 self.token = line.removeprefix("admin token: ").strip()
+            postgres = _POSTGRES.search(line)
+            if postgres:
+                self.pg_address = postgres.group(1)
             found = _LISTENING.search(line)
             if found:
                 self.url = found.group(1)
