@@ -24,9 +24,21 @@ Identity = tuple[Any, ...]
 
 
 @dataclass(frozen=True, slots=True)
+class Delta:
+    """How a maintained answer differs from the answer named `base` (its serial): the
+    identities of its rows that are new or changed (in the answer's order), and of those
+    that left."""
+
+    base: int
+    changed: list[Identity]
+    removed: list[Identity]
+
+
+@dataclass(frozen=True, slots=True)
 class Answer:
     """The rows of one run of a query (identity -> row, in the query's order); `serial`
-    names it, so that subscriptions holding the same answer are seen to."""
+    names it, so that subscriptions holding the same answer are seen to. `delta`, on an
+    answer a maintainer made from the one before, spares comparing the two whole."""
 
     serial: int
     rows: dict[Identity, tuple]
@@ -35,6 +47,7 @@ class Answer:
     # is marked with these two, never with a revision read at another moment.
     position: int = 0
     token: int = -1
+    delta: Delta | None = None
 
 
 @dataclass(slots=True)
@@ -104,6 +117,7 @@ class Subscription:
     buckets: BucketPlan | None = None  # how to re-run only changed time buckets
     shared: bool = True  # deterministic: its run at one state serves every subscriber
     top: TopPlan | None = None  # with offsets: the query in its total order
+    maintained: bool = False  # its answer is kept up to date commit by commit (live_maintain)
     position: int | None = None  # the applied LSN the last answer includes
     rowid_floor: int = 0  # a logged row id below it is an update of a row the answer holds
     token: int = -1

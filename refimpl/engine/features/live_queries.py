@@ -40,6 +40,7 @@ from refimpl.engine.features.live_answers import (
     Subscription,
     Version,
 )
+from refimpl.engine.features.live_maintainers import Maintainers
 from refimpl.engine.features.live_shape import ONE_TABLE, identity_positions, parse_subscription
 from refimpl.engine.features.top_n import moves, run_in_table_order, top_plan
 from refimpl.engine.measures import LiveCounts, LiveMeasures
@@ -98,6 +99,7 @@ class SubscriptionManager:
         # Every request of a client sends its query again: its shape is checked once.
         self._parsed = SharedResults(size=1024)
         self._serials = itertools.count(1)
+        self._maintainers = Maintainers(max_rows=MAX_ROWS)
         self.counts = LiveCounts()  # read by `measures` for /metrics
 
     def __len__(self) -> int:
@@ -158,7 +160,15 @@ class SubscriptionManager:
     def stats(self) -> dict[str, int]:
         with self._lock:
             waiting = sum(1 for s in self._subscriptions.values() if s.waiting is not None)
-            return {"subscriptions": len(self._subscriptions), "waiting": waiting}
+        maintainers = self._maintainers
+        return {
+            "subscriptions": len(self._subscriptions),
+            "waiting": waiting,
+            # What bringing maintained answers up to date has cost (spec: subscribe).
+            "maintained_answers": maintainers.answers,
+            "maintenance_cpu_us": int(maintainers.cpu_seconds * 1_000_000),
+            "maintainer_table_reads": maintainers.rebuilds,
+        }
 
     def measures(self) -> LiveMeasures:
         """The subscriptions kept now by database, and what they answered and re-ran."""
@@ -281,6 +291,13 @@ class SubscriptionManager:
         self, session: StatementContext, subscription: Subscription, applied: int, token: int
     ) -> Answer:
         """The answer at least as new as the state (`applied`, `token`), marked with it."""
+        if subscription.maintained:
+            kept = self._maintainers.answer(
+                session, subscription.select, applied, token, self._serials.__next__
+            )
+            if kept is not None:
+                return kept
+            subscription.maintained = False  # its table changed shape, or it grew too big
         partial = self._run_buckets(session, subscription, applied)
         if partial is not None:
             return Answer(next(self._serials), partial, applied, token)
@@ -404,6 +421,7 @@ class SubscriptionManager:
             buckets=buckets.bucket_plan(select, schema, positions),
             shared=deterministic(select),
             top=top,
+            maintained=top is None and self._maintainers.admits(session, select),
         )
         answer = self._run(session, subscription)
         subscription.versions[1] = Version(1, answer)
@@ -427,7 +445,7 @@ class SubscriptionManager:
         # Subscriptions that had the same two answers share one change (and its encoding).
         return self._answers.get(
             ("change", subscription.select, subscription.top is not None, old.serial, new.serial),
-            lambda: _change(subscription, old.rows, new.rows),
+            lambda: _change(subscription, old, new),
         )
 
     def rerun(self, session: StatementContext, subscription: Subscription) -> Reply | None:
@@ -457,11 +475,16 @@ class SubscriptionManager:
         return self._token(subscription) != subscription.token
 
 
-def _change(
-    subscription: Subscription, old: dict[Identity, tuple], new: dict[Identity, tuple]
-) -> Change | None:
+def _change(subscription: Subscription, older: Answer, newer: Answer) -> Change | None:
     """What a client applies to go from answer `old` to `new`; None when nothing changed
     (with offsets: nor the order, which columns outside the select list may move)."""
+    delta = newer.delta
+    if delta is not None and delta.base == older.serial and subscription.top is None:
+        # A maintainer made `newer` from `older`: it knows what changed.
+        if not delta.changed and not delta.removed:
+            return None
+        return Change([newer.rows[i] for i in delta.changed], list(delta.removed), None)
+    old, new = older.rows, newer.rows
     changed = [row for ident, row in new.items() if old.get(ident) != row]
     removed = [ident for ident in old if ident not in new]
     if subscription.whole_row:

@@ -73,6 +73,7 @@ def _event(reply: Reply) -> bytes:
             "symbol": None if symbol is None else values.to_json(symbol, "STRING"),
             "columns": described,
             "key": None if subscription.whole_row else subscription.key_columns,
+            "maintained": subscription.maintained,
             "rows": [_row(columns, r) for r in reply.rows],
         }
     else:
