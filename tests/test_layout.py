@@ -305,6 +305,59 @@ def oversized(root: Path, limit: int) -> dict[str, int]:
     return sizes
 
 
+# The engine knows no HTTP: a route or a header name in its code (docstrings aside) is a
+# place where it speaks for a protocol layer, which should name its own routes and headers.
+HTTP_WORDS = (
+    "/api/",
+    "/stream/",
+    "Last-Event-ID",
+    "Retry-After",
+    "Content-Type",
+    "Cache-Control",
+    "WWW-Authenticate",
+    "X-Accel-Buffering",
+)
+# Messages the spec words with a route, still written by the engine (issue 30): to move up.
+HTTP_WORDS_ALLOWED = {
+    "refimpl/engine/statements/executor.py",
+    "refimpl/engine/features/live_shape.py",
+}
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    """The ids of the docstring nodes of a module and of its classes and functions."""
+    found = set()
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(body, list) and body and isinstance(body[0], ast.Expr):
+            value = body[0].value
+            if isinstance(value, ast.Constant) and isinstance(value.value, str):
+                found.add(id(value))
+    return found
+
+
+def http_words(root: Path, words: Iterable[str] = HTTP_WORDS) -> dict[str, list[str]]:
+    """Path (from the package's parent folder) -> `line: word` of each string of the code
+    (not a docstring; a part of an f-string too) that holds one of `words`."""
+    words = tuple(words)
+    found: dict[str, list[str]] = {}
+    for path in sorted(root.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        skip = _docstrings(tree)
+        hits = sorted(
+            (node.lineno, word)
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str)
+            if id(node) not in skip
+            for word in words
+            if word in node.value
+        )
+        if hits:
+            where = path.relative_to(root.parent).as_posix()
+            found[where] = [f"{line}: {word}" for line, word in hits]
+    return found
+
+
 # --- the tests of the package -------------------------------------------------------------------
 
 
@@ -340,6 +393,17 @@ def test_modules_are_small():
     )
     stale = sorted(set(OVERSIZED_ALLOWED) - set(sizes))
     assert not stale, f"allowed to be big but no longer are, drop from OVERSIZED_ALLOWED: {stale}"
+
+
+def test_the_engine_names_no_route_or_header():
+    every = http_words(PACKAGE_ROOT)
+    found = {path: lines for path, lines in every.items() if path.startswith("refimpl/engine/")}
+    named = {path: lines for path, lines in found.items() if path not in HTTP_WORDS_ALLOWED}
+    assert not named, "routes or header names in the engine (the protocol layer names them):\n" + (
+        "\n".join(f"  {path}:{line}" for path, lines in named.items() for line in lines)
+    )
+    stale = sorted(HTTP_WORDS_ALLOWED - set(found))
+    assert not stale, f"name no route any more, drop from HTTP_WORDS_ALLOWED: {stale}"
 
 
 # --- the checks can fail: a small synthetic package ---------------------------------------------
@@ -402,3 +466,15 @@ def test_oversized_names_module_and_size(tmp_path):
     root = _write_package(tmp_path, {"pkg/__init__.py": "", "pkg/big.py": "x = 1\n" * 7})
     assert oversized(root, 6) == {"pkg/big.py": 7}
     assert oversized(root, 7) == {}
+
+
+def test_http_words_skip_docstrings_and_find_f_strings(tmp_path):
+    module = (
+        '"""Serves GET /api/x."""\n'
+        "def f(n):\n"
+        '    """Reads Last-Event-ID."""\n'
+        '    return f"see /api/x?n={n}"\n'
+        'HEADER = "Retry-After"\n'
+    )
+    root = _write_package(tmp_path, {"pkg/__init__.py": "", "pkg/m.py": module})
+    assert http_words(root) == {"pkg/m.py": ["4: /api/", "5: Retry-After"]}

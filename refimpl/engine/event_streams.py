@@ -34,7 +34,9 @@ from refimpl.engine import stream_rows
 from refimpl.engine.access import AccessControl, Principal, Right
 from refimpl.engine.access.tickets import TicketBook
 from refimpl.engine.features.event_stream import (
+    NO_LINKS,
     EventCursor,
+    Links,
     Position,
     RecentTransactions,
     Taken,
@@ -48,12 +50,7 @@ from refimpl.engine.storage.database import Database
 from refimpl.engine.stream_rows import RowAnswer
 from refimpl.engine.stream_tally import StreamTally, stands_after
 from refimpl.engine.tracking.signals import Waker
-from refimpl.errors import (
-    KdbError,
-    NotFound,
-    TooManyRequests,
-    Unavailable,
-)
+from refimpl.errors import KdbError, NotFound, TooManyRequests, Unavailable
 
 Cursor = EventCursor | OptionCursor  # a plain stream's place, or one with options
 SWEEP_SECONDS = 0.5  # how often tokens, rights and ages of open streams are looked at
@@ -270,6 +267,7 @@ class EventStreams:
 
     `wake_all` wakes many streams at once (the protocol layer's batch of pokes); by default
     each waker is set in turn. `clock` gives seconds since the epoch (commit times count so).
+    `links` names the protocol layer's routes the streams' events and errors point to.
     """
 
     def __init__(
@@ -278,9 +276,11 @@ class EventStreams:
         options: StreamOptions | None = None,
         wake_all: Callable[[list[Waker]], None] | None = None,
         clock: Callable[[], float] = time.time,
+        links: Links = NO_LINKS,
     ) -> None:
         self.options = options or StreamOptions()
-        self.tickets = TicketBook(self.options.ticket_ttl_s, clock)
+        self.tickets = TicketBook(self.options.ticket_ttl_s, clock, asked_at=links.tickets)
+        self._links = links
         self._instance = instance
         self._access: AccessControl = instance.access
         self._wake_all = wake_all or _wake_each
@@ -350,7 +350,7 @@ class EventStreams:
         options = self.options
         feed = None
         if feed_options is not None and not feed_options.plain:
-            feed = StreamFeed.check(found, tables, feed_options, copy_from)
+            feed = StreamFeed.check(found, tables, feed_options, copy_from, self._links)
         with self._lock:
             taken_over = self._take_over(credential, resume_id)
             self._check_limits(credential)
@@ -383,7 +383,7 @@ class EventStreams:
         return stream
 
     def join(
-        self, stream: OpenStream, make_sender: Callable[[StreamGroup], GroupSender]
+        self, stream: OpenStream, make_sender: Callable[[StreamGroup], GroupSender | None]
     ) -> StreamGroup | None:
         """Put a current stream into the group of the streams with its view at its place (a
         group is made when there is none): the group then takes for it (`StreamGroup`).
@@ -497,7 +497,7 @@ class EventStreams:
         key = name.lower()
         if self._listening.get(key) is not found:
             self._listening[key] = found
-            self._recent[key] = RecentTransactions(found, name)
+            self._recent[key] = RecentTransactions(found, name, links=self._links)
             found.commits.listen(lambda: self._commit(key, found))
         return self._recent[key]
 

@@ -31,6 +31,7 @@ from refimpl.http.auth import Authenticator
 from refimpl.http.context import Context
 from refimpl.http.encode import Answer
 from refimpl.http.endpoints.stream_route import poke_streams
+from refimpl.http.endpoints.stream_row_route import STREAM_LINKS
 from refimpl.http.error_answers import to_response
 from refimpl.http.metrics import ServerMetrics
 from refimpl.http.request_guards import RequestGuards
@@ -77,7 +78,9 @@ class App:
         self.feeds = ChangeFeeds(instance)
         self.waiting_room = WaitingRoom(to_response)
         self.flusher = Flusher(self.waiting_room.wake)
-        self.streams = EventStreams(instance, self.options.streams, poke_streams(self.waiting_room))
+        self.streams = EventStreams(
+            instance, self.options.streams, poke_streams(self.waiting_room), links=STREAM_LINKS
+        )
         self.metrics = ServerMetrics(instance.measures, self.waiting_room.parked_count)
         self.metrics.read_open_streams(self.streams.open_count)
         self.metrics.read_streams(self.streams.measures)

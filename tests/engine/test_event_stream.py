@@ -49,13 +49,13 @@ def run(instance: Instance, sql: str) -> None:
 @given(st.integers(0, 2**40), st.integers(0, 2**20))
 def test_ids_read_back_as_the_position_they_name(lsn: int, skip: int) -> None:
     position = Position(lsn, skip)
-    assert parse_event_id(position.event_id()) == position
+    assert parse_event_id(position.event_id(), "from") == position
 
 
 @pytest.mark.parametrize("text", ["", "x", "1.", ".1", "1.0", "0.1", "1.2.3", "-1", "٣", "9" * 30])
 def test_bad_ids_are_a_clear_400(text: str) -> None:
     with pytest.raises(BadRequest, match="Last-Event-ID"):
-        parse_event_id(text)
+        parse_event_id(text, "Last-Event-ID")
 
 
 def test_keys_of_upserts_are_those_of_deletes() -> None:
@@ -117,7 +117,7 @@ def test_resuming_from_any_id_given_out_misses_and_repeats_nothing(
     # replays one: a draw whose bounds depended on it would be a flaky strategy.
     cut = data.draw(st.integers(0, 1 << 16)) % len(changes)
     resumed = streams.open(
-        ADMIN_CREDENTIAL, "demo", [], parse_event_id(changes[cut].id), changes[cut].id
+        ADMIN_CREDENTIAL, "demo", [], parse_event_id(changes[cut].id, "from"), changes[cut].id
     )
     again = [e for e in take_all(streams, resumed, data.draw(st.integers(1, 400)))]
     assert [e.id for e in again if e.kind == "change"] == [e.id for e in changes[cut + 1 :]]
@@ -162,7 +162,7 @@ def test_limits_takeover_capacity_and_shutdown(instance: Instance) -> None:
         streams.open(ADMIN_CREDENTIAL, "demo", [], None, None)
     last = a.last_id
     assert last is not None  # it took events
-    takeover = streams.open(ADMIN_CREDENTIAL, "demo", [], parse_event_id(last), last)
+    takeover = streams.open(ADMIN_CREDENTIAL, "demo", [], parse_event_id(last, "from"), last)
     assert a.ended and "took it over" in a.ended and b.ended is None
     other = Credential("other-key", ADMIN)
     streams.open(other, "demo", [], None, None)

@@ -34,7 +34,7 @@ def _cursor(conn: refimpl.Connection, options: FeedOptions, last_id: str | None)
         assert isinstance(found, CopyPosition)
         copy_from = found
     elif last_id is not None:
-        resume = parse_event_id(last_id)
+        resume = parse_event_id(last_id, "from")
     feed = StreamFeed.check(database, ["t"], options, copy_from)
     recent = RecentTransactions(database, database.name)
 

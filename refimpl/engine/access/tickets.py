@@ -1,6 +1,6 @@
 """One-time tickets: how a browser's `EventSource`, which cannot send a header, opens a stream.
 
-`POST /stream/tickets` gives a ticket for the token the request came with; the stream's URL
+The protocol layer gives a ticket for the token its request came with; the stream's URL
 carries it (`?ticket=`). A ticket is random (256 bits), works once (also when the connect it
 was used for is then refused, or refused before the ticket was looked at: `discard`), only
 in the database it was asked for, and expires after `ttl` seconds. Only its SHA-256 hash is
@@ -31,15 +31,19 @@ class Ticket:
 
 
 class TicketBook:
-    """Tickets by the hash of their text. Thread-safe; `clock` gives seconds since the epoch."""
+    """Tickets by the hash of their text. Thread-safe; `clock` gives seconds since the epoch;
+    `asked_at` names where a new ticket is asked for, in the errors' sentences (the protocol
+    layer's route)."""
 
     def __init__(
         self,
         ttl_seconds: float,
         clock: Callable[[], float] = time.time,
         per_token: int = TICKETS_PER_TOKEN,
+        asked_at: str = "the ticket route",
     ) -> None:
         self.ttl_seconds = ttl_seconds
+        self._asked_at = asked_at
         self._clock = clock
         self._per_token = per_token
         self._lock = threading.Lock()
@@ -68,11 +72,11 @@ class TicketBook:
         if ticket is None or ticket.expires_at <= self._clock():
             raise Unauthorized(
                 "the ticket is wrong, expired or used already; a ticket works once: get a new"
-                " one from POST /stream/tickets before every connect"
+                f" one from {self._asked_at} before every connect"
             )
         if ticket.database != name_key(database):
             raise Unauthorized(
-                "the ticket was given for another database; ask POST /stream/tickets with the"
+                f"the ticket was given for another database; ask {self._asked_at} with the"
                 " db= of the stream"
             )
         return ticket.token_key

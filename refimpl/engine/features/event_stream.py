@@ -27,7 +27,6 @@ import threading
 from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote
 
 import msgspec
 
@@ -46,9 +45,29 @@ _json = msgspec.json.Encoder()
 _key_encoder = msgspec.msgpack.Encoder()
 
 CHANGE, RESET, READY = "change", "reset", "ready"
-ROW_PATH = "/stream/row"  # the route that reads a row's current state by its key
 RECENT_TRANSACTIONS = 4096  # transactions kept decoded per database, for streams at the end
 RECENT_BYTES = 8 * 1024 * 1024  # and at most about this much of their encoded events
+
+
+@dataclass(frozen=True, slots=True)
+class Links:
+    """How the protocol layer names the places the event stream's answers point to (its
+    routes): the engine writes them as given and knows none itself.
+
+    `row(database, table)` is the link of the table's rows, to which a row's hex key is
+    appended (an event's `href`; None: events carry `"href": null`); `tickets` says where a
+    new ticket is asked for, `stream` what the stream is called, in the errors' sentences."""
+
+    row: Callable[[str, str], str] | None = None
+    tickets: str = "a new ticket request"
+    stream: str = "the event stream"
+
+    def row_base(self, database: str, table: str) -> str | None:
+        """The `href` of the table's rows but for the key (None: no links)."""
+        return None if self.row is None else self.row(database, table)
+
+
+NO_LINKS = Links()
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +85,7 @@ class Position:
         return str(self.after_lsn)
 
 
-def parse_event_id(text: str, what: str = "Last-Event-ID") -> Position:
+def parse_event_id(text: str, what: str) -> Position:
     """`<lsn>` or `<lsn>.<n>` (n from 1) as the server gives them out; a clear 400 else."""
     lsn_text, dot, n_text = text.strip().partition(".")
     if not _digits(lsn_text) or (dot and not _digits(n_text)):
@@ -114,10 +133,15 @@ class StreamTransaction:
 
 
 def transaction_events(
-    database: str, lsn: int, payload: bytes, schema_of: Callable[[str], TableSchema | None]
+    database: str,
+    lsn: int,
+    payload: bytes,
+    schema_of: Callable[[str], TableSchema | None],
+    links: Links = NO_LINKS,
 ) -> StreamTransaction:
     """The events of the log record `lsn`, in the log's order, with the tables' current
-    schemas (`schema_of(key)`; None: the table is gone, its rows make no event)."""
+    schemas (`schema_of(key)`; None: the table is gone, its rows make no event) and the
+    rows' links as `links` names them."""
     record = records.decode(lsn, payload)
     items: list[StreamItem] = []
     for entry in record.entries:
@@ -135,7 +159,14 @@ def transaction_events(
             olds = _old_rows(schema, entry.before, len(rows))
             items.extend(
                 _upserts(
-                    database, schema, lsn, columns, rows, rowids, olds, entry.before is not None
+                    links.row_base(database, schema.name),
+                    schema,
+                    lsn,
+                    columns,
+                    rows,
+                    rowids,
+                    olds,
+                    entry.before is not None,
                 )
             )
         elif entry.kind == records.DELETE:
@@ -201,7 +232,7 @@ def _shown(schema: TableSchema, row: Sequence[Any]) -> dict[str, Any]:
 
 
 def _upserts(
-    database: str,
+    base: str | None,
     schema: TableSchema,
     lsn: int,
     logged: list[str],
@@ -216,7 +247,6 @@ def _upserts(
     positions = [where.get(name.lower()) for name in names]
     layout = schema.layout()
     key = schema.name.lower()
-    base = f"{ROW_PATH}?db={quote(database)}&table={quote(schema.name)}&key="
     for index, logged_row in enumerate(rows):
         row = tuple(None if p is None else logged_row[p] for p in positions)
         ident = (
@@ -226,8 +256,9 @@ def _upserts(
         )
         hex_key = row_key(schema, row, ident)
         shown = {n: values.to_json(v, t) for n, v, t in zip(names, row, types, strict=True)}
+        href = None if base is None else base + hex_key
         if olds is None:
-            yield _change(key, schema.name, "upsert", hex_key, lsn, shown, base + hex_key)
+            yield _change(key, schema.name, "upsert", hex_key, lsn, shown, href)
             continue
         old = olds[index]
         yield _change(
@@ -237,7 +268,7 @@ def _upserts(
             hex_key,
             lsn,
             shown,
-            base + hex_key,
+            href,
             old_row=old,
         )
 
@@ -284,9 +315,11 @@ class RecentTransactions:
         name: str,
         keep: int = RECENT_TRANSACTIONS,
         keep_bytes: int = RECENT_BYTES,
+        links: Links = NO_LINKS,
     ) -> None:
         self._database = database
         self._name = name
+        self._links = links
         self._keep = keep
         self._keep_bytes = keep_bytes
         self._lock = threading.Lock()
@@ -363,7 +396,7 @@ class RecentTransactions:
     def _from_log(self, after_lsn: int) -> Iterator[StreamTransaction]:
         database = self._database
         for lsn, payload in database.log.read(after_lsn):
-            yield transaction_events(self._name, lsn, payload, self._schema_of)
+            yield transaction_events(self._name, lsn, payload, self._schema_of, self._links)
 
     def _schema_of(self, key: str) -> TableSchema | None:
         stored = self._database.tables.get(key)  # one dict read: atomic

@@ -25,17 +25,17 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote
 
 import msgspec
 
 from refimpl.engine.features.change_stream import UNLOGGED, Change
 from refimpl.engine.features.event_stream import (
     CHANGE,
+    NO_LINKS,
     RESET,
-    ROW_PATH,
     Event,
     EventCursor,
+    Links,
     Position,
     Taken,
     ddl_item,
@@ -80,6 +80,7 @@ class StreamFeed:
     feed_filter: FeedFilter | None
     filter_columns: tuple[tuple[str, str], ...]  # (name, type) the filter reads, in order
     copy_from: CopyPosition | None  # a resume inside the copy
+    links: Links = NO_LINKS  # how the protocol layer names the rows' links and the stream
 
     @classmethod
     def check(
@@ -88,6 +89,7 @@ class StreamFeed:
         tables: Sequence[str],
         options: FeedOptions,
         copy_from: CopyPosition | None,
+        links: Links = NO_LINKS,
     ) -> StreamFeed:
         """The options of a stream of `tables` (rights and existence already checked):
         BadRequest when `initial` or `where` has not exactly one table, the filter's own
@@ -99,7 +101,7 @@ class StreamFeed:
         ]
         if needs_one and len(tables) != 1:
             raise BadRequest(
-                f"the parameter '{needs_one[0]}' needs exactly one table= on /stream/changes,"
+                f"the parameter '{needs_one[0]}' needs exactly one table= on {links.stream},"
                 f" not {len(tables)}: name the table it reads, as in table=t"
             )
         table = tables[0] if needs_one else None
@@ -116,7 +118,7 @@ class StreamFeed:
                     f"'{schema.name}' has neither, so its rows have no identity shared by the"
                     " copy and the stream"
                 )
-        return cls(options, table, feed_filter, columns, copy_from)
+        return cls(options, table, feed_filter, columns, copy_from, links)
 
     def cursor(
         self,
@@ -194,7 +196,7 @@ class OptionCursor:
             lsn = self._database.log.durable_lsn
             events.append(Event(str(lsn), RESET, b"{}"))
             return self._copy_done(events, lsn)
-        shown = _Shown(self._database.name, schema)
+        shown = _Shown(self._database.name, schema, feed.links)
         size = 0
         for item in batch.items:
             data = shown.data(item.change)
@@ -336,12 +338,12 @@ def _merged(
 class _Shown:
     """The event-stream data of a change of one table read by the copy (`Change` tuples)."""
 
-    def __init__(self, database: str, schema: TableSchema) -> None:
+    def __init__(self, database: str, schema: TableSchema, links: Links) -> None:
         self._schema = schema
         self._width = len(schema.columns)
         self._full = schema.replica_identity_full
         self._key_positions = schema.layout().key_positions
-        self._base = f"{ROW_PATH}?db={quote(database)}&table={quote(schema.name)}&key="
+        self._base = links.row_base(database, schema.name)
 
     def data(self, change: Change) -> dict[str, Any] | None:
         """The change's data; None for a change of the rows as a whole (a reset)."""
@@ -388,7 +390,7 @@ class _Shown:
                     "key": key,
                     "lsn": lsn,
                     "row": self._shown(row),
-                    "href": self._base + key,
+                    "href": None if self._base is None else self._base + key,
                 }
         if self._full:
             data["old_row"] = self._shown(old) if isinstance(old, tuple) else None

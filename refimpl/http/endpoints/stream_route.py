@@ -330,7 +330,7 @@ def stream_route(ctx: Context) -> Parked[Answer]:
             assert isinstance(found, CopyPosition)
             copy_from = found
         else:
-            resume = parse_event_id(resume_text)
+            resume = parse_event_id(resume_text, "Last-Event-ID")
     else:
         resume_text = None
     credential = request_credential(ctx, args.get("ticket"))
