@@ -40,6 +40,7 @@ from refimpl.engine.features.change_stream import (
 )
 from refimpl.engine.features.event_stream import row_key
 from refimpl.engine.features.feed_options import FeedFilter, filter_change
+from refimpl.engine.query.deadlines import make_way
 from refimpl.engine.storage.schema import TableSchema
 from refimpl.engine.storage.table import Table
 from refimpl.errors import BadRequest, InvalidValue
@@ -174,6 +175,7 @@ class CopiedRows:
         """Each row's position as an id (`CopyPosition.event_id`), made in C."""
         ids: list[str] = []
         for chunk in chunks(self.places):
+            make_way()
             ids += map(f"{self.lsn}:".__add__, map(bytes.hex, map(_encoder.encode, chunk)))
         if self.ends_copy and ids:
             ids[-1] = str(self.lsn)
@@ -257,6 +259,7 @@ def _keys(schema: TableSchema, rows: list[tuple]) -> list[str]:
         head = b"\x92\x90"  # MessagePack [[], identity]: the partition part is empty
         keys: list[str] = []
         for chunk in chunks(rows):
+            make_way()
             idents = zip(*(map(itemgetter(p), chunk) for p in positions), strict=True)
             keys += map(bytes.hex, map(head.__add__, map(_encoder.encode, idents)))
         return keys
@@ -296,6 +299,7 @@ def _page_table(
     places: list[Place] = []
     for part, orders in spans:
         for chunk in chunks(orders):
+            make_way()  # no lock is held here: the rows were taken under it
             places += zip(repeat(part), chunk)
     return (rows, places, done), lsn, table.schema.column_names
 

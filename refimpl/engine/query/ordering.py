@@ -13,7 +13,8 @@ from __future__ import annotations
 import bisect
 import functools
 import operator
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from itertools import compress
 from typing import Any
 
 from refimpl.engine import admission
@@ -25,6 +26,8 @@ OrderFns = Sequence[tuple[Callable[[Any], Any], ast.OrderItem]]
 # `first_rows` sorts everything when it keeps more than this share of the rows: a heap of
 # nearly all of them costs more than the sort it saves.
 _HEAP_SHARE = 0.25
+# `first_rows` reads the rows' first ORDER BY values a chunk at a time, by C calls.
+_CHUNK_ROWS = 1024
 
 
 def _nulls_first(order: ast.OrderItem) -> bool:
@@ -75,42 +78,59 @@ def first_rows(rows: list[Any], order_fns: OrderFns, count: int) -> list[Any]:
     computed = [fn for fn, _ in order_fns[1:] if not isinstance(fn, operator.itemgetter)]
     # Kept: the best rows so far, in order, as (key, position, row, first value); the
     # position breaks ties, so rows themselves are never compared. Each ORDER BY value of
-    # a row is computed once (ORDER BY random() keeps one value per row).
+    # a row is computed once (ORDER BY random() keeps one value per row). `past` tells a
+    # first value that cannot be kept any more; `within`, for values only, the others.
     kept: list[tuple[list[Any], int, Any, Any]] = []
     past: Callable[[Any], bool] | None = None
-    for position, row in enumerate(rows):
-        first = first_fn(row)
-        # Most rows lose on the first item alone: the full key is made for the others only.
-        if past is not None and past(first):
-            for fn in computed:
-                fn(row)
-            continue
-        key = [first_part(first)]
-        key += [part(fn(row)) for fn, part in rest]
-        entry = (key, position, row, first)
-        if len(kept) < count:
-            bisect.insort(kept, entry)
-            if len(kept) < count:
+    within: Callable[[Any], bool] | None = None
+    for start in range(0, len(rows), _CHUNK_ROWS):
+        chunk = rows[start : start + _CHUNK_ROWS]
+        firsts = list(map(first_fn, chunk))
+        indices: Iterable[int] = range(len(chunk))
+        if within is not None and not computed and None not in firsts:
+            # Most rows lose on the first item alone: one C pass over the chunk sets them
+            # aside, and the loop below sees only the others.
+            indices = list(compress(indices, map(within, firsts)))
+        for index in indices:
+            first, row = firsts[index], chunk[index]
+            if past is not None and past(first):
+                for fn in computed:
+                    fn(row)
                 continue
-        elif entry < kept[-1]:
-            bisect.insort(kept, entry)
-            kept.pop()
-        else:
-            continue
-        past = _past(kept[-1][3], first_order)
+            key = [first_part(first)]
+            key += [part(fn(row)) for fn, part in rest]
+            entry = (key, start + index, row, first)
+            if len(kept) < count:
+                bisect.insort(kept, entry)
+                if len(kept) < count:
+                    continue
+            elif entry < kept[-1]:
+                bisect.insort(kept, entry)
+                kept.pop()
+            else:
+                continue
+            past, within = _past(kept[-1][3], first_order)
     return [entry[2] for entry in kept]
 
 
-def _past(worst: Any, order: ast.OrderItem) -> Callable[[Any], bool]:
-    """Whether a first item's value sorts strictly after `worst` (the last kept row's)."""
+def _past(
+    worst: Any, order: ast.OrderItem
+) -> tuple[Callable[[Any], bool], Callable[[Any], bool] | None]:
+    """Whether a first item's value sorts strictly after `worst` (the last kept row's); and,
+    when `worst` is a value, the opposite for values only, as a C call (None: no such)."""
     nulls_first = _nulls_first(order)
     if worst is None:
-        return _never if not nulls_first else _is_value
+        return (_never if not nulls_first else _is_value), None
     # operator.lt/gt, not worst.__lt__: an int's own method answers NotImplemented to a float.
-    after = functools.partial(operator.gt if order.descending else operator.lt, worst)
+    if order.descending:
+        after = functools.partial(operator.gt, worst)
+        within = functools.partial(operator.le, worst)
+    else:
+        after = functools.partial(operator.lt, worst)
+        within = functools.partial(operator.ge, worst)
     if nulls_first:
-        return lambda value: value is not None and after(value)
-    return lambda value: value is None or after(value)
+        return (lambda value: value is not None and after(value)), within
+    return (lambda value: value is None or after(value)), within
 
 
 def _never(value: Any) -> bool:

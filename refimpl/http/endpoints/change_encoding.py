@@ -29,6 +29,7 @@ from refimpl.engine.features.change_stream import (
 )
 from refimpl.engine.features.feed_options import ShapedBatch
 from refimpl.engine.features.initial_copy import INITIAL, CopiedRows
+from refimpl.engine.query.deadlines import make_way
 from refimpl.engine.storage import values
 from refimpl.http.encode import encode_json
 
@@ -103,6 +104,7 @@ class ChangeObjects:
             committed_at = self._formatted(run.lsn, run.committed_at)
             seq = run.seq
             for items in chunks(run.items):
+                make_way()
                 head = (repeat(run.lsn), itertools.count(seq), repeat(committed_at), repeat(run.op))
                 if run.op == "upsert":
                     events += map(ChangeEvent, *head, repeat(None), self._rows(items))
@@ -119,6 +121,7 @@ class ChangeObjects:
         kind = repeat(INITIAL if typed else msgspec.UNSET)
         seq = 0
         for rows, keys in zip(chunks(copied.rows), chunks(copied.keys), strict=True):
+            make_way()
             events += map(
                 OptionChangeEvent,
                 repeat(copied.lsn),
@@ -220,6 +223,7 @@ def json_lines(objects: Sequence[Any]) -> list[bytes]:
     """The JSON text of each object, made a call a chunk (JSON text holds no raw newline)."""
     lines: list[bytes] = []
     for chunk in chunks(objects):
+        make_way()
         try:
             lines += _lines(chunk).split(b"\n")[:-1]
         except (OverflowError, TypeError):  # what only encode_json's fallback encodes
@@ -230,8 +234,11 @@ def json_lines(objects: Sequence[Any]) -> list[bytes]:
 def json_array(objects: Sequence[Any]) -> msgspec.Raw:
     """The objects as one JSON array, encoded a chunk at a time (see CHUNK_ROWS), to be
     put in an answer as it is (the answer's other fields are plain, never the fallback's)."""
-    inner = b",".join(encode_json(list(chunk))[1:-1] for chunk in chunks(objects))
-    return msgspec.Raw(b"[" + inner + b"]")
+    parts = []
+    for chunk in chunks(objects):
+        make_way()
+        parts.append(encode_json(list(chunk))[1:-1])
+    return msgspec.Raw(b"[" + b",".join(parts) + b"]")
 
 
 def _events(

@@ -4,7 +4,9 @@ the rows came in, NULLs where each item asks, for any mix of directions and valu
 
 from __future__ import annotations
 
+import itertools
 import operator
+import random
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -36,13 +38,19 @@ ITEMS = st.lists(
 )
 
 
-def _order_fns(items: list[tuple[int, bool, bool | None]]) -> list[tuple[Callable, ast.OrderItem]]:
+def _order_fns(
+    items: list[tuple[int, bool, bool | None]], functions: bool = True
+) -> list[tuple[Callable, ast.OrderItem]]:
+    """The items' value getters: a column's (read in C), or with `functions` for half the
+    columns a function's, as a compiled expression is (such items are computed for every
+    row, so they keep the rows from being set aside a chunk at a time)."""
     fns: list[tuple[Callable, ast.OrderItem]] = []
     for column, descending, nulls_first in items:
         order = ast.OrderItem(ast.ColumnRef(f"c{column}"), descending, nulls_first)
-        # Half the items read through a function, as a compiled expression does.
         getter = operator.itemgetter(column)
-        fns.append((getter if column % 2 else (lambda row, c=column: row[c]), order))
+        fns.append(
+            (getter if column % 2 or not functions else (lambda row, c=column: row[c]), order)
+        )
     return fns
 
 
@@ -56,6 +64,37 @@ def test_first_rows_are_a_full_sort_cut(
     got = first_rows(list(rows), order_fns, count)
     # Rows are compared by identity too: equal rows must come in their first order.
     assert got == expected
+    assert [id(row) for row in got] == [id(row) for row in expected]
+
+
+# Values enough for rows of later chunks to enter the first ones, and ties still common.
+COLUMN_VALUES = [
+    [None, *range(-40, 40)],
+    [None, *(n / 4 for n in range(-30, 30))],
+    [None, *("".join(p) for n in range(4) for p in itertools.product("ab", repeat=n))],
+    [None, False, True],
+]
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    seed=st.integers(0, 2**32),
+    size=st.integers(1000, 5000),
+    items=ITEMS,
+    count=st.integers(1, 60),
+    nulls=st.booleans(),
+)
+def test_first_rows_of_many_chunks_are_a_full_sort_cut(
+    seed: int, size: int, items: list[tuple[int, bool, bool | None]], count: int, nulls: bool
+) -> None:
+    """Thousands of rows: the rows set aside a chunk at a time on their first value are
+    exactly those a full sort puts after the first `count`."""
+    rng = random.Random(seed)
+    pools = [values if nulls else values[1:] for values in COLUMN_VALUES]
+    rows = [(*(rng.choice(pool) for pool in pools), rng.randrange(10**6)) for _ in range(size)]
+    order_fns = _order_fns(items, functions=False)
+    expected = sort_rows(list(rows), order_fns)[:count]
+    got = first_rows(list(rows), order_fns, count)
     assert [id(row) for row in got] == [id(row) for row in expected]
 
 
