@@ -41,6 +41,7 @@ from refimpl.engine.measures import (
     PgMeasures,
     StreamMeasures,
 )
+from refimpl.engine.replication.lag import SlotLag
 
 # A request's time in the app: a point read takes ~0.1 ms, a long poll up to its wait.
 REQUEST_BOUNDS = (
@@ -168,6 +169,10 @@ class ServerMetrics:
         metrics are there only while it is lent."""
         self._collector.pg = measures
 
+    def read_slots(self, lags: Callable[[], list[SlotLag]]) -> None:
+        """Where the replication slots' lag is read (lent when the PostgreSQL port starts)."""
+        self._collector.slots = lags
+
     def describe_build(self, spec: str) -> None:
         """The spec version the server implements, a label of `kdb_build_info`."""
         self._collector.spec = spec
@@ -192,6 +197,7 @@ class ServerCollector(Collector):
         self.open_streams: Count = _none
         self.pg: Callable[[], PgMeasures] | None = None
         self.streams: Callable[[], StreamMeasures] | None = None
+        self.slots: Callable[[], list[SlotLag]] | None = None
         self.spec = "unknown"
 
     def collect(self) -> Iterator[Metric]:
@@ -228,6 +234,8 @@ class ServerCollector(Collector):
         yield _gauge("kdb_connections", "HTTP client connections open now.", self.connections())
         if self.pg is not None:
             yield from _pg_metrics(self.pg())
+        if self.slots is not None:
+            yield from _slot_metrics(self.slots())
 
 
 def _gauge(name: str, documentation: str, value: float) -> GaugeMetricFamily:
@@ -321,6 +329,25 @@ def _pg_metrics(pg: PgMeasures) -> Iterator[Metric]:
     yield CounterMetricFamily(
         "kdb_pg_sent_bytes", "Bytes of the PostgreSQL port's answers.", value=pg.bytes_sent
     )
+
+
+def _slot_metrics(lags: list[SlotLag]) -> Iterator[Metric]:
+    labels = ("slot", "database")
+    behind = GaugeMetricFamily(
+        "kdb_replication_slot_lag_lsns",
+        "Durable transactions a replication slot's client has not confirmed whole.",
+        labels=labels,
+    )
+    active = GaugeMetricFamily(
+        "kdb_replication_slot_active",
+        "1 while a client streams from the replication slot, else 0.",
+        labels=labels,
+    )
+    for lag in lags:
+        behind.add_metric((lag.slot, lag.database), lag.lag_lsns)
+        active.add_metric((lag.slot, lag.database), 1 if lag.active else 0)
+    yield behind
+    yield active
 
 
 def _database_metrics(engine: EngineMeasures) -> Iterator[Metric]:

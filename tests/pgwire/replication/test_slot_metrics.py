@@ -1,0 +1,62 @@
+"""/metrics shows each replication slot's lag (durable transactions its client has not
+confirmed whole) and whether a client streams from it."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import psycopg2
+import psycopg2.extras
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.pgwire.conftest import PgServer
+
+
+def _slot_values(pg: PgServer, family: str, slot: str) -> float | None:
+    text = pg.http.get("/metrics").text
+    for found in text_string_to_metric_families(text):
+        if found.name == family:
+            for sample in found.samples:
+                if sample.labels["slot"] == slot:
+                    return float(sample.value)
+    return None
+
+
+def test_slot_lag_and_activity(pg: PgServer, db: str) -> None:
+    pg.http.sql("CREATE TABLE t (id INT PRIMARY KEY)", db=db)
+    connection = psycopg2.connect(
+        host=pg.host,
+        port=pg.port,
+        user="admin",
+        password=pg.token,
+        dbname=db,
+        connection_factory=psycopg2.extras.LogicalReplicationConnection,
+    )
+    cursor: Any = connection.cursor()
+    cursor.create_replication_slot("s_lag", output_plugin="test_decoding")
+    assert _slot_values(pg, "kdb_replication_slot_lag_lsns", "s_lag") == 0
+    for n in range(3):
+        pg.http.sql(f"INSERT INTO t VALUES ({n})", db=db)
+    assert _slot_values(pg, "kdb_replication_slot_lag_lsns", "s_lag") == 3
+    assert _slot_values(pg, "kdb_replication_slot_active", "s_lag") == 0
+    cursor.start_replication(slot_name="s_lag", decode=True)
+    last = 0
+    commits = 0
+    deadline = time.monotonic() + 10
+    while commits < 3 and time.monotonic() < deadline:
+        message = cursor.read_message()
+        if message is None:
+            time.sleep(0.01)
+            continue
+        last = message.data_start
+        commits += message.payload.startswith("COMMIT")
+    assert commits == 3
+    assert _slot_values(pg, "kdb_replication_slot_active", "s_lag") == 1
+    cursor.send_feedback(flush_lsn=last, force=True)
+    for _ in range(100):
+        if _slot_values(pg, "kdb_replication_slot_lag_lsns", "s_lag") == 0:
+            break
+        time.sleep(0.05)
+    assert _slot_values(pg, "kdb_replication_slot_lag_lsns", "s_lag") == 0
+    connection.close()
