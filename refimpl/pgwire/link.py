@@ -17,6 +17,7 @@ one too (a REVOKE takes effect on open connections at their next statement).
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -43,6 +44,8 @@ from refimpl.pgwire.replication import ReplicationSession, may_replicate
 from refimpl.pgwire.replication_stream import Walsender
 from refimpl.pgwire.session_settings import REPORTED, SessionSettings
 from refimpl.pgwire.states import COPY_MESSAGES, State
+
+_auth_log = logging.getLogger("refimpl.auth")
 
 DEFAULT_DATABASE = "demo"
 
@@ -96,6 +99,7 @@ class Link:
         self._transport = transport
         self._out: list[bytes] = []  # answers encoded, not yet sent
         self._startup: dict[str, str] = {}
+        self.peer = ""  # the client's address, for the log of a refused login (set by the server)
         self._secured = False  # TLS was agreed (an SSLRequest after it is answered 'N')
         self.conversation: Conversation | None = None
         # A `replication=database` login's replication commands (spec: replication).
@@ -237,6 +241,7 @@ class Link:
         if isinstance(message, m.Startup):
             self._startup = message.parameters
             if "user" not in message.parameters:
+                self._log_refused(None, "no user name in the startup message")
                 return [
                     m.ErrorResponse(
                         "28000",
@@ -251,11 +256,26 @@ class Link:
             return self._password(message.password)
         return []
 
+    def _log_refused(self, user: str | None, reason: str) -> None:
+        """A refused login's line in the server's log (logger `refimpl.auth`, WARNING, as
+        over HTTP): the client's address and the user it named; never the password."""
+        whose = "" if user is None else f" (user '{user}')"
+        _auth_log.warning(
+            "refused login from %s with a PostgreSQL password%s: %s",
+            self.peer,
+            whose,
+            reason,
+            extra={
+                "fields": {"client": self.peer, "credential": "a PostgreSQL password", "user": user}
+            },
+        )
+
     def _password(self, password: str) -> list[m.ServerMessage]:
         user = self._startup["user"]
         try:
             principal = self.instance.access.authenticate(password)
         except Unauthorized as error:
+            self._log_refused(user, error.message)
             return [
                 m.ErrorResponse(
                     sqlstate.INVALID_PASSWORD,
@@ -266,6 +286,7 @@ class Link:
                 )
             ]
         if (principal.name or "").lower() != user.lower():
+            self._log_refused(user, f"the token belongs to {principal.describe()}")
             return [
                 m.ErrorResponse(
                     sqlstate.INVALID_PASSWORD,

@@ -344,6 +344,7 @@ class PgServer:
             transport,
             lambda principal: self._log_in(client, principal),
         )
+        link.peer = address
         client = _Client(transport, address, link)
         with self._lock:
             self._clients[sock.fileno()] = client
