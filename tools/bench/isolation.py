@@ -17,7 +17,9 @@ waiting work they may:
 A prober asks `GET /health` every 20 ms throughout. Printed: the victim's p50/p99/max
 idle and loaded, `/health` p99 idle and loaded, the server's RSS growth during the load,
 and what the hostile clients got (answers by status); targets: victim p99 < 100 ms,
-RSS growth < 200 MB, `/health` p99 < 50 ms.
+RSS growth < 200 MB, `/health` p99 < 50 ms. The machine's load average (1 minute) is
+printed beside each phase, and the loaded phase's p99s over the idle ones: on a machine
+shared with other work the absolute figures move with its load, the ratios much less.
 
     python tools/bench/isolation.py              # 300,000 rows, 20 s idle and 30 s loaded
     python tools/bench/isolation.py --quick      # 50,000 rows, 8 s idle and 15 s loaded
@@ -28,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing
+import os
 import threading
 import time
 from collections import Counter
@@ -297,6 +300,7 @@ def phase(
         processes.append(multiprocessing.Process(target=_hostile, args=hostile))
     rss_before = _rss_mb(server.pid)
     rss_most = rss_before
+    load_before = os.getloadavg()[0]
     for process in processes:
         process.start()
     got: list[Any] = []
@@ -308,7 +312,11 @@ def phase(
         rss_most = max(rss_most, _rss_mb(server.pid))
     for process in processes:
         process.join(60)
-    result: dict[str, Any] = {"rss_growth_mb": rss_most - rss_before, "statuses": {}}
+    result: dict[str, Any] = {
+        "rss_growth_mb": rss_most - rss_before,
+        "statuses": {},
+        "load": (load_before + os.getloadavg()[0]) / 2,
+    }
     for item in got:
         if isinstance(item, tuple):
             result["victim"], result["expected"] = item
@@ -354,6 +362,7 @@ def main() -> None:
                 victim["max"],
                 health["p99"],
                 result["rss_growth_mb"],
+                result["load"],
             ]
         )
     harness.print_table(
@@ -366,6 +375,7 @@ def main() -> None:
             "max ms",
             "/health p99 ms",
             "RSS growth MB",
+            "load avg",
         ],
         rows,
         f"victim: {VICTIM_STREAMS} streams and a long poll; {args.rows:,} rows in big",
@@ -377,6 +387,13 @@ def main() -> None:
     )
     loaded_victim = harness.summary([s * 1000 for s in loaded.get("victim", [])])
     loaded_health = harness.summary([s * 1000 for s in loaded.get("health", [])])
+    idle_victim = harness.summary([s * 1000 for s in idle.get("victim", [])])
+    idle_health = harness.summary([s * 1000 for s in idle.get("health", [])])
+    print(
+        f"loaded over idle: victim p99 x{loaded_victim['p99'] / max(idle_victim['p99'], 1e-9):.1f},"
+        f" /health p99 x{loaded_health['p99'] / max(idle_health['p99'], 1e-9):.1f}"
+        f" (load average {idle['load']:.1f} idle, {loaded['load']:.1f} loaded)\n"
+    )
     harness.print_checks(
         [
             harness.Check(
