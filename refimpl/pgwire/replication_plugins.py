@@ -14,7 +14,6 @@ from __future__ import annotations
 import re
 import struct
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from typing import Any, Protocol
 
 from refimpl.engine import replication_positions as positions
@@ -204,13 +203,19 @@ class PgOutput:
         self.binary = _flag(options, "binary", False)
         _flag(options, "messages", False)
         self._sent: dict[int, Relation] = {}
+        # Each relation's row encoder (by OID, with the shape it was made for), made once: a
+        # row costs a call per value, no lookup.
+        self._encoders: dict[int, tuple[Relation, Callable[[Sequence[Any]], bytes]]] = {}
 
     def transaction(self, txn: Transaction, skip: int) -> list[Message]:
         changes = txn.changes
         if not changes:
             return []
         lsn = txn.lsn
+        base = positions.position(lsn, 0)
         end = positions.end_of(lsn)
+        last_place = positions.LAST_PLACE
+        sent_map = self._sent
         stamp = txn.committed_at - PG_EPOCH_MICROS
         out: list[Message] = [
             (
@@ -219,16 +224,21 @@ class PgOutput:
             )
         ]
         for place, change in enumerate(changes[skip:], skip + 1):
-            at = positions.position(lsn, place)
+            at = base + (place if place < last_place else last_place)
             relation = change.relation
-            sent = self._sent.get(relation.oid)
+            sent = sent_map.get(relation.oid)
+            if sent is relation:
+                out.append((at, self._change(change, at)))  # the common case: shape known
+                continue
             if sent is not None and sent.key == relation.key and _shapeless(change):
                 # The log keeps a delete's key, not its columns: the shape already sent,
                 # which holds the key, says it without another Relation.
-                change = replace(change, relation=sent)
-            elif change.op != DDL and sent != relation:
-                self._sent[relation.oid] = relation
-                out.append((at, _relation(relation)))
+                change = change._replace(relation=sent)
+            elif change.op != DDL:
+                if sent != relation:
+                    out.append((at, _relation(relation)))
+                # Kept by identity: the next changes of this read take the common case.
+                sent_map[relation.oid] = relation
             out.append((at, self._change(change, at)))
         out.append((end, b"C\x00" + _I8.pack(end) + _I8.pack(end) + _I8.pack(stamp)))
         return out
@@ -260,16 +270,33 @@ class PgOutput:
         )
 
     def _tuple(self, relation: Relation, row: Sequence[Any] | None) -> bytes:
-        parts = [_I16.pack(len(relation.columns))]
-        values = row if row is not None else (None,) * len(relation.columns)
-        for column_type, value in zip(relation.types, values, strict=True):
+        made = self._encoders.get(relation.oid)
+        if made is None or (made[0] is not relation and made[0] != relation):
+            made = self._encoders[relation.oid] = (relation, _row_encoder(relation, self.binary))
+        elif made[0] is not relation:
+            made = self._encoders[relation.oid] = (relation, made[1])
+        return made[1](row if row is not None else (None,) * len(relation.columns))
+
+
+def _row_encoder(relation: Relation, binary: bool) -> Callable[[Sequence[Any]], bytes]:
+    """TupleData of a row on `relation`: `n` for NULL, else `t` (or `b`), length, bytes."""
+    pg_types = [types.pg_type(t) for t in relation.types]
+    encoders = [pg.binary if binary else pg.text for pg in pg_types]
+    head = _I16.pack(len(encoders))
+    marker = b"b" if binary else b"t"
+    pack = _I32.pack
+
+    def encode(row: Sequence[Any]) -> bytes:
+        parts = [head]
+        for make, value in zip(encoders, row, strict=True):
             if value is None:
                 parts.append(b"n")
-                continue
-            pg = types.pg_type(column_type)
-            data = pg.binary(value) if self.binary else pg.text(value)
-            parts.append((b"b" if self.binary else b"t") + _I32.pack(len(data)) + data)
+            else:
+                data = make(value)
+                parts.append(marker + pack(len(data)) + data)
         return b"".join(parts)
+
+    return encode
 
 
 def _shapeless(change: RowChange) -> bool:
