@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Hashable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -118,6 +118,60 @@ class TableFeed:
 
 
 @dataclass(frozen=True, slots=True)
+class FeedRequest:
+    """What a reader of one table's change stream asks, as the protocol layer read it."""
+
+    table: str
+    options: FeedOptions
+    position: CopyPosition | int  # an LSN (0: the start), or a place inside an initial copy
+    limit: int
+
+    @property
+    def in_copy(self) -> bool:
+        """Inside an initial copy (its start, or a place in it): a page of the table's rows
+        and the changes between pages, answered at once (`TableFeed.read_initial`)."""
+        position = self.position
+        return self.options.initial and (isinstance(position, CopyPosition) or position == 0)
+
+
+@dataclass(frozen=True, slots=True)
+class FeedPlan:
+    """How a request past any initial copy is answered: a page from `start`, read as runs of
+    the log (a plain feed) or change by change with the options applied (`shaped`: options,
+    or a table with before-images, whose answers show `old_row`)."""
+
+    feed: TableFeed
+    start: int
+    limit: int
+    options: FeedOptions
+    feed_filter: FeedFilter | None
+    shaped: bool
+    ready: bool  # states asked at the feed's start: `ready` comes first
+    hold_s: float  # squash=<seconds> on a resumed read: the answer waits that long for more
+    # `name:type` of each column: strings hash in C and keep their hash (a key is made again
+    # at every attempt of every parked reader).
+    columns: tuple[str, ...]
+
+    def share_key(self, *more: Hashable) -> tuple[Hashable, ...]:
+        """Equal for requests that get the same answer (with `more`: the protocol layer's
+        own, its format and the durable LSN the answer was made at)."""
+        feed = self.feed
+        key: tuple[Hashable, ...] = (feed.database, feed.table.lower(), self.columns)
+        key += (self.start, self.limit, *more)
+        if self.shaped:
+            key += (feed.before_images, self.options, self.ready)
+        return key
+
+    def read(self) -> tuple[RunBatch | ShapedBatch, bool]:
+        """The page, and whether it holds anything to answer now (a change, or `ready`)."""
+        if self.shaped:
+            shaped = self.feed.read_shaped(self.start, self.limit, self.options, self.feed_filter)
+            return shaped, bool(shaped.changes) or self.ready
+        runs = self.feed.read_runs(self.start, self.limit)  # encoded a run at a time
+        return runs, bool(runs.runs)
+
+
+@dataclass(frozen=True, slots=True)
 class RevisionAnswer:
     """What `GET /api/rev` answers: a table's revision and those of values of its rev
     column."""
@@ -195,6 +249,27 @@ class ChangeFeeds:
             {c.name: c.type for c in schema.columns},
             found,
             schema,
+        )
+
+    def plan(self, database: str, request: FeedRequest, principal: Principal) -> FeedPlan:
+        """How to answer `request` past any initial copy (see `FeedPlan`): the table's feed
+        (rights before existence, as `table_feed`), then its `where=` checked against it."""
+        assert not request.in_copy
+        start = request.position
+        assert isinstance(start, int)
+        feed = self.table_feed(database, request.table, principal)
+        options = request.options
+        where = options.where
+        return FeedPlan(
+            feed,
+            start,
+            request.limit,
+            options,
+            None if where is None else feed.compile_filter(where),
+            feed.before_images or not options.plain,
+            options.states and start == 0,
+            options.squash_seconds if start > 0 else 0.0,
+            tuple(f"{name}:{feed.column_types[name]}" for name in feed.column_names),
         )
 
     def revisions(

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import time
 
-from refimpl.engine.features.change_stream import RunBatch
 from refimpl.engine.features.feed_options import ShapedBatch
+from refimpl.engine.features.initial_copy import CopyPosition
+from refimpl.engine.feeds import FeedRequest
 from refimpl.errors import BadRequest
 from refimpl.http.context import Context, parse_whole
 from refimpl.http.encode import Answer
@@ -41,50 +42,29 @@ def changes_route(ctx: Context) -> Answer | Parked[Answer]:
     options = feed_options(ctx)
     limit = ctx.whole("limit", DEFAULT_LIMIT, minimum=1)
     assert limit is not None
-    if options.initial:
+    request = FeedRequest(table_name, options, _position(ctx, options.initial), limit)
+    if request.in_copy:
         # Inside the copy the answer comes at once; past it, the feed is the change stream.
-        position = copy_position(ctx)
-        if not isinstance(position, int) or position == 0:
-            inside = None if isinstance(position, int) else position  # 0: the copy's start
-            return copy_answer(ctx, table_name, options, inside, limit, fmt)
-        start: int | None = position
-    else:
-        start = ctx.whole("from", None)
-        if start is None:
-            header = ctx.request.headers.get("Last-Event-ID")
-            start = parse_whole(header, "Last-Event-ID", 0) if header else 0
+        at = request.position if isinstance(request.position, CopyPosition) else None
+        return copy_answer(ctx, table_name, options, at, limit, fmt)
     wait_default = DEFAULT_WAIT_SSE_MS if fmt == "sse" else 0
     wait_ms = min(ctx.whole("wait", wait_default) or 0, MAX_WAIT_MS)
-    assert start is not None
-    feed = ctx.app.feeds.table_feed(ctx.database, table_name, ctx.principal)
+    plan = ctx.app.feeds.plan(ctx.database, request, ctx.principal)
+    feed, start = plan.feed, plan.start
     names, types = feed.column_names, feed.column_types
-    # Strings hash in C and keep their hash: the key is built again at every attempt.
-    columns = tuple(f"{name}:{types[name]}" for name in names)
-    full = feed.before_images
-    shaped = full or not options.plain
-    feed_filter = None if options.where is None else feed.compile_filter(options.where)
-    ready = options.states and start == 0  # the feed's start: ready comes first
+    feed_filter = plan.feed_filter
 
     def answer(durable: int) -> tuple[Answer, bool]:
         """The answer from `start` on, made when at least `durable` was durable; shared by
         every reader asking the same (a round of readers asks with one `durable`)."""
-        key: tuple[object, ...] = (feed.database, feed.table.lower(), columns, start, limit)
-        key += (fmt, durable)
-        if shaped:
-            key += (full, options, ready)
 
         def produce() -> tuple[Answer, bool]:
             # Read the bounds first: the answer then never claims less than it holds.
             bounds = feed.bounds()
+            batch, found = plan.read()
             shaping = PLAIN
-            batch: RunBatch | ShapedBatch
-            if shaped:
-                batch = feed.read_shaped(start, limit, options, feed_filter)
-                shaping = Shaping(full, batch.types, ready)
-                found = bool(batch.changes) or ready
-            else:
-                batch = feed.read_runs(start, limit)  # encoded a run, not a row, at a time
-                found = bool(batch.runs)
+            if isinstance(batch, ShapedBatch):
+                shaping = Shaping(feed.before_images, batch.types, plan.ready)
             if fmt == "sse":
                 return respond(encode_sse(batch, names, types, shaping)), found
             body = encode_json_answer(
@@ -98,7 +78,7 @@ def changes_route(ctx: Context) -> Answer | Parked[Answer]:
             )
             return respond(body), found
 
-        return ctx.app.shared_answers.get(key, produce)
+        return ctx.app.shared_answers.get(plan.share_key(fmt, durable), produce)
 
     def respond(body: bytes) -> Answer:
         if fmt == "sse":
@@ -117,7 +97,7 @@ def changes_route(ctx: Context) -> Answer | Parked[Answer]:
     owner = place_owner(ctx.principal.name, ctx.principal.is_admin)
     # squash=<seconds>: a resumed answer is held that long to squash what comes meanwhile
     # (the first answer, from the start, never is).
-    hold_s = options.squash_seconds if start > 0 else 0.0
+    hold_s = plan.hold_s
     if hold_s and places.take(owner):
         held: Parked[Answer] = Parked(
             feed.signal,
@@ -168,3 +148,16 @@ def changes_route(ctx: Context) -> Answer | Parked[Answer]:
         offloaded.bind(parked)
     room.park(parked)
     return parked
+
+
+def _position(ctx: Context, initial: bool) -> CopyPosition | int:
+    """Where the reader stands: `from`, else `Last-Event-ID`, else the start (0); inside an
+    initial copy, a place in it."""
+    if initial:
+        return copy_position(ctx)
+    start = ctx.whole("from", None)
+    if start is None:
+        header = ctx.request.headers.get("Last-Event-ID")
+        start = parse_whole(header, "Last-Event-ID", 0) if header else 0
+    assert start is not None
+    return start
