@@ -288,6 +288,10 @@ class ProtocolError(BadRequest):
     """A PostgreSQL-protocol message that breaks the protocol; the connection then ends."""
 
 
+class NotificationsOverflow(ProtocolError):
+    """A connection left more notifications unread than it may hold: it is ended."""
+
+
 class MalformedMessage(ProtocolError):
     """Bytes that do not decode as the message their type byte names."""
 

@@ -32,10 +32,14 @@ from refimpl.errors import (
 )
 from refimpl.pgwire import copy_flow, sqlstate, types
 from refimpl.pgwire import messages as m
+from refimpl.pgwire.notifications import STATEMENTS, Inbox, pg_notify_call
 from refimpl.pgwire.param_types import param_types
 from refimpl.pgwire.session_settings import SessionSettings, SettingCommand, recognise
 from refimpl.pgwire.sqltext import Piece, split
 from refimpl.pgwire.tags import command_tag
+from refimpl.pgwire.types import RowShape
+from refimpl.pgwire.types import formats as _formats
+from refimpl.pgwire.types import row_description as _row_description
 from refimpl.sql import ast
 from refimpl.sql.parser import parse_cached
 from refimpl.sql.printer import to_sql
@@ -66,14 +70,9 @@ _SETTING_TAGS = {
     "DEALLOCATE": "DEALLOCATE",
 }
 _DUMMY = {
-    "INT": 0,
-    "BIGINT": 0,
-    "DOUBLE": 0.0,
-    "BOOLEAN": False,
-    "STRING": "",
-    "SYMBOL": "",
+    "INT": 0, "BIGINT": 0, "DOUBLE": 0.0, "BOOLEAN": False, "STRING": "", "SYMBOL": "",
     "TIMESTAMP": datetime(1970, 1, 1, tzinfo=UTC),
-}
+}  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,33 +113,6 @@ class Prepared:
         return shape
 
 
-@dataclass(frozen=True, slots=True)
-class RowShape:
-    """How rows of some columns in some formats are sent, worked out once: their
-    RowDescription and each column's encoder (no type dispatch per value)."""
-
-    columns: list[Column]
-    formats: list[int]
-    description: m.RowDescription
-    encoders: tuple[Callable[[object], bytes], ...]
-
-    @classmethod
-    def of(cls, columns: list[Column], formats: list[int]) -> RowShape:
-        return cls(
-            columns,
-            formats,
-            _row_description(columns, formats),
-            tuple(types.encoders([c.type for c in columns], formats)),
-        )
-
-    def fits(self, columns: list[Column], formats: list[int]) -> bool:
-        # A plan answers the same list of columns each run: identity first, cheaply.
-        return (self.columns is columns or self.columns == columns) and self.formats == formats
-
-    def data_rows(self, rows: Sequence[Sequence[object]]) -> m.DataRows:
-        return m.DataRows(rows, self.encoders)
-
-
 @dataclass(slots=True)
 class Portal:
     prepared: Prepared
@@ -148,16 +120,6 @@ class Portal:
     result_formats: tuple[int, ...]
     result: Result | None = None
     sent: int = 0
-
-
-def _formats(codes: Sequence[int], count: int) -> list[int]:
-    if not codes:
-        return [0] * count
-    if len(codes) == 1:
-        return [codes[0]] * count
-    if len(codes) != count:
-        raise ProtocolError(f"{len(codes)} format codes were sent for {count} values")
-    return list(codes)
 
 
 class Conversation:
@@ -179,6 +141,7 @@ class Conversation:
         self.failed = False  # in a transaction an error ended: refuse until ROLLBACK
         self._prepared: dict[str, Prepared] = {}
         self._portals: dict[str, Portal] = {}
+        self.inbox = Inbox(session)  # LISTEN and NOTIFY; `attach`ed at the login
 
     @property
     def status(self) -> str:
@@ -191,6 +154,7 @@ class Conversation:
 
     def close(self) -> None:
         """The connection ended: an open transaction is rolled back."""
+        self.inbox.close()
         self.session.close()
 
     # -- dispatch ------------------------------------------------------------------------
@@ -200,7 +164,7 @@ class Conversation:
         if isinstance(message, m.Query):
             return self.simple_query(message.text)
         if isinstance(message, m.Sync):
-            return [self.ready()]
+            return [*self.inbox.messages(self.status), self.ready()]
         if isinstance(message, m.Flush):
             return []
         try:
@@ -255,6 +219,7 @@ class Conversation:
         except KdbError as error:
             self._fail_transaction()
             out.append(sqlstate.error_response(error, text, piece.offset))
+        out += self.inbox.messages(self.status)
         out.append(self.ready())
         return out
 
@@ -403,6 +368,8 @@ class Conversation:
         if prepared.columns is None:
             if plan.kind == "CreateToken":
                 prepared.columns = [Column("token", "STRING")]
+            elif pg_notify_call(plan.statement):  # described without sending it
+                prepared.columns = [Column("pg_notify", "STRING")]
             else:
                 prepared.columns = self._dry_run(plan, prepared).columns
         return prepared.columns
@@ -462,6 +429,8 @@ class Conversation:
     ) -> tuple[Result, list[m.ServerMessage]]:
         """The statement's result and the ParameterStatus messages a SET makes. `before`:
         the answers so far, which a COPY sends before its copy messages (and empties)."""
+        if plan.kind == "Rollback" or self.failed and plan.kind == "Commit":
+            self.inbox.rolled_back()  # its NOTIFYs are dropped with it
         ends = plan.kind in ("Commit", "Rollback")
         if self.failed:
             if not ends:
@@ -477,6 +446,8 @@ class Conversation:
         in_transaction = self.session.transaction is not None
         before = [] if before is None else before
         statement = plan.statement
+        if isinstance(statement, STATEMENTS) or pg_notify_call(statement):
+            return self.inbox.run(statement, params), []
         try:
             if isinstance(statement, ast.CopyTo):
                 return copy_flow.copy_out(self.session, plan.piece.text, self.wire, before), []
@@ -580,11 +551,3 @@ def _check_result_type(prepared: Prepared, columns: list[Column]) -> None:
 def _result_type(columns: list[Column]) -> tuple[tuple[str, int], ...]:
     """The columns as a client decodes them: each one's name and type OID."""
     return tuple((c.name, types.pg_type(c.type).oid) for c in columns)
-
-
-def _row_description(columns: list[Column], formats: list[int]) -> m.RowDescription:
-    fields = []
-    for column, fmt in zip(columns, formats, strict=True):
-        pg = types.pg_type(column.type)
-        fields.append(m.FieldDescription(column.name, pg.oid, pg.size, fmt))
-    return m.RowDescription(tuple(fields))

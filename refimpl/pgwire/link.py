@@ -86,10 +86,13 @@ class Link:
         on_cancel: Callable[[int, int], None],
         transport: Transport,
         on_login: Callable[[Principal], str | None] = lambda principal: None,
+        on_notification: Callable[[], None] = lambda: None,
     ) -> None:
         """`on_login(principal)`: called once the password is right, before the session
-        opens; it answers why the server refuses the login (a connection limit), or None."""
+        opens; it answers why the server refuses the login (a connection limit), or None.
+        `on_notification()`: notifications arrived for the connection (from any thread)."""
         self._on_login = on_login
+        self._on_notification = on_notification
         self.instance = instance
         self.options = options
         self.core = ProtocolCore(options.max_message_bytes)
@@ -150,6 +153,30 @@ class Link:
         data = b"".join(out)
         out.clear()
         return data
+
+    def notifications(self) -> bytes:
+        """NotificationResponses for the connection between two messages (outside a
+        transaction, with nothing else to answer); a connection that overflowed its
+        notifications gets its FATAL error and is closed."""
+        conversation = self.conversation
+        if conversation is None or self.core.state is not State.READY:
+            return b""
+        try:
+            return b"".join(
+                self.core.send(n) for n in conversation.inbox.messages(conversation.status)
+            )
+        except ProtocolError as error:
+            return self.refuse(sqlstate.sqlstate_of(error), error.message)
+
+    def notifications_waiting(self) -> bool:
+        """Whether `notifications()` has something to send now."""
+        conversation = self.conversation
+        return (
+            conversation is not None
+            and conversation.status == "I"
+            and self.core.state is State.READY
+            and conversation.inbox.waiting()
+        )
 
     def is_durable(self) -> bool:
         """True when what `answer_pending` gave may go out now: every commit it acknowledges
@@ -317,6 +344,7 @@ class Link:
         self.conversation = Conversation(
             session, settings, self, lambda: access.check_any(principal, database)
         )
+        self.conversation.inbox.attach(self.instance, self.process_id, self._on_notification)
         self._session = session
         self.replication = replication
         out: list[m.ServerMessage] = [m.AuthenticationOk()]

@@ -46,7 +46,7 @@ from refimpl.engine import admission
 from refimpl.engine.instance import Instance
 from refimpl.engine.measures import PgCounts, PgMeasures
 from refimpl.engine.rights import Principal
-from refimpl.errors import KdbError, ProtocolError, Unavailable
+from refimpl.errors import KdbError
 from refimpl.netlimits import (
     OUT_OF_DESCRIPTORS,
     ConnectionCounts,
@@ -58,12 +58,11 @@ from refimpl.pgwire import sqlstate, tls
 from refimpl.pgwire.acknowledging import Acknowledging
 from refimpl.pgwire.core import error_bytes
 from refimpl.pgwire.link import Link, LinkOptions
+from refimpl.pgwire.sockets import POLL_SECONDS, RECV_BYTES, Socket, tls_pending
 from refimpl.pgwire.states import State
 
 log = logging.getLogger("refimpl.pgwire")
 
-RECV_BYTES = 256 * 1024
-POLL_SECONDS = 0.2  # how soon an idle worker notices a stop
 ACCEPTS_PER_EVENT = 64  # connections one wake-up of the listening socket takes at most
 OUT_OF_DESCRIPTORS_PAUSE = 0.05  # accepting waits this long after an EMFILE
 SEND_TIMEOUT_SECONDS = 60  # a client that takes no answer for this long is dropped
@@ -72,7 +71,6 @@ SEND_TIMEOUT_SECONDS = 60  # a client that takes no answer for this long is drop
 # messages it pipelines without reading.
 UNSENT_LIMIT = 1024 * 1024
 WRITABLE = select.EPOLLOUT | select.EPOLLONESHOT  # waiting for the client to read
-COPY_WAIT_SECONDS = 60.0  # a COPY FROM STDIN whose client sends nothing this long ends
 LOGIN_TIMED_OUT = "57014"  # query_canceled: PostgreSQL's "canceling authentication due to timeout"
 
 
@@ -94,87 +92,10 @@ class PgOptions:
     unauthenticated_per_address: int = 16
 
 
-class _Socket:
-    """A link's `Transport`: the worker that answers the connection sends and waits here
-    (the connection is disarmed in the epoll set until that worker re-arms it)."""
-
-    def __init__(self, sock: socket.socket, stopping: threading.Event, counts: PgCounts) -> None:
-        self.sock = sock
-        self._stopping = stopping
-        self._counts = counts  # a COPY's data read here counts as received
-
-    def fileno(self) -> int:
-        return self.sock.fileno()
-
-    @property
-    def stopping(self) -> bool:
-        return self._stopping.is_set()
-
-    def recv_now(self) -> bytes | None:
-        """What the client sent, without waiting (a walsender's read): None when nothing,
-        b"" when it closed."""
-        try:
-            data = self.sock.recv(RECV_BYTES)
-            while pending := _pending(self.sock):
-                data += self.sock.recv(pending)
-        except (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
-            return None
-        except OSError:
-            return b""
-        self._counts.received(len(data))
-        return data
-
-    def send_now(self, data: bytes) -> int:
-        """Send what the socket takes without waiting; how many bytes it took."""
-        try:
-            return self.sock.send(data)
-        except (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
-            return 0
-
-    def send(self, data: bytes) -> None:
-        # An answer nearly always fits the socket's buffer: one send() as the socket is
-        # (non-blocking), and only a client slow to take it costs the two mode switches of
-        # a blocking sendall (whose wait SO_SNDTIMEO bounds).
-        try:
-            sent = self.sock.send(data)
-        except (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
-            sent = 0  # TLS: nothing was taken, the same bytes go again
-        if sent == len(data):
-            return
-        admission.waiting()  # a client slow to take it is waited for without a place
-        self.sock.setblocking(True)
-        try:
-            self.sock.sendall(memoryview(data)[sent:])
-        finally:
-            self.sock.setblocking(False)
-
-    def receive(self) -> bytes:
-        admission.waiting()  # the client may take its time: the place goes to another worker
-        poller = select.poll()
-        poller.register(self.sock.fileno(), select.POLLIN)
-        deadline = time.monotonic() + COPY_WAIT_SECONDS
-        while not self._stopping.is_set():
-            if _pending(self.sock) or poller.poll(POLL_SECONDS * 1000):
-                try:
-                    data = self.sock.recv(RECV_BYTES)
-                    self._counts.received(len(data))
-                    return data
-                except (BlockingIOError, ssl.SSLWantReadError):
-                    continue
-                except OSError:
-                    return b""
-            if time.monotonic() > deadline:
-                raise ProtocolError(
-                    f"the client sent no COPY data for {COPY_WAIT_SECONDS:.0f}"
-                    " seconds; the connection ends and nothing was copied"
-                )
-        raise Unavailable("the server is stopping; the COPY was not done, nothing was copied")
-
-
 class _Client:
     """One socket and its protocol link; `busy` while a worker answers it."""
 
-    def __init__(self, sock: _Socket, address: str, link: Link) -> None:
+    def __init__(self, sock: Socket, address: str, link: Link) -> None:
         self.transport = sock
         self.sock = sock.sock
         self.address = address
@@ -334,7 +255,7 @@ class PgServer:
             socket.SOL_SOCKET, socket.SO_SNDTIMEO, struct.pack("ll", SEND_TIMEOUT_SECONDS, 0)
         )
         process_id = next(self._process_ids)
-        transport = _Socket(sock, self._stopping, self.answers)
+        transport = Socket(sock, self._stopping, self.answers)
         link = Link(
             self.instance,
             self.options.link,
@@ -343,6 +264,7 @@ class PgServer:
             self.cancel,
             transport,
             lambda principal: self._log_in(client, principal),
+            lambda: self._wake(client),
         )
         link.peer = address
         client = _Client(transport, address, link)
@@ -384,7 +306,7 @@ class PgServer:
         data: bytes | None
         try:
             data = client.sock.recv(RECV_BYTES)
-            while pending := _pending(client.sock):  # TLS: decrypted bytes epoll cannot see
+            while pending := tls_pending(client.sock):  # TLS: decrypted bytes epoll cannot see
                 data += client.sock.recv(pending)
         except (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
             data = None  # nothing new; messages read before may wait (`_acknowledge`)
@@ -396,7 +318,31 @@ class PgServer:
         if client.link.core.has_message():
             self._answer(client)
         else:
-            self._rearm(client)
+            self._notify(client)
+
+    def _notify(self, client: _Client) -> None:
+        """Send an idle connection the notifications that wait for it, then re-arm it."""
+        out = client.link.notifications()
+        if out:
+            self.answers.answered(out)
+            client.unsent = out
+            try:
+                client.send_some()
+            except OSError:
+                client.link.end()
+        if client.link.closed:
+            self._close(client)
+        else:
+            self._rearm(client, WRITABLE if client.unsent else ARMED)
+
+    def _wake(self, client: _Client) -> None:
+        """Notifications arrived for `client` (any thread): a worker visits it now, unless
+        one is answering it already (whose `_rearm` looks for them)."""
+        if not client.busy and client.link.notifications_waiting():
+            try:
+                self._epoll.modify(client.sock.fileno(), ARMED | select.EPOLLOUT)
+            except (OSError, ValueError):
+                pass  # closed meanwhile
 
     def _handshake(self, client: _Client) -> bool:
         """Move a TLS handshake on; True once it is done (the startup may follow at once)."""
@@ -505,6 +451,8 @@ class PgServer:
 
     def _rearm(self, client: _Client, events: int = ARMED) -> None:
         client.busy = False
+        if client.link.notifications_waiting():
+            events |= select.EPOLLOUT  # at once: a worker sends them (`_notify`)
         try:
             self._epoll.modify(client.sock.fileno(), events)
         except (OSError, ValueError):
@@ -582,8 +530,3 @@ def _state(client: _Client) -> str:
         if status == "T"
         else "idle_in_failed_transaction"
     )
-
-
-def _pending(sock: socket.socket) -> int:
-    """Bytes TLS has decrypted and holds; epoll sees only what the kernel holds."""
-    return sock.pending() if isinstance(sock, ssl.SSLSocket) else 0

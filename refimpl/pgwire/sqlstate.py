@@ -47,6 +47,7 @@ SQLSTATE: tuple[tuple[type[errors.KdbError], str], ...] = (
     (errors.PortalExists, "42P03"),  # duplicate_cursor
     (errors.MessageTooLarge, "54000"),
     (errors.UnsupportedProtocol, "0A000"),
+    (errors.NotificationsOverflow, "53400"),  # configuration_limit_exceeded
     (errors.ProtocolError, "08P01"),  # protocol_violation
     (errors.PayloadTooLarge, "54000"),
     (errors.BadRequest, "22023"),  # invalid_parameter_value

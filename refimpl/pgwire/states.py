@@ -102,6 +102,7 @@ _ANSWERS = (
     m.CopyOutResponse,
     m.CopyData,
     m.CopyDone,
+    m.NotificationResponse,
 )
 SENT: Final[dict[tuple[State, type], State]] = {
     (S.STARTUP, m.SslRefused): S.STARTUP,

@@ -19,18 +19,20 @@ from __future__ import annotations
 
 import functools
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
+from refimpl.engine.result import Column
 from refimpl.engine.storage.values import (
     TIMESTAMP_MAX,
     TIMESTAMP_MIN,
     format_timestamp,
     parse_timestamp,
 )
-from refimpl.errors import InvalidValue
+from refimpl.errors import InvalidValue, ProtocolError
+from refimpl.pgwire import messages as m
 
 BOOL, INT8, INT2, INT4, TEXT, OID = 16, 20, 21, 23, 25, 26
 FLOAT4, FLOAT8, UNKNOWN, VARCHAR, BPCHAR, NAME = 700, 701, 705, 1043, 1042, 19
@@ -75,10 +77,10 @@ def timestamp_text(micros: int) -> str:
     # Arithmetic and a cached date, not a datetime per value: the text of every timestamp
     # of a result is made here, and this is most of what a wide SELECT costs the server.
     day, in_day = divmod(micros, _MICROS_PER_DAY)
-    seconds, fraction = divmod(in_day, 1_000_000)
+    seconds, micro = divmod(in_day, 1_000_000)
     clock = f"{_day_text(day)} {seconds // 3600:02d}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
-    if fraction:
-        return f"{clock}.{fraction:06d}".rstrip("0") + "+00"
+    if micro:
+        return f"{clock}.{micro:06d}".rstrip("0") + "+00"
     return clock + "+00"
 
 
@@ -129,12 +131,60 @@ def oid_of(column_type: str | None) -> int:
     return pg_type(column_type).oid if column_type else TEXT
 
 
+def formats(codes: Sequence[int], count: int) -> list[int]:
+    """The format of each of `count` values from a Bind's codes: none (all text), one (all
+    alike) or one a value; ProtocolError for any other count."""
+    if not codes:
+        return [0] * count
+    if len(codes) == 1:
+        return [codes[0]] * count
+    if len(codes) != count:
+        raise ProtocolError(f"{len(codes)} format codes were sent for {count} values")
+    return list(codes)
+
+
 def encoders(column_types: list[str], formats: list[int]) -> list[Callable[[object], bytes]]:
     """One encoder a column, text or binary as `formats` (one code per column) asks."""
     return [
         pg_type(t).binary if f == 1 else pg_type(t).text
         for t, f in zip(column_types, formats, strict=True)
     ]
+
+
+def row_description(columns: list[Column], formats: list[int]) -> m.RowDescription:
+    """The RowDescription of `columns` sent in `formats`."""
+    fields = []
+    for column, fmt in zip(columns, formats, strict=True):
+        pg = pg_type(column.type)
+        fields.append(m.FieldDescription(column.name, pg.oid, pg.size, fmt))
+    return m.RowDescription(tuple(fields))
+
+
+@dataclass(frozen=True, slots=True)
+class RowShape:
+    """How rows of some columns in some formats are sent, worked out once: their
+    RowDescription and each column's encoder (no type dispatch per value)."""
+
+    columns: list[Column]
+    formats: list[int]
+    description: m.RowDescription
+    encoders: tuple[Callable[[object], bytes], ...]
+
+    @classmethod
+    def of(cls, columns: list[Column], formats: list[int]) -> RowShape:
+        return cls(
+            columns,
+            formats,
+            row_description(columns, formats),
+            tuple(encoders([c.type for c in columns], formats)),
+        )
+
+    def fits(self, columns: list[Column], formats: list[int]) -> bool:
+        # A plan answers the same list of columns each run: identity first, cheaply.
+        return (self.columns is columns or self.columns == columns) and self.formats == formats
+
+    def data_rows(self, rows: Sequence[Sequence[object]]) -> m.DataRows:
+        return m.DataRows(rows, self.encoders)
 
 
 # --- parameters ---------------------------------------------------------------------------

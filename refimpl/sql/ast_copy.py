@@ -1,6 +1,7 @@
-"""Statement objects of COPY and BACKUP, which move data out of and into the database (part
-of `refimpl.sql.ast`, which re-exports the COPY names: use them as `ast.CopyFrom`;
-`BackupDatabase` is imported from here)."""
+"""Statement objects of COPY and BACKUP, which move data out of and into the database, and of
+LISTEN, UNLISTEN and NOTIFY, which move notifications between connections (part of
+`refimpl.sql.ast`, which re-exports the COPY names: use them as `ast.CopyFrom`;
+`BackupDatabase` and the notification statements are imported from here)."""
 
 from __future__ import annotations
 
@@ -44,3 +45,25 @@ class BackupDatabase(Statement):
 
     database: str
     target: str
+
+
+@dataclass(frozen=True, slots=True)
+class Listen(Statement):
+    """`LISTEN channel`: the connection is sent the notifications of `channel`."""
+
+    channel: str
+
+
+@dataclass(frozen=True, slots=True)
+class Unlisten(Statement):
+    """`UNLISTEN channel`, or `UNLISTEN *` (`channel` None): no more of them."""
+
+    channel: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Notify(Statement):
+    """`NOTIFY channel [, 'payload']`: sent to the channel's listeners at the commit."""
+
+    channel: str
+    payload: str = ""

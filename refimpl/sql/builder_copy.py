@@ -1,4 +1,5 @@
-"""Reductions of COPY (`CopyBuilder` is a part of `refimpl.sql.builder.Builder`)."""
+"""Reductions of COPY, and of LISTEN, UNLISTEN and NOTIFY (`CopyBuilder` is a part of
+`refimpl.sql.builder.Builder`)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import Any
 from lark import Token, Transformer, v_args
 
 from refimpl.sql import ast
-from refimpl.sql.ast_copy import BackupDatabase
+from refimpl.sql.ast_copy import BackupDatabase, Listen, Notify, Unlisten
 
 _STDIN = object()  # the source STDIN, apart from a file named by a string
 
@@ -73,3 +74,24 @@ class CopyBuilder(Transformer):
 
     def copy_false(self) -> bool:
         return False
+
+    def listen(self, channel: str) -> Listen:
+        return Listen(channel)
+
+    def unlisten(self, channel: str) -> Unlisten:
+        return Unlisten(channel)
+
+    def unlisten_all(self) -> Unlisten:
+        return Unlisten(None)
+
+    def notify(self, channel: str, payload: Token | None) -> Notify:
+        return Notify(channel, "" if payload is None else _text(payload))
+
+    def channel_name(self, *parts: str) -> str:
+        return ".".join(parts)
+
+    def channel_part(self, token: Token) -> str:
+        # Folded to lower case unless quoted, as PostgreSQL folds a channel's name.
+        if token.type == "QUOTED_IDENT":
+            return token[1:-1].replace('""', '"')
+        return token.lower()
