@@ -60,7 +60,12 @@ class _TableWatch:
     channel: str
     table: str
     after_lsn: int
+    durable: Callable[[], int]  # the database's durable LSN now
+    seen: int = 0  # the durable LSN when its changes were last read
     ended: bool = False
+
+    def behind(self) -> bool:
+        return not self.ended and self.durable() > self.seen
 
 
 class Listener:
@@ -102,8 +107,11 @@ class Listener:
             self._wake()
 
     def waiting(self) -> bool:
-        """Whether `take` may have something (without reading the log)."""
-        return bool(self._queue) or self._changed or self.overflowed
+        """Whether `take` may have something (without reading the log): a commit became
+        durable since a table channel's last read counts, however its wake-up is timed."""
+        if self._queue or self._changed or self.overflowed:
+            return True
+        return any(w.behind() for w in list(self._tables.values()))
 
     def take(self) -> list[Notification]:
         """The notifications waiting, oldest first, then the table channels' new changes."""
@@ -117,9 +125,12 @@ class Listener:
             taken += self._hub.read_table(self, watch)
         return taken
 
-    def watch_table(self, channel: str, table: str, after_lsn: int) -> None:
+    def watch_table(self, channel: str, feed: TableFeed) -> None:
+        durable = feed.bounds().durable_lsn  # what is durable at LISTEN is not sent
+        bounds = feed.bounds
+        watch = _TableWatch(channel, feed.table, durable, lambda: bounds().durable_lsn, durable)
         with self._lock:
-            self._tables.setdefault(channel, _TableWatch(channel, table, after_lsn))
+            self._tables.setdefault(channel, watch)
 
     def unwatch(self, channel: str | None) -> None:
         with self._lock:
@@ -153,7 +164,7 @@ class NotificationHub:
         check_channel(channel)
         if channel.startswith(TABLE_CHANNEL):
             feed = self._table_feed(listener, channel)
-            listener.watch_table(channel, feed.table, feed.published_lsn())
+            listener.watch_table(channel, feed)
             with self._lock:
                 signal = feed.signal
                 if all(s is not signal for s in self._signals):
@@ -211,6 +222,7 @@ class NotificationHub:
 
     def read_table(self, listener: Listener, watch: _TableWatch) -> list[Notification]:
         """The table's changes after the watch's position, as notifications."""
+        watch.seen = watch.durable()
         try:
             feed = self._table_feed(listener, watch.channel)
             batch = feed.read(watch.after_lsn, CHANGES_PER_TAKE)
