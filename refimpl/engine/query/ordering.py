@@ -21,7 +21,8 @@ from refimpl.engine import admission
 from refimpl.sql import ast
 
 # One ORDER BY item: how a row gives its value, and the item (direction, NULLS FIRST/LAST).
-OrderFns = Sequence[tuple[Callable[[Any], Any], ast.OrderItem]]
+OrderFn = tuple[Callable[[Any], Any], ast.OrderItem]
+OrderFns = Sequence[OrderFn]
 
 # `first_rows` sorts everything when it keeps more than this share of the rows: a heap of
 # nearly all of them costs more than the sort it saves.

@@ -36,8 +36,7 @@ from refimpl.engine.query.expressions import (
     contains_aggregate,
 )
 from refimpl.engine.query.names import canonical
-from refimpl.engine.query.ordering import OrderFns, first_rows
-from refimpl.engine.query.ordering import sort_rows as sort_rows
+from refimpl.engine.query.ordering import OrderFn, OrderFns, first_rows, sort_rows
 from refimpl.engine.query.relations import Relation, bounded
 from refimpl.engine.result import Column
 from refimpl.engine.storage.access_hints import AccessHints
@@ -82,8 +81,16 @@ class SelectPlan:
     hints: AccessHints | None  # None: a SELECT without FROM reads one empty row
     predicate: Evaluator | None
     finish: Finish
+    reads: bool = True  # False: LIMIT 0, whose finish reads no row
 
     def run(self, source: RowSource | None, deadline: float | None) -> QueryOutput:
+        return QueryOutput(*self.finish(self._kept(source, deadline)))
+
+    def read(self, source: RowSource, deadline: float | None) -> list[Sequence[Any]]:
+        """The rows of `source` the WHERE keeps, as `finish` would read them."""
+        return list(self._kept(source, deadline)) if self.reads else []
+
+    def _kept(self, source: RowSource | None, deadline: float | None) -> Iterator[Sequence[Any]]:
         if source is None or self.hints is None:
             input_rows: Iterator[Sequence[Any]] = iter([()])
         else:
@@ -91,7 +98,7 @@ class SelectPlan:
         predicate = self.predicate
         if predicate is not None:
             input_rows = (row for row in input_rows if predicate(row) is True)
-        return QueryOutput(*self.finish(input_rows))
+        return input_rows
 
 
 def run_select(
@@ -237,7 +244,7 @@ def compile_select(
         # LIMIT 0 reads and computes nothing (as PostgreSQL): no row's error can surface.
         whole = finish
         finish = lambda rows: whole(iter(()))  # noqa: E731 - the plan's finish, emptied
-    return SelectPlan(hints, None if where is None else where.fn, finish)
+    return SelectPlan(hints, None if where is None else where.fn, finish, limit != 0)
 
 
 def _trimmed(rows: list[tuple], distinct: bool, limit: int | None, offset: int) -> list[tuple]:
@@ -360,13 +367,11 @@ def _plain(
         return unordered
 
     width = len(scope.columns)
-    order_fns: list[tuple[Callable[[Any], Any], ast.OrderItem]] = []
+    order_fns: list[OrderFn] = []
     # With plain columns only, ORDER BY reads the source row: the columns of the rows kept
     # by a LIMIT are then the only ones picked (`top`).
     plain = _column_indices(items, scope)
-    top: list[tuple[Callable[[Any], Any], ast.OrderItem]] | None = None
-    if plain is not None and limit is not None and not distinct:
-        top = []
+    top: list[OrderFn] | None = [] if plain and limit is not None and not distinct else None
     for order in select.order_by:
         index = _output_index(order.expr, items, names)
         if index is not None:
