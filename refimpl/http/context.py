@@ -15,10 +15,10 @@ from typing import Protocol, TypeVar
 from werkzeug.datastructures import FileStorage
 from werkzeug.wrappers import Request, Response
 
-from refimpl.engine.access import Principal
+from refimpl.engine.access import AccessControl, Principal
 from refimpl.engine.event_streams import EventStreams
+from refimpl.engine.features.live_queries import SubscriptionManager
 from refimpl.engine.feeds import ChangeFeeds
-from refimpl.engine.instance import Instance
 from refimpl.engine.session import Session
 from refimpl.engine.tracking.shared_results import SharedResults
 from refimpl.errors import BadRequest
@@ -48,10 +48,27 @@ class MetricsText(Protocol):
     def exposition(self, accept: str | None) -> tuple[bytes, str]: ...
 
 
+class EngineSeam(Protocol):
+    """What routes use of the engine's instance: sessions, the access rules and the live
+    queries (the rest of it is the application's: databases, shutdown, statistics)."""
+
+    @property
+    def access(self) -> AccessControl: ...
+
+    @property
+    def subscriptions(self) -> SubscriptionManager: ...
+
+    def session(
+        self, database: str = ..., principal: Principal = ..., *, acknowledge_later: bool = False
+    ) -> Session: ...
+
+
 class RouteServices(Protocol):
     """What the application lends every route handler."""
 
-    instance: Instance
+    @property
+    def instance(self) -> EngineSeam: ...
+
     feeds: ChangeFeeds
     waiting_room: WaitingRoom
     flusher: Flusher
