@@ -365,4 +365,4 @@ def _refuse_physical(command: Unsupported) -> m.ErrorResponse:
 
 def may_replicate(instance: Instance, principal: Principal) -> bool:
     """Whether `principal` may open a replication connection (the REPLICATION right)."""
-    return principal.is_admin
+    return instance.access.may_replicate(principal)

@@ -19,6 +19,15 @@ PUBLIC = "PUBLIC"  # the grantee every request has, authenticated or not
 class CreateUser(Statement):
     name: str
     if_not_exists: bool = False
+    replication: bool = False  # CREATE USER u REPLICATION: it may open replication connections
+
+
+@dataclass(frozen=True, slots=True)
+class AlterUser(Statement):
+    """ALTER USER u REPLICATION | NOREPLICATION: the right to open replication connections."""
+
+    name: str
+    replication: bool
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,6 +17,7 @@ from lark import Token, v_args
 from refimpl.errors import StatementTimeout, StatementTooLarge
 from refimpl.sql import ast
 from refimpl.sql.ast import Expr
+from refimpl.sql.ast_access import AlterUser
 from refimpl.sql.builder_copy import CopyBuilder
 from refimpl.sql.builder_ddl import DdlBuilder, error_at
 from refimpl.sql.builder_pg import PgBuilder
@@ -479,8 +480,19 @@ class Builder(
 
     # --- users, tokens, rights --------------------------------------------------------------
 
-    def create_user(self, if_not_exists: bool | None, name: str) -> ast.CreateUser:
-        return ast.CreateUser(name, if_not_exists is not None)
+    def create_user(
+        self, if_not_exists: bool | None, name: str, replication: bool | None
+    ) -> ast.CreateUser:
+        return ast.CreateUser(name, if_not_exists is not None, bool(replication))
+
+    def alter_user(self, name: str, replication: bool) -> AlterUser:
+        return AlterUser(name, replication)
+
+    def replication_on(self) -> bool:
+        return True
+
+    def replication_off(self) -> bool:
+        return False
 
     def drop_user(self, if_exists: bool | None, name: str) -> ast.DropUser:
         return ast.DropUser(name, if_exists is not None)

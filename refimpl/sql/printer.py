@@ -26,6 +26,7 @@ from collections.abc import Callable
 from typing import Any
 
 from refimpl.sql import ast
+from refimpl.sql.ast_access import AlterUser
 from refimpl.sql.ast_copy import BackupDatabase
 from refimpl.sql.parser import KEYWORDS, NAME_KEYWORDS, RESERVED_WORDS
 
@@ -535,6 +536,10 @@ _STATEMENTS: dict[type, Callable[[Any], str]] = {
     ast.ShowGrants: lambda n: f"SHOW GRANTS FOR {quote_name(n.user)}",
     ast.CreateUser: lambda n: (
         f"CREATE USER{_if(n.if_not_exists, 'IF NOT EXISTS')} {quote_name(n.name)}"
+        + _if(n.replication, "REPLICATION")
+    ),
+    AlterUser: lambda n: (
+        f"ALTER USER {quote_name(n.name)} {'REPLICATION' if n.replication else 'NOREPLICATION'}"
     ),
     ast.DropUser: lambda n: f"DROP USER{_if(n.if_exists, 'IF EXISTS')} {quote_name(n.name)}",
     ast.CreateToken: _create_token,

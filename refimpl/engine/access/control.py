@@ -14,7 +14,7 @@ from refimpl.engine.access.checks import (
     refuse,
     require_right,
 )
-from refimpl.engine.access.statements import run_access_statement
+from refimpl.engine.access.statements import REPLICATION, run_access_statement
 from refimpl.engine.access.store import (
     SESSIONS_PER_USER,
     STATE_FILE,
@@ -206,6 +206,15 @@ class AccessControl:
     ) -> None:
         """Raise Forbidden (Unauthorized for anonymous) unless `principal` has `right`."""
         require_right(self._store, principal, database, right, table)
+
+    def may_replicate(self, principal: Principal) -> bool:
+        """Whether `principal` holds the REPLICATION right (the admin always does)."""
+        if principal.is_admin:
+            return True
+        store = self._store
+        with store.lock:
+            record = store.users.get(name_key(principal.name or ""))
+            return bool(record and record.get(REPLICATION))
 
     def check_any(self, principal: Principal, database: str) -> None:
         """Raise Forbidden (Unauthorized for anonymous) unless `principal` holds a right in

@@ -14,6 +14,19 @@ from refimpl.engine.result import Column, Result, message_result, query_result
 from refimpl.engine.rights import ADMIN_USER, RANK, Principal, Right
 from refimpl.errors import Forbidden, NotAllowed, SqlError
 from refimpl.sql import ast
+from refimpl.sql.ast_access import AlterUser
+
+REPLICATION = "replication"  # a user record's flag: it may open replication connections
+
+
+def _require_admin_for_replication(principal: Principal) -> None:
+    """The REPLICATION right reads every change a user may read, server-wide: like
+    PostgreSQL's superusers, only the admin user gives or takes it."""
+    if not principal.is_admin:
+        raise Forbidden(
+            "only the admin user may give or take the REPLICATION right (CREATE USER u"
+            " REPLICATION, ALTER USER u REPLICATION | NOREPLICATION)"
+        )
 
 
 def run_access_statement(
@@ -25,13 +38,27 @@ def run_access_statement(
 ) -> Result:
     """Run a user or grant statement as `principal` in `database` (its `query` left empty)."""
     match statement:
-        case ast.CreateUser(name=name, if_not_exists=if_not_exists):
+        case ast.CreateUser(name=name, if_not_exists=if_not_exists, replication=replication):
             require_right(store, principal, database, Right.ADMIN)
+            if replication:
+                _require_admin_for_replication(principal)
             if if_not_exists and name_key(name) in store.users:
                 return message_result("", f"user '{name}' already exists")
             store.add_user(name)
+            if replication:
+                store.user(name)[REPLICATION] = True
             store.save()
             return message_result("", f"user '{name}' created")
+        case AlterUser(name=name, replication=replication):
+            _require_admin_for_replication(principal)
+            record = store.user(name)
+            if replication:
+                record[REPLICATION] = True
+            else:
+                record.pop(REPLICATION, None)
+            store.save()
+            right = "now holds" if replication else "no longer holds"
+            return message_result("", f"user '{record['name']}' {right} the REPLICATION right")
         case ast.DropUser(name=name, if_exists=if_exists):
             require_right(store, principal, database, Right.ADMIN)
             if name_key(name) not in store.users and if_exists:

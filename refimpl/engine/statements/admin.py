@@ -27,6 +27,7 @@ from refimpl.errors import (
     UnknownTable,
 )
 from refimpl.sql import ast
+from refimpl.sql.ast_access import AlterUser
 from refimpl.sql.parser import parse_cached
 
 if TYPE_CHECKING:
@@ -389,6 +390,7 @@ HANDLERS: dict[type, Callable[..., Result]] = {
     ast.ShowCreateTable: _show_create,
     ast.CreateUser: _user_statement,
     ast.DropUser: _user_statement,
+    AlterUser: _user_statement,
     ast.CreateToken: _user_statement,
     ast.DropToken: _user_statement,
     ast.GrantRole: _user_statement,
