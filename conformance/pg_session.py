@@ -26,7 +26,8 @@ Backend messages become objects with a `type` and the fields a client reads:
 (`fields`: `name`, `type_oid`, `format`), `DataRow` (`values`: text, `null`, or `\\x...`
 hex for a binary column), `CommandComplete` (`tag`), `ReadyForQuery` (`status`: I, T or
 E), `ParameterDescription` (`types`), `CopyInResponse`/`CopyOutResponse` (`format`,
-`columns`), `CopyData` (`data`, as text), and the bare `ParseComplete`, `BindComplete`,
+`columns`), `CopyData` (`data`, as text), `NotificationResponse` (`channel`, `payload`;
+not the sender's process id, which differs each run), and the bare `ParseComplete`, `BindComplete`,
 `CloseComplete`, `NoData`, `PortalSuspended`, `EmptyQueryResponse`, `CopyDone`.
 `ParameterStatus` messages are left out (servers differ in which they send, and when).
 """
@@ -160,6 +161,14 @@ def decode_backend(kind: bytes, body: bytes, binary: list[bool]) -> dict[str, An
         return {"type": name, "format": overall, "columns": columns}
     if kind == b"d":
         return {"type": "CopyData", "data": body.decode("utf-8", "replace")}
+    if kind == b"A":
+        end = body.index(b"\0", 4)
+        channel, payload = body[4:end], body[end + 1 : -1]
+        return {
+            "type": "NotificationResponse",
+            "channel": channel.decode("utf-8"),
+            "payload": payload.decode("utf-8"),
+        }
     if kind == b"S":
         return None
     if kind == b"K":
