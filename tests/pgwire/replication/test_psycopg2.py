@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 
 import psycopg2
@@ -195,3 +196,52 @@ def test_physical_replication_is_refused(pg: PgServer, db: str) -> None:
         assert "physical replication is not supported" in str(error)
     else:
         raise AssertionError("a physical replication connection was accepted")
+
+
+def test_an_active_slot_is_held_by_its_connection(pg: PgServer, db: str) -> None:
+    streaming, cursor = _connect(pg, db)
+    cursor.create_replication_slot("s_held", output_plugin="test_decoding")
+    cursor.start_replication(slot_name="s_held", decode=True)
+    other, other_cursor = _connect(pg, db)
+    try:
+        other_cursor.execute("DROP_REPLICATION_SLOT s_held")
+    except psycopg2.Error as error:
+        assert error.pgcode == "55006"
+        assert 'replication slot "s_held" is active for PID' in str(error)
+    else:
+        raise AssertionError("an active slot was dropped")
+    try:
+        other_cursor.start_replication(slot_name="s_held", decode=True)
+    except psycopg2.Error as error:
+        assert error.pgcode == "55006"
+    else:
+        raise AssertionError("a second connection streamed from an active slot")
+    other.close()
+    # DROP ... WAIT waits for the streaming connection to let the slot go.
+    dropper, dropper_cursor = _connect(pg, db)
+    done = threading.Event()
+
+    def drop() -> None:
+        dropper_cursor.execute("DROP_REPLICATION_SLOT s_held WAIT")
+        done.set()
+
+    thread = threading.Thread(target=drop, daemon=True)
+    thread.start()
+    assert not done.wait(0.5), "DROP ... WAIT did not wait for the active slot"
+    streaming.close()
+    assert done.wait(10), "DROP ... WAIT did not end once the slot was let go"
+    thread.join(5)
+    dropper.close()
+    # A slot streams only in the database it was made in.
+    first, first_cursor = _connect(pg, db)
+    first_cursor.create_replication_slot("s_elsewhere", output_plugin="test_decoding")
+    first.close()
+    demo, demo_cursor = _connect(pg, "demo")
+    try:
+        demo_cursor.start_replication(slot_name="s_elsewhere", decode=True)
+    except psycopg2.Error as error:
+        assert error.pgcode == "55000"
+        assert "was not created in this database" in str(error)
+    else:
+        raise AssertionError("a slot streamed in another database")
+    demo.close()
