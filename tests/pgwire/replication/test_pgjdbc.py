@@ -1,0 +1,77 @@
+"""pgjdbc's replication API (PGReplicationStream with pgoutput, proto_version and
+publication_names: the path Debezium's PostgreSQL connector takes), in a small Java
+program compiled and run against a real server."""
+
+from __future__ import annotations
+
+import glob
+import shutil
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.pgwire.conftest import PgServer
+
+SOURCE = Path(__file__).parent / "java" / "PgjdbcStream.java"
+
+
+def _driver() -> str:
+    found = sorted(glob.glob(str(Path.home() / ".m2/repository/org/postgresql/postgresql/*/*.jar")))
+    if not found or shutil.which("javac") is None:
+        pytest.skip("pgjdbc (in the Maven repository) or a JDK is not installed")
+    return found[-1]
+
+
+def test_pgjdbc_streams_pgoutput(pg: PgServer, db: str, tmp_path: Path) -> None:
+    driver = _driver()
+    built = subprocess.run(
+        ["javac", "-cp", driver, "-d", str(tmp_path), str(SOURCE)],
+        capture_output=True, text=True, timeout=180, check=False,
+    )  # fmt: skip
+    assert built.returncode == 0, built.stderr
+    pg.http.sql("CREATE TABLE t (id INT PRIMARY KEY, v STRING)", db=db)
+    pg.http.sql("CREATE PUBLICATION jpub FOR TABLE t", db=db)
+    url = f"jdbc:postgresql://{pg.host}:{pg.port}/{db}"
+    program = subprocess.Popen(
+        ["java", "-cp", f"{driver}:{tmp_path}", "PgjdbcStream", url, "admin", pg.token,
+         "s_jdbc", "jpub", "8"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    lines: list[str] = []
+
+    def collect() -> None:
+        assert program.stdout is not None
+        lines.extend(line.rstrip("\n") for line in program.stdout)
+
+    reader = threading.Thread(target=collect, daemon=True)
+    reader.start()
+    deadline = time.monotonic() + 60
+    while "slot made" not in lines and time.monotonic() < deadline and program.poll() is None:
+        time.sleep(0.05)
+    assert "slot made" in lines, program.stderr.read() if program.stderr else ""
+    pg.http.sql("INSERT INTO t VALUES (1, 'a'), (2, 'b')", db=db)
+    pg.http.sql("INSERT INTO t VALUES (3, 'c')", db=db)
+    try:
+        program.wait(60)
+    finally:
+        if program.poll() is None:
+            program.kill()
+    reader.join(10)
+    assert program.returncode == 0, program.stderr.read() if program.stderr else ""
+    messages = [line.split(" ", 1)[1] for line in lines[1:]]
+    assert messages == ["B", "R", "I 1", "I 2", "C", "B", "I 3", "C"]
+    # The positions pgjdbc read are ordered, and the slot holds the last one it confirmed.
+    positions = [_position(line.split(" ", 1)[0]) for line in lines[1:]]
+    assert positions == sorted(positions)
+    confirmed = pg.http.rows(
+        "SELECT confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = 's_jdbc'", db=db
+    )[0][0]
+    assert _position(confirmed) == positions[-1]
+
+
+def _position(text: str) -> int:
+    high, low = text.split("/")
+    return (int(high, 16) << 32) | int(low, 16)
