@@ -8,7 +8,8 @@ events by calling the engine (statements, portals, transaction status, session s
 SQLSTATE codes.
 
 May import the engine's public seams (`instance`, `session`, `access`, `result`, `rights`,
-`storage.values`, `admission`), `refimpl.sql`, `refimpl.netlimits` and `refimpl.errors`;
+`storage.values`, `admission`), `refimpl.sql`, `refimpl.netlimits`, `refimpl.waiting` (its
+acknowledgements wait for the disk as HTTP's writes do) and `refimpl.errors`;
 never `refimpl.http` (the two protocols stand side by side), and nothing imports it but
 the command line.
 """

@@ -1,5 +1,5 @@
 """Answers decided later: parked requests, the waiting room, the flusher and write
-acknowledgements at the flush.
+acknowledgements at the flush (over HTTP and, through `rounds`, the PostgreSQL protocol).
 
 A request that cannot be answered now is parked here and its connection goes back to the
 server; the room answers it when a commit, a wake-up or its deadline comes. Answers are

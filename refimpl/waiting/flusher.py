@@ -2,17 +2,18 @@
 
 Writers that are answered once durable (see `refimpl.waiting.room`) ask it for their LSN
 instead of waiting for the fsync in their own thread: every write asked for meanwhile
-shares the flush.
+shares the flush (a round of `rounds.Rounds`, as the PostgreSQL protocol's
+acknowledgements wait).
 """
 
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable
 from typing import Protocol
 
 from refimpl.errors import WritesStopped
+from refimpl.waiting.rounds import Rounds
 
 log = logging.getLogger("refimpl.waiting")
 
@@ -26,47 +27,33 @@ class Flushable(Protocol):
 
 
 class Flusher:
-    """Makes logs durable up to the LSNs asked for, in one thread of its own."""
+    """Makes logs durable up to the LSNs asked for, in one thread of its own (`Rounds`):
+    each database once a round, up to the largest LSN asked for it meanwhile."""
 
     def __init__(self, on_failure: Callable[[], None]) -> None:
-        self._condition = threading.Condition()
-        self._wanted: dict[int, tuple[Flushable, int]] = {}  # by id(database): (database, lsn)
+        self._rounds: Rounds[tuple[Flushable, int]] = Rounds("kdb-flusher", self._flush)
         self._failures: dict[int, WritesStopped] = {}
         self._on_failure = on_failure
-        self._closed = False
-        self._thread: threading.Thread | None = None
 
     def request(self, database: Flushable, lsn: int) -> None:
-        with self._condition:
-            key = id(database)
-            _, wanted = self._wanted.get(key, (database, 0))
-            self._wanted[key] = (database, max(wanted, lsn))
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="kdb-flusher", daemon=True)
-                self._thread.start()
-            self._condition.notify()
+        self._rounds.hand_over((database, lsn))
 
     def failure(self, database: Flushable) -> WritesStopped | None:
         return self._failures.get(id(database))
 
     def close(self) -> None:
-        with self._condition:
-            self._closed = True
-            self._condition.notify()
+        self._rounds.close()
 
-    def _run(self) -> None:
-        while True:
-            with self._condition:
-                while not self._wanted and not self._closed:
-                    self._condition.wait()
-                if not self._wanted:
-                    return
-                wanted, self._wanted = self._wanted, {}
-            for key, (database, lsn) in wanted.items():
-                try:
-                    database.wait_durable(lsn)  # leads the group commit; wakes the room
-                except WritesStopped as error:
-                    self._failures[key] = error
-                    self._on_failure()
-                except Exception:  # the thread must live on; the answers wait for a later try
-                    log.exception("flushing the log of database '%s' failed", database.name)
+    def _flush(self, asked: list[tuple[Flushable, int]]) -> None:
+        wanted: dict[int, tuple[Flushable, int]] = {}  # by id(database): (database, lsn)
+        for database, lsn in asked:
+            _, most = wanted.get(id(database), (database, 0))
+            wanted[id(database)] = (database, max(most, lsn))
+        for key, (database, lsn) in wanted.items():
+            try:
+                database.wait_durable(lsn)  # leads the group commit; wakes the room
+            except WritesStopped as error:
+                self._failures[key] = error
+                self._on_failure()
+            except Exception:  # the thread must live on; the answers wait for a later try
+                log.exception("flushing the log of database '%s' failed", database.name)
