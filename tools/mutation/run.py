@@ -176,7 +176,12 @@ def run_suite(
     failed: list[str] = []
     if report.exists():
         results = json.loads(report.read_text(encoding="utf-8"))["results"]
-        failed = [r["id"] for r in results if r["outcome"] in ("failed", "xpassed")]
+        failing = [r for r in results if r["outcome"] in ("failed", "xpassed")]
+        failed = [r["id"] for r in failing]
+        if failing:
+            # Why the first one failed: a catch by an example about something else (a
+            # machine too loaded for a time bound) shows in it.
+            return done.returncode, failed, f"{failing[0]['id']}: {failing[0]['message'][:400]}"
     return done.returncode, failed, (done.stdout + done.stderr)[-4000:]
 
 
@@ -219,7 +224,7 @@ def run_one(
                 output if failed or code_ != 0 else "",
             )
         verdict = CAUGHT if failed or code_ != 0 else SURVIVED
-        note = "" if failed or code_ == 0 else output
+        note = output if failed or code_ != 0 else ""
         return Outcome(deviation, verdict, failed, seconds, note)
 
 
