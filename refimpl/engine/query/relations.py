@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from itertools import islice
 from operator import itemgetter
 from typing import Any, TypeVar
 
@@ -25,6 +26,7 @@ from refimpl.sql import ast
 
 Row = Sequence[Any]
 T = TypeVar("T")
+_CHECK_ROWS = 4096  # rows between two looks at a statement's deadline (`bounded`)
 Compile = Callable[[ast.Expr, Scope], Compiled]
 
 # The merged column of a USING belongs to no table: `t.id` names t's own.
@@ -98,16 +100,20 @@ def named(
 
 
 def bounded(rows: Iterable[T], deadline: float | None) -> Iterator[T]:
-    """The rows, stopping the statement with StatementTimeout once `deadline` has passed."""
+    """The rows, stopping the statement with StatementTimeout once `deadline` has passed
+    (looked at every _CHECK_ROWS rows). Each row is taken from `rows` only when asked for."""
     if deadline is None:
         yield from rows
         return
-    for count, row in enumerate(rows, start=1):
-        if not count & 4095:
-            admission.running_long()
-            if time.monotonic() > deadline:
-                raise StatementTimeout.ran_too_long()
-        yield row
+    iterator = iter(rows)
+    for first in iterator:
+        yield first
+        # The slice's rows pass through in C: no step of this loop per row (a scan holds
+        # the state lock, and commits wait for it).
+        yield from islice(iterator, _CHECK_ROWS - 1)
+        admission.running_long()
+        if time.monotonic() > deadline:
+            raise StatementTimeout.ran_too_long()
 
 
 # -- joins -------------------------------------------------------------------------------
