@@ -102,6 +102,18 @@ CHOICES: list[Choice] = [
         "full-join-condition",
         lambda sql, pg, ours: pg.sqlstate == "0A000" and "FULL JOIN" in sql,
     ),
+    # A scalar subquery of several rows raises 21000 wherever it is evaluated; PostgreSQL's
+    # optimizer folds a strict operator with a NULL constant without running it, and runs
+    # NULLIF's second argument when the first is NULL: one side refuses, the other answers.
+    Choice(
+        "subquery-rows-unevaluated",
+        lambda sql, pg, ours: (
+            "21000" in (pg.sqlstate, ours.sqlstate)
+            and (pg.rows is None) != (ours.rows is None)
+            and "NULL" in sql
+            and re.search(r"(?<!EXISTS )(?<!IN )(?<!ANY )(?<!ALL )\(SELECT ", sql) is not None
+        ),
+    ),
     # LIKE has no escape character unless ESCAPE names one (SQLite's LIKE); PostgreSQL's
     # escapes with a backslash by default. Only a pattern with a backslash can differ.
     Choice("like-backslash", lambda sql, pg, ours: re.search(r"LIKE '[^']*\\", sql) is not None),

@@ -7,7 +7,10 @@ table, chooses its access path: a key lookup, an index, pruned partitions); an e
 between expressions of two items is a key of the hash join that brings the second in; any
 other condition on several items is checked as soon as the join that completes them runs. A
 condition that holds a subquery or an aggregate, or names a column ambiguously, is left for
-the WHERE over the joined rows (which reports the error). The items are joined smallest
+the WHERE over the joined rows (which reports the error). A condition that reads no column
+of the items (constants, subqueries that read none of them) is checked once, before any row
+is read, as PostgreSQL's one-time filter: its error is the query's even when no row would
+have been joined, and false or NULL answers no rows. The items are joined smallest
 first (its estimated rows: the table's rows cut down by its filters), each next one the
 smallest that a key connects to those already joined, so no join is a cross product that a
 condition could have avoided. Outer joins are not reordered: each is one item here, its two
@@ -28,7 +31,7 @@ from typing import Any
 from refimpl.engine.query.compiled import Scope, ScopeColumn
 from refimpl.engine.query.expressions import contains_aggregate
 from refimpl.engine.query.relations import Compile, KeyLookup, Relation, join
-from refimpl.errors import SqlError, TypeMismatch
+from refimpl.errors import KdbError, SqlError, TypeMismatch
 from refimpl.sql import ast
 from refimpl.sql.printer import to_sql
 
@@ -80,9 +83,12 @@ def plan_joins(
     filters: list[list[ast.Expr]] = [[] for _ in leaves]
     joining: list[tuple[frozenset[int], ast.Expr]] = []
     leftover: list[ast.Expr] = []
+    once: list[ast.Expr] = []
     for term, seen in terms:
         places = _places(term, leaves, seen)
-        if places is None or not places:
+        if (places is None or not places) and _reads_no_column(term, scope, compile_):
+            once.append(term)
+        elif places is None or not places:
             leftover.append(term)
         elif len(places) == 1:
             filters[next(iter(places))].append(term)
@@ -99,6 +105,8 @@ def plan_joins(
         [a.estimate for a in reads], [(p, t) for p, t in joining if id(t) in keys], joining
     )
     lines: list[tuple[int, str]] = [(0, "JOIN " + ", ".join(_label(leaves[i]) for i in order))]
+    if once:
+        lines.append((1, f"ONE-TIME FILTER {to_sql(and_all(once))}"))
     first = order[0]
     lines.append((1, reads[first].text))
     current = filtered[first]
@@ -131,6 +139,8 @@ def plan_joins(
                 "" if condition is None else f" FILTER {to_sql(condition)}"
             )
         lines.append((2, read))
+    if once:
+        current = _gated(current, once, scope, compile_)
     return Planned(_in_written_order(current, leaves, offsets), leftover, lines)
 
 
@@ -150,6 +160,62 @@ def filtered_by(
         return (row for row in produce() if test(row) is True)
 
     return Relation(relation.scope_columns, passing, list(relation.star), plan=relation.plan)
+
+
+def _reads_no_column(term: ast.Expr, scope: Scope, compile_: Compile) -> bool:
+    """Whether `term` is a constant of this query: no column name outside its subqueries,
+    and it compiles where no column (of this query or an outer one) can be named, so that
+    its subqueries read none of the items either."""
+    if contains_aggregate(term) or any(
+        isinstance(node, ast.ColumnRef) for node in _outside_subqueries(term)
+    ):
+        return False
+    try:
+        compile_(term, _constants(scope))
+    except KdbError:
+        return False
+    return True
+
+
+def _outside_subqueries(expr: ast.Expr) -> Iterable[object]:
+    """The nodes of `expr` (as `ast.walk`), without descending into its subqueries."""
+    todo: list[object] = [expr]
+    while todo:
+        item = todo.pop()
+        if isinstance(item, tuple):
+            todo.extend(item)
+            continue
+        yield item
+        if hasattr(item, "__dataclass_fields__") and not isinstance(item, _SUBQUERIES):
+            todo.extend(getattr(item, name) for name in item.__dataclass_fields__)
+
+
+def _constants(scope: Scope) -> Scope:
+    return Scope(
+        columns=[],
+        params=scope.params,
+        now=scope.now,
+        functions=scope.functions,
+        clause="WHERE",
+        subqueries=scope.subqueries,
+    )
+
+
+def _gated(relation: Relation, terms: list[ast.Expr], scope: Scope, compile_: Compile) -> Relation:
+    """`relation`'s rows when the constant conditions `terms` hold, checked once as its rows
+    are asked for; none when one is false or NULL."""
+    condition = and_all(terms)
+    assert condition is not None
+    compiled = compile_(condition, _constants(scope))
+    if compiled.type not in ("BOOLEAN", "NULL"):
+        raise TypeMismatch(f"WHERE needs a BOOLEAN condition, not {compiled.type}")
+    test = compiled.fn
+    produce = relation.produce
+
+    def gated() -> Iterable[Row]:
+        return produce() if test(()) is True else iter(())
+
+    return Relation(relation.scope_columns, gated, list(relation.star), plan=relation.plan)
 
 
 def _check_names(leaves: list[Leaf]) -> None:

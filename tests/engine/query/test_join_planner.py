@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import refimpl
+from refimpl.errors import SubqueryRows
 
 TABLES = ("t1", "t2", "t3")
 VALUES = st.one_of(st.none(), st.integers(0, 3))
@@ -125,4 +126,34 @@ def test_explain_shows_order_keys_and_filters(db) -> None:
         "    SCAN TABLE t2",
         "  HASH JOIN t3 KEYS b2 = b3 FILTER b3 < a1",
         "    SCAN TABLE t3",
+    ]
+
+
+@pytest.mark.parametrize(
+    "condition",
+    [
+        "2 NOT BETWEEN -2 AND (SELECT a1 FROM t1)",  # found by the long differential run
+        "(SELECT a1 FROM t1 WHERE TRUE) IS NOT NULL",
+        "0 < (SELECT a1 FROM t1) + 1",
+    ],
+)
+def test_a_condition_on_no_item_is_checked_before_any_row(db, condition: str) -> None:
+    # As PostgreSQL's one-time filter: its error is the query's even when the join has no
+    # row at all (t3 is empty here), not only when a joined row comes to be checked.
+    _load(db, [[(1, 1), (2, 2)], [(1, 1)], []]).close()
+    sql = f"SELECT a1 FROM t1 JOIN t2 ON a1 = a2 CROSS JOIN t3 WHERE {condition}"
+    with pytest.raises(SubqueryRows, match="more than one row returned by a subquery"):
+        db.execute(sql)
+    assert db.execute(f"EXPLAIN {sql}").rows[1][0] == f"  ONE-TIME FILTER {condition}"
+
+
+def test_a_constant_condition_gates_the_rows_it_is_true_or_false_for(db) -> None:
+    _load(db, [[(1, 1), (2, 2)], [(1, 1), (2, 2)], [(7, 7)]]).close()
+    sql = "SELECT a1, a3 FROM t1 JOIN t2 ON a1 = a2, t3 WHERE {} ORDER BY a1"
+    assert db.execute(sql.format("(SELECT max(a1) FROM t1) = 2")).rows == [(1, 7), (2, 7)]
+    assert db.execute(sql.format("(SELECT max(a1) FROM t1) = 3")).rows == []
+    assert db.execute(sql.format("(SELECT max(a1) FROM t1 WHERE a1 > 5) = 3")).rows == []
+    # A subquery that reads a joined row's column is no constant: checked on each row.
+    assert db.execute(sql.format("(SELECT b1 FROM t1 AS u WHERE u.a1 = t2.a2) = 2")).rows == [
+        (2, 7)
     ]
