@@ -133,6 +133,14 @@ class FailedTransaction(TransactionError):
     """A statement sent in a transaction that an error ended, before its ROLLBACK."""
 
 
+class UnknownSavepoint(TransactionError):
+    """RELEASE or ROLLBACK TO a savepoint the open transaction does not have."""
+
+
+class UnknownCursor(SqlError):
+    """FETCH, MOVE or CLOSE of a cursor the session has not declared."""
+
+
 class UnknownSetting(SqlError):
     """SET or SHOW of a session setting that does not exist (the PostgreSQL protocol's)."""
 

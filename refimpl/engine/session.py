@@ -2,7 +2,11 @@
 
 Sessions are cheap and not shared between threads. A statement outside BEGIN ... COMMIT
 commits on its own. An explicit transaction holds the database's write lock from BEGIN to
-COMMIT or ROLLBACK, so what it read stays what it writes over.
+COMMIT or ROLLBACK, so what it read stays what it writes over. SAVEPOINT marks a point of
+it that ROLLBACK TO comes back to. An error inside a transaction rolls it back at once,
+unless the session `keeps_failed` (the PostgreSQL protocol's): then the transaction stays
+open and failed, refusing every statement but ROLLBACK, ROLLBACK TO a savepoint (which
+resumes it) and COMMIT (which rolls it back).
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from refimpl.engine import admission
 from refimpl.engine.query import deadlines
-from refimpl.engine.result import Result
+from refimpl.engine.result import Result, message_result
 from refimpl.engine.rights import Principal, Right
 from refimpl.engine.statements import executor
 from refimpl.engine.statements.context import (
@@ -23,16 +27,21 @@ from refimpl.engine.statements.context import (
     ScalarFunction,
     TableFunction,
 )
-from refimpl.engine.storage.transaction import Transaction
+from refimpl.engine.statements.cursor_state import Cursors
+from refimpl.engine.storage.transaction import Mark, Transaction
 from refimpl.errors import (
+    FailedTransaction,
     Forbidden,
     KdbError,
     ParameterError,
     SqlError,
     StatementTimeout,
     StatementTooLarge,
+    TransactionError,
     Unauthorized,
+    UnknownSavepoint,
 )
+from refimpl.sql import ast
 from refimpl.sql.parser import parse_cached
 from refimpl.sql.templates import Template, parse_template, template_of
 
@@ -65,6 +74,11 @@ class Session:
         self.database = database
         self.principal = principal
         self.transaction: Transaction | None = None
+        # With `keeps_failed`, an error inside a transaction leaves it open and `failed`.
+        self.keeps_failed = False
+        self.failed = False
+        self._savepoints: list[tuple[str, Mark]] = []
+        self.cursors = Cursors()
         # With `acknowledge_later`, a commit does not wait for its flush: the caller must
         # wait until `durable_needed` is durable before it acknowledges anything.
         self.acknowledge_later = acknowledge_later
@@ -138,12 +152,24 @@ class Session:
             if index:
                 self._deadline = self._new_deadline()
             try:
+                if self.failed and not isinstance(statement, ast.Rollback | ast.RollbackTo):
+                    if isinstance(statement, ast.Commit):
+                        self.rollback()
+                        result = message_result(script.sources[index], "transaction rolled back")
+                        continue
+                    raise FailedTransaction(
+                        "current transaction is aborted, commands ignored until end of"
+                        " transaction block; send ROLLBACK, or ROLLBACK TO a savepoint"
+                    )
                 result = executor.execute(self, statement, script.sources[index], params)
                 if result.is_query:
                     self.database.wait_visible()
             except KdbError as error:
                 if self.transaction is not None:
-                    self.rollback()
+                    if self.keeps_failed:
+                        self.failed = True
+                    else:
+                        self.rollback()
                 if count > 1:
                     error.statement_index = index + 1
                 raise
@@ -184,6 +210,7 @@ class Session:
     def begin(self) -> None:
         self.database.acquire_write()
         self.transaction = Transaction(self.database.tables)
+        self.failed = False
 
     def commit(self) -> None:
         txn = self.transaction
@@ -193,7 +220,7 @@ class Session:
         try:
             lsn = database.commit_locked(txn)
         finally:
-            self.transaction = None
+            self._end_transaction(committed=True)
             database.release_write()
         self._committed(lsn, txn)
 
@@ -221,8 +248,46 @@ class Session:
     def rollback(self) -> None:
         if self.transaction is None:
             return
-        self.transaction = None
+        self._end_transaction(committed=False)
         self.database.release_write()
+
+    def _end_transaction(self, committed: bool) -> None:
+        self.transaction = None
+        self.failed = False
+        self._savepoints.clear()
+        self.cursors.transaction_ended(committed)
+
+    def savepoint(self, name: str) -> None:
+        """SAVEPOINT: mark the open transaction's state under `name` (a name given again
+        hides the older mark until this one is released)."""
+        txn = self._open("SAVEPOINT")
+        self._savepoints.append((name.lower(), txn.mark()))
+
+    def release_savepoint(self, name: str) -> None:
+        """RELEASE: forget the savepoint and every one made after it; changes stay."""
+        self._open("RELEASE SAVEPOINT")
+        del self._savepoints[self._savepoint_at(name) :]
+
+    def rollback_to(self, name: str) -> None:
+        """ROLLBACK TO: undo what the transaction did since the savepoint, which stays (the
+        later ones go), and resume a failed transaction."""
+        txn = self._open("ROLLBACK TO SAVEPOINT")
+        at = self._savepoint_at(name)
+        del self._savepoints[at + 1 :]
+        txn.rollback_to(self._savepoints[at][1])
+        self.failed = False
+
+    def _open(self, what: str) -> Transaction:
+        if self.transaction is None:
+            raise TransactionError(f"{what} can only be used in transaction blocks; BEGIN first")
+        return self.transaction
+
+    def _savepoint_at(self, name: str) -> int:
+        key = name.lower()
+        for at in range(len(self._savepoints) - 1, -1, -1):
+            if self._savepoints[at][0] == key:
+                return at
+        raise UnknownSavepoint(f'savepoint "{name}" does not exist')
 
     def close(self) -> None:
         """End the session; an open transaction is rolled back."""

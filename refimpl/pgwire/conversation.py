@@ -4,8 +4,9 @@ A statement runs as it would over `/exec` (the same session calls, the same answ
 error sentences); what differs is the protocol's shape: each statement of a simple query is
 answered on its own (RowDescription, DataRows, CommandComplete), prepared statements and
 portals live until closed, and the transaction status follows PostgreSQL: an error inside
-BEGIN ... leaves the transaction failed ('E'): it is rolled back at once, and every later
-statement is refused until the client sends ROLLBACK (or COMMIT, which then rolls back).
+BEGIN ... leaves the transaction failed ('E'), open but refusing every later statement
+until the client sends ROLLBACK (or COMMIT, which then rolls back) or ROLLBACK TO a
+savepoint, which resumes it.
 """
 
 from __future__ import annotations
@@ -61,6 +62,7 @@ _QUERIES = (
     "ShowTriggers",
     "ShowProcedures",
     "CreateToken",
+    "Fetch",
 )
 _SETTING_TAGS = {
     "SET": "SET",
@@ -135,6 +137,7 @@ class Conversation:
         """`check_right()` raises Forbidden once the user holds no right in the database
         any more: every statement is checked, so a REVOKE reaches open connections."""
         self.session = session
+        session.keeps_failed = True  # ROLLBACK TO a savepoint may resume a failed transaction
         self._check_right = check_right
         self.settings = settings
         self.wire = wire  # what a COPY sends and reads while it runs
@@ -177,7 +180,7 @@ class Conversation:
     def _fail_transaction(self) -> None:
         """An error inside BEGIN ... fails the transaction, as in PostgreSQL."""
         if self.session.transaction is not None:
-            self.session.rollback()
+            self.session.failed = True
             self.failed = True
 
     def _extended(self, message: m.ClientMessage) -> list[m.ServerMessage]:
@@ -283,6 +286,11 @@ class Conversation:
                 if columns is not None
                 else m.NoData(),
             ]
+        if message.name and message.name not in self._portals:
+            # A cursor DECLAREd in SQL is a portal of the same name (psycopg's named cursors
+            # describe it so).
+            cursor_columns = self.session.cursors.columns(message.name)
+            return [_row_description(cursor_columns, [0] * len(cursor_columns))]
         portal = self._portal(message.name)
         columns = portal.prepared.columns
         plan = portal.prepared.plan
@@ -327,7 +335,7 @@ class Conversation:
         plan = portal.prepared.plan
         assert plan is not None
         result, reported = self._run(plan, portal.params, out)
-        if result.columns is not None:
+        if result.columns is not None and plan.kind != "Fetch":  # a FETCH answers its cursor's
             _check_result_type(portal.prepared, result.columns)
         if out is not None:
             out.extend(reported)
@@ -365,6 +373,8 @@ class Conversation:
         plan = prepared.plan
         if plan is None or not self._answers_rows(plan):
             return None
+        if plan.kind == "Fetch":  # the columns of whichever cursor of that name is open
+            return self._dry_run(plan, prepared).columns
         if prepared.columns is None:
             if plan.kind == "CreateToken":
                 prepared.columns = [Column("token", "STRING")]
@@ -381,6 +391,12 @@ class Conversation:
         statement = plan.statement
         if plan.templated:
             statement = parse_cached(piece.text, self.session.deadline()).statements[0]
+        if isinstance(statement, ast.Fetch):
+            return query_result(piece.text, self.session.cursors.columns(statement.cursor), [])
+        if isinstance(statement, ast.Insert | ast.Update | ast.Delete):
+            # RETURNING's columns, without writing: the same items selected from the table.
+            statement = ast.Select(statement.returning, ast.TableSource(statement.table))
+            params, piece = (), Piece(piece.text, piece.offset, ())
         if isinstance(statement, ast.Select) and statement.limit is None:
             limited = dataclasses.replace(statement, limit=ast.Literal(0, "INT"))
             piece = Piece(to_sql(limited), piece.offset, piece.params)
@@ -422,7 +438,7 @@ class Conversation:
     def _answers_rows(self, plan: Plan) -> bool:
         if plan.setting is not None:
             return plan.setting.verb == "SHOW"
-        return plan.kind in _QUERIES
+        return plan.kind in _QUERIES or bool(getattr(plan.statement, "returning", ()))
 
     def _run(
         self, plan: Plan, params: Sequence[object], before: list[m.ServerMessage] | None = None
@@ -432,13 +448,14 @@ class Conversation:
         if plan.kind == "Rollback" or self.failed and plan.kind == "Commit":
             self.inbox.rolled_back()  # its NOTIFYs are dropped with it
         ends = plan.kind in ("Commit", "Rollback")
-        if self.failed:
+        if self.failed and plan.kind != "RollbackTo":
             if not ends:
                 raise FailedTransaction(
                     "current transaction is aborted, commands ignored until end of"
-                    " transaction block; send ROLLBACK"
+                    " transaction block; send ROLLBACK, or ROLLBACK TO a savepoint"
                 )
             self.failed = False
+            self.session.rollback()
             return message_result(plan.piece.text, "transaction rolled back"), []
         self._check_right()
         if plan.setting is not None:
@@ -459,9 +476,11 @@ class Conversation:
                     lambda: self._copied_columns(statement),
                     before,
                 ), []
-            return self.session.execute(plan.piece.text, params), []
+            result = self.session.execute(plan.piece.text, params)
+            self.failed = self.session.failed
+            return result, []
         except KdbError:
-            # The engine rolled the transaction back; PostgreSQL's client sees it failed.
+            # The transaction stays open and failed until ROLLBACK or ROLLBACK TO.
             self.failed = in_transaction or plan.kind == "Begin"
             raise
 

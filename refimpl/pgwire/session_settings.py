@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from refimpl.errors import BadRequest, SqlError, UnknownSetting
+from refimpl.errors import BadRequest, NotAllowed, SqlError, UnknownSetting
 
 SERVER_VERSION = "15.0"
 
@@ -52,7 +52,6 @@ READ_ONLY = frozenset(
         "max_identifier_length",
         "is_superuser",
         "session_authorization",
-        "transaction_isolation",
     }
 )
 REPORTED = (
@@ -77,6 +76,23 @@ _SET = re.compile(
     re.IGNORECASE | re.DOTALL,
 )
 _SHOW = re.compile(r"^show\s+(?P<name>[a-z_][\w.]*|all)$", re.IGNORECASE)
+# The SQL standard's spellings of two settings, as SQLAlchemy and psql send them.
+_SHOW_WORDS = {"transaction isolation level": "transaction_isolation", "time zone": "TimeZone"}
+# SET [SESSION CHARACTERISTICS AS] TRANSACTION <modes>: the transaction's (or, with SESSION
+# CHARACTERISTICS, every later transaction's) isolation level and access mode.
+_SET_TRANSACTION = re.compile(
+    r"^set\s+(?P<session>session\s+characteristics\s+as\s+)?transaction\s+(?P<modes>.+)$",
+    re.IGNORECASE | re.DOTALL,
+)
+_MODE = re.compile(
+    r"\s*(?:isolation\s+level\s+(?P<level>serializable|repeatable\s+read|read\s+committed"
+    r"|read\s+uncommitted)|(?P<access>read\s+write|read\s+only)|(?P<deferrable>(?:not\s+)?"
+    r"deferrable))\s*(?:,|$)",
+    re.IGNORECASE,
+)
+ISOLATION_LEVELS = frozenset(
+    {"serializable", "repeatable read", "read committed", "read uncommitted"}
+)
 _RESET = re.compile(r"^reset\s+(?P<name>[a-z_][\w.]*|all)$", re.IGNORECASE)
 _DISCARD = re.compile(r"^discard\s+all$", re.IGNORECASE)
 # psycopg sends DEALLOCATE ALL after every ALTER or DROP, to forget its prepared statements.
@@ -102,6 +118,12 @@ class SettingCommand:
 def recognise(text: str) -> SettingCommand | None:
     """The setting command `text` is, or None when it is a statement for the engine."""
     stripped = text.strip().rstrip(";").strip()
+    if match := _SET_TRANSACTION.match(stripped):
+        name = "default_transaction_isolation" if match["session"] else "transaction_isolation"
+        return SettingCommand("SET", name, _transaction_modes(match["modes"]))
+    words = " ".join(stripped.split()[1:]).lower()
+    if stripped[:4].lower() == "show" and words in _SHOW_WORDS:
+        return SettingCommand("SHOW", _SHOW_WORDS[words])
     if match := _SET.match(stripped):
         if match["zone"] is not None:
             return SettingCommand("SET", "TimeZone", _unquote(match["zone"]))
@@ -115,6 +137,31 @@ def recognise(text: str) -> SettingCommand | None:
     if match := _DEALLOCATE.match(stripped):
         return SettingCommand("DEALLOCATE", None if match["all"] else match["name"])
     return None
+
+
+def _transaction_modes(modes: str) -> str:
+    """The isolation level a list of transaction modes sets (the level in force when it
+    names none); READ ONLY and DEFERRABLE are refused as not supported."""
+    level = ""
+    at = 0
+    while at < len(modes):
+        match = _MODE.match(modes, at)
+        if match is None or match.end() == at:
+            raise SqlError(
+                f"cannot read the transaction modes {modes.strip()!r}; write ISOLATION LEVEL"
+                " SERIALIZABLE (or another level), READ WRITE"
+            )
+        if match["access"] and match["access"].lower().split()[-1] == "only":
+            raise NotAllowed(
+                "READ ONLY transactions are not supported; every transaction here may write."
+                " Leave the access mode out (READ WRITE)"
+            )
+        if match["deferrable"] and not match["deferrable"].lower().startswith("not"):
+            raise NotAllowed("DEFERRABLE transactions are not supported; leave the mode out")
+        if match["level"]:
+            level = " ".join(match["level"].lower().split())
+        at = match.end()
+    return level or "default"
 
 
 def _unquote(value: str) -> str:
@@ -171,6 +218,24 @@ class SessionSettings:
         return self.set(name, "default")
 
     def _checked(self, name: str, value: str) -> str:
+        if name in ("transaction_isolation", "default_transaction_isolation"):
+            # Every transaction holds its database's write lock from BEGIN to COMMIT, so it
+            # is serializable: a weaker level asked for is given a stronger one, which the
+            # SQL standard allows; the level asked for is what SHOW answers.
+            level = " ".join(value.lower().replace("_", " ").split())
+            if level not in ISOLATION_LEVELS:
+                raise BadRequest(
+                    f'invalid value for parameter "{name}": "{value}"; the levels are'
+                    " serializable, repeatable read, read committed and read uncommitted"
+                )
+            return level
+        if name == "default_transaction_read_only":
+            if value.lower() in ("on", "true", "yes", "1"):
+                raise NotAllowed(
+                    "READ ONLY transactions are not supported; every transaction here may"
+                    " write. Set default_transaction_read_only to off"
+                )
+            return "off"
         if name == "client_encoding":
             if value.strip("'\"").lower() not in _UTF8:
                 raise BadRequest(

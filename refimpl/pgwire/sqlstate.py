@@ -25,6 +25,8 @@ SQLSTATE: tuple[tuple[type[errors.KdbError], str], ...] = (
     (errors.NotAllowed, "0A000"),  # feature_not_supported
     (errors.ParameterError, "08P01"),  # protocol_violation (a parameter count off)
     (errors.FailedTransaction, "25P02"),  # in_failed_sql_transaction
+    (errors.UnknownSavepoint, "3B001"),  # invalid_savepoint_specification
+    (errors.UnknownCursor, "34000"),  # invalid_cursor_name
     (errors.TransactionError, "25000"),  # invalid_transaction_state
     (errors.UnknownFunction, "42883"),  # undefined_function
     (errors.UnknownSetting, "42704"),  # undefined_object

@@ -17,6 +17,7 @@ _COUNTED = {
     "Truncate": "TRUNCATE TABLE",
     "CopyFrom": "COPY {n}",
     "CopyTo": "COPY {n}",
+    "Fetch": "MOVE {n}",  # a FETCH answers rows: `FETCH n` below
 }
 _TAGS = {
     "CreateTable": "CREATE TABLE",
@@ -34,6 +35,11 @@ _TAGS = {
     "Begin": "BEGIN",
     "Commit": "COMMIT",
     "Rollback": "ROLLBACK",
+    "RollbackTo": "ROLLBACK",
+    "Savepoint": "SAVEPOINT",
+    "ReleaseSavepoint": "RELEASE",
+    "DeclareCursor": "DECLARE CURSOR",
+    "CloseCursor": "CLOSE CURSOR",
     "Checkpoint": "CHECKPOINT",
     "CreateUser": "CREATE ROLE",
     "DropUser": "DROP ROLE",
@@ -47,9 +53,10 @@ _TAGS = {
 
 def command_tag(statement: ast.Statement, result: Result, rows: int | None = None) -> str:
     """The tag of `statement`'s answer; `rows`: the rows sent, for a query sent in parts."""
-    if result.is_query:
-        return f"SELECT {len(result.rows) if rows is None else rows}"
     name = type(statement).__name__
+    if result.is_query and name not in ("Insert", "Update", "Delete"):  # RETURNING's rows
+        verb = "FETCH" if isinstance(statement, ast.Fetch) else "SELECT"
+        return f"{verb} {len(result.rows) if rows is None else rows}"
     counted = _COUNTED.get(name)
     if counted is not None:
         return counted.format(n=result.count)

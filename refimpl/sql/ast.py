@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from refimpl.sql import ast_types
 from refimpl.sql.ast_access import (  # noqa: F401 - re-exported: ast.CreateUser, ...
     PUBLIC,
     CreateToken,
@@ -24,7 +25,10 @@ from refimpl.sql.ast_access import (  # noqa: F401 - re-exported: ast.CreateUser
     ShowUsers,
     Statement,
 )
-from refimpl.sql.ast_arrays import Subscript  # noqa: F401 - re-exported: ast.Subscript
+from refimpl.sql.ast_arrays import (  # noqa: F401 - re-exported: ast.Subscript, ...
+    ArrayValue,
+    Subscript,
+)
 from refimpl.sql.ast_base import Expr, walk  # noqa: F401 - re-exported: ast.walk
 from refimpl.sql.ast_copy import (  # noqa: F401 - re-exported: ast.CopyFrom, ...
     CopyFrom,
@@ -42,6 +46,7 @@ from refimpl.sql.ast_routines import (  # noqa: F401 - re-exported: ast.CreateTr
     ShowProcedures,
     ShowTriggers,
 )
+from refimpl.sql.ast_session import Fetch, RollbackTo, TransactionModes  # noqa: F401
 
 # Column types, in the spelling SHOW COLUMNS and the JSON answers use.
 TYPES = ("INT", "BIGINT", "DOUBLE", "STRING", "SYMBOL", "BOOLEAN", "TIMESTAMP")
@@ -61,6 +66,7 @@ TYPE_ALIASES = {
     "CHAR": "STRING",
     "BOOL": "BOOLEAN",
     "TIMESTAMPTZ": "TIMESTAMP",
+    **ast_types.PG_TYPE_ALIASES,
 }
 
 # ---------------------------------------------------------------------------------------
@@ -373,6 +379,7 @@ class Insert(Statement):
     columns: tuple[str, ...] | None = None
     rows: tuple[tuple[Expr, ...], ...] | None = None
     select: Query | None = None
+    returning: tuple[SelectItem, ...] = ()  # RETURNING's items: the written rows answered
 
 
 @dataclass(frozen=True, slots=True)
@@ -380,12 +387,14 @@ class Update(Statement):
     table: str
     assignments: tuple[tuple[str, Expr], ...]
     where: Expr | None = None
+    returning: tuple[SelectItem, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
 class Delete(Statement):
     table: str
     where: Expr | None = None
+    returning: tuple[SelectItem, ...] = ()
 
 
 # ---------------------------------------------------------------------------------------
@@ -545,7 +554,9 @@ class AlterDatabaseSet(Statement):
 
 @dataclass(frozen=True, slots=True)
 class Begin(Statement):
-    pass
+    """`BEGIN [TRANSACTION | WORK] [modes]` or `START TRANSACTION [modes]`."""
+
+    modes: TransactionModes = TransactionModes()
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,3 +16,10 @@ class Subscript(Expr):
 
     array: Expr
     index: Expr
+
+
+@dataclass(frozen=True, slots=True)
+class ArrayValue(Expr):
+    """`ARRAY[a, b, ...]`: the text of an array of the values (`{1,2}`)."""
+
+    items: tuple[Expr, ...]

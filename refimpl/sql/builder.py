@@ -14,8 +14,8 @@ from typing import Any
 
 from lark import Token, v_args
 
-from refimpl.errors import StatementTimeout, StatementTooLarge
-from refimpl.sql import ast
+from refimpl.errors import NotAllowed, StatementTimeout, StatementTooLarge
+from refimpl.sql import ast, ast_types
 from refimpl.sql.ast import Expr
 from refimpl.sql.ast_access import AlterUser
 from refimpl.sql.builder_copy import CopyBuilder
@@ -24,6 +24,7 @@ from refimpl.sql.builder_pg import PgBuilder
 from refimpl.sql.builder_publications import PublicationBuilder
 from refimpl.sql.builder_queries import QueryBuilder
 from refimpl.sql.builder_routines import RoutineBuilder
+from refimpl.sql.builder_session import SessionBuilder
 
 # `?` numbering needs one counter per parse, and the statement timeout a deadline and a count
 # of tokens read. The transformer is shared by every thread (it is built into the parser), so
@@ -69,6 +70,7 @@ class Builder(
     PgBuilder,
     CopyBuilder,
     RoutineBuilder,
+    SessionBuilder,
     PublicationBuilder,
 ):
     """Builds ast nodes while the LALR parser reduces (one pass, no parse tree).
@@ -122,6 +124,10 @@ class Builder(
 
     def type_name(self, token: Token, *size: Any) -> str:
         name = token.upper()
+        if name in ast_types.UNSUPPORTED_TYPES and name not in ast_types.FUNCTION_CASTS:
+            raise NotAllowed(
+                f"the type {name} is not supported; {ast_types.UNSUPPORTED_TYPES[name]}"
+            )
         return ast.TYPE_ALIASES.get(name, name)
 
     def type_size(self, *numbers: Token | None) -> None:
@@ -355,15 +361,26 @@ class Builder(
     def when(self, condition: Expr, result: Expr) -> tuple[Expr, Expr]:
         return condition, result
 
-    def cast(self, operand: Expr, type_: str) -> ast.Cast:
+    def cast(self, operand: Expr, type_: str) -> Expr:
+        if type_ in ast_types.FUNCTION_CASTS:  # CAST(x AS REGCLASS) is x::regclass
+            return ast.FuncCall(type_.lower(), (operand,))
         return ast.Cast(operand, type_)
 
     # --- data changes -----------------------------------------------------------------------
 
-    def insert(self, table: str, columns: tuple[str, ...] | None, body: ast.Query) -> ast.Insert:
+    def insert(
+        self,
+        table: str,
+        columns: tuple[str, ...] | None,
+        body: ast.Query,
+        returning: tuple[ast.SelectItem, ...] | None,
+    ) -> ast.Insert:
         if isinstance(body, ast.Values):
-            return ast.Insert(table, columns, rows=body.rows)
-        return ast.Insert(table, columns, select=body)
+            return ast.Insert(table, columns, rows=body.rows, returning=returning or ())
+        return ast.Insert(table, columns, select=body, returning=returning or ())
+
+    def returning(self, items: tuple[ast.SelectItem, ...]) -> tuple[ast.SelectItem, ...]:
+        return items
 
     def column_list(self, *names: str) -> tuple[str, ...]:
         return names
@@ -382,13 +399,15 @@ class Builder(
         return exprs
 
     def update(self, table: str, *rest: Any) -> ast.Update:
-        return ast.Update(table, rest[:-1], rest[-1])
+        return ast.Update(table, rest[:-2], rest[-2], rest[-1] or ())
 
     def assignment(self, column: str, expr: Expr) -> tuple[str, Expr]:
         return column, expr
 
-    def delete(self, table: str, where: Expr | None) -> ast.Delete:
-        return ast.Delete(table, where)
+    def delete(
+        self, table: str, where: Expr | None, returning: tuple[ast.SelectItem, ...] | None
+    ) -> ast.Delete:
+        return ast.Delete(table, where, returning or ())
 
     # --- schema ---------------------------------------------------------------------------
 
@@ -447,9 +466,6 @@ class Builder(
         return str(token)
 
     # --- transactions, maintenance, catalog -------------------------------------------------
-
-    def begin(self) -> ast.Begin:
-        return ast.Begin()
 
     def commit(self) -> ast.Commit:
         return ast.Commit()

@@ -12,8 +12,8 @@ from typing import Any
 
 from lark import Token, Transformer, v_args
 
-from refimpl.errors import SqlSyntaxError
-from refimpl.sql import ast
+from refimpl.errors import NotAllowed, SqlSyntaxError
+from refimpl.sql import ast, ast_types
 
 
 def error_at(token: Token, message: str) -> SqlSyntaxError:
@@ -45,15 +45,19 @@ class _UniqueClause:
 class _ColumnClause:
     """A column definition and its constraints (the PRIMARY KEY token, UNIQUE)."""
 
-    __slots__ = ("column", "primary", "unique")
+    __slots__ = ("column", "primary", "unique", "not_null")
 
-    def __init__(self, column: ast.ColumnDef, primary: Token | None, unique: bool) -> None:
+    def __init__(
+        self, column: ast.ColumnDef, primary: Token | None, unique: bool, not_null: bool
+    ) -> None:
         self.column = column
         self.primary = primary
         self.unique = unique
+        self.not_null = not_null
 
 
 _UNIQUE = object()  # a column's UNIQUE constraint, as column_def receives it
+_NOT_NULL = object()  # a column's NOT NULL
 
 
 @v_args(inline=True)
@@ -90,6 +94,15 @@ class DdlBuilder(Transformer):
                     "columns as PRIMARY KEY (a, b) after the columns",
                 )
             key_token, primary_key = token, keys
+        key_names = {k.lower() for k in primary_key}
+        for element in elements:
+            if isinstance(element, _ColumnClause) and element.not_null:
+                if element.column.name.lower() not in key_names:
+                    raise NotAllowed(
+                        f"NOT NULL on column '{element.column.name}' is not supported: only"
+                        " the primary key's columns refuse NULL here; leave NOT NULL out, or"
+                        " make the column part of the PRIMARY KEY"
+                    )
         if not columns:
             message = "a table needs at least one column"
             # Only UNIQUE or INDEX clauses: no token of a key to place the error at.
@@ -120,8 +133,21 @@ class DdlBuilder(Transformer):
         return str(mode).upper() == "FULL"
 
     def column_def(self, name: str, type_: str, *constraints: Any) -> _ColumnClause:
+        if type_ in ast_types.FUNCTION_CASTS:
+            raise NotAllowed(
+                f"the type {type_} is not supported for a column;"
+                f" {ast_types.UNSUPPORTED_TYPES.get(type_, 'use BIGINT')}"
+            )
         primary = next((c for c in constraints if isinstance(c, Token)), None)
-        return _ColumnClause(ast.ColumnDef(name, type_), primary, _UNIQUE in constraints)
+        return _ColumnClause(
+            ast.ColumnDef(name, type_), primary, _UNIQUE in constraints, _NOT_NULL in constraints
+        )
+
+    def column_not_null(self) -> object:
+        return _NOT_NULL
+
+    def column_nullable(self) -> None:
+        return None  # NULL: the default, said out loud
 
     def column_primary_key(self, token: Token) -> Token:
         return token

@@ -22,11 +22,15 @@ _CAST_TYPES = {
     "text": "STRING", "varchar": "STRING", "name": "STRING", "char": "STRING",
     "int": "INT", "int4": "INT", "integer": "INT", "int2": "INT", "smallint": "INT",
     "int8": "BIGINT", "bigint": "BIGINT", "oid": "BIGINT", "regclass": "BIGINT",
-    "regtype": "BIGINT", "regproc": "BIGINT", "regnamespace": "BIGINT",
+    "regtype": "BIGINT", "regproc": "BIGINT", "regnamespace": "BIGINT", "uuid": "STRING",
     "regrole": "BIGINT", "float8": "DOUBLE", "float4": "DOUBLE",
     "numeric": "DOUBLE", "bool": "BOOLEAN", "boolean": "BOOLEAN",
     "timestamptz": "TIMESTAMP", "timestamp": "TIMESTAMP",
 }  # fmt: skip
+# Casts that read a value as PostgreSQL's input function does: a relation's or a type's
+# name becomes its OID, a UUID's text its canonical form; written as PostgreSQL's function
+# spelling of the cast (`regclass('t')`), which the engine's functions of those names answer.
+_FUNCTION_CASTS = frozenset({"regclass", "regtype", "uuid"})
 _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "b": "\b", "f": "\f", "\\": "\\", "'": "'"}
 _ESCAPE = re.compile(r"\\(x[0-9a-fA-F]{1,2}|u[0-9a-fA-F]{4}|[0-7]{1,3}|.)", re.DOTALL)
 
@@ -53,6 +57,13 @@ def _escape(match: re.Match[str]) -> str:
 class PgBuilder(Transformer):
     def qualified_table_name(self, schema: str, name: str) -> str:
         return _unschema(schema, name)
+
+    def array_value(self, items: tuple[ast.Expr, ...] | None) -> ast.ArrayValue:
+        return ast.ArrayValue(items or ())
+
+    def schema_column(self, schema: str, table: str, name: str) -> ast.ColumnRef:
+        """`pg_catalog.pg_class.relname`: a column of a table named with its schema."""
+        return ast.ColumnRef(name, _unschema(schema, table))
 
     def qualified_call(self, schema: str, name: str, args: tuple | None) -> ast.FuncCall:
         return ast.FuncCall(_unschema(schema, name).lower(), args or ())
@@ -88,12 +99,21 @@ class PgBuilder(Transformer):
         self.pg_cast(ast.Literal(None, "NULL"), *name)
         return ast.Cast(operand, "STRING")
 
+    def pg_timestamp_cast(self, operand: ast.Expr, *precision: Token | None) -> ast.Expr:
+        """`x::TIMESTAMP WITH TIME ZONE` (or WITHOUT): a TIMESTAMP, always in UTC here."""
+        return ast.Cast(operand, "TIMESTAMP")
+
+    def pg_text_cast(self, operand: ast.Expr, *length: Token | None) -> ast.Expr:
+        return ast.Cast(operand, "STRING")
+
     def pg_cast(self, operand: ast.Expr, *name: str | None) -> ast.Expr:
         """`x::type`: a CAST to the column type a PostgreSQL type name stands for."""
         schema, type_name = (name[0], name[1]) if name[1] is not None else (None, name[0])
         if schema is not None:
             _unschema(schema, type_name or "")
         assert type_name is not None
+        if type_name.lower() in _FUNCTION_CASTS:
+            return ast.FuncCall(type_name.lower(), (operand,))
         target = _CAST_TYPES.get(type_name.lower())
         if target is None:
             raise SqlSyntaxError(

@@ -36,7 +36,7 @@ from lark.exceptions import UnexpectedEOF, UnexpectedInput, UnexpectedToken
 from lark.lexer import PatternStr
 
 from refimpl.errors import SqlSyntaxError
-from refimpl.sql import ast, builder
+from refimpl.sql import ast, ast_types, builder
 from refimpl.sql.builder import Builder, parameters
 from refimpl.sql.limits import MAX_DEPTH, check_depth
 
@@ -228,7 +228,9 @@ _OPERATOR_TEXT = {
     "[",
 }
 _TYPE_WORDS = set(ast.TYPES)
-_ALIAS_WORDS = set(ast.TYPE_ALIASES)
+_ALIAS_WORDS = (
+    set(ast.TYPE_ALIASES) | set(ast_types.UNSUPPORTED_TYPES) | set(ast_types.FUNCTION_CASTS)
+)
 _STATEMENT_WORDS = {"SELECT", "INSERT", "CREATE", "UPDATE", "DELETE"}
 _KEYWORD_PHRASES = {
     "GROUP": "GROUP BY",

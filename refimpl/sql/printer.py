@@ -29,6 +29,7 @@ from refimpl.sql import ast
 from refimpl.sql.ast_access import AlterUser
 from refimpl.sql.ast_copy import BackupDatabase
 from refimpl.sql.parser import KEYWORDS, NAME_KEYWORDS, RESERVED_WORDS
+from refimpl.sql.printer_session import modes_text, session_printers
 
 __all__ = ["quote_name", "quote_string", "to_sql"]
 
@@ -181,6 +182,8 @@ def _render(node: ast.Expr) -> tuple[str, int]:
         return f"ARRAY({_query(node.query)})", _ATOM
     if isinstance(node, ast.Subscript):
         return f"{_expr(node.array, _ATOM)}[{_expr(node.index)}]", _ATOM
+    if isinstance(node, ast.ArrayValue):
+        return f"ARRAY[{', '.join(_expr(item) for item in node.items)}]", _ATOM
     if isinstance(node, ast.InSubquery):
         not_ = "NOT " if node.negated else ""
         return (f"{_expr(node.operand, _PREDICATE)} {not_}IN ({_query(node.query)})", _PREDICATE)
@@ -342,14 +345,20 @@ def _insert(node: ast.Insert) -> str:
     if node.columns is not None:
         text += f" ({_names(node.columns)})"
     if node.select is not None:
-        return f"{text} {_query(node.select)}"
+        return f"{text} {_query(node.select)}{_returning(node.returning)}"
     rows = ", ".join("(" + ", ".join(_expr(v) for v in row) + ")" for row in node.rows or ())
-    return f"{text} VALUES {rows}"
+    return f"{text} VALUES {rows}{_returning(node.returning)}"
+
+
+def _returning(items: tuple[ast.SelectItem, ...]) -> str:
+    return " RETURNING " + ", ".join(to_sql(item) for item in items) if items else ""
 
 
 def _update(node: ast.Update) -> str:
     sets = ", ".join(f"{quote_name(name)} = {_expr(value)}" for name, value in node.assignments)
-    return f"UPDATE {quote_name(node.table)} SET {sets}{_where(node.where)}"
+    return f"UPDATE {quote_name(node.table)} SET {sets}{_where(node.where)}" + _returning(
+        node.returning
+    )
 
 
 def _create_table(node: ast.CreateTable) -> str:
@@ -487,7 +496,9 @@ _STATEMENTS: dict[type, Callable[[Any], str]] = {
     ast.DropView: lambda n: f"DROP VIEW{_if(n.if_exists, 'IF EXISTS')} {quote_name(n.name)}",
     ast.Insert: _insert,
     ast.Update: _update,
-    ast.Delete: lambda n: f"DELETE FROM {quote_name(n.table)}{_where(n.where)}",
+    ast.Delete: lambda n: (
+        f"DELETE FROM {quote_name(n.table)}{_where(n.where)}{_returning(n.returning)}"
+    ),
     ast.CreateTable: _create_table,
     ast.CreateIndex: _create_index,
     ast.DropIndex: _drop_index,
@@ -524,7 +535,7 @@ _STATEMENTS: dict[type, Callable[[Any], str]] = {
     ast.AlterDatabaseSet: lambda n: (
         f"ALTER DATABASE {quote_name(n.name)} SET {quote_name(n.setting)} = {quote_string(n.value)}"
     ),
-    ast.Begin: lambda n: "BEGIN",
+    ast.Begin: lambda n: "BEGIN" + modes_text(n.modes),
     ast.Commit: lambda n: "COMMIT",
     ast.Rollback: lambda n: "ROLLBACK",
     ast.Checkpoint: lambda n: "CHECKPOINT",
@@ -574,6 +585,7 @@ _STATEMENTS: dict[type, Callable[[Any], str]] = {
     ast.Call: lambda n: f"CALL {quote_name(n.name)}({', '.join(_expr(a) for a in n.args)})",
     ast.ShowProcedures: lambda n: "SHOW PROCEDURES",
 }
+_STATEMENTS.update(session_printers(quote_name, lambda q: _query(q)))
 
 
 def to_sql(node: ast.Statement | ast.Expr | Any) -> str:

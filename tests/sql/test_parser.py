@@ -636,7 +636,8 @@ ERRORS: list[tuple[str, str]] = [
     ),
     (
         "DELETE FROM t; UPDATE t SET id = 2 WERE id = 1",
-        "line 1, column 36: expected ',', WHERE or the end of the statement but found 'WERE'",
+        "line 1, column 36: expected ',', RETURNING, WHERE or the end of the statement but"
+        " found 'WERE'",
     ),
     (
         "SELECT a FROM 'abc'",

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from refimpl.engine.query.compiled import Compiled, Scope
-from refimpl.engine.storage.values import parse_text
+from refimpl.engine.storage.values import parse_text, to_text
 from refimpl.errors import InvalidValue, TypeMismatch
 from refimpl.sql import ast
 
@@ -127,4 +127,30 @@ def array_handlers(compile_: Compile) -> dict[type, Callable[[Any, Scope], Compi
     return {
         ast.ArrayQuantified: lambda expr, scope: _array_quantified(expr, scope, compile_),
         ast.Subscript: lambda expr, scope: _subscript(expr, scope, compile_),
+        ast.ArrayValue: lambda expr, scope: _array_value(expr, scope, compile_),
     }
+
+
+def _array_value(expr: ast.ArrayValue, scope: Scope, compile_: Compile) -> Compiled:
+    """`ARRAY[a, b]`: PostgreSQL's text of the array, each value written as its type's text
+    (this engine has no array type; see the module doc)."""
+    items = [compile_(item, scope) for item in expr.items]
+
+    def evaluate(row: Sequence[Any]) -> str:
+        return array_text([(item.fn(row), item.type) for item in items])
+
+    return Compiled(evaluate, "STRING")
+
+
+def array_text(values: Sequence[tuple[Any, str]]) -> str:
+    """PostgreSQL's text of an array of (value, column type) pairs: `{a,"b c",NULL}`."""
+    out = []
+    for value, type_ in values:
+        if value is None:
+            out.append("NULL")
+            continue
+        text = to_text(value, type_)
+        if not text or any(ch in text for ch in '{}," \\') or text.upper() == "NULL":
+            text = '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+        out.append(text)
+    return "{" + ",".join(out) + "}"

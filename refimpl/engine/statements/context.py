@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from refimpl.engine.query.select import RowSource
     from refimpl.engine.result import Result
     from refimpl.engine.rights import Principal, Right
+    from refimpl.engine.statements.cursor_state import Cursors
     from refimpl.engine.storage.database import Database
     from refimpl.engine.storage.schema import TableSchema
     from refimpl.engine.storage.transaction import Transaction
@@ -120,6 +121,15 @@ class StatementContext(Protocol):
     def commit(self) -> None: ...
 
     def rollback(self) -> None: ...
+
+    @property
+    def cursors(self) -> Cursors: ...
+
+    def savepoint(self, name: str) -> None: ...
+
+    def release_savepoint(self, name: str) -> None: ...
+
+    def rollback_to(self, name: str) -> None: ...
 
     def deadline(self) -> float: ...
 

@@ -26,12 +26,13 @@ from refimpl.engine.rights import Right
 from refimpl.engine.statements import admin as admin_statements
 from refimpl.engine.statements import backup as backup_statements
 from refimpl.engine.statements import copy as copy_statements
+from refimpl.engine.statements import cursors, pg_catalog, procedures, triggers
 from refimpl.engine.statements import explain as explain_statements
 from refimpl.engine.statements import indexes as index_statements
-from refimpl.engine.statements import pg_catalog, procedures, triggers
 from refimpl.engine.statements import views as view_statements
 from refimpl.engine.statements.publications import HANDLERS as publication_handlers
 from refimpl.engine.statements.queries import CommittedTable, QueryRunner, TransactionTable
+from refimpl.engine.statements.returning import returned
 from refimpl.engine.statements.triggers import Firing, row_triggers
 from refimpl.engine.storage import ddl, values
 from refimpl.engine.storage.schema import TableSchema
@@ -198,9 +199,19 @@ def _insert(
                     admission.running_long()  # a long VALUES list makes way for others
                 evaluated.append([_evaluate_constant(e, params, scope) for e in row])
             source_rows = evaluated
+        written: list[Row] | None = [] if statement.returning else None
         count = insert_rows(
-            context, txn, statement.table, statement.columns, source_rows, context.deadline()
+            context,
+            txn,
+            statement.table,
+            statement.columns,
+            source_rows,
+            context.deadline(),
+            written,
         )
+        if written is not None:
+            schema = txn.table(statement.table).schema
+            return returned(text, schema, statement.returning, written, params)
         return message_result(text, f"{count} row(s) inserted", count)
 
     return context.write(run)
@@ -213,12 +224,13 @@ def insert_rows(
     columns: Sequence[str] | None,
     source_rows: Sequence[Sequence[Any]],
     deadline: float | None = None,
+    written: list[Row] | None = None,
 ) -> int:
     """Every way of inserting rows (INSERT, COPY, /imp, /write): `insert_values` with the
-    table's INSERT triggers fired around it."""
+    table's INSERT triggers fired around it; `written` (RETURNING's) gets the rows."""
     work = txn.table(table)
     firing = row_triggers(context, txn, table, "INSERT", execute)
-    return insert_values(work, work.schema, columns, source_rows, deadline, firing)
+    return insert_values(work, work.schema, columns, source_rows, deadline, firing, written)
 
 
 def insert_values(
@@ -228,6 +240,7 @@ def insert_values(
     source_rows: Sequence[Sequence[Any]],
     deadline: float | None = None,
     firing: Firing | None = None,
+    written: list[Row] | None = None,
 ) -> int:
     """Insert rows of values (in `columns` order, or the table's) into a transaction's table.
 
@@ -284,6 +297,8 @@ def insert_values(
         else:
             ident = (table.allocate_rowid(),)
         changes[ident] = row
+    if written is not None:
+        written.extend(row for row in changes.values() if row is not None)
     if firing is None:
         work.change(changes)
         return len(source_rows)
@@ -375,6 +390,9 @@ def _update(
         work.change(changes)
         if firing is not None:
             firing.after(pairs)
+        if statement.returning:
+            new_rows = [row for _, _, row in updates]
+            return returned(text, schema, statement.returning, new_rows, params)
         return message_result(text, f"{len(updates)} row(s) updated", len(updates))
 
     return context.write(run)
@@ -390,6 +408,7 @@ def _delete(
         schema = work.schema
         matched = _matching(work, schema, statement.where, params, context.deadline())
         count = len(matched)
+        gone = [row for _, row in matched]
         firing = row_triggers(context, txn, statement.table, "DELETE", execute)
         if firing is not None:
             removed: list[tuple[Row | None, Row | None]] = [(row, None) for _, row in matched]
@@ -404,6 +423,8 @@ def _delete(
             work.pending[ident] = None
         if firing is not None:
             firing.after(removed)
+        if statement.returning:
+            return returned(text, schema, statement.returning, gone, params)
         return message_result(text, f"{count} row(s) deleted", count)
 
     return context.write(run)
@@ -494,6 +515,7 @@ _HANDLERS: dict[type, Callable[..., Result]] = {
     **procedures.HANDLERS,
     **backup_statements.HANDLERS,
     **publication_handlers,
+    **cursors.HANDLERS,
     ast.Call: lambda context, statement, text, params: procedures.call(
         context, statement, text, params, execute
     ),

@@ -443,10 +443,28 @@ def _storage(size: int) -> str:
     return "p" if size > 0 else "x"
 
 
+# A type's OID -> (its array type's OID, typcategory), as in PostgreSQL.
+_TYPE_EXTRA = {16: (1000, "B"), 23: (1007, "N"), 20: (1016, "N"), 701: (1022, "N"),
+               25: (1009, "S"), 1184: (1185, "D")}  # fmt: skip
+
+
 def _pg_type(context: StatementContext, views: ViewColumns | None) -> QueryOutput:
-    rows = sorted({(oid, name, PG_CATALOG, size, 0) for oid, name, size, _ in TYPES.values()})
+    owner = role_oid(ADMIN_USER)
+    rows = sorted(
+        {
+            (oid, name, PG_CATALOG, owner, size, size > 0, "b", _TYPE_EXTRA[oid][1], True, ",",
+             0, 0, _TYPE_EXTRA[oid][0], 0, -1, False, 100 if oid == 25 else 0, None, None)
+            for oid, name, size, _ in TYPES.values()
+        }
+    )  # fmt: skip
     return QueryOutput(
-        _columns("oid:BIGINT typname:STRING typnamespace:BIGINT typlen:INT typcollation:BIGINT"),
+        _columns(
+            "oid:BIGINT typname:STRING typnamespace:BIGINT typowner:BIGINT typlen:INT"
+            " typbyval:BOOLEAN typtype:STRING typcategory:STRING typisdefined:BOOLEAN"
+            " typdelim:STRING typrelid:BIGINT typelem:BIGINT typarray:BIGINT"
+            " typbasetype:BIGINT typtypmod:INT typnotnull:BOOLEAN typcollation:BIGINT"
+            " typdefault:STRING typacl:STRING"
+        ),
         rows,
     )
 
@@ -511,6 +529,9 @@ RELATIONS: dict[str, Builder] = {
                           " inhdetachpending:BOOLEAN"),
     "pg_description": _empty("objoid:BIGINT classoid:BIGINT objsubid:INT description:STRING"),
     "pg_attrdef": _empty("oid:BIGINT adrelid:BIGINT adnum:INT adbin:STRING"),
+    "pg_sequence": _empty("seqrelid:BIGINT seqtypid:BIGINT seqstart:BIGINT"
+                          " seqincrement:BIGINT seqmax:BIGINT seqmin:BIGINT seqcache:BIGINT"
+                          " seqcycle:BOOLEAN"),
     "pg_collation": _empty("oid:BIGINT collname:STRING collnamespace:BIGINT"),
     "pg_policy": _empty("oid:BIGINT polname:STRING polrelid:BIGINT polpermissive:BOOLEAN"
                         " polroles:STRING polqual:STRING polwithcheck:STRING polcmd:STRING"),

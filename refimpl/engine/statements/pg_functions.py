@@ -6,6 +6,8 @@ The relations they describe are `pg_catalog`'s; this module only reads them.
 
 from __future__ import annotations
 
+import json
+import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -14,10 +16,11 @@ from refimpl.engine.query.arrays import array_items, array_upper
 from refimpl.engine.query.compiled import Compiled, Scope
 from refimpl.engine.query.expressions import compile_expression, constant_value
 from refimpl.engine.result import Column
-from refimpl.engine.rights import ADMIN_USER
+from refimpl.engine.rights import ADMIN_USER, Right
 from refimpl.engine.statements.pg_catalog import (
     FORMAT_TYPE,
     SERVER_VERSION,
+    TYPES,
     IndexRelation,
     catalog_indexes,
     catalog_users,
@@ -28,7 +31,15 @@ from refimpl.engine.statements.pg_catalog import (
 )
 from refimpl.engine.statements.pg_views import ViewColumns, ViewRelation, readable_views
 from refimpl.engine.storage.access_hints import AccessHints
-from refimpl.errors import InvalidValue, SqlError, TypeMismatch
+from refimpl.errors import (
+    Forbidden,
+    InvalidValue,
+    SqlError,
+    TypeMismatch,
+    Unauthorized,
+    UnknownTable,
+    UserError,
+)
 from refimpl.sql import ast
 
 if TYPE_CHECKING:
@@ -129,6 +140,49 @@ def functions(context: StatementContext, views: ViewColumns) -> dict[str, Scalar
         view = None if oid is None else view_of(oid)
         return None if view is None else view.definition()
 
+    def relation_oid(name: Any) -> int | None:
+        """The OID of the table, view or index named `name` that the caller may read (a
+        `public.` or `pg_catalog.` before it and double quotes allowed), else None."""
+        if not isinstance(name, str):
+            return name if isinstance(name, int) and not isinstance(name, bool) else None
+        wanted = _unquoted(name)
+        names = [s.name for s in readable_tables(context)]
+        names += [i.name for i in catalog_indexes(context, views)]
+        names += [v.name for v in readable_views(context, views)]
+        found = next((n for n in names if n.lower() == wanted.lower()), None)
+        return None if found is None else name_oid(found)
+
+    def regclass(name: Any) -> int | None:
+        if name is None:
+            return None
+        oid = relation_oid(name)
+        if oid is None:
+            raise UnknownTable(str(name))
+        return oid
+
+    def regtype(name: Any) -> int | None:
+        if name is None or (isinstance(name, int) and not isinstance(name, bool)):
+            return name
+        oid = type_oid(name)
+        if oid is None:
+            raise UserError(f'type "{name}" does not exist')
+        return oid
+
+    def has_table_privilege(*args: Any) -> bool | None:
+        # (user, table, privilege) or (table, privilege): the caller's own rights are asked.
+        table, privilege = args[-2], args[-1]
+        if table is None or privilege is None:
+            return None
+        oid = relation_oid(table)
+        if oid is None:
+            raise UnknownTable(str(table))
+        wanted = {p.strip().upper() for p in str(privilege).split(",")}
+        readable = {name_oid(s.name): s.name for s in readable_tables(context)}
+        if wanted <= {"SELECT"}:
+            return True  # every relation the caller is shown is one it may read
+        name = readable.get(oid)
+        return name is not None and _may_write(context, name)
+
     def table_size(oid: Any) -> int | None:
         # What the table's rows count against memory_mb, its index entries included; an
         # index alone has no size of its own here (NULL), nor has an OID of no readable table.
@@ -170,7 +224,76 @@ def functions(context: StatementContext, views: ViewColumns) -> dict[str, Scalar
                                       lambda: context.database.name),
         "current_user": _function(context, (0,), "STRING", lambda: context.principal.name),
         "version": _function(context, (0,), "STRING", lambda: SERVER_VERSION),
+        "regclass": _function(context, (1,), "BIGINT", regclass),
+        "to_regclass": _function(context, (1,), "BIGINT", relation_oid),
+        "regtype": _function(context, (1,), "BIGINT", regtype),
+        "to_regtype": _function(context, (1,), "BIGINT", type_oid),
+        "uuid": _function(context, (1,), "STRING", uuid_text),
+        "has_table_privilege": _function(context, (2, 3), "BOOLEAN", has_table_privilege),
+        "has_schema_privilege": _function(context, (2, 3), "BOOLEAN",
+                                          lambda *args: None if None in args else True),
+        "has_database_privilege": _function(context, (2, 3), "BOOLEAN",
+                                            lambda *args: None if None in args else True),
+        "pg_backend_pid": _function(context, (0,), "INT", lambda: 0),
+        # No column is numbered by a sequence here, and there is one (binary) collation.
+        "pg_get_serial_sequence": _function(context, (2,), "STRING", lambda *args: None),
+        "pg_collation_is_visible": _function(context, (1,), "BOOLEAN",
+                                             lambda oid: None if oid is None else True),
+        "json_build_object": _function(context, range(0, 101, 2), "STRING", json_object),
     }  # fmt: skip
+
+
+def json_object(*pairs: Any) -> str:
+    """`json_build_object(k1, v1, ...)`: a JSON object's text (keys as text, NULL keys
+    refused as in PostgreSQL)."""
+    if any(key is None for key in pairs[::2]):
+        raise InvalidValue("a key of json_build_object() must not be NULL")
+    return json.dumps({str(k): v for k, v in zip(pairs[::2], pairs[1::2], strict=True)})
+
+
+def _unquoted(name: str) -> str:
+    """A relation's name as `regclass` reads it: `public.` or `pg_catalog.` dropped, double
+    quotes taken off (a name in none is any case)."""
+    name = name.strip()
+    for schema in ("public.", "pg_catalog."):
+        if name.lower().startswith(schema):
+            name = name[len(schema) :]
+    if len(name) >= 2 and name[0] == name[-1] == '"':
+        return name[1:-1].replace('""', '"')
+    return name
+
+
+# Each PostgreSQL type name the engine's types are shown as -> its OID.
+_TYPE_NAMES = {name: oid for oid, name, _, _ in TYPES.values()} | {
+    shown: oid for oid, _, _, shown in TYPES.values()
+}
+
+
+def type_oid(name: Any) -> int | None:
+    """`to_regtype(name)`: the OID of the type so named (`int4`, `integer`, `pg_catalog.text`),
+    or None for a type this engine does not have."""
+    if not isinstance(name, str):
+        return None
+    return _TYPE_NAMES.get(_unquoted(name).lower())
+
+
+def uuid_text(value: Any) -> str | None:
+    """`x::uuid`: a UUID's text in its canonical form (lower case, with hyphens); the
+    spellings PostgreSQL reads (braces, no hyphens, upper case) are read too."""
+    if value is None:
+        return None
+    try:
+        return str(uuid.UUID(str(value)))
+    except ValueError:
+        raise InvalidValue(f'invalid input syntax for type uuid: "{value}"') from None
+
+
+def _may_write(context: StatementContext, table: str) -> bool:
+    try:
+        context.authorize(Right.WRITE, table)
+    except (Forbidden, Unauthorized):
+        return False
+    return True
 
 
 # --- table functions ------------------------------------------------------------------------

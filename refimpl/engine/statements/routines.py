@@ -34,6 +34,7 @@ if TYPE_CHECKING:
         StatementContext,
         TableFunction,
     )
+    from refimpl.engine.statements.cursor_state import Cursors
     from refimpl.engine.storage.database import Database
     from refimpl.engine.storage.transaction import Transaction
 
@@ -109,6 +110,18 @@ class RoutineContext:
         )
 
     commit = rollback = begin
+
+    def savepoint(self, name: str) -> None:
+        raise NotAllowed(
+            "a trigger or procedure runs inside its caller's transaction; it cannot make,"
+            " release or roll back to a savepoint"
+        )
+
+    release_savepoint = rollback_to = savepoint
+
+    @property
+    def cursors(self) -> Cursors:
+        raise NotAllowed("a trigger or procedure cannot declare, fetch from or close a cursor")
 
     def deadline(self) -> float:
         return self._outer.deadline()

@@ -230,6 +230,33 @@ def _parts(table: Table, hints: AccessHints) -> list | None:
     return parts_for_period_range(table, hints.low_period, hints.high_period, hints.symbol)
 
 
+@dataclass(frozen=True, slots=True)
+class _TableMark:
+    """One table's state inside a transaction at a savepoint (copies: never written)."""
+
+    work: TableWork
+    name: str
+    working: Table | None
+    pending: dict[Ident, Row | None]
+    sealed: dict[Ident, Row | None]
+    dropped: bool
+    created: bool
+    touched: frozenset[Any]
+    touched_all: bool
+    keys: dict[str, dict[tuple[Any, ...], Ident]]
+
+
+@dataclass(frozen=True, slots=True)
+class Mark:
+    """A transaction's state at a SAVEPOINT, which `Transaction.rollback_to` brings back
+    (as often as asked). Taking one copies the net changes so far (not the committed rows)."""
+
+    tables: dict[str, _TableMark]
+    entries: int
+    database_changes: int
+    after_commit: int
+
+
 class Transaction:
     """The changes of one write transaction until COMMIT or ROLLBACK."""
 
@@ -306,6 +333,49 @@ class Transaction:
             for key, work in self.work.items()
             if work.touched or work.touched_all
         }
+
+    def mark(self) -> Mark:
+        """The state to come back to at a ROLLBACK TO this savepoint."""
+        tables = {}
+        for key, work in self.work.items():
+            kept = work.working
+            if kept is not None:
+                # The table as it is becomes the savepoint's, only read from now on; the
+                # transaction goes on writing a copy-on-write twin of it.
+                work.working = kept.clone()
+            tables[key] = _TableMark(
+                work,
+                work.name,
+                kept,
+                dict(work.pending),
+                dict(work.sealed),
+                work.dropped,
+                work.created,
+                frozenset(work.touched),
+                work.touched_all,
+                {name: dict(keys) for name, keys in work.pending_keys.by_index.items()},
+            )
+        return Mark(tables, len(self.entries), len(self.database_changes), len(self.after_commit))
+
+    def rollback_to(self, mark: Mark) -> None:
+        """Undo everything done since `mark` was taken; the mark stays usable."""
+        for key in [key for key in self.work if key not in mark.tables]:
+            del self.work[key]
+        for key, kept in mark.tables.items():
+            work = kept.work
+            self.work[key] = work
+            work.name = kept.name
+            work.working = None if kept.working is None else kept.working.clone()
+            work.pending = dict(kept.pending)
+            work.sealed = dict(kept.sealed)
+            work.dropped = kept.dropped
+            work.created = kept.created
+            work.touched = set(kept.touched)
+            work.touched_all = kept.touched_all
+            work.pending_keys.by_index = {name: dict(keys) for name, keys in kept.keys.items()}
+        del self.entries[mark.entries :]
+        del self.database_changes[mark.database_changes :]
+        del self.after_commit[mark.after_commit :]
 
     def seal_all(self) -> list[Entry]:
         for work in self.work.values():

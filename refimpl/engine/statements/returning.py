@@ -1,0 +1,49 @@
+"""RETURNING of INSERT, UPDATE and DELETE: the rows a statement wrote (or, for DELETE,
+removed), as its RETURNING items compute them over each, in the order they were written.
+
+What a caller may rely on: `returned` answers a query result whose columns are named and
+typed as a SELECT of the same items from the table would answer them; `*` is every column.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from refimpl.engine.query.compiled import table_scope
+from refimpl.engine.query.expressions import compile_expression, contains_aggregate
+from refimpl.engine.query.select import column_name
+from refimpl.engine.result import Column, Result, query_result
+from refimpl.engine.storage.schema import TableSchema
+from refimpl.errors import SqlError, UnknownColumn
+from refimpl.sql import ast
+
+
+def returned(
+    text: str,
+    schema: TableSchema,
+    items: tuple[ast.SelectItem, ...],
+    rows: Sequence[Sequence[Any]],
+    params: Sequence[Any],
+) -> Result:
+    """The answer of a RETURNING clause over the written `rows` (each a table row)."""
+    scope = table_scope(schema, params, "RETURNING")
+    expanded: list[ast.SelectItem] = []
+    for item in items:
+        if isinstance(item.expr, ast.Star):
+            if item.expr.table is not None and item.expr.table.lower() != schema.name.lower():
+                raise UnknownColumn(f"{item.expr.table}.*")
+            expanded += [ast.SelectItem(ast.ColumnRef(c.name)) for c in schema.columns]
+        else:
+            expanded.append(item)
+    compiled = []
+    for item in expanded:
+        if contains_aggregate(item.expr):
+            raise SqlError("aggregate functions are not allowed in RETURNING")
+        compiled.append(compile_expression(item.expr, scope))
+    columns = [
+        Column(column_name(item), "STRING" if c.type == "NULL" else c.type)
+        for item, c in zip(expanded, compiled, strict=True)
+    ]
+    fns = [c.fn for c in compiled]
+    return query_result(text, columns, [tuple(fn(row) for fn in fns) for row in rows])

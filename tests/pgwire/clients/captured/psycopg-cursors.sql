@@ -1,0 +1,18 @@
+BEGIN;
+
+DECLARE "reader" SCROLL CURSOR FOR SELECT id, name FROM t WHERE id > $1 ORDER BY id;
+
+FETCH FORWARD 1 FROM "reader";
+
+FETCH FORWARD 3 FROM "reader";
+
+MOVE  -2 FROM "reader";
+
+MOVE ABSOLUTE 0 FROM "reader";
+
+FETCH FORWARD ALL FROM "reader";
+
+CLOSE "reader";
+
+ROLLBACK;
+
