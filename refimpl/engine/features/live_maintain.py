@@ -20,11 +20,10 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from sortedcontainers import SortedDict
-
 from refimpl.engine.features.live_answers import Answer, Delta, Identity
 from refimpl.engine.features.live_groups import KEPT, Group, Slot
 from refimpl.engine.features.live_shape import identity_positions
+from refimpl.engine.features.live_window import Window, sort_key
 from refimpl.engine.query.access_path import plan_access
 from refimpl.engine.query.cache_keys import deterministic
 from refimpl.engine.query.compiled import Scope, ScopeColumn
@@ -77,8 +76,8 @@ class Maintainer:
         calls = {n.name for n in ast.walk(select) if isinstance(n, ast.FuncCall)}
         if not deterministic(select) or not calls.isdisjoint(functions):
             raise NotMaintained("its answer moves without a commit")
-        if select.distinct or select.limit is not None or select.offset is not None:
-            raise NotMaintained("DISTINCT, LIMIT and OFFSET are run again")
+        if select.distinct:
+            raise NotMaintained("DISTINCT is run again")
         scope = Scope(
             columns=[ScopeColumn(i, c.type, c.name) for i, c in enumerate(schema.columns)],
             qualifiers=frozenset({(source.alias or schema.name).lower()}),
@@ -91,12 +90,15 @@ class Maintainer:
         where = None if select.where is None else compile_expression(select.where, scope)
         self._where = None if where is None else where.fn
         items = _expanded(select.items, schema.columns)
+        self._size: int | None = None  # an ordered window's rows: OFFSET + LIMIT
         self._positions = identity_positions(select, schema.key_columns)
         self.grouped = bool(select.group_by) or any(
             contains_aggregate(e)
             for e in [*(i.expr for i in items), *(o.expr for o in select.order_by)]
         )
         if self.grouped:
+            if select.limit is not None or select.offset is not None:
+                raise NotMaintained("LIMIT and OFFSET of groups are run again")
             self._compile_grouped(select, items, scope)
         else:
             self._compile_plain(select, items, scope)
@@ -108,8 +110,7 @@ class Maintainer:
         self._groups: dict[tuple, Group] = {}
         self._outputs: dict[tuple, tuple] = {}  # group key -> wide row, in answer order
         self._touched: dict[tuple, None] = {}
-        self._entries: SortedDict = SortedDict()  # plain: read order -> wide row
-        self._entry_at: dict[tuple, Any] = {}  # plain: row identity -> read order
+        self._window = Window(self._size)  # plain: the rows, in the query's order
         self._dirty = False
         self.held = 0  # rows this maintainer keeps something of (for the memory bound)
         self.rebuilds = 0  # times it read the table
@@ -200,6 +201,10 @@ class Maintainer:
         self._width = len(self._names)
         names = [column_name(item) for item in items]
         self._order_fns = self._orders(list(select.order_by), items, names, scope, self._width)
+        self._sort_key = sort_key(self._order_fns)
+        self._limit = _constant(select.limit)
+        self._offset = _constant(select.offset) or 0
+        self._size = None if self._limit is None else self._offset + self._limit
 
     @staticmethod
     def _orders(
@@ -323,9 +328,10 @@ class Maintainer:
                 wide = sort_rows(wide, self._order_fns)
             self._outputs = {tuple(w[: len(self._key_fns)]): w for w in wide}
         else:
-            wide = list(self._entries.values())
-            if self._order_fns:
-                wide = sort_rows(wide, self._order_fns)
+            wide = self._window.wide_rows()
+            if self._offset or self._limit is not None:
+                end = None if self._limit is None else self._offset + self._limit
+                wide = wide[self._offset : end]
         rows: dict[Identity, tuple] = {}
         positions = self._positions
         if positions is None:
@@ -355,8 +361,8 @@ class Maintainer:
             self._rowid_mark = table.next_rowid
             self._groups = {}
             self._outputs = {}
-            self._entries = SortedDict()
-            self._entry_at = {}
+            if not self.grouped:
+                self._window = Window(self._size)
             self.held = 0
             if self.grouped and self._whole_table:
                 self._groups[()] = Group(self._slots)
@@ -410,6 +416,8 @@ class Maintainer:
                         continue
                     if not self._apply(entry):
                         return False
+                if not self.grouped and self._window.short:
+                    return False  # a row left the window and only the table knows the next
                 self.position = lsn
         except Gone:
             return False
@@ -464,19 +472,17 @@ class Maintainer:
             return
         order = place if place is not None else self._place(row, ident)
         row = tuple(row)
-        self._entries[order] = (*row, *(fn(row) for fn in self._fns))
-        self._entry_at[ident] = order
-        self.held += 1
+        wide = (*row, *(fn(row) for fn in self._fns))
+        self._window.add(ident, self._sort_key(wide, order), wide)
+        self.held = len(self._window)
         self._dirty = True
 
     def _leave(self, ident: tuple, old: Any) -> bool:
         """Let the row of `ident` go (`old`: the row as it was, None if there was none,
         _UNKNOWN when the log does not say); False when that cannot be done."""
         if not self.grouped:
-            order = self._entry_at.pop(ident, None)
-            if order is not None:
-                del self._entries[order]
-                self.held -= 1
+            if self._window.remove(ident):
+                self.held = len(self._window)
                 self._dirty = True
             return True
         if old is None:
@@ -523,6 +529,15 @@ def _output_index(expr: ast.Expr, items: list[ast.SelectItem], names: list[str])
         if item.expr == expr:
             return index
     return None
+
+
+def _constant(expr: ast.Expr | None) -> int | None:
+    """The value of a LIMIT or OFFSET (None: none); other expressions are run again."""
+    if expr is None:
+        return None
+    if isinstance(expr, ast.Literal) and expr.type == "INT" and int(expr.value) >= 0:  # type: ignore[call-overload]
+        return int(expr.value)  # type: ignore[call-overload]
+    raise NotMaintained("a LIMIT or OFFSET other than a number is run again")
 
 
 def _item_at(index: int) -> Order:

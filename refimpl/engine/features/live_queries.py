@@ -157,6 +157,11 @@ class SubscriptionManager:
             if subscription.waiting is not None:
                 subscription.waiting.set()
 
+    @property
+    def maintenance_cpu_seconds(self) -> float:
+        """CPU time spent bringing maintained answers up to date, since the start (cheap)."""
+        return self._maintainers.cpu_seconds
+
     def stats(self) -> dict[str, int]:
         with self._lock:
             waiting = sum(1 for s in self._subscriptions.values() if s.waiting is not None)
@@ -421,7 +426,7 @@ class SubscriptionManager:
             buckets=buckets.bucket_plan(select, schema, positions),
             shared=deterministic(select),
             top=top,
-            maintained=top is None and self._maintainers.admits(session, select),
+            maintained=self._maintainers.admits(session, select),
         )
         answer = self._run(session, subscription)
         subscription.versions[1] = Version(1, answer)

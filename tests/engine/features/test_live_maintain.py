@@ -48,6 +48,10 @@ QUERIES = [
     ("SELECT sum(v) AS s FROM {t} GROUP BY sym", False),
     ("SELECT * FROM {t} WHERE p > 1.5", True),
     ("SELECT sym AS name, v * 2 AS twice FROM {t} WHERE sym <> 'C'", True),
+    # Ordered windows: ties in the ORDER BY keep the order a run reads them in.
+    ("SELECT sym, v, p FROM {t} WHERE v >= 1 ORDER BY p DESC, v LIMIT 3", True),
+    ("SELECT v, p FROM {t} ORDER BY p NULLS FIRST, v LIMIT 4 OFFSET 1", True),
+    ("SELECT sym, v FROM {t} ORDER BY v DESC LIMIT 2", True),
 ]
 PRICES = [0.1, 0.2, 0.3, 1e16, -1e16, 2.5, 7.0, None]
 
@@ -95,22 +99,24 @@ def scenarios(draw):
     table = draw(st.sampled_from(sorted(TABLES)))
     before_images = draw(st.booleans())
     query, ordered = draw(st.sampled_from(QUERIES))
+    # offsets=true (moves in each answer) needs a window over a table with a key.
+    offsets = "LIMIT" in query and table in ("keyed", "pk") and draw(st.booleans())
     if table == "bag" and "date_trunc" in query:
         query = query.replace("date_trunc('hour', time)", "time")
     commits = st.lists(st.lists(writes(table), min_size=1, max_size=3), max_size=3)
     rounds = draw(st.lists(commits, min_size=1, max_size=8))
     initial = draw(st.lists(writes(table), max_size=6))
-    return table, before_images, query.format(t=table), ordered, initial, rounds
+    return table, before_images, query.format(t=table), ordered, offsets, initial, rounds
 
 
-def _check(connection, table, before_images, query, ordered, initial, rounds) -> None:
+def _check(connection, table, query, ordered, offsets, initial, rounds) -> None:
     manager: SubscriptionManager = connection.instance.subscriptions
     writer, reader, asker = connection.session(), connection.session(), connection.session()
     for statement in initial:
         commit_or_roll_back(writer, [statement])
     text = f"SUBSCRIBE {query}"
     maintained_before = manager.stats()["maintained_answers"]
-    reply = manager.ask_now(asker, text, None)
+    reply = manager.ask_now(asker, text, None, offsets)
     subscription = reply.subscription
     grouped = "GROUP BY" in query or "count(" in query
     keyed_upserts = table in ("keyed", "pk")
@@ -121,21 +127,28 @@ def _check(connection, table, before_images, query, ordered, initial, rounds) ->
     assert subscription.maintained == (not (grouped and keyed_upserts and not before_images))
     held = Counter(reply.rows)
 
+    # With offsets the window's order is total: ties are broken by the table's key.
+    fresh_query = query
+    if offsets:
+        fresh_query = query.replace(
+            " LIMIT", ", sym, time LIMIT" if table == "keyed" else ", id LIMIT"
+        )
+
     def compare(step: object) -> None:
-        fresh = reader.execute(query).rows
+        fresh = reader.execute(fresh_query).rows
         assert Counter(subscription.current.rows.values()) == Counter(fresh), step
         assert held == Counter(fresh), step
         if ordered and subscription.maintained:
             # A new client's snapshot comes from the maintained state: in the query's order.
             # (A kept answer whose rows only moved is not a new version: no client is told.)
-            snapshot = manager.ask_now(asker, text, None)
+            snapshot = manager.ask_now(asker, text, None, offsets)
             assert snapshot.rows == fresh, (step, snapshot.rows, fresh)
 
     compare("snapshot")
     for commits in rounds:
         for statements in commits:
             commit_or_roll_back(writer, statements)
-        reply = manager.ask_now(asker, text, reply.id)
+        reply = manager.ask_now(asker, text, reply.id, offsets)
         assert reply.kind in ("rows", "none")
         if reply.kind == "rows":
             _apply(held, subscription, reply)
@@ -166,12 +179,12 @@ def _apply(held: Counter, subscription, reply) -> None:
 
 
 def _run(folder, scenario) -> None:
-    table, before_images, query, ordered, initial, rounds = scenario
+    table, before_images, query, ordered, offsets, initial, rounds = scenario
     connection = refimpl.connect(folder / "data")
     try:
         create = TABLES[table] + (" REPLICA IDENTITY FULL" if before_images else "")
         connection.execute(create)
-        _check(connection, table, before_images, query, ordered, initial, rounds)
+        _check(connection, table, query, ordered, offsets, initial, rounds)
     finally:
         connection.close()
 
@@ -218,7 +231,8 @@ def conn(tmp_path):
         ("SELECT id, v FROM pk WHERE v > 3", True),
         ("SELECT count(*) AS n FROM bag", True),
         ("SELECT sym, count(*) AS n FROM pk GROUP BY sym", False),  # keyed, no before-images
-        ("SELECT sym, v FROM rowid ORDER BY v LIMIT 3", False),
+        ("SELECT sym, v FROM rowid ORDER BY v LIMIT 3", True),
+        ("SELECT sym, count(*) AS n FROM rowid GROUP BY sym ORDER BY n LIMIT 2", False),
         ("SELECT DISTINCT sym FROM rowid", False),
         ("SELECT count(DISTINCT sym) AS n FROM rowid", False),
         ("SELECT group_concat(sym) AS s FROM rowid", False),
