@@ -29,7 +29,7 @@ class Maintainers:
     for longest ago goes first and is read again when next asked). Counts the CPU time spent
     bringing answers up to date."""
 
-    def __init__(self, size: int = 1024, rows: int = 2_000_000, max_rows: int = 10_000) -> None:
+    def __init__(self, size: int = 4096, rows: int = 2_000_000, max_rows: int = 10_000) -> None:
         self._size = size
         self._rows = rows
         self._max_rows = max_rows

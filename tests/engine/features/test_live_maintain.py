@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import refimpl
+from refimpl.engine.features.live_maintainers import Maintainers
 from refimpl.engine.features.live_queries import SubscriptionManager
 from tests.engine.features.live_scenarios import commit_or_roll_back
 
@@ -303,3 +304,20 @@ def test_updates_and_deletes_with_before_images_are_applied(conn):
     reply = manager.ask_now(session, text, reply.id)
     assert (reply.rows, reply.removed_keys) == ([("B", 1, 1, 1)], [("A",)])
     assert manager.stats()["maintainer_table_reads"] == reads
+
+
+def test_a_state_pushed_out_is_read_again_when_asked(conn):
+    manager = conn.instance.subscriptions
+    manager._maintainers = Maintainers(size=1)  # room for one query's state
+    session = conn.session()
+    first = "SUBSCRIBE SELECT sym, count(*) AS n FROM rowid GROUP BY sym"
+    second = "SUBSCRIBE SELECT sym, max(v) AS hi FROM rowid GROUP BY sym"
+    conn.execute("INSERT INTO rowid VALUES ('2026-01-01T00:00:00Z', 'A', 1, 1)")
+    one, two = manager.ask_now(session, first, None), manager.ask_now(session, second, None)
+    reads = manager.stats()["maintainer_table_reads"]
+    conn.execute("INSERT INTO rowid VALUES ('2026-01-01T00:00:01Z', 'A', 5, 1)")
+    assert manager.ask_now(session, second, two.id).rows == [("A", 5)]
+    assert manager.stats()["maintainer_table_reads"] == reads  # kept: applied
+    assert manager.ask_now(session, first, one.id).rows == [("A", 2)]
+    assert manager.stats()["maintainer_table_reads"] == reads + 1  # pushed out: read again
+    assert one.subscription.maintained
