@@ -199,7 +199,7 @@ def test_event_streams_are_counted_by_database_event_and_reset_reason(
         events = stream.take(4)
         assert [e["event"] for e in events] == ["change", "change", "reset", "ready"]
         # A resume from an id past the log: the stream lost its place.
-        behind = open_stream(server, db, table=["t"], **{"last-event-id": "9999"})
+        behind = open_stream(server, db, table=["t"], headers={"Last-Event-ID": "9999"})
         assert [e["event"] for e in behind.take(2)] == ["reset", "ready"]
         after = scrape(server)
         assert value(after, "kdb_streams_open", database=db) == 2
