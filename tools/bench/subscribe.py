@@ -383,11 +383,14 @@ def split(rows: int, idle_counts: list[int], commits: int) -> list[dict[str, Any
     """Per commit: the INSERT's CPU, maintenance and delivery of the 10 subscriptions of
     each query, beside each count of idle subscriptions; medians and p99 in microseconds."""
     import refimpl
+    from refimpl.engine.options import EngineOptions
     from refimpl.http.endpoints.subscribe_route import encode_reply
 
     out: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as folder:
-        connection = refimpl.connect(Path(folder) / "data")
+        # A loaded machine may take long to read a million rows: not a timeout's business.
+        options = EngineOptions(statement_timeout=600.0)
+        connection = refimpl.connect(Path(folder) / "data", options=options)
         try:
             began = time.monotonic()
             end = load_embedded(connection, rows)

@@ -80,8 +80,10 @@ def _new_state(slot: Slot) -> Any:
     if name == "count":
         return 0
     if name in ("sum", "avg"):
-        # Floats: [values by order, the running total or _EMPTY to add again, the last order].
-        return [SortedDict(), None, None] if slot.floats else [0, 0]
+        # Floats: [values by order, the running total or _EMPTY to add again, the last
+        # order]. The values are a list of (order, value) while they came in order (a
+        # table read, appended trades), a SortedDict once one did not.
+        return [[], None, None] if slot.floats else [0, 0]
     if slot.retracts:
         return SortedList() if name in ("min", "max") else SortedDict()
     return None if name in ("min", "max") else (_EMPTY, None)
@@ -118,13 +120,20 @@ def _add(slot: Slot, state: Any, row: Row, order: Any) -> Any:
         state[1] += 1
         return state
     ordered, total, last = state
-    ordered[order] = value
-    if total is not _EMPTY and (last is None or order > last):
+    if last is None or order > last:
         # Read after every other value: a fresh run adds it last too.
-        state[1] = value if total is None else total + value
+        if type(ordered) is list:
+            ordered.append((order, value))
+        else:
+            ordered[order] = value
+        if total is not _EMPTY:
+            state[1] = value if total is None else total + value
         state[2] = order
-    else:
-        state[1] = _EMPTY
+        return state
+    if type(ordered) is list:
+        ordered = state[0] = SortedDict(ordered)
+    ordered[order] = value
+    state[1] = _EMPTY
     return state
 
 
@@ -147,8 +156,12 @@ def _remove(slot: Slot, state: Any, row: Row, order: Any) -> Any:
         state[0] -= value
         state[1] -= 1
         return state
-    del state[0][order]
+    ordered = state[0]
+    if type(ordered) is list:
+        ordered = state[0] = SortedDict(ordered)
+    del ordered[order]
     state[1] = _EMPTY  # added again in order when asked
+    state[2] = ordered.peekitem(-1)[0] if ordered else None
     return state
 
 
@@ -174,8 +187,8 @@ def _final(slot: Slot, state: Any) -> Any:
             state[1], state[2] = None, None
             return None
         if state[1] is _EMPTY:
-            state[1] = functools.reduce(operator.add, ordered.values())
-            state[2] = ordered.peekitem(-1)[0]
+            taken = [v for _, v in ordered] if type(ordered) is list else ordered.values()
+            state[1] = functools.reduce(operator.add, taken)
         total, count = state[1], len(ordered)
     else:
         total, count = state
