@@ -228,3 +228,16 @@ def test_binary_copy_over_http(pg, db):
     assert bad.status_code == 400
     assert "the data ends inside the signature" in bad.json()["error"]
     assert pg.http.rows("SELECT count(*) FROM t", db=db) == [[1]]
+
+
+def test_a_double_no_column_holds_is_refused_with_its_tuple(pg, db):
+    with pg.connect(db) as conn:
+        conn.execute("CREATE TABLE t (id INT PRIMARY KEY, x DOUBLE)")
+        for bad in (float("inf"), float("nan")):
+            fields = (int4(1), struct.pack("!d", 1.0)), (int4(2), struct.pack("!d", bad))
+            with pytest.raises(
+                pgerrors.DataException, match="tuple 2, column 2 \\(x\\): .* DOUBLE"
+            ):
+                with conn.cursor().copy("COPY t FROM STDIN (FORMAT binary)") as copy:
+                    copy.write(HEADER + tuple_of(*fields[0]) + tuple_of(*fields[1]) + TRAILER)
+        assert conn.execute("SELECT count(*) FROM t").fetchone() == (0,)

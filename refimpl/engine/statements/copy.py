@@ -21,6 +21,7 @@ from refimpl.engine.statements.context import StatementContext, visible_schema
 from refimpl.engine.statements.copy_binary import BinaryRowReader, encode_binary
 from refimpl.engine.statements.copy_formats import CopyFormat, RowReader, encode_rows
 from refimpl.engine.statements.queries import QueryRunner
+from refimpl.engine.storage import values
 from refimpl.errors import CopyError, NotFound
 from refimpl.sql import ast
 from refimpl.sql.parser import parse_cached
@@ -88,11 +89,16 @@ def read_copy(
 
 def _read_rows(
     data: IO[bytes], fmt: CopyFormat, table: str, columns: list[Column], names: list[str]
-) -> list[tuple]:
+) -> values.TypedRows:
+    """The rows, range-checked for the table's column types as they are read (finite
+    DOUBLEs, TIMESTAMPs of years 1 to 9999), so that the insert keeps them as they are."""
     reader = RowReader(data, fmt, table, columns, names)
-    if fmt.binary:
-        return list(BinaryRowReader(data, table, len(columns), reader.placed).rows())
-    return list(reader.rows())
+    rows = (
+        BinaryRowReader(data, table, len(columns), reader.placed).rows()
+        if fmt.binary
+        else reader.rows()
+    )
+    return values.TypedRows((c.type for c in columns), rows)
 
 
 def import_path(context: StatementContext, name: str) -> Path:

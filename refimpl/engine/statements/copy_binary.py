@@ -15,6 +15,7 @@ type) is `CopyFormatError`; a value its type cannot hold (a timestamp past the r
 
 from __future__ import annotations
 
+import math
 import struct
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import IO
@@ -39,6 +40,13 @@ _I2, _I4, _I8, _F8 = (
 )
 
 
+def _double_in(data: bytes) -> float:
+    number: float = _F8.unpack(data)[0]
+    if not math.isfinite(number):
+        raise CopyError(f"{number} is out of range for DOUBLE (finite numbers)")
+    return number
+
+
 def _timestamp_in(data: bytes) -> int:
     micros: int = _I8.unpack(data)[0] + PG_EPOCH_MICROS
     if not values.TIMESTAMP_MIN <= micros <= values.TIMESTAMP_MAX:
@@ -50,7 +58,7 @@ def _timestamp_in(data: bytes) -> int:
 _DECODERS: dict[str, tuple[int | None, Callable[[bytes], object]]] = {
     "INT": (4, lambda b: _I4.unpack(b)[0]),
     "BIGINT": (8, lambda b: _I8.unpack(b)[0]),
-    "DOUBLE": (8, lambda b: _F8.unpack(b)[0]),
+    "DOUBLE": (8, _double_in),
     "STRING": (None, lambda b: b.decode("utf-8")),
     "SYMBOL": (None, lambda b: b.decode("utf-8")),
     "BOOLEAN": (1, lambda b: b != b"\x00"),
@@ -69,6 +77,13 @@ def _fast_timestamp(buf: bytes, at: int, size: int) -> int:
     return micros
 
 
+def _fast_double(buf: bytes, at: int, size: int) -> float:
+    number: float = _F8.unpack_from(buf, at)[0]
+    if not math.isfinite(number):
+        raise _Irregular
+    return number
+
+
 def _fast_text(buf: bytes, at: int, size: int) -> str:
     return buf[at : at + size].decode("utf-8")
 
@@ -77,7 +92,7 @@ def _fast_text(buf: bytes, at: int, size: int) -> str:
 _FAST: dict[str, tuple[int | None, Callable[[bytes, int, int], object]]] = {
     "INT": (4, lambda buf, at, size: _I4.unpack_from(buf, at)[0]),
     "BIGINT": (8, lambda buf, at, size: _I8.unpack_from(buf, at)[0]),
-    "DOUBLE": (8, lambda buf, at, size: _F8.unpack_from(buf, at)[0]),
+    "DOUBLE": (8, _fast_double),
     "STRING": (None, _fast_text),
     "SYMBOL": (None, _fast_text),
     "BOOLEAN": (1, lambda buf, at, size: buf[at] != 0),
