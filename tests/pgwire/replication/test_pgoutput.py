@@ -198,3 +198,33 @@ def test_pg_recvlogical_streams_pgoutput(pg: PgServer, db: str, tmp_path: Path) 
     assert output.startswith(b"B")
     assert b"public\0t\0" in output and b"first" in output and b"second" in output
     assert recvlogical(pg, db, "--slot", "s_rl", "--drop-slot").returncode == 0
+
+
+def test_a_run_of_inserts_is_encoded_as_single_inserts_are() -> None:
+    from refimpl.engine.replication.decoding import INSERT, Relation, RowChange, Transaction
+    from refimpl.pgwire.replication_plugins import PgOutput
+
+    relation = Relation(
+        "t", 16500, ("id", "v", "x", "ok", "at", "n"),
+        ("INT", "STRING", "DOUBLE", "BOOLEAN", "TIMESTAMP", "BIGINT"), ("id",), False,
+    )  # fmt: skip
+    rows = [
+        (1, "a'b", 1.5, True, 1_700_000_000_000_000, None),
+        (2, None, float("inf"), False, 0, 2**40),
+        (3, "ü", 2.0, None, None, -1),
+    ]
+    changes = [RowChange(relation, INSERT, row) for row in rows]
+    for binary in ("0", "1"):
+        options = {"proto_version": "1", "publication_names": "p", "binary": binary}
+        run = PgOutput(options).transaction(Transaction(7, 0, changes), 0)
+        one_by_one = PgOutput(options)
+        single = [
+            message
+            for change in changes
+            for message in one_by_one.transaction(Transaction(7, 0, [change]), 0)[1:-1]
+        ]
+        inserts = [payload for _, payload in run if payload[:1] == b"I"]
+        assert inserts == [payload for _, payload in single if payload[:1] == b"I"]
+        assert [at for at, payload in run if payload[:1] == b"I"] == [
+            7 * 4096 + n for n in (1, 2, 3)
+        ]
