@@ -215,7 +215,11 @@ def test_a_run_of_inserts_is_encoded_as_single_inserts_are() -> None:
     ]
     changes = [RowChange(relation, INSERT, row) for row in rows]
     for binary in ("0", "1"):
-        options = {"proto_version": "1", "publication_names": "p", "binary": binary}
+        options: dict[str, str | None] = {
+            "proto_version": "1",
+            "publication_names": "p",
+            "binary": binary,
+        }
         run = PgOutput(options).transaction(Transaction(7, 0, changes), 0)
         one_by_one = PgOutput(options)
         single = [
