@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from refimpl.engine.query.compiled import Compiled, Scope
 from refimpl.engine import replication_positions as positions
+from refimpl.engine.query.compiled import Compiled, Scope
 from refimpl.errors import SqlError
 from refimpl.sql import ast
 
