@@ -22,7 +22,7 @@ import threading
 from pathlib import Path
 
 SUPERVISOR = [sys.executable, "-m", "refimpl", "supervise"]
-START_TIMEOUT = 180.0
+START_TIMEOUT = 600.0  # a --sample start on a loaded shared machine takes minutes
 STOP_TIMEOUT = 40.0
 _LISTENING = re.compile(r"listening on (http://\S+)$")
 _POSTGRES = re.compile(r"postgres on (\S+:\d+)$")
