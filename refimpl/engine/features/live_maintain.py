@@ -16,6 +16,7 @@ that left). `admits` says which queries are maintained at all (spec: subscribe).
 
 from __future__ import annotations
 
+import gc
 import threading
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
 
 # Beyond this many log records since its last answer, reading the table again is cheaper.
 MAX_RECORDS = 10_000
+LONG_LIVED = 100_000  # rows of a state read from the table that the collector is spared
 _UNKNOWN: Any = object()  # a row before a change that the log does not hold
 Order = Callable[[Any], Any]
 
@@ -289,7 +291,7 @@ class Maintainer:
         rows = dict(previous.rows)
         changed: list[Identity] = []
         removed: list[Identity] = []
-        added = False
+        added: list[tuple] = []  # keys of new groups, last in `outputs` and `rows` for now
         outputs = self._outputs
         for key in self._touched:
             before = outputs.get(key)
@@ -305,19 +307,41 @@ class Maintainer:
             row = wide[width:]
             ident = tuple(row[p] for p in positions)
             if before is None:
-                added = True
+                added.append(key)
             elif before[width:] == row:
                 continue
             rows[ident] = row
             changed.append(ident)
         if self._order_fns and (added or (changed and not self._keys_order)):
-            ordered = sort_rows(list(outputs.values()), self._order_fns)
-            self._outputs = {tuple(w[: len(self._key_fns)]): w for w in ordered}
-            rows = {tuple(w[width + p] for p in positions): w[width:] for w in ordered}
+            if not (self._keys_order and self._appended(added, rows)):
+                ordered = sort_rows(list(outputs.values()), self._order_fns)
+                self._outputs = {tuple(w[: len(self._key_fns)]): w for w in ordered}
+                rows = {tuple(w[width + p] for p in positions): w[width:] for w in ordered}
         if len(changed) > 1:
             wanted = set(changed)
             changed = [ident for ident in rows if ident in wanted]
         return rows, Delta(previous.serial, changed, removed)
+
+    def _appended(self, added: list[tuple], rows: dict[Identity, tuple]) -> bool:
+        """Put the new groups `added` (last in the answer) in order after the others, when
+        they all sort after them (a new minute's candle); False when they do not."""
+        outputs, width, positions = self._outputs, self._width, self._positions
+        assert positions is not None
+        tail = sort_rows([outputs[key] for key in added], self._order_fns)
+        fresh = set(added)
+        last = next((key for key in reversed(outputs) if key not in fresh), None)
+        if last is not None:
+            pair = [outputs[last], tail[0]]
+            if sort_rows(list(pair), self._order_fns)[0] is not pair[0]:
+                return False
+        for wide in tail:  # taken out and put back in their order
+            key = tuple(wide[: len(self._key_fns)])
+            del outputs[key]
+            outputs[key] = wide
+            ident = tuple(wide[width + p] for p in positions)
+            row = rows.pop(ident)
+            rows[ident] = row
+        return True
 
     def _whole_answer(self) -> dict[Identity, tuple]:
         """The answer made whole from the state: rows in the query's order, by identity."""
@@ -373,6 +397,11 @@ class Maintainer:
         self._touched = {}
         self._dirty = True
         self._stale = False
+        if self.held >= LONG_LIVED:
+            # Kept until the table changes shape, holding no cycle: out of the collector's
+            # later passes, each of which would go over all of it again (a pause of every
+            # thread).
+            gc.freeze()
 
     def _scan(self, table: Table) -> Iterator[tuple[tuple, tuple, tuple]]:
         """(partition, order, row) of the rows the WHERE may keep, in table order."""
