@@ -62,7 +62,7 @@ def _key_of(change: Change) -> int:
 def _apply(state: dict[int, tuple], change: Change) -> None:
     op = change.op
     if op in ("upsert", "initial"):
-        row = change.row
+        row = tuple(change.row)
         assert len(row) == WIDTH
         state[row[0]] = row
     elif op == "delete":

@@ -77,11 +77,16 @@ class Change(NamedTuple):
     # A delete's or an initial row's hex key (`delete_key`, `row_key`); a ddl's statement
     # text; None for an upsert (its key follows from its row).
     key: str | None
-    row: tuple[Any, ...]  # on the table's columns; every value NULL for a delete or a ddl
+    # On the table's columns, as the log's decoder made it (a list or a tuple: read, never
+    # changed); every value NULL for a delete or a ddl.
+    row: Sequence[Any]
     # The row before the change on a table with before-images (REPLICA IDENTITY FULL):
     # a tuple, None (an insert, a ddl, an initial row), or UNLOGGED (logged while the
     # table kept none, and always on a table that keeps none).
     old: OldRow = UNLOGGED
+
+
+_new = tuple.__new__
 
 
 @dataclass(slots=True)
@@ -110,16 +115,14 @@ class ChangeRun:
         """The run's changes as `Change` records."""
         lsn, committed_at, op = self.lsn, self.committed_at, self.op
         olds: Iterable[OldRow] = repeat(UNLOGGED) if self.old_rows is None else self.old_rows
+        head = (repeat(lsn), count(self.seq), repeat(committed_at), repeat(op))
         if op == "upsert":
-            return (
-                Change(lsn, seq, committed_at, op, None, tuple(row), old)
-                for seq, row, old in zip(count(self.seq), self.items, olds)
-            )
-        empty = (None,) * self.width
-        return (
-            Change(lsn, seq, committed_at, op, key, empty, old)
-            for seq, key, old in zip(count(self.seq), self.items, olds)
-        )
+            fields = zip(*head, repeat(None), self.items, olds)
+        else:
+            fields = zip(*head, self.items, repeat((None,) * self.width), olds)
+        # Made by C-level maps, with no Python step a change: tuple.__new__ makes each
+        # record of its fields without the named tuple's own (Python) __new__.
+        return map(_new, repeat(Change), fields)
 
     def rows(self) -> Iterator[tuple[Any, ...]]:
         """The run's changes as rows of `changes()` (see `Change.flat`), made with no

@@ -305,12 +305,12 @@ def squash_items(
 
 def filter_change(change: Change, schema: TableSchema, feed_filter: FeedFilter) -> Change | None:
     """The change as the filtered feed shows it, or None when it is left out (see above)."""
-    if change.op == "ddl":
+    op, old = change.op, change.old
+    if op == "ddl":
         return change
-    old = change.old
-    verdict = filter_verdict(
-        change.op, change.row, None if old is UNLOGGED else old, feed_filter.matches
-    )
+    if old is UNLOGGED:  # `filter_verdict` without an old row, in one step: a change a row
+        return change if op == "delete" or feed_filter.matches(change.row) else None
+    verdict = filter_verdict(op, change.row, old, feed_filter.matches)
     if verdict is Verdict.KEEP:
         return change
     if verdict is Verdict.ENTERS:
@@ -328,30 +328,32 @@ def _key_of(schema: TableSchema, row: Sequence[Any]) -> str:
     return row_key(schema, row, tuple(row[p] for p in layout.key_positions))
 
 
-def _ident(change: Change, schema: TableSchema) -> Hashable:
-    """The row a change is about: its key columns, or its logged key for a delete; a ddl
-    is its own."""
+def _ident(change: Change, positions: Sequence[int]) -> Hashable:
+    """The row a change is about: its key columns (at `positions`), or its logged key for a
+    delete; a ddl is its own."""
     if change.op == "ddl":
         return ("ddl", change.lsn, change.seq)
     if change.op == "delete":
         assert change.key is not None
         return tuple(_key_decoder.decode(bytes.fromhex(change.key))[1])
-    positions = schema.layout().key_positions
-    return tuple(change.row[p] for p in positions)
+    row = change.row
+    return tuple([row[p] for p in positions])
 
 
 def _squashed(changes: list[Change], schema: TableSchema) -> list[Change]:
     """One change per row: the latest, carrying the first old row; a row inserted and
     deleted within the page disappears. A table without a key cannot be squashed: its rows
     have no identity in the stream."""
-    if not schema.layout().key_positions:
+    positions = schema.layout().key_positions
+    if not positions:
         return changes
-    return squash_items(changes, lambda change: _ident(change, schema), _merged)
+    return squash_items(changes, lambda change: _ident(change, positions), _merged)
 
 
 def _merged(first: Change, last: Change) -> Change | None:
     if last.op == "ddl":
         return last
-    if last.op == "delete" and first.old is None:
+    old = first.old
+    if last.op == "delete" and old is None:
         return None  # inserted and deleted within the page
-    return last._replace(old=first.old)
+    return last if last.old is old else last._replace(old=old)

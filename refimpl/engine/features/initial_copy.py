@@ -160,7 +160,7 @@ class CopiedRows:
         """The rows as initial changes."""
         old = None if self.full else UNLOGGED
         return [
-            Change(self.lsn, seq, None, INITIAL, key, tuple(row), old)
+            Change(self.lsn, seq, None, INITIAL, key, row, old)
             for seq, (row, key) in enumerate(zip(self.rows, self.keys, strict=True))
         ]
 
