@@ -26,6 +26,7 @@ from refimpl.engine.measures import EngineMeasures
 from refimpl.engine.options import EngineOptions
 from refimpl.engine.progress import Progress, ProgressReport, no_report
 from refimpl.engine.replication.functions import functions as replication_functions
+from refimpl.engine.replication.sql_slots import TABLE_FUNCTIONS as replication_tables
 from refimpl.engine.result import Column
 from refimpl.engine.session import Session
 from refimpl.engine.statements import pg_functions, queries
@@ -81,7 +82,11 @@ class Instance:
         self.access = AccessControl(path, files=files, sessions_per_user=options.sessions_per_user)
         self.functions = FunctionTables(
             scalar=session_functions,
-            tables={"changes": changes_function, **pg_functions.TABLE_FUNCTIONS},
+            tables={
+                "changes": changes_function,
+                **pg_functions.TABLE_FUNCTIONS,
+                **replication_tables,
+            },
         )
         self._databases: dict[str, Database] = {}
         self._lock = threading.RLock()

@@ -1,4 +1,5 @@
-"""The output plugins a logical slot streams with: `test_decoding` (text) and `pgoutput`.
+"""The output plugins a logical slot streams with: `pgoutput` here, and `test_decoding`
+(text, in `refimpl.engine.replication.test_decoding`, which SQL reads too).
 
 A plugin turns one committed transaction into messages, each with the position a client
 confirms once it has it (spec: replication): Begin at place 0, the n-th change shown at
@@ -29,16 +30,19 @@ from refimpl.engine.replication.decoding import (
     RowChange,
     Transaction,
 )
+from refimpl.engine.replication.test_decoding import (
+    DDL_PREFIX,
+    Message,
+    TestDecoding,
+    flag,
+    xid_of,
+)
 from refimpl.errors import BadRequest
 from refimpl.pgwire import types
-from refimpl.pgwire.types import PG_EPOCH_MICROS, timestamp_text
+from refimpl.pgwire.types import PG_EPOCH_MICROS
 
 PLUGINS = ("pgoutput", "test_decoding")
-DDL_PREFIX = "kdb.ddl"  # the prefix of the logical decoding message that carries a DDL
-_UNQUOTED = {types.INT4, types.INT8, types.FLOAT8, types.INT2, types.FLOAT4, types.NUMERIC}
-_PLAIN_NAME = re.compile(r"[a-z_][a-z0-9_$]*")
 _I8, _I16, _I32 = struct.Struct("!q"), struct.Struct("!h"), struct.Struct("!i")
-Message = tuple[int, bytes]  # (position, payload)
 
 
 class OutputPlugin(Protocol):
@@ -47,120 +51,6 @@ class OutputPlugin(Protocol):
 
     def transaction(self, txn: Transaction, skip: int) -> list[Message]:
         """The messages of `txn` after its first `skip` changes ([] for one not shown)."""
-
-
-def xid_of(lsn: int) -> int:
-    """The transaction id a plugin shows: the LSN's low 32 bits (KDB has no xids)."""
-    return lsn & 0xFFFFFFFF
-
-
-def _flag(options: dict[str, str | None], name: str, default: bool) -> bool:
-    if name not in options:
-        return default
-    value = options[name]
-    if value is None:
-        return True
-    lowered = value.strip().lower()
-    if lowered in ("1", "t", "true", "on", "yes", "y"):
-        return True
-    if lowered in ("0", "f", "false", "off", "no", "n"):
-        return False
-    raise BadRequest(f'could not parse value "{value}" for parameter "{name}"')
-
-
-def _quote_name(name: str) -> str:
-    return name if _PLAIN_NAME.fullmatch(name) else '"' + name.replace('"', '""') + '"'
-
-
-def _text_of(column_type: str) -> Callable[[Any], bytes]:
-    return types.pg_type(column_type).text
-
-
-# -- test_decoding ------------------------------------------------------------------------
-
-
-class TestDecoding:
-    """contrib/test_decoding's text: `BEGIN 529`, `table public.t: INSERT: id[integer]:1`,
-    `COMMIT 529`; options `include-xids` (default on), `include-timestamp`,
-    `skip-empty-xacts`, and `include-rewrites`, `only-local`, `force-binary` (accepted)."""
-
-    __test__ = False  # not a pytest class despite its name
-
-    def __init__(self, options: dict[str, str | None]) -> None:
-        known = (
-            "include-xids",
-            "include-timestamp",
-            "skip-empty-xacts",
-            "only-local",
-            "include-rewrites",
-            "force-binary",
-            "stream-changes",
-        )
-        for name, value in options.items():
-            if name not in known:
-                raise BadRequest(f'option "{name}" = "{value or "(null)"}" is unknown')
-            _flag(options, name, False)
-        self.publications: list[str] | None = None
-        self.xids = _flag(options, "include-xids", True)
-        self.timestamp = _flag(options, "include-timestamp", False)
-        self.skip_empty = _flag(options, "skip-empty-xacts", False)
-
-    def transaction(self, txn: Transaction, skip: int) -> list[Message]:
-        if self.skip_empty and not txn.changes:
-            return []
-        lsn = txn.lsn
-        xid = f" {xid_of(lsn)}" if self.xids else ""
-        out: list[Message] = [(positions.position(lsn, 0), f"BEGIN{xid}".encode())]
-        for place, change in enumerate(txn.changes[skip:], skip + 1):
-            out.append((positions.position(lsn, place), self._change(change).encode("utf-8")))
-        commit = f"COMMIT{xid}"
-        if self.timestamp:
-            commit += f" (at {timestamp_text(txn.committed_at)})"
-        out.append((positions.end_of(lsn), commit.encode()))
-        return out
-
-    def _change(self, change: RowChange) -> str:
-        relation = change.relation
-        head = f"table public.{_quote_name(relation.name)}:"
-        op = change.op
-        if op == TRUNCATE:
-            return f"{head} TRUNCATE: (no-flags)"
-        if op == DDL:
-            statement = change.statement or ""
-            size = len(statement.encode("utf-8"))
-            return f"message: transactional: 1 prefix: {DDL_PREFIX}, sz: {size} content:{statement}"
-        if op == INSERT:
-            return f"{head} INSERT:{self._tuple(relation, change.new, False)}"
-        if op == UPDATE:
-            old = ""
-            if change.old is not None:
-                old = f" old-key:{self._tuple(relation, change.old, True)} new-tuple:"
-            return f"{head} UPDATE:{old}{self._tuple(relation, change.new, False)}"
-        if change.old is not None:
-            return f"{head} DELETE:{self._tuple(relation, change.old, True)}"
-        if change.key is None:
-            return f"{head} DELETE: (no-tuple-data)"
-        return f"{head} DELETE:{self._tuple(relation, relation.key_row(change.key), True)}"
-
-    @staticmethod
-    def _tuple(relation: Relation, row: Sequence[Any] | None, skip_nulls: bool) -> str:
-        if row is None:
-            return " (no-tuple-data)"
-        parts = []
-        for name, column_type, value in zip(relation.columns, relation.types, row, strict=True):
-            if value is None and skip_nulls:
-                continue
-            pg = types.pg_type(column_type)
-            if value is None:
-                shown = "null"
-            elif pg.oid == types.BOOL:
-                shown = "true" if value else "false"
-            elif pg.oid in _UNQUOTED:
-                shown = pg.text(value).decode()
-            else:
-                shown = "'" + pg.text(value).decode("utf-8").replace("'", "''") + "'"
-            parts.append(f" {_quote_name(name)}[{pg.name}]:{shown}")
-        return "".join(parts)
 
 
 # -- pgoutput -----------------------------------------------------------------------------
@@ -202,8 +92,8 @@ class PgOutput:
             raise BadRequest("publication_names parameter missing")
         self.version = version
         self.publications: list[str] | None = _name_list(names)
-        self.binary = _flag(options, "binary", False)
-        _flag(options, "messages", False)
+        self.binary = flag(options, "binary", False)
+        flag(options, "messages", False)
         self._sent: dict[int, Relation] = {}
         # Each relation's row encoder (by OID, with the shape it was made for), made once: a
         # row costs a call per value, no lookup.

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from refimpl.engine import replication_positions as positions
 from refimpl.engine.query.compiled import Compiled, Scope
+from refimpl.engine.replication.sql_slots import drop_function
 from refimpl.errors import SqlError
 from refimpl.sql import ast
 
@@ -31,4 +32,4 @@ def functions(context: StatementContext) -> dict[str, ScalarFunction]:
             raise SqlError(f"{call.name}() takes no arguments")
         return Compiled(lambda row: positions.text(positions.end_of(log.durable_lsn)), "STRING")
 
-    return dict.fromkeys(NAMES, build)
+    return {**dict.fromkeys(NAMES, build), "pg_drop_replication_slot": drop_function(context)}

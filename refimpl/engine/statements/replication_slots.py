@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from refimpl.engine.files import FileOps, write_all
-from refimpl.errors import KdbError
+from refimpl.errors import SqlError
 
 SLOTS_FILE = "replication_slots.json"
 MAX_NAME = 63
@@ -28,8 +28,9 @@ _WRITE_NEW = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
 _ACTIVE_WAIT_S = 0.05  # how often DROP ... WAIT looks whether the slot was let go
 
 
-class SlotError(KdbError):
-    """A slot command that cannot be done; `sqlstate` is PostgreSQL's code for it."""
+class SlotError(SqlError):
+    """A slot command that cannot be done (a 400 over HTTP); `sqlstate` is PostgreSQL's code
+    for it, which a replication connection answers."""
 
     def __init__(self, sqlstate: str, message: str) -> None:
         super().__init__(message)
