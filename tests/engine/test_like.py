@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 
@@ -27,6 +28,14 @@ def reference(pattern: str, text: str) -> bool:
             elif char == "_" or char == text[j - 1]:
                 matched[i][j] = matched[i - 1][j - 1]
     return matched[len(pattern)][len(text)]
+
+
+def regex_reference(pattern: str, text: str) -> bool:
+    """LIKE as a whole-text regular expression: `%` is `.*`, `_` is `.`, both across lines."""
+    translated = "".join(
+        ".*" if char == "%" else "." if char == "_" else re.escape(char) for char in pattern
+    )
+    return re.fullmatch(translated, text, re.DOTALL) is not None
 
 
 @settings(max_examples=3000, deadline=None)
@@ -69,6 +78,36 @@ def test_pieces_of_many_runs_agree_with_the_reference(pattern: str, text: str):
     assert like_matcher(pattern)(text) == reference(pattern, text)
 
 
+# Pieces of several different runs (`ab_c_ab`) over texts where each run occurs, often out
+# of place: the search moves from run to run before it checks a whole piece.
+PIECES = st.lists(st.sampled_from(["a", "b", "ab", "ba", "c", "_", "__", "%", ".", "*", "\n"]))
+
+
+@settings(max_examples=3000, deadline=None)
+@given(PIECES.map("".join), st.text("abc.*\n", max_size=30))
+def test_pieces_of_different_runs_agree_with_a_regular_expression(pattern: str, text: str):
+    assert like_matcher(pattern)(text) == regex_reference(pattern, text)
+
+
+@settings(max_examples=300, deadline=None)
+@given(PIECES.map("".join), st.text("ab", min_size=40, max_size=400))
+def test_long_texts_agree_with_a_regular_expression(pattern: str, text: str):
+    assert like_matcher(pattern)(text) == regex_reference(pattern, text)
+
+
+def test_a_piece_with_a_run_the_text_lacks_costs_one_scan():
+    """`%a_a_..._b%` over 300 KB of `a`: every place was a candidate, checked over the whole
+    piece (minutes); a `b` that occurs nowhere after the start ends the search at once. Where
+    the runs alternate (`abab...`), the search moves from run to run in linear time."""
+    pattern = "%" + "a_" * 4000 + "b%"
+    started = time.monotonic()
+    assert like_matcher(pattern)("a" * 300_000) is False
+    assert like_matcher(pattern)("b" * 8001 + "a" * 292_000) is False
+    assert like_matcher(pattern)("ab" * 150_000) is False
+    assert like_matcher(pattern)("a" * 300_000 + "b") is True
+    assert time.monotonic() - started < 5.0  # generous: linear against minutes
+
+
 def test_a_costly_like_stops_at_the_statement_timeout(tmp_path: Path):
     """A pattern whose every place is a candidate, over a long text: one value's loop, that
     stops with the statement and changes nothing (over HTTP and the PostgreSQL protocol:
@@ -77,8 +116,10 @@ def test_a_costly_like_stops_at_the_statement_timeout(tmp_path: Path):
     try:
         db.execute("CREATE TABLE t (id INT PRIMARY KEY, s STRING)")
         db.execute("CREATE TABLE u (id INT PRIMARY KEY, s STRING)")
-        db.execute("INSERT INTO t VALUES (1, ?)", ["a" * 300_000])
-        pattern = "%" + "a_" * 4000 + "b%"
+        # Runs of `a` a little shorter than the piece: every place is a candidate, checked
+        # over most of the piece.
+        db.execute("INSERT INTO t VALUES (1, ?)", [("a" * 6998 + "bb") * 43])
+        pattern = "%" + "a_" * 4000 + "%"
         started = time.monotonic()
         with pytest.raises(StatementTimeout, match="statement_timeout_ms"):
             db.execute("INSERT INTO u SELECT id, s FROM t WHERE s LIKE ?", [pattern])

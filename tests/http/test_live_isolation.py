@@ -23,8 +23,8 @@ from tests.http.conftest import Server, start_server
 from tests.http.stream_client import open_stream
 
 TIMEOUT_MS = 500
-TEXT = "a" * 300_000
-PATTERN = "%" + "a_" * 4000 + "b%"  # 8 KB; no match: every candidate is tried
+TEXT = ("a" * 6998 + "bb") * 43  # 301 KB: runs of `a` shorter than the piece
+PATTERN = "%" + "a_" * 4000 + "%"  # 8 KB; no match: every candidate is tried
 WHERE = f"body LIKE '{PATTERN}'"
 LIVELY_SECONDS = 3.0  # a victim's event, or /health, within this while the hostile work runs
 

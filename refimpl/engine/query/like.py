@@ -5,15 +5,23 @@ every other character itself, case-sensitive; no escape character) is cut at its
 pieces of fixed length. The text must start with the first piece and end with the last; the
 pieces between are found left to right, each at its leftmost place after the one before.
 Taking the leftmost place is never wrong: a piece found further left leaves more text for
-the pieces after it. Each piece is found by `str.find` of its longest run without `_`, so
-matching costs O(len(text) * len(pattern)) at worst and usually one `find` a piece: a
-pattern such as `%a%a%a%b` costs no more than its length (a regex of it backtracks
-exponentially, in one C call that holds the interpreter lock).
+the pieces after it. A pattern such as `%a%a%a%b` costs no more than its length (a regex of
+it backtracks exponentially, in one C call that holds the interpreter lock).
 
-The worst case (`%a_a_..._b%` over a long run of `a`s: every place is a candidate, each
-checked over the whole piece) is what a client chooses the sizes of, so a piece checks a
-candidate in one C call (a compiled regular expression of fixed length, `.` for `_`, which
-cannot backtrack) and the statement's deadline every CHECK_EVERY candidates
+A piece is found from its literal runs (its stretches without `_`), each different run at
+its first offset in the piece, by `str.find` (C) alone: the piece's place is moved on to
+where the next run occurs, the runs taken in turn, until every run is in its place at one
+position; only there is the whole piece checked, and the search goes on one place further
+if it fails. A run that does not occur after the place reached ends the search: the piece
+is not there, whatever the rest of it, so `%a_a_..._b%` over a text without `b` costs one
+scan in C and no loop in Python. A piece of few runs is checked with `startswith` at each
+run's offset, one of more in one C call (a compiled regular expression of fixed length,
+`.` for `_`, which cannot backtrack).
+
+What is left costs O(len(text) * len(pattern)) at worst: a text in which the piece's runs
+stand in their places at many positions while the whole piece fails late (`%a_a_..._a%`
+over runs of `a` a little shorter than the piece). Its sizes are the client's, so the
+search looks at the statement's deadline every CHECK_EVERY searches
 (`refimpl.engine.query.deadlines`): such a LIKE stops with the statement timeout.
 """
 
@@ -25,57 +33,63 @@ from collections.abc import Callable
 from refimpl.engine.query import deadlines
 
 Matcher = Callable[[str], bool]
-CHECK_EVERY = 256  # candidates of a piece between two looks at the deadline
-_FEW_CHECKS = 2  # runs checked in place by startswith; more: one compiled expression
+CHECK_EVERY = 256  # searches of a piece's runs between two looks at the deadline
+_FEW_RUNS = 3  # runs checked in place by startswith; more: one compiled expression
 
 
 class _Piece:
     """A run of the pattern between two `%`: literal characters and `_` (any one)."""
 
-    __slots__ = ("text", "size", "anchor", "anchor_at", "checks", "compiled")
+    __slots__ = ("text", "size", "runs", "distinct", "compiled")
 
     def __init__(self, text: str) -> None:
         self.text = text
         self.size = len(text)
-        runs = [(start, run) for start, run in _literal_runs(text)]
-        # The longest literal run is what `find` looks for; the other runs are checked in
-        # place at their offsets.
-        self.anchor_at, self.anchor = max(runs, key=lambda r: len(r[1]), default=(0, ""))
-        self.checks = [(start, run) for start, run in runs if start != self.anchor_at]
+        self.runs = _literal_runs(text)
+        # Each different run once, at its first offset in the piece: the runs `find` looks
+        # for in the text.
+        first_offsets: dict[str, int] = {}
+        for start, run in self.runs:
+            first_offsets.setdefault(run, start)
+        self.distinct = [(start, run) for run, start in first_offsets.items()]
         self.compiled: re.Pattern[str] | None = None
-        if len(self.checks) > _FEW_CHECKS:
+        if len(self.runs) > _FEW_RUNS:
             body = ".".join(re.escape(part) for part in text.split("_"))
             self.compiled = re.compile(body, re.DOTALL)
 
     def matches_at(self, value: str, position: int) -> bool:
         """The piece matches `value` at `position` (the caller knows it fits)."""
-        if self.anchor and not value.startswith(self.anchor, position + self.anchor_at):
-            return False
         if self.compiled is not None:
             return self.compiled.match(value, position) is not None
-        return all(value.startswith(run, position + start) for start, run in self.checks)
+        return all(value.startswith(run, position + start) for start, run in self.runs)
 
     def find(self, value: str, start: int, end: int) -> int:
         """The leftmost position >= start where the piece matches within value[:end], or -1."""
         last = end - self.size  # the last position where the piece still fits
         if last < start:
             return -1
-        if not self.anchor:  # only `_`: any place with room for it
+        if not self.runs:  # only `_`: any place with room for it
             return start
-        offset = self.anchor_at
-        probe = start + offset
-        candidates = 0
+        position = start
+        agreeing = 0  # runs in a row found in place at `position`
+        finds = 0
         while True:
-            found = value.find(self.anchor, probe, last + offset + len(self.anchor))
-            if found < 0:
-                return -1
-            position = found - offset
-            if self.matches_at(value, position):
-                return position
-            probe = found + 1
-            candidates += 1
-            if candidates % CHECK_EVERY == 0:
-                deadlines.check()
+            for at, run in self.distinct:
+                found = value.find(run, position + at, last + at + len(run))
+                if found < 0:  # this run is nowhere the piece could still be: neither is it
+                    return -1
+                finds += 1
+                if finds % CHECK_EVERY == 0:
+                    deadlines.check()
+                if found - at > position:  # no place before this run's one can hold the piece
+                    position, agreeing = found - at, 1
+                else:
+                    agreeing += 1
+                if agreeing < len(self.distinct):
+                    continue
+                if self.matches_at(value, position):
+                    return position
+                position, agreeing = position + 1, 0
 
 
 def _literal_runs(piece: str) -> list[tuple[int, str]]:
