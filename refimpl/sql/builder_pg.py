@@ -12,7 +12,7 @@ import re
 
 from lark import Token, Transformer, v_args
 
-from refimpl.errors import SqlSyntaxError
+from refimpl.errors import NotAllowed, SqlSyntaxError
 from refimpl.sql import ast
 
 SCHEMAS = frozenset({"pg_catalog", "public"})
@@ -44,6 +44,10 @@ def _unschema(schema: str, name: str) -> str:
     return name
 
 
+def _string(token: Token) -> str:
+    return str(token)[1:-1].replace("''", "'")
+
+
 def _escape(match: re.Match[str]) -> str:
     code = match.group(1)
     if code[0] in "xu" and len(code) > 1:
@@ -57,6 +61,35 @@ def _escape(match: re.Match[str]) -> str:
 class PgBuilder(Transformer):
     def qualified_table_name(self, schema: str, name: str) -> str:
         return _unschema(schema, name)
+
+    # COPY's older options, without parentheses: the options of the same names.
+    def legacy_csv(self) -> ast.CopyOption:
+        return ast.CopyOption("format", "csv")
+
+    def legacy_binary(self) -> ast.CopyOption:
+        return ast.CopyOption("format", "binary")
+
+    def legacy_header(self) -> ast.CopyOption:
+        return ast.CopyOption("header", True)
+
+    def legacy_delimiter(self, text: Token) -> ast.CopyOption:
+        return ast.CopyOption("delimiter", _string(text))
+
+    def legacy_null(self, text: Token) -> ast.CopyOption:
+        return ast.CopyOption("null", _string(text))
+
+    def legacy_quote(self, text: Token) -> ast.CopyOption:
+        return ast.CopyOption("quote", _string(text))
+
+    def legacy_escape(self, text: Token) -> ast.CopyOption:
+        return ast.CopyOption("escape", _string(text))
+
+    def call_ordered(self, name: str, *rest: object) -> ast.Expr:
+        """`array_agg(x ORDER BY y)`: PostgreSQL's, refused as not supported here."""
+        raise NotAllowed(
+            f"an ORDER BY inside an aggregate's call ({name.lower()}(... ORDER BY ...)) is not"
+            " supported; order the rows in a subquery, or the answer with ORDER BY"
+        )
 
     def array_value(self, items: tuple[ast.Expr, ...] | None) -> ast.ArrayValue:
         return ast.ArrayValue(items or ())
@@ -121,6 +154,10 @@ class PgBuilder(Transformer):
                 f" {', '.join(sorted(_CAST_TYPES))}"
             )
         return ast.Cast(operand, target)
+
+    def dollar_string(self, token: Token) -> ast.Literal:
+        """`$$it's$$`: PostgreSQL's dollar quoting; the text between is taken as it is."""
+        return ast.Literal(str(token)[2:-2], "STRING")
 
     def escape_string(self, token: Token) -> ast.Literal:
         body = token[2:-1].replace("''", "'")

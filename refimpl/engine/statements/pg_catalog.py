@@ -529,6 +529,10 @@ RELATIONS: dict[str, Builder] = {
                           " inhdetachpending:BOOLEAN"),
     "pg_description": _empty("objoid:BIGINT classoid:BIGINT objsubid:INT description:STRING"),
     "pg_attrdef": _empty("oid:BIGINT adrelid:BIGINT adnum:INT adbin:STRING"),
+    # Functions and procedures: their rows are not shown yet (psql's \df lists none).
+    "pg_proc": _empty("oid:BIGINT proname:STRING pronamespace:BIGINT proowner:BIGINT"
+                      " prokind:STRING prorettype:BIGINT proargtypes:STRING proretset:BOOLEAN"
+                      " pronargs:INT prosrc:STRING"),
     "pg_sequence": _empty("seqrelid:BIGINT seqtypid:BIGINT seqstart:BIGINT"
                           " seqincrement:BIGINT seqmax:BIGINT seqmin:BIGINT seqcache:BIGINT"
                           " seqcycle:BOOLEAN"),

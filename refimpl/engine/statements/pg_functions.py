@@ -17,6 +17,7 @@ from refimpl.engine.query.compiled import Compiled, Scope
 from refimpl.engine.query.expressions import compile_expression, constant_value
 from refimpl.engine.result import Column
 from refimpl.engine.rights import ADMIN_USER, Right
+from refimpl.engine.statements import pg_catalog
 from refimpl.engine.statements.pg_catalog import (
     FORMAT_TYPE,
     SERVER_VERSION,
@@ -150,6 +151,9 @@ def functions(context: StatementContext, views: ViewColumns) -> dict[str, Scalar
         names += [i.name for i in catalog_indexes(context, views)]
         names += [v.name for v in readable_views(context, views)]
         found = next((n for n in names if n.lower() == wanted.lower()), None)
+        if found is None and pg_catalog.is_relation(context, wanted.lower()):
+            # A catalog relation: PostgreSQL's own OID (`'pg_class'::regclass` is 1259).
+            return _CATALOG_OIDS.get(wanted.lower(), name_oid(wanted))
         return None if found is None else name_oid(found)
 
     def regclass(name: Any) -> int | None:
@@ -236,11 +240,23 @@ def functions(context: StatementContext, views: ViewColumns) -> dict[str, Scalar
                                             lambda *args: None if None in args else True),
         "pg_backend_pid": _function(context, (0,), "INT", lambda: 0),
         # No column is numbered by a sequence here, and there is one (binary) collation.
+        "pg_get_function_result": _function(context, (1,), "STRING", lambda oid: None),
+        "pg_get_function_arguments": _function(context, (1,), "STRING", lambda oid: None),
+        "pg_function_is_visible": _function(context, (1,), "BOOLEAN",
+                                            lambda oid: None if oid is None else True),
         "pg_get_serial_sequence": _function(context, (2,), "STRING", lambda *args: None),
         "pg_collation_is_visible": _function(context, (1,), "BOOLEAN",
                                              lambda oid: None if oid is None else True),
         "json_build_object": _function(context, range(0, 101, 2), "STRING", json_object),
     }  # fmt: skip
+
+
+# PostgreSQL's OIDs of the catalog relations drivers name with ::regclass.
+_CATALOG_OIDS = {
+    "pg_class": 1259, "pg_namespace": 2615, "pg_attribute": 1249, "pg_type": 1247,
+    "pg_proc": 1255, "pg_constraint": 2606, "pg_index": 2610, "pg_database": 1262,
+    "pg_description": 2609, "pg_attrdef": 2604, "pg_am": 2601, "pg_trigger": 2620,
+}  # fmt: skip
 
 
 def json_object(*pairs: Any) -> str:

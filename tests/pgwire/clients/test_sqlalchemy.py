@@ -6,11 +6,13 @@ inspects tables, columns and views."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 
 import pytest
 import sqlalchemy as sa
 from sqlalchemy import orm
+from sqlalchemy.ext.asyncio import create_async_engine
 
 from tests.pgwire.clients.capture import Relay, normalised, record, relay
 from tests.pgwire.conftest import PgServer
@@ -155,3 +157,31 @@ def test_views_are_inspected_and_unsupported_column_types_answer_0a000(
     sa.Table("s", metadata, sa.Column("id", sa.Integer, primary_key=True))  # SERIAL
     with pytest.raises(sa.exc.NotSupportedError, match="SERIAL is not supported"):
         metadata.create_all(eng)
+
+
+def test_the_asyncpg_dialect_reads_writes_and_nests(pg: PgServer, db: str) -> None:
+    url = sa.URL.create(
+        "postgresql+asyncpg",
+        username="admin",
+        password=pg.token,
+        host=pg.host,
+        port=pg.port,
+        database=db,
+    )
+
+    async def run() -> list[tuple[int, float]]:
+        eng = create_async_engine(url, poolclass=sa.NullPool)
+        try:
+            async with eng.begin() as conn:
+                await conn.execute(sa.text("CREATE TABLE t (id INT PRIMARY KEY, v DOUBLE)"))
+                rows = [{"i": 1, "v": 1.5}, {"i": 2, "v": 2.5}]
+                await conn.execute(sa.text("INSERT INTO t VALUES (:i, :v)"), rows)
+                nested = await conn.begin_nested()
+                await conn.execute(sa.text("INSERT INTO t VALUES (3, 3.5)"))
+                await nested.rollback()
+                result = await conn.execute(sa.text("SELECT id, v FROM t ORDER BY id"))
+                return [(r.id, r.v) for r in result]
+        finally:
+            await eng.dispose()
+
+    assert asyncio.run(run()) == [(1, 1.5), (2, 2.5)]
