@@ -19,10 +19,13 @@ SOURCE = Path(__file__).parent / "java" / "PgjdbcStream.java"
 
 
 def _driver() -> str:
-    found = sorted(glob.glob(str(Path.home() / ".m2/repository/org/postgresql/postgresql/*/*.jar")))
+    """Debian's pgjdbc (libpostgresql-jdbc-java, which .ci/run installs), else a Maven copy."""
+    debian = Path("/usr/share/java/postgresql.jar")
+    maven = sorted(glob.glob(str(Path.home() / ".m2/repository/org/postgresql/postgresql/*/*.jar")))
+    found = [str(debian)] if debian.exists() else maven[-1:]
     if not found or shutil.which("javac") is None:
-        pytest.skip("pgjdbc (in the Maven repository) or a JDK is not installed")
-    return found[-1]
+        pytest.skip("pgjdbc (Debian's libpostgresql-jdbc-java) or a JDK is not installed")
+    return found[0]
 
 
 def test_pgjdbc_streams_pgoutput(pg: PgServer, db: str, tmp_path: Path) -> None:
