@@ -166,3 +166,18 @@ def test_a_transaction_commits_or_rolls_back_as_a_whole(pg, db):
         return [r["id"] for r in await conn.fetch("SELECT id FROM t ORDER BY id")]
 
     assert run(pg, db, work) == [1, 2]
+
+
+def test_a_nested_transaction_is_a_savepoint(pg, db):
+    async def work(conn: asyncpg.Connection) -> list[int]:
+        await conn.execute("CREATE TABLE t (id INT PRIMARY KEY)")
+        async with conn.transaction():
+            await conn.execute("INSERT INTO t VALUES (1)")
+            with pytest.raises(asyncpg.UniqueViolationError):
+                async with conn.transaction():  # SAVEPOINT ... ROLLBACK TO SAVEPOINT
+                    await conn.execute("INSERT INTO t VALUES (2)")
+                    await conn.execute("INSERT INTO t VALUES (1)")
+            await conn.execute("INSERT INTO t VALUES (3)")
+        return [r["id"] for r in await conn.fetch("SELECT id FROM t ORDER BY id")]
+
+    assert run(pg, db, work) == [1, 3]
