@@ -465,6 +465,12 @@ class Conversation:
         statement = plan.statement
         if isinstance(statement, STATEMENTS) or pg_notify_call(statement):
             return self.inbox.run(statement, params), []
+        if (
+            isinstance(statement, ast.Fetch)
+            and statement.move
+            and statement.cursor in self._portals
+        ):
+            return self._move_portal(statement), []
         try:
             if isinstance(statement, ast.CopyTo):
                 return copy_flow.copy_out(self.session, plan.piece.text, self.wire, before), []
@@ -483,6 +489,19 @@ class Conversation:
             # The transaction stays open and failed until ROLLBACK or ROLLBACK TO.
             self.failed = in_transaction or plan.kind == "Begin"
             raise
+
+    def _move_portal(self, move: ast.Fetch) -> Result:
+        """`MOVE FORWARD n portal` of a protocol portal (asyncpg's `Cursor.forward`): its
+        next n rows are skipped; the count is those there were."""
+        portal = self._portals[move.cursor]
+        if move.direction != "FORWARD":
+            raise NotAllowed("a protocol portal moves FORWARD only (it reads its rows once)")
+        if portal.result is None:
+            portal.result = self._run_portal(portal)
+        left = len(portal.result.rows) - portal.sent
+        moved = left if move.count is None else max(0, min(move.count, left))
+        portal.sent += moved
+        return message_result("MOVE", f"{moved} row(s) moved", moved)
 
     def _tag(self, plan: Plan, result: Result) -> str:
         if plan.setting is not None:

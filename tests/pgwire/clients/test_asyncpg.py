@@ -74,6 +74,20 @@ def test_a_cursor_reads_in_parts_inside_a_transaction(pg, db):
     assert parts == list(range(91, 101))
 
 
+def test_cursor_forward_skips_rows_of_its_portal(pg, db):
+    async def work(conn: asyncpg.Connection) -> tuple[int, list[int], int]:
+        await conn.execute("CREATE TABLE t (id INT PRIMARY KEY)")
+        await conn.executemany("INSERT INTO t VALUES ($1)", [(n,) for n in range(1, 11)])
+        async with conn.transaction():
+            cursor = await conn.cursor("SELECT id FROM t ORDER BY id")
+            skipped = await cursor.forward(3)  # MOVE FORWARD 3 of asyncpg's portal
+            read = [r["id"] for r in await cursor.fetch(2)]
+            past = await cursor.forward(100)
+        return skipped, read, past
+
+    assert run(pg, db, work) == (3, [4, 5], 5)
+
+
 def test_copy_records_to_table_and_copy_out_in_binary_and_csv(pg, db):
     records = [(n, n, n + 0.5, f"é {n}", n % 3 == 0, AT) for n in range(10_000)]
 
