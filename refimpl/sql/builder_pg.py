@@ -2,8 +2,10 @@
 names (`pg_catalog.pg_class`, `pg_catalog.format_type(...)`), `OPERATOR(pg_catalog.~)`,
 `COLLATE`, and `E'...'` strings with backslash escapes.
 
-Only the schemas `pg_catalog` and `public` exist: a name in either is the bare name (the
-catalog relations and functions are found by it), any other schema is an error.
+The schemas are `pg_catalog`, `public` and `information_schema`. A name in either of the
+first two is the bare name (the catalog relations and functions are found by it), a name in
+`information_schema` keeps its schema (`information_schema.tables`: the relations of that
+schema are found by it); any other schema is an error.
 """
 
 from __future__ import annotations
@@ -36,10 +38,13 @@ _ESCAPE = re.compile(r"\\(x[0-9a-fA-F]{1,2}|u[0-9a-fA-F]{4}|[0-7]{1,3}|.)", re.D
 
 
 def _unschema(schema: str, name: str) -> str:
+    if schema.lower() == "information_schema":
+        # Kept in the name: its relations are found by it, and hide no table of the database.
+        return f"information_schema.{name}"
     if schema.lower() not in SCHEMAS:
         raise SqlSyntaxError(
-            f"schema '{schema}' does not exist; the schemas are pg_catalog and public, and a"
-            " table needs none"
+            f"schema '{schema}' does not exist; the schemas are pg_catalog, public and"
+            " information_schema, and a table needs none"
         )
     return name
 

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 from refimpl.engine.query.select import QueryOutput
 from refimpl.engine.result import Column
 from refimpl.engine.rights import ADMIN_USER
-from refimpl.engine.statements import replication_catalog
+from refimpl.engine.statements import information_schema, replication_catalog
 from refimpl.engine.statements.pg_views import ViewColumns, readable_views
 from refimpl.engine.storage.schema import TableSchema
 from refimpl.errors import Forbidden, Unauthorized
@@ -552,6 +552,8 @@ RELATIONS: dict[str, Builder] = {
 }  # fmt: skip
 # Logical replication's slots and publications (they replace pg_publication's empty rows).
 RELATIONS.update(replication_catalog.relations(name_oid, role_oid))
+# SQL's information_schema views, over the same rows as the relations above.
+RELATIONS.update(information_schema.relations(readable_tables, catalog_indexes))
 
 
 def relation(context: StatementContext, name: str, views: ViewColumns | None) -> QueryOutput | None:
