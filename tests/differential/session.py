@@ -43,13 +43,15 @@ def servers() -> Iterator[tuple[Postgres | None, str, Server | None]]:
     if postgres is None:
         yield None, why, None
         return
-    folder = Path(tempfile.mkdtemp(prefix="refdiff-"))
-    refimpl_server = start_server(folder / "data", "--pg-port", "0")
     try:
-        yield postgres, "", refimpl_server
+        folder = Path(tempfile.mkdtemp(prefix="refdiff-"))
+        refimpl_server = start_server(folder / "data", "--pg-port", "0")
+        try:
+            yield postgres, "", refimpl_server
+        finally:
+            refimpl_server.stop()
     finally:
-        refimpl_server.stop()
-        postgres.stop()
+        postgres.stop()  # also when refimpl's server did not start: no cluster is left running
 
 
 def connect_refimpl(server: Server) -> psycopg.Connection:
