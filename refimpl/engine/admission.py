@@ -123,14 +123,20 @@ def before_statements(text: str, deadline: float | None, shape: int | None = Non
         if key not in places.costly:
             _local.text_key = key  # remembered if it runs long
             return True
+    if _local.hand_on is None:
+        # Its place went on earlier in this request (a commit waited for its flush; a
+        # protocol client's pipeline runs many statements in one request): it carries on
+        # without one, as a request found costly in `running_long` does. Waiting here
+        # could wait for ever: idle workers keep their places while they poll, so no
+        # place would come free for it.
+        return True
     timeout = None
     if deadline is not None:
         timeout = deadline - time.monotonic()
         if timeout <= 0:
             return False  # stopped before it runs: it keeps its place for the answer
-    holding = _local.hand_on is not None
     _local.hand_on = None
-    if places.to_long(holding, timeout):
+    if places.to_long(True, timeout):
         _local.hand_on = _local.long_release = places.release_long
         return True
     return False

@@ -149,3 +149,19 @@ def test_open_all_lets_every_waiter_run() -> None:
     long_waiter.join(WAIT)
     waiter.join(WAIT)
     assert ok == [True] and got == [None]
+
+
+def test_a_costly_statement_after_the_place_went_on_runs_without_one() -> None:
+    # A protocol client's pipeline: a commit's wait handed the request's place on, and the
+    # workers polling idle keep every place; a costly statement later in the same request
+    # must not wait for a place that never comes (it waited out the statement timeout).
+    slots = FifoSlots(2, long_places=1)
+    slots.acquire()
+    admission.admitted(slots.release, slots)
+    admission.waiting()  # the commit's flush: the place goes on ...
+    slots.acquire()  # ... to an idle worker, which keeps it while it polls
+    slots.acquire()  # and the other place is held by another idle worker
+    began = time.monotonic()
+    assert admission.before_statements(LARGE, time.monotonic() + WAIT)
+    assert time.monotonic() - began < WAIT / 2
+    assert not admission.holding()
