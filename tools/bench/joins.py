@@ -12,9 +12,9 @@ new constants (no run is served from a cache), the two forms in turn (each first
 other time), each run timed in the CPU time of the thread that runs it (the query runs on
 it, embedded) with the garbage collector paused: other processes of a busy machine and a
 collector's pass at a random moment do not blur the ratio. Each query's two forms must have
-the same plan (EXPLAIN) and the same answer. Printed: per k, the slowest query of each kind, the comma/ON ratio and
-refimpl/SQLite ratio; then the targets: the comma and ON forms within 1.5x, every query
-under 100 ms.
+the same plan (EXPLAIN) and the same answer. Printed: per k, the slowest query of each
+kind, the comma/ON ratio and refimpl/SQLite ratio; then the targets: the comma and ON forms
+within 1.5x, every query under 100 ms.
 
     python tools/bench/joins.py                 # 40 queries, 1,000 rows a table
     python tools/bench/joins.py --queries 100 --rows 2000
