@@ -46,6 +46,11 @@ class SqlSyntaxError(SqlError):
     """The text does not parse."""
 
 
+class ReplicationSyntaxError(SqlSyntaxError):
+    """A replication connection's command (IDENTIFY_SYSTEM, START_REPLICATION, ...) does not
+    parse."""
+
+
 class UnknownTable(SqlError):
     def __init__(self, table: str):
         super().__init__(f"table '{table}' does not exist")
@@ -232,6 +237,22 @@ class DatabaseExists(SqlError):
 
 class UserError(SqlError):
     """Unknown or duplicate users and tokens in user-management statements."""
+
+
+class UnknownPublication(UserError):
+    """A publication statement or a replication stream names no publication of that name."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f'publication "{name}" does not exist')
+
+
+class SlotError(SqlError):
+    """A replication slot command that cannot be done (a 400 over HTTP); `sqlstate` is
+    PostgreSQL's code for it, which a replication connection answers."""
+
+    def __init__(self, sqlstate: str, message: str) -> None:
+        super().__init__(message)
+        self.sqlstate = sqlstate
 
 
 # --- Who may do what ---------------------------------------------------------------------

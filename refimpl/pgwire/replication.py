@@ -30,8 +30,8 @@ from refimpl.engine import replication_positions as positions
 from refimpl.engine.instance import Instance
 from refimpl.engine.rights import ADMIN_USER, Principal, Right
 from refimpl.engine.statements.publications import publications_at
-from refimpl.engine.statements.replication_slots import SlotError, SlotStore, slots_at
-from refimpl.errors import BadRequest, KdbError, TooManyConnections
+from refimpl.engine.statements.replication_slots import SlotStore, slots_at
+from refimpl.errors import BadRequest, KdbError, SlotError, TooManyConnections
 from refimpl.pgwire import messages as m
 from refimpl.pgwire import sqlstate, types
 from refimpl.pgwire.replication_commands import (

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import NoReturn
 
 from refimpl.engine import replication_positions as positions
-from refimpl.errors import BadRequest, SqlSyntaxError
+from refimpl.errors import BadRequest, ReplicationSyntaxError
 
 COMMANDS = frozenset(
     {
@@ -50,10 +50,6 @@ _TOKEN = re.compile(
     )""",
     re.VERBOSE,
 )
-
-
-class ReplicationSyntaxError(SqlSyntaxError):
-    pass
 
 
 Options = tuple[tuple[str, str | None], ...]

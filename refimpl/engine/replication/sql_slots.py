@@ -26,9 +26,9 @@ from refimpl.engine.query.expressions import compile_expression, constant_value
 from refimpl.engine.replication.decoding import read_transactions
 from refimpl.engine.replication.test_decoding import TestDecoding
 from refimpl.engine.result import Column
-from refimpl.engine.statements.replication_slots import SlotError, slots_at
+from refimpl.engine.statements.replication_slots import slots_at
 from refimpl.engine.storage.access_hints import AccessHints
-from refimpl.errors import Forbidden, NotAllowed, SqlError
+from refimpl.errors import Forbidden, NotAllowed, SlotError, SqlError
 from refimpl.sql import ast
 
 if TYPE_CHECKING:

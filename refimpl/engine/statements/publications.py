@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from refimpl.engine.files import FileOps, write_all
 from refimpl.engine.result import Result, message_result
 from refimpl.engine.rights import Right
-from refimpl.errors import SqlError, UnknownTable, UserError
+from refimpl.errors import SqlError, UnknownPublication, UnknownTable
 from refimpl.sql.ast_publications import AlterPublication, CreatePublication, DropPublication
 
 if TYPE_CHECKING:
@@ -43,11 +43,6 @@ class Publication:
     def includes(self, table: str) -> bool:
         """Whether the publication names `table` (any case)."""
         return self.all_tables or table.lower() in {t.lower() for t in self.tables}
-
-
-class UnknownPublication(UserError):
-    def __init__(self, name: str) -> None:
-        super().__init__(f'publication "{name}" does not exist')
 
 
 class PublicationStore:

@@ -19,22 +19,13 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from refimpl.engine.files import FileOps, write_all
-from refimpl.errors import SqlError
+from refimpl.errors import SlotError
 
 SLOTS_FILE = "replication_slots.json"
 MAX_NAME = 63
 _NAME = re.compile(r"[a-z0-9_]+")
 _WRITE_NEW = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
 _ACTIVE_WAIT_S = 0.05  # how often DROP ... WAIT looks whether the slot was let go
-
-
-class SlotError(SqlError):
-    """A slot command that cannot be done (a 400 over HTTP); `sqlstate` is PostgreSQL's code
-    for it, which a replication connection answers."""
-
-    def __init__(self, sqlstate: str, message: str) -> None:
-        super().__init__(message)
-        self.sqlstate = sqlstate
 
 
 @dataclass(frozen=True, slots=True)
