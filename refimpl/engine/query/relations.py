@@ -111,9 +111,14 @@ def bounded(rows: Iterable[T], deadline: float | None) -> Iterator[T]:
         # The slice's rows pass through in C: no step of this loop per row (a scan holds
         # the state lock, and commits wait for it).
         yield from islice(iterator, _CHECK_ROWS - 1)
-        admission.running_long()
-        if time.monotonic() > deadline:
-            raise StatementTimeout.ran_too_long()
+        # The clock is read only between whole slices, once a row follows: a statement of
+        # fewer rows never reads it here (a short statement is not stopped mid-way by the
+        # time its parse took).
+        for following in islice(iterator, 1):
+            admission.running_long()
+            if time.monotonic() > deadline:
+                raise StatementTimeout.ran_too_long()
+            yield following
 
 
 # -- joins -------------------------------------------------------------------------------
