@@ -209,6 +209,28 @@ def main() -> None:
         title=f"logical replication: {args.rows} rows in transactions of {args.txn_rows};"
         f" {int(args.rate * args.seconds)} one-row commits at {args.rate:g}/s",
     )
+    rate_ratio = ours["rate"] / theirs["rate"]
+    p99_over = ours["p99"] - theirs["p99"]
+    harness.print_checks(
+        [
+            harness.Check(
+                "rows/s to pg_recvlogical (pgoutput) / PostgreSQL's",
+                rate_ratio,
+                ">= 0.5x",
+                rate_ratio >= 0.5,
+                ours=ours["rate"],
+                peer=theirs["rate"],
+            ),
+            harness.Check(
+                "commit-to-receipt p99, ms over PostgreSQL's",
+                p99_over,
+                "<= +10 ms",
+                p99_over <= 10,
+                ours=ours["p99"],
+                peer=theirs["p99"],
+            ),
+        ]
+    )
 
 
 if __name__ == "__main__":
