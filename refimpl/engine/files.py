@@ -143,3 +143,25 @@ def write_all(files: FileOps, fd: int, data: bytes | bytearray | memoryview) -> 
     view = memoryview(data)
     while view:
         view = view[files.write(fd, view) :]
+
+
+def replace_durably(files: FileOps, target: Path, data: bytes) -> None:
+    """`target` holds `data`, whole or not at all, and durably: a temporary file beside it
+    (readable by the owner alone), fsync, rename, then the folder's fsync (a rename is
+    durable only then). On an error the temporary file is removed and the error raised."""
+    temporary = target.with_name(f".{target.name}.tmp")
+    try:
+        fd = files.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            write_all(files, fd, data)
+            files.fsync(fd)
+        finally:
+            files.close(fd)
+        files.replace(temporary, target)
+    except OSError:
+        try:
+            files.unlink(temporary)
+        except OSError:
+            pass  # the first error is the one to report
+        raise
+    files.sync_directory(target.parent)

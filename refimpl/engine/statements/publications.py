@@ -12,14 +12,13 @@ users and rights). Making, changing or dropping one needs ADMIN on the database.
 from __future__ import annotations
 
 import json
-import os
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from refimpl.engine.files import FileOps, write_all
+from refimpl.engine.files import FileOps, replace_durably
 from refimpl.engine.result import Result, message_result
 from refimpl.engine.rights import Right
 from refimpl.errors import SqlError, UnknownPublication, UnknownTable
@@ -29,7 +28,6 @@ if TYPE_CHECKING:
     from refimpl.engine.statements.context import StatementContext
 
 PUBLICATIONS_FILE = "publications.json"
-_WRITE_NEW = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,16 +93,7 @@ class PublicationStore:
     def _save(self) -> None:
         kept = [asdict(p) for p in self._all.values()]
         data = json.dumps({"publications": kept}, indent=1).encode("utf-8")
-        files = self._files
-        temporary = self._file.with_name(f".{self._file.name}.tmp")
-        fd = files.open(temporary, _WRITE_NEW, 0o600)
-        try:
-            write_all(files, fd, data)
-            files.fsync(fd)
-        finally:
-            files.close(fd)
-        files.replace(temporary, self._file)
-        files.sync_directory(self._file.parent)
+        replace_durably(self._files, self._file, data)
 
 
 _STORES: dict[Path, PublicationStore] = {}

@@ -11,20 +11,18 @@ from a slot at a time (`acquire`).
 from __future__ import annotations
 
 import json
-import os
 import re
 import threading
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from refimpl.engine.files import FileOps, write_all
+from refimpl.engine.files import FileOps, replace_durably
 from refimpl.errors import SlotError
 
 SLOTS_FILE = "replication_slots.json"
 MAX_NAME = 63
 _NAME = re.compile(r"[a-z0-9_]+")
-_WRITE_NEW = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
 _ACTIVE_WAIT_S = 0.05  # how often DROP ... WAIT looks whether the slot was let go
 
 
@@ -176,16 +174,7 @@ class SlotStore:
             if not s.temporary
         ]
         data = json.dumps({"slots": kept}, indent=1).encode("utf-8")
-        files = self._files
-        temporary = self._file.with_name(f".{self._file.name}.tmp")
-        fd = files.open(temporary, _WRITE_NEW, 0o600)
-        try:
-            write_all(files, fd, data)
-            files.fsync(fd)
-        finally:
-            files.close(fd)
-        files.replace(temporary, self._file)
-        files.sync_directory(self._file.parent)
+        replace_durably(self._files, self._file, data)
 
 
 def check_name(name: str) -> None:
