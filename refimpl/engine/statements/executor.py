@@ -19,6 +19,7 @@ from refimpl.engine.query.cache_keys import cache_plan
 from refimpl.engine.query.compiled import Scope, table_scope
 from refimpl.engine.query.expressions import compile_expression
 from refimpl.engine.query.point_read import point_plan
+from refimpl.engine.query.prepared_select import prepare_select
 from refimpl.engine.query.select import QueryOutput, bounded, plan_access, run_select
 from refimpl.engine.query.subqueries import has_subquery
 from refimpl.engine.result import Result, message_result, query_result
@@ -139,7 +140,10 @@ def select_rows(
             cached = database.result_cache.get(key, token)
             if cached is not None:
                 return QueryOutput(cached.columns, list(cached.rows))
-        output = run_select(
+        # Only the rows the WHERE keeps are read under the lock; their sort and groups are
+        # made after it is let go, so commits (and every reader queued behind a commit)
+        # never wait for them.
+        prepared = prepare_select(
             statement,
             CommittedTable(table, source.alias),
             params,
@@ -148,6 +152,7 @@ def select_rows(
             context.deadline(),
             plans=database.plan_cache,
         )
+    output = prepared.finish()
     if key is not None:
         cells = len(output.rows) * max(1, len(output.columns))
         database.result_cache.put(key, token, QueryOutput(output.columns, list(output.rows)), cells)

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 import refimpl
-from refimpl.engine.query.prepared_select import prepare_select
+from refimpl.engine.query.prepared_select import PreparedSelect, prepare_select
 from refimpl.engine.query.select import run_select
 from refimpl.engine.statements.queries import CommittedTable
 from refimpl.engine.storage.access_hints import AccessHints
@@ -133,3 +133,35 @@ def test_a_commit_completes_while_the_order_by_runs(conn: refimpl.Connection) ->
     assert 1000 not in {row[0] for row in output.rows}
     values = [row[1].value for row in output.rows]
     assert values == sorted(values)
+
+
+def _lock_held_while_finishing(
+    database: Any, monkeypatch: pytest.MonkeyPatch
+) -> list[tuple[bool, bool]]:
+    """Spies on `PreparedSelect.finish` (the real one still runs): one (split, held) pair per
+    call, `held` whether the calling thread held `database`'s state lock then."""
+    seen: list[tuple[bool, bool]] = []
+    real = PreparedSelect.finish
+
+    def spy(self: PreparedSelect) -> Any:
+        seen.append((self.output is None, getattr(database.state_lock._depth, "value", 0) > 0))
+        return real(self)
+
+    monkeypatch.setattr(PreparedSelect, "finish", spy)
+    return seen
+
+
+def test_a_statement_orders_after_letting_the_lock_go(
+    conn: refimpl.Connection, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The executor's one-table SELECT (and so the result cache's answer) sorts and groups
+    with the state lock let go, and answers as before."""
+    database = conn.instance.database(conn.database)
+    seen = _lock_held_while_finishing(database, monkeypatch)
+    ordered = conn.execute("SELECT id, v FROM t ORDER BY v DESC, id LIMIT 3").rows
+    grouped = conn.execute("SELECT g, count(*) FROM t GROUP BY g ORDER BY g").rows
+    assert seen == [(True, False), (True, False)]
+    assert ordered == [(6, 12), (19, 12), (32, 12)]
+    assert grouped == [(f"g{i}", 80) for i in range(5)]
+    # Asked again, the result cache answers the same rows.
+    assert conn.execute("SELECT id, v FROM t ORDER BY v DESC, id LIMIT 3").rows == ordered
