@@ -2,7 +2,10 @@
 acknowledgements at the flush (over HTTP and, through `rounds`, the PostgreSQL protocol).
 
 A request that cannot be answered now is parked here and its connection goes back to the
-server; the room answers it when a commit, a wake-up or its deadline comes. Answers are
+server; the room answers it when a commit, a wake-up or its deadline comes. A waiter is a
+handle (`parked.Parked`, hashed by identity) that carries its own kind (a write's
+acknowledgement, a change-stream reader, a live query's long poll, an event stream) and
+state, moved only as the transition table of its kind allows (`parked.TRANSITIONS`). Answers are
 opaque objects of the protocol layer, and a commit signal is anything with the `Signal`
 protocol of `parked`, so this package needs nothing of the engine. May import
 `refimpl.errors`; must not import `refimpl.http` or any protocol layer, so that HTTP and the

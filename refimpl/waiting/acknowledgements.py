@@ -14,7 +14,7 @@ import math
 from typing import Protocol, TypeVar
 
 from refimpl.waiting.flusher import Flushable, Flusher
-from refimpl.waiting.parked import Parked, Signal
+from refimpl.waiting.parked import Kind, Parked, Signal
 from refimpl.waiting.room import WaitingRoom
 
 A = TypeVar("A")
@@ -65,7 +65,7 @@ def acknowledge_when_durable(
         at_stop,
         math.inf,
         lambda: None,
-        paced=False,
+        kind=Kind.ACKNOWLEDGEMENT,
     )
     room.park(parked)
     flusher.request(database, lsn)

@@ -32,28 +32,27 @@ class Flusher:
 
     def __init__(self, on_failure: Callable[[], None]) -> None:
         self._rounds: Rounds[tuple[Flushable, int]] = Rounds("kdb-flusher", self._flush)
-        self._failures: dict[int, WritesStopped] = {}
+        self._failures: dict[Flushable, WritesStopped] = {}  # databases hash by identity
         self._on_failure = on_failure
 
     def request(self, database: Flushable, lsn: int) -> None:
         self._rounds.hand_over((database, lsn))
 
     def failure(self, database: Flushable) -> WritesStopped | None:
-        return self._failures.get(id(database))
+        return self._failures.get(database)
 
     def close(self) -> None:
         self._rounds.close()
 
     def _flush(self, asked: list[tuple[Flushable, int]]) -> None:
-        wanted: dict[int, tuple[Flushable, int]] = {}  # by id(database): (database, lsn)
+        wanted: dict[Flushable, int] = {}  # the largest LSN asked for each
         for database, lsn in asked:
-            _, most = wanted.get(id(database), (database, 0))
-            wanted[id(database)] = (database, max(most, lsn))
-        for key, (database, lsn) in wanted.items():
+            wanted[database] = max(wanted.get(database, 0), lsn)
+        for database, lsn in wanted.items():
             try:
                 database.wait_durable(lsn)  # leads the group commit; wakes the room
             except WritesStopped as error:
-                self._failures[key] = error
+                self._failures[database] = error
                 self._on_failure()
             except Exception:  # the thread must live on; the answers wait for a later try
                 log.exception("flushing the log of database '%s' failed", database.name)

@@ -19,9 +19,16 @@ An answer is an opaque object of the protocol layer (an HTTP `Answer`, later a P
 message batch): this package never looks inside. A `Part` wraps one part of a long-lived
 answer that sends many times; the request then stays parked for more.
 
-The states are data (`TRANSITIONS`), as h11 writes a connection's: a move that is not in the
+A parked request is a handle: the room keeps it in its sets and maps by itself (hashed by
+identity, on purpose: two requests are never the same one, whatever they hold), and it
+carries its own kind and state. Its `Kind` says what it waits for and how it is answered
+(`TRAITS`): a write's acknowledgement (a commit, answered by the thread that publishes the
+flush), a change-stream reader (a commit, answered in paced rounds), a live query's long
+poll (a wake-up of its key) or an event stream (a wake-up, in fan-out rounds, parts before
+its last one). The kinds and their states are data (`TRANSITIONS`: (state, move) -> next
+state, one table per kind), as h11 writes a connection's: a move that is not in its kind's
 table raises `InvalidMove`, so a request can never be answered twice, answered after its
-client was dropped, or sent a part after its last one.
+client was dropped, sent a part after its last one, or sent a part when it is no stream.
 
 Who moves a request: the waiting room's one thread (readers in paced rounds, wake-ups,
 deadlines), the thread that publishes a flush (write acknowledgements), the room's `close`
@@ -80,6 +87,36 @@ class Batch(Protocol):
         ...
 
 
+class Kind(enum.Enum):
+    """What a parked request waits for and how it is answered (its `Traits`, in `TRAITS`)."""
+
+    __hash__ = object.__hash__  # as State's
+
+    ACKNOWLEDGEMENT = "acknowledgement"  # a write, answered once durable
+    READER = "reader"  # a change-stream long poll, answered at a commit with news
+    LIVE = "live"  # a live query's long poll, attempted when its key is poked
+    STREAM = "stream"  # an event stream: parts at commits, heartbeats at its deadlines
+
+
+@dataclass(frozen=True, slots=True)
+class Traits:
+    """How the waiting room treats a kind of parked request."""
+
+    on_commit: bool  # waits on a commit `Signal` (else on a wake-up of its key: `poke`)
+    # Answered in rounds: on a commit, its database's `Pace`; woken by its key, the room's
+    # fan-out rounds. Unpaced: answered by whoever learns the news first.
+    paced: bool
+    streaming: bool  # sends parts (`Part`) before its answer
+
+
+TRAITS: dict[Kind, Traits] = {
+    Kind.ACKNOWLEDGEMENT: Traits(on_commit=True, paced=False, streaming=False),
+    Kind.READER: Traits(on_commit=True, paced=True, streaming=False),
+    Kind.LIVE: Traits(on_commit=False, paced=False, streaming=False),
+    Kind.STREAM: Traits(on_commit=False, paced=True, streaming=True),
+}
+
+
 class State(enum.Enum):
     # Members are singletons, compared by identity: hashed so too, in C (Enum's own hash is
     # Python code, paid at each move, thus at each part of a thousand streams).
@@ -98,12 +135,18 @@ class Move(enum.Enum):
     DROP = "drop"  # the server gave up on the client
 
 
-TRANSITIONS: dict[tuple[State, Move], State] = {
-    (State.WAITING, Move.PART): State.WAITING,
+_ONE_ANSWER: dict[tuple[State, Move], State] = {
     (State.WAITING, Move.ANSWER): State.ANSWERED,
     (State.WAITING, Move.DROP): State.DROPPED,
     (State.ANSWERED, Move.DROP): State.ANSWERED,  # a drop after the end changes nothing
     (State.DROPPED, Move.DROP): State.DROPPED,
+}
+# (state, move) -> the state after it, by kind: only a stream takes parts.
+TRANSITIONS: dict[Kind, dict[tuple[State, Move], State]] = {
+    kind: {**_ONE_ANSWER, (State.WAITING, Move.PART): State.WAITING}
+    if traits.streaming
+    else _ONE_ANSWER
+    for kind, traits in TRAITS.items()
 }
 # The members a stream's every part looks at, as module names: found by one dictionary read,
 # not through the enum's class (which costs a thousand streams a few hundred microseconds).
@@ -111,11 +154,19 @@ _WAITING, _DROPPED, _PART = State.WAITING, State.DROPPED, Move.PART
 
 
 class InvalidMove(RuntimeError):
-    """A parked request was moved in a way its state does not allow (a bug)."""
+    """A parked request was moved in a way its kind and state do not allow (a bug)."""
+
+
+class WrongKind(ValueError):
+    """A parked request was made with a kind that does not fit what it waits on (a bug)."""
 
 
 class Parked(Generic[A]):
-    """One parked request; see the module docstring for its life."""
+    """One parked request, a handle hashed by identity; see the module docstring for its
+    life. `signal` is the commit signal of a kind that waits on one (`Traits.on_commit`),
+    None for the others (`WrongKind` otherwise)."""
+
+    __hash__ = object.__hash__  # identity, on purpose: see the module docstring
 
     def __init__(
         self,
@@ -126,16 +177,20 @@ class Parked(Generic[A]):
         deadline: float,
         release: Callable[[], None],
         *,
-        paced: bool = False,
-        streaming: bool = False,
+        kind: Kind,
         at_close: Callable[[], A] | None = None,
         on_drained: Callable[[], None] | None = None,
     ) -> None:
+        traits = TRAITS[kind]
+        if traits.on_commit != (signal is not None):
+            wants = "a commit signal" if traits.on_commit else "no commit signal"
+            raise WrongKind(f"a parked {kind.value} waits on {wants}")
+        self.kind = kind
         self.signal = signal
-        # Answered in rounds: with a signal, its database's `Pace`; woken by its key (a
-        # stream at a commit), the room's fan-out rounds.
-        self.paced = paced
-        self.streaming = streaming  # sends parts (`Part`) before its answer
+        # The kind's traits, read at every attempt: attributes, not a lookup each time.
+        self.paced = traits.paced
+        self.streaming = traits.streaming
+        self._moves = TRANSITIONS[kind]
         self.seen = seen  # the durable LSN the last attempt looked at
         self.attempt = attempt
         self.on_timeout = on_timeout
@@ -164,9 +219,10 @@ class Parked(Generic[A]):
 
     def _move(self, move: Move) -> State:
         """Apply `move` (the caller holds the lock); InvalidMove when the table has none."""
-        after = TRANSITIONS.get((self._state, move))
+        after = self._moves.get((self._state, move))
         if after is None:
-            raise InvalidMove(f"a {self._state.value} request cannot take {move.value}")
+            state, kind = self._state.value, self.kind.value
+            raise InvalidMove(f"a {state} {kind} cannot take {move.value}")
         self._state = after
         return after
 

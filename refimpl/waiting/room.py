@@ -92,26 +92,30 @@ class WaitingRoom:
         # writers without looking at, or keeping workers behind the gate for, the readers.
         self._readers: list[Parked] = []
         self._others: list[Parked] = []
-        # By id(signal): how many readers are parked, and the signal.
-        self._reader_signals: dict[int, tuple[int, Signal]] = {}
+        # Signals, parked requests and batches are handles, hashed by identity: the sets and
+        # maps below hold them themselves.
+        # By signal: how many readers are parked on it.
+        self._reader_signals: dict[Signal, int] = {}
         self._deadlines: list[tuple[float, int, Parked]] = []
         self._order = itertools.count()
-        self._signals: set[int] = set()
+        self._signals: set[Signal] = set()  # listened to
         self._next_look = 0.0  # when the room's thread looks at the parked requests again
         self._attempt_all = False  # the next pass attempts even those without news
-        self._in_round: set[int] = set()  # id(signal) of readers being answered now
-        self._paces: dict[int, Pace] = {}
-        # Requests woken by their key (no signal): attempted only when poked or due.
-        self._keyed: dict[int, Parked] = {}
+        self._in_round: set[Signal] = set()  # of readers being answered now
+        self._paces: dict[Signal, Pace] = {}
+        # Requests woken by their key (no signal), in the order parked: attempted only when
+        # poked or due.
+        self._keyed: dict[Parked, None] = {}
         self._poked: list[Parked] = []
-        # Paced ones poked (by id: a stream poked by three commits is attempted once), waiting
-        # for the next fan-out round (`_fanout_pace`).
-        self._fanout: dict[int, Parked] = {}
-        # Lists given to `poke_all` (by id: a list poked by three commits counts once), kept
-        # whole until that round: a thousand streams poked at each commit cost nothing each.
-        self._fanout_groups: dict[int, list[Parked]] = {}
+        # Paced ones poked (once each: a stream poked by three commits is attempted once),
+        # waiting for the next fan-out round (`_fanout_pace`).
+        self._fanout: dict[Parked, None] = {}
+        # Lists given to `poke_all` (a list poked by three commits counts once: the same
+        # list object), kept whole until that round: a thousand streams poked at each commit
+        # cost nothing each. A few lists (one per database with streams).
+        self._fanout_groups: list[list[Parked]] = []
         # Batches (streams sharing their parts) with more ready: run again in the next round.
-        self._fanout_batches: dict[int, Batch] = {}
+        self._fanout_batches: dict[Batch, None] = {}
         # The deliverer's way to hand one part to many outlets at once (`share_with`).
         self._shared_send: SharedSend | None = None
         self._fanout_pace = fanout_pace or FanoutPace()
@@ -146,7 +150,7 @@ class WaitingRoom:
         """Attempt `parked` again soon, though no commit came (its offloaded work is done)."""
         with self._lock:
             if parked.signal is None:
-                if id(parked) not in self._keyed:
+                if parked not in self._keyed:
                     return
                 self._poked.append(parked)
             else:
@@ -169,9 +173,9 @@ class WaitingRoom:
     def paced(self, signal: Signal) -> bool:
         """True while readers of `signal`'s database that have news wait for the next round."""
         with self._lock:
-            if id(signal) in self._in_round:
+            if signal in self._in_round:
                 return True  # its readers are being answered: the next round has the rest
-            pace = self._paces.get(id(signal))
+            pace = self._paces.get(signal)
             return _pacing(pace, signal, time.monotonic())
 
     def parked_count(self) -> int:
@@ -196,7 +200,7 @@ class WaitingRoom:
         with self._lock:
             closed = self._closed
             if not closed and parked.signal is None:
-                self._keyed[id(parked)] = parked
+                self._keyed[parked] = None
                 if parked.deadline != math.inf:  # no deadline: nothing to wait for
                     entry = (parked.deadline, next(self._order), parked)
                     heapq.heappush(self._keyed_deadlines, entry)
@@ -206,15 +210,13 @@ class WaitingRoom:
                 signal = parked.signal
                 assert signal is not None  # the branch above took those without one
                 wake = False
-                if id(signal) not in self._signals:
-                    self._signals.add(id(signal))
+                if signal not in self._signals:
+                    self._signals.add(signal)
                     signal.listen(self._on_commit)
                     wake = True  # a commit may have come before the listener was in place
                 if parked.paced:
                     self._readers.append(parked)
-                    key = id(signal)
-                    count, _ = self._reader_signals.get(key, (0, signal))
-                    self._reader_signals[key] = (count + 1, signal)
+                    self._reader_signals[signal] = self._reader_signals.get(signal, 0) + 1
                 else:
                     self._others.append(parked)
                 if parked.deadline != math.inf:
@@ -232,7 +234,7 @@ class WaitingRoom:
     def poke(self, parked: Parked) -> None:
         """A request woken by its key (no signal): attempt it now. Cheap, never blocking."""
         with self._lock:
-            if id(parked) not in self._keyed:
+            if parked not in self._keyed:
                 return
             self._poked.append(parked)
         self._wake.set()
@@ -247,7 +249,8 @@ class WaitingRoom:
             # With a round due already, the room looks by then anyway: a thousand commits
             # a second cost it no wake-up each.
             due = self._fanout_due()
-            self._fanout_groups[id(requests)] = requests
+            if not any(group is requests for group in self._fanout_groups):
+                self._fanout_groups.append(requests)
         if not due:
             self._wake.set()
 
@@ -261,7 +264,7 @@ class WaitingRoom:
         time by itself."""
         if signal.lsn <= parked.seen:
             return False
-        pace = self._paces.get(id(signal)) if parked.paced else None
+        pace = self._paces.get(signal) if parked.paced else None
         if pace is None or not _pacing(pace, signal, time.monotonic()):
             return True
         # A paced reader waits for the next round, and the room looks by then anyway.
@@ -275,11 +278,11 @@ class WaitingRoom:
             others = list(self._others)
             readers = bool(self._readers)
         if others:
-            decided: set[int] = set()
+            decided: set[Parked] = set()
             self._answer_round(others, {}, time.monotonic(), decided, {}, False)
             if decided:
                 with self._lock:
-                    self._others = [d for d in self._others if id(d) not in decided]
+                    self._others = [d for d in self._others if d not in decided]
         if readers:
             self._wake.set()
 
@@ -287,7 +290,7 @@ class WaitingRoom:
         """Answer every parked request with what it has; later ones are answered at once."""
         with self._lock:
             self._closed = True
-            everything = self._others + self._readers + list(self._keyed.values())
+            everything = self._others + self._readers + list(self._keyed)
             self._others, self._readers, self._reader_signals = [], [], {}
             self._deadlines, self._keyed, self._keyed_deadlines, self._poked = [], {}, [], []
         self.owner_work.close()
@@ -336,10 +339,10 @@ class WaitingRoom:
             poked: list[Parked] = []
             keyed = self._keyed
             for parked in self._poked:
-                if id(parked) not in keyed:
+                if parked not in keyed:
                     continue  # answered or dropped meanwhile
                 if parked.paced:
-                    self._fanout[id(parked)] = parked
+                    self._fanout[parked] = None
                 else:
                     poked.append(parked)
             self._poked = []
@@ -350,7 +353,7 @@ class WaitingRoom:
             due: list[Parked] = []
             while self._keyed_deadlines and self._keyed_deadlines[0][0] <= now:
                 _, _, parked = heapq.heappop(self._keyed_deadlines)
-                if id(parked) in self._keyed and parked.deadline <= now:
+                if parked in self._keyed and parked.deadline <= now:
                     due.append(parked)
         finished: list[Parked] = []
         rescheduled: list[Parked] = []
@@ -368,7 +371,7 @@ class WaitingRoom:
                 rescheduled.append(parked)  # a stream's heartbeat: its deadline moved on
         with self._lock:
             for parked in finished:
-                self._keyed.pop(id(parked), None)
+                self._keyed.pop(parked, None)
             for parked in rescheduled:
                 if parked.deadline != math.inf:
                     entry = (parked.deadline, next(self._order), parked)
@@ -381,13 +384,13 @@ class WaitingRoom:
     def _fanout_members(self) -> list[Parked]:
         """Who the fan-out round that starts now attempts, each once; no longer waiting
         (the caller holds the lock)."""
-        groups, self._fanout_groups = list(self._fanout_groups.values()), {}
+        groups, self._fanout_groups = self._fanout_groups, []
         single, self._fanout = self._fanout, {}
         if not single and len(groups) == 1:
             return groups[0]  # one database's streams: the list itself, no copy
         for group in groups:
-            single.update({id(parked): parked for parked in group})
-        return list(single.values())
+            single.update(dict.fromkeys(group))
+        return list(single)
 
     def _fanout_round(self, requests: list[Parked], finished: list[Parked]) -> None:
         """Attempt the poked paced requests once each, as a round: the batches of those sent
@@ -408,13 +411,13 @@ class WaitingRoom:
             if batch is None:
                 alone.append(parked)
             else:
-                batches[id(batch)] = batch
-        again: dict[int, Batch] = {}
+                batches[batch] = None
+        again: dict[Batch, None] = {}
         decide = self._decide
         try:
-            for key, batch in batches.items():
+            for batch in batches:
                 if self._fan_out(batch):
-                    again[key] = batch
+                    again[batch] = None
             if alone:
                 first = int(self._fanout_rounds * FANOUT_STRIDE * len(alone)) % len(alone)
                 for parked in taking_turns(itertools.chain(alone[first:], alone[:first])):
@@ -467,8 +470,7 @@ class WaitingRoom:
                 attempt_all
                 or deadline_due
                 or any(
-                    not _pacing(paces.get(key), signal, now)
-                    for key, (_, signal) in self._reader_signals.items()
+                    not _pacing(paces.get(signal), signal, now) for signal in self._reader_signals
                 )
             )
             readers = list(self._readers) if readers_due else []
@@ -476,8 +478,8 @@ class WaitingRoom:
             # for the next round with the others instead of each getting (and costing) an
             # answer of its own from a position of its own.
             self._in_round = set(self._reader_signals) if readers else set()
-        decided: set[int] = set()
-        answered: dict[int, int] = {}  # by signal: readers given news in this round
+        decided: set[Parked] = set()
+        answered: dict[Signal, int] = {}  # readers given news in this round
         cost = 0.0
         pending: list[Callable[[], None]] = []
         self._round.pending = pending
@@ -497,23 +499,24 @@ class WaitingRoom:
             self._in_round = set()
             if not decided:
                 return
-            for key in answered:
-                self._paces.setdefault(key, Pace()).round(now, cost)
-            self._others = [d for d in self._others if id(d) not in decided]
+            for signal in answered:
+                self._paces.setdefault(signal, Pace()).round(now, cost)
+            self._others = [d for d in self._others if d not in decided]
             if readers:
                 kept = []
                 for parked in self._readers:
-                    if id(parked) in decided:
-                        key = id(parked.signal)
-                        count, signal = self._reader_signals[key]
+                    if parked in decided:
+                        on = parked.signal
+                        assert on is not None  # readers wait on a commit signal
+                        count = self._reader_signals[on]
                         if count > 1:
-                            self._reader_signals[key] = (count - 1, signal)
+                            self._reader_signals[on] = count - 1
                         else:
-                            del self._reader_signals[key]
+                            del self._reader_signals[on]
                     else:
                         kept.append(parked)
                 self._readers = kept
-                self._deadlines = [e for e in self._deadlines if id(e[2]) not in decided]
+                self._deadlines = [e for e in self._deadlines if e[2] not in decided]
                 heapq.heapify(self._deadlines)
 
     def _decide(self, parked: Parked, produce: Callable[..., Any], *args: Any) -> bool:
@@ -535,34 +538,33 @@ class WaitingRoom:
     def _answer_round(
         self,
         requests: list[Parked],
-        paces: dict[int, Pace],
+        paces: dict[Signal, Pace],
         now: float,
-        decided: set[int],
-        answered: dict[int, int],
+        decided: set[Parked],
+        answered: dict[Signal, int],
         attempt_all: bool,
     ) -> None:
         # Each signal's LSN is read once per round: commits published while the round goes
         # out do not split its readers into groups with answers of their own to encode.
-        round_lsns: dict[int, int] = {}
+        round_lsns: dict[Signal, int] = {}
         for parked in requests:
             signal = parked.signal
             assert signal is not None  # readers and others wait on a commit signal
-            key = id(signal)
-            pace = paces.get(key) if parked.paced else None
-            lsn = round_lsns.get(key)
+            pace = paces.get(signal) if parked.paced else None
+            lsn = round_lsns.get(signal)
             if lsn is None:
-                lsn = round_lsns[key] = signal.lsn
+                lsn = round_lsns[signal] = signal.lsn
             news = lsn > parked.seen or attempt_all
             if news and not _pacing(pace, signal, now):
                 parked.seen = lsn
                 if self._decide(parked, parked.attempt, lsn):
-                    decided.add(id(parked))
+                    decided.add(parked)
                     if parked.paced:
-                        answered[key] = answered.get(key, 0) + 1
+                        answered[signal] = answered.get(signal, 0) + 1
                     continue
             if now >= parked.deadline:
                 if self._decide(parked, parked.on_timeout):
-                    decided.add(id(parked))
+                    decided.add(parked)
                 elif parked.deadline != math.inf:  # a stream's heartbeat: due again later
                     with self._lock:
                         entry = (parked.deadline, next(self._order), parked)

@@ -17,7 +17,7 @@ import pytest
 from refimpl.http.encode import Answer
 from refimpl.http.error_answers import to_response
 from refimpl.http.serving.server import STREAM_UNSENT_LIMIT, PooledWSGIServer
-from refimpl.waiting.parked import Parked, Part, State
+from refimpl.waiting.parked import Kind, Parked, Part, State
 from refimpl.waiting.room import WaitingRoom
 
 HEARTBEAT = 0.2
@@ -58,7 +58,7 @@ class StreamingApp:
             heartbeat,
             time.monotonic() + HEARTBEAT,
             lambda: None,
-            streaming=True,
+            kind=Kind.STREAM,
             at_close=lambda: _body(b"bye\n"),
         )
         parked.decide(Part(head))  # the head goes out at once
@@ -123,7 +123,9 @@ def test_a_stream_sends_parts_heartbeats_and_its_end_then_serves_on(served) -> N
     stream = app.streams[0]
     app.waiting_room.poke(stream)
     assert b"pppppppppp\n" in _read_until(conn, b"pppppppppp\n")
+    # A stream is paced: pokes before its next fan-out round count once, so one at a time.
     app.waiting_room.poke(stream)
+    assert b"pppppppppp\n" in _read_until(conn, b"pppppppppp\n")
     app.waiting_room.poke(stream)
     tail = _read_until(conn, b"0\r\n\r\n")
     assert b"end\n" in tail and tail.endswith(b"0\r\n\r\n")

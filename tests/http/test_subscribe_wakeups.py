@@ -10,7 +10,7 @@ import pytest
 from refimpl.http.encode import Answer
 from refimpl.http.endpoints.subscribe_route import _Poke
 from refimpl.http.error_answers import to_response
-from refimpl.waiting.parked import Parked
+from refimpl.waiting.parked import Kind, Parked
 from refimpl.waiting.room import WaitingRoom
 
 
@@ -26,7 +26,7 @@ def _parked(news: list[bool], attempts: list[int], deadline: float) -> Parked[An
         attempts.append(1)
         return Answer(b"rows") if news else None
 
-    return Parked(None, 0, attempt, lambda: Answer(b"none"), deadline, lambda: None)
+    return Parked(None, 0, attempt, lambda: Answer(b"none"), deadline, lambda: None, kind=Kind.LIVE)
 
 
 @pytest.mark.parametrize("woken_before_attach", [True, False])

@@ -20,7 +20,7 @@ from refimpl.waiting.fanout import (
     FanoutPace,
     taking_turns,
 )
-from refimpl.waiting.parked import Parked, Part
+from refimpl.waiting.parked import Kind, Parked, Part
 from refimpl.waiting.room import (
     MAX_ROUND_WAIT,
     ROUND_SPACING,
@@ -50,7 +50,7 @@ def park(
         lambda: Answer(b"nothing"),
         time.monotonic() + wait,
         released.set,
-        paced=paced,
+        kind=Kind.READER if paced else Kind.ACKNOWLEDGEMENT,
     )
     room.park(deferred)
     deferred.on_ready(got.append)
@@ -239,8 +239,7 @@ def test_a_fan_out_round_attempts_each_paced_stream_once_and_spaces_the_next():
             lambda: Part(Answer(b"")),
             time.monotonic() + 60,
             lambda: None,
-            paced=True,
-            streaming=True,
+            kind=Kind.STREAM,
         )
         stream.on_ready(lambda _: None, lambda _: None)
         room.park(stream)
@@ -297,6 +296,7 @@ def test_a_keyed_request_without_a_deadline_waits_for_its_poke():
         lambda: Answer(b"nothing"),
         math.inf,
         lambda: None,
+        kind=Kind.LIVE,
     )
     room.park(keyed)
     keyed.on_ready(got.append)

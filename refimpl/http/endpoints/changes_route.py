@@ -25,7 +25,7 @@ from refimpl.http.endpoints.change_encoding import (
 )
 from refimpl.http.endpoints.feed_args import feed_options
 from refimpl.http.endpoints.initial_answer import copy_answer, copy_position
-from refimpl.waiting.parked import Parked
+from refimpl.waiting.parked import Kind, Parked
 from refimpl.waiting.places import place_owner
 
 DEFAULT_LIMIT = 1000
@@ -106,7 +106,7 @@ def changes_route(ctx: Context) -> Answer | Parked[Answer]:
             lambda: answer(feed.bounds().durable_lsn)[0],
             time.monotonic() + hold_s,
             lambda: places.give_back(owner),
-            paced=True,
+            kind=Kind.READER,
         )
         room.park(held)
         return held
@@ -142,7 +142,7 @@ def changes_route(ctx: Context) -> Answer | Parked[Answer]:
         on_timeout,
         time.monotonic() + wait_ms / 1000,
         lambda: places.give_back(owner),
-        paced=True,
+        kind=Kind.READER,
     )
     if offloaded is not None:
         offloaded.bind(parked)

@@ -33,7 +33,7 @@ from refimpl.http.encode import Answer
 from refimpl.http.endpoints.feed_args import feed_options
 from refimpl.http.endpoints.stream_credentials import request_credential
 from refimpl.waiting.fanout import FANOUT_STRIDE
-from refimpl.waiting.parked import Parked, Part
+from refimpl.waiting.parked import Kind, Parked, Part
 from refimpl.waiting.room import WaitingRoom
 
 RETRY_MS = 1000
@@ -352,8 +352,7 @@ def stream_route(ctx: Context) -> Parked[Answer]:
         sender.heartbeat,
         sender.first_deadline(),
         lambda: streams.close_stream(stream),
-        streaming=True,
-        paced=True,
+        kind=Kind.STREAM,
         at_close=sender.closing,
         on_drained=sender.drained,
     )

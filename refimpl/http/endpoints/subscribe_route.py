@@ -20,7 +20,7 @@ from refimpl.http.encode import Answer, encode_json
 from refimpl.http.endpoints.change_encoding import RETRY_MS
 from refimpl.http.endpoints.changes_route import DEFAULT_WAIT_SSE_MS, MAX_WAIT_MS
 from refimpl.http.endpoints.feed_args import flag
-from refimpl.waiting.parked import Parked
+from refimpl.waiting.parked import Kind, Parked
 from refimpl.waiting.places import place_owner
 from refimpl.waiting.room import WaitingRoom
 
@@ -178,6 +178,7 @@ def subscribe_route(ctx: Context) -> Answer | Parked[Answer]:
         lambda: _respond(step.expire()),
         time.monotonic() + wait_ms / 1000,
         release,
+        kind=Kind.LIVE,
     )
     if offloaded is not None:
         offloaded.bind(parked)
