@@ -29,6 +29,7 @@ import random
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -299,6 +300,38 @@ def print_summary(
             write(f"- {d.id} ({d.chapter}, {kind}): {d.equivalent or d.unobservable}")
 
 
+def write_report(path: Path, outcomes: Sequence[Outcome]) -> None:
+    """The JSON report of the outcomes so far (rewritten after each deviation, so a run
+    stopped midway keeps what it found and `--resume` can go on from it)."""
+    report = {"figures": figures(list(outcomes)), "outcomes": [o.as_json() for o in outcomes]}
+    path.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+
+
+def earlier_outcomes(path: Path, deviations: Sequence[Deviation]) -> list[Outcome]:
+    """The verdicts of an earlier report (`--resume`) for these deviations: caught or
+    survived only (a run that errored or whose server did not start is run again)."""
+    try:
+        report = json.loads(path.read_text(encoding="utf-8"))
+        entries = report["outcomes"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise CatalogueError(f"--resume {path}: not a report of this tool ({exc})") from None
+    by_id = {d.id: d for d in deviations}
+    kept: list[Outcome] = []
+    for entry in entries:
+        deviation = by_id.get(entry.get("id", ""))
+        if deviation is not None and entry.get("verdict") in (CAUGHT, SURVIVED):
+            kept.append(
+                Outcome(
+                    deviation,
+                    entry["verdict"],
+                    list(entry.get("failed_examples", [])),
+                    float(entry.get("seconds", 0.0)),
+                    str(entry.get("note", "")),
+                )
+            )
+    return kept
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="tools/mutation/run.py",
@@ -341,7 +374,15 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="ID",
         help="an example not to run (with --no-baseline: one known to fail)",
     )
-    parser.add_argument("--json", type=Path, help="write every outcome here")
+    parser.add_argument(
+        "--json", type=Path, help="write every outcome here (rewritten after each deviation)"
+    )
+    parser.add_argument(
+        "--resume",
+        type=Path,
+        metavar="REPORT",
+        help="keep the verdicts of an earlier --json report and run only the other deviations",
+    )
     parser.add_argument(
         "--every-example",
         action="store_true",
@@ -351,6 +392,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--pg",
         action="store_true",
         help="run the SQL examples over the PostgreSQL protocol too (on with pgwire deviations)",
+    )
+    parser.add_argument(
+        "--skip-stale",
+        action="store_true",
+        help="skip (with a warning) the selected entries whose edit no longer applies",
     )
     parser.add_argument(
         "--check", action="store_true", help="only check that every entry still applies to the code"
@@ -365,11 +411,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         chosen = select(deviations, args)
         # `--check` checks every entry; a run, those it runs (a stale entry elsewhere, being
         # brought in step with code changed meanwhile, does not stop it).
+        stale: list[str] = []
         for deviation in deviations if args.check else chosen:
-            check(deviation)
+            try:
+                check(deviation)
+            except CatalogueError as exc:
+                if args.check or not args.skip_stale:
+                    raise
+                stale.append(str(exc))
+        earlier = earlier_outcomes(args.resume, chosen) if args.resume else []
     except CatalogueError as exc:
         print(f"catalogue: {exc}", file=sys.stderr)
         return 2
+    if stale:
+        # Code others are changing right now: those entries wait for their next run.
+        print("warning: skipped, their edit no longer applies:\n- " + "\n- ".join(stale))
+        chosen = [d for d in chosen if not any(m.startswith(d.id + ":") for m in stale)]
+    if earlier:
+        done_ids = {o.deviation.id for o in earlier if o.deviation}
+        chosen = [d for d in chosen if d.id not in done_ids]
+        print(f"resumed: {len(earlier)} verdict(s) kept from {args.resume}")
     counted = sum(d.counted for d in deviations)
     if args.check:
         print(f"{len(deviations)} deviations ({counted} counted): every edit applies")
@@ -405,7 +466,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"running {len(chosen)} deviation(s), {args.jobs} at a time"
         f"{', each against its own chapter' if args.own_chapter else ''}"
     )
-    outcomes: list[Outcome] = []
+    outcomes: list[Outcome] = list(earlier)
+    lock = threading.Lock()
 
     # One failing example catches a deviation: the rest of its run would tell nothing more.
     caught_by = replace(settings, fail_fast=not args.every_example)
@@ -414,20 +476,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         outcome = run_one(deviation, caught_by, restart_options)
         shown = ", ".join(outcome.failed[:3]) + ("..." if len(outcome.failed) > 3 else "")
         print(f"{deviation.id}: {outcome.verdict} ({outcome.seconds:.0f} s) {shown}", flush=True)
+        with lock:
+            outcomes.append(outcome)
+            if args.json:
+                write_report(args.json, outcomes)
         return outcome
 
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        outcomes = list(pool.map(one, chosen))
-    print_summary(outcomes, [d for d in deviations if d in chosen or not d.counted])
+        list(pool.map(one, chosen))
+    ran = {o.deviation.id for o in outcomes if o.deviation}
+    print_summary(outcomes, [d for d in deviations if d.id in ran or not d.counted])
     if args.json:
-        args.json.write_text(
-            json.dumps(
-                {"figures": figures(outcomes), "outcomes": [o.as_json() for o in outcomes]},
-                indent=2,
-            )
-            + "\n",
-            encoding="utf-8",
-        )
+        write_report(args.json, outcomes)
     survived = any(o.verdict != CAUGHT for o in outcomes if o.deviation and o.deviation.counted)
     return 1 if survived else 0
 
