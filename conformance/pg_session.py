@@ -17,6 +17,7 @@ Frontend messages, one JSON value each:
 | `{"Close": {"statement": NAME}}`, `{"Close": {"portal": NAME}}` | Close |
 | `{"CopyData": "TEXT"}`, `{"CopyFail": "REASON"}` | CopyData, CopyFail |
 | `"Sync"`, `"Flush"`, `"CopyDone"`, `"Terminate"` | those messages |
+| `{"StandbyStatusUpdate": {...}}` | CopyData `r` of a replication client (pg_replication.py) |
 
 A Bind's `params` are text or `null`, sent in the text format; `result_formats` 0 (text)
 or 1 (binary) per column, or one for all.
@@ -30,6 +31,13 @@ E), `ParameterDescription` (`types`), `CopyInResponse`/`CopyOutResponse` (`forma
 not the sender's process id, which differs each run), and the bare `ParseComplete`, `BindComplete`,
 `CloseComplete`, `NoData`, `PortalSuspended`, `EmptyQueryResponse`, `CopyDone`.
 `ParameterStatus` messages are left out (servers differ in which they send, and when).
+
+A replication connection (`replication=database` in its startup message) answers
+`START_REPLICATION` with `CopyBothResponse` (`format`, `columns`); from then on, until the
+stream ends, each CopyData of the server is read by its kind as `XLogData` or
+`PrimaryKeepalive` (`conformance/pg_replication.py`). The stream sends no ReadyForQuery
+until the client's CopyDone, so a step reading it says when to stop: `until`, a message
+type, ends the step's reading at the first message of that type.
 """
 
 from __future__ import annotations
@@ -40,6 +48,12 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
+
+from conformance.pg_replication import (
+    ReplicationMessageError,
+    decode_stream_data,
+    standby_status_update,
+)
 
 PROTOCOL_3 = 196608
 _BARE = {
@@ -57,6 +71,8 @@ _BARE_BACKEND = {
     b"I": "EmptyQueryResponse",
     b"c": "CopyDone",
 }
+# A FATAL error ends the connection: nothing more is read after it.
+_FATAL = "FATAL"
 # ErrorResponse and NoticeResponse fields a conformance check reads (S, C, M).
 _ERROR_FIELDS = {b"S": "severity", b"C": "code", b"M": "message"}
 
@@ -92,6 +108,11 @@ def encode_frontend(value: Any) -> bytes:
     ((name, fields),) = value.items()
     if name == "Query":
         return _message(b"Q", _cstring(str(fields)))
+    if name == "StandbyStatusUpdate":
+        try:
+            return _message(b"d", standby_status_update(fields))
+        except ReplicationMessageError as exc:
+            raise PgStepError(str(exc)) from None
     if name in ("CopyData", "CopyFail"):
         data = str(fields).encode("utf-8")
         return _message(b"d", data) if name == "CopyData" else _message(b"f", data + b"\0")
@@ -155,9 +176,9 @@ def decode_backend(kind: bytes, body: bytes, binary: list[bool]) -> dict[str, An
             "type": "ParameterDescription",
             "types": list(struct.unpack_from(f"!{count}I", body, 2)),
         }
-    if kind in (b"G", b"H"):
+    if kind in (b"G", b"H", b"W"):
         overall, columns = struct.unpack_from("!bh", body)
-        name = "CopyInResponse" if kind == b"G" else "CopyOutResponse"
+        name = {b"G": "CopyInResponse", b"H": "CopyOutResponse", b"W": "CopyBothResponse"}[kind]
         return {"type": name, "format": overall, "columns": columns}
     if kind == b"d":
         return {"type": "CopyData", "data": body.decode("utf-8", "replace")}
@@ -219,17 +240,30 @@ class PgConnection:
     sock: socket.socket
     timeout: float
     refused: list[dict[str, Any]] | None = None
+    # How XLogData payloads read: "pgoutput" decodes them, anything else reads them as text.
+    plugin: str | None = None
+    streaming: bool = False  # in CopyBoth mode: CopyData is read as replication messages
     _buffer: bytes = b""
     _closed: bool = False
 
     @classmethod
     def open(
-        cls, host: str, port: int, user: str, password: str, database: str, timeout: float
+        cls,
+        host: str,
+        port: int,
+        user: str,
+        password: str,
+        database: str,
+        timeout: float,
+        replication: str | None = None,
     ) -> PgConnection:
-        """Connect and log in with a cleartext password (the token)."""
+        """Connect and log in with a cleartext password (the token); with `replication`,
+        that startup parameter (`database`: a logical replication connection)."""
         sock = socket.create_connection((host, port), timeout=timeout)
         conn = cls(sock, timeout)
         params = _cstring("user") + _cstring(user) + _cstring("database") + _cstring(database)
+        if replication is not None:
+            params += _cstring("replication") + _cstring(replication)
         body = struct.pack("!i", PROTOCOL_3) + params + b"\0"
         sock.sendall(struct.pack("!i", len(body) + 4) + body)
         answer: list[dict[str, Any]] = []
@@ -250,25 +284,46 @@ class PgConnection:
                 conn.refused = answer
                 return conn
 
-    def exchange(self, messages: Iterable[Any]) -> list[dict[str, Any]]:
+    def exchange(self, messages: Iterable[Any], until: str | None = None) -> list[dict[str, Any]]:
         """Send the messages at once; the backend messages until each Query and Sync sent
-        has its ReadyForQuery (or, after a Terminate, until the server closes)."""
-        frames = [encode_frontend(m) for m in messages]
+        has its ReadyForQuery (or, after a Terminate, until the server closes), and, with
+        `until`, a message of that type came. A Query whose answer is a CopyBothResponse
+        (START_REPLICATION) has its ReadyForQuery only after the stream's CopyDone: it is
+        waited for only when this step sends a CopyDone for that stream too. A FATAL error ends the
+        reading (the server closes the connection after it)."""
         sent = list(messages)
+        frames = [encode_frontend(m) for m in sent]
         waits = sum(1 for m in sent if m == "Sync" or (isinstance(m, dict) and "Query" in m))
+        copy_dones = sent.count("CopyDone")  # each ends the stream open before it
+        if self.streaming and copy_dones:
+            waits += 1  # the START_REPLICATION's ReadyForQuery, after its CopyDone
+            copy_dones -= 1
         terminate = "Terminate" in sent
+        seen = until is None
         self.sock.sendall(b"".join(frames))
         answer: list[dict[str, Any]] = []
         binary: list[bool] = []
-        while waits > 0 or terminate:
+        while waits > 0 or terminate or not seen:
             message = self._read_one(binary, eof_ok=terminate)
             if message is None:
                 if terminate and self._closed:
                     break
                 continue
             answer.append(message)
-            if message["type"] == "ReadyForQuery":
+            kind = message["type"]
+            seen = seen or kind == until
+            if kind == "CopyBothResponse":
+                self.streaming = True
+                if copy_dones:
+                    copy_dones -= 1
+                else:
+                    waits -= 1
+            elif kind == "ReadyForQuery":
+                self.streaming = False
                 waits -= 1
+            elif kind == "ErrorResponse" and message.get("severity") == _FATAL:
+                self.streaming = False
+                break
         return answer
 
     def _whole_message_length(self) -> int | None:
@@ -300,6 +355,8 @@ class PgConnection:
             length = self._whole_message_length()
         kind, body = self._buffer[:1], self._buffer[5 : 1 + length]
         self._buffer = self._buffer[1 + length :]
+        if kind == b"d" and self.streaming:
+            return decode_stream_data(body, self.plugin)
         return decode_backend(kind, body, binary)
 
     def close(self) -> None:

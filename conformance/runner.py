@@ -447,11 +447,13 @@ class Runner:
                 connection = self._pg_connect(exchange, run)
                 if name and connection.refused is None:
                     run.pg_sessions[name] = connection
+            if "plugin" in exchange:
+                connection.plugin = exchange["plugin"]
             if connection.refused is not None:
                 answer = connection.refused
                 connection.close()
             else:
-                answer = connection.exchange(exchange["send"])
+                answer = connection.exchange(exchange["send"], exchange.get("until"))
                 if not name:
                     connection.close()
         except (OSError, PgStepError) as exc:
@@ -477,6 +479,7 @@ class Runner:
             password,
             exchange.get("database", run.database),
             self.options.timeout,
+            exchange.get("replication"),
         )
 
     def _build(self, step: dict[str, Any], database: str, variables: dict[str, Any]) -> HttpRequest:
