@@ -270,29 +270,39 @@ def _runs_of(
     """The record's changes of the table, a run per entry; before-images only when `full`."""
     runs: list[ChangeRun] = []
     seq = 0
-    width = len(names)
     for entry in record.entries:
         if entry.table is None or entry.table.lower() != table_key:
             continue
-        if entry.kind == records.UPSERT:
-            columns, items, _rowids = entry.payload
-            shape = row_mapper(columns, names)
-            if shape is not None:
-                items = [shape(row) for row in items]
-            op = "upsert"
-        elif entry.kind == records.DELETE:
-            items = [delete_key(part, ident) for part, ident in entry.payload[0]]
-            op = "delete"
-        elif entry.kind == records.DDL:
-            items, op = [entry.payload[0]], "ddl"
-        else:
-            continue
-        if not items:
-            continue
-        old_rows = _old_rows(entry, names, len(items)) if full else None
-        runs.append(ChangeRun(record.lsn, record.committed_at, seq, op, items, width, old_rows))
-        seq += len(items)
+        run = entry_run(record, entry, names, full, seq)
+        if run is not None:
+            runs.append(run)
+            seq += len(run.items)
     return runs
+
+
+def entry_run(
+    record: records.Record, entry: records.Entry, names: tuple[str, ...], full: bool, seq: int
+) -> ChangeRun | None:
+    """One entry of a log record as a run of changes on a table's columns `names` (its
+    first change at `seq`); before-images only when `full`. None for an entry that changes
+    no row of a table (or an empty one). Every outlet's changes are made here."""
+    if entry.kind == records.UPSERT:
+        columns, items, _rowids = entry.payload
+        shape = row_mapper(columns, names)
+        if shape is not None:
+            items = [shape(row) for row in items]
+        op = "upsert"
+    elif entry.kind == records.DELETE:
+        items = [delete_key(part, ident) for part, ident in entry.payload[0]]
+        op = "delete"
+    elif entry.kind == records.DDL:
+        items, op = [entry.payload[0]], "ddl"
+    else:
+        return None
+    if not items:
+        return None
+    old_rows = _old_rows(entry, names, len(items)) if full else None
+    return ChangeRun(record.lsn, record.committed_at, seq, op, items, len(names), old_rows)
 
 
 def _old_rows(entry: records.Entry, names: tuple[str, ...], count: int) -> list[Any]:

@@ -7,12 +7,14 @@ misses nothing and gets nothing twice, also across restarts and crashes.
 
 - An **id** is `<lsn>` (after the whole transaction) or `<lsn>.<n>` (after its n-th event in
   this stream, from 1); `parse_event_id` reads both, `Position` is what they stand for.
-- `transaction_events` turns one log record into `StreamItem`s, each encoded once as the
-  JSON of its `data` line and shared by every stream of the database (`RecentTransactions`
-  keeps the last ones, so that a thousand streams at the end of the log cost one log read
-  and one encoding per commit). Streams current at one position with one view (the same
-  tables, the same rights) also share what they take (`RecentTransactions.shared`): one
-  list of events, which the protocol layer encodes once (`Taken.encoded`).
+- `transaction_events` turns one log record into `StreamItem`s, each a `Change` record (made
+  by `change_stream.entry_run`, as for every outlet) encoded once by its table's
+  `EventShape` as the JSON of its `data` line and shared by every stream of the database
+  (`RecentTransactions` keeps the last ones, so that a thousand streams at the end of the
+  log cost one log read and one encoding per commit). Streams current at one position with
+  one view (the same tables, the same rights) also share what they take
+  (`RecentTransactions.shared`): one list of events, which the protocol layer encodes once
+  (`Taken.encoded`).
 - `EventCursor` is one stream's place: what it takes next, within a byte budget, with the
   replay window and `reset` decided as the spec says.
 
@@ -30,9 +32,9 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from refimpl.engine.features.change_stream import delete_key
+from refimpl.engine.features.change_stream import UNLOGGED, Change, delete_key, entry_run
 from refimpl.engine.storage import records, values
-from refimpl.engine.storage.schema import TableSchema, period_of
+from refimpl.engine.storage.schema import RowLayout, TableSchema, period_of
 from refimpl.errors import BadRequest, Gone, SqlError
 from refimpl.sql import ast
 from refimpl.sql.parser import parse_cached
@@ -42,7 +44,8 @@ if TYPE_CHECKING:
 
 MAX_LSN = 2**63 - 1
 _json = msgspec.json.Encoder()
-_key_encoder = msgspec.msgpack.Encoder()
+_decode = msgspec.json.Decoder().decode
+INITIAL = "initial"  # the op of a row of an initial copy (`initial_copy` makes them)
 
 CHANGE, RESET, READY = "change", "reset", "ready"
 RECENT_TRANSACTIONS = 4096  # transactions kept decoded per database, for streams at the end
@@ -114,14 +117,117 @@ def _digits(text: str) -> bool:
 # -- the events of one transaction ---------------------------------------------------------
 
 
+class EventShape:
+    """How the event stream shows the changes of one table: each one's `data` object (the
+    one encoder of the stream's changes, live, past an option's pipeline and in a copy).
+
+    A change's `op` there is `create` or `update` on a table with before-images (which
+    also show `old_row`), `upsert` where the log keeps no row before it, `delete`, or
+    `initial` for a row of an initial copy; an upsert's `key` is its row's hex key."""
+
+    __slots__ = (
+        "schema",
+        "table",
+        "_layout",
+        "_width",
+        "_full",
+        "_key_positions",
+        "_base",
+        "_columns",
+    )
+
+    def __init__(self, database: str, schema: TableSchema, links: Links = NO_LINKS) -> None:
+        self.schema = schema
+        self.table = schema.name.lower()  # the key of the stream's tables
+        self._width = len(schema.columns)
+        self._full = schema.replica_identity_full
+        self._layout = schema.layout()
+        self._key_positions = self._layout.key_positions
+        self._base = links.row_base(database, schema.name)
+        self._columns = [(c.name, c.type) for c in schema.columns]
+
+    @property
+    def key_positions(self) -> tuple[int, ...]:
+        """The positions of the table's key columns (none: its rows have no identity)."""
+        return tuple(self._key_positions)
+
+    def key_of(self, row: Sequence[Any], rowid: int) -> str:
+        """A row's hex key: of its key columns, or of its `rowid` in a table without a key."""
+        positions = self._key_positions
+        ident = tuple(row[p] for p in positions) if positions else (rowid,)
+        return row_key(self.schema, row, ident, self._layout)
+
+    def data(self, change: Change, key: str | None = None) -> dict[str, Any] | None:
+        """The change's `data` object (`key`: an upsert's hex key, made from its row when
+        None); None for a change of the rows as a whole (a reset)."""
+        schema = self.schema
+        op, lsn, old = change.op, change.lsn, change.old
+        if op == "ddl":
+            assert change.key is not None  # a ddl's key is its statement's text
+            item = ddl_item(self.table, schema.name, change.key, lsn)
+            return None if item.kind == RESET else _decode(item.data)
+        data: dict[str, Any]
+        if op == "delete":
+            data = {
+                "table": schema.name,
+                "op": "delete",
+                "key": change.key,
+                "lsn": lsn,
+                "row": None,
+                "href": None,
+            }
+        else:
+            row = change.row
+            if key is None:
+                key = change.key if op == INITIAL and change.key is not None else None
+                key = key or self.key_of(row, 0)
+            if op == INITIAL or old is UNLOGGED:
+                shown_op = op if op == INITIAL else "upsert"
+            else:
+                shown_op = "create" if old is None else "update"
+            if op == INITIAL and row.count(None) == self._width:  # a point feed's missing row
+                data = {
+                    "table": schema.name,
+                    "op": op,
+                    "key": key,
+                    "lsn": lsn,
+                    "row": None,
+                    "href": None,
+                }
+            else:
+                data = {
+                    "table": schema.name,
+                    "op": shown_op,
+                    "key": key,
+                    "lsn": lsn,
+                    "row": self._shown(row),
+                    "href": None if self._base is None else self._base + key,
+                }
+        if self._full:
+            data["old_row"] = self._shown(old) if isinstance(old, tuple) else None
+        return data
+
+    def _shown(self, row: Sequence[Any]) -> dict[str, Any]:
+        return {
+            c.name: values.to_json(v, c.type) for c, v in zip(self.schema.columns, row, strict=True)
+        }
+
+
 @dataclass(frozen=True, slots=True)
 class StreamItem:
     """One event a transaction makes for a table: a `change` (its data encoded once) or a
-    `reset` (the table's rows changed as a whole)."""
+    `reset` (the table's rows changed as a whole).
+
+    A change's item also holds its `Change` record and its table's `EventShape` (None for
+    a schema change of a table that is gone): a stream with options applies them to the
+    record, and encodes again only what they changed."""
 
     table: str  # the table's key (lower case)
     kind: str  # CHANGE or RESET
     data: bytes  # the JSON of the `data` line
+    change: Change | None = None
+    shape: EventShape | None = None
+    key: str | None = None  # the hex key `data` shows (an upsert's is made from its row)
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,144 +244,59 @@ def transaction_events(
     payload: bytes,
     schema_of: Callable[[str], TableSchema | None],
     links: Links = NO_LINKS,
+    shapes: dict[str, EventShape] | None = None,
 ) -> StreamTransaction:
     """The events of the log record `lsn`, in the log's order, with the tables' current
     schemas (`schema_of(key)`; None: the table is gone, its rows make no event) and the
-    rows' links as `links` names them."""
+    rows' links as `links` names them: each change a `Change` record (`entry_run`, as every
+    outlet makes them), encoded once by its table's `EventShape`. `shapes` keeps those by
+    table key from one call to the next (each made again when its schema changed)."""
     record = records.decode(lsn, payload)
     items: list[StreamItem] = []
+    shapes = {} if shapes is None else shapes
+    seqs: dict[str, int] = {}  # each table's next `seq` in the transaction
     for entry in record.entries:
         if entry.table is None:
             continue  # a change of the database itself (ALTER DATABASE ... SET)
         key = entry.table.lower()
-        if entry.kind == records.DDL:
-            items.append(ddl_item(key, entry.table, entry.payload[0], lsn))
-            continue
         schema = schema_of(key)
-        if schema is None:
+        if entry.kind == records.DDL:
+            item = ddl_item(key, entry.table, entry.payload[0], lsn)
+            if schema is None or item.kind == RESET:
+                items.append(item)
+                continue
+        elif schema is None:
             continue
-        if entry.kind == records.UPSERT:
-            columns, rows, rowids = entry.payload
-            olds = _old_rows(schema, entry.before, len(rows))
-            items.extend(
-                _upserts(
-                    links.row_base(database, schema.name),
-                    schema,
-                    lsn,
-                    columns,
-                    rows,
-                    rowids,
-                    olds,
-                    entry.before is not None,
-                )
+        shape = shapes.get(key)
+        if shape is None or shape.schema is not schema:
+            shape = shapes[key] = EventShape(database, schema, links)
+        seq = seqs.get(key, 0)
+        run = entry_run(record, entry, schema.column_names, schema.replica_identity_full, seq)
+        if run is None:
+            continue
+        seqs[key] = seq + len(run.items)
+        if run.op == "ddl":
+            items.append(replace(item, change=next(run.changes()), shape=shape))
+            continue
+        rowids = entry.payload[2] if run.op == "upsert" else None
+        for index, change in enumerate(run.changes()):
+            hex_key = (
+                shape.key_of(change.row, rowids[index] if rowids else index)
+                if run.op == "upsert"
+                else change.key
             )
-        elif entry.kind == records.DELETE:
-            olds = _old_rows(schema, entry.before, len(entry.payload[0]))
-            for index, (part, ident) in enumerate(entry.payload[0]):
-                hex_key = delete_key(part, ident)
-                extra = {} if olds is None else {"old_row": olds[index]}
-                items.append(_change(key, schema.name, "delete", hex_key, lsn, None, None, **extra))
+            data = shape.data(change, hex_key)
+            items.append(StreamItem(key, CHANGE, _json.encode(data), change, shape, hex_key))
     size = sum(len(i.data) for i in items)
     return StreamTransaction(lsn, record.committed_at, tuple(items), size)
 
 
-def _change(
-    key: str,
-    table: str,
-    op: str,
-    hex_key: str | None,
-    lsn: int,
-    row: dict | None,
-    href: str | None,
-    **extra: object,
-) -> StreamItem:
-    body: dict[str, object] = {
-        "table": table,
-        "op": op,
-        "key": hex_key,
-        "lsn": lsn,
-        "row": row,
-        "href": href,
-    }
-    body.update(extra)
-    return StreamItem(key, CHANGE, _json.encode(body))
-
-
-def _old_rows(schema: TableSchema, before: records.Before | None, count: int) -> list[Any] | None:
-    """The `old_row` objects of an entry's `count` rows on a table with before-images (None:
-    the table keeps none now, the events have no `old_row`); each null where the log has
-    none (an insert, or a change logged before the table kept before-images)."""
-    if not schema.replica_identity_full:
-        return None
-    if before is None:
-        return [None] * count
-    shape = _shaper(before.columns, schema)
-    return [None if old is None else _shown(schema, shape(old)) for old in before.rows]
-
-
-def _upsert_op(old: Any, logged: bool) -> str:
-    """The `op` of a logged row after its change: `upsert` where the log keeps no row before
-    it (an INSERT and an UPDATE look the same), else `create` or `update`."""
-    if not logged:
-        return "upsert"
-    return "create" if old is None else "update"
-
-
-def _shaper(logged: list[str], schema: TableSchema) -> Callable[[Sequence[Any]], tuple]:
-    where = {name.lower(): index for index, name in enumerate(logged)}
-    positions = [where.get(name.lower()) for name in schema.column_names]
-    return lambda row: tuple(None if p is None else row[p] for p in positions)
-
-
-def _shown(schema: TableSchema, row: Sequence[Any]) -> dict[str, Any]:
-    return {c.name: values.to_json(v, c.type) for c, v in zip(schema.columns, row, strict=True)}
-
-
-def _upserts(
-    base: str | None,
-    schema: TableSchema,
-    lsn: int,
-    logged: list[str],
-    rows: list,
-    rowids: list[int] | None,
-    olds: list[Any] | None,
-    with_before: bool,
-) -> Iterator[StreamItem]:
-    names = schema.column_names
-    types = [c.type for c in schema.columns]
-    where = {name.lower(): index for index, name in enumerate(logged)}
-    positions = [where.get(name.lower()) for name in names]
-    layout = schema.layout()
-    key = schema.name.lower()
-    for index, logged_row in enumerate(rows):
-        row = tuple(None if p is None else logged_row[p] for p in positions)
-        ident = (
-            tuple(row[p] for p in layout.key_positions)
-            if layout.key_positions
-            else (rowids[index] if rowids else index,)
-        )
-        hex_key = row_key(schema, row, ident)
-        shown = {n: values.to_json(v, t) for n, v, t in zip(names, row, types, strict=True)}
-        href = None if base is None else base + hex_key
-        if olds is None:
-            yield _change(key, schema.name, "upsert", hex_key, lsn, shown, href)
-            continue
-        old = olds[index]
-        yield _change(
-            key,
-            schema.name,
-            _upsert_op(old, with_before),
-            hex_key,
-            lsn,
-            shown,
-            href,
-            old_row=old,
-        )
-
-
-def row_key(schema: TableSchema, row: Sequence[Any], ident: Sequence[Any]) -> str:
-    """The hex key of a row (spec: changes, the key of a delete): its partition and identity."""
-    layout = schema.layout()
+def row_key(
+    schema: TableSchema, row: Sequence[Any], ident: Sequence[Any], layout: RowLayout | None = None
+) -> str:
+    """The hex key of a row (spec: changes, the key of a delete): its partition and identity
+    (`layout`: the schema's, when the caller holds it already)."""
+    layout = layout or schema.layout()
     part: list[Any] = []
     if layout.period is not None:
         part.append(period_of(row[layout.time_position], layout.period))  # type: ignore[index]
@@ -296,7 +317,16 @@ def ddl_item(key: str, table: str, text: str, lsn: int) -> StreamItem:
         statement, ast.Truncate | ast.DropTable | ast.DropPartitionList | ast.DropPartitionWhere
     ):
         return StreamItem(key, RESET, b"{}")
-    return _change(key, table, "schema", None, lsn, None, None, statement=text)
+    body = {
+        "table": table,
+        "op": "schema",
+        "key": None,
+        "lsn": lsn,
+        "row": None,
+        "href": None,
+        "statement": text,
+    }
+    return StreamItem(key, CHANGE, _json.encode(body))
 
 
 # -- recent transactions, shared by the streams of a database -------------------------------
@@ -320,6 +350,7 @@ class RecentTransactions:
         self._database = database
         self._name = name
         self._links = links
+        self._shapes: dict[str, EventShape] = {}  # by table key, see `transaction_events`
         self._keep = keep
         self._keep_bytes = keep_bytes
         self._lock = threading.Lock()
@@ -396,7 +427,9 @@ class RecentTransactions:
     def _from_log(self, after_lsn: int) -> Iterator[StreamTransaction]:
         database = self._database
         for lsn, payload in database.log.read(after_lsn):
-            yield transaction_events(self._name, lsn, payload, self._schema_of, self._links)
+            yield transaction_events(
+                self._name, lsn, payload, self._schema_of, self._links, self._shapes
+            )
 
     def _schema_of(self, key: str) -> TableSchema | None:
         stored = self._database.tables.get(key)  # one dict read: atomic
@@ -408,11 +441,13 @@ class RecentTransactions:
 
 @dataclass(frozen=True, slots=True)
 class Event:
-    """One event to send: its id, its name and the JSON of its data line."""
+    """One event to send: its id, its name and the JSON of its data line (a change's also
+    its `StreamItem`, which a stream with options reshapes)."""
 
     id: str
     kind: str
     data: bytes
+    item: StreamItem | None = None
 
 
 @dataclass(slots=True)
@@ -509,7 +544,7 @@ class EventCursor:
                     continue
                 for n in range(skip + 1, len(shown) + 1):
                     item = shown[n - 1]
-                    events.append(Event(f"{txn.lsn}.{n}", CHANGE, item.data))
+                    events.append(Event(f"{txn.lsn}.{n}", CHANGE, item.data, item))
                     size += len(item.data) + 40
                     if size >= budget and n < len(shown):
                         self.position = Position(txn.lsn - 1, n)

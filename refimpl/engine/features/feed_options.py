@@ -328,9 +328,9 @@ def _key_of(schema: TableSchema, row: Sequence[Any]) -> str:
     return row_key(schema, row, tuple(row[p] for p in layout.key_positions))
 
 
-def _ident(change: Change, positions: Sequence[int]) -> Hashable:
-    """The row a change is about: its key columns (at `positions`), or its logged key for a
-    delete; a ddl is its own."""
+def change_ident(change: Change, positions: Sequence[int]) -> Hashable:
+    """The row a change is about, for `squash` on every outlet: its key columns (at
+    `positions`), or its logged key for a delete; a ddl is its own."""
     if change.op == "ddl":
         return ("ddl", change.lsn, change.seq)
     if change.op == "delete":
@@ -347,10 +347,12 @@ def _squashed(changes: list[Change], schema: TableSchema) -> list[Change]:
     positions = schema.layout().key_positions
     if not positions:
         return changes
-    return squash_items(changes, lambda change: _ident(change, positions), _merged)
+    return squash_items(changes, lambda change: change_ident(change, positions), merge_changes)
 
 
-def _merged(first: Change, last: Change) -> Change | None:
+def merge_changes(first: Change, last: Change) -> Change | None:
+    """The one merge of `squash`, for every outlet: a row's last change carrying its first
+    change's old row; None when the row was inserted and deleted in between."""
     if last.op == "ddl":
         return last
     old = first.old

@@ -38,7 +38,7 @@ from refimpl.engine.features.change_stream import (
     read_changes,
     row_mapper,
 )
-from refimpl.engine.features.event_stream import row_key
+from refimpl.engine.features.event_stream import INITIAL, row_key
 from refimpl.engine.features.feed_options import FeedFilter, filter_change
 from refimpl.engine.query.deadlines import make_way
 from refimpl.engine.storage.schema import TableSchema
@@ -48,7 +48,6 @@ from refimpl.errors import BadRequest, InvalidValue
 if TYPE_CHECKING:
     from refimpl.engine.storage.database import Database
 
-INITIAL = "initial"
 _encoder = msgspec.msgpack.Encoder()
 Place = tuple[tuple[Any, ...], tuple[Any, ...]]  # (partition, order key) of a row
 _Scalar = None | bool | int | float | str  # the values a column holds (spec: column types)

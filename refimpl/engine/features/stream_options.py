@@ -4,7 +4,10 @@ A stream opened with options (`initial`, `states`, `types`, `squash`, `where`) r
 an `OptionCursor`: inside an initial copy it reads the table's rows and the changes between
 its pages itself (`initial_copy.read_initial`); past the copy it takes what a plain
 `EventCursor` takes (whose ids, resumes, replay window and resets stay as they are) and
-reshapes those events: it never changes a `Taken` that other streams share. What a caller
+applies the options to each event's `Change` record, with the rules every outlet applies
+(`feed_options`: `filter_change`, `squash_items` with `merge_changes`, `type_of`); a change
+they leave as it was keeps its shared encoding, one they changed is encoded again by its
+table's `EventShape`. It never changes a `Taken` that other streams share. What a caller
 may rely on:
 
 - ids are the plain stream's (`<lsn>`, `<lsn>.<n>`) past the copy and `<lsn>:<hex>` inside
@@ -24,32 +27,34 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import msgspec
 
-from refimpl.engine.features.change_stream import UNLOGGED, Change
+from refimpl.engine.features.change_stream import Change
 from refimpl.engine.features.event_stream import (
     CHANGE,
+    INITIAL,
     NO_LINKS,
     RESET,
     Event,
     EventCursor,
+    EventShape,
     Links,
     Position,
+    StreamItem,
     Taken,
-    ddl_item,
-    row_key,
 )
 from refimpl.engine.features.feed_options import (
     FeedFilter,
     FeedOptions,
-    Verdict,
-    filter_verdict,
+    change_ident,
+    filter_change,
+    merge_changes,
     squash_items,
+    type_of,
 )
-from refimpl.engine.features.initial_copy import INITIAL, CopyPosition, read_initial
-from refimpl.engine.storage import values
+from refimpl.engine.features.initial_copy import CopyPosition, read_initial
 from refimpl.engine.storage.schema import TableSchema
 from refimpl.errors import BadRequest, Gone, InvalidValue, NotFound, UnknownTable
 
@@ -59,14 +64,6 @@ if TYPE_CHECKING:
 STATE = "state"
 _json = msgspec.json.Encoder()
 _decode = msgspec.json.Decoder().decode
-TYPES = {
-    "create": "add",
-    "update": "change",
-    "upsert": "change",
-    "delete": "remove",
-    "schema": "schema",
-    INITIAL: "initial",
-}
 FIRST_PAGE_ROWS = 100
 MAX_PAGE_ROWS = 10_000
 
@@ -196,10 +193,10 @@ class OptionCursor:
             lsn = self._database.log.durable_lsn
             events.append(Event(str(lsn), RESET, b"{}"))
             return self._copy_done(events, lsn)
-        shown = _Shown(self._database.name, schema, feed.links)
+        shape = EventShape(self._database.name, schema, feed.links)
         size = 0
         for item in batch.items:
-            data = shown.data(item.change)
+            data = shape.data(item.change)
             if data is None:  # TRUNCATE, a dropped partition: the rows changed as a whole
                 return self._restart(events)
             position = item.position
@@ -208,7 +205,7 @@ class OptionCursor:
                 if position is None
                 else (position.event_id() if isinstance(position, CopyPosition) else str(position))
             )
-            encoded = self._encoded(data)
+            encoded = self._encoded(data, item.change)
             size += len(encoded)
             events.append(Event(event_id, CHANGE, encoded))
         rows = sum(1 for item in batch.items if item.change.op == INITIAL)
@@ -247,12 +244,12 @@ class OptionCursor:
         if self._inner is None:
             self._inner = self._plain(self._resume)
         taken = self._inner.take(budget)
-        segment: list[tuple[str, dict[str, Any]]] = []
+        segment: list[_Shaped] = []
         for event in taken.events:
             if event.kind == CHANGE:
-                data = self._filtered(_decode(event.data))
-                if data is not None:
-                    segment.append((event.id, data))
+                shaped = self._filtered(event)
+                if shaped is not None:
+                    segment.append(shaped)
                 continue
             events += self._finish(segment)
             segment = []
@@ -262,59 +259,45 @@ class OptionCursor:
         events += self._finish(segment)
         return taken.more
 
-    def _filtered(self, data: dict[str, Any]) -> dict[str, Any] | None:
-        """The change as the filtered feed shows it, or None (`filter_verdict`)."""
-        if self._feed.feed_filter is None or data["op"] == "schema":
-            return data
-        verdict = filter_verdict(data["op"], data["row"], data.get("old_row"), self._matches)
-        if verdict is Verdict.KEEP:
-            return data
-        if verdict is Verdict.ENTERS:
-            return {**data, "op": "create", "old_row": None}
-        if verdict is Verdict.LEAVES:
-            return {**data, "op": "delete", "row": None, "href": None}
-        return None
+    def _filtered(self, event: Event) -> _Shaped | None:
+        """The event's change as the filtered feed shows it, or None (`filter_change`, the
+        rule every outlet applies to its `Change` records)."""
+        item = event.item
+        assert item is not None  # every change event carries its item
+        change = item.change
+        feed_filter = self._feed.feed_filter
+        if feed_filter is None or change is None or item.shape is None:
+            return _Shaped(event, item, change)
+        shown = filter_change(change, item.shape.schema, feed_filter)
+        return None if shown is None else _Shaped(event, item, shown)
 
-    def _matches(self, shown: dict[str, Any]) -> bool:
-        row = []
-        for name, type_ in self._feed.filter_columns:
-            value = shown.get(name)
-            if type_ == "TIMESTAMP" and isinstance(value, str):
-                value = values.parse_timestamp(value)
-            row.append(value)
-        assert self._feed.feed_filter is not None
-        return self._feed.feed_filter.matches(row)
-
-    def _finish(self, segment: list[tuple[str, dict[str, Any]]]) -> list[Event]:
+    def _finish(self, segment: list[_Shaped]) -> list[Event]:
         if self._options.squash:
-            segment = self._squashed(segment)
-        return [Event(event_id, CHANGE, self._encoded(data)) for event_id, data in segment]
+            segment = squash_items(segment, _ident, _merged)
+        return [self._shown(shaped) for shaped in segment]
 
-    def _squashed(
-        self, segment: list[tuple[str, dict[str, Any]]]
-    ) -> list[tuple[str, dict[str, Any]]]:
-        """One change per row, the latest with the first old row; a row created and deleted
-        within the segment disappears (`squash_items`). Rows of a table without a key are
-        left as they are."""
-        keyed: dict[str, bool] = {}
-
-        def ident(item: tuple[str, dict[str, Any]]) -> Hashable:
-            event_id, data = item
-            table = data["table"]
-            if table not in keyed:
-                stored = self._database.tables.get(table.lower())
-                keyed[table] = stored is not None and bool(stored.schema.layout().key_positions)
-            if data["key"] is None or not keyed[table]:
-                return event_id
-            return (table, data["key"])
-
-        return squash_items(segment, ident, _merged)
+    def _shown(self, shaped: _Shaped) -> Event:
+        """The event of a change the options kept: its shared data when they changed nothing
+        of it, else its data made again by its table's `EventShape`."""
+        event, item, change = shaped
+        if change is None:  # a schema change of a table that is gone: shown as it came
+            return event
+        if change is item.change:
+            if not self._options.types:
+                return event
+            data = _decode(item.data)
+        else:
+            assert item.shape is not None  # a change the options changed has its table's
+            key = item.key if change.op == "upsert" else None
+            data = item.shape.data(change, key)
+            assert data is not None  # only a ddl's is None, and no option changes a ddl
+        return Event(event.id, CHANGE, self._encoded(data, change), item)
 
     # -- events ---------------------------------------------------------------------------
 
-    def _encoded(self, data: dict[str, Any]) -> bytes:
+    def _encoded(self, data: dict[str, Any], change: Change) -> bytes:
         if self._options.types:
-            data = {**data, "type": TYPES.get(data["op"], "change")}
+            data = {**data, "type": event_type(change)}
         return _json.encode(data)
 
     def _state(self, name: str) -> Event:
@@ -322,82 +305,39 @@ class OptionCursor:
         return Event("", STATE, _json.encode(data))
 
 
-def _merged(
-    first: tuple[str, dict[str, Any]], last: tuple[str, dict[str, Any]]
-) -> tuple[str, dict[str, Any]] | None:
-    """A row's last change, with its first change's old row (see `_squashed`)."""
-    start, (event_id, data) = first[1], last
-    if "old_row" not in data or start is data:
+class _Shaped(NamedTuple):
+    """A change event on its way through the options: the event as the plain stream took
+    it, its item, and its change as the options show it (None: a schema change of a table
+    that is gone, shown as it came)."""
+
+    event: Event
+    item: StreamItem
+    change: Change | None
+
+
+def event_type(change: Change) -> str:
+    """A change's `type` on the event stream: `schema` for a schema change, `initial` for a
+    row of a copy, else its type on every outlet (`feed_options.type_of`)."""
+    if change.op == "ddl":
+        return "schema"
+    if change.op == INITIAL:
+        return "initial"
+    return type_of(change)
+
+
+def _ident(shaped: _Shaped) -> Hashable:
+    """The row a change is about (`change_ident`) in its table; a change of a table without
+    a key, or a schema change, is its own."""
+    event, item, change = shaped
+    shape = item.shape
+    if change is None or shape is None or change.op == "ddl" or not shape.key_positions:
+        return event.id
+    return (item.table, change_ident(change, shape.key_positions))
+
+
+def _merged(first: _Shaped, last: _Shaped) -> _Shaped | None:
+    """A row's last change with its first change's old row (`merge_changes`)."""
+    if first.change is None or last.change is None:
         return last
-    if start["op"] == "create" and data["op"] == "delete":
-        return None
-    op = "create" if start["op"] == "create" and data["op"] != "delete" else data["op"]
-    return event_id, {**data, "op": op, "old_row": start.get("old_row")}
-
-
-class _Shown:
-    """The event-stream data of a change of one table read by the copy (`Change` tuples)."""
-
-    def __init__(self, database: str, schema: TableSchema, links: Links) -> None:
-        self._schema = schema
-        self._width = len(schema.columns)
-        self._full = schema.replica_identity_full
-        self._key_positions = schema.layout().key_positions
-        self._base = links.row_base(database, schema.name)
-
-    def data(self, change: Change) -> dict[str, Any] | None:
-        """The change's data; None for a change of the rows as a whole (a reset)."""
-        schema = self._schema
-        op, lsn, old = change.op, change.lsn, change.old
-        if op == "ddl":
-            assert change.key is not None  # a ddl's key is its statement's text
-            item = ddl_item(schema.name.lower(), schema.name, change.key, lsn)
-            return None if item.kind == RESET else _decode(item.data)
-        data: dict[str, Any]
-        if op == "delete":
-            data = {
-                "table": schema.name,
-                "op": "delete",
-                "key": change.key,
-                "lsn": lsn,
-                "row": None,
-                "href": None,
-            }
-        else:
-            row = change.row
-            key = (
-                change.key
-                if op == INITIAL and change.key is not None
-                else row_key(schema, row, tuple(row[p] for p in self._key_positions))
-            )
-            if op == INITIAL or old is UNLOGGED:
-                shown_op = op if op == INITIAL else "upsert"
-            else:
-                shown_op = "create" if old is None else "update"
-            if op == INITIAL and row.count(None) == self._width:  # a point feed's missing row
-                data = {
-                    "table": schema.name,
-                    "op": op,
-                    "key": key,
-                    "lsn": lsn,
-                    "row": None,
-                    "href": None,
-                }
-            else:
-                data = {
-                    "table": schema.name,
-                    "op": shown_op,
-                    "key": key,
-                    "lsn": lsn,
-                    "row": self._shown(row),
-                    "href": None if self._base is None else self._base + key,
-                }
-        if self._full:
-            data["old_row"] = self._shown(old) if isinstance(old, tuple) else None
-        return data
-
-    def _shown(self, row: Sequence[Any]) -> dict[str, Any]:
-        return {
-            c.name: values.to_json(v, c.type)
-            for c, v in zip(self._schema.columns, row, strict=True)
-        }
+    merged = merge_changes(first.change, last.change)
+    return None if merged is None else last._replace(change=merged)
