@@ -23,6 +23,7 @@ new readers out all that while). Its shape is remembered, so that the next time 
 
 from __future__ import annotations
 
+import functools
 import re
 import threading
 import time
@@ -44,6 +45,18 @@ _CONSTANTS = re.compile(r"'(?:[^']|'')*'|(?<![\w.])\d+(?:\.\d*)?(?:[eE][+-]?\d+)
 def statement_shape(text: str) -> int:
     """A key equal for texts that differ only in their constants: `... WHERE id = 1` and
     `... WHERE id = 2` cost alike, so one that ran long marks the other costly too."""
+    if len(text) <= SHORT_TEXT:
+        return _short_shape(text)
+    return hash(_CONSTANTS.sub("?", text))
+
+
+# A prepared statement's text comes back at each of its runs: its shape is looked up rather
+# than made again. Only short texts are kept, so the cache holds at most a few hundred KB.
+SHORT_TEXT = 512
+
+
+@functools.lru_cache(maxsize=1024)
+def _short_shape(text: str) -> int:
     return hash(_CONSTANTS.sub("?", text))
 
 

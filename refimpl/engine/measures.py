@@ -11,7 +11,7 @@ from __future__ import annotations
 import bisect
 import struct
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 # Upper bounds in seconds: an fsync here takes ~0.1 ms, a commit's append and install tens
@@ -188,8 +188,9 @@ class PgCounts:
     """What the PostgreSQL protocol's server counts as it answers; `/metrics` reads a
     snapshot. Kept in this leaf because neither protocol layer may import the other.
 
-    `answered` walks the framed messages of an answer (a type byte and a 4-byte length
-    each): a quarter of a microsecond a message, next to the microseconds it took to make.
+    `sent` takes counts its caller kept as it encoded the messages (the protocol core
+    counts what it sends); `answered` walks the framed messages of bytes made elsewhere (a
+    type byte and a 4-byte length each), a refusal's, say.
     """
 
     def __init__(self) -> None:
@@ -219,6 +220,15 @@ class PgCounts:
             at += 1 + length
         with self._lock:
             self._sent += len(out)
+            self._queries += queries
+            for code in errors:
+                self._errors[code] = self._errors.get(code, 0) + 1
+
+    def sent(self, size: int, queries: int, errors: Sequence[str]) -> None:
+        """Count `size` bytes sent, `queries` statements completed and the errors of these
+        SQLSTATEs, when the sender knows them (no walk over the bytes)."""
+        with self._lock:
+            self._sent += size
             self._queries += queries
             for code in errors:
                 self._errors[code] = self._errors.get(code, 0) + 1

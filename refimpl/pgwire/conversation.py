@@ -245,30 +245,30 @@ class Conversation:
         if message.portal and message.portal in self._portals:
             raise PortalExists(f'portal "{message.portal}" already exists; close it first')
         numbers = prepared.plan.piece.params if prepared.plan else ()
-        count = max(max(numbers, default=0), len(prepared.param_oids))
+        oids = prepared.param_oids
+        count = max(max(numbers, default=0), len(oids))
         if len(message.params) != count:
             raise ParameterError(
                 f"bind message supplies {len(message.params)} parameters, but prepared"
                 f' statement "{message.statement}" requires {count}'
             )
         formats = _formats(message.param_formats, count)
-        untyped = [
-            n
+        if not prepared.inferred and any(
+            d is not None and not (n <= len(oids) and oids[n - 1])
             for n, d in enumerate(message.params, 1)
-            if d is not None and not (n <= len(prepared.param_oids) and prepared.param_oids[n - 1])
-        ]
-        if untyped and not prepared.inferred:
+        ):
             # A value of no type is read as its place types it (node-postgres sends all so),
             # whether or not the client asked with a Describe.
             self._describe_params(prepared)
-        values: list[object] = []
-        for number, (data, fmt) in enumerate(zip(message.params, formats, strict=True), 1):
-            oid = prepared.param_oids[number - 1] if number <= len(prepared.param_oids) else 0
-            values.append(
-                None
-                if data is None
-                else types.decode_param(data, oid, fmt == 1, prepared.hints.get(number), number)
+        hints = prepared.hints
+        values = [
+            None
+            if data is None
+            else types.decode_param(
+                data, oids[n - 1] if n <= len(oids) else 0, fmt == 1, hints.get(n), n
             )
+            for n, (data, fmt) in enumerate(zip(message.params, formats, strict=True), 1)
+        ]
         params = tuple(values[n - 1] for n in numbers)
         self._portals[message.portal] = Portal(prepared, params, message.result_formats)
         return [m.BindComplete()]

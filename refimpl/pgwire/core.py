@@ -18,6 +18,7 @@ import struct
 
 from refimpl.errors import MessageTooLarge, UnexpectedMessage
 from refimpl.pgwire import messages as m
+from refimpl.pgwire import run_messages
 from refimpl.pgwire.states import COPY_MESSAGES, RECEIVED, SENT, UNTYPED, Action, State
 
 _LENGTH = struct.Struct("!i")
@@ -25,6 +26,8 @@ _LENGTH = struct.Struct("!i")
 # PostgreSQL's 10,000-byte cap on the startup packet. A client that has proven nothing
 # makes the server hold no more than this (a longer length closes the connection at once).
 STARTUP_LIMIT = 10_000
+# A message's type byte as the bytes `messages.decode` takes, without slicing the buffer.
+_TYPE_BYTES = tuple(bytes([code]) for code in range(256))
 _BEFORE_LOGIN = frozenset({State.STARTUP, State.SECURING, State.STARTING, State.AUTHENTICATING})
 
 
@@ -40,6 +43,10 @@ class ProtocolCore:
         # Whether the message being answered belongs to the extended protocol: an error
         # answered to it makes the connection skip to the next Sync.
         self._extended = False
+        # What `send` has sent since `take_counts`: the server counts answers by these
+        # rather than by walking the bytes again.
+        self._completed = 0
+        self._errors: list[str] = []
 
     # -- receiving -----------------------------------------------------------------------
 
@@ -60,7 +67,7 @@ class ProtocolCore:
             if framed is None:
                 return None
             kind, body = framed
-            message = m.decode_startup(body) if kind is None else m.decode(kind, body)
+            message = m.decode_startup(body) if kind is None else run_messages.decode(kind, body)
             step = RECEIVED.get((self.state, type(message)))
             if step is None:
                 state = self.state
@@ -82,7 +89,7 @@ class ProtocolCore:
         head = 4 if untyped else 5
         if len(buffer) - at < head:
             return None
-        kind = None if untyped else bytes(buffer[at : at + 1])
+        kind = None if untyped else _TYPE_BYTES[buffer[at]]
         (length,) = _LENGTH.unpack_from(buffer, at + head - 4)
         limit = self._limit()
         if length < 4 or length > limit:
@@ -120,8 +127,15 @@ class ProtocolCore:
 
     def send(self, message: m.ServerMessage) -> bytes:
         """The bytes of an answer; the state moves on. An answer the state forbids is a bug."""
-        if isinstance(message, m.ErrorResponse) and self._error_moved_state(message):
-            return message.encode()
+        kind = type(message)
+        if kind is m.CommandComplete:
+            self._completed += 1
+        elif kind is m.ErrorResponse:
+            assert isinstance(message, m.ErrorResponse)
+            if not message.notice:
+                self._errors.append(message.code)
+            if self._error_moved_state(message):
+                return message.encode()
         next_state = SENT.get((self.state, type(message)))
         if next_state is None:
             raise AssertionError(f"{type(message).__name__} sent in state {self.state.value}")
@@ -139,6 +153,17 @@ class ProtocolCore:
             self.state = State.SKIPPING if self._extended else State.READY
             return True
         return False
+
+    def failed(self, code: str) -> None:
+        """An error sent without `send` (`error_bytes`): counted among the errors sent."""
+        self._errors.append(code)
+
+    def take_counts(self) -> tuple[int, list[str]]:
+        """The statements completed and the SQLSTATEs of the errors sent since the last
+        call (notices not counted), then starts again from none."""
+        counts = self._completed, self._errors
+        self._completed, self._errors = 0, []
+        return counts
 
     def secured(self) -> None:
         """The TLS handshake after 'S' is done: the startup goes on, encrypted."""

@@ -142,7 +142,9 @@ class Link:
                     break
         except ProtocolError as error:
             core.close()
-            out.append(error_bytes(sqlstate.sqlstate_of(error), error.message))
+            code = sqlstate.sqlstate_of(error)
+            core.failed(code)
+            out.append(error_bytes(code, error.message))
         finally:
             self._running = False
             admission.watch_cancel(None)
@@ -166,7 +168,9 @@ class Link:
                 self.core.send(n) for n in conversation.inbox.messages(conversation.status)
             )
         except ProtocolError as error:
-            return self.refuse(sqlstate.sqlstate_of(error), error.message)
+            code = sqlstate.sqlstate_of(error)
+            self.core.failed(code)  # counted with what `send` sent (`take_counts`)
+            return self.refuse(code, error.message)
 
     def notifications_waiting(self) -> bool:
         """Whether `notifications()` has something to send now."""

@@ -380,7 +380,7 @@ class ReadyForQuery:
     status: str  # 'I' idle, 'T' in a transaction, 'E' in a failed transaction
 
     def encode(self) -> bytes:
-        return _frame(b"Z", self.status.encode("ascii"))
+        return b"Z\0\0\0\5" + self.status.encode("ascii")  # sent after every query
 
 
 @dataclass(frozen=True, slots=True)
@@ -495,31 +495,31 @@ class ErrorResponse:
 @dataclass(frozen=True, slots=True)
 class ParseComplete:
     def encode(self) -> bytes:
-        return _frame(b"1", b"")
+        return b"1\0\0\0\4"
 
 
 @dataclass(frozen=True, slots=True)
 class BindComplete:
     def encode(self) -> bytes:
-        return _frame(b"2", b"")
+        return b"2\0\0\0\4"
 
 
 @dataclass(frozen=True, slots=True)
 class CloseComplete:
     def encode(self) -> bytes:
-        return _frame(b"3", b"")
+        return b"3\0\0\0\4"
 
 
 @dataclass(frozen=True, slots=True)
 class NoData:
     def encode(self) -> bytes:
-        return _frame(b"n", b"")
+        return b"n\0\0\0\4"
 
 
 @dataclass(frozen=True, slots=True)
 class PortalSuspended:
     def encode(self) -> bytes:
-        return _frame(b"s", b"")
+        return b"s\0\0\0\4"
 
 
 @dataclass(frozen=True, slots=True)

@@ -324,7 +324,7 @@ class PgServer:
         """Send an idle connection the notifications that wait for it, then re-arm it."""
         out = client.link.notifications()
         if out:
-            self.answers.answered(out)
+            self.answers.sent(len(out), *client.link.core.take_counts())
             client.unsent = out
             try:
                 client.send_some()
@@ -366,7 +366,7 @@ class PgServer:
             with client.lock:
                 while True:
                     out = link.answer_pending(UNSENT_LIMIT)
-                    self.answers.answered(out)
+                    self.answers.sent(len(out), *link.core.take_counts())
                     if out and not link.is_durable():
                         # It acknowledges a commit not yet on disk: sent after the flush.
                         self._acknowledging.hand_over((client, out), link.wait_durable)

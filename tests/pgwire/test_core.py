@@ -176,3 +176,19 @@ def test_a_copy_moves_the_state_and_what_follows_a_failed_one_is_dropped():
     core.receive_data(parse("", "SELECT 2"))
     with pytest.raises(UnexpectedMessage):
         core.next_message()
+
+
+def test_the_core_counts_what_it_sends_for_the_servers_measures() -> None:
+    core = ready_core()
+    core.receive_data(typed(b"Q", b"SELECT 1; SELEC 2\0"))
+    assert isinstance(core.next_message(), m.Query)
+    for answer in (
+        m.CommandComplete("SELECT 1"),
+        m.ErrorResponse("00000", "a notice", "NOTICE", notice=True),
+        m.ErrorResponse("42601", "syntax error"),
+        m.ReadyForQuery("I"),
+    ):
+        core.send(answer)
+    core.failed("08P01")  # an error made as bytes elsewhere, told to the core
+    assert core.take_counts() == (1, ["42601", "08P01"])
+    assert core.take_counts() == (0, [])

@@ -1,0 +1,98 @@
+"""The messages every prepared statement's run sends (Bind, Describe, Execute, Close, Sync,
+Flush), read in a few C calls each rather than field by field.
+
+`decode(kind, body)` answers what `messages.decode` answers for every body: each short
+reader gives up (None, or a struct/Unicode error) on a body that is not exactly its shape,
+and `messages.decode` then reads it and names what is wrong in its MalformedMessage.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+
+from refimpl.pgwire import messages as m
+
+_INT16 = struct.Struct("!h")
+_INT32 = struct.Struct("!i")
+_SYNC, _FLUSH = m.Sync(), m.Flush()
+_KINDS = {0x53: "S", 0x50: "P"}
+
+
+def _fast_bind(body: bytes) -> m.ClientMessage | None:
+    portal_end = body.find(0)
+    at = body.find(0, portal_end + 1) + 1
+    if portal_end < 0 or not at:
+        return None
+    portal, statement = body[:portal_end].decode(), body[portal_end + 1 : at - 1].decode()
+    formats, at = _fast_int16s(body, at)
+    (count,) = _INT16.unpack_from(body, at)
+    at += 2
+    if count < 0:
+        return None
+    params: list[bytes | None] = []
+    size = len(body)
+    for _ in range(count):
+        (length,) = _INT32.unpack_from(body, at)
+        at += 4
+        if length < 0:
+            params.append(None)
+        elif at + length > size:
+            return None
+        else:
+            params.append(body[at : at + length])
+            at += length
+    result_formats, at = _fast_int16s(body, at)
+    if at != size:
+        return None
+    return m.Bind(portal, statement, formats, tuple(params), result_formats)
+
+
+def _fast_int16s(body: bytes, at: int) -> tuple[tuple[int, ...], int]:
+    """A count and that many 2-byte integers at `at`, and where they end (struct.error or
+    ValueError past the body or for a negative count)."""
+    (count,) = _INT16.unpack_from(body, at)
+    if count == 0:
+        return (), at + 2
+    if count == 1:
+        return _INT16.unpack_from(body, at + 2), at + 4
+    return struct.unpack_from(f"!{count}h", body, at + 2), at + 2 + 2 * count
+
+
+def _fast_kind_and_name(
+    body: bytes, cls: type[m.Describe] | type[m.Close]
+) -> m.ClientMessage | None:
+    kind = _KINDS.get(body[0]) if body else None
+    if kind is None or body.find(0, 1) != len(body) - 1:
+        return None
+    return cls(kind, body[1:-1].decode())
+
+
+def _fast_execute(body: bytes) -> m.ClientMessage | None:
+    end = body.find(0)
+    if end < 0 or end != len(body) - 5:
+        return None
+    return m.Execute(body[:end].decode(), _INT32.unpack_from(body, end + 1)[0])
+
+
+_FAST: dict[bytes, Callable[[bytes], m.ClientMessage | None]] = {
+    b"B": _fast_bind,
+    b"D": lambda body: _fast_kind_and_name(body, m.Describe),
+    b"E": _fast_execute,
+    b"C": lambda body: _fast_kind_and_name(body, m.Close),
+    b"S": lambda body: None if body else _SYNC,
+    b"H": lambda body: None if body else _FLUSH,
+}
+
+
+def decode(kind: bytes, body: bytes) -> m.ClientMessage:
+    """One typed message, as `messages.decode` reads it (MalformedMessage alike)."""
+    fast = _FAST.get(kind)
+    if fast is not None:
+        try:
+            message = fast(body)
+        except (struct.error, ValueError):  # UnicodeDecodeError too: messages.decode names it
+            message = None
+        if message is not None:
+            return message
+    return m.decode(kind, body)
