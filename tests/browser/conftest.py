@@ -22,6 +22,8 @@ from typing import Any
 
 import pytest
 
+from tests.browser.site import Site
+
 START_TIMEOUT = 30.0
 BINARIES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "chrome")
 
@@ -234,3 +236,10 @@ def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Browser]:
         yield running
     finally:
         running.close()
+
+
+@pytest.fixture
+def site(tmp_path: Path) -> Iterator[Site]:
+    """A server for the test, with a static folder for its pages (`tests.browser.site`)."""
+    with Site(tmp_path) as running:
+        yield running

@@ -9,41 +9,12 @@ from __future__ import annotations
 
 import base64
 from pathlib import Path
-from typing import Any
-
-import requests
 
 from tests.browser.conftest import Browser, Page
 from tests.browser.pixels import Image, read_png
-from tests.http.conftest import free_port, start_server
+from tests.browser.site import Site
 
 WAIT = 20.0  # seconds for the page to show something
-
-
-class Site:
-    """A server on a port that a restart keeps, and SQL sent to it as another client."""
-
-    def __init__(self, root: Path, *extra: str) -> None:
-        self.data = root / "data"
-        self.port = free_port()
-        self.extra = extra
-        self.server = start_server(self.data, "--port", str(self.port), *extra)
-        self.token = self.server.token
-
-    def restart(self) -> None:
-        assert self.server.stop() == 0
-        self.server = start_server(self.data, "--port", str(self.port), *self.extra)
-
-    def sql(self, text: str, database: str | None = None) -> dict[str, Any]:
-        answer = requests.post(
-            self.server.url + "/exec",
-            params={"db": database} if database else {},
-            data=text.encode(),
-            timeout=30,
-            headers={"Authorization": f"Bearer {self.token}"},
-        )
-        assert answer.status_code == 200, answer.text
-        return answer.json()
 
 
 def click(page: Page, selector: str) -> None:

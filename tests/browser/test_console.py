@@ -10,7 +10,6 @@ test_console_changes.py). A screenshot of the page is saved in the test's tempor
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,7 +17,6 @@ import pytest
 from tests.browser.conftest import Browser
 from tests.browser.console_page import (
     WAIT,
-    Site,
     click,
     open_console,
     run_sql,
@@ -26,27 +24,15 @@ from tests.browser.console_page import (
     text_of,
     type_into,
 )
+from tests.browser.site import TRADES, Site
 
 pytestmark = pytest.mark.browser
 
-TRADES = (
-    "CREATE TABLE trades (time TIMESTAMP, symbol SYMBOL, price DOUBLE)"
-    " TIMESERIES(time) PARTITION BY DAY, SYMBOL(symbol)"
-)
 # The price cells of the changes panel's rows (after lsn, committed, change, time, symbol).
 PRICES = (
     "[...document.querySelectorAll('#changes tbody tr.change:not(.schema)')]"
     ".map((r) => r.cells[5].textContent)"
 )
-
-
-@pytest.fixture
-def site(tmp_path: Path) -> Iterator[Site]:
-    running = Site(tmp_path)
-    try:
-        yield running
-    finally:
-        assert running.server.stop() == 0
 
 
 def trade(second: int, symbol: str, price: float) -> str:

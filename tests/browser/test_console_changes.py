@@ -13,7 +13,6 @@ the same rows.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,13 +21,13 @@ import pytest
 from tests.browser.conftest import Browser, Page
 from tests.browser.console_page import (
     WAIT,
-    Site,
     click,
     log_in,
     open_console,
     shot,
     text_of,
 )
+from tests.browser.site import Site
 
 pytestmark = pytest.mark.browser
 
@@ -37,15 +36,6 @@ ROWS = (
     "[...document.querySelectorAll('#changes tbody tr')].map((r) =>"
     " [...r.cells].slice(2).map((c) => c.textContent))"
 )
-
-
-@pytest.fixture
-def site(tmp_path: Path) -> Iterator[Site]:
-    running = Site(tmp_path)
-    try:
-        yield running
-    finally:
-        assert running.server.stop() == 0
 
 
 def watch(page: Page, table: str, start: str) -> None:

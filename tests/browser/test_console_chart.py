@@ -18,7 +18,6 @@ import pytest
 from tests.browser.conftest import Browser, Page
 from tests.browser.console_page import (
     WAIT,
-    Site,
     box_of,
     click,
     log_in,
@@ -27,35 +26,20 @@ from tests.browser.console_page import (
     shot,
     text_of,
 )
+from tests.browser.site import TRADES, Site
 
 pytestmark = pytest.mark.browser
 
 UP = (0x1A, 0x7F, 0x4B)  # the console's colours of a rising and a falling candle
 DOWN = (0xC2, 0x3B, 0x22)
-TRADES = (
-    "CREATE TABLE trades (time TIMESTAMP, symbol SYMBOL, price DOUBLE)"
-    " TIMESERIES(time) PARTITION BY DAY, SYMBOL(symbol)"
-)
 CANDLES = "document.querySelector('#chart').dataset.candles"
 LAST = "JSON.parse(document.querySelector('#chart').dataset.last || 'null')"
 
 
 @pytest.fixture
 def sample(tmp_path: Path) -> Iterator[Site]:
-    running = Site(tmp_path, "--sample")
-    try:
+    with Site(tmp_path, "--sample") as running:
         yield running
-    finally:
-        assert running.server.stop() == 0
-
-
-@pytest.fixture
-def site(tmp_path: Path) -> Iterator[Site]:
-    running = Site(tmp_path)
-    try:
-        yield running
-    finally:
-        assert running.server.stop() == 0
 
 
 def visible_range(page: Page) -> float:

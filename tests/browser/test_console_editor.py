@@ -12,7 +12,6 @@ columns, and puts a table's query in the editor.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,7 +19,6 @@ import pytest
 from tests.browser.conftest import Browser, Page
 from tests.browser.console_page import (
     WAIT,
-    Site,
     click,
     log_in,
     open_console,
@@ -29,6 +27,7 @@ from tests.browser.console_page import (
     text_of,
     type_into,
 )
+from tests.browser.site import Site
 
 pytestmark = pytest.mark.browser
 
@@ -43,15 +42,6 @@ SCRIPT = (
     + ";\nSELECT id, s FROM n ORDER BY id"
 )
 BLOCKS = "document.querySelectorAll('#results .result')"
-
-
-@pytest.fixture
-def site(tmp_path: Path) -> Iterator[Site]:
-    running = Site(tmp_path)
-    try:
-        yield running
-    finally:
-        assert running.server.stop() == 0
 
 
 def first_cells(page: Page, block: int) -> list[str]:

@@ -14,16 +14,13 @@ session cookie from then on, as a browser's EventSource cannot send a header.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import pytest
-import requests
 
 from tests.browser.conftest import Browser
-from tests.http.conftest import Server, free_port, start_server
+from tests.browser.site import TRADES, Site
 
 pytestmark = pytest.mark.browser  # each test waits 20 s at most for the page
 
@@ -84,54 +81,6 @@ __SNIPPET__
 </script>
 """.replace("__SESSION__", SESSION).replace("__SNIPPET__", SUBSCRIBE_SNIPPET)
 
-TRADES = (
-    "CREATE TABLE trades (time TIMESTAMP, symbol SYMBOL, price DOUBLE)"
-    " TIMESERIES(time) PARTITION BY DAY, SYMBOL(symbol)"
-)
-
-
-class Site:
-    """A server with the test pages in its static folder, on a port that a restart keeps."""
-
-    def __init__(self, root: Path) -> None:
-        self.static = root / "static"
-        self.static.mkdir()
-        (self.static / "changes.html").write_text(CHANGES_PAGE, encoding="utf-8")
-        (self.static / "subscribe.html").write_text(SUBSCRIBE_PAGE, encoding="utf-8")
-        self.data = root / "data"
-        self.port = free_port()
-        self.server = self._start()
-        self.token = (self.data / "admin.token").read_text().strip()
-
-    def _start(self) -> Server:
-        return start_server(self.data, "--port", str(self.port), "--static", str(self.static))
-
-    def restart(self) -> None:
-        assert self.server.stop() == 0
-        self.server = self._start()
-
-    def page_url(self, name: str) -> str:
-        return f"{self.server.url}/static/{name}#{self.token}"
-
-    def sql(self, text: str) -> dict[str, Any]:
-        answer = requests.post(
-            self.server.url + "/exec",
-            data=text.encode(),
-            headers={"Authorization": f"Bearer {self.token}"},
-            timeout=30,
-        )
-        assert answer.status_code == 200, answer.text
-        return answer.json()
-
-
-@pytest.fixture
-def site(tmp_path: Path) -> Iterator[Site]:
-    running = Site(tmp_path)
-    try:
-        yield running
-    finally:
-        assert running.server.stop() == 0
-
 
 def candles(rows: list[list[Any]]) -> list[tuple[Any, ...]]:
     """Candle rows with their minute as naive UTC ISO text (JSON gives it with a Z)."""
@@ -149,6 +98,7 @@ def trade(minute: int, symbol: str, price: float) -> str:
 def test_event_source_gets_every_change_once_across_a_restart(browser: Browser, site: Site) -> None:
     site.sql(TRADES)
     page = browser.new_page()
+    site.add_page("changes.html", CHANGES_PAGE)
     page.navigate(site.page_url("changes.html"))
     assert page.evaluate("window.started") is True
     prices: list[float] = []
@@ -196,6 +146,7 @@ def test_subscribe_snippet_gets_snapshot_then_candle(browser: Browser, site: Sit
         )
     )
     page = browser.new_page()
+    site.add_page("subscribe.html", SUBSCRIBE_PAGE)
     page.navigate(site.page_url("subscribe.html"))
     assert page.evaluate("window.started") is True
     assert page.wait_for("window.snapshots.length >= 1", timeout=20)

@@ -10,12 +10,11 @@ new ticket and connects again with `&last-event-id=` of the last event it got.
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import pytest
 
 from tests.browser.conftest import Browser
-from tests.browser.test_eventsource import Site
+from tests.browser.site import Site
 
 pytestmark = pytest.mark.browser
 
@@ -68,29 +67,23 @@ connect();
 """
 
 
-def test_a_page_follows_every_change_once_across_a_restart(
-    browser: Browser, tmp_path: Path
-) -> None:
-    site = Site(tmp_path)
-    try:
-        (site.static / "stream.html").write_text(STREAM_PAGE, encoding="utf-8")
-        site.sql("CREATE TABLE readings (id INT PRIMARY KEY, value DOUBLE)")
-        page = browser.new_page()
-        page.navigate(site.page_url("stream.html"))
-        assert page.wait_for("window.events.includes('ready')", timeout=20)
-        total = 40
-        for n in range(total):
-            if n == total // 2:
-                assert page.wait_for(f"window.received.length >= {n}", timeout=20)
-                site.restart()
-            site.sql(f"INSERT INTO readings VALUES ({n}, {n / 2})")
-        page.wait_for(f"window.received.length >= {total}", timeout=20)
-        time.sleep(1.5)  # a reconnection more: nothing may come twice
-        received = page.evaluate("window.received")
-        state = page.evaluate("({events: window.events, connects: window.connects})")
-        assert [c["row"]["id"] for c in received] == list(range(total)), state
-        assert len({c["id"] for c in received}) == total
-        assert state["connects"] >= 2 and "reset" not in state["events"], state
-        assert all(c["href"].startswith("/stream/row?") for c in received)
-    finally:
-        assert site.server.stop() == 0
+def test_a_page_follows_every_change_once_across_a_restart(browser: Browser, site: Site) -> None:
+    site.add_page("stream.html", STREAM_PAGE)
+    site.sql("CREATE TABLE readings (id INT PRIMARY KEY, value DOUBLE)")
+    page = browser.new_page()
+    page.navigate(site.page_url("stream.html"))
+    assert page.wait_for("window.events.includes('ready')", timeout=20)
+    total = 40
+    for n in range(total):
+        if n == total // 2:
+            assert page.wait_for(f"window.received.length >= {n}", timeout=20)
+            site.restart()
+        site.sql(f"INSERT INTO readings VALUES ({n}, {n / 2})")
+    page.wait_for(f"window.received.length >= {total}", timeout=20)
+    time.sleep(1.5)  # a reconnection more: nothing may come twice
+    received = page.evaluate("window.received")
+    state = page.evaluate("({events: window.events, connects: window.connects})")
+    assert [c["row"]["id"] for c in received] == list(range(total)), state
+    assert len({c["id"] for c in received}) == total
+    assert state["connects"] >= 2 and "reset" not in state["events"], state
+    assert all(c["href"].startswith("/stream/row?") for c in received)
