@@ -189,7 +189,7 @@ def write_admin_token(folder: Path, token: str) -> Path:
 def _serve(options: argparse.Namespace) -> int:
     from conformance.cli import shipped_spec_version
     from refimpl.engine.instance import Instance
-    from refimpl.engine.replication.lag import slot_lags
+    from refimpl.engine.replication.lag import SlotLags
     from refimpl.http.app import App, AppOptions
     from refimpl.http.serving.limits import ConnectionLimits
     from refimpl.http.serving.run import serve
@@ -256,7 +256,7 @@ def _serve(options: argparse.Namespace) -> int:
         raise
     if pg_server is not None:
         app.metrics.read_pg(pg_server.measures)
-        app.metrics.read_slots(lambda: slot_lags(instance))
+        app.metrics.read_slots(SlotLags(instance).read)
     app.metrics.describe_build(shipped_spec_version())
 
     def listening(host: str, port: int) -> None:

@@ -338,6 +338,12 @@ def _slot_metrics(lags: list[SlotLag]) -> Iterator[Metric]:
         "Durable transactions a replication slot's client has not confirmed whole.",
         labels=labels,
     )
+    behind_bytes = GaugeMetricFamily(
+        "kdb_replication_slot_lag_bytes",
+        "Log bytes of the durable transactions a replication slot's client has not confirmed"
+        " whole.",
+        labels=labels,
+    )
     active = GaugeMetricFamily(
         "kdb_replication_slot_active",
         "1 while a client streams from the replication slot, else 0.",
@@ -345,8 +351,10 @@ def _slot_metrics(lags: list[SlotLag]) -> Iterator[Metric]:
     )
     for lag in lags:
         behind.add_metric((lag.slot, lag.database), lag.lag_lsns)
+        behind_bytes.add_metric((lag.slot, lag.database), lag.lag_bytes)
         active.add_metric((lag.slot, lag.database), 1 if lag.active else 0)
     yield behind
+    yield behind_bytes
     yield active
 
 
