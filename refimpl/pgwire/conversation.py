@@ -77,6 +77,10 @@ _DUMMY = {
 }  # fmt: skip
 
 
+# Sent after every query: one message of each status, made once.
+_READY = {status: m.ReadyForQuery(status) for status in "ITE"}
+
+
 @dataclass(frozen=True, slots=True)
 class Plan:
     """One statement of a client's text, read: a session setting or an engine statement.
@@ -153,7 +157,7 @@ class Conversation:
         return "T" if self.session.transaction is not None else "I"
 
     def ready(self) -> m.ReadyForQuery:
-        return m.ReadyForQuery(self.status)
+        return _READY[self.status]
 
     def close(self) -> None:
         """The connection ended: an open transaction is rolled back."""
