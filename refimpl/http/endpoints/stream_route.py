@@ -32,6 +32,7 @@ from refimpl.http.context import Context
 from refimpl.http.encode import Answer
 from refimpl.http.endpoints.feed_args import feed_options
 from refimpl.http.endpoints.stream_credentials import request_credential
+from refimpl.http.endpoints.stream_states import SendEvent, SendState, move
 from refimpl.waiting.fanout import FANOUT_STRIDE
 from refimpl.waiting.parked import Kind, Parked, Part
 from refimpl.waiting.room import WaitingRoom
@@ -43,6 +44,7 @@ HEADERS = (
     ("X-Accel-Buffering", "no"),
 )
 HEARTBEAT = b": heartbeat\n\n"
+_SENDING = (SendState.SENDING, SendState.SENDING_MORE)  # a part is in flight
 
 
 def encode_events(events: Sequence[Event]) -> bytes:
@@ -147,7 +149,9 @@ class _Sender:
     A plain stream whose part was sent and that has nothing more to take joins its group
     (`_GroupParts` sends its parts then); it leaves it when it takes alone, when its client
     did not take a part whole, and when the engine takes it out (it ended, or its view
-    changed), which wakes it (`set`). Its `_lock` orders these moves and its own takes."""
+    changed), which wakes it (`set`). Where it stands (a part in flight, woken meanwhile, a
+    squash hold) is one `SendState`, moved along `stream_states.TRANSITIONS` only. Its
+    `_lock` orders these moves and its own takes."""
 
     def __init__(
         self, stream: OpenStream, streams: EventStreams, room: WaitingRoom, hold_s: float = 0.0
@@ -159,14 +163,12 @@ class _Sender:
         self.heartbeat_s = streams.options.heartbeat_s
         self.parked: Parked[Answer] | None = None
         self._lock = threading.Lock()
-        self._in_flight = False  # a part was handed over and not yet sent whole
-        self._again = False  # woken meanwhile, or more was ready: take again when sent
+        self._state = SendState.IDLE  # moved by `_move` only, under `_lock`
         # squash=<seconds>: a part with changes comes at most once per `hold_s`; the room
         # looks at the stream every `_tick` (its deadline) to send what was held.
         self.hold_s = hold_s
         self._tick = min(self.heartbeat_s, max(hold_s / 5, 0.05)) if hold_s else 0.0
         self._held_until = 0.0
-        self._held = False  # woken during a hold: take once it is over
         self._heartbeat_at = time.monotonic() + self.heartbeat_s
         # Its takes are its user's work (filters, copy pages), made on the room's pool:
         # at shutdown it sends none more from the room's thread.
@@ -199,18 +201,18 @@ class _Sender:
             return self._attempt()
         except StatementTimeout as error:
             with self._lock:
-                self._in_flight = False
+                self._move(SendEvent.TIMED_OUT)
             return self._timed_out(error)
 
     def _attempt(self) -> Answer | Part[Answer] | None:
         if self.stream.ended is not None:
             return self._end()
         with self._lock:
-            if self._in_flight:
-                self._again = True
+            if self._state in _SENDING:
+                self._move(SendEvent.WOKEN)
                 return None
             if self.hold_s and time.monotonic() < self._held_until:
-                self._held = True
+                self._move(SendEvent.WOKEN_IN_HOLD)
                 return None
             self._detach()  # taken alone: its take leaves the group
             taken = self._take()
@@ -223,17 +225,18 @@ class _Sender:
     def _take(self) -> Taken:
         """The stream's next events (the caller holds the lock)."""
         taken = self.stream.take(self.budget)
-        self._in_flight = bool(taken.events)
-        self._again = taken.more
-        self._held = False
+        if not taken.events:
+            self._move(SendEvent.TOOK_NOTHING)
+        else:
+            self._move(SendEvent.TOOK_PART_MORE if taken.more else SendEvent.TOOK_PART)
         if self.hold_s and taken.events:
             self._held_until = time.monotonic() + self.hold_s
         return taken
 
     def drained(self) -> None:
         with self._lock:
-            self._in_flight = False
-            again, self._again = self._again, False
+            again = self._state is SendState.SENDING_MORE
+            self._move(SendEvent.DRAINED)
             # A stream its group does not take in (the group stands elsewhere) takes once
             # more alone: what became durable meanwhile does not wait for the next commit.
             again = again or not self._join()
@@ -244,8 +247,8 @@ class _Sender:
         """Its client did not take its group's part whole (the server holds the rest, and
         tells `drained` when it is sent): it goes on alone."""
         with self._lock:
-            self._in_flight = True
-            self._again = True  # the group's part may have stopped at the budget: take on
+            # The group's part may have stopped at the budget: it takes on once it is sent.
+            self._move(SendEvent.BACKLOGGED)
             self._detach()
             group = self.stream.group
             if group is not None:
@@ -278,7 +281,7 @@ class _Sender:
             # The deadline moves on before anything is made (the room reschedules on it).
             self.parked.deadline = now + self._tick
             with self._lock:
-                due = self._held and now >= self._held_until and not self._in_flight
+                due = self._state is SendState.HELD and now >= self._held_until
             if due:
                 return self.parked.attempt(0)  # offloaded like every attempt of its own
             if now < self._heartbeat_at:
@@ -291,9 +294,8 @@ class _Sender:
     def closing(self) -> Answer:
         """At shutdown: what is durable and fits (never half an event), then the end."""
         with self._lock:
-            events = (
-                [] if self._in_flight or self.offloaded else self.stream.take(self.budget).events
-            )
+            sending = self._state in _SENDING
+            events = [] if sending or self.offloaded else self.stream.take(self.budget).events
         self.stream.end("the server is shutting down")
         return _body(encode_events(events) + self._end().body)
 
@@ -304,6 +306,10 @@ class _Sender:
         reason = f"where= or the initial copy ran too long: {error}"
         self.stream.end(reason, reset=True)
         return _body(f": {reason}\n\nevent: reset\ndata: {{}}\n\n".encode() + self._end().body)
+
+    def _move(self, event: SendEvent) -> None:
+        """Along the table of `stream_states` (the caller holds the lock)."""
+        self._state = move(self._state, event)
 
     def _end(self) -> Answer:
         """The last part: a comment saying why (an EventSource ignores it)."""
