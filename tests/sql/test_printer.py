@@ -29,7 +29,7 @@ from refimpl.sql.ast import (
 )
 from refimpl.sql.parser import KEYWORDS, parse
 from refimpl.sql.printer import quote_name, to_sql
-from tests.sql.test_parser import EXAMPLE_TEXTS
+from tests.sql.statements import STATEMENTS
 
 # ---------------------------------------------------------------------------------------
 # Strategies
@@ -424,7 +424,7 @@ def test_names_read_back_in_every_position(name: str) -> None:
         assert parse(text).statements == (node,), text
 
 
-@pytest.mark.parametrize("text", EXAMPLE_TEXTS)
+@pytest.mark.parametrize("text", [text for text, _ in STATEMENTS])
 def test_examples_print_and_parse_back(text: str) -> None:
     round_trip(parse(text).statements[0])
 
