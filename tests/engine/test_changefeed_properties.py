@@ -23,35 +23,10 @@ from refimpl.engine.features.change_stream import Change, read_changes
 from refimpl.engine.features.feed_options import FeedFilter, FeedOptions, shape_changes
 from refimpl.engine.features.initial_copy import CopyPosition, parse_position, read_initial
 from refimpl.engine.storage import records
-from refimpl.errors import BadRequest, DuplicateKey
+from refimpl.errors import BadRequest
+from tests.engine.table_writes import Op, ops, run_op, table_rows
 
 WIDTH = 2  # id, v
-Op = tuple[str, int, int]  # (insert|update|delete, id, v)
-
-ops = st.lists(
-    st.tuples(
-        st.sampled_from(["insert", "update", "delete"]), st.integers(0, 12), st.integers(0, 20)
-    ),
-    max_size=20,
-)
-
-
-def _run(conn: refimpl.Connection, op: Op) -> None:
-    kind, ident, value = op
-    if kind == "insert":
-        try:
-            conn.execute(f"INSERT INTO t VALUES ({ident}, {value})")
-        except DuplicateKey:
-            pass  # the row is there: the write changes nothing
-    elif kind == "update":
-        conn.execute(f"UPDATE t SET v = {value} WHERE id = {ident}")
-    else:
-        conn.execute(f"DELETE FROM t WHERE id = {ident}")
-
-
-def _table(conn: refimpl.Connection, where: str = "") -> dict[int, tuple]:
-    rows = conn.execute(f"SELECT id, v FROM t {where}").rows
-    return {row[0]: tuple(row) for row in rows}
 
 
 def _key_of(change: Change) -> int:
@@ -107,7 +82,7 @@ def test_initial_copy_rebuilds_the_table(
     with tempfile.TemporaryDirectory() as folder:
         conn = _open(folder, full, True)
         for op in before:
-            _run(conn, op)
+            run_op(conn, op)
         where = "v > 8" if filtered else None
         sql_where = f"WHERE {where}" if where else ""
         feed_filter = FeedFilter.compile(_schema(conn), where) if where else None
@@ -125,13 +100,13 @@ def test_initial_copy_rebuilds_the_table(
             assert isinstance(batch.position, CopyPosition)
             at = batch.position
             for op in next(rounds, []):
-                _run(conn, op)
+                run_op(conn, op)
             if restart and at.lsn % 2 == 0:
                 conn.close()
                 conn = _open(folder, full, False)
         # The copy is over: the table at `end` is what the reader holds. Then the stream.
         for op in after:
-            _run(conn, op)
+            run_op(conn, op)
         if restart:
             conn.close()
             conn = _open(folder, full, False)
@@ -140,7 +115,7 @@ def test_initial_copy_rebuilds_the_table(
         options = FeedOptions(where=where)
         for change in shape_changes(tail, schema, options, feed_filter).changes:
             _apply(state, change)
-        expected = _table(conn, sql_where)
+        expected = table_rows(conn, sql_where)
         if full or not filtered:
             assert state == expected
         else:
@@ -156,7 +131,7 @@ def test_squashed_and_plain_reading_end_alike(writes: list[Op], page: int, full:
     with tempfile.TemporaryDirectory() as folder:
         conn = _open(folder, full, True)
         for op in writes:
-            _run(conn, op)
+            run_op(conn, op)
         database, schema = _database(conn), _schema(conn)
         results = []
         for squash in (False, True):
@@ -172,7 +147,7 @@ def test_squashed_and_plain_reading_end_alike(writes: list[Op], page: int, full:
                     break
                 position = batch.next_lsn
             results.append(state)
-        assert results[0] == results[1] == _table(conn)
+        assert results[0] == results[1] == table_rows(conn)
         conn.close()
 
 
@@ -186,12 +161,12 @@ def test_filtered_feed_with_before_images_is_exact(writes: list[Op], bound: int)
         state: dict[int, tuple] = {}
         position = 0
         for op in writes:
-            _run(conn, op)
+            run_op(conn, op)
             batch = read_changes(database, "t", schema, position, None)
             for change in shape_changes(batch, schema, FeedOptions(where="x"), feed_filter).changes:
                 _apply(state, change)
             position = batch.next_lsn
-            assert state == _table(conn, f"WHERE v >= {bound}")
+            assert state == table_rows(conn, f"WHERE v >= {bound}")
         conn.close()
 
 
@@ -330,14 +305,14 @@ def test_readers_across_replica_identity_switches(
 
         for writes, full in rounds:
             for op in writes[: len(writes) // 2]:
-                _run(conn, op)
+                run_op(conn, op)
             read_all()
             conn.execute(f"ALTER TABLE t REPLICA IDENTITY {'FULL' if full else 'DEFAULT'}")
             for op in writes[len(writes) // 2 :]:
-                _run(conn, op)
+                run_op(conn, op)
             read_all()
-            table = _table(conn)
+            table = table_rows(conn)
             assert states["plain"] == states["squash"] == table
-            matching = _table(conn, f"WHERE v >= {bound}")
+            matching = table_rows(conn, f"WHERE v >= {bound}")
             assert {k: states["where"].get(k) for k in matching} == matching
         conn.close()

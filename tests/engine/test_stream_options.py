@@ -22,7 +22,7 @@ from refimpl.engine.features.event_stream import EventCursor, RecentTransactions
 from refimpl.engine.features.feed_options import FeedOptions
 from refimpl.engine.features.initial_copy import CopyPosition, parse_position
 from refimpl.engine.features.stream_options import OptionCursor, StreamFeed
-from tests.engine.test_changefeed_properties import Op, _run, _table, ops
+from tests.engine.table_writes import Op, ops, run_op, table_rows
 
 
 def _cursor(conn: refimpl.Connection, options: FeedOptions, last_id: str | None) -> OptionCursor:
@@ -82,7 +82,7 @@ def test_initial_stream_rebuilds_the_table(
         mode = " REPLICA IDENTITY FULL" if full else ""
         conn.execute(f"CREATE TABLE t (id INT PRIMARY KEY, v INT){mode}")
         for op in before:
-            _run(conn, op)
+            run_op(conn, op)
         where = "v > 8" if filtered else None
         options = FeedOptions(initial=True, where=where, squash=squash)
         cursor = _cursor(conn, options, None)
@@ -95,7 +95,7 @@ def test_initial_stream_rebuilds_the_table(
                 _apply(state, event)
                 last_id = event.id or last_id
             for op in writes:
-                _run(conn, op)
+                run_op(conn, op)
             if reconnects[index % len(reconnects)] and last_id is not None:
                 if reopen and index == 1:
                     conn.close()
@@ -107,7 +107,7 @@ def test_initial_stream_rebuilds_the_table(
                 _apply(state, event)
             if not taken.more and not taken.events:
                 break
-        expected = _table(conn, "WHERE v > 8" if filtered else "")
+        expected = table_rows(conn, "WHERE v > 8" if filtered else "")
         if full or not filtered:
             assert state == expected
         else:
