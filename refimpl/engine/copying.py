@@ -12,8 +12,9 @@ from __future__ import annotations
 import io
 from typing import IO, cast
 
-from refimpl.engine.result import Result
+from refimpl.engine.result import Result, message_result
 from refimpl.engine.session import Session
+from refimpl.engine.statements import copy as copy_statements
 from refimpl.engine.statements import executor
 from refimpl.engine.statements.copy import CopyOutput, copy_output
 from refimpl.engine.storage.memory_limit import MB, ROW_OVERHEAD, MemoryBudget
@@ -52,7 +53,23 @@ def copy_in(session: Session, sql: str, data: IO[bytes]) -> Result:
     memory = session.database.memory
     if memory.limit_bytes:
         data = cast(IO[bytes], _Counted(data, memory))
-    return executor.copy_in(session, statement, sql, data)
+    if session.transaction is not None:
+        return executor.copy_in(session, statement, sql, data)
+    rows = copy_statements.read_copy(session, statement, data)
+    # Outside a transaction, the rows load as an import's do: prepared with no lock held,
+    # installed in a short step, so that other writers' commits go on meanwhile.
+    loaded = session.database.load_rows(rows.table, rows.rows)
+    if loaded is None:  # triggers, indexes, a key held or given twice, a NULL: the usual way
+        count = session.write(
+            lambda txn: executor.insert_rows(session, txn, rows.table, rows.columns, rows.rows)
+        )
+    else:
+        count, lsn = loaded
+        if session.acknowledge_later:  # as a commit of the session's own is acknowledged
+            session.durable_needed = max(session.durable_needed, lsn)
+        else:
+            session.database.wait_durable(lsn)
+    return message_result(sql, f"{count} row(s) copied", count)
 
 
 def copy_out(session: Session, sql: str) -> CopyOutput:

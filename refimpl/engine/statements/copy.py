@@ -34,7 +34,7 @@ class CopyRows:
 
     table: str
     columns: list[str]
-    rows: list[tuple]
+    rows: values.TypedRows
 
 
 @dataclass(frozen=True, slots=True)

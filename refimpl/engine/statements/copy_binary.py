@@ -15,21 +15,23 @@ type) is `CopyFormatError`; a value its type cannot hold (a timestamp past the r
 
 from __future__ import annotations
 
-import math
 import struct
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import IO
 
 from refimpl.engine.result import Column
-from refimpl.engine.storage import values
+from refimpl.engine.statements.copy_binary_chunks import (
+    PG_EPOCH_MICROS,
+    ChunkDecoder,
+    double_checked,
+    timestamp_checked,
+)
 from refimpl.errors import CopyError, CopyFormatError
 
 SIGNATURE = b"PGCOPY\n\xff\r\n\x00"
 HEADER = SIGNATURE + b"\x00\x00\x00\x00" + b"\x00\x00\x00\x00"  # no flags, no extension
 TRAILER = b"\xff\xff"
 READ_BYTES = 256 * 1024
-# 2000-01-01 UTC, the zero of PostgreSQL's binary timestamps, in microseconds since 1970.
-PG_EPOCH_MICROS = 946_684_800_000_000
 _OIDS_FLAG = 1 << 16  # WITH OIDS, which a table here never has
 _CRITICAL_FLAGS = 0xFFFF  # bits a reader must understand (none is defined)
 _I2, _I4, _I8, _F8 = (
@@ -41,17 +43,11 @@ _I2, _I4, _I8, _F8 = (
 
 
 def _double_in(data: bytes) -> float:
-    number: float = _F8.unpack(data)[0]
-    if not math.isfinite(number):
-        raise CopyError(f"{number} is out of range for DOUBLE (finite numbers)")
-    return number
+    return double_checked(_F8.unpack(data)[0])
 
 
 def _timestamp_in(data: bytes) -> int:
-    micros: int = _I8.unpack(data)[0] + PG_EPOCH_MICROS
-    if not values.TIMESTAMP_MIN <= micros <= values.TIMESTAMP_MAX:
-        raise CopyError("the timestamp is outside years 1 to 9999")
-    return micros
+    return timestamp_checked(_I8.unpack(data)[0])
 
 
 # Per column type: the field's length (None: any) and its stored value.
@@ -63,40 +59,6 @@ _DECODERS: dict[str, tuple[int | None, Callable[[bytes], object]]] = {
     "SYMBOL": (None, lambda b: b.decode("utf-8")),
     "BOOLEAN": (1, lambda b: b != b"\x00"),
     "TIMESTAMP": (8, _timestamp_in),
-}
-
-
-class _Irregular(Exception):
-    """A field the fast path leaves to the exact one (which names what is wrong)."""
-
-
-def _fast_timestamp(buf: bytes, at: int, size: int) -> int:
-    micros: int = _I8.unpack_from(buf, at)[0] + PG_EPOCH_MICROS
-    if not values.TIMESTAMP_MIN <= micros <= values.TIMESTAMP_MAX:
-        raise _Irregular
-    return micros
-
-
-def _fast_double(buf: bytes, at: int, size: int) -> float:
-    number: float = _F8.unpack_from(buf, at)[0]
-    if not math.isfinite(number):
-        raise _Irregular
-    return number
-
-
-def _fast_text(buf: bytes, at: int, size: int) -> str:
-    return buf[at : at + size].decode("utf-8")
-
-
-# `_DECODERS` reading in place from the buffer: (field length or None, decode(buf, at, size)).
-_FAST: dict[str, tuple[int | None, Callable[[bytes, int, int], object]]] = {
-    "INT": (4, lambda buf, at, size: _I4.unpack_from(buf, at)[0]),
-    "BIGINT": (8, lambda buf, at, size: _I8.unpack_from(buf, at)[0]),
-    "DOUBLE": (8, _fast_double),
-    "STRING": (None, _fast_text),
-    "SYMBOL": (None, _fast_text),
-    "BOOLEAN": (1, lambda buf, at, size: buf[at] != 0),
-    "TIMESTAMP": (8, _fast_timestamp),
 }
 _TYPE_NAMES = {"INT": "int4", "BIGINT": "int8", "DOUBLE": "float8", "BOOLEAN": "bool",
                "TIMESTAMP": "timestamptz"}  # fmt: skip
@@ -174,47 +136,16 @@ class BinaryRowReader:
             raise self._framing(f"the header extension's length is {extension}")
         self._take(extension, "the header extension")
 
-    def _whole_tuples(
-        self, fast: list[tuple[int, int | None, Callable[[bytes, int, int], object]]]
-    ) -> list[tuple[object, ...]]:
-        """The tuples wholly in the buffer, read in place: it stops before the first one
-        that is cut short, is the trailer, or breaks a rule, which `rows` then reads the
-        exact way (naming what is wrong). Most of the data goes this way."""
-        buf, at, end = self._buffer, self._at, len(self._buffer)
-        width, count = self._width, len(fast)
-        unpack_h, unpack_i = _I2.unpack_from, _I4.unpack_from
-        out: list[tuple[object, ...]] = []
-        try:
-            while at + 2 <= end and unpack_h(buf, at)[0] == count:
-                pos = at + 2
-                row: list[object] = [None] * width
-                for place, length, decode in fast:
-                    if pos + 4 > end:
-                        raise _Irregular
-                    size = unpack_i(buf, pos)[0]
-                    pos += 4
-                    if size == -1:
-                        continue
-                    if size != length and (length is not None or size < 0) or pos + size > end:
-                        raise _Irregular
-                    row[place] = decode(buf, pos, size)
-                    pos += size
-                out.append(tuple(row))
-                at = pos
-        except (_Irregular, UnicodeDecodeError):
-            pass
-        self._at = at
-        self._tuple += len(out)
-        return out
-
     def rows(self) -> Iterator[tuple[object, ...]]:
         self._header()
         placed = self._placed
         count = len(placed)
         kinds = [(at, c, *_DECODERS.get(c.type, (None, _text_decoder))) for at, c in placed]
-        fast = [(at, *_FAST.get(c.type, (None, _fast_text))) for at, c in placed]
+        chunks = ChunkDecoder(self._width, placed)
         while True:
-            yield from self._whole_tuples(fast)
+            rows, self._at = chunks.decode(self._buffer, self._at)
+            self._tuple += len(rows)
+            yield from rows
             # One tuple the exact way: across two reads of the data, the trailer, or wrong.
             self._tuple += 1
             fields = _I2.unpack(self._take(2, "a tuple's field count"))[0]
