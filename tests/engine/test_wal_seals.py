@@ -13,7 +13,7 @@ from refimpl.engine.storage import wal_seals
 from refimpl.engine.storage.wal import WriteAheadLog
 from refimpl.engine.storage.wal_segments import list_segments, scan_segments
 from refimpl.errors import CorruptLog
-from tests.engine.test_wal import FRAME, NO_SYNC, flip_byte, make_three_segments, segment_files
+from tests.engine.wal_files import FRAME, NO_SYNC, flip_byte, make_three_segments, segment_files
 
 
 def seals(directory: Path) -> list[str]:
