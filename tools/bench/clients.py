@@ -10,7 +10,9 @@ PostgreSQL 15, in one run.
    with `write_row` (psycopg encodes the binary tuples): seconds, median of --repeat runs,
    then the rows counted on each side.
 
-refimpl is `refimpl serve --pg-port 0`; PostgreSQL a throwaway cluster (fsync on). Target
+refimpl is `refimpl serve --pg-port 0`; PostgreSQL a throwaway cluster (fsync on); both run
+at once and each run goes to each in turn, so that the machine's load falls on both. The
+server CPU of a COPY is shown beside (refimpl's process; PostgreSQL's backend alone). Target
 (issue 34): refimpl's time at most twice PostgreSQL's for each, i.e. rate >= 0.5x.
 
     python tools/bench/clients.py              # 100,000 rows, 3 runs each
@@ -21,11 +23,12 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import os
 import statistics
 import time
 import warnings
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import harness
 import pandas
@@ -55,20 +58,33 @@ def refimpl_conninfo(server: harness.RefimplServer) -> str:
     )
 
 
-def load_binary(conninfo: str, table: str, rows: list[Row]) -> float:
-    """Seconds to COPY `rows` into `table` in binary format through psycopg."""
+def load_binary(conninfo: str, table: str, rows: list[Row], server_pid: int | None) -> Copy:
+    """Seconds to COPY `rows` into `table` in binary format through psycopg, and the CPU
+    seconds the server spent meanwhile: refimpl's whole process (`server_pid`), or, for
+    PostgreSQL (None), the backend of the connection (its other processes not counted)."""
     with psycopg.connect(conninfo, autocommit=True) as connection:
+        if server_pid is None:
+            backend = connection.execute("SELECT pg_backend_pid()").fetchone()
+            assert backend is not None
+            server_pid = int(backend[0])
         cursor = connection.cursor()
+        cpu = harness.cpu_seconds(server_pid)
         began = time.perf_counter()
         with cursor.copy(f"COPY {table} (id, at, v, s) FROM STDIN (FORMAT binary)") as copy:
             copy.set_types(["int8", "timestamptz", "float8", "text"])
             for row in rows:
                 copy.write_row(row)
         seconds = time.perf_counter() - began
+        cpu = harness.cpu_seconds(server_pid) - cpu
         count = connection.execute(f"SELECT count(*) FROM {table}").fetchone()
         if count is None or count[0] != len(rows):
             raise RuntimeError(f"{table}: {count} rows after COPY of {len(rows)}")
-    return seconds
+    return Copy(seconds, cpu)
+
+
+class Copy(NamedTuple):
+    seconds: float
+    server_cpu: float
 
 
 def read_frame(conninfo: str) -> tuple[float, pandas.DataFrame]:
@@ -81,24 +97,39 @@ def read_frame(conninfo: str) -> tuple[float, pandas.DataFrame]:
         return time.perf_counter() - began, frame
 
 
-def measure(
-    conninfo: str, rows: list[Row], repeat: int, create: Callable[[str], None]
-) -> dict[str, Any]:
-    create("t")
-    load_binary(conninfo, "t", rows)
-    copy_times = []
+class Side(NamedTuple):
+    """One server as the runs use it."""
+
+    conninfo: str
+    create: Callable[[str], None]
+    pid: int | None  # refimpl's process; None: PostgreSQL's backend of each connection
+
+
+def measure(sides: dict[str, Side], rows: list[Row], repeat: int) -> dict[str, dict[str, Any]]:
+    """Each step on each side in turn (refimpl, PostgreSQL, refimpl, ...), so that a change
+    in the machine's load falls on both: medians of `repeat` runs of each."""
+    copies: dict[str, list[Copy]] = {name: [] for name in sides}
+    reads: dict[str, list[float]] = {name: [] for name in sides}
+    frames: dict[str, pandas.DataFrame] = {}
+    for side in sides.values():
+        side.create("t")
+        load_binary(side.conninfo, "t", rows, side.pid)
     for n in range(repeat):
-        create(f"w{n}")
-        copy_times.append(load_binary(conninfo, f"w{n}", rows))
-    read_times = []
-    frame = None
+        for name, side in sides.items():
+            side.create(f"w{n}")
+            copies[name].append(load_binary(side.conninfo, f"w{n}", rows, side.pid))
     for _ in range(repeat):
-        seconds, frame = read_frame(conninfo)
-        read_times.append(seconds)
+        for name, side in sides.items():
+            seconds, frames[name] = read_frame(side.conninfo)
+            reads[name].append(seconds)
     return {
-        "copy": statistics.median(copy_times),
-        "read": statistics.median(read_times),
-        "frame": frame,
+        name: {
+            "copy": statistics.median(c.seconds for c in copies[name]),
+            "copy_cpu": statistics.median(c.server_cpu for c in copies[name]),
+            "read": statistics.median(reads[name]),
+            "frame": frames[name],
+        }
+        for name in sides
     }
 
 
@@ -113,16 +144,12 @@ def main() -> None:
     count = 20_000 if args.quick else args.rows
     rows = make_rows(count)
 
-    with harness.RefimplServer(extra=["--pg-port", "0"]) as server:
-        conninfo = refimpl_conninfo(server)
+    with harness.RefimplServer(extra=["--pg-port", "0"]) as server, harness.Postgres() as pg:
 
         def create_refimpl(table: str) -> None:
             server.sql(
                 f"CREATE TABLE {table} (id BIGINT PRIMARY KEY, at TIMESTAMP, v DOUBLE, s STRING)"
             )
-
-        ours = measure(conninfo, rows, args.repeat, create_refimpl)
-    with harness.Postgres() as pg:
 
         def create_postgres(table: str) -> None:
             with pg.connect() as connection:
@@ -131,7 +158,14 @@ def main() -> None:
                     " v DOUBLE PRECISION, s TEXT)"
                 )
 
-        theirs = measure(pg.conninfo, rows, args.repeat, create_postgres)
+        assert server.process is not None
+        sides = {
+            "refimpl": Side(refimpl_conninfo(server), create_refimpl, server.process.pid),
+            "postgres": Side(pg.conninfo, create_postgres, None),
+        }
+        figures = measure(sides, rows, args.repeat)
+    ours, theirs = figures["refimpl"], figures["postgres"]
+    load = os.getloadavg()[0]
 
     pandas.testing.assert_frame_equal(ours["frame"], theirs["frame"])
     harness.print_table(
@@ -147,7 +181,12 @@ def main() -> None:
             )
             for key, name in (("read", "pandas.read_sql"), ("copy", "psycopg binary COPY in"))
         ],
-        title=f"{count:,} rows, median of {args.repeat} runs; frames equal, dtypes included",
+        title=f"{count:,} rows, median of {args.repeat} runs, each side in turn; frames equal,"
+        f" dtypes included; load average {load:.1f}",
+    )
+    print(
+        f"server CPU during a COPY (median): refimpl {ours['copy_cpu']:.3f} s (its process),"
+        f" PostgreSQL {theirs['copy_cpu']:.3f} s (the backend alone)\n"
     )
     harness.print_checks(
         [
