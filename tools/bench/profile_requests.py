@@ -1,0 +1,156 @@
+"""Where a request's CPU goes: py-spy samples the server while one workload runs.
+
+Each workload is a phase of `pgwire.py` (prepared point SELECT, one-row INSERT, 16 psycopg
+clients) or of `http.py` (/exec point SELECT, one-row INSERT, 16 lean HTTP clients), or one
+reader of `/api/changes?format=json&limit=100` over 200 commits of 100 rows, against a
+`refimpl serve` process. `py-spy record --gil` samples that process (the thread holding
+the interpreter lock at each sample: the Python CPU a request costs, not the threads
+waiting for the lock) for the phase's seconds and writes collapsed stacks (`<name>.txt`,
+one line a stack and its sample count, the form flame graph tools such as inferno or
+flamegraph.pl draw) into --out. The folder prefixes of the file names in the stacks are
+cut to the path inside the repository or the installed package, so the output names no
+machine's folders. `--workloads` picks some.
+
+    python tools/bench/profile_requests.py --out tools/bench/profiles
+    python tools/bench/profile_requests.py --workloads pg-select,exec-insert --seconds 5
+
+Needs py-spy (`pip install py-spy`) and the right to trace the server (root, or
+ptrace_scope 0).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import harness
+import msgspec
+import pgwire
+
+# This folder's http.py shadows the standard library's http package; load it by path.
+_spec = importlib.util.spec_from_file_location("bench_http", Path(__file__).with_name("http.py"))
+assert _spec is not None and _spec.loader is not None
+bench_http = importlib.util.module_from_spec(_spec)
+sys.modules["bench_http"] = bench_http
+_spec.loader.exec_module(bench_http)
+
+WORKLOADS = {
+    "pg-select": ("pgwire", "select"),
+    "pg-insert": ("pgwire", "insert"),
+    "exec-select": ("http", "select"),
+    "exec-insert": ("http", "insert"),
+    "changes-json-100": ("http", "changes"),
+}
+CHANGES_PAGE = 100
+
+# A frame's file as py-spy writes it: "function (path/to/file.py:line)".
+_FOLDER = re.compile(r"\((?:[^();]*/)?(refimpl/|site-packages/|lib/python3[.\d]*/)")
+_LINE = re.compile(r":\d+\)")
+
+
+def clean(collapsed: str) -> str:
+    """The stacks with every folder before `refimpl/`, a package or the standard library
+    cut away, and the line numbers too (stacks then equal are merged: one line a function
+    path, which keeps the files small)."""
+    counts: dict[str, int] = {}
+    for line in collapsed.splitlines():
+        stack, _, samples = line.rpartition(" ")
+        if not stack:
+            continue
+        stack = _LINE.sub(")", _FOLDER.sub(lambda match: "(" + match.group(1), stack))
+        counts[stack] = counts.get(stack, 0) + int(samples)
+    return "".join(f"{stack} {samples}\n" for stack, samples in counts.items())
+
+
+def _spy(pid: int, seconds: float, raw: Path) -> subprocess.Popen[bytes]:
+    """py-spy sampling process `pid` for `seconds` into `raw` (collapsed stacks)."""
+    command = ["py-spy", "record", "--pid", str(pid), "--duration", str(int(seconds) + 1)]
+    command += ["--rate", "250", "--gil", "--format", "raw", "--output", str(raw)]
+    return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def _read_changes(lean: harness.LeanHTTP, seconds: float) -> int:
+    """Pages of 100 changes read one after the other for `seconds` (from the start again
+    at the end); how many."""
+    stop, after, pages = time.monotonic() + seconds, 0, 0
+    while time.monotonic() < stop:
+        target = f"/api/changes?table=t&format=json&limit={CHANGES_PAGE}&from={after}"
+        status, _, body = lean.request("GET", target)
+        assert status == 200, body
+        answer = msgspec.json.decode(body)
+        after = answer["next"] if answer["changes"] else 0
+        pages += 1
+    return pages
+
+
+def profile_changes(seconds: float, out: Path) -> dict[str, float]:
+    """One reader of /api/changes at pages of 100 rows, over 200 commits of 100 rows."""
+    server = harness.RefimplServer(threads=16)
+    with server, tempfile.TemporaryDirectory() as folder:
+        server.sql("CREATE TABLE t (id BIGINT PRIMARY KEY, v DOUBLE, s STRING)")
+        for first in range(0, 20_000, CHANGES_PAGE):
+            values = (f"({i}, {i * 0.25}, 'row {i}')" for i in range(first, first + CHANGES_PAGE))
+            server.sql("INSERT INTO t VALUES " + ", ".join(values))
+        lean = harness.LeanHTTP(server.url, server.headers)
+        _read_changes(lean, 1.0)
+        raw = Path(folder) / "stacks.txt"
+        spy = _spy(server.pid, seconds, raw)
+        cpu, began = harness.cpu_seconds(server.pid), time.monotonic()
+        pages = _read_changes(lean, seconds)
+        cpu, elapsed = harness.cpu_seconds(server.pid) - cpu, time.monotonic() - began
+        spy.wait()
+        (out / "changes-json-100.txt").write_text(clean(raw.read_text()))
+    return {"rate": pages / elapsed, "cpu_ms": 1000 * cpu / pages}
+
+
+def profile(name: str, seconds: float, procs: int, out: Path) -> dict[str, float]:
+    if name == "changes-json-100":
+        return profile_changes(seconds, out)
+    kind, op = WORKLOADS[name]
+    extra = ["--pg-port", "0"] if kind == "pgwire" else []
+    server = harness.RefimplServer(threads=16, extra=extra)
+    with server, tempfile.TemporaryDirectory() as folder:
+        if kind == "pgwire":
+            target: object = pgwire.prepare_refimpl(server)
+        else:
+            target = bench_http.prepare_refimpl(server, "lean")
+        # Warm the caches (parse, plans, connections) before sampling.
+        if kind == "pgwire":
+            pgwire.run_phase(target, op, 16, procs, 1.0, 10**12)  # type: ignore[arg-type]
+        else:
+            bench_http.run_phase(target, op, 16, procs, 1.0, 10**12)
+        raw = Path(folder) / "stacks.txt"
+        spy = _spy(server.pid, seconds + 2 * harness.CLIENT_WARMUP, raw)
+        if kind == "pgwire":
+            figures = pgwire.run_phase(target, op, 16, procs, seconds, 0, server.pid)  # type: ignore[arg-type]
+        else:
+            figures = bench_http.run_phase(target, op, 16, procs, seconds, 0)
+        spy.wait()
+        stacks = clean(raw.read_text())
+    (out / f"{name}.txt").write_text(stacks)
+    return figures
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--out", type=Path, default=Path(__file__).with_name("profiles"))
+    parser.add_argument("--seconds", type=float, default=8.0, help="sampled time per workload")
+    parser.add_argument("--procs", type=int, default=4, help="load generator processes (max)")
+    parser.add_argument("--workloads", default=",".join(WORKLOADS))
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    for name in args.workloads.split(","):
+        figures = profile(name, args.seconds, args.procs, args.out)
+        print(f"{name}: {figures['rate']:.0f} req/s, {figures.get('cpu_ms', 0):.3f} ms CPU/req")
+
+
+if __name__ == "__main__":
+    main()
