@@ -24,11 +24,14 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
+from refimpl.engine.query.arrays import VECTORS as ENGINE_VECTOR_ELEMENTS
+from refimpl.engine.query.arrays import subscripted_items
 from refimpl.engine.result import Column
 from refimpl.engine.storage.values import (
     TIMESTAMP_MAX,
     TIMESTAMP_MIN,
     format_timestamp,
+    parse_text,
     parse_timestamp,
 )
 from refimpl.errors import InvalidValue, ProtocolError
@@ -112,6 +115,67 @@ COLUMN_TYPES: dict[str, PgType] = {
                         lambda v: timestamp_text(v).encode(),
                         lambda v: _I8.pack(v - PG_EPOCH_MICROS)),
 }  # fmt: skip
+
+
+# Arrays (`T[]`, what array_agg answers) and the catalog's vectors: each element in its
+# type's encoding. PostgreSQL's OIDs: int4[] 1007, int8[] 1016, float8[] 1022, text[] 1009,
+# bool[] 1000, timestamptz[] 1185; int2vector 22 (of int2, 21), oidvector 30 (of oid, 26).
+_ARRAY_OIDS = {"INT": 1007, "BIGINT": 1016, "DOUBLE": 1022, "STRING": 1009, "SYMBOL": 1009,
+               "BOOLEAN": 1000, "TIMESTAMP": 1185}  # fmt: skip
+_VECTORS = {"INT2VECTOR": (22, "int2vector", INT2, _I2.pack),
+            "OIDVECTOR": (30, "oidvector", OID, struct.Struct("!I").pack)}  # fmt: skip
+
+
+def _array_type(element: str, oid: int, name: str, first: int, of: tuple | None = None) -> PgType:
+    """An array of `element` values kept as PostgreSQL's text of it (`{a,b}`, or a vector's
+    `4 5`): sent as PostgreSQL writes the array (each element in its type's text, quoted
+    where needed), or in its binary format (one dimension from subscript `first`)."""
+    base = COLUMN_TYPES[element]
+    element_oid, binary = base.oid, base.binary
+    if of is not None:  # a vector's elements: int2 or oid
+        element_oid, binary = of
+
+    def values(value: object) -> list[Any]:
+        items, _ = subscripted_items(str(value))
+        return [None if i is None else parse_text(i, element, "an array element") for i in items]
+
+    def text(value: object) -> bytes:
+        if first == 0:
+            return str(value).encode()
+        out = []
+        for item in values(value):
+            word = "NULL" if item is None else base.text(item).decode()
+            if item is not None and (not word or word.upper() == "NULL" or set(word) & _QUOTED):
+                word = '"' + word.replace("\\", "\\\\").replace('"', '\\"') + '"'
+            out.append(word)
+        return ("{" + ",".join(out) + "}").encode()
+
+    def binary_array(value: object) -> bytes:
+        items = values(value)
+        if not items:
+            return _I4.pack(0) + _I4.pack(0) + _I4.pack(element_oid)
+        parts = [struct.pack("!iiiii", 1, None in items, element_oid, len(items), first)]
+        for item in items:
+            data = None if item is None else binary(item)
+            parts.append(_I4.pack(-1) if data is None else _I4.pack(len(data)) + data)
+        return b"".join(parts)
+
+    return PgType(oid, name, -1, text, binary_array)
+
+
+_QUOTED = frozenset('{}," \\')
+COLUMN_TYPES.update(
+    {
+        f"{t}[]": _array_type(t, oid, f"{COLUMN_TYPES[t].name}[]", 1)
+        for t, oid in _ARRAY_OIDS.items()
+    }
+)
+COLUMN_TYPES.update(
+    {
+        t: _array_type(ENGINE_VECTOR_ELEMENTS[t], oid, name, 0, (element, pack))
+        for t, (oid, name, element, pack) in _VECTORS.items()
+    }
+)
 # The engine type a parameter of a given OID stands for, when the client names one.
 ENGINE_TYPE_OF_OID = {
     BOOL: "BOOLEAN", INT2: "INT", INT4: "INT", INT8: "BIGINT", OID: "BIGINT",

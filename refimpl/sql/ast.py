@@ -162,12 +162,14 @@ class Cast(Expr):
 
 @dataclass(frozen=True, slots=True)
 class FuncCall(Expr):
-    """A function or aggregate call. `name` is lower case. `count(*)` has star=True."""
+    """A function or aggregate call. `name` is lower case. `count(*)` has star=True;
+    `order_by` is an aggregate's own ORDER BY (`array_agg(x ORDER BY y)`)."""
 
     name: str
     args: tuple[Expr, ...] = ()
     distinct: bool = False
     star: bool = False
+    order_by: tuple[OrderItem, ...] = ()
 
 
 # ---------------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ import re
 
 from lark import Token, Transformer, v_args
 
-from refimpl.errors import NotAllowed, SqlSyntaxError
+from refimpl.errors import SqlSyntaxError
 from refimpl.sql import ast
 
 SCHEMAS = frozenset({"pg_catalog", "public"})
@@ -89,12 +89,17 @@ class PgBuilder(Transformer):
     def legacy_escape(self, text: Token) -> ast.CopyOption:
         return ast.CopyOption("escape", _string(text))
 
-    def call_ordered(self, name: str, *rest: object) -> ast.Expr:
-        """`array_agg(x ORDER BY y)`: PostgreSQL's, refused as not supported here."""
-        raise NotAllowed(
-            f"an ORDER BY inside an aggregate's call ({name.lower()}(... ORDER BY ...)) is not"
-            " supported; order the rows in a subquery, or the answer with ORDER BY"
-        )
+    def call_ordered(
+        self, name: str, args: tuple[ast.Expr, ...], order_by: tuple[ast.OrderItem, ...]
+    ) -> ast.FuncCall:
+        """`array_agg(x ORDER BY y)`: an aggregate's call with its own order of input rows."""
+        return ast.FuncCall(name.lower(), args, order_by=order_by)
+
+    def call_distinct_ordered(
+        self, name: str, args: tuple[ast.Expr, ...], order_by: tuple[ast.OrderItem, ...]
+    ) -> ast.FuncCall:
+        """`string_agg(DISTINCT x, ',' ORDER BY x)`."""
+        return ast.FuncCall(name.lower(), args, distinct=True, order_by=order_by)
 
     def array_value(self, items: tuple[ast.Expr, ...] | None) -> ast.ArrayValue:
         return ast.ArrayValue(items or ())

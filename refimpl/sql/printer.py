@@ -166,6 +166,8 @@ def _render(node: ast.Expr) -> tuple[str, int]:
             args = ", ".join(_expr(arg) for arg in node.args)
             if node.distinct:
                 args = "DISTINCT " + args
+            if node.order_by:
+                args += " ORDER BY " + ", ".join(_order_item(item) for item in node.order_by)
         return f"{quote_name(node.name)}({args})", _ATOM
     if isinstance(node, ast.Star):
         return ("*" if node.table is None else f"{quote_name(node.table)}.*"), _ATOM

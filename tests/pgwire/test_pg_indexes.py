@@ -139,7 +139,7 @@ def test_the_index_catalog_agrees_with_the_tables(pg, tables):
         _, indexed, primary, unique, indkey, _ = keys[index_oid]
         assert (name, table_oid, unique) == (name_of[index_oid], indexed, True)
         assert contype == ("p" if primary else "u")
-        assert conkey == "{" + indkey.replace(" ", ",") + "}"
+        assert conkey == [int(n) for n in indkey.split()]  # an int2[], as from PostgreSQL
         columns = [column_of[table_oid, int(n)] for n in indkey.split()]
         kind_text = "PRIMARY KEY" if primary else "UNIQUE"
         assert definition.startswith(kind_text + " (")

@@ -1,6 +1,9 @@
-"""Aggregate functions: count, sum, total, avg, min, max, first, last, group_concat, string_agg.
+"""Aggregate functions: count, sum, total, avg, min, max, first, last, group_concat, string_agg,
+array_agg, bool_and, bool_or.
 
 `DISTINCT` works in each of them: the accumulator then sees each distinct non-NULL value once.
+An ORDER BY inside the call (`array_agg(x ORDER BY y)`, PostgreSQL's) feeds it the group's
+rows in that order; with DISTINCT, the first of each distinct value's rows in that order.
 
 Each aggregate is an `Accumulator`: a factory of per-group state, a step that folds one input
 row in, and a final that turns the state into the value. first() and last() follow the
@@ -14,6 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from refimpl.engine.query.arrays import array_text
 from refimpl.engine.query.compiled import (
     LONGEST_NUMBER_TEXT,
     NUMBER_TEXT,
@@ -21,6 +25,7 @@ from refimpl.engine.query.compiled import (
     refuse_blob,
 )
 from refimpl.engine.query.expressions import compile_expression, contains_aggregate
+from refimpl.engine.query.ordering import sort_rows
 from refimpl.engine.storage import values
 from refimpl.errors import SqlError, TypeMismatch
 from refimpl.sql import ast
@@ -38,6 +43,37 @@ class Accumulator:
 
 def make_accumulator(call: ast.FuncCall, scope: Scope, time_index: int | None) -> Accumulator:
     """The accumulator of one aggregate call, its argument compiled against `scope`."""
+    accumulator = _unordered(call, scope, time_index)
+    if not call.order_by:
+        return accumulator
+    if any(contains_aggregate(order.expr) for order in call.order_by):
+        raise SqlError(f"aggregate calls cannot be nested inside {call.name}()")
+    return _ordered(accumulator, call, scope)
+
+
+def _ordered(inner: Accumulator, call: ast.FuncCall, scope: Scope) -> Accumulator:
+    """`inner` fed its group's rows in the order of the call's own ORDER BY (stable: ties
+    keep the order read), when the group is done."""
+    order_fns = [(compile_expression(o.expr, scope).fn, o) for o in call.order_by]
+    if call.distinct:
+        # PostgreSQL: "in an aggregate with DISTINCT, ORDER BY expressions must appear in
+        # argument list"; otherwise which of a value's rows counts would be undefined.
+        if any(order.expr not in call.args for order in call.order_by):
+            raise SqlError(
+                f"in {call.name}(DISTINCT ... ORDER BY ...), each ORDER BY expression must be"
+                " one of its arguments"
+            )
+
+    def final(state: list[Any]) -> Any:
+        inner_state = inner.new_state()
+        for row in sort_rows(state, order_fns):
+            inner.step(inner_state, row)
+        return inner.final(inner_state)
+
+    return Accumulator(inner.type, list, lambda state, row: state.append(row), final)
+
+
+def _unordered(call: ast.FuncCall, scope: Scope, time_index: int | None) -> Accumulator:
     name = call.name
     if call.star:
         if name != "count":
@@ -71,6 +107,12 @@ def _of_one_argument(
         return _sum(fn, "DOUBLE" if arg_type == "DOUBLE" else "BIGINT")
     if name in ("min", "max"):
         return _extreme(fn, arg_type, name == "max")
+    if name == "array_agg":
+        return _array(fn, arg_type)
+    if name in ("bool_and", "bool_or"):
+        if arg_type not in ("BOOLEAN", "NULL"):
+            raise TypeMismatch(f"{name}() takes a BOOLEAN, not {arg_type}")
+        return _all_or_any(fn, name == "bool_and")
     return _first_last(fn, arg_type, time_index, last=name == "last")
 
 
@@ -232,3 +274,32 @@ def _first_last(
             state[1] = moment
 
     return Accumulator(arg_type, lambda: [None, None], step_timed, lambda state: state[0])
+
+
+def _array(fn: Callable[[Row], Any], arg_type: str) -> Accumulator:
+    """array_agg(x): every value of the group, NULLs included, as an array of x's type
+    (PostgreSQL's text of it, `{a,b}`; this engine keeps arrays as that text); NULL for no
+    rows."""
+    element = "STRING" if arg_type == "NULL" else arg_type
+    if element.endswith("[]"):
+        raise SqlError("array_agg() of arrays is not supported; aggregate their elements")
+
+    def final(state: list[Any]) -> Any:
+        return array_text([(value, element) for value in state]) if state else None
+
+    return Accumulator(element + "[]", list, lambda state, row: state.append(fn(row)), final)
+
+
+def _all_or_any(fn: Callable[[Row], Any], every: bool) -> Accumulator:
+    """bool_and(x) / bool_or(x): whether every / any non-NULL x is true; NULL for none."""
+
+    def step(state: list[Any], row: Row) -> None:
+        value = fn(row)
+        if value is not None:
+            state[0] = (
+                value
+                if state[0] is None
+                else ((state[0] and value) if every else (state[0] or value))
+            )
+
+    return Accumulator("BOOLEAN", lambda: [None], step, lambda state: state[0])

@@ -1,11 +1,12 @@
-"""`x op ANY (array)` and `x op ALL (array)` over PostgreSQL's text of an array (`{1,2}`).
+"""Arrays: `x op ANY/ALL (array)`, `a[i]`, `ARRAY[...]`, over PostgreSQL's text of an array
+(`{1,2}`).
 
-This engine has no array type: `ARRAY(SELECT ...)` answers an array's text (see
-`refimpl.engine.query.subqueries`), and psql's catalog queries compare with one, so an
-array here is that text, read back element by element as the other operand's type.
-`a[i]` reads the element at `i` of an integer array's text as a BIGINT: from 1 in an array
-(`{4,5}`), from 0 in PostgreSQL's text of an int2vector or oidvector (`4 5`, as
-`pg_index.indkey` is), whose subscripts start at 0 in PostgreSQL.
+An array's value is that text. Most arrays here have the type STRING (`ARRAY(SELECT ...)`,
+`ARRAY[...]`: see `refimpl.engine.query.subqueries`), read back element by element as the
+other operand's type. Some know their elements' type, which a client then sees: `T[]` (what
+`array_agg` of a T answers), and the catalog's vectors `INT2VECTOR` (`pg_index.indkey`, of
+INT) and `OIDVECTOR` (of BIGINT), written `4 5`, whose subscripts start at 0 as in
+PostgreSQL. `a[i]` reads the element at `i`: from 1 in an array's text, from 0 in a vector's.
 """
 
 from __future__ import annotations
@@ -23,6 +24,28 @@ _COMPARE: dict[str, Callable[[Any, Any], bool]] = {
     "=": lambda a, b: a == b, "<>": lambda a, b: a != b, "<": lambda a, b: a < b,
     "<=": lambda a, b: a <= b, ">": lambda a, b: a > b, ">=": lambda a, b: a >= b,
 }  # fmt: skip
+
+
+# The vector types' elements (PostgreSQL's int2vector and oidvector).
+VECTORS = {"INT2VECTOR": "INT", "OIDVECTOR": "BIGINT"}
+
+
+def element_type(type_: str) -> str | None:
+    """The elements' type of an array of type `type_` (STRING: elements as text); None
+    when `type_` is no array."""
+    if type_.endswith("[]"):
+        return type_[:-2]
+    if type_ == "STRING":
+        return "STRING"
+    return VECTORS.get(type_)
+
+
+def elements(text: str, element: str) -> tuple[list[Any], int]:
+    """The elements of an array's text as values of `element`, and the first subscript."""
+    items, first = subscripted_items(text)
+    if element in ("STRING", "SYMBOL"):
+        return items, first
+    return [None if i is None else parse_text(i, element, "an array element") for i in items], first
 
 
 def array_items(text: str) -> list[str | None]:
@@ -59,7 +82,7 @@ def _item(chars: list[str], was_quoted: bool) -> str | None:
 def _array_quantified(expr: ast.ArrayQuantified, scope: Scope, compile_: Compile) -> Compiled:
     operand = compile_(expr.operand, scope)
     array = compile_(expr.array, scope)
-    if array.type not in ("STRING", "NULL"):
+    if array.type != "NULL" and element_type(array.type) is None:
         raise TypeMismatch(f"{expr.quantifier} needs an array, not {array.type}")
     compare = _COMPARE[expr.op]
     want_any = expr.quantifier == "ANY"
@@ -88,22 +111,24 @@ def _array_quantified(expr: ast.ArrayQuantified, scope: Scope, compile_: Compile
 def _subscript(expr: ast.Subscript, scope: Scope, compile_: Compile) -> Compiled:
     array = compile_(expr.array, scope)
     index = compile_(expr.index, scope)
-    if array.type not in ("STRING", "NULL"):
+    if array.type != "NULL" and element_type(array.type) is None:
         raise TypeMismatch(f"a subscript needs an array, not {array.type}")
     if index.type not in ("INT", "BIGINT", "NULL"):
         raise TypeMismatch(f"an array subscript must be an integer, not {index.type}")
+    # An array of STRING type whose elements' type is unknown is read as integers: the
+    # arrays psql's catalog queries subscript are all of them (int2vector, oidvector, int2[]).
+    element = "BIGINT" if array.type in ("STRING", "NULL") else element_type(array.type)
+    assert element is not None
 
-    # The arrays psql's catalog queries subscript are all of integers (int2vector, oidvector,
-    # int2[]), and with no array types an element's type cannot come from its array.
     def evaluate(row: Sequence[Any]) -> Any:
         text, at = array.fn(row), index.fn(row)
         if text is None or at is None:
             return None
         items, first = subscripted_items(text)
         item = items[at - first] if first <= at < first + len(items) else None
-        return None if item is None else parse_text(item, "BIGINT", "an array element")
+        return None if item is None else parse_text(item, element, "an array element")
 
-    return Compiled(evaluate, "BIGINT")
+    return Compiled(evaluate, element)
 
 
 def subscripted_items(text: str) -> tuple[list[str | None], int]:

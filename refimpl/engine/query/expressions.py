@@ -38,7 +38,21 @@ from refimpl.errors import (
 from refimpl.sql import ast
 
 AGGREGATES = frozenset(
-    {"count", "sum", "total", "avg", "min", "max", "first", "last", "group_concat", "string_agg"}
+    {
+        "count",
+        "sum",
+        "total",
+        "avg",
+        "min",
+        "max",
+        "first",
+        "last",
+        "group_concat",
+        "string_agg",
+        "array_agg",
+        "bool_and",
+        "bool_or",
+    }
 )
 
 
@@ -496,4 +510,10 @@ def children(expr: ast.Expr) -> list[ast.Expr]:
         return nodes
     if isinstance(expr, ast.FuncCall):
         return list(expr.args)
+    if isinstance(expr, ast.Subscript):
+        return [expr.array, expr.index]
+    if isinstance(expr, ast.ArrayQuantified):
+        return [expr.operand, expr.array]
+    if isinstance(expr, ast.ArrayValue):
+        return list(expr.items)
     return []

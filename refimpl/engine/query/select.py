@@ -38,6 +38,7 @@ from refimpl.engine.query.expressions import (
 from refimpl.engine.query.names import canonical
 from refimpl.engine.query.ordering import OrderFn, OrderFns, first_rows, sort_rows
 from refimpl.engine.query.relations import Relation, bounded
+from refimpl.engine.query.set_returning import SET_RETURNING, has_sets, with_sets
 from refimpl.engine.result import Column
 from refimpl.engine.storage.access_hints import AccessHints
 from refimpl.engine.storage.schema import TableSchema
@@ -118,6 +119,10 @@ def run_select(
     is a subquery of. With `plans` (the database's), a plan made before for the same
     statement, source schema and typed parameters is run instead of compiling again.
     """
+    if has_sets(select):  # unnest() and the like in the select list: see set_returning
+        scope = Scope([], params=params, now=now, functions=functions or {})
+        scope.subqueries, scope.outer = subqueries, outer
+        select, source = with_sets(select, source, scope)
     key = None
     if plans is not None and outer is None:
         key = plan_key(select, source, params, functions)
@@ -167,14 +172,14 @@ def plan_key(
 @functools.lru_cache(maxsize=4096)
 def _reads(select: ast.Select) -> frozenset[str] | None:
     """The names of the functions `select` calls; None when it has a subquery or calls
-    now()."""
+    now() or a set-returning function (its source is then a relation of its own)."""
     names = set()
     for node in ast.walk(select):
         if isinstance(node, _SUBQUERY_NODES):
             return None
         if isinstance(node, ast.FuncCall):
             names.add(node.name)
-    return None if "now" in names else frozenset(names)
+    return None if "now" in names or not names.isdisjoint(SET_RETURNING) else frozenset(names)
 
 
 _SUBQUERY_NODES = (
@@ -379,16 +384,7 @@ def _plain(
             if top is not None and plain is not None:
                 top.append((operator.itemgetter(plain[index]), order))
         else:
-            source_scope = Scope(
-                columns=scope.columns,
-                qualifiers=scope.qualifiers,
-                params=scope.params,
-                now=scope.now,
-                functions=scope.functions,
-                clause="ORDER BY",
-                subqueries=scope.subqueries,
-                outer=scope.outer,
-            )
+            source_scope = dataclasses.replace(scope, clause="ORDER BY", slots={})
             order_fns.append((compile_expression(order.expr, source_scope).fn, order))
             if top is not None:
                 top.append(order_fns[-1])

@@ -33,7 +33,8 @@ from typing import TYPE_CHECKING
 from refimpl.engine.query.select import QueryOutput
 from refimpl.engine.result import Column
 from refimpl.engine.rights import ADMIN_USER
-from refimpl.engine.statements import information_schema, replication_catalog
+from refimpl.engine.statements import information_schema, pg_fixed, replication_catalog
+from refimpl.engine.statements.pg_fixed import OPCLASSES
 from refimpl.engine.statements.pg_views import ViewColumns, readable_views
 from refimpl.engine.storage.schema import TableSchema
 from refimpl.errors import Forbidden, Unauthorized
@@ -112,6 +113,9 @@ class IndexRelation:
     def attnums(self) -> list[int]:
         return [self.table.position(c) + 1 for c in self.columns]
 
+    def types(self) -> list[str]:
+        return [self.table.type_of(c) for c in self.columns]
+
     def definition(self) -> str:
         """`pg_get_indexdef(oid)`: the statement that makes the index in PostgreSQL."""
         unique = "UNIQUE " if self.unique else ""
@@ -183,7 +187,8 @@ def _pg_index(context: StatementContext, views: ViewColumns | None) -> QueryOutp
         " indnullsnotdistinct:BOOLEAN indisprimary:BOOLEAN indisexclusion:BOOLEAN"
         " indimmediate:BOOLEAN indisclustered:BOOLEAN indisvalid:BOOLEAN"
         " indcheckxmin:BOOLEAN indisready:BOOLEAN indislive:BOOLEAN indisreplident:BOOLEAN"
-        " indkey:STRING indoption:STRING indexprs:STRING indpred:STRING"
+        " indkey:INT2VECTOR indcollation:OIDVECTOR indclass:OIDVECTOR indoption:INT2VECTOR"
+        " indexprs:STRING indpred:STRING"
     )
     # Every index is valid and checked at once (UNIQUE at each statement); NULLs are
     # distinct and sort last, PostgreSQL's default order (indoption 0).
@@ -205,6 +210,8 @@ def _pg_index(context: StatementContext, views: ViewColumns | None) -> QueryOutp
             True,
             False,
             _vector(i.attnums()),
+            _vector([100 if TYPES[t][0] == 25 else 0 for t in i.types()]),  # text: "default"
+            _vector([OPCLASSES[TYPES[t][0]][0] for t in i.types()]),
             _vector([0] * len(i.columns)),
             None,
             None,
@@ -219,7 +226,7 @@ def _pg_constraint(context: StatementContext, views: ViewColumns | None) -> Quer
         "oid:BIGINT conname:STRING connamespace:BIGINT contype:STRING condeferrable:BOOLEAN"
         " condeferred:BOOLEAN convalidated:BOOLEAN conrelid:BIGINT contypid:BIGINT"
         " conindid:BIGINT conparentid:BIGINT confrelid:BIGINT conislocal:BOOLEAN"
-        " coninhcount:INT connoinherit:BOOLEAN conkey:STRING confkey:STRING conbin:STRING"
+        " coninhcount:INT connoinherit:BOOLEAN conkey:INT[] confkey:INT[] conbin:STRING"
     )
     rows = [
         (
@@ -264,7 +271,7 @@ def _pg_class(context: StatementContext, views: ViewColumns | None) -> QueryOutp
         " relhastriggers:BOOLEAN relrowsecurity:BOOLEAN relforcerowsecurity:BOOLEAN"
         " relispartition:BOOLEAN reltablespace:BIGINT reloftype:BIGINT"
         " relpersistence:STRING relreplident:STRING reltoastrelid:BIGINT reltuples:DOUBLE"
-        " relpartbound:STRING reloptions:STRING"
+        " relpartbound:STRING reloptions:STRING reltype:BIGINT"
     )
     owner = role_oid(ADMIN_USER)
     indexes = catalog_indexes(context, views)
@@ -348,7 +355,8 @@ def _pg_class(context: StatementContext, views: ViewColumns | None) -> QueryOutp
         )
         for v in readable_views(context, views)
     ]
-    return QueryOutput(columns, rows)
+    # reltype 0: no relation here has a composite type of its rows.
+    return QueryOutput(columns, [(*row, 0) for row in rows])
 
 
 def _pg_namespace(context: StatementContext, views: ViewColumns | None) -> QueryOutput:
@@ -549,9 +557,12 @@ RELATIONS: dict[str, Builder] = {
     "pg_rewrite": _empty("oid:BIGINT ev_class:BIGINT rulename:STRING"),
     "pg_partitioned_table": _empty("partrelid:BIGINT partstrat:STRING"),
     "pg_foreign_table": _empty("ftrelid:BIGINT ftserver:BIGINT"),
+    "pg_range": _empty("rngtypid:BIGINT rngsubtype:BIGINT rngmultitypid:BIGINT"),
 }  # fmt: skip
 # Logical replication's slots and publications (they replace pg_publication's empty rows).
 RELATIONS.update(replication_catalog.relations(name_oid, role_oid))
+# PostgreSQL's own rows, the same in every database (operator classes, tablespaces).
+RELATIONS.update(pg_fixed.relations(role_oid(ADMIN_USER)))
 # SQL's information_schema views, over the same rows as the relations above.
 RELATIONS.update(information_schema.relations(readable_tables, catalog_indexes))
 

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from refimpl.engine.query.arrays import array_items, array_upper
+from refimpl.engine.query.arrays import array_items, array_upper, subscripted_items
 from refimpl.engine.query.compiled import Compiled, Scope
 from refimpl.engine.query.expressions import compile_expression, constant_value
 from refimpl.engine.result import Column
@@ -35,6 +35,7 @@ from refimpl.engine.storage.access_hints import AccessHints
 from refimpl.errors import (
     Forbidden,
     InvalidValue,
+    NotAllowed,
     SqlError,
     TypeMismatch,
     Unauthorized,
@@ -206,8 +207,7 @@ def functions(context: StatementContext, views: ViewColumns) -> dict[str, Scalar
         "obj_description": _function(context, (1, 2), "STRING", lambda *args: None),
         "pg_encoding_to_char": _function(context, (1,), "STRING",
                                          lambda n: None if n is None else "UTF8"),
-        "array_to_string": _function(context, (2, 3), "STRING",
-                                     lambda array, *rest: None if array is None else array),
+        "array_to_string": _function(context, (2, 3), "STRING", array_to_string),
         # Column defaults, index expressions and predicates: none exist, so none is shown.
         "pg_get_expr": _function(context, (2, 3), "STRING", lambda *args: None),
         "pg_get_constraintdef": _function(context, (1, 2), "STRING", constraint_definition),
@@ -248,6 +248,8 @@ def functions(context: StatementContext, views: ViewColumns) -> dict[str, Scalar
         "pg_collation_is_visible": _function(context, (1,), "BOOLEAN",
                                              lambda oid: None if oid is None else True),
         "json_build_object": _function(context, range(0, 101, 2), "STRING", json_object),
+        "current_setting": _function(context, (1, 2), "STRING", current_setting),
+        "set_config": _function(context, (3,), "STRING", set_config),
     }  # fmt: skip
 
 
@@ -257,6 +259,61 @@ _CATALOG_OIDS = {
     "pg_proc": 1255, "pg_constraint": 2606, "pg_index": 2610, "pg_database": 1262,
     "pg_description": 2609, "pg_attrdef": 2604, "pg_am": 2601, "pg_trigger": 2620,
 }  # fmt: skip
+
+
+# The settings current_setting() answers: the server's own, which no session changes.
+FIXED_SETTINGS = {
+    "default_table_access_method": "heap",
+    "server_version": SERVER_VERSION.split()[1],
+    "server_version_num": "150000",
+    "server_encoding": "UTF8",
+    "max_identifier_length": "63",
+    "integer_datetimes": "on",
+    "block_size": "8192",
+    "jit": "off",  # no plan is compiled to machine code here
+}
+
+
+def current_setting(name: Any, missing_ok: Any = False) -> str | None:
+    """`current_setting(name [, missing_ok])`: a setting of the server's own
+    (`FIXED_SETTINGS`); a session's settings (search_path, ...) are the protocol's, which
+    SHOW answers: asked here, 0A000 says so."""
+    if name is None:
+        return None
+    found = FIXED_SETTINGS.get(str(name).lower())
+    if found is not None:
+        return found
+    if missing_ok is True:
+        return None
+    raise NotAllowed(
+        f"current_setting('{name}') is not supported: it answers only the server's own"
+        f" settings ({', '.join(sorted(FIXED_SETTINGS))}); ask a session's setting with"
+        f" SHOW {name}"
+    )
+
+
+def set_config(name: Any, value: Any, is_local: Any) -> str | None:
+    """`set_config(name, value, is_local)`: a server's own setting set to the value it has
+    (asyncpg turns `jit` off so); any other value, or another setting, answers 0A000."""
+    if name is None:
+        return None
+    current = current_setting(name)
+    if value is not None and str(value).lower() != current:
+        raise NotAllowed(
+            f"set_config('{name}', '{value}') is not supported: {name} is fixed at"
+            f" '{current}' here; use SET for a session's settings"
+        )
+    return current
+
+
+def array_to_string(array: Any, separator: Any, null_text: Any = None) -> str | None:
+    """PostgreSQL's `array_to_string(a, sep [, null_text])`: the elements' text joined by
+    `sep`, a NULL element left out, or written as `null_text` when given."""
+    if array is None or separator is None:
+        return None
+    items, _ = subscripted_items(str(array))
+    shown = [item if item is not None else null_text for item in items]
+    return str(separator).join(str(item) for item in shown if item is not None)
 
 
 def json_object(*pairs: Any) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -78,6 +79,76 @@ def test_the_dialect_connects_creates_writes_reads_and_inspects(
     metadata.drop_all(eng)
     assert sa.inspect(eng).get_table_names() == []
     record("sqlalchemy", normalised(captured.statements, {db: "DB", pg.token: "TOKEN"}))
+
+
+def test_inspect_answers_keys_indexes_and_constraints_as_postgres_does(
+    pg: PgServer, db: str, captured: Relay
+) -> None:
+    pg.http.sql(
+        "CREATE TABLE quotes (sym STRING, at TIMESTAMP, px DOUBLE, venue STRING UNIQUE,"
+        " seq BIGINT, PRIMARY KEY (sym, at), UNIQUE (seq, sym))",
+        db,
+    )
+    pg.http.sql("CREATE INDEX quotes_px ON quotes (px, venue)", db)
+    pg.http.sql("CREATE UNIQUE INDEX quotes_seq ON quotes (seq)", db)
+    inspector = sa.inspect(engine(pg, db, captured.port))
+    # What SQLAlchemy reads from PostgreSQL 15 for the same table, names included.
+    assert inspector.get_pk_constraint("quotes") == {
+        "constrained_columns": ["sym", "at"],
+        "name": "quotes_pkey",
+        "comment": None,
+        "dialect_options": {"postgresql_include": []},
+    }
+    assert inspector.get_unique_constraints("quotes") == [
+        {
+            "column_names": ["seq", "sym"],
+            "name": "quotes_seq_sym_key",
+            "comment": None,
+            "dialect_options": {"postgresql_include": [], "postgresql_nulls_not_distinct": False},
+        },
+        {
+            "column_names": ["venue"],
+            "name": "quotes_venue_key",
+            "comment": None,
+            "dialect_options": {"postgresql_include": [], "postgresql_nulls_not_distinct": False},
+        },
+    ]
+    indexes = {i["name"]: i for i in inspector.get_indexes("quotes")}
+    assert indexes == {
+        "quotes_px": {
+            "name": "quotes_px",
+            "unique": False,
+            "column_names": ["px", "venue"],
+            "dialect_options": {"postgresql_include": []},
+        },
+        "quotes_seq": {
+            "name": "quotes_seq",
+            "unique": True,
+            "column_names": ["seq"],
+            "dialect_options": {"postgresql_include": []},
+        },
+        "quotes_seq_sym_key": {
+            "name": "quotes_seq_sym_key",
+            "unique": True,
+            "column_names": ["seq", "sym"],
+            "duplicates_constraint": "quotes_seq_sym_key",
+            "dialect_options": {"postgresql_include": []},
+        },
+        "quotes_venue_key": {
+            "name": "quotes_venue_key",
+            "unique": True,
+            "column_names": ["venue"],
+            "duplicates_constraint": "quotes_venue_key",
+            "dialect_options": {"postgresql_include": []},
+        },
+    }
+    assert inspector.get_foreign_keys("quotes") == []
+    assert inspector.get_check_constraints("quotes") == []
+    # A table reflected whole: its key and indexes come back as SQLAlchemy objects.
+    table = sa.Table("quotes", sa.MetaData(), autoload_with=engine(pg, db, captured.port))
+    assert [c.name for c in table.primary_key.columns] == ["sym", "at"]
+    assert sorted(str(i.name) for i in table.indexes) == ["quotes_px", "quotes_seq"]
+    record("sqlalchemy-inspect", normalised(captured.statements, {db: "DB", pg.token: "TOKEN"}))
 
 
 def test_insertmanyvalues_batches_and_returning_keep_the_rows_order(pg: PgServer, db: str) -> None:
@@ -185,3 +256,36 @@ def test_the_asyncpg_dialect_reads_writes_and_nests(pg: PgServer, db: str) -> No
             await eng.dispose()
 
     assert asyncio.run(run()) == [(1, 1.5), (2, 2.5)]
+
+
+def test_the_asyncpg_dialect_inspects_keys_and_unique_constraints(pg: PgServer, db: str) -> None:
+    pg.http.sql("CREATE TABLE t (a STRING, b BIGINT UNIQUE, PRIMARY KEY (a))", db)
+    url = sa.URL.create(
+        "postgresql+asyncpg",
+        username="admin",
+        password=pg.token,
+        host=pg.host,
+        port=pg.port,
+        database=db,
+    )
+
+    def inspect(conn: sa.Connection) -> tuple[Any, Any]:
+        inspector = sa.inspect(conn)
+        return inspector.get_pk_constraint("t"), inspector.get_unique_constraints("t")
+
+    async def run() -> tuple[Any, Any]:
+        eng = create_async_engine(url, poolclass=sa.NullPool)
+        try:
+            async with eng.connect() as conn:
+                return await conn.run_sync(inspect)
+        finally:
+            await eng.dispose()
+
+    key, unique = asyncio.run(run())
+    assert key == {
+        "constrained_columns": ["a"],
+        "name": "t_pkey",
+        "comment": None,
+        "dialect_options": {"postgresql_include": []},
+    }
+    assert [(u["name"], u["column_names"]) for u in unique] == [("t_b_key", ["b"])]

@@ -1,0 +1,51 @@
+"""Catalog relations whose rows are PostgreSQL's own and the same in every database: the
+default btree operator class of each type a column here has (`pg_opclass`: an index
+column's `pg_index.indclass`), and the two tablespaces (`pg_tablespace`), where everything
+here is stored by PostgreSQL's reckoning (`pg_class.reltablespace` 0, the default).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from refimpl.engine.query.select import QueryOutput
+from refimpl.engine.result import Column
+
+if TYPE_CHECKING:
+    from refimpl.engine.statements.context import StatementContext
+
+Builder = Callable[["StatementContext", object], QueryOutput]
+PG_CATALOG = 11
+BTREE_AM = 403
+# A type's OID -> its default btree operator class (OID, name, family), PostgreSQL 15's.
+OPCLASSES = {16: (10003, "bool_ops", 424), 23: (1978, "int4_ops", 1976),
+             20: (3124, "int8_ops", 1976), 701: (3123, "float8_ops", 1970),
+             25: (3126, "text_ops", 1994), 1184: (3127, "timestamptz_ops", 434)}  # fmt: skip
+
+
+def _columns(spec: str) -> list[Column]:
+    return [Column(*item.split(":")) for item in spec.split()]
+
+
+def relations(owner: int) -> dict[str, Builder]:
+    """The relations by name; `owner` is the OID of the role that owns them (the admin)."""
+    opclasses = QueryOutput(
+        _columns(
+            "oid:BIGINT opcmethod:BIGINT opcname:STRING opcnamespace:BIGINT opcowner:BIGINT"
+            " opcfamily:BIGINT opcintype:BIGINT opcdefault:BOOLEAN opckeytype:BIGINT"
+        ),
+        [
+            (oid, BTREE_AM, name, PG_CATALOG, owner, family, type_oid, True, 0)
+            for type_oid, (oid, name, family) in sorted(OPCLASSES.items())
+        ],
+    )
+    tablespaces = QueryOutput(
+        _columns("oid:BIGINT spcname:STRING spcowner:BIGINT spcacl:STRING spcoptions:STRING"),
+        [(1663, "pg_default", owner, None, None), (1664, "pg_global", owner, None, None)],
+    )
+    # A fresh copy each read: a caller may keep or change the rows it is given.
+    return {
+        "pg_opclass": lambda c, v: QueryOutput(opclasses.columns, list(opclasses.rows)),
+        "pg_tablespace": lambda c, v: QueryOutput(tablespaces.columns, list(tablespaces.rows)),
+    }
