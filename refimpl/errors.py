@@ -126,6 +126,27 @@ class NotAllowed(SqlError):
     """A statement that is valid SQL but not allowed here (SUBSCRIBE in /exec, say)."""
 
 
+class AnswersMoreThanOnce(NotAllowed):
+    """SUBSCRIBE where one answer goes back (a statement of `/exec`, of the PostgreSQL
+    protocol). The engine raises it naming no protocol; the layer that refused it words it
+    (`refused_by`: what cannot run it, `served_at`: where it is served) as the spec says."""
+
+    def __init__(self, refused_by: str = "a statement", served_at: str | None = None) -> None:
+        self.refused_by = refused_by
+        self.served_at = served_at
+        message = f"SUBSCRIBE answers more than once, so {refused_by} cannot run it"
+        super().__init__(message if served_at is None else f"{message}; use {served_at}")
+
+
+class NotASubscription(SqlError):
+    """A live query whose text is not one `SUBSCRIBE SELECT ...` statement; `taken_by` names
+    what took it (the protocol layer words it)."""
+
+    def __init__(self, taken_by: str = "a subscription") -> None:
+        self.taken_by = taken_by
+        super().__init__(f"the query of {taken_by} must start with SUBSCRIBE SELECT")
+
+
 class ParameterError(SqlError):
     """Wrong number or kind of `?` parameters."""
 

@@ -86,7 +86,15 @@ def retry_after_of(exc: errors.KdbError) -> int | None:
     return RETRY_AFTER_SECONDS
 
 
+SUBSCRIBE_SERVED_AT = "GET /api/subscribe?query=SUBSCRIBE SELECT ..."
+
+
 def message_of(exc: errors.KdbError) -> str:
+    # The engine's errors that name no route: worded here, as the spec gives the sentences.
+    if isinstance(exc, errors.AnswersMoreThanOnce) and exc.served_at is None:
+        return errors.AnswersMoreThanOnce("/exec", SUBSCRIBE_SERVED_AT).message
+    if isinstance(exc, errors.NotASubscription):
+        return errors.NotASubscription("/api/subscribe").message
     if isinstance(exc, errors.WritesStopped) and "restart" not in exc.message:
         # The log failed: no write succeeds again until a restart, so a retry cannot help.
         return exc.message + "; the disk must be checked and the server restarted to write again"

@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from refimpl.engine.result import Column, Result, message_result, query_result
 from refimpl.engine.session import Session
 from refimpl.errors import (
+    AnswersMoreThanOnce,
     FailedTransaction,
     KdbError,
     NotAllowed,
@@ -46,6 +47,7 @@ from refimpl.sql.parser import parse_cached
 from refimpl.sql.printer import to_sql
 from refimpl.sql.templates import templated
 
+SUBSCRIBE_SERVED_AT = "GET /api/subscribe?query=SUBSCRIBE SELECT ..."  # spec: pgwire
 # Statements that answer rows; those of them without side effects may be run to describe
 # their columns before they are executed.
 _QUERIES = (
@@ -433,10 +435,7 @@ class Conversation:
             raise SqlSyntaxError("cannot insert multiple commands into a prepared statement")
         statement = script.statements[0]
         if isinstance(statement, ast.Subscribe):
-            raise NotAllowed(
-                "SUBSCRIBE answers more than once, so the PostgreSQL protocol cannot run it;"
-                " use GET /api/subscribe?query=SUBSCRIBE SELECT ..."
-            )
+            raise AnswersMoreThanOnce("the PostgreSQL protocol", SUBSCRIBE_SERVED_AT)
         return Plan(piece, statement=statement, templated=shared is not None)
 
     def _answers_rows(self, plan: Plan) -> bool:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from refimpl.engine.query.expressions import contains_aggregate
 from refimpl.engine.query.subqueries import has_subquery
-from refimpl.errors import NotAllowed, SqlError
+from refimpl.errors import NotAllowed, NotASubscription, SqlError
 from refimpl.sql import ast
 from refimpl.sql.parser import parse_cached
 
@@ -41,7 +41,7 @@ def parse_subscription(text: str) -> ast.Select:
         raise SqlError("a subscription is one SUBSCRIBE SELECT statement")
     statement = script.statements[0]
     if not isinstance(statement, ast.Subscribe):
-        raise SqlError("the query of /api/subscribe must start with SUBSCRIBE SELECT")
+        raise NotASubscription()  # the protocol layer names what took it
     select = statement.select
     shape = beyond_one_table(select)
     if shape is not None:

@@ -40,6 +40,7 @@ from refimpl.engine.storage.schema import TableSchema
 from refimpl.engine.storage.table import Ident, Row, Table
 from refimpl.engine.storage.transaction import TableWork, Transaction
 from refimpl.errors import (
+    AnswersMoreThanOnce,
     DuplicateKey,
     NotAllowed,
     SqlError,
@@ -162,10 +163,7 @@ def select_rows(
 def _subscribe(
     context: StatementContext, statement: ast.Subscribe, text: str, params: Sequence[Any]
 ) -> NoReturn:
-    raise NotAllowed(
-        "SUBSCRIBE answers more than once, so /exec cannot run it; "
-        "use GET /api/subscribe?query=SUBSCRIBE SELECT ..."
-    )
+    raise AnswersMoreThanOnce()  # the protocol layer says where SUBSCRIBE is served
 
 
 # -- INSERT, UPDATE, DELETE --------------------------------------------------------------
