@@ -50,7 +50,7 @@ from tools.mutation.catalogue import (  # noqa: E402
 )
 from tools.mutation.serving import MutantServer, ServerFailed  # noqa: E402
 
-EXAMPLES = REPO / "spec" / "examples"
+EXAMPLES = Path("spec") / "examples"  # under the tree the run takes its code from
 RUN_TIMEOUT = 900.0  # seconds for one run of the suite; a hung server is caught by it
 CAUGHT, SURVIVED, NO_START = "caught", "survived", "did not start"
 PASSED, FAILED = "passed", "failed"  # the baseline's verdicts
@@ -65,6 +65,7 @@ class RunSettings:
     chapters: tuple[str, ...] = ()  # the baseline's chapters (none: all)
     pg: bool = False  # the runner also speaks the PostgreSQL protocol (--pg)
     fail_fast: bool = False  # a deviation's run stops at its first failing example
+    root: Path = REPO  # the tree of the code, the runner and the examples (--commit)
 
 
 @dataclass
@@ -93,22 +94,23 @@ class Outcome:
 def examples_for(deviation: Deviation | None, settings: RunSettings, work: Path) -> Path:
     """The case file of the deviation's chapter (the short form), or the chapters' of
     `settings.chapters` (a baseline of the short form), or every chapter's."""
+    examples = settings.root / EXAMPLES
     if deviation is not None and settings.own_chapter:
-        return EXAMPLES / f"{deviation.chapter}.json"
+        return examples / f"{deviation.chapter}.json"
     if deviation is None and settings.chapters:
         folder = work / "examples"
         folder.mkdir()
         for chapter in settings.chapters:
-            (folder / f"{chapter}.json").symlink_to(EXAMPLES / f"{chapter}.json")
+            (folder / f"{chapter}.json").symlink_to(examples / f"{chapter}.json")
         return folder
-    return EXAMPLES
+    return examples
 
 
-def runner_restart_options() -> list[str]:
-    """Which of the runner's restart options this checkout's runner has."""
+def runner_restart_options(root: Path = REPO) -> list[str]:
+    """Which of the runner's restart options the runner of `root` has."""
     shown = subprocess.run(
         [sys.executable, "-m", "conformance.cli", "--help"],
-        cwd=REPO,
+        cwd=root,
         capture_output=True,
         text=True,
         check=False,
@@ -165,7 +167,7 @@ def run_suite(
     try:
         done = subprocess.run(
             command,
-            cwd=REPO,
+            cwd=settings.root,
             env=env,
             capture_output=True,
             text=True,
@@ -194,7 +196,7 @@ def run_one(
     with tempfile.TemporaryDirectory(prefix="mutation-") as folder:
         work = Path(folder)
         try:
-            code = mutated_copy(deviation, work / "code")
+            code = mutated_copy(deviation, work / "code", settings.root)
         except CatalogueError as exc:  # the code changed under a running catalogue
             return Outcome(deviation, "error", [], 0.0, str(exc))
         server = MutantServer(code, work)
@@ -300,6 +302,23 @@ def print_summary(
             write(f"- {d.id} ({d.chapter}, {kind}): {d.equivalent or d.unobservable}")
 
 
+def snapshot(commit: str, destination: Path) -> Path:
+    """The package, the runner and the examples as `commit` holds them, in `destination`:
+    a run of a commit is not disturbed by what others change in the checkout meanwhile."""
+    destination.mkdir(parents=True)
+    paths = ["refimpl", "conformance", str(EXAMPLES)]
+    archive = subprocess.run(
+        ["git", "archive", "--format=tar", commit, *paths],
+        cwd=REPO,
+        capture_output=True,
+        check=False,
+    )
+    if archive.returncode != 0:
+        raise CatalogueError(f"--commit {commit}: {archive.stderr.decode(errors='replace')}")
+    subprocess.run(["tar", "-x", "-C", str(destination)], input=archive.stdout, check=True)
+    return destination
+
+
 def write_report(path: Path, outcomes: Sequence[Outcome]) -> None:
     """The JSON report of the outcomes so far (rewritten after each deviation, so a run
     stopped midway keeps what it found and `--resume` can go on from it)."""
@@ -394,6 +413,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="run the SQL examples over the PostgreSQL protocol too (on with pgwire deviations)",
     )
     parser.add_argument(
+        "--commit",
+        metavar="REV",
+        help="take the code, the runner and the examples from this commit (e.g. HEAD), not"
+        " from the checkout as it is: others' uncommitted work then changes nothing",
+    )
+    parser.add_argument(
         "--skip-stale",
         action="store_true",
         help="skip (with a warning) the selected entries whose edit no longer applies",
@@ -406,6 +431,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="mutation-tree-") as folder:
+        try:
+            root = snapshot(args.commit, Path(folder) / "tree") if args.commit else REPO
+        except CatalogueError as exc:
+            print(str(exc), file=sys.stderr)
+            return 2
+        return _main(args, root)
+
+
+def _main(args: argparse.Namespace, root: Path) -> int:
     try:
         deviations = load(args.catalogue)
         chosen = select(deviations, args)
@@ -414,7 +449,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         stale: list[str] = []
         for deviation in deviations if args.check else chosen:
             try:
-                check(deviation)
+                check(deviation, root)
             except CatalogueError as exc:
                 if args.check or not args.skip_stale:
                     raise
@@ -442,10 +477,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         runner_jobs=args.runner_jobs,
         skipped=tuple(args.skip_example),
         pg=args.pg or any(d.chapter == "pgwire" for d in chosen),
+        root=root,
     )
     if args.own_chapter:
         settings = replace(settings, chapters=tuple(sorted({d.chapter for d in chosen})))
-    restart_options = runner_restart_options()
+    restart_options = runner_restart_options(root)
     if not args.no_baseline:
         baseline = run_one(None, settings, restart_options)
         if baseline.verdict == NO_START or baseline.verdict == "error":
