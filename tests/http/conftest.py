@@ -71,6 +71,15 @@ class Server:
     def new_token(self, user: str, db: str = "demo") -> str:
         return self.rows(f"CREATE TOKEN FOR {user}", db)[0][0]
 
+    def memory_kb(self, field: str = "VmRSS") -> int:
+        """The server process's resident memory now (`VmRSS`) or its peak so far (`VmHWM`),
+        in kB (from /proc)."""
+        status = Path(f"/proc/{self.process.pid}/status").read_text()
+        for line in status.splitlines():
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+        raise AssertionError(f"no {field} in the server's status: {status}")
+
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 30.0) -> int:
         if self.process.poll() is None:
             self.process.send_signal(sig)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -176,14 +175,6 @@ def test_a_type_conflict_writes_nothing(server: Server, db: str):
 # --- large imports: streamed, one transaction ----------------------------------------------
 
 
-def _memory_mb(pid: int, field: str) -> float:
-    """VmHWM (the peak resident memory so far) or VmRSS (now) of a process, in MB."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1]) / 1024
-    raise AssertionError(f"no {field}")
-
-
 def _csv(rows: int, bad_at: int | None = None) -> bytes:
     lines = ["id,ts,name,price"]
     for n in range(rows):
@@ -205,13 +196,12 @@ def test_a_large_import_is_streamed_in_bounded_memory(fresh: Server):
     fresh.sql("CREATE TABLE big (id BIGINT, ts TIMESTAMP, name SYMBOL, price DOUBLE)")
     body = _csv(150_000)
     assert len(body) > 7 * 1024 * 1024
-    pid = fresh.process.pid
     response = fresh.post("/imp", params={"table": "big"}, data=body, timeout=120)
     assert response.status_code == 200, response.text
     assert response.json()["count"] == 150_000
     # What the import needed beyond the rows it left in the table (which stay): not a copy
     # of the file, or two (bytes, then text), and not all of its rows twice over.
-    passing = _memory_mb(pid, "VmHWM") - _memory_mb(pid, "VmRSS")
+    passing = (fresh.memory_kb("VmHWM") - fresh.memory_kb()) / 1024
     assert passing < 2 * len(body) / (1024 * 1024), passing
     assert fresh.rows("SELECT count(*) AS n, max(id) AS top FROM big") == [[150_000, 149_999]]
 

@@ -30,13 +30,6 @@ PAD = "p" * 400
 MEMORY_BOUND_MB = 40  # what the server's memory may grow by (a buffering server: > 50 MB)
 
 
-def resident_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    raise AssertionError("no VmRSS")
-
-
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[Server]:
     running = start_server(tmp_path / "data")
@@ -56,13 +49,13 @@ def test_a_reader_that_stops_costs_bounded_memory(server: Server, transactions: 
     resume: dict[str, Any] = {"last-event-id": "2"}  # not a Python name: given as a mapping
     stream = open_stream(server, read_timeout=60, **resume)
     assert stream.take(1)[0]["event"] == "ready"
-    before = resident_mb(server.process.pid)
+    before = server.memory_kb() / 1024
     slowest = 0.0
     for n in range(1, transactions + 1):
         started = time.monotonic()
         server.sql(f"UPDATE t SET v = {n}")
         slowest = max(slowest, time.monotonic() - started)
-    grown = resident_mb(server.process.pid) - before
+    grown = server.memory_kb() / 1024 - before
     assert grown < MEMORY_BOUND_MB, f"the server grew by {grown:.1f} MB for a stalled reader"
     assert slowest < 5.0, f"a commit took {slowest:.2f} s while the reader stalled"
     seen = 0

@@ -12,22 +12,13 @@ from pathlib import Path
 
 import psycopg
 
-from tests.http.conftest import Server, start_server
+from tests.http.conftest import start_server
 from tests.pgwire.conftest import PgServer, pg_address
 
 
 def startup_packet(user: str, database: str) -> bytes:
     body = struct.pack("!i", 196608) + f"user\0{user}\0database\0{database}\0\0".encode()
     return struct.pack("!i", len(body) + 4) + body
-
-
-def rss_kb(server: Server) -> int:
-    """The server process's resident memory now, in kB (from /proc)."""
-    status = Path(f"/proc/{server.process.pid}/status").read_text()
-    for line in status.splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1])
-    raise AssertionError(f"no VmRSS in the server's status: {status}")
 
 
 def read_until_closed(sock: socket.socket, timeout: float = 10.0) -> bytes:

@@ -17,7 +17,6 @@ from tests.pgwire.attack import (
     error_fields,
     pg_server,
     read_until_closed,
-    rss_kb,
     startup_packet,
 )
 from tests.pgwire.conftest import PgServer
@@ -70,7 +69,7 @@ def test_a_huge_message_before_login_is_refused_before_it_is_read(tmp_path, open
         victim = pg.connect()
         pg.http.sql("CREATE TABLE kept (id INT)")
         pg.http.sql("INSERT INTO kept VALUES (1)")
-        before = rss_kb(pg.http)
+        before = pg.http.memory_kb()
         socks = [opening(pg) for _ in range(3)]
         for sock in socks:
             _flood(sock)
@@ -80,7 +79,7 @@ def test_a_huge_message_before_login_is_refused_before_it_is_read(tmp_path, open
             assert fields["C"] == "54000", fields
             assert "longer than the server takes (10000)" in fields["M"]
             sock.close()
-        grown = rss_kb(pg.http) - before
+        grown = pg.http.memory_kb() - before
         assert grown < 40 * 1024, f"the server grew {grown} kB for three refused messages"
         assert_alive(pg, victim)
         assert pg.http.rows("SELECT id FROM kept") == [[1]]

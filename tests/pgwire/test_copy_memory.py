@@ -8,7 +8,7 @@ import threading
 import psycopg
 import pytest
 
-from tests.pgwire.attack import assert_alive, pg_server, rss_kb
+from tests.pgwire.attack import assert_alive, pg_server
 
 LINE = b"1\t" + b"y" * 198 + b"\n"  # 200 bytes a row
 SENT = 200 * 1024 * 1024  # the COPY's data in all: far past the limit below
@@ -19,13 +19,13 @@ def test_a_copy_past_the_memory_limit_is_refused_as_it_arrives(tmp_path):
         pg.http.sql("CREATE TABLE t (id INT, v STRING)")
         pg.http.sql("INSERT INTO t VALUES (7, 'kept')")
         victim = pg.connect()
-        before = rss_kb(pg.http)
+        before = pg.http.memory_kb()
         peak = [0]
         copying = threading.Event()
 
         def watch() -> None:  # the server's memory while the COPY is sent
             while not copying.wait(0.2):
-                peak[0] = max(peak[0], rss_kb(pg.http) - before)
+                peak[0] = max(peak[0], pg.http.memory_kb() - before)
 
         watcher = threading.Thread(target=watch)
         watcher.start()
