@@ -105,8 +105,11 @@ class PgBuilder(Transformer):
         return ast.ArrayValue(items or ())
 
     def schema_column(self, schema: str, table: str, name: str) -> ast.ColumnRef:
-        """`pg_catalog.pg_class.relname`: a column of a table named with its schema."""
-        return ast.ColumnRef(name, _unschema(schema, table))
+        """`pg_catalog.pg_class.relname`: a column of a table named with its schema. An
+        information_schema view is named by its bare name in a query, as in PostgreSQL
+        (`tables.table_name`, `information_schema.tables.table_name` alike)."""
+        _unschema(schema, table)
+        return ast.ColumnRef(name, table)
 
     def qualified_call(self, schema: str, name: str, args: tuple | None) -> ast.FuncCall:
         return ast.FuncCall(_unschema(schema, name).lower(), args or ())

@@ -471,7 +471,7 @@ class QueryRunner:
 
     def _table(self, source: ast.TableSource, lone: bool) -> RowSource:
         name = source.name.lower()
-        qualifier = source.alias or source.name
+        qualifier = source.alias or source.name.removeprefix("information_schema.")
         if name in self.tables:
             output = self.tables[name]
             return named(output.columns, qualifier, lambda: output.rows)

@@ -116,3 +116,17 @@ def test_a_table_named_tables_hides_nothing_and_other_schemas_are_errors(
         assert _rows(conn, "SELECT table_name FROM information_schema.tables") == [("tables",)]
         with pytest.raises(pgerrors.SyntaxError, match="schema 'nope' does not exist"):
             conn.execute("SELECT * FROM nope.tables")
+
+
+def test_a_view_is_named_by_its_bare_name_or_with_its_schema(pg: PgServer, db: str) -> None:
+    pg.http.sql(_TABLE, db)
+    with pg.connect(db) as conn:
+        rows = _rows(
+            conn,
+            "SELECT tables.table_name, information_schema.tables.table_type, c.column_name"
+            " FROM information_schema.tables JOIN information_schema.columns c"
+            " ON c.table_name = tables.table_name WHERE c.ordinal_position = 1",
+        )
+        assert rows == [("m", "BASE TABLE", "id")]
+        with pytest.raises(pgerrors.UndefinedColumn):
+            conn.execute("SELECT columns.table_name FROM information_schema.tables")
