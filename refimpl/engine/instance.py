@@ -31,6 +31,8 @@ from refimpl.engine.result import Column
 from refimpl.engine.session import Session
 from refimpl.engine.statements import pg_functions, queries
 from refimpl.engine.statements.context import FunctionTables, ScalarFunction, StatementContext
+from refimpl.engine.statements.publication_store import PublicationStore
+from refimpl.engine.statements.replication_slots import SlotStore, check_replication_files
 from refimpl.engine.storage import checkpoint
 from refimpl.engine.storage.backup import check_backup, is_backup
 from refimpl.engine.storage.database import CHECKPOINT_FOLDER, WAL_FOLDER, Database
@@ -95,6 +97,9 @@ class Instance:
         self.boot = new_boot_id()
         self.subscriptions = SubscriptionManager(per_user=options.subscriptions_per_user)
         self.memory = MemoryBudget(options.memory_bytes)  # shared by every database
+        # Logical replication's slots and publications: one store each for the data folder.
+        self.slots = SlotStore(path, files)
+        self.publications = PublicationStore(path, files)
 
     @classmethod
     def open(
@@ -389,6 +394,9 @@ def check_data(path: Path | str, progress: ProgressReport = no_report) -> tuple[
         if checkpoints and end < checkpoints[-1][0]:
             ok = False
             lines.append(f"  gap: the log ends at LSN {end} before checkpoint {checkpoints[-1][0]}")
+    found, sound = check_replication_files(folder)
+    lines += found
+    ok = ok and sound
     if is_backup(folder):
         found, sound = check_backup(folder, held)
         lines += found

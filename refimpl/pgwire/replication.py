@@ -29,8 +29,7 @@ from pathlib import Path
 from refimpl.engine import replication_positions as positions
 from refimpl.engine.instance import Instance
 from refimpl.engine.rights import ADMIN_USER, Principal, Right
-from refimpl.engine.statements.publications import publications_at
-from refimpl.engine.statements.replication_slots import SlotStore, slots_at
+from refimpl.engine.statements.replication_slots import SlotStore
 from refimpl.errors import BadRequest, KdbError, SlotError, TooManyConnections
 from refimpl.pgwire import messages as m
 from refimpl.pgwire import sqlstate, types
@@ -74,7 +73,7 @@ class ReplicationSession:
         self.principal = principal
         self.pid = pid
         self.max_slots = max_slots
-        self.slots: SlotStore = slots_at(instance.path, instance.files)
+        self.slots: SlotStore = instance.slots
         self.walsender: Walsender | None = None  # set by START_REPLICATION, taken by the server
         self._sender: _Senders | None = None  # the place `open` took
 
@@ -263,7 +262,7 @@ class ReplicationSession:
         again after RIGHTS_CACHE_S, so a REVOKE or an ALTER PUBLICATION reaches a running
         stream. An unknown publication is 42704 here, before the stream starts."""
         access, database = self.instance.access, self.database
-        store = publications_at(self.instance.path, self.instance.files)
+        store = self.instance.publications
         if names is not None:
             for name in names:
                 store.get(database, name)

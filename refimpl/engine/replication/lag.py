@@ -17,7 +17,6 @@ from pathlib import Path
 
 from refimpl.engine import replication_positions as positions
 from refimpl.engine.instance import Instance
-from refimpl.engine.statements.replication_slots import slots_at
 from refimpl.engine.storage.wal import WriteAheadLog
 from refimpl.engine.storage.wal_segments import HEADER, HEADER_SIZE, SegmentInfo
 from refimpl.errors import UnknownDatabase
@@ -48,7 +47,7 @@ class SlotLags:
         lags: list[SlotLag] = []
         with self._lock:
             kept: set[Path] = set()
-            for slot in slots_at(self.instance.path, self.instance.files).all():
+            for slot in self.instance.slots.all():
                 try:
                     log = self.instance.database(slot.database).log
                 except UnknownDatabase:

@@ -26,7 +26,6 @@ from refimpl.engine.query.expressions import compile_expression, constant_value
 from refimpl.engine.replication.decoding import read_transactions
 from refimpl.engine.replication.test_decoding import TestDecoding
 from refimpl.engine.result import Column
-from refimpl.engine.statements.replication_slots import slots_at
 from refimpl.engine.storage.access_hints import AccessHints
 from refimpl.errors import Forbidden, NotAllowed, SlotError, SqlError
 from refimpl.sql import ast
@@ -79,7 +78,7 @@ def create_slot(
         raise NotAllowed("a temporary slot lives with a replication connection; make it there")
     database = context.database
     at = positions.end_of(database.log.durable_lsn)
-    slots_at(database.path.parent, database.files).create(
+    context.catalog.slots.create(
         name,
         database.name,
         plugin,
@@ -106,7 +105,7 @@ def _changes(
     upto = None if upto_text is None else positions.parse(str(upto_text))
     options = dict(zip(args[3::2], args[4::2], strict=True))
     database = context.database
-    store = slots_at(database.path.parent, database.files)
+    store = context.catalog.slots
     slot = store.get(name)
     if slot.plugin != "test_decoding":
         raise NotAllowed(
@@ -169,8 +168,7 @@ def drop_function(context: StatementContext) -> ScalarFunction:
 
         def run(row: Sequence[Any]) -> None:
             _require_replication(context, "pg_drop_replication_slot")
-            database = context.database
-            slots_at(database.path.parent, database.files).drop(str(name(row)))
+            context.catalog.slots.drop(str(name(row)))
 
         return Compiled(run, "STRING")
 

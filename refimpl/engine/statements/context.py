@@ -18,6 +18,8 @@ if TYPE_CHECKING:
     from refimpl.engine.result import Result
     from refimpl.engine.rights import Principal, Right
     from refimpl.engine.statements.cursor_state import Cursors
+    from refimpl.engine.statements.publication_store import PublicationStore
+    from refimpl.engine.statements.replication_slots import SlotStore
     from refimpl.engine.storage.database import Database
     from refimpl.engine.storage.schema import TableSchema
     from refimpl.engine.storage.transaction import Transaction
@@ -47,6 +49,14 @@ class Catalog(Protocol):
     def drop_database(
         self, name: str, if_exists: bool = False, current: str | None = None
     ) -> bool: ...
+
+    @property
+    def slots(self) -> SlotStore:
+        """The replication slots of the data folder."""
+
+    @property
+    def publications(self) -> PublicationStore:
+        """The publications of the data folder's databases."""
 
 
 class AccessRules(Protocol):

@@ -16,8 +16,7 @@ from typing import TYPE_CHECKING
 from refimpl.engine import replication_positions as positions
 from refimpl.engine.query.select import QueryOutput
 from refimpl.engine.result import Column
-from refimpl.engine.statements.publications import publications_at
-from refimpl.engine.statements.replication_slots import Slot, slots_at
+from refimpl.engine.statements.replication_slots import Slot
 
 if TYPE_CHECKING:
     from refimpl.engine.statements.context import StatementContext
@@ -56,7 +55,7 @@ def relations(name_oid: Oid, role_oid: Oid) -> dict[str, Relation]:
 
     def _slots(context: StatementContext, views: object) -> QueryOutput:
         database = context.database
-        store = slots_at(database.path.parent, database.files)
+        store = context.catalog.slots
         rows: list[tuple[object, ...]] = []
         for slot in store.all():
             if slot.database.lower() != database.name.lower() and not context.principal.is_admin:
@@ -94,7 +93,7 @@ def relations(name_oid: Oid, role_oid: Oid) -> dict[str, Relation]:
                 True,
                 False,
             )
-            for p in publications_at(database.path.parent, database.files).of(database.name)
+            for p in context.catalog.publications.of(database.name)
         ]
         return _output(
             "oid:BIGINT pubname:STRING pubowner:BIGINT puballtables:BOOLEAN pubinsert:BOOLEAN"
@@ -108,7 +107,7 @@ def relations(name_oid: Oid, role_oid: Oid) -> dict[str, Relation]:
         names = sorted(t.schema.name for t in database.tables.values())
         return [
             (p.name, table)
-            for p in publications_at(database.path.parent, database.files).of(database.name)
+            for p in context.catalog.publications.of(database.name)
             for table in names
             if p.includes(table) and context.can_read(table)
         ]
@@ -137,7 +136,7 @@ def relations(name_oid: Oid, role_oid: Oid) -> dict[str, Relation]:
 
     def _all_tables(context: StatementContext, name: str) -> bool:
         database = context.database
-        store = publications_at(database.path.parent, database.files)
+        store = context.catalog.publications
         return store.get(database.name, name).all_tables
 
     return {

@@ -10,20 +10,35 @@ from a slot at a time (`acquire`).
 
 from __future__ import annotations
 
-import json
 import re
 import threading
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from refimpl.engine.files import FileOps, replace_durably
-from refimpl.errors import SlotError
+from refimpl.engine.files import REAL_FILES, FileOps
+from refimpl.engine.statements.publication_store import PUBLICATIONS_FILE, PublicationStore
+from refimpl.engine.statements.replication_files import Field, read_records, write_records
+from refimpl.errors import SlotError, StorageError
 
 SLOTS_FILE = "replication_slots.json"
 MAX_NAME = 63
 _NAME = re.compile(r"[a-z0-9_]+")
 _ACTIVE_WAIT_S = 0.05  # how often DROP ... WAIT looks whether the slot was let go
+_FIELDS = {
+    "name": Field(str),
+    "database": Field(str),
+    "plugin": Field(str),
+    "owner": Field(str),
+    "confirmed": Field(int),
+    "created": Field(int),
+    "temporary": Field(bool, required=False),
+    "lost": Field(bool, required=False),
+}
+_WAY_ON = (
+    "restore the file from a backup, or move it aside to start without slots (their"
+    " clients then make them again and read the tables afresh)"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,10 +62,9 @@ class SlotStore:
         self._files = files
         self._lock = threading.Lock()
         self._slots: dict[str, Slot] = {}
-        if self._file.exists():
-            for raw in json.loads(self._file.read_text("utf-8"))["slots"]:
-                slot = Slot(**raw)
-                self._slots[slot.name] = slot
+        for raw in read_records(self._file, "slots", _FIELDS, "replication slots", _WAY_ON):
+            slot = Slot(**raw)
+            self._slots[slot.name] = slot
 
     def all(self) -> list[Slot]:
         with self._lock:
@@ -173,8 +187,7 @@ class SlotStore:
             for s in self._slots.values()
             if not s.temporary
         ]
-        data = json.dumps({"slots": kept}, indent=1).encode("utf-8")
-        replace_durably(self._files, self._file, data)
+        write_records(self._files, self._file, "slots", kept)
 
 
 def check_name(name: str) -> None:
@@ -191,15 +204,20 @@ def check_name(name: str) -> None:
         )
 
 
-_STORES: dict[Path, SlotStore] = {}
-_STORES_LOCK = threading.Lock()
-
-
-def slots_at(folder: Path, files: FileOps) -> SlotStore:
-    """The one store of a data folder in this process (read at its first use)."""
-    key = folder.resolve()
-    with _STORES_LOCK:
-        store = _STORES.get(key)
-        if store is None:
-            store = _STORES[key] = SlotStore(folder, files)
-        return store
+def check_replication_files(folder: Path) -> tuple[list[str], bool]:
+    """`refimpl check`'s lines on the slots and publications files of a data folder (none
+    for a file that is not there), and whether they are sound."""
+    lines: list[str] = []
+    ok = True
+    for name, what, load in (
+        (SLOTS_FILE, "replication slots", lambda: len(SlotStore(folder, REAL_FILES).all())),
+        (PUBLICATIONS_FILE, "publications", lambda: PublicationStore(folder, REAL_FILES).count()),
+    ):
+        if not (folder / name).exists():
+            continue
+        try:
+            lines.append(f"{what}: {load()} in {name}")
+        except StorageError as error:
+            ok = False
+            lines.append(f"{what}: {error.message}")
+    return lines, ok

@@ -64,6 +64,20 @@ def _connect(
     return connection, cursor
 
 
+def _start_when_let_go(cursor: psycopg2.extras.ReplicationCursor, slot: str) -> None:
+    """START_REPLICATION once the server has noticed that the slot's last client went:
+    until then the slot is active for that client's connection (55006), as in PostgreSQL."""
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            cursor.start_replication(slot_name=slot, decode=True, options={"include-xids": "0"})
+            return
+        except psycopg2.errors.ObjectInUse:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
 def _read(
     cursor: psycopg2.extras.ReplicationCursor, count: int, within: float = 10
 ) -> list[tuple[int, str]]:
@@ -111,7 +125,7 @@ def test_send_feedback_and_a_resume_after_a_kill(pg: PgServer, db: str) -> None:
     assert confirmed % 4096 == 2
 
     connection, cursor = _connect(pg, db)
-    cursor.start_replication(slot_name="s_kill", decode=True, options={"include-xids": "0"})
+    _start_when_let_go(cursor, "s_kill")
     resumed = _read(cursor, 6)
     assert [text for _, text in resumed] == [
         "BEGIN",
@@ -128,7 +142,7 @@ def test_send_feedback_and_a_resume_after_a_kill(pg: PgServer, db: str) -> None:
     connection.close()
     pg.http.sql("INSERT INTO t VALUES (5, 'e')", db=db)
     connection, cursor = _connect(pg, db)
-    cursor.start_replication(slot_name="s_kill", decode=True, options={"include-xids": "0"})
+    _start_when_let_go(cursor, "s_kill")
     assert [text for _, text in _read(cursor, 3)] == [
         "BEGIN",
         "table public.t: INSERT: id[integer]:5 v[text]:'e'",
