@@ -159,6 +159,10 @@ class FailedTransaction(TransactionError):
     """A statement sent in a transaction that an error ended, before its ROLLBACK."""
 
 
+class NoActiveTransaction(TransactionError):
+    """SAVEPOINT, RELEASE, ROLLBACK TO or a DECLARE without HOLD outside a transaction."""
+
+
 class UnknownSavepoint(TransactionError):
     """RELEASE or ROLLBACK TO a savepoint the open transaction does not have."""
 

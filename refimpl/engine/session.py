@@ -33,11 +33,11 @@ from refimpl.errors import (
     FailedTransaction,
     Forbidden,
     KdbError,
+    NoActiveTransaction,
     ParameterError,
     SqlError,
     StatementTimeout,
     StatementTooLarge,
-    TransactionError,
     Unauthorized,
     UnknownSavepoint,
 )
@@ -279,7 +279,7 @@ class Session:
 
     def _open(self, what: str) -> Transaction:
         if self.transaction is None:
-            raise TransactionError(f"{what} can only be used in transaction blocks; BEGIN first")
+            raise NoActiveTransaction(f"{what} can only be used in transaction blocks; BEGIN first")
         return self.transaction
 
     def _savepoint_at(self, name: str) -> int:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from refimpl.engine.result import Result, message_result, query_result
 from refimpl.engine.statements.cursor_state import Cursor
 from refimpl.engine.statements.queries import QueryRunner
-from refimpl.errors import NotAllowed, TransactionError
+from refimpl.errors import NoActiveTransaction, NotAllowed
 from refimpl.sql import ast
 from refimpl.sql import ast_session as s
 
@@ -31,7 +31,7 @@ def _declare(
     cursors = context.cursors
     in_transaction = context.transaction is not None
     if not in_transaction and not statement.hold:
-        raise TransactionError(
+        raise NoActiveTransaction(
             "DECLARE CURSOR can only be used in transaction blocks; BEGIN first, or declare"
             " it WITH HOLD"
         )

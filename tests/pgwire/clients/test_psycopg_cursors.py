@@ -66,7 +66,7 @@ def test_a_cursor_reads_the_rows_of_its_declare(pg: PgServer, db: str) -> None:
 def test_a_cursor_outside_a_transaction_needs_with_hold(pg: PgServer, db: str) -> None:
     _fill(pg, db, 2)
     with pg.connect(db) as conn:  # autocommit
-        with pytest.raises(pgerrors.InvalidTransactionState):
+        with pytest.raises(pgerrors.NoActiveSqlTransaction):  # 25P01, as PostgreSQL
             conn.execute("DECLARE c CURSOR FOR SELECT id FROM t")
         conn.execute("DECLARE c CURSOR WITH HOLD FOR SELECT id FROM t ORDER BY id")
         cur = conn.execute("FETCH ALL FROM c")
@@ -122,5 +122,11 @@ def test_an_error_leaves_the_transaction_failed_until_rollback_to(pg: PgServer, 
         assert conn.execute("COMMIT").statusmessage == "ROLLBACK"  # a failed one rolls back
     assert pg.http.rows("SELECT count(*) FROM t", db) == [[0]]
     with pg.connect(db) as conn:
-        with pytest.raises(pgerrors.InvalidTransactionState):
+        with pytest.raises(
+            pgerrors.NoActiveSqlTransaction,  # 25P01, PostgreSQL's, not 25000
+            match="SAVEPOINT can only be used in transaction blocks",
+        ):
             conn.execute("SAVEPOINT outside")
+        for statement in ("RELEASE outside", "ROLLBACK TO outside"):
+            with pytest.raises(pgerrors.NoActiveSqlTransaction):
+                conn.execute(statement)
