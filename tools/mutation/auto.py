@@ -37,6 +37,7 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from tools.mutation import run  # noqa: E402
 from tools.mutation.catalogue import REPO, CatalogueError, Deviation, check  # noqa: E402
 
 # The modules of the newer chapters, each judged by its chapter's examples.
@@ -215,8 +216,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--check", action="store_true", help="only count the mutants (each applies, compiles)"
     )
+    parser.add_argument(
+        "--commit", metavar="REV", help="the mutants of this commit's modules (run.py's --commit)"
+    )
     args, rest = parser.parse_known_args(argv)
-    made = every_mutant()
+    with tempfile.TemporaryDirectory(prefix="auto-mutants-") as folder:
+        root = REPO
+        if args.commit:
+            root = run.snapshot(args.commit, Path(folder) / "tree")
+            rest = ["--commit", args.commit, *rest]
+        return _main(args, rest, root, Path(folder))
+
+
+def _main(args: argparse.Namespace, rest: list[str], root: Path, folder: Path) -> int:
+    made = every_mutant(MODULES, root)
     if args.check:
         per_module = {f: sum(d.file == f for d in made) for f in MODULES}
         for file, count in per_module.items():
@@ -231,12 +244,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         for d in sample:
             print(f"{d.id} ({d.chapter}): {d.behaviour}")
         return 0
-    from tools.mutation import run  # noqa: PLC0415 (only a run needs the runner's machinery)
-
-    with tempfile.TemporaryDirectory(prefix="auto-mutants-") as folder:
-        catalogue = Path(folder) / "auto.toml"
-        catalogue.write_text(catalogue_text(sample), encoding="utf-8")
-        return run.main(["--catalogue", str(catalogue), "--own-chapter", *rest])
+    catalogue = folder / "auto.toml"
+    catalogue.write_text(catalogue_text(sample), encoding="utf-8")
+    return run.main(["--catalogue", str(catalogue), "--own-chapter", *rest])
 
 
 if __name__ == "__main__":
