@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 
 from refimpl.engine.query.select import QueryOutput
 from refimpl.engine.result import Column
-from refimpl.engine.rights import ADMIN_USER
+from refimpl.engine.rights import ADMIN_USER, Principal
 from refimpl.engine.statements import information_schema, pg_fixed, replication_catalog
 from refimpl.engine.statements.pg_fixed import OPCLASSES
 from refimpl.engine.statements.pg_views import ViewColumns, readable_views
@@ -507,9 +507,10 @@ def _pg_roles(context: StatementContext, views: ViewColumns | None) -> QueryOutp
         " rolcreatedb:BOOLEAN rolcanlogin:BOOLEAN rolconnlimit:INT rolvaliduntil:TIMESTAMP"
         " rolreplication:BOOLEAN rolbypassrls:BOOLEAN"
     )
+    may_replicate = context.access.may_replicate  # the REPLICATION right (spec: replication)
     rows = [
-        (role_oid(name), name, admin, True, admin, admin, True, -1, None, False, admin)
-        for name, admin in catalog_users(context)
+        (role_oid(n), n, a, True, a, a, True, -1, None, may_replicate(Principal(n, a)), a)
+        for n, a in catalog_users(context)
     ]
     return QueryOutput(columns, rows)
 
