@@ -128,17 +128,19 @@ class Link:
             self._cancel.clear()
         self._running = True
         admission.watch_cancel(self._cancel)
+        closed, send = State.CLOSED, core.send
         try:
             # After START_REPLICATION the walsender reads what the client sends next.
-            while size < limit and self.walsender() is None:
+            while size < limit and (self.replication is None or self.walsender() is None):
                 if (message := core.next_message()) is None:
                     break
                 for answer in self._answer(message):
-                    if core.state is State.CLOSED:
+                    if core.state is closed:
                         break  # it ended inside a COPY: no one is left to answer
-                    out.append(core.send(answer))
-                    size += len(out[-1])
-                if core.state is State.CLOSED:
+                    data = send(answer)
+                    out.append(data)
+                    size += len(data)
+                if core.state is closed:
                     break
         except ProtocolError as error:
             core.close()
