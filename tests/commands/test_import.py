@@ -12,18 +12,15 @@ import pytest
 
 from refimpl.commands.importing import BLOCK, import_to_server
 from refimpl.engine.progress import Progress
-from tests.http.conftest import ROOT, Server, db, start_server
+from tests.http.conftest import ROOT, Server, db, running_server
 
 __all__ = ["db"]  # the fixture: a fresh database per test
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory):
-    running = start_server(tmp_path_factory.mktemp("import-server") / "data")
-    try:
+    with running_server(tmp_path_factory.mktemp("import-server") / "data") as running:
         yield running
-    finally:
-        assert running.stop() == 0
 
 
 def write_csv(path: Path, rows: int) -> Path:

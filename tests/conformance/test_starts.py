@@ -14,18 +14,15 @@ import pytest
 
 from conformance import cli
 from tests.conformance.supervised import start_command
-from tests.http.conftest import Server, start_server
+from tests.http.conftest import Server, running_server
 
 SETTINGS_EXAMPLES = ["--only", "stream-heartbeats", "--only", "stream-ends-at-its-age"]
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    running = start_server(tmp_path_factory.mktemp("starts") / "data")
-    try:
+    with running_server(tmp_path_factory.mktemp("starts") / "data") as running:
         yield running
-    finally:
-        assert running.stop() == 0
 
 
 def _run(server: Server, tmp_path: Path, *extra: str) -> dict[str, str]:

@@ -13,7 +13,7 @@ import asyncpg
 import psycopg
 import pytest
 
-from tests.http.conftest import start_server
+from tests.http.conftest import running_server
 from tests.pgwire.conftest import PgServer, pg_address
 
 CREATE = (
@@ -24,12 +24,9 @@ CREATE = (
 
 @pytest.fixture(scope="module")
 def pg(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PgServer]:
-    running = start_server(tmp_path_factory.mktemp("pg") / "data", "--pg-port", "0")
-    try:
+    with running_server(tmp_path_factory.mktemp("pg") / "data", "--pg-port", "0") as running:
         host, port = pg_address(running)
         yield PgServer(running, host, port)
-    finally:
-        assert running.stop() == 0
 
 
 @pytest.fixture

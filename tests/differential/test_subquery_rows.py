@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import psycopg
 import pytest
 
-from tests.http.conftest import start_server
+from tests.http.conftest import running_server
 from tests.pgwire.conftest import PgServer, pg_address
 
 SENTENCE = "more than one row returned by a subquery used as an expression"
@@ -24,11 +24,8 @@ STATEMENTS = [
 
 @pytest.fixture(scope="module")
 def pg(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PgServer]:
-    running = start_server(tmp_path_factory.mktemp("pg") / "data", "--pg-port", "0")
-    try:
+    with running_server(tmp_path_factory.mktemp("pg") / "data", "--pg-port", "0") as running:
         yield PgServer(running, *pg_address(running))
-    finally:
-        assert running.stop() == 0
 
 
 @pytest.fixture(scope="module")

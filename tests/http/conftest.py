@@ -16,6 +16,7 @@ import sys
 import threading
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -124,6 +125,18 @@ def start_server(data: Path, *extra: str) -> Server:
     return spawn_server([*command, *extra], data)
 
 
+@contextmanager
+def running_server(data: Path, *extra: str) -> Iterator[Server]:
+    """A server started as `start_server` starts it, for the block; at its end stopped with
+    SIGTERM, from which it must exit 0 (the assertion shows its log's tail otherwise)."""
+    running = start_server(data, *extra)
+    try:
+        yield running
+    finally:
+        code = running.stop()
+        assert code == 0, f"the server exited with {code}: {running.log.read_text()[-3000:]}"
+
+
 def spawn_server(command: list[str], data: Path) -> Server:
     """Runs `command` (a `refimpl serve`, or something that runs one and passes on what it
     prints) and waits until the server says where it listens; its admin token if it says it.
@@ -170,12 +183,8 @@ def spawn_server(command: list[str], data: Path) -> Server:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    running = start_server(tmp_path_factory.mktemp("server") / "data")
-    try:
+    with running_server(tmp_path_factory.mktemp("server") / "data") as running:
         yield running
-    finally:
-        code = running.stop()
-        assert code == 0, f"the server exited with {code}: {running.log.read_text()[-3000:]}"
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ import requests
 
 from refimpl.errors import Unavailable, WritesStopped
 from refimpl.http.error_answers import to_response
-from tests.http.conftest import Server, start_server
+from tests.http.conftest import Server, running_server
 
 
 def assert_error(response: requests.Response, status: int, *words: str) -> dict:
@@ -176,11 +176,8 @@ def small(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     data = tmp_path_factory.mktemp("small") / "data"
     data.mkdir()
     (data / "kdb.conf").write_text("max_body_mb = 1\n")
-    running = start_server(data)
-    try:
+    with running_server(data) as running:
         yield running
-    finally:
-        assert running.stop() == 0
 
 
 def test_oversized_bodies(small: Server):

@@ -12,7 +12,7 @@ import refimpl
 from refimpl.engine.access import Principal
 from refimpl.engine.feeds import COPY_PAGES_PER_USER, ChangeFeeds
 from refimpl.errors import TooManyRequests
-from tests.http.conftest import Server, start_server
+from tests.http.conftest import Server, running_server
 
 PAGE_ROWS = 50
 
@@ -22,14 +22,11 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     data: Path = tmp_path_factory.mktemp("copy-pages") / "data"
     data.mkdir()
     (data / "kdb.conf").write_text(f"copy_page_rows = {PAGE_ROWS}\n")
-    running = start_server(data)
-    try:
+    with running_server(data) as running:
         running.sql("CREATE TABLE t (id INT PRIMARY KEY)")
         values = ", ".join(f"({n})" for n in range(1, 121))
         running.sql(f"INSERT INTO t VALUES {values}")
         yield running
-    finally:
-        assert running.stop() == 0, running.log.read_text()[-3000:]
 
 
 def _page(server: Server, limit: int, at: object = None):

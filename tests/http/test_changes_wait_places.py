@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.http.conftest import ADMIN, Server, start_server
+from tests.http.conftest import ADMIN, Server, running_server
 
 PLACES = 4  # threads / 4
 WAIT_MS = 2500
@@ -24,16 +24,13 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     data: Path = tmp_path_factory.mktemp("places") / "data"
     data.mkdir()
     (data / "kdb.conf").write_text(f"threads = {PLACES * 4}\n")
-    running = start_server(data)
-    try:
+    with running_server(data) as running:
         running.sql("CREATE TABLE t (id INT PRIMARY KEY)")
         running.sql("CREATE TABLE quiet (id INT PRIMARY KEY)")
         running.sql("INSERT INTO t VALUES (1)")
         running.sql("CREATE USER greedy")
         running.sql("GRANT READ ON DATABASE demo TO greedy")
         yield running
-    finally:
-        assert running.stop() == 0, running.log.read_text()[-3000:]
 
 
 def _poll(server: Server, token: object, table: str = "quiet") -> tuple[float, requests.Response]:

@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 import pytest
 import requests
 
-from tests.http.conftest import Server, start_server
+from tests.http.conftest import Server, running_server
 
 PER_ADDRESS = 4
 TOTAL = 6
@@ -32,11 +32,8 @@ def limited(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     (data / "kdb.conf").write_text(
         f"max_connections = {TOTAL}\nmax_connections_per_address = {PER_ADDRESS}\n"
     )
-    running = start_server(data)
-    try:
+    with running_server(data) as running:
         yield running
-    finally:
-        assert running.stop() == 0
 
 
 def connect(server: Server, source: str) -> socket.socket:

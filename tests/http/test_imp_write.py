@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from refimpl.http import csvimport
-from tests.http.conftest import Server, start_server
+from tests.http.conftest import Server, running_server
 
 
 def columns(server: Server, db: str, table: str) -> list[tuple[str, str]]:
@@ -185,11 +185,8 @@ def _csv(rows: int, bad_at: int | None = None) -> bytes:
 
 @pytest.fixture(scope="module")
 def fresh(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    running = start_server(tmp_path_factory.mktemp("imp") / "data")
-    try:
+    with running_server(tmp_path_factory.mktemp("imp") / "data") as running:
         yield running
-    finally:
-        assert running.stop() == 0
 
 
 def test_a_large_import_is_streamed_in_bounded_memory(fresh: Server):

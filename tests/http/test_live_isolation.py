@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.http.conftest import Server, start_server
+from tests.http.conftest import Server, running_server
 from tests.http.stream_client import open_stream
 
 TIMEOUT_MS = 500
@@ -34,15 +34,12 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     data: Path = tmp_path_factory.mktemp("isolation") / "data"
     data.mkdir()
     (data / "kdb.conf").write_text(f"statement_timeout_ms = {TIMEOUT_MS}\n")
-    running = start_server(data)
-    try:
+    with running_server(data) as running:
         running.sql("CREATE TABLE docs (id INT PRIMARY KEY, body STRING)")
         running.sql("CREATE TABLE ticks (id INT PRIMARY KEY, v INT)")
         running.sql("CREATE USER hostile")
         running.sql("GRANT READ ON DATABASE demo TO hostile")
         yield running
-    finally:
-        assert running.stop() == 0, running.log.read_text()[-3000:]
 
 
 @pytest.fixture(scope="module")

@@ -8,18 +8,15 @@ from collections.abc import Iterator
 import pytest
 import requests
 
-from tests.http.conftest import Server, start_server
+from tests.http.conftest import Server, running_server
 
 BIG = 3000  # rows of ~200 bytes of text: past a limit of 1 MB with what is there
 
 
 @pytest.fixture(scope="module")
 def limited(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    running = start_server(tmp_path_factory.mktemp("memory") / "data", "--memory", "1")
-    try:
+    with running_server(tmp_path_factory.mktemp("memory") / "data", "--memory", "1") as running:
         yield running
-    finally:
-        assert running.stop() == 0
 
 
 def _csv(start: int, count: int) -> bytes:

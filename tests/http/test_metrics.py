@@ -25,7 +25,7 @@ from refimpl.http.metrics import REQUEST_BOUNDS, RequestCounts
 from refimpl.pgwire import messages as m
 from refimpl.pgwire.serving import PgOptions
 from refimpl.pgwire.serving import PgServer as PgServing
-from tests.http.conftest import ROOT, Server, start_server
+from tests.http.conftest import ROOT, Server, running_server
 from tests.http.stream_client import open_stream
 from tests.pgwire.attack import (
     connect_from,
@@ -293,11 +293,8 @@ def test_every_request_is_counted_once_in_its_bucket(
 
 @pytest.fixture(scope="module")
 def pg(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PgServer]:
-    running = start_server(tmp_path_factory.mktemp("pgmetrics") / "data", "--pg-port", "0")
-    try:
+    with running_server(tmp_path_factory.mktemp("pgmetrics") / "data", "--pg-port", "0") as running:
         yield PgServer(running, *pg_address(running))
-    finally:
-        assert running.stop() == 0, running.log.read_text()[-3000:]
 
 
 @pytest.fixture

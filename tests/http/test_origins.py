@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 import pytest
 import requests
 
-from tests.http.conftest import Server, start_server
+from tests.http.conftest import Server, running_server
 
 EVIL = "https://evil.example"
 
@@ -164,11 +164,8 @@ def test_head_runs_nothing(server: Server, db: str, browser):
 
 @pytest.fixture(scope="module")
 def dev_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    running = start_server(tmp_path_factory.mktemp("dev") / "data", "--dev")
-    try:
+    with running_server(tmp_path_factory.mktemp("dev") / "data", "--dev") as running:
         yield running
-    finally:
-        assert running.stop() == 0
 
 
 def test_dev_mode_is_not_open_to_other_sites(dev_server: Server):
@@ -217,8 +214,7 @@ def test_behind_tls_the_cookie_is_secure_and_hosts_are_the_configured(tmp_path: 
     data = tmp_path / "data"
     data.mkdir()
     (data / "kdb.conf").write_text("behind_tls = true\nallowed_hosts = db.example\n")
-    running = start_server(data)
-    try:
+    with running_server(data) as running:
         port = urlsplit(running.url).port
         opened = requests.post(
             running.url + "/api/session",
@@ -232,5 +228,3 @@ def test_behind_tls_the_cookie_is_secure_and_hosts_are_the_configured(tmp_path: 
         # The listen address is not among the configured names.
         assert running.get("/health").status_code == 400
         assert running.get("/health", headers={"Host": "db.example"}).status_code == 200
-    finally:
-        assert running.stop() == 0

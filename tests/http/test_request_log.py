@@ -12,16 +12,15 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from refimpl.http.request_log import MAX_QUERY_LOGGED, RequestIds, redacted_query
-from tests.http.conftest import Server, start_server
+from tests.http.conftest import Server, running_server
 
 
 @pytest.fixture(scope="module")
 def json_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    running = start_server(tmp_path_factory.mktemp("jsonlog") / "data", "--log-format", "json")
-    try:
+    with running_server(
+        tmp_path_factory.mktemp("jsonlog") / "data", "--log-format", "json"
+    ) as running:
         yield running
-    finally:
-        assert running.stop() == 0
 
 
 def log_lines(server: Server, request_id: str, timeout: float = 10.0) -> list[dict]:

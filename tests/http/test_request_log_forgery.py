@@ -21,7 +21,7 @@ from refimpl.http.request_log import (
     shown_path,
 )
 from refimpl.log_format import escape_controls
-from tests.http.conftest import Server, start_server
+from tests.http.conftest import Server, running_server
 
 # The start of a text record: its time, as TEXT_FORMAT writes it.
 RECORD_START = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} [A-Z]+ ")
@@ -33,11 +33,8 @@ def logged(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Server]:
     data = tmp_path_factory.mktemp(f"log_{request.param}") / "data"
-    running = start_server(data, "--log-format", request.param)
-    try:
+    with running_server(data, "--log-format", request.param) as running:
         yield running
-    finally:
-        assert running.stop() == 0
 
 
 def _is_json(server: Server) -> bool:

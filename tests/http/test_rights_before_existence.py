@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.http.conftest import Server, start_server
+from tests.http.conftest import Server, running_server
 
 # (method, path, query, body): {name} is the table, or the database, asked about.
 TABLE_REQUESTS: list[tuple[str, str, dict[str, str], bytes | None]] = [
@@ -73,11 +73,8 @@ DATABASE_REQUESTS: list[tuple[str, str, dict[str, str], bytes | None]] = [
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     data: Path = tmp_path_factory.mktemp("before-existence") / "data"
-    running = start_server(data)
-    try:
+    with running_server(data) as running:
         yield running
-    finally:
-        assert running.stop() == 0, running.log.read_text()[-3000:]
 
 
 @pytest.fixture(scope="module")

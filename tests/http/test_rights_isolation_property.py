@@ -37,7 +37,7 @@ import requests
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from tests.http.conftest import Server, start_server
+from tests.http.conftest import Server, running_server
 from tests.http.stream_client import EventReader, open_stream
 
 USERS = (0, 1)
@@ -104,11 +104,8 @@ class Example:
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     data: Path = tmp_path_factory.mktemp("rights-property") / "data"
-    running = start_server(data)
-    try:
+    with running_server(data) as running:
         yield running
-    finally:
-        assert running.stop() == 0, running.log.read_text()[-3000:]
 
 
 def _markers(text: str) -> list[int]:

@@ -20,7 +20,7 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from tests.http.conftest import Server, start_server
+from tests.http.conftest import Server, running_server
 
 CHECKS = [
     not_a_server_error,
@@ -40,11 +40,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     data = tmp_path_factory.mktemp("schemathesis") / "data"
     data.mkdir()
     (data / "kdb.conf").write_text(STREAM_SETTINGS, encoding="utf-8")
-    running = start_server(data)
-    try:
+    with running_server(data) as running:
         yield running
-    finally:
-        assert running.stop() == 0, running.log.read_text()[-3000:]
 
 
 @pytest.fixture(scope="module")

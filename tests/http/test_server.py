@@ -13,16 +13,13 @@ from urllib.parse import urlsplit
 import pytest
 
 from refimpl.http.serving import server as serving
-from tests.http.conftest import Server, start_server
+from tests.http.conftest import Server, running_server
 
 
 @pytest.fixture(scope="module")
 def few_threads(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    running = start_server(tmp_path_factory.mktemp("few") / "data", "--threads", "4")
-    try:
+    with running_server(tmp_path_factory.mktemp("few") / "data", "--threads", "4") as running:
         yield running
-    finally:
-        assert running.stop() == 0
 
 
 def _cpu_seconds(pid: int) -> float:

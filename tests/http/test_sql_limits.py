@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.http.conftest import Server, start_server
+from tests.http.conftest import Server, running_server
 
 HEALTH_BOUND = 2.0  # seconds: a liveness check, generous on a loaded machine
 
@@ -229,11 +229,8 @@ def strict_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     data: Path = tmp_path_factory.mktemp("strict") / "data"
     data.mkdir()
     (data / "kdb.conf").write_text("statement_timeout_ms = 1\n")
-    running = start_server(data)
-    try:
+    with running_server(data) as running:
         yield running
-    finally:
-        assert running.stop() == 0, running.log.read_text()[-3000:]
 
 
 def test_statement_timeout_covers_update_delete_and_parse(strict_server: Server):

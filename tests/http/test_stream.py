@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.http.conftest import Server, start_server
+from tests.http.conftest import Server, running_server
 from tests.http.stream_client import EventReader, open_stream
 
 HEARTBEAT = 0.3
@@ -24,11 +24,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     data = tmp_path_factory.mktemp("stream") / "data"
     data.mkdir()
     (data / "kdb.conf").write_text(f"stream_heartbeat_s = {HEARTBEAT}\n")
-    running = start_server(data)
-    try:
+    with running_server(data) as running:
         yield running
-    finally:
-        assert running.stop() == 0, running.log.read_text()[-3000:]
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.http.conftest import Server, start_server
+from tests.http.conftest import Server, running_server, start_server
 from tests.http.stream_client import open_stream
 
 MAX_AGE = 1.5
@@ -101,8 +101,7 @@ def test_with_dev_streams_need_no_token_and_tickets_still_work_once(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
     data = tmp_path_factory.mktemp("dev") / "data"
-    running = start_server(data, "--dev")
-    try:
+    with running_server(data, "--dev") as running:
         ticket = running.post("/stream/tickets", token=None).json()["ticket"]
         stream = open_stream(running, token=None, ticket=ticket)
         assert stream.take(1)[0]["event"] == "ready"
@@ -112,5 +111,3 @@ def test_with_dev_streams_need_no_token_and_tickets_still_work_once(
         stream.close()
         again = running.get("/stream/changes", params={"ticket": ticket}, token=None)
         assert again.status_code == 401
-    finally:
-        assert running.stop() == 0

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from tests.http.conftest import Server, start_server
+from tests.http.conftest import Server, running_server
 from tests.http.stream_client import open_stream
 
 ROWS = 100  # per transaction
@@ -32,11 +32,8 @@ MEMORY_BOUND_MB = 40  # what the server's memory may grow by (a buffering server
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[Server]:
-    running = start_server(tmp_path / "data")
-    try:
+    with running_server(tmp_path / "data") as running:
         yield running
-    finally:
-        assert running.stop() == 0, running.log.read_text()[-3000:]
 
 
 @pytest.mark.parametrize(

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 import requests
 
-from tests.http.conftest import Server, start_server
+from tests.http.conftest import Server, running_server
 
 SUBSCRIBERS = 10
 COMMITS = 300
@@ -42,12 +42,10 @@ Row = tuple[Any, ...]
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     """This module's server, with wait places for every subscriber (the folder's `db`
     fixture makes each test's database on it)."""
-    running = start_server(tmp_path_factory.mktemp("stress") / "data", "--threads", str(THREADS))
-    try:
+    with running_server(
+        tmp_path_factory.mktemp("stress") / "data", "--threads", str(THREADS)
+    ) as running:
         yield running
-    finally:
-        code = running.stop()
-        assert code == 0, f"the server exited with {code}: {running.log.read_text()[-3000:]}"
 
 
 def _events(text: str) -> list[tuple[str | None, str | None, str | None]]:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import psycopg
 
-from tests.http.conftest import start_server
+from tests.http.conftest import running_server
 from tests.pgwire.conftest import PgServer, pg_address
 
 
@@ -61,12 +61,8 @@ def pg_server(tmp: Path, **conf: object) -> Iterator[PgServer]:
     data = tmp / "data"
     data.mkdir()
     (data / "kdb.conf").write_text("".join(f"{key} = {value}\n" for key, value in conf.items()))
-    running = start_server(data, "--pg-port", "0")
-    try:
+    with running_server(data, "--pg-port", "0") as running:
         yield PgServer(running, *pg_address(running))
-    finally:
-        code = running.stop()
-        assert code == 0, f"the server exited with {code}: {running.log.read_text()[-3000:]}"
 
 
 def assert_alive(pg: PgServer, victim: psycopg.Connection, bound: float = 10.0) -> None:

@@ -3,16 +3,23 @@ fresh database per test, reached by real drivers (psycopg, asyncpg) and psql."""
 
 from __future__ import annotations
 
+import datetime
 import re
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
 
-from tests.http.conftest import Server, start_server
+from tests.http.conftest import Server, running_server
 
 
 @dataclass
@@ -48,15 +55,48 @@ def pg_address(server: Server) -> tuple[str, int]:
     raise AssertionError(f"the server did not print its PostgreSQL port: {server.lines}")
 
 
+def self_signed(folder: Path) -> tuple[Path, Path]:
+    """A self-signed certificate for localhost and its key, as files in `folder`."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .sign(key, hashes.SHA256())
+    )
+    cert_file, key_file = folder / "server.crt", folder / "server.key"
+    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_file.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    return cert_file, key_file
+
+
+@contextmanager
+def tls_pg_server(folder: Path) -> Iterator[PgServer]:
+    """A server whose PostgreSQL port speaks TLS with a self-signed certificate made in
+    `folder` (its data in folder/data), for the block (`running_server`)."""
+    cert, key = self_signed(folder)
+    tls = ("--pg-tls-cert", str(cert), "--pg-tls-key", str(key))
+    with running_server(folder / "data", "--pg-port", "0", *tls) as running:
+        yield PgServer(running, *pg_address(running))
+
+
 @pytest.fixture(scope="module")
 def pg(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PgServer]:
-    running = start_server(tmp_path_factory.mktemp("pg") / "data", "--pg-port", "0")
-    try:
+    with running_server(tmp_path_factory.mktemp("pg") / "data", "--pg-port", "0") as running:
         host, port = pg_address(running)
         yield PgServer(running, host, port)
-    finally:
-        code = running.stop()
-        assert code == 0, f"the server exited with {code}: {running.log.read_text()[-3000:]}"
 
 
 @pytest.fixture

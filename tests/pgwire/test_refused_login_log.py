@@ -14,7 +14,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from tests.http.conftest import Server, start_server
+from tests.http.conftest import Server, running_server
 from tests.pgwire.attack import read_until_closed
 from tests.pgwire.conftest import PgServer, pg_address
 
@@ -22,11 +22,8 @@ from tests.pgwire.conftest import PgServer, pg_address
 @pytest.fixture(scope="module")
 def pg(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PgServer]:
     folder = tmp_path_factory.mktemp("pg-login-log")
-    running = start_server(folder / "data", "--pg-port", "0", "--log-format", "json")
-    try:
+    with running_server(folder / "data", "--pg-port", "0", "--log-format", "json") as running:
         yield PgServer(running, *pg_address(running))
-    finally:
-        assert running.stop() == 0
 
 
 def refusals(server: Server, count: int) -> list[dict]:

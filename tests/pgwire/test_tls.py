@@ -4,59 +4,19 @@ bytes sent before the handshake are refused; without a certificate see test_serv
 
 from __future__ import annotations
 
-import datetime
 import socket
 import struct
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
-from tests.http.conftest import start_server
-from tests.pgwire.conftest import PgServer, pg_address
-
-
-def self_signed(folder: Path) -> tuple[Path, Path]:
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .sign(key, hashes.SHA256())
-    )
-    cert_file, key_file = folder / "server.crt", folder / "server.key"
-    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_file.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
-    return cert_file, key_file
+from tests.pgwire.conftest import PgServer, tls_pg_server
 
 
 @pytest.fixture(scope="module")
 def pg_tls(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PgServer]:
-    folder = tmp_path_factory.mktemp("pg_tls")
-    cert, key = self_signed(folder)
-    running = start_server(
-        folder / "data", "--pg-port", "0", "--pg-tls-cert", str(cert), "--pg-tls-key", str(key)
-    )
-    try:
-        yield PgServer(running, *pg_address(running))
-    finally:
-        assert running.stop() == 0, running.log.read_text()[-3000:]
+    with tls_pg_server(tmp_path_factory.mktemp("pg_tls")) as running:
+        yield running
 
 
 def test_sslmode_require_is_served_over_tls(pg_tls):

@@ -11,7 +11,7 @@ from pathlib import Path
 import pexpect
 import pytest
 
-from tests.http.conftest import ROOT, Server, start_server
+from tests.http.conftest import ROOT, Server, running_server
 
 TIMEOUT = 60  # a loaded machine may take long to start a shell
 
@@ -58,8 +58,5 @@ def quit_shell(child: pexpect.spawn) -> None:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    running = start_server(tmp_path_factory.mktemp("shell-server") / "data")
-    try:
+    with running_server(tmp_path_factory.mktemp("shell-server") / "data") as running:
         yield running
-    finally:
-        assert running.stop() == 0

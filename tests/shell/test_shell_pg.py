@@ -11,23 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.http.conftest import ROOT, Server, start_server
-from tests.pgwire.conftest import PgServer, pg_address
-from tests.pgwire.test_tls import self_signed
+from tests.http.conftest import ROOT, Server
+from tests.pgwire.conftest import PgServer, tls_pg_server
 from tests.shell.conftest import quit_shell, shell_environment, spawn, type_line
 
 
 @pytest.fixture(scope="module")
 def pg_tls(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PgServer]:
-    folder = tmp_path_factory.mktemp("shell-pg")
-    cert, key = self_signed(folder)
-    running = start_server(
-        folder / "data", "--pg-port", "0", "--pg-tls-cert", str(cert), "--pg-tls-key", str(key)
-    )
-    try:
-        yield PgServer(running, *pg_address(running))
-    finally:
-        assert running.stop() == 0, running.log.read_text()[-3000:]
+    with tls_pg_server(tmp_path_factory.mktemp("shell-pg")) as running:
+        yield running
 
 
 def count(server: Server, table: str) -> int:

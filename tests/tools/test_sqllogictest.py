@@ -24,7 +24,7 @@ from refimpl.sqllogictest.records import (
 )
 from refimpl.sqllogictest.runner import Server as SltServer
 from refimpl.sqllogictest.runner import run_file
-from tests.http.conftest import Server, start_server
+from tests.http.conftest import Server, running_server
 
 ROOT = Path(__file__).resolve().parents[2]
 CORPUS = ROOT.parent / "shared" / "sqllogictest"
@@ -112,11 +112,8 @@ def _script() -> str:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    running = start_server(tmp_path_factory.mktemp("slt") / "data")
-    try:
+    with running_server(tmp_path_factory.mktemp("slt") / "data") as running:
         yield running
-    finally:
-        assert running.stop() == 0
 
 
 # -- the format -------------------------------------------------------------------------------
