@@ -116,19 +116,17 @@ def profile(name: str, seconds: float, procs: int, out: Path) -> dict[str, float
     extra = ["--pg-port", "0"] if kind == "pgwire" else []
     server = harness.RefimplServer(threads=16, extra=extra)
     with server, tempfile.TemporaryDirectory() as folder:
-        if kind == "pgwire":
-            target: object = pgwire.prepare_refimpl(server)
-        else:
-            target = bench_http.prepare_refimpl(server, "lean")
         # Warm the caches (parse, plans, connections) before sampling.
         if kind == "pgwire":
-            pgwire.run_phase(target, op, 16, procs, 1.0, 10**12)  # type: ignore[arg-type]
+            conninfo = pgwire.prepare_refimpl(server)
+            pgwire.run_phase(conninfo, op, 16, procs, 1.0, 10**12)
         else:
+            target = bench_http.prepare_refimpl(server, "lean")
             bench_http.run_phase(target, op, 16, procs, 1.0, 10**12)
         raw = Path(folder) / "stacks.txt"
         spy = _spy(server.pid, seconds + 2 * harness.CLIENT_WARMUP, raw)
         if kind == "pgwire":
-            figures = pgwire.run_phase(target, op, 16, procs, seconds, 0, server.pid)  # type: ignore[arg-type]
+            figures = pgwire.run_phase(conninfo, op, 16, procs, seconds, 0, server.pid)
         else:
             figures = bench_http.run_phase(target, op, 16, procs, seconds, 0)
         spy.wait()
