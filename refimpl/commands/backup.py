@@ -32,7 +32,9 @@ from refimpl.engine.storage.restore import restore_database, timeline_base
 from refimpl.errors import InvalidValue, StorageError
 
 # Files of a data folder beside its databases that a backup keeps (a restore brings them back).
-KEPT_FILES = ("access.json", "kdb.conf")
+# Not the replication slots: a restore puts every database on a new timeline of LSNs, where
+# no position a slot confirmed names a place (spec: replication, as PostgreSQL's backups).
+KEPT_FILES = ("access.json", "kdb.conf", "publications.json")
 _LOCK = ".lock"
 # The name of a database's checkpoint or log segment: never '.', '..' or a hidden file.
 _FILE_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]{0,99}")

@@ -100,3 +100,26 @@ def test_serve_and_check_name_the_file_without_a_traceback(folder: Path) -> None
     checked = _refimpl("check", "--data", str(folder))
     assert checked.returncode == 0, checked.stdout
     assert "replication slots: 1 in replication_slots.json" in checked.stdout
+
+
+def test_a_backup_keeps_the_publications_and_not_the_slots(folder: Path, tmp_path: Path) -> None:
+    instance = Instance.open(folder, EngineOptions())
+    try:
+        session = instance.session()
+        session.execute("CREATE TABLE t (id INT PRIMARY KEY)")
+        session.execute("CREATE PUBLICATION p FOR TABLE t")
+        session.execute("SELECT * FROM pg_create_logical_replication_slot('s', 'test_decoding')")
+    finally:
+        instance.close()
+    backup, restored = tmp_path / "backup", tmp_path / "restored"
+    assert _refimpl("backup", "--data", str(folder), "--to", str(backup)).returncode == 0
+    assert (backup / "publications.json").is_file()
+    assert not (backup / "replication_slots.json").exists()
+    done = _refimpl("restore", "--from", str(backup), "--data", str(restored))
+    assert done.returncode == 0, done.stderr
+    instance = Instance.open(restored, EngineOptions())
+    try:
+        assert [(p.name, p.tables) for p in instance.publications.of("demo")] == [("p", ("t",))]
+        assert instance.slots.all() == []
+    finally:
+        instance.close()
