@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import pwd
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
@@ -16,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import psycopg
+
+from tests.http.conftest import free_port
 
 BIN = Path("/usr/lib/postgresql/15/bin")
 
@@ -41,12 +42,6 @@ class Postgres:
             self.process.kill()
             self.process.wait(5)
         shutil.rmtree(self.folder, ignore_errors=True)
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def _as_owner(command: list[str]) -> list[str]:
@@ -89,7 +84,7 @@ def start_postgres() -> tuple[Postgres | None, str]:
     if done.returncode != 0:
         shutil.rmtree(folder, ignore_errors=True)
         return None, f"initdb failed: {done.stderr[-500:]}"
-    port = _free_port()
+    port = free_port()
     command = _as_owner(
         [
             str(BIN / "postgres"),

@@ -1,4 +1,5 @@
-"""A small reader of `GET /stream/changes` for tests: events as they arrive, comments too.
+"""A small reader of `GET /stream/changes` for tests: events as they arrive, comments too;
+and the events of a whole answer (`sse_events`: a long poll of /api/subscribe).
 
 `requests` reads the chunked answer as it comes; blocks are parsed as the SSE format says
 (one `data` line per event here, as the spec promises).
@@ -13,6 +14,23 @@ from typing import Any
 import requests
 
 from tests.http.conftest import ADMIN, Server
+
+
+def sse_events(text: str) -> list[tuple[str | None, str | None, str | None]]:
+    """(id, event name, data line) of each event of a whole answer, `retry:` blocks left out."""
+    found = []
+    for block in text.split("\n\n"):
+        ident = kind = data = None
+        for line in block.splitlines():
+            if line.startswith("id: "):
+                ident = line[4:]
+            elif line.startswith("event: "):
+                kind = line[7:]
+            elif line.startswith("data: "):
+                data = line[6:]
+        if ident is not None or kind is not None:
+            found.append((ident, kind, data))
+    return found
 
 
 class EventReader:

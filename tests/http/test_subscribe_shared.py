@@ -7,22 +7,9 @@ import json
 from concurrent.futures import ThreadPoolExecutor
 
 from tests.http.conftest import Server
+from tests.http.stream_client import sse_events
 
 QUERY = "SUBSCRIBE SELECT id, pts FROM scores ORDER BY pts DESC LIMIT 3"
-
-
-def _event(text: str) -> tuple[str, str | None, str | None]:
-    """(id, event name, data line) of one answer."""
-    ident = kind = data = None
-    for line in text.splitlines():
-        if line.startswith("id: "):
-            ident = line[4:]
-        elif line.startswith("event: "):
-            kind = line[7:]
-        elif line.startswith("data: "):
-            data = line[6:]
-    assert ident is not None
-    return ident, kind, data
 
 
 def _subscribe(server: Server, db: str, ident: str | None = None, wait: int = 0):
@@ -31,7 +18,9 @@ def _subscribe(server: Server, db: str, ident: str | None = None, wait: int = 0)
         params["id"] = ident
     response = server.get("/api/subscribe", params=params, timeout=60)
     assert response.status_code == 200, response.text
-    return _event(response.text)
+    (event,) = sse_events(response.text)
+    assert event[0] is not None
+    return event[0], event[1], event[2]
 
 
 def test_waiting_requests_of_one_query_get_one_change(server: Server, db: str):

@@ -22,6 +22,7 @@ import pytest
 import requests
 
 from tests.http.conftest import Server, running_server
+from tests.http.stream_client import sse_events
 
 SUBSCRIBERS = 10
 COMMITS = 300
@@ -48,23 +49,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         yield running
 
 
-def _events(text: str) -> list[tuple[str | None, str | None, str | None]]:
-    """(id, event name, data) of each event of an answer, the `retry:` line left out."""
-    found = []
-    for block in text.split("\n\n"):
-        ident = kind = data = None
-        for line in block.splitlines():
-            if line.startswith("id: "):
-                ident = line[4:]
-            elif line.startswith("event: "):
-                kind = line[7:]
-            elif line.startswith("data: "):
-                data = line[6:]
-        if ident is not None or kind is not None:
-            found.append((ident, kind, data))
-    return found
-
-
 class Subscriber(threading.Thread):
     """A client of the candle query: long polls in a loop on a keep-alive connection,
     applying each answer as the spec says (rows by their key `m`)."""
@@ -86,7 +70,7 @@ class Subscriber(threading.Thread):
             params["id"] = self.id
         response = self.http.get(self.server.url + "/api/subscribe", params=params, timeout=60)
         assert response.status_code == 200, response.text
-        for ident, kind, data in _events(response.text):
+        for ident, kind, data in sse_events(response.text):
             with self.changed:
                 if kind == "snapshot":
                     assert data is not None
