@@ -38,8 +38,9 @@ from hypothesis import seed as hypothesis_seed  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from tests.http.conftest import start_server  # noqa: E402
+from tests.http.fuzz_judge import Target, judge, shorten  # noqa: E402
 from tests.http.test_hostile_fuzz import raw_requests, send  # noqa: E402
-from tests.http.test_sql_fuzz import Target, judge, shorten, sql_texts  # noqa: E402
+from tests.http.test_sql_fuzz import sql_texts  # noqa: E402
 
 RESET_EVERY = 500  # statements between fresh databases: the tables stay small
 SHOWN = 20  # failures printed in full
@@ -176,8 +177,7 @@ def fuzz_here(args: argparse.Namespace) -> tuple[list[Tally], bool]:
     with tempfile.TemporaryDirectory() as folder:
         server = start_server(Path(folder) / "data")
         try:
-            target = Target(server.url, server.token, server.log, "demo")
-            target.reset()
+            target = Target.on(server)
             if args.statements:
                 tallies.append(
                     fuzz_statements(target, args.statements, args.seed, args.parse_check_every)

@@ -27,7 +27,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.http.conftest import Server
-from tests.http.test_sql_fuzz import Target, shorten
+from tests.http.fuzz_judge import Target, shorten
 
 EXAMPLES = int(os.environ.get("HOSTILE_FUZZ_EXAMPLES", "200"))
 WAIT = 10.0  # seconds a half-closed request may take to be answered
@@ -453,9 +453,7 @@ def raw_requests(draw: st.DrawFn, target: Target) -> bytes:
 
 @pytest.fixture
 def target(server: Server) -> Target:
-    made = Target(server.url, server.token, server.log, "demo")
-    made.reset()
-    return made
+    return Target.on(server)
 
 
 @pytest.mark.parametrize("cases", [framing_cases, parameter_cases])
