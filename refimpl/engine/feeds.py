@@ -229,7 +229,7 @@ class ChangeFeeds:
         """While inside, evaluation on this thread stops at the statement timeout from now
         (`refimpl.engine.query.deadlines`)."""
         at = time.monotonic() + self._instance.options.statement_timeout
-        with deadlines.running(_Deadline(at)):
+        with deadlines.running(_Deadline(at), bulk=True):
             yield
 
     def table_feed(self, database: str, table: str, principal: Principal) -> TableFeed:
@@ -326,29 +326,23 @@ class ChangeFeeds:
         return {n: stats.get(n, {}) for n in wanted}
 
 
-YIELD_EVERY = 0.002  # seconds of a waiter's work between two turns given to other threads
-
-
 class _Deadline:
     """A fixed deadline, for work that is no session's statement; and a polite one.
 
-    Asked at every row of a filter and every few hundred candidates of a LIKE, it lets the
-    interpreter lock go every YIELD_EVERY seconds: a waiter's own work is a background
-    thread's, and the threads that answer everyone else (the waiting room, the workers)
-    must not queue behind it for the lock (they each waited the switch interval, again at
-    every step of a commit, so one user's filter held everyone's commits for seconds)."""
+    Asked at every row of a filter and every few hundred candidates of a LIKE, it makes way
+    (`deadlines.make_way`): a waiter's own work is a background thread's, it lets the
+    interpreter lock go every few milliseconds and takes turns with the other long work,
+    and the threads that answer everyone else (the waiting room, the workers) never queue
+    behind it for the lock (they each waited the switch interval, again at every step of
+    a commit, so one user's filter held everyone's commits for seconds)."""
 
-    __slots__ = ("at", "_turn")
+    __slots__ = ("at",)
 
     def __init__(self, at: float) -> None:
         self.at = at
-        self._turn = time.monotonic() + YIELD_EVERY
 
     def statement_deadline(self) -> float:
-        now = time.monotonic()
-        if now >= self._turn:
-            time.sleep(0.0001)  # the lock goes to whoever waits for it
-            self._turn = time.monotonic() + YIELD_EVERY
+        deadlines.make_way()
         return self.at
 
 

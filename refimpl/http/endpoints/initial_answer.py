@@ -7,7 +7,13 @@ from __future__ import annotations
 from itertools import repeat
 
 from refimpl.engine.features.feed_options import FeedOptions, type_of
-from refimpl.engine.features.initial_copy import INITIAL, CopyPosition, parse_position
+from refimpl.engine.features.initial_copy import (
+    INITIAL,
+    CopyPosition,
+    InitialBatch,
+    parse_position,
+)
+from refimpl.engine.feeds import LogBounds, TableFeed
 from refimpl.http.context import Context
 from refimpl.http.encode import Answer, encode_json
 from refimpl.http.endpoints.change_encoding import (
@@ -48,9 +54,22 @@ def copy_answer(
     feed = ctx.app.feeds.table_feed(ctx.database, table, ctx.principal)
     feed_filter = None if options.where is None else feed.compile_filter(options.where)
     bounds = feed.bounds()
-    # The page is its user's work: bounded in rows, in pages at once and in time.
+    # The page is its user's work: bounded in rows, in pages at once and in time, and its
+    # encoding too (which costs more than its read), taking turns with other users' work.
     with ctx.app.feeds.copy_page(ctx.principal, limit):
         batch = feed.read_initial(at, limit, feed_filter)
+        return _page_answer(feed, bounds, options, at, batch, fmt)
+
+
+def _page_answer(
+    feed: TableFeed,
+    bounds: LogBounds,
+    options: FeedOptions,
+    at: CopyPosition | None,
+    batch: InitialBatch,
+    fmt: str,
+) -> Answer:
+    """A page read from `at` as JSON or SSE."""
     full = feed.before_images
     objects = ChangeObjects(feed.column_names, feed.column_types)
     changes = []

@@ -49,3 +49,105 @@ def test_short_work_does_not_pause(monkeypatch: pytest.MonkeyPatch) -> None:
     worker.start()
     worker.join()
     assert pauses == []
+
+
+class _NoDeadline:
+    def statement_deadline(self) -> float | None:
+        return None
+
+
+def _steps(seconds: float, bulk: bool) -> None:
+    """`seconds` of short steps with make_way between them, as a client's own work (`bulk`)
+    or not."""
+    with deadlines.running(_NoDeadline(), bulk=bulk):
+        until = time.monotonic() + seconds
+        while time.monotonic() < until:
+            deadlines.make_way()
+
+
+def test_turns_go_in_the_order_asked() -> None:
+    """While one thread holds the turn, the others get it one at a time, first asked first;
+    the holder asking again goes after them."""
+    turns = deadlines.Turns(lapses=60.0)  # no turn lapses while the test runs
+    turns.next_turn()  # this thread holds the turn
+    order: list[str] = []
+    done = threading.Event()
+
+    def ask(name: str) -> None:
+        turns.next_turn()
+        order.append(name)
+        turns.give_up()  # its work ended
+        done.wait(30)
+
+    waiters = []
+    for name in ("first", "second"):
+        waiter = threading.Thread(target=ask, args=(name,))
+        waiter.start()
+        waiters.append(waiter)
+        for _ in range(3000):  # until it queues, so that the order asked is known
+            if turns.waiting() == len(waiters):
+                break
+            time.sleep(0.001)
+    assert turns.waiting() == 2
+    turns.next_turn()  # given up, and taken again after both
+    order.append("holder")
+    done.set()
+    for waiter in waiters:
+        waiter.join(30)
+    assert order == ["first", "second", "holder"]
+    assert turns.waiting() == 0
+
+
+def test_work_that_is_no_clients_never_waits_for_a_turn(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The waiting room's and the workers' own encodings pause, but never queue for the turn
+    (they answer everyone; the turn is for clients' own work)."""
+    turns: list[int] = []
+    monkeypatch.setattr(deadlines.Turns, "next_turn", lambda self: turns.append(1))
+    worker = threading.Thread(target=_steps, args=(0.030, False))
+    worker.start()
+    worker.join(30)
+    assert turns == []
+
+    def clients_work() -> None:
+        # Until it asks for a turn (a busy machine may stop this thread for long).
+        until = time.monotonic() + 20
+        while not turns and time.monotonic() < until:
+            _steps(0.030, True)
+
+    worker = threading.Thread(target=clients_work)
+    worker.start()
+    worker.join(30)
+    assert turns, "a client's long work never asked for a turn"
+
+
+def test_a_turn_whose_holder_is_gone_passes_on() -> None:
+    """A holder that ends its work between turns (it never asks again) holds up the next
+    one until its turn lapses, and no longer."""
+    turns = deadlines.Turns()
+    turns.next_turn()  # this thread takes the turn and never asks again
+    took: list[float] = []
+    started = time.monotonic()
+
+    def wait_for_turn() -> None:
+        turns.next_turn()
+        took.append(time.monotonic())
+
+    waiter = threading.Thread(target=wait_for_turn)
+    waiter.start()
+    waiter.join(30)  # generous: the turn lapses after TURN_LAPSES_SECONDS
+    assert took, "the next thread never got the turn of a holder that was gone"
+    assert took[0] - started >= deadlines.TURN_LAPSES_SECONDS * 0.9
+    assert turns.waiting() == 0
+
+
+def test_a_clients_work_gives_up_its_turn_when_it_ends() -> None:
+    holders: list[int | None] = []
+
+    def work() -> None:
+        _steps(0.020, True)  # past its first turn: it took the turn
+        holders.append(deadlines.BULK._holder)
+
+    worker = threading.Thread(target=work)
+    worker.start()
+    worker.join(30)
+    assert holders == [None]
