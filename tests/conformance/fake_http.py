@@ -1,6 +1,7 @@
 """A scripted HTTP server that stands for an implementation under test, for the runner's
 own tests: it keeps databases, tokens and users in memory and answers the few statements and
-routes those tests send (`FakeState` says what it holds; the test changes it to make it lie).
+routes those tests send (`FakeState` says what it holds; the test changes it to make it lie);
+and an example made from one case (`http_example`), as the runner reads it from a chapter.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
+
+from conformance.cases import example_from_json, extract_chapter
 
 ADMIN = "admintok"
 
@@ -160,3 +163,10 @@ def fake_server() -> Iterator[tuple[str, FakeState]]:
     finally:
         httpd.shutdown()
         httpd.server_close()
+
+
+def http_example(ex_id: str, case: dict[str, Any]) -> Any:
+    """The conformance example `ex_id` of one HTTP case, as the runner reads it from a chapter."""
+    text = f"```http-example id={ex_id}\n{json.dumps(case)}\n```\n"
+    doc = extract_chapter(text, "spec/h.md", "0.0.0")
+    return example_from_json(doc["examples"][0])

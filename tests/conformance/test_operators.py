@@ -23,8 +23,8 @@ from conformance.case_files import schema_errors
 from conformance.cases import CaseError, extract_chapter
 from conformance.results import FAILED, PASSED, SKIPPED
 from conformance.runner import Runner, RunOptions
-from tests.conformance.test_runner import _http_example
-from tests.conformance.test_steps import ADMIN, Behaviour
+from tests.conformance.fake_http import ADMIN, http_example
+from tests.conformance.liar_http import Behaviour
 
 Liar = tuple[str, Behaviour]
 
@@ -48,7 +48,7 @@ def _calls(log: Path) -> list[list[str]]:
 
 def _run(url: str, case: dict[str, Any], command: str | None) -> Any:
     options = RunOptions(url, ADMIN, timeout=10.0, operator_cmd=command, start_timeout=10.0)
-    return Runner(options).run(_http_example("case", case))
+    return Runner(options).run(http_example("case", case))
 
 
 BACKUP_AND_SET = {

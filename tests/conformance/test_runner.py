@@ -35,7 +35,7 @@ from conformance.payloads import (
 from conformance.report import counts, print_report, summary_line, write_json, write_junit
 from conformance.results import FAILED, PASSED, SKIPPED, XFAILED, XPASSED
 from conformance.runner import Runner, RunOptions
-from tests.conformance.fake_http import ADMIN, FakeState
+from tests.conformance.fake_http import ADMIN, FakeState, http_example
 
 # ---------------------------------------------------------------------------------------
 # Matchers
@@ -340,12 +340,6 @@ def _sql_example(ex_id: str, block: str, needs: str = "") -> Any:
     return example_from_json(doc["examples"][0])
 
 
-def _http_example(ex_id: str, case: dict[str, Any]) -> Any:
-    text = f"```http-example id={ex_id}\n{json.dumps(case)}\n```\n"
-    doc = extract_chapter(text, "spec/h.md", "0.0.0")
-    return example_from_json(doc["examples"][0])
-
-
 def test_sql_example_passes_and_cleans_up(server: tuple[str, FakeState]) -> None:
     url, state = server
     example = _sql_example(
@@ -380,7 +374,7 @@ def test_sql_example_failure_has_a_diff(server: tuple[str, FakeState]) -> None:
 
 def test_http_example_with_captures(server: tuple[str, FakeState]) -> None:
     url, state = server
-    example = _http_example(
+    example = http_example(
         "tok",
         {
             "setup": ["INSERT INTO t VALUES (1)"],
@@ -428,7 +422,7 @@ def test_http_example_with_captures(server: tuple[str, FakeState]) -> None:
 
 def test_http_failure_diff_and_update(server: tuple[str, FakeState]) -> None:
     url, _ = server
-    example = _http_example(
+    example = http_example(
         "diff",
         {
             "request": {"path": "/exp"},
@@ -448,7 +442,7 @@ def test_http_failure_diff_and_update(server: tuple[str, FakeState]) -> None:
 
 def test_sse_answers_and_stream_limits(server: tuple[str, FakeState]) -> None:
     url, _ = server
-    example = _http_example(
+    example = http_example(
         "sse",
         {
             "steps": [
@@ -489,7 +483,7 @@ def test_needs_missing_database_skips(server: tuple[str, FakeState]) -> None:
 
 def test_unknown_capture_is_a_broken_example(server: tuple[str, FakeState]) -> None:
     url, _ = server
-    example = _http_example("broken", {"request": {"path": "/exec", "auth": "{{nothing}}"}})
+    example = http_example("broken", {"request": {"path": "/exec", "auth": "{{nothing}}"}})
     result = Runner(RunOptions(url, ADMIN)).run(example)
     assert result.verdict == FAILED and "broken" in result.message
 
