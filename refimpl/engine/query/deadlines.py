@@ -27,6 +27,7 @@ from collections import deque
 from contextvars import ContextVar
 from typing import Protocol
 
+from refimpl.engine.storage.locks import reading_under_lock
 from refimpl.errors import StatementTimeout
 
 
@@ -160,7 +161,7 @@ def make_way() -> None:
         _turns.due = now + TURN_SECONDS  # new work: its first turn runs at once
     elif now >= due:
         time.sleep(TURN_PAUSE_SECONDS)
-        if _bulk.get():
+        if _bulk.get() and not reading_under_lock():  # a commit would wait for the turn
             BULK.next_turn()
         now = time.monotonic()
         _turns.due = now + TURN_SECONDS

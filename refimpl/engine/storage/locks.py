@@ -8,6 +8,14 @@ from contextlib import contextmanager
 
 from refimpl.engine import admission
 
+_held = threading.local()  # how many shared locks the thread is inside, as a reader
+
+
+def reading_under_lock() -> bool:
+    """True while the calling thread is inside any `SharedLock` as a reader: work that would
+    wait for something else (a turn of long work) must not, since a commit waits for it."""
+    return getattr(_held, "count", 0) > 0
+
 
 class SharedLock:
     """Many readers or one writer: `with lock:` reads, `with lock.exclusive():` writes.
@@ -32,6 +40,7 @@ class SharedLock:
                     admission.waiting()
                     self._condition.wait()
                 self._readers += 1
+            _held.count = getattr(_held, "count", 0) + 1
         self._depth.value = depth + 1
         return self
 
@@ -39,6 +48,7 @@ class SharedLock:
         depth = self._depth.value - 1
         self._depth.value = depth
         if not depth:
+            _held.count -= 1
             with self._condition:
                 self._readers -= 1
                 if not self._readers:

@@ -9,6 +9,7 @@ import time
 import pytest
 
 from refimpl.engine.query import deadlines
+from refimpl.engine.storage.locks import SharedLock, reading_under_lock
 
 
 def test_long_work_pauses_once_a_turn(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -151,3 +152,23 @@ def test_a_clients_work_gives_up_its_turn_when_it_ends() -> None:
     worker.start()
     worker.join(30)
     assert holders == [None]
+
+
+def test_a_clients_work_under_a_state_lock_never_waits_for_a_turn(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A filter evaluated while the thread reads under a database's state lock (a live
+    query's re-run) pauses but never queues for the turn: a commit would wait for it."""
+    turns: list[int] = []
+    monkeypatch.setattr(deadlines.Turns, "next_turn", lambda self: turns.append(1))
+    lock = SharedLock()
+
+    def work() -> None:
+        with lock:
+            _steps(0.030, True)
+
+    worker = threading.Thread(target=work)
+    worker.start()
+    worker.join(30)
+    assert turns == []
+    assert not reading_under_lock()
