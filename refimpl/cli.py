@@ -209,6 +209,7 @@ def _serve(options: argparse.Namespace) -> int:
         line=logging.getLogger("refimpl.recovery").info, after=settings.progress_after_s
     )
     instance = Instance.open(settings.data, engine_options(settings), progress=recovery)
+    instance.slots.limit = settings.pg_max_replication_slots  # SQL's slots count too
     try:
         if options.sample:
             from refimpl.sample import ensure_sample

@@ -194,8 +194,8 @@ class ReplicationSession:
             self.principal.name or "",
             at,
             temporary=command.temporary,
-            limit=self.max_slots,
             pid=self.pid,
+            limit=self.max_slots,
         )
         fields = tuple(
             _text_field(n)

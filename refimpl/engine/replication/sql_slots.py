@@ -34,7 +34,6 @@ if TYPE_CHECKING:
     from refimpl.engine.statements.context import ScalarFunction, StatementContext
 
 SQL_PID = -1  # the holder a SQL read marks a slot with while it reads
-DEFAULT_MAX_SLOTS = 10
 READ_TRANSACTIONS = 1000  # transactions one read of the log takes at most
 
 
@@ -85,7 +84,6 @@ def create_slot(
         context.principal.name or "",
         at,
         temporary=False,
-        limit=DEFAULT_MAX_SLOTS,
     )
     columns = [Column("slot_name", "STRING"), Column("lsn", "STRING")]
     return _Rows(columns, source.alias or source.name, [(name, positions.text(at))])

@@ -24,6 +24,7 @@ from refimpl.errors import SlotError, StorageError
 SLOTS_FILE = "replication_slots.json"
 MAX_NAME = 63
 _NAME = re.compile(r"[a-z0-9_]+")
+DEFAULT_MAX_SLOTS = 10
 _ACTIVE_WAIT_S = 0.05  # how often DROP ... WAIT looks whether the slot was let go
 _FIELDS = {
     "name": Field(str),
@@ -58,6 +59,9 @@ class SlotStore:
     """The slots of one data folder. Thread-safe."""
 
     def __init__(self, folder: Path, files: FileOps) -> None:
+        # How many slots the data folder may hold (pg_max_replication_slots; the server
+        # sets it at its start): a `create` past it is 53400.
+        self.limit = DEFAULT_MAX_SLOTS
         self._file = folder / SLOTS_FILE
         self._files = files
         self._lock = threading.Lock()
@@ -83,11 +87,13 @@ class SlotStore:
         at: int,
         *,
         temporary: bool,
-        limit: int,
         pid: int | None = None,
+        limit: int | None = None,
     ) -> Slot:
-        """A new slot at position `at`; a temporary one is held by `pid` at once."""
+        """A new slot at position `at`; a temporary one is held by `pid` at once. 42710 for
+        a name taken, 53400 once the folder holds `limit` slots (default: `self.limit`)."""
         check_name(name)
+        limit = self.limit if limit is None else limit
         with self._lock:
             if name in self._slots:
                 raise SlotError("42710", f'replication slot "{name}" already exists')

@@ -38,6 +38,12 @@ def test_wal_senders_and_slots_are_limited(tmp_path: Path) -> None:
             cursor.execute("CREATE_REPLICATION_SLOT s2 LOGICAL test_decoding")
         assert full.value.pgcode == "53400"
         assert "pg_max_replication_slots (now 1)" in str(full.value)
+        # A slot made over SQL counts against the same limit.
+        refused_sql = pg.http.exec(
+            "SELECT * FROM pg_create_logical_replication_slot('s3', 'test_decoding')"
+        )
+        assert refused_sql.status_code == 400
+        assert "pg_max_replication_slots (now 1)" in refused_sql.json()["error"]
         cursor.execute("DROP_REPLICATION_SLOT s1")
         cursor.execute("CREATE_REPLICATION_SLOT s2 TEMPORARY LOGICAL test_decoding")
         first.close()
