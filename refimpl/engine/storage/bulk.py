@@ -5,9 +5,11 @@ log record, one LSN, all its rows or none, and no reader sees part of it. What d
 where the work is done. `prepare` does everything that depends only on the rows and the
 table's layout without any database lock: the NOT NULL checks, each row's place (partition
 and order key), each partition's new rows as a sorted structure, the log entry's bytes, the
-revision values the rows touch and what they count against the memory limit. The commit
-(`Database.commit_load`) then holds the write lock only to check the table is unchanged,
-append the prepared bytes to the log and swap or merge the prepared partitions in.
+revision values the rows touch and what they count against the memory limit, and the
+checksum of all but the first bytes of that entry. The commit (`Database.commit_load`) then
+holds the write lock only to check the table is unchanged, append the prepared bytes to the
+log (summing only the bytes before the known checksum, and not copying them) and swap or
+merge the prepared partitions in.
 
 A load that cannot go this way (triggers, secondary indexes, before-images, a key already
 held, a key twice in the load, a table changed since) is refused with None, and the caller
@@ -27,6 +29,7 @@ from refimpl.engine.storage.memory_limit import rows_bytes
 from refimpl.engine.storage.records import Entry
 from refimpl.engine.storage.table import Ident, OrderKey, PartKey, Row, Table
 from refimpl.engine.storage.values import TypedRows
+from refimpl.engine.storage.wal_crc import KnownTail
 from refimpl.engine.tracking.revisions import Touched
 
 # Rows placed at a time: each slice is a few C calls of a few milliseconds, so other threads
@@ -44,6 +47,7 @@ class PreparedLoad:
     index: dict[Ident, tuple[PartKey, OrderKey]]  # each new identity's place (taken over)
     partitions: dict[PartKey, SortedDict]  # the new rows of each partition, sorted
     record: bytearray  # the log record, encoded but for its commit time (`records.stamp`)
+    checksum: KnownTail  # of the record after its commit time: the log sums only the rest
     touched: Touched
     growth: int  # bytes the rows count against the memory limit
 
@@ -122,13 +126,15 @@ def prepare(key: str, table: Table, rows: TypedRows, idents: list[Ident]) -> Pre
         touched = Touched(frozenset(), True)
     else:
         touched = Touched(frozenset(map(itemgetter(schema.position(rev_column)), rows)))
+    record = records.encode_unstamped([entry])
     return PreparedLoad(
         key=key,
         table=table,
         count=len(rows),
         index=index,
         partitions=partitions,
-        record=records.encode_unstamped([entry]),
+        record=record,
+        checksum=KnownTail.of(record, records.STAMP_END),
         touched=touched,
         growth=rows_bytes(rows, schema),
     )

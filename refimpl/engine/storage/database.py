@@ -313,7 +313,8 @@ class Database:
         started = time.perf_counter()
         self.memory.reserve(self.name, load.growth)  # MemoryFull: nothing is logged
         try:
-            lsn = self.log.append(records.stamp(load.record, time.time_ns() // 1000))
+            stamped = records.stamp(load.record, time.time_ns() // 1000)
+            lsn = self.log.append(stamped, load.checksum)
         except BaseException:
             self.memory.reserve(self.name, -load.growth)
             raise

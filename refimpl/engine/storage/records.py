@@ -118,6 +118,9 @@ def encode_unstamped(entries: list[Entry]) -> bytearray:
     return record
 
 
+STAMP_END = _STAMP_AT + 8  # the bytes of an unstamped record from here on never change
+
+
 def stamp(record: bytearray, committed_at: int) -> bytearray:
     """`record` (from `encode_unstamped`) with its commit time: then a valid record, which
     decodes as `encode(committed_at, entries)` does."""

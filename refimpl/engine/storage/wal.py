@@ -36,6 +36,7 @@ from typing import BinaryIO
 from refimpl.engine import admission
 from refimpl.engine.files import REAL_FILES, FileOps, write_all
 from refimpl.engine.measures import LatencyHistogram
+from refimpl.engine.storage.wal_crc import KnownTail
 from refimpl.engine.storage.wal_seals import remove_seal, write_seal
 from refimpl.engine.storage.wal_segments import (
     HEADER,
@@ -55,6 +56,7 @@ __all__ = ["DEFAULT_SEGMENT_BYTES", "SegmentInfo", "WriteAheadLog"]
 DEFAULT_SEGMENT_BYTES = 64 * 1024 * 1024
 _READ_BUFFER = 64 * 1024
 _MAX_GATHER_SECONDS = 0.001
+_KEPT_BYTES = 1 << 20  # a payload this large with a known checksum is not copied at append
 _OPEN_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CREAT
 
 
@@ -206,11 +208,16 @@ class WriteAheadLog:
 
     # --- writing ----------------------------------------------------------------------------
 
-    def append(self, payload: bytes | bytearray | memoryview) -> int:
+    def append(
+        self, payload: bytes | bytearray | memoryview, known: KnownTail | None = None
+    ) -> int:
         """Buffers `payload` as the next record and returns its LSN; nothing is fsync'd yet.
 
         The caller holds the database write lock, so LSNs follow the order of calls. Raises
-        `WritesStopped` once the log has failed or is closed.
+        `WritesStopped` once the log has failed or is closed. With `known` (the checksum of
+        most of the payload, made before the lock), the frame's checksum costs next to
+        nothing; a large bytearray payload is then kept as it is, not copied, until it is
+        written: the caller must not change it.
         """
         size = len(payload)
         if size > MAX_PAYLOAD:
@@ -218,7 +225,8 @@ class WriteAheadLog:
         with self._lock:
             self._check_writable()
             lsn = self._last_lsn + 1
-            header = frame_header(lsn, payload)  # first: a bad payload type changes nothing
+            # First: a bad payload type changes nothing.
+            header = frame_header(lsn, payload, known)
             segment = self._segments[-1] if self._segments else None
             if segment is None or (segment.size >= self._segment_bytes and segment.records > 0):
                 segment = Segment(lsn, self._directory / segment_name(lsn), on_disk=False)
@@ -230,7 +238,11 @@ class WriteAheadLog:
                 buffer = bytearray()
                 pending.append((segment, buffer))
             buffer += header
-            buffer += payload
+            if known is not None and isinstance(payload, bytearray) and size >= _KEPT_BYTES:
+                # Written from where it is: no copy of a bulk load's record under the lock.
+                pending.extend([(segment, payload), (segment, bytearray())])
+            else:
+                buffer += payload
             segment.add(lsn, segment.size, HEADER_SIZE + size)
             self._last_lsn = lsn
             return lsn

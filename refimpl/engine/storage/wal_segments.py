@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from struct import Struct
 
+from refimpl.engine.storage.wal_crc import KnownTail
 from refimpl.engine.storage.wal_seals import Seal, covers, read_seal
 
 HEADER = Struct("<IIQ")  # payload length, CRC32, LSN
@@ -58,10 +59,14 @@ def parse_segment_name(name: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
-def frame_header(lsn: int, payload: bytes | bytearray | memoryview) -> bytes:
-    """The 16 header bytes that precede `payload` in the frame of record `lsn`."""
+def frame_header(
+    lsn: int, payload: bytes | bytearray | memoryview, known: KnownTail | None = None
+) -> bytes:
+    """The 16 header bytes that precede `payload` in the frame of record `lsn`; with `known`
+    (made of this payload), only the bytes before its start are summed."""
     lsn_bytes = _LSN.pack(lsn)
-    crc = zlib.crc32(payload, zlib.crc32(lsn_bytes))
+    seed = zlib.crc32(lsn_bytes)
+    crc = zlib.crc32(payload, seed) if known is None else known.checksum(payload, seed)
     return _LENGTH_CRC.pack(len(payload), crc) + lsn_bytes
 
 
