@@ -210,6 +210,10 @@ class Instance:
                 self._databases[name.lower()] = database
             raise
         try:
+            # Its replication slots and publications go with it (as PostgreSQL's DROP
+            # DATABASE drops its slots); a slot a client streams from refuses the drop first.
+            self.slots.forget_database(database.name)
+            self.publications.forget_database(database.name)
             # Grants first: should the files stay, the database is there without its grants
             # (an administrator grants again); the other way round, a later database of the
             # same name would inherit them.

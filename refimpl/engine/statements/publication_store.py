@@ -93,6 +93,15 @@ class PublicationStore:
                 self._save()
             return len(dropped)
 
+    def forget_database(self, database: str) -> None:
+        """The database is dropped: its publications go, durably."""
+        with self._lock:
+            doomed = [key for key in self._all if key[0] == database.lower()]
+            for key in doomed:
+                del self._all[key]
+            if doomed:
+                self._save()
+
     def _save(self) -> None:
         kept = [{**asdict(p), "tables": list(p.tables)} for p in self._all.values()]
         write_records(self._files, self._file, "publications", kept)

@@ -173,6 +173,23 @@ class SlotStore:
             if not slot.temporary:
                 self._save()
 
+    def forget_database(self, database: str) -> None:
+        """The database is dropped: its slots go, durably; 55006 (and none goes) while a
+        client streams from one of them."""
+        with self._lock:
+            doomed = [s for s in self._slots.values() if s.database.lower() == database.lower()]
+            active = [s for s in doomed if s.active_pid is not None]
+            if active:
+                raise SlotError(
+                    "55006",
+                    f'database "{database}" is used by an active logical replication slot'
+                    f' ("{active[0].name}", PID {active[0].active_pid}); end its stream first',
+                )
+            for slot in doomed:
+                del self._slots[slot.name]
+            if doomed:
+                self._save()
+
     def mark_lost(self, name: str) -> None:
         with self._lock:
             slot = self._slots.get(name)

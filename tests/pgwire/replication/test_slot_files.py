@@ -13,7 +13,7 @@ import pytest
 
 from refimpl.engine.instance import Instance
 from refimpl.engine.options import EngineOptions
-from refimpl.errors import StorageError
+from refimpl.errors import SlotError, StorageError
 
 SLOT = {
     "name": "s",
@@ -123,3 +123,34 @@ def test_a_backup_keeps_the_publications_and_not_the_slots(folder: Path, tmp_pat
         assert instance.slots.all() == []
     finally:
         instance.close()
+
+
+def test_a_dropped_database_takes_its_slots_and_publications(folder: Path) -> None:
+    instance = Instance.open(folder, EngineOptions())
+    try:
+        instance.create_database("d")
+        session = instance.session("d")
+        session.execute("CREATE TABLE t (id INT PRIMARY KEY)")
+        session.execute("CREATE PUBLICATION p FOR TABLE t")
+        session.execute("SELECT * FROM pg_create_logical_replication_slot('s', 'test_decoding')")
+        instance.session().execute(
+            "SELECT * FROM pg_create_logical_replication_slot('kept', 'test_decoding')"
+        )
+        instance.slots.acquire("s", pid=7)  # a client streams from it: the drop waits for it
+        with pytest.raises(SlotError, match=r'database "d" is used by an active') as refused:
+            instance.drop_database("d")
+        assert refused.value.sqlstate == "55006"
+        assert instance.has_database("d") and instance.publications.of("d")
+        instance.slots.release("s", pid=7)
+        instance.drop_database("d")
+        assert [s.name for s in instance.slots.all()] == ["kept"]
+        instance.create_database("d")  # a new database of the name starts without them
+        assert instance.publications.of("d") == []
+    finally:
+        instance.close()
+    reopened = Instance.open(folder, EngineOptions())  # and so do the files
+    try:
+        assert [s.name for s in reopened.slots.all()] == ["kept"]
+        assert reopened.publications.count() == 0
+    finally:
+        reopened.close()
