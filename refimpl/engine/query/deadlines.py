@@ -79,6 +79,15 @@ def check() -> None:
         raise StatementTimeout.ran_too_long()
 
 
+def time_left() -> float | None:
+    """Seconds until the running statement's deadline (negative past it); None: none."""
+    source = _current.get()
+    if source is None:
+        return None
+    deadline = source.statement_deadline()
+    return None if deadline is None else deadline - time.monotonic()
+
+
 # Long work lets the interpreter lock go for TURN_PAUSE_SECONDS after each TURN_SECONDS of
 # its steps (`make_way`), as a waiter's own work does.
 TURN_SECONDS = 0.002
