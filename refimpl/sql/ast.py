@@ -30,6 +30,7 @@ from refimpl.sql.ast_arrays import (  # noqa: F401 - re-exported: ast.Subscript,
     Subscript,
 )
 from refimpl.sql.ast_base import Expr, walk  # noqa: F401 - re-exported: ast.walk
+from refimpl.sql.ast_calls import FieldSelect, WindowCall  # noqa: F401 - re-exported
 from refimpl.sql.ast_copy import (  # noqa: F401 - re-exported: ast.CopyFrom, ...
     CopyFrom,
     CopyOption,
@@ -162,14 +163,13 @@ class Cast(Expr):
 
 @dataclass(frozen=True, slots=True)
 class FuncCall(Expr):
-    """A function or aggregate call. `name` is lower case. `count(*)` has star=True;
-    `order_by` is an aggregate's own ORDER BY (`array_agg(x ORDER BY y)`)."""
+    """A function or aggregate call. `name` is lower case. `count(*)` has star=True."""
 
     name: str
     args: tuple[Expr, ...] = ()
     distinct: bool = False
     star: bool = False
-    order_by: tuple[OrderItem, ...] = ()
+    order_by: tuple[OrderItem, ...] = ()  # an aggregate's own: array_agg(x ORDER BY y)
 
 
 # ---------------------------------------------------------------------------------------

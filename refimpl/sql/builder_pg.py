@@ -101,6 +101,22 @@ class PgBuilder(Transformer):
         """`string_agg(DISTINCT x, ',' ORDER BY x)`."""
         return ast.FuncCall(name.lower(), args, distinct=True, order_by=order_by)
 
+    def window_call(
+        self,
+        name: str,
+        args: tuple[ast.Expr, ...] | None,
+        partition_by: tuple[ast.Expr, ...] | None,
+        order_by: tuple[ast.OrderItem, ...] | None,
+    ) -> ast.WindowCall:
+        """`row_number() OVER (PARTITION BY a ORDER BY b)`."""
+        return ast.WindowCall(name.lower(), args or (), partition_by or (), order_by or ())
+
+    def field_select(self, operand: ast.Expr, field: str) -> ast.FieldSelect:
+        return ast.FieldSelect(operand, field.lower())
+
+    def window_partition(self, items: tuple[ast.Expr, ...]) -> tuple[ast.Expr, ...]:
+        return items
+
     def array_value(self, items: tuple[ast.Expr, ...] | None) -> ast.ArrayValue:
         return ast.ArrayValue(items or ())
 

@@ -27,6 +27,7 @@ from typing import Any
 
 from refimpl.sql import ast
 from refimpl.sql.ast_access import AlterUser
+from refimpl.sql.ast_calls import call_text
 from refimpl.sql.ast_copy import BackupDatabase
 from refimpl.sql.parser import KEYWORDS, NAME_KEYWORDS, RESERVED_WORDS
 from refimpl.sql.printer_session import modes_text, session_printers
@@ -159,16 +160,10 @@ def _render(node: ast.Expr) -> tuple[str, int]:
         return " ".join(parts), _ATOM
     if isinstance(node, ast.Cast):
         return f"CAST({_expr(node.operand)} AS {node.type})", _ATOM
-    if isinstance(node, ast.FuncCall):
-        if node.star:
-            args = "*"
-        else:
-            args = ", ".join(_expr(arg) for arg in node.args)
-            if node.distinct:
-                args = "DISTINCT " + args
-            if node.order_by:
-                args += " ORDER BY " + ", ".join(_order_item(item) for item in node.order_by)
-        return f"{quote_name(node.name)}({args})", _ATOM
+    if isinstance(node, ast.FuncCall | ast.WindowCall):
+        return call_text(node, _expr, _order_item, quote_name), _ATOM
+    if isinstance(node, ast.FieldSelect):
+        return f"({_expr(node.operand)}).{quote_name(node.field)}", _ATOM
     if isinstance(node, ast.Star):
         return ("*" if node.table is None else f"{quote_name(node.table)}.*"), _ATOM
     if isinstance(node, ast.ScalarSubquery):

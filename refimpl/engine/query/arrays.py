@@ -16,7 +16,7 @@ from typing import Any
 
 from refimpl.engine.query.compiled import Compiled, Scope
 from refimpl.engine.storage.values import parse_text, to_text
-from refimpl.errors import InvalidValue, TypeMismatch
+from refimpl.errors import InvalidValue, TypeMismatch, UnknownColumn
 from refimpl.sql import ast
 
 Compile = Callable[[ast.Expr, Scope], Compiled]
@@ -148,8 +148,29 @@ def array_upper(text: str | None, dimension: int | None) -> int | None:
     return len(array_items(text)) or None
 
 
+def record_type(fields: Sequence[tuple[str, str]]) -> str:
+    """The type of a record of these (name, type) fields: `RECORD(x INT, n INT)`; its value
+    is a tuple of theirs."""
+    return "RECORD(" + ", ".join(f"{name} {type_}" for name, type_ in fields) + ")"
+
+
+def _field_select(expr: ast.FieldSelect, scope: Scope, compile_: Compile) -> Compiled:
+    """`(record).field` of a record (`_pg_expandarray`'s `(x, n)`)."""
+    record = compile_(expr.operand, scope)
+    if not record.type.startswith("RECORD("):
+        raise TypeMismatch(f"(...).{expr.field} needs a record, not {record.type}")
+    fields = [item.split(" ") for item in record.type[len("RECORD(") : -1].split(", ")]
+    at = next((i for i, (name, _) in enumerate(fields) if name == expr.field), None)
+    if at is None:
+        shown = ", ".join(name for name, _ in fields)
+        raise UnknownColumn(f"{expr.field} (the record has {shown})")
+    fn = record.fn
+    return Compiled(lambda row: None if (value := fn(row)) is None else value[at], fields[at][1])
+
+
 def array_handlers(compile_: Compile) -> dict[type, Callable[[Any, Scope], Compiled]]:
     return {
+        ast.FieldSelect: lambda expr, scope: _field_select(expr, scope, compile_),
         ast.ArrayQuantified: lambda expr, scope: _array_quantified(expr, scope, compile_),
         ast.Subscript: lambda expr, scope: _subscript(expr, scope, compile_),
         ast.ArrayValue: lambda expr, scope: _array_value(expr, scope, compile_),

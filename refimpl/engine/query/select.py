@@ -38,7 +38,8 @@ from refimpl.engine.query.expressions import (
 from refimpl.engine.query.names import canonical
 from refimpl.engine.query.ordering import OrderFn, OrderFns, first_rows, sort_rows
 from refimpl.engine.query.relations import Relation, bounded
-from refimpl.engine.query.set_returning import SET_RETURNING, has_sets, with_sets
+from refimpl.engine.query.set_returning import SET_RETURNING
+from refimpl.engine.query.windows import expanded, needs_relation
 from refimpl.engine.result import Column
 from refimpl.engine.storage.access_hints import AccessHints
 from refimpl.engine.storage.schema import TableSchema
@@ -119,10 +120,10 @@ def run_select(
     is a subquery of. With `plans` (the database's), a plan made before for the same
     statement, source schema and typed parameters is run instead of compiling again.
     """
-    if has_sets(select):  # unnest() and the like in the select list: see set_returning
+    if needs_relation(select):  # row_number() OVER, unnest() in the select list: see windows
         scope = Scope([], params=params, now=now, functions=functions or {})
         scope.subqueries, scope.outer = subqueries, outer
-        select, source = with_sets(select, source, scope)
+        select, source = expanded(select, source, scope)
     key = None
     if plans is not None and outer is None:
         key = plan_key(select, source, params, functions)
@@ -179,6 +180,8 @@ def _reads(select: ast.Select) -> frozenset[str] | None:
             return None
         if isinstance(node, ast.FuncCall):
             names.add(node.name)
+    if any(isinstance(node, ast.WindowCall) for node in ast.walk(select)):
+        return None
     return None if "now" in names or not names.isdisjoint(SET_RETURNING) else frozenset(names)
 
 

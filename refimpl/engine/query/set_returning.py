@@ -14,7 +14,9 @@ grouping) and a call nested in another's arguments answer 0A000.
 
 The functions: `unnest(array)`, its elements in order; `generate_subscripts(array, dim
 [, reverse])`, its subscripts (from 1 in an array, from 0 in an int2vector or oidvector, as
-PostgreSQL numbers them); `generate_series(start, stop [, step])` of integers.
+PostgreSQL numbers them); `generate_series(start, stop [, step])` of integers;
+`information_schema._pg_expandarray(array)`, PostgreSQL's records `(x, n)` of each element
+and its place from 1 (pgjdbc's `getPrimaryKeys` reads them as `(... ).n`).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import functools
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
-from refimpl.engine.query.arrays import element_type, elements
+from refimpl.engine.query.arrays import element_type, elements, record_type
 from refimpl.engine.query.compiled import Compiled, Scope, ScopeColumn
 from refimpl.engine.query.expressions import compile_expression, contains_aggregate
 from refimpl.engine.query.relations import Relation
@@ -32,7 +34,8 @@ from refimpl.engine.storage.access_hints import AccessHints
 from refimpl.errors import InvalidValue, NotAllowed, SqlError, TypeMismatch
 from refimpl.sql import ast
 
-SET_RETURNING = frozenset({"unnest", "generate_subscripts", "generate_series"})
+EXPAND_ARRAY = "information_schema._pg_expandarray"
+SET_RETURNING = frozenset({"unnest", "generate_subscripts", "generate_series", EXPAND_ARRAY})
 # A set's column in the expanded relation: a name no SQL text can spell.
 _PREFIX = "\0set"
 
@@ -82,7 +85,7 @@ def with_sets(select: ast.Select, source: Any, scope: Scope) -> tuple[ast.Select
             "set-returning functions (unnest, generate_series, generate_subscripts) in a"
             " grouped select list are not supported; call them in a subquery of FROM"
         )
-    inner = _inner_columns(source)
+    inner = inner_columns(source)
     inner_scope = dataclasses.replace(
         scope,
         columns=inner,
@@ -98,27 +101,35 @@ def with_sets(select: ast.Select, source: Any, scope: Scope) -> tuple[ast.Select
         names[call] = f"{_PREFIX}{len(sets)}"
         extra.append(ScopeColumn(len(inner) + len(sets), type_, names[call]))
         sets.append(values)
-    rows = _source_rows(source)
+    rows = source_rows(source)
     relation = Relation(
         [*inner, *extra],
         lambda: _expand(rows(), sets),
         star=list(source.star) if isinstance(source, Relation) else [c.index for c in inner],
         qualifier=None if isinstance(source, Relation) else getattr(source, "qualifier", None),
     )
+    return replaced_in(select, names), relation
+
+
+def replaced_in(select: ast.Select, names: dict[Any, str]) -> ast.Select:
+    """`select` with each call of `names` in its select list and ORDER BY read from the
+    column so named (an item that was the call alone keeps the call's name)."""
     items = tuple(
         ast.SelectItem(
             _replaced(item.expr, names),
-            item.alias or (item.expr.name if isinstance(item.expr, ast.FuncCall) else None),
+            item.alias
+            or (item.expr.name if isinstance(item.expr, ast.FuncCall | ast.WindowCall) else None),
         )
         for item in select.items
     )
     order_by = tuple(
         dataclasses.replace(order, expr=_replaced(order.expr, names)) for order in select.order_by
     )
-    return dataclasses.replace(select, items=items, order_by=order_by), relation
+    return dataclasses.replace(select, items=items, order_by=order_by)
 
 
-def _inner_columns(source: Any) -> list[ScopeColumn]:
+def inner_columns(source: Any) -> list[ScopeColumn]:
+    """The columns of a select's source (None: no FROM) as its scope names them."""
     if source is None:
         return []
     if isinstance(source, Relation):
@@ -128,7 +139,8 @@ def _inner_columns(source: Any) -> list[ScopeColumn]:
     return [ScopeColumn(i, c.type, c.name, lowered) for i, c in enumerate(source.columns)]
 
 
-def _source_rows(source: Any) -> Callable[[], Iterable[Row]]:
+def source_rows(source: Any) -> Callable[[], Iterable[Row]]:
+    """The rows of a select's source, read each time it is called."""
     if source is None:
         return lambda: [()]
     return lambda: source.rows(AccessHints())
@@ -153,10 +165,14 @@ def _set(call: ast.FuncCall, scope: Scope) -> tuple[Values, str]:
         shown = args[0].type if args else "no argument"
         raise TypeMismatch(f"{call.name}() takes an array, not {shown}")
     array = args[0].fn
-    if call.name == "unnest":
+    if call.name in ("unnest", EXPAND_ARRAY):
         if len(args) != 1:
-            raise SqlError("unnest() in a select list takes one array")
+            raise SqlError(f"{call.name}() in a select list takes one array")
         element = element_type(args[0].type) or "STRING"
+        if call.name == EXPAND_ARRAY:  # PostgreSQL's records (x, n): element, place from 1
+            return lambda row: [
+                (x, n) for n, x in enumerate(_elements(array(row), element)[0], start=1)
+            ], record_type([("x", element), ("n", "INT")])
         return lambda row: _elements(array(row), element)[0], element
     if len(args) not in (2, 3):
         raise SqlError("generate_subscripts() takes an array, a dimension and [reverse]")
@@ -195,9 +211,9 @@ def _series(args: list[Compiled]) -> tuple[Values, str]:
     return numbers, type_
 
 
-def _replaced(expr: ast.Expr, names: dict[ast.FuncCall, str]) -> Any:
-    """`expr` with each set-returning call read from its column (not inside subqueries)."""
-    if isinstance(expr, ast.FuncCall) and expr in names:
+def _replaced(expr: ast.Expr, names: dict[Any, str]) -> Any:
+    """`expr` with each call of `names` read from its column (not inside subqueries)."""
+    if isinstance(expr, ast.FuncCall | ast.WindowCall) and expr in names:
         return ast.ColumnRef(names[expr])
     if isinstance(expr, tuple):
         return tuple(_replaced(item, names) for item in expr)
