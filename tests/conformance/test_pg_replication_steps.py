@@ -31,9 +31,24 @@ from conformance.pg_session import PgStepError, encode_frontend
 from conformance.results import FAILED, PASSED
 from conformance.runner import Runner, RunOptions
 from tests.conformance.fake_http import ADMIN
-from tests.conformance.test_pg_session import _complete, _error, _message, _ready
 
 NOW = 849_724_259_188_115  # a server time, microseconds since 2000-01-01
+
+
+def _message(kind: bytes, body: bytes = b"") -> bytes:
+    return kind + struct.pack("!i", len(body) + 4) + body
+
+
+def _ready(status: bytes) -> bytes:
+    return _message(b"Z", status)
+
+
+def _complete(tag: str) -> bytes:
+    return _message(b"C", tag.encode() + b"\0")
+
+
+def _error(code: str, message: str, severity: str = "ERROR") -> bytes:
+    return _message(b"E", f"S{severity}\0C{code}\0M{message}\0\0".encode())
 
 
 def _xlog(position: int, payload: bytes) -> bytes:
