@@ -5,9 +5,12 @@
 
 Packages, bottom to top: `errors` (the one exception hierarchy; imports nothing of refimpl),
 `sql` (parsing and printing; nothing of the engine), `engine` (in layers, see its
-docstring), `waiting` (answers decided later; nothing of `http`), and the protocol layers
-`http` (and `pgwire`), over `netlimits` and `netpool` (connection limits and the workers
-both servers share); `settings`, `cli` and `sample` sit on top. This module is the embedded
+docstring), `waiting` (answers decided later; nothing of the engine or of a protocol
+layer), and the protocol layers `http` and `pgwire` side by side (neither imports the
+other; both wait through `waiting`), over `netlimits` and `netpool` (connection limits and
+the workers both servers share); `settings`, `commands`, `cli` and `sample` sit on top.
+`shell` (`refimpl sql`) and `sqllogictest` are clients: the first of the embedded API or
+of a server, the second of a server's HTTP API only. This module is the embedded
 API and may import the engine's `instance`, `session`, `options` and `result`, never a
 protocol layer. `tests/test_layout.py` checks the rules.
 """

@@ -7,9 +7,10 @@ events by calling the engine (statements, portals, transaction status, session s
 `serving` is the socket loop apart. `sqlstate` is the one map of refimpl's errors to
 SQLSTATE codes.
 
-May import the engine's public seams (`instance`, `session`, `access`, `result`, `rights`,
-`storage.values`, `admission`), `refimpl.sql`, `refimpl.netlimits`, `refimpl.waiting` (its
-acknowledgements wait for the disk as HTTP's writes do) and `refimpl.errors`;
-never `refimpl.http` (the two protocols stand side by side), and nothing imports it but
-the command line.
+May import the engine (mostly through `instance`, `session`, `result` and `rights`; the
+catalog's statements, value types and encodings, `notifications` and `replication` where
+it serves them), `refimpl.sql`, `refimpl.netlimits`, `refimpl.netpool` (its workers run
+over the same epoll set as HTTP's), `refimpl.waiting` (its acknowledgements wait for the
+disk in `rounds`, as HTTP's writes do) and `refimpl.errors`; never `refimpl.http` (the two
+protocols stand side by side), and nothing imports it but the command line.
 """
