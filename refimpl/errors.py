@@ -391,6 +391,10 @@ class Gone(KdbError):
 
 # --- The server cannot take this now -----------------------------------------------------
 
+# How long a caller refused for now is told to wait before asking again, in seconds (over
+# HTTP its Retry-After), unless its refusal says otherwise.
+RETRY_AFTER_SECONDS = 5
+
 
 class TooManyRequests(KdbError):
     """Over a limit of what one caller may hold at once (open streams): the 429, with the

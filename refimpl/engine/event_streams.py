@@ -50,11 +50,10 @@ from refimpl.engine.storage.database import Database
 from refimpl.engine.stream_rows import RowAnswer
 from refimpl.engine.stream_tally import StreamTally, stands_after
 from refimpl.engine.tracking.signals import Waker
-from refimpl.errors import KdbError, NotFound, TooManyRequests, Unavailable
+from refimpl.errors import RETRY_AFTER_SECONDS, KdbError, NotFound, TooManyRequests, Unavailable
 
 Cursor = EventCursor | OptionCursor  # a plain stream's place, or one with options
 SWEEP_SECONDS = 0.5  # how often tokens, rights and ages of open streams are looked at
-RETRY_AFTER_SECONDS = 5
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,8 +19,6 @@ from refimpl.http.serving import wire
 
 log = logging.getLogger("refimpl.http")
 
-RETRY_AFTER_SECONDS = 5
-
 # Most specific first: the first class an exception is an instance of decides the status.
 STATUS: tuple[tuple[type[errors.KdbError], int], ...] = (
     (errors.RequestTargetTooLong, 414),
@@ -41,7 +39,7 @@ STATUS: tuple[tuple[type[errors.KdbError], int], ...] = (
 )
 
 # The seconds a 503 tells its client to wait (Retry-After), most specific first; None: waiting
-# cannot mend it, and no Retry-After is sent. Any other 503 says RETRY_AFTER_SECONDS.
+# cannot mend it, and no Retry-After is sent. Any other 503 says errors.RETRY_AFTER_SECONDS.
 RETRY_AFTER: tuple[tuple[type[errors.KdbError], int | None], ...] = (
     # Refused before its request was read: a connection closes soon, so ask again soon.
     (errors.TooManyConnections, 1),
@@ -59,7 +57,7 @@ def error_response(
     message: str,
     headers: dict[str, str] | None = None,
     *,
-    retry_after: int | None = RETRY_AFTER_SECONDS,
+    retry_after: int | None = errors.RETRY_AFTER_SECONDS,
     extra: Mapping[str, object] | None = None,
 ) -> Answer:
     """A JSON error answer; a 503 says `Retry-After: retry_after` unless that is None."""
@@ -83,7 +81,7 @@ def retry_after_of(exc: errors.KdbError) -> int | None:
     for cls, seconds in RETRY_AFTER:
         if isinstance(exc, cls):
             return seconds
-    return RETRY_AFTER_SECONDS
+    return errors.RETRY_AFTER_SECONDS
 
 
 SUBSCRIBE_SERVED_AT = "GET /api/subscribe?query=SUBSCRIBE SELECT ..."

@@ -1,6 +1,6 @@
 """Where the shell's SQL runs: a data folder (embedded) or a server (HTTP), one answer shape.
 
-Both give an `Answer` whose values are as JSON answers have them (timestamps as ISO-8601
+Both give a `StatementAnswer` whose values are as JSON answers have them (timestamps as ISO-8601
 text), and raise `ShellError` with the error's position when the text has one.
 """
 
@@ -16,7 +16,7 @@ import requests
 
 import refimpl
 from refimpl.errors import KdbError
-from refimpl.shell.statements import Answer, Kind, Piece, ShellError
+from refimpl.shell.statements import Kind, Piece, ShellError, StatementAnswer
 
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 TIMEOUT_SECONDS = 300.0  # a statement may run long; a server that never answers may not
@@ -38,11 +38,11 @@ class Backend(Protocol):
         """Whether a transaction is open (the prompt shows it as psql does: `db=*>`)."""
         ...
 
-    def run(self, text: str) -> Answer:
+    def run(self, text: str) -> StatementAnswer:
         """Run `text` in one go, outside a held transaction (the catalog's lookups)."""
         ...
 
-    def statement(self, piece: Piece) -> Answer:
+    def statement(self, piece: Piece) -> StatementAnswer:
         """Run one statement of the session; an error's position is in the whole text."""
         ...
 
@@ -107,7 +107,7 @@ class LocalBackend:
     def in_transaction(self) -> bool:
         return self._session.transaction is not None
 
-    def run(self, text: str) -> Answer:
+    def run(self, text: str) -> StatementAnswer:
         try:
             result = self._session.execute(text)
         except KdbError as exc:
@@ -118,12 +118,12 @@ class LocalBackend:
                 ) from None
             raise ShellError(exc.message) from None
         if result.columns is None:
-            return Answer(None, (), result.message or "", result.count)
+            return StatementAnswer(None, (), result.message or "", result.count)
         rows = json_rows(result.rows, [c.type for c in result.columns])
         columns = tuple((c.name, c.type) for c in result.columns)
-        return Answer(columns, rows, result.message or "", len(rows))
+        return StatementAnswer(columns, rows, result.message or "", len(rows))
 
-    def statement(self, piece: Piece) -> Answer:
+    def statement(self, piece: Piece) -> StatementAnswer:
         try:
             return self.run(piece.text)
         except ShellError as error:
@@ -190,26 +190,26 @@ class RemoteBackend:
     def in_transaction(self) -> bool:
         return self._held is not None
 
-    def statement(self, piece: Piece) -> Answer:
+    def statement(self, piece: Piece) -> StatementAnswer:
         self._sent = piece
         held = self._held
         if held is None:
             if piece.kind is Kind.BEGIN:
                 self._held = []
-                return Answer(None, (), "transaction started", 0)
+                return StatementAnswer(None, (), "transaction started", 0)
             try:
                 return self.run(piece.text)
             except ShellError as error:
                 raise piece.place(error) from None
         if piece.kind is Kind.ROLLBACK:
             self._held = None
-            return Answer(None, (), "transaction rolled back", 0)
+            return StatementAnswer(None, (), "transaction rolled back", 0)
         if piece.kind is Kind.COMMIT:
             self._held = None
             return self._in_transaction(held, piece)
         if len(held) >= PREVIEW_LIMIT:
             held.append(piece)
-            return Answer(None, (), "held until COMMIT", 0)
+            return StatementAnswer(None, (), "held until COMMIT", 0)
         answer = self._in_transaction(held, piece)
         held.append(piece)
         return answer
@@ -224,7 +224,7 @@ class RemoteBackend:
             self.database = before
             raise
 
-    def _in_transaction(self, held: list[Piece], last: Piece) -> Answer:
+    def _in_transaction(self, held: list[Piece], last: Piece) -> StatementAnswer:
         """`BEGIN; held...; last` as one request (the server rolls back what it leaves
         open). An error forgets the transaction, as the server's session does."""
         parts = [Piece("BEGIN", 1, 1, Kind.BEGIN), *held, last]
@@ -246,7 +246,7 @@ class RemoteBackend:
             line = None if error.line is None else error.line - starts[index] + 1
             raise last.place(ShellError(error.message, line, error.column)) from None
 
-    def run(self, text: str) -> Answer:
+    def run(self, text: str) -> StatementAnswer:
         try:
             response = self._http.post(
                 f"{self.where}/exec",
@@ -274,8 +274,8 @@ class RemoteBackend:
         if "columns" in body:
             columns = tuple((c["name"], c["type"]) for c in body["columns"])
             rows = tuple(tuple(row) for row in body["dataset"])
-            return Answer(columns, rows, "", body.get("count", len(rows)))
-        return Answer(None, (), body.get("message", ""), body.get("count", 0))
+            return StatementAnswer(columns, rows, "", body.get("count", len(rows)))
+        return StatementAnswer(None, (), body.get("message", ""), body.get("count", 0))
 
     def interrupted(self) -> str:
         """No cancel reaches a server over HTTP: the request is abandoned (its connection

@@ -14,7 +14,7 @@ import decimal
 import math
 from typing import TYPE_CHECKING, Any
 
-from refimpl.shell.statements import Answer, Piece, ShellError
+from refimpl.shell.statements import Piece, ShellError, StatementAnswer
 
 if TYPE_CHECKING:
     import psycopg
@@ -93,23 +93,25 @@ class PgBackend:
         status = self._connection.info.transaction_status
         return status in (status.INTRANS, status.INERROR)
 
-    def run(self, text: str) -> Answer:
+    def run(self, text: str) -> StatementAnswer:
         psycopg = self._psycopg
         try:
             with self._connection.cursor() as cursor:
                 cursor.execute(text.encode("utf-8"))
                 if cursor.description is None:
-                    return Answer(None, (), cursor.statusmessage or "", max(cursor.rowcount, 0))
+                    return StatementAnswer(
+                        None, (), cursor.statusmessage or "", max(cursor.rowcount, 0)
+                    )
                 columns = tuple(
                     (column.name, _TYPES.get(column.type_code, "STRING"))
                     for column in cursor.description
                 )
                 rows = tuple(tuple(_value(v) for v in row) for row in cursor.fetchall())
-                return Answer(columns, rows, "", len(rows))
+                return StatementAnswer(columns, rows, "", len(rows))
         except psycopg.Error as exc:
             raise _error(text, exc) from None
 
-    def statement(self, piece: Piece) -> Answer:
+    def statement(self, piece: Piece) -> StatementAnswer:
         try:
             return self.run(piece.text)
         except ShellError as error:

@@ -16,7 +16,7 @@ from rich.cells import cell_len
 from rich.console import Console
 from rich.text import Text
 
-from refimpl.shell.statements import Answer, ShellError
+from refimpl.shell.statements import ShellError, StatementAnswer
 
 FORMATS = ("table", "csv", "json")
 _NUMERIC = frozenset({"INT", "BIGINT", "DOUBLE"})
@@ -33,7 +33,7 @@ def cell_text(value: Any) -> str:
     return "" if value is None else str(value)
 
 
-def answer_text(answer: Answer, output_format: str, expanded: bool = False) -> str:
+def answer_text(answer: StatementAnswer, output_format: str, expanded: bool = False) -> str:
     """`answer` as text ending with a line break: a statement's message, or its rows in
     `output_format` (one of FORMATS), a table's rows expanded when `expanded`."""
     if answer.columns is None:
@@ -47,7 +47,7 @@ def answer_text(answer: Answer, output_format: str, expanded: bool = False) -> s
     return f"{body}({rows} row{'' if rows == 1 else 's'})\n"
 
 
-def _cells(answer: Answer) -> list[list[list[str]]]:
+def _cells(answer: StatementAnswer) -> list[list[list[str]]]:
     """Each row's cells, each cell as its lines (a value holding a line break spans lines)."""
     return [
         [("NULL" if value is None else cell_text(value)).split("\n") for value in row]
@@ -62,7 +62,7 @@ def _shown(value: Any) -> str:
     return "NULL" if value is None else cell_text(value)
 
 
-def as_table(answer: Answer) -> str:
+def as_table(answer: StatementAnswer) -> str:
     """The header, a rule, a line per row (more for a value with line breaks); numbers to
     the right of their column, the rest to the left; no line ends in spaces."""
     assert answer.columns is not None
@@ -116,7 +116,7 @@ def _line(row: list[list[str]], widths: list[int], right: list[bool], k: int) ->
     return GAP.join(parts).rstrip()
 
 
-def as_expanded(answer: Answer) -> str:
+def as_expanded(answer: StatementAnswer) -> str:
     """Each row as a record: a `-[ RECORD n ]` line, then a `column | value` line per
     column (as psql's `\\x` shows rows)."""
     assert answer.columns is not None
@@ -132,7 +132,7 @@ def as_expanded(answer: Answer) -> str:
     return "".join(line + "\n" for line in out)
 
 
-def as_csv(answer: Answer) -> str:
+def as_csv(answer: StatementAnswer) -> str:
     assert answer.columns is not None
     out = io.StringIO()
     # RFC 4180's CRLF: a field holding a lone CR or LF is then quoted, so it reads back.
@@ -142,7 +142,7 @@ def as_csv(answer: Answer) -> str:
     return out.getvalue()
 
 
-def as_json(answer: Answer) -> str:
+def as_json(answer: StatementAnswer) -> str:
     """A JSON array with one object per row, keyed by column name, a row to a line."""
     assert answer.columns is not None
     names = [name for name, _ in answer.columns]

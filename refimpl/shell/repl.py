@@ -51,7 +51,7 @@ from rich.text import Text
 from refimpl.shell.backends import Backend, column_names, table_names
 from refimpl.shell.completion import Catalog, SqlCompleter
 from refimpl.shell.render import FORMATS, answer_text, show_error
-from refimpl.shell.statements import Answer, ShellError, split
+from refimpl.shell.statements import ShellError, StatementAnswer, split
 
 HISTORY_FOLDER = ".refimpl/history"  # in the user's home folder: a file for each server
 DATABASES = "SELECT datname AS name FROM pg_catalog.pg_database ORDER BY datname"
@@ -190,7 +190,7 @@ class Shell:
         self._show(answer)
         return True
 
-    def _show(self, answer: Answer) -> None:
+    def _show(self, answer: StatementAnswer) -> None:
         text = answer_text(answer, self.options.output_format, self.options.expanded)
         if self._pages(text) and page(text):
             return

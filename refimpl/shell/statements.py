@@ -1,5 +1,5 @@
 """A text's statements, cut where the project's parser cuts them, with where each starts;
-and what running one answers (`Answer`) or raises (`ShellError`).
+and what running one answers (`StatementAnswer`) or raises (`ShellError`).
 
 The parser is the server's own, so quotes, comments and `$$` or `BEGIN ... END` bodies end
 a statement exactly where the server would end it; a text that does not parse is one
@@ -18,7 +18,7 @@ from refimpl.sql.parser import parse
 
 
 @dataclass(frozen=True, slots=True)
-class Answer:
+class StatementAnswer:
     """What one statement answered: its columns and rows, or its message."""
 
     columns: tuple[tuple[str, str], ...] | None  # (name, type) of a query's columns

@@ -69,7 +69,7 @@ class FileResult:
 
 
 @dataclass(frozen=True)
-class Answer:
+class ExecAnswer:
     """What /exec answered: its status and JSON body (None when the body was not JSON)."""
 
     status: int
@@ -92,7 +92,7 @@ class Server:
         if token:
             self.http.headers["Authorization"] = f"Bearer {token}"
 
-    def exec(self, sql: str, database: str) -> Answer:
+    def exec(self, sql: str, database: str) -> ExecAnswer:
         try:
             response = self.http.post(
                 self.url + "/exec",
@@ -102,12 +102,14 @@ class Server:
                 timeout=self.timeout,
             )
         except requests.RequestException as error:
-            return Answer(0, None, f"no answer: {error}")
+            return ExecAnswer(0, None, f"no answer: {error}")
         try:
             body = response.json()
         except ValueError:
             body = None
-        return Answer(response.status_code, body if isinstance(body, dict) else None, response.text)
+        return ExecAnswer(
+            response.status_code, body if isinstance(body, dict) else None, response.text
+        )
 
     def close(self) -> None:
         self.http.close()
