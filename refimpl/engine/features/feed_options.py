@@ -3,8 +3,9 @@
 Every option is a row of `FEED_OPTIONS` (its name, how its text is read, its stage);
 `parse_feed_options` reads a request's parameters into one `FeedOptions` for every outlet,
 and the route table takes the names from there. The rules of `where` and `squash` are
-written once (`filter_verdict`, `squash_items`) for every outlet, whatever it holds a change
-as. A protocol layer reads a page (`change_stream.read_changes`) and hands it here with the
+written once, on `Change` records (`filter_change`, `squash_items`, `merge_changes`), and
+applied by one function every outlet calls (`apply_options`), whatever it holds beside each
+change. A protocol layer reads a page (`change_stream.read_changes`) and hands it here with the
 options the reader asked for (spec: changefeeds). What a caller may rely on:
 
 - `FeedFilter.compile` checks a `where=` predicate over the table's columns: a predicate
@@ -240,15 +241,65 @@ def shape_changes(
     batch: ChangeBatch, schema: TableSchema, options: FeedOptions, feed_filter: FeedFilter | None
 ) -> ShapedBatch:
     """The page's changes with the options applied (see the module docstring)."""
-    changes = batch.changes
-    if feed_filter is not None:
-        changes = [
-            c for c in (filter_change(c, schema, feed_filter) for c in changes) if c is not None
-        ]
-    if options.squash:
-        changes = _squashed(changes, schema)
+    positions = schema.layout().key_positions
+
+    def ident(change: Change) -> Hashable:
+        # A table without a key cannot be squashed: its rows have no identity in the stream.
+        return change_ident(change, positions) if positions else (change.lsn, change.seq)
+
+    changes = apply_options(
+        batch.changes, _itself, _replaced, ident, options, feed_filter, lambda _: schema
+    )
     types = [type_of(c) for c in changes] if options.types else None
     return ShapedBatch(changes, types, batch.next_lsn, batch.more, len(batch.changes))
+
+
+def apply_options(
+    items: list[T],
+    change_of: Callable[[T], Change | None],
+    remade: Callable[[T, Change], T],
+    ident: Callable[[T], Hashable],
+    options: FeedOptions,
+    feed_filter: FeedFilter | None,
+    schema_of: Callable[[T], TableSchema],
+) -> list[T]:
+    """The options' rules on `Change` records, in their order, for every outlet: `items` are
+    a run of what the outlet holds (a page, a part of a stream), each with its change
+    (`change_of`; None: it passes as it is), `remade(item, change)` the item showing another
+    change, `ident` the row it is about (squash), `schema_of` its table's schema (where).
+    An option's rule is added here, once: each outlet calls this and nothing else."""
+    if feed_filter is not None:
+        kept: list[T] = []
+        for item in items:
+            change = change_of(item)
+            if change is None:
+                kept.append(item)
+                continue
+            shown = filter_change(change, schema_of(item), feed_filter)
+            if shown is not None:
+                kept.append(item if shown is change else remade(item, shown))
+        items = kept
+    if options.squash:
+
+        def merged(first: T, last: T) -> T | None:
+            start, end = change_of(first), change_of(last)
+            if start is None or end is None:
+                return last
+            change = merge_changes(start, end)
+            if change is None:
+                return None
+            return last if change is end else remade(last, change)
+
+        items = squash_items(items, ident, merged)
+    return items
+
+
+def _itself(change: Change) -> Change:
+    return change
+
+
+def _replaced(_: Change, change: Change) -> Change:
+    return change
 
 
 def type_of(change: Change) -> str:
@@ -338,16 +389,6 @@ def change_ident(change: Change, positions: Sequence[int]) -> Hashable:
         return tuple(_key_decoder.decode(bytes.fromhex(change.key))[1])
     row = change.row
     return tuple([row[p] for p in positions])
-
-
-def _squashed(changes: list[Change], schema: TableSchema) -> list[Change]:
-    """One change per row: the latest, carrying the first old row; a row inserted and
-    deleted within the page disappears. A table without a key cannot be squashed: its rows
-    have no identity in the stream."""
-    positions = schema.layout().key_positions
-    if not positions:
-        return changes
-    return squash_items(changes, lambda change: change_ident(change, positions), merge_changes)
 
 
 def merge_changes(first: Change, last: Change) -> Change | None:

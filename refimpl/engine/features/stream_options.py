@@ -4,8 +4,8 @@ A stream opened with options (`initial`, `states`, `types`, `squash`, `where`) r
 an `OptionCursor`: inside an initial copy it reads the table's rows and the changes between
 its pages itself (`initial_copy.read_initial`); past the copy it takes what a plain
 `EventCursor` takes (whose ids, resumes, replay window and resets stay as they are) and
-applies the options to each event's `Change` record, with the rules every outlet applies
-(`feed_options`: `filter_change`, `squash_items` with `merge_changes`, `type_of`); a change
+applies the options to each event's `Change` record, by the one function every outlet
+calls (`feed_options.apply_options`; each change's type by `type_of`); a change
 they leave as it was keeps its shared encoding, one they changed is encoded again by its
 table's `EventShape`. It never changes a `Taken` that other streams share. What a caller
 may rely on:
@@ -48,10 +48,8 @@ from refimpl.engine.features.event_stream import (
 from refimpl.engine.features.feed_options import (
     FeedFilter,
     FeedOptions,
+    apply_options,
     change_ident,
-    filter_change,
-    merge_changes,
-    squash_items,
     type_of,
 )
 from refimpl.engine.features.initial_copy import CopyPosition, read_initial
@@ -247,9 +245,8 @@ class OptionCursor:
         segment: list[_Shaped] = []
         for event in taken.events:
             if event.kind == CHANGE:
-                shaped = self._filtered(event)
-                if shaped is not None:
-                    segment.append(shaped)
+                assert event.item is not None  # every change event carries its item
+                segment.append(_Shaped(event, event.item, event.item.change))
                 continue
             events += self._finish(segment)
             segment = []
@@ -259,22 +256,14 @@ class OptionCursor:
         events += self._finish(segment)
         return taken.more
 
-    def _filtered(self, event: Event) -> _Shaped | None:
-        """The event's change as the filtered feed shows it, or None (`filter_change`, the
-        rule every outlet applies to its `Change` records)."""
-        item = event.item
-        assert item is not None  # every change event carries its item
-        change = item.change
-        feed_filter = self._feed.feed_filter
-        if feed_filter is None or change is None or item.shape is None:
-            return _Shaped(event, item, change)
-        shown = filter_change(change, item.shape.schema, feed_filter)
-        return None if shown is None else _Shaped(event, item, shown)
-
     def _finish(self, segment: list[_Shaped]) -> list[Event]:
-        if self._options.squash:
-            segment = squash_items(segment, _ident, _merged)
-        return [self._shown(shaped) for shaped in segment]
+        """A part's changes (between resets and states) as the options show them: the rules
+        every outlet applies (`feed_options.apply_options`)."""
+        feed = self._feed
+        shaped = apply_options(
+            segment, _change_of, _with_change, _ident, self._options, feed.feed_filter, _schema_of
+        )
+        return [self._shown(each) for each in shaped]
 
     def _shown(self, shaped: _Shaped) -> Event:
         """The event of a change the options kept: its shared data when they changed nothing
@@ -335,9 +324,16 @@ def _ident(shaped: _Shaped) -> Hashable:
     return (item.table, change_ident(change, shape.key_positions))
 
 
-def _merged(first: _Shaped, last: _Shaped) -> _Shaped | None:
-    """A row's last change with its first change's old row (`merge_changes`)."""
-    if first.change is None or last.change is None:
-        return last
-    merged = merge_changes(first.change, last.change)
-    return None if merged is None else last._replace(change=merged)
+def _change_of(shaped: _Shaped) -> Change | None:
+    """Its change, None for one that passes every option as it came (a schema change of a
+    table that is gone)."""
+    return None if shaped.item.shape is None else shaped.change
+
+
+def _with_change(shaped: _Shaped, change: Change) -> _Shaped:
+    return shaped._replace(change=change)
+
+
+def _schema_of(shaped: _Shaped) -> TableSchema:
+    assert shaped.item.shape is not None  # `_change_of` gave its change: it has its table
+    return shaped.item.shape.schema

@@ -18,6 +18,7 @@ import refimpl
 from refimpl.engine.access import Principal
 from refimpl.engine.features.live_queries import KEPT_VERSIONS, MAX_ROWS, Reply, SubscriptionManager
 from refimpl.errors import (
+    AnswersMoreThanOnce,
     BadRequest,
     Forbidden,
     NotAllowed,
@@ -597,9 +598,11 @@ def test_one_table_only(conn, text, error):
     assert len(conn.instance.subscriptions) == 0
 
 
-def test_subscribe_in_exec_points_to_the_route(conn):
-    with pytest.raises(NotAllowed, match="/api/subscribe"):
+def test_subscribe_as_a_statement_is_refused_naming_no_route(conn):
+    # The engine names no route: the HTTP and protocol layers word where SUBSCRIBE is served.
+    with pytest.raises(AnswersMoreThanOnce, match="SUBSCRIBE answers more than once") as refused:
         conn.execute("SUBSCRIBE SELECT * FROM keyed")
+    assert refused.value.served_at is None and "/api/" not in str(refused.value)
 
 
 @pytest.mark.parametrize(
