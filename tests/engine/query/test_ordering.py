@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import refimpl
+from refimpl.engine.query import ordering
 from refimpl.engine.query.ordering import first_rows, sort_rows
 from refimpl.errors import KdbError
 from refimpl.sql import ast
@@ -183,3 +184,28 @@ def test_limit_still_raises_an_error_of_a_row_it_does_not_keep() -> None:
         assert conn.execute(
             "SELECT id FROM t WHERE b <> 'x' ORDER BY a, CAST(b AS INT) LIMIT 1"
         ).rows == [(1,)]
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 2**32), items=ITEMS, nulls=st.booleans())
+def test_a_long_sort_in_runs_is_the_one_sort(
+    seed: int, items: list[tuple[int, bool, bool | None]], nulls: bool
+) -> None:
+    """Over SORT_RUN rows, sort_rows sorts runs and merges them (letting other threads in):
+    the same rows in the same order as one stable sort, equal rows in their first order."""
+    rng = random.Random(seed)
+    pools = [values if nulls else values[1:] for values in COLUMN_VALUES]
+    size = 2 * ordering.SORT_RUN + rng.randrange(ordering.SORT_RUN)
+    rows = [(*(rng.choice(pool) for pool in pools), rng.randrange(10**6)) for _ in range(size)]
+    order_fns = _order_fns(items, functions=False)
+    expected = list(rows)
+    for fn, order in reversed(order_fns):
+        rank = ordering._null_rank(order)
+
+        def key(row: tuple, fn: Callable = fn, rank: bool = rank) -> tuple:
+            value = fn(row)
+            return (not rank, 0) if value is None else (rank, value)
+
+        expected.sort(key=key, reverse=order.descending)
+    got = sort_rows(list(rows), order_fns)
+    assert [id(row) for row in got] == [id(row) for row in expected]
