@@ -540,8 +540,11 @@ RELATIONS: dict[str, Builder] = {
     "pg_attrdef": _empty("oid:BIGINT adrelid:BIGINT adnum:INT adbin:STRING"),
     # Functions and procedures: their rows are not shown yet (psql's \df lists none).
     "pg_proc": _empty("oid:BIGINT proname:STRING pronamespace:BIGINT proowner:BIGINT"
-                      " prokind:STRING prorettype:BIGINT proargtypes:STRING proretset:BOOLEAN"
-                      " pronargs:INT prosrc:STRING"),
+                      " prokind:STRING prorettype:BIGINT proargtypes:OIDVECTOR proretset:BOOLEAN"
+                      " pronargs:INT prosrc:STRING prolang:BIGINT proargnames:STRING[]"
+                      " proallargtypes:BIGINT[] proargmodes:STRING[] proargdefaults:STRING"),
+    "pg_depend": _empty("classid:BIGINT objid:BIGINT objsubid:INT refclassid:BIGINT"
+                        " refobjid:BIGINT refobjsubid:INT deptype:STRING"),
     "pg_sequence": _empty("seqrelid:BIGINT seqtypid:BIGINT seqstart:BIGINT"
                           " seqincrement:BIGINT seqmax:BIGINT seqmin:BIGINT seqcache:BIGINT"
                           " seqcycle:BOOLEAN"),

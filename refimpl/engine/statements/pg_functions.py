@@ -249,6 +249,7 @@ def functions(context: StatementContext, views: ViewColumns) -> dict[str, Scalar
                                              lambda oid: None if oid is None else True),
         "json_build_object": _function(context, range(0, 101, 2), "STRING", json_object),
         "current_setting": _function(context, (1, 2), "STRING", current_setting),
+        "current_schemas": _function(context, (1,), "STRING[]", current_schemas),
         "set_config": _function(context, (3,), "STRING", set_config),
     }  # fmt: skip
 
@@ -290,6 +291,15 @@ def current_setting(name: Any, missing_ok: Any = False) -> str | None:
         f" settings ({', '.join(sorted(FIXED_SETTINGS))}); ask a session's setting with"
         f" SHOW {name}"
     )
+
+
+def current_schemas(implicit: Any) -> str | None:
+    """`current_schemas(implicit)`: the schemas searched, pg_catalog first when the implicit
+    ones are asked for (PostgreSQL's default search_path, `"$user", public`, finds no schema
+    named as the user)."""
+    if implicit is None:
+        return None
+    return "{pg_catalog,public}" if implicit else "{public}"
 
 
 def set_config(name: Any, value: Any, is_local: Any) -> str | None:
@@ -342,12 +352,17 @@ _TYPE_NAMES = {name: oid for oid, name, _, _ in TYPES.values()} | {
 }
 
 
+# PostgreSQL's pseudo-types a catalog query names (`prorettype::regtype != 'trigger'::regtype`).
+_PSEUDO_TYPES = {"trigger": 2279, "void": 2278, "record": 2249, "event_trigger": 3838}
+
+
 def type_oid(name: Any) -> int | None:
-    """`to_regtype(name)`: the OID of the type so named (`int4`, `integer`, `pg_catalog.text`),
-    or None for a type this engine does not have."""
+    """`to_regtype(name)`: the OID of the type so named (`int4`, `integer`, `pg_catalog.text`,
+    a pseudo-type such as `trigger`), or None for a type this engine does not have."""
     if not isinstance(name, str):
         return None
-    return _TYPE_NAMES.get(_unquoted(name).lower())
+    wanted = _unquoted(name).lower()
+    return _TYPE_NAMES.get(wanted, _PSEUDO_TYPES.get(wanted))
 
 
 def uuid_text(value: Any) -> str | None:
@@ -392,7 +407,7 @@ def generate_series(
 ) -> _Series:
     """The integers from start to stop (both included) by step (1 by default); no rows when
     an argument is NULL. psql's catalog queries read it."""
-    scope = Scope(columns=[], params=params)
+    scope = Scope(columns=[], params=params, functions=context.sql_functions())
     bounds = [constant_value(arg, scope) for arg in source.args]
     if len(bounds) not in (2, 3) or any(
         isinstance(b, bool) or not isinstance(b, int | None) for b in bounds
@@ -413,7 +428,7 @@ def unnest(
 ) -> _Series:
     """The elements of an array's text (`{a,b}`) as STRING rows, in order; none for NULL.
     psql's `\\d+` reads it."""
-    scope = Scope(columns=[], params=params)
+    scope = Scope(columns=[], params=params, functions=context.sql_functions())
     values = [constant_value(arg, scope) for arg in source.args]
     if len(values) != 1 or not isinstance(values[0], str | None):
         raise SqlError("unnest() takes one array, written as its text '{a,b}'")
