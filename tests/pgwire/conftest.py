@@ -3,14 +3,15 @@ fresh database per test, reached by real drivers (psycopg, asyncpg) and psql."""
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import re
 import uuid
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import psycopg
 import pytest
@@ -20,6 +21,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from tests.http.conftest import Server, running_server
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -45,6 +48,21 @@ class PgServer:
             connect_timeout=10,
             **kwargs,
         )
+
+    def run_asyncpg(self, dbname: str, work: Callable[[Any], Awaitable[T]]) -> T:
+        """`await work(conn)` on an asyncpg connection as the admin to `dbname`, closed after."""
+        import asyncpg  # only the tests of asyncpg need it
+
+        async def main() -> T:
+            conn = await asyncpg.connect(
+                host=self.host, port=self.port, user="admin", password=self.token, database=dbname
+            )
+            try:
+                return await work(conn)
+            finally:
+                await conn.close()
+
+        return asyncio.run(main())
 
 
 def pg_address(server: Server) -> tuple[str, int]:

@@ -4,26 +4,12 @@ in parts (Execute with a row limit, PortalSuspended)."""
 
 from __future__ import annotations
 
-import asyncio
 from datetime import UTC, datetime
 
 import asyncpg
 import pytest
 
 ROW = (1, 2**40, 1.5, "é'x", "s", True, datetime(2026, 9, 24, 10, 0, 0, 250000, UTC))
-
-
-def run(pg, db, work):
-    async def main():
-        conn = await asyncpg.connect(
-            host=pg.host, port=pg.port, user="admin", password=pg.token, database=db
-        )
-        try:
-            return await work(conn)
-        finally:
-            await conn.close()
-
-    return asyncio.run(main())
 
 
 def test_every_type_round_trips_in_binary(pg, db):
@@ -41,7 +27,7 @@ def test_every_type_round_trips_in_binary(pg, db):
         )
         return tuple(one), tuple(empty), [r["id"] for r in ranged]
 
-    one, empty, ranged = run(pg, db, work)
+    one, empty, ranged = pg.run_asyncpg(db, work)
     assert one == ROW
     assert empty == (2, None, None, None, None, None, None)
     assert ranged == [1]
@@ -57,7 +43,7 @@ def test_a_cursor_fetches_in_parts(pg, db):
             first, rest = await cursor.fetch(2), await cursor.fetch(9)
         return [r["id"] for r in first], [r["id"] for r in rest]
 
-    assert run(pg, db, work) == ([1, 2], [3, 4, 5])
+    assert pg.run_asyncpg(db, work) == ([1, 2], [3, 4, 5])
 
 
 def test_a_failed_transaction_rolls_back(pg, db):
@@ -69,7 +55,7 @@ def test_a_failed_transaction_rolls_back(pg, db):
                 await conn.execute("INSERT INTO t VALUES (1)")
         return await conn.fetchval("SELECT count(*) FROM t")
 
-    assert run(pg, db, work) == 0
+    assert pg.run_asyncpg(db, work) == 0
 
 
 def test_errors_and_statement_descriptions(pg, db):
@@ -81,4 +67,4 @@ def test_errors_and_statement_descriptions(pg, db):
         statement = await conn.prepare("SELECT $1 + 1 AS n")
         return [a.name for a in statement.get_attributes()], await statement.fetchval(41)
 
-    assert run(pg, db, work) == (["n"], 42)
+    assert pg.run_asyncpg(db, work) == (["n"], 42)

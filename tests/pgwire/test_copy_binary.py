@@ -4,12 +4,10 @@ answers 22P04 with what is wrong, copies nothing, and the connection goes on."""
 
 from __future__ import annotations
 
-import asyncio
 import io
 import struct
 from datetime import UTC, datetime, timedelta
 
-import asyncpg
 import psycopg
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -42,19 +40,6 @@ def tuple_of(*fields: bytes | None) -> bytes:
 
 def int4(n: int) -> bytes:
     return struct.pack("!i", n)
-
-
-def asyncpg_run(pg, db, work):
-    async def main():
-        conn = await asyncpg.connect(
-            host=pg.host, port=pg.port, user="admin", password=pg.token, database=db
-        )
-        try:
-            return await work(conn)
-        finally:
-            await conn.close()
-
-    return asyncio.run(main())
 
 
 def test_psycopg_binary_copy_in_and_out(pg, db):
@@ -139,7 +124,7 @@ def test_asyncpg_copy_records_to_table_and_copy_from_query(pg, db):
         rows = await conn.fetch("SELECT * FROM t ORDER BY id")
         return first, some, copied, out.getvalue(), binary.getvalue(), [tuple(r) for r in rows]
 
-    first, some, copied, csv_text, binary, rows = asyncpg_run(pg, db, work)
+    first, some, copied, csv_text, binary, rows = pg.run_asyncpg(db, work)
     assert (first, some, copied) == ("COPY 2", "COPY 1", "COPY 2")
     assert csv_text == b'2,""\n3,three\n'
     assert binary.startswith(HEADER) and binary.endswith(TRAILER)
