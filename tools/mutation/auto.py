@@ -214,6 +214,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1, help="the sample's seed (default 1)")
     parser.add_argument("--list", action="store_true", help="list the sample and stop")
     parser.add_argument(
+        "--chapter",
+        action="append",
+        default=[],
+        help="only the modules of this chapter (may repeat): sampled among those",
+    )
+    parser.add_argument(
         "--check", action="store_true", help="only count the mutants (each applies, compiles)"
     )
     parser.add_argument(
@@ -229,11 +235,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _main(args: argparse.Namespace, rest: list[str], root: Path, folder: Path) -> int:
-    made = every_mutant(MODULES, root)
+    modules = {f: c for f, c in MODULES.items() if not args.chapter or c in args.chapter}
+    made = every_mutant(modules, root)
     if args.check:
-        per_module = {f: sum(d.file == f for d in made) for f in MODULES}
+        per_module = {f: sum(d.file == f for d in made) for f in modules}
         for file, count in per_module.items():
-            print(f"{count:5}  {file} ({MODULES[file]})")
+            print(f"{count:5}  {file} ({modules[file]})")
         print(f"{len(made)} mutants: every one applies and compiles")
         return 0 if all(per_module.values()) else 1
     sample = sorted(
