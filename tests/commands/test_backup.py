@@ -7,8 +7,6 @@ import json
 import os
 import random
 import shutil
-import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,23 +17,10 @@ import refimpl as refimpl_engine
 from refimpl.commands.backup import backup_data_folder, restore_data_folder
 from refimpl.engine.instance import check_data
 from refimpl.errors import StorageError
-from tests.http.conftest import ROOT, Server, start_server
+from tests.http.conftest import Server, run_refimpl, start_server
 from tests.http.stream_client import open_stream
 
 DB = "bk"
-
-
-def refimpl(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("KDB_")}
-    env["PYTHONPATH"] = str(ROOT)
-    return subprocess.run(
-        [sys.executable, "-m", "refimpl", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
 
 
 class Writer(threading.Thread):
@@ -96,7 +81,9 @@ def taken(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Writ
         writer.start()
         while len(writer.ops) < 150 and writer.error is None:
             writer.stop.wait(0.05)
-        done = refimpl("backup", "--data", str(server.data), "--to", str(root / "copy"), cwd=root)
+        done = run_refimpl(
+            "backup", "--data", str(server.data), "--to", str(root / "copy"), cwd=root
+        )
         taken_during = len(writer.ops)
         while len(writer.ops) < taken_during + 50 and writer.error is None:
             writer.stop.wait(0.05)
@@ -119,14 +106,18 @@ def test_the_backup_restores_to_exactly_the_state_at_its_lsn(
     backup, writer, original = taken
     lsn = _manifest_lsn(backup)
     assert writer.first_lsn < lsn < writer.first_lsn + len(writer.ops) - 1  # taken mid-load
-    checked = refimpl("check", "--data", str(backup), cwd=tmp_path)
+    checked = run_refimpl("check", "--data", str(backup), cwd=tmp_path)
     assert checked.returncode == 0, checked.stdout
     assert f"backup: database '{DB}' at LSN {lsn}" in checked.stdout
 
-    refused = refimpl("restore", "--from", str(backup), "--data", str(original.data), cwd=tmp_path)
+    refused = run_refimpl(
+        "restore", "--from", str(backup), "--data", str(original.data), cwd=tmp_path
+    )
     assert refused.returncode == 1 and "in use by another refimpl process" in refused.stderr
 
-    done = refimpl("restore", "--from", str(backup), "--data", str(tmp_path / "new"), cwd=tmp_path)
+    done = run_refimpl(
+        "restore", "--from", str(backup), "--data", str(tmp_path / "new"), cwd=tmp_path
+    )
     assert done.returncode == 0, done.stderr
     restored = start_server(tmp_path / "new")
     restored.token = original.token  # the access file came back: the same admin, no new token

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -12,7 +11,7 @@ import pytest
 
 from refimpl.commands.importing import BLOCK, import_to_server
 from refimpl.engine.progress import Progress
-from tests.http.conftest import ROOT, Server, db, running_server
+from tests.http.conftest import ROOT, Server, db, run_refimpl, running_server
 
 __all__ = ["db"]  # the fixture: a fresh database per test
 
@@ -30,25 +29,12 @@ def write_csv(path: Path, rows: int) -> Path:
     return path
 
 
-def refimpl(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("KDB_")}
-    env["PYTHONPATH"] = str(ROOT)
-    return subprocess.run(
-        [sys.executable, "-m", "refimpl", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-
-
 def test_import_to_a_server_is_quiet_outside_a_terminal(
     tmp_path: Path, server: Server, db: str
 ) -> None:
     server.sql("CREATE TABLE q (id INT PRIMARY KEY, sym SYMBOL, price DOUBLE)", db)
     file = write_csv(tmp_path / "q.csv", 3000)
-    done = refimpl(
+    done = run_refimpl(
         "import",
         str(file),
         "--table",
@@ -85,7 +71,7 @@ def test_a_bad_line_imports_nothing_and_says_why(tmp_path: Path, server: Server,
     server.sql("CREATE TABLE q (id INT PRIMARY KEY, sym SYMBOL, price DOUBLE)", db)
     file = tmp_path / "bad.csv"
     file.write_text("id,sym,price\n1,A,1.5\n2,B,not-a-number\n")
-    done = refimpl(
+    done = run_refimpl(
         "import",
         str(file),
         "--table",
@@ -105,7 +91,7 @@ def test_a_bad_line_imports_nothing_and_says_why(tmp_path: Path, server: Server,
 
 def test_import_into_a_data_folder(tmp_path: Path) -> None:
     data = tmp_path / "data"
-    made = refimpl(
+    made = run_refimpl(
         "sql",
         "--data",
         str(data),
@@ -115,10 +101,10 @@ def test_import_into_a_data_folder(tmp_path: Path) -> None:
     )
     assert made.returncode == 0, made.stderr
     file = write_csv(tmp_path / "q.csv", 500)
-    done = refimpl("import", str(file), "--table", "q", "--data", str(data), cwd=tmp_path)
+    done = run_refimpl("import", str(file), "--table", "q", "--data", str(data), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert "500 row(s) inserted" in done.stdout
-    counted = refimpl(
+    counted = run_refimpl(
         "sql",
         "--data",
         str(data),
@@ -129,7 +115,7 @@ def test_import_into_a_data_folder(tmp_path: Path) -> None:
         cwd=tmp_path,
     )
     assert counted.stdout.splitlines() == ["n", "500"]
-    missing = refimpl(
+    missing = run_refimpl(
         "import", str(tmp_path / "none.csv"), "--table", "q", "--data", str(data), cwd=tmp_path
     )
     assert missing.returncode == 1 and "cannot read" in missing.stderr

@@ -3,26 +3,14 @@
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 from refimpl.settings import KEYS
-from tests.http.conftest import _clean_environment
-
-
-def refimpl(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "refimpl", *args],
-        capture_output=True,
-        text=True,
-        env={**_clean_environment(), **(env or {})},
-        timeout=120,
-    )
+from tests.http.conftest import run_refimpl
 
 
 def test_serve_help_names_each_flags_setting_and_variable_and_lists_every_setting() -> None:
-    done = refimpl("serve", "--help")
+    done = run_refimpl("serve", "--help")
     assert done.returncode == 0, done
     # argparse wraps the help at any space; the usage line above names the flags too
     text = " ".join(done.stdout.split("options:", 1)[1].split())
@@ -47,7 +35,7 @@ def test_settings_shows_each_value_and_where_it_came_from(tmp_path: Path) -> Non
     data = tmp_path / "data"
     data.mkdir()
     (data / "kdb.conf").write_text("threads = 4\nport = 9100\nstream_capacity = 7\n")
-    done = refimpl(
+    done = run_refimpl(
         "settings",
         "--data",
         str(data),
@@ -69,7 +57,7 @@ def test_settings_shows_each_value_and_where_it_came_from(tmp_path: Path) -> Non
 
 
 def test_a_flag_whose_name_is_not_its_key_is_named_by_its_flag(tmp_path: Path) -> None:
-    done = refimpl("settings", "--data", str(tmp_path), "--memory", "64")
+    done = run_refimpl("settings", "--data", str(tmp_path), "--memory", "64")
     assert done.returncode == 0, done
     row = next(line for line in done.stdout.splitlines() if line.startswith("memory_mb "))
     assert row.split() == ["memory_mb", "64", "--memory"]
@@ -78,7 +66,7 @@ def test_a_flag_whose_name_is_not_its_key_is_named_by_its_flag(tmp_path: Path) -
 def test_an_unknown_key_in_kdb_conf_names_the_closest_one(tmp_path: Path) -> None:
     (tmp_path / "kdb.conf").write_text("# tuned\nthread = 4\n")
     for command in ("settings", "serve"):
-        done = refimpl(command, "--data", str(tmp_path), "--port", "0")
+        done = run_refimpl(command, "--data", str(tmp_path), "--port", "0")
         assert done.returncode == 2, done
         assert "line 2: unknown setting 'thread'; did you mean 'threads'?" in done.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["kdb.conf"]  # nothing created
@@ -87,7 +75,7 @@ def test_an_unknown_key_in_kdb_conf_names_the_closest_one(tmp_path: Path) -> Non
 def test_an_unknown_kdb_variable_names_the_closest_one_and_serve_refuses(tmp_path: Path) -> None:
     data = tmp_path / "data"
     for command in ("settings", "serve"):
-        done = refimpl(
+        done = run_refimpl(
             command, "--data", str(data), "--port", "0", env={"KDB_STATMENT_TIMEOUT_MS": "5"}
         )
         assert done.returncode == 2, done
@@ -100,27 +88,27 @@ def test_an_unknown_kdb_variable_names_the_closest_one_and_serve_refuses(tmp_pat
 
 def test_a_name_like_no_setting_points_to_the_list(tmp_path: Path) -> None:
     (tmp_path / "kdb.conf").write_text("zzqx = 1\n")
-    done = refimpl("settings", "--data", str(tmp_path))
+    done = run_refimpl("settings", "--data", str(tmp_path))
     assert done.returncode == 2, done
     assert "unknown setting 'zzqx' (`refimpl settings` lists them all)" in done.stderr
 
 
 def test_a_bad_value_is_refused_with_its_source(tmp_path: Path) -> None:
-    done = refimpl("settings", "--data", str(tmp_path), env={"KDB_THREADS": "many"})
+    done = run_refimpl("settings", "--data", str(tmp_path), env={"KDB_THREADS": "many"})
     assert done.returncode == 2, done
     assert "setting 'threads' from KDB_THREADS must be a whole number" in done.stderr
 
 
 def test_a_mistyped_flag_names_the_closest_flag(tmp_path: Path) -> None:
     for command in ("serve", "settings"):
-        done = refimpl(command, "--data", str(tmp_path / "d"), "--treads", "4")
+        done = run_refimpl(command, "--data", str(tmp_path / "d"), "--treads", "4")
         assert done.returncode == 2, done
         assert "unrecognized arguments: --treads 4; did you mean --threads?" in done.stderr
     assert not (tmp_path / "d").exists()
 
 
 def test_a_flag_for_a_setting_without_one_says_where_to_set_it(tmp_path: Path) -> None:
-    done = refimpl("settings", "--data", str(tmp_path), "--max-body-mb=3")
+    done = run_refimpl("settings", "--data", str(tmp_path), "--max-body-mb=3")
     assert done.returncode == 2, done
     assert (
         "the setting max_body_mb has no flag: set it in kdb.conf (max_body_mb = ...)"
@@ -129,9 +117,9 @@ def test_a_flag_for_a_setting_without_one_says_where_to_set_it(tmp_path: Path) -
 
 
 def test_settings_refuses_what_serve_would_refuse(tmp_path: Path) -> None:
-    done = refimpl("settings", "--data", str(tmp_path), "--dev", "--host", "0.0.0.0")
+    done = run_refimpl("settings", "--data", str(tmp_path), "--dev", "--host", "0.0.0.0")
     assert done.returncode == 2, done
     assert "may only listen on a loopback address, not 0.0.0.0" in done.stderr
-    done = refimpl("settings", "--data", str(tmp_path), "--static", str(tmp_path))
+    done = run_refimpl("settings", "--data", str(tmp_path), "--static", str(tmp_path))
     assert done.returncode == 2, done
     assert "the data folder" in done.stderr

@@ -113,6 +113,21 @@ def _clean_environment() -> dict[str, str]:
     return env
 
 
+def run_refimpl(
+    *args: str, cwd: Path | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """`python -m refimpl ARGS` as a user runs it from this checkout, with no `KDB_`
+    variables but those of `env`, in `cwd`; what it printed, as text."""
+    return subprocess.run(
+        [sys.executable, "-m", "refimpl", *args],
+        cwd=cwd,
+        env={**_clean_environment(), **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=600,  # a bound on a hang, not on the work
+    )
+
+
 def free_port() -> int:
     """A loopback port free now (for a server that must keep one port across restarts)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
