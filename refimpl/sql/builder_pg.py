@@ -14,7 +14,7 @@ import re
 
 from lark import Token, Transformer, v_args
 
-from refimpl.errors import SqlSyntaxError
+from refimpl.errors import NotAllowed, SqlSyntaxError
 from refimpl.sql import ast
 
 SCHEMAS = frozenset({"pg_catalog", "public"})
@@ -113,6 +113,26 @@ class PgBuilder(Transformer):
 
     def field_select(self, operand: ast.Expr, field: str) -> ast.FieldSelect:
         return ast.FieldSelect(operand, field.lower())
+
+    def trim_from(
+        self, name: str, side: str, chars: ast.Expr | None, text: ast.Expr
+    ) -> ast.FuncCall:
+        """`trim([both | leading | trailing] [chars] FROM text)`: btrim, ltrim or rtrim."""
+        if name.lower() != "trim":
+            raise NotAllowed(f"{name}(... FROM ...) is not supported; only trim() takes FROM here")
+        return ast.FuncCall(side, (text,) if chars is None else (text, chars))
+
+    def trim_chars_from(self, name: str, chars: ast.Expr, text: ast.Expr) -> ast.FuncCall:
+        return self.trim_from(name, "btrim", chars, text)
+
+    def trim_both(self) -> str:
+        return "btrim"
+
+    def trim_leading(self) -> str:
+        return "ltrim"
+
+    def trim_trailing(self) -> str:
+        return "rtrim"
 
     def window_partition(self, items: tuple[ast.Expr, ...]) -> tuple[ast.Expr, ...]:
         return items

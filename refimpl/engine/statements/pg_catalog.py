@@ -271,7 +271,7 @@ def _pg_class(context: StatementContext, views: ViewColumns | None) -> QueryOutp
         " relhastriggers:BOOLEAN relrowsecurity:BOOLEAN relforcerowsecurity:BOOLEAN"
         " relispartition:BOOLEAN reltablespace:BIGINT reloftype:BIGINT"
         " relpersistence:STRING relreplident:STRING reltoastrelid:BIGINT reltuples:DOUBLE"
-        " relpartbound:STRING reloptions:STRING reltype:BIGINT"
+        " relpartbound:STRING reloptions:STRING reltype:BIGINT relpages:INT"
     )
     owner = role_oid(ADMIN_USER)
     indexes = catalog_indexes(context, views)
@@ -355,8 +355,9 @@ def _pg_class(context: StatementContext, views: ViewColumns | None) -> QueryOutp
         )
         for v in readable_views(context, views)
     ]
-    # reltype 0: no relation here has a composite type of its rows.
-    return QueryOutput(columns, [(*row, 0) for row in rows])
+    # reltype 0: no relation here has a composite type of its rows; relpages 0, as in
+    # PostgreSQL before a relation is first vacuumed (no page count is kept here).
+    return QueryOutput(columns, [(*row, 0, 0) for row in rows])
 
 
 def _pg_namespace(context: StatementContext, views: ViewColumns | None) -> QueryOutput:

@@ -250,6 +250,10 @@ def functions(context: StatementContext, views: ViewColumns) -> dict[str, Scalar
         "json_build_object": _function(context, range(0, 101, 2), "STRING", json_object),
         "current_setting": _function(context, (1, 2), "STRING", current_setting),
         "current_schemas": _function(context, (1,), "STRING[]", current_schemas),
+        "btrim": _function(context, (1, 2), "STRING", lambda t, c=" ": _trim(t, c, "both")),
+        "trim": _function(context, (1, 2), "STRING", lambda t, c=" ": _trim(t, c, "both")),
+        "ltrim": _function(context, (1, 2), "STRING", lambda t, c=" ": _trim(t, c, "leading")),
+        "rtrim": _function(context, (1, 2), "STRING", lambda t, c=" ": _trim(t, c, "trailing")),
         "set_config": _function(context, (3,), "STRING", set_config),
     }  # fmt: skip
 
@@ -291,6 +295,19 @@ def current_setting(name: Any, missing_ok: Any = False) -> str | None:
         f" settings ({', '.join(sorted(FIXED_SETTINGS))}); ask a session's setting with"
         f" SHOW {name}"
     )
+
+
+def _trim(text: Any, chars: Any, side: str) -> str | None:
+    """PostgreSQL's btrim/ltrim/rtrim (`trim([both | leading | trailing] [chars] FROM x)`):
+    the longest run of any of `chars` (a space by default) taken off that side."""
+    if text is None or chars is None:
+        return None
+    text, chars = str(text), str(chars)
+    if side == "leading":
+        return text.lstrip(chars)
+    if side == "trailing":
+        return text.rstrip(chars)
+    return text.strip(chars)
 
 
 def current_schemas(implicit: Any) -> str | None:

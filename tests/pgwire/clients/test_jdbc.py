@@ -29,6 +29,7 @@ CHECKS = [
     "metadata-tables",
     "metadata-columns",  # getColumns: row_number() OVER (PARTITION BY ... ORDER BY ...)
     "metadata-primary-keys",  # getPrimaryKeys: (information_schema._pg_expandarray(...)).n
+    "metadata-index-info",  # getIndexInfo: trim(both '"' from ...), indoption[n - 1] & 1
     "error-sqlstate",
 ]
 

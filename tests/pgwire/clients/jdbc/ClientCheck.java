@@ -186,6 +186,16 @@ public class ClientCheck {
                 }
                 expect(keys.toString().equals("[id:t_pkey]"), "keys " + keys);
             });
+            check(conn, "metadata-index-info", c -> {
+                List<String> indexes = new ArrayList<>();
+                try (ResultSet r = c.getMetaData().getIndexInfo(null, "public", "t", false, true)) {
+                    while (r.next()) {
+                        indexes.add(r.getString("INDEX_NAME") + ":" + r.getString("COLUMN_NAME")
+                            + ":" + r.getBoolean("NON_UNIQUE") + ":" + r.getShort("ORDINAL_POSITION"));
+                    }
+                }
+                expect(indexes.toString().equals("[t_pkey:id:false:1]"), "indexes " + indexes);
+            });
             check(conn, "error-sqlstate", c -> {
                 try (Statement s = c.createStatement()) {
                     s.executeQuery("SELECT * FROM nowhere");
