@@ -5,7 +5,9 @@ change stream, answered by `changes_route`."""
 from __future__ import annotations
 
 from itertools import repeat
+from typing import Any
 
+from refimpl.engine.features.change_stream import CHUNK_ROWS
 from refimpl.engine.features.feed_options import FeedOptions, type_of
 from refimpl.engine.features.initial_copy import (
     INITIAL,
@@ -14,6 +16,7 @@ from refimpl.engine.features.initial_copy import (
     parse_position,
 )
 from refimpl.engine.feeds import LogBounds, TableFeed
+from refimpl.engine.query.deadlines import make_way
 from refimpl.http.context import Context
 from refimpl.http.encode import Answer, encode_json
 from refimpl.http.endpoints.change_encoding import (
@@ -58,7 +61,20 @@ def copy_answer(
     # encoding too (which costs more than its read), taking turns with other users' work.
     with ctx.app.feeds.copy_page(ctx.principal, limit):
         batch = feed.read_initial(at, limit, feed_filter)
-        return _page_answer(feed, bounds, options, at, batch, fmt)
+        answer = _page_answer(feed, bounds, options, at, batch, fmt)
+        if batch.copied is not None:
+            copied = batch.copied
+            _release(copied.rows, copied.keys, copied.places)
+        return answer
+
+
+def _release(*lists: list[Any]) -> None:
+    """Empties long lists a chunk at a time, making way between: freeing a page's objects all
+    at once is one C step that holds the interpreter lock (tens of milliseconds a page)."""
+    for items in lists:
+        while items:
+            del items[-CHUNK_ROWS:]
+            make_way()
 
 
 def _page_answer(
@@ -95,6 +111,7 @@ def _page_answer(
                 "oldest_lsn": bounds.oldest_lsn,
             }
         )
+        _release(copied, changes)
         return Answer(body, 200, "application/json", JSON_HEADERS)
     parts = [f"retry: {RETRY_MS}\n\n".encode()]
     parts += [b"event: state\ndata: " + encode_json(s) + b"\n\n" for s in states]
@@ -121,4 +138,6 @@ def _page_answer(
     parts += [b"event: state\ndata: " + encode_json(s) + b"\n\n" for s in end]
     position = encode_json({"next": _next(batch.position), "more": batch.copying}).decode()
     parts.append(f"id: {_id(batch.position)}\nevent: position\ndata: {position}\n\n".encode())
-    return Answer(b"".join(parts), 200, "text/event-stream; charset=utf-8", SSE_HEADERS)
+    body = b"".join(parts)
+    _release(parts, copied, changes)
+    return Answer(body, 200, "text/event-stream; charset=utf-8", SSE_HEADERS)
