@@ -20,7 +20,7 @@ from refimpl.sql.ast import Expr
 from refimpl.sql.ast_access import AlterUser
 from refimpl.sql.builder_copy import CopyBuilder
 from refimpl.sql.builder_ddl import DdlBuilder, error_at
-from refimpl.sql.builder_pg import PgBuilder
+from refimpl.sql.builder_pg import PgBuilder, cast_to
 from refimpl.sql.builder_publications import PublicationBuilder
 from refimpl.sql.builder_queries import QueryBuilder
 from refimpl.sql.builder_routines import RoutineBuilder
@@ -364,7 +364,7 @@ class Builder(
     def cast(self, operand: Expr, type_: str) -> Expr:
         if type_ in ast_types.FUNCTION_CASTS:  # CAST(x AS REGCLASS) is x::regclass
             return ast.FuncCall(type_.lower(), (operand,))
-        return ast.Cast(operand, type_)
+        return cast_to(operand, type_)
 
     # --- data changes -----------------------------------------------------------------------
 

@@ -49,6 +49,14 @@ def _unschema(schema: str, name: str) -> str:
     return name
 
 
+def cast_to(operand: ast.Expr, target: str) -> ast.Expr:
+    """`CAST(operand AS target)`; a `regtype`'s text is the type's name, as PostgreSQL writes
+    it (`atttypid::regtype::text` is `integer`), not its OID's digits."""
+    if target == "STRING" and isinstance(operand, ast.FuncCall) and operand.name == "regtype":
+        return ast.FuncCall("format_type", (operand, ast.Literal(None, "NULL")))
+    return ast.Cast(operand, target)
+
+
 def _string(token: Token) -> str:
     return str(token)[1:-1].replace("''", "'")
 
@@ -186,7 +194,7 @@ class PgBuilder(Transformer):
         return ast.Cast(operand, "TIMESTAMP")
 
     def pg_text_cast(self, operand: ast.Expr, *length: Token | None) -> ast.Expr:
-        return ast.Cast(operand, "STRING")
+        return cast_to(operand, "STRING")
 
     def pg_cast(self, operand: ast.Expr, *name: str | None) -> ast.Expr:
         """`x::type`: a CAST to the column type a PostgreSQL type name stands for."""
@@ -202,7 +210,7 @@ class PgBuilder(Transformer):
                 f"type {type_name} is not known here; cast to one of"
                 f" {', '.join(sorted(_CAST_TYPES))}"
             )
-        return ast.Cast(operand, target)
+        return cast_to(operand, target)
 
     def dollar_string(self, token: Token) -> ast.Literal:
         """`$$it's$$`: PostgreSQL's dollar quoting; the text between is taken as it is."""

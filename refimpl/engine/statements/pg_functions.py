@@ -113,7 +113,9 @@ def functions(context: StatementContext, views: ViewColumns) -> dict[str, Scalar
         return None if oid is None else names.get(oid, f"unknown (OID={oid})")
 
     def format_type(oid: Any, typmod: Any = None) -> str | None:
-        return None if oid is None else FORMAT_TYPE.get(oid, "???")
+        if oid is None:
+            return None
+        return FORMAT_TYPE.get(oid) or _PSEUDO_NAMES.get(oid, "???")
 
     def index_of(oid: Any) -> IndexRelation | None:
         return next((i for i in catalog_indexes(context, views) if i.oid == oid), None)
@@ -371,6 +373,7 @@ _TYPE_NAMES = {name: oid for oid, name, _, _ in TYPES.values()} | {
 
 # PostgreSQL's pseudo-types a catalog query names (`prorettype::regtype != 'trigger'::regtype`).
 _PSEUDO_TYPES = {"trigger": 2279, "void": 2278, "record": 2249, "event_trigger": 3838}
+_PSEUDO_NAMES = {oid: name for name, oid in _PSEUDO_TYPES.items()}
 
 
 def type_oid(name: Any) -> int | None:

@@ -48,6 +48,9 @@ def test_pgcli_loads_the_catalog_completes_names_and_runs_a_query(pg: PgServer, 
         select_list = completions(completer, "SELECT  FROM quotes", at=len("SELECT "))
         assert {"sym", "px", "at"} <= set(select_list)
         assert "sym" in completions(completer, "SELECT s FROM quotes", at=len("SELECT s"))
+        # The type a completion's description shows: `atttypid::regtype::text`, the name.
+        types = {row[2]: row[3] for row in executor.table_columns()}
+        assert types == {"sym": "text", "px": "double precision", "at": "timestamp with time zone"}
         ran = list(executor.run("SELECT sym, px FROM quotes ORDER BY sym"))
         _, cursor, headers, status, *_ = ran[0]
         assert headers == ["sym", "px"] and list(cursor) == [("a", 1.5)]
