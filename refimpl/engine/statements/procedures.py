@@ -27,9 +27,12 @@ from refimpl.engine.statements.routines import (
     RunStatement,
     as_parameter,
     bind_names,
+    drop_routine,
     has_params,
     name_error,
+    routines_of,
     run_body,
+    unknown_hint,
 )
 from refimpl.engine.storage import ddl, values
 from refimpl.engine.storage.transaction import Transaction
@@ -63,7 +66,7 @@ _BODY_STATEMENTS = (
 
 def procedures_of(context: StatementContext) -> dict[str, str]:
     """The database's procedures: lower-case name -> canonical CREATE PROCEDURE text."""
-    return context.database.settings.get("procedures") or {}
+    return routines_of(context, "procedure")
 
 
 def _signature(params: Sequence[ast.ProcedureParam]) -> str:
@@ -128,18 +131,10 @@ def _parse_source(
 def _drop_procedure(
     context: StatementContext, statement: ast.DropProcedure, text: str, params: Sequence[Any]
 ) -> Result:
-    context.authorize(Right.ADMIN)
     name = statement.name
-
-    def run(txn: Transaction) -> Result:
-        if name.lower() not in procedures_of(context):
-            if statement.if_exists:
-                return message_result(text, f"procedure '{name}' does not exist")
-            raise UnknownRoutine("procedure", name, "; SHOW PROCEDURES lists the procedures")
-        txn.database_changes.append(ddl.canonical_sql(ast.DropProcedure(name)))
-        return message_result(text, f"procedure '{name}' dropped")
-
-    return context.write(run)
+    return drop_routine(
+        context, "procedure", name, statement.if_exists, ast.DropProcedure(name), text
+    )
 
 
 _SHOW_COLUMNS = [
@@ -211,7 +206,7 @@ def call(
     context.authorize(Right.READ)
     stored = procedures_of(context).get(statement.name.lower())
     if stored is None:
-        raise UnknownRoutine("procedure", statement.name, "; SHOW PROCEDURES lists the procedures")
+        raise UnknownRoutine("procedure", statement.name, unknown_hint("procedure"))
     procedure = _bound(stored)
     if len(statement.args) != len(procedure.params):
         raise SqlError(

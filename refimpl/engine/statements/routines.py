@@ -20,10 +20,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import fields, is_dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from refimpl.engine.result import Result
+from refimpl.engine.result import Result, message_result
 from refimpl.engine.rights import Principal, Right
-from refimpl.engine.storage import values
-from refimpl.errors import Forbidden, KdbError, NotAllowed, RoutineDepth, StatementTimeout
+from refimpl.engine.storage import ddl, values
+from refimpl.errors import (
+    Forbidden,
+    KdbError,
+    NotAllowed,
+    RoutineDepth,
+    StatementTimeout,
+    UnknownRoutine,
+)
 from refimpl.sql import ast
 
 if TYPE_CHECKING:
@@ -131,6 +138,42 @@ class RoutineContext:
 
     def table_functions(self) -> dict[str, TableFunction]:
         return self._outer.table_functions()
+
+
+def routines_of(context: StatementContext, kind: str) -> dict[str, str]:
+    """The database's routines of `kind` ("trigger" or "procedure"): lower-case name ->
+    canonical CREATE text."""
+    stored: dict[str, str] = context.database.settings.get(f"{kind}s") or {}
+    return stored
+
+
+def drop_routine(
+    context: StatementContext,
+    kind: str,
+    name: str,
+    if_exists: bool,
+    logged: ast.Statement,
+    text: str,
+) -> Result:
+    """DROP TRIGGER and DROP PROCEDURE: ADMIN right; `logged` (the DROP statement) goes
+    into the database's log; a missing name is UnknownRoutine, or only a message with
+    IF EXISTS."""
+    context.authorize(Right.ADMIN)
+
+    def run(txn: Transaction) -> Result:
+        if name.lower() not in routines_of(context, kind):
+            if if_exists:
+                return message_result(text, f"{kind} '{name}' does not exist")
+            raise UnknownRoutine(kind, name, unknown_hint(kind))
+        txn.database_changes.append(ddl.canonical_sql(logged))
+        return message_result(text, f"{kind} '{name}' dropped")
+
+    return context.write(run)
+
+
+def unknown_hint(kind: str) -> str:
+    """What UnknownRoutine of `kind` adds: the SHOW statement that lists them."""
+    return f"; SHOW {kind.upper()}S lists the {kind}s"
 
 
 def run_body(

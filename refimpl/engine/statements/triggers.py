@@ -35,8 +35,10 @@ from refimpl.engine.statements.routines import (
     RunStatement,
     as_parameter,
     bind_names,
+    drop_routine,
     has_params,
     name_error,
+    routines_of,
     run_body,
 )
 from refimpl.engine.storage import ddl
@@ -49,7 +51,6 @@ from refimpl.errors import (
     RoutineExists,
     SqlError,
     UnknownColumn,
-    UnknownRoutine,
     UnknownTable,
     UserError,
 )
@@ -65,7 +66,7 @@ _SIDES = {"INSERT": ("new",), "UPDATE": ("old", "new"), "DELETE": ("old",)}
 
 def triggers_of(context: StatementContext) -> dict[str, str]:
     """The database's triggers: lower-case name -> canonical CREATE TRIGGER text."""
-    return context.database.settings.get("triggers") or {}
+    return routines_of(context, "trigger")
 
 
 # -- CREATE, DROP, SHOW ------------------------------------------------------------------
@@ -147,18 +148,8 @@ def _check_rows_named(trigger: ast.CreateTrigger, schema: TableSchema) -> None:
 def _drop_trigger(
     context: StatementContext, statement: ast.DropTrigger, text: str, params: Sequence[Any]
 ) -> Result:
-    context.authorize(Right.ADMIN)
     name = statement.name
-
-    def run(txn: Transaction) -> Result:
-        if name.lower() not in triggers_of(context):
-            if statement.if_exists:
-                return message_result(text, f"trigger '{name}' does not exist")
-            raise UnknownRoutine("trigger", name, "; SHOW TRIGGERS lists the triggers")
-        txn.database_changes.append(ddl.canonical_sql(ast.DropTrigger(name)))
-        return message_result(text, f"trigger '{name}' dropped")
-
-    return context.write(run)
+    return drop_routine(context, "trigger", name, statement.if_exists, ast.DropTrigger(name), text)
 
 
 def drop_table_triggers(context: StatementContext, txn: Transaction, table: str) -> None:
