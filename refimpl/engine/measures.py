@@ -14,25 +14,22 @@ import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+
+def one_two_five(low: float, high: float) -> tuple[float, ...]:
+    """Histogram bounds in seconds: 1, 2.5 and 5 times the powers of ten, from `low` to
+    `high` (both of the series) in increasing order. Each bound is the float its decimal
+    text reads as (2.5e-4 is 0.00025), so an exported `le` label prints as written."""
+    bounds = [
+        float(f"{mantissa}e{exponent}")
+        for exponent in range(-9, 10)
+        for mantissa in ("1", "2.5", "5")
+    ]
+    return tuple(bound for bound in bounds if low <= bound <= high)
+
+
 # Upper bounds in seconds: an fsync here takes ~0.1 ms, a commit's append and install tens
 # of microseconds, a slow disk hundreds of milliseconds.
-LATENCY_BOUNDS: tuple[float, ...] = (
-    0.00005,
-    0.0001,
-    0.00025,
-    0.0005,
-    0.001,
-    0.0025,
-    0.005,
-    0.01,
-    0.025,
-    0.05,
-    0.1,
-    0.25,
-    0.5,
-    1.0,
-    2.5,
-)
+LATENCY_BOUNDS: tuple[float, ...] = one_two_five(0.00005, 2.5)
 
 
 @dataclass(frozen=True, slots=True)

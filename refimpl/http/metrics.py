@@ -40,27 +40,12 @@ from refimpl.engine.measures import (
     LiveMeasures,
     PgMeasures,
     StreamMeasures,
+    one_two_five,
 )
 from refimpl.engine.replication.lag import SlotLag
 
 # A request's time in the app: a point read takes ~0.1 ms, a long poll up to its wait.
-REQUEST_BOUNDS = (
-    0.0005,
-    0.001,
-    0.0025,
-    0.005,
-    0.01,
-    0.025,
-    0.05,
-    0.1,
-    0.25,
-    0.5,
-    1.0,
-    2.5,
-    5.0,
-    10.0,
-    30.0,
-)
+REQUEST_BOUNDS = (*one_two_five(0.0005, 10.0), 30.0)
 # Requests queued before the request that queues the next one folds them into the counts.
 FOLD_EVERY = 256
 
