@@ -356,6 +356,42 @@ def http_words(root: Path, words: Iterable[str] = HTTP_WORDS) -> dict[str, list[
     return found
 
 
+# A test module is run, not used: what two test modules share lives in a support module (or a
+# conftest), so importing one never runs, collects or fixes another's tests, and a script in
+# tools/ that reuses a test's workload takes it from the same support module.
+TEST_ROOT = Path(__file__).resolve().parent
+TOOLS_ROOT = TEST_ROOT.parent / "tools"
+
+
+def _is_test_module(dotted: str) -> bool:
+    return dotted.rpartition(".")[2].startswith("test_")
+
+
+def imports_of_test_modules(paths: Iterable[Path], base: Path) -> list[str]:
+    """`path:line imports name` (path from `base`) for each import of a module named
+    `test_*` (`import test_x`, `from tests.a.test_x import f`, `from tests.a import test_x`,
+    `from . import test_x`) in `paths`."""
+    found = []
+    for path in sorted(paths):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                # `from tests.a.test_x import test_f` is one import of test_x, not two.
+                module = node.module or ""
+                names = (
+                    [module]
+                    if _is_test_module(module)
+                    else [f"{module}.{alias.name}".lstrip(".") for alias in node.names]
+                )
+            else:
+                continue
+            where = path.relative_to(base).as_posix()
+            found += [f"{where}:{node.lineno} imports {n}" for n in names if _is_test_module(n)]
+    return found
+
+
 # --- the tests of the package -------------------------------------------------------------------
 
 
@@ -402,6 +438,14 @@ def test_the_engine_names_no_route_or_header():
     )
     stale = sorted(HTTP_WORDS_ALLOWED - set(found))
     assert not stale, f"name no route any more, drop from HTTP_WORDS_ALLOWED: {stale}"
+
+
+def test_no_test_module_is_imported():
+    scripts = [*TEST_ROOT.rglob("*.py"), *TOOLS_ROOT.rglob("*.py")]
+    found = imports_of_test_modules(scripts, TEST_ROOT.parent)
+    assert not found, "test modules imported (move what is shared to a support module):\n" + (
+        "\n".join(f"  {line}" for line in found)
+    )
 
 
 # --- the checks can fail: a small synthetic package ---------------------------------------------
@@ -476,3 +520,18 @@ def test_http_words_skip_docstrings_and_find_f_strings(tmp_path):
     )
     root = _write_package(tmp_path, {"pkg/__init__.py": "", "pkg/m.py": module})
     assert http_words(root) == {"pkg/m.py": ["4: /api/", "5: Retry-After"]}
+
+
+def test_test_module_imports_are_found_in_every_spelling(tmp_path):
+    files = {
+        "tests/test_a.py": "import test_b\nfrom tests.x.test_c import test_f, g\n",
+        "tests/x/test_c.py": "from tests.x import test_d, support\nfrom . import test_e\n",
+        "tests/x/support.py": "from tests.x.support_more import g\nimport tests.conftest\n",
+    }
+    _write_package(tmp_path, files)
+    assert imports_of_test_modules(tmp_path.rglob("*.py"), tmp_path) == [
+        "tests/test_a.py:1 imports test_b",
+        "tests/test_a.py:2 imports tests.x.test_c",
+        "tests/x/test_c.py:1 imports tests.x.test_d",
+        "tests/x/test_c.py:2 imports test_e",
+    ]

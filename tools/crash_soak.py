@@ -22,7 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.engine.test_crash import CrashRun  # noqa: E402
+from tests.engine.crash_run import CrashRun  # noqa: E402
 
 
 def main() -> int:

@@ -30,13 +30,12 @@ from tests.engine.disk_faults import (  # noqa: E402
     KINDS,
     FaultyFiles,
     assert_one_of,
+    check_power_loss_at_every_fsync,
+    count_operations,
     observe,
     possible_states,
     reopened,
-)
-from tests.engine.test_faults import count_operations, run_workload  # noqa: E402
-from tests.engine.test_power_loss import (  # noqa: E402
-    test_a_power_loss_at_every_fsync_recovers_what_was_acknowledged as power_loss,
+    run_workload,
 )
 
 
@@ -69,7 +68,7 @@ def main() -> int:
                     shutil.rmtree(data)
         moments = folder / "power-loss"
         moments.mkdir()
-        power_loss(moments)
+        check_power_loss_at_every_fsync(moments)
         figures["power-loss moments checked"] = len(list(moments.glob("lost-power-*")))
     except AssertionError:
         traceback.print_exc()

@@ -39,8 +39,8 @@ from hypothesis import strategies as st  # noqa: E402
 
 from tests.http.conftest import start_server  # noqa: E402
 from tests.http.fuzz_judge import Target, judge, shorten  # noqa: E402
-from tests.http.test_hostile_fuzz import raw_requests, send  # noqa: E402
-from tests.http.test_sql_fuzz import sql_texts  # noqa: E402
+from tests.http.hostile_requests import raw_requests, send  # noqa: E402
+from tests.http.sql_texts import sql_texts  # noqa: E402
 
 RESET_EVERY = 500  # statements between fresh databases: the tables stay small
 SHOWN = 20  # failures printed in full

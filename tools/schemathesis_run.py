@@ -39,7 +39,7 @@ from schemathesis.core.failures import Failure, FailureGroup  # noqa: E402
 from schemathesis.core.result import Err  # noqa: E402
 
 from tests.http.conftest import start_server  # noqa: E402
-from tests.http.test_schemathesis import CHECKS, STREAM_SETTINGS  # noqa: E402
+from tests.http.schema_checks import CHECKS, STREAM_SETTINGS  # noqa: E402
 
 MODES = [schemathesis.GenerationMode.POSITIVE, schemathesis.GenerationMode.NEGATIVE]
 

@@ -10,7 +10,9 @@
 
 And `Workload`: the fixed sequence of statements both fault tests run (creates, inserts,
 updates, a checkpoint, grants, token drops, a new database), with a model of what each one
-changes, and `observe`, the same state read from an instance.
+changes, and `observe`, the same state read from an instance; `run_workload` runs it on a
+given disk and `check_power_loss_at_every_fsync` the power-loss check, for the fault tests and
+for tools/fault_soak.py alike.
 """
 
 from __future__ import annotations
@@ -403,3 +405,78 @@ def reopened(folder: Path) -> Iterator[Instance]:
         yield instance
     finally:
         instance.close()
+
+
+def run_workload(folder: Path, files: FaultyFiles) -> tuple[list[tuple[Step, bool]], dict]:
+    """The workload on `files`; each step with whether it was acknowledged, and the tokens."""
+    done: list[tuple[Step, bool]] = []
+    tokens: dict[str, str] = {}
+    try:
+        instance = Instance.open(folder, EngineOptions(), files)
+    except Exception as error:  # noqa: BLE001 - what it is, is the test
+        assert_clean_error(error, "opening the folder")
+        return done, tokens
+    try:
+        for step in STEPS:
+            try:
+                run_step(instance, step, tokens)
+            except Exception as error:  # noqa: BLE001
+                assert_clean_error(error, step.sql)
+                done.append((step, False))
+            else:
+                done.append((step, True))
+    finally:
+        try:
+            instance.close()
+        except Exception as error:  # noqa: BLE001
+            assert_clean_error(error, "closing")
+    return done, tokens
+
+
+def count_operations(folder: Path) -> int:
+    """How many file operations the workload makes on a sound disk (it must succeed there)."""
+    files = FaultyFiles()
+    done, _tokens = run_workload(folder, files)
+    assert all(acked for _step, acked in done), "the workload fails without a fault"
+    return files.count
+
+
+class Moments:
+    """The copies taken before each fsync, with the steps acknowledged by then."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.acked: list[Step] = []
+        self.running: Step | None = None
+        self.taken: list[tuple[Path, list[Step], Step | None]] = []
+        self.files = PowerLossFiles(folder / "data", self.before_sync)
+
+    def before_sync(self) -> None:
+        copy = self.folder / f"lost-power-{len(self.taken) + 1}"
+        self.files.image(copy)
+        self.taken.append((copy, list(self.acked), self.running))
+
+
+def check_power_loss_at_every_fsync(folder: Path) -> int:
+    """Runs the workload on a `PowerLossFiles` in `folder`, then reopens the copy taken before
+    each fsync and checks it shows what was acknowledged by then; returns how many."""
+    moments = Moments(folder)
+    tokens: dict[str, str] = {}
+    instance = Instance.open(folder / "data", EngineOptions(), moments.files)
+    try:
+        for step in STEPS:
+            moments.running = step
+            run_step(instance, step, tokens)
+            moments.acked.append(step)
+            moments.running = None
+    finally:
+        instance.close()
+    assert len(moments.taken) > 20  # every step's syncs, and the open's
+    for copy, acked, running in moments.taken:
+        done = [(step, True) for step in acked]
+        if running is not None:
+            done.append((running, False))  # a step cut by the power loss: either way
+        with reopened(copy) as again:
+            context = f"power lost at {copy.name}, during {running.sql if running else 'open'}"
+            assert_one_of(observe(again, tokens), possible_states(done), context)
+    return len(moments.taken)

@@ -30,45 +30,17 @@ from refimpl.errors import StorageError, Unauthorized
 from refimpl.http.error_answers import status_of
 from tests.engine.disk_faults import (
     KINDS,
-    STEPS,
     FaultyFiles,
-    Step,
-    assert_clean_error,
     assert_one_of,
+    count_operations,
     observe,
     possible_states,
     reopened,
-    run_step,
+    run_workload,
 )
 
 OPTIONS = EngineOptions()
 STRIDE = 5
-
-
-def run_workload(folder: Path, files: FaultyFiles) -> tuple[list[tuple[Step, bool]], dict]:
-    """The workload on `files`; each step with whether it was acknowledged, and the tokens."""
-    done: list[tuple[Step, bool]] = []
-    tokens: dict[str, str] = {}
-    try:
-        instance = Instance.open(folder, OPTIONS, files)
-    except Exception as error:  # noqa: BLE001 - what it is, is the test
-        assert_clean_error(error, "opening the folder")
-        return done, tokens
-    try:
-        for step in STEPS:
-            try:
-                run_step(instance, step, tokens)
-            except Exception as error:  # noqa: BLE001
-                assert_clean_error(error, step.sql)
-                done.append((step, False))
-            else:
-                done.append((step, True))
-    finally:
-        try:
-            instance.close()
-        except Exception as error:  # noqa: BLE001
-            assert_clean_error(error, "closing")
-    return done, tokens
 
 
 def check_fault(folder: Path, fail_at: int, kind: str) -> FaultyFiles:
@@ -78,13 +50,6 @@ def check_fault(folder: Path, fail_at: int, kind: str) -> FaultyFiles:
     with reopened(folder) as instance:
         assert_one_of(observe(instance, tokens), possible_states(done), context)
     return files
-
-
-def count_operations(folder: Path) -> int:
-    files = FaultyFiles()
-    done, _tokens = run_workload(folder, files)
-    assert all(acked for _step, acked in done), "the workload fails without a fault"
-    return files.count
 
 
 @pytest.fixture(scope="module")

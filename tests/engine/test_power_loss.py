@@ -11,55 +11,8 @@ a step not begun, and the step running at that moment either made or not made.
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from refimpl.engine.instance import Instance
-from refimpl.engine.options import EngineOptions
-from tests.engine.disk_faults import (
-    STEPS,
-    PowerLossFiles,
-    Step,
-    assert_one_of,
-    observe,
-    possible_states,
-    reopened,
-    run_step,
-)
-
-
-class Moments:
-    """The copies taken before each fsync, with the steps acknowledged by then."""
-
-    def __init__(self, folder: Path) -> None:
-        self.folder = folder
-        self.acked: list[Step] = []
-        self.running: Step | None = None
-        self.taken: list[tuple[Path, list[Step], Step | None]] = []
-        self.files = PowerLossFiles(folder / "data", self.before_sync)
-
-    def before_sync(self) -> None:
-        copy = self.folder / f"lost-power-{len(self.taken) + 1}"
-        self.files.image(copy)
-        self.taken.append((copy, list(self.acked), self.running))
+from tests.engine.disk_faults import check_power_loss_at_every_fsync
 
 
 def test_a_power_loss_at_every_fsync_recovers_what_was_acknowledged(tmp_path):
-    moments = Moments(tmp_path)
-    tokens: dict[str, str] = {}
-    instance = Instance.open(tmp_path / "data", EngineOptions(), moments.files)
-    try:
-        for step in STEPS:
-            moments.running = step
-            run_step(instance, step, tokens)
-            moments.acked.append(step)
-            moments.running = None
-    finally:
-        instance.close()
-    assert len(moments.taken) > 20  # every step's syncs, and the open's
-    for copy, acked, running in moments.taken:
-        done = [(step, True) for step in acked]
-        if running is not None:
-            done.append((running, False))  # a step cut by the power loss: either way
-        with reopened(copy) as again:
-            context = f"power lost at {copy.name}, during {running.sql if running else 'open'}"
-            assert_one_of(observe(again, tokens), possible_states(done), context)
+    check_power_loss_at_every_fsync(tmp_path)

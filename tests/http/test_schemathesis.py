@@ -13,25 +13,11 @@ import pytest
 import schemathesis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from schemathesis.checks import not_a_server_error
-from schemathesis.specs.openapi.checks import (
-    content_type_conformance,
-    response_schema_conformance,
-    status_code_conformance,
-)
 
 from tests.http.conftest import Server, running_server
+from tests.http.schema_checks import CHECKS, STREAM_SETTINGS
 
-CHECKS = [
-    not_a_server_error,
-    status_code_conformance,
-    content_type_conformance,
-    response_schema_conformance,
-]
 EXAMPLES = int(os.environ.get("SCHEMATHESIS_EXAMPLES", "150"))
-# An event stream lives until its maximum age and schemathesis reads an answer to its end:
-# short streams with frequent heartbeats keep such a case to 2 s instead of a silent wait.
-STREAM_SETTINGS = "stream_max_age_s = 2\nstream_heartbeat_s = 1\n"
 
 
 @pytest.fixture(scope="module")
