@@ -35,7 +35,7 @@ class Delta:
 
 
 @dataclass(frozen=True, slots=True)
-class Answer:
+class LiveAnswer:
     """The rows of one run of a query (identity -> row, in the query's order); `serial`
     names it, so that subscriptions holding the same answer are seen to. `delta`, on an
     answer a maintainer made from the one before, spares comparing the two whole."""
@@ -53,7 +53,7 @@ class Answer:
 @dataclass(slots=True)
 class Version:
     version: int
-    answer: Answer
+    answer: LiveAnswer
 
     @property
     def rows(self) -> dict[Identity, tuple]:

@@ -21,7 +21,7 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from refimpl.engine.features.live_answers import Answer, Delta, Identity
+from refimpl.engine.features.live_answers import Delta, Identity, LiveAnswer
 from refimpl.engine.features.live_groups import KEPT, Group, Slot
 from refimpl.engine.features.live_shape import identity_positions
 from refimpl.engine.features.live_window import Window, sort_key
@@ -108,7 +108,7 @@ class Maintainer:
         self._stale = True  # read the table before the next answer
         self.position = 0
         self._rowid_mark = 0
-        self._answer: Answer | None = None
+        self._answer: LiveAnswer | None = None
         self._groups: dict[tuple, Group] = {}
         self._outputs: dict[tuple, tuple] = {}  # group key -> wide row, in answer order
         self._touched: dict[tuple, None] = {}
@@ -236,7 +236,7 @@ class Maintainer:
         applied: int,
         token: int,
         serial: Callable[[], int],
-    ) -> Answer | None:
+    ) -> LiveAnswer | None:
         """The answer including every commit up to `applied` (maybe more), marked with
         (`applied`, `token`); None when this query is run instead (its table changed shape,
         or its answer has more than `max_rows` rows)."""
@@ -253,10 +253,10 @@ class Maintainer:
                 self._stale = True  # half applied: read the table again next time
                 raise
 
-    def _make(self, applied: int, token: int, serial: Callable[[], int]) -> Answer | None:
+    def _make(self, applied: int, token: int, serial: Callable[[], int]) -> LiveAnswer | None:
         previous = self._answer
         if previous is not None and not self._touched and not self._dirty:
-            return Answer(previous.serial, previous.rows, applied, token, previous.delta)
+            return LiveAnswer(previous.serial, previous.rows, applied, token, previous.delta)
         delta = None
         if self.grouped and self._positions is not None and previous is not None:
             rows, delta = self._grouped_rows(previous)
@@ -268,9 +268,9 @@ class Maintainer:
             self._answer = None
             return None
         if delta is not None and not delta.changed and not delta.removed and previous:
-            answer = Answer(previous.serial, rows, applied, token, previous.delta)
+            answer = LiveAnswer(previous.serial, rows, applied, token, previous.delta)
         else:
-            answer = Answer(serial(), rows, applied, token, delta)
+            answer = LiveAnswer(serial(), rows, applied, token, delta)
         self._answer = answer
         return answer
 
@@ -284,7 +284,7 @@ class Maintainer:
             return None
         return (*row, *([None] * (self._width - len(row))), *(fn(row) for fn in self._fns))
 
-    def _grouped_rows(self, previous: Answer) -> tuple[dict[Identity, tuple], Delta]:
+    def _grouped_rows(self, previous: LiveAnswer) -> tuple[dict[Identity, tuple], Delta]:
         """The answer after the touched groups changed, from `previous`, and the delta."""
         width, positions = self._width, self._positions
         assert positions is not None

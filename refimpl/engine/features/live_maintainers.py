@@ -14,7 +14,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from typing import TYPE_CHECKING
 
-from refimpl.engine.features.live_answers import Answer
+from refimpl.engine.features.live_answers import LiveAnswer
 from refimpl.engine.features.live_maintain import Maintainer, NotMaintained
 from refimpl.errors import KdbError
 from refimpl.sql import ast
@@ -51,7 +51,7 @@ class Maintainers:
         applied: int,
         token: int,
         serial: Callable[[], int],
-    ) -> Answer | None:
+    ) -> LiveAnswer | None:
         """`select`'s answer from its maintainer (see `Maintainer.answer`); None: run it."""
         maintainer = self._find(session, select)
         if maintainer is None:

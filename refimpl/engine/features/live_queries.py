@@ -33,9 +33,9 @@ from typing import TYPE_CHECKING
 
 from refimpl.engine.features import buckets
 from refimpl.engine.features.live_answers import (
-    Answer,
     Change,
     Identity,
+    LiveAnswer,
     Reply,
     Subscription,
     Version,
@@ -259,7 +259,7 @@ class SubscriptionManager:
                 return
             self._drop(oldest)
 
-    def _run(self, session: StatementContext, subscription: Subscription) -> Answer:
+    def _run(self, session: StatementContext, subscription: Subscription) -> LiveAnswer:
         database = subscription.database
         # The revision and the applied LSN of one state: a commit installs its rows, moves
         # the revision and then the applied LSN under the exclusive state lock (and wakes
@@ -294,7 +294,7 @@ class SubscriptionManager:
 
     def _answer(
         self, session: StatementContext, subscription: Subscription, applied: int, token: int
-    ) -> Answer:
+    ) -> LiveAnswer:
         """The answer at least as new as the state (`applied`, `token`), marked with it."""
         if subscription.maintained:
             kept = self._maintainers.answer(
@@ -305,7 +305,7 @@ class SubscriptionManager:
             subscription.maintained = False  # its table changed shape, or it grew too big
         partial = self._run_buckets(session, subscription, applied)
         if partial is not None:
-            return Answer(next(self._serials), partial, applied, token)
+            return LiveAnswer(next(self._serials), partial, applied, token)
         output = self._query(session, subscription)
         subscription.database.wait_visible()
         if len(output.rows) > MAX_ROWS:
@@ -324,7 +324,7 @@ class SubscriptionManager:
             identity = subscription.identity
             for row in output.rows:
                 rows[identity(row)] = row
-        return Answer(next(self._serials), rows, applied, token)
+        return LiveAnswer(next(self._serials), rows, applied, token)
 
     @staticmethod
     def _query(session: StatementContext, subscription: Subscription) -> QueryOutput:
@@ -446,7 +446,9 @@ class SubscriptionManager:
         self.counts.answered(subscription.database.name, "rows")
         return Reply("rows", subscription, new.version, change)
 
-    def _change(self, subscription: Subscription, old: Answer, new: Answer) -> Change | None:
+    def _change(
+        self, subscription: Subscription, old: LiveAnswer, new: LiveAnswer
+    ) -> Change | None:
         # Subscriptions that had the same two answers share one change (and its encoding).
         return self._answers.get(
             ("change", subscription.select, subscription.top is not None, old.serial, new.serial),
@@ -480,7 +482,7 @@ class SubscriptionManager:
         return self._token(subscription) != subscription.token
 
 
-def _change(subscription: Subscription, older: Answer, newer: Answer) -> Change | None:
+def _change(subscription: Subscription, older: LiveAnswer, newer: LiveAnswer) -> Change | None:
     """What a client applies to go from answer `old` to `new`; None when nothing changed
     (with offsets: nor the order, which columns outside the select list may move)."""
     delta = newer.delta
