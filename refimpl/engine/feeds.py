@@ -29,7 +29,6 @@ from refimpl.engine.access import Principal, Right
 from refimpl.engine.features.change_stream import (
     ChangeBatch,
     RunBatch,
-    read_changes,
     read_runs,
 )
 from refimpl.engine.features.feed_options import FeedFilter, FeedOptions, ShapedBatch, shape_changes
@@ -80,7 +79,7 @@ class TableFeed:
 
     def read(self, after_lsn: int, limit: int) -> ChangeBatch:
         """Changes after `after_lsn`, at most `limit` rows, whole transactions (see the spec)."""
-        return read_changes(self._database, self._schema.name, self._schema, after_lsn, limit)
+        return self.read_runs(after_lsn, limit).change_batch()
 
     def read_runs(self, after_lsn: int, limit: int) -> RunBatch:
         """`read` as runs of the log's changes (`ChangeRun`): no object per change."""

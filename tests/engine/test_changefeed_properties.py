@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import refimpl
-from refimpl.engine.features.change_stream import Change, read_changes
+from refimpl.engine.features.change_stream import Change, read_runs
 from refimpl.engine.features.feed_options import FeedFilter, FeedOptions, shape_changes
 from refimpl.engine.features.initial_copy import CopyPosition, parse_position, read_initial
 from refimpl.engine.storage import records
@@ -111,7 +111,7 @@ def test_initial_copy_rebuilds_the_table(
             conn.close()
             conn = _open(folder, full, False)
         schema = _schema(conn)
-        tail = read_changes(_database(conn), "t", schema, end, None)
+        tail = read_runs(_database(conn), "t", schema, end, None).change_batch()
         options = FeedOptions(where=where)
         for change in shape_changes(tail, schema, options, feed_filter).changes:
             _apply(state, change)
@@ -138,7 +138,7 @@ def test_squashed_and_plain_reading_end_alike(writes: list[Op], page: int, full:
             state: dict[int, tuple] = {}
             position = 0
             while True:
-                batch = read_changes(database, "t", schema, position, page)
+                batch = read_runs(database, "t", schema, position, page).change_batch()
                 shaped = shape_changes(batch, schema, FeedOptions(squash=squash), None)
                 assert len(shaped.changes) <= len(batch.changes)
                 for change in shaped.changes:
@@ -162,7 +162,7 @@ def test_filtered_feed_with_before_images_is_exact(writes: list[Op], bound: int)
         position = 0
         for op in writes:
             run_op(conn, op)
-            batch = read_changes(database, "t", schema, position, None)
+            batch = read_runs(database, "t", schema, position, None).change_batch()
             for change in shape_changes(batch, schema, FeedOptions(where="x"), feed_filter).changes:
                 _apply(state, change)
             position = batch.next_lsn
@@ -293,7 +293,7 @@ def test_readers_across_replica_identity_switches(
             for name, options in readers.items():
                 while True:
                     schema = _schema(conn)  # the mode as it is now, as a reader's request sees
-                    batch = read_changes(database, "t", schema, positions[name], page)
+                    batch = read_runs(database, "t", schema, positions[name], page).change_batch()
                     shaped = shape_changes(
                         batch, schema, options, feed_filter if name == "where" else None
                     )

@@ -3,8 +3,8 @@
 Readers read the log, never the tables, and only up to the durable LSN, so what they see is
 exactly what recovery replays. A read stops between transactions (`max_rows`), never inside
 one, so resuming after the last LSN read never skips or repeats a row. `read_runs` gives a
-page as runs of the log's entries (`ChangeRun`), `read_changes` as one `Change` record a
-change, the one shape every outlet reads.
+page as runs of the log's entries (`ChangeRun`), its `change_batch()` as one `Change` record
+a change, the one shape every outlet reads.
 """
 
 from __future__ import annotations
@@ -168,6 +168,10 @@ class RunBatch:
     def changes(self) -> list[Change]:
         return [change for run in self.runs for change in run.changes()]
 
+    def change_batch(self) -> ChangeBatch:
+        """The same page as one `Change` record a change."""
+        return ChangeBatch(self.changes(), self.next_lsn, self.more)
+
 
 def chunks(items: Sequence[T]) -> Iterator[Sequence[T]]:
     """`items` in slices of `CHUNK_ROWS`: a C-level step over each lets other threads run
@@ -178,31 +182,6 @@ def chunks(items: Sequence[T]) -> Iterator[Sequence[T]]:
 def delete_key(part: Sequence[Any], ident: Sequence[Any]) -> str:
     """The `key` of a delete: hex of MessagePack `[partition, identity]` (spec: changes)."""
     return _key_encoder.encode([list(part), list(ident)]).hex()
-
-
-def read_changes(
-    database: Database,
-    table: str,
-    schema: TableSchema,
-    after_lsn: int,
-    max_rows: int | None,
-    *,
-    stop_inside: int | None = None,
-    unbounded_limit: int | None = UNBOUNDED_READ_LIMIT,
-    through_lsn: int | None = None,
-) -> ChangeBatch:
-    """`read_runs` as `Change` tuples."""
-    batch = read_runs(
-        database,
-        table,
-        schema,
-        after_lsn,
-        max_rows,
-        stop_inside=stop_inside,
-        unbounded_limit=unbounded_limit,
-        through_lsn=through_lsn,
-    )
-    return ChangeBatch(batch.changes(), batch.next_lsn, batch.more)
 
 
 def read_runs(

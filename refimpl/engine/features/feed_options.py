@@ -5,7 +5,7 @@ Every option is a row of `FEED_OPTIONS` (its name, how its text is read, its sta
 and the route table takes the names from there. The rules of `where` and `squash` are
 written once, on `Change` records (`filter_change`, `squash_items`, `merge_changes`), and
 applied by one function every outlet calls (`apply_options`), whatever it holds beside each
-change. A protocol layer reads a page (`change_stream.read_changes`) and hands it here with the
+change. A protocol layer reads a page (`change_stream.read_runs`) and hands it here with the
 options the reader asked for (spec: changefeeds). What a caller may rely on:
 
 - `FeedFilter.compile` checks a `where=` predicate over the table's columns: a predicate

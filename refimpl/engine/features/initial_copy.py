@@ -35,7 +35,7 @@ from refimpl.engine.features.change_stream import (
     UNLOGGED,
     Change,
     chunks,
-    read_changes,
+    read_runs,
     row_mapper,
 )
 from refimpl.engine.features.event_stream import INITIAL, row_key
@@ -216,7 +216,7 @@ def read_initial(
     after_lsn = 0
     if at is not None:
         check_place(schema, at, "the position")
-        batch = read_changes(database, schema.name, schema, at.lsn, limit)
+        batch = read_runs(database, schema.name, schema, at.lsn, limit).change_batch()
         _add_changes(items, batch.changes, schema, at.place, feed_filter)
         after_lsn = batch.next_lsn
         if batch.more:  # many changes since the last page: those first, the copy after
@@ -224,7 +224,7 @@ def read_initial(
     (rows, places, done), page_lsn, held = _page_table(database, schema, at, limit)
     if at is not None and page_lsn > after_lsn:
         # Commits between the read above and the page: the page has them for its rows.
-        batch = read_changes(
+        batch = read_runs(
             database,
             schema.name,
             schema,
@@ -232,7 +232,7 @@ def read_initial(
             None,
             unbounded_limit=None,
             through_lsn=page_lsn,
-        )
+        ).change_batch()
         _add_changes(items, batch.changes, schema, at.place, feed_filter)
     shape = row_mapper(held, schema.column_names)
     if shape is not None:  # the table's columns changed since the feed was described
