@@ -90,7 +90,8 @@ class _GroupParts:
         self._budget = budget
         self._members: tuple[OpenStream, ...] = ()
         self._outlets: list[object] = []  # of the members, in their order
-        self._senders: dict[int, _Sender] = {}  # by id of their outlet (opaque here)
+        # By their outlet: an opaque handle of the deliverer, hashed by identity.
+        self._senders: dict[object, _Sender] = {}
         self._rounds = 0  # where the next round starts (none is always the last)
 
     def fan_out(self) -> bool:
@@ -100,7 +101,7 @@ class _GroupParts:
         if members is not self._members:
             senders = [m.waker for m in members if isinstance(m.waker, _Sender)]
             self._outlets = [s.outlet for s in senders]
-            self._senders = {id(s.outlet): s for s in senders}
+            self._senders = {s.outlet: s for s in senders}
             self._members = members
         outlets = self._outlets
         first = int(self._rounds * FANOUT_STRIDE * len(outlets)) % len(outlets)
@@ -113,7 +114,7 @@ class _GroupParts:
         return taken.more
 
     def _backlogged(self, outlet: object) -> None:
-        self._senders[id(outlet)].backlogged()
+        self._senders[outlet].backlogged()
 
 
 class _StreamPokes:
