@@ -146,9 +146,17 @@ def write_all(files: FileOps, fd: int, data: bytes | bytearray | memoryview) -> 
 
 
 def replace_durably(files: FileOps, target: Path, data: bytes) -> None:
-    """`target` holds `data`, whole or not at all, and durably: a temporary file beside it
-    (readable by the owner alone), fsync, rename, then the folder's fsync (a rename is
-    durable only then). On an error the temporary file is removed and the error raised."""
+    """`target` holds `data`, whole or not at all, and durably: `replace_whole`, then the
+    folder's fsync (a rename is durable only then)."""
+    replace_whole(files, target, data)
+    files.sync_directory(target.parent)
+
+
+def replace_whole(files: FileOps, target: Path, data: bytes) -> None:
+    """`target` holds `data`, whole or not at all: a temporary file beside it (readable by
+    the owner alone), fsync, rename. The rename is not yet durable: the caller syncs the
+    folder (`replace_durably` does). On an error the temporary file is removed and the
+    error raised."""
     temporary = target.with_name(f".{target.name}.tmp")
     try:
         fd = files.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -164,4 +172,3 @@ def replace_durably(files: FileOps, target: Path, data: bytes) -> None:
         except OSError:
             pass  # the first error is the one to report
         raise
-    files.sync_directory(target.parent)

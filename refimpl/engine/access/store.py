@@ -36,7 +36,7 @@ from collections.abc import Callable, Iterator, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from refimpl.engine.files import REAL_FILES, FileOps, write_all
+from refimpl.engine.files import REAL_FILES, FileOps, replace_whole, write_all
 from refimpl.engine.rights import ADMIN_USER, LEGACY_USER_ID, USER_ID_BYTES, Principal
 from refimpl.errors import InvalidValue, StorageError, UserError
 from refimpl.sql import ast
@@ -49,7 +49,6 @@ SESSIONS_PER_USER = 100
 _FORMAT = 1
 # The journal is rewritten when it holds this many lines more than twice the live sessions.
 _JOURNAL_SLACK = 1024
-_WRITE_NEW = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
 
 _DURATION = re.compile(r"^\s*([0-9]{1,9})\s*([smhd])\s*$", re.IGNORECASE)
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -290,24 +289,10 @@ class AccessStore:
             )
 
     def _replace_file(self, target: Path, text: str) -> None:
-        """`target` holds `text`, whole or not at all: a temporary file, fsync, rename."""
-        files = self.files
-        files.mkdir(target.parent)
-        temporary = target.with_name(f".{target.name}.tmp")
-        try:
-            fd = files.open(temporary, _WRITE_NEW, 0o600)  # hashes only, but nobody else needs them
-            try:
-                write_all(files, fd, text.encode("utf-8"))
-                files.fsync(fd)
-            finally:
-                files.close(fd)
-            files.replace(temporary, target)
-        except OSError:
-            try:
-                files.unlink(temporary)
-            except OSError:
-                pass  # never made, or renamed in; the next save writes it anew
-            raise
+        """`target` holds `text`, whole or not at all (hashes only, but readable by the owner
+        alone all the same); the caller syncs the folder."""
+        self.files.mkdir(target.parent)
+        replace_whole(self.files, target, text.encode("utf-8"))
 
     # -- the sessions journal --------------------------------------------------------------
 
