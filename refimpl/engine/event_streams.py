@@ -33,7 +33,7 @@ from typing import Protocol
 from refimpl.engine import stream_rows
 from refimpl.engine.access import AccessControl, Principal, Right
 from refimpl.engine.access.tickets import TicketBook
-from refimpl.engine.features.event_stream import (
+from refimpl.engine.features.event_cursor import (
     NO_LINKS,
     EventCursor,
     Links,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from refimpl.engine.features.event_stream import (
+from refimpl.engine.features.event_cursor import (
     RESET,
     Event,
     EventCursor,

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from refimpl.engine.access import ADMIN, Principal
 from refimpl.engine.access.tickets import TicketBook
 from refimpl.engine.event_streams import Credential, EventStreams, StreamOptions
-from refimpl.engine.features.event_stream import Position, parse_event_id, row_key
+from refimpl.engine.features.event_cursor import Position, parse_event_id, row_key
 from refimpl.engine.instance import Instance
 from refimpl.engine.options import EngineOptions
 from refimpl.engine.storage.schema import TableSchema

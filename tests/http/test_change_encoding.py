@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 import refimpl
 from refimpl.engine.features.change_stream import CHUNK_ROWS, Change, ChangeBatch, read_runs
-from refimpl.engine.features.event_stream import row_key
+from refimpl.engine.features.event_cursor import row_key
 from refimpl.engine.features.feed_options import FeedFilter
 from refimpl.engine.features.initial_copy import INITIAL, CopyPosition, read_initial
 from refimpl.engine.storage import values

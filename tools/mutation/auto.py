@@ -45,7 +45,7 @@ MODULES: dict[str, str] = {
     "refimpl/engine/features/feed_options.py": "changefeeds",
     "refimpl/engine/features/stream_options.py": "changefeeds",
     "refimpl/engine/event_streams.py": "stream",
-    "refimpl/engine/features/event_stream.py": "stream",
+    "refimpl/engine/features/event_cursor.py": "stream",
     "refimpl/http/endpoints/stream_route.py": "stream",
     "refimpl/engine/statements/copy_formats.py": "sources",
     "refimpl/pgwire/tags.py": "pgwire",

@@ -30,7 +30,7 @@ from typing import Any, TypeVar
 import msgspec
 
 from refimpl.engine.features.change_stream import UNLOGGED, Change, ChangeBatch
-from refimpl.engine.features.event_stream import row_key
+from refimpl.engine.features.event_cursor import row_key
 from refimpl.engine.query import deadlines
 from refimpl.engine.query.compiled import Scope, table_scope
 from refimpl.engine.query.expressions import compile_expression, contains_aggregate

@@ -38,7 +38,7 @@ from refimpl.engine.features.change_stream import (
     read_runs,
     row_mapper,
 )
-from refimpl.engine.features.event_stream import INITIAL, row_key
+from refimpl.engine.features.event_cursor import INITIAL, row_key
 from refimpl.engine.features.feed_options import FeedFilter, filter_change
 from refimpl.engine.query.deadlines import make_way
 from refimpl.engine.storage.schema import TableSchema

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import msgspec
 
 from refimpl.engine.features.change_stream import Change
-from refimpl.engine.features.event_stream import (
+from refimpl.engine.features.event_cursor import (
     CHANGE,
     INITIAL,
     NO_LINKS,

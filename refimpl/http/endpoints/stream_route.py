@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from refimpl.engine.event_streams import EventStreams, OpenStream, StreamGroup
-from refimpl.engine.features.event_stream import (
+from refimpl.engine.features.event_cursor import (
     READY,
     Event,
     Position,

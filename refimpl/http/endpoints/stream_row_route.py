@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from urllib.parse import quote
 
-from refimpl.engine.features.event_stream import Links
+from refimpl.engine.features.event_cursor import Links
 from refimpl.engine.storage import values
 from refimpl.http.context import Context
 from refimpl.http.encode import Answer, json_response

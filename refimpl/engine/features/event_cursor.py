@@ -1,4 +1,5 @@
 """The event stream's engine half: event ids, the events of a transaction, and a cursor.
+(`refimpl.engine.event_streams` opens and serves the streams; this module is what they read.)
 
 The event stream (`GET /stream/changes`, spec/stream.md) follows every table of a database,
 or named ones, from the write-ahead log, as the change stream does: nothing past the durable
