@@ -16,14 +16,13 @@ import requests
 
 import refimpl
 from refimpl.errors import KdbError
-from refimpl.shell.statements import Kind, Piece, ShellError, StatementAnswer
+from refimpl.shell.statements import OPEN_TRANSACTION, Kind, Piece, ShellError, StatementAnswer
 
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 TIMEOUT_SECONDS = 300.0  # a statement may run long; a server that never answers may not
 # A held transaction's statement is tried by replaying the transaction so far: past this
 # many statements the replays would cost more than they show, and the rest wait for COMMIT.
 PREVIEW_LIMIT = 100
-OPEN_TRANSACTION = "a transaction is open; COMMIT or ROLLBACK it first"
 
 
 class Backend(Protocol):
@@ -124,10 +123,7 @@ class LocalBackend:
         return StatementAnswer(columns, rows, result.message or "", len(rows))
 
     def statement(self, piece: Piece) -> StatementAnswer:
-        try:
-            return self.run(piece.text)
-        except ShellError as error:
-            raise piece.place(error) from None
+        return piece.run_on(self.run)
 
     def use(self, database: str) -> None:
         if self.in_transaction:
@@ -197,10 +193,7 @@ class RemoteBackend:
             if piece.kind is Kind.BEGIN:
                 self._held = []
                 return StatementAnswer(None, (), "transaction started", 0)
-            try:
-                return self.run(piece.text)
-            except ShellError as error:
-                raise piece.place(error) from None
+            return piece.run_on(self.run)
         if piece.kind is Kind.ROLLBACK:
             self._held = None
             return StatementAnswer(None, (), "transaction rolled back", 0)

@@ -14,7 +14,7 @@ import decimal
 import math
 from typing import TYPE_CHECKING, Any
 
-from refimpl.shell.statements import Piece, ShellError, StatementAnswer
+from refimpl.shell.statements import OPEN_TRANSACTION, Piece, ShellError, StatementAnswer
 
 if TYPE_CHECKING:
     import psycopg
@@ -112,14 +112,11 @@ class PgBackend:
             raise _error(text, exc) from None
 
     def statement(self, piece: Piece) -> StatementAnswer:
-        try:
-            return self.run(piece.text)
-        except ShellError as error:
-            raise piece.place(error) from None
+        return piece.run_on(self.run)
 
     def use(self, database: str) -> None:
         if self.in_transaction:
-            raise ShellError("a transaction is open; COMMIT or ROLLBACK it first")
+            raise ShellError(OPEN_TRANSACTION)
         connection = self._connect(database)
         self._connection.close()
         self._connection, self.database = connection, database

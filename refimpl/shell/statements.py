@@ -8,6 +8,7 @@ a statement exactly where the server would end it; a text that does not parse is
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any
@@ -15,6 +16,9 @@ from typing import Any
 from refimpl.errors import KdbError
 from refimpl.sql import ast
 from refimpl.sql.parser import parse
+
+# What `\c` answers while a transaction is open, whichever the backend.
+OPEN_TRANSACTION = "a transaction is open; COMMIT or ROLLBACK it first"
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +83,13 @@ class Piece:
         if error.line == 1 and column is not None:
             column += self.column - 1
         return ShellError(error.message, self.line + error.line - 1, column)
+
+    def run_on(self, run: Callable[[str], StatementAnswer]) -> StatementAnswer:
+        """`run(self.text)`, its ShellError placed in the whole text (`place`)."""
+        try:
+            return run(self.text)
+        except ShellError as error:
+            raise self.place(error) from None
 
 
 def split(text: str) -> list[Piece]:
