@@ -21,14 +21,14 @@ import threading
 from collections import OrderedDict, deque
 from collections.abc import Callable, Hashable
 from contextlib import AbstractContextManager
-from typing import Any
+from typing import Generic
 
-from refimpl.waiting.parked import Parked
+from refimpl.waiting.parked import A, Parked, Part
 
 POOL_THREADS = 2  # threads that run waiters' own work
 PER_OWNER = 1  # pieces of one owner's work running at once
 
-Budget = Callable[[], AbstractContextManager[Any]]
+Budget = Callable[[], AbstractContextManager[object]]
 
 
 class OwnerPool:
@@ -103,10 +103,7 @@ class OwnerPool:
                     self._lock.notify()
 
 
-_NOTHING: Any = object()
-
-
-class Offloaded:
+class Offloaded(Generic[A]):
     """A parked request's `attempt` whose work runs on the `OwnerPool` (see the module
     docstring). `bind` it to its request before the room may attempt it; one piece of its
     work runs at a time, and news meanwhile makes it run again once that one is done."""
@@ -114,10 +111,10 @@ class Offloaded:
     def __init__(
         self,
         pool: OwnerPool,
-        redo: Callable[[Parked[Any]], None],
+        redo: Callable[[Parked[A]], None],
         owner: Hashable,
         budget: Budget,
-        attempt: Callable[[int], Any],
+        attempt: Callable[[int], A | Part[A] | None],
     ) -> None:
         self._pool = pool
         self._redo = redo
@@ -125,23 +122,24 @@ class Offloaded:
         self._budget = budget
         self._attempt = attempt
         self._lock = threading.Lock()
-        self._parked: Parked[Any] | None = None
-        self._outcome: Any = _NOTHING
+        self._parked: Parked[A] | None = None
+        # What the last piece of work made, not yet taken; None (no answer) is never kept.
+        self._outcome: A | Part[A] | None = None
         self._error: Exception | None = None
         self._working = False
         self._again = False
 
-    def bind(self, parked: Parked[Any]) -> None:
+    def bind(self, parked: Parked[A]) -> None:
         self._parked = parked
 
-    def __call__(self, lsn: int) -> Any:
+    def __call__(self, lsn: int) -> A | Part[A] | None:
         """What the last piece of work made (once), or None after starting one."""
         with self._lock:
             error, self._error = self._error, None
             if error is not None:
                 raise error
-            if self._outcome is not _NOTHING:
-                outcome, self._outcome = self._outcome, _NOTHING
+            if self._outcome is not None:
+                outcome, self._outcome = self._outcome, None
                 return outcome
             if self._working:
                 self._again = True
@@ -156,7 +154,7 @@ class Offloaded:
             with self._lock:
                 self._working = False
             return
-        outcome: Any = None
+        outcome: A | Part[A] | None = None
         error: Exception | None = None
         try:
             with self._budget():

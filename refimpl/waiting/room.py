@@ -26,12 +26,12 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 from typing import Any
 
 from refimpl.waiting.fanout import FANOUT_STRIDE, FanoutPace, taking_turns
 from refimpl.waiting.owners import Budget, Offloaded, OwnerPool
-from refimpl.waiting.parked import Batch, Parked, Signal
+from refimpl.waiting.parked import A, Batch, Parked, Part, Signal
 from refimpl.waiting.places import FairPlaces
 
 log = logging.getLogger("refimpl.waiting")
@@ -133,7 +133,9 @@ class WaitingRoom:
         self.owner_work = OwnerPool()
         self._places: tuple[threading.BoundedSemaphore, FairPlaces] | None = None
 
-    def offload(self, owner: Any, budget: Budget, attempt: Callable[[int], Any]) -> Offloaded:
+    def offload(
+        self, owner: Hashable, budget: Budget, attempt: Callable[[int], A | Part[A] | None]
+    ) -> Offloaded[A]:
         """`attempt` made an owner's work (`refimpl.waiting.owners`): give the result to a
         `Parked` as its attempt, then `bind` it to that request."""
         return Offloaded(self.owner_work, self.redo, owner, budget, attempt)
