@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from wsgiref.types import StartResponse, WSGIEnvironment
 
 from werkzeug.exceptions import NotFound as WerkzeugNotFound
 from werkzeug.routing import Map, Rule
@@ -106,7 +107,7 @@ class App:
 
     # -- WSGI ------------------------------------------------------------------------------
 
-    def __call__(self, environ: dict, start_response: Any) -> Iterable[bytes]:
+    def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
         started = time.perf_counter()
         record = self.request_log.begin(environ)
         request = Request(environ, populate_request=False)  # no environ <-> request cycle

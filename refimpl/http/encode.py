@@ -12,6 +12,7 @@ import io
 import json
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
+from wsgiref.types import StartResponse, WSGIEnvironment
 
 import msgspec
 from werkzeug.http import HTTP_STATUS_CODES
@@ -109,7 +110,7 @@ class Answer:
         self.body = body
         self.wire: tuple[Any, ...] | None = None  # the server's bytes of it, see wire.whole_answer
 
-    def __call__(self, environ: dict, start_response: Any) -> list[bytes]:
+    def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> list[bytes]:
         start_response(self.status, self.headers)
         return [self.body]
 

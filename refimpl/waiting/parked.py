@@ -56,6 +56,7 @@ import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
+from wsgiref.types import StartResponse, WSGIEnvironment
 
 A = TypeVar("A")
 
@@ -304,7 +305,7 @@ class Parked(Generic[A]):
         if answer is not None:
             on_answer(answer)
 
-    def __call__(self, environ: dict, start_response: Any) -> ParkedBody:
+    def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> ParkedBody:
         return ParkedBody(self, start_response)
 
 
@@ -315,7 +316,7 @@ class ParkedBody:
     iterates it, and its thread then waits.
     """
 
-    def __init__(self, parked: Parked[Any], start_response: Any) -> None:
+    def __init__(self, parked: Parked[Any], start_response: StartResponse) -> None:
         self.parked = parked
         self._start_response = start_response
 

@@ -3,13 +3,27 @@
 from __future__ import annotations
 
 import gc
+from collections.abc import Callable
 from pathlib import Path
+from wsgiref.types import StartResponse
 
 from werkzeug.test import EnvironBuilder
 
 from refimpl.engine.access import ADMIN
 from refimpl.engine.instance import Instance
 from refimpl.http.app import App, AppOptions
+
+
+def recording(statuses: list[str]) -> StartResponse:
+    """A WSGI start_response that appends each status it is given to `statuses`."""
+
+    def start(
+        status: str, headers: list[tuple[str, str]], exc_info: object = None
+    ) -> Callable[[bytes], object]:
+        statuses.append(status)
+        return lambda _data: None
+
+    return start
 
 
 def test_requests_leave_no_reference_cycles(tmp_path: Path) -> None:
@@ -40,7 +54,7 @@ def test_requests_leave_no_reference_cycles(tmp_path: Path) -> None:
         statuses: list[str] = []
 
         def call(environ: dict) -> None:
-            b"".join(app(environ, lambda status, headers, exc=None: statuses.append(status)))
+            b"".join(app(environ, recording(statuses)))
 
         # Werkzeug's route matching leaves a cycle; the app remembers a route after its
         # first request, so only first requests of a route pay it.
@@ -79,7 +93,7 @@ def test_guards_answer_before_any_route_runs(tmp_path: Path) -> None:
                 data=sql.encode() if method == "POST" else None,
                 content_type="text/plain",
             ).get_environ()
-            b"".join(app(environ, lambda status, headers, exc=None: statuses.append(status)))
+            b"".join(app(environ, recording(statuses)))
             return statuses[0][:3]
 
         create = "CREATE TABLE t (id INT)"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import threading
 import time
+from collections.abc import Callable
 
 import pytest
 
@@ -96,7 +97,14 @@ def test_iterating_a_deferred_waits_for_its_answer():
     room, signal = WaitingRoom(to_response), CommitSignal()
     deferred, _, _ = park(room, signal, wanted=1, wait=30)
     statuses: list[str] = []
-    body = deferred({}, lambda status, headers: statuses.append(status))
+
+    def start(
+        status: str, headers: list[tuple[str, str]], exc_info: object = None
+    ) -> Callable[[bytes], object]:
+        statuses.append(status)
+        return lambda _data: None
+
+    body = deferred({}, start)
     threading.Timer(0.05, signal.publish, (1,)).start()
     assert b"".join(body) == b"news" and statuses == ["200 OK"]
     room.close()

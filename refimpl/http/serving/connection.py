@@ -13,6 +13,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol
+from wsgiref.types import WSGIApplication
 
 from refimpl.engine import admission
 from refimpl.errors import MalformedRequest
@@ -27,7 +28,7 @@ CONNECTION_TIMEOUT_SECONDS = 60.0  # a started request must arrive whole within 
 
 # A WSGI application; one with a `waiting_room` (refimpl's App) has its parked requests
 # answered without a worker.
-WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
+WSGIApp = WSGIApplication
 
 
 class Host(Protocol):
