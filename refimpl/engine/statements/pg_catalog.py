@@ -34,7 +34,7 @@ from refimpl.engine.query.select import QueryOutput
 from refimpl.engine.result import Column
 from refimpl.engine.rights import ADMIN_USER, Principal
 from refimpl.engine.statements import information_schema, pg_fixed, replication_catalog
-from refimpl.engine.statements.pg_fixed import OPCLASSES
+from refimpl.engine.statements.pg_fixed import OPCLASSES, OTHER_TYPES
 from refimpl.engine.statements.pg_views import ViewColumns, readable_views
 from refimpl.engine.storage.schema import TableSchema
 from refimpl.errors import Forbidden, Unauthorized
@@ -459,12 +459,12 @@ _TYPE_EXTRA = {16: (1000, "B"), 23: (1007, "N"), 20: (1016, "N"), 701: (1022, "N
 
 def _pg_type(context: StatementContext, views: ViewColumns | None) -> QueryOutput:
     owner = role_oid(ADMIN_USER)
+    kinds = {oid: (name, size, _TYPE_EXTRA[oid][1], 0, _TYPE_EXTRA[oid][0])
+             for oid, name, size, _ in TYPES.values()}  # fmt: skip
     rows = sorted(
-        {
-            (oid, name, PG_CATALOG, owner, size, size > 0, "b", _TYPE_EXTRA[oid][1], True, ",",
-             0, 0, _TYPE_EXTRA[oid][0], 0, -1, False, 100 if oid == 25 else 0, None, None)
-            for oid, name, size, _ in TYPES.values()
-        }
+        (oid, name, PG_CATALOG, owner, size, size > 0, "b", category, True, ",", 0, element,
+         array, 0, -1, False, 100 if 25 in (oid, element) else 0, None, None)
+        for oid, (name, size, category, element, array) in (kinds | OTHER_TYPES).items()
     )  # fmt: skip
     return QueryOutput(
         _columns(
