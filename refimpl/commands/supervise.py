@@ -179,35 +179,35 @@ class Supervisor:
             return self.process.wait()
 
 
-def split_port(flags: list[str]) -> tuple[list[str], int]:
-    """The flags without `--port N`, and N (0 when not given)."""
+def _split_flag(flags: list[str], name: str) -> tuple[list[str], str | None]:
+    """The flags without `name VALUE` or `name=VALUE`, and the last VALUE (None when not
+    given)."""
     rest: list[str] = []
-    port = 0
+    value = None
     items = iter(flags)
     for flag in items:
-        if flag == "--port":
-            port = int(next(items))
-        elif flag.startswith("--port="):
-            port = int(flag.split("=", 1)[1])
+        if flag == name:
+            value = next(items)
+        elif flag.startswith(f"{name}="):
+            value = flag.split("=", 1)[1]
         else:
             rest.append(flag)
-    return rest, port
+    return rest, value
+
+
+def split_port(flags: list[str]) -> tuple[list[str], int]:
+    """The flags without `--port N`, and N (0 when not given)."""
+    rest, port = _split_flag(flags, "--port")
+    return rest, 0 if port is None else int(port)
 
 
 def split_data(flags: list[str]) -> tuple[Path, list[str]]:
     """The data folder `--data D` names (absolute; default $KDB_DATA, else ./kdb-data), and
     the other flags."""
-    rest: list[str] = []
-    data = Path(os.environ.get("KDB_DATA", "kdb-data"))
-    items = iter(flags)
-    for flag in items:
-        if flag == "--data":
-            data = Path(next(items))
-        elif flag.startswith("--data="):
-            data = Path(flag.split("=", 1)[1])
-        else:
-            rest.append(flag)
-    return data.resolve(), rest
+    rest, data = _split_flag(flags, "--data")
+    if data is None:
+        data = os.environ.get("KDB_DATA", "kdb-data")
+    return Path(data).resolve(), rest
 
 
 def restart(state: Path, kind: str, timeout: float) -> int:
