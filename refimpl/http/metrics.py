@@ -20,7 +20,7 @@ from __future__ import annotations
 import bisect
 import collections
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from importlib import metadata
 
 from prometheus_client import CollectorRegistry, GCCollector, PlatformCollector, ProcessCollector
@@ -227,6 +227,21 @@ def _gauge(name: str, documentation: str, value: float) -> GaugeMetricFamily:
     return GaugeMetricFamily(name, documentation, value=value)
 
 
+def _by_label(
+    family: type[GaugeMetricFamily] | type[CounterMetricFamily],
+    name: str,
+    documentation: str,
+    labels: tuple[str, ...],
+    counts: Iterable[tuple[str | tuple[str, ...], float]],
+) -> Metric:
+    """A family of one sample per (key, count) of `counts`, in their order; a key is the
+    labels' values (a tuple), or the one label's value."""
+    metric = family(name, documentation, labels=labels)
+    for key, count in counts:
+        metric.add_metric(key if isinstance(key, tuple) else (key,), count)
+    return metric
+
+
 def _version() -> str:
     try:
         return metadata.version("refimpl")
@@ -235,77 +250,75 @@ def _version() -> str:
 
 
 def _live_metrics(live: LiveMeasures) -> Iterator[Metric]:
-    kept = GaugeMetricFamily(
-        "kdb_live_subscriptions", "Live queries kept now, by database.", labels=("database",)
+    yield _by_label(
+        GaugeMetricFamily,
+        "kdb_live_subscriptions",
+        "Live queries kept now, by database.",
+        ("database",),
+        sorted(live.subscriptions.items()),
     )
-    for database, count in sorted(live.subscriptions.items()):
-        kept.add_metric((database,), count)
-    yield kept
-    answers = CounterMetricFamily(
+    yield _by_label(
+        CounterMetricFamily,
         "kdb_live_answers",
         "Live-query answers with rows, by database and kind: snapshot (a new subscription's"
         " whole answer) or rows (what a commit changed).",
-        labels=("database", "kind"),
+        ("database", "kind"),
+        sorted(live.answers.items()),
     )
-    for (database, kind), count in sorted(live.answers.items()):
-        answers.add_metric((database, kind), count)
-    yield answers
-    reruns = CounterMetricFamily(
+    yield _by_label(
+        CounterMetricFamily,
         "kdb_live_reruns",
         "Runs of a kept live query after a commit touched what it reads, by database.",
-        labels=("database",),
+        ("database",),
+        sorted(live.reruns.items()),
     )
-    for database, count in sorted(live.reruns.items()):
-        reruns.add_metric((database,), count)
-    yield reruns
 
 
 def _stream_metrics(streams: StreamMeasures) -> Iterator[Metric]:
-    open_now = GaugeMetricFamily(
-        "kdb_streams_open", "Event streams open now, by database.", labels=("database",)
+    yield _by_label(
+        GaugeMetricFamily,
+        "kdb_streams_open",
+        "Event streams open now, by database.",
+        ("database",),
+        sorted(streams.open.items()),
     )
-    for database, count in sorted(streams.open.items()):
-        open_now.add_metric((database,), count)
-    yield open_now
-    events = CounterMetricFamily(
+    yield _by_label(
+        CounterMetricFamily,
         "kdb_stream_events_sent",
         "Events the event streams sent, by database and event (change, ready, reset...).",
-        labels=("database", "event"),
+        ("database", "event"),
+        sorted(streams.events.items()),
     )
-    for (database, event), count in sorted(streams.events.items()):
-        events.add_metric((database, event), count)
-    yield events
-    resets = CounterMetricFamily(
+    yield _by_label(
+        CounterMetricFamily,
         "kdb_stream_resets",
         "Resets the event streams sent, by reason: rows_replaced, lost_place, copy_restart,"
         " timeout.",
-        labels=("reason",),
+        ("reason",),
+        streams.resets.items(),
     )
-    for reason, count in streams.resets.items():
-        resets.add_metric((reason,), count)
-    yield resets
 
 
 def _pg_metrics(pg: PgMeasures) -> Iterator[Metric]:
-    connections = GaugeMetricFamily(
+    yield _by_label(
+        GaugeMetricFamily,
         "kdb_pg_connections",
         "PostgreSQL-protocol connections open now, by state.",
-        labels=("state",),
+        ("state",),
+        pg.connections.items(),
     )
-    for state, count in pg.connections.items():
-        connections.add_metric((state,), count)
-    yield connections
     yield CounterMetricFamily(
         "kdb_pg_queries",
         "Statements the PostgreSQL port completed (a CommandComplete each).",
         value=pg.queries,
     )
-    errors = CounterMetricFamily(
-        "kdb_pg_errors", "Errors the PostgreSQL port sent, by SQLSTATE.", labels=("sqlstate",)
+    yield _by_label(
+        CounterMetricFamily,
+        "kdb_pg_errors",
+        "Errors the PostgreSQL port sent, by SQLSTATE.",
+        ("sqlstate",),
+        sorted(pg.errors.items()),
     )
-    for code, count in sorted(pg.errors.items()):
-        errors.add_metric((code,), count)
-    yield errors
     yield CounterMetricFamily(
         "kdb_pg_received_bytes",
         "Bytes the PostgreSQL port read from clients.",
