@@ -373,8 +373,11 @@ def imports_of_test_modules(paths: Iterable[Path], base: Path) -> list[str]:
     `from . import test_x`) in `paths`."""
     found = []
     for path in sorted(paths):
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        for node in ast.walk(tree):
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            continue  # removed since it was listed (a scratch file of a running tool)
+        for node in ast.walk(ast.parse(text)):
             if isinstance(node, ast.Import):
                 names = [alias.name for alias in node.names]
             elif isinstance(node, ast.ImportFrom):
