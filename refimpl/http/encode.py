@@ -11,7 +11,6 @@ import csv
 import io
 import json
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
 from wsgiref.types import StartResponse, WSGIEnvironment
 
 import msgspec
@@ -93,7 +92,7 @@ class Answer:
     list handed to `start_response`, so a header is added by appending to it.
     """
 
-    __slots__ = ("status_code", "status", "headers", "body", "wire")
+    __slots__ = ("status_code", "status", "headers", "body", "wire", "wire_chunk")
 
     def __init__(
         self,
@@ -108,7 +107,11 @@ class Answer:
         if headers:
             self.headers += headers.items()
         self.body = body
-        self.wire: tuple[Any, ...] | None = None  # the server's bytes of it, see wire.whole_answer
+        # The server's bytes of it, made once for every reader it goes to: sent whole, with
+        # the Date, keep-alive and HEAD they were made for (wire.whole_answer), or as one
+        # chunk of a streamed answer (wire.chunk).
+        self.wire: tuple[str, bool, bool, bytes] | None = None
+        self.wire_chunk: bytes | None = None
 
     def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> list[bytes]:
         start_response(self.status, self.headers)

@@ -24,7 +24,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from email.utils import formatdate
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 from urllib.parse import unquote_to_bytes, urlsplit
 
 import httptools
@@ -35,6 +35,9 @@ from refimpl.errors import (
     RequestHeadTooLarge,
     RequestTargetTooLong,
 )
+
+if TYPE_CHECKING:
+    from refimpl.http.encode import Answer
 
 MAX_REQUEST_LINE = 65536
 MAX_HEAD_BYTES = 256 * 1024
@@ -399,7 +402,7 @@ def answer_head(
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
 
 
-def whole_answer(answer: Any, keep_alive: bool, with_body: bool) -> bytes:
+def whole_answer(answer: Answer, keep_alive: bool, with_body: bool) -> bytes:
     """The bytes of an `encode.Answer` sent whole: its head (and body, unless HEAD).
 
     Readers answered together share one Answer; its bytes are then made once (again only
@@ -416,21 +419,18 @@ def whole_answer(answer: Any, keep_alive: bool, with_body: bool) -> bytes:
     return data
 
 
-_CHUNK = "chunk"  # marks a streamed part's bytes in `Answer.wire`
-
-
-def chunk(answer: Any) -> bytes:
+def chunk(answer: Answer) -> bytes:
     """The body of an `encode.Answer` that is one part of a streamed answer, as one chunk of
     the chunked transfer coding.
 
     Streams sent the same part share one Answer; its chunk is then made once, not once per
     stream.
     """
-    cached = answer.wire
-    if cached is not None and cached[0] is _CHUNK:
-        return cached[1]
+    cached = answer.wire_chunk
+    if cached is not None:
+        return cached
     data = b"%x\r\n%s\r\n" % (len(answer.body), answer.body)
-    answer.wire = (_CHUNK, data)
+    answer.wire_chunk = data
     return data
 
 
