@@ -92,7 +92,7 @@ class Instance:
         )
         self._databases: dict[str, Database] = {}
         self._lock = threading.RLock()
-        self._lock_file: Any = None
+        self._lock_file: IO[str] | None = None
         self.recovery_messages: list[str] = []
         self.boot = new_boot_id()
         self.subscriptions = SubscriptionManager(per_user=options.subscriptions_per_user)

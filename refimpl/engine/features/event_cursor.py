@@ -29,7 +29,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import msgspec
 
@@ -51,6 +51,7 @@ INITIAL = "initial"  # the op of a row of an initial copy (`initial_copy` makes 
 CHANGE, RESET, READY = "change", "reset", "ready"
 RECENT_TRANSACTIONS = 4096  # transactions kept decoded per database, for streams at the end
 RECENT_BYTES = 8 * 1024 * 1024  # and at most about this much of their encoded events
+T = TypeVar("T")  # what a shared piece of work makes (`RecentTransactions.shared`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -362,13 +363,13 @@ class RecentTransactions:
         # The pair is replaced whole (under the lock) at a new durable LSN, so that a stream
         # finds what others made with one read and no lock: a thousand of them at each commit.
         self._shared_lock = threading.Lock()
-        self._shared: tuple[int, dict[Hashable, Any]] = (-1, {})
+        self._shared: tuple[int, dict[Hashable, object]] = (-1, {})
 
     @property
     def durable_lsn(self) -> int:
         return self._database.log.durable_lsn
 
-    def shared(self, key: Hashable, make: Callable[..., Any], *args: Any) -> Any:
+    def shared(self, key: Hashable, make: Callable[..., T], *args: object) -> T:
         """What `make(*args)` gives for `key`, made once for every asker while the durable LSN
         stands still (a new durable LSN forgets them all, so this holds one commit's worth).
 
@@ -378,7 +379,7 @@ class RecentTransactions:
         at, made = self._shared
         found = made.get(key) if at == durable else None
         if found is not None:
-            return found
+            return cast(T, found)  # what `make` gave for this key, by the rule above
         mine = make(*args)
         with self._shared_lock:
             at, made = self._shared
@@ -387,7 +388,7 @@ class RecentTransactions:
             if at < durable:
                 made = {}
                 self._shared = (durable, made)
-            return made.setdefault(key, mine)
+            return cast(T, made.setdefault(key, mine))
 
     def after(self, after_lsn: int) -> Iterator[StreamTransaction]:
         """The transactions after `after_lsn` up to the durable LSN now; Gone when the log no
