@@ -60,7 +60,19 @@ TYPES: dict[str, tuple[int, str, int, str]] = {
     "SYMBOL": (25, "text", -1, "text"),
     "TIMESTAMP": (1184, "timestamptz", 8, "timestamp with time zone"),
 }
-FORMAT_TYPE = {oid: shown for oid, _, _, shown in TYPES.values()}
+FORMAT_TYPE = {oid: shown for oid, _, _, shown in TYPES.values()} | {
+    0: "-",
+    21: "smallint",
+    26: "oid",
+    22: "int2vector",
+    30: "oidvector",
+}
+# An array type's name is its element's with `[]`, as format_type writes it (`bigint[]`).
+FORMAT_TYPE |= {
+    oid: f"{FORMAT_TYPE[element]}[]"
+    for oid, (name, _, _, element, _) in OTHER_TYPES.items()
+    if name.startswith("_")
+}
 
 
 def name_oid(name: str) -> int:
