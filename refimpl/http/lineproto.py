@@ -155,21 +155,33 @@ def _set(
     point.columns[name] = start + 1
 
 
+def _key(cursor: _Cursor, what: str) -> tuple[int, str]:
+    """Where a tag's or field's `key=` starts, and the key; the cursor after its `=`."""
+    start = cursor.pos
+    key = _name(cursor, start, cursor.read_until("=, "), what)
+    if cursor.peek() != "=":
+        raise cursor.error(f"{what} '{key}' has no '=value'")
+    cursor.pos += 1
+    return start, key
+
+
+def _bare_value(cursor: _Cursor, what: str) -> str:
+    """An unquoted value, up to a comma or space; an empty one is an error naming `what`."""
+    start = cursor.pos
+    value = cursor.read_until(", ")
+    if value == "":
+        raise cursor.error(f"{what} has an empty value", start)
+    return value
+
+
 def parse_line(text: str, number: int, multiplier: int | None) -> Point:
     cursor = _Cursor(text, number)
     table = _name(cursor, 0, cursor.read_until(", "), "table")
     point = Point(number, table)
     while cursor.peek() == ",":  # tags
         cursor.pos += 1
-        start = cursor.pos
-        key = _name(cursor, start, cursor.read_until("=, "), "tag")
-        if cursor.peek() != "=":
-            raise cursor.error(f"tag '{key}' has no '=value'")
-        cursor.pos += 1
-        value_start = cursor.pos
-        value = cursor.read_until(", ")
-        if value == "":
-            raise cursor.error(f"tag '{key}' has an empty value", value_start)
+        start, key = _key(cursor, "tag")
+        value = _bare_value(cursor, f"tag '{key}'")
         _set(cursor, point, key, start, ("SYMBOL", value))
     if cursor.peek() != " ":
         raise cursor.error("expected a space and then fields, as in `t,tag=a field=1.5`")
@@ -177,18 +189,12 @@ def parse_line(text: str, number: int, multiplier: int | None) -> Point:
         cursor.pos += 1
     fields = 0
     while True:  # fields
-        start = cursor.pos
-        key = _name(cursor, start, cursor.read_until("=, "), "field")
-        if cursor.peek() != "=":
-            raise cursor.error(f"field '{key}' has no '=value'")
-        cursor.pos += 1
+        start, key = _key(cursor, "field")
         value_start = cursor.pos
         if cursor.peek() == '"':
             typed: tuple[str, FieldValue] = ("STRING", cursor.read_quoted())
         else:
-            raw = cursor.read_until(", ")
-            if raw == "":
-                raise cursor.error(f"field '{key}' has an empty value", value_start)
+            raw = _bare_value(cursor, f"field '{key}'")
             typed = _field_value(cursor, value_start, raw)
         _set(cursor, point, key, start, typed)
         fields += 1
