@@ -426,8 +426,11 @@ class DataRows:
 
     rows: Sequence[Sequence[object]]
     encoders: tuple[Callable[[object], bytes], ...]
+    write: Callable[[Sequence[Sequence[object]]], bytes] | None = None  # row_writers'
 
     def encode(self) -> bytes:
+        if self.write is not None:
+            return self.write(self.rows)
         count = _INT16.pack(len(self.encoders))
         out = []
         for row in self.rows:
