@@ -27,7 +27,7 @@ import math
 import threading
 import time
 from collections.abc import Callable, Hashable, Iterable
-from typing import Any
+from typing import Any, Generic
 
 from refimpl.waiting.fanout import FANOUT_STRIDE, FanoutPace, taking_turns
 from refimpl.waiting.owners import Budget, Offloaded, OwnerPool
@@ -75,7 +75,7 @@ class Pace:
         self.next_round = started + min(ROUND_SPACING * cost, MAX_ROUND_WAIT)
 
 
-class WaitingRoom:
+class WaitingRoom(Generic[A]):
     """Decides parked requests at commits, wake-ups and deadlines, in one thread of its own.
 
     `on_error` turns an exception raised while deciding into the request's answer;
@@ -83,20 +83,20 @@ class WaitingRoom:
     """
 
     def __init__(
-        self, on_error: Callable[[Exception], Any], fanout_pace: FanoutPace | None = None
+        self, on_error: Callable[[Exception], A], fanout_pace: FanoutPace | None = None
     ) -> None:
         self._on_error = on_error
         self._lock = threading.Lock()
         self._wake = threading.Event()
         # Paced readers and the rest (write acknowledgements) apart: a flush answers its
         # writers without looking at, or keeping workers behind the gate for, the readers.
-        self._readers: list[Parked] = []
-        self._others: list[Parked] = []
+        self._readers: list[Parked[A]] = []
+        self._others: list[Parked[A]] = []
         # Signals, parked requests and batches are handles, hashed by identity: the sets and
         # maps below hold them themselves.
         # By signal: how many readers are parked on it.
         self._reader_signals: dict[Signal, int] = {}
-        self._deadlines: list[tuple[float, int, Parked]] = []
+        self._deadlines: list[tuple[float, int, Parked[A]]] = []
         self._order = itertools.count()
         self._signals: set[Signal] = set()  # listened to
         self._next_look = 0.0  # when the room's thread looks at the parked requests again
@@ -105,22 +105,22 @@ class WaitingRoom:
         self._paces: dict[Signal, Pace] = {}
         # Requests woken by their key (no signal), in the order parked: attempted only when
         # poked or due.
-        self._keyed: dict[Parked, None] = {}
-        self._poked: list[Parked] = []
+        self._keyed: dict[Parked[A], None] = {}
+        self._poked: list[Parked[A]] = []
         # Paced ones poked (once each: a stream poked by three commits is attempted once),
         # waiting for the next fan-out round (`_fanout_pace`).
-        self._fanout: dict[Parked, None] = {}
+        self._fanout: dict[Parked[A], None] = {}
         # Lists given to `poke_all` (a list poked by three commits counts once: the same
         # list object), kept whole until that round: a thousand streams poked at each commit
         # cost nothing each. A few lists (one per database with streams).
-        self._fanout_groups: list[list[Parked]] = []
+        self._fanout_groups: list[list[Parked[A]]] = []
         # Batches (streams sharing their parts) with more ready: run again in the next round.
         self._fanout_batches: dict[Batch, None] = {}
         # The deliverer's way to hand one part to many outlets at once (`share_with`).
         self._shared_send: SharedSend | None = None
         self._fanout_pace = fanout_pace or FanoutPace()
         self._fanout_rounds = 0  # rounds so far: where the next one starts (FANOUT_STRIDE)
-        self._keyed_deadlines: list[tuple[float, int, Parked]] = []
+        self._keyed_deadlines: list[tuple[float, int, Parked[A]]] = []
         self._closed = False
         self._thread: threading.Thread | None = None
         # Held while a round of answers is handed over. A server whose workers pass through
@@ -148,7 +148,7 @@ class WaitingRoom:
                 self._places = (places, FairPlaces(places))
             return self._places[1]
 
-    def redo(self, parked: Parked) -> None:
+    def redo(self, parked: Parked[A]) -> None:
         """Attempt `parked` again soon, though no commit came (its offloaded work is done)."""
         with self._lock:
             if parked.signal is None:
@@ -191,7 +191,7 @@ class WaitingRoom:
             self._attempt_all = True
         self._wake.set()
 
-    def park(self, parked: Parked) -> None:
+    def park(self, parked: Parked[A]) -> None:
         """Decide `parked` at the next commit that brings news, or at its deadline.
 
         The room looks at its parked requests again only when this one needs it now: it has
@@ -233,7 +233,7 @@ class WaitingRoom:
         elif wake:
             self._wake.set()
 
-    def poke(self, parked: Parked) -> None:
+    def poke(self, parked: Parked[A]) -> None:
         """A request woken by its key (no signal): attempt it now. Cheap, never blocking."""
         with self._lock:
             if parked not in self._keyed:
@@ -241,7 +241,7 @@ class WaitingRoom:
             self._poked.append(parked)
         self._wake.set()
 
-    def poke_all(self, requests: list[Parked]) -> None:
+    def poke_all(self, requests: list[Parked[A]]) -> None:
         """`poke` for many paced requests at once (the streams of a database at its commit),
         attempted in the next fan-out round: one lock and one wake-up, so that the thread
         publishing a commit pays nothing per stream. The same list poked again before that
@@ -261,7 +261,7 @@ class WaitingRoom:
             self._thread = threading.Thread(target=self._run, name="kdb-waiting-room", daemon=True)
             self._thread.start()
 
-    def _has_news_due(self, parked: Parked, signal: Signal) -> bool:
+    def _has_news_due(self, parked: Parked[A], signal: Signal) -> bool:
         """True when `parked` (waiting on `signal`) has news the room will not look at in
         time by itself."""
         if signal.lsn <= parked.seen:
@@ -280,7 +280,7 @@ class WaitingRoom:
             others = list(self._others)
             readers = bool(self._readers)
         if others:
-            decided: set[Parked] = set()
+            decided: set[Parked[A]] = set()
             self._answer_round(others, {}, time.monotonic(), decided, {}, False)
             if decided:
                 with self._lock:
@@ -338,7 +338,7 @@ class WaitingRoom:
         """Attempt the poked requests woken by their key (the paced ones in fan-out rounds);
         answer those past their deadline."""
         with self._lock:
-            poked: list[Parked] = []
+            poked: list[Parked[A]] = []
             keyed = self._keyed
             for parked in self._poked:
                 if parked not in keyed:
@@ -349,16 +349,16 @@ class WaitingRoom:
                     poked.append(parked)
             self._poked = []
             now = time.monotonic()
-            fanout: list[Parked] | None = None
+            fanout: list[Parked[A]] | None = None
             if self._fanout_due() and now >= self._fanout_pace.next_round:
                 fanout = self._fanout_members()
-            due: list[Parked] = []
+            due: list[Parked[A]] = []
             while self._keyed_deadlines and self._keyed_deadlines[0][0] <= now:
                 _, _, parked = heapq.heappop(self._keyed_deadlines)
                 if parked in self._keyed and parked.deadline <= now:
                     due.append(parked)
-        finished: list[Parked] = []
-        rescheduled: list[Parked] = []
+        finished: list[Parked[A]] = []
+        rescheduled: list[Parked[A]] = []
         for parked in poked:
             if not parked.finished and self._decide(parked, parked.attempt, 0):
                 finished.append(parked)
@@ -383,7 +383,7 @@ class WaitingRoom:
         """Whether anything waits for a fan-out round (the caller holds the lock)."""
         return bool(self._fanout or self._fanout_groups or self._fanout_batches)
 
-    def _fanout_members(self) -> list[Parked]:
+    def _fanout_members(self) -> list[Parked[A]]:
         """Who the fan-out round that starts now attempts, each once; no longer waiting
         (the caller holds the lock)."""
         groups, self._fanout_groups = self._fanout_groups, []
@@ -394,7 +394,7 @@ class WaitingRoom:
             single.update(dict.fromkeys(group))
         return list(single)
 
-    def _fanout_round(self, requests: list[Parked], finished: list[Parked]) -> None:
+    def _fanout_round(self, requests: list[Parked[A]], finished: list[Parked[A]]) -> None:
         """Attempt the poked paced requests once each, as a round: the batches of those sent
         by one (`Parked.batch`) once each, first, then the others each in turn; the next
         round is spaced by the CPU time this one cost (`FanoutPace`).
@@ -407,7 +407,7 @@ class WaitingRoom:
         started, cpu = time.monotonic(), time.thread_time()
         with self._lock:
             batches, self._fanout_batches = self._fanout_batches, {}
-        alone: list[Parked] = []
+        alone: list[Parked[A]] = []
         for parked in requests:
             batch = parked.batch
             if batch is None:
@@ -480,7 +480,7 @@ class WaitingRoom:
             # for the next round with the others instead of each getting (and costing) an
             # answer of its own from a position of its own.
             self._in_round = set(self._reader_signals) if readers else set()
-        decided: set[Parked] = set()
+        decided: set[Parked[A]] = set()
         answered: dict[Signal, int] = {}  # readers given news in this round
         cost = 0.0
         pending: list[Callable[[], None]] = []
@@ -521,7 +521,9 @@ class WaitingRoom:
                 self._deadlines = [e for e in self._deadlines if e[2] not in decided]
                 heapq.heapify(self._deadlines)
 
-    def _decide(self, parked: Parked, produce: Callable[..., Any], *args: Any) -> bool:
+    def _decide(
+        self, parked: Parked[A], produce: Callable[..., A | Part[A] | None], *args: int
+    ) -> bool:
         """Hand `parked` what `produce(*args)` gives (an error becomes its answer); True when
         it is finished (answered or dropped), False when it waits on (nothing yet, or a part).
         """
@@ -539,10 +541,10 @@ class WaitingRoom:
 
     def _answer_round(
         self,
-        requests: list[Parked],
+        requests: list[Parked[A]],
         paces: dict[Signal, Pace],
         now: float,
-        decided: set[Parked],
+        decided: set[Parked[A]],
         answered: dict[Signal, int],
         attempt_all: bool,
     ) -> None:
