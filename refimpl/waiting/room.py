@@ -37,8 +37,8 @@ from refimpl.waiting.places import FairPlaces
 log = logging.getLogger("refimpl.waiting")
 
 # A deliverer's send of one part to many outlets (`WaitingRoom.send_shared`): the outlets
-# are its own handles on its clients, and the answer its own type, which the room passes on.
-SharedSend = Callable[[Iterable[Any], Any, Callable[[Any], None]], None]
+# are its own handles on its clients (opaque to the room, so Any), the answer the room's own.
+SharedSend = Callable[[Iterable[Any], A, Callable[[Any], None]], None]
 
 EMPTY_LOOK_SECONDS = 1.0  # how often the room looks when nothing parked has a deadline
 
@@ -117,7 +117,7 @@ class WaitingRoom(Generic[A]):
         # Batches (streams sharing their parts) with more ready: run again in the next round.
         self._fanout_batches: dict[Batch, None] = {}
         # The deliverer's way to hand one part to many outlets at once (`share_with`).
-        self._shared_send: SharedSend | None = None
+        self._shared_send: SharedSend[A] | None = None
         self._fanout_pace = fanout_pace or FanoutPace()
         self._fanout_rounds = 0  # rounds so far: where the next one starts (FANOUT_STRIDE)
         self._keyed_deadlines: list[tuple[float, int, Parked[A]]] = []
@@ -442,7 +442,7 @@ class WaitingRoom(Generic[A]):
             log.warning("sending a batch of streams their part failed", exc_info=True)
             return False
 
-    def share_with(self, send: SharedSend) -> None:
+    def share_with(self, send: SharedSend[A]) -> None:
         """The deliverer's way to hand one part to many outlets at once (`send_shared`)."""
         self._shared_send = send
 
@@ -452,7 +452,7 @@ class WaitingRoom(Generic[A]):
         return self._shared_send is not None
 
     def send_shared(
-        self, outlets: Iterable[object], answer: object, on_backlog: Callable[[object], None]
+        self, outlets: Iterable[object], answer: A, on_backlog: Callable[[object], None]
     ) -> None:
         """Hand `answer` as one part to the clients of `outlets` (`Parked.outlet`s of streams
         whose parts went out so far): one answer, its bytes made once. For an outlet whose
