@@ -61,7 +61,7 @@ class Version:
 
 
 @dataclass(slots=True)
-class Change:
+class LiveChange:
     """What a client applies between two answers; shared by every subscription that had
     the same two answers. `encoded` is a memo for a protocol layer: what it made of this
     change, made once for all of them (keyed by the layer's own names)."""
@@ -82,7 +82,7 @@ class Reply:
     kind: str
     subscription: Subscription
     version: int
-    change: Change = field(default_factory=lambda: Change([], [], None))
+    change: LiveChange = field(default_factory=lambda: LiveChange([], [], None))
 
     @property
     def rows(self) -> list[tuple]:

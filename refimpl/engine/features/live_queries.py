@@ -33,9 +33,9 @@ from typing import TYPE_CHECKING
 
 from refimpl.engine.features import buckets
 from refimpl.engine.features.live_answers import (
-    Change,
     Identity,
     LiveAnswer,
+    LiveChange,
     Reply,
     Subscription,
     Version,
@@ -437,7 +437,7 @@ class SubscriptionManager:
             self._add(subscription)
             self._make_room(subscription.owner, subscription)
         self.counts.answered(database.name, "snapshot")
-        return Reply("snapshot", subscription, 1, Change(list(answer.rows.values()), [], None))
+        return Reply("snapshot", subscription, 1, LiveChange(list(answer.rows.values()), [], None))
 
     def _difference(self, subscription: Subscription, old: Version, new: Version) -> Reply | None:
         change = self._change(subscription, old.answer, new.answer)
@@ -448,7 +448,7 @@ class SubscriptionManager:
 
     def _change(
         self, subscription: Subscription, old: LiveAnswer, new: LiveAnswer
-    ) -> Change | None:
+    ) -> LiveChange | None:
         # Subscriptions that had the same two answers share one change (and its encoding).
         return self._answers.get(
             ("change", subscription.select, subscription.top is not None, old.serial, new.serial),
@@ -482,7 +482,7 @@ class SubscriptionManager:
         return self._token(subscription) != subscription.token
 
 
-def _change(subscription: Subscription, older: LiveAnswer, newer: LiveAnswer) -> Change | None:
+def _change(subscription: Subscription, older: LiveAnswer, newer: LiveAnswer) -> LiveChange | None:
     """What a client applies to go from answer `old` to `new`; None when nothing changed
     (with offsets: nor the order, which columns outside the select list may move)."""
     delta = newer.delta
@@ -490,7 +490,7 @@ def _change(subscription: Subscription, older: LiveAnswer, newer: LiveAnswer) ->
         # A maintainer made `newer` from `older`: it knows what changed.
         if not delta.changed and not delta.removed:
             return None
-        return Change([newer.rows[i] for i in delta.changed], list(delta.removed), None)
+        return LiveChange([newer.rows[i] for i in delta.changed], list(delta.removed), None)
     old, new = older.rows, newer.rows
     changed = [row for ident, row in new.items() if old.get(ident) != row]
     removed = [ident for ident in old if ident not in new]
@@ -499,7 +499,7 @@ def _change(subscription: Subscription, older: LiveAnswer, newer: LiveAnswer) ->
     order = moves(old, new) if subscription.top is not None else None
     if not changed and not removed and not order:
         return None
-    return Change(changed, removed, order)
+    return LiveChange(changed, removed, order)
 
 
 class LiveWait:
