@@ -33,11 +33,13 @@ shared with other work the absolute figures move with its load, the ratios much 
 from __future__ import annotations
 
 import argparse
+import json
 import multiprocessing
 import os
 import threading
 import time
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -47,6 +49,8 @@ import requests
 
 VICTIM_STREAMS = 10
 TICK_EVERY = 0.050
+# How long after its last tick the victim waits for the events still on their way.
+LAST_EVENTS_WITHIN = 30.0
 PROBE_EVERY = 0.020
 TEXT = "a" * 300_000
 PATTERN = "%" + "a_" * 4000 + "b%"
@@ -87,63 +91,125 @@ def load(server: harness.RefimplServer, rows: int) -> dict[str, str]:
 # --- the victim ---------------------------------------------------------------------------
 
 
+def _sse_blocks(response: requests.Response) -> Iterator[tuple[str, str, str, list[str]]]:
+    """The stream's blocks as (id, event, data, comments), as an `EventSource` parses them."""
+    text = ""
+    for chunk in response.iter_content(chunk_size=None):
+        text += chunk.decode()
+        while "\n\n" in text:
+            block, text = text.split("\n\n", 1)
+            ident = event = data = ""
+            comments = []
+            for line in block.split("\n"):
+                name, _, value = line.partition(":")
+                value = value[1:] if value.startswith(" ") else value
+                if not name:
+                    comments.append(value)
+                elif name == "id":
+                    ident = value
+                elif name == "event":
+                    event = value
+                elif name == "data":
+                    data = value
+            yield ident, event, data, comments
+
+
 def _victim(url: str, tokens: list[str], seconds: float, queue: Any) -> None:
-    """10 streams and a long poll of `ticks`, and the writer of the ticks: latencies (s)."""
+    """10 streams and a long poll of `ticks`, and the writer of the ticks.
+
+    Puts (latencies in s, events got, events expected, notes): a tick counts once per reader
+    that got it exactly once, expected is the ticks whose INSERT answered 200 times the
+    readers, and the notes say every reader's answers other than 200, its resets, its end
+    comments and its ticks missing or got twice. A stream that ends is reconnected with
+    `Last-Event-ID`, as an `EventSource` does, so an end the spec allows loses nothing.
+    """
     headers = {"Authorization": f"Bearer {tokens[0]}"}
     sent: dict[int, float] = {}
+    committed: set[int] = set()
+    readers = VICTIM_STREAMS + 1
+    got: list[Counter[int]] = [Counter() for _ in range(readers)]
+    notes: list[str] = []
     latencies: list[float] = []
     lock = threading.Lock()
     stop = threading.Event()
+    began = time.monotonic()
 
-    def arrived(ident: int) -> None:
+    def note(reader: int, text: str) -> None:
+        with lock:
+            notes.append(f"{time.monotonic() - began:7.2f}s reader {reader}: {text}")
+
+    def arrived(reader: int, ident: int) -> None:
         now = time.monotonic()
         with lock:
+            got[reader][ident] += 1
             at = sent.get(ident)
-            if at is not None:
+            if at is not None and got[reader][ident] == 1:
                 latencies.append(now - at)
 
-    def stream(token: str) -> None:
-        response = requests.get(
-            f"{url}/stream/changes?db=demo&table=ticks",
-            headers={"Authorization": f"Bearer {token}"},
-            stream=True,
-            timeout=(10, 60),
-        )
-        text = ""
-        for chunk in response.iter_content(chunk_size=None):
-            text += chunk.decode()
-            while "\n\n" in text:
-                block, text = text.split("\n\n", 1)
-                if "event: change" in block:
-                    data = block.split("data: ", 1)[1]
-                    arrived(int(data.split('"id":', 1)[1].split(",", 1)[0].split("}", 1)[0]))
-            if stop.is_set():
-                break
-        response.close()
+    def stream(reader: int, token: str) -> None:
+        last = ""
+        while not stop.is_set():
+            asked = {"Authorization": f"Bearer {token}"}
+            if last:
+                asked["Last-Event-ID"] = last
+            try:
+                response = requests.get(
+                    f"{url}/stream/changes?db=demo&table=ticks",
+                    headers=asked,
+                    stream=True,
+                    timeout=(10, 60),
+                )
+            except requests.RequestException as error:
+                note(reader, f"connect failed: {error}")
+                time.sleep(0.5)
+                continue
+            if response.status_code != 200:
+                note(reader, f"answer {response.status_code}: {response.text[:200]}")
+                response.close()
+                time.sleep(float(response.headers.get("Retry-After", "1")))
+                continue
+            try:
+                for ident, event, data, comments in _sse_blocks(response):
+                    last = ident or last
+                    for comment in comments:
+                        if comment != "heartbeat":
+                            note(reader, f"comment {comment!r} (last id {last})")
+                    if event == "change":
+                        arrived(reader, json.loads(data)["row"]["id"])
+                    elif event == "reset":
+                        note(reader, f"reset, id {ident!r}")
+                    if stop.is_set():
+                        break
+            except requests.RequestException as error:
+                note(reader, f"read failed: {error}")
+            response.close()
+            if not stop.is_set():
+                note(reader, f"stream ended; reconnecting after {last}")
 
-    def long_poll() -> None:
+    def long_poll(reader: int) -> None:
         http = harness.LeanHTTP(url, headers)
         status, _, body = http.request(
             "GET", "/api/changes?db=demo&table=ticks&format=json&limit=1"
         )
-        position = int(body.split(b'"durable_lsn":', 1)[1].split(b",", 1)[0].split(b"}", 1)[0])
+        position = json.loads(body)["durable_lsn"]
         while not stop.is_set():
             target = f"/api/changes?db=demo&table=ticks&format=json&from={position}&wait=5000"
             status, _, body = http.request("GET", target)
             if status != 200:
+                note(reader, f"answer {status}: {body[:200]!r}")
                 time.sleep(0.05)
                 continue
             for piece in body.split(b'"row":{"id":')[1:]:
-                arrived(int(piece.split(b",", 1)[0].split(b"}", 1)[0]))
-            position = int(body.split(b'"next":', 1)[1].split(b",", 1)[0].split(b"}", 1)[0])
+                arrived(reader, int(piece.split(b",", 1)[0].split(b"}", 1)[0]))
+            position = json.loads(body)["next"]
 
-    readers = [
-        threading.Thread(target=stream, args=(tokens[n % len(tokens)],), daemon=True)
+    threads = [
+        threading.Thread(target=stream, args=(n, tokens[n % len(tokens)]), daemon=True)
         for n in range(VICTIM_STREAMS)
     ]
-    readers.append(threading.Thread(target=long_poll, daemon=True))
-    for reader in readers:
-        reader.start()
+    threads.append(threading.Thread(target=long_poll, args=(VICTIM_STREAMS,), daemon=True))
+    for thread in threads:
+        thread.start()
     time.sleep(1.0)  # every stream open
     writer = harness.LeanHTTP(url, headers)
     until = time.monotonic() + seconds
@@ -152,13 +218,43 @@ def _victim(url: str, tokens: list[str], seconds: float, queue: Any) -> None:
         ident += 1
         with lock:
             sent[ident] = time.monotonic()
-        writer.request("POST", "/exec?db=demo", f"INSERT INTO ticks VALUES ({ident}, 1)".encode())
+        status, _, body = writer.request(
+            "POST", "/exec?db=demo", f"INSERT INTO ticks VALUES ({ident}, 1)".encode()
+        )
+        if status == 200:
+            committed.add(ident)
+        else:
+            note(VICTIM_STREAMS + 1, f"INSERT of tick {ident}: {status} {body[:200]!r}")
         time.sleep(TICK_EVERY)
-    time.sleep(1.0)  # the last events arrive
+    # Every event of a commit is awaited (an event that comes later than this is lost).
+    deadline = time.monotonic() + LAST_EVENTS_WITHIN
+    while time.monotonic() < deadline:
+        with lock:
+            if all(committed <= set(counts) for counts in got):
+                break
+        time.sleep(0.05)
     stop.set()
     with lock:
-        expected = len(sent) * (VICTIM_STREAMS + 1)
-        queue.put((latencies, expected))
+        for reader, counts in enumerate(got):
+            missing = sorted(committed - set(counts))
+            twice = sorted(i for i, n in counts.items() if n > 1)
+            if missing:
+                notes.append(f"reader {reader}: {len(missing)} ticks missing: {_spans(missing)}")
+            if twice:
+                notes.append(f"reader {reader}: {len(twice)} ticks got twice: {_spans(twice)}")
+        received = sum(1 for counts in got for i in committed if counts[i] == 1)
+        queue.put((latencies, received, len(committed) * readers, notes))
+
+
+def _spans(idents: list[int]) -> str:
+    """Runs of consecutive ticks, `a-b`, for a note a person reads."""
+    spans: list[list[int]] = []
+    for ident in idents:
+        if spans and ident == spans[-1][1] + 1:
+            spans[-1][1] = ident
+        else:
+            spans.append([ident, ident])
+    return ", ".join(f"{a}-{b}" if a != b else f"{a}" for a, b in spans)
 
 
 def _prober(url: str, seconds: float, queue: Any) -> None:
@@ -326,7 +422,7 @@ def phase(
     }
     for item in got:
         if isinstance(item, tuple):
-            result["victim"], result["expected"] = item
+            result["victim"], result["received"], result["expected"], result["notes"] = item
         elif isinstance(item, list):
             result["health"] = item
         else:
@@ -362,7 +458,7 @@ def main() -> None:
         rows.append(
             [
                 name,
-                victim["n"],
+                result.get("received", 0),
                 result.get("expected", 0),
                 victim["p50"],
                 victim["p99"],
@@ -387,6 +483,9 @@ def main() -> None:
         rows,
         f"victim: {VICTIM_STREAMS} streams and a long poll; {args.rows:,} rows in big",
     )
+    for name, result in (("idle", idle), ("loaded", loaded)):
+        for line in result.get("notes", []):
+            print(f"victim, {name}: {line}")
     harness.print_table(
         ["hostile answers", "count"],
         sorted(loaded["statuses"].items()),
@@ -407,6 +506,18 @@ def main() -> None:
             harness.Check("/health p99, idle server (ms)", idle_health["p99"]),
             harness.Check("load average (1 min), idle phase", idle["load"]),
             harness.Check("load average (1 min), loaded phase", loaded["load"]),
+            *(
+                harness.Check(
+                    f"victim events: got/expected, {name}",
+                    result.get("received", 0) / max(result.get("expected", 0), 1),
+                    f"= 1 ({result.get('received', 0)}/{result.get('expected', 0)})",
+                    result.get("expected", 0) > 0
+                    and result.get("received") == result.get("expected"),
+                    ours=result.get("received", 0),
+                    peer=result.get("expected", 0),
+                )
+                for name, result in (("idle", idle), ("loaded", loaded))
+            ),
             harness.Check(
                 "victim commit-to-event p99, loaded (ms)",
                 loaded_victim["p99"],
