@@ -71,21 +71,14 @@ MAX_RECURSION_ROWS = 1_000_000
 _MAX_VIEW_DEPTH = 32
 
 
-class _TableSource:
-    """What a table as a SELECT source names: its schema, its alias, its columns."""
-
-    def __init__(self, schema: TableSchema, alias: str | None) -> None:
-        self.schema: TableSchema | None = schema
-        self.qualifier = alias
-        self.columns = [Column(c.name, c.type) for c in schema.columns]
-
-
-class CommittedTable(_TableSource):
+class CommittedTable:
     """A committed table as a SELECT source (the caller holds the state lock)."""
 
     def __init__(self, table: Table, alias: str | None) -> None:
-        super().__init__(table.schema, alias)
         self.table = table
+        self.schema: TableSchema | None = table.schema
+        self.qualifier = alias
+        self.columns = [Column(c.name, c.type) for c in table.schema.columns]
 
     def rows(self, hints: AccessHints) -> Iterator[Sequence[Any]]:
         if hints.ident is not None:
@@ -101,12 +94,14 @@ class CommittedTable(_TableSource):
         return self.table.scan(parts, hints.time_low, hints.time_high)
 
 
-class TransactionTable(_TableSource):
+class TransactionTable:
     """A table as an open transaction sees it, as a SELECT source."""
 
     def __init__(self, work: TableWork, alias: str | None) -> None:
-        super().__init__(work.schema, alias)
         self.work = work
+        self.schema: TableSchema | None = work.schema
+        self.qualifier = alias
+        self.columns = [Column(c.name, c.type) for c in work.schema.columns]
 
     def rows(self, hints: AccessHints) -> Iterator[Sequence[Any]]:
         return self.work.rows(hints)
