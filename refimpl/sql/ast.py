@@ -29,7 +29,7 @@ from refimpl.sql.ast_arrays import (  # noqa: F401 - re-exported: ast.Subscript,
     ArrayValue,
     Subscript,
 )
-from refimpl.sql.ast_base import Expr, walk  # noqa: F401 - re-exported: ast.walk
+from refimpl.sql.ast_base import Expr, outermost, walk  # noqa: F401 - re-exported: ast.walk
 from refimpl.sql.ast_calls import FieldSelect, WindowCall  # noqa: F401 - re-exported
 from refimpl.sql.ast_copy import (  # noqa: F401 - re-exported: ast.CopyFrom, ...
     CopyFrom,

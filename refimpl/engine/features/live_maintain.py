@@ -28,7 +28,11 @@ from refimpl.engine.features.live_window import Window, sort_key
 from refimpl.engine.query.access_path import plan_access
 from refimpl.engine.query.cache_keys import deterministic
 from refimpl.engine.query.compiled import Scope, ScopeColumn
-from refimpl.engine.query.expressions import aggregate_calls, compile_expression, contains_aggregate
+from refimpl.engine.query.expressions import (
+    compile_expression,
+    contains_aggregate,
+    distinct_aggregate_calls,
+)
 from refimpl.engine.query.names import canonical
 from refimpl.engine.query.relations import bounded
 from refimpl.engine.query.select import column_name, sort_rows
@@ -147,12 +151,8 @@ class Maintainer:
         scope.clause = "GROUP BY"
         group_keys = [compile_expression(e, scope) for e in group_exprs]
         self._key_fns = [k.fn for k in group_keys]
-        calls: list[ast.FuncCall] = []
         sites = [i.expr for i in items] + [o.expr for o in orders]
-        for site in sites if having is None else [*sites, having]:
-            for call in aggregate_calls(site):
-                if call not in calls:
-                    calls.append(call)
+        calls = distinct_aggregate_calls([*sites, having])
         scope.clause = "an aggregate"
         self._slots = [self._slot(call, scope) for call in calls]
         self._ordered = any(s.floats or s.name in ("first", "last") for s in self._slots)

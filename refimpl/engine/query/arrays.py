@@ -14,16 +14,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from refimpl.engine.query.compiled import Compiled, Scope
+from refimpl.engine.query.compiled import COMPARE, Compiled, Scope
 from refimpl.engine.storage.values import parse_text, to_text
 from refimpl.errors import InvalidValue, TypeMismatch, UnknownColumn
 from refimpl.sql import ast
 
 Compile = Callable[[ast.Expr, Scope], Compiled]
-_COMPARE: dict[str, Callable[[Any, Any], bool]] = {
-    "=": lambda a, b: a == b, "<>": lambda a, b: a != b, "<": lambda a, b: a < b,
-    "<=": lambda a, b: a <= b, ">": lambda a, b: a > b, ">=": lambda a, b: a >= b,
-}  # fmt: skip
 
 
 # The vector types' elements (PostgreSQL's int2vector and oidvector).
@@ -84,7 +80,7 @@ def _array_quantified(expr: ast.ArrayQuantified, scope: Scope, compile_: Compile
     array = compile_(expr.array, scope)
     if array.type != "NULL" and element_type(array.type) is None:
         raise TypeMismatch(f"{expr.quantifier} needs an array, not {array.type}")
-    compare = _COMPARE[expr.op]
+    compare = COMPARE[expr.op]
     want_any = expr.quantifier == "ANY"
 
     def evaluate(row: Sequence[Any]) -> Any:

@@ -7,16 +7,27 @@ says what names mean while compiling.
 from __future__ import annotations
 
 import math
+import operator
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from refimpl.engine.storage import values
-from refimpl.errors import AmbiguousColumn, TypeMismatch, UnknownColumn
+from refimpl.errors import AmbiguousColumn, InvalidValue, SqlError, TypeMismatch, UnknownColumn
 from refimpl.sql import ast
 
 Evaluator = Callable[[Sequence[Any]], Any]
+
+# The comparison operators on two values, neither NULL (a caller handles NULL first).
+COMPARE: dict[str, Callable[[Any, Any], bool]] = {
+    "=": operator.eq,
+    "<>": operator.ne,
+    "<": operator.lt,
+    "<=": operator.le,
+    ">": operator.gt,
+    ">=": operator.ge,
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +105,20 @@ class Scope:
     # Subqueries in expressions: who plans them, and the query this one is inside of.
     subqueries: SubqueryPlanner | None = None
     outer: OuterLink | None = None
+
+    def over(self, columns: list[ScopeColumn], clause: str) -> Scope:
+        """A scope of `columns` (their qualifiers as the names of tables) for `clause`, with
+        this one's parameters, time, functions, subqueries and outer query; no slots."""
+        return Scope(
+            columns=columns,
+            qualifiers=frozenset(c.qualifier for c in columns if c.qualifier),
+            params=self.params,
+            now=self.now,
+            functions=self.functions,
+            clause=clause,
+            subqueries=self.subqueries,
+            outer=self.outer,
+        )
 
     def reader(self, ref: ast.ColumnRef) -> Compiled:
         """The column `ref` names, compiled: a function of the row, and its type.
@@ -291,3 +316,20 @@ def table_scope(schema: Any, params: Sequence[Any], clause: str, now: int = 0) -
         now=now,
         clause=clause,
     )
+
+
+def row_count(expr: ast.Expr | None, evaluate: Callable[[ast.Expr], Any], what: str) -> int | None:
+    """The value of a LIMIT or OFFSET (`what`, its expression `expr`) as `evaluate` computes
+    it: None when there is none or it is NULL, else a whole number of 0 or more
+    (InvalidValue otherwise; SqlError when it names a column)."""
+    if expr is None:
+        return None
+    try:
+        value = evaluate(expr)
+    except UnknownColumn:
+        raise SqlError(f"{what} takes a number or a ? parameter, not a column") from None
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise InvalidValue(f"{what} must be a whole number of 0 or more, not {value!r}")
+    return value

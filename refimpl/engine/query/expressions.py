@@ -9,12 +9,13 @@ WHERE keeps a row only when its condition is TRUE.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from refimpl.engine.query import regex
 from refimpl.engine.query.arrays import array_handlers
 from refimpl.engine.query.compiled import (
+    COMPARE,
     Compiled,
     Evaluator,
     Scope,
@@ -169,15 +170,6 @@ _BITWISE: dict[str, Callable[[int, int], int]] = {
     "|": lambda a, b: a | b,
 }
 
-_COMPARE: dict[str, Callable[[Any, Any], bool]] = {
-    "=": lambda a, b: a == b,
-    "<>": lambda a, b: a != b,
-    "<": lambda a, b: a < b,
-    "<=": lambda a, b: a <= b,
-    ">": lambda a, b: a > b,
-    ">=": lambda a, b: a >= b,
-}
-
 
 def _null_strict(lf: Evaluator, rf: Evaluator, operation: Callable[[Any, Any], Any]) -> Evaluator:
     """`operation` of both sides; NULL when either is NULL (the right side is then not read)."""
@@ -217,10 +209,10 @@ def _binary(expr: ast.Binary, scope: Scope) -> Compiled:
             return not decisive
 
         return Compiled(logical, "BOOLEAN", constant)
-    if op in _COMPARE:
+    if op in COMPARE:
         left, right = comparable(left, right, f"'{op}'", equality=op in ("=", "<>"))
         lf, rf = left.fn, right.fn
-        return Compiled(_null_strict(lf, rf, _COMPARE[op]), "BOOLEAN", constant)
+        return Compiled(_null_strict(lf, rf, COMPARE[op]), "BOOLEAN", constant)
     if op in regex.OPERATORS:
         return Compiled(_null_strict(lf, rf, regex.matcher(op)), "BOOLEAN", constant)
     if op in _BITWISE:
@@ -487,6 +479,17 @@ def aggregate_calls(expr: ast.Expr | None) -> Iterator[ast.FuncCall]:
         return
     for child in children(expr):
         yield from aggregate_calls(child)
+
+
+def distinct_aggregate_calls(sites: Iterable[ast.Expr | None]) -> list[ast.FuncCall]:
+    """The aggregate calls of the expressions (as `aggregate_calls`), each once, in the
+    order they come first: the accumulators a grouped query keeps."""
+    calls: list[ast.FuncCall] = []
+    for site in sites:
+        for call in aggregate_calls(site):
+            if call not in calls:
+                calls.append(call)
+    return calls
 
 
 def children(expr: ast.Expr) -> list[ast.Expr]:

@@ -152,7 +152,7 @@ def filtered_by(
     condition = and_all(terms)
     if condition is None:
         return relation
-    compiled = compile_(condition, _scope_of(relation.scope_columns, scope))
+    compiled = compile_(condition, scope.over(relation.scope_columns, "WHERE"))
     test = compiled.fn
     produce = relation.produce
 
@@ -167,7 +167,7 @@ def _reads_no_column(term: ast.Expr, scope: Scope, compile_: Compile) -> bool:
     and it compiles where no column (of this query or an outer one) can be named, so that
     its subqueries read none of the items either."""
     if contains_aggregate(term) or any(
-        isinstance(node, ast.ColumnRef) for node in _outside_subqueries(term)
+        isinstance(node, ast.ColumnRef) for node in ast.walk(term, _SUBQUERIES)
     ):
         return False
     try:
@@ -175,19 +175,6 @@ def _reads_no_column(term: ast.Expr, scope: Scope, compile_: Compile) -> bool:
     except KdbError:
         return False
     return True
-
-
-def _outside_subqueries(expr: ast.Expr) -> Iterable[object]:
-    """The nodes of `expr` (as `ast.walk`), without descending into its subqueries."""
-    todo: list[object] = [expr]
-    while todo:
-        item = todo.pop()
-        if isinstance(item, tuple):
-            todo.extend(item)
-            continue
-        yield item
-        if hasattr(item, "__dataclass_fields__") and not isinstance(item, _SUBQUERIES):
-            todo.extend(getattr(item, name) for name in item.__dataclass_fields__)
 
 
 def _constants(scope: Scope) -> Scope:
@@ -266,7 +253,7 @@ def _filtered(
     filter too), and how it is read."""
     relation = leaf.relation
     condition = and_all(terms)
-    own = _scope_of(relation.scope_columns, scope)
+    own = scope.over(relation.scope_columns, "WHERE")
     access = leaf.read(condition, own)
     if condition is None:
         produce = access.produce
@@ -304,19 +291,6 @@ def _is_key(term: ast.Expr, leaves: list[Leaf], places: frozenset[int]) -> bool:
         return False
     left, right = _places(term.left, leaves, None), _places(term.right, leaves, None)
     return bool(left and right and len(left) == 1 and len(right) == 1 and left != right)
-
-
-def _scope_of(columns: list[ScopeColumn], scope: Scope) -> Scope:
-    return Scope(
-        columns=columns,
-        qualifiers=frozenset(c.qualifier for c in columns if c.qualifier),
-        params=scope.params,
-        now=scope.now,
-        functions=scope.functions,
-        clause="WHERE",
-        subqueries=scope.subqueries,
-        outer=scope.outer,
-    )
 
 
 def _order(

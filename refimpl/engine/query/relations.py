@@ -219,20 +219,6 @@ def _natural(source: ast.JoinSource, left: Relation, right: Relation) -> ast.Joi
     return ast.JoinSource(source.kind, source.left, source.right, on, tuple(common))
 
 
-def _side_scope(columns: list[ScopeColumn], scope: Scope) -> Scope:
-    qualifiers = frozenset(c.qualifier for c in columns if c.qualifier)
-    return Scope(
-        columns=columns,
-        qualifiers=qualifiers,
-        params=scope.params,
-        now=scope.now,
-        functions=scope.functions,
-        clause="ON",
-        subqueries=scope.subqueries,
-        outer=scope.outer,
-    )
-
-
 def _conjuncts(expr: ast.Expr | None) -> list[ast.Expr]:
     if expr is None:
         return []
@@ -244,15 +230,15 @@ def _conjuncts(expr: ast.Expr | None) -> list[ast.Expr]:
 def _on_plan(
     on: ast.Expr | None, columns: list[ScopeColumn], width: int, scope: Scope, compile_: Compile
 ) -> JoinPlan:
-    both = _side_scope(columns, scope)
-    left_only = _side_scope(columns[:width], scope)
+    both = scope.over(columns, "ON")
+    left_only = scope.over(columns[:width], "ON")
     # The right side's expressions read a row of the right side alone.
-    right_only = _side_scope(
+    right_only = scope.over(
         [
             ScopeColumn(c.index - width, c.type, c.name, c.qualifier, c.hidden)
             for c in columns[width:]
         ],
-        scope,
+        "ON",
     )
     left_keys: list[Compiled] = []
     right_keys: list[Compiled] = []

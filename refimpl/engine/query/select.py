@@ -28,12 +28,13 @@ from refimpl.engine.query.compiled import (
     ScopeColumn,
     SubqueryPlanner,
     refuse_blob,
+    row_count,
 )
 from refimpl.engine.query.expressions import (
-    aggregate_calls,
     compile_expression,
     constant_value,
     contains_aggregate,
+    distinct_aggregate_calls,
 )
 from refimpl.engine.query.names import canonical
 from refimpl.engine.query.ordering import OrderFn, OrderFns, first_rows, sort_rows
@@ -44,7 +45,7 @@ from refimpl.engine.result import Column
 from refimpl.engine.storage.access_hints import AccessHints
 from refimpl.engine.storage.schema import TableSchema
 from refimpl.engine.tracking.plan_cache import PlanCache
-from refimpl.errors import InvalidValue, SqlError, TypeMismatch, UnknownColumn
+from refimpl.errors import SqlError, TypeMismatch, UnknownColumn
 from refimpl.sql import ast
 
 
@@ -303,20 +304,11 @@ def _expand_relation_stars(
 def _limits(select: ast.Select, scope: Scope) -> tuple[int | None, int]:
     constants = Scope(columns=[], params=scope.params, now=scope.now)
 
-    def count(expr: ast.Expr | None, what: str) -> int | None:
-        if expr is None:
-            return None
-        try:
-            value = constant_value(expr, constants)
-        except UnknownColumn:
-            raise SqlError(f"{what} takes a number or a ? parameter, not a column") from None
-        if value is None:
-            return None
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise InvalidValue(f"{what} must be a whole number of 0 or more, not {value!r}")
-        return value
+    def evaluate(expr: ast.Expr) -> Any:
+        return constant_value(expr, constants)
 
-    return count(select.limit, "LIMIT"), count(select.offset, "OFFSET") or 0
+    limit = row_count(select.limit, evaluate, "LIMIT")
+    return limit, row_count(select.offset, evaluate, "OFFSET") or 0
 
 
 def column_name(item: ast.SelectItem) -> str:
@@ -510,12 +502,8 @@ def _grouped(
     key_fns = [key.fn for key in group_keys]
     key_types = [key.type for key in group_keys]
 
-    calls: list[ast.FuncCall] = []
     sites = [item.expr for item in items] + [o.expr for o in orders]
-    for site in sites if having_expr is None else [*sites, having_expr]:
-        for call in aggregate_calls(site):
-            if call not in calls:
-                calls.append(call)
+    calls = distinct_aggregate_calls([*sites, having_expr])
     scope.clause = "an aggregate"
     accumulators = [make_accumulator(call, scope, time_index) for call in calls]
     factories = [a.new_state for a in accumulators]

@@ -20,10 +20,11 @@ from refimpl.engine.query.compiled import (
     ScopeColumn,
     common_type,
     refuse_blob,
+    row_count,
 )
 from refimpl.engine.query.select import QueryOutput, sort_rows
 from refimpl.engine.result import Column
-from refimpl.errors import InvalidValue, SqlError, UnknownColumn
+from refimpl.errors import SqlError, UnknownColumn
 from refimpl.sql import ast
 
 Compile = Callable[[ast.Expr, Scope], Compiled]
@@ -57,24 +58,13 @@ def combine(op: str, all_: bool, left: QueryOutput, right: QueryOutput) -> Query
         rows = first + second if all_ else list(dict.fromkeys(first + second))
     elif op == "INTERSECT":
         if all_:
-            counts = Counter(second)
-            rows = []
-            for row in first:
-                if counts[row] > 0:
-                    counts[row] -= 1
-                    rows.append(row)
+            rows = _counted(first, second, keep_matched=True)
         else:
             present = set(second)
             rows = [row for row in dict.fromkeys(first) if row in present]
     else:
         if all_:
-            counts = Counter(second)
-            rows = []
-            for row in first:
-                if counts[row] > 0:
-                    counts[row] -= 1
-                else:
-                    rows.append(row)
+            rows = _counted(first, second, keep_matched=False)
         else:
             absent = set(second)
             rows = [row for row in dict.fromkeys(first) if row not in absent]
@@ -98,6 +88,20 @@ def values_output(values: ast.Values, scope: Scope, compile_: Compile) -> QueryO
     rows = [tuple(c.fn(()) for c in row) for row in compiled_rows]
     columns = [Column(f"column{i + 1}", t) for i, t in enumerate(types)]
     return QueryOutput(columns, _widened(rows, types))
+
+
+def _counted(first: list[tuple], second: list[tuple], keep_matched: bool) -> list[tuple]:
+    """INTERSECT ALL (`keep_matched`) or EXCEPT ALL: the rows of `first` in order, each
+    matched by one occurrence in `second` (used up by it) or not, kept or left out."""
+    counts = Counter(second)
+    rows = []
+    for row in first:
+        matched = counts[row] > 0
+        if matched:
+            counts[row] -= 1
+        if matched is keep_matched:
+            rows.append(row)
+    return rows
 
 
 def _widened(rows: list[tuple], types: list[str]) -> list[tuple]:
@@ -145,8 +149,13 @@ def order_and_limit(
                     f" or number); '{error.name}' is not one"
                 ) from None
         rows = sort_rows(list(rows), keys)
-    start = _count(offset, scope, compile_, "OFFSET") or 0
-    stop = _count(limit, scope, compile_, "LIMIT")
+    constants = Scope(columns=[], params=scope.params, now=scope.now)
+
+    def evaluate(expr: ast.Expr) -> Any:
+        return compile_(expr, constants).fn(())
+
+    start = row_count(offset, evaluate, "OFFSET") or 0
+    stop = row_count(limit, evaluate, "LIMIT")
     if start:
         rows = rows[start:]
     if stop is not None:
@@ -163,18 +172,3 @@ def _position(expr: ast.Expr, names: list[str]) -> int | None:
     if isinstance(expr, ast.ColumnRef) and expr.name.lower() in names:
         return names.index(expr.name.lower())
     return None
-
-
-def _count(expr: ast.Expr | None, scope: Scope, compile_: Compile, what: str) -> int | None:
-    if expr is None:
-        return None
-    constants = Scope(columns=[], params=scope.params, now=scope.now)
-    try:
-        value = compile_(expr, constants).fn(())
-    except UnknownColumn:
-        raise SqlError(f"{what} takes a number or a ? parameter, not a column") from None
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise InvalidValue(f"{what} must be a whole number of 0 or more, not {value!r}")
-    return value

@@ -45,19 +45,7 @@ Values = Callable[[Row], list[Any]]
 
 def calls(expr: ast.Expr | None) -> list[ast.FuncCall]:
     """The set-returning calls in an expression, outermost first; none inside a subquery."""
-    found: list[ast.FuncCall] = []
-    todo: list[object] = [expr]
-    while todo:
-        node = todo.pop()
-        if isinstance(node, tuple):
-            todo.extend(node)
-        elif isinstance(node, ast.FuncCall) and node.name in SET_RETURNING:
-            found.append(node)
-        elif isinstance(node, ast.Expr) and hasattr(node, "__dataclass_fields__"):
-            todo.extend(
-                getattr(node, name) for name in node.__dataclass_fields__ if name != "query"
-            )
-    return found
+    return ast.outermost(expr, ast.FuncCall, lambda call: call.name in SET_RETURNING)
 
 
 @functools.lru_cache(maxsize=4096)

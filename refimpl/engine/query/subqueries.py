@@ -17,7 +17,9 @@ import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from refimpl.engine.query.arrays import array_text
 from refimpl.engine.query.compiled import (
+    COMPARE,
     Compiled,
     OuterLink,
     PreparedQuery,
@@ -25,20 +27,11 @@ from refimpl.engine.query.compiled import (
     SemiJoin,
     comparable,
 )
-from refimpl.engine.storage.values import to_text
 from refimpl.errors import SqlError, SubqueryRows
 from refimpl.sql import ast
 
 Compile = Callable[[ast.Expr, Scope], Compiled]
 
-_COMPARE: dict[str, Callable[[Any, Any], bool]] = {
-    "=": lambda a, b: a == b,
-    "<>": lambda a, b: a != b,
-    "<": lambda a, b: a < b,
-    "<=": lambda a, b: a <= b,
-    ">": lambda a, b: a > b,
-    ">=": lambda a, b: a >= b,
-}
 # A correlated subquery's answers are kept for this many distinct outer values at most.
 _REMEMBERED = 4096
 
@@ -138,25 +131,11 @@ def _scalar(expr: ast.ScalarSubquery, scope: Scope, compile_: Compile) -> Compil
     return Compiled(value, column.type)
 
 
-def _array_text(values: list[Any], type_: str) -> str:
-    """PostgreSQL's text of an array: `{a,"b c",NULL}`."""
-    items = []
-    for value in values:
-        if value is None:
-            items.append("NULL")
-            continue
-        text = to_text(value, type_)
-        if not text or any(ch in text for ch in '{}," \\') or text.upper() == "NULL":
-            text = '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
-        items.append(text)
-    return "{" + ",".join(items) + "}"
-
-
 def _array(expr: ast.ArraySubquery, scope: Scope, compile_: Compile) -> Compiled:
     answers, columns = _prepare(expr.query, scope)
     column = _one_column(columns, "ARRAY(SELECT ...)")
     return Compiled(
-        lambda row: _array_text([r[0] for r in answers.rows(row)], column.type), "STRING"
+        lambda row: array_text([(r[0], column.type) for r in answers.rows(row)]), "STRING"
     )
 
 
@@ -215,7 +194,7 @@ def _quantified(expr: ast.Quantified, scope: Scope, compile_: Compile) -> Compil
     answers, columns = _prepare(expr.query, scope)
     what = f"{expr.op} {expr.quantifier}"
     fn = _probe(operand, _one_column(columns, what), what, expr.op in ("=", "<>")).fn
-    compare = _COMPARE[expr.op]
+    compare = COMPARE[expr.op]
     every = expr.quantifier == "ALL"
 
     def quantified(row: Sequence[Any]) -> Any:

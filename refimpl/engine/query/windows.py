@@ -36,19 +36,7 @@ Row = Sequence[Any]
 
 def calls(expr: ast.Expr | None) -> list[ast.WindowCall]:
     """The window calls in an expression; none inside a subquery."""
-    found: list[ast.WindowCall] = []
-    todo: list[object] = [expr]
-    while todo:
-        node = todo.pop()
-        if isinstance(node, tuple):
-            todo.extend(node)
-        elif isinstance(node, ast.WindowCall):
-            found.append(node)
-        elif isinstance(node, ast.Expr) and hasattr(node, "__dataclass_fields__"):
-            todo.extend(
-                getattr(node, name) for name in node.__dataclass_fields__ if name != "query"
-            )
-    return found
+    return ast.outermost(expr, ast.WindowCall)
 
 
 @functools.lru_cache(maxsize=4096)
