@@ -289,87 +289,64 @@ def _pg_class(context: StatementContext, views: ViewColumns | None) -> QueryOutp
     indexes = catalog_indexes(context, views)
     indexed = {i.table.name.lower() for i in indexes}
     rows = [
-        (
+        _class_row(
             name_oid(s.name),
             s.name,
-            PUBLIC,
             "r",
             owner,
             HEAP_AM,
-            0,
             s.name.lower() in indexed,
-            False,
-            False,
-            False,
-            False,
-            False,
-            0,
-            0,
-            "p",
             "f" if s.replica_identity_full else "d",
-            0,
-            -1.0,
-            None,
-            None,
         )
         for s in readable_tables(context)
     ]
-    rows += [
-        (
-            i.oid,
-            i.name,
-            PUBLIC,
-            "i",
-            owner,
-            BTREE_AM,
-            0,
-            False,
-            False,
-            False,
-            False,
-            False,
-            False,
-            0,
-            0,
-            "p",
-            "n",
-            0,
-            -1.0,
-            None,
-            None,
-        )
-        for i in indexes
-    ]
+    rows += [_class_row(i.oid, i.name, "i", owner, BTREE_AM) for i in indexes]
     # A view has no storage, so no access method, and no rules: it is no rule here.
     rows += [
-        (
-            name_oid(v.name),
-            v.name,
-            PUBLIC,
-            "v",
-            owner,
-            0,
-            0,
-            False,
-            False,
-            False,
-            False,
-            False,
-            False,
-            0,
-            0,
-            "p",
-            "n",
-            0,
-            -1.0,
-            None,
-            None,
-        )
-        for v in readable_views(context, views)
+        _class_row(name_oid(v.name), v.name, "v", owner) for v in readable_views(context, views)
     ]
-    # reltype 0: no relation here has a composite type of its rows; relpages 0, as in
-    # PostgreSQL before a relation is first vacuumed (no page count is kept here).
-    return QueryOutput(columns, [(*row, 0, 0) for row in rows])
+    return QueryOutput(columns, rows)
+
+
+def _class_row(
+    oid: int,
+    name: str,
+    kind: str,
+    owner: int,
+    access_method: int = 0,
+    has_index: bool = False,
+    replica_identity: str = "n",
+) -> tuple[object, ...]:
+    """A pg_class row of a relation in `public`. The rest is alike for every relation here:
+    no checks, rules, triggers, row security or partitions, the default tablespace, no type
+    of its own, permanent, no TOAST table, reltuples -1 (never analyzed), no partition bound
+    or options; reltype 0 (no relation here has a composite type of its rows) and relpages
+    0, as in PostgreSQL before a relation is first vacuumed (no page count is kept here)."""
+    return (
+        oid,
+        name,
+        PUBLIC,
+        kind,
+        owner,
+        access_method,
+        0,
+        has_index,
+        False,
+        False,
+        False,
+        False,
+        False,
+        0,
+        0,
+        "p",
+        replica_identity,
+        0,
+        -1.0,
+        None,
+        None,
+        0,
+        0,
+    )
 
 
 def _pg_namespace(context: StatementContext, views: ViewColumns | None) -> QueryOutput:
