@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from refimpl.engine.query.compiled import Compiled, Scope, comparable
+from refimpl.engine.query.compiled import Compiled, Scope, comparable, conjuncts
 from refimpl.engine.query.expressions import compile_expression
 from refimpl.engine.query.index_choice import choose_index
 from refimpl.engine.storage import values
@@ -17,14 +17,6 @@ from refimpl.engine.storage.access_hints import AccessHints
 from refimpl.engine.storage.schema import TableSchema, period_of
 from refimpl.errors import SqlError
 from refimpl.sql import ast
-
-
-def conjuncts(expr: ast.Expr | None) -> list[ast.Expr]:
-    if expr is None:
-        return []
-    if isinstance(expr, ast.Binary) and expr.op == "AND":
-        return conjuncts(expr.left) + conjuncts(expr.right)
-    return [expr]
 
 
 def _column_name(expr: ast.Expr, schema: TableSchema) -> str | None:

@@ -318,6 +318,15 @@ def table_scope(schema: Any, params: Sequence[Any], clause: str, now: int = 0) -
     )
 
 
+def conjuncts(expr: ast.Expr | None) -> list[ast.Expr]:
+    """The terms of a condition's top-level ANDs, in order (none for no condition)."""
+    if expr is None:
+        return []
+    if isinstance(expr, ast.Binary) and expr.op == "AND":
+        return conjuncts(expr.left) + conjuncts(expr.right)
+    return [expr]
+
+
 def row_count(expr: ast.Expr | None, evaluate: Callable[[ast.Expr], Any], what: str) -> int | None:
     """The value of a LIMIT or OFFSET (`what`, its expression `expr`) as `evaluate` computes
     it: None when there is none or it is NULL, else a whole number of 0 or more

@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from refimpl.engine.query.compiled import Scope, ScopeColumn
+from refimpl.engine.query.compiled import Scope, ScopeColumn, conjuncts
 from refimpl.engine.query.expressions import contains_aggregate
 from refimpl.engine.query.relations import Compile, KeyLookup, Relation, join
 from refimpl.errors import KdbError, SqlError, TypeMismatch
@@ -371,7 +371,7 @@ def flatten(
         flatten(source.left, items, terms)
         flatten(source.right, items, terms)
         seen = range(start, len(items))
-        terms += [(term, seen) for term in _conjuncts(source.on)]
+        terms += [(term, seen) for term in conjuncts(source.on)]
     else:
         items.append(source)
 
@@ -380,7 +380,7 @@ def selectivity(condition: ast.Expr | None) -> float:
     """The share of rows a filter is guessed to keep: a tenth an equality with a constant, a
     half any other condition."""
     share = 1.0
-    for term in _conjuncts(condition):
+    for term in conjuncts(condition):
         equality = isinstance(term, ast.Binary) and term.op == "="
         share *= 0.1 if equality else 0.5
     return share
@@ -404,11 +404,3 @@ def and_all(terms: list[ast.Expr]) -> ast.Expr | None:
     for term in terms[1:]:
         condition = ast.Binary("AND", condition, term)
     return condition
-
-
-def _conjuncts(expr: ast.Expr | None) -> list[ast.Expr]:
-    if expr is None:
-        return []
-    if isinstance(expr, ast.Binary) and expr.op == "AND":
-        return _conjuncts(expr.left) + _conjuncts(expr.right)
-    return [expr]

@@ -18,7 +18,7 @@ from operator import itemgetter
 from typing import Any, TypeVar
 
 from refimpl.engine import admission
-from refimpl.engine.query.compiled import Compiled, Scope, ScopeColumn, comparable
+from refimpl.engine.query.compiled import Compiled, Scope, ScopeColumn, comparable, conjuncts
 from refimpl.engine.result import Column
 from refimpl.engine.storage.access_hints import AccessHints
 from refimpl.errors import SqlError, StatementTimeout, TypeMismatch, UnknownColumn
@@ -219,14 +219,6 @@ def _natural(source: ast.JoinSource, left: Relation, right: Relation) -> ast.Joi
     return ast.JoinSource(source.kind, source.left, source.right, on, tuple(common))
 
 
-def _conjuncts(expr: ast.Expr | None) -> list[ast.Expr]:
-    if expr is None:
-        return []
-    if isinstance(expr, ast.Binary) and expr.op == "AND":
-        return _conjuncts(expr.left) + _conjuncts(expr.right)
-    return [expr]
-
-
 def _on_plan(
     on: ast.Expr | None, columns: list[ScopeColumn], width: int, scope: Scope, compile_: Compile
 ) -> JoinPlan:
@@ -244,7 +236,7 @@ def _on_plan(
     right_keys: list[Compiled] = []
     right_columns: list[int | None] = []
     rest: list[ast.Expr] = []
-    for term in _conjuncts(on):
+    for term in conjuncts(on):
         pair = _equality(term, left_only, right_only, compile_)
         if pair is None:
             rest.append(term)
