@@ -20,10 +20,14 @@ waiting work they may:
 
 A prober asks `GET /health` every 20 ms throughout. Printed: the victim's p50/p99/max
 idle and loaded, `/health` p99 idle and loaded, the server's RSS growth during the load,
-and what the hostile clients got (answers by status); targets: victim p99 < 100 ms,
-RSS growth < 200 MB, `/health` p99 < 50 ms. The machine's load average (1 minute) is
-printed beside each phase, and the loaded phase's p99s over the idle ones: on a machine
-shared with other work the absolute figures move with its load, the ratios much less.
+and what the hostile clients got (answers by status); the victim's events are counted per
+committed tick and reader (`victim events: got/expected` fails on any tick missing or got
+twice; the notes under the table name each reader's missing ticks, resets, refusals and end
+comments; one more commit after a loss tells a stream not woken from one that dropped
+events); targets: victim p99 < 100 ms, RSS growth < 200 MB, `/health` p99 < 50 ms. The
+machine's load average (1 minute) is printed beside each phase, and the loaded phase's
+p99s over the idle ones: on a machine shared with other work the absolute figures move
+with its load, the ratios much less.
 
     python tools/bench/isolation.py              # 300,000 rows, 20 s idle and 30 s loaded
     python tools/bench/isolation.py --quick      # 50,000 rows, 8 s idle and 15 s loaded
@@ -129,6 +133,7 @@ def _victim(url: str, tokens: list[str], seconds: float, queue: Any) -> None:
     readers = VICTIM_STREAMS + 1
     got: list[Counter[int]] = [Counter() for _ in range(readers)]
     notes: list[str] = []
+    worst = [(0.0, 0.0)] * readers  # each reader's latest event: (latency, its commit's time)
     latencies: list[float] = []
     lock = threading.Lock()
     stop = threading.Event()
@@ -145,6 +150,8 @@ def _victim(url: str, tokens: list[str], seconds: float, queue: Any) -> None:
             at = sent.get(ident)
             if at is not None and got[reader][ident] == 1:
                 latencies.append(now - at)
+                if now - at > worst[reader][0]:
+                    worst[reader] = (now - at, at - began)
 
     def stream(reader: int, token: str) -> None:
         last = ""
@@ -228,13 +235,15 @@ def _victim(url: str, tokens: list[str], seconds: float, queue: Any) -> None:
         time.sleep(TICK_EVERY)
     # Every event of a commit is awaited (an event that comes later than this is lost).
     deadline = time.monotonic() + LAST_EVENTS_WITHIN
-    while time.monotonic() < deadline:
+
+    def complete() -> bool:
         with lock:
-            if all(committed <= set(counts) for counts in got):
-                break
+            return all(committed <= set(counts) for counts in got)
+
+    while time.monotonic() < deadline and not complete():
         time.sleep(0.05)
-    stop.set()
     with lock:
+        received = sum(1 for counts in got for i in committed if counts[i] == 1)
         for reader, counts in enumerate(got):
             missing = sorted(committed - set(counts))
             twice = sorted(i for i, n in counts.items() if n > 1)
@@ -242,8 +251,23 @@ def _victim(url: str, tokens: list[str], seconds: float, queue: Any) -> None:
                 notes.append(f"reader {reader}: {len(missing)} ticks missing: {_spans(missing)}")
             if twice:
                 notes.append(f"reader {reader}: {len(twice)} ticks got twice: {_spans(twice)}")
-        received = sum(1 for counts in got for i in committed if counts[i] == 1)
-        queue.put((latencies, received, len(committed) * readers, notes))
+            if worst[reader][0] > 1.0:
+                late, at = worst[reader]
+                notes.append(f"reader {reader}: an event {late:.1f} s late (sent at {at:.1f} s)")
+    if received < len(committed) * readers:
+        # Tells a stream that was not woken for the last commits (their events come with
+        # the next commit) from one that dropped them (they never come).
+        writer.request(
+            "POST", "/exec?db=demo", f"INSERT INTO ticks VALUES ({ident + 1}, 1)".encode()
+        )
+        nudged = time.monotonic() + 5.0
+        while time.monotonic() < nudged and not complete():
+            time.sleep(0.05)
+        with lock:
+            late = sum(1 for counts in got for i in committed if counts[i] == 1) - received
+        notes.append(f"after one more commit, {late} of the missing events came")
+    stop.set()
+    queue.put((latencies, received, len(committed) * readers, notes))
 
 
 def _spans(idents: list[int]) -> str:
