@@ -369,76 +369,47 @@ def _pg_attribute(context: StatementContext, views: ViewColumns | None) -> Query
         relid = name_oid(schema.name)
         keys = {k.lower() for k in schema.primary_key}
         for number, column in enumerate(schema.columns, start=1):
-            oid, _, size, _ = TYPES[column.type]
-            rows.append(
-                (
-                    relid,
-                    column.name,
-                    oid,
-                    -1,
-                    number,
-                    column.name.lower() in keys,
-                    False,
-                    False,
-                    0,
-                    "",
-                    "",
-                    size,
-                    _storage(size),
-                    "",
-                    -1,
-                )
-            )
+            not_null = column.name.lower() in keys
+            rows.append(_attribute_row(relid, column.name, column.type, number, not_null))
     for index in catalog_indexes(context, views):  # an index's columns are attributes of its own
         for number, name in enumerate(index.columns, start=1):
-            oid, _, size, _ = TYPES[index.table.type_of(name)]
-            rows.append(
-                (
-                    index.oid,
-                    name,
-                    oid,
-                    -1,
-                    number,
-                    False,
-                    False,
-                    False,
-                    0,
-                    "",
-                    "",
-                    size,
-                    _storage(size),
-                    "",
-                    -1,
-                )
-            )
+            rows.append(_attribute_row(index.oid, name, index.table.type_of(name), number))
     for view in readable_views(context, views):  # the columns a read of the view answers
         for number, view_column in enumerate(view.columns, start=1):
-            oid, _, size, _ = TYPES[view_column.type]
-            rows.append(
-                (
-                    name_oid(view.name),
-                    view_column.name,
-                    oid,
-                    -1,
-                    number,
-                    False,
-                    False,
-                    False,
-                    0,
-                    "",
-                    "",
-                    size,
-                    _storage(size),
-                    "",
-                    -1,
-                )
-            )
+            relid = name_oid(view.name)
+            rows.append(_attribute_row(relid, view_column.name, view_column.type, number))
     return QueryOutput(columns, rows)
 
 
 def _storage(size: int) -> str:
     """The type's `typstorage` in PostgreSQL: plain when of fixed size, else extended."""
     return "p" if size > 0 else "x"
+
+
+def _attribute_row(
+    relid: int, name: str, column_type: str, number: int, not_null: bool = False
+) -> tuple[object, ...]:
+    """A pg_attribute row of the column `number` of a relation: no default, not dropped, no
+    collation, identity or generation, the type's length and storage, the default
+    statistics target."""
+    oid, _, size, _ = TYPES[column_type]
+    return (
+        relid,
+        name,
+        oid,
+        -1,
+        number,
+        not_null,
+        False,
+        False,
+        0,
+        "",
+        "",
+        size,
+        _storage(size),
+        "",
+        -1,
+    )
 
 
 # A type's OID -> (its array type's OID, typcategory), as in PostgreSQL.
