@@ -470,6 +470,15 @@ def contains_aggregate(expr: ast.Expr | None) -> bool:
     return any(True for _ in aggregate_calls(expr))
 
 
+def is_grouped(select: ast.Select) -> bool:
+    """Whether a select groups its rows: GROUP BY, HAVING, or an aggregate in its list."""
+    return bool(
+        select.group_by
+        or select.having is not None
+        or any(contains_aggregate(item.expr) for item in select.items)
+    )
+
+
 def aggregate_calls(expr: ast.Expr | None) -> Iterator[ast.FuncCall]:
     """Every aggregate call in the expression, outermost first (not inside other ones)."""
     if expr is None:

@@ -28,7 +28,7 @@ from typing import Any
 
 from refimpl.engine.query.arrays import element_type, elements, record_type
 from refimpl.engine.query.compiled import Compiled, Scope, ScopeColumn
-from refimpl.engine.query.expressions import compile_expression, contains_aggregate
+from refimpl.engine.query.expressions import compile_expression, is_grouped
 from refimpl.engine.query.relations import Relation
 from refimpl.engine.storage.access_hints import AccessHints
 from refimpl.errors import InvalidValue, NotAllowed, SqlError, TypeMismatch
@@ -64,11 +64,7 @@ def with_sets(select: ast.Select, source: Any, scope: Scope) -> tuple[ast.Select
             raise NotAllowed(
                 f"a set-returning call inside {call.name}()'s arguments is not supported"
             )
-    if (
-        select.group_by
-        or select.having is not None
-        or any(contains_aggregate(item.expr) for item in select.items)
-    ):
+    if is_grouped(select):
         raise NotAllowed(
             "set-returning functions (unnest, generate_series, generate_subscripts) in a"
             " grouped select list are not supported; call them in a subquery of FROM"

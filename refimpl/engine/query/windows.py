@@ -23,7 +23,7 @@ from typing import Any
 
 from refimpl.engine.query import set_returning
 from refimpl.engine.query.compiled import Scope, ScopeColumn
-from refimpl.engine.query.expressions import compile_expression, contains_aggregate
+from refimpl.engine.query.expressions import compile_expression, is_grouped
 from refimpl.engine.query.ordering import sort_rows
 from refimpl.engine.query.relations import Relation
 from refimpl.errors import NotAllowed, SqlError
@@ -62,11 +62,7 @@ def _with_windows(
 ) -> tuple[ast.Select, Relation]:
     if calls(select.where):
         raise SqlError("window functions are not allowed in WHERE; filter in an outer query")
-    if (
-        select.group_by
-        or select.having is not None
-        or any(contains_aggregate(item.expr) for item in select.items)
-    ):
+    if is_grouped(select):
         raise NotAllowed(
             "window functions in a grouped select list are not supported; group in a"
             " subquery of FROM and number its rows outside"
