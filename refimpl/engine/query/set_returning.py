@@ -70,13 +70,7 @@ def with_sets(select: ast.Select, source: Any, scope: Scope) -> tuple[ast.Select
             " grouped select list are not supported; call them in a subquery of FROM"
         )
     inner = inner_columns(source)
-    inner_scope = dataclasses.replace(
-        scope,
-        columns=inner,
-        qualifiers=frozenset(c.qualifier for c in inner if c.qualifier),
-        clause="the select list",
-        slots={},
-    )
+    inner_scope = scope.over(inner, "the select list")
     sets: list[Values] = []
     names: dict[ast.FuncCall, str] = {}
     extra: list[ScopeColumn] = []

@@ -16,7 +16,6 @@ the windows, as PostgreSQL computes them.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -68,13 +67,7 @@ def _with_windows(
             " subquery of FROM and number its rows outside"
         )
     inner = set_returning.inner_columns(source)
-    inner_scope = dataclasses.replace(
-        scope,
-        columns=inner,
-        qualifiers=frozenset(c.qualifier for c in inner if c.qualifier),
-        clause="a window",
-        slots={},
-    )
+    inner_scope = scope.over(inner, "a window")
     where = None if select.where is None else compile_expression(select.where, inner_scope).fn
     numbering: list[Callable[[list[Row]], list[int]]] = []
     names: dict[ast.Expr, str] = {}
