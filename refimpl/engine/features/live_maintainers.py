@@ -65,19 +65,21 @@ class Maintainers:
                 self.cpu_seconds += time.thread_time() - started
                 self.answers += 1
                 self.rebuilds += maintainer.rebuilds - rebuilds
-                if self._kept.get((id(session.database), select)) is maintainer:
+                if self._kept.get((session.database, select)) is maintainer:
                     self._held += maintainer.held - held
                     self._bound(maintainer)
 
     def _find(self, session: StatementContext, select: ast.Select) -> Maintainer | None:
         database = session.database
-        key = (id(database), select)
+        # Keyed by the database itself (hashed by identity, kept alive by the key): a
+        # dropped database's reused id() can never find its maintainer.
+        key = (database, select)
         source = select.source
         assert isinstance(source, ast.TableSource)
         table = database.tables.get(source.name.lower())
         with self._lock:
             found = self._kept.get(key)
-            if found is not None and found.database is database:
+            if found is not None:
                 if table is not None and found.schema is table.schema:
                     self._kept.move_to_end(key)
                     return found

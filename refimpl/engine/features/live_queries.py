@@ -273,8 +273,10 @@ class SubscriptionManager:
         # must still be allowed to read the table): one run serves all of them.
         session.authorize(Right.READ, subscription.table)
         if subscription.shared:
+            # Keyed by the database object, not its id(): a dropped database's reused id
+            # must never serve its answers to a new one.
             answer = self._answers.get(
-                (id(database), subscription.select, applied, token),
+                (database, subscription.select, applied, token),
                 lambda: self._answer(session, subscription, applied, token),
             )
         else:
@@ -364,7 +366,7 @@ class SubscriptionManager:
         changed = self._shared.get(
             (
                 "buckets",
-                id(database),
+                database,
                 subscription.table,
                 plan,
                 position,
@@ -382,7 +384,7 @@ class SubscriptionManager:
             return dict(previous)
         # Each subscriber's right was checked before (`_run`): the rows are everyone's.
         output = self._shared.get(
-            ("rows", id(database), subscription.select, frozenset(changed), applied),
+            ("rows", database, subscription.select, frozenset(changed), applied),
             lambda: buckets.run_buckets(session, subscription.select, plan, changed),
         )
         rows = buckets.merged(previous, plan, changed, output.rows, subscription.identity)
