@@ -4,27 +4,15 @@ is lost (wal_status 'lost') and its client gets PostgreSQL's error, never a gap.
 from __future__ import annotations
 
 import time
-from typing import Any
 
 import psycopg2
 import psycopg2.extras
 import pytest
 
 from tests.pgwire.conftest import PgServer
+from tests.pgwire.replication.conftest import read_payloads, replication_cursor
 
 PAD = "x" * 1500
-
-
-def _cursor(pg: PgServer, db: str) -> tuple[Any, Any]:
-    connection = psycopg2.connect(
-        host=pg.host,
-        port=pg.port,
-        user="admin",
-        password=pg.token,
-        dbname=db,
-        connection_factory=psycopg2.extras.LogicalReplicationConnection,
-    )
-    return connection, connection.cursor()
 
 
 def _wal_status(pg: PgServer, db: str, slot: str) -> str:
@@ -37,7 +25,7 @@ def _wal_status(pg: PgServer, db: str, slot: str) -> str:
 def test_a_slot_past_the_kept_log_is_lost(pg: PgServer, db: str) -> None:
     pg.http.sql("CREATE TABLE t (id INT PRIMARY KEY, v STRING)", db=db)
     pg.http.sql(f"ALTER DATABASE {db} SET WAL_ARCHIVE = '64KB'", db=db)
-    connection, cursor = _cursor(pg, db)
+    connection, cursor = replication_cursor(pg, db)
     cursor.create_replication_slot("s_old", output_plugin="test_decoding")
     connection.close()
     assert _wal_status(pg, db, "s_old") == "reserved"
@@ -48,7 +36,7 @@ def test_a_slot_past_the_kept_log_is_lost(pg: PgServer, db: str) -> None:
         time.sleep(0.1)
     assert _wal_status(pg, db, "s_old") == "lost"
 
-    connection, cursor = _cursor(pg, db)
+    connection, cursor = replication_cursor(pg, db)
     with pytest.raises(psycopg2.Error) as lost:
         cursor.start_replication(slot_name="s_old", decode=True)
     assert lost.value.pgcode == "55000"
@@ -56,17 +44,10 @@ def test_a_slot_past_the_kept_log_is_lost(pg: PgServer, db: str) -> None:
     connection.close()
 
     # A slot made now streams what follows, from the log that is kept.
-    connection, cursor = _cursor(pg, db)
+    connection, cursor = replication_cursor(pg, db)
     cursor.create_replication_slot("s_new", output_plugin="test_decoding")
     pg.http.sql("INSERT INTO t VALUES (1000, 'new')", db=db)
     cursor.start_replication(slot_name="s_new", decode=True, options={"include-xids": "0"})
-    got: list[str] = []
-    deadline = time.monotonic() + 10
-    while len(got) < 3 and time.monotonic() < deadline:
-        message = cursor.read_message()
-        if message is None:
-            time.sleep(0.01)
-            continue
-        got.append(message.payload)
+    got = read_payloads(cursor, 3)
     assert got[1] == "table public.t: INSERT: id[integer]:1000 v[text]:'new'"
     connection.close()

@@ -8,16 +8,20 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import threading
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.pgwire.conftest import PgServer
+from tests.pgwire.replication.conftest import ProgramOutput
 
 FOLDER = Path(__file__).parent / "node"
+
+
+def _records(lines: list[str]) -> list[dict[str, Any]]:
+    """The program's JSON lines, parsed."""
+    return [json.loads(line) for line in lines if line.strip()]
 
 
 def test_pg_logical_replication_streams_pgoutput(pg: PgServer, db: str) -> None:
@@ -35,27 +39,12 @@ def test_pg_logical_replication_streams_pgoutput(pg: PgServer, db: str) -> None:
          "s_node", "npub", "7"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=FOLDER,
     )  # fmt: skip
-    lines: list[dict[str, Any]] = []
-
-    def collect() -> None:
-        assert program.stdout is not None
-        lines.extend(json.loads(line) for line in program.stdout if line.strip())
-
-    reader = threading.Thread(target=collect, daemon=True)
-    reader.start()
-    deadline = time.monotonic() + 30
-    while not lines and time.monotonic() < deadline and program.poll() is None:
-        time.sleep(0.05)
-    assert lines and lines[0] == {"ready": True}, program.stderr.read() if program.stderr else ""
+    output = ProgramOutput(program)
+    output.wait_until(lambda lines: _records(lines)[:1] == [{"ready": True}], 30)
     pg.http.sql("INSERT INTO t VALUES (1, 'a'), (2, 'b')", db=db)
     pg.http.sql("UPDATE t SET v = 'c' WHERE id = 1", db=db)
-    try:
-        program.wait(60)
-    finally:
-        if program.poll() is None:
-            program.kill()
-    reader.join(10)
-    assert program.returncode == 0, program.stderr.read() if program.stderr else ""
+    output.finish()
+    lines = _records(output.lines)
     # Messages that arrive while the program stops after the 7th are printed too.
     messages = [(m["tag"], m["row"]) for m in lines[1:8]]
     assert messages == [

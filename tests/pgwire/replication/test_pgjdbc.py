@@ -7,13 +7,12 @@ from __future__ import annotations
 import glob
 import shutil
 import subprocess
-import threading
-import time
 from pathlib import Path
 
 import pytest
 
 from tests.pgwire.conftest import PgServer
+from tests.pgwire.replication.conftest import ProgramOutput
 
 SOURCE = Path(__file__).parent / "java" / "PgjdbcStream.java"
 
@@ -43,27 +42,12 @@ def test_pgjdbc_streams_pgoutput(pg: PgServer, db: str, tmp_path: Path) -> None:
          "s_jdbc", "jpub", "8"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
-    lines: list[str] = []
-
-    def collect() -> None:
-        assert program.stdout is not None
-        lines.extend(line.rstrip("\n") for line in program.stdout)
-
-    reader = threading.Thread(target=collect, daemon=True)
-    reader.start()
-    deadline = time.monotonic() + 60
-    while "slot made" not in lines and time.monotonic() < deadline and program.poll() is None:
-        time.sleep(0.05)
-    assert "slot made" in lines, program.stderr.read() if program.stderr else ""
+    output = ProgramOutput(program)
+    output.wait_until(lambda lines: "slot made" in lines, 60)
     pg.http.sql("INSERT INTO t VALUES (1, 'a'), (2, 'b')", db=db)
     pg.http.sql("INSERT INTO t VALUES (3, 'c')", db=db)
-    try:
-        program.wait(60)
-    finally:
-        if program.poll() is None:
-            program.kill()
-    reader.join(10)
-    assert program.returncode == 0, program.stderr.read() if program.stderr else ""
+    output.finish()
+    lines = output.lines
     messages = [line.split(" ", 1)[1] for line in lines[1:]]
     assert messages == ["B", "R", "I 1", "I 2", "C", "B", "I 3", "C"]
     # The positions pgjdbc read are ordered, and the slot holds the last one it confirmed.

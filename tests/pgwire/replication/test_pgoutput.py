@@ -4,7 +4,6 @@ messages (decoded here by PostgreSQL's documented layout), pg_recvlogical stream
 from __future__ import annotations
 
 import struct
-import time
 from pathlib import Path
 from typing import Any
 
@@ -12,21 +11,12 @@ import psycopg2
 import psycopg2.extras
 
 from tests.pgwire.conftest import PgServer
-from tests.pgwire.replication.conftest import current_position, recvlogical
-
-
-def _connect(pg: PgServer, db: str) -> tuple[Any, psycopg2.extras.ReplicationCursor]:
-    connection = psycopg2.connect(
-        host=pg.host,
-        port=pg.port,
-        user="admin",
-        password=pg.token,
-        dbname=db,
-        connection_factory=psycopg2.extras.LogicalReplicationConnection,
-    )
-    cursor = connection.cursor()
-    assert isinstance(cursor, psycopg2.extras.ReplicationCursor)
-    return connection, cursor
+from tests.pgwire.replication.conftest import (
+    current_position,
+    read_messages,
+    recvlogical,
+    replication_cursor,
+)
 
 
 class _Reader:
@@ -99,18 +89,6 @@ def decode(message: bytes, relations: dict[int, str]) -> tuple[Any, ...]:
     raise AssertionError(f"unknown message {message!r}")
 
 
-def _read(cursor: psycopg2.extras.ReplicationCursor, count: int) -> list[tuple[int, bytes]]:
-    got: list[tuple[int, bytes]] = []
-    deadline = time.monotonic() + 10
-    while len(got) < count and time.monotonic() < deadline:
-        msg = cursor.read_message()
-        if msg is None:
-            time.sleep(0.01)
-            continue
-        got.append((msg.data_start, msg.payload))
-    return got
-
-
 def test_pgoutput_shows_the_publication_s_tables(pg: PgServer, db: str) -> None:
     for sql in [
         "CREATE TABLE a (id INT PRIMARY KEY, v STRING)",
@@ -119,7 +97,7 @@ def test_pgoutput_shows_the_publication_s_tables(pg: PgServer, db: str) -> None:
         "CREATE PUBLICATION pub FOR TABLE a, f",
     ]:
         pg.http.sql(sql, db=db)
-    connection, cursor = _connect(pg, db)
+    connection, cursor = replication_cursor(pg, db)
     cursor.create_replication_slot("s_po", output_plugin="pgoutput")
     for sql in [
         "INSERT INTO a VALUES (1, 'x')",
@@ -139,7 +117,7 @@ def test_pgoutput_shows_the_publication_s_tables(pg: PgServer, db: str) -> None:
         options={"proto_version": "1", "publication_names": "pub"},
     )
     relations: dict[int, str] = {}
-    got = _read(cursor, 28)
+    got = read_messages(cursor, 28)
     messages = [decode(payload, relations) for _, payload in got]
     a_columns = [("id", 23, 1), ("v", 25, 0)]
     f_columns = [("id", 23, 1), ("v", 25, 1)]
@@ -161,7 +139,7 @@ def test_pgoutput_shows_the_publication_s_tables(pg: PgServer, db: str) -> None:
 
 def test_pgoutput_options_are_checked(pg: PgServer, db: str) -> None:
     pg.http.sql("CREATE TABLE a (id INT PRIMARY KEY)", db=db)
-    connection, cursor = _connect(pg, db)
+    connection, cursor = replication_cursor(pg, db)
     cursor.create_replication_slot("s_opts", output_plugin="pgoutput")
     cases = [
         ({"publication_names": "pub"}, "proto_version option missing"),

@@ -18,6 +18,7 @@ import psycopg2.errors
 import psycopg2.extras
 
 from tests.pgwire.conftest import PgServer
+from tests.pgwire.replication.conftest import read_messages, replication_cursor
 
 # A client in a process of its own: it prints each message (position and text) as JSON,
 # confirms the one numbered CONFIRM (and every one before it) with send_feedback, says so,
@@ -48,22 +49,6 @@ _CLIENT = textwrap.dedent(
 )
 
 
-def _connect(
-    pg: PgServer, db: str
-) -> tuple[psycopg2.extensions.connection, psycopg2.extras.ReplicationCursor]:
-    connection = psycopg2.connect(
-        host=pg.host,
-        port=pg.port,
-        user="admin",
-        password=pg.token,
-        dbname=db,
-        connection_factory=psycopg2.extras.LogicalReplicationConnection,
-    )
-    cursor = connection.cursor()
-    assert isinstance(cursor, psycopg2.extras.ReplicationCursor)
-    return connection, cursor
-
-
 def _start_when_let_go(cursor: psycopg2.extras.ReplicationCursor, slot: str) -> None:
     """START_REPLICATION once the server has noticed that the slot's last client went:
     until then the slot is active for that client's connection (55006), as in PostgreSQL."""
@@ -78,23 +63,9 @@ def _start_when_let_go(cursor: psycopg2.extras.ReplicationCursor, slot: str) -> 
             time.sleep(0.05)
 
 
-def _read(
-    cursor: psycopg2.extras.ReplicationCursor, count: int, within: float = 10
-) -> list[tuple[int, str]]:
-    got: list[tuple[int, str]] = []
-    deadline = time.monotonic() + within
-    while len(got) < count and time.monotonic() < deadline:
-        msg = cursor.read_message()
-        if msg is None:
-            time.sleep(0.01)
-            continue
-        got.append((msg.data_start, msg.payload))
-    return got
-
-
 def test_send_feedback_and_a_resume_after_a_kill(pg: PgServer, db: str) -> None:
     pg.http.sql("CREATE TABLE t (id INT PRIMARY KEY, v STRING)", db=db)
-    connection, cursor = _connect(pg, db)
+    connection, cursor = replication_cursor(pg, db)
     cursor.create_replication_slot("s_kill", output_plugin="test_decoding")
     connection.close()
     pg.http.sql("INSERT INTO t VALUES (1, 'a'), (2, 'b'), (3, 'c')", db=db)
@@ -124,9 +95,9 @@ def test_send_feedback_and_a_resume_after_a_kill(pg: PgServer, db: str) -> None:
     assert positions == sorted(positions)
     assert confirmed % 4096 == 2
 
-    connection, cursor = _connect(pg, db)
+    connection, cursor = replication_cursor(pg, db)
     _start_when_let_go(cursor, "s_kill")
-    resumed = _read(cursor, 6)
+    resumed = read_messages(cursor, 6)
     assert [text for _, text in resumed] == [
         "BEGIN",
         "table public.t: INSERT: id[integer]:3 v[text]:'c'",
@@ -141,9 +112,9 @@ def test_send_feedback_and_a_resume_after_a_kill(pg: PgServer, db: str) -> None:
     time.sleep(0.3)
     connection.close()
     pg.http.sql("INSERT INTO t VALUES (5, 'e')", db=db)
-    connection, cursor = _connect(pg, db)
+    connection, cursor = replication_cursor(pg, db)
     _start_when_let_go(cursor, "s_kill")
-    assert [text for _, text in _read(cursor, 3)] == [
+    assert [text for _, text in read_messages(cursor, 3)] == [
         "BEGIN",
         "table public.t: INSERT: id[integer]:5 v[text]:'e'",
         "COMMIT",
@@ -152,7 +123,7 @@ def test_send_feedback_and_a_resume_after_a_kill(pg: PgServer, db: str) -> None:
 
 
 def test_replication_commands_answer_as_postgresql(pg: PgServer, db: str) -> None:
-    connection, cursor = _connect(pg, db)
+    connection, cursor = replication_cursor(pg, db)
     cursor.execute("IDENTIFY_SYSTEM")
     row = cursor.fetchone()
     assert row is not None
@@ -183,7 +154,7 @@ def test_replication_commands_answer_as_postgresql(pg: PgServer, db: str) -> Non
     assert cursor.fetchone() == (2,)
     connection.close()
     # The temporary slot goes with its connection (once the server has seen it close).
-    connection, cursor = _connect(pg, db)
+    connection, cursor = replication_cursor(pg, db)
     deadline = time.monotonic() + 5
     while True:
         try:
@@ -213,10 +184,10 @@ def test_physical_replication_is_refused(pg: PgServer, db: str) -> None:
 
 
 def test_an_active_slot_is_held_by_its_connection(pg: PgServer, db: str) -> None:
-    streaming, cursor = _connect(pg, db)
+    streaming, cursor = replication_cursor(pg, db)
     cursor.create_replication_slot("s_held", output_plugin="test_decoding")
     cursor.start_replication(slot_name="s_held", decode=True)
-    other, other_cursor = _connect(pg, db)
+    other, other_cursor = replication_cursor(pg, db)
     try:
         other_cursor.execute("DROP_REPLICATION_SLOT s_held")
     except psycopg2.Error as error:
@@ -232,7 +203,7 @@ def test_an_active_slot_is_held_by_its_connection(pg: PgServer, db: str) -> None
         raise AssertionError("a second connection streamed from an active slot")
     other.close()
     # DROP ... WAIT waits for the streaming connection to let the slot go.
-    dropper, dropper_cursor = _connect(pg, db)
+    dropper, dropper_cursor = replication_cursor(pg, db)
     done = threading.Event()
 
     def drop() -> None:
@@ -247,10 +218,10 @@ def test_an_active_slot_is_held_by_its_connection(pg: PgServer, db: str) -> None
     thread.join(5)
     dropper.close()
     # A slot streams only in the database it was made in.
-    first, first_cursor = _connect(pg, db)
+    first, first_cursor = replication_cursor(pg, db)
     first_cursor.create_replication_slot("s_elsewhere", output_plugin="test_decoding")
     first.close()
-    demo, demo_cursor = _connect(pg, "demo")
+    demo, demo_cursor = replication_cursor(pg, "demo")
     try:
         demo_cursor.start_replication(slot_name="s_elsewhere", decode=True)
     except psycopg2.Error as error:

@@ -3,25 +3,16 @@ admin gives it), and a stream shows only the tables its user may read."""
 
 from __future__ import annotations
 
-import time
-from typing import Any
-
 import psycopg2
 import psycopg2.extras
 import pytest
 
 from tests.pgwire.conftest import PgServer
-
-
-def _connect(pg: PgServer, db: str, user: str, token: str) -> Any:
-    return psycopg2.connect(
-        host=pg.host,
-        port=pg.port,
-        user=user,
-        password=token,
-        dbname=db,
-        connection_factory=psycopg2.extras.LogicalReplicationConnection,
-    )
+from tests.pgwire.replication.conftest import (
+    read_payloads,
+    replication_connection,
+    replication_cursor,
+)
 
 
 def test_replication_needs_the_right_and_shows_only_readable_tables(pg: PgServer, db: str) -> None:
@@ -32,7 +23,7 @@ def test_replication_needs_the_right_and_shows_only_readable_tables(pg: PgServer
     pg.http.sql(f"GRANT SELECT ON mine TO {user}", db=db)
     token = pg.http.new_token(user, db)
     with pytest.raises(psycopg2.OperationalError) as refused:
-        _connect(pg, db, user, token)
+        replication_connection(pg, db, user, token)
     assert "must be superuser or replication role to start walsender" in str(refused.value)
 
     # Only the admin gives the right: a database administrator may not.
@@ -46,25 +37,17 @@ def test_replication_needs_the_right_and_shows_only_readable_tables(pg: PgServer
         f"user '{user}' now holds the REPLICATION right"
     )
 
-    connection = _connect(pg, db, user, token)
-    cursor = connection.cursor()
+    connection, cursor = replication_cursor(pg, db, user, token)
     cursor.create_replication_slot("s_rights", output_plugin="test_decoding")
     pg.http.sql("INSERT INTO secret VALUES (1)", db=db)
     pg.http.sql("INSERT INTO mine VALUES (2)", db=db)
     cursor.start_replication(
         slot_name="s_rights", decode=True, options={"include-xids": "0", "skip-empty-xacts": "1"}
     )
-    got: list[str] = []
-    deadline = time.monotonic() + 10
-    while len(got) < 3 and time.monotonic() < deadline:
-        message = cursor.read_message()
-        if message is None:
-            time.sleep(0.01)
-            continue
-        got.append(message.payload)
+    got = read_payloads(cursor, 3)
     assert got == ["BEGIN", "table public.mine: INSERT: id[integer]:2", "COMMIT"]
     connection.close()
 
     pg.http.sql(f"ALTER USER {user} NOREPLICATION", db=db)
     with pytest.raises(psycopg2.OperationalError):
-        _connect(pg, db, user, token)
+        replication_connection(pg, db, user, token)

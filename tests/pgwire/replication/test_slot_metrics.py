@@ -4,13 +4,11 @@ confirmed whole, and their log bytes) and whether a client streams from it."""
 from __future__ import annotations
 
 import time
-from typing import Any
 
-import psycopg2
-import psycopg2.extras
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.pgwire.conftest import PgServer
+from tests.pgwire.replication.conftest import replication_cursor
 
 
 def _slot_values(pg: PgServer, family: str, slot: str) -> float | None:
@@ -25,15 +23,7 @@ def _slot_values(pg: PgServer, family: str, slot: str) -> float | None:
 
 def test_slot_lag_and_activity(pg: PgServer, db: str) -> None:
     pg.http.sql("CREATE TABLE t (id INT PRIMARY KEY, v STRING)", db=db)
-    connection = psycopg2.connect(
-        host=pg.host,
-        port=pg.port,
-        user="admin",
-        password=pg.token,
-        dbname=db,
-        connection_factory=psycopg2.extras.LogicalReplicationConnection,
-    )
-    cursor: Any = connection.cursor()
+    connection, cursor = replication_cursor(pg, db)
     cursor.create_replication_slot("s_lag", output_plugin="test_decoding")
     assert _slot_values(pg, "kdb_replication_slot_lag_lsns", "s_lag") == 0
     assert _slot_values(pg, "kdb_replication_slot_lag_bytes", "s_lag") == 0

@@ -4,13 +4,8 @@ replication connection from where SQL left it."""
 
 from __future__ import annotations
 
-import time
-from typing import Any
-
-import psycopg2
-import psycopg2.extras
-
 from tests.pgwire.conftest import PgServer
+from tests.pgwire.replication.conftest import read_payloads, replication_cursor
 
 
 def test_sql_slot_functions(pg: PgServer, db: str) -> None:
@@ -37,24 +32,9 @@ def test_sql_slot_functions(pg: PgServer, db: str) -> None:
     pg.http.sql("INSERT INTO t VALUES (2)", db=db)
     got = pg.http.rows("SELECT data FROM pg_logical_slot_get_changes('s_sql', NULL, 1)", db=db)
     assert [row[0] for row in got][1] == "table public.t: INSERT: id[integer]:1"
-    connection = psycopg2.connect(
-        host=pg.host,
-        port=pg.port,
-        user="admin",
-        password=pg.token,
-        dbname=db,
-        connection_factory=psycopg2.extras.LogicalReplicationConnection,
-    )
-    cursor: Any = connection.cursor()
+    connection, cursor = replication_cursor(pg, db)
     cursor.start_replication(slot_name="s_sql", decode=True, options={"include-xids": "0"})
-    received: list[str] = []
-    deadline = time.monotonic() + 10
-    while len(received) < 3 and time.monotonic() < deadline:
-        message = cursor.read_message()
-        if message is None:
-            time.sleep(0.01)
-            continue
-        received.append(message.payload)
+    received = read_payloads(cursor, 3)
     assert received == ["BEGIN", "table public.t: INSERT: id[integer]:2", "COMMIT"]
     # Dropping a slot a connection streams from is refused.
     busy = pg.http.exec("SELECT pg_drop_replication_slot('s_sql')", db)
