@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.pgwire.clients.capture import normalised, record, relay
+from tests.pgwire.clients.conftest import verdicts
 from tests.pgwire.conftest import PgServer
 
 JAR = Path("/usr/share/java/postgresql.jar")
@@ -49,12 +50,7 @@ def results(pg: PgServer) -> dict[str, str]:
             timeout=300,
             check=False,
         )
-    found: dict[str, str] = {}
-    for line in done.stdout.splitlines():
-        verdict, _, rest = line.partition(" ")
-        name, _, why = rest.partition(": ")
-        found[name] = "OK" if verdict == "OK" else why
-    assert "connect" in found, f"ClientCheck did not connect: {done.stdout}{done.stderr}"
+    found = verdicts(done, "ClientCheck")
     record("pgjdbc", normalised(captured.statements, {db: "DB", pg.token: "TOKEN"}))
     return found
 

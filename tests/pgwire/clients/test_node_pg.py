@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.pgwire.clients.conftest import verdicts
 from tests.pgwire.conftest import PgServer
 
 FOLDER = Path(__file__).parent / "node"
@@ -41,13 +42,7 @@ def results(pg: PgServer) -> dict[str, str]:
         timeout=120,
         check=False,
     )
-    found: dict[str, str] = {}
-    for line in done.stdout.splitlines():
-        verdict, _, rest = line.partition(" ")
-        name, _, why = rest.partition(": ")
-        found[name] = "OK" if verdict == "OK" else why
-    assert "connect" in found, f"check.js did not connect: {done.stdout}{done.stderr}"
-    return found
+    return verdicts(done, "check.js")
 
 
 @pytest.mark.parametrize("check", CHECKS)

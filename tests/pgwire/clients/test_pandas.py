@@ -13,23 +13,10 @@ from datetime import UTC, datetime
 
 import pandas as pd
 import psycopg
-import sqlalchemy as sa
 
 from tests.pgwire.clients.capture import normalised, record, relay
+from tests.pgwire.clients.conftest import engine
 from tests.pgwire.conftest import PgServer
-
-
-def engine(pg: PgServer, db: str, port: int | None = None) -> sa.Engine:
-    url = sa.URL.create(
-        "postgresql+psycopg",
-        username="admin",
-        password=pg.token,
-        host=pg.host,
-        port=port or pg.port,
-        database=db,
-    )
-    return sa.create_engine(url, poolclass=sa.NullPool)
-
 
 FRAME = pd.DataFrame(
     {
