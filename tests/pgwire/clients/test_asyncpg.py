@@ -8,33 +8,17 @@ from __future__ import annotations
 import asyncio
 import io
 import json
-from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
 
 import asyncpg
 import pytest
 
-from tests.pgwire.conftest import PgServer
-
 CREATE = (
     "CREATE TABLE t (id INT PRIMARY KEY, big BIGINT, x DOUBLE, name STRING, ok BOOLEAN,"
     " at TIMESTAMP)"
 )
 AT = datetime(2026, 9, 24, 10, 0, 0, 250000, UTC)
-
-
-def run(pg: PgServer, db: str, work: Callable[[asyncpg.Connection], Awaitable[Any]]) -> Any:
-    async def main() -> Any:
-        conn = await asyncpg.connect(
-            host=pg.host, port=pg.port, user="admin", password=pg.token, database=db
-        )
-        try:
-            return await work(conn)
-        finally:
-            await conn.close()
-
-    return asyncio.run(main())
 
 
 def test_fetch_fetchrow_fetchval_and_executemany(pg, db):
@@ -49,7 +33,7 @@ def test_fetch_fetchrow_fetchval_and_executemany(pg, db):
         none = await conn.fetchrow("SELECT * FROM t WHERE id = $1", -1)
         return [tuple(r) for r in every], dict(one), count, none
 
-    every, one, count, none = run(pg, db, work)
+    every, one, count, none = pg.run_asyncpg(db, work)
     assert every == rows
     assert one == {"name": "row 7", "ok": False}
     assert count == 20 and none is None
@@ -69,7 +53,7 @@ def test_a_cursor_reads_in_parts_inside_a_transaction(pg, db):
             ]
         return streamed, parts
 
-    streamed, parts = run(pg, db, work)
+    streamed, parts = pg.run_asyncpg(db, work)
     assert streamed == list(range(1, 101))
     assert parts == list(range(91, 101))
 
@@ -85,7 +69,7 @@ def test_cursor_forward_skips_rows_of_its_portal(pg, db):
             past = await cursor.forward(100)
         return skipped, read, past
 
-    assert run(pg, db, work) == (3, [4, 5], 5)
+    assert pg.run_asyncpg(db, work) == (3, [4, 5], 5)
 
 
 def test_copy_records_to_table_and_copy_out_in_binary_and_csv(pg, db):
@@ -111,8 +95,8 @@ def test_copy_records_to_table_and_copy_out_in_binary_and_csv(pg, db):
         )
         return copied, some, csv_out.getvalue(), table_copied, again, same
 
-    run(pg, db, lambda conn: conn.execute(CREATE.replace("TABLE t", "TABLE u")))
-    copied, some, csv_text, table_copied, again, same = run(pg, db, work)
+    pg.run_asyncpg(db, lambda conn: conn.execute(CREATE.replace("TABLE t", "TABLE u")))
+    copied, some, csv_text, table_copied, again, same = pg.run_asyncpg(db, work)
     assert (copied, some, table_copied, again) == (
         "COPY 10000",
         "COPY 1",
@@ -133,7 +117,7 @@ def test_copy_records_that_break_a_key_copy_nothing(pg, db):
             await conn.copy_records_to_table("nowhere", records=[(1, "a")])
         return await conn.fetchval("SELECT count(*) FROM t")
 
-    assert run(pg, db, work) == 1
+    assert pg.run_asyncpg(db, work) == 1
 
 
 def test_add_listener_on_a_channel_and_on_a_table(pg, db):
@@ -161,7 +145,7 @@ def test_add_listener_on_a_channel_and_on_a_table(pg, db):
         finally:
             await writer.close()
 
-    (channel, payload), (table_channel, change) = run(pg, db, work)
+    (channel, payload), (table_channel, change) = pg.run_asyncpg(db, work)
     assert (channel, payload) == ("jobs", "go")
     assert table_channel == "kdb_changes.t"
     assert json.loads(change)["row"] == {"id": 1, "name": "one"}
@@ -179,7 +163,7 @@ def test_a_transaction_commits_or_rolls_back_as_a_whole(pg, db):
                 raise RuntimeError("the application gives up")
         return [r["id"] for r in await conn.fetch("SELECT id FROM t ORDER BY id")]
 
-    assert run(pg, db, work) == [1, 2]
+    assert pg.run_asyncpg(db, work) == [1, 2]
 
 
 def test_a_nested_transaction_is_a_savepoint(pg, db):
@@ -194,4 +178,4 @@ def test_a_nested_transaction_is_a_savepoint(pg, db):
             await conn.execute("INSERT INTO t VALUES (3)")
         return [r["id"] for r in await conn.fetch("SELECT id FROM t ORDER BY id")]
 
-    assert run(pg, db, work) == [1, 3]
+    assert pg.run_asyncpg(db, work) == [1, 3]
