@@ -77,6 +77,8 @@ _DUMMY = {
     "INT": 0, "BIGINT": 0, "DOUBLE": 0.0, "BOOLEAN": False, "STRING": "", "SYMBOL": "",
     "TIMESTAMP": datetime(1970, 1, 1, tzinfo=UTC),
 }  # fmt: skip
+# An array parameter's stand-in is an empty array (`= ANY ('')` is an error, not no rows).
+_DUMMY.update({t: "{}" for t in types.ARRAY_TYPES})
 
 
 # Sent after every query: one message of each status, made once.

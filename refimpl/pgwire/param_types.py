@@ -12,7 +12,8 @@ place a parameter stands; so does this:
 - the argument of a function that takes text (upper, length, ...) or a number (abs, round,
   ...), a LIKE pattern: text, or DOUBLE for the numbers;
 - a condition (WHERE, ON, HAVING, AND, OR, NOT, `CASE WHEN`): BOOLEAN; LIMIT and OFFSET:
-  BIGINT; `CAST($1 AS t)` and `$1::t`: t.
+  BIGINT; `CAST($1 AS t)` and `$1::t`: t; `$1::t[]`: an array of t (`OID[]` for oid[]),
+  whose value the engine reads as the array's text (`{1,2}`).
 
 A parameter found in none of those places is text, as PostgreSQL reads an unknown.
 """
@@ -62,6 +63,16 @@ _NUMBER_FUNCTIONS = frozenset(
 # Positions of a text function's arguments that are counts, not text (substr's start...).
 _COUNT_ARGUMENTS = {"substr": (1, 2), "substring": (1, 2), "left": (1,), "right": (1,)}
 _NUMERIC = ("INT", "BIGINT", "DOUBLE")
+# `$n::t[]`: PostgreSQL's element name -> the array type a client is told (oid[] apart from
+# bigint[]: asyncpg's catalog queries send `$1::oid[]` and read it back as oid[]).
+_ARRAY_HINTS = {
+    "oid": "OID[]",
+    "int": "INT[]", "int4": "INT[]", "integer": "INT[]", "int2": "INT[]", "smallint": "INT[]",
+    "int8": "BIGINT[]", "bigint": "BIGINT[]",
+    "text": "STRING[]", "varchar": "STRING[]", "name": "STRING[]",
+    "float8": "DOUBLE[]", "float4": "DOUBLE[]", "numeric": "DOUBLE[]",
+    "bool": "BOOLEAN[]", "boolean": "BOOLEAN[]",
+}  # fmt: skip
 
 
 def _children(node: object) -> Iterator[object]:
@@ -116,6 +127,8 @@ def param_types(statement: ast.Statement, column_types: ColumnTypes) -> dict[int
         """The type `expr` has without its parameters' (None: not known from here)."""
         if isinstance(expr, ast.ColumnRef):
             return columns.type_of(expr)
+        if isinstance(expr, ast.Cast) and expr.element is not None:
+            return _ARRAY_HINTS.get(expr.element, "STRING")
         if isinstance(expr, ast.Cast):
             return ast.TYPE_ALIASES.get(expr.type.upper(), expr.type.upper())
         if isinstance(expr, ast.Literal) and expr.type != "NULL":

@@ -149,13 +149,8 @@ def _array_type(element: str, oid: int, name: str, first: int, of: tuple | None 
     def text(value: object) -> bytes:
         if first == 0:
             return str(value).encode()
-        out = []
-        for item in values(value):
-            word = "NULL" if item is None else base.text(item).decode()
-            if item is not None and (not word or word.upper() == "NULL" or set(word) & _QUOTED):
-                word = '"' + word.replace("\\", "\\\\").replace('"', '\\"') + '"'
-            out.append(word)
-        return ("{" + ",".join(out) + "}").encode()
+        words = [None if item is None else base.text(item).decode() for item in values(value)]
+        return _array_text(words).encode()
 
     def binary_array(value: object) -> bytes:
         items = values(value)
@@ -168,6 +163,18 @@ def _array_type(element: str, oid: int, name: str, first: int, of: tuple | None 
         return b"".join(parts)
 
     return PgType(oid, name, -1, text, binary_array)
+
+
+def _array_text(words: Sequence[str | None]) -> str:
+    """PostgreSQL's text of a one-dimensional array of elements' texts (None: NULL)."""
+    out = []
+    for word in words:
+        if word is None:
+            word = "NULL"
+        elif not word or word.upper() == "NULL" or set(word) & _QUOTED:
+            word = '"' + word.replace("\\", "\\\\").replace('"', '\\"') + '"'
+        out.append(word)
+    return "{" + ",".join(out) + "}"
 
 
 _QUOTED = frozenset('{}," \\')
@@ -183,6 +190,11 @@ COLUMN_TYPES.update(
         for t, (oid, name, element, pack) in _VECTORS.items()
     }
 )
+# oid[] (1028): a parameter `$1::oid[]` (asyncpg's catalog queries), BIGINT elements here.
+COLUMN_TYPES["OID[]"] = _array_type("BIGINT", 1028, "oid[]", 1, (OID, struct.Struct("!I").pack))
+# The parameter types that are arrays (a parameter's value is then the array's text).
+ARRAY_TYPES = frozenset({*(f"{t}[]" for t in _ARRAY_OIDS), "OID[]"})
+_ARRAY_PARAM_OIDS = frozenset({*_ARRAY_OIDS.values(), 1028})
 # The engine type a parameter of a given OID stands for, when the client names one.
 ENGINE_TYPE_OF_OID = {
     BOOL: "BOOLEAN", INT2: "INT", INT4: "INT", INT8: "BIGINT", OID: "BIGINT",
@@ -320,6 +332,35 @@ _FROM_BINARY: dict[int, Callable[[bytes], object]] = {
 _TEXT_OIDS = frozenset({TEXT, VARCHAR, BPCHAR, NAME, CHAR, UNKNOWN, 0})
 
 
+def _binary_array_text(data: bytes) -> str:
+    """The text (`{1,2}`) of an array parameter sent in PostgreSQL's binary array format:
+    one dimension (or none, the empty array) of elements of a type `_FROM_BINARY` reads."""
+    dims, _, element_oid = struct.unpack_from("!iiI", data)
+    if dims == 0:
+        return "{}"
+    if dims != 1:
+        raise ValueError(f"an array of {dims} dimensions; send a one-dimensional array")
+    count = _I4.unpack_from(data, 12)[0]
+    offset, words = 20, list[str | None]()
+    for _ in range(count):
+        size = _I4.unpack_from(data, offset)[0]
+        offset += 4
+        if size < 0:
+            words.append(None)
+            continue
+        item = data[offset : offset + size]
+        offset += size
+        if element_oid in _TEXT_OIDS:
+            words.append(item.decode("utf-8"))
+            continue
+        decoder = _FROM_BINARY.get(element_oid)
+        if decoder is None:
+            raise ValueError(f"elements of type OID {element_oid}; send the array as text")
+        value = decoder(item)
+        words.append(("t" if value else "f") if isinstance(value, bool) else str(value))
+    return _array_text(words)
+
+
 def decode_param(data: bytes, oid: int, binary: bool, hint: str | None, number: int) -> object:
     """Parameter `$number` as a Python value the engine takes (TIMESTAMP as a datetime).
 
@@ -331,6 +372,8 @@ def decode_param(data: bytes, oid: int, binary: bool, hint: str | None, number: 
         oid = pg_type(hint).oid  # the type the client was told in ParameterDescription
     kind = ENGINE_TYPE_OF_OID.get(oid)
     try:
+        if oid in _ARRAY_PARAM_OIDS:
+            return _binary_array_text(data) if binary else data.decode("utf-8")
         if binary and oid not in _TEXT_OIDS:
             decoder = _FROM_BINARY.get(oid)
             if decoder is None:

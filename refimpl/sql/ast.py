@@ -27,6 +27,7 @@ from refimpl.sql.ast_access import (  # noqa: F401 - re-exported: ast.CreateUser
 )
 from refimpl.sql.ast_arrays import (  # noqa: F401 - re-exported: ast.Subscript, ...
     ArrayValue,
+    Cast,
     Subscript,
 )
 from refimpl.sql.ast_base import Expr, outermost, walk  # noqa: F401 - re-exported: ast.walk
@@ -153,12 +154,6 @@ class Case(Expr):
     operand: Expr | None
     whens: tuple[tuple[Expr, Expr], ...]
     else_: Expr | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Cast(Expr):
-    operand: Expr
-    type: str
 
 
 @dataclass(frozen=True, slots=True)

@@ -185,9 +185,12 @@ class PgBuilder(Transformer):
 
     def pg_array_cast(self, operand: ast.Expr, *name: str | None) -> ast.Expr:
         """`x::int2[]`: an array is its text here (see `ast.ArraySubquery`), so the cast
-        checks the element type's name and leaves the text as it is."""
+        checks the element type's name and leaves the text as it is; the element's name is
+        kept for a parameter's type (`$1::oid[]` is described as oid[])."""
         self.pg_cast(ast.Literal(None, "NULL"), *name)
-        return ast.Cast(operand, "STRING")
+        element = name[1] if name[1] is not None else name[0]
+        assert element is not None
+        return ast.Cast(operand, "STRING", element.lower())
 
     def pg_timestamp_cast(self, operand: ast.Expr, *precision: Token | None) -> ast.Expr:
         """`x::TIMESTAMP WITH TIME ZONE` (or WITHOUT): a TIMESTAMP, always in UTC here."""

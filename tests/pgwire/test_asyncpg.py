@@ -68,3 +68,25 @@ def test_errors_and_statement_descriptions(pg, db):
         return [a.name for a in statement.get_attributes()], await statement.fetchval(41)
 
     assert pg.run_asyncpg(db, work) == (["n"], 42)
+
+
+def test_an_array_parameter_is_described_as_its_array_type_and_read_from_binary(pg, db):
+    # asyncpg's catalog queries send `$1::oid[]`: it encodes a list by the type it is told
+    # (binary oid[], text[]), and the description's dry run takes an empty array for it.
+    async def work(conn):
+        await conn.execute("CREATE TABLE t (id INT PRIMARY KEY, name STRING)")
+        await conn.execute("INSERT INTO t VALUES (1, 'a b'), (2, 'c'), (3, 'd')")
+        by_oid = await conn.prepare("SELECT typname FROM pg_type WHERE oid = ANY ($1::oid[])")
+        by_name = await conn.prepare("SELECT id FROM t WHERE name = ANY ($1::text[]) ORDER BY id")
+        return (
+            [p.name for p in by_oid.get_parameters() + by_name.get_parameters()],
+            sorted(r["typname"] for r in await by_oid.fetch([25, 20])),
+            [r["id"] for r in await by_name.fetch(["a b", "d", None])],
+            await by_name.fetch([]),
+        )
+
+    described, typnames, ids, none = pg.run_asyncpg(db, work)
+    assert described == ["oid[]", "text[]"]
+    assert typnames == ["int8", "text"]
+    assert ids == [1, 3]
+    assert none == []
