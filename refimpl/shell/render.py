@@ -70,7 +70,8 @@ def as_table(answer: StatementAnswer) -> str:
     right = [column_type in _NUMERIC for _, column_type in answer.columns]
     columns = [list(map(_shown, values)) for values in zip(*answer.rows, strict=True)]
     every = "".join(names) + "".join("".join(texts) for texts in columns)
-    if answer.rows and every.isascii() and "\n" not in every and "\r" not in every:
+    # Printable ASCII only: a control character (a line break among them) is no cell wide.
+    if answer.rows and every.isascii() and every.isprintable():
         return _plain_table(names, right, columns)
     return _table(names, right, _cells(answer))
 
@@ -92,14 +93,18 @@ def _plain_table(names: list[str], right: list[bool], columns: list[list[str]]) 
 
 
 def _table(names: list[str], right: list[bool], rows: list[list[list[str]]]) -> str:
-    widths = [cell_len(name) for name in names]
+    # A column name holding a line break spans lines as a value does, each line padded apart
+    # (one padded string around a break would leave spaces at the end of its first line).
+    header = [name.split("\n") for name in names]
+    widths = [max(map(cell_len, lines)) for lines in header]
     for row in rows:
         for i, lines in enumerate(row):
             for line in lines:
                 # len() first: most values are ASCII, whose cells are their characters.
                 if len(line) > widths[i] or (not line.isascii() and cell_len(line) > widths[i]):
                     widths[i] = max(widths[i], cell_len(line))
-    out = [_line([[n] for n in names], widths, [False] * len(names), 0)]
+    height = max((len(lines) for lines in header), default=1)
+    out = [_line(header, widths, [False] * len(names), k) for k in range(height)]
     out.append(RULE * (sum(widths) + len(GAP) * (len(widths) - 1)))
     for row in rows:
         height = max((len(lines) for lines in row), default=1)
