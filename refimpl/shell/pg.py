@@ -19,7 +19,9 @@ from refimpl.shell.statements import OPEN_TRANSACTION, Piece, ShellError, Statem
 if TYPE_CHECKING:
     import psycopg
 
-CONNECT_TIMEOUT_SECONDS = 10
+# Long enough for a TLS login to a busy server (the server itself gives a client
+# pg_login_timeout_s to log in), short enough that a dead address is reported.
+CONNECT_TIMEOUT_SECONDS = 30
 # The protocol's type numbers (OIDs) of the types this database has; the rest show as text.
 _TYPES = {16: "BOOLEAN", 20: "BIGINT", 21: "INT", 23: "INT", 700: "DOUBLE", 701: "DOUBLE"}
 _TYPES |= {1114: "TIMESTAMP", 1184: "TIMESTAMP", 25: "STRING", 1043: "STRING"}
