@@ -34,6 +34,17 @@ class Result:
         return self.columns is not None
 
 
+# The catalog's OID type (PostgreSQL's `oid`) and its arrays are named by what they compute
+# as, where a result's column types are shown by name (the HTTP API's answers); only the
+# PostgreSQL protocol tells them apart, by their type OIDs.
+_SHOWN_TYPES = {"OID": "BIGINT", "OID[]": "BIGINT[]"}
+
+
+def shown_type(type_: str) -> str:
+    """A column type's name as the HTTP API shows it: BIGINT for OID, else the type's own."""
+    return _SHOWN_TYPES.get(type_, type_)
+
+
 def message_result(query: str, message: str, count: int = 0) -> Result:
     return Result(query=query, message=message, count=count)
 

@@ -16,7 +16,7 @@ from wsgiref.types import StartResponse, WSGIEnvironment
 import msgspec
 from werkzeug.http import HTTP_STATUS_CODES
 
-from refimpl.engine.result import Column, Result
+from refimpl.engine.result import Column, Result, shown_type
 from refimpl.engine.storage import values
 
 
@@ -33,7 +33,7 @@ def result_body(result: Result, query: str) -> dict[str, object]:
     if result.columns is not None:
         body = {
             "query": query,
-            "columns": [{"name": c.name, "type": c.type} for c in result.columns],
+            "columns": [{"name": c.name, "type": shown_type(c.type)} for c in result.columns],
             "dataset": convert_rows(result.columns, result.rows),
             "count": result.count,
         }

@@ -9,8 +9,10 @@
 | SYMBOL      | text (25)              | UTF-8           | UTF-8                             |
 | BOOLEAN     | bool (16)              | t / f           | one byte 1 / 0                    |
 | TIMESTAMP   | timestamptz (1184)     | ISO, UTC (+00)  | microseconds since 2000-01-01 UTC |
+| OID         | oid (26)               | decimal         | 4-byte big-endian, unsigned       |
 
-STRING and SYMBOL are both text: the protocol cannot tell them apart (spec/pgwire.md).
+STRING and SYMBOL are both text: the protocol cannot tell them apart (spec/pgwire.md). OID
+is the catalog's (no table has it); its arrays are oid[] (1028).
 Parameters arrive in either format with the OID the client named, or 0 (unspecified), in
 which case the type the statement gives the parameter decides (`decode_param`).
 """
@@ -48,6 +50,7 @@ _INFINITY = 2**63 - 1  # a binary timestamp of 'infinity'; its negation less one
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 _I2, _I4, _I8 = struct.Struct("!h"), struct.Struct("!i"), struct.Struct("!q")
+_U4 = struct.Struct("!I")
 _F4, _F8 = struct.Struct("!f"), struct.Struct("!d")
 _EPOCH_DATE = date(1970, 1, 1)
 _MICROS_PER_DAY = 86_400_000_000
@@ -121,16 +124,18 @@ COLUMN_TYPES: dict[str, PgType] = {
     "TIMESTAMP": PgType(TIMESTAMPTZ, "timestamp with time zone", 8,
                         lambda v: timestamp_text(v).encode(),
                         lambda v: _I8.pack(v - PG_EPOCH_MICROS)),
+    "OID": PgType(OID, "oid", 4, lambda v: b"%d" % v, _U4.pack),
 }  # fmt: skip
 
 
 # Arrays (`T[]`, what array_agg answers) and the catalog's vectors: each element in its
 # type's encoding. PostgreSQL's OIDs: int4[] 1007, int8[] 1016, float8[] 1022, text[] 1009,
-# bool[] 1000, timestamptz[] 1185; int2vector 22 (of int2, 21), oidvector 30 (of oid, 26).
+# bool[] 1000, timestamptz[] 1185, oid[] 1028 (also a parameter `$1::oid[]`, asyncpg's
+# catalog queries'); int2vector 22 (of int2, 21), oidvector 30 (of oid, 26).
 _ARRAY_OIDS = {"INT": 1007, "BIGINT": 1016, "DOUBLE": 1022, "STRING": 1009, "SYMBOL": 1009,
-               "BOOLEAN": 1000, "TIMESTAMP": 1185}  # fmt: skip
+               "BOOLEAN": 1000, "TIMESTAMP": 1185, "OID": 1028}  # fmt: skip
 _VECTORS = {"INT2VECTOR": (22, "int2vector", INT2, _I2.pack),
-            "OIDVECTOR": (30, "oidvector", OID, struct.Struct("!I").pack)}  # fmt: skip
+            "OIDVECTOR": (30, "oidvector", OID, _U4.pack)}  # fmt: skip
 
 
 def _array_type(element: str, oid: int, name: str, first: int, of: tuple | None = None) -> PgType:
@@ -190,11 +195,9 @@ COLUMN_TYPES.update(
         for t, (oid, name, element, pack) in _VECTORS.items()
     }
 )
-# oid[] (1028): a parameter `$1::oid[]` (asyncpg's catalog queries), BIGINT elements here.
-COLUMN_TYPES["OID[]"] = _array_type("BIGINT", 1028, "oid[]", 1, (OID, struct.Struct("!I").pack))
 # The parameter types that are arrays (a parameter's value is then the array's text).
-ARRAY_TYPES = frozenset({*(f"{t}[]" for t in _ARRAY_OIDS), "OID[]"})
-_ARRAY_PARAM_OIDS = frozenset({*_ARRAY_OIDS.values(), 1028})
+ARRAY_TYPES = frozenset(f"{t}[]" for t in _ARRAY_OIDS)
+_ARRAY_PARAM_OIDS = frozenset(_ARRAY_OIDS.values())
 # The engine type a parameter of a given OID stands for, when the client names one.
 ENGINE_TYPE_OF_OID = {
     BOOL: "BOOLEAN", INT2: "INT", INT4: "INT", INT8: "BIGINT", OID: "BIGINT",
@@ -322,7 +325,7 @@ _FROM_BINARY: dict[int, Callable[[bytes], object]] = {
     BOOL: lambda b: b != b"\x00",
     INT2: lambda b: _I2.unpack(b)[0],
     INT4: lambda b: _I4.unpack(b)[0],
-    OID: lambda b: struct.unpack("!I", b)[0],
+    OID: lambda b: _U4.unpack(b)[0],
     INT8: lambda b: _I8.unpack(b)[0],
     FLOAT4: lambda b: _F4.unpack(b)[0],
     FLOAT8: lambda b: _F8.unpack(b)[0],

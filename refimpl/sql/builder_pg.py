@@ -18,14 +18,14 @@ from refimpl.errors import NotAllowed, SqlSyntaxError
 from refimpl.sql import ast
 
 SCHEMAS = frozenset({"pg_catalog", "public"})
-# PostgreSQL type names in `x::type` -> the column type they stand for. OIDs and the reg*
-# types are numbers here (an OID is a BIGINT).
+# PostgreSQL type names in `x::type` -> the type they stand for. OIDs and the reg* types
+# are numbers of the catalog's type OID here (an integer the protocol calls oid).
 _CAST_TYPES = {
     "text": "STRING", "varchar": "STRING", "name": "STRING", "char": "STRING",
     "int": "INT", "int4": "INT", "integer": "INT", "int2": "INT", "smallint": "INT",
-    "int8": "BIGINT", "bigint": "BIGINT", "oid": "BIGINT", "regclass": "BIGINT",
-    "regtype": "BIGINT", "regproc": "BIGINT", "regnamespace": "BIGINT", "uuid": "STRING",
-    "regrole": "BIGINT", "float8": "DOUBLE", "float4": "DOUBLE",
+    "int8": "BIGINT", "bigint": "BIGINT", "oid": "OID", "regclass": "OID",
+    "regtype": "OID", "regproc": "OID", "regnamespace": "OID", "uuid": "STRING",
+    "regrole": "OID", "float8": "DOUBLE", "float4": "DOUBLE",
     "numeric": "DOUBLE", "bool": "BOOLEAN", "boolean": "BOOLEAN",
     "timestamptz": "TIMESTAMP", "timestamp": "TIMESTAMP",
 }  # fmt: skip

@@ -160,6 +160,8 @@ def _render(node: ast.Expr) -> tuple[str, int]:
         return " ".join(parts), _ATOM
     if isinstance(node, ast.Cast) and node.element is not None:
         return f"({_expr(node.operand)})::{node.element}[]", _ATOM
+    if isinstance(node, ast.Cast) and node.type == "OID":  # no column type: `x::oid` only
+        return f"({_expr(node.operand)})::oid", _ATOM
     if isinstance(node, ast.Cast):
         return f"CAST({_expr(node.operand)} AS {node.type})", _ATOM
     if isinstance(node, ast.FuncCall | ast.WindowCall):

@@ -5,7 +5,7 @@ An array's value is that text. Most arrays here have the type STRING (`ARRAY(SEL
 `ARRAY[...]`: see `refimpl.engine.query.subqueries`), read back element by element as the
 other operand's type. Some know their elements' type, which a client then sees: `T[]` (what
 `array_agg` of a T answers), and the catalog's vectors `INT2VECTOR` (`pg_index.indkey`, of
-INT) and `OIDVECTOR` (of BIGINT), written `4 5`, whose subscripts start at 0 as in
+INT) and `OIDVECTOR` (of OID), written `4 5`, whose subscripts start at 0 as in
 PostgreSQL. `a[i]` reads the element at `i`: from 1 in an array's text, from 0 in a vector's.
 """
 
@@ -23,7 +23,7 @@ Compile = Callable[[ast.Expr, Scope], Compiled]
 
 
 # The vector types' elements (PostgreSQL's int2vector and oidvector).
-VECTORS = {"INT2VECTOR": "INT", "OIDVECTOR": "BIGINT"}
+VECTORS = {"INT2VECTOR": "INT", "OIDVECTOR": "OID"}
 
 
 def element_type(type_: str) -> str | None:

@@ -165,8 +165,8 @@ def is_numeric(type_: str) -> bool:
 def numeric_result(left: str, right: str) -> str:
     if "DOUBLE" in (left, right):
         return "DOUBLE"
-    if "BIGINT" in (left, right):
-        return "BIGINT"
+    if "BIGINT" in (left, right) or "OID" in (left, right):
+        return "BIGINT"  # an OID computes as a BIGINT (PostgreSQL has no oid arithmetic)
     if left == "NULL" and right == "NULL":
         return "INT"
     return "INT"
@@ -295,15 +295,15 @@ def common_type(types: list[str], what: str) -> str:
     known = [t for t in types if t != "NULL"]
     if not known:
         return "NULL"
+    if len(set(known)) == 1:  # OIDs stay OIDs (a CASE, coalesce or UNION of them)
+        return known[0]
     if all(is_numeric(t) for t in known):
         result = known[0]
         for other in known[1:]:
             result = numeric_result(result, other)
         return result
     if all(t in values.TEXT_TYPES for t in known):
-        return "STRING" if "STRING" in known else "SYMBOL"
-    if len(set(known)) == 1:
-        return known[0]
+        return "STRING"
     raise TypeMismatch(f"{what} mixes values of types {', '.join(sorted(set(known)))}")
 
 

@@ -264,11 +264,10 @@ def _unary(expr: ast.Unary, scope: Scope) -> Compiled:
     if not is_numeric(operand.type):
         raise TypeMismatch(f"unary '{expr.op}' needs a number, not {operand.type}")
     if expr.op == "-":
-        negate = range_checked(lambda v: -v, operand.type, "unary '-'")
+        type_ = "BIGINT" if operand.type == "OID" else operand.type  # an OID computes so
+        negate = range_checked(lambda v: -v, type_, "unary '-'")
         return Compiled(
-            lambda row: None if (v := fn(row)) is None else negate(v),
-            operand.type,
-            operand.constant,
+            lambda row: None if (v := fn(row)) is None else negate(v), type_, operand.constant
         )
     return operand
 

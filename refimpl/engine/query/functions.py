@@ -50,6 +50,8 @@ def cast_value(value: Any, source: str, target: str) -> Any:
             value = _number_text(value, int, target)
         elif isinstance(value, float):
             value = int(value)  # a DOUBLE is finite
+        if target == "OID" and values.INT_MIN <= value < 0:
+            value += values.OID_MAX + 1  # PostgreSQL's `(-1)::oid`: an int4's bits, unsigned
         return values.in_range(int(value), target, "CAST")
     if target == "DOUBLE":
         if isinstance(value, str):

@@ -45,7 +45,16 @@ _TYPES: dict[str, tuple[str, str, int | None, int | None, int | None]] = {
     "STRING": ("text", "text", None, None, None),
     "SYMBOL": ("text", "text", None, None, None),
     "TIMESTAMP": ("timestamp with time zone", "timestamptz", None, None, 6),
+    "OID": ("oid", "oid", None, None, None),  # a view's column of the catalog's OIDs
 }
+
+
+def _type_row(kind: str) -> tuple[str, str, int | None, int | None, int | None]:
+    """`_TYPES`' entry of a column type; a view's array column is PostgreSQL's ARRAY of its
+    element's `_udt`, a vector column its type's name (`int2vector`)."""
+    if kind.endswith("[]"):
+        return ("ARRAY", "_" + _TYPES[kind[:-2]][1], None, None, None)
+    return _TYPES.get(kind) or (kind.lower(), kind.lower(), None, None, None)
 
 
 class Constraint(Protocol):
@@ -110,7 +119,7 @@ def relations(readable_tables: Tables, catalog_indexes: Indexes) -> dict[str, Bu
         catalog = context.database.name
 
         def row(table: str, number: int, name: str, kind: str, key: bool, table_kind: bool) -> Any:
-            data_type, udt, precision, radix, datetime = _TYPES[kind]
+            data_type, udt, precision, radix, datetime = _type_row(kind)
             scale = 0 if radix is not None and kind != "DOUBLE" else None
             return (
                 catalog, PUBLIC, table, name, number, None, _yes(not key), data_type, None,

@@ -85,7 +85,7 @@ def role_oid(name: str) -> int:
 
 
 def _columns(spec: str) -> list[Column]:
-    """`"oid:BIGINT relname:STRING"` -> columns."""
+    """`"oid:OID relname:STRING"` -> columns."""
     return [Column(*item.split(":")) for item in spec.split()]
 
 
@@ -195,7 +195,7 @@ def _vector(numbers: Sequence[int]) -> str:
 
 def _pg_index(context: StatementContext, views: ViewColumns | None) -> QueryOutput:
     columns = _columns(
-        "indexrelid:BIGINT indrelid:BIGINT indnatts:INT indnkeyatts:INT indisunique:BOOLEAN"
+        "indexrelid:OID indrelid:OID indnatts:INT indnkeyatts:INT indisunique:BOOLEAN"
         " indnullsnotdistinct:BOOLEAN indisprimary:BOOLEAN indisexclusion:BOOLEAN"
         " indimmediate:BOOLEAN indisclustered:BOOLEAN indisvalid:BOOLEAN"
         " indcheckxmin:BOOLEAN indisready:BOOLEAN indislive:BOOLEAN indisreplident:BOOLEAN"
@@ -235,9 +235,9 @@ def _pg_index(context: StatementContext, views: ViewColumns | None) -> QueryOutp
 
 def _pg_constraint(context: StatementContext, views: ViewColumns | None) -> QueryOutput:
     columns = _columns(
-        "oid:BIGINT conname:STRING connamespace:BIGINT contype:STRING condeferrable:BOOLEAN"
-        " condeferred:BOOLEAN convalidated:BOOLEAN conrelid:BIGINT contypid:BIGINT"
-        " conindid:BIGINT conparentid:BIGINT confrelid:BIGINT conislocal:BOOLEAN"
+        "oid:OID conname:STRING connamespace:OID contype:STRING condeferrable:BOOLEAN"
+        " condeferred:BOOLEAN convalidated:BOOLEAN conrelid:OID contypid:OID"
+        " conindid:OID conparentid:OID confrelid:OID conislocal:BOOLEAN"
         " coninhcount:INT connoinherit:BOOLEAN conkey:INT[] confkey:INT[] conbin:STRING"
     )
     rows = [
@@ -278,12 +278,12 @@ def catalog_users(context: StatementContext) -> list[tuple[str, bool]]:
 
 def _pg_class(context: StatementContext, views: ViewColumns | None) -> QueryOutput:
     columns = _columns(
-        "oid:BIGINT relname:STRING relnamespace:BIGINT relkind:STRING relowner:BIGINT"
-        " relam:BIGINT relchecks:INT relhasindex:BOOLEAN relhasrules:BOOLEAN"
+        "oid:OID relname:STRING relnamespace:OID relkind:STRING relowner:OID"
+        " relam:OID relchecks:INT relhasindex:BOOLEAN relhasrules:BOOLEAN"
         " relhastriggers:BOOLEAN relrowsecurity:BOOLEAN relforcerowsecurity:BOOLEAN"
-        " relispartition:BOOLEAN reltablespace:BIGINT reloftype:BIGINT"
-        " relpersistence:STRING relreplident:STRING reltoastrelid:BIGINT reltuples:DOUBLE"
-        " relpartbound:STRING reloptions:STRING reltype:BIGINT relpages:INT"
+        " relispartition:BOOLEAN reltablespace:OID reloftype:OID"
+        " relpersistence:STRING relreplident:STRING reltoastrelid:OID reltuples:DOUBLE"
+        " relpartbound:STRING reloptions:STRING reltype:OID relpages:INT"
     )
     owner = role_oid(ADMIN_USER)
     indexes = catalog_indexes(context, views)
@@ -352,15 +352,15 @@ def _class_row(
 def _pg_namespace(context: StatementContext, views: ViewColumns | None) -> QueryOutput:
     owner = role_oid(ADMIN_USER)
     return QueryOutput(
-        _columns("oid:BIGINT nspname:STRING nspowner:BIGINT"),
+        _columns("oid:OID nspname:STRING nspowner:OID"),
         [(PG_CATALOG, "pg_catalog", owner), (PUBLIC, "public", owner)],
     )
 
 
 def _pg_attribute(context: StatementContext, views: ViewColumns | None) -> QueryOutput:
     columns = _columns(
-        "attrelid:BIGINT attname:STRING atttypid:BIGINT atttypmod:INT attnum:INT"
-        " attnotnull:BOOLEAN atthasdef:BOOLEAN attisdropped:BOOLEAN attcollation:BIGINT"
+        "attrelid:OID attname:STRING atttypid:OID atttypmod:INT attnum:INT"
+        " attnotnull:BOOLEAN atthasdef:BOOLEAN attisdropped:BOOLEAN attcollation:OID"
         " attidentity:STRING attgenerated:STRING attlen:INT attstorage:STRING"
         " attcompression:STRING attstattarget:INT"
     )
@@ -392,7 +392,7 @@ def _attribute_row(
     """A pg_attribute row of the column `number` of a relation: no default, not dropped, no
     collation, identity or generation, the type's length and storage, the default
     statistics target."""
-    oid, _, size, _ = TYPES[column_type]
+    oid, size = _type_oid_size(column_type)
     return (
         relid,
         name,
@@ -412,6 +412,24 @@ def _attribute_row(
     )
 
 
+# The types a view's column may have beside the column types (TYPES): the catalog's.
+_CATALOG_TYPE_OIDS = {"OID": 26, "INT2VECTOR": 22, "OIDVECTOR": 30}
+
+
+def _type_oid_size(column_type: str) -> tuple[int, int]:
+    """The OID and `typlen` of a column type's PostgreSQL type: a column type's, the
+    catalog's OID and vectors, or an array of one of those (`_int4`, `_oid`)."""
+    if column_type in TYPES:
+        oid, _, size, _ = TYPES[column_type]
+        return oid, size
+    if column_type.endswith("[]"):
+        element, _ = _type_oid_size(column_type[:-2])
+        extra = _TYPE_EXTRA.get(element)
+        return (extra[0] if extra else OTHER_TYPES[element][4]), -1
+    oid = _CATALOG_TYPE_OIDS[column_type]
+    return oid, OTHER_TYPES[oid][1]
+
+
 # A type's OID -> (its array type's OID, typcategory), as in PostgreSQL.
 _TYPE_EXTRA = {16: (1000, "B"), 23: (1007, "N"), 20: (1016, "N"), 701: (1022, "N"),
                25: (1009, "S"), 1184: (1185, "D")}  # fmt: skip
@@ -428,10 +446,10 @@ def _pg_type(context: StatementContext, views: ViewColumns | None) -> QueryOutpu
     )  # fmt: skip
     return QueryOutput(
         _columns(
-            "oid:BIGINT typname:STRING typnamespace:BIGINT typowner:BIGINT typlen:INT"
+            "oid:OID typname:STRING typnamespace:OID typowner:OID typlen:INT"
             " typbyval:BOOLEAN typtype:STRING typcategory:STRING typisdefined:BOOLEAN"
-            " typdelim:STRING typrelid:BIGINT typelem:BIGINT typarray:BIGINT"
-            " typbasetype:BIGINT typtypmod:INT typnotnull:BOOLEAN typcollation:BIGINT"
+            " typdelim:STRING typrelid:OID typelem:OID typarray:OID"
+            " typbasetype:OID typtypmod:INT typnotnull:BOOLEAN typcollation:OID"
             " typdefault:STRING typacl:STRING"
         ),
         rows,
@@ -440,7 +458,7 @@ def _pg_type(context: StatementContext, views: ViewColumns | None) -> QueryOutpu
 
 def _pg_database(context: StatementContext, views: ViewColumns | None) -> QueryOutput:
     columns = _columns(
-        "oid:BIGINT datname:STRING datdba:BIGINT encoding:INT datcollate:STRING"
+        "oid:OID datname:STRING datdba:OID encoding:INT datcollate:STRING"
         " datctype:STRING daticulocale:STRING datlocprovider:STRING datacl:STRING"
         " datallowconn:BOOLEAN"
     )
@@ -464,7 +482,7 @@ def _may_see_database(context: StatementContext, name: str) -> bool:
 
 def _pg_roles(context: StatementContext, views: ViewColumns | None) -> QueryOutput:
     columns = _columns(
-        "oid:BIGINT rolname:STRING rolsuper:BOOLEAN rolinherit:BOOLEAN rolcreaterole:BOOLEAN"
+        "oid:OID rolname:STRING rolsuper:BOOLEAN rolinherit:BOOLEAN rolcreaterole:BOOLEAN"
         " rolcreatedb:BOOLEAN rolcanlogin:BOOLEAN rolconnlimit:INT rolvaliduntil:TIMESTAMP"
         " rolreplication:BOOLEAN rolbypassrls:BOOLEAN"
     )
@@ -487,42 +505,42 @@ RELATIONS: dict[str, Builder] = {
     "pg_type": _pg_type,
     "pg_database": _pg_database,
     "pg_roles": _pg_roles,
-    "pg_user": lambda c, v: QueryOutput(_columns("usename:STRING usesysid:BIGINT usesuper:BOOLEAN"),
+    "pg_user": lambda c, v: QueryOutput(_columns("usename:STRING usesysid:OID usesuper:BOOLEAN"),
                                      [(n, role_oid(n), a) for n, a in catalog_users(c)]),
-    "pg_am": lambda c, v: QueryOutput(_columns("oid:BIGINT amname:STRING amtype:STRING"),
+    "pg_am": lambda c, v: QueryOutput(_columns("oid:OID amname:STRING amtype:STRING"),
                                    [(HEAP_AM, "heap", "t"), (BTREE_AM, "btree", "i")]),
     "pg_index": _pg_index,
     "pg_constraint": _pg_constraint,
     # What this engine does not have: no rows.
-    "pg_auth_members": _empty("roleid:BIGINT member:BIGINT grantor:BIGINT"),
-    "pg_inherits": _empty("inhrelid:BIGINT inhparent:BIGINT inhseqno:INT"
+    "pg_auth_members": _empty("roleid:OID member:OID grantor:OID"),
+    "pg_inherits": _empty("inhrelid:OID inhparent:OID inhseqno:INT"
                           " inhdetachpending:BOOLEAN"),
-    "pg_description": _empty("objoid:BIGINT classoid:BIGINT objsubid:INT description:STRING"),
-    "pg_attrdef": _empty("oid:BIGINT adrelid:BIGINT adnum:INT adbin:STRING"),
+    "pg_description": _empty("objoid:OID classoid:OID objsubid:INT description:STRING"),
+    "pg_attrdef": _empty("oid:OID adrelid:OID adnum:INT adbin:STRING"),
     # Functions and procedures: their rows are not shown yet (psql's \df lists none).
-    "pg_proc": _empty("oid:BIGINT proname:STRING pronamespace:BIGINT proowner:BIGINT"
-                      " prokind:STRING prorettype:BIGINT proargtypes:OIDVECTOR proretset:BOOLEAN"
-                      " pronargs:INT prosrc:STRING prolang:BIGINT proargnames:STRING[]"
-                      " proallargtypes:BIGINT[] proargmodes:STRING[] proargdefaults:STRING"),
-    "pg_depend": _empty("classid:BIGINT objid:BIGINT objsubid:INT refclassid:BIGINT"
-                        " refobjid:BIGINT refobjsubid:INT deptype:STRING"),
-    "pg_sequence": _empty("seqrelid:BIGINT seqtypid:BIGINT seqstart:BIGINT"
+    "pg_proc": _empty("oid:OID proname:STRING pronamespace:OID proowner:OID"
+                      " prokind:STRING prorettype:OID proargtypes:OIDVECTOR proretset:BOOLEAN"
+                      " pronargs:INT prosrc:STRING prolang:OID proargnames:STRING[]"
+                      " proallargtypes:OID[] proargmodes:STRING[] proargdefaults:STRING"),
+    "pg_depend": _empty("classid:OID objid:OID objsubid:INT refclassid:OID"
+                        " refobjid:OID refobjsubid:INT deptype:STRING"),
+    "pg_sequence": _empty("seqrelid:OID seqtypid:OID seqstart:BIGINT"
                           " seqincrement:BIGINT seqmax:BIGINT seqmin:BIGINT seqcache:BIGINT"
                           " seqcycle:BOOLEAN"),
-    "pg_collation": _empty("oid:BIGINT collname:STRING collnamespace:BIGINT"),
-    "pg_policy": _empty("oid:BIGINT polname:STRING polrelid:BIGINT polpermissive:BOOLEAN"
+    "pg_collation": _empty("oid:OID collname:STRING collnamespace:OID"),
+    "pg_policy": _empty("oid:OID polname:STRING polrelid:OID polpermissive:BOOLEAN"
                         " polroles:STRING polqual:STRING polwithcheck:STRING polcmd:STRING"),
-    "pg_statistic_ext": _empty("oid:BIGINT stxrelid:BIGINT stxname:STRING"
-                               " stxnamespace:BIGINT stxkind:STRING stxstattarget:INT"),
-    "pg_publication": _empty("oid:BIGINT pubname:STRING puballtables:BOOLEAN"),
-    "pg_publication_rel": _empty("oid:BIGINT prpubid:BIGINT prrelid:BIGINT prqual:STRING"
+    "pg_statistic_ext": _empty("oid:OID stxrelid:OID stxname:STRING"
+                               " stxnamespace:OID stxkind:STRING stxstattarget:INT"),
+    "pg_publication": _empty("oid:OID pubname:STRING puballtables:BOOLEAN"),
+    "pg_publication_rel": _empty("oid:OID prpubid:OID prrelid:OID prqual:STRING"
                                  " prattrs:STRING"),
-    "pg_publication_namespace": _empty("oid:BIGINT pnpubid:BIGINT pnnspid:BIGINT"),
-    "pg_trigger": _empty("oid:BIGINT tgrelid:BIGINT tgname:STRING"),
-    "pg_rewrite": _empty("oid:BIGINT ev_class:BIGINT rulename:STRING"),
-    "pg_partitioned_table": _empty("partrelid:BIGINT partstrat:STRING"),
-    "pg_foreign_table": _empty("ftrelid:BIGINT ftserver:BIGINT"),
-    "pg_range": _empty("rngtypid:BIGINT rngsubtype:BIGINT rngmultitypid:BIGINT"),
+    "pg_publication_namespace": _empty("oid:OID pnpubid:OID pnnspid:OID"),
+    "pg_trigger": _empty("oid:OID tgrelid:OID tgname:STRING"),
+    "pg_rewrite": _empty("oid:OID ev_class:OID rulename:STRING"),
+    "pg_partitioned_table": _empty("partrelid:OID partstrat:STRING"),
+    "pg_foreign_table": _empty("ftrelid:OID ftserver:OID"),
+    "pg_range": _empty("rngtypid:OID rngsubtype:OID rngmultitypid:OID"),
 }  # fmt: skip
 # Logical replication's slots and publications (they replace pg_publication's empty rows).
 RELATIONS.update(replication_catalog.relations(name_oid, role_oid))

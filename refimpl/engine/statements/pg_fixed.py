@@ -45,8 +45,8 @@ def relations(owner: int) -> dict[str, Builder]:
     """The relations by name; `owner` is the OID of the role that owns them (the admin)."""
     opclasses = QueryOutput(
         _columns(
-            "oid:BIGINT opcmethod:BIGINT opcname:STRING opcnamespace:BIGINT opcowner:BIGINT"
-            " opcfamily:BIGINT opcintype:BIGINT opcdefault:BOOLEAN opckeytype:BIGINT"
+            "oid:OID opcmethod:OID opcname:STRING opcnamespace:OID opcowner:OID"
+            " opcfamily:OID opcintype:OID opcdefault:BOOLEAN opckeytype:OID"
         ),
         [
             (oid, BTREE_AM, name, PG_CATALOG, owner, family, type_oid, True, 0)
@@ -54,7 +54,7 @@ def relations(owner: int) -> dict[str, Builder]:
         ],
     )
     tablespaces = QueryOutput(
-        _columns("oid:BIGINT spcname:STRING spcowner:BIGINT spcacl:STRING spcoptions:STRING"),
+        _columns("oid:OID spcname:STRING spcowner:OID spcacl:STRING spcoptions:STRING"),
         [(1663, "pg_default", owner, None, None), (1664, "pg_global", owner, None, None)],
     )
     # A fresh copy each read: a caller may keep or change the rows it is given.

@@ -25,7 +25,7 @@ Oid = Callable[[str], int]
 Relation = Callable[["StatementContext", object], QueryOutput]
 
 SLOT_COLUMNS = (
-    "slot_name:STRING plugin:STRING slot_type:STRING datoid:BIGINT database:STRING"
+    "slot_name:STRING plugin:STRING slot_type:STRING datoid:OID database:STRING"
     " temporary:BOOLEAN active:BOOLEAN active_pid:INT restart_lsn:STRING"
     " confirmed_flush_lsn:STRING wal_status:STRING two_phase:BOOLEAN"
 )
@@ -96,7 +96,7 @@ def relations(name_oid: Oid, role_oid: Oid) -> dict[str, Relation]:
             for p in context.catalog.publications.of(database.name)
         ]
         return _output(
-            "oid:BIGINT pubname:STRING pubowner:BIGINT puballtables:BOOLEAN pubinsert:BOOLEAN"
+            "oid:OID pubname:STRING pubowner:OID puballtables:BOOLEAN pubinsert:BOOLEAN"
             " pubupdate:BOOLEAN pubdelete:BOOLEAN pubtruncate:BOOLEAN pubviaroot:BOOLEAN",
             rows,
         )
@@ -130,9 +130,7 @@ def relations(name_oid: Oid, role_oid: Oid) -> dict[str, Relation]:
             for pub, table in _tables_of(context)
             if not _all_tables(context, pub)
         ]
-        return _output(
-            "oid:BIGINT prpubid:BIGINT prrelid:BIGINT prqual:STRING prattrs:STRING", rows
-        )
+        return _output("oid:OID prpubid:OID prrelid:OID prqual:STRING prattrs:STRING", rows)
 
     def _all_tables(context: StatementContext, name: str) -> bool:
         database = context.database

@@ -1,6 +1,6 @@
 """Column types and their values.
 
-In the engine, INT and BIGINT are `int`, DOUBLE is `float`, STRING and SYMBOL are `str`,
+In the engine, INT, BIGINT and OID are `int`, DOUBLE is `float`, STRING and SYMBOL are `str`,
 BOOLEAN is `bool`, TIMESTAMP is `int` microseconds since 1970-01-01 UTC, NULL is `None`.
 This module converts between those and text (SQL literals, CSV fields, JSON answers), and
 keeps every type's range (spec/types-and-values.md): a value out of its type's range is
@@ -22,8 +22,12 @@ BIGINT_MIN, BIGINT_MAX = -(2**63), 2**63 - 1
 # four-digit year can write.
 TIMESTAMP_MIN, TIMESTAMP_MAX = -62_135_596_800_000_000, 253_402_300_799_999_999
 
-INTEGER_TYPES = frozenset({"INT", "BIGINT"})
-NUMERIC_TYPES = frozenset({"INT", "BIGINT", "DOUBLE"})
+OID_MAX = 2**32 - 1
+# OID is the type of the catalog's object identifiers (PostgreSQL's `oid`): no table has a
+# column of it; it compares and computes as an integer, and the PostgreSQL protocol tells it
+# apart from BIGINT, as a client that reads the catalog by type (asyncpg) needs.
+INTEGER_TYPES = frozenset({"INT", "BIGINT", "OID"})
+NUMERIC_TYPES = frozenset({"INT", "BIGINT", "OID", "DOUBLE"})
 TEXT_TYPES = frozenset({"STRING", "SYMBOL"})
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -33,11 +37,13 @@ _MICROS_PER_DAY = 86_400_000_000
 _RANGES = {
     "INT": (INT_MIN, INT_MAX),
     "BIGINT": (BIGINT_MIN, BIGINT_MAX),
+    "OID": (0, OID_MAX),
     "TIMESTAMP": (TIMESTAMP_MIN, TIMESTAMP_MAX),
 }
 _RANGE_TEXT = {
     "INT": "-2147483648 to 2147483647",
     "BIGINT": "-9223372036854775808 to 9223372036854775807",
+    "OID": "0 to 4294967295",
     "TIMESTAMP": "0001-01-01T00:00:00Z to 9999-12-31T23:59:59.999999Z",
     "DOUBLE": "finite numbers",
 }
