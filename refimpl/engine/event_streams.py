@@ -106,7 +106,10 @@ class OpenStream:
         self._last_id: str | None = None  # of the last event it took itself
         self._access = access
         self._named = named  # the tables it follows (keys), None: every table
+        # Held by a take (a `where=` filter or a copy page: seconds at worst) and a join, never
+        # by `end`: the sweep, the server's threads and the waiting room never wait for a take.
         self._lock = threading.Lock()
+        self._end_lock = threading.Lock()  # `ended` is set once
         # The group that takes for it (guarded by the group's lock), and the group's count of
         # takes when it joined: its last id is the group's once the group took for it.
         self.group: StreamGroup | None = None
@@ -154,13 +157,17 @@ class OpenStream:
         with self._lock:
             cursor = self.cursor
             current = isinstance(cursor, EventCursor) and cursor.current
-            return self.ended is None and current and group.add(self)
+            joined = self.ended is None and current and group.add(self)
+        if joined and self.ended is not None:  # `end` may have left the group before the add
+            group.leave(self)
+            return False
+        return joined
 
     def end(self, reason: str, reset: bool = False) -> None:
         """End the stream (its next `take` is empty; it leaves its group) and wake whoever
-        sends it. `reset`: the protocol layer ends it with a `reset` because its own work
-        ran past the statement timeout (counted as such)."""
-        with self._lock:
+        sends it, never waiting for a take that runs. `reset`: the protocol layer ends it
+        with a `reset` because its own work ran past the statement timeout (counted so)."""
+        with self._end_lock:
             if self.ended is not None:
                 return
             self.ended = reason
@@ -410,12 +417,7 @@ class EventStreams:
         """The stream's connection is done: it no longer counts."""
         stream.end("the stream was closed")
         with self._lock:
-            if self._open.pop(stream.number, None) is None:
-                return
-            streams = self._by_database.get(stream.database.lower(), [])
-            if stream in streams:
-                streams.remove(stream)
-            self._wakers.pop(stream.database.lower(), None)
+            self._forget(stream)
 
     def open_count(self) -> int:
         """Streams open now (a gauge for metrics)."""

@@ -45,6 +45,7 @@ HEADERS = (
 )
 HEARTBEAT = b": heartbeat\n\n"
 _SENDING = (SendState.SENDING, SendState.SENDING_MORE)  # a part is in flight
+_BUSY = (*_SENDING, SendState.TAKING, SendState.TAKING_MORE)  # a part in flight, or a take
 
 
 def encode_events(events: Sequence[Event]) -> bytes:
@@ -150,9 +151,13 @@ class _Sender:
     A plain stream whose part was sent and that has nothing more to take joins its group
     (`_GroupParts` sends its parts then); it leaves it when it takes alone, when its client
     did not take a part whole, and when the engine takes it out (it ended, or its view
-    changed), which wakes it (`set`). Where it stands (a part in flight, woken meanwhile, a
-    squash hold) is one `SendState`, moved along `stream_states.TRANSITIONS` only. Its
-    `_lock` orders these moves and its own takes."""
+    changed), which wakes it (`set`). Where it stands (a take running, a part in flight,
+    woken meanwhile, a squash hold) is one `SendState`, moved along
+    `stream_states.TRANSITIONS` only. Its `_lock` orders these moves and is held for them
+    only, never during a take: a take (its owner's `where=` filter or copy page, seconds at
+    worst) runs in the state `TAKING`, and what comes meanwhile from the room's thread (a
+    heartbeat sent, a wake-up, its group's part) is recorded by a move that the take's end
+    acts on, so the room's thread never waits for a take."""
 
     def __init__(
         self, stream: OpenStream, streams: EventStreams, room: WaitingRoom, hold_s: float = 0.0
@@ -192,7 +197,8 @@ class _Sender:
     def first(self) -> Part[Answer]:
         """The head and the first events (`ready`, or what a resume missed)."""
         with self._lock:
-            taken = self._take()
+            self._move(SendEvent.TAKE)
+        taken = self._take()
         answer = Answer(encode_events(taken.events), 200)
         answer.headers = list(HEADERS)
         return Part(answer)
@@ -201,41 +207,58 @@ class _Sender:
         try:
             return self._attempt()
         except StatementTimeout as error:
-            with self._lock:
-                self._move(SendEvent.TIMED_OUT)
             return self._timed_out(error)
 
     def _attempt(self) -> Answer | Part[Answer] | None:
         if self.stream.ended is not None:
             return self._end()
         with self._lock:
-            if self._state in _SENDING:
-                self._move(SendEvent.WOKEN)
+            if self._state in _BUSY:
+                self._move(SendEvent.WOKEN)  # it takes again once the part or take is done
                 return None
             if self.hold_s and time.monotonic() < self._held_until:
                 self._move(SendEvent.WOKEN_IN_HOLD)
                 return None
             self._detach()  # taken alone: its take leaves the group
-            taken = self._take()
-            if not taken.events:
-                self._join()  # nothing new: back into its group (no part, no `drained`)
+            self._move(SendEvent.TAKE)
+        taken = self._take(join=True)
         if self.stream.ended is not None:
             return self._end()
         return _part_of(taken) if taken.events else None
 
-    def _take(self) -> Taken:
-        """The stream's next events (the caller holds the lock)."""
-        taken = self.stream.take(self.budget)
-        if not taken.events:
-            self._move(SendEvent.TOOK_NOTHING)
-        else:
-            self._move(SendEvent.TOOK_PART_MORE if taken.more else SendEvent.TOOK_PART)
-        if self.hold_s and taken.events:
-            self._held_until = time.monotonic() + self.hold_s
+    def _take(self, join: bool = False) -> Taken:
+        """The stream's next events, taken in the state `TAKING` (the caller moved it there)
+        without the lock: a heartbeat, a wake-up or a part sent meanwhile only moves the
+        state. `join`: having taken nothing, the stream goes back into its group (no part,
+        so no `drained` will). Woken during a take that found nothing, it is poked again:
+        the commit that woke it may have come after the take looked."""
+        try:
+            taken = self.stream.take(self.budget)
+        except BaseException:
+            with self._lock:
+                self._move(SendEvent.TAKE_FAILED)
+            raise
+        with self._lock:
+            woken = self._state is SendState.TAKING_MORE
+            if not taken.events:
+                self._move(SendEvent.TOOK_NOTHING)
+                if join:
+                    self._join()
+            else:
+                self._move(SendEvent.TOOK_PART_MORE if taken.more else SendEvent.TOOK_PART)
+            if self.hold_s and taken.events:
+                self._held_until = time.monotonic() + self.hold_s
+        if woken and not taken.events and self.parked is not None:
+            self.room.poke(self.parked)
         return taken
 
     def drained(self) -> None:
         with self._lock:
+            if self._state is SendState.TAKING or self._state is SendState.TAKING_MORE:
+                # A heartbeat sent during a take: nothing of its own was in flight, and the
+                # take's end decides what comes next.
+                self._move(SendEvent.DRAINED)
+                return
             again = self._state is SendState.SENDING_MORE
             self._move(SendEvent.DRAINED)
             # A stream its group does not take in (the group stands elsewhere) takes once
@@ -295,8 +318,10 @@ class _Sender:
     def closing(self) -> Answer:
         """At shutdown: what is durable and fits (never half an event), then the end."""
         with self._lock:
-            sending = self._state in _SENDING
-            events = [] if sending or self.offloaded else self.stream.take(self.budget).events
+            busy = self._state in _BUSY or self.offloaded
+            if not busy:
+                self._move(SendEvent.TAKE)
+        events = [] if busy else self._take().events
         self.stream.end("the server is shutting down")
         return _body(encode_events(events) + self._end().body)
 
