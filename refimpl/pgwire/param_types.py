@@ -12,8 +12,8 @@ place a parameter stands; so does this:
 - the argument of a function that takes text (upper, length, ...) or a number (abs, round,
   ...), a LIKE pattern: text, or DOUBLE for the numbers;
 - a condition (WHERE, ON, HAVING, AND, OR, NOT, `CASE WHEN`): BOOLEAN; LIMIT and OFFSET:
-  BIGINT; `CAST($1 AS t)` and `$1::t`: t; `$1::t[]`: an array of t (`OID[]` for oid[]),
-  whose value the engine reads as the array's text (`{1,2}`).
+  BIGINT; `CAST($1 AS t)` and `$1::t`: t (`OID` for oid); `$1::t[]`: an array of t
+  (`OID[]` for oid[]), whose value the engine reads as the array's text (`{1,2}`).
 
 A parameter found in none of those places is text, as PostgreSQL reads an unknown.
 """
@@ -129,6 +129,8 @@ def param_types(statement: ast.Statement, column_types: ColumnTypes) -> dict[int
             return columns.type_of(expr)
         if isinstance(expr, ast.Cast) and expr.element is not None:
             return _ARRAY_HINTS.get(expr.element, "STRING")
+        if isinstance(expr, ast.Cast) and expr.type == "OID":  # `$1::oid`, no column type
+            return "OID"
         if isinstance(expr, ast.Cast):
             return ast.TYPE_ALIASES.get(expr.type.upper(), expr.type.upper())
         if isinstance(expr, ast.Literal) and expr.type != "NULL":
