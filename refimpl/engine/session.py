@@ -28,12 +28,14 @@ from refimpl.engine.statements.context import (
     TableFunction,
 )
 from refimpl.engine.statements.cursor_state import Cursors
+from refimpl.engine.statements.prepared_runs import PreparedRun, prepared_handler
 from refimpl.engine.storage.transaction import Mark, Transaction
 from refimpl.errors import (
     FailedTransaction,
     Forbidden,
     KdbError,
     NoActiveTransaction,
+    NotAllowed,
     ParameterError,
     SqlError,
     StatementTimeout,
@@ -49,6 +51,11 @@ if TYPE_CHECKING:
     from refimpl.engine.storage.database import Database
 
 T = TypeVar("T")
+
+_NO_PLACE_IN_TIME = (
+    "the statement waited for a place to run among the costly statements longer than the"
+    " server's statement_timeout_ms; try again when the server is less busy, or raise the limit"
+)
 
 
 class Session:
@@ -109,11 +116,7 @@ class Session:
         # of its own (refimpl.engine.admission), and that wait counts against its timeout.
         if self.transaction is None and not admission.before_statements(sql, self._deadline, shape):
             self._deadline = None
-            raise StatementTimeout(
-                "the statement waited for a place to run among the costly statements"
-                " longer than the server's statement_timeout_ms; try again when the server"
-                " is less busy, or raise the limit"
-            )
+            raise StatementTimeout(_NO_PLACE_IN_TIME)
         try:
             if not params and not scanned:
                 template = template_of(sql)
@@ -121,6 +124,54 @@ class Session:
                 return self._execute(sql, params, template)
         finally:
             self._deadline = None
+
+    def prepare(self, sql: str) -> PreparedRun | None:
+        """`sql` read once for `run_prepared`, or None when it is not one statement of a
+        kind a handler runs, or is longer than `max_sql_bytes` (`execute` then says why at
+        each run). SqlSyntaxError as `execute` raises it."""
+        try:
+            self._check_size(sql)
+        except StatementTooLarge:
+            return None
+        script = parse_cached(sql, self.deadline())
+        if len(script.statements) != 1:
+            return None
+        statement = script.statements[0]
+        try:
+            handler = prepared_handler(statement)
+        except NotAllowed:
+            return None
+        shape = admission.statement_shape(sql)
+        return PreparedRun(sql, script.sources[0], statement, script.param_count, shape, handler)
+
+    def run_prepared(self, prepared: PreparedRun, params: Sequence[Any]) -> Result:
+        """What `execute(prepared.sql, params)` answers, without reading its text again:
+        the same rights checks, admission, statement timeout, durability and errors (a
+        failed transaction, a wrong count of parameters: `execute` itself answers those)."""
+        if self.failed or len(params) != prepared.param_count:
+            return self.execute(prepared.sql, params)
+        self._deadline = self._new_deadline()
+        if self.transaction is None and not admission.before_statements(
+            prepared.sql, self._deadline, prepared.shape
+        ):
+            self._deadline = None
+            raise StatementTimeout(_NO_PLACE_IN_TIME)
+        try:
+            with deadlines.running(self):
+                result = prepared.handler(self, prepared.statement, prepared.source, params)
+                if result.is_query:
+                    self.database.wait_visible()
+        except KdbError:
+            if self.transaction is not None:
+                if self.keeps_failed:
+                    self.failed = True
+                else:
+                    self.rollback()
+            raise
+        finally:
+            self._deadline = None
+        result.statements = 1
+        return result
 
     def _check_size(self, sql: str) -> None:
         limit = self.database.options.max_sql_bytes

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from refimpl.engine.result import Column, Result, message_result, query_result
 from refimpl.engine.session import Session
+from refimpl.engine.statements.prepared_runs import PreparedRun
 from refimpl.errors import (
     AnswersMoreThanOnce,
     FailedTransaction,
@@ -36,6 +36,7 @@ from refimpl.pgwire import copy_flow, sqlstate, types
 from refimpl.pgwire import messages as m
 from refimpl.pgwire.notifications import STATEMENTS, Inbox, pg_notify_call
 from refimpl.pgwire.param_types import param_types
+from refimpl.pgwire.portals import Plan, Portal, Prepared, check_result_type, result_type_of
 from refimpl.pgwire.session_settings import SessionSettings, SettingCommand, recognise
 from refimpl.pgwire.sqltext import Piece, split
 from refimpl.pgwire.tags import command_tag
@@ -66,6 +67,9 @@ _QUERIES = (
     "CreateToken",
     "Fetch",
 )
+# The statements a prepared statement may run as the engine's prepared run (`PreparedRun`):
+# those `_run` hands to the session as they are.
+_PREPARED_RUNS = (ast.Select, ast.Insert, ast.Update, ast.Delete)
 _SETTING_TAGS = {
     "SET": "SET",
     "SHOW": "SHOW",
@@ -83,53 +87,6 @@ _DUMMY.update({t: "{}" for t in types.ARRAY_TYPES})
 
 # Sent after every query: one message of each status, made once.
 _READY = {status: m.ReadyForQuery(status) for status in "ITE"}
-
-
-@dataclass(frozen=True, slots=True)
-class Plan:
-    """One statement of a client's text, read: a session setting or an engine statement.
-
-    A text with constants where a `?` means the same (`refimpl.sql.templates`) is read as
-    its template, as over `/exec`: `statement` is then the one parse every such text shares,
-    with `?`s for the constants (`templated`), which tells its kind and tag; describing its
-    columns parses it as written.
-    """
-
-    piece: Piece
-    setting: SettingCommand | None = None
-    statement: ast.Statement | None = None
-    templated: bool = False
-
-    @property
-    def kind(self) -> str:
-        return type(self.statement).__name__
-
-
-@dataclass(slots=True)
-class Prepared:
-    plan: Plan | None  # None: the empty query
-    param_oids: tuple[int, ...]  # the client's OIDs, by $n - 1 (0: unspecified)
-    hints: dict[int, str] = field(default_factory=dict)  # $n -> column type described
-    inferred: bool = False  # hints holds the types the parameters' places give them
-    columns: list[Column] | None = None  # known once described
-    shape: RowShape | None = None  # how its last result was sent, kept for the next run
-    result_type: tuple[tuple[str, int], ...] | None = None  # its first run's (name, OID)s
-
-    def row_shape(self, columns: list[Column], formats: list[int]) -> RowShape:
-        """The RowShape of `columns` in `formats`: the one kept, when it is still that."""
-        shape = self.shape
-        if shape is None or not shape.fits(columns, formats):
-            shape = self.shape = RowShape.of(columns, formats)
-        return shape
-
-
-@dataclass(slots=True)
-class Portal:
-    prepared: Prepared
-    params: tuple[object, ...]  # in the engine's `?` order
-    result_formats: tuple[int, ...]
-    result: Result | None = None
-    sent: int = 0
 
 
 class Conversation:
@@ -245,7 +202,15 @@ class Conversation:
         if len(pieces) > 1:
             raise SqlSyntaxError("cannot insert multiple commands into a prepared statement")
         plan = self._plan(pieces[0]) if pieces else None
-        self._prepared[message.name] = Prepared(plan, message.param_types)
+        prepared = Prepared(plan, message.param_types)
+        if (
+            plan is not None
+            and plan.piece.params  # else `execute` finds the text's constants at each run
+            and isinstance(plan.statement, _PREPARED_RUNS)
+            and not pg_notify_call(plan.statement)
+        ):
+            prepared.run = self.session.prepare(plan.piece.text)
+        self._prepared[message.name] = prepared
         return [m.ParseComplete()]
 
     def bind(self, message: m.Bind) -> list[m.ServerMessage]:
@@ -287,7 +252,7 @@ class Conversation:
             oids = self._describe_params(prepared)
             columns = self._describe_columns(prepared)
             if columns is not None and prepared.result_type is None:
-                prepared.result_type = _result_type(columns)  # what the client now knows
+                prepared.result_type = result_type_of(columns)  # what the client now knows
             return [
                 m.ParameterDescription(oids),
                 _row_description(columns, [0] * len(columns))
@@ -340,13 +305,32 @@ class Conversation:
         return out
 
     def _run_portal(self, portal: Portal, out: list[m.ServerMessage] | None = None) -> Result:
-        plan = portal.prepared.plan
+        prepared = portal.prepared
+        plan = prepared.plan
         assert plan is not None
-        result, reported = self._run(plan, portal.params, out)
+        run = prepared.run
+        if run is not None and not self.failed:
+            result = self._run_prepared(run, portal.params)
+        else:
+            result, reported = self._run(plan, portal.params, out)
+            if out is not None:
+                out.extend(reported)
         if result.columns is not None and plan.kind != "Fetch":  # a FETCH answers its cursor's
-            _check_result_type(portal.prepared, result.columns)
-        if out is not None:
-            out.extend(reported)
+            check_result_type(prepared, result.columns)
+        return result
+
+    def _run_prepared(self, run: PreparedRun, params: Sequence[object]) -> Result:
+        """`_run` of a prepared SELECT, INSERT, UPDATE or DELETE outside a failed
+        transaction, which none of `_run`'s other cases concern: the right checked, then
+        straight to the engine's prepared run."""
+        self._check_right()
+        in_transaction = self.session.transaction is not None
+        try:
+            result = self.session.run_prepared(run, params)
+        except KdbError:
+            self.failed = in_transaction  # open and failed until ROLLBACK, as in `_run`
+            raise
+        self.failed = self.session.failed
         return result
 
     def _statement(self, name: str) -> Prepared:
@@ -572,25 +556,3 @@ def _notices(plan: Plan, result: Result) -> list[m.ServerMessage]:
     if skipped and message.endswith(("already exists", "does not exist")):
         return [m.ErrorResponse("00000", f"{message}, skipping", "NOTICE", notice=True)]
     return []
-
-
-def _check_result_type(prepared: Prepared, columns: list[Column]) -> None:
-    """A prepared statement answers the columns (names and types) of its first Describe or
-    run, as in PostgreSQL: a client may have read them once and decode every later run by them. A
-    schema change that alters them (ALTER TABLE under `SELECT *`, say) refuses the run."""
-    shape = prepared.shape
-    if shape is not None and shape.columns is columns:
-        return  # the same plan's own list: nothing changed
-    found = _result_type(columns)
-    if prepared.result_type is None:
-        prepared.result_type = found
-    elif found != prepared.result_type:
-        raise NotAllowed(
-            "cached plan must not change result type: the statement's columns changed since"
-            " it was prepared (a schema change); close it and prepare it again"
-        )
-
-
-def _result_type(columns: list[Column]) -> tuple[tuple[str, int], ...]:
-    """The columns as a client decodes them: each one's name and type OID."""
-    return tuple((c.name, types.pg_type(c.type).oid) for c in columns)

@@ -18,7 +18,7 @@ from refimpl.engine import admission
 from refimpl.engine.query.cache_keys import cache_plan
 from refimpl.engine.query.compiled import Scope, table_scope
 from refimpl.engine.query.expressions import compile_expression
-from refimpl.engine.query.point_read import point_plan
+from refimpl.engine.query.point_read import PointPlan, point_plan
 from refimpl.engine.query.prepared_select import prepare_select
 from refimpl.engine.query.select import QueryOutput, bounded, plan_access, run_select
 from refimpl.engine.query.subqueries import has_subquery
@@ -39,6 +39,7 @@ from refimpl.engine.storage import ddl, values
 from refimpl.engine.storage.schema import TableSchema
 from refimpl.engine.storage.table import Ident, Row, Table
 from refimpl.engine.storage.transaction import TableWork, Transaction
+from refimpl.engine.tracking.plan_cache import PlanCache
 from refimpl.errors import (
     AnswersMoreThanOnce,
     DuplicateKey,
@@ -63,10 +64,18 @@ def now_micros() -> int:
 def execute(
     context: StatementContext, statement: ast.Statement, text: str, params: Sequence[Any]
 ) -> Result:
+    return handler_of(statement)(context, statement, text, params)
+
+
+Handler = Callable[["StatementContext", Any, str, Sequence[Any]], Result]
+
+
+def handler_of(statement: ast.Statement) -> Handler:
+    """What `execute` calls for `statement`; NotAllowed for a statement none runs."""
     handler = _HANDLERS.get(type(statement))
     if handler is None:
         raise NotAllowed(f"{type(statement).__name__} statements are not supported here")
-    return handler(context, statement, text, params)
+    return handler
 
 
 def _select(
@@ -120,6 +129,23 @@ def select_rows(
             context.deadline(),
         )
     assert isinstance(source, ast.TableSource)  # _one_table: no join, no subquery
+    return table_rows(context, statement, source, params, cache, point_plan)
+
+
+# How a one-table SELECT finds its point plan for a schema: `point_plan` (the database's
+# plan cache), or a prepared statement's own (`prepared_runs.PreparedTableSelect`).
+PointPlans = Callable[[ast.Select, TableSchema, PlanCache], PointPlan | None]
+
+
+def table_rows(
+    context: StatementContext,
+    statement: ast.Select,
+    source: ast.TableSource,
+    params: Sequence[Any],
+    cache: bool,
+    points: PointPlans,
+) -> QueryOutput:
+    """`select_rows` of a SELECT of one table without subqueries (`_one_table`)."""
     context.authorize(Right.READ, source.name)
     txn = context.transaction
     if txn is not None and source.name.lower() in txn.work:
@@ -130,7 +156,7 @@ def select_rows(
     database = context.database
     with database.state_lock:
         table = database.committed_table(source.name)
-        point = point_plan(statement, table.schema, database.plan_cache)
+        point = points(statement, table.schema, database.plan_cache)
         if point is not None:
             ident = point.ident(params)
             if ident is not None:

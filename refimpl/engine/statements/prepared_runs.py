@@ -1,0 +1,91 @@
+"""A statement prepared once and run many times (a protocol's prepared statement).
+
+`Session.execute(text, params)` reads its text at every run: its size, its parse (a cache
+lookup), its count of placeholders, the handler of each statement, and for a SELECT of one
+table its shape and its point plan (the plan cache's key is the statement, hashed whole).
+A `PreparedRun` has all of that done once; `Session.run_prepared` then goes from the
+parameters to the handler. What is never done once for all: the rights (each handler checks
+them at each run), the admission of costly statements, the statement timeout, and the
+commit's durability.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from refimpl.engine.query.point_read import PointPlan, point_plan
+from refimpl.engine.query.subqueries import has_subquery
+from refimpl.engine.result import Result, query_result
+from refimpl.engine.statements import executor, pg_catalog
+from refimpl.engine.storage.schema import TableSchema
+from refimpl.engine.tracking.plan_cache import PlanCache
+from refimpl.sql import ast
+
+if TYPE_CHECKING:
+    from refimpl.engine.statements.context import StatementContext
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedRun:
+    """One statement's text, read once (`Session.prepare`); used by one caller at a time.
+
+    `sql` is the text as the client sent it (the admission judges its cost by its `shape`),
+    `source` the statement's own text (what its Result names), `param_count` the `?`s it
+    takes, `handler` what runs it.
+    """
+
+    sql: str
+    source: str
+    statement: ast.Statement
+    param_count: int
+    shape: int
+    handler: executor.Handler
+
+
+def prepared_handler(statement: ast.Statement) -> executor.Handler:
+    """The handler `executor.execute` runs `statement` with, chosen once: it answers what
+    `execute` answers. A SELECT of one table gets a `PreparedTableSelect` of its own.
+    NotAllowed, as `execute` raises it, for a statement no handler runs."""
+    if (
+        type(statement) is ast.Select
+        and isinstance(statement.source, ast.TableSource)
+        and not has_subquery(statement)
+    ):
+        return PreparedTableSelect()
+    return executor.handler_of(statement)
+
+
+class PreparedTableSelect:
+    """`executor.execute` of one SELECT of one table without subqueries, run again and
+    again: its shape is not examined at each run, and its point plan is kept here for the
+    schema object it was made for, as the database's plan cache keeps it (a schema change
+    makes a new schema object, and so a new plan), without hashing the statement to find it."""
+
+    __slots__ = ("_point",)
+
+    def __init__(self) -> None:
+        # (schema, its point plan or None): one tuple, replaced whole.
+        self._point: tuple[TableSchema, PointPlan | None] | None = None
+
+    def __call__(
+        self, context: StatementContext, statement: ast.Select, text: str, params: Sequence[Any]
+    ) -> Result:
+        source = statement.source
+        assert isinstance(source, ast.TableSource)
+        name = source.name.lower()
+        if name in context.database.views or pg_catalog.is_relation(context, name):
+            return executor.execute(context, statement, text, params)  # the general way
+        output = executor.table_rows(context, statement, source, params, True, self._points)
+        return query_result(text, output.columns, output.rows)
+
+    def _points(
+        self, statement: ast.Select, schema: TableSchema, plans: PlanCache
+    ) -> PointPlan | None:
+        kept = self._point
+        if kept is not None and kept[0] is schema:
+            return kept[1]
+        point = point_plan(statement, schema, plans)
+        self._point = (schema, point)
+        return point

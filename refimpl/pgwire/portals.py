@@ -1,0 +1,89 @@
+"""A connection's prepared statements and portals, as the conversation keeps them.
+
+A `Plan` is one statement of a client's text, read; a `Prepared` statement holds its plan
+and what its runs learned (parameter types, columns, the shape its rows were sent in, the
+engine's prepared run); a `Portal` is one run of it, bound to its parameters.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from refimpl.engine.result import Column, Result
+from refimpl.engine.statements.prepared_runs import PreparedRun
+from refimpl.errors import NotAllowed
+from refimpl.pgwire import types
+from refimpl.pgwire.session_settings import SettingCommand
+from refimpl.pgwire.sqltext import Piece
+from refimpl.pgwire.types import RowShape
+from refimpl.sql import ast
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """One statement of a client's text, read: a session setting or an engine statement.
+
+    A text with constants where a `?` means the same (`refimpl.sql.templates`) is read as
+    its template, as over `/exec`: `statement` is then the one parse every such text shares,
+    with `?`s for the constants (`templated`), which tells its kind and tag; describing its
+    columns parses it as written.
+    """
+
+    piece: Piece
+    setting: SettingCommand | None = None
+    statement: ast.Statement | None = None
+    templated: bool = False
+
+    @property
+    def kind(self) -> str:
+        return type(self.statement).__name__
+
+
+@dataclass(slots=True)
+class Prepared:
+    plan: Plan | None  # None: the empty query
+    param_oids: tuple[int, ...]  # the client's OIDs, by $n - 1 (0: unspecified)
+    hints: dict[int, str] = field(default_factory=dict)  # $n -> column type described
+    inferred: bool = False  # hints holds the types the parameters' places give them
+    columns: list[Column] | None = None  # known once described
+    shape: RowShape | None = None  # how its last result was sent, kept for the next run
+    result_type: tuple[tuple[str, int], ...] | None = None  # its first run's (name, OID)s
+    run: PreparedRun | None = None  # a SELECT, INSERT, UPDATE or DELETE read once: its runs
+
+    def row_shape(self, columns: list[Column], formats: list[int]) -> RowShape:
+        """The RowShape of `columns` in `formats`: the one kept, when it is still that."""
+        shape = self.shape
+        if shape is None or not shape.fits(columns, formats):
+            shape = self.shape = RowShape.of(columns, formats)
+        return shape
+
+
+@dataclass(slots=True)
+class Portal:
+    prepared: Prepared
+    params: tuple[object, ...]  # in the engine's `?` order
+    result_formats: tuple[int, ...]
+    result: Result | None = None
+    sent: int = 0
+
+
+def check_result_type(prepared: Prepared, columns: list[Column]) -> None:
+    """A prepared statement answers the columns (names and types) of its first Describe or
+    run, as in PostgreSQL: a client may have read them once and decode every later run by them. A
+    schema change that alters them (ALTER TABLE under `SELECT *`, say) refuses the run."""
+    shape = prepared.shape
+    if shape is not None and shape.columns is columns:
+        return  # the same plan's own list: nothing changed
+    found = result_type_of(columns)
+    if prepared.result_type is None:
+        prepared.result_type = found
+    elif found != prepared.result_type:
+        raise NotAllowed(
+            "cached plan must not change result type: the statement's columns changed since"
+            " it was prepared (a schema change); close it and prepare it again"
+        )
+
+
+def result_type_of(columns: list[Column]) -> tuple[tuple[str, int], ...]:
+    """The columns as a client decodes them: each one's name and type OID."""
+    return tuple((c.name, types.pg_type(c.type).oid) for c in columns)
