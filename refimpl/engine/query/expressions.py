@@ -12,7 +12,7 @@ import math
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
-from refimpl.engine.query import regex
+from refimpl.engine.query import deadlines, regex
 from refimpl.engine.query.arrays import array_handlers
 from refimpl.engine.query.compiled import (
     COMPARE,
@@ -38,6 +38,9 @@ from refimpl.errors import (
 )
 from refimpl.sql import ast
 
+# A `||` whose texts are this long together (a copy of tens of microseconds) first asks
+# the statement's deadline: cheap beside the copy, and never asked for short texts.
+CONCAT_CHECK_CHARS = 64 * 1024
 AGGREGATES = frozenset(
     {
         "count",
@@ -231,7 +234,12 @@ def _binary(expr: ast.Binary, scope: Scope) -> Compiled:
             b = rf(row)
             if a is None or b is None:
                 return None
-            return values.to_text(a, left.type) + values.to_text(b, right.type)
+            a, b = values.to_text(a, left.type), values.to_text(b, right.type)
+            if len(a) + len(b) >= CONCAT_CHECK_CHARS:
+                # Nested `||` over long texts copies ever longer texts: seconds in one row,
+                # where the scans' checks between rows never come.
+                deadlines.check()
+            return a + b
 
         return Compiled(concat, "STRING", constant)
     if op in _ARITHMETIC:
