@@ -20,9 +20,10 @@ from __future__ import annotations
 
 import threading
 import time
+import weakref
 from collections.abc import Hashable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from refimpl.engine.access import Principal, Right
@@ -42,6 +43,10 @@ from refimpl.errors import BadRequest, NotFound, TooManyRequests, UnknownDatabas
 
 SHAPED_READ_FACTOR = 10
 COPY_PAGES_PER_USER = 2  # pages of initial copies one user's requests read at once
+# Tables of one database whose feed descriptions are kept (a name asked for is kept only
+# while its table exists); past this many the kept ones are dropped and made again.
+KEPT_FEEDS = 1024
+KEPT_FILTERS = 64  # compiled `where=` predicates kept per table feed
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +68,12 @@ class TableFeed:
     column_types: dict[str, str]
     _database: Database
     _schema: TableSchema
+    # `name:type` of each column: strings hash in C and keep their hash (a shared answer's
+    # key holds it, made again at every attempt of every parked reader).
+    signature: tuple[str, ...] = ()
+    # The feed's compiled `where=` predicates by their text (a FeedFilter is immutable and
+    # compiled for this schema alone, so every reader of the feed may share it).
+    _filters: dict[str, FeedFilter] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def signal(self) -> CommitSignal:
@@ -97,8 +108,15 @@ class TableFeed:
         return read_initial(self._database, self._schema, at, limit, feed_filter)
 
     def compile_filter(self, predicate: str) -> FeedFilter:
-        """A `where=` predicate checked against this table (SqlError with its position)."""
-        return FeedFilter.compile(self._schema, predicate)
+        """A `where=` predicate checked against this table (SqlError with its position);
+        compiled once per text while the table's schema stands."""
+        kept = self._filters.get(predicate)
+        if kept is None:
+            kept = FeedFilter.compile(self._schema, predicate)  # an error is not kept
+            if len(self._filters) >= KEPT_FILTERS:
+                self._filters.clear()
+            self._filters[predicate] = kept
+        return kept
 
     def read_shaped(
         self, after_lsn: int, limit: int, options: FeedOptions, feed_filter: FeedFilter | None
@@ -147,15 +165,12 @@ class FeedPlan:
     shaped: bool
     ready: bool  # states asked at the feed's start: `ready` comes first
     hold_s: float  # squash=<seconds> on a resumed read: the answer waits that long for more
-    # `name:type` of each column: strings hash in C and keep their hash (a key is made again
-    # at every attempt of every parked reader).
-    columns: tuple[str, ...]
 
     def share_key(self, *more: Hashable) -> tuple[Hashable, ...]:
         """Equal for requests that get the same answer (with `more`: the protocol layer's
         own, its format and the durable LSN the answer was made at)."""
         feed = self.feed
-        key: tuple[Hashable, ...] = (feed.database, feed.table.lower(), self.columns)
+        key: tuple[Hashable, ...] = (feed.database, feed.table.lower(), feed.signature)
         key += (self.start, self.limit, *more)
         if self.shaped:
             key += (feed.before_images, self.options, self.ready)
@@ -190,6 +205,12 @@ class ChangeFeeds:
         self._instance = instance
         self._copy_lock = threading.Lock()
         self._copying: dict[str | None, int] = {}  # initial-copy pages read now, by user
+        # Each database's table feeds by lower-case table name, each kept while its table's
+        # schema object stands (a schema change makes a new one): describing a table is
+        # then one dictionary lookup per request. Weak: a dropped database's go with it.
+        self._feeds: weakref.WeakKeyDictionary[Database, dict[str, TableFeed]] = (
+            weakref.WeakKeyDictionary()
+        )
 
     @contextmanager
     def copy_page(self, principal: Principal, limit: int) -> Iterator[None]:
@@ -223,32 +244,45 @@ class ChangeFeeds:
                 else:
                     del self._copying[user]
 
-    @contextmanager
-    def work_budget(self) -> Iterator[None]:
+    def work_budget(self) -> deadlines.running:
         """While inside, evaluation on this thread stops at the statement timeout from now
         (`refimpl.engine.query.deadlines`)."""
         at = time.monotonic() + self._instance.options.statement_timeout
-        with deadlines.running(_Deadline(at), bulk=True):
-            yield
+        return deadlines.running(_Deadline(at), bulk=True)
 
     def table_feed(self, database: str, table: str, principal: Principal) -> TableFeed:
         """The change stream of `table`; Unauthorized or Forbidden before UnknownDatabase or
         NotFound, so that only a caller with READ on the database learns what exists."""
         self._instance.access.check(principal, database, Right.READ, table)
         found = self._instance.database(database)
-        with found.state_lock:
-            stored = found.tables.get(table.lower())
+        key = table.lower()
+        # A plain dict read: atomic, and never behind a reader that holds the state lock (a
+        # commit installs a schema change by replacing the table, so the read sees the table
+        # before or after it, never half of it).
+        stored = found.tables.get(key)
         if stored is None:
             raise _no_table(table, found.name)
         schema = stored.schema
-        return TableFeed(
+        kept = self._feeds.get(found)
+        if kept is None:
+            kept = self._feeds.setdefault(found, {})
+        feed = kept.get(key)
+        if feed is not None and feed._schema is schema:
+            return feed
+        types = {c.name: c.type for c in schema.columns}
+        feed = TableFeed(
             found.name,
             schema.name,
             schema.column_names,
-            {c.name: c.type for c in schema.columns},
+            types,
             found,
             schema,
+            tuple(f"{name}:{types[name]}" for name in schema.column_names),
         )
+        if len(kept) >= KEPT_FEEDS:
+            kept.clear()
+        kept[key] = feed
+        return feed
 
     def plan(self, database: str, request: FeedRequest, principal: Principal) -> FeedPlan:
         """How to answer `request` past any initial copy (see `FeedPlan`): the table's feed
@@ -268,7 +302,6 @@ class ChangeFeeds:
             feed.before_images or not options.plain,
             options.states and start == 0,
             options.squash_seconds if start > 0 else 0.0,
-            tuple(f"{name}:{feed.column_types[name]}" for name in feed.column_names),
         )
 
     def revisions(

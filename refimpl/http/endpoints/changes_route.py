@@ -93,11 +93,13 @@ def changes_route(ctx: Context) -> Answer | Parked[Answer]:
     with budget():
         shared, found = answer(feed.bounds().durable_lsn)
     room = ctx.app.waiting_room
-    places = room.wait_places(ctx.app.wait_slots)  # shared fairly by user
-    owner = place_owner(ctx.principal.name, ctx.principal.is_admin)
     # squash=<seconds>: a resumed answer is held that long to squash what comes meanwhile
     # (the first answer, from the start, never is).
     hold_s = plan.hold_s
+    if not hold_s and wait_ms <= 0:
+        return respond(shared.body)  # answered now: no wait place is looked at
+    places = room.wait_places(ctx.app.wait_slots)  # shared fairly by user
+    owner = place_owner(ctx.principal.name, ctx.principal.is_admin)
     if hold_s and places.take(owner):
         held: Parked[Answer] = Parked(
             feed.signal,
