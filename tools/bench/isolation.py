@@ -1,61 +1,80 @@
 """Isolation: does one user's costly waiting work hold anyone else's events?
 
-A victim (the admin) holds 10 `/stream/changes` streams and one `/api/changes` long poll
-of a table `ticks`, and a writer of its own commits a tick every 50 ms; each tick's
+A victim (a WRITE user) holds 10 `/stream/changes` streams and one `/api/changes` long
+poll of a table `ticks`, and a writer of its own commits a tick every 50 ms; each tick's
 commit-to-event time (from the moment the write is sent to the event's arrival, at every
-stream and at the long poll) is measured, first on an idle server, then while 8 hostile
-clients, each a READ user of its own and each within its own limits, do the costliest
-waiting work they may:
+stream and at the long poll) is measured, first on an idle server, then while hostile
+clients, each a user of its own (READ in `demo`; the COPY's, WRITE in a database of its
+own) and each within its own limits, do the costliest work they may (`--hostile` picks
+the kinds: filters, topn, copies, pipeline, copyin, prelogin):
 
-- 3 streams of `docs` with the costliest `where=` that stays within the statement timeout
-  over 300 KB texts (a commit of such a text every second): a regular expression of 1,500
-  optional parts (`a?a?...b`, 3,000 steps of RE2's automaton, about 0.2 s a text), OR-ed
-  with a LIKE of an 8 KB pattern;
-- 2 long polls of `docs` whose `where=` is over it (2,000 optional parts: RE2 would take
+- (filters) 3 streams of `docs` with the costliest `where=` that stays within the
+  statement timeout over 300 KB texts (a commit of such a text every second): a regular
+  expression of 1,500 optional parts (`a?a?...b`, 3,000 steps of RE2's automaton, about
+  0.2 s a text), OR-ed with a LIKE of an 8 KB pattern;
+- (filters) 2 long polls of `docs` whose `where=` is over it (2,000 optional parts: RE2 would take
   39 s a text, so each is stopped with the statement timeout's 400 once that is clear),
   asked again as soon as answered;
-- 2 live queries with `offsets=true` of a top 10 in no kept order over `big` (--rows rows;
-  a row of it updated twice a second): each commit re-runs a sort of the whole table;
-- 1 user reading initial copies of `big` (2 pages of 10,000 rows at a time), on and on.
+- (topn) 2 live queries with `offsets=true` of a top 10 in no kept order over `big`
+  (--rows rows; a row of it updated twice a second): each commit re-runs a sort of the
+  whole table;
+- (copies) 1 user reading initial copies of `big` (2 pages of 10,000 rows at a time), on
+  and on;
+- (pipeline) 2 protocol connections of a READ user that pipeline 1,000 queries of 14 KB
+  (half simple Query, half Parse/Bind/Execute/Sync; each answered with 10 rows carrying
+  the 14 KB back, 140 MB of answers a batch) without reading, hold 5 s once the server
+  stops taking them, then read every answer, on and on;
+- (copyin) 1 protocol connection of a WRITE user streaming `COPY sink FROM STDIN` into a
+  database of its own as fast as the socket takes it, each COPY until the server refuses
+  it with `53200` past `memory_mb` (the server runs with a limit of the loaded data plus
+  --headroom-mb), on and on;
+- (prelogin) 16 sockets to the protocol port, from another loopback address (127.0.0.2),
+  that send nothing or their startup packet a byte a second, each replaced when the server
+  ends it at `pg_login_timeout_s` (16 is `pg_max_unauthenticated_per_address`).
+
+The victim also runs a protocol session of its own with a point SELECT of `big` every
+100 ms (its round trip's p50/p99, idle and loaded, are printed beside the streams').
 
 A prober asks `GET /health` every 20 ms throughout. Printed: the victim's p50/p99/max
-idle and loaded, `/health` p99 idle and loaded, the server's RSS growth during the load,
+idle and loaded, `/health` p99 idle and loaded, the server's RSS growth during the load
+(and beyond the table data `memory_mb` admits: the limit less the data at the start),
 and what the hostile clients got (answers by status); the victim's events are counted per
 committed tick and reader (`victim events: got/expected` fails on any tick missing or got
 twice; the notes under the table name each reader's missing ticks, resets, refusals and end
 comments; one more commit after a loss tells a stream not woken from one that dropped
-events); targets: victim p99 < 100 ms, RSS growth < 200 MB, `/health` p99 < 50 ms. The
-machine's load average (1 minute) is printed beside each phase, and the loaded phase's
-p99s over the idle ones: on a machine shared with other work the absolute figures move
-with its load, the ratios much less.
+events); targets: victim p99 < 100 ms, RSS growth beyond what `memory_mb` admits < 200 MB,
+`/health` p99 < 50 ms. The machine's load average (1 minute) is printed beside each
+phase, and the loaded phase's p99s over the idle ones: on a machine shared with other work
+the absolute figures move with its load, the ratios much less.
+
+The server's `memory_mb` is set from the row count, and a table of 120 KB rows fills it up to
+the headroom once the data is loaded. Every client process and the server are stopped at
+the end, on Ctrl-C too.
 
     python tools/bench/isolation.py              # 300,000 rows, 20 s idle and 30 s loaded
-    python tools/bench/isolation.py --quick      # 50,000 rows, 8 s idle and 15 s loaded
-    python tools/bench/isolation.py --quick --kinds stream,poll   # only the where= filters
+    python tools/bench/isolation.py --quick      # 50,000 rows, 8 s idle and 15 s loaded,
+                                                 # 32 MB of headroom under memory_mb
+    python tools/bench/isolation.py --quick --hostile filters   # only the where= filters
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import multiprocessing
 import os
+import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 import harness
+import isolation_pg
+import isolation_victim
 import requests
 
-VICTIM_STREAMS = 10
-TICK_EVERY = 0.050
-# How long after its last tick the victim waits for the events still on their way.
-LAST_EVENTS_WITHIN = 30.0
-PROBE_EVERY = 0.020
 TEXT = "a" * 300_000
 PATTERN = "%" + "a_" * 4000 + "b%"
 # RE2's automaton keeps up to about 1,500 optional parts; past that it steps through every
@@ -67,13 +86,29 @@ TARGET_VICTIM_P99_MS = 100.0
 TARGET_RSS_MB = 200.0
 TARGET_HEALTH_P99_MS = 50.0
 CHUNK_ROWS = 50_000
+HOSTILE = ("filters", "topn", "copies", "pipeline", "copyin", "prelogin")
+# Each HTTP client function of `_hostile`, by the `--hostile` kind that turns it on.
+HTTP_KINDS = {
+    "filtered_stream": "filters",
+    "filtered_poll": "filters",
+    "top_n": "topn",
+    "copies": "copies",
+}
+PG_KINDS = {"pipeline", "copyin", "prelogin"}
+MB = 1024 * 1024
+# The server starts with memory_mb of the rows of `big` as this many bytes each (more than
+# they count: about 420) and this slack, plus the headroom; `ballast` then fills the limit
+# up to the headroom, so that the limit needs no restart once the data is known.
+BYTES_PER_ROW_AT_MOST = 600
+BALLAST_SLACK_MB = 8
 
 
 def load(server: harness.RefimplServer, rows: int) -> dict[str, str]:
-    """The tables, the victim's tokens (v0..v3) and the hostile users' (h1..h8)."""
+    """The tables, the victim's tokens (v0..v3) and the hostile users' (h1..h10)."""
     server.sql("CREATE TABLE ticks (id INT PRIMARY KEY, v INT)")
     server.sql("CREATE TABLE docs (id INT PRIMARY KEY, body STRING)")
     server.sql("CREATE TABLE big (id INT PRIMARY KEY, v INT, name STRING)")
+    server.sql("CREATE TABLE ballast (id INT PRIMARY KEY, body STRING)")
     for start in range(0, rows, CHUNK_ROWS):
         lines = ["id,v,name\n"]
         lines += [
@@ -85,218 +120,43 @@ def load(server: harness.RefimplServer, rows: int) -> dict[str, str]:
     server.sql("GRANT WRITE ON DATABASE demo TO victim")
     # A token holds at most 3 streams (streams_per_token): the victim's 10 take 4 tokens.
     tokens = {f"v{n}": server.sql("CREATE TOKEN FOR victim")["dataset"][0][0] for n in range(4)}
-    for n in range(1, 9):
+    for n in range(1, 11):
         server.sql(f"CREATE USER h{n}")
         server.sql(f"GRANT READ ON DATABASE demo TO h{n}")
         tokens[f"h{n}"] = server.sql(f"CREATE TOKEN FOR h{n}")["dataset"][0][0]
+    # The COPY user writes in a database of its own: the victim's data is not its target.
+    server.sql("CREATE DATABASE hostile")
+    requests.post(
+        f"{server.url}/exec?db=hostile",
+        data=b"CREATE TABLE sink (id INT PRIMARY KEY, body STRING)",
+        headers=server.headers,
+        timeout=60,
+    ).raise_for_status()
+    server.sql("GRANT WRITE ON DATABASE hostile TO h10")
     return tokens
 
 
-# --- the victim ---------------------------------------------------------------------------
+BALLAST_ROW = 120_000  # bytes of a ballast row's text: under /imp's field limit of 128 KB
 
 
-def _sse_blocks(response: requests.Response) -> Iterator[tuple[str, str, str, list[str]]]:
-    """The stream's blocks as (id, event, data, comments), as an `EventSource` parses them."""
-    text = ""
-    for chunk in response.iter_content(chunk_size=None):
-        text += chunk.decode()
-        while "\n\n" in text:
-            block, text = text.split("\n\n", 1)
-            ident = event = data = ""
-            comments = []
-            for line in block.split("\n"):
-                name, _, value = line.partition(":")
-                value = value[1:] if value.startswith(" ") else value
-                if not name:
-                    comments.append(value)
-                elif name == "id":
-                    ident = value
-                elif name == "event":
-                    event = value
-                elif name == "data":
-                    data = value
-            yield ident, event, data, comments
+def ballast(server: harness.RefimplServer, level: int) -> None:
+    """Rows of 120 KB in `ballast` until the table data is within 1 MB under `level` bytes."""
+    ident = 0
+    while (gap := level - used_bytes(server)) > MB:
+        rows = min(gap // BALLAST_ROW, 32 * MB // BALLAST_ROW)  # under max_body_mb a request
+        lines = ["id,body\n"] + [f"{ident + n},{'b' * BALLAST_ROW}\n" for n in range(rows)]
+        server.import_csv("ballast", "".join(lines))
+        ident += rows
 
 
-def _victim(url: str, tokens: list[str], seconds: float, queue: Any) -> None:
-    """10 streams and a long poll of `ticks`, and the writer of the ticks.
-
-    Puts (latencies in s, events got, events expected, notes): a tick counts once per reader
-    that got it exactly once, expected is the ticks whose INSERT answered 200 times the
-    readers, and the notes say every reader's answers other than 200, its resets, its end
-    comments and its ticks missing or got twice. A stream that ends is reconnected with
-    `Last-Event-ID`, as an `EventSource` does, so an end the spec allows loses nothing.
-    """
-    headers = {"Authorization": f"Bearer {tokens[0]}"}
-    sent: dict[int, float] = {}
-    committed: set[int] = set()
-    readers = VICTIM_STREAMS + 1
-    got: list[Counter[int]] = [Counter() for _ in range(readers)]
-    notes: list[str] = []
-    worst = [(0.0, 0.0)] * readers  # each reader's latest event: (latency, its commit's time)
-    latencies: list[float] = []
-    lock = threading.Lock()
-    stop = threading.Event()
-    began = time.monotonic()
-
-    def note(reader: int, text: str) -> None:
-        with lock:
-            notes.append(f"{time.monotonic() - began:7.2f}s reader {reader}: {text}")
-
-    def arrived(reader: int, ident: int) -> None:
-        now = time.monotonic()
-        with lock:
-            got[reader][ident] += 1
-            at = sent.get(ident)
-            if at is not None and got[reader][ident] == 1:
-                latencies.append(now - at)
-                if now - at > worst[reader][0]:
-                    worst[reader] = (now - at, at - began)
-
-    def stream(reader: int, token: str) -> None:
-        last = ""
-        while not stop.is_set():
-            asked = {"Authorization": f"Bearer {token}"}
-            if last:
-                asked["Last-Event-ID"] = last
-            try:
-                response = requests.get(
-                    f"{url}/stream/changes?db=demo&table=ticks",
-                    headers=asked,
-                    stream=True,
-                    timeout=(10, 60),
-                )
-            except requests.RequestException as error:
-                note(reader, f"connect failed: {error}")
-                time.sleep(0.5)
-                continue
-            if response.status_code != 200:
-                note(reader, f"answer {response.status_code}: {response.text[:200]}")
-                response.close()
-                time.sleep(float(response.headers.get("Retry-After", "1")))
-                continue
-            try:
-                for ident, event, data, comments in _sse_blocks(response):
-                    last = ident or last
-                    for comment in comments:
-                        if comment != "heartbeat":
-                            note(reader, f"comment {comment!r} (last id {last})")
-                    if event == "change":
-                        arrived(reader, json.loads(data)["row"]["id"])
-                    elif event == "reset":
-                        note(reader, f"reset, id {ident!r}")
-                    if stop.is_set():
-                        break
-            except requests.RequestException as error:
-                note(reader, f"read failed: {error}")
-            response.close()
-            if not stop.is_set():
-                note(reader, f"stream ended; reconnecting after {last}")
-
-    def long_poll(reader: int) -> None:
-        http = harness.LeanHTTP(url, headers)
-        status, _, body = http.request(
-            "GET", "/api/changes?db=demo&table=ticks&format=json&limit=1"
-        )
-        position = json.loads(body)["durable_lsn"]
-        while not stop.is_set():
-            target = f"/api/changes?db=demo&table=ticks&format=json&from={position}&wait=5000"
-            status, _, body = http.request("GET", target)
-            if status != 200:
-                note(reader, f"answer {status}: {body[:200]!r}")
-                time.sleep(0.05)
-                continue
-            for piece in body.split(b'"row":{"id":')[1:]:
-                arrived(reader, int(piece.split(b",", 1)[0].split(b"}", 1)[0]))
-            position = json.loads(body)["next"]
-
-    threads = [
-        threading.Thread(target=stream, args=(n, tokens[n % len(tokens)]), daemon=True)
-        for n in range(VICTIM_STREAMS)
-    ]
-    threads.append(threading.Thread(target=long_poll, args=(VICTIM_STREAMS,), daemon=True))
-    for thread in threads:
-        thread.start()
-    time.sleep(1.0)  # every stream open
-    writer = harness.LeanHTTP(url, headers)
-    until = time.monotonic() + seconds
-    ident = int(time.time() * 1000) % 1_000_000_000
-    while time.monotonic() < until:
-        ident += 1
-        with lock:
-            sent[ident] = time.monotonic()
-        status, _, body = writer.request(
-            "POST", "/exec?db=demo", f"INSERT INTO ticks VALUES ({ident}, 1)".encode()
-        )
-        if status == 200:
-            committed.add(ident)
-        else:
-            note(VICTIM_STREAMS + 1, f"INSERT of tick {ident}: {status} {body[:200]!r}")
-        time.sleep(TICK_EVERY)
-    # Every event of a commit is awaited (an event that comes later than this is lost).
-    deadline = time.monotonic() + LAST_EVENTS_WITHIN
-
-    def complete() -> bool:
-        with lock:
-            return all(committed <= set(counts) for counts in got)
-
-    while time.monotonic() < deadline and not complete():
-        time.sleep(0.05)
-    with lock:
-        received = sum(1 for counts in got for i in committed if counts[i] == 1)
-        for reader, counts in enumerate(got):
-            missing = sorted(committed - set(counts))
-            twice = sorted(i for i, n in counts.items() if n > 1)
-            if missing:
-                notes.append(f"reader {reader}: {len(missing)} ticks missing: {_spans(missing)}")
-            if twice:
-                notes.append(f"reader {reader}: {len(twice)} ticks got twice: {_spans(twice)}")
-            if worst[reader][0] > 1.0:
-                late, at = worst[reader]
-                notes.append(f"reader {reader}: an event {late:.1f} s late (sent at {at:.1f} s)")
-    if received < len(committed) * readers:
-        # Tells a stream that was not woken for the last commits (their events come with
-        # the next commit) from one that dropped them (they never come).
-        writer.request(
-            "POST", "/exec?db=demo", f"INSERT INTO ticks VALUES ({ident + 1}, 1)".encode()
-        )
-        nudged = time.monotonic() + 5.0
-        while time.monotonic() < nudged and not complete():
-            time.sleep(0.05)
-        with lock:
-            late = sum(1 for counts in got for i in committed if counts[i] == 1) - received
-        notes.append(f"after one more commit, {late} of the missing events came")
-    stop.set()
-    queue.put((latencies, received, len(committed) * readers, notes))
-
-
-def _spans(idents: list[int]) -> str:
-    """Runs of consecutive ticks, `a-b`, for a note a person reads."""
-    spans: list[list[int]] = []
-    for ident in idents:
-        if spans and ident == spans[-1][1] + 1:
-            spans[-1][1] = ident
-        else:
-            spans.append([ident, ident])
-    return ", ".join(f"{a}-{b}" if a != b else f"{a}" for a, b in spans)
-
-
-def _prober(url: str, seconds: float, queue: Any) -> None:
-    http = harness.LeanHTTP(url)
-    times: list[float] = []
-    until = time.monotonic() + seconds
-    while time.monotonic() < until:
-        started = time.monotonic()
-        http.request("GET", "/health")
-        times.append(time.monotonic() - started)
-        time.sleep(PROBE_EVERY)
-    queue.put(times)
+def used_bytes(server: harness.RefimplServer) -> int:
+    """The table data of every database, as the memory limit counts it."""
+    response = requests.get(f"{server.url}/api/stats?db=demo", headers=server.headers, timeout=60)
+    response.raise_for_status()
+    return int(response.json()["databases"]["demo"]["memory"]["used_bytes"])
 
 
 # --- the hostile clients -------------------------------------------------------------------
-
-
-KINDS = {"filtered_stream": "stream", "filtered_poll": "poll", "top_n": "top", "copies": "copy"}
 
 
 def _hostile(
@@ -393,14 +253,14 @@ def _hostile(
         (top_n, "h6"), (top_n, "h7"),
         (copies, "h8"), (copies, "h8"),
     ]  # fmt: skip
-    work = [(f, u) for f, u in every if KINDS[f.__name__] in kinds]
+    work = [(f, u) for f, u in every if HTTP_KINDS[f.__name__] in kinds]
     threads = [threading.Thread(target=f, args=(tokens[u],), daemon=True) for f, u in work]
     threads.append(threading.Thread(target=writer, daemon=True))
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join(max(0.0, until - time.monotonic()) + 30)
-    queue.put(dict(statuses))
+    queue.put(("hostile", dict(statuses)))
 
 
 # --- the run --------------------------------------------------------------------------------
@@ -414,43 +274,72 @@ def _rss_mb(pid: int) -> float:
 
 
 def phase(
-    server: harness.RefimplServer, tokens: dict[str, str], kinds: set[str], seconds: float
+    server: harness.RefimplServer,
+    address: isolation_pg.Address,
+    tokens: dict[str, str],
+    kinds: set[str],
+    seconds: float,
+    copy_cap: int,
 ) -> dict[str, Any]:
-    """The victim and the prober, with the hostile clients of `kinds` (none: idle)."""
+    """The victim (streams, long poll, protocol session) and the prober, with the hostile
+    clients of `kinds` (none: idle). Every process it starts is ended before it returns."""
     queue: Any = multiprocessing.Queue()
     mine = [t for name, t in tokens.items() if name.startswith("v")]
-    victim = multiprocessing.Process(target=_victim, args=(server.url, mine, seconds, queue))
-    prober = multiprocessing.Process(target=_prober, args=(server.url, seconds + 1, queue))
-    processes = [victim, prober]
-    if kinds:
-        hostile = (server.url, server.token, tokens, kinds, seconds + 1, queue)
-        processes.append(multiprocessing.Process(target=_hostile, args=hostile))
+    work: list[tuple[Any, tuple[Any, ...]]] = [
+        (isolation_victim.victim, (server.url, mine, seconds, queue)),
+        (isolation_victim.prober, (server.url, seconds + 1, queue)),
+        (isolation_pg.victim_session, (address, mine[0], seconds + 1, queue)),
+    ]
+    if kinds & set(HTTP_KINDS.values()):
+        work.append((_hostile, (server.url, server.token, tokens, kinds, seconds + 1, queue)))
+    if kinds & PG_KINDS:
+        pg = (address, tokens, kinds, seconds + 1, copy_cap, queue)
+        work.append((isolation_pg.hostile, pg))
+    processes = [multiprocessing.Process(target=f, args=a, daemon=True) for f, a in work]
+    used_before = used_bytes(server)
     rss_before = _rss_mb(server.pid)
     rss_most = rss_before
     load_before = os.getloadavg()[0]
-    for process in processes:
-        process.start()
     got: list[Any] = []
-    while len(got) < len(processes):
-        try:
-            got.append(queue.get(timeout=0.5))
-        except Exception:  # noqa: BLE001 - queue.Empty: look at the RSS meanwhile
-            pass
-        rss_most = max(rss_most, _rss_mb(server.pid))
-    for process in processes:
-        process.join(60)
+    started = time.monotonic()
+    try:
+        for process in processes:
+            process.start()
+        while len(got) < len(processes):
+            try:
+                got.append(queue.get(timeout=0.5))
+                done = time.monotonic() - started
+                print(f"        {got[-1][0]} done after {done:.1f} s", file=sys.stderr)
+            except Exception:  # noqa: BLE001 - queue.Empty: look at the RSS meanwhile
+                pass
+            rss_most = max(rss_most, _rss_mb(server.pid))
+        for process in processes:
+            process.join(60)
+    finally:
+        # Ctrl-C, a stop or a client that died: no client outlives its phase.
+        for process in processes:
+            if process.is_alive():
+                process.terminate()
+                process.join(10)
     result: dict[str, Any] = {
         "rss_growth_mb": rss_most - rss_before,
+        "used_before": used_before,
         "statuses": {},
+        "most": {},
         "load": (load_before + os.getloadavg()[0]) / 2,
     }
-    for item in got:
-        if isinstance(item, tuple):
+    for tag, *item in got:
+        if tag == "victim":
             result["victim"], result["received"], result["expected"], result["notes"] = item
-        elif isinstance(item, list):
-            result["health"] = item
+        elif tag == "health":
+            result["health"] = item[0]
+        elif tag == "pg victim":
+            result["pg"], result["pg_notes"] = item
+        elif tag == "hostile":
+            result["statuses"].update(item[0])
         else:
-            result["statuses"] = item
+            result["statuses"].update(item[0])
+            result["most"] = item[1]
     return result
 
 
@@ -461,25 +350,68 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=300_000)
     parser.add_argument("--idle-seconds", type=float, default=20.0)
     parser.add_argument("--seconds", type=float, default=30.0)
+    parser.add_argument(
+        "--headroom-mb",
+        type=int,
+        default=None,
+        help="memory_mb is the loaded data plus this (what one COPY may hold before 53200);"
+        " 64, 32 with --quick",
+    )
     parser.add_argument("--quick", action="store_true")
     parser.add_argument(
-        "--kinds",
-        default="stream,poll,top,copy",
-        help="the hostile work, comma-separated: stream (where= streams), poll (where= long"
-        " polls), top (top-N live queries), copy (initial copies)",
+        "--hostile",
+        default=",".join(HOSTILE),
+        help="the hostile work, comma-separated: filters (where= streams and long polls),"
+        " topn (top-N live queries), copies (initial copies), pipeline (pipelined protocol"
+        " queries), copyin (COPY FROM STDIN), prelogin (connections that never log in)",
     )
     args = parser.parse_args()
+    kinds = {k.strip() for k in args.hostile.split(",") if k.strip()}
+    if not kinds or kinds - set(HOSTILE):
+        parser.error(
+            f"--hostile: unknown kind(s) {', '.join(sorted(kinds - set(HOSTILE))) or '(none)'};"
+            f" choose among {', '.join(HOSTILE)}"
+        )
     if args.quick:
         args.rows, args.idle_seconds, args.seconds = 50_000, 8.0, 15.0
-    with harness.RefimplServer() as server:
+    if args.headroom_mb is None:
+        args.headroom_mb = 32 if args.quick else 64
+    began = time.monotonic()
+
+    def step(text: str) -> None:
+        print(f"{time.monotonic() - began:6.1f}s {text}", file=sys.stderr, flush=True)
+
+    limit_mb = -(-args.rows * BYTES_PER_ROW_AT_MOST // MB) + BALLAST_SLACK_MB + args.headroom_mb
+    # A COPY the server does not refuse is cut off well past the limit, copying nothing.
+    copy_cap = (2 * args.headroom_mb + 64) * MB
+    extra = ["--pg-port", "0", "--memory", str(limit_mb)]
+    with harness.RefimplServer(extra=extra) as server:
+        # Read at once: the server's output keeps only its latest lines.
+        address = isolation_pg.pg_address(server.output)
+        step(f"loading {args.rows:,} rows")
         tokens = load(server, args.rows)
-        idle = phase(server, tokens, set(), args.idle_seconds)
-        loaded = phase(server, tokens, set(args.kinds.split(",")), args.seconds)
-    rows = []
+        step(f"memory_mb {limit_mb}: filling all but {args.headroom_mb} MB of it")
+        ballast(server, limit_mb * MB - args.headroom_mb * MB)
+        step("idle phase")
+        idle = phase(server, address, tokens, set(), args.idle_seconds, copy_cap)
+        step("loaded phase")
+        loaded = phase(server, address, tokens, kinds, args.seconds, copy_cap)
+        step("stopping the server")
+    report(args.rows, sorted(kinds), limit_mb, idle, loaded)
+
+
+def report(
+    rows: int, kinds: list[str], limit_mb: int, idle: dict[str, Any], loaded: dict[str, Any]
+) -> None:
+    """The figures of both phases, the hostile clients' outcomes and the checks."""
+
+    def ms(result: dict[str, Any], key: str) -> dict[str, float]:
+        return harness.summary([s * 1000 for s in result.get(key, [])])
+
+    table = []
     for name, result in (("idle", idle), ("loaded", loaded)):
-        victim = harness.summary([s * 1000 for s in result.get("victim", [])])
-        health = harness.summary([s * 1000 for s in result.get("health", [])])
-        rows.append(
+        victim, pg, health = ms(result, "victim"), ms(result, "pg"), ms(result, "health")
+        table.append(
             [
                 name,
                 result.get("received", 0),
@@ -487,6 +419,8 @@ def main() -> None:
                 victim["p50"],
                 victim["p99"],
                 victim["max"],
+                pg["p50"],
+                pg["p99"],
                 health["p99"],
                 result["rss_growth_mb"],
                 result["load"],
@@ -500,33 +434,46 @@ def main() -> None:
             "victim p50 ms",
             "p99 ms",
             "max ms",
+            "pg SELECT p50",
+            "pg p99",
             "/health p99 ms",
             "RSS growth MB",
             "load avg",
         ],
-        rows,
-        f"victim: {VICTIM_STREAMS} streams and a long poll; {args.rows:,} rows in big",
+        table,
+        f"victim: {isolation_victim.VICTIM_STREAMS} streams, a long poll and a protocol"
+        f" session's point SELECT every 100 ms; {rows:,} rows in big; memory_mb {limit_mb};"
+        f" hostile: {','.join(kinds)}",
     )
     for name, result in (("idle", idle), ("loaded", loaded)):
-        for line in result.get("notes", []):
+        for line in result.get("notes", []) + result.get("pg_notes", []):
             print(f"victim, {name}: {line}")
     harness.print_table(
         ["hostile answers", "count"],
         sorted(loaded["statuses"].items()),
         "what the hostile clients got",
     )
-    loaded_victim = harness.summary([s * 1000 for s in loaded.get("victim", [])])
-    loaded_health = harness.summary([s * 1000 for s in loaded.get("health", [])])
-    idle_victim = harness.summary([s * 1000 for s in idle.get("victim", [])])
-    idle_health = harness.summary([s * 1000 for s in idle.get("health", [])])
+    if loaded["most"]:
+        harness.print_table(["hostile figure", "value"], sorted(loaded["most"].items()))
+    idle_victim, loaded_victim = ms(idle, "victim"), ms(loaded, "victim")
+    idle_pg, loaded_pg = ms(idle, "pg"), ms(loaded, "pg")
+    idle_health, loaded_health = ms(idle, "health"), ms(loaded, "health")
+    admitted = limit_mb - loaded["used_before"] / MB
+    beyond = loaded["rss_growth_mb"] - admitted
+
+    def over(a: float, b: float) -> str:
+        return f"x{a / max(b, 1e-9):.1f}"
+
     print(
-        f"loaded over idle: victim p99 x{loaded_victim['p99'] / max(idle_victim['p99'], 1e-9):.1f},"
-        f" /health p99 x{loaded_health['p99'] / max(idle_health['p99'], 1e-9):.1f}"
+        f"loaded over idle: victim p99 {over(loaded_victim['p99'], idle_victim['p99'])},"
+        f" protocol SELECT p99 {over(loaded_pg['p99'], idle_pg['p99'])},"
+        f" /health p99 {over(loaded_health['p99'], idle_health['p99'])}"
         f" (load average {idle['load']:.1f} idle, {loaded['load']:.1f} loaded)\n"
     )
     harness.print_checks(
         [
             harness.Check("victim commit-to-event p99, idle server (ms)", idle_victim["p99"]),
+            harness.Check("victim protocol point SELECT p99, idle server (ms)", idle_pg["p99"]),
             harness.Check("/health p99, idle server (ms)", idle_health["p99"]),
             harness.Check("load average (1 min), idle phase", idle["load"]),
             harness.Check("load average (1 min), loaded phase", loaded["load"]),
@@ -548,11 +495,14 @@ def main() -> None:
                 f"< {TARGET_VICTIM_P99_MS:g}",
                 loaded_victim["p99"] < TARGET_VICTIM_P99_MS,
             ),
+            harness.Check("victim protocol point SELECT p99, loaded (ms)", loaded_pg["p99"]),
+            harness.Check("server RSS growth under load (MB)", loaded["rss_growth_mb"]),
+            harness.Check("table data memory_mb admits past the load's start (MB)", admitted),
             harness.Check(
-                "server RSS growth under load (MB)",
-                loaded["rss_growth_mb"],
+                "server RSS growth beyond what memory_mb admits (MB)",
+                beyond,
                 f"< {TARGET_RSS_MB:g}",
-                loaded["rss_growth_mb"] < TARGET_RSS_MB,
+                beyond < TARGET_RSS_MB,
             ),
             harness.Check(
                 "/health p99, loaded (ms)",
