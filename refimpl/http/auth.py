@@ -7,6 +7,12 @@ With `--dev` there is no authentication: every request acts as the admin user.
 
 Every refused login (a wrong, expired or revoked token, an ended session, a wrong ticket)
 is a WARNING line of the server's log with the client's address (`log_refused`).
+
+A keep-alive connection checks its bearer token once: the server lends each request its
+connection's `ConnectionCredentials` (environ key `CREDENTIALS_KEY`), and a request whose
+Authorization header is the very text the connection's last check was made for reuses that
+check's principal while `AccessControl.still_valid` says nothing changed since (no user,
+token or grant changed, the token not expired). Rights are checked at every request anyway.
 """
 
 from __future__ import annotations
@@ -18,10 +24,24 @@ from datetime import UTC, datetime
 from werkzeug.wrappers import Request, Response
 
 from refimpl.engine.access import ADMIN, ANONYMOUS, AccessControl, Principal
+from refimpl.engine.access.control import CheckedToken
 from refimpl.errors import BadRequest, Unauthorized
 
 SESSION_COOKIE = "kdb_session"
+CREDENTIALS_KEY = "refimpl.credentials"  # the environ key of a ConnectionCredentials
 log = logging.getLogger("refimpl.auth")
+
+
+class ConnectionCredentials:
+    """One connection's last good bearer check: the Authorization header's exact text and
+    what it was found to stand for. Only the connection's own requests, one at a time, read
+    and write it."""
+
+    __slots__ = ("header", "checked")
+
+    def __init__(self) -> None:
+        self.header: str | None = None
+        self.checked: CheckedToken | None = None
 
 
 class Authenticator:
@@ -42,16 +62,27 @@ class Authenticator:
         if self.dev:
             return ADMIN
         assert self.access is not None
-        header = request.environ.get("HTTP_AUTHORIZATION")
+        environ = request.environ
+        header = environ.get("HTTP_AUTHORIZATION")
         if header is not None:
+            kept: ConnectionCredentials | None = environ.get(CREDENTIALS_KEY)
+            if kept is not None and kept.header == header:
+                checked = kept.checked
+                if checked is not None and self.access.still_valid(checked):
+                    return checked.principal
             try:
                 scheme, _, token = header.strip().partition(" ")
                 if scheme.lower() != "bearer" or not token.strip():
                     raise Unauthorized("the Authorization header must be `Bearer <token>`")
-                return self.access.authenticate(token.strip())
+                checked = self.access.check_token(token.strip())
             except Unauthorized as refused:
+                if kept is not None:
+                    kept.header = kept.checked = None
                 log_refused(request, refused, "a bearer token")
                 raise
+            if kept is not None:
+                kept.header, kept.checked = header, checked
+            return checked.principal
         session_id = request.cookies.get(SESSION_COOKIE)
         if session_id:
             try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import secrets
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from refimpl.engine.access.checks import (
@@ -31,6 +32,17 @@ from refimpl.errors import Unauthorized
 from refimpl.sql import ast
 
 SESSION_SECONDS = 12 * 3600
+
+
+@dataclass(frozen=True, slots=True)
+class CheckedToken:
+    """A token's principal as `AccessControl.check_token` found it, and what tells whether
+    that answer still stands (`AccessControl.still_valid`): the records' version it was read
+    at and the token's end."""
+
+    principal: Principal
+    version: int
+    expires_at: float | None
 
 
 class AccessControl:
@@ -102,18 +114,37 @@ class AccessControl:
         Lock-free: every request calls it, and single dict reads are atomic; a token or user
         dropped at the same moment reads as not found.
         """
+        return self.check_token(token).principal
+
+    def check_token(self, token: str) -> CheckedToken:
+        """`authenticate`, with what `still_valid` needs to tell later, without hashing the
+        token again, whether its answer still stands."""
         store = self._store
+        # Read before the records: a change made meanwhile leaves the check stale, never
+        # a stale check looking current.
+        version = store.version
         record = store.find_token(token) if token else None
         if record is not None and not store.expired(record):
             principal = _principal_of(store, record)
             if principal is not None:
-                return principal
+                return CheckedToken(principal, version, record.get("expires_at"))
         refused = Unauthorized(
             "the token is wrong, expired or revoked; ask an administrator for a new one"
         )
         if record is not None:  # the right secret, expired: the log may say whose it was
             refused.user = str(record["user"])
         raise refused
+
+    def still_valid(self, checked: CheckedToken) -> bool:
+        """Whether a token checked before would be answered the same now: no user, token or
+        grant changed since (any DROP TOKEN, DROP USER, GRANT or REVOKE counts, whoever it
+        names) and the token has not expired. Rights are not part of the answer: they are
+        checked at each use."""
+        store = self._store
+        if checked.version != store.version:
+            return False
+        expires = checked.expires_at
+        return expires is None or expires > store.clock()
 
     def token_key(self, token: str) -> str:
         """The key of a valid token (its hash: no secret), under which limits count what it
@@ -239,10 +270,13 @@ class AccessControl:
         it any name is accepted. That a granted table exists is the caller's to check. The
         answer's `query` is left for the caller to fill in.
         """
-        with self._store.lock:
-            return run_access_statement(
-                self._store, statement, principal, database, database_exists
-            )
+        store = self._store
+        with store.lock:
+            try:
+                return run_access_statement(store, statement, principal, database, database_exists)
+            finally:
+                # Also for a statement that failed half-way, before its save.
+                store.version += 1
 
     def forget_database(self, name: str) -> None:
         """Drop every grant on a database that no longer exists."""

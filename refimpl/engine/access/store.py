@@ -185,6 +185,9 @@ class AccessStore:
         self._failed: str | None = None  # set when the file's content is no longer known
         self._journal_lines = 0
         self._journal_broken = False
+        # Counts the saves: a principal checked when it was N still stands while it is N
+        # (`AccessControl.still_valid`). Every change to the records ends in a save.
+        self.version = 0
         self._load()
         self._load_sessions()
 
@@ -222,6 +225,14 @@ class AccessStore:
         Raises `StorageError` when the disk fails: the records (sessions too) are then back
         as they were at the last save, which is what the files hold.
         """
+        try:
+            self._save()
+        finally:
+            # After the change, whether saved or undone: a check that read the records
+            # before it was made is stale either way.
+            self.version += 1
+
+    def _save(self) -> None:
         # Comparing the records with those last saved (parsed back from the file's text) is
         # done in C and costs microseconds: a session opened rewrites no file and encodes none.
         data = self._data()

@@ -17,6 +17,7 @@ from wsgiref.types import WSGIApplication
 
 from refimpl.engine import admission
 from refimpl.errors import MalformedRequest
+from refimpl.http.auth import CREDENTIALS_KEY, ConnectionCredentials
 from refimpl.http.encode import Answer
 from refimpl.http.error_answers import closing_answer
 from refimpl.http.request_log import RECORD_KEY, REQUEST_ID_HEADER, RequestRecord
@@ -54,6 +55,8 @@ class Connection:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, limit)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.reader = wire.RequestReader(sock, server.max_body_bytes)
+        # Its bearer token checked once for all its requests that send the same header.
+        self.credentials = ConnectionCredentials()
         self.counted = False  # counted in the server's ConnectionCounts until closed
         self.last_used = time.monotonic()
         self.busy = False  # taken by a worker or parked; guarded by the server's lock
@@ -100,6 +103,7 @@ class Connection:
             return False
         try:
             environ = wire.make_environ(request, self.server.server_address, self.client_address)
+            environ[CREDENTIALS_KEY] = self.credentials
             keep = self._run(request.head, environ)
         except (ConnectionError, TimeoutError, OSError):
             return False
