@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Iterator
 
+from refimpl.engine.query.arrays import ARRAY_ELEMENT_TYPES
 from refimpl.sql import ast
 
 ColumnTypes = Callable[[str], dict[str, str]]  # table -> {lower-case column: type}
@@ -65,14 +66,7 @@ _COUNT_ARGUMENTS = {"substr": (1, 2), "substring": (1, 2), "left": (1,), "right"
 _NUMERIC = ("INT", "BIGINT", "DOUBLE")
 # `$n::t[]`: PostgreSQL's element name -> the array type a client is told (oid[] apart from
 # bigint[]: asyncpg's catalog queries send `$1::oid[]` and read it back as oid[]).
-_ARRAY_HINTS = {
-    "oid": "OID[]",
-    "int": "INT[]", "int4": "INT[]", "integer": "INT[]", "int2": "INT[]", "smallint": "INT[]",
-    "int8": "BIGINT[]", "bigint": "BIGINT[]",
-    "text": "STRING[]", "varchar": "STRING[]", "name": "STRING[]",
-    "float8": "DOUBLE[]", "float4": "DOUBLE[]", "numeric": "DOUBLE[]",
-    "bool": "BOOLEAN[]", "boolean": "BOOLEAN[]",
-}  # fmt: skip
+_ARRAY_HINTS = {name: f"{element}[]" for name, element in ARRAY_ELEMENT_TYPES.items()}
 
 
 def _children(node: object) -> Iterator[object]:

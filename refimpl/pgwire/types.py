@@ -27,13 +27,12 @@ from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from refimpl.engine.query.arrays import VECTORS as ENGINE_VECTOR_ELEMENTS
-from refimpl.engine.query.arrays import subscripted_items
+from refimpl.engine.query.arrays import elements
 from refimpl.engine.result import Column
 from refimpl.engine.storage.values import (
     TIMESTAMP_MAX,
     TIMESTAMP_MIN,
     format_timestamp,
-    parse_text,
     parse_timestamp,
 )
 from refimpl.errors import InvalidValue, ProtocolError
@@ -148,8 +147,7 @@ def _array_type(element: str, oid: int, name: str, first: int, of: tuple | None 
         element_oid, binary = of
 
     def values(value: object) -> list[Any]:
-        items, _ = subscripted_items(str(value))
-        return [None if i is None else parse_text(i, element, "an array element") for i in items]
+        return elements(str(value), element)[0]  # text as it is: '' is no NULL in an array
 
     def text(value: object) -> bytes:
         if first == 0:

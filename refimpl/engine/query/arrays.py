@@ -1,12 +1,14 @@
-"""Arrays: `x op ANY/ALL (array)`, `a[i]`, `ARRAY[...]`, over PostgreSQL's text of an array
-(`{1,2}`).
+"""Arrays: `x op ANY/ALL (array)`, `a[i]`, `ARRAY[...]`, `x::t[]`, over PostgreSQL's text of
+an array (`{1,2}`).
 
-An array's value is that text. Most arrays here have the type STRING (`ARRAY(SELECT ...)`,
-`ARRAY[...]`: see `refimpl.engine.query.subqueries`), read back element by element as the
-other operand's type. Some know their elements' type, which a client then sees: `T[]` (what
-`array_agg` of a T answers), and the catalog's vectors `INT2VECTOR` (`pg_index.indkey`, of
-INT) and `OIDVECTOR` (of OID), written `4 5`, whose subscripts start at 0 as in
-PostgreSQL. `a[i]` reads the element at `i`: from 1 in an array's text, from 0 in a vector's.
+An array's value is that text. Most arrays know their elements' type, which a client then
+sees: `T[]`, what `array_agg` of a T answers, `ARRAY[...]` and `ARRAY(SELECT ...)` of T values
+(see `refimpl.engine.query.subqueries`) and a cast `x::int4[]` (`array_of`, `array_cast`);
+and the catalog's vectors `INT2VECTOR` (`pg_index.indkey`, of INT) and `OIDVECTOR` (of OID),
+written `4 5`, whose subscripts start at 0 as in PostgreSQL. An array of values of no common
+type, or a text constant used as an array (`'{1,2}'`), has the type STRING, read back element
+by element as the other operand's type. `a[i]` reads the element at `i`: from 1 in an
+array's text, from 0 in a vector's.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from refimpl.engine.query.compiled import COMPARE, Compiled, Scope
+from refimpl.engine.query.compiled import COMPARE, Compiled, Scope, common_type
 from refimpl.engine.storage.values import parse_text, to_text
 from refimpl.errors import InvalidValue, TypeMismatch, UnknownColumn
 from refimpl.sql import ast
@@ -24,6 +26,32 @@ Compile = Callable[[ast.Expr, Scope], Compiled]
 
 # The vector types' elements (PostgreSQL's int2vector and oidvector).
 VECTORS = {"INT2VECTOR": "INT", "OIDVECTOR": "OID"}
+# The element types of typed arrays `T[]` (SYMBOL's arrays are STRING[], both text[]).
+_ELEMENTS = frozenset({"INT", "BIGINT", "DOUBLE", "STRING", "BOOLEAN", "TIMESTAMP", "OID"})
+# PostgreSQL's element names in an array cast (`x::int4[]`) -> the element type.
+ARRAY_ELEMENT_TYPES = {
+    "oid": "OID",
+    "int": "INT", "int4": "INT", "integer": "INT", "int2": "INT", "smallint": "INT",
+    "int8": "BIGINT", "bigint": "BIGINT",
+    "text": "STRING", "varchar": "STRING", "name": "STRING",
+    "float8": "DOUBLE", "float4": "DOUBLE", "numeric": "DOUBLE",
+    "bool": "BOOLEAN", "boolean": "BOOLEAN",
+    "timestamptz": "TIMESTAMP", "timestamp": "TIMESTAMP",
+}  # fmt: skip
+
+
+def array_of(types: Sequence[str]) -> str:
+    """The type of an array of values of `types`, as PostgreSQL types `ARRAY[...]`: `T[]` of
+    their common type (`STRING[]`, PostgreSQL's text[], for NULLs alone); STRING, an array of
+    untyped elements, for no values or values of no common type (`ARRAY[1, 'a']`)."""
+    if not types:
+        return "STRING"
+    try:
+        common = common_type(list(types), "ARRAY[...]")
+    except TypeMismatch:
+        return "STRING"
+    common = {"NULL": "STRING", "SYMBOL": "STRING"}.get(common, common)
+    return f"{common}[]" if common in _ELEMENTS else "STRING"
 
 
 def element_type(type_: str) -> str | None:
@@ -39,9 +67,19 @@ def element_type(type_: str) -> str | None:
 def elements(text: str, element: str) -> tuple[list[Any], int]:
     """The elements of an array's text as values of `element`, and the first subscript."""
     items, first = subscripted_items(text)
+    return _read(items, element), first
+
+
+def elements_of(text: str, type_: str, element: str) -> list[Any]:
+    """The elements of an array of type `type_` as values of `element`: a vector's words, or
+    an array's text in braces (InvalidValue for text that is no array, `'a b'`)."""
+    return _read(subscripted_items(text)[0] if type_ in VECTORS else array_items(text), element)
+
+
+def _read(items: list[str | None], element: str) -> list[Any]:
     if element in ("STRING", "SYMBOL"):
-        return items, first
-    return [None if i is None else parse_text(i, element, "an array element") for i in items], first
+        return items
+    return [None if i is None else parse_text(i, element, "an array element") for i in items]
 
 
 def array_items(text: str) -> list[str | None]:
@@ -174,14 +212,41 @@ def array_handlers(compile_: Compile) -> dict[type, Callable[[Any, Scope], Compi
 
 
 def _array_value(expr: ast.ArrayValue, scope: Scope, compile_: Compile) -> Compiled:
-    """`ARRAY[a, b]`: PostgreSQL's text of the array, each value written as its type's text
-    (this engine has no array type; see the module doc)."""
+    """`ARRAY[a, b]`: PostgreSQL's text of the array, each value written as its type's text,
+    of the type `array_of` the values' types."""
     items = [compile_(item, scope) for item in expr.items]
 
     def evaluate(row: Sequence[Any]) -> str:
         return array_text([(item.fn(row), item.type) for item in items])
 
-    return Compiled(evaluate, "STRING")
+    return Compiled(evaluate, array_of([item.type for item in items]))
+
+
+def array_cast(operand: Compiled, element_name: str) -> Compiled:
+    """`x::t[]`: the array `x` (an array's or a vector's text, typed or not) as an array of
+    the type PostgreSQL's element name `t` stands for, each element read as that type
+    (InvalidValue for one that is none) and written again; for an element type of no
+    column's (`regtype[]`), the text as it is, of type STRING."""
+    element = ARRAY_ELEMENT_TYPES.get(element_name.lower())
+    fn = operand.fn
+    if element is None:
+        source = operand.type
+        return Compiled(
+            lambda row: None if (v := fn(row)) is None else to_text(v, source),
+            "STRING",
+            operand.constant,
+        )
+    source = operand.type
+    if source != "NULL" and element_type(source) is None:
+        raise TypeMismatch(f"cannot cast {source} to {element_name}[]: it is no array")
+
+    def convert(row: Sequence[Any]) -> str | None:
+        text = fn(row)
+        if text is None:
+            return None
+        return array_text([(value, element) for value in elements_of(text, source, element)])
+
+    return Compiled(convert, f"{element}[]", operand.constant)
 
 
 def array_text(values: Sequence[tuple[Any, str]]) -> str:

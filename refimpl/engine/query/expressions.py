@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from refimpl.engine.query import deadlines, regex
-from refimpl.engine.query.arrays import array_handlers
+from refimpl.engine.query.arrays import array_cast, array_handlers
 from refimpl.engine.query.compiled import (
     COMPARE,
     Compiled,
@@ -427,6 +427,8 @@ def _case(expr: ast.Case, scope: Scope) -> Compiled:
 
 def _cast(expr: ast.Cast, scope: Scope) -> Compiled:
     operand = compile_expression(expr.operand, scope)
+    if expr.element is not None:  # `x::int4[]`
+        return array_cast(operand, expr.element)
     fn, source, target = operand.fn, operand.type, expr.type
     refuse_blob(source, "CAST")
     if source == "BOOLEAN" and target == "TIMESTAMP":

@@ -17,7 +17,7 @@ import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from refimpl.engine.query.arrays import array_text
+from refimpl.engine.query.arrays import array_of, array_text
 from refimpl.engine.query.compiled import (
     COMPARE,
     Compiled,
@@ -135,7 +135,8 @@ def _array(expr: ast.ArraySubquery, scope: Scope, compile_: Compile) -> Compiled
     answers, columns = _prepare(expr.query, scope)
     column = _one_column(columns, "ARRAY(SELECT ...)")
     return Compiled(
-        lambda row: array_text([(r[0], column.type) for r in answers.rows(row)]), "STRING"
+        lambda row: array_text([(r[0], column.type) for r in answers.rows(row)]),
+        array_of([column.type]),
     )
 
 

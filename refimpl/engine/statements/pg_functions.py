@@ -12,7 +12,12 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from refimpl.engine.query.arrays import array_items, array_upper, subscripted_items
+from refimpl.engine.query.arrays import (
+    array_upper,
+    element_type,
+    elements_of,
+    subscripted_items,
+)
 from refimpl.engine.query.compiled import Compiled, Scope
 from refimpl.engine.query.expressions import compile_expression, constant_value
 from refimpl.engine.result import Column
@@ -446,16 +451,18 @@ def generate_series(
 def unnest(
     context: StatementContext, source: ast.FunctionSource, select: ast.Select, params: Sequence[Any]
 ) -> _Series:
-    """The elements of an array's text (`{a,b}`) as STRING rows, in order; none for NULL.
-    psql's `\\d+` reads it."""
+    """The elements of an array in order, of its elements' type (an array of unknown
+    elements, `'{a,b}'`, gives STRING rows); none for NULL. psql's `\\d+` reads it."""
     scope = Scope(columns=[], params=params, functions=context.sql_functions())
-    values = [constant_value(arg, scope) for arg in source.args]
-    if len(values) != 1 or not isinstance(values[0], str | None):
-        raise SqlError("unnest() takes one array, written as its text '{a,b}'")
+    args = [compile_expression(arg, scope) for arg in source.args]
+    element = element_type(args[0].type) if len(args) == 1 else None
+    if len(args) != 1 or (element is None and args[0].type != "NULL"):
+        raise SqlError("unnest() takes one array, written as its text '{a,b}' or ARRAY[a, b]")
+    value = args[0].fn(())
     name = source.alias or source.name
-    return _Series(
-        [Column(name, "STRING")], name, [] if values[0] is None else array_items(values[0])
-    )
+    element = "STRING" if element in (None, "SYMBOL") else element
+    found = [] if value is None else elements_of(value, args[0].type, element)
+    return _Series([Column(name, element)], name, found)
 
 
 TABLE_FUNCTIONS = {"generate_series": generate_series, "unnest": unnest}
