@@ -85,6 +85,7 @@ class Box:
         self.server: Server = start_server(data)
         self.restarts_per_history = restarts_per_history
         self.restarts = 0
+        self.earlier_logs: list[str] = []
         self.http = requests.Session()
 
     @property
@@ -100,12 +101,30 @@ class Box:
         else:
             code = self.server.stop()
             assert code == 0, f"the server exited with {code}: {self.server.log.read_text()}"
+        # Each start rewrites the log: keep the stopped server's, for a failure's message.
+        self.earlier_logs.append(self.server.log.read_text(errors="replace")[-3000:])
         self.server = start_server(self.data)
 
     def request(self, method: str, path: str, **kwargs: Any) -> requests.Response:
         headers = {"Authorization": f"Bearer {self.token}", **kwargs.pop("headers", {})}
-        return self.http.request(
-            method, self.server.url + path, headers=headers, timeout=TIMEOUT, **kwargs
+        try:
+            return self.http.request(
+                method, self.server.url + path, headers=headers, timeout=TIMEOUT, **kwargs
+            )
+        except requests.ConnectionError as error:
+            why = self.unreachable(error)
+            print(why)  # shown even when Hypothesis reports its replay instead of this error
+            raise AssertionError(why) from error
+
+    def unreachable(self, error: Exception) -> str:
+        """Why the server did not answer: whether it still runs, and what it logged."""
+        code = self.server.process.poll()
+        state = "still running" if code is None else f"exited with {code}"
+        earlier = "\n---\n".join(self.earlier_logs[-2:])
+        log = self.server.log.read_text(errors="replace")[-3000:]
+        return (
+            f"{self.server.url} did not answer ({error}); the server {state} after "
+            f"{self.restarts} restarts; its log:\n{log}\nthe servers before it logged:\n{earlier}"
         )
 
     def exec(self, db: str, sql: str) -> requests.Response:
