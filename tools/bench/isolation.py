@@ -67,6 +67,7 @@ import threading
 import time
 from collections import Counter
 from pathlib import Path
+from queue import Empty
 from typing import Any
 from urllib.parse import quote
 
@@ -295,7 +296,9 @@ def phase(
     if kinds & PG_KINDS:
         pg = (address, tokens, kinds, seconds + 1, copy_cap, queue)
         work.append((isolation_pg.hostile, pg))
-    processes = [multiprocessing.Process(target=f, args=a, daemon=True) for f, a in work]
+    processes = [
+        multiprocessing.Process(target=f, args=a, name=f.__name__, daemon=True) for f, a in work
+    ]
     used_before = used_bytes(server)
     rss_before = _rss_mb(server.pid)
     rss_most = rss_before
@@ -310,9 +313,13 @@ def phase(
                 got.append(queue.get(timeout=0.5))
                 done = time.monotonic() - started
                 print(f"        {got[-1][0]} done after {done:.1f} s", file=sys.stderr)
-            except Exception:  # noqa: BLE001 - queue.Empty: look at the RSS meanwhile
-                pass
+            except Empty:  # look at the RSS meanwhile
+                if not any(process.is_alive() for process in processes):
+                    break  # every figure that will come has come
             rss_most = max(rss_most, _rss_mb(server.pid))
+        if len(got) < len(processes):
+            codes = ", ".join(f"{p.name} {p.exitcode}" for p in processes)
+            raise RuntimeError(f"a client process ended without its figures (exit codes: {codes})")
         for process in processes:
             process.join(60)
     finally:
