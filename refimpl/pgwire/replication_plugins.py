@@ -16,10 +16,11 @@ import re
 import struct
 from collections.abc import Callable, Sequence
 from itertools import repeat
-from operator import itemgetter
+from operator import attrgetter, itemgetter
 from typing import Any, Protocol
 
 from refimpl.engine import replication_positions as positions
+from refimpl.engine.features.change_stream import UNLOGGED, Change
 from refimpl.engine.replication.decoding import (
     DDL,
     DELETE,
@@ -27,8 +28,12 @@ from refimpl.engine.replication.decoding import (
     TRUNCATE,
     UPDATE,
     Relation,
-    RowChange,
+    Shown,
     Transaction,
+    key_values,
+    kind,
+    old_row,
+    statement,
 )
 from refimpl.engine.replication.test_decoding import (
     DDL_PREFIX,
@@ -119,59 +124,62 @@ class PgOutput:
         if _one_insert_run(rest):
             self._insert_run(rest, base, skip, out)
             rest = []
-        for place, change in enumerate(rest, skip + 1):
+        for place, (relation, change) in enumerate(rest, skip + 1):
             at = base + (place if place < last_place else last_place)
-            relation = change.relation
+            op = kind(change)
             sent = sent_map.get(relation.oid)
             if sent is relation:
-                out.append((at, self._change(change, at)))  # the common case: shape known
+                # the common case: shape known
+                out.append((at, self._change(relation, change, op, at)))
                 continue
-            if sent is not None and sent.key == relation.key and _shapeless(change):
+            if sent is not None and sent.key == relation.key and _shapeless(change, op):
                 # The log keeps a delete's key, not its columns: the shape already sent,
                 # which holds the key, says it without another Relation.
-                change = change._replace(relation=sent)
-            elif change.op != DDL:
+                relation = sent
+            elif op != DDL:
                 if sent != relation:
                     out.append((at, _relation(relation)))
                 # Kept by identity: the next changes of this read take the common case.
                 sent_map[relation.oid] = relation
-            out.append((at, self._change(change, at)))
+            out.append((at, self._change(relation, change, op, at)))
         out.append((end, b"C\x00" + _I8.pack(end) + _I8.pack(end) + _I8.pack(stamp)))
         return out
 
-    def _insert_run(self, run: list[RowChange], base: int, skip: int, out: list[Message]) -> None:
+    def _insert_run(self, run: list[Shown], base: int, skip: int, out: list[Message]) -> None:
         """Inserts of one table shape, the bulk case, encoded a column at a time by C-level
         maps (no Python step per row but a list index); the same bytes as `_change`."""
-        relation = run[0].relation
+        relation = run[0][0]
         first = base + min(skip + 1, positions.LAST_PLACE)
         sent = self._sent.get(relation.oid)
         if sent is not relation:
             if sent != relation:
                 out.append((first, _relation(relation)))
             self._sent[relation.oid] = relation
-        rows = list(map(itemgetter(2), run))
+        rows = list(map(_ROW, map(_CHANGE, run)))
         prefix = b"I" + _I32.pack(relation.oid) + b"N"
         payloads = map(prefix.__add__, _tuples(relation, rows, self.binary))
         places = map(min, range(skip + 1, skip + 1 + len(run)), repeat(positions.LAST_PLACE))
         out.extend(zip(map(base.__add__, places), payloads, strict=True))
 
-    def _change(self, change: RowChange, at: int) -> bytes:
-        relation = change.relation
+    def _change(self, relation: Relation, change: Change, op: str, at: int) -> bytes:
+        """The message of one change of `op` (its `kind`), its row on `relation`."""
         relid = _I32.pack(relation.oid)
-        op = change.op
         if op == INSERT:
-            return b"I" + relid + b"N" + self._tuple(relation, change.new)
+            return b"I" + relid + b"N" + self._tuple(relation, change.row)
         if op == UPDATE:
-            old = b"" if change.old is None else b"O" + self._tuple(relation, change.old)
-            return b"U" + relid + old + b"N" + self._tuple(relation, change.new)
+            old = old_row(change)
+            before = b"" if old is None else b"O" + self._tuple(relation, old)
+            return b"U" + relid + before + b"N" + self._tuple(relation, change.row)
         if op == DELETE:
-            if change.old is not None:
-                return b"D" + relid + b"O" + self._tuple(relation, change.old)
-            key = relation.key_row(change.key) if change.key is not None else None
+            old = old_row(change)
+            if old is not None:
+                return b"D" + relid + b"O" + self._tuple(relation, old)
+            values = key_values(relation, change)
+            key = relation.key_row(values) if values is not None else None
             return b"D" + relid + b"K" + self._tuple(relation, key)
         if op == TRUNCATE:
             return b"T" + _I32.pack(1) + b"\x00" + relid
-        content = (change.statement or "").encode("utf-8")
+        content = statement(change).encode("utf-8")
         return (
             b"M\x01"
             + _I8.pack(at)
@@ -220,13 +228,22 @@ _FAST_TEXT: dict[str, Callable[[Any], bytes]] = {
 }
 
 
-def _one_insert_run(changes: list[RowChange]) -> bool:
-    """Whether `changes` (more than one) are all inserts of one table shape."""
-    if len(changes) < 2:
+_RELATION, _CHANGE = itemgetter(0), itemgetter(1)
+_OP, _ROW, _OLD = attrgetter("op"), attrgetter("row"), attrgetter("old")
+_NOT_BEFORE = {type(None), type(UNLOGGED)}  # an upsert's `old` when it is an insert
+
+
+def _one_insert_run(shown: list[Shown]) -> bool:
+    """Whether `shown` (more than one) are all inserts of one table shape (upserts with no
+    row before them), told by C-level maps."""
+    if len(shown) < 2:
         return False
-    ops = set(map(itemgetter(1), changes))
-    shapes = set(map(id, map(itemgetter(0), changes)))
-    return ops == {INSERT} and len(shapes) == 1
+    if len(set(map(id, map(_RELATION, shown)))) != 1:
+        return False
+    changes = list(map(_CHANGE, shown))
+    return set(map(_OP, changes)) == {"upsert"} and set(map(type, map(_OLD, changes))) <= (
+        _NOT_BEFORE
+    )
 
 
 def _tuples(relation: Relation, rows: list[tuple[Any, ...]], binary: bool) -> list[bytes]:
@@ -254,9 +271,9 @@ def _field(marker: bytes, encode: Callable[[Any], bytes], value: Any) -> bytes:
     return marker + _I32.pack(len(data)) + data
 
 
-def _shapeless(change: RowChange) -> bool:
+def _shapeless(change: Change, op: str) -> bool:
     """A change the log keeps no columns for: a truncate, a delete without its old row."""
-    return change.op == TRUNCATE or (change.op == DELETE and change.old is None)
+    return op == TRUNCATE or (op == DELETE and old_row(change) is None)
 
 
 def _relation(relation: Relation) -> bytes:

@@ -1,19 +1,25 @@
 """A database's committed transactions read from its log, as a replication slot sends them.
 
-Every outlet reads the same log (`refimpl.engine.features.change_stream` reads one table of
-it); a slot reads every table its reader shows, a transaction at a time, and gives each
-change with the table's shape as the log holds it (its columns, their types, its key), so
-that an output plugin encodes it without looking anything up. The log keeps an upsert's row
-after the change and a delete's key; a table with before-images (REPLICA IDENTITY FULL) also
-keeps each row before the change, which tells an insert from an update.
+Every outlet reads the same log through the same decoder: `change_stream.entry_run` makes
+each entry's `Change` records, here as for `changes()`, `/api/changes` and the event stream.
+A slot reads every table its reader shows, a transaction at a time, and gives each change
+beside the table's shape as the log holds it (a `Relation`: its columns, their types, its
+key), its row on those columns, so that an output plugin encodes it without looking anything
+up. The log keeps an upsert's row after the change and a delete's key; a table with
+before-images (REPLICA IDENTITY FULL) also keeps each row before the change, which tells an
+insert from an update (`kind`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from itertools import repeat
+from typing import Any
 
+import msgspec
+
+from refimpl.engine.features.change_stream import UNLOGGED, Change, entry_run
 from refimpl.engine.statements.pg_catalog import name_oid
 from refimpl.engine.storage import records
 from refimpl.engine.storage.database import Database
@@ -38,23 +44,17 @@ class Relation:
         return tuple(by_name.get(c.lower()) for c in self.columns)
 
 
-class RowChange(NamedTuple):
-    """One change of a transaction; the n-th of those a slot shows is at place n (a named
-    tuple: a large transaction makes one per row, and a tuple is made fastest)."""
-
-    relation: Relation
-    op: str  # INSERT, UPDATE, DELETE, TRUNCATE or DDL
-    new: tuple[Any, ...] | None = None  # the row after an insert or update
-    old: tuple[Any, ...] | None = None  # the row before it, on a table with before-images
-    key: tuple[Any, ...] | None = None  # a delete's key values (on relation.key)
-    statement: str | None = None  # a DDL's (or TRUNCATE's) statement
+# A change as a slot shows it: the `Change` record every outlet reads, beside its table's
+# shape as the change was logged (the change's row is on `Relation.columns`). A plain pair:
+# a large transaction makes one per row, by a C-level zip.
+Shown = tuple[Relation, Change]
 
 
 @dataclass(frozen=True, slots=True)
 class Transaction:
     lsn: int
     committed_at: int  # microseconds since 1970
-    changes: list[RowChange]
+    changes: list[Shown]
 
 
 def read_transactions(
@@ -67,11 +67,48 @@ def read_transactions(
     shapes: dict[tuple[str, tuple[str, ...]], Relation] = {}
     for lsn, payload in database.log.read(after_lsn, limit_records=limit):
         record = records.decode(lsn, payload)
-        changes: list[RowChange] = []
+        changes: list[Shown] = []
         for entry in record.entries:
             if entry.table is not None and shows(entry.table.lower()):
-                changes += _changes_of(database, entry, shapes)
+                relation = _relation_of_entry(database, entry, shapes)
+                # Before-images whenever the entry has them (`full`): the table may have
+                # kept them then and not now, or the other way round.
+                run = entry_run(record, entry, relation.columns, True, len(changes))
+                if run is not None:
+                    changes += zip(repeat(relation), run.changes())
         yield Transaction(lsn, record.committed_at, changes)
+
+
+def kind(change: Change) -> str:
+    """What a change is to a slot: INSERT or UPDATE (an upsert with a row before it), DELETE,
+    TRUNCATE or DDL (a ddl by its statement)."""
+    op = change.op
+    if op == "upsert":
+        return INSERT if change.old is None or change.old is UNLOGGED else UPDATE
+    if op == "delete":
+        return DELETE
+    return TRUNCATE if statement(change).lstrip().upper().startswith("TRUNCATE") else DDL
+
+
+def old_row(change: Change) -> tuple[Any, ...] | None:
+    """The row before the change, where the log keeps it (before-images); else None."""
+    old = change.old
+    return None if old is None or old is UNLOGGED else old
+
+
+def statement(change: Change) -> str:
+    """A ddl's (or TRUNCATE's) statement text."""
+    return change.key or ""
+
+
+def key_values(relation: Relation, change: Change) -> tuple[Any, ...] | None:
+    """A delete's key values on `relation.key` (decoded from its `key`, the hex MessagePack
+    `[partition, identity]` every outlet shows); None for a table of row ids, which has no
+    key to show."""
+    if not relation.key or change.key is None:
+        return None
+    _part, ident = msgspec.msgpack.decode(bytes.fromhex(change.key))
+    return tuple(ident)
 
 
 def relation_of(database: Database, table: str, columns: tuple[str, ...] | None = None) -> Relation:
@@ -94,47 +131,19 @@ def relation_of(database: Database, table: str, columns: tuple[str, ...] | None 
     )
 
 
-def _changes_of(
+def _relation_of_entry(
     database: Database, entry: records.Entry, shapes: dict[tuple[str, tuple[str, ...]], Relation]
-) -> list[RowChange]:
-    def shape(columns: tuple[str, ...] | None) -> Relation:
-        key = (entry.table or "", columns or ())
-        found = shapes.get(key)
-        if found is None:
-            found = shapes[key] = relation_of(database, entry.table or "", columns)
-        return found
-
-    before = entry.before
+) -> Relation:
+    """The shape an entry's changes are shown on: an upsert's logged columns, a delete's
+    before-image columns, else the table's columns now (a delete keeps only its key, a DDL
+    no row)."""
+    columns: tuple[str, ...] | None = None
     if entry.kind == records.UPSERT:
-        columns, rows, _rowids = entry.payload
-        relation = shape(tuple(columns))
-        olds: list[Any] = [None] * len(rows) if before is None else before.rows
-        return [
-            RowChange(
-                relation,
-                INSERT if old is None else UPDATE,
-                tuple(row),
-                None if old is None else tuple(old),
-            )
-            for row, old in zip(rows, olds, strict=True)
-        ]
-    if entry.kind == records.DELETE:
-        relation = shape(tuple(before.columns) if before is not None else None)
-        keys = entry.payload[0]
-        olds = [None] * len(keys) if before is None else before.rows
-        identified = bool(relation.key)
-        return [
-            RowChange(
-                relation,
-                DELETE,
-                None,
-                None if old is None else tuple(old),
-                tuple(ident) if identified else None,
-            )
-            for (_part, ident), old in zip(keys, olds, strict=True)
-        ]
-    if entry.kind == records.DDL:
-        statement = str(entry.payload[0])
-        op = TRUNCATE if statement.lstrip().upper().startswith("TRUNCATE") else DDL
-        return [RowChange(shape(None), op, statement=statement)]
-    return []
+        columns = tuple(entry.payload[0])
+    elif entry.kind == records.DELETE and entry.before is not None:
+        columns = tuple(entry.before.columns)
+    key = (entry.table or "", columns or ())
+    found = shapes.get(key)
+    if found is None:
+        found = shapes[key] = relation_of(database, entry.table or "", columns)
+    return found

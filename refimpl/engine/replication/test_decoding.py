@@ -22,8 +22,12 @@ from refimpl.engine.replication.decoding import (
     TRUNCATE,
     UPDATE,
     Relation,
-    RowChange,
+    Shown,
     Transaction,
+    key_values,
+    kind,
+    old_row,
+    statement,
 )
 from refimpl.engine.statements.pg_catalog import TYPES
 from refimpl.engine.storage.values import format_timestamp
@@ -129,28 +133,30 @@ class TestDecoding:
         out.append((positions.end_of(lsn), commit.encode()))
         return out
 
-    def _change(self, change: RowChange) -> str:
-        relation = change.relation
+    def _change(self, shown: Shown) -> str:
+        relation, change = shown
         head = f"table public.{quote_name(relation.name)}:"
-        op = change.op
+        op = kind(change)
         if op == TRUNCATE:
             return f"{head} TRUNCATE: (no-flags)"
         if op == DDL:
-            statement = change.statement or ""
-            size = len(statement.encode("utf-8"))
-            return f"message: transactional: 1 prefix: {DDL_PREFIX}, sz: {size} content:{statement}"
+            text = statement(change)
+            size = len(text.encode("utf-8"))
+            return f"message: transactional: 1 prefix: {DDL_PREFIX}, sz: {size} content:{text}"
         if op == INSERT:
-            return f"{head} INSERT:{self._tuple(relation, change.new, False)}"
+            return f"{head} INSERT:{self._tuple(relation, change.row, False)}"
+        old = old_row(change)
         if op == UPDATE:
-            old = ""
-            if change.old is not None:
-                old = f" old-key:{self._tuple(relation, change.old, True)} new-tuple:"
-            return f"{head} UPDATE:{old}{self._tuple(relation, change.new, False)}"
-        if change.old is not None:
-            return f"{head} DELETE:{self._tuple(relation, change.old, True)}"
-        if change.key is None:
+            before = ""
+            if old is not None:
+                before = f" old-key:{self._tuple(relation, old, True)} new-tuple:"
+            return f"{head} UPDATE:{before}{self._tuple(relation, change.row, False)}"
+        if old is not None:
+            return f"{head} DELETE:{self._tuple(relation, old, True)}"
+        key = key_values(relation, change)
+        if key is None:
             return f"{head} DELETE: (no-tuple-data)"
-        return f"{head} DELETE:{self._tuple(relation, relation.key_row(change.key), True)}"
+        return f"{head} DELETE:{self._tuple(relation, relation.key_row(key), True)}"
 
     @staticmethod
     def _tuple(relation: Relation, row: Sequence[Any] | None, skip_nulls: bool) -> str:

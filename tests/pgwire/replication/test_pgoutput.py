@@ -179,7 +179,8 @@ def test_pg_recvlogical_streams_pgoutput(pg: PgServer, db: str, tmp_path: Path) 
 
 
 def test_a_run_of_inserts_is_encoded_as_single_inserts_are() -> None:
-    from refimpl.engine.replication.decoding import INSERT, Relation, RowChange, Transaction
+    from refimpl.engine.features.change_stream import Change
+    from refimpl.engine.replication.decoding import Relation, Transaction
     from refimpl.pgwire.replication_plugins import PgOutput
 
     relation = Relation(
@@ -191,7 +192,7 @@ def test_a_run_of_inserts_is_encoded_as_single_inserts_are() -> None:
         (2, None, float("inf"), False, 0, 2**40),
         (3, "ü", 2.0, None, None, -1),
     ]
-    changes = [RowChange(relation, INSERT, row) for row in rows]
+    changes = [(relation, Change(7, n, 0, "upsert", None, row, None)) for n, row in enumerate(rows)]
     for binary in ("0", "1"):
         options: dict[str, str | None] = {
             "proto_version": "1",
