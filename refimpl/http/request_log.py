@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 from urllib.parse import quote_plus, unquote_plus
 
-from refimpl.log_format import escape_controls
+from refimpl.log_format import escape_controls as _escape_all
 
 REQUEST_ID_HEADER = "X-Request-Id"
 RECORD_KEY = "refimpl.request"  # the environ key of a request's RequestRecord
@@ -65,6 +65,12 @@ class RequestIds:
         return f"{self._random.getrandbits(64):016x}"
 
 
+def escape_controls(text: str) -> str:
+    """`refimpl.log_format.escape_controls`, at the cost of one C scan for the text of
+    almost every line: every character it escapes is one `str.isprintable` refuses."""
+    return text if text.isprintable() else _escape_all(text)
+
+
 def redacted_query(query: str) -> str:
     """The query string cut to a size, with the values of secret parameters replaced, and
     the secrets inside other values (`redacted_text`); the other parameters are kept as the
@@ -74,6 +80,11 @@ def redacted_query(query: str) -> str:
     is not logged at all, and a secret value the cut splits still follows its name.
     """
     cut = query[:MAX_QUERY_LOGGED]
+    lowered = cut.lower()
+    if "%" not in cut and "+" not in cut and not any(w in lowered for w in _SECRET_WORDS):
+        # The common query: nothing escaped, so no name or value can spell a secret one.
+        text = escape_controls(cut)
+        return text if len(query) <= MAX_QUERY_LOGGED else text + "..."
     pieces = cut.split("&")
     last = len(pieces) - 1 if len(query) > MAX_QUERY_LOGGED else -1  # the piece cut short
     for index, piece in enumerate(pieces):
@@ -97,6 +108,9 @@ _SECRET = re.compile(
     r"kdbt?_[A-Za-z0-9_-]{20,}|(?<=TOKEN)(\s*)'(?:[^']|'')*(?:'|\Z)", re.IGNORECASE
 )
 _CUT_TOKEN = re.compile(r"kdbt?_[A-Za-z0-9_-]*\Z", re.IGNORECASE)  # what a cut left of one
+# What a query must hold, lower-cased, for anything in it to be redacted: a secret
+# parameter's name (SECRET_PARAMETERS), a token or ticket, or `TOKEN '...'`.
+_SECRET_WORDS = ("kdb", "token", "ticket")
 _SHOWN = "'(),*;:/"  # left as they are in a value shown again: SQL stays readable
 
 
@@ -141,15 +155,19 @@ class RequestLine(NamedTuple):
         method = escape_controls(self.method)
         target = f"{path}?{query}" if query else path
         milliseconds = self.seconds * 1000
-        return logging.makeLogRecord(
+        created = self.created
+        # A copy of one record's attributes with the line's own: what makeLogRecord makes,
+        # without LogRecord.__init__'s lookups (thread, process, file name) that no format
+        # shows and that were the writer thread's, not the request's, anyway.
+        record = logging.LogRecord.__new__(logging.LogRecord)
+        attributes = record.__dict__
+        attributes.update(_RECORD_TEMPLATE)
+        attributes.update(
             {
-                "name": log.name,
-                "levelno": logging.INFO,
-                "levelname": "INFO",
-                "msg": "%s %s %d %.1f ms (request %s)",
                 "args": (method, target, self.status, milliseconds, self.request_id),
-                "created": self.created,
-                "msecs": int((self.created - int(self.created)) * 1000) + 0.0,
+                "created": created,
+                "msecs": int((created - int(created)) * 1000) + 0.0,
+                "relativeCreated": (created - _LOG_START) * 1000,
                 "fields": {
                     "request_id": self.request_id,
                     "method": method,
@@ -162,6 +180,22 @@ class RequestLine(NamedTuple):
                 },
             }
         )
+        return record
+
+
+_RECORD_TEMPLATE = dict(
+    vars(
+        logging.makeLogRecord(
+            {
+                "name": log.name,
+                "levelno": logging.INFO,
+                "levelname": "INFO",
+                "msg": "%s %s %d %.1f ms (request %s)",
+            }
+        )
+    )
+)
+_LOG_START: float = getattr(logging, "_startTime", time.time())
 
 
 def write_now(line: RequestLine) -> None:

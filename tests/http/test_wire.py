@@ -111,6 +111,21 @@ def test_chunked_bodies_with_extensions_and_percent_decoded_path():
     assert (environ["PATH_INFO"], environ["QUERY_STRING"]) == ("/a b", "q=%41")
 
 
+def test_header_names_in_the_environ_whatever_their_case_and_repeats():
+    # Twice: the second request's names come from what the first one's mapping kept.
+    head = (
+        b"POST / HTTP/1.1\r\nHost: h\r\nX-Thing: a\r\nx-thing: b\r\nX_Thing: forged\r\n"
+        b"content-type: text/plain\r\nContent-Type: application/json\r\n"
+        b"CONTENT-LENGTH: 2\r\nEXPECT: 100-continue\r\n\r\nok"
+    )
+    for request in read_all(head, head)[:2]:
+        environ = wire.make_environ(request, ("h", 1), ("c", 2))
+        assert environ["HTTP_X_THING"] == "a,b"  # joined; the '_' spelling is dropped
+        assert environ["CONTENT_TYPE"] == "application/json"  # the last one, alone
+        assert environ["CONTENT_LENGTH"] == "2" and environ["wsgi.input"].read() == b"ok"
+        assert environ["HTTP_EXPECT"] == "100-continue" and "HTTP_CONTENT_LENGTH" not in environ
+
+
 @pytest.mark.parametrize(
     ("data", "word"),
     [

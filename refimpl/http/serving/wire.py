@@ -69,6 +69,9 @@ _FRAMING = {
 }
 
 
+_FRAMING_SIZES = frozenset(map(len, ("content-length", "transfer-encoding", "expect")))
+
+
 @dataclass(slots=True)
 class RequestHead:
     method: str
@@ -120,6 +123,10 @@ class RequestReader:
         self._url: list[bytes] = []
         self._url_bytes = 0
         self._headers: list[tuple[str, str]] = []
+        # The framing headers, noted as the head is read (one pass, no second scan).
+        self._length = ""  # the first Content-Length
+        self._codings: list[str] = []  # every Transfer-Encoding
+        self._expect = ""  # the first Expect
         self._head: RequestHead | None = None
         self._body: list[bytes] = []
         self._body_bytes = 0
@@ -189,6 +196,7 @@ class RequestReader:
         self.started_at = time.monotonic()
         self._in_head, self._head_bytes = True, 0
         self._url, self._url_bytes, self._headers = [], 0, []
+        self._length, self._codings, self._expect = "", [], ""
 
     def on_url(self, url: bytes) -> None:
         self._url.append(url)
@@ -201,7 +209,19 @@ class RequestReader:
     def on_header(self, name: bytes, value: bytes) -> None:
         if len(self._headers) >= MAX_HEADERS:
             raise RequestHeadTooLarge(f"more than {MAX_HEADERS} header fields")
-        self._headers.append((name.decode("latin-1"), value.decode("latin-1")))
+        text = name.decode("latin-1")
+        header = (text, value.decode("latin-1"))
+        self._headers.append(header)
+        # Only a name of one of their lengths is lowered: most are none of the three.
+        size = len(text)
+        if size in _FRAMING_SIZES:
+            lowered = text.lower()
+            if lowered == "content-length":
+                self._length = self._length or header[1]
+            elif lowered == "transfer-encoding":
+                self._codings.append(header[1])
+            elif lowered == "expect":
+                self._expect = self._expect or header[1]
 
     def on_headers_complete(self) -> None:
         self._in_head = False
@@ -219,8 +239,8 @@ class RequestReader:
             self._headers,
             parser.should_keep_alive(),
         )
-        declared = head.header("Content-Length")
-        codings = [v for k, v in self._headers if k.lower() == "transfer-encoding"]
+        declared = self._length
+        codings = self._codings
         if codings and [c.strip().lower() for c in codings] != ["chunked"]:
             raise MalformedRequest(
                 "the only Transfer-Encoding taken is chunked, alone; send the body as is"
@@ -232,7 +252,7 @@ class RequestReader:
         self._head, self._has_body = head, chunked or bool(declared)
         self._body, self._body_bytes, self._body_file = [], 0, None
         self._wants_continue = (
-            self._has_body and head.header("Expect").lower() == "100-continue" and version == "1.1"
+            self._has_body and self._expect.lower() == "100-continue" and version == "1.1"
         )
 
     def on_body(self, data: bytes) -> None:
@@ -354,16 +374,14 @@ def make_environ(
         "SERVER_PORT": str(server_address[1]),
         "SERVER_PROTOCOL": head.version,
     }
+    keys = _environ_keys
     for name, value in head.headers:
-        if "_" in name:
-            continue  # a header with '_' could pose as another after the name mapping
-        key = name.upper().replace("-", "_")
-        if key in ("CONTENT_TYPE", "CONTENT_LENGTH", "TRANSFER_ENCODING"):
-            if key == "CONTENT_TYPE":
-                environ[key] = value
-            continue
-        key = "HTTP_" + key
-        if key in environ:
+        key = keys.get(name)
+        if key is None:
+            key = _environ_key(name)
+        if not key:
+            continue  # a header with '_' (or a framing one: the body is read already)
+        if key in environ and key != "CONTENT_TYPE":  # the last Content-Type stands alone
             value = f"{environ[key]},{value}"
         environ[key] = value
     if host is not None:
@@ -372,6 +390,29 @@ def make_environ(
         environ["CONTENT_LENGTH"] = str(request.body_length)
     environ["wsgi.input"] = request.body
     return environ
+
+
+# A header's name -> its environ key ('' when it is not passed on): clients send the same
+# few names again and again. Bounded, since the names are the client's to choose.
+_environ_keys: dict[str, str] = {}
+ENVIRON_KEYS_KEPT = 512
+
+
+def _environ_key(name: str) -> str:
+    """The environ key of header `name` as PEP 3333 makes it; '' for a name with '_' (it
+    could pose as another after the mapping) and for Content-Length and Transfer-Encoding
+    (the body is read whole already: CONTENT_LENGTH is its length)."""
+    if "_" in name:
+        key = ""
+    else:
+        key = name.upper().replace("-", "_")
+        if key in ("CONTENT_LENGTH", "TRANSFER_ENCODING"):
+            key = ""
+        elif key != "CONTENT_TYPE":
+            key = "HTTP_" + key
+    if len(_environ_keys) < ENVIRON_KEYS_KEPT:
+        _environ_keys[name] = key
+    return key
 
 
 _date_cache: tuple[int, str] = (0, "")
