@@ -94,8 +94,15 @@ def read_changes_sql(folder: Path, after: int, expected: int) -> float:
 
 
 def read_changes_http(
-    server: harness.RefimplServer, after: int, expected: int, page: int = PAGE_HTTP
+    server: harness.RefimplServer,
+    after: int,
+    expected: int,
+    page: int = PAGE_HTTP,
+    options: dict[str, str] | None = None,
 ) -> float:
+    """Rows/s reading the feed in pages of `page` from `after`; `options` are further
+    changefeed options of each request (`where`, `squash`, `types`: `versions.py`'s shaped
+    read)."""
     session = requests.Session()
     print(f"  /api/changes: before reading: {memory(start=True)}")
     count = 0
@@ -103,7 +110,13 @@ def read_changes_http(
     while True:
         response = session.get(
             f"{server.url}/api/changes",
-            params={"table": "t", "format": "json", "limit": str(page), "from": str(after)},
+            params={
+                "table": "t",
+                "format": "json",
+                "limit": str(page),
+                "from": str(after),
+                **(options or {}),
+            },
             headers=server.headers,
             timeout=600,
         )

@@ -2,7 +2,8 @@
 
 - `RefimplServer`: `python -m refimpl serve` in its own process on a temporary data folder and a
   free loopback port; its admin token, URL and pid; `sql()` over /exec; a graceful stop
-  (SIGINT) that waits, and deletes the folder. With `profile=FILE` the server runs under a
+  (SIGINT) that waits, and deletes the folder; `code=` runs another checkout's refimpl (as
+  `versions.py` does). With `profile=FILE` the server runs under a
   launcher that profiles every worker thread's requests (see `PROFILE_LAUNCHER`), or under a
   `launcher` of the caller's that writes its own figures there.
 - `Postgres`: a throwaway PostgreSQL cluster (Debian's packages, installed when missing) in a
@@ -398,8 +399,12 @@ class RefimplServer:
         env: dict[str, str] | None = None,
         extra: Sequence[str] = (),
         launcher: str | None = None,
+        code: Path | None = None,
     ) -> None:
         self.threads = threads
+        # The checkout whose refimpl runs (another revision's, in `versions.py`); this one's
+        # by default.
+        self.code = REPO if code is None else Path(code)
         self._own_data = data is None
         self.data = Path(tempfile.mkdtemp(prefix="kdb-bench-")) if data is None else Path(data)
         self.sample = sample
@@ -437,12 +442,12 @@ class RefimplServer:
             command = [sys.executable, "-m", "refimpl", *args]
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(
-            [str(REPO), *([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])]
+            [str(self.code), *([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])]
         )
         env.update(self.env)
         self.process = subprocess.Popen(
             command,
-            cwd=REPO,
+            cwd=self.code,
             env=env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
