@@ -7,10 +7,13 @@ from dataclasses import dataclass, field
 
 @dataclass(frozen=True, slots=True)
 class Column:
-    """A result column: its name and its type name (INT, DOUBLE, STRING, ...)."""
+    """A result column: its name and its type name (INT, DOUBLE, STRING, ...). `pg_name` is
+    the name PostgreSQL gives it where that differs (`?column?` for `SELECT 1`, which /exec
+    names `1`: see `refimpl.engine.query.pg_names`), None where both name it alike."""
 
     name: str
     type: str
+    pg_name: str | None = None
 
 
 @dataclass(slots=True)

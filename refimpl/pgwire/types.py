@@ -240,7 +240,7 @@ def row_description(columns: list[Column], formats: list[int]) -> m.RowDescripti
     fields = []
     for column, fmt in zip(columns, formats, strict=True):
         pg = pg_type(column.type)
-        fields.append(m.FieldDescription(column.name, pg.oid, pg.size, fmt))
+        fields.append(m.FieldDescription(column.pg_name or column.name, pg.oid, pg.size, fmt))
     return m.RowDescription(tuple(fields))
 
 

@@ -38,6 +38,8 @@ from refimpl.engine.query.expressions import (
 )
 from refimpl.engine.query.names import canonical
 from refimpl.engine.query.ordering import OrderFn, OrderFns, first_rows, sort_rows
+from refimpl.engine.query.pg_names import column_name as column_name
+from refimpl.engine.query.pg_names import pg_names
 from refimpl.engine.query.relations import Relation, bounded
 from refimpl.engine.query.set_returning import SET_RETURNING
 from refimpl.engine.query.windows import expanded, needs_relation
@@ -311,22 +313,6 @@ def _limits(select: ast.Select, scope: Scope) -> tuple[int | None, int]:
     return limit, row_count(select.offset, evaluate, "OFFSET") or 0
 
 
-def column_name(item: ast.SelectItem) -> str:
-    """A result column's name: its alias, the column's name, the function's, or its text."""
-    if item.alias:
-        return item.alias
-    expr = item.expr
-    if isinstance(expr, ast.ColumnRef):
-        return expr.name
-    if isinstance(expr, ast.FuncCall):
-        return expr.name
-    if isinstance(expr, ast.Cast) and isinstance(expr.operand, ast.ColumnRef):
-        return expr.operand.name
-    from refimpl.sql.printer import to_sql
-
-    return to_sql(expr)
-
-
 def _result_type(compiled: Compiled) -> str:
     refuse_blob(compiled.type, "a query's answer")
     return "STRING" if compiled.type == "NULL" else compiled.type
@@ -345,7 +331,11 @@ def _plain(
     scope.clause = "the select list"
     compiled = [compile_expression(item.expr, scope) for item in items]
     names = [column_name(item) for item in items]
-    output_columns = [Column(n, _result_type(c)) for n, c in zip(names, compiled, strict=True)]
+    pg_column_names = pg_names(items)
+    output_columns = [
+        Column(n, _result_type(c), p)
+        for n, c, p in zip(names, compiled, pg_column_names, strict=True)
+    ]
     fns = [c.fn for c in compiled]
     distinct = select.distinct
 
@@ -494,6 +484,7 @@ def _grouped(
     # Every clause spells each column one way, so `t.a` in the select list is the `a` that
     # GROUP BY names (the trees are compared, not the text).
     names = [column_name(item) for item in items]
+    pg_column_names = pg_names(items)  # of the items as written
     items = [ast.SelectItem(canonical(item.expr, scope), item.alias) for item in items]
     having_expr = None if select.having is None else canonical(select.having, scope)
     orders = [dataclasses.replace(o, expr=canonical(o.expr, scope)) for o in select.order_by]
@@ -529,7 +520,10 @@ def _grouped(
         outer=scope.outer,
     )
     compiled = [_compile_grouped(item.expr, group_scope) for item in items]
-    output_columns = [Column(n, _result_type(c)) for n, c in zip(names, compiled, strict=True)]
+    output_columns = [
+        Column(n, _result_type(c), p)
+        for n, c, p in zip(names, compiled, pg_column_names, strict=True)
+    ]
     having = None
     if having_expr is not None:
         group_scope.clause = "HAVING"

@@ -47,7 +47,7 @@ def combine(op: str, all_: bool, left: QueryOutput, right: QueryOutput) -> Query
         # A side's column of only NULLs says STRING; it takes the other side's type.
         pair = [a.type, b.type]
         types.append(_result_type(common_type(pair, op)))
-    columns = [Column(c.name, t) for c, t in zip(left.columns, types, strict=True)]
+    columns = [Column(c.name, t, c.pg_name) for c, t in zip(left.columns, types, strict=True)]
     first = _widened(
         left.rows, [t if a.type != t else "" for a, t in zip(left.columns, types, strict=True)]
     )
