@@ -395,6 +395,7 @@ def main() -> None:
     with harness.RefimplServer(extra=extra) as server:
         # Read at once: the server's output keeps only its latest lines.
         address = isolation_pg.pg_address(server.output)
+        step(f"server pid {server.pid} (for py-spy dump --pid)")
         step(f"loading {args.rows:,} rows")
         tokens = load(server, args.rows)
         step(f"memory_mb {limit_mb}: filling all but {args.headroom_mb} MB of it")
