@@ -7,7 +7,10 @@ request's `attempt` is `Offloaded`: the room's call hands the real attempt to th
 returns at once (nothing yet); a pool thread runs it within the owner's budget (the budget
 the protocol layer gives: the statement timeout's deadline) and asks the room to attempt
 the request again (`WaitingRoom.redo`), and that attempt hands over what the work made, or
-the error it raised (the room's `on_error` makes it the request's answer).
+the error it raised (the room's `on_error` makes it the request's answer). A request whose
+deadline comes while a piece of its work runs waits for that piece (`at_deadline`): its
+answer then says what the work found, or that it ran past its budget, never that nothing
+came while the work was still looking.
 
 Fair shares: at most `per_owner` pieces of one owner's work run at once, however many of
 its requests wait; the others of that owner queue behind them, and owners take turns at
@@ -128,9 +131,25 @@ class Offloaded(Generic[A]):
         self._error: Exception | None = None
         self._working = False
         self._again = False
+        # Set at the request's deadline while a piece runs: what it answers if the piece
+        # makes nothing; then no further piece starts.
+        self._fallback: Callable[[], A] | None = None
 
     def bind(self, parked: Parked[A]) -> None:
         self._parked = parked
+
+    def at_deadline(self, fallback: Callable[[], A]) -> A | Part[A] | None:
+        """The request's deadline came: what the last piece made and was not yet taken (its
+        error raised); else, while a piece runs or waits for its thread, None: the request
+        waits for it (its budget bounds it, the caller keeps the request parked with no
+        deadline), and the room's attempt after it gives what it made, its error, or
+        `fallback()` when it made nothing, and starts no other; else `fallback()`."""
+        with self._lock:
+            pending = self._error is None and self._outcome is None
+            if pending and self._working:
+                self._fallback = fallback
+                return None
+        return fallback() if pending else self(0)  # what the last piece made, or its error
 
     def __call__(self, lsn: int) -> A | Part[A] | None:
         """What the last piece of work made (once), or None after starting one."""
@@ -144,7 +163,11 @@ class Offloaded(Generic[A]):
             if self._working:
                 self._again = True
                 return None
-            self._working = True
+            fallback = self._fallback
+            if fallback is None:
+                self._working = True
+        if fallback is not None:
+            return fallback()  # past its deadline, its last piece made nothing
         self._pool.submit(self._owner, lambda: self._run(lsn))
         return None
 
@@ -168,6 +191,6 @@ class Offloaded(Generic[A]):
                 self._error = error
             elif outcome is not None:
                 self._outcome = outcome
-            ready = error is not None or outcome is not None
+            ready = error is not None or outcome is not None or self._fallback is not None
         if (ready or again) and parked is not None:
             self._redo(parked)

@@ -7,6 +7,7 @@ that ask for the same position after the same commit share one encoded answer.
 
 from __future__ import annotations
 
+import math
 import time
 
 from refimpl.engine.features.feed_options import ShapedBatch
@@ -25,7 +26,7 @@ from refimpl.http.endpoints.change_encoding import (
 )
 from refimpl.http.endpoints.feed_args import feed_options
 from refimpl.http.endpoints.initial_answer import copy_answer, copy_position
-from refimpl.waiting.parked import Kind, Parked
+from refimpl.waiting.parked import Kind, Parked, Part
 from refimpl.waiting.places import place_owner
 
 DEFAULT_LIMIT = 1000
@@ -101,15 +102,36 @@ def changes_route(ctx: Context) -> Answer | Parked[Answer]:
     places = room.wait_places(ctx.app.wait_slots)  # shared fairly by user
     owner = place_owner(ctx.principal.name, ctx.principal.is_admin)
     if hold_s and places.take(owner):
+
+        def held_answer(_durable: int) -> Answer:
+            return answer(feed.bounds().durable_lsn)[0]
+
+        # A filtered one's answer is its owner's work too: made on the room's pool once the
+        # hold is over (`due`), and handed over by the attempt its end asks for.
+        held_work = room.offload(owner, budget, held_answer) if feed_filter is not None else None
+        due = [False]
+
+        def held_attempt(durable: int) -> Answer | Part[Answer] | None:
+            return held_work(durable) if held_work is not None and due[0] else None
+
+        def held_timeout() -> Answer | Part[Answer] | None:
+            if held_work is None:
+                return held_answer(0)
+            due[0], held.deadline = True, math.inf
+            held_work(0)  # starts its work; the answer is what that work makes
+            return held_work.at_deadline(lambda: shared)
+
         held: Parked[Answer] = Parked(
             feed.signal,
             seen,
-            lambda _durable: None,
-            lambda: answer(feed.bounds().durable_lsn)[0],
+            held_attempt,
+            held_timeout,
             time.monotonic() + hold_s,
             lambda: places.give_back(owner),
             kind=Kind.READER,
         )
+        if held_work is not None:
+            held_work.bind(held)
         room.park(held)
         return held
     if found and wait_ms > 0 and room.paced(feed.signal):
@@ -127,12 +149,17 @@ def changes_route(ctx: Context) -> Answer | Parked[Answer]:
         latest[0] = shared
         return shared if found else None
 
-    def on_timeout() -> Answer:
-        if feed_filter is not None:
-            # Nothing it matched came in time: its last answer (`next` past what it read),
-            # for the room's thread never runs a filter.
-            return latest[0]
-        return answer(feed.bounds().durable_lsn)[0]
+    def on_timeout() -> Answer | Part[Answer] | None:
+        if offloaded is None:
+            return answer(feed.bounds().durable_lsn)[0]
+        # Nothing it matched came in time: its last answer (`next` past what it read), for
+        # the room's thread never runs a filter. But while its filter still looks at a
+        # commit, the answer waits for it (within the statement timeout): a filter over the
+        # timeout answers the timeout's 400, as it does when the request is read.
+        found = offloaded.at_deadline(lambda: latest[0])
+        if found is None:
+            parked.deadline = math.inf
+        return found
 
     offloaded = None
     if feed_filter is not None:

@@ -1,0 +1,160 @@
+"""A filtered long poll whose `where=` runs past the statement timeout answers the timeout's
+400 even when its `wait` ends first, and a held (`squash=`) filtered answer is made on its
+owner's budget, never on the waiting room's thread (spec: changefeeds, filters; changes,
+waiting).
+
+The filter is a LIKE of an 8 KB pattern over 301 KB texts (seconds of work for each row,
+checked against the deadline as it goes), and a commit brings three such rows. The long
+poll's `wait` (0.5 s) ends while the filter is still looking at that commit: the answer
+waits for the filter, which stops at the statement timeout (2 s), and says so, instead of
+claiming that nothing came.
+Meanwhile another user's stream gets its events and `/health` answers; nothing changes.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import requests
+
+from tests.http.conftest import Server, running_server
+from tests.http.stream_client import EventReader, open_stream
+
+TIMEOUT_MS = 2000
+TEXT = ("a" * 6998 + "bb") * 43  # 301 KB: runs of `a` shorter than the piece
+PATTERN = "%" + "a_" * 4000 + "%"  # 8 KB; no match: every candidate is tried
+WHERE = f"body LIKE '{PATTERN}'"
+LIVELY_SECONDS = 3.0  # a victim's event, or /health, within this meanwhile
+ROWS = 3  # rows of TEXT a commit brings: their filter runs well past the timeout
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    data: Path = tmp_path_factory.mktemp("filtered-poll") / "data"
+    data.mkdir()
+    (data / "kdb.conf").write_text(f"statement_timeout_ms = {TIMEOUT_MS}\n")
+    with running_server(data) as running:
+        running.sql("CREATE TABLE docs (id INT PRIMARY KEY, body STRING)")
+        running.sql("CREATE TABLE ticks (id INT PRIMARY KEY, v INT)")
+        running.sql("CREATE USER hostile")
+        running.sql("GRANT READ ON DATABASE demo TO hostile")
+        yield running
+
+
+@pytest.fixture(scope="module")
+def hostile(server: Server) -> str:
+    return server.new_token("hostile")
+
+
+def _durable(server: Server) -> int:
+    answer = server.get(
+        "/api/changes", params={"db": "demo", "table": "docs", "format": "json", "limit": "1"}
+    )
+    assert answer.status_code == 200, answer.text
+    return int(answer.json()["durable_lsn"])
+
+
+def _write_docs(server: Server) -> int:
+    """ROWS rows of TEXT in one commit; the number of rows of docs then."""
+    first = _next_id(server, "docs")
+    rows = ", ".join(f"({n}, '{TEXT}')" for n in range(first, first + ROWS))
+    server.sql(f"INSERT INTO docs VALUES {rows}")
+    return first + ROWS - 1
+
+
+def _next_id(server: Server, table: str) -> int:
+    return int(server.rows(f"SELECT coalesce(max(id), 0) AS m FROM {table}")[0][0]) + 1
+
+
+def _in_thread(server: Server, params: dict[str, str], token: str) -> tuple[threading.Thread, dict]:
+    """The GET in a thread of its own; its answer and how long it took, in the dict."""
+    found: dict[str, object] = {}
+
+    def run() -> None:
+        started = time.monotonic()
+        found["answer"] = server.get("/api/changes", params=params, token=token, timeout=120)
+        found["seconds"] = time.monotonic() - started
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread, found
+
+
+def _victim_keeps_going(server: Server, victim: EventReader, ticks: int) -> None:
+    """Each of `ticks` commits reaches the victim's stream within LIVELY_SECONDS, and
+    `/health` answers as fast."""
+    for _ in range(ticks):
+        n = _next_id(server, "ticks")
+        started = time.monotonic()
+        server.sql(f"INSERT INTO ticks VALUES ({n}, {n})")
+        event = victim.take(1)[0]
+        assert event["event"] == "change" and event["data"]["row"]["id"] == n
+        assert time.monotonic() - started < LIVELY_SECONDS
+        started = time.monotonic()
+        assert server.get("/health", token=None, timeout=LIVELY_SECONDS).status_code == 200
+        assert time.monotonic() - started < LIVELY_SECONDS
+
+
+def _refused_with_the_timeout(found: dict) -> None:
+    answer = found["answer"]
+    assert isinstance(answer, requests.Response)
+    assert answer.status_code == 400, answer.text
+    assert "statement_timeout_ms" in answer.json()["error"]
+
+
+def test_a_filter_over_the_timeout_answers_400_though_its_wait_ends_first(
+    server: Server, hostile: str
+) -> None:
+    victim = open_stream(server, table="ticks", read_timeout=30)
+    assert victim.take(1)[0]["event"] == "ready"
+    params = {"db": "demo", "table": "docs", "format": "json", "where": WHERE, "wait": "500"}
+    params["from"] = str(_durable(server))
+    thread, found = _in_thread(server, params, hostile)
+    time.sleep(0.3)  # parked before the commit
+    docs = _write_docs(server)
+    _victim_keeps_going(server, victim, 3)
+    thread.join(60)
+    _refused_with_the_timeout(found)
+    # It waited for its filter past its `wait`, and no longer than the filter may run.
+    assert 0.5 < float(found["seconds"]) < 10 * TIMEOUT_MS / 1000  # type: ignore[arg-type]
+    victim.close()
+    assert server.rows("SELECT count(*) AS n, min(length(body)) AS l FROM docs") == [
+        [docs, len(TEXT)]
+    ]
+
+
+def test_a_quiet_filtered_long_poll_still_answers_nothing_new_at_its_wait(
+    server: Server, hostile: str
+) -> None:
+    start = _durable(server)
+    params = {"db": "demo", "table": "docs", "format": "json", "where": WHERE, "wait": "500"}
+    answer = server.get("/api/changes", params={**params, "from": str(start)}, token=hostile)
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["changes"] == [] and answer.json()["next"] == start
+
+
+def test_a_held_filtered_answer_is_made_on_its_owners_budget(server: Server, hostile: str) -> None:
+    victim = open_stream(server, table="ticks", read_timeout=30)
+    assert victim.take(1)[0]["event"] == "ready"
+    params = {"db": "demo", "table": "docs", "format": "json", "where": WHERE, "squash": "1"}
+    params["from"] = str(_durable(server))
+    thread, found = _in_thread(server, params, hostile)
+    time.sleep(0.3)  # held before the commit
+    docs = _write_docs(server)
+    time.sleep(1.0)  # the hold is over: its filter runs now
+    _victim_keeps_going(server, victim, 3)
+    thread.join(60)
+    _refused_with_the_timeout(found)
+    victim.close()
+    assert server.rows("SELECT count(*) AS n FROM docs") == [[docs]]
+    # A held answer whose filter is quick is the squashed answer, as without a filter.
+    params["where"] = "id < 0"
+    params["from"] = str(_durable(server))
+    answer = server.get("/api/changes", params=params, token=hostile)
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["changes"] == []
+    assert "Traceback" not in server.log.read_text()
