@@ -17,6 +17,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import requests
@@ -70,9 +71,11 @@ def _next_id(server: Server, table: str) -> int:
     return int(server.rows(f"SELECT coalesce(max(id), 0) AS m FROM {table}")[0][0]) + 1
 
 
-def _in_thread(server: Server, params: dict[str, str], token: str) -> tuple[threading.Thread, dict]:
+def _in_thread(
+    server: Server, params: dict[str, str], token: str
+) -> tuple[threading.Thread, dict[str, Any]]:
     """The GET in a thread of its own; its answer and how long it took, in the dict."""
-    found: dict[str, object] = {}
+    found: dict[str, Any] = {}
 
     def run() -> None:
         started = time.monotonic()
@@ -99,7 +102,7 @@ def _victim_keeps_going(server: Server, victim: EventReader, ticks: int) -> None
         assert time.monotonic() - started < LIVELY_SECONDS
 
 
-def _refused_with_the_timeout(found: dict) -> None:
+def _refused_with_the_timeout(found: dict[str, Any]) -> None:
     answer = found["answer"]
     assert isinstance(answer, requests.Response)
     assert answer.status_code == 400, answer.text
@@ -120,7 +123,7 @@ def test_a_filter_over_the_timeout_answers_400_though_its_wait_ends_first(
     thread.join(60)
     _refused_with_the_timeout(found)
     # It waited for its filter past its `wait`, and no longer than the filter may run.
-    assert 0.5 < float(found["seconds"]) < 10 * TIMEOUT_MS / 1000  # type: ignore[arg-type]
+    assert 0.5 < float(found["seconds"]) < 10 * TIMEOUT_MS / 1000
     victim.close()
     assert server.rows("SELECT count(*) AS n, min(length(body)) AS l FROM docs") == [
         [docs, len(TEXT)]
