@@ -233,6 +233,9 @@ _OP, _ROW, _OLD = attrgetter("op"), attrgetter("row"), attrgetter("old")
 _NOT_BEFORE = {type(None), type(UNLOGGED)}  # an upsert's `old` when it is an insert
 
 
+_TEXT_TYPES = {str, type(None)}
+
+
 def _one_insert_run(shown: list[Shown]) -> bool:
     """Whether `shown` (more than one) are all inserts of one table shape (upserts with no
     row before them), told by C-level maps."""
@@ -254,6 +257,10 @@ def _tuples(relation: Relation, rows: list[tuple[Any, ...]], binary: bool) -> li
     columns = zip(*rows, strict=True)
     for column, column_type, pg in zip(columns, relation.types, pg_types, strict=True):
         encode = pg.binary if binary else _FAST_TEXT.get(column_type, pg.text)
+        if encode is str.encode and not set(map(type, column)) <= _TEXT_TYPES:
+            # A column of a table dropped since is shown as text, whatever its values were
+            # (relation_of); str.encode takes only str, the text encoder any value.
+            encode = pg.text
         if None in column:
             fields.append([_field(marker, encode, value) for value in column])
             continue

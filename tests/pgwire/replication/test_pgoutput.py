@@ -211,3 +211,28 @@ def test_a_run_of_inserts_is_encoded_as_single_inserts_are() -> None:
         assert [at for at, payload in run if payload[:1] == b"I"] == [
             7 * 4096 + n for n in (1, 2, 3)
         ]
+
+
+def test_a_run_of_inserts_into_a_table_dropped_since_is_encoded_as_text() -> None:
+    """A table dropped after its rows were logged is shown with its columns as text
+    (relation_of): a run of its inserts is encoded as its single inserts are, not refused."""
+    from refimpl.engine.features.change_stream import Change
+    from refimpl.engine.replication.decoding import Relation, Transaction
+    from refimpl.pgwire.replication_plugins import PgOutput
+
+    relation = Relation("gone", 16600, ("a", "b"), ("STRING", "STRING"), (), False)
+    rows = [(1, "one"), (2, None), (3.5, "three")]
+    changes = [(relation, Change(9, n, 0, "upsert", None, row, None)) for n, row in enumerate(rows)]
+    options: dict[str, str | None] = {"proto_version": "1", "publication_names": "p"}
+    run = PgOutput(options).transaction(Transaction(9, 0, changes), 0)
+    one_by_one = PgOutput(options)
+    single = [
+        payload
+        for change in changes
+        for _, payload in one_by_one.transaction(Transaction(9, 0, [change]), 0)[1:-1]
+        if payload[:1] == b"I"
+    ]
+    inserts = [payload for _, payload in run if payload[:1] == b"I"]
+    assert inserts == single
+    assert inserts[0].endswith(b"t\x00\x00\x00\x011t\x00\x00\x00\x03one")
+    assert inserts[2].endswith(b"t\x00\x00\x00\x033.5t\x00\x00\x00\x05three")
