@@ -17,8 +17,9 @@ that left). `admits` says which queries are maintained at all (spec: subscribe).
 from __future__ import annotations
 
 import gc
+import itertools
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from refimpl.engine.features.live_answers import Delta, Identity, LiveAnswer
@@ -376,6 +377,11 @@ class Maintainer:
     def _rebuild(self, deadline: float | None) -> None:
         database = self.database
         self.rebuilds += 1
+        # Under the state lock only the rows are listed (C calls, no step per row): the
+        # state is made of them once it is let go, so that a commit, and every reader
+        # queued behind it, never waits for a whole table's rows to be taken in (seconds
+        # for an ordered window over 300,000 rows). Rows are tuples that no commit
+        # changes: the lists are the table at `position`.
         with database.state_lock:
             table = database.tables.get(self.table)
             if table is None or table.schema is not self.schema:
@@ -383,16 +389,20 @@ class Maintainer:
                 return
             self.position = database.applied_lsn
             self._rowid_mark = table.next_rowid
-            self._groups = {}
-            self._outputs = {}
-            if not self.grouped:
-                self._window = Window(self._size)
-            self.held = 0
-            if self.grouped and self._whole_table:
-                self._groups[()] = Group(self._slots)
-            count = len(self._key_positions) or 1
-            for part, order, row in bounded(self._scan(table), deadline):
-                self._join(row, order[-count:], (part, order))
+            listed = self._listed(table)
+        self._groups = {}
+        self._outputs = {}
+        if not self.grouped:
+            self._window = Window(self._size)
+        self.held = 0
+        if self.grouped and self._whole_table:
+            self._groups[()] = Group(self._slots)
+        count = len(self._key_positions) or 1
+        rows = itertools.chain.from_iterable(
+            zip(itertools.repeat(part), orders, part_rows) for part, orders, part_rows in listed
+        )
+        for part, order, row in bounded(rows, deadline):
+            self._join(row, order[-count:], (part, order))
         self._answer = None
         self._touched = {}
         self._dirty = True
@@ -403,30 +413,33 @@ class Maintainer:
             # thread).
             gc.freeze()
 
-    def _scan(self, table: Table) -> Iterator[tuple[tuple, tuple, tuple]]:
-        """(partition, order, row) of the rows the WHERE may keep, in table order."""
+    def _listed(self, table: Table) -> list[tuple[tuple, list[tuple], list[tuple]]]:
+        """(partition, its orders, their rows) of the rows the WHERE may keep, in table
+        order; the caller holds the state lock. Listed by C calls: a partition's orders
+        from its sorted keys, their rows by the dict's own lookup."""
         hints = self._hints
         if hints.ident is not None:
             where = table.index.get(hints.ident)
-            if where is not None:
-                yield where[0], where[1], table.partitions[where[0]][where[1]]
-            return
+            if where is None:
+                return []
+            return [(where[0], [where[1]], [table.partitions[where[0]][where[1]]])]
         parts = list(table.partitions.keys())
         if hints.low_period is not None or hints.high_period is not None or hints.symbol:
             parts = parts_for_period_range(table, hints.low_period, hints.high_period, hints.symbol)
         ranged = (hints.time_low is not None or hints.time_high is not None) and table.time_ordered
+        listed = []
         for part in parts:
             partition = table.partitions.get(part)
             if partition is None:
                 continue
-            if not ranged:
-                for order, row in partition.items():
-                    yield part, order, row
-                continue
-            low = None if hints.time_low is None else (hints.time_low,)
-            high = None if hints.time_high is None else (hints.time_high + 1,)
-            for order in partition.irange(low, high, inclusive=(True, False)):
-                yield part, order, partition[order]
+            if ranged:
+                low = None if hints.time_low is None else (hints.time_low,)
+                high = None if hints.time_high is None else (hints.time_high + 1,)
+                orders = list(partition.irange(low, high, inclusive=(True, False)))
+            else:
+                orders = list(partition)
+            listed.append((part, orders, list(map(partition.__getitem__, orders))))
+        return listed
 
     # -- changes from the log ------------------------------------------------------------
 
