@@ -142,6 +142,30 @@ class Conversation:
             text = message.text if isinstance(message, m.Parse) else None
             return [sqlstate.error_response(error, text)]
 
+    def runs_together(self, bind: m.Bind) -> bool:
+        """Whether a run of `bind`'s statement (Bind, Describe, Execute, Sync arrived
+        together) is answered at once by `answer_run`: a statement with the engine's
+        prepared run (`Prepared.run`), which sends nothing while it runs (no COPY)."""
+        prepared = self._prepared.get(bind.statement)
+        return prepared is not None and prepared.run is not None
+
+    def answer_run(self, bind: m.Bind, described: bool, max_rows: int) -> list[m.ServerMessage]:
+        """The answers of a run of the unnamed portal (`runs_together`): what Bind, Describe
+        of the portal (when `described`), Execute and Sync answer one by one, an error
+        skipping the rest up to the Sync's ReadyForQuery."""
+        out: list[m.ServerMessage] = []
+        try:
+            out += self.bind(bind)
+            if described:
+                out += self._describe_portal(bind.portal)
+            out += self._execute_portal(bind.portal, max_rows)
+        except KdbError as error:
+            self._fail_transaction()
+            out.append(sqlstate.error_response(error, None))
+        out += self.inbox.messages(self.status)
+        out.append(self.ready())
+        return out
+
     def _fail_transaction(self) -> None:
         """An error inside BEGIN ... fails the transaction, as in PostgreSQL."""
         if self.session.transaction is not None:
@@ -217,19 +241,16 @@ class Conversation:
         prepared = self._statement(message.statement)
         if message.portal and message.portal in self._portals:
             raise PortalExists(f'portal "{message.portal}" already exists; close it first')
-        numbers = prepared.plan.piece.params if prepared.plan else ()
         oids = prepared.param_oids
-        count = max(max(numbers, default=0), len(oids))
-        if len(message.params) != count:
+        count = prepared.count
+        sent = message.params
+        if len(sent) != count:
             raise ParameterError(
-                f"bind message supplies {len(message.params)} parameters, but prepared"
+                f"bind message supplies {len(sent)} parameters, but prepared"
                 f' statement "{message.statement}" requires {count}'
             )
         formats = _formats(message.param_formats, count)
-        if not prepared.inferred and any(
-            d is not None and not (n <= len(oids) and oids[n - 1])
-            for n, d in enumerate(message.params, 1)
-        ):
+        if not prepared.inferred and any(sent[n - 1] is not None for n in prepared.untyped):
             # A value of no type is read as its place types it (node-postgres sends all so),
             # whether or not the client asked with a Describe.
             self._describe_params(prepared)
@@ -240,9 +261,13 @@ class Conversation:
             else types.decode_param(
                 data, oids[n - 1] if n <= len(oids) else 0, fmt == 1, hints.get(n), n
             )
-            for n, (data, fmt) in enumerate(zip(message.params, formats, strict=True), 1)
+            for n, (data, fmt) in enumerate(zip(sent, formats, strict=True), 1)
         ]
-        params = tuple(values[n - 1] for n in numbers)
+        if prepared.in_order:
+            params = tuple(values)
+        else:
+            numbers = prepared.plan.piece.params if prepared.plan else ()
+            params = tuple(values[n - 1] for n in numbers)
         self._portals[message.portal] = Portal(prepared, params, message.result_formats)
         return [m.BindComplete()]
 
@@ -259,12 +284,15 @@ class Conversation:
                 if columns is not None
                 else m.NoData(),
             ]
-        if message.name and message.name not in self._portals:
+        return self._describe_portal(message.name)
+
+    def _describe_portal(self, name: str) -> list[m.ServerMessage]:
+        if name and name not in self._portals:
             # A cursor DECLAREd in SQL is a portal of the same name (psycopg's named cursors
             # describe it so).
-            cursor_columns = self.session.cursors.columns(message.name)
+            cursor_columns = self.session.cursors.columns(name)
             return [_row_description(cursor_columns, [0] * len(cursor_columns))]
-        portal = self._portal(message.name)
+        portal = self._portal(name)
         columns = portal.prepared.columns
         plan = portal.prepared.plan
         if columns is None and plan is not None and self._answers_rows(plan):
@@ -276,7 +304,10 @@ class Conversation:
         return [portal.prepared.row_shape(columns, formats).description]
 
     def execute(self, message: m.Execute) -> list[m.ServerMessage]:
-        portal = self._portal(message.portal)
+        return self._execute_portal(message.portal, message.max_rows)
+
+    def _execute_portal(self, name: str, max_rows: int) -> list[m.ServerMessage]:
+        portal = self._portal(name)
         plan = portal.prepared.plan
         if plan is None:
             return [m.EmptyQueryResponse()]
@@ -287,7 +318,7 @@ class Conversation:
         if not result.is_query:
             return [*out, *_notices(plan, result), m.CommandComplete(self._tag(plan, result))]
         assert result.columns is not None
-        limit = message.max_rows if message.max_rows > 0 else len(result.rows)
+        limit = max_rows if max_rows > 0 else len(result.rows)
         rows = result.rows[portal.sent : portal.sent + limit]
         portal.sent += len(rows)
         formats = _formats(portal.result_formats, len(result.columns))

@@ -15,6 +15,7 @@ connection is CLOSED: the caller sends `error_bytes` of it, if it can, and close
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable, Sequence
 
 from refimpl.errors import MessageTooLarge, UnexpectedMessage
 from refimpl.pgwire import messages as m
@@ -106,6 +107,36 @@ class ProtocolCore:
         body = bytes(buffer[at + head : end])
         self._at = end
         return kind, body
+
+    def next_run(self, runs_together: Callable[[m.Bind], bool]) -> run_messages.Run | None:
+        """A prepared statement's run whose messages all wait whole (`run_messages.read_run`:
+        Bind, Describe of its portal or none, Execute, Sync), taken at once when the
+        connection is READY and `runs_together(bind)`; else None, nothing taken (and
+        `next_message` reads them one by one). Its answers go through `send_run`."""
+        if self.state is not State.READY:
+            return None
+        run = run_messages.read_run(self._buffer, self._at, self.max_message_bytes)
+        if run is None or not runs_together(run[0]):
+            return None
+        self._at = run[3]
+        self._extended = False  # it ends with its Sync
+        return run
+
+    def send_run(self, answers: Sequence[m.ServerMessage]) -> bytes:
+        """The bytes of a run's answers (`next_run`), which leave the state READY: those of
+        its messages up to an error, the error, and the Sync's ReadyForQuery."""
+        completed, errors = m.CommandComplete, m.ErrorResponse
+        out = []
+        for answer in answers:
+            kind = type(answer)
+            if kind is completed:
+                self._completed += 1
+            elif kind is errors:
+                assert isinstance(answer, m.ErrorResponse)
+                if not answer.notice:
+                    self._errors.append(answer.code)
+            out.append(answer.encode())
+        return b"".join(out)
 
     def has_message(self) -> bool:
         """Whether a whole message waits to be read (or the client closed its side)."""

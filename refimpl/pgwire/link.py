@@ -132,6 +132,13 @@ class Link:
         try:
             # After START_REPLICATION the walsender reads what the client sends next.
             while size < limit and (self.replication is None or self.walsender() is None):
+                conversation = self.conversation
+                if conversation is not None and (run := core.next_run(conversation.runs_together)):
+                    # A prepared statement's Bind, Describe, Execute and Sync, answered at once.
+                    data = core.send_run(conversation.answer_run(run[0], run[1], run[2]))
+                    out.append(data)
+                    size += len(data)
+                    continue
                 if (message := core.next_message()) is None:
                     break
                 for answer in self._answer(message):
@@ -179,9 +186,9 @@ class Link:
         conversation = self.conversation
         return (
             conversation is not None
+            and conversation.inbox.waiting()  # first: false after nearly every answer
             and conversation.status == "I"
             and self.core.state is State.READY
-            and conversation.inbox.waiting()
         )
 
     def is_durable(self) -> bool:

@@ -49,6 +49,20 @@ class Prepared:
     shape: RowShape | None = None  # how its last result was sent, kept for the next run
     result_type: tuple[tuple[str, int], ...] | None = None  # its first run's (name, OID)s
     run: PreparedRun | None = None  # a SELECT, INSERT, UPDATE or DELETE read once: its runs
+    # Made once from the two above for every Bind: how many values a Bind sends, those the
+    # client named no type of ($n), and whether the engine takes them in $1, $2, ... order.
+    count: int = field(init=False)
+    untyped: tuple[int, ...] = field(init=False)
+    in_order: bool = field(init=False)
+
+    def __post_init__(self) -> None:
+        numbers = self.plan.piece.params if self.plan is not None else ()
+        oids = self.param_oids
+        self.count = max(max(numbers, default=0), len(oids))
+        self.untyped = tuple(
+            n for n in range(1, self.count + 1) if n > len(oids) or not oids[n - 1]
+        )
+        self.in_order = tuple(numbers) == tuple(range(1, self.count + 1))
 
     def row_shape(self, columns: list[Column], formats: list[int]) -> RowShape:
         """The RowShape of `columns` in `formats`: the one kept, when it is still that."""

@@ -4,6 +4,9 @@ Flush), read in a few C calls each rather than field by field.
 `decode(kind, body)` answers what `messages.decode` answers for every body: each short
 reader gives up (None, or a struct/Unicode error) on a body that is not exactly its shape,
 and `messages.decode` then reads it and names what is wrong in its MalformedMessage.
+
+`read_run` reads a whole run at once, as clients send it: Bind, a Describe of its portal or
+not, Execute and Sync, for the unnamed portal, all in the buffer already.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ _SYNC, _FLUSH = m.Sync(), m.Flush()
 _KINDS = {0x53: "S", 0x50: "P"}
 
 
-def _fast_bind(body: bytes) -> m.ClientMessage | None:
+def _fast_bind(body: bytes) -> m.Bind | None:
     portal_end = body.find(0)
     at = body.find(0, portal_end + 1) + 1
     if portal_end < 0 or not at:
@@ -83,6 +86,43 @@ _FAST: dict[bytes, Callable[[bytes], m.ClientMessage | None]] = {
     b"S": lambda body: None if body else _SYNC,
     b"H": lambda body: None if body else _FLUSH,
 }
+
+
+# A run's messages after its Bind, for the unnamed portal: Describe, Execute (its row limit
+# follows), Sync.
+_DESCRIBE_PORTAL = b"D\0\0\0\x06P\0"
+_EXECUTE_PORTAL = b"E\0\0\0\x09\0"
+_SYNC_FRAME = b"S\0\0\0\x04"
+# A run: its Bind, whether its portal is described, Execute's row limit, where it ends.
+Run = tuple[m.Bind, bool, int, int]
+
+
+def read_run(buffer: bytearray, at: int, limit: int) -> Run | None:
+    """The run of a prepared statement framed in `buffer` from `at`: a Bind of the unnamed
+    portal (at most `limit` bytes), a Describe of that portal or none, an Execute of it and
+    a Sync, all whole. None for anything else, or anything not exactly so: the messages are
+    then read one at a time, whose errors say what is wrong."""
+    if len(buffer) - at < 5 or buffer[at] != 0x42:  # 'B'
+        return None
+    (length,) = _INT32.unpack_from(buffer, at + 1)
+    if length < 4 or length > limit:
+        return None
+    end = at + 1 + length
+    described = buffer[end : end + 7] == _DESCRIBE_PORTAL
+    execute = end + 7 if described else end
+    if (
+        buffer[execute : execute + 6] != _EXECUTE_PORTAL
+        or buffer[execute + 10 : execute + 15] != _SYNC_FRAME
+    ):
+        return None
+    try:
+        bind = _fast_bind(bytes(buffer[at + 5 : end]))
+    except (struct.error, ValueError):
+        return None
+    if bind is None or bind.portal:
+        return None
+    (max_rows,) = _INT32.unpack_from(buffer, execute + 6)
+    return bind, described, max_rows, execute + 15
 
 
 def decode(kind: bytes, body: bytes) -> m.ClientMessage:
