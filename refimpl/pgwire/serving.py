@@ -31,6 +31,7 @@ gets a FATAL 57P01 and is closed (an open transaction is rolled back).
 from __future__ import annotations
 
 import collections
+import dataclasses
 import itertools
 import logging
 import secrets
@@ -111,6 +112,12 @@ class _Client:
         self.unsent_since = 0.0  # when the client last took some of them
         self.handshaking = False  # TLS: 'S' sent, the handshake not yet done
         self.lock = threading.Lock()  # held by the worker while it answers
+        # What it received, sent and completed, not yet added to the server's `answers`:
+        # counted by the worker that answers it without a lock, added at its close (or at
+        # once with an error), and read with the rest by `PgServer.measures`.
+        self.received = 0
+        self.sent = 0
+        self.queries = 0
 
     def start_tls(self, context: ssl.SSLContext) -> None:
         """Wrap the socket after 'S' went out; the reading thread does the handshake."""
@@ -121,6 +128,10 @@ class _Client:
     def send_some(self) -> None:
         """Send what the socket takes now of `unsent`, without waiting; raises OSError."""
         sent = self.transport.send_now(self.unsent)
+        if sent == len(self.unsent):  # nearly always: nothing waits, no clock to read
+            self.unsent = b""
+            self.unsent_since = 0.0
+            return
         if sent or not self.unsent_since:
             self.unsent_since = time.monotonic()
         self.unsent = self.unsent[sent:]
@@ -313,7 +324,7 @@ class PgServer:
         except OSError:
             data = b""
         if data is not None:
-            self.answers.received(len(data))
+            client.received += len(data)
             client.link.core.receive_data(data)
         if client.link.core.has_message():
             self._answer(client)
@@ -324,7 +335,7 @@ class PgServer:
         """Send an idle connection the notifications that wait for it, then re-arm it."""
         out = client.link.notifications()
         if out:
-            self.answers.sent(len(out), *client.link.core.take_counts())
+            self._count(client, len(out))
             client.unsent = out
             try:
                 client.send_some()
@@ -366,7 +377,7 @@ class PgServer:
             with client.lock:
                 while True:
                     out = link.answer_pending(UNSENT_LIMIT)
-                    self.answers.sent(len(out), *link.core.take_counts())
+                    self._count(client, len(out))
                     if out and not link.is_durable():
                         # It acknowledges a commit not yet on disk: sent after the flush.
                         self._acknowledging.hand_over((client, out), link.wait_durable)
@@ -395,6 +406,21 @@ class PgServer:
             self._close(client)
         else:
             self._rearm(client, WRITABLE if client.unsent else ARMED)
+
+    def _count(self, client: _Client, size: int) -> None:
+        """Count `size` bytes of answers about to go to `client`, and what its core sent."""
+        queries, errors = client.link.core.take_counts()
+        client.sent += size
+        client.queries += queries
+        if errors:  # rare: counted by SQLSTATE at once
+            with self._lock:
+                self._add_counts(client, errors)
+
+    def _add_counts(self, client: _Client, errors: list[str]) -> None:
+        """Move `client`'s counts to the server's (`_lock` held: `measures` sees them once)."""
+        self.answers.received(client.received)
+        self.answers.sent(client.sent, client.queries, errors)
+        client.received = client.sent = client.queries = 0
 
     def _stream(self, client: _Client) -> None:
         """START_REPLICATION: a thread of its own streams to the client (which stays `busy`,
@@ -463,6 +489,7 @@ class PgServer:
             fd = client.sock.fileno()
             if self._clients.pop(fd, None) is None:
                 return
+            self._add_counts(client, [])
             self._by_process.pop(client.link.process_id, None)
         try:
             self._epoll.unregister(fd)
@@ -478,8 +505,20 @@ class PgServer:
     def measures(self) -> PgMeasures:
         """What /metrics reads at a scrape: the counts, and the connections by state now."""
         with self._lock:
-            states = collections.Counter(_state(c) for c in self._clients.values())
-        return self.answers.snapshot(states)
+            clients = list(self._clients.values())
+            states = collections.Counter(_state(c) for c in clients)
+            measures = self.answers.snapshot(states)
+            # Read without their workers' lock: a count a worker is adding to now is read as
+            # it was or as it is, and counted once either way.
+            received = sum(c.received for c in clients)
+            sent = sum(c.sent for c in clients)
+            queries = sum(c.queries for c in clients)
+        return dataclasses.replace(
+            measures,
+            queries=measures.queries + queries,
+            bytes_received=measures.bytes_received + received,
+            bytes_sent=measures.bytes_sent + sent,
+        )
 
     # -- cancel and stop -----------------------------------------------------------------
 
