@@ -13,6 +13,10 @@ machine's folders. `--workloads` picks some.
 
     python tools/bench/profile_requests.py --out tools/bench/profiles
     python tools/bench/profile_requests.py --workloads pg-select,exec-insert --seconds 5
+    python tools/bench/profile_requests.py --budget tools/bench/profiles/pg-select.txt
+
+`--budget` prints the share of each stage in collapsed stacks instead (a sample goes to
+the stage of its innermost frame that `STAGES` names; the rest is the server loop).
 
 Needs py-spy (`pip install py-spy`) and the right to trace the server (root, or
 ptrace_scope 0).
@@ -66,6 +70,49 @@ def clean(collapsed: str) -> str:
         stack = _LINE.sub(")", _FOLDER.sub(lambda match: "(" + match.group(1), stack))
         counts[stack] = counts.get(stack, 0) + int(samples)
     return "".join(f"{stack} {samples}\n" for stack, samples in counts.items())
+
+
+# The stages of a request over the PostgreSQL protocol, by the frames that name them (a
+# function's name as py-spy writes it, before the file); the first stage whose name a
+# sample's innermost such frame starts with is the sample's.
+STAGES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("counting for /metrics", ("PgCounts.", "PgServer._count", "ProtocolCore.take_counts")),
+    ("commit", ("Database.commit_locked",)),
+    (
+        "commit wait and acknowledgement",
+        ("Acknowledging._round", "Session.wait_durable", "PgServer._acknowledge"),
+    ),
+    ("plan lookup and rights", ("point_plan", "PlanCache.", "PreparedTableSelect._points")),
+    ("plan lookup and rights", ("Session.authorize", "AccessControl.")),
+    ("admission and deadline", ("before_statements", "running.__", "watch_cancel")),
+    ("bind", ("Conversation.bind",)),
+    ("execute", ("Session.run_prepared", "Session.execute", "Conversation._run")),
+    ("execute", ("execute ", "select_rows", "table_rows", "_insert", "PreparedTableSelect")),
+    ("framing and decode", ("ProtocolCore.next_", "ProtocolCore.has_message", "read_run")),
+    ("framing and decode", ("ProtocolCore.receive_data", "ProtocolCore._next_frame")),
+    ("encode", ("ProtocolCore.send", "DataRows.encode", "Prepared.row_shape")),
+    ("send", ("_Client.send_some", "Socket.send", "_Client.goodbye")),
+    ("parse", ("parse_cached", "Conversation._plan", "Conversation.parse")),
+)
+LOOP = "server loop, locks, dispatch"
+
+
+def budget(collapsed: str) -> dict[str, float]:
+    """Each stage's share (0 to 1) of the samples of collapsed stacks, by `STAGES`."""
+    counts: dict[str, int] = {}
+    for line in collapsed.splitlines():
+        stack, _, samples = line.rpartition(" ")
+        if not stack:
+            continue
+        stage = LOOP
+        for frame in reversed(stack.split(";")):
+            found = next((s for s, names in STAGES if frame.startswith(names)), None)
+            if found is not None:
+                stage = found
+                break
+        counts[stage] = counts.get(stage, 0) + int(samples)
+    total = sum(counts.values()) or 1
+    return {stage: count / total for stage, count in counts.items()}
 
 
 def _spy(pid: int, seconds: float, raw: Path) -> subprocess.Popen[bytes]:
@@ -143,7 +190,15 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=8.0, help="sampled time per workload")
     parser.add_argument("--procs", type=int, default=4, help="load generator processes (max)")
     parser.add_argument("--workloads", default=",".join(WORKLOADS))
+    parser.add_argument("--budget", nargs="+", type=Path, help="collapsed stacks to read")
     args = parser.parse_args()
+    if args.budget:
+        shares = [budget(path.read_text()) for path in args.budget]
+        stages = sorted({s for share in shares for s in share}, key=lambda s: -shares[0].get(s, 0))
+        print("stage | " + " | ".join(path.name for path in args.budget))
+        for stage in stages:
+            print(f"{stage} | " + " | ".join(f"{100 * s.get(stage, 0):.1f}%" for s in shares))
+        return
     args.out.mkdir(parents=True, exist_ok=True)
     for name in args.workloads.split(","):
         figures = profile(name, args.seconds, args.procs, args.out)
