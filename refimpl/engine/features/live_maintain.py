@@ -29,6 +29,7 @@ from refimpl.engine.features.live_window import Window, sort_key
 from refimpl.engine.query.access_path import plan_access
 from refimpl.engine.query.cache_keys import deterministic
 from refimpl.engine.query.compiled import Scope, ScopeColumn
+from refimpl.engine.query.deadlines import make_way
 from refimpl.engine.query.expressions import (
     compile_expression,
     contains_aggregate,
@@ -47,6 +48,7 @@ if TYPE_CHECKING:
 
 # Beyond this many log records since its last answer, reading the table again is cheaper.
 MAX_RECORDS = 10_000
+WAY_ROWS = 256  # rows taken in between two looks at whether others' threads are due
 LONG_LIVED = 100_000  # rows of a state read from the table that the collector is spared
 _UNKNOWN: Any = object()  # a row before a change that the log does not hold
 Order = Callable[[Any], Any]
@@ -401,7 +403,9 @@ class Maintainer:
         rows = itertools.chain.from_iterable(
             zip(itertools.repeat(part), orders, part_rows) for part, orders, part_rows in listed
         )
-        for part, order, row in bounded(rows, deadline):
+        for taken, (part, order, row) in enumerate(bounded(rows, deadline)):
+            if not taken % WAY_ROWS:
+                make_way()  # the asking client's work: others' answers run between its turns
             self._join(row, order[-count:], (part, order))
         self._answer = None
         self._touched = {}
