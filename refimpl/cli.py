@@ -188,6 +188,7 @@ def write_admin_token(folder: Path, token: str) -> Path:
 
 def _serve(options: argparse.Namespace) -> int:
     from conformance.cli import shipped_spec_version
+    from refimpl import native_memory
     from refimpl.engine.instance import Instance
     from refimpl.engine.replication.lag import SlotLags
     from refimpl.http.app import App, AppOptions
@@ -195,6 +196,8 @@ def _serve(options: argparse.Namespace) -> int:
     from refimpl.http.serving.run import serve
     from refimpl.sql.parser import warm_up
 
+    # Before any thread of the server exists: the arenas a thread gets are fixed then.
+    native_memory.bound_arenas()
     settings = load_settings(flags_of(options), config=options.config)
     pg_tls = _check_settings(settings)
     _check_ports(settings)
@@ -263,10 +266,15 @@ def _serve(options: argparse.Namespace) -> int:
     def listening(host: str, port: int) -> None:
         print(f"listening on http://{host}:{port}", flush=True)
 
+    # Memory a finished or refused request freed goes back to the system within seconds.
+    trimmer = native_memory.Trimmer()
+    trimmer.start()
+
     def stopped() -> None:
         if pg_server is not None:
             pg_server.stop()  # its running statements finish first
         instance.close()
+        trimmer.close()
         print("stopped; everything acknowledged is on disk", flush=True)
 
     # At the signal, before running requests are awaited: the engine answers waiting readers

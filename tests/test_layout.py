@@ -76,6 +76,8 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     ),
     # Connection counts shared by both protocols' servers: under both, above nothing.
     "refimpl.netlimits": ("refimpl",),
+    # What the server asks of the C library's allocator, at its start: above nothing.
+    "refimpl.native_memory": ("refimpl",),
     # The workers both servers run on: they know the engine's admission seam, nothing more.
     "refimpl.netpool": (
         "refimpl.sql",
