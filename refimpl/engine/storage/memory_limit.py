@@ -52,7 +52,32 @@ def rows_bytes(rows: Sequence[tuple[Any, ...]], schema: TableSchema, indexes: in
     """The bytes these rows of a table of `schema` with `indexes` secondary indexes count."""
     if not rows:
         return 0
-    return _row_bytes(schema, indexes) * len(rows) + _text_bytes(rows, schema)
+    fixed, texts = _shape(schema, indexes)
+    if not texts:
+        return fixed * len(rows)
+    if len(texts) == 1:
+        return fixed * len(rows) + sum(map(len, filter(None, map(itemgetter(texts[0]), rows))))
+    return fixed * len(rows) + _text_bytes(rows, schema)
+
+
+# Each schema's (fixed bytes a row, text columns' places), by schema object and count of
+# indexes: a commit of one row counts it without going over the columns again. A schema is
+# never changed in place (a change makes a new object), so the one kept is checked by
+# identity; the dictionary is emptied when it holds many.
+_SHAPES: dict[tuple[int, int], tuple[TableSchema, int, tuple[int, ...]]] = {}
+_SHAPES_KEPT = 1024
+
+
+def _shape(schema: TableSchema, indexes: int) -> tuple[int, tuple[int, ...]]:
+    kept = _SHAPES.get((id(schema), indexes))
+    if kept is not None and kept[0] is schema:
+        return kept[1], kept[2]
+    texts = tuple(n for n, column in enumerate(schema.columns) if column.type in _TEXT)
+    fixed = _row_bytes(schema, indexes)
+    if len(_SHAPES) >= _SHAPES_KEPT:
+        _SHAPES.clear()
+    _SHAPES[(id(schema), indexes)] = (schema, fixed, texts)
+    return fixed, texts
 
 
 def table_bytes(table: Table) -> int:
