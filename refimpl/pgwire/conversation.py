@@ -35,7 +35,7 @@ from refimpl.errors import (
 from refimpl.pgwire import copy_flow, sqlstate, types
 from refimpl.pgwire import messages as m
 from refimpl.pgwire.notifications import STATEMENTS, Inbox, pg_notify_call
-from refimpl.pgwire.param_types import param_types
+from refimpl.pgwire.param_types import catalog_column_types, param_types
 from refimpl.pgwire.portals import Plan, Portal, Prepared, check_result_type, result_type_of
 from refimpl.pgwire.session_settings import SessionSettings, SettingCommand, recognise
 from refimpl.pgwire.sqltext import Piece, split
@@ -432,7 +432,7 @@ class Conversation:
         # SHOW TABLES first: an unknown table's error would roll an open transaction back.
         names = {row[0].lower() for row in self.session.execute("SHOW TABLES").rows}
         if table.lower() not in names:
-            return {}
+            return catalog_column_types(self.session.execute, table)
         quoted = '"' + table.replace('"', '""') + '"'
         rows = self.session.execute(f"SHOW COLUMNS FROM {quoted}").rows
         return {row[0].lower(): row[1] for row in rows}

@@ -7,8 +7,8 @@ place a parameter stands; so does this:
 
 - a value of an INSERT row or of an UPDATE assignment: the column's type;
 - one side of a comparison or of arithmetic, BETWEEN, IN, `CASE x WHEN`, coalesce, nullif,
-  greatest and least: the type of the other side (a column, qualified or not, a constant, a
-  cast, or an expression of those);
+  greatest and least: the type of the other side (a column, qualified or not, of a table or
+  of a catalog relation, `oid = $1` an OID; a constant, a cast, or an expression of those);
 - the argument of a function that takes text (upper, length, ...) or a number (abs, round,
   ...), a LIKE pattern: text, or DOUBLE for the numbers;
 - a condition (WHERE, ON, HAVING, AND, OR, NOT, `CASE WHEN`): BOOLEAN; LIMIT and OFFSET:
@@ -24,6 +24,8 @@ import dataclasses
 from collections.abc import Callable, Iterator
 
 from refimpl.engine.query.arrays import ARRAY_ELEMENT_TYPES
+from refimpl.engine.result import Result
+from refimpl.engine.statements.pg_catalog import RELATIONS as CATALOG_RELATIONS
 from refimpl.sql import ast
 
 ColumnTypes = Callable[[str], dict[str, str]]  # table -> {lower-case column: type}
@@ -106,6 +108,17 @@ class _Columns:
         if ref.table is not None:
             return self.by_table.get(ref.table.lower(), {}).get(ref.name.lower())
         return self.bare.get(ref.name.lower())
+
+
+def catalog_column_types(run: Callable[[str], Result], table: str) -> dict[str, str]:
+    """The columns of the catalog relation `table` (`pg_attribute`, `information_schema.tables`)
+    with their types, from an empty read of it by `run` (a session's `execute`): so that
+    `WHERE attrelid = $1` makes `$1` an oid, as in PostgreSQL. {} for any other name."""
+    name = table.lower()
+    if name not in CATALOG_RELATIONS:
+        return {}
+    columns = run(f"SELECT * FROM {name} LIMIT 0").columns or []
+    return {column.name.lower(): column.type for column in columns}
 
 
 def param_types(statement: ast.Statement, column_types: ColumnTypes) -> dict[int, str]:

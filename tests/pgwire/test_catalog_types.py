@@ -60,14 +60,36 @@ def test_asyncpg_reads_oid_arrays_without_asking_the_catalog(pg: PgServer, db: s
     pg.http.sql("CREATE TABLE t (a STRING PRIMARY KEY, b BIGINT)", db)
 
     async def work(conn: Any) -> Any:
-        return await conn.fetchrow(
+        relation = await conn.fetchval("SELECT 't'::regclass")
+        row = await conn.fetchrow(
             "SELECT array_agg(atttypid ORDER BY attnum) AS types, max(attrelid) AS rel"
             " FROM pg_catalog.pg_attribute WHERE attrelid = $1::oid",
-            await conn.fetchval("SELECT 't'::regclass"),
+            relation,
         )
+        return relation, row
 
-    row = pg.run_asyncpg(db, work)
-    assert (row["types"], row["rel"] > 0) == ([25, 20], True)
+    relation, row = pg.run_asyncpg(db, work)
+    assert (row["types"], row["rel"]) == ([25, 20], relation)
+
+
+def test_a_parameter_compared_with_a_catalog_column_takes_its_type(pg: PgServer, db: str) -> None:
+    # asyncpg encodes each parameter by the type the server describes: an int for an oid,
+    # where a parameter described as text would take only a str.
+    pg.http.sql("CREATE TABLE t (a STRING PRIMARY KEY)", db)
+
+    async def work(conn: Any) -> Any:
+        relation = await conn.fetchval(
+            "SELECT oid FROM pg_catalog.pg_class WHERE relname = $1", "t"
+        )
+        statement = await conn.prepare(
+            "SELECT c.relname, a.attname FROM pg_catalog.pg_class c"
+            " JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid WHERE c.oid = $1"
+        )
+        types = [t.oid for t in statement.get_parameters()]
+        return types, await statement.fetch(relation)
+
+    types, rows = pg.run_asyncpg(db, work)
+    assert (types, [tuple(r) for r in rows]) == ([OID], [("t", "a")])
 
 
 def test_exec_names_oids_by_what_they_compute_as(pg: PgServer, db: str) -> None:
