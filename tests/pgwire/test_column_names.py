@@ -38,10 +38,18 @@ def test_columns_are_named_as_postgresql_names_them(pg: PgServer, db: str) -> No
     ]
 
 
-def test_a_union_and_a_grouped_query_name_their_columns_alike(pg: PgServer, db: str) -> None:
+def test_a_union_and_a_grouped_query_name_their_columns_so(pg: PgServer, db: str) -> None:
     pg.http.sql("CREATE TABLE t (id INT PRIMARY KEY, g STRING)", db)
     with pg.connect(db) as conn:
         union = conn.execute("SELECT 1, 'a' AS b UNION SELECT 2, 'c'").description or []
         grouped = conn.execute("SELECT g, count(*) + 0 FROM t GROUP BY g").description or []
     assert [c.name for c in union] == ["?column?", "b"]
     assert [c.name for c in grouped] == ["g", "?column?"]
+
+
+def test_returning_names_its_columns_as_a_select_does(pg: PgServer, db: str) -> None:
+    pg.http.sql("CREATE TABLE t (id INT PRIMARY KEY, g STRING)", db)
+    with pg.connect(db) as conn:
+        cursor = conn.execute("INSERT INTO t VALUES (1, 'a') RETURNING id, id * 10, g AS h")
+        answer = ([c.name for c in cursor.description or []], cursor.fetchall())
+    assert answer == (["id", "?column?", "h"], [(1, 10, "a")])

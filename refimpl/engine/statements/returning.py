@@ -12,7 +12,7 @@ from typing import Any
 
 from refimpl.engine.query.compiled import table_scope
 from refimpl.engine.query.expressions import compile_expression, contains_aggregate
-from refimpl.engine.query.select import column_name
+from refimpl.engine.query.pg_names import column_name, pg_names
 from refimpl.engine.result import Column, Result, query_result
 from refimpl.engine.storage.schema import TableSchema
 from refimpl.errors import SqlError, UnknownColumn
@@ -42,8 +42,8 @@ def returned(
             raise SqlError("aggregate functions are not allowed in RETURNING")
         compiled.append(compile_expression(item.expr, scope))
     columns = [
-        Column(column_name(item), "STRING" if c.type == "NULL" else c.type)
-        for item, c in zip(expanded, compiled, strict=True)
+        Column(column_name(item), "STRING" if c.type == "NULL" else c.type, pg_name)
+        for item, c, pg_name in zip(expanded, compiled, pg_names(expanded), strict=True)
     ]
     fns = [c.fn for c in compiled]
     return query_result(text, columns, [tuple(fn(row) for fn in fns) for row in rows])
