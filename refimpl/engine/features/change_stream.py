@@ -83,8 +83,12 @@ class Change(NamedTuple):
     at 0.95x the rows/s; 50 event streams at 20 commits/s, 0.90x the server's CPU per
     commit (rounds 0.90x to 1.00x; 40 commits in 10 ms clock ticks, so to about 10%). A
     plain read, which makes no record, varied 0.77x to 1.04x between rounds of the same
-    run: the dataclass is within that noise, but not shown within 3%, so the record stays
-    a named tuple. No reader indexes it: its fields are read by name everywhere.
+    run: the dataclass is within that noise, but not shown within 3%. A logical slot,
+    which makes a record of every row it sends, shows the cost plainly: a walsender's CPU
+    to decode and encode 100,000 rows in transactions of 1,000 (medians of 3 runs of 5
+    passes each, process CPU time) is 1.32x with the dataclass for pgoutput (0.31 s
+    against 0.24 s) and 1.21x for test_decoding (0.57 s against 0.47 s). So the record
+    stays a named tuple. No reader indexes it: its fields are read by name everywhere.
     """
 
     lsn: int  # the LSN of the transaction that committed it (an initial copy's page's)
