@@ -24,10 +24,13 @@ machine does weighs on both alike. Measures, at each round:
 The table gives each measure's median over the rounds for the two revisions, the ratio
 new/old of the medians, the range of the rounds' own ratios (how far one round strays: the
 noise), and whether higher or lower is better; the load average (1 minute) is printed at the
-start, after each round and at the end.
+start and after each round. A run stopped early (^C, `timeout`) prints the rounds it did.
+CPU figures come in the kernel's 10 ms ticks: one taken over a few ticks (the stream's CPU
+per commit over 40 commits in --quick) is coarse, and more rows or seconds sharpen it.
 
     python tools/bench/versions.py                        # 46bb21e against HEAD, 5 rounds
-    python tools/bench/versions.py --quick                # 3 rounds, smaller, ~4 min idle
+    python tools/bench/versions.py --quick                # 3 rounds, smaller: ~10 min
+                                                          # at load 9 to 15 on 2 cores
     python tools/bench/versions.py --old HEAD --new ../scratch --rounds 7
 """
 
