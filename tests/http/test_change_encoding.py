@@ -10,9 +10,12 @@ objects and ids of its rows one by one (spec: changefeeds, initial).
 from __future__ import annotations
 
 import tempfile
+import threading
+import time
 from typing import Any
 
 import msgspec
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -21,6 +24,7 @@ from refimpl.engine.features.change_stream import CHUNK_ROWS, Change, ChangeBatc
 from refimpl.engine.features.event_cursor import row_key
 from refimpl.engine.features.feed_options import FeedFilter
 from refimpl.engine.features.initial_copy import INITIAL, CopyPosition, read_initial
+from refimpl.engine.query import deadlines
 from refimpl.engine.storage import values
 from refimpl.http.encode import encode_json
 from refimpl.http.endpoints.change_encoding import (
@@ -221,3 +225,43 @@ def test_pages_past_a_chunk_encode_whole() -> None:
         one_by_one = [objects.with_options(item.change, False, None) for item in batch.items]
         assert encode_json(objects.of_copied(batch.copied, False)) == encode_json(one_by_one)
         assert len(set(batch.copied.event_ids())) == rows
+
+
+def test_small_pages_one_after_another_never_pause(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A reader of small pages is answered page after page by the same worker: a page of
+    one step (CHUNK_ROWS objects or fewer) never lets the interpreter lock go, however long
+    the worker has been answering such pages; a page of several steps does, between them."""
+    pauses: list[float] = []
+    real_sleep = time.sleep
+
+    def recorded(seconds: float) -> None:
+        pauses.append(seconds)
+        real_sleep(seconds)
+
+    monkeypatch.setattr(deadlines.time, "sleep", recorded)
+    with tempfile.TemporaryDirectory() as folder, refimpl.connect(folder) as conn:
+        conn.execute("CREATE TABLE t (id INT PRIMARY KEY, s STRING)")
+        session = conn.session()
+        for first in range(0, 3 * CHUNK_ROWS, 100):
+            session.insert_rows("t", ["id", "s"], [(i, f"r{i}") for i in range(first, first + 100)])
+        database = conn.instance.database(conn.database)
+        schema = database.tables["t"].schema
+        names, kinds = schema.column_names, {c.name: c.type for c in schema.columns}
+        small = read_runs(database, "t", schema, 1, 100)
+        large = read_runs(database, "t", schema, 1, 3 * CHUNK_ROWS)
+
+        def answer_pages(batch: Any, seconds: float) -> None:
+            until = time.monotonic() + seconds
+            while time.monotonic() < until:
+                encode_json_answer("t", batch, names, kinds, 1, 1)
+                encode_sse(batch, names, kinds)
+
+        # A thread of its own: its first step starts its turn, whatever other tests did.
+        worker = threading.Thread(target=answer_pages, args=(small, 4 * deadlines.TURN_SECONDS))
+        worker.start()
+        worker.join(30)
+        assert pauses == []
+        worker = threading.Thread(target=answer_pages, args=(large, 4 * deadlines.TURN_SECONDS))
+        worker.start()
+        worker.join(30)
+        assert pauses, "pages of several steps never let the lock go"

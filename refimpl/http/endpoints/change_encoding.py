@@ -20,6 +20,7 @@ from typing import Any
 import msgspec
 
 from refimpl.engine.features.change_stream import (
+    CHUNK_ROWS,
     UNLOGGED,
     Change,
     ChangeBatch,
@@ -100,11 +101,15 @@ class ChangeObjects:
         """The objects of a plain feed's runs, in order: made by C-level maps over each run,
         a chunk at a time (the same objects `__call__` makes of its changes)."""
         events: list[ChangeEvent] = []
+        made = 0  # objects made since the last step: a step is CHUNK_ROWS of them
         for run in runs:
             committed_at = self._formatted(run.lsn, run.committed_at)
             seq = run.seq
             for items in chunks(run.items):
-                make_way()
+                if made >= CHUNK_ROWS:
+                    make_way()  # between steps, not before the first (see `_stepping`)
+                    made = 0
+                made += len(items)
                 head = (repeat(run.lsn), itertools.count(seq), repeat(committed_at), repeat(run.op))
                 if run.op == "upsert":
                     events += map(ChangeEvent, *head, repeat(None), self._rows(items))
@@ -219,11 +224,22 @@ _lines = msgspec.json.Encoder().encode_lines
 Page = ChangeBatch | ShapedBatch | RunBatch  # a page of the stream; runs for a plain feed
 
 
+def _stepping(steps: Iterator[Sequence[Any]]) -> Iterator[Sequence[Any]]:
+    """`steps`, with `make_way` between two of them, never before the first: a small page,
+    one step, never pauses. A worker's turn is timed by the wall clock from its first
+    step of recent work, and the requests a worker answers one after the other are such
+    work; a pause before each small page's one step made a quick reader of small pages
+    pause at almost every page."""
+    for index, step in enumerate(steps):
+        if index:
+            make_way()
+        yield step
+
+
 def json_lines(objects: Sequence[Any]) -> list[bytes]:
     """The JSON text of each object, made a call a chunk (JSON text holds no raw newline)."""
     lines: list[bytes] = []
-    for chunk in chunks(objects):
-        make_way()
+    for chunk in _stepping(chunks(objects)):
         try:
             lines += _lines(chunk).split(b"\n")[:-1]
         except (OverflowError, TypeError):  # what only encode_json's fallback encodes
@@ -235,8 +251,7 @@ def json_array(objects: Sequence[Any]) -> msgspec.Raw:
     """The objects as one JSON array, encoded a chunk at a time (see CHUNK_ROWS), to be
     put in an answer as it is (the answer's other fields are plain, never the fallback's)."""
     parts = []
-    for chunk in chunks(objects):
-        make_way()
+    for chunk in _stepping(chunks(objects)):
         parts.append(encode_json(list(chunk))[1:-1])
     return msgspec.Raw(b"[" + b",".join(parts) + b"]")
 
