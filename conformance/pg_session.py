@@ -11,7 +11,7 @@ Frontend messages, one JSON value each:
 |---|---|
 | `{"Query": "SQL"}` | Query |
 | `{"Parse": {"name": "", "sql": "SQL", "types": [OID, ...]}}` | Parse |
-| `{"Bind": {"portal": "", "statement": "", "params": [...], "result_formats": [...]}}` | Bind |
+| `{"Bind": {"portal", "statement", "params", "param_formats", "result_formats"}}` | Bind |
 | `{"Describe": {"statement": NAME}}`, `{"Describe": {"portal": NAME}}` | Describe |
 | `{"Execute": {"portal": "", "max_rows": 0}}` | Execute |
 | `{"Close": {"statement": NAME}}`, `{"Close": {"portal": NAME}}` | Close |
@@ -19,8 +19,12 @@ Frontend messages, one JSON value each:
 | `"Sync"`, `"Flush"`, `"CopyDone"`, `"Terminate"` | those messages |
 | `{"StandbyStatusUpdate": {...}}` | CopyData `r` of a replication client (pg_replication.py) |
 
-A Bind's `params` are text or `null`, sent in the text format; `result_formats` 0 (text)
-or 1 (binary) per column, or one for all.
+A Bind's `params` are text, `null`, or `{"binary": "HEX"}`, whose bytes (`"ffffffff"`, an
+`int4`'s -1) are sent as they are. The parameter format codes (0 text, 1 binary) are
+`param_formats` when the step gives them, sent exactly so (one for all, one per parameter,
+or a wrong count on purpose); otherwise one code 0 when every parameter is text, and one
+code per parameter (1 for each binary one) when one is binary. `result_formats` are 0
+(text) or 1 (binary) per column, or one for all.
 
 Backend messages become objects with a `type` and the fields a client reads:
 `ErrorResponse` and `NoticeResponse` (`severity`, `code`, `message`), `RowDescription`
@@ -135,17 +139,43 @@ def encode_frontend(value: Any) -> bytes:
     raise PgStepError(f"unknown message {name!r}")
 
 
+def _param_bytes(param: Any) -> bytes | None:
+    """A Bind parameter's bytes as sent: None for NULL, `{"binary": HEX}` those bytes, any
+    other value its text in UTF-8."""
+    if param is None:
+        return None
+    if isinstance(param, dict):
+        if set(param) != {"binary"} or not isinstance(param["binary"], str):
+            raise PgStepError(f'a parameter is text, null or {{"binary": "HEX"}}, not {param!r}')
+        try:
+            return bytes.fromhex(param["binary"])
+        except ValueError:
+            raise PgStepError(f"{param['binary']!r} is not hex digits, e.g. 00000001") from None
+    return str(param).encode("utf-8")
+
+
+def _param_formats(fields: dict[str, Any], params: list[Any]) -> list[int]:
+    """The parameter format codes sent: `param_formats` exactly as given; without it one
+    code 0 (all in text) when no parameter is binary, else one code per parameter."""
+    if "param_formats" in fields:
+        return [int(f) for f in fields["param_formats"]]
+    if not any(isinstance(param, dict) for param in params):
+        return [0]
+    return [1 if isinstance(param, dict) else 0 for param in params]
+
+
 def _bind_body(fields: dict[str, Any]) -> bytes:
     params = fields.get("params", [])
+    param_formats = _param_formats(fields, params)
     formats = [int(f) for f in fields.get("result_formats", [])]
     body = _cstring(fields.get("portal", "")) + _cstring(fields.get("statement", ""))
-    body += struct.pack("!hh", 1, 0)  # every parameter in text
+    body += struct.pack(f"!h{len(param_formats)}h", len(param_formats), *param_formats)
     body += struct.pack("!h", len(params))
     for param in params:
-        if param is None:
+        data = _param_bytes(param)
+        if data is None:
             body += struct.pack("!i", -1)
         else:
-            data = str(param).encode("utf-8")
             body += struct.pack("!i", len(data)) + data
     return body + struct.pack(f"!h{len(formats)}h", len(formats), *formats)
 
