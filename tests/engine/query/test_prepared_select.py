@@ -17,6 +17,7 @@ from refimpl.engine.query.prepared_select import PreparedSelect, prepare_select
 from refimpl.engine.query.select import run_select
 from refimpl.engine.statements.queries import CommittedTable
 from refimpl.engine.storage.access_hints import AccessHints
+from refimpl.errors import KdbError
 from refimpl.sql.parser import parse
 
 # Each query, and whether its rows are ordered after the lock (else it runs whole at once).
@@ -27,6 +28,7 @@ QUERIES = [
     ("SELECT g, max(v) FROM t GROUP BY g", True),
     ("SELECT id FROM t ORDER BY id LIMIT 0", True),
     ("SELECT id FROM t WHERE v > 3 LIMIT 4", False),  # its LIMIT stops the read early
+    ("SELECT id, v FROM t WHERE v > 3", True),  # its WHERE filters after the lock
     ("SELECT id, now() IS NULL FROM t ORDER BY id LIMIT 5", False),  # now(): the run's moment
 ]
 
@@ -67,6 +69,25 @@ def test_limit_0_reads_no_row(conn: refimpl.Connection) -> None:
         prepared = prepare_select(select, source, (), 0)
     assert prepared.rows == []
     assert prepared.finish().rows == []
+
+
+def test_a_where_is_evaluated_after_the_lock_with_its_errors() -> None:
+    """A SELECT's WHERE filters the rows after the state lock is let go: its errors are the
+    answer's, raised by `finish`, as a run raises them."""
+    with tempfile.TemporaryDirectory() as folder:
+        connection = refimpl.connect(Path(folder))
+        connection.execute("CREATE TABLE t (id BIGINT PRIMARY KEY, g STRING)")
+        connection.execute("INSERT INTO t VALUES (1, 'one')")
+        database = connection.instance.database(connection.database)
+        select = _select("SELECT id FROM t WHERE CAST(g AS INT) > 0")
+        with database.state_lock:
+            source = CommittedTable(database.committed_table("t"), None)
+            prepared = prepare_select(select, source, (), 0)
+            with pytest.raises(KdbError) as ran:
+                run_select(select, source, (), 0)
+        assert prepared.output is None and len(prepared.rows) == 1
+        with pytest.raises(type(ran.value), match=str(ran.value)[:20]):
+            prepared.finish()
 
 
 class _Held:
