@@ -71,8 +71,8 @@ class TableFeed:
     # `name:type` of each column: strings hash in C and keep their hash (a shared answer's
     # key holds it, made again at every attempt of every parked reader).
     signature: tuple[str, ...] = ()
-    # The feed's compiled `where=` predicates by their text (a FeedFilter is immutable and
-    # compiled for this schema alone, so every reader of the feed may share it).
+    # The table's compiled `where=` predicates by their text (a FeedFilter is immutable and
+    # compiled for this schema alone, so every reader of the table may share it).
     _filters: dict[str, FeedFilter] = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -132,6 +132,17 @@ class TableFeed:
             batch = ChangeBatch(batch.changes + page.changes, page.next_lsn, page.more)
             shaped = shape_changes(batch, self._schema, options, feed_filter)
         return shaped
+
+
+@dataclass(frozen=True, slots=True)
+class _Described:
+    """What a table's feed keeps between requests while its schema object stands: nothing
+    that refers to the database (the database is the key it is kept under, weakly)."""
+
+    schema: TableSchema
+    column_types: dict[str, str]
+    signature: tuple[str, ...]
+    filters: dict[str, FeedFilter]
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,10 +216,10 @@ class ChangeFeeds:
         self._instance = instance
         self._copy_lock = threading.Lock()
         self._copying: dict[str | None, int] = {}  # initial-copy pages read now, by user
-        # Each database's table feeds by lower-case table name, each kept while its table's
-        # schema object stands (a schema change makes a new one): describing a table is
-        # then one dictionary lookup per request. Weak: a dropped database's go with it.
-        self._feeds: weakref.WeakKeyDictionary[Database, dict[str, TableFeed]] = (
+        # Each database's tables described by lower-case table name, each kept while its
+        # table's schema object stands (a schema change makes a new one): describing a table
+        # is then one dictionary lookup per request. Weak: a dropped database's go with it.
+        self._described: weakref.WeakKeyDictionary[Database, dict[str, _Described]] = (
             weakref.WeakKeyDictionary()
         )
 
@@ -263,26 +274,27 @@ class ChangeFeeds:
         if stored is None:
             raise _no_table(table, found.name)
         schema = stored.schema
-        kept = self._feeds.get(found)
+        kept = self._described.get(found)
         if kept is None:
-            kept = self._feeds.setdefault(found, {})
-        feed = kept.get(key)
-        if feed is not None and feed._schema is schema:
-            return feed
-        types = {c.name: c.type for c in schema.columns}
-        feed = TableFeed(
+            kept = self._described.setdefault(found, {})
+        described = kept.get(key)
+        if described is None or described.schema is not schema:
+            types = {c.name: c.type for c in schema.columns}
+            signature = tuple(f"{name}:{types[name]}" for name in schema.column_names)
+            described = _Described(schema, types, signature, {})
+            if len(kept) >= KEPT_FEEDS:
+                kept.clear()
+            kept[key] = described
+        return TableFeed(
             found.name,
             schema.name,
             schema.column_names,
-            types,
+            described.column_types,
             found,
             schema,
-            tuple(f"{name}:{types[name]}" for name in schema.column_names),
+            described.signature,
+            described.filters,
         )
-        if len(kept) >= KEPT_FEEDS:
-            kept.clear()
-        kept[key] = feed
-        return feed
 
     def plan(self, database: str, request: FeedRequest, principal: Principal) -> FeedPlan:
         """How to answer `request` past any initial copy (see `FeedPlan`): the table's feed
