@@ -28,7 +28,11 @@ from refimpl.engine.statements.context import (
     TableFunction,
 )
 from refimpl.engine.statements.cursor_state import Cursors
-from refimpl.engine.statements.prepared_runs import PreparedRun, prepared_handler
+from refimpl.engine.statements.prepared_runs import (
+    PreparedRun,
+    handler_of_parsed,
+    prepared_handler,
+)
 from refimpl.engine.storage.transaction import Mark, Transaction
 from refimpl.errors import (
     FailedTransaction,
@@ -212,7 +216,8 @@ class Session:
                         "current transaction is aborted, commands ignored until end of"
                         " transaction block; send ROLLBACK, or ROLLBACK TO a savepoint"
                     )
-                result = executor.execute(self, statement, script.sources[index], params)
+                handler = handler_of_parsed(statement)
+                result = handler(self, statement, script.sources[index], params)
                 if result.is_query:
                     self.database.wait_visible()
             except KdbError as error:

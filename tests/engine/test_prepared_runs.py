@@ -116,3 +116,19 @@ def test_what_is_not_prepared(session: Session) -> None:
     assert session.prepare(long_text) is None
     with pytest.raises(StatementTooLarge):
         session.execute(long_text)
+
+
+def test_execute_shares_a_selects_handler_through_schema_changes(
+    instance: Instance, session: Session
+) -> None:
+    other = instance.session()
+    assert other.execute("SELECT * FROM t WHERE id = 2").rows == [(2, 1.5, "b")]
+    session.execute("ALTER TABLE t ADD COLUMN n INT")
+    result = other.execute("SELECT * FROM t WHERE id = 3")
+    assert [c.name for c in result.columns or []] == ["id", "v", "s", "n"]
+    assert result.rows == [(3, 2.5, "c", None)]
+    session.execute("DROP TABLE t")
+    session.execute("CREATE TABLE u (id BIGINT PRIMARY KEY)")
+    session.execute("CREATE VIEW t AS SELECT id FROM u")
+    session.execute("INSERT INTO u VALUES (1)")
+    assert other.execute("SELECT * FROM t WHERE id = 1").rows == [(1,)]  # now a view

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True, slots=True)
 class PreparedRun:
-    """One statement's text, read once (`Session.prepare`); used by one caller at a time.
+    """One statement's text, read once (`Session.prepare`).
 
     `sql` is the text as the client sent it (the admission judges its cost by its `shape`),
     `source` the statement's own text (what its Result names), `param_count` the `?`s it
@@ -57,11 +57,35 @@ def prepared_handler(statement: ast.Statement) -> executor.Handler:
     return executor.handler_of(statement)
 
 
+# The handlers of parsed SELECTs, by the statement object: a text parsed once (the parse
+# cache's, a template's shared parse: every /exec request of one shape) finds its handler
+# and point plan here without hashing its statement. Emptied when it holds many. Other
+# statements' handlers are one dictionary lookup away (and an INSERT's tree may be large).
+_BY_STATEMENT: dict[int, tuple[ast.Statement, executor.Handler]] = {}
+_BY_STATEMENT_KEPT = 2048
+
+
+def handler_of_parsed(statement: ast.Statement) -> executor.Handler:
+    """`prepared_handler(statement)`, made once per SELECT object and shared by every
+    thread that runs it; NotAllowed as `executor.execute` raises it."""
+    if type(statement) is not ast.Select:
+        return executor.handler_of(statement)
+    kept = _BY_STATEMENT.get(id(statement))
+    if kept is not None and kept[0] is statement:
+        return kept[1]
+    handler = prepared_handler(statement)
+    if len(_BY_STATEMENT) >= _BY_STATEMENT_KEPT:
+        _BY_STATEMENT.clear()
+    _BY_STATEMENT[id(statement)] = (statement, handler)
+    return handler
+
+
 class PreparedTableSelect:
     """`executor.execute` of one SELECT of one table without subqueries, run again and
     again: its shape is not examined at each run, and its point plan is kept here for the
     schema object it was made for, as the database's plan cache keeps it (a schema change
-    makes a new schema object, and so a new plan), without hashing the statement to find it."""
+    makes a new schema object, and so a new plan), without hashing the statement to find it.
+    Threads may share one: what it keeps is one tuple, replaced whole."""
 
     __slots__ = ("_point",)
 
