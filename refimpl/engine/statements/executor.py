@@ -92,9 +92,14 @@ def _one_table(context: StatementContext, statement: ast.Query) -> bool:
         return False
     source = statement.source
     if isinstance(source, ast.TableSource):
-        name = source.name.lower()
-        return name not in context.database.views and not pg_catalog.is_relation(context, name)
+        return names_a_table(context, source)
     return source is None or isinstance(source, ast.FunctionSource)
+
+
+def names_a_table(context: StatementContext, source: ast.TableSource) -> bool:
+    """Whether `source` is a table of the database (not a view or a catalog relation)."""
+    name = source.name.lower()
+    return name not in context.database.views and not pg_catalog.is_relation(context, name)
 
 
 def select_rows(

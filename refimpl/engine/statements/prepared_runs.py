@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from refimpl.engine.query.point_read import PointPlan, point_plan
 from refimpl.engine.query.subqueries import has_subquery
 from refimpl.engine.result import Result, query_result
-from refimpl.engine.statements import executor, pg_catalog
+from refimpl.engine.statements import executor
 from refimpl.engine.storage.schema import TableSchema
 from refimpl.engine.tracking.plan_cache import PlanCache
 from refimpl.sql import ast
@@ -98,9 +98,8 @@ class PreparedTableSelect:
     ) -> Result:
         source = statement.source
         assert isinstance(source, ast.TableSource)
-        name = source.name.lower()
-        if name in context.database.views or pg_catalog.is_relation(context, name):
-            return executor.execute(context, statement, text, params)  # the general way
+        if not executor.names_a_table(context, source):
+            return executor.execute(context, statement, text, params)  # a view, say
         output = executor.table_rows(context, statement, source, params, True, self._points)
         return query_result(text, output.columns, output.rows)
 
