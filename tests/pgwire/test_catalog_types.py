@@ -109,3 +109,13 @@ def test_an_oid_out_of_range_is_refused_and_a_negative_int4_wraps(pg: PgServer, 
     assert answer.status_code == 400, answer.text
     assert "out of range for OID (0 to 4294967295)" in answer.json()["error"]
     assert pg.http.rows("SELECT (-1)::oid, '4294967295'::oid", db) == [[4294967295] * 2]
+
+
+def test_binary_copy_of_a_query_writes_an_oid_in_four_bytes(pg: PgServer, db: str) -> None:
+    pg.http.sql("CREATE TABLE t (a STRING PRIMARY KEY)", db)
+    query = "SELECT oid, relname FROM pg_catalog.pg_class WHERE relname = 't'"
+    with pg.connect(db) as conn:
+        with conn.cursor().copy(f"COPY ({query}) TO STDOUT (FORMAT binary)") as copy:
+            copy.set_types(["oid", "text"])
+            rows = list(copy.rows())
+    assert rows == [tuple(pg.http.rows(query, db)[0])]

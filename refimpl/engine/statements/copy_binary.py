@@ -70,6 +70,7 @@ ENCODERS: dict[str, Callable[[object], bytes]] = {
     "SYMBOL": lambda v: str(v).encode("utf-8"),
     "BOOLEAN": lambda v: b"\x01" if v else b"\x00",
     "TIMESTAMP": lambda v: _I8.pack(v - PG_EPOCH_MICROS),  # type: ignore[operator]
+    "OID": struct.Struct("!I").pack,  # a query's catalog OIDs: PostgreSQL's 4 unsigned bytes
 }
 
 
