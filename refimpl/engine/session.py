@@ -28,11 +28,7 @@ from refimpl.engine.statements.context import (
     TableFunction,
 )
 from refimpl.engine.statements.cursor_state import Cursors
-from refimpl.engine.statements.prepared_runs import (
-    PreparedRun,
-    handler_of_parsed,
-    prepared_handler,
-)
+from refimpl.engine.statements.prepared_runs import PreparedRun, handler_of_parsed
 from refimpl.engine.storage.transaction import Mark, Transaction
 from refimpl.errors import (
     FailedTransaction,
@@ -142,7 +138,7 @@ class Session:
             return None
         statement = script.statements[0]
         try:
-            handler = prepared_handler(statement)
+            handler = handler_of_parsed(statement)  # shared by every run of its text
         except NotAllowed:
             return None
         shape = admission.statement_shape(sql)
