@@ -1,12 +1,13 @@
 """A statement prepared once and run many times (a protocol's prepared statement).
 
 `Session.execute(text, params)` reads its text at every run: its size, its parse (a cache
-lookup), its count of placeholders, the handler of each statement, and for a SELECT of one
-table its shape and its point plan (the plan cache's key is the statement, hashed whole).
-A `PreparedRun` has all of that done once; `Session.run_prepared` then goes from the
-parameters to the handler. What is never done once for all: the rights (each handler checks
-them at each run), the admission of costly statements, the statement timeout, and the
-commit's durability.
+lookup), its count of placeholders and each statement's handler. A `PreparedRun` has all of
+that done once; `Session.run_prepared` then goes from the parameters to the handler. Both
+find a SELECT's handler by its parsed statement object (`handler_of_parsed`): a SELECT of
+one table is judged once (no subquery, a table source) and keeps its point plan, which the
+plan cache would find only by hashing the whole statement. What is never done once for
+all: the rights (each handler checks them at each run), the admission of costly
+statements, the statement timeout, and the commit's durability.
 """
 
 from __future__ import annotations
