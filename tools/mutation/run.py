@@ -106,6 +106,24 @@ def examples_for(deviation: Deviation | None, settings: RunSettings, work: Path)
     return examples
 
 
+def has_pg_steps(case_file: Path) -> bool:
+    """Whether an example of the case file has a `pg` step (one that speaks the protocol)."""
+    document = json.loads(case_file.read_text(encoding="utf-8"))
+    steps = (step for example in document.get("examples", []) for step in example.get("steps", []))
+    return any("pg" in step for step in steps)
+
+
+def needs_pg(chosen: Sequence[Deviation], settings: RunSettings) -> bool:
+    """Whether the examples the deviations run against have `pg` steps: without `--pg` the
+    runner skips those examples, and a deviation only they catch would seem to survive."""
+    examples = settings.root / EXAMPLES
+    if settings.own_chapter:
+        files = [examples / f"{chapter}.json" for chapter in {d.chapter for d in chosen}]
+    else:
+        files = sorted(examples.glob("*.json"))
+    return any(has_pg_steps(file) for file in files if file.exists())
+
+
 def runner_restart_options(root: Path = REPO) -> list[str]:
     """Which of the runner's restart options the runner of `root` has."""
     shown = subprocess.run(
@@ -410,7 +428,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--pg",
         action="store_true",
-        help="run the SQL examples over the PostgreSQL protocol too (on with pgwire deviations)",
+        help="speak the PostgreSQL protocol: the examples with pg steps run, and the SQL"
+        " examples over it too (on by itself when an example the run takes has a pg step)",
     )
     parser.add_argument(
         "--commit",
@@ -476,9 +495,12 @@ def _main(args: argparse.Namespace, root: Path) -> int:
         own_chapter=args.own_chapter,
         runner_jobs=args.runner_jobs,
         skipped=tuple(args.skip_example),
-        pg=args.pg or any(d.chapter == "pgwire" for d in chosen),
+        pg=args.pg,
         root=root,
     )
+    if not settings.pg and needs_pg(chosen, settings):
+        settings = replace(settings, pg=True)
+        print("--pg: on, since the examples run have pg steps")
     if args.own_chapter:
         settings = replace(settings, chapters=tuple(sorted({d.chapter for d in chosen})))
     restart_options = runner_restart_options(root)
