@@ -247,6 +247,14 @@ def json_lines(objects: Sequence[Any]) -> list[bytes]:
     return lines
 
 
+def _text_lines(objects: Sequence[Any]) -> bytes:
+    """The JSON text of each object, each ending in a line break, in one bytes object."""
+    try:
+        return _lines(objects)
+    except (OverflowError, TypeError):  # what only encode_json's fallback encodes
+        return b"".join(encode_json(item) + b"\n" for item in objects)
+
+
 def json_array(objects: Sequence[Any]) -> msgspec.Raw:
     """The objects as one JSON array, encoded a chunk at a time (see CHUNK_ROWS), to be
     put in an answer as it is (the answer's other fields are plain, never the fallback's)."""
@@ -286,16 +294,29 @@ def encode_sse(
     parts = [f"retry: {RETRY_MS}\n\n".encode()]
     if shaping.ready:
         parts.append(b"event: state\ndata: " + encode_json(shaping.state()) + b"\n\n")
-    data = json_lines(_events(batch, names, types, shaping))
-    at = 0
+    events = _events(batch, names, types, shaping)
+    at = made = 0  # made: objects encoded since the last step (see `_stepping`)
     for lsn, count in _transactions(batch):
         if not count:
             continue
-        chunk = data[at : at + count]
-        at += count
-        if count > 1:  # a transaction's events but its last: one join, no step per row
-            parts += (_CHANGE, _NEXT_CHANGE.join(chunk[:-1]), b"\n\n")
-        parts += (b"id: %d\n" % lsn, _CHANGE, chunk[-1], b"\n\n")
+        end = at + count
+        for start in range(at, end, CHUNK_ROWS):
+            if made >= CHUNK_ROWS:
+                make_way()
+                made = 0
+            step = events[start : min(start + CHUNK_ROWS, end)]
+            made += len(step)
+            # The step's lines as one text, its line breaks made event breaks by one C
+            # call: no bytes object per row (JSON text holds no raw line break).
+            text = _text_lines(step)[:-1]
+            if start + CHUNK_ROWS < end:  # not the transaction's last step: no id in it
+                parts += (_CHANGE, text.replace(b"\n", _NEXT_CHANGE), b"\n\n")
+                continue
+            split = text.rfind(b"\n")
+            if split >= 0:  # the events before the transaction's last
+                parts += (_CHANGE, text[:split].replace(b"\n", _NEXT_CHANGE), b"\n\n")
+            parts += (b"id: %d\n" % lsn, _CHANGE, text[split + 1 :], b"\n\n")
+        at = end
     position = encode_json({"next": batch.next_lsn, "more": batch.more}).decode("utf-8")
     parts.append(f"id: {batch.next_lsn}\nevent: position\ndata: {position}\n\n".encode())
     return b"".join(parts)
