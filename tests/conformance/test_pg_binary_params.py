@@ -23,13 +23,13 @@ from conformance.pg_session import PgStepError, encode_frontend
 from conformance.results import FAILED, PASSED
 from conformance.runner import Runner, RunOptions
 from tests.conformance.fake_http import ADMIN
-from tests.conformance.test_pg_session import (
+from tests.conformance.pg_scripted import (
     GOOD_PASSWORD,
     ScriptedServer,
-    _complete,
-    _error,
-    _message,
-    _ready,
+    complete,
+    error,
+    message,
+    ready,
 )
 
 INT4 = 23
@@ -58,12 +58,12 @@ class ExtendedServer(ScriptedServer):
             try:
                 (length,) = struct.unpack("!i", self._read(conn, 4))
                 self._read(conn, length - 4)
-                conn.sendall(_message(b"R", struct.pack("!i", 3)))
+                conn.sendall(message(b"R", struct.pack("!i", 3)))
                 kind, body = self._next(conn)
                 if kind != b"p" or body.rstrip(b"\0").decode() != GOOD_PASSWORD:
-                    conn.sendall(_error("28P01", "password authentication failed", "FATAL"))
+                    conn.sendall(error("28P01", "password authentication failed", "FATAL"))
                     return
-                conn.sendall(_message(b"R", struct.pack("!i", 0)) + _ready(b"I"))
+                conn.sendall(message(b"R", struct.pack("!i", 0)) + ready(b"I"))
                 self._extended(conn)
             except (ConnectionError, OSError):
                 return
@@ -79,19 +79,19 @@ class ExtendedServer(ScriptedServer):
                 at = body.index(b"\0", body.index(b"\0") + 1) + 1
                 (count,) = struct.unpack_from("!h", body, at)
                 types = list(struct.unpack_from(f"!{count}I", body, at + 2))
-                conn.sendall(_message(b"1"))
+                conn.sendall(message(b"1"))
             elif kind == b"B":
                 self.binds.append(body)
                 values = self._bound(body, types)
-                conn.sendall(_message(b"2"))
+                conn.sendall(message(b"2"))
             elif kind == b"E":
                 row = struct.pack("!h", len(values))
                 for value in values:
                     data = b"" if value is None else value.encode()
                     row += struct.pack("!i", -1 if value is None else len(data)) + data
-                conn.sendall(_message(b"D", row) + _complete("SELECT 1"))
+                conn.sendall(message(b"D", row) + complete("SELECT 1"))
             elif kind == b"S":
-                conn.sendall(_ready(b"I"))
+                conn.sendall(ready(b"I"))
 
     def _bound(self, body: bytes, types: list[int]) -> list[str | None]:
         at = body.index(b"\0", body.index(b"\0") + 1) + 1

@@ -7,10 +7,7 @@ made to lie. (The examples of spec/pgwire.md run against refimpl itself in the l
 
 from __future__ import annotations
 
-import socket
 import struct
-import threading
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -20,105 +17,29 @@ from conformance.pg_session import PgStepError, decode_backend, encode_frontend
 from conformance.results import FAILED, PASSED, SKIPPED
 from conformance.runner import NO_PG, Runner, RunOptions
 from tests.conformance.fake_http import ADMIN
-
-GOOD_PASSWORD = ADMIN
-
-
-def _message(kind: bytes, body: bytes = b"") -> bytes:
-    return kind + struct.pack("!i", len(body) + 4) + body
-
-
-def _ready(status: bytes) -> bytes:
-    return _message(b"Z", status)
-
-
-def _complete(tag: str) -> bytes:
-    return _message(b"C", tag.encode() + b"\0")
-
-
-def _error(code: str, message: str, severity: str = "ERROR") -> bytes:
-    fields = f"S{severity}\0C{code}\0M{message}\0\0".encode()
-    return _message(b"E", fields)
-
-
-Script = Callable[[str], bytes]
-
-
-class ScriptedServer:
-    """Logs in a client whose password is the admin token; answers a Query by `script`."""
-
-    def __init__(self, script: Script) -> None:
-        self.script = script
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.address = f"127.0.0.1:{self.listener.getsockname()[1]}"
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                conn, _ = self.listener.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
-
-    def _read(self, conn: socket.socket, size: int) -> bytes:
-        data = b""
-        while len(data) < size:
-            chunk = conn.recv(size - len(data))
-            if not chunk:
-                raise ConnectionError
-            data += chunk
-        return data
-
-    def _serve(self, conn: socket.socket) -> None:
-        with conn:
-            try:
-                (length,) = struct.unpack("!i", self._read(conn, 4))
-                self._read(conn, length - 4)
-                conn.sendall(_message(b"R", struct.pack("!i", 3)))
-                kind, body = self._next(conn)
-                if kind != b"p" or body.rstrip(b"\0").decode() != GOOD_PASSWORD:
-                    conn.sendall(_error("28P01", "password authentication failed", "FATAL"))
-                    return
-                conn.sendall(_message(b"R", struct.pack("!i", 0)) + _ready(b"I"))
-                while True:
-                    kind, body = self._next(conn)
-                    if kind == b"X":
-                        return
-                    if kind == b"Q":
-                        conn.sendall(self.script(body.rstrip(b"\0").decode()))
-            except (ConnectionError, OSError):
-                return
-
-    def _next(self, conn: socket.socket) -> tuple[bytes, bytes]:
-        kind = self._read(conn, 1)
-        (length,) = struct.unpack("!i", self._read(conn, 4))
-        return kind, self._read(conn, length - 4)
-
-    def close(self) -> None:
-        self.listener.close()
+from tests.conformance.pg_scripted import Script, ScriptedServer, complete, error, ready
 
 
 def honest(sql: str) -> bytes:
     if sql == "BEGIN":
-        return _complete("BEGIN") + _ready(b"T")
+        return complete("BEGIN") + ready(b"T")
     if sql == "SELECT nope":
-        return _error("42703", "column 'nope' does not exist") + _ready(b"E")
-    return _complete("ROLLBACK") + _ready(b"I")
+        return error("42703", "column 'nope' does not exist") + ready(b"E")
+    return complete("ROLLBACK") + ready(b"I")
 
 
 def lies_about_the_status(sql: str) -> bytes:
-    return _complete("BEGIN") + _ready(b"I") if sql == "BEGIN" else honest(sql)
+    return complete("BEGIN") + ready(b"I") if sql == "BEGIN" else honest(sql)
 
 
 def lies_about_the_sqlstate(sql: str) -> bytes:
     if sql == "SELECT nope":
-        return _error("42000", "column 'nope' does not exist") + _ready(b"E")
+        return error("42000", "column 'nope' does not exist") + ready(b"E")
     return honest(sql)
 
 
 def lies_about_the_tag(sql: str) -> bytes:
-    return _complete("COMMIT") + _ready(b"I") if sql == "ROLLBACK" else honest(sql)
+    return complete("COMMIT") + ready(b"I") if sql == "ROLLBACK" else honest(sql)
 
 
 EXAMPLE = {
