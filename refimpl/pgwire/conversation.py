@@ -410,7 +410,7 @@ class Conversation:
     def _dry_run(self, plan: Plan, prepared: Prepared) -> Result:
         """Run a query without side effects for its columns: LIMIT 0, typed stand-ins."""
         piece = plan.piece
-        params = tuple(_DUMMY.get(prepared.hints.get(n, ""), None) for n in piece.params)
+        params = tuple(_DUMMY.get(prepared.run_type(n), None) for n in piece.params)
         statement = plan.statement
         if plan.templated:
             statement = parse_cached(piece.text, self.session.deadline()).statements[0]

@@ -64,6 +64,17 @@ class Prepared:
         )
         self.in_order = tuple(numbers) == tuple(range(1, self.count + 1))
 
+    def run_type(self, number: int) -> str:
+        """The engine type `$number` runs as, for the stand-in of a Describe's dry run ("":
+        not known). A float or numeric type the client named is DOUBLE whatever the place
+        gives (`$1 * 2` with an int4 literal beside it): its value is read as a float, so
+        the columns described are those of every run. Otherwise the place's type: a
+        client's `text` or `varchar` may stand where a TIMESTAMP goes, and an integer's
+        stand-in is 0 whichever integer the client named."""
+        oids = self.param_oids
+        named = types.ENGINE_TYPE_OF_OID.get(oids[number - 1]) if number <= len(oids) else None
+        return "DOUBLE" if named == "DOUBLE" else self.hints.get(number, "")
+
     def row_shape(self, columns: list[Column], formats: list[int]) -> RowShape:
         """The RowShape of `columns` in `formats`: the one kept, when it is still that."""
         shape = self.shape

@@ -302,19 +302,17 @@ def _binary_timestamp(data: bytes) -> datetime:
     return _timestamp_value(since_2000 + PG_EPOCH_MICROS)
 
 
-def _number_text(text: str) -> int | float:
-    stripped = text.strip()
-    try:
-        return int(stripped)
-    except ValueError:
-        return float(stripped)
+def _double_text(text: str) -> float:
+    # A float even for `2`: a Describe's dry run stands 0.0 in for a DOUBLE parameter, so
+    # `$1 * 2` answers the DOUBLE column it was described with for `2` as for `2.5`.
+    return float(text.strip())
 
 
 _FROM_TEXT: dict[str, Callable[[str], object]] = {
     "BOOLEAN": _bool_text,
     "INT": lambda t: int(t.strip()),
     "BIGINT": lambda t: int(t.strip()),
-    "DOUBLE": _number_text,
+    "DOUBLE": _double_text,
     "STRING": lambda t: t,
     "SYMBOL": lambda t: t,
     "TIMESTAMP": lambda t: _timestamp_value(parse_timestamp(t)),
