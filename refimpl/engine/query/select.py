@@ -91,10 +91,6 @@ class SelectPlan:
     def run(self, source: RowSource | None, deadline: float | None) -> QueryOutput:
         return QueryOutput(*self.finish(self._kept(source, deadline)))
 
-    def read(self, source: RowSource, deadline: float | None) -> list[Sequence[Any]]:
-        """The rows of `source` the WHERE keeps, as `finish` would read them."""
-        return list(self._kept(source, deadline)) if self.reads else []
-
     def _kept(self, source: RowSource | None, deadline: float | None) -> Iterator[Sequence[Any]]:
         if source is None or self.hints is None:
             input_rows: Iterator[Sequence[Any]] = iter([()])
