@@ -32,6 +32,7 @@ import msgspec
 from refimpl.engine.features.change_stream import UNLOGGED, Change, ChangeBatch
 from refimpl.engine.features.event_cursor import row_key
 from refimpl.engine.query import deadlines
+from refimpl.engine.query.cache_keys import deterministic
 from refimpl.engine.query.compiled import Scope, table_scope
 from refimpl.engine.query.expressions import compile_expression, contains_aggregate
 from refimpl.engine.query.select import column_constraints
@@ -182,6 +183,13 @@ class FeedFilter:
             )
         if contains_aggregate(statement.where):
             raise SqlError("where= cannot use an aggregate: it is checked against one row")
+        if not deterministic(statement):
+            # A change is checked whenever it is read, long after its commit: now() would
+            # let one change pass or not by the time of the read.
+            raise SqlError(
+                "where= cannot use now() or kdb_rev(), whose value changes from one read to "
+                "the next; compare with a constant, as in where=ts > '2024-01-01'"
+            )
         compiled = compile_expression(statement.where, table_scope(schema, (), "where="))
         return cls(text, compiled.fn, _point_key(schema, statement.where))
 
