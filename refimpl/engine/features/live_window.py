@@ -4,10 +4,12 @@ first `size` (an ordered window: `ORDER BY ... LIMIT`, with its `OFFSET`).
 Each row is kept under its sort key: the ORDER BY's values as `sort_rows` orders them
 (NULLS LAST ascending and FIRST descending unless told), then its place in the table's
 order, so equal rows keep the order a run reads them in. A window keeps only its first
-`size` rows: a row of the table that is not in it sorts after its last row, so a change
-to such a row that still sorts after it changes nothing. When a row leaves a full window
-and no row takes its place, the window is `short`: what comes next is known only to the
-table, which is then read again.
+`size` rows: a row of the table that is not in it sorts at or after its edge (the first
+sort key a row was left out or pushed out at), so a row that comes at or after the edge
+stays out. The edge stays where it was when rows leave the window: a row that sorts after
+it may still come after a row outside, even in a window with room. When a row leaves a
+full window and no row takes its place, the window is `short`: what comes next is known
+only to the table, which is then read again.
 """
 
 from __future__ import annotations
@@ -70,7 +72,7 @@ class Window:
     """Rows by sort key (the first `size` of them; None: all), each under its identity in
     the table (a key or a row id)."""
 
-    __slots__ = ("size", "rows", "_at", "complete")
+    __slots__ = ("size", "rows", "_at", "complete", "_edge")
 
     def __init__(self, size: int | None) -> None:
         self.size = size
@@ -78,6 +80,8 @@ class Window:
         self._at: dict[tuple, tuple] = {}  # identity -> sort key
         # True while no row of the table that the WHERE keeps is outside the window.
         self.complete = True
+        # While not complete: every such row outside the window sorts at or after this key.
+        self._edge: tuple | None = None
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -85,15 +89,19 @@ class Window:
     def add(self, ident: tuple, key: tuple, wide: tuple) -> None:
         """Take in a row the WHERE keeps (not in the window now)."""
         rows = self.rows
-        size = self.size
-        if size is not None and not self.complete and rows and key > rows.peekitem(-1)[0]:
-            return  # after the window's last row, as every row outside it is
+        edge = self._edge
+        if edge is not None and key >= edge:
+            # A row outside may come before it (one pushed out by this very commit, say):
+            # only the table knows, and the window is short if it has room.
+            return
         rows[key] = (ident, wide)
         self._at[ident] = key
-        if size is not None and len(rows) > size:
-            _, (last, _) = rows.popitem(-1)
+        if self.size is not None and len(rows) > self.size:
+            pushed, (last, _) = rows.popitem(-1)
             del self._at[last]
             self.complete = False
+            if edge is None or pushed < edge:
+                self._edge = pushed
 
     def remove(self, ident: tuple) -> bool:
         """Let the row of `ident` go; False when it was not in the window."""

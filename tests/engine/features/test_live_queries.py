@@ -310,6 +310,20 @@ def test_bucket_query_sees_a_dedup_row_replaced(conn):
     )
 
 
+def test_window_row_that_drops_behind_a_row_pushed_out_in_the_same_commit(conn):
+    """A top-1 window holds A (v=1); one commit inserts B (v=1: it sorts after A and is
+    pushed out) and then lowers A to 0: B now comes first, though the window had room for
+    A again when A left it."""
+    query = "SUBSCRIBE SELECT sym, time, v FROM keyed ORDER BY v DESC, sym, time LIMIT 1"
+    check_scenario(
+        conn,
+        "keyed",
+        query,
+        [_insert("keyed", 0, 0, "A", 1, 0)],
+        [([[_insert("keyed", 0, 0, "B", 1, 0), _insert("keyed", 0, 0, "A", 0, 0)]], "ask")],
+    )
+
+
 # -- the protocol ------------------------------------------------------------------------
 
 
