@@ -31,6 +31,7 @@ from refimpl.engine.result import Column
 from refimpl.engine.session import Session
 from refimpl.engine.statements import pg_functions, queries
 from refimpl.engine.statements.context import FunctionTables, ScalarFunction, StatementContext
+from refimpl.engine.statements.prepared_runs import ParsedHandlers
 from refimpl.engine.statements.publication_store import PublicationStore
 from refimpl.engine.statements.replication_slots import SlotStore, check_replication_files
 from refimpl.engine.storage import checkpoint
@@ -90,6 +91,7 @@ class Instance:
                 **replication_tables,
             },
         )
+        self._handlers = ParsedHandlers()  # the handlers of parsed SELECTs, for sessions
         self._databases: dict[str, Database] = {}
         self._lock = threading.RLock()
         self._lock_file: IO[str] | None = None
@@ -271,6 +273,7 @@ class Instance:
             access=self.access,
             catalog=self,
             functions=self.functions,
+            handlers=self._handlers,
             acknowledge_later=acknowledge_later,
         )
 

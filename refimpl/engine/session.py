@@ -28,7 +28,7 @@ from refimpl.engine.statements.context import (
     TableFunction,
 )
 from refimpl.engine.statements.cursor_state import Cursors
-from refimpl.engine.statements.prepared_runs import PreparedRun, handler_of_parsed
+from refimpl.engine.statements.prepared_runs import ParsedHandlers, PreparedRun
 from refimpl.engine.storage.transaction import Mark, Transaction
 from refimpl.errors import (
     FailedTransaction,
@@ -62,7 +62,8 @@ class Session:
     """Satisfies `StatementContext`: the handlers it runs see it through that Protocol.
 
     The instance that opens a session hands it what the session must not reach the instance
-    for: the access control, the catalog of databases and the SQL function tables.
+    for: the access control, the catalog of databases, the SQL function tables and the
+    handlers of parsed statements.
     """
 
     def __init__(
@@ -73,9 +74,11 @@ class Session:
         access: AccessRules,
         catalog: Catalog,
         functions: FunctionTables,
+        handlers: ParsedHandlers,
         acknowledge_later: bool = False,
     ) -> None:
         self.access = access
+        self._handlers = handlers
         self.catalog = catalog
         self._functions = functions
         self.database = database
@@ -138,7 +141,7 @@ class Session:
             return None
         statement = script.statements[0]
         try:
-            handler = handler_of_parsed(statement)  # shared by every run of its text
+            handler = self._handlers.of(statement)  # shared by every run of its text
         except NotAllowed:
             return None
         shape = admission.statement_shape(sql)
@@ -212,7 +215,7 @@ class Session:
                         "current transaction is aborted, commands ignored until end of"
                         " transaction block; send ROLLBACK, or ROLLBACK TO a savepoint"
                     )
-                handler = handler_of_parsed(statement)
+                handler = self._handlers.of(statement)
                 result = handler(self, statement, script.sources[index], params)
                 if result.is_query:
                     self.database.wait_visible()

@@ -3,11 +3,11 @@
 `Session.execute(text, params)` reads its text at every run: its size, its parse (a cache
 lookup), its count of placeholders and each statement's handler. A `PreparedRun` has all of
 that done once; `Session.run_prepared` then goes from the parameters to the handler. Both
-find a SELECT's handler by its parsed statement object (`handler_of_parsed`): a SELECT of
-one table is judged once (no subquery, a table source) and keeps its point plan, which the
-plan cache would find only by hashing the whole statement. What is never done once for
-all: the rights (each handler checks them at each run), the admission of costly
-statements, the statement timeout, and the commit's durability.
+find a SELECT's handler by its parsed statement object (`ParsedHandlers`, one per
+instance): a SELECT of one table is judged once (no subquery, a table source) and keeps
+its point plan, which the plan cache would find only by hashing the whole statement. What
+is never done once for all: the rights (each handler checks them at each run), the
+admission of costly statements, the statement timeout, and the commit's durability.
 """
 
 from __future__ import annotations
@@ -58,27 +58,34 @@ def prepared_handler(statement: ast.Statement) -> executor.Handler:
     return executor.handler_of(statement)
 
 
-# The handlers of parsed SELECTs, by the statement object: a text parsed once (the parse
-# cache's, a template's shared parse: every /exec request of one shape) finds its handler
-# and point plan here without hashing its statement. Emptied when it holds many. Other
-# statements' handlers are one dictionary lookup away (and an INSERT's tree may be large).
-_BY_STATEMENT: dict[int, tuple[ast.Statement, executor.Handler]] = {}
-_BY_STATEMENT_KEPT = 2048
+class ParsedHandlers:
+    """The handlers of parsed SELECTs, by the statement object, for one instance: a text
+    parsed once (the parse cache's, a template's shared parse: every /exec request of one
+    shape) finds its handler and point plan here without hashing its statement. Other
+    statements' handlers are one dictionary lookup away (and an INSERT's tree may be large).
+    Threads may share it: an entry is one tuple, added or the whole map emptied."""
 
+    KEPT = 2048  # entries kept; the map is emptied when it holds this many
 
-def handler_of_parsed(statement: ast.Statement) -> executor.Handler:
-    """`prepared_handler(statement)`, made once per SELECT object and shared by every
-    thread that runs it; NotAllowed as `executor.execute` raises it."""
-    if type(statement) is not ast.Select:
-        return executor.handler_of(statement)
-    kept = _BY_STATEMENT.get(id(statement))
-    if kept is not None and kept[0] is statement:
-        return kept[1]
-    handler = prepared_handler(statement)
-    if len(_BY_STATEMENT) >= _BY_STATEMENT_KEPT:
-        _BY_STATEMENT.clear()
-    _BY_STATEMENT[id(statement)] = (statement, handler)
-    return handler
+    __slots__ = ("_by_statement",)
+
+    def __init__(self) -> None:
+        # id(statement) -> (statement, handler): the statement kept, so its id stays its own.
+        self._by_statement: dict[int, tuple[ast.Statement, executor.Handler]] = {}
+
+    def of(self, statement: ast.Statement) -> executor.Handler:
+        """`prepared_handler(statement)`, made once per SELECT object and shared by every
+        thread that runs it; NotAllowed as `executor.execute` raises it."""
+        if type(statement) is not ast.Select:
+            return executor.handler_of(statement)
+        kept = self._by_statement.get(id(statement))
+        if kept is not None and kept[0] is statement:
+            return kept[1]
+        handler = prepared_handler(statement)
+        if len(self._by_statement) >= self.KEPT:
+            self._by_statement.clear()
+        self._by_statement[id(statement)] = (statement, handler)
+        return handler
 
 
 class PreparedTableSelect:
