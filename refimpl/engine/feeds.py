@@ -84,6 +84,13 @@ class TableFeed:
         """The durable LSN the signal last published (a waiter's starting point)."""
         return self._database.commits.lsn
 
+    def outdated(self) -> bool:
+        """True when the table still exists with another schema than this description's
+        (an ALTER TABLE since): its rows are then read with columns this feed lacks. A
+        dropped table is not outdated: its feed reads on to its `ddl` change."""
+        stored = self._database.tables.get(self.table.lower())
+        return stored is not None and stored.schema is not self._schema
+
     def bounds(self) -> LogBounds:
         log = self._database.log
         return LogBounds(log.durable_lsn, log.oldest_lsn)
@@ -315,6 +322,16 @@ class ChangeFeeds:
             options.states and start == 0,
             options.squash_seconds if start > 0 else 0.0,
         )
+
+    def current(
+        self, plan: FeedPlan, database: str, request: FeedRequest, principal: Principal
+    ) -> FeedPlan:
+        """`plan`, or `request` planned again when the table's schema changed since `plan`
+        was made (a request that waited across an ALTER TABLE): rights checked again, its
+        `where=` compiled against the new columns (SqlError if it names one gone)."""
+        if not plan.feed.outdated():
+            return plan
+        return self.plan(database, request, principal)
 
     def revisions(
         self,

@@ -50,14 +50,18 @@ def changes_route(ctx: Context) -> Answer | Parked[Answer]:
         return copy_answer(ctx, table_name, options, at, limit, fmt)
     wait_default = DEFAULT_WAIT_SSE_MS if fmt == "sse" else 0
     wait_ms = min(ctx.whole("wait", wait_default) or 0, MAX_WAIT_MS)
-    plan = ctx.app.feeds.plan(ctx.database, request, ctx.principal)
-    feed, start = plan.feed, plan.start
-    names, types = feed.column_names, feed.column_types
-    feed_filter = plan.feed_filter
+    feeds = ctx.app.feeds
+    planned = [feeds.plan(ctx.database, request, ctx.principal)]
+    feed = planned[0].feed  # its database's signal and bounds, whatever its schema
+    feed_filter = planned[0].feed_filter
 
     def answer(durable: int) -> tuple[Answer, bool]:
-        """The answer from `start` on, made when at least `durable` was durable; shared by
-        every reader asking the same (a round of readers asks with one `durable`)."""
+        """The answer from the request's start on, made when at least `durable` was
+        durable; shared by every reader asking the same (a round of readers asks with one
+        `durable`). Planned again when the table's schema changed while it waited."""
+        plan = planned[0] = feeds.current(planned[0], ctx.database, request, ctx.principal)
+        feed, start = plan.feed, plan.start
+        names, types = feed.column_names, feed.column_types
 
         def produce() -> tuple[Answer, bool]:
             # Read the bounds first: the answer then never claims less than it holds.
@@ -96,7 +100,7 @@ def changes_route(ctx: Context) -> Answer | Parked[Answer]:
     room = ctx.app.waiting_room
     # squash=<seconds>: a resumed answer is held that long to squash what comes meanwhile
     # (the first answer, from the start, never is).
-    hold_s = plan.hold_s
+    hold_s = planned[0].hold_s
     if not hold_s and wait_ms <= 0:
         return respond(shared.body)  # answered now: no wait place is looked at
     places = room.wait_places(ctx.app.wait_slots)  # shared fairly by user
