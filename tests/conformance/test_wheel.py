@@ -83,6 +83,8 @@ def test_the_runner_from_a_wheel_runs_the_whole_suite(tmp_path: Path) -> None:
             "--data",
             str(data),
             "--sample",
+            "--threads",
+            "32",  # wait places for six examples at once (see test_suite_live)
         ],
         data,
     )
