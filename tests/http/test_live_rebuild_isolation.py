@@ -12,7 +12,6 @@ stream gets each of their events, within a few seconds, and nothing committed ch
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,6 +20,7 @@ import requests
 
 from tests.http.conftest import Server, running_server
 from tests.http.stream_client import open_stream
+from tests.http.victims import tick_while
 
 TIMEOUT_MS = 120_000  # the answer is made whole, however slow the machine
 DOCS = 2000
@@ -28,7 +28,6 @@ TEXT = ("a" * 98 + "bb") * 20  # 2 KB
 PATTERN = "%" + "a_" * 100 + "%"  # no match: every candidate of every row is tried
 QUERY = f"SUBSCRIBE SELECT id, v, body LIKE '{PATTERN}' AS m FROM docs ORDER BY v DESC LIMIT 10"
 LIVELY_SECONDS = 3.0  # a victim's commit and its event within this while the answer is made
-TICK_SECONDS = 0.3
 
 
 @pytest.fixture(scope="module")
@@ -59,18 +58,7 @@ def test_a_live_querys_kept_answer_is_made_without_holding_commits(server: Serve
 
     asking = threading.Thread(target=subscribe)
     asking.start()
-    took: list[float] = []
-    while asking.is_alive():
-        tick = len(took) + 1
-        started = time.monotonic()
-        server.sql(f"INSERT INTO ticks VALUES ({tick}, {tick})")
-        event = victim.take(1)[0]
-        assert event["event"] == "change" and event["data"]["row"]["id"] == tick
-        took.append(time.monotonic() - started)
-        assert took[-1] < LIVELY_SECONDS, took
-        health = server.get("/health", token=None, timeout=LIVELY_SECONDS)
-        assert health.status_code == 200
-        time.sleep(TICK_SECONDS)
+    took = tick_while(server, victim, asking, LIVELY_SECONDS)
     # The answer took a while: the ticks were made while it was being made.
     assert len(took) >= 5, took
 

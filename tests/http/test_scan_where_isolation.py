@@ -11,7 +11,6 @@ and nothing committed changes.
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,12 +19,12 @@ import requests
 
 from tests.http.conftest import Server, running_server
 from tests.http.stream_client import open_stream
+from tests.http.victims import tick_while
 
 DOCS = 500
 TEXT = ("a" * 98 + "bb") * 100  # 10 KB
 PATTERN = "%" + "a_" * 200 + "%"  # no match: every candidate of every row is tried
 LIVELY_SECONDS = 3.0  # a victim's commit and its event within this while the SELECT runs
-TICK_SECONDS = 0.3
 
 
 @pytest.fixture(scope="module")
@@ -57,18 +56,7 @@ def test_a_costly_where_over_a_scan_holds_no_commit(server: Server) -> None:
 
     asking = threading.Thread(target=select)
     asking.start()
-    took: list[float] = []
-    while asking.is_alive():
-        tick = len(took) + 1
-        started = time.monotonic()
-        server.sql(f"INSERT INTO ticks VALUES ({tick}, {tick})")
-        event = victim.take(1)[0]
-        assert event["event"] == "change" and event["data"]["row"]["id"] == tick
-        took.append(time.monotonic() - started)
-        assert took[-1] < LIVELY_SECONDS, took
-        health = server.get("/health", token=None, timeout=LIVELY_SECONDS)
-        assert health.status_code == 200
-        time.sleep(TICK_SECONDS)
+    took = tick_while(server, victim, asking, LIVELY_SECONDS)
     # The SELECT took a while: the ticks were made while it ran.
     assert len(took) >= 5, took
 
