@@ -70,14 +70,18 @@ class ScriptedServer:
                     conn.sendall(error("28P01", "password authentication failed", "FATAL"))
                     return
                 conn.sendall(message(b"R", struct.pack("!i", 0)) + ready(b"I"))
-                while True:
-                    kind, body = self._next(conn)
-                    if kind == b"X":
-                        return
-                    if kind == b"Q":
-                        conn.sendall(self.script(body.rstrip(b"\0").decode()))
+                self._session(conn)
             except (ConnectionError, OSError):
                 return
+
+    def _session(self, conn: socket.socket) -> None:
+        """After the login: each Query answered by `script`, until Terminate."""
+        while True:
+            kind, body = self._next(conn)
+            if kind == b"X":
+                return
+            if kind == b"Q":
+                conn.sendall(self.script(body.rstrip(b"\0").decode()))
 
     def _next(self, conn: socket.socket) -> tuple[bytes, bytes]:
         kind = self._read(conn, 1)

@@ -24,10 +24,8 @@ from conformance.results import FAILED, PASSED
 from conformance.runner import Runner, RunOptions
 from tests.conformance.fake_http import ADMIN
 from tests.conformance.pg_scripted import (
-    GOOD_PASSWORD,
     ScriptedServer,
     complete,
-    error,
     message,
     ready,
 )
@@ -53,22 +51,7 @@ class ExtendedServer(ScriptedServer):
         self.binds: list[bytes] = []  # each Bind's body as received
         super().__init__(lambda sql: b"")
 
-    def _serve(self, conn: socket.socket) -> None:
-        with conn:
-            try:
-                (length,) = struct.unpack("!i", self._read(conn, 4))
-                self._read(conn, length - 4)
-                conn.sendall(message(b"R", struct.pack("!i", 3)))
-                kind, body = self._next(conn)
-                if kind != b"p" or body.rstrip(b"\0").decode() != GOOD_PASSWORD:
-                    conn.sendall(error("28P01", "password authentication failed", "FATAL"))
-                    return
-                conn.sendall(message(b"R", struct.pack("!i", 0)) + ready(b"I"))
-                self._extended(conn)
-            except (ConnectionError, OSError):
-                return
-
-    def _extended(self, conn: socket.socket) -> None:
+    def _session(self, conn: socket.socket) -> None:
         types: list[int] = []
         values: list[str | None] = []
         while True:
