@@ -2,8 +2,8 @@
 the waiter's own budget).
 
 A READ user's `where=` filter (a LIKE of an 8 KB pattern over a 300 KB text: seconds of
-work per row without a deadline) and a live query re-run in full run on that user's share
-of the waiting room's pool, within the statement timeout: the filter's stream ends with a
+work per row without a deadline) and a live query's re-run (in full, or of the changed time
+buckets) run on that user's share of the waiting room's pool, within the statement timeout: the filter's stream ends with a
 `reset` after a comment saying why, a long poll and a live query answer the timeout's 400,
 and meanwhile another user's stream and long poll get their events within a few seconds,
 `/health` answers, and nothing committed changes.
@@ -21,6 +21,7 @@ import requests
 
 from tests.http.conftest import Server, running_server
 from tests.http.stream_client import open_stream
+from tests.http.victims import tick_while
 
 TIMEOUT_MS = 500
 TEXT = ("a" * 6998 + "bb") * 43  # 301 KB: runs of `a` shorter than the piece
@@ -178,4 +179,47 @@ def test_a_costly_live_query_rerun_answers_the_timeout_and_holds_no_other_long_p
     assert "statement_timeout_ms" in refused.json()["error"]
     assert server.rows("SELECT count(*) AS n, min(length(body)) AS l FROM notes") == [
         [1, len(TEXT)]
+    ]
+
+
+def test_a_costly_bucketed_live_query_rerun_answers_the_timeout_and_holds_no_other_long_poll(
+    server: Server, hostile: str
+) -> None:
+    # Keyed, without before-images, grouped by minute: not maintained, so a commit re-runs
+    # the buckets it changed; the WHERE of that re-run is the hostile user's costly work.
+    server.sql(
+        "CREATE TABLE notes_ts (time TIMESTAMP, id INT, body STRING, PRIMARY KEY (id, time))"
+        " TIMESERIES(time)"
+    )
+    server.sql("INSERT INTO notes_ts VALUES ('2026-01-01T00:00:00', 0, 'short')")
+    query = (
+        "SUBSCRIBE SELECT date_trunc('minute', time) AS m, count(*) AS n FROM notes_ts"
+        f" WHERE {WHERE} GROUP BY m"
+    )
+    params = {"db": "demo", "query": query, "wait": "0"}
+    snapshot = server.get("/api/subscribe", params=params, token=hostile)
+    assert snapshot.status_code == 200, snapshot.text
+    assert '"maintained":false' in snapshot.text.replace(" ", ""), snapshot.text
+    asked = next(line[4:] for line in snapshot.text.splitlines() if line.startswith("id: "))
+    found: dict[str, requests.Response] = {}
+    waiting = {**params, "wait": "20000", "id": asked}
+    attacker = _get_later(
+        server, found, "hostile", path="/api/subscribe", params=waiting, token=hostile
+    )
+    server.sql("DELETE FROM ticks")  # `tick_while` numbers its ticks from 1
+    victim = open_stream(server, table="ticks", read_timeout=30)
+    assert victim.take(1)[0]["event"] == "ready"
+    time.sleep(0.5)  # parked before the commit
+    # Its bucket's re-run reads these rows: seconds each, past the statement timeout.
+    rows = ", ".join(f"('2026-01-01T00:00:3{n}', {n}, '{TEXT}')" for n in (1, 2, 3))
+    server.sql(f"INSERT INTO notes_ts VALUES {rows}")
+    tick_while(server, victim, attacker, LIVELY_SECONDS)  # each tick's event comes meanwhile
+    victim.close()
+    _victim_long_polls_answer(server, 2)
+    attacker.join(30)
+    refused = found["hostile"]
+    assert refused.status_code == 400, refused.text
+    assert "statement_timeout_ms" in refused.json()["error"]
+    assert server.rows("SELECT count(*) AS n, max(length(body)) AS l FROM notes_ts") == [
+        [4, len(TEXT)]
     ]

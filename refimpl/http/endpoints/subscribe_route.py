@@ -165,23 +165,20 @@ def subscribe_route(ctx: Context) -> Answer | Parked[Answer]:
         found = step.attempt()
         return None if found is None else _respond(found)
 
-    # A re-run in full (an ordered window, a query without time buckets) is work of the
-    # client's choosing: on its owner's share of the room's pool, within the statement
-    # timeout, never on the room's thread. A re-run of changed buckets reads a few rows.
-    offloaded = None
-    if step.subscription.buckets is None:
-        offloaded = room.offload(owner, budget, attempt)
+    # Every re-run is work of the client's choosing (a window's sort, a WHERE, the changed
+    # buckets' rows, a maintained answer's update): on its owner's share of the room's pool,
+    # within the statement timeout, never on the room's thread.
+    offloaded = room.offload(owner, budget, attempt)
     parked: Parked[Answer] = Parked(
         None,
         0,
-        offloaded or attempt,
+        offloaded,
         lambda: _respond(step.expire()),
         time.monotonic() + wait_ms / 1000,
         release,
         kind=Kind.LIVE,
     )
-    if offloaded is not None:
-        offloaded.bind(parked)
+    offloaded.bind(parked)
     room.park(parked)
     poke.attach(parked)
     return parked
