@@ -1,55 +1,81 @@
 """Reading the change stream: rows per second through changes() and /api/changes, against
-PostgreSQL logical decoding, in one run; then commit throughput with 100 waiting readers.
+PostgreSQL logical decoding, side by side in one run; then commit throughput with 100
+waiting readers.
 
 1. N rows (--rows, default 1,000,000) are committed into `t (id BIGINT PRIMARY KEY, v DOUBLE,
-   s STRING)` in transactions of --txn-rows rows, with the embedded API.
-2. They are read back in pages with `SELECT * FROM changes('t', after, 50000)` (embedded),
-   each page going on from the last LSN of the one before.
-3. A `refimpl serve` on the same data folder; the same rows read in pages through
-   GET /api/changes?table=t&format=json&limit=<page>&from=<next> (each page parsed with
-   msgspec, in C as psycopg reads PostgreSQL's rows: the reader shares the cores with the
-   server), then as server-sent events (`format=sse&wait=0`, the rows counted in the bytes).
-4. PostgreSQL (wal_level=logical): a test_decoding slot is created, then the same N rows are
-   committed in transactions of the same size (COPY), then decoded with
-   `pg_logical_slot_peek_changes` (fetched through a server-side cursor, 50,000 at a time).
+   s STRING)` in transactions of --txn-rows rows, with the embedded API; the same N rows
+   into PostgreSQL 15 (wal_level=logical, a test_decoding slot made before them, COPY in
+   transactions of the same size). PostgreSQL stays up for all the reads.
+2. Each of --rounds rounds reads everything again, ours and PostgreSQL's alternately (which
+   goes first swaps every round), and the figures are the rounds' medians:
+   - `SELECT * FROM changes('t', after, 50000)` (embedded, each row a tuple of Python
+     objects) beside PostgreSQL read through psycopg (a server-side cursor, 50,000 rows a
+     fetch, each row a tuple of Python objects): objects on both sides.
+   - For each page size of --pages and each format (JSON, SSE), a fresh `refimpl serve` (a
+     page read before would be answered from the server's shared answers), read in pages
+     through GET /api/changes?table=t&format=json|sse&wait=0&limit=<page>&from=<next>, each
+     page going on from the `next` of the one before; beside it PostgreSQL's
+     `SELECT lsn, xid, data FROM pg_logical_slot_peek_changes('bench', NULL, NULL)`.
 
-The server's CPU per row read (/proc/<pid>/stat over each read) is printed beside the rates:
-it depends little on what else runs on the machine. The reading process's memory is printed
-at the start and the end of each read (current RSS from /proc/self/statm, peak RSS from
-resource.getrusage): flat figures show that a reader does not accumulate what it read.
+What each side does per row (both sides count rows in the bytes they receive; neither makes
+a Python object per row, so the client costs the same little on both and the figures
+measure the servers):
+   - ours: one keep-alive connection (a raw socket; `requests` alone spent about 0.3 ms of
+     CPU on each small request, the server's own cost at pages of 100); each answer's body is
+     read whole into one buffer by `recv_into`; its rows are counted as the occurrences of
+     `"op":"upsert"` in it (one C call a page) and the next page's position is read from the
+     end of the body (JSON's `"next":`, SSE's last `id:`).
+   - PostgreSQL: one connection speaking the protocol over a raw socket (the simple query
+     protocol; trust login), its bytes read into a buffer by `recv_into` as they come and
+     the rows counted as the occurrences of `table public.t: INSERT` in them (one C call a
+     buffer), until the ReadyForQuery that ends the answer.
+`--decode` reads the JSON pages the other fair way, building an object per row on both
+sides: msgspec decodes each page into one struct per change (its `row` left as JSON text,
+as test_decoding's `data` is text) against psycopg's tuple per row (server-side cursor).
 
-5. Single-row commits through /exec (4 writer threads, --seconds) with no reader, then with
+The servers' CPU per row read is printed beside the rates: the refimpl server process's
+(utime+stime of all its threads, /proc/<pid>/stat, over each read) and the PostgreSQL
+backend's that answers the read (/proc/<backend pid>/stat); also the reading client's own
+CPU per row (this process, `time.process_time`). The load average is printed with every
+round.
+
+3. Single-row commits through /exec (4 writer threads, --seconds) with no reader, then with
    100 readers (4 processes of 25 threads) waiting on /api/changes and woken by every commit.
-
-The /api/changes reads are made at each page size of --pages (default 100, 1,000 and 10,000
-rows a request), JSON and SSE, each by a fresh server.
 
 Targets: changes() rows/s >= 0.5x PostgreSQL's; /api/changes (JSON and SSE, at each page size)
 >= 1.2x; commit throughput with 100 waiting readers >= 0.5x that with none.
 
-    python tools/bench/changes_read.py                  # full: 1,000,000 rows, ~10 minutes
+    python tools/bench/changes_read.py                  # full: 1,000,000 rows, ~15 minutes
     python tools/bench/changes_read.py --quick          # 100,000 rows
-    python tools/bench/changes_read.py --reads-only     # steps 1-4 only
+    python tools/bench/changes_read.py --reads-only     # the reads only
 """
 
 from __future__ import annotations
 
 import argparse
 import multiprocessing
+import os
+import statistics
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
 
 import harness
 import msgspec
-import requests
 from changes_latency import reader_process
+from raw_readers import RawHTTP, RawPostgres
 
 import refimpl
 
 PAGE_SQL = 50_000
 PAGE_HTTP = 10_000
+UPSERT = b'"op":"upsert"'
+PG_INSERT = b"table public.t: INSERT"
+PEEK = "SELECT lsn, xid, data FROM pg_logical_slot_peek_changes('bench', NULL, NULL)"
 
 
 def memory(start: bool = False) -> str:
@@ -93,42 +119,67 @@ def read_changes_sql(folder: Path, after: int, expected: int) -> float:
     return count / elapsed
 
 
+# --- the lean readers -----------------------------------------------------------------------
+
+
+def _target(page: int, fmt: str, options: dict[str, str] | None) -> str:
+    """A page's request target but its position, which is appended to it."""
+    query = {"table": "t", "format": fmt, "wait": "0", "limit": str(page), **(options or {})}
+    return "/api/changes?" + urlencode(query) + "&from="
+
+
+class Change(msgspec.Struct):
+    """A change as `--decode` reads it: its fields, its row left as JSON text."""
+
+    lsn: int = 0
+    seq: int = 0
+    committed_at: str | None = None
+    op: str = ""
+    key: str | None = None
+    row: msgspec.Raw = msgspec.Raw(b"null")
+
+
+class JsonPage(msgspec.Struct):
+    changes: list[Change]
+    next: int
+    more: bool
+
+
+_decode_page = msgspec.json.Decoder(JsonPage).decode
+
+
 def read_changes_http(
     server: harness.RefimplServer,
     after: int,
     expected: int,
     page: int = PAGE_HTTP,
     options: dict[str, str] | None = None,
+    decode: bool = False,
 ) -> float:
-    """Rows/s reading the feed in pages of `page` from `after`; `options` are further
-    changefeed options of each request (`where`, `squash`, `types`: `versions.py`'s shaped
-    read)."""
-    session = requests.Session()
-    print(f"  /api/changes: before reading: {memory(start=True)}")
+    """Rows/s reading the feed as JSON in pages of `page` from `after`, the rows counted in
+    each body (`decode`: decoded, a struct per change); `options` are further changefeed
+    options of each request (`where`, `squash`, `types`: `versions.py`'s shaped read)."""
+    client = RawHTTP(server.url, server.headers)
+    target = _target(page, "json", options)
     count = 0
     began = time.perf_counter()
     while True:
-        response = session.get(
-            f"{server.url}/api/changes",
-            params={
-                "table": "t",
-                "format": "json",
-                "limit": str(page),
-                "from": str(after),
-                **(options or {}),
-            },
-            headers=server.headers,
-            timeout=600,
-        )
-        response.raise_for_status()
-        body = msgspec.json.decode(response.content)  # in C, as psycopg reads its rows
-        changes = body["changes"]
-        if not changes:
+        body = client.get(target + str(after))
+        if decode:
+            parsed = _decode_page(body)
+            count += sum(1 for c in parsed.changes if c.op == "upsert")
+            after, more = parsed.next, parsed.more
+        else:
+            count += body.count(UPSERT)
+            # The answer's fields after `changes` are `next`, `more`, `durable_lsn`,
+            # `oldest_lsn`, all numbers or booleans: the last `"next":` is the answer's.
+            at = body.rindex(b'"next":') + 7
+            after = int(body[at : body.index(b",", at)])
+            more = b'"more":true' in body[at:]
+        if not more:
             break
-        count += sum(1 for c in changes if c["op"] == "upsert")
-        after = body["next"]
     elapsed = time.perf_counter() - began
-    print(f"  /api/changes: after reading:  {memory()}")
+    client.close()
     if count != expected:
         print(f"  warning: /api/changes gave {count} rows, expected {expected}")
     return count / elapsed
@@ -138,40 +189,30 @@ def read_changes_sse(
     server: harness.RefimplServer, after: int, expected: int, page: int = PAGE_HTTP
 ) -> float:
     """The same pages as server-sent events (format=sse, wait=0): the rows' `change` events
-    counted, the next page from the `position` event's id."""
-    session = requests.Session()
+    counted in the bytes, the next page from the `position` event's id."""
+    client = RawHTTP(server.url, server.headers)
+    target = _target(page, "sse", None)
     count = 0
     began = time.perf_counter()
     while True:
-        response = session.get(
-            f"{server.url}/api/changes",
-            params={
-                "table": "t",
-                "format": "sse",
-                "wait": "0",
-                "limit": str(page),
-                "from": str(after),
-            },
-            headers=server.headers,
-            timeout=600,
-        )
-        response.raise_for_status()
-        text = response.content
-        rows = text.count(b'"op":"upsert"')
-        count += rows
-        position = text.rindex(b"event: position")  # after its `id: <next>` line
-        after = int(text[text.rindex(b"id: ", 0, position) + 4 : position].strip())
-        if b'"more":true' not in text[position:]:
+        body = client.get(target + str(after))
+        count += body.count(UPSERT)
+        position = body.rindex(b"event: position")  # after its `id: <next>` line
+        after = int(body[body.rindex(b"id: ", 0, position) + 4 : position].strip())
+        if b'"more":true' not in body[position:]:
             break
     elapsed = time.perf_counter() - began
+    client.close()
     if count != expected:
         print(f"  warning: /api/changes format=sse gave {count} rows, expected {expected}")
     return count / elapsed
 
 
-def postgres_decoding(rows: int, txn_rows: int) -> tuple[float, float]:
-    """(rows/s decoded, seconds to write) with a test_decoding slot made before the writes."""
-    with harness.Postgres({"wal_level": "logical", "max_wal_size": "4GB"}) as pg:
+class Peer:
+    """The PostgreSQL side: N rows written once, then read again and again by its slot."""
+
+    def __init__(self, pg: harness.Postgres, rows: int, txn_rows: int) -> None:
+        self.pg, self.rows = pg, rows
         with pg.connect() as connection:
             connection.execute("CREATE TABLE t (id BIGINT PRIMARY KEY, v DOUBLE PRECISION, s TEXT)")
             connection.execute(
@@ -185,27 +226,77 @@ def postgres_decoding(rows: int, txn_rows: int) -> tuple[float, float]:
                         for i in range(first, min(rows, first + txn_rows)):
                             copy.write_row((i, i * 0.5, f"row {i}"))
                 connection.commit()
-        written = time.perf_counter() - began
-        with pg.connect(autocommit=False) as connection:
-            print(f"  logical decoding: before reading: {memory(start=True)}")
+        self.written = time.perf_counter() - began
+
+    def counted(self) -> Reading:
+        """The rows counted in the bytes (`RawPostgres`)."""
+        client = RawPostgres(self.pg.port)
+        reading = Reading.start(client.pid)
+        count = client.count(PEEK, PG_INSERT)
+        reading = reading.end(count)
+        client.close()
+        self._check(count, "counted")
+        return reading
+
+    def decoded(self) -> Reading:
+        """The rows fetched as Python tuples by psycopg (a server-side cursor)."""
+        with self.pg.connect(autocommit=False) as connection:
+            reading = Reading.start(connection.info.backend_pid)
             count = 0
-            began = time.perf_counter()
             with connection.cursor(name="peek") as cursor:
                 cursor.itersize = PAGE_SQL
-                cursor.execute(
-                    "SELECT lsn, xid, data FROM pg_logical_slot_peek_changes('bench', NULL, NULL)"
-                )
+                cursor.execute(PEEK)
                 for _lsn, _xid, data in cursor:
                     if data.startswith("table public.t: INSERT"):
                         count += 1
-            elapsed = time.perf_counter() - began
-            print(f"  logical decoding: after reading:  {memory()}")
+            reading = reading.end(count)
             connection.rollback()
-            connection.execute("SELECT pg_drop_replication_slot('bench')")
-            connection.commit()
-    if count != rows:
-        print(f"  warning: logical decoding gave {count} rows, expected {rows}")
-    return count / elapsed, written
+        self._check(count, "decoded")
+        return reading
+
+    def _check(self, count: int, how: str) -> None:
+        if count != self.rows:
+            print(f"  warning: logical decoding ({how}) gave {count} rows, expected {self.rows}")
+
+
+class Reading(msgspec.Struct):
+    """One read: rows/s, the server's and the client's CPU per row in microseconds."""
+
+    rate: float = 0.0
+    server_us: float = 0.0
+    client_us: float = 0.0
+    pid: int = 0
+    began: float = 0.0
+    server_cpu: float = 0.0
+    client_cpu: float = 0.0
+
+    @classmethod
+    def start(cls, pid: int) -> Reading:
+        return cls(
+            pid=pid,
+            began=time.perf_counter(),
+            server_cpu=harness.cpu_seconds(pid),
+            client_cpu=time.process_time(),
+        )
+
+    def end(self, rows: int) -> Reading:
+        elapsed = time.perf_counter() - self.began
+        server = harness.cpu_seconds(self.pid) - self.server_cpu
+        client = time.process_time() - self.client_cpu
+        per_row = 1e6 / max(rows, 1)
+        return Reading(rows / elapsed, server * per_row, client * per_row)
+
+
+def read_ours(
+    folder: Path, start: int, rows: int, read: Callable[..., float], page: int, decode: bool
+) -> Reading:
+    """One read through a fresh server of its own on the data folder."""
+    extra: dict[str, Any] = {"decode": True} if decode else {}
+    with harness.RefimplServer(threads=16, data=folder) as server:
+        reading = Reading.start(server.pid)
+        rate = read(server, start, rows, page, **extra)
+        done = reading.end(rows)
+    return Reading(rate, done.server_us, done.client_us)
 
 
 # --- commits with waiting readers ------------------------------------------------------------
@@ -289,74 +380,156 @@ def main() -> None:
         default="100,1000,10000",
         help="/api/changes page sizes (limit=) to read at, comma-separated",
     )
+    parser.add_argument("--rounds", type=int, default=3, help="reads of each kind, alternating")
+    parser.add_argument(
+        "--decode",
+        action="store_true",
+        help="JSON pages decoded into an object per change, beside psycopg's tuple per row",
+    )
     args = parser.parse_args()
     rows = 100_000 if args.quick else args.rows
     seconds = 4.0 if args.quick else args.seconds
 
     if not args.writers_only:
-        read_figures(rows, args.txn_rows, [int(p) for p in args.pages.split(",")])
+        pages = [int(p) for p in args.pages.split(",")]
+        read_figures(rows, args.txn_rows, pages, args.rounds, args.decode)
     if not args.reads_only:
         writer_figures(seconds)
 
 
-def read_figures(rows: int, txn_rows: int, pages: list[int]) -> None:
-    print(f"{rows:,} rows in transactions of {txn_rows} rows")
-    http: dict[tuple[str, int], tuple[float, float]] = {}
-    with tempfile.TemporaryDirectory(prefix="kdb-bench-") as name:
+def load() -> str:
+    return "load {:.1f} {:.1f} {:.1f}".format(*os.getloadavg())
+
+
+def _median(readings: list[Reading], field: str) -> float:
+    return statistics.median(getattr(r, field) for r in readings)
+
+
+def pair(
+    turn: int,
+    ours: dict[str, list[Reading]],
+    peer: dict[str, list[Reading]],
+    label: str,
+    mine: Callable[[], Reading],
+    theirs: Callable[[], Reading],
+) -> None:
+    """One read of each side, in the round's order (which goes first swaps every round)."""
+    first, second = (mine, theirs) if turn % 2 == 0 else (theirs, mine)
+    a, b = first(), second()
+    mine_r, theirs_r = (a, b) if turn % 2 == 0 else (b, a)
+    ours.setdefault(label, []).append(mine_r)
+    peer.setdefault(label, []).append(theirs_r)
+    print(
+        f"    {label:36} {mine_r.rate:>10,.0f} rows/s  PostgreSQL"
+        f" {theirs_r.rate:>10,.0f}  x{mine_r.rate / theirs_r.rate:.2f}",
+        flush=True,
+    )
+
+
+def read_figures(rows: int, txn_rows: int, pages: list[int], rounds: int, decode: bool) -> None:
+    print(f"{rows:,} rows in transactions of {txn_rows} rows; {rounds} rounds; {load()}")
+    reads: list[tuple[str, Callable[..., float], int]] = [
+        (form, read, page)
+        for page in pages
+        for form, read in (("json", read_changes_http), ("sse", read_changes_sse))
+    ]
+    # (label) -> the rounds' readings: ours and the peer's read beside it.
+    ours: dict[str, list[Reading]] = {}
+    peer: dict[str, list[Reading]] = {}
+    with (
+        tempfile.TemporaryDirectory(prefix="kdb-bench-") as name,
+        harness.Postgres({"wal_level": "logical", "max_wal_size": "4GB"}) as pg,
+    ):
         folder = Path(name)
         start, written = write_refimpl(folder, rows, txn_rows)
         print(f"  refimpl (embedded): written in {written:.1f} s ({rows / written:,.0f} rows/s)")
-        sql_rate = read_changes_sql(folder, start, rows)
-        for page in pages:
-            for form, read in (("JSON", read_changes_http), ("SSE", read_changes_sse)):
-                # A server of its own for each read: a page read before is answered from
-                # the server's shared answers, which a first reader does not find.
-                with harness.RefimplServer(threads=16, data=folder) as server:
-                    cpu = harness.cpu_seconds(server.pid)
-                    rate = read(server, start, rows, page)
-                    http[(form, page)] = (
-                        rate,
-                        (harness.cpu_seconds(server.pid) - cpu) / rows * 1e6,
-                    )
-    pg_rate, pg_written = postgres_decoding(rows, txn_rows)
-    print(f"  PostgreSQL: written in {pg_written:.1f} s ({rows / pg_written:,.0f} rows/s)")
-    print()
-    harness.print_table(
-        ("reader", "rows/s", "x PostgreSQL", "server CPU us/row"),
-        [
-            (f"changes('t', after, {PAGE_SQL}) embedded", sql_rate, sql_rate / pg_rate, ""),
-            *(
-                (f"/api/changes format={form.lower()} limit={page}", rate, rate / pg_rate, cpu)
-                for (form, page), (rate, cpu) in http.items()
-            ),
-            ("PostgreSQL pg_logical_slot_peek_changes", pg_rate, 1.0, ""),
-        ],
-        title=f"reading {rows:,} logged changes",
-    )
-    ratio = sql_rate / pg_rate
-    harness.print_checks(
-        [
-            harness.Check(
-                "changes() rows/s / PostgreSQL logical decoding",
-                ratio,
-                ">= 0.5x",
-                ratio >= 0.5,
-                ours=sql_rate,
-                peer=pg_rate,
-            ),
-            *(
-                harness.Check(
-                    f"/api/changes {form} limit={page} rows/s / PostgreSQL",
-                    rate / pg_rate,
-                    ">= 1.2x",
-                    rate >= 1.2 * pg_rate,
-                    ours=rate,
-                    peer=pg_rate,
+        postgres = Peer(pg, rows, txn_rows)
+        print(f"  PostgreSQL: written in {postgres.written:.1f} s")
+        for turn in range(rounds):
+            print(f"  round {turn + 1}: {load()}", flush=True)
+
+            pair(
+                turn,
+                ours,
+                peer,
+                "changes() embedded (objects)",
+                lambda: Reading(read_changes_sql(folder, start, rows)),
+                postgres.decoded,
+            )
+            for form, read, page in reads:
+                objects = decode and form == "json"
+                pair(
+                    turn,
+                    ours,
+                    peer,
+                    f"/api/changes {form} limit={page}" + (" (objects)" if objects else ""),
+                    lambda read=read, page=page, objects=objects: read_ours(
+                        folder, start, rows, read, page, objects
+                    ),
+                    postgres.decoded if objects else postgres.counted,
                 )
-                for (form, page), (rate, _cpu) in http.items()
-            ),
-        ]
+    print()
+    table = []
+    checks = []
+    for label, mine in ours.items():
+        theirs = peer[label]
+        ratios = [m.rate / t.rate for m, t in zip(mine, theirs, strict=True)]
+        ratio = statistics.median(ratios)
+        rate, peer_rate = _median(mine, "rate"), _median(theirs, "rate")
+        server, peer_server = _median(mine, "server_us"), _median(theirs, "server_us")
+        embedded = label.startswith("changes()")
+        cpu_ratio = float("nan") if embedded else server / peer_server
+        table.append(
+            (
+                label,
+                rate,
+                peer_rate,
+                ratio,
+                f"{min(ratios):.2f}-{max(ratios):.2f}",
+                float("nan") if embedded else server,
+                peer_server,
+                cpu_ratio,
+                float("nan") if embedded else _median(mine, "client_us"),
+                _median(theirs, "client_us"),
+            )
+        )
+        target = 0.5 if embedded else 1.2
+        checks.append(
+            harness.Check(
+                f"{label} rows/s / PostgreSQL",
+                ratio,
+                f">= {target}x",
+                ratio >= target,
+                ours=rate,
+                peer=peer_rate,
+            )
+        )
+        if not embedded:
+            checks.append(
+                harness.Check(
+                    f"{label} server CPU/row / PostgreSQL backend's",
+                    cpu_ratio,
+                    ours=server,
+                    peer=peer_server,
+                )
+            )
+    harness.print_table(
+        (
+            "reader (medians of the rounds)",
+            "rows/s",
+            "PG rows/s",
+            "x PG",
+            "range",
+            "server us/row",
+            "PG backend us/row",
+            "CPU/row x PG",
+            "client us/row",
+            "PG client us/row",
+        ),
+        table,
+        title=f"reading {rows:,} logged changes, {rounds} rounds; at the end: {load()}",
     )
+    harness.print_checks(checks)
 
 
 def writer_figures(seconds: float) -> None:
