@@ -227,7 +227,7 @@ class Instance:
             raise
         database.release_write()
         try:
-            database.close()
+            database.close(write_checkpoint=False)  # its files go: no checkpoint for them
         except KdbError:
             pass  # its last flush failed: nothing of a database being dropped needs it
         doomed = self.path / f".dropped-{database.name}-{secrets.token_hex(4)}"

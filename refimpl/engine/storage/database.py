@@ -33,6 +33,7 @@ from refimpl.engine.storage.records import Entry, Record
 from refimpl.engine.storage.table import Table
 from refimpl.engine.storage.transaction import Transaction
 from refimpl.engine.storage.wal import WriteAheadLog
+from refimpl.engine.storage.wal_segments import HEADER_SIZE
 from refimpl.engine.tracking.plan_cache import PlanCache
 from refimpl.engine.tracking.result_cache import ResultCache
 from refimpl.engine.tracking.revisions import Revisions, new_boot_id
@@ -55,6 +56,13 @@ WAL_FOLDER, CHECKPOINT_FOLDER = "wal", "checkpoints"
 # A recovery that loads at least this many rows freezes them (gc.freeze): below it, the
 # collector's passes over them cost too little to matter.
 _LONG_LIVED_ROWS = 100_000
+# A clean close writes a checkpoint when the log holds this much since the latest one: the
+# next open would otherwise replay it record by record (about 20,000 small commits a MB),
+# where loading a checkpoint costs a bulk decode of the tables.
+CLOSE_CHECKPOINT_BYTES = 1024 * 1024
+# Whoever holds the write lock at a close (a transaction left open) makes the close's
+# checkpoint wait at most this long before it is left out.
+_CLOSE_CHECKPOINT_WAIT = 1.0
 
 
 class Database:
@@ -175,7 +183,9 @@ class Database:
         self.applied_lsn = self.checkpoint_lsn
         task = f"recovering database '{self.name}'"
         to_replay = max(0, self.log.last_lsn - self.checkpoint_lsn)
+        replayed_bytes = 0
         for lsn, payload in self.log.read(self.checkpoint_lsn):
+            replayed_bytes += HEADER_SIZE + len(payload)
             if (lsn - self.checkpoint_lsn) % REPORT_EVERY == 0:
                 progress(Progress(task, lsn - self.checkpoint_lsn, to_replay, "records"))
             try:
@@ -189,7 +199,10 @@ class Database:
         self.applied_lsn = max(self.applied_lsn, self.log.last_lsn)
         progress(Progress(task, to_replay, to_replay, "records"))
         self.commits.publish(self.log.durable_lsn)
-        self._bytes_at_checkpoint = self.log.total_bytes
+        # What the log holds after the checkpoint counts as written since it, as before the
+        # restart: else a database that replayed much would replay it again after its next
+        # crash, its next checkpoint a whole `checkpoint_bytes` later.
+        self._bytes_at_checkpoint = self.log.total_bytes - replayed_bytes
         self.table_bytes = {key: table_bytes(table) for key, table in self.tables.items()}
         self.memory.set(self.name, sum(self.table_bytes.values()))
 
@@ -357,19 +370,22 @@ class Database:
 
     # -- checkpoints and retention -------------------------------------------------------
 
-    def image(self) -> checkpoint.CheckpointImage:
-        """The committed state (tables and settings) as of the last commit, and its LSN."""
-        self.acquire_write()
+    def image(self, timeout: float | None = None) -> checkpoint.CheckpointImage:
+        """The committed state (tables and settings) as of the last commit, and its LSN;
+        StatementTimeout when the write lock is not had within `timeout` (by default the
+        statement timeout)."""
+        self.acquire_write(timeout)
         try:
             images = [_image_of(table) for table in self.tables.values()]
             return checkpoint.CheckpointImage(self.applied_lsn, dict(self.settings), images)
         finally:
             self.release_write()
 
-    def checkpoint(self) -> int:
-        """Write the tables' state durably as of the last commit; returns its LSN."""
+    def checkpoint(self, timeout: float | None = None) -> int:
+        """Write the tables' state durably as of the last commit; returns its LSN. `timeout`
+        bounds the wait for the write lock (as `image`)."""
         with self._checkpoint_lock:
-            image = self.image()
+            image = self.image(timeout)
             lsn = image.lsn
             if lsn:
                 self.log.wait_durable(lsn)
@@ -430,13 +446,30 @@ class Database:
 
     # -- closing -------------------------------------------------------------------------
 
-    def close(self) -> None:
-        """Make everything appended durable and close the log."""
+    def close(self, write_checkpoint: bool = True) -> None:
+        """Make everything appended durable and close the log.
+
+        With `write_checkpoint` (the default; a database about to be dropped passes False), a
+        database whose log holds `CLOSE_CHECKPOINT_BYTES` or more since its latest
+        checkpoint writes one first, so that the next open loads it instead of replaying
+        that log. A failure to write it (a full disk, a failed log, a transaction holding
+        the write lock) is logged and changes nothing else: the log still holds every commit.
+        """
         self.commits.close()
         self.wake_board.close()
         thread = self._checkpoint_thread
         if thread is not None:
             thread.join()
+        if (
+            write_checkpoint
+            and self.log.total_bytes - self._bytes_at_checkpoint >= CLOSE_CHECKPOINT_BYTES
+        ):
+            try:
+                self.checkpoint(_CLOSE_CHECKPOINT_WAIT)
+            except KdbError as error:
+                log.error(
+                    "the checkpoint of database '%s' at its close failed: %s", self.name, error
+                )
         self.memory.forget(self.name)
         self.log.close()
 

@@ -1,0 +1,148 @@
+"""Reopening a database: the checkpoint a clean close writes, and what a reopen replays.
+
+The tests write through the engine's commit path, close the database (or abandon it
+without closing, which leaves on disk what a killed process leaves once its commits were
+durable), open the folder again and compare the tables with what was written.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+
+import refimpl
+from refimpl.engine.options import EngineOptions
+from refimpl.engine.progress import Progress
+from refimpl.engine.statements import executor
+from refimpl.engine.storage import checkpoint
+from refimpl.engine.storage.database import CHECKPOINT_FOLDER, CLOSE_CHECKPOINT_BYTES, Database
+from refimpl.engine.storage.transaction import Transaction
+
+NEVER = 1 << 62
+# No background checkpoint: only a close (or CHECKPOINT) writes one.
+OPTIONS = EngineOptions(wal_archive_bytes=NEVER, checkpoint_bytes=NEVER)
+TEXT = "x" * 4000
+# Commits of one TEXT row each that make the log pass the close's threshold.
+OVER_THRESHOLD = CLOSE_CHECKPOINT_BYTES // len(TEXT) + 20
+
+
+def _created(path: Path) -> Path:
+    """A data folder whose database `demo` holds an empty table t; its database folder."""
+    with refimpl.connect(path, options=OPTIONS) as connection:
+        connection.execute("CREATE TABLE t (id BIGINT PRIMARY KEY, s STRING)")
+    return path / "demo"
+
+
+def _insert(database: Database, first: int, count: int, text: str = TEXT) -> None:
+    """Rows first .. first+count-1 of t, one durable commit each."""
+    for i in range(first, first + count):
+        database.acquire_write()
+        try:
+            txn = Transaction(database.tables)
+            work = txn.table("t")
+            executor.insert_values(work, work.schema, ["id", "s"], [(i, text)])
+            lsn = database.commit_locked(txn)
+        finally:
+            database.release_write()
+        assert lsn is not None
+        database.wait_durable(lsn)
+
+
+def _open(folder: Path, replayed: list[int]) -> Database:
+    """Database.open, noting in `replayed` how many records the recovery replayed."""
+
+    def heard(progress: Progress) -> None:
+        if progress.done == progress.total:
+            replayed.append(progress.total)
+
+    return Database.open("demo", folder, OPTIONS, progress=heard)
+
+
+def _checkpoint_lsns(folder: Path) -> list[int]:
+    return [lsn for lsn, _ in checkpoint.list_checkpoints(folder / CHECKPOINT_FOLDER)]
+
+
+def _ids(database: Database) -> list[int]:
+    return [row[0] for row in database.tables["t"].scan()]
+
+
+def test_a_clean_close_checkpoints_a_long_log_and_the_reopen_replays_none_of_it(
+    tmp_path: Path,
+) -> None:
+    folder = _created(tmp_path / "data")
+    database = _open(folder, [])
+    _insert(database, 0, OVER_THRESHOLD)
+    last = database.log.durable_lsn
+    database.close()
+    assert _checkpoint_lsns(folder) == [last]
+    replayed: list[int] = []
+    database = _open(folder, replayed)
+    try:
+        assert replayed == [0]
+        assert database.checkpoint_lsn == last
+        assert _ids(database) == list(range(OVER_THRESHOLD))
+    finally:
+        database.close()
+
+
+def test_a_clean_close_after_a_short_log_writes_no_checkpoint(tmp_path: Path) -> None:
+    folder = _created(tmp_path / "data")
+    database = _open(folder, [])
+    _insert(database, 0, 10)
+    database.close()
+    assert _checkpoint_lsns(folder) == []
+    replayed: list[int] = []
+    database = _open(folder, replayed)
+    try:
+        assert replayed == [11]  # the CREATE TABLE and the ten inserts
+        assert _ids(database) == list(range(10))
+    finally:
+        database.close()
+
+
+def test_the_log_a_crash_recovery_replayed_counts_towards_the_close_checkpoint(
+    tmp_path: Path,
+) -> None:
+    folder = _created(tmp_path / "data")
+    crashed = _open(folder, [])
+    _insert(crashed, 0, OVER_THRESHOLD)
+    # Abandoned without a close, as a killed process leaves it: every commit was durable.
+    replayed: list[int] = []
+    database = _open(folder, replayed)
+    assert replayed == [OVER_THRESHOLD + 1]
+    _insert(database, OVER_THRESHOLD, 1, "short")  # far below the threshold on its own
+    last = database.log.durable_lsn
+    database.close()
+    assert _checkpoint_lsns(folder) == [last]
+    replayed.clear()
+    database = _open(folder, replayed)
+    try:
+        assert replayed == [0]
+        assert _ids(database) == list(range(OVER_THRESHOLD + 1))
+    finally:
+        database.close()
+
+
+def test_a_transaction_holding_the_write_lock_at_close_leaves_the_checkpoint_out(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    folder = _created(tmp_path / "data")
+    database = _open(folder, [])
+    _insert(database, 0, OVER_THRESHOLD)
+    database.acquire_write()  # a transaction left open: the close does not wait for it long
+    try:
+        with caplog.at_level(logging.ERROR):
+            database.close()
+    finally:
+        database.release_write()
+    assert _checkpoint_lsns(folder) == []
+    assert "the checkpoint of database 'demo' at its close failed" in caplog.text
+    replayed: list[int] = []
+    database = _open(folder, replayed)
+    try:
+        assert replayed == [OVER_THRESHOLD + 1]  # the log still holds every commit
+        assert _ids(database) == list(range(OVER_THRESHOLD))
+    finally:
+        database.close()
