@@ -16,7 +16,8 @@ its initial-copy page, its encoding) runs on that waiter's budget, under the sta
 timeout and the per-user limits, never on a thread that other users' waiters depend on.
 On the request's own thread while the request is being read (the protocol layer sets the
 budget); once parked, on the `owners.OwnerPool` of the room, at most `PER_OWNER` pieces of
-one user's work at once, each within the budget its protocol layer gives (`Offloaded`).
+one user's work at once, each within the budget its protocol layer gives (`Offloaded`); a
+user with nothing running gets a thread at once, whatever others keep queued.
 The room's thread itself only hands over answers, encodes what every waiter shares and
 takes plain streams' events, whose cost no client chooses.
 """

@@ -13,9 +13,16 @@ answer then says what the work found, or that it ran past its budget, never that
 came while the work was still looking.
 
 Fair shares: at most `per_owner` pieces of one owner's work run at once, however many of
-its requests wait; the others of that owner queue behind them, and owners take turns at
-free threads. One user's costly filters thus hold at most its share of the pool, and
-never the room.
+its requests wait; the others of that owner queue behind them. A thread is started whenever
+an owner's piece could run and no thread is free, up to `threads`: so an owner with nothing
+of its own running is served at once, whatever other owners keep queued, until `threads`
+owners' work runs at once; past that, owners take turns at the threads that come free, in
+the order their work came. (With two threads, two users' costly filters kept a third's
+cheap one waiting for up to the statement timeout.) Threads that found no work for
+`idle_seconds` end. One user's costly filters thus hold at most its share of the pool,
+and never the room; and the pieces running at once share the interpreter in turns
+(`refimpl.engine.query.deadlines.make_way`, since the budget is bulk work), so more threads
+add no more competition for it to other requests.
 """
 
 from __future__ import annotations
@@ -28,23 +35,34 @@ from typing import Generic
 
 from refimpl.waiting.parked import A, Parked, Part
 
-POOL_THREADS = 2  # threads that run waiters' own work
+POOL_THREADS = 64  # at most this many owners' work runs at once
 PER_OWNER = 1  # pieces of one owner's work running at once
+IDLE_SECONDS = 30.0  # a pool thread that found no work this long ends
 
 Budget = Callable[[], AbstractContextManager[object]]
 
 
 class OwnerPool:
-    """Threads running jobs by owner, at most `per_owner` of one owner's at once; owners take
-    turns in the order their work came. Threads start with the first job."""
+    """Threads running jobs by owner, at most `per_owner` of one owner's at once: a job that
+    may run starts at once on a free or new thread while fewer than `threads` run; past
+    that, owners take turns in the order their work came. Threads idle for `idle_seconds`
+    end."""
 
-    def __init__(self, threads: int = POOL_THREADS, per_owner: int = PER_OWNER) -> None:
+    def __init__(
+        self,
+        threads: int = POOL_THREADS,
+        per_owner: int = PER_OWNER,
+        idle_seconds: float = IDLE_SECONDS,
+    ) -> None:
         self._threads = threads
         self._per_owner = per_owner
+        self._idle_seconds = idle_seconds
         self._lock = threading.Condition()
         self._queued: OrderedDict[Hashable, deque[Callable[[], None]]] = OrderedDict()
         self._running: dict[Hashable, int] = {}
-        self._started = 0
+        self._alive = 0  # threads of the pool
+        self._idle = 0  # of them, those that look for a job (none taken yet, or done)
+        self._named = 0  # threads ever started: each one's name
         self._closed = False
 
     def submit(self, owner: Hashable, job: Callable[[], None]) -> None:
@@ -53,11 +71,19 @@ class OwnerPool:
             if self._closed:
                 return
             self._queued.setdefault(owner, deque()).append(job)
-            if self._started < self._threads:
-                self._started += 1
-                name = f"kdb-owner-work-{self._started}"
+            # Idle threads take what may run; a thread more only for what they cannot.
+            if self._alive < self._threads and self._startable() > self._idle:
+                self._alive += 1
+                self._idle += 1  # until it takes its first job
+                self._named += 1
+                name = f"kdb-owner-work-{self._named}"
                 threading.Thread(target=self._work, name=name, daemon=True).start()
             self._lock.notify()
+
+    def threads(self) -> int:
+        """How many threads the pool has now."""
+        with self._lock:
+            return self._alive
 
     def running(self, owner: Hashable) -> int:
         """How many of `owner`'s jobs run now."""
@@ -70,6 +96,14 @@ class OwnerPool:
             self._closed = True
             self._queued.clear()
             self._lock.notify_all()
+
+    def _startable(self) -> int:
+        """How many queued jobs could start now, each owner within its share (the caller
+        holds the lock)."""
+        return sum(
+            min(len(jobs), self._per_owner - self._running.get(owner, 0))
+            for owner, jobs in self._queued.items()
+        )
 
     def _next(self) -> tuple[Hashable, Callable[[], None]] | None:
         """The first queued job of an owner under its share (the caller holds the lock)."""
@@ -89,10 +123,14 @@ class OwnerPool:
             with self._lock:
                 found = self._next()
                 while found is None:
-                    if self._closed:
+                    woken = not self._closed and self._lock.wait(self._idle_seconds)
+                    found = None if self._closed else self._next()
+                    if found is None and not woken:
+                        # Closed, or no work for a while: its memory goes back.
+                        self._idle -= 1
+                        self._alive -= 1
                         return
-                    self._lock.wait()
-                    found = self._next()
+                self._idle -= 1
             owner, job = found
             try:
                 job()
@@ -103,6 +141,7 @@ class OwnerPool:
                         self._running[owner] = left
                     else:
                         del self._running[owner]
+                    self._idle += 1
                     self._lock.notify()
 
 

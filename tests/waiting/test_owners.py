@@ -56,6 +56,63 @@ def test_an_owners_queued_jobs_all_run_in_turn() -> None:
         pool.close()
 
 
+def _hold(release: threading.Event) -> None:
+    release.wait(10)
+
+
+def test_an_owner_with_nothing_running_is_served_while_two_others_keep_work_queued() -> None:
+    pool = OwnerPool()  # the server's pool, as the waiting room makes it
+    release = threading.Event()
+    served = threading.Event()
+    try:
+        for hostile in ("hostile1", "hostile2"):
+            for _ in range(3):
+                pool.submit(hostile, functools.partial(_hold, release))
+        pool.submit("victim", served.set)
+        assert served.wait(5)
+        assert pool.running("hostile1") == 1 and pool.running("hostile2") == 1
+        assert pool.threads() == 3  # a thread for each owner that could run; none more
+    finally:
+        release.set()
+        pool.close()
+
+
+def test_past_its_threads_owners_take_turns_in_the_order_their_work_came() -> None:
+    pool = OwnerPool(threads=1)
+    release = threading.Event()
+    ran: list[str] = []
+    try:
+        pool.submit("a", functools.partial(_hold, release))
+        deadline = time.monotonic() + 5
+        while not pool.running("a") and time.monotonic() < deadline:
+            time.sleep(0.01)  # a's first job runs before the others come
+        for job in ("a2", "a3", "c"):
+            pool.submit(job[0], functools.partial(ran.append, job))
+        assert pool.threads() == 1
+        release.set()
+        deadline = time.monotonic() + 5
+        while len(ran) < 3 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert ran == ["a2", "c", "a3"]  # c's turn comes before a's third job
+    finally:
+        pool.close()
+
+
+def test_idle_threads_end_and_new_work_starts_one_again() -> None:
+    pool = OwnerPool(idle_seconds=0.1)
+    ran = threading.Event()
+    try:
+        pool.submit("one", lambda: None)
+        deadline = time.monotonic() + 5
+        while pool.threads() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert pool.threads() == 0
+        pool.submit("one", ran.set)
+        assert ran.wait(5)
+    finally:
+        pool.close()
+
+
 class _Work:
     """A piece of a waiter's work that runs until released, then makes `result` (or raises
     it); counts its runs."""
