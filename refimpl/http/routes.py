@@ -35,7 +35,7 @@ from refimpl.http.endpoints.sql_routes import exec_route, export_route
 from refimpl.http.endpoints.stream_route import stream_route
 from refimpl.http.endpoints.stream_row_route import stream_row_route
 from refimpl.http.endpoints.stream_tickets_route import stream_tickets_route
-from refimpl.http.endpoints.subscribe_route import subscribe_route
+from refimpl.http.endpoints.subscribe_stream import subscribe
 from refimpl.waiting.parked import Parked
 
 # What a handler answers: a Werkzeug response, an encoded answer, or one parked until later.
@@ -86,7 +86,7 @@ ROUTES: tuple[Route, ...] = (
         frozenset({"table", "symbol", "column", "db"}),
         repeatable=frozenset({"symbol"}),
     ),
-    _route("/api/subscribe", "GET", subscribe_route, "query wait id offsets"),
+    _route("/api/subscribe", "GET", subscribe, "query wait id offsets stream"),
     # The stream checks its database itself: a ?ticket= request comes without credentials.
     Route(
         "/stream/changes",

@@ -24,9 +24,10 @@ identity, on purpose: two requests are never the same one, whatever they hold), 
 carries its own kind and state. Its `Kind` says what it waits for and how it is answered
 (`TRAITS`): a write's acknowledgement (a commit, answered by the thread that publishes the
 flush), a change-stream reader (a commit, answered in paced rounds), a live query's long
-poll (a wake-up of its key) or an event stream (a wake-up, in fan-out rounds, parts before
-its last one). The kinds and their states are data (`TRANSITIONS`: (state, move) -> next
-state, one table per kind), as h11 writes a connection's: a move that is not in its kind's
+poll (a wake-up of its key), a live query's stream (a wake-up of its key, parts before its
+last one) or an event stream (a wake-up, in fan-out rounds, parts before its last one). The
+kinds and their states are data (`TRANSITIONS`: (state, move) -> next state, one table per
+kind), as h11 writes a connection's: a move that is not in its kind's
 table raises `InvalidMove`, so a request can never be answered twice, answered after its
 client was dropped, sent a part after its last one, or sent a part when it is no stream.
 
@@ -97,6 +98,9 @@ class Kind(enum.Enum):
     READER = "reader"  # a change-stream long poll, answered at a commit with news
     LIVE = "live"  # a live query's long poll, attempted when its key is poked
     STREAM = "stream"  # an event stream: parts at commits, heartbeats at its deadlines
+    # A live query's stream: a part when its key is poked (unpaced, as a long poll),
+    # heartbeats at its deadlines.
+    LIVE_STREAM = "live stream"
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +119,7 @@ TRAITS: dict[Kind, Traits] = {
     Kind.READER: Traits(on_commit=True, paced=True, streaming=False),
     Kind.LIVE: Traits(on_commit=False, paced=False, streaming=False),
     Kind.STREAM: Traits(on_commit=False, paced=True, streaming=True),
+    Kind.LIVE_STREAM: Traits(on_commit=False, paced=False, streaming=True),
 }
 
 

@@ -9,8 +9,9 @@ trades each. Every subscription is a candle query
 
 created by a first GET /api/subscribe (its snapshot). 100 of them (10 symbols x 10) are held
 by waiters (4 processes of 25 threads, each a keep-alive connection of `harness.LeanHTTP`)
-that always have a request waiting (asked again with the id of the last answer); the others
-sit idle. A writer commits one trade at a time
+that always have a request waiting (asked again with the id of the last answer), or with
+--stream each read one stream of its subscription (`stream=true`: no request a commit); the
+others sit idle. A writer commits one trade at a time
 (--interval apart) to the 10 watched symbols in turn, its price being the writer's clock
 (CLOCK_MONOTONIC) just before the request: a waiter's latency is its clock when it parses
 the `rows` answer minus the new candle's `close`. Server CPU per commit is the server
@@ -40,6 +41,7 @@ load average: the machine may be shared.
     python tools/bench/subscribe.py --quick          # 50 commits, 100,000-trade table
     python tools/bench/subscribe.py --quick --profile  # then the 100 phase, server profiled
     python tools/bench/subscribe.py --maintenance-only --big 1000000  # the split only
+    python tools/bench/subscribe.py --quick --stream  # the waiters read streams
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ import multiprocessing
 import os
 import pstats
 import random
+import socket
 import statistics
 import sys
 import tempfile
@@ -186,12 +189,62 @@ def _waiter(
     out.append((samples, errors))
 
 
+def _stream_waiter(
+    target: dict[str, Any], symbol: str, ident: str, stop: Any, ready: Any, out: list[Any]
+) -> None:
+    """As `_waiter`, over one stream (`stream=true`) read to the end: no request a commit."""
+    from stream_readers import Dechunked
+
+    host, _, port = target["url"].rpartition("/")[2].rpartition(":")
+    query = quote(CANDLES.format(symbol=symbol))
+    samples: list[tuple[float, float]] = []
+    errors = 0
+    with ready.get_lock():
+        ready.value += 1
+    while not stop.is_set():
+        try:
+            sock = socket.create_connection((host, int(port)))
+        except OSError:
+            errors += 1
+            time.sleep(0.1)
+            continue
+        sock.sendall(
+            f"GET /api/subscribe?query={query}&id={quote(ident)}&stream=true HTTP/1.1\r\n"
+            f"Host: {host}\r\nAuthorization: Bearer {target['token']}\r\n\r\n".encode()
+        )
+        sock.settimeout(1.0)
+        chunked, text = Dechunked(), b""
+        while not stop.is_set():
+            try:
+                data = sock.recv(65536)
+            except TimeoutError:
+                continue
+            except OSError:
+                data = b""
+            if not data:
+                errors += 1  # the server ended it: the waiter opens it again
+                break
+            now = time.monotonic()
+            text += b"".join(chunked.chunks(data))
+            *events, text = text.split(b"\n\n")
+            for event in events:
+                ident_, kind, body = parse_event(event.decode("utf-8"))
+                ident = ident_ or ident
+                if kind == "rows" and body and body["rows"]:
+                    sent = newest_close(body)
+                    if sent > 1000:  # a benchmark trade (the loaded ones are priced about 100)
+                        samples.append((sent, now - sent))
+        sock.close()
+    out.append((samples, errors))
+
+
 def _waiters(
     target: dict[str, Any], pairs: list[tuple[str, str]], stop: Any, ready: Any, results: Any
 ) -> None:
     out: list[Any] = []
+    waiter = _stream_waiter if target.get("stream") else _waiter
     threads = [
-        threading.Thread(target=_waiter, args=(target, s, i, stop, ready, out)) for s, i in pairs
+        threading.Thread(target=waiter, args=(target, s, i, stop, ready, out)) for s, i in pairs
     ]
     for thread in threads:
         thread.start()
@@ -213,10 +266,11 @@ def commit_trade(session: requests.Session, server: harness.RefimplServer, symbo
 
 
 def phase(
-    total: int, commits: int, interval: float, profile: Path | None = None
+    total: int, commits: int, interval: float, profile: Path | None = None, stream: bool = False
 ) -> dict[str, float]:
     """`total` subscriptions, the last 100 of them (10 watched symbols x 10) waiting; with
-    `profile`, the server's worker threads are profiled into that file."""
+    `profile`, the server's worker threads are profiled into that file; with `stream`, each
+    waiter reads one stream of its subscription (`stream=true`) instead of long polls."""
     # Every subscription is the admin's: it may keep as many as the server does.
     per_user = {"KDB_SUBSCRIPTIONS_PER_USER": str(MAX_SUBSCRIPTIONS)}
     with harness.RefimplServer(threads=512, env=per_user, profile=profile) as server:
@@ -227,7 +281,7 @@ def phase(
         create_subscriptions(server, idle_symbols)
         ids = create_subscriptions(server, watched)
         made = time.monotonic() - began
-        target = {"url": server.url, "token": server.token}
+        target = {"url": server.url, "token": server.token, "stream": stream}
         context = multiprocessing.get_context("fork")
         stop, ready, results = context.Event(), context.Value("i", 0), context.Queue()
         pairs = list(zip(watched, ids, strict=True))
@@ -524,6 +578,11 @@ def main() -> None:
     parser.add_argument(
         "--idle", default="10,100,1000", help="idle subscriptions of other symbols, in turn"
     )
+    parser.add_argument(
+        "--stream",
+        action="store_true",
+        help="the waiters read one stream each (stream=true) instead of long polls",
+    )
     args = parser.parse_args()
     commits = 50 if args.quick else args.commits
     big = 100_000 if args.quick else args.big
@@ -546,7 +605,7 @@ def main() -> None:
 
     rows, cpu_checks = [], []
     for total in (100, 10_000):
-        f = phase(total, commits, args.interval)
+        f = phase(total, commits, args.interval, stream=args.stream)
         cpu_checks.append(
             harness.Check(
                 f"server CPU per commit waking 10 candles, {total:,} subscriptions (ms)",
@@ -577,7 +636,8 @@ def main() -> None:
         ("", "created/s", "answers", "expected", "p50 ms", "p99 ms", "CPU ms/commit", "errors"),
         rows,
         title=f"commit-to-rows latency, {commits} single-row trades {args.interval * 1000:g} ms"
-        " apart, each waking the 10 waiting subscriptions of its symbol (load average"
+        f" apart, each waking the 10 {'streams' if args.stream else 'long polls'} of its"
+        " symbol (load average"
         f" {os.getloadavg()[0]:.2f})",
     )
     figures = big_table(big, 30 if args.quick else 100)

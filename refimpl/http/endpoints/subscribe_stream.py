@@ -1,0 +1,343 @@
+"""GET /api/subscribe?stream=true: a live query as one long-lived answer of server-sent events.
+
+The same events as the long polls of `subscribe_route` (a snapshot or the difference from
+the client's id first, then a `rows` event at each commit that changes the answer, each
+with its id), sent over one connection: a change costs the server one send per subscriber,
+not an answer and the next request. The stream holds no worker thread: it is parked in the
+waiting room, woken by its key as a long poll is, and asks the subscription manager again
+(rights checked again) for each part it sends.
+
+Flow control: a stream makes its next part only once the server has sent the previous one
+(`Parked.drained`); a commit meanwhile is noted, and the part made then is the difference
+from the last version sent, so a client that reads slowly gets fewer, larger parts (or a
+snapshot, once its version is no longer kept), never a backlog.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+from refimpl.engine.access import AccessControl
+from refimpl.engine.access.control import CheckedToken
+from refimpl.engine.event_streams import Credential
+from refimpl.engine.features.live_answers import Reply
+from refimpl.engine.features.live_queries import LiveWait, SubscriptionManager
+from refimpl.engine.rights import Right
+from refimpl.engine.session import Session
+from refimpl.errors import KdbError
+from refimpl.http.auth import CREDENTIALS_KEY, ConnectionCredentials
+from refimpl.http.context import Context
+from refimpl.http.encode import Answer
+from refimpl.http.endpoints.change_encoding import RETRY_MS
+from refimpl.http.endpoints.feed_args import flag
+from refimpl.http.endpoints.stream_credentials import request_credential
+from refimpl.http.endpoints.subscribe_route import SSE_HEADERS, encode_reply, subscribe_route
+from refimpl.waiting.owners import Budget
+from refimpl.waiting.parked import Kind, Parked, Part
+from refimpl.waiting.places import FairPlaces, place_owner
+
+HEARTBEAT = b": heartbeat\n\n"
+HEADERS = (("Content-Type", "text/event-stream; charset=utf-8"), *SSE_HEADERS.items())
+log = logging.getLogger("refimpl.subscribe")
+_RETRY = f"retry: {RETRY_MS}\n".encode()  # in the first event's block
+_RETRY_LEN = len(_RETRY) + 1  # a long poll's answer has it in a block of its own
+
+
+def _event_of(reply: Reply) -> bytes:
+    """The `id` and event lines of one answer, without the `retry` a long poll starts with
+    (a stream sends it once, first)."""
+    return encode_reply(reply)[_RETRY_LEN:]
+
+
+def _later(data: bytes) -> Answer:
+    """A later part of the stream: only its bytes count (the head went with the first)."""
+    answer = Answer(data, 200, "text/event-stream")
+    answer.headers = []
+    return answer
+
+
+class _LiveStream:
+    """One client's stream of a subscription: the waker of its `LiveWait`, and what makes
+    its parts (see the module docstring).
+
+    A wake-up goes straight to the stream's owner's share of the room's pool (`_run`),
+    which makes the part and hands it over itself: one hand-off a wake-up, never through
+    the room's thread, which only sends the heartbeats at the stream's deadlines. `_lock`
+    orders `_busy` (a part is being made or is in flight: one at a time) and `_woken` (a
+    wake-up came meanwhile: one more is made after it); it is never held while the query
+    runs."""
+
+    def __init__(
+        self,
+        manager: SubscriptionManager,
+        session: Session,
+        text: str,
+        offsets: bool,
+        token: _TokenLook,
+        heartbeat_s: float,
+        max_age_s: float,
+        budget: Budget,
+    ) -> None:
+        self._manager = manager
+        self._budget = budget
+        self.max_age_s = max_age_s
+        self.ends_at = time.monotonic() + max_age_s
+        self._session = session
+        self._text = text
+        self._offsets = offsets
+        self._token = token
+        self.heartbeat_s = heartbeat_s
+        self._wait: LiveWait | None = None
+        self._lock = threading.Lock()
+        self._busy = True  # until the head is sent
+        self._woken = False
+        self.parked: Parked[Answer] | None = None
+        self._work: Callable[[], None] | None = None  # submits `_run`, once parked
+
+    def start(self, parked: Parked[Answer], work: Callable[[Callable[[], None]], None]) -> None:
+        """Parked as `parked`; `work(job)` runs a job on the owner's share of the pool."""
+        self.parked = parked
+        self._work = lambda: work(self._run)
+
+    def set(self) -> None:
+        """A commit touched the query, or another request of the subscription took over
+        (the engine's wake board; cheap, never blocks)."""
+        with self._lock:
+            if self._busy or self._work is None:
+                self._woken = True  # made once the part in flight is sent
+                return
+            self._busy = True
+            work = self._work
+        work()
+
+    def first(self, reply: Reply) -> bytes:
+        """The head's events: `reply` (the answer to the request), and every change after
+        it that is already committed; the stream then waits on the newest, and makes its
+        next part once the head is sent."""
+        return _RETRY + self._follow(reply)
+
+    def _follow(self, reply: Reply) -> bytes:
+        """`reply`'s event and those of the changes committed since, each asked for with the
+        id before it (rights checked again at each); watches the newest."""
+        events = [_event_of(reply)]
+        step = self._manager.ask(self._session, self._text, reply.id, self._offsets)
+        while isinstance(step, Reply):
+            events.append(_event_of(step))
+            step = self._manager.ask(self._session, self._text, step.id, self._offsets)
+        self._wait = step
+        step.watch(self)
+        if self._manager.moved(step.subscription):
+            # A commit between the query's run and the watch: the wake board did not see
+            # it, so the next part is made once this one is sent.
+            with self._lock:
+                self._woken = True
+        return b"".join(events)
+
+    def _run(self) -> None:
+        """Make the next part, or the end, and hand it over (on the owner's pool)."""
+        parked = self.parked
+        assert parked is not None  # `start` came before any job
+        try:
+            with self._budget():
+                outcome = self._next()
+        except Exception as error:  # a bug: the stream ends, the pool's thread goes on
+            log.warning("making a live query's part failed", exc_info=True)
+            outcome = self._end(f"the server failed ({type(error).__name__})")
+        if outcome is None:
+            with self._lock:
+                again, self._woken = self._woken, False
+                self._busy = again
+            if again:
+                self._run_again()
+            return
+        parked.decide(outcome)  # a part's `drained` may come within: it makes the next
+
+    def _run_again(self) -> None:
+        work = self._work
+        assert work is not None
+        work()
+
+    def _next(self) -> Answer | Part[Answer] | None:
+        """The next part once a commit changed the answer (None: nothing changed); the last
+        one when the stream ends (its token or right gone, or another request took over)."""
+        ended = self._token.gone()
+        if ended is not None:
+            return self._end(ended)
+        wait = self._wait
+        assert wait is not None  # set by `first`, before the stream is parked
+        try:
+            reply = wait.attempt()
+            if reply is None:
+                return None
+            if reply.kind == "none":
+                reason = (
+                    "the server is shutting down"
+                    if self._manager.closed
+                    else "another request of this subscription took over"
+                )
+                return self._end(reason)
+            return Part(_later(self._follow(reply)))
+        except KdbError as error:
+            return self._end(str(error))  # a REVOKE, or the statement timeout
+
+    def drained(self) -> None:
+        """The server sent every part so far: a wake-up that came meanwhile makes the next."""
+        with self._lock:
+            again, self._woken = self._woken, False
+            self._busy = again
+        if again:
+            self._run_again()
+
+    def heartbeat(self) -> Answer | Part[Answer]:
+        """A comment at each `heartbeat_s` (the room's deadline of the stream), or the end
+        when its token or its right to read the table is gone (no commit need come), or at
+        its max age."""
+        ended = self._token.gone()
+        now = time.monotonic()
+        if now >= self.ends_at:
+            ended = f"the stream reached its most age ({self.max_age_s:g} s)"
+        wait = self._wait
+        if ended is None and wait is not None:
+            try:
+                self._session.authorize(Right.READ, wait.subscription.table)
+            except KdbError as error:
+                ended = str(error)
+        if ended is not None:
+            return self._end(ended)
+        assert self.parked is not None
+        self.parked.deadline = self.deadline(now)
+        return Part(_later(HEARTBEAT))
+
+    def deadline(self, now: float) -> float:
+        """When the room looks at the stream next: its next heartbeat, or its max age."""
+        return min(now + self.heartbeat_s, self.ends_at)
+
+    def closing(self) -> Answer:
+        return self._end("the server is shutting down")
+
+    def release(self) -> None:
+        """Its wake-ups end and its session closes (the request is finished)."""
+        if self._wait is not None:
+            self._wait.expire()  # off the wake board; its answer is not sent
+        self._session.close()
+
+    @staticmethod
+    def _end(reason: str) -> Answer:
+        """The last part: a comment saying why (an EventSource ignores it, then reconnects
+        and is answered, or refused, as any request)."""
+        return _later(f": the stream ended: {reason.replace(chr(10), ' ')}\n\n".encode())
+
+
+class _TokenLook:
+    """Whether the token a stream was opened with still stands: the connection's check of
+    it while no user, token or grant changed since (`AccessControl.still_valid`, no look at
+    the records), else a look at the records each time."""
+
+    def __init__(self, access: AccessControl, credential: Credential, ctx: Context) -> None:
+        self._access = access
+        self._credential = credential
+        kept = ctx.request.environ.get(CREDENTIALS_KEY)
+        header = ctx.request.environ.get("HTTP_AUTHORIZATION")
+        checked = None
+        if isinstance(kept, ConnectionCredentials) and header and kept.header == header:
+            checked = kept.checked
+        self._checked: CheckedToken | None = checked
+
+    def gone(self) -> str | None:
+        """Why the stream must end because of its token; None: it stands."""
+        credential = self._credential
+        if not credential.checked:
+            return None
+        checked = self._checked
+        if checked is not None and self._access.still_valid(checked):
+            return None
+        self._checked = None
+        try:
+            principal = self._access.principal_of_token_key(credential.token_key)
+        except KdbError as error:
+            return str(error)
+        if principal != credential.principal:
+            return "the token's user changed"
+        return None
+
+
+def subscribe(ctx: Context) -> Answer | Parked[Answer]:
+    """GET /api/subscribe: its stream with `stream=true`, else one long poll."""
+    if not flag(ctx, "stream"):
+        return subscribe_route(ctx)
+    text = ctx.require("query")
+    asked = ctx.args.get("id") or ctx.request.headers.get("Last-Event-ID") or None
+    return subscribe_stream(ctx, text, asked, flag(ctx, "offsets"))
+
+
+def subscribe_stream(
+    ctx: Context, text: str, asked: str | None, offsets: bool
+) -> Answer | Parked[Answer]:
+    """The stream of a subscription (see the module docstring). Without a wait place free
+    for its user, the answer is its first events only, and ends: the client reconnects with
+    the last id, as after any end."""
+    credential = request_credential(ctx)
+    app = ctx.app
+    manager = app.instance.subscriptions
+    session = app.instance.session(database=ctx.database, principal=ctx.principal)
+    budget = app.feeds.work_budget
+    room = app.waiting_room
+    stream = _LiveStream(
+        manager,
+        session,
+        text,
+        offsets,
+        _TokenLook(app.instance.access, credential, ctx),
+        app.streams.options.heartbeat_s,
+        app.streams.options.max_age_s,
+        budget,
+    )
+    owner = place_owner(ctx.principal.name, ctx.principal.is_admin)
+    places: FairPlaces = room.wait_places(app.wait_slots)
+    if not places.take(owner):
+        try:
+            with budget():
+                reply = manager.ask_now(session, text, asked, offsets)
+        finally:
+            session.close()
+        return Answer(
+            _RETRY + _event_of(reply), 200, "text/event-stream; charset=utf-8", SSE_HEADERS
+        )
+    try:
+        with budget():
+            reply = manager.ask_now(session, text, asked, offsets)
+            head = stream.first(reply)
+    except BaseException:
+        stream.release()
+        places.give_back(owner)
+        raise
+
+    def release() -> None:
+        places.give_back(owner)
+        stream.release()
+
+    def work(job: Callable[[], None]) -> None:
+        # Every re-run is work of the client's choosing: on its owner's share of the
+        # room's pool, within the statement timeout, never on the room's thread.
+        room.owner_work.submit(owner, job)
+
+    parked: Parked[Answer] = Parked(
+        None,
+        0,
+        lambda _: None,  # poked by nobody: its wake-ups go to `work` (`_LiveStream.set`)
+        stream.heartbeat,
+        stream.deadline(time.monotonic()),
+        release,
+        kind=Kind.LIVE_STREAM,
+        at_close=stream.closing,
+        on_drained=stream.drained,
+    )
+    first = Answer(head, 200)
+    first.headers = list(HEADERS)  # no length: the parts follow
+    parked.decide(Part(first))
+    stream.start(parked, work)
+    room.park(parked)
+    return parked

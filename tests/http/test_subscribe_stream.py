@@ -1,0 +1,198 @@
+"""GET /api/subscribe?stream=true on a real server: one long-lived answer with the events the
+long polls would give (snapshot, then a `rows` event per change, each with its id), resumed
+by its last id, ended when its token or right goes or a long poll takes its subscription
+over, or at its max age; heartbeats as comments."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.http.conftest import ADMIN, Server, running_server
+from tests.http.stream_client import EventReader, sse_events
+
+HEARTBEAT = 0.3
+MAX_AGE = 4.0
+CANDLES = (
+    "SUBSCRIBE SELECT s, count(*) AS n, sum(v) AS total FROM t WHERE s = 'a' GROUP BY s ORDER BY s"
+)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    data = tmp_path_factory.mktemp("live_streams") / "data"
+    data.mkdir()
+    (data / "kdb.conf").write_text(
+        f"stream_heartbeat_s = {HEARTBEAT}\nstream_max_age_s = {MAX_AGE}\n"
+    )
+    with running_server(data) as running:
+        yield running
+
+
+@pytest.fixture
+def db(server: Server) -> str:
+    name = "l_" + uuid.uuid4().hex[:10]
+    server.sql(f"CREATE DATABASE {name}")
+    server.sql(
+        "CREATE TABLE t (ts TIMESTAMP, s SYMBOL, v DOUBLE)"
+        " TIMESERIES(ts) PARTITION BY DAY, SYMBOL(s)",
+        name,
+    )
+    server.sql("INSERT INTO t VALUES (now(), 'a', 1), (now(), 'b', 100)", name)
+    return name
+
+
+def open_live(
+    server: Server,
+    db: str,
+    *,
+    token: Any = ADMIN,
+    query: str = CANDLES,
+    headers: dict[str, str] | None = None,
+    **params: Any,
+) -> EventReader:
+    response = server.get(
+        "/api/subscribe",
+        params={"query": query, "db": db, "stream": "true", **params},
+        headers=headers or {},
+        stream=True,
+        timeout=(10, 10),
+        token=token,
+    )
+    return EventReader(response)
+
+
+def long_poll(server: Server, db: str, ident: str, token: Any = ADMIN) -> tuple:
+    response = server.get(
+        "/api/subscribe", params={"query": CANDLES, "db": db, "id": ident, "wait": 0}, token=token
+    )
+    assert response.status_code == 200, response.text
+    (event,) = sse_events(response.text)
+    return event
+
+
+def test_a_snapshot_then_a_rows_event_per_change_on_one_connection(server: Server, db: str):
+    stream = open_live(server, db)
+    assert stream.status == 200
+    assert stream.response.headers["Content-Type"].startswith("text/event-stream")
+    assert "Content-Length" not in stream.response.headers
+    (snapshot,) = stream.take(1)
+    assert snapshot["retry"] == 1000 and snapshot["event"] == "snapshot"
+    assert snapshot["data"]["rows"] == [["a", 1, 1.0]]
+    name, version = snapshot["id"].rsplit(".", 1)
+    assert version == "1"
+    server.sql("INSERT INTO t VALUES (now(), 'b', 5)", db)  # another symbol: no event
+    server.sql("INSERT INTO t VALUES (now(), 'a', 2)", db)
+    (first,) = stream.take(1)
+    assert (first["event"], first["data"]["rows"]) == ("rows", [["a", 2, 3.0]])
+    assert first["id"] == f"{name}.2"
+    server.sql("INSERT INTO t VALUES (now(), 'a', 3)", db)
+    (second,) = stream.take(1)
+    assert (second["id"], second["data"]["rows"]) == (f"{name}.3", [["a", 3, 6.0]])
+    assert "retry" not in first and "retry" not in second
+    stream.close()
+    # The ids are those of the long polls: nothing changed since the last one.
+    assert long_poll(server, db, second["id"]) == (second["id"], None, None)
+
+
+def test_reconnecting_with_the_last_id_sends_what_changed_meanwhile(server: Server, db: str):
+    stream = open_live(server, db)
+    (snapshot,) = stream.take(1)
+    stream.close()
+    server.sql("INSERT INTO t VALUES (now(), 'a', 4)", db)
+    again = open_live(server, db, headers={"Last-Event-ID": snapshot["id"]})
+    assert again.status == 200, again.response.text
+    (missed,) = again.take(1)
+    assert missed["event"] == "rows" and missed["data"]["rows"] == [["a", 2, 5.0]]
+    assert missed["id"].rsplit(".", 1)[0] == snapshot["id"].rsplit(".", 1)[0]
+    again.close()
+
+
+def test_heartbeats_are_comments(server: Server, db: str):
+    stream = open_live(server, db)
+    stream.take(1)
+    time.sleep(HEARTBEAT * 4)
+    server.sql("INSERT INTO t VALUES (now(), 'a', 2)", db)
+    (rows,) = stream.take(1)
+    assert rows["event"] == "rows"
+    assert stream.comments.count("heartbeat") >= 2
+    stream.close()
+
+
+def test_a_long_poll_of_the_subscription_takes_it_over(server: Server, db: str):
+    stream = open_live(server, db)
+    (snapshot,) = stream.take(1)
+    assert long_poll(server, db, snapshot["id"]) == (snapshot["id"], None, None)
+    assert stream.until_end(5) == []
+    assert any("took over" in c for c in stream.comments), stream.comments
+
+
+def _user(server: Server, db: str) -> tuple[str, str]:
+    user = "u_" + uuid.uuid4().hex[:8]
+    server.sql(f"CREATE USER {user}", db)
+    server.sql(f"GRANT SELECT ON t TO {user}", db)
+    return user, server.new_token(user, db)
+
+
+@pytest.mark.parametrize("how", ["revoke", "drop_token", "drop_user"])
+def test_losing_the_right_or_the_token_ends_the_stream(server: Server, db: str, how: str):
+    user, token = _user(server, db)
+    stream = open_live(server, db, token=token)
+    stream.take(1)
+    if how == "revoke":
+        server.sql(f"REVOKE SELECT ON t FROM {user}", db)
+    elif how == "drop_token":
+        server.sql(f"DROP TOKEN '{token}'", db)
+    else:
+        server.sql(f"DROP USER {user}", db)
+    server.sql("INSERT INTO t VALUES (now(), 'a', 9)", db)  # never reaches the stream
+    assert stream.until_end(5) == []
+    assert any(c.startswith("the stream ended: ") for c in stream.comments), stream.comments
+    again = open_live(server, db, token=token)
+    assert again.status in (401, 403)
+    again.close()
+
+
+def test_without_a_token_or_with_a_bad_query_nothing_opens(server: Server, db: str):
+    server.sql("GRANT SELECT ON t TO PUBLIC", db)
+    anonymous = open_live(server, db, token=None)
+    assert anonymous.status == 401
+    assert "token" in anonymous.response.json()["error"]
+    bad = open_live(server, db, query="SUBSCRIBE SELECT nope FROM t")
+    assert bad.status == 400 and "nope" in bad.response.json()["error"]
+    wrong = open_live(server, db, stream="maybe")
+    assert wrong.status == 400 and "stream" in wrong.response.json()["error"]
+
+
+def test_a_slow_reader_gets_the_changes_together(server: Server, db: str):
+    """A part is made once the one before is sent: commits meanwhile come as one difference,
+    which applied to what the client had gives the answer a fresh run gives."""
+    stream = open_live(server, db)
+    stream.take(1)
+    for price in range(2, 40):
+        server.sql(f"INSERT INTO t VALUES (now(), 'a', {price})", db)
+    last: dict = {}
+    while not last.get("data") or last["data"]["rows"][-1][1] < 39:
+        (last,) = stream.take(1)
+    fresh = server.rows("SELECT s, count(*), sum(v) FROM t WHERE s = 'a' GROUP BY s", db)
+    assert last["data"]["rows"] == fresh
+    assert json.loads(json.dumps(last["data"]))["removed"] == 0
+    stream.close()
+
+
+def test_a_stream_ends_at_its_max_age_and_resumes(server: Server, db: str):
+    stream = open_live(server, db)
+    (snapshot,) = stream.take(1)
+    started = time.monotonic()
+    assert stream.until_end(MAX_AGE + 3) == []
+    assert time.monotonic() - started >= MAX_AGE - 1.0
+    assert any("most age" in c for c in stream.comments), stream.comments
+    again = open_live(server, db, headers={"Last-Event-ID": snapshot["id"]})
+    (head,) = again.take(1)
+    assert head == {"retry": 1000, "id": snapshot["id"]}  # nothing changed: only its id
+    again.close()
