@@ -18,6 +18,7 @@ walk at the next open), a failure to write it changes nothing, and the checks of
 
 from __future__ import annotations
 
+import mmap
 import os
 import zlib
 from dataclasses import dataclass
@@ -109,7 +110,7 @@ def remove_seal(files: FileOps, segment_path: Path) -> None:
         return
 
 
-def covers(seal: Seal, first_lsn: int, data: bytes) -> bool:
+def covers(seal: Seal, first_lsn: int, data: bytes | mmap.mmap) -> bool:
     """True when `data` starts with exactly the bytes the seal describes."""
     return (
         seal.first_lsn == first_lsn

@@ -23,6 +23,7 @@ was written whole, maybe acknowledged, and is damage, also at the very end of th
 
 from __future__ import annotations
 
+import mmap
 import os
 import re
 import zlib
@@ -46,6 +47,8 @@ _LENGTH_CRC = Struct("<II")
 _LSN = Struct("<Q")
 _SEGMENT_NAME = re.compile(r"^(\d{20})\.wal$")
 _NONZERO = re.compile(rb"[^\x00]")
+# A segment's bytes as a scan reads them: a file's mapping, or bytes.
+Data = bytes | mmap.mmap
 
 
 def segment_name(first_lsn: int) -> str:
@@ -244,7 +247,7 @@ def scan_segments(
                 " so a segment is missing or misnamed",
             )
             return result
-        data = path.read_bytes()
+        data = _mapped(path)
         if on_read is not None:
             on_read(len(data))
         seal = read_seal(path) if use_seals else None
@@ -286,7 +289,19 @@ def scan_segments(
     return result
 
 
-def _last_lsn_after(data: bytes, start: int, later: list[tuple[int, Path]], after_lsn: int) -> int:
+def _mapped(path: Path) -> Data:
+    """The bytes of a segment file, mapped rather than read into a copy: opening checks
+    every byte of a segment (up to 64 MB) once, and a copy of them costs more than the
+    check. A segment is only ever appended to while mapped here (a torn tail is cut after
+    its scan is done), so no page a scan reads goes away under it."""
+    with open(path, "rb") as file:
+        size = os.fstat(file.fileno()).st_size
+        if size == 0:
+            return b""  # an empty file cannot be mapped
+        return mmap.mmap(file.fileno(), size, access=mmap.ACCESS_READ)
+
+
+def _last_lsn_after(data: Data, start: int, later: list[tuple[int, Path]], after_lsn: int) -> int:
     """The highest LSN of a whole valid frame after `start` in `data` or in the `later` files.
 
     Only for reporting what damage costs: a frame found here is not trusted for anything else.
@@ -305,7 +320,7 @@ def _last_lsn_after(data: bytes, start: int, later: list[tuple[int, Path]], afte
     return highest
 
 
-def _walk_frames(data: bytes, segment: Segment) -> tuple[int, str | None, bool]:
+def _walk_frames(data: Data, segment: Segment) -> tuple[int, str | None, bool]:
     """Adds the run of valid frames at the start of `data` to `segment`.
 
     Starts after what `segment` already holds (nothing, or what its seal covers). Returns
@@ -339,7 +354,7 @@ def _walk_frames(data: bytes, segment: Segment) -> tuple[int, str | None, bool]:
     return pos, None, False
 
 
-def find_valid_frame(data: bytes, start: int, after_lsn: int) -> tuple[int, int] | None:
+def find_valid_frame(data: Data, start: int, after_lsn: int) -> tuple[int, int] | None:
     """(offset, LSN) of the first whole valid frame at or after `start` with an LSN > `after_lsn`.
 
     Tries every byte offset, since a damaged length field loses the frame boundaries. Runs of
