@@ -172,9 +172,9 @@ def table_rows(
             cached = database.result_cache.get(key, token)
             if cached is not None:
                 return QueryOutput(cached.columns, list(cached.rows))
-        # Only the rows the WHERE keeps are read under the lock; their sort and groups are
-        # made after it is let go, so commits (and every reader queued behind a commit)
-        # never wait for them.
+        # Only the rows' blocks are taken under the lock: the scan, its WHERE, sort and groups
+        # run after it is let go, so commits (and every reader queued behind a commit) never
+        # wait for them.
         prepared = prepare_select(
             statement,
             CommittedTable(table, source.alias),

@@ -72,7 +72,7 @@ _MAX_VIEW_DEPTH = 32
 
 
 class CommittedTable:
-    """A committed table as a SELECT source (the caller holds the state lock)."""
+    """A committed table as a SELECT source (rows taken under the state lock, read after)."""
 
     def __init__(self, table: Table, alias: str | None) -> None:
         self.table = table

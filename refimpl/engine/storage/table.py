@@ -1,8 +1,10 @@
 """Rows of one table in sortedcontainers structures, keyed by (partition, order).
 
 A `Table` is mutated only by the database's one writer, and read by many readers under the
-database's state lock. `clone()` gives a copy-on-write twin that a transaction changing the
-schema (or dropping partitions) works on privately until it commits.
+database's state lock. Each partition's rows are `blocks.Blocks`, shared copy-on-write: a
+scan takes them under the lock in O(blocks) and is read after it (see `blocks` for why),
+and `clone()` gives a twin that a transaction changing the schema (or dropping partitions)
+works on privately until it commits.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Any
 
 from sortedcontainers import SortedDict
 
+from refimpl.engine.storage.blocks import Blocks, rows_of_all
 from refimpl.engine.storage.indexes import SecondaryIndex, build_indexes
 from refimpl.engine.storage.schema import RowLayout, TableSchema, period_of, periods_of
 from refimpl.errors import NotNullViolation, SqlError
@@ -39,7 +42,6 @@ class Table:
         "index",
         "secondary",
         "next_rowid",
-        "_shared",
         "_wrap",
         "_keyed",
         "place",
@@ -57,7 +59,6 @@ class Table:
             schema.all_indexes(), schema.positions
         )
         self.next_rowid = 1
-        self._shared: set[PartKey] = set()
         not_null = {position for position, _ in self.layout.not_null}
         self._wrap = tuple(p not in not_null for p in self.layout.order_positions)
         self._keyed = bool(self.layout.key_positions)
@@ -104,6 +105,10 @@ class Table:
     ) -> Iterator[Row]:
         """Rows in (partition, order) order; only the given partitions when named.
 
+        The rows are those of the moment of the call, taken in O(partitions + blocks): the
+        caller holds the state lock for the call only, and may read the iterator after
+        letting it go, whatever commits meanwhile (so a long scan holds no commit).
+
         With time bounds (inclusive micros) on a table ordered by its TIMESERIES column
         first, each partition is read from the first row in range to the last; otherwise
         the bounds are ignored (the caller filters anyway).
@@ -111,19 +116,13 @@ class Table:
         chosen = (
             self.partitions.values()
             if parts is None
-            else (self.partitions.get(part) for part in parts)
+            else filter(None, map(self.partitions.get, parts))
         )
-        ranged = (time_low is not None or time_high is not None) and self.time_ordered
-        for partition in chosen:
-            if partition is None:
-                continue
-            if not ranged:
-                yield from partition.values()
-                continue
+        low = high = None
+        if (time_low is not None or time_high is not None) and self.time_ordered:
             low = None if time_low is None else (time_low,)
             high = None if time_high is None else (time_high + 1,)
-            for order in partition.irange(low, high, inclusive=(True, False)):
-                yield partition[order]
+        return chain.from_iterable([partition.detached(low, high) for partition in chosen])
 
     @property
     def time_ordered(self) -> bool:
@@ -146,9 +145,7 @@ class Table:
     def rows_unordered(self) -> Iterator[Row]:
         """Every row, in no order a caller may rely on, without a Python step per row: for
         counts over all rows (the memory limit's, at recovery)."""
-        # A SortedDict is a dict: its values in insertion order come at C speed, where its
-        # sorted views step through a Python generator.
-        return chain.from_iterable(map(dict.values, self.partitions.values()))
+        return rows_of_all(self.partitions.values())
 
     def index_for(self, columns: Iterable[str]) -> SecondaryIndex | None:
         """An index whose leading columns are these (in any order), the shortest such;
@@ -184,12 +181,12 @@ class Table:
         old = self.index.get(ident)
         previous = None
         if old is not None:
-            previous = self._writable(old[0]).pop(old[1])
-            if not self.partitions[old[0]]:
+            held = self.partitions[old[0]]
+            previous = held.pop(old[1])
+            if not held:
                 del self.partitions[old[0]]
-                self._shared.discard(old[0])
         part, order = self.place(row, ident)
-        self._writable(part, create=True)[order] = row
+        self._partition(part)[order] = row
         self.index[ident] = (part, order)
         for secondary in self.secondary.values():
             if previous is not None:
@@ -228,32 +225,27 @@ class Table:
             index.update(zip(some_idents, zip(parts, orders, strict=True), strict=True))
             _group_by_part(parts, orders, some_rows, batches)
         for part, batch in batches.items():
-            self._writable(part, create=True).update(batch)
+            self._partition(part).update(batch)
         if not self._keyed and idents:
             self.next_rowid = max(self.next_rowid, max(idents)[0] + 1)
 
     def install_prepared(
-        self, partitions: dict[PartKey, SortedDict], index: dict[Ident, tuple[PartKey, OrderKey]]
+        self,
+        partitions: dict[PartKey, SortedDict],
+        index: dict[Ident, tuple[PartKey, OrderKey]],
     ) -> None:
         """Add new rows prepared elsewhere (a bulk load's): `partitions` holds each
         partition's new rows, sorted, and `index` each new identity's (partition, order
         key); both are taken over. The identities are new to the table; a table without key
         has had their ids reserved (`next_rowid` is past them).
 
-        Of each structure the table holds, the smaller side is merged into the larger (the
-        prepared one becoming the table's when it is the larger), so the step costs the
-        smaller side: a load into a new partition or a small table costs next to nothing.
+        A prepared partition becomes blocks that borrow its rows (`Blocks.update`): a load
+        into a new partition, or of rows that all sort after a partition's, costs O(blocks);
+        one whose rows fall among a partition's costs a merge of the two. Of the index, the
+        smaller side is merged into the larger.
         """
-        held = self.partitions
         for part, prepared in partitions.items():
-            existing = held.get(part)
-            if existing is not None and len(existing) > len(prepared):
-                self._writable(part).update(prepared)
-                continue
-            if existing is not None:
-                prepared.update(existing)
-            held[part] = prepared
-            self._shared.discard(part)  # the prepared partition is this table's own
+            self._partition(part).update(prepared)
         if len(index) > len(self.index):
             index.update(self.index)
             self.index = index
@@ -273,7 +265,7 @@ class Table:
         batches: dict[PartKey, dict[OrderKey, Row]] = {}
         _group_by_part(parts, orders, rows, batches)
         for part, batch in batches.items():
-            self.partitions[part] = SortedDict(batch)
+            self.partitions[part] = Blocks.from_dict(batch)
         if not self._keyed and idents:
             self.next_rowid = max(self.next_rowid, max(idents)[0] + 1)
 
@@ -298,7 +290,7 @@ class Table:
         empty: PartKey = ()
         self.index = {ident: (empty, ident) for ident in idents}
         if rows:
-            self.partitions[empty] = SortedDict(zip(idents, rows, strict=True))
+            self.partitions[empty] = Blocks.from_dict(dict(zip(idents, rows, strict=True)))
         if not self._keyed and idents:
             self.next_rowid = max(self.next_rowid, max(rowids or [0]) + 1)
 
@@ -306,11 +298,10 @@ class Table:
         where = self.index.pop(ident, None)
         if where is None:
             return None
-        partition = self._writable(where[0])
+        partition = self.partitions[where[0]]
         row = partition.pop(where[1])
         if not partition:
             del self.partitions[where[0]]
-            self._shared.discard(where[0])
         for secondary in self.secondary.values():
             secondary.remove(row, ident)
         return row
@@ -319,7 +310,6 @@ class Table:
         removed = len(self.index)
         self.partitions = SortedDict()
         self.index = {}
-        self._shared = set()
         for secondary in self.secondary.values():
             secondary.clear()
         return removed
@@ -332,7 +322,6 @@ class Table:
             partition = self.partitions.pop(part, None)
             if partition is None:
                 continue
-            self._shared.discard(part)
             for order, row in partition.items():
                 ident = order[-key_count:]
                 del self.index[ident]
@@ -341,36 +330,29 @@ class Table:
             removed += len(partition)
         return removed
 
-    def _writable(self, part: PartKey, create: bool = False) -> SortedDict:
+    def _partition(self, part: PartKey) -> Blocks:
+        """The partition `part`, made empty when the table has none."""
         partition = self.partitions.get(part)
         if partition is None:
-            if not create:
-                raise KeyError(part)
-            partition = SortedDict()
-            self.partitions[part] = partition
-        elif part in self._shared:
-            partition = SortedDict(partition)
-            self.partitions[part] = partition
-            self._shared.discard(part)
+            partition = self.partitions[part] = Blocks()
         return partition
 
     # -- copies --------------------------------------------------------------------------
 
     def clone(self) -> Table:
-        """A twin sharing this table's partitions until either writes to one (copy-on-write).
-
-        Only the twin may be written afterwards; this table is then only read.
-        """
+        """A twin sharing this table's partitions' blocks until either writes to one
+        (copy-on-write): either may be written afterwards without changing the other."""
         return self.reindexed(self.schema)
 
     def reindexed(self, schema: TableSchema) -> Table:
         """A twin (as `clone`) of a schema differing at most in its indexes: the indexes both
         have are copied, new ones built from the rows."""
         twin = Table(schema)
-        twin.partitions = SortedDict(self.partitions)
+        twin.partitions = SortedDict(
+            (part, partition.copy()) for part, partition in self.partitions.items()
+        )
         twin.index = dict(self.index)
         twin.next_rowid = self.next_rowid
-        twin._shared = set(self.partitions.keys())
         for name, secondary in twin.secondary.items():
             mine = self.secondary.get(name)
             if mine is not None and mine.definition == secondary.definition:

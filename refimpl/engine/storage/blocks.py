@@ -1,0 +1,343 @@
+"""A partition's rows in bounded blocks shared copy-on-write, so a scan holds no lock.
+
+A `Blocks` maps order keys to rows, sorted, as the `SortedDict` it replaces did, with the
+same reading methods. Its rows sit in blocks of at most `BLOCK_ROWS` keys: a sorted list of
+keys and a dict of their rows each. A scan (`Blocks.detached`) takes the list of its blocks
+in O(blocks) while the caller holds the database's state lock, and reads them after the
+lock is let go: the blocks it took are frozen (the partition moves to a new epoch), and a
+writer copies a frozen block before its first write to it. So a reader's long work never
+holds the state lock that commits need (the rule of `refimpl.waiting`), and a commit pays
+at most one copy of a block of `BLOCK_ROWS` rows per block it writes after a scan.
+
+Why blocks, measured (300,000 rows of `(id INT PRIMARY KEY, v INT, name STRING)`): listing
+them under the lock took 120 ms on a quiet machine, 730 ms at a load average of 14; every
+commit, and every reader queued behind a commit, waited for it. Sharing whole partitions
+copy-on-write instead would move that wait to the writer: its first write after a scan
+copies the partition, 390 ms for that table at the same load. A block's copy is a slice of
+its keys and a dict of `BLOCK_ROWS` rows, some microseconds.
+
+A block made from a bigger dict (`from_sorted`, a loaded or merged partition's) borrows
+that dict, shared with its neighbours, so that taking over a bulk load's sorted rows costs
+O(blocks), not a step per row. A borrowed dict may hold keys of other blocks and keys
+since deleted from the partition, so a borrowed block answers membership from its key
+list; an owned block's dict holds exactly its keys. A borrowed block is never written: its
+first write copies it, as a frozen one's does.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right, insort
+from collections.abc import Iterable, Iterator, Mapping
+from itertools import chain, count
+from typing import Any, overload
+
+from sortedcontainers import SortedDict
+
+Row = tuple[Any, ...]
+OrderKey = tuple[Any, ...]
+
+# Keys a block holds at most: a write's copy of a frozen block costs a slice and a dict of
+# this many. A block over it splits in two halves; one under a quarter of it joins its next
+# neighbour when both fit in one.
+BLOCK_ROWS = 2048
+_HALF = BLOCK_ROWS // 2
+_SMALL = BLOCK_ROWS // 4
+# The epoch of a block whose dict is borrowed: no partition is ever at it.
+_BORROWED = 0
+_epochs = count(_BORROWED + 1)
+
+
+class _Block:
+    """Sorted keys and their rows. Written in place only by its partition's writer while
+    `epoch` is the partition's own (no scan has taken it since it was made)."""
+
+    __slots__ = ("keys", "rows", "epoch")
+
+    def __init__(self, keys: list[OrderKey], rows: dict[OrderKey, Row], epoch: int) -> None:
+        self.keys = keys
+        self.rows = rows
+        self.epoch = epoch
+
+    def holds(self, key: OrderKey) -> bool:
+        if self.epoch != _BORROWED:
+            return key in self.rows
+        keys = self.keys
+        at = bisect_left(keys, key)
+        return at < len(keys) and keys[at] == key
+
+    def values(self) -> Iterator[Row]:
+        return map(self.rows.__getitem__, self.keys)
+
+
+class Blocks:
+    """Order key -> row, sorted: a partition of a table. Written by the database's one
+    writer; read under the state lock, except what `detached` gives, which is read after.
+    """
+
+    __slots__ = ("_blocks", "_maxes", "_len", "_epoch")
+
+    def __init__(self) -> None:
+        self._blocks: list[_Block] = []
+        self._maxes: list[OrderKey] = []  # the last key of each block
+        self._len = 0
+        self._epoch = next(_epochs)
+
+    @classmethod
+    def from_sorted(cls, keys: list[OrderKey], rows: dict[OrderKey, Row]) -> Blocks:
+        """Blocks of `keys` (sorted, distinct), each one's row in `rows`, a dict holding at
+        least these keys. Both are taken over: the caller changes neither afterwards."""
+        made = cls()
+        for start in range(0, len(keys), _HALF):
+            some = keys[start : start + _HALF]
+            made._blocks.append(_Block(some, rows, _BORROWED))
+            made._maxes.append(some[-1])
+        made._len = len(keys)
+        return made
+
+    @classmethod
+    def from_dict(cls, rows: dict[OrderKey, Row]) -> Blocks:
+        """Blocks of these rows (the dict is taken over)."""
+        return cls.from_sorted(sorted(rows), rows)
+
+    # -- reads (under the state lock) ------------------------------------------------------
+
+    def __len__(self) -> int:
+        return self._len
+
+    def __bool__(self) -> bool:
+        return self._len > 0
+
+    def __contains__(self, key: object) -> bool:
+        if not isinstance(key, tuple):
+            return False
+        at = bisect_left(self._maxes, key)
+        return at < len(self._maxes) and self._blocks[at].holds(key)
+
+    def __getitem__(self, key: OrderKey) -> Row:
+        at = bisect_left(self._maxes, key)
+        if at < len(self._maxes):
+            block = self._blocks[at]
+            if block.epoch != _BORROWED or block.holds(key):
+                return block.rows[key]
+        raise KeyError(key)
+
+    def get(self, key: OrderKey, default: Row | None = None) -> Row | None:
+        return self[key] if key in self else default
+
+    def __iter__(self) -> Iterator[OrderKey]:
+        return chain.from_iterable([block.keys for block in self._blocks])
+
+    def keys(self) -> _Keys:
+        """The keys in order; indexable by position and slice, as a SortedDict's."""
+        return _Keys(self)
+
+    def values(self) -> Iterator[Row]:
+        return chain.from_iterable(map(_Block.values, self._blocks))
+
+    def items(self) -> Iterator[tuple[OrderKey, Row]]:
+        return zip(self, self.values(), strict=True)
+
+    def irange(
+        self,
+        minimum: OrderKey | None = None,
+        maximum: OrderKey | None = None,
+        inclusive: tuple[bool, bool] = (True, True),
+    ) -> Iterator[OrderKey]:
+        """The keys from `minimum` to `maximum` (None: no bound), as SortedDict.irange."""
+        maxes = self._maxes
+        first = 0 if minimum is None else bisect_left(maxes, minimum)
+        last = len(maxes) if maximum is None else min(len(maxes), bisect_left(maxes, maximum) + 1)
+        keys = list(chain.from_iterable([block.keys for block in self._blocks[first:last]]))
+        start = 0
+        if minimum is not None:
+            start = (bisect_left if inclusive[0] else bisect_right)(keys, minimum)
+        end = len(keys)
+        if maximum is not None:
+            end = (bisect_right if inclusive[1] else bisect_left)(keys, maximum)
+        return iter(keys[start:end])
+
+    def bisect_right(self, key: OrderKey) -> int:
+        """The position after every key <= `key`."""
+        at = bisect_right(self._maxes, key)
+        before = sum(len(block.keys) for block in self._blocks[:at])
+        if at == len(self._blocks):
+            return before
+        return before + bisect_right(self._blocks[at].keys, key)
+
+    def detached(self, low: OrderKey | None = None, high: OrderKey | None = None) -> Iterator[Row]:
+        """The rows of keys in [`low`, `high`) (None: no bound), in order, as they are now.
+
+        Taken in O(blocks) under the caller's state lock; the iterator may be read after
+        the lock is let go, and no write made afterwards changes what it gives."""
+        maxes = self._maxes
+        start = 0 if low is None else bisect_left(maxes, low)
+        end = len(maxes) if high is None else min(len(maxes), bisect_left(maxes, high) + 1)
+        taken = self._blocks[start:end]
+        if taken:
+            self._epoch = next(_epochs)  # every block taken is frozen: a write copies it
+        return _rows_between(taken, low, high)
+
+    # -- writes (the one writer only) ------------------------------------------------------
+
+    def __setitem__(self, key: OrderKey, row: Row) -> None:
+        if not self._blocks:
+            self._blocks.append(_Block([key], {key: row}, self._epoch))
+            self._maxes.append(key)
+            self._len = 1
+            return
+        at = min(bisect_left(self._maxes, key), len(self._maxes) - 1)
+        block = self._writable(at)
+        if key not in block.rows:
+            insort(block.keys, key)
+            self._len += 1
+            if key > self._maxes[at]:
+                self._maxes[at] = key
+        block.rows[key] = row
+        if len(block.keys) > BLOCK_ROWS:
+            self._split(at)
+
+    def pop(self, key: OrderKey) -> Row:
+        """Remove the row of `key` and give it (KeyError when there is none)."""
+        if key not in self:
+            raise KeyError(key)
+        at = bisect_left(self._maxes, key)
+        block = self._writable(at)
+        row = block.rows.pop(key)
+        keys = block.keys
+        del keys[bisect_left(keys, key)]
+        self._len -= 1
+        if not keys:
+            del self._blocks[at]
+            del self._maxes[at]
+            return row
+        self._maxes[at] = keys[-1]
+        if len(keys) < _SMALL and at + 1 < len(self._blocks):
+            self._join(at)
+        return row
+
+    def __delitem__(self, key: OrderKey) -> None:
+        self.pop(key)
+
+    def update(self, rows: Mapping[OrderKey, Row]) -> None:
+        """Set each of these rows. Many at once (a quarter of the partition or more) come
+        in by one sort, not a key at a time; a dict of them (a SortedDict too) is then taken
+        over, and rows that all sort after the partition's are added as blocks of their own,
+        without a step per row."""
+        if len(rows) * 4 < self._len:
+            for key in rows.keys():
+                self[key] = rows[key]
+            return
+        if not isinstance(rows, dict):
+            rows = dict(zip(rows.keys(), map(rows.__getitem__, rows.keys()), strict=True))
+        keys = list(rows) if isinstance(rows, SortedDict) else sorted(rows)
+        if not keys:
+            return
+        if not self._len or keys[0] > self._maxes[-1]:
+            made = Blocks.from_sorted(keys, rows)
+        else:
+            merged: dict[OrderKey, Row] = {}
+            for block in self._blocks:
+                merged.update(zip(block.keys, block.values(), strict=True))
+            merged.update(rows)
+            made = Blocks.from_dict(merged)
+            self._blocks, self._maxes, self._len = [], [], 0
+        self._blocks += made._blocks
+        self._maxes += made._maxes
+        self._len += made._len
+
+    def copy(self) -> Blocks:
+        """A twin sharing these blocks: either side copies a block before writing it."""
+        twin = Blocks()
+        twin._blocks = list(self._blocks)
+        twin._maxes = list(self._maxes)
+        twin._len = self._len
+        self._epoch = next(_epochs)
+        return twin
+
+    def _writable(self, at: int) -> _Block:
+        block = self._blocks[at]
+        if block.epoch != self._epoch:
+            keys = block.keys[:]
+            block = _Block(keys, dict(zip(keys, block.values(), strict=True)), self._epoch)
+            self._blocks[at] = block
+        return block
+
+    def _split(self, at: int) -> None:
+        block = self._blocks[at]  # written just now: this partition's own
+        right = block.keys[_HALF:]
+        del block.keys[_HALF:]
+        moved = dict(zip(right, map(block.rows.pop, right), strict=True))
+        self._blocks.insert(at + 1, _Block(right, moved, self._epoch))
+        self._maxes.insert(at, block.keys[-1])
+
+    def _join(self, at: int) -> None:
+        """Join block `at` (this partition's own) and its next neighbour, if both fit."""
+        block, after = self._blocks[at], self._blocks[at + 1]
+        if len(block.keys) + len(after.keys) > BLOCK_ROWS:
+            return
+        block.rows.update(zip(after.keys, after.values(), strict=True))
+        block.keys += after.keys
+        del self._blocks[at + 1]
+        del self._maxes[at]
+
+
+class _Keys:
+    """A partition's keys in order, by position: `keys()[i]`, `keys()[i:j]`, `len`."""
+
+    __slots__ = ("_blocks",)
+
+    def __init__(self, blocks: Blocks) -> None:
+        self._blocks = blocks
+
+    def __len__(self) -> int:
+        return len(self._blocks)
+
+    def __iter__(self) -> Iterator[OrderKey]:
+        return iter(self._blocks)
+
+    @overload
+    def __getitem__(self, at: int) -> OrderKey: ...
+
+    @overload
+    def __getitem__(self, at: slice) -> list[OrderKey]: ...
+
+    def __getitem__(self, at: int | slice) -> OrderKey | list[OrderKey]:
+        if isinstance(at, int):
+            size = len(self._blocks)
+            position = at + size if at < 0 else at
+            if not 0 <= position < size:
+                raise IndexError(at)
+            found = self[position : position + 1]
+            return found[0]
+        start, stop, step = at.indices(len(self._blocks))
+        if step != 1:
+            return list(self)[at]
+        taken: list[OrderKey] = []
+        for block in self._blocks._blocks:
+            if start >= stop:
+                break
+            size = len(block.keys)
+            if start < size:
+                taken += block.keys[start : min(size, stop)]
+            start, stop = max(0, start - size), stop - size
+        return taken
+
+
+def _rows_between(
+    taken: list[_Block], low: OrderKey | None, high: OrderKey | None
+) -> Iterator[Row]:
+    """The rows of frozen blocks with keys in [`low`, `high`)."""
+    last = len(taken) - 1
+    for number, block in enumerate(taken):
+        keys = block.keys
+        start = 0 if low is None or number else bisect_left(keys, low)
+        end = len(keys) if high is None or number != last else bisect_left(keys, high)
+        if start == 0 and end == len(keys):
+            yield from block.values()
+        else:
+            yield from map(block.rows.__getitem__, keys[start:end])
+
+
+def rows_of_all(partitions: Iterable[Blocks]) -> Iterator[Row]:
+    """Every row of these partitions, in no order a caller may rely on."""
+    return chain.from_iterable(partition.values() for partition in partitions)
