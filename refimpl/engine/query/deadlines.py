@@ -16,7 +16,9 @@ many); so the work lets the lock go for a moment now and then. And a client's ow
 while it holds the one `BULK` turn (handed on in the order asked), so however many users'
 copies and filters run at once, the threads answering everyone else compete for the
 interpreter lock with one of them, not with all (each further one made every step of
-theirs wait again).
+theirs wait again). Such work is a long request (`admission.running_long`): before its
+first wait for a turn, the request's admission place goes to the long lane or on, so that
+the few places cheap requests need are never held by work waiting for its turn.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from collections import deque
 from contextvars import ContextVar
 from typing import Protocol
 
+from refimpl.engine import admission
 from refimpl.engine.storage.locks import reading_under_lock
 from refimpl.errors import StatementTimeout
 
@@ -171,6 +174,11 @@ def make_way() -> None:
     elif now >= due:
         time.sleep(TURN_PAUSE_SECONDS)
         if _bulk.get() and not reading_under_lock():  # a commit would wait for the turn
+            # A request's own long work gives up the admission place it may hold (for a
+            # place of the long lane, or none) before it waits for its turn: two users'
+            # initial copy pages waiting for turns held both places, and every cheap
+            # request (/health too) waited for one of them to end.
+            admission.running_long()
             BULK.next_turn()
         now = time.monotonic()
         _turns.due = now + TURN_SECONDS

@@ -8,8 +8,10 @@ import time
 
 import pytest
 
+from refimpl.engine import admission
 from refimpl.engine.query import deadlines
 from refimpl.engine.storage.locks import SharedLock, reading_under_lock
+from refimpl.netpool.places import FifoSlots
 
 
 def test_long_work_pauses_once_a_turn(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -172,3 +174,46 @@ def test_a_clients_work_under_a_state_lock_never_waits_for_a_turn(
     worker.join(30)
     assert turns == []
     assert not reading_under_lock()
+
+
+def test_two_clients_long_work_leaves_an_admission_place_to_a_cheap_request() -> None:
+    """Two requests admitted to a server's two places (one of them the long lane's) whose
+    own long work takes turns: a cheap request gets a place while they run, since such work
+    goes to the long lane or gives its place on before it waits for a turn (before, both
+    kept their places, and every other request waited for one of them to end)."""
+    places = FifoSlots(2, long_places=1)
+    admitted = threading.Barrier(3)
+    stop = threading.Event()
+
+    def long_request() -> None:
+        places.acquire()
+        admission.admitted(places.release, places)
+        try:
+            admitted.wait(30)
+            until = time.monotonic() + 30
+            while not stop.is_set() and time.monotonic() < until:
+                _steps(0.020, True)
+        finally:
+            admission.done()
+
+    workers = [threading.Thread(target=long_request) for _ in range(2)]
+    for worker in workers:
+        worker.start()
+    admitted.wait(30)  # both hold a place, and their work runs
+    served = threading.Event()
+
+    def cheap_request() -> None:
+        places.acquire()
+        served.set()
+        places.release()
+
+    cheap = threading.Thread(target=cheap_request, daemon=True)
+    cheap.start()
+    try:
+        assert served.wait(10), "a cheap request waited for a place while long work ran"
+    finally:
+        stop.set()
+        for worker in workers:
+            worker.join(30)
+        places.open_all()  # a cheap request still waiting gets its place and ends
+        cheap.join(30)
