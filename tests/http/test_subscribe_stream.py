@@ -1,7 +1,7 @@
 """GET /api/subscribe?stream=true on a real server: one long-lived answer with the events the
 long polls would give (snapshot, then a `rows` event per change, each with its id), resumed
 by its last id, ended when its token or right goes or a long poll takes its subscription
-over, or at its max age; heartbeats as comments."""
+over, or at its max age; heartbeats as comments; a costly re-run is its user's work."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from tests.http.stream_client import EventReader, sse_events
 
 HEARTBEAT = 0.3
 MAX_AGE = 4.0
+TIMEOUT_MS = 500
 CANDLES = (
     "SUBSCRIBE SELECT s, count(*) AS n, sum(v) AS total FROM t WHERE s = 'a' GROUP BY s ORDER BY s"
 )
@@ -29,6 +30,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     data.mkdir()
     (data / "kdb.conf").write_text(
         f"stream_heartbeat_s = {HEARTBEAT}\nstream_max_age_s = {MAX_AGE}\n"
+        f"statement_timeout_ms = {TIMEOUT_MS}\n"
     )
     with running_server(data) as running:
         yield running
@@ -196,3 +198,30 @@ def test_a_stream_ends_at_its_max_age_and_resumes(server: Server, db: str):
     (head,) = again.take(1)
     assert head == {"retry": 1000, "id": snapshot["id"]}  # nothing changed: only its id
     again.close()
+
+
+def test_a_costly_stream_ends_at_the_timeout_and_holds_no_other_stream(server: Server, db: str):
+    """A re-run over the statement timeout (a LIKE of an 8 KB pattern over 300 KB texts)
+    runs on its user's share of the pool: its stream ends saying why, while another user's
+    stream gets each change at once."""
+    server.sql("CREATE TABLE docs (id INT PRIMARY KEY, body STRING)", db)
+    user, token = _user(server, db)
+    server.sql(f"GRANT SELECT ON docs TO {user}", db)
+    pattern = "%" + "a_" * 4000 + "%"
+    costly = f"SUBSCRIBE SELECT id FROM docs WHERE body LIKE '{pattern}' ORDER BY id LIMIT 5"
+    attacker = open_live(server, db, token=token, query=costly)
+    assert attacker.take(1)[0]["event"] == "snapshot"
+    victim = open_live(server, db)
+    victim.take(1)
+    text = ("a" * 6998 + "bb") * 43
+    server.sql(f"INSERT INTO docs VALUES (1, '{text}'), (2, '{text}')", db)
+    for n in range(2, 5):
+        started = time.monotonic()
+        server.sql(f"INSERT INTO t VALUES (now(), 'a', {n})", db)
+        (rows,) = victim.take(1)
+        assert rows["data"]["rows"][0][1] == n
+        assert time.monotonic() - started < 3.0
+    assert attacker.until_end(10) == []
+    assert any("statement_timeout_ms" in c for c in attacker.comments), attacker.comments
+    victim.close()
+    assert server.rows("SELECT count(*) AS n FROM docs", db) == [[2]]
