@@ -5,22 +5,26 @@ single-row INSERT every 20 ms (into the same table, over /exec), first for --idl
 with nothing else running, then while one POST /imp of --rows rows (default 1,000,000; one
 request, one transaction) loads. Printed per run and as the median of --runs runs: the
 writer's commit round trip p50/p99/max and /api/rev's round trip p50/p99, idle and during
-the import, and the import's time.
+the import, and the import's time. With --code given more than once, the runs alternate
+between those checkouts (each one's refimpl serves its runs), and each gets its own table.
 
 Targets (issue 37): during a 1,000,000-row /imp, a commit's p99 under 100 ms and max under
 500 ms, /api/rev's p99 under 5 ms.
 
     python tools/bench/bulk_load.py                 # 3 runs of 1,000,000 rows
     python tools/bench/bulk_load.py --rows 200000 --runs 1
+    python tools/bench/bulk_load.py --code ../old --code .   # an older checkout beside this
 """
 
 from __future__ import annotations
 
 import argparse
 import multiprocessing
+import os
 import statistics
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import harness
@@ -48,9 +52,10 @@ def _committer(server: harness.RefimplServer, done: threading.Event, out: list[A
         time.sleep(max(0.0, began + 0.02 - time.monotonic()))
 
 
-def one_run(rows: int, idle_seconds: float) -> dict[str, float]:
-    """One server, one import: the figures of this run (milliseconds, and seconds)."""
-    with harness.RefimplServer(threads=32) as server:
+def one_run(rows: int, idle_seconds: float, code: Path | None = None) -> dict[str, float]:
+    """One server (of the checkout `code`, this one's by default), one import: the figures
+    of this run (milliseconds, and seconds)."""
+    with harness.RefimplServer(threads=32, code=code) as server:
         server.sql(TRADES)
         server.sql(f"INSERT INTO trades VALUES ('{now_text()}', 'S001', 100.0, 1)")
         target = {"url": server.url, "token": server.token}
@@ -94,6 +99,11 @@ def one_run(rows: int, idle_seconds: float) -> dict[str, float]:
             f"{phase}_commit_max": commit["max"],
             f"{phase}_rev_p50": rev["p50"],
             f"{phase}_rev_p99": rev["p99"],
+            # /api/rev's handling time in the server (Server-Timing): the rest of its round
+            # trip is waiting for the interpreter lock or the CPU before and after it.
+            f"{phase}_rev_server_p99": harness.summary(
+                [s[2] for s in samples if low <= s[0] < high]
+            )["p99"],
         }
     return figures
 
@@ -105,29 +115,67 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=1_000_000, help="rows of the bulk /imp")
     parser.add_argument("--runs", type=int, default=3, help="runs; the median is printed")
     parser.add_argument("--idle", type=float, default=3.0, help="idle seconds before the import")
+    parser.add_argument(
+        "--code",
+        action="append",
+        type=Path,
+        help="a checkout whose refimpl serves; given again, the runs alternate between them",
+    )
     args = parser.parse_args()
-    runs = []
+    codes: list[Path | None] = list(args.code or [None])
+    runs: dict[Path | None, list[dict[str, float]]] = {code: [] for code in codes}
+    print(f"load average at the start: {_load()}")
     for number in range(1, args.runs + 1):
-        figures = one_run(args.rows, args.idle)
-        runs.append(figures)
-        print(f"run {number}: " + ", ".join(f"{k} {v:.1f}" for k, v in figures.items()))
+        for code in codes:
+            figures = one_run(args.rows, args.idle, code)
+            runs[code].append(figures)
+            name = "" if code is None else f" ({code})"
+            print(
+                f"run {number}{name}, load {_load()}: "
+                + ", ".join(f"{k} {v:.1f}" for k, v in figures.items())
+            )
+    for code, done in runs.items():
+        _print_medians(args.rows, done, "this checkout" if code is None else str(code))
+
+
+def _print_medians(rows: int, runs: list[dict[str, float]], name: str) -> None:
     table = []
-    for phase, name in (("idle", "idle server"), ("busy", f"during /imp of {args.rows:,} rows")):
+    for phase, label in (("idle", "idle server"), ("busy", f"during /imp of {rows:,} rows")):
         table.append(
             (
-                name,
+                label,
                 *(
                     statistics.median(run[f"{phase}_{what}"] for run in runs)
-                    for what in ("commit_p50", "commit_p99", "commit_max", "rev_p50", "rev_p99")
+                    for what in (
+                        "commit_p50",
+                        "commit_p99",
+                        "commit_max",
+                        "rev_p50",
+                        "rev_p99",
+                        "rev_server_p99",
+                    )
                 ),
             )
         )
     harness.print_table(
-        ("median of runs", "commit p50", "commit p99", "commit max", "rev p50", "rev p99"),
+        (
+            "median of runs",
+            "commit p50",
+            "commit p99",
+            "commit max",
+            "rev p50",
+            "rev p99",
+            "rev server p99",
+        ),
         table,
-        title=f"milliseconds, median of {len(runs)} run(s); the import took"
+        title=f"{name}: milliseconds, median of {len(runs)} run(s); the import took"
         f" {statistics.median(run['import_s'] for run in runs):.1f} s (median)",
     )
+
+
+def _load() -> str:
+    """The load averages over 1, 5 and 15 minutes, for beside the figures."""
+    return " ".join(f"{value:.2f}" for value in os.getloadavg())
 
 
 if __name__ == "__main__":

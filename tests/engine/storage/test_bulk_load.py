@@ -4,6 +4,7 @@ and a reopened database holds what it committed."""
 
 from __future__ import annotations
 
+import gc
 from contextlib import closing
 from pathlib import Path
 
@@ -145,3 +146,72 @@ def test_rows_typed_for_other_columns_and_a_changed_table_are_refused(tmp_path: 
         session.execute("ALTER TABLE trades ADD COLUMN note STRING", ())
         assert not bulk.still_fits(load, database.tables)  # a schema change made a new table
     instance.close()
+
+
+@pytest.mark.parametrize("count", [0, 1, 15, 16, 70_000])
+@pytest.mark.parametrize("with_rowids", [True, False])
+def test_a_record_encoded_in_slices_is_the_one_encoded_whole(count: int, with_rowids: bool) -> None:
+    rows = list(trades(count))
+    rowids = list(range(5, 5 + count)) if with_rowids else None
+    columns = ["time", "symbol", "price", "qty"]
+    whole = records.encode_unstamped([records.Entry.upsert("trades", columns, rows, rowids)])
+    sliced = bulk.encode_record("trades", columns, rows, rowids)
+    assert sliced == whole
+    decoded = records.decode(1, bytes(records.stamp(sliced, 42)))
+    assert decoded.committed_at == 42
+    assert decoded.entries[0].payload == (columns, [list(row) for row in rows], rowids)
+
+
+def test_identities_made_in_slices(tmp_path: Path) -> None:
+    assert bulk.rowid_idents(7, 3) == [(7,), (8,), (9,)]
+    count = bulk.SLICE_ROWS * 2 + 3
+    assert bulk.rowid_idents(1, count) == [(i,) for i in range(1, count + 1)]
+    instance = Instance.open(tmp_path / "data")
+    with closing(instance.session()) as session:
+        session.execute("CREATE TABLE k (id BIGINT PRIMARY KEY, v DOUBLE)", ())
+        session.execute("CREATE TABLE k2 (a BIGINT, b BIGINT, v DOUBLE, PRIMARY KEY (a, b))", ())
+        tables = session.database.tables
+        one = values.TypedRows(("BIGINT", "DOUBLE"), [(i, 1.0) for i in range(count)])
+        assert bulk.keys_of(tables["k"], one) == [(i,) for i in range(count)]
+        two = values.TypedRows(("BIGINT", "BIGINT", "DOUBLE"), [(i, -i, 1.0) for i in range(count)])
+        assert bulk.keys_of(tables["k2"], two) == [(i, -i) for i in range(count)]
+        assert bulk.not_null_ok(tables["k"], one)
+        late_null = values.TypedRows(("BIGINT", "DOUBLE"), [*one, (None, 2.0)])
+        assert not bulk.not_null_ok(tables["k"], late_null)  # in the last slice
+    instance.close()
+
+
+def test_a_large_prepared_load_leaves_no_young_objects(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The caller pauses the collector while a load is prepared; a large load is frozen out
+    of it before the collector is turned back on, which would otherwise go over every object
+    the load made in its next young pass."""
+    monkeypatch.setattr(bulk, "FREEZE_ROWS", 1000)
+    instance = Instance.open(tmp_path / "data")
+    try:
+        with closing(instance.session()) as session:
+            session.execute(TRADES, ())
+            table = session.database.tables["trades"]
+            gc.disable()
+            try:
+                small = bulk.prepare("trades", table, trades(999), bulk.rowid_idents(1, 999))
+                assert _in_generation(small.index) == 0  # what it made is young yet
+                large = bulk.prepare("trades", table, trades(1000), bulk.rowid_idents(1, 1000))
+                # frozen: tracked, in no generation, and none young
+                assert gc.is_tracked(large.index) and _in_generation(large.index) is None
+                assert _in_generation(large.partitions) is None
+            finally:
+                gc.enable()
+                gc.unfreeze()  # the test's process, not a server: give them back
+            assert len(small) == 999 and len(large) == 1000
+    finally:
+        instance.close()
+
+
+def _in_generation(thing: object) -> int | None:
+    """The collector's generation `thing` is in; None when in none (frozen, or untracked)."""
+    for generation in range(3):
+        if any(found is thing for found in gc.get_objects(generation)):
+            return generation
+    return None
