@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Final, NamedTuple, TypeVar
 
 import msgspec
 
+from refimpl.engine.features.recent_records import LogRecords
 from refimpl.engine.query.select import column_constraints, conjuncts
 from refimpl.engine.result import Column
 from refimpl.engine.rights import Right
@@ -223,30 +224,36 @@ def read_runs(
     names = schema.column_names
     full = schema.replica_identity_full
     more = False
-    for lsn, payload in database.log.read(after_lsn):
-        if through_lsn is not None and lsn > through_lsn:
-            break
-        taken = _runs_of(records.decode(lsn, payload), key, names, full)
-        rows = sum(len(run.items) for run in taken)
-        if max_rows is not None and count and count + rows > max_rows:
-            more = True
-            break
-        runs += taken
-        count += rows
-        next_lsn = lsn
-        if stop_inside is not None and count >= stop_inside:
-            _cut(runs, count - stop_inside)
-            more = lsn < durable
-            break
-        if max_rows is not None and count >= max_rows:
-            more = lsn < durable
-            break
-        if max_rows is None and unbounded_limit is not None and count > unbounded_limit:
-            raise ResultTooLarge(
-                f"changes('{table}') holds more than {unbounded_limit} rows after LSN"
-                f" {after_lsn}; read in parts with max_rows, as in changes('{table}',"
-                f" {after_lsn}, 10000), and go on from the last lsn read"
-            )
+    log_records = LogRecords(database.log, after_lsn)  # a page read ahead comes from memory
+    try:
+        for lsn, payload in log_records:
+            if through_lsn is not None and lsn > through_lsn:
+                break
+            taken = _runs_of(records.decode(lsn, payload), key, names, full)
+            rows = sum(len(run.items) for run in taken)
+            if max_rows is not None and count and count + rows > max_rows:
+                more = True
+                break
+            runs += taken
+            count += rows
+            next_lsn = lsn
+            if stop_inside is not None and count >= stop_inside:
+                _cut(runs, count - stop_inside)
+                more = lsn < durable
+                break
+            if max_rows is not None and count >= max_rows:
+                more = lsn < durable
+                break
+            if max_rows is None and unbounded_limit is not None and count > unbounded_limit:
+                raise ResultTooLarge(
+                    f"changes('{table}') holds more than {unbounded_limit} rows after LSN"
+                    f" {after_lsn}; read in parts with max_rows, as in changes('{table}',"
+                    f" {after_lsn}, 10000), and go on from the last lsn read"
+                )
+        if more:
+            log_records.read_ahead()  # the next page starts where this one stopped
+    finally:
+        log_records.close()
     return RunBatch(runs, next_lsn, more)
 
 
