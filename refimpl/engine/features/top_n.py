@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING, Any
 
 from refimpl.engine.query.cache_keys import pinned_value
 from refimpl.engine.query.expressions import contains_aggregate
-from refimpl.engine.query.select import QueryOutput, run_select
+from refimpl.engine.query.prepared_select import prepare_select
+from refimpl.engine.query.select import QueryOutput
 from refimpl.engine.statements.executor import now_micros
 from refimpl.engine.statements.queries import CommittedTable
 from refimpl.engine.storage.access_hints import AccessHints
@@ -153,14 +154,15 @@ class _TableOrder:
 
 
 def run_in_table_order(session: StatementContext, plan: TopPlan) -> QueryOutput:
-    """The answer of a plan that is `in_table_order`: read in table order, stopped at LIMIT."""
+    """The answer of a plan that is `in_table_order`: read in table order, stopped at LIMIT.
+    The rows are taken under the state lock and read after it (see `prepare_select`)."""
     assert plan.scan is not None
     source = plan.scan.source
     assert isinstance(source, ast.TableSource)
     database = session.database
     with database.state_lock:
         table = database.committed_table(source.name)
-        return run_select(
+        prepared = prepare_select(
             plan.scan,
             _TableOrder(table, source.alias),
             (),
@@ -169,6 +171,7 @@ def run_in_table_order(session: StatementContext, plan: TopPlan) -> QueryOutput:
             session.deadline(),
             plans=database.plan_cache,
         )
+    return prepared.finish()
 
 
 def moves(old: Mapping[Any, tuple], new: Mapping[Any, tuple]) -> list[Move]:
