@@ -249,19 +249,25 @@ class Conversation:
                 f"bind message supplies {len(sent)} parameters, but prepared"
                 f' statement "{message.statement}" requires {count}'
             )
-        formats = _formats(message.param_formats, count)
+        codes = message.param_formats
+        decoders = prepared.decoders.get(codes)
+        if decoders is None:
+            _formats(codes, count)  # a wrong count of codes is told before anything else
         if not prepared.inferred and any(sent[n - 1] is not None for n in prepared.untyped):
             # A value of no type is read as its place types it (node-postgres sends all so),
             # whether or not the client asked with a Describe.
             self._describe_params(prepared)
-        hints = prepared.hints
+            decoders = None
+        if decoders is None:
+            # Each parameter's decoder is chosen once per format codes (and types known).
+            hints = prepared.hints
+            decoders = prepared.decoders[codes] = [
+                types.param_decoder(oids[n - 1] if n <= len(oids) else 0, fmt == 1, hints.get(n), n)
+                for n, fmt in enumerate(_formats(codes, count), 1)
+            ]
         values = [
-            None
-            if data is None
-            else types.decode_param(
-                data, oids[n - 1] if n <= len(oids) else 0, fmt == 1, hints.get(n), n
-            )
-            for n, (data, fmt) in enumerate(zip(sent, formats, strict=True), 1)
+            None if data is None else decode(data)
+            for data, decode in zip(sent, decoders, strict=True)
         ]
         if prepared.in_order:
             params = tuple(values)
@@ -382,6 +388,7 @@ class Conversation:
         count = max(max(numbers, default=0), len(prepared.param_oids))
         if plan is not None and plan.statement is not None and numbers:
             prepared.inferred = True
+            prepared.decoders.clear()  # chosen by the types now known
             by_index = param_types(plan.statement, self._column_types)
             for index, number in enumerate(numbers):
                 if index in by_index:

@@ -138,6 +138,10 @@ class ProtocolCore:
             out.append(answer.encode())
         return b"".join(out)
 
+    def drained(self) -> bool:
+        """Whether every byte received has been read (no part of a message waits)."""
+        return self._at >= len(self._buffer)
+
     def has_message(self) -> bool:
         """Whether a whole message waits to be read (or the client closed its side)."""
         if self.client_closed:

@@ -138,6 +138,8 @@ class Link:
                     data = core.send_run(conversation.answer_run(run[0], run[1], run[2]))
                     out.append(data)
                     size += len(data)
+                    if core.drained():
+                        break  # one run a request, as most clients send: nothing to look for
                     continue
                 if (message := core.next_message()) is None:
                     break

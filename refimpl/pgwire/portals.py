@@ -7,6 +7,7 @@ engine's prepared run); a `Portal` is one run of it, bound to its parameters.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from refimpl.engine.result import Column, Result
@@ -49,6 +50,9 @@ class Prepared:
     shape: RowShape | None = None  # how its last result was sent, kept for the next run
     result_type: tuple[tuple[str, int], ...] | None = None  # its first run's (name, OID)s
     run: PreparedRun | None = None  # a SELECT, INSERT, UPDATE or DELETE read once: its runs
+    # A Bind's decoder of each parameter, by the Bind's format codes; emptied whenever the
+    # parameters' types are inferred (`hints`).
+    decoders: dict[tuple[int, ...], list[Callable[[bytes], object]]] = field(default_factory=dict)
     # Made once from the two above for every Bind: how many values a Bind sends, those the
     # client named no type of ($n), and whether the engine takes them in $1, $2, ... order.
     count: int = field(init=False)

@@ -367,24 +367,52 @@ def decode_param(data: bytes, oid: int, binary: bool, hint: str | None, number: 
     the parameter, used when the client named none. InvalidValue when the bytes do not
     read as the type.
     """
+    return param_decoder(oid, binary, hint, number)(data)
+
+
+def param_decoder(
+    oid: int, binary: bool, hint: str | None, number: int
+) -> Callable[[bytes], object]:
+    """`decode_param` with all but the bytes chosen once (a prepared statement's Bind keeps
+    one a parameter): the same values, the same errors."""
     if oid in (0, UNKNOWN) and hint is not None:
         oid = pg_type(hint).oid  # the type the client was told in ParameterDescription
     kind = ENGINE_TYPE_OF_OID.get(oid)
-    try:
-        if oid in _ARRAY_PARAM_OIDS:
-            return _binary_array_text(data) if binary else data.decode("utf-8")
-        if binary and oid not in _TEXT_OIDS:
-            decoder = _FROM_BINARY.get(oid)
-            if decoder is None:
-                raise InvalidValue(
-                    f"parameter ${number} is in the binary format of type OID {oid}, which"
-                    " this server does not read; send it as text"
-                )
-            return decoder(data)
-        text = data.decode("utf-8")
-        return _FROM_TEXT[kind](text) if kind else text
-    except (ValueError, struct.error, UnicodeDecodeError, OverflowError) as exc:
-        why = f" ({exc.args[0]})" if isinstance(exc, _Infinite) else ""
-        raise InvalidValue(
-            f"parameter ${number} is not a valid {kind or 'value'}{why}: {data[:40]!r}"
-        ) from None
+    convert: Callable[[bytes], object]
+    if oid in _ARRAY_PARAM_OIDS:
+        convert = _binary_array_text if binary else _text_of
+    elif binary and oid not in _TEXT_OIDS:
+        found = _FROM_BINARY.get(oid)
+        if found is None:
+            message = (
+                f"parameter ${number} is in the binary format of type OID {oid}, which"
+                " this server does not read; send it as text"
+            )
+
+            def refuse(data: bytes) -> object:
+                raise InvalidValue(message)
+
+            return refuse
+        convert = found
+    elif kind:
+        from_text = _FROM_TEXT[kind]
+
+        def convert(data: bytes) -> object:
+            return from_text(data.decode("utf-8"))
+    else:
+        convert = _text_of
+
+    def decode(data: bytes) -> object:
+        try:
+            return convert(data)
+        except (ValueError, struct.error, UnicodeDecodeError, OverflowError) as exc:
+            why = f" ({exc.args[0]})" if isinstance(exc, _Infinite) else ""
+            raise InvalidValue(
+                f"parameter ${number} is not a valid {kind or 'value'}{why}: {data[:40]!r}"
+            ) from None
+
+    return decode
+
+
+def _text_of(data: bytes) -> str:
+    return data.decode("utf-8")

@@ -84,3 +84,24 @@ def test_the_columns_a_describe_told_are_the_ones_a_later_run_must_answer(pg, db
         assert refused.error_field(ord("C")) == b"0A000"
         assert pgconn.prepare(b"fresh", b"SELECT * FROM t WHERE id = $1").status == 1
         assert pgconn.exec_prepared(b"fresh", [b"1"]).nfields == 3
+
+
+def test_a_parameter_of_no_type_reads_as_its_place_types_it_once_described(pg, db):
+    # The first Bind sends NULL: nothing infers the parameter's type yet. A Describe then
+    # does (a BIGINT key), and later Binds read their text as an integer (and refuse what
+    # is none) rather than as the text the first Bind would have read it as.
+    with pg.connect(db) as conn:
+        conn.execute("CREATE TABLE t (id BIGINT PRIMARY KEY, v DOUBLE)")
+        conn.execute("INSERT INTO t VALUES (1, 0.5)")
+        pgconn = conn.pgconn
+        assert pgconn.prepare(b"by_id", b"SELECT v FROM t WHERE id = $1").status == 1
+        first = pgconn.exec_prepared(b"by_id", [None])
+        assert first.status == pq.ExecStatus.TUPLES_OK and first.ntuples == 0
+        described = pgconn.describe_prepared(b"by_id")
+        assert described.nparams == 1 and described.param_type(0) == 20  # int8
+        found = pgconn.exec_prepared(b"by_id", [b"1"])
+        assert found.status == pq.ExecStatus.TUPLES_OK, found.error_message
+        assert found.ntuples == 1 and found.get_value(0, 0) == b"0.5"
+        refused = pgconn.exec_prepared(b"by_id", [b"one"])
+        assert refused.status == pq.ExecStatus.FATAL_ERROR
+        assert b"parameter $1 is not a valid BIGINT" in refused.error_message
