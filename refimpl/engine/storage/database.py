@@ -29,7 +29,8 @@ from refimpl.engine.progress import REPORT_EVERY, Progress, ProgressReport, no_r
 from refimpl.engine.storage import bulk, checkpoint, ddl, records, values
 from refimpl.engine.storage.locks import SharedLock
 from refimpl.engine.storage.memory_limit import MemoryBudget, table_bytes, transaction_growth
-from refimpl.engine.storage.records import Entry, Record
+from refimpl.engine.storage.records import Entry
+from refimpl.engine.storage.replay import Replay, apply_database_change
 from refimpl.engine.storage.table import Table
 from refimpl.engine.storage.transaction import Transaction
 from refimpl.engine.storage.wal import WriteAheadLog
@@ -40,7 +41,6 @@ from refimpl.engine.tracking.revisions import Revisions, new_boot_id
 from refimpl.engine.tracking.signals import CommitSignal, WakeBoard
 from refimpl.errors import (
     CorruptLog,
-    InvalidValue,
     KdbError,
     SqlError,
     StatementTimeout,
@@ -184,18 +184,21 @@ class Database:
         task = f"recovering database '{self.name}'"
         to_replay = max(0, self.log.last_lsn - self.checkpoint_lsn)
         replayed_bytes = 0
+        replay = Replay(self.tables, self.settings)
         for lsn, payload in self.log.read(self.checkpoint_lsn):
             replayed_bytes += HEADER_SIZE + len(payload)
             if (lsn - self.checkpoint_lsn) % REPORT_EVERY == 0:
                 progress(Progress(task, lsn - self.checkpoint_lsn, to_replay, "records"))
             try:
-                self._replay(records.decode(lsn, payload))
+                replay.record(payload)
             except (SqlError, KeyError, ValueError) as error:
-                segment = self.log.segments()[0].path
-                raise CorruptLog(
-                    str(segment), 0, f"record at LSN {lsn} cannot replay: {error}"
-                ) from error
+                raise self._unreplayable(f"the record at LSN {lsn}", error) from error
             self.applied_lsn = lsn
+        try:
+            replay.flush()
+        except (SqlError, KeyError, ValueError) as error:
+            after = f"a record after LSN {self.checkpoint_lsn}"
+            raise self._unreplayable(after, error) from error
         self.applied_lsn = max(self.applied_lsn, self.log.last_lsn)
         progress(Progress(task, to_replay, to_replay, "records"))
         self.commits.publish(self.log.durable_lsn)
@@ -217,9 +220,9 @@ class Database:
             self.tables[table.schema.name.lower()] = table
         self.checkpoint_lsn = image.lsn
 
-    def _replay(self, record: Record) -> None:
-        for entry in record.entries:
-            apply_entry(self.tables, self.settings, entry)
+    def _unreplayable(self, which: str, error: Exception) -> CorruptLog:
+        segment = self.log.segments()[0].path
+        return CorruptLog(str(segment), 0, f"{which} cannot replay: {error}")
 
     # -- writing -------------------------------------------------------------------------
 
@@ -270,7 +273,7 @@ class Database:
             for table, what in touched.items():
                 self.wake_board.notify(table, what.values, what.everything)
             for text in txn.database_changes:
-                _apply_database_change(self.settings, text)
+                apply_database_change(self.settings, text)
             self.applied_lsn = lsn
         self.commit_seconds.observe(time.perf_counter() - started)
         return lsn
@@ -536,52 +539,3 @@ def _image_of(table: Table) -> checkpoint.TableImage:
     return checkpoint.TableImage(
         create, table.next_rowid, [row for _, row in pairs], [ident[0] for ident, _ in pairs]
     )
-
-
-def _apply_database_change(settings: dict[str, Any], text: str) -> None:
-    statement = parse_cached(text).statements[0]
-    if isinstance(statement, ast.CreateView | ast.DropView):
-        ddl.apply_view_change(settings, statement)
-        return
-    if isinstance(statement, ddl.ROUTINE_CHANGES):
-        ddl.apply_routine_change(settings, statement)
-        return
-    if not isinstance(statement, ast.AlterDatabaseSet):
-        raise InvalidValue(f"unexpected database change in the log: {text}")
-    settings[statement.setting] = values.parse_size(statement.value)
-
-
-def apply_entry(tables: dict[str, Table], settings: dict[str, Any], entry: Entry) -> None:
-    """Apply one logged entry to committed tables (recovery, and replicas of the state)."""
-    if entry.kind == records.DATABASE:
-        _apply_database_change(settings, entry.payload[0])
-        return
-    if entry.kind == records.DDL:
-        ddl.apply_logged_ddl(tables, parse_cached(entry.payload[0]).statements[0])
-        return
-    assert entry.table is not None  # only database and DDL entries name no table
-    table = tables[entry.table.lower()]
-    if entry.kind == records.DELETE:
-        for _part, ident in entry.payload[0]:
-            table.delete(tuple(ident))
-        return
-    columns, rows, rowids = entry.payload
-    schema = table.schema
-    if list(columns) == list(schema.column_names):
-        shaped = [tuple(row) for row in rows]
-    else:
-        positions = [schema.positions.get(c.lower()) for c in columns]
-        width = len(schema.columns)
-        shaped = []
-        for row in rows:
-            slots: list[Any] = [None] * width
-            for position, value in zip(positions, row, strict=True):
-                if position is not None:
-                    slots[position] = value
-            shaped.append(tuple(slots))
-    if rowids is None:
-        for row in shaped:
-            table.put(table.ident_of(row), row)
-    else:
-        for row, rowid in zip(shaped, rowids, strict=True):
-            table.put((rowid,), row)

@@ -139,3 +139,15 @@ def _entry(raw: list[Any]) -> Entry:
 def decode(lsn: int, payload: bytes) -> Record:
     committed_at, raw_entries = _decoder.decode(payload)
     return Record(lsn, committed_at, [_entry(raw) for raw in raw_entries])
+
+
+def raw_entries(payload: bytes | memoryview) -> list[list[Any]]:
+    """The entries of a record as decoded lists, in the shapes the module docstring gives,
+    without the objects `decode` makes of them (replay reads each entry once)."""
+    entries: list[list[Any]] = _decoder.decode(payload)[1]
+    return entries
+
+
+def entry_of(raw: list[Any]) -> Entry:
+    """The `Entry` of one of `raw_entries`."""
+    return _entry(raw)

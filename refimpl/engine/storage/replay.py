@@ -1,0 +1,193 @@
+"""Log replay: logged changes applied to committed tables, one entry at a time
+(`apply_entry`) or a whole log at a time (`Replay`, what recovery uses).
+
+A recovery after a crash replays every record after the latest checkpoint: up to a
+checkpoint's worth of log (`checkpoint_mb`), a million single-row commits or more. Replayed
+an entry at a time, each record costs its objects (`Record`, `Entry`) and each row a sorted
+insert of its own. `Replay` reads a record's entries as decoded lists instead, and keeps
+each table's upserted rows in a batch, one row per identity, the last (what a row-by-row
+replay leaves), which goes into the table at once (`Table.put_many`) when it is big, before
+any schema change, and at the end:
+
+- a delete is applied to the table at once and takes its identities out of the batch, so
+  the row it deletes is gone whether it was put before the batch or in it;
+- a schema change (a DDL entry) first puts every batch, since it may replace, drop or
+  reshape its table; a change of the database itself (settings, views, routines) touches
+  no table and is applied in its place.
+
+So the tables equal, row for row (identities, partitions, secondary indexes, row id
+counters), what `apply_entry` of every entry in turn leaves.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from operator import itemgetter
+from typing import Any
+
+from refimpl.engine.storage import ddl, records, values
+from refimpl.engine.storage.records import Entry
+from refimpl.engine.storage.schema import TableSchema
+from refimpl.engine.storage.table import Ident, Row, Table
+from refimpl.errors import InvalidValue
+from refimpl.sql import ast
+from refimpl.sql.parser import parse_cached
+
+# Rows a replay keeps in its batches before it puts them: bounds its memory, while a
+# batch of this many costs the table one merge or a run of cheap inserts.
+_BATCH_ROWS = 65_536
+# How rows as a record holds them (lists, on the columns it names) become a table's rows.
+Shape = Callable[[Sequence[Sequence[Any]]], list[Row]]
+
+
+def apply_database_change(settings: dict[str, Any], text: str) -> None:
+    """Apply one logged change of the database itself (ALTER DATABASE ... SET, a view, a
+    routine) to its settings."""
+    statement = parse_cached(text).statements[0]
+    if isinstance(statement, ast.CreateView | ast.DropView):
+        ddl.apply_view_change(settings, statement)
+        return
+    if isinstance(statement, ddl.ROUTINE_CHANGES):
+        ddl.apply_routine_change(settings, statement)
+        return
+    if not isinstance(statement, ast.AlterDatabaseSet):
+        raise InvalidValue(f"unexpected database change in the log: {text}")
+    settings[statement.setting] = values.parse_size(statement.value)
+
+
+def apply_entry(tables: dict[str, Table], settings: dict[str, Any], entry: Entry) -> None:
+    """Apply one logged entry to committed tables (recovery, and replicas of the state)."""
+    if entry.kind == records.DATABASE:
+        apply_database_change(settings, entry.payload[0])
+        return
+    if entry.kind == records.DDL:
+        ddl.apply_logged_ddl(tables, parse_cached(entry.payload[0]).statements[0])
+        return
+    assert entry.table is not None  # only database and DDL entries name no table
+    table = tables[entry.table.lower()]
+    if entry.kind == records.DELETE:
+        for _part, ident in entry.payload[0]:
+            table.delete(tuple(ident))
+        return
+    columns, rows, rowids = entry.payload
+    shaped = _shaper(table.schema, columns)(rows)
+    if rowids is None:
+        for row in shaped:
+            table.put(table.ident_of(row), row)
+    else:
+        for row, rowid in zip(shaped, rowids, strict=True):
+            table.put((rowid,), row)
+
+
+class _Batch:
+    """A table's rows upserted since its last put: identity -> its last row."""
+
+    __slots__ = ("table", "rows", "columns", "shape", "ident_of")
+
+    def __init__(self, table: Table) -> None:
+        self.table = table
+        self.rows: dict[Ident, Row] = {}
+        # The column list of the last upsert and how rows written with it are shaped into
+        # the table's: every record of a table usually names the same columns.
+        self.columns: list[str] | None = None
+        self.shape: Shape = _as_tuples
+        self.ident_of = _ident_getter(table)
+
+
+class Replay:
+    """Applies the records of a log, in LSN order, to `tables` and `settings`, a batch at a
+    time (see the module docstring). `flush()` after the last record: only then do the
+    tables hold everything replayed."""
+
+    def __init__(self, tables: dict[str, Table], settings: dict[str, Any]) -> None:
+        self.tables = tables
+        self.settings = settings
+        self._batches: dict[str, _Batch] = {}
+        self._held = 0  # rows in the batches, duplicates counted
+
+    def record(self, payload: bytes) -> None:
+        """Apply one record. Raises KeyError (a table the log never created), SqlError or
+        ValueError when the record cannot apply; the tables may then hold part of it."""
+        for raw in records.raw_entries(payload):
+            kind = raw[0]
+            if kind == records.UPSERT:
+                self._upsert(raw[1], raw[2], raw[3], raw[4])
+            elif kind == records.DELETE:
+                self._delete(raw[1], raw[2])
+            elif kind == records.DDL:
+                self.flush()
+                apply_entry(self.tables, self.settings, records.entry_of(raw))
+            else:
+                apply_entry(self.tables, self.settings, records.entry_of(raw))
+        if self._held >= _BATCH_ROWS:
+            self.flush()
+
+    def flush(self) -> None:
+        """Put every batch into its table."""
+        batches, self._batches, self._held = self._batches, {}, 0
+        for batch in batches.values():
+            if batch.rows:
+                batch.table.put_many(list(batch.rows), list(batch.rows.values()))
+
+    def _batch(self, name: str) -> _Batch:
+        key = name.lower()
+        batch = self._batches.get(key)
+        if batch is None:
+            batch = self._batches[key] = _Batch(self.tables[key])
+        return batch
+
+    def _upsert(
+        self, name: str, columns: list[str], rows: list[list[Any]], rowids: list[int] | None
+    ) -> None:
+        batch = self._batch(name)
+        if columns != batch.columns:
+            batch.columns, batch.shape = columns, _shaper(batch.table.schema, columns)
+        shaped = batch.shape(rows)
+        if rowids is None:
+            batch.rows.update(zip(map(batch.ident_of, shaped), shaped, strict=True))
+        else:
+            batch.rows.update(zip(zip(rowids), shaped, strict=True))
+        self._held += len(shaped)
+
+    def _delete(self, name: str, keys: list[list[Any]]) -> None:
+        batch = self._batch(name)
+        pending, table = batch.rows, batch.table
+        for _part, ident in keys:
+            key = tuple(ident)
+            pending.pop(key, None)
+            table.delete(key)
+
+
+def _as_tuples(rows: Sequence[Sequence[Any]]) -> list[Row]:
+    return list(map(tuple, rows))
+
+
+def _shaper(schema: TableSchema, columns: Sequence[str]) -> Shape:
+    """How rows logged with `columns` become rows of `schema`: its columns in its order, a
+    column the log names that the table no longer has left out, one it lacks NULL."""
+    if list(columns) == list(schema.column_names):
+        return _as_tuples
+    positions = [schema.positions.get(c.lower()) for c in columns]
+    width = len(schema.columns)
+
+    def shape(rows: Sequence[Sequence[Any]]) -> list[Row]:
+        shaped = []
+        for row in rows:
+            slots: list[Any] = [None] * width
+            for position, value in zip(positions, row, strict=True):
+                if position is not None:
+                    slots[position] = value
+            shaped.append(tuple(slots))
+        return shaped
+
+    return shape
+
+
+def _ident_getter(table: Table) -> Callable[[Row], Ident]:
+    """`table.ident_of` without a call of its own per row where the key is one column."""
+    positions = table.layout.key_positions
+    if len(positions) == 1:
+        (position,) = positions
+        pick = itemgetter(position)
+        return lambda row: (pick(row),)
+    return table.ident_of
