@@ -50,6 +50,29 @@ def test_get_and_post_forms(server: Server, db: str):
     assert bare.json() == expected
 
 
+def test_sql_bodies_by_content_type_with_and_without_parameters(server: Server, db: str):
+    # The bare SQL types, as written or with parameters and capitals, are the SQL itself;
+    # another type is refused with what to send instead.
+    query = "SELECT 1 AS one"
+    for content_type in (
+        "text/plain",
+        "application/sql",
+        "text/plain; charset=utf-8",
+        "Text/Plain",
+        "application/SQL; charset=UTF-8",
+    ):
+        answer = server.post(
+            "/exec", params={"db": db}, data=query, headers={"Content-Type": content_type}
+        )
+        assert answer.status_code == 200, (content_type, answer.text)
+        assert answer.json()["dataset"] == [[1]]
+    refused = server.post(
+        "/exec", params={"db": db}, data=query, headers={"Content-Type": "application/json"}
+    )
+    assert refused.status_code == 400
+    assert "content type 'application/json' is not taken here" in refused.json()["error"]
+
+
 def test_default_database_is_demo(server: Server):
     assert server.get("/exec", params={"query": "SELECT 1 AS one"}).json()["dataset"] == [[1]]
 

@@ -18,6 +18,8 @@ from refimpl.http.exec_body import sql_of_form_body
 from refimpl.sql import ast
 from refimpl.waiting.parked import Parked
 
+_SQL_BODIES = ("", "text/plain", "application/sql")  # the content types of SQL as the body
+
 
 def _sql_of(ctx: Context) -> str:
     """The SQL of /exec: the `query` parameter, the body, or the form field `query` (a
@@ -26,7 +28,10 @@ def _sql_of(ctx: Context) -> str:
     from_url = ctx.args.get("query")
     from_body: str | None = None
     if request.method == "POST":
-        mimetype = request.mimetype
+        # A bare type is its own mimetype: read without parsing the header's parameters.
+        mimetype = request.environ.get("CONTENT_TYPE", "")
+        if mimetype not in _SQL_BODIES:
+            mimetype = request.mimetype
         if mimetype == "application/x-www-form-urlencoded":
             from_body = sql_of_form_body(ctx.app.read_body(request))  # what curl -d sends
         elif mimetype == "multipart/form-data":
@@ -35,7 +40,7 @@ def _sql_of(ctx: Context) -> str:
             if unknown:
                 raise BadRequest(f"unknown form field(s): {', '.join(unknown)}; send 'query'")
             from_body = form.get("query")
-        elif mimetype in ("", "text/plain", "application/sql"):
+        elif mimetype in _SQL_BODIES:
             from_body = ctx.body_text() or None
         else:
             raise BadRequest(
