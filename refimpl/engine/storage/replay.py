@@ -142,6 +142,12 @@ class Replay:
         batch = self._batch(name)
         if columns != batch.columns:
             batch.columns, batch.shape = columns, _shaper(batch.table.schema, columns)
+        if len(rows) == 1 and batch.shape is _as_tuples:
+            # A one-row commit's, the commonest record: no lists or zips made for it.
+            row = tuple(rows[0])
+            batch.rows[batch.ident_of(row) if rowids is None else (rowids[0],)] = row
+            self._held += 1
+            return
         shaped = batch.shape(rows)
         if rowids is None:
             batch.rows.update(zip(map(batch.ident_of, shaped), shaped, strict=True))
