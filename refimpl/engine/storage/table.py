@@ -231,21 +231,25 @@ class Table:
 
     def install_prepared(
         self,
-        partitions: dict[PartKey, SortedDict],
+        partitions: dict[PartKey, Blocks],
         index: dict[Ident, tuple[PartKey, OrderKey]],
     ) -> None:
         """Add new rows prepared elsewhere (a bulk load's): `partitions` holds each
-        partition's new rows, sorted, and `index` each new identity's (partition, order
-        key); both are taken over. The identities are new to the table; a table without key
-        has had their ids reserved (`next_rowid` is past them).
+        partition's new rows, and `index` each new identity's (partition, order key); both
+        are taken over. The identities are new to the table; a table without key has had
+        their ids reserved (`next_rowid` is past them).
 
-        A prepared partition becomes blocks that borrow its rows (`Blocks.update`): a load
-        into a new partition, or of rows that all sort after a partition's, costs O(blocks);
-        one whose rows fall among a partition's costs a merge of the two. Of the index, the
-        smaller side is merged into the larger.
+        A prepared partition the table does not hold becomes its partition as it is, in
+        O(1); one it holds takes the rows in (`Blocks.update`: a pass over them, and a merge
+        of the two when they fall among its own). Of the index, the smaller side is merged
+        into the larger.
         """
         for part, prepared in partitions.items():
-            self._partition(part).update(prepared)
+            held = self.partitions.get(part)
+            if held:
+                held.update(dict(prepared.items()))
+            else:
+                self.partitions[part] = prepared
         if len(index) > len(self.index):
             index.update(self.index)
             self.index = index

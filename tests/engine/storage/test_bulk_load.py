@@ -215,3 +215,53 @@ def _in_generation(thing: object) -> int | None:
         if any(found is thing for found in gc.get_objects(generation)):
             return generation
     return None
+
+
+def test_prepared_partitions_the_table_lacks_become_its_own(tmp_path: Path) -> None:
+    """A load into new partitions is taken over as prepared (no step per row under the
+    locks); one into a partition the table holds is merged into it."""
+    instance = Instance.open(tmp_path / "data")
+    try:
+        with closing(instance.session()) as session:
+            session.execute(TRADES, ())
+            session.execute(f"INSERT INTO trades VALUES ({BASE + 1}, 'S0', 1.0, -1)", ())
+            table = session.database.tables["trades"]
+            (held_part, held), *_ = table.partitions.items()
+            rows = trades(700)  # 100 rows of each of S0 ... S6, all on the first day
+            load = bulk.prepare("trades", table, rows, bulk.rowid_idents(table.next_rowid, 700))
+            table.next_rowid += 700
+            table.install_prepared(load.partitions, load.index)
+            assert len(load.partitions) == 7 and held_part in load.partitions
+            for part, prepared in load.partitions.items():
+                assert table.partitions[part] is (held if part == held_part else prepared)
+            assert len(held) == 101
+            assert sorted(table.scan()) == sorted([*rows, (BASE + 1, "S0", 1.0, -1)])
+            for ident, row in table.scan_with_idents():
+                assert table.get(ident) == row
+    finally:
+        instance.close()
+
+
+@pytest.mark.parametrize("symbols", [1, 7])
+@pytest.mark.parametrize("reverse", [False, True])
+def test_rows_in_any_order_load_as_the_ordinary_insert_puts_them(
+    tmp_path: Path, symbols: int, reverse: bool
+) -> None:
+    """Rows read in time order are taken in that order; any other order is sorted."""
+    rows = [(BASE + i * 1000, f"S{i % symbols}", i * 0.5, i) for i in range(bulk.SLICE_ROWS + 100)]
+    if reverse:
+        rows.reverse()
+    typed = values.TypedRows(TYPES, rows)
+    got = []
+    for name, ordinary in (("plain", True), ("bulk", False)):
+        instance = Instance.open(tmp_path / name)
+        with closing(instance.session()) as session:
+            session.execute(TRADES, ())
+            if ordinary:
+                session.insert_rows("trades", ["time", "symbol", "price", "qty"], typed)
+            else:
+                assert session.database.load_rows("trades", typed) is not None
+            table = session.database.tables["trades"]
+            got.append((list(table.scan()), list(table.scan_with_idents())))
+        instance.close()
+    assert got[0] == got[1]
