@@ -326,7 +326,7 @@ def _rows_after(
         if more:
             del orders[wanted:]
         for chunk in chunks(orders):
-            rows += map(partition.__getitem__, chunk)
+            rows += partition.rows_for(chunk)
         spans.append((part, orders))
         if more:
             return rows, spans, False

@@ -442,7 +442,7 @@ class Maintainer:
                 orders = list(partition.irange(low, high, inclusive=(True, False)))
             else:
                 orders = list(partition)
-            listed.append((part, orders, list(map(partition.__getitem__, orders))))
+            listed.append((part, orders, partition.rows_for(orders)))
         return listed
 
     # -- changes from the log ------------------------------------------------------------

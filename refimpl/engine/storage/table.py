@@ -10,7 +10,7 @@ works on privately until it commits.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from itertools import chain, compress, repeat
+from itertools import chain, compress, groupby, repeat
 from operator import add, is_, itemgetter, not_
 from typing import Any
 
@@ -161,7 +161,10 @@ class Table:
     def rows_of(self, idents: Iterable[Ident]) -> list[Row]:
         """The rows of these identities (missing ones skipped), in table order."""
         places = sorted(filter(None, map(self.index.get, idents)))  # (part, order) pairs
-        return [self.partitions[part][order] for part, order in places]
+        rows: list[Row] = []
+        for part, orders in groupby(places, itemgetter(0)):
+            rows += self.partitions[part].rows_for([order for _, order in orders])
+        return rows
 
     def part_of_ident(self, ident: Ident) -> PartKey | None:
         where = self.index.get(ident)

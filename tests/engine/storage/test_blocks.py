@@ -38,6 +38,7 @@ def check_reads(got: Blocks, model: SortedDict, probes: list[tuple[int]]) -> Non
     assert list(got.values()) == list(model.values())
     assert list(got.items()) == list(model.items())
     assert list(got.detached()) == list(model.values())
+    assert got.rows_for(keys[1::3]) == [model[key] for key in keys[1::3]]
     assert got.keys()[1:4] == keys[1:4] and got.keys()[-3:] == keys[-3:]
     if keys:
         assert got.keys()[-1] == keys[-1] and got.keys()[0] == keys[0]
