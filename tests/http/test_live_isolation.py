@@ -3,10 +3,10 @@ the waiter's own budget).
 
 A READ user's `where=` filter (a LIKE of an 8 KB pattern over a 300 KB text: seconds of
 work per row without a deadline) and a live query's re-run (in full, or of the changed time
-buckets) run on that user's share of the waiting room's pool, within the statement timeout: the filter's stream ends with a
-`reset` after a comment saying why, a long poll and a live query answer the timeout's 400,
-and meanwhile another user's stream and long poll get their events within a few seconds,
-`/health` answers, and nothing committed changes.
+buckets) run on that user's share of the waiting room's pool, within the statement timeout:
+the filter's stream ends with a `reset` after a comment saying why, a long poll and a live
+query answer the timeout's 400, and meanwhile another user's stream and long poll get their
+events within a few seconds, `/health` answers, and nothing committed changes.
 """
 
 from __future__ import annotations
