@@ -126,7 +126,7 @@ def read(path: Path) -> CheckpointImage:
     if len(data) < _HEADER.size:
         raise CorruptCheckpoint(f"checkpoint {path} is truncated ({len(data)} bytes)")
     magic, length, crc = _HEADER.unpack_from(data)
-    body = data[_HEADER.size :]
+    body = memoryview(data)[_HEADER.size :]  # not a second copy of a big file
     if magic != MAGIC:
         raise CorruptCheckpoint(f"{path} is not a refimpl checkpoint file")
     if len(body) != length or zlib.crc32(body) != crc:

@@ -28,7 +28,12 @@ from refimpl.engine.options import EngineOptions
 from refimpl.engine.progress import REPORT_EVERY, Progress, ProgressReport, no_report
 from refimpl.engine.storage import bulk, checkpoint, ddl, records, values
 from refimpl.engine.storage.locks import SharedLock
-from refimpl.engine.storage.memory_limit import MemoryBudget, table_bytes, transaction_growth
+from refimpl.engine.storage.memory_limit import (
+    MemoryBudget,
+    rows_bytes,
+    table_bytes,
+    transaction_growth,
+)
 from refimpl.engine.storage.records import Entry
 from refimpl.engine.storage.replay import Replay, apply_database_change
 from refimpl.engine.storage.table import Table
@@ -155,9 +160,10 @@ class Database:
         except OSError as exc:
             raise StorageError(f"database folder {self.path} cannot be created ({exc})") from exc
         checkpoints = checkpoint.list_checkpoints(self.path / CHECKPOINT_FOLDER)
+        counted: dict[str, int] = {}  # what each table of the checkpoint counts
         if checkpoints:
             image = checkpoint.read(checkpoints[-1][1])
-            self._load_image(image)
+            counted = self._load_image(image)
         archive = int(self.settings["wal_archive"])
         self.log = WriteAheadLog(
             self.path / WAL_FOLDER,
@@ -206,19 +212,30 @@ class Database:
         # restart: else a database that replayed much would replay it again after its next
         # crash, its next checkpoint a whole `checkpoint_bytes` later.
         self._bytes_at_checkpoint = self.log.total_bytes - replayed_bytes
-        self.table_bytes = {key: table_bytes(table) for key, table in self.tables.items()}
+        # A table the replay left alone counts what its checkpoint's rows counted, which were
+        # read from their list: no second pass over the table.
+        self.table_bytes = {
+            key: counted[key] if key in counted and not replay.changed(key) else table_bytes(table)
+            for key, table in self.tables.items()
+        }
         self.memory.set(self.name, sum(self.table_bytes.values()))
 
-    def _load_image(self, image: checkpoint.CheckpointImage) -> None:
+    def _load_image(self, image: checkpoint.CheckpointImage) -> dict[str, int]:
+        """Take a checkpoint's tables and settings; what each table's rows count (the
+        memory limit's `table_bytes`), by its key."""
         self.settings.update(image.settings)
+        counted = {}
         for table_image in image.tables:
             statement = parse_cached(table_image.create).statements[0]
             assert isinstance(statement, ast.CreateTable)
             table = ddl.create_table(statement)
             table.next_rowid = table_image.next_rowid
             table.load_rows(table_image.rows, table_image.rowids)
-            self.tables[table.schema.name.lower()] = table
+            key = table.schema.name.lower()
+            self.tables[key] = table
+            counted[key] = rows_bytes(table_image.rows, table.schema, len(table.secondary))
         self.checkpoint_lsn = image.lsn
+        return counted
 
     def _unreplayable(self, which: str, error: Exception) -> CorruptLog:
         segment = self.log.segments()[0].path

@@ -104,6 +104,13 @@ class Replay:
         self.settings = settings
         self._batches: dict[str, _Batch] = {}
         self._held = 0  # rows in the batches, duplicates counted
+        self._touched: set[str] = set()  # keys of tables whose rows changed
+        self._reshaped = False  # a schema change came: any table may be another now
+
+    def changed(self, key: str) -> bool:
+        """Whether the table of this (lower-case) key may differ from what it was before
+        the replay: its rows changed, or a schema change came."""
+        return self._reshaped or key in self._touched
 
     def record(self, payload: bytes) -> None:
         """Apply one record. Raises KeyError (a table the log never created), SqlError or
@@ -116,6 +123,7 @@ class Replay:
                 self._delete(raw[1], raw[2])
             elif kind == records.DDL:
                 self.flush()
+                self._reshaped = True
                 apply_entry(self.tables, self.settings, records.entry_of(raw))
             else:
                 apply_entry(self.tables, self.settings, records.entry_of(raw))
@@ -134,6 +142,7 @@ class Replay:
         batch = self._batches.get(key)
         if batch is None:
             batch = self._batches[key] = _Batch(self.tables[key])
+            self._touched.add(key)
         return batch
 
     def _upsert(

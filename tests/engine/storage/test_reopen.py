@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,8 +17,9 @@ import refimpl
 from refimpl.engine.options import EngineOptions
 from refimpl.engine.progress import Progress
 from refimpl.engine.statements import executor
-from refimpl.engine.storage import checkpoint
+from refimpl.engine.storage import checkpoint, ddl
 from refimpl.engine.storage.database import CHECKPOINT_FOLDER, CLOSE_CHECKPOINT_BYTES, Database
+from refimpl.engine.storage.memory_limit import table_bytes
 from refimpl.engine.storage.transaction import Transaction
 
 NEVER = 1 << 62
@@ -146,3 +148,64 @@ def test_a_transaction_holding_the_write_lock_at_close_leaves_the_checkpoint_out
         assert _ids(database) == list(range(OVER_THRESHOLD))
     finally:
         database.close()
+
+
+TABLES = [
+    "CREATE TABLE every (id BIGINT PRIMARY KEY, i INT, d DOUBLE, b BOOLEAN, s STRING,"
+    " y SYMBOL, t TIMESTAMP)",
+    "CREATE INDEX every_s ON every (s, i)",
+    "CREATE TABLE loose (a INT, s STRING)",
+    "CREATE TABLE ticks (time TIMESTAMP, sym SYMBOL, v DOUBLE) TIMESERIES(time)"
+    " PARTITION BY DAY, SYMBOL(sym) DEDUP KEY (sym, time)",
+    "CREATE TABLE pair (a INT, b STRING, v INT, PRIMARY KEY (a, b))",
+]
+ROWS = [
+    "INSERT INTO every VALUES (1, 7, 0.5, true, 'it''s', 'A', 1790000000000000),"
+    " (2, NULL, NULL, NULL, NULL, NULL, NULL), (3, -2, -1e300, false, '', 'B', 0),"
+    " (-4, 2147483647, 3.25, true, 'Zürich', 'A', 1790086400000000)",
+    "INSERT INTO loose VALUES (1, 'a'), (NULL, NULL), (1, 'a'), (3, 'c')",
+    "DELETE FROM loose WHERE a = 3",  # the row id counter runs past the rows kept
+    "INSERT INTO ticks VALUES (1790000000000000, 'A', 1), (1790086400000000, 'A', 2),"
+    " (1790000000000000, 'B', NULL), (1790003600000000, 'A', 4)",
+    "INSERT INTO pair VALUES (1, 'x', 1), (1, 'y', 2), (0, 'z', NULL)",
+]
+
+
+def _whole(database: Database) -> dict[str, tuple[Any, ...]]:
+    """Every table's definition, rows with identities in order, partitions, identity index,
+    secondary indexes, row id counter and what its rows count towards the memory limit."""
+    return {
+        key: (
+            ddl.canonical_create(table.schema),
+            list(table.scan_with_idents()),
+            list(table.partitions.keys()),
+            dict(table.index),
+            {name: list(index.entries) for name, index in table.secondary.items()},
+            table.next_rowid,
+            database.table_bytes[key],
+            table_bytes(table),
+        )
+        for key, table in database.tables.items()
+    }
+
+
+@pytest.mark.parametrize("tail", [[], ["INSERT INTO loose VALUES (9, 'tail')"], ["TRUNCATE ticks"]])
+def test_a_checkpoint_loads_back_every_table_as_it_was_written(
+    tmp_path: Path, tail: list[str]
+) -> None:
+    path = tmp_path / "data"
+    with refimpl.connect(path, options=OPTIONS) as connection:
+        for sql in TABLES + ROWS:
+            connection.execute(sql)
+        connection.execute("CHECKPOINT")
+        for sql in tail:  # replayed after the checkpoint's tables are loaded
+            connection.execute(sql)
+        written = _whole(connection.instance.database("demo"))
+    with refimpl.connect(path, options=OPTIONS) as connection:
+        database = connection.instance.database("demo")
+        assert database.checkpoint_lsn > 0
+        reopened = _whole(database)
+        assert reopened == written
+        for figures in reopened.values():
+            assert figures[-2] == figures[-1]  # the count kept equals a count from scratch
+        assert database.memory.used_by("demo") == sum(database.table_bytes.values())
