@@ -18,10 +18,12 @@ its keys and a dict of `BLOCK_ROWS` rows, some microseconds.
 
 A block made from a bigger dict (`from_sorted`, a loaded or merged partition's) borrows
 that dict, shared with its neighbours, so that taking over a bulk load's sorted rows costs
-O(blocks), not a step per row. A borrowed dict may hold keys of other blocks and keys
-since deleted from the partition, so a borrowed block answers membership from its key
-list; an owned block's dict holds exactly its keys. A borrowed block is never written: its
-first write copies it, as a frozen one's does.
+O(blocks), not a step per row. A borrowed block is never written: its first write copies
+it, as a frozen one's does. Its dict holds other blocks' keys too, and keys they have
+since deleted; a lookup finds the block by its range (the keys above the previous block's
+last), and in that range the borrowed dict holds exactly the block's own keys as long as
+the range never grows, so a block whose range is about to grow (the previous block
+shrinks or goes) is copied first.
 """
 
 from __future__ import annotations
@@ -57,13 +59,6 @@ class _Block:
         self.keys = keys
         self.rows = rows
         self.epoch = epoch
-
-    def holds(self, key: OrderKey) -> bool:
-        if self.epoch != _BORROWED:
-            return key in self.rows
-        keys = self.keys
-        at = bisect_left(keys, key)
-        return at < len(keys) and keys[at] == key
 
     def values(self) -> Iterator[Row]:
         return map(self.rows.__getitem__, self.keys)
@@ -111,14 +106,12 @@ class Blocks:
         if not isinstance(key, tuple):
             return False
         at = bisect_left(self._maxes, key)
-        return at < len(self._maxes) and self._blocks[at].holds(key)
+        return at < len(self._maxes) and key in self._blocks[at].rows
 
     def __getitem__(self, key: OrderKey) -> Row:
         at = bisect_left(self._maxes, key)
         if at < len(self._maxes):
-            block = self._blocks[at]
-            if block.epoch != _BORROWED or block.holds(key):
-                return block.rows[key]
+            return self._blocks[at].rows[key]
         raise KeyError(key)
 
     def get(self, key: OrderKey, default: Row | None = None) -> Row | None:
@@ -222,8 +215,11 @@ class Blocks:
         if not keys:
             del self._blocks[at]
             del self._maxes[at]
+            self._own(at)  # its range now reaches down to the previous block's last key
             return row
-        self._maxes[at] = keys[-1]
+        if key > keys[-1]:
+            self._maxes[at] = keys[-1]
+            self._own(at + 1)
         if len(keys) < _SMALL and at + 1 < len(self._blocks):
             self._join(at)
         return row
@@ -274,6 +270,12 @@ class Blocks:
             block = _Block(keys, dict(zip(keys, block.values(), strict=True)), self._epoch)
             self._blocks[at] = block
         return block
+
+    def _own(self, at: int) -> None:
+        """Copy block `at` if it is borrowed: its range is to grow below (see the module
+        docstring)."""
+        if at < len(self._blocks) and self._blocks[at].epoch == _BORROWED:
+            self._writable(at)
 
     def _split(self, at: int) -> None:
         block = self._blocks[at]  # written just now: this partition's own
