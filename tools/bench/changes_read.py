@@ -397,6 +397,18 @@ def main() -> None:
         writer_figures(seconds)
 
 
+PER_ROW_COUNTED = (
+    "per row, each client: nothing (rows counted in the received bytes; refimpl: a raw"
+    " keep-alive HTTP socket, each body read whole; PostgreSQL: its protocol over a raw"
+    " socket, a simple query); changes() and its PostgreSQL read (psycopg): a tuple a row"
+)
+PER_ROW_OBJECTS = (
+    "per row, each client: JSON pages: a struct a change (msgspec; its row kept as JSON"
+    " text) against a tuple a row (psycopg, server-side cursor); SSE pages: nothing (rows"
+    " counted in the bytes) against nothing (PostgreSQL's protocol over a raw socket)"
+)
+
+
 def load() -> str:
     return "load {:.1f} {:.1f} {:.1f}".format(*os.getloadavg())
 
@@ -428,6 +440,7 @@ def pair(
 
 def read_figures(rows: int, txn_rows: int, pages: list[int], rounds: int, decode: bool) -> None:
     print(f"{rows:,} rows in transactions of {txn_rows} rows; {rounds} rounds; {load()}")
+    print(PER_ROW_OBJECTS if decode else PER_ROW_COUNTED)
     reads: list[tuple[str, Callable[..., float], int]] = [
         (form, read, page)
         for page in pages
