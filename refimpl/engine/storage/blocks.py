@@ -79,8 +79,9 @@ class Blocks:
 
     @classmethod
     def from_sorted(cls, keys: list[OrderKey], rows: dict[OrderKey, Row]) -> Blocks:
-        """Blocks of `keys` (sorted, distinct), each one's row in `rows`, a dict holding at
-        least these keys. Both are taken over: the caller changes neither afterwards."""
+        """Blocks of `keys`, sorted, which are exactly the keys of `rows` (a key of `rows`
+        not in `keys` would be found by a lookup). Both are taken over: the caller changes
+        neither afterwards."""
         made = cls()
         for start in range(0, len(keys), _HALF):
             some = keys[start : start + _HALF]
