@@ -9,7 +9,8 @@ waiting for the lock) for the phase's seconds and writes collapsed stacks (`<nam
 one line a stack and its sample count, the form flame graph tools such as inferno or
 flamegraph.pl draw) into --out. The folder prefixes of the file names in the stacks are
 cut to the path inside the repository or the installed package, so the output names no
-machine's folders. `--workloads` picks some.
+machine's folders. `--workloads` picks some; `--code` samples the server of another
+checkout (the tree before a change, say).
 
     python tools/bench/profile_requests.py --out tools/bench/profiles
     python tools/bench/profile_requests.py --workloads pg-select,exec-insert --seconds 5
@@ -72,27 +73,45 @@ def clean(collapsed: str) -> str:
     return "".join(f"{stack} {samples}\n" for stack, samples in counts.items())
 
 
-# The stages of a request over the PostgreSQL protocol, by the frames that name them (a
-# function's name as py-spy writes it, before the file); the first stage whose name a
-# sample's innermost such frame starts with is the sample's.
+# The stages of a request over the PostgreSQL protocol and over HTTP, by the frames that
+# name them (a function's name as py-spy writes it, before the file); the first stage whose
+# name a sample's innermost such frame starts with is the sample's.
 STAGES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("counting for /metrics", ("PgCounts.", "PgServer._count", "ProtocolCore.take_counts")),
     ("commit", ("Database.commit_locked",)),
     (
         "commit wait and acknowledgement",
-        ("Acknowledging._round", "Session.wait_durable", "PgServer._acknowledge"),
+        ("Acknowledging._round", "Session.wait_durable", "PgServer._acknowledge", "Rounds."),
+    ),
+    (
+        "commit wait and acknowledgement",
+        ("Flusher.", "WaitingRoom._on_commit", "acknowledge_when_durable", "Context.when_durable"),
     ),
     ("plan lookup and rights", ("point_plan", "PlanCache.", "PreparedTableSelect._points")),
     ("plan lookup and rights", ("Session.authorize", "AccessControl.")),
+    ("token and request guards", ("Authenticator.", "ConnectionCredentials.", "RequestGuards.")),
     ("admission and deadline", ("before_statements", "running.__", "watch_cancel")),
+    (
+        "netpool: polling workers, admission places",
+        ("PollingWorkers.", "FifoSlots.", "admitted (", "holding (", "done (", "waiting ("),
+    ),
     ("bind", ("Conversation.bind",)),
+    ("parse", ("parse_cached", "Conversation._plan", "Conversation.parse")),
+    ("parse", ("template_of", "parse_template", "ParsedHandlers.")),
     ("execute", ("Session.run_prepared", "Session.execute", "Conversation._run")),
     ("execute", ("execute ", "select_rows", "table_rows", "_insert", "PreparedTableSelect")),
     ("framing and decode", ("ProtocolCore.next_", "ProtocolCore.has_message", "read_run")),
     ("framing and decode", ("ProtocolCore.receive_data", "ProtocolCore._next_frame")),
+    ("framing and decode", ("RequestReader.", "BodyReader.", "make_environ", "Request.")),
+    ("framing and decode", ("Connection.request_ready", "answer_head")),
     ("encode", ("ProtocolCore.send", "DataRows.encode", "Prepared.row_shape")),
-    ("send", ("_Client.send_some", "Socket.send", "_Client.goodbye")),
-    ("parse", ("parse_cached", "Conversation._plan", "Conversation.parse")),
+    ("encode", ("result_body", "json_response", "convert_rows")),
+    ("request log", ("RequestLog.", "RequestRecord.", "RequestLine.", "RequestIds.")),
+    ("request log", ("_Writer.", "Formatter.", "Handler.", "TextLineFormatter.")),
+    ("send", ("_Client.send_some", "Socket.send", "_Client.goodbye", "Connection._send")),
+    ("HTTP route and dispatch", ("exec_route", "_sql_of", "App.", "Context.")),
+    # Last: a frame of the servers' own loops names it only when no stage above does.
+    ("server loop, locks, dispatch", ("PgServer.", "PooledWSGIServer.", "Connection.", "Link.")),
 )
 LOOP = "server loop, locks, dispatch"
 
@@ -136,9 +155,9 @@ def _read_changes(lean: harness.LeanHTTP, seconds: float) -> int:
     return pages
 
 
-def profile_changes(seconds: float, out: Path) -> dict[str, float]:
+def profile_changes(seconds: float, out: Path, code: Path | None = None) -> dict[str, float]:
     """One reader of /api/changes at pages of 100 rows, over 200 commits of 100 rows."""
-    server = harness.RefimplServer(threads=16)
+    server = harness.RefimplServer(threads=16, code=code)
     with server, tempfile.TemporaryDirectory() as folder:
         server.sql("CREATE TABLE t (id BIGINT PRIMARY KEY, v DOUBLE, s STRING)")
         for first in range(0, 20_000, CHANGES_PAGE):
@@ -156,12 +175,14 @@ def profile_changes(seconds: float, out: Path) -> dict[str, float]:
     return {"rate": pages / elapsed, "cpu_ms": 1000 * cpu / pages}
 
 
-def profile(name: str, seconds: float, procs: int, out: Path) -> dict[str, float]:
+def profile(
+    name: str, seconds: float, procs: int, out: Path, code: Path | None = None
+) -> dict[str, float]:
     if name == "changes-json-100":
-        return profile_changes(seconds, out)
+        return profile_changes(seconds, out, code)
     kind, op = WORKLOADS[name]
     extra = ["--pg-port", "0"] if kind == "pgwire" else []
-    server = harness.RefimplServer(threads=16, extra=extra)
+    server = harness.RefimplServer(threads=16, extra=extra, code=code)
     with server, tempfile.TemporaryDirectory() as folder:
         # Warm the caches (parse, plans, connections) before sampling.
         if kind == "pgwire":
@@ -190,6 +211,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=8.0, help="sampled time per workload")
     parser.add_argument("--procs", type=int, default=4, help="load generator processes (max)")
     parser.add_argument("--workloads", default=",".join(WORKLOADS))
+    parser.add_argument("--code", type=Path, help="another checkout's server to sample")
     parser.add_argument("--budget", nargs="+", type=Path, help="collapsed stacks to read")
     args = parser.parse_args()
     if args.budget:
@@ -201,7 +223,7 @@ def main() -> None:
         return
     args.out.mkdir(parents=True, exist_ok=True)
     for name in args.workloads.split(","):
-        figures = profile(name, args.seconds, args.procs, args.out)
+        figures = profile(name, args.seconds, args.procs, args.out, args.code)
         print(f"{name}: {figures['rate']:.0f} req/s, {figures.get('cpu_ms', 0):.3f} ms CPU/req")
 
 
