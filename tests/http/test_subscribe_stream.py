@@ -225,3 +225,18 @@ def test_a_costly_stream_ends_at_the_timeout_and_holds_no_other_stream(server: S
     assert any("statement_timeout_ms" in c for c in attacker.comments), attacker.comments
     victim.close()
     assert server.rows("SELECT count(*) AS n FROM docs", db) == [[2]]
+
+
+def test_a_closed_stream_gives_its_wait_place_back(server: Server, db: str):
+    """More streams than the server's wait places, one after another, each closed by its
+    client: each still gets its changes (a stream without a place would end after its first
+    event)."""
+    places = 16 // 4  # a quarter of the server's threads (16 by default) wait at once
+    for n in range(places + 3):
+        stream = open_live(server, db)
+        stream.take(1)
+        server.sql(f"INSERT INTO t VALUES (now(), 'a', {n})", db)
+        (rows,) = stream.take(1)
+        assert rows["event"] == "rows"
+        stream.close()
+        time.sleep(0.2)  # the server sees the hang-up
