@@ -4,8 +4,9 @@ The same events as the long polls of `subscribe_route` (a snapshot or the differ
 the client's id first, then a `rows` event at each commit that changes the answer, each
 with its id), sent over one connection: a change costs the server one send per subscriber,
 not an answer and the next request. The stream holds no worker thread: it is parked in the
-waiting room, woken by its key as a long poll is, and asks the subscription manager again
-(rights checked again) for each part it sends.
+waiting room, which sends its heartbeats and its end at shutdown; a commit that touches its
+query wakes it on its owner's share of the room's pool, where it asks the subscription
+manager again (rights checked again) and hands its part to the server itself.
 
 Flow control: a stream makes its next part only once the server has sent the previous one
 (`Parked.drained`); a commit meanwhile is noted, and the part made then is the difference
