@@ -1,0 +1,196 @@
+"""What a bulk load makes others wait for, measured in CPU time: figures a busy machine leaves
+alone, unlike the round trips of `bulk_load.py`.
+
+In one process per checkout (each run on its own code, --code as in `bulk_load.py`), the rows
+of a --rows-row /imp (the same as `bulk_load.py` sends) are loaded by `Database.load_rows`,
+the collector set as the server sets it. Printed for each checkout, in thread CPU time, so
+that other processes on the machine do not count:
+
+- the longest single C call of the load that runs no Python code: no other thread gets the
+  interpreter lock while it runs, so every writer and reader of the server waits it out;
+- the longest pass of the collector during the load (it, too, stops every thread);
+- the load's commit, which holds the write lock (other writers wait) and, for its install,
+  the state lock (readers wait);
+- the whole load's CPU time (profiled: the profile's cost included).
+
+    python tools/bench/bulk_steps.py --code ../old --code .
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import functools
+import gc
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from contextlib import closing
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import harness
+from rev import TRADES
+
+BENCH = Path(__file__).resolve().parent
+
+
+def _rows(count: int) -> list[tuple[Any, ...]]:
+    """The typed rows of `rev._importer`'s CSV: 100 symbols, 10 ms apart."""
+    base = datetime.datetime(2026, 1, 5, tzinfo=datetime.UTC)
+    start = int(base.timestamp()) * 1_000_000
+    return [
+        (start + i * 10_000, f"S{i % 100:03d}", round(100 + i % 997 * 0.1, 1), i % 50 + 1)
+        for i in range(count)
+    ]
+
+
+class _Holds:
+    """The longest C call that ran no Python code, and the collector's longest pass, in
+    thread CPU milliseconds, while installed as the profile function of this thread."""
+
+    def __init__(self) -> None:
+        self.calls: list[list[Any]] = []  # open C calls: [start, name, ran Python]
+        self.longest = (0.0, "")
+        self.gc_longest = 0.0
+        self._gc_start = 0
+
+    def profile(self, frame: FrameType, event: str, arg: Any) -> None:
+        if event == "c_call":
+            self.calls.append([time.thread_time_ns(), getattr(arg, "__qualname__", "?"), False])
+        elif event in ("c_return", "c_exception") and self.calls:
+            began, name, ran_python = self.calls.pop()
+            spent = (time.thread_time_ns() - began) / 1e6
+            if not ran_python and spent > self.longest[0]:
+                where = f"{Path(frame.f_code.co_filename).name}:{frame.f_lineno}"
+                self.longest = (spent, f"{name} at {where}")
+        elif event == "call":
+            for call in self.calls:  # Python ran inside: it could let the lock go
+                call[2] = True
+
+    def collector(self, phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            self._gc_start = time.thread_time_ns()
+        else:
+            spent = (time.thread_time_ns() - self._gc_start) / 1e6
+            self.gc_longest = max(self.gc_longest, spent)
+
+
+def child(rows: int) -> None:
+    """Load the rows with this process's refimpl; print the figures as JSON."""
+    from refimpl.engine.instance import Instance
+    from refimpl.engine.storage import database, values
+
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(700, 10, 1000)  # as `refimpl serve` sets it
+    typed = values.TypedRows(("TIMESTAMP", "SYMBOL", "DOUBLE", "BIGINT"), _rows(rows))
+    commit_ms: list[float] = []
+    commit = database.Database._commit_load
+
+    @functools.wraps(commit)
+    def timed_commit(self: Any, load: Any) -> int:
+        began = time.thread_time_ns()
+        try:
+            return commit(self, load)
+        finally:
+            commit_ms.append((time.thread_time_ns() - began) / 1e6)
+
+    database.Database._commit_load = timed_commit  # type: ignore[method-assign]
+    holds = _Holds()
+    with tempfile.TemporaryDirectory() as folder:
+        instance = Instance.open(Path(folder) / "data")
+        with closing(instance.session()) as session:
+            session.execute(TRADES, ())
+            session.execute("INSERT INTO trades VALUES (now(), 'S001', 100.0, 1)", ())
+            began = time.thread_time()
+            gc.callbacks.append(holds.collector)
+            sys.setprofile(holds.profile)
+            try:
+                loaded = session.database.load_rows("trades", typed)
+            finally:
+                sys.setprofile(None)
+                gc.callbacks.remove(holds.collector)
+            spent = time.thread_time() - began
+            assert loaded is not None, "the rows did not load by the bulk path"
+            session.database.wait_durable(loaded[1])
+        instance.close()
+    print(
+        json.dumps(
+            {
+                "longest_c_call_ms": holds.longest[0],
+                "longest_c_call": holds.longest[1],
+                "longest_gc_pass_ms": holds.gc_longest,
+                "commit_ms": sum(commit_ms),
+                "load_cpu_s": spent,
+            }
+        )
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--rows", type=int, default=1_000_000, help="rows of the load")
+    parser.add_argument("--runs", type=int, default=3, help="runs; the median is printed")
+    parser.add_argument("--code", action="append", type=Path, help="a checkout to measure")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        child(args.rows)
+        return
+    codes: list[Path] = list(args.code or [harness.REPO])
+    results: dict[Path, list[dict[str, Any]]] = {code: [] for code in codes}
+    for _ in range(args.runs):
+        for code in codes:
+            env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(code), str(BENCH)]))
+            done = subprocess.run(
+                [sys.executable, __file__, "--child", "--rows", str(args.rows)],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=1800,
+            )
+            if done.returncode != 0:
+                raise SystemExit(f"{code}: {done.stderr[-2000:]}")
+            results[code].append(json.loads(done.stdout.strip().splitlines()[-1]))
+    load = " ".join(f"{value:.2f}" for value in os.getloadavg())
+    table = []
+    for code, runs in results.items():
+
+        def median(key: str, runs: list[dict[str, Any]] = runs) -> float:
+            return sorted(run[key] for run in runs)[len(runs) // 2]
+
+        worst = max(runs, key=lambda run: run["longest_c_call_ms"])["longest_c_call"]
+        table.append(
+            (
+                str(code),
+                median("longest_c_call_ms"),
+                median("longest_gc_pass_ms"),
+                median("commit_ms"),
+                median("load_cpu_s"),
+                worst,
+            )
+        )
+    harness.print_table(
+        (
+            "checkout",
+            "longest C call ms",
+            "longest gc pass ms",
+            "commit (locks held) ms",
+            "load CPU s",
+            "the longest call (worst run)",
+        ),
+        table,
+        title=f"a load of {args.rows:,} rows, thread CPU, median of {args.runs} run(s);"
+        f" load average at the end {load}",
+    )
+
+
+if __name__ == "__main__":
+    main()
