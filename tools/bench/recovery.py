@@ -123,11 +123,25 @@ def _run(code: Path, *arguments: str) -> str:
     return subprocess.run(command, env=env, check=True, capture_output=True, text=True).stdout
 
 
+def copy_durably(source: Path, target: Path) -> None:
+    """Copy a data folder and fsync every file of the copy: a reopen's check of its log
+    then finds it on disk, as it finds a folder its server left, rather than waiting for
+    the copy's 60 MB to be written back."""
+    shutil.copytree(source, target)
+    for file in target.rglob("*"):
+        if file.is_file():
+            fd = os.open(file, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+
+
 def stopped(source: Path, code: Path) -> Path:
     """A copy of `source` opened and closed by the checkout `code`: what its clean stop
     leaves (a checkpoint, where its close writes one)."""
     copy = source.parent / f"stopped-{len(list(source.parent.glob('stopped-*')))}"
-    shutil.copytree(source, copy)
+    copy_durably(source, copy)
     _run(code, "--stop-once", str(copy))
     return copy
 
@@ -137,7 +151,7 @@ def time_reopen(source: Path, code: Path, expected_rows: int) -> dict[str, float
     scratch = Path(tempfile.mkdtemp(prefix="kdb-reopen-", dir=source.parent))
     try:
         copy = scratch / "data"
-        shutil.copytree(source, copy)
+        copy_durably(source, copy)
         figures = json.loads(_run(code, "--reopen-once", str(copy)).strip().splitlines()[-1])
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
@@ -180,6 +194,9 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3, help="reopens timed per case")
     parser.add_argument("--batch", type=int, default=1000, help="commits per durability wait")
     parser.add_argument("--keep", type=Path, help="write into DIR and keep it")
+    parser.add_argument(
+        "--reuse", action="store_true", help="time the folders a run with --keep DIR left there"
+    )
     parser.add_argument("--quick", action="store_true", help="leave out the reopen after a crash")
     parser.add_argument("--against", type=Path, help="another checkout timed alternately")
     parser.add_argument("--reopen-once", type=Path, help=argparse.SUPPRESS)
@@ -197,16 +214,19 @@ def main() -> None:
     crashed, tailed = folder / "crashed", folder / "tailed"
     checks = []
     try:
-        print(f"writing {args.commits:,} single-row commits; load {_load()}", flush=True)
-        started = time.perf_counter()
-        child = multiprocessing.get_context("fork").Process(
-            target=write_commits, args=(crashed, 0, args.commits, args.batch, True)
-        )
-        child.start()
-        child.join()
-        assert child.exitcode == 0, child.exitcode
-        written = time.perf_counter() - started
-        print(f"  written in {written:.1f} s ({args.commits / written:,.0f} commits/s)")
+        if not args.reuse:
+            print(f"writing {args.commits:,} single-row commits; load {_load()}", flush=True)
+            started = time.perf_counter()
+            child = multiprocessing.get_context("fork").Process(
+                target=write_commits, args=(crashed, 0, args.commits, args.batch, True)
+            )
+            child.start()
+            child.join()
+            assert child.exitcode == 0, child.exitcode
+            written = time.perf_counter() - started
+            print(f"  written in {written:.1f} s ({args.commits / written:,.0f} commits/s)")
+        for old in folder.glob("stopped-*"):
+            shutil.rmtree(old)
 
         if not args.quick:
             sources = dict.fromkeys(codes, crashed)
@@ -214,13 +234,14 @@ def main() -> None:
         sources = {code: stopped(crashed, code) for code in codes}
         stops = measure("reopen after a clean stop", sources, args.commits, args.repeat)
 
-        shutil.copytree(crashed, tailed)
-        with refimpl.connect(tailed, options=OPTIONS) as connection:
-            started = time.perf_counter()
-            message = connection.execute("CHECKPOINT").message
-            took = time.perf_counter() - started
-        print(f"CHECKPOINT: {message} in {took:.2f} s")
-        write_commits(tailed, args.commits, args.tail, args.batch)
+        if not args.reuse:
+            shutil.copytree(crashed, tailed)
+            with refimpl.connect(tailed, options=OPTIONS) as connection:
+                started = time.perf_counter()
+                message = connection.execute("CHECKPOINT").message
+                took = time.perf_counter() - started
+            print(f"CHECKPOINT: {message} in {took:.2f} s")
+            write_commits(tailed, args.commits, args.tail, args.batch)
         total = args.commits + args.tail
         label = f"reopen with a checkpoint {args.tail:,} commits before the end"
         tail = measure(label, dict.fromkeys(codes, tailed), total, args.repeat)
