@@ -53,6 +53,7 @@ Targets: changes() rows/s >= 0.5x PostgreSQL's; /api/changes (JSON and SSE, at e
 from __future__ import annotations
 
 import argparse
+import functools
 import multiprocessing
 import os
 import statistics
@@ -476,9 +477,7 @@ def read_figures(rows: int, txn_rows: int, pages: list[int], rounds: int, decode
                     ours,
                     peer,
                     f"/api/changes {form} limit={page}" + (" (objects)" if objects else ""),
-                    lambda read=read, page=page, objects=objects: read_ours(
-                        folder, start, rows, read, page, objects
-                    ),
+                    functools.partial(read_ours, folder, start, rows, read, page, objects),
                     postgres.decoded if objects else postgres.counted,
                 )
     print()
@@ -491,7 +490,8 @@ def read_figures(rows: int, txn_rows: int, pages: list[int], rounds: int, decode
         rate, peer_rate = _median(mine, "rate"), _median(theirs, "rate")
         server, peer_server = _median(mine, "server_us"), _median(theirs, "server_us")
         embedded = label.startswith("changes()")
-        cpu_ratio = float("nan") if embedded else server / peer_server
+        # Clock ticks (10 ms): a short read may take none of the peer's.
+        cpu_ratio = float("nan") if embedded or not peer_server else server / peer_server
         table.append(
             (
                 label,
