@@ -198,6 +198,7 @@ def _serve(options: argparse.Namespace) -> int:
 
     # Before any thread of the server exists: the arenas a thread gets are fixed then.
     native_memory.bound_arenas()
+    native_memory.fix_mmap_threshold()  # large blocks freed leave the heap: short trims
     settings = load_settings(flags_of(options), config=options.config)
     pg_tls = _check_settings(settings)
     _check_ports(settings)

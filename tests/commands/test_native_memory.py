@@ -4,6 +4,9 @@ look is given back by the trimmer. Only where the C library is glibc."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -52,3 +55,50 @@ def test_memory_freed_in_the_middle_of_the_heap_is_given_back() -> None:
         assert len(blocks) == 1600  # the kept half stays
     finally:
         trimmer.close()
+
+
+# A large block freed raises glibc's own threshold to its size; blocks below it then come
+# from the heap and, every other one freed, stay there as free memory until a trim (whose
+# walk stops every thread that allocates meanwhile). Run in a process of its own: the
+# setting is the process's.
+_LARGE_BLOCKS_FREED = """
+import sys
+from refimpl import native_memory
+if sys.argv[1] == "fixed":
+    assert native_memory.fix_mmap_threshold()
+big = bytearray(8 * 1024 * 1024)
+del big  # glibc would now carve blocks below 8 MB out of its heap
+blocks = [bytearray(256 * 1024) for _ in range(400)]  # 100 MB
+before = native_memory.held_free()
+del blocks[::2]
+print((native_memory.held_free() - before) // (1024 * 1024))
+"""
+
+
+def _freed_and_held_mb(mode: str) -> int:
+    env = dict(os.environ)
+    env.pop("MALLOC_MMAP_THRESHOLD_", None)  # the operator's would be kept
+    env.pop("GLIBC_TUNABLES", None)
+    done = subprocess.run(
+        [sys.executable, "-c", _LARGE_BLOCKS_FREED, mode],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=True,
+    )
+    return int(done.stdout)
+
+
+def test_large_blocks_freed_go_back_without_a_trim() -> None:
+    assert _freed_and_held_mb("glibc") >= 40  # the default: 50 MB held, only a trim frees it
+    assert _freed_and_held_mb("fixed") < 10  # mapped on their own: given back as freed
+
+
+def test_the_mmap_threshold_is_left_to_the_operator(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("GLIBC_TUNABLES", raising=False)
+    monkeypatch.setenv("MALLOC_MMAP_THRESHOLD_", "65536")
+    assert native_memory.fix_mmap_threshold() is False
+    monkeypatch.delenv("MALLOC_MMAP_THRESHOLD_")
+    monkeypatch.setenv("GLIBC_TUNABLES", "glibc.malloc.mmap_threshold=65536")
+    assert native_memory.fix_mmap_threshold() is False
