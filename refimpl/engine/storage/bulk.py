@@ -60,7 +60,9 @@ class PreparedLoad:
     table: Table  # the committed table they were prepared for (the same object at install)
     count: int  # rows
     index: dict[Ident, tuple[PartKey, OrderKey]]  # each new identity's place (taken over)
-    partitions: dict[PartKey, Blocks]  # the new rows of each partition
+    # Each partition's new rows: as blocks (a partition the table lacks takes them over) and
+    # the dict those blocks borrow, which holds exactly these rows (merged into one it holds).
+    partitions: dict[PartKey, tuple[Blocks, dict[OrderKey, Row]]]
     record: bytearray  # the log record, encoded but for its commit time (`records.stamp`)
     checksum: KnownTail  # of the record after its commit time: the log sums only the rest
     touched: Touched
@@ -137,13 +139,13 @@ def prepare(key: str, table: Table, rows: TypedRows, idents: list[Ident]) -> Pre
         parts += some_parts
         orders += some_orders
     batches: dict[PartKey, dict[OrderKey, Row]] = {}
-    partitions: dict[PartKey, Blocks] = {}
+    partitions: dict[PartKey, tuple[Blocks, dict[OrderKey, Row]]] = {}
     if one_part:  # straight from the rows, a slice at a time
         whole: dict[OrderKey, Row] = {}
         for start in range(0, len(rows), SLICE_ROWS):
             end = start + SLICE_ROWS
             whole.update(zip(orders[start:end], rows[start:end], strict=True))
-        partitions[parts[0]] = Blocks.from_sorted(_sorted_keys(orders, whole), whole)
+        partitions[parts[0]] = (Blocks.from_sorted(_sorted_keys(orders, whole), whole), whole)
     else:
         for part, order, row in zip(parts, orders, rows, strict=True):
             batch = batches.get(part)
@@ -152,7 +154,7 @@ def prepare(key: str, table: Table, rows: TypedRows, idents: list[Ident]) -> Pre
             batch[order] = row
     while batches:  # each batch let go once made blocks: no two copies of all the rows
         part, batch = batches.popitem()
-        partitions[part] = Blocks.from_sorted(_sorted_keys(list(batch), batch), batch)
+        partitions[part] = (Blocks.from_sorted(_sorted_keys(list(batch), batch), batch), batch)
     index: dict[Ident, tuple[PartKey, OrderKey]] = {}
     for start in range(0, len(idents), SLICE_ROWS):  # in slices, as the placing above
         end = start + SLICE_ROWS

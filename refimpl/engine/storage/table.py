@@ -234,23 +234,24 @@ class Table:
 
     def install_prepared(
         self,
-        partitions: dict[PartKey, Blocks],
+        partitions: dict[PartKey, tuple[Blocks, dict[OrderKey, Row]]],
         index: dict[Ident, tuple[PartKey, OrderKey]],
     ) -> None:
         """Add new rows prepared elsewhere (a bulk load's): `partitions` holds each
-        partition's new rows, and `index` each new identity's (partition, order key); both
-        are taken over. The identities are new to the table; a table without key has had
-        their ids reserved (`next_rowid` is past them).
+        partition's new rows, as blocks and as the dict of exactly those rows that the
+        blocks borrow, and `index` each new identity's (partition, order key); all are taken
+        over. The identities are new to the table; a table without key has had their ids
+        reserved (`next_rowid` is past them).
 
         A prepared partition the table does not hold becomes its partition as it is, in
-        O(1); one it holds takes the rows in (`Blocks.update`: a pass over them, and a merge
-        of the two when they fall among its own). Of the index, the smaller side is merged
-        into the larger.
+        O(1); one it holds takes the dict's rows in (`Blocks.update`: a sort of their keys,
+        and a merge of the two when they fall among its own). Of the index, the smaller side
+        is merged into the larger.
         """
-        for part, prepared in partitions.items():
+        for part, (prepared, rows) in partitions.items():
             held = self.partitions.get(part)
             if held:
-                held.update(dict(prepared.items()))
+                held.update(rows)
             else:
                 self.partitions[part] = prepared
         if len(index) > len(self.index):

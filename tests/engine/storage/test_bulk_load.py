@@ -232,7 +232,7 @@ def test_prepared_partitions_the_table_lacks_become_its_own(tmp_path: Path) -> N
             table.next_rowid += 700
             table.install_prepared(load.partitions, load.index)
             assert len(load.partitions) == 7 and held_part in load.partitions
-            for part, prepared in load.partitions.items():
+            for part, (prepared, _rows) in load.partitions.items():
                 assert table.partitions[part] is (held if part == held_part else prepared)
             assert len(held) == 101
             assert sorted(table.scan()) == sorted([*rows, (BASE + 1, "S0", 1.0, -1)])
