@@ -110,7 +110,7 @@ class TableModel(RuleBasedStateMachine):
         grouped: dict[Any, dict[Any, Row]] = {}
         for part, order, row in zip(parts, orders, made, strict=True):
             grouped.setdefault(part, {})[order] = row
-        prepared = {part: Blocks.from_dict(rows) for part, rows in grouped.items()}
+        prepared = {part: (Blocks.from_dict(rows), rows) for part, rows in grouped.items()}
         index = {(r[0],): (p, o) for r, p, o in zip(made, parts, orders, strict=True)}
         self.table.install_prepared(prepared, index)
         self.model.update({(r[0],): r for r in made})
