@@ -212,16 +212,22 @@ class RowReader:
     def _text_records(self) -> Iterator[tuple[int, Sequence[str | None]]]:
         fmt = self._format
         delimiter, null = fmt.delimiter, fmt.null
-        for number, raw in enumerate(_lines(self._data), start=1):
-            line = raw[:-1] if raw.endswith("\n") else raw
+        # A row costs its line and its fields: no other string or list is made for a line
+        # without a backslash or NULL (the most common), since COPY parsing holds the
+        # interpreter lock that every other request waits for.
+        for number, line in enumerate(_lines(self._data, ends=False), start=1):
             if line.endswith("\r"):
                 line = line[:-1]
             if line == "\\.":
                 return  # PostgreSQL's end-of-data marker
-            if "\\" in line:
-                fields = _split_escaped(line, delimiter)
-            else:
+            if "\\" not in line:
                 fields = line.split(delimiter)
+                yield (
+                    number,
+                    [None if f == null else f for f in fields] if null in fields else fields,
+                )
+                continue
+            fields = _split_escaped(line, delimiter)
             yield number, [None if f == null else _unescape(f) for f in fields]
 
     def _csv_records(self) -> Iterator[tuple[int, Sequence[str | None]]]:
@@ -264,8 +270,9 @@ class RowReader:
                 yield start, [None if f == null else f for f in fields]
 
 
-def _lines(data: IO[bytes]) -> Iterator[str]:
-    """The data's lines as text (each with its "\\n"), decoded as read; CopyError at bad UTF-8."""
+def _lines(data: IO[bytes], ends: bool = True) -> Iterator[str]:
+    """The data's lines as text (each with its "\\n" when `ends`), decoded as read; CopyError
+    at bad UTF-8."""
     decoder = codecs.getincrementaldecoder("utf-8")()
     pending = ""
     offset = 0
@@ -279,8 +286,11 @@ def _lines(data: IO[bytes]) -> Iterator[str]:
         offset += len(block)
         parts = (pending + text).split("\n")
         pending = parts.pop()
-        for part in parts:
-            yield part + "\n"
+        if ends:
+            for part in parts:
+                yield part + "\n"
+        else:
+            yield from parts
     try:
         pending += decoder.decode(b"", final=True)
     except UnicodeDecodeError:
