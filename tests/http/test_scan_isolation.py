@@ -61,13 +61,12 @@ def test_scans_hold_no_commit_and_each_sees_one_commit(server: Server) -> None:
     victim = open_stream(server, table="ticks", read_timeout=30)
     assert victim.take(1)[0]["event"] == "ready"
     answers: list[requests.Response] = []
-    scanning = threading.Event()
-
+    scanning, stop = threading.Event(), threading.Event()
     until = time.monotonic() + SCAN_SECONDS
 
     def scan(number: int) -> None:
         n = 0
-        while n < SCANS_EACH or time.monotonic() < until:
+        while (n < SCANS_EACH or time.monotonic() < until) and not stop.is_set():
             # A literal of its own each time: no answer comes from the result cache.
             query = (
                 f"SELECT count(*) AS n, sum(v) AS s FROM big WHERE id > -{number * 1000 + n + 1}"
@@ -90,7 +89,7 @@ def test_scans_hold_no_commit_and_each_sees_one_commit(server: Server) -> None:
 
     def write() -> None:
         # Each commit keeps the count even and the sum 0; half of one would not.
-        while work.is_alive():
+        while work.is_alive() and not stop.is_set():
             pair = written["pairs"]
             first, last = ROWS + 2 * pair, ROWS + 2 * pair + 1
             server.sql(f"INSERT INTO big VALUES ({first}, 1), ({last}, -1)")
@@ -103,10 +102,14 @@ def test_scans_hold_no_commit_and_each_sees_one_commit(server: Server) -> None:
 
     writer = threading.Thread(target=write)
     writer.start()
-    assert scanning.wait(120), "no scan answered"
-    took = tick_while(server, victim, work, LIVELY_SECONDS)
-    writer.join(60)
-    victim.close()
+    try:
+        assert scanning.wait(120), "no scan answered"
+        took = tick_while(server, victim, work, LIVELY_SECONDS)
+    finally:  # a failed tick leaves no client of this test running into the next
+        stop.set()
+        work.join(120)
+        writer.join(60)
+        victim.close()
 
     assert len(answers) >= SCANNERS * SCANS_EACH
     for answer in answers:
