@@ -10,7 +10,8 @@ replay leaves), which goes into the table at once (`Table.put_many`) when it is 
 any schema change, and at the end:
 
 - a delete is applied to the table at once and takes its identities out of the batch, so
-  the row it deletes is gone whether it was put before the batch or in it;
+  the row it deletes is gone whether it was put before the batch or in it; the row id
+  counter of a table without key moves past a row's id when the row enters the batch;
 - a schema change (a DDL entry) first puts every batch, since it may replace, drop or
   reshape its table; a change of the database itself (settings, views, routines) touches
   no table and is applied in its place.
@@ -151,6 +152,10 @@ class Replay:
         batch = self._batch(name)
         if columns != batch.columns:
             batch.columns, batch.shape = columns, _shaper(batch.table.schema, columns)
+        if rowids:
+            # At once, as a put would: a row deleted before its batch is put still used
+            # its id, which no later row may get again.
+            batch.table.next_rowid = max(batch.table.next_rowid, max(rowids) + 1)
         if len(rows) == 1 and batch.shape is _as_tuples:
             # A one-row commit's, the commonest record: no lists or zips made for it.
             row = tuple(rows[0])

@@ -115,6 +115,7 @@ def _entry_by_entry(database: Database) -> dict[str, Table]:
 @example(
     steps=[["INSERT INTO k VALUES (1, 2, 'a')", "UPDATE k SET id = 5 WHERE id = 1"]], batch=1000
 )
+@example(steps=[["INSERT INTO u VALUES (1, 'a')"], ["DELETE FROM u WHERE a >= 0"]], batch=1000)
 @example(
     steps=[
         ["INSERT INTO u VALUES (1, 'a')"],
