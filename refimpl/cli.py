@@ -246,13 +246,14 @@ def _serve(options: argparse.Namespace) -> int:
     # for tens of milliseconds to look at it again.
     gc.collect()
     gc.freeze()
-    # And a full pass at most every 1,000 passes of the middle generation (7,000,000 new
-    # objects), not every 10: the collector's own brake (a full pass waits until a quarter
-    # of the old objects are new) counts objects, not their size, so a table's index, one
-    # dict of a million rows, barely counts. Measured on a bulk import of 1,000,000 rows:
-    # 22 full passes of up to a second each, the interpreter lock held, and half of its
-    # CPU time in the collector (a twentieth with this threshold).
-    gc.set_threshold(700, 10, 1000)
+    # The young generation is gone over once 50,000 objects were made, not 700 (a request
+    # makes hundreds: the default ran a pass every request or two), and each older one 20
+    # times rarer than the one before: a full pass every 20,000,000 new objects. The
+    # collector's own brake (a full pass waits until a quarter of the old objects are new)
+    # counts objects, not their size, so a table's index, one dict of a million rows,
+    # barely counts: with Python's defaults a bulk import of 1,000,000 rows made 22 full
+    # passes of up to a second each, the interpreter lock held.
+    gc.set_threshold(50_000, 20, 20)
 
     try:
         pg_server = _start_pg(settings, instance, pg_tls)

@@ -8,7 +8,6 @@ write out the log lines still queued (`log_queue`).
 from __future__ import annotations
 
 import errno
-import gc
 import signal
 import socket
 import threading
@@ -57,7 +56,6 @@ def serve(
             threading.Thread(target=server.shutdown, name="kdb-stop", daemon=True).start()
 
     previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGTERM, signal.SIGINT)}
-    _tune_collector()
     # Requests' log lines are written by one thread, off their path.
     with queued_log() as log_queue:
         if request_log is not None and log_queue is not None:
@@ -74,21 +72,6 @@ def serve(
                 signal.signal(sig, handler)
             on_stop()
     return 0
-
-
-# The collector's young generation is gone over once this many objects were made (700 by
-# default): a request makes hundreds, so the default ran a pass every request or two.
-# Older generations are gone over 20 times rarer each.
-_COLLECTOR_THRESHOLDS = (50_000, 20, 20)
-
-
-def _tune_collector() -> None:
-    """The collector set for a long-running server: what the start made (modules, the
-    recovered tables) is kept out of every later pass (it lives as long as the process, and
-    each full pass over it stops every thread), and passes are made rarer."""
-    gc.collect()
-    gc.freeze()
-    gc.set_threshold(*_COLLECTOR_THRESHOLDS)
 
 
 def check_port_free(host: str, port: int, setting: str, purpose: str = "listen") -> None:
