@@ -184,6 +184,13 @@ class Blocks:
             self._epoch = next(_epochs)  # every block taken is frozen: a write copies it
         return _rows_between(taken, low, high)
 
+    def detached_items(self) -> Iterator[tuple[OrderKey, Row]]:
+        """Every (key, row) pair, in order, as they are now: taken as `detached` is."""
+        taken = self._blocks[:]
+        if taken:
+            self._epoch = next(_epochs)  # every block taken is frozen: a write copies it
+        return chain.from_iterable(zip(block.keys, block.values(), strict=True) for block in taken)
+
     # -- writes (the one writer only) ------------------------------------------------------
 
     def __setitem__(self, key: OrderKey, row: Row) -> None:

@@ -18,6 +18,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -395,12 +396,16 @@ class Database:
         """The committed state (tables and settings) as of the last commit, and its LSN;
         StatementTimeout when the write lock is not had within `timeout` (by default the
         statement timeout)."""
+        # Only the tables' rows as of now are taken under the write lock, in a step per
+        # block: the lists are made after it, so that writers do not wait for a copy of
+        # every row (1.3 s of CPU for 1,000,000 rows).
         self.acquire_write(timeout)
         try:
-            images = [_image_of(table) for table in self.tables.values()]
-            return checkpoint.CheckpointImage(self.applied_lsn, dict(self.settings), images)
+            lsn, settings = self.applied_lsn, dict(self.settings)
+            taken = [_TakenTable.of(table) for table in self.tables.values()]
         finally:
             self.release_write()
+        return checkpoint.CheckpointImage(lsn, settings, [table.image() for table in taken])
 
     def checkpoint(self, timeout: float | None = None) -> int:
         """Write the tables' state durably as of the last commit; returns its LSN. `timeout`
@@ -549,11 +554,29 @@ def _collector_paused() -> Iterator[None]:
         gc.enable()
 
 
-def _image_of(table: Table) -> checkpoint.TableImage:
-    create = ddl.canonical_create(table.schema)
-    if table.keyed:
-        return checkpoint.TableImage(create, table.next_rowid, list(table.scan()), None)
-    pairs = list(table.scan_with_idents())
-    return checkpoint.TableImage(
-        create, table.next_rowid, [row for _, row in pairs], [ident[0] for ident, _ in pairs]
-    )
+@dataclass(frozen=True, slots=True)
+class _TakenTable:
+    """One table's CREATE text, row id counter and rows as of the moment it was taken."""
+
+    create: str
+    next_rowid: int
+    keyed: bool
+    rows: Iterator[Any]  # rows of a keyed table, else (identity, row) pairs
+
+    @classmethod
+    def of(cls, table: Table) -> _TakenTable:
+        """Taken under the write lock, in O(blocks)."""
+        rows = table.scan() if table.keyed else table.scan_with_idents()
+        return cls(ddl.canonical_create(table.schema), table.next_rowid, table.keyed, rows)
+
+    def image(self) -> checkpoint.TableImage:
+        """The table's checkpoint image; made after the lock."""
+        if self.keyed:
+            return checkpoint.TableImage(self.create, self.next_rowid, list(self.rows), None)
+        pairs = list(self.rows)
+        return checkpoint.TableImage(
+            self.create,
+            self.next_rowid,
+            [row for _, row in pairs],
+            [ident[0] for ident, _ in pairs],
+        )

@@ -136,11 +136,13 @@ class Table:
         )
 
     def scan_with_idents(self) -> Iterator[tuple[Ident, Row]]:
-        """(identity, row) pairs in (partition, order) order."""
+        """(identity, row) pairs in (partition, order) order, those of the moment of the
+        call (taken as `scan` takes its rows: the iterator may be read after the lock)."""
         key_count = len(self.layout.key_positions) or 1
-        for partition in self.partitions.values():
-            for order, row in partition.items():
-                yield order[-key_count:], row
+        items = chain.from_iterable(
+            [partition.detached_items() for partition in self.partitions.values()]
+        )
+        return ((order[-key_count:], row) for order, row in items)
 
     def rows_unordered(self) -> Iterator[Row]:
         """Every row, in no order a caller may rely on, without a Python step per row: for
