@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import sys
+import termios
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -47,6 +49,16 @@ def spawn(tmp_path: Path, *args: str, prompt: str = "demo=>", **env: str) -> pex
 
 def type_line(child: pexpect.spawn, line: str) -> None:
     child.send(line + "\r")
+
+
+def wait_until_running(child: pexpect.spawn) -> None:
+    """Return once the shell took the line typed last and runs it: its terminal turns
+    signals on again (a Ctrl-C is then SIGINT, not a key the prompt reads later), however
+    long a busy machine takes to get there."""
+    deadline = time.monotonic() + TIMEOUT
+    while not termios.tcgetattr(child.child_fd)[3] & termios.ISIG:
+        assert time.monotonic() < deadline, "the shell did not take the line"
+        time.sleep(0.01)
 
 
 def quit_shell(child: pexpect.spawn) -> None:

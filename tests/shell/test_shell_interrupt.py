@@ -13,7 +13,7 @@ import pytest
 
 from tests.pgwire.attack import pg_server
 from tests.pgwire.conftest import PgServer
-from tests.shell.conftest import quit_shell, spawn, type_line
+from tests.shell.conftest import quit_shell, spawn, type_line, wait_until_running
 
 # Three copies of 400 rows joined with no condition: 64 million rows to count, far longer
 # than the test waits (the statement timeout ends what an abandoned request leaves running).
@@ -33,7 +33,8 @@ def _interrupt(child: pexpect.spawn, statement: str) -> tuple[float, str]:
     """Type `statement`, press Ctrl-C once it runs: seconds from Ctrl-C to the one-line
     message, and the message."""
     type_line(child, statement)
-    time.sleep(1.5)  # it runs: the answer is many seconds away
+    wait_until_running(child)
+    time.sleep(1.0)  # it runs: the answer is many seconds away
     pressed = time.monotonic()
     child.sendintr()
     child.expect(r"(Cancel request sent|Abandoned)[^\r\n\x1b]*")
@@ -97,7 +98,8 @@ def test_ctrl_c_on_a_data_folder_stops_the_statement(tmp_path: Path) -> None:
     type_line(child, "INSERT INTO big VALUES (1000);")
     child.expect(r"demo=\*>")
     type_line(child, LONG)
-    time.sleep(1.5)
+    wait_until_running(child)
+    time.sleep(1.0)
     child.sendintr()
     child.expect("Interrupted: the statement was stopped; the open transaction is rolled back.")
     child.expect("demo=>")
