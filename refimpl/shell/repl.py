@@ -33,6 +33,7 @@ import hashlib
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -409,6 +410,10 @@ def run_shell(
     errors = console if interactive else Console(stderr=True, width=100_000, no_color=True)
     shell = Shell(backend, console, options, errors)
     if interactive:
+        # Ctrl-C stops the running statement even when the program that started the shell
+        # ignored SIGINT (an ignored signal stays ignored across exec, and Python then never
+        # raises KeyboardInterrupt): as psql, the shell sets its own handling.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         return shell.interactive()
     try:
         return _run_given(shell, sql, file, errors)

@@ -4,6 +4,8 @@ prompt comes back, with no traceback, as psql does."""
 
 from __future__ import annotations
 
+import signal
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,7 +15,14 @@ import pytest
 
 from tests.pgwire.attack import pg_server
 from tests.pgwire.conftest import PgServer
-from tests.shell.conftest import quit_shell, spawn, type_line, wait_until_running
+from tests.shell.conftest import (
+    TIMEOUT,
+    quit_shell,
+    shell_environment,
+    spawn,
+    type_line,
+    wait_until_running,
+)
 
 # Three copies of 400 rows joined with no condition: 64 million rows to count, far longer
 # than the test waits (the statement timeout ends what an abandoned request leaves running).
@@ -106,4 +115,35 @@ def test_ctrl_c_on_a_data_folder_stops_the_statement(tmp_path: Path) -> None:
     type_line(child, "SELECT count(*) AS n FROM big;")
     child.expect("400")
     assert "Traceback" not in (child.before or "")
+    quit_shell(child)
+
+
+def _ignore_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def test_ctrl_c_works_when_the_parent_ignored_sigint(tmp_path: Path) -> None:
+    """A program that ignores SIGINT passes that on to what it starts (pytest's workers do):
+    the shell sets its own handling, as psql does, so Ctrl-C still stops the statement."""
+    child = pexpect.spawn(
+        sys.executable,
+        ["-m", "refimpl", "sql", "--data", str(tmp_path / "data")],
+        env=shell_environment(tmp_path),
+        cwd=str(tmp_path),
+        encoding="utf-8",
+        timeout=TIMEOUT,
+        dimensions=(50, 200),
+        preexec_fn=_ignore_sigint,
+    )
+    child.expect("demo=>")
+    values = ", ".join(f"({n})" for n in range(400))
+    type_line(child, f"CREATE TABLE big (id INT PRIMARY KEY); INSERT INTO big VALUES {values};")
+    child.expect(r"400 row\(s\) inserted")
+    child.expect("demo=>")
+    type_line(child, LONG)
+    wait_until_running(child)
+    time.sleep(1.0)
+    child.sendintr()
+    child.expect("Interrupted: the statement was stopped.")
+    child.expect("demo=>")
     quit_shell(child)
