@@ -566,7 +566,7 @@ class _TakenTable:
     @classmethod
     def of(cls, table: Table) -> _TakenTable:
         """Taken under the write lock, in O(blocks)."""
-        rows = table.scan() if table.keyed else table.scan_with_idents()
+        rows = table.scan() if table.keyed else table.detached_with_idents()
         return cls(ddl.canonical_create(table.schema), table.next_rowid, table.keyed, rows)
 
     def image(self) -> checkpoint.TableImage:

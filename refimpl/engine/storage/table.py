@@ -136,8 +136,15 @@ class Table:
         )
 
     def scan_with_idents(self) -> Iterator[tuple[Ident, Row]]:
-        """(identity, row) pairs in (partition, order) order, those of the moment of the
-        call (taken as `scan` takes its rows: the iterator may be read after the lock)."""
+        """(identity, row) pairs in (partition, order) order, read under the lock."""
+        key_count = len(self.layout.key_positions) or 1
+        for partition in self.partitions.values():
+            for order, row in partition.items():
+                yield order[-key_count:], row
+
+    def detached_with_idents(self) -> Iterator[tuple[Ident, Row]]:
+        """`scan_with_idents` as of the moment of the call, taken as `scan` takes its rows:
+        the iterator may be read after the lock (a writer then copies a block it writes)."""
         key_count = len(self.layout.key_positions) or 1
         items = chain.from_iterable(
             [partition.detached_items() for partition in self.partitions.values()]
