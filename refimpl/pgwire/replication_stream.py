@@ -224,6 +224,9 @@ class Walsender:
                 if ended is not None:
                     return ended
             elif kind == b"c":
+                # The slot is let go before the answer: a client that reads ReadyForQuery
+                # may at once drop or take the slot from another connection.
+                self.slots.release(self.slot, self.pid)
                 sock.send(
                     m.CopyDone().encode()
                     + m.CommandComplete("START_REPLICATION").encode()
