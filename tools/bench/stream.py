@@ -48,6 +48,8 @@ with the streams open, where a commit's time goes and where the server's threads
     python tools/bench/stream.py                    # full, ~6 min
     python tools/bench/stream.py --quick            # 200 streams, shorter phases
     python tools/bench/stream.py --quick --streams 1000 --server-timing
+    python tools/bench/stream.py --quick --streams 1000 --no-postgres --code OTHER_CHECKOUT
+                                                    # another revision's refimpl, to compare
 """
 
 from __future__ import annotations
@@ -353,6 +355,13 @@ def main() -> None:
         help="note the server's commits and fan-out rounds (see TIMING_LAUNCHER)",
     )
     parser.add_argument(
+        "--code",
+        type=Path,
+        default=None,
+        help="the checkout whose refimpl serves (another revision's, to compare; this one's"
+        " by default)",
+    )
+    parser.add_argument(
         "--no-postgres",
         action="store_true",
         help="refimpl alone (to study it; its figures have no PostgreSQL beside)",
@@ -371,7 +380,9 @@ def main() -> None:
         os.close(handle)
         timing = Path(name)
     load = os.getloadavg()
-    with harness.RefimplServer(env=env, profile=timing, launcher=TIMING_LAUNCHER) as server:
+    with harness.RefimplServer(
+        env=env, profile=timing, launcher=TIMING_LAUNCHER, code=options.code
+    ) as server:
         server.sql("CREATE TABLE c (id BIGINT PRIMARY KEY, sent DOUBLE)")
         target = {"kind": "refimpl", "url": server.url, "token": server.token}
         ours = run(target, lambda: [server.pid], streams, options.quick)
@@ -382,7 +393,7 @@ def main() -> None:
         ["figure", "refimpl", "PostgreSQL"][: len(results) + 1],
         figure_rows(results),
         f"{streams} streams / listeners; load average {load[0]:.1f} at the start,"
-        f" {ended[0]:.1f} at the end",
+        f" {ended[0]:.1f} at the end; refimpl of {options.code or 'this checkout'}",
     )
     if timing is not None:
         noted = json.loads(timing.read_text())
