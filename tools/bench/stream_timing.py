@@ -4,6 +4,7 @@ its durable commits, fan-out rounds and write requests, and the tables made of t
 from __future__ import annotations
 
 import bisect
+import itertools
 import os
 from pathlib import Path
 from typing import Any
@@ -169,6 +170,14 @@ def throughput_timing(noted: dict[str, Any], phase: dict[str, Any], streams: int
         kind[0] += (cpu - cpu0) / span * 100
         kind[1] += (queued - queued0) / span * 100
     walls = harness.summary([(r[1] - r[0]) * 1000 for r in big])["p50"]
+    # Between one round's end and the next one's start, in units of the first one's CPU (the
+    # pacing's factor), and how many durable commits each round carried.
+    ordered = sorted(rounds)
+    gaps = [(b[0] - a[1]) / a[2] for a, b in itertools.pairwise(ordered) if a[2] > 0]
+    carried = [
+        bisect.bisect_left(durable, b[0]) - bisect.bisect_left(durable, a[0])
+        for a, b in itertools.pairwise(ordered)
+    ]
     rows = {
         "client's commit latency ms p50, p99":
             f"{done.latency['p50']:.2f}, {done.latency['p99']:.2f}",
@@ -180,6 +189,9 @@ def throughput_timing(noted: dict[str, Any], phase: dict[str, Any], streams: int
         "fan-out rounds; their CPU, % of the phase":
             f"{len(rounds)}; {sum(r[2] for r in rounds) / span * 100:.1f}",
         "round of all: CPU us per stream, wall ms p50": f"{per_stream:.1f}, {walls:.1f}",
+        "rounds: gap after one / its CPU p50; commits a round carries p50":
+            f"{harness.summary(gaps)['p50']:.1f};"
+            f" {harness.summary([float(c) for c in carried])['p50']:.0f}",
         "streams backlogged; takes alone":
             f"{sum(began <= t <= ended for t in noted['backlogged'])};"
             f" {sum(began <= t <= ended for t in noted['alone'])}",
