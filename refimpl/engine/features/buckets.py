@@ -170,6 +170,8 @@ class _BucketRows:
         assert time is not None  # buckets are ranges of a TIMESERIES table's time
         self._time = time
         self._period = table.layout.period
+        # A table ordered by its time first reads each bucket's range, not every row.
+        self._time_leads = table.layout.lead_position == time
 
     def rows(self, hints: AccessHints) -> Iterator[Sequence[Any]]:
         time = self._time
@@ -191,6 +193,8 @@ class _BucketRows:
                 low_period=periods[0],
                 high_period=periods[1],
             )
+            if self._time_leads:
+                narrowed = dataclasses.replace(narrowed, lead_low=low, lead_high=high)
             for row in self._inner.rows(narrowed):
                 value = row[time]
                 if value is not None and low <= value <= high:

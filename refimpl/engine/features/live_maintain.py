@@ -430,15 +430,13 @@ class Maintainer:
         parts = list(table.partitions.keys())
         if hints.low_period is not None or hints.high_period is not None or hints.symbol:
             parts = parts_for_period_range(table, hints.low_period, hints.high_period, hints.symbol)
-        ranged = (hints.time_low is not None or hints.time_high is not None) and table.time_ordered
+        low, high = table.lead_range(hints.lead_low, hints.lead_high)
         listed = []
         for part in parts:
             partition = table.partitions.get(part)
             if partition is None:
                 continue
-            if ranged:
-                low = None if hints.time_low is None else (hints.time_low,)
-                high = None if hints.time_high is None else (hints.time_high + 1,)
+            if low is not None or high is not None:
                 orders = list(partition.irange(low, high, inclusive=(True, False)))
             else:
                 orders = list(partition)

@@ -2,7 +2,9 @@
 
 An equality on every key column is a point lookup; otherwise equalities and ranges on an
 index's first columns read through that index (`index_choice`); a range on the TIMESERIES
-column and an equality on the SYMBOL partition column prune partitions.
+column and an equality on the SYMBOL partition column prune partitions; a range on the
+column the table's rows are ordered by first (its first key column, or its first ordering
+column), when it holds integers or times, bounds the read inside each partition.
 """
 
 from __future__ import annotations
@@ -98,21 +100,17 @@ def plan_access(where: ast.Expr | None, schema: TableSchema, scope: Scope) -> Ac
     time_low = time_high = None
     layout = schema.layout()
     if schema.timeseries:
-        time_name = schema.timeseries.lower()
-        for name, op, value in constraints:
-            if name != time_name or not isinstance(value, int):
-                continue
-            if op in ("=", ">", ">="):
-                bound = value + 1 if op == ">" else value
-                time_low = bound if time_low is None else max(time_low, bound)
-            if op in ("=", "<", "<="):
-                bound = value - 1 if op == "<" else value
-                time_high = bound if time_high is None else min(time_high, bound)
+        time_low, time_high = _integer_bounds(constraints, schema.timeseries.lower())
         if layout.period is not None:
             if time_low is not None:
                 low = period_of(time_low, layout.period)
             if time_high is not None:
                 high = period_of(time_high, layout.period)
+    lead_low = lead_high = None
+    if layout.lead_position is not None:
+        lead = schema.columns[layout.lead_position]
+        if lead.type in values.INTEGER_TYPES or lead.type == "TIMESTAMP":
+            lead_low, lead_high = _integer_bounds(constraints, lead.name.lower())
     symbol = None
     if schema.partition_symbol and schema.partition_symbol.lower() in equal:
         value = equal[schema.partition_symbol.lower()]
@@ -126,4 +124,23 @@ def plan_access(where: ast.Expr | None, schema: TableSchema, scope: Scope) -> Ac
         time_low=time_low,
         time_high=time_high,
         index=choose_index(constraints, schema) if ident is None else None,
+        lead_low=lead_low,
+        lead_high=lead_high,
     )
+
+
+def _integer_bounds(
+    constraints: list[tuple[str, str, Any]], column: str
+) -> tuple[int | None, int | None]:
+    """The inclusive bounds the integer constants of `constraints` put on `column`."""
+    low = high = None
+    for name, op, value in constraints:
+        if name != column or not isinstance(value, int) or isinstance(value, bool):
+            continue
+        if op in ("=", ">", ">="):
+            bound = value + 1 if op == ">" else value
+            low = bound if low is None else max(low, bound)
+        if op in ("=", "<", "<="):
+            bound = value - 1 if op == "<" else value
+            high = bound if high is None else min(high, bound)
+    return low, high

@@ -146,8 +146,10 @@ def _access(table: Table, hints: AccessHints, name: str) -> str:
     if hints.low_period is not None or hints.high_period is not None or hints.symbol:
         kept = parts_for_period_range(table, hints.low_period, hints.high_period, hints.symbol)
         text += f" (partitions {len(kept)} of {len(table.partitions)})"
-    elif hints.time_low is not None or hints.time_high is not None:
-        text += " (time range)"
+    elif hints.lead_low is not None or hints.lead_high is not None:
+        lead = table.layout.lead_position
+        assert lead is not None  # the planner bounds only a leading column
+        text += f" (range of {schema.columns[lead].name})"
     return text
 
 

@@ -91,7 +91,7 @@ class CommittedTable:
             parts = parts_for_period_range(
                 self.table, hints.low_period, hints.high_period, hints.symbol
             )
-        return self.table.scan(parts, hints.time_low, hints.time_high)
+        return self.table.scan(parts, hints.lead_low, hints.lead_high)
 
 
 class TransactionTable:

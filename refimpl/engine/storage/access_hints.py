@@ -33,7 +33,7 @@ class IndexProbe:
 @dataclass(frozen=True, slots=True)
 class AccessHints:
     """What the WHERE clause lets a source skip: a point identity, an index probe, periods,
-    a symbol."""
+    a symbol, a range of the table's leading column (`RowLayout.lead_position`)."""
 
     ident: tuple[Any, ...] | None = None
     low_period: str | None = None
@@ -42,3 +42,8 @@ class AccessHints:
     time_low: int | None = None  # inclusive bounds on the TIMESERIES column, in micros
     time_high: int | None = None
     index: IndexProbe | None = None
+    # Inclusive bounds on the leading column when it holds integers (timestamps in micros
+    # included): a read starts and stops there in each partition. The same column as the
+    # time bounds' when the table is ordered by its TIMESERIES column first.
+    lead_low: int | None = None
+    lead_high: int | None = None

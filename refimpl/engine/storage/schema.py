@@ -190,11 +190,19 @@ class RowLayout:
     period: str | None  # None, YEAR, MONTH or DAY
     symbol_position: int | None
     not_null: tuple[tuple[int, str], ...]
+    # The column every order key begins with by its plain value (never NULL): its first
+    # ordering column, or its first key column when it has none; None otherwise. A range on
+    # it lets a read start and stop inside each partition.
+    lead_position: int | None
 
     @classmethod
     def of(cls, schema: TableSchema) -> RowLayout:
         order = schema.sort_by or ((schema.timeseries,) if schema.timeseries else ())
         not_null = {*schema.key_columns, *([schema.timeseries] if schema.timeseries else [])}
+        lead = order[0] if order else (schema.key_columns[0] if schema.key_columns else None)
+        lead_position = None if lead is None else schema.position(lead)
+        if lead_position not in {schema.position(n) for n in not_null}:
+            lead_position = None  # a column that may be NULL is ordered as (is NULL, value)
         return cls(
             key_positions=tuple(schema.position(n) for n in schema.key_columns),
             order_positions=tuple(schema.position(n) for n in order),
@@ -207,6 +215,7 @@ class RowLayout:
                 (schema.position(n), schema.columns[schema.position(n)].name)
                 for n in sorted(not_null)
             ),
+            lead_position=lead_position,
         )
 
 

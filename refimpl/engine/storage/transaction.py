@@ -82,7 +82,7 @@ class TableWork:
             return
         parts = _parts(table, hints)
         if not self.pending:
-            yield from table.scan(parts, hints.time_low, hints.time_high)
+            yield from table.scan(parts, hints.lead_low, hints.lead_high)
             return
         yield from self._merged(table, parts)
 
