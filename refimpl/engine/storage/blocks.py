@@ -24,13 +24,23 @@ since deleted; a lookup finds the block by its range (the keys above the previou
 last), and in that range the borrowed dict holds exactly the block's own keys as long as
 the range never grows, so a block whose range is about to grow (the previous block
 shrinks or goes) is copied first.
+
+A partition loaded from a checkpoint (`from_encoded`) holds its blocks still encoded, as
+the checkpoint stored them (with their key count and last key): opening makes no object
+per row. A block is decoded when something first reads its keys or rows (a scan, a point
+read, a write into it), one block at a time: about 0.2 ms for its 1,024 rows, so a reader
+or writer under the state or write lock decodes at most the blocks it touches, never the
+table. A scan that takes encoded blocks decodes them after the lock, as it reads them.
+Decoding gives the same keys and rows whoever does it, so two readers decoding one block
+at once are harmless.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right, insort
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from itertools import chain, count
+from operator import itemgetter
 from typing import Any, overload
 
 from sortedcontainers import SortedDict
@@ -64,6 +74,40 @@ class _Block:
         return map(self.rows.__getitem__, self.keys)
 
 
+# How an encoded block's payload becomes its keys (sorted) and its dict of rows.
+Opener = Callable[[Any], tuple[list[OrderKey], dict[OrderKey, Row]]]
+
+
+class _EncodedBlock(_Block):
+    """A block whose keys and rows are still encoded: `keys` and `rows` are decoded at the
+    first read of either (`__getattr__` runs only while they are unset). `text` is what its
+    rows' text values count (`Blocks.text_length`) while it is encoded."""
+
+    __slots__ = ("_payload", "_open", "text")
+
+    def __init__(self, payload: Any, opener: Opener, text: int, epoch: int) -> None:
+        self._payload = payload
+        self._open = opener
+        self.text = text
+        self.epoch = epoch
+
+    def __getattr__(self, name: str) -> Any:
+        payload = self._payload
+        if payload is None:  # another thread decoded it meanwhile: keys and rows are set
+            return object.__getattribute__(self, name)
+        if name not in ("keys", "rows"):
+            raise AttributeError(name)
+        keys, rows = self._open(payload)
+        self.rows = rows
+        self.keys = keys
+        self._payload = None  # after keys and rows: a thread seeing None finds them set
+        return keys if name == "keys" else rows
+
+    @property
+    def encoded(self) -> bool:
+        return self._payload is not None
+
+
 class Blocks:
     """Order key -> row, sorted: a partition of a table. Written by the database's one
     writer; read under the state lock, except what `detached` gives, which is read after.
@@ -88,6 +132,20 @@ class Blocks:
             made._blocks.append(_Block(some, rows, _BORROWED))
             made._maxes.append(some[-1])
         made._len = len(keys)
+        return made
+
+    @classmethod
+    def from_encoded(
+        cls, parts: Sequence[tuple[OrderKey, int, int, Any]], opener: Opener
+    ) -> Blocks:
+        """Blocks still encoded: for each, in key order, its last key, its number of keys,
+        what its text values count and its payload, which `opener` decodes when the block
+        is first read. The last keys must rise strictly."""
+        made = cls()
+        for last, size, text, payload in parts:
+            made._blocks.append(_EncodedBlock(payload, opener, text, made._epoch))
+            made._maxes.append(last)
+            made._len += size
         return made
 
     @classmethod
@@ -190,6 +248,28 @@ class Blocks:
         if taken:
             self._epoch = next(_epochs)  # every block taken is frozen: a write copies it
         return chain.from_iterable(zip(block.keys, block.values(), strict=True) for block in taken)
+
+    def values_unordered(self) -> Iterator[Row]:
+        """Every row, in no order a caller may rely on: the values of each block's dict
+        where it holds exactly the rows of the blocks sharing it, so that listing them
+        takes no lookup per row."""
+        return chain.from_iterable(map(_rows_of, _dicts_of(self._blocks)))
+
+    def text_length(self, positions: Sequence[int]) -> int:
+        """The characters of the non-empty values at `positions` of every row (what text
+        columns count towards the memory limit); an encoded block counts what its checkpoint
+        stored, and is not decoded."""
+        total = 0
+        decoded: list[_Block] = []
+        for block in self._blocks:
+            if isinstance(block, _EncodedBlock) and block.encoded:
+                total += block.text
+            else:
+                decoded.append(block)
+        rows = list(chain.from_iterable(map(_rows_of, _dicts_of(decoded))))
+        for position in positions:
+            total += sum(map(len, filter(None, map(itemgetter(position), rows))))
+        return total
 
     # -- writes (the one writer only) ------------------------------------------------------
 
@@ -363,4 +443,28 @@ def _rows_between(
 
 def rows_of_all(partitions: Iterable[Blocks]) -> Iterator[Row]:
     """Every row of these partitions, in no order a caller may rely on."""
-    return chain.from_iterable(partition.values() for partition in partitions)
+    return chain.from_iterable(partition.values_unordered() for partition in partitions)
+
+
+def _dicts_of(blocks: list[_Block]) -> list[tuple[dict[OrderKey, Row], list[_Block]]]:
+    """The dicts of these blocks, each with the blocks that hold it (borrowed dicts are
+    shared)."""
+    shared: dict[int, tuple[dict[OrderKey, Row], list[_Block]]] = {}
+    for block in blocks:
+        rows = block.rows
+        held = shared.get(id(rows))
+        if held is None:
+            shared[id(rows)] = (rows, [block])
+        else:
+            held[1].append(block)
+    return list(shared.values())
+
+
+def _rows_of(held: tuple[dict[OrderKey, Row], list[_Block]]) -> Iterable[Row]:
+    """The rows of the blocks holding a dict: the dict's values when they hold all of its
+    keys (each key is in one block only), else the blocks' rows by their keys. A borrowed
+    dict keeps keys its blocks have since lost, so the counts tell the two apart."""
+    rows, blocks = held
+    if sum(len(block.keys) for block in blocks) == len(rows):
+        return rows.values()
+    return chain.from_iterable(map(_Block.values, blocks))

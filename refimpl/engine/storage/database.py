@@ -33,6 +33,7 @@ from refimpl.engine.storage.memory_limit import (
     MemoryBudget,
     rows_bytes,
     table_bytes,
+    text_positions,
     transaction_growth,
 )
 from refimpl.engine.storage.records import Entry
@@ -224,7 +225,8 @@ class Database:
         self.memory.set(self.name, sum(self.table_bytes.values()))
 
     def _load_image(self, image: checkpoint.CheckpointImage) -> dict[str, list[Any]]:
-        """Take a checkpoint's tables and settings; each table's rows, by its key."""
+        """Take a checkpoint's tables and settings; the rows of each table whose rows it
+        decoded (a table may keep its chunks encoded, see `Table.load_image`), by its key."""
         self.settings.update(image.settings)
         loaded = {}
         for table_image in image.tables:
@@ -232,10 +234,11 @@ class Database:
             assert isinstance(statement, ast.CreateTable)
             table = ddl.create_table(statement)
             table.next_rowid = table_image.next_rowid
-            table.load_rows(table_image.rows, table_image.rowids)
+            decoded = table.load_image(table_image)
             key = table.schema.name.lower()
             self.tables[key] = table
-            loaded[key] = table_image.rows
+            if decoded:
+                loaded[key] = table_image.rows
         self.checkpoint_lsn = image.lsn
         return loaded
 
@@ -562,21 +565,29 @@ class _TakenTable:
     next_rowid: int
     keyed: bool
     rows: Iterator[Any]  # rows of a keyed table, else (identity, row) pairs
+    key_positions: tuple[int, ...]
+    text_positions: tuple[int, ...]
 
     @classmethod
     def of(cls, table: Table) -> _TakenTable:
         """Taken under the write lock, in O(blocks)."""
         rows = table.scan() if table.keyed else table.detached_with_idents()
-        return cls(ddl.canonical_create(table.schema), table.next_rowid, table.keyed, rows)
+        return cls(
+            ddl.canonical_create(table.schema),
+            table.next_rowid,
+            table.keyed,
+            rows,
+            table.layout.key_positions,
+            text_positions(table.schema),
+        )
 
     def image(self) -> checkpoint.TableImage:
         """The table's checkpoint image; made after the lock."""
         if self.keyed:
-            return checkpoint.TableImage(self.create, self.next_rowid, list(self.rows), None)
-        pairs = list(self.rows)
-        return checkpoint.TableImage(
-            self.create,
-            self.next_rowid,
-            [row for _, row in pairs],
-            [ident[0] for ident, _ in pairs],
+            rows, rowids = list(self.rows), None
+        else:
+            pairs = list(self.rows)
+            rows, rowids = [row for _, row in pairs], [ident[0] for ident, _ in pairs]
+        return checkpoint.TableImage.of_rows(
+            self.create, self.next_rowid, rows, rowids, self.key_positions, self.text_positions
         )

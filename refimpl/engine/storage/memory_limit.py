@@ -82,9 +82,16 @@ def _shape(schema: TableSchema, indexes: int) -> tuple[int, tuple[int, ...]]:
 
 def table_bytes(table: Table) -> int:
     """What every row of `table` counts together: at recovery and schema changes. Only a
-    table with text columns is scanned, since every other value counts by its type alone."""
+    table with text columns is scanned, since every other value counts by its type alone
+    (and a block still encoded as its checkpoint stored it counts what the checkpoint
+    counted, without being decoded)."""
     fixed = _row_bytes(table.schema, len(table.secondary)) * len(table)
-    return fixed + _text_bytes(table.rows_unordered(), table.schema) if fixed else 0
+    return fixed + table.text_length(text_positions(table.schema)) if fixed else 0
+
+
+def text_positions(schema: TableSchema) -> tuple[int, ...]:
+    """The positions of the columns whose values count a byte a character (STRING, SYMBOL)."""
+    return _shape(schema, 0)[1]
 
 
 def _row_bytes(schema: TableSchema, indexes: int) -> int:

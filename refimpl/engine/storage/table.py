@@ -5,31 +5,37 @@ database's state lock. Each partition's rows are `blocks.Blocks`, shared copy-on
 scan takes them under the lock in O(blocks) and is read after it (see `blocks` for why),
 and `clone()` gives a twin that a transaction changing the schema (or dropping partitions)
 works on privately until it commits.
+
+A table loaded from a checkpoint whose rows sit in one partition ordered by identity alone
+(no TIMESERIES, SYMBOL partition or ORDER BY) and without secondary indexes keeps its
+checkpoint's chunks encoded, a block each, decoded at first touch (see `blocks`), and keeps
+no identity index of its own: its one partition, keyed by identity, is the index
+(`OrderIndex`). So its open makes no Python object per row.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from itertools import chain, compress, groupby, repeat
-from operator import add, is_, itemgetter, not_
+from collections.abc import Iterable, Iterator, Sequence
+from itertools import chain, compress, groupby
+from operator import itemgetter, lt, not_
 from typing import Any
 
 from sortedcontainers import SortedDict
 
-from refimpl.engine.storage.blocks import Blocks, rows_of_all
+from refimpl.engine.storage.blocks import Blocks, Opener, rows_of_all
+from refimpl.engine.storage.checkpoint import TableImage, decode_chunk
 from refimpl.engine.storage.indexes import SecondaryIndex, build_indexes
-from refimpl.engine.storage.schema import RowLayout, TableSchema, period_of, periods_of
+from refimpl.engine.storage.placement import Placements, Placer, placements, placer
+from refimpl.engine.storage.schema import TableSchema
 from refimpl.errors import NotNullViolation, SqlError
 
 Row = tuple[Any, ...]
 Ident = tuple[Any, ...]
 PartKey = tuple[Any, ...]
 OrderKey = tuple[Any, ...]
-Placer = Callable[[Row, Ident], tuple[PartKey, OrderKey]]
 # Rows placed at a time by `put_many`: each slice's C calls (a few milliseconds) leave the
 # interpreter lock to other threads in between.
 _SLICE_ROWS = 4096
-Placements = Callable[[Sequence[Row], Sequence[Ident]], tuple[list[PartKey], list[OrderKey]]]
 
 
 class Table:
@@ -52,7 +58,7 @@ class Table:
         self.schema = schema
         self.layout = schema.layout()
         self.partitions: SortedDict = SortedDict()
-        self.index: dict[Ident, tuple[PartKey, OrderKey]] = {}
+        self.index: dict[Ident, tuple[PartKey, OrderKey]] | OrderIndex = {}
         # Secondary indexes (CREATE INDEX, UNIQUE): lower-case name -> index, kept current
         # by every change below.
         self.secondary: dict[str, SecondaryIndex] = build_indexes(
@@ -64,9 +70,9 @@ class Table:
         self._keyed = bool(self.layout.key_positions)
         # `place(row, ident)`: where a row with this identity lives, its partition and its
         # order key.
-        self.place: Placer = _placer(self.layout, self._wrap)
+        self.place: Placer = placer(self.layout, self._wrap)
         # `place_all(rows, idents)`: `place` of many rows at once, as two lists.
-        self.place_all: Placements = _placements(self.layout, self._wrap)
+        self.place_all: Placements = placements(self.layout, self._wrap)
 
     # -- identity and placement ----------------------------------------------------------
 
@@ -153,6 +159,11 @@ class Table:
         """Every row, in no order a caller may rely on, without a Python step per row: for
         counts over all rows (the memory limit's, at recovery)."""
         return rows_of_all(self.partitions.values())
+
+    def text_length(self, positions: Sequence[int]) -> int:
+        """The characters of every row's non-empty values at `positions` (text columns'),
+        without decoding a block still encoded (its checkpoint stored its count)."""
+        return sum(partition.text_length(positions) for partition in self.partitions.values())
 
     def index_for(self, columns: Iterable[str]) -> SecondaryIndex | None:
         """An index whose leading columns are these (in any order), the shortest such;
@@ -261,6 +272,8 @@ class Table:
                 held.update(rows)
             else:
                 self.partitions[part] = prepared
+        if isinstance(self.index, OrderIndex):  # the partition is the index
+            return
         if len(index) > len(self.index):
             index.update(self.index)
             self.index = index
@@ -302,12 +315,39 @@ class Table:
         if not simple or self.secondary:
             self.load(idents, rows)
             return
-        empty: PartKey = ()
-        self.index = {ident: (empty, ident) for ident in idents}
+        self.index = OrderIndex(self)
         if rows:
-            self.partitions[empty] = Blocks.from_dict(dict(zip(idents, rows, strict=True)))
+            self.partitions[()] = Blocks.from_dict(dict(zip(idents, rows, strict=True)))
         if not self._keyed and idents:
             self.next_rowid = max(self.next_rowid, max(rowids or [0]) + 1)
+
+    def load_image(self, image: TableImage) -> bool:
+        """Fill an empty table with a checkpoint's image; True when its rows were decoded
+        (then `image.rows` holds them), False when its chunks were taken encoded, to be
+        decoded a block at a time at first touch (see the module docstring)."""
+        chunks = image.chunks
+        lasts = [] if chunks is None else [tuple(chunk.last) for chunk in chunks]
+        if chunks is None or not self._by_identity() or not all(map(lt, lasts, lasts[1:])):
+            self.load_rows(image.rows, image.rowids)
+            return True
+        if not self._keyed and lasts:
+            self.next_rowid = max(self.next_rowid, lasts[-1][0] + 1)
+        parts = [(last, c.count, c.text, c.payload) for last, c in zip(lasts, chunks, strict=True)]
+        self.index = OrderIndex(self)
+        if parts:
+            self.partitions[()] = Blocks.from_encoded(parts, _opener(self.layout.key_positions))
+        return False
+
+    def _by_identity(self) -> bool:
+        """Whether rows sit in one partition ordered by identity alone, and no secondary
+        index needs them listed: a checkpoint's chunks can then be kept encoded."""
+        layout = self.layout
+        return (
+            layout.period is None
+            and layout.symbol_position is None
+            and not layout.order_positions
+            and not self.secondary
+        )
 
     def delete(self, ident: Ident) -> Row | None:
         where = self.index.pop(ident, None)
@@ -366,7 +406,7 @@ class Table:
         twin.partitions = SortedDict(
             (part, partition.copy()) for part, partition in self.partitions.items()
         )
-        twin.index = dict(self.index)
+        twin.index = OrderIndex(twin) if isinstance(self.index, OrderIndex) else dict(self.index)
         twin.next_rowid = self.next_rowid
         for name, secondary in twin.secondary.items():
             mine = self.secondary.get(name)
@@ -385,98 +425,81 @@ class Table:
         return twin
 
 
-def _placer(layout: RowLayout, wrap: tuple[bool, ...]) -> Placer:
-    """`Table.place` for a table of `layout`: the layout's choices are made here, once, not
-    at every row placed (every write places its rows). `wrap[i]` says whether the i-th
-    order column may be NULL: its values are then ordered as (is NULL, value)."""
-    period, time_at, symbol_at = layout.period, layout.time_position, layout.symbol_position
-    part_of: Callable[[Row], PartKey]
-    if period is None and symbol_at is None:
+class OrderIndex:
+    """The identity index of a table whose rows sit in partition `()` ordered by identity
+    alone, where a row's place is always `((), identity)`: answered from that partition, so
+    it holds no entry of its own. It reads as a dict of identity -> place; setting a place
+    records nothing and `pop` removes nothing (the table moves the row itself)."""
 
-        def part_of(row: Row) -> PartKey:
-            return ()
-    elif symbol_at is None:
-        assert period is not None and time_at is not None  # partitioned by the time alone
-        time_position, row_period = time_at, period
+    __slots__ = ("_table",)
 
-        def part_of(row: Row) -> PartKey:
-            return (period_of(row[time_position], row_period),)
-    elif period is None:
+    def __init__(self, table: Table) -> None:
+        self._table = table
 
-        def part_of(row: Row) -> PartKey:
-            symbol = row[symbol_at]
-            return (symbol is None, symbol or "")
-    else:
-        assert time_at is not None  # a period partitions by the time column
-        time_position = time_at
+    def _held(self) -> Blocks:
+        return self._table.partitions.get((), _EMPTY)
 
-        def part_of(row: Row) -> PartKey:
-            symbol = row[symbol_at]
-            return (period_of(row[time_position], period), symbol is None, symbol or "")
+    def get(
+        self, ident: Ident, default: tuple[PartKey, OrderKey] | None = None
+    ) -> tuple[PartKey, OrderKey] | None:
+        return ((), ident) if ident in self._held() else default
 
-    positions = layout.order_positions
-    if any(wrap):
-        steps = tuple(zip(positions, wrap, strict=True))
+    def __contains__(self, ident: object) -> bool:
+        return ident in self._held()
 
-        def place(row: Row, ident: Ident) -> tuple[PartKey, OrderKey]:
-            order = tuple((row[at] is None, row[at]) if wraps else row[at] for at, wraps in steps)
-            return part_of(row), (*order, *ident)
-    elif len(positions) == 1:
-        (at,) = positions
+    def __getitem__(self, ident: Ident) -> tuple[PartKey, OrderKey]:
+        if ident in self._held():
+            return (), ident
+        raise KeyError(ident)
 
-        def place(row: Row, ident: Ident) -> tuple[PartKey, OrderKey]:
-            return part_of(row), (row[at], *ident)
-    elif positions:
-        columns = itemgetter(*positions)  # a tuple, for two or more positions
+    def __len__(self) -> int:
+        return len(self._held())
 
-        def place(row: Row, ident: Ident) -> tuple[PartKey, OrderKey]:
-            return part_of(row), (*columns(row), *ident)
-    else:
+    def __iter__(self) -> Iterator[Ident]:
+        return iter(self._held())
 
-        def place(row: Row, ident: Ident) -> tuple[PartKey, OrderKey]:
-            return part_of(row), ident
+    def keys(self) -> Iterator[Ident]:
+        return iter(self._held())
 
-    return place
+    def items(self) -> Iterator[tuple[Ident, tuple[PartKey, OrderKey]]]:
+        return ((ident, ((), ident)) for ident in self._held())
+
+    def __setitem__(self, ident: Ident, place: tuple[PartKey, OrderKey]) -> None:
+        pass  # the row's place in the partition is its entry
+
+    def pop(
+        self, ident: Ident, default: tuple[PartKey, OrderKey] | None = None
+    ) -> tuple[PartKey, OrderKey] | None:
+        return self.get(ident, default)
+
+    def __delitem__(self, ident: Ident) -> None:
+        pass  # as `pop`: the table takes the row out of its partition
+
+    def update(self, places: Iterable[tuple[Ident, tuple[PartKey, OrderKey]]]) -> None:
+        pass  # as `__setitem__`
 
 
-def _placements(layout: RowLayout, wrap: tuple[bool, ...]) -> Placements:
-    """`Table.place_all` for a table of `layout`: the keys `_placer` gives each row (a
-    property test holds the two to each other), made by map and zip over columns of values,
-    so placing a million rows takes no Python step per row unless a partition's SYMBOL
-    value is NULL."""
-    period, time_at, symbol_at = layout.period, layout.time_position, layout.symbol_position
-    positions = layout.order_positions
+_EMPTY = Blocks()  # what an OrderIndex reads while its table holds no row; never written
 
-    def place_all(
-        rows: Sequence[Row], idents: Sequence[Ident]
-    ) -> tuple[list[PartKey], list[OrderKey]]:
-        part_columns: list[Iterable[Any]] = []
-        if period is not None:
-            part_columns.append(periods_of(map(itemgetter(time_at), rows), period))
-        if symbol_at is not None:
-            symbols: list[Any] = list(map(itemgetter(symbol_at), rows))
-            part_columns.append(map(is_, symbols, repeat(None)))
-            part_columns.append([s or "" for s in symbols] if None in symbols else symbols)
-        if part_columns:
-            # One key object a partition, not one a row: the index holds a million of them
-            # after a big import, and the collector would go over each.
-            made = list(zip(*part_columns, strict=True))
-            kept: dict[PartKey, PartKey] = {}
-            parts = list(map(kept.setdefault, made, made))
+
+def _opener(key_positions: tuple[int, ...]) -> Opener:
+    """How a checkpoint chunk of a table keyed by these columns (none: by row id) becomes a
+    block's keys and rows."""
+    pick = itemgetter(*key_positions) if len(key_positions) > 1 else None
+    one = itemgetter(key_positions[0]) if len(key_positions) == 1 else None
+
+    def opened(payload: bytes) -> tuple[list[OrderKey], dict[OrderKey, Row]]:
+        rows, rowids = decode_chunk(payload)
+        if rowids is not None:
+            keys: list[OrderKey] = list(zip(rowids))  # 1-tuples at C speed
+        elif one is not None:
+            keys = list(zip(map(one, rows)))
         else:
-            parts = [()] * len(rows)
-        if not positions:
-            return parts, list(idents)
-        order_columns: list[Iterable[Any]] = []
-        for at, wraps in zip(positions, wrap, strict=True):
-            values = list(map(itemgetter(at), rows))
-            if wraps:  # a column that may be NULL is ordered as (is NULL, value)
-                order_columns.append(zip(map(is_, values, repeat(None)), values, strict=True))
-            else:
-                order_columns.append(values)
-        return parts, list(map(add, zip(*order_columns, strict=True), idents))
+            assert pick is not None
+            keys = list(map(pick, rows))
+        return keys, dict(zip(keys, rows, strict=True))
 
-    return place_all
+    return opened
 
 
 def _group_by_part(
