@@ -316,11 +316,14 @@ class Blocks:
         self.pop(key)
 
     def update(self, rows: Mapping[OrderKey, Row]) -> None:
-        """Set each of these rows. Many at once (a quarter of the partition or more) come
-        in by one sort, not a key at a time; a dict of them (a SortedDict too) is then taken
-        over, and rows that all sort after the partition's are added as blocks of their own,
-        without a step per row."""
-        if len(rows) * 4 < self._len:
+        """Set each of these rows. Rows that all sort after the partition's (a replay's or a
+        load's ascending inserts), half a block of them or more, are added as blocks of
+        their own without a step per row; other rows, many at once (a quarter of the
+        partition or more), come in by one sort and merge; a dict of them (a SortedDict
+        too) is then taken over. Fewer go in a key at a time."""
+        if not rows:
+            return
+        if len(rows) * 4 < self._len and (len(rows) < _HALF or min(rows) <= self._maxes[-1]):
             for key in rows.keys():
                 self[key] = rows[key]
             return
