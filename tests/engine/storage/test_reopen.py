@@ -8,9 +8,12 @@ durable), open the folder again and compare the tables with what was written.
 from __future__ import annotations
 
 import logging
+import struct
+import zlib
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 import refimpl
@@ -209,3 +212,55 @@ def test_a_checkpoint_loads_back_every_table_as_it_was_written(
         for figures in reopened.values():
             assert figures[-2] == figures[-1]  # the count kept equals a count from scratch
         assert database.memory.used_by("demo") == sum(database.table_bytes.values())
+
+
+def test_a_reopen_decodes_only_the_blocks_statements_touch_and_checkpoints_them_again(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "data"
+    with refimpl.connect(path, options=OPTIONS) as connection:
+        connection.execute("CREATE TABLE big (id BIGINT PRIMARY KEY, s STRING)")
+        values = ", ".join(f"({i}, 'r{i}')" for i in range(5000))
+        connection.execute(f"INSERT INTO big VALUES {values}")
+        connection.execute("CHECKPOINT")
+        counted = connection.instance.database("demo").table_bytes["big"]
+    with refimpl.connect(path, options=OPTIONS) as connection:
+        database = connection.instance.database("demo")
+        held = database.tables["big"].partitions[()]._blocks
+        assert [block.encoded for block in held] == [True] * 5  # chunks of 1,024 rows
+        assert database.table_bytes["big"] == counted  # counted without decoding a row
+        assert connection.execute("SELECT s FROM big WHERE id = 4321").rows == [("r4321",)]
+        assert [block.encoded for block in held] == [True, True, True, True, False]
+        connection.execute("INSERT INTO big VALUES (7000, 'late')")
+        connection.execute("DELETE FROM big WHERE id = 4999")
+        assert connection.execute("SELECT count(*) FROM big").rows == [(5000,)]
+        connection.execute("CHECKPOINT")  # of a table half decoded
+        database = connection.instance.database("demo")
+        assert database.table_bytes["big"] == table_bytes(database.tables["big"])
+        expected = list(database.tables["big"].scan())
+    with refimpl.connect(path, options=OPTIONS) as connection:
+        database = connection.instance.database("demo")
+        assert list(database.tables["big"].scan()) == expected
+        assert expected[-1] == (7000, "late") and (4999, "r4999") not in expected
+        assert database.table_bytes["big"] == table_bytes(database.tables["big"])
+
+
+def test_a_checkpoint_file_of_the_first_format_still_loads(tmp_path: Path) -> None:
+    path = tmp_path / "data"
+    with refimpl.connect(path, options=OPTIONS) as connection:
+        for sql in TABLES + ROWS:
+            connection.execute(sql)
+        connection.execute("CHECKPOINT")
+        written = _whole(connection.instance.database("demo"))
+    ((_, file),) = checkpoint.list_checkpoints(path / "demo" / CHECKPOINT_FOLDER)
+    image = checkpoint.read(file)
+    body = msgspec.msgpack.encode(
+        {
+            "lsn": image.lsn,
+            "settings": image.settings,
+            "tables": [[t.create, t.next_rowid, t.rows, t.rowids] for t in image.tables],
+        }
+    )
+    file.write_bytes(struct.pack("<8sQI", b"KDBCKPT1", len(body), zlib.crc32(body)) + body)
+    with refimpl.connect(path, options=OPTIONS) as connection:
+        assert _whole(connection.instance.database("demo")) == written
