@@ -58,17 +58,11 @@ def copy_in(session: Session, sql: str, data: IO[bytes]) -> Result:
     rows = copy_statements.read_copy(session, statement, data)
     # Outside a transaction, the rows load as an import's do: prepared with no lock held,
     # installed in a short step, so that other writers' commits go on meanwhile.
-    loaded = session.database.load_rows(rows.table, rows.rows)
-    if loaded is None:  # triggers, indexes, a key held or given twice, a NULL: the usual way
+    count = session.load_rows(rows.table, rows.rows)
+    if count is None:  # triggers, indexes, a key held or given twice, a NULL: the usual way
         count = session.write(
             lambda txn: executor.insert_rows(session, txn, rows.table, rows.columns, rows.rows)
         )
-    else:
-        count, lsn = loaded
-        if session.acknowledge_later:  # as a commit of the session's own is acknowledged
-            session.durable_needed = max(session.durable_needed, lsn)
-        else:
-            session.database.wait_durable(lsn)
     return message_result(sql, f"{count} row(s) copied", count)
 
 

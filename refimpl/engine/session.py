@@ -29,6 +29,7 @@ from refimpl.engine.statements.context import (
 )
 from refimpl.engine.statements.cursor_state import Cursors
 from refimpl.engine.statements.prepared_runs import ParsedHandlers, PreparedRun
+from refimpl.engine.storage import values
 from refimpl.engine.storage.transaction import Mark, Transaction
 from refimpl.errors import (
     FailedTransaction,
@@ -243,6 +244,23 @@ class Session:
             return executor.insert_rows(self, txn, table, columns, rows)
 
         return self.write(run)
+
+    def load_rows(self, table: str, rows: values.TypedRows) -> int | None:
+        """New rows inserted as a bulk load committing on its own (`Database.load_rows`:
+        prepared while other writers commit), acknowledged as this session's commits are:
+        the count; None in an open transaction or when they cannot load so (nothing
+        changed: insert them the ordinary way). The caller has checked the right to write."""
+        if self.transaction is not None:
+            return None
+        loaded = self.database.load_rows(table, rows)
+        if loaded is None:
+            return None
+        count, lsn = loaded
+        if self.acknowledge_later:
+            self.durable_needed = max(self.durable_needed, lsn)
+        else:
+            self.database.wait_durable(lsn)
+        return count
 
     # -- transactions --------------------------------------------------------------------
 

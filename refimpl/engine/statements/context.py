@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from refimpl.engine.storage.database import Database
     from refimpl.engine.storage.schema import TableSchema
     from refimpl.engine.storage.transaction import Transaction
+    from refimpl.engine.storage.values import TypedRows
     from refimpl.sql import ast
 
 T = TypeVar("T")
@@ -127,6 +128,11 @@ class StatementContext(Protocol):
     def require_admin_user(self, what: str) -> None: ...
 
     def write(self, run: Callable[[Transaction], T]) -> T: ...
+
+    def load_rows(self, table: str, rows: TypedRows) -> int | None:
+        """New rows inserted as a bulk load committing on its own (`Database.load_rows`),
+        acknowledged as the context's own commits are: the count, or None when they cannot
+        load so (in a transaction, say; nothing changed)."""
 
     def begin(self) -> None: ...
 

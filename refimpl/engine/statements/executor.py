@@ -35,6 +35,7 @@ from refimpl.engine.statements.publications import HANDLERS as publication_handl
 from refimpl.engine.statements.queries import CommittedTable, QueryRunner, TransactionTable
 from refimpl.engine.statements.returning import returned
 from refimpl.engine.statements.triggers import Firing, row_triggers
+from refimpl.engine.statements.values_load import load_values
 from refimpl.engine.storage import ddl, values
 from refimpl.engine.storage.schema import TableSchema
 from refimpl.engine.storage.table import Ident, Row, Table
@@ -219,6 +220,9 @@ def _insert(
     context: StatementContext, statement: ast.Insert, text: str, params: Sequence[Any]
 ) -> Result:
     context.authorize(Right.WRITE, statement.table)
+    loaded = load_values(context, statement, params)
+    if loaded is not None:
+        return message_result(text, f"{loaded} row(s) inserted", loaded)
 
     def run(txn: Transaction) -> Result:
         txn.table(statement.table)  # UnknownTable before the SELECT runs

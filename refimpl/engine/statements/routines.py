@@ -111,6 +111,9 @@ class RoutineContext:
     def write(self, run: Callable[[Transaction], T]) -> T:
         return run(self._txn)
 
+    def load_rows(self, table: str, rows: values.TypedRows) -> int | None:
+        return None  # its rows join the caller's transaction
+
     def begin(self) -> None:
         raise NotAllowed(
             "a trigger or procedure runs inside its caller's transaction; it cannot begin one"
