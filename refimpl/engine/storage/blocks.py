@@ -249,6 +249,15 @@ class Blocks:
             self._epoch = next(_epochs)  # every block taken is frozen: a write copies it
         return chain.from_iterable(zip(block.keys, block.values(), strict=True) for block in taken)
 
+    def detached_parts(self) -> Iterator[tuple[Any, list[OrderKey], Iterable[Row]]]:
+        """Each block as of now, in order, taken as `detached` is: `(payload, [], ())` for a
+        block still encoded (its payload as `from_encoded` had it, not decoded), else
+        `(None, its keys, its rows)`."""
+        taken = self._blocks[:]
+        if taken:
+            self._epoch = next(_epochs)  # every block taken is frozen: a write copies it
+        return map(_part_of, taken)
+
     def values_unordered(self) -> Iterator[Row]:
         """Every row, in no order a caller may rely on: the values of each block's dict
         where it holds exactly the rows of the blocks sharing it, so that listing them
@@ -442,6 +451,13 @@ def _rows_between(
             yield from block.values()
         else:
             yield from map(block.rows.__getitem__, keys[start:end])
+
+
+def _part_of(block: _Block) -> tuple[Any, list[OrderKey], Iterable[Row]]:
+    payload = block._payload if isinstance(block, _EncodedBlock) else None
+    if payload is not None:  # read once: a thread decoding it meanwhile sets it to None
+        return payload, [], ()
+    return None, block.keys, block.values()
 
 
 def rows_of_all(partitions: Iterable[Blocks]) -> Iterator[Row]:

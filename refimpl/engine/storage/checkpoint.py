@@ -21,7 +21,7 @@ import logging
 import os
 import struct
 import zlib
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from operator import itemgetter
 from pathlib import Path
@@ -99,22 +99,37 @@ class TableImage:
     ) -> TableImage:
         """The image of these rows (in table order; `rowids` for a table without key), with
         the positions of its key columns and of its text columns (STRING, SYMBOL)."""
-        chunks = []
-        key_of = itemgetter(*key_positions) if key_positions else None
-        for start in range(0, len(rows), CHUNK_ROWS):
-            some = rows[start : start + CHUNK_ROWS]
-            ids = None if rowids is None else rowids[start : start + CHUNK_ROWS]
-            if ids is not None:
-                last = [ids[-1]]
-            else:
-                assert key_of is not None  # a keyed table's image names its key columns
-                key = key_of(some[-1])
-                last = list(key) if len(key_positions) > 1 else [key]
-            text = sum(
-                sum(map(len, filter(None, map(itemgetter(p), some)))) for p in text_positions
-            )
-            chunks.append(Chunk(len(some), last, text, _encoder.encode([some, ids])))
+        chunks = _encoded(rows, rowids, key_positions, text_positions)
         return cls(create, next_rowid, chunks, rows, rowids)
+
+    @classmethod
+    def of_parts(
+        cls,
+        create: str,
+        next_rowid: int,
+        parts: Iterable[tuple[Any, list[tuple[Any, ...]], Iterable[Any]]],
+        keyed: bool,
+        key_positions: Sequence[int],
+        text_positions: Sequence[int],
+    ) -> TableImage:
+        """The image of a table whose order key is its identity, from its blocks in order:
+        each `(chunk, keys, rows)`, `chunk` the `Chunk` of a block still encoded as a
+        checkpoint stored it (taken as it is, not decoded), else None with the block's keys
+        and rows."""
+        chunks: list[Chunk] = []
+        rows: list[Any] = []
+        rowids: list[int] | None = None if keyed else []
+        for chunk, keys, some in parts:
+            if chunk is None:
+                rows += some
+                if rowids is not None:
+                    rowids += map(itemgetter(0), keys)
+                continue
+            chunks += _encoded(rows, rowids, key_positions, text_positions)
+            chunks.append(chunk)
+            rows, rowids = [], None if keyed else []
+        chunks += _encoded(rows, rowids, key_positions, text_positions)
+        return cls(create, next_rowid, chunks)
 
     @property
     def count(self) -> int:
@@ -255,6 +270,29 @@ def read(path: Path) -> CheckpointImage:
         raise CorruptCheckpoint(f"checkpoint {path} cannot be read ({exc})") from exc
     tables = [TableImage(t.create, t.next_rowid, t.chunks) for t in raw.tables]
     return CheckpointImage(raw.lsn, raw.settings, tables)
+
+
+def _encoded(
+    rows: list[Any],
+    rowids: list[int] | None,
+    key_positions: Sequence[int],
+    text_positions: Sequence[int],
+) -> list[Chunk]:
+    """Rows in table order (and their ids, for a table without key) as chunks."""
+    chunks = []
+    key_of = itemgetter(*key_positions) if key_positions else None
+    for start in range(0, len(rows), CHUNK_ROWS):
+        some = rows[start : start + CHUNK_ROWS]
+        ids = None if rowids is None else rowids[start : start + CHUNK_ROWS]
+        if ids is not None:
+            last = [ids[-1]]
+        else:
+            assert key_of is not None  # a keyed table's image names its key columns
+            key = key_of(some[-1])
+            last = list(key) if len(key_positions) > 1 else [key]
+        text = sum(sum(map(len, filter(None, map(itemgetter(p), some)))) for p in text_positions)
+        chunks.append(Chunk(len(some), last, text, _encoder.encode([some, ids])))
+    return chunks
 
 
 def _chunks_of(image: TableImage) -> list[Chunk]:

@@ -564,14 +564,21 @@ class _TakenTable:
     create: str
     next_rowid: int
     keyed: bool
-    rows: Iterator[Any]  # rows of a keyed table, else (identity, row) pairs
+    # rows of a keyed table, else (identity, row) pairs; for a table whose partition is its
+    # index, its blocks (`Table.detached_parts`: chunks still encoded are written as they are)
+    rows: Iterator[Any]
     key_positions: tuple[int, ...]
     text_positions: tuple[int, ...]
+    parts: bool
 
     @classmethod
     def of(cls, table: Table) -> _TakenTable:
         """Taken under the write lock, in O(blocks)."""
-        rows = table.scan() if table.keyed else table.detached_with_idents()
+        parts = table.partition_is_index
+        if parts:
+            rows: Iterator[Any] = table.detached_parts()
+        else:
+            rows = table.scan() if table.keyed else table.detached_with_idents()
         return cls(
             ddl.canonical_create(table.schema),
             table.next_rowid,
@@ -579,10 +586,20 @@ class _TakenTable:
             rows,
             table.layout.key_positions,
             text_positions(table.schema),
+            parts,
         )
 
     def image(self) -> checkpoint.TableImage:
         """The table's checkpoint image; made after the lock."""
+        if self.parts:
+            return checkpoint.TableImage.of_parts(
+                self.create,
+                self.next_rowid,
+                self.rows,
+                self.keyed,
+                self.key_positions,
+                self.text_positions,
+            )
         if self.keyed:
             rows, rowids = list(self.rows), None
         else:

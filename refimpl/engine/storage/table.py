@@ -10,7 +10,8 @@ A table loaded from a checkpoint whose rows sit in one partition ordered by iden
 (no TIMESERIES, SYMBOL partition or ORDER BY) and without secondary indexes keeps its
 checkpoint's chunks encoded, a block each, decoded at first touch (see `blocks`), and keeps
 no identity index of its own: its one partition, keyed by identity, is the index
-(`OrderIndex`). So its open makes no Python object per row.
+(`OrderIndex`). So its open makes no Python object per row, and a checkpoint of it writes
+the chunks still encoded as they are (`detached_parts`), decoding none.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import Any
 from sortedcontainers import SortedDict
 
 from refimpl.engine.storage.blocks import Blocks, Opener, rows_of_all
-from refimpl.engine.storage.checkpoint import TableImage, decode_chunk
+from refimpl.engine.storage.checkpoint import Chunk, TableImage, decode_chunk
 from refimpl.engine.storage.indexes import SecondaryIndex, build_indexes
 from refimpl.engine.storage.placement import Placements, Placer, placements, placer
 from refimpl.engine.storage.schema import TableSchema
@@ -332,11 +333,23 @@ class Table:
             return True
         if not self._keyed and lasts:
             self.next_rowid = max(self.next_rowid, lasts[-1][0] + 1)
-        parts = [(last, c.count, c.text, c.payload) for last, c in zip(lasts, chunks, strict=True)]
+        parts = [(last, c.count, c.text, c) for last, c in zip(lasts, chunks, strict=True)]
         self.index = OrderIndex(self)
         if parts:
             self.partitions[()] = Blocks.from_encoded(parts, _opener(self.layout.key_positions))
         return False
+
+    @property
+    def partition_is_index(self) -> bool:
+        """True when the table keeps no identity index of its own (`OrderIndex`)."""
+        return isinstance(self.index, OrderIndex)
+
+    def detached_parts(self) -> Iterator[tuple[Chunk | None, list[OrderKey], Iterable[Row]]]:
+        """The blocks of a table whose partition is its index, as of the moment of the call,
+        as `Blocks.detached_parts` gives them: a chunk still encoded as its checkpoint
+        stored it, or a block's keys and rows. Taken as `scan` takes its rows."""
+        partition = self.partitions.get(())
+        return iter(()) if partition is None else partition.detached_parts()
 
     def _by_identity(self) -> bool:
         """Whether rows sit in one partition ordered by identity alone, and no secondary
@@ -488,8 +501,8 @@ def _opener(key_positions: tuple[int, ...]) -> Opener:
     pick = itemgetter(*key_positions) if len(key_positions) > 1 else None
     one = itemgetter(key_positions[0]) if len(key_positions) == 1 else None
 
-    def opened(payload: bytes) -> tuple[list[OrderKey], dict[OrderKey, Row]]:
-        rows, rowids = decode_chunk(payload)
+    def opened(chunk: Chunk) -> tuple[list[OrderKey], dict[OrderKey, Row]]:
+        rows, rowids = decode_chunk(chunk.payload)
         if rowids is not None:
             keys: list[OrderKey] = list(zip(rowids))  # 1-tuples at C speed
         elif one is not None:
