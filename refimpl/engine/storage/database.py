@@ -18,7 +18,6 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,12 +32,12 @@ from refimpl.engine.storage.memory_limit import (
     MemoryBudget,
     rows_bytes,
     table_bytes,
-    text_positions,
     transaction_growth,
 )
 from refimpl.engine.storage.records import Entry
 from refimpl.engine.storage.replay import Replay, apply_database_change
 from refimpl.engine.storage.table import Table
+from refimpl.engine.storage.table_image import TakenTable
 from refimpl.engine.storage.transaction import Transaction
 from refimpl.engine.storage.wal import WriteAheadLog
 from refimpl.engine.storage.wal_segments import HEADER_SIZE
@@ -405,7 +404,7 @@ class Database:
         self.acquire_write(timeout)
         try:
             lsn, settings = self.applied_lsn, dict(self.settings)
-            taken = [_TakenTable.of(table) for table in self.tables.values()]
+            taken = [TakenTable.of(table) for table in self.tables.values()]
         finally:
             self.release_write()
         return checkpoint.CheckpointImage(lsn, settings, [table.image() for table in taken])
@@ -555,56 +554,3 @@ def _collector_paused() -> Iterator[None]:
         yield
     finally:
         gc.enable()
-
-
-@dataclass(frozen=True, slots=True)
-class _TakenTable:
-    """One table's CREATE text, row id counter and rows as of the moment it was taken."""
-
-    create: str
-    next_rowid: int
-    keyed: bool
-    # rows of a keyed table, else (identity, row) pairs; for a table whose partition is its
-    # index, its blocks (`Table.detached_parts`: chunks still encoded are written as they are)
-    rows: Iterator[Any]
-    key_positions: tuple[int, ...]
-    text_positions: tuple[int, ...]
-    parts: bool
-
-    @classmethod
-    def of(cls, table: Table) -> _TakenTable:
-        """Taken under the write lock, in O(blocks)."""
-        parts = table.partition_is_index
-        if parts:
-            rows: Iterator[Any] = table.detached_parts()
-        else:
-            rows = table.scan() if table.keyed else table.detached_with_idents()
-        return cls(
-            ddl.canonical_create(table.schema),
-            table.next_rowid,
-            table.keyed,
-            rows,
-            table.layout.key_positions,
-            text_positions(table.schema),
-            parts,
-        )
-
-    def image(self) -> checkpoint.TableImage:
-        """The table's checkpoint image; made after the lock."""
-        if self.parts:
-            return checkpoint.TableImage.of_parts(
-                self.create,
-                self.next_rowid,
-                self.rows,
-                self.keyed,
-                self.key_positions,
-                self.text_positions,
-            )
-        if self.keyed:
-            rows, rowids = list(self.rows), None
-        else:
-            pairs = list(self.rows)
-            rows, rowids = [row for _, row in pairs], [ident[0] for ident, _ in pairs]
-        return checkpoint.TableImage.of_rows(
-            self.create, self.next_rowid, rows, rowids, self.key_positions, self.text_positions
-        )

@@ -11,8 +11,7 @@ import pytest
 import refimpl
 from refimpl.engine.options import EngineOptions
 from refimpl.engine.statements import executor
-from refimpl.engine.storage import checkpoint
-from refimpl.engine.storage import database as database_module
+from refimpl.engine.storage import checkpoint, table_image
 from refimpl.engine.storage.database import Database
 from refimpl.engine.storage.transaction import Transaction
 
@@ -60,16 +59,16 @@ def test_commits_go_on_while_the_image_is_listed_and_are_not_in_it(
     try:
         before = {name: list(database.tables[name].scan()) for name in ("k", "u")}
         rowids_before = [ident[0] for ident, _ in database.tables["u"].scan_with_idents()]
-        listed = database_module._TakenTable.image
+        listed = table_image.TakenTable.image
         committed: list[bool] = []
 
-        def commit_first(taken: database_module._TakenTable) -> checkpoint.TableImage:
+        def commit_first(taken: table_image.TakenTable) -> checkpoint.TableImage:
             if not committed:  # the write lock is free again: a commit does not wait
                 _commit(database, _change_both)
                 committed.append(True)
             return listed(taken)
 
-        monkeypatch.setattr(database_module._TakenTable, "image", commit_first)
+        monkeypatch.setattr(table_image.TakenTable, "image", commit_first)
         image = database.image()
         assert committed == [True]
         by_name = {table.create.split()[2].lower(): table for table in image.tables}
@@ -88,14 +87,14 @@ def test_a_checkpoint_taken_while_commits_go_on_reopens_to_every_commit(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     database = _opened(tmp_path / "data")
-    listed = database_module._TakenTable.image
+    listed = table_image.TakenTable.image
 
-    def commit_first(taken: database_module._TakenTable) -> checkpoint.TableImage:
-        monkeypatch.setattr(database_module._TakenTable, "image", listed)
+    def commit_first(taken: table_image.TakenTable) -> checkpoint.TableImage:
+        monkeypatch.setattr(table_image.TakenTable, "image", listed)
         _commit(database, _change_both)
         return listed(taken)
 
-    monkeypatch.setattr(database_module._TakenTable, "image", commit_first)
+    monkeypatch.setattr(table_image.TakenTable, "image", commit_first)
     database.checkpoint()
     expected = {name: sorted(database.tables[name].scan()) for name in ("k", "u")}
     database.close()

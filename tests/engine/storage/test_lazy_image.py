@@ -15,8 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from refimpl.engine.storage import blocks, checkpoint, ddl
-from refimpl.engine.storage import database as database_module
+from refimpl.engine.storage import blocks, checkpoint, ddl, table_image
 from refimpl.engine.storage.blocks import _EncodedBlock
 from refimpl.engine.storage.memory_limit import rows_bytes, table_bytes, text_positions
 from refimpl.engine.storage.table import OrderIndex, Table
@@ -66,7 +65,7 @@ def ident_of(kind: str, row: Row) -> Ident:
 
 def reloaded(table: Table, kind: str) -> Table:
     """A new table loaded from a checkpoint image of `table` as it is now."""
-    image = database_module._TakenTable.of(table).image()
+    image = table_image.TakenTable.of(table).image()
     fresh = new_table(kind)
     fresh.next_rowid = image.next_rowid
     assert fresh.load_image(image) is False  # kept encoded

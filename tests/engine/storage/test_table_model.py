@@ -19,8 +19,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from refimpl.engine.storage import blocks, checkpoint
-from refimpl.engine.storage import database as database_module
+from refimpl.engine.storage import blocks, checkpoint, table_image
 from refimpl.engine.storage.blocks import Blocks
 from refimpl.engine.storage.schema import TableSchema
 from refimpl.engine.storage.table import Table
@@ -156,7 +155,7 @@ class TableModel(RuleBasedStateMachine):
         into a new table (kept encoded where the layout allows)."""
         saved, checkpoint.CHUNK_ROWS = checkpoint.CHUNK_ROWS, chunk
         try:
-            image = database_module._TakenTable.of(self.table).image()
+            image = table_image.TakenTable.of(self.table).image()
         finally:
             checkpoint.CHUNK_ROWS = saved
         fresh = self.new_table()
