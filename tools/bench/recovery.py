@@ -11,7 +11,8 @@ what a real server leaves. Then it times reopening the data folder in three stat
    the log holds 1 MB or more since the latest one, so recovery loads it and replays
    nothing; a checkout without that checkpoint replays all N records here too;
 3. with a recent checkpoint (CHECKPOINT, then --tail more commits and a clean stop):
-   recovery loads the checkpoint and replays only the tail.
+   recovery loads the checkpoint and replays only the tail. Each checkout writes its own
+   checkpoint and tail (checkpoint files of one version need not load in an older one).
 
 The whole log, kept for change-stream readers, is checked at every open by its segments'
 seals (one CRC32 each) and what follows them frame by frame.
@@ -19,6 +20,7 @@ seals (one CRC32 each) and what follows them frame by frame.
     python tools/bench/recovery.py [--commits 1000000] [--tail 1000] [--repeat 3] [--keep DIR]
     python tools/bench/recovery.py --quick            # cases 2 and 3 only
     python tools/bench/recovery.py --against OLD      # each reopen also by another checkout
+    python tools/bench/recovery.py --profile DATA     # cProfile of one open of a data folder
 
 Every reopen runs in a fresh process (`--reopen-once`) on a fresh copy of the folder, so a
 close's checkpoint never changes what the next one opens; it is timed in wall-clock seconds
@@ -36,9 +38,11 @@ long writing takes, not what the log holds. Background checkpoints are off while
 from __future__ import annotations
 
 import argparse
+import cProfile
 import json
 import multiprocessing
 import os
+import pstats
 import shutil
 import statistics
 import subprocess
@@ -137,6 +141,37 @@ def copy_durably(source: Path, target: Path) -> None:
                 os.close(fd)
 
 
+def tailed(source: Path, code: Path, commits: int, tail: int, batch: int) -> Path:
+    """A copy of `source` (`commits` commits) where the checkout `code` wrote a CHECKPOINT,
+    then `tail` more commits, and stopped cleanly."""
+    copy = source.parent / f"tailed-{len(list(source.parent.glob('tailed-*')))}"
+    copy_durably(source, copy)
+    said = _run(
+        code,
+        "--tail-once",
+        str(copy),
+        "--commits",
+        str(commits),
+        "--tail",
+        str(tail),
+        "--batch",
+        str(batch),
+    )
+    who = "this checkout" if code == CHECKOUT else str(code)
+    print(f"  [{who}] {said.strip()}", flush=True)
+    return copy
+
+
+def tail_once(path: Path, commits: int, tail: int, batch: int) -> None:
+    """CHECKPOINT of the data folder `path`, then `tail` more commits and a clean stop."""
+    with refimpl.connect(path, options=OPTIONS) as connection:
+        started = time.perf_counter()
+        message = connection.execute("CHECKPOINT").message
+        took = time.perf_counter() - started
+    print(f"CHECKPOINT: {message} in {took:.2f} s")
+    write_commits(path, commits, tail, batch)
+
+
 def stopped(source: Path, code: Path) -> Path:
     """A copy of `source` opened and closed by the checkout `code`: what its clean stop
     leaves (a checkpoint, where its close writes one)."""
@@ -199,19 +234,36 @@ def main() -> None:
     )
     parser.add_argument("--quick", action="store_true", help="leave out the reopen after a crash")
     parser.add_argument("--against", type=Path, help="another checkout timed alternately")
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        help="print a cProfile of one open of this data folder (it opens it)",
+    )
     parser.add_argument("--reopen-once", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--stop-once", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--tail-once", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.reopen_once is not None:
         print(json.dumps(reopen_once(args.reopen_once)))
         return
+    if args.profile is not None:
+        profile = cProfile.Profile()
+        profile.enable()
+        instance = Instance.open(args.profile, OPTIONS)
+        profile.disable()
+        instance.close()
+        pstats.Stats(profile).sort_stats("cumulative").print_stats(30)
+        return
     if args.stop_once is not None:
         Instance.open(args.stop_once, OPTIONS).close()
+        return
+    if args.tail_once is not None:
+        tail_once(args.tail_once, args.commits, args.tail, args.batch)
         return
 
     codes = [CHECKOUT] + ([args.against.resolve()] if args.against else [])
     folder = args.keep or Path(tempfile.mkdtemp(prefix="kdb-recovery-"))
-    crashed, tailed = folder / "crashed", folder / "tailed"
+    crashed = folder / "crashed"
     checks = []
     try:
         if not args.reuse:
@@ -225,7 +277,7 @@ def main() -> None:
             assert child.exitcode == 0, child.exitcode
             written = time.perf_counter() - started
             print(f"  written in {written:.1f} s ({args.commits / written:,.0f} commits/s)")
-        for old in folder.glob("stopped-*"):
+        for old in [*folder.glob("stopped-*"), *folder.glob("tailed-*")]:
             shutil.rmtree(old)
 
         if not args.quick:
@@ -234,17 +286,12 @@ def main() -> None:
         sources = {code: stopped(crashed, code) for code in codes}
         stops = measure("reopen after a clean stop", sources, args.commits, args.repeat)
 
-        if not args.reuse:
-            shutil.copytree(crashed, tailed)
-            with refimpl.connect(tailed, options=OPTIONS) as connection:
-                started = time.perf_counter()
-                message = connection.execute("CHECKPOINT").message
-                took = time.perf_counter() - started
-            print(f"CHECKPOINT: {message} in {took:.2f} s")
-            write_commits(tailed, args.commits, args.tail, args.batch)
+        sources = {
+            code: tailed(crashed, code, args.commits, args.tail, args.batch) for code in codes
+        }
         total = args.commits + args.tail
         label = f"reopen with a checkpoint {args.tail:,} commits before the end"
-        tail = measure(label, dict.fromkeys(codes, tailed), total, args.repeat)
+        tail = measure(label, sources, total, args.repeat)
         for label, runs in (("a clean stop", stops), ("a recent checkpoint", tail)):
             wall = statistics.median(run["wall"] for run in runs[CHECKOUT])
             checks.append(
