@@ -455,13 +455,16 @@ class OrderIndex:
     def get(
         self, ident: Ident, default: tuple[PartKey, OrderKey] | None = None
     ) -> tuple[PartKey, OrderKey] | None:
-        return ((), ident) if ident in self._held() else default
+        return ((), ident) if ident in self else default
 
     def __contains__(self, ident: object) -> bool:
-        return ident in self._held()
+        try:
+            return ident in self._held()
+        except TypeError:  # not comparable with the keys (NULL, another type): not held,
+            return False  # as a dict's lookup would say
 
     def __getitem__(self, ident: Ident) -> tuple[PartKey, OrderKey]:
-        if ident in self._held():
+        if ident in self:
             return (), ident
         raise KeyError(ident)
 

@@ -168,3 +168,17 @@ def test_an_encoded_image_reads_and_writes_as_its_model_touching_only_what_it_ne
         assert list(taken) == then
     for twin, its_rows in twins:
         assert list(twin.scan()) == its_rows
+
+
+def test_an_identity_of_another_type_or_null_is_not_held(tiny: None) -> None:
+    """As a dict's lookup says: the partition compares keys, and NULL or a text compares
+    with no integer."""
+    table = new_table("keyed")
+    for k in range(10):
+        table.put((k,), make_row(k, 1))
+    table = reloaded(table, "keyed")
+    for ident in [(None,), ("3",), (3, "x", None)]:
+        assert table.get(ident) is None and ident not in table.index
+        assert table.delete(ident) is None
+    assert table.rows_of([(None,), ("x",), (4,)]) == [make_row(4, 1)]
+    assert len(table) == 10
