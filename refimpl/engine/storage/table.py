@@ -23,7 +23,7 @@ from typing import Any
 
 from sortedcontainers import SortedDict
 
-from refimpl.engine.storage.blocks import Blocks, Opener, rows_of_all
+from refimpl.engine.storage.blocks import Blocks, Opener
 from refimpl.engine.storage.checkpoint import Chunk, TableImage, decode_chunk
 from refimpl.engine.storage.indexes import SecondaryIndex, build_indexes
 from refimpl.engine.storage.placement import Placements, Placer, placements, placer
@@ -155,11 +155,6 @@ class Table:
             [partition.detached_items() for partition in self.partitions.values()]
         )
         return ((order[-key_count:], row) for order, row in items)
-
-    def rows_unordered(self) -> Iterator[Row]:
-        """Every row, in no order a caller may rely on, without a Python step per row: for
-        counts over all rows (the memory limit's, at recovery)."""
-        return rows_of_all(self.partitions.values())
 
     def text_length(self, positions: Sequence[int]) -> int:
         """The characters of every row's non-empty values at `positions` (text columns'),
