@@ -7,7 +7,8 @@ an entry at a time, each record costs its objects (`Record`, `Entry`) and each r
 insert of its own. `Replay` reads a record's entries as decoded lists instead, and keeps
 each table's upserted rows in a batch, one row per identity, the last (what a row-by-row
 replay leaves), which goes into the table at once (`Table.put_many`) when it is big, before
-any schema change, and at the end:
+any schema change, and at the end (a batch of keys all after the table's last, as inserts in
+key order make, is added as whole blocks: `Blocks.update`):
 
 - a delete is applied to the table at once and takes its identities out of the batch, so
   the row it deletes is gone whether it was put before the batch or in it; the row id
