@@ -2,18 +2,17 @@
 
 A checkpoint file `checkpoint-<lsn>.kdb` is written atomically: a temporary file, fsync,
 rename, fsync of the folder. Its body is MessagePack framed by a magic word, its length and a
-CRC, so a damaged file is recognised rather than half-loaded.
-
-A table's rows are stored in chunks of `CHUNK_ROWS` rows in table order (`Chunk`), each
-encoded on its own and stored with its row count, the identity of its last row and the
-characters of its text values (what they count towards `memory_mb`). So a reopen can take a
-table's chunks as they are and decode each one only when a statement first touches it
-(`table_images`), with no Python object per row made at the open. Files of the first
-format (`KDBCKPT1`, every row in one list) are still read. Older checkpoint files are
+CRC, so a damaged file is recognised rather than half-loaded. Older checkpoint files are
 removed only after a newer one is durable. A write that fails (a full disk, say) removes its
 temporary file and raises `StorageError`: the latest checkpoint stays the one before, and the
 log still holds every commit since it, so nothing is lost and nothing changed.
-"""
+
+A table's rows are stored in chunks of at most `CHUNK_ROWS` rows in table order (`Chunk`),
+each encoded on its own and stored with its row count, the identity of its last row and the
+characters of its text values (what they count towards `memory_mb`). So a reopen can take a
+table's chunks as they are and decode each one only when a statement first touches it
+(`Table.load_image`), with no Python object per row made at the open. Files of the first
+format (`KDBCKPT1`, a table's rows in one list) are still read."""
 
 from __future__ import annotations
 
@@ -130,13 +129,6 @@ class TableImage:
             rows, rowids = [], None if keyed else []
         chunks += _encoded(rows, rowids, key_positions, text_positions)
         return cls(create, next_rowid, chunks)
-
-    @property
-    def count(self) -> int:
-        """How many rows the table holds."""
-        if self.chunks is None:
-            return len(self.rows)
-        return sum(chunk.count for chunk in self.chunks)
 
     @property
     def rows(self) -> list[Any]:
