@@ -5,6 +5,7 @@ nothing a client was told committed is lost when the server is killed."""
 from __future__ import annotations
 
 import signal
+import socket
 import threading
 import time
 from pathlib import Path
@@ -16,6 +17,7 @@ from refimpl.engine.instance import Instance
 from refimpl.errors import KdbError, WritesStopped
 from refimpl.pgwire.acknowledging import Acknowledging
 from tests.http.conftest import start_server
+from tests.pgwire.attack import MessageReader, logged_in, query_message, read_until_closed
 from tests.pgwire.conftest import PgServer, pg_address
 
 WAIT = 10.0
@@ -121,3 +123,77 @@ def test_answers_after_a_write_in_one_message_come_in_order(pg: PgServer, db: st
             counted = conn.execute("SELECT count(*) FROM t")
         assert [r.rowcount for r in results] == [1] * 20
         assert counted.fetchone() == (23,)
+
+
+def _reader_of(pg: PgServer, db: str) -> tuple[socket.socket, MessageReader]:
+    sock = logged_in(pg, "admin", pg.token, db)
+    return sock, MessageReader(sock)
+
+
+def test_messages_sent_while_a_commit_waits_for_its_flush_are_answered_behind_it(
+    pg: PgServer, db: str
+):
+    # Each INSERT and the count after it in its own send, none of their answers read yet:
+    # the connection is read again while the INSERT's answer waits for its flush, and
+    # what it answers meanwhile (a read, other writes) must come after it, in order.
+    pg.http.sql("CREATE TABLE t (id INT PRIMARY KEY)", db=db)
+    sock, reader = _reader_of(pg, db)
+    try:
+        for n in range(1, 101):
+            sock.sendall(query_message(f"INSERT INTO t VALUES ({n})"))
+            sock.sendall(query_message("SELECT count(*) FROM t"))
+            if n % 10 == 0:
+                time.sleep(0.002)  # some arrive while others' flushes run
+        for n in range(1, 101):
+            assert reader.until(b"C", 1) == [b"INSERT 0 1\0"]
+            assert reader.next() == (b"Z", b"I")
+            assert reader.next()[0] == b"T"
+            kind, body = reader.next()
+            assert kind == b"D" and body[6:] == str(n).encode()
+            assert reader.until(b"Z", 1) == [b"I"]
+    finally:
+        sock.close()
+
+
+WIDE = "x" * 14_000
+
+
+def test_wide_answers_of_pipelined_commits_stay_bounded_and_all_arrive_in_order(
+    pg: PgServer, db: str
+):
+    # 200 INSERTs whose RETURNING answers are 14 KB each (2.8 MB, past the 1 MB bound of a
+    # connection's unsent answers), sent at once and read only a moment later: the server
+    # stops reading them at the bound and goes on once the client took its answers.
+    pg.http.sql("CREATE TABLE w (id INT PRIMARY KEY, v STRING)", db=db)
+    sock, reader = _reader_of(pg, db)
+    try:
+        sock.sendall(
+            b"".join(
+                query_message(f"INSERT INTO w VALUES ({n}, '{WIDE}') RETURNING id, v")
+                for n in range(200)
+            )
+        )
+        time.sleep(1.0)  # the answers wait, past the bound
+        for n in range(200):
+            assert reader.next()[0] == b"T"
+            kind, body = reader.next()
+            length = int.from_bytes(body[2:6], "big")
+            assert kind == b"D" and body[6 : 6 + length] == str(n).encode()
+            assert reader.until(b"C", 1) == [b"INSERT 0 1\0"]
+            assert reader.next() == (b"Z", b"I")
+    finally:
+        sock.close()
+    assert pg.http.rows("SELECT count(*) FROM w", db=db) == [[200]]
+
+
+def test_a_client_that_ends_behind_its_commits_gets_their_answers_first(pg: PgServer, db: str):
+    pg.http.sql("CREATE TABLE t (id INT PRIMARY KEY)", db=db)
+    sock, _ = _reader_of(pg, db)
+    try:
+        inserts = b"".join(query_message(f"INSERT INTO t VALUES ({n})") for n in range(50))
+        sock.sendall(inserts + b"X\0\0\0\x04")  # Terminate right behind them
+        answers = read_until_closed(sock)
+    finally:
+        sock.close()
+    assert answers.count(b"INSERT 0 1\0") == 50
+    assert pg.http.rows("SELECT count(*) FROM t", db=db) == [[50]]
