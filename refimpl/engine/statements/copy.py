@@ -98,7 +98,7 @@ def _read_rows(
         if fmt.binary
         else reader.rows()
     )
-    return values.TypedRows((c.type for c in columns), rows)
+    return values.TypedRows((c.type for c in columns), rows, (c.name for c in columns))
 
 
 def import_path(context: StatementContext, name: str) -> Path:

@@ -54,7 +54,10 @@ def load_values(
     if len(set(positions)) != len(positions) or any(len(row) != len(positions) for row in rows):
         return None
     targets = [(p, schema.columns[p].type, schema.columns[p].name) for p in positions]
-    loaded = values.TypedRows(column.type for column in schema.columns)
+    loaded = values.TypedRows(
+        (column.type for column in schema.columns),
+        columns=(column.name for column in schema.columns),
+    )
     coerce = values.coerce
     deadline = context.deadline()
     try:

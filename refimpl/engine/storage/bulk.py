@@ -79,12 +79,14 @@ class PreparedLoad:
 
 def eligible(table: Table, rows: TypedRows, settings: dict[str, Any]) -> bool:
     """True when these rows may load by `prepare`: typed for the table's columns, in its
-    order, into a table without secondary indexes, before-images or a DEDUP key, in a
-    database without triggers (an INSERT trigger runs SQL per row)."""
+    order (and for its column names, when the rows name theirs), into a table without
+    secondary indexes, before-images or a DEDUP key, in a database without triggers (an
+    INSERT trigger runs SQL per row)."""
     schema = table.schema
     return (
         bool(rows)
         and rows.types == tuple(column.type for column in schema.columns)
+        and rows.columns in ((), tuple(column.name.lower() for column in schema.columns))
         and not table.secondary
         and not schema.replica_identity_full
         and not schema.dedup_key

@@ -56,13 +56,22 @@ class TypedRows(list[tuple[Any, ...]]):
     An insert into columns of exactly these types keeps the rows as they are instead of
     converting every value again: an import converts its rows before it takes the
     database's write lock, and that lock is then held only to check and install them.
+    `columns`, when given, names (lower-case) the columns the values were placed for: a
+    bulk load checks them against the table as it is at the load, since a change of the
+    table meanwhile may keep the types and move the columns.
     """
 
-    __slots__ = ("types",)
+    __slots__ = ("types", "columns")
 
-    def __init__(self, types: Iterable[str], rows: Iterable[tuple[Any, ...]] = ()) -> None:
+    def __init__(
+        self,
+        types: Iterable[str],
+        rows: Iterable[tuple[Any, ...]] = (),
+        columns: Iterable[str] = (),
+    ) -> None:
         super().__init__(rows)
         self.types = tuple(types)
+        self.columns = tuple(name.lower() for name in columns)
 
 
 def shown(value: object) -> str:

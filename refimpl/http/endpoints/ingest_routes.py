@@ -55,7 +55,10 @@ def import_route(ctx: Context) -> Answer | Parked[Answer]:
         # writers wait for the install only, never for the parse; a bad line stops the import
         # before anything is written. The rows then commit as one statement: all or nothing.
         # Converted here for the table's column types: the insert does not convert again.
-        parsed = values.TypedRows(column.type for column in shape.columns)
+        parsed = values.TypedRows(
+            (column.type for column in shape.columns),
+            columns=(column.name for column in shape.columns),
+        )
         for batch in rows.batches():
             parsed += batch
             # A long import moves to the server's long place (or runs without one), so that

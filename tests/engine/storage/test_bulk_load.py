@@ -265,3 +265,23 @@ def test_rows_in_any_order_load_as_the_ordinary_insert_puts_them(
             got.append((list(table.scan()), list(table.scan_with_idents())))
         instance.close()
     assert got[0] == got[1]
+
+
+def test_rows_placed_for_columns_that_moved_are_refused(tmp_path: Path) -> None:
+    """Rows converted for the table as it was (`columns` named) do not load into a table
+    whose columns have the same types in the same order but other names: a DROP and an
+    ADD COLUMN between the conversion and the load would otherwise put values in the
+    wrong columns."""
+    instance = Instance.open(tmp_path / "data")
+    with closing(instance.session()) as session:
+        session.execute("CREATE TABLE t (id BIGINT PRIMARY KEY, a DOUBLE, b DOUBLE)", ())
+        database = session.database
+        rows = [(1, 1.0, 2.0)]
+        placed = values.TypedRows(("BIGINT", "DOUBLE", "DOUBLE"), rows, ("id", "a", "b"))
+        session.execute("ALTER TABLE t DROP COLUMN a", ())
+        session.execute("ALTER TABLE t ADD COLUMN a DOUBLE", ())
+        assert database.load_rows("t", placed) is None
+        same = values.TypedRows(("BIGINT", "DOUBLE", "DOUBLE"), rows, ("ID", "B", "A"))
+        assert database.load_rows("t", same) == (1, database.applied_lsn)
+        assert everything(session, "t") == [(1, 1.0, 2.0)]
+    instance.close()
