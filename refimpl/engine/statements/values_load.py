@@ -85,14 +85,18 @@ _NOT_CONSTANT = object()
 
 def _constant(expr: ast.Expr, params: Sequence[Any]) -> Any:
     """The value of a literal, a parameter given, or one of them negated when a number
-    (the session's statement templates make `-1.5` a negated parameter); else
-    `_NOT_CONSTANT`."""
+    (the session's statement templates make `-1.5` a negated parameter) and, an integer,
+    within BIGINT both before and after; else `_NOT_CONSTANT`."""
     if isinstance(expr, ast.Literal):
         return expr.value
     if isinstance(expr, ast.Param):
         return params[expr.index] if expr.index < len(params) else _NOT_CONSTANT
     if isinstance(expr, ast.Unary) and expr.op == "-":
         value = _constant(expr.operand, params)
-        if type(value) is int or type(value) is float:
+        # An integer past BIGINT before or after its sign is taken is an error the ordinary
+        # way (its operand is checked, then its result): that way says so.
+        if type(value) is int and -values.BIGINT_MAX <= value <= values.BIGINT_MAX:
+            return -value
+        if type(value) is float:
             return -value
     return _NOT_CONSTANT
