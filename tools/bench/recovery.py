@@ -38,11 +38,9 @@ long writing takes, not what the log holds. Background checkpoints are off while
 from __future__ import annotations
 
 import argparse
-import cProfile
 import json
 import multiprocessing
 import os
-import pstats
 import shutil
 import statistics
 import subprocess
@@ -247,6 +245,11 @@ def main() -> None:
         print(json.dumps(reopen_once(args.reopen_once)))
         return
     if args.profile is not None:
+        # Imported here, not above: pstats imports `copy` before `harness` has put the
+        # standard library's ahead of this folder's copy.py.
+        import cProfile
+        import pstats
+
         profile = cProfile.Profile()
         profile.enable()
         instance = Instance.open(args.profile, OPTIONS)
