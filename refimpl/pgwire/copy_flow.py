@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import IO, Protocol, cast
 
 from refimpl.engine import copying
+from refimpl.engine.query.deadlines import Steps
 from refimpl.engine.result import Result, message_result
 from refimpl.engine.session import Session
 from refimpl.errors import CopyFailed
@@ -47,9 +48,15 @@ class CopyInStream(io.RawIOBase):
     """
 
     def __init__(
-        self, wire: Wire, sql: str, columns: Callable[[], int], before: list[m.ServerMessage]
+        self,
+        wire: Wire,
+        sql: str,
+        columns: Callable[[], int],
+        before: list[m.ServerMessage],
+        steps: Steps,
     ) -> None:
         super().__init__()
+        self._steps = steps  # each CopyData's rows are a step of its user's long work
         self._wire = wire
         self._sql = sql
         self._columns = columns
@@ -79,6 +86,7 @@ class CopyInStream(io.RawIOBase):
             message = self._wire.next_copy_message()
             if isinstance(message, m.CopyData):
                 if message.data:
+                    self._steps.next()
                     return message.data
                 continue
             self.ended = True
@@ -105,7 +113,8 @@ def copy_in(
     before: list[m.ServerMessage],
 ) -> Result:
     """Run `COPY ... FROM STDIN` with the client's CopyData as its rows."""
-    stream = CopyInStream(wire, sql, columns, before)
+    # Its turns end with the answer's (`Link.answer_pending`), on the same thread.
+    stream = CopyInStream(wire, sql, columns, before, Steps(session.principal.name))
     result = copying.copy_in(session, sql, cast(IO[bytes], stream))
     stream.finish()
     return result
@@ -121,10 +130,12 @@ def copy_out(session: Session, sql: str, wire: Wire, before: list[m.ServerMessag
     # in batches of about SEND_BYTES.
     batch: list[m.ServerMessage] = []
     size = 0
+    steps = Steps(session.principal.name)  # each batch is a step of its user's long work
     for row in output.chunks(rows_per_chunk=1):
         batch.append(m.CopyData(row))
         size += len(row)
         if size >= SEND_BYTES:
+            steps.next()
             wire.send(batch)
             batch, size = [], 0
     before.extend(batch)

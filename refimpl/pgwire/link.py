@@ -25,6 +25,7 @@ from typing import Protocol
 
 from refimpl.engine import admission
 from refimpl.engine.instance import Instance
+from refimpl.engine.query.deadlines import Steps
 from refimpl.engine.rights import ADMIN, Principal
 from refimpl.engine.session import Session
 from refimpl.errors import (
@@ -111,6 +112,7 @@ class Link:
         # closes may still acknowledge its last commits.
         self._session: Session | None = None
         self._running = False  # a worker answers this connection's messages now
+        self._steps: Steps | None = None  # once logged in: its pipelines' turns
         self._cancel = threading.Event()
 
     @property
@@ -129,12 +131,19 @@ class Link:
         self._running = True
         admission.watch_cancel(self._cancel)
         closed, send = State.CLOSED, core.send
+        # Messages pipelined past the first turn are their user's long work: they take turns
+        # with other users' (spec: pgwire, turns), across calls while more wait.
+        steps = self._steps
+        if steps is None:
+            steps = Steps(None if self._session is None else self._session.principal.name)
+            self._steps = steps if self._session is not None else None
         try:
             # After START_REPLICATION the walsender reads what the client sends next.
             while size < limit and (self.replication is None or self.walsender() is None):
                 conversation = self.conversation
                 if conversation is not None and (run := core.next_run(conversation.runs_together)):
                     # A prepared statement's Bind, Describe, Execute and Sync, answered at once.
+                    steps.next()
                     data = core.send_run(conversation.answer_run(run[0], run[1], run[2]))
                     out.append(data)
                     size += len(data)
@@ -143,6 +152,7 @@ class Link:
                     continue
                 if (message := core.next_message()) is None:
                     break
+                steps.next()
                 for answer in self._answer(message):
                     if core.state is closed:
                         break  # it ended inside a COPY: no one is left to answer
@@ -157,6 +167,7 @@ class Link:
             core.failed(code)
             out.append(error_bytes(code, error.message))
         finally:
+            steps.end(more=core.has_message())
             self._running = False
             admission.watch_cancel(None)
         if core.client_closed and not self.closed:

@@ -20,4 +20,17 @@ one user's work at once, each within the budget its protocol layer gives (`Offlo
 user with nothing running gets a thread at once, whatever others keep queued.
 The room's thread itself only hands over answers, encodes what every waiter shares and
 takes plain streams' events, whose cost no client chooses.
+
+The rule of users' shares: one user's work must not take more than its share of the
+interpreter while another user's waits. Every client's own long work runs in steps and
+takes turns between them, handed on one user at a time (each user waiting gets a turn
+before any has a second): a waiter's filter, re-run or initial-copy page between its rows
+(`refimpl.engine.query.deadlines.make_way`), a protocol session's pipelined messages and a
+COPY's batches of rows between them (`deadlines.Steps`). Its first turn runs at once, so a
+single query or a short COPY never waits; past it, the work runs only while it holds the
+one turn (`deadlines.BULK`). The threads answering everyone else (this package's room and
+flusher, the servers' workers) never take turns, and compete for the interpreter with one
+client's long work at a time, not with every user's. The turns are the engine's, whose own
+loops take them; the owner pool decides which users' pieces have a thread, the turns which
+of the running ones has the interpreter.
 """

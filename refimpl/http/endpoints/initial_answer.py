@@ -16,7 +16,7 @@ from refimpl.engine.features.initial_copy import (
     parse_position,
 )
 from refimpl.engine.feeds import LogBounds, TableFeed
-from refimpl.engine.query.deadlines import make_way
+from refimpl.engine.query.deadlines import make_way, working_for
 from refimpl.http.context import Context
 from refimpl.http.encode import Answer, encode_json
 from refimpl.http.endpoints.change_encoding import (
@@ -58,8 +58,9 @@ def copy_answer(
     feed_filter = None if options.where is None else feed.compile_filter(options.where)
     bounds = feed.bounds()
     # The page is its user's work: bounded in rows, in pages at once and in time, and its
-    # encoding too (which costs more than its read), taking turns with other users' work.
-    with ctx.app.feeds.copy_page(ctx.principal, limit):
+    # encoding too (which costs more than its read), taking turns with other users' work
+    # as its user's (one turn a round for the user, however many pages it reads at once).
+    with ctx.app.feeds.copy_page(ctx.principal, limit), working_for(ctx.principal.name):
         batch = feed.read_initial(at, limit, feed_filter)
         answer = _page_answer(feed, bounds, options, at, batch, fmt)
         if batch.copied is not None:

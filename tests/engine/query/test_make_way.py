@@ -105,7 +105,7 @@ def test_work_that_is_no_clients_never_waits_for_a_turn(monkeypatch: pytest.Monk
     """The waiting room's and the workers' own encodings pause, but never queue for the turn
     (they answer everyone; the turn is for clients' own work)."""
     turns: list[int] = []
-    monkeypatch.setattr(deadlines.Turns, "next_turn", lambda self: turns.append(1))
+    monkeypatch.setattr(deadlines.Turns, "next_turn", lambda self, owner=None: turns.append(1))
     worker = threading.Thread(target=_steps, args=(0.030, False))
     worker.start()
     worker.join(30)
@@ -162,7 +162,7 @@ def test_a_clients_work_under_a_state_lock_never_waits_for_a_turn(
     """A filter evaluated while the thread reads under a database's state lock (a live
     query's re-run) pauses but never queues for the turn: a commit would wait for it."""
     turns: list[int] = []
-    monkeypatch.setattr(deadlines.Turns, "next_turn", lambda self: turns.append(1))
+    monkeypatch.setattr(deadlines.Turns, "next_turn", lambda self, owner=None: turns.append(1))
     lock = SharedLock()
 
     def work() -> None:
