@@ -236,6 +236,9 @@ def readers_off_server(server: list[int], readers: list[int]) -> Iterator[None]:
     with what the writers leave, as remote clients would not hold the writers up either.
     As before afterwards."""
     cpus = sorted(os.sched_getaffinity(0))
+    # Back to where they were: a run under `nice` leaves its readers at its own niceness,
+    # not above the server's.
+    before = os.getpriority(os.PRIO_PROCESS, 0)
     pin(server, {cpus[0]})
     pin([os.getpid(), *readers], set(cpus[1:]))
     renice(readers, 19)
@@ -243,7 +246,7 @@ def readers_off_server(server: list[int], readers: list[int]) -> Iterator[None]:
         yield
     finally:
         pin([*server, os.getpid(), *readers], set(cpus))
-        renice(readers, 0)
+        renice(readers, before)
 
 
 class Readers:
