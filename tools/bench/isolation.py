@@ -55,14 +55,22 @@ the end, on Ctrl-C too.
     python tools/bench/isolation.py --quick      # 50,000 rows, 8 s idle and 15 s loaded,
                                                  # 32 MB of headroom under memory_mb
     python tools/bench/isolation.py --quick --hostile filters   # only the where= filters
+    python tools/bench/isolation.py --quick --gil-profile       # who holds the interpreter lock
+    python tools/bench/isolation.py --quick --code OTHER_CHECKOUT   # another revision's server
+
+While the loaded phase runs, a py-spy dump of the server's threads is written whenever a
+`/health` answer is 5 s late or no event of `ticks` came for 5 s (`--stall-dump`, 0: none;
+`isolation_watch.py`).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import multiprocessing
 import os
 import sys
+import tempfile
 import threading
 import time
 from collections import Counter
@@ -74,6 +82,7 @@ from urllib.parse import quote
 import harness
 import isolation_pg
 import isolation_victim
+import isolation_watch
 import requests
 
 TEXT = "a" * 300_000
@@ -366,6 +375,27 @@ def main() -> None:
     )
     parser.add_argument("--quick", action="store_true")
     parser.add_argument(
+        "--code",
+        type=Path,
+        default=None,
+        help="the checkout whose server runs (another revision's, for a before/after run);"
+        " the clients are this one's",
+    )
+    parser.add_argument(
+        "--stall-dump",
+        type=float,
+        default=5.0,
+        metavar="SECONDS",
+        help="during the loaded phase, a py-spy dump of the server's threads when a /health"
+        " answer is this late, or no event of ticks came this long (0: no watch); the dumps'"
+        " files are printed",
+    )
+    parser.add_argument(
+        "--gil-profile",
+        action="store_true",
+        help="py-spy record --gil of the loaded phase: who holds the interpreter lock",
+    )
+    parser.add_argument(
         "--hostile",
         default=",".join(HOSTILE),
         help="the hostile work, comma-separated: filters (where= streams and long polls),"
@@ -392,7 +422,8 @@ def main() -> None:
     # A COPY the server does not refuse is cut off well past the limit, copying nothing.
     copy_cap = (2 * args.headroom_mb + 64) * MB
     extra = ["--pg-port", "0", "--memory", str(limit_mb)]
-    with harness.RefimplServer(extra=extra) as server:
+    folder = Path(tempfile.mkdtemp(prefix="isolation-watch-"))
+    with harness.RefimplServer(extra=extra, code=args.code) as server:
         # Read at once: the server's output keeps only its latest lines.
         address = isolation_pg.pg_address(server.output)
         step(f"server pid {server.pid} (for py-spy dump --pid)")
@@ -403,9 +434,28 @@ def main() -> None:
         step("idle phase")
         idle = phase(server, address, tokens, set(), args.idle_seconds, copy_cap)
         step("loaded phase")
-        loaded = phase(server, address, tokens, kinds, args.seconds, copy_cap)
+        watch = (
+            isolation_watch.StallWatch(
+                server.url, server.token, server.pid, args.stall_dump, folder, args.seconds
+            )
+            if args.stall_dump > 0
+            else None
+        )
+        with watch or contextlib.nullcontext():
+            profile = (
+                isolation_watch.GilProfile(server.pid, args.seconds, folder / "gil.txt")
+                if args.gil_profile
+                else None
+            )
+            loaded = phase(server, address, tokens, kinds, args.seconds, copy_cap)
+            if profile is not None:
+                profile.finish()
         step("stopping the server")
     report(args.rows, sorted(kinds), limit_mb, idle, loaded)
+    if watch is not None:
+        watch.report()
+    if profile is not None:
+        profile.report()
 
 
 def report(
