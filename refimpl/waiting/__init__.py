@@ -33,4 +33,14 @@ flusher, the servers' workers) never take turns, and compete for the interpreter
 client's long work at a time, not with every user's. The turns are the engine's, whose own
 loops take them; the owner pool decides which users' pieces have a thread, the turns which
 of the running ones has the interpreter.
+
+The rule of the event streams' fan-out: a commit costs the streams nothing by itself (the
+thread that publishes it pokes one list); their events go out in rounds. A round sends a
+stream at most one part, holding every event since its last one, and streams of one view
+at one place share that part: taken and encoded once, framed once, one send() a socket.
+After a round, the next waits until the rest of the process could have used
+FANOUT_SPACING times the round's CPU time, in proportion to how busy it was
+(`fanout.FanoutPace`): while writers keep the server busy the fan-out takes at most about
+1/(FANOUT_SPACING + 1) of its processor time, whatever a round's wall time; when they
+leave it idle, the next commit goes out at once.
 """

@@ -26,18 +26,25 @@ FANOUT_STRIDE = 0.6180339887
 # TURN_SECONDS of its sends (`taking_turns`): a commit waits at most about that long on it.
 TURN_SECONDS = 0.002
 TURN_PAUSE_SECONDS = 0.00005
+_FADE = 0.75  # what the pace keeps of the rounds before, round by round
 
 
 class FanoutPace:
-    """When the next fan-out round (the streams poked by commits) may start.
+    """When the next fan-out round (the streams poked by commits) may start: a duty budget.
 
     A round's cost is its CPU time: on a busy machine its wall time is mostly time in which
-    other processes ran, which the writers did not lose to it. The next round waits
-    FANOUT_SPACING times that cost after the round's start, scaled by how busy the rest of
-    the process was since the round before (its CPU time over the wall time, at most 1), and
-    never more than MAX_FANOUT_WAIT. So while writers keep the server busy, streams take
-    about a twenty-first of its time and each round carries the events of many commits; commits
-    that leave the server idle go out at once, however many streams there are.
+    other processes ran, which the writers did not lose to it. After a round ends, the rest
+    of the process may use FANOUT_SPACING times that cost before the next one starts, scaled
+    by how busy the rest was since the round before (its CPU time over the CPU time it could
+    have had, at most 1), and never more than MAX_FANOUT_WAIT. So while writers keep the
+    server busy, streams take about a twenty-first of its processor time, however long a
+    round's wall time is, and each round carries the events of many commits; commits that
+    leave the server idle go out at once, however many streams there are.
+
+    The CPU time the process could have had: the wall time the wait lasts, times the share
+    of a core the round's thread got while it was runnable (its CPU time over that plus its
+    wait for a core, `waited`). On a machine whose cores other processes also want, a
+    second of wall time gives the writers less than a second of CPU, and the wait grows so.
 
     `process_cpu` gives the CPU seconds of the whole process (all its threads).
     """
@@ -51,16 +58,34 @@ class FanoutPace:
         self._process_cpu = process_cpu
         self._clock = clock
         self._last: tuple[float, float] | None = None  # clock and process CPU at the last end
+        # The rounds' CPU and waits for a core, the older ones fading: one round delayed
+        # once by the scheduler does not stretch the next wait by itself.
+        self._cost = self._waited = 0.0
 
-    def round(self, started: float, cost: float) -> None:
-        """A round began at `started` (the clock) and cost `cost` seconds of CPU."""
+    def round(self, cost: float, waited: float = 0.0) -> None:
+        """A round has just ended: it cost `cost` seconds of CPU, and its thread waited
+        `waited` seconds for a core meanwhile (`thread_waited`)."""
         now, cpu = self._clock(), self._process_cpu()
+        self._cost = self._cost * _FADE + cost
+        self._waited = self._waited * _FADE + waited
+        # The share of a core the round's thread got while runnable.
+        share = self._cost / (self._cost + self._waited) if self._cost > 0 else 1.0
         busy = 1.0  # the first round: nothing known of the rest, the writers come first
         if self._last is not None and now > self._last[0]:
             others = cpu - self._last[1] - cost
-            busy = min(1.0, max(0.0, others) / (now - self._last[0]))
+            busy = min(1.0, max(0.0, others) / (now - self._last[0]) / share)
         self._last = (now, cpu)
-        self.next_round = started + min(FANOUT_SPACING * cost * busy, MAX_FANOUT_WAIT)
+        self.next_round = now + min(FANOUT_SPACING * cost * busy / share, MAX_FANOUT_WAIT)
+
+
+def thread_waited() -> float:
+    """Seconds the calling thread has spent runnable, waiting for a core (Linux's schedstat;
+    0 where there is none, and the pace then takes a core as the process's own)."""
+    try:
+        with open("/proc/thread-self/schedstat", "rb") as file:
+            return int(file.read().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return 0.0
 
 
 def taking_turns(

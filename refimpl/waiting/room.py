@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable, Hashable, Iterable
 from typing import Any, Generic
 
-from refimpl.waiting.fanout import FANOUT_STRIDE, FanoutPace, taking_turns
+from refimpl.waiting.fanout import FANOUT_STRIDE, FanoutPace, taking_turns, thread_waited
 from refimpl.waiting.owners import Budget, Offloaded, OwnerPool
 from refimpl.waiting.parked import A, Batch, Parked, Part, Signal
 from refimpl.waiting.places import FairPlaces
@@ -404,7 +404,7 @@ class WaitingRoom(Generic[A]):
         interpreter is shared between them and the round (`taking_turns`)."""
         pending: list[Callable[[], None]] = []
         self._round.pending = pending
-        started, cpu = time.monotonic(), time.thread_time()
+        cpu, waited = time.thread_time(), thread_waited()
         with self._lock:
             batches, self._fanout_batches = self._fanout_batches, {}
         alone: list[Parked[A]] = []
@@ -427,12 +427,12 @@ class WaitingRoom(Generic[A]):
                         finished.append(parked)
         finally:
             self._fanout_rounds += 1
-            cost = time.thread_time() - cpu
             self._round.pending = None
             _run_all(pending)
+            cost, waited = time.thread_time() - cpu, thread_waited() - waited
         with self._lock:
             self._fanout_batches.update(again)
-            self._fanout_pace.round(started, cost)
+            self._fanout_pace.round(cost, waited)
 
     @staticmethod
     def _fan_out(batch: Batch) -> bool:

@@ -270,25 +270,49 @@ def test_a_fan_out_round_attempts_each_paced_stream_once_and_spaces_the_next():
     room.close()
 
 
-def test_fan_out_waits_in_proportion_to_how_busy_the_rest_of_the_process_is():
+def test_fan_out_waits_after_a_round_in_proportion_to_how_busy_the_rest_of_the_process_is():
     clock, cpu = [100.0], [0.0]
     pace = FanoutPace(lambda: cpu[0], lambda: clock[0])
 
-    def round_of(cost: float, others: float, gap: float) -> float:
-        """A round of CPU time `cost` starting `gap` after the last one ended, the rest of
-        the process having used `others` of CPU meanwhile: how long the next one waits."""
-        clock[0] += gap
-        started = clock[0]
-        clock[0] += cost
+    def round_of(cost: float, others: float, gap: float, wall: float | None = None) -> float:
+        """A round of CPU time `cost` (wall time `wall`, by default its cost) starting `gap`
+        after the last one ended, the rest of the process having used `others` of CPU
+        meanwhile: how long after its end the next one waits."""
+        clock[0] += gap + (cost if wall is None else wall)
         cpu[0] += cost + others
-        pace.round(started, cost)
-        return pace.next_round - started
+        pace.round(cost)
+        return pace.next_round - clock[0]
 
     assert round_of(0.01, 0.0, 0.0) == pytest.approx(FANOUT_SPACING * 0.01)  # nothing known
     assert round_of(0.01, 0.0, 0.05) == 0.0  # an idle server: the next commit goes out at once
+    # The rest busy half of the 60 ms since the last round's end: half the spacing.
     assert round_of(0.01, 0.03, 0.05) == pytest.approx(FANOUT_SPACING * 0.01 * 0.5)
     assert round_of(0.01, 0.2, 0.05) == pytest.approx(FANOUT_SPACING * 0.01)  # busy: all of it
+    # A round that took long in wall time (its sends waited for the interpreter lock while
+    # the writers ran) is followed by the whole wait, counted from its end: rounds never
+    # follow each other at once while the rest is busy.
+    assert round_of(0.01, 0.3, 0.0, wall=0.3) == pytest.approx(FANOUT_SPACING * 0.01)
     assert round_of(1.0, 1.0, 0.0) == MAX_FANOUT_WAIT  # however long a round took
+
+
+def test_on_a_machine_whose_cores_others_want_the_fan_out_waits_for_the_cpu_not_the_clock():
+    """A round's thread that got a quarter of a core while runnable: the rest of the process
+    gets a quarter core too, so twenty times the round's cost of CPU takes four times as
+    long; its CPU rate of a quarter core is as busy as it can be."""
+    clock, cpu = [100.0], [0.0]
+    pace = FanoutPace(lambda: cpu[0], lambda: clock[0])
+    for _ in range(5):
+        clock[0] += 0.1
+        cpu[0] += 0.004 + 0.025  # the round's 4 ms, the rest's quarter of the 100 ms
+        pace.round(0.004, waited=0.012)
+    assert pace.next_round - clock[0] == pytest.approx(FANOUT_SPACING * 0.004 * 4)
+    # One round delayed once by the scheduler does not stretch the wait by itself.
+    quiet = FanoutPace(lambda: cpu[0], lambda: clock[0])
+    for waited in [0.0, 0.0, 0.0, 0.0, 0.005]:
+        clock[0] += 0.1
+        cpu[0] += 0.004 + 0.1
+        quiet.round(0.004, waited)
+    assert FANOUT_SPACING * 0.004 < quiet.next_round - clock[0] < 2 * FANOUT_SPACING * 0.004
 
 
 def test_a_keyed_request_without_a_deadline_waits_for_its_poke():
