@@ -63,6 +63,17 @@ class Client:
         self.transport.sock = self.sock  # the same file descriptor, now encrypted
         self.handshaking = True
 
+    def send_first(self, out: bytes) -> None:
+        """Send what the socket takes now of `out`, nothing being unsent before it; the
+        rest waits in `unsent`. Raises OSError. Unlike `send_some`, `unsent` holds nothing
+        while the send runs: the connection is armed meanwhile (an acknowledgement), and
+        neither a worker nor the check for stalled clients may take the answer for one
+        the client is slow to take."""
+        sent = self.transport.send_now(out)
+        if sent < len(out):
+            self.unsent = out[sent:]
+            self.unsent_since = time.monotonic()
+
     def send_some(self) -> None:
         """Send what the socket takes now of `unsent`, without waiting; raises OSError."""
         sent = self.transport.send_now(self.unsent)

@@ -441,9 +441,8 @@ class PgServer:
             elif link.closed:
                 client.goodbye(out)  # its last answers: sent if the socket takes them
             else:
-                client.unsent = out
                 try:
-                    client.send_some()
+                    client.send_first(out)
                 except OSError:
                     link.end()
             # Only now: a worker that takes the connection up as the client answers (the
