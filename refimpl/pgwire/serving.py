@@ -7,10 +7,7 @@ the `threads` workers, only the few (`polling.ADMITTED`) that hold an admission 
 on the set or run statements; one whose statement waits (a lock) or runs long hands its
 place on, and none waits for a commit's flush (`refimpl.pgwire.acknowledging`). A worker
 reads what a connection sent; once the bytes make a whole message it answers the messages
-there are, sends what the socket takes of the answers and re-arms the connection. An answer
-that acknowledges a commit not yet on disk goes to the acknowledging thread instead, which
-sends it after the flush: the worker re-arms the connection as it hands it over, but
-nothing more of it is read before the answer went (`Client.handed`). Answers
+there are, sends what the socket takes of the answers and re-arms the connection. Answers
 the socket did not take wait (up to `SEND_TIMEOUT_SECONDS`) with the connection armed for
 writing only: its next messages are neither read nor answered meanwhile, and no worker
 waits for it. A connection that pipelines without reading thus holds `UNSENT_LIMIT` bytes
@@ -60,7 +57,6 @@ from refimpl.netlimits import (
 from refimpl.netpool.polling import ARMED, PollingWorkers
 from refimpl.pgwire import sqlstate, tls
 from refimpl.pgwire.acknowledging import Acknowledging
-from refimpl.pgwire.clients import Client
 from refimpl.pgwire.core import error_bytes
 from refimpl.pgwire.link import Link, LinkOptions
 from refimpl.pgwire.sockets import POLL_SECONDS, RECV_BYTES, Socket, tls_pending
@@ -97,6 +93,57 @@ class PgOptions:
     unauthenticated_per_address: int = 16
 
 
+class _Client:
+    """One socket and its protocol link; `busy` while a worker answers it."""
+
+    def __init__(self, sock: Socket, address: str, link: Link) -> None:
+        self.transport = sock
+        self.sock = sock.sock
+        self.address = address
+        # Counted among the connections waiting for their login until it succeeds, then
+        # among the logged-in ones (the server's `counts`).
+        self.logged_in = False
+        self.accepted_at = time.monotonic()
+        self.link = link
+        self.busy = False
+        # Answers the socket did not take at once: while there are any, nothing more is
+        # read or answered, so a client that reads nothing holds one answer at most.
+        self.unsent = b""
+        self.unsent_since = 0.0  # when the client last took some of them
+        self.handshaking = False  # TLS: 'S' sent, the handshake not yet done
+        self.lock = threading.Lock()  # held by the worker while it answers
+        # What it received, sent and completed, not yet added to the server's `answers`:
+        # counted by the worker that answers it without a lock, added at its close (or at
+        # once with an error), and read with the rest by `PgServer.measures`.
+        self.received = 0
+        self.sent = 0
+        self.queries = 0
+
+    def start_tls(self, context: ssl.SSLContext) -> None:
+        """Wrap the socket after 'S' went out; the reading thread does the handshake."""
+        self.sock = context.wrap_socket(self.sock, server_side=True, do_handshake_on_connect=False)
+        self.transport.sock = self.sock  # the same file descriptor, now encrypted
+        self.handshaking = True
+
+    def send_some(self) -> None:
+        """Send what the socket takes now of `unsent`, without waiting; raises OSError."""
+        sent = self.transport.send_now(self.unsent)
+        if sent == len(self.unsent):  # nearly always: nothing waits, no clock to read
+            self.unsent = b""
+            self.unsent_since = 0.0
+            return
+        if sent or not self.unsent_since:
+            self.unsent_since = time.monotonic()
+        self.unsent = self.unsent[sent:]
+
+    def goodbye(self, data: bytes) -> None:
+        """Send a last error if the socket takes it at once (it is non-blocking here)."""
+        try:
+            self.sock.send(data)
+        except OSError:
+            pass
+
+
 class PgServer:
     def __init__(self, instance: Instance, options: PgOptions) -> None:
         raise_open_file_limit()
@@ -115,8 +162,8 @@ class PgServer:
         self._listener = socket.create_server((options.host, options.port), backlog=512)
         self._listener.setblocking(False)
         self.address: tuple[str, int] = self._listener.getsockname()[:2]
-        self._clients: dict[int, Client] = {}  # by file descriptor
-        self._by_process: dict[int, Client] = {}
+        self._clients: dict[int, _Client] = {}  # by file descriptor
+        self._by_process: dict[int, _Client] = {}
         self._lock = threading.Lock()
         self._process_ids = itertools.count(1)
         self._next_startup_check = 0.0
@@ -126,7 +173,7 @@ class PgServer:
         self._epoll = self._workers.epoll
         self._stopping = self._workers.stopping
         self._epoll.register(self._listener.fileno(), ARMED)
-        self._acknowledging: Acknowledging[tuple[Client, bytes]] = Acknowledging(self._acknowledge)
+        self._acknowledging: Acknowledging[tuple[_Client, bytes]] = Acknowledging(self._acknowledge)
 
     def start(self) -> None:
         self._workers.start()
@@ -172,7 +219,7 @@ class PgServer:
             )
             self._close(client)
 
-    def _refuse(self, client: Client, code: str, message: str) -> None:
+    def _refuse(self, client: _Client, code: str, message: str) -> None:
         """End a connection with a FATAL error, counted for /metrics like every answer."""
         refusal = client.link.refuse(code, message)
         self.answers.answered(refusal)
@@ -231,13 +278,13 @@ class PgServer:
             lambda: self._wake(client),
         )
         link.peer = address
-        client = Client(transport, address, link)
+        client = _Client(transport, address, link)
         with self._lock:
             self._clients[sock.fileno()] = client
             self._by_process[process_id] = client
         self._epoll.register(sock.fileno(), ARMED)
 
-    def _log_in(self, client: Client, principal: Principal) -> str | None:
+    def _log_in(self, client: _Client, principal: Principal) -> str | None:
         """Move a connection whose password was right to the logged-in count; or why not."""
         refused = self.counts.admit(client.address, privileged=principal.is_admin)
         if refused is None:
@@ -252,13 +299,6 @@ class PgServer:
             if client is None or client.busy:
                 return
             client.busy = True
-        if client.handed:
-            with client.lock:  # decided with the acknowledging thread's `_acknowledge`
-                if client.handed:
-                    # Its answer waits for its flush: nothing more is read before it went,
-                    # and the acknowledging thread arms it again then.
-                    client.held = True
-                    return
         if client.handshaking and not self._handshake(client):
             client.busy = False
             return
@@ -269,7 +309,7 @@ class PgServer:
                 self._close(client)
                 return
             if client.unsent:  # still more than the client takes: read nothing new yet
-                self._rearm(client)  # for writing only (`_arm`)
+                self._rearm(client, WRITABLE)
                 return
         if client.link.core.has_message():
             self._answer(client)  # messages read before come first: the buffer stays small
@@ -291,7 +331,7 @@ class PgServer:
         else:
             self._notify(client)
 
-    def _notify(self, client: Client) -> None:
+    def _notify(self, client: _Client) -> None:
         """Send an idle connection the notifications that wait for it, then re-arm it."""
         out = client.link.notifications()
         if out:
@@ -304,9 +344,9 @@ class PgServer:
         if client.link.closed:
             self._close(client)
         else:
-            self._rearm(client)
+            self._rearm(client, WRITABLE if client.unsent else ARMED)
 
-    def _wake(self, client: Client) -> None:
+    def _wake(self, client: _Client) -> None:
         """Notifications arrived for `client` (any thread): a worker visits it now, unless
         one is answering it already (whose `_rearm` looks for them)."""
         if not client.busy and client.link.notifications_waiting():
@@ -315,7 +355,7 @@ class PgServer:
             except (OSError, ValueError):
                 pass  # closed meanwhile
 
-    def _handshake(self, client: Client) -> bool:
+    def _handshake(self, client: _Client) -> bool:
         """Move a TLS handshake on; True once it is done (the startup may follow at once)."""
         step = tls.step(client.sock)  # type: ignore[arg-type]  # wrapped by start_tls
         if step is tls.Step.DONE:
@@ -331,17 +371,17 @@ class PgServer:
                 self._close(client)
         return False
 
-    def _answer(self, client: Client) -> None:
+    def _answer(self, client: _Client) -> None:
         link = client.link
-        held = False
         try:
             with client.lock:
                 while True:
                     out = link.answer_pending(UNSENT_LIMIT)
                     self._count(client, len(out))
                     if out and not link.is_durable():
-                        held = self._hand_over(client, out)
-                        break
+                        # It acknowledges a commit not yet on disk: sent after the flush.
+                        self._acknowledging.hand_over((client, out), link.wait_durable)
+                        return
                     if out and link.closed:
                         client.transport.send(out)  # its last words, then it closes
                     elif out:
@@ -360,29 +400,14 @@ class PgServer:
                 sqlstate.INTERNAL,
                 "internal error (a bug in the server); the server log has the details",
             )
-        if held:
-            return  # the acknowledging thread re-arms it, closes it or starts its stream
         if not link.closed and link.walsender() is not None:
             self._stream(client)
         elif link.closed:
             self._close(client)
         else:
-            self._rearm(client)
+            self._rearm(client, WRITABLE if client.unsent else ARMED)
 
-    def _hand_over(self, client: Client, out: bytes) -> bool:
-        """Hand `out`, which acknowledges a commit not yet on disk, to the acknowledging
-        thread (the caller holds `client.lock`). True when the connection stays disarmed
-        (`Client.held`) until it went: ended, or with messages read and not yet answered,
-        or a stream to start; else the worker re-arms it now, so that the acknowledging
-        thread has only its send to make, and a worker that takes it up meanwhile leaves
-        it held (`_readable`)."""
-        link = client.link
-        client.handed += 1
-        self._acknowledging.hand_over((client, out), link.wait_durable)
-        client.held = link.closed or link.core.has_message() or link.walsender() is not None
-        return client.held
-
-    def _count(self, client: Client, size: int) -> None:
+    def _count(self, client: _Client, size: int) -> None:
         """Count `size` bytes of answers about to go to `client`, and what its core sent."""
         queries, errors = client.link.core.take_counts()
         client.sent += size
@@ -391,13 +416,13 @@ class PgServer:
             with self._lock:
                 self._add_counts(client, errors)
 
-    def _add_counts(self, client: Client, errors: list[str]) -> None:
+    def _add_counts(self, client: _Client, errors: list[str]) -> None:
         """Move `client`'s counts to the server's (`_lock` held: `measures` sees them once)."""
         self.answers.received(client.received)
         self.answers.sent(client.sent, client.queries, errors)
         client.received = client.sent = client.queries = 0
 
-    def _stream(self, client: Client) -> None:
+    def _stream(self, client: _Client) -> None:
         """START_REPLICATION: a thread of its own streams to the client (which stays `busy`,
         so no worker reads its socket), then re-arms the connection or closes it."""
         walsender = client.link.walsender()
@@ -423,69 +448,43 @@ class PgServer:
         name = f"kdb-walsender-{client.link.process_id}"
         threading.Thread(target=run, name=name, daemon=True).start()
 
-    def _acknowledge(self, handed: tuple[Client, bytes], error: KdbError | None) -> None:
+    def _acknowledge(self, handed: tuple[_Client, bytes], error: KdbError | None) -> None:
         """An answer's commits are on disk (or the log failed): send it without waiting.
 
-        Its one system call is the send: the worker re-armed the connection as it handed
-        the answer over. One left `held` is armed here (messages read meanwhile wait for a
-        worker: armed for writing as well, it is ready for one at once), and so is one
-        whose answer the socket did not take whole, or whose notifications waited behind
-        the answer, unless a worker has it (which arms it at its end)."""
+        What the socket does not take, and messages that arrived meanwhile, are left to a
+        worker: armed for writing as well, the connection is ready for one at once."""
         client, out = handed
         link = client.link
-        close = stream = False
-        armed = True
         with client.lock:
             if error is not None:
                 self._refuse(client, sqlstate.sqlstate_of(error), error.message)
             elif link.closed:
                 client.goodbye(out)  # its last answers: sent if the socket takes them
             else:
+                client.unsent = out
                 try:
-                    client.send_first(out)
+                    client.send_some()
                 except OSError:
                     link.end()
-            # Only now: a worker that takes the connection up as the client answers (the
-            # send let go of the interpreter lock) must find the answer sent, or its rest
-            # in `unsent`, never the whole answer still there to send a second time.
-            client.handed -= 1
-            held, client.held = client.held, False
-            if link.closed:
-                close = True
-            elif held and link.walsender() is not None:
-                stream = True
-            elif held:
-                more = select.EPOLLOUT if link.core.has_message() else 0
-                armed = self._arm(client, ARMED | more)
-            elif not client.busy and (client.unsent or link.notifications_waiting()):
-                armed = self._arm(client)
-        if close or not armed:
+        if link.closed:
             self._close(client)
-        elif stream:
-            self._stream(client)
+        elif client.unsent:
+            self._rearm(client, WRITABLE)
+        elif link.core.has_message():
+            self._rearm(client, ARMED | select.EPOLLOUT)
+        else:
+            self._rearm(client)
 
-    def _rearm(self, client: Client, events: int = ARMED) -> None:
-        with client.lock:
-            armed = self._arm(client, events)
-        if not armed:
-            self._close(client)
-
-    def _arm(self, client: Client, events: int = ARMED) -> bool:
-        """Let a worker take `client` up at `events` (the caller holds `client.lock`):
-        for writing only while answers wait unsent, at once for waiting notifications.
-        False when the connection is gone from the epoll set (the caller closes it)."""
+    def _rearm(self, client: _Client, events: int = ARMED) -> None:
         client.busy = False
-        if client.unsent:
-            events = WRITABLE  # nothing more is read before the client took them
-        elif not client.handed and client.link.notifications_waiting():
+        if client.link.notifications_waiting():
             events |= select.EPOLLOUT  # at once: a worker sends them (`_notify`)
         try:
             self._epoll.modify(client.sock.fileno(), events)
         except (OSError, ValueError):
-            return False
-        return True
+            self._close(client)
 
-    def _close(self, client: Client) -> None:
+    def _close(self, client: _Client) -> None:
         with self._lock:
             fd = client.sock.fileno()
             if self._clients.pop(fd, None) is None:
@@ -556,7 +555,7 @@ class PgServer:
         self._epoll.close()
 
 
-def _state(client: Client) -> str:
+def _state(client: _Client) -> str:
     conversation = client.link.conversation
     if conversation is None:
         return "startup"

@@ -108,7 +108,7 @@ STAGES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("encode", ("result_body", "json_response", "convert_rows")),
     ("request log", ("RequestLog.", "RequestRecord.", "RequestLine.", "RequestIds.")),
     ("request log", ("_Writer.", "Formatter.", "Handler.", "TextLineFormatter.")),
-    ("send", ("Client.send_some", "Socket.send", "Client.goodbye", "Connection._send")),
+    ("send", ("_Client.send_some", "Socket.send", "_Client.goodbye", "Connection._send")),
     ("HTTP route and dispatch", ("exec_route", "_sql_of", "App.", "Context.")),
     # Last: a frame of the servers' own loops names it only when no stage above does.
     ("server loop, locks, dispatch", ("PgServer.", "PooledWSGIServer.", "Connection.", "Link.")),
