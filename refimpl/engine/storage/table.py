@@ -323,7 +323,8 @@ class Table:
         decoded a block at a time at first touch (see the module docstring)."""
         chunks = image.chunks
         lasts = [] if chunks is None else [tuple(chunk.last) for chunk in chunks]
-        if chunks is None or not self._by_identity() or not all(map(lt, lasts, lasts[1:])):
+        simple = self.ordered_by_identity and not self.secondary
+        if chunks is None or not simple or not all(map(lt, lasts, lasts[1:])):
             self.load_rows(image.rows, image.rowids)
             return True
         if not self._keyed and lasts:
@@ -335,27 +336,20 @@ class Table:
         return False
 
     @property
-    def partition_is_index(self) -> bool:
-        """True when the table keeps no identity index of its own (`OrderIndex`)."""
-        return isinstance(self.index, OrderIndex)
-
-    def detached_parts(self) -> Iterator[tuple[Chunk | None, list[OrderKey], Iterable[Row]]]:
-        """The blocks of a table whose partition is its index, as of the moment of the call,
-        as `Blocks.detached_parts` gives them: a chunk still encoded as its checkpoint
-        stored it, or a block's keys and rows. Taken as `scan` takes its rows."""
-        partition = self.partitions.get(())
-        return iter(()) if partition is None else partition.detached_parts()
-
-    def _by_identity(self) -> bool:
-        """Whether rows sit in one partition ordered by identity alone, and no secondary
-        index needs them listed: a checkpoint's chunks can then be kept encoded."""
+    def ordered_by_identity(self) -> bool:
+        """True when rows sit in one partition, `()`, ordered by identity alone: its order
+        keys are the identities (no TIMESERIES, SYMBOL partition or ORDER BY)."""
         layout = self.layout
         return (
-            layout.period is None
-            and layout.symbol_position is None
-            and not layout.order_positions
-            and not self.secondary
+            layout.period is None and layout.symbol_position is None and not layout.order_positions
         )
+
+    def detached_parts(self) -> Iterator[tuple[Chunk | None, list[OrderKey], Iterable[Row]]]:
+        """The blocks of a table `ordered_by_identity`, as of the moment of the call, as
+        `Blocks.detached_parts` gives them: a chunk still encoded as its checkpoint stored
+        it, or a block's keys (the identities) and rows. Taken as `scan` takes its rows."""
+        partition = self.partitions.get(())
+        return iter(()) if partition is None else partition.detached_parts()
 
     def delete(self, ident: Ident) -> Row | None:
         where = self.index.pop(ident, None)

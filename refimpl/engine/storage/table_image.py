@@ -21,8 +21,9 @@ class TakenTable:
     create: str
     next_rowid: int
     keyed: bool
-    # rows of a keyed table, else (identity, row) pairs; for a table whose partition is its
-    # index, its blocks (`Table.detached_parts`: chunks still encoded are written as they are)
+    # rows of a keyed table, else (identity, row) pairs; for a table ordered by identity,
+    # its blocks (`Table.detached_parts`: chunks still encoded are written as they are, the
+    # others listed by their dicts, not a generator step per row)
     rows: Iterator[Any]
     key_positions: tuple[int, ...]
     text_positions: tuple[int, ...]
@@ -31,7 +32,7 @@ class TakenTable:
     @classmethod
     def of(cls, table: Table) -> TakenTable:
         """Taken under the write lock, in O(blocks)."""
-        parts = table.partition_is_index
+        parts = table.ordered_by_identity  # its blocks' keys are the identities
         if parts:
             rows: Iterator[Any] = table.detached_parts()
         else:
