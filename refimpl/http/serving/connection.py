@@ -104,13 +104,11 @@ class Connection:
         try:
             environ = wire.make_environ(request, self.server.server_address, self.client_address)
             environ[CREDENTIALS_KEY] = self.credentials
-            keep = self._run(request.head, environ)
+            return self._run(request.head, environ)  # the server notes `last_used` after it
         except (ConnectionError, TimeoutError, OSError):
             return False
         finally:
             request.close()
-        self.last_used = time.monotonic()
-        return keep
 
     def _run(self, head: wire.RequestHead, environ: dict[str, Any]) -> bool:
         keep = head.keep_alive
@@ -145,24 +143,25 @@ class Connection:
         body: Iterable[bytes],
         keep: bool,
     ) -> bool:
-        names = {name.lower() for name, _ in headers}
-        code = int(status.split(" ", 1)[0])
+        code = int(status[:3])  # a WSGI status begins with its three digits
         bodyless = head.method == "HEAD" or code in (204, 304) or code < 200
         chunked = False
-        if "content-length" not in names and not bodyless:
+        if not bodyless and not wire.has_length(headers):
             if head.version == "HTTP/1.1":
                 chunked = True
             else:
                 keep = False  # the end of the connection marks the end of the body
         pending = [wire.answer_head(status, headers, chunked=chunked, keep_alive=keep)]
         if not bodyless:
+            size = 0  # of the chunks in `pending`: sent on past 64 KB
             for chunk in body:
                 if not chunk:
                     continue
                 pending.append(b"%x\r\n%s\r\n" % (len(chunk), chunk) if chunked else chunk)
-                if sum(len(p) for p in pending) > 65536:
+                size += len(chunk)
+                if size > 65536:
                     self._send_all(b"".join(pending))
-                    pending = []
+                    pending, size = [], 0
             if chunked:
                 pending.append(b"0\r\n\r\n")
         self._send_all(b"".join(pending))  # small answers go out in one write

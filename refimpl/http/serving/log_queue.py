@@ -114,8 +114,9 @@ def _write_batch(handler: logging.Handler, records: list[logging.LogRecord]) -> 
     assert isinstance(handler, logging.StreamHandler)
     with handler.lock:  # type: ignore[union-attr]  # Handler.createLock made it
         lines: list[str] = []
+        filtered = bool(handler.filters)  # most handlers have none: no call per line then
         for record in records:
-            if not handler.filter(record):
+            if filtered and not handler.filter(record):
                 continue
             try:
                 lines.append(handler.format(record) + handler.terminator)

@@ -429,18 +429,32 @@ def http_date() -> str:
     return text
 
 
+def has_length(headers: list[tuple[str, str]]) -> bool:
+    """True when `headers` hold a Content-Length (in any case)."""
+    # Only a name of its length is lowered: most are not.
+    return any(len(name) == 14 and name.lower() == "content-length" for name, _ in headers)
+
+
 def answer_head(
     status: str, headers: list[tuple[str, str]], *, chunked: bool, keep_alive: bool
 ) -> bytes:
     """The status line and header block of an answer, blank line included."""
     lines = [f"HTTP/1.1 {status}"]
-    # Exactly one Date: ours, whatever the application set.
-    lines += [f"{name}: {value}" for name, value in headers if name.lower() != "date"]
+    # Exactly one Date: ours, whatever the application set. Only a name of its length is
+    # lowered to tell.
+    lines += [
+        f"{name}: {value}" for name, value in headers if len(name) != 4 or name.lower() != "date"
+    ]
     lines.append(f"Date: {http_date()}")
     if chunked:
         lines.append("Transfer-Encoding: chunked")
-    lines.append(f"Connection: {'keep-alive' if keep_alive else 'close'}")
-    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+    lines.append(_KEEP_ALIVE if keep_alive else _CLOSE)
+    lines.append("\r\n")  # the blank line: joined, it ends the last line and makes one
+    return "\r\n".join(lines).encode("latin-1")
+
+
+_KEEP_ALIVE = "Connection: keep-alive"
+_CLOSE = "Connection: close"
 
 
 def whole_answer(answer: Answer, keep_alive: bool, with_body: bool) -> bytes:
