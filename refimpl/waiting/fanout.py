@@ -27,6 +27,8 @@ FANOUT_STRIDE = 0.6180339887
 TURN_SECONDS = 0.002
 TURN_PAUSE_SECONDS = 0.00005
 _FADE = 0.75  # what the pace keeps of the rounds before, round by round
+# The rest of the process busy up to this fraction of the time counts as idle (`FanoutPace`).
+IDLE_BELOW = 0.1
 
 
 class FanoutPace:
@@ -36,7 +38,8 @@ class FanoutPace:
     other processes ran, which the writers did not lose to it. After a round ends, the rest
     of the process may use FANOUT_SPACING times that cost before the next one starts, scaled
     by how busy the rest was since the round before (its CPU time over the CPU time it could
-    have had, at most 1), and never more than MAX_FANOUT_WAIT. So while writers keep the
+    have had, at most 1; up to IDLE_BELOW of it counts as idle), and never more than
+    MAX_FANOUT_WAIT. So while writers keep the
     server busy, streams take about a twenty-first of its processor time, however long a
     round's wall time is, and each round carries the events of many commits; commits that
     leave the server idle go out at once, however many streams there are.
@@ -74,6 +77,9 @@ class FanoutPace:
         if self._last is not None and now > self._last[0]:
             others = cpu - self._last[1] - cost
             busy = min(1.0, max(0.0, others) / (now - self._last[0]) / share)
+            # A rest busy less than IDLE_BELOW of the time leaves the server idle: the next
+            # commit goes out at once (a wait would only add to its latency).
+            busy = max(0.0, busy - IDLE_BELOW) / (1.0 - IDLE_BELOW)
         self._last = (now, cpu)
         self.next_round = now + min(FANOUT_SPACING * cost * busy / share, MAX_FANOUT_WAIT)
 
