@@ -20,7 +20,7 @@ from refimpl.engine.storage.access_hints import AccessHints, IndexProbe
 from refimpl.engine.storage.indexes import PendingKeys
 from refimpl.engine.storage.records import Entry
 from refimpl.engine.storage.schema import TableSchema
-from refimpl.engine.storage.table import Ident, Row, Table, parts_for_period_range
+from refimpl.engine.storage.table import Ident, OrderKey, Row, Table, parts_for_period_range
 from refimpl.engine.tracking.revisions import Touched
 from refimpl.errors import UnknownTable
 
@@ -84,7 +84,7 @@ class TableWork:
         if not self.pending:
             yield from table.scan(parts, hints.lead_low, hints.lead_high)
             return
-        yield from self._merged(table, parts)
+        yield from self._merged(table, parts, *table.lead_range(hints.lead_low, hints.lead_high))
 
     def rows_with_idents(self, probe: IndexProbe | None = None) -> Iterator[tuple[Ident, Row]]:
         """(identity, row) pairs as this transaction sees them (UPDATE and DELETE); with an
@@ -109,7 +109,11 @@ class TableWork:
             if row is not None:
                 yield ident, row
 
-    def _merged(self, table: Table, parts: list | None) -> Iterator[Row]:
+    def _merged(
+        self, table: Table, parts: list | None, low: OrderKey | None, high: OrderKey | None
+    ) -> Iterator[Row]:
+        """The committed rows and the pending ones, in table order; only those of order
+        keys in [`low`, `high`) (None: no bound) and of the partitions `parts` (None: all)."""
         pending = self.pending
         key_count = len(table.layout.key_positions) or 1
         wanted = None if parts is None else set(parts)
@@ -117,13 +121,14 @@ class TableWork:
         for part, partition in table.partitions.items():
             if wanted is not None and part not in wanted:
                 continue
-            for order, row in partition.items():
+            for order in partition.irange(low, high, inclusive=(True, False)):
                 if order[-key_count:] not in pending:
-                    placed.append((part, order, row))
+                    placed.append((part, order, partition[order]))
         for ident, row in pending.items():
             if row is not None:
                 part, order = table.place(row, ident)
-                placed.append((part, order, row))
+                if (low is None or order >= low) and (high is None or order < high):
+                    placed.append((part, order, row))
         placed.sort(key=lambda item: (item[0], item[1]))
         for _, _, row in placed:
             yield row

@@ -179,3 +179,40 @@ def test_ranges_across_blocks(db, big, low, high, strict) -> None:
     ]
     got = [r[0] for r in db.execute(f"SELECT a FROM key1 WHERE {where}").rows]
     assert sorted(got) == expected, where
+
+
+@settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(
+    committed=st.lists(st.integers(-6, 6), unique=True, max_size=10),
+    inserted=st.lists(st.integers(-8, 8), unique=True, max_size=4),
+    deleted=st.lists(st.integers(-6, 6), max_size=3),
+    conditions=CONDITIONS,
+)
+def test_a_range_read_in_a_transaction_sees_its_own_changes(
+    db, committed, inserted, deleted, conditions
+) -> None:
+    """Inside a transaction whose writes are not committed, the range read merges them."""
+    _load(db, "key2", [(a, 0) for a in committed])
+    session = db.session()
+    try:
+        session.execute("BEGIN")
+        model = {(a, 0) for a in committed}
+        for a in inserted:
+            session.execute(f"INSERT INTO key2 VALUES ({a}, 1)")
+            model.add((a, 1))
+        for a in deleted:
+            session.execute(f"DELETE FROM key2 WHERE a = {a} AND b = 0")
+            model.discard((a, 0))
+        where = _where("key2", conditions)
+        got = sorted(tuple(r) for r in session.execute(f"SELECT a, b FROM key2 WHERE {where}").rows)
+        expected = sorted(
+            (a, b) for a, b in model if all(_holds(a, op, c) for op, c, _ in conditions)
+        )
+        assert got == expected, where
+        session.execute("ROLLBACK")
+    finally:
+        session.close()
