@@ -195,6 +195,23 @@ def test_answer_heads_and_errors():
     assert error.count(b"Date:") == 1
 
 
+def test_an_answer_head_drops_the_applications_date_in_any_case_and_keeps_the_rest():
+    head = wire.answer_head(
+        "200 OK",
+        [("date", "x"), ("DATE", "y"), ("Dated", "z"), ("X-Date", "w")],
+        chunked=True,
+        keep_alive=False,
+    )
+    lines = head.split(b"\r\n")
+    assert lines[0] == b"HTTP/1.1 200 OK"
+    assert lines[1:3] == [b"Dated: z", b"X-Date: w"]
+    assert [line for line in lines if line.lower().startswith(b"date:")] == [lines[3]]
+    assert lines[3] not in (b"date: x", b"DATE: y")
+    assert lines[4:] == [b"Transfer-Encoding: chunked", b"Connection: close", b"", b""]
+    assert wire.has_length([("content-LENGTH", "1")])
+    assert not wire.has_length([("Content-Lengths", "1"), ("X-Content-Length", "1")])
+
+
 def test_a_shared_answer_is_encoded_once_per_kind():
     answer = Answer(b'{"a": 1}')
     first = wire.whole_answer(answer, keep_alive=True, with_body=True)
