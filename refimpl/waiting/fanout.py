@@ -29,6 +29,9 @@ TURN_PAUSE_SECONDS = 0.00005
 _FADE = 0.75  # what the pace keeps of the rounds before, round by round
 # The rest of the process busy up to this fraction of the time counts as idle (`FanoutPace`).
 IDLE_BELOW = 0.1
+# The least share of a core the pace reckons with: on a machine so busy that the server gets
+# less, the wait is stretched at most 1/MIN_SHARE times, not without bound (`FanoutPace`).
+MIN_SHARE = 0.25
 
 
 class FanoutPace:
@@ -46,8 +49,9 @@ class FanoutPace:
 
     The CPU time the process could have had: the wall time the wait lasts, times the share
     of a core the round's thread got while it was runnable (its CPU time over that plus its
-    wait for a core, `waited`). On a machine whose cores other processes also want, a
-    second of wall time gives the writers less than a second of CPU, and the wait grows so.
+    wait for a core, `waited`; at least MIN_SHARE). On a machine whose cores other processes
+    also want, a second of wall time gives the writers less than a second of CPU, and the
+    wait grows so.
 
     `process_cpu` gives the CPU seconds of the whole process (all its threads).
     """
@@ -73,6 +77,7 @@ class FanoutPace:
         self._waited = self._waited * _FADE + waited
         # The share of a core the round's thread got while runnable.
         share = self._cost / (self._cost + self._waited) if self._cost > 0 else 1.0
+        share = max(share, MIN_SHARE)
         busy = 1.0  # the first round: nothing known of the rest, the writers come first
         if self._last is not None and now > self._last[0]:
             others = cpu - self._last[1] - cost

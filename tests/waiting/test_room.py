@@ -17,6 +17,7 @@ from refimpl.waiting.fanout import (
     FANOUT_SPACING,
     IDLE_BELOW,
     MAX_FANOUT_WAIT,
+    MIN_SHARE,
     TURN_PAUSE_SECONDS,
     TURN_SECONDS,
     FanoutPace,
@@ -309,6 +310,13 @@ def test_on_a_machine_whose_cores_others_want_the_fan_out_waits_for_the_cpu_not_
         cpu[0] += 0.004 + 0.025  # the round's 4 ms, the rest's quarter of the 100 ms
         pace.round(0.004, waited=0.012)
     assert pace.next_round - clock[0] == pytest.approx(FANOUT_SPACING * 0.004 * 4)
+    # A tenth of a core: the wait is stretched no more than 1 / MIN_SHARE times.
+    starved = FanoutPace(lambda: cpu[0], lambda: clock[0])
+    for _ in range(5):
+        clock[0] += 0.1
+        cpu[0] += 0.004 + 0.03
+        starved.round(0.004, waited=0.036)
+    assert starved.next_round - clock[0] == pytest.approx(FANOUT_SPACING * 0.004 / MIN_SHARE)
     # One round delayed once by the scheduler does not stretch the wait by itself.
     quiet = FanoutPace(lambda: cpu[0], lambda: clock[0])
     for waited in [0.0, 0.0, 0.0, 0.0, 0.005]:
