@@ -7,7 +7,6 @@ way and answers as before."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,18 +25,10 @@ CREATE = "CREATE TABLE {} (id BIGINT PRIMARY KEY, at TIMESTAMP, x DOUBLE, s STRI
 
 
 @pytest.fixture
-def data(tmp_path: Path) -> Path:
-    return tmp_path / "data"
-
-
-@pytest.fixture
-def session(data: Path) -> Iterator[Session]:
-    instance = Instance.open(data)
-    session = instance.session()
+def with_t(session: Session) -> Session:
+    """The engine tests' session, its database holding an empty table t."""
     session.execute(CREATE.format("t"))
-    yield session
-    session.close()
-    instance.close()
+    return session
 
 
 def _loads(session: Session) -> list[int | None]:
@@ -71,7 +62,8 @@ ROWS: list[tuple[Any, ...]] = [
 ]
 
 
-def test_a_long_values_list_is_one_load_that_survives_a_restart(data: Path) -> None:
+def test_a_long_values_list_is_one_load_that_survives_a_restart(tmp_path: Path) -> None:
+    data = tmp_path / "data"
     instance = Instance.open(data)
     session = instance.session()
     session.execute(CREATE.format("t"))
@@ -94,7 +86,8 @@ def test_a_long_values_list_is_one_load_that_survives_a_restart(data: Path) -> N
         reopened.close()
 
 
-def test_what_the_load_cannot_take_answers_as_the_ordinary_insert(session: Session) -> None:
+def test_what_the_load_cannot_take_answers_as_the_ordinary_insert(with_t: Session) -> None:
+    session = with_t
     twice = ROWS[:COUNT] + [ROWS[3]]
     with pytest.raises(DuplicateKey, match="duplicate primary key 3"):
         session.execute(f"INSERT INTO t VALUES {_values(twice)}")
@@ -121,7 +114,8 @@ def test_what_the_load_cannot_take_answers_as_the_ordinary_insert(session: Sessi
     ]
 
 
-def test_returning_a_transaction_and_expressions_take_the_ordinary_way(session: Session) -> None:
+def test_returning_a_transaction_and_expressions_take_the_ordinary_way(with_t: Session) -> None:
+    session = with_t
     rows = ROWS[:COUNT]
     answer = session.execute(f"INSERT INTO t VALUES {_values(rows)} RETURNING id")
     assert len(answer.rows) == COUNT
