@@ -16,7 +16,7 @@ from typing import Any
 
 from refimpl.engine import admission
 from refimpl.engine.statements.context import StatementContext
-from refimpl.engine.storage import values
+from refimpl.engine.storage import bulk, values
 from refimpl.errors import KdbError, StatementTimeout, UnknownTable
 from refimpl.sql import ast
 
@@ -40,10 +40,14 @@ def load_values(
         or context.transaction is not None
     ):
         return None
+    database = context.database
     try:
-        schema = context.database.committed_table(statement.table).schema
+        table = database.committed_table(statement.table)
     except UnknownTable:  # a view, say: the ordinary way says what it is
         return None
+    if not bulk.takes_loads(table, database.settings):
+        return None  # decided before converting: the ordinary way would convert them again
+    schema = table.schema
     width = len(schema.columns)
     if statement.columns is None:
         positions = list(range(width))

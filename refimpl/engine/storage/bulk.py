@@ -79,15 +79,24 @@ class PreparedLoad:
 
 def eligible(table: Table, rows: TypedRows, settings: dict[str, Any]) -> bool:
     """True when these rows may load by `prepare`: typed for the table's columns, in its
-    order (and for its column names, when the rows name theirs), into a table without
-    secondary indexes, before-images or a DEDUP key, in a database without triggers (an
-    INSERT trigger runs SQL per row)."""
+    order (and for its column names, when the rows name theirs), into a table that takes
+    loads (`takes_loads`)."""
     schema = table.schema
     return (
         bool(rows)
         and rows.types == tuple(column.type for column in schema.columns)
         and rows.columns in ((), tuple(column.name.lower() for column in schema.columns))
-        and not table.secondary
+        and takes_loads(table, settings)
+    )
+
+
+def takes_loads(table: Table, settings: dict[str, Any]) -> bool:
+    """True when any rows at all may load into `table` by `prepare`: it has no secondary
+    indexes, before-images or DEDUP key, and its database no triggers (an INSERT trigger
+    runs SQL per row). A caller may ask before it converts rows for a load."""
+    schema = table.schema
+    return (
+        not table.secondary
         and not schema.replica_identity_full
         and not schema.dedup_key
         and not settings.get("triggers")
