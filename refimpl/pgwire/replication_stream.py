@@ -18,6 +18,7 @@ import logging
 import os
 import select
 import struct
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -73,6 +74,27 @@ class Ending:
     back: bytes | None
 
 
+class _Bell:
+    """The eventfd a walsender's poll wakes on. A commit (or the server's stop) may ring it
+    from another thread just after the walsender let it go: ringing a closed bell does
+    nothing, instead of writing to a file descriptor the process may have given out again."""
+
+    def __init__(self) -> None:
+        self.fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+        self._lock = threading.Lock()
+        self._open = True
+
+    def ring(self) -> None:
+        with self._lock:
+            if self._open:
+                os.eventfd_write(self.fd, 1)
+
+    def close(self) -> None:
+        with self._lock:
+            self._open = False
+            os.close(self.fd)
+
+
 def now_pg() -> int:
     """The server's time as PostgreSQL sends it: microseconds since 2000-01-01."""
     return time.time_ns() // 1000 - PG_EPOCH_MICROS
@@ -106,8 +128,9 @@ class Walsender:
 
     def run(self, sock: StreamSocket) -> Ending:
         """Stream until the stream ends; the slot is let go in every case."""
-        wake = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
-        ring: Callable[[], None] = lambda: os.eventfd_write(wake, 1)  # noqa: E731
+        bell = _Bell()
+        wake = bell.fd
+        ring: Callable[[], None] = bell.ring
         wakeups.listen(self.database, ring)
         poller = select.poll()
         poller.register(sock.fileno(), select.POLLIN)
@@ -123,7 +146,7 @@ class Walsender:
             return Ending(None)
         finally:
             wakeups.forget(self.database, ring)
-            os.close(wake)
+            bell.close()
             self.slots.release(self.slot, self.pid)
 
     def _loop(self, sock: StreamSocket, poller: select.poll, wake: int) -> Ending:

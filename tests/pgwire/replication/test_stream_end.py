@@ -11,7 +11,7 @@ from pathlib import Path
 from refimpl.engine.instance import Instance
 from refimpl.pgwire import messages as m
 from refimpl.pgwire.replication_plugins import make_plugin
-from refimpl.pgwire.replication_stream import Walsender
+from refimpl.pgwire.replication_stream import Walsender, _Bell
 
 PID = 7
 
@@ -79,3 +79,13 @@ def _end_a_stream(instance: Instance) -> None:
     assert ending.back == b""
     assert client.holders_at_ready == [None]
     instance.slots.drop(slot.name, pid=8)  # another connection's drop is not 55006
+
+
+def test_a_bell_rung_after_its_walsender_let_it_go_does_nothing() -> None:
+    """The server's stop rings every walsender's bell from its own thread, from a list taken
+    before a walsender may have closed its bell: that late ring must not write to the
+    closed file descriptor (EBADF killed the server at its stop)."""
+    bell = _Bell()
+    bell.ring()
+    bell.close()
+    bell.ring()
