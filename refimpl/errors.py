@@ -138,6 +138,18 @@ class AnswersMoreThanOnce(NotAllowed):
         super().__init__(message if served_at is None else f"{message}; use {served_at}")
 
 
+class NeedsNotifications(NotAllowed):
+    """LISTEN, UNLISTEN or NOTIFY where no session can be sent notifications (a statement of
+    `/exec`). The engine raises it naming no protocol; the layer that refused it says where
+    to go instead (`instead`), as the spec gives it."""
+
+    def __init__(self, statement: str, instead: str | None = None) -> None:
+        self.statement = statement
+        self.instead = instead
+        message = f"{statement} needs a session that can be sent notifications"
+        super().__init__(message if instead is None else f"{message}; {instead}")
+
+
 class NotASubscription(SqlError):
     """A live query whose text is not one `SUBSCRIBE SELECT ...` statement; `taken_by` names
     what took it (the protocol layer words it)."""

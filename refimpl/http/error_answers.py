@@ -85,12 +85,18 @@ def retry_after_of(exc: errors.KdbError) -> int | None:
 
 
 SUBSCRIBE_SERVED_AT = "GET /api/subscribe?query=SUBSCRIBE SELECT ..."
+NOTIFICATIONS_INSTEAD = (
+    "run it over the PostgreSQL protocol, or follow a table over HTTP with"
+    " changes('t') or GET /api/changes"
+)
 
 
 def message_of(exc: errors.KdbError) -> str:
     # The engine's errors that name no route: worded here, as the spec gives the sentences.
     if isinstance(exc, errors.AnswersMoreThanOnce) and exc.served_at is None:
         return errors.AnswersMoreThanOnce("/exec", SUBSCRIBE_SERVED_AT).message
+    if isinstance(exc, errors.NeedsNotifications) and exc.instead is None:
+        return errors.NeedsNotifications(exc.statement, NOTIFICATIONS_INSTEAD).message
     if isinstance(exc, errors.NotASubscription):
         return errors.NotASubscription("/api/subscribe").message
     if isinstance(exc, errors.WritesStopped) and "restart" not in exc.message:

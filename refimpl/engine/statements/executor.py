@@ -44,12 +44,14 @@ from refimpl.engine.tracking.plan_cache import PlanCache
 from refimpl.errors import (
     AnswersMoreThanOnce,
     DuplicateKey,
+    NeedsNotifications,
     NotAllowed,
     SqlError,
     TypeMismatch,
     UnknownFunction,
 )
 from refimpl.sql import ast
+from refimpl.sql.ast_copy import Listen, Notify, Unlisten
 
 if TYPE_CHECKING:
     from refimpl.engine.statements.context import StatementContext
@@ -70,10 +72,16 @@ def execute(
 
 Handler = Callable[["StatementContext", Any, str, Sequence[Any]], Result]
 
+# Statements that only a session which can be sent notifications runs (the protocol's
+# sessions answer them before the engine); anywhere else they are refused with a pointer.
+_NOTIFICATION_STATEMENTS = (Listen, Unlisten, Notify)
+
 
 def handler_of(statement: ast.Statement) -> Handler:
     """What `execute` calls for `statement`; NotAllowed for a statement none runs."""
     handler = _HANDLERS.get(type(statement))
+    if handler is None and isinstance(statement, _NOTIFICATION_STATEMENTS):
+        raise NeedsNotifications(type(statement).__name__.upper())
     if handler is None:
         raise NotAllowed(f"{type(statement).__name__} statements are not supported here")
     return handler
