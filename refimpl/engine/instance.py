@@ -220,6 +220,7 @@ class Instance:
             # (an administrator grants again); the other way round, a later database of the
             # same name would inherit them.
             self.access.forget_database(database.name)
+            self.subscriptions.counts.forget_database(database.name)
         except KdbError:
             database.release_write()
             with self._lock:
@@ -294,7 +295,7 @@ class Instance:
             tuple(d.measures() for d in databases),
             subscriptions["subscriptions"],
             subscriptions["waiting"],
-            self.subscriptions.measures(),
+            self.subscriptions.measures(databases),
         )
 
     def begin_shutdown(self) -> None:

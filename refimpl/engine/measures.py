@@ -11,7 +11,7 @@ from __future__ import annotations
 import bisect
 import struct
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 
@@ -81,6 +81,11 @@ class DatabaseMeasures:
     cache_misses: int
 
 
+# The kinds of live-query answers counted: a new subscription's whole answer, and the
+# difference a commit made.
+LIVE_ANSWER_KINDS = ("snapshot", "rows")
+
+
 @dataclass(frozen=True, slots=True)
 class LiveMeasures:
     """The live queries (`GET /api/subscribe`) by database, as of one moment."""
@@ -88,6 +93,22 @@ class LiveMeasures:
     subscriptions: dict[str, int]  # kept now
     answers: dict[tuple[str, str], int]  # by (database, kind): `snapshot` or `rows`
     reruns: dict[str, int]  # runs of a kept query after a commit touched it
+
+    def of_databases(self, names: Iterable[str]) -> LiveMeasures:
+        """These measures for exactly the databases `names`: each with every series, at zero
+        where nothing was counted (a counter starts at zero when its database is created),
+        and none of a database that is gone (a dropped database's live queries stay kept
+        until they expire, but are no longer counted)."""
+        names = list(names)
+        return LiveMeasures(
+            {name: self.subscriptions.get(name, 0) for name in names},
+            {
+                (name, kind): self.answers.get((name, kind), 0)
+                for name in names
+                for kind in LIVE_ANSWER_KINDS
+            },
+            {name: self.reruns.get(name, 0) for name in names},
+        )
 
 
 class LiveCounts:
@@ -108,6 +129,14 @@ class LiveCounts:
     def reran(self, database: str) -> None:
         with self._lock:
             self._reruns[database] = self._reruns.get(database, 0) + 1
+
+    def forget_database(self, database: str) -> None:
+        """Drop what was counted for `database` (dropped): one created later under its name
+        starts at zero."""
+        with self._lock:
+            self._reruns.pop(database, None)
+            for key in [key for key in self._answers if key[0] == database]:
+                del self._answers[key]
 
     def snapshot(self, subscriptions: Mapping[str, int]) -> LiveMeasures:
         with self._lock:

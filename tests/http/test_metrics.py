@@ -248,6 +248,38 @@ def test_live_queries_are_counted_by_database(server: Server, db: str) -> None:
     assert value(families, "kdb_live_reruns_total", database=db) >= 1
 
 
+def test_live_series_start_at_zero_with_their_database_and_go_with_it(
+    server: Server, db: str
+) -> None:
+    def live_series(families: dict[str, list]) -> dict[str, float]:
+        return {
+            sample.name + "".join(f",{k}={v}" for k, v in sorted(sample.labels.items())): (
+                sample.value
+            )
+            for family in ("kdb_live_subscriptions", "kdb_live_answers", "kdb_live_reruns")
+            for sample in families[family]
+            if sample.labels["database"] == db and not sample.name.endswith("_created")
+        }
+
+    zeros = {
+        f"kdb_live_subscriptions,database={db}": 0.0,
+        f"kdb_live_answers_total,database={db},kind=rows": 0.0,
+        f"kdb_live_answers_total,database={db},kind=snapshot": 0.0,
+        f"kdb_live_reruns_total,database={db}": 0.0,
+    }
+    assert live_series(scrape(server)) == zeros  # counters start at zero with the database
+    server.sql("CREATE TABLE t (id INT PRIMARY KEY)", db)
+    response = server.get(
+        "/api/subscribe", params={"query": "SUBSCRIBE SELECT id FROM t", "db": db}, timeout=30
+    )
+    assert response.status_code == 200, response.text
+    assert live_series(scrape(server))[f"kdb_live_subscriptions,database={db}"] == 1
+    server.sql(f"DROP DATABASE {db}")
+    assert live_series(scrape(server)) == {}  # its kept live query is no longer counted
+    server.sql(f"CREATE DATABASE {db}")
+    assert live_series(scrape(server)) == zeros  # a new database of the name starts at zero
+
+
 @settings(max_examples=30, deadline=None)
 @given(
     st.lists(

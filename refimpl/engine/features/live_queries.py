@@ -54,7 +54,10 @@ from refimpl.errors import BadRequest, NotAllowed, ResultTooLarge
 from refimpl.sql import ast
 
 if TYPE_CHECKING:
+    from collections.abc import Collection
+
     from refimpl.engine.statements.context import StatementContext
+    from refimpl.engine.storage.database import Database
 
 MAX_ROWS = 10_000
 MAX_SUBSCRIPTIONS = 10_000
@@ -175,11 +178,16 @@ class SubscriptionManager:
             "maintainer_table_reads": maintainers.rebuilds,
         }
 
-    def measures(self) -> LiveMeasures:
-        """The subscriptions kept now by database, and what they answered and re-ran."""
+    def measures(self, databases: Collection[Database]) -> LiveMeasures:
+        """The subscriptions kept now by database, and what they answered and re-ran, for
+        exactly the open `databases` (a kept subscription of a dropped one is not counted,
+        even when another database took its name)."""
+        open_ones = {id(database) for database in databases}
         with self._lock:
-            by_database = collections.Counter(s.database.name for s in self._subscriptions.values())
-        return self.counts.snapshot(by_database)
+            by_database = collections.Counter(
+                s.database.name for s in self._subscriptions.values() if id(s.database) in open_ones
+            )
+        return self.counts.snapshot(by_database).of_databases(d.name for d in databases)
 
     # -- inner workings ------------------------------------------------------------------
 
