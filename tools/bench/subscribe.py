@@ -53,8 +53,11 @@ import multiprocessing
 import os
 import pstats
 import random
+import re
+import signal
 import socket
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -253,6 +256,39 @@ def _waiters(
     results.put(([s for samples, _ in out for s in samples], sum(e for _, e in out)))
 
 
+def thread_cpu(pid: int) -> dict[int, float]:
+    """CPU seconds of each thread of a process, by its native id."""
+    out: dict[int, float] = {}
+    ticks = os.sysconf("SC_CLK_TCK")
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            text = (task / "stat").read_text()
+        except OSError:
+            continue  # ended meanwhile
+        fields = text[text.rindex(")") + 2 :].split()
+        out[int(task.name)] = (int(fields[11]) + int(fields[12])) / ticks
+    return out
+
+
+def thread_names(pid: int) -> dict[int, str]:
+    """The Python names of a process's threads by native id, a pool's numbers dropped
+    (kdb-http-12 and kdb-http-3 are kdb-http-), as py-spy's one look at them shows; empty
+    without py-spy (Python does not give its names to the system's threads)."""
+    try:
+        dump = subprocess.run(
+            ["py-spy", "dump", "--pid", str(pid)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        ).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return {}
+    names = {}
+    for found in re.finditer(r'^Thread (0x[0-9A-Fa-f]+|\d+) \(.*?\): "(.*)"$', dump, re.M):
+        names[int(found[1], 0)] = found[2].rstrip("0123456789")
+    return names
+
+
 def commit_trade(session: requests.Session, server: harness.RefimplServer, symbol: str) -> None:
     sent = time.monotonic()
     sql = f"INSERT INTO trades VALUES ('{now_text()}', '{symbol}', {sent!r})"
@@ -266,17 +302,33 @@ def commit_trade(session: requests.Session, server: harness.RefimplServer, symbo
 
 
 def phase(
-    total: int, commits: int, interval: float, profile: Path | None = None, stream: bool = False
+    total: int,
+    commits: int,
+    interval: float,
+    profile: Path | None = None,
+    stream: bool = False,
+    *,
+    per_symbol: int = 10,
+    code: Path | None = None,
+    spy: Path | None = None,
+    every_thread: bool = False,
 ) -> dict[str, float]:
-    """`total` subscriptions, the last 100 of them (10 watched symbols x 10) waiting; with
-    `profile`, the server's worker threads are profiled into that file; with `stream`, each
-    waiter reads one stream of its subscription (`stream=true`) instead of long polls."""
+    """`total` subscriptions, the last 100 of them (100 / `per_symbol` watched symbols x
+    `per_symbol`) waiting; with `profile`, the server's worker threads are profiled into that
+    file; with `stream`, each waiter reads one stream of its subscription (`stream=true`)
+    instead of long polls; `code`: the checkout whose server runs (this one's by default);
+    `spy`: py-spy samples every thread of the server during the commits into that file;
+    `every_thread`: `profile` holds every thread's profile, not only the requests'."""
     # Every subscription is the admin's: it may keep as many as the server does.
     per_user = {"KDB_SUBSCRIPTIONS_PER_USER": str(MAX_SUBSCRIPTIONS)}
-    with harness.RefimplServer(threads=512, env=per_user, profile=profile) as server:
+    symbols = WATCHED[: max(1, 100 // per_symbol)]
+    launcher = ALL_THREADS_LAUNCHER if every_thread else None
+    with harness.RefimplServer(
+        threads=512, env=per_user, profile=profile, code=code, launcher=launcher
+    ) as server:
         load(server, 5, SYMBOLS)
         idle_symbols = [s for s in SYMBOLS[len(WATCHED) :] for _ in range(10)][: total - 100]
-        watched = [s for s in WATCHED for _ in range(10)]
+        watched = [s for s in symbols for _ in range(100 // len(symbols))]
         began = time.monotonic()
         create_subscriptions(server, idle_symbols)
         ids = create_subscriptions(server, watched)
@@ -295,16 +347,35 @@ def phase(
             time.sleep(0.05)
         time.sleep(2.0)  # every waiter has asked and waits
         session = requests.Session()
+        spying = None
+        if spy is not None:
+            spying = subprocess.Popen(
+                ["py-spy", "record", "--pid", str(server.pid), "--threads", "--nonblocking"]
+                + ["--rate", "250", "--format", "raw", "--output", str(spy)],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.STDOUT,
+            )
+            time.sleep(1.0)  # attached
         cpu_before = harness.cpu_seconds(server.pid)
+        threads_before = thread_cpu(server.pid)
         started = time.monotonic()
         for k in range(commits):
-            commit_trade(session, server, WATCHED[k % len(WATCHED)])
+            commit_trade(session, server, symbols[k % len(symbols)])
             time.sleep(max(0.0, started + (k + 1) * interval - time.monotonic()))
         time.sleep(0.5)
         cpu = harness.cpu_seconds(server.pid) - cpu_before
+        names = thread_names(server.pid) if threads_before else {}
+        by_thread: dict[str, float] = {}
+        for tid, spent in thread_cpu(server.pid).items():
+            name = names.get(tid, "other")
+            used = (spent - threads_before.get(tid, 0.0)) / commits * 1000
+            by_thread[name] = by_thread.get(name, 0.0) + used
+        if spying is not None:
+            spying.send_signal(signal.SIGINT)
+            spying.wait(60)
         stop.set()
         last = time.monotonic()
-        for symbol in WATCHED:  # wakes every waiter, which then sees the stop
+        for symbol in symbols:  # wakes every waiter, which then sees the stop
             commit_trade(session, server, symbol)
         gathered = [results.get(timeout=WAIT_MS / 1000 + 120) for _ in procs]
         for process in procs:
@@ -316,10 +387,13 @@ def phase(
             print(output[found : found + 3000] if found >= 0 else output[-3000:])
     samples = [lat * 1000 for r, _ in gathered for sent, lat in r if sent < last]
     figures = harness.summary(samples)
-    figures["expected"] = commits * 10
+    figures["expected"] = commits * len(watched) // len(symbols)
     figures["errors"] = sum(e for _, e in gathered)
     figures["cpu_ms"] = cpu / commits * 1000
     figures["made_per_s"] = total / made
+    for name, spent in by_thread.items():
+        if spent >= 0.05:
+            figures[f"thread {name}"] = spent
     return figures
 
 
@@ -583,8 +657,41 @@ def main() -> None:
         action="store_true",
         help="the waiters read one stream each (stream=true) instead of long polls",
     )
+    parser.add_argument(
+        "--phases",
+        help="only the HTTP phases, with these subscription totals in turn (e.g. 100):"
+        " no in-process split, no big table",
+    )
+    parser.add_argument(
+        "--before",
+        type=Path,
+        help="with --phases: a checkout of an earlier revision; each phase runs its server"
+        " and this tree's in turn, --rounds times, and the medians are compared",
+    )
+    parser.add_argument("--rounds", type=int, default=1, help="with --phases: runs of each")
+    parser.add_argument(
+        "--per-symbol",
+        type=int,
+        default=10,
+        help="waiters per watched symbol (10: a commit wakes 10 of the 100; 100: all of them)",
+    )
+    parser.add_argument(
+        "--spy",
+        type=Path,
+        help="with --phases: py-spy samples the server's threads during the commits into"
+        " this file (raw, folded stacks), for the last run",
+    )
+    parser.add_argument(
+        "--cprofile",
+        type=Path,
+        help="with --phases: the last run's server has every thread profiled (cProfile)"
+        " into this file (pstats)",
+    )
     args = parser.parse_args()
     commits = 50 if args.quick else args.commits
+    if args.phases:
+        compare_phases(args, [int(n) for n in args.phases.split(",")], commits)
+        return
     big = 100_000 if args.quick else args.big
     # The engine runs in this process too: the repository's packages, and the standard
     # library's modules this folder's scripts shadow (copy.py).
@@ -658,6 +765,99 @@ def main() -> None:
     )
     if args.profile:
         profile_phase(commits, args.interval)
+
+
+# Runs `refimpl serve` with every thread that starts (workers, the waiting room, the owner
+# pool, the log's) under a cProfile.Profile of its own, merged into one file at the stop:
+# where a commit's delivery goes, beyond the requests `harness.PROFILE_LAUNCHER` sees. The
+# clock is each thread's CPU time: a wait for the interpreter lock is no function's cost.
+ALL_THREADS_LAUNCHER = """
+import cProfile, pstats, sys, threading, time
+out = sys.argv[1]
+profiles = []
+run = threading.Thread.run
+def profiled(self):
+    profile = cProfile.Profile(time.thread_time)  # CPU: not the waits for the lock
+    profiles.append(profile)
+    profile.enable()
+    try:
+        run(self)
+    finally:
+        profile.disable()
+threading.Thread.run = profiled
+from refimpl.cli import main
+try:
+    status = main(sys.argv[2:])
+finally:
+    stats = pstats.Stats(profiles[0])
+    for profile in profiles[1:]:
+        stats.add(profile)
+    stats.dump_stats(out)
+sys.exit(status)
+"""
+
+
+def compare_phases(args: argparse.Namespace, totals: list[int], commits: int) -> None:
+    """The HTTP phases only: each total, this tree's server (and `--before`'s, in turn)
+    `--rounds` times; the medians of each figure over the rounds."""
+    codes: list[tuple[str, Path | None]] = [("now", None)]
+    if args.before is not None:
+        codes.insert(0, ("before", args.before))
+    rows = []
+    for total in totals:
+        runs: dict[str, list[dict[str, float]]] = {name: [] for name, _ in codes}
+        for turn in range(args.rounds):
+            for name, code in codes:
+                last = turn == args.rounds - 1 and name == "now"
+                figures = phase(
+                    total,
+                    commits,
+                    args.interval,
+                    stream=args.stream,
+                    per_symbol=args.per_symbol,
+                    code=code,
+                    spy=args.spy if last else None,
+                    profile=args.cprofile if last else None,
+                    every_thread=True,
+                )
+                figures["load"] = os.getloadavg()[0]
+                runs[name].append(figures)
+                print(
+                    f"  {name} {total:,} subscriptions: p50 {figures['p50']:.2f} ms, p99"
+                    f" {figures['p99']:.2f} ms, CPU {figures['cpu_ms']:.2f} ms a commit,"
+                    f" {figures['n']}/{figures['expected']} answers (load {figures['load']:.2f})",
+                    flush=True,
+                )
+                threads = [(k[7:], v) for k, v in figures.items() if k.startswith("thread ")]
+                print(
+                    "    CPU ms a commit by thread: "
+                    + ", ".join(f"{k} {v:.2f}" for k, v in sorted(threads, key=lambda t: -t[1])),
+                    flush=True,
+                )
+        for name, _ in codes:
+            got = runs[name]
+
+            def median(key: str, got: list[dict[str, float]] = got) -> float:
+                return statistics.median(f[key] for f in got)
+
+            rows.append(
+                (
+                    f"{name}, {total:,} subscriptions",
+                    median("n"),
+                    median("p50"),
+                    median("p99"),
+                    median("cpu_ms"),
+                    sum(f["errors"] for f in got),
+                    median("load"),
+                )
+            )
+    kind = "streams" if args.stream else "long polls"
+    harness.print_table(
+        ("", "answers", "p50 ms", "p99 ms", "CPU ms/commit", "errors", "load avg"),
+        rows,
+        title=f"medians of {args.rounds} runs, {commits} trades {args.interval * 1000:g} ms"
+        f" apart, each waking {args.per_symbol} {kind}",
+    )
 
 
 def profile_phase(commits: int, interval: float) -> None:
