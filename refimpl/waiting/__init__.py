@@ -38,9 +38,13 @@ The rule of the event streams' fan-out: a commit costs the streams nothing by it
 thread that publishes it pokes one list); their events go out in rounds. A round sends a
 stream at most one part, holding every event since its last one, and streams of one view
 at one place share that part: taken and encoded once, framed once, one send() a socket.
-After a round, the next waits until the rest of the process could have used
-FANOUT_SPACING times the round's CPU time, in proportion to how busy it was
-(`fanout.FanoutPace`): while writers keep the server busy the fan-out takes at most about
-1/(FANOUT_SPACING + 1) of its processor time, whatever a round's wall time; when they
-leave it idle, the next commit goes out at once.
+Rounds are paced by what waits, not by how busy the server looks (`fanout.FanoutPace`):
+each database log with streams counts the commits that found another still waiting for
+its flush (`queued_appends`). A round at whose end that count has not moved since the
+round before goes on to the next at once, so commits that do not crowd each other go out
+as soon as they are durable, at any rate and under any load of the machine. When it
+moved, writers queue: the next round waits until the rest of the process has used
+FANOUT_SPACING times the round's CPU time (at least that long by the clock, at most
+MAX_FANOUT_WAIT), so that while writers queue the fan-out takes about
+1/(FANOUT_SPACING + 1) of the processor time and each round carries many commits.
 """

@@ -8,15 +8,17 @@ round's first stream on from round to round.
 
 from __future__ import annotations
 
+import threading
 import time
+import weakref
 from collections.abc import Callable, Iterable, Iterator
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 T = TypeVar("T")
 
-# A paced request woken by its key (a stream's fan-out at a commit) waits for the next
-# fan-out round (`FanoutPace`): at most MAX_FANOUT_WAIT, the bound on what pacing adds to an
-# event's latency.
+# While writers queue, the next fan-out round waits until the rest of the process has used
+# FANOUT_SPACING times the last round's CPU time (`FanoutPace`), at most MAX_FANOUT_WAIT
+# after the round's end: the bound on what pacing adds to an event's latency.
 FANOUT_SPACING = 20
 MAX_FANOUT_WAIT = 0.5
 # The first stream of a round moves on by this fraction of the round at each round, so that
@@ -26,32 +28,32 @@ FANOUT_STRIDE = 0.6180339887
 # TURN_SECONDS of its sends (`taking_turns`): a commit waits at most about that long on it.
 TURN_SECONDS = 0.002
 TURN_PAUSE_SECONDS = 0.00005
-_FADE = 0.75  # what the pace keeps of the rounds before, round by round
-# The rest of the process busy up to this fraction of the time counts as idle (`FanoutPace`).
-IDLE_BELOW = 0.1
-# The least share of a core the pace reckons with: on a machine so busy that the server gets
-# less, the wait is stretched at most 1/MIN_SHARE times, not without bound (`FanoutPace`).
-MIN_SHARE = 0.25
+
+
+class QueuedWriters(Protocol):
+    """Where writers queue: a database's log (`WriteAheadLog.queued_appends`)."""
+
+    @property
+    def queued_appends(self) -> int:
+        """Commits so far that found an earlier one still waiting for its flush (rising)."""
+        ...
 
 
 class FanoutPace:
-    """When the next fan-out round (the streams poked by commits) may start: a duty budget.
+    """When the next fan-out round (the streams poked by commits) may start: at once,
+    unless writers queue.
 
-    A round's cost is its CPU time: on a busy machine its wall time is mostly time in which
-    other processes ran, which the writers did not lose to it. After a round ends, the rest
-    of the process may use FANOUT_SPACING times that cost before the next one starts, scaled
-    by how busy the rest was since the round before (its CPU time over the CPU time it could
-    have had, at most 1; up to IDLE_BELOW of it counts as idle), and never more than
-    MAX_FANOUT_WAIT. So while writers keep the
-    server busy, streams take about a twenty-first of its processor time, however long a
-    round's wall time is, and each round carries the events of many commits; commits that
-    leave the server idle go out at once, however many streams there are.
-
-    The CPU time the process could have had: the wall time the wait lasts, times the share
-    of a core the round's thread got while it was runnable (its CPU time over that plus its
-    wait for a core, `waited`; at least MIN_SHARE). On a machine whose cores other processes
-    also want, a second of wall time gives the writers less than a second of CPU, and the
-    wait grows so.
+    What waits decides, not how busy the server looks: the logs `watch`ed count the commits
+    that found another still waiting for its flush (the group commit). A round at whose end
+    that count has not moved since the round before (no commit queued behind another
+    meanwhile) lets the next round start at once: commits that do not crowd each other,
+    however many a second, go out as soon as they are durable, whatever the machine's load.
+    When it moved, writers queue: the next round waits FANOUT_SPACING times the round's CPU
+    time from its end, and on until the rest of the process has used that much CPU time
+    since then (on a machine whose cores other programs also want, wall time gives the
+    writers less), never more than MAX_FANOUT_WAIT after the end. While writers queue, the
+    streams so take about 1/(FANOUT_SPACING + 1) of the server's processor time, and each
+    round carries the events of many commits.
 
     `process_cpu` gives the CPU seconds of the whole process (all its threads).
     """
@@ -64,39 +66,46 @@ class FanoutPace:
         self.next_round = 0.0  # no round before this moment
         self._process_cpu = process_cpu
         self._clock = clock
-        self._last: tuple[float, float] | None = None  # clock and process CPU at the last end
-        # The rounds' CPU and waits for a core, the older ones fading: one round delayed
-        # once by the scheduler does not stretch the next wait by itself.
-        self._cost = self._waited = 0.0
+        self._lock = threading.Lock()  # `watch` comes from the threads that open streams
+        self._watched: weakref.WeakSet[QueuedWriters] = weakref.WeakSet()  # a closed one goes
+        self._queued = 0  # the watched logs' count at the last round's end
+        self._cpu_at_end = 0.0  # process CPU then
+        self._wanted = 0.0  # CPU seconds the rest may use before the next round
+        self._latest = 0.0  # the next round starts by then, whatever was used
 
-    def round(self, cost: float, waited: float = 0.0) -> None:
-        """A round has just ended: it cost `cost` seconds of CPU, and its thread waited
-        `waited` seconds for a core meanwhile (`thread_waited`)."""
-        now, cpu = self._clock(), self._process_cpu()
-        self._cost = self._cost * _FADE + cost
-        self._waited = self._waited * _FADE + waited
-        # The share of a core the round's thread got while runnable.
-        share = self._cost / (self._cost + self._waited) if self._cost > 0 else 1.0
-        share = max(share, MIN_SHARE)
-        busy = 1.0  # the first round: nothing known of the rest, the writers come first
-        if self._last is not None and now > self._last[0]:
-            others = cpu - self._last[1] - cost
-            busy = min(1.0, max(0.0, others) / (now - self._last[0]) / share)
-            # A rest busy less than IDLE_BELOW of the time leaves the server idle: the next
-            # commit goes out at once (a wait would only add to its latency).
-            busy = max(0.0, busy - IDLE_BELOW) / (1.0 - IDLE_BELOW)
-        self._last = (now, cpu)
-        self.next_round = now + min(FANOUT_SPACING * cost * busy / share, MAX_FANOUT_WAIT)
+    def watch(self, writers: QueuedWriters) -> None:
+        """Count the commits that queue in `writers` (a database's log with streams)."""
+        with self._lock:
+            self._watched.add(writers)
 
+    def queued(self) -> int:
+        """The watched logs' count of commits that queued, so far."""
+        with self._lock:
+            return sum(writers.queued_appends for writers in self._watched)
 
-def thread_waited() -> float:
-    """Seconds the calling thread has spent runnable, waiting for a core (Linux's schedstat;
-    0 where there is none, and the pace then takes a core as the process's own)."""
-    try:
-        with open("/proc/thread-self/schedstat", "rb") as file:
-            return int(file.read().split()[1]) / 1e9
-    except (OSError, IndexError, ValueError):
-        return 0.0
+    def round(self, cost: float) -> None:
+        """A round has just ended: it cost `cost` seconds of CPU."""
+        now, queued = self._clock(), self.queued()
+        waits = queued != self._queued  # (a log that closed and went lowers it: once)
+        self._queued = queued
+        self._cpu_at_end = self._process_cpu()
+        self._wanted = FANOUT_SPACING * cost if waits else 0.0
+        self._latest = now + MAX_FANOUT_WAIT
+        self.next_round = now + min(self._wanted, MAX_FANOUT_WAIT)
+
+    def due(self, now: float) -> bool:
+        """Whether a round may start at `now` (monotonic). Not yet: `next_round` says when to
+        ask again (the rest of the process has not used its CPU time yet)."""
+        if now < self.next_round:
+            return False
+        if now >= self._latest or self._wanted <= 0.0:
+            return True
+        left = self._wanted - (self._process_cpu() - self._cpu_at_end)
+        if left <= 0.0:
+            return True
+        # At best the rest gets a whole core from now on: ask again once it could have.
+        self.next_round = min(now + left, self._latest)
+        return False
 
 
 def taking_turns(

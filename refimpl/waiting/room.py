@@ -5,8 +5,8 @@ moves it. This module is the one thread that moves most of them. Paced readers (
 stream's waiting readers) are answered in rounds spaced by what a round costs (`Pace`);
 write acknowledgements are answered by the thread that publishes the flush; requests woken
 by their key (live queries) are attempted when poked, the paced ones among them (event
-streams at a commit) in fan-out rounds spaced by the CPU time a round costs and how busy
-the rest of the process is (`refimpl.waiting.fanout`: `FanoutPace`, at most
+streams at a commit) in fan-out rounds that go at once unless writers queue, and are then
+spaced by the CPU time a round costs (`refimpl.waiting.fanout`: `FanoutPace`, at most
 MAX_FANOUT_WAIT apart; a round lets the interpreter lock go every few milliseconds of its
 sends, `taking_turns`, so that a commit never waits for a whole round), a batch of
 streams that share their parts (`Parked.batch`) once for all its members, its part handed to
@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable, Hashable, Iterable
 from typing import Any, Generic
 
-from refimpl.waiting.fanout import FANOUT_STRIDE, FanoutPace, taking_turns, thread_waited
+from refimpl.waiting.fanout import FANOUT_STRIDE, FanoutPace, QueuedWriters, taking_turns
 from refimpl.waiting.owners import Budget, Offloaded, OwnerPool
 from refimpl.waiting.parked import A, Batch, Parked, Part, Signal
 from refimpl.waiting.places import FairPlaces
@@ -79,7 +79,8 @@ class WaitingRoom(Generic[A]):
     """Decides parked requests at commits, wake-ups and deadlines, in one thread of its own.
 
     `on_error` turns an exception raised while deciding into the request's answer;
-    `fanout_pace` spaces the streams' fan-out rounds (by default on this process's CPU time).
+    `fanout_pace` spaces the streams' fan-out rounds (by default by the writers that queue in
+    the logs given to `watch_writers`, and this process's CPU time).
     """
 
     def __init__(
@@ -147,6 +148,11 @@ class WaitingRoom(Generic[A]):
             if self._places is None or self._places[0] is not places:
                 self._places = (places, FairPlaces(places))
             return self._places[1]
+
+    def watch_writers(self, writers: QueuedWriters) -> None:
+        """Pace the fan-out by the commits that queue in `writers` (a database's log whose
+        streams the room sends): while none queue, every round goes at once (`FanoutPace`)."""
+        self._fanout_pace.watch(writers)
 
     def redo(self, parked: Parked[A]) -> None:
         """Attempt `parked` again soon, though no commit came (its offloaded work is done)."""
@@ -350,7 +356,7 @@ class WaitingRoom(Generic[A]):
             self._poked = []
             now = time.monotonic()
             fanout: list[Parked[A]] | None = None
-            if self._fanout_due() and now >= self._fanout_pace.next_round:
+            if self._fanout_due() and self._fanout_pace.due(now):
                 fanout = self._fanout_members()
             due: list[Parked[A]] = []
             while self._keyed_deadlines and self._keyed_deadlines[0][0] <= now:
@@ -396,15 +402,15 @@ class WaitingRoom(Generic[A]):
 
     def _fanout_round(self, requests: list[Parked[A]], finished: list[Parked[A]]) -> None:
         """Attempt the poked paced requests once each, as a round: the batches of those sent
-        by one (`Parked.batch`) once each, first, then the others each in turn; the next
-        round is spaced by the CPU time this one cost (`FanoutPace`).
+        by one (`Parked.batch`) once each, first, then the others each in turn; while writers
+        queue, the next round is spaced by the CPU time this one cost (`FanoutPace`).
 
         No gate, unlike the readers' rounds: a stream's part brings no request back, so the
         writers' requests go on while the round's sends are in the kernel, and the
         interpreter is shared between them and the round (`taking_turns`)."""
         pending: list[Callable[[], None]] = []
         self._round.pending = pending
-        cpu, waited = time.thread_time(), thread_waited()
+        cpu = time.thread_time()
         with self._lock:
             batches, self._fanout_batches = self._fanout_batches, {}
         alone: list[Parked[A]] = []
@@ -429,10 +435,10 @@ class WaitingRoom(Generic[A]):
             self._fanout_rounds += 1
             self._round.pending = None
             _run_all(pending)
-            cost, waited = time.thread_time() - cpu, thread_waited() - waited
+            cost = time.thread_time() - cpu
         with self._lock:
             self._fanout_batches.update(again)
-            self._fanout_pace.round(cost, waited)
+            self._fanout_pace.round(cost)
 
     @staticmethod
     def _fan_out(batch: Batch) -> bool:

@@ -209,6 +209,22 @@ def test_group_commit_shares_one_fsync_among_waiting_committers(tmp_path: Path) 
         )
 
 
+def test_queued_appends_counts_the_commits_that_found_another_not_yet_durable(
+    tmp_path: Path,
+) -> None:
+    with WriteAheadLog(tmp_path) as log:
+        for n in range(3):  # each durable before the next: nobody queued
+            log.wait_durable(log.append(f"alone {n}".encode()))
+        assert log.queued_appends == 0
+        first = log.append(b"waits for its flush")
+        log.append(b"behind it")
+        log.append(b"and behind that")
+        assert log.queued_appends == 2
+        log.wait_durable(first + 2)
+        log.wait_durable(log.append(b"alone again"))
+        assert log.queued_appends == 2
+
+
 def test_a_failed_fsync_stops_writes_and_acknowledges_nothing_after(tmp_path: Path) -> None:
     files = FailingSync(errno.EIO)
     failing = files.failing

@@ -15,9 +15,7 @@ from refimpl.http.error_answers import to_response
 from refimpl.netpool.places import FifoSlots
 from refimpl.waiting.fanout import (
     FANOUT_SPACING,
-    IDLE_BELOW,
     MAX_FANOUT_WAIT,
-    MIN_SHARE,
     TURN_PAUSE_SECONDS,
     TURN_SECONDS,
     FanoutPace,
@@ -217,9 +215,26 @@ def test_parking_without_news_makes_no_pass(monkeypatch):
     room.close()
 
 
+class Writers:
+    """A log's count of queued commits, as `FanoutPace` reads it: `storm` rises at each
+    read (writers queue all the while), else it stands."""
+
+    def __init__(self, storm: bool) -> None:
+        self.storm = storm
+        self.count = 0
+
+    @property
+    def queued_appends(self) -> int:
+        self.count += self.storm
+        return self.count
+
+
 def test_a_fan_out_round_attempts_each_paced_stream_once_and_spaces_the_next():
-    # The rest of the process as busy as can be: the whole spacing applies.
+    # Writers queue all the while, and the rest of the process is as busy as can be: the
+    # whole spacing applies.
     room = WaitingRoom(to_response, FanoutPace(lambda: 2 * time.monotonic()))
+    writers = Writers(storm=True)
+    room.watch_writers(writers)
     rounds: list[float] = []  # when each stream's attempts came
     attempts: dict[int, int] = {}
     order: list[int] = []  # which stream each attempt was for
@@ -272,58 +287,46 @@ def test_a_fan_out_round_attempts_each_paced_stream_once_and_spaces_the_next():
     room.close()
 
 
-def test_fan_out_waits_after_a_round_in_proportion_to_how_busy_the_rest_of_the_process_is():
+def test_fan_out_goes_at_once_while_no_writer_queues_however_busy_the_process_is():
     clock, cpu = [100.0], [0.0]
     pace = FanoutPace(lambda: cpu[0], lambda: clock[0])
-
-    def round_of(cost: float, others: float, gap: float, wall: float | None = None) -> float:
-        """A round of CPU time `cost` (wall time `wall`, by default its cost) starting `gap`
-        after the last one ended, the rest of the process having used `others` of CPU
-        meanwhile: how long after its end the next one waits."""
-        clock[0] += gap + (cost if wall is None else wall)
-        cpu[0] += cost + others
-        pace.round(cost)
-        return pace.next_round - clock[0]
-
-    assert round_of(0.01, 0.0, 0.0) == pytest.approx(FANOUT_SPACING * 0.01)  # nothing known
-    assert round_of(0.01, 0.0, 0.05) == 0.0  # an idle server: the next commit goes out at once
-    # The rest busy 55% of the 60 ms since the last round's end: half the spacing (up to
-    # IDLE_BELOW of the time counts as idle; 5% alone is idle, and the next goes at once).
-    assert round_of(0.01, 0.033, 0.05) == pytest.approx(FANOUT_SPACING * 0.01 * 0.5)
-    assert IDLE_BELOW == 0.1 and round_of(0.01, 0.003, 0.05) == 0.0
-    assert round_of(0.01, 0.2, 0.05) == pytest.approx(FANOUT_SPACING * 0.01)  # busy: all of it
-    # A round that took long in wall time (its sends waited for the interpreter lock while
-    # the writers ran) is followed by the whole wait, counted from its end: rounds never
-    # follow each other at once while the rest is busy.
-    assert round_of(0.01, 0.3, 0.0, wall=0.3) == pytest.approx(FANOUT_SPACING * 0.01)
-    assert round_of(1.0, 1.0, 0.0) == MAX_FANOUT_WAIT  # however long a round took
+    writers = Writers(storm=False)
+    pace.watch(writers)
+    for gap in (0.0, 0.05, 0.0):
+        clock[0] += gap + 0.01
+        cpu[0] += 0.5  # the rest of the process busy, other programs' load: no matter
+        pace.round(0.01)
+        assert pace.next_round == clock[0] and pace.due(clock[0])
+    # A commit that queued behind another's flush since the last round's end: the next waits.
+    writers.count += 1
+    clock[0] += 0.01
+    pace.round(0.01)
+    assert pace.next_round - clock[0] == pytest.approx(FANOUT_SPACING * 0.01)
+    assert not pace.due(clock[0] + 0.1)
 
 
-def test_on_a_machine_whose_cores_others_want_the_fan_out_waits_for_the_cpu_not_the_clock():
-    """A round's thread that got a quarter of a core while runnable: the rest of the process
-    gets a quarter core too, so twenty times the round's cost of CPU takes four times as
-    long; its CPU rate of a quarter core is as busy as it can be."""
+def test_while_writers_queue_the_next_round_waits_for_twenty_times_its_cpu_used_by_the_rest():
     clock, cpu = [100.0], [0.0]
     pace = FanoutPace(lambda: cpu[0], lambda: clock[0])
-    for _ in range(5):
-        clock[0] += 0.1
-        cpu[0] += 0.004 + 0.025  # the round's 4 ms, the rest's quarter of the 100 ms
-        pace.round(0.004, waited=0.012)
-    assert pace.next_round - clock[0] == pytest.approx(FANOUT_SPACING * 0.004 * 4)
-    # A tenth of a core: the wait is stretched no more than 1 / MIN_SHARE times.
-    starved = FanoutPace(lambda: cpu[0], lambda: clock[0])
-    for _ in range(5):
-        clock[0] += 0.1
-        cpu[0] += 0.004 + 0.03
-        starved.round(0.004, waited=0.036)
-    assert starved.next_round - clock[0] == pytest.approx(FANOUT_SPACING * 0.004 / MIN_SHARE)
-    # One round delayed once by the scheduler does not stretch the wait by itself.
-    quiet = FanoutPace(lambda: cpu[0], lambda: clock[0])
-    for waited in [0.0, 0.0, 0.0, 0.0, 0.005]:
-        clock[0] += 0.1
-        cpu[0] += 0.004 + 0.1
-        quiet.round(0.004, waited)
-    assert FANOUT_SPACING * 0.004 < quiet.next_round - clock[0] < 2 * FANOUT_SPACING * 0.004
+    writers = Writers(storm=True)  # held: the pace watches a log only while it is alive
+    pace.watch(writers)
+    clock[0] += 0.004
+    pace.round(0.004)
+    end, wanted = clock[0], FANOUT_SPACING * 0.004
+    assert pace.next_round == pytest.approx(end + wanted)
+    assert not pace.due(end + wanted / 2)
+    # The spacing passed by the clock, but the rest of the process got a quarter of a core
+    # meanwhile (other programs want the cores): it waits on for the CPU time still owed.
+    cpu[0] += wanted / 4
+    assert not pace.due(end + wanted)
+    assert pace.next_round == pytest.approx(end + wanted + wanted * 3 / 4)
+    cpu[0] += wanted * 3 / 4
+    assert pace.due(pace.next_round)
+    # However little CPU the rest gets, and however long a round took: MAX_FANOUT_WAIT at most.
+    clock[0] += 1.0
+    pace.round(1.0)
+    assert pace.next_round - clock[0] == MAX_FANOUT_WAIT
+    assert pace.due(clock[0] + MAX_FANOUT_WAIT)
 
 
 def test_a_keyed_request_without_a_deadline_waits_for_its_poke():

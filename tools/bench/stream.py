@@ -270,13 +270,13 @@ def run(
     readers.timed(False)
     out["open"] = throughput_phase(target, pids, readers, 50_000_000, seconds, pinned=False)
     out["pinned_open"] = throughput_phase(target, pids, readers, 60_000_000, seconds, pinned=True)
-    by_ident, tallies = readers.results()
     committed = [
         latency_ids,
         *(ids for _, ids in steps),
         *out["open"]["run"].committed,
         *out["pinned_open"]["run"].committed,
     ]
+    by_ident, tallies = readers.results(sum(len(ids) for ids in committed))
     out["exactly_once"] = exactly_once(tallies, committed)
     # None open again, the streams closed: the ratio compares the open phases with the mean
     # of before and after, so that a machine whose load changed meanwhile tilts it less.

@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from typing import Any
 
 PROCESSES = 8  # reader processes
+QUIET_SECONDS = 5.0  # past the last phase, a reader that got no event for this long stops
 WRITER_BLOCK = 1_000_000  # writer n of a throughput phase commits ids first + n * this + k
 ROW = re.compile(rb'"row":\{"id":(\d+),"sent":([-0-9.e+]+)\}')
 
@@ -41,9 +42,11 @@ class ReaderFlags:
 
     def __init__(self, context: Any) -> None:
         self.ready = context.Value("i", 0)
-        # Readers stop once this has passed and they read nothing for a while: the main
-        # process sets it after the last phase, when what was committed may still be coming.
+        # Readers stop once this has passed and each of their streams has `expected` change
+        # events, or they read nothing for QUIET_SECONDS: the main process sets both after
+        # the last phase, when what was committed may still be coming (paced rounds).
         self.stop_at = context.Value("d", math.inf)
+        self.expected = context.Value("q", 0)
         self.timed = context.RawValue("b", 1)  # parse each event for its latency
 
 
@@ -128,7 +131,10 @@ def _refimpl_streams(
         selector.register(sock, selectors.EVENT_READ, (Dechunked(), tallies[-1]))
         pending += 1
     idents, latencies = array("q"), array("f")
-    while (ready := selector.select(timeout=0.5)) or time.monotonic() < flags.stop_at.value:
+    heard = time.monotonic()
+    while not _done(flags, tallies, heard):
+        if not (ready := selector.select(timeout=0.5)):
+            continue
         timed = flags.timed.value
         for key, _ in ready:
             stream, tally = key.data
@@ -150,6 +156,7 @@ def _refimpl_streams(
                         with flags.ready.get_lock():
                             flags.ready.value += count
                 tally.add(events, events.count(CHANGE))
+                heard = now
                 if timed:
                     for ident, sent in ROW.findall(events):
                         idents.append(int(ident))
@@ -179,7 +186,10 @@ def _pg_listeners(
     with flags.ready.get_lock():
         flags.ready.value += count
     idents, latencies = array("q"), array("f")
-    while (ready := selector.select(timeout=0.5)) or time.monotonic() < flags.stop_at.value:
+    heard = time.monotonic()
+    while not _done(flags, tallies, heard):
+        if not (ready := selector.select(timeout=0.5)):
+            continue
         timed = flags.timed.value
         for key, _ in ready:
             pgconn, tally = key.data
@@ -191,6 +201,7 @@ def _pg_listeners(
             if not payloads:
                 continue
             tally.add(b"\n".join(payloads) + b"\n", len(payloads))  # however they batch
+            heard = now
             if timed:
                 for payload in payloads:
                     ident, sent = payload.split(b",")
@@ -199,6 +210,16 @@ def _pg_listeners(
     for connection in connections:
         connection.close()
     results.put((idents.tobytes(), latencies.tobytes(), [t.result() for t in tallies]))
+
+
+def _done(flags: ReaderFlags, tallies: list[Tally], heard: float) -> bool:
+    """Past the last phase, every stream has every change committed, or no event came for
+    QUIET_SECONDS (heartbeats do not count; the exactly-once check says what is missing)."""
+    now = time.monotonic()
+    if now < flags.stop_at.value:
+        return False
+    expected = flags.expected.value
+    return now - heard > QUIET_SECONDS or all(t.changes >= expected for t in tallies)
 
 
 def _threads(pids: Iterable[int]) -> Iterator[int]:
@@ -285,9 +306,13 @@ class Readers:
         """Whether readers parse each event for its latency (else they only count it)."""
         self.flags.timed.value = 1 if on else 0
 
-    def results(self) -> tuple[dict[int, list[float]], list[tuple[int, int, Any, Any]]]:
-        """Once every reader read all that came: latencies (ms) by row id, over every
-        stream; each stream's `Tally.result`."""
+    def results(
+        self, expected: int
+    ) -> tuple[dict[int, list[float]], list[tuple[int, int, Any, Any]]]:
+        """Once every reader read all that came (`expected` change events a stream, or
+        nothing for QUIET_SECONDS): latencies (ms) by row id, over every stream; each
+        stream's `Tally.result`."""
+        self.flags.expected.value = expected
         self.flags.stop_at.value = time.monotonic()
         by_ident: dict[int, list[float]] = {}
         tallies: list[tuple[int, int, Any, Any]] = []

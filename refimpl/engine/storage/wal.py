@@ -101,6 +101,7 @@ class WriteAheadLog:
         self._cond = threading.Condition(self._lock)  # durable_lsn moved, leader done, closed
         self._remove_lock = threading.Lock()  # one remove_through at a time, in LSN order
         self._fsync_count = 0
+        self._queued_appends = 0  # appends that found an earlier record not yet durable
         self.fsync_seconds = LatencyHistogram()  # every fsync's duration, for /metrics
         self._last_batch_commits = 0  # commits the last flush covered
         self._last_flush_seconds = 0.0  # how long it took
@@ -194,6 +195,13 @@ class WriteAheadLog:
             return sum(segment.size for segment in self._segments)
 
     @property
+    def queued_appends(self) -> int:
+        """How many appends so far found an earlier record not yet durable: commits queued
+        behind another's flush (the group commit). Two readings differ when writers queued
+        in between (the event streams' fan-out waits only then)."""
+        return self._queued_appends
+
+    @property
     def fsync_count(self) -> int:
         """How many fsyncs (files and folder) this log has issued since it was opened."""
         return self._fsync_count
@@ -227,6 +235,8 @@ class WriteAheadLog:
             lsn = self._last_lsn + 1
             # First: a bad payload type changes nothing.
             header = frame_header(lsn, payload, known)
+            if self._last_lsn > self._durable_lsn:
+                self._queued_appends += 1
             segment = self._segments[-1] if self._segments else None
             if segment is None or (segment.size >= self._segment_bytes and segment.records > 0):
                 segment = Segment(lsn, self._directory / segment_name(lsn), on_disk=False)

@@ -393,6 +393,9 @@ def stream_route(ctx: Context) -> Parked[Answer]:
         offloaded.bind(parked)
     stream.waker = sender
     try:
+        # The fan-out waits only while this database's writers queue for their commits.
+        with ctx.session(stream.principal) as session:
+            room.watch_writers(session.database.log)
         with budget():
             first = sender.first()
     except BaseException:
