@@ -59,7 +59,7 @@ from refimpl.pgwire import sqlstate, tls
 from refimpl.pgwire.acknowledging import Acknowledging
 from refimpl.pgwire.core import error_bytes
 from refimpl.pgwire.link import Link, LinkOptions
-from refimpl.pgwire.sockets import POLL_SECONDS, RECV_BYTES, Socket, tls_pending
+from refimpl.pgwire.sockets import POLL_SECONDS, READ_BYTES, Socket, tls_pending
 from refimpl.pgwire.states import State
 
 log = logging.getLogger("refimpl.pgwire")
@@ -316,7 +316,7 @@ class PgServer:
             return
         data: bytes | None
         try:
-            data = client.sock.recv(RECV_BYTES)
+            data = client.sock.recv(READ_BYTES)
             while pending := tls_pending(client.sock):  # TLS: decrypted bytes epoll cannot see
                 data += client.sock.recv(pending)
         except (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError):

@@ -14,7 +14,12 @@ from refimpl.engine import admission
 from refimpl.engine.measures import PgCounts
 from refimpl.errors import ProtocolError, Unavailable
 
-RECV_BYTES = 256 * 1024
+RECV_BYTES = 256 * 1024  # a COPY's data, read as it comes: large reads, few of them
+# A connection's next messages (and a walsender's client's): most reads are one small
+# packet. Under the allocator's mmap threshold (128 KB) on purpose: a recv of more maps a
+# fresh buffer of the whole size at each call and shrinks it to what came (mmap, mremap,
+# munmap: three system calls and a page fault, about 12 us a read), however few bytes came.
+READ_BYTES = 64 * 1024
 POLL_SECONDS = 0.2  # how soon an idle worker notices a stop
 COPY_WAIT_SECONDS = 60.0  # a COPY FROM STDIN whose client sends nothing this long ends
 
@@ -39,7 +44,7 @@ class Socket:
         """What the client sent, without waiting (a walsender's read): None when nothing,
         b"" when it closed."""
         try:
-            data = self.sock.recv(RECV_BYTES)
+            data = self.sock.recv(READ_BYTES)
             while pending := tls_pending(self.sock):
                 data += self.sock.recv(pending)
         except (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
