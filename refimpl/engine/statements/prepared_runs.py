@@ -20,6 +20,7 @@ from refimpl.engine.query.point_read import PointPlan, point_plan
 from refimpl.engine.query.subqueries import has_subquery
 from refimpl.engine.result import Result, query_result
 from refimpl.engine.statements import executor
+from refimpl.engine.statements.prepared_insert import PreparedInsert, runs_one_row
 from refimpl.engine.storage.schema import TableSchema
 from refimpl.engine.tracking.plan_cache import PlanCache
 from refimpl.sql import ast
@@ -48,7 +49,11 @@ class PreparedRun:
 def prepared_handler(statement: ast.Statement) -> executor.Handler:
     """The handler `executor.execute` runs `statement` with, chosen once: it answers what
     `execute` answers. A SELECT of one table gets a `PreparedTableSelect` of its own.
-    NotAllowed, as `execute` raises it, for a statement no handler runs."""
+    NotAllowed, as `execute` raises it, for a statement no handler runs. A one-row INSERT
+    gets a `PreparedInsert` of its own."""
+    if runs_one_row(statement):
+        assert isinstance(statement, ast.Insert)
+        return PreparedInsert(statement)
     if (
         type(statement) is ast.Select
         and isinstance(statement.source, ast.TableSource)
@@ -59,10 +64,11 @@ def prepared_handler(statement: ast.Statement) -> executor.Handler:
 
 
 class ParsedHandlers:
-    """The handlers of parsed SELECTs, by the statement object, for one instance: a text
-    parsed once (the parse cache's, a template's shared parse: every /exec request of one
-    shape) finds its handler and point plan here without hashing its statement. Other
-    statements' handlers are one dictionary lookup away (and an INSERT's tree may be large).
+    """The handlers of parsed SELECTs and one-row INSERTs, by the statement object, for one
+    instance: a text parsed once (the parse cache's, a template's shared parse: every /exec
+    request of one shape) finds its handler and point plan (or row shape) here without
+    hashing its statement. Other statements' handlers are one dictionary lookup away (and a
+    long INSERT's tree may be large).
     Threads may share it: an entry is one tuple, added or the whole map emptied."""
 
     KEPT = 2048  # entries kept; the map is emptied when it holds this many
@@ -74,9 +80,9 @@ class ParsedHandlers:
         self._by_statement: dict[int, tuple[ast.Statement, executor.Handler]] = {}
 
     def of(self, statement: ast.Statement) -> executor.Handler:
-        """`prepared_handler(statement)`, made once per SELECT object and shared by every
-        thread that runs it; NotAllowed as `executor.execute` raises it."""
-        if type(statement) is not ast.Select:
+        """`prepared_handler(statement)`, made once per SELECT or one-row INSERT object and
+        shared by every thread that runs it; NotAllowed as `executor.execute` raises it."""
+        if type(statement) is not ast.Select and not runs_one_row(statement):
             return executor.handler_of(statement)
         kept = self._by_statement.get(id(statement))
         if kept is not None and kept[0] is statement:

@@ -1,0 +1,131 @@
+"""A prepared one-row INSERT (`INSERT INTO t [(cols)] VALUES (...)`), run again and again.
+
+What `executor.execute` does for such a statement, without what it works out again at each
+run: the row's values are taken from the parameters and literals by a list chosen once, and
+the table's column positions, types and names for the row are found once per schema object
+(a schema change makes a new one, and so a new shape). What is never done once for all: the
+right to write (checked at each run), the table's triggers (looked up at each run: a
+CREATE TRIGGER reaches the next run), the key and UNIQUE checks, DEDUP, the indexes, the
+memory count and the commit with its durability, which are `executor.insert_values`' and
+the session's, as for every other INSERT.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from refimpl.engine.result import Result, message_result
+from refimpl.engine.rights import Right
+from refimpl.engine.statements import executor
+from refimpl.engine.statements.triggers import row_triggers
+from refimpl.engine.storage import values
+from refimpl.engine.storage.schema import TableSchema
+from refimpl.engine.storage.transaction import Transaction
+from refimpl.errors import DuplicateKey, SqlError
+from refimpl.sql import ast
+
+if TYPE_CHECKING:
+    from refimpl.engine.statements.context import StatementContext
+
+_ONE_ROW = "1 row(s) inserted"  # what `executor` answers for one row
+
+
+def runs_one_row(statement: ast.Statement) -> bool:
+    """Whether `statement` is an INSERT that `PreparedInsert` runs: one VALUES row of
+    parameters and literals, no RETURNING (anything else runs as `executor.execute` runs
+    it)."""
+    return (
+        type(statement) is ast.Insert
+        and statement.select is None
+        and not statement.returning
+        and statement.rows is not None
+        and len(statement.rows) == 1
+        and all(type(e) in (ast.Param, ast.Literal) for e in statement.rows[0])
+    )
+
+
+class _Shape:
+    """The row's place in one schema object's columns, made once for it."""
+
+    __slots__ = ("schema", "types", "width", "positions")
+
+    def __init__(self, schema: TableSchema, columns: Sequence[str] | None) -> None:
+        self.schema = schema
+        self.width = len(schema.columns)
+        # None: the values are the table's columns in order (the row is the values).
+        self.positions: list[int] | None
+        if columns is None:
+            positions = list(range(self.width))
+        else:
+            positions = [schema.position(name) for name in columns]  # UnknownColumn as before
+            if len(set(positions)) != len(positions):
+                raise SqlError("a column is named twice in the INSERT column list")
+        self.positions = None if positions == list(range(self.width)) else positions
+        self.types = [(schema.columns[p].type, schema.columns[p].name) for p in positions]
+
+
+class PreparedInsert:
+    """`executor.execute` of a one-row INSERT (`runs_one_row`), run again and again. Threads
+    may share one: what it keeps is one `_Shape`, replaced whole."""
+
+    __slots__ = ("_shape", "_sources")
+
+    def __init__(self, statement: ast.Insert) -> None:
+        assert statement.rows is not None
+        # (True, parameter index) or (False, literal value), for each value of the row.
+        self._sources: list[tuple[bool, Any]] = [
+            (True, e.index) if isinstance(e, ast.Param) else (False, e.value)
+            for e in statement.rows[0]
+            if isinstance(e, ast.Param | ast.Literal)
+        ]
+        self._shape: _Shape | None = None
+
+    def __call__(
+        self, context: StatementContext, statement: ast.Insert, text: str, params: Sequence[Any]
+    ) -> Result:
+        context.authorize(Right.WRITE, statement.table)
+        count = len(params)
+        if any(is_param and index >= count for is_param, index in self._sources):
+            return executor.execute(context, statement, text, params)  # says what is missing
+        source = [params[i] if is_param else i for is_param, i in self._sources]
+
+        def run(txn: Transaction) -> Result:
+            work = txn.table(statement.table)
+            schema = work.schema
+            firing = row_triggers(context, txn, statement.table, "INSERT", executor.execute)
+            if firing is not None or schema.dedup_key:
+                # Triggers and DEDUP go the way of every INSERT.
+                executor.insert_values(
+                    work, schema, statement.columns, [source], context.deadline(), firing
+                )
+                return message_result(text, _ONE_ROW, 1)
+            shape = self._shape
+            if shape is None or shape.schema is not schema:
+                shape = self._shape = _Shape(schema, statement.columns)
+            if len(source) != len(shape.types):
+                raise SqlError(
+                    f"row 1 has {len(source)} value(s) but {len(shape.types)} column(s) are"
+                    " being inserted"
+                )
+            coerce = values.coerce
+            converted = [coerce(v, t, n) for v, (t, n) in zip(source, shape.types, strict=True)]
+            if shape.positions is None:
+                row = tuple(converted)
+            else:
+                slots: list[Any] = [None] * shape.width
+                for position, value in zip(shape.positions, converted, strict=True):
+                    slots[position] = value
+                row = tuple(slots)
+            table = work.current()
+            table.check_not_null(row)
+            if table.keyed:
+                ident = table.ident_of(row)
+                if work.get(ident) is not None:
+                    raise DuplicateKey(schema.name, ident[0] if len(ident) == 1 else ident)
+            else:
+                ident = (table.allocate_rowid(),)
+            work.change({ident: row})
+            return message_result(text, _ONE_ROW, 1)
+
+        return context.write(run)
