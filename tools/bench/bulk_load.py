@@ -24,11 +24,13 @@ import argparse
 import multiprocessing
 import os
 import statistics
+import tempfile
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
+import bulk_why
 import harness
 import requests
 from rev import TRADES, _importer, _prober_until, now_text
@@ -54,10 +56,14 @@ def _committer(server: harness.RefimplServer, done: threading.Event, out: list[A
         time.sleep(max(0.0, began + 0.02 - time.monotonic()))
 
 
-def one_run(rows: int, idle_seconds: float, code: Path | None = None) -> dict[str, float]:
+def one_run(
+    rows: int, idle_seconds: float, code: Path | None = None, why: Path | None = None
+) -> dict[str, float]:
     """One server (of the checkout `code`, this one's by default), one import: the figures
-    of this run (milliseconds, and seconds)."""
-    with harness.RefimplServer(threads=32, code=code) as server:
+    of this run (milliseconds, and seconds). With `why`, the server records there what
+    `bulk_why.explain` needs, and it is printed."""
+    launcher = bulk_why.LAUNCHER if why is not None else None
+    with harness.RefimplServer(threads=32, code=code, profile=why, launcher=launcher) as server:
         server.sql(TRADES)
         server.sql(f"INSERT INTO trades VALUES ('{now_text()}', 'S001', 100.0, 1)")
         target = {"url": server.url, "token": server.token}
@@ -90,6 +96,8 @@ def one_run(rows: int, idle_seconds: float, code: Path | None = None) -> dict[st
         importer.join(30)
     if code != 200:
         raise SystemExit(f"/imp answered {code}: {text}")
+    if why is not None:
+        bulk_why.explain(samples, why, began, ended)
     failed = sum(1 for at, _, ok in commits if not ok and began <= at < ended)
     figures: dict[str, float] = {"import_s": ended - began, "busy_commits_failed": failed}
     for phase, low, high in (("idle", 0.0, began), ("busy", began, ended)):
@@ -123,13 +131,19 @@ def main() -> None:
         type=Path,
         help="a checkout whose refimpl serves; given again, the runs alternate between them",
     )
+    parser.add_argument(
+        "--why",
+        action="store_true",
+        help="print what each slow /api/rev probe waited for (see bulk_why.py)",
+    )
     args = parser.parse_args()
     codes: list[Path | None] = list(args.code or [None])
     runs: dict[Path | None, list[dict[str, float]]] = {code: [] for code in codes}
     print(f"load average at the start: {_load()}")
     for number in range(1, args.runs + 1):
         for code in codes:
-            figures = one_run(args.rows, args.idle, code)
+            why = Path(tempfile.mkdtemp(prefix="bulk-why-")) / "events.json" if args.why else None
+            figures = one_run(args.rows, args.idle, code, why)
             runs[code].append(figures)
             name = "" if code is None else f" ({code})"
             print(

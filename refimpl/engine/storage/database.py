@@ -16,8 +16,6 @@ import gc
 import logging
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +25,7 @@ from refimpl.engine.measures import DatabaseMeasures, LatencyHistogram
 from refimpl.engine.options import EngineOptions
 from refimpl.engine.progress import REPORT_EVERY, Progress, ProgressReport, no_report
 from refimpl.engine.storage import bulk, checkpoint, ddl, records, values
+from refimpl.engine.storage.bulk import collector_paused as _collector_paused
 from refimpl.engine.storage.locks import SharedLock
 from refimpl.engine.storage.memory_limit import (
     MemoryBudget,
@@ -308,9 +307,14 @@ class Database:
 
         The write lock is taken twice, briefly: to reserve the rows' ids, and to append the
         prepared log record and install the prepared rows. Everything else (placing,
-        sorting, encoding) runs with no lock held, the collector paused.
+        sorting, encoding) runs with no lock held. The collector is paused throughout: the
+        load's objects (identities, places, partitions) are new and live as long as the
+        table, and a pass over them would stop every thread.
         """
-        key = name.lower()
+        with _collector_paused():
+            return self._load_rows(name.lower(), rows)
+
+    def _load_rows(self, key: str, rows: values.TypedRows) -> tuple[int, int] | None:
         self.acquire_write()
         try:
             table = self.tables.get(key)
@@ -328,8 +332,7 @@ class Database:
             idents = bulk.keys_of(table, rows)
         else:
             idents = bulk.rowid_idents(first, len(rows))
-        with _collector_paused():
-            load = bulk.prepare(key, table, rows, idents)
+        load = bulk.prepare(key, table, rows, idents)
         if not load.distinct:  # a key twice: the ordinary insert says which
             return None
         self.acquire_write()
@@ -536,21 +539,3 @@ class Database:
             cache_hits=cache["hits"],
             cache_misses=cache["misses"],
         )
-
-
-@contextmanager
-def _collector_paused() -> Iterator[None]:
-    """The cyclic garbage collector off for a while (as it was, after).
-
-    Loading a checkpoint makes millions of row tuples that live as long as their table: the
-    collector would look at them again and again while they are made (a quarter of a load)
-    and can free none of them. Reference counting still frees everything else at once.
-    """
-    if not gc.isenabled():  # paused already, by a caller: theirs to turn back on
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()

@@ -13,7 +13,7 @@ from refimpl.engine.access import ADMIN as ADMIN_PRINCIPAL
 from refimpl.engine.access import Right
 from refimpl.engine.result import Column
 from refimpl.engine.session import Session
-from refimpl.engine.storage import values
+from refimpl.engine.storage import bulk, values
 from refimpl.errors import BadRequest, LineError, NotFound, UnknownTable
 from refimpl.http import csvimport, lineproto
 from refimpl.http.context import Context
@@ -59,13 +59,17 @@ def import_route(ctx: Context) -> Answer | Parked[Answer]:
             (column.type for column in shape.columns),
             columns=(column.name for column in shape.columns),
         )
-        for batch in rows.batches():
-            parsed += batch
-            # A long import moves to the server's long place (or runs without one), so that
-            # the places of cheap requests (/api/rev, point reads) are never all taken by
-            # imports; no engine lock is held here.
-            admission.running_long()
-        count = _load(session, table, rows.columns, parsed)
+        # The rows are new objects that live as long as the table: the collector, paused
+        # from the first row to the install, does not stop the server to look at them.
+        with bulk.collector_paused():
+            for batch in rows.batches():
+                parsed += batch
+                # A long import moves to the server's long place (or runs without one), so
+                # that the places of cheap requests (/api/rev, point reads) are never all
+                # taken by imports; no engine lock is held here.
+                admission.running_long()
+            count = _load(session, table, rows.columns, parsed)
+            bulk.freeze_if_many(len(parsed))
     answer = {"table": table, "count": count, "message": f"{count} row(s) inserted"}
     return ctx.when_durable(session, json_response(answer))
 

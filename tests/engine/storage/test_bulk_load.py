@@ -209,6 +209,52 @@ def test_a_large_prepared_load_leaves_no_young_objects(
         instance.close()
 
 
+def test_the_collector_is_off_for_every_step_of_a_load_and_on_after(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """From the NOT NULL check to the install (the identities are new tuples too), no pass
+    of the collector can stop the server; after the load, done or refused, it is on again."""
+    seen: dict[str, bool] = {}  # each step: was the collector on when it ran
+
+    def watched(name: str) -> None:
+        step = getattr(bulk, name)
+
+        def run(*args: object) -> object:
+            seen[name] = seen.get(name, False) or gc.isenabled()
+            return step(*args)
+
+        monkeypatch.setattr(bulk, name, run)
+
+    for name in ("not_null_ok", "rowid_idents", "keys_of", "prepare", "still_fits"):
+        watched(name)
+    instance = Instance.open(tmp_path / "data")
+    try:
+        with closing(instance.session()) as session:
+            session.execute(TRADES, ())
+            session.execute("CREATE TABLE t (id BIGINT PRIMARY KEY, v DOUBLE)", ())
+            database = session.database
+            assert database.load_rows("trades", trades(3000)) is not None
+            assert gc.isenabled()
+            refused = values.TypedRows(("BIGINT", "DOUBLE"), [(1, 1.0), (1, 2.0)])  # a key twice
+            assert database.load_rows("t", refused) is None
+            assert gc.isenabled()
+            assert seen == dict.fromkeys(
+                ("not_null_ok", "rowid_idents", "prepare", "still_fits", "keys_of"), False
+            )
+    finally:
+        instance.close()
+
+
+def test_a_pause_nests_and_ends_on_an_error() -> None:
+    """Only the outermost pause turns the collector back on, also when its work fails."""
+    with pytest.raises(ValueError), bulk.collector_paused():
+        with bulk.collector_paused():
+            pass
+        assert not gc.isenabled()  # the inner pause left it as it found it
+        raise ValueError
+    assert gc.isenabled()
+
+
 def _in_generation(thing: object) -> int | None:
     """The collector's generation `thing` is in; None when in none (frozen, or untracked)."""
     for generation in range(3):
