@@ -240,3 +240,22 @@ def test_a_closed_stream_gives_its_wait_place_back(server: Server, db: str):
         assert rows["event"] == "rows"
         stream.close()
         time.sleep(0.2)  # the server sees the hang-up
+
+
+def test_streams_of_one_user_woken_by_one_commit_each_get_the_change(server: Server, db: str):
+    """One commit wakes several streams of the same user and query: each gets the same rows
+    under its own subscription's id, and the next commit's too (as many streams as the
+    server has wait places: a quarter of its 16 threads, less the one a test may hold)."""
+    streams = [open_live(server, db) for _ in range(3)]
+    firsts = [stream.take(1)[0] for stream in streams]
+    names = {event["id"].rsplit(".", 1)[0] for event in firsts}
+    assert len(names) == len(streams)
+    for n in (2, 3):
+        server.sql(f"INSERT INTO t VALUES (now(), 'a', {n})", db)
+        events = [stream.take(1)[0] for stream in streams]
+        assert all(event["event"] == "rows" for event in events), events
+        assert all(event["data"] == events[0]["data"] for event in events), events
+        assert events[0]["data"]["rows"] == [["a", n, float(sum(range(1, n + 1)))]]
+        assert {event["id"].rsplit(".", 1)[0] for event in events} == names
+    for stream in streams:
+        stream.close()

@@ -124,6 +124,37 @@ class SubscriptionManager:
         subscription, version = self._find(session, text, asked_id, offsets)
         if subscription is None:
             return self._snapshot(session, text, select, offsets)
+        step = self._step(session, subscription, version)
+        return self._snapshot(session, text, select, offsets) if step is None else step
+
+    def follow(self, session: StatementContext, reply: Reply) -> Reply | LiveWait:
+        """What `ask` answers for `reply.id`, asked by the client `reply` was just made for
+        (a stream's next wait): the same answer and the same check of the session's right
+        to read the table, without parsing the query or looking the subscription up by its
+        id again."""
+        subscription = reply.subscription
+        session.authorize(Right.READ, subscription.table)
+        now = time.monotonic()
+        with self._lock:
+            kept = self._subscriptions.get(subscription.id) is subscription
+            if kept:
+                subscription.last_asked = now
+                self._subscriptions.move_to_end(subscription.id)
+                self._owned[subscription.owner].move_to_end(subscription.id)
+            self._sweep(now)
+        step = None
+        if kept and subscription.database is session.database:
+            step = self._step(session, subscription, reply.version)
+        if step is None:  # dropped meanwhile, or its version no longer kept: as `ask` does
+            return self.ask(session, subscription.text, reply.id, subscription.top is not None)
+        return step
+
+    def _step(
+        self, session: StatementContext, subscription: Subscription, version: int
+    ) -> Reply | LiveWait | None:
+        """The answer to a request holding `version` of `subscription` (whose owner asks):
+        the difference to a newer version, or the wait for one; None when `version` is not
+        kept (a snapshot is due)."""
         with subscription.lock:
             subscription.generation += 1
             generation = subscription.generation
@@ -132,7 +163,7 @@ class SubscriptionManager:
             previous.set()  # the older request of this client ends: this one takes over
         current = subscription.current
         if version not in subscription.versions or version > current.version:
-            return self._snapshot(session, text, select, offsets)
+            return None
         if version < current.version:
             reply = self._difference(subscription, subscription.versions[version], current)
             if reply is not None:
@@ -249,9 +280,13 @@ class SubscriptionManager:
         if not owned:
             del self._owned[owner], self._kept_rows[owner]
 
-    def _count(self, subscription: Subscription) -> None:
-        """Count the rows the subscription's versions keep against its owner, again."""
-        rows = sum(len(version.rows) for version in subscription.versions.values())
+    def _count(self, subscription: Subscription, change: int | None = None) -> None:
+        """Count the rows the subscription's versions keep against its owner: again, or
+        by `change` (what its latest versions kept and dropped changed it by)."""
+        if change is None:
+            rows = sum(len(version.rows) for version in subscription.versions.values())
+        else:
+            rows = subscription.kept + change
         if subscription.id in self._subscriptions:
             owner = subscription.owner
             self._kept_rows[owner] = self._kept_rows.get(owner, 0) + rows - subscription.kept
@@ -478,11 +513,13 @@ class SubscriptionManager:
             if change is None:
                 return None
             version = before.version + 1
-            subscription.versions[version] = Version(version, answer)
-            while len(subscription.versions) > KEPT_VERSIONS:
-                subscription.versions.popitem(last=False)
+            versions = subscription.versions
+            versions[version] = Version(version, answer)
+            rows = len(answer.rows)
+            while len(versions) > KEPT_VERSIONS:
+                rows -= len(versions.popitem(last=False)[1].rows)
             with self._lock:
-                self._count(subscription)
+                self._count(subscription, rows)
                 self._make_room(subscription.owner, subscription)
             self.counts.answered(subscription.database.name, "rows")
             return Reply("rows", subscription, version, change)

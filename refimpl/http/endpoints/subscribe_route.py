@@ -45,8 +45,18 @@ def _move(columns: list[Column], move: Move) -> dict[str, object]:
     }
 
 
+_RETRY_BLOCK = f"retry: {RETRY_MS}\n\n".encode()
+
+
 def encode_reply(reply: Reply) -> bytes:
-    head = f"retry: {RETRY_MS}\n\nid: {reply.id}\n".encode()
+    """A long poll's answer: the `retry` block, then `reply_event`."""
+    return _RETRY_BLOCK + reply_event(reply)
+
+
+def reply_event(reply: Reply) -> bytes:
+    """The `id:` line and the event of one answer (a stream's part, or a long poll's after
+    its `retry`)."""
+    head = b"id: " + reply.id.encode() + b"\n"
     if reply.kind == "none":
         return head + b"\n"
     if reply.kind == "rows":

@@ -19,7 +19,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+import weakref
+from collections.abc import Callable, Hashable
 
 from refimpl.engine.access import AccessControl
 from refimpl.engine.access.control import CheckedToken
@@ -35,22 +36,17 @@ from refimpl.http.encode import Answer
 from refimpl.http.endpoints.change_encoding import RETRY_MS
 from refimpl.http.endpoints.feed_args import flag
 from refimpl.http.endpoints.stream_credentials import request_credential
-from refimpl.http.endpoints.subscribe_route import SSE_HEADERS, encode_reply, subscribe_route
+from refimpl.http.endpoints.subscribe_route import SSE_HEADERS, reply_event, subscribe_route
 from refimpl.waiting.owners import Budget
 from refimpl.waiting.parked import Kind, Parked, Part
 from refimpl.waiting.places import FairPlaces, place_owner
+from refimpl.waiting.room import WaitingRoom
 
 HEARTBEAT = b": heartbeat\n\n"
 HEADERS = (("Content-Type", "text/event-stream; charset=utf-8"), *SSE_HEADERS.items())
 log = logging.getLogger("refimpl.subscribe")
-_RETRY = f"retry: {RETRY_MS}\n".encode()  # in the first event's block
-_RETRY_LEN = len(_RETRY) + 1  # a long poll's answer has it in a block of its own
-
-
-def _event_of(reply: Reply) -> bytes:
-    """The `id` and event lines of one answer, without the `retry` a long poll starts with
-    (a stream sends it once, first)."""
-    return encode_reply(reply)[_RETRY_LEN:]
+# In the first event's block (a long poll's answer has it in a block of its own).
+_RETRY = f"retry: {RETRY_MS}\n".encode()
 
 
 def _later(data: bytes) -> Answer:
@@ -64,9 +60,9 @@ class _LiveStream:
     """One client's stream of a subscription: the waker of its `LiveWait`, and what makes
     its parts (see the module docstring).
 
-    A wake-up goes straight to the stream's owner's share of the room's pool (`_run`),
-    which makes the part and hands it over itself: one hand-off a wake-up, never through
-    the room's thread, which only sends the heartbeats at the stream's deadlines. `_lock`
+    A wake-up goes straight to the stream's owner's share of the room's pool (`run`, in
+    the owner's `_Woken` batch), which makes the part and hands it over itself, never
+    through the room's thread, which only sends the heartbeats at the stream's deadlines. `_lock`
     orders `_busy` (a part is being made or is in flight: one at a time) and `_woken` (a
     wake-up came meanwhile: one more is made after it); it is never held while the query
     runs."""
@@ -96,23 +92,23 @@ class _LiveStream:
         self._busy = True  # until the head is sent
         self._woken = False
         self.parked: Parked[Answer] | None = None
-        self._work: Callable[[], None] | None = None  # submits `_run`, once parked
+        self._batch: _Woken | None = None  # runs `run` on the owner's pool, once parked
 
-    def start(self, parked: Parked[Answer], work: Callable[[Callable[[], None]], None]) -> None:
-        """Parked as `parked`; `work(job)` runs a job on the owner's share of the pool."""
+    def start(self, parked: Parked[Answer], batch: _Woken) -> None:
+        """Parked as `parked`; `batch` runs its `run` on the owner's share of the pool."""
         self.parked = parked
-        self._work = lambda: work(self._run)
+        self._batch = batch
 
     def set(self) -> None:
         """A commit touched the query, or another request of the subscription took over
         (the engine's wake board; cheap, never blocks)."""
         with self._lock:
-            if self._busy or self._work is None:
+            if self._busy or self._batch is None:
                 self._woken = True  # made once the part in flight is sent
                 return
             self._busy = True
-            work = self._work
-        work()
+            batch = self._batch
+        batch.add(self)
 
     def first(self, reply: Reply) -> bytes:
         """The head's events: `reply` (the answer to the request), and every change after
@@ -123,11 +119,11 @@ class _LiveStream:
     def _follow(self, reply: Reply) -> bytes:
         """`reply`'s event and those of the changes committed since, each asked for with the
         id before it (rights checked again at each); watches the newest."""
-        events = [_event_of(reply)]
-        step = self._manager.ask(self._session, self._text, reply.id, self._offsets)
+        events = [reply_event(reply)]
+        step = self._manager.follow(self._session, reply)
         while isinstance(step, Reply):
-            events.append(_event_of(step))
-            step = self._manager.ask(self._session, self._text, step.id, self._offsets)
+            events.append(reply_event(step))
+            step = self._manager.follow(self._session, step)
         self._wait = step
         step.watch(self)
         if self._manager.moved(step.subscription):
@@ -137,7 +133,7 @@ class _LiveStream:
                 self._woken = True
         return b"".join(events)
 
-    def _run(self) -> None:
+    def run(self) -> None:
         """Make the next part, or the end, and hand it over (on the owner's pool)."""
         parked = self.parked
         assert parked is not None  # `start` came before any job
@@ -157,9 +153,9 @@ class _LiveStream:
         parked.decide(outcome)  # a part's `drained` may come within: it makes the next
 
     def _run_again(self) -> None:
-        work = self._work
-        assert work is not None
-        work()
+        batch = self._batch
+        assert batch is not None
+        batch.add(self)
 
     def _next(self) -> Answer | Part[Answer] | None:
         """The next part once a commit changed the answer (None: nothing changed); the last
@@ -230,6 +226,61 @@ class _LiveStream:
         """The last part: a comment saying why (an EventSource ignores it, then reconnects
         and is answered, or refused, as any request)."""
         return _later(f": the stream ended: {reason.replace(chr(10), ' ')}\n\n".encode())
+
+
+class _Woken:
+    """The streams of one user that a commit woke, waiting for their parts to be made: one
+    job on the user's share of the room's pool makes them all, one after another (a commit
+    waking a hundred of them hands one job over, not a hundred). Streams woken while it
+    runs are made by it too, before it ends."""
+
+    def __init__(self, submit: Callable[[Callable[[], None]], None]) -> None:
+        self._submit = submit
+        self._lock = threading.Lock()
+        self._streams: list[_LiveStream] = []
+        self._running = False
+
+    def add(self, stream: _LiveStream) -> None:
+        """`stream` makes its next part soon (cheap, never blocks)."""
+        with self._lock:
+            self._streams.append(stream)
+            if self._running:
+                return
+            self._running = True
+        self._submit(self._run)
+
+    def _run(self) -> None:
+        while True:
+            with self._lock:
+                streams, self._streams = self._streams, []
+                if not streams:
+                    self._running = False
+                    return
+            try:
+                for stream in streams:
+                    stream.run()
+            except BaseException:
+                with self._lock:  # the next wake-up submits a job again
+                    self._running = False
+                raise
+
+
+_BATCHES: weakref.WeakKeyDictionary[WaitingRoom, dict[Hashable, _Woken]] = (
+    weakref.WeakKeyDictionary()
+)
+_BATCHES_LOCK = threading.Lock()
+
+
+def _woken(room: WaitingRoom, owner: Hashable) -> _Woken:
+    """The batch of `owner`'s woken streams in `room` (one a user, kept as long as the room:
+    a user's is a few objects)."""
+    with _BATCHES_LOCK:
+        batches = _BATCHES.setdefault(room, {})
+        batch = batches.get(owner)
+        if batch is None:
+            pool = room.owner_work
+            batch = batches[owner] = _Woken(lambda job: pool.submit(owner, job))
+        return batch
 
 
 class _TokenLook:
@@ -305,7 +356,7 @@ def subscribe_stream(
         finally:
             session.close()
         return Answer(
-            _RETRY + _event_of(reply), 200, "text/event-stream; charset=utf-8", SSE_HEADERS
+            _RETRY + reply_event(reply), 200, "text/event-stream; charset=utf-8", SSE_HEADERS
         )
     try:
         with budget():
@@ -319,11 +370,6 @@ def subscribe_stream(
     def release() -> None:
         places.give_back(owner)
         stream.release()
-
-    def work(job: Callable[[], None]) -> None:
-        # Every re-run is work of the client's choosing: on its owner's share of the
-        # room's pool, within the statement timeout, never on the room's thread.
-        room.owner_work.submit(owner, job)
 
     parked: Parked[Answer] = Parked(
         None,
@@ -339,6 +385,8 @@ def subscribe_stream(
     first = Answer(head, 200)
     first.headers = list(HEADERS)  # no length: the parts follow
     parked.decide(Part(first))
-    stream.start(parked, work)
+    # Every re-run is work of the client's choosing: on its owner's share of the room's
+    # pool, within the statement timeout, never on the room's thread.
+    stream.start(parked, _woken(room, owner))
     room.park(parked)
     return parked

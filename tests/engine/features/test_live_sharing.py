@@ -126,3 +126,44 @@ def test_a_subscriber_without_the_right_gets_no_shared_answer(conn):
     assert admin.attempt() is not None
     with pytest.raises(Forbidden):
         step.attempt()
+
+
+def test_following_a_reply_answers_as_asking_again_with_its_id(conn):
+    """`follow` (a stream's next wait) gives what `ask` with the reply's id gives: the wait,
+    or the difference a commit made since, under the same subscription."""
+    manager = conn.instance.subscriptions
+    session = conn.session()
+    query = CANDLES.format(symbol="NABIL")
+    snapshot = manager.ask_now(session, query, None)
+    step = manager.follow(session, snapshot)
+    assert isinstance(step, LiveWait) and step.subscription is snapshot.subscription
+    step.watch(threading.Event())
+    conn.execute("INSERT INTO trades VALUES ('2026-09-24T10:00:40Z', 'NABIL', 1512)")
+    reply = step.attempt()
+    assert reply is not None and reply.kind == "rows"
+    conn.execute("INSERT INTO trades VALUES ('2026-09-24T10:00:50Z', 'NABIL', 1490)")
+    waiting = manager.follow(session, reply)
+    assert isinstance(waiting, LiveWait)
+    waiting.watch(threading.Event())
+    newer = waiting.attempt()
+    assert newer is not None and newer.id == f"{snapshot.subscription.id}.3"
+    # Followed from the older reply: the difference to the newest version, at once.
+    missed = manager.follow(session, reply)
+    assert isinstance(missed, Reply) and missed.kind == "rows" and missed.id == newer.id
+    assert missed.rows == [(1790244000000000, 1510.0, 1512.0, 1490.0, 1490.0)]
+
+
+def test_following_checks_the_right_and_a_dropped_subscription_starts_again(conn):
+    conn.execute("CREATE USER follower_u")
+    conn.execute("GRANT SELECT ON trades TO follower_u")
+    manager = SubscriptionManager(per_user=1)
+    session = conn.instance.session("demo", Principal("follower_u"))
+    query = CANDLES.format(symbol="NABIL")
+    first = manager.ask_now(session, query, None)
+    manager.ask_now(session, query, None)  # over the user's bound: the first one goes
+    again = manager.follow(session, first)
+    assert isinstance(again, Reply) and again.kind == "snapshot"
+    assert again.subscription is not first.subscription
+    conn.execute("REVOKE SELECT ON trades FROM follower_u")
+    with pytest.raises(Forbidden):
+        manager.follow(session, again)
