@@ -217,6 +217,8 @@ def _binary(expr: ast.Binary, scope: Scope) -> Compiled:
         lf, rf = left.fn, right.fn
         return Compiled(_null_strict(lf, rf, COMPARE[op]), "BOOLEAN", constant)
     if op in regex.OPERATORS:
+        if isinstance(expr.right, (ast.Literal, ast.Param)):
+            regex.check_pattern(op, rf(()))
         return Compiled(_null_strict(lf, rf, regex.matcher(op)), "BOOLEAN", constant)
     if op in _BITWISE:
         for side in (left, right):

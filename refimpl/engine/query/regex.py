@@ -6,19 +6,26 @@ pattern can stall the server. A pattern RE2 cannot read is an InvalidValue namin
 saying why, as text. RE2 is told not to log its errors: it would write its own lines to the
 server's stderr, which is the server's log (one record a line, JSON in `--log-format json`).
 
-Linear in the text is still the text's length times the pattern's size at worst: RE2's
-automaton gives up on a pattern of many optional parts (`a?a?...a?b`, 4,000 characters) and
-steps through all of its states at every character, 39 s for one 300 KB text. One RE2 call
-cannot be stopped, and it would ignore the statement timeout (holding the database's state
-lock meanwhile, when it is a WHERE of a scan): so a match that may be long (`_search`) is
-first run on prefixes of the text, doubling, each timed; once the time a prefix took,
-scaled to the whole text, is past the statement's deadline, the statement stops there with
-the timeout's error, having spent at most about that much.
+Compiling a pattern holds the interpreter lock, every other thread of the server waiting,
+for a time that grows faster than the pattern (`a?` 30,000 times: 4 s; `\\pL?` 1,024 times:
+0.13 s), so a pattern is at most MAX_PATTERN_CHARS characters, checked before RE2 sees it,
+and RE2 gets MAX_MEM_BYTES for its program, refusing a pattern that needs more (a bounded
+repetition of a large class, `(?:a?){1000}`) after a few milliseconds: both are a
+StatementTooLarge naming the limit.
+
+Matching lets the interpreter lock go (other threads run meanwhile), but one RE2 call
+cannot be stopped, and it is linear in the text only times the pattern's program at worst:
+RE2's automaton gives up on a pattern of many optional parts (`a?a?...a?b`) and steps
+through all of its states at every character, 20 s for one 300 KB text. Whether it gives up
+depends on what the pattern's shared cache went through before, so timing a search on a
+part of the text does not bound the whole one's. A search is therefore started only when its
+worst case (the text's length times the program's size, at SECONDS_PER_STEP a step) fits in
+the time left to the running statement; one that does not stops the statement at once with
+the timeout's error, having spent nothing. Outside a statement, a search has no deadline.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
@@ -26,27 +33,49 @@ from typing import Any
 import re2
 
 from refimpl.engine.query import deadlines
-from refimpl.errors import InvalidValue, StatementTimeout
+from refimpl.errors import InvalidValue, StatementTimeout, StatementTooLarge
 
 OPERATORS = frozenset({"~", "!~", "~*", "!~*"})
-# Under this many (text characters x pattern program steps) a search is quick whatever the
-# pattern (about 30 ms at worst, measured): it runs at once. A longer one is timed on
-# prefixes of the text, the first of this many units.
-QUICK_UNITS = 1_000_000
+# A pattern's characters at most: compiling 1,024 of the costliest kind holds the interpreter
+# lock about 20 ms (measured), against 0.13 s for 4,096.
+MAX_PATTERN_CHARS = 1024
+# RE2's memory for one pattern: its program takes at most about two thirds of it (some
+# 40,000 steps), its automaton's caches the rest. A pattern past it fails to compile early.
+MAX_MEM_BYTES = 1024 * 1024
+# The time of one step of RE2's slowest engine (one character against one instruction of
+# the program): about 7 ns measured at worst, with room for a busy machine.
+SECONDS_PER_STEP = 10e-9
 
 
 @lru_cache(maxsize=256)
 def _compiled(pattern: str, ignore_case: bool) -> Any:
+    if len(pattern) > MAX_PATTERN_CHARS:
+        raise StatementTooLarge(
+            f"a regular expression has {len(pattern)} characters, more than the"
+            f" {MAX_PATTERN_CHARS} a pattern may have; match a shorter pattern, or several"
+        )
     options = re2.Options()
     options.case_sensitive = not ignore_case
     options.log_errors = False
+    options.max_mem = MAX_MEM_BYTES
     try:
         return re2.compile(pattern, options)
     except re2.error as exc:
         reason = exc.args[0] if exc.args else "RE2 cannot read it"
         if isinstance(reason, bytes):  # google-re2 gives RE2's message as UTF-8 bytes
             reason = reason.decode("utf-8", "replace")
+        if reason.startswith("pattern too large"):
+            raise StatementTooLarge(
+                f"the regular expression {_shown(pattern)} compiles to more than the"
+                f" {MAX_MEM_BYTES // (1024 * 1024)} MB of program a pattern may have; repeat"
+                " fewer or smaller parts (a bounded repetition of a class, say)"
+            ) from None
         raise InvalidValue(f"invalid regular expression {pattern!r}: {reason}") from None
+
+
+def _shown(pattern: str) -> str:
+    """The pattern for a message: whole when short, its start otherwise."""
+    return repr(pattern) if len(pattern) <= 60 else f"{pattern[:60]!r}... ({len(pattern)} chars)"
 
 
 def matcher(op: str) -> Callable[[Any, Any], bool]:
@@ -62,18 +91,17 @@ def matcher(op: str) -> Callable[[Any, Any], bool]:
     return match
 
 
+def check_pattern(op: str, pattern: Any) -> None:
+    """Compile a pattern known before any row (a literal, a parameter), so that one past a
+    limit, or unreadable, is refused when the statement is planned, whatever its rows."""
+    if isinstance(pattern, str):
+        _compiled(pattern, op.endswith("*"))
+
+
 def _search(compiled: Any, text: str) -> bool:
-    """Whether `compiled` matches somewhere in `text`; StatementTimeout once the search would
-    run past the running statement's deadline (see the module docstring)."""
-    if len(text) * compiled.programsize <= QUICK_UNITS or deadlines.time_left() is None:
-        return compiled.search(text) is not None
-    size = max(1024, QUICK_UNITS // compiled.programsize)
-    while size < len(text):
-        started = time.monotonic()
-        compiled.search(text[:size])  # only timed: its answer may differ from the whole's
-        spent = time.monotonic() - started
-        left = deadlines.time_left()
-        if left is not None and spent * len(text) / size > left:
-            raise StatementTimeout.ran_too_long()
-        size *= 2
+    """Whether `compiled` matches somewhere in `text`; StatementTimeout, without searching,
+    when the search's worst case would run past the running statement's deadline."""
+    left = deadlines.time_left()
+    if left is not None and len(text) * compiled.programsize * SECONDS_PER_STEP > left:
+        raise StatementTimeout.ran_too_long()
     return compiled.search(text) is not None
