@@ -34,7 +34,7 @@ from refimpl.engine.storage.memory_limit import (
     transaction_growth,
 )
 from refimpl.engine.storage.records import Entry
-from refimpl.engine.storage.replay import Replay, apply_database_change
+from refimpl.engine.storage.replay import Replay, Unreplayable, apply_database_change
 from refimpl.engine.storage.table import Table
 from refimpl.engine.storage.table_image import TakenTable
 from refimpl.engine.storage.transaction import Transaction
@@ -191,15 +191,23 @@ class Database:
         to_replay = max(0, self.log.last_lsn - self.checkpoint_lsn)
         replayed_bytes = 0
         replay = Replay(self.tables, self.settings)
-        for lsn, payload in self.log.read(self.checkpoint_lsn):
-            replayed_bytes += HEADER_SIZE + len(payload)
-            if (lsn - self.checkpoint_lsn) % REPORT_EVERY == 0:
-                progress(Progress(task, lsn - self.checkpoint_lsn, to_replay, "records"))
-            try:
-                replay.record(payload)
-            except (SqlError, KeyError, ValueError) as error:
-                raise self._unreplayable(f"the record at LSN {lsn}", error) from error
-            self.applied_lsn = lsn
+        for first, payloads in self.log.read_runs(self.checkpoint_lsn):
+            replayed_bytes += HEADER_SIZE * len(payloads) + sum(map(len, payloads))
+            # In pieces that end where a report is due, so that it tells exactly as many.
+            start = 0
+            while start < len(payloads):
+                done = first + start - 1 - self.checkpoint_lsn  # records replayed so far
+                end = start + REPORT_EVERY - done % REPORT_EVERY
+                try:
+                    replay.run(payloads[start:end])
+                except Unreplayable as failed:
+                    which = f"the record at LSN {first + start + failed.index}"
+                    raise self._unreplayable(which, failed.error) from failed.error
+                start = min(end, len(payloads))
+                self.applied_lsn = first + start - 1
+                if (self.applied_lsn - self.checkpoint_lsn) % REPORT_EVERY == 0:
+                    done = self.applied_lsn - self.checkpoint_lsn
+                    progress(Progress(task, done, to_replay, "records"))
         try:
             replay.flush()
         except (SqlError, KeyError, ValueError) as error:

@@ -30,8 +30,8 @@ from typing import Any
 from refimpl.engine.storage import ddl, records, values
 from refimpl.engine.storage.records import Entry
 from refimpl.engine.storage.schema import TableSchema
-from refimpl.engine.storage.table import Ident, Row, Table
-from refimpl.errors import InvalidValue
+from refimpl.engine.storage.table import Ident, OrderIndex, Row, Table
+from refimpl.errors import InvalidValue, SqlError
 from refimpl.sql import ast
 from refimpl.sql.parser import parse_cached
 
@@ -81,13 +81,24 @@ def apply_entry(tables: dict[str, Table], settings: dict[str, Any], entry: Entry
             table.put((rowid,), row)
 
 
+class Unreplayable(Exception):
+    """A record of a run that cannot apply: its place in the run, and why (KeyError for a
+    table the log never created, SqlError or ValueError)."""
+
+    def __init__(self, index: int, error: Exception) -> None:
+        super().__init__(index, error)
+        self.index = index
+        self.error = error
+
+
 class _Batch:
     """A table's rows upserted since its last put: identity -> its last row."""
 
-    __slots__ = ("table", "rows", "columns", "shape", "ident_of")
+    __slots__ = ("table", "rows", "name", "columns", "shape", "ident_of")
 
     def __init__(self, table: Table) -> None:
         self.table = table
+        self.name = table.schema.name  # as the last upsert's entry named it (any case)
         self.rows: dict[Ident, Row] = {}
         # The column list of the last upsert and how rows written with it are shaped into
         # the table's: every record of a table usually names the same columns.
@@ -108,16 +119,79 @@ class Replay:
         self._held = 0  # rows in the batches, duplicates counted
         self._touched: set[str] = set()  # keys of tables whose rows changed
         self._reshaped = False  # a schema change came: any table may be another now
+        self._last: _Batch | None = None  # the batch of the last upsert, until a flush
 
     def changed(self, key: str) -> bool:
         """Whether the table of this (lower-case) key may differ from what it was before
         the replay: its rows changed, or a schema change came."""
         return self._reshaped or key in self._touched
 
-    def record(self, payload: bytes) -> None:
-        """Apply one record. Raises KeyError (a table the log never created), SqlError or
-        ValueError when the record cannot apply; the tables may then hold part of it."""
-        for raw in records.raw_entries(payload):
+    def run(self, payloads: Sequence[bytes | memoryview]) -> None:
+        """Apply consecutive records, in LSN order. Raises `Unreplayable` (which names the
+        record by its place in `payloads`) when one cannot apply; the tables may then hold
+        part of the run.
+
+        A record that upserts one row of the table, on the columns, of the record before
+        (a run of single-row INSERTs) takes a short way: the row goes into its batch with
+        no call of its own. Every other record goes through `_apply`.
+        """
+        decode = records.raw_decoder()
+        name: str | None = None  # the short way's table, as the log names it; None: none
+        columns: list[str] = []
+        pending: dict[Ident, Row] = {}
+        key = 0  # the table's one key column; -1: identities by `pick`; -2: logged row ids
+        pick: Callable[[Row], Ident] = _as_ident
+        table: Table | None = None
+        room = 0  # rows the short way may still add before the batches are put
+        for index, payload in enumerate(payloads):
+            try:
+                entries = decode(payload)[1]
+                if len(entries) == 1 and room > 0:
+                    raw = entries[0]
+                    if raw[1] == name and raw[0] == "u" and raw[2] == columns and len(raw) == 5:
+                        rows = raw[3]
+                        if len(rows) == 1:
+                            row = tuple(rows[0])
+                            if key >= 0:
+                                pending[(row[key],)] = row
+                            elif key == -1:
+                                pending[pick(row)] = row
+                            else:
+                                assert table is not None
+                                (rowid,) = raw[4]
+                                pending[(rowid,)] = row
+                                if rowid >= table.next_rowid:  # as `_upsert`
+                                    table.next_rowid = rowid + 1
+                            room -= 1
+                            continue
+                if name is not None:  # the rows the short way added count from here on
+                    self._held = _BATCH_ROWS - room
+                self._apply(entries)
+                if self._held >= _BATCH_ROWS:
+                    self.flush()
+                last = self._last
+                if last is None or last.shape is not _as_tuples or last.columns is None:
+                    name = None
+                    continue
+                name, columns, pending, table = last.name, last.columns, last.rows, last.table
+                room = _BATCH_ROWS - self._held
+                positions = table.layout.key_positions
+                if not table.keyed:
+                    key = -2
+                elif len(positions) == 1:
+                    key = positions[0]
+                else:
+                    key, pick = -1, itemgetter(*positions)
+            except (SqlError, KeyError, ValueError) as error:
+                raise Unreplayable(index, error) from error
+        if name is not None:
+            self._held = _BATCH_ROWS - room
+        if self._held >= _BATCH_ROWS:
+            self.flush()
+
+    def _apply(self, entries: list[list[Any]]) -> None:
+        """Apply the entries of one record."""
+        for raw in entries:
             kind = raw[0]
             if kind == records.UPSERT:
                 self._upsert(raw[1], raw[2], raw[3], raw[4])
@@ -129,15 +203,13 @@ class Replay:
                 apply_entry(self.tables, self.settings, records.entry_of(raw))
             else:
                 apply_entry(self.tables, self.settings, records.entry_of(raw))
-        if self._held >= _BATCH_ROWS:
-            self.flush()
 
     def flush(self) -> None:
         """Put every batch into its table."""
-        batches, self._batches, self._held = self._batches, {}, 0
+        batches, self._batches, self._held, self._last = self._batches, {}, 0, None
         for batch in batches.values():
             if batch.rows:
-                batch.table.put_many(list(batch.rows), list(batch.rows.values()))
+                _put(batch.table, batch.rows)
 
     def _batch(self, name: str) -> _Batch:
         key = name.lower()
@@ -153,6 +225,7 @@ class Replay:
         batch = self._batch(name)
         if columns != batch.columns:
             batch.columns, batch.shape = columns, _shaper(batch.table.schema, columns)
+        batch.name, self._last = name, batch
         if rowids:
             # At once, as a put would: a row deleted before its batch is put still used
             # its id, which no later row may get again.
@@ -177,6 +250,38 @@ class Replay:
             key = tuple(ident)
             pending.pop(key, None)
             table.delete(key)
+
+
+def _put(table: Table, rows: dict[Ident, Row]) -> None:
+    """Put a batch's rows (identity -> row) into their table.
+
+    A table in one partition ordered by identity, without secondary indexes, takes rows of
+    identities after all of its own (a log of inserts in key order) as whole blocks
+    (`Table.load_rows` while it is empty, `Table.install_prepared` after), with no step
+    per row; any other batch goes by `Table.put_many`.
+    """
+    if table.ordered_by_identity and not table.secondary:
+        if not len(table):
+            rowids = None if table.keyed else [ident[0] for ident in rows]
+            table.load_rows(list(rows.values()), rowids)
+            return
+        held = table.partitions[()]
+        if isinstance(table.index, OrderIndex) and _all_after(rows, held.keys()[-1]):
+            table.install_prepared({(): (held, rows)}, {})
+            return
+    table.put_many(list(rows), list(rows.values()))
+
+
+def _all_after(idents: dict[Ident, Row], last: Ident) -> bool:
+    """Whether every one of `idents` sorts after `last`."""
+    try:
+        return min(idents) > last
+    except TypeError:  # NULL or values of another type among them: not in order
+        return False
+
+
+def _as_ident(row: Row) -> Ident:
+    return row
 
 
 def _as_tuples(rows: Sequence[Sequence[Any]]) -> list[Row]:

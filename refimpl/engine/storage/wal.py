@@ -28,10 +28,8 @@ import time
 import zlib
 from bisect import bisect_right
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import BinaryIO
 
 from refimpl.engine import admission
 from refimpl.engine.files import REAL_FILES, FileOps, write_all
@@ -39,13 +37,15 @@ from refimpl.engine.measures import LatencyHistogram
 from refimpl.engine.storage.wal_crc import KnownTail
 from refimpl.engine.storage.wal_seals import remove_seal, write_seal
 from refimpl.engine.storage.wal_segments import (
-    HEADER,
     HEADER_SIZE,
     MAX_PAYLOAD,
+    ReadStep,
     Segment,
     SegmentInfo,
     frame_header,
+    frame_runs,
     list_segments,
+    read_frames,
     scan_segments,
     segment_name,
 )
@@ -58,16 +58,6 @@ _READ_BUFFER = 64 * 1024
 _MAX_GATHER_SECONDS = 0.001
 _KEPT_BYTES = 1 << 20  # a payload this large with a known checksum is not copied at append
 _OPEN_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CREAT
-
-
-@dataclass(frozen=True, slots=True)
-class _ReadStep:
-    """One segment's share of a read, planned under the lock and run without it."""
-
-    path: Path
-    offset: int  # where the frame of start_lsn begins
-    start_lsn: int
-    end_lsn: int  # last LSN to read from this segment
 
 
 class WriteAheadLog:
@@ -124,6 +114,8 @@ class WriteAheadLog:
         self._unsealed: Segment | None = self._segments[-1] if self._segments else None
         self._last_lsn = self._segments[-1].last_lsn if self._segments else 0
         self._durable_lsn = self._last_lsn
+        # Every frame up to here had its checksum checked by the open (a seal's, or its own).
+        self._checked_lsn = self._last_lsn
 
     # --- opening ----------------------------------------------------------------------------
 
@@ -399,6 +391,24 @@ class WriteAheadLog:
         `after_lsn` are no longer kept, and from the iterator when a segment it needs is removed
         before it is opened. The iterator opens its own file handles and holds no lock.
         """
+        first, plan = self._plan(after_lsn, limit_records)
+        return self._run_reads(plan, first, limit_records)
+
+    def read_runs(self, after_lsn: int) -> Iterator[tuple[int, list[memoryview]]]:
+        """The records `read` gives, in runs of consecutive ones: (LSN of the run's first,
+        their payloads in order), checked as `read` checks them but for the checksums the
+        open checked already (recovery reads right after it: each frame's checksum once,
+        not twice). For a reader that takes many records at once (recovery's replay), at a
+        loop step per record."""
+        first, plan = self._plan(after_lsn, None)
+        for step in plan:
+            try:
+                yield from frame_runs(step, first, self._checked_lsn)
+            except OSError as exc:
+                raise _read_failure(step.path, exc) from exc
+
+    def _plan(self, after_lsn: int, limit_records: int | None) -> tuple[int, list[ReadStep]]:
+        """The first LSN a read after `after_lsn` gives, and each segment's share of it."""
         if after_lsn < 0:
             raise ValueError("after_lsn must be 0 or more")
         with self._lock:
@@ -407,7 +417,7 @@ class WriteAheadLog:
             if first < oldest:
                 raise Gone(_gone_message(oldest), gone_before=oldest)
             bound = self._durable_lsn
-            plan: list[_ReadStep] = []
+            plan: list[ReadStep] = []
             if first <= bound and limit_records != 0:
                 i = bisect_right(self._segments, first, key=_first_lsn) - 1
                 for segment in self._segments[i:]:
@@ -418,11 +428,11 @@ class WriteAheadLog:
                     else:
                         start_lsn, offset = segment.first_lsn, 0
                     end_lsn = min(segment.last_lsn, bound)
-                    plan.append(_ReadStep(segment.path, offset, start_lsn, end_lsn))
-        return self._run_reads(plan, first, limit_records)
+                    plan.append(ReadStep(segment.path, offset, start_lsn, end_lsn))
+        return first, plan
 
     def _run_reads(
-        self, plan: list[_ReadStep], first: int, limit: int | None
+        self, plan: list[ReadStep], first: int, limit: int | None
     ) -> Iterator[tuple[int, bytes]]:
         remaining = limit
         for step in plan:
@@ -441,7 +451,7 @@ class WriteAheadLog:
             # The consumer's own exceptions never reach this `except`: they stay outside.
             try:
                 with file:
-                    for record in _read_step(file, step, first):
+                    for record in read_frames(file, step, first):
                         yield record
                         if remaining is not None:
                             remaining -= 1
@@ -542,31 +552,6 @@ class WriteAheadLog:
 
 def _first_lsn(segment: Segment) -> int:
     return segment.first_lsn
-
-
-def _read_step(file: BinaryIO, step: _ReadStep, first: int) -> Iterator[tuple[int, bytes]]:
-    """The records `first` .. `step.end_lsn` of one segment; frames before `first` skipped."""
-    unpack = HEADER.unpack
-    crc32 = zlib.crc32
-    file.seek(step.offset)
-    offset = step.offset
-    lsn = step.start_lsn - 1
-    while lsn < step.end_lsn:
-        header = file.read(HEADER_SIZE)
-        if len(header) < HEADER_SIZE:
-            raise CorruptLog(str(step.path), offset, f"the file ends before LSN {lsn + 1}")
-        length, crc, found = unpack(header)
-        if found != lsn + 1:
-            raise CorruptLog(str(step.path), offset, f"found LSN {found} where {lsn + 1} belongs")
-        lsn = found
-        if lsn < first:
-            file.seek(length, os.SEEK_CUR)  # skipped records cost no payload read
-        else:
-            payload = file.read(length)
-            if len(payload) < length or crc32(payload, crc32(header[8:])) != crc:
-                raise CorruptLog(str(step.path), offset, f"the frame of LSN {lsn} is damaged")
-            yield lsn, payload
-        offset += HEADER_SIZE + length
 
 
 def _failure_message(doing: str, exc: BaseException, durable_lsn: int | None) -> str:

@@ -1,4 +1,5 @@
-"""Framing, segment files and the validating scan of the write-ahead log.
+"""Framing, segment files, the validating scan of the write-ahead log and the reading of
+its frames (a record at a time, `read_frames`, or in runs, `frame_runs`).
 
 A segment file is a run of frames, one per record, with no file header:
 
@@ -28,13 +29,15 @@ import os
 import re
 import zlib
 from bisect import bisect_right
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from struct import Struct
+from typing import BinaryIO
 
 from refimpl.engine.storage.wal_crc import KnownTail
 from refimpl.engine.storage.wal_seals import Seal, covers, read_seal
+from refimpl.errors import CorruptLog
 
 HEADER = Struct("<IIQ")  # payload length, CRC32, LSN
 HEADER_SIZE = HEADER.size
@@ -42,6 +45,8 @@ MAX_PAYLOAD = 0xFFFF_FFFF
 # One sparse index entry every this many records of a segment: memory stays tiny while a read
 # from any LSN skips at most this many frames (headers only) before its first record.
 INDEX_EVERY = 16  # a read from a recent position skips at most this many frames
+# What `frame_runs` reads at a time: a run's frames (a few thousand small records).
+RUN_BYTES = 1 << 20
 
 _LENGTH_CRC = Struct("<II")
 _LSN = Struct("<Q")
@@ -333,25 +338,130 @@ def _walk_frames(data: Data, segment: Segment) -> tuple[int, str | None, bool]:
     crc32 = zlib.crc32
     expected = segment.last_lsn + 1
     pos = segment.size
+    # `Segment.add` of each frame, inlined: a crash leaves the last segment, up to a
+    # million small frames, to walk, and a call per frame was a third of the walk.
+    index_lsns, index_offsets = segment.index_lsns, segment.index_offsets
+    to_index = expected + (segment.first_lsn - expected) % INDEX_EVERY  # next LSN indexed
+    reason: str | None = None
+    cut_short = False
     while pos < size:
         if size - pos < HEADER_SIZE:
-            return pos, f"a partial frame header of {size - pos} bytes", True
+            reason, cut_short = f"a partial frame header of {size - pos} bytes", True
+            break
         length, crc, lsn = unpack(data, pos)
         end = pos + HEADER_SIZE + length
         if end > size:
             if crc32(view[pos + 8 :]) == crc:
                 # The rest of the file is this frame, whole and sound, but for its length: a
                 # damaged length field, not a write cut short.
-                return pos, f"a whole frame's length reads {length}, past the file's end", False
-            return pos, f"a frame of {length} payload bytes runs past the end of the file", True
+                reason = f"a whole frame's length reads {length}, past the file's end"
+            else:
+                reason = f"a frame of {length} payload bytes runs past the end of the file"
+                cut_short = True
+            break
         if crc32(view[pos + 8 : end]) != crc:
-            return pos, "a whole frame's checksum does not match its contents", False
+            reason = "a whole frame's checksum does not match its contents"
+            break
         if lsn != expected:
-            return pos, f"the frame holds LSN {lsn} where LSN {expected} was expected", False
-        segment.add(lsn, pos, end - pos)
+            reason = f"the frame holds LSN {lsn} where LSN {expected} was expected"
+            break
+        if lsn == to_index:
+            index_lsns.append(lsn)
+            index_offsets.append(pos)
+            to_index += INDEX_EVERY
         expected += 1
         pos = end
-    return pos, None, False
+    if pos > segment.size:
+        segment.last_lsn, segment.size = expected - 1, pos
+    return pos, reason, cut_short
+
+
+@dataclass(frozen=True, slots=True)
+class ReadStep:
+    """One segment's share of a read, planned under the log's lock and run without it."""
+
+    path: Path
+    offset: int  # where the frame of start_lsn begins
+    start_lsn: int
+    end_lsn: int  # last LSN to read from this segment
+
+
+def read_frames(file: BinaryIO, step: ReadStep, first: int) -> Iterator[tuple[int, bytes]]:
+    """The records `first` .. `step.end_lsn` of one segment; frames before `first` skipped."""
+    unpack = HEADER.unpack
+    crc32 = zlib.crc32
+    file.seek(step.offset)
+    offset = step.offset
+    lsn = step.start_lsn - 1
+    while lsn < step.end_lsn:
+        header = file.read(HEADER_SIZE)
+        if len(header) < HEADER_SIZE:
+            raise CorruptLog(str(step.path), offset, f"the file ends before LSN {lsn + 1}")
+        length, crc, found = unpack(header)
+        if found != lsn + 1:
+            raise CorruptLog(str(step.path), offset, f"found LSN {found} where {lsn + 1} belongs")
+        lsn = found
+        if lsn < first:
+            file.seek(length, os.SEEK_CUR)  # skipped records cost no payload read
+        else:
+            payload = file.read(length)
+            if len(payload) < length or crc32(payload, crc32(header[8:])) != crc:
+                raise CorruptLog(str(step.path), offset, f"the frame of LSN {lsn} is damaged")
+            yield lsn, payload
+        offset += HEADER_SIZE + length
+
+
+def frame_runs(
+    step: ReadStep, first: int, checked_through: int
+) -> Iterator[tuple[int, list[memoryview]]]:
+    """The payloads of records `first` .. `step.end_lsn` of one segment, in runs of
+    consecutive records: (LSN of the run's first, its payloads in LSN order). Frames
+    before `first` are skipped unread.
+
+    Each frame is checked as `WriteAheadLog.read` checks it (its LSN, and its checksum
+    unless its LSN is `checked_through` or less: bytes the caller knows were checked), and
+    `CorruptLog` names the frame that fails. A run is the frames of one read of
+    `RUN_BYTES` or so: a loop over it costs a step per frame and nothing more, where a
+    record at a time costs two file reads and a generator's step each. Raises OSError
+    when the file cannot be read.
+    """
+    unpack = HEADER.unpack_from
+    crc32 = zlib.crc32
+    path, offset, end_lsn, lsn = step.path, step.offset, step.end_lsn, step.start_lsn - 1
+    with open(path, "rb", buffering=0) as file:
+        file.seek(offset)
+        data, pos = b"", 0
+        while lsn < end_lsn:
+            # Refill: the unread rest of the last read, and at least the whole next frame.
+            rest = data[pos:]
+            wanted = RUN_BYTES
+            if len(rest) >= HEADER_SIZE:
+                wanted = max(wanted, HEADER_SIZE + unpack(rest, 0)[0] - len(rest))
+            more = file.read(wanted)
+            if not more:
+                raise CorruptLog(str(path), offset, f"the file ends before LSN {lsn + 1}")
+            data, pos = rest + more, 0
+            size = len(data)
+            view = memoryview(data)
+            run: list[memoryview] = []
+            while lsn < end_lsn and pos + HEADER_SIZE <= size:
+                length, crc, found = unpack(data, pos)
+                end = pos + HEADER_SIZE + length
+                if end > size:
+                    break  # the frame goes on in the next read
+                if found != lsn + 1:
+                    where = offset + pos
+                    raise CorruptLog(str(path), where, f"found LSN {found} where {lsn + 1} belongs")
+                lsn = found
+                if lsn >= first:
+                    if lsn > checked_through and crc32(view[pos + 8 : end]) != crc:
+                        where = offset + pos
+                        raise CorruptLog(str(path), where, f"the frame of LSN {lsn} is damaged")
+                    run.append(view[pos + HEADER_SIZE : end])
+                pos = end
+            offset += pos
+            if run:
+                yield lsn - len(run) + 1, run
 
 
 def find_valid_frame(data: Data, start: int, after_lsn: int) -> tuple[int, int] | None:

@@ -1,13 +1,17 @@
 """Recovery's batched replay (storage.replay.Replay) against the committed tables and against
 replaying the same log an entry at a time (apply_entry).
 
-Random statements run on three tables (a keyed one with a secondary index, one without key,
-a TIMESERIES one partitioned by day and symbol with a DEDUP key), single statements and
-transactions of several, ALTER TABLE among them; then the folder is closed (its log small,
-so no checkpoint is written) and opened again, which replays the whole log. The reopened
-tables must equal what was committed (rows, identities, partitions, secondary indexes) and
-what an entry-by-entry replay of the log builds (also the row id counters). Small batches
-make the replay put its batches many times within one log.
+Random statements run on five tables (a keyed one with a secondary index, one without key,
+a TIMESERIES one partitioned by day and symbol with a DEDUP key, one keyed by one column and
+one by two, neither with an index), single statements and transactions of several, ALTER
+TABLE among them; then the folder is closed (its log small, so no checkpoint is written)
+and opened again, which replays the whole log. The reopened tables must equal what was
+committed (rows, identities, partitions, secondary indexes) and what an entry-by-entry
+replay of the log builds (also the row id counters). Small batches make the replay put its
+batches many times within one log; small reads split the log into runs of a record or two,
+and frames across two reads. Runs of single-row inserts into one table take the replay's
+short way, and the batches of tables ordered by identity go in as whole blocks: both meet
+updates, deletes, schema changes and other tables' records in between.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from hypothesis import strategies as st
 
 import refimpl
 from refimpl.engine.options import EngineOptions
-from refimpl.engine.storage import ddl, records, replay
+from refimpl.engine.storage import ddl, records, replay, wal_segments
 from refimpl.engine.storage.database import Database
 from refimpl.engine.storage.replay import apply_entry
 from refimpl.engine.storage.table import Table
@@ -36,6 +40,8 @@ CREATE = [
     "CREATE TABLE u (a INT, b STRING)",
     "CREATE TABLE ts (time TIMESTAMP, sym SYMBOL, v DOUBLE) TIMESERIES(time)"
     " PARTITION BY DAY, SYMBOL(sym) DEDUP KEY (sym, time)",
+    "CREATE TABLE p (id INT PRIMARY KEY, v INT)",
+    "CREATE TABLE c (a INT, b INT, v INT, PRIMARY KEY (a, b))",
 ]
 
 ids = st.integers(0, 12)
@@ -65,17 +71,40 @@ statement = st.one_of(
     ),
     st.builds(lambda t: f"DELETE FROM ts WHERE time <= {t}", times),
     st.builds(lambda v: f"UPDATE ts SET v = {_value(v)} WHERE sym = 'A'", small),
+    st.builds(lambda i, v: f"INSERT INTO p VALUES ({i}, {_value(v)})", ids, small),
+    st.builds(lambda i, v: f"UPDATE p SET v = {_value(v)} WHERE id >= {i}", ids, small),
+    st.builds(lambda i: f"DELETE FROM p WHERE id = {i}", ids),
+    st.builds(lambda a, b: f"INSERT INTO c VALUES ({a}, {b}, 1)", ids, ids),
+    st.builds(lambda a: f"DELETE FROM c WHERE a = {a}", ids),
     st.sampled_from(
         [
             "ALTER TABLE k ADD COLUMN w INT",
             "ALTER TABLE k DROP COLUMN s",
             "ALTER TABLE u ADD COLUMN c STRING",
             "TRUNCATE u",
+            "ALTER TABLE p ADD COLUMN w INT",
+            "TRUNCATE p",
         ]
+    ),
+)
+# Single-row inserts into one table, each its own commit: the replay's short way.
+burst = st.one_of(
+    st.lists(ids, min_size=2, max_size=8).map(
+        lambda keys: [[f"INSERT INTO p VALUES ({i}, 0)"] for i in keys]
+    ),
+    st.lists(small, min_size=2, max_size=8).map(
+        lambda values: [[f"INSERT INTO u VALUES ({_value(a)}, 'b')"] for a in values]
+    ),
+    st.lists(st.tuples(ids, ids), min_size=2, max_size=8).map(
+        lambda keys: [[f"INSERT INTO c VALUES ({a}, {b}, 2)"] for a, b in keys]
     ),
 )
 # A step is one statement, or several in one transaction (one record of several entries).
 step = st.one_of(statement.map(lambda s: [s]), st.lists(statement, min_size=2, max_size=4))
+# Steps: single ones, and bursts of single-row inserts, in any order.
+steps_of = st.lists(st.one_of(step.map(lambda s: [s]), burst), min_size=1, max_size=10).map(
+    lambda groups: [s for group in groups for s in group]
+)
 
 
 def _committed(database: Database) -> dict[str, Any]:
@@ -108,14 +137,24 @@ def _entry_by_entry(database: Database) -> dict[str, Table]:
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
-@given(steps=st.lists(step, min_size=1, max_size=15), batch=st.sampled_from([1, 3, 1000]))
+@given(steps=steps_of, batch=st.sampled_from([1, 3, 1000]), read=st.sampled_from([1, 40, 1 << 20]))
 # Within one batch: a row put and then deleted; a key moved; rows of a table whose
 # columns changed in between.
-@example(steps=[["INSERT INTO k VALUES (1, 2, 'a')"], ["DELETE FROM k WHERE id <= 3"]], batch=1000)
 @example(
-    steps=[["INSERT INTO k VALUES (1, 2, 'a')", "UPDATE k SET id = 5 WHERE id = 1"]], batch=1000
+    steps=[["INSERT INTO k VALUES (1, 2, 'a')"], ["DELETE FROM k WHERE id <= 3"]],
+    batch=1000,
+    read=1 << 20,
 )
-@example(steps=[["INSERT INTO u VALUES (1, 'a')"], ["DELETE FROM u WHERE a >= 0"]], batch=1000)
+@example(
+    steps=[["INSERT INTO k VALUES (1, 2, 'a')", "UPDATE k SET id = 5 WHERE id = 1"]],
+    batch=1000,
+    read=1 << 20,
+)
+@example(
+    steps=[["INSERT INTO u VALUES (1, 'a')"], ["DELETE FROM u WHERE a >= 0"]],
+    batch=1000,
+    read=1 << 20,
+)
 @example(
     steps=[
         ["INSERT INTO u VALUES (1, 'a')"],
@@ -124,14 +163,43 @@ def _entry_by_entry(database: Database) -> dict[str, Table]:
         ["DELETE FROM u WHERE a >= 2"],
     ],
     batch=1000,
+    read=1 << 20,
+)
+# Runs of single-row inserts (the short way) broken by a record of two tables, an update, a
+# delete of a row in the batch, a schema change (rows then on other columns), and rows
+# after the table's last (as whole blocks) and before it; read a frame or two at a time.
+@example(
+    steps=[
+        ["INSERT INTO p VALUES (1, 1)"],
+        ["INSERT INTO p VALUES (2, 1)"],
+        ["INSERT INTO c VALUES (1, 2, 1)"],
+        ["INSERT INTO p VALUES (3, 1)"],
+        ["INSERT INTO p VALUES (4, 1)", "INSERT INTO u VALUES (1, 'a')"],
+        ["INSERT INTO p VALUES (5, 1)"],
+        ["UPDATE p SET v = 2 WHERE id >= 4"],
+        ["INSERT INTO p VALUES (6, 1)"],
+        ["DELETE FROM p WHERE id = 5"],
+        ["INSERT INTO p VALUES (7, 1)"],
+        ["ALTER TABLE p ADD COLUMN w INT"],
+        ["INSERT INTO p VALUES (8, 1, 3)"],
+        ["INSERT INTO p VALUES (0, 1, 3)"],
+        ["INSERT INTO u VALUES (2, 'b')"],
+        ["INSERT INTO u VALUES (3, 'c')"],
+        ["DELETE FROM u WHERE a >= 3"],
+        ["INSERT INTO u VALUES (4, 'd')"],
+    ],
+    batch=3,
+    read=40,
 )
 def test_a_reopen_replays_the_log_into_the_committed_tables(
     tmp_path_factory: pytest.TempPathFactory,
     monkeypatch: pytest.MonkeyPatch,
     steps: list[list[str]],
     batch: int,
+    read: int,
 ) -> None:
     monkeypatch.setattr(replay, "_BATCH_ROWS", batch)
+    monkeypatch.setattr(wal_segments, "RUN_BYTES", read)
     path = tmp_path_factory.mktemp("replay") / "data"
     with refimpl.connect(path, options=OPTIONS) as connection:
         session = connection.session()
