@@ -21,6 +21,10 @@ T = TypeVar("T")
 # after the round's end: the bound on what pacing adds to an event's latency.
 FANOUT_SPACING = 20
 MAX_FANOUT_WAIT = 0.5
+# Past the spacing by the clock, the wait goes on for CPU time still owed only while the rest
+# of the process uses at least this share of a core: writers that wait for the disk, not
+# the processor, gain nothing from streams held back.
+BUSY_SHARE = 0.1
 # The first stream of a round moves on by this fraction of the round at each round, so that
 # no stream is always the last of a thousand to get its part.
 FANOUT_STRIDE = 0.6180339887
@@ -51,9 +55,10 @@ class FanoutPace:
     When it moved, writers queue: the next round waits FANOUT_SPACING times the round's CPU
     time from its end, and on until the rest of the process has used that much CPU time
     since then (on a machine whose cores other programs also want, wall time gives the
-    writers less), never more than MAX_FANOUT_WAIT after the end. While writers queue, the
-    streams so take about 1/(FANOUT_SPACING + 1) of the server's processor time, and each
-    round carries the events of many commits.
+    writers less) as long as it uses at least BUSY_SHARE of a core, never more than
+    MAX_FANOUT_WAIT after the end. While writers queue, the streams so take about
+    1/(FANOUT_SPACING + 1) of the server's processor time, and each round carries the events
+    of many commits.
 
     `process_cpu` gives the CPU seconds of the whole process (all its threads).
     """
@@ -69,6 +74,7 @@ class FanoutPace:
         self._lock = threading.Lock()  # `watch` comes from the threads that open streams
         self._watched: weakref.WeakSet[QueuedWriters] = weakref.WeakSet()  # a closed one goes
         self._queued = 0  # the watched logs' count at the last round's end
+        self._ended = 0.0  # the clock at the last round's end
         self._cpu_at_end = 0.0  # process CPU then
         self._wanted = 0.0  # CPU seconds the rest may use before the next round
         self._latest = 0.0  # the next round starts by then, whatever was used
@@ -88,7 +94,7 @@ class FanoutPace:
         now, queued = self._clock(), self.queued()
         waits = queued != self._queued  # (a log that closed and went lowers it: once)
         self._queued = queued
-        self._cpu_at_end = self._process_cpu()
+        self._ended, self._cpu_at_end = now, self._process_cpu()
         self._wanted = FANOUT_SPACING * cost if waits else 0.0
         self._latest = now + MAX_FANOUT_WAIT
         self.next_round = now + min(self._wanted, MAX_FANOUT_WAIT)
@@ -100,8 +106,9 @@ class FanoutPace:
             return False
         if now >= self._latest or self._wanted <= 0.0:
             return True
-        left = self._wanted - (self._process_cpu() - self._cpu_at_end)
-        if left <= 0.0:
+        used = self._process_cpu() - self._cpu_at_end
+        left = self._wanted - used
+        if left <= 0.0 or used < BUSY_SHARE * (now - self._ended):
             return True
         # At best the rest gets a whole core from now on: ask again once it could have.
         self.next_round = min(now + left, self._latest)

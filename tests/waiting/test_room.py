@@ -14,6 +14,7 @@ from refimpl.http.encode import Answer
 from refimpl.http.error_answers import to_response
 from refimpl.netpool.places import FifoSlots
 from refimpl.waiting.fanout import (
+    BUSY_SHARE,
     FANOUT_SPACING,
     MAX_FANOUT_WAIT,
     TURN_PAUSE_SECONDS,
@@ -322,6 +323,11 @@ def test_while_writers_queue_the_next_round_waits_for_twenty_times_its_cpu_used_
     assert pace.next_round == pytest.approx(end + wanted + wanted * 3 / 4)
     cpu[0] += wanted * 3 / 4
     assert pace.due(pace.next_round)
+    # Writers that queue for the disk leave the process idle: the spacing by the clock only.
+    clock[0] += 0.004
+    pace.round(0.004)
+    cpu[0] += BUSY_SHARE * wanted / 2
+    assert pace.due(clock[0] + wanted)
     # However little CPU the rest gets, and however long a round took: MAX_FANOUT_WAIT at most.
     clock[0] += 1.0
     pace.round(1.0)
