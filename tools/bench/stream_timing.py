@@ -107,20 +107,28 @@ def server_timing(noted: dict[str, Any], window: list[float], streams: int) -> l
     """Rows of the server's own figures at 20 commits/s (see TIMING_LAUNCHER)."""
     rounds = sorted(noted["rounds"])
     starts = [r[0] for r in rounds]
-    waits, outs = [], []
+    waits, outs, going_on, after = [], [], [], []
     for at in noted["commits"]:
         if window[0] <= at <= window[1]:
             found = bisect.bisect_left(starts, at)
             if found < len(rounds):
                 waits.append((rounds[found][0] - at) * 1000)
                 outs.append((rounds[found][1] - at) * 1000)
+                # The wait split: for the round the commit came in to end, then for the next
+                # to start (the pace's wait, and the room's thread getting a core).
+                ends = rounds[found - 1][1] if found else at
+                going_on.append(max(0.0, ends - at) * 1000)
+                after.append((rounds[found][0] - max(at, ends)) * 1000)
     big = [r for r in rounds if window[0] <= r[0] <= window[1] and r[3] >= streams // 2]
     cpu = harness.summary([r[2] * 1000 for r in big]) if big else {"p50": float("nan")}
     per_stream = harness.summary([r[2] / r[3] * 1e6 for r in big]) if big else cpu
     wall = harness.summary([(r[1] - r[0]) * 1000 for r in big]) if big else cpu
     a, b = harness.summary(waits), harness.summary(outs)
+    c, d = harness.summary(going_on), harness.summary(after)
     return [
         ["commit to round start ms p50/p99", f"{a['p50']:.1f} / {a['p99']:.1f}"],
+        ["  of it: the round going on ms p50/p99", f"{c['p50']:.1f} / {c['p99']:.1f}"],
+        ["  of it: then to the next start ms p50/p99", f"{d['p50']:.1f} / {d['p99']:.1f}"],
         ["commit to last send ms p50/p99", f"{b['p50']:.1f} / {b['p99']:.1f}"],
         [f"rounds of >= {streams // 2} streams", str(len(big))],
         ["round CPU ms p50 (wall ms p50)", f"{cpu['p50']:.1f} ({wall['p50']:.1f})"],
