@@ -116,7 +116,7 @@ class Replay:
         self.tables = tables
         self.settings = settings
         self._batches: dict[str, _Batch] = {}
-        self._held = 0  # rows in the batches, duplicates counted
+        self._held = 0  # rows in the batches or more, duplicates counted (see `run`)
         self._touched: set[str] = set()  # keys of tables whose rows changed
         self._reshaped = False  # a schema change came: any table may be another now
         self._last: _Batch | None = None  # the batch of the last upsert, until a flush
@@ -127,14 +127,20 @@ class Replay:
         return self._reshaped or key in self._touched
 
     def run(self, payloads: Sequence[bytes | memoryview]) -> None:
-        """Apply consecutive records, in LSN order. Raises `Unreplayable` (which names the
-        record by its place in `payloads`) when one cannot apply; the tables may then hold
-        part of the run.
+        """Apply consecutive records, in LSN order (each payload its own object, as the
+        log's reads give them). Raises `Unreplayable` (which names the record by its place
+        in `payloads`) when one cannot apply; the tables may then hold part of the run.
 
         A record that upserts one row of the table, on the columns, of the record before
         (a run of single-row INSERTs) takes a short way: the row goes into its batch with
         no call of its own. Every other record goes through `_apply`.
         """
+        if self._held + len(payloads) >= _BATCH_ROWS:
+            self.flush()
+        # Counted ahead, one row a record (the short way's), so that it counts no row one
+        # by one; a record the long way goes also counts its rows there (`_held` is then
+        # over, never under, what the batches hold).
+        self._held += len(payloads)
         decode = records.raw_decoder()
         name: str | None = None  # the short way's table, as the log names it; None: none
         columns: list[str] = []
@@ -142,11 +148,11 @@ class Replay:
         key = 0  # the table's one key column; -1: identities by `pick`; -2: logged row ids
         pick: Callable[[Row], Ident] = _as_ident
         table: Table | None = None
-        room = 0  # rows the short way may still add before the batches are put
-        for index, payload in enumerate(payloads):
-            try:
+        payload: bytes | memoryview = b""
+        try:
+            for payload in payloads:
                 entries = decode(payload)[1]
-                if len(entries) == 1 and room > 0:
+                if len(entries) == 1:
                     raw = entries[0]
                     if raw[1] == name and raw[0] == "u" and raw[2] == columns and len(raw) == 5:
                         rows = raw[3]
@@ -162,10 +168,7 @@ class Replay:
                                 pending[(rowid,)] = row
                                 if rowid >= table.next_rowid:  # as `_upsert`
                                     table.next_rowid = rowid + 1
-                            room -= 1
                             continue
-                if name is not None:  # the rows the short way added count from here on
-                    self._held = _BATCH_ROWS - room
                 self._apply(entries)
                 if self._held >= _BATCH_ROWS:
                     self.flush()
@@ -174,7 +177,6 @@ class Replay:
                     name = None
                     continue
                 name, columns, pending, table = last.name, last.columns, last.rows, last.table
-                room = _BATCH_ROWS - self._held
                 positions = table.layout.key_positions
                 if not table.keyed:
                     key = -2
@@ -182,12 +184,10 @@ class Replay:
                     key = positions[0]
                 else:
                     key, pick = -1, itemgetter(*positions)
-            except (SqlError, KeyError, ValueError) as error:
-                raise Unreplayable(index, error) from error
-        if name is not None:
-            self._held = _BATCH_ROWS - room
-        if self._held >= _BATCH_ROWS:
-            self.flush()
+        except (SqlError, KeyError, ValueError) as error:
+            # Found by identity only now: a count kept per record would cost every record.
+            index = next(i for i, one in enumerate(payloads) if one is payload)
+            raise Unreplayable(index, error) from error
 
     def _apply(self, entries: list[list[Any]]) -> None:
         """Apply the entries of one record."""

@@ -16,6 +16,7 @@ updates, deletes, schema changes and other tables' records in between.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -28,7 +29,7 @@ from refimpl.engine.storage import ddl, records, replay, wal_segments
 from refimpl.engine.storage.database import Database
 from refimpl.engine.storage.replay import apply_entry
 from refimpl.engine.storage.table import Table
-from refimpl.errors import KdbError
+from refimpl.errors import CorruptLog, KdbError
 
 NEVER = 1 << 62
 OPTIONS = EngineOptions(wal_archive_bytes=NEVER, checkpoint_bytes=NEVER)
@@ -222,3 +223,21 @@ def test_a_reopen_replays_the_log_into_the_committed_tables(
         for key, table in database.tables.items():
             assert list(table.scan_with_idents()) == list(reference[key].scan_with_idents())
             assert table.next_rowid == reference[key].next_rowid
+
+
+@pytest.mark.parametrize("bad", [1, 3, 5])
+def test_a_record_that_cannot_replay_is_named_by_its_lsn(tmp_path: Path, bad: int) -> None:
+    """Among single-row inserts that take the short way, one into a table the log never
+    created: the open refuses the log and names that record, wherever it is in its run."""
+    path = tmp_path / "data"
+    with refimpl.connect(path, options=OPTIONS) as connection:
+        connection.execute("CREATE TABLE p (id INT PRIMARY KEY, v INT)")
+        log = connection.instance.database("demo").log
+        for i in range(6):
+            table = "nope" if i == bad else "p"
+            entry = records.Entry.upsert(table, ["id", "v"], [(i, 0)], None)
+            lsn = log.append(records.encode(1_790_000_000_000_000 + i, [entry]))
+        log.wait_durable(lsn)
+        first = lsn - 5
+    with pytest.raises(CorruptLog, match=f"the record at LSN {first + bad} cannot replay"):
+        Database.open("demo", path / "demo", OPTIONS)
