@@ -27,6 +27,7 @@ add no more competition for it to other requests.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections import OrderedDict, deque
 from collections.abc import Callable, Hashable
@@ -38,6 +39,7 @@ from refimpl.waiting.parked import A, Parked, Part
 POOL_THREADS = 64  # at most this many owners' work runs at once
 PER_OWNER = 1  # pieces of one owner's work running at once
 IDLE_SECONDS = 30.0  # a pool thread that found no work this long ends
+log = logging.getLogger("refimpl.waiting")
 
 Budget = Callable[[], AbstractContextManager[object]]
 
@@ -134,6 +136,10 @@ class OwnerPool:
             owner, job = found
             try:
                 job()
+            except Exception:
+                # A job's bug costs that job only: were the thread to end here, the pool
+                # would still count it idle and never start one for the jobs that follow.
+                log.exception("a job of the waiters' pool failed")
             finally:
                 with self._lock:
                     left = self._running[owner] - 1
