@@ -1,17 +1,25 @@
-"""A live-query request is woken by the commits that touch it, never by its own parking
-(refimpl.http.endpoints.subscribe_route's wake-up, with a real waiting room)."""
+"""A live-query long poll is woken by the commits that touch it, never by its own parking,
+and its user's batch of woken queries answers it (refimpl.http.endpoints.subscribe_route's
+wake-up, with a real engine and a real waiting room)."""
 
 from __future__ import annotations
 
+import contextlib
+import json
 import time
 
 import pytest
 
+import refimpl
+from refimpl.engine.access import Principal
+from refimpl.engine.features.live_queries import LiveWait
 from refimpl.http.encode import Answer
-from refimpl.http.endpoints.subscribe_route import _Poke
+from refimpl.http.endpoints.subscribe_route import _Poll, woken
 from refimpl.http.error_answers import to_response
 from refimpl.waiting.parked import Kind, Parked
 from refimpl.waiting.room import WaitingRoom
+
+QUERY = "SUBSCRIBE SELECT s, count(*) AS n FROM t GROUP BY s ORDER BY s"
 
 
 @pytest.fixture
@@ -21,34 +29,77 @@ def room():
     waiting.close()
 
 
-def _parked(news: list[bool], attempts: list[int], deadline: float) -> Parked[Answer]:
-    def attempt(_: int) -> Answer | None:
-        attempts.append(1)
-        return Answer(b"rows") if news else None
+@pytest.fixture
+def conn(tmp_path):
+    connection = refimpl.connect(tmp_path / "data")
+    connection.execute("CREATE TABLE t (s STRING, v INT)")
+    connection.execute("INSERT INTO t VALUES ('a', 1)")
+    yield connection
+    connection.close()
 
-    return Parked(None, 0, attempt, lambda: Answer(b"none"), deadline, lambda: None, kind=Kind.LIVE)
+
+def _waiting(conn, session=None) -> LiveWait:
+    manager = conn.instance.subscriptions
+    session = session or conn.session()
+    snapshot = manager.ask_now(session, QUERY, None)
+    step = manager.ask(session, QUERY, snapshot.id)
+    assert isinstance(step, LiveWait)
+    return step
+
+
+def _parked(room: WaitingRoom, step: LiveWait, owner: str, deadline: float):
+    poll = _Poll(step, woken(room, owner), contextlib.nullcontext)
+    step.watch(poll)
+    parked: Parked[Answer] = Parked(
+        None, 0, poll.attempt, lambda: Answer(b"none"), deadline, lambda: None, kind=Kind.LIVE
+    )
+    return poll, parked
 
 
 @pytest.mark.parametrize("woken_before_attach", [True, False])
-def test_a_commit_wakes_the_request_whenever_it_comes(room, woken_before_attach):
-    news: list[bool] = []
-    parked = _parked(news, [], time.monotonic() + 60)
-    poke = _Poke(room)
+def test_a_commit_wakes_the_request_whenever_it_comes(conn, room, woken_before_attach):
+    poll, parked = _parked(room, _waiting(conn), "u", time.monotonic() + 60)
     room.park(parked)
-    news.append(True)  # a commit touched what the query reads
     if woken_before_attach:
-        poke.set()  # its wake-up came before the route handed the request over
-        poke.attach(parked)
+        conn.execute("INSERT INTO t VALUES ('a', 2)")  # before the route handed it over
+        poll.attach(parked)
     else:
-        poke.attach(parked)
-        poke.set()
-    assert parked.wait().body == b"rows"
+        poll.attach(parked)
+        conn.execute("INSERT INTO t VALUES ('a', 2)")
+    body = parked.wait().body
+    assert b"event: rows" in body and b'"rows":[["a",2]]' in body, body
 
 
-def test_parking_alone_does_not_wake_the_room_for_the_request(room):
+def test_parking_alone_does_not_run_the_query(conn, room):
+    step = _waiting(conn)
     attempts: list[int] = []
-    parked = _parked([], attempts, time.monotonic() + 0.2)
+    attempt = step.attempt
+
+    def counted():
+        attempts.append(1)
+        return attempt()
+
+    step.attempt = counted  # type: ignore[method-assign]
+    poll, parked = _parked(room, step, "u", time.monotonic() + 0.2)
     room.park(parked)
-    _Poke(room).attach(parked)
+    poll.attach(parked)
     assert parked.wait().body == b"none"  # answered at its deadline, never attempted
     assert attempts == []
+
+
+def test_one_commit_answers_every_request_of_a_user_and_a_lost_right_is_an_error(conn, room):
+    conn.execute("CREATE USER poll_u")
+    conn.execute("GRANT SELECT ON t TO poll_u")
+    user = conn.instance.session("demo", Principal("poll_u"))
+    admin = [_parked(room, _waiting(conn), "admin", time.monotonic() + 60) for _ in range(5)]
+    (revoked,) = [_parked(room, _waiting(conn, user), "poll_u", time.monotonic() + 60)]
+    for poll, parked in [*admin, revoked]:
+        room.park(parked)
+        poll.attach(parked)
+    conn.execute("REVOKE SELECT ON t FROM poll_u")
+    conn.execute("INSERT INTO t VALUES ('b', 3)")
+    bodies = [parked.wait().body for _, parked in admin]
+    assert all(b'"rows":[["b",1]]' in body for body in bodies), bodies
+    error = revoked[1].wait()
+    assert error.status_code == 403
+    assert "poll_u" in json.loads(error.body)["error"]

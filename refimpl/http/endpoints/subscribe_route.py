@@ -4,14 +4,25 @@ The first request answers a `snapshot` at once; asked again with its id (`Last-E
 or `&id=`), a request waits for a commit that changes the answer and sends `rows`. With
 nothing changed before `wait` ends, the answer is only the id to ask again with. With
 `offsets=true` (an ordered, limited query) each `rows` answer also holds its `moves`.
+
+A waiting request is parked in the waiting room, which answers it at its deadline; a commit
+that touches its query puts it in its user's `Woken` batch (as it does a stream of
+`subscribe_stream`), which runs the query again on the user's share of the room's pool and
+hands the answer to the server itself: one job a commit for all of a user's woken requests,
+none of them through the room's thread.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
+import weakref
+from collections.abc import Callable, Hashable
+from typing import Protocol
 
 from refimpl.engine.features.live_answers import Reply
+from refimpl.engine.features.live_queries import LiveWait
 from refimpl.engine.features.top_n import Move
 from refimpl.engine.result import Column
 from refimpl.engine.storage import values
@@ -20,9 +31,13 @@ from refimpl.http.encode import Answer, encode_json
 from refimpl.http.endpoints.change_encoding import RETRY_MS
 from refimpl.http.endpoints.changes_route import DEFAULT_WAIT_SSE_MS, MAX_WAIT_MS
 from refimpl.http.endpoints.feed_args import flag
+from refimpl.http.error_answers import to_response
+from refimpl.waiting.owners import Budget
 from refimpl.waiting.parked import Kind, Parked
 from refimpl.waiting.places import place_owner
 from refimpl.waiting.room import WaitingRoom
+
+log = logging.getLogger("refimpl.subscribe")
 
 
 def _row(columns: list[Column], row: tuple) -> list[object]:
@@ -101,32 +116,124 @@ def _event(reply: Reply) -> bytes:
 SSE_HEADERS = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
 
 
-class _Poke:
-    """Wakes a parked live-query request from the engine's wake board (cheap, never blocks).
+class Runs(Protocol):
+    """What a user's batch of woken live queries runs (`Woken`)."""
 
-    A wake-up that comes before the request is parked is kept and handed on at `attach`:
-    the room is woken for a request only when a commit touched what it reads."""
+    def run(self) -> None: ...
 
-    def __init__(self, room: WaitingRoom) -> None:
-        self.room = room
+
+class Woken:
+    """The live queries of one user (long polls and streams) that commits woke, waiting for
+    their answers or parts to be made: one job on the user's share of the room's pool makes
+    them all, one after another, and hands each over itself (a commit waking a hundred of
+    them hands one job over, not a hundred, and never goes through the room's thread).
+    Those woken while it runs are made by it too, before it ends."""
+
+    def __init__(self, submit: Callable[[Callable[[], None]], None]) -> None:
+        self._submit = submit
+        self._lock = threading.Lock()
+        self._woken: list[Runs] = []
+        self._running = False
+
+    def add(self, woken: Runs) -> None:
+        """`woken.run()` is called soon, on the user's share (cheap, never blocks)."""
+        with self._lock:
+            self._woken.append(woken)
+            if self._running:
+                return
+            self._running = True
+        self._submit(self._run)
+
+    def _run(self) -> None:
+        while True:
+            with self._lock:
+                woken, self._woken = self._woken, []
+                if not woken:
+                    self._running = False
+                    return
+            try:
+                for each in woken:
+                    each.run()
+            except BaseException:
+                with self._lock:  # the next wake-up submits a job again
+                    self._running = False
+                raise
+
+
+_BATCHES: weakref.WeakKeyDictionary[WaitingRoom, dict[Hashable, Woken]] = (
+    weakref.WeakKeyDictionary()
+)
+_BATCHES_LOCK = threading.Lock()
+
+
+def woken(room: WaitingRoom, owner: Hashable) -> Woken:
+    """The batch of `owner`'s woken live queries in `room` (one a user, kept as long as the
+    room: a few objects a user)."""
+    with _BATCHES_LOCK:
+        batches = _BATCHES.setdefault(room, {})
+        batch = batches.get(owner)
+        if batch is None:
+            pool = room.owner_work
+            batch = batches[owner] = Woken(lambda job: pool.submit(owner, job))
+        return batch
+
+
+class _Poll:
+    """A parked long poll of a live query, woken from the engine's wake board (`set`: cheap,
+    never blocks): its user's batch (`Woken`) runs its query again within its budget and
+    hands the answer to the server itself. A wake-up that comes before the request is
+    parked is kept and handed on at `attach`."""
+
+    def __init__(self, step: LiveWait, batch: Woken, budget: Budget) -> None:
+        self._step = step
+        self._batch = batch
+        self._budget = budget
         self._lock = threading.Lock()
         self._parked: Parked[Answer] | None = None
-        self._missed = False
+        self._missed = False  # woken before it was parked
+        self._queued = False  # in its batch, not yet run
 
     def set(self) -> None:
         with self._lock:
-            parked = self._parked
-            self._missed = parked is None
-        if parked is not None:
-            self.room.poke(parked)
+            if self._parked is None:
+                self._missed = True
+                return
+            if self._queued:
+                return
+            self._queued = True
+        self._batch.add(self)
 
     def attach(self, parked: Parked[Answer]) -> None:
-        """`parked` is the request to wake; poked at once if a wake-up came before."""
+        """`parked` is the request to answer; run at once if a wake-up came before."""
         with self._lock:
             self._parked = parked
-            missed = self._missed
-        if missed:
-            self.room.poke(parked)
+            queue = self._missed and not self._queued
+            self._queued = self._queued or queue
+        if queue:
+            self._batch.add(self)
+
+    def attempt(self, _: int) -> None:
+        """The room's attempt (it has none to make: the batch makes the answer)."""
+        self.set()
+
+    def run(self) -> None:
+        parked = self._parked
+        with self._lock:
+            self._queued = False
+        if parked is None or parked.finished:
+            return
+        try:
+            with self._budget():
+                reply = self._step.attempt()
+            if reply is None:
+                return  # the answer is the same: it waits on
+            answer = _respond(reply)
+        except Exception as error:  # noqa: BLE001 - a REVOKE, the timeout or a bug: its answer
+            answer = to_response(error)
+        try:
+            parked.decide(answer)
+        except Exception:  # a broken connection is the server's to close
+            log.warning("handing over a live query's answer failed", exc_info=True)
 
 
 def _respond(reply: Reply) -> Answer:
@@ -158,8 +265,11 @@ def subscribe_route(ctx: Context) -> Answer | Parked[Answer]:
         session.close()
         with budget():
             return _respond(step.attempt() or step.expire())
-    poke = _Poke(room)
-    step.watch(poke)
+    # Every re-run is work of the client's choosing (a window's sort, a WHERE, the changed
+    # buckets' rows, a maintained answer's update): on its owner's share of the room's pool,
+    # within the statement timeout, never on the room's thread.
+    poll = _Poll(step, woken(room, owner), budget)
+    step.watch(poll)
     with budget():
         reply = step.attempt()  # a commit between the read and the watch is not missed
     if reply is not None:
@@ -171,24 +281,15 @@ def subscribe_route(ctx: Context) -> Answer | Parked[Answer]:
         places.give_back(owner)
         session.close()
 
-    def attempt(_: int) -> Answer | None:
-        found = step.attempt()
-        return None if found is None else _respond(found)
-
-    # Every re-run is work of the client's choosing (a window's sort, a WHERE, the changed
-    # buckets' rows, a maintained answer's update): on its owner's share of the room's pool,
-    # within the statement timeout, never on the room's thread.
-    offloaded = room.offload(owner, budget, attempt)
     parked: Parked[Answer] = Parked(
         None,
         0,
-        offloaded,
+        poll.attempt,
         lambda: _respond(step.expire()),
         time.monotonic() + wait_ms / 1000,
         release,
         kind=Kind.LIVE,
     )
-    offloaded.bind(parked)
     room.park(parked)
-    poke.attach(parked)
+    poll.attach(parked)
     return parked

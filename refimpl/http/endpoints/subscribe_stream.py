@@ -19,8 +19,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-import weakref
-from collections.abc import Callable, Hashable
 
 from refimpl.engine.access import AccessControl
 from refimpl.engine.access.control import CheckedToken
@@ -36,11 +34,16 @@ from refimpl.http.encode import Answer
 from refimpl.http.endpoints.change_encoding import RETRY_MS
 from refimpl.http.endpoints.feed_args import flag
 from refimpl.http.endpoints.stream_credentials import request_credential
-from refimpl.http.endpoints.subscribe_route import SSE_HEADERS, reply_event, subscribe_route
+from refimpl.http.endpoints.subscribe_route import (
+    SSE_HEADERS,
+    Woken,
+    reply_event,
+    subscribe_route,
+    woken,
+)
 from refimpl.waiting.owners import Budget
 from refimpl.waiting.parked import Kind, Parked, Part
 from refimpl.waiting.places import FairPlaces, place_owner
-from refimpl.waiting.room import WaitingRoom
 
 HEARTBEAT = b": heartbeat\n\n"
 HEADERS = (("Content-Type", "text/event-stream; charset=utf-8"), *SSE_HEADERS.items())
@@ -61,7 +64,7 @@ class _LiveStream:
     its parts (see the module docstring).
 
     A wake-up goes straight to the stream's owner's share of the room's pool (`run`, in
-    the owner's `_Woken` batch), which makes the part and hands it over itself, never
+    the owner's `Woken` batch), which makes the part and hands it over itself, never
     through the room's thread, which only sends the heartbeats at the stream's deadlines. `_lock`
     orders `_busy` (a part is being made or is in flight: one at a time) and `_woken` (a
     wake-up came meanwhile: one more is made after it); it is never held while the query
@@ -92,9 +95,9 @@ class _LiveStream:
         self._busy = True  # until the head is sent
         self._woken = False
         self.parked: Parked[Answer] | None = None
-        self._batch: _Woken | None = None  # runs `run` on the owner's pool, once parked
+        self._batch: Woken | None = None  # runs `run` on the owner's pool, once parked
 
-    def start(self, parked: Parked[Answer], batch: _Woken) -> None:
+    def start(self, parked: Parked[Answer], batch: Woken) -> None:
         """Parked as `parked`; `batch` runs its `run` on the owner's share of the pool."""
         self.parked = parked
         self._batch = batch
@@ -228,61 +231,6 @@ class _LiveStream:
         return _later(f": the stream ended: {reason.replace(chr(10), ' ')}\n\n".encode())
 
 
-class _Woken:
-    """The streams of one user that a commit woke, waiting for their parts to be made: one
-    job on the user's share of the room's pool makes them all, one after another (a commit
-    waking a hundred of them hands one job over, not a hundred). Streams woken while it
-    runs are made by it too, before it ends."""
-
-    def __init__(self, submit: Callable[[Callable[[], None]], None]) -> None:
-        self._submit = submit
-        self._lock = threading.Lock()
-        self._streams: list[_LiveStream] = []
-        self._running = False
-
-    def add(self, stream: _LiveStream) -> None:
-        """`stream` makes its next part soon (cheap, never blocks)."""
-        with self._lock:
-            self._streams.append(stream)
-            if self._running:
-                return
-            self._running = True
-        self._submit(self._run)
-
-    def _run(self) -> None:
-        while True:
-            with self._lock:
-                streams, self._streams = self._streams, []
-                if not streams:
-                    self._running = False
-                    return
-            try:
-                for stream in streams:
-                    stream.run()
-            except BaseException:
-                with self._lock:  # the next wake-up submits a job again
-                    self._running = False
-                raise
-
-
-_BATCHES: weakref.WeakKeyDictionary[WaitingRoom, dict[Hashable, _Woken]] = (
-    weakref.WeakKeyDictionary()
-)
-_BATCHES_LOCK = threading.Lock()
-
-
-def _woken(room: WaitingRoom, owner: Hashable) -> _Woken:
-    """The batch of `owner`'s woken streams in `room` (one a user, kept as long as the room:
-    a user's is a few objects)."""
-    with _BATCHES_LOCK:
-        batches = _BATCHES.setdefault(room, {})
-        batch = batches.get(owner)
-        if batch is None:
-            pool = room.owner_work
-            batch = batches[owner] = _Woken(lambda job: pool.submit(owner, job))
-        return batch
-
-
 class _TokenLook:
     """Whether the token a stream was opened with still stands: the connection's check of
     it while no user, token or grant changed since (`AccessControl.still_valid`, no look at
@@ -387,6 +335,6 @@ def subscribe_stream(
     parked.decide(Part(first))
     # Every re-run is work of the client's choosing: on its owner's share of the room's
     # pool, within the statement timeout, never on the room's thread.
-    stream.start(parked, _woken(room, owner))
+    stream.start(parked, woken(room, owner))
     room.park(parked)
     return parked
