@@ -2,9 +2,11 @@
 
 Writes N commits of one row each (`INSERT INTO r VALUES (id, v, s)`; each its own transaction
 and its own log record) in a child process that then exits without closing anything, as a
-killed server does once its commits were durable. With the default `checkpoint_mb` (64) a
-server takes no checkpoint in the 55 MB of log of 1,000,000 such commits, so this folder is
-what a real server leaves. Then it times reopening the data folder in three states:
+killed server does once its commits were durable. Background checkpoints are off while it
+writes, so the 55 MB of log of 1,000,000 such commits is what a server leaves whose
+`checkpoint_mb` is 64 or more (with the default, 16, a crash leaves at most about 275,000
+of them to replay: `--commits 275000` times that). Then it times reopening the data folder
+in three states:
 
 1. after a crash (the folder as the child left it): recovery replays all N records;
 2. after a clean stop (the folder opened once and closed): a close writes a checkpoint when
@@ -21,6 +23,14 @@ seals (one CRC32 each) and what follows them frame by frame.
     python tools/bench/recovery.py --quick            # cases 2 and 3 only
     python tools/bench/recovery.py --against OLD      # each reopen also by another checkout
     python tools/bench/recovery.py --profile DATA     # cProfile of one open of a data folder
+    python tools/bench/recovery.py --checkpoint-cost DATA  # a writer's commits around one
+
+`--checkpoint-cost DATA` (on a copy of the folder, which it changes) opens it, then a writer
+commits single rows, each waiting for its fsync as a server's do, while one CHECKPOINT
+runs in a background thread as `checkpoint_mb` starts one: it prints the checkpoint's wall
+and CPU seconds and the writer's commit latency (p50, p99, max) and rate during it and
+outside it. A checkpoint holds the write lock only to take the tables' blocks; its writing
+competes with the writer for the interpreter lock, which is what the latency shows.
 
 Every reopen runs in a fresh process (`--reopen-once`) on a fresh copy of the folder, so a
 close's checkpoint never changes what the next one opens; it is timed in wall-clock seconds
@@ -46,6 +56,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -216,6 +227,69 @@ def measure(
     return runs
 
 
+def checkpoint_cost(path: Path, settle: float = 2.0) -> None:
+    """Commit latency of one writer before, during and after a background checkpoint of
+    the data folder `path` (changed: a copy)."""
+    instance = Instance.open(path, OPTIONS)
+    database = instance.database("demo")
+    rows = database.stats()["rows"]
+    commits: list[tuple[float, float]] = []  # (start, seconds) of each commit
+    stop = threading.Event()
+
+    def writer() -> None:
+        i = 1 << 40  # ids after any the folder holds
+        while not stop.is_set():
+            started = time.perf_counter()
+            database.acquire_write()
+            try:
+                txn = Transaction(database.tables)
+                work = txn.table("r")
+                executor.insert_values(work, work.schema, ["id", "v", "s"], [(i, 0.5, "row")])
+                lsn = database.commit_locked(txn)
+            finally:
+                database.release_write()
+            assert lsn is not None
+            database.wait_durable(lsn)
+            commits.append((started, time.perf_counter() - started))
+            i += 1
+
+    took: dict[str, float] = {}
+
+    def checkpointer() -> None:
+        started, cpu = time.perf_counter(), time.thread_time()
+        database.checkpoint()
+        took["cpu"] = time.thread_time() - cpu
+        took["start"], took["end"] = started, time.perf_counter()
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    time.sleep(settle)
+    background = threading.Thread(target=checkpointer)
+    background.start()
+    background.join()
+    time.sleep(settle)
+    stop.set()
+    thread.join()
+    instance.close()
+    start, end = took["start"], took["end"]
+    during = [s for at, s in commits if start <= at < end]
+    outside = [s for at, s in commits if not start - 0.1 <= at < end + 0.1]
+    span = end - start
+    print(
+        f"checkpoint of {rows:,} rows: {span:.2f} s wall, {took['cpu']:.2f} s CPU"
+        f" (its thread); load {_load()}"
+    )
+    rows_out = []
+    for label, samples, seconds in (
+        ("during the checkpoint", during, span),
+        ("outside it", outside, 2 * settle - 0.2),
+    ):
+        figures = harness.summary([1000 * x for x in samples])
+        rate = len(samples) / seconds
+        rows_out.append([label, figures["n"], rate, figures["p50"], figures["p99"], figures["max"]])
+    harness.print_table(["writer's commits", "n", "per s", "p50 ms", "p99 ms", "max ms"], rows_out)
+
+
 def _load() -> str:
     return " ".join(f"{x:.1f}" for x in os.getloadavg())
 
@@ -237,6 +311,12 @@ def main() -> None:
         type=Path,
         help="print a cProfile of one open of this data folder (it opens it)",
     )
+    parser.add_argument(
+        "--checkpoint-cost",
+        type=Path,
+        help="a writer's commit latency around a background checkpoint of this data folder"
+        " (it changes the folder: give it a copy)",
+    )
     parser.add_argument("--reopen-once", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--stop-once", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--tail-once", type=Path, help=argparse.SUPPRESS)
@@ -256,6 +336,9 @@ def main() -> None:
         profile.disable()
         instance.close()
         pstats.Stats(profile).sort_stats("cumulative").print_stats(30)
+        return
+    if args.checkpoint_cost is not None:
+        checkpoint_cost(args.checkpoint_cost)
         return
     if args.stop_once is not None:
         Instance.open(args.stop_once, OPTIONS).close()

@@ -462,10 +462,11 @@ class Database:
         if self.log.segment_bytes != segment:
             self.log.segment_bytes = segment
         written = self.log.total_bytes - self._bytes_at_checkpoint
-        over_archive = self.log.total_bytes > archive
+        # Over the archive, a checkpoint lets the trim remove the segments it covers: not
+        # before a segment's worth of log since the last, or each commit would start one.
+        # `checkpoint_bytes` alone bounds what a crash replays, also below a segment.
+        over_archive = self.log.total_bytes > archive and written >= segment
         if written < self.options.checkpoint_bytes and not over_archive:
-            return
-        if written < segment:
             return
         thread = self._checkpoint_thread
         if thread is not None and thread.is_alive():

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import struct
+import time
 import zlib
 from pathlib import Path
 from typing import Any
@@ -149,6 +150,33 @@ def test_a_transaction_holding_the_write_lock_at_close_leaves_the_checkpoint_out
     try:
         assert replayed == [OVER_THRESHOLD + 1]  # the log still holds every commit
         assert _ids(database) == list(range(OVER_THRESHOLD))
+    finally:
+        database.close()
+
+
+def test_checkpoint_bytes_of_log_start_a_checkpoint_also_within_one_segment(
+    tmp_path: Path,
+) -> None:
+    """`checkpoint_bytes` bounds what a crash replays: a background checkpoint starts once
+    that much log was written since the last, however large a segment is (64 MB here)."""
+    folder = _created(tmp_path / "data")
+    options = EngineOptions(wal_archive_bytes=NEVER, checkpoint_bytes=64 * 1024)
+    database = Database.open("demo", folder, options)
+    _insert(database, 0, 15)  # 60 KB of log: not yet
+    assert database.checkpoints_written == 0
+    _insert(database, 15, 5)  # past 64 KB with the 17th row, the record at LSN 18
+    deadline = time.monotonic() + 30
+    while database.checkpoints_written == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)  # it runs in a thread of its own, writers going on meanwhile
+    (written,) = _checkpoint_lsns(folder)
+    assert 18 <= written <= 21
+    # Abandoned without a close, as a killed process leaves it: a reopen replays only the
+    # log after that checkpoint.
+    replayed: list[int] = []
+    database = _open(folder, replayed)
+    try:
+        assert replayed == [21 - written]
+        assert _ids(database) == list(range(20))
     finally:
         database.close()
 
