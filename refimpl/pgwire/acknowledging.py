@@ -26,10 +26,17 @@ log = logging.getLogger("refimpl.pgwire")
 
 class Acknowledging(Generic[T]):
     """One thread that waits until handed answers may go out; `on_durable(item, error)`
-    is called on it for each, in the order they were handed over."""
+    is called on it for each, in the order they were handed over, then `after_round()`."""
 
-    def __init__(self, on_durable: Callable[[T, KdbError | None], None]) -> None:
+    def __init__(
+        self,
+        on_durable: Callable[[T, KdbError | None], None],
+        after_round: Callable[[], None] = lambda: None,
+    ) -> None:
+        """`after_round()` is called on the thread once the items of a round were handed
+        back (the server then wakes whoever sends them: one wake-up a round)."""
         self._on_durable = on_durable
+        self._after_round = after_round
         self._rounds: Rounds[tuple[T, Callable[[], None]]] = Rounds("kdb-pg-ack", self._round)
         self._rounds.start()
 
@@ -52,3 +59,7 @@ class Acknowledging(Generic[T]):
                 self._on_durable(item, error)
             except Exception:  # the server's sending is its own: this is a bug there
                 log.exception("bug: unexpected error sending an acknowledgement")
+        try:
+            self._after_round()
+        except Exception:
+            log.exception("bug: unexpected error after a round of acknowledgements")

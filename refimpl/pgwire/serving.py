@@ -59,6 +59,7 @@ from refimpl.pgwire import sqlstate, tls
 from refimpl.pgwire.acknowledging import Acknowledging
 from refimpl.pgwire.core import error_bytes
 from refimpl.pgwire.link import Link, LinkOptions
+from refimpl.pgwire.postbox import Postbox
 from refimpl.pgwire.sockets import POLL_SECONDS, READ_BYTES, Socket, tls_pending
 from refimpl.pgwire.states import State
 
@@ -173,7 +174,13 @@ class PgServer:
         self._epoll = self._workers.epoll
         self._stopping = self._workers.stopping
         self._epoll.register(self._listener.fileno(), ARMED)
-        self._acknowledging: Acknowledging[tuple[_Client, bytes]] = Acknowledging(self._acknowledge)
+        # Durable answers go to a worker to be sent (`_deliver`): the acknowledging thread
+        # posts them and rings once a round (`postbox`).
+        self._durable: Postbox[tuple[tuple[_Client, bytes], KdbError | None]] = Postbox()
+        self._epoll.register(self._durable.fileno(), ARMED)
+        self._acknowledging: Acknowledging[tuple[_Client, bytes]] = Acknowledging(
+            lambda handed, error: self._durable.post((handed, error)), self._durable.ring
+        )
 
     def start(self) -> None:
         self._workers.start()
@@ -183,8 +190,20 @@ class PgServer:
     def _event(self, fd: int) -> None:
         if fd == self._listener.fileno():
             self._accept_some()
+        elif fd == self._durable.fileno():
+            self._deliver()
         else:
             self._readable(fd)
+
+    def _deliver(self) -> None:
+        """Send the durable answers posted (each once, in order), then re-arm the ring."""
+        for handed, error in self._durable.take():
+            self._acknowledge(handed, error)
+        if not self._stopping.is_set():
+            try:
+                self._epoll.modify(self._durable.fileno(), ARMED)
+            except (OSError, ValueError):
+                pass  # stopped meanwhile: `stop` sends what is left
 
     def _end_late_startups(self) -> None:
         now = time.monotonic()
@@ -449,7 +468,8 @@ class PgServer:
         threading.Thread(target=run, name=name, daemon=True).start()
 
     def _acknowledge(self, handed: tuple[_Client, bytes], error: KdbError | None) -> None:
-        """An answer's commits are on disk (or the log failed): send it without waiting.
+        """An answer's commits are on disk (or the log failed): send it without waiting
+        (on the worker the postbox woke, or at the stop).
 
         What the socket does not take, and messages that arrived meanwhile, are left to a
         worker: armed for writing as well, the connection is ready for one at once."""
@@ -541,7 +561,9 @@ class PgServer:
             pass
         self._listener.close()
         self._workers.join()  # each finishes the statements it answers
-        self._acknowledging.close()  # and their acknowledgements go out
+        self._acknowledging.close()  # and their acknowledgements are posted
+        for handed, error in self._durable.take():
+            self._acknowledge(handed, error)  # and sent
         with self._lock:
             clients = list(self._clients.values())
         for client in clients:
@@ -553,6 +575,7 @@ class PgServer:
             client.goodbye(goodbye)
             self._close(client)
         self._epoll.close()
+        self._durable.close()
 
 
 def _state(client: _Client) -> str:

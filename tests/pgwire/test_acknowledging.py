@@ -197,3 +197,53 @@ def test_a_client_that_ends_behind_its_commits_gets_their_answers_first(pg: PgSe
         sock.close()
     assert answers.count(b"INSERT 0 1\0") == 50
     assert pg.http.rows("SELECT count(*) FROM t", db=db) == [[50]]
+
+
+CONNECTIONS = 16
+
+
+def test_many_writers_at_once_each_get_their_own_answers_once_in_order(pg: PgServer, db: str):
+    # 16 connections at once, each pipelining INSERT ... RETURNING its own values, and one
+    # more that goes away with its answers unread: the answers are sent by whichever worker
+    # the acknowledging thread's ring wakes, so each connection must get exactly its own
+    # answers, each once, in its order, whoever sent them.
+    pg.http.sql("CREATE TABLE m (id INT PRIMARY KEY, who INT)", db=db)
+    errors: list[BaseException] = []
+
+    def writer(who: int) -> None:
+        sock, reader = _reader_of(pg, db)
+        try:
+            for batch in range(5):
+                ids = [who * 1000 + batch * 20 + n for n in range(20)]
+                sock.sendall(
+                    b"".join(
+                        query_message(f"INSERT INTO m VALUES ({i}, {who}) RETURNING id, who")
+                        for i in ids
+                    )
+                )
+                for i in ids:
+                    assert reader.next()[0] == b"T"
+                    kind, body = reader.next()
+                    assert kind == b"D"
+                    length = int.from_bytes(body[2:6], "big")
+                    assert body[6 : 6 + length] == str(i).encode()
+                    assert reader.until(b"C", 1) == [b"INSERT 0 1\0"]
+                    assert reader.next() == (b"Z", b"I")
+        except BaseException as error:  # reported by the test's thread
+            errors.append(error)
+        finally:
+            sock.close()
+
+    gone, _ = _reader_of(pg, db)
+    threads = [threading.Thread(target=writer, args=(who,)) for who in range(1, CONNECTIONS + 1)]
+    for thread in threads:
+        thread.start()
+    gone.sendall(b"".join(query_message(f"INSERT INTO m VALUES ({n}, 0)") for n in range(100)))
+    gone.close()  # its answers have no one to go to; the others' must not be disturbed
+    for thread in threads:
+        thread.join(60)
+    assert not errors, errors[0]
+    rows = pg.http.rows("SELECT who, count(*) FROM m WHERE who > 0 GROUP BY who", db=db)
+    assert sorted(map(tuple, rows)) == [(who, 100) for who in range(1, CONNECTIONS + 1)]
+    with pg.connect(db) as conn:  # the server goes on answering
+        assert conn.execute("INSERT INTO m VALUES (-1, -1) RETURNING id").fetchone() == (-1,)

@@ -1,0 +1,63 @@
+"""The postbox between the acknowledging thread and the workers: whatever posted before a
+ring is taken by a worker the ring wakes, each item once, in order; none is left behind."""
+
+from __future__ import annotations
+
+import select
+import threading
+
+from refimpl.pgwire.postbox import Postbox
+
+ITEMS = 20_000
+TAKERS = 4
+
+
+def test_every_item_is_taken_once_in_order_by_concurrent_takers():
+    box: Postbox[int] = Postbox()
+    epoll = select.epoll()
+    oneshot = select.EPOLLIN | select.EPOLLONESHOT
+    epoll.register(box.fileno(), oneshot)  # as the server's epoll set holds it
+    takes: list[list[int]] = []
+    done = threading.Event()
+
+    def taker() -> None:
+        while not done.is_set():
+            if not epoll.poll(0.05, 1):
+                continue
+            taken = box.take()
+            if taken:
+                takes.append(taken)
+            epoll.modify(box.fileno(), oneshot)
+
+    threads = [threading.Thread(target=taker) for _ in range(TAKERS)]
+    for thread in threads:
+        thread.start()
+    try:
+        for item in range(ITEMS):
+            box.post(item)
+            if item % 7 == 6:  # a round of a few items, then its ring
+                box.ring()
+        box.ring()
+        for _ in range(200):
+            if sum(map(len, takes)) >= ITEMS:
+                break
+            threading.Event().wait(0.05)
+    finally:
+        done.set()
+        for thread in threads:
+            thread.join()
+        epoll.close()
+        box.close()
+    every = sorted(item for taken in takes for item in taken)
+    assert every == list(range(ITEMS))  # each once, none left behind
+    for taken in takes:  # a take's items in the order they were posted
+        assert taken == list(range(taken[0], taken[0] + len(taken)))
+
+
+def test_a_ring_after_the_close_is_harmless():
+    box: Postbox[str] = Postbox()
+    box.post("late")
+    box.close()
+    box.ring()  # the eventfd is closed: nothing is written to it (nor to a reused fd)
+    assert box.take() == ["late"]
+    box.close()
