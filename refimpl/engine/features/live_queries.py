@@ -135,13 +135,14 @@ class SubscriptionManager:
         subscription = reply.subscription
         session.authorize(Right.READ, subscription.table)
         now = time.monotonic()
+        # No sweep of idle subscriptions here (a stream's every change would pay for it):
+        # every request of a client and every new subscription sweeps.
         with self._lock:
             kept = self._subscriptions.get(subscription.id) is subscription
             if kept:
                 subscription.last_asked = now
                 self._subscriptions.move_to_end(subscription.id)
                 self._owned[subscription.owner].move_to_end(subscription.id)
-            self._sweep(now)
         step = None
         if kept and subscription.database is session.database:
             step = self._step(session, subscription, reply.version)
