@@ -153,7 +153,12 @@ class Woken:
                     return
             try:
                 for each in woken:
-                    each.run()
+                    try:
+                        each.run()
+                    except Exception:
+                        # One query's failure (a stream's part handed over after its end)
+                        # costs it only: the others of this pass are made all the same.
+                        log.warning("making a live query's answer failed", exc_info=True)
             except BaseException:
                 with self._lock:  # the next wake-up submits a job again
                     self._running = False

@@ -1,0 +1,60 @@
+"""A user's batch of woken live queries (subscribe_route's `Woken`, on a real waiting room's
+pool): one query whose answer fails to be made or handed over costs that query only; the
+others woken with it are still made."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+from refimpl.http.endpoints.subscribe_route import woken
+from refimpl.http.error_answers import to_response
+from refimpl.waiting.room import WaitingRoom
+
+
+@pytest.fixture
+def room() -> Iterator[WaitingRoom]:
+    waiting = WaitingRoom(to_response)
+    yield waiting
+    waiting.close()
+
+
+class _Blocking:
+    """Runs until told to end: the ones woken meanwhile wait for the batch's next pass."""
+
+    def __init__(self) -> None:
+        self.started, self.go = threading.Event(), threading.Event()
+
+    def run(self) -> None:
+        self.started.set()
+        assert self.go.wait(5)
+
+
+class _Failing:
+    def run(self) -> None:
+        # As a stream's part handed over after its end at its most age (InvalidMove).
+        raise RuntimeError("a part after the end")
+
+
+class _Counted:
+    def __init__(self) -> None:
+        self.ran = threading.Event()
+
+    def run(self) -> None:
+        self.ran.set()
+
+
+def test_a_failing_one_leaves_the_others_of_its_pass_made(room: WaitingRoom) -> None:
+    batch = woken(room, "u")
+    first, failing, other = _Blocking(), _Failing(), _Counted()
+    batch.add(first)
+    assert first.started.wait(5)
+    batch.add(failing)  # both in the batch's next pass
+    batch.add(other)
+    first.go.set()
+    assert other.ran.wait(5), "a query woken with a failing one was never made"
+    later = _Counted()
+    batch.add(later)
+    assert later.ran.wait(5)
