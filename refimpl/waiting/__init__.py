@@ -45,6 +45,7 @@ round before goes on to the next at once, so commits that do not crowd each othe
 as soon as they are durable, at any rate and under any load of the machine. When it
 moved, writers queue: the next round waits until the rest of the process has used
 FANOUT_SPACING times the round's CPU time (that long by the clock, longer only while the
-rest keeps BUSY_SHARE of a core busy; at most MAX_FANOUT_WAIT), so that while writers queue the fan-out takes about
-1/(FANOUT_SPACING + 1) of the processor time and each round carries many commits.
+rest keeps BUSY_SHARE of a core busy; at most MAX_FANOUT_WAIT), so that while writers
+queue the fan-out takes about 1/(FANOUT_SPACING + 1) of the processor time and each round
+carries many commits.
 """

@@ -52,6 +52,8 @@ with the streams open, where a commit's time goes and where the server's threads
     python tools/bench/stream.py --quick --streams 1000 --server-timing
     python tools/bench/stream.py --quick --streams 1000 --no-postgres --code OTHER_CHECKOUT
                                                     # another revision's refimpl, to compare
+    python tools/bench/stream.py --latency-only --streams 1000 --server-timing
+                                                    # figure 1 alone (refimpl), ~30 s
 """
 
 from __future__ import annotations
@@ -293,6 +295,28 @@ def run(
     return out
 
 
+def latency_run(
+    target: dict[str, Any], pids: Callable[[], list[int]], streams: int, seconds: float
+) -> dict[str, Any]:
+    """Figure 1 alone: commit-to-event at 20 commits/s for `seconds`, the server's CPU per
+    commit meanwhile, every stream checked to get every event once, in order."""
+    readers = Readers(target, streams)
+    readers.wait_ready()
+    time.sleep(2.0)
+    server_pids = pids()
+    server_cpu = processes_cpu(server_pids)
+    out: dict[str, Any] = {"window_20": [time.monotonic()]}
+    latency_ids = paced(target, 20, seconds, 1)
+    out["window_20"].append(time.monotonic())
+    out["server_ms_per_commit"] = (
+        (processes_cpu(server_pids) - server_cpu) * 1000 / len(latency_ids)
+    )
+    by_ident, tallies = readers.results(len(latency_ids))
+    out["exactly_once"] = exactly_once(tallies, [latency_ids])
+    out["at_20"] = figures_of(by_ident, latency_ids, streams)
+    return out
+
+
 def figure_rows(results: list[dict[str, Any]]) -> list[list[Any]]:
     """The figures' table: a row a figure, a column a server."""
 
@@ -360,6 +384,38 @@ def postgres_run(streams: int, quick: bool) -> dict[str, Any]:
         )
 
 
+def latency_report(
+    ours: dict[str, Any],
+    streams: int,
+    ended: tuple[float, float, float],
+    load: tuple[float, float, float],
+    code: Path | None,
+    timing: Path | None,
+) -> None:
+    """What `--latency-only` prints: figure 1, and the server's own timing of it."""
+    at_20 = ours["at_20"]
+    harness.print_table(
+        ["figure", "refimpl"],
+        [
+            ["p50 ms at 20 commits/s", f"{at_20['p50']:.2f}"],
+            ["p99 ms at 20 commits/s", f"{at_20['p99']:.2f}"],
+            ["delivered at 20/s", f"{at_20['delivered']:.4f}"],
+            ["every stream got every event once, in order", ours["exactly_once"]],
+            ["server CPU ms per commit at 20/s", f"{ours['server_ms_per_commit']:.1f}"],
+        ],
+        f"{streams} streams; load average {load[0]:.1f} at the start, {ended[0]:.1f} at the"
+        f" end; refimpl of {code or 'this checkout'}",
+    )
+    if timing is not None:
+        noted = json.loads(timing.read_text())
+        timing.unlink()
+        harness.print_table(
+            ["refimpl's own, at 20 commits/s", ""],
+            server_timing(noted, ours["window_20"], streams),
+            "server timing",
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true")
@@ -375,6 +431,11 @@ def main() -> None:
         default=None,
         help="the checkout whose refimpl serves (another revision's, to compare; this one's"
         " by default)",
+    )
+    parser.add_argument(
+        "--latency-only",
+        action="store_true",
+        help="refimpl's commit-to-event at 20 commits/s alone (10 s; 5 with --quick)",
     )
     parser.add_argument(
         "--no-postgres",
@@ -400,7 +461,14 @@ def main() -> None:
     ) as server:
         server.sql("CREATE TABLE c (id BIGINT PRIMARY KEY, sent DOUBLE)")
         target = {"kind": "refimpl", "url": server.url, "token": server.token}
-        ours = run(target, lambda: [server.pid], streams, options.quick)
+        if options.latency_only:
+            seconds = 5.0 if options.quick else 10.0
+            ours = latency_run(target, lambda: [server.pid], streams, seconds)
+        else:
+            ours = run(target, lambda: [server.pid], streams, options.quick)
+    if options.latency_only:
+        latency_report(ours, streams, os.getloadavg(), load, options.code, timing)
+        return
     theirs = None if options.no_postgres else postgres_run(streams, options.quick)
     ended = os.getloadavg()
     results = [ours] if theirs is None else [ours, theirs]
