@@ -148,7 +148,7 @@ class Replay:
         columns: list[str] = []
         pending: dict[Ident, Row] = {}
         key = 0  # the table's one key column; -1: identities by `pick`; -2: logged row ids
-        pick: Callable[[Row], Ident] = _as_ident
+        pick: Callable[[Row], Ident] = tuple  # set with key -1
         table: Table | None = None
         payload: bytes | memoryview = b""
         try:
@@ -264,7 +264,7 @@ def _put(table: Table, rows: dict[Ident, Row]) -> None:
     """
     if table.ordered_by_identity and not table.secondary:
         if not len(table):
-            rowids = None if table.keyed else [ident[0] for ident in rows]
+            rowids = None if table.keyed else list(map(itemgetter(0), rows))
             table.load_rows(list(rows.values()), rowids)
             return
         held = table.partitions[()]
@@ -280,10 +280,6 @@ def _all_after(idents: dict[Ident, Row], last: Ident) -> bool:
         return min(idents) > last
     except TypeError:  # NULL or values of another type among them: not in order
         return False
-
-
-def _as_ident(row: Row) -> Ident:
-    return row
 
 
 def _as_tuples(rows: Sequence[Sequence[Any]]) -> list[Row]:
