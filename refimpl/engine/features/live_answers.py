@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from refimpl.engine.features.buckets import BucketPlan
-from refimpl.engine.features.top_n import Move, TopPlan
+from refimpl.engine.features.top_n import Move, TopPlan, moves
 from refimpl.engine.result import Column
 from refimpl.engine.tracking.signals import Waker
 from refimpl.sql import ast
@@ -131,3 +131,25 @@ class Subscription:
     @property
     def current(self) -> Version:
         return next(reversed(self.versions.values()))
+
+
+def change_between(
+    subscription: Subscription, older: LiveAnswer, newer: LiveAnswer
+) -> LiveChange | None:
+    """What a client applies to go from answer `old` to `new`; None when nothing changed
+    (with offsets: nor the order, which columns outside the select list may move)."""
+    delta = newer.delta
+    if delta is not None and delta.base == older.serial and subscription.top is None:
+        # A maintainer made `newer` from `older`: it knows what changed.
+        if not delta.changed and not delta.removed:
+            return None
+        return LiveChange([newer.rows[i] for i in delta.changed], list(delta.removed), None)
+    old, new = older.rows, newer.rows
+    changed = [row for ident, row in new.items() if old.get(ident) != row]
+    removed = [ident for ident in old if ident not in new]
+    if subscription.whole_row:
+        removed = [ident[:-1] for ident in removed]  # a row: remove one equal row
+    order = moves(old, new) if subscription.top is not None else None
+    if not changed and not removed and not order:
+        return None
+    return LiveChange(changed, removed, order)

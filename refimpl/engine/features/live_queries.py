@@ -39,10 +39,11 @@ from refimpl.engine.features.live_answers import (
     Reply,
     Subscription,
     Version,
+    change_between,
 )
 from refimpl.engine.features.live_maintainers import Maintainers
 from refimpl.engine.features.live_shape import ONE_TABLE, identity_positions, parse_subscription
-from refimpl.engine.features.top_n import moves, run_in_table_order, top_plan
+from refimpl.engine.features.top_n import run_in_table_order, top_plan
 from refimpl.engine.measures import LiveCounts, LiveMeasures
 from refimpl.engine.query.cache_keys import deterministic, pinned_value
 from refimpl.engine.query.select import QueryOutput
@@ -498,7 +499,7 @@ class SubscriptionManager:
         # Subscriptions that had the same two answers share one change (and its encoding).
         return self._answers.get(
             ("change", subscription.select, subscription.top is not None, old.serial, new.serial),
-            lambda: _change(subscription, old, new),
+            lambda: change_between(subscription, old, new),
         )
 
     def rerun(self, session: StatementContext, subscription: Subscription) -> Reply | None:
@@ -528,26 +529,6 @@ class SubscriptionManager:
     def moved(self, subscription: Subscription) -> bool:
         """True when a commit the subscription's answer does not include touched its query."""
         return self._token(subscription) != subscription.token
-
-
-def _change(subscription: Subscription, older: LiveAnswer, newer: LiveAnswer) -> LiveChange | None:
-    """What a client applies to go from answer `old` to `new`; None when nothing changed
-    (with offsets: nor the order, which columns outside the select list may move)."""
-    delta = newer.delta
-    if delta is not None and delta.base == older.serial and subscription.top is None:
-        # A maintainer made `newer` from `older`: it knows what changed.
-        if not delta.changed and not delta.removed:
-            return None
-        return LiveChange([newer.rows[i] for i in delta.changed], list(delta.removed), None)
-    old, new = older.rows, newer.rows
-    changed = [row for ident, row in new.items() if old.get(ident) != row]
-    removed = [ident for ident in old if ident not in new]
-    if subscription.whole_row:
-        removed = [ident[:-1] for ident in removed]  # a row: remove one equal row
-    order = moves(old, new) if subscription.top is not None else None
-    if not changed and not removed and not order:
-        return None
-    return LiveChange(changed, removed, order)
 
 
 class LiveWait:
