@@ -100,6 +100,7 @@ STAGES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("parse", ("template_of", "parse_template", "ParsedHandlers.")),
     ("execute", ("Session.run_prepared", "Session.execute", "Conversation._run")),
     ("execute", ("execute ", "select_rows", "table_rows", "_insert", "PreparedTableSelect")),
+    ("execute", ("PreparedInsert.",)),
     ("framing and decode", ("ProtocolCore.next_", "ProtocolCore.has_message", "read_run")),
     ("framing and decode", ("ProtocolCore.receive_data", "ProtocolCore._next_frame")),
     ("framing and decode", ("RequestReader.", "BodyReader.", "make_environ", "Request.")),
