@@ -14,6 +14,17 @@ from dataclasses import dataclass
 
 _DOLLAR_QUOTE = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)?\$")
 _CREATE = re.compile(r"\s*CREATE\b", re.IGNORECASE)  # BEGIN inside it opens a body
+# The text is read by runs, each found by one C call, not a character at a time (a
+# pipeline's 14 KB query cost 2.5 ms in a loop over its characters): in a quoted part, from
+# one quote (or, in E'...', backslash) to the next; a word (`\w` is `str.isalnum()` or `_`,
+# as `_word`); a run of characters that start nothing (no quote, word, comment, `$` or `;`).
+# Each call is short whatever the text, so the interpreter lock still goes round.
+_E_QUOTE_STOPS = re.compile(r"['\\]")
+_WORD = re.compile(r"\w+")
+# A placeholder's number: ASCII digits only (`$²` is no placeholder: int() cannot read it).
+_ASCII_DIGITS = frozenset("0123456789")
+_DIGITS = re.compile(r"[0-9]+")
+_PLAIN = re.compile(r"[^\w'\"$;/\-]+")
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,20 +39,19 @@ class Piece:
 
 def _skip_quoted(text: str, at: int, quote: str, backslashes: bool) -> int:
     """The index after the closing quote of the quoted part that starts at `at`."""
-    n = len(text)
     i = at + 1
-    while i < n:
-        ch = text[i]
-        if backslashes and ch == "\\":
-            i += 2
-            continue
-        if ch == quote:
-            if i + 1 < n and text[i + 1] == quote:
-                i += 2
-                continue
-            return i + 1
-        i += 1
-    return n
+    while True:
+        if backslashes:
+            stop = _E_QUOTE_STOPS.search(text, i)
+            at = -1 if stop is None else stop.start()
+        else:
+            at = text.find(quote, i)
+        if at < 0:
+            return len(text)
+        if text[at] == "\\" or text.startswith(quote, at + 1):
+            i = at + 2  # an escaped character, or a doubled quote: the part goes on
+        else:
+            return at + 1
 
 
 def _skip_block_comment(text: str, at: int) -> int:
@@ -94,18 +104,14 @@ def split(text: str) -> list[Piece]:
             close = text.find(quote.group(), quote.end())
             end = n if close < 0 else close + len(quote.group())
         elif ch == "$" and _placeholder_at(text, i):
-            end = i + 1
-            while end < n and text[end].isdigit():
-                end += 1
+            end = _DIGITS.match(text, i + 1).end()  # type: ignore[union-attr]  # one at least
             params.append(int(text[i + 1 : end]))
             out.append("?" + " " * (end - i - 1))
             i = end
             continue
-        elif _word(ch) and (i == 0 or not _word(text[i - 1])):
-            end = i + 1
-            while end < n and _word(text[end]):
-                end += 1
-            word = text[i:end].upper()
+        elif _word(ch) and (i == 0 or not _word(text[i - 1])) and (run := _WORD.match(text, i)):
+            end = run.end()
+            word = text[i:end].upper() if 3 <= end - i <= 5 else ""
             if word == "BEGIN" and _CREATE.match("".join(out)):
                 block += 1  # a trigger's or procedure's body: its `;` do not end it
             elif block and word == "CASE":
@@ -117,8 +123,9 @@ def split(text: str) -> list[Piece]:
             out, params = [], []
             start = i = i + 1
             continue
-        else:
-            end = i + 1
+        else:  # a `-`, `/` or `$` that starts nothing, a word's rest after `$1`, or a run
+            plain = _PLAIN.match(text, i)
+            end = i + 1 if plain is None else plain.end()
         out.append(text[i:end])
         i = end
     finish(n)
@@ -127,7 +134,7 @@ def split(text: str) -> list[Piece]:
 
 def _placeholder_at(text: str, i: int) -> bool:
     """`$` followed by digits and not inside a word (`a$1` is a name in PostgreSQL)."""
-    return i + 1 < len(text) and text[i + 1].isdigit() and (i == 0 or not _word(text[i - 1]))
+    return i + 1 < len(text) and text[i + 1] in _ASCII_DIGITS and (i == 0 or not _word(text[i - 1]))
 
 
 def _word(ch: str) -> bool:
