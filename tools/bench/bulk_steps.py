@@ -85,8 +85,8 @@ class _Holds:
 
 def child(rows: int) -> None:
     """Load the rows with this process's refimpl; print the figures as JSON."""
-    from refimpl.engine.instance import Instance
     from refimpl import native_memory
+    from refimpl.engine.instance import Instance
     from refimpl.engine.storage import database, values
 
     native_memory.fix_mmap_threshold()  # as `refimpl serve` sets it: large blocks mapped
