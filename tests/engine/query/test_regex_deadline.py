@@ -15,6 +15,7 @@ from refimpl.engine.options import EngineOptions
 from refimpl.engine.query import regex
 from refimpl.engine.query.regex import matcher
 from refimpl.errors import InvalidValue, StatementTimeout, StatementTooLarge
+from refimpl.pgwire.sqlstate import sqlstate_of
 
 # The longest pattern allowed, and its program of 1,027 steps: over the 300 KB text its worst
 # case (RE2's automaton giving up, stepping through every state at each character) is 3 s.
@@ -84,3 +85,9 @@ def test_an_unreadable_pattern_is_still_an_invalid_value(db: refimpl.Connection)
 def test_outside_a_statement_a_match_has_no_deadline() -> None:
     assert matcher("~")("a" * 2000 + "b", COSTLY) is True
     assert matcher("!~")("a" * 20_000, COSTLY) is True
+
+
+def test_a_pattern_past_a_limit_is_54000_over_the_protocol(db: refimpl.Connection) -> None:
+    with pytest.raises(StatementTooLarge) as refused:
+        db.execute("SELECT count(*) FROM t WHERE s ~ ?", ["a?" * 513])
+    assert sqlstate_of(refused.value) == "54000"
