@@ -162,6 +162,10 @@ class Blocks:
     def __bool__(self) -> bool:
         return self._len > 0
 
+    def last_key(self) -> OrderKey | None:
+        """The greatest key (None when there is none), without decoding a block."""
+        return self._maxes[-1] if self._maxes else None
+
     def __contains__(self, key: object) -> bool:
         if not isinstance(key, tuple):
             return False

@@ -268,7 +268,8 @@ def _put(table: Table, rows: dict[Ident, Row]) -> None:
             table.load_rows(list(rows.values()), rowids)
             return
         held = table.partitions[()]
-        if isinstance(table.index, OrderIndex) and _all_after(rows, held.keys()[-1]):
+        last = held.last_key()  # of a block still encoded too (a checkpoint's): not decoded
+        if isinstance(table.index, OrderIndex) and last is not None and _all_after(rows, last):
             table.install_prepared({(): (held, rows)}, {})
             return
     table.put_many(list(rows), list(rows.values()))
