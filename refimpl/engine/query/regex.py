@@ -56,13 +56,24 @@ CACHED = 32
 SECONDS_PER_STEP = 10e-9
 
 
-@lru_cache(maxsize=CACHED)
 def _compiled(pattern: str, ignore_case: bool) -> Any:
+    """The RE2 object matching `pattern`; StatementTooLarge or InvalidValue for one refused."""
     if len(pattern) > MAX_PATTERN_CHARS:
         raise StatementTooLarge(
             f"a regular expression has {len(pattern)} characters, more than the"
             f" {MAX_PATTERN_CHARS} a pattern may have; match a shorter pattern, or several"
         )
+    compiled = _compile(pattern, ignore_case)
+    if isinstance(compiled, tuple):  # refused: a new error each time (threads share the cache)
+        error, message = compiled
+        raise error(message)
+    return compiled
+
+
+# Refusals are kept too, as (error, message): refusing a pattern past the program's limit
+# costs a compile.
+@lru_cache(maxsize=CACHED)
+def _compile(pattern: str, ignore_case: bool) -> Any:
     options = re2.Options()
     options.case_sensitive = not ignore_case
     options.log_errors = False
@@ -74,12 +85,12 @@ def _compiled(pattern: str, ignore_case: bool) -> Any:
         if isinstance(reason, bytes):  # google-re2 gives RE2's message as UTF-8 bytes
             reason = reason.decode("utf-8", "replace")
         if reason.startswith("pattern too large"):
-            raise StatementTooLarge(
+            return StatementTooLarge, (
                 f"the regular expression {_shown(pattern)} compiles to more than the"
                 f" {MAX_MEM_BYTES // (1024 * 1024)} MB of program a pattern may have; repeat"
                 " fewer or smaller parts (a bounded repetition of a class, say)"
-            ) from None
-        raise InvalidValue(f"invalid regular expression {pattern!r}: {reason}") from None
+            )
+        return InvalidValue, f"invalid regular expression {pattern!r}: {reason}"
     options.max_mem = MATCH_MEM_BYTES
     return re2.compile(pattern, options)
 
