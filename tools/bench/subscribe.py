@@ -42,6 +42,15 @@ load average: the machine may be shared.
     python tools/bench/subscribe.py --quick --profile  # then the 100 phase, server profiled
     python tools/bench/subscribe.py --maintenance-only --big 1000000  # the split only
     python tools/bench/subscribe.py --quick --stream  # the waiters read streams
+
+Side by side with an earlier revision (a worktree of it), the HTTP phases only, medians of
+runs taken in turn, with the server's CPU per commit by thread (the owner pool's threads
+make the woken subscribers' answers; the HTTP workers run the INSERT and the long polls'
+next requests):
+
+    python tools/bench/subscribe.py --phases 100 --before ../old --rounds 3 --stream
+    python tools/bench/subscribe.py --phases 100 --per-symbol 100 --stream  # 100 woken
+    python tools/bench/subscribe.py --phases 100 --stream --cprofile server.prof
 """
 
 from __future__ import annotations
