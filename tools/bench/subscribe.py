@@ -63,7 +63,6 @@ import os
 import pstats
 import random
 import re
-import signal
 import socket
 import statistics
 import subprocess
@@ -319,14 +318,12 @@ def phase(
     *,
     per_symbol: int = 10,
     code: Path | None = None,
-    spy: Path | None = None,
     every_thread: bool = False,
 ) -> dict[str, float]:
     """`total` subscriptions, the last 100 of them (100 / `per_symbol` watched symbols x
     `per_symbol`) waiting; with `profile`, the server's worker threads are profiled into that
     file; with `stream`, each waiter reads one stream of its subscription (`stream=true`)
     instead of long polls; `code`: the checkout whose server runs (this one's by default);
-    `spy`: py-spy samples every thread of the server during the commits into that file;
     `every_thread`: `profile` holds every thread's profile, not only the requests'."""
     # Every subscription is the admin's: it may keep as many as the server does.
     per_user = {"KDB_SUBSCRIPTIONS_PER_USER": str(MAX_SUBSCRIPTIONS)}
@@ -356,15 +353,6 @@ def phase(
             time.sleep(0.05)
         time.sleep(2.0)  # every waiter has asked and waits
         session = requests.Session()
-        spying = None
-        if spy is not None:
-            spying = subprocess.Popen(
-                ["py-spy", "record", "--pid", str(server.pid), "--threads", "--nonblocking"]
-                + ["--rate", "250", "--format", "raw", "--output", str(spy)],
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.STDOUT,
-            )
-            time.sleep(1.0)  # attached
         cpu_before = harness.cpu_seconds(server.pid)
         threads_before = thread_cpu(server.pid)
         started = time.monotonic()
@@ -379,9 +367,6 @@ def phase(
             name = names.get(tid, "other")
             used = (spent - threads_before.get(tid, 0.0)) / commits * 1000
             by_thread[name] = by_thread.get(name, 0.0) + used
-        if spying is not None:
-            spying.send_signal(signal.SIGINT)
-            spying.wait(60)
         stop.set()
         last = time.monotonic()
         for symbol in symbols:  # wakes every waiter, which then sees the stop
@@ -685,12 +670,6 @@ def main() -> None:
         help="waiters per watched symbol (10: a commit wakes 10 of the 100; 100: all of them)",
     )
     parser.add_argument(
-        "--spy",
-        type=Path,
-        help="with --phases: py-spy samples the server's threads during the commits into"
-        " this file (raw, folded stacks), for the last run",
-    )
-    parser.add_argument(
         "--cprofile",
         type=Path,
         help="with --phases: the last run's server has every thread profiled (cProfile)"
@@ -825,7 +804,6 @@ def compare_phases(args: argparse.Namespace, totals: list[int], commits: int) ->
                     stream=args.stream,
                     per_symbol=args.per_symbol,
                     code=code,
-                    spy=args.spy if last else None,
                     profile=args.cprofile if last else None,
                     every_thread=True,
                 )
