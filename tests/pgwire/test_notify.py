@@ -179,10 +179,3 @@ def test_asyncpg_add_listener(pg: PgServer, db: str) -> None:
             await sender.close()
 
     assert asyncio.run(main()) == [("jobs", "first"), ("jobs", "second")]
-
-
-def test_over_http_listen_and_notify_are_refused_and_change_nothing(pg, db):
-    for sql in ("LISTEN c", "NOTIFY c, 'x'", "UNLISTEN *"):
-        answer = pg.http.exec(sql, db)
-        assert answer.status_code == 400, answer.text
-        assert "not supported" in answer.json()["error"]
