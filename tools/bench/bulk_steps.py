@@ -83,7 +83,13 @@ class _Holds:
             self.gc_longest = max(self.gc_longest, spent)
 
 
-def child(rows: int) -> None:
+# Where the measured load's rows go (--into): a table holding one row; or a table that a
+# load of as many rows filled first, the measured rows' times after its rows (appended to
+# the partitions it holds) or among them (merged into them).
+SHIFTS = {"new": None, "after": 4, "among": 1}
+
+
+def child(rows: int, into: str) -> None:
     """Load the rows with this process's refimpl; print the figures as JSON."""
     from refimpl import native_memory
     from refimpl.engine.instance import Instance
@@ -112,6 +118,13 @@ def child(rows: int) -> None:
         with closing(instance.session()) as session:
             session.execute(TRADES, ())
             session.execute("INSERT INTO trades VALUES (now(), 'S001', 100.0, 1)", ())
+            quarters = SHIFTS[into]
+            if quarters is not None:  # the table filled first, by a load not measured
+                assert session.database.load_rows("trades", typed) is not None
+                shift = rows * 10_000 * quarters // 4  # the rows are 10 ms apart
+                moved = ((row[0] + shift, *row[1:]) for row in typed)
+                typed = values.TypedRows(typed.types, moved)
+                commit_ms.clear()
             began = time.thread_time()
             gc.callbacks.append(holds.collector)
             sys.setprofile(holds.profile)
@@ -145,10 +158,17 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=1_000_000, help="rows of the load")
     parser.add_argument("--runs", type=int, default=3, help="runs; the median is printed")
     parser.add_argument("--code", action="append", type=Path, help="a checkout to measure")
+    parser.add_argument(
+        "--into",
+        choices=sorted(SHIFTS),
+        default="new",
+        help="new: a table holding one row; after/among: a table that as many rows filled"
+        " first, the measured rows' times after theirs or among them",
+    )
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        child(args.rows)
+        child(args.rows, args.into)
         return
     codes: list[Path] = list(args.code or [harness.REPO])
     results: dict[Path, list[dict[str, Any]]] = {code: [] for code in codes}
@@ -156,7 +176,10 @@ def main() -> None:
         for code in codes:
             env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(code), str(BENCH)]))
             done = subprocess.run(
-                [sys.executable, __file__, "--child", "--rows", str(args.rows)],
+                [
+                    *(sys.executable, __file__, "--child", "--rows", str(args.rows)),
+                    *("--into", args.into),
+                ],
                 env=env,
                 capture_output=True,
                 text=True,
@@ -193,7 +216,8 @@ def main() -> None:
             "the longest call (worst run)",
         ),
         table,
-        title=f"a load of {args.rows:,} rows, thread CPU, median of {args.runs} run(s);"
+        title=f"a load of {args.rows:,} rows into a {args.into} table, thread CPU, median of"
+        f" {args.runs} run(s);"
         f" load average at the end {load}",
     )
     for code, runs in results.items():
