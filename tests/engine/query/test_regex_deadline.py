@@ -91,3 +91,19 @@ def test_a_pattern_past_a_limit_is_54000_over_the_protocol(db: refimpl.Connectio
     with pytest.raises(StatementTooLarge) as refused:
         db.execute("SELECT count(*) FROM t WHERE s ~ ?", ["a?" * 513])
     assert sqlstate_of(refused.value) == "54000"
+
+
+def test_a_long_search_waits_for_its_turn_within_the_deadline(db: refimpl.Connection) -> None:
+    """Long searches run one at a time: while another holds the turn, a long one stops at
+    its deadline (having waited, not searched), a short one runs at once."""
+    db.execute("INSERT INTO t VALUES (2, ?), (3, 'ab')", ["a" * 20_000])
+    long_pattern = "(?:.?){1000}b"  # over 20,000 characters: a worst case of 1.8 s
+    worst = 20_000 * regex._compiled(long_pattern, False).programsize * regex.SECONDS_PER_STEP
+    assert regex.LONG_SEARCH_SECONDS < worst < 2.0
+    long_one = "SELECT id FROM t WHERE id = 2 AND s ~ ?"
+    with regex._long_searches:  # another search's turn
+        with pytest.raises(StatementTimeout, match="statement_timeout_ms"):
+            db.execute(long_one, [long_pattern])
+        assert db.execute("SELECT id FROM t WHERE id = 3 AND s ~ 'b$'").rows == [(3,)]
+    assert db.execute(long_one, [long_pattern]).rows == []
+    assert db.execute(long_one.replace("~", "!~"), [long_pattern]).rows == [(2,)]
