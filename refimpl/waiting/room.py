@@ -178,6 +178,21 @@ class WaitingRoom(Generic[A]):
         else:
             pending.append(action)
 
+    def as_round(self, work: Callable[[], None]) -> None:
+        """Run `work` on this thread as one round (`after_round`): what the answers it hands
+        over leave to do runs once it is done. For answers made off the room's thread (a
+        user's batch of woken live queries, `refimpl.http.endpoints.subscribe_route`)."""
+        if getattr(self._round, "pending", None) is not None:
+            work()
+            return
+        pending: list[Callable[[], None]] = []
+        self._round.pending = pending
+        try:
+            work()
+        finally:
+            self._round.pending = None
+            _run_all(pending)
+
     def paced(self, signal: Signal) -> bool:
         """True while readers of `signal`'s database that have news wait for the next round."""
         with self._lock:

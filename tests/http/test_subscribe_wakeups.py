@@ -103,3 +103,19 @@ def test_one_commit_answers_every_request_of_a_user_and_a_lost_right_is_an_error
     error = revoked[1].wait()
     assert error.status_code == 403
     assert "poll_u" in json.loads(error.body)["error"]
+
+
+def test_what_a_batch_leaves_to_do_after_its_answers_runs_at_its_end(room):
+    """`WaitingRoom.as_round`: the server's re-arm of an answered connection (`after_round`)
+    waits for the rest of the batch; outside a round it runs at once."""
+    order: list[str] = []
+
+    def work() -> None:
+        room.after_round(lambda: order.append("re-armed"))
+        order.append("answered")
+        room.as_round(lambda: order.append("nested"))  # within the same round
+
+    room.as_round(work)
+    assert order == ["answered", "nested", "re-armed"]
+    room.after_round(lambda: order.append("at once"))
+    assert order[-1] == "at once"

@@ -18,7 +18,7 @@ import logging
 import threading
 import time
 import weakref
-from collections.abc import Callable, Hashable
+from collections.abc import Hashable
 from typing import Protocol
 
 from refimpl.engine.features.live_answers import Reply
@@ -129,8 +129,9 @@ class Woken:
     them hands one job over, not a hundred, and never goes through the room's thread).
     Those woken while it runs are made by it too, before it ends."""
 
-    def __init__(self, submit: Callable[[Callable[[], None]], None]) -> None:
-        self._submit = submit
+    def __init__(self, room: WaitingRoom, owner: Hashable) -> None:
+        self._room = room
+        self._owner = owner
         self._lock = threading.Lock()
         self._woken: list[Runs] = []
         self._running = False
@@ -142,9 +143,15 @@ class Woken:
             if self._running:
                 return
             self._running = True
-        self._submit(self._run)
+        self._room.owner_work.submit(self._owner, self._run)
 
     def _run(self) -> None:
+        # One round of answers: the connections they answered are watched for their next
+        # requests once all are handed over (`WaitingRoom.after_round`), so that a client's
+        # next request does not take the interpreter away from the answers still to make.
+        self._room.as_round(self._run_all)
+
+    def _run_all(self) -> None:
         while True:
             with self._lock:
                 woken, self._woken = self._woken, []
@@ -178,8 +185,7 @@ def woken(room: WaitingRoom, owner: Hashable) -> Woken:
         batches = _BATCHES.setdefault(room, {})
         batch = batches.get(owner)
         if batch is None:
-            pool = room.owner_work
-            batch = batches[owner] = Woken(lambda job: pool.submit(owner, job))
+            batch = batches[owner] = Woken(room, owner)
         return batch
 
 
