@@ -129,7 +129,7 @@ class WaitingRoom(Generic[A]):
         # its first answers bring back: each such request would hold the interpreter lock
         # while later answers of the round wait.
         self.gate = threading.Lock()
-        self._round = threading.local()
+        self._round = self.round_state = threading.local()  # .pending: after_round's work
         # Waiters' own work (filters, re-runs, copy pages): never on this room's thread.
         self.owner_work = OwnerPool()
         self._places: tuple[threading.BoundedSemaphore, FairPlaces] | None = None
@@ -177,21 +177,6 @@ class WaitingRoom(Generic[A]):
             action()
         else:
             pending.append(action)
-
-    def as_round(self, work: Callable[[], None]) -> None:
-        """Run `work` on this thread as one round (`after_round`): what the answers it hands
-        over leave to do runs once it is done. For answers made off the room's thread (a
-        user's batch of woken live queries, `refimpl.http.endpoints.subscribe_route`)."""
-        if getattr(self._round, "pending", None) is not None:
-            work()
-            return
-        pending: list[Callable[[], None]] = []
-        self._round.pending = pending
-        try:
-            work()
-        finally:
-            self._round.pending = None
-            _run_all(pending)
 
     def paced(self, signal: Signal) -> bool:
         """True while readers of `signal`'s database that have news wait for the next round."""

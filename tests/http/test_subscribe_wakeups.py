@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import threading
 import time
 
 import pytest
@@ -106,16 +107,34 @@ def test_one_commit_answers_every_request_of_a_user_and_a_lost_right_is_an_error
 
 
 def test_what_a_batch_leaves_to_do_after_its_answers_runs_at_its_end(room):
-    """`WaitingRoom.as_round`: the server's re-arm of an answered connection (`after_round`)
-    waits for the rest of the batch; outside a round it runs at once."""
+    """The server's re-arm of an answered connection (`WaitingRoom.after_round`) waits for
+    the rest of the user's batch: it runs once every answer of the pass is handed over."""
     order: list[str] = []
 
-    def work() -> None:
-        room.after_round(lambda: order.append("re-armed"))
-        order.append("answered")
-        room.as_round(lambda: order.append("nested"))  # within the same round
+    class Answering:
+        def __init__(self, name: str) -> None:
+            self.name = name
 
-    room.as_round(work)
-    assert order == ["answered", "nested", "re-armed"]
-    room.after_round(lambda: order.append("at once"))
+        def run(self) -> None:
+            room.after_round(lambda: order.append(f"re-armed {self.name}"))
+            order.append(f"answered {self.name}")
+
+    done = threading.Event()
+
+    class Last:
+        def run(self) -> None:
+            room.after_round(done.set)
+
+    batch = woken(room, "rounds")
+    # The user's share of the pool is busy until all four are in the batch: one pass.
+    busy = threading.Event()
+    room.owner_work.submit("rounds", lambda: busy.wait(10))
+    for each in (Answering("a"), Answering("b"), Answering("c"), Last()):
+        batch.add(each)
+    busy.set()
+    assert done.wait(10)
+    assert order == ["answered a", "answered b", "answered c"] + [
+        f"re-armed {name}" for name in "abc"
+    ]
+    room.after_round(lambda: order.append("at once"))  # outside a round
     assert order[-1] == "at once"

@@ -18,7 +18,7 @@ import logging
 import threading
 import time
 import weakref
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from typing import Protocol
 
 from refimpl.engine.features.live_answers import Reply
@@ -149,7 +149,21 @@ class Woken:
         # One round of answers: the connections they answered are watched for their next
         # requests once all are handed over (`WaitingRoom.after_round`), so that a client's
         # next request does not take the interpreter away from the answers still to make.
-        self._room.as_round(self._run_all)
+        state = self._room.round_state
+        if getattr(state, "pending", None) is not None:
+            self._run_all()  # within a round already: its end runs them
+            return
+        pending: list[Callable[[], None]] = []
+        state.pending = pending
+        try:
+            self._run_all()
+        finally:
+            state.pending = None
+            for action in pending:
+                try:
+                    action()
+                except Exception:  # one connection's trouble must not keep the others'
+                    log.warning("finishing an answered request failed", exc_info=True)
 
     def _run_all(self) -> None:
         while True:
