@@ -407,13 +407,20 @@ def latency_report(
         f" end; refimpl of {code or 'this checkout'}",
     )
     if timing is not None:
-        noted = json.loads(timing.read_text())
-        timing.unlink()
-        harness.print_table(
-            ["refimpl's own, at 20 commits/s", ""],
-            server_timing(noted, ours["window_20"], streams),
-            "server timing",
-        )
+        print_timing_at_20(timing, ours, streams)
+
+
+def print_timing_at_20(timing: Path, ours: dict[str, Any], streams: int) -> dict[str, Any]:
+    """Print the server's own timing of the 20 commits/s phase from the file `timing` (which
+    it removes); what the server noted, for the other phases' tables."""
+    noted: dict[str, Any] = json.loads(timing.read_text())
+    timing.unlink()
+    harness.print_table(
+        ["refimpl's own, at 20 commits/s", ""],
+        server_timing(noted, ours["window_20"], streams),
+        "server timing",
+    )
+    return noted
 
 
 def main() -> None:
@@ -479,13 +486,7 @@ def main() -> None:
         f" {ended[0]:.1f} at the end; refimpl of {options.code or 'this checkout'}",
     )
     if timing is not None:
-        noted = json.loads(timing.read_text())
-        timing.unlink()
-        harness.print_table(
-            ["refimpl's own, at 20 commits/s", ""],
-            server_timing(noted, ours["window_20"], streams),
-            "server timing",
-        )
+        noted = print_timing_at_20(timing, ours, streams)
         phases = ["none", "open", "pinned_none", "pinned_open"]
         columns = [throughput_timing(noted, ours[phase], streams) for phase in phases]
         labels = sorted(
