@@ -5,6 +5,7 @@ others woken with it are still made."""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -58,3 +59,43 @@ def test_a_failing_one_leaves_the_others_of_its_pass_made(room: WaitingRoom) -> 
     later = _Counted()
     batch.add(later)
     assert later.ran.wait(5)
+
+
+class _Rewoken:
+    """A stream a commit wakes again each time its part is made (commits keep coming)."""
+
+    def __init__(self, room: WaitingRoom, until: float) -> None:
+        self.room, self.until = room, until
+
+    def run(self) -> None:
+        time.sleep(0.001)  # its re-run
+        if time.monotonic() < self.until:
+            woken(self.room, "u").add(self)
+
+
+class _Answered:
+    """A long poll the batch answers: the server re-arms its connection after the round."""
+
+    def __init__(self, room: WaitingRoom) -> None:
+        self.room, self.rearmed = room, threading.Event()
+
+    def run(self) -> None:
+        self.room.after_round(self.rearmed.set)
+
+
+def test_commits_that_keep_coming_hold_up_neither_the_users_work_nor_its_answers(
+    room: WaitingRoom,
+) -> None:
+    """Before, the batch's job made those woken while it ran too, and commits that kept
+    coming kept it running: the user's other work on the pool, and the re-arming of the
+    connections it answered, waited for the commits to stop."""
+    churn = _Rewoken(room, time.monotonic() + 4.0)
+    woken(room, "u").add(churn)
+    time.sleep(0.05)
+    other = threading.Event()
+    room.owner_work.submit("u", other.set)  # the user's filtered long poll, say
+    poll = _Answered(room)
+    woken(room, "u").add(poll)
+    assert other.wait(1.0), "the user's other work waited for the commits to stop"
+    assert poll.rearmed.wait(1.0), "an answered connection waited for the commits to stop"
+    churn.until = 0.0

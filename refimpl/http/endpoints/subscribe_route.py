@@ -127,7 +127,10 @@ class Woken:
     their answers or parts to be made: one job on the user's share of the room's pool makes
     them all, one after another, and hands each over itself (a commit waking a hundred of
     them hands one job over, not a hundred, and never goes through the room's thread).
-    Those woken while it runs are made by it too, before it ends."""
+    Those woken while it runs are made by its next job, queued behind the user's other work
+    on the pool: were it to make them too, commits that keep coming would keep it running,
+    and that work (a `where=` filter, a copy's page) and the answered connections' next
+    requests (`WaitingRoom.after_round`) would wait for the commits to stop."""
 
     def __init__(self, room: WaitingRoom, owner: Hashable) -> None:
         self._room = room
@@ -166,24 +169,22 @@ class Woken:
                     log.warning("finishing an answered request failed", exc_info=True)
 
     def _run_all(self) -> None:
-        while True:
+        """One pass: those woken so far; a job for the next pass when more came meanwhile."""
+        with self._lock:
+            woken, self._woken = self._woken, []
+        try:
+            for each in woken:
+                try:
+                    each.run()
+                except Exception:
+                    # One query's failure (a stream's part handed over after its end)
+                    # costs it only: the others of this pass are made all the same.
+                    log.warning("making a live query's answer failed", exc_info=True)
+        finally:
             with self._lock:
-                woken, self._woken = self._woken, []
-                if not woken:
-                    self._running = False
-                    return
-            try:
-                for each in woken:
-                    try:
-                        each.run()
-                    except Exception:
-                        # One query's failure (a stream's part handed over after its end)
-                        # costs it only: the others of this pass are made all the same.
-                        log.warning("making a live query's answer failed", exc_info=True)
-            except BaseException:
-                with self._lock:  # the next wake-up submits a job again
-                    self._running = False
-                raise
+                again = self._running = bool(self._woken)
+            if again:
+                self._room.owner_work.submit(self._owner, self._run)
 
 
 _BATCHES: weakref.WeakKeyDictionary[WaitingRoom, dict[Hashable, Woken]] = (
