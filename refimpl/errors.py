@@ -231,6 +231,21 @@ class StatementTimeout(SqlError):
         )
 
 
+class SearchPastDeadline(StatementTimeout):
+    """A regular expression's search not started: its worst case is past the statement's
+    time left (`refimpl.engine.query.regex`). The statement timeout's error, saying why no
+    search ran, so that a user can tell a refusal from a search that ran long."""
+
+    def __init__(self, characters: int, steps: int, worst: float, left: float) -> None:
+        super().__init__(
+            f"a regular expression's search of a {characters:,}-character text could take"
+            f" up to {worst:.1f} s ({steps:,} steps of its program a character, at worst),"
+            f" more than the {max(left, 0.0):.1f} s left to the statement under the server's"
+            " statement_timeout_ms, so it was not started; use a pattern with fewer optional"
+            " parts or repetitions, narrow the WHERE to shorter texts, or raise the limit"
+        )
+
+
 class StatementCancelled(SqlError):
     """A running statement stopped because its client asked (a PostgreSQL CancelRequest)."""
 

@@ -42,7 +42,7 @@ import re2
 from refimpl.engine import admission
 from refimpl.engine.query import deadlines
 from refimpl.engine.storage.locks import reading_under_lock
-from refimpl.errors import InvalidValue, StatementTimeout, StatementTooLarge
+from refimpl.errors import InvalidValue, SearchPastDeadline, StatementTimeout, StatementTooLarge
 
 OPERATORS = frozenset({"~", "!~", "~*", "!~*"})
 # A pattern's characters at most: compiling 1,024 of the costliest kind holds the interpreter
@@ -132,13 +132,14 @@ def check_pattern(op: str, pattern: Any) -> None:
 
 
 def _search(compiled: Any, text: str) -> bool:
-    """Whether `compiled` matches somewhere in `text`; StatementTimeout, without searching,
-    when the search's worst case would run past the running statement's deadline, or its
-    turn among long searches would not come in time for it (see LONG_SEARCH_SECONDS)."""
+    """Whether `compiled` matches somewhere in `text`; SearchPastDeadline (a StatementTimeout
+    saying why), without searching, when the search's worst case would run past the running
+    statement's deadline; StatementTimeout when its turn among long searches would not come
+    in time for it (see LONG_SEARCH_SECONDS)."""
     left = deadlines.time_left()
     worst = len(text) * compiled.programsize * SECONDS_PER_STEP
     if left is not None and worst > left:
-        raise StatementTimeout.ran_too_long()
+        raise SearchPastDeadline(len(text), compiled.programsize, worst, left)
     if worst <= LONG_SEARCH_SECONDS or reading_under_lock():  # a commit would wait for it
         return compiled.search(text) is not None
     admission.waiting()  # its place goes to another request while it waits for its turn

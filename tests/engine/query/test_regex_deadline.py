@@ -14,7 +14,7 @@ import refimpl
 from refimpl.engine.options import EngineOptions
 from refimpl.engine.query import regex
 from refimpl.engine.query.regex import matcher
-from refimpl.errors import InvalidValue, StatementTimeout, StatementTooLarge
+from refimpl.errors import InvalidValue, SearchPastDeadline, StatementTimeout, StatementTooLarge
 from refimpl.pgwire.sqlstate import sqlstate_of
 
 # The longest pattern allowed, and its program of 1,027 steps: over the 300 KB text its worst
@@ -37,8 +37,13 @@ def test_a_costly_match_stops_at_the_statement_timeout(db: refimpl.Connection) -
     assert len(COSTLY) == regex.MAX_PATTERN_CHARS - 1
     # Its worst case (300,000 x 1,027 steps) is past the 2 s: stopped before it searches.
     assert len(TEXT) * regex._compiled(COSTLY, False).programsize * regex.SECONDS_PER_STEP > 2
-    with pytest.raises(StatementTimeout, match="statement_timeout_ms"):
+    with pytest.raises(SearchPastDeadline) as refused:
         db.execute("INSERT INTO u SELECT id, s FROM t WHERE s ~ ?", [COSTLY])
+    # The timeout's error (57014 over the protocol), saying that no search ran, and why.
+    assert isinstance(refused.value, StatementTimeout)
+    message = str(refused.value)
+    assert f"search of a {len(TEXT):,}-character text could take up to" in message
+    assert "statement_timeout_ms, so it was not started" in message
     assert db.execute("SELECT count(*) FROM u").rows == [(0,)]
     # The same pattern over a text whose worst case fits is searched, and answers.
     db.execute("INSERT INTO t VALUES (2, ?)", ["a" * 2000 + "b"])
