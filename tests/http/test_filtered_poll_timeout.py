@@ -9,6 +9,8 @@ poll's `wait` (0.5 s) ends while the filter is still looking at that commit: the
 waits for the filter, which stops at the statement timeout (2 s), and says so, instead of
 claiming that nothing came.
 Meanwhile another user's stream gets its events and `/health` answers; nothing changes.
+A live query's long poll (`/api/subscribe`) whose re-run is still going at the end of its
+wait answers the same way (spec: subscribe).
 """
 
 from __future__ import annotations
@@ -161,3 +163,43 @@ def test_a_held_filtered_answer_is_made_on_its_owners_budget(server: Server, hos
     assert answer.status_code == 200, answer.text
     assert answer.json()["changes"] == []
     assert "Traceback" not in server.log.read_text()
+
+
+def test_a_live_query_over_the_timeout_answers_400_though_its_wait_ends_first(
+    server: Server, hostile: str
+) -> None:
+    """The same for a live query's long poll: the commit's re-run (the LIKE over each new
+    row) is still going when the wait ends; the answer waits for it and is the 400."""
+    server.sql("CREATE TABLE notes (id INT PRIMARY KEY, body STRING)")
+    query = f"SUBSCRIBE SELECT id FROM notes WHERE {WHERE}"
+    first = server.get("/api/subscribe", params={"db": "demo", "query": query}, token=hostile)
+    assert first.status_code == 200, first.text
+    ident = dict(line.split(": ", 1) for line in first.text.splitlines() if ": " in line)["id"]
+    found: dict[str, Any] = {}
+
+    def poll() -> None:
+        started = time.monotonic()
+        params = {"db": "demo", "query": query, "id": ident, "wait": "500"}
+        found["answer"] = server.get("/api/subscribe", params=params, token=hostile, timeout=120)
+        found["seconds"] = time.monotonic() - started
+
+    thread = threading.Thread(target=poll)
+    thread.start()
+    time.sleep(0.3)  # parked before the commit
+    rows = ", ".join(f"({n}, '{TEXT}')" for n in range(1, ROWS + 1))
+    server.sql(f"INSERT INTO notes VALUES {rows}")
+    thread.join(60)
+    _refused_with_the_timeout(found)
+    assert 0.5 < float(found["seconds"]) < 10 * TIMEOUT_MS / 1000
+    assert server.rows("SELECT count(*) AS n FROM notes") == [[ROWS]]
+    # A quiet one still answers nothing new at its wait: the id to ask again with.
+    quiet_query = "SUBSCRIBE SELECT id FROM ticks WHERE id < 0"
+    quiet = server.get("/api/subscribe", params={"db": "demo", "query": quiet_query}, token=hostile)
+    assert quiet.status_code == 200, quiet.text
+    ident = dict(line.split(": ", 1) for line in quiet.text.splitlines() if ": " in line)["id"]
+    params = {"db": "demo", "query": quiet_query, "id": ident, "wait": "300"}
+    started = time.monotonic()
+    again = server.get("/api/subscribe", params=params, token=hostile)
+    assert again.status_code == 200, again.text
+    assert time.monotonic() - started >= 0.3
+    assert "event: rows" not in again.text and f"id: {ident}" in again.text

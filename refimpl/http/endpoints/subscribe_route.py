@@ -5,7 +5,8 @@ or `&id=`), a request waits for a commit that changes the answer and sends `rows
 nothing changed before `wait` ends, the answer is only the id to ask again with. With
 `offsets=true` (an ordered, limited query) each `rows` answer also holds its `moves`.
 
-A waiting request is parked in the waiting room, which answers it at its deadline; a commit
+A waiting request is parked in the waiting room, which answers it at its deadline (or, when
+a re-run is queued or under way then, that re-run does, its timeout's 400 included); a commit
 that touches its query puts it in its user's `Woken` batch (as it does a stream of
 `subscribe_stream`), which runs the query again on the user's share of the room's pool and
 hands the answer to the server itself: one job a commit for all of a user's woken requests,
@@ -15,6 +16,7 @@ none of them through the room's thread.
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 import weakref
@@ -208,7 +210,9 @@ class _Poll:
     """A parked long poll of a live query, woken from the engine's wake board (`set`: cheap,
     never blocks): its user's batch (`Woken`) runs its query again within its budget and
     hands the answer to the server itself. A wake-up that comes before the request is
-    parked is kept and handed on at `attach`."""
+    parked is kept and handed on at `attach`. A deadline that comes while a re-run is queued
+    or running waits for it (`at_deadline`), so that its answer, or its statement timeout's
+    400, is what the client gets, as the spec says."""
 
     def __init__(self, step: LiveWait, batch: Woken, budget: Budget) -> None:
         self._step = step
@@ -218,6 +222,8 @@ class _Poll:
         self._parked: Parked[Answer] | None = None
         self._missed = False  # woken before it was parked
         self._queued = False  # in its batch, not yet run
+        self._running = False  # its re-run is under way
+        self._expired = False  # its deadline came while a re-run was queued or running
 
     def set(self) -> None:
         with self._lock:
@@ -242,18 +248,43 @@ class _Poll:
         """The room's attempt (it has none to make: the batch makes the answer)."""
         self.set()
 
+    def at_deadline(self) -> Answer | None:
+        """The room's answer at the deadline: nothing new; or None while a re-run is queued
+        or running (the request then waits for it with no deadline of its own: the re-run's
+        budget and the statement timeout bound it, and `run` answers)."""
+        with self._lock:
+            pending = self._queued or self._running
+            self._expired = pending
+        if not pending:
+            return self.expired()
+        parked = self._parked
+        if parked is not None:
+            parked.deadline = math.inf
+        return None
+
+    def expired(self) -> Answer:
+        """The answer of a wait that ended with nothing new: the id to ask again with."""
+        return _respond(self._step.expire())
+
     def run(self) -> None:
         parked = self._parked
         with self._lock:
             self._queued = False
+            self._running = parked is not None and not parked.finished
         if parked is None or parked.finished:
             return
+        reply: Reply | None = None
         try:
-            with self._budget():
-                reply = self._step.attempt()
-            if reply is None:
+            try:
+                with self._budget():
+                    reply = self._step.attempt()
+            finally:
+                with self._lock:
+                    self._running = False
+                    expired = self._expired
+            if reply is None and not expired:
                 return  # the answer is the same: it waits on
-            answer = _respond(reply)
+            answer = self.expired() if reply is None else _respond(reply)
         except Exception as error:  # noqa: BLE001 - a REVOKE, the timeout or a bug: its answer
             answer = to_response(error)
         try:
@@ -311,10 +342,11 @@ def subscribe_route(ctx: Context) -> Answer | Parked[Answer]:
         None,
         0,
         poll.attempt,
-        lambda: _respond(step.expire()),
+        poll.at_deadline,
         time.monotonic() + wait_ms / 1000,
         release,
         kind=Kind.LIVE,
+        at_close=poll.expired,
     )
     room.park(parked)
     poll.attach(parked)
