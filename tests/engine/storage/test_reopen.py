@@ -242,15 +242,21 @@ def test_a_checkpoint_loads_back_every_table_as_it_was_written(
         assert database.memory.used_by("demo") == sum(database.table_bytes.values())
 
 
+def _checkpointed_big_table(connection: refimpl.Connection) -> None:
+    """A table `big` of 5,000 keyed rows (five checkpoint chunks of 1,024 rows at most),
+    checkpointed."""
+    connection.execute("CREATE TABLE big (id BIGINT PRIMARY KEY, s STRING)")
+    values = ", ".join(f"({i}, 'r{i}')" for i in range(5000))
+    connection.execute(f"INSERT INTO big VALUES {values}")
+    connection.execute("CHECKPOINT")
+
+
 def test_a_reopen_decodes_only_the_blocks_statements_touch_and_checkpoints_them_again(
     tmp_path: Path,
 ) -> None:
     path = tmp_path / "data"
     with refimpl.connect(path, options=OPTIONS) as connection:
-        connection.execute("CREATE TABLE big (id BIGINT PRIMARY KEY, s STRING)")
-        values = ", ".join(f"({i}, 'r{i}')" for i in range(5000))
-        connection.execute(f"INSERT INTO big VALUES {values}")
-        connection.execute("CHECKPOINT")
+        _checkpointed_big_table(connection)
         counted = connection.instance.database("demo").table_bytes["big"]
     with refimpl.connect(path, options=OPTIONS) as connection:
         database = connection.instance.database("demo")
@@ -280,10 +286,7 @@ def test_a_replay_after_a_checkpoint_adds_rows_after_its_last_without_decoding_i
 ) -> None:
     path = tmp_path / "data"
     with refimpl.connect(path, options=OPTIONS) as connection:
-        connection.execute("CREATE TABLE big (id BIGINT PRIMARY KEY, s STRING)")
-        values = ", ".join(f"({i}, 'r{i}')" for i in range(5000))
-        connection.execute(f"INSERT INTO big VALUES {values}")
-        connection.execute("CHECKPOINT")
+        _checkpointed_big_table(connection)
         for i in range(5000, 5010):  # replayed at the reopen: the log after it is short
             connection.execute(f"INSERT INTO big VALUES ({i}, 'late')")
     replayed: list[int] = []
