@@ -5,7 +5,9 @@ from __future__ import annotations
 import io
 import logging
 import threading
+import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -122,3 +124,27 @@ def test_a_handler_that_is_not_a_stream_gets_each_record(stream: io.StringIO) ->
         logging.getLogger("refimpl.test").warning("both")
     assert seen == ["both"]
     assert stream.getvalue().splitlines() == ["MainThread only the stream", "MainThread both"]
+
+
+def _switches_of(thread: threading.Thread) -> int:
+    """How many times the system ran the thread so far (its schedstat's time slices)."""
+    return int(Path(f"/proc/self/task/{thread.native_id}/schedstat").read_text().split()[2])
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="needs Linux's /proc")
+def test_the_writer_sleeps_while_nothing_is_queued_and_a_line_wakes_it(
+    stream: io.StringIO,
+) -> None:
+    with queued_log():
+        writer = next(t for t in threading.enumerate() if t.name == "kdb-log")
+        time.sleep(0.1)  # it has started and gone to sleep
+        before = _switches_of(writer)
+        time.sleep(0.3)  # a writer on a 20 ms clock would have run 15 times
+        assert _switches_of(writer) == before
+        logging.getLogger("refimpl.test").warning("wakes it")
+        deadline = time.monotonic() + 30
+        while not stream.getvalue() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        # Written while the server runs, not only at its end.
+        assert stream.getvalue().splitlines() == ["MainThread wakes it"]
+        assert _switches_of(writer) > before
