@@ -109,6 +109,10 @@ class WriteAheadLog:
         self._doing = ""  # what the leader is doing, for its failure message (leader-only)
         self.recovery_messages: list[str] = []
         self._segments: list[Segment] = self._recover()
+        # The sum of the segments' sizes, kept as they grow and go: a group commit reads it
+        # (`Database._maybe_checkpoint`) at every flush, which summing the segments would
+        # make cost a step per segment kept.
+        self._total_bytes = sum(segment.size for segment in self._segments)
         # The segment appends went to last and that has no seal yet: sealed when the leader
         # moves on to the next one (leader-only, like the write segment).
         self._unsealed: Segment | None = self._segments[-1] if self._segments else None
@@ -183,8 +187,7 @@ class WriteAheadLog:
     @property
     def total_bytes(self) -> int:
         """The sum of all segment sizes in the index (appended but unflushed frames included)."""
-        with self._lock:
-            return sum(segment.size for segment in self._segments)
+        return self._total_bytes
 
     @property
     def queued_appends(self) -> int:
@@ -246,6 +249,7 @@ class WriteAheadLog:
             else:
                 buffer += payload
             segment.add(lsn, segment.size, HEADER_SIZE + size)
+            self._total_bytes += HEADER_SIZE + size
             self._last_lsn = lsn
             return lsn
 
@@ -476,6 +480,7 @@ class WriteAheadLog:
                 victims: list[Segment] = []
                 while len(self._segments) > 1 and self._segments[0].last_lsn <= limit:
                     victims.append(self._segments.pop(0))
+                    self._total_bytes -= victims[-1].size
             freed = 0
             for segment in victims:
                 doing = f"remove {segment.path}"
