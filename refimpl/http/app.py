@@ -74,6 +74,7 @@ class App:
         )
         self.bodies = BodyReader(self.options.max_body_bytes)
         self.read_body = self.bodies.read_body
+        self.read_environ_body = self.bodies.read_environ
         self.read_form = self.bodies.read_form
         self.read_files = self.bodies.read_files
         self.feeds = ChangeFeeds(instance)
@@ -110,9 +111,8 @@ class App:
     def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
         started = time.perf_counter()
         record = self.request_log.begin(environ)
-        request = Request(environ, populate_request=False)  # no environ <-> request cycle
         try:
-            response = self.dispatch(request)
+            response = self.dispatch(environ)
         except BaseException as exc:  # noqa: BLE001 - every failure must become a JSON answer
             if not isinstance(exc, Exception):
                 raise
@@ -133,41 +133,46 @@ class App:
             record.finish(response.status_code)
         return response(environ, start_response)
 
-    def dispatch(self, request: Request) -> routes.Handled:
+    def dispatch(self, environ: dict[str, Any]) -> routes.Handled:
+        """The answer to one request, given as its WSGI environ (the Werkzeug `Request` over
+        it is made only for the routes that ask for it)."""
         try:
-            return self._dispatch(request)
+            return self._dispatch(environ)
         except BaseException:
             # A ticket is used up by any connect that names it, also one refused before
             # the route redeemed it (spec: stream, tickets).
-            if "ticket" in request.args:
-                self.streams.tickets.discard(request.args.getlist("ticket"))
+            query = environ.get("QUERY_STRING", "")
+            if "ticket" in query or "%" in query:  # a name may be written with escapes
+                args = Request(environ, populate_request=False).args  # read as Werkzeug does
+                if "ticket" in args:
+                    self.streams.tickets.discard(args.getlist("ticket"))
             raise
 
-    def _dispatch(self, request: Request) -> routes.Handled:
+    def _dispatch(self, environ: dict[str, Any]) -> routes.Handled:
         guards = self.guards
-        guards.check_host(request)  # first: a rebound name learns nothing, not even 404s
-        endpoint, values = self._match(request.environ)
-        record = request.environ.get(RECORD_KEY)
+        guards.check_host(environ)  # first: a rebound name learns nothing, not even 404s
+        endpoint, values = self._match(environ)
+        record = environ.get(RECORD_KEY)
         if endpoint == "static":
             if record is not None:
                 record.route = STATIC_PREFIX
-            return self._static(request, values["filename"])
+            return self._static(Request(environ, populate_request=False), values["filename"])
         assert isinstance(endpoint, routes.Route)  # the map's other endpoint is "static"
         route = endpoint
         if record is not None:
             record.route = route.path
         # The public routes read no data: HEAD may ask them; elsewhere it would run a route.
-        guards.check_head(request, route.public, route.methods)
-        args = query_args(request, route.repeatable)
+        guards.check_head(environ, route.public, route.methods)
+        args = query_args(environ, route.repeatable)
         if not route.params.issuperset(args):  # in C, with no set made for a good request
             unknown = sorted(set(args) - route.params)
             names = ", ".join(f"'{n}'" for n in unknown)
             known = ", ".join(sorted(route.params))
             raise BadRequest(f"unknown query parameter(s) {names}; {route.path} takes {known}")
-        principal = self.auth.principal(request) if not route.public else None
-        guards.check_origin(request)  # the session routes too: a page must not sign you in
+        principal = self.auth.principal(environ) if not route.public else None
+        guards.check_origin(environ)  # the session routes too: a page must not sign you in
         # None only on the public routes, which never read who is asking.
-        context = Context(self, request, args, principal)  # type: ignore[arg-type]
+        context = Context(self, environ, args, principal)  # type: ignore[arg-type]
         if route.uses_database:
             # Rights before existence: without a right in it, a name's existence is not told.
             self.instance.access.check_any(context.principal, context.database)

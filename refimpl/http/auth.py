@@ -19,8 +19,11 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Mapping
 from datetime import UTC, datetime
+from typing import Any
 
+from werkzeug.http import parse_cookie
 from werkzeug.wrappers import Request, Response
 
 from refimpl.engine.access import ADMIN, ANONYMOUS, AccessControl, Principal
@@ -53,8 +56,9 @@ class Authenticator:
         # Behind a TLS proxy the request reaching us is plain HTTP: the scheme cannot tell.
         self.behind_tls = behind_tls
 
-    def principal(self, request: Request) -> Principal:
-        """The principal, or Unauthorized for credentials that are sent but not valid.
+    def principal(self, environ: Mapping[str, Any]) -> Principal:
+        """The principal of a request (its WSGI environ), or Unauthorized for credentials
+        that are sent but not valid.
 
         A wrong token is an error rather than anonymous access: silently dropping to fewer
         rights would hide the mistake behind a confusing 403 or an empty answer.
@@ -62,7 +66,6 @@ class Authenticator:
         if self.dev:
             return ADMIN
         assert self.access is not None
-        environ = request.environ
         header = environ.get("HTTP_AUTHORIZATION")
         if header is not None:
             kept: ConnectionCredentials | None = environ.get(CREDENTIALS_KEY)
@@ -78,17 +81,17 @@ class Authenticator:
             except Unauthorized as refused:
                 if kept is not None:
                     kept.header = kept.checked = None
-                log_refused(request, refused, "a bearer token")
+                log_refused(_request(environ), refused, "a bearer token")
                 raise
             if kept is not None:
                 kept.header, kept.checked = header, checked
             return checked.principal
-        session_id = request.cookies.get(SESSION_COOKIE)
+        session_id = session_cookie(environ)
         if session_id:
             try:
                 return self.access.principal_for_session(session_id)
             except Unauthorized as refused:
-                log_refused(request, refused, "the session cookie")
+                log_refused(_request(environ), refused, "the session cookie")
                 raise
         return ANONYMOUS
 
@@ -158,9 +161,29 @@ def log_refused(request: Request, refused: Unauthorized, credential: str) -> Non
     )
 
 
-def by_cookie(request: Request) -> bool:
-    """Whether the request is let in by the session cookie (no Authorization header)."""
-    return "HTTP_AUTHORIZATION" not in request.environ and bool(request.cookies.get(SESSION_COOKIE))
+def by_cookie(environ: Mapping[str, Any]) -> bool:
+    """Whether a request (its WSGI environ) is let in by the session cookie (no
+    Authorization header)."""
+    return "HTTP_AUTHORIZATION" not in environ and bool(session_cookie(environ))
+
+
+def session_cookie(environ: Mapping[str, Any]) -> str | None:
+    """The session cookie a request (its WSGI environ) sends, as Werkzeug's
+    `Request.cookies` reads it; None without one."""
+    cookies = environ.get("HTTP_COOKIE")
+    if not cookies:
+        return None
+    return parse_cookie(cookies).get(SESSION_COOKIE)
+
+
+def method_of(environ: Mapping[str, Any]) -> str:
+    """A request's method, as Werkzeug's `Request.method` reads it from its WSGI environ."""
+    return environ.get("REQUEST_METHOD", "GET").upper()
+
+
+def _request(environ: Mapping[str, Any]) -> Request:
+    """The Werkzeug request of an environ, for the rare paths that want one (a refusal)."""
+    return Request(environ, populate_request=False)  # type: ignore[arg-type]
 
 
 def _token_from_body(request: Request, body: bytes) -> str:

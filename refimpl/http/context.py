@@ -7,10 +7,8 @@ the application, so that the endpoints and the app do not import each other.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from werkzeug.datastructures import FileStorage
 from werkzeug.wrappers import Request, Response
@@ -81,6 +79,8 @@ class RouteServices(Protocol):
 
     def read_body(self, request: Request) -> bytes: ...
 
+    def read_environ_body(self, environ: dict[str, Any]) -> bytes: ...
+
     def read_form(self, request: Request) -> dict[str, str]: ...
 
     def read_files(self, request: Request) -> dict[str, FileStorage]: ...
@@ -88,33 +88,49 @@ class RouteServices(Protocol):
 
 @dataclass(slots=True)
 class Context:
-    """One request as the routes see it: checked parameters and who is asking."""
+    """One request as the routes see it: checked parameters and who is asking.
+
+    `environ` is the request's WSGI environ; `request`, Werkzeug's object over it, is made
+    only when a route first asks for it (most answers need the environ alone).
+    """
 
     app: RouteServices
-    request: Request
+    environ: dict[str, Any]
     args: dict[str, str]
     principal: Principal
+    _request: Request | None = None
+
+    @property
+    def request(self) -> Request:
+        """Werkzeug's request over `environ`, made at the first use."""
+        request = self._request
+        if request is None:
+            request = self._request = Request(self.environ, populate_request=False)
+        return request
+
+    @property
+    def method(self) -> str:
+        """The request's method, upper case (as `request.method`)."""
+        return self.environ.get("REQUEST_METHOD", "GET").upper()
 
     @property
     def database(self) -> str:
         return self.args.get("db", DEFAULT_DATABASE)
 
-    @contextmanager
     def session(
         self, principal: Principal | None = None, acknowledge_later: bool = False
-    ) -> Iterator[Session]:
-        """An engine session for this request; closing it rolls back what was not committed.
+    ) -> SessionScope:
+        """An engine session for this request, for a `with` block; leaving the block closes
+        it, which rolls back what was not committed.
 
         With `acknowledge_later`, its commits do not wait for their flush: the route answers
         through `when_durable`, and the waiting room sends the answer once it is durable.
         """
-        session = self.app.instance.session(
-            self.database, principal or self.principal, acknowledge_later=acknowledge_later
+        return SessionScope(
+            self.app.instance.session(
+                self.database, principal or self.principal, acknowledge_later=acknowledge_later
+            )
         )
-        try:
-            yield session
-        finally:
-            session.close()
 
     def when_durable(self, session: Session, answer: A) -> A | Parked[A]:
         """`answer` now, or parked until the session's commits are durable."""
@@ -128,8 +144,12 @@ class Context:
             answer,
         )
 
+    def body(self) -> bytes:
+        """The whole body (`BodyReader.read_body`: PayloadTooLarge past the limit)."""
+        return self.app.read_environ_body(self.environ)
+
     def body_text(self) -> str:
-        return decode_utf8(self.app.read_body(self.request))
+        return decode_utf8(self.body())
 
     def require(self, name: str) -> str:
         value = self.args.get(name)
@@ -140,6 +160,22 @@ class Context:
     def whole(self, name: str, default: int | None, minimum: int = 0) -> int | None:
         """The whole-number parameter `name`; a clear 400 for anything else."""
         return parse_whole(self.args.get(name), name, default, minimum)
+
+
+class SessionScope:
+    """`Context.session`'s `with` block: the session, closed at the block's end however it
+    ends (a class rather than a generator: it costs every request less)."""
+
+    __slots__ = ("session",)
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    def __enter__(self) -> Session:
+        return self.session
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.session.close()
 
 
 def decode_utf8(data: bytes) -> str:

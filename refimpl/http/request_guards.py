@@ -19,14 +19,14 @@ the request rather than from its sender. So, before a route runs:
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any
 from urllib.parse import urlsplit
 
 from werkzeug.exceptions import MethodNotAllowed
-from werkzeug.wrappers import Request
 
 from refimpl.errors import BadRequest, Forbidden
-from refimpl.http.auth import by_cookie
+from refimpl.http.auth import by_cookie, method_of
 
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "[::1]")
 ANY_HOST = "*"
@@ -36,6 +36,7 @@ SESSION_PATH = "/api/session"
 # What `Sec-Fetch-Site` says of a request another origin made (`same-site` is another port
 # or subdomain of the same site: still another origin).
 FOREIGN_FETCH_SITES = frozenset({"cross-site", "same-site"})
+HOSTS_KEPT = 64  # `Host` values remembered as served
 
 
 def host_name(authority: str) -> str:
@@ -65,16 +66,22 @@ class RequestGuards:
         self.any_host = ANY_HOST in names
         self.allowed_hosts = frozenset(names - {ANY_HOST})
         self.dev = dev
+        # `Host` values found to name this server, exactly as sent: a client sends the same
+        # one at every request. Only served ones are kept, at most HOSTS_KEPT of them.
+        self._served: set[str] = set()
 
-    def check_host(self, request: Request) -> None:
-        """400 unless the request's `Host` names this server."""
-        environ = request.environ
+    def check_host(self, environ: Mapping[str, Any]) -> None:
+        """400 unless the `Host` of a request (its WSGI environ) names this server."""
         host = environ.get("HTTP_HOST")
+        if host in self._served:
+            return
         if host is None or not host.strip():
             if environ.get("SERVER_PROTOCOL") == "HTTP/1.0":
                 return
             raise BadRequest("an HTTP/1.1 request must send a Host header naming this server")
         if self.any_host or host_name(host) in self.allowed_hosts:
+            if len(self._served) < HOSTS_KEPT:
+                self._served.add(host)
             return
         served = ", ".join(sorted(self.allowed_hosts))
         raise BadRequest(
@@ -82,18 +89,20 @@ class RequestGuards:
             " send one of those, or add the name to the setting allowed_hosts"
         )
 
-    def check_head(self, request: Request, reads_no_data: bool, methods: Iterable[str]) -> None:
+    def check_head(
+        self, environ: Mapping[str, Any], reads_no_data: bool, methods: Iterable[str]
+    ) -> None:
         """405 for HEAD on a route that would run something to answer it."""
-        if request.method == "HEAD" and not reads_no_data:
+        if method_of(environ) == "HEAD" and not reads_no_data:
             raise MethodNotAllowed(valid_methods=[m for m in methods if m != "HEAD"])
 
-    def check_origin(self, request: Request) -> None:
-        """403 for a request that another origin made, when the cookie or --dev lets it in
-        or it opens or ends a session."""
-        signs_in = request.environ.get("PATH_INFO") == SESSION_PATH
-        if not self.dev and not signs_in and not by_cookie(request):
+    def check_origin(self, environ: Mapping[str, Any]) -> None:
+        """403 for a request (its WSGI environ) that another origin made, when the cookie or
+        --dev lets it in or it opens or ends a session."""
+        signs_in = environ.get("PATH_INFO") == SESSION_PATH
+        if not self.dev and not signs_in and not by_cookie(environ):
             return  # no authority comes with the request itself: nothing for a page to borrow
-        foreign = self._foreign_origin(request)
+        foreign = self._foreign_origin(environ)
         if foreign is None:
             return
         if self.dev:
@@ -107,13 +116,12 @@ class RequestGuards:
             " use this server's own pages, or send a token in the Authorization header"
         )
 
-    def _foreign_origin(self, request: Request) -> str | None:
+    def _foreign_origin(self, environ: Mapping[str, Any]) -> str | None:
         """The other origin that made the request, as the browser names it, or None."""
-        headers = request.headers
-        own = (request.environ.get("HTTP_HOST") or "").strip().lower()
-        origin = headers.get("Origin")
+        own = (environ.get("HTTP_HOST") or "").strip().lower()
+        origin = environ.get("HTTP_ORIGIN")
         if origin is None:
-            referer = headers.get("Referer")
+            referer = environ.get("HTTP_REFERER")
             if referer:
                 parts = urlsplit(referer)
                 origin = f"{parts.scheme}://{parts.netloc}"
@@ -121,7 +129,7 @@ class RequestGuards:
             parts = urlsplit(origin.strip())
             if parts.scheme not in ("http", "https") or parts.netloc.lower() != own:
                 return origin.strip() or "null"
-        site = headers.get("Sec-Fetch-Site", "").strip().lower()
+        site = environ.get("HTTP_SEC_FETCH_SITE", "").strip().lower()
         if site in FOREIGN_FETCH_SITES:
             return f"Sec-Fetch-Site: {site}"
         return None

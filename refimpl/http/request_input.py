@@ -6,7 +6,8 @@ Imports no other http module: the app, the route context and the tests all use i
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any
 from urllib.parse import parse_qsl
 
 from werkzeug.datastructures import FileStorage
@@ -32,20 +33,22 @@ class BodyReader:
 
     def read_body(self, request: Request) -> bytes:
         """The whole body, or PayloadTooLarge past `max_body_bytes` (chunked bodies too)."""
-        cached = request.environ.get("kdb.body")
+        return self.read_environ(request.environ)
+
+    def read_environ(self, environ: dict[str, Any]) -> bytes:
+        """`read_body` from a WSGI environ alone: no Werkzeug `Request` is made for it."""
+        cached = environ.get("kdb.body")
         if cached is not None:
             return cached
         limit = self.max_body_bytes
-        declared = request.environ.get("CONTENT_LENGTH", "")
-        length = (
-            int(declared) if declared.isascii() and declared.isdigit() else (request.content_length)
-        )
+        declared = environ.get("CONTENT_LENGTH", "").strip()
+        length = int(declared) if declared.isascii() and declared.isdigit() else None
         if length is not None and length > limit:
             raise self._too_large()
-        if "wsgi.input_terminated" in request.environ:
+        stream = environ["wsgi.input"]
+        if "wsgi.input_terminated" in environ:
             # A chunked body: the server ends the stream, so read it ourselves up to one
             # byte past the limit (Werkzeug's own limit would cut it off silently).
-            stream = request.environ["wsgi.input"]
             parts: list[bytes] = []
             size = 0
             while size <= limit:
@@ -59,7 +62,6 @@ class BodyReader:
             data = b"".join(parts)
         elif length is not None:
             # The input stream ends at the declared length; a read may return less.
-            stream = request.environ["wsgi.input"]
             parts = []
             while length > 0:
                 part = stream.read(min(length, READ_CHUNK))
@@ -69,9 +71,10 @@ class BodyReader:
                 length -= len(part)
             data = b"".join(parts)
         else:
-            self._limit(request)
-            data = request.get_data(cache=True)
-        request.environ["kdb.body"] = data
+            # Neither a length nor an ended stream: no body, as Werkzeug reads it too (a
+            # stream of unknown length is never read past its request).
+            data = b""
+        environ["kdb.body"] = data
         return data
 
     def _too_large(self) -> PayloadTooLarge:
@@ -99,12 +102,15 @@ class BodyReader:
         return out
 
 
-def query_args(request: Request, repeatable: frozenset[str] = frozenset()) -> dict[str, str]:
-    """The query parameters, decoded strictly: bad UTF-8 and repeated names are refused.
+def query_args(
+    environ: Mapping[str, Any], repeatable: frozenset[str] = frozenset()
+) -> dict[str, str]:
+    """The query parameters of a WSGI environ, decoded strictly: bad UTF-8 and repeated
+    names are refused.
 
     Werkzeug would replace undecodable bytes silently; SQL must never run altered.
     """
-    raw = request.environ.get("QUERY_STRING", "")
+    raw = environ.get("QUERY_STRING", "")
     if not raw:
         return {}
     grouped: dict[str, list[str]] = {}

@@ -24,18 +24,17 @@ _SQL_BODIES = ("", "text/plain", "application/sql")  # the content types of SQL 
 def _sql_of(ctx: Context) -> str:
     """The SQL of /exec: the `query` parameter, the body, or the form field `query` (a
     form-encoded body may also be the SQL itself: see `refimpl.http.exec_body`)."""
-    request = ctx.request
     from_url = ctx.args.get("query")
     from_body: str | None = None
-    if request.method == "POST":
+    if ctx.method == "POST":
         # A bare type is its own mimetype: read without parsing the header's parameters.
-        mimetype = request.environ.get("CONTENT_TYPE", "")
+        mimetype = ctx.environ.get("CONTENT_TYPE", "")
         if mimetype not in _SQL_BODIES:
-            mimetype = request.mimetype
+            mimetype = ctx.request.mimetype
         if mimetype == "application/x-www-form-urlencoded":
-            from_body = sql_of_form_body(ctx.app.read_body(request))  # what curl -d sends
+            from_body = sql_of_form_body(ctx.body())  # what curl -d sends
         elif mimetype == "multipart/form-data":
-            form = ctx.app.read_form(request)
+            form = ctx.app.read_form(ctx.request)
             unknown = sorted(set(form) - {"query"})
             if unknown:
                 raise BadRequest(f"unknown form field(s): {', '.join(unknown)}; send 'query'")
@@ -60,7 +59,7 @@ def exec_route(ctx: Context) -> Response | Answer | Parked[Answer]:
     if copied is not None:
         return copied
     sql = _sql_of(ctx)
-    if ctx.request.method == "GET" and by_cookie(ctx.request):
+    if ctx.method == "GET" and by_cookie(ctx.environ):
         # A link or an image on any page makes the browser GET with the cookie: a change
         # must come as a POST, which the origin check sees. A token client keeps GET for all.
         _refuse_changes(
