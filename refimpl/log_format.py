@@ -18,6 +18,7 @@ from __future__ import annotations
 import datetime
 import logging
 import sys
+import time
 from typing import Any
 
 import msgspec
@@ -35,7 +36,8 @@ _JSON_BREAKS = {0x85: "\\u0085", 0x2028: "\\u2028", 0x2029: "\\u2029"}
 def escape_controls(text: str) -> str:
     """`text` with every control character (C0, DEL, C1) and the Unicode line and paragraph
     separators written as `\\xNN` or `\\uNNNN`: one line, whatever it held."""
-    return text.translate(_ESCAPES)
+    # Every character escaped is one `str.isprintable` refuses: most texts cost one C scan.
+    return text if text.isprintable() else text.translate(_ESCAPES)
 
 
 class TextLineFormatter(logging.Formatter):
@@ -43,6 +45,17 @@ class TextLineFormatter(logging.Formatter):
 
     def __init__(self) -> None:
         super().__init__(TEXT_FORMAT)
+        self._second: tuple[int, str] = (-1, "")  # the last second's text, made once
+
+    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:  # noqa: N802 - logging's name
+        """`logging.Formatter.formatTime`, its second's text made once a second."""
+        if datefmt is not None:
+            return super().formatTime(record, datefmt)
+        second, text = self._second
+        if second != int(record.created):
+            text = time.strftime(self.default_time_format, self.converter(record.created))
+            self._second = (int(record.created), text)
+        return self.default_msec_format % (text, record.msecs)
 
     def formatMessage(self, record: logging.LogRecord) -> str:  # noqa: N802 - logging's name
         record.message = escape_controls(record.message)
@@ -75,7 +88,8 @@ class JsonLineFormatter(logging.Formatter):
             line.update(fields)
         if record.exc_info:
             line["error"] = self.formatException(record.exc_info)
-        return _encode(line).decode("utf-8").translate(_JSON_BREAKS)
+        text = _encode(line).decode("utf-8")
+        return text if text.isascii() else text.translate(_JSON_BREAKS)  # ASCII: no break
 
 
 def configure(log_format: str) -> None:

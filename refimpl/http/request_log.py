@@ -79,6 +79,8 @@ def redacted_query(query: str) -> str:
     The cut comes first, so a long query costs no more than a short one: what the cut drops
     is not logged at all, and a secret value the cut splits still follows its name.
     """
+    if not query:
+        return query  # most requests: /exec's SQL comes as the body
     cut = query[:MAX_QUERY_LOGGED]
     lowered = cut.lower()
     if "%" not in cut and "+" not in cut and not any(w in lowered for w in _SECRET_WORDS):
@@ -128,6 +130,23 @@ def redacted_text(text: str, *, cut_short: bool = False) -> str:
 def shown_path(path: str) -> str:
     """A WSGI path (its bytes as Latin-1) as the UTF-8 text it names, secrets redacted and
     control characters escaped."""
+    shown = _shown_paths.get(path)
+    if shown is not None:
+        return shown
+    shown = _shown_path(path)
+    if len(path) <= SHOWN_PATH_KEPT and len(_shown_paths) < SHOWN_PATHS_KEPT:
+        _shown_paths[path] = shown
+    return shown
+
+
+# The paths shown already: clients ask the same few routes again and again. Bounded, since
+# the paths are the clients' to choose; a path is shown the same way every time.
+_shown_paths: dict[str, str] = {}
+SHOWN_PATHS_KEPT = 256
+SHOWN_PATH_KEPT = 200  # characters of a path kept at most
+
+
+def _shown_path(path: str) -> str:
     try:
         text = path.encode("latin-1").decode("utf-8", "backslashreplace")
     except UnicodeEncodeError:  # not a WSGI string: shown as it is
@@ -160,26 +179,23 @@ class RequestLine(NamedTuple):
         # without LogRecord.__init__'s lookups (thread, process, file name) that no format
         # shows and that were the writer thread's, not the request's, anyway.
         record = logging.LogRecord.__new__(logging.LogRecord)
-        attributes = record.__dict__
-        attributes.update(_RECORD_TEMPLATE)
-        attributes.update(
-            {
-                "args": (method, target, self.status, milliseconds, self.request_id),
-                "created": created,
-                "msecs": int((created - int(created)) * 1000) + 0.0,
-                "relativeCreated": (created - _LOG_START) * 1000,
-                "fields": {
-                    "request_id": self.request_id,
-                    "method": method,
-                    "path": path,
-                    "query": query,
-                    "route": self.route,
-                    "status": self.status,
-                    "duration_ms": round(milliseconds, 3),
-                    "client": self.client,
-                },
-            }
-        )
+        record.__dict__ = {
+            **_RECORD_TEMPLATE,
+            "args": (method, target, self.status, milliseconds, self.request_id),
+            "created": created,
+            "msecs": int((created - int(created)) * 1000) + 0.0,
+            "relativeCreated": (created - _LOG_START) * 1000,
+            "fields": {
+                "request_id": self.request_id,
+                "method": method,
+                "path": path,
+                "query": query,
+                "route": self.route,
+                "status": self.status,
+                "duration_ms": round(milliseconds, 3),
+                "client": self.client,
+            },
+        }
         return record
 
 
