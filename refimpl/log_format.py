@@ -55,7 +55,8 @@ class TextLineFormatter(logging.Formatter):
         if second != int(record.created):
             text = time.strftime(self.default_time_format, self.converter(record.created))
             self._second = (int(record.created), text)
-        return self.default_msec_format % (text, record.msecs)
+        msec_format = self.default_msec_format
+        return text if msec_format is None else msec_format % (text, record.msecs)
 
     def formatMessage(self, record: logging.LogRecord) -> str:  # noqa: N802 - logging's name
         record.message = escape_controls(record.message)
