@@ -49,24 +49,6 @@ from refimpl.sql.printer import to_sql
 from refimpl.sql.templates import templated
 
 SUBSCRIBE_SERVED_AT = "GET /api/subscribe?query=SUBSCRIBE SELECT ..."  # spec: pgwire
-# Statements that answer rows; those of them without side effects may be run to describe
-# their columns before they are executed.
-_QUERIES = (
-    "Select",
-    "Values",
-    "SetOperation",
-    "WithQuery",
-    "ShowTables",
-    "ShowColumns",
-    "ShowCreateTable",
-    "ShowUsers",
-    "ShowDatabases",
-    "ShowGrants",
-    "ShowTriggers",
-    "ShowProcedures",
-    "CreateToken",
-    "Fetch",
-)
 # The statements a prepared statement may run as the engine's prepared run (`PreparedRun`):
 # those `_run` hands to the session as they are.
 _PREPARED_RUNS = (ast.Select, ast.Insert, ast.Update, ast.Delete)
@@ -85,8 +67,9 @@ _DUMMY = {
 _DUMMY.update({t: "{}" for t in types.ARRAY_TYPES})
 
 
-# Sent after every query: one message of each status, made once.
+# Sent after every query: one message of each status, made once; so are a run's others.
 _READY = {status: m.ReadyForQuery(status) for status in "ITE"}
+_BIND_COMPLETE, _NO_DATA = m.BindComplete(), m.NoData()
 
 
 class Conversation:
@@ -155,10 +138,11 @@ class Conversation:
         skipping the rest up to the Sync's ReadyForQuery."""
         out: list[m.ServerMessage] = []
         try:
-            out += self.bind(bind)
+            portal = self._bind(bind)
+            out.append(_BIND_COMPLETE)
             if described:
                 out += self._describe_portal(bind.portal)
-            out += self._execute_portal(bind.portal, max_rows)
+            out += self._execute(portal, max_rows)
         except KdbError as error:
             self._fail_transaction()
             out.append(sqlstate.error_response(error, None))
@@ -227,6 +211,7 @@ class Conversation:
             raise SqlSyntaxError("cannot insert multiple commands into a prepared statement")
         plan = self._plan(pieces[0]) if pieces else None
         prepared = Prepared(plan, message.param_types)
+        prepared.answers_rows = plan is not None and plan.answers_rows
         if (
             plan is not None
             and plan.piece.params  # else `execute` finds the text's constants at each run
@@ -238,6 +223,11 @@ class Conversation:
         return [m.ParseComplete()]
 
     def bind(self, message: m.Bind) -> list[m.ServerMessage]:
+        self._bind(message)
+        return [_BIND_COMPLETE]
+
+    def _bind(self, message: m.Bind) -> Portal:
+        """The portal `message` binds, kept under its name (errors as `bind` sends them)."""
         prepared = self._statement(message.statement)
         if message.portal and message.portal in self._portals:
             raise PortalExists(f'portal "{message.portal}" already exists; close it first')
@@ -274,8 +264,8 @@ class Conversation:
         else:
             numbers = prepared.plan.piece.params if prepared.plan else ()
             params = tuple(values[n - 1] for n in numbers)
-        self._portals[message.portal] = Portal(prepared, params, message.result_formats)
-        return [m.BindComplete()]
+        portal = self._portals[message.portal] = Portal(prepared, params, message.result_formats)
+        return portal
 
     def describe(self, message: m.Describe) -> list[m.ServerMessage]:
         if message.kind == "S":
@@ -286,9 +276,7 @@ class Conversation:
                 prepared.result_type = result_type_of(columns)  # what the client now knows
             return [
                 m.ParameterDescription(oids),
-                _row_description(columns, [0] * len(columns))
-                if columns is not None
-                else m.NoData(),
+                _row_description(columns, [0] * len(columns)) if columns is not None else _NO_DATA,
             ]
         return self._describe_portal(message.name)
 
@@ -300,12 +288,11 @@ class Conversation:
             return [_row_description(cursor_columns, [0] * len(cursor_columns))]
         portal = self._portal(name)
         columns = portal.prepared.columns
-        plan = portal.prepared.plan
-        if columns is None and plan is not None and self._answers_rows(plan):
+        if columns is None and portal.prepared.answers_rows:
             portal.result = self._run_portal(portal)
             columns = portal.result.columns
         if columns is None:
-            return [m.NoData()]
+            return [_NO_DATA]
         formats = _formats(portal.result_formats, len(columns))
         return [portal.prepared.row_shape(columns, formats).description]
 
@@ -313,7 +300,9 @@ class Conversation:
         return self._execute_portal(message.portal, message.max_rows)
 
     def _execute_portal(self, name: str, max_rows: int) -> list[m.ServerMessage]:
-        portal = self._portal(name)
+        return self._execute(self._portal(name), max_rows)
+
+    def _execute(self, portal: Portal, max_rows: int) -> list[m.ServerMessage]:
         plan = portal.prepared.plan
         if plan is None:
             return [m.EmptyQueryResponse()]
@@ -322,6 +311,8 @@ class Conversation:
             portal.result = self._run_portal(portal, out)
         result = portal.result
         if not result.is_query:
+            if portal.prepared.run is not None:  # DML: no notice; its tag by its count alone
+                return [*out, portal.prepared.completion(result)]
             return [*out, *_notices(plan, result), m.CommandComplete(self._tag(plan, result))]
         assert result.columns is not None
         limit = max_rows if max_rows > 0 else len(result.rows)
@@ -401,7 +392,7 @@ class Conversation:
 
     def _describe_columns(self, prepared: Prepared) -> list[Column] | None:
         plan = prepared.plan
-        if plan is None or not self._answers_rows(plan):
+        if plan is None or not plan.answers_rows:
             return None
         if plan.kind == "Fetch":  # the columns of whichever cursor of that name is open
             return self._dry_run(plan, prepared).columns
@@ -461,11 +452,6 @@ class Conversation:
         if isinstance(statement, ast.Subscribe):
             raise AnswersMoreThanOnce("the PostgreSQL protocol", SUBSCRIBE_SERVED_AT)
         return Plan(piece, statement=statement, templated=shared is not None)
-
-    def _answers_rows(self, plan: Plan) -> bool:
-        if plan.setting is not None:
-            return plan.setting.verb == "SHOW"
-        return plan.kind in _QUERIES or bool(getattr(plan.statement, "returning", ()))
 
     def _run(
         self, plan: Plan, params: Sequence[object], before: list[m.ServerMessage] | None = None

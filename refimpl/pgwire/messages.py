@@ -70,7 +70,9 @@ class Parse:
     param_types: tuple[int, ...]
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen: one is made at every run of a prepared statement, and a frozen dataclass's
+# __init__ sets each field through object.__setattr__ (1 us more a Bind). Never changed.
+@dataclass(slots=True)
 class Bind:
     portal: str
     statement: str
@@ -451,9 +453,14 @@ class DataRows:
 @dataclass(frozen=True, slots=True)
 class CommandComplete:
     tag: str
+    # Encoded once: a prepared statement's run sends one it made before (`Prepared.completion`).
+    _encoded: bytes = field(default=b"", init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_encoded", _frame(b"C", _cstr(self.tag)))
 
     def encode(self) -> bytes:
-        return _frame(b"C", _cstr(self.tag))
+        return self._encoded
 
 
 @dataclass(frozen=True, slots=True)

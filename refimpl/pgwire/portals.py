@@ -13,11 +13,36 @@ from dataclasses import dataclass, field
 from refimpl.engine.result import Column, Result
 from refimpl.engine.statements.prepared_runs import PreparedRun
 from refimpl.errors import NotAllowed
+from refimpl.pgwire import messages as m
 from refimpl.pgwire import types
 from refimpl.pgwire.session_settings import SettingCommand
 from refimpl.pgwire.sqltext import Piece
+from refimpl.pgwire.tags import command_tag
 from refimpl.pgwire.types import RowShape
 from refimpl.sql import ast
+
+# Statements that answer rows; those of them without side effects may be run to describe
+# their columns before they are executed.
+_QUERIES = frozenset(
+    (
+        "Select",
+        "Values",
+        "SetOperation",
+        "WithQuery",
+        "ShowTables",
+        "ShowColumns",
+        "ShowCreateTable",
+        "ShowUsers",
+        "ShowDatabases",
+        "ShowGrants",
+        "ShowTriggers",
+        "ShowProcedures",
+        "CreateToken",
+        "Fetch",
+    )
+)
+# A prepared statement's CommandCompletes kept (an UPDATE's counts may be many).
+_COMPLETIONS_KEPT = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +64,14 @@ class Plan:
     def kind(self) -> str:
         return type(self.statement).__name__
 
+    @property
+    def answers_rows(self) -> bool:
+        """Whether it answers rows (a RowDescription, DataRows): a query, a SHOW, a
+        statement with RETURNING."""
+        if self.setting is not None:
+            return self.setting.verb == "SHOW"
+        return self.kind in _QUERIES or bool(getattr(self.statement, "returning", ()))
+
 
 @dataclass(slots=True)
 class Prepared:
@@ -50,6 +83,9 @@ class Prepared:
     shape: RowShape | None = None  # how its last result was sent, kept for the next run
     result_type: tuple[tuple[str, int], ...] | None = None  # its first run's (name, OID)s
     run: PreparedRun | None = None  # a SELECT, INSERT, UPDATE or DELETE read once: its runs
+    answers_rows: bool = False  # its plan's `answers_rows`, worked out once
+    # The CommandComplete of a `run` that answers no rows (its DML's), by the count it tells.
+    completions: dict[int, m.CommandComplete] = field(default_factory=dict)
     # A Bind's decoder of each parameter, by the Bind's format codes; emptied whenever the
     # parameters' types are inferred (`hints`).
     decoders: dict[tuple[int, ...], list[Callable[[bytes], object]]] = field(default_factory=dict)
@@ -78,6 +114,18 @@ class Prepared:
         oids = self.param_oids
         named = types.ENGINE_TYPE_OF_OID.get(oids[number - 1]) if number <= len(oids) else None
         return "DOUBLE" if named == "DOUBLE" else self.hints.get(number, "")
+
+    def completion(self, result: Result) -> m.CommandComplete:
+        """The CommandComplete of a `run` that answered no rows: its statement is fixed, so
+        its tag differs only by the count (`INSERT 0 1`), and each is made once."""
+        done = self.completions.get(result.count)
+        if done is None:
+            assert self.plan is not None and self.plan.statement is not None
+            if len(self.completions) >= _COMPLETIONS_KEPT:
+                self.completions.clear()
+            done = m.CommandComplete(command_tag(self.plan.statement, result))
+            self.completions[result.count] = done
+        return done
 
     def row_shape(self, columns: list[Column], formats: list[int]) -> RowShape:
         """The RowShape of `columns` in `formats`: the one kept, when it is still that."""
