@@ -6,10 +6,12 @@ where the work is done. `prepare` does everything that depends only on the rows 
 table's layout without any database lock: the NOT NULL checks, each row's place (partition
 and order key), each partition's new rows as the table keeps them (`Blocks`), the log entry's
 bytes, the revision values the rows touch and what they count against the memory limit, and
-the checksum of all but the first bytes of that entry. The commit (`Database.commit_load`)
-then holds the write lock only to check the table is unchanged, append the prepared bytes to
-the log (summing only the bytes before the known checksum, and not copying them) and take
-the prepared partitions over (a partition the table already holds merges them in).
+the checksum of all but the first bytes of that entry. `bulk_merge` then merges them into a
+snapshot of the table's partitions and index, also with no lock held, and the commit
+(`Database.commit_load`) holds the write lock only to append the prepared bytes to the log
+(summing only the bytes before the known checksum, and not copying them) and, with the state
+lock, to install the merged structures (redoing on them what other writers changed
+meanwhile).
 
 A load that cannot go this way (triggers, secondary indexes, before-images, a key already
 held, a key twice in the load, a table changed since) is refused with None, and the caller
@@ -34,6 +36,7 @@ import msgspec
 
 from refimpl.engine.storage import records
 from refimpl.engine.storage.blocks import Blocks
+from refimpl.engine.storage.ident_index import SHARD_AT, ShardedIndex
 from refimpl.engine.storage.memory_limit import rows_bytes
 from refimpl.engine.storage.records import Entry
 from refimpl.engine.storage.table import Ident, OrderKey, PartKey, Row, Table
@@ -46,6 +49,9 @@ from refimpl.engine.tracking.revisions import Touched
 # for a CPU in the middle of a call, and every other thread of the server waits with it:
 # 65,536 rows a slice made /api/rev wait up to 20 ms for the lock at each such call.
 SLICE_ROWS = 8_192
+# Keys checked for order at a time: a comparison of two order keys costs up to a
+# microsecond, so a slice of `SLICE_ROWS` held the interpreter lock for 3 to 6 ms.
+CHECK_ROWS = 2_048
 # Rows encoded into the log record at a time (a fraction of a millisecond of MessagePack).
 ENCODE_ROWS = 4_096
 # A load of at least this many rows is frozen out of the collector once prepared (gc.freeze).
@@ -62,7 +68,8 @@ class PreparedLoad:
     key: str  # the table's lower-case name
     table: Table  # the committed table they were prepared for (the same object at install)
     count: int  # rows
-    index: dict[Ident, tuple[PartKey, OrderKey]]  # each new identity's place (taken over)
+    # Each new identity's place: sharded from `SHARD_AT` rows on (no one dict grows big).
+    index: dict[Ident, tuple[PartKey, OrderKey]] | ShardedIndex
     # Each partition's new rows: as blocks (a partition the table lacks takes them over) and
     # the dict those blocks borrow, which holds exactly these rows (merged into one it holds).
     partitions: dict[PartKey, tuple[Blocks, dict[OrderKey, Row]]]
@@ -169,11 +176,11 @@ def prepare(key: str, table: Table, rows: TypedRows, idents: list[Ident]) -> Pre
     while batches:  # each batch let go once made blocks: no two copies of all the rows
         part, batch = batches.popitem()
         partitions[part] = (Blocks.from_sorted(_sorted_keys(list(batch), batch), batch), batch)
-    index: dict[Ident, tuple[PartKey, OrderKey]] = {}
-    for start in range(0, len(idents), SLICE_ROWS):  # in slices, as the placing above
-        end = start + SLICE_ROWS
-        places = zip(parts[start:end], orders[start:end], strict=True)
-        index.update(zip(idents[start:end], places, strict=True))
+    index: dict[Ident, tuple[PartKey, OrderKey]] | ShardedIndex
+    if len(idents) >= SHARD_AT:  # a step per row, so that no dict's resize is long
+        index = ShardedIndex.of(zip(idents, zip(parts, orders, strict=True), strict=True))
+    else:
+        index = dict(zip(idents, zip(parts, orders, strict=True), strict=True))
     rowids = None if table.keyed else _column(idents, 0)
     rev_column = schema.rev_column
     if rev_column is None:
@@ -247,8 +254,8 @@ def _sorted_keys(keys: list[OrderKey], rows: dict[OrderKey, Row]) -> list[OrderK
     at a time; a sort, when needed, is one C call over them all."""
     if len(keys) != len(rows):  # a key twice: the load is refused after, but made right
         return sorted(rows)
-    for start in range(0, len(keys), SLICE_ROWS):
-        some = keys[start : start + SLICE_ROWS + 1]  # one past: the slices' seam too
+    for start in range(0, len(keys), CHECK_ROWS):
+        some = keys[start : start + CHECK_ROWS + 1]  # one past: the slices' seam too
         if not all(map(le, some, islice(some, 1, None))):
             return sorted(keys)
     return keys
@@ -265,14 +272,11 @@ def _column(rows: Sequence[tuple[Any, ...]], position: int) -> list[Any]:
 
 
 def still_fits(load: PreparedLoad, tables: dict[str, Table]) -> bool:
-    """True when the load may install now (the caller holds the write lock): its table is
-    the committed one it was prepared for, and, keyed, holds none of its keys yet."""
+    """True when the load may still merge into its table (the caller holds the write
+    lock): the table is the committed one it was prepared for, with no secondary index.
+    Whether the table holds a key of the load is found by the merge (`bulk_merge`)."""
     table = tables.get(load.key)
-    if table is not load.table or table.secondary:
-        return False
-    if table.keyed:
-        return not any(map(table.index.__contains__, load.index))
-    return True
+    return table is load.table and not table.secondary
 
 
 @contextmanager

@@ -24,7 +24,7 @@ from refimpl.engine.files import REAL_FILES, FileOps
 from refimpl.engine.measures import DatabaseMeasures, LatencyHistogram
 from refimpl.engine.options import EngineOptions
 from refimpl.engine.progress import REPORT_EVERY, Progress, ProgressReport, no_report
-from refimpl.engine.storage import bulk, checkpoint, ddl, records, values
+from refimpl.engine.storage import bulk, bulk_merge, checkpoint, ddl, records, values
 from refimpl.engine.storage.bulk import collector_paused as _collector_paused
 from refimpl.engine.storage.locks import SharedLock
 from refimpl.engine.storage.memory_limit import (
@@ -343,21 +343,21 @@ class Database:
         load = bulk.prepare(key, table, rows, idents)
         if not load.distinct:  # a key twice: the ordinary insert says which
             return None
-        self.acquire_write()
-        try:
-            if not bulk.still_fits(load, self.tables):
-                return None
-            lsn = self._commit_load(load)
-        finally:
-            self.release_write()
+        # Merged into the table with no lock held, installed in a short step (`bulk_merge`).
+        lsn = bulk_merge.merge_in(
+            load, self.tables, self.acquire_write, self.release_write, self._commit_load
+        )
+        if lsn is None:
+            return None
         if len(load) >= _LONG_LIVED_ROWS:
             # The rows live as long as their table and hold no cycle: kept out of every
             # later pass of the collector, each of which would go over all of them again.
             gc.freeze()
         return len(load), lsn
 
-    def _commit_load(self, load: bulk.PreparedLoad) -> int:
-        """Log and install a prepared load; the caller holds the write lock."""
+    def _commit_load(self, merge: bulk_merge.Merge) -> int:
+        """Log and install a merged load; the caller holds the write lock."""
+        load = merge.load
         started = time.perf_counter()
         self.memory.reserve(self.name, load.growth)  # MemoryFull: nothing is logged
         try:
@@ -368,7 +368,7 @@ class Database:
             raise
         self.table_bytes[load.key] = self.table_bytes.get(load.key, 0) + load.growth
         with self.state_lock.exclusive():
-            load.table.install_prepared(load.partitions, load.index)
+            merge.install()
             self.revisions.advance({load.key: load.touched})  # after the install, as above
             self.wake_board.notify(load.key, load.touched.values, load.touched.everything)
             self.applied_lsn = lsn

@@ -25,6 +25,7 @@ from sortedcontainers import SortedDict
 
 from refimpl.engine.storage.blocks import Blocks, Opener
 from refimpl.engine.storage.checkpoint import Chunk, TableImage, decode_chunk
+from refimpl.engine.storage.ident_index import SHARD_AT, OrderIndex, ShardedIndex, sharded
 from refimpl.engine.storage.indexes import SecondaryIndex, build_indexes
 from refimpl.engine.storage.placement import Placements, Placer, placements, placer
 from refimpl.engine.storage.schema import TableSchema
@@ -37,6 +38,20 @@ OrderKey = tuple[Any, ...]
 # Rows placed at a time by `put_many`: each slice's C calls (a few milliseconds) leave the
 # interpreter lock to other threads in between.
 _SLICE_ROWS = 4096
+Index = dict[Ident, tuple[PartKey, OrderKey]] | OrderIndex | ShardedIndex
+
+
+class Journal(list[Ident]):
+    """The identities a table's writes changed while a bulk load merged into a snapshot of
+    it (`Table.journals`), in the order written, repeats included; `stale` when a write
+    changed more than identities can say (a partition dropped, the table emptied, another
+    load installed): the load then merges again from a new snapshot."""
+
+    __slots__ = ("stale",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stale = False
 
 
 class Table:
@@ -48,6 +63,7 @@ class Table:
         "partitions",
         "index",
         "secondary",
+        "journals",
         "next_rowid",
         "_wrap",
         "_keyed",
@@ -59,13 +75,16 @@ class Table:
         self.schema = schema
         self.layout = schema.layout()
         self.partitions: SortedDict = SortedDict()
-        self.index: dict[Ident, tuple[PartKey, OrderKey]] | OrderIndex = {}
+        self.index: Index = {}
         # Secondary indexes (CREATE INDEX, UNIQUE): lower-case name -> index, kept current
         # by every change below.
         self.secondary: dict[str, SecondaryIndex] = build_indexes(
             schema.all_indexes(), schema.positions
         )
         self.next_rowid = 1
+        # The journals of the bulk loads merging into a snapshot of this table: every write
+        # records the identities it changes in each (see `Journal`).
+        self.journals: list[Journal] = []
         not_null = {position for position, _ in self.layout.not_null}
         self._wrap = tuple(p not in not_null for p in self.layout.order_positions)
         self._keyed = bool(self.layout.key_positions)
@@ -204,7 +223,12 @@ class Table:
                 del self.partitions[old[0]]
         part, order = self.place(row, ident)
         self._partition(part)[order] = row
-        self.index[ident] = (part, order)
+        index = self.index
+        index[ident] = (part, order)
+        if old is None and type(index) is dict and len(index) >= SHARD_AT:
+            self.index = sharded(index)
+        for journal in self.journals:
+            journal.append(ident)
         for secondary in self.secondary.values():
             if previous is not None:
                 secondary.remove(previous, ident)
@@ -234,6 +258,10 @@ class Table:
         # In slices, so that no one C call holds the interpreter lock for long (other
         # requests wait for it), and no list of a million keys is made for the collector to
         # go over again and again.
+        for journal in self.journals:
+            journal += idents
+        if type(index) is dict and len(index) + len(idents) >= SHARD_AT:
+            index = self.index = sharded(index)
         batches: dict[PartKey, dict[OrderKey, Row]] = {}
         for start in range(0, len(idents), _SLICE_ROWS):
             end = start + _SLICE_ROWS
@@ -268,13 +296,17 @@ class Table:
                 held.update(rows)
             else:
                 self.partitions[part] = prepared
+        for journal in self.journals:
+            journal.stale = True
         if isinstance(self.index, OrderIndex):  # the partition is the index
             return
-        if len(index) > len(self.index):
+        if type(self.index) is dict and len(self.index) + len(index) >= SHARD_AT:
+            self.index = sharded(self.index)
+        if len(index) > len(self.index) and type(self.index) is dict:
             index.update(self.index)
             self.index = index
         else:
-            self.index.update(index)
+            self.index.update(index.items())
 
     def load(self, idents: Sequence[Ident], rows: Sequence[Row]) -> None:
         """Fill an empty table with rows and their identities at once (a checkpoint's).
@@ -285,7 +317,8 @@ class Table:
         for secondary in self.secondary.values():
             secondary.build(zip(idents, rows, strict=True))
         parts, orders = self.place_all(rows, idents)
-        self.index = dict(zip(idents, zip(parts, orders, strict=True), strict=True))
+        places = zip(idents, zip(parts, orders, strict=True), strict=True)
+        self.index = ShardedIndex.of(places) if len(idents) >= SHARD_AT else dict(places)
         batches: dict[PartKey, dict[OrderKey, Row]] = {}
         _group_by_part(parts, orders, rows, batches)
         for part, batch in batches.items():
@@ -355,6 +388,8 @@ class Table:
         where = self.index.pop(ident, None)
         if where is None:
             return None
+        for journal in self.journals:
+            journal.append(ident)
         partition = self.partitions[where[0]]
         row = partition.pop(where[1])
         if not partition:
@@ -365,6 +400,8 @@ class Table:
 
     def clear(self) -> int:
         removed = len(self.index)
+        for journal in self.journals:
+            journal.stale = True
         self.partitions = SortedDict()
         self.index = {}
         for secondary in self.secondary.values():
@@ -375,6 +412,8 @@ class Table:
         """Remove whole partitions; returns the number of rows removed."""
         removed = 0
         key_count = len(self.layout.key_positions) or 1
+        for journal in self.journals:
+            journal.stale = True
         for part in list(parts):
             partition = self.partitions.pop(part, None)
             if partition is None:
@@ -408,7 +447,11 @@ class Table:
         twin.partitions = SortedDict(
             (part, partition.copy()) for part, partition in self.partitions.items()
         )
-        twin.index = OrderIndex(twin) if isinstance(self.index, OrderIndex) else dict(self.index)
+        index = self.index
+        if isinstance(index, OrderIndex):
+            twin.index = OrderIndex(twin)
+        else:
+            twin.index = index.snapshot() if isinstance(index, ShardedIndex) else dict(index)
         twin.next_rowid = self.next_rowid
         for name, secondary in twin.secondary.items():
             mine = self.secondary.get(name)
@@ -425,66 +468,6 @@ class Table:
         for ident, row in self.scan_with_idents():
             twin.put(ident, convert(row))
         return twin
-
-
-class OrderIndex:
-    """The identity index of a table whose rows sit in partition `()` ordered by identity
-    alone, where a row's place is always `((), identity)`: answered from that partition, so
-    it holds no entry of its own. It reads as a dict of identity -> place; setting a place
-    records nothing and `pop` removes nothing (the table moves the row itself)."""
-
-    __slots__ = ("_table",)
-
-    def __init__(self, table: Table) -> None:
-        self._table = table
-
-    def _held(self) -> Blocks:
-        return self._table.partitions.get((), _EMPTY)
-
-    def get(
-        self, ident: Ident, default: tuple[PartKey, OrderKey] | None = None
-    ) -> tuple[PartKey, OrderKey] | None:
-        return ((), ident) if ident in self else default
-
-    def __contains__(self, ident: object) -> bool:
-        try:
-            return ident in self._held()
-        except TypeError:  # not comparable with the keys (NULL, another type): not held,
-            return False  # as a dict's lookup would say
-
-    def __getitem__(self, ident: Ident) -> tuple[PartKey, OrderKey]:
-        if ident in self:
-            return (), ident
-        raise KeyError(ident)
-
-    def __len__(self) -> int:
-        return len(self._held())
-
-    def __iter__(self) -> Iterator[Ident]:
-        return iter(self._held())
-
-    def keys(self) -> Iterator[Ident]:
-        return iter(self._held())
-
-    def items(self) -> Iterator[tuple[Ident, tuple[PartKey, OrderKey]]]:
-        return ((ident, ((), ident)) for ident in self._held())
-
-    def __setitem__(self, ident: Ident, place: tuple[PartKey, OrderKey]) -> None:
-        pass  # the row's place in the partition is its entry
-
-    def pop(
-        self, ident: Ident, default: tuple[PartKey, OrderKey] | None = None
-    ) -> tuple[PartKey, OrderKey] | None:
-        return self.get(ident, default)
-
-    def __delitem__(self, ident: Ident) -> None:
-        pass  # as `pop`: the table takes the row out of its partition
-
-    def update(self, places: Iterable[tuple[Ident, tuple[PartKey, OrderKey]]]) -> None:
-        pass  # as `__setitem__`
-
-
-_EMPTY = Blocks()  # what an OrderIndex reads while its table holds no row; never written
 
 
 def _opener(key_positions: tuple[int, ...]) -> Opener:

@@ -12,7 +12,7 @@ import pytest
 
 from refimpl.engine.instance import Instance
 from refimpl.engine.session import Session
-from refimpl.engine.storage import bulk, records, values
+from refimpl.engine.storage import bulk, bulk_merge, records, values
 from refimpl.errors import DuplicateKey
 
 TRADES = (
@@ -216,17 +216,18 @@ def test_the_collector_is_off_for_every_step_of_a_load_and_on_after(
     of the collector can stop the server; after the load, done or refused, it is on again."""
     seen: dict[str, bool] = {}  # each step: was the collector on when it ran
 
-    def watched(name: str) -> None:
-        step = getattr(bulk, name)
+    def watched(module: object, name: str) -> None:
+        step = getattr(module, name)
 
         def run(*args: object) -> object:
             seen[name] = seen.get(name, False) or gc.isenabled()
             return step(*args)
 
-        monkeypatch.setattr(bulk, name, run)
+        monkeypatch.setattr(module, name, run)
 
-    for name in ("not_null_ok", "rowid_idents", "keys_of", "prepare", "still_fits"):
-        watched(name)
+    for name in ("not_null_ok", "rowid_idents", "keys_of", "prepare"):
+        watched(bulk, name)
+    watched(bulk_merge, "merge_in")
     instance = Instance.open(tmp_path / "data")
     try:
         with closing(instance.session()) as session:
@@ -239,7 +240,7 @@ def test_the_collector_is_off_for_every_step_of_a_load_and_on_after(
             assert database.load_rows("t", refused) is None
             assert gc.isenabled()
             assert seen == dict.fromkeys(
-                ("not_null_ok", "rowid_idents", "prepare", "still_fits", "keys_of"), False
+                ("not_null_ok", "rowid_idents", "prepare", "merge_in", "keys_of"), False
             )
     finally:
         instance.close()
@@ -265,7 +266,8 @@ def _in_generation(thing: object) -> int | None:
 
 def test_prepared_partitions_the_table_lacks_become_its_own(tmp_path: Path) -> None:
     """A load into new partitions is taken over as prepared (no step per row under the
-    locks); one into a partition the table holds is merged into it."""
+    locks); one into a partition the table holds is merged with it into a new partition,
+    made with no lock held, that replaces it (the held one unchanged)."""
     instance = Instance.open(tmp_path / "data")
     try:
         with closing(instance.session()) as session:
@@ -276,11 +278,13 @@ def test_prepared_partitions_the_table_lacks_become_its_own(tmp_path: Path) -> N
             rows = trades(700)  # 100 rows of each of S0 ... S6, all on the first day
             load = bulk.prepare("trades", table, rows, bulk.rowid_idents(table.next_rowid, 700))
             table.next_rowid += 700
-            table.install_prepared(load.partitions, load.index)
+            merge = bulk_merge.Merge(load)
+            assert merge.build()
+            merge.install()
             assert len(load.partitions) == 7 and held_part in load.partitions
             for part, (prepared, _rows) in load.partitions.items():
-                assert table.partitions[part] is (held if part == held_part else prepared)
-            assert len(held) == 101
+                assert (table.partitions[part] is prepared) == (part != held_part)
+            assert len(held) == 1 and len(table.partitions[held_part]) == 101
             assert sorted(table.scan()) == sorted([*rows, (BASE + 1, "S0", 1.0, -1)])
             for ident, row in table.scan_with_idents():
                 assert table.get(ident) == row
