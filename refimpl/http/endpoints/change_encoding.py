@@ -229,6 +229,9 @@ class _JsonAnswer(msgspec.Struct, gc=False):
 
 
 _encode = msgspec.json.Encoder().encode
+# Stands for a big page's changes in its answer's encoding, which they are spliced into.
+_SPLICED = msgspec.Raw(b"0")
+_SPLICED_AT = b'"changes":0'
 _CHANGE = b"event: change\ndata: "
 _NEXT_CHANGE = b"\n\n" + _CHANGE
 _lines = msgspec.json.Encoder().encode_lines
@@ -267,13 +270,22 @@ def _text_lines(objects: Sequence[Any]) -> bytes:
         return b"".join(encode_json(item) + b"\n" for item in objects)
 
 
+def _array_parts(objects: Sequence[Any]) -> list[bytes | memoryview]:
+    """The objects as the parts of one JSON array, encoded a chunk at a time (see
+    CHUNK_ROWS): each chunk's text without its brackets, as a view (no copy of it)."""
+    parts: list[bytes | memoryview] = [b"["]
+    for chunk in _stepping(chunks(objects)):
+        if len(parts) > 1:
+            parts.append(b",")
+        parts.append(memoryview(encode_json(chunk))[1:-1])
+    parts.append(b"]")
+    return parts
+
+
 def json_array(objects: Sequence[Any]) -> msgspec.Raw:
     """The objects as one JSON array, encoded a chunk at a time (see CHUNK_ROWS), to be
     put in an answer as it is (the answer's other fields are plain, never the fallback's)."""
-    parts = []
-    for chunk in _stepping(chunks(objects)):
-        parts.append(encode_json(list(chunk))[1:-1])
-    return msgspec.Raw(b"[" + b",".join(parts) + b"]")
+    return msgspec.Raw(b"".join(_array_parts(objects)))
 
 
 def _events(
@@ -303,7 +315,7 @@ def encode_sse(
 ) -> bytes:
     """Events: `state` first when asked, `change` per row (`id` on a transaction's last
     row), then `position`."""
-    parts = [f"retry: {RETRY_MS}\n\n".encode()]
+    parts: list[bytes | memoryview] = [f"retry: {RETRY_MS}\n\n".encode()]
     if shaping.ready:
         parts.append(b"event: state\ndata: " + encode_json(shaping.state()) + b"\n\n")
     events = _events(batch, names, types, shaping)
@@ -318,16 +330,21 @@ def encode_sse(
                 made = 0
             step = events[start : min(start + CHUNK_ROWS, end)]
             made += len(step)
-            # The step's lines as one text, its line breaks made event breaks by one C
-            # call: no bytes object per row (JSON text holds no raw line break).
-            text = _text_lines(step)[:-1]
+            # The step's lines as one text, each line break made an event's end and the
+            # next one's start by one C call: no bytes object per row (JSON text holds no
+            # raw line break). The start after the last line is cut by a view, not a copy.
+            framed = _text_lines(step).replace(b"\n", _NEXT_CHANGE)
+            events_text = memoryview(framed)[: -len(_CHANGE)]
             if start + CHUNK_ROWS < end:  # not the transaction's last step: no id in it
-                parts += (_CHANGE, text.replace(b"\n", _NEXT_CHANGE), b"\n\n")
+                parts += (_CHANGE, events_text)
                 continue
-            split = text.rfind(b"\n")
-            if split >= 0:  # the events before the transaction's last
-                parts += (_CHANGE, text[:split].replace(b"\n", _NEXT_CHANGE), b"\n\n")
-            parts += (b"id: %d\n" % lsn, _CHANGE, text[split + 1 :], b"\n\n")
+            # The transaction's last event carries its id: where that event starts (-1: it
+            # is the step's only one, after the leading `_CHANGE`).
+            last = framed.rfind(_CHANGE, 0, len(events_text))
+            if last < 0:
+                parts += (b"id: %d\n" % lsn, _CHANGE, events_text)
+            else:
+                parts += (_CHANGE, events_text[:last], b"id: %d\n" % lsn, events_text[last:])
         at = end
     position = encode_json({"next": batch.next_lsn, "more": batch.more}).decode("utf-8")
     parts.append(f"id: {batch.next_lsn}\nevent: position\ndata: {position}\n\n".encode())
@@ -353,5 +370,11 @@ def encode_json_answer(
             return _encode(_JsonAnswer(table, changes, batch.next_lsn, batch.more, durable, oldest))
         except (OverflowError, TypeError):  # what only encode_json's fallback encodes
             pass
-    array = json_array(changes)
-    return _encode(_JsonAnswer(table, array, batch.next_lsn, batch.more, durable, oldest))
+    # A big page: the answer's other fields encoded around a stand-in, and the array's
+    # chunks joined into its place: the page's text is copied once, by the join. The
+    # stand-in is found by its field name: inside the table's name, a JSON string, every
+    # quote is escaped, so `"changes":` there is never preceded by its unescaped quote.
+    frame = _encode(_JsonAnswer(table, _SPLICED, batch.next_lsn, batch.more, durable, oldest))
+    at = frame.index(_SPLICED_AT) + len(_SPLICED_AT) - 1
+    whole = memoryview(frame)
+    return b"".join([whole[:at], *_array_parts(changes), whole[at + 1 :]])
