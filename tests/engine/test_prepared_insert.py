@@ -37,6 +37,16 @@ CASES: list[list[tuple[str, tuple[Any, ...]]]] = [
     [("INSERT INTO t VALUES (?, ?, ?)", (None, 1.0, "x"))],  # NOT NULL
     [("INSERT INTO t VALUES (?, ?, ?)", ("4", "2.5", 7))],  # converted by the column types
     [("INSERT INTO t VALUES (?, ?, ?)", ("four", 1.0, "x"))],  # not a BIGINT
+    # Values kept as they are when of their column's type and range, else converted or refused
+    [("INSERT INTO t VALUES (?, ?, ?)", (2**63, 1.0, "x"))],  # past BIGINT
+    [("INSERT INTO t VALUES (?, ?, ?)", (-(2**63), -1.5e308, ""))],  # the edges
+    [("INSERT INTO t VALUES (?, ?, ?)", (True, 1.0, "x"))],  # a boolean is no BIGINT
+    [("INSERT INTO t VALUES (?, ?, ?)", (3, float("inf"), "x"))],
+    [("INSERT INTO t VALUES (?, ?, ?)", (3, float("nan"), "x"))],
+    [("INSERT INTO t VALUES (?, ?, ?)", (3, 10**400, "x"))],  # an integer too large for DOUBLE
+    [("INSERT INTO t VALUES (?, ?, ?)", (3, 7, "x"))],  # an integer into DOUBLE: 7.0
+    [("INSERT INTO r VALUES (?, ?)", (2**31, "x"))],  # past INT
+    [("INSERT INTO r VALUES (?, ?)", (-(2**31), "x"))],
     [("INSERT INTO t (s, id, v) VALUES (?, ?, ?)", ("z", 5, 0.25))],  # reordered
     [("INSERT INTO t (id, v) VALUES (?, 9.5)", (6,))],  # a literal, a column left NULL
     [("INSERT INTO t (id, id) VALUES (?, ?)", (7, 7))],  # a column twice

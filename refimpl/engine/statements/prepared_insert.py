@@ -12,6 +12,7 @@ the session's, as for every other INSERT.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +30,18 @@ if TYPE_CHECKING:
     from refimpl.engine.statements.context import StatementContext
 
 _ONE_ROW = "1 row(s) inserted"  # what `executor` answers for one row
+_DOUBLE_MAX = sys.float_info.max
+# A column type whose value of one Python type `values.coerce` keeps as it is when it lies
+# within the bounds (a finite float; any text): that type and those bounds. Other values
+# (an integer for a DOUBLE, a TIMESTAMP) and those out of bounds go through `coerce`, which
+# converts them or says what is wrong.
+_KEPT_AS_THEY_ARE: dict[str, tuple[type, Any, Any]] = {
+    "INT": (int, values.INT_MIN, values.INT_MAX),
+    "BIGINT": (int, values.BIGINT_MIN, values.BIGINT_MAX),
+    "DOUBLE": (float, -_DOUBLE_MAX, _DOUBLE_MAX),  # inf and NaN fall outside
+    "STRING": (str, None, None),
+    "SYMBOL": (str, None, None),
+}
 
 
 def runs_one_row(statement: ast.Statement) -> bool:
@@ -48,7 +61,7 @@ def runs_one_row(statement: ast.Statement) -> bool:
 class _Shape:
     """The row's place in one schema object's columns, made once for it."""
 
-    __slots__ = ("schema", "types", "width", "positions")
+    __slots__ = ("schema", "types", "width", "positions", "checks")
 
     def __init__(self, schema: TableSchema, columns: Sequence[str] | None) -> None:
         self.schema = schema
@@ -63,13 +76,19 @@ class _Shape:
                 raise SqlError("a column is named twice in the INSERT column list")
         self.positions = None if positions == list(range(self.width)) else positions
         self.types = [(schema.columns[p].type, schema.columns[p].name) for p in positions]
+        # Each value's (Python type, low, high, column type, name): kept as it is when of
+        # that type and within [low, high] (text: always), else converted by `coerce`.
+        self.checks = [
+            (*_KEPT_AS_THEY_ARE.get(column_type, (None, None, None)), column_type, name)
+            for column_type, name in self.types
+        ]
 
 
 class PreparedInsert:
     """`executor.execute` of a one-row INSERT (`runs_one_row`), run again and again. Threads
     may share one: what it keeps is one `_Shape`, replaced whole."""
 
-    __slots__ = ("_shape", "_sources")
+    __slots__ = ("_shape", "_sources", "_needs")
 
     def __init__(self, statement: ast.Insert) -> None:
         assert statement.rows is not None
@@ -80,13 +99,14 @@ class PreparedInsert:
             if isinstance(e, ast.Param | ast.Literal)
         ]
         self._shape: _Shape | None = None
+        # How many parameters a run needs (its highest `?` index, plus one).
+        self._needs = 1 + max((i for is_param, i in self._sources if is_param), default=-1)
 
     def __call__(
         self, context: StatementContext, statement: ast.Insert, text: str, params: Sequence[Any]
     ) -> Result:
         context.authorize(Right.WRITE, statement.table)
-        count = len(params)
-        if any(is_param and index >= count for is_param, index in self._sources):
+        if len(params) < self._needs:
             return executor.execute(context, statement, text, params)  # says what is missing
         source = [params[i] if is_param else i for is_param, i in self._sources]
 
@@ -109,7 +129,14 @@ class PreparedInsert:
                     " being inserted"
                 )
             coerce = values.coerce
-            converted = [coerce(v, t, n) for v, (t, n) in zip(source, shape.types, strict=True)]
+            converted = [
+                v
+                if type(v) is kind and (low is None or low <= v <= high)
+                else coerce(v, column_type, name)
+                for v, (kind, low, high, column_type, name) in zip(
+                    source, shape.checks, strict=True
+                )
+            ]
             if shape.positions is None:
                 row = tuple(converted)
             else:
