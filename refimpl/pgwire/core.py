@@ -146,8 +146,10 @@ class ProtocolCore:
         """Whether a whole message waits to be read (or the client closed its side)."""
         if self.client_closed:
             return True
-        head = 4 if self.state in UNTYPED else 5
         available = len(self._buffer) - self._at
+        if available < 4:  # every message has its length's 4 bytes at least: nearly always
+            return False
+        head = 4 if self.state in UNTYPED else 5
         if available < head:
             return False
         (length,) = _LENGTH.unpack_from(self._buffer, self._at + head - 4)

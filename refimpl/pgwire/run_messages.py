@@ -27,27 +27,44 @@ def _fast_bind(body: bytes) -> m.Bind | None:
     at = body.find(0, portal_end + 1) + 1
     if portal_end < 0 or not at:
         return None
-    portal, statement = body[:portal_end].decode(), body[portal_end + 1 : at - 1].decode()
-    formats, at = _fast_int16s(body, at)
+    portal = body[:portal_end].decode() if portal_end else ""  # the unnamed one, mostly
+    statement = body[portal_end + 1 : at - 1].decode()
+    # Format codes: none or one (all alike), as nearly every client sends them, without a call.
+    (count,) = _INT16.unpack_from(body, at)
+    if count == 0:
+        formats: tuple[int, ...] = ()
+        at += 2
+    elif count == 1:
+        formats = _INT16.unpack_from(body, at + 2)
+        at += 4
+    else:
+        formats, at = _fast_int16s(body, at)
     (count,) = _INT16.unpack_from(body, at)
     at += 2
     if count < 0:
         return None
     params: list[bytes | None] = []
-    size = len(body)
+    append, size, unpack_length = params.append, len(body), _INT32.unpack_from
     for _ in range(count):
-        (length,) = _INT32.unpack_from(body, at)
+        (length,) = unpack_length(body, at)
         at += 4
         if length < 0:
-            params.append(None)
-        elif at + length > size:
-            return None
+            append(None)
         else:
-            params.append(body[at : at + length])
-            at += length
-    result_formats, at = _fast_int16s(body, at)
-    if at != size:
-        return None
+            end = at + length
+            if end > size:
+                return None
+            append(body[at:end])
+            at = end
+    (count,) = _INT16.unpack_from(body, at)
+    if count == 0 and at + 2 == size:
+        result_formats: tuple[int, ...] = ()
+    elif count == 1 and at + 4 == size:
+        result_formats = _INT16.unpack_from(body, at + 2)
+    else:
+        result_formats, at = _fast_int16s(body, at)
+        if at != size:
+            return None
     return m.Bind(portal, statement, formats, tuple(params), result_formats)
 
 
