@@ -57,6 +57,56 @@ def convert_rows(columns: Sequence[Column], rows: Sequence[tuple]) -> list[list[
     return out
 
 
+def result_answer(result: Result, query: str) -> Answer:
+    """The /exec answer as `json_response(result_body(result, query))` makes it, in one
+    msgspec call over the result's own rows where it can: msgspec writes a tuple as an array
+    and a DOUBLE that is not finite as null, so only TIMESTAMP values are converted first,
+    and a column list's JSON part is made once per list (`_shape`)."""
+    columns = result.columns
+    if columns is None or result.statements > 1:
+        return json_response(result_body(result, query))
+    shown, stamps = _shape(columns)
+    rows = _with_timestamps(result.rows, stamps) if stamps else result.rows
+    body = {"query": query, "columns": shown, "dataset": rows, "count": result.count}
+    try:
+        return Answer(_encoder.encode(body))
+    except (OverflowError, TypeError):
+        return json_response(result_body(result, query))  # json's fallback, values converted
+
+
+# A column list's JSON part and its TIMESTAMP positions, by the list's identity (the list
+# is kept with them, so its id is not reused meanwhile): a plan answers with the same list
+# at every run. Bounded: emptied when full.
+_shapes: dict[int, tuple[list[Column], list[dict[str, str]], tuple[int, ...]]] = {}
+SHAPES_KEPT = 256
+
+
+def _shape(columns: list[Column]) -> tuple[list[dict[str, str]], tuple[int, ...]]:
+    kept = _shapes.get(id(columns))
+    if kept is not None and kept[0] is columns:
+        return kept[1], kept[2]
+    shown = [{"name": c.name, "type": shown_type(c.type)} for c in columns]
+    stamps = tuple(i for i, c in enumerate(columns) if c.type == "TIMESTAMP")
+    if len(_shapes) >= SHAPES_KEPT:
+        _shapes.clear()
+    _shapes[id(columns)] = (columns, shown, stamps)
+    return shown, stamps
+
+
+def _with_timestamps(rows: Sequence[tuple], stamps: tuple[int, ...]) -> list[list[object]]:
+    out = []
+    for row in rows:
+        values = list(row)
+        for i in stamps:
+            values[i] = _stamp(values[i])
+        out.append(values)
+    return out
+
+
+def _stamp(value: object) -> object:
+    return values.to_json(value, "TIMESTAMP")
+
+
 def csv_chunks(result: Result, rows_per_chunk: int = 1000) -> Iterator[bytes]:
     """RFC 4180 CSV (CRLF line ends, quotes where needed) with a header row, in chunks."""
     columns = result.columns or []

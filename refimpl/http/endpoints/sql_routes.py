@@ -12,7 +12,7 @@ from refimpl.engine import copying
 from refimpl.errors import BadRequest, KdbError
 from refimpl.http.auth import by_cookie
 from refimpl.http.context import Context
-from refimpl.http.encode import Answer, csv_chunks, json_response, result_body
+from refimpl.http.encode import Answer, csv_chunks, json_response, result_answer, result_body
 from refimpl.http.error_answers import to_response
 from refimpl.http.exec_body import sql_of_form_body
 from refimpl.sql import ast
@@ -67,7 +67,7 @@ def exec_route(ctx: Context) -> Response | Answer | Parked[Answer]:
         )
     with ctx.session(acknowledge_later=True) as session:
         try:
-            answer = json_response(result_body(session.execute(sql, ()), sql))
+            answer = result_answer(session.execute(sql, ()), sql)
         except KdbError as error:
             if not session.durable_needed:
                 raise
