@@ -28,6 +28,7 @@ class SharedLock:
         self._readers = 0
         self._writing = False
         self._writers_waiting = 0
+        self._asleep = 0  # readers and writers waiting on the condition: someone to wake
         self._depth = threading.local()
         self._exclusive = _Exclusive(self)
 
@@ -37,7 +38,9 @@ class SharedLock:
             with self._condition:
                 while self._writing or self._writers_waiting:
                     admission.waiting()
+                    self._asleep += 1
                     self._condition.wait()
+                    self._asleep -= 1
                 self._readers += 1
             _held.count = getattr(_held, "count", 0) + 1
         self._depth.value = depth + 1
@@ -65,14 +68,18 @@ class SharedLock:
             self._writers_waiting += 1
             while self._writing or self._readers:
                 admission.waiting()
+                self._asleep += 1
                 self._condition.wait()
+                self._asleep -= 1
             self._writers_waiting -= 1
             self._writing = True
 
     def _exit_exclusive(self) -> None:
         with self._condition:
             self._writing = False
-            self._condition.notify_all()
+            # Nearly every commit finds no one waiting: notify_all would still cost 1 us.
+            if self._asleep:
+                self._condition.notify_all()
 
 
 class _Exclusive:

@@ -184,7 +184,8 @@ class MemoryBudget:
         """Count `delta` more bytes for `database`; MemoryFull (nothing counted) when a
         growth would pass the limit. Shrinking is always allowed."""
         with self._lock:
-            used = sum(self._used.values())
+            # Summed only when a growth meets a limit: most commits grow with none set.
+            used = sum(self._used.values()) if delta > 0 and self.limit_bytes else 0
             if delta > 0 and self.limit_bytes and used + delta > self.limit_bytes:
                 raise MemoryFull(
                     f"the memory limit for table data (memory_mb, {_size(self.limit_bytes)}) is"

@@ -58,7 +58,9 @@ class Revisions:
             self._n += 1
             n = self._n
             for table, touched in changes.items():
-                revisions = self._tables.setdefault(table, TableRevisions())
+                revisions = self._tables.get(table)
+                if revisions is None:  # not made at every commit only for setdefault to drop
+                    revisions = self._tables[table] = TableRevisions()
                 revisions.table_n = n
                 if touched.everything or revisions.overflowed:
                     revisions.all_n = n
