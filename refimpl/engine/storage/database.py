@@ -34,6 +34,7 @@ from refimpl.engine.storage.memory_limit import (
     transaction_growth,
 )
 from refimpl.engine.storage.records import Entry
+from refimpl.engine.storage.replay import ERRORS as REPLAY_ERRORS
 from refimpl.engine.storage.replay import Replay, Unreplayable, apply_database_change
 from refimpl.engine.storage.table import Table
 from refimpl.engine.storage.table_image import TakenTable
@@ -201,7 +202,9 @@ class Database:
                 try:
                     replay.run(payloads[start:end])
                 except Unreplayable as failed:
-                    which = f"the record at LSN {first + start + failed.index}"
+                    which = f"a record after LSN {self.checkpoint_lsn}"
+                    if failed.index is not None:
+                        which = f"the record at LSN {first + start + failed.index}"
                     raise self._unreplayable(which, failed.error) from failed.error
                 start = min(end, len(payloads))
                 self.applied_lsn = first + start - 1
@@ -210,7 +213,7 @@ class Database:
                     progress(Progress(task, done, to_replay, "records"))
         try:
             replay.flush()
-        except (SqlError, KeyError, ValueError) as error:
+        except REPLAY_ERRORS as error:
             after = f"a record after LSN {self.checkpoint_lsn}"
             raise self._unreplayable(after, error) from error
         self.applied_lsn = max(self.applied_lsn, self.log.last_lsn)

@@ -83,11 +83,18 @@ def apply_entry(tables: dict[str, Table], settings: dict[str, Any], entry: Entry
             table.put((rowid,), row)
 
 
-class Unreplayable(Exception):
-    """A record of a run that cannot apply: its place in the run, and why (KeyError for a
-    table the log never created, SqlError or ValueError)."""
+# What a record that does not fit the tables raises as it is applied: KeyError for a table
+# the log never created, SqlError or ValueError for a value, TypeError for a value of
+# another type than its column's (met when the row is placed).
+ERRORS = (SqlError, KeyError, ValueError, TypeError)
 
-    def __init__(self, index: int, error: Exception) -> None:
+
+class Unreplayable(Exception):
+    """A record of a run that cannot apply: its place in the run (None when it is not known:
+    a batch of rows of earlier records failed as it went into its table), and why (one of
+    `ERRORS`)."""
+
+    def __init__(self, index: int | None, error: Exception) -> None:
         super().__init__(index, error)
         self.index = index
         self.error = error
@@ -138,7 +145,7 @@ class Replay:
         no call of its own. Every other record goes through `_apply`.
         """
         if self._held + len(payloads) >= _BATCH_ROWS:
-            self.flush()
+            self._flush_batches()
         # Counted ahead, one row a record (the short way's), so that it counts no row one
         # by one; a record the long way goes also counts its rows there (`_held` is then
         # over, never under, what the batches hold).
@@ -173,7 +180,7 @@ class Replay:
                             continue
                 self._apply(entries)
                 if self._held >= _BATCH_ROWS:
-                    self.flush()
+                    self._flush_batches()
                 last = self._last
                 if last is None or last.shape is not _as_tuples or last.columns is None:
                     name = None
@@ -186,7 +193,7 @@ class Replay:
                     key = positions[0]
                 else:
                     key, pick = -1, itemgetter(*positions)
-        except (SqlError, KeyError, ValueError) as error:
+        except ERRORS as error:
             # Found by identity only now: a count kept per record would cost every record.
             index = next(i for i, one in enumerate(payloads) if one is payload)
             raise Unreplayable(index, error) from error
@@ -200,14 +207,22 @@ class Replay:
             elif kind == records.DELETE:
                 self._delete(raw[1], raw[2])
             elif kind == records.DDL:
-                self.flush()
+                self._flush_batches()
                 self._reshaped = True
                 apply_entry(self.tables, self.settings, records.entry_of(raw))
             else:
                 apply_entry(self.tables, self.settings, records.entry_of(raw))
 
+    def _flush_batches(self) -> None:
+        """`flush`, in the middle of a run: a batch that cannot go into its table raises
+        `Unreplayable` naming no record (its rows came from records before)."""
+        try:
+            self.flush()
+        except ERRORS as error:
+            raise Unreplayable(None, error) from error
+
     def flush(self) -> None:
-        """Put every batch into its table."""
+        """Put every batch into its table (raises one of `ERRORS` when one cannot go)."""
         batches, self._batches, self._held, self._last = self._batches, {}, 0, None
         for batch in batches.values():
             if batch.rows:

@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 
 import refimpl
 from refimpl.engine.options import EngineOptions
+from refimpl.engine.storage import database as database_module
 from refimpl.engine.storage import ddl, records, replay, wal_segments
 from refimpl.engine.storage.database import Database
 from refimpl.engine.storage.replay import apply_entry
@@ -240,4 +241,27 @@ def test_a_record_that_cannot_replay_is_named_by_its_lsn(tmp_path: Path, bad: in
         log.wait_durable(lsn)
         first = lsn - 5
     with pytest.raises(CorruptLog, match=f"the record at LSN {first + bad} cannot replay"):
+        Database.open("demo", path / "demo", OPTIONS)
+
+
+@pytest.mark.parametrize("bad", [1, 4])
+def test_a_batch_that_cannot_go_into_its_table_is_a_corrupt_log(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, bad: int
+) -> None:
+    """Rows batched from earlier records go into their table before a run once the batches
+    are full, or at the end: a row that cannot (a time of another type) refuses the log as
+    a record of the run does (CorruptLog, the record named as after the checkpoint), never
+    with the raw error of the table."""
+    monkeypatch.setattr(replay, "_BATCH_ROWS", 3)
+    monkeypatch.setattr(database_module, "REPORT_EVERY", 2)  # runs of two records
+    path = tmp_path / "data"
+    with refimpl.connect(path, options=OPTIONS) as connection:
+        connection.execute("CREATE TABLE q (t TIMESTAMP, v BIGINT) TIMESERIES(t) PARTITION BY DAY")
+        log = connection.instance.database("demo").log
+        for i in range(6):
+            time: Any = "not a time" if i == bad else 1_790_000_000_000_000 + i
+            entry = records.Entry.upsert("q", ["t", "v"], [(time, i)], [i + 1])
+            lsn = log.append(records.encode(1_790_000_000_000_000 + i, [entry]))
+        log.wait_durable(lsn)
+    with pytest.raises(CorruptLog, match="a record after LSN 0 cannot replay: unsupported"):
         Database.open("demo", path / "demo", OPTIONS)
