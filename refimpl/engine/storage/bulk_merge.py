@@ -105,8 +105,12 @@ class Merge:
         table = self.table
         self.end()
         parts, index = self.parts, self.merged_index
-        live = table.index
+        live, loaded = table.index, self.load.index
         for ident in set(self.journal):
+            if ident in loaded:
+                # A key of the load a writer took and let go meanwhile (`fits`: not held
+                # now): the load's row and place stand, as if written after that delete.
+                continue
             old = self._snapshot_place(ident)
             new = live.get(ident)
             if old is not None and old[0] in parts:
