@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from refimpl.http.serving.log_queue import queued_log
+from refimpl.http.serving.log_queue import LogQueue, queued_log
 
 
 @pytest.fixture()
@@ -148,3 +148,16 @@ def test_the_writer_sleeps_while_nothing_is_queued_and_a_line_wakes_it(
         # Written while the server runs, not only at its end.
         assert stream.getvalue().splitlines() == ["MainThread wakes it"]
         assert _switches_of(writer) > before
+
+
+def test_only_the_first_line_queued_while_the_writer_sleeps_wakes_it() -> None:
+    queue = LogQueue()
+    record = logging.makeLogRecord({"msg": "a line"})
+    queue.asleep = True  # as the writer marks itself before it waits on an empty queue
+    queue.put(record)
+    assert queue.wake.is_set() and not queue.asleep
+    queue.wake.clear()  # the writer, woken: the lines queued until it runs wake it no more
+    for _ in range(10):
+        queue.put(record)
+    assert not queue.wake.is_set()
+    assert len(queue.items) == 11

@@ -70,8 +70,12 @@ class LogQueue:
         self.items.append(item)
         # Appended first, looked at second: the writer marks itself asleep first and looks
         # at the queue second, so either it sees this record or this sees it asleep. A
-        # wake-up it did not need (it was already awake) costs it one empty round.
+        # wake-up it did not need (it was already awake) costs it one empty round. The first
+        # record to see it asleep takes the flag down before it wakes it, so the other
+        # threads queueing lines until the writer runs do not wake it again: each wake-up
+        # is a lock, a notify and a futex call, and 16 busy workers made one a line.
         if self.asleep:
+            self.asleep = False
             self.wake.set()
 
 
