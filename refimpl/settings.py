@@ -35,7 +35,7 @@ class Settings:
     | wal_archive_mb       | 1024         | log kept for change readers, per database            |
     | max_body_mb          | 64           | largest request body accepted (413 above)            |
     | statement_timeout_ms | 30000        | a statement running longer is stopped                |
-    | checkpoint_mb        | 16           | log written since the last checkpoint that makes one |
+    | checkpoint_mb        | 8            | log written since the last checkpoint that makes one |
     | segment_mb           | 64           | size of one log file; at most wal_archive_mb / 4     |
     | fsync_delay_ms       | 0            | extra wait per fsync (benchmarks only)               |
     | dev                  | false        | no authentication, every request is admin            |
@@ -82,7 +82,7 @@ class Settings:
     wal_archive_mb: int = 1024
     max_body_mb: int = 64
     statement_timeout_ms: int = 30000
-    checkpoint_mb: int = 16
+    checkpoint_mb: int = 8
     segment_mb: int = 64
     fsync_delay_ms: float = 0.0
     dev: bool = False

@@ -22,7 +22,7 @@ def test_defaults(tmp_path):
     assert settings == Settings(data=tmp_path)
     assert (settings.host, settings.port, settings.threads) == ("127.0.0.1", 9000, 16)
     assert (settings.wal_archive_mb, settings.max_body_mb, settings.segment_mb) == (1024, 64, 64)
-    assert settings.statement_timeout_ms == 30000 and settings.checkpoint_mb == 16
+    assert settings.statement_timeout_ms == 30000 and settings.checkpoint_mb == 8
     assert settings.fsync_delay_ms == 0 and settings.dev is False and settings.static is None
     assert load_settings(environ={}).data == Path("kdb-data")
 
@@ -103,7 +103,7 @@ def test_engine_options_in_engine_units(tmp_path):
     assert options.statement_timeout == 1.5 and options.fsync_delay == 0.0005
     assert options.wal_archive_bytes == 1024 * 1024 * 1024
     assert options.segment_bytes == 64 * 1024 * 1024
-    assert options.checkpoint_bytes == 16 * 1024 * 1024
+    assert options.checkpoint_bytes == 8 * 1024 * 1024
 
 
 def test_sources_say_where_each_value_came_from(tmp_path):

@@ -28,7 +28,7 @@ class EngineOptions:
 
     wal_archive_bytes: int = 1024 * MB
     segment_bytes: int = 64 * MB
-    checkpoint_bytes: int = 16 * MB
+    checkpoint_bytes: int = 8 * MB
     statement_timeout: float = 30.0
     fsync_delay: float = 0.0
     result_cache_bytes: int = 64 * MB

@@ -2,8 +2,8 @@
 (`apply_entry`) or a whole log at a time (`Replay`, what recovery uses).
 
 A recovery after a crash replays every record after the latest checkpoint: up to a
-checkpoint's worth of log (`checkpoint_mb`), 275,000 single-row commits in 16 MB, more for a
-larger setting. Replayed an entry at a time, each record costs its objects (`Record`,
+checkpoint's worth of log (`checkpoint_mb`), 132,000 single-row commits in the default 8 MB,
+more for a larger setting. Replayed an entry at a time, each record costs its objects (`Record`,
 `Entry`) and each row a sorted insert of its own. `Replay` takes the records of a run of the
 log together (`Replay.run`), reads each one's entries as decoded lists, and keeps each
 table's upserted rows in a batch, one row per identity, the last (what a row-by-row replay
