@@ -27,7 +27,6 @@ from refimpl.errors import (
     PortalExists,
     PreparedStatementExists,
     ProtocolError,
-    SqlError,
     SqlSyntaxError,
     UnknownPortal,
     UnknownPreparedStatement,
@@ -37,9 +36,10 @@ from refimpl.pgwire import messages as m
 from refimpl.pgwire.notifications import STATEMENTS, Inbox, pg_notify_call
 from refimpl.pgwire.param_types import catalog_column_types, param_types
 from refimpl.pgwire.portals import Plan, Portal, Prepared, check_result_type, result_type_of
-from refimpl.pgwire.session_settings import SessionSettings, SettingCommand, recognise
+from refimpl.pgwire.session_settings import SessionSettings, recognise
+from refimpl.pgwire.setting_commands import SETTING_TAGS, run_setting
 from refimpl.pgwire.sqltext import Piece, split
-from refimpl.pgwire.tags import command_tag
+from refimpl.pgwire.tags import command_tag, notices
 from refimpl.pgwire.types import RowShape
 from refimpl.pgwire.types import formats as _formats
 from refimpl.pgwire.types import row_description as _row_description
@@ -52,13 +52,6 @@ SUBSCRIBE_SERVED_AT = "GET /api/subscribe?query=SUBSCRIBE SELECT ..."  # spec: p
 # The statements a prepared statement may run as the engine's prepared run (`PreparedRun`):
 # those `_run` hands to the session as they are.
 _PREPARED_RUNS = (ast.Select, ast.Insert, ast.Update, ast.Delete)
-_SETTING_TAGS = {
-    "SET": "SET",
-    "SHOW": "SHOW",
-    "RESET": "RESET",
-    "DISCARD": "DISCARD ALL",
-    "DEALLOCATE": "DEALLOCATE",
-}
 _DUMMY = {
     "INT": 0, "BIGINT": 0, "DOUBLE": 0.0, "BOOLEAN": False, "STRING": "", "SYMBOL": "",
     "TIMESTAMP": datetime(1970, 1, 1, tzinfo=UTC),
@@ -150,6 +143,67 @@ class Conversation:
         out.append(self.ready())
         return out
 
+    def run_bytes(
+        self, bind: m.Bind, described: bool, max_rows: int
+    ) -> bytes | list[m.ServerMessage] | None:
+        """`answer_run` in one pass for the runs nearly every client sends (decoders chosen,
+        all rows at once, no failed transaction): the answers' bytes (the caller counts
+        their CommandComplete); a failed run's answers as messages; None, nothing done, for
+        any other run (`answer_run`'s)."""
+        prepared = self._prepared.get(bind.statement)
+        if prepared is None or prepared.run is None or self.failed or max_rows:
+            return None
+        decoders = prepared.decoders.get(bind.param_formats)
+        sent = bind.params
+        if (
+            decoders is None
+            or len(sent) != prepared.count
+            or not prepared.in_order
+            or (not prepared.inferred and prepared.untyped)
+        ):
+            return None
+        said: list[m.ServerMessage] = []  # what Bind and Describe answered, for an error
+        try:
+            params = tuple(
+                [None if d is None else f(d) for d, f in zip(sent, decoders, strict=True)]
+            )
+            portal = self._portals[""] = Portal(prepared, params, bind.result_formats)
+            said.append(_BIND_COMPLETE)
+            result = None
+            if described:
+                columns = prepared.columns
+                if columns is None and prepared.answers_rows:  # described by running it
+                    result = portal.result = self._run_portal(portal)
+                    columns = result.columns
+                if columns is None:
+                    said.append(_NO_DATA)
+                else:
+                    formats = _formats(bind.result_formats, len(columns))
+                    said.append(prepared.row_shape(columns, formats).description)
+            if result is None:
+                result = portal.result = self._run_portal(portal)
+            out = [answer.encode() for answer in said]
+            if not result.is_query:
+                out.append(prepared.completion(result)[1])
+            else:
+                plan = prepared.plan
+                assert result.columns is not None and plan is not None and plan.statement
+                rows = result.rows
+                portal.sent = len(rows)
+                formats = _formats(bind.result_formats, len(result.columns))
+                out.append(prepared.row_shape(result.columns, formats).data_rows(rows).encode())
+                out.append(
+                    m.CommandComplete(command_tag(plan.statement, result, len(rows))).encode()
+                )
+        except KdbError as error:
+            self._fail_transaction()
+            error_answer = sqlstate.error_response(error, None)
+            return [*said, error_answer, *self.inbox.messages(self.status), self.ready()]
+        for note in self.inbox.messages(self.status):
+            out.append(note.encode())
+        out.append(self.ready().encode())
+        return b"".join(out)
+
     def _fail_transaction(self) -> None:
         """An error inside BEGIN ... fails the transaction, as in PostgreSQL."""
         if self.session.transaction is not None:
@@ -186,7 +240,7 @@ class Conversation:
                 piece = plan.piece
                 result, reported = self._run(plan, (), out)
                 out.extend(reported)
-                out.extend(_notices(plan, result))
+                out.extend(notices(plan.statement, result))
                 if result.is_query:
                     assert result.columns is not None
                     shape = RowShape.of(result.columns, [0] * len(result.columns))
@@ -312,8 +366,12 @@ class Conversation:
         result = portal.result
         if not result.is_query:
             if portal.prepared.run is not None:  # DML: no notice; its tag by its count alone
-                return [*out, portal.prepared.completion(result)]
-            return [*out, *_notices(plan, result), m.CommandComplete(self._tag(plan, result))]
+                return [*out, portal.prepared.completion(result)[0]]
+            return [
+                *out,
+                *notices(plan.statement, result),
+                m.CommandComplete(self._tag(plan, result)),
+            ]
         assert result.columns is not None
         limit = max_rows if max_rows > 0 else len(result.rows)
         rows = result.rows[portal.sent : portal.sent + limit]
@@ -472,7 +530,13 @@ class Conversation:
             return message_result(plan.piece.text, "transaction rolled back"), []
         self._check_right()
         if plan.setting is not None:
-            return self._setting(plan.setting)
+            return run_setting(
+                self.settings,
+                plan.setting,
+                self._prepared,
+                self._portals,
+                self.session.transaction is not None,
+            )
         in_transaction = self.session.transaction is not None
         before = [] if before is None else before
         statement = plan.statement
@@ -520,47 +584,11 @@ class Conversation:
         if plan.setting is not None:
             if plan.setting.verb == "DEALLOCATE" and plan.setting.name is None:
                 return "DEALLOCATE ALL"
-            return _SETTING_TAGS[plan.setting.verb]
+            return SETTING_TAGS[plan.setting.verb]
         if plan.kind == "Commit" and result.message == "transaction rolled back":
             return "ROLLBACK"
         assert plan.statement is not None
         return command_tag(plan.statement, result)
-
-    def _setting(self, command: SettingCommand) -> tuple[Result, list[m.ServerMessage]]:
-        settings = self.settings
-        if command.verb == "SHOW":
-            assert command.name is not None
-            if command.name.lower() == "all":
-                rows = [(name, value) for name, value in sorted(settings.values.items())]
-                columns = [Column("name", "STRING"), Column("setting", "STRING")]
-                return query_result("SHOW ALL", columns, rows), []
-            value = settings.show(command.name)
-            name = settings.canonical(command.name).lower()
-            return query_result("SHOW", [Column(name, "STRING")], [(value,)]), []
-        if command.verb == "DEALLOCATE":
-            if command.name is None:
-                self._prepared.clear()
-            elif self._prepared.pop(command.name, None) is None:
-                raise UnknownPreparedStatement(
-                    f'prepared statement "{command.name}" does not exist'
-                )
-            return message_result("DEALLOCATE", "DEALLOCATE"), []
-        if command.verb == "DISCARD":
-            if self.session.transaction is not None:
-                raise SqlError("DISCARD ALL cannot run inside a transaction block")
-            self._prepared.clear()
-            self._portals.clear()
-            changed = settings.reset("all")
-        elif command.verb == "RESET":
-            assert command.name is not None
-            changed = settings.reset(command.name)
-        else:
-            assert command.name is not None and command.value is not None
-            changed = settings.set(command.name, command.value)
-        reported: list[m.ServerMessage] = [
-            m.ParameterStatus(name, settings.values[name]) for name in changed
-        ]
-        return message_result(command.verb, command.verb), reported
 
 
 # The answer to each message of the extended protocol, by the message's type.
@@ -569,14 +597,3 @@ _EXTENDED: dict[type, Callable[..., list[m.ServerMessage]]] = {
     m.Execute: Conversation.execute, m.Close: Conversation.close_one,
     m.FunctionCall: Conversation.function_call,
 }  # fmt: skip
-
-
-def _notices(plan: Plan, result: Result) -> list[m.ServerMessage]:
-    """A NOTICE for IF [NOT] EXISTS that found nothing to do, as PostgreSQL sends one; its
-    text is the message `/exec` answers (`table 't' already exists`)."""
-    statement = plan.statement
-    skipped = getattr(statement, "if_not_exists", False) or getattr(statement, "if_exists", False)
-    message = result.message or ""
-    if skipped and message.endswith(("already exists", "does not exist")):
-        return [m.ErrorResponse("00000", f"{message}, skipping", "NOTICE", notice=True)]
-    return []

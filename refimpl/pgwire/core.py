@@ -138,6 +138,12 @@ class ProtocolCore:
             out.append(answer.encode())
         return b"".join(out)
 
+    def sent_run(self, data: bytes) -> bytes:
+        """`data`, a run's answers made as bytes (`Conversation.run_bytes`): counted as
+        `send_run` counts them (one CommandComplete, no error); the state stays READY."""
+        self._completed += 1
+        return data
+
     def drained(self) -> bool:
         """Whether every byte received has been read (no part of a message waits)."""
         return self._at >= len(self._buffer)

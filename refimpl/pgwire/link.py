@@ -144,7 +144,13 @@ class Link:
                 if conversation is not None and (run := core.next_run(conversation.runs_together)):
                     # A prepared statement's Bind, Describe, Execute and Sync, answered at once.
                     steps.next()
-                    data = core.send_run(conversation.answer_run(run[0], run[1], run[2]))
+                    fast = conversation.run_bytes(run[0], run[1], run[2])
+                    if fast is None:
+                        data = core.send_run(conversation.answer_run(run[0], run[1], run[2]))
+                    elif isinstance(fast, bytes):
+                        data = core.sent_run(fast)
+                    else:
+                        data = core.send_run(fast)  # a failed run's answers
                     out.append(data)
                     size += len(data)
                     if core.drained():

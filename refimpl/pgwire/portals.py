@@ -84,8 +84,9 @@ class Prepared:
     result_type: tuple[tuple[str, int], ...] | None = None  # its first run's (name, OID)s
     run: PreparedRun | None = None  # a SELECT, INSERT, UPDATE or DELETE read once: its runs
     answers_rows: bool = False  # its plan's `answers_rows`, worked out once
-    # The CommandComplete of a `run` that answers no rows (its DML's), by the count it tells.
-    completions: dict[int, m.CommandComplete] = field(default_factory=dict)
+    # The CommandComplete of a `run` that answers no rows (its DML's), and its bytes, by the
+    # count it tells.
+    completions: dict[int, tuple[m.CommandComplete, bytes]] = field(default_factory=dict)
     # A Bind's decoder of each parameter, by the Bind's format codes; emptied whenever the
     # parameters' types are inferred (`hints`).
     decoders: dict[tuple[int, ...], list[Callable[[bytes], object]]] = field(default_factory=dict)
@@ -115,16 +116,17 @@ class Prepared:
         named = types.ENGINE_TYPE_OF_OID.get(oids[number - 1]) if number <= len(oids) else None
         return "DOUBLE" if named == "DOUBLE" else self.hints.get(number, "")
 
-    def completion(self, result: Result) -> m.CommandComplete:
-        """The CommandComplete of a `run` that answered no rows: its statement is fixed, so
-        its tag differs only by the count (`INSERT 0 1`), and each is made once."""
+    def completion(self, result: Result) -> tuple[m.CommandComplete, bytes]:
+        """The CommandComplete of a `run` that answered no rows, and its bytes: its
+        statement is fixed, so its tag differs only by the count (`INSERT 0 1`), and each is
+        made once."""
         done = self.completions.get(result.count)
         if done is None:
             assert self.plan is not None and self.plan.statement is not None
             if len(self.completions) >= _COMPLETIONS_KEPT:
                 self.completions.clear()
-            done = m.CommandComplete(command_tag(self.plan.statement, result))
-            self.completions[result.count] = done
+            message = m.CommandComplete(command_tag(self.plan.statement, result))
+            done = self.completions[result.count] = (message, message.encode())
         return done
 
     def row_shape(self, columns: list[Column], formats: list[int]) -> RowShape:

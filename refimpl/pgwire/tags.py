@@ -8,6 +8,7 @@ Statements PostgreSQL lacks get a tag of their own words (`CHECKPOINT`, `DROP TO
 from __future__ import annotations
 
 from refimpl.engine.result import Result
+from refimpl.pgwire import messages as m
 from refimpl.sql import ast
 
 _COUNTED = {
@@ -71,3 +72,13 @@ def _words(name: str) -> str:
             out.append(" ")
         out.append(ch.upper())
     return "".join(out)
+
+
+def notices(statement: ast.Statement | None, result: Result) -> list[m.ServerMessage]:
+    """A NOTICE for IF [NOT] EXISTS that found nothing to do, as PostgreSQL sends one; its
+    text is the message `/exec` answers (`table 't' already exists`)."""
+    skipped = getattr(statement, "if_not_exists", False) or getattr(statement, "if_exists", False)
+    message = result.message or ""
+    if skipped and message.endswith(("already exists", "does not exist")):
+        return [m.ErrorResponse("00000", f"{message}, skipping", "NOTICE", notice=True)]
+    return []
