@@ -86,7 +86,7 @@ class ProtocolCore:
 
     def _next_frame(self) -> tuple[bytes | None, bytes] | None:
         buffer, at = self._buffer, self._at
-        untyped = self.state in UNTYPED
+        untyped = self.state is not State.READY and self.state in UNTYPED  # READY: no hash
         head = 4 if untyped else 5
         if len(buffer) - at < head:
             return None
@@ -155,6 +155,11 @@ class ProtocolCore:
         available = len(self._buffer) - self._at
         if available < 4:  # every message has its length's 4 bytes at least: nearly always
             return False
+        if self.state is State.READY:  # logged in, between queries: typed, any length
+            if available < 5:
+                return False
+            (length,) = _LENGTH.unpack_from(self._buffer, self._at + 1)
+            return length < 4 or length > self.max_message_bytes or available >= 1 + length
         head = 4 if self.state in UNTYPED else 5
         if available < head:
             return False
@@ -164,6 +169,8 @@ class ProtocolCore:
 
     def _limit(self) -> int:
         """The longest message the state takes: small until the client has logged in."""
+        if self.state is State.READY:  # nearly always: no enum hashed (a Python call)
+            return self.max_message_bytes
         return STARTUP_LIMIT if self.state in _BEFORE_LOGIN else self.max_message_bytes
 
     # -- sending -------------------------------------------------------------------------

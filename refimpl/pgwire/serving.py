@@ -178,6 +178,8 @@ class PgServer:
         # posts them and rings once a round (`postbox`).
         self._durable: Postbox[tuple[tuple[_Client, bytes], KdbError | None]] = Postbox()
         self._epoll.register(self._durable.fileno(), ARMED)
+        # Looked at for every event: kept as numbers (both stay open until the stop).
+        self._listener_fd, self._durable_fd = self._listener.fileno(), self._durable.fileno()
         self._acknowledging: Acknowledging[tuple[_Client, bytes]] = Acknowledging(
             lambda handed, error: self._durable.post((handed, error)), self._durable.ring
         )
@@ -188,10 +190,10 @@ class PgServer:
     # -- on the worker the kernel woke ---------------------------------------------------
 
     def _event(self, fd: int) -> None:
-        if fd == self._listener.fileno():
-            self._accept_some()
-        elif fd == self._durable.fileno():
+        if fd == self._durable_fd:
             self._deliver()
+        elif fd == self._listener_fd:
+            self._accept_some()
         else:
             self._readable(fd)
 
@@ -475,22 +477,24 @@ class PgServer:
         worker: armed for writing as well, the connection is ready for one at once."""
         client, out = handed
         link = client.link
+        core = link.core
         with client.lock:
             if error is not None:
                 self._refuse(client, sqlstate.sqlstate_of(error), error.message)
-            elif link.closed:
+            elif core.state is State.CLOSED:
                 client.goodbye(out)  # its last answers: sent if the socket takes them
             else:
-                client.unsent = out
                 try:
-                    client.send_some()
+                    sent = client.transport.send_now(out)
+                    if sent != len(out):  # rare: the rest waits for the client to take it
+                        client.unsent, client.unsent_since = out[sent:], time.monotonic()
                 except OSError:
                     link.end()
-        if link.closed:
+        if core.state is State.CLOSED:
             self._close(client)
         elif client.unsent:
             self._rearm(client, WRITABLE)
-        elif link.core.has_message():
+        elif core.has_message():
             self._rearm(client, ARMED | select.EPOLLOUT)
         else:
             self._rearm(client)
