@@ -163,9 +163,14 @@ class Answer:
         self.wire: tuple[str, bool, bool, bytes] | None = None
         self.wire_chunk: bytes | None = None
 
-    def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> list[bytes]:
+    def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Answer:
         start_response(self.status, self.headers)
-        return [self.body]
+        # Itself as the WSGI iterable (its body, one part): our server then sees an Answer
+        # and sends its bytes in one piece (`wire.answer_bytes`).
+        return self
+
+    def __iter__(self) -> Iterator[bytes]:
+        return iter((self.body,))
 
 
 def json_response(body: object, status: int = 200, headers: dict[str, str] | None = None) -> Answer:

@@ -220,3 +220,18 @@ def test_a_shared_answer_is_encoded_once_per_kind():
     assert wire.whole_answer(answer, keep_alive=True, with_body=True) is first
     closing = wire.whole_answer(answer, keep_alive=False, with_body=False)
     assert b"Connection: close" in closing and closing.endswith(b"\r\n\r\n")
+
+
+@pytest.mark.parametrize("keep_alive", [True, False])
+@pytest.mark.parametrize("with_body", [True, False])
+def test_an_answer_for_one_request_has_the_shared_answers_bytes(
+    keep_alive: bool, with_body: bool
+) -> None:
+    answer = Answer(b'{"a": 1}', 400, headers={"Server-Timing": "app;dur=0.1"})
+    shared = Answer(b'{"a": 1}', 400, headers={"Server-Timing": "app;dur=0.1"})
+    made = wire.answer_bytes(answer, keep_alive, with_body)
+    assert made == wire.whole_answer(shared, keep_alive, with_body)
+    with_id = wire.answer_bytes(answer, keep_alive, with_body, ("X-Request-Id", "r-1"))
+    assert with_id == wire.with_header(made, "X-Request-Id", "r-1")
+    assert b"\r\nX-Request-Id: r-1\r\n\r\n" in with_id
+    assert answer.wire is None  # made for one request: nothing kept on the answer

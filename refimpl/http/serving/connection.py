@@ -23,9 +23,11 @@ from refimpl.http.error_answers import closing_answer
 from refimpl.http.request_log import RECORD_KEY, REQUEST_ID_HEADER, RequestRecord
 from refimpl.http.serving import wire
 from refimpl.http.serving.limits import ConnectionCounts
-from refimpl.waiting.parked import Parked, ParkedBody
+from refimpl.waiting.parked import Kind, Parked, ParkedBody
 
 CONNECTION_TIMEOUT_SECONDS = 60.0  # a started request must arrive whole within this
+# Statuses whose answers have no body (and 1xx): sent by the general path.
+_BODYLESS = frozenset({100, 101, 102, 103, 204, 304})
 
 # A WSGI application; one with a `waiting_room` (refimpl's App) has its parked requests
 # answered without a worker.
@@ -65,6 +67,7 @@ class Connection:
         self.parked: Parked[Answer] | None = None
         self.parked_head: wire.RequestHead | None = None
         self.parked_keep = False
+        self.parked_alone = False  # its answer goes to it alone (not shared with others)
         # The parked request's record (refimpl's App makes one): finished at its answer.
         self.parked_record: RequestRecord | None = None
         # A long-lived answer sends many parts; its sends are ordered by this lock, and
@@ -125,6 +128,11 @@ class Connection:
             # Decided later by the waiting room; the server parks this connection meanwhile.
             self.parked, self.parked_head = result.parked, head
             self.parked_record = environ.get(RECORD_KEY)
+            # A write's acknowledgement is its request's alone; readers may share theirs.
+            self.parked_alone = result.parked.kind is Kind.ACKNOWLEDGEMENT
+        elif type(result) is Answer and result.status_code not in _BODYLESS:
+            # Most answers: its bytes made in one piece, its Content-Length its own.
+            self._send_all(wire.answer_bytes(result, keep, with_body=head.method != "HEAD"))
         else:
             try:
                 keep = self._send(head, answer[0], answer[1], result, keep)
@@ -181,13 +189,20 @@ class Connection:
         """The bytes of a parked request's answer, and whether the connection stays open."""
         head, keep = self.parked_head, self.parked_keep
         assert head is not None
-        data = wire.whole_answer(answer, keep, with_body=head.method != "HEAD")
+        with_body = head.method != "HEAD"
         self.parked_head = None
         record, self.parked_record = self.parked_record, None
-        if record is not None:
+        if record is None:
+            return wire.whole_answer(answer, keep, with_body), keep
+        if self.parked_alone:
+            data = wire.answer_bytes(
+                answer, keep, with_body, (REQUEST_ID_HEADER, record.request_id)
+            )
+        else:
             # After the shared bytes are made: readers answered together share them.
+            data = wire.whole_answer(answer, keep, with_body)
             data = wire.with_header(data, REQUEST_ID_HEADER, record.request_id)
-            record.finish(answer.status_code)
+        record.finish(answer.status_code)
         return data, keep
 
     def stream_bytes(self, answer: Answer, last: bool) -> bytes:

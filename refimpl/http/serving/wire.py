@@ -474,6 +474,24 @@ def whole_answer(answer: Answer, keep_alive: bool, with_body: bool) -> bytes:
     return data
 
 
+def answer_bytes(
+    answer: Answer, keep_alive: bool, with_body: bool, extra: tuple[str, str] | None = None
+) -> bytes:
+    """The bytes of an `encode.Answer` sent whole to one request: its head, with the header
+    `extra` (name, value) last when given, and its body unless `with_body` is false (HEAD).
+    The same bytes as `whole_answer` (and `with_header`) make, without keeping them on the
+    answer: for an answer that goes to one request alone. An Answer always carries its
+    Content-Length, so it is never chunked."""
+    head = answer_head(answer.status, answer.headers, chunked=False, keep_alive=keep_alive)
+    if extra is not None:
+        head = b"%s%s: %s\r\n\r\n" % (
+            head[:-2],
+            extra[0].encode("latin-1"),
+            extra[1].encode("latin-1"),
+        )
+    return head + answer.body if with_body else head
+
+
 def chunk(answer: Answer) -> bytes:
     """The body of an `encode.Answer` that is one part of a streamed answer, as one chunk of
     the chunked transfer coding.
