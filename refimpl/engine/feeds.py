@@ -30,6 +30,7 @@ from refimpl.engine.access import Principal, Right
 from refimpl.engine.features.change_stream import (
     ChangeBatch,
     RunBatch,
+    RunPieces,
     read_runs,
 )
 from refimpl.engine.features.feed_options import FeedFilter, FeedOptions, ShapedBatch, shape_changes
@@ -102,6 +103,10 @@ class TableFeed:
     def read_runs(self, after_lsn: int, limit: int) -> RunBatch:
         """`read` as runs of the log's changes (`ChangeRun`): no object per change."""
         return read_runs(self._database, self._schema.name, self._schema, after_lsn, limit)
+
+    def read_pieces(self, after_lsn: int, limit: int) -> RunPieces:
+        """`read_runs` read as it is used, a piece at a time (see `RunPieces`)."""
+        return RunPieces(self._database, self._schema.name, self._schema, after_lsn, limit)
 
     @property
     def before_images(self) -> bool:
@@ -194,13 +199,19 @@ class FeedPlan:
             key += (feed.before_images, self.options, self.ready)
         return key
 
-    def read(self) -> tuple[RunBatch | ShapedBatch, bool]:
-        """The page, and whether it holds anything to answer now (a change, or `ready`)."""
+    def read(self) -> RunPieces | ShapedBatch:
+        """The page: a plain feed's read as it is used (encoded a piece at a time), a shaped
+        one's whole (see `found`)."""
         if self.shaped:
-            shaped = self.feed.read_shaped(self.start, self.limit, self.options, self.feed_filter)
-            return shaped, bool(shaped.changes) or self.ready
-        runs = self.feed.read_runs(self.start, self.limit)  # encoded a run at a time
-        return runs, bool(runs.runs)
+            return self.feed.read_shaped(self.start, self.limit, self.options, self.feed_filter)
+        return self.feed.read_pieces(self.start, self.limit)
+
+    def found(self, page: RunPieces | ShapedBatch) -> bool:
+        """Whether the page holds anything to answer now (a change, or `ready`): of a plain
+        feed's page, known once it was used to its end."""
+        if isinstance(page, ShapedBatch):
+            return bool(page.changes) or self.ready
+        return page.rows > 0
 
 
 @dataclass(frozen=True, slots=True)

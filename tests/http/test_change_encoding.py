@@ -20,7 +20,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import refimpl
-from refimpl.engine.features.change_stream import CHUNK_ROWS, Change, ChangeBatch, read_runs
+from refimpl.engine.features.change_stream import (
+    CHUNK_ROWS,
+    Change,
+    ChangeBatch,
+    RunPieces,
+    read_runs,
+)
 from refimpl.engine.features.event_cursor import row_key
 from refimpl.engine.features.feed_options import FeedFilter
 from refimpl.engine.features.initial_copy import INITIAL, CopyPosition, read_initial
@@ -149,6 +155,17 @@ def test_runs_encode_as_the_changes_do(
             lsns = [c.lsn for c in changes.changes]
             ends = [lsn for i, lsn in enumerate(lsns) if i + 1 == len(lsns) or lsns[i + 1] != lsn]
             assert ids == [*ends, runs.next_lsn]
+            # The same page read as it is encoded, a piece at a time: the same answers.
+            pieces = RunPieces(database, "t", schema, position, page)
+            assert encode_json_answer("t", pieces, names, kinds, 7, 1) == json_runs
+            assert (pieces.next_lsn, pieces.more, pieces.rows) == (
+                runs.next_lsn,
+                runs.more,
+                len(changes.changes),
+            )
+            assert encode_sse(RunPieces(database, "t", schema, position, page), names, kinds) == (
+                sse_runs
+            )
             if not runs.runs:
                 break
             position = runs.next_lsn

@@ -26,6 +26,7 @@ from refimpl.engine.features.change_stream import (
     ChangeBatch,
     ChangeRun,
     RunBatch,
+    RunPieces,
     chunks,
 )
 from refimpl.engine.features.feed_options import ShapedBatch
@@ -236,7 +237,9 @@ _CHANGE = b"event: change\ndata: "
 _NEXT_CHANGE = b"\n\n" + _CHANGE
 _lines = msgspec.json.Encoder().encode_lines
 
-Page = ChangeBatch | ShapedBatch | RunBatch  # a page of the stream; runs for a plain feed
+# A page of the stream; runs for a plain feed, read as it is encoded (RunPieces) or whole.
+Page = ChangeBatch | ShapedBatch | RunBatch | RunPieces
+Pieces = Iterator[tuple[list[Any], Iterable[tuple[int, int]]]]  # see `_pieces`
 
 
 def _stepping(steps: Iterator[Sequence[Any]]) -> Iterator[Sequence[Any]]:
@@ -288,22 +291,31 @@ def json_array(objects: Sequence[Any]) -> msgspec.Raw:
     return msgspec.Raw(b"".join(_array_parts(objects)))
 
 
+def _pieces(batch: Page, names: tuple[str, ...], types: dict[str, str], shaping: Shaping) -> Pieces:
+    """The objects of the page's changes and (LSN, how many changes) of their parts, in
+    order, a piece of whole transactions at a time: a page read as it is used (RunPieces)
+    piece by piece, each piece's objects made when it is asked for, any other page whole.
+    The sizes are made only if read (`_transactions` sums them by transaction)."""
+    if isinstance(batch, ChangeBatch | ShapedBatch):
+        made = shaping.objects(names, types)
+        changes = batch.changes
+        sized: Iterable[tuple[int, int]] = ((change.lsn, 1) for change in changes)
+        yield [made(change, index) for index, change in enumerate(changes)], sized
+        return
+    objects = ChangeObjects(names, types)
+    for runs in [batch.runs] if isinstance(batch, RunBatch) else batch:
+        yield objects.of_runs(runs), ((run.lsn, len(run.items)) for run in runs)
+
+
 def _events(
     batch: Page, names: tuple[str, ...], types: dict[str, str], shaping: Shaping
 ) -> list[Any]:
     """The objects of the page's changes, in order."""
-    if isinstance(batch, RunBatch):
-        return ChangeObjects(names, types).of_runs(batch.runs)
-    objects = shaping.objects(names, types)
-    return [objects(change, index) for index, change in enumerate(batch.changes)]
+    return [event for events, _ in _pieces(batch, names, types, shaping) for event in events]
 
 
-def _transactions(batch: Page) -> list[tuple[int, int]]:
-    """(LSN, how many changes) of each transaction of the page, in order."""
-    if isinstance(batch, RunBatch):
-        sized: Iterable[tuple[int, int]] = ((run.lsn, len(run.items)) for run in batch.runs)
-    else:
-        sized = ((change.lsn, 1) for change in batch.changes)
+def _transactions(sized: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+    """(LSN, how many changes) of each transaction, of (LSN, changes) of its parts."""
     return [
         (lsn, sum(count for _, count in group))
         for lsn, group in itertools.groupby(sized, key=itemgetter(0))
@@ -318,34 +330,35 @@ def encode_sse(
     parts: list[bytes | memoryview] = [f"retry: {RETRY_MS}\n\n".encode()]
     if shaping.ready:
         parts.append(b"event: state\ndata: " + encode_json(shaping.state()) + b"\n\n")
-    events = _events(batch, names, types, shaping)
-    at = made = 0  # made: objects encoded since the last step (see `_stepping`)
-    for lsn, count in _transactions(batch):
-        if not count:
-            continue
-        end = at + count
-        for start in range(at, end, CHUNK_ROWS):
-            if made >= CHUNK_ROWS:
-                make_way()
-                made = 0
-            step = events[start : min(start + CHUNK_ROWS, end)]
-            made += len(step)
-            # The step's lines as one text, each line break made an event's end and the
-            # next one's start by one C call: no bytes object per row (JSON text holds no
-            # raw line break). The start after the last line is cut by a view, not a copy.
-            framed = _text_lines(step).replace(b"\n", _NEXT_CHANGE)
-            events_text = memoryview(framed)[: -len(_CHANGE)]
-            if start + CHUNK_ROWS < end:  # not the transaction's last step: no id in it
-                parts += (_CHANGE, events_text)
+    made = 0  # objects encoded since the last step (see `_stepping`)
+    for events, sized in _pieces(batch, names, types, shaping):
+        at = 0
+        for lsn, count in _transactions(sized):
+            if not count:
                 continue
-            # The transaction's last event carries its id: where that event starts (-1: it
-            # is the step's only one, after the leading `_CHANGE`).
-            last = framed.rfind(_CHANGE, 0, len(events_text))
-            if last < 0:
-                parts += (b"id: %d\n" % lsn, _CHANGE, events_text)
-            else:
-                parts += (_CHANGE, events_text[:last], b"id: %d\n" % lsn, events_text[last:])
-        at = end
+            end = at + count
+            for start in range(at, end, CHUNK_ROWS):
+                if made >= CHUNK_ROWS:
+                    make_way()
+                    made = 0
+                step = events[start : min(start + CHUNK_ROWS, end)]
+                made += len(step)
+                # The step's lines as one text, each line break made an event's end and the
+                # next one's start by one C call: no bytes object per row (JSON text holds
+                # no raw line break). The start after the last line is cut by a view.
+                framed = _text_lines(step).replace(b"\n", _NEXT_CHANGE)
+                events_text = memoryview(framed)[: -len(_CHANGE)]
+                if start + CHUNK_ROWS < end:  # not the transaction's last step: no id in it
+                    parts += (_CHANGE, events_text)
+                    continue
+                # The transaction's last event carries its id: where that event starts (-1:
+                # it is the step's only one, after the leading `_CHANGE`).
+                last = framed.rfind(_CHANGE, 0, len(events_text))
+                if last < 0:
+                    parts += (b"id: %d\n" % lsn, _CHANGE, events_text)
+                else:
+                    parts += (_CHANGE, events_text[:last], b"id: %d\n" % lsn, events_text[last:])
+            at = end
     position = encode_json({"next": batch.next_lsn, "more": batch.more}).decode("utf-8")
     parts.append(f"id: {batch.next_lsn}\nevent: position\ndata: {position}\n\n".encode())
     return b"".join(parts)
@@ -356,25 +369,45 @@ def encode_json_answer(
     batch: Page,
     names: tuple[str, ...],
     types: dict[str, str],
-    durable: int,
+    durable: int | Callable[[int], int],
     oldest: int,
     shaping: Shaping = PLAIN,
 ) -> bytes:
-    """The JSON answer of `GET /api/changes` (spec: changes): its fields in this order."""
-    changes: list[Any] = [shaping.state()] if shaping.ready else []
-    changes += _events(batch, names, types, shaping)
-    if len(changes) <= CHUNK_ROWS:
-        # One C call makes the whole answer of a small page (the page is one step anyway):
-        # no second encode of the array, no copy of it into the answer.
+    """The JSON answer of `GET /api/changes` (spec: changes): its fields in this order.
+    `durable` is its `durable_lsn`, or what makes it of the page's `next` (which a page
+    read as it is used knows only once it was)."""
+    pieces = _pieces(batch, names, types, shaping)
+    # The first piece's objects, kept until a second comes: a page of one small piece (the
+    # page is one step anyway) is encoded whole with the answer by one C call.
+    first: list[Any] = [shaping.state()] if shaping.ready else []
+    first += next(pieces, ([], []))[0]
+    array: list[bytes | memoryview] = []  # the array's text, a view of each step's
+
+    def encoded(objects: list[Any]) -> None:
+        for chunk in chunks(objects):
+            if array:
+                make_way()  # between steps, never before the first (see `_stepping`)
+                array.append(b",")
+            array.append(memoryview(encode_json(chunk))[1:-1])
+
+    for events, _ in pieces:
+        if first:
+            encoded(first)
+            first = []
+        encoded(events)  # and lets the piece's objects go
+    next_lsn, more = batch.next_lsn, batch.more
+    durable_lsn = durable(next_lsn) if callable(durable) else durable
+    if not array and len(first) <= CHUNK_ROWS:
         try:
-            return _encode(_JsonAnswer(table, changes, batch.next_lsn, batch.more, durable, oldest))
+            return _encode(_JsonAnswer(table, first, next_lsn, more, durable_lsn, oldest))
         except (OverflowError, TypeError):  # what only encode_json's fallback encodes
             pass
+    encoded(first)
     # A big page: the answer's other fields encoded around a stand-in, and the array's
-    # chunks joined into its place: the page's text is copied once, by the join. The
+    # steps joined into its place: the page's text is copied once, by the join. The
     # stand-in is found by its field name: inside the table's name, a JSON string, every
     # quote is escaped, so `"changes":` there is never preceded by its unescaped quote.
-    frame = _encode(_JsonAnswer(table, _SPLICED, batch.next_lsn, batch.more, durable, oldest))
+    frame = _encode(_JsonAnswer(table, _SPLICED, next_lsn, more, durable_lsn, oldest))
     at = frame.index(_SPLICED_AT) + len(_SPLICED_AT) - 1
     whole = memoryview(frame)
-    return b"".join([whole[:at], *_array_parts(changes), whole[at + 1 :]])
+    return b"".join([whole[:at], b"[", *array, b"]", whole[at + 1 :]])

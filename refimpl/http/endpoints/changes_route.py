@@ -66,22 +66,27 @@ def changes_route(ctx: Context) -> Answer | Parked[Answer]:
         def produce() -> tuple[Answer, bool]:
             # Read the bounds first: the answer then never claims less than it holds.
             bounds = feed.bounds()
-            batch, found = plan.read()
+            batch = plan.read()  # a plain page is read as it is encoded
             shaping = PLAIN
             if isinstance(batch, ShapedBatch):
                 shaping = Shaping(feed.before_images, batch.types, plan.ready)
             if fmt == "sse":
-                return respond(encode_sse(batch, names, types, shaping)), found
+                body = encode_sse(batch, names, types, shaping)
+                return respond(body), plan.found(batch)
+
+            def durable(next_lsn: int) -> int:
+                return max(bounds.durable_lsn, next_lsn if next_lsn > start else 0)
+
             body = encode_json_answer(
                 feed.table,
                 batch,
                 names,
                 types,
-                max(bounds.durable_lsn, batch.next_lsn if batch.next_lsn > start else 0),
+                durable,
                 bounds.oldest_lsn,
                 shaping,
             )
-            return respond(body), found
+            return respond(body), plan.found(batch)
 
         return ctx.app.shared_answers.get(plan.share_key(fmt, durable), produce)
 
