@@ -13,8 +13,29 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
-from concurrent.futures import Future
 from typing import Any
+
+
+class _Pending:
+    """A computation under way: its askers wait on `done`, a lock its producer holds until
+    the result or the error is there. Lighter than a Future (a condition, a re-entrant
+    lock and callbacks), which a reader of small pages made at every page."""
+
+    __slots__ = ("done", "result", "error")
+
+    def __init__(self) -> None:
+        self.done = threading.Lock()
+        self.done.acquire()
+        self.result: Any = None
+        self.error: BaseException | None = None
+
+    def wait(self) -> Any:
+        """The result, once there (the error, raised, if the producer failed)."""
+        with self.done:  # released by the producer when it is done
+            pass
+        if self.error is not None:
+            raise self.error
+        return self.result
 
 
 class SharedResults:
@@ -28,7 +49,7 @@ class SharedResults:
     ) -> None:
         self._lock = threading.Lock()
         self._done: OrderedDict[Hashable, tuple[Any, int]] = OrderedDict()
-        self._running: dict[Hashable, Future[Any]] = {}
+        self._running: dict[Hashable, _Pending] = {}
         self._size = size
         self._max_bytes = max_bytes
         self._weigh = weigh
@@ -42,23 +63,25 @@ class SharedResults:
     def get(self, key: Hashable, produce: Callable[[], Any]) -> Any:
         """The result for `key`, calling `produce` only if nobody has or is computing it."""
         with self._lock:
-            if key in self._done:
+            kept = self._done.get(key)
+            if kept is not None:
                 self._done.move_to_end(key)
-                return self._done[key][0]
-            future = self._running.get(key)
-            producer = future is None
-            if producer:
-                future = Future()
-                self._running[key] = future
-        assert future is not None
+                return kept[0]
+            pending = self._running.get(key)
+            if pending is None:
+                pending = self._running[key] = _Pending()
+                producer = True
+            else:
+                producer = False
         if not producer:
-            return future.result()
+            return pending.wait()
         try:
             result = produce()
         except BaseException as error:
             with self._lock:
                 del self._running[key]
-            future.set_exception(error)
+            pending.error = error
+            pending.done.release()
             raise
         weight = self._weigh(result) if self._weigh else 0
         with self._lock:
@@ -72,5 +95,6 @@ class SharedResults:
             ):
                 _, (_, dropped) = self._done.popitem(last=False)
                 self._bytes -= dropped
-        future.set_result(result)
+        pending.result = result
+        pending.done.release()
         return result

@@ -5,7 +5,9 @@ producer makes, and the kept results never weigh more than the budget."""
 from __future__ import annotations
 
 import functools
+import sys
 import threading
+import time
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -57,3 +59,50 @@ def test_a_result_heavier_than_the_budget_is_answered_but_not_kept() -> None:
     assert shared.get("big", produce) == bytes(11)
     assert shared.get("big", produce) == bytes(11)
     assert calls == [1, 1] and shared.kept_bytes == 0
+
+
+def test_a_failed_computation_fails_its_concurrent_askers_and_is_not_kept() -> None:
+    shared: SharedResults = SharedResults()
+    started, release = threading.Event(), threading.Event()
+
+    def fail() -> str:
+        started.set()
+        release.wait(5)
+        raise ValueError("no answer")
+
+    outcomes: list[str] = []
+    calls: list[int] = []
+
+    def counted() -> str:
+        calls.append(1)
+        return fail()
+
+    def ask() -> None:
+        try:
+            outcomes.append(shared.get("k", counted))
+        except ValueError as error:
+            outcomes.append(f"failed: {error}")
+
+    first = threading.Thread(target=ask)
+    first.start()
+    started.wait(5)
+    second = threading.Thread(target=ask)
+    second.start()
+    deadline = time.monotonic() + 10
+    while not _waiting(second) and time.monotonic() < deadline:  # it waits for the first
+        time.sleep(0.01)
+    release.set()
+    first.join(5)
+    second.join(5)
+    assert outcomes == ["failed: no answer", "failed: no answer"] and calls == [1]
+    assert shared.get("k", lambda: "made again") == "made again"
+
+
+def _waiting(thread: threading.Thread) -> bool:
+    """Whether the thread waits for another's computation (inside `_Pending.wait`)."""
+    frame = sys._current_frames().get(thread.ident or 0)
+    while frame is not None:
+        if frame.f_code.co_name == "wait" and "shared_results" in frame.f_code.co_filename:
+            return True
+        frame = frame.f_back
+    return False
