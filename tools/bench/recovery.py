@@ -5,8 +5,8 @@ and its own log record) in a child process that then exits without closing anyth
 killed server does once its commits were durable. Background checkpoints are off while it
 writes, so the 55 MB of log of 1,000,000 such commits is what a server leaves whose
 `checkpoint_mb` is 64 or more (with the default, 8, a crash leaves at most about 132,000
-of them to replay: `--commits 132000` times that; 275,000 with the 16 of before). Then it times reopening the data folder
-in three states:
+of them to replay: `--commits 132000` times that; 275,000 with the 16 of before). Then it
+times reopening the data folder in three states:
 
 1. after a crash (the folder as the child left it): recovery replays all N records;
 2. after a clean stop (the folder opened once and closed): a close writes a checkpoint when
