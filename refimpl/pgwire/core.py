@@ -48,6 +48,7 @@ class ProtocolCore:
         # rather than by walking the bytes again.
         self._completed = 0
         self._errors: list[str] = []
+        self._head: run_messages.BindHead | None = None  # of the last run's Bind (`next_run`)
 
     # -- receiving -----------------------------------------------------------------------
 
@@ -115,10 +116,10 @@ class ProtocolCore:
         `next_message` reads them one by one). Its answers go through `send_run`."""
         if self.state is not State.READY:
             return None
-        run = run_messages.read_run(self._buffer, self._at, self.max_message_bytes)
+        run = run_messages.read_run(self._buffer, self._at, self.max_message_bytes, self._head)
         if run is None or not runs_together(run[0]):
             return None
-        self._at = run[3]
+        self._at, self._head = run[3], run[4]
         self._extended = False  # it ends with its Sync
         return run
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable
+from typing import NamedTuple
 
 from refimpl.pgwire import messages as m
 
@@ -22,7 +23,24 @@ _SYNC, _FLUSH = m.Sync(), m.Flush()
 _KINDS = {0x53: "S", 0x50: "P"}
 
 
+class BindHead(NamedTuple):
+    """A Bind's bytes up to its values (portal, statement, format codes, count of values)
+    and what they say: a client's runs of one prepared statement send the same each time,
+    so `read_run` reads them once for a connection (`ProtocolCore` keeps the last)."""
+
+    head: bytes
+    portal: str
+    statement: str
+    formats: tuple[int, ...]
+    values: int  # how many values follow
+
+
 def _fast_bind(body: bytes) -> m.Bind | None:
+    head = _bind_head(body)
+    return None if head is None else _bind_values(body, head)
+
+
+def _bind_head(body: bytes) -> BindHead | None:
     portal_end = body.find(0)
     at = body.find(0, portal_end + 1) + 1
     if portal_end < 0 or not at:
@@ -43,9 +61,15 @@ def _fast_bind(body: bytes) -> m.Bind | None:
     at += 2
     if count < 0:
         return None
+    return BindHead(body[:at], portal, statement, formats, count)
+
+
+def _bind_values(body: bytes, head: BindHead) -> m.Bind | None:
+    """The Bind of `body`, which begins with `head`: its values and result format codes."""
+    at = len(head.head)
     params: list[bytes | None] = []
     append, size, unpack_length = params.append, len(body), _INT32.unpack_from
-    for _ in range(count):
+    for _ in range(head.values):
         (length,) = unpack_length(body, at)
         at += 4
         if length < 0:
@@ -65,7 +89,7 @@ def _fast_bind(body: bytes) -> m.Bind | None:
         result_formats, at = _fast_int16s(body, at)
         if at != size:
             return None
-    return m.Bind(portal, statement, formats, tuple(params), result_formats)
+    return m.Bind(head.portal, head.statement, head.formats, tuple(params), result_formats)
 
 
 def _fast_int16s(body: bytes, at: int) -> tuple[tuple[int, ...], int]:
@@ -110,15 +134,17 @@ _FAST: dict[bytes, Callable[[bytes], m.ClientMessage | None]] = {
 _DESCRIBE_PORTAL = b"D\0\0\0\x06P\0"
 _EXECUTE_PORTAL = b"E\0\0\0\x09\0"
 _SYNC_FRAME = b"S\0\0\0\x04"
-# A run: its Bind, whether its portal is described, Execute's row limit, where it ends.
-Run = tuple[m.Bind, bool, int, int]
+# A run: its Bind, whether its portal is described, Execute's row limit, where it ends, and
+# its Bind's head (for the next run of the connection's).
+Run = tuple[m.Bind, bool, int, int, BindHead]
 
 
-def read_run(buffer: bytearray, at: int, limit: int) -> Run | None:
+def read_run(buffer: bytearray, at: int, limit: int, known: BindHead | None = None) -> Run | None:
     """The run of a prepared statement framed in `buffer` from `at`: a Bind of the unnamed
     portal (at most `limit` bytes), a Describe of that portal or none, an Execute of it and
     a Sync, all whole. None for anything else, or anything not exactly so: the messages are
-    then read one at a time, whose errors say what is wrong."""
+    then read one at a time, whose errors say what is wrong. `known`: the head of the
+    connection's last run's Bind, not read again when this Bind begins with it."""
     if len(buffer) - at < 5 or buffer[at] != 0x42:  # 'B'
         return None
     (length,) = _INT32.unpack_from(buffer, at + 1)
@@ -132,14 +158,17 @@ def read_run(buffer: bytearray, at: int, limit: int) -> Run | None:
         or buffer[execute + 10 : execute + 15] != _SYNC_FRAME
     ):
         return None
+    body = bytes(buffer[at + 5 : end])
     try:
-        bind = _fast_bind(bytes(buffer[at + 5 : end]))
+        head = known if known is not None and body.startswith(known.head) else _bind_head(body)
+        bind = None if head is None else _bind_values(body, head)
     except (struct.error, ValueError):
         return None
     if bind is None or bind.portal:
         return None
+    assert head is not None
     (max_rows,) = _INT32.unpack_from(buffer, execute + 6)
-    return bind, described, max_rows, execute + 15
+    return bind, described, max_rows, execute + 15, head
 
 
 def decode(kind: bytes, body: bytes) -> m.ClientMessage:

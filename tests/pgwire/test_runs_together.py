@@ -138,7 +138,7 @@ def test_a_run_is_read_together_only_when_whole_and_of_the_unnamed_portal() -> N
     whole = b"".join(run("one", "2"))
     found = read_run(bytearray(b"xx" + whole), 2, 1 << 20)
     assert found is not None
-    bound, described, max_rows, end = found
+    bound, described, max_rows, end, head = found
     assert (bound.statement, bound.params, described, max_rows, end) == (
         "one",
         (b"2",),
@@ -146,6 +146,14 @@ def test_a_run_is_read_together_only_when_whole_and_of_the_unnamed_portal() -> N
         0,
         2 + len(whole),
     )
+    # The next run's Bind read with the head of this one (its values alone read), or, of
+    # another statement, read whole: the same Binds either way.
+    for script in (run("one", "37"), run("some", "1.5"), run("add", "1", "0.5", "x")):
+        alone = read_run(bytearray(b"".join(script)), 0, 1 << 20)
+        with_head = read_run(bytearray(b"".join(script)), 0, 1 << 20, head)
+        assert alone is not None and with_head is not None
+        assert with_head[:4] == alone[:4] and with_head[4] == alone[4]
+        assert (with_head[4] is head) == (alone[0].statement == "one")  # reused, or read anew
     assert read_run(bytearray(b"".join(run("one", "2", describe=False))), 0, 1 << 20)
     assert read_run(bytearray(whole[:-1]), 0, 1 << 20) is None  # the Sync not whole yet
     assert read_run(bytearray(whole), 0, 10) is None  # a Bind longer than the limit
