@@ -2,8 +2,8 @@
 
 Writers that are answered once durable (see `refimpl.waiting.room`) ask it for their LSN
 instead of waiting for the fsync in their own thread: every write asked for meanwhile
-shares the flush (a round of `rounds.Rounds`, as the PostgreSQL protocol's
-acknowledgements wait).
+shares the flush (a round of `rounds.Rounds`; the PostgreSQL protocol's
+acknowledgements wait in rounds alike, `refimpl.pgwire.acknowledging`).
 """
 
 from __future__ import annotations
