@@ -54,6 +54,8 @@ with the streams open, where a commit's time goes and where the server's threads
                                                     # another revision's refimpl, to compare
     python tools/bench/stream.py --latency-only --streams 1000 --server-timing
                                                     # figure 1 alone (refimpl), ~30 s
+    python tools/bench/stream.py --throughput-only --quick --streams 1000 --code OTHER_CHECKOUT
+                                                    # figure 5 alone (refimpl), ~40 s
 """
 
 from __future__ import annotations
@@ -317,6 +319,61 @@ def latency_run(
     return out
 
 
+def throughput_run(
+    target: dict[str, Any], pids: Callable[[], list[int]], streams: int, seconds: float
+) -> dict[str, Any]:
+    """Figure 5 alone: the four writers' commits a second with none open, with the streams
+    open and none again after they closed, as the machine schedules it and pinned, every
+    stream checked to get every event once, in order."""
+    out: dict[str, Any] = {}
+    out["none"] = throughput_phase(target, pids, None, 10_000_000, seconds, pinned=False)
+    out["pinned_none"] = throughput_phase(target, pids, None, 20_000_000, seconds, pinned=True)
+    readers = Readers(target, streams)
+    readers.wait_ready()
+    readers.timed(False)
+    time.sleep(2.0)
+    out["open"] = throughput_phase(target, pids, readers, 50_000_000, seconds, pinned=False)
+    out["pinned_open"] = throughput_phase(target, pids, readers, 60_000_000, seconds, pinned=True)
+    committed = [*out["open"]["run"].committed, *out["pinned_open"]["run"].committed]
+    _, tallies = readers.results(sum(len(ids) for ids in committed))
+    out["exactly_once"] = exactly_once(tallies, committed)
+    out["none_after"] = throughput_phase(target, pids, None, 70_000_000, seconds, pinned=False)
+    out["pinned_none_after"] = throughput_phase(
+        target, pids, None, 80_000_000, seconds, pinned=True
+    )
+    return out
+
+
+def throughput_report(
+    ours: dict[str, Any],
+    streams: int,
+    ended: tuple[float, float, float],
+    load: tuple[float, float, float],
+    code: Path | None,
+) -> None:
+    """What `--throughput-only` prints: commits a second and the server's CPU per commit by
+    phase, the two ratios."""
+    rows = []
+    for prefix, label in [("", ""), ("pinned_", "readers off the server's core: ")]:
+        for phase, title in [("none", "none open"), ("open", "all open"), ("none_after", "after")]:
+            found = ours[prefix + phase]
+            rate = found["run"].rate
+            rows.append(
+                [
+                    f"{label}{title}: commits/s; server CPU ms per commit",
+                    f"{rate:.0f}; {found['server_pct'] * 10 / max(rate, 1e-9):.3f}",
+                ]
+            )
+        rows.append([f"{label}ratio all open / none", f"{open_ratio(ours, prefix):.3f}"])
+    rows.append(["every stream got every event once, in order", ours["exactly_once"]])
+    harness.print_table(
+        ["figure", "refimpl"],
+        rows,
+        f"{streams} streams; load average {load[0]:.1f} at the start, {ended[0]:.1f} at the"
+        f" end; refimpl of {code or 'this checkout'}",
+    )
+
+
 def figure_rows(results: list[dict[str, Any]]) -> list[list[Any]]:
     """The figures' table: a row a figure, a column a server."""
 
@@ -423,6 +480,21 @@ def print_timing_at_20(timing: Path, ours: dict[str, Any], streams: int) -> dict
     return noted
 
 
+def print_throughput_timing(noted: dict[str, Any], ours: dict[str, Any], streams: int) -> None:
+    """The server's own timing of the throughput phases (`noted`: what it wrote)."""
+    phases = ["none", "open", "pinned_none", "pinned_open"]
+    columns = [throughput_timing(noted, ours[phase], streams) for phase in phases]
+    labels = sorted(
+        {label for column in columns for label in column},
+        key=lambda label: (label.startswith("thread"), label),
+    )
+    harness.print_table(
+        ["refimpl's commits, streams open:", "none", "all", "none, pinned", "all, pinned"],
+        [[label, *(column.get(label, "") for column in columns)] for label in labels],
+        "server timing (pinned: the readers off the server's core)",
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true")
@@ -443,6 +515,12 @@ def main() -> None:
         "--latency-only",
         action="store_true",
         help="refimpl's commit-to-event at 20 commits/s alone (10 s; 5 with --quick)",
+    )
+    parser.add_argument(
+        "--throughput-only",
+        action="store_true",
+        help="refimpl's commits/s with the streams open and none, pinned and not, alone"
+        " (5 s a phase; 3 with --quick)",
     )
     parser.add_argument(
         "--no-postgres",
@@ -471,10 +549,19 @@ def main() -> None:
         if options.latency_only:
             seconds = 5.0 if options.quick else 10.0
             ours = latency_run(target, lambda: [server.pid], streams, seconds)
+        elif options.throughput_only:
+            seconds = 3.0 if options.quick else 5.0
+            ours = throughput_run(target, lambda: [server.pid], streams, seconds)
         else:
             ours = run(target, lambda: [server.pid], streams, options.quick)
     if options.latency_only:
         latency_report(ours, streams, os.getloadavg(), load, options.code, timing)
+        return
+    if options.throughput_only:
+        throughput_report(ours, streams, os.getloadavg(), load, options.code)
+        if timing is not None:
+            print_throughput_timing(json.loads(timing.read_text()), ours, streams)
+            timing.unlink()
         return
     theirs = None if options.no_postgres else postgres_run(streams, options.quick)
     ended = os.getloadavg()
@@ -486,18 +573,7 @@ def main() -> None:
         f" {ended[0]:.1f} at the end; refimpl of {options.code or 'this checkout'}",
     )
     if timing is not None:
-        noted = print_timing_at_20(timing, ours, streams)
-        phases = ["none", "open", "pinned_none", "pinned_open"]
-        columns = [throughput_timing(noted, ours[phase], streams) for phase in phases]
-        labels = sorted(
-            {label for column in columns for label in column},
-            key=lambda label: (label.startswith("thread"), label),
-        )
-        harness.print_table(
-            ["refimpl's commits, streams open:", "none", "all", "none, pinned", "all, pinned"],
-            [[label, *(column.get(label, "") for column in columns)] for label in labels],
-            "server timing (pinned: the readers off the server's core)",
-        )
+        print_throughput_timing(print_timing_at_20(timing, ours, streams), ours, streams)
     ratio = open_ratio(ours, "")
     pinned_ratio = open_ratio(ours, "pinned_")
     checks = [
