@@ -143,11 +143,15 @@ def send(
     read_timeout = float(read.get("timeout", timeout)) if read else timeout
     sent_at = time.monotonic()
     try:
+        # A stream is read as it comes, undecoded: it is asked for as it is (a server may
+        # compress what a client accepts compressed); an example's own header wins.
+        headers = requests.structures.CaseInsensitiveDict({"Accept-Encoding": "identity"})
+        headers.update(request.headers)
         response = session.request(
             request.method,
             base_url + request.path,
             params=request.params,
-            headers=request.headers,
+            headers=headers,
             data=request.data,
             json=request.json_body,
             timeout=(timeout, read_timeout),

@@ -8,6 +8,9 @@ sends its parts when a commit pokes it, a heartbeat at each deadline, and its en
 Flow control: a stream makes its next part only once the server has sent the previous one
 (`Parked.drained`), at most `stream_buffer_kb` of events at a time, so a client that stops
 reading costs one part of memory; the rest stays in the log until it reads again.
+
+Compression: a plain stream whose client accepts `deflate` is sent compressed
+(`stream_deflate`): each part its own segment, the shared part compressed once for all.
 """
 
 from __future__ import annotations
@@ -32,6 +35,14 @@ from refimpl.http.context import Context
 from refimpl.http.encode import Answer
 from refimpl.http.endpoints.feed_args import feed_options
 from refimpl.http.endpoints.stream_credentials import request_credential
+from refimpl.http.endpoints.stream_deflate import (
+    HEAD,
+    Checksum,
+    Piece,
+    accepts_deflate,
+    add_to_each,
+    piece,
+)
 from refimpl.http.endpoints.stream_states import SendEvent, SendState, move
 from refimpl.waiting.fanout import FANOUT_STRIDE
 from refimpl.waiting.parked import Kind, Parked, Part
@@ -42,8 +53,12 @@ HEADERS = (
     ("Content-Type", "text/event-stream; charset=utf-8"),
     ("Cache-Control", "no-store"),
     ("X-Accel-Buffering", "no"),
+    ("Vary", "Accept-Encoding"),
 )
+# A compressed stream's answer says so; every answer says that the encoding depends on it.
+DEFLATED = (("Content-Encoding", "deflate"),)
 HEARTBEAT = b": heartbeat\n\n"
+HEARTBEAT_PIECE = piece(HEARTBEAT)
 _SENDING = (SendState.SENDING, SendState.SENDING_MORE)  # a part is in flight
 _BUSY = (*_SENDING, SendState.TAKING, SendState.TAKING_MORE)  # a part in flight, or a take
 
@@ -62,13 +77,43 @@ def encode_events(events: Sequence[Event]) -> bytes:
     return b"".join(parts)
 
 
-def _part_of(taken: Taken) -> Part[Answer]:
-    """The part that sends what a stream took, made once for every stream that took the
-    same (the engine shares a `Taken` among streams at one position with one view): one
-    encoding, and one Answer whose chunk the server frames once for all of them."""
+class _Encoded:
+    """What a `Taken`'s events are sent as, made once for every stream that took the same
+    (the engine shares a `Taken` among streams at one position with one view): their SSE
+    bytes, and the parts made of them, plain and compressed, each made when first asked."""
+
+    __slots__ = ("data", "plain", "deflated")
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.plain: Part[Answer] | None = None
+        self.deflated: tuple[Part[Answer], Piece] | None = None
+
+
+def _encoded(taken: Taken) -> _Encoded:
+    # Two threads that make it at once make the same bytes: one of them is kept.
     if taken.encoded is None:
-        taken.encoded = Part(_body(encode_events(taken.events)))
-    return taken.encoded
+        taken.encoded = _Encoded(encode_events(taken.events))
+    encoded: _Encoded = taken.encoded
+    return encoded
+
+
+def _part_of(taken: Taken) -> Part[Answer]:
+    """The part that sends what a stream took: one Answer whose chunk the server frames once
+    for all the streams that took the same."""
+    encoded = _encoded(taken)
+    if encoded.plain is None:
+        encoded.plain = Part(_body(encoded.data))
+    return encoded.plain
+
+
+def _deflated_of(taken: Taken) -> tuple[Part[Answer], Piece]:
+    """`_part_of` for a compressed stream, and what its checksum adds of it."""
+    encoded = _encoded(taken)
+    if encoded.deflated is None:
+        made = piece(encoded.data)
+        encoded.deflated = (Part(_body(made.body)), made)
+    return encoded.deflated
 
 
 def _body(data: bytes) -> Answer:
@@ -90,7 +135,11 @@ class _GroupParts:
         self._room = room
         self._budget = budget
         self._members: tuple[OpenStream, ...] = ()
-        self._outlets: list[object] = []  # of the members, in their order
+        # Of the members, in their order: those sent plain parts, those sent compressed ones
+        # (and their checksums, which each compressed part adds to).
+        self._outlets: list[object] = []
+        self._deflated_outlets: list[object] = []
+        self._checksums: list[Checksum] = []
         # By their outlet: an opaque handle of the deliverer, hashed by identity.
         self._senders: dict[object, _Sender] = {}
         self._rounds = 0  # where the next round starts (none is always the last)
@@ -101,18 +150,28 @@ class _GroupParts:
             return taken.more
         if members is not self._members:
             senders = [m.waker for m in members if isinstance(m.waker, _Sender)]
-            self._outlets = [s.outlet for s in senders]
+            self._outlets = [s.outlet for s in senders if s.checksum is None]
+            self._deflated_outlets = [s.outlet for s in senders if s.checksum is not None]
+            self._checksums = [s.checksum for s in senders if s.checksum is not None]
             self._senders = {s.outlet: s for s in senders}
             self._members = members
-        outlets = self._outlets
-        first = int(self._rounds * FANOUT_STRIDE * len(outlets)) % len(outlets)
+        stride = self._rounds * FANOUT_STRIDE
         self._rounds += 1
-        self._room.send_shared(
-            itertools.chain(outlets[first:], outlets[:first]),
-            _part_of(taken).answer,
-            self._backlogged,
-        )
+        if self._outlets:
+            self._send(self._outlets, stride, _part_of(taken))
+        if self._checksums:
+            part, made = _deflated_of(taken)
+            # In the order its parts go out: every part of a member is made on the room's
+            # thread (a plain stream's attempts and heartbeats, and this).
+            add_to_each(self._checksums, made)
+            self._send(self._deflated_outlets, stride, part)
         return taken.more
+
+    def _send(self, outlets: list[object], stride: float, part: Part[Answer]) -> None:
+        first = int(stride * len(outlets)) % len(outlets)
+        self._room.send_shared(
+            itertools.chain(outlets[first:], outlets[:first]), part.answer, self._backlogged
+        )
 
     def _backlogged(self, outlet: object) -> None:
         self._senders[outlet].backlogged()
@@ -160,7 +219,12 @@ class _Sender:
     acts on, so the room's thread never waits for a take."""
 
     def __init__(
-        self, stream: OpenStream, streams: EventStreams, room: WaitingRoom, hold_s: float = 0.0
+        self,
+        stream: OpenStream,
+        streams: EventStreams,
+        room: WaitingRoom,
+        hold_s: float = 0.0,
+        deflate: bool = False,
     ) -> None:
         self.stream = stream
         self.streams = streams
@@ -179,6 +243,9 @@ class _Sender:
         # Its takes are its user's work (filters, copy pages), made on the room's pool:
         # at shutdown it sends none more from the room's thread.
         self.offloaded = False
+        # `deflate`: its parts go out compressed (`stream_deflate`), and this is the running
+        # checksum of what it was sent; None: plain.
+        self.checksum = Checksum() if deflate else None
 
     @property
     def outlet(self) -> object:
@@ -199,8 +266,15 @@ class _Sender:
         with self._lock:
             self._move(SendEvent.TAKE)
         taken = self._take()
-        answer = Answer(encode_events(taken.events), 200)
-        answer.headers = list(HEADERS)
+        data = encode_events(taken.events)
+        if self.checksum is None:
+            answer = Answer(data, 200)
+            answer.headers = list(HEADERS)
+        else:
+            made = piece(data)
+            self.checksum.add(made)
+            answer = Answer(HEAD + made.body, 200)
+            answer.headers = [*HEADERS, *DEFLATED]
         return Part(answer)
 
     def attempt(self, _: int) -> Answer | Part[Answer] | None:
@@ -224,7 +298,13 @@ class _Sender:
         taken = self._take(join=True)
         if self.stream.ended is not None:
             return self._end()
-        return _part_of(taken) if taken.events else None
+        if not taken.events:
+            return None
+        if self.checksum is None:
+            return _part_of(taken)
+        part, made = _deflated_of(taken)
+        self.checksum.add(made)
+        return part
 
     def _take(self, join: bool = False) -> Taken:
         """The stream's next events, taken in the state `TAKING` (the caller moved it there)
@@ -313,7 +393,10 @@ class _Sender:
         else:
             self.parked.deadline = now + self.heartbeat_s
         self._heartbeat_at = now + self.heartbeat_s
-        return Part(_body(HEARTBEAT))
+        if self.checksum is None:
+            return Part(_body(HEARTBEAT))
+        self.checksum.add(HEARTBEAT_PIECE)
+        return Part(_body(HEARTBEAT_PIECE.body))
 
     def closing(self) -> Answer:
         """At shutdown: what is durable and fits (never half an event), then the end."""
@@ -323,7 +406,7 @@ class _Sender:
                 self._move(SendEvent.TAKE)
         events = [] if busy else self._take().events
         self.stream.end("the server is shutting down")
-        return _body(encode_events(events) + self._end().body)
+        return self._last(encode_events(events) + self._end_text())
 
     def _timed_out(self, error: StatementTimeout) -> Answer:
         """Its own work (a filter, a copy page) ran past the statement timeout: the stream
@@ -331,7 +414,8 @@ class _Sender:
         reads again, or asks for less."""
         reason = f"where= or the initial copy ran too long: {error}"
         self.stream.end(reason, reset=True)
-        return _body(f": {reason}\n\nevent: reset\ndata: {{}}\n\n".encode() + self._end().body)
+        reset = f": {reason}\n\nevent: reset\ndata: {{}}\n\n".encode()
+        return self._last(reset + self._end_text())
 
     def _move(self, event: SendEvent) -> None:
         """Along the table of `stream_states` (the caller holds the lock)."""
@@ -339,8 +423,15 @@ class _Sender:
 
     def _end(self) -> Answer:
         """The last part: a comment saying why (an EventSource ignores it)."""
+        return self._last(self._end_text())
+
+    def _end_text(self) -> bytes:
         reason = (self.stream.ended or "").replace("\n", " ")
-        return _body(f": the stream ended: {reason}\n\n".encode())
+        return f": the stream ended: {reason}\n\n".encode()
+
+    def _last(self, data: bytes) -> Answer:
+        """The stream's last part, of `data`: compressed, it ends the zlib stream."""
+        return _body(data if self.checksum is None else self.checksum.last(data))
 
 
 def stream_route(ctx: Context) -> Parked[Answer]:
@@ -369,7 +460,10 @@ def stream_route(ctx: Context) -> Parked[Answer]:
     streams = ctx.app.streams
     stream = streams.open(credential, ctx.database, tables, resume, resume_text, options, copy_from)
     room = ctx.app.waiting_room
-    sender = _Sender(stream, streams, room, options.squash_seconds)
+    # Compressed only where every part is made on the room's thread, in the order it goes
+    # out (a plain stream): its checksum follows that order.
+    deflate = options.plain and accepts_deflate(ctx.request.headers.get("Accept-Encoding"))
+    sender = _Sender(stream, streams, room, options.squash_seconds, deflate)
     # Filters and copy pages are work of the client's choosing: on its owner's share of the
     # room's pool, within the statement timeout, never on the room's thread.
     budget = ctx.app.feeds.work_budget

@@ -1,0 +1,186 @@
+"""The event stream compressed (`Content-Encoding: deflate`, spec/stream.md) on a real server:
+read over raw sockets, each chunk inflated as it comes, against plain streams of the same
+commits; the zlib stream ends whole (its checksum checked) when the server shuts down.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import socket
+import time
+import zlib
+from collections.abc import Iterator
+
+import pytest
+
+from refimpl.http.endpoints.stream_deflate import (
+    Checksum,
+    accepts_deflate,
+    add_to_each,
+    combine,
+    piece,
+)
+from tests.http.conftest import Server, running_server
+
+HEARTBEAT = 0.3
+
+
+@pytest.mark.parametrize(
+    ("header", "accepted"),
+    [
+        ("gzip, deflate", True),
+        ("gzip, deflate, br, zstd", True),
+        ("DEFLATE ; q=0.5", True),
+        ("*", True),
+        ("gzip", False),
+        ("", False),
+        (None, False),
+        ("deflate;q=0", False),
+        ("*, deflate;q=0", False),
+        ("deflate;q=0, *", False),
+        ("*;q=0", False),
+        ("deflate;q=nonsense", False),
+        ("identity", False),
+    ],
+)
+def test_which_accept_encoding_headers_take_deflate(header: str | None, accepted: bool) -> None:
+    assert accepts_deflate(header) is accepted
+
+
+def test_pieces_and_their_checksums_make_one_zlib_stream() -> None:
+    rng = random.Random(7)
+    parts = [rng.randbytes(rng.randrange(0, 3000)) + b"event: x\n\n" * rng.randrange(50)]
+    parts += [b": heartbeat\n\n", b"", bytes(70000)]
+    checksum = Checksum()
+    body = b"\x78\x01"
+    for part in parts:
+        made = piece(part)
+        checksum.add(made)
+        body += made.body
+        assert combine(zlib.adler32(part), 1, 0) == zlib.adler32(part)
+    body += checksum.last(b": the end\n\n")
+    # A shared part's round adds to each member's checksum as `add` does.
+    members = [Checksum() for _ in range(3)]
+    for part in parts:
+        add_to_each(members, piece(part))
+    assert {member.value for member in members} == {checksum.value}
+    inflate = zlib.decompressobj()
+    assert inflate.decompress(body) == b"".join(parts) + b": the end\n\n"
+    assert inflate.eof and not inflate.unused_data
+
+
+class RawStream:
+    """GET /stream/changes over a socket: the answer's head, then its chunks, each inflated
+    on its own when the answer is compressed (every part ends on a flush)."""
+
+    def __init__(self, server: Server, accept: str | None, query: str = "") -> None:
+        host, port = server.url.split("://", 1)[1].split(":")
+        self.sock = socket.create_connection((host, int(port)), timeout=10)
+        lines = [
+            f"GET /stream/changes?db=demo{query} HTTP/1.1",
+            f"Host: {host}:{port}",
+            f"Authorization: Bearer {server.token}",
+        ]
+        if accept is not None:
+            lines.append(f"Accept-Encoding: {accept}")
+        self.sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode())
+        self.raw = b""
+        while b"\r\n\r\n" not in self.raw:
+            self.raw += self._recv()
+        head, self.raw = self.raw.split(b"\r\n\r\n", 1)
+        self.head = head.decode()
+        self.deflated = bool(re.search(r"(?im)^content-encoding: deflate\r?$", self.head))
+        self.inflate = zlib.decompressobj()
+        self.text = b""  # what came so far, inflated
+        self.ended = False
+
+    def _recv(self) -> bytes:
+        data = self.sock.recv(1 << 16)
+        if not data:
+            raise EOFError("the server closed the connection")
+        return data
+
+    def chunks(self) -> Iterator[bytes]:
+        """The next chunk's bytes, inflated; stops after the last chunk."""
+        while not self.ended:
+            while (line := self.raw.find(b"\r\n")) < 0 or len(self.raw) < line + 4 + int(
+                self.raw[:line], 16
+            ):
+                self.raw += self._recv()
+            size = int(self.raw[:line], 16)
+            chunk, self.raw = self.raw[line + 2 : line + 2 + size], self.raw[line + 4 + size :]
+            if size == 0:
+                self.ended = True
+                return
+            yield self.inflate.decompress(chunk) if self.deflated else chunk
+
+    def read_until(self, needle: bytes) -> None:
+        """Read chunks until `needle` is in the text (within 10 s); each chunk holds whole
+        SSE blocks."""
+        deadline = time.monotonic() + 10.0
+        for chunk in self.chunks():
+            assert chunk.endswith(b"\n\n"), chunk[-60:]
+            self.text += chunk
+            if needle in self.text:
+                return
+            if time.monotonic() > deadline:
+                break
+        raise AssertionError(f"no {needle!r} in the stream: {self.text[-600:]!r}")
+
+    def events(self) -> list[bytes]:
+        """The event blocks read so far, comments (heartbeats) left out."""
+        return [b for b in self.text.split(b"\n\n") if b and not b.startswith(b":")]
+
+
+@pytest.fixture
+def server(tmp_path: pytest.TempPathFactory) -> Iterator[Server]:
+    data = tmp_path / "data"  # type: ignore[operator]
+    data.mkdir()
+    (data / "kdb.conf").write_text(
+        f"stream_heartbeat_s = {HEARTBEAT}\nstreams_per_token = 10\nstreams_per_user = 10\n"
+    )
+    with running_server(data) as running:
+        running.sql("CREATE TABLE t (id INT PRIMARY KEY, name STRING)")
+        yield running
+
+
+def test_compressed_streams_get_the_plain_streams_events_and_end_whole(server: Server) -> None:
+    compressed = [RawStream(server, "gzip, deflate") for _ in range(3)]
+    plain = [RawStream(server, None), RawStream(server, "gzip"), RawStream(server, "deflate;q=0")]
+    for stream in compressed:
+        assert stream.deflated, stream.head
+        assert re.search(r"(?im)^vary: accept-encoding\r?$", stream.head)
+    for stream in plain:
+        assert not stream.deflated, stream.head
+    for stream in compressed + plain:
+        stream.read_until(b"event: ready")
+    # Commits one by one and many at once, with heartbeats between some of them: the
+    # streams share their parts (one group), each compressed once for the compressed ones.
+    for n in range(20):
+        server.sql(f"INSERT INTO t VALUES ({n}, 'row {n} ' || '{'x' * n}')")
+    time.sleep(HEARTBEAT * 2)
+    values = ", ".join(f"({n}, 'many {n}')" for n in range(100, 400))
+    server.sql(f"INSERT INTO t VALUES {values}")
+    for stream in compressed + plain:
+        stream.read_until(b'"id":399')
+    expected = plain[0].events()
+    assert len([e for e in expected if b"event: change" in e]) == 320
+    for stream in compressed + plain[1:]:
+        assert stream.events() == expected
+    assert all(b": heartbeat" in stream.text for stream in compressed)
+    # The shutdown's last part ends each zlib stream: its checksum over every part checked.
+    assert server.stop() == 0
+    for stream in compressed:
+        for chunk in stream.chunks():
+            stream.text += chunk
+        assert b": the stream ended: the server is shutting down" in stream.text
+        assert stream.inflate.eof and not stream.inflate.unused_data
+
+
+def test_a_stream_with_options_is_sent_plain(server: Server) -> None:
+    stream = RawStream(server, "deflate", "&table=t&types=true")
+    assert not stream.deflated, stream.head
+    stream.read_until(b"event: ready")
+    server.sql("INSERT INTO t VALUES (1, 'a')")
+    stream.read_until(b'"type":"change"')
