@@ -319,11 +319,18 @@ class Reading(msgspec.Struct):
 
 
 def read_ours(
-    folder: Path, start: int, rows: int, read: Callable[..., float], page: int, decode: bool
+    folder: Path,
+    start: int,
+    rows: int,
+    read: Callable[..., float],
+    page: int,
+    decode: bool,
+    code: Path | None = None,
 ) -> Reading:
-    """One read through a fresh server of its own on the data folder."""
+    """One read through a fresh server of its own on the data folder (`code`: the server of
+    that checkout, `--before`'s)."""
     extra: dict[str, Any] = {"decode": True} if decode else {}
-    with harness.RefimplServer(threads=16, data=folder) as server:
+    with harness.RefimplServer(threads=16, data=folder, code=code) as server:
         reading = Reading.start(server.pid)
         rate = read(server, start, rows, page, **extra)
         done = reading.end(rows)
@@ -417,13 +424,20 @@ def main() -> None:
         action="store_true",
         help="JSON pages decoded into an object per change, beside psycopg's tuple per row",
     )
+    parser.add_argument(
+        "--before",
+        default="",
+        help="a checkout folder (a git worktree of an earlier commit, say) whose server also"
+        " reads each page size in each round, beside this one's and PostgreSQL's",
+    )
     args = parser.parse_args()
     rows = 100_000 if args.quick else args.rows
     seconds = 4.0 if args.quick else args.seconds
 
     if not args.writers_only:
         pages = [int(p) for p in args.pages.split(",")]
-        read_figures(rows, args.txn_rows, pages, args.rounds, args.decode)
+        before = Path(args.before).resolve() if args.before else None
+        read_figures(rows, args.txn_rows, pages, args.rounds, args.decode, before)
     if not args.reads_only:
         writer_figures(seconds)
 
@@ -469,7 +483,9 @@ def pair(
     )
 
 
-def read_figures(rows: int, txn_rows: int, pages: list[int], rounds: int, decode: bool) -> None:
+def read_figures(
+    rows: int, txn_rows: int, pages: list[int], rounds: int, decode: bool, before: Path | None
+) -> None:
     print(f"{rows:,} rows in transactions of {txn_rows} rows; {rounds} rounds; {load()}")
     print(PER_ROW_OBJECTS if decode else PER_ROW_COUNTED)
     reads: list[tuple[str, Callable[..., float], int]] = [
@@ -481,6 +497,7 @@ def read_figures(rows: int, txn_rows: int, pages: list[int], rounds: int, decode
     ours: dict[str, list[Reading]] = {}
     peer: dict[str, list[Reading]] = {}
     whole: list[Reading] = []  # PostgreSQL's one read of every row, once a round
+    earlier: dict[str, list[Reading]] = {}  # (label) -> `before`'s server's readings
     with (
         tempfile.TemporaryDirectory(prefix="kdb-bench-") as name,
         harness.Postgres({"wal_level": "logical", "max_wal_size": "4GB"}) as pg,
@@ -505,14 +522,27 @@ def read_figures(rows: int, txn_rows: int, pages: list[int], rounds: int, decode
             print(f"    {'PostgreSQL, all rows in one peek':36} {whole[-1].rate:>10,.0f} rows/s")
             for form, read, page in reads:
                 objects = decode and form == "json"
+                label = f"/api/changes {form} limit={page}" + (" (objects)" if objects else "")
+                # `before`'s read goes first in one round, after the pair in the next.
+                if before is not None and turn % 2:
+                    earlier.setdefault(label, []).append(
+                        read_ours(folder, start, rows, read, page, objects, before)
+                    )
                 pair(
                     turn,
                     ours,
                     peer,
-                    f"/api/changes {form} limit={page}" + (" (objects)" if objects else ""),
+                    label,
                     functools.partial(read_ours, folder, start, rows, read, page, objects),
                     postgres.decoded if objects else functools.partial(postgres.paged, page),
                 )
+                if before is not None and not turn % 2:
+                    earlier.setdefault(label, []).append(
+                        read_ours(folder, start, rows, read, page, objects, before)
+                    )
+                if before is not None:
+                    then = earlier[label][-1]
+                    print(f"    {'  before (' + before.name + ')':36} {then.rate:>10,.0f} rows/s")
     print()
     table = []
     checks = []
@@ -586,7 +616,55 @@ def read_figures(rows: int, txn_rows: int, pages: list[int], rounds: int, decode
         table,
         title=f"reading {rows:,} logged changes, {rounds} rounds; at the end: {load()}",
     )
+    if before is not None:
+        print_before(ours, peer, earlier, before)
     harness.print_checks(checks)
+
+
+def print_before(
+    ours: dict[str, list[Reading]],
+    peer: dict[str, list[Reading]],
+    earlier: dict[str, list[Reading]],
+    before: Path,
+) -> None:
+    """This code's reads beside `before`'s, round by round: medians, and the median of the
+    rounds' own ratios (the two read the same rows in the same round, one after the
+    other)."""
+    table = []
+    for label, then in earlier.items():
+        now, theirs = ours[label], peer[label]
+        ratios = [n.rate / t.rate for n, t in zip(now, then, strict=True)]
+        cpu = [n.server_us / t.server_us for n, t in zip(now, then, strict=True) if t.server_us]
+        table.append(
+            (
+                label,
+                _median(now, "rate"),
+                _median(then, "rate"),
+                statistics.median(ratios),
+                f"{min(ratios):.2f}-{max(ratios):.2f}",
+                _median(now, "server_us"),
+                _median(then, "server_us"),
+                statistics.median(cpu) if cpu else float("nan"),
+                statistics.median(n.rate / t.rate for n, t in zip(now, theirs, strict=True)),
+                statistics.median(b.rate / t.rate for b, t in zip(then, theirs, strict=True)),
+            )
+        )
+    harness.print_table(
+        (
+            "reader (medians of the rounds)",
+            "rows/s",
+            "before rows/s",
+            "x before",
+            "range",
+            "server us/row",
+            "before us/row",
+            "CPU x before",
+            "x PG",
+            "before x PG",
+        ),
+        table,
+        title=f"this code beside {before.name}'s, same rounds; at the end: {load()}",
+    )
 
 
 def writer_figures(seconds: float) -> None:
