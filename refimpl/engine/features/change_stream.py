@@ -428,7 +428,7 @@ def row_mapper(
 
     Columns the row did not have (added later) are NULL; dropped ones are left out.
     """
-    if len(logged) == len(names) and all(a == b for a, b in zip(logged, names, strict=True)):
+    if tuple(logged) == names:  # one C comparison: a record's columns are mostly the table's
         return None
     where = {name.lower(): index for index, name in enumerate(logged)}
     positions = [where.get(name.lower()) for name in names]

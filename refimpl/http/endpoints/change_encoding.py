@@ -327,7 +327,7 @@ def encode_sse(
 ) -> bytes:
     """Events: `state` first when asked, `change` per row (`id` on a transaction's last
     row), then `position`."""
-    parts: list[bytes | memoryview] = [f"retry: {RETRY_MS}\n\n".encode()]
+    parts: list[bytes | memoryview] = [b"retry: %d\n\n" % RETRY_MS]
     if shaping.ready:
         parts.append(b"event: state\ndata: " + encode_json(shaping.state()) + b"\n\n")
     made = 0  # objects encoded since the last step (see `_stepping`)
@@ -359,8 +359,8 @@ def encode_sse(
                 else:
                     parts += (_CHANGE, events_text[:last], b"id: %d\n" % lsn, events_text[last:])
             at = end
-    position = encode_json({"next": batch.next_lsn, "more": batch.more}).decode("utf-8")
-    parts.append(f"id: {batch.next_lsn}\nevent: position\ndata: {position}\n\n".encode())
+    position = encode_json({"next": batch.next_lsn, "more": batch.more})
+    parts.append(b"id: %d\nevent: position\ndata: %s\n\n" % (batch.next_lsn, position))
     return b"".join(parts)
 
 
