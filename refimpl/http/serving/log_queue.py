@@ -11,12 +11,14 @@ At the end the queue is written out and the handlers go back, so no line is lost
 logged afterwards are written at once again.
 
 The writer sleeps while nothing is queued, and the record that finds it asleep wakes it. It
-writes at once when its last round is WRITE_EVERY_SECONDS old or more (a quiet server's line:
-one wake-up a line), else it first sleeps out the rest of that time, gathering what comes
-meanwhile (a busy server's lines: two wake-ups a round, not one a line). A wake-up is what
-the writer costs: 25 to 120 us of CPU each on a shared machine, where formatting and writing
-a line is 10. Waking on a 20 ms clock whatever came cost 0.35 ms per 100 ms on an idle
-server, and two wake-ups a line gathered 20 ms after a commit, 0.3 ms of it.
+then gathers what comes meanwhile for GATHER_SECONDS, or until its last round is
+WRITE_EVERY_SECONDS old if that is later, and writes: two wake-ups a round, however many
+lines it holds. A wake-up is what the writer costs: 25 to 120 us of CPU each on a shared
+machine, where formatting and writing a line is 10. Waking on a 20 ms clock whatever came
+cost 0.35 ms per 100 ms on an idle server. Writing at once when woken cost a commit that
+answered 10 long polls three wake-ups (its INSERT's line, then the 10 answers' lines a
+millisecond later, then the gathering of the rest): the short gathering takes a commit's
+lines in one round.
 
 A request's line is not even a `LogRecord` when it is queued: `LogQueue.put` takes a
 `LineLater` (plain fields; `refimpl.http.request_log.RequestLine`) that the writer turns into
@@ -38,6 +40,9 @@ from typing import Protocol
 # Not a round per record on a busy server (a blocking queue's wake-up per record cost a
 # fifth of a point SELECT's time).
 WRITE_EVERY_SECONDS = 0.02
+# How long a round gathers at least once a record woke the writer: the lines of one commit's
+# answers (made within a millisecond or two of each other) go in one round.
+GATHER_SECONDS = 0.005
 # Records waiting to be written. A stderr that stops taking lines holds the loggers up once
 # this many wait, as it would without the queue, instead of growing memory without bound.
 MAX_QUEUED = 10_000
@@ -115,9 +120,8 @@ class _Writer:
             queue.wake.clear()
             if self._stop:
                 break
-            early = last_round + WRITE_EVERY_SECONDS - time.monotonic()
-            if early > 0:
-                time.sleep(early)  # the round gathers the records made meanwhile
+            # The round gathers the records made meanwhile.
+            time.sleep(max(GATHER_SECONDS, last_round + WRITE_EVERY_SECONDS - time.monotonic()))
             last_round = time.monotonic()
             self._write_out()
         self._write_out()
