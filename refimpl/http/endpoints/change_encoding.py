@@ -73,12 +73,23 @@ def state(name: str, typed: bool) -> dict[str, str]:
 
 
 @functools.lru_cache(maxsize=256)
-def _row_type(names: tuple[str, ...]) -> type[msgspec.Struct]:
-    """A struct that encodes as `{name: value, ...}` for these column names: made from a
-    row's values in C, with no dict per row. Fields are named f0, f1, ... and renamed to the
-    columns, so that any column name works."""
+def _row_type(names: tuple[str, ...]) -> Callable[..., object]:
+    """What makes, of a row's values, an object that encodes as `{name: value, ...}` for
+    these column names: a struct, made in C with no dict per row, its fields named f0, f1,
+    ... and renamed to the columns. msgspec renames no field to a name holding a quote, a
+    backslash or a control character, which a quoted column name may: such a table's rows
+    are dicts, slower to make, written the same."""
     fields = [f"f{index}" for index in range(len(names))]
-    return msgspec.defstruct("Row", fields, rename=dict(zip(fields, names, strict=True)), gc=False)
+    try:
+        return msgspec.defstruct(
+            "Row", fields, rename=dict(zip(fields, names, strict=True)), gc=False
+        )
+    except ValueError:
+        return functools.partial(_row_dict, names)
+
+
+def _row_dict(names: tuple[str, ...], *cells: object) -> dict[str, object]:
+    return dict(zip(names, cells, strict=True))
 
 
 class ChangeObjects:
@@ -142,7 +153,7 @@ class ChangeObjects:
             seq += len(rows)
         return events
 
-    def _rows(self, rows: Sequence[Sequence[Any]]) -> Iterator[msgspec.Struct]:
+    def _rows(self, rows: Sequence[Sequence[Any]]) -> Iterator[object]:
         """The row objects of these rows' cells (timestamps converted)."""
         if self._converts:
             rows = [self._converted(row) for row in rows]
@@ -180,7 +191,7 @@ class ChangeObjects:
             event.type = kind
         return event
 
-    def _made(self, cells: Sequence[Any]) -> msgspec.Struct:
+    def _made(self, cells: Sequence[Any]) -> object:
         return self._row(*(self._converted(cells) if self._converts else cells))
 
     def _converted(self, cells: Sequence[Any]) -> list[Any]:
