@@ -147,7 +147,8 @@ def merged_index(
 ) -> Places | ShardedIndex | None:
     """An index of both sides' entries, neither changed; None when a key is on both. Big
     ones are merged a shard at a time (a copy and an update of a few thousand entries each),
-    a shard with nothing new shared with `held`."""
+    a shard that one side lacks taken from the other as it is (shared: copied before the
+    merged index's first write to it)."""
     total = len(held) + len(new)
     if total < SHARD_AT and isinstance(held, dict) and isinstance(new, dict):
         small, big = (held, new) if len(held) < len(new) else (new, held)
@@ -159,8 +160,8 @@ def merged_index(
     shards: list[dict[Ident, Any]] = []
     shared: list[int] = []
     for at, (mine, added) in enumerate(zip(ours.shards(), theirs.shards(), strict=True)):
-        if not added:
-            shards.append(mine)
+        if not added or not mine:  # one side only: shared as it is, copied at a write
+            shards.append(mine or added)
             shared.append(at)
             continue
         small, big = (mine, added) if len(mine) < len(added) else (added, mine)
