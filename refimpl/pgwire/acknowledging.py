@@ -6,22 +6,19 @@ yet, it hands the answer here and is free for the next connection at once. One t
 waits for the flushes, in turn: the first wait of a round leads the group commit for every
 answer handed over meanwhile, the others find their commits durable already; then each
 answer goes back to the server to be sent. A wait that fails (the log failed) hands the
-error back instead, and nothing is acknowledged. Knows no sockets. The rounds are as those
-of `refimpl.waiting.rounds` (HTTP's flusher's): what was handed over while the thread
-worked is its next round. Handing over is one call of a queue written in C, which wakes the
-thread only when it waits: a Condition's notify and its lock's Python methods cost a worker
-about 100 Python opcodes at every commit.
+error back instead, and nothing is acknowledged. Knows no sockets. The rounds are
+`refimpl.waiting.rounds`' (as HTTP's flusher's): what was handed over while the thread
+worked is its next round.
 """
 
 from __future__ import annotations
 
 import logging
-import queue
-import threading
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
 from refimpl.errors import KdbError
+from refimpl.waiting.rounds import Rounds
 
 T = TypeVar("T")
 
@@ -41,34 +38,16 @@ class Acknowledging(Generic[T]):
         back (the server then wakes whoever sends them: one wake-up a round)."""
         self._on_durable = on_durable
         self._after_round = after_round
-        # What is handed over, in order; None: the close, after everything before it.
-        self._handed: queue.SimpleQueue[tuple[T, Callable[[], None]] | None] = queue.SimpleQueue()
-        self._thread = threading.Thread(target=self._run, name="kdb-pg-ack", daemon=True)
-        self._thread.start()
+        self._rounds: Rounds[tuple[T, Callable[[], None]]] = Rounds("kdb-pg-ack", self._round)
+        self._rounds.start()
 
     def hand_over(self, item: T, wait_durable: Callable[[], None]) -> None:
         """`item`'s answer goes out once `wait_durable()` returned (the caller sends nothing)."""
-        self._handed.put((item, wait_durable))
+        self._rounds.hand_over((item, wait_durable))
 
     def close(self) -> None:
         """Every answer handed over is waited for and handed back; then the thread ends."""
-        self._handed.put(None)
-        self._thread.join()
-
-    def _run(self) -> None:
-        """Rounds until the close: each the first item waited for and every one after it."""
-        wait, take = self._handed.get, self._handed.get_nowait
-        while True:
-            round_ = [wait()]
-            try:
-                while True:
-                    round_.append(take())
-            except queue.Empty:
-                pass
-            if None in round_:  # the close: what came before it is the last round
-                self._round([item for item in round_[: round_.index(None)] if item is not None])
-                return
-            self._round(round_)  # type: ignore[arg-type]  # no None in it
+        self._rounds.close(wait=True)
 
     def _round(self, round_: list[tuple[T, Callable[[], None]]]) -> None:
         for item, wait_durable in round_:
