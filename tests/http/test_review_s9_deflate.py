@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.http.conftest import Server, running_server
-from tests.http.test_stream_deflate import RawStream
+from tests.http.stream_client import RawStream
 
 HEARTBEAT = 0.3
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import random
 import re
-import socket
 import time
 import zlib
 from collections.abc import Iterator
@@ -22,6 +21,7 @@ from refimpl.http.endpoints.stream_deflate import (
     piece,
 )
 from tests.http.conftest import Server, running_server
+from tests.http.stream_client import RawStream
 
 HEARTBEAT = 0.3
 
@@ -68,69 +68,6 @@ def test_pieces_and_their_checksums_make_one_zlib_stream() -> None:
     inflate = zlib.decompressobj()
     assert inflate.decompress(body) == b"".join(parts) + b": the end\n\n"
     assert inflate.eof and not inflate.unused_data
-
-
-class RawStream:
-    """GET /stream/changes over a socket: the answer's head, then its chunks, each inflated
-    on its own when the answer is compressed (every part ends on a flush)."""
-
-    def __init__(self, server: Server, accept: str | None, query: str = "") -> None:
-        host, port = server.url.split("://", 1)[1].split(":")
-        self.sock = socket.create_connection((host, int(port)), timeout=10)
-        lines = [
-            f"GET /stream/changes?db=demo{query} HTTP/1.1",
-            f"Host: {host}:{port}",
-            f"Authorization: Bearer {server.token}",
-        ]
-        if accept is not None:
-            lines.append(f"Accept-Encoding: {accept}")
-        self.sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode())
-        self.raw = b""
-        while b"\r\n\r\n" not in self.raw:
-            self.raw += self._recv()
-        head, self.raw = self.raw.split(b"\r\n\r\n", 1)
-        self.head = head.decode()
-        self.deflated = bool(re.search(r"(?im)^content-encoding: deflate\r?$", self.head))
-        self.inflate = zlib.decompressobj()
-        self.text = b""  # what came so far, inflated
-        self.ended = False
-
-    def _recv(self) -> bytes:
-        data = self.sock.recv(1 << 16)
-        if not data:
-            raise EOFError("the server closed the connection")
-        return data
-
-    def chunks(self) -> Iterator[bytes]:
-        """The next chunk's bytes, inflated; stops after the last chunk."""
-        while not self.ended:
-            while (line := self.raw.find(b"\r\n")) < 0 or len(self.raw) < line + 4 + int(
-                self.raw[:line], 16
-            ):
-                self.raw += self._recv()
-            size = int(self.raw[:line], 16)
-            chunk, self.raw = self.raw[line + 2 : line + 2 + size], self.raw[line + 4 + size :]
-            if size == 0:
-                self.ended = True
-                return
-            yield self.inflate.decompress(chunk) if self.deflated else chunk
-
-    def read_until(self, needle: bytes) -> None:
-        """Read chunks until `needle` is in the text (within 10 s); each chunk holds whole
-        SSE blocks."""
-        deadline = time.monotonic() + 10.0
-        for chunk in self.chunks():
-            assert chunk.endswith(b"\n\n"), chunk[-60:]
-            self.text += chunk
-            if needle in self.text:
-                return
-            if time.monotonic() > deadline:
-                break
-        raise AssertionError(f"no {needle!r} in the stream: {self.text[-600:]!r}")
-
-    def events(self) -> list[bytes]:
-        """The event blocks read so far, comments (heartbeats) left out."""
-        return [b for b in self.text.split(b"\n\n") if b and not b.startswith(b":")]
 
 
 @pytest.fixture
