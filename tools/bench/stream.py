@@ -56,6 +56,9 @@ with the streams open, where a commit's time goes and where the server's threads
                                                     # figure 1 alone (refimpl), ~30 s
     python tools/bench/stream.py --throughput-only --quick --streams 1000 --code OTHER_CHECKOUT
                                                     # figure 5 alone (refimpl), ~40 s
+    python tools/bench/stream.py --latency-only --quick --streams 1000 --plain
+                                                    # the streams uncompressed (readers that
+                                                    # do not accept deflate), to weigh it
 """
 
 from __future__ import annotations
@@ -523,6 +526,12 @@ def main() -> None:
         " (5 s a phase; 3 with --quick)",
     )
     parser.add_argument(
+        "--plain",
+        action="store_true",
+        help="the readers do not accept deflate: the streams come uncompressed (to weigh the"
+        " compression)",
+    )
+    parser.add_argument(
         "--no-postgres",
         action="store_true",
         help="refimpl alone (to study it; its figures have no PostgreSQL beside)",
@@ -545,7 +554,12 @@ def main() -> None:
         env=env, profile=timing, launcher=TIMING_LAUNCHER, code=options.code
     ) as server:
         server.sql("CREATE TABLE c (id BIGINT PRIMARY KEY, sent DOUBLE)")
-        target = {"kind": "refimpl", "url": server.url, "token": server.token}
+        target = {
+            "kind": "refimpl",
+            "url": server.url,
+            "token": server.token,
+            "deflate": not options.plain,
+        }
         if options.latency_only:
             seconds = 5.0 if options.quick else 10.0
             ours = latency_run(target, lambda: [server.pid], streams, seconds)

@@ -125,8 +125,9 @@ def _refimpl_streams(
         f"GET /stream/changes?table=c HTTP/1.1\r\nHost: {host}:{port}\r\n"
         f"Authorization: Bearer {target['token']}\r\nAccept: text/event-stream\r\n"
         # What a browser's EventSource accepts includes it (a server that does not compress
-        # ignores it).
-        "Accept-Encoding: deflate\r\n\r\n"
+        # ignores it); `--plain` leaves it out.
+        + ("Accept-Encoding: deflate\r\n" if target.get("deflate", True) else "")
+        + "\r\n"
     ).encode()
     selector = selectors.DefaultSelector()
     tallies = []
