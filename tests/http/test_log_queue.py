@@ -137,8 +137,14 @@ def test_the_writer_sleeps_while_nothing_is_queued_and_a_line_wakes_it(
 ) -> None:
     with queued_log():
         writer = next(t for t in threading.enumerate() if t.name == "kdb-log")
-        time.sleep(0.1)  # it has started and gone to sleep
-        before = _switches_of(writer)
+        # Until it has started and gone to sleep: a busy machine may take long for that.
+        before, deadline = _switches_of(writer), time.monotonic() + 30
+        while time.monotonic() < deadline:
+            time.sleep(0.1)
+            now = _switches_of(writer)
+            if now == before:
+                break
+            before = now
         time.sleep(0.3)  # a writer on a 20 ms clock would have run 15 times
         assert _switches_of(writer) == before
         logging.getLogger("refimpl.test").warning("wakes it")
