@@ -77,13 +77,14 @@ class SharedResults:
             return pending.wait()
         try:
             result = produce()
+            # Inside: a weigh that failed would otherwise leave the key's askers waiting.
+            weight = self._weigh(result) if self._weigh else 0
         except BaseException as error:
             with self._lock:
                 del self._running[key]
             pending.error = error
             pending.done.release()
             raise
-        weight = self._weigh(result) if self._weigh else 0
         with self._lock:
             del self._running[key]
             if self._max_bytes is None or weight <= self._max_bytes:

@@ -106,3 +106,23 @@ def _waiting(thread: threading.Thread) -> bool:
             return True
         frame = frame.f_back
     return False
+
+
+def test_a_weigh_that_fails_fails_its_asker_and_leaves_the_key_free() -> None:
+    def weigh(result: str) -> int:
+        if result == "unweighable":
+            raise ValueError("cannot weigh")
+        return len(result)
+
+    shared: SharedResults = SharedResults(max_bytes=100, weigh=weigh)
+    try:
+        shared.get("k", lambda: "unweighable")
+    except ValueError as error:
+        assert str(error) == "cannot weigh"
+    else:
+        raise AssertionError("the weigh's error was not raised")
+    answers: list[str] = []
+    asker = threading.Thread(target=lambda: answers.append(shared.get("k", lambda: "fine")))
+    asker.start()
+    asker.join(5)
+    assert answers == ["fine"]  # before, the key stayed "running" and its askers waited forever
