@@ -1,4 +1,4 @@
-"""Review of the bulk load that merges while other writers commit: through a real server, a
+"""A bulk load that merges while other writers commit, through a real server: a
 big /imp into a keyed table that has rows, while another client updates (moving rows to
 other days), deletes and inserts rows in the same partitions. Afterwards every read (a
 scan, point lookups by key, the count) equals the model of the writer's acknowledged

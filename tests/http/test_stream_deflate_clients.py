@@ -1,4 +1,4 @@
-"""Review of the compressed event stream (`stream_deflate`): a compressed stream whose client
+"""Compressed event streams (`stream_deflate`) beyond the shared case: a stream whose client
 stops reading while the others read on (its socket full, the shared parts backlogged, then
 its own parts), one that resumes from an event id, and one that connects late (another
 group), each get the plain stream's events, and the zlib stream of each ends whole (its
