@@ -20,6 +20,7 @@ from refimpl.engine.feeds import ChangeFeeds
 from refimpl.engine.session import Session
 from refimpl.engine.tracking.shared_results import SharedResults
 from refimpl.errors import BadRequest
+from refimpl.http.auth import method_of
 from refimpl.waiting.acknowledgements import acknowledge_when_durable
 from refimpl.waiting.flusher import Flusher
 from refimpl.waiting.parked import Parked
@@ -111,7 +112,7 @@ class Context:
     @property
     def method(self) -> str:
         """The request's method, upper case (as `request.method`)."""
-        return self.environ.get("REQUEST_METHOD", "GET").upper()
+        return method_of(self.environ)
 
     @property
     def database(self) -> str:
