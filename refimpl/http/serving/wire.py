@@ -467,9 +467,7 @@ def whole_answer(answer: Answer, keep_alive: bool, with_body: bool) -> bytes:
     cached = answer.wire
     if cached is not None and cached[:3] == (date, keep_alive, with_body):
         return cached[3]
-    data = answer_head(answer.status, answer.headers, chunked=False, keep_alive=keep_alive)
-    if with_body:
-        data += answer.body
+    data = answer_bytes(answer, keep_alive, with_body)
     answer.wire = (date, keep_alive, with_body, data)
     return data
 
@@ -479,16 +477,12 @@ def answer_bytes(
 ) -> bytes:
     """The bytes of an `encode.Answer` sent whole to one request: its head, with the header
     `extra` (name, value) last when given, and its body unless `with_body` is false (HEAD).
-    The same bytes as `whole_answer` (and `with_header`) make, without keeping them on the
-    answer: for an answer that goes to one request alone. An Answer always carries its
+    `whole_answer` keeps these bytes on the answer for the readers that share it; this is
+    for an answer that goes to one request alone. An Answer always carries its
     Content-Length, so it is never chunked."""
     head = answer_head(answer.status, answer.headers, chunked=False, keep_alive=keep_alive)
     if extra is not None:
-        head = b"%s%s: %s\r\n\r\n" % (
-            head[:-2],
-            extra[0].encode("latin-1"),
-            extra[1].encode("latin-1"),
-        )
+        head = with_header(head, *extra)
     return head + answer.body if with_body else head
 
 
