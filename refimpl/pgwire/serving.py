@@ -321,7 +321,6 @@ class PgServer:
                 return
             client.busy = True
         if client.handshaking and not self._handshake(client):
-            client.busy = False
             return
         if client.unsent:
             try:
@@ -377,7 +376,9 @@ class PgServer:
                 pass  # closed meanwhile
 
     def _handshake(self, client: _Client) -> bool:
-        """Move a TLS handshake on; True once it is done (the startup may follow at once)."""
+        """Move a TLS handshake on; True once it is done (the startup may follow at once),
+        False once the connection is closed or re-armed for the handshake's next step (and
+        no longer `busy`: the worker the next flight wakes takes it on)."""
         step = tls.step(client.sock)  # type: ignore[arg-type]  # wrapped by start_tls
         if step is tls.Step.DONE:
             client.handshaking = False
@@ -386,6 +387,9 @@ class PgServer:
         if step is tls.Step.FAILED:
             self._close(client)
         else:
+            # Free before re-armed, as `_rearm` does: a flight that wakes another worker
+            # between the two would find the connection busy, and its one-shot event lost.
+            client.busy = False
             try:
                 self._epoll.modify(client.sock.fileno(), tls.EVENTS[step])
             except (OSError, ValueError):

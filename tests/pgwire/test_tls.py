@@ -7,6 +7,7 @@ from __future__ import annotations
 import socket
 import struct
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -51,3 +52,14 @@ def test_bytes_sent_before_the_handshake_are_refused(pg_tls):
     assert b"08P01" in answer and b"securing" in answer
     with pg_tls.connect(sslmode="require") as conn:  # the server goes on
         assert conn.execute("SELECT 1").fetchone() == (1,)
+
+
+def test_many_handshakes_at_once_all_finish(pg_tls):
+    # A handshake step re-arms the socket for its next flight: the connection must be free
+    # for the worker that the flight wakes, or the handshake stalls until the client's timeout.
+    def handshake(_: int) -> tuple[int]:
+        with pg_tls.connect(sslmode="require") as conn:
+            return conn.execute("SELECT 1").fetchone()
+
+    with ThreadPoolExecutor(16) as pool:
+        assert list(pool.map(handshake, range(96))) == [(1,)] * 96
