@@ -130,6 +130,15 @@ def closing_answer(exc: errors.KdbError) -> bytes:
     return wire.error_answer(status, message_of(exc), headers)
 
 
+_METHOD_ORDER = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
+
+
+def _method_rank(method: str) -> tuple[int, str]:
+    """The usual order of HTTP methods (RFC 9110's), any other after them by name."""
+    known = method in _METHOD_ORDER
+    return (_METHOD_ORDER.index(method) if known else len(_METHOD_ORDER), method)
+
+
 def http_exception_response(exc: HTTPException) -> Answer:
     """Werkzeug's own errors (no route, wrong method, body too large) as JSON, not HTML."""
     status = exc.code or 500
@@ -137,7 +146,9 @@ def http_exception_response(exc: HTTPException) -> Answer:
     if status == 404:
         message = "no such route; see /openapi.json for the routes this server has"
     elif status == 405:
-        allowed = list(getattr(exc, "valid_methods", None) or [])
+        # Werkzeug collects a route's methods in a set: ordered here, so that the message
+        # and the Allow header read the same in every process.
+        allowed = sorted(set(getattr(exc, "valid_methods", None) or ()), key=_method_rank)
         message = f"method not allowed here; use {' or '.join(allowed) or 'another method'}"
         if allowed:
             headers["Allow"] = ", ".join(allowed)

@@ -11,10 +11,16 @@ import pkgutil
 from collections.abc import Iterator
 
 import pytest
+from werkzeug.exceptions import MethodNotAllowed
 
 import refimpl
 from refimpl import errors
-from refimpl.http.error_answers import STATUS, closing_answer, status_of
+from refimpl.http.error_answers import (
+    STATUS,
+    closing_answer,
+    http_exception_response,
+    status_of,
+)
 from refimpl.pgwire.sqlstate import SQLSTATE
 
 Table = tuple[tuple[type[errors.KdbError], object], ...]
@@ -92,3 +98,12 @@ def test_closing_answers_say_the_status_and_when_to_retry():
     assert refused.endswith(b'{"error": "the server has 2 connections open"}')
     late = closing_answer(errors.RequestTimeout("the request did not arrive whole"))
     assert late.startswith(b"HTTP/1.1 408 Request Timeout\r\n") and b"Retry-After" not in late
+
+
+def test_a_wrong_methods_answer_names_the_allowed_ones_in_one_order():
+    # Werkzeug gathers them in a set, whose order differs from one process to the next.
+    answer = http_exception_response(
+        MethodNotAllowed(valid_methods=["OPTIONS", "POST", "BREW", "GET", "DELETE", "POST"])
+    )
+    assert ("Allow", "GET, POST, DELETE, OPTIONS, BREW") in answer.headers
+    assert b"use GET or POST or DELETE or OPTIONS or BREW" in answer.body
