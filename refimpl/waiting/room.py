@@ -124,6 +124,10 @@ class WaitingRoom(Generic[A]):
         self._keyed_deadlines: list[tuple[float, int, Parked[A]]] = []
         self._closed = False
         self._thread: threading.Thread | None = None
+        # Held through each pass of the room's thread and by `close`: no round still sends a
+        # stream parts once `close` gave it its last (which ends a compressed stream's zlib
+        # stream with the checksum of all before it). Re-entrant for a close within a pass.
+        self._passing = threading.RLock()
         # Held while a round of answers is handed over. A server whose workers pass through
         # it before reading a request keeps a round from being interleaved with the requests
         # its first answers bring back: each such request would hold the interpreter lock
@@ -295,8 +299,9 @@ class WaitingRoom(Generic[A]):
             self._wake.set()
 
     def close(self) -> None:
-        """Answer every parked request with what it has; later ones are answered at once."""
-        with self._lock:
+        """Answer every parked request with what it has; later ones are answered at once.
+        A pass of the room's thread that is under way ends first, and none starts after."""
+        with self._passing, self._lock:
             self._closed = True
             everything = self._others + self._readers + list(self._keyed)
             self._others, self._readers, self._reader_signals = [], [], {}
@@ -337,8 +342,11 @@ class WaitingRoom(Generic[A]):
                 self._next_look = now + timeout
             self._wake.wait(timeout)
             self._wake.clear()
-            self._decide_due()
-            self._decide_keyed()
+            with self._passing:
+                if self._closed:
+                    return
+                self._decide_due()
+                self._decide_keyed()
 
     def _decide_keyed(self) -> None:
         """Attempt the poked requests woken by their key (the paced ones in fan-out rounds);

@@ -288,6 +288,48 @@ def test_a_fan_out_round_attempts_each_paced_stream_once_and_spaces_the_next():
     room.close()
 
 
+def test_close_gives_streams_their_last_part_after_the_round_under_way():
+    # A fan-out round still sending when the server stops: every stream's last part goes out
+    # after the round's (a compressed stream's end carries the checksum of all before it,
+    # and nothing may follow a stream's end).
+    room = WaitingRoom(to_response)
+    order: list[str] = []
+    in_round, closing = threading.Event(), threading.Event()
+
+    class Round:
+        def fan_out(self) -> bool:
+            in_round.set()
+            closing.wait(5)
+            time.sleep(0.2)  # the stop is under way meanwhile, on another thread
+            order.append("round")
+            return False
+
+    def last() -> Answer:
+        order.append("last")
+        return Answer(b"the end")
+
+    stream = Parked(
+        None,
+        0,
+        lambda _: None,
+        lambda: Part(Answer(b"")),
+        time.monotonic() + 60,
+        lambda: None,
+        kind=Kind.STREAM,
+        at_close=last,
+    )
+    stream.on_ready(lambda _: None, lambda _: None)
+    room.park(stream)
+    stream.batch = Round()
+    room.poke_all([stream])
+    assert in_round.wait(5)
+    closer = threading.Thread(target=room.close)
+    closer.start()
+    closing.set()
+    closer.join(10)
+    assert order == ["round", "last"]
+
+
 def test_fan_out_goes_at_once_while_no_writer_queues_however_busy_the_process_is():
     clock, cpu = [100.0], [0.0]
     pace = FanoutPace(lambda: cpu[0], lambda: clock[0])
