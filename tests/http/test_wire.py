@@ -54,7 +54,9 @@ def test_head_and_body_from_one_buffer():
         "HTTP/1.1",
         True,
     )
-    environ = wire.make_environ(first, ("127.0.0.1", 9000), ("127.0.0.1", 5))
+    environ = wire.make_environ(
+        first, wire.connection_environ(("127.0.0.1", 9000), ("127.0.0.1", 5))
+    )
     assert environ["wsgi.input"].read() == b"abc"
     assert (environ["PATH_INFO"], environ["QUERY_STRING"]) == ("/exec", "db=x")
     assert environ["CONTENT_LENGTH"] == "3" and environ["HTTP_HOST"] == "h"
@@ -105,7 +107,7 @@ def test_chunked_bodies_with_extensions_and_percent_decoded_path():
         b"POST /a%20b?q=%41 HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"
         b"3;name=value\r\nabc\r\n2\r\nde\r\n0\r\nTrailer: x\r\n\r\n"
     )
-    environ = wire.make_environ(request, ("h", 1), ("c", 2))
+    environ = wire.make_environ(request, wire.connection_environ(("h", 1), ("c", 2)))
     assert environ["wsgi.input"].read() == b"abcde" and environ["CONTENT_LENGTH"] == "5"
     assert "HTTP_TRANSFER_ENCODING" not in environ  # the body is de-chunked already
     assert (environ["PATH_INFO"], environ["QUERY_STRING"]) == ("/a b", "q=%41")
@@ -119,7 +121,7 @@ def test_header_names_in_the_environ_whatever_their_case_and_repeats():
         b"CONTENT-LENGTH: 2\r\nEXPECT: 100-continue\r\n\r\nok"
     )
     for request in read_all(head, head)[:2]:
-        environ = wire.make_environ(request, ("h", 1), ("c", 2))
+        environ = wire.make_environ(request, wire.connection_environ(("h", 1), ("c", 2)))
         assert environ["HTTP_X_THING"] == "a,b"  # joined; the '_' spelling is dropped
         assert environ["CONTENT_TYPE"] == "application/json"  # the last one, alone
         assert environ["CONTENT_LENGTH"] == "2" and environ["wsgi.input"].read() == b"ok"

@@ -57,6 +57,7 @@ class Connection:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, limit)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.reader = wire.RequestReader(sock, server.max_body_bytes)
+        self.environ_base = wire.connection_environ(server.server_address, client_address)
         # Its bearer token checked once for all its requests that send the same header.
         self.credentials = ConnectionCredentials()
         self.counted = False  # counted in the server's ConnectionCounts until closed
@@ -105,7 +106,7 @@ class Connection:
             self._send_bytes(closing_answer(request))
             return False
         try:
-            environ = wire.make_environ(request, self.server.server_address, self.client_address)
+            environ = wire.make_environ(request, self.environ_base)
             environ[CREDENTIALS_KEY] = self.credentials
             return self._run(request.head, environ)  # the server notes `last_used` after it
         except (ConnectionError, TimeoutError, OSError):

@@ -69,24 +69,21 @@ _FRAMING = {
 }
 
 
-_FRAMING_SIZES = frozenset(map(len, ("content-length", "transfer-encoding", "expect")))
-
-
 @dataclass(slots=True)
 class RequestHead:
+    """A request's line and header fields. `fields` holds the fields as the WSGI environ
+    takes them (`environ_key`'s keys; a repeated name's values joined by commas, the last
+    Content-Type alone), made as the head is read: the environ is then one dict update."""
+
     method: str
     target: str
     version: str
-    headers: list[tuple[str, str]]
+    fields: dict[str, str]
     keep_alive: bool
 
     def header(self, name: str) -> str:
-        """The first value of header `name` (any case), or ''."""
-        lowered = name.lower()
-        for key, value in self.headers:
-            if key.lower() == lowered:
-                return value
-        return ""
+        """The value of header `name` (any case) as the environ holds it, or ''."""
+        return self.fields.get(environ_key(name.encode("latin-1")), "")
 
 
 @dataclass(slots=True)
@@ -122,7 +119,8 @@ class RequestReader:
         self._head_bytes = 0
         self._url: list[bytes] = []
         self._url_bytes = 0
-        self._headers: list[tuple[str, str]] = []
+        self._fields: dict[str, str] = {}  # the head's fields by environ key (RequestHead)
+        self._field_count = 0
         # The framing headers, noted as the head is read (one pass, no second scan).
         self._length = ""  # the first Content-Length
         self._codings: list[str] = []  # every Transfer-Encoding
@@ -195,7 +193,7 @@ class RequestReader:
     def on_message_begin(self) -> None:
         self.started_at = time.monotonic()
         self._in_head, self._head_bytes = True, 0
-        self._url, self._url_bytes, self._headers = [], 0, []
+        self._url, self._url_bytes, self._fields, self._field_count = [], 0, {}, 0
         self._length, self._codings, self._expect = "", [], ""
 
     def on_url(self, url: bytes) -> None:
@@ -207,21 +205,28 @@ class RequestReader:
             )
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        if len(self._headers) >= MAX_HEADERS:
+        count = self._field_count
+        if count >= MAX_HEADERS:
             raise RequestHeadTooLarge(f"more than {MAX_HEADERS} header fields")
-        text = name.decode("latin-1")
-        header = (text, value.decode("latin-1"))
-        self._headers.append(header)
-        # Only a name of one of their lengths is lowered: most are none of the three.
-        size = len(text)
-        if size in _FRAMING_SIZES:
-            lowered = text.lower()
-            if lowered == "content-length":
-                self._length = self._length or header[1]
-            elif lowered == "transfer-encoding":
-                self._codings.append(header[1])
-            elif lowered == "expect":
-                self._expect = self._expect or header[1]
+        self._field_count = count + 1
+        key = _environ_keys.get(name)
+        if key is None:
+            key = environ_key(name)
+        text = value.decode("latin-1")
+        if key in _FRAMING_KEYS:
+            if key == _CONTENT_LENGTH:
+                self._length = self._length or text
+                return  # the body is read whole: CONTENT_LENGTH is its length
+            if key == _TRANSFER_ENCODING:
+                self._codings.append(text)
+                return  # the body is de-chunked: not passed on
+            self._expect = self._expect or text
+        elif not key:
+            return  # a name with '_': it could pose as another once mapped
+        fields = self._fields
+        if key in fields and key != "CONTENT_TYPE":  # the last Content-Type stands alone
+            text = f"{fields[key]},{text}"
+        fields[key] = text
 
     def on_headers_complete(self) -> None:
         self._in_head = False
@@ -236,7 +241,7 @@ class RequestReader:
             parser.get_method().decode("latin-1"),
             b"".join(self._url).decode("latin-1"),
             f"HTTP/{version}",
-            self._headers,
+            self._fields,
             parser.should_keep_alive(),
         )
         declared = self._length
@@ -333,10 +338,31 @@ def _parse_error(error: Exception) -> MalformedRequest:
     return MalformedRequest(f"the request is not valid HTTP/1.1: {reason}")
 
 
-def make_environ(
-    request: ReceivedRequest, server_address: tuple[str, int], client_address: tuple[str, int]
+def connection_environ(
+    server_address: tuple[str, int], client_address: tuple[str, int]
 ) -> dict[str, Any]:
-    """The WSGI environ of one request; its `wsgi.input` reads exactly this request's body.
+    """The keys of a WSGI environ that are the same for every request of one connection
+    (`make_environ` copies them)."""
+    return {
+        "wsgi.version": (1, 0),
+        "wsgi.url_scheme": "http",
+        "wsgi.errors": sys.stderr,
+        "wsgi.multithread": True,
+        "wsgi.multiprocess": False,
+        "wsgi.run_once": False,
+        "SERVER_SOFTWARE": "refimpl",
+        "SCRIPT_NAME": "",
+        "REMOTE_ADDR": client_address[0],
+        "REMOTE_PORT": client_address[1],
+        "SERVER_NAME": server_address[0],
+        "SERVER_PORT": str(server_address[1]),
+    }
+
+
+def make_environ(request: ReceivedRequest, base: dict[str, Any]) -> dict[str, Any]:
+    """The WSGI environ of one request: `base` (its connection's `connection_environ`), the
+    request's own keys and its header fields; its `wsgi.input` reads exactly this request's
+    body.
 
     Keys as Werkzeug's development server sets them; PATH_INFO carries the percent-decoded
     path's bytes as latin-1 text, as PEP 3333 asks. The body was read whole (and de-chunked)
@@ -352,63 +378,47 @@ def make_environ(
         parts = urlsplit(target)
         path, query = parts.path or "/", parts.query
         host = parts.netloc if parts.scheme and parts.netloc else None
-    environ: dict[str, Any] = {
-        "wsgi.version": (1, 0),
-        "wsgi.url_scheme": "http",
-        "wsgi.errors": sys.stderr,
-        "wsgi.multithread": True,
-        "wsgi.multiprocess": False,
-        "wsgi.run_once": False,
-        "SERVER_SOFTWARE": "refimpl",
+    environ = {
+        **base,
+        **head.fields,
         "REQUEST_METHOD": head.method,
-        "SCRIPT_NAME": "",
         "PATH_INFO": (
             unquote_to_bytes(path.encode("latin-1")).decode("latin-1") if "%" in path else path
         ),
         "QUERY_STRING": query,
         "REQUEST_URI": target,
         "RAW_URI": target,
-        "REMOTE_ADDR": client_address[0],
-        "REMOTE_PORT": client_address[1],
-        "SERVER_NAME": server_address[0],
-        "SERVER_PORT": str(server_address[1]),
         "SERVER_PROTOCOL": head.version,
+        "wsgi.input": request.body,
     }
-    keys = _environ_keys
-    for name, value in head.headers:
-        key = keys.get(name)
-        if key is None:
-            key = _environ_key(name)
-        if not key:
-            continue  # a header with '_' (or a framing one: the body is read already)
-        if key in environ and key != "CONTENT_TYPE":  # the last Content-Type stands alone
-            value = f"{environ[key]},{value}"
-        environ[key] = value
     if host is not None:
         environ["HTTP_HOST"] = host
     if request.has_body:
         environ["CONTENT_LENGTH"] = str(request.body_length)
-    environ["wsgi.input"] = request.body
     return environ
 
 
-# A header's name -> its environ key ('' when it is not passed on): clients send the same
-# few names again and again. Bounded, since the names are the client's to choose.
-_environ_keys: dict[str, str] = {}
+# A header's name, as sent -> its environ key ('' when it is not passed on): clients send
+# the same few names again and again. Bounded, since the names are the client's to choose.
+_environ_keys: dict[bytes, str] = {}
 ENVIRON_KEYS_KEPT = 512
+# The keys of the framing fields, which the reader notes as the head is read.
+_CONTENT_LENGTH = "CONTENT_LENGTH"
+_TRANSFER_ENCODING = "TRANSFER_ENCODING"
+_FRAMING_KEYS = frozenset({_CONTENT_LENGTH, _TRANSFER_ENCODING, "HTTP_EXPECT"})
 
 
-def _environ_key(name: str) -> str:
+def environ_key(name: bytes) -> str:
     """The environ key of header `name` as PEP 3333 makes it; '' for a name with '_' (it
-    could pose as another after the mapping) and for Content-Length and Transfer-Encoding
-    (the body is read whole already: CONTENT_LENGTH is its length)."""
-    if "_" in name:
+    could pose as another after the mapping). Content-Length and Transfer-Encoding get
+    their own keys, which `RequestReader` notes and never passes on (the body is read whole
+    already: the environ's CONTENT_LENGTH is its length)."""
+    text = name.decode("latin-1")
+    if "_" in text:
         key = ""
     else:
-        key = name.upper().replace("-", "_")
-        if key in ("CONTENT_LENGTH", "TRANSFER_ENCODING"):
-            key = ""
-        elif key != "CONTENT_TYPE":
+        key = text.upper().replace("-", "_")
+        if key not in (_CONTENT_LENGTH, _TRANSFER_ENCODING, "CONTENT_TYPE"):
             key = "HTTP_" + key
     if len(_environ_keys) < ENVIRON_KEYS_KEPT:
         _environ_keys[name] = key
