@@ -56,6 +56,7 @@ class Settings:
     | streams_per_user     | 10           | open event streams of one user (429 above)           |
     | stream_capacity      | 1000         | open event streams on the server (503 above)         |
     | stream_buffer_kb     | 256          | events a stream holds for a slow reader at most      |
+    | stream_compression   | off          | off, or deflate: streams sent compressed to clients  |
     | log_format           | text         | log lines on stderr: text, or json (one object each) |
     | pg_port              | (off)        | PostgreSQL protocol port; 0 takes a free one         |
     | pg_max_connections   | 100          | open PostgreSQL connections at once (53300 above)    |
@@ -113,6 +114,7 @@ class Settings:
     streams_per_user: int = 10
     stream_capacity: int = 1000
     stream_buffer_kb: int = 256
+    stream_compression: str = "off"
     import_folder: str = "import"
     backup_folder: str = "backup"
     memory_mb: int = 0
@@ -178,6 +180,13 @@ def _log_format(text: str) -> str:
     return lowered
 
 
+def _stream_compression(text: str) -> str:
+    lowered = text.strip().lower()
+    if lowered not in ("off", "deflate"):
+        raise ValueError("off or deflate")
+    return lowered
+
+
 def _folder_name(text: str) -> str:
     name = _text(text)
     if not name or name in (".", "..") or "/" in name or "\\" in name:
@@ -231,6 +240,7 @@ _PARSERS: dict[str, Callable[[str], object]] = {
     # A part of a stream is at most this, and the server drops a stream that leaves 1 MB
     # unsent: the buffer stays well under it.
     "stream_buffer_kb": _int(16, 512),
+    "stream_compression": _stream_compression,
     "import_folder": _folder_name,
     "backup_folder": _folder_name,
     "memory_mb": _int(0, 1 << 30),
@@ -399,4 +409,5 @@ def stream_options(settings: Settings) -> StreamOptions:
         per_user=settings.streams_per_user,
         capacity=settings.stream_capacity,
         buffer_kb=settings.stream_buffer_kb,
+        compression=settings.stream_compression,
     )

@@ -63,6 +63,7 @@ def test_explicit_config_file(tmp_path):
         ("fsync_delay_ms = nan\n", "fsync_delay_ms"),
         ("host = \n", "setting 'host'"),
         ("segment_mb = 512\n", "segment_mb.*at most wal_archive_mb / 4"),
+        ("stream_compression = gzip\n", "setting 'stream_compression' .* off or deflate"),
     ],
 )
 def test_bad_config_stops_the_start(tmp_path, text, pattern):

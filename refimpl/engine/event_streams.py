@@ -68,6 +68,7 @@ class StreamOptions:
     per_user: int = 10
     capacity: int = 1000
     buffer_kb: int = 256
+    compression: str = "off"  # or "deflate": the body compressed for a client accepting it
 
 
 @dataclass(frozen=True, slots=True)

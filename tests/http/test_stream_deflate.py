@@ -1,5 +1,6 @@
-"""The event stream compressed (`Content-Encoding: deflate`, spec/stream.md) on a real server:
-read over raw sockets, each chunk inflated as it comes, against plain streams of the same
+"""The event stream compressed (`Content-Encoding: deflate`, spec/stream.md) on a real server
+set to (`stream_compression = deflate`; by default streams are sent as they are): read over
+raw sockets, each chunk inflated as it comes, against plain streams of the same
 commits; the zlib stream ends whole (its checksum checked) when the server shuts down.
 """
 
@@ -76,10 +77,34 @@ def server(tmp_path: pytest.TempPathFactory) -> Iterator[Server]:
     data.mkdir()
     (data / "kdb.conf").write_text(
         f"stream_heartbeat_s = {HEARTBEAT}\nstreams_per_token = 10\nstreams_per_user = 10\n"
+        "stream_compression = deflate\n"
     )
     with running_server(data) as running:
         running.sql("CREATE TABLE t (id INT PRIMARY KEY, name STRING)")
         yield running
+
+
+def test_by_default_a_stream_is_sent_as_it_is_whatever_its_client_accepts(
+    tmp_path: pytest.TempPathFactory,
+) -> None:
+    data = tmp_path / "data"  # type: ignore[operator]
+    data.mkdir()
+    with running_server(data) as server:
+        server.sql("CREATE TABLE t (id INT PRIMARY KEY, name STRING)")
+        streams = [RawStream(server, accept) for accept in ("gzip, deflate", "*", "deflate")]
+        for stream in streams:
+            assert not stream.deflated, stream.head
+            # Its encoding depends on nothing the client says: no Vary.
+            assert not re.search(r"(?im)^vary:", stream.head), stream.head
+            stream.read_until(b"event: ready")
+        server.sql("INSERT INTO t VALUES (1, 'a')")
+        for stream in streams:
+            stream.read_until(b'"id":1')
+        assert server.stop() == 0
+        for stream in streams:
+            for chunk in stream.chunks():
+                stream.text += chunk
+            assert b": the stream ended: the server is shutting down" in stream.text
 
 
 def test_compressed_streams_get_the_plain_streams_events_and_end_whole(server: Server) -> None:

@@ -47,7 +47,7 @@ def server(tmp_path: Path) -> Iterator[Server]:
     data.mkdir()
     (data / "kdb.conf").write_text(
         f"stream_heartbeat_s = {HEARTBEAT}\nstreams_per_token = 10\nstreams_per_user = 10\n"
-        "stream_buffer_kb = 16\n"
+        "stream_buffer_kb = 16\nstream_compression = deflate\n"
     )
     with running_server(data) as running:
         running.sql("CREATE TABLE t (id INT PRIMARY KEY, name STRING)")

@@ -9,8 +9,9 @@ Flow control: a stream makes its next part only once the server has sent the pre
 (`Parked.drained`), at most `stream_buffer_kb` of events at a time, so a client that stops
 reading costs one part of memory; the rest stays in the log until it reads again.
 
-Compression: a plain stream whose client accepts `deflate` is sent compressed
-(`stream_deflate`): each part its own segment, the shared part compressed once for all.
+Compression (`stream_compression = deflate`, off by default): a plain stream whose client
+accepts `deflate` is sent compressed (`stream_deflate`): each part its own segment, the
+shared part compressed once for all.
 """
 
 from __future__ import annotations
@@ -53,9 +54,10 @@ HEADERS = (
     ("Content-Type", "text/event-stream; charset=utf-8"),
     ("Cache-Control", "no-store"),
     ("X-Accel-Buffering", "no"),
-    ("Vary", "Accept-Encoding"),
 )
-# A compressed stream's answer says so; every answer says that the encoding depends on it.
+# With `stream_compression = deflate` every answer says that its encoding depends on the
+# request's Accept-Encoding, and a compressed one says how it is encoded.
+VARY = (("Vary", "Accept-Encoding"),)
 DEFLATED = (("Content-Encoding", "deflate"),)
 HEARTBEAT = b": heartbeat\n\n"
 HEARTBEAT_PIECE = piece(HEARTBEAT)
@@ -225,6 +227,7 @@ class _Sender:
         room: WaitingRoom,
         hold_s: float = 0.0,
         deflate: bool = False,
+        vary: bool = False,
     ) -> None:
         self.stream = stream
         self.streams = streams
@@ -246,6 +249,8 @@ class _Sender:
         # `deflate`: its parts go out compressed (`stream_deflate`), and this is the running
         # checksum of what it was sent; None: plain.
         self.checksum = Checksum() if deflate else None
+        # `vary`: the server compresses for clients that accept it, which every answer says.
+        self._headers = (*HEADERS, *VARY) if vary else HEADERS
 
     @property
     def outlet(self) -> object:
@@ -269,12 +274,12 @@ class _Sender:
         data = encode_events(taken.events)
         if self.checksum is None:
             answer = Answer(data, 200)
-            answer.headers = list(HEADERS)
+            answer.headers = list(self._headers)
         else:
             made = piece(data)
             self.checksum.add(made)
             answer = Answer(HEAD + made.body, 200)
-            answer.headers = [*HEADERS, *DEFLATED]
+            answer.headers = [*self._headers, *DEFLATED]
         return Part(answer)
 
     def attempt(self, _: int) -> Answer | Part[Answer] | None:
@@ -460,10 +465,16 @@ def stream_route(ctx: Context) -> Parked[Answer]:
     streams = ctx.app.streams
     stream = streams.open(credential, ctx.database, tables, resume, resume_text, options, copy_from)
     room = ctx.app.waiting_room
-    # Compressed only where every part is made on the room's thread, in the order it goes
-    # out (a plain stream): its checksum follows that order.
-    deflate = options.plain and accepts_deflate(ctx.request.headers.get("Accept-Encoding"))
-    sender = _Sender(stream, streams, room, options.squash_seconds, deflate)
+    # Compressed only where the server is set to (`stream_compression`), and where every
+    # part is made on the room's thread, in the order it goes out (a plain stream): its
+    # checksum follows that order. Off, the body is as it is whatever the client accepts.
+    compressing = streams.options.compression == "deflate"
+    deflate = (
+        compressing
+        and options.plain
+        and accepts_deflate(ctx.request.headers.get("Accept-Encoding"))
+    )
+    sender = _Sender(stream, streams, room, options.squash_seconds, deflate, compressing)
     # Filters and copy pages are work of the client's choosing: on its owner's share of the
     # room's pool, within the statement timeout, never on the room's thread.
     budget = ctx.app.feeds.work_budget
