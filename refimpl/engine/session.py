@@ -11,6 +11,7 @@ resumes it) and COMMIT (which rolls it back).
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -52,6 +53,20 @@ if TYPE_CHECKING:
     from refimpl.engine.storage.database import Database
 
 T = TypeVar("T")
+
+# Texts up to this many characters have their template remembered (`_known_template`).
+TEMPLATE_TEXT_KEPT = 1024
+
+
+@functools.lru_cache(maxsize=4096)
+def _known_template(sql: str) -> Template | None:
+    """`template_of(sql)`, remembered by the exact text: a client that sends the same text
+    again (a point SELECT of a key read before, a dashboard's query) skips the scan. A
+    template is a pure function of its text, and a run still checks its rights, its
+    admission and its timeout; at most 4096 texts of at most TEMPLATE_TEXT_KEPT characters
+    (a few megabytes) are kept."""
+    return template_of(sql)
+
 
 _NO_PLACE_IN_TIME = (
     "the statement waited for a place to run among the costly statements longer than the"
@@ -114,7 +129,9 @@ class Session:
         # One scan of the text finds its constants for both the admission's shape and the
         # shared parse; a large text is scanned only once it has its place.
         scanned = not params and len(sql) <= admission.LARGE_TEXT
-        template = template_of(sql) if scanned else None
+        template: Template | None = None
+        if scanned:
+            template = _known_template(sql) if len(sql) <= TEMPLATE_TEXT_KEPT else template_of(sql)
         shape = hash(template.text) if template is not None else None
         # Outside a transaction no engine lock is held here: a costly text waits for a place
         # of its own (refimpl.engine.admission), and that wait counts against its timeout.
