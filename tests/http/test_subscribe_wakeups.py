@@ -8,6 +8,7 @@ import contextlib
 import json
 import threading
 import time
+from collections.abc import Callable
 
 import pytest
 
@@ -115,15 +116,18 @@ def test_what_a_batch_leaves_to_do_after_its_answers_runs_at_its_end(room):
         def __init__(self, name: str) -> None:
             self.name = name
 
-        def run(self) -> None:
-            room.after_round(lambda: order.append(f"re-armed {self.name}"))
-            order.append(f"answered {self.name}")
+        def make(self) -> Callable[[], None]:
+            def hand_over() -> None:
+                room.after_round(lambda: order.append(f"re-armed {self.name}"))
+                order.append(f"answered {self.name}")
+
+            return hand_over
 
     done = threading.Event()
 
     class Last:
-        def run(self) -> None:
-            room.after_round(done.set)
+        def make(self) -> Callable[[], None]:
+            return lambda: room.after_round(done.set)
 
     batch = woken(room, "rounds")
     # The user's share of the pool is busy until all four are in the batch: one pass.
@@ -138,3 +142,24 @@ def test_what_a_batch_leaves_to_do_after_its_answers_runs_at_its_end(room):
     ]
     room.after_round(lambda: order.append("at once"))  # outside a round
     assert order[-1] == "at once"
+
+
+def test_a_deadline_between_an_answer_made_and_handed_over_waits_for_it(conn, room):
+    """The batch makes every answer of its pass before it hands any over: a deadline in
+    between must not answer that nothing came (the answer made has consumed the change:
+    the client would never see it)."""
+    poll, parked = _parked(room, _waiting(conn), "u", time.monotonic() + 60)
+    poll.attach(parked)  # not in the room: its deadline is this test's call
+    busy = threading.Event()
+    room.owner_work.submit("u", lambda: busy.wait(10))  # the batch waits: made by hand here
+    try:
+        conn.execute("INSERT INTO t VALUES ('a', 2)")
+        hand_over = poll.make()
+        assert hand_over is not None
+        assert poll.at_deadline() is None  # waits for the answer made
+        assert parked.deadline == float("inf")
+        hand_over()
+    finally:
+        busy.set()
+    body = parked.wait().body
+    assert b"event: rows" in body and b'"rows":[["a",2]]' in body, body

@@ -1,12 +1,13 @@
 """A user's batch of woken live queries (subscribe_route's `Woken`, on a real waiting room's
-pool): one query whose answer fails to be made or handed over costs that query only; the
-others woken with it are still made."""
+pool): every answer of a pass is made before the first is handed over; one query whose
+answer fails to be made or handed over costs that query only; the others woken with it are
+still made and handed over."""
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -28,23 +29,31 @@ class _Blocking:
     def __init__(self) -> None:
         self.started, self.go = threading.Event(), threading.Event()
 
-    def run(self) -> None:
+    def make(self) -> None:
         self.started.set()
         assert self.go.wait(5)
 
 
 class _Failing:
-    def run(self) -> None:
-        # As a stream's part handed over after its end at its most age (InvalidMove).
-        raise RuntimeError("a part after the end")
+    def make(self) -> None:
+        raise RuntimeError("a bug in making the answer")
+
+
+class _FailingHandOver:
+    def make(self) -> Callable[[], None]:
+        def hand_over() -> None:
+            # As a stream's part handed over after its end at its most age (InvalidMove).
+            raise RuntimeError("a part after the end")
+
+        return hand_over
 
 
 class _Counted:
     def __init__(self) -> None:
         self.ran = threading.Event()
 
-    def run(self) -> None:
-        self.ran.set()
+    def make(self) -> Callable[[], None]:
+        return self.ran.set
 
 
 def test_a_failing_one_leaves_the_others_of_its_pass_made(room: WaitingRoom) -> None:
@@ -52,7 +61,8 @@ def test_a_failing_one_leaves_the_others_of_its_pass_made(room: WaitingRoom) -> 
     first, failing, other = _Blocking(), _Failing(), _Counted()
     batch.add(first)
     assert first.started.wait(5)
-    batch.add(failing)  # both in the batch's next pass
+    batch.add(failing)  # all in the batch's next pass
+    batch.add(_FailingHandOver())
     batch.add(other)
     first.go.set()
     assert other.ran.wait(5), "a query woken with a failing one was never made"
@@ -67,7 +77,7 @@ class _Rewoken:
     def __init__(self, room: WaitingRoom, until: float) -> None:
         self.room, self.until = room, until
 
-    def run(self) -> None:
+    def make(self) -> None:
         time.sleep(0.001)  # its re-run
         if time.monotonic() < self.until:
             woken(self.room, "u").add(self)
@@ -79,8 +89,8 @@ class _Answered:
     def __init__(self, room: WaitingRoom) -> None:
         self.room, self.rearmed = room, threading.Event()
 
-    def run(self) -> None:
-        self.room.after_round(self.rearmed.set)
+    def make(self) -> Callable[[], None]:
+        return lambda: self.room.after_round(self.rearmed.set)
 
 
 def test_commits_that_keep_coming_hold_up_neither_the_users_work_nor_its_answers(
@@ -99,3 +109,30 @@ def test_commits_that_keep_coming_hold_up_neither_the_users_work_nor_its_answers
     assert other.wait(1.0), "the user's other work waited for the commits to stop"
     assert poll.rearmed.wait(1.0), "an answered connection waited for the commits to stop"
     churn.until = 0.0
+
+
+class _Logged:
+    def __init__(self, name: str, log: list[str]) -> None:
+        self.name, self.log = name, log
+
+    def make(self) -> Callable[[], None]:
+        self.log.append(f"made {self.name}")
+        return lambda: self.log.append(f"handed over {self.name}")
+
+
+def test_a_pass_makes_every_answer_before_it_hands_any_over(room: WaitingRoom) -> None:
+    """A send wakes its client and lets other threads take the interpreter: sends among
+    the making made the batch's thread lose the processor at nearly every answer."""
+    log: list[str] = []
+    busy, done = threading.Event(), threading.Event()
+    room.owner_work.submit("u", lambda: busy.wait(10))  # all three come in one pass
+    batch = woken(room, "u")
+    for name in "abc":
+        batch.add(_Logged(name, log))
+    batch.add(_Counted())
+    batch.add(_Logged("last", log))
+    room.owner_work.submit("u", done.set)
+    busy.set()
+    assert done.wait(10)
+    made = [f"made {name}" for name in ("a", "b", "c", "last")]
+    assert log == made + [f"handed over {name}" for name in ("a", "b", "c", "last")]

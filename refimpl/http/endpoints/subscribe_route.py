@@ -15,6 +15,7 @@ none of them through the room's thread.
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import threading
@@ -118,17 +119,29 @@ def _event(reply: Reply) -> bytes:
 SSE_HEADERS = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
 
 
+# What a woken live query's `make` gives: the hand-over of what it made (what the call
+# returns is not used).
+HandOver = Callable[[], object]
+
+
 class Runs(Protocol):
     """What a user's batch of woken live queries runs (`Woken`)."""
 
-    def run(self) -> None: ...
+    def make(self) -> HandOver | None:
+        """Make the answer or part (the query's work), not yet handed over; the call that
+        hands it over, or None when there is nothing to hand over now."""
+        ...
 
 
 class Woken:
     """The live queries of one user (long polls and streams) that commits woke, waiting for
     their answers or parts to be made: one job on the user's share of the room's pool makes
-    them all, one after another, and hands each over itself (a commit waking a hundred of
-    them hands one job over, not a hundred, and never goes through the room's thread).
+    them all, one after another, then hands them over, one after another (a commit waking a
+    hundred of them hands one job over, not a hundred, and never goes through the room's
+    thread). Every answer is made before the first is sent: a send wakes its client, whose
+    process may take the processor, and other threads may take the interpreter lock, so
+    sends among the making made the job lose both at nearly every answer (with 10 woken
+    long polls, its thread ran 9.5 times a commit), each time coming back to cold caches.
     Those woken while it runs are made by its next job, queued behind the user's other work
     on the pool: were it to make them too, commits that keep coming would keep it running,
     and that work (a `where=` filter, a copy's page) and the answered connections' next
@@ -142,7 +155,8 @@ class Woken:
         self._running = False
 
     def add(self, woken: Runs) -> None:
-        """`woken.run()` is called soon, on the user's share (cheap, never blocks)."""
+        """`woken.make()` is called soon, on the user's share, and what it gives after the
+        others of its pass are made (cheap, never blocks)."""
         with self._lock:
             self._woken.append(woken)
             if self._running:
@@ -171,17 +185,27 @@ class Woken:
                     log.warning("finishing an answered request failed", exc_info=True)
 
     def _run_all(self) -> None:
-        """One pass: those woken so far; a job for the next pass when more came meanwhile."""
+        """One pass: those woken so far, all made, then all handed over; a job for the next
+        pass when more came meanwhile."""
         with self._lock:
             woken, self._woken = self._woken, []
+        hand_overs: list[HandOver] = []
         try:
             for each in woken:
                 try:
-                    each.run()
+                    hand_over = each.make()
                 except Exception:
-                    # One query's failure (a stream's part handed over after its end)
-                    # costs it only: the others of this pass are made all the same.
+                    # One query's failure costs it only: the others of this pass are made
+                    # all the same.
                     log.warning("making a live query's answer failed", exc_info=True)
+                    continue
+                if hand_over is not None:
+                    hand_overs.append(hand_over)
+            for hand_over in hand_overs:
+                try:
+                    hand_over()
+                except Exception:  # a stream's part handed over after its end: its own
+                    log.warning("handing over a live query's answer failed", exc_info=True)
         finally:
             with self._lock:
                 again = self._running = bool(self._woken)
@@ -211,8 +235,8 @@ class _Poll:
     never blocks): its user's batch (`Woken`) runs its query again within its budget and
     hands the answer to the server itself. A wake-up that comes before the request is
     parked is kept and handed on at `attach`. A deadline that comes while a re-run is queued
-    or running waits for it (`at_deadline`), so that its answer, or its statement timeout's
-    400, is what the client gets, as the spec says."""
+    or running, or made and not yet handed over, waits for it (`at_deadline`), so that its
+    answer, or its statement timeout's 400, is what the client gets, as the spec says."""
 
     def __init__(self, step: LiveWait, batch: Woken, budget: Budget) -> None:
         self._step = step
@@ -222,7 +246,7 @@ class _Poll:
         self._parked: Parked[Answer] | None = None
         self._missed = False  # woken before it was parked
         self._queued = False  # in its batch, not yet run
-        self._running = False  # its re-run is under way
+        self._running = False  # its re-run is under way, or its answer not yet handed over
         self._expired = False  # its deadline came while a re-run was queued or running
 
     def set(self) -> None:
@@ -251,7 +275,7 @@ class _Poll:
     def at_deadline(self) -> Answer | None:
         """The room's answer at the deadline: nothing new; or None while a re-run is queued
         or running (the request then waits for it with no deadline of its own: the re-run's
-        budget and the statement timeout bound it, and `run` answers)."""
+        budget and the statement timeout bound it, and `make`'s hand-over answers)."""
         with self._lock:
             pending = self._queued or self._running
             self._expired = pending
@@ -266,31 +290,46 @@ class _Poll:
         """The answer of a wait that ended with nothing new: the id to ask again with."""
         return _respond(self._step.expire())
 
-    def run(self) -> None:
+    def make(self) -> HandOver | None:
+        """Run the query again: the hand-over of its answer, or None while the answer is the
+        same (it waits on). Until handed over it counts as running, so that a deadline
+        meanwhile waits for this answer instead of answering that nothing came."""
         parked = self._parked
         with self._lock:
             self._queued = False
             self._running = parked is not None and not parked.finished
         if parked is None or parked.finished:
-            return
+            return None
         reply: Reply | None = None
+        failed: Answer | None = None
         try:
-            try:
-                with self._budget():
-                    reply = self._step.attempt()
-            finally:
-                with self._lock:
-                    self._running = False
-                    expired = self._expired
-            if reply is None and not expired:
-                return  # the answer is the same: it waits on
-            answer = self.expired() if reply is None else _respond(reply)
+            with self._budget():
+                reply = self._step.attempt()
         except Exception as error:  # noqa: BLE001 - a REVOKE, the timeout or a bug: its answer
-            answer = to_response(error)
+            failed = to_response(error)
+        with self._lock:
+            # It stops running here only when nothing is handed over; the deadline's mark is
+            # read in the same hold, so that one of the two answers.
+            expired = self._expired
+            self._running = reply is not None or failed is not None or expired
+        if reply is None and failed is None and not expired:
+            return None  # the answer is the same: it waits on
+        answer = failed
+        if answer is None:
+            try:
+                answer = self.expired() if reply is None else _respond(reply)
+            except Exception as error:  # noqa: BLE001 - a bug: its answer
+                answer = to_response(error)
+        return functools.partial(self._hand_over, parked, answer)
+
+    def _hand_over(self, parked: Parked[Answer], answer: Answer) -> None:
         try:
             parked.decide(answer)
         except Exception:  # a broken connection is the server's to close
             log.warning("handing over a live query's answer failed", exc_info=True)
+        finally:
+            with self._lock:
+                self._running = False
 
 
 def _respond(reply: Reply) -> Answer:

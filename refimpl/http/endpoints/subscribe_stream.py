@@ -16,6 +16,7 @@ snapshot, once its version is no longer kept), never a backlog.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
@@ -36,6 +37,7 @@ from refimpl.http.endpoints.feed_args import flag
 from refimpl.http.endpoints.stream_credentials import request_credential
 from refimpl.http.endpoints.subscribe_route import (
     SSE_HEADERS,
+    HandOver,
     Woken,
     reply_event,
     subscribe_route,
@@ -63,7 +65,7 @@ class _LiveStream:
     """One client's stream of a subscription: the waker of its `LiveWait`, and what makes
     its parts (see the module docstring).
 
-    A wake-up goes straight to the stream's owner's share of the room's pool (`run`, in
+    A wake-up goes straight to the stream's owner's share of the room's pool (`make`, in
     the owner's `Woken` batch), which makes the part and hands it over itself, never
     through the room's thread, which only sends the heartbeats at the stream's deadlines. `_lock`
     orders `_busy` (a part is being made or is in flight: one at a time) and `_woken` (a
@@ -95,10 +97,10 @@ class _LiveStream:
         self._busy = True  # until the head is sent
         self._woken = False
         self.parked: Parked[Answer] | None = None
-        self._batch: Woken | None = None  # runs `run` on the owner's pool, once parked
+        self._batch: Woken | None = None  # runs `make` on the owner's pool, once parked
 
     def start(self, parked: Parked[Answer], batch: Woken) -> None:
-        """Parked as `parked`; `batch` runs its `run` on the owner's share of the pool."""
+        """Parked as `parked`; `batch` runs its `make` on the owner's share of the pool."""
         self.parked = parked
         self._batch = batch
 
@@ -136,8 +138,9 @@ class _LiveStream:
                 self._woken = True
         return b"".join(events)
 
-    def run(self) -> None:
-        """Make the next part, or the end, and hand it over (on the owner's pool)."""
+    def make(self) -> HandOver | None:
+        """Make the next part, or the end (on the owner's pool): its hand-over, or None when
+        nothing changed. The stream stays busy until it is handed over and sent."""
         parked = self.parked
         assert parked is not None  # `start` came before any job
         try:
@@ -152,8 +155,9 @@ class _LiveStream:
                 self._busy = again
             if again:
                 self._run_again()
-            return
-        parked.decide(outcome)  # a part's `drained` may come within: it makes the next
+            return None
+        # A part's `drained` may come within the hand-over: it makes the next.
+        return functools.partial(parked.decide, outcome)
 
     def _run_again(self) -> None:
         batch = self._batch
