@@ -5,8 +5,11 @@ single-row INSERT every 20 ms (into the same table, over /exec), first for --idl
 with nothing else running, then while one POST /imp of --rows rows (default 1,000,000; one
 request, one transaction) loads. Printed per run and as the median of --runs runs: the
 writer's commit round trip p50/p99/max and /api/rev's round trip p50/p99, idle and during
-the import, and the import's time. With --code given more than once, the runs alternate
-between those checkouts (each one's refimpl serves its runs), and each gets its own table.
+the import, and the import's time and rows a second. With --code given more than once, the
+runs alternate between those checkouts (each one's refimpl serves its runs), and each gets
+its own table. With --pin the server runs on the first CPU alone and the bench's processes
+(prober, writer, importer) on the others, as `stream.py` pins its readers: then a round trip
+is the server's delay, not the wait of a client that the server kept off its core.
 
 Targets (issue 37): during a 1,000,000-row /imp, a commit's p99 under 100 ms and max under
 500 ms, /api/rev's p99 under 5 ms. On a busy machine the round trips mostly measure the
@@ -16,6 +19,7 @@ wait for, in CPU time.
     python tools/bench/bulk_load.py                 # 3 runs of 1,000,000 rows
     python tools/bench/bulk_load.py --rows 200000 --runs 1
     python tools/bench/bulk_load.py --code ../old --code .   # an older checkout beside this
+    python tools/bench/bulk_load.py --pin                    # clients off the server's CPU
 """
 
 from __future__ import annotations
@@ -56,14 +60,32 @@ def _committer(server: harness.RefimplServer, done: threading.Event, out: list[A
         time.sleep(max(0.0, began + 0.02 - time.monotonic()))
 
 
+def _pin(server: harness.RefimplServer) -> None:
+    """Every thread of the server onto the first CPU, this process (and so the prober and
+    importer it forks) onto the others."""
+    assert server.process is not None
+    pid = server.process.pid
+    for thread in os.listdir(f"/proc/{pid}/task"):
+        os.sched_setaffinity(int(thread), {0})
+    os.sched_setaffinity(0, set(range(1, os.cpu_count() or 2)))
+
+
 def one_run(
-    rows: int, idle_seconds: float, code: Path | None = None, why: Path | None = None
+    rows: int,
+    idle_seconds: float,
+    code: Path | None = None,
+    why: Path | None = None,
+    pin: bool = False,
 ) -> dict[str, float]:
     """One server (of the checkout `code`, this one's by default), one import: the figures
     of this run (milliseconds, and seconds). With `why`, the server records there what
-    `bulk_why.explain` needs, and it is printed."""
+    `bulk_why.explain` needs, and it is printed; with `pin`, the server and the bench run on
+    CPUs of their own (`_pin`)."""
     launcher = bulk_why.LAUNCHER if why is not None else None
+    everywhere = os.sched_getaffinity(0)
     with harness.RefimplServer(threads=32, code=code, profile=why, launcher=launcher) as server:
+        if pin:
+            _pin(server)
         server.sql(TRADES)
         server.sql(f"INSERT INTO trades VALUES ('{now_text()}', 'S001', 100.0, 1)")
         target = {"url": server.url, "token": server.token}
@@ -94,12 +116,17 @@ def one_run(
         samples = probe_queue.get(timeout=120)
         prober.join(30)
         importer.join(30)
+    os.sched_setaffinity(0, everywhere)
     if code != 200:
         raise SystemExit(f"/imp answered {code}: {text}")
     if why is not None:
         bulk_why.explain(samples, why, began, ended)
     failed = sum(1 for at, _, ok in commits if not ok and began <= at < ended)
-    figures: dict[str, float] = {"import_s": ended - began, "busy_commits_failed": failed}
+    figures: dict[str, float] = {
+        "import_s": ended - began,
+        "import_rows_s": rows / (ended - began),
+        "busy_commits_failed": failed,
+    }
     for phase, low, high in (("idle", 0.0, began), ("busy", began, ended)):
         commit = harness.summary([ms for at, ms, _ in commits if low <= at < high])
         rev = harness.summary([s[1] for s in samples if low <= s[0] < high])
@@ -136,6 +163,11 @@ def main() -> None:
         action="store_true",
         help="print what each slow /api/rev probe waited for (see bulk_why.py)",
     )
+    parser.add_argument(
+        "--pin",
+        action="store_true",
+        help="the server on the first CPU, the bench's processes on the others",
+    )
     args = parser.parse_args()
     codes: list[Path | None] = list(args.code or [None])
     runs: dict[Path | None, list[dict[str, float]]] = {code: [] for code in codes}
@@ -143,7 +175,7 @@ def main() -> None:
     for number in range(1, args.runs + 1):
         for code in codes:
             why = Path(tempfile.mkdtemp(prefix="bulk-why-")) / "events.json" if args.why else None
-            figures = one_run(args.rows, args.idle, code, why)
+            figures = one_run(args.rows, args.idle, code, why, args.pin)
             runs[code].append(figures)
             name = "" if code is None else f" ({code})"
             print(
@@ -185,7 +217,8 @@ def _print_medians(rows: int, runs: list[dict[str, float]], name: str) -> None:
         ),
         table,
         title=f"{name}: milliseconds, median of {len(runs)} run(s); the import took"
-        f" {statistics.median(run['import_s'] for run in runs):.1f} s (median)",
+        f" {statistics.median(run['import_s'] for run in runs):.1f} s,"
+        f" {statistics.median(run['import_rows_s'] for run in runs):,.0f} rows/s (medians)",
     )
 
 
