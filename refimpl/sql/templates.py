@@ -23,12 +23,17 @@ from refimpl.sql.parser import parse_cached
 _TOKEN = re.compile(
     # A run of plain characters is one step of the matcher, not one per character: a
     # 1 MB literal took 0.3 s of the interpreter lock (every request waited), now 1 ms.
-    r"""(?P<string>'[^']*(?:''[^']*)*')"""
-    r"""|(?P<quoted>"[^"]*(?:""[^"]*)*")"""
+    # The look-ahead first, a class of every character a token may begin with, turns each
+    # position where none begins (spaces, operators) down in one step instead of a try of
+    # each kind; the kinds begin with different characters, so their order does not change
+    # what matches, and the most common come first.
+    r"""(?=[A-Za-z_\d.'"/;?-])(?:"""
+    r"""(?P<word>[A-Za-z_][A-Za-z0-9_]*)"""
     r"""|(?P<number>(?<![\w.])(?:\d+\.\d*|\.\d+|\d+)(?:[eE][+-]?\d+)?(?![\w.]))"""
-    r"""|(?P<word>[A-Za-z_][A-Za-z0-9_]*)"""
+    r"""|(?P<string>'[^']*(?:''[^']*)*')"""
+    r"""|(?P<quoted>"[^"]*(?:""[^"]*)*")"""
     r"""|(?P<comment>--|/\*)"""
-    r"""|(?P<other>[;?])""",
+    r"""|(?P<other>[;?]))""",
 )
 # int() refuses more digits than this (Python's guard against its quadratic conversion).
 _LONGEST_INTEGER = 4300
