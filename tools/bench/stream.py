@@ -12,11 +12,13 @@ a commit is its clock when it has the event minus the row's `sent`.
   (a selector over the connections, `pgconn.consume_input` and `notifies`).
 
 Every stream (listener) reads every event, the whole run. While latencies are measured a
-reader parses each event; during the throughput phases it reads cheaply: the chunked coding
-undone, events counted and summed into a CRC32 (in C, whatever their number). At the end one
-reference stream, which also noted every row id and event id, must hold every committed row
-exactly once, each writer's in its order, and every other stream the reference's count and
-CRC32: every stream got every event exactly once, in order ("exactly once" below).
+reader parses each event; during the throughput phases it reads cheaply: a reader process
+wakes at most every 50 ms and reads each plain stream raw, all that came meanwhile into one
+buffer, its change events counted in C (a compressed stream is inflated chunk by chunk). At
+the end one reference stream, which also noted every row id and event id, must hold every
+committed row exactly once, each writer's in its order, and every other stream the
+reference's count of change events, the last with the reference's last event id: every
+stream got every event once, in order ("exactly once" below).
 
 Figures, for both:
 1. commit-to-event p50/p99 at 20 commits/s (target for refimpl: p99 under 50 ms);
@@ -56,9 +58,12 @@ with the streams open, where a commit's time goes and where the server's threads
                                                     # figure 1 alone (refimpl), ~30 s
     python tools/bench/stream.py --throughput-only --quick --streams 1000 --code OTHER_CHECKOUT
                                                     # figure 5 alone (refimpl), ~40 s
-    python tools/bench/stream.py --latency-only --quick --streams 1000 --plain
-                                                    # the streams uncompressed (readers that
-                                                    # do not accept deflate), to weigh it
+    python tools/bench/stream.py --throughput-only --quick --streams 1000 --deflate
+                                                    # the server set to compress streams
+                                                    # (stream_compression = deflate), to
+                                                    # weigh it; --plain: readers that do not
+                                                    # accept deflate (for a server before it
+                                                    # was a setting)
 """
 
 from __future__ import annotations
@@ -536,6 +541,12 @@ def main() -> None:
         action="store_true",
         help="refimpl alone (to study it; its figures have no PostgreSQL beside)",
     )
+    parser.add_argument(
+        "--deflate",
+        action="store_true",
+        help="the server compresses streams for clients that accept it (stream_compression ="
+        " deflate; off by default)",
+    )
     options = parser.parse_args()
     streams = options.streams or (200 if options.quick else 1000)
     env = {
@@ -544,6 +555,8 @@ def main() -> None:
         "KDB_STREAMS_PER_USER": "2000",
         "KDB_MAX_CONNECTIONS_PER_ADDRESS": "5000",
     }
+    if options.deflate:  # not otherwise: a server of before the setting would refuse it
+        env["KDB_STREAM_COMPRESSION"] = "deflate"
     timing = None
     if options.server_timing:
         handle, name = tempfile.mkstemp(prefix="kdb-stream-timing-", suffix=".json")
