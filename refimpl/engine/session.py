@@ -54,7 +54,8 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-# Texts up to this many characters have their template remembered (`_known_template`).
+# Texts up to this many characters have their template remembered (`_known_template`),
+# but for INSERTs: their texts carry new keys, seldom sent again, and would push out the rest.
 TEMPLATE_TEXT_KEPT = 1024
 
 
@@ -131,7 +132,8 @@ class Session:
         scanned = not params and len(sql) <= admission.LARGE_TEXT
         template: Template | None = None
         if scanned:
-            template = _known_template(sql) if len(sql) <= TEMPLATE_TEXT_KEPT else template_of(sql)
+            kept = len(sql) <= TEMPLATE_TEXT_KEPT and sql.lstrip()[:6].upper() != "INSERT"
+            template = _known_template(sql) if kept else template_of(sql)
         shape = hash(template.text) if template is not None else None
         # Outside a transaction no engine lock is held here: a costly text waits for a place
         # of its own (refimpl.engine.admission), and that wait counts against its timeout.
