@@ -51,12 +51,24 @@ class TextLineFormatter(logging.Formatter):
         """`logging.Formatter.formatTime`, its second's text made once a second."""
         if datefmt is not None:
             return super().formatTime(record, datefmt)
+        return self._time_text(record.created, record.msecs)
+
+    def _time_text(self, created: float, msecs: float) -> str:
         second, text = self._second
-        if second != int(record.created):
-            text = time.strftime(self.default_time_format, self.converter(record.created))
-            self._second = (int(record.created), text)
+        if second != int(created):
+            text = time.strftime(self.default_time_format, self.converter(created))
+            self._second = (int(created), text)
         msec_format = self.default_msec_format
-        return text if msec_format is None else msec_format % (text, record.msecs)
+        return text if msec_format is None else msec_format % (text, msecs)
+
+    def info_line(self, created: float, message: str) -> str | None:
+        """What `format` makes of an INFO record of `message` made at `created` (no
+        traceback), without the record; None when this formatter's format or time format
+        is not the default (format a record then)."""
+        if self._fmt != TEXT_FORMAT or self.datefmt is not None:
+            return None
+        msecs = int((created - int(created)) * 1000) + 0.0  # as a LogRecord's
+        return f"{self._time_text(created, msecs)} INFO {escape_controls(message)}"
 
     def formatMessage(self, record: logging.LogRecord) -> str:  # noqa: N802 - logging's name
         record.message = escape_controls(record.message)

@@ -13,7 +13,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from refimpl.http.request_log import RequestLine
 from refimpl.http.serving.log_queue import LogQueue, queued_log
+from refimpl.log_format import TextLineFormatter
 
 
 @pytest.fixture()
@@ -91,6 +93,9 @@ class _Line:
     def __init__(self, text: str) -> None:
         self.text = text
 
+    def text_line(self, formatter: TextLineFormatter) -> str | None:
+        return None  # the record, always
+
     def record(self) -> logging.LogRecord:
         return logging.makeLogRecord(
             {"msg": self.text, "levelno": logging.INFO, "levelname": "INFO", "threadName": "later"}
@@ -167,3 +172,58 @@ def test_only_the_first_line_queued_while_the_writer_sleeps_wakes_it() -> None:
         queue.put(record)
     assert not queue.wake.is_set()
     assert len(queue.items) == 11
+
+
+_shown = st.text(st.characters(codec="utf-8"), max_size=20)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    method=_shown,
+    path=_shown,
+    query=st.one_of(_shown, st.just("token=kdb_" + "a" * 30 + "&x=1")),
+    status=st.integers(100, 599),
+    seconds=st.floats(0, 1e4),
+    request_id=_shown,
+    created=st.floats(0, 4e9),
+)
+def test_a_request_line_as_text_is_its_records_text_line(
+    method: str,
+    path: str,
+    query: str,
+    status: int,
+    seconds: float,
+    request_id: str,
+    created: float,
+) -> None:
+    # What the writer writes of a request's line to a text handler, made without its record.
+    line = RequestLine(created, method, path, query, "/exec", status, seconds, request_id, "c")
+    formatter = TextLineFormatter()
+    assert line.text_line(formatter) == formatter.format(line.record())
+    other = TextLineFormatter()
+    other.datefmt = "%H:%M"
+    assert line.text_line(other) is None  # not the default time format: the record's way
+
+
+def test_request_lines_to_a_text_handler_are_written_as_their_records_would_be() -> None:
+    root = logging.getLogger()
+    saved_handlers, saved_level = list(root.handlers), root.level
+    out = io.StringIO()
+    handler = logging.StreamHandler(out)
+    handler.setFormatter(TextLineFormatter())
+    root.handlers, root.level = [handler], logging.INFO
+    lines = [
+        RequestLine(1.7e9 + n / 7, "POST", "/exec\n", "a=%0A", "/exec", 200, n / 1e4, "r", "c")
+        for n in range(30)
+    ]
+    try:
+        with queued_log() as queue:
+            assert queue is not None
+            for n, line in enumerate(lines):
+                queue.put(line)
+                if n % 10 == 0:
+                    logging.getLogger("refimpl.test").info("record %d", n)
+    finally:
+        root.handlers, root.level = saved_handlers, saved_level
+    written = [line for line in out.getvalue().splitlines() if "record" not in line]
+    assert written == [TextLineFormatter().format(line.record()) for line in lines]

@@ -36,6 +36,8 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import Protocol
 
+from refimpl.log_format import TextLineFormatter
+
 # The writer's rounds are at least this far apart: how long a line may wait to be written.
 # Not a round per record on a busy server (a blocking queue's wake-up per record cost a
 # fifth of a point SELECT's time).
@@ -51,9 +53,12 @@ BATCH = 1_000
 
 
 class LineLater(Protocol):
-    """A line queued as plain fields: the writer makes its record."""
+    """A line queued as plain fields: the writer makes its record, or for a text handler
+    its text alone (`text_line`: None when the formatter needs the record)."""
 
     def record(self) -> logging.LogRecord: ...
+
+    def text_line(self, formatter: TextLineFormatter) -> str | None: ...
 
 
 class LogQueue:
@@ -130,11 +135,8 @@ class _Writer:
         items = self.queue.items
         while items:
             batch = [items.popleft() for _ in range(min(len(items), BATCH))]
-            records = [
-                item if isinstance(item, logging.LogRecord) else item.record() for item in batch
-            ]
             for handler in self._handlers:
-                _write_batch(handler, [r for r in records if r.levelno >= handler.level])
+                _write_batch(handler, batch)
 
     def stop(self) -> None:
         """Write out what is queued, then end the thread."""
@@ -144,19 +146,35 @@ class _Writer:
         self._write_out()  # what a thread queued while the writer ended
 
 
-def _write_batch(handler: logging.Handler, records: list[logging.LogRecord]) -> None:
-    """The records through `handler`, as `handler.handle` would write them one by one; a
-    stream handler's in one write and one flush."""
+def _write_batch(handler: logging.Handler, batch: list[logging.LogRecord | LineLater]) -> None:
+    """The records and lines through `handler`, as `handler.handle` would write them one by
+    one (those under its level left out); a stream handler's in one write and one flush, and
+    a line to a text formatter as its text, without a record."""
     if type(handler).emit is not logging.StreamHandler.emit:
-        for record in records:
-            handler.handle(record)
+        for item in batch:
+            record = _record_of(item)
+            if record.levelno >= handler.level:
+                handler.handle(record)
         return
     assert isinstance(handler, logging.StreamHandler)
+    formatter = handler.formatter
+    filtered = bool(handler.filters)  # most handlers have none: no call per line then
+    # A line is INFO: the text alone when nothing but the format looks at its record.
+    text_formatter = (
+        formatter
+        if type(formatter) is TextLineFormatter and not filtered and handler.level <= logging.INFO
+        else None
+    )
     with handler.lock:  # type: ignore[union-attr]  # Handler.createLock made it
         lines: list[str] = []
-        filtered = bool(handler.filters)  # most handlers have none: no call per line then
-        for record in records:
-            if filtered and not handler.filter(record):
+        for item in batch:
+            if text_formatter is not None and not isinstance(item, logging.LogRecord):
+                text = item.text_line(text_formatter)
+                if text is not None:
+                    lines.append(text + handler.terminator)
+                    continue
+            record = _record_of(item)
+            if record.levelno < handler.level or (filtered and not handler.filter(record)):
                 continue
             try:
                 lines.append(handler.format(record) + handler.terminator)
@@ -168,7 +186,11 @@ def _write_batch(handler: logging.Handler, records: list[logging.LogRecord]) -> 
             handler.stream.write("".join(lines))
             handler.flush()
         except Exception:  # noqa: BLE001 - a broken stream, as StreamHandler.emit has it
-            handler.handleError(records[-1])
+            handler.handleError(_record_of(batch[-1]))
+
+
+def _record_of(item: logging.LogRecord | LineLater) -> logging.LogRecord:
+    return item if isinstance(item, logging.LogRecord) else item.record()
 
 
 @contextlib.contextmanager
