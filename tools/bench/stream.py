@@ -360,7 +360,7 @@ def throughput_report(
     code: Path | None,
 ) -> None:
     """What `--throughput-only` prints: commits a second and the server's CPU per commit by
-    phase, the two ratios."""
+    phase, the two ratios, and the readers' CPU with the streams open."""
     rows = []
     for prefix, label in [("", ""), ("pinned_", "readers off the server's core: ")]:
         for phase, title in [("none", "none open"), ("open", "all open"), ("none_after", "after")]:
@@ -373,6 +373,14 @@ def throughput_report(
                 ]
             )
         rows.append([f"{label}ratio all open / none", f"{open_ratio(ours, prefix):.3f}"])
+        opened = ours[prefix + "open"]
+        events = max(opened["run"].rate, 1e-9) * streams  # a second
+        rows.append(
+            [
+                f"{label}all open: readers' CPU % of a core; us per event",
+                f"{opened['readers_pct']:.0f}; {opened['readers_pct'] * 1e4 / events:.2f}",
+            ]
+        )
     rows.append(["every stream got every event once, in order", ours["exactly_once"]])
     harness.print_table(
         ["figure", "refimpl"],
