@@ -6,19 +6,29 @@ a time; it posts each answer here and rings once a round, and the worker the rin
 acknowledging thread thus makes one system call a round, not a send and a re-arm an
 answer, each of which gave the interpreter lock to a worker and waited to take it back.
 
+The eventfd is polled edge-triggered (`EVENTS`): every ring is an event of its own, so
+the worker it wakes neither reads the eventfd back nor re-arms it (two system calls a
+round, each letting another thread take the interpreter lock). Its counter is never read:
+at one ring a round it would take millions of years to fill.
+
 What a caller may rely on: every answer posted before a ring is taken by a `take` that
-begins after that ring reached the eventfd (`take` reads the eventfd first, then the
-answers), so none is left behind while the eventfd is armed; each is taken once; the
-answers come out in the order they were posted.
+begins after that ring's event (the ring writes after the post, under the same lock as
+`take`), so none is left behind; each is taken once, also by concurrent takers (two rings
+in a row may wake two workers); the answers of a take come out in the order they were
+posted.
 """
 
 from __future__ import annotations
 
 import os
+import select
 import threading
 from typing import Generic, TypeVar
 
 T = TypeVar("T")
+
+# How the eventfd is registered in an epoll set: each ring one event, nothing to re-arm.
+EVENTS = select.EPOLLIN | select.EPOLLET
 
 
 class Postbox(Generic[T]):
@@ -31,7 +41,7 @@ class Postbox(Generic[T]):
         self._closed = False
 
     def fileno(self) -> int:
-        """The eventfd to poll for reading: readable once a ring follows a post."""
+        """The eventfd to poll with `EVENTS`: an event at each ring that follows a post."""
         return self._fd
 
     def post(self, item: T) -> None:
@@ -40,19 +50,14 @@ class Postbox(Generic[T]):
             self._posted.append(item)
 
     def ring(self) -> None:
-        """Make the eventfd readable: what was posted waits for a taker."""
+        """An event for the eventfd's poller: what was posted waits for a taker."""
         with self._lock:  # held: a close meanwhile cannot leave a write to a stale fd
             if self._posted and not self._closed:
                 os.eventfd_write(self._fd, 1)
 
     def take(self) -> list[T]:
-        """Every item posted so far, in order; the eventfd read back to quiet first."""
+        """Every item posted so far, in order (none when another taker took them)."""
         with self._lock:
-            if not self._closed:
-                try:
-                    os.eventfd_read(self._fd)
-                except BlockingIOError:
-                    pass  # nothing rang since the last read (another taker's)
             taken, self._posted = self._posted, []
         return taken
 

@@ -55,11 +55,10 @@ from refimpl.netlimits import (
     raise_open_file_limit,
 )
 from refimpl.netpool.polling import ARMED, PollingWorkers
-from refimpl.pgwire import sqlstate, tls
+from refimpl.pgwire import postbox, sqlstate, tls
 from refimpl.pgwire.acknowledging import Acknowledging
 from refimpl.pgwire.core import error_bytes
 from refimpl.pgwire.link import Link, LinkOptions
-from refimpl.pgwire.postbox import Postbox
 from refimpl.pgwire.sockets import POLL_SECONDS, READ_BYTES, Socket, tls_pending
 from refimpl.pgwire.states import State
 
@@ -176,8 +175,10 @@ class PgServer:
         self._epoll.register(self._listener.fileno(), ARMED)
         # Durable answers go to a worker to be sent (`_deliver`): the acknowledging thread
         # posts them and rings once a round (`postbox`).
-        self._durable: Postbox[tuple[tuple[_Client, bytes], KdbError | None]] = Postbox()
-        self._epoll.register(self._durable.fileno(), ARMED)
+        self._durable: postbox.Postbox[tuple[tuple[_Client, bytes], KdbError | None]] = (
+            postbox.Postbox()
+        )
+        self._epoll.register(self._durable.fileno(), postbox.EVENTS)
         # Looked at for every event: kept as numbers (both stay open until the stop).
         self._listener_fd, self._durable_fd = self._listener.fileno(), self._durable.fileno()
         self._acknowledging: Acknowledging[tuple[_Client, bytes]] = Acknowledging(
@@ -198,14 +199,10 @@ class PgServer:
             self._readable(fd)
 
     def _deliver(self) -> None:
-        """Send the durable answers posted (each once, in order), then re-arm the ring."""
+        """Send the durable answers posted (each once, in order); the ring stays armed
+        (`postbox.EVENTS`), and what is posted at the stop, `stop` sends."""
         for handed, error in self._durable.take():
             self._acknowledge(handed, error)
-        if not self._stopping.is_set():
-            try:
-                self._epoll.modify(self._durable.fileno(), ARMED)
-            except (OSError, ValueError):
-                pass  # stopped meanwhile: `stop` sends what is left
 
     def _end_late_startups(self) -> None:
         now = time.monotonic()
