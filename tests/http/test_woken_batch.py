@@ -111,6 +111,11 @@ def test_commits_that_keep_coming_hold_up_neither_the_users_work_nor_its_answers
     churn.until = 0.0
 
 
+def _hold(event: threading.Event) -> None:
+    """The user's share of the pool held until `event`: what is added meanwhile is one pass."""
+    assert event.wait(10)
+
+
 class _Logged:
     def __init__(self, name: str, log: list[str]) -> None:
         self.name, self.log = name, log
@@ -125,7 +130,7 @@ def test_a_pass_makes_every_answer_before_it_hands_any_over(room: WaitingRoom) -
     the making made the batch's thread lose the processor at nearly every answer."""
     log: list[str] = []
     busy, done = threading.Event(), threading.Event()
-    room.owner_work.submit("u", lambda: busy.wait(10))  # all three come in one pass
+    room.owner_work.submit("u", lambda: _hold(busy))  # all three come in one pass
     batch = woken(room, "u")
     for name in "abc":
         batch.add(_Logged(name, log))
@@ -136,3 +141,30 @@ def test_a_pass_makes_every_answer_before_it_hands_any_over(room: WaitingRoom) -
     assert done.wait(10)
     made = [f"made {name}" for name in ("a", "b", "c", "last")]
     assert log == made + [f"handed over {name}" for name in ("a", "b", "c", "last")]
+
+
+class _Ending(BaseException):
+    """Not an Exception: it ends the pass (as an interpreter's exit would)."""
+
+
+class _EndsThePass:
+    def make(self) -> None:
+        raise _Ending
+
+
+def test_answers_made_are_handed_over_even_when_the_pass_ends_early(room: WaitingRoom) -> None:
+    """A long poll whose answer is made waits for its hand-over past its deadline: it must
+    come, whatever ends the pass."""
+    log: list[str] = []
+    batch = woken(room, "ending")
+    busy = threading.Event()
+    room.owner_work.submit("ending", lambda: _hold(busy))  # the pool's job waits
+    try:
+        batch.add(_Logged("a", log))
+        batch.add(_EndsThePass())
+        batch.add(_Logged("never", log))
+        with pytest.raises(_Ending):
+            batch._run_all()  # the pass, on this thread
+    finally:
+        busy.set()
+    assert log == ["made a", "handed over a"]

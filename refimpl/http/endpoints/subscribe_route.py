@@ -191,21 +191,25 @@ class Woken:
             woken, self._woken = self._woken, []
         hand_overs: list[HandOver] = []
         try:
-            for each in woken:
-                try:
-                    hand_over = each.make()
-                except Exception:
-                    # One query's failure costs it only: the others of this pass are made
-                    # all the same.
-                    log.warning("making a live query's answer failed", exc_info=True)
-                    continue
-                if hand_over is not None:
-                    hand_overs.append(hand_over)
-            for hand_over in hand_overs:
-                try:
-                    hand_over()
-                except Exception:  # a stream's part handed over after its end: its own
-                    log.warning("handing over a live query's answer failed", exc_info=True)
+            try:
+                for each in woken:
+                    try:
+                        hand_over = each.make()
+                    except Exception:
+                        # One query's failure costs it only: the others of this pass are
+                        # made all the same.
+                        log.warning("making a live query's answer failed", exc_info=True)
+                        continue
+                    if hand_over is not None:
+                        hand_overs.append(hand_over)
+            finally:
+                # Even past an error that ends the pass: a long poll whose answer was made
+                # counts as running until it is handed over, and its deadline waits for it.
+                for hand_over in hand_overs:
+                    try:
+                        hand_over()
+                    except Exception:  # a stream's part handed over after its end: its own
+                        log.warning("handing over a live query's answer failed", exc_info=True)
         finally:
             with self._lock:
                 again = self._running = bool(self._woken)
