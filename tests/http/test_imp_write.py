@@ -10,6 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from refimpl.engine.result import Column
+from refimpl.engine.storage import bulk
 from refimpl.http import csvimport
 from tests.http.conftest import Server, running_server
 
@@ -54,7 +55,7 @@ def test_an_import_offers_the_interpreter_lock_as_it_converts(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     offers: list[int] = []
-    monkeypatch.setattr(csvimport.os, "sched_yield", lambda: offers.append(1))
+    monkeypatch.setattr(bulk, "offer_lock", lambda: offers.append(1))
     count = csvimport.YIELD_ROWS * 3 + 1
     body = io.BytesIO(b"v\n" + b"".join(b"%d\n" % i for i in range(count)))
     batches = csvimport.CsvImport(body, [Column("v", "BIGINT")], "t").batches(size=50)

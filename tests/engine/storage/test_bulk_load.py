@@ -185,7 +185,7 @@ def test_slices_start_as_a_range_does_and_offer_the_lock_between(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     offers: list[int] = []
-    monkeypatch.setattr(bulk.os, "sched_yield", lambda: offers.append(1))
+    monkeypatch.setattr(bulk, "offer_lock", lambda: offers.append(1))
     assert list(bulk.slices(10, 4, first=3)) == [3, 7, 11]
     assert len(offers) == 2  # between the slices, not before the first
     assert list(bulk.slices(0)) == [] and len(offers) == 2
@@ -206,7 +206,7 @@ def test_a_load_offers_the_lock_as_it_goes_and_loads_what_an_insert_does(
     instance = Instance.open(tmp_path / "data")
     with closing(instance.session()) as session:
         session.execute(TRADES, ())
-        monkeypatch.setattr(bulk.os, "sched_yield", lambda: offers.append(1))
+        monkeypatch.setattr(bulk, "offer_lock", lambda: offers.append(1))
         assert session.database.load_rows("trades", rows) is not None
         monkeypatch.undo()
         assert everything(session) == expected
