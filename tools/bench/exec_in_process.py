@@ -14,6 +14,10 @@ The figure is the CPU time of this thread per request, the median of --repeats b
 --runs: the Python of a request on its worker (not the epoll loop, the admission places or
 the flusher's thread; `per_request.py` measures those with the rest). `--profile` prints the
 run's cProfile instead (top functions by own time), `--budget` its time by stage.
+`--opcodes` counts the Python opcodes this thread runs per request instead (the total and
+the --top functions by their own): the same on a busy machine as on a quiet one, so a change
+of the request's Python shows however loaded the machine is (what it costs in C and in the
+kernel does not show there; the CPU time and `per_request.py` show it).
 
 Two checkouts compare by running this script from each alternately:
 
@@ -33,6 +37,7 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 sys.path.append(str(_HERE.parent.parent))
 
 import argparse  # noqa: E402
+import collections  # noqa: E402
 import cProfile  # noqa: E402
 import gc  # noqa: E402
 import logging  # noqa: E402
@@ -41,6 +46,7 @@ import socket  # noqa: E402
 import statistics  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
+from types import FrameType  # noqa: E402
 from typing import Any  # noqa: E402
 
 import refimpl  # noqa: E402
@@ -140,6 +146,38 @@ def batch(clients: Clients, token: str, workload: str, runs: int, start: int) ->
     return (time.thread_time() - began) / runs
 
 
+def count_opcodes(
+    clients: Clients, token: str, workload: str, runs: int, start: int, top: int
+) -> None:
+    """Print the Python opcodes this thread runs per request of one batch: the total, then
+    the functions that run the most of them themselves (a dataclass's generated __init__
+    named by its caller). The answer's parked wait runs on the flusher's thread: not here."""
+    counts: collections.Counter[tuple[str, str]] = collections.Counter()
+
+    def trace(frame: FrameType, event: str, arg: object) -> Any:
+        frame.f_trace_opcodes = True
+        frame.f_trace_lines = False
+        return opcode
+
+    def opcode(frame: FrameType, event: str, arg: object) -> Any:
+        if event == "opcode":
+            code = frame.f_code
+            name = code.co_qualname
+            if code.co_filename == "<string>" and frame.f_back is not None:
+                name += f" <- {frame.f_back.f_code.co_qualname}"
+            counts[(name, Path(code.co_filename).name)] += 1
+        return opcode
+
+    sys.settrace(trace)
+    try:
+        batch(clients, token, workload, runs, start)
+    finally:
+        sys.settrace(None)
+    print(f"{workload}: {sum(counts.values()) / runs:.0f} Python opcodes per request")
+    for (name, file), count in counts.most_common(top):
+        print(f"{count / runs:8.1f}  {name} ({file})")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -149,8 +187,11 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--group", type=int, default=16, help="connections (INSERT: a group)")
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--opcodes", action="store_true", help="count Python opcodes instead")
     parser.add_argument("--sort", default="tottime", help="--profile's order (cumulative...)")
-    parser.add_argument("--top", type=int, default=30, help="--profile's functions shown")
+    parser.add_argument(
+        "--top", type=int, default=30, help="functions shown (--profile, --opcodes)"
+    )
     args = parser.parse_args()
     logging.getLogger("refimpl.requests").setLevel(logging.INFO)
     with tempfile.TemporaryDirectory() as folder:
@@ -169,6 +210,9 @@ def main() -> None:
             start = 0
             batch(clients, token, args.workload, args.runs, start)  # warm-up
             start += args.runs
+            if args.opcodes:
+                count_opcodes(clients, token, args.workload, args.runs, start, args.top)
+                return
             if args.profile:
                 profiler = cProfile.Profile()
                 profiler.enable()
