@@ -73,10 +73,8 @@ class StreamOptions:
 
 @dataclass(frozen=True, slots=True)
 class Credential:
-    """Who opens a stream, and the key of the token its limits count against.
-
-    `checked`: whether the token is looked at again while the stream is open (not where
-    there are no tokens, as with `--dev`)."""
+    """Who opens a stream, and the key of the token its limits count against. `checked`:
+    whether its token is looked at again while it is open (not where there are none: `--dev`)."""
 
     token_key: str
     principal: Principal

@@ -41,8 +41,6 @@ log = logging.getLogger("refimpl.waiting")
 SharedSend = Callable[[Iterable[Any], A, Callable[[Any], None]], None]
 
 EMPTY_LOOK_SECONDS = 1.0  # how often the room looks when nothing parked has a deadline
-
-
 ROUND_SPACING = 15  # a round starts at least this many times its sending time after the last
 MAX_ROUND_WAIT = 1.0  # seconds; however long the last round took
 QUIET_SECONDS = 0.1  # a commit after this long without one is answered at once
@@ -124,9 +122,8 @@ class WaitingRoom(Generic[A]):
         self._keyed_deadlines: list[tuple[float, int, Parked[A]]] = []
         self._closed = False
         self._thread: threading.Thread | None = None
-        # Held through each pass of the room's thread and by `close`: no round still sends a
-        # stream parts once `close` gave it its last (which ends a compressed stream's zlib
-        # stream with the checksum of all before it). Re-entrant for a close within a pass.
+        # Held through each pass of its thread and by `close`: no part follows a stream's last
+        # (a compressed stream's last carries the checksum of all the parts before it).
         self._passing = threading.RLock()
         # Held while a round of answers is handed over. A server whose workers pass through
         # it before reading a request keeps a round from being interleaved with the requests
@@ -299,8 +296,7 @@ class WaitingRoom(Generic[A]):
             self._wake.set()
 
     def close(self) -> None:
-        """Answer every parked request with what it has; later ones are answered at once.
-        A pass of the room's thread that is under way ends first, and none starts after."""
+        """Answer each parked request with what it has, after the pass under way; later at once."""
         with self._passing, self._lock:
             self._closed = True
             everything = self._others + self._readers + list(self._keyed)
@@ -342,11 +338,10 @@ class WaitingRoom(Generic[A]):
                 self._next_look = now + timeout
             self._wake.wait(timeout)
             self._wake.clear()
-            with self._passing:
-                if self._closed:
-                    return
-                self._decide_due()
-                self._decide_keyed()
+            with self._passing:  # re-entrant: a close from within a pass goes on
+                if not self._closed:
+                    self._decide_due()
+                    self._decide_keyed()
 
     def _decide_keyed(self) -> None:
         """Attempt the poked requests woken by their key (the paced ones in fan-out rounds);
