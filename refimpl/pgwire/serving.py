@@ -111,6 +111,7 @@ class _Client:
         self.unsent = b""
         self.unsent_since = 0.0  # when the client last took some of them
         self.handshaking = False  # TLS: 'S' sent, the handshake not yet done
+        self.secure = False  # TLS: the socket is wrapped (`start_tls`)
         self.lock = threading.Lock()  # held by the worker while it answers
         # What it received, sent and completed, not yet added to the server's `answers`:
         # counted by the worker that answers it without a lock, added at its close (or at
@@ -123,7 +124,7 @@ class _Client:
         """Wrap the socket after 'S' went out; the reading thread does the handshake."""
         self.sock = context.wrap_socket(self.sock, server_side=True, do_handshake_on_connect=False)
         self.transport.sock = self.sock  # the same file descriptor, now encrypted
-        self.handshaking = True
+        self.handshaking = self.secure = True
 
     def send_some(self) -> None:
         """Send what the socket takes now of `unsent`, without waiting; raises OSError."""
@@ -328,22 +329,24 @@ class PgServer:
             if client.unsent:  # still more than the client takes: read nothing new yet
                 self._rearm(client, WRITABLE)
                 return
-        if client.link.core.has_message():
+        core = client.link.core
+        if core.has_message():
             self._answer(client)  # messages read before come first: the buffer stays small
             return
         data: bytes | None
         try:
             data = client.sock.recv(READ_BYTES)
-            while pending := tls_pending(client.sock):  # TLS: decrypted bytes epoll cannot see
-                data += client.sock.recv(pending)
+            if client.secure:  # TLS: decrypted bytes epoll cannot see
+                while pending := tls_pending(client.sock):
+                    data += client.sock.recv(pending)
         except (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
             data = None  # nothing new; messages read before may wait (`_acknowledge`)
         except OSError:
             data = b""
         if data is not None:
             client.received += len(data)
-            client.link.core.receive_data(data)
-        if client.link.core.has_message():
+            core.receive_data(data)
+        if core.has_message():
             self._answer(client)
         else:
             self._notify(client)
@@ -395,23 +398,32 @@ class PgServer:
 
     def _answer(self, client: _Client) -> None:
         link = client.link
+        core = link.core
         try:
             with client.lock:
                 while True:
                     out = link.answer_pending(UNSENT_LIMIT)
                     self._count(client, len(out))
-                    if out and not link.is_durable():
-                        # It acknowledges a commit not yet on disk: sent after the flush.
-                        self._acknowledging.hand_over((client, out), link.wait_durable)
-                        return
-                    if out and link.closed:
-                        client.transport.send(out)  # its last words, then it closes
-                    elif out:
-                        client.unsent = out
-                        client.send_some()
-                    if client.unsent or link.closed or not link.core.has_message():
+                    # Its state read once a pass (not `link.closed`, a property): sending
+                    # changes it only by raising, which ends the connection below.
+                    closed = core.state is State.CLOSED
+                    if out:
+                        if not link.is_durable():
+                            # It acknowledges a commit not yet on disk: sent after the flush.
+                            self._acknowledging.hand_over((client, out), link.wait_durable)
+                            return
+                        if closed:
+                            client.transport.send(out)  # its last words, then it closes
+                        else:
+                            # Nothing waits unsent here (`_readable` sent it first): one
+                            # send, and the clock read only when the socket took a part.
+                            sent = client.transport.send_now(out)
+                            if sent != len(out):
+                                client.unsent = out[sent:]
+                                client.unsent_since = time.monotonic()
+                    if client.unsent or closed or not core.has_message():
                         break
-                if link.core.state is State.SECURING and self.options.tls is not None:
+                if core.state is State.SECURING and self.options.tls is not None:
                     client.start_tls(self.options.tls)
         except OSError:
             link.end()
@@ -422,10 +434,10 @@ class PgServer:
                 sqlstate.INTERNAL,
                 "internal error (a bug in the server); the server log has the details",
             )
-        if not link.closed and link.walsender() is not None:
-            self._stream(client)
-        elif link.closed:
+        if core.state is State.CLOSED:
             self._close(client)
+        elif link.replication is not None and link.walsender() is not None:
+            self._stream(client)
         else:
             self._rearm(client, WRITABLE if client.unsent else ARMED)
 
