@@ -16,14 +16,10 @@ from collections.abc import Iterator, Sequence
 from typing import IO
 
 from refimpl.engine.result import Column
-from refimpl.engine.storage import bulk, values
+from refimpl.engine.storage import values
 from refimpl.errors import BadRequest, SqlError
 
 BATCH_ROWS = 5000  # rows converted and inserted at a time
-# Lines converted between two offers of the interpreter lock to a thread that waits for it
-# (`bulk.offer_lock`), about 0.2 ms of this loop: such a thread (a request woken by its
-# bytes) otherwise waits out the server's switch interval at each of its wakes.
-YIELD_ROWS = 32
 READ_BYTES = 256 * 1024  # body read and decoded at a time
 
 
@@ -83,8 +79,6 @@ class CsvImport:
                 except SqlError as exc:
                     raise BadRequest(f"CSV line {line}, column {number}: {exc.message}") from None
             batch.append(tuple(row))
-            if not line % YIELD_ROWS:
-                bulk.offer_lock()
             if len(batch) >= size:
                 yield batch
                 batch = []

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import io
 import threading
 import time
 from collections.abc import Iterator
 
 import pytest
 
-from refimpl.engine.result import Column
-from refimpl.engine.storage import bulk
 from refimpl.http import csvimport
 from tests.http.conftest import Server, running_server
 
@@ -49,18 +46,6 @@ def test_import_as_a_form_file(server: Server, db: str):
     )
     assert response.status_code == 200, response.text
     assert server.rows("SELECT count(*) FROM t", db) == [[2]]
-
-
-def test_an_import_offers_the_interpreter_lock_as_it_converts(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    offers: list[int] = []
-    monkeypatch.setattr(bulk, "offer_lock", lambda: offers.append(1))
-    count = csvimport.YIELD_ROWS * 3 + 1
-    body = io.BytesIO(b"v\n" + b"".join(b"%d\n" % i for i in range(count)))
-    batches = csvimport.CsvImport(body, [Column("v", "BIGINT")], "t").batches(size=50)
-    assert [row for batch in batches for row in batch] == [(i,) for i in range(count)]
-    assert len(offers) == 3  # every YIELD_ROWS lines, the header counted
 
 
 def test_import_unknown_table_is_404(server: Server, db: str):

@@ -18,16 +18,13 @@ held, a key twice in the load, a table changed since) is refused with None, and 
 inserts the rows the ordinary way, which finds and reports any error itself.
 
 No step here goes over all the rows in one C call: each pass over them (placing, encoding,
-counting, indexing) is cut in slices, and between two slices the lock is offered to any
-thread that waits for it (`slices`), so that a writer's commit or /api/rev gets it within a
-fraction of a millisecond instead of waiting out a pass over a million rows, or the
-server's switch interval at each of its wakes.
+counting, indexing) is cut in slices, so the interpreter lock passes to other threads (a
+writer's commit, /api/rev) between slices instead of waiting out a pass over a million rows.
 """
 
 from __future__ import annotations
 
 import gc
-import select
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -47,14 +44,11 @@ from refimpl.engine.storage.values import TypedRows
 from refimpl.engine.storage.wal_crc import KnownTail
 from refimpl.engine.tracking.revisions import Touched
 
-# Rows placed at a time: each slice is a few C calls of a fraction of a millisecond (8,192
-# rows made calls of 1 to 1.6 ms), so other threads get the interpreter lock in between. On
-# a busy machine the thread that holds it may wait for a CPU in the middle of a call, and
-# every other thread of the server waits with it: 65,536 rows a slice made /api/rev wait up
-# to 20 ms for the lock at each such call.
-SLICE_ROWS = 2_048
-# Rows a Python loop goes over per row between two offers of the lock (about 0.25 ms).
-STEP_ROWS = 256
+# Rows placed at a time: each slice is a few C calls of about a millisecond, so other threads
+# get the interpreter lock in between. On a busy machine the thread that holds it may wait
+# for a CPU in the middle of a call, and every other thread of the server waits with it:
+# 65,536 rows a slice made /api/rev wait up to 20 ms for the lock at each such call.
+SLICE_ROWS = 8_192
 # Keys checked for order at a time: a comparison of two order keys costs up to a
 # microsecond, so a slice of `SLICE_ROWS` held the interpreter lock for 3 to 6 ms.
 CHECK_ROWS = 2_048
@@ -124,7 +118,7 @@ def keys_of(table: Table, rows: TypedRows) -> list[Ident]:
     positions = table.layout.key_positions
     pick = itemgetter(positions[0]) if len(positions) == 1 else itemgetter(*positions)
     idents: list[Ident] = []
-    for start in slices(len(rows)):
+    for start in range(0, len(rows), SLICE_ROWS):
         some = map(pick, rows[start : start + SLICE_ROWS])
         idents += zip(some) if len(positions) == 1 else some
     return idents
@@ -133,7 +127,7 @@ def keys_of(table: Table, rows: TypedRows) -> list[Ident]:
 def rowid_idents(first: int, count: int) -> list[Ident]:
     """The identities of `count` new rows of a table without key, ids from `first` on."""
     idents: list[Ident] = []
-    for start in slices(count, first=first):
+    for start in range(first, first + count, SLICE_ROWS):
         idents += zip(range(start, min(start + SLICE_ROWS, first + count)))
     return idents
 
@@ -143,7 +137,7 @@ def not_null_ok(table: Table, rows: TypedRows) -> bool:
     return not any(
         None in map(itemgetter(position), rows[start : start + SLICE_ROWS])
         for position, _name in table.layout.not_null
-        for start in slices(len(rows))
+        for start in range(0, len(rows), SLICE_ROWS)
     )
 
 
@@ -158,7 +152,7 @@ def prepare(key: str, table: Table, rows: TypedRows, idents: list[Ident]) -> Pre
     parts: list[PartKey] = []
     orders: list[OrderKey] = []
     one_part = True  # all the rows in one partition
-    for start in slices(len(rows)):
+    for start in range(0, len(rows), SLICE_ROWS):
         end = start + SLICE_ROWS
         some_parts, some_orders = table.place_all(rows[start:end], idents[start:end])
         one_part = one_part and some_parts.count(some_parts[0]) == len(some_parts)
@@ -169,28 +163,22 @@ def prepare(key: str, table: Table, rows: TypedRows, idents: list[Ident]) -> Pre
     partitions: dict[PartKey, tuple[Blocks, dict[OrderKey, Row]]] = {}
     if one_part:  # straight from the rows, a slice at a time
         whole: dict[OrderKey, Row] = {}
-        for start in slices(len(rows)):
+        for start in range(0, len(rows), SLICE_ROWS):
             end = start + SLICE_ROWS
             whole.update(zip(orders[start:end], rows[start:end], strict=True))
         partitions[parts[0]] = (Blocks.from_sorted(_sorted_keys(orders, whole), whole), whole)
     else:
-        for start in slices(len(rows), STEP_ROWS):
-            end = start + STEP_ROWS
-            some = zip(parts[start:end], orders[start:end], rows[start:end], strict=True)
-            for part, order, row in some:
-                batch = batches.get(part)
-                if batch is None:
-                    batches[part] = batch = {}
-                batch[order] = row
+        for part, order, row in zip(parts, orders, rows, strict=True):
+            batch = batches.get(part)
+            if batch is None:
+                batches[part] = batch = {}
+            batch[order] = row
     while batches:  # each batch let go once made blocks: no two copies of all the rows
         part, batch = batches.popitem()
         partitions[part] = (Blocks.from_sorted(_sorted_keys(list(batch), batch), batch), batch)
     index: dict[Ident, tuple[PartKey, OrderKey]] | ShardedIndex
     if len(idents) >= SHARD_AT:  # a step per row, so that no dict's resize is long
-        some_places = (
-            _places(idents, parts, orders, start) for start in slices(len(idents), STEP_ROWS)
-        )
-        index = ShardedIndex.of(chain.from_iterable(some_places))
+        index = ShardedIndex.of(zip(idents, zip(parts, orders, strict=True), strict=True))
     else:
         index = dict(zip(idents, zip(parts, orders, strict=True), strict=True))
     rowids = None if table.keyed else _column(idents, 0)
@@ -201,7 +189,8 @@ def prepare(key: str, table: Table, rows: TypedRows, idents: list[Ident]) -> Pre
         touched = Touched(frozenset(_column(rows, schema.position(rev_column))))
     record = encode_record(schema.name, schema.column_names, rows, rowids)
     growth = sum(
-        rows_bytes(rows[start : start + SLICE_ROWS], schema) for start in slices(len(rows))
+        rows_bytes(rows[start : start + SLICE_ROWS], schema)
+        for start in range(0, len(rows), SLICE_ROWS)
     )
     # What was made here (the rows' places, their index, the sorted partitions) lives as
     # long as the table.
@@ -243,7 +232,7 @@ def encode_record(
 def _append_array(record: bytearray, items: Sequence[Any]) -> None:
     """Append `items` to `record` as one MessagePack array, `ENCODE_ROWS` at a time."""
     record += _array_header(len(items))
-    for start in slices(len(items), ENCODE_ROWS):
+    for start in range(0, len(items), ENCODE_ROWS):
         some = items[start : start + ENCODE_ROWS]
         at = len(record)
         _encoder.encode_into(some, record, -1)
@@ -265,20 +254,11 @@ def _sorted_keys(keys: list[OrderKey], rows: dict[OrderKey, Row]) -> list[OrderK
     at a time; a sort, when needed, is one C call over them all."""
     if len(keys) != len(rows):  # a key twice: the load is refused after, but made right
         return sorted(rows)
-    for start in slices(len(keys), CHECK_ROWS):
+    for start in range(0, len(keys), CHECK_ROWS):
         some = keys[start : start + CHECK_ROWS + 1]  # one past: the slices' seam too
         if not all(map(le, some, islice(some, 1, None))):
             return sorted(keys)
     return keys
-
-
-def _places(
-    idents: list[Ident], parts: list[PartKey], orders: list[OrderKey], start: int
-) -> Iterator[tuple[Ident, tuple[PartKey, OrderKey]]]:
-    """The index's (identity, place) pairs of the `STEP_ROWS` rows from `start` on."""
-    end = start + STEP_ROWS
-    places = zip(parts[start:end], orders[start:end], strict=True)
-    return zip(idents[start:end], places, strict=True)
 
 
 def _column(rows: Sequence[tuple[Any, ...]], position: int) -> list[Any]:
@@ -286,34 +266,9 @@ def _column(rows: Sequence[tuple[Any, ...]], position: int) -> list[Any]:
     pick = itemgetter(position)
     return list(
         chain.from_iterable(
-            map(pick, rows[start : start + SLICE_ROWS]) for start in slices(len(rows))
+            map(pick, rows[start : start + SLICE_ROWS]) for start in range(0, len(rows), SLICE_ROWS)
         )
     )
-
-
-def slices(count: int, size: int = SLICE_ROWS, first: int = 0) -> Iterator[int]:
-    """The start of each slice of `size` of `count` items numbered from `first` (as
-    `range(first, first + count, size)`); before each slice but the first, the interpreter
-    lock is offered to any thread that waits for it (`offer_lock`)."""
-    for start in range(first, first + count, size):
-        if start != first:
-            offer_lock()
-        yield start
-
-
-def offer_lock() -> None:
-    """Let the interpreter lock go for a moment, so that a thread waiting for it takes it
-    now: a system call that returns at once (a select of nothing) and lets the lock go
-    while it runs.
-
-    A thread woken while a load runs (a request's bytes arrived) otherwise waits for the
-    lock until the server's switch interval (0.5 ms) has passed and the loading thread has
-    seen its request, at each of its wakes: a request wakes several times, and each wake
-    cost it about 0.6 ms. `os.sched_yield` hands the lock over as well, but it also gives
-    the CPU to other processes, which on a busy machine halved an import's rate;
-    `time.sleep(0)` sleeps for the timer's slack and cost 20% more CPU.
-    """
-    select.select([], [], [], 0)
 
 
 def still_fits(load: PreparedLoad, tables: dict[str, Table]) -> bool:

@@ -181,39 +181,6 @@ def test_identities_made_in_slices(tmp_path: Path) -> None:
     instance.close()
 
 
-def test_slices_start_as_a_range_does_and_offer_the_lock_between(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    offers: list[int] = []
-    monkeypatch.setattr(bulk, "offer_lock", lambda: offers.append(1))
-    assert list(bulk.slices(10, 4, first=3)) == [3, 7, 11]
-    assert len(offers) == 2  # between the slices, not before the first
-    assert list(bulk.slices(0)) == [] and len(offers) == 2
-
-
-def test_a_load_offers_the_lock_as_it_goes_and_loads_what_an_insert_does(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # Rows of 7 partitions, placed a row at a time: the lock is offered every STEP_ROWS rows.
-    rows = trades(bulk.STEP_ROWS * 8 + 5, step=20_000_000_000)
-    other = Instance.open(tmp_path / "other")
-    with closing(other.session()) as plain:
-        plain.execute(TRADES, ())
-        plain.insert_rows("trades", ["time", "symbol", "price", "qty"], list(rows))
-        expected = everything(plain)
-    other.close()
-    offers: list[int] = []
-    instance = Instance.open(tmp_path / "data")
-    with closing(instance.session()) as session:
-        session.execute(TRADES, ())
-        monkeypatch.setattr(bulk, "offer_lock", lambda: offers.append(1))
-        assert session.database.load_rows("trades", rows) is not None
-        monkeypatch.undo()
-        assert everything(session) == expected
-    instance.close()
-    assert len(offers) >= 8
-
-
 def test_a_large_prepared_load_leaves_no_young_objects(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
