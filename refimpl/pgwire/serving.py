@@ -57,6 +57,7 @@ from refimpl.netlimits import (
 from refimpl.netpool.polling import ARMED, PollingWorkers
 from refimpl.pgwire import postbox, sqlstate, tls
 from refimpl.pgwire.acknowledging import Acknowledging
+from refimpl.pgwire.clients import Client
 from refimpl.pgwire.core import error_bytes
 from refimpl.pgwire.link import Link, LinkOptions
 from refimpl.pgwire.sockets import POLL_SECONDS, READ_BYTES, Socket, tls_pending
@@ -93,58 +94,6 @@ class PgOptions:
     unauthenticated_per_address: int = 16
 
 
-class _Client:
-    """One socket and its protocol link; `busy` while a worker answers it."""
-
-    def __init__(self, sock: Socket, address: str, link: Link) -> None:
-        self.transport = sock
-        self.sock = sock.sock
-        self.address = address
-        # Counted among the connections waiting for their login until it succeeds, then
-        # among the logged-in ones (the server's `counts`).
-        self.logged_in = False
-        self.accepted_at = time.monotonic()
-        self.link = link
-        self.busy = False
-        # Answers the socket did not take at once: while there are any, nothing more is
-        # read or answered, so a client that reads nothing holds one answer at most.
-        self.unsent = b""
-        self.unsent_since = 0.0  # when the client last took some of them
-        self.handshaking = False  # TLS: 'S' sent, the handshake not yet done
-        self.secure = False  # TLS: the socket is wrapped (`start_tls`)
-        self.lock = threading.Lock()  # held by the worker while it answers
-        # What it received, sent and completed, not yet added to the server's `answers`:
-        # counted by the worker that answers it without a lock, added at its close (or at
-        # once with an error), and read with the rest by `PgServer.measures`.
-        self.received = 0
-        self.sent = 0
-        self.queries = 0
-
-    def start_tls(self, context: ssl.SSLContext) -> None:
-        """Wrap the socket after 'S' went out; the reading thread does the handshake."""
-        self.sock = context.wrap_socket(self.sock, server_side=True, do_handshake_on_connect=False)
-        self.transport.sock = self.sock  # the same file descriptor, now encrypted
-        self.handshaking = self.secure = True
-
-    def send_some(self) -> None:
-        """Send what the socket takes now of `unsent`, without waiting; raises OSError."""
-        sent = self.transport.send_now(self.unsent)
-        if sent == len(self.unsent):  # nearly always: nothing waits, no clock to read
-            self.unsent = b""
-            self.unsent_since = 0.0
-            return
-        if sent or not self.unsent_since:
-            self.unsent_since = time.monotonic()
-        self.unsent = self.unsent[sent:]
-
-    def goodbye(self, data: bytes) -> None:
-        """Send a last error if the socket takes it at once (it is non-blocking here)."""
-        try:
-            self.sock.send(data)
-        except OSError:
-            pass
-
-
 class PgServer:
     def __init__(self, instance: Instance, options: PgOptions) -> None:
         raise_open_file_limit()
@@ -163,8 +112,8 @@ class PgServer:
         self._listener = socket.create_server((options.host, options.port), backlog=512)
         self._listener.setblocking(False)
         self.address: tuple[str, int] = self._listener.getsockname()[:2]
-        self._clients: dict[int, _Client] = {}  # by file descriptor
-        self._by_process: dict[int, _Client] = {}
+        self._clients: dict[int, Client] = {}  # by file descriptor
+        self._by_process: dict[int, Client] = {}
         self._lock = threading.Lock()
         self._process_ids = itertools.count(1)
         self._next_startup_check = 0.0
@@ -176,13 +125,13 @@ class PgServer:
         self._epoll.register(self._listener.fileno(), ARMED)
         # Durable answers go to a worker to be sent (`_deliver`): the acknowledging thread
         # posts them and rings once a round (`postbox`).
-        self._durable: postbox.Postbox[tuple[tuple[_Client, bytes], KdbError | None]] = (
+        self._durable: postbox.Postbox[tuple[tuple[Client, bytes], KdbError | None]] = (
             postbox.Postbox()
         )
         self._epoll.register(self._durable.fileno(), postbox.EVENTS)
         # Looked at for every event: kept as numbers (both stay open until the stop).
         self._listener_fd, self._durable_fd = self._listener.fileno(), self._durable.fileno()
-        self._acknowledging: Acknowledging[tuple[_Client, bytes]] = Acknowledging(
+        self._acknowledging: Acknowledging[tuple[Client, bytes]] = Acknowledging(
             lambda handed, error: self._durable.post((handed, error)), self._durable.ring
         )
 
@@ -238,7 +187,7 @@ class PgServer:
             )
             self._close(client)
 
-    def _refuse(self, client: _Client, code: str, message: str) -> None:
+    def _refuse(self, client: Client, code: str, message: str) -> None:
         """End a connection with a FATAL error, counted for /metrics like every answer."""
         refusal = client.link.refuse(code, message)
         self.answers.answered(refusal)
@@ -297,13 +246,13 @@ class PgServer:
             lambda: self._wake(client),
         )
         link.peer = address
-        client = _Client(transport, address, link)
+        client = Client(transport, address, link)
         with self._lock:
             self._clients[sock.fileno()] = client
             self._by_process[process_id] = client
         self._epoll.register(sock.fileno(), ARMED)
 
-    def _log_in(self, client: _Client, principal: Principal) -> str | None:
+    def _log_in(self, client: Client, principal: Principal) -> str | None:
         """Move a connection whose password was right to the logged-in count; or why not."""
         refused = self.counts.admit(client.address, privileged=principal.is_admin)
         if refused is None:
@@ -351,7 +300,7 @@ class PgServer:
         else:
             self._notify(client)
 
-    def _notify(self, client: _Client) -> None:
+    def _notify(self, client: Client) -> None:
         """Send an idle connection the notifications that wait for it, then re-arm it."""
         out = client.link.notifications()
         if out:
@@ -366,7 +315,7 @@ class PgServer:
         else:
             self._rearm(client, WRITABLE if client.unsent else ARMED)
 
-    def _wake(self, client: _Client) -> None:
+    def _wake(self, client: Client) -> None:
         """Notifications arrived for `client` (any thread): a worker visits it now, unless
         one is answering it already (whose `_rearm` looks for them)."""
         if not client.busy and client.link.notifications_waiting():
@@ -375,7 +324,7 @@ class PgServer:
             except (OSError, ValueError):
                 pass  # closed meanwhile
 
-    def _handshake(self, client: _Client) -> bool:
+    def _handshake(self, client: Client) -> bool:
         """Move a TLS handshake on; True once it is done (the startup may follow at once),
         False once the connection is closed or re-armed for the handshake's next step (and
         no longer `busy`: the worker the next flight wakes takes it on)."""
@@ -396,7 +345,7 @@ class PgServer:
                 self._close(client)
         return False
 
-    def _answer(self, client: _Client) -> None:
+    def _answer(self, client: Client) -> None:
         link = client.link
         core = link.core
         try:
@@ -441,7 +390,7 @@ class PgServer:
         else:
             self._rearm(client, WRITABLE if client.unsent else ARMED)
 
-    def _count(self, client: _Client, size: int) -> None:
+    def _count(self, client: Client, size: int) -> None:
         """Count `size` bytes of answers about to go to `client`, and what its core sent."""
         queries, errors = client.link.core.take_counts()
         client.sent += size
@@ -450,13 +399,13 @@ class PgServer:
             with self._lock:
                 self._add_counts(client, errors)
 
-    def _add_counts(self, client: _Client, errors: list[str]) -> None:
+    def _add_counts(self, client: Client, errors: list[str]) -> None:
         """Move `client`'s counts to the server's (`_lock` held: `measures` sees them once)."""
         self.answers.received(client.received)
         self.answers.sent(client.sent, client.queries, errors)
         client.received = client.sent = client.queries = 0
 
-    def _stream(self, client: _Client) -> None:
+    def _stream(self, client: Client) -> None:
         """START_REPLICATION: a thread of its own streams to the client (which stays `busy`,
         so no worker reads its socket), then re-arms the connection or closes it."""
         walsender = client.link.walsender()
@@ -482,7 +431,7 @@ class PgServer:
         name = f"kdb-walsender-{client.link.process_id}"
         threading.Thread(target=run, name=name, daemon=True).start()
 
-    def _acknowledge(self, handed: tuple[_Client, bytes], error: KdbError | None) -> None:
+    def _acknowledge(self, handed: tuple[Client, bytes], error: KdbError | None) -> None:
         """An answer's commits are on disk (or the log failed): send it without waiting
         (on the worker the postbox woke, or at the stop).
 
@@ -512,7 +461,7 @@ class PgServer:
         else:
             self._rearm(client)
 
-    def _rearm(self, client: _Client, events: int = ARMED) -> None:
+    def _rearm(self, client: Client, events: int = ARMED) -> None:
         client.busy = False
         if client.link.notifications_waiting():
             events |= select.EPOLLOUT  # at once: a worker sends them (`_notify`)
@@ -521,7 +470,7 @@ class PgServer:
         except (OSError, ValueError):
             self._close(client)
 
-    def _close(self, client: _Client) -> None:
+    def _close(self, client: Client) -> None:
         with self._lock:
             fd = client.sock.fileno()
             if self._clients.pop(fd, None) is None:
@@ -595,7 +544,7 @@ class PgServer:
         self._durable.close()
 
 
-def _state(client: _Client) -> str:
+def _state(client: Client) -> str:
     conversation = client.link.conversation
     if conversation is None:
         return "startup"

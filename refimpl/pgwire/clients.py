@@ -1,0 +1,64 @@
+"""A PostgreSQL connection as the server's workers hold it (`refimpl.pgwire.serving`, one
+a connection): its socket and protocol link, whether a worker answers it, the answers its
+client has not taken yet, and its counts for /metrics."""
+
+from __future__ import annotations
+
+import ssl
+import threading
+import time
+
+from refimpl.pgwire.link import Link
+from refimpl.pgwire.sockets import Socket
+
+
+class Client:
+    """One socket and its protocol link; `busy` while a worker answers it."""
+
+    def __init__(self, sock: Socket, address: str, link: Link) -> None:
+        self.transport = sock
+        self.sock = sock.sock
+        self.address = address
+        # Counted among the connections waiting for their login until it succeeds, then
+        # among the logged-in ones (the server's `counts`).
+        self.logged_in = False
+        self.accepted_at = time.monotonic()
+        self.link = link
+        self.busy = False
+        # Answers the socket did not take at once: while there are any, nothing more is
+        # read or answered, so a client that reads nothing holds one answer at most.
+        self.unsent = b""
+        self.unsent_since = 0.0  # when the client last took some of them
+        self.handshaking = False  # TLS: 'S' sent, the handshake not yet done
+        self.secure = False  # TLS: the socket is wrapped (`start_tls`)
+        self.lock = threading.Lock()  # held by the worker while it answers
+        # What it received, sent and completed, not yet added to the server's `answers`:
+        # counted by the worker that answers it without a lock, added at its close (or at
+        # once with an error), and read with the rest by `PgServer.measures`.
+        self.received = 0
+        self.sent = 0
+        self.queries = 0
+
+    def start_tls(self, context: ssl.SSLContext) -> None:
+        """Wrap the socket after 'S' went out; the reading thread does the handshake."""
+        self.sock = context.wrap_socket(self.sock, server_side=True, do_handshake_on_connect=False)
+        self.transport.sock = self.sock  # the same file descriptor, now encrypted
+        self.handshaking = self.secure = True
+
+    def send_some(self) -> None:
+        """Send what the socket takes now of `unsent`, without waiting; raises OSError."""
+        sent = self.transport.send_now(self.unsent)
+        if sent == len(self.unsent):  # nearly always: nothing waits, no clock to read
+            self.unsent = b""
+            self.unsent_since = 0.0
+            return
+        if sent or not self.unsent_since:
+            self.unsent_since = time.monotonic()
+        self.unsent = self.unsent[sent:]
+
+    def goodbye(self, data: bytes) -> None:
+        """Send a last error if the socket takes it at once (it is non-blocking here)."""
+        try:
+            self.sock.send(data)
+        except OSError:
+            pass
