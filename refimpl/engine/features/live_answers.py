@@ -153,3 +153,44 @@ def change_between(
     if not changed and not removed and not order:
         return None
     return LiveChange(changed, removed, order)
+
+
+class StateReads:
+    """The state a live query's answer is read at: the revision counter of what it reads
+    (its pinned value, or the table) and the applied LSN, a pair of one moment. A commit
+    moves the counter and then the applied LSN in its exclusive hold of the state lock (and
+    wakes its subscribers in between), so the pair is read under that lock; read apart,
+    they could name two states, and an answer of the older one marked with the newer
+    counter would be lost until the next commit.
+
+    The pair last read under the lock is kept for each (database, table, value): a reader
+    that then reads the counter and the applied LSN, in that order and without the lock,
+    and finds both as kept reads that same state (no commit ended since, and none under way
+    has moved the counter: it would wake the reader again when it has). The subscribers of
+    one value that a commit wakes thus take the lock once, not once each."""
+
+    def __init__(self, size: int = 4096) -> None:
+        self._size = size
+        self._lock = threading.Lock()
+        # By the database object (kept alive by the key, as the shared answers are), the
+        # table and the value. In the order first read: the oldest goes past `size`.
+        self._kept: dict[tuple[Database, str, Any], tuple[int, int]] = {}
+
+    def read(
+        self, subscription: Subscription, counter: Callable[[Subscription], int]
+    ) -> tuple[int, int]:
+        """(counter, applied LSN) of one state at least as new as the call; `counter` reads
+        the subscription's revision counter."""
+        database = subscription.database
+        key = (database, subscription.table, subscription.symbol)
+        kept = self._kept.get(key)  # a dict's read: whole under another's write
+        if kept is not None and (counter(subscription), database.applied_lsn) == kept:
+            return kept
+        with database.state_lock:
+            state = (counter(subscription), database.applied_lsn)
+        with self._lock:
+            every = self._kept
+            every[key] = state
+            if len(every) > self._size:
+                del every[next(iter(every))]
+        return state

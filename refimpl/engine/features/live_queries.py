@@ -37,6 +37,7 @@ from refimpl.engine.features.live_answers import (
     LiveAnswer,
     LiveChange,
     Reply,
+    StateReads,
     Subscription,
     Version,
     change_between,
@@ -100,6 +101,7 @@ class SubscriptionManager:
         # Answers and changes are shared only among the subscribers one commit wakes, who
         # ask within moments of each other: a few kept suffice, and hold little memory.
         self._answers = SharedResults(size=64)
+        self._states = StateReads()
         # Every request of a client sends its query again: its shape is checked once.
         self._parsed = SharedResults(size=1024)
         self._serials = itertools.count(1)
@@ -306,14 +308,9 @@ class SubscriptionManager:
 
     def _run(self, session: StatementContext, subscription: Subscription) -> LiveAnswer:
         database = subscription.database
-        # The revision and the applied LSN of one state: a commit installs its rows, moves
-        # the revision and then the applied LSN under the exclusive state lock (and wakes
-        # its subscribers in between), so read apart they could name two states, and an
-        # answer of the older one would be marked with the newer revision: lost until the
-        # next commit. Read before the query: work may be redone, never missed.
-        with database.state_lock:
-            token = self._token(subscription)
-            applied = database.applied_lsn
+        # The revision and the applied LSN of one state (`StateReads`), read before the
+        # query: work may be redone, never missed.
+        token, applied = self._states.read(subscription, self._token)
         # The answer is the same for every subscriber of this query at this state (each
         # must still be allowed to read the table): one run serves all of them.
         session.authorize(Right.READ, subscription.table)
