@@ -20,39 +20,23 @@ rows a second and thread CPU.
 from __future__ import annotations
 
 import argparse
-import datetime
 import gc
 import io
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
 import time
 from contextlib import closing
 from pathlib import Path
-from typing import Any
 
 import harness
 from rev import TRADES
 
-BENCH = Path(__file__).resolve().parent
 WAKES = 3
 NAP = 0.0002  # seconds of each sleep
-
-
-def _body(rows: int) -> bytes:
-    """The CSV of `rev._importer`: 100 symbols, 10 ms apart."""
-    base = datetime.datetime(2026, 1, 5, tzinfo=datetime.UTC).timestamp()
-    lines = ["time,symbol,price,qty\n"]
-    for i in range(rows):
-        stamp = datetime.datetime.fromtimestamp(base + i * 0.01, datetime.UTC)
-        lines.append(
-            f"{stamp:%Y-%m-%dT%H:%M:%S.%fZ},S{i % 100:03d},{100 + i % 997 * 0.1:.1f},{i % 50 + 1}\n"
-        )
-    return "".join(lines).encode()
 
 
 def _queued_ms() -> float:
@@ -79,7 +63,7 @@ def child(rows: int, switch: float) -> None:
     from refimpl.http import csvimport
 
     sys.setswitchinterval(switch)
-    body = _body(rows)
+    body = harness.trades_csv(rows)
     gc.collect()
     gc.freeze()
     gc.set_threshold(50_000, 20, 20)  # as `refimpl serve` sets it
@@ -154,21 +138,9 @@ def main() -> None:
         child(args.rows, args.switch)
         return
     codes: list[Path] = list(args.code or [harness.REPO])
-    results: dict[Path, list[dict[str, Any]]] = {code: [] for code in codes}
-    for _ in range(args.runs):
-        for code in codes:
-            env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(code), str(BENCH)]))
-            command = [sys.executable, __file__, "--child", "--rows", str(args.rows)]
-            done = subprocess.run(
-                [*command, "--switch", str(args.switch)],
-                env=env,
-                capture_output=True,
-                text=True,
-                timeout=1800,
-            )
-            if done.returncode != 0:
-                raise SystemExit(f"{code}: {done.stderr[-2000:]}")
-            results[code].append(json.loads(done.stdout.strip().splitlines()[-1]))
+    results = harness.alternate_children(
+        __file__, codes, args.runs, ["--rows", str(args.rows), "--switch", str(args.switch)]
+    )
     load = " ".join(f"{value:.2f}" for value in os.getloadavg())
     table = []
     for code, runs in results.items():

@@ -30,7 +30,6 @@ import functools
 import gc
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import threading
@@ -42,8 +41,6 @@ from typing import Any
 
 import harness
 from rev import TRADES
-
-BENCH = Path(__file__).resolve().parent
 
 
 def _rows(count: int) -> list[tuple[Any, ...]]:
@@ -205,23 +202,9 @@ def main() -> None:
         child(args.rows, args.into)
         return
     codes: list[Path] = list(args.code or [harness.REPO])
-    results: dict[Path, list[dict[str, Any]]] = {code: [] for code in codes}
-    for _ in range(args.runs):
-        for code in codes:
-            env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(code), str(BENCH)]))
-            done = subprocess.run(
-                [
-                    *(sys.executable, __file__, "--child", "--rows", str(args.rows)),
-                    *("--into", args.into),
-                ],
-                env=env,
-                capture_output=True,
-                text=True,
-                timeout=1800,
-            )
-            if done.returncode != 0:
-                raise SystemExit(f"{code}: {done.stderr[-2000:]}")
-            results[code].append(json.loads(done.stdout.strip().splitlines()[-1]))
+    results = harness.alternate_children(
+        __file__, codes, args.runs, ["--rows", str(args.rows), "--into", args.into]
+    )
     load = " ".join(f"{value:.2f}" for value in os.getloadavg())
     table = []
     for code, runs in results.items():

@@ -11,6 +11,8 @@
 - `LeanHTTP`: a keep-alive HTTP/1.1 client cheap enough for load generators.
 - `percentile`, `summary`, `print_table`, `Check` and `print_checks` (figures against their
   targets), `rss_mb`, `cpu_seconds`.
+- `trades_csv`: the CSV of a bulk import's trades; `alternate_children`: a script's `--child`
+  runs under each checkout in turn, their JSON results.
 
 Importing this module first also keeps the standard library's `http` package from being
 shadowed by `http.py` of this folder (a script's folder comes first on `sys.path`).
@@ -18,6 +20,7 @@ shadowed by `http.py` of this folder (a script's folder comes first on `sys.path
 
 from __future__ import annotations
 
+import datetime
 import glob
 import json
 import multiprocessing
@@ -249,6 +252,41 @@ def run_client_phase(
     figures["errors"] = sum(e for _, e in results)
     figures["cpu_ms"] = cpu / len(samples) * 1000 if samples else float("nan")
     return figures
+
+
+def trades_csv(rows: int) -> bytes:
+    """A bulk import's body: `rows` trades of 100 symbols, 10 ms apart, from 2026-01-05."""
+    base = datetime.datetime(2026, 1, 5, tzinfo=datetime.UTC).timestamp()
+    lines = ["time,symbol,price,qty\n"]
+    for i in range(rows):
+        stamp = datetime.datetime.fromtimestamp(base + i * 0.01, datetime.UTC)
+        lines.append(
+            f"{stamp:%Y-%m-%dT%H:%M:%S.%fZ},S{i % 100:03d},{100 + i % 997 * 0.1:.1f},{i % 50 + 1}\n"
+        )
+    return "".join(lines).encode()
+
+
+def alternate_children(
+    script: str, codes: Sequence[Path], runs: int, arguments: Sequence[str]
+) -> dict[Path, list[dict[str, Any]]]:
+    """Run `script --child *arguments` `runs` times under each checkout in turn (its refimpl
+    first on the path, then this folder); each child prints its figures as JSON on its last
+    line. A child that fails ends the bench with its error output."""
+    results: dict[Path, list[dict[str, Any]]] = {code: [] for code in codes}
+    for _ in range(runs):
+        for code in codes:
+            env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(code), str(_HERE)]))
+            done = subprocess.run(
+                [sys.executable, script, "--child", *arguments],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=1800,
+            )
+            if done.returncode != 0:
+                raise SystemExit(f"{code}: {done.stderr[-2000:]}")
+            results[code].append(json.loads(done.stdout.strip().splitlines()[-1]))
+    return results
 
 
 def free_port() -> int:

@@ -64,14 +64,7 @@ def server_ms(response: requests.Response) -> float:
 
 
 def _importer(target: dict[str, Any], rows: int, go: Any, queue: Any) -> None:
-    base = datetime.datetime(2026, 1, 5, tzinfo=datetime.UTC).timestamp()
-    lines = ["time,symbol,price,qty\n"]
-    for i in range(rows):
-        stamp = datetime.datetime.fromtimestamp(base + i * 0.01, datetime.UTC)
-        lines.append(
-            f"{stamp:%Y-%m-%dT%H:%M:%S.%fZ},S{i % 100:03d},{100 + i % 997 * 0.1:.1f},{i % 50 + 1}\n"
-        )
-    body = "".join(lines).encode()
+    body = harness.trades_csv(rows)
     queue.put(("ready", time.monotonic()))
     go.wait()
     began = time.monotonic()
