@@ -152,6 +152,21 @@ def running_server(data: Path, *extra: str) -> Iterator[Server]:
         assert code == 0, f"the server exited with {code}: {running.log.read_text()[-3000:]}"
 
 
+@contextmanager
+def deflating_server(folder: Path, heartbeat: float, more_settings: str = "") -> Iterator[Server]:
+    """A server set to compress streams (heartbeats every `heartbeat` s, 10 streams a token
+    and a user, and `more_settings`), holding an empty table t (id, name)."""
+    data = folder / "data"
+    data.mkdir()
+    (data / "kdb.conf").write_text(
+        f"stream_heartbeat_s = {heartbeat}\nstreams_per_token = 10\nstreams_per_user = 10\n"
+        f"stream_compression = deflate\n{more_settings}"
+    )
+    with running_server(data) as running:
+        running.sql("CREATE TABLE t (id INT PRIMARY KEY, name STRING)")
+        yield running
+
+
 def spawn_server(command: list[str], data: Path) -> Server:
     """Runs `command` (a `refimpl serve`, or something that runs one and passes on what it
     prints) and waits until the server says where it listens; its admin token if it says it.

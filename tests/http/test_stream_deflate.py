@@ -11,6 +11,7 @@ import re
 import time
 import zlib
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -21,7 +22,7 @@ from refimpl.http.endpoints.stream_deflate import (
     combine,
     piece,
 )
-from tests.http.conftest import Server, running_server
+from tests.http.conftest import Server, deflating_server, running_server
 from tests.http.stream_client import RawStream
 
 HEARTBEAT = 0.3
@@ -72,15 +73,8 @@ def test_pieces_and_their_checksums_make_one_zlib_stream() -> None:
 
 
 @pytest.fixture
-def server(tmp_path: pytest.TempPathFactory) -> Iterator[Server]:
-    data = tmp_path / "data"  # type: ignore[operator]
-    data.mkdir()
-    (data / "kdb.conf").write_text(
-        f"stream_heartbeat_s = {HEARTBEAT}\nstreams_per_token = 10\nstreams_per_user = 10\n"
-        "stream_compression = deflate\n"
-    )
-    with running_server(data) as running:
-        running.sql("CREATE TABLE t (id INT PRIMARY KEY, name STRING)")
+def server(tmp_path: Path) -> Iterator[Server]:
+    with deflating_server(tmp_path, HEARTBEAT) as running:
         yield running
 
 

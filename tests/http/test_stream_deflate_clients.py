@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.http.conftest import Server, running_server
+from tests.http.conftest import Server, deflating_server
 from tests.http.stream_client import RawStream
 
 HEARTBEAT = 0.3
@@ -43,14 +43,7 @@ class SmallWindowStream(RawStream):
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[Server]:
-    data = tmp_path / "data"
-    data.mkdir()
-    (data / "kdb.conf").write_text(
-        f"stream_heartbeat_s = {HEARTBEAT}\nstreams_per_token = 10\nstreams_per_user = 10\n"
-        "stream_buffer_kb = 16\nstream_compression = deflate\n"
-    )
-    with running_server(data) as running:
-        running.sql("CREATE TABLE t (id INT PRIMARY KEY, name STRING)")
+    with deflating_server(tmp_path, HEARTBEAT, "stream_buffer_kb = 16\n") as running:
         yield running
 
 
