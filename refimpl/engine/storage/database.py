@@ -16,6 +16,7 @@ import gc
 import logging
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +44,7 @@ from refimpl.engine.storage.wal import WriteAheadLog
 from refimpl.engine.storage.wal_segments import HEADER_SIZE
 from refimpl.engine.tracking.plan_cache import PlanCache
 from refimpl.engine.tracking.result_cache import ResultCache
-from refimpl.engine.tracking.revisions import Revisions, new_boot_id
+from refimpl.engine.tracking.revisions import Revisions, Touched, new_boot_id
 from refimpl.engine.tracking.signals import CommitSignal, WakeBoard
 from refimpl.errors import (
     CorruptLog,
@@ -295,19 +296,37 @@ class Database:
                 self.table_bytes.pop(key, None)
             else:
                 self.table_bytes[key] = size
-        with self.state_lock.exclusive():
+        changes = txn.database_changes
+
+        def install() -> None:
             txn.install(self.tables)
-            # After the install, never before: a reader that saw the old revision must not
-            # have read the new rows under it (the result cache depends on that order).
-            touched = txn.touched()
-            self.revisions.advance(touched)
-            for table, what in touched.items():
-                self.wake_board.notify(table, what.values, what.everything)
-            for text in txn.database_changes:
+            for text in changes:
                 apply_database_change(self.settings, text)
-            self.applied_lsn = lsn
+
+        self._make_visible(install, txn.touched(), lsn)
         self.commit_seconds.observe(time.perf_counter() - started)
         return lsn
+
+    def _make_visible(
+        self, install: Callable[[], object], touched: dict[str, Touched], lsn: int
+    ) -> None:
+        """Make a logged commit the committed state: the one way every commit path does it,
+        in its exclusive hold of the state lock and in this order: `install()` the rows,
+        advance the revision counters of what it `touched`, wake the waiters of those
+        values, and only then set `applied_lsn`.
+
+        Readers rely on the order. The counters move after the install, never before: a
+        reader that saw the old revision must not have read the new rows under it (the
+        result cache). `applied_lsn` moves last: a reader that finds a counter moved and
+        `applied_lsn` not is sure the commit's wake is coming or came (`live_answers.
+        StateReads` takes a kept pair without the lock on that ground)."""
+        with self.state_lock.exclusive():
+            install()
+            self.revisions.advance(touched)
+            notify = self.wake_board.notify
+            for table, what in touched.items():
+                notify(table, what.values, what.everything)
+            self.applied_lsn = lsn
 
     def load_rows(self, name: str, rows: values.TypedRows) -> tuple[int, int] | None:
         """Insert new rows into table `name` as one transaction that other writers hardly
@@ -370,11 +389,7 @@ class Database:
             self.memory.reserve(self.name, -load.growth)
             raise
         self.table_bytes[load.key] = self.table_bytes.get(load.key, 0) + load.growth
-        with self.state_lock.exclusive():
-            merge.install()
-            self.revisions.advance({load.key: load.touched})  # after the install, as above
-            self.wake_board.notify(load.key, load.touched.values, load.touched.everything)
-            self.applied_lsn = lsn
+        self._make_visible(merge.install, {load.key: load.touched}, lsn)
         self.commit_seconds.observe(time.perf_counter() - started)
         return lsn
 
