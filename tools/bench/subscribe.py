@@ -63,6 +63,8 @@ import os
 import pstats
 import random
 import re
+import shutil
+import signal
 import socket
 import statistics
 import subprocess
@@ -324,16 +326,23 @@ def phase(
     per_symbol: int = 10,
     code: Path | None = None,
     every_thread: bool = False,
+    opcodes: bool = False,
 ) -> dict[str, float]:
     """`total` subscriptions, the last 100 of them (100 / `per_symbol` watched symbols x
     `per_symbol`) waiting; with `profile`, the server's worker threads are profiled into that
     file; with `stream`, each waiter reads one stream of its subscription (`stream=true`)
     instead of long polls; `code`: the checkout whose server runs (this one's by default);
-    `every_thread`: `profile` holds every thread's profile, not only the requests'."""
+    `every_thread`: `profile` holds every thread's profile, not only the requests';
+    `opcodes`: the server's threads count the Python opcodes they run during the commits
+    (`OPCODES_LAUNCHER`), given as "op <thread group> <file>:<function>" per commit."""
     # Every subscription is the admin's: it may keep as many as the server does.
     per_user = {"KDB_SUBSCRIPTIONS_PER_USER": str(MAX_SUBSCRIPTIONS)}
     symbols = WATCHED[: max(1, 100 // per_symbol)]
     launcher = ALL_THREADS_LAUNCHER if every_thread else None
+    counted = None
+    if opcodes:
+        launcher = OPCODES_LAUNCHER
+        counted = profile = Path(tempfile.mkdtemp(prefix="kdb-opcodes-")) / "opcodes.json"
     with harness.RefimplServer(
         threads=512, env=per_user, profile=profile, code=code, launcher=launcher
     ) as server:
@@ -360,11 +369,15 @@ def phase(
         session = requests.Session()
         cpu_before = harness.cpu_seconds(server.pid)
         threads_before = thread_cpu(server.pid)
+        if counted is not None:
+            os.kill(server.pid, signal.SIGUSR1)  # counting on
         started = time.monotonic()
         for k in range(commits):
             commit_trade(session, server, symbols[k % len(symbols)])
             time.sleep(max(0.0, started + (k + 1) * interval - time.monotonic()))
         time.sleep(0.5)
+        if counted is not None:
+            os.kill(server.pid, signal.SIGUSR1)  # counting off
         cpu = harness.cpu_seconds(server.pid) - cpu_before
         names = thread_names(server.pid) if threads_before else {}
         by_thread: dict[str, float] = {}
@@ -397,6 +410,10 @@ def phase(
         if spent >= 0.05:
             figures[f"thread {name}"] = spent
             figures[f"runs {name}"] = runs[name]
+    if counted is not None:
+        for key, count in json.loads(counted.read_text()).items():
+            figures[f"op {key}"] = count / commits
+        shutil.rmtree(counted.parent, ignore_errors=True)
     return figures
 
 
@@ -679,6 +696,14 @@ def main() -> None:
         help="waiters per watched symbol (10: a commit wakes 10 of the 100; 100: all of them)",
     )
     parser.add_argument(
+        "--opcodes",
+        action="store_true",
+        help="with --phases: the servers count the Python opcodes their threads run during"
+        " the commits (by thread and function; not moved by the machine's load; a hundredfold"
+        " slower: use --interval 1 and fewer --commits)",
+    )
+    parser.add_argument("--top", type=int, default=30, help="with --opcodes: functions shown")
+    parser.add_argument(
         "--cprofile",
         type=Path,
         help="with --phases: the last run's server has every thread profiled (cProfile)"
@@ -794,6 +819,42 @@ sys.exit(status)
 """
 
 
+# Runs `refimpl serve` with every thread that starts tracing the Python opcodes it runs while
+# counting is on (SIGUSR1 turns it on, and off again), by (thread group, file, function),
+# written as JSON to the file named first at the stop. Unlike CPU time, the count does not
+# depend on the machine's load, so two trees compare on a busy machine (a hundredfold slower
+# while it counts: space the commits, --interval 1). C code and the kernel are not in it.
+OPCODES_LAUNCHER = """
+import collections, json, re, signal, sys, threading
+from pathlib import Path
+out = sys.argv[1]
+counts = collections.Counter()
+counting = threading.Event()
+def toggle(signum, frame):
+    counting.clear() if counting.is_set() else counting.set()
+signal.signal(signal.SIGUSR1, toggle)
+def trace(frame, event, arg):
+    if not counting.is_set():
+        return None
+    frame.f_trace_opcodes = True
+    frame.f_trace_lines = False
+    group = re.sub(r"-\\d+$", "-", threading.current_thread().name)
+    key = f"{group} {Path(frame.f_code.co_filename).name}:{frame.f_code.co_qualname}"
+    def local(frame, event, arg):
+        if event == "opcode" and counting.is_set():
+            counts[key] += 1
+        return local
+    return local
+threading.settrace(trace)
+from refimpl.cli import main
+try:
+    status = main(sys.argv[2:])
+finally:
+    Path(out).write_text(json.dumps(counts))
+sys.exit(status)
+"""
+
+
 def compare_phases(args: argparse.Namespace, totals: list[int], commits: int) -> None:
     """The HTTP phases only: each total, this tree's server (and `--before`'s, in turn)
     `--rounds` times; the medians of each figure over the rounds."""
@@ -813,8 +874,9 @@ def compare_phases(args: argparse.Namespace, totals: list[int], commits: int) ->
                     stream=args.stream,
                     per_symbol=args.per_symbol,
                     code=code,
-                    profile=args.cprofile if last else None,
+                    profile=args.cprofile if last and not args.opcodes else None,
                     every_thread=True,
+                    opcodes=args.opcodes,
                 )
                 figures["load"] = os.getloadavg()[0]
                 runs[name].append(figures)
@@ -867,12 +929,42 @@ def compare_phases(args: argparse.Namespace, totals: list[int], commits: int) ->
                 " run a commit): " + ", ".join(f"{k} {v:.2f} ({r:.1f})" for k, v, r in split),
                 flush=True,
             )
+        if args.opcodes:
+            print_opcodes(runs, args.top)
     kind = "streams" if args.stream else "long polls"
     harness.print_table(
         ("", "answers", "p50 ms", "p99 ms", "CPU ms/commit", "errors", "load avg"),
         rows,
         title=f"medians of {args.rounds} runs, {commits} trades {args.interval * 1000:g} ms"
         f" apart, each waking {args.per_symbol} {kind}",
+    )
+
+
+def print_opcodes(runs: dict[str, list[dict[str, float]]], top: int) -> None:
+    """The Python opcodes a commit of each tree (medians over its runs): in all, by thread
+    group, and the `top` functions of the last tree by their own, the others beside them."""
+    medians: dict[str, dict[str, float]] = {}
+    for name, got in runs.items():
+        keys = {k[3:] for f in got for k in f if k.startswith("op ")}
+        medians[name] = {k: statistics.median(f.get(f"op {k}", 0.0) for f in got) for k in keys}
+    names = list(medians)
+    groups: dict[str, dict[str, float]] = {}
+    for name, counts in medians.items():
+        for key, count in counts.items():
+            group = key.split(" ", 1)[0]
+            groups.setdefault(group, dict.fromkeys(names, 0.0))[name] += count
+    rows = [("all", *(sum(medians[n].values()) for n in names))]
+    rows += [
+        (g, *(c[n] for n in names))
+        for g, c in sorted(groups.items(), key=lambda i: -max(i[1].values()))
+    ]
+    last = medians[names[-1]]
+    for key in sorted(last, key=lambda k: -last[k])[:top]:
+        rows.append((key, *(medians[n].get(key, 0.0) for n in names)))
+    harness.print_table(
+        ("Python opcodes a commit", *names),
+        [(r[0], *(f"{v:,.0f}" for v in r[1:])) for r in rows],
+        title="opcodes a commit (medians of the runs): in all, by thread, top functions",
     )
 
 
