@@ -25,6 +25,7 @@ default, or by the server's log thread once `write_lines_to` hands the lines to 
 
 from __future__ import annotations
 
+import functools
 import logging
 import random
 import re
@@ -90,19 +91,24 @@ def redacted_query(query: str) -> str:
         return text if len(query) <= MAX_QUERY_LOGGED else text + "..."
     pieces = cut.split("&")
     last = len(pieces) - 1 if len(query) > MAX_QUERY_LOGGED else -1  # the piece cut short
-    for index, piece in enumerate(pieces):
-        name, _, value = piece.partition("=")
-        if "%" in name or "+" in name:  # a name written with escapes could be a secret one
-            name = unquote_plus(name)
-        if name.lower() in SECRET_PARAMETERS:
-            pieces[index] = f"{name}=REDACTED"
-            continue
-        decoded = unquote_plus(value) if "%" in value or "+" in value else value
-        hidden = redacted_text(decoded, cut_short=index == last)
-        if hidden != decoded:
-            pieces[index] = f"{name}={quote_plus(hidden, safe=_SHOWN)}"
-    text = escape_controls("&".join(pieces))
+    text = escape_controls("&".join(_shown_piece(p, i == last) for i, p in enumerate(pieces)))
     return text if len(query) <= MAX_QUERY_LOGGED else text + "..."
+
+
+@functools.lru_cache(maxsize=1024)
+def _shown_piece(piece: str, cut_short: bool) -> str:
+    """One `name=value` piece of a query string as its line shows it: remembered, since a
+    long poll sends the same `query=` again and again, and decoding its percent escapes is
+    Python's work at every character (as many pieces are remembered as `request_input`'s
+    decoder remembers: at most MAX_QUERY_LOGGED characters each)."""
+    name, _, value = piece.partition("=")
+    if "%" in name or "+" in name:  # a name written with escapes could be a secret one
+        name = unquote_plus(name)
+    if name.lower() in SECRET_PARAMETERS:
+        return f"{name}=REDACTED"
+    decoded = unquote_plus(value) if "%" in value or "+" in value else value
+    hidden = redacted_text(decoded, cut_short=cut_short)
+    return piece if hidden == decoded else f"{name}={quote_plus(hidden, safe=_SHOWN)}"
 
 
 # A token or ticket anywhere (20 characters of it or more), and the string after TOKEN

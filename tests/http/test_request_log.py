@@ -113,6 +113,18 @@ def test_an_escaped_name_is_redacted_too() -> None:
     assert redacted_query("%74oken=kdb_x&table=t") == "token=REDACTED&table=t"
 
 
+def test_a_piece_shown_before_is_shown_as_its_cut_says() -> None:
+    # The pieces' lines are remembered: the same piece whole, then cut short at the end of
+    # a token's start, is shown as each asks, and a repeated one the same every time.
+    piece = "q=" + "+" * (MAX_QUERY_LOGGED - len("x=1&q=kdb_ab")) + "kdb_ab"
+    whole = f"x=1&{piece}"
+    assert len(whole) == MAX_QUERY_LOGGED
+    for _ in range(2):
+        assert redacted_query(whole) == whole
+        shown = redacted_query(whole + "&wait=5")
+        assert shown.endswith("REDACTED...") and "kdb_ab" not in shown
+
+
 @given(
     st.lists(
         st.tuples(
