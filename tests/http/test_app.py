@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import gc
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from wsgiref.types import StartResponse
 
+import pytest
 from werkzeug.test import EnvironBuilder
 
 from refimpl.engine.access import ADMIN
 from refimpl.engine.instance import Instance
+from refimpl.engine.storage import bulk
+from refimpl.engine.storage.database import Database
+from refimpl.http import csvimport
 from refimpl.http.app import App, AppOptions
 
 
@@ -112,5 +117,51 @@ def test_guards_answer_before_any_route_runs(tmp_path: Path) -> None:
         session = instance.session("demo", ADMIN)
         assert session.execute("SHOW TABLES").rows == [("t", "table")]
     finally:
+        app.begin_shutdown()
+        instance.close()
+
+
+def test_an_import_converts_and_loads_with_quick_switches(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Threads woken while /imp converts and loads its rows (a request, a commit) wait a
+    short switch interval for the interpreter lock; the server's is back after the import,
+    whether it loaded or stopped at a bad row."""
+    seen: list[tuple[str, float]] = []
+    batches, load_rows = csvimport.CsvImport.batches, Database.load_rows
+
+    def watched_batches(self: csvimport.CsvImport, size: int = 2) -> Iterator[list[tuple]]:
+        for batch in batches(self, size):
+            seen.append(("convert", sys.getswitchinterval()))
+            yield batch
+
+    def watched_load(self: Database, *args: object) -> object:
+        seen.append(("load", sys.getswitchinterval()))
+        return load_rows(self, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(csvimport.CsvImport, "batches", watched_batches)
+    monkeypatch.setattr(Database, "load_rows", watched_load)
+    server = sys.getswitchinterval()
+    sys.setswitchinterval(0.0005)  # as `refimpl serve` sets it
+    instance = Instance.open(tmp_path)
+    app = App(instance, AppOptions(dev=True))
+    try:
+        statuses: list[str] = []
+        for path, body in (
+            ("/exec", b"CREATE TABLE t (id BIGINT, v DOUBLE)"),
+            ("/imp?table=t", b"id,v\n1,0.5\n2,1.5\n3,2.5\n"),
+            ("/imp?table=t", b"id,v\n4,0.5\n5,1.5\n6,cheap\n"),
+        ):
+            path, _, query = path.partition("?")
+            environ = EnvironBuilder(
+                path=path, method="POST", query_string=query, data=body
+            ).get_environ()
+            b"".join(app(environ, recording(statuses)))
+            assert sys.getswitchinterval() == pytest.approx(0.0005)
+        assert [s[:3] for s in statuses] == ["200", "200", "400"]
+        assert [step for step, _ in seen] == ["convert", "convert", "load", "convert"]
+        assert [interval for _, interval in seen] == pytest.approx([bulk.LOAD_SWITCH_SECONDS] * 4)
+    finally:
+        sys.setswitchinterval(server)
         app.begin_shutdown()
         instance.close()

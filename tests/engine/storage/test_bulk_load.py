@@ -5,6 +5,7 @@ and a reopened database holds what it committed."""
 from __future__ import annotations
 
 import gc
+import sys
 from contextlib import closing
 from pathlib import Path
 
@@ -254,6 +255,28 @@ def test_a_pause_nests_and_ends_on_an_error() -> None:
         assert not gc.isenabled()  # the inner pause left it as it found it
         raise ValueError
     assert gc.isenabled()
+
+
+def test_quick_switches_nest_end_on_an_error_and_leave_a_short_interval_alone() -> None:
+    """While a load runs, the switch interval is `LOAD_SWITCH_SECONDS`; the outermost one
+    sets the caller's back, also when its work fails, and a shorter one is left as it is."""
+    server = sys.getswitchinterval()
+    sys.setswitchinterval(0.0005)  # as `refimpl serve` sets it
+    try:
+        with pytest.raises(ValueError), bulk.quick_switches():
+            assert sys.getswitchinterval() == pytest.approx(bulk.LOAD_SWITCH_SECONDS)
+            with bulk.quick_switches():
+                pass
+            # The inner one left it as it found it.
+            assert sys.getswitchinterval() == pytest.approx(bulk.LOAD_SWITCH_SECONDS)
+            raise ValueError
+        assert sys.getswitchinterval() == pytest.approx(0.0005)
+        sys.setswitchinterval(0.0001)
+        with bulk.quick_switches():
+            assert sys.getswitchinterval() == pytest.approx(0.0001)
+        assert sys.getswitchinterval() == pytest.approx(0.0001)
+    finally:
+        sys.setswitchinterval(server)
 
 
 def _in_generation(thing: object) -> int | None:
