@@ -17,6 +17,7 @@ from refimpl.engine.session import Session
 from refimpl.engine.statements import copy as copy_statements
 from refimpl.engine.statements import executor
 from refimpl.engine.statements.copy import CopyOutput, copy_output
+from refimpl.engine.storage.bulk import quick_switches
 from refimpl.engine.storage.memory_limit import MB, ROW_OVERHEAD, MemoryBudget
 from refimpl.errors import MemoryFull
 from refimpl.sql import ast
@@ -55,10 +56,13 @@ def copy_in(session: Session, sql: str, data: IO[bytes]) -> Result:
         data = cast(IO[bytes], _Counted(data, memory))
     if session.transaction is not None:
         return executor.copy_in(session, statement, sql, data)
-    rows = copy_statements.read_copy(session, statement, data)
     # Outside a transaction, the rows load as an import's do: prepared with no lock held,
-    # installed in a short step, so that other writers' commits go on meanwhile.
-    count = session.load_rows(rows.table, rows.rows)
+    # installed in a short step, so that other writers' commits go on meanwhile; read and
+    # loaded with the short switch interval, so that threads woken meanwhile get the
+    # interpreter lock sooner.
+    with quick_switches():
+        rows = copy_statements.read_copy(session, statement, data)
+        count = session.load_rows(rows.table, rows.rows)
     if count is None:  # triggers, indexes, a key held or given twice, a NULL: the usual way
         count = session.write(
             lambda txn: executor.insert_rows(session, txn, rows.table, rows.columns, rows.rows)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import math
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any, cast
@@ -24,7 +25,7 @@ from refimpl.engine.instance import Instance
 from refimpl.engine.result import Column
 from refimpl.engine.session import Session
 from refimpl.engine.statements.copy_binary import BinaryRowReader, encode_binary
-from refimpl.engine.storage import values
+from refimpl.engine.storage import bulk, values
 from refimpl.errors import CopyError, DuplicateKey
 
 VALUES = {
@@ -177,6 +178,29 @@ def test_a_copy_the_load_cannot_take_goes_the_usual_way(session: Session) -> Non
     session.execute("CREATE INDEX t_s ON t (s)")
     copying.copy_in(session, COPY, binary(ROWS[10:20]))
     assert session.execute("SELECT id FROM t WHERE s = 'row 15'").rows == [(15,)]
+
+
+def test_copy_outside_a_transaction_reads_and_loads_with_quick_switches(
+    session: Session, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As an import: threads woken while its rows are read and loaded wait a short switch
+    interval for the interpreter lock, and the caller's interval is back after."""
+    seen: list[float] = []
+    load_rows = Session.load_rows
+
+    def watched(self: Session, *args: Any) -> Any:
+        seen.append(sys.getswitchinterval())
+        return load_rows(self, *args)
+
+    monkeypatch.setattr(Session, "load_rows", watched)
+    before = sys.getswitchinterval()
+    sys.setswitchinterval(0.0005)  # as `refimpl serve` sets it
+    try:
+        assert copying.copy_in(session, COPY, binary(ROWS[:10])).count == 10
+        assert sys.getswitchinterval() == pytest.approx(0.0005)
+    finally:
+        sys.setswitchinterval(before)
+    assert seen == [pytest.approx(bulk.LOAD_SWITCH_SECONDS)]
 
 
 def test_copy_inside_a_transaction_waits_for_its_commit(session: Session) -> None:
