@@ -1,0 +1,185 @@
+"""The Python opcodes the HTTP server's threads run per `POST /exec`, by thread and function.
+
+`pg_opcodes.py`'s counterpart for the HTTP API: a `PooledWSGIServer` over the `App` runs in
+this process (its request log queued for a writer thread, as `refimpl serve` runs it) on an
+engine instance in a throwaway folder with a real admin token; lean keep-alive clients in a
+child process (`--clients` threads, one connection each, the headers `per_request.py`'s
+clients send) run a point SELECT or a one-row INSERT, and every opcode the server's threads
+run meanwhile is counted. Unlike CPU time, the count does not depend on the machine's load,
+so two trees compare on a busy machine too:
+
+    python tools/bench/http_opcodes.py --workload insert
+    PYTHONPATH=../before python tools/bench/http_opcodes.py --workload insert
+
+It counts the whole served path, which `exec_in_process.py` leaves out: the epoll loop and
+the admission places, re-arming, the flusher's thread and the delivery of durable answers,
+the log writer. C code and the kernel do not show here; `per_request.py` measures them.
+Tracing slows the server a hundredfold, so with several clients an INSERT's group commits
+gather more of them than untraced.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+# This folder's copy.py and http.py would shadow the standard library's modules (imported
+# below): off the path. The checkout's refimpl is imported unless PYTHONPATH names another.
+_HERE = Path(__file__).resolve().parent
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
+sys.path.append(str(_HERE.parent.parent))
+
+import argparse  # noqa: E402
+import contextlib  # noqa: E402
+import importlib.util  # noqa: E402
+import io  # noqa: E402
+import logging  # noqa: E402
+import subprocess  # noqa: E402
+import tempfile  # noqa: E402
+import threading  # noqa: E402
+import time  # noqa: E402
+
+from refimpl.engine.instance import Instance  # noqa: E402
+from refimpl.engine.rights import Principal  # noqa: E402
+from refimpl.http.app import App, AppOptions  # noqa: E402
+from refimpl.http.serving.log_queue import queued_log  # noqa: E402
+from refimpl.http.serving.server import PooledWSGIServer  # noqa: E402
+from refimpl.log_format import TextLineFormatter  # noqa: E402
+
+# pg_opcodes.py's counter, loaded by path (this folder is off the path).
+_spec = importlib.util.spec_from_file_location("pg_opcodes", _HERE / "pg_opcodes.py")
+assert _spec is not None and _spec.loader is not None
+pg_opcodes = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(pg_opcodes)
+
+# The clients: each sends a request and reads its whole answer (Content-Length bodies:
+# /exec's), warmed up first, then told to go on stdin.
+CLIENT = r"""
+import socket, sys, threading
+port, token, workload, clients, runs = sys.argv[1:4] + [int(a) for a in sys.argv[4:6]]
+go = threading.Event()
+failed = []
+def client(number, ready):
+    sock = socket.create_connection(("127.0.0.1", int(port)))
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    fixed = "POST /exec HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+    fixed += f"Authorization: Bearer {token}\r\nContent-Type: text/plain\r\n"
+    buffer = b""
+    def run(i):
+        nonlocal buffer
+        if workload == "select":
+            sql = f"SELECT * FROM t WHERE id = {i % 100}"
+        else:
+            sql = f"INSERT INTO w VALUES ({(number + 1) * 10**9 + i}, 0.5, 'x')"
+        body = sql.encode()
+        head = f"{fixed}Content-Length: {len(body)}\r\n\r\n"
+        sock.sendall(head.encode() + body)
+        while b"\r\n\r\n" not in buffer:
+            buffer += sock.recv(65536)
+        head, _, buffer = buffer.partition(b"\r\n\r\n")
+        if not head.startswith(b"HTTP/1.1 200"):
+            failed.append(head)
+        size = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
+        while len(buffer) < size:
+            buffer += sock.recv(65536)
+        buffer = buffer[size:]
+    for i in range(20):
+        run(-1 - i)
+    ready.release()
+    go.wait()
+    for i in range(runs):
+        run(i)
+    sock.close()
+ready = threading.Semaphore(0)
+threads = [threading.Thread(target=client, args=(n, ready)) for n in range(clients)]
+for thread in threads:
+    thread.start()
+for _ in threads:
+    ready.acquire()
+print("ready", flush=True)
+sys.stdin.readline()
+go.set()
+for thread in threads:
+    thread.join()
+print("failed" if failed else "done", flush=True)
+"""
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--workload", choices=("select", "insert"), default="select")
+    parser.add_argument("--runs", type=int, default=1000, help="requests per client")
+    parser.add_argument("--clients", type=int, default=1)
+    parser.add_argument("--threads", type=int, default=16, help="the server's workers")
+    parser.add_argument("--top", type=int, default=30, help="functions listed")
+    args = parser.parse_args()
+    counter = pg_opcodes.OpcodeCounter()
+    # The server's text log lines, as `refimpl serve` writes them, into memory.
+    handler = logging.StreamHandler(io.StringIO())
+    handler.setFormatter(TextLineFormatter())
+    logging.basicConfig(level=logging.INFO, handlers=[handler], force=True)
+    with tempfile.TemporaryDirectory() as folder:
+        instance = Instance.open(Path(folder))
+        token = instance.access.ensure_admin()
+        assert token is not None
+        server: PooledWSGIServer | None = None
+        app: App | None = None
+        stack = contextlib.ExitStack()
+        try:
+            session = instance.session("demo", Principal("admin", is_admin=True))
+            session.execute("CREATE TABLE t (id BIGINT PRIMARY KEY, v DOUBLE, s STRING)")
+            session.execute("CREATE TABLE w (id BIGINT PRIMARY KEY, v DOUBLE, s STRING)")
+            rows = ", ".join(f"({i}, {i * 0.25}, 'row {i}')" for i in range(100))
+            session.execute(f"INSERT INTO t VALUES {rows}")
+            session.close()
+            threading.settrace(counter.trace)  # the server's threads, started below
+            log_queue = stack.enter_context(queued_log())  # its writer thread too
+            app = App(instance, AppOptions(threads=args.threads))
+            if log_queue is not None:
+                app.request_log.write_lines_to(log_queue.put)
+            server = PooledWSGIServer("127.0.0.1", 0, app, args.threads)
+            threading.Thread(target=server.serve_forever, args=(0.2,), daemon=True).start()
+            command = [sys.executable, "-c", CLIENT, str(server.server_address[1]), token]
+            command += [args.workload, str(args.clients), str(args.runs)]
+            clients = subprocess.Popen(
+                command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+            )
+            assert clients.stdin is not None and clients.stdout is not None
+            if clients.stdout.readline().strip() != "ready":
+                raise SystemExit("the clients did not start")
+            counter.counting.set()
+            clients.stdin.write("go\n")
+            clients.stdin.flush()
+            finished = clients.stdout.readline().strip()
+            time.sleep(0.5)  # the last rounds of the flusher and the log writer end
+            counter.counting.clear()
+            clients.wait()
+            if finished != "done":
+                raise SystemExit(f"the clients failed ({finished or 'no answer'})")
+        finally:
+            threading.settrace(None)  # threads started from now on are not traced
+            if server is not None:
+                server.shutdown()
+                server.drain()
+                server.server_close()
+            if app is not None:
+                app.request_log.write_lines_to(None)
+                app.begin_shutdown()
+            stack.close()
+            instance.close()
+    requests = args.runs * args.clients
+    counts = counter.counts
+    print(f"{args.workload}: {sum(counts.values()) / requests:.0f} opcodes a request")
+    groups: dict[str, int] = {}
+    for (group, _, _), count in counts.items():
+        groups[group] = groups.get(group, 0) + count
+    for group, count in sorted(groups.items(), key=lambda item: -item[1]):
+        print(f"  {count / requests:8.1f}  thread {group}")
+    for (group, file, function), count in counts.most_common(args.top):
+        print(f"  {count / requests:8.1f}  {file}:{function} ({group})")
+
+
+if __name__ == "__main__":
+    main()
