@@ -54,6 +54,9 @@ REASONS = {
     500: "Internal Server Error", 503: "Service Unavailable",
 }  # fmt: skip
 
+# The SERVER_PROTOCOL of the versions clients send.
+_PROTOCOLS = {"1.1": "HTTP/1.1", "1.0": "HTTP/1.0"}
+
 # llhttp's reasons for refusing framing, said as what to send instead.
 _FRAMING = {
     "Duplicate Content-Length": "send Content-Length once",
@@ -120,7 +123,7 @@ class RequestReader:
         self._url: list[bytes] = []
         self._url_bytes = 0
         self._fields: dict[str, str] = {}  # the head's fields by environ key (RequestHead)
-        self._field_count = 0
+        self._room = MAX_HEADERS  # less the fields that added no key to `_fields`
         # The framing headers, noted as the head is read (one pass, no second scan).
         self._length = ""  # the first Content-Length
         self._codings: list[str] = []  # every Transfer-Encoding
@@ -193,7 +196,7 @@ class RequestReader:
     def on_message_begin(self) -> None:
         self.started_at = time.monotonic()
         self._in_head, self._head_bytes = True, 0
-        self._url, self._url_bytes, self._fields, self._field_count = [], 0, {}, 0
+        self._url, self._url_bytes, self._fields, self._room = [], 0, {}, MAX_HEADERS
         self._length, self._codings, self._expect = "", [], ""
 
     def on_url(self, url: bytes) -> None:
@@ -205,27 +208,37 @@ class RequestReader:
             )
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        count = self._field_count
-        if count >= MAX_HEADERS:
+        # Most fields: an ordinary name sent before, once in this head. Every field either
+        # adds a key to `fields` or takes one from `_room`, so the head has had
+        # len(fields) + MAX_HEADERS - _room fields before this one.
+        key = _plain_keys.get(name)
+        fields = self._fields
+        if key is not None and key not in fields and len(fields) < self._room:
+            fields[key] = value.decode("latin-1")
+            return
+        if len(fields) >= self._room:
             raise RequestHeadTooLarge(f"more than {MAX_HEADERS} header fields")
-        self._field_count = count + 1
         key = _environ_keys.get(name)
         if key is None:
             key = environ_key(name)
         text = value.decode("latin-1")
         if key in _FRAMING_KEYS:
             if key == _CONTENT_LENGTH:
+                self._room -= 1
                 self._length = self._length or text
                 return  # the body is read whole: CONTENT_LENGTH is its length
             if key == _TRANSFER_ENCODING:
+                self._room -= 1
                 self._codings.append(text)
                 return  # the body is de-chunked: not passed on
             self._expect = self._expect or text
         elif not key:
+            self._room -= 1
             return  # a name with '_': it could pose as another once mapped
-        fields = self._fields
-        if key in fields and key != "CONTENT_TYPE":  # the last Content-Type stands alone
-            text = f"{fields[key]},{text}"
+        if key in fields:
+            self._room -= 1
+            if key != "CONTENT_TYPE":  # the last Content-Type stands alone
+                text = f"{fields[key]},{text}"
         fields[key] = text
 
     def on_headers_complete(self) -> None:
@@ -240,7 +253,7 @@ class RequestReader:
         head = RequestHead(
             parser.get_method().decode("latin-1"),
             b"".join(self._url).decode("latin-1"),
-            f"HTTP/{version}",
+            _PROTOCOLS.get(version) or f"HTTP/{version}",
             self._fields,
             parser.should_keep_alive(),
         )
@@ -255,9 +268,12 @@ class RequestReader:
         if declared and int(declared) > self.max_body_bytes:
             raise _too_large(self.max_body_bytes)
         self._head, self._has_body = head, chunked or bool(declared)
-        self._body, self._body_bytes, self._body_file = [], 0, None
-        self._wants_continue = (
-            self._has_body and self._expect.lower() == "100-continue" and version == "1.1"
+        self._body_bytes = 0  # `_body` is empty and `_body_file` None since the last message
+        self._wants_continue = bool(
+            self._expect
+            and self._has_body
+            and self._expect.lower() == "100-continue"
+            and version == "1.1"
         )
 
     def on_body(self, data: bytes) -> None:
@@ -402,6 +418,8 @@ def make_environ(request: ReceivedRequest, base: dict[str, Any]) -> dict[str, An
 # the same few names again and again. Bounded, since the names are the client's to choose.
 _environ_keys: dict[bytes, str] = {}
 ENVIRON_KEYS_KEPT = 512
+# Those of them whose field is passed on as it is (neither framing nor left out).
+_plain_keys: dict[bytes, str] = {}
 # The keys of the framing fields, which the reader notes as the head is read.
 _CONTENT_LENGTH = "CONTENT_LENGTH"
 _TRANSFER_ENCODING = "TRANSFER_ENCODING"
@@ -422,6 +440,8 @@ def environ_key(name: bytes) -> str:
             key = "HTTP_" + key
     if len(_environ_keys) < ENVIRON_KEYS_KEPT:
         _environ_keys[name] = key
+        if key and key not in _FRAMING_KEYS:
+            _plain_keys[name] = key
     return key
 
 
@@ -446,25 +466,39 @@ def has_length(headers: list[tuple[str, str]]) -> bool:
 
 
 def answer_head(
-    status: str, headers: list[tuple[str, str]], *, chunked: bool, keep_alive: bool
+    status: str,
+    headers: list[tuple[str, str]],
+    *,
+    chunked: bool,
+    keep_alive: bool,
+    extra: tuple[str, str] | None = None,
 ) -> bytes:
-    """The status line and header block of an answer, blank line included."""
-    lines = [f"HTTP/1.1 {status}"]
-    # Exactly one Date: ours, whatever the application set. Only a name of its length is
-    # lowered to tell.
-    lines += [
-        f"{name}: {value}" for name, value in headers if len(name) != 4 or name.lower() != "date"
-    ]
-    lines.append(f"Date: {http_date()}")
-    if chunked:
-        lines.append("Transfer-Encoding: chunked")
-    lines.append(_KEEP_ALIVE if keep_alive else _CLOSE)
-    lines.append("\r\n")  # the blank line: joined, it ends the last line and makes one
-    return "\r\n".join(lines).encode("latin-1")
+    """The status line and header block of an answer, blank line included; the header
+    `extra` (name, value), when given, last (after Connection, where `with_header` puts it).
+    """
+    # Joined in C; exactly one Date, ours: the application's own are dropped, by a look at
+    # each name only when a line of the joined text could be one (it begins "date: ").
+    fields = "\r\n".join(map(": ".join, headers))
+    if fields:
+        lowered = fields.lower()
+        if lowered.startswith("date: ") or "\ndate: " in lowered:
+            fields = "\r\n".join(
+                [f"{name}: {value}" for name, value in headers if name.lower() != "date"]
+            )
+        if fields:
+            fields += "\r\n"
+    end = _ENDS[chunked, keep_alive]
+    more = "" if extra is None else f"{extra[0]}: {extra[1]}\r\n"
+    return f"HTTP/1.1 {status}\r\n{fields}Date: {http_date()}\r\n{end}{more}\r\n".encode("latin-1")
 
 
-_KEEP_ALIVE = "Connection: keep-alive"
-_CLOSE = "Connection: close"
+# The head's last lines (framing and keep-alive), by (chunked, keep_alive).
+_ENDS = {
+    (chunked, keep): ("Transfer-Encoding: chunked\r\n" if chunked else "")
+    + ("Connection: keep-alive\r\n" if keep else "Connection: close\r\n")
+    for chunked in (False, True)
+    for keep in (False, True)
+}
 
 
 def whole_answer(answer: Answer, keep_alive: bool, with_body: bool) -> bytes:
@@ -490,9 +524,9 @@ def answer_bytes(
     `whole_answer` keeps these bytes on the answer for the readers that share it; this is
     for an answer that goes to one request alone. An Answer always carries its
     Content-Length, so it is never chunked."""
-    head = answer_head(answer.status, answer.headers, chunked=False, keep_alive=keep_alive)
-    if extra is not None:
-        head = with_header(head, *extra)
+    head = answer_head(
+        answer.status, answer.headers, chunked=False, keep_alive=keep_alive, extra=extra
+    )
     return head + answer.body if with_body else head
 
 
