@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import bisect
 import collections
+import itertools
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from importlib import metadata
@@ -106,19 +107,29 @@ class RequestCounts:
         yield latency
 
     def _fold(self) -> None:
-        """The queued requests into the counts; the caller holds the fold lock."""
-        queued, requests, buckets = self._queued, self._requests, self._buckets
-        seconds_by_route = self._seconds
-        while queued:
-            route, method, status, seconds = queued.popleft()
-            key = (route, method, status)
-            requests[key] = requests.get(key, 0) + 1
+        """The queued requests into the counts; the caller holds the fold lock.
+
+        Counted in C over the whole batch (a request costs a few opcodes here, not a loop
+        round of its own): the keys and the (route, bucket) pairs by `Counter`, each route's
+        seconds summed over its own."""
+        take = self._queued.popleft
+        batch = [take() for _ in range(len(self._queued))]  # what is queued now; later: next
+        if not batch:
+            return
+        routes, methods, statuses, seconds = zip(*batch, strict=True)
+        requests, buckets, seconds_by_route = self._requests, self._buckets, self._seconds
+        for key, count in collections.Counter(zip(routes, methods, statuses, strict=True)).items():
+            requests[key] = requests.get(key, 0) + count
+        # The bucket of each request: le, so a bound itself is counted in its bucket.
+        places = map(bisect.bisect_left, itertools.repeat(REQUEST_BOUNDS), seconds)
+        for (route, place), count in collections.Counter(zip(routes, places, strict=True)).items():
             counts = buckets.get(route)
             if counts is None:
                 counts = buckets[route] = [0] * (len(REQUEST_BOUNDS) + 1)
                 seconds_by_route[route] = 0.0
-            counts[bisect.bisect_left(REQUEST_BOUNDS, seconds)] += 1  # le: bound included
-            seconds_by_route[route] += seconds
+            counts[place] += count
+        for route in set(routes):
+            seconds_by_route[route] += sum(itertools.compress(seconds, map(route.__eq__, routes)))
 
 
 class ServerMetrics:
@@ -127,15 +138,14 @@ class ServerMetrics:
     def __init__(self, measures: Callable[[], EngineMeasures], waiting: Count) -> None:
         self.registry = CollectorRegistry(auto_describe=False)
         self._requests = RequestCounts()
+        # Count one answered request (route, method, status, seconds); the route is a
+        # route's path, never a client's path. The counts' own method: no call between.
+        self.observe_request: Callable[[str, str, int, float], None] = self._requests.observe
         self._collector = ServerCollector(measures, waiting, self._requests)
         self.registry.register(self._collector)
         ProcessCollector(registry=self.registry)
         PlatformCollector(registry=self.registry)
         GCCollector(registry=self.registry)
-
-    def observe_request(self, route: str, method: str, status: int, seconds: float) -> None:
-        """Count one answered request. `route` is a route's path, never a client's path."""
-        self._requests.observe(route, method, status, seconds)
 
     def read_connections(self, count: Count) -> None:
         """Where the open connections are counted (the server lends it when it starts)."""
