@@ -61,15 +61,19 @@ class BodyReader:
                 raise self._too_large()
             data = b"".join(parts)
         elif length is not None:
-            # The input stream ends at the declared length; a read may return less.
-            parts = []
-            while length > 0:
-                part = stream.read(min(length, READ_CHUNK))
-                if not part:
-                    break
-                parts.append(part)
-                length -= len(part)
-            data = b"".join(parts)
+            # The input stream ends at the declared length; a read may return less. Most
+            # bodies come whole in the first read.
+            data = stream.read(min(length, READ_CHUNK)) if length else b""
+            if 0 < len(data) < length:
+                parts = [data]
+                length -= len(data)
+                while length > 0:
+                    part = stream.read(min(length, READ_CHUNK))
+                    if not part:
+                        break
+                    parts.append(part)
+                    length -= len(part)
+                data = b"".join(parts)
         else:
             # Neither a length nor an ended stream: no body, as Werkzeug reads it too (a
             # stream of unknown length is never read past its request).

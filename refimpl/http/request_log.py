@@ -295,16 +295,16 @@ class RequestLog:
         seconds = time.perf_counter() - record.started
         self._observe(record.route, record.method, status, seconds)
         if log.isEnabledFor(logging.INFO):
-            self._write(
-                RequestLine(
-                    time.time(),
-                    record.method,
-                    record.path,
-                    record.query,
-                    record.route,
-                    status,
-                    seconds,
-                    record.request_id,
-                    record.client,
-                )
+            # RequestLine(...) made by tuple's own __new__: no Python __new__ frame.
+            fields = (
+                time.time(),
+                record.method,
+                record.path,
+                record.query,
+                record.route,
+                status,
+                seconds,
+                record.request_id,
+                record.client,
             )
+            self._write(tuple.__new__(RequestLine, fields))
