@@ -90,6 +90,27 @@ def test_malformed_heads(data: bytes, status: int, word: str):
     assert status_of(error) == status and word in error.message, error.message
 
 
+@pytest.mark.parametrize("kinds", ["distinct", "repeated", "mixed"])
+def test_a_head_takes_100_fields_of_any_kind_and_refuses_the_101st(kinds: str) -> None:
+    # Names sent before take the reader's short path, the others its long one: the count
+    # holds across both (a field either adds an environ key or takes room).
+    def field(n: int) -> bytes:
+        if kinds == "distinct" or (kinds == "mixed" and n % 3 == 0):
+            return b"X-F%d: v\r\n" % n
+        if kinds == "mixed" and n % 3 == 1:
+            return b"Under_Score: v\r\n"  # left out of the environ: counted all the same
+        return b"X-Same: v\r\n"
+
+    for count, refused in ((100, False), (101, True)):
+        head = b"GET / HTTP/1.1\r\n" + b"".join(field(n) for n in range(count))
+        for _ in range(2):  # the second time, every name was sent before
+            out = read_all(head + b"\r\n")
+            if refused:
+                assert isinstance(out[0], MalformedRequest) and status_of(out[0]) == 431
+            else:
+                assert isinstance(out[0], wire.ReceivedRequest), out[0]
+
+
 @pytest.mark.parametrize("pieces", [1, 70_000])
 def test_request_line_and_head_limits_however_they_arrive(pieces: int):
     def cut(data: bytes) -> list[bytes]:
