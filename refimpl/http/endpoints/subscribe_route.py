@@ -345,37 +345,49 @@ def subscribe_route(ctx: Context) -> Answer | Parked[Answer]:
     asked = ctx.args.get("id") or ctx.request.headers.get("Last-Event-ID") or None
     wait_ms = min(ctx.whole("wait", DEFAULT_WAIT_SSE_MS) or 0, MAX_WAIT_MS)
     offsets = flag(ctx, "offsets")
+    app = ctx.app
     # The session lives as long as the request waits: the waiting room runs the query
     # again with it when a commit touches what it reads.
-    session = ctx.app.instance.session(database=ctx.database, principal=ctx.principal)
-    budget = ctx.app.feeds.work_budget
+    session = app.instance.session(database=ctx.database, principal=ctx.principal)
+    budget = app.feeds.work_budget
+    room = app.waiting_room
+    owner = place_owner(ctx.principal.name, ctx.principal.is_admin)
+    places = room.wait_places(app.wait_slots)  # shared fairly by user
+    poll: _Poll | None = None
+    step: Reply | LiveWait | None = None
+    reply: Reply | None
     try:
+        # One budget for the request's own work: the ask runs a query (a snapshot, or a
+        # difference from memory) only when it answers at once, the attempt only after an
+        # ask that did not.
         with budget():
-            step = ctx.app.instance.subscriptions.ask(session, text, asked, offsets)
+            step = app.instance.subscriptions.ask(session, text, asked, offsets)
+            if isinstance(step, Reply):
+                reply = step
+            elif wait_ms <= 0 or not places.take(owner):
+                reply = step.attempt() or step.expire()
+            else:
+                # Every re-run is work of the client's choosing (a window's sort, a WHERE,
+                # the changed buckets' rows, a maintained answer's update): on its owner's
+                # share of the room's pool, within the statement timeout, never on the
+                # room's thread.
+                poll = _Poll(step, woken(room, owner), budget)
+                step.watch(poll)
+                # A commit between the read and the watch is not missed.
+                reply = step.attempt()
     except BaseException:
+        if poll is not None:  # a REVOKE or the timeout in the attempt: no wait is left
+            assert isinstance(step, LiveWait)
+            step.expire()
+            places.give_back(owner)
         session.close()
         raise
-    if isinstance(step, Reply):
-        session.close()
-        return _respond(step)
-    room = ctx.app.waiting_room
-    owner = place_owner(ctx.principal.name, ctx.principal.is_admin)
-    places = room.wait_places(ctx.app.wait_slots)  # shared fairly by user
-    if wait_ms <= 0 or not places.take(owner):
-        session.close()
-        with budget():
-            return _respond(step.attempt() or step.expire())
-    # Every re-run is work of the client's choosing (a window's sort, a WHERE, the changed
-    # buckets' rows, a maintained answer's update): on its owner's share of the room's pool,
-    # within the statement timeout, never on the room's thread.
-    poll = _Poll(step, woken(room, owner), budget)
-    step.watch(poll)
-    with budget():
-        reply = step.attempt()  # a commit between the read and the watch is not missed
     if reply is not None:
-        places.give_back(owner)
+        if poll is not None:
+            places.give_back(owner)
         session.close()
         return _respond(reply)
+    assert poll is not None and isinstance(step, LiveWait)
 
     def release() -> None:
         places.give_back(owner)
