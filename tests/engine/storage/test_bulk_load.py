@@ -15,21 +15,7 @@ from refimpl.engine.instance import Instance
 from refimpl.engine.session import Session
 from refimpl.engine.storage import bulk, bulk_merge, records, values
 from refimpl.errors import DuplicateKey
-
-TRADES = (
-    "CREATE TABLE trades (time TIMESTAMP, symbol SYMBOL, price DOUBLE, qty BIGINT)"
-    " TIMESERIES(time) PARTITION BY DAY, SYMBOL(symbol)"
-)
-TYPES = ("TIMESTAMP", "SYMBOL", "DOUBLE", "BIGINT")
-DAY = 86_400_000_000
-BASE = 1_767_571_200_000_000  # 2026-01-05
-
-
-def trades(count: int, start: int = 0, step: int = 7_000_000) -> values.TypedRows:
-    return values.TypedRows(
-        TYPES,
-        ((BASE + (start + i) * step, f"S{i % 7}", i * 0.5, i) for i in range(count)),
-    )
+from tests.engine.storage.trade_rows import BASE, DAY, TRADES, TYPES, trades
 
 
 def everything(session: Session, table: str = "trades") -> list[tuple]:

@@ -15,7 +15,7 @@ from refimpl.engine.instance import Instance
 from refimpl.engine.storage.database import Database
 from refimpl.engine.tracking.revisions import Touched
 from refimpl.engine.tracking.signals import WakeBoard
-from tests.engine.storage.test_bulk_load import TRADES, trades
+from tests.engine.storage.trade_rows import TRADES, trades
 
 
 @dataclass(frozen=True)
