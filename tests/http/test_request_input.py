@@ -6,9 +6,11 @@ from urllib.parse import parse_qsl
 
 from hypothesis import given
 from hypothesis import strategies as st
+from werkzeug.test import EnvironBuilder
+from werkzeug.wrappers import Request
 
 from refimpl.errors import BadRequest
-from refimpl.http.request_input import query_args
+from refimpl.http.request_input import query_args, query_values
 
 _PIECES = st.text(alphabet="ab=&+%2FC3é;", max_size=12) | st.sampled_from(
     ["query=SELECT%201", "%ff", "%c3%a9=%c3", "db=x", "a=%zz", "x=1&x=2"]
@@ -37,3 +39,21 @@ def test_pieces_decode_as_the_whole_does(raw: str) -> None:
             assert query_args({"QUERY_STRING": raw, "REQUEST_METHOD": "GET"}) == expected
         except BadRequest as refused:
             assert isinstance(expected, str) and expected in str(refused)
+
+
+_SYMBOL_PIECES = _PIECES | st.sampled_from(
+    ["symbol=A", "symbol=", "symbol", "sym%62ol=B", "symbol=%C3%A9+x", "symbol=a%26b", "symbol=S1"]
+)
+
+
+@given(st.lists(_SYMBOL_PIECES, max_size=6).map("&".join))
+def test_a_parameters_values_are_werkzeugs_for_a_query_taken(raw: str) -> None:
+    """`query_values` (/api/rev's symbols) gives what Werkzeug's args.getlist gives, for
+    every query string `query_args` takes (a repeated name is a route's to take)."""
+    environ = EnvironBuilder(query_string=raw).get_environ()
+    try:
+        query_args(environ, repeatable=frozenset({"symbol"}))
+    except BadRequest:
+        return  # refused before any route reads it
+    for _ in range(2):  # the second time from the remembered pieces
+        assert query_values(environ, "symbol") == Request(environ).args.getlist("symbol")
