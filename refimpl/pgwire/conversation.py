@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
 
 from refimpl.engine.result import Column, Result, message_result, query_result
 from refimpl.engine.session import Session
@@ -34,8 +33,12 @@ from refimpl.errors import (
 from refimpl.pgwire import copy_flow, sqlstate, types
 from refimpl.pgwire import messages as m
 from refimpl.pgwire.notifications import STATEMENTS, Inbox, pg_notify_call
-from refimpl.pgwire.param_types import catalog_column_types, param_types
+from refimpl.pgwire.param_types import param_types, table_column_types
 from refimpl.pgwire.portals import Plan, Portal, Prepared, check_result_type, result_type_of
+from refimpl.pgwire.quick_runs import BIND_COMPLETE as _BIND_COMPLETE
+from refimpl.pgwire.quick_runs import NO_DATA as _NO_DATA
+from refimpl.pgwire.quick_runs import QuickRun
+from refimpl.pgwire.run_messages import BindHead
 from refimpl.pgwire.session_settings import SessionSettings, recognise
 from refimpl.pgwire.setting_commands import SETTING_TAGS, run_setting
 from refimpl.pgwire.sqltext import Piece, split
@@ -52,17 +55,12 @@ SUBSCRIBE_SERVED_AT = "GET /api/subscribe?query=SUBSCRIBE SELECT ..."  # spec: p
 # The statements a prepared statement may run as the engine's prepared run (`PreparedRun`):
 # those `_run` hands to the session as they are.
 _PREPARED_RUNS = (ast.Select, ast.Insert, ast.Update, ast.Delete)
-_DUMMY = {
-    "INT": 0, "BIGINT": 0, "DOUBLE": 0.0, "BOOLEAN": False, "STRING": "", "SYMBOL": "",
-    "TIMESTAMP": datetime(1970, 1, 1, tzinfo=UTC),
-}  # fmt: skip
-# An array parameter's stand-in is an empty array (`= ANY ('')` is an error, not no rows).
-_DUMMY.update({t: "{}" for t in types.ARRAY_TYPES})
 
 
 # Sent after every query: one message of each status, made once; so are a run's others.
 _READY = {status: m.ReadyForQuery(status) for status in "ITE"}
-_BIND_COMPLETE, _NO_DATA = m.BindComplete(), m.NoData()
+_READY_BYTES = {status: ready.encode() for status, ready in _READY.items()}
+_BOUND = (_BIND_COMPLETE,)  # what a Bind answered
 
 
 class Conversation:
@@ -86,6 +84,10 @@ class Conversation:
         self._prepared: dict[str, Prepared] = {}
         self._portals: dict[str, Portal] = {}
         self.inbox = Inbox(session)  # LISTEN and NOTIFY; `attach`ed at the login
+        # The runs of the statement run last, while no other message came (`run_known`).
+        self.quick: QuickRun | None = None
+        # That run's unnamed portal, made a Portal when a message may ask for it (`_settle`).
+        self._unnamed: tuple[QuickRun, tuple[object, ...], Result] | None = None
 
     @property
     def status(self) -> str:
@@ -105,6 +107,8 @@ class Conversation:
 
     def answer(self, message: m.ClientMessage) -> list[m.ServerMessage]:
         """The answers to one message; an error becomes an ErrorResponse among them."""
+        self.quick = None  # it may change what a quick run relies on
+        self._settle()
         if isinstance(message, m.Query):
             return self.simple_query(message.text)
         if isinstance(message, m.Sync):
@@ -129,6 +133,8 @@ class Conversation:
         """The answers of a run of the unnamed portal (`runs_together`): what Bind, Describe
         of the portal (when `described`), Execute and Sync answer one by one, an error
         skipping the rest up to the Sync's ReadyForQuery."""
+        self.quick = None
+        self._settle()
         out: list[m.ServerMessage] = []
         try:
             portal = self._bind(bind)
@@ -144,65 +150,66 @@ class Conversation:
         return out
 
     def run_bytes(
-        self, bind: m.Bind, described: bool, max_rows: int
+        self, bind: m.Bind, described: bool, max_rows: int, head: BindHead
     ) -> bytes | list[m.ServerMessage] | None:
         """`answer_run` in one pass for the runs nearly every client sends (decoders chosen,
-        all rows at once, no failed transaction): the answers' bytes (the caller counts
-        their CommandComplete); a failed run's answers as messages; None, nothing done, for
-        any other run (`answer_run`'s)."""
+        all rows at once, no failed transaction): `run_known`'s answers, its next runs framed
+        alike then being `quick`'s; None, nothing done, for any other run (`answer_run`'s).
+        `head`: the head of `bind` (`run_messages.read_run`'s)."""
+        self._settle()
         prepared = self._prepared.get(bind.statement)
-        if prepared is None or prepared.run is None or self.failed or max_rows:
+        if prepared is None or self.failed or max_rows:
             return None
-        decoders = prepared.decoders.get(bind.param_formats)
-        sent = bind.params
-        if (
-            decoders is None
-            or len(sent) != prepared.count
-            or not prepared.in_order
-            or (not prepared.inferred and prepared.untyped)
-        ):
-            return None
-        said: list[m.ServerMessage] = []  # what Bind and Describe answered, for an error
+        quick = QuickRun.of(prepared, bind, described, head)
+        return None if quick is None else self.run_known(quick, list(bind.params))
+
+    def run_known(
+        self, quick: QuickRun, values: list[bytes | None]
+    ) -> bytes | list[m.ServerMessage]:
+        """A run of `quick`'s statement with a Bind of `values` (the caller counts its
+        CommandComplete), as `answer_run` answers it: its bytes; a failed run's answers as
+        messages, `quick` then dropped. Until another message is answered, the runs framed
+        as `quick.frame` are `quick`'s (`self.quick`)."""
+        prepared = quick.prepared
+        said: Sequence[m.ServerMessage] = ()  # what Bind and Describe answered, for an error
+        params: tuple[object, ...] | None = None
         try:
-            params = tuple(
-                [None if d is None else f(d) for d, f in zip(sent, decoders, strict=True)]
-            )
-            portal = self._portals[""] = Portal(prepared, params, bind.result_formats)
-            said.append(_BIND_COMPLETE)
-            result = None
-            if described:
-                columns = prepared.columns
-                if columns is None and prepared.answers_rows:  # described by running it
-                    result = portal.result = self._run_portal(portal)
-                    columns = result.columns
-                if columns is None:
-                    said.append(_NO_DATA)
-                else:
-                    formats = _formats(bind.result_formats, len(columns))
-                    said.append(prepared.row_shape(columns, formats).description)
-            if result is None:
-                result = portal.result = self._run_portal(portal)
-            out = [answer.encode() for answer in said]
-            if not result.is_query:
-                out.append(prepared.completion(result)[1])
+            params = quick.params(values)
+            said = _BOUND
+            said = quick.before_run()
+            result = self._run_prepared(quick.run, params)
+            columns = result.columns
+            if columns is not quick.columns:  # the first run, or the table changed
+                quick.shape(columns)
+            if columns is None:
+                out = quick.prefix + prepared.completion(result)[1]
             else:
-                plan = prepared.plan
-                assert result.columns is not None and plan is not None and plan.statement
-                rows = result.rows
-                portal.sent = len(rows)
-                formats = _formats(bind.result_formats, len(result.columns))
-                out.append(prepared.row_shape(result.columns, formats).data_rows(rows).encode())
-                out.append(
-                    m.CommandComplete(command_tag(plan.statement, result, len(rows))).encode()
-                )
+                out = quick.prefix + quick.write(result.rows) + quick.tag(result)
         except KdbError as error:
+            self.quick = None
+            if params is not None:  # bound: the unnamed portal is this run's
+                self._unnamed = None
+                self._portals[""] = Portal(prepared, params, quick.result_formats)
             self._fail_transaction()
             error_answer = sqlstate.error_response(error, None)
             return [*said, error_answer, *self.inbox.messages(self.status), self.ready()]
-        for note in self.inbox.messages(self.status):
-            out.append(note.encode())
-        out.append(self.ready().encode())
-        return b"".join(out)
+        self.quick = quick
+        self._unnamed = (quick, params, result)
+        status = self.status
+        for note in self.inbox.messages(status):
+            out += note.encode()
+        return out + _READY_BYTES[status]
+
+    def _settle(self) -> None:
+        """The unnamed portal of the last `run_known`, kept as a Portal once a message that
+        may ask for it comes (no run of the connection's makes one it does not need)."""
+        unnamed = self._unnamed
+        if unnamed is not None:
+            self._unnamed = None
+            quick, params, result = unnamed
+            sent = len(result.rows) if result.is_query else 0
+            portal = Portal(quick.prepared, params, quick.result_formats, result, sent)
+            self._portals[""] = portal
 
     def _fail_transaction(self) -> None:
         """An error inside BEGIN ... fails the transaction, as in PostgreSQL."""
@@ -466,7 +473,7 @@ class Conversation:
     def _dry_run(self, plan: Plan, prepared: Prepared) -> Result:
         """Run a query without side effects for its columns: LIMIT 0, typed stand-ins."""
         piece = plan.piece
-        params = tuple(_DUMMY.get(prepared.run_type(n), None) for n in piece.params)
+        params = prepared.stand_ins()
         statement = plan.statement
         if plan.templated:
             statement = parse_cached(piece.text, self.session.deadline()).statements[0]
@@ -485,13 +492,7 @@ class Conversation:
         return len(statement.columns or self._column_types(statement.table))
 
     def _column_types(self, table: str) -> dict[str, str]:
-        # SHOW TABLES first: an unknown table's error would roll an open transaction back.
-        names = {row[0].lower() for row in self.session.execute("SHOW TABLES").rows}
-        if table.lower() not in names:
-            return catalog_column_types(self.session.execute, table)
-        quoted = '"' + table.replace('"', '""') + '"'
-        rows = self.session.execute(f"SHOW COLUMNS FROM {quoted}").rows
-        return {row[0].lower(): row[1] for row in rows}
+        return table_column_types(self.session.execute, table)
 
     # -- running one statement -----------------------------------------------------------
 

@@ -123,6 +123,23 @@ class ProtocolCore:
         self._extended = False  # it ends with its Sync
         return run
 
+    def next_known_run(self, frame: run_messages.RunFrame) -> list[bytes | None] | None:
+        """The values of a run framed as `frame` (`run_messages.read_known`: a client's
+        runs of one prepared statement), taken at once when it waits whole and the
+        connection is READY; else None, nothing taken. Its answers go through `sent_run`
+        or `send_run`."""
+        if self.state is not State.READY:
+            return None
+        try:
+            known = run_messages.read_known(self._buffer, self._at, self.max_message_bytes, frame)
+        except struct.error:  # values past the Bind's end: read one by one, told so
+            return None
+        if known is None:
+            return None
+        self._at = known[1]
+        self._extended = False  # it ends with its Sync
+        return known[0]
+
     def send_run(self, answers: Sequence[m.ServerMessage]) -> bytes:
         """The bytes of a run's answers (`next_run`), which leave the state READY: those of
         its messages up to an error, the error, and the Sync's ReadyForQuery."""
@@ -140,7 +157,7 @@ class ProtocolCore:
         return b"".join(out)
 
     def sent_run(self, data: bytes) -> bytes:
-        """`data`, a run's answers made as bytes (`Conversation.run_bytes`): counted as
+        """`data`, a run's answers made as bytes (`Conversation.run_known`): counted as
         `send_run` counts them (one CommandComplete, no error); the state stays READY."""
         self._completed += 1
         return data

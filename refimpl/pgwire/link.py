@@ -141,21 +141,31 @@ class Link:
             # After START_REPLICATION the walsender reads what the client sends next.
             while size < limit and (self.replication is None or self.walsender() is None):
                 conversation = self.conversation
-                if conversation is not None and (run := core.next_run(conversation.runs_together)):
-                    # A prepared statement's Bind, Describe, Execute and Sync, answered at once.
-                    steps.next()
-                    fast = conversation.run_bytes(run[0], run[1], run[2])
-                    if fast is None:
-                        data = core.send_run(conversation.answer_run(run[0], run[1], run[2]))
-                    elif isinstance(fast, bytes):
-                        data = core.sent_run(fast)
-                    else:
-                        data = core.send_run(fast)  # a failed run's answers
-                    out.append(data)
-                    size += len(data)
-                    if core.drained():
-                        break  # one run a request, as most clients send: nothing to look for
-                    continue
+                if conversation is not None:
+                    # A prepared statement's Bind, Describe, Execute and Sync, answered at
+                    # once: framed as the last run's (its values alone read), or read whole.
+                    fast: bytes | list[m.ServerMessage] | None = None
+                    quick = conversation.quick
+                    values = None if quick is None else core.next_known_run(quick.frame)
+                    if values is not None:
+                        assert quick is not None
+                        steps.next()
+                        fast = conversation.run_known(quick, values)
+                    elif run := core.next_run(conversation.runs_together):
+                        steps.next()
+                        fast = conversation.run_bytes(run[0], run[1], run[2], run[4])
+                        if fast is None:
+                            fast = conversation.answer_run(run[0], run[1], run[2])
+                    if fast is not None:
+                        if isinstance(fast, bytes):
+                            data = core.sent_run(fast)
+                        else:
+                            data = core.send_run(fast)  # a failed run's answers
+                        out.append(data)
+                        size += len(data)
+                        if core.drained():
+                            break  # one run a request, as most clients send: nothing more
+                        continue
                 if (message := core.next_message()) is None:
                     break
                 steps.next()

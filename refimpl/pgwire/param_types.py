@@ -121,6 +121,17 @@ def catalog_column_types(run: Callable[[str], Result], table: str) -> dict[str, 
     return {column.name.lower(): column.type for column in columns}
 
 
+def table_column_types(run: Callable[[str], Result], table: str) -> dict[str, str]:
+    """The columns of `table`, a table or a catalog relation (`catalog_column_types`), with
+    their types, read by `run` (a session's `execute`); {} for an unknown name."""
+    # SHOW TABLES first: an unknown table's error would roll an open transaction back.
+    names = {row[0].lower() for row in run("SHOW TABLES").rows}
+    if table.lower() not in names:
+        return catalog_column_types(run, table)
+    quoted = '"' + table.replace('"', '""') + '"'
+    return {row[0].lower(): row[1] for row in run(f"SHOW COLUMNS FROM {quoted}").rows}
+
+
 def param_types(statement: ast.Statement, column_types: ColumnTypes) -> dict[int, str]:
     """Parameter index (0-based, text order) -> the type its place gives it, where one does."""
     columns = _Columns(statement, column_types)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 from refimpl.engine.result import Column, Result
 from refimpl.engine.statements.prepared_runs import PreparedRun
@@ -41,6 +42,13 @@ _QUERIES = frozenset(
         "Fetch",
     )
 )
+# A parameter's stand-in in a Describe's dry run, by the type it runs as (`run_type`).
+_STAND_INS = {
+    "INT": 0, "BIGINT": 0, "DOUBLE": 0.0, "BOOLEAN": False, "STRING": "", "SYMBOL": "",
+    "TIMESTAMP": datetime(1970, 1, 1, tzinfo=UTC),
+}  # fmt: skip
+# An array parameter's stand-in is an empty array (`= ANY ('')` is an error, not no rows).
+_STAND_INS.update({t: "{}" for t in types.ARRAY_TYPES})
 # A prepared statement's CommandCompletes kept (an UPDATE's counts may be many).
 _COMPLETIONS_KEPT = 64
 
@@ -115,6 +123,12 @@ class Prepared:
         oids = self.param_oids
         named = types.ENGINE_TYPE_OF_OID.get(oids[number - 1]) if number <= len(oids) else None
         return "DOUBLE" if named == "DOUBLE" else self.hints.get(number, "")
+
+    def stand_ins(self) -> tuple[object, ...]:
+        """A value of each parameter's `run_type` in the engine's `?` order (None where
+        none is known), for a Describe's dry run."""
+        numbers = self.plan.piece.params if self.plan is not None else ()
+        return tuple(_STAND_INS.get(self.run_type(n)) for n in numbers)
 
     def completion(self, result: Result) -> tuple[m.CommandComplete, bytes]:
         """The CommandComplete of a `run` that answered no rows, and its bytes: its

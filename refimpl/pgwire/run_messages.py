@@ -137,6 +137,8 @@ _SYNC_FRAME = b"S\0\0\0\x04"
 # A run: its Bind, whether its portal is described, Execute's row limit, where it ends, and
 # its Bind's head (for the next run of the connection's).
 Run = tuple[m.Bind, bool, int, int, BindHead]
+# A run read by its frame (`read_known`): its values, as they came, and where it ends.
+KnownRun = tuple[list[bytes | None], int]
 
 
 def read_run(buffer: bytearray, at: int, limit: int, known: BindHead | None = None) -> Run | None:
@@ -169,6 +171,53 @@ def read_run(buffer: bytearray, at: int, limit: int, known: BindHead | None = No
     assert head is not None
     (max_rows,) = _INT32.unpack_from(buffer, execute + 6)
     return bind, described, max_rows, execute + 15, head
+
+
+class RunFrame(NamedTuple):
+    """What every run of one prepared statement sends alike when a client runs it again and
+    again (its values aside): its Bind's head, the count of values, and the bytes after them
+    up to the Sync's end (`tail`: the Bind's result format codes, `bind_rest` bytes, then a
+    Describe of the portal or none, an Execute with no row limit, a Sync)."""
+
+    head: bytes
+    values: int
+    tail: bytes
+    bind_rest: int
+
+
+def run_frame(head: BindHead, result_formats: tuple[int, ...], described: bool) -> RunFrame:
+    """The frame of the runs of the unnamed portal with no row limit whose Bind begins with
+    `head` and ends with `result_formats` (as the client sent them: none, one or several)."""
+    codes = struct.pack(f"!h{len(result_formats)}h", len(result_formats), *result_formats)
+    described_part = _DESCRIBE_PORTAL if described else b""
+    tail = codes + described_part + _EXECUTE_PORTAL + b"\0\0\0\0" + _SYNC_FRAME
+    return RunFrame(head.head, head.values, tail, len(codes))
+
+
+def read_known(buffer: bytearray, at: int, limit: int, frame: RunFrame) -> KnownRun | None:
+    """The values of a run framed in `buffer` from `at` exactly as `frame` says (whole, its
+    Bind at most `limit` bytes) and where the run ends; None for anything else (then
+    `read_run`, or the messages one at a time, read it). struct.error where a value's
+    length is past the buffer's end (a Bind whose values run past its own)."""
+    start = at + 5
+    if not buffer.startswith(frame.head, start) or buffer[at] != 0x42:  # 'B'
+        return None
+    (length,) = _INT32.unpack_from(buffer, at + 1)
+    at = start + len(frame.head)
+    values: list[bytes | None] = []
+    for _ in range(frame.values):
+        (size,) = _INT32.unpack_from(buffer, at)
+        at += 4
+        if size < 0:
+            values.append(None)
+        else:
+            values.append(bytes(buffer[at : at + size]))
+            at += size
+    if at + frame.bind_rest != start + length - 4 or length > limit:
+        return None
+    if not buffer.startswith(frame.tail, at):
+        return None
+    return values, at + len(frame.tail)
 
 
 def decode(kind: bytes, body: bytes) -> m.ClientMessage:

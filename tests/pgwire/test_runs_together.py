@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from refimpl.pgwire.run_messages import read_run
+from refimpl.pgwire.run_messages import read_known, read_run, run_frame
 from tests.pgwire.attack import logged_in, query_message
 from tests.pgwire.conftest import PgServer
 
@@ -23,18 +23,24 @@ def parse(name: str, text: str) -> bytes:
     return frame(b"P", name.encode() + b"\0" + text.encode() + b"\0" + struct.pack("!h", 0))
 
 
-def bind(statement: str, *params: str, portal: str = "") -> bytes:
+def bind(statement: str, *params: str, portal: str = "", results: tuple[int, ...] = ()) -> bytes:
     body = portal.encode() + b"\0" + statement.encode() + b"\0" + struct.pack("!h", 0)
     body += struct.pack("!h", len(params))
     body += b"".join(struct.pack("!i", len(p.encode())) + p.encode() for p in params)
-    return frame(b"B", body + struct.pack("!h", 0))
+    return frame(b"B", body + struct.pack(f"!h{len(results)}h", len(results), *results))
 
 
-def run(statement: str, *params: str, max_rows: int = 0, describe: bool = True) -> list[bytes]:
+def run(
+    statement: str,
+    *params: str,
+    max_rows: int = 0,
+    describe: bool = True,
+    results: tuple[int, ...] = (),
+) -> list[bytes]:
     """The messages of one run of the unnamed portal, as psycopg sends them."""
     described = [frame(b"D", b"P\0")] if describe else []
     execute = frame(b"E", b"\0" + struct.pack("!i", max_rows))
-    return [bind(statement, *params), *described, execute, frame(b"S", b"")]
+    return [bind(statement, *params, results=results), *described, execute, frame(b"S", b"")]
 
 
 def answers(sock: socket.socket, ready: int) -> list[tuple[bytes, bytes]]:
@@ -160,3 +166,97 @@ def test_a_run_is_read_together_only_when_whole_and_of_the_unnamed_portal() -> N
     named = bind("one", "2", portal="p") + frame(b"E", b"p\0" + struct.pack("!i", 0))
     assert read_run(bytearray(named + frame(b"S", b"")), 0, 1 << 20) is None
     assert read_run(bytearray(query_message("SELECT 1")), 0, 1 << 20) is None
+
+
+def test_runs_again_answer_as_their_messages_one_at_a_time(pg, db, conns) -> None:
+    """A run framed as the last one (`Conversation.quick`) answers as the general path does,
+    whatever came between: errors of the Bind or of the run, other frames, a Close and a
+    new Parse of the same name, an Execute of the unnamed portal the last run left."""
+    script = [
+        *run("one", "1"),
+        *run("one", "2"),
+        *run("one", "9"),  # no row
+        *run("one", "x"),  # not a BIGINT: an error of the Bind
+        *run("one", "3"),
+        *run("one", "3", results=(1,)),  # another frame: binary rows
+        *run("one", "2", results=(1,)),
+        *run("one", "1", "2"),  # a wrong count of parameters
+        *run("one", "2", describe=False),
+        *run("one", "1", describe=False),
+        frame(b"E", b"\0" + struct.pack("!i", 0)),  # the last run's portal, read through
+        frame(b"S", b""),
+        *run("add", "10", "0.5", "x"),
+        *run("add", "11", "1.5", "y"),
+        *run("add", "10", "0.5", "x"),  # an error while it runs: the key is taken
+        *run("add", "12", "2.5", "z"),
+        *run("one", "10"),
+        *run("one", "12"),
+        frame(b"C", b"Sone\0"),
+        parse("one", "SELECT s, id FROM t WHERE id = $1"),  # the same Binds, other columns
+        frame(b"S", b""),
+        *run("one", "10"),
+        *run("one", "11"),
+    ]
+    batched, single = conns
+    expected = one_at_a_time(single, script)
+    pg.http.sql("DELETE FROM t WHERE id >= 10", db=db)
+    got = together(batched, script)
+    assert got == expected
+    assert [body for kind, body in got if kind == b"E"] == [b"22000", b"08P01", b"23505"]
+    assert got.count((b"C", b"SELECT 1\0")) == 11 and got.count((b"C", b"SELECT 0\0")) == 2
+    assert got.count((b"C", b"INSERT 0 1\0")) == 3
+    new_row = struct.pack("!hi", 2, 1) + b"y" + struct.pack("!i", 2) + b"11"
+    assert got[-3:] == [(b"D", new_row), (b"C", b"SELECT 1\0"), (b"Z", b"I")]
+
+
+def test_runs_again_after_a_schema_change_answer_as_one_at_a_time(pg, db, conns) -> None:
+    twice = [*run("one", "1"), *run("one", "1")]
+    assert together(conns[0], twice) == one_at_a_time(conns[1], twice)
+    # A new table of the same columns: the runs read it, as they read the one before.
+    pg.http.sql("DROP TABLE t", db=db)
+    pg.http.sql("CREATE TABLE t (id BIGINT PRIMARY KEY, v DOUBLE, s STRING)", db=db)
+    pg.http.sql("INSERT INTO t VALUES (1, 7.5, 'n')", db=db)
+    got = together(conns[0], twice)
+    assert got == one_at_a_time(conns[1], twice)
+    row = struct.pack("!hi", 3, 1) + b"1" + struct.pack("!i", 3) + b"7.5"
+    assert got.count((b"D", row + struct.pack("!i", 1) + b"n")) == 2
+    # Other columns: the statement's result type changed, and each run is refused.
+    pg.http.sql("ALTER TABLE t ADD COLUMN w INT", db=db)
+    got = together(conns[0], twice)
+    assert got == one_at_a_time(conns[1], twice)
+    assert [body for kind, body in got if kind == b"E"] == [b"0A000", b"0A000"]
+
+
+def test_a_run_framed_as_the_last_one_is_read_by_its_values_alone() -> None:
+    first = read_run(bytearray(b"".join(run("one", "2"))), 0, 1 << 20)
+    assert first is not None
+    frame = run_frame(first[4], first[0].result_formats, first[1])
+    for values in (("37",), ("",), ("x" * 300,)):
+        whole = b"".join(run("one", *values))
+        assert read_known(bytearray(b"xx" + whole), 2, 1 << 20, frame) == (
+            [v.encode() for v in values],
+            2 + len(whole),
+        )
+    null = bytearray(b"".join(run("one", "2")).replace(b"\0\0\0\x012", b"\xff\xff\xff\xff"))
+    assert read_known(null, 0, 1 << 20, frame) is None  # its Bind's length no longer fits
+    others = [
+        run("some", "2"),  # another statement
+        run("one", "2", describe=False),
+        run("one", "2", results=(1,)),
+        run("one", "2", max_rows=1),
+        run("one", "2", "3"),  # the Bind ends elsewhere
+        [bind("one", "2", portal="p"), *run("one", "2")[1:]],
+    ]
+    for script in others:
+        assert read_known(bytearray(b"".join(script)), 0, 1 << 20, frame) is None
+    whole = b"".join(run("one", "2"))
+    assert read_known(bytearray(whole[:-1]), 0, 1 << 20, frame) is None  # the Sync not whole
+    assert read_known(bytearray(whole), 0, 10, frame) is None  # a Bind longer than the limit
+    past = whole.replace(b"\0\0\0\x012", b"\0\0\0\xff2")  # a value past the Bind's end
+    assert read_known(bytearray(past), 0, 1 << 20, frame) is None
+    first = read_run(bytearray(b"".join(run("add", "1", "0.5", "x"))), 0, 1 << 20)
+    assert first is not None
+    frame = run_frame(first[4], first[0].result_formats, first[1])
+    past = b"".join(run("add", "1", "0.5", "x")).replace(b"\0\0\0\x011", b"\0\0\0\xff1")
+    with pytest.raises(struct.error):  # the next value's length past the buffer's end
+        read_known(bytearray(past), 0, 1 << 20, frame)
