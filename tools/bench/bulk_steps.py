@@ -61,7 +61,8 @@ class _Holds:
     """The longest C call that ran no Python code, and the collector's longest pass, in
     thread CPU milliseconds, while installed as the profile function of this thread."""
 
-    def __init__(self) -> None:
+    def __init__(self, over_ms: float) -> None:
+        self.over_ms = over_ms  # shorter calls are not looked at
         self.calls: list[list[Any]] = []  # open C calls: [start, name, ran Python]
         self.longest = (0.0, "")
         self.by_place: dict[str, float] = {}  # each place's longest call
@@ -74,7 +75,7 @@ class _Holds:
         elif event in ("c_return", "c_exception") and self.calls:
             began, name, ran_python = self.calls.pop()
             spent = (time.thread_time_ns() - began) / 1e6
-            if not ran_python and spent > 1.0 and name not in _RELEASES_LOCK:
+            if not ran_python and spent > self.over_ms and name not in _RELEASES_LOCK:
                 where = f"{name} at {Path(frame.f_code.co_filename).name}:{frame.f_lineno}"
                 self.by_place[where] = max(spent, self.by_place.get(where, 0.0))
                 if spent > self.longest[0]:
@@ -97,7 +98,7 @@ class _Holds:
 SHIFTS = {"new": None, "after": 4, "among": 1}
 
 
-def child(rows: int, into: str) -> None:
+def child(rows: int, into: str, over_ms: float) -> None:
     """Load the rows with this process's refimpl; print the figures as JSON."""
     from refimpl import native_memory
     from refimpl.engine.instance import Instance
@@ -121,7 +122,7 @@ def child(rows: int, into: str) -> None:
             commit_ms.append((time.thread_time_ns() - began) / 1e6)
 
     database.Database._commit_load = timed_commit  # type: ignore[method-assign]
-    holds = _Holds()
+    holds = _Holds(over_ms)
     with tempfile.TemporaryDirectory() as folder:
         instance = Instance.open(Path(folder) / "data")
         with closing(instance.session()) as session:
@@ -161,7 +162,7 @@ def child(rows: int, into: str) -> None:
             {
                 "longest_c_call_ms": holds.longest[0],
                 "longest_c_call": holds.longest[1],
-                "next_longest": sorted(holds.by_place.items(), key=lambda kv: -kv[1])[1:4],
+                "next_longest": sorted(holds.by_place.items(), key=lambda kv: -kv[1])[1:6],
                 "longest_gc_pass_ms": holds.gc_longest,
                 "commit_ms": sum(commit_ms),
                 "load_cpu_s": spent,
@@ -196,14 +197,24 @@ def main() -> None:
         help="new: a table holding one row; after/among: a table that as many rows filled"
         " first, the measured rows' times after theirs or among them",
     )
+    parser.add_argument(
+        "--over",
+        type=float,
+        default=1.0,
+        help="C calls shorter than this (ms) are not counted; an import's switch interval"
+        " is 0.2 ms",
+    )
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        child(args.rows, args.into)
+        child(args.rows, args.into, args.over)
         return
     codes: list[Path] = list(args.code or [harness.REPO])
     results = harness.alternate_children(
-        __file__, codes, args.runs, ["--rows", str(args.rows), "--into", args.into]
+        __file__,
+        codes,
+        args.runs,
+        ["--rows", str(args.rows), "--into", args.into, "--over", str(args.over)],
     )
     load = " ".join(f"{value:.2f}" for value in os.getloadavg())
     table = []
@@ -243,7 +254,7 @@ def main() -> None:
     )
     for code, runs in results.items():
         worst_run = max(runs, key=lambda run: run["longest_c_call_ms"])
-        following = ", ".join(f"{place} {ms:.1f} ms" for place, ms in worst_run["next_longest"])
+        following = ", ".join(f"{place} {ms:.2f} ms" for place, ms in worst_run["next_longest"])
         print(f"{code}: the next longest C calls (worst run): {following}")
 
 

@@ -14,6 +14,7 @@ import pytest
 from refimpl.engine.instance import Instance
 from refimpl.engine.session import Session
 from refimpl.engine.storage import bulk, bulk_merge, records, values
+from refimpl.engine.storage.memory_limit import rows_bytes
 from refimpl.errors import DuplicateKey
 from tests.engine.storage.trade_rows import BASE, DAY, TRADES, TYPES, trades
 
@@ -147,6 +148,34 @@ def test_a_record_encoded_in_slices_is_the_one_encoded_whole(count: int, with_ro
     decoded = records.decode(1, bytes(records.stamp(sliced, 42)))
     assert decoded.committed_at == 42
     assert decoded.entries[0].payload == (columns, [list(row) for row in rows], rowids)
+
+
+@pytest.mark.parametrize("swapped", [None, 0, bulk.CHECK_ROWS - 1, 2 * bulk.CHECK_ROWS - 1])
+def test_keys_checked_in_slices_are_sorted_when_any_seam_is_out_of_order(
+    swapped: int | None,
+) -> None:
+    """The order check goes a slice at a time; a pair out of order anywhere, at a seam
+    between slices too, is found and the keys sorted."""
+    keys = [(i,) for i in range(3 * bulk.CHECK_ROWS + 5)]
+    if swapped is not None:
+        keys[swapped], keys[swapped + 1] = keys[swapped + 1], keys[swapped]
+    rows = dict.fromkeys(keys, ("row",))
+    assert bulk._sorted_keys(keys, rows) == sorted(keys)
+
+
+def test_a_loads_growth_counts_every_row(tmp_path: Path) -> None:
+    """Counted against the memory limit a slice at a time, as the rows would be at once."""
+    instance = Instance.open(tmp_path / "data")
+    try:
+        with closing(instance.session()) as session:
+            session.execute(TRADES, ())
+            table = session.database.tables["trades"]
+            typed = trades(3 * bulk.COUNT_ROWS + 7)
+            idents = bulk.rowid_idents(1, len(typed))
+            load = bulk.prepare("trades", table, typed, idents)
+            assert load.growth == rows_bytes(list(typed), table.schema) > 0
+    finally:
+        instance.close()
 
 
 def test_identities_made_in_slices(tmp_path: Path) -> None:
