@@ -112,7 +112,8 @@ class PreparedInsert:
 
         def run(txn: Transaction) -> Result:
             work = txn.table(statement.table)
-            schema = work.schema
+            table = work.current()
+            schema = table.schema
             firing = row_triggers(context, txn, statement.table, "INSERT", executor.execute)
             if firing is not None or schema.dedup_key:
                 # Triggers and DEDUP go the way of every INSERT.
@@ -144,7 +145,6 @@ class PreparedInsert:
                 for position, value in zip(shape.positions, converted, strict=True):
                     slots[position] = value
                 row = tuple(slots)
-            table = work.current()
             table.check_not_null(row)
             if table.keyed:
                 ident = table.ident_of(row)

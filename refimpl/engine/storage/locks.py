@@ -24,7 +24,10 @@ class SharedLock:
     """
 
     def __init__(self) -> None:
-        self._condition = threading.Condition(threading.Lock())
+        # Entered as the plain lock (in C), where the Condition's own `with` is two Python
+        # calls: every commit and every read enters it; waits and wakes use the Condition.
+        self._mutex = threading.Lock()
+        self._condition = threading.Condition(self._mutex)
         self._readers = 0
         self._writing = False
         self._writers_waiting = 0
@@ -35,7 +38,7 @@ class SharedLock:
     def __enter__(self) -> SharedLock:
         depth = getattr(self._depth, "value", 0)
         if not depth:
-            with self._condition:
+            with self._mutex:
                 while self._writing or self._writers_waiting:
                     admission.waiting()
                     self._asleep += 1
@@ -51,7 +54,7 @@ class SharedLock:
         self._depth.value = depth
         if not depth:
             _held.count -= 1
-            with self._condition:
+            with self._mutex:
                 self._readers -= 1
                 # Only a commit waits for the readers to leave (readers wait for a commit,
                 # which wakes them as it ends): waking no one costs a point read 2 us.
@@ -64,7 +67,7 @@ class SharedLock:
         return self._exclusive
 
     def _enter_exclusive(self) -> None:
-        with self._condition:
+        with self._mutex:
             self._writers_waiting += 1
             while self._writing or self._readers:
                 admission.waiting()
@@ -74,8 +77,8 @@ class SharedLock:
             self._writers_waiting -= 1
             self._writing = True
 
-    def _exit_exclusive(self) -> None:
-        with self._condition:
+    def _exit_exclusive(self, *exc: object) -> None:
+        with self._mutex:
             self._writing = False
             # Nearly every commit finds no one waiting: notify_all would still cost 1 us.
             if self._asleep:
@@ -85,13 +88,9 @@ class SharedLock:
 class _Exclusive:
     """A SharedLock's writing side as a context manager."""
 
-    __slots__ = ("_lock",)
+    __slots__ = ("__enter__", "__exit__")
 
     def __init__(self, lock: SharedLock) -> None:
-        self._lock = lock
-
-    def __enter__(self) -> None:
-        self._lock._enter_exclusive()
-
-    def __exit__(self, *exc: object) -> None:
-        self._lock._exit_exclusive()
+        # The lock's own methods, called by `with` with no step of this object between.
+        self.__enter__ = lock._enter_exclusive
+        self.__exit__ = lock._exit_exclusive

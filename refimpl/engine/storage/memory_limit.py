@@ -52,7 +52,13 @@ def rows_bytes(rows: Sequence[tuple[Any, ...]], schema: TableSchema, indexes: in
     """The bytes these rows of a table of `schema` with `indexes` secondary indexes count."""
     if not rows:
         return 0
-    fixed, texts = _shape(schema, indexes)
+    return _counted(rows, schema, *_shape(schema, indexes))
+
+
+def _counted(
+    rows: Sequence[tuple[Any, ...]], schema: TableSchema, fixed: int, texts: tuple[int, ...]
+) -> int:
+    """`rows_bytes` of rows of a table whose `_shape` is (`fixed`, `texts`)."""
     if not texts:
         return fixed * len(rows)
     if len(texts) == 1:
@@ -138,10 +144,13 @@ def transaction_growth(txn: Transaction, counted: dict[str, int]) -> Growth:
             now = table_bytes(work.working)  # a new or rebuilt table: counted whole
         elif work.base is not None and work.sealed:
             base = work.base
-            schema, indexes = base.schema, len(base.secondary)
+            schema = base.schema
+            fixed, texts = _shape(schema, len(base.secondary))
             added = list(filter(None, work.sealed.values()))  # None: a deleted row
-            old = base.rows_of(work.sealed)
-            now = before + rows_bytes(added, schema, indexes) - rows_bytes(old, schema, indexes)
+            old = base.rows_of(work.sealed)  # none for new rows (an INSERT's)
+            now = before + _counted(added, schema, fixed, texts) if added else before
+            if old:
+                now -= _counted(old, schema, fixed, texts)
         else:
             continue
         after[key] = now

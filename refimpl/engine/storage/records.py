@@ -23,7 +23,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
 
@@ -45,8 +45,10 @@ class Before:
     rows: list[Any]
 
 
-@dataclass(frozen=True, slots=True)
-class Entry:
+class Entry(NamedTuple):
+    """One entry of a record (a named tuple: made at every commit, and a frozen
+    dataclass's fields cost a Python call each to set)."""
+
     kind: str
     table: str | None
     payload: tuple[Any, ...]

@@ -44,6 +44,13 @@ class TableSchema:
     indexes: tuple[ast.IndexDef, ...] = ()
     replica_identity_full: bool = False  # the log keeps before-images (spec: changefeeds)
     positions: dict[str, int] = field(default_factory=dict, init=False, compare=False, hash=False)
+    # Worked out once, not at each commit that reads them (every INSERT's seal does).
+    column_names: tuple[str, ...] = field(
+        default=(), init=False, repr=False, compare=False, hash=False
+    )
+    # The column whose values have revisions of their own (spec: revisions), if any: the
+    # SYMBOL(col) partition column, else the first SYMBOL column of the key.
+    rev_column: str | None = field(default=None, init=False, repr=False, compare=False, hash=False)
 
     def __post_init__(self) -> None:
         positions: dict[str, int] = {}
@@ -53,6 +60,14 @@ class TableSchema:
                 raise DuplicateColumn(f"column '{column.name}' is defined twice")
             positions[lowered] = index
         object.__setattr__(self, "positions", positions)
+        object.__setattr__(self, "column_names", tuple(c.name for c in self.columns))
+        rev_column = self.partition_symbol or None
+        if rev_column is None:
+            # A key column the table lacks is left to `_validate`, which names it.
+            types = {name: self.columns[n].type for name, n in positions.items()}
+            keys = self.primary_key or self.dedup_key
+            rev_column = next((k for k in keys if types.get(k.lower()) == "SYMBOL"), None)
+        object.__setattr__(self, "rev_column", rev_column)
 
     # -- building ------------------------------------------------------------------------
 
@@ -154,23 +169,9 @@ class TableSchema:
         return self.columns[self.position(name)].type
 
     @property
-    def column_names(self) -> tuple[str, ...]:
-        return tuple(c.name for c in self.columns)
-
-    @property
     def key_columns(self) -> tuple[str, ...]:
         """The columns that identify a row; empty when the table hands out row ids."""
         return self.primary_key or self.dedup_key
-
-    @property
-    def rev_column(self) -> str | None:
-        """The column whose values have revisions of their own (spec: revisions)."""
-        if self.partition_symbol:
-            return self.partition_symbol
-        for name in self.primary_key or self.dedup_key:
-            if self.type_of(name) == "SYMBOL":
-                return name
-        return None
 
     def layout(self) -> RowLayout:
         return RowLayout.of(self)

@@ -12,7 +12,7 @@ row's old key replays correctly.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any, TypeGuard
 
@@ -25,20 +25,31 @@ from refimpl.engine.tracking.revisions import Touched
 from refimpl.errors import UnknownTable
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class TableWork:
     """One table's state inside a transaction."""
 
     name: str
     base: Table | None
-    working: Table | None = None
-    pending: dict[Ident, Row | None] = field(default_factory=dict)
-    dropped: bool = False
-    created: bool = False
-    sealed: dict[Ident, Row | None] = field(default_factory=dict)
-    touched: set[Any] = field(default_factory=set)  # rev-column values of changed rows
-    touched_all: bool = False  # a schema change or partition drop: every value moved
-    pending_keys: PendingKeys = field(default_factory=PendingKeys)  # UNIQUE keys of `pending`
+    working: Table | None
+    pending: dict[Ident, Row | None]
+    dropped: bool
+    created: bool
+    sealed: dict[Ident, Row | None]
+    touched: set[Any]  # rev-column values of changed rows
+    touched_all: bool  # a schema change or partition drop: every value moved
+    pending_keys: PendingKeys  # UNIQUE keys of `pending`
+
+    def __init__(self, name: str, base: Table | None) -> None:
+        # Written out: the generated one weighs every default, at each INSERT's first row.
+        self.name = name
+        self.base = base
+        self.working = None
+        self.pending = {}
+        self.dropped = self.created = self.touched_all = False
+        self.sealed = {}
+        self.touched = set()
+        self.pending_keys = PendingKeys()
 
     def current(self) -> Table:
         table = self.working if self.working is not None else self.base
@@ -218,6 +229,13 @@ def _only_upserts(rows: list[Row | None]) -> TypeGuard[list[Row]]:
 
 def apply_pending(table: Table, pending: dict[Ident, Row | None]) -> None:
     """Apply net changes: deletes first, then upserts (see the module docstring)."""
+    if len(pending) == 1:  # an INSERT's one row, say: no lists made for it
+        ((ident, row),) = pending.items()
+        if row is None:
+            table.delete(ident)
+        else:
+            table.put(ident, row)
+        return
     rows = list(pending.values())
     if _only_upserts(rows):  # an import's rows, say: no Python step per row
         table.put_many(list(pending), rows)
@@ -284,7 +302,8 @@ class Transaction:
                 raise UnknownTable(name)
             work = TableWork(base.schema.name, base)
             self.work[key] = work
-        work.current()
+        else:
+            work.current()  # UnknownTable when this transaction dropped it
         return work
 
     def has_table(self, name: str) -> bool:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import secrets
 import threading
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 MAX_VALUES = 10_000
 
@@ -33,9 +33,10 @@ class TableRevisions:
     overflowed: bool = False  # more than MAX_VALUES values: every write moves every value
 
 
-@dataclass(frozen=True, slots=True)
-class Touched:
-    """What a commit changed in one table: the rev-column values, or everything."""
+class Touched(NamedTuple):
+    """What a commit changed in one table: the rev-column values, or everything (a named
+    tuple: made for each table of every commit, where a frozen dataclass's fields cost a
+    Python call each to set)."""
 
     values: frozenset[Any] = frozenset()
     everything: bool = False
