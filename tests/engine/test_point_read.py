@@ -28,6 +28,8 @@ def db(tmp_path_factory):
     connection = refimpl.connect(tmp_path_factory.mktemp("point") / "data")
     connection.execute("CREATE TABLE one (id BIGINT PRIMARY KEY, v DOUBLE, s STRING)")
     connection.execute("CREATE TABLE two (k STRING, n INT, v DOUBLE, PRIMARY KEY (k, n))")
+    connection.execute("CREATE TABLE three (k STRING PRIMARY KEY, n INT)")
+    connection.execute("INSERT INTO three VALUES ('a', 1), ('b', 2), ('zz', 3)")
     for i in range(-2, 3):
         connection.execute("INSERT INTO one VALUES (?, ?, ?)", (i, i * 0.5, f"r{i}"))
         for k in ("a", "b"):
@@ -54,6 +56,8 @@ SHAPES = [
     ("SELECT one.v FROM one WHERE one.id = ?", 1),
     ("SELECT * FROM two WHERE k = ? AND n = ?", 2),
     ("SELECT n, v FROM two t WHERE t.n = ? AND t.k = ?", 2),
+    ("SELECT n FROM three WHERE k = ?", 1),  # a key of one text column
+    ("SELECT * FROM three WHERE ? = k", 1),
 ]
 
 

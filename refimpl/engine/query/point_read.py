@@ -16,7 +16,7 @@ takes the general path, so both always give the same answer.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from refimpl.engine.result import Column
@@ -43,17 +43,33 @@ class PointPlan:
     positions: tuple[int, ...] | None  # the output columns' places in a row; None: all
     key: tuple[KeyPart, ...]
     index: str | None = None  # the secondary index the key is of; None: the table's key
+    # A key of one parameter (a point read's usual shape): its index and the type its value
+    # must have, for `ident` without its loop.
+    _one: tuple[int, type] | None = field(default=None, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if len(self.key) == 1 and self.key[0].param is not None:
+            kind = int if self.key[0].kind == _INTEGER else str
+            object.__setattr__(self, "_one", (self.key[0].param, kind))
 
     def read(self, table: Table, key: tuple) -> list[tuple]:
         """The projected rows holding `key` (from `ident`), in table order."""
         if self.index is None:
             row = table.get(key)
-            return [] if row is None else [self.project(row)]
+            if row is None:
+                return []
+            return [tuple(row) if self.positions is None else self.project(row)]
         index = table.secondary[self.index]
         return [self.project(row) for row in table.rows_of(index.search(key))]
 
     def ident(self, params: Sequence[Any]) -> tuple | None:
         """The key the constants name, or None when one is not of the key column's type."""
+        one = self._one
+        if one is not None:
+            at, kind = one
+            if at < len(params) and type(value := params[at]) is kind:
+                return (value,)
+            return None  # too few parameters (the general path says so), or another type
         out = []
         for part in self.key:
             if part.param is None:
