@@ -28,8 +28,8 @@ from refimpl.engine.instance import Instance
 from refimpl.engine.tracking.shared_results import SharedResults
 from refimpl.errors import BadRequest, NotFound, UnknownDatabase
 from refimpl.http import routes
-from refimpl.http.auth import Authenticator
-from refimpl.http.context import Context
+from refimpl.http.auth import Authenticator, method_of
+from refimpl.http.context import DEFAULT_DATABASE, Context
 from refimpl.http.encode import Answer
 from refimpl.http.endpoints.stream_route import poke_streams
 from refimpl.http.endpoints.stream_row_route import STREAM_LINKS
@@ -109,55 +109,53 @@ class App:
     # -- WSGI ------------------------------------------------------------------------------
 
     def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
-        started = time.perf_counter()
+        return self.answer(environ)(environ, start_response)
+
+    def answer(self, environ: dict[str, Any]) -> routes.Handled:
+        """The answer to one request (its WSGI environ) as the WSGI call makes it, without
+        the call: our server sends an `Answer`'s bytes and parks a `Parked` itself, and
+        calls any other answer (a Werkzeug `Response`) as WSGI. The Werkzeug `Request` over
+        the environ is made only for the routes that ask for it. The request is logged and
+        counted once answered (a parked one: by the server, once decided)."""
         record = self.request_log.begin(environ)
         try:
-            response = self.dispatch(environ)
+            response = self._dispatch(environ)
         except BaseException as exc:  # noqa: BLE001 - every failure must become a JSON answer
+            self._discard_tickets(environ)
             if not isinstance(exc, Exception):
                 raise
             response = to_response(exc)
         # The server's own handling time, so a client can tell it from the round trip.
-        timing = f"app;dur={(time.perf_counter() - started) * 1000:.3f}"
-        if isinstance(response, Parked):
-            # Decided later, by the waiting room: its time is mostly waiting. The server
-            # sends its request id and finishes its record once it is answered.
-            pass
-        elif isinstance(response, Answer):
-            response.headers.append(("Server-Timing", timing))
-            response.headers.append((REQUEST_ID_HEADER, record.request_id))
+        timing = f"app;dur={(time.perf_counter() - record.started) * 1000:.3f}"
+        if isinstance(response, Answer):
+            response.headers += (("Server-Timing", timing), (REQUEST_ID_HEADER, record.request_id))
             record.finish(response.status_code)
-        else:
+        elif not isinstance(response, Parked):
             response.headers["Server-Timing"] = timing
             response.headers[REQUEST_ID_HEADER] = record.request_id
             record.finish(response.status_code)
-        return response(environ, start_response)
+        # A Parked one is decided later, by the waiting room: its time is mostly waiting. The
+        # server sends its request id and finishes its record once it is answered.
+        return response
 
-    def dispatch(self, environ: dict[str, Any]) -> routes.Handled:
-        """The answer to one request, given as its WSGI environ (the Werkzeug `Request` over
-        it is made only for the routes that ask for it)."""
-        try:
-            return self._dispatch(environ)
-        except BaseException:
-            # A ticket is used up by any connect that names it, also one refused before
-            # the route redeemed it (spec: stream, tickets).
-            query = environ.get("QUERY_STRING", "")
-            if "ticket" in query or "%" in query:  # a name may be written with escapes
-                args = Request(environ, populate_request=False).args  # read as Werkzeug does
-                if "ticket" in args:
-                    self.streams.tickets.discard(args.getlist("ticket"))
-            raise
+    def _discard_tickets(self, environ: dict[str, Any]) -> None:
+        """A ticket is used up by any connect that names it, also one refused before the
+        route redeemed it (spec: stream, tickets)."""
+        query = environ.get("QUERY_STRING", "")
+        if "ticket" in query or "%" in query:  # a name may be written with escapes
+            args = Request(environ, populate_request=False).args  # read as Werkzeug does
+            if "ticket" in args:
+                self.streams.tickets.discard(args.getlist("ticket"))
 
     def _dispatch(self, environ: dict[str, Any]) -> routes.Handled:
         guards = self.guards
         guards.check_host(environ)  # first: a rebound name learns nothing, not even 404s
         endpoint, values = self._match(environ)
         record = environ.get(RECORD_KEY)
-        if endpoint == "static":
+        if not isinstance(endpoint, routes.Route):  # the map's other endpoint: "static"
             if record is not None:
                 record.route = STATIC_PREFIX
             return self._static(Request(environ, populate_request=False), values["filename"])
-        assert isinstance(endpoint, routes.Route)  # the map's other endpoint is "static"
         route = endpoint
         if record is not None:
             record.route = route.path
@@ -171,12 +169,13 @@ class App:
             raise BadRequest(f"unknown query parameter(s) {names}; {route.path} takes {known}")
         principal = self.auth.principal(environ) if not route.public else None
         guards.check_origin(environ)  # the session routes too: a page must not sign you in
+        database, method = args.get("db", DEFAULT_DATABASE), method_of(environ)
         # None only on the public routes, which never read who is asking.
-        context = Context(self, environ, args, principal)  # type: ignore[arg-type]
+        context = Context(self, environ, args, principal, database, method)  # type: ignore[arg-type]
         if route.uses_database:
             # Rights before existence: without a right in it, a name's existence is not told.
-            self.instance.access.check_any(context.principal, context.database)
-            self._require_database(context.database)
+            self.instance.access.check_any(context.principal, database)
+            self._require_database(database)
         return route.handler(context)
 
     def begin_shutdown(self) -> None:

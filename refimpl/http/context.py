@@ -20,7 +20,6 @@ from refimpl.engine.feeds import ChangeFeeds
 from refimpl.engine.session import Session
 from refimpl.engine.tracking.shared_results import SharedResults
 from refimpl.errors import BadRequest
-from refimpl.http.auth import method_of
 from refimpl.waiting.acknowledgements import acknowledge_when_durable
 from refimpl.waiting.flusher import Flusher
 from refimpl.waiting.parked import Parked
@@ -99,6 +98,8 @@ class Context:
     environ: dict[str, Any]
     args: dict[str, str]
     principal: Principal
+    database: str  # db=, or DEFAULT_DATABASE
+    method: str  # the request's method, upper case (as `request.method`)
     _request: Request | None = None
 
     @property
@@ -108,15 +109,6 @@ class Context:
         if request is None:
             request = self._request = Request(self.environ, populate_request=False)
         return request
-
-    @property
-    def method(self) -> str:
-        """The request's method, upper case (as `request.method`)."""
-        return method_of(self.environ)
-
-    @property
-    def database(self) -> str:
-        return self.args.get("db", DEFAULT_DATABASE)
 
     def session(
         self, principal: Principal | None = None, acknowledge_later: bool = False

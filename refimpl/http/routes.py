@@ -1,6 +1,6 @@
 """The route table: every route with its methods, handler and the query parameters it takes.
 
-An unknown parameter is refused before anything runs (`App.dispatch`). The handlers live in
+An unknown parameter is refused before anything runs (`App.answer`). The handlers live in
 `refimpl.http.endpoints`, one module per job.
 """
 

@@ -12,6 +12,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from refimpl.http.encode import Answer
 from refimpl.http.serving import server as serving
 from tests.http.conftest import Server, running_server
 
@@ -167,6 +168,37 @@ def test_a_request_has_a_deadline_from_its_first_byte(monkeypatch: pytest.Monkey
                 pass  # after the answer: the bytes sent past it were not read
         assert answer.startswith(b"HTTP/1.1 408 "), answer
         assert b"first byte" in answer
+    finally:
+        pooled.shutdown()
+        pooled.drain()
+        thread.join()
+
+
+def test_any_wsgi_application_is_served_through_the_wsgi_calls() -> None:
+    # Without refimpl's `App.answer`, the server calls the application as WSGI: an encoded
+    # Answer it returns, any other body (chunked without a Content-Length), and HEAD.
+    def app(environ: dict, start_response):
+        if environ["PATH_INFO"] == "/answer":
+            return Answer(b'{"a": 1}')(environ, start_response)
+        start_response("200 OK", [("Content-Type", "text/plain")])
+        return [b"one ", b"", b"two"]
+
+    pooled = serving.PooledWSGIServer("127.0.0.1", 0, app, threads=2)
+    thread = threading.Thread(target=pooled.serve_forever, kwargs={"poll_interval": 0.05})
+    thread.start()
+    try:
+        with socket.create_connection(("127.0.0.1", pooled.server_port), timeout=10) as conn:
+            conn.sendall(b"GET /answer HTTP/1.1\r\nHost: h\r\n\r\n")
+            assert _answer(conn) == b'HTTP/1.1 200 OK\n{"a": 1}'
+            conn.sendall(b"GET /parts HTTP/1.1\r\nHost: h\r\n\r\nHEAD /answer HTTP/1.1\r\n\r\n")
+            data = b""
+            while not data.endswith(b"Connection: keep-alive\r\n\r\n") or data.count(b"HTTP/") < 2:
+                data += conn.recv(65536)
+        first, _, second = data.partition(b"0\r\n\r\n")
+        assert b"Transfer-Encoding: chunked" in first and first.endswith(
+            b"4\r\none \r\n3\r\ntwo\r\n"
+        )
+        assert second.startswith(b"HTTP/1.1 200 OK\r\n") and b"Content-Length: 8\r\n" in second
     finally:
         pooled.shutdown()
         pooled.drain()
