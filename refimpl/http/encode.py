@@ -152,7 +152,9 @@ class Answer:
         headers: dict[str, str] | None = None,
     ) -> None:
         self.status_code = status
-        self.status = f"{status} {HTTP_STATUS_CODES.get(status, 'Unknown')}"
+        self.status = (
+            _STATUS_LINES.get(status) or f"{status} {HTTP_STATUS_CODES.get(status, 'Unknown')}"
+        )
         self.headers = [("Content-Type", content_type), ("Content-Length", str(len(body)))]
         if headers:
             self.headers += headers.items()
@@ -171,6 +173,10 @@ class Answer:
 
     def __iter__(self) -> Iterator[bytes]:
         return iter((self.body,))
+
+
+# The WSGI status of each code Werkzeug names ("200 OK"), made once.
+_STATUS_LINES = {code: f"{code} {reason}" for code, reason in HTTP_STATUS_CODES.items()}
 
 
 def json_response(body: object, status: int = 200, headers: dict[str, str] | None = None) -> Answer:
