@@ -181,10 +181,13 @@ class RequestLine(NamedTuple):
         """`formatter.format(self.record())`, made without the record (the writer's common
         case: a text line costs a third of that); None when the formatter needs the record
         (`TextLineFormatter.info_line`)."""
-        method = escape_controls(self.method)
-        query = redacted_query(self.query)
-        path = shown_path(self.path)
-        target = f"{path}?{query}" if query else path
+        # As `record` makes them, with the calls most lines need no answer from left out.
+        method = self.method
+        if not method.isprintable():
+            method = _escape_all(method)
+        target = shown_path(self.path)
+        if self.query:
+            target = f"{target}?{redacted_query(self.query)}"
         message = _MESSAGE % (method, target, self.status, self.seconds * 1000, self.request_id)
         return formatter.info_line(self.created, message)
 
