@@ -53,6 +53,8 @@ CASES: list[list[tuple[str, tuple[Any, ...]]]] = [
     [("INSERT INTO t (id, nope) VALUES (?, ?)", (7, 7))],  # no such column
     [("INSERT INTO t (id, v) VALUES (?, ?)", (7,))],  # a parameter missing
     [("INSERT INTO t VALUES (?, ?)", (8, 1.0))],  # too few values for the columns
+    [("INSERT INTO t VALUES (?, ?, ?)", (13, 1.0, "x", "more"))],  # a parameter left over
+    [("INSERT INTO t VALUES (?, ?, ?)", (14, 1.0, None))],  # NULL where a value may be
     [("INSERT INTO nowhere VALUES (?)", (1,))],
     [("INSERT INTO r VALUES (?, ?)", (1, "u")), ("INSERT INTO r VALUES (?, ?)", (2, "u"))],
     [("INSERT INTO r (b) VALUES (?)", ("only",)), ("INSERT INTO r (b) VALUES (?)", ("two",))],

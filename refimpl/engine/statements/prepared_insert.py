@@ -61,7 +61,7 @@ def runs_one_row(statement: ast.Statement) -> bool:
 class _Shape:
     """The row's place in one schema object's columns, made once for it."""
 
-    __slots__ = ("schema", "types", "width", "positions", "checks")
+    __slots__ = ("schema", "types", "width", "positions", "checks", "kinds", "bounded")
 
     def __init__(self, schema: TableSchema, columns: Sequence[str] | None) -> None:
         self.schema = schema
@@ -82,13 +82,18 @@ class _Shape:
             (*_KEPT_AS_THEY_ARE.get(column_type, (None, None, None)), column_type, name)
             for column_type, name in self.types
         ]
+        # The same, for one test of a whole row: the Python types of values all kept as
+        # they are (None where a column keeps none), and the (place, low, high) of each
+        # value whose bounds are then still to check.
+        self.kinds = tuple(kind for kind, _, _, _, _ in self.checks)
+        self.bounded = [(n, c[1], c[2]) for n, c in enumerate(self.checks) if c[1] is not None]
 
 
 class PreparedInsert:
     """`executor.execute` of a one-row INSERT (`runs_one_row`), run again and again. Threads
     may share one: what it keeps is one `_Shape`, replaced whole."""
 
-    __slots__ = ("_shape", "_sources", "_needs")
+    __slots__ = ("_shape", "_sources", "_needs", "_in_order")
 
     def __init__(self, statement: ast.Insert) -> None:
         assert statement.rows is not None
@@ -101,6 +106,8 @@ class PreparedInsert:
         self._shape: _Shape | None = None
         # How many parameters a run needs (its highest `?` index, plus one).
         self._needs = 1 + max((i for is_param, i in self._sources if is_param), default=-1)
+        # The values are the parameters as they come ($1, $2, ... and nothing else).
+        self._in_order = self._sources == [(True, i) for i in range(len(self._sources))]
 
     def __call__(
         self, context: StatementContext, statement: ast.Insert, text: str, params: Sequence[Any]
@@ -108,7 +115,10 @@ class PreparedInsert:
         context.authorize(Right.WRITE, statement.table)
         if len(params) < self._needs:
             return executor.execute(context, statement, text, params)  # says what is missing
-        source = [params[i] if is_param else i for is_param, i in self._sources]
+        if self._in_order:
+            source = list(params[: self._needs])
+        else:
+            source = [params[i] if is_param else i for is_param, i in self._sources]
 
         def run(txn: Transaction) -> Result:
             work = txn.table(statement.table)
@@ -129,15 +139,23 @@ class PreparedInsert:
                     f"row 1 has {len(source)} value(s) but {len(shape.types)} column(s) are"
                     " being inserted"
                 )
-            coerce = values.coerce
-            converted = [
-                v
-                if type(v) is kind and (low is None or low <= v <= high)
-                else coerce(v, column_type, name)
-                for v, (kind, low, high, column_type, name) in zip(
-                    source, shape.checks, strict=True
-                )
-            ]
+            kept = tuple(map(type, source)) == shape.kinds  # every value kept as it is...
+            if kept:
+                for n, low, high in shape.bounded:  # ...if within its column's bounds
+                    if not low <= source[n] <= high:
+                        kept = False
+                        break
+            converted = source
+            if not kept:
+                coerce = values.coerce
+                converted = [
+                    v
+                    if type(v) is kind and (low is None or low <= v <= high)
+                    else coerce(v, column_type, name)
+                    for v, (kind, low, high, column_type, name) in zip(
+                        source, shape.checks, strict=True
+                    )
+                ]
             if shape.positions is None:
                 row = tuple(converted)
             else:
