@@ -168,11 +168,11 @@ class ProtocolCore:
 
     def has_message(self) -> bool:
         """Whether a whole message waits to be read (or the client closed its side)."""
-        if self.client_closed:
-            return True
         available = len(self._buffer) - self._at
         if available < 4:  # every message has its length's 4 bytes at least: nearly always
-            return False
+            return self.client_closed
+        if self.client_closed:
+            return True
         if self.state is State.READY:  # logged in, between queries: typed, any length
             if available < 5:
                 return False

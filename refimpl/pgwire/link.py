@@ -114,6 +114,9 @@ class Link:
         self._running = False  # a worker answers this connection's messages now
         self._steps: Steps | None = None  # once logged in: its pipelines' turns
         self._cancel = threading.Event()
+        # Whether a whole message waited unanswered when `answer_pending` returned (or the
+        # client had closed): nothing is received between its return and the caller's look.
+        self.more = False
 
     @property
     def closed(self) -> bool:
@@ -183,12 +186,13 @@ class Link:
             core.failed(code)
             out.append(error_bytes(code, error.message))
         finally:
-            steps.end(more=core.has_message())
+            self.more = core.has_message()
+            steps.end(more=self.more)
             self._running = False
             admission.watch_cancel(None)
-        if core.client_closed and not self.closed:
+        if core.client_closed and core.state is not closed:
             core.close()
-        if self.closed:
+        if core.state is closed:
             self.end()
         data = b"".join(out)
         out.clear()

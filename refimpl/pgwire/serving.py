@@ -370,7 +370,7 @@ class PgServer:
                             if sent != len(out):
                                 client.unsent = out[sent:]
                                 client.unsent_since = time.monotonic()
-                    if client.unsent or closed or not core.has_message():
+                    if client.unsent or closed or not link.more:
                         break
                 if core.state is State.SECURING and self.options.tls is not None:
                     client.start_tls(self.options.tls)
