@@ -276,29 +276,38 @@ def _lines(data: IO[bytes], ends: bool = True) -> Iterator[str]:
     """The data's lines as text (each with its "\\n" when `ends`), decoded as read; CopyError
     at bad UTF-8."""
     decoder = codecs.getincrementaldecoder("utf-8")()
-    pending = ""
-    offset = 0
+    # The start of a line that has not ended yet, a block at a time: joined once, when it
+    # ends, so that a line longer than many blocks costs its length, not its length times
+    # its blocks (and no C call is longer than a block's split, or the line's join).
+    pending: list[str] = []
+    offset = 0  # bytes read before this block
     while block := data.read(READ_BYTES):
+        carried = len(decoder.getstate()[0])  # bytes of a character cut by the last block
         try:
             text = decoder.decode(block)
         except UnicodeDecodeError as exc:
-            raise CopyError(
-                f"the COPY data is not valid UTF-8 (byte {offset + exc.start + 1})"
-            ) from None
+            where = offset - carried + exc.start + 1
+            raise CopyError(f"the COPY data is not valid UTF-8 (byte {where})") from None
         offset += len(block)
-        parts = (pending + text).split("\n")
-        pending = parts.pop()
+        parts = text.split("\n")
+        if len(parts) == 1:
+            pending.append(text)
+            continue
+        if pending:
+            parts[0] = "".join(pending) + parts[0]
+        pending = [parts.pop()]
         if ends:
             for part in parts:
                 yield part + "\n"
         else:
             yield from parts
     try:
-        pending += decoder.decode(b"", final=True)
+        pending.append(decoder.decode(b"", final=True))
     except UnicodeDecodeError:
         raise CopyError("the COPY data is not valid UTF-8 (it ends inside a character)") from None
-    if pending:
-        yield pending
+    last = "".join(pending)
+    if last:
+        yield last
 
 
 def _split_escaped(line: str, delimiter: str) -> list[str]:
