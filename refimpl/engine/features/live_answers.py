@@ -177,15 +177,23 @@ class StateReads:
         self._kept: dict[tuple[Database, str, Any], tuple[int, int]] = {}
 
     def read(
-        self, subscription: Subscription, counter: Callable[[Subscription], int]
+        self,
+        subscription: Subscription,
+        counter: Callable[[Subscription], int],
+        read: int | None = None,
     ) -> tuple[int, int]:
-        """(counter, applied LSN) of one state at least as new as the call; `counter` reads
-        the subscription's revision counter."""
+        """(counter, applied LSN) of one state at least as new as `read`'s read, else as
+        the call; `counter` reads the subscription's revision counter, `read` is what it
+        gave the caller just before (the counter is then not read again: it is still read
+        before the applied LSN, which is all the lock-free look needs)."""
         database = subscription.database
         key = (database, subscription.table, subscription.symbol)
         kept = self._kept.get(key)  # a dict's read: whole under another's write
-        if kept is not None and (counter(subscription), database.applied_lsn) == kept:
-            return kept
+        if kept is not None:
+            if read is None:
+                read = counter(subscription)
+            if (read, database.applied_lsn) == kept:
+                return kept
         with database.state_lock:
             state = (counter(subscription), database.applied_lsn)
         with self._lock:

@@ -44,6 +44,7 @@ from refimpl.engine.features.live_answers import (
 )
 from refimpl.engine.features.live_maintainers import Maintainers
 from refimpl.engine.features.live_shape import ONE_TABLE, identity_positions, parse_subscription
+from refimpl.engine.features.live_wait import LiveWait
 from refimpl.engine.features.top_n import run_in_table_order, top_plan
 from refimpl.engine.measures import LiveCounts, LiveMeasures
 from refimpl.engine.query.cache_keys import deterministic, pinned_value
@@ -51,7 +52,6 @@ from refimpl.engine.query.select import QueryOutput
 from refimpl.engine.rights import Right
 from refimpl.engine.statements import executor
 from refimpl.engine.tracking.shared_results import SharedResults
-from refimpl.engine.tracking.signals import Waker
 from refimpl.errors import BadRequest, NotAllowed, ResultTooLarge
 from refimpl.sql import ast
 
@@ -130,13 +130,18 @@ class SubscriptionManager:
         step = self._step(session, subscription, version)
         return self._snapshot(session, text, select, offsets) if step is None else step
 
-    def follow(self, session: StatementContext, reply: Reply) -> Reply | LiveWait:
+    def follow(
+        self, session: StatementContext, reply: Reply, checked: bool = False
+    ) -> Reply | LiveWait:
         """What `ask` answers for `reply.id`, asked by the client `reply` was just made for
         (a stream's next wait): the same answer and the same check of the session's right
         to read the table, without parsing the query or looking the subscription up by its
-        id again."""
+        id again. `checked`: `reply` was made by `rerun` for this session just now, which
+        checked that right before it read the answer (no second check then: whatever the
+        wait answers later is read after a check of its own)."""
         subscription = reply.subscription
-        session.authorize(Right.READ, subscription.table)
+        if not checked:
+            session.authorize(Right.READ, subscription.table)
         now = time.monotonic()
         # No sweep of idle subscriptions here (a stream's every change would pay for it):
         # every request of a client and every new subscription sweeps.
@@ -306,11 +311,15 @@ class SubscriptionManager:
                 return
             self._drop(oldest)
 
-    def _run(self, session: StatementContext, subscription: Subscription) -> LiveAnswer:
+    def _run(
+        self, session: StatementContext, subscription: Subscription, counter: int | None = None
+    ) -> LiveAnswer:
+        """The answer at the state read now (`counter`: the revision counter the caller
+        read just before, `counter_of`'s)."""
         database = subscription.database
         # The revision and the applied LSN of one state (`StateReads`), read before the
         # query: work may be redone, never missed.
-        token, applied = self._states.read(subscription, self._token)
+        token, applied = self._states.read(subscription, self.counter_of, counter)
         # The answer is the same for every subscriber of this query at this state (each
         # must still be allowed to read the table): one run serves all of them.
         session.authorize(Right.READ, subscription.table)
@@ -329,7 +338,7 @@ class SubscriptionManager:
         return answer
 
     @staticmethod
-    def _token(subscription: Subscription) -> int:
+    def counter_of(subscription: Subscription) -> int:
         """The revision counter of what the query reads (its pinned value, or the table)."""
         revisions = subscription.database.revisions
         if subscription.symbol is not None:
@@ -499,12 +508,15 @@ class SubscriptionManager:
             lambda: change_between(subscription, old, new),
         )
 
-    def rerun(self, session: StatementContext, subscription: Subscription) -> Reply | None:
-        """Run the query again after a commit touched it: the difference, or None."""
+    def rerun(
+        self, session: StatementContext, subscription: Subscription, counter: int | None = None
+    ) -> Reply | None:
+        """Run the query again after a commit touched it: the difference, or None.
+        `counter`: `counter_of(subscription)`, read by the caller just before."""
         with subscription.lock:
             before = subscription.current
             self.counts.reran(subscription.database.name)
-            answer = self._run(session, subscription)
+            answer = self._run(session, subscription, counter)
             if answer.serial == before.answer.serial:
                 return None
             # Shared by the subscribers that had the same two answers (None: no row changed).
@@ -525,61 +537,4 @@ class SubscriptionManager:
 
     def moved(self, subscription: Subscription) -> bool:
         """True when a commit the subscription's answer does not include touched its query."""
-        return self._token(subscription) != subscription.token
-
-
-class LiveWait:
-    """A live-query request that waits for a commit changing its answer, holding no thread.
-
-    `watch(waker)` puts it on the database's wake board: `waker.set()` is called (cheap,
-    never blocking) when a commit touches what the query reads, when a newer request of the
-    same client takes over, and at shutdown; the waker's owner then calls `attempt`. Call
-    `attempt` once after `watch` too: a commit between the request's read and the watch is
-    then not missed. Exactly one of `attempt` (when it gives a Reply) or `expire` ends it.
-    """
-
-    def __init__(
-        self,
-        manager: SubscriptionManager,
-        session: StatementContext,
-        subscription: Subscription,
-        generation: int,
-    ) -> None:
-        self._manager = manager
-        self._session = session
-        self.subscription = subscription
-        self._generation = generation
-        self._waker: Waker | None = None
-
-    def watch(self, waker: Waker) -> None:
-        subscription = self.subscription
-        self._waker = waker
-        subscription.waiting = waker
-        subscription.database.wake_board.register(subscription.table, subscription.symbol, waker)
-
-    def attempt(self) -> Reply | None:
-        """The answer if a commit changed it (or `none` once superseded); None: wait on."""
-        subscription = self.subscription
-        if subscription.generation != self._generation or self._manager.closed:
-            return self.expire()
-        if self._manager.moved(subscription):
-            reply = self._manager.rerun(self._session, subscription)
-            if reply is not None:
-                self._end()
-                return reply
-        return None
-
-    def expire(self) -> Reply:
-        """Nothing changed in time: the id to ask again with."""
-        self._end()
-        subscription = self.subscription
-        return Reply("none", subscription, subscription.current.version)
-
-    def _end(self) -> None:
-        waker, self._waker = self._waker, None
-        if waker is None:
-            return
-        subscription = self.subscription
-        subscription.database.wake_board.unregister(subscription.table, subscription.symbol, waker)
-        if subscription.waiting is waker:
-            subscription.waiting = None
+        return self.counter_of(subscription) != subscription.token

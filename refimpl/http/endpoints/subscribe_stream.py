@@ -121,11 +121,12 @@ class _LiveStream:
         next part once the head is sent."""
         return _RETRY + self._follow(reply)
 
-    def _follow(self, reply: Reply) -> bytes:
+    def _follow(self, reply: Reply, checked: bool = False) -> bytes:
         """`reply`'s event and those of the changes committed since, each asked for with the
-        id before it (rights checked again at each); watches the newest."""
+        id before it (rights checked again at each, but after `reply` when its making just
+        checked them: `checked`, a re-run's); watches the newest."""
         events = [reply_event(reply)]
-        step = self._manager.follow(self._session, reply)
+        step = self._manager.follow(self._session, reply, checked)
         while isinstance(step, Reply):
             events.append(reply_event(step))
             step = self._manager.follow(self._session, step)
@@ -183,7 +184,7 @@ class _LiveStream:
                     else "another request of this subscription took over"
                 )
                 return self._end(reason)
-            return Part(_later(self._follow(reply)))
+            return Part(_later(self._follow(reply, checked=True)))  # a re-run's reply
         except KdbError as error:
             return self._end(str(error))  # a REVOKE, or the statement timeout
 

@@ -83,3 +83,29 @@ def test_at_most_size_pairs_are_kept() -> None:
     assert database.state_lock.holds == 3
     states.read(_subscription(database, "A"), lambda _: 1)  # the oldest went
     assert database.state_lock.holds == 4
+
+
+def test_a_counter_read_by_the_caller_is_not_read_again() -> None:
+    """A re-run passes the counter it read to see that its query moved: the lock-free look
+    compares that read (made before the applied LSN's) with the kept pair."""
+    database = _Database(10)
+    reads: list[str] = []
+    counters = {"A": 3}
+
+    def counter(subscription: Subscription) -> int:
+        reads.append(subscription.symbol)
+        return counters[subscription.symbol]
+
+    states = StateReads()
+    subscription = _subscription(database)
+    assert states.read(subscription, counter) == (3, 10)
+    reads.clear()
+    assert states.read(subscription, counter, 3) == (3, 10)
+    assert reads == [] and database.state_lock.holds == 1
+    # A commit under way moved the counter after the caller's read: the kept pair is as
+    # new as that read (the commit wakes the caller again), and a read of the new counter
+    # is not kept, so the pair is read again under the lock.
+    counters["A"] = 4
+    assert states.read(subscription, counter, 3) == (3, 10)
+    assert states.read(subscription, counter, 4) == (4, 10)
+    assert reads == ["A"] and database.state_lock.holds == 2

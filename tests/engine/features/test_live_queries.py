@@ -479,14 +479,16 @@ def test_a_second_ask_takes_over_a_waiting_one(conn):
 
 
 def _count_moved_checks(manager, monkeypatch) -> list[int]:
+    """How many times a wait read its query's revision counter (`counter_of`) to see
+    whether a commit moved it."""
     calls = [0]
-    original = manager.moved
+    original = manager.counter_of
 
     def counted(subscription):
         calls[0] += 1
         return original(subscription)
 
-    monkeypatch.setattr(manager, "moved", counted)
+    monkeypatch.setattr(manager, "counter_of", counted)
     return calls
 
 

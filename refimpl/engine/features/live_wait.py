@@ -1,0 +1,85 @@
+"""A live-query request that waits for a commit changing its answer (`LiveWait`), made by
+`live_queries.SubscriptionManager` for a client holding the current version."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol
+
+from refimpl.engine.features.live_answers import Reply, Subscription
+from refimpl.engine.tracking.signals import Waker
+
+if TYPE_CHECKING:
+    from refimpl.engine.statements.context import StatementContext
+
+
+class Reruns(Protocol):
+    """What a wait uses of its `live_queries.SubscriptionManager`."""
+
+    @property
+    def closed(self) -> bool: ...
+
+    def counter_of(self, subscription: Subscription) -> int: ...
+
+    def rerun(
+        self, session: StatementContext, subscription: Subscription, counter: int | None = None
+    ) -> Reply | None: ...
+
+
+class LiveWait:
+    """A live-query request that waits for a commit changing its answer, holding no thread.
+
+    `watch(waker)` puts it on the database's wake board: `waker.set()` is called (cheap,
+    never blocking) when a commit touches what the query reads, when a newer request of the
+    same client takes over, and at shutdown; the waker's owner then calls `attempt`. Call
+    `attempt` once after `watch` too: a commit between the request's read and the watch is
+    then not missed. Exactly one of `attempt` (when it gives a Reply) or `expire` ends it.
+    """
+
+    def __init__(
+        self,
+        manager: Reruns,
+        session: StatementContext,
+        subscription: Subscription,
+        generation: int,
+    ) -> None:
+        self._manager = manager
+        self._session = session
+        self.subscription = subscription
+        self._generation = generation
+        self._waker: Waker | None = None
+
+    def watch(self, waker: Waker) -> None:
+        subscription = self.subscription
+        self._waker = waker
+        subscription.waiting = waker
+        subscription.database.wake_board.register(subscription.table, subscription.symbol, waker)
+
+    def attempt(self) -> Reply | None:
+        """The answer if a commit changed it (or `none` once superseded); None: wait on."""
+        subscription = self.subscription
+        if subscription.generation != self._generation or self._manager.closed:
+            return self.expire()
+        manager = self._manager
+        counter = manager.counter_of(subscription)
+        if counter != subscription.token:  # moved: a commit the answer does not include
+            # The state read from this counter on: not read a second time.
+            reply = manager.rerun(self._session, subscription, counter)
+            if reply is not None:
+                self._end()
+                return reply
+        return None
+
+    def expire(self) -> Reply:
+        """Nothing changed in time: the id to ask again with."""
+        self._end()
+        subscription = self.subscription
+        return Reply("none", subscription, subscription.current.version)
+
+    def _end(self) -> None:
+        waker, self._waker = self._waker, None
+        if waker is None:
+            return
+        subscription = self.subscription
+        subscription.database.wake_board.unregister(subscription.table, subscription.symbol, waker)
+        if subscription.waiting is waker:
+            subscription.waiting = None
