@@ -32,7 +32,7 @@ import threading
 from collections import OrderedDict, deque
 from collections.abc import Callable, Hashable
 from contextlib import AbstractContextManager
-from typing import Generic
+from typing import Any, Generic
 
 from refimpl.waiting.parked import A, Parked, Part
 
@@ -66,6 +66,9 @@ class OwnerPool:
         self._idle = 0  # of them, those that look for a job (none taken yet, or done)
         self._named = 0  # threads ever started: each one's name
         self._closed = False
+        # A protocol layer's batch of each owner's jobs (opaque here: HTTP's woken live
+        # queries), kept as long as the pool: a few objects a user.
+        self.batches: dict[Hashable, Any] = {}
 
     def submit(self, owner: Hashable, job: Callable[[], None]) -> None:
         """Run `job` on a pool thread within `owner`'s share (after its earlier jobs)."""

@@ -168,3 +168,15 @@ def test_answers_made_are_handed_over_even_when_the_pass_ends_early(room: Waitin
     finally:
         busy.set()
     assert log == ["made a", "handed over a"]
+
+
+def test_one_batch_a_user_in_each_room(room: WaitingRoom) -> None:
+    """The batches are the room's (kept by its pool), no module's: one a user, another
+    room's apart."""
+    assert woken(room, "u") is woken(room, "u")
+    assert woken(room, "u") is not woken(room, "v")
+    other = WaitingRoom(to_response)
+    try:
+        assert woken(other, "u") is not woken(room, "u")
+    finally:
+        other.close()

@@ -20,7 +20,6 @@ import logging
 import math
 import threading
 import time
-import weakref
 from collections.abc import Callable, Hashable
 from typing import Protocol
 
@@ -217,21 +216,14 @@ class Woken:
                 self._room.owner_work.submit(self._owner, self._run)
 
 
-_BATCHES: weakref.WeakKeyDictionary[WaitingRoom, dict[Hashable, Woken]] = (
-    weakref.WeakKeyDictionary()
-)
-_BATCHES_LOCK = threading.Lock()
-
-
 def woken(room: WaitingRoom, owner: Hashable) -> Woken:
-    """The batch of `owner`'s woken live queries in `room` (one a user, kept as long as the
-    room: a few objects a user)."""
-    with _BATCHES_LOCK:
-        batches = _BATCHES.setdefault(room, {})
-        batch = batches.get(owner)
-        if batch is None:
-            batch = batches[owner] = Woken(room, owner)
-        return batch
+    """The batch of `owner`'s woken live queries in `room` (one a user, kept by the room's
+    pool: `OwnerPool.batches`)."""
+    batches = room.owner_work.batches
+    batch = batches.get(owner)
+    if batch is None:  # of two made at once, both callers take the one kept
+        batch = batches.setdefault(owner, Woken(room, owner))
+    return batch
 
 
 class _Poll:
