@@ -28,7 +28,7 @@ from refimpl.engine.instance import Instance
 from refimpl.engine.tracking.shared_results import SharedResults
 from refimpl.errors import BadRequest, NotFound, UnknownDatabase
 from refimpl.http import routes
-from refimpl.http.auth import Authenticator, method_of
+from refimpl.http.auth import Authenticator
 from refimpl.http.context import DEFAULT_DATABASE, Context
 from refimpl.http.encode import Answer
 from refimpl.http.endpoints.stream_route import poke_streams
@@ -37,7 +37,7 @@ from refimpl.http.error_answers import to_response
 from refimpl.http.metrics import ServerMetrics
 from refimpl.http.request_guards import RequestGuards
 from refimpl.http.request_input import BodyReader, query_args
-from refimpl.http.request_log import RECORD_KEY, REQUEST_ID_HEADER, RequestLog
+from refimpl.http.request_log import REQUEST_ID_HEADER, RequestLog, RequestRecord
 from refimpl.waiting.flusher import Flusher
 from refimpl.waiting.parked import Parked
 from refimpl.waiting.room import WaitingRoom
@@ -119,7 +119,7 @@ class App:
         counted once answered (a parked one: by the server, once decided)."""
         record = self.request_log.begin(environ)
         try:
-            response = self._dispatch(environ)
+            response = self._dispatch(environ, record)
         except BaseException as exc:  # noqa: BLE001 - every failure must become a JSON answer
             self._discard_tickets(environ)
             if not isinstance(exc, Exception):
@@ -147,20 +147,21 @@ class App:
             if "ticket" in args:
                 self.streams.tickets.discard(args.getlist("ticket"))
 
-    def _dispatch(self, environ: dict[str, Any]) -> routes.Handled:
+    def _dispatch(self, environ: dict[str, Any], record: RequestRecord) -> routes.Handled:
         guards = self.guards
         guards.check_host(environ)  # first: a rebound name learns nothing, not even 404s
-        endpoint, values = self._match(environ)
-        record = environ.get(RECORD_KEY)
-        if not isinstance(endpoint, routes.Route):  # the map's other endpoint: "static"
-            if record is not None:
+        asked = environ.get("REQUEST_METHOD")
+        route = self._routes_seen.get((asked, environ.get("PATH_INFO")))
+        if route is None:
+            endpoint, values = self._match(environ)
+            if not isinstance(endpoint, routes.Route):  # the map's other endpoint: "static"
                 record.route = STATIC_PREFIX
-            return self._static(Request(environ, populate_request=False), values["filename"])
-        route = endpoint
-        if record is not None:
-            record.route = route.path
+                return self._static(Request(environ, populate_request=False), values["filename"])
+            route = endpoint
+        record.route = route.path
+        method = "GET" if asked is None else asked.upper()  # as Werkzeug's `Request.method`
         # The public routes read no data: HEAD may ask them; elsewhere it would run a route.
-        guards.check_head(environ, route.public, route.methods)
+        guards.check_head(method, route.public, route.methods)
         args = query_args(environ, route.repeatable)
         if not route.params.issuperset(args):  # in C, with no set made for a good request
             unknown = sorted(set(args) - route.params)
@@ -169,7 +170,7 @@ class App:
             raise BadRequest(f"unknown query parameter(s) {names}; {route.path} takes {known}")
         principal = self.auth.principal(environ) if not route.public else None
         guards.check_origin(environ)  # the session routes too: a page must not sign you in
-        database, method = args.get("db", DEFAULT_DATABASE), method_of(environ)
+        database = args.get("db", DEFAULT_DATABASE)
         # None only on the public routes, which never read who is asking.
         context = Context(self, environ, args, principal, database, method)  # type: ignore[arg-type]
         if route.uses_database:
@@ -188,14 +189,12 @@ class App:
     def _match(self, environ: dict[str, Any]) -> tuple[routes.Route | str, Mapping[str, Any]]:
         """The route of a request; NotFound or MethodNotAllowed (JSON via to_response).
 
-        Routes without path variables are remembered by (method, path): matching is then a
-        dictionary lookup instead of Werkzeug's state machine. The map never changes and
-        matches on neither host nor scheme, so the answer depends on these two alone.
+        Routes without path variables are remembered by (method, path) in `_routes_seen`,
+        which `_dispatch` looks in first: matching is then a dictionary lookup instead of
+        Werkzeug's state machine. The map never changes and matches on neither host nor
+        scheme, so the answer depends on these two alone.
         """
         key = (environ.get("REQUEST_METHOD"), environ.get("PATH_INFO"))
-        found = self._routes_seen.get(key)
-        if found is not None:
-            return found, {}
         endpoint, values = self.url_map.bind_to_environ(environ).match()
         if not values and isinstance(endpoint, routes.Route):
             self._routes_seen[key] = endpoint

@@ -176,11 +176,6 @@ def session_cookie(environ: Mapping[str, Any]) -> str | None:
     return parse_cookie(cookies).get(SESSION_COOKIE)
 
 
-def method_of(environ: Mapping[str, Any]) -> str:
-    """A request's method, as Werkzeug's `Request.method` reads it from its WSGI environ."""
-    return environ.get("REQUEST_METHOD", "GET").upper()
-
-
 def _request(environ: Mapping[str, Any]) -> Request:
     """The Werkzeug request of an environ, for the rare paths that want one (a refusal)."""
     return Request(environ, populate_request=False)  # type: ignore[arg-type]
