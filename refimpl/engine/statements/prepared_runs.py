@@ -82,11 +82,13 @@ class ParsedHandlers:
     def of(self, statement: ast.Statement) -> executor.Handler:
         """`prepared_handler(statement)`, made once per SELECT or one-row INSERT object and
         shared by every thread that runs it; NotAllowed as `executor.execute` raises it."""
-        if type(statement) is not ast.Select and not runs_one_row(statement):
-            return executor.handler_of(statement)
+        # Looked up first: only SELECTs and one-row INSERTs are kept, and an INSERT's
+        # `runs_one_row` looks at each of its values (90 Python steps an /exec INSERT).
         kept = self._by_statement.get(id(statement))
         if kept is not None and kept[0] is statement:
             return kept[1]
+        if type(statement) is not ast.Select and not runs_one_row(statement):
+            return executor.handler_of(statement)
         handler = prepared_handler(statement)
         if len(self._by_statement) >= self.KEPT:
             self._by_statement.clear()
