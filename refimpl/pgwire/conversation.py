@@ -176,7 +176,7 @@ class Conversation:
         try:
             params = quick.params(values)
             said = _BOUND
-            said = quick.before_run()
+            said = quick.said or quick.before_run()
             result = self._run_prepared(quick.run, params)
             columns = result.columns
             if columns is not quick.columns:  # the first run, or the table changed

@@ -149,9 +149,10 @@ class Link:
                     # once: framed as the last run's (its values alone read), or read whole.
                     fast: bytes | list[m.ServerMessage] | None = None
                     quick = conversation.quick
-                    values = None if quick is None else core.next_known_run(quick.frame)
-                    if values is not None:
-                        assert quick is not None
+                    if (
+                        quick is not None
+                        and (values := core.next_known_run(quick.frame)) is not None
+                    ):
                         steps.next()
                         fast = conversation.run_known(quick, values)
                     elif run := core.next_run(conversation.runs_together):

@@ -183,6 +183,7 @@ class RunFrame(NamedTuple):
     values: int
     tail: bytes
     bind_rest: int
+    sizes: tuple[int, int]  # those of `head` and `tail`
 
 
 def run_frame(head: BindHead, result_formats: tuple[int, ...], described: bool) -> RunFrame:
@@ -191,7 +192,8 @@ def run_frame(head: BindHead, result_formats: tuple[int, ...], described: bool) 
     codes = struct.pack(f"!h{len(result_formats)}h", len(result_formats), *result_formats)
     described_part = _DESCRIBE_PORTAL if described else b""
     tail = codes + described_part + _EXECUTE_PORTAL + b"\0\0\0\0" + _SYNC_FRAME
-    return RunFrame(head.head, head.values, tail, len(codes))
+    sizes = (len(head.head), len(tail))
+    return RunFrame(head.head, head.values, tail, len(codes), sizes)
 
 
 def read_known(buffer: bytearray, at: int, limit: int, frame: RunFrame) -> KnownRun | None:
@@ -203,7 +205,8 @@ def read_known(buffer: bytearray, at: int, limit: int, frame: RunFrame) -> Known
     if not buffer.startswith(frame.head, start) or buffer[at] != 0x42:  # 'B'
         return None
     (length,) = _INT32.unpack_from(buffer, at + 1)
-    at = start + len(frame.head)
+    head_size, tail_size = frame.sizes
+    at = start + head_size
     values: list[bytes | None] = []
     for _ in range(frame.values):
         (size,) = _INT32.unpack_from(buffer, at)
@@ -217,7 +220,7 @@ def read_known(buffer: bytearray, at: int, limit: int, frame: RunFrame) -> Known
         return None
     if not buffer.startswith(frame.tail, at):
         return None
-    return values, at + len(frame.tail)
+    return values, at + tail_size
 
 
 def decode(kind: bytes, body: bytes) -> m.ClientMessage:
