@@ -32,12 +32,12 @@ class Client:
         self.handshaking = False  # TLS: 'S' sent, the handshake not yet done
         self.secure = False  # TLS: the socket is wrapped (`start_tls`)
         self.lock = threading.Lock()  # held by the worker while it answers
-        # What it received, sent and completed, not yet added to the server's `answers`:
-        # counted by the worker that answers it without a lock, added at its close (or at
-        # once with an error), and read with the rest by `PgServer.measures`.
+        # What it received and sent, not yet added to the server's `answers` (with the
+        # statements its core completed, `ProtocolCore.take_counts`): counted by the worker
+        # that answers it without a lock, added at its close (or at once with an error),
+        # and read with the rest by `PgServer.measures`.
         self.received = 0
         self.sent = 0
-        self.queries = 0
 
     def start_tls(self, context: ssl.SSLContext) -> None:
         """Wrap the socket after 'S' went out; the reading thread does the handshake."""

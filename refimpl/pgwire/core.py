@@ -44,10 +44,12 @@ class ProtocolCore:
         # Whether the message being answered belongs to the extended protocol: an error
         # answered to it makes the connection skip to the next Sync.
         self._extended = False
-        # What `send` has sent since `take_counts`: the server counts answers by these
-        # rather than by walking the bytes again.
-        self._completed = 0
-        self._errors: list[str] = []
+        # What `send` has sent: the statements completed since the connection began, and
+        # the errors since `take_counts`. The server counts answers by these rather than by
+        # walking the bytes again, and takes them only at an error, a close or a scrape.
+        self.completed = 0
+        self.errors: list[str] = []
+        self._taken = 0  # `completed` when `take_counts` last took it
         self._head: run_messages.BindHead | None = None  # of the last run's Bind (`next_run`)
 
     # -- receiving -----------------------------------------------------------------------
@@ -148,18 +150,18 @@ class ProtocolCore:
         for answer in answers:
             kind = type(answer)
             if kind is completed:
-                self._completed += 1
+                self.completed += 1
             elif kind is errors:
                 assert isinstance(answer, m.ErrorResponse)
                 if not answer.notice:
-                    self._errors.append(answer.code)
+                    self.errors.append(answer.code)
             out.append(answer.encode())
         return b"".join(out)
 
     def sent_run(self, data: bytes) -> bytes:
         """`data`, a run's answers made as bytes (`Conversation.run_known`): counted as
         `send_run` counts them (one CommandComplete, no error); the state stays READY."""
-        self._completed += 1
+        self.completed += 1
         return data
 
     def drained(self) -> bool:
@@ -197,11 +199,11 @@ class ProtocolCore:
         """The bytes of an answer; the state moves on. An answer the state forbids is a bug."""
         kind = type(message)
         if kind is m.CommandComplete:
-            self._completed += 1
+            self.completed += 1
         elif kind is m.ErrorResponse:
             assert isinstance(message, m.ErrorResponse)
             if not message.notice:
-                self._errors.append(message.code)
+                self.errors.append(message.code)
             if self._error_moved_state(message):
                 return message.encode()
         next_state = SENT.get((self.state, type(message)))
@@ -224,14 +226,19 @@ class ProtocolCore:
 
     def failed(self, code: str) -> None:
         """An error sent without `send` (`error_bytes`): counted among the errors sent."""
-        self._errors.append(code)
+        self.errors.append(code)
 
     def take_counts(self) -> tuple[int, list[str]]:
         """The statements completed and the SQLSTATEs of the errors sent since the last
         call (notices not counted), then starts again from none."""
-        counts = self._completed, self._errors
-        self._completed, self._errors = 0, []
+        counts = self.completed - self._taken, self.errors
+        self._taken, self.errors = self.completed, []
         return counts
+
+    def untaken(self) -> int:
+        """The statements completed since the last `take_counts` (from any thread: one
+        being counted now is read as it was or as it is)."""
+        return self.completed - self._taken
 
     def secured(self) -> None:
         """The TLS handshake after 'S' is done: the startup goes on, encrypted."""

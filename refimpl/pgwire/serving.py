@@ -391,19 +391,20 @@ class PgServer:
             self._rearm(client, WRITABLE if client.unsent else ARMED)
 
     def _count(self, client: Client, size: int) -> None:
-        """Count `size` bytes of answers about to go to `client`, and what its core sent."""
-        queries, errors = client.link.core.take_counts()
+        """Count `size` bytes of answers about to go to `client`; an error its core sent
+        moves its counts to the server's at once (its statements completed are counted by
+        its core, and taken at its close or with an error)."""
         client.sent += size
-        client.queries += queries
-        if errors:  # rare: counted by SQLSTATE at once
+        if client.link.core.errors:  # rare: counted by SQLSTATE at once
             with self._lock:
-                self._add_counts(client, errors)
+                self._add_counts(client)
 
-    def _add_counts(self, client: Client, errors: list[str]) -> None:
+    def _add_counts(self, client: Client) -> None:
         """Move `client`'s counts to the server's (`_lock` held: `measures` sees them once)."""
+        queries, errors = client.link.core.take_counts()
         self.answers.received(client.received)
-        self.answers.sent(client.sent, client.queries, errors)
-        client.received = client.sent = client.queries = 0
+        self.answers.sent(client.sent, queries, errors)
+        client.received = client.sent = 0
 
     def _stream(self, client: Client) -> None:
         """START_REPLICATION: a thread of its own streams to the client (which stays `busy`,
@@ -475,7 +476,7 @@ class PgServer:
             fd = client.sock.fileno()
             if self._clients.pop(fd, None) is None:
                 return
-            self._add_counts(client, [])
+            self._add_counts(client)
             self._by_process.pop(client.link.process_id, None)
         try:
             self._epoll.unregister(fd)
@@ -498,7 +499,7 @@ class PgServer:
             # it was or as it is, and counted once either way.
             received = sum(c.received for c in clients)
             sent = sum(c.sent for c in clients)
-            queries = sum(c.queries for c in clients)
+            queries = sum(c.link.core.untaken() for c in clients)
         return dataclasses.replace(
             measures,
             queries=measures.queries + queries,

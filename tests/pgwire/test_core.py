@@ -192,3 +192,8 @@ def test_the_core_counts_what_it_sends_for_the_servers_measures() -> None:
     core.failed("08P01")  # an error made as bytes elsewhere, told to the core
     assert core.take_counts() == (1, ["42601", "08P01"])
     assert core.take_counts() == (0, [])
+    core.receive_data(typed(b"Q", b"SELECT 1\0"))
+    assert isinstance(core.next_message(), m.Query)
+    core.send(m.CommandComplete("SELECT 1"))
+    assert (core.untaken(), core.errors) == (1, [])  # what a scrape reads, taken later
+    assert core.take_counts() == (1, []) and core.untaken() == 0
