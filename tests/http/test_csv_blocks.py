@@ -40,3 +40,41 @@ def test_bad_utf8_is_named_by_its_byte_whatever_the_blocks(
     monkeypatch.setattr(csvimport, "READ_BYTES", block)
     with pytest.raises(BadRequest, match=f"not valid UTF-8 \\(byte {at + 1}\\)"):
         rows_of(broken)
+
+
+TABLE = [Column("id", "BIGINT"), Column("price", "DOUBLE"), Column("at", "TIMESTAMP")]
+
+
+@pytest.mark.parametrize(
+    ("header", "expected"),
+    [
+        ("id,price,at", [(1, 1.5, 1_700_000_000_000_000), (2, None, None)]),
+        ("at,id,price", [(1, 1.5, 1_700_000_000_000_000), (2, None, None)]),
+        ("price,id", [(1, 1.5, None), (2, None, None)]),
+    ],
+)
+def test_rows_are_in_the_tables_order_whatever_the_headers(
+    header: str, expected: list[tuple]
+) -> None:
+    fields = {"id": ["1", "2"], "price": ["1.5", ""], "at": ["2023-11-14T22:13:20Z", ""]}
+    names = header.split(",")
+    body = header + "\n" + "".join(",".join(fields[n][i] for n in names) + "\n" for i in range(2))
+    imported = csvimport.CsvImport(io.BytesIO(body.encode()), TABLE, "t")
+    assert imported.columns == ["id", "price", "at"]
+    assert [row for batch in imported.batches() for row in batch] == expected
+
+
+@pytest.mark.parametrize("header", ["id,price,at", "at,price,id"])
+def test_a_bad_field_is_named_by_its_line_and_column(header: str) -> None:
+    """The first bad field of the first bad row, counted as the header counts columns."""
+    good = {"id": "1", "price": "1.5", "at": "2023-11-14T22:13:20Z"}
+    bad = {"id": "2", "price": "cheap", "at": "soon"}
+    names = header.split(",")
+    body = "\n".join(
+        [header, ",".join(good[n] for n in names), "", ",".join(bad[n] for n in names)]
+    )
+    first_bad = min(names.index("price"), names.index("at")) + 1
+    wrong = "price" if names.index("price") < names.index("at") else "at"
+    imported = csvimport.CsvImport(io.BytesIO(body.encode()), TABLE, "t")
+    with pytest.raises(BadRequest, match=f"^CSV line 4, column {first_bad}: '{bad[wrong]}' "):
+        [row for batch in imported.batches() for row in batch]
