@@ -34,10 +34,8 @@ import contextlib  # noqa: E402
 import importlib.util  # noqa: E402
 import io  # noqa: E402
 import logging  # noqa: E402
-import subprocess  # noqa: E402
 import tempfile  # noqa: E402
 import threading  # noqa: E402
-import time  # noqa: E402
 
 from refimpl.engine.instance import Instance  # noqa: E402
 from refimpl.engine.rights import Principal  # noqa: E402
@@ -90,19 +88,8 @@ def client(number, ready):
     for i in range(runs):
         run(i)
     sock.close()
-ready = threading.Semaphore(0)
-threads = [threading.Thread(target=client, args=(n, ready)) for n in range(clients)]
-for thread in threads:
-    thread.start()
-for _ in threads:
-    ready.acquire()
-print("ready", flush=True)
-sys.stdin.readline()
-go.set()
-for thread in threads:
-    thread.join()
-print("failed" if failed else "done", flush=True)
 """
+CLIENT += pg_opcodes.CLIENT_TAIL + 'print("failed" if failed else "done", flush=True)\n'
 
 
 def main() -> None:
@@ -129,10 +116,7 @@ def main() -> None:
         stack = contextlib.ExitStack()
         try:
             session = instance.session("demo", Principal("admin", is_admin=True))
-            session.execute("CREATE TABLE t (id BIGINT PRIMARY KEY, v DOUBLE, s STRING)")
-            session.execute("CREATE TABLE w (id BIGINT PRIMARY KEY, v DOUBLE, s STRING)")
-            rows = ", ".join(f"({i}, {i * 0.25}, 'row {i}')" for i in range(100))
-            session.execute(f"INSERT INTO t VALUES {rows}")
+            pg_opcodes.make_tables(session)
             session.close()
             threading.settrace(counter.trace)  # the server's threads, started below
             log_queue = stack.enter_context(queued_log())  # its writer thread too
@@ -143,21 +127,7 @@ def main() -> None:
             threading.Thread(target=server.serve_forever, args=(0.2,), daemon=True).start()
             command = [sys.executable, "-c", CLIENT, str(server.server_address[1]), token]
             command += [args.workload, str(args.clients), str(args.runs)]
-            clients = subprocess.Popen(
-                command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
-            )
-            assert clients.stdin is not None and clients.stdout is not None
-            if clients.stdout.readline().strip() != "ready":
-                raise SystemExit("the clients did not start")
-            counter.counting.set()
-            clients.stdin.write("go\n")
-            clients.stdin.flush()
-            finished = clients.stdout.readline().strip()
-            time.sleep(0.5)  # the last rounds of the flusher and the log writer end
-            counter.counting.clear()
-            clients.wait()
-            if finished != "done":
-                raise SystemExit(f"the clients failed ({finished or 'no answer'})")
+            pg_opcodes.count_clients(counter, command)
         finally:
             threading.settrace(None)  # threads started from now on are not traced
             if server is not None:
@@ -169,16 +139,7 @@ def main() -> None:
                 app.begin_shutdown()
             stack.close()
             instance.close()
-    requests = args.runs * args.clients
-    counts = counter.counts
-    print(f"{args.workload}: {sum(counts.values()) / requests:.0f} opcodes a request")
-    groups: dict[str, int] = {}
-    for (group, _, _), count in counts.items():
-        groups[group] = groups.get(group, 0) + count
-    for group, count in sorted(groups.items(), key=lambda item: -item[1]):
-        print(f"  {count / requests:8.1f}  thread {group}")
-    for (group, file, function), count in counts.most_common(args.top):
-        print(f"  {count / requests:8.1f}  {file}:{function} ({group})")
+    pg_opcodes.report(counter, args.workload, args.runs * args.clients, args.top)
 
 
 if __name__ == "__main__":

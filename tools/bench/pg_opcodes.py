@@ -39,8 +39,24 @@ from typing import Any  # noqa: E402
 
 from refimpl.engine.instance import Instance  # noqa: E402
 from refimpl.engine.rights import Principal  # noqa: E402
+from refimpl.engine.session import Session  # noqa: E402
 from refimpl.pgwire.link import LinkOptions  # noqa: E402
 from refimpl.pgwire.serving import PgOptions, PgServer  # noqa: E402
+
+# The end of a clients' script: `clients` threads of `client(number, ready)` started, each
+# warmed up, then all told to go on stdin; what the script prints when they end follows it.
+CLIENT_TAIL = """\nready = threading.Semaphore(0)
+threads = [threading.Thread(target=client, args=(n, ready)) for n in range(clients)]
+for thread in threads:
+    thread.start()
+for _ in threads:
+    ready.acquire()
+print("ready", flush=True)
+sys.stdin.readline()
+go.set()
+for thread in threads:
+    thread.join()
+"""
 
 # The clients: warmed up (statements prepared, caches filled), then told to go on stdin.
 CLIENT = r"""
@@ -62,19 +78,8 @@ def client(number, ready):
         go.wait()
         for i in range(runs):
             run(i)
-ready = threading.Semaphore(0)
-threads = [threading.Thread(target=client, args=(n, ready)) for n in range(clients)]
-for thread in threads:
-    thread.start()
-for _ in threads:
-    ready.acquire()
-print("ready", flush=True)
-sys.stdin.readline()
-go.set()
-for thread in threads:
-    thread.join()
-print("done", flush=True)
 """
+CLIENT += CLIENT_TAIL + 'print("done", flush=True)\n'
 
 
 class OpcodeCounter:
@@ -102,6 +107,45 @@ class OpcodeCounter:
         return local
 
 
+def make_tables(session: Session) -> None:
+    """The workloads' tables: t of 100 rows to read, w to insert into."""
+    session.execute("CREATE TABLE t (id BIGINT PRIMARY KEY, v DOUBLE, s STRING)")
+    session.execute("CREATE TABLE w (id BIGINT PRIMARY KEY, v DOUBLE, s STRING)")
+    rows = ", ".join(f"({i}, {i * 0.25}, 'row {i}')" for i in range(100))
+    session.execute(f"INSERT INTO t VALUES {rows}")
+
+
+def count_clients(counter: OpcodeCounter, command: list[str]) -> None:
+    """Runs the clients' script `command` (a CLIENT ending in CLIENT_TAIL), counting from
+    its go until half a second after it printed its last line ("done" when all went well)."""
+    clients = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert clients.stdin is not None and clients.stdout is not None
+    if clients.stdout.readline().strip() != "ready":
+        raise SystemExit("the clients did not start")
+    counter.counting.set()
+    clients.stdin.write("go\n")
+    clients.stdin.flush()
+    finished = clients.stdout.readline().strip()
+    time.sleep(0.5)  # the last rounds (acknowledgements, the flusher, the log writer) end
+    counter.counting.clear()
+    clients.wait()
+    if finished != "done":
+        raise SystemExit(f"the clients failed ({finished or 'no answer'})")
+
+
+def report(counter: OpcodeCounter, workload: str, requests: int, top: int) -> None:
+    """Prints the opcodes a request: in all, by thread group and by function (`top` of them)."""
+    counts = counter.counts
+    print(f"{workload}: {sum(counts.values()) / requests:.0f} opcodes a request")
+    groups: collections.Counter[str] = collections.Counter()
+    for (group, _, _), count in counts.items():
+        groups[group] += count
+    for group, count in groups.most_common():
+        print(f"  {count / requests:8.1f}  thread {group}")
+    for (group, file, function), count in counts.most_common(top):
+        print(f"  {count / requests:8.1f}  {file}:{function} ({group})")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -117,45 +161,19 @@ def main() -> None:
         server: PgServer | None = None
         try:
             session = instance.session("demo", Principal("admin", is_admin=True))
-            session.execute("CREATE TABLE t (id BIGINT PRIMARY KEY, v DOUBLE, s STRING)")
-            session.execute("CREATE TABLE w (id BIGINT PRIMARY KEY, v DOUBLE, s STRING)")
-            rows = ", ".join(f"({i}, {i * 0.25}, 'row {i}')" for i in range(100))
-            session.execute(f"INSERT INTO t VALUES {rows}")
+            make_tables(session)
             threading.settrace(counter.trace)  # the server's threads, started below
             server = PgServer(instance, PgOptions(port=0, link=LinkOptions(dev=True)))
             server.start()
             command = [sys.executable, "-c", CLIENT, str(server.address[1])]
             command += [args.workload, str(args.clients), str(args.runs)]
-            clients = subprocess.Popen(
-                command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
-            )
-            assert clients.stdin is not None and clients.stdout is not None
-            if clients.stdout.readline().strip() != "ready":
-                raise SystemExit("the clients did not start")
-            counter.counting.set()
-            clients.stdin.write("go\n")
-            clients.stdin.flush()
-            finished = clients.stdout.readline().strip() == "done"
-            time.sleep(0.5)  # the last acknowledgements' rounds end
-            counter.counting.clear()
-            clients.wait()
-            if not finished:
-                raise SystemExit("the clients failed")
+            count_clients(counter, command)
         finally:
             threading.settrace(None)  # threads started from now on are not traced
             if server is not None:
                 server.stop()
             instance.close()
-    requests = args.runs * args.clients
-    counts = counter.counts
-    print(f"{args.workload}: {sum(counts.values()) / requests:.0f} opcodes a request")
-    groups: collections.Counter[str] = collections.Counter()
-    for (group, _, _), count in counts.items():
-        groups[group] += count
-    for group, count in groups.most_common():
-        print(f"  {count / requests:8.1f}  thread {group}")
-    for (group, file, function), count in counts.most_common(args.top):
-        print(f"  {count / requests:8.1f}  {file}:{function} ({group})")
+    report(counter, args.workload, args.runs * args.clients, args.top)
 
 
 if __name__ == "__main__":
