@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import queue
+import random
 import re
 import signal
 import socket
@@ -129,10 +130,22 @@ def run_refimpl(
 
 
 def free_port() -> int:
-    """A loopback port free now (for a server that must keep one port across restarts)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+    """A loopback port free now, for a server that must keep one port across restarts.
+
+    It is taken below the kernel's range of ephemeral ports: a port of that range may, while
+    the server restarts, become some client's own end of an outgoing connection (or a
+    reconnecting client's, connected to itself), and the restarted server could not listen."""
+    ephemeral = Path("/proc/sys/net/ipv4/ip_local_port_range")
+    lowest = int(ephemeral.read_text().split()[0]) if ephemeral.exists() else 32768
+    for _ in range(200):
+        port = random.randrange(max(1024, lowest - 12000), lowest)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free loopback port below the ephemeral range")
 
 
 def start_server(data: Path, *extra: str) -> Server:
