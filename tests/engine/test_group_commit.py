@@ -4,9 +4,6 @@ With a 2 ms delay added to every fsync (a real SSD's flush), 16 threads with a s
 commit single-row INSERTs. Commits that arrive while one fsync runs wait for the next, which
 covers all of them, so the log's fsync count grows far slower than the commit count. Every row
 is then there, also after a reopen.
-
-The leader of a flush that follows a shared one waits a moment for more committers (the
-gather); a gather that found none pauses the gathers of the next flushes.
 """
 
 from __future__ import annotations
@@ -15,9 +12,6 @@ import threading
 
 import refimpl
 from refimpl.engine.options import EngineOptions
-from refimpl.engine.storage import wal
-from refimpl.engine.storage.wal import WriteAheadLog
-from tests.engine.wal_files import NO_SYNC
 
 THREADS = 16
 PER_THREAD = 40
@@ -86,59 +80,3 @@ def test_each_commit_of_a_lone_writer_is_its_own_fsync(tmp_path):
         assert log.durable_lsn == log.last_lsn
     assert log.fsync_count - before >= 50
     connection.close()
-
-
-class GatherWatch(threading.Condition):
-    """A log's condition that counts the leader's gathers (its only timed waits) and, with
-    `arrivals`, has a committer append during each, however long that takes."""
-
-    def __init__(self, log: WriteAheadLog, arrivals: bool) -> None:
-        super().__init__(log._lock)
-        self.gathers = 0
-        self.arrivals = arrivals
-        self.log = log
-
-    def wait(self, timeout: float | None = None) -> bool:
-        if timeout is None:
-            return super().wait()
-        self.gathers += 1
-        if not self.arrivals:
-            return super().wait(timeout)
-        committer = threading.Thread(target=self.log.append, args=(b"late",))
-        committer.start()
-        while committer.is_alive():  # the lock is let go meanwhile, so the append goes in
-            super().wait(0.01)
-        return True
-
-
-def _flush_pairs(log: WriteAheadLog, count: int) -> None:
-    """`count` flushes of two commits each."""
-    for _ in range(count):
-        log.append(b"one")
-        log.wait_durable(log.append(b"two"))
-
-
-def test_a_gather_that_found_no_one_pauses_the_next_flushes_gathers(tmp_path):
-    with WriteAheadLog(tmp_path / "wal", files=NO_SYNC) as log:
-        watch = GatherWatch(log, arrivals=False)
-        log._cond = watch
-        _flush_pairs(log, 1)  # the first shared flush: nothing before it to gather after
-        assert watch.gathers == 0
-        _flush_pairs(log, 1)
-        assert watch.gathers == 1  # and it found no one
-        _flush_pairs(log, wal._GATHER_PAUSE)
-        assert watch.gathers == 1
-        _flush_pairs(log, 1)  # then it is tried again
-        assert watch.gathers == 2
-        assert log.durable_lsn == log.last_lsn
-
-
-def test_gathers_that_find_committers_go_on(tmp_path):
-    with WriteAheadLog(tmp_path / "wal", files=NO_SYNC) as log:
-        watch = GatherWatch(log, arrivals=True)
-        log._cond = watch
-        flushes = wal._GATHER_PAUSE + 3
-        _flush_pairs(log, flushes)
-        assert watch.gathers == flushes - 1  # every flush after the first shared one
-        assert log.last_lsn == 3 * flushes - 1  # the late commits, each in its flush
-        assert log.durable_lsn == log.last_lsn

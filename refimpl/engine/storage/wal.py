@@ -56,8 +56,6 @@ __all__ = ["DEFAULT_SEGMENT_BYTES", "SegmentInfo", "WriteAheadLog"]
 DEFAULT_SEGMENT_BYTES = 64 * 1024 * 1024
 _READ_BUFFER = 64 * 1024
 _MAX_GATHER_SECONDS = 0.001
-# Flushes that lead without a gather after a gather that found no commit (see wait_durable).
-_GATHER_PAUSE = 16
 _KEPT_BYTES = 1 << 20  # a payload this large with a known checksum is not copied at append
 _OPEN_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CREAT
 
@@ -97,7 +95,6 @@ class WriteAheadLog:
         self.fsync_seconds = LatencyHistogram()  # every fsync's duration, for /metrics
         self._last_batch_commits = 0  # commits the last flush covered
         self._last_flush_seconds = 0.0  # how long it took
-        self._gathers_paused = 0  # flushes left to lead without a gather
         self._failure: str | None = None
         self._closing = False
         self._closed = False
@@ -278,21 +275,11 @@ class WriteAheadLog:
                     break
                 self._cond.wait()
             self._flushing = True
-            if self._last_batch_commits > 1 and not self._gathers_paused:
+            if self._last_batch_commits > 1:
                 # Committers woken by the last flush are about to append again: give them a
                 # moment (half a flush at most) so they share this fsync instead of the next.
                 # Without it, batches alternate between two halves of the writers.
-                appended = self._last_lsn
                 self._cond.wait(min(self._last_flush_seconds / 2, _MAX_GATHER_SECONDS))
-                if self._last_lsn == appended:
-                    # No one came: the committers are answered by another thread (the
-                    # servers' acknowledgements) and come back later than this, or the
-                    # flush is too short for anyone to. The wait only made every commit of
-                    # this batch later and cost the leader a sleep and a wake: none for
-                    # the next flushes, then one more try.
-                    self._gathers_paused = _GATHER_PAUSE
-            elif self._gathers_paused:
-                self._gathers_paused -= 1
             batch, self._pending = self._pending, []
             target = self._last_lsn
             self._last_batch_commits = target - self._durable_lsn
