@@ -131,14 +131,20 @@ class SubscriptionManager:
         return self._snapshot(session, text, select, offsets) if step is None else step
 
     def follow(
-        self, session: StatementContext, reply: Reply, checked: bool = False
+        self,
+        session: StatementContext,
+        reply: Reply,
+        checked: bool = False,
+        wait: LiveWait | None = None,
     ) -> Reply | LiveWait:
         """What `ask` answers for `reply.id`, asked by the client `reply` was just made for
         (a stream's next wait): the same answer and the same check of the session's right
         to read the table, without parsing the query or looking the subscription up by its
         id again. `checked`: `reply` was made by `rerun` for this session just now, which
         checked that right before it read the answer (no second check then: whatever the
-        wait answers later is read after a check of its own)."""
+        wait answers later is read after a check of its own). `wait`: the wait whose
+        `attempt(keep=True)` made `reply`; it is the answer when it `goes_on` (no new wait
+        made and put on the wake board), else it has ended."""
         subscription = reply.subscription
         if not checked:
             session.authorize(Right.READ, subscription.table)
@@ -153,7 +159,11 @@ class SubscriptionManager:
                 self._owned[subscription.owner].move_to_end(subscription.id)
         step = None
         if kept and subscription.database is session.database:
+            if wait is not None and wait.goes_on(reply):
+                return wait
             step = self._step(session, subscription, reply.version)
+        elif wait is not None:
+            wait.expire()  # off the wake board: the answer below is another wait's
         if step is None:  # dropped meanwhile, or its version no longer kept: as `ask` does
             return self.ask(session, subscription.text, reply.id, subscription.top is not None)
         return step

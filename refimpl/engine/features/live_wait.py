@@ -54,8 +54,10 @@ class LiveWait:
         subscription.waiting = waker
         subscription.database.wake_board.register(subscription.table, subscription.symbol, waker)
 
-    def attempt(self) -> Reply | None:
-        """The answer if a commit changed it (or `none` once superseded); None: wait on."""
+    def attempt(self, keep: bool = False) -> Reply | None:
+        """The answer if a commit changed it (or `none` once superseded); None: wait on.
+        `keep`: a Reply of a change does not end the wait, which stays on the wake board
+        for the next change; its caller asks `goes_on` whether it may wait on with it."""
         subscription = self.subscription
         if subscription.generation != self._generation or self._manager.closed:
             return self.expire()
@@ -65,9 +67,28 @@ class LiveWait:
             # The state read from this counter on: not read a second time.
             reply = manager.rerun(self._session, subscription, counter)
             if reply is not None:
-                self._end()
+                if not keep:
+                    self._end()
                 return reply
         return None
+
+    def goes_on(self, reply: Reply) -> bool:
+        """After `attempt(keep=True)` gave `reply`: True when this wait is the wait for the
+        change after it, as a new wait of the same client would be (no other request took
+        the subscription over, `reply` is its current version). It was on the wake board
+        all along, so no commit since the re-run's read of the revision counter can have
+        been missed. False: it has ended (off the board), and a new wait is due."""
+        subscription = self.subscription
+        if (
+            self._waker is not None
+            and subscription.generation == self._generation
+            and subscription.waiting is self._waker
+            and reply.subscription is subscription
+            and reply.version == subscription.current.version
+        ):
+            return True
+        self._end()
+        return False
 
     def expire(self) -> Reply:
         """Nothing changed in time: the id to ask again with."""

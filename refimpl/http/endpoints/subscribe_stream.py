@@ -121,12 +121,18 @@ class _LiveStream:
         next part once the head is sent."""
         return _RETRY + self._follow(reply)
 
-    def _follow(self, reply: Reply, checked: bool = False) -> bytes:
+    def _follow(self, reply: Reply, checked: bool = False, wait: LiveWait | None = None) -> bytes:
         """`reply`'s event and those of the changes committed since, each asked for with the
         id before it (rights checked again at each, but after `reply` when its making just
-        checked them: `checked`, a re-run's); watches the newest."""
-        events = [reply_event(reply)]
-        step = self._manager.follow(self._session, reply, checked)
+        checked them: `checked`, a re-run's); watches the newest. `wait`: the wait that
+        made `reply` and stayed on the wake board (`LiveWait.attempt(keep=True)`)."""
+        event = reply_event(reply)
+        step = self._manager.follow(self._session, reply, checked, wait)
+        if step is wait:
+            # The same wait goes on, watched all along: no commit since its re-run's read
+            # can have passed unseen (a wake-up meanwhile made `_woken` true).
+            return event
+        events = [event]
         while isinstance(step, Reply):
             events.append(reply_event(step))
             step = self._manager.follow(self._session, step)
@@ -174,7 +180,7 @@ class _LiveStream:
         wait = self._wait
         assert wait is not None  # set by `first`, before the stream is parked
         try:
-            reply = wait.attempt()
+            reply = wait.attempt(keep=True)
             if reply is None:
                 return None
             if reply.kind == "none":
@@ -184,7 +190,7 @@ class _LiveStream:
                     else "another request of this subscription took over"
                 )
                 return self._end(reason)
-            return Part(_later(self._follow(reply, checked=True)))  # a re-run's reply
+            return Part(_later(self._follow(reply, checked=True, wait=wait)))  # a re-run's
         except KdbError as error:
             return self._end(str(error))  # a REVOKE, or the statement timeout
 

@@ -167,3 +167,34 @@ def test_following_checks_the_right_and_a_dropped_subscription_starts_again(conn
     conn.execute("REVOKE SELECT ON trades FROM follower_u")
     with pytest.raises(Forbidden):
         manager.follow(session, again)
+
+
+def test_a_kept_wait_goes_on_after_its_answer_and_misses_no_commit(conn):
+    """A stream's wait that made its reply with `attempt(keep=True)` is its next wait: on
+    the wake board all along, so a commit before the follow wakes it; a request that took
+    the subscription over ends it instead."""
+    manager = conn.instance.subscriptions
+    session = conn.session()
+    query = CANDLES.format(symbol="NABIL")
+    snapshot = manager.ask_now(session, query, None)
+    wait = manager.follow(session, snapshot)
+    assert isinstance(wait, LiveWait)
+    woken = threading.Event()
+    wait.watch(woken)
+    conn.execute("INSERT INTO trades VALUES ('2026-09-24T10:00:40Z', 'NABIL', 1512)")
+    reply = wait.attempt(keep=True)
+    assert reply is not None and reply.kind == "rows"
+    woken.clear()
+    conn.execute("INSERT INTO trades VALUES ('2026-09-24T10:00:50Z', 'NABIL', 1490)")
+    assert woken.is_set()  # between the re-run and the follow: not missed
+    assert manager.follow(session, reply, checked=True, wait=wait) is wait
+    newer = wait.attempt(keep=True)
+    assert newer is not None and newer.id == f"{snapshot.subscription.id}.3"
+    assert newer.rows == [(1790244000000000, 1510.0, 1512.0, 1490.0, 1490.0)]
+    taken = manager.ask(session, query, newer.id)  # another request of the subscription
+    assert isinstance(taken, LiveWait)
+    step = manager.follow(session, newer, checked=True, wait=wait)
+    assert isinstance(step, LiveWait) and step is not wait
+    woken.clear()
+    conn.execute("INSERT INTO trades VALUES ('2026-09-24T10:00:55Z', 'NABIL', 1491)")
+    assert not woken.is_set()  # ended: off the wake board
