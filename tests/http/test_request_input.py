@@ -10,7 +10,7 @@ from werkzeug.test import EnvironBuilder
 from werkzeug.wrappers import Request
 
 from refimpl.errors import BadRequest
-from refimpl.http.request_input import query_args, query_values
+from refimpl.http.request_input import _decode, query_args, query_values
 
 _PIECES = st.text(alphabet="ab=&+%2FC3é;", max_size=12) | st.sampled_from(
     ["query=SELECT%201", "%ff", "%c3%a9=%c3", "db=x", "a=%zz", "x=1&x=2"]
@@ -57,3 +57,16 @@ def test_a_parameters_values_are_werkzeugs_for_a_query_taken(raw: str) -> None:
         return  # refused before any route reads it
     for _ in range(2):  # the second time from the remembered pieces
         assert query_values(environ, "symbol") == Request(environ).args.getlist("symbol")
+
+
+@given((st.text(max_size=12) | _PIECES).filter(lambda piece: "&" not in piece))
+def test_a_piece_decodes_as_parse_qsl_decodes_it(piece: str) -> None:
+    """One piece (no `&`), with or without escapes: parse_qsl's pairs, or its refusal."""
+    try:
+        expected = parse_qsl(piece, keep_blank_values=True, encoding="utf-8", errors="strict")
+    except UnicodeDecodeError:
+        expected = None
+    try:
+        assert _decode(piece) == tuple(expected or ())
+    except UnicodeDecodeError:
+        assert expected is None
