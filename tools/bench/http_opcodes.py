@@ -4,9 +4,10 @@
 this process (its request log queued for a writer thread, as `refimpl serve` runs it) on an
 engine instance in a throwaway folder with a real admin token; lean keep-alive clients in a
 child process (`--clients` threads, one connection each, the headers `per_request.py`'s
-clients send) run a point SELECT or a one-row INSERT, and every opcode the server's threads
-run meanwhile is counted. Unlike CPU time, the count does not depend on the machine's load,
-so two trees compare on a busy machine too:
+clients send) run a point SELECT or a one-row INSERT (or, `--workload rev`, ask
+GET /api/rev?table=t), and every opcode the server's threads run meanwhile is counted.
+Unlike CPU time, the count does not depend on the machine's load, so two trees compare on
+a busy machine too:
 
     python tools/bench/http_opcodes.py --workload insert
     PYTHONPATH=../before python tools/bench/http_opcodes.py --workload insert
@@ -60,18 +61,22 @@ failed = []
 def client(number, ready):
     sock = socket.create_connection(("127.0.0.1", int(port)))
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    fixed = "POST /exec HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-    fixed += f"Authorization: Bearer {token}\r\nContent-Type: text/plain\r\n"
+    auth = f"Authorization: Bearer {token}\r\n"
+    fixed = f"POST /exec HTTP/1.1\r\nHost: 127.0.0.1\r\n{auth}Content-Type: text/plain\r\n"
     buffer = b""
     def run(i):
         nonlocal buffer
-        if workload == "select":
-            sql = f"SELECT * FROM t WHERE id = {i % 100}"
+        if workload == "rev":
+            rev = f"GET /api/rev?table=t HTTP/1.1\r\nHost: 127.0.0.1\r\n{auth}\r\n"
+            sock.sendall(rev.encode())
         else:
-            sql = f"INSERT INTO w VALUES ({(number + 1) * 10**9 + i}, 0.5, 'x')"
-        body = sql.encode()
-        head = f"{fixed}Content-Length: {len(body)}\r\n\r\n"
-        sock.sendall(head.encode() + body)
+            if workload == "select":
+                sql = f"SELECT * FROM t WHERE id = {i % 100}"
+            else:
+                sql = f"INSERT INTO w VALUES ({(number + 1) * 10**9 + i}, 0.5, 'x')"
+            body = sql.encode()
+            head = f"{fixed}Content-Length: {len(body)}\r\n\r\n"
+            sock.sendall(head.encode() + body)
         while b"\r\n\r\n" not in buffer:
             buffer += sock.recv(65536)
         head, _, buffer = buffer.partition(b"\r\n\r\n")
@@ -96,7 +101,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--workload", choices=("select", "insert"), default="select")
+    parser.add_argument("--workload", choices=("select", "insert", "rev"), default="select")
     parser.add_argument("--runs", type=int, default=1000, help="requests per client")
     parser.add_argument("--clients", type=int, default=1)
     parser.add_argument("--threads", type=int, default=16, help="the server's workers")
