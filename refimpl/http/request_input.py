@@ -139,8 +139,11 @@ def query_values(environ: Mapping[str, Any], name: str) -> list[str]:
     """Every value of the query parameter `name`, in the order sent, decoded as `query_args`
     decodes them (which a route calls first: it refuses a malformed query string); what
     Werkzeug's `args.getlist` gives for such a query, without making its request."""
+    raw = environ.get("QUERY_STRING", "")
+    if name not in raw and "%" not in raw and "+" not in raw:
+        return []  # no piece can decode to the name (most of /api/rev's: no symbol=)
     found: list[str] = []
-    for piece in environ.get("QUERY_STRING", "").split("&"):
+    for piece in raw.split("&"):
         pairs = _decoded(piece) if len(piece) <= REMEMBERED_PARAMETER else _decode(piece)
         found += [value for key, value in pairs if key == name]
     return found
