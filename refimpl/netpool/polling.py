@@ -88,8 +88,10 @@ class PollingWorkers:
         except OSError:  # the set was closed: the server is stopping
             return
         try:
-            self._on_round()
             if events:
+                # The request first: its answer does not wait for the round's look at the
+                # server's deadlines (a clock read, on a thread an import may hold back).
                 self._on_event(events[0][0])
+            self._on_round()
         except Exception:  # the server answers its own errors: this is a bug in serving
             log.exception("bug: unexpected error in a server's worker")
