@@ -3,7 +3,7 @@
 The server runs under `LAUNCHER`, which records, on the monotonic clock that every process
 of this machine shares:
 
-- each /api/rev request's handling (entry to and exit from the WSGI app), and how long its
+- each /api/rev request's handling (entry to and exit from `App.answer`), and how long its
   worker thread was ready to run but waiting for a CPU (the kernel's schedstat) since its
   previous request: its wait to be run once the request arrived;
 - each pass of the collector longer than 1 ms (`gc.callbacks`);
@@ -49,20 +49,21 @@ def queued_ms(thread="thread-self"):
             return int(file.read().split()[1]) / 1e6
     except OSError:
         return 0.0
-call = app_module.App.__call__
+# The server calls App.answer (App.__call__, the WSGI entry, only for other servers).
+call = app_module.App.answer
 local = threading.local()
-def timed(self, environ, start_response):
+def timed(self, environ):
     began, queued = time.monotonic(), queued_ms()
     if environ.get("PATH_INFO") == "/imp":
         importer[0] = threading.get_native_id()
     since = getattr(local, "queued", queued)
     try:
-        return call(self, environ, start_response)
+        return call(self, environ)
     finally:
         local.queued = queued_ms()
         if environ.get("PATH_INFO") == "/api/rev":
             events["rev"].append((began, time.monotonic(), queued - since))
-app_module.App.__call__ = timed
+app_module.App.answer = timed
 def where_importing(me):
     for ident, frame in sys._current_frames().items():
         if ident == me:
