@@ -8,7 +8,9 @@ answer handed over meanwhile, the others find their commits durable already; the
 answer goes back to the server to be sent. A wait that fails (the log failed) hands the
 error back instead, and nothing is acknowledged. Knows no sockets. The rounds are
 `refimpl.waiting.rounds`' (as HTTP's flusher's): what was handed over while the thread
-worked is its next round.
+worked is its next round, but for the answers whose commits the round's flush made durable
+as well (committed before it began, handed over while it ran): they go back with the
+round's, so that the server wakes a worker once for both (`after_round`), not twice.
 """
 
 from __future__ import annotations
@@ -24,6 +26,9 @@ T = TypeVar("T")
 
 log = logging.getLogger("refimpl.pgwire")
 
+# An answer handed over: the item, the wait for its commits, and whether they are durable.
+_Handed = tuple[T, Callable[[], None], Callable[[], bool]]
+
 
 class Acknowledging(Generic[T]):
     """One thread that waits until handed answers may go out; `on_durable(item, error)`
@@ -38,29 +43,46 @@ class Acknowledging(Generic[T]):
         back (the server then wakes whoever sends them: one wake-up a round)."""
         self._on_durable = on_durable
         self._after_round = after_round
-        self._rounds: Rounds[tuple[T, Callable[[], None]]] = Rounds("kdb-pg-ack", self._round)
+        self._rounds: Rounds[_Handed[T]] = Rounds("kdb-pg-ack", self._round)
         self._rounds.start()
 
-    def hand_over(self, item: T, wait_durable: Callable[[], None]) -> None:
-        """`item`'s answer goes out once `wait_durable()` returned (the caller sends nothing)."""
-        self._rounds.hand_over((item, wait_durable))
+    def hand_over(
+        self, item: T, wait_durable: Callable[[], None], is_durable: Callable[[], bool]
+    ) -> None:
+        """`item`'s answer goes out once `wait_durable()` returned (the caller sends nothing);
+        `is_durable()` tells without waiting whether it would return at once."""
+        self._rounds.hand_over((item, wait_durable, is_durable))
 
     def close(self) -> None:
         """Every answer handed over is waited for and handed back; then the thread ends."""
         self._rounds.close(wait=True)
 
-    def _round(self, round_: list[tuple[T, Callable[[], None]]]) -> None:
-        for item, wait_durable in round_:
-            error: KdbError | None = None
+    def _round(self, round_: list[_Handed[T]]) -> None:
+        while round_:
+            for item, wait_durable, _ in round_:
+                error: KdbError | None = None
+                try:
+                    wait_durable()
+                except KdbError as failed:
+                    error = failed
+                self._hand_back(item, error)
+            # Handed over while the flush ran: those it made durable too go back now, with
+            # this round's; the rest, from the first that is not, are the next round's.
+            round_ = self._rounds.more()
+            durable = 0
+            for item, _, is_durable in round_:
+                if not is_durable():
+                    break
+                self._hand_back(item, None)
+                durable += 1
+            del round_[:durable]
             try:
-                wait_durable()
-            except KdbError as failed:
-                error = failed
-            try:
-                self._on_durable(item, error)
-            except Exception:  # the server's sending is its own: this is a bug there
-                log.exception("bug: unexpected error sending an acknowledgement")
+                self._after_round()
+            except Exception:
+                log.exception("bug: unexpected error after a round of acknowledgements")
+
+    def _hand_back(self, item: T, error: KdbError | None) -> None:
         try:
-            self._after_round()
-        except Exception:
-            log.exception("bug: unexpected error after a round of acknowledgements")
+            self._on_durable(item, error)
+        except Exception:  # the server's sending is its own: this is a bug there
+            log.exception("bug: unexpected error sending an acknowledgement")

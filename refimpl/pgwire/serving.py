@@ -359,7 +359,9 @@ class PgServer:
                     if out:
                         if not link.is_durable():
                             # It acknowledges a commit not yet on disk: sent after the flush.
-                            self._acknowledging.hand_over((client, out), link.wait_durable)
+                            self._acknowledging.hand_over(
+                                (client, out), link.wait_durable, link.is_durable
+                            )
                             return
                         if closed:
                             client.transport.send(out)  # its last words, then it closes

@@ -6,7 +6,8 @@ protocol's acknowledgements (`refimpl.pgwire.acknowledging`: answers sent once t
 commits are durable). What a caller may rely on: items are handed to `run_round` in the
 order they were handed over, a round at a time, on the one thread; a round that raises is
 logged and the thread goes on; `close` lets the thread finish every item handed over
-before it, then end.
+before it, then end. A round may take the items handed over while it ran (`more`): they
+are then its own, not the next round's.
 
 Handing over is one call of a queue written in C, which wakes the thread only when it
 waits: a Condition's notify and its lock's Python methods cost the handing thread about
@@ -43,6 +44,7 @@ class Rounds(Generic[T]):
         self._handed: queue.SimpleQueue[T | _Close] = queue.SimpleQueue()
         self._start_lock = threading.Lock()
         self._thread: threading.Thread | None = None
+        self._close_taken = False  # `more` took the close's mark: the round is the last
 
     def start(self) -> None:
         """The thread, unless it runs already."""
@@ -56,6 +58,25 @@ class Rounds(Generic[T]):
         self._handed.put(item)
         if self._thread is None:  # once: a plain read is all a started thread costs
             self.start()
+
+    def more(self) -> list[T]:
+        """For `run_round`, on the thread: every item handed over since its round was
+        taken, in order, taken now (they are no later round's); none handed over after a
+        close."""
+        taken: list[T] = []
+        if self._close_taken:
+            return taken
+        take = self._handed.get_nowait
+        try:
+            while True:
+                item = take()
+                if item is _CLOSE:
+                    self._close_taken = True
+                    break
+                taken.append(item)  # type: ignore[arg-type]  # the mark is _CLOSE alone
+        except queue.Empty:
+            pass
+        return taken
 
     def close(self, wait: bool = False) -> None:
         """The thread ends once every item handed over before is done (`wait`: the caller
@@ -83,5 +104,5 @@ class Rounds(Generic[T]):
                     self._run_round(round_)  # type: ignore[arg-type]  # no _Close in it
                 except Exception:  # the thread must live on for the rounds after it
                     log.exception("bug: a round of thread '%s' failed", self._name)
-            if closed:
+            if closed or self._close_taken:
                 return

@@ -4,6 +4,7 @@ nothing a client was told committed is lost when the server is killed."""
 
 from __future__ import annotations
 
+import functools
 import signal
 import socket
 import threading
@@ -13,7 +14,10 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from refimpl.engine.files import FileOps
 from refimpl.engine.instance import Instance
+from refimpl.engine.storage.wal import WriteAheadLog
+from refimpl.engine.storage.wal_segments import HEADER_SIZE
 from refimpl.errors import KdbError, WritesStopped
 from refimpl.pgwire.acknowledging import Acknowledging
 from tests.http.conftest import start_server
@@ -32,9 +36,9 @@ def test_answers_are_handed_back_in_order_once_their_wait_returned():
         gate.wait(WAIT)
 
     try:
-        acks.hand_over(1, wait_gate)
+        acks.hand_over(1, wait_gate, gate.is_set)
         for item in range(2, 6):
-            acks.hand_over(item, lambda: None)
+            acks.hand_over(item, lambda: None, gate.is_set)
         time.sleep(0.05)
         assert handed == []  # the first wait holds the round: nothing goes out before it
         gate.set()
@@ -54,15 +58,154 @@ def test_a_failed_flush_hands_back_the_error_and_the_thread_goes_on():
         raise RuntimeError("a bug in sending")
 
     try:
-        acks.hand_over("lost", failing)
-        acks.hand_over("kept", lambda: None)
+        acks.hand_over("lost", failing, lambda: False)
+        acks.hand_over("kept", lambda: None, lambda: True)
     finally:
         acks.close()
     assert handed[0][0] == "lost" and isinstance(handed[0][1], WritesStopped)
     assert handed[1] == ("kept", None)
     broken: Acknowledging[str] = Acknowledging(bug)
-    broken.hand_over("a", lambda: None)
+    broken.hand_over("a", lambda: None, lambda: True)
     broken.close()  # a bug in the callback is logged; close still returns
+
+
+def test_answers_a_rounds_flush_made_durable_go_back_with_it_under_one_after_round():
+    # Answers 2 and 3 are handed over while answer 1's flush runs, which makes their
+    # commits durable too: they go back before the round's after_round (the server's one
+    # wake-up for them all), not in a round of their own. Answer 4's commit came after
+    # that flush: it waits for the next, in the next round.
+    events: list[object] = []
+    flushing, go_on = threading.Event(), threading.Event()
+    durable = [0]
+
+    def flush_through_3() -> None:
+        flushing.set()
+        go_on.wait(WAIT)
+        durable[0] = 3
+
+    def flush_4() -> None:
+        events.append("flush 4")
+        durable[0] = 4
+
+    acks: Acknowledging[int] = Acknowledging(
+        lambda item, error: events.append((item, error)), lambda: events.append("rung")
+    )
+    try:
+        acks.hand_over(1, flush_through_3, lambda: durable[0] >= 1)
+        assert flushing.wait(WAIT)
+        acks.hand_over(2, lambda: None, lambda: durable[0] >= 2)
+        acks.hand_over(3, lambda: None, lambda: durable[0] >= 3)
+        acks.hand_over(4, flush_4, lambda: durable[0] >= 4)
+        go_on.set()
+    finally:
+        acks.close()
+    assert events == [(1, None), (2, None), (3, None), "rung", "flush 4", (4, None), "rung"]
+
+
+class ObservedFsyncs(FileOps):
+    """A log's files whose fsyncs are seen: how many bytes of each file were on disk at
+    the last fsync of it that returned; the `fail_at`-th fsync fails instead."""
+
+    def __init__(self, fail_at: int | None) -> None:
+        self.written: dict[int, int] = {}
+        self.synced: dict[int, int] = {}
+        self.fsyncs = 0
+        self.fail_at = fail_at
+
+    def write(self, fd: int, data: bytes | bytearray | memoryview) -> int:
+        count = super().write(fd, data)
+        self.written[fd] = self.written.get(fd, 0) + count
+        return count
+
+    def fsync(self, fd: int) -> None:
+        self.fsyncs += 1
+        if self.fsyncs == self.fail_at:
+            raise OSError(5, "Input/output error")
+        written = self.written.get(fd, 0)
+        super().fsync(fd)
+        self.synced[fd] = written
+
+    def durable_bytes(self) -> int:
+        return max(self.synced.values(), default=0)
+
+
+class Durable:
+    """Whether record `lsn` of `log` is durable now."""
+
+    def __init__(self, log: WriteAheadLog, lsn: int) -> None:
+        self.log, self.lsn = log, lsn
+
+    def __call__(self) -> bool:
+        return self.log.durable_lsn >= self.lsn
+
+
+PAYLOAD = b"p" * 40
+SENDERS = 8
+PER_SENDER = 150
+
+
+@pytest.mark.parametrize("fail_at", [None, 12])
+def test_no_answer_goes_back_before_its_record_is_on_disk(tmp_path: Path, fail_at: int | None):
+    # Many committers hand over answers while flushes run (each a little slow), some
+    # waiting for their answers as clients do, some not: every answer handed back without
+    # an error is one whose record (and every one before it) a returned fsync covered,
+    # whether it was waited for or found durable by the round's look at those handed over
+    # meanwhile; after a failed fsync nothing is acknowledged; each answer goes back once,
+    # in each committer's order.
+    files = ObservedFsyncs(fail_at)
+    log = WriteAheadLog(tmp_path / "log", fsync_delay=0.0005, files=files)
+    write_lock = threading.Lock()
+    frame = HEADER_SIZE + len(PAYLOAD)
+    wrong: list[str] = []
+    handed: dict[int, list[tuple[int, bool]]] = {sender: [] for sender in range(SENDERS)}
+    answered = [threading.Semaphore(0) for _ in range(SENDERS)]
+
+    def on_durable(item: tuple[int, int], error: KdbError | None) -> None:
+        sender, lsn = item
+        if error is None and files.durable_bytes() < lsn * frame:
+            wrong.append(f"LSN {lsn} answered with {files.durable_bytes()} bytes on disk")
+        handed[sender].append((lsn, error is None))
+        answered[sender].release()
+
+    acks: Acknowledging[tuple[int, int]] = Acknowledging(on_durable)
+
+    def commit(sender: int) -> None:
+        for n in range(PER_SENDER):
+            try:
+                with write_lock:
+                    lsn = log.append(PAYLOAD)
+            except WritesStopped:
+                return
+            acks.hand_over(
+                (sender, lsn), functools.partial(log.wait_durable, lsn), Durable(log, lsn)
+            )
+            if sender % 2 == 0 or n % 10 == 9:
+                answered[sender].acquire()  # as a client that waits for its answer
+
+    threads = [threading.Thread(target=commit, args=(s,)) for s in range(SENDERS)]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+    finally:
+        acks.close()
+        log.close()
+    assert not wrong, wrong[:3]
+    failed_from = None
+    for sender, answers in handed.items():
+        lsns = [lsn for lsn, _ in answers]
+        assert lsns == sorted(set(lsns)), f"sender {sender}: not once each, in order"
+        for lsn, ok in answers:
+            if not ok:
+                failed_from = lsn if failed_from is None else min(failed_from, lsn)
+    if fail_at is None:
+        assert failed_from is None
+        assert sum(len(a) for a in handed.values()) == SENDERS * PER_SENDER
+    else:
+        assert failed_from is not None
+        acknowledged = [lsn for a in handed.values() for lsn, ok in a if ok]
+        assert all(lsn < failed_from for lsn in acknowledged)
 
 
 WRITERS = 6

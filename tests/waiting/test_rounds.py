@@ -57,6 +57,29 @@ def test_what_is_handed_over_while_a_round_runs_is_the_next_round() -> None:
     assert rounds_seen == [[1], [2, 3, 4]]
 
 
+def test_a_round_takes_what_was_handed_over_while_it_ran_up_to_a_close() -> None:
+    first_round_started = threading.Event()
+    go_on = threading.Event()
+    rounds_seen: list[list[int]] = []
+
+    def run_round(items: list[int]) -> None:
+        first_round_started.set()
+        go_on.wait(10)
+        rounds_seen.append(items + rounds.more())
+        rounds_seen.append(rounds.more())  # the close's mark was taken: nothing after it
+
+    rounds: Rounds[int] = Rounds("test-rounds", run_round)
+    rounds.hand_over(1)
+    assert first_round_started.wait(10)
+    for n in (2, 3):
+        rounds.hand_over(n)
+    rounds.close()
+    rounds.hand_over(4)  # after the close: never run
+    go_on.set()
+    rounds.close(wait=True)
+    assert rounds_seen == [[1, 2, 3], []]
+
+
 def test_a_round_that_raises_is_logged_and_the_thread_goes_on(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
