@@ -126,9 +126,14 @@ class LiveCounts:
         with self._lock:
             self._answers[key] = self._answers.get(key, 0) + 1
 
-    def reran(self, database: str) -> None:
+    def reran(self, database: str, answered: bool = False) -> None:
+        """One run of a query again after a commit; `answered`: it answered rows (counted
+        as `answered(database, "rows")` is, in the same hold of the lock)."""
         with self._lock:
             self._reruns[database] = self._reruns.get(database, 0) + 1
+            if answered:
+                key = (database, "rows")
+                self._answers[key] = self._answers.get(key, 0) + 1
 
     def forget_database(self, database: str) -> None:
         """Drop what was counted for `database` (dropped): one created later under its name

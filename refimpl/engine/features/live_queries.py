@@ -69,6 +69,9 @@ SUBSCRIPTIONS_PER_USER = 2000  # the default of the setting subscriptions_per_us
 ROWS_KEPT_PER_USER = 1_000_000
 UNASKED_SECONDS = 120.0  # a subscription nobody asked for this long may be dropped
 KEPT_VERSIONS = 8
+# Steps from one answer to the next kept for the other subscribers of the query a commit
+# wakes (`_next_answer`): a few per query woken at once, a few queries at once.
+STEPS_KEPT = 64
 
 
 class SubscriptionManager:
@@ -101,6 +104,10 @@ class SubscriptionManager:
         # Answers and changes are shared only among the subscribers one commit wakes, who
         # ask within moments of each other: a few kept suffice, and hold little memory.
         self._answers = SharedResults(size=64)
+        # The last step of each shared query from each answer (`_next_answer`): written
+        # under `_steps_lock`, read without it (a dict's read is whole under a write).
+        self._steps: dict[tuple, tuple[LiveAnswer, LiveChange | None, int]] = {}
+        self._steps_lock = threading.Lock()
         self._states = StateReads()
         # Every request of a client sends its query again: its shape is checked once.
         self._parsed = SharedResults(size=1024)
@@ -523,27 +530,69 @@ class SubscriptionManager:
     ) -> Reply | None:
         """Run the query again after a commit touched it: the difference, or None.
         `counter`: `counter_of(subscription)`, read by the caller just before."""
+        answered = False
         with subscription.lock:
-            before = subscription.current
-            self.counts.reran(subscription.database.name)
-            answer = self._run(session, subscription, counter)
-            if answer.serial == before.answer.serial:
-                return None
-            # Shared by the subscribers that had the same two answers (None: no row changed).
-            change = self._change(subscription, before.answer, answer)
-            if change is None:
-                return None
-            version = before.version + 1
-            versions = subscription.versions
-            versions[version] = Version(version, answer)
-            rows = len(answer.rows)
-            while len(versions) > KEPT_VERSIONS:
-                rows -= len(versions.popitem(last=False)[1].rows)
-            with self._lock:
-                self._count(subscription, rows)
-                self._make_room(subscription.owner, subscription)
-            self.counts.answered(subscription.database.name, "rows")
-            return Reply("rows", subscription, version, change)
+            try:
+                before = subscription.current
+                answer, change = self._next_answer(session, subscription, before.answer, counter)
+                if change is None:  # no row changed
+                    return None
+                version = before.version + 1
+                versions = subscription.versions
+                versions[version] = Version(version, answer)
+                grown = len(answer.rows)
+                while len(versions) > KEPT_VERSIONS:
+                    grown -= len(versions.popitem(last=False)[1].rows)
+                if grown:
+                    # The rows kept changed (else the owner is within its bounds as before:
+                    # the manager's lock is not taken, as at most commits of a steady query).
+                    with self._lock:
+                        self._count(subscription, grown)
+                        self._make_room(subscription.owner, subscription)
+                answered = True
+                return Reply("rows", subscription, version, change)
+            finally:  # counted failed or not, in one hold of the counts' lock
+                self.counts.reran(subscription.database.name, answered)
+
+    def _next_answer(
+        self,
+        session: StatementContext,
+        subscription: Subscription,
+        before: LiveAnswer,
+        counter: int | None,
+    ) -> tuple[LiveAnswer, LiveChange | None]:
+        """The answer at the state read now and the change from `before` to it (None: the
+        same rows), as `_run` and `_change` make them (`counter`: as `rerun`'s). The
+        subscribers of a shared query that held `before` and are woken by one commit take
+        one step: the first keeps it, and the others take it when the state they read (the
+        counter, then the applied LSN) is the one its answer was marked with (as
+        `StateReads` compares them), their right to read the table checked again, without
+        the state's lock or the shared memos."""
+        database = subscription.database
+        key = (database, subscription.select, subscription.top is not None, before.serial)
+        if subscription.shared and counter is not None:
+            taken = self._steps.get(key)
+            if taken is not None:
+                answer, change, floor = taken
+                if counter == answer.token and database.applied_lsn == answer.position:
+                    session.authorize(Right.READ, subscription.table)
+                    subscription.token = answer.token
+                    subscription.position = answer.position
+                    subscription.rowid_floor = floor
+                    return answer, change
+        answer = self._run(session, subscription, counter)
+        change = None
+        if answer.serial != before.serial:
+            # Shared by the subscribers that had the same two answers.
+            change = self._change(subscription, before, answer)
+        if subscription.shared:
+            with self._steps_lock:
+                steps = self._steps
+                steps.pop(key, None)  # the newest last, the oldest first out
+                steps[key] = (answer, change, subscription.rowid_floor)
+                if len(steps) > STEPS_KEPT:
+                    del steps[next(iter(steps))]
+        return answer, change
 
     def moved(self, subscription: Subscription) -> bool:
         """True when a commit the subscription's answer does not include touched its query."""

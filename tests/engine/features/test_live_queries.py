@@ -682,6 +682,30 @@ def test_rows_a_user_keeps_are_bounded_across_versions(conn, monkeypatch):
     assert manager.ask_now(bob, texts[0], bobs).kind == "rows"  # bob's is bob's
 
 
+def test_rows_kept_are_counted_through_versions_of_one_size_and_growth(conn, monkeypatch):
+    """A new version as big as the one it pushes out leaves the count as it was (the
+    manager's lock is not taken for it); the count always equals the kept versions' rows."""
+    manager = SubscriptionManager(rows_per_user=1000)
+    monkeypatch.setattr(conn.instance, "subscriptions", manager)
+    conn.execute("CREATE TABLE big (id INT PRIMARY KEY, v INT)")
+    conn.execute("INSERT INTO big VALUES " + ", ".join(f"({n}, 0)" for n in range(10)))
+    alice = _user_session(conn, "alice")
+    texts = ["SUBSCRIBE SELECT id, v FROM big", "SUBSCRIBE SELECT id, v FROM big WHERE id < 5"]
+    ids = [manager.ask_now(alice, text, None).id for text in texts]
+    for n in range(1, 14):
+        if n % 5 == 0:
+            conn.execute(f"INSERT INTO big VALUES ({100 + n}, {n})")  # the first grows
+        else:
+            conn.execute(f"UPDATE big SET v = {n}")
+        ids = [manager.ask_now(alice, text, i).id for text, i in zip(texts, ids, strict=True)]
+        kept = sum(
+            len(version.rows)
+            for subscription in manager._owned["alice"].values()
+            for version in subscription.versions.values()
+        )
+        assert manager._kept_rows["alice"] == kept
+
+
 def test_rights_are_checked_again_before_a_kept_version_is_answered(conn):
     manager = conn.instance.subscriptions
     alice = _user_session(conn, "alice")

@@ -198,3 +198,20 @@ def test_a_kept_wait_goes_on_after_its_answer_and_misses_no_commit(conn):
     woken.clear()
     conn.execute("INSERT INTO trades VALUES ('2026-09-24T10:00:55Z', 'NABIL', 1491)")
     assert not woken.is_set()  # ended: off the wake board
+
+
+def test_a_subscriber_woken_after_a_later_commit_takes_no_older_shared_step(conn, monkeypatch):
+    """The step the first subscriber took from an answer is taken by the others only at
+    the state it was taken at: after another commit, a subscriber that held the same
+    answer gets the newer one."""
+    first, second, third = _waiting(conn, CANDLES.format(symbol="NABIL"), 3)
+    runs = _count_runs(monkeypatch)
+    conn.execute("INSERT INTO trades VALUES ('2026-09-24T10:00:40Z', 'NABIL', 1512)")
+    assert first.attempt() is not None
+    conn.execute("INSERT INTO trades VALUES ('2026-09-24T10:00:50Z', 'NABIL', 1490)")
+    later, last = second.attempt(), third.attempt()
+    assert runs[0] == 2  # the third took the second's step
+    for reply in (later, last):
+        assert reply is not None and reply.id.endswith(".2")
+        assert reply.rows == [(1790244000000000, 1510.0, 1512.0, 1490.0, 1490.0)]
+    assert later.change is last.change
