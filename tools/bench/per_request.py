@@ -18,11 +18,15 @@ process over the measured seconds; PostgreSQL: every process of the cluster, the
 time reaped by the postmaster included, over the whole phase with its warm-up and
 connections, so a little high) and the load average at its start; for refimpl also its
 threads' context switches per request (each a thread that slept on a lock, a condition or
-the kernel and was woken, or was preempted) and the user-time share of its CPU. The end
-prints the medians of the rounds and the ratios against the targets.
+the kernel and was woken, or was preempted) and the user-time share of its CPU; with
+`--threads`, also each thread group's runs and CPU per request (`subscribe.thread_cpu`,
+named by py-spy): which thread wakes how often for a request. The end prints the medians of
+the rounds and the ratios against the targets.
 
     python tools/bench/per_request.py --rounds 3 --seconds 4
     python tools/bench/per_request.py --workloads pg-insert --before ../before-tree
+    python tools/bench/per_request.py --workloads pg-insert,exec-insert --no-postgres \
+        --before ../before-tree --threads
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from typing import Any
 
 import harness
 import pgwire
+import subscribe
 
 # This folder's http.py shadows the standard library's http package; load it by path.
 _spec = importlib.util.spec_from_file_location("bench_http", Path(__file__).with_name("http.py"))
@@ -110,11 +115,19 @@ class System:
         self.pid: int | None = exec_target.get("pid")
         self.postmaster: int | None = None
 
-    def run(self, workload: str, seconds: float, id_base: int) -> dict[str, float]:
+    def run(
+        self, workload: str, seconds: float, id_base: int, by_thread: bool = False
+    ) -> dict[str, float]:
+        """The phase's figures; with `by_thread` (a refimpl server), also `runs <group>` and
+        `cpu <group>`: each thread group's runs and CPU seconds per request."""
         kind, op = workload.split("-")
         before = cluster_cpu(self.postmaster) if self.postmaster else 0.0
+        by_thread = by_thread and bool(self.pid)
         if self.pid:
             began_switches, began_times = switches(self.pid), user_system(self.pid)
+            if by_thread:
+                names = subscribe.thread_names(self.pid)
+                began_threads = subscribe.thread_cpu(self.pid)
         if kind == "pg":
             figures = pgwire.run_phase(self.pg_conninfo, op, CLIENTS, 4, seconds, id_base, self.pid)
         else:
@@ -129,6 +142,16 @@ class System:
             figures["user_share"] = (ended[0] - began_times[0]) / max(
                 1e-9, sum(ended) - sum(began_times)
             )
+            if by_thread:
+                for native, (cpu, runs) in subscribe.thread_cpu(self.pid).items():
+                    group = names.get(native, "other")
+                    cpu_before, runs_before = began_threads.get(native, (0.0, 0))
+                    figures[f"runs {group}"] = (
+                        figures.get(f"runs {group}", 0.0) + (runs - runs_before) / requests
+                    )
+                    figures[f"cpu {group}"] = (
+                        figures.get(f"cpu {group}", 0.0) + (cpu - cpu_before) / requests
+                    )
         if self.postmaster:
             time.sleep(0.3)  # the backends gone and reaped
             requests = figures["rate"] * (seconds + harness.CLIENT_WARMUP)
@@ -167,6 +190,9 @@ def main() -> None:
     parser.add_argument("--workloads", default=",".join(TARGETS))
     parser.add_argument("--before", type=Path, help="another checkout to run alternately")
     parser.add_argument("--no-postgres", action="store_true", help="no peer (with --before)")
+    parser.add_argument(
+        "--threads", action="store_true", help="runs and CPU per request by thread group"
+    )
     args = parser.parse_args()
     workloads = args.workloads.split(",")
     servers = [harness.RefimplServer(threads=16, extra=["--pg-port", "0"])]
@@ -191,7 +217,7 @@ def main() -> None:
                 for system in order:
                     load = os.getloadavg()[0]
                     id_base += 10**9
-                    result = system.run(workload, args.seconds, id_base)
+                    result = system.run(workload, args.seconds, id_base, args.threads)
                     result["load"] = load
                     figures.setdefault((workload, system.name), []).append(result)
                     print(
@@ -207,6 +233,13 @@ def main() -> None:
                         + f"  load {load:.1f}",
                         flush=True,
                     )
+                    for key in sorted(k for k in result if k.startswith("runs ")):
+                        group = key.removeprefix("runs ")
+                        if result[key] >= 0.01:
+                            print(
+                                f"    {group:24} runs {result[key]:5.2f}/req"
+                                f"  CPU {1e6 * result['cpu ' + group]:5.0f} us/req"
+                            )
     finally:
         for server in servers:
             server.stop()
