@@ -6,20 +6,24 @@ constants where a `?` means exactly the same thing (the values of an INSERT ... 
 the WHERE clause of SELECT, UPDATE and DELETE up to an ORDER BY, GROUP BY or HAVING, where a
 number could be a column position) by `?`, parses that template once, and returns the
 constants as parameters. Anything else, or a template that does not parse, is parsed as
-written, so errors keep their positions.
+written, so errors keep their positions. A short text's shape (its constants each made a `?`)
+is found in one call, and whether that shape is its template is remembered by shape.
 """
 
 from __future__ import annotations
 
 import functools
 import re
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from refimpl.errors import StatementTimeout, StatementTooLarge
 from refimpl.sql import ast
 from refimpl.sql.parser import parse_cached
 
+# A constant as the scan below takes it. A number is not part of a word (`t1`) or of
+# another number; a string is the quotes and what they hold, a doubled quote included.
+_NUMBER = r"(?<![\w.])(?:\d+\.\d*|\.\d+|\d+)(?:[eE][+-]?\d+)?(?![\w.])"
+_STRING = r"'[^']*(?:''[^']*)*'"
 _TOKEN = re.compile(
     # A run of plain characters is one step of the matcher, not one per character: a
     # 1 MB literal took 0.3 s of the interpreter lock (every request waited), now 1 ms.
@@ -29,26 +33,37 @@ _TOKEN = re.compile(
     # what matches, and the most common come first.
     r"""(?=[A-Za-z_\d.'"/;?-])(?:"""
     r"""(?P<word>[A-Za-z_][A-Za-z0-9_]*)"""
-    r"""|(?P<number>(?<![\w.])(?:\d+\.\d*|\.\d+|\d+)(?:[eE][+-]?\d+)?(?![\w.]))"""
-    r"""|(?P<string>'[^']*(?:''[^']*)*')"""
+    rf"""|(?P<number>{_NUMBER})"""
+    rf"""|(?P<string>{_STRING})"""
     r"""|(?P<quoted>"[^"]*(?:""[^"]*)*")"""
     r"""|(?P<comment>--|/\*)"""
     r"""|(?P<other>[;?]))""",
 )
+# The constants alone, found in one call (`re.split`) where no `'` can be part of anything
+# but a string: in a text without quoted names or comments (`_UNSHAPED`). Words need no
+# match of their own here: a string cannot begin inside one, and a number's look-behind
+# keeps the digits of `t1` out, so the same constants are found as by `_TOKEN`. A number
+# without a point or an exponent (an INT) is its own group, so that no test tells it.
+_CONSTANT = re.compile(rf"(?=[\d.'])(?:(?<![\w.])(\d+)(?![\w.])|({_NUMBER})|({_STRING}))")
+_UNSHAPED = re.compile(r"""["?;]|--|/\*""")
+# Texts up to this many characters are templated by their shape (`_takes_every_constant`,
+# which keeps at most 4096 shapes: a few megabytes).
+SHAPED_TEXT = 1024
 # int() refuses more digits than this (Python's guard against its quadratic conversion).
 _LONGEST_INTEGER = 4300
+assert SHAPED_TEXT < _LONGEST_INTEGER
 _STOP_WORDS = frozenset({"ORDER", "GROUP", "HAVING"})
 _START_WORDS = {"INSERT": "VALUES", "SELECT": "WHERE", "UPDATE": "WHERE", "DELETE": "WHERE"}
 
 
-@dataclass(frozen=True, slots=True)
-class Templated:
+# Named tuples: made in a step, where a frozen dataclass sets each field by a call; every
+# templated statement makes one of each.
+class Templated(NamedTuple):
     script: ast.ParsedScript
     params: tuple[Any, ...]
 
 
-@dataclass(frozen=True, slots=True)
-class Template:
+class Template(NamedTuple):
     """A text's constants found: `text` with a `?` for each, and their values in order."""
 
     text: str
@@ -87,8 +102,41 @@ def _unquote(literal: str) -> str:
 
 
 def template_of(text: str) -> Template | None:
-    """The template of `text` and its constants, in one pass over its tokens; None when the
-    text is not templatable (several statements, comments, ? of the caller's own)."""
+    """The template of `text` and its constants; None when the text is not templatable
+    (several statements, comments, ? of the caller's own)."""
+    if len(text) > SHAPED_TEXT or _UNSHAPED.search(text) is not None:
+        return _scanned(text)
+    # [text before the first constant, its integer, other number, string, text before the
+    # next, ...]
+    pieces = _CONSTANT.split(text)
+    shape = "?".join(pieces[::4])
+    if not _takes_every_constant(shape):
+        return _scanned(text)  # a constant kept as written (ORDER BY 2), or not templatable
+    # An integer is within int()'s limit of digits: the text is short.
+    values = [
+        int(integer)
+        if integer is not None
+        else (float(number) if number is not None else string[1:-1].replace("''", "'"))
+        for integer, number, string in zip(pieces[1::4], pieces[2::4], pieces[3::4], strict=True)
+    ]
+    return Template(shape, tuple(values))
+
+
+@functools.lru_cache(maxsize=4096)
+def _takes_every_constant(shape: str) -> bool:
+    """Whether the scan of a text (`_scanned`) whose constants, each made a `?`, give
+    `shape` makes every constant a parameter: its template is then `shape`. Clients send
+    one shape again and again with other values (an INSERT's row, a point SELECT's key),
+    and the scan decides by the words between the constants alone, so the answer holds
+    for every text of the shape: it is asked once, of the shape with a ` 0 ` for each
+    constant (spaces around it, so that it is a number wherever the constant stood and
+    touches nothing the constant did not)."""
+    template = _scanned(shape.replace("?", " 0 "))
+    return template is not None and len(template.values) == shape.count("?")
+
+
+def _scanned(text: str) -> Template | None:
+    """`template_of(text)` by one pass over its tokens."""
     parts: list[str] = []
     values: list[Any] = []
     position = 0
