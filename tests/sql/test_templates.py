@@ -94,7 +94,7 @@ _BETWEEN = st.one_of(
     st.sampled_from(
         ["SELECT * FROM t WHERE ", "INSERT INTO t VALUES (", "UPDATE t SET x = 1 WHERE "]
         + ["DELETE FROM t WHERE ", "WHERE", "VALUES", "ORDER BY", "GROUP", "HAVING", "SELECT"]
-        + [" AND s = ", "t1", "5x", "INTO", "\"x'\"", "-- '", "/* ' */", "'5 "]
+        + [" AND s = ", "t1", "5x", "INTO", '"x\'"', "-- '", "/* ' */", "'5 "]
     ),
     st.text(st.sampled_from(list("'\"-/*;?.5eE_x (),\né\u0663")), min_size=1, max_size=4),
 )
