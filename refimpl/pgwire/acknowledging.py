@@ -10,7 +10,7 @@ error back instead, and nothing is acknowledged. Knows no sockets. The rounds ar
 `refimpl.waiting.rounds`' (as HTTP's flusher's): what was handed over while the thread
 worked is its next round, but for the answers whose commits the round's flush made durable
 as well (committed before it began, handed over while it ran): they go back with the
-round's, so that the server wakes a worker once for both (`after_round`), not twice.
+round's, all in one call, so that the server wakes a worker once for them (`on_round`).
 """
 
 from __future__ import annotations
@@ -31,18 +31,13 @@ _Handed = tuple[T, Callable[[], None], Callable[[], bool]]
 
 
 class Acknowledging(Generic[T]):
-    """One thread that waits until handed answers may go out; `on_durable(item, error)`
-    is called on it for each, in the order they were handed over, then `after_round()`."""
+    """One thread that waits until handed answers may go out; `on_round(answers)` is called
+    on it with a round's (item, error) pairs, every item once, in the order handed over."""
 
-    def __init__(
-        self,
-        on_durable: Callable[[T, KdbError | None], None],
-        after_round: Callable[[], None] = lambda: None,
-    ) -> None:
-        """`after_round()` is called on the thread once the items of a round were handed
-        back (the server then wakes whoever sends them: one wake-up a round)."""
-        self._on_durable = on_durable
-        self._after_round = after_round
+    def __init__(self, on_round: Callable[[list[tuple[T, KdbError | None]]], None]) -> None:
+        """`on_round` gets a round's answers at once (the server then wakes whoever sends
+        them: one wake-up a round); error is None for an item that may go out."""
+        self._on_round = on_round
         self._rounds: Rounds[_Handed[T]] = Rounds("kdb-pg-ack", self._round)
         self._rounds.start()
 
@@ -59,13 +54,14 @@ class Acknowledging(Generic[T]):
 
     def _round(self, round_: list[_Handed[T]]) -> None:
         while round_:
+            answers: list[tuple[T, KdbError | None]] = []
             for item, wait_durable, _ in round_:
-                error: KdbError | None = None
                 try:
                     wait_durable()
                 except KdbError as failed:
-                    error = failed
-                self._hand_back(item, error)
+                    answers.append((item, failed))
+                else:
+                    answers.append((item, None))
             # Handed over while the flush ran: those it made durable too go back now, with
             # this round's; the rest, from the first that is not, are the next round's.
             round_ = self._rounds.more()
@@ -73,16 +69,10 @@ class Acknowledging(Generic[T]):
             for item, _, is_durable in round_:
                 if not is_durable():
                     break
-                self._hand_back(item, None)
+                answers.append((item, None))
                 durable += 1
             del round_[:durable]
             try:
-                self._after_round()
-            except Exception:
-                log.exception("bug: unexpected error after a round of acknowledgements")
-
-    def _hand_back(self, item: T, error: KdbError | None) -> None:
-        try:
-            self._on_durable(item, error)
-        except Exception:  # the server's sending is its own: this is a bug there
-            log.exception("bug: unexpected error sending an acknowledgement")
+                self._on_round(answers)
+            except Exception:  # the server's sending is its own: this is a bug there
+                log.exception("bug: unexpected error handing back acknowledgements")

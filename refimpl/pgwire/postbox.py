@@ -1,8 +1,8 @@
 """Durable answers on their way from the acknowledging thread to the server's workers.
 
 The acknowledging thread (`refimpl.pgwire.acknowledging`) finds commits durable a round at
-a time; it posts each answer here and rings once a round, and the worker the ring wakes
-(an eventfd in the server's epoll set) takes every answer posted and sends them. The
+a time; it posts a round's answers here at once, which rings once, and the worker the ring
+wakes (an eventfd in the server's epoll set) takes every answer posted and sends them. The
 acknowledging thread thus makes one system call a round, not a send and a re-arm an
 answer, each of which gave the interpreter lock to a worker and waited to take it back.
 
@@ -11,8 +11,8 @@ the worker it wakes neither reads the eventfd back nor re-arms it (two system ca
 round, each letting another thread take the interpreter lock). Its counter is never read:
 at one ring a round it would take millions of years to fill.
 
-What a caller may rely on: every answer posted before a ring is taken by a `take` that
-begins after that ring's event (the ring writes after the post, under the same lock as
+What a caller may rely on: every answer posted is taken by a `take` that begins after the
+event of its post's ring (the ring writes after the answers are in, under the same lock as
 `take`), so none is left behind; each is taken once, also by concurrent takers (two rings
 in a row may wake two workers); the answers of a take come out in the order they were
 posted.
@@ -41,19 +41,17 @@ class Postbox(Generic[T]):
         self._closed = False
 
     def fileno(self) -> int:
-        """The eventfd to poll with `EVENTS`: an event at each ring that follows a post."""
+        """The eventfd to poll with `EVENTS`: an event at each post of some items."""
         return self._fd
 
-    def post(self, item: T) -> None:
-        """`item` waits for the next `take` (`ring` wakes a taker)."""
-        with self._lock:
-            self._posted.append(item)
-
-    def ring(self) -> None:
-        """An event for the eventfd's poller: what was posted waits for a taker."""
+    def post(self, items: list[T]) -> None:
+        """`items` wait for the next `take`, in order, and a taker is woken: one ring (an
+        event for the eventfd's poller) for them all; none for no items, or once closed."""
         with self._lock:  # held: a close meanwhile cannot leave a write to a stale fd
-            if self._posted and not self._closed:
-                os.eventfd_write(self._fd, 1)
+            if items:
+                self._posted += items
+                if not self._closed:
+                    os.eventfd_write(self._fd, 1)
 
     def take(self) -> list[T]:
         """Every item posted so far, in order (none when another taker took them)."""

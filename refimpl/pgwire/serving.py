@@ -124,16 +124,14 @@ class PgServer:
         self._stopping = self._workers.stopping
         self._epoll.register(self._listener.fileno(), ARMED)
         # Durable answers go to a worker to be sent (`_deliver`): the acknowledging thread
-        # posts them and rings once a round (`postbox`).
+        # posts a round's at once, which rings once (`postbox`).
         self._durable: postbox.Postbox[tuple[tuple[Client, bytes], KdbError | None]] = (
             postbox.Postbox()
         )
         self._epoll.register(self._durable.fileno(), postbox.EVENTS)
         # Looked at for every event: kept as numbers (both stay open until the stop).
         self._listener_fd, self._durable_fd = self._listener.fileno(), self._durable.fileno()
-        self._acknowledging: Acknowledging[tuple[Client, bytes]] = Acknowledging(
-            lambda handed, error: self._durable.post((handed, error)), self._durable.ring
-        )
+        self._acknowledging: Acknowledging[tuple[Client, bytes]] = Acknowledging(self._durable.post)
 
     def start(self) -> None:
         self._workers.start()

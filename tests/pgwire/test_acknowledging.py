@@ -30,7 +30,7 @@ WAIT = 10.0
 def test_answers_are_handed_back_in_order_once_their_wait_returned():
     handed: list[tuple[int, KdbError | None]] = []
     gate = threading.Event()
-    acks: Acknowledging[int] = Acknowledging(lambda item, error: handed.append((item, error)))
+    acks: Acknowledging[int] = Acknowledging(handed.extend)
 
     def wait_gate() -> None:
         gate.wait(WAIT)
@@ -49,12 +49,12 @@ def test_answers_are_handed_back_in_order_once_their_wait_returned():
 
 def test_a_failed_flush_hands_back_the_error_and_the_thread_goes_on():
     handed: list[tuple[str, KdbError | None]] = []
-    acks: Acknowledging[str] = Acknowledging(lambda item, error: handed.append((item, error)))
+    acks: Acknowledging[str] = Acknowledging(handed.extend)
 
     def failing() -> None:
         raise WritesStopped("the disk is full")
 
-    def bug(item: str, error: KdbError | None) -> None:
+    def bug(answers: list[tuple[str, KdbError | None]]) -> None:
         raise RuntimeError("a bug in sending")
 
     try:
@@ -69,11 +69,11 @@ def test_a_failed_flush_hands_back_the_error_and_the_thread_goes_on():
     broken.close()  # a bug in the callback is logged; close still returns
 
 
-def test_answers_a_rounds_flush_made_durable_go_back_with_it_under_one_after_round():
+def test_answers_a_rounds_flush_made_durable_go_back_with_it_in_one_call():
     # Answers 2 and 3 are handed over while answer 1's flush runs, which makes their
-    # commits durable too: they go back before the round's after_round (the server's one
-    # wake-up for them all), not in a round of their own. Answer 4's commit came after
-    # that flush: it waits for the next, in the next round.
+    # commits durable too: they go back with answer 1, in the round's one call (the
+    # server's one wake-up for them all), not in a round of their own. Answer 4's commit
+    # came after that flush: it waits for the next, in the next round.
     events: list[object] = []
     flushing, go_on = threading.Event(), threading.Event()
     durable = [0]
@@ -87,9 +87,7 @@ def test_answers_a_rounds_flush_made_durable_go_back_with_it_under_one_after_rou
         events.append("flush 4")
         durable[0] = 4
 
-    acks: Acknowledging[int] = Acknowledging(
-        lambda item, error: events.append((item, error)), lambda: events.append("rung")
-    )
+    acks: Acknowledging[int] = Acknowledging(lambda answers: events.extend([*answers, "rung"]))
     try:
         acks.hand_over(1, flush_through_3, lambda: durable[0] >= 1)
         assert flushing.wait(WAIT)
@@ -160,14 +158,14 @@ def test_no_answer_goes_back_before_its_record_is_on_disk(tmp_path: Path, fail_a
     handed: dict[int, list[tuple[int, bool]]] = {sender: [] for sender in range(SENDERS)}
     answered = [threading.Semaphore(0) for _ in range(SENDERS)]
 
-    def on_durable(item: tuple[int, int], error: KdbError | None) -> None:
-        sender, lsn = item
-        if error is None and files.durable_bytes() < lsn * frame:
-            wrong.append(f"LSN {lsn} answered with {files.durable_bytes()} bytes on disk")
-        handed[sender].append((lsn, error is None))
-        answered[sender].release()
+    def on_round(answers: list[tuple[tuple[int, int], KdbError | None]]) -> None:
+        for (sender, lsn), error in answers:
+            if error is None and files.durable_bytes() < lsn * frame:
+                wrong.append(f"LSN {lsn} answered with {files.durable_bytes()} bytes on disk")
+            handed[sender].append((lsn, error is None))
+            answered[sender].release()
 
-    acks: Acknowledging[tuple[int, int]] = Acknowledging(on_durable)
+    acks: Acknowledging[tuple[int, int]] = Acknowledging(on_round)
 
     def commit(sender: int) -> None:
         for n in range(PER_SENDER):

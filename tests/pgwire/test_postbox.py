@@ -1,5 +1,5 @@
-"""The postbox between the acknowledging thread and the workers: whatever posted before a
-ring is taken by a worker the ring wakes, each item once, in order; none is left behind."""
+"""The postbox between the acknowledging thread and the workers: whatever is posted is taken
+by a worker its post's ring wakes, each item once, in order; none is left behind."""
 
 from __future__ import annotations
 
@@ -32,11 +32,8 @@ def test_every_item_is_taken_once_in_order_by_concurrent_takers():
     for thread in threads:
         thread.start()
     try:
-        for item in range(ITEMS):
-            box.post(item)
-            if item % 7 == 6:  # a round of a few items, then its ring
-                box.ring()
-        box.ring()
+        for first in range(0, ITEMS, 7):  # rounds of a few items, each posted at once
+            box.post(list(range(first, min(first + 7, ITEMS))))
         for _ in range(200):
             if sum(map(len, takes)) >= ITEMS:
                 break
@@ -53,29 +50,28 @@ def test_every_item_is_taken_once_in_order_by_concurrent_takers():
         assert taken == list(range(taken[0], taken[0] + len(taken)))
 
 
-def test_a_ring_after_the_close_is_harmless():
+def test_a_post_after_the_close_rings_nothing_and_is_still_taken():
     box: Postbox[str] = Postbox()
-    box.post("late")
+    box.post(["first"])
     box.close()
-    box.ring()  # the eventfd is closed: nothing is written to it (nor to a reused fd)
-    assert box.take() == ["late"]
+    box.post(["late"])  # the eventfd is closed: nothing is written to it (nor to a reused fd)
+    assert box.take() == ["first", "late"]
     box.close()
 
 
-def test_each_ring_is_an_event_though_nothing_is_read_or_re_armed():
+def test_each_post_is_an_event_though_nothing_is_read_or_re_armed():
     box: Postbox[int] = Postbox()
     epoll = select.epoll()
     epoll.register(box.fileno(), postbox.EVENTS)
     try:
         assert epoll.poll(0) == []  # nothing posted, nothing rung
-        box.ring()
-        assert epoll.poll(0) == []  # a ring with nothing posted is no event
+        box.post([])
+        assert epoll.poll(0) == []  # a post of nothing is no event
         for round_ in range(3):
-            box.post(round_)
-            box.ring()
+            box.post([round_, round_ + 10])
             assert [fd for fd, _ in epoll.poll(0)] == [box.fileno()]
-            assert epoll.poll(0) == []  # one event a ring, not one a poll
-            assert box.take() == [round_]
+            assert epoll.poll(0) == []  # one event a post, not one a poll
+            assert box.take() == [round_, round_ + 10]
     finally:
         epoll.close()
         box.close()
