@@ -47,7 +47,7 @@ from refimpl.errors import (
 )
 from refimpl.sql import ast
 from refimpl.sql.parser import parse_cached
-from refimpl.sql.templates import Template, parse_template, template_of
+from refimpl.sql.templates import Template, shared_parse, template_of
 
 if TYPE_CHECKING:
     from refimpl.engine.storage.database import Database
@@ -208,35 +208,38 @@ class Session:
             )
 
     def _execute(self, sql: str, params: Sequence[Any], template: Template | None) -> Result:
-        shared = parse_template(sql, template, self._deadline) if template is not None else None
-        if shared is not None:
-            script, params = shared.script, shared.params
+        shared = shared_parse(template, self._deadline) if template is not None else None
+        sources: tuple[str, ...]
+        if shared is not None and template is not None:
+            # One statement, which takes the constants: its source is the text as written.
+            statements, sources, params = shared.statements, (sql.strip(),), template.values
         else:
             script = parse_cached(sql, self._deadline)
-        if not script.statements:
-            raise SqlError("the query is empty; send a SQL statement")
-        if script.param_count != len(params):
-            raise ParameterError(
-                f"the statement has {script.param_count} ? placeholder(s) but"
-                f" {len(params)} parameter(s) were given"
-            )
-        count = len(script.statements)
+            statements, sources = script.statements, script.sources
+            if not statements:
+                raise SqlError("the query is empty; send a SQL statement")
+            if script.param_count != len(params):
+                raise ParameterError(
+                    f"the statement has {script.param_count} ? placeholder(s) but"
+                    f" {len(params)} parameter(s) were given"
+                )
+        count = len(statements)
         result: Result | None = None
-        for index, statement in enumerate(script.statements):
+        for index, statement in enumerate(statements):
             if index:
                 self._deadline = self._new_deadline()
             try:
                 if self.failed and not isinstance(statement, ast.Rollback | ast.RollbackTo):
                     if isinstance(statement, ast.Commit):
                         self.rollback()
-                        result = message_result(script.sources[index], "transaction rolled back")
+                        result = message_result(sources[index], "transaction rolled back")
                         continue
                     raise FailedTransaction(
                         "current transaction is aborted, commands ignored until end of"
                         " transaction block; send ROLLBACK, or ROLLBACK TO a savepoint"
                     )
                 handler = self._handlers.of(statement)
-                result = handler(self, statement, script.sources[index], params)
+                result = handler(self, statement, sources[index], params)
                 if result.is_query:
                     self.database.wait_visible()
             except KdbError as error:

@@ -76,13 +76,20 @@ def templated(text: str, deadline: float | None = None) -> Templated | None:
     `deadline` is the parse's (see `parse_cached`); a parse past it raises StatementTimeout.
     """
     template = template_of(text)
-    return None if template is None else parse_template(text, template, deadline)
+    if template is None:
+        return None
+    shared = shared_parse(template, deadline)
+    if shared is None:
+        return None
+    return Templated(
+        ast.ParsedScript(shared.statements, shared.param_count, (text.strip(),)), template.values
+    )
 
 
-def parse_template(
-    text: str, template: Template, deadline: float | None = None
-) -> Templated | None:
-    """`templated` for a text whose template the caller found already (`template_of`)."""
+def shared_parse(template: Template, deadline: float | None = None) -> ast.ParsedScript | None:
+    """The parse every text of `template` shares (its constants `?`), or None when it is not
+    one statement taking all of them: the text as written is then parsed instead. Its one
+    statement's source is the template's: a caller names the text as written instead."""
     try:
         shared = parse_cached(template.text, deadline)
     except (StatementTimeout, StatementTooLarge):
@@ -91,9 +98,7 @@ def parse_template(
         return None
     if len(shared.statements) != 1 or shared.param_count != len(template.values):
         return None
-    return Templated(
-        ast.ParsedScript(shared.statements, shared.param_count, (text.strip(),)), template.values
-    )
+    return shared
 
 
 @functools.lru_cache(maxsize=4096)

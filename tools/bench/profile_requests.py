@@ -97,7 +97,7 @@ STAGES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ),
     ("bind", ("Conversation.bind",)),
     ("parse", ("parse_cached", "Conversation._plan", "Conversation.parse")),
-    ("parse", ("template_of", "parse_template", "ParsedHandlers.")),
+    ("parse", ("template_of", "shared_parse", "ParsedHandlers.")),
     ("execute", ("Session.run_prepared", "Session.execute", "Conversation._run")),
     ("execute", ("execute ", "select_rows", "table_rows", "_insert", "PreparedTableSelect")),
     ("execute", ("PreparedInsert.",)),
