@@ -19,6 +19,9 @@ READ_CHUNK = 1024 * 1024  # a body read buffers at most this much at once
 # Query parameters (`name=value`, as sent) up to this many characters have their decoding
 # remembered: a long poll asks again and again with the same SQL in its `query=`.
 REMEMBERED_PARAMETER = 2048
+# Our server's environ key for the bytes of a body it holds in memory, the same bytes its
+# `wsgi.input` reads: a body read from it (`BodyReader.read_environ`) is not copied again.
+WHOLE_BODY_KEY = "refimpl.whole_body"
 
 
 class BodyReader:
@@ -41,6 +44,10 @@ class BodyReader:
         if cached is not None:
             return cached
         limit = self.max_body_bytes
+        whole = environ.get(WHOLE_BODY_KEY)
+        if whole is not None and len(whole) <= limit:
+            environ["kdb.body"] = whole
+            return whole
         declared = environ.get("CONTENT_LENGTH", "").strip()
         length = int(declared) if declared.isascii() and declared.isdigit() else None
         if length is not None and length > limit:

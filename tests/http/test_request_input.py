@@ -1,16 +1,26 @@
-"""Query strings decoded strictly, piece by piece, as parse_qsl decodes the whole."""
+"""Request input read strictly: query strings decoded piece by piece as parse_qsl decodes the
+whole, and bodies within the limit."""
 
 from __future__ import annotations
 
+import io
+from typing import Any
 from urllib.parse import parse_qsl
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from werkzeug.test import EnvironBuilder
 from werkzeug.wrappers import Request
 
-from refimpl.errors import BadRequest
-from refimpl.http.request_input import _decode, query_args, query_values
+from refimpl.errors import BadRequest, PayloadTooLarge
+from refimpl.http.request_input import (
+    WHOLE_BODY_KEY,
+    BodyReader,
+    _decode,
+    query_args,
+    query_values,
+)
 
 _PIECES = st.text(alphabet="ab=&+%2FC3é;", max_size=12) | st.sampled_from(
     ["query=SELECT%201", "%ff", "%c3%a9=%c3", "db=x", "a=%zz", "x=1&x=2"]
@@ -70,3 +80,22 @@ def test_a_piece_decodes_as_parse_qsl_decodes_it(piece: str) -> None:
         assert _decode(piece) == tuple(expected or ())
     except UnicodeDecodeError:
         assert expected is None
+
+
+@pytest.mark.parametrize("whole", [True, False])
+def test_a_body_the_server_holds_is_read_as_its_stream_is(whole: bool) -> None:
+    """A body our server read whole into memory (WHOLE_BODY_KEY) is taken from there, not
+    read again from `wsgi.input`: the same bytes, and the same refusal past the app's limit
+    (which may be lower than the server's)."""
+    reader = BodyReader(max_body_bytes=5)
+
+    def environ(body: bytes) -> dict[str, Any]:
+        made = {"CONTENT_LENGTH": str(len(body)), "wsgi.input": io.BytesIO(body)}
+        return {**made, WHOLE_BODY_KEY: body} if whole else made
+
+    for body in (b"", b"abc", b"abcde"):
+        taken = environ(body)
+        assert reader.read_environ(taken) == body
+        assert reader.read_environ(taken) == body  # kept: read once
+    with pytest.raises(PayloadTooLarge):
+        reader.read_environ(environ(b"abcdef"))

@@ -57,7 +57,7 @@ def test_head_and_body_from_one_buffer():
     environ = wire.make_environ(
         first, wire.connection_environ(("127.0.0.1", 9000), ("127.0.0.1", 5))
     )
-    assert environ["wsgi.input"].read() == b"abc"
+    assert environ["wsgi.input"].read() == b"abc" == first.data  # held in memory: its bytes
     assert (environ["PATH_INFO"], environ["QUERY_STRING"]) == ("/exec", "db=x")
     assert environ["CONTENT_LENGTH"] == "3" and environ["HTTP_HOST"] == "h"
     assert second.head.target == "/health" and second.body_length == 0
@@ -200,7 +200,7 @@ def test_large_bodies_go_to_a_file():
     head = f"POST / HTTP/1.1\r\nContent-Length: {size}\r\n\r\n".encode()
     body = bytes(range(256)) * (size // 256)
     (request, _) = read_all(head, *[body[i : i + 50_000] for i in range(0, size, 50_000)])
-    assert not isinstance(request.body, io.BytesIO)
+    assert not isinstance(request.body, io.BytesIO) and request.data is None
     assert request.body.read() == body and request.body_length == size
     request.close()
 

@@ -20,6 +20,7 @@ from refimpl.errors import MalformedRequest
 from refimpl.http.auth import CREDENTIALS_KEY, ConnectionCredentials
 from refimpl.http.encode import Answer
 from refimpl.http.error_answers import closing_answer
+from refimpl.http.request_input import WHOLE_BODY_KEY
 from refimpl.http.request_log import RECORD_KEY, REQUEST_ID_HEADER, RequestRecord
 from refimpl.http.serving import wire
 from refimpl.http.serving.limits import ConnectionCounts
@@ -111,6 +112,8 @@ class Connection:
         try:
             environ = wire.make_environ(request, self.environ_base)
             environ[CREDENTIALS_KEY] = self.credentials
+            if request.data is not None:
+                environ[WHOLE_BODY_KEY] = request.data  # the body read from it, at no cost
             return self._run(request.head, environ)  # the server notes `last_used` after it
         except (ConnectionError, TimeoutError, OSError):
             return False

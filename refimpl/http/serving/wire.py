@@ -97,6 +97,7 @@ class ReceivedRequest:
     body: IO[bytes]
     body_length: int
     has_body: bool  # it announced a body (Content-Length or chunked), maybe empty
+    data: bytes | None = None  # what `body` reads, when held in memory (not in a file)
 
     def close(self) -> None:
         self.body.close()  # a temporary file goes away with it
@@ -292,13 +293,15 @@ class RequestReader:
     def on_message_complete(self) -> None:
         head = self._head
         assert head is not None
+        data: bytes | None = None
         if self._body_file is not None:
             body, self._body_file = self._body_file, None
             body.seek(0)
         else:
-            body = io.BytesIO(b"".join(self._body))
+            data = b"".join(self._body)
+            body = io.BytesIO(data)
         self._body = []
-        self.ready.append(ReceivedRequest(head, body, self._body_bytes, self._has_body))
+        self.ready.append(ReceivedRequest(head, body, self._body_bytes, self._has_body, data))
         self._head, self._wants_continue, self.started_at = None, False, None
 
     # -- ends ------------------------------------------------------------------------------
