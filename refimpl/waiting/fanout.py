@@ -3,7 +3,8 @@
 The waiting room (`refimpl.waiting.room`) sends the event streams their parts in fan-out
 rounds. `FanoutPace` says when the next round may start, `taking_turns` lets a round's
 sends share the interpreter lock with the writers' requests, and FANOUT_STRIDE moves a
-round's first stream on from round to round.
+round's first stream on from round to round. `SharedSends` is the room's part that hands
+one part to many streams' clients at once, through the deliverer's sends.
 """
 
 from __future__ import annotations
@@ -12,9 +13,17 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Iterable, Iterator
-from typing import Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
+
+from refimpl.waiting.parked import A
 
 T = TypeVar("T")
+
+# A deliverer's send of one part to many outlets (`SharedSends.send_shared`): the outlets
+# are its own handles on its clients (opaque to the room, so Any), the answer the room's own.
+SharedSend = Callable[[Iterable[Any], A, Callable[[Any], None]], None]
+# Its send of parts that end alike (`SharedSends.send_headed`): (outlet, head) pairs, the end.
+HeadedSend = Callable[[Iterable[tuple[Any, bytes]], bytes], None]
 
 # While writers queue, the next fan-out round waits until the rest of the process has used
 # FANOUT_SPACING times the last round's CPU time (`FanoutPace`), at most MAX_FANOUT_WAIT
@@ -134,3 +143,44 @@ def taking_turns(
         if clock() >= turn_ends:
             pause(TURN_PAUSE_SECONDS)
             turn_ends = clock() + TURN_SECONDS
+
+
+class SharedSends(Generic[A]):
+    """The waiting room's sends of one part to many streams' clients at once, through the
+    deliverer's own (`share_with`; until then, none)."""
+
+    _shared_send: SharedSend[A] | None = None
+    _headed_send: HeadedSend | None = None
+
+    def share_with(self, send: SharedSend[A], headed: HeadedSend | None = None) -> None:
+        """The deliverer's ways to hand one part to many outlets at once (`send_shared`),
+        and parts that end alike, each with a head of its own (`send_headed`)."""
+        self._shared_send = send
+        self._headed_send = headed
+
+    @property
+    def sends_headed(self) -> bool:
+        """Whether `send_headed` can be used."""
+        return self._headed_send is not None
+
+    def send_headed(self, parts: Iterable[tuple[object, bytes]], body: bytes) -> None:
+        """Hand each stream of `parts` (its `Parked.outlet`, a head of its own) the part
+        `head + body`, `body` sent from one buffer for all, taking turns; each stream is told
+        `drained` once its part went out whole, as after a part of its own."""
+        assert self._headed_send is not None, "no deliverer sends headed parts (share_with)"
+        self._headed_send(taking_turns(parts), body)
+
+    @property
+    def sends_shared(self) -> bool:
+        """Whether `send_shared` can be used (a deliverer gave its way with `share_with`)."""
+        return self._shared_send is not None
+
+    def send_shared(
+        self, outlets: Iterable[object], answer: A, on_backlog: Callable[[object], None]
+    ) -> None:
+        """Hand `answer` as one part to the clients of `outlets` (`Parked.outlet`s of streams
+        whose parts went out so far): one answer, its bytes made once. For an outlet whose
+        client does not take it whole, `on_backlog(outlet)` is called before the part can be
+        drained (the rest goes out later, as a part of its own would)."""
+        assert self._shared_send is not None, "no deliverer shares its sends (share_with)"
+        self._shared_send(taking_turns(outlets), answer, on_backlog)

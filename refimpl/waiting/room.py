@@ -26,19 +26,22 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Callable, Hashable, Iterable
-from typing import Any, Generic
+from collections.abc import Callable, Hashable
+from typing import Generic
 
-from refimpl.waiting.fanout import FANOUT_STRIDE, FanoutPace, QueuedWriters, taking_turns
+from refimpl.waiting.fanout import (
+    FANOUT_STRIDE,
+    FanoutPace,
+    QueuedWriters,
+    SharedSends,
+    taking_turns,
+)
 from refimpl.waiting.owners import Budget, Offloaded, OwnerPool
 from refimpl.waiting.parked import A, Batch, Parked, Part, Signal
 from refimpl.waiting.places import FairPlaces
 
 log = logging.getLogger("refimpl.waiting")
 
-# A deliverer's send of one part to many outlets (`WaitingRoom.send_shared`): the outlets
-# are its own handles on its clients (opaque to the room, so Any), the answer the room's own.
-SharedSend = Callable[[Iterable[Any], A, Callable[[Any], None]], None]
 
 EMPTY_LOOK_SECONDS = 1.0  # how often the room looks when nothing parked has a deadline
 ROUND_SPACING = 15  # a round starts at least this many times its sending time after the last
@@ -73,7 +76,7 @@ class Pace:
         self.next_round = started + min(ROUND_SPACING * cost, MAX_ROUND_WAIT)
 
 
-class WaitingRoom(Generic[A]):
+class WaitingRoom(SharedSends[A], Generic[A]):
     """Decides parked requests at commits, wake-ups and deadlines, in one thread of its own.
 
     `on_error` turns an exception raised while deciding into the request's answer;
@@ -116,7 +119,6 @@ class WaitingRoom(Generic[A]):
         # Batches (streams sharing their parts) with more ready: run again in the next round.
         self._fanout_batches: dict[Batch, None] = {}
         # The deliverer's way to hand one part to many outlets at once (`share_with`).
-        self._shared_send: SharedSend[A] | None = None
         self._fanout_pace = fanout_pace or FanoutPace()
         self._fanout_rounds = 0  # rounds so far: where the next one starts (FANOUT_STRIDE)
         self._keyed_deadlines: list[tuple[float, int, Parked[A]]] = []
@@ -450,25 +452,6 @@ class WaitingRoom(Generic[A]):
         except Exception:  # a bug: the other batches and streams of the round go on
             log.warning("sending a batch of streams their part failed", exc_info=True)
             return False
-
-    def share_with(self, send: SharedSend[A]) -> None:
-        """The deliverer's way to hand one part to many outlets at once (`send_shared`)."""
-        self._shared_send = send
-
-    @property
-    def sends_shared(self) -> bool:
-        """Whether `send_shared` can be used (a deliverer gave its way with `share_with`)."""
-        return self._shared_send is not None
-
-    def send_shared(
-        self, outlets: Iterable[object], answer: A, on_backlog: Callable[[object], None]
-    ) -> None:
-        """Hand `answer` as one part to the clients of `outlets` (`Parked.outlet`s of streams
-        whose parts went out so far): one answer, its bytes made once. For an outlet whose
-        client does not take it whole, `on_backlog(outlet)` is called before the part can be
-        drained (the rest goes out later, as a part of its own would)."""
-        assert self._shared_send is not None, "no deliverer shares its sends (share_with)"
-        self._shared_send(taking_turns(outlets), answer, on_backlog)
 
     def _decide_due(self) -> None:
         with self._lock:

@@ -21,7 +21,7 @@ import math
 import threading
 import time
 from collections.abc import Callable, Hashable
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from refimpl.engine.features.live_answers import Reply
 from refimpl.engine.features.live_queries import LiveWait
@@ -77,14 +77,19 @@ def reply_event(reply: Reply) -> bytes:
     if reply.kind == "none":
         return head + b"\n"
     if reply.kind == "rows":
-        # One change is shared by every subscription that had the same two answers: its
-        # event is encoded once, for the first of them.
-        encoded = reply.change.encoded
-        event = encoded.get("sse")
-        if event is None:
-            event = encoded["sse"] = _event(reply)
-        return head + event
+        return head + rows_event(reply)
     return head + _event(reply)
+
+
+def rows_event(reply: Reply) -> bytes:
+    """The event of a `rows` answer after its `id:` line. One change is shared by every
+    subscription that had the same two answers: its event is encoded once, for the first
+    of them, and is the same bytes object for all."""
+    encoded = reply.change.encoded
+    event = encoded.get("sse")
+    if event is None:
+        event = encoded["sse"] = _event(reply)
+    return event
 
 
 def _event(reply: Reply) -> bytes:
@@ -123,10 +128,21 @@ SSE_HEADERS = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
 HandOver = Callable[[], object]
 
 
+class Headed(NamedTuple):
+    """What a woken stream's `make` gives for a part that others may end alike: `head`
+    (its own `id:` line) then `body` (a `rows_event`, one bytes object for all the streams
+    that share it), to the client of `outlet` (its `Parked.outlet`). The streams of a pass
+    whose parts share a body are sent it at once (`WaitingRoom.send_headed`)."""
+
+    outlet: object
+    head: bytes
+    body: bytes
+
+
 class Runs(Protocol):
     """What a user's batch of woken live queries runs (`Woken`)."""
 
-    def make(self) -> HandOver | None:
+    def make(self) -> HandOver | Headed | None:
         """Make the answer or part (the query's work), not yet handed over; the call that
         hands it over, or None when there is nothing to hand over now."""
         ...
@@ -189,6 +205,8 @@ class Woken:
         with self._lock:
             woken, self._woken = self._woken, []
         hand_overs: list[HandOver] = []
+        # Headed parts by their body: each body's streams are sent it at once.
+        shared: dict[bytes, list[tuple[object, bytes]]] = {}
         try:
             try:
                 for each in woken:
@@ -199,9 +217,20 @@ class Woken:
                         # made all the same.
                         log.warning("making a live query's answer failed", exc_info=True)
                         continue
-                    if hand_over is not None:
+                    if isinstance(hand_over, Headed):
+                        sharing = shared.get(hand_over.body)
+                        if sharing is None:
+                            shared[hand_over.body] = [(hand_over.outlet, hand_over.head)]
+                        else:
+                            sharing.append((hand_over.outlet, hand_over.head))
+                    elif hand_over is not None:
                         hand_overs.append(hand_over)
             finally:
+                for body, parts in shared.items():
+                    try:
+                        self._room.send_headed(parts, body)
+                    except Exception:  # a bug: the other bodies and hand-overs go on
+                        log.warning("sending live queries' parts failed", exc_info=True)
                 # Even past an error that ends the pass: a long poll whose answer was made
                 # counts as running until it is handed over, and its deadline waits for it.
                 for hand_over in hand_overs:

@@ -6,7 +6,10 @@ with its id), sent over one connection: a change costs the server one send per s
 not an answer and the next request. The stream holds no worker thread: it is parked in the
 waiting room, which sends its heartbeats and its end at shutdown; a commit that touches its
 query wakes it on its owner's share of the room's pool, where it asks the subscription
-manager again (rights checked again) and hands its part to the server itself.
+manager again (rights checked again) and hands its part to the server itself. The streams of
+a user's pass whose parts are one change (identical subscriptions woken by one commit) are
+sent it at once: each its own `id:` line, then the event encoded once, from one buffer
+(`Headed`, `WaitingRoom.send_headed`).
 
 Flow control: a stream makes its next part only once the server has sent the previous one
 (`Parked.drained`); a commit meanwhile is noted, and the part made then is the difference
@@ -38,8 +41,10 @@ from refimpl.http.endpoints.stream_credentials import request_credential
 from refimpl.http.endpoints.subscribe_route import (
     SSE_HEADERS,
     HandOver,
+    Headed,
     Woken,
     reply_event,
+    rows_event,
     subscribe_route,
     woken,
 )
@@ -98,11 +103,14 @@ class _LiveStream:
         self._woken = False
         self.parked: Parked[Answer] | None = None
         self._batch: Woken | None = None  # runs `make` on the owner's pool, once parked
+        self._headed = False  # the room's deliverer sends headed parts (`Headed`)
 
-    def start(self, parked: Parked[Answer], batch: Woken) -> None:
-        """Parked as `parked`; `batch` runs its `make` on the owner's share of the pool."""
+    def start(self, parked: Parked[Answer], batch: Woken, headed: bool) -> None:
+        """Parked as `parked`; `batch` runs its `make` on the owner's share of the pool;
+        `headed`: its re-runs' parts may be `Headed` (`WaitingRoom.send_headed`)."""
         self.parked = parked
         self._batch = batch
+        self._headed = headed
 
     def set(self) -> None:
         """A commit touched the query, or another request of the subscription took over
@@ -126,8 +134,11 @@ class _LiveStream:
         id before it (rights checked again at each, but after `reply` when its making just
         checked them: `checked`, a re-run's); watches the newest. `wait`: the wait that
         made `reply` and stayed on the wake board (`LiveWait.attempt(keep=True)`)."""
+        return self._events(reply, self._manager.follow(self._session, reply, checked, wait), wait)
+
+    def _events(self, reply: Reply, step: Reply | LiveWait, wait: LiveWait | None) -> bytes:
+        """`_follow`'s events, `step` being what the manager's `follow` gave for `reply`."""
         event = reply_event(reply)
-        step = self._manager.follow(self._session, reply, checked, wait)
         if step is wait:
             # The same wait goes on, watched all along: no commit since its re-run's read
             # can have passed unseen (a wake-up meanwhile made `_woken` true).
@@ -145,17 +156,19 @@ class _LiveStream:
                 self._woken = True
         return b"".join(events)
 
-    def make(self) -> HandOver | None:
+    def make(self) -> HandOver | Headed | None:
         """Make the next part, or the end (on the owner's pool): its hand-over, or None when
         nothing changed. The stream stays busy until it is handed over and sent."""
         parked = self.parked
         assert parked is not None  # `start` came before any job
         try:
             with self._budget():
-                outcome = self._next()
+                outcome = self._next(parked)
         except Exception as error:  # a bug: the stream ends, the pool's thread goes on
             log.warning("making a live query's part failed", exc_info=True)
             outcome = self._end(f"the server failed ({type(error).__name__})")
+        if isinstance(outcome, Headed):
+            return outcome  # sent with those that share its body, then told `drained`
         if outcome is None:
             with self._lock:
                 again, self._woken = self._woken, False
@@ -171,9 +184,11 @@ class _LiveStream:
         assert batch is not None
         batch.add(self)
 
-    def _next(self) -> Answer | Part[Answer] | None:
+    def _next(self, parked: Parked[Answer]) -> Answer | Part[Answer] | Headed | None:
         """The next part once a commit changed the answer (None: nothing changed); the last
-        one when the stream ends (its token or right gone, or another request took over)."""
+        one when the stream ends (its token or right gone, or another request took over).
+        A re-run's part while the same wait goes on is `Headed` when the deliverer sends
+        such parts to `parked`'s client (its `outlet`, set once its head was handed over)."""
         ended = self._token.gone()
         if ended is not None:
             return self._end(ended)
@@ -190,7 +205,13 @@ class _LiveStream:
                     else "another request of this subscription took over"
                 )
                 return self._end(reason)
-            return Part(_later(self._follow(reply, checked=True, wait=wait)))  # a re-run's
+            # A re-run's: its right was checked just now.
+            step = self._manager.follow(self._session, reply, True, wait)
+            outlet = parked.outlet if self._headed else None
+            if step is wait and outlet is not None:
+                # Its event only, which the other streams that share the change end with.
+                return Headed(outlet, b"id: " + reply.id.encode() + b"\n", rows_event(reply))
+            return Part(_later(self._events(reply, step, wait)))
         except KdbError as error:
             return self._end(str(error))  # a REVOKE, or the statement timeout
 
@@ -346,6 +367,6 @@ def subscribe_stream(
     parked.decide(Part(first))
     # Every re-run is work of the client's choosing: on its owner's share of the room's
     # pool, within the statement timeout, never on the room's thread.
-    stream.start(parked, woken(room, owner))
+    stream.start(parked, woken(room, owner), room.sends_headed)
     room.park(parked)
     return parked

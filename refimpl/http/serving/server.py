@@ -97,7 +97,8 @@ class PooledWSGIServer(BaseWSGIServer):
             room, "after_round", lambda action: action()
         )
         if room is not None:
-            room.share_with(self._send_shared)  # parts many streams share: one send a socket
+            # Parts many streams share: one send a socket, the shared bytes made once.
+            room.share_with(self._send_shared, self._send_headed)
         metrics = getattr(app, "metrics", None)
         if metrics is not None:
             metrics.read_connections(self.counts.total)
@@ -264,6 +265,46 @@ class PooledWSGIServer(BaseWSGIServer):
                         self._drop_stream(handler)
                     elif not backlog:
                         self._rearm(handler, select.EPOLLOUT | select.EPOLLONESHOT)
+
+    def _send_headed(self, parts: Iterable[tuple[Connection, bytes]], body: bytes) -> None:
+        """Parts that end alike (`WaitingRoom.send_headed`) to streams whose head went out:
+        each its chunk's size line and its own head, then `body` (and the chunk's end) from
+        one buffer, in one sendmsg() a socket. A stream whose part went whole is told so
+        (`drained`, once the send locks are let go), as `_send_unsent` tells it; else the
+        rest waits and a worker sends it, as `_stream_part`'s rest would."""
+        tail = body + b"\r\n"
+        size = len(body)
+        sent_whole: list[Callable[[], None]] = []
+        for handler, head in parts:
+            with handler.send_lock:
+                stream = handler.stream
+                if stream is None or stream.finished:
+                    continue  # dropped, or its last part decided, meanwhile
+                head = b"%x\r\n%b" % (len(head) + size, head)
+                backlog = bool(handler.unsent)  # a heartbeat's rest: this goes after it
+                try:
+                    sent = (
+                        0
+                        if backlog
+                        else handler.connection.sendmsg((head, tail), (), socket.MSG_DONTWAIT)
+                    )
+                except BlockingIOError:
+                    sent = 0
+                except OSError:
+                    self._drop_stream(handler)
+                    continue
+                if sent == len(head) + len(tail):
+                    if handler.armed != _HANG_UP:
+                        self._rearm(handler, _HANG_UP)
+                    sent_whole.append(stream.drained)
+                    continue
+                handler.unsent += (head + tail)[sent:]
+                if len(handler.unsent) > STREAM_UNSENT_LIMIT:
+                    self._drop_stream(handler)
+                elif not backlog:
+                    self._rearm(handler, select.EPOLLOUT | select.EPOLLONESHOT)
+        for drained in sent_whole:
+            drained()
 
     def _flush_stream(self, handler: Connection) -> None:
         """Send what a stream has waiting; re-arm for writing, finish, or drop."""
