@@ -274,6 +274,7 @@ class PooledWSGIServer(BaseWSGIServer):
         rest waits and a worker sends it, as `_stream_part`'s rest would."""
         tail = body + b"\r\n"
         size = len(body)
+        ends = size + 2  # the tail's length
         sent_whole: list[Callable[[], None]] = []
         for handler, head in parts:
             with handler.send_lock:
@@ -281,30 +282,36 @@ class PooledWSGIServer(BaseWSGIServer):
                 if stream is None or stream.finished:
                     continue  # dropped, or its last part decided, meanwhile
                 head = b"%x\r\n%b" % (len(head) + size, head)
-                backlog = bool(handler.unsent)  # a heartbeat's rest: this goes after it
+                whole = len(head) + ends
+                if handler.unsent:  # a heartbeat's rest: this goes after it, with it
+                    self._add_unsent(handler, head + tail)
+                    continue
                 try:
-                    sent = (
-                        0
-                        if backlog
-                        else handler.connection.sendmsg((head, tail), (), socket.MSG_DONTWAIT)
-                    )
+                    sent = handler.connection.sendmsg((head, tail), (), socket.MSG_DONTWAIT)
                 except BlockingIOError:
                     sent = 0
                 except OSError:
                     self._drop_stream(handler)
                     continue
-                if sent == len(head) + len(tail):
+                if sent == whole:
                     if handler.armed != _HANG_UP:
                         self._rearm(handler, _HANG_UP)
                     sent_whole.append(stream.drained)
                     continue
-                handler.unsent += (head + tail)[sent:]
-                if len(handler.unsent) > STREAM_UNSENT_LIMIT:
+                handler.unsent = (head + tail)[sent:]
+                if whole - sent > STREAM_UNSENT_LIMIT:
                     self._drop_stream(handler)
-                elif not backlog:
+                else:
                     self._rearm(handler, select.EPOLLOUT | select.EPOLLONESHOT)
         for drained in sent_whole:
             drained()
+
+    def _add_unsent(self, handler: Connection, data: bytes) -> None:
+        """`data` after what a stream has waiting (a worker sends it, the socket being
+        watched for writing already), or the stream dropped past the limit."""
+        handler.unsent += data
+        if len(handler.unsent) > STREAM_UNSENT_LIMIT:
+            self._drop_stream(handler)
 
     def _flush_stream(self, handler: Connection) -> None:
         """Send what a stream has waiting; re-arm for writing, finish, or drop."""
