@@ -132,6 +132,17 @@ class Subscription:
     def current(self) -> Version:
         return next(reversed(self.versions.values()))
 
+    def counter(self) -> int:
+        """The revision counter of what the query reads (its pinned value, or the table)."""
+        revisions = self.database.revisions
+        if self.symbol is not None:
+            return revisions.value_n(self.table, self.symbol)
+        return revisions.table_n(self.table)
+
+    def moved(self) -> bool:
+        """True when a commit its answer does not include touched its query."""
+        return self.counter() != self.token
+
 
 def change_between(
     subscription: Subscription, older: LiveAnswer, newer: LiveAnswer

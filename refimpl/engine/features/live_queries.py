@@ -29,6 +29,7 @@ import secrets
 import threading
 import time
 from collections import OrderedDict
+from contextlib import nullcontext
 from typing import TYPE_CHECKING
 
 from refimpl.engine.features import buckets
@@ -44,7 +45,7 @@ from refimpl.engine.features.live_answers import (
 )
 from refimpl.engine.features.live_maintainers import Maintainers
 from refimpl.engine.features.live_shape import ONE_TABLE, identity_positions, parse_subscription
-from refimpl.engine.features.live_wait import LiveWait
+from refimpl.engine.features.live_wait import Budget, LiveWait
 from refimpl.engine.features.top_n import run_in_table_order, top_plan
 from refimpl.engine.measures import LiveCounts, LiveMeasures
 from refimpl.engine.query.cache_keys import deterministic, pinned_value
@@ -143,6 +144,7 @@ class SubscriptionManager:
         reply: Reply,
         checked: bool = False,
         wait: LiveWait | None = None,
+        budget: Budget | None = None,
     ) -> Reply | LiveWait:
         """What `ask` answers for `reply.id`, asked by the client `reply` was just made for
         (a stream's next wait): the same answer and the same check of the session's right
@@ -151,7 +153,7 @@ class SubscriptionManager:
         checked that right before it read the answer (no second check then: whatever the
         wait answers later is read after a check of its own). `wait`: the wait whose
         `attempt(keep=True)` made `reply`; it is the answer when it `goes_on` (no new wait
-        made and put on the wake board), else it has ended."""
+        made and put on the wake board), else it has ended. `budget`: as `rerun`'s."""
         subscription = reply.subscription
         if not checked:
             session.authorize(Right.READ, subscription.table)
@@ -172,7 +174,8 @@ class SubscriptionManager:
         elif wait is not None:
             wait.expire()  # off the wake board: the answer below is another wait's
         if step is None:  # dropped meanwhile, or its version no longer kept: as `ask` does
-            return self.ask(session, subscription.text, reply.id, subscription.top is not None)
+            with (budget or nullcontext)():
+                return self.ask(session, subscription.text, reply.id, subscription.top is not None)
         return step
 
     def _step(
@@ -354,13 +357,7 @@ class SubscriptionManager:
         subscription.rowid_floor = self._rowid_floor(subscription)
         return answer
 
-    @staticmethod
-    def counter_of(subscription: Subscription) -> int:
-        """The revision counter of what the query reads (its pinned value, or the table)."""
-        revisions = subscription.database.revisions
-        if subscription.symbol is not None:
-            return revisions.value_n(subscription.table, subscription.symbol)
-        return revisions.table_n(subscription.table)
+    counter_of = staticmethod(Subscription.counter)  # the revision counter it reads
 
     def _answer(
         self, session: StatementContext, subscription: Subscription, applied: int, token: int
@@ -526,15 +523,21 @@ class SubscriptionManager:
         )
 
     def rerun(
-        self, session: StatementContext, subscription: Subscription, counter: int | None = None
+        self,
+        session: StatementContext,
+        subscription: Subscription,
+        counter: int | None = None,
+        budget: Budget | None = None,
     ) -> Reply | None:
-        """Run the query again after a commit touched it: the difference, or None.
-        `counter`: `counter_of(subscription)`, read by the caller just before."""
+        """Run the query again after a commit touched it: the difference, or None. `counter`:
+        `counter_of`'s, read by the caller just before; `budget`: a run's, if one is due."""
         answered = False
         with subscription.lock:
             try:
                 before = subscription.current
-                answer, change = self._next_answer(session, subscription, before.answer, counter)
+                answer, change = self._next_answer(
+                    session, subscription, before.answer, counter, budget
+                )
                 if change is None:  # no row changed
                     return None
                 version = before.version + 1
@@ -560,6 +563,7 @@ class SubscriptionManager:
         subscription: Subscription,
         before: LiveAnswer,
         counter: int | None,
+        budget: Budget | None = None,
     ) -> tuple[LiveAnswer, LiveChange | None]:
         """The answer at the state read now and the change from `before` to it (None: the
         same rows), as `_run` and `_change` make them (`counter`: as `rerun`'s). The
@@ -580,7 +584,8 @@ class SubscriptionManager:
                     subscription.position = answer.position
                     subscription.rowid_floor = floor
                     return answer, change
-        answer = self._run(session, subscription, counter)
+        with (budget or nullcontext)():  # the statement timeout from here, and its turns
+            answer = self._run(session, subscription, counter)
         change = None
         if answer.serial != before.serial:
             # Shared by the subscribers that had the same two answers.
@@ -593,7 +598,3 @@ class SubscriptionManager:
                 if len(steps) > STEPS_KEPT:
                     del steps[next(iter(steps))]
         return answer, change
-
-    def moved(self, subscription: Subscription) -> bool:
-        """True when a commit the subscription's answer does not include touched its query."""
-        return self.counter_of(subscription) != subscription.token

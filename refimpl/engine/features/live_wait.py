@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Protocol
 
 from refimpl.engine.features.live_answers import Reply, Subscription
@@ -10,6 +12,10 @@ from refimpl.engine.tracking.signals import Waker
 
 if TYPE_CHECKING:
     from refimpl.engine.statements.context import StatementContext
+
+# What a query's run is entered within when one is due (the statement timeout from then on):
+# a caller's `ChangeFeeds.work_budget`.
+Budget = Callable[[], AbstractContextManager[object]]
 
 
 class Reruns(Protocol):
@@ -21,7 +27,11 @@ class Reruns(Protocol):
     def counter_of(self, subscription: Subscription) -> int: ...
 
     def rerun(
-        self, session: StatementContext, subscription: Subscription, counter: int | None = None
+        self,
+        session: StatementContext,
+        subscription: Subscription,
+        counter: int | None = None,
+        budget: Budget | None = None,
     ) -> Reply | None: ...
 
 
@@ -54,10 +64,11 @@ class LiveWait:
         subscription.waiting = waker
         subscription.database.wake_board.register(subscription.table, subscription.symbol, waker)
 
-    def attempt(self, keep: bool = False) -> Reply | None:
+    def attempt(self, keep: bool = False, budget: Budget | None = None) -> Reply | None:
         """The answer if a commit changed it (or `none` once superseded); None: wait on.
         `keep`: a Reply of a change does not end the wait, which stays on the wake board
-        for the next change; its caller asks `goes_on` whether it may wait on with it."""
+        for the next change; its caller asks `goes_on` whether it may wait on with it.
+        `budget`: the query's run, when one is due, is within it (`SubscriptionManager.rerun`)."""
         subscription = self.subscription
         if subscription.generation != self._generation or self._manager.closed:
             return self.expire()
@@ -65,7 +76,7 @@ class LiveWait:
         counter = manager.counter_of(subscription)
         if counter != subscription.token:  # moved: a commit the answer does not include
             # The state read from this counter on: not read a second time.
-            reply = manager.rerun(self._session, subscription, counter)
+            reply = manager.rerun(self._session, subscription, counter, budget)
             if reply is not None:
                 if not keep:
                     self._end()

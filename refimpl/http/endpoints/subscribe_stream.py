@@ -136,8 +136,15 @@ class _LiveStream:
         made `reply` and stayed on the wake board (`LiveWait.attempt(keep=True)`)."""
         return self._events(reply, self._manager.follow(self._session, reply, checked, wait), wait)
 
-    def _events(self, reply: Reply, step: Reply | LiveWait, wait: LiveWait | None) -> bytes:
-        """`_follow`'s events, `step` being what the manager's `follow` gave for `reply`."""
+    def _events(
+        self,
+        reply: Reply,
+        step: Reply | LiveWait,
+        wait: LiveWait | None,
+        budget: Budget | None = None,
+    ) -> bytes:
+        """`_follow`'s events, `step` being what the manager's `follow` gave for `reply`
+        (`budget`: a snapshot's run, if one is due, is within it)."""
         event = reply_event(reply)
         if step is wait:
             # The same wait goes on, watched all along: no commit since its re-run's read
@@ -146,10 +153,10 @@ class _LiveStream:
         events = [event]
         while isinstance(step, Reply):
             events.append(reply_event(step))
-            step = self._manager.follow(self._session, step)
+            step = self._manager.follow(self._session, step, budget=budget)
         self._wait = step
         step.watch(self)
-        if self._manager.moved(step.subscription):
+        if step.subscription.moved():
             # A commit between the query's run and the watch: the wake board did not see
             # it, so the next part is made once this one is sent.
             with self._lock:
@@ -162,8 +169,7 @@ class _LiveStream:
         parked = self.parked
         assert parked is not None  # `start` came before any job
         try:
-            with self._budget():
-                outcome = self._next(parked)
+            outcome = self._next(parked)
         except Exception as error:  # a bug: the stream ends, the pool's thread goes on
             log.warning("making a live query's part failed", exc_info=True)
             outcome = self._end(f"the server failed ({type(error).__name__})")
@@ -195,7 +201,9 @@ class _LiveStream:
         wait = self._wait
         assert wait is not None  # set by `first`, before the stream is parked
         try:
-            reply = wait.attempt(keep=True)
+            # Within the budget: a query's run (not the step the stream takes when another
+            # stream of the query ran it), the statement timeout from its start.
+            reply = wait.attempt(True, self._budget)
             if reply is None:
                 return None
             if reply.kind == "none":
@@ -206,12 +214,12 @@ class _LiveStream:
                 )
                 return self._end(reason)
             # A re-run's: its right was checked just now.
-            step = self._manager.follow(self._session, reply, True, wait)
+            step = self._manager.follow(self._session, reply, True, wait, self._budget)
             outlet = parked.outlet if self._headed else None
             if step is wait and outlet is not None:
                 # Its event only, which the other streams that share the change end with.
                 return Headed(outlet, b"id: " + reply.id.encode() + b"\n", rows_event(reply))
-            return Part(_later(self._events(reply, step, wait)))
+            return Part(_later(self._events(reply, step, wait, self._budget)))
         except KdbError as error:
             return self._end(str(error))  # a REVOKE, or the statement timeout
 

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
@@ -214,4 +215,45 @@ def test_a_subscriber_woken_after_a_later_commit_takes_no_older_shared_step(conn
     for reply in (later, last):
         assert reply is not None and reply.id.endswith(".2")
         assert reply.rows == [(1790244000000000, 1510.0, 1512.0, 1490.0, 1490.0)]
-    assert later.change is last.change
+    assert later is not None and last is not None and later.change is last.change
+
+
+def test_a_query_runs_within_the_budget_and_a_shared_step_takes_none(conn, monkeypatch):
+    """`attempt(budget=...)`: the subscriber that runs the query runs it within the budget
+    (its statement timeout: the run checks the deadline the budget set); the others, who
+    take its step, enter no budget. A follow that must make a snapshot makes it within it."""
+    from refimpl.engine.query import deadlines
+
+    waits = _waiting(conn, CANDLES.format(symbol="NABIL"), 3)
+    entered: list[int] = []
+    sources_seen: list[object] = []
+    answer = SubscriptionManager._answer
+
+    def seen(self, *args):
+        sources_seen.append(deadlines._current.get())
+        return answer(self, *args)
+
+    monkeypatch.setattr(SubscriptionManager, "_answer", seen)
+
+    class Deadline:
+        def statement_deadline(self) -> float:
+            return time.monotonic() + 60
+
+    def budget():
+        entered.append(1)
+        return deadlines.running(Deadline(), bulk=True)
+
+    conn.execute("INSERT INTO trades VALUES ('2026-09-24T10:00:40Z', 'NABIL', 1512)")
+    replies = [wait.attempt(True, budget) for wait in waits]
+    assert all(r is not None and r.kind == "rows" for r in replies)
+    assert len(entered) == 1  # one run, within the one budget
+    assert len(sources_seen) == 1 and sources_seen[0] is not None
+    # A follow whose version is no longer kept makes a snapshot: within the budget too.
+    manager = conn.instance.subscriptions
+    session = conn.session()
+    reply = replies[0]
+    assert reply is not None
+    unkept = Reply("rows", reply.subscription, 999, reply.change)
+    again = manager.follow(session, unkept, budget=budget)
+    assert isinstance(again, Reply) and again.kind == "snapshot"
+    assert len(entered) == 2 and sources_seen[-1] is not None
