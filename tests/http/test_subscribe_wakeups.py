@@ -9,11 +9,13 @@ import json
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
 import refimpl
 from refimpl.engine.access import Principal
+from refimpl.engine.features.live_answers import Reply
 from refimpl.engine.features.live_queries import LiveWait
 from refimpl.http.encode import Answer
 from refimpl.http.endpoints.subscribe_route import _Poll, woken
@@ -77,9 +79,9 @@ def test_parking_alone_does_not_run_the_query(conn, room):
     attempts: list[int] = []
     attempt = step.attempt
 
-    def counted():
+    def counted(*args: Any, **kwargs: Any) -> Reply | None:
         attempts.append(1)
-        return attempt()
+        return attempt(*args, **kwargs)
 
     step.attempt = counted  # type: ignore[method-assign]
     poll, parked = _parked(room, step, "u", time.monotonic() + 0.2)
