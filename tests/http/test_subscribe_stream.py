@@ -9,10 +9,12 @@ import json
 import time
 import uuid
 from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from typing import Any
 
 import pytest
 
+from refimpl.http.endpoints.subscribe_stream import first_run_enters
 from tests.http.conftest import ADMIN, Server, running_server
 from tests.http.stream_client import EventReader, sse_events
 
@@ -259,3 +261,30 @@ def test_streams_of_one_user_woken_by_one_commit_each_get_the_change(server: Ser
         assert {event["id"].rsplit(".", 1)[0] for event in events} == names
     for stream in streams:
         stream.close()
+
+
+def test_a_parts_query_runs_share_one_statement_budget() -> None:
+    """A part that runs its query twice (a re-run, then a snapshot) runs both within one
+    budget, entered at the first run and left when the part is made: the statement timeout
+    is the part's, never one per run; a part that runs no query enters none."""
+    events: list[str] = []
+
+    @contextmanager
+    def budget() -> Iterator[None]:
+        events.append("enter")
+        yield
+        events.append("leave")
+
+    with ExitStack() as held:
+        runs = first_run_enters(held, budget)
+        with runs():
+            events.append("re-run")
+        with runs():
+            events.append("snapshot")
+        assert events == ["enter", "re-run", "snapshot"]
+    assert events == ["enter", "re-run", "snapshot", "leave"]
+
+    events.clear()
+    with ExitStack() as held:
+        first_run_enters(held, budget)
+    assert events == []

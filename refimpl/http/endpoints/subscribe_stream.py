@@ -23,6 +23,7 @@ import functools
 import logging
 import threading
 import time
+from contextlib import AbstractContextManager, ExitStack, nullcontext
 
 from refimpl.engine.access import AccessControl
 from refimpl.engine.access.control import CheckedToken
@@ -57,6 +58,24 @@ HEADERS = (("Content-Type", "text/event-stream; charset=utf-8"), *SSE_HEADERS.it
 log = logging.getLogger("refimpl.subscribe")
 # In the first event's block (a long poll's answer has it in a block of its own).
 _RETRY = f"retry: {RETRY_MS}\n".encode()
+
+
+def first_run_enters(held: ExitStack, budget: Budget) -> Budget:
+    """`budget` as a part's query runs take it: entered on `held` at the first run that asks
+    for it, nothing more at later asks. Every run of one part (a re-run, then a snapshot when
+    its version is gone) counts against one statement timeout, from the first run's start
+    until `held` closes, never one timeout each; a part that runs no query (it takes the step
+    another stream of its query ran) enters none."""
+    entered = False
+
+    def enter() -> AbstractContextManager[object]:
+        nonlocal entered
+        if not entered:
+            entered = True
+            held.enter_context(budget())
+        return nullcontext()
+
+    return enter
 
 
 def _later(data: bytes) -> Answer:
@@ -169,7 +188,8 @@ class _LiveStream:
         parked = self.parked
         assert parked is not None  # `start` came before any job
         try:
-            outcome = self._next(parked)
+            with ExitStack() as held:
+                outcome = self._next(parked, first_run_enters(held, self._budget))
         except Exception as error:  # a bug: the stream ends, the pool's thread goes on
             log.warning("making a live query's part failed", exc_info=True)
             outcome = self._end(f"the server failed ({type(error).__name__})")
@@ -190,7 +210,9 @@ class _LiveStream:
         assert batch is not None
         batch.add(self)
 
-    def _next(self, parked: Parked[Answer]) -> Answer | Part[Answer] | Headed | None:
+    def _next(
+        self, parked: Parked[Answer], budget: Budget
+    ) -> Answer | Part[Answer] | Headed | None:
         """The next part once a commit changed the answer (None: nothing changed); the last
         one when the stream ends (its token or right gone, or another request took over).
         A re-run's part while the same wait goes on is `Headed` when the deliverer sends
@@ -203,7 +225,7 @@ class _LiveStream:
         try:
             # Within the budget: a query's run (not the step the stream takes when another
             # stream of the query ran it), the statement timeout from its start.
-            reply = wait.attempt(True, self._budget)
+            reply = wait.attempt(True, budget)
             if reply is None:
                 return None
             if reply.kind == "none":
@@ -214,12 +236,12 @@ class _LiveStream:
                 )
                 return self._end(reason)
             # A re-run's: its right was checked just now.
-            step = self._manager.follow(self._session, reply, True, wait, self._budget)
+            step = self._manager.follow(self._session, reply, True, wait, budget)
             outlet = parked.outlet if self._headed else None
             if step is wait and outlet is not None:
                 # Its event only, which the other streams that share the change end with.
                 return Headed(outlet, b"id: " + reply.id.encode() + b"\n", rows_event(reply))
-            return Part(_later(self._events(reply, step, wait, self._budget)))
+            return Part(_later(self._events(reply, step, wait, budget)))
         except KdbError as error:
             return self._end(str(error))  # a REVOKE, or the statement timeout
 
