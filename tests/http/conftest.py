@@ -15,6 +15,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -24,6 +25,8 @@ from typing import Any
 
 import pytest
 import requests
+
+from refimpl.http.serving.server import PooledWSGIServer
 
 START_TIMEOUT = 120.0  # generous: a loaded machine imports slowly; only a hang fails
 ROOT = Path(__file__).resolve().parents[2]
@@ -146,6 +149,31 @@ def free_port() -> int:
                 continue
             return port
     raise RuntimeError("no free loopback port below the ephemeral range")
+
+
+def eventually(condition: Callable[[], object], seconds: float = 5.0) -> bool:
+    """Whether `condition()` came true within `seconds` (asked every 10 ms)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.01)
+    return False
+
+
+@contextmanager
+def pooled_server(app: Any) -> Iterator[PooledWSGIServer]:
+    """`app` (a WSGI app) served in this process by a PooledWSGIServer of 2 workers on a free
+    loopback port, while inside; shut down and drained at the end."""
+    pooled = PooledWSGIServer("127.0.0.1", 0, app, threads=2)
+    thread = threading.Thread(target=pooled.serve_forever, kwargs={"poll_interval": 0.05})
+    thread.start()
+    try:
+        yield pooled
+    finally:
+        pooled.shutdown()
+        pooled.drain()
+        thread.join(10)
 
 
 def start_server(data: Path, *extra: str) -> Server:

@@ -9,7 +9,6 @@ small app of the test's own that parks a live query's streams."""
 from __future__ import annotations
 
 import socket
-import threading
 import time
 from collections.abc import Iterator
 
@@ -17,9 +16,9 @@ import pytest
 
 from refimpl.http.encode import Answer
 from refimpl.http.error_answers import to_response
-from refimpl.http.serving.server import PooledWSGIServer
 from refimpl.waiting.parked import Kind, Parked, Part
 from refimpl.waiting.room import WaitingRoom
+from tests.http.conftest import eventually, pooled_server
 
 
 def _body(data: bytes) -> Answer:
@@ -65,25 +64,11 @@ class LiveApp:
 @pytest.fixture
 def served() -> Iterator[tuple[LiveApp, tuple[str, int]]]:
     app = LiveApp()
-    server = PooledWSGIServer("127.0.0.1", 0, app, threads=2)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
-    thread.start()
-    try:
-        yield app, ("127.0.0.1", server.server_port)
-    finally:
-        app.waiting_room.close()
-        server.shutdown()
-        server.drain()
-        thread.join(5)
-
-
-def _eventually(condition, seconds: float = 5.0) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.01)
-    return False
+    with pooled_server(app) as server:
+        try:
+            yield app, ("127.0.0.1", server.server_port)
+        finally:
+            app.waiting_room.close()
 
 
 def _open(app: LiveApp, address: tuple[str, int], rcvbuf: int | None = None) -> socket.socket:
@@ -95,7 +80,7 @@ def _open(app: LiveApp, address: tuple[str, int], rcvbuf: int | None = None) -> 
     count = len(app.streams)
     conn.sendall(b"GET /live HTTP/1.1\r\nHost: x\r\n\r\n")
     # Parked, and its head sent (told `drained`, once): parts may be shared now.
-    assert _eventually(lambda: len(app.streams) > count and app.drained[count] == 1)
+    assert eventually(lambda: len(app.streams) > count and app.drained[count] == 1)
     return conn
 
 
@@ -134,7 +119,7 @@ def test_each_stream_reads_its_head_then_the_shared_body(served) -> None:
     for conn, head in zip(conns, heads, strict=True):
         expected = _chunk(head + body)
         assert _read_exactly(conn, len(expected)) == expected
-    assert _eventually(lambda: list(app.drained.values()) == [2, 2, 2]), app.drained
+    assert eventually(lambda: list(app.drained.values()) == [2, 2, 2]), app.drained
     for conn in conns:
         conn.close()
 
@@ -154,13 +139,13 @@ def test_a_reader_that_does_not_read_holds_no_other_and_gets_its_part_whole_late
     app.waiting_room.send_headed(parts, body)
     expected = _chunk(b"id: quick\n" + body)
     assert _read_exactly(quick, len(expected)) == expected
-    assert _eventually(lambda: app.drained[1] == 2)
+    assert eventually(lambda: app.drained[1] == 2)
     assert app.drained[0] == 1  # the slow client took only the head yet
     _head_of_answer(slow)
     expected = _chunk(b"id: slow\n" + body)
     assert _read_exactly(slow, len(expected)) == expected
     # Told once its part went out whole (by the worker that sent the rest, if any).
-    assert _eventually(lambda: app.drained[0] == 2), app.drained
+    assert eventually(lambda: app.drained[0] == 2), app.drained
     slow.close()
     quick.close()
 

@@ -4,19 +4,16 @@ from __future__ import annotations
 
 import os
 import socket
-import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
 
 from refimpl.http.encode import Answer
 from refimpl.http.serving import server as serving
-from tests.http.conftest import Server, running_server
+from tests.http.conftest import Server, pooled_server, running_server
 
 
 @pytest.fixture(scope="module")
@@ -142,20 +139,6 @@ def test_slow_bodies_hold_no_worker(few_threads: Server, tmp_path: Path):
     assert few_threads.rows("SELECT 1 AS one") == [[1]]
 
 
-@contextmanager
-def _served(app: Any) -> Iterator[serving.PooledWSGIServer]:
-    """`app` served by a PooledWSGIServer of 2 workers on a free loopback port, while inside."""
-    pooled = serving.PooledWSGIServer("127.0.0.1", 0, app, threads=2)
-    thread = threading.Thread(target=pooled.serve_forever, kwargs={"poll_interval": 0.05})
-    thread.start()
-    try:
-        yield pooled
-    finally:
-        pooled.shutdown()
-        pooled.drain()
-        thread.join()
-
-
 def test_a_request_has_a_deadline_from_its_first_byte(monkeypatch: pytest.MonkeyPatch):
     # Each byte comes well within the deadline; the request as a whole does not.
     monkeypatch.setattr(serving, "CONNECTION_TIMEOUT_SECONDS", 1.0)
@@ -164,7 +147,7 @@ def test_a_request_has_a_deadline_from_its_first_byte(monkeypatch: pytest.Monkey
         start_response("200 OK", [("Content-Length", "2")])
         return [b"ok"]
 
-    with _served(app) as pooled:
+    with pooled_server(app) as pooled:
         with socket.create_connection(("127.0.0.1", pooled.server_port), timeout=10) as conn:
             conn.sendall(b"POST / HTTP/1.1\r\nContent-Length: 100\r\n\r\n")
             answer = b""
@@ -192,7 +175,7 @@ def test_any_wsgi_application_is_served_through_the_wsgi_calls() -> None:
         start_response("200 OK", [("Content-Type", "text/plain")])
         return [b"one ", b"", b"two"]
 
-    with _served(app) as pooled:
+    with pooled_server(app) as pooled:
         with socket.create_connection(("127.0.0.1", pooled.server_port), timeout=10) as conn:
             conn.sendall(b"GET /answer HTTP/1.1\r\nHost: h\r\n\r\n")
             assert _answer(conn) == b'HTTP/1.1 200 OK\n{"a": 1}'

@@ -8,7 +8,6 @@ that the mechanism is tested apart from any route.
 from __future__ import annotations
 
 import socket
-import threading
 import time
 from collections.abc import Iterator
 
@@ -16,9 +15,10 @@ import pytest
 
 from refimpl.http.encode import Answer
 from refimpl.http.error_answers import to_response
-from refimpl.http.serving.server import STREAM_UNSENT_LIMIT, PooledWSGIServer
+from refimpl.http.serving.server import STREAM_UNSENT_LIMIT
 from refimpl.waiting.parked import Kind, Parked, Part, State
 from refimpl.waiting.room import WaitingRoom
+from tests.http.conftest import eventually, pooled_server
 
 HEARTBEAT = 0.2
 
@@ -76,16 +76,11 @@ def _body(data: bytes) -> Answer:
 @pytest.fixture
 def served() -> Iterator[tuple[StreamingApp, tuple[str, int]]]:
     app = StreamingApp()
-    server = PooledWSGIServer("127.0.0.1", 0, app, threads=2)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
-    thread.start()
-    try:
-        yield app, ("127.0.0.1", server.server_port)
-    finally:
-        app.waiting_room.close()
-        server.shutdown()
-        server.drain()
-        thread.join(5)
+    with pooled_server(app) as server:
+        try:
+            yield app, ("127.0.0.1", server.server_port)
+        finally:
+            app.waiting_room.close()
 
 
 def _request(address: tuple[str, int], path: str) -> socket.socket:
@@ -103,15 +98,6 @@ def _read_until(conn: socket.socket, marker: bytes, seconds: float = 5.0) -> byt
             break
         data += chunk
     return data
-
-
-def _eventually(condition, seconds: float = 5.0) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.01)
-    return False
 
 
 def test_a_stream_sends_parts_heartbeats_and_its_end_then_serves_on(served) -> None:
@@ -138,7 +124,7 @@ def test_a_stream_sends_parts_heartbeats_and_its_end_then_serves_on(served) -> N
 def test_streams_hold_no_worker(served) -> None:
     app, address = served
     streams = [_request(address, "/stream") for _ in range(10)]  # two workers only
-    assert _eventually(lambda: len(app.streams) == 10)
+    assert eventually(lambda: len(app.streams) == 10)
     plain = _request(address, "/plain")
     assert b"plain" in _read_until(plain, b"plain")
     for conn in [*streams, plain]:
@@ -147,37 +133,32 @@ def test_streams_hold_no_worker(served) -> None:
 
 def test_a_reader_that_stops_reading_is_dropped_in_bounded_memory() -> None:
     app = StreamingApp(part_bytes=256 * 1024)
-    server = PooledWSGIServer("127.0.0.1", 0, app, threads=2)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
-    thread.start()
-    try:
-        conn = _request(("127.0.0.1", server.server_port), "/stream")
-        conn.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-        assert _eventually(lambda: len(app.streams) == 1)
-        stream = app.streams[0]
-        sent = 0
-        # Parts keep coming while the client reads nothing: the server gives up on it once
-        # more than its limit waits unsent, instead of buffering without end.
-        while stream.state is State.WAITING and sent < 10 * STREAM_UNSENT_LIMIT:
-            stream.decide(Part(_body(b"x" * 256 * 1024)))
-            sent += 256 * 1024
-        assert stream.state is State.DROPPED
-        assert sent <= 4 * STREAM_UNSENT_LIMIT + 16 * 1024 * 1024  # kernel buffers aside
-        plain = _request(("127.0.0.1", server.server_port), "/plain")
-        assert b"plain" in _read_until(plain, b"plain")
-        conn.close()
-        plain.close()
-    finally:
-        app.waiting_room.close()
-        server.shutdown()
-        server.drain()
-        thread.join(5)
+    with pooled_server(app) as server:
+        try:
+            conn = _request(("127.0.0.1", server.server_port), "/stream")
+            conn.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            assert eventually(lambda: len(app.streams) == 1)
+            stream = app.streams[0]
+            sent = 0
+            # Parts keep coming while the client reads nothing: the server gives up on it once
+            # more than its limit waits unsent, instead of buffering without end.
+            while stream.state is State.WAITING and sent < 10 * STREAM_UNSENT_LIMIT:
+                stream.decide(Part(_body(b"x" * 256 * 1024)))
+                sent += 256 * 1024
+            assert stream.state is State.DROPPED
+            assert sent <= 4 * STREAM_UNSENT_LIMIT + 16 * 1024 * 1024  # kernel buffers aside
+            plain = _request(("127.0.0.1", server.server_port), "/plain")
+            assert b"plain" in _read_until(plain, b"plain")
+            conn.close()
+            plain.close()
+        finally:
+            app.waiting_room.close()
 
 
 def test_the_stop_sends_a_streams_closing_words(served) -> None:
     app, address = served
     conn = _request(address, "/stream")
-    assert _eventually(lambda: len(app.streams) == 1)
+    assert eventually(lambda: len(app.streams) == 1)
     _read_until(conn, b"\r\n\r\n")
     app.waiting_room.close()
     tail = _read_until(conn, b"0\r\n\r\n")
