@@ -9,12 +9,12 @@ import json
 import time
 import uuid
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
 
-from refimpl.http.endpoints.subscribe_stream import first_run_enters
+from refimpl.http.endpoints.subscribe_stream import FirstRunEnters
 from tests.http.conftest import ADMIN, Server, running_server
 from tests.http.stream_client import EventReader, sse_events
 
@@ -272,11 +272,12 @@ def test_a_parts_query_runs_share_one_statement_budget() -> None:
     @contextmanager
     def budget() -> Iterator[None]:
         events.append("enter")
-        yield
-        events.append("leave")
+        try:
+            yield
+        finally:
+            events.append("leave")
 
-    with ExitStack() as held:
-        runs = first_run_enters(held, budget)
+    with FirstRunEnters(budget) as runs:
         with runs():
             events.append("re-run")
         with runs():
@@ -285,6 +286,11 @@ def test_a_parts_query_runs_share_one_statement_budget() -> None:
     assert events == ["enter", "re-run", "snapshot", "leave"]
 
     events.clear()
-    with ExitStack() as held:
-        first_run_enters(held, budget)
+    with FirstRunEnters(budget):
+        pass
     assert events == []
+
+    # A part's failure leaves the budget it entered, as its own error.
+    with pytest.raises(KeyError), FirstRunEnters(budget) as runs, runs():
+        raise KeyError("a bug")
+    assert events == ["enter", "leave"]

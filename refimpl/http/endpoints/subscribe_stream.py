@@ -23,7 +23,8 @@ import functools
 import logging
 import threading
 import time
-from contextlib import AbstractContextManager, ExitStack, nullcontext
+from contextlib import AbstractContextManager, nullcontext
+from typing import Any
 
 from refimpl.engine.access import AccessControl
 from refimpl.engine.access.control import CheckedToken
@@ -60,22 +61,38 @@ log = logging.getLogger("refimpl.subscribe")
 _RETRY = f"retry: {RETRY_MS}\n".encode()
 
 
-def first_run_enters(held: ExitStack, budget: Budget) -> Budget:
-    """`budget` as a part's query runs take it: entered on `held` at the first run that asks
-    for it, nothing more at later asks. Every run of one part (a re-run, then a snapshot when
-    its version is gone) counts against one statement timeout, from the first run's start
-    until `held` closes, never one timeout each; a part that runs no query (it takes the step
-    another stream of its query ran) enters none."""
-    entered = False
+class FirstRunEnters:
+    """A part's statement budget as its query runs take it (`with FirstRunEnters(budget) as
+    runs:` around the making of one part, `runs` given as the budget of its runs): `budget`
+    is entered at the first run that asks for it, nothing more at later asks, and left when
+    the `with` ends. Every run of one part (a re-run, then a snapshot when its version is
+    gone) counts against one statement timeout, from the first run's start until the part is
+    made, never one timeout each; a part that runs no query (it takes the step another stream
+    of its query ran) enters none. A class rather than an `ExitStack` and a closure: every
+    part of every stream makes one."""
 
-    def enter() -> AbstractContextManager[object]:
-        nonlocal entered
-        if not entered:
-            entered = True
-            held.enter_context(budget())
-        return nullcontext()
+    __slots__ = ("_budget", "_held")
 
-    return enter
+    def __init__(self, budget: Budget) -> None:
+        self._budget = budget
+        self._held: AbstractContextManager[object] | None = None
+
+    def __enter__(self) -> FirstRunEnters:
+        return self
+
+    def __exit__(self, *exc: Any) -> bool | None:
+        held, self._held = self._held, None
+        return None if held is None else held.__exit__(*exc)
+
+    def __call__(self) -> AbstractContextManager[object]:
+        if self._held is None:
+            held = self._budget()
+            held.__enter__()
+            self._held = held
+        return _ENTERED
+
+
+_ENTERED = nullcontext()  # what a run enters: the budget, entered already
 
 
 def _later(data: bytes) -> Answer:
@@ -188,8 +205,8 @@ class _LiveStream:
         parked = self.parked
         assert parked is not None  # `start` came before any job
         try:
-            with ExitStack() as held:
-                outcome = self._next(parked, first_run_enters(held, self._budget))
+            with FirstRunEnters(self._budget) as runs:
+                outcome = self._next(parked, runs)
         except Exception as error:  # a bug: the stream ends, the pool's thread goes on
             log.warning("making a live query's part failed", exc_info=True)
             outcome = self._end(f"the server failed ({type(error).__name__})")
