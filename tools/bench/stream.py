@@ -37,7 +37,9 @@ Figures, for both:
    figure the server (PostgreSQL: its postmaster and every backend) runs on the first CPU
    alone and the writers and readers on the others (`os.sched_setaffinity`), the readers at
    niceness 19 (they read with what the writers leave), in both phases and for both servers
-   alike. The CPU the server and the readers took meanwhile is printed.
+   alike. The CPU the server and the readers took meanwhile is printed. `--throughput-only`
+   measures several such pairs in turn after a warm-up and gives their median ratio, each
+   pair's and the spread (`stream_throughput.py`): one pair decides nothing.
 
 Beside them, at 20 commits/s: the server's CPU per commit and the readers' CPU per event
 (they share the machine's cores). With `--server-timing` refimpl runs under a launcher that
@@ -57,7 +59,9 @@ with the streams open, where a commit's time goes and where the server's threads
     python tools/bench/stream.py --latency-only --streams 1000 --server-timing
                                                     # figure 1 alone (refimpl), ~30 s
     python tools/bench/stream.py --throughput-only --quick --streams 1000 --code OTHER_CHECKOUT
-                                                    # figure 5 alone (refimpl), ~40 s
+                                                    # figure 5 alone (refimpl), ~2 min: the
+                                                    # median of 3 pairs of phases, none open
+                                                    # and all open, in turn (--pairs N)
     python tools/bench/stream.py --throughput-only --quick --streams 1000 --deflate
                                                     # the server set to compress streams
                                                     # (stream_compression = deflate), to
@@ -72,89 +76,29 @@ import argparse
 import json
 import os
 import tempfile
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import harness
-from stream_readers import WRITER_BLOCK, Readers, exactly_once, readers_off_server
-from stream_timing import TIMING_LAUNCHER, server_timing, threads_schedstat, throughput_timing
+from stream_readers import Readers, exactly_once
+from stream_throughput import (
+    open_ratio,
+    processes_cpu,
+    throughput_phase,
+    throughput_report,
+    throughput_run,
+    writer,
+)
+from stream_timing import TIMING_LAUNCHER, server_timing, throughput_timing
 
 RATES = (20, 50, 100, 200, 400)
 KEEP_UP_P99_MS = 500.0
 
 
-# --- writers --------------------------------------------------------------------------------
-
-
-def _writer(target: dict[str, Any]) -> Callable[[int], float]:
-    if target["kind"] == "refimpl":
-        client = harness.LeanHTTP(
-            target["url"],
-            {"Authorization": f"Bearer {target['token']}", "Content-Type": "text/plain"},
-        )
-
-        def commit(ident: int) -> float:
-            sent = time.monotonic()
-            status, _, body = client.request(
-                "POST", "/exec", f"INSERT INTO c VALUES ({ident}, {sent!r})".encode()
-            )
-            if status != 200:
-                raise RuntimeError(f"the commit failed with {status}: {body[:200]!r}")
-            return sent
-
-        return commit
-    import psycopg
-
-    connection = psycopg.connect(target["conninfo"], autocommit=True)
-
-    def commit_pg(ident: int) -> float:
-        sent = time.monotonic()
-        connection.execute("INSERT INTO c VALUES (%s, %s)", (ident, sent))
-        return sent
-
-    return commit_pg
-
-
-class Throughput:
-    """Single-row commits a second of `writers` writers, each one at a time; the ids they
-    committed (writer n: `first_id + n * WRITER_BLOCK` on), the window and their latencies."""
-
-    def __init__(
-        self, target: dict[str, Any], first_id: int, seconds: float, writers: int = 4
-    ) -> None:
-        counts = [0] * writers
-        latencies: list[list[float]] = [[] for _ in range(writers)]
-        self.began = time.monotonic()
-        stop = self.began + seconds
-
-        def work(n: int) -> None:
-            commit = _writer(target)
-            ident = first_id + n * WRITER_BLOCK
-            while time.monotonic() < stop:
-                sent = commit(ident)
-                latencies[n].append((time.monotonic() - sent) * 1000)
-                ident += 1
-                counts[n] += 1
-
-        threads = [threading.Thread(target=work, args=(n,)) for n in range(writers)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        self.ended = time.monotonic()
-        self.rate = sum(counts) / seconds
-        self.committed = [
-            range(first_id + n * WRITER_BLOCK, first_id + n * WRITER_BLOCK + c)
-            for n, c in enumerate(counts)
-        ]
-        self.latency = harness.summary([lat for one in latencies for lat in one])
-
-
 def paced(target: dict[str, Any], rate: float, seconds: float, first_id: int) -> range:
-    commit = _writer(target)
+    commit = writer(target)
     total = int(rate * seconds)
     began = time.monotonic()
     for k in range(total):
@@ -183,61 +127,10 @@ def process_rss_mb(pids: list[int]) -> float:
     return total
 
 
-def processes_cpu(pids: list[int]) -> float:
-    """CPU seconds of the processes still running (PostgreSQL's come and go)."""
-    total = 0.0
-    for pid in pids:
-        try:
-            total += harness.cpu_seconds(pid)
-        except OSError:
-            pass
-    return total
-
-
-def tree_cpu(pid: int) -> float:
-    """CPU seconds of a process and all its children, the ended ones included (PostgreSQL's
-    backends come and go; a parent that waited for a child holds its time)."""
-    text = Path(f"/proc/{pid}/stat").read_text()
-    fields = text[text.rindex(")") + 2 :].split()
-    # utime, stime, cutime, cstime: fields 14 to 17 (fields[0] is field 3).
-    total = sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")
-    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-    return total + processes_cpu([int(c) for c in children])
-
-
 def postgres_pids(pg: harness.Postgres) -> list[int]:
     main = int((pg.data / "postmaster.pid").read_text().split()[0])
     children = Path(f"/proc/{main}/task/{main}/children").read_text().split()
     return [main, *map(int, children)]
-
-
-def throughput_phase(
-    target: dict[str, Any],
-    pids: Callable[[], list[int]],
-    readers: Readers | None,
-    first_id: int,
-    seconds: float,
-    pinned: bool,
-) -> dict[str, Any]:
-    """Throughput with the streams open (`readers`) or none; the CPU the server and the
-    readers took meanwhile (the readers share the machine's cores with the writers unless
-    `pinned`) and the server's threads' schedstat before and after."""
-    server_pids = pids()
-    reader_pids = [] if readers is None else readers.pids
-    readers_cpu, server_cpu = processes_cpu(reader_pids), tree_cpu(server_pids[0])
-    threads = threads_schedstat(server_pids[0])
-    if pinned:
-        with readers_off_server(server_pids, reader_pids):
-            done = Throughput(target, first_id, seconds)
-    else:
-        done = Throughput(target, first_id, seconds)
-    elapsed = done.ended - done.began
-    return {
-        "run": done,
-        "readers_pct": (processes_cpu(reader_pids) - readers_cpu) / elapsed * 100,
-        "server_pct": (tree_cpu(server_pids[0]) - server_cpu) / elapsed * 100,
-        "threads": (threads, threads_schedstat(server_pids[0])),
-    }
 
 
 def run(
@@ -327,69 +220,6 @@ def latency_run(
     return out
 
 
-def throughput_run(
-    target: dict[str, Any], pids: Callable[[], list[int]], streams: int, seconds: float
-) -> dict[str, Any]:
-    """Figure 5 alone: the four writers' commits a second with none open, with the streams
-    open and none again after they closed, as the machine schedules it and pinned, every
-    stream checked to get every event once, in order."""
-    out: dict[str, Any] = {}
-    out["none"] = throughput_phase(target, pids, None, 10_000_000, seconds, pinned=False)
-    out["pinned_none"] = throughput_phase(target, pids, None, 20_000_000, seconds, pinned=True)
-    readers = Readers(target, streams)
-    readers.wait_ready()
-    readers.timed(False)
-    time.sleep(2.0)
-    out["open"] = throughput_phase(target, pids, readers, 50_000_000, seconds, pinned=False)
-    out["pinned_open"] = throughput_phase(target, pids, readers, 60_000_000, seconds, pinned=True)
-    committed = [*out["open"]["run"].committed, *out["pinned_open"]["run"].committed]
-    _, tallies = readers.results(sum(len(ids) for ids in committed))
-    out["exactly_once"] = exactly_once(tallies, committed)
-    out["none_after"] = throughput_phase(target, pids, None, 70_000_000, seconds, pinned=False)
-    out["pinned_none_after"] = throughput_phase(
-        target, pids, None, 80_000_000, seconds, pinned=True
-    )
-    return out
-
-
-def throughput_report(
-    ours: dict[str, Any],
-    streams: int,
-    ended: tuple[float, float, float],
-    load: tuple[float, float, float],
-    code: Path | None,
-) -> None:
-    """What `--throughput-only` prints: commits a second and the server's CPU per commit by
-    phase, the two ratios, and the readers' CPU with the streams open."""
-    rows = []
-    for prefix, label in [("", ""), ("pinned_", "readers off the server's core: ")]:
-        for phase, title in [("none", "none open"), ("open", "all open"), ("none_after", "after")]:
-            found = ours[prefix + phase]
-            rate = found["run"].rate
-            rows.append(
-                [
-                    f"{label}{title}: commits/s; server CPU ms per commit",
-                    f"{rate:.0f}; {found['server_pct'] * 10 / max(rate, 1e-9):.3f}",
-                ]
-            )
-        rows.append([f"{label}ratio all open / none", f"{open_ratio(ours, prefix):.3f}"])
-        opened = ours[prefix + "open"]
-        events = max(opened["run"].rate, 1e-9) * streams  # a second
-        rows.append(
-            [
-                f"{label}all open: readers' CPU % of a core; us per event",
-                f"{opened['readers_pct']:.0f}; {opened['readers_pct'] * 1e4 / events:.2f}",
-            ]
-        )
-    rows.append(["every stream got every event once, in order", ours["exactly_once"]])
-    harness.print_table(
-        ["figure", "refimpl"],
-        rows,
-        f"{streams} streams; load average {load[0]:.1f} at the start, {ended[0]:.1f} at the"
-        f" end; refimpl of {code or 'this checkout'}",
-    )
-
-
 def figure_rows(results: list[dict[str, Any]]) -> list[list[Any]]:
     """The figures' table: a row a figure, a column a server."""
 
@@ -440,12 +270,6 @@ def figure_rows(results: list[dict[str, Any]]) -> list[list[Any]]:
         row("readers' CPU us per event at 20/s", lambda r: f"{r['readers_us_per_event']:.1f}"),
     ]
     return rows
-
-
-def open_ratio(result: dict[str, Any], prefix: str) -> float:
-    """Commits a second with the streams open over the mean of none open before and after."""
-    none = (result[prefix + "none"]["run"].rate + result[prefix + "none_after"]["run"].rate) / 2
-    return float(result[prefix + "open"]["run"].rate / none)
 
 
 def postgres_run(streams: int, quick: bool) -> dict[str, Any]:
@@ -539,6 +363,13 @@ def main() -> None:
         " (5 s a phase; 3 with --quick)",
     )
     parser.add_argument(
+        "--pairs",
+        type=int,
+        default=3,
+        help="--throughput-only: pairs of phases (none open, all open) measured in turn; the"
+        " ratio is their median (stream_throughput.py)",
+    )
+    parser.add_argument(
         "--plain",
         action="store_true",
         help="the readers do not accept deflate: the streams come uncompressed (to weigh the"
@@ -586,7 +417,7 @@ def main() -> None:
             ours = latency_run(target, lambda: [server.pid], streams, seconds)
         elif options.throughput_only:
             seconds = 3.0 if options.quick else 5.0
-            ours = throughput_run(target, lambda: [server.pid], streams, seconds)
+            ours = throughput_run(target, lambda: [server.pid], streams, seconds, options.pairs)
         else:
             ours = run(target, lambda: [server.pid], streams, options.quick)
     if options.latency_only:
