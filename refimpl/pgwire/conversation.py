@@ -311,17 +311,12 @@ class Conversation:
             decoders = None
         if decoders is None:
             # Each parameter's decoder is chosen once per format codes (and types known).
-            hints = prepared.hints
-            decoders = prepared.decoders[codes] = [
-                types.param_decoder(oids[n - 1] if n <= len(oids) else 0, fmt == 1, hints.get(n), n)
-                for n, fmt in enumerate(_formats(codes, count), 1)
-            ]
-        values = [
-            None if data is None else decode(data)
-            for data, decode in zip(sent, decoders, strict=True)
-        ]
+            decoders = prepared.decoders[codes] = types.ParamDecoders(
+                oids, prepared.hints, codes, count
+            )
+        values = decoders.read(sent)
         if prepared.in_order:
-            params = tuple(values)
+            params = values
         else:
             numbers = prepared.plan.piece.params if prepared.plan else ()
             params = tuple(values[n - 1] for n in numbers)

@@ -7,7 +7,6 @@ engine's prepared run); a `Portal` is one run of it, bound to its parameters.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -19,7 +18,7 @@ from refimpl.pgwire import types
 from refimpl.pgwire.session_settings import SettingCommand
 from refimpl.pgwire.sqltext import Piece
 from refimpl.pgwire.tags import command_tag
-from refimpl.pgwire.types import RowShape
+from refimpl.pgwire.types import ParamDecoders, RowShape
 from refimpl.sql import ast
 
 # Statements that answer rows; those of them without side effects may be run to describe
@@ -97,7 +96,7 @@ class Prepared:
     completions: dict[int, tuple[m.CommandComplete, bytes]] = field(default_factory=dict)
     # A Bind's decoder of each parameter, by the Bind's format codes; emptied whenever the
     # parameters' types are inferred (`hints`).
-    decoders: dict[tuple[int, ...], list[Callable[[bytes], object]]] = field(default_factory=dict)
+    decoders: dict[tuple[int, ...], ParamDecoders] = field(default_factory=dict)
     # Made once from the two above for every Bind: how many values a Bind sends, those the
     # client named no type of ($n), and whether the engine takes them in $1, $2, ... order.
     count: int = field(init=False)

@@ -24,6 +24,7 @@ from refimpl.pgwire.portals import Prepared, check_result_type
 from refimpl.pgwire.row_writers import RowsWriter
 from refimpl.pgwire.run_messages import BindHead, RunFrame, run_frame
 from refimpl.pgwire.tags import command_tag
+from refimpl.pgwire.types import ParamDecoders
 from refimpl.pgwire.types import formats as _formats
 
 BIND_COMPLETE, NO_DATA = m.BindComplete(), m.NoData()
@@ -37,7 +38,7 @@ class QuickRun:
     """What the runs of `prepared` framed as `frame` answer alike; one connection's."""
 
     __slots__ = (
-        "frame", "prepared", "run", "decoders", "result_formats", "described", "said", "columns",
+        "frame", "prepared", "run", "params", "result_formats", "described", "said", "columns",
         "prefix", "write", "tags", "_counts_rows",
     )  # fmt: skip
 
@@ -45,7 +46,7 @@ class QuickRun:
         self,
         frame: RunFrame,
         prepared: Prepared,
-        decoders: list[Callable[[bytes], object]],
+        decoders: ParamDecoders,
         result_formats: tuple[int, ...],
         described: bool,
     ) -> None:
@@ -55,7 +56,8 @@ class QuickRun:
         self.prepared = prepared
         assert prepared.run is not None
         self.run: PreparedRun = prepared.run
-        self.decoders = decoders
+        # The Bind's values decoded (InvalidValue as the Bind's own decoding raises it).
+        self.params: Callable[[list[bytes | None]], tuple[object, ...]] = decoders.read
         self.result_formats = result_formats
         self.described = described
         # What the run's Bind and Describe answered before it ran (`before_run`).
@@ -87,14 +89,6 @@ class QuickRun:
             return None
         frame = run_frame(head, bind.result_formats, described)
         return cls(frame, prepared, decoders, bind.result_formats, described)
-
-    def params(self, values: list[bytes | None]) -> tuple[object, ...]:
-        """The Bind's values decoded (InvalidValue as the Bind's own decoding raises it)."""
-        decoders = self.decoders
-        if len(values) == 1:  # a point read's key, mostly
-            value = values[0]
-            return (None if value is None else decoders[0](value),)
-        return tuple([None if v is None else f(v) for v, f in zip(values, decoders, strict=True)])
 
     def before_run(self) -> list[m.ServerMessage]:
         """BindComplete, then the Describe's answer where it does not need the run's

@@ -24,7 +24,8 @@ import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
-from typing import Any
+from operator import call
+from typing import Any, cast
 
 from refimpl.engine.query.arrays import VECTORS as ENGINE_VECTOR_ELEMENTS
 from refimpl.engine.query.arrays import elements
@@ -375,8 +376,7 @@ def param_decoder(
 ) -> Callable[[bytes], object]:
     """`decode_param` with all but the bytes chosen once (a prepared statement's Bind keeps
     one a parameter): the same values, the same errors."""
-    if oid in (0, UNKNOWN) and hint is not None:
-        oid = pg_type(hint).oid  # the type the client was told in ParameterDescription
+    oid = _named_oid(oid, hint)
     kind = ENGINE_TYPE_OF_OID.get(oid)
     convert: Callable[[bytes], object]
     if oid in _ARRAY_PARAM_OIDS:
@@ -412,6 +412,70 @@ def param_decoder(
             ) from None
 
     return decode
+
+
+def _named_oid(oid: int, hint: str | None) -> int:
+    """The OID a parameter is read as: the client's, else the type it was told in
+    ParameterDescription (`hint`, the column type the statement gives it)."""
+    if oid in (0, UNKNOWN) and hint is not None:
+        return pg_type(hint).oid
+    return oid
+
+
+# What `param_decoder` reads of the text of these engine types (and of text, its UTF-8)
+# is what these C calls give, where they give anything: `int` and `float` of bytes take
+# ASCII alone, which the decoder's text reads alike.
+_QUICK_FROM_TEXT: dict[str, Callable[[bytes], object]] = {
+    "INT": int,
+    "BIGINT": int,
+    "DOUBLE": float,
+    "STRING": bytes.decode,
+    "SYMBOL": bytes.decode,
+}
+
+
+def _quick_decoder(oid: int, binary: bool, hint: str | None) -> Callable[[bytes], object] | None:
+    """A C call giving the value `param_decoder(oid, binary, hint, n)` gives for every bytes
+    it does not refuse with ValueError; None for the types that have none."""
+    oid = _named_oid(oid, hint)
+    if oid in _ARRAY_PARAM_OIDS or (binary and oid not in _TEXT_OIDS):
+        return None
+    kind = ENGINE_TYPE_OF_OID.get(oid)
+    return _QUICK_FROM_TEXT.get(kind) if kind else bytes.decode
+
+
+class ParamDecoders:
+    """The decoders of a Bind's parameters, one a parameter (`param_decoder`'s), chosen once
+    for a prepared statement's Bind of some format codes."""
+
+    __slots__ = ("each", "_quick")
+
+    def __init__(
+        self, oids: Sequence[int], hints: dict[int, str], codes: Sequence[int], count: int
+    ) -> None:
+        """`count` parameters, $n of OID `oids[n - 1]` (0 past them), of the column type
+        `hints.get(n)` and in the format `codes` give it (`formats`: ProtocolError for a
+        wrong count of codes)."""
+        self.each: list[Callable[[bytes], object]] = []
+        quick: list[Callable[[bytes], object]] = []
+        for n, code in enumerate(formats(codes, count), 1):
+            oid, hint = oids[n - 1] if n <= len(oids) else 0, hints.get(n)
+            self.each.append(param_decoder(oid, code == 1, hint, n))
+            if (found := _quick_decoder(oid, code == 1, hint)) is not None:
+                quick.append(found)
+        # Tried first on values of no NULL when every parameter has one.
+        self._quick = tuple(quick) if len(quick) == count else None
+
+    def read(self, values: Sequence[bytes | None]) -> tuple[object, ...]:
+        """The values decoded (None stays NULL): InvalidValue for the first that does not
+        read as its type."""
+        quick = self._quick
+        if quick is not None and None not in values:
+            try:
+                return tuple(map(call, quick, cast(Sequence[bytes], values)))  # in C alone
+            except ValueError:
+                pass  # the decoders say what is wrong (or read what C does not: '٣')
+        return tuple([None if v is None else f(v) for v, f in zip(values, self.each, strict=True)])
 
 
 def _text_of(data: bytes) -> str:

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from refimpl.engine.storage import values
+from refimpl.errors import InvalidValue
 from refimpl.pgwire import types
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -61,3 +63,60 @@ def test_special_doubles_are_written_as_postgresql_writes_them():
         b"2",
         b"0.5",
     ]
+
+
+def _one_by_one(decoders: types.ParamDecoders, data: list[bytes | None]) -> object:
+    """What each parameter's decoder alone gives for `data`: the values, or the first error."""
+    try:
+        return tuple(None if v is None else f(v) for v, f in zip(data, decoders.each, strict=True))
+    except InvalidValue as error:
+        return ("error", str(error))
+
+
+def _read(decoders: types.ParamDecoders, data: list[bytes | None]) -> object:
+    try:
+        return decoders.read(data)
+    except InvalidValue as error:
+        return ("error", str(error))
+
+
+# Bytes that decide what a number's text reads as: digits (ASCII and others), signs, points,
+# exponents, underscores, spaces of both kinds, words, and bytes of no UTF-8.
+_NUMBERISH = st.lists(
+    st.sampled_from(
+        ["1", "0", "9", "-", "+", ".", "e", "_", " ", "\t", "\x1c", "\u00a0", "\u0663", "x"]
+        + ["inf", "nan", "Infinity", "0x1", "é"]
+    ),
+    max_size=8,
+).map(lambda parts: "".join(parts).encode())
+_PARAM_BYTES = st.one_of(
+    st.none(), _NUMBERISH, st.binary(max_size=6), st.text(max_size=6).map(str.encode)
+)
+_KINDS = ["INT", "BIGINT", "DOUBLE", "STRING", "SYMBOL", "BOOLEAN", "TIMESTAMP", None]
+
+
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(_KINDS), st.sampled_from([0, 25, 701, 20]), _PARAM_BYTES),
+        min_size=1,
+        max_size=4,
+    )
+)
+def test_a_binds_values_read_as_each_decoder_reads_them(params):
+    """Read at once (in C where every value allows it), a Bind's text values are what each
+    parameter's decoder gives, and a bad one is refused with the same error."""
+    oids = [oid for _, oid, _ in params]
+    hints = {n: kind for n, (kind, _, _) in enumerate(params, 1) if kind is not None}
+    decoders = types.ParamDecoders(oids, hints, (), len(params))
+    data = [value for _, _, value in params]
+    expected = _one_by_one(decoders, data)
+    got = _read(decoders, data)
+    assert got == expected or (repr(got) == repr(expected)), (params, got, expected)
+    assert [type(v) for v in got] == [type(v) for v in expected]
+
+
+def test_a_bind_of_unicode_digits_reads_them_as_before():
+    decoders = types.ParamDecoders([20, 701], {}, (), 2)
+    assert decoders.read(["\u0663".encode(), b" 1_5 "]) == (3, 15.0)
+    with pytest.raises(InvalidValue, match=r"parameter \$2 is not a valid DOUBLE"):
+        decoders.read([b"1", b"1.5x"])
