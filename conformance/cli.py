@@ -1,7 +1,8 @@
 """`refimpl conform`: run the conformance suite against a server.
 
     refimpl conform --url URL [--token T] [--only PATTERN] [--skip-file F] [--expect-file F]
-                    [--jobs N] [--junit FILE] [--json FILE] [--examples DIR] [--timeout S]
+                    [--jobs N] [--wait-places N] [--junit FILE] [--json FILE]
+                    [--examples DIR] [--timeout S]
                     [--restart-cmd CMD] [--crash-cmd CMD] [--restart-timeout S]
                     [--pg HOST:PORT] [--start-cmd CMD] [--operator-cmd CMD] [--fail-fast]
                     [--rerun-failed REPORT]
@@ -44,6 +45,7 @@ from conformance.report import (
 from conformance.restarts import RestartCommands
 from conformance.results import ExampleResult
 from conformance.runner import Runner, RunOptions
+from conformance.wait_places import DEFAULT_WAIT_PLACES
 
 TOKEN_ENV = "CONFORM_TOKEN"
 
@@ -71,6 +73,16 @@ def version_line() -> str:
     return f"refimpl conform {package_version()}: the cases of spec {shipped_spec_version()}"
 
 
+def _at_least_one(text: str) -> int:
+    try:
+        number = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"must be 1 or more, not {number}")
+    return number
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of `refimpl conform` (also used by tools/verify_docs.py)."""
     parser = argparse.ArgumentParser(
@@ -96,6 +108,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--expect-file", type=Path, help="known failures: lines '<id> FAIL <reason>'"
     )
     parser.add_argument("--jobs", type=int, default=8, help="examples run at once (default 8)")
+    parser.add_argument(
+        "--wait-places",
+        type=_at_least_one,
+        default=DEFAULT_WAIT_PLACES,
+        metavar="N",
+        help="the server's wait places: the examples running at once never hold more than N"
+        f" waiting requests (default {DEFAULT_WAIT_PLACES}, a quarter of a default refimpl"
+        " server's 16 threads); an example that needs more runs alone",
+    )
     parser.add_argument("--junit", type=Path, help="write a JUnit XML report here")
     parser.add_argument("--json", type=Path, help="write a JSON report here")
     parser.add_argument("--examples", type=Path, help="a case file or a folder of them")
@@ -223,7 +244,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             operator_cmd=operator,
         )
     )
-    print(f"running {len(examples)} example(s) against {args.url} with {args.jobs} job(s)")
+    print(
+        f"running {len(examples)} example(s) against {args.url} with {args.jobs} job(s)"
+        f" and {args.wait_places} wait place(s)"
+    )
     progress = Progress(len(examples), verbose=args.verbose)
     chapters = ChapterProgress([e.chapter for e in examples], before_line=progress.end_line)
 
@@ -232,7 +256,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         chapters(result)
 
     results = runner.run_all(
-        examples, jobs=args.jobs, expectations=rules, on_result=on_result, fail_fast=args.fail_fast
+        examples,
+        jobs=args.jobs,
+        expectations=rules,
+        on_result=on_result,
+        fail_fast=args.fail_fast,
+        wait_places=args.wait_places,
     )
     failed_over_http = counts(results)["failed"] > 0
     if args.pg and not (args.fail_fast and failed_over_http):

@@ -124,6 +124,8 @@ def format_failure(result: ExampleResult) -> str:
         return "\n".join(lines)
     if result.message:
         lines.append(f"  {result.message}")
+    if result.note:
+        lines.append(f"  ({result.note})")
     if result.request:
         lines.append("  request:")
         lines.extend("    " + line for line in result.request.splitlines())
@@ -134,7 +136,8 @@ def format_failure(result: ExampleResult) -> str:
 
 
 def print_report(results: list[ExampleResult], stream: TextIO | None = None) -> None:
-    """Failure details, the skips by reason, expected failures, and the summary line last."""
+    """Failure details, the skips by reason, the runner's notes (examples run alone),
+    expected failures, and the summary line last."""
     out = stream or sys.stdout
     failures = [r for r in results if r.outcome in (FAILED, XPASSED)]
     if failures:
@@ -148,6 +151,12 @@ def print_report(results: list[ExampleResult], stream: TextIO | None = None) -> 
     for reason, ids in reasons.items():
         shown = ", ".join(ids[:_SKIPS_SHOWN]) + (", ..." if len(ids) > _SKIPS_SHOWN else "")
         out.write(f"skipped {len(ids)}: {reason} ({shown})\n")
+    notes: dict[str, list[str]] = {}
+    for result in results:
+        if result.note:
+            notes.setdefault(result.note, []).append(result.example.id)
+    for note, ids in notes.items():
+        out.write(f"note, {len(ids)} example(s): {note} ({', '.join(ids)})\n")
     c = counts(results)
     if c["xfailed"] or c["xpassed"]:
         out.write(
@@ -193,6 +202,8 @@ def write_junit(results: list[ExampleResult], path: Path | str) -> None:
                 ET.SubElement(case, "skipped", message=result.message[:500])
             elif result.outcome == XFAILED:
                 ET.SubElement(case, "skipped", message=f"expected failure: {result.reason}")
+            if result.note:
+                ET.SubElement(case, "system-out").text = result.note
     ET.indent(root)
     Path(path).write_bytes(ET.tostring(root, encoding="utf-8", xml_declaration=True))
 
@@ -229,6 +240,7 @@ def results_json(
                 "duration": round(r.duration, 4),
                 "message": r.message,
                 "reason": r.reason,
+                "note": r.note,
                 "request": r.request,
                 "diff": r.diff,
             }

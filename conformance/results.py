@@ -19,7 +19,8 @@ class ExampleResult:
     word after the expectations file (also xfailed: failed as expected, and xpassed: passed
     although expected to fail, which counts as a failure). `diff` is a unified diff of
     expected and actual; `request` the request that showed the failure; `updates` what a
-    `--update` would write back (one entry per record or step that did not match).
+    `--update` would write back (one entry per record or step that did not match); `note`
+    what the runner says of how it ran the example (that it ran alone, and why).
     """
 
     example: Example
@@ -32,6 +33,7 @@ class ExampleResult:
     reason: str = ""
     database: str = ""
     uniq: str = ""
+    note: str = ""
     updates: list[dict[str, Any]] = field(default_factory=list)
 
     def __post_init__(self) -> None:

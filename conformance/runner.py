@@ -17,7 +17,9 @@ Steps are requests (sent in the foreground, or in the background with `backgroun
 `await` and `pending` of a background request, `restart`s through the commands of
 `RunOptions.restarts`, and `operator` steps through `RunOptions.operator_cmd`; an example
 with a restart or an operator step is skipped, with the reason, when a command it needs is
-missing, and `run_all` runs such examples one at a time after the others.
+missing, and `run_all` runs such examples one at a time after the others. `run_all` also
+keeps the server's wait places the examples running at once may hold within a budget
+(`conformance.wait_places`).
 
 `{{db}}` is the example's database, `{{uniq}}` its unique suffix (for user names),
 `{{admin_token}}` the admin token, and `{{name}}` any value captured by an earlier step.
@@ -32,7 +34,6 @@ import secrets
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -64,6 +65,12 @@ from conformance.transport import (
     build_request,
     describe_request,
     send,
+)
+from conformance.wait_places import (
+    DEFAULT_WAIT_PLACES,
+    RAN_ALONE,
+    places_needed,
+    run_within_budget,
 )
 
 ADMIN_DATABASE = "demo"
@@ -175,11 +182,15 @@ class Runner:
         expectations: Iterable[Expectation] = (),
         on_result: Callable[[ExampleResult], None] | None = None,
         fail_fast: bool = False,
+        wait_places: int = DEFAULT_WAIT_PLACES,
     ) -> list[ExampleResult]:
         """Run examples in parallel; results come back in the examples' order.
 
         An example whose expectation is SKIP is not run. Examples that restart the server
         run one at a time after all the others, so that no other example sees a restart.
+        The examples running at once never need more than `wait_places` of the server's
+        wait places (`conformance.wait_places`); one that needs more runs alone after the
+        others, and its result's `note` says so.
         `on_result` is called (from one thread at a time) as each result is ready, for
         progress output. With `fail_fast`, the first failure (an unexpected pass included)
         stops the run: examples not yet started are skipped, with that reason. On Ctrl-C the
@@ -204,10 +215,14 @@ class Runner:
             if stopped.is_set():
                 return ExampleResult(example, SKIPPED, message=FAIL_FAST_SKIP)
             result = apply_expectation(runner.run(example), rule)
+            need = places_needed(example)
+            if need > wait_places:
+                result.note = RAN_ALONE.format(needed=need, budget=wait_places)
             if fail_fast and result.outcome in (FAILED, XPASSED):
                 stopped.set()  # in the worker, before it can take the next example
             return result
 
+        needed = [places_needed(example) for example in examples]
         with_settings: dict[tuple[tuple[str, str], ...], list[tuple[int, Example, Any]]] = {}
         for index, example in enumerate(examples):
             rule = find_expectation(example.id, rules)
@@ -216,21 +231,18 @@ class Runner:
             elif example.data.get("settings"):
                 key = settings_key(example.data["settings"])
                 with_settings.setdefault(key, []).append((index, example, rule))
-            elif restarts_server(example):
+            elif restarts_server(example) or needed[index] > wait_places:
                 alone.append((index, example, rule))
             else:
                 pending.append((index, example, rule))
-        with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-            futures = {
-                pool.submit(attempt, example, rule): index for index, example, rule in pending
-            }
-            try:
-                for future in as_completed(futures):
-                    finish(futures[future], future.result())
-            except KeyboardInterrupt:
-                for future in futures:
-                    future.cancel()
-                raise
+        run_within_budget(
+            pending,
+            jobs,
+            wait_places,
+            lambda item: needed[item[0]],
+            lambda item: attempt(item[1], item[2]),
+            lambda item, result: finish(item[0], result),
+        )
         for index, example, rule in alone:
             finish(index, attempt(example, rule))
         for group in with_settings.values():
