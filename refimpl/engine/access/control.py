@@ -135,6 +135,13 @@ class AccessControl:
             refused.user = str(record["user"])
         raise refused
 
+    @property
+    def version(self) -> int:
+        """The version of the records: moved by every change of users, tokens or grants
+        (after the change, before the statement's answer), so that what was read of them at
+        one version stands while it does not move."""
+        return self._store.version
+
     def still_valid(self, checked: CheckedToken) -> bool:
         """Whether a token checked before would be answered the same now: no user, token or
         grant changed since (any DROP TOKEN, DROP USER, GRANT or REVOKE counts, whoever it

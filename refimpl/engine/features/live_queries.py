@@ -43,7 +43,9 @@ from refimpl.engine.features.live_answers import (
     Version,
     change_between,
 )
+from refimpl.engine.features.live_buckets import changed_buckets_rows
 from refimpl.engine.features.live_maintainers import Maintainers
+from refimpl.engine.features.live_pass import PassReads, authorize_read
 from refimpl.engine.features.live_shape import ONE_TABLE, identity_positions, parse_subscription
 from refimpl.engine.features.live_wait import Budget, LiveWait
 from refimpl.engine.features.top_n import run_in_table_order, top_plan
@@ -332,17 +334,21 @@ class SubscriptionManager:
             self._drop(oldest)
 
     def _run(
-        self, session: StatementContext, subscription: Subscription, counter: int | None = None
+        self,
+        session: StatementContext,
+        subscription: Subscription,
+        counter: int | None = None,
+        reads: PassReads | None = None,
     ) -> LiveAnswer:
         """The answer at the state read now (`counter`: the revision counter the caller
-        read just before, `counter_of`'s)."""
+        read just before, `counter_of`'s; `reads`: the pass's, as `rerun`'s)."""
         database = subscription.database
         # The revision and the applied LSN of one state (`StateReads`), read before the
         # query: work may be redone, never missed.
         token, applied = self._states.read(subscription, self.counter_of, counter)
         # The answer is the same for every subscriber of this query at this state (each
         # must still be allowed to read the table): one run serves all of them.
-        session.authorize(Right.READ, subscription.table)
+        authorize_read(session, subscription.table, reads)
         if subscription.shared:
             # Keyed by the database object, not its id(): a dropped database's reused id
             # must never serve its answers to a new one.
@@ -370,7 +376,7 @@ class SubscriptionManager:
             if kept is not None:
                 return kept
             subscription.maintained = False  # its table changed shape, or it grew too big
-        partial = self._run_buckets(session, subscription, applied)
+        partial = changed_buckets_rows(self._shared, session, subscription, applied, MAX_ROWS)
         if partial is not None:
             return LiveAnswer(next(self._serials), partial, applied, token)
         output = self._query(session, subscription)
@@ -405,57 +411,6 @@ class SubscriptionManager:
         """Row ids below this were handed out before the answer was read (read after it)."""
         table = subscription.database.tables.get(subscription.table)
         return table.next_rowid if table is not None else 0
-
-    def _run_buckets(
-        self, session: StatementContext, subscription: Subscription, applied: int
-    ) -> dict[Identity, tuple] | None:
-        """The new answer from re-running only the changed buckets, or None (run in full)."""
-        plan = subscription.buckets
-        if plan is None or subscription.position is None or not subscription.versions:
-            return None
-        database = subscription.database
-        # The log is read up to its durable LSN: it must hold every commit up to `applied`.
-        database.log.wait_durable(applied)
-        table = database.tables.get(subscription.table)
-        if table is None:
-            return None  # dropped: the full run says so
-        if plan.key_time_index is None and table.keyed:
-            # Without the time in the key, an UPDATE of a row's time is logged as an upsert
-            # of its new time only: the bucket it left would keep the row. Run in full.
-            return None
-        schema = table.schema
-        floor = None if table.keyed else subscription.rowid_floor
-        position = subscription.position
-        # Subscribers woken by one commit mostly ask the same: read the log and run the
-        # narrowed query once for all of them (keyed by the state they were read at).
-        changed = self._shared.get(
-            (
-                "buckets",
-                database,
-                subscription.table,
-                plan,
-                position,
-                applied,
-                floor,
-            ),
-            lambda: buckets.changed_buckets(
-                database, subscription.table, schema, plan, position, floor, applied
-            ),
-        )
-        if changed is None:
-            return None
-        previous = subscription.current.rows
-        if not changed:
-            return dict(previous)
-        # Each subscriber's right was checked before (`_run`): the rows are everyone's.
-        output = self._shared.get(
-            ("rows", database, subscription.select, frozenset(changed), applied),
-            lambda: buckets.run_buckets(session, subscription.select, plan, changed),
-        )
-        rows = buckets.merged(previous, plan, changed, output.rows, subscription.identity)
-        if len(rows) > MAX_ROWS:
-            return None
-        return rows
 
     def _snapshot(
         self, session: StatementContext, text: str, select: ast.Select, offsets: bool
@@ -528,15 +483,17 @@ class SubscriptionManager:
         subscription: Subscription,
         counter: int | None = None,
         budget: Budget | None = None,
+        reads: PassReads | None = None,
     ) -> Reply | None:
         """Run the query again after a commit touched it: the difference, or None. `counter`:
-        `counter_of`'s, read by the caller just before; `budget`: a run's, if one is due."""
+        `counter_of`'s, read by the caller just before (or the pass's, `PassReads.counter`);
+        `budget`: a run's, if one is due; `reads`: the reads of the pass it is made in."""
         answered = False
         with subscription.lock:
             try:
                 before = subscription.current
                 answer, change = self._next_answer(
-                    session, subscription, before.answer, counter, budget
+                    session, subscription, before.answer, counter, budget, reads
                 )
                 if change is None:  # no row changed
                     return None
@@ -564,6 +521,7 @@ class SubscriptionManager:
         before: LiveAnswer,
         counter: int | None,
         budget: Budget | None = None,
+        reads: PassReads | None = None,
     ) -> tuple[LiveAnswer, LiveChange | None]:
         """The answer at the state read now and the change from `before` to it (None: the
         same rows), as `_run` and `_change` make them (`counter`: as `rerun`'s). The
@@ -579,13 +537,15 @@ class SubscriptionManager:
             if taken is not None:
                 answer, change, floor = taken
                 if counter == answer.token and database.applied_lsn == answer.position:
-                    session.authorize(Right.READ, subscription.table)
+                    authorize_read(session, subscription.table, reads)
                     subscription.token = answer.token
                     subscription.position = answer.position
                     subscription.rowid_floor = floor
                     return answer, change
         with (budget or nullcontext)():  # the statement timeout from here, and its turns
-            answer = self._run(session, subscription, counter)
+            answer = self._run(session, subscription, counter, reads)
+        if reads is not None:
+            reads.saw(subscription, answer.token)  # the others of the pass take this step
         change = None
         if answer.serial != before.serial:
             # Shared by the subscribers that had the same two answers.

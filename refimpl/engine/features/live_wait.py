@@ -8,6 +8,7 @@ from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Protocol
 
 from refimpl.engine.features.live_answers import Reply, Subscription
+from refimpl.engine.features.live_pass import PassReads
 from refimpl.engine.tracking.signals import Waker
 
 if TYPE_CHECKING:
@@ -32,6 +33,7 @@ class Reruns(Protocol):
         subscription: Subscription,
         counter: int | None = None,
         budget: Budget | None = None,
+        reads: PassReads | None = None,
     ) -> Reply | None: ...
 
 
@@ -64,19 +66,26 @@ class LiveWait:
         subscription.waiting = waker
         subscription.database.wake_board.register(subscription.table, subscription.symbol, waker)
 
-    def attempt(self, keep: bool = False, budget: Budget | None = None) -> Reply | None:
+    def attempt(
+        self, keep: bool = False, budget: Budget | None = None, reads: PassReads | None = None
+    ) -> Reply | None:
         """The answer if a commit changed it (or `none` once superseded); None: wait on.
         `keep`: a Reply of a change does not end the wait, which stays on the wake board
         for the next change; its caller asks `goes_on` whether it may wait on with it.
-        `budget`: the query's run, when one is due, is within it (`SubscriptionManager.rerun`)."""
+        `budget`: the query's run, when one is due, is within it (`SubscriptionManager.rerun`).
+        `reads`: the reads of the pass this attempt is made in (`PassReads`): the right to
+        read checked once a pass, and with `keep` the revision counter read once a pass."""
         subscription = self.subscription
         if subscription.generation != self._generation or self._manager.closed:
             return self.expire()
         manager = self._manager
-        counter = manager.counter_of(subscription)
+        if reads is not None and keep:
+            counter = reads.counter(subscription)
+        else:
+            counter = manager.counter_of(subscription)
         if counter != subscription.token:  # moved: a commit the answer does not include
             # The state read from this counter on: not read a second time.
-            reply = manager.rerun(self._session, subscription, counter, budget)
+            reply = manager.rerun(self._session, subscription, counter, budget, reads)
             if reply is not None:
                 if not keep:
                     self._end()

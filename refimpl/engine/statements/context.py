@@ -86,6 +86,10 @@ class AccessRules(Protocol):
 
     def forget_table(self, database: str, table: str) -> None: ...
 
+    @property
+    def version(self) -> int:
+        """Moved by every change of users, tokens or grants (`AccessControl.version`)."""
+
     def user_id(self, name: str) -> str | None: ...
 
 

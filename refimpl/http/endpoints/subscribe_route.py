@@ -24,6 +24,7 @@ from collections.abc import Callable, Hashable
 from typing import NamedTuple, Protocol
 
 from refimpl.engine.features.live_answers import Reply
+from refimpl.engine.features.live_pass import PassReads
 from refimpl.engine.features.live_queries import LiveWait
 from refimpl.engine.features.top_n import Move
 from refimpl.engine.result import Column
@@ -168,6 +169,9 @@ class Woken:
         self._lock = threading.Lock()
         self._woken: list[Runs] = []
         self._running = False
+        # The reads of the pass under way, a new one each pass: its streams read the
+        # revision counters and the access records once for all (`PassReads`).
+        self.reads = PassReads()
 
     def add(self, woken: Runs) -> None:
         """`woken.make()` is called soon, on the user's share, and what it gives after the
@@ -204,6 +208,7 @@ class Woken:
         pass when more came meanwhile."""
         with self._lock:
             woken, self._woken = self._woken, []
+        self.reads = PassReads()
         hand_overs: list[HandOver] = []
         # Headed parts by their body: each body's streams are sent it at once.
         shared: dict[bytes, list[tuple[object, bytes]]] = {}

@@ -238,11 +238,13 @@ class _LiveStream:
         if ended is not None:
             return self._end(ended)
         wait = self._wait
-        assert wait is not None  # set by `first`, before the stream is parked
+        batch = self._batch
+        assert wait is not None and batch is not None  # set before the stream is parked
         try:
             # Within the budget: a query's run (not the step the stream takes when another
-            # stream of the query ran it), the statement timeout from its start.
-            reply = wait.attempt(True, budget)
+            # stream of the query ran it), the statement timeout from its start. What the
+            # parts of the pass read alike is read once (`PassReads`).
+            reply = wait.attempt(True, budget, batch.reads)
             if reply is None:
                 return None
             if reply.kind == "none":

@@ -1,0 +1,78 @@
+"""What the parts of one pass of woken live-query streams read alike (`PassReads`).
+
+A pass is one job of a user's woken live queries, made one after another on one thread
+(the HTTP layer's `Woken`): with a hundred streams of one query woken by one commit, what
+each part reads of the revision counters and the access records is the same for all of
+them, and the last stream's part waits for every part before it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from refimpl.engine.rights import Principal, Right
+
+if TYPE_CHECKING:
+    from refimpl.engine.features.live_answers import Subscription
+    from refimpl.engine.statements.context import StatementContext
+    from refimpl.engine.storage.database import Database
+
+
+class PassReads:
+    """Reads shared by the parts of one pass; made for the pass, used by its thread alone.
+
+    - `counter`: the revision counter of what a query reads (its database, table and pinned
+      value), read once a pass, or the newer one a run of the pass read since (`saw`). Only
+      for a stream whose wait goes on (`LiveWait.attempt(keep=True)`): it was on the wake
+      board all along, and a wake-up while its part is made or sent makes one more part
+      after it, so a commit that moves the counter after the pass read it is answered by
+      the stream's next part, as for a stream made first in the pass. (A long poll's wake-up
+      while it is queued is not kept apart: it reads the counter itself, after it.)
+    - `authorize_read`: a session's right to read a table, checked once a pass for each
+      principal, database and table at one version of the access records (`AccessRules.
+      version`: every change of users, tokens or grants moves it, a REVOKE's before its
+      answer), so a REVOKE or DROP ends every part made after it. A refusal is not kept:
+      each part refused is refused by a check of its own.
+    """
+
+    __slots__ = ("_counters", "_rights")
+
+    def __init__(self) -> None:
+        self._counters: dict[tuple[Database, str, Any], int] = {}
+        self._rights: set[tuple[Principal, str, str, int]] = set()
+
+    def counter(self, subscription: Subscription) -> int:
+        """The revision counter `subscription`'s query reads (`Subscription.counter`)."""
+        key = (subscription.database, subscription.table, subscription.symbol)
+        counter = self._counters.get(key)
+        if counter is None:
+            counter = self._counters[key] = subscription.counter()
+        return counter
+
+    def saw(self, subscription: Subscription, counter: int) -> None:
+        """A run of the pass read the state at `counter` (the counters only rise): the
+        streams after it read that, and take the step that run made."""
+        key = (subscription.database, subscription.table, subscription.symbol)
+        if self._counters.get(key, -1) < counter:
+            self._counters[key] = counter
+
+    def authorize_read(self, session: StatementContext, table: str) -> None:
+        """`session.authorize(Right.READ, table)`, checked once a pass (see the class)."""
+        principal = session.principal
+        if principal.is_admin:
+            return  # the admin holds every right (`access.checks.holds_right`)
+        # The version read before the records (as a token's check reads it): a change made
+        # meanwhile leaves this check kept under a version that no later part reads.
+        key = (principal, session.database.name, table, session.access.version)
+        if key in self._rights:
+            return
+        session.authorize(Right.READ, table)
+        self._rights.add(key)
+
+
+def authorize_read(session: StatementContext, table: str, reads: PassReads | None) -> None:
+    """The session's right to read `table`: checked now, or once in the pass of `reads`."""
+    if reads is None:
+        session.authorize(Right.READ, table)
+    else:
+        reads.authorize_read(session, table)

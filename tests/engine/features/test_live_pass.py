@@ -1,0 +1,133 @@
+"""The parts of one pass of woken streams read alike once (`PassReads`: the revision
+counter, the right to read), yet each part answers what it would alone: a commit, a REVOKE,
+a DROP USER or a DROP TABLE between two parts of a pass is seen by the later one (spec:
+subscribe, what wakes a waiting request; rights at every request)."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+import refimpl
+from refimpl.engine.access import Principal
+from refimpl.engine.access.control import AccessControl
+from refimpl.engine.features.live_answers import Subscription
+from refimpl.engine.features.live_pass import PassReads
+from refimpl.engine.features.live_queries import LiveWait
+from refimpl.errors import KdbError
+
+TRADES = (
+    "CREATE TABLE trades (time TIMESTAMP, symbol SYMBOL, price DOUBLE) TIMESERIES(time)"
+    " PARTITION BY DAY, SYMBOL(symbol)"
+)
+CANDLES = (
+    "SUBSCRIBE SELECT date_trunc('minute', time) AS m, first(price) AS open,"
+    " max(price) AS high, min(price) AS low, last(price) AS close FROM trades"
+    " WHERE symbol = 'NABIL' GROUP BY m ORDER BY m"
+)
+
+
+@pytest.fixture
+def conn(tmp_path):
+    connection = refimpl.connect(tmp_path / "data")
+    connection.execute(TRADES)
+    connection.execute("INSERT INTO trades VALUES ('2026-09-24T10:00:10Z', 'NABIL', 1510)")
+    for user in ("alice", "bob"):
+        connection.execute(f"CREATE USER {user}")
+        connection.execute(f"GRANT SELECT ON trades TO {user}")
+    yield connection
+    connection.close()
+
+
+def _streams(conn, users: list[str | None]) -> list[LiveWait]:
+    """A stream's wait for each user (None: the admin), each on the wake board."""
+    manager = conn.instance.subscriptions
+    waits = []
+    for user in users:
+        session = conn.instance.session("demo", Principal(user)) if user else conn.session()
+        snapshot = manager.ask_now(session, CANDLES, None)
+        step = manager.follow(session, snapshot)
+        assert isinstance(step, LiveWait)
+        step.watch(threading.Event())
+        waits.append(step)
+    return waits
+
+
+def _trade(conn, second: int, price: int) -> None:
+    conn.execute(f"INSERT INTO trades VALUES ('2026-09-24T10:00:{second}Z', 'NABIL', {price})")
+
+
+def test_a_pass_reads_the_counter_and_the_right_once(conn, monkeypatch):
+    waits = _streams(conn, ["alice", "alice", "alice"])
+    counted = {"counter": 0, "check": 0}
+    counter, check = Subscription.counter, AccessControl.check
+
+    def counting_counter(self):
+        counted["counter"] += 1
+        return counter(self)
+
+    def counting_check(self, *args):
+        counted["check"] += 1
+        return check(self, *args)
+
+    monkeypatch.setattr(Subscription, "counter", counting_counter)
+    monkeypatch.setattr(AccessControl, "check", counting_check)
+    _trade(conn, 40, 1512)
+    reads = PassReads()
+    replies = [waits[0].attempt(True, None, reads)]
+    assert counted["counter"] == 1  # (the query's run checks rights of its own)
+    counted["check"] = 0
+    replies += [wait.attempt(True, None, reads) for wait in waits[1:]]
+    assert all(r is not None and r.kind == "rows" for r in replies)
+    assert counted == {"counter": 1, "check": 0}  # the others took the first's step
+    assert len({r.id for r in replies if r is not None}) == 3  # each its own subscription's
+
+
+def test_a_commit_between_two_parts_of_a_pass_is_in_the_later_one(conn):
+    first, second = _streams(conn, [None, None])
+    reads = PassReads()
+    _trade(conn, 40, 1512)
+    earlier = first.attempt(True, None, reads)
+    assert earlier is not None and earlier.rows == [
+        (1790244000000000, 1510.0, 1512.0, 1510.0, 1512.0)
+    ]
+    _trade(conn, 50, 1490)  # the pass read the counter before it
+    later = second.attempt(True, None, reads)
+    assert later is not None and later.rows == [(1790244000000000, 1510.0, 1512.0, 1490.0, 1490.0)]
+
+
+@pytest.mark.parametrize("how", ["REVOKE SELECT ON trades FROM alice", "DROP USER alice"])
+def test_losing_the_right_between_two_parts_of_a_pass_ends_exactly_the_later_one(conn, how):
+    first, second, other = _streams(conn, ["alice", "alice", "bob"])
+    reads = PassReads()
+    _trade(conn, 40, 1512)
+    assert first.attempt(True, None, reads) is not None
+    conn.execute(how)
+    with pytest.raises(KdbError, match="alice"):
+        second.attempt(True, None, reads)
+    reply = other.attempt(True, None, reads)  # bob's right stands
+    assert reply is not None and reply.kind == "rows"
+
+
+def test_a_refusal_is_checked_again_at_each_part(conn):
+    """A refused check is not kept: a GRANT within the pass lets the next part through."""
+    first, second = _streams(conn, ["alice", "alice"])
+    conn.execute("REVOKE SELECT ON trades FROM alice")
+    reads = PassReads()
+    _trade(conn, 40, 1512)
+    with pytest.raises(KdbError, match="alice"):
+        first.attempt(True, None, reads)
+    conn.execute("GRANT SELECT ON trades TO alice")
+    reply = second.attempt(True, None, reads)
+    assert reply is not None and reply.kind == "rows"
+
+
+def test_a_table_dropped_between_two_parts_of_a_pass_ends_the_later_one(conn):
+    first, second = _streams(conn, [None, None])
+    reads = PassReads()
+    _trade(conn, 40, 1512)
+    assert first.attempt(True, None, reads) is not None
+    conn.execute("DROP TABLE trades")
+    with pytest.raises(KdbError, match="trades"):
+        second.attempt(True, None, reads)
