@@ -487,18 +487,39 @@ class SubscriptionManager:
     ) -> Reply | None:
         """Run the query again after a commit touched it: the difference, or None. `counter`:
         `counter_of`'s, read by the caller just before (or the pass's, `PassReads.counter`);
-        `budget`: a run's, if one is due; `reads`: the reads of the pass it is made in."""
+        `budget`: a run's, if one is due; `reads`: the reads of the pass it is made in.
+
+        The subscribers of a shared query that held one answer and are woken by one commit
+        take one step: the first keeps it (`_next_answer`), and the others take it when the
+        state they read (the counter, then the applied LSN) is the one its answer was marked
+        with (as `StateReads` compares them), their right to read the table checked again,
+        without the state's lock or the shared memos."""
         answered = False
+        database = subscription.database
         with subscription.lock:
             try:
-                before = subscription.current
-                answer, change = self._next_answer(
-                    session, subscription, before.answer, counter, budget, reads
-                )
+                versions = subscription.versions
+                before = next(reversed(versions.values()))
+                top = subscription.top is not None
+                key = (database, subscription.select, top, before.answer.serial)
+                taken = self._steps.get(key) if subscription.shared else None
+                if (
+                    taken is not None
+                    and counter == taken[0].token
+                    and database.applied_lsn == taken[0].position
+                ):
+                    answer, change, floor = taken
+                    authorize_read(session, subscription.table, reads)
+                    subscription.token = answer.token
+                    subscription.position = answer.position
+                    subscription.rowid_floor = floor
+                else:
+                    answer, change = self._next_answer(
+                        session, subscription, before.answer, key, counter, budget, reads
+                    )
                 if change is None:  # no row changed
                     return None
                 version = before.version + 1
-                versions = subscription.versions
                 versions[version] = Version(version, answer)
                 grown = len(answer.rows)
                 while len(versions) > KEPT_VERSIONS:
@@ -512,36 +533,21 @@ class SubscriptionManager:
                 answered = True
                 return Reply("rows", subscription, version, change)
             finally:  # counted failed or not, in one hold of the counts' lock
-                self.counts.reran(subscription.database.name, answered)
+                self.counts.reran(database.name, answered)
 
     def _next_answer(
         self,
         session: StatementContext,
         subscription: Subscription,
         before: LiveAnswer,
+        key: tuple,
         counter: int | None,
         budget: Budget | None = None,
         reads: PassReads | None = None,
     ) -> tuple[LiveAnswer, LiveChange | None]:
         """The answer at the state read now and the change from `before` to it (None: the
-        same rows), as `_run` and `_change` make them (`counter`: as `rerun`'s). The
-        subscribers of a shared query that held `before` and are woken by one commit take
-        one step: the first keeps it, and the others take it when the state they read (the
-        counter, then the applied LSN) is the one its answer was marked with (as
-        `StateReads` compares them), their right to read the table checked again, without
-        the state's lock or the shared memos."""
-        database = subscription.database
-        key = (database, subscription.select, subscription.top is not None, before.serial)
-        if subscription.shared and counter is not None:
-            taken = self._steps.get(key)
-            if taken is not None:
-                answer, change, floor = taken
-                if counter == answer.token and database.applied_lsn == answer.position:
-                    authorize_read(session, subscription.table, reads)
-                    subscription.token = answer.token
-                    subscription.position = answer.position
-                    subscription.rowid_floor = floor
-                    return answer, change
+        same rows), as `_run` and `_change` make them (`counter`: as `rerun`'s), kept as the
+        step of the subscribers of a shared query that held `before` (`key`, `rerun`'s)."""
         with (budget or nullcontext)():  # the statement timeout from here, and its turns
             answer = self._run(session, subscription, counter, reads)
         if reads is not None:

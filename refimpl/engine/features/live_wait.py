@@ -104,7 +104,7 @@ class LiveWait:
             and subscription.generation == self._generation
             and subscription.waiting is self._waker
             and reply.subscription is subscription
-            and reply.version == subscription.current.version
+            and reply.version == next(reversed(subscription.versions))  # its current
         ):
             return True
         self._end()
