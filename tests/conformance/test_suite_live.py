@@ -29,11 +29,9 @@ def test_every_spec_example_passes_against_a_real_server(tmp_path, capsys):
     state = tmp_path / "supervisor"
     # The protocol's port is chosen here, so that it stays the same across the restarts.
     pg_port = free_port()
-    # Six examples at once, several waiting in each: 32 threads give 8 wait places (16 give
-    # 4, which the suite can fill, and a waiting example then gets its answer at once).
-    server = start_supervised(
-        tmp_path / "data", state, "--sample", "--threads", "32", "--pg-port", str(pg_port)
-    )
+    # A default server (16 threads: 4 wait places), as users start it: the runner's default
+    # --wait-places keeps the waiting examples of its six jobs within them.
+    server = start_supervised(tmp_path / "data", state, "--sample", "--pg-port", str(pg_port))
     try:
         users_before = _users(server.url, server.token)
         report = tmp_path / "report.json"

@@ -84,7 +84,7 @@ def test_the_runner_from_a_wheel_runs_the_whole_suite(tmp_path: Path) -> None:
             str(data),
             "--sample",
             "--threads",
-            "32",  # wait places for six examples at once (see test_suite_live)
+            "32",  # 8 wait places, given to the runner below
         ],
         data,
     )
@@ -104,6 +104,8 @@ def test_the_runner_from_a_wheel_runs_the_whole_suite(tmp_path: Path) -> None:
                 server.token,
                 "--jobs",
                 "6",
+                "--wait-places",
+                "8",
                 "--junit",
                 str(junit),
                 "--restart-cmd",
