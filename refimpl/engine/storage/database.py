@@ -17,6 +17,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -37,9 +38,9 @@ from refimpl.engine.storage.memory_limit import (
 from refimpl.engine.storage.records import Entry
 from refimpl.engine.storage.replay import ERRORS as REPLAY_ERRORS
 from refimpl.engine.storage.replay import Replay, Unreplayable, apply_database_change
-from refimpl.engine.storage.table import Table
+from refimpl.engine.storage.table import Ident, Row, Table
 from refimpl.engine.storage.table_image import TakenTable
-from refimpl.engine.storage.transaction import Transaction
+from refimpl.engine.storage.transaction import TableWork, Transaction
 from refimpl.engine.storage.wal import WriteAheadLog
 from refimpl.engine.storage.wal_segments import HEADER_SIZE
 from refimpl.engine.tracking.plan_cache import PlanCache
@@ -278,6 +279,11 @@ class Database:
         write lock and then calls `wait_durable(lsn)` before acknowledging the commit.
         """
         started = time.perf_counter()
+        one = txn.one_new_row()
+        if one is not None:
+            lsn = self._commit_new_row(*one)
+            self.commit_seconds.observe(time.perf_counter() - started)
+            return lsn
         entries = txn.seal_all()
         for text in txn.database_changes:
             entries.append(Entry.database(text))
@@ -305,6 +311,30 @@ class Database:
 
         self._make_visible(install, txn.touched(), lsn)
         self.commit_seconds.observe(time.perf_counter() - started)
+        return lsn
+
+    def _commit_new_row(
+        self, key: str, work: TableWork, table: Table, ident: Ident, row: Row
+    ) -> int:
+        """`commit_locked` of a transaction whose one change is `row`, new to the committed
+        `table` (`Transaction.one_new_row`), without the general sealing, count and install:
+        the same record, count, revisions and wake-ups. Returns the commit's LSN."""
+        schema = table.schema
+        delta = rows_bytes([row], schema, len(table.secondary))
+        self.memory.reserve(self.name, delta)  # MemoryFull: nothing is logged
+        rowids = None if table.keyed else [ident[0]]
+        old: list[Row | None] | None = [None] if schema.replica_identity_full else None
+        entry = Entry.upsert(work.name, schema.column_names, [row], rowids, old)
+        try:
+            lsn = self.log.append(records.encode(time.time_ns() // 1000, [entry]))
+        except BaseException:
+            self.memory.reserve(self.name, -delta)
+            raise
+        self.table_bytes[key] = self.table_bytes.get(key, 0) + delta
+        rev = schema.rev_column
+        value = None if rev is None else row[schema.position(rev)]
+        touched = Touched(frozenset(), True) if rev is None else Touched(frozenset((value,)))
+        self._make_visible(partial(table.put, ident, row), {key: touched}, lsn)
         return lsn
 
     def _make_visible(

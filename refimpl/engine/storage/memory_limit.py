@@ -20,10 +20,9 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from operator import itemgetter
 from sys import getsizeof
-from typing import Any
+from typing import Any, NamedTuple
 
 from refimpl.engine.storage.schema import TableSchema
 from refimpl.engine.storage.table import Table
@@ -121,10 +120,10 @@ def _text_bytes(rows: Iterable[tuple[Any, ...]], schema: TableSchema) -> int:
     return sum(len(value) for values in map(pick, rows) for value in values if value)
 
 
-@dataclass(frozen=True, slots=True)
-class Growth:
+class Growth(NamedTuple):
     """What a sealed transaction changes in the count: per table key, its bytes after the
-    commit (None for a dropped table), and the sum of the differences."""
+    commit (None for a dropped table), and the sum of the differences (a named tuple: made
+    at every commit, where a frozen dataclass's fields cost a Python call each to set)."""
 
     tables: dict[str, int | None]
     delta: int
@@ -146,11 +145,13 @@ def transaction_growth(txn: Transaction, counted: dict[str, int]) -> Growth:
             base = work.base
             schema = base.schema
             fixed, texts = _shape(schema, len(base.secondary))
-            added = list(filter(None, work.sealed.values()))  # None: a deleted row
-            old = base.rows_of(work.sealed)  # none for new rows (an INSERT's)
+            sealed = work.sealed
+            added = list(filter(None, sealed.values()))  # None: a deleted row
             now = before + _counted(added, schema, fixed, texts) if added else before
-            if old:
-                now -= _counted(old, schema, fixed, texts)
+            # The rows replaced or deleted count no more: an INSERT's new rows replace none,
+            # told by a look-up each, not read in the table's order as `rows_of` reads them.
+            if any(map(base.index.get, sealed)):
+                now -= _counted(base.rows_of(sealed), schema, fixed, texts)
         else:
             continue
         after[key] = now

@@ -18,7 +18,7 @@ from typing import Any, TypeGuard
 
 from refimpl.engine.storage.access_hints import AccessHints, IndexProbe
 from refimpl.engine.storage.indexes import PendingKeys
-from refimpl.engine.storage.records import Entry
+from refimpl.engine.storage.records import UPSERT, Entry
 from refimpl.engine.storage.schema import TableSchema
 from refimpl.engine.storage.table import Ident, OrderKey, Row, Table, parts_for_period_range
 from refimpl.engine.tracking.revisions import Touched
@@ -158,7 +158,7 @@ class TableWork:
         if not full and _only_upserts(rows):
             # Only upserts (an import's rows, say): the entry takes them as they are.
             rowids = None if table.keyed else list(map(itemgetter(0), pending))
-            entries.append(Entry.upsert(self.name, names, rows, rowids))
+            entries.append(Entry(UPSERT, self.name, (list(names), rows, rowids)))  # .upsert's
         else:
             self._seal_each(table, entries, full)
         if self.working is not None:
@@ -168,7 +168,8 @@ class TableWork:
         else:
             self.sealed = pending
         self.pending = {}
-        self.pending_keys.clear()
+        if self.pending_keys.by_index:  # only tables with UNIQUE indexes keep keys
+            self.pending_keys.clear()
 
     def _touch(self, table: Table, idents: list[Ident], rows: list[Row | None]) -> None:
         """Note the rev-column values the pending changes move: those of the rows they
@@ -400,6 +401,32 @@ class Transaction:
         del self.entries[mark.entries :]
         del self.database_changes[mark.database_changes :]
         del self.after_commit[mark.after_commit :]
+
+    def one_new_row(self) -> tuple[str, TableWork, Table, Ident, Row] | None:
+        """(table key, its work, the committed table, identity, row) when this transaction's
+        one change is one row new to a committed table (a one-row INSERT committing on its
+        own), which `Database.commit_locked` logs and installs without sealing it; else
+        None. Sealing it would give one upsert entry of the row, the rev-column value of
+        the row alone touched (none was replaced), and install it by `Table.put`."""
+        work_by_key = self.work
+        if len(work_by_key) != 1 or self.entries or self.database_changes:
+            return None
+        ((key, work),) = work_by_key.items()
+        pending, base = work.pending, work.base
+        if (
+            len(pending) != 1
+            or base is None
+            or work.working is not None
+            or work.dropped
+            or work.sealed
+            or work.touched
+            or work.touched_all
+        ):
+            return None
+        ((ident, row),) = pending.items()
+        if row is None or base.index.get(ident) is not None:
+            return None
+        return key, work, base, ident, row
 
     def seal_all(self) -> list[Entry]:
         for work in self.work.values():

@@ -226,16 +226,21 @@ class WriteAheadLog:
         if size > MAX_PAYLOAD:
             raise ValueError(f"a log record holds at most {MAX_PAYLOAD} bytes, not {size}")
         with self._lock:
-            self._check_writable()
-            lsn = self._last_lsn + 1
+            if self._failure is not None:
+                raise WritesStopped(self._failure)
+            if self._closing:
+                raise WritesStopped(f"the write-ahead log in {self._directory} is closed")
+            last = self._last_lsn
+            lsn = last + 1
             # First: a bad payload type changes nothing.
             header = frame_header(lsn, payload, known)
-            if self._last_lsn > self._durable_lsn:
+            if last > self._durable_lsn:
                 self._queued_appends += 1
-            segment = self._segments[-1] if self._segments else None
+            segments = self._segments
+            segment = segments[-1] if segments else None
             if segment is None or (segment.size >= self._segment_bytes and segment.records > 0):
                 segment = Segment(lsn, self._directory / segment_name(lsn), on_disk=False)
-                self._segments.append(segment)
+                segments.append(segment)
             pending = self._pending
             if pending and pending[-1][0] is segment:
                 buffer = pending[-1][1]
@@ -248,8 +253,9 @@ class WriteAheadLog:
                 pending.extend([(segment, payload), (segment, bytearray())])
             else:
                 buffer += payload
-            segment.add(lsn, segment.size, HEADER_SIZE + size)
-            self._total_bytes += HEADER_SIZE + size
+            frame_size = HEADER_SIZE + size
+            segment.add(lsn, segment.size, frame_size)
+            self._total_bytes += frame_size
             self._last_lsn = lsn
             return lsn
 
@@ -370,12 +376,6 @@ class WriteAheadLog:
         if self._fsync_delay > 0:
             time.sleep(self._fsync_delay)
         self.fsync_seconds.observe(time.perf_counter() - started)
-
-    def _check_writable(self) -> None:
-        if self._failure is not None:
-            raise WritesStopped(self._failure)
-        if self._closing:
-            raise WritesStopped(f"the write-ahead log in {self._directory} is closed")
 
     def _fail(self, doing: str, exc: BaseException) -> WritesStopped:
         with self._cond:
