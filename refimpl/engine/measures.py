@@ -135,6 +135,15 @@ class LiveCounts:
                 key = (database, "rows")
                 self._answers[key] = self._answers.get(key, 0) + 1
 
+    def reran_many(self, database: str, reruns: int, answered: int) -> None:
+        """`reruns` runs again, `answered` of which answered rows, counted at once as that
+        many `reran` calls count them (a pass of woken live queries': `PassReads`)."""
+        with self._lock:
+            self._reruns[database] = self._reruns.get(database, 0) + reruns
+            if answered:
+                key = (database, "rows")
+                self._answers[key] = self._answers.get(key, 0) + answered
+
     def forget_database(self, database: str) -> None:
         """Drop what was counted for `database` (dropped): one created later under its name
         starts at zero."""

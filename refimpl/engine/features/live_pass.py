@@ -8,12 +8,14 @@ them, and the last stream's part waits for every part before it.
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from refimpl.engine.rights import Principal, Right
 
 if TYPE_CHECKING:
     from refimpl.engine.features.live_answers import Subscription
+    from refimpl.engine.measures import LiveCounts
     from refimpl.engine.statements.context import StatementContext
     from refimpl.engine.storage.database import Database
 
@@ -33,13 +35,28 @@ class PassReads:
       version`: every change of users, tokens or grants moves it, a REVOKE's before its
       answer), so a REVOKE or DROP ends every part made after it. A refusal is not kept:
       each part refused is refused by a check of its own.
+    - `reruns` and `answered`: each run again of the pass, and each that answered rows, as
+      (counts, database), counted for the measures (`LiveCounts.reran_many`) when the pass
+      ends: `with PassReads() as reads:` around the making of its parts, before they are
+      sent.
     """
 
-    __slots__ = ("_counters", "_rights")
+    __slots__ = ("_counters", "_rights", "reruns", "answered")
 
     def __init__(self) -> None:
         self._counters: dict[tuple[Database, str, Any], int] = {}
         self._rights: set[tuple[Principal, str, str, int]] = set()
+        self.reruns: list[tuple[LiveCounts, str]] = []
+        self.answered: list[tuple[LiveCounts, str]] = []
+
+    def __enter__(self) -> PassReads:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        runs, answered = Counter(self.reruns), Counter(self.answered)  # (counted in C)
+        self.reruns, self.answered = [], []
+        for (counts, database), count in runs.items():
+            counts.reran_many(database, count, answered[counts, database])
 
     def counter(self, subscription: Subscription) -> int:
         """The revision counter `subscription`'s query reads (`Subscription.counter`)."""

@@ -532,8 +532,14 @@ class SubscriptionManager:
                         self._make_room(subscription.owner, subscription)
                 answered = True
                 return Reply("rows", subscription, version, change)
-            finally:  # counted failed or not, in one hold of the counts' lock
-                self.counts.reran(database.name, answered)
+            finally:  # counted failed or not (a run and its answer in one hold of a lock)
+                if reads is None:
+                    self.counts.reran(database.name, answered)
+                else:  # with the others of the pass, at its end
+                    counted = (self.counts, database.name)
+                    reads.reruns.append(counted)
+                    if answered:
+                        reads.answered.append(counted)
 
     def _next_answer(
         self,

@@ -203,33 +203,44 @@ class Woken:
                 except Exception:  # one connection's trouble must not keep the others'
                     log.warning("finishing an answered request failed", exc_info=True)
 
+    def _make_all(
+        self,
+        woken: list[Runs],
+        hand_overs: list[HandOver],
+        shared: dict[bytes, list[tuple[object, bytes]]],
+    ) -> None:
+        """Make each of `woken`: its hand-over in `hand_overs`, or its headed part in
+        `shared` (by its body)."""
+        for each in woken:
+            try:
+                hand_over = each.make()
+            except Exception:
+                # One query's failure costs it only: the others of this pass are made
+                # all the same.
+                log.warning("making a live query's answer failed", exc_info=True)
+                continue
+            if isinstance(hand_over, Headed):
+                sharing = shared.get(hand_over.body)
+                if sharing is None:
+                    shared[hand_over.body] = [(hand_over.outlet, hand_over.head)]
+                else:
+                    sharing.append((hand_over.outlet, hand_over.head))
+            elif hand_over is not None:
+                hand_overs.append(hand_over)
+
     def _run_all(self) -> None:
         """One pass: those woken so far, all made, then all handed over; a job for the next
         pass when more came meanwhile."""
         with self._lock:
             woken, self._woken = self._woken, []
-        self.reads = PassReads()
         hand_overs: list[HandOver] = []
         # Headed parts by their body: each body's streams are sent it at once.
         shared: dict[bytes, list[tuple[object, bytes]]] = {}
         try:
             try:
-                for each in woken:
-                    try:
-                        hand_over = each.make()
-                    except Exception:
-                        # One query's failure costs it only: the others of this pass are
-                        # made all the same.
-                        log.warning("making a live query's answer failed", exc_info=True)
-                        continue
-                    if isinstance(hand_over, Headed):
-                        sharing = shared.get(hand_over.body)
-                        if sharing is None:
-                            shared[hand_over.body] = [(hand_over.outlet, hand_over.head)]
-                        else:
-                            sharing.append((hand_over.outlet, hand_over.head))
-                    elif hand_over is not None:
-                        hand_overs.append(hand_over)
+                # What the pass counted is counted before its parts are sent.
+                with PassReads() as self.reads:
+                    self._make_all(woken, hand_overs, shared)
             finally:
                 for body, parts in shared.items():
                     try:

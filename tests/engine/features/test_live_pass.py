@@ -131,3 +131,28 @@ def test_a_table_dropped_between_two_parts_of_a_pass_ends_the_later_one(conn):
     conn.execute("DROP TABLE trades")
     with pytest.raises(KdbError, match="trades"):
         second.attempt(True, None, reads)
+
+
+def test_a_pass_counts_its_runs_again_when_it_ends(conn):
+    """The measures count each part's run again and its answer, as parts made apart would,
+    once the pass ends (before its parts are sent)."""
+    streams = _streams(conn, [None, None, "alice"])
+    counts = conn.instance.subscriptions.counts
+
+    def counted() -> tuple[int, int]:
+        measures = counts.snapshot({})
+        return measures.reruns.get("demo", 0), measures.answers.get(("demo", "rows"), 0)
+
+    before = counted()
+    _trade(conn, 40, 1512)
+    with PassReads() as reads:
+        assert all(wait.attempt(True, None, reads) is not None for wait in streams)
+        assert counted() == before
+    assert counted() == (before[0] + 3, before[1] + 3)
+    conn.execute("REVOKE SELECT ON trades FROM alice")
+    _trade(conn, 50, 1490)
+    with PassReads() as reads:
+        assert all(wait.attempt(True, None, reads) is not None for wait in streams[:2])
+        with pytest.raises(KdbError):
+            streams[2].attempt(True, None, reads)  # refused: a run again, no answer
+    assert counted() == (before[0] + 6, before[1] + 5)

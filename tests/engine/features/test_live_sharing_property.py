@@ -171,15 +171,15 @@ def test_every_subscriber_sees_what_it_sees_alone(tmp_path_factory, subscribed, 
         def each(i: int | None, action: str) -> None:
             # The shared manager's woken waits of all the subscribers are one pass, which
             # reads the counters and the rights once (`PassReads`).
-            reads = PassReads() if action == "attempt" and i is None else None
-            for at, (together, alone) in enumerate(pairs):
-                if i is None or i == at:
-                    if reads is None:
-                        getattr(together, action)()
-                    else:
-                        together.attempt(reads)
-                    getattr(alone, action)()
-                    assert together.seen == alone.seen, (at, subscribed[at])
+            with PassReads() as reads:
+                for at, (together, alone) in enumerate(pairs):
+                    if i is None or i == at:
+                        if action == "attempt" and i is None:
+                            together.attempt(reads)
+                        else:
+                            getattr(together, action)()
+                        getattr(alone, action)()
+                        assert together.seen == alone.seen, (at, subscribed[at])
 
         each(None, "ask")  # snapshots
         each(None, "ask")  # and waits
