@@ -290,7 +290,13 @@ def test_a_parts_query_runs_share_one_statement_budget() -> None:
         pass
     assert events == []
 
-    # A part's failure leaves the budget it entered, as its own error.
-    with pytest.raises(KeyError), FirstRunEnters(budget) as runs, runs():
+    # A part's failure leaves the budget it entered, as its own error; the next part of
+    # the same stream enters it again.
+    runs = FirstRunEnters(budget)
+    with pytest.raises(KeyError), runs, runs():
         raise KeyError("a bug")
     assert events == ["enter", "leave"]
+    with runs:
+        with runs():
+            pass
+    assert events == ["enter", "leave", "enter", "leave"]

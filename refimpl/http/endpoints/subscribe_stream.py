@@ -68,8 +68,8 @@ class FirstRunEnters:
     the `with` ends. Every run of one part (a re-run, then a snapshot when its version is
     gone) counts against one statement timeout, from the first run's start until the part is
     made, never one timeout each; a part that runs no query (it takes the step another stream
-    of its query ran) enters none. A class rather than an `ExitStack` and a closure: every
-    part of every stream makes one."""
+    of its query ran) enters none. One object serves the parts of a stream one after
+    another (each `with` leaves what it entered), not an `ExitStack` and a closure a part."""
 
     __slots__ = ("_budget", "_held")
 
@@ -125,7 +125,8 @@ class _LiveStream:
         budget: Budget,
     ) -> None:
         self._manager = manager
-        self._budget = budget
+        # Its parts' budget: one part at a time is made (`_busy`), each within one `with`.
+        self._runs = FirstRunEnters(budget)
         self.max_age_s = max_age_s
         self.ends_at = time.monotonic() + max_age_s
         self._session = session
@@ -205,7 +206,7 @@ class _LiveStream:
         parked = self.parked
         assert parked is not None  # `start` came before any job
         try:
-            with FirstRunEnters(self._budget) as runs:
+            with self._runs as runs:
                 outcome = self._next(parked, runs)
         except Exception as error:  # a bug: the stream ends, the pool's thread goes on
             log.warning("making a live query's part failed", exc_info=True)
