@@ -29,7 +29,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar, cast
 
 import msgspec
 
@@ -215,14 +215,15 @@ class EventShape:
         }
 
 
-@dataclass(frozen=True, slots=True)
-class StreamItem:
+class StreamItem(NamedTuple):
     """One event a transaction makes for a table: a `change` (its data encoded once) or a
     `reset` (the table's rows changed as a whole).
 
     A change's item also holds its `Change` record and its table's `EventShape` (None for
     a schema change of a table that is gone): a stream with options applies them to the
-    record, and encodes again only what they changed."""
+    record, and encodes again only what they changed. (A named tuple, as `Change` is: made
+    once per change of every commit a stream follows, where a frozen dataclass's
+    `__init__` costs a Python call per field.)"""
 
     table: str  # the table's key (lower case)
     kind: str  # CHANGE or RESET
@@ -232,12 +233,14 @@ class StreamItem:
     key: str | None = None  # the hex key `data` shows (an upsert's is made from its row)
 
 
-@dataclass(frozen=True, slots=True)
-class StreamTransaction:
+class StreamTransaction(NamedTuple):
+    """The events of one committed transaction (a named tuple: see `StreamItem`)."""
+
     lsn: int
     committed_at: int  # microseconds UTC
     items: tuple[StreamItem, ...]
     size: int  # bytes of the items' data, what keeping it costs
+    resets: bool = False  # whether an item is a `reset` (a stream then looks at each)
 
 
 def transaction_events(
@@ -255,6 +258,7 @@ def transaction_events(
     table key from one call to the next (each made again when its schema changed)."""
     record = records.decode(lsn, payload)
     items: list[StreamItem] = []
+    resets = False
     shapes = {} if shapes is None else shapes
     seqs: dict[str, int] = {}  # each table's next `seq` in the transaction
     for entry in record.entries:
@@ -266,6 +270,7 @@ def transaction_events(
             item = ddl_item(key, entry.table, entry.payload[0], lsn)
             if schema is None or item.kind == RESET:
                 items.append(item)
+                resets = resets or item.kind == RESET
                 continue
         elif schema is None:
             continue
@@ -278,7 +283,7 @@ def transaction_events(
             continue
         seqs[key] = seq + len(run.items)
         if run.op == "ddl":
-            items.append(replace(item, change=next(run.changes()), shape=shape))
+            items.append(item._replace(change=next(run.changes()), shape=shape))
             continue
         rowids = entry.payload[2] if run.op == "upsert" else None
         for index, change in enumerate(run.changes()):
@@ -290,7 +295,7 @@ def transaction_events(
             data = shape.data(change, hex_key)
             items.append(StreamItem(key, CHANGE, _json.encode(data), change, shape, hex_key))
     size = sum(len(i.data) for i in items)
-    return StreamTransaction(lsn, record.committed_at, tuple(items), size)
+    return StreamTransaction(lsn, record.committed_at, tuple(items), size, resets)
 
 
 def row_key(
@@ -441,10 +446,10 @@ class RecentTransactions:
 # -- one stream's place ----------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class Event:
+class Event(NamedTuple):
     """One event to send: its id, its name and the JSON of its data line (a change's also
-    its `StreamItem`, which a stream with options reshapes)."""
+    its `StreamItem`, which a stream with options reshapes). A named tuple: see
+    `StreamItem`."""
 
     id: str
     kind: str
@@ -529,20 +534,25 @@ class EventCursor:
         return self._take_from([], budget), self.position
 
     def _take_from(self, events: list[Event], budget: int) -> Taken:
+        # Where it stands is kept in locals through the loop and set on the way out: a
+        # current stream's take runs over every commit since the last round.
         size = 0
+        follows = self.follows
+        at = self.position
+        done, skip = at.after_lsn, at.skip  # every transaction through `done` is taken
         try:
-            for txn in self.recent.after(self.position.after_lsn):
-                shown = [item for item in txn.items if self.follows(item.table)]
-                skip = self.position.skip
+            for txn in self.recent.after(done):
+                shown = [item for item in txn.items if follows(item.table)]
                 if len(shown) <= skip:
-                    self.position = Position(txn.lsn)
+                    done, skip = txn.lsn, 0
                     continue
                 if self._checking_window:
                     self._checking_window = False
                     if txn.committed_at / 1e6 < self.clock() - self.replay_seconds:
                         return Taken(self._reset(events, self.recent.durable_lsn), False)
-                if any(item.kind == RESET for item in shown):
+                if txn.resets and any(item.kind == RESET for item in shown):
                     self._reset(events, txn.lsn)
+                    done, skip = txn.lsn, 0
                     continue
                 for n in range(skip + 1, len(shown) + 1):
                     item = shown[n - 1]
@@ -551,11 +561,14 @@ class EventCursor:
                     if size >= budget and n < len(shown):
                         self.position = Position(txn.lsn - 1, n)
                         return Taken(events, True)
-                self.position = Position(txn.lsn)
+                done, skip = txn.lsn, 0
                 if size >= budget:
+                    self.position = Position(done)
                     return Taken(events, True)
         except Gone:
             return Taken(self._reset(events, self.recent.durable_lsn), False)
+        if done != at.after_lsn or skip != at.skip:
+            self.position = Position(done)
         self._checking_window = False  # caught up: nothing it missed was too old
         if not self.ready_sent:
             self._current(events, self.position.after_lsn)

@@ -1,0 +1,99 @@
+"""The Python opcodes per commit of an event stream's take, by function: what the server runs
+once per commit for all the streams of a database that stand at one place with one view.
+
+A fan-out round of `tools/bench/stream.py` (see its `--server-timing`) sends the streams of a
+group one part for all of them: the group takes once (`EventCursor.take`: the log read, each
+transaction's events made and encoded once, `event_cursor.transaction_events`), the part's
+bytes are made once, and each stream costs one send. While commits come faster than rounds,
+a round carries hundreds of commits: per commit, the sends are the kernel's copying of the
+events' bytes to every socket, and the take is the one Python part that grows with the
+commits. This commits `--commits` one-row INSERTs into a table of the stream bench's shape on
+an engine in a throwaway folder, then counts every opcode of one take of all of them by a
+current cursor. Unlike CPU time, the count does not depend on the machine's load, so two trees
+compare on a busy machine too:
+
+    python tools/bench/stream_take.py
+    PYTHONPATH=../before python tools/bench/stream_take.py
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+# This folder's copy.py and http.py would shadow the standard library's modules: off the path.
+# The checkout's refimpl is imported unless PYTHONPATH names another.
+_HERE = Path(__file__).resolve().parent
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
+sys.path.append(str(_HERE.parent.parent))
+
+import argparse  # noqa: E402
+import collections  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+from types import FrameType  # noqa: E402
+from typing import Any  # noqa: E402
+
+import refimpl  # noqa: E402
+from refimpl.engine.features.event_cursor import EventCursor, RecentTransactions  # noqa: E402
+
+
+def count(commits: int) -> tuple[collections.Counter[str], int]:
+    """Opcodes by function of one take of `commits` one-row commits; the events taken."""
+    with tempfile.TemporaryDirectory() as folder:
+        connection = refimpl.connect(folder)
+        connection.execute("CREATE TABLE c (id BIGINT PRIMARY KEY, sent DOUBLE)")
+        database = connection.instance.database(connection.database)
+        recent = RecentTransactions(database, database.name)
+        # As a group's cursor: current (its `ready` taken), with a view, following `c`.
+        cursor = EventCursor(recent, lambda table: True, 300.0, time.time, None, lambda: None)
+        cursor.take(1 << 18)
+        for n in range(commits):
+            connection.execute(f"INSERT INTO c VALUES ({10_000_000 + n}, {time.monotonic()!r})")
+        counts: collections.Counter[str] = collections.Counter()
+
+        def trace(frame: FrameType, event: str, arg: Any) -> Any:
+            frame.f_trace_opcodes = True
+            frame.f_trace_lines = False
+            code = frame.f_code
+            key = f"{Path(code.co_filename).name}:{code.co_qualname}"
+            if code.co_name == "__init__" and "self" in frame.f_locals:  # a dataclass's
+                key += f" ({type(frame.f_locals['self']).__name__})"
+
+            def local(frame: FrameType, event: str, arg: Any) -> Any:
+                if event == "opcode":
+                    counts[key] += 1
+                return local
+
+            return local
+
+        sys.settrace(trace)
+        try:
+            taken = cursor.take(1 << 40)
+        finally:
+            sys.settrace(None)
+        connection.close()
+    return counts, len(taken.events)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--commits", type=int, default=500)
+    parser.add_argument("--top", type=int, default=25, help="functions listed")
+    args = parser.parse_args()
+    counts, events = count(args.commits)
+    if events != args.commits:
+        raise SystemExit(f"took {events} events of {args.commits} commits")
+    print(
+        f"refimpl of {Path(refimpl.__file__).resolve().parent.parent.name}: one take of"
+        f" {args.commits} one-row commits, {sum(counts.values()) / args.commits:.0f} Python"
+        " opcodes a commit"
+    )
+    for key, found in counts.most_common(args.top):
+        print(f"{found / args.commits:9.1f}  {key}")
+
+
+if __name__ == "__main__":
+    main()
