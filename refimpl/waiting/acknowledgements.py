@@ -35,11 +35,26 @@ class DurableDatabase(Flushable, Protocol):
     def commits(self) -> Signal: ...
 
 
+class Acknowledgement(Parked[A]):
+    """A write's parked acknowledgement: `answer` once its commit is durable, the log's
+    failure if it fails first (`acknowledge_when_durable`). `answer` is known from the start,
+    so that a deliverer may make its bytes while the flush runs and send them once decided,
+    when the outcome is this very object; the outcome may be an error instead."""
+
+    answer: A
+
+
+def _nothing() -> None:
+    """An acknowledgement holds no place to give back."""
+
+
 def acknowledge_when_durable(
     room: WaitingRoom, flusher: Flusher, database: DurableDatabase, lsn: int, answer: A
-) -> Parked[A]:
+) -> Acknowledgement[A]:
     """`answer`, to be handed over once `lsn` of `database` is durable (or the log's failure)."""
 
+    # Closures over what they need, not methods: a parked request that held its own bound
+    # methods would be a reference cycle, freed only by the collector's full passes.
     def attempt(_: int) -> A | None:
         if database.log.durable_lsn >= lsn:
             return answer
@@ -57,16 +72,17 @@ def acknowledge_when_durable(
     # is news at once.
     published = database.commits.lsn
     seen = -1 if published >= lsn else published
-    parked: Parked[A] = Parked(
+    parked: Acknowledgement[A] = Acknowledgement(
         # No deadline: a write's answer waits for its flush, however long.
         database.commits,
         seen,
         attempt,
         at_stop,
         math.inf,
-        lambda: None,
+        _nothing,
         kind=Kind.ACKNOWLEDGEMENT,
     )
-    room.park(parked)
+    parked.answer = answer
+    room.park_acknowledgement(parked)
     flusher.request(database, lsn)
     return parked

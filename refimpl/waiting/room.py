@@ -242,6 +242,18 @@ class WaitingRoom(SharedSends[A], Generic[A]):
         elif wake:
             self._wake.set()
 
+    def park_acknowledgement(self, parked: Parked[A]) -> None:
+        """`park` for a write's acknowledgement (unpaced, no deadline), whose signal is
+        mostly listened to already: then one lock and one append."""
+        signal = parked.signal
+        with self._lock:
+            if fast := not self._closed and signal in self._signals and self._thread is not None:
+                self._others.append(parked)
+        if not fast:
+            self.park(parked)
+        elif signal is not None and signal.lsn > parked.seen:  # durable already: news now
+            self._wake.set()
+
     def poke(self, parked: Parked[A]) -> None:
         """A request woken by its key (no signal): attempt it now. Cheap, never blocking."""
         with self._lock:
@@ -286,14 +298,22 @@ class WaitingRoom(SharedSends[A], Generic[A]):
         it so) answers the writes it acknowledges itself; the room's thread is woken only
         for parked readers. A flush thus costs no second thread's wake-up."""
         with self._lock:
-            others = list(self._others)
+            # `park` only appends to the list, the others put a new one in its place: while
+            # it is the same and as long, none was parked since (those are the next flush's).
+            parked_now = self._others
+            others = parked_now[:]
             readers = bool(self._readers)
-        if others:
-            # Write acknowledgements: no pace, and each attempt reads its own log's durable LSN.
-            decided = {parked for parked in others if self._decide(parked, parked.attempt, 0)}
-            if decided:
-                with self._lock:
-                    self._others = [d for d in self._others if d not in decided]
+        # Write acknowledgements: no pace, and each attempt reads its own log's durable LSN.
+        decide = self._decide
+        decided = [p for p in others if decide(p, p.attempt, 0)]
+        if decided:
+            with self._lock:
+                current = self._others
+                if current is parked_now and len(current) == len(decided):
+                    self._others = []  # a flush answers every one parked before it: mostly
+                else:
+                    gone = set(decided)
+                    self._others = [d for d in current if d not in gone]
         if readers:
             self._wake.set()
 

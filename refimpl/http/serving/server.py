@@ -28,6 +28,7 @@ from refimpl.engine import admission
 from refimpl.errors import RequestTimeout
 from refimpl.http.encode import Answer
 from refimpl.http.error_answers import closing_answer
+from refimpl.http.request_log import REQUEST_ID_HEADER
 from refimpl.http.serving import wire
 from refimpl.http.serving.connection import CONNECTION_TIMEOUT_SECONDS, Connection, WSGIApp
 from refimpl.http.serving.limits import (
@@ -39,6 +40,7 @@ from refimpl.http.serving.limits import (
 )
 from refimpl.netpool.polling import ARMED as _ARMED
 from refimpl.netpool.polling import PollingWorkers
+from refimpl.waiting.acknowledgements import Acknowledgement
 
 log = logging.getLogger("refimpl.http")
 
@@ -176,6 +178,8 @@ class PooledWSGIServer(BaseWSGIServer):
                             functools.partial(self._stream_part, handler, last=False),
                             outlet=handler,
                         )
+                    elif isinstance(parked, Acknowledgement):
+                        self._prepare(handler, parked)
                     else:
                         parked.on_ready(functools.partial(self._deliver, handler))
                     return  # parked: still busy, answered by `_deliver` or `_stream_part`
@@ -199,22 +203,60 @@ class PooledWSGIServer(BaseWSGIServer):
                 return
         self._flush_stream(handler)
 
+    def _prepare(self, handler: Connection, parked: Acknowledgement[Answer]) -> None:
+        """A write's acknowledgement: the bytes of its answer made now, while its flush runs
+        (they do not depend on it), so that the thread that publishes the flush only sends
+        them. Nothing is sent before it is decided; an error decided instead (a failed
+        flush) is made and sent as any parked answer is (`_deliver`)."""
+        head, record = handler.parked_head, handler.parked_record
+        assert head is not None
+        extra = None if record is None else (REQUEST_ID_HEADER, record.request_id)
+        answer = parked.answer
+        data = wire.answer_bytes(answer, handler.parked_keep, head.method != "HEAD", extra)
+        # The callback holds no reference to `parked` (which keeps it): no reference cycle.
+        parked.on_ready(functools.partial(self._acknowledge, handler, answer, data))
+
+    def _acknowledge(
+        self, handler: Connection, prepared: Answer, data: bytes, answer: Answer
+    ) -> None:
+        """Send a write's decided acknowledgement (the thread that publishes its flush, or
+        the room's): `data`, made by `_prepare`, when `answer` is the one they are of
+        (`prepared`); else as any parked answer (`_deliver`)."""
+        if answer is not prepared:
+            self._deliver(handler, answer)
+            return
+        handler.parked_head = None
+        record, handler.parked_record = handler.parked_record, None
+        if record is not None:
+            record.finish(answer.status_code)
+        keep = handler.parked_keep
+        if self._send_decided(handler, data, keep):
+            # At once, not after a round (`_deliver`): an acknowledgement is decided by the
+            # flush's publication, not in a round of readers, and brings no reader back.
+            self._release(handler, keep)
+
     def _deliver(self, handler: Connection, answer: Answer) -> None:
         """Send a parked request's answer without blocking (the waiting room calls this)."""
         data, keep = handler.decided_answer(answer)
+        if self._send_decided(handler, data, keep):
+            self._after_round(functools.partial(self._release, handler, keep))
+
+    def _send_decided(self, handler: Connection, data: bytes, keep: bool) -> bool:
+        """Send a decided answer's bytes without blocking; True when they went whole (the
+        caller releases the connection), else the connection is the server's again."""
         try:
             sent = handler.connection.send(data, socket.MSG_DONTWAIT)
         except BlockingIOError:
             sent = 0
         except OSError:
             self._release(handler, False)
-            return
+            return False
         if sent < len(data):
             # A slow client: a worker sends the rest once the socket takes more.
             handler.unsent, handler.keep_after_unsent = data[sent:], keep
             self._rearm(handler, select.EPOLLOUT | select.EPOLLONESHOT)
-            return
-        self._after_round(functools.partial(self._release, handler, keep))
+            return False
+        return True
 
     def _stream_part(self, handler: Connection, answer: Answer, *, last: bool) -> None:
         """Send one part of a long-lived answer without blocking (the deciding thread).
