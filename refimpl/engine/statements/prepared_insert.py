@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
+from operator import itemgetter, le
 from typing import TYPE_CHECKING, Any
 
 from refimpl.engine.result import Result, message_result
@@ -61,7 +62,17 @@ def runs_one_row(statement: ast.Statement) -> bool:
 class _Shape:
     """The row's place in one schema object's columns, made once for it."""
 
-    __slots__ = ("schema", "types", "width", "positions", "checks", "kinds", "bounded")
+    __slots__ = (
+        "schema",
+        "types",
+        "width",
+        "positions",
+        "checks",
+        "kinds",
+        "bounded",
+        "lows",
+        "highs",
+    )
 
     def __init__(self, schema: TableSchema, columns: Sequence[str] | None) -> None:
         self.schema = schema
@@ -86,7 +97,13 @@ class _Shape:
         # they are (None where a column keeps none), and the (place, low, high) of each
         # value whose bounds are then still to check.
         self.kinds = tuple(kind for kind, _, _, _, _ in self.checks)
-        self.bounded = [(n, c[1], c[2]) for n, c in enumerate(self.checks) if c[1] is not None]
+        bounded = [(n, c[1], c[2]) for n, c in enumerate(self.checks) if c[1] is not None]
+        # Those values taken by one C call, checked against their lows and highs by two; the
+        # first twice, so that the values come as a tuple however many have bounds.
+        bounded += bounded[:1]
+        self.bounded = itemgetter(*(n for n, _, _ in bounded)) if bounded else None
+        self.lows = tuple(low for _, low, _ in bounded)
+        self.highs = tuple(high for _, _, high in bounded)
 
 
 class PreparedInsert:
@@ -140,11 +157,9 @@ class PreparedInsert:
                     " being inserted"
                 )
             kept = tuple(map(type, source)) == shape.kinds  # every value kept as it is...
-            if kept:
-                for n, low, high in shape.bounded:  # ...if within its column's bounds
-                    if not low <= source[n] <= high:
-                        kept = False
-                        break
+            if kept and shape.bounded is not None:  # ...if within its column's bounds
+                picked = shape.bounded(source)
+                kept = all(map(le, shape.lows, picked)) and all(map(le, picked, shape.highs))
             converted = source
             if not kept:
                 coerce = values.coerce

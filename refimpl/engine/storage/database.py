@@ -320,13 +320,15 @@ class Database:
         `table` (`Transaction.one_new_row`), without the general sealing, count and install:
         the same record, count, revisions and wake-ups. Returns the commit's LSN."""
         schema = table.schema
-        delta = rows_bytes([row], schema, len(table.secondary))
-        self.memory.reserve(self.name, delta)  # MemoryFull: nothing is logged
         rowids = None if table.keyed else [ident[0]]
         old: list[Row | None] | None = [None] if schema.replica_identity_full else None
-        entry = Entry.upsert(work.name, schema.column_names, [row], rowids, old)
+        record = records.encode_upsert(
+            time.time_ns() // 1000, work.name, schema.column_names, [row], rowids, old
+        )
+        delta = rows_bytes([row], schema, len(table.secondary))
+        self.memory.reserve(self.name, delta)  # MemoryFull: nothing is logged
         try:
-            lsn = self.log.append(records.encode(time.time_ns() // 1000, [entry]))
+            lsn = self.log.append(record)
         except BaseException:
             self.memory.reserve(self.name, -delta)
             raise

@@ -104,6 +104,22 @@ def encode(committed_at: int, entries: list[Entry]) -> bytes:
     return _encoder.encode([committed_at, [_raw(e) for e in entries]])
 
 
+def encode_upsert(
+    committed_at: int,
+    table: str,
+    columns: Sequence[str],
+    rows: list[tuple],
+    rowids: list[int] | None,
+    old_rows: list[tuple | None] | None = None,
+) -> bytes:
+    """`encode(committed_at, [Entry.upsert(table, columns, rows, rowids, old_rows)])`: the
+    same bytes, without the entry made and taken apart again (a one-row INSERT's record)."""
+    raw: list[Any] = [UPSERT, table, columns, rows, rowids]  # a tuple is an array as a list is
+    if old_rows is not None:
+        raw.append(old_rows)
+    return _encoder.encode([committed_at, [raw]])
+
+
 # A record prepared before its commit time is known holds this in its place: a uint64, as
 # every time since 1970-01-01 01:11:35 is, so the time is written over it in place.
 _UNSTAMPED = 2**64 - 1

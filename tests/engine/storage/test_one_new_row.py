@@ -137,3 +137,13 @@ def test_a_new_rows_commit_wakes_the_waiters_of_its_value(tmp_path: Path) -> Non
         assert woken.is_set() and not other.is_set()
         assert database.revisions.value_n("t", "S1") > database.revisions.value_n("t", "S2")
     instance.close()
+
+
+@pytest.mark.parametrize(
+    ("columns", "rowids", "old"),
+    [(("id", "s"), None, None), (("v", "s"), [7], None), (["id", "s"], None, [None])],
+)
+def test_a_new_rows_record_is_the_entrys(columns, rowids, old) -> None:
+    entry = records.Entry.upsert("T", columns, [(1, "a")], rowids, old)
+    record = records.encode_upsert(42, "T", columns, [(1, "a")], rowids, old)
+    assert record == records.encode(42, [entry])
