@@ -258,6 +258,7 @@ def transaction_events(
     table key from one call to the next (each made again when its schema changed)."""
     record = records.decode(lsn, payload)
     items: list[StreamItem] = []
+    size = 0  # bytes of the items' data
     resets = False
     shapes = {} if shapes is None else shapes
     seqs: dict[str, int] = {}  # each table's next `seq` in the transaction
@@ -270,6 +271,7 @@ def transaction_events(
             item = ddl_item(key, entry.table, entry.payload[0], lsn)
             if schema is None or item.kind == RESET:
                 items.append(item)
+                size += len(item.data)
                 resets = resets or item.kind == RESET
                 continue
         elif schema is None:
@@ -282,19 +284,22 @@ def transaction_events(
         if run is None:
             continue
         seqs[key] = seq + len(run.items)
-        if run.op == "ddl":
+        op = run.op
+        if op == "ddl":
             items.append(item._replace(change=next(run.changes()), shape=shape))
+            size += len(item.data)
             continue
-        rowids = entry.payload[2] if run.op == "upsert" else None
+        upsert = op == "upsert"
+        rowids = entry.payload[2] if upsert else None
         for index, change in enumerate(run.changes()):
             hex_key = (
                 shape.key_of(change.row, rowids[index] if rowids else index)
-                if run.op == "upsert"
+                if upsert
                 else change.key
             )
-            data = shape.data(change, hex_key)
-            items.append(StreamItem(key, CHANGE, _json.encode(data), change, shape, hex_key))
-    size = sum(len(i.data) for i in items)
+            encoded = _json.encode(shape.data(change, hex_key))
+            size += len(encoded)
+            items.append(StreamItem(key, CHANGE, encoded, change, shape, hex_key))
     return StreamTransaction(lsn, record.committed_at, tuple(items), size, resets)
 
 
