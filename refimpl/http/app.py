@@ -22,6 +22,7 @@ from werkzeug.security import safe_join
 from werkzeug.utils import send_from_directory
 from werkzeug.wrappers import Request, Response
 
+from refimpl.engine.access import Principal
 from refimpl.engine.event_streams import EventStreams, StreamOptions
 from refimpl.engine.feeds import ChangeFeeds
 from refimpl.engine.instance import Instance
@@ -38,6 +39,7 @@ from refimpl.http.metrics import ServerMetrics
 from refimpl.http.request_guards import RequestGuards
 from refimpl.http.request_input import BodyReader, query_args
 from refimpl.http.request_log import REQUEST_ID_HEADER, RequestLog, RequestRecord
+from refimpl.http.route_memo import MEMO_KEY, RouteMemo
 from refimpl.waiting.flusher import Flusher
 from refimpl.waiting.parked import Parked
 from refimpl.waiting.room import WaitingRoom
@@ -148,6 +150,16 @@ class App:
                 self.streams.tickets.discard(args.getlist("ticket"))
 
     def _dispatch(self, environ: dict[str, Any], record: RequestRecord) -> routes.Handled:
+        memo: RouteMemo | None = environ.get(MEMO_KEY)
+        if memo is not None and memo.route is not None:
+            # A repeat of the connection's last request but its id (route_memo): the checks
+            # of its head passed for that request; who asks is checked again, as are their
+            # rights in the database and whether it is there (`_run`).
+            noted = memo.route
+            record.route = noted.path
+            principal = self.auth.principal(environ) if not noted.public else None
+            args = memo.args_of(environ["QUERY_STRING"])
+            return self._run(noted, environ, args, principal, memo.method)
         guards = self.guards
         guards.check_host(environ)  # first: a rebound name learns nothing, not even 404s
         asked = environ.get("REQUEST_METHOD")
@@ -170,6 +182,20 @@ class App:
             raise BadRequest(f"unknown query parameter(s) {names}; {route.path} takes {known}")
         principal = self.auth.principal(environ) if not route.public else None
         guards.check_origin(environ)  # the session routes too: a page must not sign you in
+        if memo is not None:
+            memo.note(route, method, args, environ["QUERY_STRING"])
+        return self._run(route, environ, args, principal, method)
+
+    def _run(
+        self,
+        route: routes.Route,
+        environ: dict[str, Any],
+        args: dict[str, str],
+        principal: Principal | None,
+        method: str,
+    ) -> routes.Handled:
+        """The route's answer, once the request's head passed its checks; rights in the
+        database and its existence are checked here, every time."""
         database = args.get("db", DEFAULT_DATABASE)
         # None only on the public routes, which never read who is asking.
         context = Context(self, environ, args, principal, database, method)  # type: ignore[arg-type]

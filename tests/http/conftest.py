@@ -6,6 +6,7 @@ admin token and port are read from what it prints. It is stopped with SIGTERM an
 
 from __future__ import annotations
 
+import json
 import os
 import queue
 import random
@@ -130,6 +131,18 @@ def run_refimpl(
         text=True,
         timeout=600,  # a bound on a hang, not on the work
     )
+
+
+def log_lines(server: Server, request_id: str, timeout: float = 10.0) -> list[dict]:
+    """The JSON lines of one request in the log of a server started with `--log-format
+    json` (waits for the line to be written)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        lines = [json.loads(line) for line in server.log.read_text().splitlines() if line]
+        found = [line for line in lines if line.get("request_id") == request_id]
+        if found or time.monotonic() > deadline:
+            return found
+        time.sleep(0.05)
 
 
 def free_port() -> int:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,7 +11,7 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from refimpl.http.request_log import MAX_QUERY_LOGGED, RequestIds, redacted_query
-from tests.http.conftest import Server, running_server
+from tests.http.conftest import Server, log_lines, running_server
 
 
 @pytest.fixture(scope="module")
@@ -21,17 +20,6 @@ def json_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         tmp_path_factory.mktemp("jsonlog") / "data", "--log-format", "json"
     ) as running:
         yield running
-
-
-def log_lines(server: Server, request_id: str, timeout: float = 10.0) -> list[dict]:
-    """The server's JSON lines of one request (waits for the line to be written)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        lines = [json.loads(line) for line in server.log.read_text().splitlines() if line]
-        found = [line for line in lines if line.get("request_id") == request_id]
-        if found or time.monotonic() > deadline:
-            return found
-        time.sleep(0.05)
 
 
 def test_every_stderr_line_is_json(json_server: Server) -> None:

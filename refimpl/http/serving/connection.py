@@ -22,6 +22,7 @@ from refimpl.http.encode import Answer
 from refimpl.http.error_answers import closing_answer
 from refimpl.http.request_input import WHOLE_BODY_KEY
 from refimpl.http.request_log import RECORD_KEY, REQUEST_ID_HEADER, RequestRecord
+from refimpl.http.route_memo import MEMO_KEY, RouteMemo
 from refimpl.http.serving import wire
 from refimpl.http.serving.limits import ConnectionCounts
 from refimpl.waiting.parked import Kind, Parked, ParkedBody
@@ -63,6 +64,8 @@ class Connection:
         self.answer_of: Callable[[dict[str, Any]], Any] | None = getattr(server.app, "answer", None)
         # Its bearer token checked once for all its requests that send the same header.
         self.credentials = ConnectionCredentials()
+        # The environ of the request the reader takes repeats of, by its head's fields.
+        self.kept_environ: tuple[dict[str, str], dict[str, Any]] | None = None
         self.counted = False  # counted in the server's ConnectionCounts until closed
         self.last_used = time.monotonic()
         self.busy = False  # taken by a worker or parked; guarded by the server's lock
@@ -98,7 +101,7 @@ class Connection:
 
     def has_buffered_request(self) -> bool:
         """True when the next whole request was read already (pipelining)."""
-        return bool(self.reader.ready)  # `RequestReader.has_request`, one call fewer
+        return bool(self.reader.ready)  # a whole request, or the connection's end, waits
 
     def serve_one(self) -> bool:
         """Answer one request; True when the connection stays open for another."""
@@ -110,11 +113,31 @@ class Connection:
             self._send_bytes(closing_answer(request))
             return False
         try:
-            environ = wire.make_environ(request, self.environ_base)
-            environ[CREDENTIALS_KEY] = self.credentials
-            if request.data is not None:
-                environ[WHOLE_BODY_KEY] = request.data  # the body read from it, at no cost
-            return self._run(request.head, environ)  # the server notes `last_used` after it
+            head = request.head
+            kept = self.kept_environ
+            if kept is not None and head.fields is kept[0]:
+                # A repeat of the last request but for its id= value (`RequestReader.take`):
+                # its environ, the target's keys new (its path and query alone, no fragment).
+                target = head.target
+                environ = {
+                    **kept[1],
+                    "QUERY_STRING": target.partition("?")[2],
+                    "REQUEST_URI": target,
+                    "RAW_URI": target,
+                    "wsgi.input": request.body,
+                }
+            else:
+                environ = wire.make_environ(request, self.environ_base)
+                environ[CREDENTIALS_KEY] = self.credentials
+                if request.data is not None:
+                    environ[WHOLE_BODY_KEY] = request.data  # the body read from it, at no cost
+                self.kept_environ = None
+                if request is self.reader.repeated:
+                    # Its repeats go where it went (route_memo), and have its environ, as it
+                    # is before the app adds its own keys to it.
+                    environ[MEMO_KEY] = RouteMemo()
+                    self.kept_environ = (head.fields, environ.copy())
+            return self._run(head, environ)  # the server notes `last_used` after it
         except (ConnectionError, TimeoutError, OSError):
             return False
         finally:

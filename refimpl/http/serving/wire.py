@@ -35,6 +35,7 @@ from refimpl.errors import (
     RequestHeadTooLarge,
     RequestTargetTooLong,
 )
+from refimpl.http.serving.repeats import Repeat, repeat_of
 
 if TYPE_CHECKING:
     from refimpl.http.encode import Answer
@@ -135,10 +136,10 @@ class RequestReader:
         self._body_file: IO[bytes] | None = None
         self._has_body = False
         self._wants_continue = False
-
-    def has_request(self) -> bool:
-        """True when a whole request (or the connection's end) waits to be served."""
-        return bool(self.ready)
+        # The last request, when it came alone in one receive with no body, and what its
+        # repeats have in common with it (`take`).
+        self.repeated: ReceivedRequest | None = None
+        self._repeat: Repeat | None = None
 
     def receive(self) -> bool:
         """Read what the client has sent, without waiting; True when `next` has something.
@@ -159,12 +160,36 @@ class RequestReader:
             if not data:
                 self._end_of_stream()
             else:
-                self.feed(data)
+                self.take(data)
         return True
 
     def next(self) -> ReceivedRequest | MalformedRequest | None:
         """The oldest whole request, the error that ends the connection, or None (ended)."""
         return self.ready.popleft() if self.ready else None
+
+    def take(self, data: bytes) -> None:
+        """`feed` for what one receive gave: a repeat of the last request (`repeats`: byte
+        for byte its head but the digits of its `id=` value, at a message's start) joins
+        `ready` without the parser, as that request with its new target and the same head
+        `fields` (the same dict: the mark of a repeat)."""
+        # A repeat is known only at a message's start: any `feed` forgets it.
+        repeat, last = self._repeat, self.repeated
+        if last is not None and repeat is not None:
+            target = repeat.target(data)
+            if target is not None:
+                h = last.head
+                head = RequestHead(h.method, target, h.version, h.fields, True)
+                self.ready.append(ReceivedRequest(head, io.BytesIO(), 0, last.has_body, b""))
+                return
+        count = len(self.ready)
+        self.feed(data)
+        self.repeated = self._repeat = None
+        # One whole request, with no body, and nothing after it: its head is all of `data`.
+        if len(self.ready) == count + 1 and self.started_at is None and not self._codings:
+            made = self.ready[-1]
+            if type(made) is ReceivedRequest and not made.body_length and made.head.keep_alive:
+                self._repeat = repeat_of(data, made.head.method, made.head.target)
+                self.repeated = made if self._repeat is not None else None
 
     def feed(self, data: bytes) -> None:
         """Parse `data`; whole requests and errors join `ready`."""
@@ -324,6 +349,7 @@ class RequestReader:
     def _fail(self, error: MalformedRequest | None) -> None:
         """No more requests on this connection; `error` answers the unfinished one."""
         self._ended = True
+        self.repeated = self._repeat = None
         if self._body_file is not None:
             self._body_file.close()
             self._body_file = None

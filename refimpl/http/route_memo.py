@@ -1,0 +1,54 @@
+"""A request as dispatched, for its repeats: the same head but the digits of its `id=` value.
+
+A long poll's client asks again on its connection with the head it sent before but a new
+id (`serving.repeats`). Our server gives such a repeat the environ of the request it
+repeats, with the new target, and the same `RouteMemo` (environ key `MEMO_KEY`), which the
+app filled in when it dispatched that request (`App._dispatch`). What depends on the head
+alone gave the same answer then, and is not asked again: the Host, the route, HEAD, the
+query's parameters (all but `id`, which is read from the new query string) and the Origin.
+Who asks (a token or a session still good), their rights in the database and whether it is
+there are checked at every request, repeat or not, before the route runs.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from refimpl.http.routes import Route
+
+MEMO_KEY = "refimpl.route_memo"  # the environ key of a request's RouteMemo
+
+
+class RouteMemo:
+    """The route, method and parameters a request was dispatched to, and where its id's
+    value is in its query string; `route` is None until `note`."""
+
+    __slots__ = ("route", "method", "args", "id_at", "id_tail")
+
+    def __init__(self) -> None:
+        self.route: Route | None = None
+        self.method = ""
+        self.args: dict[str, str] = {}
+        self.id_at = self.id_tail = 0
+
+    def note(self, route: Route, method: str, args: dict[str, str], query: str) -> None:
+        """Keep what the request of `query` was dispatched to, once every check of its head
+        passed, when its `id` parameter is one piece of `query` (`id=` and the value as
+        sent: a repeat changes digits in it, which need no decoding)."""
+        pieces = "&" + query
+        found = pieces.find("&id=")
+        if found < 0 or pieces.find("&id=", found + 1) >= 0 or "id" in route.repeatable:
+            return
+        start = found + 3  # the value's place in `query`
+        end = query.find("&", start)
+        if end < 0:
+            end = len(query)
+        if args.get("id") != query[start:end]:
+            return
+        self.route, self.method, self.args = route, method, args
+        self.id_at, self.id_tail = start, len(query) - end
+
+    def args_of(self, query: str) -> dict[str, str]:
+        """The parameters of a repeat, whose query string is `query`."""
+        return {**self.args, "id": query[self.id_at : len(query) - self.id_tail]}
