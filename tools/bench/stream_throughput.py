@@ -161,11 +161,17 @@ def streams_gone(target: dict[str, Any]) -> None:
         while time.monotonic() < deadline:
             status, _, body = client.request("GET", "/metrics")
             lines = body.decode().splitlines() if status == 200 else []
-            if any(line.split() == ["kdb_open_streams", "0"] for line in lines):
+            if any(_gauge(line, "kdb_open_streams") == 0 for line in lines):
                 return
             time.sleep(0.2)
     finally:
         client.close()
+
+
+def _gauge(line: str, name: str) -> float | None:
+    """The value of the metrics line `line` when it is the unlabelled gauge `name`."""
+    fields = line.split()
+    return float(fields[1]) if len(fields) == 2 and fields[0] == name else None
 
 
 def throughput_run(
