@@ -34,11 +34,17 @@ class Poller:
         self.buffer = b""
 
     def ask(self, ident: str, wait: int = 0) -> tuple[int, dict[str, str], str]:
+        self.send(ident, wait)
+        return self.answer()
+
+    def send(self, ident: str, wait: int) -> None:
         self.sock.sendall(
             f"GET /api/subscribe?db={self.db}&query={self.query}&id={ident}&wait={wait}"
             f" HTTP/1.1\r\nHost: {self.host}\r\nAuthorization: Bearer {self.token}\r\n"
             "Content-Length: 0\r\n\r\n".encode()
         )
+
+    def answer(self) -> tuple[int, dict[str, str], str]:
         while b"\r\n\r\n" not in self.buffer:
             self.buffer += self.sock.recv(65536)
         head, _, self.buffer = self.buffer.partition(b"\r\n\r\n")
@@ -100,8 +106,12 @@ def test_repeated_polls_answer_and_log_as_parsed_ones(json_server: Server) -> No
     try:
         seen = []
         for n in range(2, 6):
+            # Answered at once, or parked until the commit (its answer sent by the server).
+            wait = 0 if n % 2 else 10_000
+            if wait:
+                poller.send(ident, wait)
             server.sql(f"INSERT INTO t VALUES ({n}, {n * 10})", db)
-            status, headers, body = poller.ask(ident)
+            status, headers, body = poller.answer() if wait else poller.ask(ident)
             assert status == 200, body
             new, kind, data = _event(body)
             assert kind == "rows" and data["rows"] == [[n, n * 10]], body
@@ -112,7 +122,7 @@ def test_repeated_polls_answer_and_log_as_parsed_ones(json_server: Server) -> No
         assert status == 200 and _event(body)[:2] == (ident, "")
     finally:
         poller.close()
-    for asked, request_id in seen:
+    for (asked, request_id), wait in zip(seen, (10_000, 0, 10_000, 0), strict=True):
         [line] = log_lines(server, request_id)
         assert (line["method"], line["path"], line["route"], line["status"]) == (
             "GET",
@@ -120,7 +130,7 @@ def test_repeated_polls_answer_and_log_as_parsed_ones(json_server: Server) -> No
             "/api/subscribe",
             200,
         )
-        assert line["query"] == f"db={db}&query={poller.query}&id={asked}&wait=0"
+        assert line["query"] == f"db={db}&query={poller.query}&id={asked}&wait={wait}"
 
 
 @pytest.mark.parametrize("change", ["REVOKE", "DROP TOKEN", "DROP USER", "DROP DATABASE"])

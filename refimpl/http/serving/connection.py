@@ -186,8 +186,10 @@ class Connection:
         """Decided later by the waiting room; the server parks this connection meanwhile."""
         self.parked, self.parked_head, self.parked_keep = parked, head, keep
         self.parked_record = environ.get(RECORD_KEY)
-        # A write's acknowledgement is its request's alone; readers may share theirs.
-        self.parked_alone = parked.kind is Kind.ACKNOWLEDGEMENT
+        # Change-stream readers at one position may share an answer (its bytes then made
+        # once for all); any other is its request's alone: a write's acknowledgement, and a
+        # live query's long poll, whose answer its own poll makes.
+        self.parked_alone = parked.kind is not Kind.READER
         return keep
 
     def _send(
