@@ -46,7 +46,8 @@ class RouteMemo:
             end = len(query)
         if args.get("id") != query[start:end]:
             return
-        self.route, self.method, self.args = route, method, args
+        # A copy: the first request's route may do as it likes with its own.
+        self.route, self.method, self.args = route, method, dict(args)
         self.id_at, self.id_tail = start, len(query) - end
 
     def args_of(self, query: str) -> dict[str, str]:
