@@ -181,11 +181,14 @@ class RequestReader:
                 head = RequestHead(h.method, target, h.version, h.fields, True)
                 self.ready.append(ReceivedRequest(head, io.BytesIO(), 0, last.has_body, b""))
                 return
+        # A message begins at `data`'s first byte (none was under way): else the request
+        # it ends began in an earlier receive, and its head is more than `data`.
+        fresh = self.started_at is None
         count = len(self.ready)
         self.feed(data)
         self.repeated = self._repeat = None
         # One whole request, with no body, and nothing after it: its head is all of `data`.
-        if len(self.ready) == count + 1 and self.started_at is None and not self._codings:
+        if fresh and len(self.ready) == count + 1 and self.started_at is None and not self._codings:
             made = self.ready[-1]
             if type(made) is ReceivedRequest and not made.body_length and made.head.keep_alive:
                 self._repeat = repeat_of(data, made.head.method, made.head.target)
