@@ -168,10 +168,9 @@ class RequestReader:
         return self.ready.popleft() if self.ready else None
 
     def take(self, data: bytes) -> None:
-        """`feed` for what one receive gave: a repeat of the last request (`repeats`: byte
-        for byte its head but the digits of its `id=` value, at a message's start) joins
-        `ready` without the parser, as that request with its new target and the same head
-        `fields` (the same dict: the mark of a repeat)."""
+        """`feed` for what one receive gave: a repeat of the last request (`repeats`: its
+        head again but the digits of its `id=` value) joins `ready` without the parser, as
+        that request with its new target and the same head `fields` dict (a repeat's mark)."""
         # A repeat is known only at a message's start: any `feed` forgets it.
         repeat, last = self._repeat, self.repeated
         if last is not None and repeat is not None:
@@ -181,13 +180,11 @@ class RequestReader:
                 head = RequestHead(h.method, target, h.version, h.fields, True)
                 self.ready.append(ReceivedRequest(head, io.BytesIO(), 0, last.has_body, b""))
                 return
-        # A message begins at `data`'s first byte (none was under way): else the request
-        # it ends began in an earlier receive, and its head is more than `data`.
-        fresh = self.started_at is None
-        count = len(self.ready)
+        fresh, count = self.started_at is None, len(self.ready)  # no message under way
         self.feed(data)
         self.repeated = self._repeat = None
-        # One whole request, with no body, and nothing after it: its head is all of `data`.
+        # One whole request begun at `data`'s first byte (not in an earlier receive), with no
+        # body and nothing after it: its head is all of `data`.
         if fresh and len(self.ready) == count + 1 and self.started_at is None and not self._codings:
             made = self.ready[-1]
             if type(made) is ReceivedRequest and not made.body_length and made.head.keep_alive:
