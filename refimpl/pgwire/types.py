@@ -432,23 +432,39 @@ _QUICK_FROM_TEXT: dict[str, Callable[[bytes], object]] = {
     "STRING": bytes.decode,
     "SYMBOL": bytes.decode,
 }
+# The binary numbers `_FROM_BINARY` reads: its structs' unpack, whose 1-tuple holds the value.
+_QUICK_FROM_BINARY: dict[int, Callable[[bytes], tuple[Any, ...]]] = {
+    INT2: _I2.unpack,
+    INT4: _I4.unpack,
+    OID: _U4.unpack,
+    INT8: _I8.unpack,
+    FLOAT4: _F4.unpack,
+    FLOAT8: _F8.unpack,
+}
 
 
-def _quick_decoder(oid: int, binary: bool, hint: str | None) -> Callable[[bytes], object] | None:
+def _quick_decoder(
+    oid: int, binary: bool, hint: str | None
+) -> tuple[Callable[[bytes], object], bool] | None:
     """A C call giving the value `param_decoder(oid, binary, hint, n)` gives for every bytes
-    it does not refuse with ValueError; None for the types that have none."""
+    it does not refuse with ValueError or struct.error (in a 1-tuple: True with it), or None
+    for the types that have none."""
     oid = _named_oid(oid, hint)
-    if oid in _ARRAY_PARAM_OIDS or (binary and oid not in _TEXT_OIDS):
+    if oid in _ARRAY_PARAM_OIDS:
         return None
+    if binary and oid not in _TEXT_OIDS:
+        unpack = _QUICK_FROM_BINARY.get(oid)
+        return None if unpack is None else (unpack, True)
     kind = ENGINE_TYPE_OF_OID.get(oid)
-    return _QUICK_FROM_TEXT.get(kind) if kind else bytes.decode
+    found = _QUICK_FROM_TEXT.get(kind) if kind else bytes.decode
+    return None if found is None else (found, False)
 
 
 class ParamDecoders:
     """The decoders of a Bind's parameters, one a parameter (`param_decoder`'s), chosen once
     for a prepared statement's Bind of some format codes."""
 
-    __slots__ = ("each", "_quick")
+    __slots__ = ("each", "_quick", "_unpacked")
 
     def __init__(
         self, oids: Sequence[int], hints: dict[int, str], codes: Sequence[int], count: int
@@ -458,24 +474,37 @@ class ParamDecoders:
         wrong count of codes)."""
         self.each: list[Callable[[bytes], object]] = []
         quick: list[Callable[[bytes], object]] = []
+        unpacked: list[int] = []
         for n, code in enumerate(formats(codes, count), 1):
             oid, hint = oids[n - 1] if n <= len(oids) else 0, hints.get(n)
             self.each.append(param_decoder(oid, code == 1, hint, n))
             if (found := _quick_decoder(oid, code == 1, hint)) is not None:
-                quick.append(found)
-        # Tried first on values of no NULL when every parameter has one.
+                quick.append(found[0])
+                if found[1]:
+                    unpacked.append(n - 1)
+        # Tried first on values of no NULL when every parameter has one; the places of
+        # those it gives in a 1-tuple.
         self._quick = tuple(quick) if len(quick) == count else None
+        self._unpacked = tuple(unpacked)
 
     def read(self, values: Sequence[bytes | None]) -> tuple[object, ...]:
         """The values decoded (None stays NULL): InvalidValue for the first that does not
         read as its type."""
+        each = self.each
+        if len(values) == 1:  # a point read's key, mostly: its decoder alone costs least
+            value = values[0]
+            return (None if value is None else each[0](value),)
         quick = self._quick
         if quick is not None and None not in values:
             try:
-                return tuple(map(call, quick, cast(Sequence[bytes], values)))  # in C alone
-            except ValueError:
+                read: list[Any] = list(map(call, quick, cast(Sequence[bytes], values)))  # in C
+            except (ValueError, struct.error):
                 pass  # the decoders say what is wrong (or read what C does not: '٣')
-        return tuple([None if v is None else f(v) for v, f in zip(values, self.each, strict=True)])
+            else:
+                for n in self._unpacked:  # a binary number, in its struct's 1-tuple
+                    read[n] = read[n][0]
+                return tuple(read)
+        return tuple([None if v is None else f(v) for v, f in zip(values, each, strict=True)])
 
 
 def _text_of(data: bytes) -> str:

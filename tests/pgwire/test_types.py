@@ -3,6 +3,7 @@ client sends a value it was sent), over each type's whole range."""
 
 from __future__ import annotations
 
+import struct
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -90,25 +91,35 @@ _NUMBERISH = st.lists(
     max_size=8,
 ).map(lambda parts: "".join(parts).encode())
 _PARAM_BYTES = st.one_of(
-    st.none(), _NUMBERISH, st.binary(max_size=6), st.text(max_size=6).map(str.encode)
+    st.none(),
+    _NUMBERISH,
+    st.binary(max_size=9),
+    st.sampled_from([2, 4, 8]).flatmap(lambda n: st.binary(min_size=n, max_size=n)),
+    st.text(max_size=6).map(str.encode),
 )
 _KINDS = ["INT", "BIGINT", "DOUBLE", "STRING", "SYMBOL", "BOOLEAN", "TIMESTAMP", None]
 
 
 @given(
     st.lists(
-        st.tuples(st.sampled_from(_KINDS), st.sampled_from([0, 25, 701, 20]), _PARAM_BYTES),
+        st.tuples(
+            st.sampled_from(_KINDS),
+            st.sampled_from([0, 25, 701, 20, 21, 23, 26, 700, 16, 1184]),
+            _PARAM_BYTES,
+            st.sampled_from([0, 1]),  # text or binary
+        ),
         min_size=1,
         max_size=4,
     )
 )
 def test_a_binds_values_read_as_each_decoder_reads_them(params):
-    """Read at once (in C where every value allows it), a Bind's text values are what each
-    parameter's decoder gives, and a bad one is refused with the same error."""
-    oids = [oid for _, oid, _ in params]
-    hints = {n: kind for n, (kind, _, _) in enumerate(params, 1) if kind is not None}
-    decoders = types.ParamDecoders(oids, hints, (), len(params))
-    data = [value for _, _, value in params]
+    """Read at once (in C where every value allows it), a Bind's values, text or binary,
+    are what each parameter's decoder gives, and a bad one is refused with the same error."""
+    oids = [oid for _, oid, _, _ in params]
+    hints = {n: kind for n, (kind, _, _, _) in enumerate(params, 1) if kind is not None}
+    codes = [code for _, _, _, code in params]
+    decoders = types.ParamDecoders(oids, hints, codes, len(params))
+    data = [value for _, _, value, _ in params]
     expected = _one_by_one(decoders, data)
     got = _read(decoders, data)
     assert got == expected or (repr(got) == repr(expected)), (params, got, expected)
@@ -120,3 +131,11 @@ def test_a_bind_of_unicode_digits_reads_them_as_before():
     assert decoders.read(["\u0663".encode(), b" 1_5 "]) == (3, 15.0)
     with pytest.raises(InvalidValue, match=r"parameter \$2 is not a valid DOUBLE"):
         decoders.read([b"1", b"1.5x"])
+
+
+def test_a_bind_of_binary_numbers_and_text_reads_them():
+    decoders = types.ParamDecoders([20, 701, 25], {}, (1, 1, 0), 3)
+    data = [(7).to_bytes(8, "big"), struct.pack("!d", 0.5), b"x"]
+    assert decoders.read(data) == (7, 0.5, "x")
+    with pytest.raises(InvalidValue, match=r"parameter \$1 is not a valid BIGINT"):
+        decoders.read([b"\0" * 4, data[1], data[2]])
