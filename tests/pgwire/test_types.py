@@ -123,6 +123,7 @@ def test_a_binds_values_read_as_each_decoder_reads_them(params):
     expected = _one_by_one(decoders, data)
     got = _read(decoders, data)
     assert got == expected or (repr(got) == repr(expected)), (params, got, expected)
+    assert isinstance(got, tuple) and isinstance(expected, tuple)  # values, or an error's
     assert [type(v) for v in got] == [type(v) for v in expected]
 
 
