@@ -105,8 +105,7 @@ class WaitingRoom(SharedSends[A], Generic[A]):
         self._attempt_all = False  # the next pass attempts even those without news
         self._in_round: set[Signal] = set()  # of readers being answered now
         self._paces: dict[Signal, Pace] = {}
-        # Requests woken by their key (no signal), in the order parked: attempted only when
-        # poked or due.
+        # Requests woken by their key (no signal), in the order parked: tried when poked or due.
         self._keyed: dict[Parked[A], None] = {}
         self._poked: list[Parked[A]] = []
         # Paced ones poked (once each: a stream poked by three commits is attempted once),
@@ -243,8 +242,8 @@ class WaitingRoom(SharedSends[A], Generic[A]):
             self._wake.set()
 
     def park_acknowledgement(self, parked: Parked[A]) -> None:
-        """`park` for a write's acknowledgement (unpaced, no deadline), whose signal is
-        mostly listened to already: then one lock and one append."""
+        """`park` for a write's acknowledgement (unpaced, no deadline): one lock and one
+        append when its signal is listened to already (mostly)."""
         signal = parked.signal
         with self._lock:
             if fast := not self._closed and signal in self._signals and self._thread is not None:
@@ -488,9 +487,8 @@ class WaitingRoom(SharedSends[A], Generic[A]):
                 )
             )
             readers = list(self._readers) if readers_due else []
-            # Readers answered early in the round come back while it goes on; they wait
-            # for the next round with the others instead of each getting (and costing) an
-            # answer of its own from a position of its own.
+            # Readers answered early in the round come back while it goes on: they wait for
+            # the next round with the others, not each an answer from a position of its own.
             self._in_round = set(self._reader_signals) if readers else set()
         decided: set[Parked[A]] = set()
         answered: dict[Signal, int] = {}  # readers given news in this round
@@ -498,8 +496,7 @@ class WaitingRoom(SharedSends[A], Generic[A]):
         pending: list[Callable[[], None]] = []
         self._round.pending = pending
         try:
-            # Writers first: a writer should not wait behind a round of readers its own
-            # commit woke.
+            # Writers first: none waits behind a round of readers its own commit woke.
             self._answer_round(others, paces, now, decided, answered, attempt_all)
             if readers:
                 started = time.monotonic()

@@ -14,13 +14,13 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from refimpl.engine.files import FileOps
 from refimpl.engine.instance import Instance
 from refimpl.engine.storage.wal import WriteAheadLog
 from refimpl.engine.storage.wal_segments import HEADER_SIZE
 from refimpl.errors import KdbError, WritesStopped
 from refimpl.pgwire.acknowledging import Acknowledging
 from tests.http.conftest import start_server
+from tests.observed_fsyncs import ObservedFsyncs
 from tests.pgwire.attack import MessageReader, logged_in, query_message, read_until_closed
 from tests.pgwire.conftest import PgServer, pg_address
 
@@ -98,33 +98,6 @@ def test_answers_a_rounds_flush_made_durable_go_back_with_it_in_one_call():
     finally:
         acks.close()
     assert events == [(1, None), (2, None), (3, None), "rung", "flush 4", (4, None), "rung"]
-
-
-class ObservedFsyncs(FileOps):
-    """A log's files whose fsyncs are seen: how many bytes of each file were on disk at
-    the last fsync of it that returned; the `fail_at`-th fsync fails instead."""
-
-    def __init__(self, fail_at: int | None) -> None:
-        self.written: dict[int, int] = {}
-        self.synced: dict[int, int] = {}
-        self.fsyncs = 0
-        self.fail_at = fail_at
-
-    def write(self, fd: int, data: bytes | bytearray | memoryview) -> int:
-        count = super().write(fd, data)
-        self.written[fd] = self.written.get(fd, 0) + count
-        return count
-
-    def fsync(self, fd: int) -> None:
-        self.fsyncs += 1
-        if self.fsyncs == self.fail_at:
-            raise OSError(5, "Input/output error")
-        written = self.written.get(fd, 0)
-        super().fsync(fd)
-        self.synced[fd] = written
-
-    def durable_bytes(self) -> int:
-        return max(self.synced.values(), default=0)
 
 
 class Durable:

@@ -21,7 +21,7 @@ from refimpl.waiting.acknowledgements import acknowledge_when_durable
 from refimpl.waiting.flusher import Flusher
 from refimpl.waiting.room import WaitingRoom
 from tests.http.conftest import eventually, pooled_server
-from tests.pgwire.test_acknowledging import ObservedFsyncs
+from tests.observed_fsyncs import ObservedFsyncs
 
 
 def test_an_acknowledgement_goes_out_once_its_commit_is_durable(tmp_path: Path) -> None:
