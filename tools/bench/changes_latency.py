@@ -37,6 +37,7 @@ import harness
 import msgspec
 import psycopg
 import requests
+from stream_throughput import writer
 
 WAIT_MS = 2000
 # The readers share the machine with the server; msgspec parses an event in a third of
@@ -139,36 +140,6 @@ def reader_process(
 # --- writers --------------------------------------------------------------------------------
 
 
-def _commit_refimpl(target: dict[str, Any]) -> Any:
-    # The same lean client as the readers: `requests` would add a few hundred microseconds
-    # of its own to every latency, inside the measured span (psycopg adds next to nothing).
-    client = harness.LeanHTTP(
-        target["url"], {"Authorization": f"Bearer {target['token']}", "Content-Type": "text/plain"}
-    )
-
-    def commit(ident: int) -> float:
-        sent = time.monotonic()
-        status, _, body = client.request(
-            "POST", "/exec", f"INSERT INTO c VALUES ({ident}, {sent!r})".encode()
-        )
-        if status != 200:
-            raise RuntimeError(f"the commit failed with {status}: {body[:200]!r}")
-        return sent
-
-    return commit
-
-
-def _commit_postgres(target: dict[str, Any]) -> Any:
-    connection = psycopg.connect(target["conninfo"], autocommit=True)
-
-    def commit(ident: int) -> float:
-        sent = time.monotonic()
-        connection.execute("INSERT INTO c VALUES (%s, %s)", (ident, sent))
-        return sent
-
-    return commit
-
-
 def run_phase(
     target: dict[str, Any],
     readers: int,
@@ -191,7 +162,7 @@ def run_phase(
     ready = context.Value("i", 0)
     run_for = SETTLE + commits * interval + 3.0
     stop_at = time.monotonic() + run_for + 5.0
-    commit = (_commit_refimpl if target["kind"] == "refimpl" else _commit_postgres)(target)
+    commit = writer(target)
     queue = context.Queue()
     processes = [
         context.Process(target=reader_process, args=(target, count, start, ready, stop_at, queue))
