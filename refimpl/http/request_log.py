@@ -162,6 +162,50 @@ def _shown_path(path: str) -> str:
 
 
 _MESSAGE = "%s %s %d %.1f ms (request %s)"  # a request line's message and its arguments
+# The same message, its method and target given as a `LineShapes` shape around the digits.
+_SHAPED_MESSAGE = "%s%s%s %d %.1f ms (request %s)"
+# The digits of an `id=` value of a query string that are all that change from one long
+# poll's request to its next (a subscription's name, a dot and a version; or digits): a
+# piece of the query whose value is letters and digits with a dot, which no redaction
+# touches (no escape, no underscore, no quote), so the line shows the piece as it is.
+_ID_DIGITS = re.compile(r"(?:^|&)id=(?:[0-9A-Za-z]{1,64}\.)?([0-9]{1,20})(?=&|\Z)")
+LINE_SHAPES_KEPT = 1024
+
+
+class LineShapes:
+    """The lines' shapes shown so far, by (method, path, the query before an id's digits,
+    after them): a line's text before those digits (method and target) and after them.
+    Bounded, since the queries are the clients'; used by one writer at a time."""
+
+    def __init__(self) -> None:
+        self._shapes: dict[tuple[str, str, str, str], tuple[str, str] | tuple[()]] = {}
+        self.get = self._shapes.get
+
+    def shape(self, key: tuple[str, str, str, str], query: str) -> tuple[str, str] | tuple[()]:
+        """The shape of the lines of `key` (`_ID_DIGITS` found the digits), made from one
+        whose query is `query`: the text of its line before those digits and after them."""
+        method, path, before, after = key
+        shown = _shown_pieces(before)
+        tail = _shown_pieces(after)
+        digits = query[len(before) : len(query) - len(after)]
+        shape: tuple[str, str] | tuple[()] = ()
+        # Each piece is shown by itself and the id's as it is, so this always holds; checked
+        # once a shape all the same, since a line's bytes are what its readers rely on (an
+        # empty shape: its lines are made in full).
+        if f"{shown}{digits}{tail}" == redacted_query(query):
+            if not method.isprintable():
+                method = _escape_all(method)
+            shape = (f"{method} {shown_path(path)}?{shown}", tail)
+        if len(self._shapes) >= LINE_SHAPES_KEPT:
+            self._shapes.clear()
+        self._shapes[key] = shape
+        return shape
+
+
+def _shown_pieces(part: str) -> str:
+    """A part of a query string, cut at `&`s, as `redacted_query` shows those pieces of a
+    query no longer than MAX_QUERY_LOGGED."""
+    return escape_controls("&".join(_shown_piece(p, False) for p in part.split("&")))
 
 
 class RequestLine(NamedTuple):
@@ -176,11 +220,35 @@ class RequestLine(NamedTuple):
     seconds: float
     request_id: str
     client: str
+    # Where `text_line` keeps the shapes of lines shown already (`LineShapes`); None: none.
+    shapes: LineShapes | None = None
 
     def text_line(self, formatter: TextLineFormatter) -> str | None:
         """`formatter.format(self.record())`, made without the record (the writer's common
         case: a text line costs a third of that); None when the formatter needs the record
         (`TextLineFormatter.info_line`)."""
+        query = self.query
+        shapes = self.shapes
+        if shapes is not None and len(query) <= MAX_QUERY_LOGGED:
+            # A long poll asks again with the same query but its id's digits: its line is
+            # the last one's shape with those digits and its own figures put in.
+            found = _ID_DIGITS.search(query)
+            if found is not None:
+                start, end = found.span(1)
+                key = (self.method, self.path, query[:start], query[end:])
+                shape = shapes.get(key)
+                if shape is None:
+                    shape = shapes.shape(key, query)
+                if shape:
+                    message = _SHAPED_MESSAGE % (
+                        shape[0],
+                        query[start:end],
+                        shape[1],
+                        self.status,
+                        self.seconds * 1000,
+                        self.request_id,
+                    )
+                    return formatter.info_line(self.created, message)
         # As `record` makes them, with the calls most lines need no answer from left out.
         method = self.method
         if not method.isprintable():
@@ -275,6 +343,7 @@ class RequestLog:
         self._observe = observe
         self._write: WriteLine = write_now
         self._request_id = RequestIds()
+        self._shapes = LineShapes()  # its lines' shapes, for whoever writes them
 
     def write_lines_to(self, write: WriteLine | None) -> None:
         """From now on hand the lines to `write` (a log thread's queue); None: write them
@@ -309,5 +378,6 @@ class RequestLog:
                 seconds,
                 record.request_id,
                 record.client,
+                self._shapes,
             )
             self._write(tuple.__new__(RequestLine, fields))

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from refimpl.http.request_log import RequestLine
+from refimpl.http.request_log import LineShapes, RequestLine
 from refimpl.http.serving.log_queue import LogQueue, queued_log
 from refimpl.log_format import TextLineFormatter
 
@@ -203,6 +203,55 @@ def test_a_request_line_as_text_is_its_records_text_line(
     other = TextLineFormatter()
     other.datefmt = "%H:%M"
     assert line.text_line(other) is None  # not the default time format: the record's way
+
+
+# Pieces of a long poll's query string: plain ones, escaped ones, secrets, control
+# characters, and ids (a name, a dot and digits; or digits).
+_piece = st.one_of(
+    st.sampled_from(
+        [
+            "query=SELECT%20*%20FROM%20t%20WHERE%20s%20%3D%20%27a%27",
+            "query=SELECT+1",
+            "wait=30000",
+            "token=kdb_" + "a" * 30,
+            "q=DROP%20TOKEN%20%27kdb_" + "b" * 25 + "%27",
+            "x=%0A",
+            "id=",
+            "id=a_b.1",
+            "id=%41.2",
+            "",
+        ]
+    ),
+    st.builds(
+        lambda n, d: f"id={n}{d}",
+        st.sampled_from(["", "abc.", "kdbtoken.", "TOKEN."]),
+        st.text("0123456789", min_size=1, max_size=20),
+    ),
+    st.text(st.characters(codec="utf-8"), max_size=12),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    pieces=st.lists(_piece, min_size=1, max_size=5),
+    digits=st.lists(st.text("0123456789", min_size=1, max_size=20), min_size=1, max_size=4),
+    method=st.sampled_from(["GET", "G\nET"]),
+    path=st.sampled_from(["/api/subscribe", "/a\x85b", "/kdb_" + "c" * 25]),
+)
+def test_a_long_polls_lines_made_from_their_shape_are_their_records_lines(
+    pieces: list[str], digits: list[str], method: str, path: str
+) -> None:
+    # A long poll's requests differ in the digits of their id= alone: each line after the
+    # first is made from the shape of the first, with its digits put in, and is its
+    # record's line all the same (also a query the shape is not for, or too long for it).
+    shapes = LineShapes()
+    formatter = TextLineFormatter()
+    query = "&".join(pieces)
+    for n, each in enumerate(digits):
+        asked = "&".join([*pieces, f"id=s1.{each}"]) if n % 2 else f"{query}&id={each}"
+        for text in (asked, query, asked * 20):
+            line = RequestLine(1.7e9 + n, method, path, text, "/r", 200, n / 7, "r1", "c", shapes)
+            assert line.text_line(formatter) == formatter.format(line.record())
 
 
 def test_request_lines_to_a_text_handler_are_written_as_their_records_would_be() -> None:
