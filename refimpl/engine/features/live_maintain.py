@@ -427,9 +427,12 @@ class Maintainer:
             if where is None:
                 return []
             return [(where[0], [where[1]], [table.partitions[where[0]][where[1]]])]
-        parts = list(table.partitions.keys())
         if hints.low_period is not None or hints.high_period is not None or hints.symbol:
             parts = parts_for_period_range(table, hints.low_period, hints.high_period, hints.symbol)
+        else:
+            # Every partition, by the sorted keys' own iterator (C): `keys()` is a view
+            # whose iteration is Python's, an opcode or two a partition.
+            parts = list(table.partitions)
         low, high = table.lead_range(hints.lead_low, hints.lead_high)
         listed = []
         for part in parts:
