@@ -8,8 +8,9 @@ them, and the last stream's part waits for every part before it.
 
 from __future__ import annotations
 
+import time
 from collections import Counter
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from refimpl.engine.rights import Principal, Right
 
@@ -18,6 +19,12 @@ if TYPE_CHECKING:
     from refimpl.engine.measures import LiveCounts
     from refimpl.engine.statements.context import StatementContext
     from refimpl.engine.storage.database import Database
+
+
+class Toucher(Protocol):
+    """What keeps subscriptions by when they were last asked (`SubscriptionManager`)."""
+
+    def touch(self, asked: list[tuple[Toucher, Subscription]], now: float) -> None: ...
 
 
 class PassReads:
@@ -39,15 +46,21 @@ class PassReads:
       (counts, database), counted for the measures (`LiveCounts.reran_many`) when the pass
       ends: `with PassReads() as reads:` around the making of its parts, before they are
       sent.
+    - `asked`: (manager, subscription) of each part made, whose subscription is marked
+      asked (the newest of its manager's, `SubscriptionManager.follow`) by `touch_asked`
+      once the parts are sent, in the order they were made, in one hold of each manager's
+      lock: the order a mark at each part leaves, a few milliseconds later, and the sends
+      of the parts after it do not wait for it.
     """
 
-    __slots__ = ("_counters", "_rights", "reruns", "answered")
+    __slots__ = ("_counters", "_rights", "reruns", "answered", "asked")
 
     def __init__(self) -> None:
         self._counters: dict[tuple[Database, str, Any], int] = {}
         self._rights: set[tuple[Principal, str, str, int]] = set()
         self.reruns: list[tuple[LiveCounts, str]] = []
         self.answered: list[tuple[LiveCounts, str]] = []
+        self.asked: list[tuple[Toucher, Subscription]] = []
 
     def __enter__(self) -> PassReads:
         return self
@@ -57,6 +70,14 @@ class PassReads:
         self.reruns, self.answered = [], []
         for (counts, database), count in runs.items():
             counts.reran_many(database, count, answered[counts, database])
+
+    def touch_asked(self) -> None:
+        """Mark the subscriptions of `asked` asked, once the pass's parts are sent."""
+        asked, self.asked = self.asked, []
+        if asked:
+            now = time.monotonic()
+            for manager in {manager for manager, _ in asked}:
+                manager.touch(asked, now)
 
     def counter(self, subscription: Subscription) -> int:
         """The revision counter `subscription`'s query reads (`Subscription.counter`)."""

@@ -45,7 +45,7 @@ from refimpl.engine.features.live_answers import (
 )
 from refimpl.engine.features.live_buckets import changed_buckets_rows
 from refimpl.engine.features.live_maintainers import Maintainers
-from refimpl.engine.features.live_pass import PassReads, authorize_read
+from refimpl.engine.features.live_pass import PassReads, Toucher, authorize_read
 from refimpl.engine.features.live_shape import ONE_TABLE, identity_positions, parse_subscription
 from refimpl.engine.features.live_wait import Budget, LiveWait
 from refimpl.engine.features.top_n import run_in_table_order, top_plan
@@ -147,6 +147,7 @@ class SubscriptionManager:
         checked: bool = False,
         wait: LiveWait | None = None,
         budget: Budget | None = None,
+        reads: PassReads | None = None,
     ) -> Reply | LiveWait:
         """What `ask` answers for `reply.id`, asked by the client `reply` was just made for
         (a stream's next wait): the same answer and the same check of the session's right
@@ -155,19 +156,25 @@ class SubscriptionManager:
         checked that right before it read the answer (no second check then: whatever the
         wait answers later is read after a check of its own). `wait`: the wait whose
         `attempt(keep=True)` made `reply`; it is the answer when it `goes_on` (no new wait
-        made and put on the wake board), else it has ended. `budget`: as `rerun`'s."""
+        made and put on the wake board), else it has ended. `budget`: as `rerun`'s.
+        `reads`: the pass it is made in, which marks the subscription asked once its parts
+        are sent (`PassReads.asked`); else it is marked now."""
         subscription = reply.subscription
         if not checked:
             session.authorize(Right.READ, subscription.table)
-        now = time.monotonic()
         # No sweep of idle subscriptions here (a stream's every change would pay for it):
         # every request of a client and every new subscription sweeps.
-        with self._lock:
+        if reads is None:
+            with self._lock:
+                kept = self._subscriptions.get(subscription.id) is subscription
+                if kept:
+                    self._touch(subscription, time.monotonic())
+        else:
+            # A dict's read is whole under another's write: a drop just after it is as
+            # one just after the lock's hold (the part made as the subscription's last).
             kept = self._subscriptions.get(subscription.id) is subscription
             if kept:
-                subscription.last_asked = now
-                self._subscriptions.move_to_end(subscription.id)
-                self._owned[subscription.owner].move_to_end(subscription.id)
+                reads.asked.append((self, subscription))
         step = None
         if kept and subscription.database is session.database:
             if wait is not None and wait.goes_on(reply):
@@ -277,9 +284,7 @@ class SubscriptionManager:
                 or (subscription.top is not None) != offsets
             ):
                 return None, 0
-            subscription.last_asked = now
-            self._subscriptions.move_to_end(name)
-            self._owned[subscription.owner].move_to_end(name)
+            self._touch(subscription, now)
         return subscription, int(version_text)
 
     def _sweep(self, now: float) -> None:
@@ -294,7 +299,25 @@ class SubscriptionManager:
                 return
             self._drop(oldest)
 
+    def touch(self, asked: list[tuple[Toucher, Subscription]], now: float) -> None:
+        """Mark the subscriptions `asked` of this manager asked at `now`, in their order,
+        those still kept (`PassReads.touch_asked`)."""
+        with self._lock:
+            kept, owned = self._subscriptions, self._owned
+            for manager, subscription in asked:
+                name = subscription.id
+                if manager is self and kept.get(name) is subscription:
+                    subscription.last_asked = now  # as `_touch`, in line: one a part
+                    kept.move_to_end(name)
+                    owned[subscription.owner].move_to_end(name)
+
     # The bookkeeping below runs under `_lock`.
+
+    def _touch(self, subscription: Subscription, now: float) -> None:
+        """Asked at `now`: the newest of the server's and of its owner's."""
+        subscription.last_asked = now
+        self._subscriptions.move_to_end(subscription.id)
+        self._owned[subscription.owner].move_to_end(subscription.id)
 
     def _add(self, subscription: Subscription) -> None:
         self._subscriptions[subscription.id] = subscription

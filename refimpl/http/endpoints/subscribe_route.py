@@ -254,6 +254,8 @@ class Woken:
                         hand_over()
                     except Exception:  # a stream's part handed over after its end: its own
                         log.warning("handing over a live query's answer failed", exc_info=True)
+                # The pass's bookkeeping that no part waits for, after every send.
+                self.reads.touch_asked()
         finally:
             with self._lock:
                 again = self._running = bool(self._woken)

@@ -256,7 +256,7 @@ class _LiveStream:
                 )
                 return self._end(reason)
             # A re-run's: its right was checked just now.
-            step = self._manager.follow(self._session, reply, True, wait, budget)
+            step = self._manager.follow(self._session, reply, True, wait, budget, batch.reads)
             outlet = parked.outlet if self._headed else None
             if step is wait and outlet is not None:
                 # Its event only, which the other streams that share the change end with.

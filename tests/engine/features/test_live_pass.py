@@ -156,3 +156,28 @@ def test_a_pass_counts_its_runs_again_when_it_ends(conn):
         with pytest.raises(KdbError):
             streams[2].attempt(True, None, reads)  # refused: a run again, no answer
     assert counted() == (before[0] + 6, before[1] + 5)
+
+
+def test_a_pass_marks_its_subscriptions_asked_once_sent_in_the_order_made(conn):
+    """A part's subscription is marked asked (the newest, for the bounds' eviction and the
+    idle sweep) when its pass's parts are sent, in the order the parts were made: as a mark
+    at each part leaves it; one dropped meanwhile is not put back."""
+    manager = conn.instance.subscriptions
+    waits = _streams(conn, [None, None, None])
+    subscriptions = [wait.subscription for wait in waits]
+    _trade(conn, 40, 1512)
+    reads = PassReads()
+    made = [waits[i].attempt(True, None, reads) for i in (2, 0, 1)]
+    for wait, reply in zip((waits[2], waits[0], waits[1]), made, strict=True):
+        assert reply is not None
+        assert manager.follow(conn.session(), reply, True, wait, None, reads) is wait
+    marked_before = [s.last_asked for s in subscriptions]
+    order_before = list(manager._subscriptions)  # not marked yet
+    assert order_before[-3:] == [s.id for s in subscriptions]
+    manager._drop(subscriptions[1])
+    reads.touch_asked()
+    assert list(manager._subscriptions)[-2:] == [subscriptions[2].id, subscriptions[0].id]
+    assert subscriptions[1].id not in manager._subscriptions
+    assert subscriptions[0].last_asked > marked_before[0]
+    assert subscriptions[1].last_asked == marked_before[1]
+    assert reads.asked == []  # marked once: nothing is left to mark
