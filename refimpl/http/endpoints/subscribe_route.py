@@ -346,8 +346,11 @@ class _Poll:
         reply: Reply | None = None
         failed: Answer | None = None
         try:
-            with self._budget():
-                reply = self._step.attempt()
+            # Within the budget: a query's run only (none when it takes the step another
+            # subscriber of its query ran), as a stream's part. The right to read and the
+            # counts are the pass's (`PassReads`); the revision counter it reads itself: a
+            # wake-up while it is queued is not kept apart, and must not be missed.
+            reply = self._step.attempt(False, self._budget, self._batch.reads)
         except Exception as error:  # noqa: BLE001 - a REVOKE, the timeout or a bug: its answer
             failed = to_response(error)
         with self._lock:

@@ -84,53 +84,57 @@ def test_a_pass_reads_the_counter_and_the_right_once(conn, monkeypatch):
     assert len({r.id for r in replies if r is not None}) == 3  # each its own subscription's
 
 
-def test_a_commit_between_two_parts_of_a_pass_is_in_the_later_one(conn):
+@pytest.mark.parametrize("keep", [True, False])  # a stream's part, a long poll's
+def test_a_commit_between_two_parts_of_a_pass_is_in_the_later_one(conn, keep):
     first, second = _streams(conn, [None, None])
     reads = PassReads()
     _trade(conn, 40, 1512)
-    earlier = first.attempt(True, None, reads)
+    earlier = first.attempt(keep, None, reads)
     assert earlier is not None and earlier.rows == [
         (1790244000000000, 1510.0, 1512.0, 1510.0, 1512.0)
     ]
     _trade(conn, 50, 1490)  # the pass read the counter before it
-    later = second.attempt(True, None, reads)
+    later = second.attempt(keep, None, reads)
     assert later is not None and later.rows == [(1790244000000000, 1510.0, 1512.0, 1490.0, 1490.0)]
 
 
+@pytest.mark.parametrize("keep", [True, False])
 @pytest.mark.parametrize("how", ["REVOKE SELECT ON trades FROM alice", "DROP USER alice"])
-def test_losing_the_right_between_two_parts_of_a_pass_ends_exactly_the_later_one(conn, how):
+def test_losing_the_right_between_two_parts_of_a_pass_ends_exactly_the_later_one(conn, how, keep):
     first, second, other = _streams(conn, ["alice", "alice", "bob"])
     reads = PassReads()
     _trade(conn, 40, 1512)
-    assert first.attempt(True, None, reads) is not None
+    assert first.attempt(keep, None, reads) is not None
     conn.execute(how)
     with pytest.raises(KdbError, match="alice"):
-        second.attempt(True, None, reads)
-    reply = other.attempt(True, None, reads)  # bob's right stands
+        second.attempt(keep, None, reads)
+    reply = other.attempt(keep, None, reads)  # bob's right stands
     assert reply is not None and reply.kind == "rows"
 
 
-def test_a_refusal_is_checked_again_at_each_part(conn):
+@pytest.mark.parametrize("keep", [True, False])  # a stream's part, a long poll's
+def test_a_refusal_is_checked_again_at_each_part(conn, keep):
     """A refused check is not kept: a GRANT within the pass lets the next part through."""
     first, second = _streams(conn, ["alice", "alice"])
     conn.execute("REVOKE SELECT ON trades FROM alice")
     reads = PassReads()
     _trade(conn, 40, 1512)
     with pytest.raises(KdbError, match="alice"):
-        first.attempt(True, None, reads)
+        first.attempt(keep, None, reads)
     conn.execute("GRANT SELECT ON trades TO alice")
-    reply = second.attempt(True, None, reads)
+    reply = second.attempt(keep, None, reads)
     assert reply is not None and reply.kind == "rows"
 
 
-def test_a_table_dropped_between_two_parts_of_a_pass_ends_the_later_one(conn):
+@pytest.mark.parametrize("keep", [True, False])  # a stream's part, a long poll's
+def test_a_table_dropped_between_two_parts_of_a_pass_ends_the_later_one(conn, keep):
     first, second = _streams(conn, [None, None])
     reads = PassReads()
     _trade(conn, 40, 1512)
-    assert first.attempt(True, None, reads) is not None
+    assert first.attempt(keep, None, reads) is not None
     conn.execute("DROP TABLE trades")
     with pytest.raises(KdbError, match="trades"):
-        second.attempt(True, None, reads)
+        second.attempt(keep, None, reads)
 
 
 def test_a_pass_counts_its_runs_again_when_it_ends(conn):
