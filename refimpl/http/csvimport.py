@@ -20,6 +20,11 @@ from refimpl.engine.storage import values
 from refimpl.errors import BadRequest, SqlError
 
 BATCH_ROWS = 5000  # rows converted and inserted at a time
+# Rows whose columns are converted by one C call each (`values.parse_texts`): a few C calls
+# over 256 rows hold the interpreter lock up to about 0.1 ms each, under the switch interval
+# an import runs with (`bulk.quick_switches`), where converting field by field costs Python
+# frames a field (about 4 us a row of four fields, against 1).
+CONVERT_ROWS = 256
 # Body read and decoded at a time. Its lines are split off in one C call, which no other
 # thread can interrupt: 256 KB took 0.2 to 0.6 ms, longer than the switch interval an
 # import runs with (`bulk.quick_switches`); 32 KB takes about 25 us, at the same CPU a row.
@@ -60,51 +65,87 @@ class CsvImport:
         return self._table_columns
 
     def batches(self, size: int = BATCH_ROWS) -> Iterator[list[tuple]]:
-        """The typed rows, `size` at a time; BadRequest at the first bad line."""
+        """The typed rows, `size` or a few more at a time; BadRequest at the first bad line."""
         columns = self._columns
         kinds = [column.type for column in columns]
         names = [column.name for column in columns]
         positions = self._positions
         width = len(self._table_columns)
-        # The header names every column in the table's order (most files): a row is its
-        # fields converted by one map in C, with no Python loop over them.
+        # The header names every column in the table's order (most files): rows are
+        # converted `CONVERT_ROWS` at a time, a column by a few C calls (`_convert`).
         in_order = positions == list(range(width))
         parse = values.parse_text
         batch: list[tuple] = []
-        while (fields := self._next_fields()) is not None:
+        fields_read: list[list[str]] = []  # in order, not converted yet
+        lines: list[int] = []  # the line each of them ended on
+        while True:
+            try:
+                fields = self._next_fields()
+                if fields is not None and fields and fields != [""] and len(fields) != len(names):
+                    raise BadRequest(
+                        f"CSV line {self._reader.line_num}: {len(fields)} field(s) where the"
+                        f" header names {len(columns)}"
+                    )
+            except BadRequest:
+                self._convert(fields_read, lines, kinds)  # a bad field before it comes first
+                raise
+            if fields is None:
+                break
             if not fields or fields == [""]:
                 continue  # a blank line, as at the end of many files
-            if len(fields) != len(columns):
-                raise BadRequest(
-                    f"CSV line {self._reader.line_num}: {len(fields)} field(s) where the"
-                    f" header names {len(columns)}"
-                )
-            try:
-                if in_order:
-                    batch.append(tuple(map(parse, fields, kinds, names)))
-                else:
-                    row: list[object] = [None] * width
+            if in_order:
+                fields_read.append(fields)
+                lines.append(self._reader.line_num)
+                if len(fields_read) >= CONVERT_ROWS:
+                    batch += self._convert(fields_read, lines, kinds)
+                    fields_read, lines = [], []
+            else:
+                row: list[object] = [None] * width
+                try:
                     for at, field, kind, name in zip(positions, fields, kinds, names, strict=True):
                         row[at] = parse(field, kind, name)
-                    batch.append(tuple(row))
-            except SqlError:
-                raise self._bad_field(fields) from None
+                except SqlError:
+                    raise self._bad_field(fields, self._reader.line_num) from None
+                batch.append(tuple(row))
             if len(batch) >= size:
                 yield batch
                 batch = []
+        batch += self._convert(fields_read, lines, kinds)
         if batch:
             yield batch
 
-    def _bad_field(self, fields: list[str]) -> BadRequest:
-        """The error of the row `fields` (just read) that a conversion refused: its first
-        bad field, found by converting them again one by one."""
+    def _convert(self, rows: list[list[str]], lines: list[int], kinds: list[str]) -> list[tuple]:
+        """`rows` (each a field per column, in the table's order) as typed rows: each column
+        by `values.parse_texts`, and the rows as `parse_text` makes them field by field when
+        one column is not for it (where the first bad field is found, named by its line)."""
+        if not rows:
+            return []
+        converted = []
+        for texts, kind in zip(zip(*rows, strict=True), kinds, strict=True):
+            column = values.parse_texts(texts, kind)
+            if column is None:
+                break
+            converted.append(column)
+        else:
+            return list(zip(*converted, strict=True))
+        parse = values.parse_text
+        names = [column.name for column in self._columns]
+        typed = []
+        for fields, line in zip(rows, lines, strict=True):
+            try:
+                typed.append(tuple(map(parse, fields, kinds, names)))
+            except SqlError:
+                raise self._bad_field(fields, line) from None
+        return typed
+
+    def _bad_field(self, fields: list[str], line: int) -> BadRequest:
+        """The error of the row `fields` (ended on `line`) that a conversion refused: its
+        first bad field, found by converting them again one by one."""
         for number, (column, field) in enumerate(zip(self._columns, fields, strict=True), start=1):
             try:
                 values.parse_text(field, column.type, column.name)
             except SqlError as exc:
-                return BadRequest(
-                    f"CSV line {self._reader.line_num}, column {number}: {exc.message}"
-                )
+                return BadRequest(f"CSV line {line}, column {number}: {exc.message}")
         raise AssertionError("a conversion refused a field, and then none")  # never: pure
 
     def _next_fields(self) -> list[str] | None:

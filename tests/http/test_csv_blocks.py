@@ -78,3 +78,33 @@ def test_a_bad_field_is_named_by_its_line_and_column(header: str) -> None:
     imported = csvimport.CsvImport(io.BytesIO(body.encode()), TABLE, "t")
     with pytest.raises(BadRequest, match=f"^CSV line 4, column {first_bad}: '{bad[wrong]}' "):
         [row for batch in imported.batches() for row in batch]
+
+
+@pytest.mark.parametrize("convert", [1, 2, 3, 256])
+def test_rows_and_the_first_error_do_not_depend_on_the_conversion_chunks(
+    convert: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rows are converted a chunk of `CONVERT_ROWS` at a time, a column by C calls or, when
+    one is not for them (a NULL, a text with spaces), field by field: the same rows; and of
+    a bad field and a later broken line in one chunk, the bad field is the error, named by
+    the line it ends on (it is quoted over two lines)."""
+    lines = [
+        "id,price,at",
+        "1,1.5,2023-11-14T22:13:20Z",
+        '2,,"2023-11-14T22:13:21Z"',
+        "3,2.5, 2023-11-14T22:13:22Z",
+        "4,3.5,2023-11-14T22:13:23.5Z",
+    ]
+    expected = [
+        (1, 1.5, 1_700_000_000_000_000),
+        (2, None, 1_700_000_001_000_000),
+        (3, 2.5, 1_700_000_002_000_000),
+        (4, 3.5, 1_700_000_003_500_000),
+    ]
+    monkeypatch.setattr(csvimport, "CONVERT_ROWS", convert)
+    imported = csvimport.CsvImport(io.BytesIO("\n".join(lines).encode()), TABLE, "t")
+    assert [row for batch in imported.batches(size=2) for row in batch] == expected
+    broken = [*lines[:2], '5,"4.\n5",2023-11-14T22:13:24Z', "6,cheap,2023-11-14T22:13:25Z", "7,1"]
+    imported = csvimport.CsvImport(io.BytesIO("\n".join(broken).encode()), TABLE, "t")
+    with pytest.raises(BadRequest, match="^CSV line 4, column 2: '4.\\\\n5' "):
+        [row for batch in imported.batches() for row in batch]
