@@ -42,10 +42,9 @@ class PassReads:
       version`: every change of users, tokens or grants moves it, a REVOKE's before its
       answer), so a REVOKE or DROP ends every part made after it. A refusal is not kept:
       each part refused is refused by a check of its own.
-    - `reruns` and `answered`: each run again of the pass, and each that answered rows, as
-      (counts, database), counted for the measures (`LiveCounts.reran_many`) when the pass
-      ends: `with PassReads() as reads:` around the making of its parts, before they are
-      sent.
+    - `reruns`: each run again of the pass, as (counts, database, whether it answered
+      rows), counted for the measures (`LiveCounts.reran_many`) when the pass ends: `with
+      PassReads() as reads:` around the making of its parts, before they are sent.
     - `asked`: (manager, subscription) of each part made, whose subscription is marked
       asked (the newest of its manager's, `SubscriptionManager.follow`) by `touch_asked`
       once the parts are sent, in the order they were made, in one hold of each manager's
@@ -53,23 +52,21 @@ class PassReads:
       of the parts after it do not wait for it.
     """
 
-    __slots__ = ("_counters", "_rights", "reruns", "answered", "asked")
+    __slots__ = ("_counters", "_rights", "reruns", "asked")
 
     def __init__(self) -> None:
         self._counters: dict[tuple[Database, str, Any], int] = {}
         self._rights: set[tuple[Principal, str, str, int]] = set()
-        self.reruns: list[tuple[LiveCounts, str]] = []
-        self.answered: list[tuple[LiveCounts, str]] = []
+        self.reruns: list[tuple[LiveCounts, str, bool]] = []
         self.asked: list[tuple[Toucher, Subscription]] = []
 
     def __enter__(self) -> PassReads:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        runs, answered = Counter(self.reruns), Counter(self.answered)  # (counted in C)
-        self.reruns, self.answered = [], []
-        for (counts, database), count in runs.items():
-            counts.reran_many(database, count, answered[counts, database])
+        runs, self.reruns = Counter(self.reruns), []  # (counted in C)
+        for (counts, database, answered), count in runs.items():
+            counts.reran_many(database, count, count if answered else 0)
 
     def touch_asked(self) -> None:
         """Mark the subscriptions of `asked` asked, once the pass's parts are sent."""

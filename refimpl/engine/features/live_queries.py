@@ -532,7 +532,10 @@ class SubscriptionManager:
                     and database.applied_lsn == taken[0].position
                 ):
                     answer, change, floor = taken
-                    authorize_read(session, subscription.table, reads)
+                    if reads is None:
+                        session.authorize(Right.READ, subscription.table)
+                    else:  # (`authorize_read`'s, without its call)
+                        reads.authorize_read(session, subscription.table)
                     subscription.token = answer.token
                     subscription.position = answer.position
                     subscription.rowid_floor = floor
@@ -559,10 +562,7 @@ class SubscriptionManager:
                 if reads is None:
                     self.counts.reran(database.name, answered)
                 else:  # with the others of the pass, at its end
-                    counted = (self.counts, database.name)
-                    reads.reruns.append(counted)
-                    if answered:
-                        reads.answered.append(counted)
+                    reads.reruns.append((self.counts, database.name, answered))
 
     def _next_answer(
         self,
