@@ -24,13 +24,16 @@ class RouteMemo:
     """The route, method and parameters a request was dispatched to, and where its id's
     value is in its query string; `route` is None until `note`."""
 
-    __slots__ = ("route", "method", "args", "id_at", "id_tail")
+    __slots__ = ("route", "method", "args", "id_at", "id_tail", "kept")
 
     def __init__(self) -> None:
         self.route: Route | None = None
         self.method = ""
         self.args: dict[str, str] = {}
         self.id_at = self.id_tail = 0
+        # The route's own: what it made of `args` (all but `id`) at a request noted here,
+        # kept for the repeats, whose other parameters are those (None: nothing kept).
+        self.kept: object = None
 
     def note(self, route: Route, method: str, args: dict[str, str], query: str) -> None:
         """Keep what the request of `query` was dispatched to, once every check of its head

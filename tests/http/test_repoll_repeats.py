@@ -23,14 +23,20 @@ def json_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         yield running
 
 
+QUERY = "SUBSCRIBE SELECT id, v FROM t ORDER BY id"
+
+
 class Poller:
     """One keep-alive connection sending the same head each time but its id."""
 
-    def __init__(self, server: Server, db: str, token: str) -> None:
+    def __init__(
+        self, server: Server, db: str, token: str, query: str = QUERY, extra: str = ""
+    ) -> None:
         host, port = server.url.removeprefix("http://").split(":")
         self.sock = socket.create_connection((host, int(port)), timeout=30)
-        self.query = quote("SUBSCRIBE SELECT id, v FROM t ORDER BY id")
+        self.query = quote(query)
         self.db, self.token, self.host = db, token, f"{host}:{port}"
+        self.extra = extra  # more of the query string, after the wait
         self.buffer = b""
 
     def ask(self, ident: str, wait: int = 0) -> tuple[int, dict[str, str], str]:
@@ -40,7 +46,7 @@ class Poller:
     def send(self, ident: str, wait: int) -> None:
         self.sock.sendall(
             f"GET /api/subscribe?db={self.db}&query={self.query}&id={ident}&wait={wait}"
-            f" HTTP/1.1\r\nHost: {self.host}\r\nAuthorization: Bearer {self.token}\r\n"
+            f"{self.extra} HTTP/1.1\r\nHost: {self.host}\r\nAuthorization: Bearer {self.token}\r\n"
             "Content-Length: 0\r\n\r\n".encode()
         )
 
@@ -88,12 +94,8 @@ def _database(server: Server) -> tuple[str, str, str]:
     return db, user, server.rows(f"CREATE TOKEN FOR {user}", db)[0][0]
 
 
-def _snapshot(server: Server, db: str, token: str) -> str:
-    response = server.get(
-        "/api/subscribe",
-        params={"db": db, "query": "SUBSCRIBE SELECT id, v FROM t ORDER BY id"},
-        token=token,
-    )
+def _snapshot(server: Server, db: str, token: str, query: str = QUERY, **more: str) -> str:
+    response = server.get("/api/subscribe", params={"db": db, "query": query, **more}, token=token)
     assert response.status_code == 200, response.text
     return _event(response.text)[0]
 
@@ -157,5 +159,33 @@ def test_a_repeated_poll_is_checked_again(json_server: Server, change: str) -> N
         # not told): 403.
         assert status == (401 if change.startswith("DROP T") or change == "DROP USER" else 403)
         assert "error" in json.loads(body)
+    finally:
+        poller.close()
+
+
+def test_a_repeated_polls_parameters_are_its_first_requests(json_server: Server) -> None:
+    # The route keeps what it made of a poll's parameters for its repeats: offsets=true at
+    # each of them (every answer has its moves), a wrong one refused at each of them.
+    server = json_server
+    db, _, token = _database(server)
+    query = "SUBSCRIBE SELECT id, v FROM t ORDER BY v DESC LIMIT 3"
+    ident = _snapshot(server, db, token, query, offsets="true")
+    poller = Poller(server, db, token, query, "&offsets=true")
+    try:
+        for n in range(2, 5):
+            server.sql(f"INSERT INTO t VALUES ({n}, {n * 10})", db)
+            status, _, body = poller.ask(ident)
+            new, kind, data = _event(body)
+            assert (status, kind) == (200, "rows"), body
+            # The new row, the largest v, comes first.
+            assert {"old_offset": None, "new_offset": 0, "row": [n, n * 10]} in data["moves"]
+            ident = new
+    finally:
+        poller.close()
+    poller = Poller(server, db, token, query, "&offsets=maybe")
+    try:
+        for _ in range(3):
+            status, _, body = poller.ask(ident)
+            assert status == 400 and "offsets" in json.loads(body)["error"], body
     finally:
         poller.close()

@@ -35,6 +35,7 @@ from refimpl.http.endpoints.change_encoding import RETRY_MS
 from refimpl.http.endpoints.changes_route import DEFAULT_WAIT_SSE_MS, MAX_WAIT_MS
 from refimpl.http.endpoints.feed_args import flag
 from refimpl.http.error_answers import to_response
+from refimpl.http.route_memo import MEMO_KEY, RouteMemo
 from refimpl.waiting.owners import Budget
 from refimpl.waiting.parked import Kind, Parked
 from refimpl.waiting.places import place_owner
@@ -382,11 +383,36 @@ def _respond(reply: Reply) -> Answer:
     return Answer(encode_reply(reply), 200, "text/event-stream; charset=utf-8", SSE_HEADERS)
 
 
+class _Asked(NamedTuple):
+    """A request's parameters but its id, checked."""
+
+    text: str  # the query
+    wait_ms: int
+    offsets: bool
+
+
+def _asked(ctx: Context) -> _Asked:
+    """The request's parameters but its id; a 400 for a wrong one. A long poll's repeat
+    (`route_memo`: its first request's parameters, another id) takes what its first request
+    made of them."""
+    memo: RouteMemo | None = ctx.environ.get(MEMO_KEY)
+    if memo is not None:
+        kept = memo.kept
+        if type(kept) is _Asked:
+            return kept
+    asked = _Asked(
+        ctx.require("query"),
+        min(ctx.whole("wait", DEFAULT_WAIT_SSE_MS) or 0, MAX_WAIT_MS),
+        flag(ctx, "offsets"),
+    )
+    if memo is not None and memo.route is not None:  # noted: its repeats come with these
+        memo.kept = asked
+    return asked
+
+
 def subscribe_route(ctx: Context) -> Answer | Parked[Answer]:
-    text = ctx.require("query")
+    text, wait_ms, offsets = _asked(ctx)
     asked = ctx.args.get("id") or ctx.request.headers.get("Last-Event-ID") or None
-    wait_ms = min(ctx.whole("wait", DEFAULT_WAIT_SSE_MS) or 0, MAX_WAIT_MS)
-    offsets = flag(ctx, "offsets")
     app = ctx.app
     # The session lives as long as the request waits: the waiting room runs the query
     # again with it when a commit touches what it reads.
