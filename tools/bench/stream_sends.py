@@ -12,30 +12,41 @@ wakes its process, so it does not shrink with fewer bytes. Medians of `--rounds`
 the thread's CPU time (`time.thread_time`).
 
 With `--sendfile`, also the same part written once into a memory file (`os.memfd_create`) and
-sent to each socket from there by `os.sendfile`: the kernel then hands each socket references
-to the file's pages instead of copying the bytes into it, which is what a round that carries
-many commits (a part of 100 KB and more) spends most of its system time on (`_copy_from_iter`
-in `perf`). The sockets are non-blocking for it, as a server's would have to be.
+sent to each socket from there by `os.sendfile`, as the server sends a large shared part
+(`refimpl.http.serving.part_files`): the kernel then hands each socket references to the
+file's pages instead of copying the bytes into it, which is what a round that carries many
+commits (a part of 100 KB and more) spends most of its system time on (`_copy_from_iter` in
+`perf`). The two sends take turns, round by round (which goes first alternates), each round
+after every socket's queue is empty (its reader took everything: `TIOCOUTQ`), with this
+process on the first CPU and the reader on the others, as the stream bench pins the server
+and its readers; a row also says which share of the bytes the sockets took (1.00: all, so
+that both sends did the same work).
 
     python tools/bench/stream_sends.py                       # 200 B (an event) and 36 KB
     python tools/bench/stream_sends.py --size 200 --streams 1000
     python tools/bench/stream_sends.py --size 200 --size 36000 --size 250000 --sendfile
+    python tools/bench/stream_sends.py --sendfile --size 32768 --size 49152 --size 65536 \
+        --size 131072 --size 196608 --size 262144        # part_files.ZERO_COPY_BYTES's rows
 """
 
 from __future__ import annotations
 
 import argparse
+import fcntl
 import os
 import selectors
 import socket
 import statistics
+import struct
+import termios
 import threading
 import time
 from collections.abc import Callable
 
 
-def _reader(port: int, streams: int) -> None:
+def _reader(port: int, streams: int, cpus: set[int]) -> None:
     """The forked reader: connects `streams` sockets and reads whatever comes until EOF."""
+    os.sched_setaffinity(0, cpus)
     selector = selectors.DefaultSelector()
     for _ in range(streams):
         sock = socket.create_connection(("127.0.0.1", port))
@@ -43,10 +54,10 @@ def _reader(port: int, streams: int) -> None:
         selector.register(sock, selectors.EVENT_READ)
     while True:
         for key, _ in selector.select(5):
-            sock = key.fileobj
-            assert isinstance(sock, socket.socket)
+            ready = key.fileobj
+            assert isinstance(ready, socket.socket)
             try:
-                data = sock.recv(1 << 20)
+                data = ready.recv(1 << 20)
             except BlockingIOError:
                 continue
             if not data:
@@ -58,56 +69,80 @@ def measure(streams: int, sizes: list[int], rounds: int, sendfile: bool) -> list
     server.bind(("127.0.0.1", 0))
     server.listen(streams + 16)
     port = server.getsockname()[1]
+    cpus = sorted(os.sched_getaffinity(0))
     child = os.fork()
     if child == 0:
-        _reader(port, streams)
+        _reader(port, streams, set(cpus[1:]) or set(cpus))
+    os.sched_setaffinity(0, {cpus[0]})
     connections = [server.accept()[0] for _ in range(streams)]
     for connection in connections:
         connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         connection.setblocking(False)  # sendfile() has no MSG_DONTWAIT
     lock = threading.Lock()
     rows = []
+
+    def queued() -> bool:
+        """Whether a socket has bytes its reader did not take yet."""
+        empty = b"\0\0\0\0"
+        return any(
+            struct.unpack("i", fcntl.ioctl(c.fileno(), termios.TIOCOUTQ, empty))[0]
+            for c in connections
+        )
+
     for size in sizes:
         data = b"x" * size
 
-        def sends(data: bytes = data) -> None:
+        def sends(data: bytes = data) -> int:
+            taken = 0
             for connection in connections:
                 with lock:
-                    connection.send(data, socket.MSG_DONTWAIT)
+                    try:
+                        taken += connection.send(data, socket.MSG_DONTWAIT)
+                    except BlockingIOError:
+                        pass
+            return taken
 
-        def sendfiles(data: bytes = data) -> None:
+        def sendfiles(data: bytes = data) -> int:
             # A new file for each part: a page still referenced by a socket's queue must not
             # change, so a part is never written over.
+            taken = 0
             part = os.memfd_create("part")
             try:
                 os.write(part, data)
                 for connection in connections:
                     with lock:
                         try:
-                            os.sendfile(connection.fileno(), part, 0, len(data))
+                            taken += os.sendfile(connection.fileno(), part, 0, len(data))
                         except BlockingIOError:
                             pass
             finally:
                 os.close(part)
+            return taken
 
-        def loop_alone() -> None:
+        def loop_alone() -> int:
             for connection in connections:
                 with lock:
                     connection.fileno()
+            return 0
 
-        def median_us(work: Callable[[], None]) -> float:
-            costs = []
-            for _ in range(rounds):
+        works = [sends, loop_alone, *([sendfiles] if sendfile else [])]
+        costs: dict[Callable[[], int], list[float]] = {work: [] for work in works}
+        taken = {work: 1.0 for work in works}
+        for n in range(rounds):
+            for work in works if n % 2 else works[::-1]:
+                while queued():
+                    time.sleep(0.01)  # the reader drains what was sent
                 started = time.thread_time()
-                work()
-                costs.append(time.thread_time() - started)
-                time.sleep(0.05)  # the reader drains what was sent
-            return statistics.median(costs) / streams * 1e6
-
-        with_send, alone = median_us(sends), median_us(loop_alone)
+                took = work()
+                costs[work].append(time.thread_time() - started)
+                if work is not loop_alone:
+                    taken[work] = min(taken[work], took / (size * streams))
+        with_send, alone = (statistics.median(costs[w]) / streams * 1e6 for w in works[:2])
         row = [f"{size}", f"{with_send:.2f}", f"{alone:.2f}", f"{with_send - alone:.2f}"]
         if sendfile:
-            row.append(f"{median_us(sendfiles):.2f}")
+            by_file = statistics.median(costs[sendfiles]) / streams * 1e6
+            row += [f"{by_file:.2f}", f"{by_file / with_send:.2f}"]
+        row.append("/".join(f"{taken[w]:.2f}" for w in works if w is not loop_alone))
         rows.append(row)
     for connection in connections:
         connection.close()
@@ -123,7 +158,8 @@ def main() -> None:
     parser.add_argument(
         "--sendfile",
         action="store_true",
-        help="also each part from a memory file by sendfile() (us/stream, the loop included)",
+        help="also each part from a memory file by sendfile() (us/stream, the loop included;"
+        " ratio: over send()'s)",
     )
     options = parser.parse_args()
     load = os.getloadavg()[0]
@@ -131,11 +167,11 @@ def main() -> None:
     print(
         f"{options.streams} loopback sockets, medians of {options.rounds} rounds, load {load:.1f}"
     )
-    extra = f" {'sendfile':>9}" if options.sendfile else ""
-    print(f"{'bytes':>8} {'us/stream':>10} {'loop alone':>11} {'the send':>9}{extra}")
+    extra = f" {'sendfile':>9} {'ratio':>6}" if options.sendfile else ""
+    print(f"{'bytes':>8} {'us/stream':>10} {'loop alone':>11} {'the send':>9}{extra} {'taken':>9}")
     for row in rows:
-        extra = f" {row[4]:>9}" if options.sendfile else ""
-        print(f"{row[0]:>8} {row[1]:>10} {row[2]:>11} {row[3]:>9}{extra}")
+        extra = f" {row[4]:>9} {row[5]:>6}" if options.sendfile else ""
+        print(f"{row[0]:>8} {row[1]:>10} {row[2]:>11} {row[3]:>9}{extra} {row[-1]:>9}")
 
 
 if __name__ == "__main__":

@@ -66,6 +66,21 @@ def timed_deliver(self, handler, answer):
         handler.noted = None
     return deliver(self, handler, answer)
 server.PooledWSGIServer._deliver = timed_deliver
+acknowledge = getattr(server.PooledWSGIServer, "_acknowledge", None)
+def timed_acknowledge(self, handler, prepared, data, answer):
+    noted = getattr(handler, "noted", None)
+    if noted is not None:
+        writes.append((*noted, time.monotonic()))
+        handler.noted = None
+    return acknowledge(self, handler, prepared, data, answer)
+if acknowledge is not None:  # a write's answer made before its flush (since 2eb6c7f)
+    server.PooledWSGIServer._acknowledge = timed_acknowledge
+parts = []  # (when, bytes) of each part many streams share
+send_shared = server.PooledWSGIServer._send_shared
+def noted_send_shared(self, outlets, answer, on_backlog):
+    parts.append((time.monotonic(), len(answer.body)))
+    return send_shared(self, outlets, answer, on_backlog)
+server.PooledWSGIServer._send_shared = noted_send_shared
 from refimpl.http.endpoints import stream_route
 backlogged, alone = [], []
 on_backlog = stream_route._Sender.backlogged
@@ -86,7 +101,7 @@ finally:
     with open(out, "w") as file:
         json.dump({"commits": commits, "durable": durable, "rounds": rounds,
                    "writes": writes, "threads": names, "backlogged": backlogged,
-                   "alone": alone}, file)
+                   "alone": alone, "parts": parts}, file)
 sys.exit(status)
 """
 
@@ -134,6 +149,13 @@ def server_timing(noted: dict[str, Any], window: list[float], streams: int) -> l
         ["round CPU ms p50 (wall ms p50)", f"{cpu['p50']:.1f} ({wall['p50']:.1f})"],
         ["round CPU us per stream p50", f"{per_stream['p50']:.1f}"],
     ]
+
+
+def _part_kb(sizes: list[int]) -> str:
+    """The median and largest of `sizes` (bytes) in KB, or 'none'."""
+    if not sizes:
+        return "none"
+    return f"{harness.summary([s / 1024 for s in sizes])['p50']:.0f}, {max(sizes) / 1024:.0f}"
 
 
 def _thread_kind(name: str) -> str:
@@ -200,6 +222,8 @@ def throughput_timing(noted: dict[str, Any], phase: dict[str, Any], streams: int
         "rounds: gap after one / its CPU p50; commits a round carries p50":
             f"{harness.summary(gaps)['p50']:.1f};"
             f" {harness.summary([float(c) for c in carried])['p50']:.0f}",
+        "shared parts: KB p50, max":
+            _part_kb([p[1] for p in noted.get("parts", []) if began <= p[0] <= ended]),
         "streams backlogged; takes alone":
             f"{sum(began <= t <= ended for t in noted['backlogged'])};"
             f" {sum(began <= t <= ended for t in noted['alone'])}",
