@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import http.client
+import socket
 import threading
 from pathlib import Path
 
 import pytest
 
 from refimpl.engine.access import ADMIN
+from refimpl.engine.files import FileOps
 from refimpl.engine.instance import Instance
 from refimpl.engine.tracking.signals import CommitSignal
 from refimpl.errors import WritesStopped
@@ -18,7 +20,7 @@ from refimpl.http.error_answers import to_response
 from refimpl.waiting.acknowledgements import acknowledge_when_durable
 from refimpl.waiting.flusher import Flusher
 from refimpl.waiting.room import WaitingRoom
-from tests.http.conftest import pooled_server
+from tests.http.conftest import eventually, pooled_server
 from tests.observed_fsyncs import ObservedFsyncs
 
 
@@ -164,3 +166,75 @@ def test_no_exec_answer_leaves_before_its_record_is_on_disk(
         for answers in statuses.values():  # once refused, never acknowledged again
             refused = answers.index(503) if 503 in answers else len(answers)
             assert 200 not in answers[refused:]
+
+
+class HeldFsyncs(FileOps):
+    """A log's files whose fsyncs wait, once `held` is cleared, until it is set again."""
+
+    def __init__(self) -> None:
+        self.held = threading.Event()
+        self.held.set()
+
+    def fsync(self, fd: int) -> None:
+        assert self.held.wait(30)
+        super().fsync(fd)
+
+
+def _answer_of(conn: socket.socket, buffered: bytearray) -> tuple[bytes, bytes]:
+    """The next answer's status line and body; bytes after it stay in `buffered`."""
+    while b"\r\n\r\n" not in buffered:
+        buffered += conn.recv(65536)
+    end = buffered.index(b"\r\n\r\n")
+    head = bytes(buffered[:end])
+    length = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
+    while len(buffered) < end + 4 + length:
+        buffered += conn.recv(65536)
+    body = bytes(buffered[end + 4 : end + 4 + length])
+    del buffered[: end + 4 + length]
+    return head.split(b"\r\n")[0], body
+
+
+def test_what_a_client_does_while_its_acknowledgement_waits_comes_after_it(
+    tmp_path: Path,
+) -> None:
+    # A connection is armed for its next request while its write's acknowledgement waits
+    # for the flush: a request sent meanwhile (pipelined) is answered after the
+    # acknowledgement, in order, and a client that hangs up meanwhile leaves the others
+    # served.
+    files = HeldFsyncs()
+    instance = Instance.open(tmp_path, files=files)
+    token = instance.access.ensure_admin()
+    assert token is not None
+    instance.session("demo", ADMIN).execute("CREATE TABLE t (id BIGINT PRIMARY KEY)")
+    app = App(instance, AppOptions(threads=4))
+
+    def request(sql: str) -> bytes:
+        head = f"POST /exec HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\n"
+        return f"{head}Content-Length: {len(sql)}\r\n\r\n{sql}".encode()
+
+    try:
+        with pooled_server(app) as server:
+            address = ("127.0.0.1", server.server_address[1])
+            files.held.clear()
+            leaving = socket.create_connection(address)
+            leaving.sendall(request("INSERT INTO t VALUES (2)"))
+            staying = socket.create_connection(address, timeout=30)
+            staying.sendall(request("INSERT INTO t VALUES (1)"))
+            assert eventually(lambda: app.waiting_room.parked_count() == 2)
+            leaving.close()
+            staying.sendall(request("SELECT count(*) AS n FROM t"))
+            # Both registrations, armed while parked, fire: the one for the hang-up, the
+            # other for the request sent behind the acknowledgement.
+            assert eventually(lambda: all(c.armed == 0 for c in server._connections.values()))
+            files.held.set()
+            buffered = bytearray()
+            status, body = _answer_of(staying, buffered)
+            assert status == b"HTTP/1.1 200 OK" and b"INSERT" in body
+            status, body = _answer_of(staying, buffered)
+            assert status == b"HTTP/1.1 200 OK" and b'"dataset":[[2]]' in body
+            staying.sendall(request("SELECT count(*) AS n FROM t"))
+            assert b'"dataset":[[2]]' in _answer_of(staying, buffered)[1]
+            staying.close()
+    finally:
+        app.begin_shutdown()
+        instance.close()
