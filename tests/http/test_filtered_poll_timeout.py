@@ -203,3 +203,21 @@ def test_a_live_query_over_the_timeout_answers_400_though_its_wait_ends_first(
     assert again.status_code == 200, again.text
     assert time.monotonic() - started >= 0.3
     assert "event: rows" not in again.text and f"id: {ident}" in again.text
+
+
+def test_the_query_a_live_querys_request_runs_itself_is_within_the_timeout(
+    server: Server, hostile: str
+) -> None:
+    """The one query a live query's request may run itself is within the statement timeout:
+    a snapshot, and the re-run of a request whose id a commit has passed already."""
+    server.sql("CREATE TABLE memos (id INT PRIMARY KEY, body STRING)")
+    query = f"SUBSCRIBE SELECT id FROM memos WHERE {WHERE}"
+    params = {"db": "demo", "query": query}
+    first = server.get("/api/subscribe", params=params, token=hostile)
+    assert first.status_code == 200, first.text  # no rows yet: at once
+    ident = dict(line.split(": ", 1) for line in first.text.splitlines() if ": " in line)["id"]
+    rows = ", ".join(f"({n}, '{TEXT}')" for n in range(1, ROWS + 1))
+    server.sql(f"INSERT INTO memos VALUES {rows}")
+    for more in ({"id": ident, "wait": "0"}, {"id": ident, "wait": "5000"}, {}):
+        answer = server.get("/api/subscribe", params={**params, **more}, token=hostile, timeout=120)
+        _refused_with_the_timeout({"answer": answer})

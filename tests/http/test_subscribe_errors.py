@@ -87,7 +87,7 @@ def test_a_wait_whose_first_attempt_fails_leaves_no_place_taken(
         first = ask(wait="0")
         ident = next(line for line in first.split(b"\n") if line.startswith(b"id: "))[4:]
 
-        def refused(self: LiveWait) -> None:
+        def refused(self: LiveWait, *_: object) -> None:
             raise Forbidden("the right to read 't' was revoked")
 
         monkeypatch.setattr(LiveWait, "attempt", refused)

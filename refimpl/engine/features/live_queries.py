@@ -104,8 +104,7 @@ class SubscriptionManager:
         self._kept_rows: dict[str | None, int] = {}
         self._closed = False
         self._shared = SharedResults()
-        # Answers and changes are shared only among the subscribers one commit wakes, who
-        # ask within moments of each other: a few kept suffice, and hold little memory.
+        # Shared only among the subscribers one commit wakes (within moments): a few kept.
         self._answers = SharedResults(size=64)
         # The last step of each shared query from each answer (`_next_answer`): written
         # under `_steps_lock`, read without it (a dict's read is whole under a write).
@@ -122,11 +121,17 @@ class SubscriptionManager:
         return len(self._subscriptions)
 
     def ask(
-        self, session: StatementContext, text: str, asked_id: str | None, offsets: bool = False
+        self,
+        session: StatementContext,
+        text: str,
+        asked_id: str | None,
+        offsets: bool = False,
+        budget: Budget | None = None,
     ) -> Reply | LiveWait:
         """Answer one request of a client (see the module docstring) now, or say how it
         waits for a commit that changes its answer (`LiveWait`). `offsets`: answers carry
-        moves (`top_n`); a query it does not fit is a BadRequest quoting the rule."""
+        moves (`top_n`); a query it does not fit is a BadRequest quoting the rule. `budget`:
+        a snapshot's run, when one is due, is within it (as `rerun`'s)."""
         select: ast.Select = self._parsed.get(text, lambda: parse_subscription(text))
         # Rights at every request, before anything kept is looked at: an older version's
         # difference is answered from memory, and a REVOKE must end that at once.
@@ -135,10 +140,11 @@ class SubscriptionManager:
         if table_name.lower() in session.database.views:
             raise NotAllowed(f"{ONE_TABLE}; '{table_name}' is a view: subscribe to its tables")
         subscription, version = self._find(session, text, asked_id, offsets)
-        if subscription is None:
+        step = None if subscription is None else self._step(session, subscription, version)
+        if step is not None:
+            return step
+        with (budget or nullcontext)():
             return self._snapshot(session, text, select, offsets)
-        step = self._step(session, subscription, version)
-        return self._snapshot(session, text, select, offsets) if step is None else step
 
     def follow(
         self,
@@ -162,8 +168,7 @@ class SubscriptionManager:
         subscription = reply.subscription
         if not checked:
             session.authorize(Right.READ, subscription.table)
-        # No sweep of idle subscriptions here (a stream's every change would pay for it):
-        # every request of a client and every new subscription sweeps.
+        # No sweep here (a stream's every change would pay for it): `ask` and snapshots do.
         if reads is None:
             with self._lock:
                 kept = self._subscriptions.get(subscription.id) is subscription

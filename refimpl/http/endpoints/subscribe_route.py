@@ -425,24 +425,23 @@ def subscribe_route(ctx: Context) -> Answer | Parked[Answer]:
     step: Reply | LiveWait | None = None
     reply: Reply | None
     try:
-        # One budget for the request's own work: the ask runs a query (a snapshot, or a
-        # difference from memory) only when it answers at once, the attempt only after an
-        # ask that did not.
-        with budget():
-            step = app.instance.subscriptions.ask(session, text, asked, offsets)
-            if isinstance(step, Reply):
-                reply = step
-            elif wait_ms <= 0 or not places.take(owner):
-                reply = step.attempt() or step.expire()
-            else:
-                # Every re-run is work of the client's choosing (a window's sort, a WHERE,
-                # the changed buckets' rows, a maintained answer's update): on its owner's
-                # share of the room's pool, within the statement timeout, never on the
-                # room's thread.
-                poll = _Poll(step, woken(room, owner), budget)
-                step.watch(poll)
-                # A commit between the read and the watch is not missed.
-                reply = step.attempt()
+        # The request's own work runs at most one query, within the budget entered for it
+        # alone: the ask's snapshot when it answers at once, else the attempt's re-run (a
+        # re-poll that waits, most of them, runs none).
+        step = app.instance.subscriptions.ask(session, text, asked, offsets, budget)
+        if isinstance(step, Reply):
+            reply = step
+        elif wait_ms <= 0 or not places.take(owner):
+            reply = step.attempt(False, budget) or step.expire()
+        else:
+            # Every re-run is work of the client's choosing (a window's sort, a WHERE,
+            # the changed buckets' rows, a maintained answer's update): on its owner's
+            # share of the room's pool, within the statement timeout, never on the
+            # room's thread.
+            poll = _Poll(step, woken(room, owner), budget)
+            step.watch(poll)
+            # A commit between the read and the watch is not missed.
+            reply = step.attempt(False, budget)
     except BaseException:
         if poll is not None:  # a REVOKE or the timeout in the attempt: no wait is left
             assert isinstance(step, LiveWait)
