@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import codecs
 import csv
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from itertools import chain, islice, repeat
+from operator import add
 from typing import IO
 
 from refimpl.engine.result import Column
@@ -66,68 +68,83 @@ class CsvImport:
 
     def batches(self, size: int = BATCH_ROWS) -> Iterator[list[tuple]]:
         """The typed rows, `size` or a few more at a time; BadRequest at the first bad line."""
-        columns = self._columns
-        kinds = [column.type for column in columns]
-        names = [column.name for column in columns]
-        positions = self._positions
-        width = len(self._table_columns)
-        # The header names every column in the table's order (most files): rows are
-        # converted `CONVERT_ROWS` at a time, a column by a few C calls (`_convert`).
-        in_order = positions == list(range(width))
-        parse = values.parse_text
+        kinds = [column.type for column in self._columns]
+        # The header names every column in the table's order (most files): a chunk of rows
+        # with a field for each column is converted a column by a few C calls (`_columns_of`).
+        in_order = self._positions == list(range(len(self._table_columns)))
+        width = len(kinds)
+        reader = self._reader
         batch: list[tuple] = []
-        fields_read: list[list[str]] = []  # in order, not converted yet
-        lines: list[int] = []  # the line each of them ended on
         while True:
+            before = reader.line_num  # the line before the chunk's first
+            chunk: list[list[str]] = []
             try:
-                fields = self._next_fields()
-                if fields is not None and fields and fields != [""] and len(fields) != len(names):
-                    raise BadRequest(
-                        f"CSV line {self._reader.line_num}: {len(fields)} field(s) where the"
-                        f" header names {len(columns)}"
-                    )
-            except BadRequest:
-                self._convert(fields_read, lines, kinds)  # a bad field before it comes first
-                raise
-            if fields is None:
+                # Rows read by C calls alone; those read before a broken line stay read.
+                chunk.extend(islice(reader, CONVERT_ROWS))
+            except (csv.Error, BadRequest) as exc:  # BadRequest: the body's bad UTF-8
+                broken = (
+                    BadRequest(f"CSV line {reader.line_num}: {exc}")
+                    if isinstance(exc, csv.Error)
+                    else exc
+                )
+                self._typed(chunk, before, kinds, in_order)  # a bad line before it is first
+                raise broken from None
+            if not chunk:
                 break
-            if not fields or fields == [""]:
-                continue  # a blank line, as at the end of many files
-            if in_order:
-                fields_read.append(fields)
-                lines.append(self._reader.line_num)
-                if len(fields_read) >= CONVERT_ROWS:
-                    batch += self._convert(fields_read, lines, kinds)
-                    fields_read, lines = [], []
-            else:
-                row: list[object] = [None] * width
-                try:
-                    for at, field, kind, name in zip(positions, fields, kinds, names, strict=True):
-                        row[at] = parse(field, kind, name)
-                except SqlError:
-                    raise self._bad_field(fields, self._reader.line_num) from None
-                batch.append(tuple(row))
+            typed = None
+            if in_order and min(map(len, chunk)) == width == max(map(len, chunk)):
+                if width > 1 or [""] not in chunk:  # no blank line (one empty field) either
+                    typed = _columns_of(chunk, kinds)
+            batch += self._typed(chunk, before, kinds, in_order) if typed is None else typed
             if len(batch) >= size:
                 yield batch
                 batch = []
-        batch += self._convert(fields_read, lines, kinds)
         if batch:
             yield batch
 
+    def _typed(
+        self, chunk: list[list[str]], before: int, kinds: list[str], in_order: bool
+    ) -> list[tuple]:
+        """The rows of `chunk` (read after line `before`) typed, as `_convert` makes them,
+        blank lines left out; BadRequest at the first bad line, named by the line it ends on
+        (the reader's lines: one, and one more for each line end within a quoted field)."""
+        names = [column.name for column in self._columns]
+        positions = self._positions
+        width = len(self._table_columns)
+        parse = values.parse_text
+        kept: list[list[str]] = []  # in order, not converted yet
+        lines: list[int] = []  # the line each of them ended on
+        typed: list[tuple] = []
+        line = before
+        for fields in chunk:
+            line += 1 + sum(field.count("\n") for field in fields)
+            if not fields or fields == [""]:
+                continue  # a blank line, as at the end of many files
+            if len(fields) != len(names):
+                self._convert(kept, lines, kinds)  # a bad field before it comes first
+                raise BadRequest(
+                    f"CSV line {line}: {len(fields)} field(s) where the header names {len(names)}"
+                )
+            if in_order:
+                kept.append(fields)
+                lines.append(line)
+                continue
+            row: list[object] = [None] * width
+            try:
+                for at, field, kind, name in zip(positions, fields, kinds, names, strict=True):
+                    row[at] = parse(field, kind, name)
+            except SqlError:
+                raise self._bad_field(fields, line) from None
+            typed.append(tuple(row))
+        return typed + self._convert(kept, lines, kinds)
+
     def _convert(self, rows: list[list[str]], lines: list[int], kinds: list[str]) -> list[tuple]:
-        """`rows` (each a field per column, in the table's order) as typed rows: each column
-        by `values.parse_texts`, and the rows as `parse_text` makes them field by field when
-        one column is not for it (where the first bad field is found, named by its line)."""
-        if not rows:
-            return []
-        converted = []
-        for texts, kind in zip(zip(*rows, strict=True), kinds, strict=True):
-            column = values.parse_texts(texts, kind)
-            if column is None:
-                break
-            converted.append(column)
-        else:
-            return list(zip(*converted, strict=True))
+        """`rows` (each a field per column, in the table's order) as typed rows: by
+        `_columns_of`, or field by field by `parse_text` when a column is not for it (where
+        the first bad field is found, named by its line: `lines` holds each row's)."""
+        typed = _columns_of(rows, kinds) if rows else []
+        if typed is not None:
+            return typed
         parse = values.parse_text
         names = [column.name for column in self._columns]
         typed = []
@@ -155,11 +172,30 @@ class CsvImport:
             raise BadRequest(f"CSV line {self._reader.line_num}: {exc}") from None
 
 
+def _columns_of(rows: list[list[str]], kinds: list[str]) -> list[tuple] | None:
+    """`rows` (each a field per column, in the table's order) as typed rows, a column by
+    `values.parse_texts`; None when one column is not for it."""
+    converted = []
+    for texts, kind in zip(zip(*rows, strict=True), kinds, strict=True):
+        column = values.parse_texts(texts, kind)
+        if column is None:
+            return None
+        converted.append(column)
+    return list(zip(*converted, strict=True))
+
+
 def _utf8_lines(body: IO[bytes]) -> Iterator[str]:
     """The body's lines as text, decoded as they are read; BadRequest at bad UTF-8.
 
-    Read in blocks: a WSGI input stream may have no fast `readline`.
+    Read in blocks: a WSGI input stream may have no fast `readline`. A block's lines are
+    given by C calls (no Python frame a line), so that the CSV reader reads a chunk of rows
+    in C alone (`CsvImport.batches`).
     """
+    return chain.from_iterable(_utf8_blocks(body))
+
+
+def _utf8_blocks(body: IO[bytes]) -> Iterator[Iterable[str]]:
+    """The lines of `_utf8_lines`, those of each block together."""
     decoder = codecs.getincrementaldecoder("utf-8")()
     offset = 0  # bytes read before this block
     pending: list[str] = []  # the start of a line that has not ended yet
@@ -177,8 +213,7 @@ def _utf8_lines(body: IO[bytes]) -> Iterator[str]:
             continue
         lines[0] = "".join(pending) + lines[0]
         pending = [lines.pop()]
-        for line in lines:
-            yield line + "\n"
+        yield map(add, lines, repeat("\n"))
     try:
         decoder.decode(b"", final=True)
     except UnicodeDecodeError:
@@ -187,4 +222,4 @@ def _utf8_lines(body: IO[bytes]) -> Iterator[str]:
         ) from None
     last = "".join(pending)
     if last:
-        yield last
+        yield (last,)

@@ -4,6 +4,7 @@ blocks cut it (a line, a quoted field, a character of several bytes)."""
 from __future__ import annotations
 
 import io
+import re
 
 import pytest
 
@@ -107,4 +108,31 @@ def test_rows_and_the_first_error_do_not_depend_on_the_conversion_chunks(
     broken = [*lines[:2], '5,"4.\n5",2023-11-14T22:13:24Z', "6,cheap,2023-11-14T22:13:25Z", "7,1"]
     imported = csvimport.CsvImport(io.BytesIO("\n".join(broken).encode()), TABLE, "t")
     with pytest.raises(BadRequest, match="^CSV line 4, column 2: '4.\\\\n5' "):
+        [row for batch in imported.batches() for row in batch]
+
+
+@pytest.mark.parametrize("convert", [1, 2, 256])
+@pytest.mark.parametrize(
+    ("body", "error"),
+    [
+        ('id,name\n1,"a\nb"\n2,"c\r\nd"\n\n3,e,f\n4,g\n', "CSV line 7: 3 field(s) where"),
+        ('id,name\n1,"a\nb"\n\n2,"c', "CSV line 5: unexpected end of data"),
+        ('id,name\nx,"a\nb"\n2,"c', "CSV line 3, column 1: 'x' is not"),
+        ('id,name\n1,"a\nb"\n2,c\n', None),
+    ],
+)
+def test_lines_are_counted_over_quoted_line_ends(
+    body: str, error: str | None, convert: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A chunk's rows are read in C: an error names the line its row ends on, each line end
+    within a quoted field counted, as the reader counts them."""
+    monkeypatch.setattr(csvimport, "CONVERT_ROWS", convert, raising=False)
+    imported = csvimport.CsvImport(io.BytesIO(body.encode()), COLUMNS, "t")
+    if error is None:
+        assert [row for batch in imported.batches() for row in batch] == [
+            (1, "a\nb"),
+            (2, "c"),
+        ]
+        return
+    with pytest.raises(BadRequest, match=f"^{re.escape(error)}"):
         [row for batch in imported.batches() for row in batch]
