@@ -38,6 +38,7 @@ from refimpl.http.serving.limits import (
     DescriptorReserve,
     refuse,
 )
+from refimpl.http.serving.part_files import PartFile, blocking
 from refimpl.netpool.polling import ARMED as _ARMED
 from refimpl.netpool.polling import PollingWorkers
 from refimpl.waiting.acknowledgements import Acknowledgement
@@ -310,28 +311,39 @@ class PooledWSGIServer(BaseWSGIServer):
         on_backlog: Callable[[Connection], None],
     ) -> None:
         """One part many streams share (`WaitingRoom.send_shared`) to streams whose head went
-        out: its chunk made once, one send() a socket. What a client does not take waits as
-        `_stream_part`'s rest would; `on_backlog` hears of it first, before `drained` can."""
+        out: its chunk made once, one send() a socket (a large one from a memory file, by
+        sendfile(): `part_files`). What a client does not take waits as `_stream_part`'s
+        rest would; `on_backlog` hears of it first, before `drained` can."""
         data = wire.chunk(answer)
-        for handler in outlets:
-            with handler.send_lock:
-                if handler.stream is None:
-                    continue  # dropped meanwhile
-                backlog = bool(handler.unsent)  # a worker sends it, and this after it
-                try:
-                    sent = 0 if backlog else handler.connection.send(data, socket.MSG_DONTWAIT)
-                except BlockingIOError:
-                    sent = 0
-                except OSError:
-                    self._drop_stream(handler)
-                    continue
-                if sent < len(data):
-                    on_backlog(handler)
-                    handler.unsent += data[sent:]
-                    if len(handler.unsent) > STREAM_UNSENT_LIMIT:
+        part = PartFile.of(data)  # a large part: from one memory file, copied to none
+        try:
+            for handler in outlets:
+                with handler.send_lock:
+                    if handler.stream is None:
+                        continue  # dropped meanwhile
+                    backlog = bool(handler.unsent)  # a worker sends it, and this after it
+                    try:
+                        if backlog:
+                            sent = 0
+                        elif part is None:
+                            sent = handler.connection.send(data, socket.MSG_DONTWAIT)
+                        else:
+                            sent = part.send(handler.connection)
+                    except BlockingIOError:
+                        sent = 0
+                    except OSError:
                         self._drop_stream(handler)
-                    elif not backlog:
-                        self._rearm(handler, select.EPOLLOUT | select.EPOLLONESHOT)
+                        continue
+                    if sent < len(data):
+                        on_backlog(handler)
+                        handler.unsent += data[sent:]
+                        if len(handler.unsent) > STREAM_UNSENT_LIMIT:
+                            self._drop_stream(handler)
+                        elif not backlog:
+                            self._rearm(handler, select.EPOLLOUT | select.EPOLLONESHOT)
+        finally:
+            if part is not None:
+                part.close()
 
     def _send_headed(self, parts: Iterable[tuple[Connection, bytes]], body: bytes) -> None:
         """Parts that end alike (`WaitingRoom.send_headed`) to streams whose head went out:
@@ -414,6 +426,7 @@ class PooledWSGIServer(BaseWSGIServer):
             return stream.drained  # parked on: the stream makes its next part now
         handler.stream = None
         handler.stream_started = handler.stream_ended = False
+        blocking(handler.connection)  # its next request's answer is sent blocking
         release = functools.partial(self._release, handler, handler.parked_keep)
         return functools.partial(self._after_round, release)
 
