@@ -553,8 +553,8 @@ class SubscriptionManager:
                 version = before.version + 1
                 versions[version] = Version(version, answer)
                 grown = len(answer.rows)
-                while len(versions) > KEPT_VERSIONS:
-                    grown -= len(versions.popitem(last=False)[1].rows)
+                if len(versions) > KEPT_VERSIONS:  # one in, so one out (never more)
+                    grown -= len(versions.popitem(last=False)[1].answer.rows)
                 if grown:
                     # The rows kept changed (else the owner is within its bounds as before:
                     # the manager's lock is not taken, as at most commits of a steady query).
