@@ -178,28 +178,19 @@ class LineShapes:
     Bounded, since the queries are the clients'; used by one writer at a time."""
 
     def __init__(self) -> None:
-        self._shapes: dict[tuple[str, str, str, str], tuple[str, str] | tuple[()]] = {}
+        self._shapes: dict[tuple[str, str, str, str], tuple[str, str]] = {}
         self.get = self._shapes.get
 
-    def shape(self, key: tuple[str, str, str, str], query: str) -> tuple[str, str] | tuple[()]:
-        """The shape of the lines of `key` (`_ID_DIGITS` found the digits), made from one
-        whose query is `query`: the text of its line before those digits and after them."""
-        method, path, before, after = key
-        shown = _shown_pieces(before)
-        tail = _shown_pieces(after)
-        digits = query[len(before) : len(query) - len(after)]
-        shape: tuple[str, str] | tuple[()] = ()
-        # Each piece is shown by itself and the id's as it is, so this always holds; checked
-        # once a shape all the same, since a line's bytes are what its readers rely on (an
-        # empty shape: its lines are made in full).
-        if f"{shown}{digits}{tail}" == redacted_query(query):
-            if not method.isprintable():
-                method = _escape_all(method)
-            shape = (f"{method} {shown_path(path)}?{shown}", tail)
-        if len(self._shapes) >= LINE_SHAPES_KEPT:
-            self._shapes.clear()
-        self._shapes[key] = shape
-        return shape
+    def keep(self, key: tuple[str, str, str, str], text: str, digits: str) -> None:
+        """Keep the shape of the lines of `key` (`_ID_DIGITS` found `digits` between its
+        two parts of the query) from one of them, whose method and target are `text`."""
+        tail = _shown_pieces(key[3])
+        # Each piece is shown by itself and the id's as it is, so `text` always ends so;
+        # checked all the same, since a line's bytes are what its readers rely on.
+        if text.endswith(digits + tail):
+            if len(self._shapes) >= LINE_SHAPES_KEPT:
+                self._shapes.clear()
+            self._shapes[key] = (text[: len(text) - len(digits) - len(tail)], tail)
 
 
 def _shown_pieces(part: str) -> str:
@@ -229,6 +220,7 @@ class RequestLine(NamedTuple):
         (`TextLineFormatter.info_line`)."""
         query = self.query
         shapes = self.shapes
+        found = None
         if shapes is not None and len(query) <= MAX_QUERY_LOGGED:
             # A long poll asks again with the same query but its id's digits: its line is
             # the last one's shape with those digits and its own figures put in.
@@ -237,9 +229,7 @@ class RequestLine(NamedTuple):
                 start, end = found.span(1)
                 key = (self.method, self.path, query[:start], query[end:])
                 shape = shapes.get(key)
-                if shape is None:
-                    shape = shapes.shape(key, query)
-                if shape:
+                if shape is not None:
                     message = _SHAPED_MESSAGE % (
                         shape[0],
                         query[start:end],
@@ -254,8 +244,10 @@ class RequestLine(NamedTuple):
         if not method.isprintable():
             method = _escape_all(method)
         target = shown_path(self.path)
-        if self.query:
-            target = f"{target}?{redacted_query(self.query)}"
+        if query:
+            target = f"{target}?{redacted_query(query)}"
+        if found is not None and shapes is not None:  # the next lines of its shape: from it
+            shapes.keep(key, f"{method} {target}", query[start:end])
         message = _MESSAGE % (method, target, self.status, self.seconds * 1000, self.request_id)
         return formatter.info_line(self.created, message)
 
