@@ -41,6 +41,13 @@ FANOUT_STRIDE = 0.6180339887
 # TURN_SECONDS of its sends (`taking_turns`): a commit waits at most about that long on it.
 TURN_SECONDS = 0.002
 TURN_PAUSE_SECONDS = 0.00005
+# A part many event streams share goes out in shorter turns (`SharedSends.send_shared`): its
+# round is the long one (a thousand sends of a part of hundreds of commits, 50 to 100 ms),
+# and each commit needs the lock several times (its request, its flush, its answer). With
+# 1,000 streams and 4 writers, readers off the server's core, flushes during such rounds went
+# at 0.62, 0.48 and 0.79 of the rate between them in three runs, against 0.37, 0.42 and 0.49
+# with TURN_SECONDS (tools/bench/stream.py's writers and readers, load 10-18).
+SHARED_TURN_SECONDS = 0.0005
 
 
 class QueuedWriters(Protocol):
@@ -128,21 +135,22 @@ def taking_turns(
     items: Iterable[T],
     pause: Callable[[float], None] = time.sleep,
     clock: Callable[[], float] = time.monotonic,
+    turn: float = TURN_SECONDS,
 ) -> Iterator[T]:
     """`items`, with a pause of TURN_PAUSE_SECONDS (the interpreter lock let go) after each
-    TURN_SECONDS spent on them by the caller: a round's sends to a thousand streams.
+    `turn` seconds spent on them by the caller: a round's sends to a thousand streams.
 
     A send lets the lock go too, but only for its system call: the sending thread takes it
     back before a waiting thread is on a core, and each release only wakes the waiter to
     start its wait anew (CPython asks a holder to let go only after a switch interval
     without a release). A writer's request, or the flusher after its fsync, would so wait
     for the end of the round; a pause lets it in."""
-    turn_ends = clock() + TURN_SECONDS
+    turn_ends = clock() + turn
     for item in items:
         yield item
         if clock() >= turn_ends:
             pause(TURN_PAUSE_SECONDS)
-            turn_ends = clock() + TURN_SECONDS
+            turn_ends = clock() + turn
 
 
 class SharedSends(Generic[A]):
@@ -181,6 +189,7 @@ class SharedSends(Generic[A]):
         """Hand `answer` as one part to the clients of `outlets` (`Parked.outlet`s of streams
         whose parts went out so far): one answer, its bytes made once. For an outlet whose
         client does not take it whole, `on_backlog(outlet)` is called before the part can be
-        drained (the rest goes out later, as a part of its own would)."""
+        drained (the rest goes out later, as a part of its own would). In turns of
+        SHARED_TURN_SECONDS: the writers' commits go on during the round."""
         assert self._shared_send is not None, "no deliverer shares its sends (share_with)"
-        self._shared_send(taking_turns(outlets), answer, on_backlog)
+        self._shared_send(taking_turns(outlets, turn=SHARED_TURN_SECONDS), answer, on_backlog)

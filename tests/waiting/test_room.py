@@ -13,10 +13,12 @@ from refimpl.engine.tracking.signals import CommitSignal
 from refimpl.http.encode import Answer
 from refimpl.http.error_answers import to_response
 from refimpl.netpool.places import FifoSlots
+from refimpl.waiting import fanout
 from refimpl.waiting.fanout import (
     BUSY_SHARE,
     FANOUT_SPACING,
     MAX_FANOUT_WAIT,
+    SHARED_TURN_SECONDS,
     TURN_PAUSE_SECONDS,
     TURN_SECONDS,
     FanoutPace,
@@ -416,3 +418,26 @@ def test_a_round_takes_turns_at_the_interpreter_lock_and_keeps_every_item_in_ord
     slow = taking_turns(range(10), pauses.append, lambda: clock[0])
     assert list(spend(slow, TURN_SECONDS)) == list(range(10))
     assert pauses == [TURN_PAUSE_SECONDS] * 10  # one after each turn's worth
+    pauses.clear()
+    short = taking_turns(range(10), pauses.append, lambda: clock[0], turn=TURN_SECONDS / 4)
+    assert list(spend(short, TURN_SECONDS / 4)) == list(range(10))
+    assert pauses == [TURN_PAUSE_SECONDS] * 10  # turns of its own length
+    pauses.clear()
+    assert list(spend(taking_turns(range(8), pauses.append, lambda: clock[0]), TURN_SECONDS / 4))
+    assert len(pauses) == 2  # the default's: one each four of those steps
+
+
+def test_a_shared_part_goes_out_in_the_shorter_turns(monkeypatch):
+    turns: list[float] = []
+
+    def recorded(items, pause=time.sleep, clock=time.monotonic, turn=TURN_SECONDS):
+        turns.append(turn)
+        return taking_turns(items, pause, clock, turn)
+
+    monkeypatch.setattr(fanout, "taking_turns", recorded)
+    room: WaitingRoom[str] = WaitingRoom(str)
+    sent: list[object] = []
+    room.share_with(lambda outlets, answer, on_backlog: sent.extend(outlets))
+    room.send_shared(["a", "b"], "part", lambda outlet: None)
+    assert sent == ["a", "b"] and turns == [SHARED_TURN_SECONDS] < [TURN_SECONDS]
+    room.close()
