@@ -142,10 +142,7 @@ class PooledWSGIServer(BaseWSGIServer):
                 pass
         with self._lock:
             handler = self._connections.get(fd)
-            if handler is None:
-                return
-            if handler.busy:  # armed while its acknowledgement waits (`_prepare`): it fired
-                handler.armed = 0
+            if handler is None or handler.busy:
                 return
             handler.busy = True
             watched = handler.armed == _HANG_UP
@@ -217,18 +214,6 @@ class PooledWSGIServer(BaseWSGIServer):
         extra = None if record is None else (REQUEST_ID_HEADER, record.request_id)
         answer = parked.answer
         data = wire.answer_bytes(answer, handler.parked_keep, head.method != "HEAD", extra)
-        if handler.parked_keep and not handler.has_buffered_request():
-            # Armed for its next request now, still busy, before it can be answered: its
-            # client sends none before this answer, and the thread that publishes the flush
-            # then has no epoll_ctl to make (`_released`). Should the registration fire
-            # meanwhile (a pipelined request, a hang-up), `_event` marks it disarmed.
-            with self._lock:
-                handler.armed = _ARMED
-            try:
-                self._epoll.modify(handler.connection.fileno(), _ARMED)
-            except (OSError, ValueError):  # stopped meanwhile
-                with self._lock:
-                    handler.armed = 0
         # The callback holds no reference to `parked` (which keeps it): no reference cycle.
         parked.on_ready(functools.partial(self._acknowledge, handler, answer, data))
 
@@ -246,20 +231,10 @@ class PooledWSGIServer(BaseWSGIServer):
         if record is not None:
             record.finish(answer.status_code)
         keep = handler.parked_keep
-        if self._send_decided(handler, data, keep) and not self._released(handler):
+        if self._send_decided(handler, data, keep):
             # At once, not after a round (`_deliver`): an acknowledgement is decided by the
             # flush's publication, not in a round of readers, and brings no reader back.
             self._release(handler, keep)
-
-    def _released(self, handler: Connection) -> bool:
-        """True when the connection, armed while its acknowledgement waited (`_prepare`)
-        and not fired since, is now free for its next request; else `_release` it."""
-        with self._lock:
-            if handler.armed != _ARMED or self._stopping.is_set():
-                return False
-            handler.busy = False
-        handler.last_used = time.monotonic()
-        return True
 
     def _deliver(self, handler: Connection, answer: Answer) -> None:
         """Send a parked request's answer without blocking (the waiting room calls this)."""
