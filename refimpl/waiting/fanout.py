@@ -41,12 +41,14 @@ FANOUT_STRIDE = 0.6180339887
 # TURN_SECONDS of its sends (`taking_turns`): a commit waits at most about that long on it.
 TURN_SECONDS = 0.002
 TURN_PAUSE_SECONDS = 0.00005
-# A part many event streams share goes out in shorter turns (`SharedSends.send_shared`): its
-# round is the long one (a thousand sends of a part of hundreds of commits, 50 to 100 ms),
-# and each commit needs the lock several times (its request, its flush, its answer). With
-# 1,000 streams and 4 writers, readers off the server's core, flushes during such rounds went
-# at 0.62, 0.48 and 0.79 of the rate between them in three runs, against 0.37, 0.42 and 0.49
-# with TURN_SECONDS (tools/bench/stream.py's writers and readers, load 10-18).
+# While writers queue (`FanoutPace.writers_queue`), a part many event streams share goes out
+# in shorter turns (`SharedSends.send_shared`): its round is then the long one (a thousand
+# sends of a part of hundreds of commits, 50 to 100 ms), and each commit needs the lock
+# several times (its request, its flush, its answer). With 1,000 streams and 4 writers,
+# readers off the server's core, flushes during such rounds went at 0.62, 0.48 and 0.79 of
+# the rate between them in three runs, against 0.37, 0.42 and 0.49 with TURN_SECONDS
+# (tools/bench/stream.py's writers and readers, load 10-18). Otherwise a round's pauses only
+# delay its events (on a busy machine a pause may last a scheduler's slice), so TURN_SECONDS.
 SHARED_TURN_SECONDS = 0.0005
 
 
@@ -115,6 +117,12 @@ class FanoutPace:
         self._latest = now + MAX_FANOUT_WAIT
         self.next_round = now + min(self._wanted, MAX_FANOUT_WAIT)
 
+    @property
+    def writers_queue(self) -> bool:
+        """Whether commits queued behind one another during the last round (the next one
+        then waits for them)."""
+        return self._wanted > 0.0
+
     def due(self, now: float) -> bool:
         """Whether a round may start at `now` (monotonic). Not yet: `next_round` says when to
         ask again (the rest of the process has not used its CPU time yet)."""
@@ -159,6 +167,7 @@ class SharedSends(Generic[A]):
 
     _shared_send: SharedSend[A] | None = None
     _headed_send: HeadedSend | None = None
+    _fanout_pace: FanoutPace  # the room's
 
     def share_with(self, send: SharedSend[A], headed: HeadedSend | None = None) -> None:
         """The deliverer's ways to hand one part to many outlets at once (`send_shared`),
@@ -189,7 +198,8 @@ class SharedSends(Generic[A]):
         """Hand `answer` as one part to the clients of `outlets` (`Parked.outlet`s of streams
         whose parts went out so far): one answer, its bytes made once. For an outlet whose
         client does not take it whole, `on_backlog(outlet)` is called before the part can be
-        drained (the rest goes out later, as a part of its own would). In turns of
-        SHARED_TURN_SECONDS: the writers' commits go on during the round."""
+        drained (the rest goes out later, as a part of its own would). While writers
+        queue, in turns of SHARED_TURN_SECONDS: their commits go on during the round."""
         assert self._shared_send is not None, "no deliverer shares its sends (share_with)"
-        self._shared_send(taking_turns(outlets, turn=SHARED_TURN_SECONDS), answer, on_backlog)
+        turn = SHARED_TURN_SECONDS if self._fanout_pace.writers_queue else TURN_SECONDS
+        self._shared_send(taking_turns(outlets, turn=turn), answer, on_backlog)

@@ -427,7 +427,7 @@ def test_a_round_takes_turns_at_the_interpreter_lock_and_keeps_every_item_in_ord
     assert len(pauses) == 2  # the default's: one each four of those steps
 
 
-def test_a_shared_part_goes_out_in_the_shorter_turns(monkeypatch):
+def test_a_shared_part_goes_out_in_shorter_turns_while_writers_queue(monkeypatch):
     turns: list[float] = []
 
     def recorded(items, pause=time.sleep, clock=time.monotonic, turn=TURN_SECONDS):
@@ -435,9 +435,19 @@ def test_a_shared_part_goes_out_in_the_shorter_turns(monkeypatch):
         return taking_turns(items, pause, clock, turn)
 
     monkeypatch.setattr(fanout, "taking_turns", recorded)
-    room: WaitingRoom[str] = WaitingRoom(str)
+    writers = Writers(storm=False)
+    pace = FanoutPace()
+    pace.watch(writers)
+    room: WaitingRoom[str] = WaitingRoom(str, pace)
     sent: list[object] = []
     room.share_with(lambda outlets, answer, on_backlog: sent.extend(outlets))
     room.send_shared(["a", "b"], "part", lambda outlet: None)
-    assert sent == ["a", "b"] and turns == [SHARED_TURN_SECONDS] < [TURN_SECONDS]
+    pace.round(0.01)  # no commit queued meanwhile
+    room.send_shared(["c"], "part", lambda outlet: None)
+    writers.count += 3
+    pace.round(0.01)  # commits queued behind one another meanwhile
+    room.send_shared(["d"], "part", lambda outlet: None)
+    assert sent == ["a", "b", "c", "d"]
+    assert turns == [TURN_SECONDS, TURN_SECONDS, SHARED_TURN_SECONDS]
+    assert SHARED_TURN_SECONDS < TURN_SECONDS
     room.close()
