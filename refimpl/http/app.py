@@ -150,7 +150,7 @@ class App:
                 self.streams.tickets.discard(args.getlist("ticket"))
 
     def _dispatch(self, environ: dict[str, Any], record: RequestRecord) -> routes.Handled:
-        memo: RouteMemo | None = environ.get(MEMO_KEY)
+        memo: RouteMemo[routes.Route] | None = environ.get(MEMO_KEY)
         if memo is not None and memo.route is not None:
             # A repeat of the connection's last request but its id (route_memo): the checks
             # of its head passed for that request; who asks is checked again, as are their

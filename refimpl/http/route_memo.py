@@ -12,22 +12,30 @@ there are checked at every request, repeat or not, before the route runs.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from refimpl.http.routes import Route
+from typing import Generic, Protocol, TypeVar
 
 MEMO_KEY = "refimpl.route_memo"  # the environ key of a request's RouteMemo
 
 
-class RouteMemo:
+class Routed(Protocol):
+    """What a memo reads of a route (`refimpl.http.routes.Route`): a protocol, not an
+    import, since routes import the endpoints, and an endpoint reads its memo."""
+
+    @property
+    def repeatable(self) -> frozenset[str]: ...
+
+
+R = TypeVar("R", bound=Routed)
+
+
+class RouteMemo(Generic[R]):
     """The route, method and parameters a request was dispatched to, and where its id's
     value is in its query string; `route` is None until `note`."""
 
     __slots__ = ("route", "method", "args", "id_at", "id_tail", "kept")
 
     def __init__(self) -> None:
-        self.route: Route | None = None
+        self.route: R | None = None
         self.method = ""
         self.args: dict[str, str] = {}
         self.id_at = self.id_tail = 0
@@ -35,7 +43,7 @@ class RouteMemo:
         # kept for the repeats, whose other parameters are those (None: nothing kept).
         self.kept: object = None
 
-    def note(self, route: Route, method: str, args: dict[str, str], query: str) -> None:
+    def note(self, route: R, method: str, args: dict[str, str], query: str) -> None:
         """Keep what the request of `query` was dispatched to, once every check of its head
         passed, when its `id` parameter is one piece of `query` (`id=` and the value as
         sent: a repeat changes digits in it, which need no decoding)."""

@@ -35,7 +35,7 @@ from refimpl.http.endpoints.change_encoding import RETRY_MS
 from refimpl.http.endpoints.changes_route import DEFAULT_WAIT_SSE_MS, MAX_WAIT_MS
 from refimpl.http.endpoints.feed_args import flag
 from refimpl.http.error_answers import to_response
-from refimpl.http.route_memo import MEMO_KEY, RouteMemo
+from refimpl.http.route_memo import MEMO_KEY, Routed, RouteMemo
 from refimpl.waiting.owners import Budget
 from refimpl.waiting.parked import Kind, Parked
 from refimpl.waiting.places import place_owner
@@ -395,7 +395,7 @@ def _asked(ctx: Context) -> _Asked:
     """The request's parameters but its id; a 400 for a wrong one. A long poll's repeat
     (`route_memo`: its first request's parameters, another id) takes what its first request
     made of them."""
-    memo: RouteMemo | None = ctx.environ.get(MEMO_KEY)
+    memo: RouteMemo[Routed] | None = ctx.environ.get(MEMO_KEY)
     if memo is not None:
         kept = memo.kept
         if type(kept) is _Asked:
