@@ -141,6 +141,8 @@ def test_an_import_converts_and_loads_with_quick_switches(
         return load_rows(self, *args)  # type: ignore[arg-type]
 
     monkeypatch.setattr(csvimport.CsvImport, "batches", watched_batches)
+    # A row read at a time, so that each import's rows make more than one batch of 2.
+    monkeypatch.setattr(csvimport, "CONVERT_ROWS", 1)
     monkeypatch.setattr(Database, "load_rows", watched_load)
     server = sys.getswitchinterval()
     sys.setswitchinterval(0.0005)  # as `refimpl serve` sets it
