@@ -48,7 +48,7 @@ def test_a_noted_request_gives_its_repeats_the_parameters_query_args_reads(
 ) -> None:
     query = "&".join(pieces)
     args = _args(query)
-    memo = RouteMemo()
+    memo: RouteMemo[routes.Route] = RouteMemo()
     if args is not None:  # only a request whose head passed is noted
         memo.note(SUBSCRIBE, "GET", args, query)
     if memo.route is None:
@@ -67,7 +67,7 @@ def test_a_noted_request_gives_its_repeats_the_parameters_query_args_reads(
 
 def test_what_is_not_noted() -> None:
     for query in ("id=%31", "i%64=1", "id=1&id=2", "wait=1", "id=1&%69d=2"):
-        memo = RouteMemo()
+        memo: RouteMemo[routes.Route] = RouteMemo()
         args = _args(query)
         if args is not None:
             memo.note(SUBSCRIBE, "GET", args, query)
