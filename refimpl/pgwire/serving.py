@@ -7,9 +7,7 @@ the `threads` workers, only the few (`polling.ADMITTED`) that hold an admission 
 on the set or run statements; one whose statement waits (a lock) or runs long hands its
 place on, and none waits for a commit's flush (`refimpl.pgwire.acknowledging`). A worker
 reads what a connection sent; once the bytes make a whole message it answers the messages
-there are, sends what the socket takes of the answers and frees the connection (edge-triggered, its
-registration stays: no system call re-arms it unless an event came meanwhile, its last read
-may have left bytes, or it waits for something else; `_rearm`). Answers
+there are, sends what the socket takes of the answers and re-arms the connection. Answers
 the socket did not take wait (up to `SEND_TIMEOUT_SECONDS`) with the connection armed for
 writing only: its next messages are neither read nor answered meanwhile, and no worker
 waits for it. A connection that pipelines without reading thus holds `UNSENT_LIMIT` bytes
@@ -75,8 +73,6 @@ SEND_TIMEOUT_SECONDS = 60  # a client that takes no answer for this long is drop
 # messages it pipelines without reading.
 UNSENT_LIMIT = 1024 * 1024
 WRITABLE = select.EPOLLOUT | select.EPOLLONESHOT  # waiting for the client to read
-# Waiting for messages: an event at each arrival of bytes, the registration kept (`_rearm`).
-FOLLOWED = select.EPOLLIN | select.EPOLLET
 LOGIN_TIMED_OUT = "57014"  # query_canceled: PostgreSQL's "canceling authentication due to timeout"
 
 
@@ -249,11 +245,10 @@ class PgServer:
         )
         link.peer = address
         client = Client(transport, address, link)
-        client.followed = True
         with self._lock:
             self._clients[sock.fileno()] = client
             self._by_process[process_id] = client
-        self._epoll.register(sock.fileno(), FOLLOWED)
+        self._epoll.register(sock.fileno(), ARMED)
 
     def _log_in(self, client: Client, principal: Principal) -> str | None:
         """Move a connection whose password was right to the logged-in count; or why not."""
@@ -267,16 +262,7 @@ class PgServer:
     def _readable(self, fd: int) -> None:
         with self._lock:
             client = self._clients.get(fd)
-            if client is None:
-                return
-            if client.busy:
-                client.missed = True  # its worker's `_rearm` arms it again for this event
-                if client.followed:  # and no more events until then (as one-shot): a COPY
-                    client.followed = False  # or a walsender reads on meanwhile
-                    try:
-                        self._epoll.modify(fd, select.EPOLLONESHOT)
-                    except (OSError, ValueError):
-                        pass  # closed meanwhile
+            if client is None or client.busy:
                 return
             client.busy = True
         if client.handshaking and not self._handshake(client):
@@ -304,7 +290,6 @@ class PgServer:
             data = None  # nothing new; messages read before may wait (`_acknowledge`)
         except OSError:
             data = b""
-        client.drained = data is None or len(data) < READ_BYTES
         if data is not None:
             client.received += len(data)
             core.receive_data(data)
@@ -332,12 +317,10 @@ class PgServer:
         """Notifications arrived for `client` (any thread): a worker visits it now, unless
         one is answering it already (whose `_rearm` looks for them)."""
         if not client.busy and client.link.notifications_waiting():
-            with self._lock:  # as `_rearm`'s: `followed` says what the last modify set
-                client.followed = False
-                try:
-                    self._epoll.modify(client.sock.fileno(), ARMED | select.EPOLLOUT)
-                except (OSError, ValueError):
-                    pass  # closed meanwhile
+            try:
+                self._epoll.modify(client.sock.fileno(), ARMED | select.EPOLLOUT)
+            except (OSError, ValueError):
+                pass  # closed meanwhile
 
     def _handshake(self, client: Client) -> bool:
         """Move a TLS handshake on; True once it is done (the startup may follow at once),
@@ -480,31 +463,13 @@ class PgServer:
             self._rearm(client)
 
     def _rearm(self, client: Client, events: int = ARMED) -> None:
-        """Free `client` for the next event of `events` (ARMED: its next messages).
-
-        One left `followed` needs no system call for its next messages: every byte that
-        arrived after its last read raised an event, which a worker either takes later or
-        took while it was `busy` (`missed`, set under `_lock` as this looks). It is modified
-        when bytes may be left unread (or TLS's records), or for other events."""
-        with self._lock:
-            client.busy = False
-            missed, client.missed = client.missed, False
-            kept = client.followed and client.drained and not (missed or client.secure)
-        # Looked at once free: `_wake` arms a connection it finds free for them.
+        client.busy = False
         if client.link.notifications_waiting():
             events |= select.EPOLLOUT  # at once: a worker sends them (`_notify`)
-        elif events == ARMED:
-            if kept:
-                return
-            events = FOLLOWED
-        with self._lock:  # `followed` set with the modify: `_wake` may modify it meanwhile
-            client.followed = events == FOLLOWED
-            try:
-                self._epoll.modify(client.sock.fileno(), events)
-                return
-            except (OSError, ValueError):
-                pass
-        self._close(client)
+        try:
+            self._epoll.modify(client.sock.fileno(), events)
+        except (OSError, ValueError):
+            self._close(client)
 
     def _close(self, client: Client) -> None:
         with self._lock:

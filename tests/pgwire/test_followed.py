@@ -6,6 +6,7 @@ socket are all answered, in order."""
 from __future__ import annotations
 
 import random
+import socket
 import time
 
 from tests.pgwire.attack import MessageReader, logged_in, query_message
@@ -57,3 +58,18 @@ def test_messages_that_come_while_a_worker_has_the_connection_are_answered(pg, d
         assert _numbers(reader, 1) == [n]
     sock.close()
     assert pg.http.rows("SELECT count(*) FROM seen", db) == [[30]]
+
+
+def test_a_client_that_ends_its_stream_with_its_last_bytes_is_closed(pg):
+    """The client's end of the stream (its FIN) may come with its last bytes, in one event:
+    the read that takes those bytes is short, yet the end is still to be read, and no
+    other event comes for it. The server must see it and close the connection (it must
+    not wait for ever for the rest of a message that never comes)."""
+    for _ in range(10):
+        sock = logged_in(pg, "admin", pg.token)
+        sock.sendall(b"Q" + (1000).to_bytes(4, "big") + b"SELECT")  # a message cut short
+        sock.shutdown(socket.SHUT_WR)
+        sock.settimeout(30)
+        while sock.recv(65536):  # until the server closes (a TimeoutError: it never does)
+            pass
+        sock.close()
