@@ -8,6 +8,10 @@ context switches and the lock's hand-overs). A request that waits (the engine ca
 `admission.waiting()`) or runs long hands its place on, and another worker takes over the
 polling. A connection registered one-shot (`ARMED`) is thus in one worker at a time: its
 registration fires once, and its server re-arms it after the answer.
+
+`on_event` gets the event's mask as well as the descriptor: a server that keeps a
+registration edge-triggered (no re-arm a request) learns from `EPOLLRDHUP` in it that the
+peer's end of the stream came, even when it came with the last bytes, in one event.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ log = logging.getLogger("refimpl.netpool")
 
 class PollingWorkers:
     """`threads` workers waiting on `epoll`, `places` of them at once; the one woken calls
-    `on_event(fd)` itself.
+    `on_event(fd, mask)` itself (`mask`: the events epoll reported, as `poll` gives them).
 
     `on_round()` runs after every wait, with or without an event (under load too): the place
     for a server's deadlines. `stop()` ends the waits; a worker finishes the event it
@@ -42,7 +46,7 @@ class PollingWorkers:
         self,
         name: str,
         threads: int,
-        on_event: Callable[[int], None],
+        on_event: Callable[[int, int], None],
         on_round: Callable[[], None],
         poll_seconds: float,
         places: int = ADMITTED,
@@ -91,7 +95,7 @@ class PollingWorkers:
             if events:
                 # The request first: its answer does not wait for the round's look at the
                 # server's deadlines (a clock read, on a thread an import may hold back).
-                self._on_event(events[0][0])
+                self._on_event(*events[0])
             self._on_round()
         except Exception:  # the server answers its own errors: this is a bug in serving
             log.exception("bug: unexpected error in a server's worker")

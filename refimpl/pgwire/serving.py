@@ -138,7 +138,7 @@ class PgServer:
 
     # -- on the worker the kernel woke ---------------------------------------------------
 
-    def _event(self, fd: int) -> None:
+    def _event(self, fd: int, mask: int) -> None:
         if fd == self._durable_fd:
             self._deliver()
         elif fd == self._listener_fd:

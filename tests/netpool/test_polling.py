@@ -1,8 +1,10 @@
 """The workers both servers run on: the woken worker answers itself, one event a connection
-until it is re-armed, at most `places` answering at once, and a stop ends every wait."""
+until it is re-armed, at most `places` answering at once, each event with its mask, and a
+stop ends every wait."""
 
 from __future__ import annotations
 
+import select
 import socket
 import threading
 import time
@@ -23,12 +25,14 @@ class Recorder:
         self.hold = hold
         self.lock = threading.Lock()
         self.events: list[tuple[int, str]] = []
+        self.masks: list[int] = []
         self.running = 0
         self.most_running = 0
         self.seen = threading.Condition(self.lock)
 
-    def __call__(self, fd: int) -> None:
+    def __call__(self, fd: int, mask: int) -> None:
         with self.lock:
+            self.masks.append(mask)
             self.running += 1
             self.most_running = max(self.most_running, self.running)
         time.sleep(self.hold)
@@ -77,6 +81,33 @@ def test_a_readable_connection_is_answered_once_until_re_armed(pairs):
         workers.epoll.close()
 
 
+def test_each_event_comes_with_its_mask(pairs):
+    """The peer's end of the stream that came with its last bytes shows in the one event
+    they raise (`EPOLLRDHUP`), so a server that keeps its registration edge-triggered
+    knows a short read did not take everything there is to read."""
+    recorder = Recorder()
+    workers = _workers(recorder)
+    ours, theirs = pairs[0]
+    try:
+        theirs.send(b"last bytes")
+        theirs.shutdown(socket.SHUT_WR)
+        edge = select.EPOLLIN | select.EPOLLRDHUP | select.EPOLLET
+        workers.epoll.register(ours.fileno(), edge)
+        recorder.wait_for(1)
+        assert recorder.events[0][0] == ours.fileno()
+        assert recorder.masks[0] & select.EPOLLIN
+        assert recorder.masks[0] & select.EPOLLRDHUP
+        pairs[1][1].send(b"x")  # bytes alone: no hang-up in their mask
+        workers.epoll.register(pairs[1][0].fileno(), edge)
+        recorder.wait_for(2)
+        assert recorder.masks[1] & select.EPOLLIN
+        assert not recorder.masks[1] & select.EPOLLRDHUP
+    finally:
+        workers.stop()
+        workers.join()
+        workers.epoll.close()
+
+
 def test_no_more_than_the_places_answer_at_once(pairs):
     recorder = Recorder(hold=0.05)
     workers = _workers(recorder, places=2, threads=6)
@@ -98,7 +129,7 @@ def test_an_answer_that_waits_hands_its_place_on(pairs):
     answered: list[int] = []
     slow = pairs[0][0].fileno()
 
-    def on_event(fd: int) -> None:
+    def on_event(fd: int, mask: int) -> None:
         if fd == slow:
             admission.waiting()
             assert release.wait(WAIT)
@@ -127,7 +158,7 @@ def test_an_answer_that_waits_hands_its_place_on(pairs):
 def test_a_bug_in_an_answer_leaves_the_worker_serving(pairs, caplog):
     calls: list[int] = []
 
-    def on_event(fd: int) -> None:
+    def on_event(fd: int, mask: int) -> None:
         calls.append(fd)
         if len(calls) == 1:
             raise RuntimeError("boom")
@@ -154,7 +185,7 @@ def test_a_bug_in_an_answer_leaves_the_worker_serving(pairs, caplog):
 
 
 def test_stop_ends_every_wait_for_an_event_or_a_place():
-    workers = PollingWorkers("test-pool", 5, lambda fd: None, lambda: None, 0.05, places=1)
+    workers = PollingWorkers("test-pool", 5, lambda fd, mask: None, lambda: None, 0.05, places=1)
     workers.start()
     time.sleep(0.1)
     started = time.monotonic()

@@ -135,8 +135,9 @@ class PooledWSGIServer(BaseWSGIServer):
             self._connections[fd] = handler
         self._epoll.register(fd, _ARMED)
 
-    def _event(self, fd: int) -> None:
-        """A connection is readable (or writable again): answered here, on the woken worker."""
+    def _event(self, fd: int, mask: int = 0) -> None:
+        """A connection is readable (or writable again): answered here, on the woken worker
+        (`mask`, the events epoll reported, is not needed: every registration is one-shot)."""
         if self._gate is not None:
             with self._gate:  # a round of waiting answers goes out first
                 pass
