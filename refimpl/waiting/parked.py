@@ -154,9 +154,15 @@ TRANSITIONS: dict[Kind, dict[tuple[State, Move], State]] = {
     else _ONE_ANSWER
     for kind, traits in TRAITS.items()
 }
+# By kind: (on_commit, paced, streaming, its transitions), what `Parked.__init__` reads.
+_SETUP: dict[Kind, tuple[bool, bool, bool, dict[tuple[State, Move], State]]] = {
+    kind: (traits.on_commit, traits.paced, traits.streaming, TRANSITIONS[kind])
+    for kind, traits in TRAITS.items()
+}
 # The members a stream's every part looks at, as module names: found by one dictionary read,
 # not through the enum's class (which costs a thousand streams a few hundred microseconds).
-_WAITING, _DROPPED, _PART = State.WAITING, State.DROPPED, Move.PART
+_WAITING, _DROPPED, _ANSWERED, _PART = State.WAITING, State.DROPPED, State.ANSWERED, Move.PART
+assert all(t[_WAITING, Move.ANSWER] is _ANSWERED for t in TRANSITIONS.values())  # `decide`'s
 
 
 class InvalidMove(RuntimeError):
@@ -174,6 +180,24 @@ class Parked(Generic[A]):
 
     __hash__ = object.__hash__  # identity, on purpose: see the module docstring
 
+    # What most requests never change, as the class's defaults (an attribute a request
+    # sets shadows its default): a long poll's every re-poll makes a Parked, and each store
+    # in `__init__` was its cost. The kind's traits, read at every attempt, are attributes
+    # of their own, set from `_SETUP`.
+    _state: State = State.WAITING
+    _answer: A | None = None
+    _parts: tuple[A, ...] = ()  # made before a deliverer was in place
+    _on_answer: Callable[[A], None] | None = None
+    _on_part: Callable[[A], None] | None = None
+    _waiter: threading.Event | None = None  # made only for a thread that waits
+    # A stream's flow control: told when every part handed over so far has been sent, so
+    # that it makes the next only then and a reader that stops reading costs bounded memory.
+    _on_drained: Callable[[], None] | None = None
+    # The deliverer's handle on its client (the server's connection; opaque here), for
+    # parts handed to many at once; and the batch that sends this request's parts now.
+    outlet: object = None
+    batch: Batch | None = None
+
     def __init__(
         self,
         signal: Signal | None,
@@ -187,37 +211,22 @@ class Parked(Generic[A]):
         at_close: Callable[[], A] | None = None,
         on_drained: Callable[[], None] | None = None,
     ) -> None:
-        traits = TRAITS[kind]
-        if traits.on_commit != (signal is not None):
-            wants = "a commit signal" if traits.on_commit else "no commit signal"
+        on_commit, self.paced, self.streaming, self._moves = _SETUP[kind]
+        if on_commit != (signal is not None):
+            wants = "a commit signal" if on_commit else "no commit signal"
             raise WrongKind(f"a parked {kind.value} waits on {wants}")
         self.kind = kind
         self.signal = signal
-        # The kind's traits, read at every attempt: attributes, not a lookup each time.
-        self.paced = traits.paced
-        self.streaming = traits.streaming
-        self._moves = TRANSITIONS[kind]
         self.seen = seen  # the durable LSN the last attempt looked at
         self.attempt = attempt
         self.on_timeout = on_timeout
         # At shutdown: the last answer (a stream's closing part); by default `on_timeout`'s.
         self.at_close = at_close or on_timeout
-        # A stream's flow control: told when every part handed over so far has been sent, so
-        # that it makes the next only then and a reader that stops reading costs bounded memory.
-        self._on_drained = on_drained
+        if on_drained is not None:
+            self._on_drained = on_drained
         self.deadline = deadline
         self._release = release
         self._lock = threading.Lock()
-        self._state = State.WAITING
-        self._answer: A | None = None
-        self._parts: list[A] = []  # made before a deliverer was in place
-        self._on_answer: Callable[[A], None] | None = None
-        self._on_part: Callable[[A], None] | None = None
-        self._waiter: threading.Event | None = None  # made only for a thread that waits
-        # The deliverer's handle on its client (the server's connection; opaque here), for
-        # parts handed to many at once; and the batch that sends this request's parts now.
-        self.outlet: object = None
-        self.batch: Batch | None = None
 
     @property
     def state(self) -> State:
@@ -240,15 +249,16 @@ class Parked(Generic[A]):
                     return True
                 self._move(_PART)
                 deliver = self._on_part
-                if deliver is None:
-                    self._parts.append(outcome.answer)
+                if deliver is None:  # rare, and few: a tuple grown by one
+                    self._parts += (outcome.answer,)
             if deliver is not None:
                 deliver(outcome.answer)
             return False
         with self._lock:
             if self._state is not _WAITING:
                 return True  # dropped meanwhile, or decided by another thread first
-            self._move(Move.ANSWER)
+            # (WAITING, ANSWER) -> ANSWERED in every kind's table: `_move`'s look, made here.
+            self._state = _ANSWERED
             self._answer = outcome
             callback, waiter = self._on_answer, self._waiter
         self._release()
@@ -297,9 +307,10 @@ class Parked(Generic[A]):
 
         Parts and the answer made before the call are delivered at once, in order.
         """
-        self.outlet = outlet
+        if outlet is not None:
+            self.outlet = outlet
         with self._lock:
-            parts, self._parts = self._parts, []
+            parts, self._parts = self._parts, ()
             self._on_part = on_part
             answer = self._answer
             if answer is None:
