@@ -333,18 +333,18 @@ class WaitingRoom(SharedSends[A], Generic[A]):
             with self._lock:
                 if self._closed:
                     return
-                # Entries of requests decided elsewhere, or whose deadline moved on (a
-                # stream's heartbeat), would otherwise make the room look again at once.
+                # Entries of requests decided elsewhere (long polls: by their pool) or whose
+                # deadline moved on (a heartbeat) would make the room look again for nothing.
                 while self._deadlines and (
                     self._deadlines[0][2].finished
                     or self._deadlines[0][2].deadline != self._deadlines[0][0]
                 ):
                     heapq.heappop(self._deadlines)
+                while (keyed := self._keyed_deadlines) and keyed[0][2].finished:
+                    self._keyed.pop(heapq.heappop(keyed)[2], None)
                 nearest = self._deadlines[0][0] if self._deadlines else None
-                if self._keyed_deadlines and (
-                    nearest is None or self._keyed_deadlines[0][0] < nearest
-                ):
-                    nearest = self._keyed_deadlines[0][0]
+                if keyed and (nearest is None or keyed[0][0] < nearest):
+                    nearest = keyed[0][0]
                 if self._fanout_due() and (
                     nearest is None or self._fanout_pace.next_round < nearest
                 ):

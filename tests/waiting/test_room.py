@@ -404,6 +404,27 @@ def test_a_keyed_request_without_a_deadline_waits_for_its_poke():
     room.close()
 
 
+def test_a_keyed_request_answered_elsewhere_leaves_the_room_at_its_next_look():
+    # A long poll is answered by its owner's pool, not the room: its deadline's entry must
+    # not keep it among the parked (nor wake the room's thread for nothing at that time).
+    room = WaitingRoom(to_response)
+    keyed = Parked(
+        None,
+        0,
+        lambda _: None,
+        lambda: Answer(b"nothing"),
+        time.monotonic() + 30,
+        lambda: None,
+        kind=Kind.LIVE,
+    )
+    room.park(keyed)
+    assert room.parked_count() == 1
+    keyed.decide(Answer(b"rows"))  # by another thread than the room's
+    room.wake()  # the room's next look
+    assert eventually(lambda: room.parked_count() == 0, seconds=2.0)
+    room.close()
+
+
 def test_a_round_takes_turns_at_the_interpreter_lock_and_keeps_every_item_in_order():
     clock = [0.0]
     pauses: list[float] = []
