@@ -12,6 +12,14 @@ its own table. With --pin the server runs on the first CPU alone and the bench's
 (prober, writer, importer) on the others, as `stream.py` pins its readers: then a round trip
 is the server's delay, not the wait of a client that the server kept off its core.
 
+Side by side, like is compared with like: each checkout first serves --warmup runs that are
+printed but not counted (the machine's first imports, its caches, the checkouts' first
+starts), and the measured runs go in pairs whose order turns at each pair (A B, B A, A B,
+...), so that neither side always runs first. With two or more checkouts, the medians of
+the runs that went first in their pair and of those that went second are printed too: a
+difference there is the order's, not the code's (without the warm-up and the turns, the
+side that ran first was worse in every run of a quiet machine's measure, whichever it was).
+
 Targets (issue 37): during a 1,000,000-row /imp, a commit's p99 under 100 ms and max under
 500 ms, /api/rev's p99 under 5 ms. On a busy machine the round trips mostly measure the
 machine (compare the idle rows); `bulk_steps.py` measures what the load itself makes others
@@ -21,6 +29,7 @@ wait for, in CPU time.
     python tools/bench/bulk_load.py --rows 200000 --runs 1
     python tools/bench/bulk_load.py --code ../old --code .   # an older checkout beside this
     python tools/bench/bulk_load.py --pin                    # clients off the server's CPU
+    python tools/bench/bulk_load.py --warmup 0 --runs 1      # quick: no warm-up run
 """
 
 from __future__ import annotations
@@ -171,7 +180,11 @@ def one_run(
             f"{phase}_commit_p99": commit["p99"],
             f"{phase}_commit_max": commit["max"],
             f"{phase}_rev_p50": rev["p50"],
+            f"{phase}_rev_p90": harness.percentile(
+                [s[1] for s in samples if low <= s[0] < high], 0.9
+            ),
             f"{phase}_rev_p99": rev["p99"],
+            f"{phase}_rev_max": rev["max"],
             # /api/rev's handling time in the server (Server-Timing): the rest of its round
             # trip is waiting for the interpreter lock or the CPU before and after it.
             f"{phase}_rev_server_p99": harness.summary(
@@ -181,6 +194,13 @@ def one_run(
     return figures
 
 
+def pair_order(codes: list[Path | None], number: int) -> list[Path | None]:
+    """The checkouts in the order they serve measured run `number` (from 1): as given in
+    odd runs, reversed in even ones, so that each goes first as often as the others (A B,
+    B A, A B, ...) and no side always follows the other's import."""
+    return codes if number % 2 else codes[::-1]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -188,6 +208,12 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=1_000_000, help="rows of the bulk /imp")
     parser.add_argument("--runs", type=int, default=3, help="runs; the median is printed")
     parser.add_argument("--idle", type=float, default=3.0, help="idle seconds before the import")
+    parser.add_argument(
+        "--warmup",
+        type=int,
+        default=1,
+        help="runs of each checkout before the measured ones, printed but not counted",
+    )
     parser.add_argument(
         "--code",
         action="append",
@@ -214,19 +240,27 @@ def main() -> None:
     args = parser.parse_args()
     codes: list[Path | None] = list(args.code or [None])
     runs: dict[Path | None, list[dict[str, float]]] = {code: [] for code in codes}
+    # The measured runs by their place in their pair: 0 first, 1 second (and so on).
+    by_place: dict[int, list[dict[str, float]]] = {place: [] for place in range(len(codes))}
     print(f"load average at the start: {_load()}")
-    for number in range(1, args.runs + 1):
-        for code in codes:
+    plan = [(f"warm-up {n}", codes) for n in range(1, args.warmup + 1)]
+    plan += [(f"run {n}", pair_order(codes, n)) for n in range(1, args.runs + 1)]
+    for label, order in plan:
+        for place, code in enumerate(order):
             why = Path(tempfile.mkdtemp(prefix="bulk-why-")) / "events.json" if args.why else None
             figures = one_run(args.rows, args.idle, code, why, args.pin, args.probe)
-            runs[code].append(figures)
+            if label.startswith("run"):
+                runs[code].append(figures)
+                by_place[place].append(figures)
             name = "" if code is None else f" ({code})"
             print(
-                f"run {number}{name}, load {_load()}: "
+                f"{label}{name}, load {_load()}: "
                 + ", ".join(f"{k} {v:.1f}" for k, v in figures.items())
             )
     for code, done in runs.items():
         _print_medians(args.rows, done, "this checkout" if code is None else str(code))
+    if len(codes) > 1:
+        _print_order(by_place)
 
 
 def _print_medians(rows: int, runs: list[dict[str, float]], name: str) -> None:
@@ -235,33 +269,47 @@ def _print_medians(rows: int, runs: list[dict[str, float]], name: str) -> None:
         table.append(
             (
                 label,
-                *(
-                    statistics.median(run[f"{phase}_{what}"] for run in runs)
-                    for what in (
-                        "commit_p50",
-                        "commit_p99",
-                        "commit_max",
-                        "rev_p50",
-                        "rev_p99",
-                        "rev_server_p99",
-                    )
-                ),
+                *(statistics.median(run[f"{phase}_{what}"] for run in runs) for what in _COLUMNS),
             )
         )
     harness.print_table(
-        (
-            "median of runs",
-            "commit p50",
-            "commit p99",
-            "commit max",
-            "rev p50",
-            "rev p99",
-            "rev server p99",
-        ),
+        ("median of runs", *(what.replace("_", " ") for what in _COLUMNS)),
         table,
         title=f"{name}: milliseconds, median of {len(runs)} run(s); the import took"
         f" {statistics.median(run['import_s'] for run in runs):.1f} s,"
         f" {statistics.median(run['import_rows_s'] for run in runs):,.0f} rows/s (medians)",
+    )
+
+
+_COLUMNS = (
+    "commit_p50",
+    "commit_p99",
+    "commit_max",
+    "rev_p50",
+    "rev_p90",
+    "rev_p99",
+    "rev_max",
+    "rev_server_p99",
+)
+
+
+def _print_order(by_place: dict[int, list[dict[str, float]]]) -> None:
+    """The medians, during the import, of the runs by their place in their pair, whatever
+    their checkout: with like compared with like they differ by noise only."""
+    harness.print_table(
+        ("place in its pair", "runs", *(what.replace("_", " ") for what in _COLUMNS), "rows/s"),
+        [
+            (
+                "first" if place == 0 else f"{place + 1}th" if place > 1 else "second",
+                len(done),
+                *(statistics.median(run[f"busy_{what}"] for run in done) for what in _COLUMNS),
+                statistics.median(run["import_rows_s"] for run in done),
+            )
+            for place, done in by_place.items()
+            if done
+        ],
+        title="the order's check: milliseconds during the import, median of the runs at each"
+        " place, all checkouts together",
     )
 
 

@@ -7,6 +7,10 @@ of this machine shares:
   worker thread was ready to run but waiting for a CPU (the kernel's schedstat) since its
   previous request: its wait to be run once the request arrived;
 - each pass of the collector longer than 1 ms (`gc.callbacks`);
+- the import's phases, on its own thread: the conversion (from the /imp request's entry to
+  `Database.load_rows`), the load's preparing and merging, its install step
+  (`Database._commit_load`, under the write lock) and its wait for the fsync
+  (`Database.wait_durable`);
 - each time a heartbeat thread (asleep 2 ms at a time) woke more than 3 ms late, with the
   process CPU time in that window, the heartbeat's own wait for a CPU, and where the
   importing thread was when the heartbeat got the interpreter lock back, and how long that
@@ -16,7 +20,8 @@ of this machine shares:
 
 `explain` then splits each slow probe of /api/rev: the wait before the server's handler ran
 (for a CPU, the rest for the interpreter lock or in the kernel), the handler, and the wait
-after it (the answer made, the prober had not got it), and counts which part was longest.
+after it (the answer made, the prober had not got it), and counts which part was longest;
+and it counts the probes, slow ones and all, by the import's phase they began in.
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ LAUNCHER = """
 import gc, json, sys, threading, time
 from refimpl.http import app as app_module
 out = sys.argv[1]
-events = {"gc": [], "late": [], "rev": []}
+events = {"gc": [], "late": [], "rev": [], "phases": []}
 _gc_began = [0.0]
 def on_gc(phase, info):
     if phase == "start":
@@ -56,6 +61,7 @@ def timed(self, environ):
     began, queued = time.monotonic(), queued_ms()
     if environ.get("PATH_INFO") == "/imp":
         importer[0] = threading.get_native_id()
+        events["phases"].append(("converting", began))
     since = getattr(local, "queued", queued)
     try:
         return call(self, environ)
@@ -64,6 +70,24 @@ def timed(self, environ):
         if environ.get("PATH_INFO") == "/api/rev":
             events["rev"].append((began, time.monotonic(), queued - since))
 app_module.App.answer = timed
+from refimpl.engine.storage import database as database_module
+def phased(begins, after, function):
+    # The import's phases: `begins` at the call's entry, `after` at its exit, on the
+    # importing thread only (another writer's wait_durable is not the import's).
+    def timed_phase(*args, **kwargs):
+        mine = threading.get_native_id() == importer[0]
+        if mine:
+            events["phases"].append((begins, time.monotonic()))
+        try:
+            return function(*args, **kwargs)
+        finally:
+            if mine:
+                events["phases"].append((after, time.monotonic()))
+    return timed_phase
+Database = database_module.Database
+Database.load_rows = phased("preparing and merging", "answering", Database.load_rows)
+Database._commit_load = phased("installing", "preparing and merging", Database._commit_load)
+Database.wait_durable = phased("waiting for the fsync", "answering", Database.wait_durable)
 def where_importing(me):
     for ident, frame in sys._current_frames().items():
         if ident == me:
@@ -151,6 +175,7 @@ def explain(samples: list[Any], path: Path, began: float, ended: float) -> None:
     print("their longest part:")
     for cause, count in causes.most_common():
         print(f"  {count:4d}  {cause}")
+    _by_phase(samples, events.get("phases", []), began, ended)
     places: Counter[str] = Counter()  # milliseconds the lock was waited for, by place
     for _at, late, _cpu, queued, place, _preempted in lates:
         if place and late - queued > queued:
@@ -158,3 +183,35 @@ def explain(samples: list[Any], path: Path, began: float, ended: float) -> None:
     print("where the importing thread was when the heartbeat got the lock after waiting (ms):")
     for place, spent in places.most_common(8):
         print(f"  {spent:7.1f}  {place}")
+
+
+def _by_phase(
+    samples: list[Any], phases: list[tuple[str, float]], began: float, ended: float
+) -> None:
+    """Print the probes sent during the import by the import's phase they were sent in
+    (`phases`: each phase's name and the time it began, in order), slow ones and all."""
+    marks = sorted((at, name) for name, at in phases)
+    if not marks:
+        return
+    counts: dict[str, list[float]] = {}
+    for sent, round_trip, _server in samples:
+        if not began <= sent < ended:
+            continue
+        name = next((n for at, n in reversed(marks) if at <= sent), "before the handler")
+        counts.setdefault(name, []).append(round_trip)
+    spans: dict[str, float] = {}
+    for (at, name), (after, _) in zip(marks, [*marks[1:], (ended, "")], strict=True):
+        spans[name] = spans.get(name, 0.0) + (after - at) * 1000
+    print("probes by the import's phase they were sent in (ms):")
+    for name in dict.fromkeys([*counts, *spans]):
+        trips = sorted(counts.get(name, []))
+        p99 = trips[min(len(trips) - 1, int(0.99 * len(trips)))] if trips else 0.0
+        figures = (
+            f"p50 {statistics.median(trips):5.1f}, p99 {p99:5.1f},"
+            f" max {trips[-1]:5.1f}; {sum(1 for trip in trips if trip > SLOW_MS)} over {SLOW_MS}"
+            if trips
+            else "none"
+        )
+        print(
+            f"  {name:24s} {spans.get(name, 0.0):7.1f} ms long: {len(trips):4d} probes, {figures}"
+        )
