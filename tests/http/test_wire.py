@@ -11,6 +11,7 @@ from refimpl.errors import MalformedRequest
 from refimpl.http.encode import Answer
 from refimpl.http.error_answers import status_of
 from refimpl.http.serving import wire
+from refimpl.http.serving.environ import connection_environ, make_environ
 
 
 def read_all(*chunks: bytes, max_body: int = 1 << 20) -> list:
@@ -54,9 +55,7 @@ def test_head_and_body_from_one_buffer():
         "HTTP/1.1",
         True,
     )
-    environ = wire.make_environ(
-        first, wire.connection_environ(("127.0.0.1", 9000), ("127.0.0.1", 5))
-    )
+    environ = make_environ(first, connection_environ(("127.0.0.1", 9000), ("127.0.0.1", 5)))
     assert environ["wsgi.input"].read() == b"abc" == first.data  # held in memory: its bytes
     assert (environ["PATH_INFO"], environ["QUERY_STRING"]) == ("/exec", "db=x")
     assert environ["CONTENT_LENGTH"] == "3" and environ["HTTP_HOST"] == "h"
@@ -128,7 +127,7 @@ def test_chunked_bodies_with_extensions_and_percent_decoded_path():
         b"POST /a%20b?q=%41 HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"
         b"3;name=value\r\nabc\r\n2\r\nde\r\n0\r\nTrailer: x\r\n\r\n"
     )
-    environ = wire.make_environ(request, wire.connection_environ(("h", 1), ("c", 2)))
+    environ = make_environ(request, connection_environ(("h", 1), ("c", 2)))
     assert environ["wsgi.input"].read() == b"abcde" and environ["CONTENT_LENGTH"] == "5"
     assert "HTTP_TRANSFER_ENCODING" not in environ  # the body is de-chunked already
     assert (environ["PATH_INFO"], environ["QUERY_STRING"]) == ("/a b", "q=%41")
@@ -142,7 +141,7 @@ def test_header_names_in_the_environ_whatever_their_case_and_repeats():
         b"CONTENT-LENGTH: 2\r\nEXPECT: 100-continue\r\n\r\nok"
     )
     for request in read_all(head, head)[:2]:
-        environ = wire.make_environ(request, wire.connection_environ(("h", 1), ("c", 2)))
+        environ = make_environ(request, connection_environ(("h", 1), ("c", 2)))
         assert environ["HTTP_X_THING"] == "a,b"  # joined; the '_' spelling is dropped
         assert environ["CONTENT_TYPE"] == "application/json"  # the last one, alone
         assert environ["CONTENT_LENGTH"] == "2" and environ["wsgi.input"].read() == b"ok"

@@ -17,6 +17,7 @@ from refimpl.http.request_input import WHOLE_BODY_KEY
 from refimpl.http.route_memo import MEMO_KEY
 from refimpl.http.serving import wire
 from refimpl.http.serving.connection import Connection
+from refimpl.http.serving.environ import make_environ
 from refimpl.http.serving.limits import ConnectionCounts, ConnectionLimits
 
 QUERY = quote("SELECT date_trunc('minute', time) AS m, last(price) AS close FROM trades")
@@ -315,7 +316,7 @@ def test_a_repeats_environ_is_the_one_the_parsed_request_would_have():
         (request,) = reader.ready
         reader.sock.close()
         assert isinstance(request, wire.ReceivedRequest)
-        expected = wire.make_environ(request, connection.environ_base)
+        expected = make_environ(request, connection.environ_base)
         expected.update({WHOLE_BODY_KEY: b"", "refimpl.credentials": connection.credentials})
         expected[MEMO_KEY] = environs[0][MEMO_KEY]  # the app's note of the first, for all
         got = dict(environ)

@@ -24,6 +24,7 @@ from refimpl.http.request_input import WHOLE_BODY_KEY
 from refimpl.http.request_log import RECORD_KEY, REQUEST_ID_HEADER, RequestRecord
 from refimpl.http.route_memo import MEMO_KEY, RouteMemo
 from refimpl.http.serving import wire
+from refimpl.http.serving.environ import connection_environ, make_environ
 from refimpl.http.serving.limits import ConnectionCounts
 from refimpl.waiting.parked import Kind, Parked, ParkedBody
 
@@ -59,7 +60,7 @@ class Connection:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, limit)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.reader = wire.RequestReader(sock, server.max_body_bytes)
-        self.environ_base = wire.connection_environ(server.server_address, client_address)
+        self.environ_base = connection_environ(server.server_address, client_address)
         # An app with `answer(environ)` (refimpl's App) answers without the WSGI calls.
         self.answer_of: Callable[[dict[str, Any]], Any] | None = getattr(server.app, "answer", None)
         # Its bearer token checked once for all its requests that send the same header.
@@ -116,8 +117,9 @@ class Connection:
             head = request.head
             kept = self.kept_environ
             if kept is not None and head.fields is kept[0]:
-                # A repeat of the last request but for its id= value (`RequestReader.take`):
-                # its environ, the target's keys new (its path and query alone, no fragment).
+                # A repeat of the last request but for its id= value or its body
+                # (`RequestReader.take`): its environ, the target's keys new (its path and
+                # query alone, no fragment), and the body's.
                 target = head.target
                 environ = {
                     **kept[1],
@@ -125,9 +127,12 @@ class Connection:
                     "REQUEST_URI": target,
                     "RAW_URI": target,
                     "wsgi.input": request.body,
+                    WHOLE_BODY_KEY: request.data,
                 }
+                if request.has_body:
+                    environ["CONTENT_LENGTH"] = str(request.body_length)
             else:
-                environ = wire.make_environ(request, self.environ_base)
+                environ = make_environ(request, self.environ_base)
                 environ[CREDENTIALS_KEY] = self.credentials
                 if request.data is not None:
                     environ[WHOLE_BODY_KEY] = request.data  # the body read from it, at no cost

@@ -18,14 +18,12 @@ from __future__ import annotations
 import collections
 import io
 import socket
-import sys
 import tempfile
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from email.utils import formatdate
-from typing import IO, TYPE_CHECKING, Any
-from urllib.parse import unquote_to_bytes, urlsplit
+from typing import IO, TYPE_CHECKING
 
 import httptools
 
@@ -35,7 +33,7 @@ from refimpl.errors import (
     RequestHeadTooLarge,
     RequestTargetTooLong,
 )
-from refimpl.http.serving.repeats import Repeat, repeat_of
+from refimpl.http.serving.repeats import BodyRepeat, Repeat, repeat_of
 
 if TYPE_CHECKING:
     from refimpl.http.encode import Answer
@@ -139,7 +137,7 @@ class RequestReader:
         # The last request, when it came alone in one receive with no body, and what its
         # repeats have in common with it (`take`).
         self.repeated: ReceivedRequest | None = None
-        self._repeat: Repeat | None = None
+        self._repeat: Repeat | BodyRepeat | None = None
 
     def receive(self) -> bool:
         """Read what the client has sent, without waiting; True when `next` has something.
@@ -169,13 +167,19 @@ class RequestReader:
 
     def take(self, data: bytes) -> None:
         """`feed` for what one receive gave: a repeat of the last request (`repeats`: its
-        head again but the digits of its `id=` value) joins `ready` without the parser, as
-        that request with its new target and the same head `fields` dict (a repeat's mark)."""
+        head again but the digits of its `id=` value, or another body) joins `ready` without
+        the parser, as that request with its new target or body and the same head `fields`
+        dict (a repeat's mark)."""
         # A repeat is known only at a message's start: any `feed` forgets it.
         repeat, last = self._repeat, self.repeated
         if last is not None and repeat is not None:
-            target = repeat.target(data)
-            if target is not None:
+            if isinstance(repeat, BodyRepeat):
+                body = repeat.body(data)
+                if body is not None:  # the same head: shared, as its fields are
+                    again = ReceivedRequest(last.head, io.BytesIO(body), len(body), True, body)
+                    self.ready.append(again)
+                    return
+            elif (target := repeat.target(data)) is not None:
                 h = last.head
                 head = RequestHead(h.method, target, h.version, h.fields, True)
                 self.ready.append(ReceivedRequest(head, io.BytesIO(), 0, last.has_body, b""))
@@ -183,12 +187,13 @@ class RequestReader:
         fresh, count = self.started_at is None, len(self.ready)  # no message under way
         self.feed(data)
         self.repeated = self._repeat = None
-        # One whole request begun at `data`'s first byte (not in an earlier receive), with no
-        # body and nothing after it: its head is all of `data`.
+        # One whole request begun at `data`'s first byte (not in an earlier receive), with
+        # nothing after it: its head (and its body, by its Content-Length) is all of `data`.
         if fresh and len(self.ready) == count + 1 and self.started_at is None and not self._codings:
             made = self.ready[-1]
-            if type(made) is ReceivedRequest and not made.body_length and made.head.keep_alive:
-                self._repeat = repeat_of(data, made.head.method, made.head.target)
+            if type(made) is ReceivedRequest and made.head.keep_alive:
+                limit = min(self.max_body_bytes, MEMORY_BODY_BYTES)
+                self._repeat = repeat_of(data, made.head, made.has_body, made.body_length, limit)
                 self.repeated = made if self._repeat is not None else None
 
     def feed(self, data: bytes) -> None:
@@ -381,66 +386,6 @@ def _parse_error(error: Exception) -> MalformedRequest:
     if advice is not None:
         return MalformedRequest(f"the request cannot be read: {reason}; {advice}")
     return MalformedRequest(f"the request is not valid HTTP/1.1: {reason}")
-
-
-def connection_environ(
-    server_address: tuple[str, int], client_address: tuple[str, int]
-) -> dict[str, Any]:
-    """The keys of a WSGI environ that are the same for every request of one connection
-    (`make_environ` copies them)."""
-    return {
-        "wsgi.version": (1, 0),
-        "wsgi.url_scheme": "http",
-        "wsgi.errors": sys.stderr,
-        "wsgi.multithread": True,
-        "wsgi.multiprocess": False,
-        "wsgi.run_once": False,
-        "SERVER_SOFTWARE": "refimpl",
-        "SCRIPT_NAME": "",
-        "REMOTE_ADDR": client_address[0],
-        "REMOTE_PORT": client_address[1],
-        "SERVER_NAME": server_address[0],
-        "SERVER_PORT": str(server_address[1]),
-    }
-
-
-def make_environ(request: ReceivedRequest, base: dict[str, Any]) -> dict[str, Any]:
-    """The WSGI environ of one request: `base` (its connection's `connection_environ`), the
-    request's own keys and its header fields; its `wsgi.input` reads exactly this request's
-    body.
-
-    Keys as Werkzeug's development server sets them; PATH_INFO carries the percent-decoded
-    path's bytes as latin-1 text, as PEP 3333 asks. The body was read whole (and de-chunked)
-    already: CONTENT_LENGTH gives its length, and Transfer-Encoding is not passed on.
-    """
-    head = request.head
-    target = head.target
-    if target.startswith("/"):
-        path, _, query = target.partition("?")
-        path = path.partition("#")[0]
-        host = None
-    else:
-        parts = urlsplit(target)
-        path, query = parts.path or "/", parts.query
-        host = parts.netloc if parts.scheme and parts.netloc else None
-    environ = {
-        **base,
-        **head.fields,
-        "REQUEST_METHOD": head.method,
-        "PATH_INFO": (
-            unquote_to_bytes(path.encode("latin-1")).decode("latin-1") if "%" in path else path
-        ),
-        "QUERY_STRING": query,
-        "REQUEST_URI": target,
-        "RAW_URI": target,
-        "SERVER_PROTOCOL": head.version,
-        "wsgi.input": request.body,
-    }
-    if host is not None:
-        environ["HTTP_HOST"] = host
-    if request.has_body:
-        environ["CONTENT_LENGTH"] = str(request.body_length)
-    return environ
 
 
 # A header's name, as sent -> its environ key ('' when it is not passed on): clients send
