@@ -38,7 +38,7 @@ from refimpl.http.error_answers import to_response
 from refimpl.http.route_memo import MEMO_KEY, Routed, RouteMemo
 from refimpl.waiting.owners import Budget
 from refimpl.waiting.parked import Kind, Parked
-from refimpl.waiting.places import place_owner
+from refimpl.waiting.places import FairPlaces, place_owner
 from refimpl.waiting.room import WaitingRoom
 
 log = logging.getLogger("refimpl.subscribe")
@@ -282,16 +282,35 @@ class _Poll:
     or running, or made and not yet handed over, waits for it (`at_deadline`), so that its
     answer, or its statement timeout's 400, is what the client gets, as the spec says."""
 
-    def __init__(self, step: LiveWait, batch: Woken, budget: Budget) -> None:
+    # Its state's start, as the class's defaults (a long poll's every re-poll makes one).
+    _parked: Parked[Answer] | None = None
+    _missed = False  # woken before it was parked
+    _queued = False  # in its batch, not yet run
+    _running = False  # its re-run is under way, or its answer not yet handed over
+    _expired = False  # its deadline came while a re-run was queued or running
+
+    def __init__(
+        self,
+        step: LiveWait,
+        batch: Woken,
+        budget: Budget,
+        held: tuple[FairPlaces, Hashable, Callable[[], None]] | None = None,
+    ) -> None:
         self._step = step
         self._batch = batch
         self._budget = budget
         self._lock = threading.Lock()
-        self._parked: Parked[Answer] | None = None
-        self._missed = False  # woken before it was parked
-        self._queued = False  # in its batch, not yet run
-        self._running = False  # its re-run is under way, or its answer not yet handed over
-        self._expired = False  # its deadline came while a re-run was queued or running
+        # The wait place its request holds (and of whom), and its session's close: what
+        # `release` gives back.
+        self._held = held
+
+    def release(self) -> None:
+        """Its request is answered (or dropped): its wait place back, its session closed."""
+        held = self._held
+        if held is not None:
+            places, owner, close = held
+            places.give_back(owner)
+            close()
 
     def set(self) -> None:
         with self._lock:
@@ -339,11 +358,13 @@ class _Poll:
         same (it waits on). Until handed over it counts as running, so that a deadline
         meanwhile waits for this answer instead of answering that nothing came."""
         parked = self._parked
+        if parked is None or parked.finished:
+            with self._lock:
+                self._queued = self._running = False
+            return None
         with self._lock:
             self._queued = False
-            self._running = parked is not None and not parked.finished
-        if parked is None or parked.finished:
-            return None
+            self._running = True
         reply: Reply | None = None
         failed: Answer | None = None
         try:
@@ -438,7 +459,7 @@ def subscribe_route(ctx: Context) -> Answer | Parked[Answer]:
             # the changed buckets' rows, a maintained answer's update): on its owner's
             # share of the room's pool, within the statement timeout, never on the
             # room's thread.
-            poll = _Poll(step, woken(room, owner), budget)
+            poll = _Poll(step, woken(room, owner), budget, (places, owner, session.close))
             step.watch(poll)
             # A commit between the read and the watch is not missed.
             reply = step.attempt(False, budget)
@@ -455,18 +476,13 @@ def subscribe_route(ctx: Context) -> Answer | Parked[Answer]:
         session.close()
         return _respond(reply)
     assert poll is not None and isinstance(step, LiveWait)
-
-    def release() -> None:
-        places.give_back(owner)
-        session.close()
-
     parked: Parked[Answer] = Parked(
         None,
         0,
         poll.attempt,
         poll.at_deadline,
         time.monotonic() + wait_ms / 1000,
-        release,
+        poll.release,
         kind=Kind.LIVE,
         at_close=poll.expired,
     )
