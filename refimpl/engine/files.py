@@ -12,18 +12,44 @@ A leaf module: it imports nothing of the engine, so storage and access both take
 
 from __future__ import annotations
 
+import errno
 import os
+from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
 
 __all__ = [
     "REAL_FILES",
+    "UNSUPPORTED",
     "BadName",
+    "Buffer",
     "FileOps",
     "LeadsOut",
     "NotRelative",
     "folder_path",
+    "pwrite_synced",
     "write_all",
+    "write_all_synced",
 ]
+
+Buffer = bytes | bytearray | memoryview  # what a write takes
+
+# pwritev2's flag that makes a write synchronized (O_DSYNC for this call alone: Linux 4.7+).
+_DSYNC: int | None = getattr(os, "RWF_DSYNC", None) if hasattr(os, "pwritev") else None
+
+# What a kernel or C library without the flag (or without pwritev2) answers, before it writes
+# anything.
+UNSUPPORTED = (errno.EOPNOTSUPP, errno.ENOSYS)
+
+
+def pwrite_synced(fd: int, buffers: Sequence[Buffer]) -> int:
+    """One system call: writes some of `buffers`, in order, at the descriptor's offset (the
+    end, for a file opened with O_APPEND), and returns once what it wrote is durable as
+    `fdatasync` makes it (the data and the file's size): `pwritev2(..., RWF_DSYNC)`. Returns
+    how many bytes it wrote. An OSError whose errno is in `UNSUPPORTED` means this system has
+    no such call; nothing was written then."""
+    if _DSYNC is None:
+        raise OSError(errno.EOPNOTSUPP, "no pwritev2 with RWF_DSYNC on this system")
+    return os.pwritev(fd, buffers, -1, _DSYNC)  # offset -1: the descriptor's own
 
 
 class FileOps:
@@ -38,6 +64,24 @@ class FileOps:
 
     def fsync(self, fd: int) -> None:
         os.fsync(fd)
+
+    def write_synced(self, fd: int, buffers: Sequence[Buffer]) -> int:
+        """Writes some of `buffers`, in order, and returns once what it wrote is durable (as
+        `write` and then `fsync` would make it; the file's size included); returns how many
+        bytes. One system call here (`pwrite_synced`). A subclass that changes `write` or
+        `fsync` and not this sees these writes through them, a `write_all` and an `fsync`
+        (all the bytes, then): its faults and its view of what is durable hold for them.
+        An OSError whose errno is in `UNSUPPORTED`: the system has no such call, nothing was
+        written, and the caller writes and syncs in two steps."""
+        kind = type(self)
+        if kind.write is FileOps.write and kind.fsync is FileOps.fsync:
+            return pwrite_synced(fd, buffers)
+        written = 0
+        for data in buffers:
+            write_all(self, fd, data)
+            written += len(data)
+        self.fsync(fd)
+        return written
 
     def close(self, fd: int) -> None:
         os.close(fd)
@@ -143,6 +187,19 @@ def write_all(files: FileOps, fd: int, data: bytes | bytearray | memoryview) -> 
     view = memoryview(data)
     while view:
         view = view[files.write(fd, view) :]
+
+
+def write_all_synced(files: FileOps, fd: int, buffers: Sequence[Buffer]) -> None:
+    """Writes every byte of `buffers`, in order, and returns once they are durable, in
+    `files.write_synced` calls (more than one only after a short write). An OSError whose
+    errno is in `UNSUPPORTED`: nothing was written."""
+    views = [memoryview(data) for data in buffers if data]
+    while views:
+        written = files.write_synced(fd, views)
+        while views and written >= len(views[0]):
+            written -= len(views.pop(0))
+        if written:
+            views[0] = views[0][written:]
 
 
 def replace_durably(files: FileOps, target: Path, data: bytes) -> None:

@@ -163,6 +163,7 @@ def test_no_answer_goes_back_before_its_record_is_on_disk(tmp_path: Path, fail_a
         acks.close()
         log.close()
     assert not wrong, wrong[:3]
+    assert files.synced_writes > 0  # the flushes were the log's one call, write and sync
     failed_from = None
     for sender, answers in handed.items():
         lsns = [lsn for lsn, _ in answers]

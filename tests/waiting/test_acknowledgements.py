@@ -5,12 +5,13 @@ from __future__ import annotations
 import http.client
 import socket
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
 from refimpl.engine.access import ADMIN
-from refimpl.engine.files import FileOps
+from refimpl.engine.files import Buffer, FileOps
 from refimpl.engine.instance import Instance
 from refimpl.engine.tracking.signals import CommitSignal
 from refimpl.errors import WritesStopped
@@ -100,10 +101,13 @@ class KeptFsyncs(ObservedFsyncs):
         super().__init__(None)
         self.data: dict[int, bytearray] = {}
 
-    def write(self, fd: int, data: bytes | bytearray | memoryview) -> int:
-        count = super().write(fd, data)
-        self.data.setdefault(fd, bytearray()).extend(memoryview(data)[:count])
-        return count
+    def wrote(self, fd: int, buffers: Sequence[Buffer], count: int) -> None:
+        super().wrote(fd, buffers, count)
+        kept = self.data.setdefault(fd, bytearray())
+        for data in buffers:
+            taken = memoryview(data)[:count]
+            kept += taken
+            count -= len(taken)
 
     def on_disk(self, marker: bytes) -> bool:
         return any(marker in self.data[fd][:size] for fd, size in list(self.synced.items()))
@@ -157,6 +161,7 @@ def test_no_exec_answer_leaves_before_its_record_is_on_disk(
         app.begin_shutdown()
         instance.close()
     assert not wrong, wrong[:3]
+    assert files.synced_writes > 0  # the flushes were the log's one call, write and sync
     every = [status for answers in statuses.values() for status in answers]
     assert len(every) == WRITERS * PER_WRITER
     if fail_after is None:

@@ -27,12 +27,14 @@ import threading
 import time
 import zlib
 from bisect import bisect_right
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
 from types import TracebackType
+from typing import TypeVar
 
 from refimpl.engine import admission
-from refimpl.engine.files import REAL_FILES, FileOps, write_all
+from refimpl.engine.files import REAL_FILES, UNSUPPORTED, FileOps, write_all, write_all_synced
 from refimpl.engine.measures import LatencyHistogram
 from refimpl.engine.storage.wal_crc import KnownTail
 from refimpl.engine.storage.wal_seals import remove_seal, write_seal
@@ -48,11 +50,13 @@ from refimpl.engine.storage.wal_segments import (
     read_frames,
     scan_segments,
     segment_name,
+    segment_runs,
 )
 from refimpl.errors import CorruptLog, Gone, StorageError, WritesStopped
 
 __all__ = ["DEFAULT_SEGMENT_BYTES", "SegmentInfo", "WriteAheadLog"]
 
+A = TypeVar("A")
 DEFAULT_SEGMENT_BYTES = 64 * 1024 * 1024
 _READ_BUFFER = 64 * 1024
 _MAX_GATHER_SECONDS = 0.001
@@ -106,6 +110,7 @@ class WriteAheadLog:
         self._write_segment: Segment | None = None
         self._write_fd: int | None = None
         self._write_dirty = False
+        self._one_call = True  # the leader writes and syncs in one call (leader-only)
         self._doing = ""  # what the leader is doing, for its failure message (leader-only)
         self.recovery_messages: list[str] = []
         self._segments: list[Segment] = self._recover()
@@ -128,7 +133,7 @@ class WriteAheadLog:
         doing = f"create the folder {directory}"
         try:
             if self._files.mkdir(directory):
-                self._sync_directory(directory.parent)
+                self._timed(self._files.sync_directory, directory.parent)
             doing = f"read the segments in {directory}"
             result = scan_segments(list_segments(directory), use_seals=True)
             if result.damage is not None:
@@ -314,18 +319,36 @@ class WriteAheadLog:
             raise WritesStopped(message or str(failure)) from failure
 
     def _write_batch(self, batch: list[tuple[Segment, bytearray]]) -> None:
-        for segment, data in batch:
+        """Writes each segment's part of `batch` in one call that returns once it is durable
+        (`FileOps.write_synced`; where the system has none, a write and an fsync): the leader
+        gives up and takes back the interpreter lock once a flush, not twice."""
+        for segment, run in segment_runs(batch):
             if segment is not self._write_segment:
                 self._switch_segment(segment)
-            assert self._write_fd is not None
-            self._doing = f"write to {segment.path}"
-            write_all(self._files, self._write_fd, data)
-            segment.crc = zlib.crc32(data, segment.crc)
-            self._write_dirty = True
+            fd = self._write_fd
+            assert fd is not None
+            self._doing = f"write to {segment.path}"  # and sync it, in one call
+            if not (self._one_call and self._write_synced(fd, run)):
+                for data in run:
+                    write_all(self._files, fd, data)
+                self._write_dirty = True
+            for data in run:
+                segment.crc = zlib.crc32(data, segment.crc)
         if self._write_dirty and self._write_fd is not None:
             self._doing = f"sync {self._write_segment.path if self._write_segment else ''}"
-            self._sync(self._write_fd)
+            self._timed(self._files.fsync, self._write_fd)
             self._write_dirty = False
+
+    def _write_synced(self, fd: int, run: list[bytearray]) -> bool:
+        """`run` written and durable; False, nothing written, if the system has no such call."""
+        try:
+            self._timed(partial(write_all_synced, self._files, fd), run)
+        except OSError as exc:
+            if exc.errno not in UNSUPPORTED:
+                raise
+            self._one_call = False
+            return False
+        return True
 
     def _switch_segment(self, segment: Segment) -> None:
         if self._write_fd is not None:
@@ -333,7 +356,7 @@ class WriteAheadLog:
                 # The old segment must be whole on disk before a later one exists: otherwise a
                 # crash could leave a torn frame in a segment that is not the last.
                 self._doing = f"sync {self._write_segment.path if self._write_segment else ''}"
-                self._sync(self._write_fd)
+                self._timed(self._files.fsync, self._write_fd)
                 self._write_dirty = False
             self._doing = f"close {self._write_segment.path if self._write_segment else ''}"
             fd, self._write_fd, self._write_segment = self._write_fd, None, None
@@ -349,30 +372,22 @@ class WriteAheadLog:
             # A new file's name is durable only once the folder is synced; do it before any
             # record in it can be acknowledged.
             self._doing = f"sync the folder {self._directory}"
-            self._sync_directory(self._directory)
+            self._timed(self._files.sync_directory, self._directory)
             segment.on_disk = True
-
-    def _sync(self, fd: int) -> None:
-        with self._lock:
-            self._fsync_count += 1
-        started = time.perf_counter()
-        self._files.fsync(fd)
-        if self._fsync_delay > 0:
-            time.sleep(self._fsync_delay)
-        self.fsync_seconds.observe(time.perf_counter() - started)
 
     def _sync_file(self, path: Path) -> None:
         fd = self._files.open(path, os.O_RDONLY)
         try:
-            self._sync(fd)
+            self._timed(self._files.fsync, fd)
         finally:
             self._files.close(fd)
 
-    def _sync_directory(self, directory: Path) -> None:
+    def _timed(self, sync: Callable[[A], object], arg: A) -> None:
+        """`sync(arg)`, one fsync (or a synchronized write) in the count and the histogram."""
         with self._lock:
             self._fsync_count += 1
         started = time.perf_counter()
-        self._files.sync_directory(directory)
+        sync(arg)
         if self._fsync_delay > 0:
             time.sleep(self._fsync_delay)
         self.fsync_seconds.observe(time.perf_counter() - started)
@@ -492,7 +507,7 @@ class WriteAheadLog:
                         pass
                     freed += segment.size
                     doing = f"sync the folder {self._directory}"
-                    self._sync_directory(self._directory)
+                    self._timed(self._files.sync_directory, self._directory)
                 except OSError as exc:
                     raise self._fail(doing, exc) from exc
             return freed
