@@ -38,7 +38,7 @@ from refimpl.http.error_answers import to_response
 from refimpl.http.route_memo import MEMO_KEY, Routed, RouteMemo
 from refimpl.waiting.owners import Budget
 from refimpl.waiting.parked import Kind, Parked
-from refimpl.waiting.places import FairPlaces, place_owner
+from refimpl.waiting.places import place_owner
 from refimpl.waiting.room import WaitingRoom
 
 log = logging.getLogger("refimpl.subscribe")
@@ -289,28 +289,11 @@ class _Poll:
     _running = False  # its re-run is under way, or its answer not yet handed over
     _expired = False  # its deadline came while a re-run was queued or running
 
-    def __init__(
-        self,
-        step: LiveWait,
-        batch: Woken,
-        budget: Budget,
-        held: tuple[FairPlaces, Hashable, Callable[[], None]] | None = None,
-    ) -> None:
+    def __init__(self, step: LiveWait, batch: Woken, budget: Budget) -> None:
         self._step = step
         self._batch = batch
         self._budget = budget
         self._lock = threading.Lock()
-        # The wait place its request holds (and of whom), and its session's close: what
-        # `release` gives back.
-        self._held = held
-
-    def release(self) -> None:
-        """Its request is answered (or dropped): its wait place back, its session closed."""
-        held = self._held
-        if held is not None:
-            places, owner, close = held
-            places.give_back(owner)
-            close()
 
     def set(self) -> None:
         with self._lock:
@@ -459,7 +442,7 @@ def subscribe_route(ctx: Context) -> Answer | Parked[Answer]:
             # the changed buckets' rows, a maintained answer's update): on its owner's
             # share of the room's pool, within the statement timeout, never on the
             # room's thread.
-            poll = _Poll(step, woken(room, owner), budget, (places, owner, session.close))
+            poll = _Poll(step, woken(room, owner), budget)
             step.watch(poll)
             # A commit between the read and the watch is not missed.
             reply = step.attempt(False, budget)
@@ -476,13 +459,18 @@ def subscribe_route(ctx: Context) -> Answer | Parked[Answer]:
         session.close()
         return _respond(reply)
     assert poll is not None and isinstance(step, LiveWait)
+
+    def release() -> None:
+        places.give_back(owner)
+        session.close()
+
     parked: Parked[Answer] = Parked(
         None,
         0,
         poll.attempt,
         poll.at_deadline,
         time.monotonic() + wait_ms / 1000,
-        poll.release,
+        release,
         kind=Kind.LIVE,
         at_close=poll.expired,
     )
