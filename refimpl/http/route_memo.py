@@ -1,13 +1,16 @@
-"""A request as dispatched, for its repeats: the same head but the digits of its `id=` value.
+"""A request as dispatched, for its repeats: the same head but the digits of its `id=` value,
+or the same head but its body's length (and another body).
 
 A long poll's client asks again on its connection with the head it sent before but a new
-id (`serving.repeats`). Our server gives such a repeat the environ of the request it
-repeats, with the new target, and the same `RouteMemo` (environ key `MEMO_KEY`), which the
-app filled in when it dispatched that request (`App._dispatch`). What depends on the head
-alone gave the same answer then, and is not asked again: the Host, the route, HEAD, the
-query's parameters (all but `id`, which is read from the new query string) and the Origin.
-Who asks (a token or a session still good), their rights in the database and whether it is
-there are checked at every request, repeat or not, before the route runs.
+id, an `/exec` client with the same head and its next statement (`serving.repeats`). Our
+server gives such a repeat the environ of the request it repeats, with the new target (or
+body), and the same `RouteMemo` (environ key `MEMO_KEY`), which the app filled in when it
+dispatched that request (`App._dispatch`). What depends on the head alone gave the same
+answer then, and is not asked again: the Host, the route, HEAD, the query's parameters (all
+but `id`, which is read from the new query string; all of them for a repeat with another
+body, whose target is the same) and the Origin. Who asks (a token or a session still good),
+their rights in the database and whether it is there are checked at every request, repeat
+or not, before the route runs.
 """
 
 from __future__ import annotations
@@ -30,11 +33,13 @@ R = TypeVar("R", bound=Routed)
 
 class RouteMemo(Generic[R]):
     """The route, method and parameters a request was dispatched to, and where its id's
-    value is in its query string; `route` is None until `note`."""
+    value is in its query string; `route` is None until `note`. `same_target`: its repeats
+    come with its request target as it is (another body, `serving.repeats.BodyRepeat`)."""
 
-    __slots__ = ("route", "method", "args", "id_at", "id_tail", "kept")
+    __slots__ = ("route", "method", "args", "id_at", "id_tail", "kept", "same_target")
 
-    def __init__(self) -> None:
+    def __init__(self, same_target: bool = False) -> None:
+        self.same_target = same_target
         self.route: R | None = None
         self.method = ""
         self.args: dict[str, str] = {}
@@ -46,7 +51,11 @@ class RouteMemo(Generic[R]):
     def note(self, route: R, method: str, args: dict[str, str], query: str) -> None:
         """Keep what the request of `query` was dispatched to, once every check of its head
         passed, when its `id` parameter is one piece of `query` (`id=` and the value as
-        sent: a repeat changes digits in it, which need no decoding)."""
+        sent: a repeat changes digits in it, which need no decoding); for repeats of the same
+        target, always."""
+        if self.same_target:
+            self.route, self.method, self.args = route, method, dict(args)
+            return
         pieces = "&" + query
         found = pieces.find("&id=")
         if found < 0 or pieces.find("&id=", found + 1) >= 0 or "id" in route.repeatable:
@@ -63,4 +72,6 @@ class RouteMemo(Generic[R]):
 
     def args_of(self, query: str) -> dict[str, str]:
         """The parameters of a repeat, whose query string is `query`."""
+        if self.same_target:
+            return dict(self.args)  # a copy: each request's route may do as it likes
         return {**self.args, "id": query[self.id_at : len(query) - self.id_tail]}

@@ -78,3 +78,18 @@ def test_what_is_not_noted() -> None:
     memo = RouteMemo()  # a route taking id several times reads the last: not noted
     memo.note(replace(SUBSCRIBE, repeatable=frozenset({"id"})), "GET", {"id": "1"}, "id=1")
     assert memo.route is None
+
+
+def test_a_memo_of_repeats_with_the_same_target_notes_every_route_and_copies_its_args() -> None:
+    # An /exec client's next statement (serving.repeats.BodyRepeat): the same target, so the
+    # same parameters, whatever they are; each request gets a dict of its own.
+    exec_route = next(r for r in routes.ROUTES if r.path == "/exec")
+    for route, query in ((exec_route, ""), (exec_route, "db=x"), (SUBSCRIBE, "id=1&id=2")):
+        args = {"db": "x"} if query == "db=x" else {}
+        memo: RouteMemo[routes.Route] = RouteMemo(same_target=True)
+        memo.note(route, "POST", args, query)
+        assert memo.route is route and memo.method == "POST"
+        given = memo.args_of(query)
+        assert given == args and given is not args
+        given["db"] = "changed"
+        assert memo.args_of(query) == args

@@ -140,7 +140,7 @@ class Connection:
                 if request is self.reader.repeated:
                     # Its repeats go where it went (route_memo), and have its environ, as it
                     # is before the app adds its own keys to it.
-                    environ[MEMO_KEY] = RouteMemo()
+                    environ[MEMO_KEY] = RouteMemo(self.reader.repeats_body)
                     self.kept_environ = (head.fields, environ.copy())
             return self._run(head, environ)  # the server notes `last_used` after it
         except (ConnectionError, TimeoutError, OSError):

@@ -161,6 +161,11 @@ class RequestReader:
                 self.take(data)
         return True
 
+    @property
+    def repeats_body(self) -> bool:
+        """True when `repeated`'s repeats come with another body, the same target."""
+        return isinstance(self._repeat, BodyRepeat)
+
     def next(self) -> ReceivedRequest | MalformedRequest | None:
         """The oldest whole request, the error that ends the connection, or None (ended)."""
         return self.ready.popleft() if self.ready else None
