@@ -17,7 +17,7 @@ from refimpl.http.serving import wire
 from refimpl.http.serving.connection import Connection
 from refimpl.http.serving.environ import make_environ
 from refimpl.http.serving.repeats import BodyRepeat
-from tests.http.test_wire_repeats import FOLLOWING, _Host, _Recorder, after
+from tests.http.repeated_requests import FOLLOWING, Host, Recorder, after
 
 # Real /exec heads: the bench's client (its Content-Length last), and one with it first,
 # blanks after its digits and a header after it.
@@ -179,11 +179,11 @@ def test_a_body_repeat_is_exactly_what_the_parser_makes_of_it_or_is_parsed(pair)
 
 
 def test_a_body_repeats_environ_is_the_one_the_parsed_request_would_have():
-    app = _Recorder()
+    app = Recorder()
     with socket.create_server(("127.0.0.1", 0)) as listener:
         theirs = socket.create_connection(listener.getsockname())
         ours, _ = listener.accept()
-    connection = Connection(ours, ("127.0.0.1", 5), _Host(app))  # type: ignore[arg-type]
+    connection = Connection(ours, ("127.0.0.1", 5), Host(app))  # type: ignore[arg-type]
     sent = [request(HEADS[1], body) for body in BODIES[:4]]
     try:
         for data in sent:

@@ -5,20 +5,17 @@ from __future__ import annotations
 
 import io
 import socket
-from typing import Any
 from urllib.parse import quote
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from refimpl.errors import MalformedRequest
-from refimpl.http.encode import Answer
 from refimpl.http.request_input import WHOLE_BODY_KEY
 from refimpl.http.route_memo import MEMO_KEY
 from refimpl.http.serving import wire
 from refimpl.http.serving.connection import Connection
 from refimpl.http.serving.environ import make_environ
-from refimpl.http.serving.limits import ConnectionCounts, ConnectionLimits
+from tests.http.repeated_requests import FOLLOWING, Host, Recorder, after
 
 QUERY = quote("SELECT date_trunc('minute', time) AS m, last(price) AS close FROM trades")
 # Real re-polls: the bench's client (Content-Length: 0), a browser-like one, the id last.
@@ -34,47 +31,6 @@ HEADS = [
         "X-Request-Id: poll-1\r\n\r\n"
     ).encode(),
 ]
-# The socket of the readers fed here, which never read from it.
-_UNUSED = socket.socket()
-FOLLOWING = b"POST /exec HTTP/1.1\r\nHost: h\r\nContent-Length: 8\r\n\r\nSELECT 1"
-
-
-def shown(items: Any) -> list[object]:
-    """What a reader made, as plain values to compare."""
-    out: list[object] = []
-    for item in items:
-        if isinstance(item, wire.ReceivedRequest):
-            head = item.head
-            body = item.body.read()
-            out.append(
-                (head.method, head.target, head.version, dict(head.fields), head.keep_alive)
-                + (item.body_length, item.has_body, item.data, body)
-            )
-        elif isinstance(item, MalformedRequest):
-            out.append((type(item).__name__, str(item)))
-        else:
-            out.append(item)
-    return out
-
-
-def after(first: bytes, then: bytes, *, repeats: bool) -> tuple[list[object], bool, list[object]]:
-    """What a reader makes of `then` after `first` (each as one receive), whether it took
-    `then` as a repeat of `first`, and what it makes of a request after both (where its
-    parser was left)."""
-    reader = wire.RequestReader(_UNUSED, 1 << 20)  # fed here: its socket is never read
-    reader.take(first) if repeats else reader.feed(first)
-    fields = [r.head.fields for r in reader.ready if isinstance(r, wire.ReceivedRequest)]
-    reader.ready.clear()
-    reader.take(then) if repeats else reader.feed(then)
-    got = list(reader.ready)
-    taken = any(
-        isinstance(item, wire.ReceivedRequest) and item.head.fields is f
-        for item in got
-        for f in fields
-    )
-    reader.ready.clear()
-    reader.take(FOLLOWING) if repeats else reader.feed(FOLLOWING)
-    return shown(got), taken, shown(reader.ready)
 
 
 def id_span(head: bytes) -> tuple[int, int]:
@@ -271,32 +227,12 @@ def test_a_repeat_is_exactly_what_the_parser_makes_of_it_or_is_parsed(pair):
         assert again.startswith(first[:start]) and again.endswith(first[end:])
 
 
-class _Recorder:
-    """An app that keeps each request's environ as it came, then adds to it, and answers."""
-
-    def __init__(self) -> None:
-        self.environs: list[dict[str, Any]] = []
-
-    def answer(self, environ: dict[str, Any]) -> Answer:
-        self.environs.append(dict(environ))
-        environ["refimpl.added"] = True  # what an app adds is not a repeat's
-        return Answer(b"ok", 200, "text/plain")
-
-
-class _Host:
-    def __init__(self, app: _Recorder) -> None:
-        self.app = app
-        self.server_address = ("127.0.0.1", 9000)
-        self.max_body_bytes = 1 << 20
-        self.counts = ConnectionCounts(ConnectionLimits())
-
-
 def test_a_repeats_environ_is_the_one_the_parsed_request_would_have():
-    app = _Recorder()
+    app = Recorder()
     with socket.create_server(("127.0.0.1", 0)) as listener:
         theirs = socket.create_connection(listener.getsockname())
         ours, _ = listener.accept()
-    connection = Connection(ours, ("127.0.0.1", 5), _Host(app))  # type: ignore[arg-type]
+    connection = Connection(ours, ("127.0.0.1", 5), Host(app))  # type: ignore[arg-type]
     head = HEADS[1]
     start, end = id_span(head)
     try:

@@ -1,0 +1,75 @@
+"""What the tests of a connection's repeated requests share (`serving.repeats`): a reader
+fed two requests, with and without the repeat's shortcut, and a stand-in app and server for
+a `Connection` served directly."""
+
+from __future__ import annotations
+
+import socket
+from typing import Any
+
+from refimpl.errors import MalformedRequest
+from refimpl.http.encode import Answer
+from refimpl.http.serving import wire
+from refimpl.http.serving.limits import ConnectionCounts, ConnectionLimits
+
+# The socket of the readers fed here, which never read from it.
+_UNUSED = socket.socket()
+FOLLOWING = b"POST /exec HTTP/1.1\r\nHost: h\r\nContent-Length: 8\r\n\r\nSELECT 1"
+
+
+def shown(items: Any) -> list[object]:
+    """What a reader made, as plain values to compare."""
+    out: list[object] = []
+    for item in items:
+        if isinstance(item, wire.ReceivedRequest):
+            head = item.head
+            body = item.body.read()
+            out.append(
+                (head.method, head.target, head.version, dict(head.fields), head.keep_alive)
+                + (item.body_length, item.has_body, item.data, body)
+            )
+        elif isinstance(item, MalformedRequest):
+            out.append((type(item).__name__, str(item)))
+        else:
+            out.append(item)
+    return out
+
+
+def after(first: bytes, then: bytes, *, repeats: bool) -> tuple[list[object], bool, list[object]]:
+    """What a reader makes of `then` after `first` (each as one receive), whether it took
+    `then` as a repeat of `first`, and what it makes of a request after both (where its
+    parser was left)."""
+    reader = wire.RequestReader(_UNUSED, 1 << 20)  # fed here: its socket is never read
+    reader.take(first) if repeats else reader.feed(first)
+    fields = [r.head.fields for r in reader.ready if isinstance(r, wire.ReceivedRequest)]
+    reader.ready.clear()
+    reader.take(then) if repeats else reader.feed(then)
+    got = list(reader.ready)
+    taken = any(
+        isinstance(item, wire.ReceivedRequest) and item.head.fields is f
+        for item in got
+        for f in fields
+    )
+    reader.ready.clear()
+    reader.take(FOLLOWING) if repeats else reader.feed(FOLLOWING)
+    return shown(got), taken, shown(reader.ready)
+
+
+class Recorder:
+    """An app that keeps each request's environ as it came, then adds to it, and answers."""
+
+    def __init__(self) -> None:
+        self.environs: list[dict[str, Any]] = []
+
+    def answer(self, environ: dict[str, Any]) -> Answer:
+        self.environs.append(dict(environ))
+        environ["refimpl.added"] = True  # what an app adds is not a repeat's
+        return Answer(b"ok", 200, "text/plain")
+
+
+class Host:
+    def __init__(self, app: Recorder) -> None:
+        self.app = app
+        self.server_address = ("127.0.0.1", 9000)
+        self.max_body_bytes = 1 << 20
+        self.counts = ConnectionCounts(ConnectionLimits())
