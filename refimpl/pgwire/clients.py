@@ -25,6 +25,15 @@ class Client:
         self.accepted_at = time.monotonic()
         self.link = link
         self.busy = False
+        # Its registration in the epoll set while it waits for messages is edge-triggered
+        # and stays (`serving.FOLLOWED`), so a worker done with it frees it without a
+        # system call when nothing came meanwhile: `followed` while so registered, `missed`
+        # when an event came while `busy` (dropped then), `drained` when the last read took
+        # less than it asked for and the client's end did not come with it (EPOLLRDHUP in
+        # the event's mask): nothing was left unread, so no edge is owed.
+        self.followed = False
+        self.missed = False
+        self.drained = True
         # Answers the socket did not take at once: while there are any, nothing more is
         # read or answered, so a client that reads nothing holds one answer at most.
         self.unsent = b""

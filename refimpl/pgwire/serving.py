@@ -7,7 +7,9 @@ the `threads` workers, only the few (`polling.ADMITTED`) that hold an admission 
 on the set or run statements; one whose statement waits (a lock) or runs long hands its
 place on, and none waits for a commit's flush (`refimpl.pgwire.acknowledging`). A worker
 reads what a connection sent; once the bytes make a whole message it answers the messages
-there are, sends what the socket takes of the answers and re-arms the connection. Answers
+there are, sends what the socket takes of the answers and frees the connection: waiting for
+messages, it stays registered edge-triggered, re-armed (`_rearm`) only when an event came
+meanwhile, its last read may have left bytes or its end, or it waits for more. Answers
 the socket did not take wait (up to `SEND_TIMEOUT_SECONDS`) with the connection armed for
 writing only: its next messages are neither read nor answered meanwhile, and no worker
 waits for it. A connection that pipelines without reading thus holds `UNSENT_LIMIT` bytes
@@ -73,6 +75,10 @@ SEND_TIMEOUT_SECONDS = 60  # a client that takes no answer for this long is drop
 # messages it pipelines without reading.
 UNSENT_LIMIT = 1024 * 1024
 WRITABLE = select.EPOLLOUT | select.EPOLLONESHOT  # waiting for the client to read
+# Waiting for messages: an event at each arrival of bytes, the registration kept (`_rearm`);
+# the client's end of the stream shows in the mask of its last bytes' event (EPOLLRDHUP).
+FOLLOWED = select.EPOLLIN | select.EPOLLRDHUP | select.EPOLLET
+ENDED = select.EPOLLRDHUP | select.EPOLLHUP | select.EPOLLERR  # more to read than bytes
 LOGIN_TIMED_OUT = "57014"  # query_canceled: PostgreSQL's "canceling authentication due to timeout"
 
 
@@ -144,7 +150,7 @@ class PgServer:
         elif fd == self._listener_fd:
             self._accept_some()
         else:
-            self._readable(fd)
+            self._readable(fd, mask)
 
     def _deliver(self) -> None:
         """Send the durable answers posted (each once, in order); the ring stays armed
@@ -245,10 +251,11 @@ class PgServer:
         )
         link.peer = address
         client = Client(transport, address, link)
+        client.followed = True
         with self._lock:
             self._clients[sock.fileno()] = client
             self._by_process[process_id] = client
-        self._epoll.register(sock.fileno(), ARMED)
+        self._epoll.register(sock.fileno(), FOLLOWED)
 
     def _log_in(self, client: Client, principal: Principal) -> str | None:
         """Move a connection whose password was right to the logged-in count; or why not."""
@@ -259,10 +266,19 @@ class PgServer:
             self.unauthenticated.release(client.address)
         return refused
 
-    def _readable(self, fd: int) -> None:
+    def _readable(self, fd: int, mask: int) -> None:
         with self._lock:
             client = self._clients.get(fd)
-            if client is None or client.busy:
+            if client is None:
+                return
+            if client.busy:
+                client.missed = True  # its worker's `_rearm` arms it again for this event
+                if client.followed:  # and no more events until then (as one-shot): a COPY
+                    client.followed = False  # or a walsender reads on meanwhile
+                    try:
+                        self._epoll.modify(fd, select.EPOLLONESHOT)
+                    except (OSError, ValueError):
+                        pass  # closed meanwhile
                 return
             client.busy = True
         if client.handshaking and not self._handshake(client):
@@ -278,6 +294,8 @@ class PgServer:
                 return
         core = client.link.core
         if core.has_message():
+            if mask & ENDED:
+                client.drained = False  # its end is still to read: `_rearm` modifies
             self._answer(client)  # messages read before come first: the buffer stays small
             return
         data: bytes | None
@@ -290,6 +308,8 @@ class PgServer:
             data = None  # nothing new; messages read before may wait (`_acknowledge`)
         except OSError:
             data = b""
+        # A short read leaves no byte, but maybe the end that came with them (one event).
+        client.drained = not mask & ENDED and (data is None or len(data) < READ_BYTES)
         if data is not None:
             client.received += len(data)
             core.receive_data(data)
@@ -317,10 +337,12 @@ class PgServer:
         """Notifications arrived for `client` (any thread): a worker visits it now, unless
         one is answering it already (whose `_rearm` looks for them)."""
         if not client.busy and client.link.notifications_waiting():
-            try:
-                self._epoll.modify(client.sock.fileno(), ARMED | select.EPOLLOUT)
-            except (OSError, ValueError):
-                pass  # closed meanwhile
+            with self._lock:  # as `_rearm`'s: `followed` says what the last modify set
+                client.followed = False
+                try:
+                    self._epoll.modify(client.sock.fileno(), ARMED | select.EPOLLOUT)
+                except (OSError, ValueError):
+                    pass  # closed meanwhile
 
     def _handshake(self, client: Client) -> bool:
         """Move a TLS handshake on; True once it is done (the startup may follow at once),
@@ -463,13 +485,29 @@ class PgServer:
             self._rearm(client)
 
     def _rearm(self, client: Client, events: int = ARMED) -> None:
-        client.busy = False
-        if client.link.notifications_waiting():
-            events |= select.EPOLLOUT  # at once: a worker sends them (`_notify`)
-        try:
-            self._epoll.modify(client.sock.fileno(), events)
-        except (OSError, ValueError):
+        """Free `client` for the next event of `events` (ARMED: its next messages).
+
+        One left `followed` needs no system call for its next messages: every byte (and
+        the end of the stream) that came after its last read raised an event, which a
+        worker either takes later or took while it was `busy` (`missed`, set under `_lock`
+        as this looks). It is modified when bytes or its end may be left unread (`drained`;
+        TLS's records), or for other events: a modify fires at once for what is there."""
+        with self._lock:  # freed and modified in one hold: an event that fires waits for it
+            client.busy = False
+            missed, client.missed = client.missed, False
+            if events == ARMED:  # kept (0): no system call
+                kept = client.followed and client.drained and not (missed or client.secure)
+                events = 0 if kept else FOLLOWED
+            if events:
+                client.followed = events == FOLLOWED
+                try:
+                    self._epoll.modify(client.sock.fileno(), events)
+                except (OSError, ValueError):
+                    events = -1
+        if events < 0:
             self._close(client)
+        elif client.link.notifications_waiting():  # looked at once free, as `_wake` does
+            self._wake(client)
 
     def _close(self, client: Client) -> None:
         with self._lock:

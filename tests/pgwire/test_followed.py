@@ -9,7 +9,7 @@ import random
 import socket
 import time
 
-from tests.pgwire.attack import MessageReader, logged_in, query_message
+from tests.pgwire.attack import MessageReader, logged_in, query_message, read_until_closed
 
 # Larger than a worker's read (sockets.READ_BYTES, 64 KB) in one send: the bytes past the
 # first read raise no event of their own.
@@ -73,3 +73,30 @@ def test_a_client_that_ends_its_stream_with_its_last_bytes_is_closed(pg):
         while sock.recv(65536):  # until the server closes (a TimeoutError: it never does)
             pass
         sock.close()
+
+
+def test_a_client_that_ends_its_stream_after_a_whole_query_is_answered_then_closed(pg, db):
+    """A query, then the client's end of the stream: at once (corked, one segment: one
+    event for both, the short read takes the bytes and leaves the end), while the query
+    runs, or while its commit waits for the flush (the end's event then comes while a
+    worker, or the acknowledgement, has the connection). Each is answered, then the
+    connection is closed (never held open waiting for more)."""
+    pg.http.sql("CREATE TABLE ended (id INT PRIMARY KEY)", db)
+    rng = random.Random(11)
+    for n in range(24):
+        sql = (
+            f"INSERT INTO ended VALUES ({n}) RETURNING id",
+            f"SELECT count(*) + {n} - count(*) FROM generate_series(1, 20000)",
+            f"SELECT {n}",
+        )[n % 3]
+        sock = logged_in(pg, "admin", pg.token, db)
+        pause = rng.choice([None, 0.0005, 0.002, 0.01]) if n >= 6 else None
+        if pause is None:  # corked: the query and the end go out in one segment
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_CORK, 1)
+        sock.sendall(query_message(sql))
+        time.sleep(pause or 0)
+        sock.shutdown(socket.SHUT_WR)
+        answer = read_until_closed(sock, 30)  # a TimeoutError: the server kept it open
+        assert f"{n}".encode() in answer and answer.endswith(b"Z\x00\x00\x00\x05I")
+        sock.close()
+    assert pg.http.rows("SELECT count(*) FROM ended", db) == [[8]]
