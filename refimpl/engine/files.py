@@ -55,6 +55,12 @@ def pwrite_synced(fd: int, buffers: Sequence[Buffer]) -> int:
 class FileOps:
     """File operations as the engine needs them; every method is one system call or two."""
 
+    _one_call = True  # `write` and `fsync` are these: `write_synced` is one system call
+
+    def __init_subclass__(cls) -> None:
+        super().__init_subclass__()
+        cls._one_call = cls.write is FileOps.write and cls.fsync is FileOps.fsync
+
     def open(self, path: Path, flags: int, mode: int = 0o644) -> int:
         return os.open(path, flags | getattr(os, "O_CLOEXEC", 0), mode)
 
@@ -73,8 +79,7 @@ class FileOps:
         (all the bytes, then): its faults and its view of what is durable hold for them.
         An OSError whose errno is in `UNSUPPORTED`: the system has no such call, nothing was
         written, and the caller writes and syncs in two steps."""
-        kind = type(self)
-        if kind.write is FileOps.write and kind.fsync is FileOps.fsync:
+        if self._one_call:
             return pwrite_synced(fd, buffers)
         written = 0
         for data in buffers:
@@ -193,13 +198,16 @@ def write_all_synced(files: FileOps, fd: int, buffers: Sequence[Buffer]) -> None
     """Writes every byte of `buffers`, in order, and returns once they are durable, in
     `files.write_synced` calls (more than one only after a short write). An OSError whose
     errno is in `UNSUPPORTED`: nothing was written."""
-    views = [memoryview(data) for data in buffers if data]
-    while views:
-        written = files.write_synced(fd, views)
-        while views and written >= len(views[0]):
-            written -= len(views.pop(0))
-        if written:
+    left = sum(map(len, buffers))
+    while left:
+        written = files.write_synced(fd, buffers)
+        left -= written
+        if left:  # short: what it did not take, from where it stopped
+            views = [memoryview(data) for data in buffers]
+            while written >= len(views[0]):
+                written -= len(views.pop(0))
             views[0] = views[0][written:]
+            buffers = views
 
 
 def replace_durably(files: FileOps, target: Path, data: bytes) -> None:

@@ -28,10 +28,9 @@ import time
 import zlib
 from bisect import bisect_right
 from collections.abc import Callable, Iterator
-from functools import partial
 from pathlib import Path
 from types import TracebackType
-from typing import TypeVar
+from typing import ParamSpec
 
 from refimpl.engine import admission
 from refimpl.engine.files import REAL_FILES, UNSUPPORTED, FileOps, write_all, write_all_synced
@@ -56,7 +55,7 @@ from refimpl.errors import CorruptLog, Gone, StorageError, WritesStopped
 
 __all__ = ["DEFAULT_SEGMENT_BYTES", "SegmentInfo", "WriteAheadLog"]
 
-A = TypeVar("A")
+P = ParamSpec("P")
 DEFAULT_SEGMENT_BYTES = 64 * 1024 * 1024
 _READ_BUFFER = 64 * 1024
 _MAX_GATHER_SECONDS = 0.001
@@ -342,7 +341,7 @@ class WriteAheadLog:
     def _write_synced(self, fd: int, run: list[bytearray]) -> bool:
         """`run` written and durable; False, nothing written, if the system has no such call."""
         try:
-            self._timed(partial(write_all_synced, self._files, fd), run)
+            self._timed(write_all_synced, self._files, fd, run)
         except OSError as exc:
             if exc.errno not in UNSUPPORTED:
                 raise
@@ -382,12 +381,12 @@ class WriteAheadLog:
         finally:
             self._files.close(fd)
 
-    def _timed(self, sync: Callable[[A], object], arg: A) -> None:
-        """`sync(arg)`, one fsync (or a synchronized write) in the count and the histogram."""
+    def _timed(self, sync: Callable[P, object], *args: P.args, **kwargs: P.kwargs) -> None:
+        """`sync(*args)`: one fsync (or synchronized write) in the count and the histogram."""
         with self._lock:
             self._fsync_count += 1
         started = time.perf_counter()
-        sync(arg)
+        sync(*args, **kwargs)
         if self._fsync_delay > 0:
             time.sleep(self._fsync_delay)
         self.fsync_seconds.observe(time.perf_counter() - started)

@@ -494,13 +494,16 @@ def find_valid_frame(data: Data, start: int, after_lsn: int) -> tuple[int, int] 
 
 def segment_runs(
     batch: list[tuple[Segment, bytearray]],
-) -> Iterator[tuple[Segment, list[bytearray]]]:
+) -> list[tuple[Segment, list[bytearray]]]:
     """A log's batch of buffers (each with the segment it goes to, in log order) as runs:
     each segment with its buffers together, in order."""
-    start, end = 0, len(batch)
-    while start < end:
-        segment, stop = batch[start][0], start + 1
-        while stop < end and batch[stop][0] is segment:
-            stop += 1
-        yield segment, [data for _, data in batch[start:stop]]
-        start = stop
+    if len(batch) == 1:  # most flushes: one buffer
+        segment, data = batch[0]
+        return [(segment, [data])]
+    runs: list[tuple[Segment, list[bytearray]]] = []
+    for segment, data in batch:
+        if runs and runs[-1][0] is segment:
+            runs[-1][1].append(data)
+        else:
+            runs.append((segment, [data]))
+    return runs
