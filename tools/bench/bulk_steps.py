@@ -19,7 +19,11 @@ that other processes on the machine do not count:
 A C call known to let the interpreter lock go while it runs (zlib's crc32 of a big buffer)
 is left out of the longest calls.
 
+With --parts day the table is partitioned by day alone, so that all the load's rows fall in
+one partition (`rev.TRADES` partitions by symbol too: a hundredth of them in each).
+
     python tools/bench/bulk_steps.py --code ../old --code .
+    python tools/bench/bulk_steps.py --parts day --over 0.5
 """
 
 from __future__ import annotations
@@ -98,7 +102,15 @@ class _Holds:
 SHIFTS = {"new": None, "after": 4, "among": 1}
 
 
-def child(rows: int, into: str, over_ms: float) -> None:
+# The table's partitions (--parts): `rev.TRADES`'s, by day and symbol (the bench's CSV puts
+# a hundredth of the rows in each), or by day only (all the rows of the CSV in one).
+TABLES = {
+    "symbols": TRADES,
+    "day": TRADES.replace(", SYMBOL(symbol)", ""),
+}
+
+
+def child(rows: int, into: str, over_ms: float, parts: str = "symbols") -> None:
     """Load the rows with this process's refimpl; print the figures as JSON."""
     from refimpl import native_memory
     from refimpl.engine.instance import Instance
@@ -126,7 +138,7 @@ def child(rows: int, into: str, over_ms: float) -> None:
     with tempfile.TemporaryDirectory() as folder:
         instance = Instance.open(Path(folder) / "data")
         with closing(instance.session()) as session:
-            session.execute(TRADES, ())
+            session.execute(TABLES[parts], ())
             session.execute("INSERT INTO trades VALUES (now(), 'S001', 100.0, 1)", ())
             quarters = SHIFTS[into]
             if quarters is not None:  # the table filled first, by a load not measured
@@ -204,17 +216,27 @@ def main() -> None:
         help="C calls shorter than this (ms) are not counted; an import's switch interval"
         " is 0.2 ms",
     )
+    parser.add_argument(
+        "--parts",
+        choices=sorted(TABLES),
+        default="symbols",
+        help="the table's partitions: by day and symbol (the bench's table), or by day only"
+        " (the load's rows all in one partition)",
+    )
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        child(args.rows, args.into, args.over)
+        child(args.rows, args.into, args.over, args.parts)
         return
     codes: list[Path] = list(args.code or [harness.REPO])
     results = harness.alternate_children(
         __file__,
         codes,
         args.runs,
-        ["--rows", str(args.rows), "--into", args.into, "--over", str(args.over)],
+        [
+            *("--rows", str(args.rows), "--into", args.into, "--over", str(args.over)),
+            *("--parts", args.parts),
+        ],
     )
     load = " ".join(f"{value:.2f}" for value in os.getloadavg())
     table = []
@@ -248,7 +270,8 @@ def main() -> None:
             "the longest call (worst run)",
         ),
         table,
-        title=f"a load of {args.rows:,} rows into a {args.into} table, thread CPU, median of"
+        title=f"a load of {args.rows:,} rows into a {args.into} table partitioned by"
+        f" {'day' if args.parts == 'day' else 'day and symbol'}, thread CPU, median of"
         f" {args.runs} run(s);"
         f" load average at the end {load}",
     )

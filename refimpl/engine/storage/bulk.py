@@ -30,7 +30,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import chain, islice
-from operator import itemgetter, le
+from operator import itemgetter, le, lt
 from typing import Any
 
 import msgspec
@@ -78,8 +78,9 @@ class PreparedLoad:
     # Each new identity's place: sharded from `SHARD_AT` rows on (no one dict grows big).
     index: dict[Ident, tuple[PartKey, OrderKey]] | ShardedIndex
     # Each partition's new rows: as blocks (a partition the table lacks takes them over) and
-    # the dict those blocks borrow, which holds exactly these rows (merged into one it holds).
-    partitions: dict[PartKey, tuple[Blocks, dict[OrderKey, Row]]]
+    # the dict those blocks borrow, which holds exactly these rows (merged into one it holds),
+    # or None where the blocks hold their own rows (`Blocks.from_rows`; `rows_of` makes it).
+    partitions: dict[PartKey, tuple[Blocks, dict[OrderKey, Row] | None]]
     record: bytearray  # the log record, encoded but for its commit time (`records.stamp`)
     checksum: KnownTail  # of the record after its commit time: the log sums only the rest
     touched: Touched
@@ -167,8 +168,10 @@ def prepare(key: str, table: Table, rows: TypedRows, idents: list[Ident]) -> Pre
         parts += some_parts
         orders += some_orders
     batches: dict[PartKey, dict[OrderKey, Row]] = {}
-    partitions: dict[PartKey, tuple[Blocks, dict[OrderKey, Row]]] = {}
-    if one_part:  # straight from the rows, a slice at a time
+    partitions: dict[PartKey, tuple[Blocks, dict[OrderKey, Row] | None]] = {}
+    if one_part and _ascending(orders):  # a load read in order: blocks straight from the rows
+        partitions[parts[0]] = (Blocks.from_rows(orders, rows), None)
+    elif one_part:  # straight from the rows, a slice at a time
         whole: dict[OrderKey, Row] = {}
         for start in range(0, len(rows), SLICE_ROWS):
             end = start + SLICE_ROWS
@@ -266,6 +269,27 @@ def _sorted_keys(keys: list[OrderKey], rows: dict[OrderKey, Row]) -> list[OrderK
         if not all(map(le, some, islice(some, 1, None))):
             return sorted(keys)
     return keys
+
+
+def _ascending(keys: list[OrderKey]) -> bool:
+    """True when `keys` rise strictly (sorted and distinct), checked a slice at a time."""
+    return all(
+        all(map(lt, some, islice(some, 1, None)))
+        for some in (
+            keys[start : start + CHECK_ROWS + 1]  # one past: the slices' seam too
+            for start in range(0, len(keys), CHECK_ROWS)
+        )
+    )
+
+
+def rows_of(blocks: Blocks) -> dict[OrderKey, Row]:
+    """A dict of the rows of `blocks` (a load's partition whose blocks hold their own), for
+    a merge into a partition the table holds; made `SLICE_ROWS` rows at a time."""
+    pairs = blocks.items()
+    rows: dict[OrderKey, Row] = {}
+    for _ in range(0, len(blocks), SLICE_ROWS):
+        rows.update(islice(pairs, SLICE_ROWS))
+    return rows
 
 
 def _column(rows: Sequence[tuple[Any, ...]], position: int) -> list[Any]:

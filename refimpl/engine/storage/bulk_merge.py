@@ -30,7 +30,7 @@ from collections.abc import Callable
 from typing import Any
 
 from refimpl.engine.storage.blocks import Blocks
-from refimpl.engine.storage.bulk import PreparedLoad, still_fits
+from refimpl.engine.storage.bulk import PreparedLoad, rows_of, still_fits
 from refimpl.engine.storage.ident_index import SHARD_AT, OrderIndex, ShardedIndex, sharded
 from refimpl.engine.storage.table import Ident, Journal, OrderKey, PartKey, Table
 
@@ -74,6 +74,8 @@ class Merge:
             if partition is None:
                 self.parts[part] = prepared
                 continue
+            if rows is None:  # the load's blocks hold their own rows: one dict of them
+                rows = rows_of(prepared)
             merged = partition.merged(prepared.keys()[:], rows)
             if merged is None:
                 return False
