@@ -29,7 +29,7 @@ from typing import Any
 from refimpl.engine.access import AccessControl
 from refimpl.engine.access.control import CheckedToken
 from refimpl.engine.event_streams import Credential
-from refimpl.engine.features.live_answers import Reply
+from refimpl.engine.features.live_answers import Reply, Subscription
 from refimpl.engine.features.live_queries import LiveWait, SubscriptionManager
 from refimpl.engine.rights import Right
 from refimpl.engine.session import Session
@@ -62,33 +62,41 @@ _RETRY = f"retry: {RETRY_MS}\n".encode()
 
 
 class FirstRunEnters:
-    """A part's statement budget as its query runs take it (`with FirstRunEnters(budget) as
-    runs:` around the making of one part, `runs` given as the budget of its runs): `budget`
-    is entered at the first run that asks for it, nothing more at later asks, and left when
-    the `with` ends. Every run of one part (a re-run, then a snapshot when its version is
-    gone) counts against one statement timeout, from the first run's start until the part is
-    made, never one timeout each; a part that runs no query (it takes the step another stream
-    of its query ran) enters none. One object serves the parts of a stream one after
-    another (each `with` leaves what it entered), not an `ExitStack` and a closure a part."""
+    """A part's statement budget as its query runs take it (`runs` given as the budget of the
+    runs of one part, `runs.leave()` once it is made, or `with runs:` around its making):
+    `budget` is entered at the first run that asks for it, nothing more at later asks, and
+    left by `leave` (or the `with`'s end, which passes on an error). Every run of one part
+    (a re-run, then a snapshot when its version is gone) counts against one statement
+    timeout, from the first run's start until the part is made, never one timeout each; a
+    part that runs no query (it takes the step another stream of its query ran) enters none,
+    and its maker need not call `leave` (`entered` is None). One object serves the parts of
+    a stream one after another, not an `ExitStack` and a closure a part."""
 
-    __slots__ = ("_budget", "_held")
+    __slots__ = ("_budget", "entered")
 
     def __init__(self, budget: Budget) -> None:
         self._budget = budget
-        self._held: AbstractContextManager[object] | None = None
+        # The budget a run of the part under way entered; None: none did.
+        self.entered: AbstractContextManager[object] | None = None
 
     def __enter__(self) -> FirstRunEnters:
         return self
 
     def __exit__(self, *exc: Any) -> bool | None:
-        held, self._held = self._held, None
-        return None if held is None else held.__exit__(*exc)
+        entered, self.entered = self.entered, None
+        return None if entered is None else entered.__exit__(*exc)
+
+    def leave(self) -> None:
+        """The part is made: the budget a run entered is left."""
+        entered, self.entered = self.entered, None
+        if entered is not None:
+            entered.__exit__(None, None, None)
 
     def __call__(self) -> AbstractContextManager[object]:
-        if self._held is None:
-            held = self._budget()
-            held.__enter__()
-            self._held = held
+        if self.entered is None:
+            entered = self._budget()
+            entered.__enter__()
+            self.entered = entered
         return _ENTERED
 
 
@@ -141,6 +149,9 @@ class _LiveStream:
         self.parked: Parked[Answer] | None = None
         self._batch: Woken | None = None  # runs `make` on the owner's pool, once parked
         self._headed = False  # the room's deliverer sends headed parts (`Headed`)
+        # The `id:` line's start of the subscription of its last headed part.
+        self._named: Subscription | None = None
+        self._id_line = b""
 
     def start(self, parked: Parked[Answer], batch: Woken, headed: bool) -> None:
         """Parked as `parked`; `batch` runs its `make` on the owner's share of the pool;
@@ -205,12 +216,15 @@ class _LiveStream:
         nothing changed. The stream stays busy until it is handed over and sent."""
         parked = self.parked
         assert parked is not None  # `start` came before any job
+        runs = self._runs
         try:
-            with self._runs as runs:
-                outcome = self._next(parked, runs)
+            outcome = self._next(parked, runs)
         except Exception as error:  # a bug: the stream ends, the pool's thread goes on
             log.warning("making a live query's part failed", exc_info=True)
             outcome = self._end(f"the server failed ({type(error).__name__})")
+        finally:
+            if runs.entered is not None:  # (most parts take a step: no run, no budget)
+                runs.leave()
         if isinstance(outcome, Headed):
             return outcome  # sent with those that share its body, then told `drained`
         if outcome is None:
@@ -259,8 +273,14 @@ class _LiveStream:
             step = self._manager.follow(self._session, reply, True, wait, budget, batch.reads)
             outlet = parked.outlet if self._headed else None
             if step is wait and outlet is not None:
-                # Its event only, which the other streams that share the change end with.
-                return Headed(outlet, b"id: " + reply.id.encode() + b"\n", rows_event(reply))
+                # Its event only, which the other streams that share the change end with,
+                # after its `id:` line (`Reply.id`'s, the subscription's part made once).
+                subscription = reply.subscription
+                if subscription is not self._named:
+                    self._named = subscription
+                    self._id_line = b"id: %b." % subscription.id.encode()
+                head = b"%b%d\n" % (self._id_line, reply.version)
+                return Headed(outlet, head, rows_event(reply))
             return Part(_later(self._events(reply, step, wait, budget)))
         except KdbError as error:
             return self._end(str(error))  # a REVOKE, or the statement timeout
