@@ -1,0 +1,219 @@
+"""Where the time of a commit's 100 woken live-query streams goes: `subscribe.py`'s phase of
+100 streams of one query (`--phases 100 --per-symbol 100 --stream`), with the server's
+timeline of each pass of woken streams and what the clients spend.
+
+Per pass (one job of the owner pool that makes a user's woken parts, then sends them), from
+the start of the commit's wake-ups (`WakeBoard.notify`, on the committing thread): when the
+pass starts, when its parts are all made, when the last is sent (the pass's end); its
+thread's CPU time making and sending, and the times the system took that thread off the
+processor (involuntary switches) or it slept (voluntary: the lock, a pause) while sending;
+the pauses of the sends' turns at the interpreter lock (`fanout.taking_turns`), a commit and
+how long they lasted. Then the waiters' CPU time a commit (4 processes of 25 threads, as
+much as the server's on this bench: they share its processors) and the writer's INSERT round
+trip. p50/p99 are the bench's commit-to-push latencies.
+
+    python tools/bench/subscribe_timeline.py                       # this tree, one run
+    python tools/bench/subscribe_timeline.py --before ../old --rounds 3   # in turn
+
+On a loaded machine wall times spread twice over between runs of one tree; the counts
+(pauses, switches) and CPU times move less.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import harness
+import subscribe
+
+# The server's notes, written as JSON to the launcher's first argument when it stops.
+LAUNCHER = """
+import json, sys, threading, time
+from refimpl.engine.tracking import signals
+from refimpl.http.endpoints import subscribe_route
+from refimpl.waiting import fanout
+out, passes, wakes, pauses = sys.argv[1], [], [], []
+def switches():
+    with open("/proc/thread-self/status") as file:
+        text = file.read()
+    return [int(text.split(name + ":")[1].split()[0])
+            for name in ("\\nvoluntary_ctxt_switches", "nonvoluntary_ctxt_switches")]
+make_all, run_all = subscribe_route.Woken._make_all, subscribe_route.Woken._run_all
+def timed_make_all(self, woken, *rest):
+    began, cpu = time.monotonic(), time.thread_time()
+    try:
+        return make_all(self, woken, *rest)
+    finally:
+        self._timed = (began, time.monotonic(), time.thread_time() - cpu, switches(), len(woken))
+def timed_run_all(self):
+    began, cpu, before = time.monotonic(), time.thread_time(), switches()
+    self._timed = None
+    try:
+        return run_all(self)
+    finally:
+        passes.append((began, self._timed, time.monotonic(), time.thread_time() - cpu,
+                       before, switches()))
+subscribe_route.Woken._make_all = timed_make_all
+subscribe_route.Woken._run_all = timed_run_all
+notify = signals.WakeBoard.notify
+def timed_notify(self, *args):
+    wakes.append(time.monotonic())
+    return notify(self, *args)
+signals.WakeBoard.notify = timed_notify
+turns = fanout.taking_turns
+def timed_pause(seconds):
+    began = time.monotonic()
+    time.sleep(seconds)
+    pauses.append(time.monotonic() - began)
+def timed_turns(items, pause=None, *args, **kwargs):
+    return turns(items, timed_pause, *args, **kwargs)
+fanout.taking_turns = timed_turns
+from refimpl.cli import main
+try:
+    status = main(sys.argv[2:])
+finally:
+    with open(out, "w") as file:
+        json.dump({"passes": passes, "wakes": wakes, "pauses": pauses}, file)
+sys.exit(status)
+"""
+
+
+def waiters_cpu() -> float:
+    """CPU seconds of this process's children forked from it (the waiters: the same command
+    line), not the server's."""
+    own = Path("/proc/self/cmdline").read_bytes()
+    total = 0.0
+    for task in Path("/proc/self/task").iterdir():
+        try:
+            children = (task / "children").read_text().split()
+        except OSError:
+            continue
+        for child in children:
+            try:
+                if Path(f"/proc/{child}/cmdline").read_bytes() != own:
+                    continue
+                fields = Path(f"/proc/{child}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
+def run(code: Path | None, commits: int) -> dict[str, float]:
+    """One phase of `code`'s server (None: this tree's): its figures."""
+    window: list[float] = []  # the waiters' CPU at the commits' start and end
+    trips: list[float] = []
+    cpu_seconds, commit_trade = harness.cpu_seconds, subscribe.commit_trade
+
+    def noted_cpu(pid: int) -> float:
+        window.append(waiters_cpu())
+        return cpu_seconds(pid)
+
+    def timed_trade(*args: Any) -> None:
+        began = time.monotonic()
+        commit_trade(*args)
+        if len(window) == 1:  # within the measured commits
+            trips.append(time.monotonic() - began)
+
+    out = Path(tempfile.mkdtemp(prefix="kdb-timeline-")) / "timeline.json"
+    harness.cpu_seconds, subscribe.commit_trade = noted_cpu, timed_trade
+    # subscribe.phase runs ALL_THREADS_LAUNCHER when asked for every thread's profile.
+    launcher, subscribe.ALL_THREADS_LAUNCHER = subscribe.ALL_THREADS_LAUNCHER, LAUNCHER
+    try:
+        figures = subscribe.phase(
+            100, commits, 0.1, out, True, per_symbol=100, code=code, every_thread=True
+        )
+    finally:
+        harness.cpu_seconds, subscribe.commit_trade = cpu_seconds, commit_trade
+        subscribe.ALL_THREADS_LAUNCHER = launcher
+    notes = json.loads(out.read_text())
+    out.unlink()
+    out.parent.rmdir()
+    rows: list[list[float]] = []
+    wakes = notes["wakes"]
+    for began, made, ended, cpu, _before, after in notes["passes"]:
+        if made is None or made[4] < 50:  # a pass of a few late wake-ups
+            continue
+        woke = max((w for w in wakes if w <= began), default=None)
+        if woke is None:
+            continue
+        made_at, made_end, made_cpu, made_switches, _ = made
+        rows.append(
+            [
+                (began - woke) * 1e3,
+                (made_end - woke) * 1e3,
+                (ended - woke) * 1e3,
+                made_cpu * 1e3,
+                (cpu - made_cpu) * 1e3,
+                after[0] - made_switches[0],
+                after[1] - made_switches[1],
+            ]
+        )
+    names = ["pass starts", "made", "sent", "make CPU", "send CPU", "send slept", "send off CPU"]
+    for k, name in enumerate(names):
+        figures[f"{name} ms" if k < 5 else name] = statistics.median(r[k] for r in rows)
+    pauses = notes["pauses"]
+    figures["pauses a commit"] = len(pauses) / commits
+    figures["paused ms a commit"] = sum(pauses) * 1e3 / commits
+    figures["waiters CPU ms a commit"] = (window[1] - window[0]) * 1e3 / commits
+    figures["INSERT round trip ms"] = statistics.median(trips) * 1e3
+    return figures
+
+
+SHOWN = [
+    "p50",
+    "p99",
+    "cpu_ms",
+    "waiters CPU ms a commit",
+    "INSERT round trip ms",
+    "pass starts ms",
+    "made ms",
+    "sent ms",
+    "make CPU ms",
+    "send CPU ms",
+    "send slept",
+    "send off CPU",
+    "pauses a commit",
+    "paused ms a commit",
+]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--commits", type=int, default=100, help="commits a run, 0.1 s apart")
+    parser.add_argument("--before", type=Path, help="a checkout of an earlier revision")
+    parser.add_argument("--rounds", type=int, default=1, help="runs of each, in turn")
+    args = parser.parse_args()
+    codes: list[tuple[str, Path | None]] = [("now", None)]
+    if args.before is not None:
+        codes.insert(0, ("before", args.before))
+    runs: dict[str, list[dict[str, float]]] = {name: [] for name, _ in codes}
+    for _ in range(args.rounds):
+        for name, code in codes:
+            figures = run(code, args.commits)
+            figures["load"] = os.getloadavg()[0]
+            runs[name].append(figures)
+            print(name, ", ".join(f"{k} {figures[k]:.2f}" for k in [*SHOWN, "load"]))
+    rows = [
+        [key, *(statistics.median(f[key] for f in runs[name]) for name, _ in codes)]
+        for key in [*SHOWN, "load"]
+    ]
+    harness.print_table(
+        ["medians (ms from the wake-ups' start)", *(name for name, _ in codes)],
+        [[key, *(f"{v:.2f}" for v in values)] for key, *values in rows],
+        f"{args.rounds} run(s) of {args.commits} commits, each waking 100 streams",
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())
