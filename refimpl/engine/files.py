@@ -36,6 +36,9 @@ Buffer = bytes | bytearray | memoryview  # what a write takes
 # pwritev2's flag that makes a write synchronized (O_DSYNC for this call alone: Linux 4.7+).
 _DSYNC: int | None = getattr(os, "RWF_DSYNC", None) if hasattr(os, "pwritev") else None
 
+# The most buffers one call takes (Linux's IOV_MAX; POSIX lets it be as low as 16).
+_MOST_BUFFERS = os.sysconf("SC_IOV_MAX") if "SC_IOV_MAX" in os.sysconf_names else 16
+
 # What a kernel or C library without the flag (or without pwritev2) answers, before it writes
 # anything.
 UNSUPPORTED = (errno.EOPNOTSUPP, errno.ENOSYS)
@@ -200,7 +203,8 @@ def write_all_synced(files: FileOps, fd: int, buffers: Sequence[Buffer]) -> None
     errno is in `UNSUPPORTED`: nothing was written."""
     left = sum(map(len, buffers))
     while left:
-        written = files.write_synced(fd, buffers)
+        # At most IOV_MAX buffers a call (more is EINVAL); the rest as after a short write.
+        written = files.write_synced(fd, buffers[:_MOST_BUFFERS])
         left -= written
         if left:  # short: what it did not take, from where it stopped
             views = [memoryview(data) for data in buffers]

@@ -118,3 +118,15 @@ def test_files_that_change_fsync_see_a_synchronized_write_as_a_write_and_an_fsyn
     finally:
         os.close(fd)
     assert (tmp_path / "f").read_bytes() == b"abcdefg"
+
+
+def test_more_buffers_than_one_call_takes_are_written_in_several(tmp_path: Path) -> None:
+    # A flush of many large records kept as they are has a buffer each: past IOV_MAX
+    # (1,024 on Linux) one call refuses them (EINVAL), which would stop the log's writes.
+    parts = [bytes([i % 251]) * 3 for i in range(2_500)]
+    fd = os.open(tmp_path / "f", os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+    try:
+        write_all_synced(FileOps(), fd, parts)
+    finally:
+        os.close(fd)
+    assert (tmp_path / "f").read_bytes() == b"".join(parts)
