@@ -272,13 +272,16 @@ class PgServer:
             if client is None:
                 return
             if client.busy:
-                client.missed = True  # its worker's `_rearm` arms it again for this event
-                if client.followed:  # and no more events until then (as one-shot): a COPY
-                    client.followed = False  # or a walsender reads on meanwhile
+                # Its worker's `_rearm` arms it again for this event; a second (a COPY or a
+                # walsender reads on) disarms it till then. The first, nearly always a next
+                # message sent as the answer went out, is alone: no system call for it.
+                if client.missed and client.followed:
+                    client.followed = False
                     try:
                         self._epoll.modify(fd, select.EPOLLONESHOT)
                     except (OSError, ValueError):
                         pass  # closed meanwhile
+                client.missed = True
                 return
             client.busy = True
         if client.handshaking and not self._handshake(client):
