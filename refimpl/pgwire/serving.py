@@ -488,13 +488,11 @@ class PgServer:
             self._rearm(client)
 
     def _rearm(self, client: Client, events: int = ARMED) -> None:
-        """Free `client` for the next event of `events` (ARMED: its next messages).
-
-        One left `followed` needs no system call for its next messages: every byte (and
-        the end of the stream) that came after its last read raised an event, which a
-        worker either takes later or took while it was `busy` (`missed`, set under `_lock`
-        as this looks). It is modified when bytes or its end may be left unread (`drained`;
-        TLS's records), or for other events: a modify fires at once for what is there."""
+        """Free `client` for the next event of `events` (ARMED: its next messages). One left
+        `followed` needs no system call: every byte, and the stream's end, that came after
+        its last read raised an event, taken later or while it was `busy` (`missed`). It is
+        modified (firing at once for what is there) when bytes or its end may be left
+        unread (`drained`; TLS's records), or for other events."""
         with self._lock:  # freed and modified in one hold: an event that fires waits for it
             client.busy = False
             missed, client.missed = client.missed, False
