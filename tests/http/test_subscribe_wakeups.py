@@ -18,7 +18,7 @@ from refimpl.engine.access import Principal
 from refimpl.engine.features.live_answers import Reply
 from refimpl.engine.features.live_queries import LiveWait
 from refimpl.http.encode import Answer
-from refimpl.http.endpoints.subscribe_route import _Poll, woken
+from refimpl.http.endpoints.subscribe_route import _Poll, encode_reply, reply_event, woken
 from refimpl.http.error_answers import to_response
 from refimpl.waiting.parked import Kind, Parked
 from refimpl.waiting.room import WaitingRoom
@@ -165,3 +165,20 @@ def test_a_deadline_between_an_answer_made_and_handed_over_waits_for_it(conn, ro
         busy.set()
     body = parked.wait().body
     assert b"event: rows" in body and b'"rows":[["a",2]]' in body, body
+
+
+def test_a_long_polls_answer_is_the_retry_block_then_its_event(conn):
+    """`encode_reply` makes a `rows` answer in one piece (its shared event copied once),
+    the same bytes as the retry block before `reply_event`, whether or not the change's
+    event was encoded already; the other kinds as well."""
+    manager, session = conn.instance.subscriptions, conn.session()
+    snapshot = manager.ask_now(session, QUERY, None)
+    none = manager.ask_now(session, QUERY, snapshot.id)
+    conn.execute("INSERT INTO t VALUES ('b', 2)")
+    rows = manager.ask_now(session, QUERY, snapshot.id)
+    assert (snapshot.kind, none.kind, rows.kind) == ("snapshot", "none", "rows")
+    first = encode_reply(rows)  # its event not encoded before
+    assert first.startswith(f"retry: 1000\n\nid: {rows.id}\nevent: rows\n".encode())
+    for reply in (rows, snapshot, none):
+        assert encode_reply(reply) == b"retry: 1000\n\n" + reply_event(reply)
+    assert encode_reply(rows) == first

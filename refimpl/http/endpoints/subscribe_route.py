@@ -69,6 +69,14 @@ _RETRY_BLOCK = f"retry: {RETRY_MS}\n\n".encode()
 
 def encode_reply(reply: Reply) -> bytes:
     """A long poll's answer: the `retry` block, then `reply_event`."""
+    if reply.kind == "rows":  # most: one piece, its shared event copied once
+        event = reply.change.encoded.get("sse") or rows_event(reply)
+        return b"%sid: %s.%d\n%s" % (
+            _RETRY_BLOCK,
+            reply.subscription.id.encode(),
+            reply.version,
+            event,
+        )
     return _RETRY_BLOCK + reply_event(reply)
 
 
