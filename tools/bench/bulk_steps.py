@@ -8,6 +8,10 @@ that other processes on the machine do not count:
 
 - the longest single C call of the load that runs no Python code: no other thread gets the
   interpreter lock while it runs, so every writer and reader of the server waits it out;
+- with --steps, the longest step between two Python lines of the load (`_Steps`): also a
+  type's call (`frozenset(a_list)`), which raises no C call event, and the freeing of a
+  function's locals at its return, and of the load's rows after it (as /imp lets go of
+  them);
 - the longest pass of the collector during the load (it, too, stops every thread);
 - the load's commit, which holds the write lock (other writers wait) and, for its install,
   the state lock (readers wait);
@@ -24,6 +28,7 @@ one partition (`rev.TRADES` partitions by symbol too: a hundredth of them in eac
 
     python tools/bench/bulk_steps.py --code ../old --code .
     python tools/bench/bulk_steps.py --parts day --over 0.5
+    python tools/bench/bulk_steps.py --steps --runs 1
 """
 
 from __future__ import annotations
@@ -96,6 +101,36 @@ class _Holds:
             self.gc_longest = max(self.gc_longest, spent)
 
 
+# Where a step's time is a C call that lets the interpreter lock go (zlib's crc32).
+_RELEASING_FILES = ("wal_crc.py",)
+
+
+class _Steps:
+    """The longest step between two trace events of this thread's Python (a line begun, a
+    call, a return), in thread CPU milliseconds, while installed as its trace function:
+    what `_Holds` cannot see, a call of a type (`frozenset(a_list)`, `dict(pairs)`: no
+    c_call event) and the freeing of a frame's locals at its return (a list of a million
+    items let go at once), in which no other thread gets the interpreter lock either."""
+
+    def __init__(self) -> None:
+        self.longest = (0.0, "")
+        self._last = time.thread_time_ns()
+        self._where = ""
+
+    def begin(self) -> None:
+        """Count from now on (what ran before is not the load's)."""
+        self._last, self._where = time.thread_time_ns(), "the load's call"
+
+    def trace(self, frame: FrameType, event: str, arg: Any) -> Any:
+        spent = (time.thread_time_ns() - self._last) / 1e6
+        if spent > self.longest[0] and not self._where.startswith(_RELEASING_FILES):
+            self.longest = (spent, self._where)
+        name = Path(frame.f_code.co_filename).name
+        self._where = f"{name}:{frame.f_lineno} {frame.f_code.co_name} {event}"
+        self._last = time.thread_time_ns()  # this function's own time not counted
+        return self.trace
+
+
 # Where the measured load's rows go (--into): a table holding one row; or a table that a
 # load of as many rows filled first, the measured rows' times after its rows (appended to
 # the partitions it holds) or among them (merged into them).
@@ -110,11 +145,13 @@ TABLES = {
 }
 
 
-def child(rows: int, into: str, over_ms: float, parts: str = "symbols") -> None:
+def child(
+    rows: int, into: str, over_ms: float, parts: str = "symbols", trace_steps: bool = False
+) -> None:
     """Load the rows with this process's refimpl; print the figures as JSON."""
     from refimpl import native_memory
     from refimpl.engine.instance import Instance
-    from refimpl.engine.storage import database, values
+    from refimpl.engine.storage import bulk, database, values
 
     native_memory.fix_mmap_threshold()  # as `refimpl serve` sets it: large blocks mapped
     gc.collect()
@@ -135,6 +172,9 @@ def child(rows: int, into: str, over_ms: float, parts: str = "symbols") -> None:
 
     database.Database._commit_load = timed_commit  # type: ignore[method-assign]
     holds = _Holds(over_ms)
+    # Traced, the load's Python runs several times slower: its CPU and the writer's round
+    # trips are then not comparable with an untraced run's.
+    steps = _Steps() if trace_steps else None
     with tempfile.TemporaryDirectory() as folder:
         instance = Instance.open(Path(folder) / "data")
         with closing(instance.session()) as session:
@@ -158,9 +198,17 @@ def child(rows: int, into: str, over_ms: float, parts: str = "symbols") -> None:
             began = time.thread_time()
             gc.callbacks.append(holds.collector)
             sys.setprofile(holds.profile)
+            if steps is not None:  # from here: not the wait for the writer's first commit
+                steps.begin()
+                sys.settrace(steps.trace)
             try:
                 loaded = session.database.load_rows("trades", typed)
+                # The rows let go of as POST /imp does after a load (a checkout whose route
+                # has no `bulk.let_go`: at once), a step measured too.
+                getattr(bulk, "let_go", list.clear)(typed)
+                del typed
             finally:
+                sys.settrace(None)
                 sys.setprofile(None)
                 gc.callbacks.remove(holds.collector)
                 loading.clear()
@@ -175,6 +223,8 @@ def child(rows: int, into: str, over_ms: float, parts: str = "symbols") -> None:
                 "longest_c_call_ms": holds.longest[0],
                 "longest_c_call": holds.longest[1],
                 "next_longest": sorted(holds.by_place.items(), key=lambda kv: -kv[1])[1:6],
+                "longest_step_ms": steps.longest[0] if steps else float("nan"),
+                "longest_step": steps.longest[1] if steps else "",
                 "longest_gc_pass_ms": holds.gc_longest,
                 "commit_ms": sum(commit_ms),
                 "load_cpu_s": spent,
@@ -223,10 +273,16 @@ def main() -> None:
         help="the table's partitions: by day and symbol (the bench's table), or by day only"
         " (the load's rows all in one partition)",
     )
+    parser.add_argument(
+        "--steps",
+        action="store_true",
+        help="also the longest step between two Python lines (traced: the load's CPU and the"
+        " writer's round trips are then those of a slower run)",
+    )
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        child(args.rows, args.into, args.over, args.parts)
+        child(args.rows, args.into, args.over, args.parts, args.steps)
         return
     codes: list[Path] = list(args.code or [harness.REPO])
     results = harness.alternate_children(
@@ -236,6 +292,7 @@ def main() -> None:
         [
             *("--rows", str(args.rows), "--into", args.into, "--over", str(args.over)),
             *("--parts", args.parts),
+            *(["--steps"] if args.steps else []),
         ],
     )
     load = " ".join(f"{value:.2f}" for value in os.getloadavg())
@@ -246,28 +303,33 @@ def main() -> None:
             return sorted(run[key] for run in runs)[len(runs) // 2]
 
         worst = max(runs, key=lambda run: run["longest_c_call_ms"])["longest_c_call"]
+        worst_step = max(runs, key=lambda run: run["longest_step_ms"])["longest_step"]
         table.append(
             (
                 str(code),
                 median("longest_c_call_ms"),
+                median("longest_step_ms"),
                 median("longest_gc_pass_ms"),
                 median("commit_ms"),
                 median("load_cpu_s"),
                 median("writer_p99_ms"),
                 median("writer_max_ms"),
                 worst,
+                worst_step,
             )
         )
     harness.print_table(
         (
             "checkout",
             "longest C call ms",
+            "longest step ms",
             "longest gc pass ms",
             "commit (locks held) ms",
             "load CPU s",
             "writer p99 ms",
             "writer max ms",
             "the longest call (worst run)",
+            "the step after which the longest (worst run)",
         ),
         table,
         title=f"a load of {args.rows:,} rows into a {args.into} table partitioned by"

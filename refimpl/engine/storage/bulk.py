@@ -154,7 +154,8 @@ def prepare(key: str, table: Table, rows: TypedRows, idents: list[Ident]) -> Pre
     schema, which a committed table never changes: a schema change makes a new table).
 
     A load of `FREEZE_ROWS` or more leaves everything made so far frozen out of the
-    collector (`freeze_if_many`), as the server does after its start.
+    collector (`freeze_if_many`), as the server does after its start. `idents` is taken
+    over: emptied once used (`let_go`), as are the lists made here that die here.
     """
     schema = table.schema
     parts: list[PartKey] = []
@@ -196,12 +197,14 @@ def prepare(key: str, table: Table, rows: TypedRows, idents: list[Ident]) -> Pre
     if rev_column is None:
         touched = Touched(frozenset(), True)
     else:
-        touched = Touched(frozenset(_column(rows, schema.position(rev_column))))
+        touched = Touched(_distinct(rows, schema.position(rev_column)))
     record = encode_record(schema.name, schema.column_names, rows, rowids)
     growth = sum(
         rows_bytes(rows[start : start + COUNT_ROWS], schema)
         for start in range(0, len(rows), COUNT_ROWS)
     )
+    # No block or index holds these lists (blocks are made of slices), only their items.
+    let_go(parts, orders, idents, rowids or [])
     # What was made here (the rows' places, their index, the sorted partitions) lives as
     # long as the table.
     freeze_if_many(len(rows))
@@ -290,6 +293,26 @@ def rows_of(blocks: Blocks) -> dict[OrderKey, Row]:
     for _ in range(0, len(blocks), SLICE_ROWS):
         rows.update(islice(pairs, SLICE_ROWS))
     return rows
+
+
+def let_go(*lists: list[Any]) -> None:
+    """Empty each of `lists`, `SLICE_ROWS` items at a time from its end. A list of a million
+    items let go at once is one step over them all (5 ms of thread CPU when its items live
+    on, 27 ms when they die with it), in which no other thread gets the interpreter lock.
+    Only for lists no one else reads."""
+    for items in lists:
+        while items:
+            del items[-SLICE_ROWS:]
+
+
+def _distinct(rows: Sequence[tuple[Any, ...]], position: int) -> frozenset[Any]:
+    """The distinct values at `position` of the rows, gathered a slice at a time: a
+    frozenset of a million values' list is one C call over them all (27 ms measured)."""
+    pick = itemgetter(position)
+    seen: set[Any] = set()
+    for start in range(0, len(rows), SLICE_ROWS):
+        seen.update(map(pick, rows[start : start + SLICE_ROWS]))
+    return frozenset(seen)
 
 
 def _column(rows: Sequence[tuple[Any, ...]], position: int) -> list[Any]:

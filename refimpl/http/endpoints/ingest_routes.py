@@ -70,7 +70,7 @@ def import_route(ctx: Context) -> Answer | Parked[Answer]:
                 # taken by imports; no engine lock is held here.
                 admission.running_long()
             count = _load(session, table, rows.columns, parsed)
-            bulk.freeze_if_many(len(parsed))
+            bulk.freeze_if_many(count)
     answer = {"table": table, "count": count, "message": f"{count} row(s) inserted"}
     return ctx.when_durable(session, json_response(answer))
 
@@ -89,6 +89,9 @@ def _load(session: Session, table: str, columns: list[str], rows: values.TypedRo
     if loaded is None:
         return session.insert_rows(table, columns, rows)
     count, lsn = loaded
+    # The table holds the rows now, not their list: let go a slice at a time, not in one
+    # step over a million of them that every other thread would wait out.
+    bulk.let_go(rows)
     # Acknowledged once durable, as a commit of the session's own is.
     session.durable_needed = max(session.durable_needed, lsn)
     return count

@@ -413,3 +413,26 @@ def test_a_load_in_order_into_one_partition_makes_no_dict_of_all_its_rows(
             assert len(table.partitions[part]) == count + held
     finally:
         instance.close()
+
+
+def test_prepare_lets_go_of_its_lists_a_slice_at_a_time(tmp_path: Path) -> None:
+    """`prepare` takes the identities over and empties them, and the lists it made, a slice
+    at a time (`bulk.let_go`) rather than in one step over a million items at its return;
+    the values its rows touch are gathered a slice at a time too, the same values."""
+    instance = Instance.open(tmp_path / "data")
+    try:
+        with closing(instance.session()) as session:
+            session.execute(TRADES, ())
+            table = session.database.tables["trades"]
+            rows = trades(bulk.SLICE_ROWS * 2 + 5)
+            idents = bulk.rowid_idents(table.next_rowid, len(rows))
+            given = list(idents)
+            load = bulk.prepare("trades", table, rows, idents)
+            assert idents == []
+            assert sorted(load.index) == given  # the index holds what the list held
+            assert load.touched.values == {row[1] for row in rows}
+            items, few = list(range(bulk.SLICE_ROWS * 3 + 1)), [1]
+            bulk.let_go(items, [], few)
+            assert items == few == []
+    finally:
+        instance.close()
