@@ -103,16 +103,6 @@ def _committer(server: harness.RefimplServer, done: threading.Event, out: list[A
         time.sleep(max(0.0, began + 0.02 - time.monotonic()))
 
 
-def _pin(server: harness.RefimplServer) -> None:
-    """Every thread of the server onto the first CPU, this process (and so the prober and
-    importer it forks) onto the others."""
-    assert server.process is not None
-    pid = server.process.pid
-    for thread in os.listdir(f"/proc/{pid}/task"):
-        os.sched_setaffinity(int(thread), {0})
-    os.sched_setaffinity(0, set(range(1, os.cpu_count() or 2)))
-
-
 def one_run(
     rows: int,
     idle_seconds: float,
@@ -124,12 +114,12 @@ def one_run(
     """One server (of the checkout `code`, this one's by default), one import: the figures
     of this run (milliseconds, and seconds). With `why`, the server records there what
     `bulk_why.explain` needs, and it is printed; with `pin`, the server and the bench run on
-    CPUs of their own (`_pin`)."""
+    CPUs of their own (`harness.pin_apart`)."""
     launcher = bulk_why.LAUNCHER if why is not None else None
     everywhere = os.sched_getaffinity(0)
     with harness.RefimplServer(threads=32, code=code, profile=why, launcher=launcher) as server:
         if pin:
-            _pin(server)
+            harness.pin_apart(server)
         server.sql(TRADES)
         server.sql(f"INSERT INTO trades VALUES ('{now_text()}', 'S001', 100.0, 1)")
         target = {"url": server.url, "token": server.token}

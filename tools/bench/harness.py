@@ -205,6 +205,23 @@ CLIENT_WARMUP = 0.5  # seconds of a phase's start that its clients do not count
 CLIENT_GRACE = 120.0  # a phase's clients must be done this long after its end
 
 
+def pin_apart(server: RefimplServer) -> None:
+    """Every thread of `server` onto the first CPU, this process (and so every process it
+    forks from now on) onto the others: a client's wait is then the server's delay, not the
+    time the server kept the client off its core. Threads the server starts later inherit
+    their creator's CPU. `unpin()` gives this process every CPU again."""
+    assert server.process is not None
+    pid = server.process.pid
+    for thread in os.listdir(f"/proc/{pid}/task"):
+        os.sched_setaffinity(int(thread), {0})
+    os.sched_setaffinity(0, set(range(1, os.cpu_count() or 2)))
+
+
+def unpin() -> None:
+    """This process on every CPU again (after `pin_apart`)."""
+    os.sched_setaffinity(0, set(range(os.cpu_count() or 1)))
+
+
 def run_client_phase(
     process: Callable[..., tuple[list[float], int]],
     target: Any,

@@ -50,6 +50,7 @@ next requests):
 
     python tools/bench/subscribe.py --phases 100 --before ../old --rounds 3 --stream
     python tools/bench/subscribe.py --phases 100 --per-symbol 100 --stream  # 100 woken
+    python tools/bench/subscribe.py --phases 100 --per-symbol 100 --stream --pin  # apart
     python tools/bench/subscribe.py --phases 100 --stream --cprofile server.prof
 """
 
@@ -327,6 +328,7 @@ def phase(
     code: Path | None = None,
     every_thread: bool = False,
     opcodes: bool = False,
+    pin: bool = False,
 ) -> dict[str, float]:
     """`total` subscriptions, the last 100 of them (100 / `per_symbol` watched symbols x
     `per_symbol`) waiting; with `profile`, the server's worker threads are profiled into that
@@ -334,7 +336,9 @@ def phase(
     instead of long polls; `code`: the checkout whose server runs (this one's by default);
     `every_thread`: `profile` holds every thread's profile, not only the requests';
     `opcodes`: the server's threads count the Python opcodes they run during the commits
-    (`OPCODES_LAUNCHER`), given as "op <thread group> <file>:<function>" per commit."""
+    (`OPCODES_LAUNCHER`), given as "op <thread group> <file>:<function>" per commit;
+    `pin`: the server on the first CPU alone, the waiters and the writer on the others
+    (`harness.pin_apart`)."""
     # Every subscription is the admin's: it may keep as many as the server does.
     per_user = {"KDB_SUBSCRIPTIONS_PER_USER": str(MAX_SUBSCRIPTIONS)}
     symbols = WATCHED[: max(1, 100 // per_symbol)]
@@ -346,6 +350,8 @@ def phase(
     with harness.RefimplServer(
         threads=512, env=per_user, profile=profile, code=code, launcher=launcher
     ) as server:
+        if pin:
+            harness.pin_apart(server)
         load(server, 5, SYMBOLS)
         idle_symbols = [s for s in SYMBOLS[len(WATCHED) :] for _ in range(10)][: total - 100]
         watched = [s for s in symbols for _ in range(100 // len(symbols))]
@@ -395,6 +401,8 @@ def phase(
         gathered = [results.get(timeout=WAIT_MS / 1000 + 120) for _ in procs]
         for process in procs:
             process.join(30)
+        if pin:
+            harness.unpin()
         if any(errors for _, errors in gathered):
             # Whatever the server said about them (a failed request is a figure's cause).
             output = "".join(server.output)
@@ -702,6 +710,13 @@ def main() -> None:
         " the commits (by thread and function; not moved by the machine's load; a hundredfold"
         " slower: use --interval 1 and fewer --commits)",
     )
+    parser.add_argument(
+        "--pin",
+        action="store_true",
+        help="with --phases: the server on the first CPU alone, the waiters and the writer on"
+        " the others (on 2 cores the waiters' processes otherwise take as much CPU as the"
+        " server)",
+    )
     parser.add_argument("--top", type=int, default=30, help="with --opcodes: functions shown")
     parser.add_argument(
         "--cprofile",
@@ -877,6 +892,7 @@ def compare_phases(args: argparse.Namespace, totals: list[int], commits: int) ->
                     profile=args.cprofile if last and not args.opcodes else None,
                     every_thread=True,
                     opcodes=args.opcodes,
+                    pin=args.pin,
                 )
                 figures["load"] = os.getloadavg()[0]
                 runs[name].append(figures)
