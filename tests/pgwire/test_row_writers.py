@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from refimpl.pgwire import messages as m
@@ -28,6 +28,8 @@ def results(draw: st.DrawFn) -> tuple[list[str], list[int], list[tuple[object, .
     return columns, formats, draw(st.lists(row, max_size=8))
 
 
+# Under a loaded machine drawing the rows is slow: that says nothing of the writer.
+@settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(results())
 def test_the_writer_sends_what_the_loop_sends(
     result: tuple[list[str], list[int], list[tuple[object, ...]]],
