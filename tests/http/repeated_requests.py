@@ -4,12 +4,18 @@ a `Connection` served directly."""
 
 from __future__ import annotations
 
+import io
 import socket
+from collections.abc import Sequence
 from typing import Any
 
 from refimpl.errors import MalformedRequest
 from refimpl.http.encode import Answer
+from refimpl.http.request_input import WHOLE_BODY_KEY
+from refimpl.http.route_memo import MEMO_KEY
 from refimpl.http.serving import wire
+from refimpl.http.serving.connection import Connection
+from refimpl.http.serving.environ import make_environ
 from refimpl.http.serving.limits import ConnectionCounts, ConnectionLimits
 
 # The socket of the readers fed here, which never read from it.
@@ -55,6 +61,17 @@ def after(first: bytes, then: bytes, *, repeats: bool) -> tuple[list[object], bo
     return shown(got), taken, shown(reader.ready)
 
 
+def as_parsed(first: bytes, then: bytes) -> bool:
+    """Asserts that what a reader makes of `then` after `first` with the repeat's shortcut
+    is what its parser makes of them, the parser left where it would be (a request after
+    both made the same); answers whether the shortcut took `then` as a repeat."""
+    fast, taken, next_fast = after(first, then, repeats=True)
+    full, _, next_full = after(first, then, repeats=False)
+    assert fast == full, then
+    assert next_fast == next_full, then  # the parser is where it would be
+    return taken
+
+
 class Recorder:
     """An app that keeps each request's environ as it came, then adds to it, and answers."""
 
@@ -73,3 +90,44 @@ class Host:
         self.server_address = ("127.0.0.1", 9000)
         self.max_body_bytes = 1 << 20
         self.counts = ConnectionCounts(ConnectionLimits())
+
+
+def served(app: Recorder, sent: Sequence[bytes]) -> Connection:
+    """A connection (closed) that was sent each of `sent` in turn over loopback, each
+    served by `app` before the next was sent."""
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        theirs = socket.create_connection(listener.getsockname())
+        ours, _ = listener.accept()
+    connection = Connection(ours, ("127.0.0.1", 5), Host(app))  # type: ignore[arg-type]
+    try:
+        for data in sent:
+            theirs.sendall(data)
+            assert connection.request_ready()
+            assert connection.serve_one()
+    finally:
+        connection.close()
+        theirs.close()
+    return connection
+
+
+def assert_parsed_environ(
+    environ: dict[str, Any], data: bytes, connection: Connection, memo: object
+) -> None:
+    """`environ` (as the app got it) is the one the parser's request of `data` makes on
+    `connection`, its whole body and the connection's credentials added, with the route's
+    note `memo`; its input a stream the app read."""
+    reader = wire.RequestReader(socket.socket())
+    reader.feed(data)
+    (parsed,) = reader.ready
+    reader.sock.close()
+    assert isinstance(parsed, wire.ReceivedRequest)
+    expected = make_environ(parsed, connection.environ_base)
+    expected.update(
+        {WHOLE_BODY_KEY: parsed.data or b"", "refimpl.credentials": connection.credentials}
+    )
+    expected[MEMO_KEY] = memo
+    got = dict(environ)
+    assert isinstance(got.pop("wsgi.input"), io.BytesIO)  # read from by the app, closed
+    expected.pop("wsgi.input")
+    assert got[WHOLE_BODY_KEY] == data[len(data) - parsed.body_length :]
+    assert got == expected

@@ -6,13 +6,12 @@ checked at each."""
 from __future__ import annotations
 
 import json
-import socket
-import uuid
 from collections.abc import Iterator
 
 import pytest
 
-from tests.http.conftest import Server, log_lines, running_server
+from tests.http.conftest import Server, running_server
+from tests.http.keepalive import TAKEN, KeepAlive, assert_logged, take_away, user_database
 
 
 @pytest.fixture(scope="module")
@@ -21,50 +20,27 @@ def json_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         yield up
 
 
-class Client:
+class Client(KeepAlive):
     """One keep-alive connection sending each statement with the same head."""
 
     def __init__(self, server: Server, db: str, token: str) -> None:
-        host, port = server.url.removeprefix("http://").split(":")
-        self.sock = socket.create_connection((host, int(port)), timeout=30)
+        super().__init__(server)
         self.head = (
-            f"POST /exec?db={db} HTTP/1.1\r\nHost: {host}:{port}\r\n"
+            f"POST /exec?db={db} HTTP/1.1\r\nHost: {self.host}\r\n"
             f"Authorization: Bearer {token}\r\nContent-Type: text/plain\r\n"
             "Content-Length: %d\r\n\r\n"
         ).encode()
-        self.buffer = b""
 
     def ask(self, sql: str) -> tuple[int, dict[str, str], dict]:
         body = sql.encode()
-        self.sock.sendall(self.head % len(body) + body)
-        while b"\r\n\r\n" not in self.buffer:
-            self.buffer += self.sock.recv(65536)
-        head, _, self.buffer = self.buffer.partition(b"\r\n\r\n")
-        lines = head.decode("latin-1").split("\r\n")
-        headers = {
-            name.lower(): value.strip()
-            for name, _, value in (line.partition(":") for line in lines[1:])
-        }
-        size = int(headers["content-length"])
-        while len(self.buffer) < size:
-            self.buffer += self.sock.recv(65536)
-        answer, self.buffer = self.buffer[:size], self.buffer[size:]
-        return int(lines[0].split()[1]), headers, json.loads(answer)
-
-    def close(self) -> None:
-        self.sock.close()
+        self.send(self.head % len(body) + body)
+        status, headers, answer = self.answer()
+        return status, headers, json.loads(answer)
 
 
 def _database(server: Server) -> tuple[str, str, str]:
     """A new database with a table, a user who may write it, and their token."""
-    db = "x_" + uuid.uuid4().hex[:12]
-    server.sql(f"CREATE DATABASE {db}")
-    server.sql("CREATE TABLE t (id INT PRIMARY KEY, v INT)", db)
-    user = "u_" + uuid.uuid4().hex[:10]
-    server.sql(f"CREATE USER {user}", db)
-    server.sql(f"GRANT READ ON DATABASE {db} TO {user}", db)
-    server.sql(f"GRANT WRITE ON DATABASE {db} TO {user}", db)
-    return db, user, server.rows(f"CREATE TOKEN FOR {user}", db)[0][0]
+    return user_database(server, "x_", ["READ", "WRITE"])
 
 
 def test_repeated_statements_answer_and_log_as_parsed_ones(json_server: Server) -> None:
@@ -88,17 +64,10 @@ def test_repeated_statements_answer_and_log_as_parsed_ones(json_server: Server) 
         client.close()
     assert len(set(seen)) == len(seen)
     for request_id in seen:
-        [line] = log_lines(server, request_id)
-        assert (line["method"], line["path"], line["route"], line["status"]) == (
-            "POST",
-            "/exec",
-            "/exec",
-            200,
-        )
-        assert line["query"] == f"db={db}"
+        assert_logged(server, request_id, "POST", "/exec", f"db={db}")
 
 
-@pytest.mark.parametrize("change", ["REVOKE", "DROP TOKEN", "DROP USER", "DROP DATABASE"])
+@pytest.mark.parametrize("change", TAKEN)
 def test_a_repeated_statement_is_checked_again(json_server: Server, change: str) -> None:
     server = json_server
     db, user, token = _database(server)
@@ -107,16 +76,9 @@ def test_a_repeated_statement_is_checked_again(json_server: Server, change: str)
         for n in (1, 2):
             status, _, body = client.ask(f"INSERT INTO t VALUES ({n}, 0)")
             assert status == 200, body
-        statement = {
-            "REVOKE": f"REVOKE WRITE ON DATABASE {db} FROM {user}",
-            "DROP TOKEN": f"DROP TOKEN '{token}'",
-            "DROP USER": f"DROP USER {user}",
-            "DROP DATABASE": f"DROP DATABASE {db}",
-        }[change]
-        server.sql(statement, "demo" if change == "DROP DATABASE" else db)
+        refused = take_away(server, change, db, user, token, "WRITE")
         status, _, body = client.ask("INSERT INTO t VALUES (3, 0)")
-        # A token no longer good: 401; no right to write (or none in the database): 403.
-        assert status == (401 if change.startswith("DROP T") or change == "DROP USER" else 403)
+        assert status == refused
         assert "error" in body
         if change == "REVOKE":  # still a reader
             status, _, body = client.ask("SELECT count(*) AS n FROM t")

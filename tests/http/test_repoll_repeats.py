@@ -5,14 +5,13 @@ and the database as a request parsed in full."""
 from __future__ import annotations
 
 import json
-import socket
-import uuid
 from collections.abc import Iterator
 from urllib.parse import quote
 
 import pytest
 
-from tests.http.conftest import Server, log_lines, running_server
+from tests.http.conftest import Server, running_server
+from tests.http.keepalive import TAKEN, KeepAlive, assert_logged, take_away, user_database
 
 
 @pytest.fixture(scope="module")
@@ -26,47 +25,31 @@ def json_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
 QUERY = "SUBSCRIBE SELECT id, v FROM t ORDER BY id"
 
 
-class Poller:
+class Poller(KeepAlive):
     """One keep-alive connection sending the same head each time but its id."""
 
     def __init__(
         self, server: Server, db: str, token: str, query: str = QUERY, extra: str = ""
     ) -> None:
-        host, port = server.url.removeprefix("http://").split(":")
-        self.sock = socket.create_connection((host, int(port)), timeout=30)
+        super().__init__(server)
         self.query = quote(query)
-        self.db, self.token, self.host = db, token, f"{host}:{port}"
+        self.db, self.token = db, token
         self.extra = extra  # more of the query string, after the wait
-        self.buffer = b""
 
     def ask(self, ident: str, wait: int = 0) -> tuple[int, dict[str, str], str]:
-        self.send(ident, wait)
-        return self.answer()
+        self.poll(ident, wait)
+        return self.text()
 
-    def send(self, ident: str, wait: int) -> None:
-        self.sock.sendall(
+    def poll(self, ident: str, wait: int) -> None:
+        self.send(
             f"GET /api/subscribe?db={self.db}&query={self.query}&id={ident}&wait={wait}"
             f"{self.extra} HTTP/1.1\r\nHost: {self.host}\r\nAuthorization: Bearer {self.token}\r\n"
             "Content-Length: 0\r\n\r\n".encode()
         )
 
-    def answer(self) -> tuple[int, dict[str, str], str]:
-        while b"\r\n\r\n" not in self.buffer:
-            self.buffer += self.sock.recv(65536)
-        head, _, self.buffer = self.buffer.partition(b"\r\n\r\n")
-        lines = head.decode("latin-1").split("\r\n")
-        headers = {
-            name.lower(): value.strip()
-            for name, _, value in (line.partition(":") for line in lines[1:])
-        }
-        size = int(headers["content-length"])
-        while len(self.buffer) < size:
-            self.buffer += self.sock.recv(65536)
-        body, self.buffer = self.buffer[:size], self.buffer[size:]
-        return int(lines[0].split()[1]), headers, body.decode()
-
-    def close(self) -> None:
-        self.sock.close()
+    def text(self) -> tuple[int, dict[str, str], str]:
+        status, headers, body = self.answer()
+        return status, headers, body.decode()
 
 
 def _event(body: str) -> tuple[str, str, dict]:
@@ -83,15 +66,8 @@ def _event(body: str) -> tuple[str, str, dict]:
 
 
 def _database(server: Server) -> tuple[str, str, str]:
-    """A new database with a table, a user who may read it, and their token."""
-    db = "t_" + uuid.uuid4().hex[:12]
-    server.sql(f"CREATE DATABASE {db}")
-    server.sql("CREATE TABLE t (id INT PRIMARY KEY, v INT)", db)
-    server.sql("INSERT INTO t VALUES (1, 10)", db)
-    user = "u_" + uuid.uuid4().hex[:10]
-    server.sql(f"CREATE USER {user}", db)
-    server.sql(f"GRANT READ ON DATABASE {db} TO {user}", db)
-    return db, user, server.rows(f"CREATE TOKEN FOR {user}", db)[0][0]
+    """A new database with a table of one row, a user who may read it, and their token."""
+    return user_database(server, "t_", ["READ"], ["INSERT INTO t VALUES (1, 10)"])
 
 
 def _snapshot(server: Server, db: str, token: str, query: str = QUERY, **more: str) -> str:
@@ -111,9 +87,9 @@ def test_repeated_polls_answer_and_log_as_parsed_ones(json_server: Server) -> No
             # Answered at once, or parked until the commit (its answer sent by the server).
             wait = 0 if n % 2 else 10_000
             if wait:
-                poller.send(ident, wait)
+                poller.poll(ident, wait)
             server.sql(f"INSERT INTO t VALUES ({n}, {n * 10})", db)
-            status, headers, body = poller.answer() if wait else poller.ask(ident)
+            status, headers, body = poller.text() if wait else poller.ask(ident)
             assert status == 200, body
             new, kind, data = _event(body)
             assert kind == "rows" and data["rows"] == [[n, n * 10]], body
@@ -125,17 +101,11 @@ def test_repeated_polls_answer_and_log_as_parsed_ones(json_server: Server) -> No
     finally:
         poller.close()
     for (asked, request_id), wait in zip(seen, (10_000, 0, 10_000, 0), strict=True):
-        [line] = log_lines(server, request_id)
-        assert (line["method"], line["path"], line["route"], line["status"]) == (
-            "GET",
-            "/api/subscribe",
-            "/api/subscribe",
-            200,
-        )
-        assert line["query"] == f"db={db}&query={poller.query}&id={asked}&wait={wait}"
+        query = f"db={db}&query={poller.query}&id={asked}&wait={wait}"
+        assert_logged(server, request_id, "GET", "/api/subscribe", query)
 
 
-@pytest.mark.parametrize("change", ["REVOKE", "DROP TOKEN", "DROP USER", "DROP DATABASE"])
+@pytest.mark.parametrize("change", TAKEN)
 def test_a_repeated_poll_is_checked_again(json_server: Server, change: str) -> None:
     server = json_server
     db, user, token = _database(server)
@@ -147,17 +117,9 @@ def test_a_repeated_poll_is_checked_again(json_server: Server, change: str) -> N
             status, _, body = poller.ask(ident)
             assert status == 200, body
             ident = _event(body)[0]
-        statement = {
-            "REVOKE": f"REVOKE READ ON DATABASE {db} FROM {user}",
-            "DROP TOKEN": f"DROP TOKEN '{token}'",
-            "DROP USER": f"DROP USER {user}",
-            "DROP DATABASE": f"DROP DATABASE {db}",
-        }[change]
-        server.sql(statement, "demo" if change == "DROP DATABASE" else db)
+        refused = take_away(server, change, db, user, token, "READ")
         status, _, body = poller.ask(ident)
-        # A token no longer good: 401; no right in the database (and whether it is there is
-        # not told): 403.
-        assert status == (401 if change.startswith("DROP T") or change == "DROP USER" else 403)
+        assert status == refused
         assert "error" in json.loads(body)
     finally:
         poller.close()

@@ -4,20 +4,23 @@ same bytes, or not taken at all."""
 
 from __future__ import annotations
 
-import io
 import socket
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from refimpl.http.request_input import WHOLE_BODY_KEY
 from refimpl.http.route_memo import MEMO_KEY
 from refimpl.http.serving import wire
-from refimpl.http.serving.connection import Connection
-from refimpl.http.serving.environ import make_environ
 from refimpl.http.serving.repeats import BodyRepeat
-from tests.http.repeated_requests import FOLLOWING, Host, Recorder, after
+from tests.http.repeated_requests import (
+    FOLLOWING,
+    Recorder,
+    after,
+    as_parsed,
+    assert_parsed_environ,
+    served,
+)
 
 # Real /exec heads: the bench's client (its Content-Length last), and one with it first,
 # blanks after its digits and a header after it.
@@ -54,9 +57,7 @@ def test_a_new_body_of_any_length_is_a_repeat_with_the_parsers_request():
         first = request(head, BODIES[0])
         for body in BODIES:
             again = request(head, body)
-            fast, taken, next_fast = after(first, again, repeats=True)
-            assert taken, again
-            assert (fast, next_fast) == after(first, again, repeats=False)[::2]
+            assert as_parsed(first, again), again
             fast, taken, _ = after(request(head, body), first, repeats=True)  # from each
             assert taken
 
@@ -85,9 +86,7 @@ def test_a_body_that_does_not_fit_its_length_or_a_changed_head_is_parsed():
         head % 10**40 + body,
     ]
     for again in edits:
-        fast, taken, next_fast = after(first, again, repeats=True)
-        assert not taken, again
-        assert (fast, next_fast) == after(first, again, repeats=False)[::2]
+        assert not as_parsed(first, again), again
 
 
 def test_no_repeat_is_taken_of_a_head_that_names_its_length_oddly_or_reads_on():
@@ -172,43 +171,16 @@ def mutated(draw: st.DrawFn) -> tuple[bytes, bytes]:
 @given(mutated())
 def test_a_body_repeat_is_exactly_what_the_parser_makes_of_it_or_is_parsed(pair):
     first, again = pair
-    fast, taken, next_fast = after(first, again, repeats=True)
-    full, _, next_full = after(first, again, repeats=False)
-    assert fast == full
-    assert next_fast == next_full  # the parser is where it would be
+    as_parsed(first, again)
 
 
 def test_a_body_repeats_environ_is_the_one_the_parsed_request_would_have():
     app = Recorder()
-    with socket.create_server(("127.0.0.1", 0)) as listener:
-        theirs = socket.create_connection(listener.getsockname())
-        ours, _ = listener.accept()
-    connection = Connection(ours, ("127.0.0.1", 5), Host(app))  # type: ignore[arg-type]
     sent = [request(HEADS[1], body) for body in BODIES[:4]]
-    try:
-        for data in sent:
-            theirs.sendall(data)
-            assert connection.request_ready()
-            assert connection.serve_one()
-    finally:
-        connection.close()
-        theirs.close()
+    connection = served(app, sent)
     environs: list[dict[str, Any]] = app.environs
     for data, environ in zip(sent, environs, strict=True):
-        reader = wire.RequestReader(socket.socket())
-        reader.feed(data)
-        (parsed,) = reader.ready
-        reader.sock.close()
-        assert isinstance(parsed, wire.ReceivedRequest)
-        expected = make_environ(parsed, connection.environ_base)
-        expected.update(
-            {WHOLE_BODY_KEY: parsed.data, "refimpl.credentials": connection.credentials}
-        )
-        expected[MEMO_KEY] = environs[0][MEMO_KEY]  # the app's note of the first, for all
-        got = dict(environ)
-        assert isinstance(got.pop("wsgi.input"), io.BytesIO)  # read from by the app, closed
-        expected.pop("wsgi.input")
-        assert got[WHOLE_BODY_KEY] == parsed.data == data[len(data) - parsed.body_length :]
-        assert got == expected
+        # The app's note of the first request, for all.
+        assert_parsed_environ(environ, data, connection, environs[0][MEMO_KEY])
         assert "refimpl.added" not in environ
     assert environs[1][MEMO_KEY] is environs[0][MEMO_KEY]  # the repeats: a repeat's marks

@@ -3,19 +3,22 @@ exactly the request the parser makes of the same bytes, or not taken at all."""
 
 from __future__ import annotations
 
-import io
 import socket
 from urllib.parse import quote
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from refimpl.http.request_input import WHOLE_BODY_KEY
 from refimpl.http.route_memo import MEMO_KEY
 from refimpl.http.serving import wire
-from refimpl.http.serving.connection import Connection
-from refimpl.http.serving.environ import make_environ
-from tests.http.repeated_requests import FOLLOWING, Host, Recorder, after
+from tests.http.repeated_requests import (
+    FOLLOWING,
+    Recorder,
+    after,
+    as_parsed,
+    assert_parsed_environ,
+    served,
+)
 
 QUERY = quote("SELECT date_trunc('minute', time) AS m, last(price) AS close FROM trades")
 # Real re-polls: the bench's client (Content-Length: 0), a browser-like one, the id last.
@@ -50,9 +53,7 @@ def test_a_new_id_of_any_length_is_a_repeat_with_the_parsers_request():
         start, end = id_span(head)
         for value in (b"43", b"1", b"123456789", b"0", b"00", b"9" * 20):
             again = head[:start] + value + head[end:]
-            fast, taken, next_fast = after(head, again, repeats=True)
-            assert taken, again
-            assert (fast, next_fast) == after(head, again, repeats=False)[::2]
+            assert as_parsed(head, again), again
 
 
 def test_what_is_not_an_id_or_not_alone_is_parsed():
@@ -60,9 +61,7 @@ def test_what_is_not_an_id_or_not_alone_is_parsed():
     start, end = id_span(head)
     for value in (b"", b"1.2", b".5", b"5.", b"a", b"1%32", b"1+2", b"\xd9\xa1", b"1" * 21):
         again = head[:start] + value + head[end:]
-        fast, taken, next_fast = after(head, again, repeats=True)
-        assert not taken, again
-        assert (fast, next_fast) == after(head, again, repeats=False)[::2]
+        assert not as_parsed(head, again), again
     for again in (head + FOLLOWING, head[:-2], head + b"\r\n", b"\r\n" + head):
         assert not after(head, again, repeats=True)[1]
     # A head with a body (empty or not): no repeat is taken of it.
@@ -72,17 +71,13 @@ def test_what_is_not_an_id_or_not_alone_is_parsed():
     ):
         first = head.replace(b"Content-Length: 0\r\n\r\n", framing)
         again = head[:start] + b"43" + first[end:]
-        fast, taken, next_fast = after(first, again, repeats=True)
-        assert not taken
-        assert (fast, next_fast) == after(first, again, repeats=False)[::2]
+        assert not as_parsed(first, again)
     # A head with the start of another after it, or another whole: no repeat is taken of it
     # (empty lines between requests are nothing, and may be in one).
     for tail in (b"G", b"abc", b"GET /x HTTP/1.1\r\n", FOLLOWING, b"\r\n\r\n"):
         first = head + tail
         again = head[:start] + b"43" + head[end:] + tail
-        fast, taken, next_fast = after(first, again, repeats=True)
-        assert taken == tail.startswith(b"\r\n")
-        assert (fast, next_fast) == after(first, again, repeats=False)[::2]
+        assert as_parsed(first, again) == tail.startswith(b"\r\n")
 
 
 def test_a_head_begun_in_an_earlier_receive_makes_no_repeat():
@@ -124,9 +119,7 @@ def test_every_one_byte_edit_of_a_repeat_is_what_the_parser_makes_of_it():
                 edits += [again[:at] + bytes([b]) + again[at + 1 :] for b in _ODD_BYTES]
                 edits.append(again[:at] + again[at + 1 :])
             for edited in edits:
-                fast, taken, next_fast = after(head, edited, repeats=True)
-                assert (fast, next_fast) == after(head, edited, repeats=False)[::2], edited
-                if taken:
+                if as_parsed(head, edited):
                     assert edited.startswith(head[:start]) and edited.endswith(head[end:])
 
 
@@ -218,10 +211,7 @@ def mutated(draw: st.DrawFn) -> tuple[bytes, bytes]:
 @given(mutated())
 def test_a_repeat_is_exactly_what_the_parser_makes_of_it_or_is_parsed(pair):
     first, again = pair
-    fast, taken, next_fast = after(first, again, repeats=True)
-    full, _, next_full = after(first, again, repeats=False)
-    assert fast == full
-    assert next_fast == next_full  # the parser is where it would be
+    taken = as_parsed(first, again)
     if taken:  # the only difference it may have: a new id value
         start, end = id_span(first)
         assert again.startswith(first[:start]) and again.endswith(first[end:])
@@ -229,36 +219,16 @@ def test_a_repeat_is_exactly_what_the_parser_makes_of_it_or_is_parsed(pair):
 
 def test_a_repeats_environ_is_the_one_the_parsed_request_would_have():
     app = Recorder()
-    with socket.create_server(("127.0.0.1", 0)) as listener:
-        theirs = socket.create_connection(listener.getsockname())
-        ours, _ = listener.accept()
-    connection = Connection(ours, ("127.0.0.1", 5), Host(app))  # type: ignore[arg-type]
     head = HEADS[1]
     start, end = id_span(head)
-    try:
-        for value in (b"3", b"4", b"123456"):
-            theirs.sendall(head[:start] + value + head[end:])
-            assert connection.request_ready()
-            assert connection.serve_one()
-        theirs.sendall(HEADS[0])  # another head: parsed, and repeated in its turn
-        assert connection.request_ready() and connection.serve_one()
-    finally:
-        connection.close()
-        theirs.close()
+    values = (b"3", b"4", b"123456")
+    # Then another head: parsed, and repeated in its turn.
+    connection = served(app, [head[:start] + value + head[end:] for value in values] + HEADS[:1])
     environs = app.environs
-    for value, environ in zip((b"3", b"4", b"123456"), environs, strict=False):
-        reader = wire.RequestReader(socket.socket())
-        reader.feed(head[:start] + value + head[end:])
-        (request,) = reader.ready
-        reader.sock.close()
-        assert isinstance(request, wire.ReceivedRequest)
-        expected = make_environ(request, connection.environ_base)
-        expected.update({WHOLE_BODY_KEY: b"", "refimpl.credentials": connection.credentials})
-        expected[MEMO_KEY] = environs[0][MEMO_KEY]  # the app's note of the first, for all
-        got = dict(environ)
-        assert isinstance(got.pop("wsgi.input"), io.BytesIO)
-        expected.pop("wsgi.input")
-        assert got == expected
+    for value, environ in zip(values, environs, strict=False):
+        data = head[:start] + value + head[end:]
+        # The app's note of the first request, for all.
+        assert_parsed_environ(environ, data, connection, environs[0][MEMO_KEY])
     assert environs[3]["QUERY_STRING"].endswith("id=3fa1b2c4d5e6f708.42&wait=30000")
     assert "HTTP_COOKIE" not in environs[3] and "refimpl.added" not in environs[3]
     assert environs[3][MEMO_KEY] is not environs[0][MEMO_KEY]
