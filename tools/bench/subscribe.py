@@ -14,9 +14,13 @@ that always have a request waiting (asked again with the id of the last answer),
 others sit idle. A writer commits one trade at a time
 (--interval apart) to the 10 watched symbols in turn, its price being the writer's clock
 (CLOCK_MONOTONIC) just before the request: a waiter's latency is its clock when it parses
-the `rows` answer minus the new candle's `close`. Server CPU per commit is the server
-process's utime+stime (/proc/<pid>/stat) over the commits, divided by their number: the
-INSERT, the wake-ups, the re-run queries, the answers and the waiters' next requests.
+the `rows` answer minus the new candle's `close`. With --stream, each part's arrival too
+(`arrived`: when the kernel put its bytes in the waiter's socket, SO_TIMESTAMPNS, taken at
+the server's send on loopback): the commit-to-push time without the waiters' own queue for
+their processor and their process's interpreter lock (100 woken at once). Server CPU per
+commit is the server process's utime+stime (/proc/<pid>/stat) over the commits, divided by
+their number: the INSERT, the wake-ups, the re-run queries, the answers and the waiters'
+next requests.
 
 Shown with 100 subscriptions (only the waiting ones) and with 10,000 (9,900 idle on the
 other 990 symbols; the server keeps at most 10,000, so about one may be dropped).
@@ -59,6 +63,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import math
 import multiprocessing
 import os
 import pstats
@@ -68,6 +73,7 @@ import shutil
 import signal
 import socket
 import statistics
+import struct
 import subprocess
 import sys
 import tempfile
@@ -181,7 +187,7 @@ def _waiter(
 ) -> None:
     client = harness.LeanHTTP(target["url"], {"Authorization": f"Bearer {target['token']}"})
     query = quote(CANDLES.format(symbol=symbol))
-    samples: list[tuple[float, float]] = []
+    samples: list[tuple[float, float, float | None]] = []
     errors = 0
     with ready.get_lock():
         ready.value += 1
@@ -202,9 +208,29 @@ def _waiter(
         if kind == "rows" and data and data["rows"]:
             sent = newest_close(data)
             if sent > LOADED_PRICES:  # a benchmark trade
-                samples.append((sent, now - sent))
+                samples.append((sent, now - sent, None))  # (no arrival time: see streams')
     client.close()
     out.append((samples, errors))
+
+
+# A stream's reads note when their bytes reached its socket (the kernel's clock at the
+# sender's send, on loopback): SO_TIMESTAMPNS (Linux's number; Python names it not), its
+# note a struct timespec of CLOCK_REALTIME.
+SO_TIMESTAMPNS = 35
+ARRIVAL_NOTE = socket.CMSG_SPACE(16)
+
+
+def arrival(notes: list[tuple[int, int, bytes]], now: float) -> float:
+    """When a read's last bytes reached the socket, on CLOCK_MONOTONIC: the clock now less
+    the realtime clock's age of the kernel's note; without a note, `now` (the read's). A
+    waiter's read comes only once its thread has the interpreter lock of its process, whose
+    other 24 waiters were woken by the same commit: its clock at the read counts the
+    client's own queue, the arrival does not."""
+    for level, kind, data in notes:
+        if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(data) >= 16:
+            seconds, nanos = struct.unpack("qq", data[:16])
+            return time.monotonic() - (time.time() - seconds - nanos / 1e9)
+    return now
 
 
 def _stream_waiter(
@@ -215,7 +241,7 @@ def _stream_waiter(
 
     host, _, port = target["url"].rpartition("/")[2].rpartition(":")
     query = quote(CANDLES.format(symbol=symbol))
-    samples: list[tuple[float, float]] = []
+    samples: list[tuple[float, float, float]] = []
     errors = 0
     with ready.get_lock():
         ready.value += 1
@@ -226,6 +252,7 @@ def _stream_waiter(
             errors += 1
             time.sleep(0.1)
             continue
+        sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
         sock.sendall(
             f"GET /api/subscribe?query={query}&id={quote(ident)}&stream=true HTTP/1.1\r\n"
             f"Host: {host}\r\nAuthorization: Bearer {target['token']}\r\n\r\n".encode()
@@ -234,7 +261,7 @@ def _stream_waiter(
         chunked, text = Dechunked(), b""
         while not stop.is_set():
             try:
-                data = sock.recv(65536)
+                data, notes, _, _ = sock.recvmsg(65536, ARRIVAL_NOTE)
             except TimeoutError:
                 continue
             except OSError:
@@ -243,6 +270,7 @@ def _stream_waiter(
                 errors += 1  # the server ended it: the waiter opens it again
                 break
             now = time.monotonic()
+            arrived = arrival(notes, now)
             text += b"".join(chunked.chunks(data))
             *events, text = text.split(b"\n\n")
             for event in events:
@@ -251,7 +279,7 @@ def _stream_waiter(
                 if kind == "rows" and body and body["rows"]:
                     sent = newest_close(body)
                     if sent > LOADED_PRICES:  # a benchmark trade
-                        samples.append((sent, now - sent))
+                        samples.append((sent, now - sent, arrived - sent))
         sock.close()
     out.append((samples, errors))
 
@@ -408,8 +436,13 @@ def phase(
             output = "".join(server.output)
             found = output.find("Traceback")
             print(output[found : found + 3000] if found >= 0 else output[-3000:])
-    samples = [lat * 1000 for r, _ in gathered for sent, lat in r if sent < last]
+    samples = [lat * 1000 for r, _ in gathered for sent, lat, _ in r if sent < last]
     figures = harness.summary(samples)
+    arrivals = [a * 1000 for r, _ in gathered for sent, _, a in r if sent < last and a is not None]
+    if arrivals:
+        # The same commits' parts by their arrival at the waiters' sockets (streams only).
+        arrived = harness.summary(arrivals)
+        figures["arrival p50"], figures["arrival p99"] = arrived["p50"], arrived["p99"]
     figures["expected"] = commits * len(watched) // len(symbols)
     figures["errors"] = sum(e for _, e in gathered)
     figures["cpu_ms"] = cpu / commits * 1000
@@ -870,6 +903,13 @@ sys.exit(status)
 """
 
 
+def arrived_text(figures: dict[str, float]) -> str:
+    """The arrival percentiles of a phase's figures (streams only), for its line."""
+    if "arrival p50" not in figures:
+        return ""
+    return f" arrived p50 {figures['arrival p50']:.2f} ms, p99 {figures['arrival p99']:.2f} ms,"
+
+
 def compare_phases(args: argparse.Namespace, totals: list[int], commits: int) -> None:
     """The HTTP phases only: each total, this tree's server (and `--before`'s, in turn)
     `--rounds` times; the medians of each figure over the rounds."""
@@ -898,7 +938,8 @@ def compare_phases(args: argparse.Namespace, totals: list[int], commits: int) ->
                 runs[name].append(figures)
                 print(
                     f"  {name} {total:,} subscriptions: p50 {figures['p50']:.2f} ms, p99"
-                    f" {figures['p99']:.2f} ms, CPU {figures['cpu_ms']:.2f} ms a commit,"
+                    f" {figures['p99']:.2f} ms,{arrived_text(figures)} CPU"
+                    f" {figures['cpu_ms']:.2f} ms a commit,"
                     f" {figures['n']}/{figures['expected']} answers (load {figures['load']:.2f})",
                     flush=True,
                 )
@@ -923,6 +964,8 @@ def compare_phases(args: argparse.Namespace, totals: list[int], commits: int) ->
                     median("n"),
                     median("p50"),
                     median("p99"),
+                    median("arrival p50") if args.stream else math.nan,
+                    median("arrival p99") if args.stream else math.nan,
                     median("cpu_ms"),
                     sum(f["errors"] for f in got),
                     median("load"),
@@ -949,7 +992,17 @@ def compare_phases(args: argparse.Namespace, totals: list[int], commits: int) ->
             print_opcodes(runs, args.top)
     kind = "streams" if args.stream else "long polls"
     harness.print_table(
-        ("", "answers", "p50 ms", "p99 ms", "CPU ms/commit", "errors", "load avg"),
+        (
+            "",
+            "answers",
+            "p50 ms",
+            "p99 ms",
+            "arrived p50",
+            "arrived p99",
+            "CPU ms/commit",
+            "errors",
+            "load avg",
+        ),
         rows,
         title=f"medians of {args.rounds} runs, {commits} trades {args.interval * 1000:g} ms"
         f" apart, each waking {args.per_symbol} {kind}",

@@ -10,7 +10,8 @@ processor (involuntary switches) or it slept (voluntary: the lock, a pause) whil
 the pauses of the sends' turns at the interpreter lock (`fanout.taking_turns`), a commit and
 how long they lasted. Then the waiters' CPU time a commit (4 processes of 25 threads, as
 much as the server's on this bench: they share its processors) and the writer's INSERT round
-trip. p50/p99 are the bench's commit-to-push latencies.
+trip. p50/p99 are the bench's commit-to-push latencies as the waiters read them, arrival
+p50/p99 as their sockets got them (`subscribe.arrival`: without the waiters' own queue).
 
     python tools/bench/subscribe_timeline.py                       # this tree, one run
     python tools/bench/subscribe_timeline.py --before ../old --rounds 3   # in turn
@@ -171,6 +172,8 @@ def run(code: Path | None, commits: int) -> dict[str, float]:
 SHOWN = [
     "p50",
     "p99",
+    "arrival p50",
+    "arrival p99",
     "cpu_ms",
     "waiters CPU ms a commit",
     "INSERT round trip ms",
