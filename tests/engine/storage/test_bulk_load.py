@@ -8,12 +8,14 @@ import gc
 import sys
 from contextlib import closing
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from refimpl.engine.instance import Instance
 from refimpl.engine.session import Session
 from refimpl.engine.storage import bulk, bulk_merge, records, values
+from refimpl.engine.storage.ident_index import ShardedIndex
 from refimpl.engine.storage.memory_limit import rows_bytes
 from refimpl.errors import DuplicateKey
 from tests.engine.storage.trade_rows import BASE, DAY, TRADES, TYPES, trades
@@ -434,5 +436,40 @@ def test_prepare_lets_go_of_its_lists_a_slice_at_a_time(tmp_path: Path) -> None:
             items, few = list(range(bulk.SLICE_ROWS * 3 + 1)), [1]
             bulk.let_go(items, [], few)
             assert items == few == []
+    finally:
+        instance.close()
+
+
+def test_a_load_lets_go_of_its_index_and_partitions_once_installed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`Database.load_rows` empties its load's index a shard at a time and its partitions
+    one by one (`PreparedLoad.let_go`), not in one step at its return; the table's index,
+    which took some of those shards over as they are (shards the table had no entry in),
+    still places every row."""
+    monkeypatch.setattr(bulk, "SHARD_AT", 64)  # a sharded load index from 64 rows on
+    made: list[bulk.PreparedLoad] = []
+    prepare = bulk.prepare
+
+    def kept(*args: Any) -> bulk.PreparedLoad:
+        made.append(prepare(*args))
+        return made[-1]
+
+    monkeypatch.setattr(bulk, "prepare", kept)
+    instance = Instance.open(tmp_path / "data")
+    try:
+        with closing(instance.session()) as session:
+            session.execute(TRADES, ())
+            for i in range(40):  # entries in some shards of the table's index, not all
+                session.execute(f"INSERT INTO trades VALUES ({BASE + DAY + i}, 'S9', 1.0, 1)", ())
+            database = session.database
+            assert database.load_rows("trades", trades(3000)) is not None
+            (load,) = made
+            assert len(load) == 3000 and len(load.index) == 0 and not load.partitions
+            table = database.tables["trades"]
+            assert isinstance(table.index, ShardedIndex) and len(table.index) == 3040
+            for ident, row in table.scan_with_idents():
+                assert table.get(ident) == row
+            assert len(everything(session)) == 3040
     finally:
         instance.close()
