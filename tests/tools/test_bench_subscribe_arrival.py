@@ -37,3 +37,37 @@ def test_a_read_is_dated_by_its_bytes_arrival(monkeypatch: pytest.MonkeyPatch) -
     finally:
         for each in (listener, client, server):
             each.close()
+
+
+def _chunk(event: bytes) -> bytes:
+    return b"%x\r\n%b\r\n" % (len(event), event)
+
+
+def test_lean_waiters_parse_their_reads_afterwards_as_they_came(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.syspath_prepend(str(BENCH))
+    import subscribe
+
+    def rows(ident: str, close: float) -> bytes:
+        data = f'{{"columns":[{{"name":"m"}},{{"name":"close"}}],"rows":[[1,{close}]]}}'
+        return f"id: {ident}\nevent: rows\ndata: {data}\n\n".encode()
+
+    head = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+    first, second = _chunk(rows("a.1", 500.0)), _chunk(rows("a.2", 600.0))
+    # The second event cut across two reads: it counts at the read that completed it.
+    cut = len(second) // 2
+    reads = [
+        (head + _chunk(b"retry: 1000\n") + first, 500.5, 500.75),
+        (second[:cut], 600.25, 600.5),
+        (second[cut:], 601.0, 602.0),
+    ]
+    samples, ident = subscribe._read_later(reads, "a.0")
+    assert ident == "a.2"
+    assert samples == [(500.0, 0.75, 0.5), (600.0, 2.0, 1.0)]
+    # A loaded price (not a benchmark trade) is no sample; no event keeps the id asked.
+    assert subscribe._read_later([(head + _chunk(rows("b.1", 100.0)), 1.0, 1.0)], "b.0") == (
+        [],
+        "b.1",
+    )
+    assert subscribe._read_later([], "c.4") == ([], "c.4")

@@ -55,6 +55,7 @@ next requests):
     python tools/bench/subscribe.py --phases 100 --before ../old --rounds 3 --stream
     python tools/bench/subscribe.py --phases 100 --per-symbol 100 --stream  # 100 woken
     python tools/bench/subscribe.py --phases 100 --per-symbol 100 --stream --pin  # apart
+    python tools/bench/subscribe.py --phases 100 --per-symbol 100 --stream --lean-waiters
     python tools/bench/subscribe.py --phases 100 --stream --cprofile server.prof
 """
 
@@ -69,6 +70,7 @@ import os
 import pstats
 import random
 import re
+import selectors
 import shutil
 import signal
 import socket
@@ -239,24 +241,17 @@ def _stream_waiter(
     """As `_waiter`, over one stream (`stream=true`) read to the end: no request a commit."""
     from stream_readers import Dechunked
 
-    host, _, port = target["url"].rpartition("/")[2].rpartition(":")
-    query = quote(CANDLES.format(symbol=symbol))
     samples: list[tuple[float, float, float]] = []
     errors = 0
     with ready.get_lock():
         ready.value += 1
     while not stop.is_set():
         try:
-            sock = socket.create_connection((host, int(port)))
+            sock = _stream_request(target, symbol, ident)
         except OSError:
             errors += 1
             time.sleep(0.1)
             continue
-        sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
-        sock.sendall(
-            f"GET /api/subscribe?query={query}&id={quote(ident)}&stream=true HTTP/1.1\r\n"
-            f"Host: {host}\r\nAuthorization: Bearer {target['token']}\r\n\r\n".encode()
-        )
         sock.settimeout(1.0)
         chunked, text = Dechunked(), b""
         while not stop.is_set():
@@ -284,9 +279,95 @@ def _stream_waiter(
     out.append((samples, errors))
 
 
+def _stream_request(target: dict[str, Any], symbol: str, ident: str) -> socket.socket:
+    """A stream of `symbol`'s subscription from `ident`, asked for; its socket notes when
+    its bytes arrive (`arrival`)."""
+    host, _, port = target["url"].rpartition("/")[2].rpartition(":")
+    query = quote(CANDLES.format(symbol=symbol))
+    sock = socket.create_connection((host, int(port)))
+    sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+    sock.sendall(
+        f"GET /api/subscribe?query={query}&id={quote(ident)}&stream=true HTTP/1.1\r\n"
+        f"Host: {host}\r\nAuthorization: Bearer {target['token']}\r\n\r\n".encode()
+    )
+    return sock
+
+
+def _read_later(
+    reads: list[tuple[bytes, float, float]], ident: str
+) -> tuple[list[tuple[float, float, float]], str]:
+    """The samples of one stream's reads, each (bytes, arrival, read time), and its last id
+    (`ident` if none came)."""
+    from stream_readers import Dechunked
+
+    samples: list[tuple[float, float, float]] = []
+    chunked, text = Dechunked(), b""
+    for data, arrived, now in reads:
+        text += b"".join(chunked.chunks(data))
+        *events, text = text.split(b"\n\n")
+        for event in events:
+            ident_, kind, body = parse_event(event.decode("utf-8"))
+            ident = ident_ or ident
+            if kind == "rows" and body and body["rows"]:
+                sent = newest_close(body)
+                if sent > LOADED_PRICES:  # a benchmark trade
+                    samples.append((sent, now - sent, arrived - sent))
+    return samples, ident
+
+
+def _lean_stream_waiters(
+    target: dict[str, Any], pairs: list[tuple[str, str]], stop: Any, ready: Any, results: Any
+) -> None:
+    """--lean-waiters: a process's streams read by one thread (a selector), each read only
+    kept (its bytes, arrival and read time) and parsed once the run is over, as
+    `_stream_waiter`'s would be: the waiters then take the server's processors for little
+    more than their reads, and no 25 threads of a process queue for its interpreter lock."""
+    selector = selectors.DefaultSelector()
+    samples: list[tuple[float, float, float]] = []
+    errors = 0
+
+    def open_stream(symbol: str, ident: str, reads: list[tuple[bytes, float, float]]) -> None:
+        sock = _stream_request(target, symbol, ident)
+        sock.setblocking(False)
+        selector.register(sock, selectors.EVENT_READ, (symbol, ident, reads))
+
+    for symbol, ident in pairs:
+        open_stream(symbol, ident, [])
+    with ready.get_lock():
+        ready.value += len(pairs)
+    while not stop.is_set():
+        for key, _ in selector.select(1.0):
+            sock = key.fileobj
+            assert isinstance(sock, socket.socket)
+            try:
+                data, notes, _, _ = sock.recvmsg(65536, ARRIVAL_NOTE)
+            except BlockingIOError:
+                continue
+            except OSError:
+                data = b""
+            now = time.monotonic()
+            symbol, ident, reads = key.data
+            if data:
+                reads.append((data, arrival(notes, now), now))
+                continue
+            errors += 1  # the server ended it: the waiter opens it again, from its last id
+            selector.unregister(sock)
+            sock.close()
+            got, ident = _read_later(reads, ident)
+            samples += got
+            open_stream(symbol, ident, [])
+    for key in list(selector.get_map().values()):
+        samples += _read_later(key.data[2], key.data[1])[0]
+        key.fileobj.close()  # type: ignore[union-attr]
+    results.put((samples, errors))
+
+
 def _waiters(
     target: dict[str, Any], pairs: list[tuple[str, str]], stop: Any, ready: Any, results: Any
 ) -> None:
+    if target.get("lean"):
+        _lean_stream_waiters(target, pairs, stop, ready, results)
+        return
     out: list[Any] = []
     waiter = _stream_waiter if target.get("stream") else _waiter
     threads = [
@@ -351,6 +432,7 @@ def phase(
     interval: float,
     profile: Path | None = None,
     stream: bool = False,
+    lean: bool = False,
     *,
     per_symbol: int = 10,
     code: Path | None = None,
@@ -361,7 +443,8 @@ def phase(
     """`total` subscriptions, the last 100 of them (100 / `per_symbol` watched symbols x
     `per_symbol`) waiting; with `profile`, the server's worker threads are profiled into that
     file; with `stream`, each waiter reads one stream of its subscription (`stream=true`)
-    instead of long polls; `code`: the checkout whose server runs (this one's by default);
+    instead of long polls (`lean`: a process's streams on one thread, parsed at the end:
+    `_lean_stream_waiters`); `code`: the checkout whose server runs (this one's by default);
     `every_thread`: `profile` holds every thread's profile, not only the requests';
     `opcodes`: the server's threads count the Python opcodes they run during the commits
     (`OPCODES_LAUNCHER`), given as "op <thread group> <file>:<function>" per commit;
@@ -387,7 +470,7 @@ def phase(
         create_subscriptions(server, idle_symbols)
         ids = create_subscriptions(server, watched)
         made = time.monotonic() - began
-        target = {"url": server.url, "token": server.token, "stream": stream}
+        target = {"url": server.url, "token": server.token, "stream": stream, "lean": lean}
         context = multiprocessing.get_context("fork")
         stop, ready, results = context.Event(), context.Value("i", 0), context.Queue()
         pairs = list(zip(watched, ids, strict=True))
@@ -443,6 +526,13 @@ def phase(
         # The same commits' parts by their arrival at the waiters' sockets (streams only).
         arrived = harness.summary(arrivals)
         figures["arrival p50"], figures["arrival p99"] = arrived["p50"], arrived["p99"]
+        # Each commit's last part to arrive (its pass's last send), the median over commits.
+        lasts: dict[float, float] = {}
+        for r, _ in gathered:
+            for sent, _, a in r:
+                if sent < last and a is not None:
+                    lasts[sent] = max(lasts.get(sent, 0.0), a * 1000)
+        figures["last arrival p50"] = statistics.median(lasts.values())
     figures["expected"] = commits * len(watched) // len(symbols)
     figures["errors"] = sum(e for _, e in gathered)
     figures["cpu_ms"] = cpu / commits * 1000
@@ -719,6 +809,13 @@ def main() -> None:
         help="the waiters read one stream each (stream=true) instead of long polls",
     )
     parser.add_argument(
+        "--lean-waiters",
+        action="store_true",
+        help="with --stream: each waiter process reads its 25 streams on one thread and"
+        " parses what it read once the run is over (the waiters then take little of the"
+        " server's processors)",
+    )
+    parser.add_argument(
         "--phases",
         help="only the HTTP phases, with these subscription totals in turn (e.g. 100):"
         " no in-process split, no big table",
@@ -907,7 +1004,10 @@ def arrived_text(figures: dict[str, float]) -> str:
     """The arrival percentiles of a phase's figures (streams only), for its line."""
     if "arrival p50" not in figures:
         return ""
-    return f" arrived p50 {figures['arrival p50']:.2f} ms, p99 {figures['arrival p99']:.2f} ms,"
+    return (
+        f" arrived p50 {figures['arrival p50']:.2f} ms, p99 {figures['arrival p99']:.2f} ms,"
+        f" a commit's last {figures['last arrival p50']:.2f} ms,"
+    )
 
 
 def compare_phases(args: argparse.Namespace, totals: list[int], commits: int) -> None:
@@ -927,6 +1027,7 @@ def compare_phases(args: argparse.Namespace, totals: list[int], commits: int) ->
                     commits,
                     args.interval,
                     stream=args.stream,
+                    lean=args.lean_waiters,
                     per_symbol=args.per_symbol,
                     code=code,
                     profile=args.cprofile if last and not args.opcodes else None,

@@ -108,8 +108,9 @@ def waiters_cpu() -> float:
     return total
 
 
-def run(code: Path | None, commits: int) -> dict[str, float]:
-    """One phase of `code`'s server (None: this tree's): its figures."""
+def run(code: Path | None, commits: int, lean: bool = False) -> dict[str, float]:
+    """One phase of `code`'s server (None: this tree's): its figures (`lean`: the waiters
+    of `subscribe.py --lean-waiters`)."""
     window: list[float] = []  # the waiters' CPU at the commits' start and end
     trips: list[float] = []
     cpu_seconds, commit_trade = harness.cpu_seconds, subscribe.commit_trade
@@ -130,7 +131,7 @@ def run(code: Path | None, commits: int) -> dict[str, float]:
     launcher, subscribe.ALL_THREADS_LAUNCHER = subscribe.ALL_THREADS_LAUNCHER, LAUNCHER
     try:
         figures = subscribe.phase(
-            100, commits, 0.1, out, True, per_symbol=100, code=code, every_thread=True
+            100, commits, 0.1, out, True, lean, per_symbol=100, code=code, every_thread=True
         )
     finally:
         harness.cpu_seconds, subscribe.commit_trade = cpu_seconds, commit_trade
@@ -174,6 +175,7 @@ SHOWN = [
     "p99",
     "arrival p50",
     "arrival p99",
+    "last arrival p50",
     "cpu_ms",
     "waiters CPU ms a commit",
     "INSERT round trip ms",
@@ -196,6 +198,9 @@ def main() -> None:
     parser.add_argument("--commits", type=int, default=100, help="commits a run, 0.1 s apart")
     parser.add_argument("--before", type=Path, help="a checkout of an earlier revision")
     parser.add_argument("--rounds", type=int, default=1, help="runs of each, in turn")
+    parser.add_argument(
+        "--lean-waiters", action="store_true", help="as subscribe.py's: one thread a process"
+    )
     args = parser.parse_args()
     codes: list[tuple[str, Path | None]] = [("now", None)]
     if args.before is not None:
@@ -203,7 +208,7 @@ def main() -> None:
     runs: dict[str, list[dict[str, float]]] = {name: [] for name, _ in codes}
     for _ in range(args.rounds):
         for name, code in codes:
-            figures = run(code, args.commits)
+            figures = run(code, args.commits, args.lean_waiters)
             figures["load"] = os.getloadavg()[0]
             runs[name].append(figures)
             print(name, ", ".join(f"{k} {figures[k]:.2f}" for k in [*SHOWN, "load"]))
