@@ -31,6 +31,7 @@ from refimpl.engine.statements.context import (
 from refimpl.engine.statements.cursor_state import Cursors
 from refimpl.engine.statements.prepared_runs import ParsedHandlers, PreparedRun
 from refimpl.engine.storage import values
+from refimpl.engine.storage.table import Ident, Row, Table
 from refimpl.engine.storage.transaction import Mark, Transaction
 from refimpl.errors import (
     FailedTransaction,
@@ -301,6 +302,34 @@ class Session:
             database.release_write()
         self._committed(lsn, txn)
         return result
+
+    def insert_new_row(self, table: str, make: Callable[[Table], tuple[Ident, Row] | None]) -> bool:
+        """A one-row INSERT committing on its own without a transaction's overlay: under the
+        write lock, `make(committed table)` gives the row and its identity, new to the table
+        (its errors are the statement's: nothing changed), or None to decline. True once
+        committed, acknowledged as `write`'s commits are; False, nothing done, in an open
+        transaction, for a table unknown or with secondary indexes (their UNIQUE checks are
+        the transaction's), or when `make` declined: the caller then goes through `write`."""
+        if self.transaction is not None:
+            return False
+        database = self.database
+        key = table.lower()
+        database.acquire_write()
+        try:
+            committed = database.tables.get(key)
+            if committed is None or committed.secondary:
+                return False
+            made = make(committed)
+            if made is None:
+                return False
+            lsn = database.commit_new_row(key, committed.schema.name, committed, *made)
+        finally:
+            database.release_write()
+        if self.acknowledge_later:
+            self.durable_needed = max(self.durable_needed, lsn)
+        else:
+            database.wait_durable(lsn)
+        return True
 
     def begin(self) -> None:
         self.database.acquire_write()

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from refimpl.engine.statements.replication_slots import SlotStore
     from refimpl.engine.storage.database import Database
     from refimpl.engine.storage.schema import TableSchema
+    from refimpl.engine.storage.table import Ident, Row, Table
     from refimpl.engine.storage.transaction import Transaction
     from refimpl.engine.storage.values import TypedRows
     from refimpl.sql import ast
@@ -132,6 +133,10 @@ class StatementContext(Protocol):
     def require_admin_user(self, what: str) -> None: ...
 
     def write(self, run: Callable[[Transaction], T]) -> T: ...
+
+    def insert_new_row(self, table: str, make: Callable[[Table], tuple[Ident, Row] | None]) -> bool:
+        """A one-row INSERT committing on its own without a transaction (`Session.
+        insert_new_row`): True once committed; False, nothing done, when it cannot go so."""
 
     def load_rows(self, table: str, rows: TypedRows) -> int | None:
         """New rows inserted as a bulk load committing on its own (`Database.load_rows`),

@@ -13,16 +13,17 @@ the session's, as for every other INSERT.
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from operator import itemgetter, le
 from typing import TYPE_CHECKING, Any
 
 from refimpl.engine.result import Result, message_result
 from refimpl.engine.rights import Right
 from refimpl.engine.statements import executor
-from refimpl.engine.statements.triggers import row_triggers
+from refimpl.engine.statements.triggers import row_triggers, triggers_of
 from refimpl.engine.storage import values
 from refimpl.engine.storage.schema import TableSchema
+from refimpl.engine.storage.table import Ident, Row, Table
 from refimpl.engine.storage.transaction import Transaction
 from refimpl.errors import DuplicateKey, SqlError
 from refimpl.sql import ast
@@ -137,55 +138,74 @@ class PreparedInsert:
         else:
             source = [params[i] if is_param else i for is_param, i in self._sources]
 
+        def new_row(table: Table) -> tuple[Ident, Row] | None:
+            if table.schema.dedup_key or triggers_of(context):
+                return None  # DEDUP and triggers go the way of every INSERT (below)
+            row = self._row(table, statement.columns, source)
+            return self._identified(table, row, table.get), row
+
+        if context.insert_new_row(statement.table, new_row):
+            return message_result(text, _ONE_ROW, 1)
+
         def run(txn: Transaction) -> Result:
             work = txn.table(statement.table)
             table = work.current()
-            schema = table.schema
             firing = row_triggers(context, txn, statement.table, "INSERT", executor.execute)
-            if firing is not None or schema.dedup_key:
-                # Triggers and DEDUP go the way of every INSERT.
+            if firing is not None or table.schema.dedup_key:
                 executor.insert_values(
-                    work, schema, statement.columns, [source], context.deadline(), firing
+                    work, table.schema, statement.columns, [source], context.deadline(), firing
                 )
                 return message_result(text, _ONE_ROW, 1)
-            shape = self._shape
-            if shape is None or shape.schema is not schema:
-                shape = self._shape = _Shape(schema, statement.columns)
-            if len(source) != len(shape.types):
-                raise SqlError(
-                    f"row 1 has {len(source)} value(s) but {len(shape.types)} column(s) are"
-                    " being inserted"
-                )
-            kept = tuple(map(type, source)) == shape.kinds  # every value kept as it is...
-            if kept and shape.bounded is not None:  # ...if within its column's bounds
-                picked = shape.bounded(source)
-                kept = all(map(le, shape.lows, picked)) and all(map(le, picked, shape.highs))
-            converted = source
-            if not kept:
-                coerce = values.coerce
-                converted = [
-                    v
-                    if type(v) is kind and (low is None or low <= v <= high)
-                    else coerce(v, column_type, name)
-                    for v, (kind, low, high, column_type, name) in zip(
-                        source, shape.checks, strict=True
-                    )
-                ]
-            if shape.positions is None:
-                row = tuple(converted)
-            else:
-                slots: list[Any] = [None] * shape.width
-                for position, value in zip(shape.positions, converted, strict=True):
-                    slots[position] = value
-                row = tuple(slots)
-            table.check_not_null(row)
-            if table.keyed:
-                ident = table.ident_of(row)
-                if work.get(ident) is not None:
-                    raise DuplicateKey(schema.name, ident[0] if len(ident) == 1 else ident)
-            else:
-                ident = (table.allocate_rowid(),)
-            work.change({ident: row})
+            row = self._row(table, statement.columns, source)
+            work.change({self._identified(table, row, work.get): row})
             return message_result(text, _ONE_ROW, 1)
 
         return context.write(run)
+
+    def _row(self, table: Table, columns: Sequence[str] | None, source: list[Any]) -> Row:
+        """The row of `source` in `table`'s columns, its values converted to their types;
+        SqlError (a wrong count, a value that does not convert, a NULL key) as `executor`."""
+        schema = table.schema
+        shape = self._shape
+        if shape is None or shape.schema is not schema:
+            shape = self._shape = _Shape(schema, columns)
+        if len(source) != len(shape.types):
+            raise SqlError(
+                f"row 1 has {len(source)} value(s) but {len(shape.types)} column(s) are"
+                " being inserted"
+            )
+        kept = tuple(map(type, source)) == shape.kinds  # every value kept as it is...
+        if kept and shape.bounded is not None:  # ...if within its column's bounds
+            picked = shape.bounded(source)
+            kept = all(map(le, shape.lows, picked)) and all(map(le, picked, shape.highs))
+        converted = source
+        if not kept:
+            coerce = values.coerce
+            converted = [
+                v
+                if type(v) is kind and (low is None or low <= v <= high)
+                else coerce(v, column_type, name)
+                for v, (kind, low, high, column_type, name) in zip(
+                    source, shape.checks, strict=True
+                )
+            ]
+        if shape.positions is None:
+            row = tuple(converted)
+        else:
+            slots: list[Any] = [None] * shape.width
+            for position, value in zip(shape.positions, converted, strict=True):
+                slots[position] = value
+            row = tuple(slots)
+        table.check_not_null(row)
+        return row
+
+    @staticmethod
+    def _identified(table: Table, row: Row, get: Callable[[Ident], Row | None]) -> Ident:
+        """The identity of new `row` of `table`: its key, DuplicateKey when `get` (what the
+        writer sees of the table) finds it, or a row id of its own."""
+        if table.keyed:
+            ident = table.ident_of(row)
+            if get(ident) is not None:
+                raise DuplicateKey(table.schema.name, ident[0] if len(ident) == 1 else ident)
+            return ident
+        return (table.allocate_rowid(),)

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     )
     from refimpl.engine.statements.cursor_state import Cursors
     from refimpl.engine.storage.database import Database
+    from refimpl.engine.storage.table import Ident, Row, Table
     from refimpl.engine.storage.transaction import Transaction
 
 T = TypeVar("T")
@@ -113,6 +114,9 @@ class RoutineContext:
 
     def load_rows(self, table: str, rows: values.TypedRows) -> int | None:
         return None  # its rows join the caller's transaction
+
+    def insert_new_row(self, table: str, make: Callable[[Table], tuple[Ident, Row] | None]) -> bool:
+        return False  # its row joins the caller's transaction
 
     def begin(self) -> None:
         raise NotAllowed(

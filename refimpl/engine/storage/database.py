@@ -40,7 +40,7 @@ from refimpl.engine.storage.replay import ERRORS as REPLAY_ERRORS
 from refimpl.engine.storage.replay import Replay, Unreplayable, apply_database_change
 from refimpl.engine.storage.table import Ident, Row, Table
 from refimpl.engine.storage.table_image import TakenTable
-from refimpl.engine.storage.transaction import TableWork, Transaction
+from refimpl.engine.storage.transaction import Transaction
 from refimpl.engine.storage.wal import WriteAheadLog
 from refimpl.engine.storage.wal_segments import HEADER_SIZE
 from refimpl.engine.tracking.plan_cache import PlanCache
@@ -278,12 +278,10 @@ class Database:
         Returns the commit's LSN (None when it changed nothing). The caller releases the
         write lock and then calls `wait_durable(lsn)` before acknowledging the commit.
         """
-        started = time.perf_counter()
         one = txn.one_new_row()
         if one is not None:
-            lsn = self._commit_new_row(*one)
-            self.commit_seconds.observe(time.perf_counter() - started)
-            return lsn
+            return self.commit_new_row(*one)
+        started = time.perf_counter()
         entries = txn.seal_all()
         for text in txn.database_changes:
             entries.append(Entry.database(text))
@@ -313,17 +311,16 @@ class Database:
         self.commit_seconds.observe(time.perf_counter() - started)
         return lsn
 
-    def _commit_new_row(
-        self, key: str, work: TableWork, table: Table, ident: Ident, row: Row
-    ) -> int:
+    def commit_new_row(self, key: str, name: str, table: Table, ident: Ident, row: Row) -> int:
         """`commit_locked` of a transaction whose one change is `row`, new to the committed
-        `table` (`Transaction.one_new_row`), without the general sealing, count and install:
-        the same record, count, revisions and wake-ups. Returns the commit's LSN."""
+        `table` (key `key`, named `name`; `ident` not in it), without the general sealing,
+        count and install: the same record, count, revisions and wake-ups. Returns the LSN."""
+        started = time.perf_counter()
         schema = table.schema
         rowids = None if table.keyed else [ident[0]]
         old: list[Row | None] | None = [None] if schema.replica_identity_full else None
         record = records.encode_upsert(
-            time.time_ns() // 1000, work.name, schema.column_names, [row], rowids, old
+            time.time_ns() // 1000, name, schema.column_names, [row], rowids, old
         )
         delta = rows_bytes([row], schema, len(table.secondary))
         self.memory.reserve(self.name, delta)  # MemoryFull: nothing is logged
@@ -337,6 +334,7 @@ class Database:
         value = None if rev is None else row[schema.position(rev)]
         touched = Touched(frozenset(), True) if rev is None else Touched(frozenset((value,)))
         self._make_visible(partial(table.put, ident, row), {key: touched}, lsn)
+        self.commit_seconds.observe(time.perf_counter() - started)
         return lsn
 
     def _make_visible(

@@ -402,8 +402,8 @@ class Transaction:
         del self.database_changes[mark.database_changes :]
         del self.after_commit[mark.after_commit :]
 
-    def one_new_row(self) -> tuple[str, TableWork, Table, Ident, Row] | None:
-        """(table key, its work, the committed table, identity, row) when this transaction's
+    def one_new_row(self) -> tuple[str, str, Table, Ident, Row] | None:
+        """(table key, its name, the committed table, identity, row) when this transaction's
         one change is one row new to a committed table (a one-row INSERT committing on its
         own), which `Database.commit_locked` logs and installs without sealing it; else
         None. Sealing it would give one upsert entry of the row, the rev-column value of
@@ -426,7 +426,7 @@ class Transaction:
         ((ident, row),) = pending.items()
         if row is None or base.index.get(ident) is not None:
             return None
-        return key, work, base, ident, row
+        return key, work.name, base, ident, row
 
     def seal_all(self) -> list[Entry]:
         for work in self.work.values():

@@ -1,5 +1,6 @@
-"""A commit of one new row (`Transaction.one_new_row`, logged and installed by
-`Database._commit_new_row` without the general sealing) leaves what the general commit
+"""A commit of one new row (`Transaction.one_new_row`, or a prepared INSERT's
+`Session.insert_new_row` without a transaction, logged and installed by
+`Database.commit_new_row` without the general sealing) leaves what the general commit
 leaves: the same log records, rows, memory counts, revisions and wake-ups, and the same
 errors, on tables keyed or not, with a rev column or not, before-images or not, an index or
 not; a reopened database holds what it committed."""
@@ -10,6 +11,7 @@ import tempfile
 import threading
 from contextlib import closing
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -108,17 +110,24 @@ def _play(folder: Path, table: str, steps: list) -> tuple[list, dict]:
 @given(st.sampled_from(sorted(TABLES)), st.lists(STEPS, min_size=1, max_size=8))
 def test_a_new_rows_commit_leaves_what_the_general_commit_leaves(table, steps):
     taken = []
-    one_new_row = Transaction.one_new_row
+    one_new_row, insert_new_row = Transaction.one_new_row, Session.insert_new_row
 
     def counted(txn: Transaction) -> object:
         found = one_new_row(txn)
         taken.append(found is not None)
         return found
 
+    def counted_direct(session: Session, *args: Any) -> bool:
+        done = insert_new_row(session, *args)
+        taken.append(done)
+        return done
+
     with tempfile.TemporaryDirectory() as folder, pytest.MonkeyPatch.context() as patch:
         patch.setattr(Transaction, "one_new_row", lambda txn: None)
+        patch.setattr(Session, "insert_new_row", lambda session, *args: False)
         expected = _play(Path(folder) / "general", table, steps)
         patch.setattr(Transaction, "one_new_row", counted)
+        patch.setattr(Session, "insert_new_row", counted_direct)
         got = _play(Path(folder) / "new_row", table, steps)
     assert got == expected
     if steps[0][0] in ("insert", "two", "begin"):  # a new key: its commit took the new path
