@@ -38,11 +38,11 @@ from refimpl.engine.features.event_cursor import (
     EventCursor,
     Links,
     Position,
-    RecentTransactions,
     Taken,
 )
 from refimpl.engine.features.feed_options import FeedOptions
 from refimpl.engine.features.initial_copy import CopyPosition
+from refimpl.engine.features.recent_transactions import RecentTransactions
 from refimpl.engine.features.stream_options import OptionCursor, StreamFeed
 from refimpl.engine.instance import Instance
 from refimpl.engine.measures import StreamCounts, StreamMeasures

@@ -15,7 +15,7 @@ from refimpl.engine.features.event_cursor import (
     RESET,
     Event,
     EventCursor,
-    RecentTransactions,
+    Transactions,
 )
 from refimpl.engine.measures import StreamCounts
 from refimpl.errors import Gone
@@ -25,7 +25,7 @@ class StreamTally:
     """Counts the takes of one database's streams into `counts`; `recent` is that
     database's recent transactions, where a reset's transaction is looked up."""
 
-    def __init__(self, counts: StreamCounts, database: str, recent: RecentTransactions):
+    def __init__(self, counts: StreamCounts, database: str, recent: Transactions):
         self._counts = counts
         self._database = database
         self._recent = recent

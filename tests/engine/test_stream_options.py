@@ -18,9 +18,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import refimpl
-from refimpl.engine.features.event_cursor import EventCursor, RecentTransactions, parse_event_id
+from refimpl.engine.features.event_cursor import EventCursor, parse_event_id
 from refimpl.engine.features.feed_options import FeedOptions
 from refimpl.engine.features.initial_copy import CopyPosition, parse_position
+from refimpl.engine.features.recent_transactions import RecentTransactions
 from refimpl.engine.features.stream_options import OptionCursor, StreamFeed
 from tests.engine.table_writes import Op, ops, run_op, table_rows
 

@@ -6,7 +6,8 @@
   applied to `Change` records), `stream_options` (the event stream's reading through them),
   `initial_copy` (`initial=true`: a table's rows, then its changes).
 - The event stream's engine half: `event_cursor` (event ids, a transaction's events encoded
-  once by `EventShape`, the recent transactions streams share, one stream's cursor).
+  once by `EventShape`, one stream's cursor), `recent_transactions` (the recent transactions
+  streams share).
 - Live queries (`SUBSCRIBE`): `live_shape` (what a live query may be), `live_queries` (the
   subscriptions and their answers), `live_answers` (`LiveAnswer`, versions, replies), kept up
   to date commit by commit by `live_maintain`, `live_maintainers`, `live_groups` and

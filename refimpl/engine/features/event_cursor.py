@@ -11,10 +11,10 @@ misses nothing and gets nothing twice, also across restarts and crashes.
 - `transaction_events` turns one log record into `StreamItem`s, each a `Change` record (made
   by `change_stream.entry_run`, as for every outlet) encoded once by its table's
   `EventShape` as the JSON of its `data` line and shared by every stream of the database
-  (`RecentTransactions` keeps the last ones, so that a thousand streams at the end of the
-  log cost one log read and one encoding per commit). Streams current at one position with
-  one view (the same tables, the same rights) also share what they take
-  (`RecentTransactions.shared`): one list of events, which the protocol layer encodes once
+  (`recent_transactions.RecentTransactions` keeps the last ones, so that a thousand streams
+  at the end of the log cost one log read and one encoding per commit). Streams current at
+  one position with one view (the same tables, the same rights) also share what they take
+  (`Transactions.shared`): one list of events, which the protocol layer encodes once
   (`Taken.encoded`).
 - `EventCursor` is one stream's place: what it takes next, within a byte budget, with the
   replay window and `reset` decided as the spec says.
@@ -26,10 +26,9 @@ the seam they extend).
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar, cast
+from typing import Any, NamedTuple, Protocol, TypeVar
 
 import msgspec
 
@@ -40,18 +39,13 @@ from refimpl.errors import BadRequest, Gone, SqlError
 from refimpl.sql import ast
 from refimpl.sql.parser import parse_cached
 
-if TYPE_CHECKING:
-    from refimpl.engine.storage.database import Database
-
 MAX_LSN = 2**63 - 1
 _json = msgspec.json.Encoder()
 _decode = msgspec.json.Decoder().decode
 INITIAL = "initial"  # the op of a row of an initial copy (`initial_copy` makes them)
 
 CHANGE, RESET, READY = "change", "reset", "ready"
-RECENT_TRANSACTIONS = 4096  # transactions kept decoded per database, for streams at the end
-RECENT_BYTES = 8 * 1024 * 1024  # and at most about this much of their encoded events
-T = TypeVar("T")  # what a shared piece of work makes (`RecentTransactions.shared`)
+T = TypeVar("T")  # what a shared piece of work makes (`Transactions.shared`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -341,111 +335,25 @@ def ddl_item(key: str, table: str, text: str, lsn: int) -> StreamItem:
     return StreamItem(key, CHANGE, _json.encode(body))
 
 
-# -- recent transactions, shared by the streams of a database -------------------------------
+# -- what a cursor reads ------------------------------------------------------------------
 
 
-class RecentTransactions:
-    """The last transactions of one database, decoded and encoded once for every stream.
-
-    A stream at the end of the log reads here; one further behind reads the log itself
-    (what it reads then is not kept: a slow reader costs no shared memory).
-    """
-
-    def __init__(
-        self,
-        database: Database,
-        name: str,
-        keep: int = RECENT_TRANSACTIONS,
-        keep_bytes: int = RECENT_BYTES,
-        links: Links = NO_LINKS,
-    ) -> None:
-        self._database = database
-        self._name = name
-        self._links = links
-        self._shapes: dict[str, EventShape] = {}  # by table key, see `transaction_events`
-        self._keep = keep
-        self._keep_bytes = keep_bytes
-        self._lock = threading.Lock()
-        self._recent: list[StreamTransaction] = []  # consecutive LSNs
-        self._bytes = 0
-        # What streams took at the durable LSN `_shared_at`, by position and view: made once
-        # for all of them (spec/stream.md: a thousand streams, one read and one encoding).
-        # The pair is replaced whole (under the lock) at a new durable LSN, so that a stream
-        # finds what others made with one read and no lock: a thousand of them at each commit.
-        self._shared_lock = threading.Lock()
-        self._shared: tuple[int, dict[Hashable, object]] = (-1, {})
+class Transactions(Protocol):
+    """The transactions of one database as cursors read them (`recent_transactions.
+    RecentTransactions`: the last ones decoded and encoded once for every stream)."""
 
     @property
-    def durable_lsn(self) -> int:
-        return self._database.log.durable_lsn
+    def durable_lsn(self) -> int: ...
 
     def shared(self, key: Hashable, make: Callable[..., T], *args: object) -> T:
-        """What `make(*args)` gives for `key`, made once for every asker while the durable LSN
-        stands still (a new durable LSN forgets them all, so this holds one commit's worth).
-
-        `make` must give the same for any asker of `key` at that LSN; two askers at once may
-        both make it, and the first one made is kept."""
-        durable = self._database.log.durable_lsn
-        at, made = self._shared
-        found = made.get(key) if at == durable else None
-        if found is not None:
-            return cast(T, found)  # what `make` gave for this key, by the rule above
-        mine = make(*args)
-        with self._shared_lock:
-            at, made = self._shared
-            if at > durable:
-                return mine  # made at an older LSN than the kept ones: shared with nobody
-            if at < durable:
-                made = {}
-                self._shared = (durable, made)
-            return cast(T, made.setdefault(key, mine))
+        """What `make(*args)` gives for `key`, made once for every asker while the durable
+        LSN stands still."""
+        ...
 
     def after(self, after_lsn: int) -> Iterator[StreamTransaction]:
-        """The transactions after `after_lsn` up to the durable LSN now; Gone when the log no
-        longer holds them."""
-        durable = self.durable_lsn
-        if after_lsn >= durable:
-            return iter(())
-        with self._lock:
-            recent = self._recent
-            end = recent[-1].lsn if recent else None
-            if end is None or after_lsn > end:
-                if durable - after_lsn <= self._keep:  # near the end: keep what it reads
-                    recent.clear()
-                    self._bytes = 0
-                    self._extend(after_lsn)
-            elif end < durable:
-                self._extend(end)
-            if recent and recent[0].lsn <= after_lsn + 1:
-                return iter(recent[after_lsn + 1 - recent[0].lsn :])
-        return self._from_log(after_lsn)
-
-    def _extend(self, after_lsn: int) -> None:
-        """Read what follows `after_lsn` into the kept transactions (the caller holds the lock)."""
-        recent = self._recent
-        for txn in self._from_log(after_lsn):
-            recent.append(txn)
-            self._bytes += txn.size
-        # Trimmed in steps, so that the list is copied once per many commits, not at each.
-        if len(recent) > 2 * self._keep or self._bytes > self._keep_bytes:
-            drop = max(len(recent) - self._keep, 0)
-            kept_bytes = self._bytes - sum(t.size for t in recent[:drop])
-            while kept_bytes > self._keep_bytes // 2 and drop < len(recent) - 1:
-                kept_bytes -= recent[drop].size
-                drop += 1
-            del recent[:drop]
-            self._bytes = kept_bytes
-
-    def _from_log(self, after_lsn: int) -> Iterator[StreamTransaction]:
-        database = self._database
-        for lsn, payload in database.log.read(after_lsn):
-            yield transaction_events(
-                self._name, lsn, payload, self._schema_of, self._links, self._shapes
-            )
-
-    def _schema_of(self, key: str) -> TableSchema | None:
-        stored = self._database.tables.get(key)  # one dict read: atomic
-        return None if stored is None else stored.schema
+        """The transactions after `after_lsn` up to the durable LSN, in order; Gone when the
+        log no longer holds them."""
+        ...
 
 
 # -- one stream's place ----------------------------------------------------------------------
@@ -481,7 +389,7 @@ class EventCursor:
     since the epoch, as the log's commit times count.
     """
 
-    recent: RecentTransactions
+    recent: Transactions
     follows: Callable[[str], bool]
     replay_seconds: float
     clock: Callable[[], float]
