@@ -12,12 +12,15 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from refimpl.engine.features.buckets import BucketPlan
-from refimpl.engine.features.top_n import Move, TopPlan, moves
+from refimpl.engine.features.top_n import Move, TopPlan, moves, run_in_table_order
+from refimpl.engine.query.select import QueryOutput
 from refimpl.engine.result import Column
+from refimpl.engine.statements import executor
 from refimpl.engine.tracking.signals import Waker
 from refimpl.sql import ast
 
 if TYPE_CHECKING:
+    from refimpl.engine.statements.context import StatementContext
     from refimpl.engine.storage.database import Database
 
 Identity = tuple[Any, ...]
@@ -142,6 +145,19 @@ class Subscription:
     def moved(self) -> bool:
         """True when a commit its answer does not include touched its query."""
         return self.counter() != self.token
+
+    def next_rowid(self) -> int:
+        """Row ids below this were handed out before now (read after an answer: its floor)."""
+        table = self.database.tables.get(self.table)
+        return table.next_rowid if table is not None else 0
+
+
+def run_query(session: StatementContext, select: ast.Select, top: TopPlan | None) -> QueryOutput:
+    """A live query's run: `select`, or with offsets `top`'s query, read in the table's
+    order when that is the query's (never a sort of the whole table)."""
+    if top is not None and top.in_table_order:
+        return run_in_table_order(session, top)
+    return executor.select_rows(session, select, ())
 
 
 def change_between(

@@ -26,6 +26,7 @@ from refimpl.engine.features.live_answers import Delta, Identity, LiveAnswer
 from refimpl.engine.features.live_groups import KEPT, Group, Slot
 from refimpl.engine.features.live_shape import identity_positions
 from refimpl.engine.features.live_window import Window, sort_key
+from refimpl.engine.features.recent_records import records_through
 from refimpl.engine.query.access_path import plan_access
 from refimpl.engine.query.cache_keys import deterministic
 from refimpl.engine.query.compiled import Scope, ScopeColumn
@@ -240,9 +241,10 @@ class Maintainer:
         token: int,
         serial: Callable[[], int],
     ) -> LiveAnswer | None:
-        """The answer including every commit up to `applied` (maybe more), marked with
-        (`applied`, `token`); None when this query is run instead (its table changed shape,
-        or its answer has more than `max_rows` rows)."""
+        """The answer including every commit up to `applied` (maybe more, and maybe not yet
+        durable: its caller shows it only once the commits applied by then are), marked
+        with (`applied`, `token`); None when this query is run instead (its table changed
+        shape, or its answer has more than `max_rows` rows)."""
         with self.lock:
             if self.dead:
                 return None
@@ -449,11 +451,11 @@ class Maintainer:
     # -- changes from the log ------------------------------------------------------------
 
     def _catch_up(self, applied: int) -> bool:
-        """Apply the log's records after `position` up to `applied`; False: read the table."""
-        log = self.database.log
-        log.wait_durable(applied)
+        """Apply the log's records after `position` up to `applied` (from memory, not yet
+        durable maybe: `answer`); False: read the table."""
         try:
-            for count, (lsn, payload) in enumerate(log.read(self.position), start=1):
+            logged = records_through(self.database.log, self.position, applied)
+            for count, (lsn, payload) in enumerate(logged, start=1):
                 if lsn > applied:
                     break
                 if count > MAX_RECORDS:

@@ -4,6 +4,12 @@ A pass is one job of a user's woken live queries, made one after another on one 
 (the HTTP layer's `Woken`): with a hundred streams of one query woken by one commit, what
 each part reads of the revision counters and the access records is the same for all of
 them, and the last stream's part waits for every part before it.
+
+Durability: a pass makes its parts from the committed state and the log's newest records
+(`recent_records.records_through`) as soon as a commit is visible, while its flush runs, and
+waits for the flush once, after making them all and before sending any (`PassReads.settle`);
+if the log fails instead, no part made is sent: each is made again and answers the failure.
+Without a pass, an answer waits before it is given (`shown_durable`).
 """
 
 from __future__ import annotations
@@ -54,15 +60,21 @@ class PassReads:
       once the parts are sent, in the order they were made, in one hold of each manager's
       lock: the order a mark at each part leaves, a few milliseconds later, and the sends
       of the parts after it do not wait for it.
+    - `needs`: the LSN of each database up to which the parts made so far need the log
+      durable before any is sent (`shown_durable`); `settle` waits for it, once a pass.
+    - `failure`: the log's failure that `settle` met; then every attempt made with these
+      reads raises it (`LiveWait.attempt`), and no part made before it may be sent.
     """
 
-    __slots__ = ("_counters", "_rights", "reruns", "asked")
+    __slots__ = ("_counters", "_rights", "reruns", "asked", "needs", "failure")
 
     def __init__(self) -> None:
         self._counters: dict[tuple[Database, str, Any], int] = {}
         self._rights: set[tuple[Principal, str, str, int]] = set()
         self.reruns: list[tuple[LiveCounts, str, bool]] = []
         self.asked: list[tuple[Toucher, Subscription]] = []
+        self.needs: dict[Database, int] = {}
+        self.failure: Exception | None = None
 
     def __enter__(self) -> PassReads:
         return self
@@ -71,6 +83,19 @@ class PassReads:
         runs, self.reruns = Counter(self.reruns), []  # (counted in C)
         for (counts, database, answered), count in runs.items():
             counts.reran_many(database, count, count if answered else 0)
+
+    def settle(self) -> Exception | None:
+        """Once the pass's parts are made, before any is sent: wait until every commit they
+        were made from is durable (mostly it is by then: the flush ran meanwhile). None
+        then; else the log's failure (also kept as `failure`), and none may be sent."""
+        needs, self.needs = self.needs, {}
+        for database, lsn in needs.items():
+            try:
+                database.log.wait_durable(lsn)
+            except Exception as error:  # noqa: BLE001 - WritesStopped: the parts' answer
+                self.failure = error
+                return error
+        return None
 
     def touch_asked(self) -> None:
         """Mark the subscriptions of `asked` asked, once the pass's parts are sent."""
@@ -107,6 +132,18 @@ class PassReads:
             return
         session.authorize(Right.READ, table)
         self._rights.add(key)
+
+
+def shown_durable(database: Database, reads: PassReads | None) -> None:
+    """Before an answer made from `database`'s state now (or from its log's newest records)
+    is shown: every commit applied by now is durable, waited for now, or by the pass of
+    `reads` before it sends any part (`PassReads.settle`). `WritesStopped` if the log fails."""
+    applied = database.applied_lsn
+    if database.log.durable_lsn < applied:
+        if reads is None:
+            database.log.wait_durable(applied)
+        elif reads.needs.get(database, 0) < applied:
+            reads.needs[database] = applied
 
 
 def authorize_read(session: StatementContext, table: str, reads: PassReads | None) -> None:

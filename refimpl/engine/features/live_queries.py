@@ -19,6 +19,10 @@ Subscriptions woken by one commit share their work: the same query (the same SEL
 same database; each subscriber's right to read the table is checked at its every request)
 at the same applied LSN is run once (`SharedResults`), and subscriptions whose last answers
 were the same one get one difference, whose encodings a protocol layer keeps with it.
+
+No answer shows a commit before it is durable: a woken pass makes its answers while the
+flush runs and waits for it once before sending them (`live_pass.PassReads.settle`); any
+other caller gets a Reply once what it shows is durable (`live_pass.shown_durable`).
 """
 
 from __future__ import annotations
@@ -42,18 +46,17 @@ from refimpl.engine.features.live_answers import (
     Subscription,
     Version,
     change_between,
+    run_query,
 )
 from refimpl.engine.features.live_buckets import changed_buckets_rows
 from refimpl.engine.features.live_maintainers import Maintainers
-from refimpl.engine.features.live_pass import PassReads, Toucher, authorize_read
+from refimpl.engine.features.live_pass import PassReads, Toucher, authorize_read, shown_durable
 from refimpl.engine.features.live_shape import ONE_TABLE, identity_positions, parse_subscription
 from refimpl.engine.features.live_wait import Budget, LiveWait
-from refimpl.engine.features.top_n import run_in_table_order, top_plan
+from refimpl.engine.features.top_n import top_plan
 from refimpl.engine.measures import LiveCounts, LiveMeasures
 from refimpl.engine.query.cache_keys import deterministic, pinned_value
-from refimpl.engine.query.select import QueryOutput
 from refimpl.engine.rights import Right
-from refimpl.engine.statements import executor
 from refimpl.engine.tracking.shared_results import SharedResults
 from refimpl.errors import BadRequest, NotAllowed, ResultTooLarge
 from refimpl.sql import ast
@@ -184,7 +187,7 @@ class SubscriptionManager:
         if kept and subscription.database is session.database:
             if wait is not None and wait.goes_on(reply):
                 return wait
-            step = self._step(session, subscription, reply.version)
+            step = self._step(session, subscription, reply.version, reads)
         elif wait is not None:
             wait.expire()  # off the wake board: the answer below is another wait's
         if step is None:  # dropped meanwhile, or its version no longer kept: as `ask` does
@@ -193,11 +196,15 @@ class SubscriptionManager:
         return step
 
     def _step(
-        self, session: StatementContext, subscription: Subscription, version: int
+        self,
+        session: StatementContext,
+        subscription: Subscription,
+        version: int,
+        reads: PassReads | None = None,
     ) -> Reply | LiveWait | None:
         """The answer to a request holding `version` of `subscription` (whose owner asks):
-        the difference to a newer version, or the wait for one; None when `version` is not
-        kept (a snapshot is due)."""
+        the difference to a newer version (`reads`: of the pass it is made in), or the wait
+        for one; None when `version` is not kept (a snapshot is due)."""
         with subscription.lock:
             subscription.generation += 1
             generation = subscription.generation
@@ -210,6 +217,7 @@ class SubscriptionManager:
         if version < current.version:
             reply = self._difference(subscription, subscription.versions[version], current)
             if reply is not None:
+                shown_durable(subscription.database, reads)  # a pass may have made `current`
                 return reply
         return LiveWait(self, session, subscription, generation)
 
@@ -386,9 +394,11 @@ class SubscriptionManager:
             )
         else:
             answer = self._answer(session, subscription, applied, token)
+        # Made from the state (or the log's newest records) before they may be durable.
+        shown_durable(database, reads)
         subscription.token = answer.token
         subscription.position = answer.position
-        subscription.rowid_floor = self._rowid_floor(subscription)
+        subscription.rowid_floor = subscription.next_rowid()
         return answer
 
     counter_of = staticmethod(Subscription.counter)  # the revision counter it reads
@@ -407,8 +417,7 @@ class SubscriptionManager:
         partial = changed_buckets_rows(self._shared, session, subscription, applied, MAX_ROWS)
         if partial is not None:
             return LiveAnswer(next(self._serials), partial, applied, token)
-        output = self._query(session, subscription)
-        subscription.database.wait_visible()
+        output = run_query(session, subscription.select, subscription.top)
         if len(output.rows) > MAX_ROWS:
             raise ResultTooLarge(
                 f"a subscription answers at most {MAX_ROWS} rows and this one has"
@@ -427,19 +436,6 @@ class SubscriptionManager:
                 rows[identity(row)] = row
         return LiveAnswer(next(self._serials), rows, applied, token)
 
-    @staticmethod
-    def _query(session: StatementContext, subscription: Subscription) -> QueryOutput:
-        top = subscription.top
-        if top is not None and top.in_table_order:
-            return run_in_table_order(session, top)
-        return executor.select_rows(session, subscription.select, ())
-
-    @staticmethod
-    def _rowid_floor(subscription: Subscription) -> int:
-        """Row ids below this were handed out before the answer was read (read after it)."""
-        table = subscription.database.tables.get(subscription.table)
-        return table.next_rowid if table is not None else 0
-
     def _snapshot(
         self, session: StatementContext, text: str, select: ast.Select, offsets: bool
     ) -> Reply:
@@ -449,10 +445,7 @@ class SubscriptionManager:
         if offsets:
             top = top_plan(select, database.committed_table(table_name).schema)
             select = top.select
-        if top is not None and top.in_table_order:
-            output = run_in_table_order(session, top)  # never a sort of the whole table
-        else:
-            output = executor.select_rows(session, select, ())
+        output = run_query(session, select, top)
         schema = database.tables[table_name.lower()].schema
         positions = identity_positions(select, schema.key_columns)
         key_columns = [output.columns[p].name for p in positions or ()]
@@ -541,6 +534,7 @@ class SubscriptionManager:
                         session.authorize(Right.READ, subscription.table)
                     else:  # (`authorize_read`'s, without its call)
                         reads.authorize_read(session, subscription.table)
+                    shown_durable(database, reads)  # the pass that made it may not have waited
                     subscription.token = answer.token
                     subscription.position = answer.position
                     subscription.rowid_floor = floor

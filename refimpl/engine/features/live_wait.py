@@ -74,7 +74,11 @@ class LiveWait:
         for the next change; its caller asks `goes_on` whether it may wait on with it.
         `budget`: the query's run, when one is due, is within it (`SubscriptionManager.rerun`).
         `reads`: the reads of the pass this attempt is made in (`PassReads`): the right to
-        read checked once a pass, and with `keep` the revision counter read once a pass."""
+        read checked once a pass, and with `keep` the revision counter read once a pass;
+        its log's failure (`PassReads.failure`) is raised, the answer of every part of it.
+        Without `reads`, a Reply is given once what it shows is durable."""
+        if reads is not None and reads.failure is not None:
+            raise reads.failure.with_traceback(None)
         subscription = self.subscription
         if subscription.generation != self._generation or self._manager.closed:
             return self.expire()

@@ -14,13 +14,17 @@ so a kept one is never stale), and `Gone` when the log no longer holds the recor
 `after_lsn` (checked before any kept record is used, as the log checks it). The records kept
 per log are bounded in bytes (`KEPT_BYTES`), the oldest kept dropped first; they go with the
 log (a dropped database's, a restored one's: a new log is a new key).
+
+`records_through` is for a reader that follows the log's end (a live query's maintainer):
+the records a commit just appended, from memory while the log keeps them there
+(`WriteAheadLog.recent`), durable or not yet.
 """
 
 from __future__ import annotations
 
 import threading
 import weakref
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from refimpl.engine.storage.wal import WriteAheadLog
 
@@ -114,3 +118,18 @@ class LogRecords:
         reading = self._reading
         if reading is not None and hasattr(reading, "close"):
             reading.close()  # the log's file, now rather than at the collector's leisure
+
+
+def records_through(log: WriteAheadLog, after_lsn: int, upto: int) -> Iterable[tuple[int, bytes]]:
+    """(LSN, payload) of the records after `after_lsn` (at least 1) through `upto`, which
+    was appended, in order: from memory when the log keeps them all there, else (and from
+    0: the log says where its records begin) from the log once `upto` is durable, as
+    `log.read(after_lsn)` gives them (maybe past `upto`: the caller stops there; `Gone`
+    as it raises it). From memory, they may not be durable yet: whatever is made of them
+    is shown to no one before `log.wait_durable(upto)` has returned (`wal_recent`)."""
+    if after_lsn > 0:
+        kept = log.recent.through(after_lsn, upto)
+        if kept is not None:
+            return kept
+    log.wait_durable(upto)
+    return log.read(after_lsn)

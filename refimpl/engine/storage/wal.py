@@ -36,6 +36,7 @@ from refimpl.engine import admission
 from refimpl.engine.files import REAL_FILES, UNSUPPORTED, FileOps, write_all, write_all_synced
 from refimpl.engine.measures import LatencyHistogram
 from refimpl.engine.storage.wal_crc import KnownTail
+from refimpl.engine.storage.wal_recent import RecentRecords
 from refimpl.engine.storage.wal_seals import remove_seal, write_seal
 from refimpl.engine.storage.wal_segments import (
     HEADER_SIZE,
@@ -124,6 +125,7 @@ class WriteAheadLog:
         self._durable_lsn = self._last_lsn
         # Every frame up to here had its checksum checked by the open (a seal's, or its own).
         self._checked_lsn = self._last_lsn
+        self.recent = RecentRecords()  # the newest appended, durable or not (see its module)
 
     # --- opening ----------------------------------------------------------------------------
 
@@ -260,6 +262,7 @@ class WriteAheadLog:
             frame_size = HEADER_SIZE + size
             segment.add(lsn, segment.size, frame_size)
             self._total_bytes += frame_size
+            self.recent.add(lsn, payload)
             self._last_lsn = lsn
             return lsn
 

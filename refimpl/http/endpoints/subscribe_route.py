@@ -250,6 +250,12 @@ class Woken:
                 # What the pass counted is counted before its parts are sent.
                 with PassReads() as self.reads:
                     self._make_all(woken, hand_overs, shared)
+                    # Made while the commits' flush ran: none is sent before it has ended.
+                    # If the log failed instead, none is: each, made again, answers that.
+                    if self.reads.settle() is not None:
+                        hand_overs.clear()
+                        shared.clear()
+                        self._make_all(woken, hand_overs, shared)
             finally:
                 for body, parts in shared.items():
                     try:

@@ -1,0 +1,115 @@
+"""A pass of woken live queries (subscribe_route's `Woken`) makes its answers and parts
+while the commits' flush runs, and hands none over before the flush has ended; when the log
+fails instead, none of them is: each is made again and answers the failure (the engine's
+half, `PassReads` and `LiveWait`, in tests/engine/features/test_live_durable.py)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from refimpl.errors import WritesStopped
+from refimpl.http.endpoints.subscribe_route import Headed, Woken, woken
+from refimpl.http.error_answers import to_response
+from refimpl.waiting.room import WaitingRoom
+
+LSN = 7  # the commit the parts are made from
+
+
+@pytest.fixture
+def room() -> Iterator[WaitingRoom]:
+    waiting = WaitingRoom(to_response)
+    yield waiting
+    waiting.close()
+
+
+class _Log:
+    """A log whose flush of LSN ends when told: durable, or failed."""
+
+    def __init__(self) -> None:
+        self.durable_lsn = LSN - 1
+        self.flushed = threading.Event()
+        self.failed = False
+
+    def wait_durable(self, lsn: int) -> None:
+        assert self.flushed.wait(5)
+        if self.failed:
+            raise WritesStopped("writes stopped: the disk failed")
+        self.durable_lsn = max(self.durable_lsn, lsn)
+
+
+class _Database:
+    def __init__(self) -> None:
+        self.log = _Log()
+
+
+class _Made:
+    """A woken live query as the engine makes it in a pass: the commit's need on the pass's
+    reads, or with the pass's failure set, that failure (`LiveWait.attempt` raises it)."""
+
+    def __init__(self, batch: Woken, database: _Database, sent: list[tuple[str, int]]) -> None:
+        self.batch, self.database, self.sent = batch, database, sent
+        self.made = threading.Event()
+
+    def make(self) -> Callable[[], None]:
+        reads = self.batch.reads
+        if reads.failure is not None:
+            return lambda: self.sent.append(("failure", self.database.log.durable_lsn))
+        reads.needs[self.database] = LSN  # type: ignore[index]  # a stand-in database
+        self.made.set()
+        return lambda: self.sent.append(("rows", self.database.log.durable_lsn))
+
+
+class _HeadedPart(_Made):
+    """A stream's part that others end alike, sent by the room (`send_headed`)."""
+
+    def make(self) -> Callable[[], None]:
+        hand_over = super().make()
+        if self.batch.reads.failure is not None:
+            return hand_over
+        return Headed(self, b"id: s.2\n", b"event: rows\n\n")  # type: ignore[return-value]
+
+
+def _sends(room: WaitingRoom, sent: list[tuple[str, int]], database: _Database) -> None:
+    """The room's headed sends, each recorded as sent with the durable LSN at its send."""
+
+    def headed(parts, body: bytes) -> None:
+        for _outlet, _head in parts:
+            sent.append(("part", database.log.durable_lsn))
+
+    room.share_with(lambda *args: None, headed)
+
+
+def test_nothing_made_is_handed_over_before_the_flush_ends(room: WaitingRoom) -> None:
+    database, sent = _Database(), list[tuple[str, int]]()
+    _sends(room, sent, database)
+    batch = woken(room, "u")
+    polls = [_Made(batch, database, sent) for _ in range(3)]
+    stream = _HeadedPart(batch, database, sent)
+    for each in [*polls, stream]:
+        batch.add(each)
+    assert all(each.made.wait(5) for each in [*polls, stream])
+    assert not threading.Event().wait(0.2) and sent == [], "sent before the flush ended"
+    database.log.flushed.set()
+    done = threading.Event()
+    room.owner_work.submit("u", done.set)  # after the pass
+    assert done.wait(5)
+    assert sorted(sent) == [("part", LSN), ("rows", LSN), ("rows", LSN), ("rows", LSN)]
+
+
+def test_a_failed_flush_is_what_every_part_of_the_pass_answers(room: WaitingRoom) -> None:
+    database, sent = _Database(), list[tuple[str, int]]()
+    _sends(room, sent, database)
+    batch = woken(room, "u")
+    made = [_Made(batch, database, sent), _HeadedPart(batch, database, sent)]
+    for each in made:
+        batch.add(each)
+    assert all(each.made.wait(5) for each in made)
+    database.log.failed = True
+    database.log.flushed.set()
+    done = threading.Event()
+    room.owner_work.submit("u", done.set)
+    assert done.wait(5)
+    assert sent == [("failure", LSN - 1), ("failure", LSN - 1)]
