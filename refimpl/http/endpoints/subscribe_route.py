@@ -196,16 +196,19 @@ class Woken:
         # One round of answers: the connections they answered are watched for their next
         # requests once all are handed over (`WaitingRoom.after_round`), so that a client's
         # next request does not take the interpreter away from the answers still to make.
+        # Those whose client asked again meanwhile are answered by this thread then
+        # (`answers_next`, read by the server as it sends an answer): the re-poll parks
+        # at once, at a fraction of a worker's wake-up and the connection's arming.
         state = self._room.round_state
         if getattr(state, "pending", None) is not None:
             self._run_all()  # within a round already: its end runs them
             return
         pending: list[Callable[[], None]] = []
-        state.pending = pending
+        state.pending, state.answers_next = pending, True
         try:
             self._run_all()
         finally:
-            state.pending = None
+            state.pending = state.answers_next = None
             for action in pending:
                 try:
                     action()

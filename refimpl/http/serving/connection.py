@@ -104,6 +104,16 @@ class Connection:
         """True when the next whole request was read already (pipelining)."""
         return bool(self.reader.ready)  # a whole request, or the connection's end, waits
 
+    def repeat_waits(self) -> bool:
+        """True when the next request read whole repeats the connection's kept one but for
+        its `id=` value (`RequestReader.take`: a long poll asking again), not its body."""
+        ready = self.reader.ready
+        kept = self.kept_environ
+        if not ready or kept is None or self.reader.repeats_body:
+            return False
+        request = ready[0]
+        return type(request) is wire.ReceivedRequest and request.head.fields is kept[0]
+
     def serve_one(self) -> bool:
         """Answer one request; True when the connection stays open for another."""
         ready = self.reader.ready  # `RequestReader.next`, one call fewer

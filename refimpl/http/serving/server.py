@@ -99,6 +99,10 @@ class PooledWSGIServer(BaseWSGIServer):
         self._after_round: Callable[[Callable[[], None]], None] = getattr(
             room, "after_round", lambda action: action()
         )
+        # The room's rounds' state on their threads: a round whose `answers_next` is set
+        # (woken long polls' on the owner pool) may answer its connections' next requests
+        # itself (`_answer_next`).
+        self._round_state: object = getattr(room, "round_state", None)
         if room is not None:
             # Parts many streams share: one send a socket, the shared bytes made once.
             room.share_with(self._send_shared, self._send_headed)
@@ -150,7 +154,9 @@ class PooledWSGIServer(BaseWSGIServer):
             handler.armed = 0
         self._answer(handler, watched)
 
-    def _answer(self, handler: Connection, watched: bool = False) -> None:
+    def _answer(self, handler: Connection, watched: bool = False, once: bool = False) -> None:
+        """Serve the connection's requests that came whole, until one parks or none is left
+        (`once`: one only), then wait for its next (`_release`)."""
         keep = True
         try:
             serve = True
@@ -185,7 +191,7 @@ class PooledWSGIServer(BaseWSGIServer):
                     else:
                         parked.on_ready(functools.partial(self._deliver, handler))
                     return  # parked: still busy, answered by `_deliver` or `_stream_part`
-                serve = keep and handler.has_buffered_request()
+                serve = keep and not once and handler.has_buffered_request()
         except Exception:
             self.handle_error(handler.connection, handler.client_address)
             keep = False
@@ -241,7 +247,27 @@ class PooledWSGIServer(BaseWSGIServer):
         """Send a parked request's answer without blocking (the waiting room calls this)."""
         data, keep = handler.decided_answer(answer)
         if self._send_decided(handler, data, keep):
-            self._after_round(functools.partial(self._release, handler, keep))
+            then = self._release
+            if keep and getattr(self._round_state, "answers_next", False):
+                then = self._answer_next
+            self._after_round(functools.partial(then, handler, keep))
+
+    def _answer_next(self, handler: Connection, keep: bool) -> None:
+        """`_release` of a connection answered in a round of woken long polls, on the round's
+        thread once its answers are all sent: its next request, when the client sent it
+        whole meanwhile and it repeats the one answered but for its id (the long poll asking
+        again), is served here, at once, as a worker would serve it: no worker woken, no
+        epoll_ctl to arm the connection nor epoll_wait to find it. Any other request (one
+        that could cost more than a re-poll's park) goes to a worker, as by `_release`."""
+        try:
+            if not self._stopping.is_set() and handler.request_ready():
+                if handler.repeat_waits():
+                    self._answer(handler, once=True)
+                    return
+        except Exception:
+            self.handle_error(handler.connection, handler.client_address)
+            keep = False
+        self._release(handler, keep)
 
     def _send_decided(self, handler: Connection, data: bytes, keep: bool) -> bool:
         """Send a decided answer's bytes without blocking; True when they went whole (the
