@@ -43,7 +43,11 @@ from typing import Any  # noqa: E402
 
 import refimpl  # noqa: E402
 from refimpl.engine.features.event_cursor import EventCursor  # noqa: E402
-from refimpl.engine.features.recent_transactions import RecentTransactions  # noqa: E402
+
+try:  # its own module since 01ce048; a tree before it (PYTHONPATH) has it in event_cursor
+    from refimpl.engine.features.recent_transactions import RecentTransactions
+except ImportError:
+    from refimpl.engine.features.event_cursor import RecentTransactions  # type: ignore[attr-defined,no-redef]
 
 
 def count(commits: int, budget: int) -> tuple[collections.Counter[str], int]:

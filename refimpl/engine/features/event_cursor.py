@@ -46,6 +46,10 @@ INITIAL = "initial"  # the op of a row of an initial copy (`initial_copy` makes 
 
 CHANGE, RESET, READY = "change", "reset", "ready"
 T = TypeVar("T")  # what a shared piece of work makes (`Transactions.shared`)
+# The named tuples made at every change of every commit streams follow (`StreamItem`,
+# `StreamTransaction`, `Event`) are made by this C call with all their fields, not by their
+# class's Python-level `__new__` (as `change_stream.ChangeRun.changes` makes `Change`s).
+_new = tuple.__new__
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,7 +133,9 @@ class EventShape:
         "_full",
         "_key_positions",
         "_base",
-        "_columns",
+        "_names",
+        "_as_stored",
+        "_partless",
     )
 
     def __init__(self, database: str, schema: TableSchema, links: Links = NO_LINKS) -> None:
@@ -139,8 +145,14 @@ class EventShape:
         self._full = schema.replica_identity_full
         self._layout = schema.layout()
         self._key_positions = self._layout.key_positions
+        self._partless = self._layout.period is None and self._layout.symbol_position is None
         self._base = links.row_base(database, schema.name)
-        self._columns = [(c.name, c.type) for c in schema.columns]
+        self._names = tuple(c.name for c in schema.columns)
+        # `values.to_json` changes only a TIMESTAMP's value, and a float that is not finite
+        # into None, which msgspec encodes as null too: a row without TIMESTAMP columns is
+        # shown by its values as they are, the same JSON, at one C call (not a Python call
+        # per column, at every change of every commit a stream follows).
+        self._as_stored = all(c.type != "TIMESTAMP" for c in schema.columns)
 
     @property
     def key_positions(self) -> tuple[int, ...]:
@@ -150,14 +162,26 @@ class EventShape:
     def key_of(self, row: Sequence[Any], rowid: int) -> str:
         """A row's hex key: of its key columns, or of its `rowid` in a table without a key."""
         positions = self._key_positions
-        ident = tuple(row[p] for p in positions) if positions else (rowid,)
+        ident = tuple(map(row.__getitem__, positions)) if positions else (rowid,)
+        if self._partless:
+            return delete_key((), ident)  # as `row_key` makes it, with no partition part
         return row_key(self.schema, row, ident, self._layout)
 
     def data(self, change: Change, key: str | None = None) -> dict[str, Any] | None:
         """The change's `data` object (`key`: an upsert's hex key, made from its row when
         None); None for a change of the rows as a whole (a reset)."""
-        schema = self.schema
         op, lsn, old = change.op, change.lsn, change.old
+        if op == "upsert" and old is UNLOGGED and key is not None and not self._full:
+            # Most changes a stream shows (a row written to a table without before-images).
+            return {
+                "table": self.schema.name,
+                "op": "upsert",
+                "key": key,
+                "lsn": lsn,
+                "row": self._shown(change.row),
+                "href": None if self._base is None else self._base + key,
+            }
+        schema = self.schema
         if op == "ddl":
             assert change.key is not None  # a ddl's key is its statement's text
             item = ddl_item(self.table, schema.name, change.key, lsn)
@@ -204,6 +228,9 @@ class EventShape:
         return data
 
     def _shown(self, row: Sequence[Any]) -> dict[str, Any]:
+        """The row's `row` object (its JSON encoding is what a stream shows)."""
+        if self._as_stored:
+            return dict(zip(self._names, row, strict=True))
         return {
             c.name: values.to_json(v, c.type) for c, v in zip(self.schema.columns, row, strict=True)
         }
@@ -293,8 +320,8 @@ def transaction_events(
             )
             encoded = _json.encode(shape.data(change, hex_key))
             size += len(encoded)
-            items.append(StreamItem(key, CHANGE, encoded, change, shape, hex_key))
-    return StreamTransaction(lsn, record.committed_at, tuple(items), size, resets)
+            items.append(_new(StreamItem, (key, CHANGE, encoded, change, shape, hex_key)))
+    return _new(StreamTransaction, (lsn, record.committed_at, tuple(items), size, resets))
 
 
 def row_key(
@@ -469,7 +496,7 @@ class EventCursor:
                     continue
                 for n in range(skip + 1, len(shown) + 1):
                     item = shown[n - 1]
-                    events.append(Event(f"{txn.lsn}.{n}", CHANGE, item.data, item))
+                    events.append(_new(Event, (f"{txn.lsn}.{n}", CHANGE, item.data, item)))
                     size += len(item.data) + 40
                     if size >= budget and n < len(shown):
                         self.position = Position(txn.lsn - 1, n)
