@@ -25,6 +25,7 @@ from refimpl.http.request_log import RECORD_KEY, REQUEST_ID_HEADER, RequestRecor
 from refimpl.http.route_memo import MEMO_KEY, RouteMemo
 from refimpl.http.serving import wire
 from refimpl.http.serving.environ import connection_environ, make_environ
+from refimpl.http.serving.heads import HeadTemplate, template_of
 from refimpl.http.serving.limits import ConnectionCounts
 from refimpl.waiting.parked import Kind, Parked, ParkedBody
 
@@ -78,6 +79,8 @@ class Connection:
         self.parked_alone = False  # its answer goes to it alone (not shared with others)
         # The parked request's record (refimpl's App makes one): finished at its answer.
         self.parked_record: RequestRecord | None = None
+        # The head of its last parked answer's kind (a long poll's: the next is alike).
+        self.head_template: HeadTemplate | None = None
         # A long-lived answer sends many parts; its sends are ordered by this lock, and
         # what the socket did not take waits in `unsent` for a worker to send it.
         self.stream: Parked[Answer] | None = None
@@ -259,15 +262,26 @@ class Connection:
         if record is None:
             return wire.whole_answer(answer, keep, with_body), keep
         if self.parked_alone:
-            data = wire.answer_bytes(
-                answer, keep, with_body, (REQUEST_ID_HEADER, record.request_id)
-            )
+            data = self._alone_bytes(answer, keep, with_body, record.request_id)
         else:
             # After the shared bytes are made: readers answered together share them.
             data = wire.whole_answer(answer, keep, with_body)
             data = wire.with_header(data, REQUEST_ID_HEADER, record.request_id)
         record.finish(answer.status_code)
         return data, keep
+
+    def _alone_bytes(self, answer: Answer, keep: bool, with_body: bool, request_id: str) -> bytes:
+        """The bytes of a parked answer its request's alone, its request id last: from the
+        head of the last such answer when this one's is alike (a long poll's, answer after
+        answer), else made, and its head kept for the next."""
+        template = self.head_template
+        if template is not None and with_body:
+            data = template.bytes_of(answer, keep, REQUEST_ID_HEADER, request_id)
+            if data is not None:
+                return data
+        if with_body:
+            self.head_template = template_of(answer, keep, REQUEST_ID_HEADER)
+        return wire.answer_bytes(answer, keep, with_body, (REQUEST_ID_HEADER, request_id))
 
     def stream_bytes(self, answer: Answer, last: bool) -> bytes:
         """The bytes of one part of a long-lived answer: its head first, then chunks."""

@@ -455,6 +455,19 @@ def answer_head(
     """The status line and header block of an answer, blank line included; the header
     `extra` (name, value), when given, last (after Connection, where `with_header` puts it).
     """
+    return head_text(status, headers, chunked, keep_alive, extra, http_date()).encode("latin-1")
+
+
+def head_text(
+    status: str,
+    headers: list[tuple[str, str]],
+    chunked: bool,
+    keep_alive: bool,
+    extra: tuple[str, str] | None,
+    date: str,
+) -> str:
+    """`answer_head`'s text, with `date` as the Date header's value (`heads` makes its
+    templates with it)."""
     # Joined in C; exactly one Date, ours: the application's own are dropped, by a look at
     # each name only when a line of the joined text could be one (it begins "date: ").
     fields = "\r\n".join(map(": ".join, headers))
@@ -468,7 +481,7 @@ def answer_head(
             fields += "\r\n"
     end = _ENDS[chunked, keep_alive]
     more = "" if extra is None else f"{extra[0]}: {extra[1]}\r\n"
-    return f"HTTP/1.1 {status}\r\n{fields}Date: {http_date()}\r\n{end}{more}\r\n".encode("latin-1")
+    return f"HTTP/1.1 {status}\r\n{fields}Date: {date}\r\n{end}{more}\r\n"
 
 
 # The head's last lines (framing and keep-alive), by (chunked, keep_alive).
