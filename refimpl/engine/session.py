@@ -326,7 +326,8 @@ class Session:
         finally:
             database.release_write()
         if self.acknowledge_later:
-            self.durable_needed = max(self.durable_needed, lsn)
+            if lsn > self.durable_needed:
+                self.durable_needed = lsn
         else:
             database.wait_durable(lsn)
         return True

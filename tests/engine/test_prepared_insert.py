@@ -28,6 +28,8 @@ SETUP = [
     "CREATE TABLE g (id BIGINT PRIMARY KEY, v DOUBLE)",
     "CREATE TRIGGER m_ins AFTER INSERT ON g BEGIN INSERT INTO mirror VALUES (NEW.id, NEW.v); END",
     "INSERT INTO t VALUES (1, 0.5, 'a')",
+    # A key of two columns, neither next to the other nor in the table's order.
+    "CREATE TABLE k (a INT NOT NULL, x STRING, b SYMBOL, PRIMARY KEY (b, a))",
 ]
 
 # Each case: statements run one after the other, each with its parameters.
@@ -56,6 +58,17 @@ CASES: list[list[tuple[str, tuple[Any, ...]]]] = [
     [("INSERT INTO t VALUES (?, ?, ?)", (13, 1.0, "x", "more"))],  # a parameter left over
     [("INSERT INTO t VALUES (?, ?, ?)", (14, 1.0, None))],  # NULL where a value may be
     [("INSERT INTO nowhere VALUES (?)", (1,))],
+    [
+        ("INSERT INTO k VALUES (?, ?, ?)", (1, "x", "S")),
+        ("INSERT INTO k VALUES (?, ?, ?)", (1, "y", "S")),
+    ],
+    [
+        ("INSERT INTO k VALUES (?, ?, ?)", (1, "x", "S")),
+        ("INSERT INTO k VALUES (?, ?, ?)", (2, "y", "S")),
+    ],
+    [("INSERT INTO k VALUES (?, ?, ?)", (None, "x", "S"))],  # NULL in a key column
+    [("INSERT INTO k VALUES (?, ?, ?)", (1, "x", None))],  # the other
+    [("INSERT INTO k (a, b) VALUES (?, ?)", (3, "T"))],
     [("INSERT INTO r VALUES (?, ?)", (1, "u")), ("INSERT INTO r VALUES (?, ?)", (2, "u"))],
     [("INSERT INTO r (b) VALUES (?)", ("only",)), ("INSERT INTO r (b) VALUES (?)", ("two",))],
     [
@@ -81,7 +94,7 @@ def outcome(run: Any) -> object:
 
 
 def tables(session: Session) -> dict[str, list[tuple]]:
-    names = ["t", "r", "c", "mirror", "g"]
+    names = ["t", "r", "c", "mirror", "g", "k"]
     return {n: sorted(session.execute(f"SELECT * FROM {n}").rows, key=repr) for n in names}
 
 

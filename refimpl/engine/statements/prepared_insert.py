@@ -73,6 +73,8 @@ class _Shape:
         "bounded",
         "lows",
         "highs",
+        "key_of",
+        "not_null",
     )
 
     def __init__(self, schema: TableSchema, columns: Sequence[str] | None) -> None:
@@ -105,6 +107,19 @@ class _Shape:
         self.bounded = itemgetter(*(n for n, _, _ in bounded)) if bounded else None
         self.lows = tuple(low for _, low, _ in bounded)
         self.highs = tuple(high for _, _, high in bounded)
+        # A row's identity (None: row ids) and its values that must not be NULL, each taken
+        # by one C call, where `Table.ident_of` and `check_not_null` step through positions
+        # in Python; a key of one column is a slice of the row: a tuple, as an identity is.
+        layout = schema.layout()
+        keys = layout.key_positions
+        self.key_of: Callable[[Row], Ident] | None = None
+        if len(keys) == 1:
+            self.key_of = itemgetter(slice(keys[0], keys[0] + 1))
+        elif keys:
+            self.key_of = itemgetter(*keys)
+        not_null = [position for position, _ in layout.not_null]
+        # The first twice, so that the values come as a tuple however many there are.
+        self.not_null = itemgetter(*not_null, *not_null[:1]) if not_null else None
 
 
 class PreparedInsert:
@@ -141,8 +156,7 @@ class PreparedInsert:
         def new_row(table: Table) -> tuple[Ident, Row] | None:
             if table.schema.dedup_key or triggers_of(context):
                 return None  # DEDUP and triggers go the way of every INSERT (below)
-            row = self._row(table, statement.columns, source)
-            return self._identified(table, row, table.get), row
+            return self._new(table, statement.columns, source, table.get)
 
         if context.insert_new_row(statement.table, new_row):
             return message_result(text, _ONE_ROW, 1)
@@ -156,15 +170,23 @@ class PreparedInsert:
                     work, table.schema, statement.columns, [source], context.deadline(), firing
                 )
                 return message_result(text, _ONE_ROW, 1)
-            row = self._row(table, statement.columns, source)
-            work.change({self._identified(table, row, work.get): row})
+            ident, row = self._new(table, statement.columns, source, work.get)
+            work.change({ident: row})
             return message_result(text, _ONE_ROW, 1)
 
         return context.write(run)
 
-    def _row(self, table: Table, columns: Sequence[str] | None, source: list[Any]) -> Row:
-        """The row of `source` in `table`'s columns, its values converted to their types;
-        SqlError (a wrong count, a value that does not convert, a NULL key) as `executor`."""
+    def _new(
+        self,
+        table: Table,
+        columns: Sequence[str] | None,
+        source: list[Any],
+        get: Callable[[Ident], Row | None],
+    ) -> tuple[Ident, Row]:
+        """The row of `source` in `table`'s columns, its values converted to their types,
+        and its identity: its key, or a row id of its own. SqlError as `executor` raises it
+        (a wrong count, a value that does not convert, a NULL key), DuplicateKey when `get`
+        (what the writer sees of the table) finds the key."""
         schema = table.schema
         shape = self._shape
         if shape is None or shape.schema is not schema:
@@ -196,16 +218,12 @@ class PreparedInsert:
             for position, value in zip(shape.positions, converted, strict=True):
                 slots[position] = value
             row = tuple(slots)
-        table.check_not_null(row)
-        return row
-
-    @staticmethod
-    def _identified(table: Table, row: Row, get: Callable[[Ident], Row | None]) -> Ident:
-        """The identity of new `row` of `table`: its key, DuplicateKey when `get` (what the
-        writer sees of the table) finds it, or a row id of its own."""
-        if table.keyed:
-            ident = table.ident_of(row)
-            if get(ident) is not None:
-                raise DuplicateKey(table.schema.name, ident[0] if len(ident) == 1 else ident)
-            return ident
-        return (table.allocate_rowid(),)
+        if shape.not_null is not None and None in shape.not_null(row):
+            table.check_not_null(row)  # says which column
+        key_of = shape.key_of
+        if key_of is None:
+            return (table.allocate_rowid(),), row
+        ident = key_of(row)
+        if get(ident) is not None:
+            raise DuplicateKey(schema.name, ident[0] if len(ident) == 1 else ident)
+        return ident, row

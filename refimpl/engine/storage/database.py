@@ -31,6 +31,7 @@ from refimpl.engine.storage.bulk import collector_paused as _collector_paused
 from refimpl.engine.storage.locks import SharedLock
 from refimpl.engine.storage.memory_limit import (
     MemoryBudget,
+    row_bytes,
     rows_bytes,
     table_bytes,
     transaction_growth,
@@ -322,7 +323,7 @@ class Database:
         record = records.encode_upsert(
             time.time_ns() // 1000, name, schema.column_names, [row], rowids, old
         )
-        delta = rows_bytes([row], schema, len(table.secondary))
+        delta = row_bytes(row, schema, len(table.secondary))
         self.memory.reserve(self.name, delta)  # MemoryFull: nothing is logged
         try:
             lsn = self.log.append(record)

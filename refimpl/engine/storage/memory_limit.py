@@ -54,6 +54,12 @@ def rows_bytes(rows: Sequence[tuple[Any, ...]], schema: TableSchema, indexes: in
     return _counted(rows, schema, *_shape(schema, indexes))
 
 
+def row_bytes(row: tuple[Any, ...], schema: TableSchema, indexes: int = 0) -> int:
+    """`rows_bytes` of one row (a one-row INSERT's commit): no list and no getter made."""
+    fixed, texts = _shape(schema, indexes)
+    return fixed + sum(map(len, filter(None, map(row.__getitem__, texts)))) if texts else fixed
+
+
 def _counted(
     rows: Sequence[tuple[Any, ...]], schema: TableSchema, fixed: int, texts: tuple[int, ...]
 ) -> int:
