@@ -274,11 +274,9 @@ class Database:
         self.write_lock.release()
 
     def commit_locked(self, txn: Transaction) -> int | None:
-        """Log and install a transaction; the caller holds the write lock.
-
-        Returns the commit's LSN (None when it changed nothing). The caller releases the
-        write lock and then calls `wait_durable(lsn)` before acknowledging the commit.
-        """
+        """Log and install a transaction; the caller holds the write lock. Returns the
+        commit's LSN (None when it changed nothing); the caller releases the write lock, then
+        calls `wait_durable(lsn)` before acknowledging the commit."""
         one = txn.one_new_row()
         if one is not None:
             return self.commit_new_row(*one)
@@ -397,8 +395,7 @@ class Database:
         try:
             if not load.distinct:  # a key twice: the ordinary insert says which
                 return None
-            # Merged into the table with no lock held, installed in a short step
-            # (`bulk_merge`).
+            # Merged into the table with no lock held, installed in a short step (`bulk_merge`).
             lsn = bulk_merge.merge_in(
                 load, self.tables, self.acquire_write, self.release_write, self._commit_load
             )
