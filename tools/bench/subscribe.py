@@ -315,6 +315,10 @@ def _read_later(
     return samples, ident
 
 
+# Past the stop, how long lean waiters read on for the parts still coming.
+STOP_READ_SECONDS = 30.0
+
+
 def _lean_stream_waiters(
     target: dict[str, Any], pairs: list[tuple[str, str]], stop: Any, ready: Any, results: Any
 ) -> None:
@@ -331,12 +335,11 @@ def _lean_stream_waiters(
         sock.setblocking(False)
         selector.register(sock, selectors.EVENT_READ, (symbol, ident, reads))
 
-    for symbol, ident in pairs:
-        open_stream(symbol, ident, [])
-    with ready.get_lock():
-        ready.value += len(pairs)
-    while not stop.is_set():
-        for key, _ in selector.select(1.0):
+    def read_ready(timeout: float) -> list[socket.socket]:
+        """Keep what the streams ready within `timeout` have; those that had bytes."""
+        nonlocal errors, samples
+        got_bytes = []
+        for key, _ in selector.select(timeout):
             sock = key.fileobj
             assert isinstance(sock, socket.socket)
             try:
@@ -349,13 +352,30 @@ def _lean_stream_waiters(
             symbol, ident, reads = key.data
             if data:
                 reads.append((data, arrival(notes, now), now))
+                got_bytes.append(sock)
                 continue
             errors += 1  # the server ended it: the waiter opens it again, from its last id
             selector.unregister(sock)
             sock.close()
             got, ident = _read_later(reads, ident)
             samples += got
-            open_stream(symbol, ident, [])
+            if not stop.is_set():
+                open_stream(symbol, ident, [])
+        return got_bytes
+
+    for symbol, ident in pairs:
+        open_stream(symbol, ident, [])
+    with ready.get_lock():
+        ready.value += len(pairs)
+    while not stop.is_set():
+        read_ready(1.0)
+    # Past the stop, each stream is read until the commit that follows it (one a symbol)
+    # reached it: no part of the measured commits is left unread, however late (the
+    # threaded waiters read theirs as they block for the next).
+    unreached = {key.fileobj for key in selector.get_map().values()}
+    until = time.monotonic() + STOP_READ_SECONDS
+    while unreached and time.monotonic() < until:
+        unreached.difference_update(read_ready(0.5))
     for key in list(selector.get_map().values()):
         samples += _read_later(key.data[2], key.data[1])[0]
         key.fileobj.close()  # type: ignore[union-attr]
