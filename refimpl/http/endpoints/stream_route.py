@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 
 from refimpl.engine.event_streams import EventStreams, OpenStream, StreamGroup
 from refimpl.engine.features.event_cursor import (
+    CHANGE,
     READY,
     Event,
     Position,
@@ -60,6 +61,7 @@ HEADERS = (
 VARY = (("Vary", "Accept-Encoding"),)
 DEFLATED = (("Content-Encoding", "deflate"),)
 HEARTBEAT = b": heartbeat\n\n"
+_CHANGE_BLOCK = b"id: %b\nevent: change\ndata: %b\n\n"
 HEARTBEAT_PIECE = piece(HEARTBEAT)
 _SENDING = (SendState.SENDING, SendState.SENDING_MORE)  # a part is in flight
 _BUSY = (*_SENDING, SendState.TAKING, SendState.TAKING_MORE)  # a part in flight, or a take
@@ -67,16 +69,20 @@ _BUSY = (*_SENDING, SendState.TAKING, SendState.TAKING_MORE)  # a part in flight
 
 def encode_events(events: Sequence[Event]) -> bytes:
     """SSE blocks: `id`, `event` and one `data` line each; `retry` with each `ready`."""
-    parts = []
-    for event in events:
-        retry = f"retry: {RETRY_MS}\n" if event.kind == READY else ""
+    blocks = []
+    add = blocks.append
+    for event_id, kind, data, _ in events:
+        if kind == CHANGE and event_id:
+            # Most blocks a stream sends (a group's part carries a round's commits): one
+            # format, a C call (the event's id is ASCII digits and dots).
+            add(_CHANGE_BLOCK % (event_id.encode(), data))
+            continue
+        retry = f"retry: {RETRY_MS}\n" if kind == READY else ""
         # An event without an id (a state, a change inside a transaction of an initial copy)
         # leaves the client's last id as it was.
-        head = f"id: {event.id}\n" if event.id else ""
-        parts.append(f"{retry}{head}event: {event.kind}\ndata: ".encode())
-        parts.append(event.data)
-        parts.append(b"\n\n")
-    return b"".join(parts)
+        head = f"id: {event_id}\n" if event_id else ""
+        add(f"{retry}{head}event: {kind}\ndata: ".encode() + data + b"\n\n")
+    return b"".join(blocks)
 
 
 class _Encoded:
