@@ -45,11 +45,15 @@ from refimpl.engine.storage.values import TypedRows
 from refimpl.engine.storage.wal_crc import KnownTail
 from refimpl.engine.tracking.revisions import Touched
 
-# Rows placed at a time: each slice is a few C calls of about a millisecond, so other threads
-# get the interpreter lock in between. On a busy machine the thread that holds it may wait
-# for a CPU in the middle of a call, and every other thread of the server waits with it:
-# 65,536 rows a slice made /api/rev wait up to 20 ms for the lock at each such call.
-SLICE_ROWS = 8_192
+# Rows placed at a time: each slice is a few C calls of well under a millisecond, so other
+# threads get the interpreter lock in between. On a busy machine the thread that holds it may
+# wait for a CPU in the middle of a call, and every other thread of the server waits with it:
+# 65,536 rows a slice made /api/rev wait up to 20 ms for the lock at each such call. A call
+# that makes an object a row costs more than its Python: its fresh memory's first use (page
+# faults, dear in a virtual machine). At 8,192 rows, a slice's identities (`rowid_idents`)
+# took 0.5 to 2.0 ms of thread CPU in one step (medians of 122, a busy machine), and
+# `place_all`'s order keys as long.
+SLICE_ROWS = 2_048
 # Keys checked for order at a time: a comparison of two order keys costs up to a
 # microsecond, so a slice of `SLICE_ROWS` held the interpreter lock for 3 to 6 ms, and one
 # of 2,048 up to 1 ms, five times an import's switch interval (`quick_switches`).
