@@ -132,6 +132,7 @@ def explain(samples: list[Any], path: Path, began: float, ended: float) -> None:
     events = json.loads(path.read_text())
     handled = sorted(events["rev"])
     gcs = [(at, ms) for at, ms, _ in events["gc"] if began <= at < ended]
+    phases = events.get("phases", [])
     lates = [tuple(late) for late in events["late"] if began <= late[0] < ended]
     print(
         f"during the import: {len(gcs)} collector passes over 1 ms (longest"
@@ -141,6 +142,9 @@ def explain(samples: list[Any], path: Path, began: float, ended: float) -> None:
         " for a CPU, the rest for the interpreter lock; meanwhile the importing thread"
         f" waited {sum(t[5] for t in lates):.0f} ms for a CPU"
     )
+    for at, ms, generation in events["gc"]:
+        if began <= at < ended:
+            print(f"  a pass of generation {generation}, {ms:.1f} ms, {_phase_at(phases, at)}")
     parts: dict[str, list[float]] = {
         "waiting for a CPU before the handler": [],
         "waiting for the interpreter lock (or the kernel) before it": [],
@@ -175,7 +179,7 @@ def explain(samples: list[Any], path: Path, began: float, ended: float) -> None:
     print("their longest part:")
     for cause, count in causes.most_common():
         print(f"  {count:4d}  {cause}")
-    _by_phase(samples, events.get("phases", []), began, ended)
+    _by_phase(samples, phases, began, ended)
     places: Counter[str] = Counter()  # milliseconds the lock was waited for, by place
     for _at, late, _cpu, queued, place, _preempted in lates:
         if place and late - queued > queued:
@@ -183,6 +187,14 @@ def explain(samples: list[Any], path: Path, began: float, ended: float) -> None:
     print("where the importing thread was when the heartbeat got the lock after waiting (ms):")
     for place, spent in places.most_common(8):
         print(f"  {spent:7.1f}  {place}")
+
+
+def _phase_at(phases: list[tuple[str, float]], at: float) -> str:
+    """The import's phase (`phases`: each phase's name and the time it began) at `at`."""
+    return next(
+        (name for name, began in reversed(sorted(phases, key=lambda p: p[1])) if began <= at),
+        "before the handler",
+    )
 
 
 def _by_phase(
