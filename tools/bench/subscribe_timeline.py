@@ -4,7 +4,9 @@ timeline of each pass of woken streams and what the clients spend.
 
 Per pass (one job of the owner pool that makes a user's woken parts, then sends them), from
 the start of the commit's wake-ups (`WakeBoard.notify`, on the committing thread): when the
-pass starts, when its parts are all made, when the last is sent (the pass's end); its
+pass starts, when its parts are all made, when the commits they show are durable (where
+parts are made while the flush runs: `PassReads.settle`), when the first part is sent and
+when the last is (the pass's end); its
 thread's CPU time making and sending, and the times the system took that thread off the
 processor (involuntary switches) or it slept (voluntary: the lock, a pause) while sending;
 the pauses of the sends' turns at the interpreter lock (`fanout.taking_turns`), a commit and
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import statistics
 import sys
@@ -57,11 +60,34 @@ def timed_make_all(self, woken, *rest):
 def timed_run_all(self):
     began, cpu, before = time.monotonic(), time.thread_time(), switches()
     self._timed = None
+    marks.points = {}
     try:
         return run_all(self)
     finally:
         passes.append((began, self._timed, time.monotonic(), time.thread_time() - cpu,
-                       before, switches()))
+                       before, switches(), marks.points))
+marks = threading.local()  # a pass's points in time: settled, first sent
+try:
+    from refimpl.engine.features.live_pass import PassReads
+except ImportError:
+    PassReads = None
+if hasattr(PassReads, "settle"):  # parts made while the flush runs, then sent once durable
+    settle = PassReads.settle
+    def timed_settle(self):
+        try:
+            return settle(self)
+        finally:
+            getattr(marks, "points", {}).setdefault("settled", time.monotonic())
+    PassReads.settle = timed_settle
+send_headed = fanout.SharedSends.send_headed
+def timed_send_headed(self, parts, body):
+    def first(parts=parts):
+        for n, part in enumerate(parts):
+            if n == 0:
+                getattr(marks, "points", {}).setdefault("first sent", time.monotonic())
+            yield part
+    return send_headed(self, first(), body)
+fanout.SharedSends.send_headed = timed_send_headed
 subscribe_route.Woken._make_all = timed_make_all
 subscribe_route.Woken._run_all = timed_run_all
 notify = signals.WakeBoard.notify
@@ -141,7 +167,7 @@ def run(code: Path | None, commits: int, lean: bool = False) -> dict[str, float]
     out.parent.rmdir()
     rows: list[list[float]] = []
     wakes = notes["wakes"]
-    for began, made, ended, cpu, _before, after in notes["passes"]:
+    for began, made, ended, cpu, _before, after, points in notes["passes"]:
         if made is None or made[4] < 50:  # a pass of a few late wake-ups
             continue
         woke = max((w for w in wakes if w <= began), default=None)
@@ -157,11 +183,15 @@ def run(code: Path | None, commits: int, lean: bool = False) -> dict[str, float]
                 (cpu - made_cpu) * 1e3,
                 after[0] - made_switches[0],
                 after[1] - made_switches[1],
+                (points.get("settled", made_end) - woke) * 1e3,
+                (points.get("first sent", math.nan) - woke) * 1e3,
             ]
         )
     names = ["pass starts", "made", "sent", "make CPU", "send CPU", "send slept", "send off CPU"]
+    names += ["durable", "first sent"]
     for k, name in enumerate(names):
-        figures[f"{name} ms" if k < 5 else name] = statistics.median(r[k] for r in rows)
+        unit = " ms" if k < 5 or k > 6 else ""
+        figures[name + unit] = statistics.median(r[k] for r in rows)
     pauses = notes["pauses"]
     figures["pauses a commit"] = len(pauses) / commits
     figures["paused ms a commit"] = sum(pauses) * 1e3 / commits
@@ -181,6 +211,8 @@ SHOWN = [
     "INSERT round trip ms",
     "pass starts ms",
     "made ms",
+    "durable ms",
+    "first sent ms",
     "sent ms",
     "make CPU ms",
     "send CPU ms",
