@@ -28,6 +28,7 @@ from refimpl.engine.features.live_pass import PassReads
 from refimpl.engine.features.live_queries import LiveWait
 from refimpl.engine.features.top_n import Move
 from refimpl.engine.result import Column
+from refimpl.engine.session import Session
 from refimpl.engine.storage import values
 from refimpl.http.context import Context
 from refimpl.http.encode import Answer, encode_json
@@ -412,32 +413,65 @@ class _Asked(NamedTuple):
     offsets: bool
 
 
-def _asked(ctx: Context) -> _Asked:
-    """The request's parameters but its id; a 400 for a wrong one. A long poll's repeat
-    (`route_memo`: its first request's parameters, another id) takes what its first request
-    made of them."""
+class _Kept:
+    """What a long poll's first request made that its repeats on the connection take again
+    (`route_memo`): its parameters, and the engine session of the connection's last poll."""
+
+    __slots__ = ("asked", "session")
+
+    def __init__(self, asked: _Asked) -> None:
+        self.asked = asked
+        self.session: Session | None = None
+
+
+def _asked(ctx: Context) -> tuple[_Asked, _Kept | None]:
+    """The request's parameters but its id (a 400 for a wrong one), and what its connection
+    keeps for its repeats (None: nothing). A long poll's repeat (`route_memo`: its first
+    request's parameters, another id) takes what its first request made of them."""
     memo: RouteMemo[Routed] | None = ctx.environ.get(MEMO_KEY)
     if memo is not None:
         kept = memo.kept
-        if type(kept) is _Asked:
-            return kept
+        if type(kept) is _Kept:
+            return kept.asked, kept
     asked = _Asked(
         ctx.require("query"),
         min(ctx.whole("wait", DEFAULT_WAIT_SSE_MS) or 0, MAX_WAIT_MS),
         flag(ctx, "offsets"),
     )
     if memo is not None and memo.route is not None:  # noted: its repeats come with these
-        memo.kept = asked
-    return asked
+        memo.kept = made = _Kept(asked)
+        return asked, made
+    return asked, None
+
+
+def _session(ctx: Context, kept: _Kept | None) -> Session:
+    """The request's engine session: its connection's last poll's again when that one is
+    what a new one would be, the same principal's in the same database (still the one of
+    its name: a database dropped and made again is another). Nothing of a request stays in
+    it (a long poll's reads open no transaction: its close at each request's end rolls back
+    nothing), and who asks is checked at every request all the same: their token before
+    the route (`App._dispatch`), their right to read the table at each ask and run."""
+    if kept is not None:
+        session = kept.session
+        if (
+            session is not None
+            and session.principal is ctx.principal
+            and session.catalog.database(ctx.database) is session.database
+        ):
+            return session
+    session = ctx.app.instance.session(database=ctx.database, principal=ctx.principal)
+    if kept is not None:
+        kept.session = session
+    return session
 
 
 def subscribe_route(ctx: Context) -> Answer | Parked[Answer]:
-    text, wait_ms, offsets = _asked(ctx)
+    (text, wait_ms, offsets), kept = _asked(ctx)
     asked = ctx.args.get("id") or ctx.request.headers.get("Last-Event-ID") or None
     app = ctx.app
     # The session lives as long as the request waits: the waiting room runs the query
     # again with it when a commit touches what it reads.
-    session = app.instance.session(database=ctx.database, principal=ctx.principal)
+    session = _session(ctx, kept)
     budget = app.feeds.work_budget
     room = app.waiting_room
     owner = place_owner(ctx.principal.name, ctx.principal.is_admin)
