@@ -135,13 +135,20 @@ class ChangeRun:
 
     def changes(self) -> Iterator[Change]:
         """The run's changes as `Change` records."""
-        lsn, committed_at, op = self.lsn, self.committed_at, self.op
+        lsn, committed_at, op, items = self.lsn, self.committed_at, self.op, self.items
+        if len(items) == 1:  # most runs (a one-row commit's): no maps to set up
+            old = UNLOGGED if self.old_rows is None else self.old_rows[0]
+            if op == "upsert":
+                one = (lsn, self.seq, committed_at, op, None, items[0], old)
+            else:
+                one = (lsn, self.seq, committed_at, op, items[0], (None,) * self.width, old)
+            return iter((_new(Change, one),))
         olds: Iterable[OldRow] = repeat(UNLOGGED) if self.old_rows is None else self.old_rows
         head = (repeat(lsn), count(self.seq), repeat(committed_at), repeat(op))
         if op == "upsert":
-            fields = zip(*head, repeat(None), self.items, olds)
+            fields = zip(*head, repeat(None), items, olds)
         else:
-            fields = zip(*head, self.items, repeat((None,) * self.width), olds)
+            fields = zip(*head, items, repeat((None,) * self.width), olds)
         # Made by C-level maps, with no Python step a change: tuple.__new__ makes each
         # record of its fields without the named tuple's own (Python) __new__.
         return map(_new, repeat(Change), fields)
