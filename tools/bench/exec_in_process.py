@@ -13,11 +13,12 @@ work is not this thread's).
 The figure is the CPU time of this thread per request, the median of --repeats batches of
 --runs: the Python of a request on its worker (not the epoll loop, the admission places or
 the flusher's thread; `per_request.py` measures those with the rest). `--profile` prints the
-run's cProfile instead (top functions by own time), `--budget` its time by stage.
+run's cProfile instead (top functions by own time).
 `--opcodes` counts the Python opcodes this thread runs per request instead (the total and
 the --top functions by their own): the same on a busy machine as on a quiet one, so a change
 of the request's Python shows however loaded the machine is (what it costs in C and in the
-kernel does not show there; the CPU time and `per_request.py` show it).
+kernel does not show there; the CPU time and `per_request.py` show it); with `--stages`,
+summed by stage (`opcode_stages`: the request's budget).
 
 Two checkouts compare by running this script from each alternately:
 
@@ -40,6 +41,7 @@ import argparse  # noqa: E402
 import collections  # noqa: E402
 import cProfile  # noqa: E402
 import gc  # noqa: E402
+import importlib.util  # noqa: E402
 import logging  # noqa: E402
 import pstats  # noqa: E402
 import socket  # noqa: E402
@@ -55,6 +57,12 @@ from refimpl.engine.rights import Principal  # noqa: E402
 from refimpl.http.app import App, AppOptions  # noqa: E402
 from refimpl.http.serving.connection import Connection  # noqa: E402
 from refimpl.http.serving.limits import ConnectionCounts, ConnectionLimits  # noqa: E402
+
+# The stage table, loaded by its path: this folder is off the path (see above).
+_stages_spec = importlib.util.spec_from_file_location("opcode_stages", _HERE / "opcode_stages.py")
+assert _stages_spec is not None and _stages_spec.loader is not None
+opcode_stages = importlib.util.module_from_spec(_stages_spec)
+_stages_spec.loader.exec_module(opcode_stages)
 
 ROWS = 10_000
 
@@ -147,11 +155,18 @@ def batch(clients: Clients, token: str, workload: str, runs: int, start: int) ->
 
 
 def count_opcodes(
-    clients: Clients, token: str, workload: str, runs: int, start: int, top: int
+    clients: Clients,
+    token: str,
+    workload: str,
+    runs: int,
+    start: int,
+    top: int,
+    stages: bool = False,
 ) -> None:
     """Print the Python opcodes this thread runs per request of one batch: the total, then
     the functions that run the most of them themselves (a dataclass's generated __init__
-    named by its caller). The answer's parked wait runs on the flusher's thread: not here."""
+    named by its caller), or with `stages` the sums by stage (`opcode_stages`). The
+    answer's parked wait runs on the flusher's thread: not here."""
     counts: collections.Counter[tuple[str, str]] = collections.Counter()
 
     def trace(frame: FrameType, event: str, arg: object) -> Any:
@@ -174,6 +189,9 @@ def count_opcodes(
     finally:
         sys.settrace(None)
     print(f"{workload}: {sum(counts.values()) / runs:.0f} Python opcodes per request")
+    if stages:
+        opcode_stages.print_stages(((file, n) for (_, file), n in counts.items()), runs)
+        return
     for (name, file), count in counts.most_common(top):
         print(f"{count / runs:8.1f}  {name} ({file})")
 
@@ -188,6 +206,7 @@ def main() -> None:
     parser.add_argument("--group", type=int, default=16, help="connections (INSERT: a group)")
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--opcodes", action="store_true", help="count Python opcodes instead")
+    parser.add_argument("--stages", action="store_true", help="--opcodes by stage")
     parser.add_argument("--sort", default="tottime", help="--profile's order (cumulative...)")
     parser.add_argument(
         "--top", type=int, default=30, help="functions shown (--profile, --opcodes)"
@@ -211,7 +230,9 @@ def main() -> None:
             batch(clients, token, args.workload, args.runs, start)  # warm-up
             start += args.runs
             if args.opcodes:
-                count_opcodes(clients, token, args.workload, args.runs, start, args.top)
+                count_opcodes(
+                    clients, token, args.workload, args.runs, start, args.top, args.stages
+                )
                 return
             if args.profile:
                 profiler = cProfile.Profile()

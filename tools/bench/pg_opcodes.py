@@ -3,7 +3,8 @@
 A `PgServer` runs in this process on an engine instance in a throwaway folder; psycopg
 clients in a child process (`--clients` threads, one connection each) run a prepared point
 SELECT or one-row INSERT, and every opcode the server's threads run meanwhile is counted
-(`threading.settrace` with opcode events). Unlike CPU time, the count does not depend on
+(`threading.settrace` with opcode events); `--stages` sums them by stage (`opcode_stages`:
+the request's budget). Unlike CPU time, the count does not depend on
 the machine's load, so two trees compare on a busy machine too:
 
     python tools/bench/pg_opcodes.py --workload insert
@@ -29,6 +30,7 @@ sys.path.append(str(_HERE.parent.parent))
 
 import argparse  # noqa: E402
 import collections  # noqa: E402
+import importlib.util  # noqa: E402
 import re  # noqa: E402
 import subprocess  # noqa: E402
 import tempfile  # noqa: E402
@@ -42,6 +44,12 @@ from refimpl.engine.rights import Principal  # noqa: E402
 from refimpl.engine.session import Session  # noqa: E402
 from refimpl.pgwire.link import LinkOptions  # noqa: E402
 from refimpl.pgwire.serving import PgOptions, PgServer  # noqa: E402
+
+# The stage table, loaded by its path: this folder is off the path (see above).
+_stages_spec = importlib.util.spec_from_file_location("opcode_stages", _HERE / "opcode_stages.py")
+assert _stages_spec is not None and _stages_spec.loader is not None
+opcode_stages = importlib.util.module_from_spec(_stages_spec)
+_stages_spec.loader.exec_module(opcode_stages)
 
 # The end of a clients' script: `clients` threads of `client(number, ready)` started, each
 # warmed up, then all told to go on stdin; what the script prints when they end follows it.
@@ -133,10 +141,16 @@ def count_clients(counter: OpcodeCounter, command: list[str]) -> None:
         raise SystemExit(f"the clients failed ({finished or 'no answer'})")
 
 
-def report(counter: OpcodeCounter, workload: str, requests: int, top: int) -> None:
-    """Prints the opcodes a request: in all, by thread group and by function (`top` of them)."""
+def report(
+    counter: OpcodeCounter, workload: str, requests: int, top: int, stages: bool = False
+) -> None:
+    """Prints the opcodes a request: in all, by thread group and by function (`top` of them);
+    with `stages`, by stage (`opcode_stages`) instead of by function."""
     counts = counter.counts
     print(f"{workload}: {sum(counts.values()) / requests:.0f} opcodes a request")
+    if stages:
+        opcode_stages.print_stages(((file, n) for (_, file, _), n in counts.items()), requests)
+        return
     groups: collections.Counter[str] = collections.Counter()
     for (group, _, _), count in counts.items():
         groups[group] += count
@@ -154,6 +168,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=1000, help="requests per client")
     parser.add_argument("--clients", type=int, default=1)
     parser.add_argument("--top", type=int, default=30, help="functions listed")
+    parser.add_argument("--stages", action="store_true", help="by stage, not by function")
     args = parser.parse_args()
     counter = OpcodeCounter()
     with tempfile.TemporaryDirectory() as folder:
@@ -173,7 +188,7 @@ def main() -> None:
             if server is not None:
                 server.stop()
             instance.close()
-    report(counter, args.workload, args.runs * args.clients, args.top)
+    report(counter, args.workload, args.runs * args.clients, args.top, args.stages)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,47 @@
+"""tools/bench/opcode_stages.py, the per-request budget's stages: every file a stage names is
+one of the package's (or the benches', or the standard library's threading.py), named by
+one stage only, so that a moved or renamed module shows here instead of silently turning
+its opcodes into "other"; the sums by stage keep every opcode."""
+
+from __future__ import annotations
+
+import importlib.util
+import threading
+from pathlib import Path
+from types import ModuleType
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _stages() -> ModuleType:
+    # Loaded by its path: the bench folder's copy.py and http.py would shadow the standard
+    # library's on the path.
+    spec = importlib.util.spec_from_file_location(
+        "opcode_stages", ROOT / "tools/bench/opcode_stages.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_each_file_named_is_there_and_in_one_stage() -> None:
+    stages = _stages()
+    known = {p.name for p in (ROOT / "refimpl").rglob("*.py")}
+    known |= {p.name for p in (ROOT / "tools/bench").glob("*.py")}
+    known.add(Path(threading.__file__).name)
+    named = [file for _, files in stages.STAGES for file in files]
+    assert sorted(set(named) - known) == []
+    assert len(named) == len(set(named))
+
+
+def test_the_sums_by_stage_keep_every_opcode() -> None:
+    stages = _stages()
+    counts = [("wal.py", 10.0), ("session.py", 5.0), ("wal.py", 2.5), ("<string>", 1.0)]
+    summed = stages.by_stage(counts)
+    assert summed == {
+        stages.stage_of("wal.py"): 12.5,
+        stages.stage_of("session.py"): 5.0,
+        stages.OTHER: 1.0,
+    }
+    assert list(summed.values()) == sorted(summed.values(), reverse=True)
