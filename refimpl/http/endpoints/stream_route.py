@@ -69,7 +69,7 @@ _BUSY = (*_SENDING, SendState.TAKING, SendState.TAKING_MORE)  # a part in flight
 
 def encode_events(events: Sequence[Event]) -> bytes:
     """SSE blocks: `id`, `event` and one `data` line each; `retry` with each `ready`."""
-    blocks = []
+    blocks: list[bytes] = []
     add = blocks.append
     for event_id, kind, data, _ in events:
         if kind == CHANGE and event_id:
