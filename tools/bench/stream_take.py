@@ -21,6 +21,9 @@ send: the group then stands thousands of commits behind the end, and the opcodes
 per commit it took (what it did not take costs it nothing now, or it costs it twice):
 
     python tools/bench/stream_take.py --commits 3000 --budget 262144
+
+With `--user`, the stream is a user's with SELECT on the table, its rights looked at as the
+server looks at them (`event_streams._shows`), not one that follows every table.
 """
 
 from __future__ import annotations
@@ -36,13 +39,17 @@ sys.path.append(str(_HERE.parent.parent))
 
 import argparse  # noqa: E402
 import collections  # noqa: E402
+import functools  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
+from collections.abc import Callable  # noqa: E402
 from types import FrameType  # noqa: E402
 from typing import Any  # noqa: E402
 
 import refimpl  # noqa: E402
+from refimpl.engine.event_streams import _shows  # noqa: E402
 from refimpl.engine.features.event_cursor import EventCursor  # noqa: E402
+from refimpl.engine.rights import Principal  # noqa: E402
 
 try:  # its own module since 01ce048; a tree before it (PYTHONPATH) has it in event_cursor
     from refimpl.engine.features.recent_transactions import RecentTransactions
@@ -50,16 +57,23 @@ except ImportError:
     from refimpl.engine.features.event_cursor import RecentTransactions  # type: ignore[attr-defined,no-redef]
 
 
-def count(commits: int, budget: int) -> tuple[collections.Counter[str], int]:
+def count(commits: int, budget: int, user: bool) -> tuple[collections.Counter[str], int]:
     """Opcodes by function of one take (of `budget` bytes at most) after `commits` one-row
-    commits; the events taken."""
+    commits; the events taken. `user`: the stream's rights are a user's with SELECT on the
+    table (the server's own look at them), else it follows every table."""
     with tempfile.TemporaryDirectory() as folder:
         connection = refimpl.connect(folder)
         connection.execute("CREATE TABLE c (id BIGINT PRIMARY KEY, sent DOUBLE)")
         database = connection.instance.database(connection.database)
         recent = RecentTransactions(database, database.name)
+        follows: Callable[[str], bool] = lambda table: True  # noqa: E731
+        if user:
+            connection.execute("CREATE USER u")
+            connection.execute("GRANT SELECT ON c TO u")
+            access = connection.instance.access
+            follows = functools.partial(_shows, access, database.name, None, Principal("u"))
         # As a group's cursor: current (its `ready` taken), with a view, following `c`.
-        cursor = EventCursor(recent, lambda table: True, 300.0, time.time, None, lambda: None)
+        cursor = EventCursor(recent, follows, 300.0, time.time, None, lambda: None)
         cursor.take(1 << 18)
         for n in range(commits):
             connection.execute(f"INSERT INTO c VALUES ({10_000_000 + n}, {time.monotonic()!r})")
@@ -98,8 +112,11 @@ def main() -> None:
     parser.add_argument(
         "--budget", type=int, default=1 << 40, help="bytes the take stops at (all by default)"
     )
+    parser.add_argument(
+        "--user", action="store_true", help="a user's stream (SELECT on the table), not admin's"
+    )
     args = parser.parse_args()
-    counts, events = count(args.commits, args.budget)
+    counts, events = count(args.commits, args.budget, args.user)
     if events != args.commits and args.budget == 1 << 40:
         raise SystemExit(f"took {events} events of {args.commits} commits")
     print(
