@@ -136,19 +136,19 @@ class Blocks:
         return made
 
     @classmethod
-    def from_rows(cls, keys: list[OrderKey], rows: Sequence[Row]) -> Blocks:
-        """Blocks of `keys` (sorted and distinct), `rows[i]` the row of `keys[i]`: each
-        block with a dict of its own rows, made a block at a time. So no C call goes over
-        them all, as the dict that `from_sorted`'s blocks borrow is made: a dict of a
-        million rows grows by resizes of up to 120 ms (thread CPU, a busy machine), during
-        which no other thread of the server runs."""
+    def from_rows(cls, keys: list[OrderKey], rows: Sequence[Row], first: int = 0) -> Blocks:
+        """Blocks of `keys[first:]` (sorted and distinct), `rows[i]` the row of `keys[i]`:
+        each block with a dict of its own rows, made a block at a time. So no C call goes
+        over them all, as the dict that `from_sorted`'s blocks borrow is made (a dict of a
+        million rows grows by resizes of up to 120 ms, thread CPU, a busy machine, during
+        which no other thread of the server runs), nor copies them (`keys[first:]`)."""
         made = cls()
-        for start in range(0, len(keys), _HALF):
+        for start in range(first, len(keys), _HALF):
             some = keys[start : start + _HALF]
             own = dict(zip(some, rows[start : start + _HALF], strict=True))
             made._blocks.append(_Block(some, own, made._epoch))
             made._maxes.append(some[-1])
-        made._len = len(keys)
+        made._len = max(len(keys) - first, 0)
         return made
 
     @classmethod
@@ -374,17 +374,23 @@ class Blocks:
         self._maxes += made._maxes
         self._len += made._len
 
-    def merged(self, keys: list[OrderKey], rows: dict[OrderKey, Row]) -> Blocks | None:
-        """A new partition of this one's rows and `rows` (whose keys are `keys`, sorted and
+    def merged(
+        self, keys: list[OrderKey], rows: dict[OrderKey, Row] | Sequence[Row]
+    ) -> Blocks | None:
+        """A new partition of this one's rows and the new `rows` of `keys` (sorted and
         distinct), this one unchanged; None when one of `keys` is held here already.
+        `rows` is either a dict of exactly those keys or a sequence in their order (`rows[i]`
+        the row of `keys[i]`), as a load whose blocks hold their own rows has them: so no
+        dict of them all is made, whose growth is one C call over all of them.
 
         Made a block at a time, never by one C call over the partition: each block whose
         range (above the previous block's last key, up to its own) gets new keys is made
         again from its keys and those (one merge of two sorted runs), every other block is
         shared (both partitions then copy it before writing), and the keys after the last
-        block become blocks that borrow `rows`. So no block's range grows (see the module
-        docstring). Taking 1,000,000 rows among as many costs a pass over the blocks they
-        fall in, in steps of a few thousand rows."""
+        block become blocks that borrow the dict `rows` (or, from a sequence, hold dicts of
+        their own). So no block's range grows (see the module docstring). Taking 1,000,000
+        rows among as many costs a pass over the blocks they fall in, in steps of a few
+        thousand rows."""
         made = Blocks()
         self._epoch = next(_epochs)  # blocks shared with `made` are frozen on this side too
         at = 0
@@ -397,7 +403,8 @@ class Blocks:
             some = keys[at:end]
             own = block.keys
             joined = dict(zip(own, block.values(), strict=True))
-            joined.update(zip(some, map(rows.__getitem__, some), strict=True))
+            added = map(rows.__getitem__, some) if isinstance(rows, dict) else rows[at:end]
+            joined.update(zip(some, added, strict=True))
             if len(joined) != len(own) + len(some):
                 return None
             every = sorted(own + some)  # two sorted runs: one linear merge
@@ -406,11 +413,26 @@ class Blocks:
                 made._blocks.append(_Block(chunk, joined, _BORROWED))
                 made._maxes.append(chunk[-1])
             at = end
-        tail = Blocks.from_sorted(keys[at:], rows)
+        if isinstance(rows, dict):
+            tail = Blocks.from_sorted(keys[at:], rows)
+        else:
+            tail = Blocks.from_rows(keys, rows, at)
         made._blocks += tail._blocks
         made._maxes += tail._maxes
         made._len = self._len + len(keys)
         return made
+
+    def let_go(self) -> None:
+        """Empty this partition a block at a time (each block's rows let go in a step of its
+        own, not all in one step: a million rows' blocks freed at once took 16 ms of thread
+        CPU in which no other thread got the interpreter lock). Only for a partition no
+        table holds and no one reads any more; blocks shared with another partition stay
+        there."""
+        blocks = self._blocks
+        while blocks:
+            blocks.pop()
+        self._maxes.clear()
+        self._len = 0
 
     def copy(self) -> Blocks:
         """A twin sharing these blocks: either side copies a block before writing it."""

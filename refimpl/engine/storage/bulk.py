@@ -83,7 +83,7 @@ class PreparedLoad:
     index: dict[Ident, tuple[PartKey, OrderKey]] | ShardedIndex
     # Each partition's new rows: as blocks (a partition the table lacks takes them over) and
     # the dict those blocks borrow, which holds exactly these rows (merged into one it holds),
-    # or None where the blocks hold their own rows (`Blocks.from_rows`; `rows_of` makes it).
+    # or None where the blocks hold their own rows (`Blocks.from_rows`).
     partitions: dict[PartKey, tuple[Blocks, dict[OrderKey, Row] | None]]
     record: bytearray  # the log record, encoded but for its commit time (`records.stamp`)
     checksum: KnownTail  # of the record after its commit time: the log sums only the rest
@@ -111,9 +111,11 @@ class PreparedLoad:
         index, self.index = self.index, {}
         if isinstance(index, ShardedIndex):
             index.let_go()
-        partitions = self.partitions
+        partitions, held = self.partitions, self.table.partitions
         while partitions:  # each partition's new rows (its dict, if no block borrows it)
-            partitions.popitem()
+            part, (blocks, _rows) = partitions.popitem()
+            if held.get(part) is not blocks:  # merged into one the table held, or refused
+                blocks.let_go()
 
 
 def eligible(table: Table, rows: TypedRows, settings: dict[str, Any]) -> bool:
@@ -304,16 +306,6 @@ def _ascending(keys: list[OrderKey]) -> bool:
             for start in range(0, len(keys), CHECK_ROWS)
         )
     )
-
-
-def rows_of(blocks: Blocks) -> dict[OrderKey, Row]:
-    """A dict of the rows of `blocks` (a load's partition whose blocks hold their own), for
-    a merge into a partition the table holds; made `SLICE_ROWS` rows at a time."""
-    pairs = blocks.items()
-    rows: dict[OrderKey, Row] = {}
-    for _ in range(0, len(blocks), SLICE_ROWS):
-        rows.update(islice(pairs, SLICE_ROWS))
-    return rows
 
 
 def let_go(*lists: list[Any]) -> None:

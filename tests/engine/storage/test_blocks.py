@@ -190,3 +190,34 @@ def test_a_scan_sees_none_of_a_later_commit_and_a_scan_after_it_all_of_it(
         assert after == sorted(expected.values(), key=lambda r: (r[1], r[0]))
         for k, row in expected.items():
             assert table.get((k,)) == row
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    held=st.sets(st.integers(0, 200), max_size=60),
+    new=st.sets(st.integers(0, 260), max_size=60),
+    by_dict=st.booleans(),
+)
+def test_merged_takes_the_new_rows_by_key_or_in_key_order(
+    held: set[int], new: set[int], by_dict: bool
+) -> None:
+    """`Blocks.merged` answers the same whether the new rows come as a dict or as a list in
+    their keys' order (a load whose blocks hold their own rows): every row of both sides,
+    in order, each block's dict holding its own keys; None when a key is held already; the
+    partition merged into unchanged, and a write to the merged one leaves it so."""
+    with small_blocks():
+        partition = Blocks.from_dict({(k,): (f"h{k}",) for k in held})
+        keys = [(k,) for k in sorted(new)]
+        rows = {key: (f"n{key[0]}",) for key in keys}
+        given_rows: Any = rows if by_dict else [rows[key] for key in keys]
+        merged = partition.merged(keys, given_rows)
+        if held & new:
+            assert merged is None
+            return
+        assert merged is not None
+        model = SortedDict({(k,): (f"h{k}",) for k in held})
+        model.update(rows)
+        check_reads(merged, model, [(k,) for k in range(-1, 262, 7)])
+        assert list(partition.items()) == [((k,), (f"h{k}",)) for k in sorted(held)]
+        merged[(300,)] = ("later",)
+        assert (300,) not in partition and list(merged)[-1] == (300,)

@@ -384,7 +384,7 @@ def test_a_load_in_order_into_one_partition_makes_no_dict_of_all_its_rows(
     """Rows of one partition in order become blocks that each hold a dict of their own rows
     (`Blocks.from_rows`), not blocks borrowing one dict of them all, whose growth is one C
     call over all of them (a resize of up to 120 ms at a million rows, every other thread
-    waiting); into a partition the table holds, they merge as before (`bulk.rows_of`)."""
+    waiting); into a partition the table holds, they merge, given in key order."""
     count = bulk.SLICE_ROWS + 100
     rows = values.TypedRows(TYPES, ((BASE + i * 1000, "S0", i * 0.5, i) for i in range(count)))
     instance = Instance.open(tmp_path / "data")
@@ -471,5 +471,49 @@ def test_a_load_lets_go_of_its_index_and_partitions_once_installed(
             for ident, row in table.scan_with_idents():
                 assert table.get(ident) == row
             assert len(everything(session)) == 3040
+    finally:
+        instance.close()
+
+
+def test_a_load_merged_among_held_rows_lets_go_of_what_the_table_does_not_hold(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A load among the rows of partitions the table holds: once installed, its own blocks
+    (merged into new ones) are emptied a block at a time (`Blocks.let_go`), as are the
+    merge's copies of the held partitions; the table holds every row of both loads."""
+    made: list[list[Any]] = []
+    prepare = bulk.prepare
+
+    def kept(*args: Any) -> bulk.PreparedLoad:
+        load = prepare(*args)
+        made.append([blocks for blocks, _rows in load.partitions.values()])
+        return load
+
+    monkeypatch.setattr(bulk, "prepare", kept)
+    merges: list[bulk_merge.Merge] = []
+    begin = bulk_merge.Merge.__init__
+
+    def noted(self: bulk_merge.Merge, load: bulk.PreparedLoad) -> None:
+        begin(self, load)
+        merges.append(self)
+
+    monkeypatch.setattr(bulk_merge.Merge, "__init__", noted)
+    instance = Instance.open(tmp_path / "data")
+    try:
+        with closing(instance.session()) as session:
+            session.execute(TRADES, ())
+            database = session.database
+            first, among = trades(3000), trades(3000, start=1, step=7_000_000)
+            assert database.load_rows("trades", first) is not None
+            assert database.load_rows("trades", among) is not None
+            table = database.tables["trades"]
+            held = set(map(id, table.partitions.values()))
+            for blocks in made[1]:
+                assert id(blocks) in held or len(blocks) == 0
+            assert any(len(blocks) == 0 for blocks in made[1])  # some merged, not taken
+            assert all(len(copy) == 0 for copy in merges[-1].held.values())
+            assert sorted(everything(session)) == sorted([*first, *among])
+            for ident, row in table.scan_with_idents():
+                assert table.get(ident) == row
     finally:
         instance.close()
