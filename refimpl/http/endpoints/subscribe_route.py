@@ -212,15 +212,17 @@ class Woken:
             state.answers_next = None
             # What the actions leave for later (a second look at a connection whose next
             # request had not come yet) runs once they have all run, and so on.
-            while pending:
-                actions = pending
-                state.pending = pending = []
-                for action in actions:
-                    try:
-                        action()
-                    except Exception:  # one connection's trouble must not keep the others'
-                        log.warning("finishing an answered request failed", exc_info=True)
-            state.pending = None
+            try:
+                while pending:
+                    actions = pending
+                    state.pending = pending = []
+                    for action in actions:
+                        try:
+                            action()
+                        except Exception:  # one connection's trouble must not keep others'
+                            log.warning("finishing an answered request failed", exc_info=True)
+            finally:  # whatever ends them: the thread's next round is a round of its own
+                state.pending = None
 
     def _make_all(
         self,
