@@ -55,9 +55,10 @@ class _Made:
 
     def make(self) -> Callable[[], None]:
         reads = self.batch.reads
-        if reads.failure is not None:
+        if self.database in reads.failures:
             return lambda: self.sent.append(("failure", self.database.log.durable_lsn))
         reads.needs[self.database] = LSN  # type: ignore[index]  # a stand-in database
+        reads.part_needs.add(self.database)  # type: ignore[arg-type]
         self.made.set()
         return lambda: self.sent.append(("rows", self.database.log.durable_lsn))
 
@@ -67,7 +68,7 @@ class _HeadedPart(_Made):
 
     def make(self) -> Callable[[], None]:
         hand_over = super().make()
-        if self.batch.reads.failure is not None:
+        if self.database in self.batch.reads.failures:
             return hand_over
         return Headed(self, b"id: s.2\n", b"event: rows\n\n")  # type: ignore[return-value]
 
@@ -113,3 +114,19 @@ def test_a_failed_flush_is_what_every_part_of_the_pass_answers(room: WaitingRoom
     room.owner_work.submit("u", done.set)
     assert done.wait(5)
     assert sent == [("failure", LSN - 1), ("failure", LSN - 1)]
+
+
+def test_a_failed_log_is_the_answer_of_its_own_databases_parts_only(room: WaitingRoom) -> None:
+    failing, well, sent = _Database(), _Database(), list[tuple[str, int]]()
+    batch = woken(room, "u")
+    made = [_Made(batch, failing, sent), _Made(batch, well, sent)]
+    for each in made:
+        batch.add(each)
+    assert all(each.made.wait(5) for each in made)
+    failing.log.failed = True
+    failing.log.flushed.set()
+    well.log.flushed.set()
+    done = threading.Event()
+    room.owner_work.submit("u", done.set)
+    assert done.wait(5)
+    assert sorted(sent) == [("failure", LSN - 1), ("rows", LSN)]

@@ -8,7 +8,8 @@ them, and the last stream's part waits for every part before it.
 Durability: a pass makes its parts from the committed state and the log's newest records
 (`recent_records.records_through`) as soon as a commit is visible, while its flush runs, and
 waits for the flush once, after making them all and before sending any (`PassReads.settle`);
-if the log fails instead, no part made is sent: each is made again and answers the failure.
+if a database's log fails instead, no part made from it is sent: each is made again and
+answers the failure (the parts of the pass's other databases are sent).
 Without a pass, an answer waits before it is given (`shown_durable`).
 """
 
@@ -62,11 +63,13 @@ class PassReads:
       of the parts after it do not wait for it.
     - `needs`: the LSN of each database up to which the parts made so far need the log
       durable before any is sent (`shown_durable`); `settle` waits for it, once a pass.
-    - `failure`: the log's failure that `settle` met; then every attempt made with these
-      reads raises it (`LiveWait.attempt`), and no part made before it may be sent.
+      `part_needs`: the databases the part being made needs so (its maker empties it).
+    - `failures`: each database whose log failed at `settle`; then every attempt of a
+      query of one made with these reads raises its failure (`LiveWait.attempt`), and no
+      part made from it may be sent (the parts of the other databases may).
     """
 
-    __slots__ = ("_counters", "_rights", "reruns", "asked", "needs", "failure")
+    __slots__ = ("_counters", "_rights", "reruns", "asked", "needs", "part_needs", "failures")
 
     def __init__(self) -> None:
         self._counters: dict[tuple[Database, str, Any], int] = {}
@@ -74,7 +77,8 @@ class PassReads:
         self.reruns: list[tuple[LiveCounts, str, bool]] = []
         self.asked: list[tuple[Toucher, Subscription]] = []
         self.needs: dict[Database, int] = {}
-        self.failure: Exception | None = None
+        self.part_needs: set[Database] = set()
+        self.failures: dict[Database, Exception] = {}
 
     def __enter__(self) -> PassReads:
         return self
@@ -84,18 +88,18 @@ class PassReads:
         for (counts, database, answered), count in runs.items():
             counts.reran_many(database, count, count if answered else 0)
 
-    def settle(self) -> Exception | None:
+    def settle(self) -> dict[Database, Exception]:
         """Once the pass's parts are made, before any is sent: wait until every commit they
-        were made from is durable (mostly it is by then: the flush ran meanwhile). None
-        then; else the log's failure (also kept as `failure`), and none may be sent."""
+        were made from is durable (mostly it is by then: the flush ran meanwhile). The
+        databases whose log failed instead, with the failure (also kept in `failures`):
+        no part made from one of them may be sent."""
         needs, self.needs = self.needs, {}
         for database, lsn in needs.items():
             try:
                 database.log.wait_durable(lsn)
             except Exception as error:  # noqa: BLE001 - WritesStopped: the parts' answer
-                self.failure = error
-                return error
-        return None
+                self.failures[database] = error
+        return self.failures
 
     def touch_asked(self) -> None:
         """Mark the subscriptions of `asked` asked, once the pass's parts are sent."""
@@ -142,8 +146,10 @@ def shown_durable(database: Database, reads: PassReads | None) -> None:
     if database.log.durable_lsn < applied:
         if reads is None:
             database.log.wait_durable(applied)
-        elif reads.needs.get(database, 0) < applied:
-            reads.needs[database] = applied
+        else:
+            reads.part_needs.add(database)
+            if reads.needs.get(database, 0) < applied:
+                reads.needs[database] = applied
 
 
 def authorize_read(session: StatementContext, table: str, reads: PassReads | None) -> None:

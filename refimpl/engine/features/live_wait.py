@@ -75,11 +75,13 @@ class LiveWait:
         `budget`: the query's run, when one is due, is within it (`SubscriptionManager.rerun`).
         `reads`: the reads of the pass this attempt is made in (`PassReads`): the right to
         read checked once a pass, and with `keep` the revision counter read once a pass;
-        its log's failure (`PassReads.failure`) is raised, the answer of every part of it.
+        its database's log failure there (`PassReads.failures`) is raised, the answer.
         Without `reads`, a Reply is given once what it shows is durable."""
-        if reads is not None and reads.failure is not None:
-            raise reads.failure.with_traceback(None)
         subscription = self.subscription
+        if reads is not None and reads.failures:
+            failure = reads.failures.get(subscription.database)
+            if failure is not None:
+                raise failure.with_traceback(None)
         if subscription.generation != self._generation or self._manager.closed:
             return self.expire()
         manager = self._manager

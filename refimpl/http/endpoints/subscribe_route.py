@@ -21,6 +21,7 @@ import math
 import threading
 import time
 from collections.abc import Callable, Hashable
+from collections.abc import Set as AbstractSet
 from typing import NamedTuple, Protocol
 
 from refimpl.engine.features.live_answers import Reply
@@ -159,6 +160,11 @@ class Runs(Protocol):
         ...
 
 
+# A woken live query made in a pass (`Woken._make_all`): it, what its `make` gave, and the
+# databases whose commits that needs durable before it is sent.
+_Made = tuple[Runs, "HandOver | Headed | None", AbstractSet[object]]
+
+
 class Woken:
     """The live queries of one user (long polls and streams) that commits woke, waiting for
     their answers or parts to be made: one job on the user's share of the room's pool makes
@@ -224,22 +230,40 @@ class Woken:
             finally:  # whatever ends them: the thread's next round is a round of its own
                 state.pending = None
 
-    def _make_all(
-        self,
-        woken: list[Runs],
-        hand_overs: list[HandOver],
-        shared: dict[bytes, list[tuple[object, bytes]]],
-    ) -> None:
-        """Make each of `woken`: its hand-over in `hand_overs`, or its headed part in
-        `shared` (by its body)."""
+    def _make_all(self, woken: list[Runs], made: list[_Made]) -> None:
+        """Make each of `woken`: (it, its hand-over or headed part, the databases whose
+        commits it needs durable before it is sent: `PassReads.part_needs`) in `made`."""
+        reads = self.reads
         for each in woken:
+            reads.part_needs = set()
             try:
-                hand_over = each.make()
+                made.append((each, each.make(), reads.part_needs))
             except Exception:
                 # One query's failure costs it only: the others of this pass are made
                 # all the same.
                 log.warning("making a live query's answer failed", exc_info=True)
-                continue
+
+    def _settled(self, made: list[_Made]) -> list[_Made]:
+        """`made`, once the commits its parts show are durable (made while their flush ran:
+        none is sent before it has ended); those made from a database whose log failed
+        instead are made again, and answer the failure (`PassReads.settle`)."""
+        failed = self.reads.settle()
+        if not failed:
+            return made
+        remade = [each for each, _, needs in made if not needs.isdisjoint(failed)]
+        kept = [one for one in made if one[2].isdisjoint(failed)]
+        self._make_all(remade, kept)
+        return kept
+
+    @staticmethod
+    def _gather(
+        made: list[_Made],
+        hand_overs: list[HandOver],
+        shared: dict[bytes, list[tuple[object, bytes]]],
+    ) -> None:
+        """Each hand-over of `made` in `hand_overs`, each headed part in `shared` (by its
+        body)."""
+        for _, hand_over, _ in made:
             if isinstance(hand_over, Headed):
                 sharing = shared.get(hand_over.body)
                 if sharing is None:
@@ -255,20 +279,16 @@ class Woken:
         with self._lock:
             woken, self._woken = self._woken, []
         hand_overs: list[HandOver] = []
+        made: list[_Made] = []
         # Headed parts by their body: each body's streams are sent it at once.
         shared: dict[bytes, list[tuple[object, bytes]]] = {}
         try:
             try:
                 # What the pass counted is counted before its parts are sent.
                 with PassReads() as self.reads:
-                    self._make_all(woken, hand_overs, shared)
-                    # Made while the commits' flush ran: none is sent before it has ended.
-                    # If the log failed instead, none is: each, made again, answers that.
-                    if self.reads.settle() is not None:
-                        hand_overs.clear()
-                        shared.clear()
-                        self._make_all(woken, hand_overs, shared)
+                    self._make_all(woken, made)
             finally:
+                self._gather(self._settled(made), hand_overs, shared)
                 for body, parts in shared.items():
                     try:
                         self._room.send_headed(parts, body)

@@ -145,7 +145,7 @@ def test_a_pass_makes_its_part_before_the_flush_and_sends_after(conn, disk):
     assert settling.is_alive(), "settle returned before the commit was durable"
     disk.release()
     settling.join(SOON)
-    assert settled == [None]
+    assert settled == [{}]
     assert conn.instance.database("demo").log.durable_lsn >= lsn
     writer.join(SOON)
 
@@ -156,8 +156,9 @@ def test_a_failed_flush_is_the_answer_of_every_part_of_the_pass(conn, disk):
     reads = PassReads()
     assert isinstance(wait.attempt(True, None, reads), Reply)
     disk.release(fail=True)
-    failure = reads.settle()
-    assert isinstance(failure, WritesStopped)
+    failures = reads.settle()
+    assert list(failures) == [conn.instance.database("demo")]
+    assert isinstance(failures[conn.instance.database("demo")], WritesStopped)
     with pytest.raises(WritesStopped):
         wait.attempt(True, None, reads)
 
