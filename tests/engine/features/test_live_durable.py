@@ -1,7 +1,7 @@
 """A live query's answers never show a commit before it is durable (spec: subscribe; the
 log's durability), yet a pass of woken live queries makes them while the flush runs.
 
-A disk whose flush is held (`_HeldDisk`) keeps a commit visible and not durable: a pass
+A disk whose flush is held (`HeldDisk`) keeps a commit visible and not durable: a pass
 makes its part from the log's newest records in memory without waiting, and its `settle`
 returns only once the flush has ended; if the flush fails, `settle` gives the failure and
 every attempt of the pass raises it. Without a pass, an answer is given only once durable,
@@ -10,9 +10,7 @@ snapshot."""
 
 from __future__ import annotations
 
-import errno
 import threading
-import time
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -21,53 +19,21 @@ from refimpl import Connection
 from refimpl.engine.features.live_answers import Reply
 from refimpl.engine.features.live_pass import PassReads
 from refimpl.engine.features.live_queries import LiveWait
-from refimpl.engine.files import FileOps
 from refimpl.engine.instance import Instance
 from refimpl.engine.options import EngineOptions
 from refimpl.errors import WritesStopped
+from tests.engine.features.held_disk import CANDLES, SOON, TRADES, HeldDisk, commit_held
 
-TRADES = (
-    "CREATE TABLE trades (time TIMESTAMP, symbol SYMBOL, price DOUBLE) TIMESERIES(time)"
-    " PARTITION BY DAY, SYMBOL(symbol)"
-)
-CANDLES = (
-    "SUBSCRIBE SELECT date_trunc('minute', time) AS m, first(price) AS open,"
-    " max(price) AS high, min(price) AS low, last(price) AS close FROM trades"
-    " WHERE symbol = 'NABIL' GROUP BY m ORDER BY m"
-)
-SOON = 5.0  # seconds: what never blocks ends well within this
 WHILE = 0.2  # seconds: how long something blocked is watched not to end
 
 
-class _HeldDisk(FileOps):
-    """Real files whose fsync waits, while `held`, until `release`; then fails if `fail`."""
-
-    def __init__(self) -> None:
-        self.open_gate = threading.Event()
-        self.open_gate.set()
-        self.fail = False
-
-    def hold(self) -> None:
-        self.open_gate.clear()
-
-    def release(self, fail: bool = False) -> None:
-        self.fail = fail
-        self.open_gate.set()
-
-    def fsync(self, fd: int) -> None:
-        assert self.open_gate.wait(SOON * 4)
-        if self.fail:
-            raise OSError(errno.EIO, "the disk failed")
-        super().fsync(fd)
+@pytest.fixture
+def disk() -> HeldDisk:
+    return HeldDisk()
 
 
 @pytest.fixture
-def disk() -> _HeldDisk:
-    return _HeldDisk()
-
-
-@pytest.fixture
-def conn(tmp_path, disk: _HeldDisk) -> Iterator[Connection]:
+def conn(tmp_path, disk: HeldDisk) -> Iterator[Connection]:
     connection = Connection(Instance.open(tmp_path / "data", EngineOptions(), disk), "demo")
     connection.execute(TRADES)
     connection.execute("INSERT INTO trades VALUES ('2026-09-24T10:00:10Z', 'NABIL', 1510)")
@@ -83,35 +49,6 @@ def _wait(conn: Connection) -> LiveWait:
     assert isinstance(step, LiveWait)
     step.watch(threading.Event())
     return step
-
-
-def _commit_held(conn: Connection, disk: _HeldDisk) -> tuple[int, threading.Thread]:
-    """A trade committed (visible) whose flush is held: its LSN, and the writer's thread."""
-    database = conn.instance.database("demo")
-    before = database.applied_lsn
-    disk.hold()
-    writer = threading.Thread(
-        target=lambda: _ignore_failure(
-            lambda: conn.execute(
-                "INSERT INTO trades VALUES ('2026-09-24T10:00:40Z', 'NABIL', 1530)"
-            )
-        ),
-        daemon=True,
-    )
-    writer.start()
-    ends = time.monotonic() + SOON
-    while database.applied_lsn == before:
-        assert time.monotonic() < ends, "the commit never became visible"
-        time.sleep(0.001)
-    assert database.log.durable_lsn < database.applied_lsn
-    return database.applied_lsn, writer
-
-
-def _ignore_failure(run: Callable[[], object]) -> None:
-    try:
-        run()
-    except WritesStopped:
-        pass  # the writer's own answer when the flush fails
 
 
 def _in_thread(run: Callable[[], object]) -> tuple[threading.Thread, list[object]]:
@@ -131,7 +68,7 @@ def _in_thread(run: Callable[[], object]) -> tuple[threading.Thread, list[object
 
 def test_a_pass_makes_its_part_before_the_flush_and_sends_after(conn, disk):
     wait = _wait(conn)
-    lsn, writer = _commit_held(conn, disk)
+    lsn, writer = commit_held(conn, disk)
     reads = PassReads()
     making, made = _in_thread(lambda: wait.attempt(True, None, reads))
     making.join(SOON)
@@ -152,7 +89,7 @@ def test_a_pass_makes_its_part_before_the_flush_and_sends_after(conn, disk):
 
 def test_a_failed_flush_is_the_answer_of_every_part_of_the_pass(conn, disk):
     wait = _wait(conn)
-    _commit_held(conn, disk)
+    commit_held(conn, disk)
     reads = PassReads()
     assert isinstance(wait.attempt(True, None, reads), Reply)
     disk.release(fail=True)
@@ -165,7 +102,7 @@ def test_a_failed_flush_is_the_answer_of_every_part_of_the_pass(conn, disk):
 
 def test_without_a_pass_an_answer_waits_for_the_flush(conn, disk):
     wait = _wait(conn)
-    _commit_held(conn, disk)
+    commit_held(conn, disk)
     answering, answered = _in_thread(wait.attempt)
     answering.join(WHILE)
     assert answering.is_alive(), "an answer was given before its commit was durable"
@@ -178,7 +115,7 @@ def test_a_difference_a_pass_made_waits_for_the_flush_when_asked_alone(conn, dis
     wait = _wait(conn)
     subscription = wait.subscription
     held_version = subscription.current.version
-    _commit_held(conn, disk)
+    commit_held(conn, disk)
     reads = PassReads()
     assert isinstance(wait.attempt(True, None, reads), Reply)  # made, not yet settled
     manager = conn.instance.subscriptions
@@ -194,7 +131,7 @@ def test_a_difference_a_pass_made_waits_for_the_flush_when_asked_alone(conn, dis
 def test_a_snapshot_read_by_a_new_maintainer_waits_for_the_flush(conn, disk):
     """A maintained query's first snapshot reads the table as its maintainer's start: a
     commit visible and not durable then was shown at once before (8c640f6)."""
-    _commit_held(conn, disk)
+    commit_held(conn, disk)
     manager = conn.instance.subscriptions
     answering, answered = _in_thread(lambda: manager.ask_now(conn.session(), CANDLES, None))
     answering.join(WHILE)

@@ -13,7 +13,7 @@ from refimpl.engine.features.live_queries import LiveWait
 from refimpl.engine.instance import Instance
 from refimpl.engine.options import EngineOptions
 from refimpl.errors import WritesStopped
-from tests.engine.features.test_live_durable import CANDLES, TRADES, _commit_held, _HeldDisk
+from tests.engine.features.held_disk import CANDLES, TRADES, HeldDisk, commit_held
 
 ROW = "INSERT INTO trades VALUES ('2026-09-24T10:00:10Z', 'NABIL', 1510)"
 
@@ -28,7 +28,7 @@ def _wait(conn: Connection, database: str) -> LiveWait:
 
 
 def test_a_failed_log_is_the_answer_of_its_own_databases_parts_only(tmp_path):
-    disk = _HeldDisk()
+    disk = HeldDisk()
     conn = Connection(Instance.open(tmp_path / "data", EngineOptions(), disk), "demo")
     try:
         conn.execute("CREATE DATABASE other")
@@ -37,7 +37,7 @@ def test_a_failed_log_is_the_answer_of_its_own_databases_parts_only(tmp_path):
             conn.instance.session(name, conn.session().principal).execute(ROW)
         failing, well = _wait(conn, "demo"), _wait(conn, "other")
         reads = PassReads()
-        _commit_held(conn, disk)  # demo's commit, made visible, its flush held
+        commit_held(conn, disk)  # demo's commit, made visible, its flush held
         assert isinstance(failing.attempt(True, None, reads), Reply)
         disk.release(fail=True)  # demo's flush fails: its log stops for good
         assert isinstance(reads.settle()[conn.instance.database("demo")], WritesStopped)

@@ -1,0 +1,76 @@
+"""A disk whose flush is held (`HeldDisk`), and a commit made visible while its flush is held
+(`commit_held`): what the tests of live queries' durability share (a commit visible and not
+yet durable, then durable, or its log failed)."""
+
+from __future__ import annotations
+
+import errno
+import threading
+import time
+from collections.abc import Callable
+
+from refimpl import Connection
+from refimpl.engine.files import FileOps
+from refimpl.errors import WritesStopped
+
+TRADES = (
+    "CREATE TABLE trades (time TIMESTAMP, symbol SYMBOL, price DOUBLE) TIMESERIES(time)"
+    " PARTITION BY DAY, SYMBOL(symbol)"
+)
+CANDLES = (
+    "SUBSCRIBE SELECT date_trunc('minute', time) AS m, first(price) AS open,"
+    " max(price) AS high, min(price) AS low, last(price) AS close FROM trades"
+    " WHERE symbol = 'NABIL' GROUP BY m ORDER BY m"
+)
+SOON = 5.0  # seconds: what never blocks ends well within this
+
+
+class HeldDisk(FileOps):
+    """Real files whose fsync waits, while `held`, until `release`; then fails if `fail`."""
+
+    def __init__(self) -> None:
+        self.open_gate = threading.Event()
+        self.open_gate.set()
+        self.fail = False
+
+    def hold(self) -> None:
+        self.open_gate.clear()
+
+    def release(self, fail: bool = False) -> None:
+        self.fail = fail
+        self.open_gate.set()
+
+    def fsync(self, fd: int) -> None:
+        assert self.open_gate.wait(SOON * 4)
+        if self.fail:
+            raise OSError(errno.EIO, "the disk failed")
+        super().fsync(fd)
+
+
+def commit_held(conn: Connection, disk: HeldDisk) -> tuple[int, threading.Thread]:
+    """A trade committed (visible) whose flush is held: its LSN, and the writer's thread."""
+    database = conn.instance.database("demo")
+    before = database.applied_lsn
+    disk.hold()
+    writer = threading.Thread(
+        target=lambda: ignore_failure(
+            lambda: conn.execute(
+                "INSERT INTO trades VALUES ('2026-09-24T10:00:40Z', 'NABIL', 1530)"
+            )
+        ),
+        daemon=True,
+    )
+    writer.start()
+    ends = time.monotonic() + SOON
+    while database.applied_lsn == before:
+        assert time.monotonic() < ends, "the commit never became visible"
+        time.sleep(0.001)
+    assert database.log.durable_lsn < database.applied_lsn
+    return database.applied_lsn, writer
+
+
+def ignore_failure(run: Callable[[], object]) -> None:
+    try:
+        run()
+    except WritesStopped:
+        pass  # the writer's own answer when the flush fails
