@@ -3,8 +3,8 @@
 owner's budget, never on the waiting room's thread (spec: changefeeds, filters; changes,
 waiting).
 
-The filter is a LIKE of an 8 KB pattern over 301 KB texts (seconds of work for each row,
-checked against the deadline as it goes), and a commit brings three such rows. The long
+The filter is `tests.http.costly_like`'s LIKE (seconds of work for each row, checked
+against the deadline as it goes), and a commit brings three such rows. The long
 poll's `wait` (0.5 s) ends while the filter is still looking at that commit: the answer
 waits for the filter, which stops at the statement timeout (2 s), and says so, instead of
 claiming that nothing came.
@@ -25,11 +25,10 @@ import pytest
 import requests
 
 from tests.http.conftest import Server, running_server
+from tests.http.costly_like import PATTERN, TEXT
 from tests.http.stream_client import EventReader, open_stream
 
 TIMEOUT_MS = 2000
-TEXT = ("a" * 6998 + "bb") * 43  # 301 KB: runs of `a` shorter than the piece
-PATTERN = "%" + "a_" * 4000 + "%"  # 8 KB; no match: every candidate is tried
 WHERE = f"body LIKE '{PATTERN}'"
 LIVELY_SECONDS = 3.0  # a victim's event, or /health, within this meanwhile
 ROWS = 3  # rows of TEXT a commit brings: their filter runs well past the timeout

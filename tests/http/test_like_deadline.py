@@ -1,9 +1,8 @@
 """One LIKE over a long text stops at the statement timeout, over HTTP (400 naming
 `statement_timeout_ms`) and the PostgreSQL protocol (57014), and changes nothing.
 
-Its worst case is what a client chooses the sizes of: a pattern of `a_` pieces over runs of
-`a` a little shorter than the piece makes every place a candidate, each checked over most of
-the piece (seconds for a 300 KB text and an 8 KB pattern, without the deadline).
+Its worst case is what a client chooses the sizes of (`tests.http.costly_like`: seconds of
+work for one row, without the deadline).
 """
 
 from __future__ import annotations
@@ -16,11 +15,10 @@ import pytest
 from psycopg import errors
 
 from tests.http.conftest import Server, running_server
+from tests.http.costly_like import PATTERN, TEXT
 from tests.pgwire.conftest import PgServer, pg_address
 
 TIMEOUT_MS = 500
-TEXT = ("a" * 6998 + "bb") * 43  # 301 KB: runs of `a` shorter than the piece
-PATTERN = "%" + "a_" * 4000 + "%"  # 8 KB; no match: every candidate is tried
 
 
 @pytest.fixture(scope="module")
