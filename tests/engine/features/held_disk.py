@@ -13,15 +13,6 @@ from refimpl import Connection
 from refimpl.engine.files import FileOps
 from refimpl.errors import WritesStopped
 
-TRADES = (
-    "CREATE TABLE trades (time TIMESTAMP, symbol SYMBOL, price DOUBLE) TIMESERIES(time)"
-    " PARTITION BY DAY, SYMBOL(symbol)"
-)
-CANDLES = (
-    "SUBSCRIBE SELECT date_trunc('minute', time) AS m, first(price) AS open,"
-    " max(price) AS high, min(price) AS low, last(price) AS close FROM trades"
-    " WHERE symbol = 'NABIL' GROUP BY m ORDER BY m"
-)
 SOON = 5.0  # seconds: what never blocks ends well within this
 
 

@@ -22,7 +22,8 @@ from refimpl.engine.features.live_queries import LiveWait
 from refimpl.engine.instance import Instance
 from refimpl.engine.options import EngineOptions
 from refimpl.errors import WritesStopped
-from tests.engine.features.held_disk import CANDLES, SOON, TRADES, HeldDisk, commit_held
+from tests.engine.features.candles import CANDLES, TRADES
+from tests.engine.features.held_disk import SOON, HeldDisk, commit_held
 
 WHILE = 0.2  # seconds: how long something blocked is watched not to end
 

@@ -16,16 +16,7 @@ from refimpl.engine.features.live_answers import Subscription
 from refimpl.engine.features.live_pass import PassReads
 from refimpl.engine.features.live_queries import LiveWait
 from refimpl.errors import KdbError
-
-TRADES = (
-    "CREATE TABLE trades (time TIMESTAMP, symbol SYMBOL, price DOUBLE) TIMESERIES(time)"
-    " PARTITION BY DAY, SYMBOL(symbol)"
-)
-CANDLES = (
-    "SUBSCRIBE SELECT date_trunc('minute', time) AS m, first(price) AS open,"
-    " max(price) AS high, min(price) AS low, last(price) AS close FROM trades"
-    " WHERE symbol = 'NABIL' GROUP BY m ORDER BY m"
-)
+from tests.engine.features.candles import CANDLES, TRADES
 
 
 @pytest.fixture

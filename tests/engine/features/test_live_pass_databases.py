@@ -13,7 +13,8 @@ from refimpl.engine.features.live_queries import LiveWait
 from refimpl.engine.instance import Instance
 from refimpl.engine.options import EngineOptions
 from refimpl.errors import WritesStopped
-from tests.engine.features.held_disk import CANDLES, TRADES, HeldDisk, commit_held
+from tests.engine.features.candles import CANDLES, TRADES
+from tests.engine.features.held_disk import HeldDisk, commit_held
 
 ROW = "INSERT INTO trades VALUES ('2026-09-24T10:00:10Z', 'NABIL', 1510)"
 

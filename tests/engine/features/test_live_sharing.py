@@ -12,16 +12,7 @@ import refimpl
 from refimpl.engine.access import Principal
 from refimpl.engine.features.live_queries import LiveWait, Reply, SubscriptionManager
 from refimpl.errors import Forbidden
-
-TRADES = (
-    "CREATE TABLE trades (time TIMESTAMP, symbol SYMBOL, price DOUBLE) TIMESERIES(time)"
-    " PARTITION BY DAY, SYMBOL(symbol)"
-)
-CANDLES = (
-    "SUBSCRIBE SELECT date_trunc('minute', time) AS m, first(price) AS open,"
-    " max(price) AS high, min(price) AS low, last(price) AS close FROM trades"
-    " WHERE symbol = '{symbol}' GROUP BY m ORDER BY m"
-)
+from tests.engine.features.candles import CANDLES_OF, TRADES
 
 
 @pytest.fixture
@@ -69,7 +60,7 @@ def _waiting(conn, query: str, count: int) -> list[LiveWait]:
 
 
 def test_ten_subscriptions_of_one_query_share_one_run_and_one_change(conn, monkeypatch):
-    waits = _waiting(conn, CANDLES.format(symbol="NABIL"), 10)
+    waits = _waiting(conn, CANDLES_OF.format(symbol="NABIL"), 10)
     runs = _count_runs(monkeypatch)
     conn.execute("INSERT INTO trades VALUES ('2026-09-24T10:00:40Z', 'NABIL', 1512)")
     replies = _attempted(waits)
@@ -81,8 +72,8 @@ def test_ten_subscriptions_of_one_query_share_one_run_and_one_change(conn, monke
 
 
 def test_the_same_query_written_otherwise_is_shared_too(conn, monkeypatch):
-    spaced = CANDLES.format(symbol="NABIL").replace(" FROM ", "  from  ")
-    waits = _waiting(conn, CANDLES.format(symbol="NABIL"), 2) + _waiting(conn, spaced, 2)
+    spaced = CANDLES_OF.format(symbol="NABIL").replace(" FROM ", "  from  ")
+    waits = _waiting(conn, CANDLES_OF.format(symbol="NABIL"), 2) + _waiting(conn, spaced, 2)
     runs = _count_runs(monkeypatch)
     conn.execute("INSERT INTO trades VALUES ('2026-09-24T10:00:40Z', 'NABIL', 1512)")
     replies = _attempted(waits)
@@ -91,8 +82,8 @@ def test_the_same_query_written_otherwise_is_shared_too(conn, monkeypatch):
 
 
 def test_distinct_queries_run_apart(conn, monkeypatch):
-    waits = _waiting(conn, CANDLES.format(symbol="NABIL"), 3)
-    waits += _waiting(conn, CANDLES.format(symbol="NABIL").replace("max(", "min("), 3)
+    waits = _waiting(conn, CANDLES_OF.format(symbol="NABIL"), 3)
+    waits += _waiting(conn, CANDLES_OF.format(symbol="NABIL").replace("max(", "min("), 3)
     runs = _count_runs(monkeypatch)
     conn.execute("INSERT INTO trades VALUES ('2026-09-24T10:00:40Z', 'NABIL', 1512)")
     replies = _attempted(waits)
@@ -101,7 +92,7 @@ def test_distinct_queries_run_apart(conn, monkeypatch):
 
 
 def test_a_later_commit_runs_again(conn, monkeypatch):
-    query = CANDLES.format(symbol="NABIL")
+    query = CANDLES_OF.format(symbol="NABIL")
     first, second = _waiting(conn, query, 2)
     runs = _count_runs(monkeypatch)
     conn.execute("INSERT INTO trades VALUES ('2026-09-24T10:00:40Z', 'NABIL', 1512)")
@@ -115,7 +106,7 @@ def test_a_later_commit_runs_again(conn, monkeypatch):
 def test_a_subscriber_without_the_right_gets_no_shared_answer(conn):
     conn.execute("CREATE USER reader_u")
     conn.execute("GRANT SELECT ON trades TO reader_u")
-    query = CANDLES.format(symbol="NABIL")
+    query = CANDLES_OF.format(symbol="NABIL")
     (admin,) = _waiting(conn, query, 1)
     manager = conn.instance.subscriptions
     session = conn.instance.session("demo", Principal("reader_u"))
@@ -134,7 +125,7 @@ def test_following_a_reply_answers_as_asking_again_with_its_id(conn):
     or the difference a commit made since, under the same subscription."""
     manager = conn.instance.subscriptions
     session = conn.session()
-    query = CANDLES.format(symbol="NABIL")
+    query = CANDLES_OF.format(symbol="NABIL")
     snapshot = manager.ask_now(session, query, None)
     step = manager.follow(session, snapshot)
     assert isinstance(step, LiveWait) and step.subscription is snapshot.subscription
@@ -159,7 +150,7 @@ def test_following_checks_the_right_and_a_dropped_subscription_starts_again(conn
     conn.execute("GRANT SELECT ON trades TO follower_u")
     manager = SubscriptionManager(per_user=1)
     session = conn.instance.session("demo", Principal("follower_u"))
-    query = CANDLES.format(symbol="NABIL")
+    query = CANDLES_OF.format(symbol="NABIL")
     first = manager.ask_now(session, query, None)
     manager.ask_now(session, query, None)  # over the user's bound: the first one goes
     again = manager.follow(session, first)
@@ -176,7 +167,7 @@ def test_a_kept_wait_goes_on_after_its_answer_and_misses_no_commit(conn):
     the subscription over ends it instead."""
     manager = conn.instance.subscriptions
     session = conn.session()
-    query = CANDLES.format(symbol="NABIL")
+    query = CANDLES_OF.format(symbol="NABIL")
     snapshot = manager.ask_now(session, query, None)
     wait = manager.follow(session, snapshot)
     assert isinstance(wait, LiveWait)
@@ -205,7 +196,7 @@ def test_a_subscriber_woken_after_a_later_commit_takes_no_older_shared_step(conn
     """The step the first subscriber took from an answer is taken by the others only at
     the state it was taken at: after another commit, a subscriber that held the same
     answer gets the newer one."""
-    first, second, third = _waiting(conn, CANDLES.format(symbol="NABIL"), 3)
+    first, second, third = _waiting(conn, CANDLES_OF.format(symbol="NABIL"), 3)
     runs = _count_runs(monkeypatch)
     conn.execute("INSERT INTO trades VALUES ('2026-09-24T10:00:40Z', 'NABIL', 1512)")
     assert first.attempt() is not None
@@ -224,7 +215,7 @@ def test_a_query_runs_within_the_budget_and_a_shared_step_takes_none(conn, monke
     take its step, enter no budget. A follow that must make a snapshot makes it within it."""
     from refimpl.engine.query import deadlines
 
-    waits = _waiting(conn, CANDLES.format(symbol="NABIL"), 3)
+    waits = _waiting(conn, CANDLES_OF.format(symbol="NABIL"), 3)
     entered: list[int] = []
     sources_seen: list[object] = []
     answer = SubscriptionManager._answer

@@ -17,20 +17,12 @@ from refimpl.engine.access import Principal
 from refimpl.engine.features.live_pass import PassReads
 from refimpl.engine.features.live_queries import LiveWait, Reply, SubscriptionManager
 from refimpl.errors import KdbError
+from tests.engine.features.candles import CANDLES_OF, TRADES
 
-TRADES = (
-    "CREATE TABLE trades (time TIMESTAMP, symbol SYMBOL, price DOUBLE) TIMESERIES(time)"
-    " PARTITION BY DAY, SYMBOL(symbol)"
-)
-CANDLES = (
-    "SUBSCRIBE SELECT date_trunc('minute', time) AS m, first(price) AS open,"
-    " max(price) AS high, min(price) AS low, last(price) AS close FROM trades"
-    " WHERE symbol = '{symbol}' GROUP BY m ORDER BY m"
-)
 QUERIES = [
-    CANDLES.format(symbol="NABIL"),
-    CANDLES.format(symbol="NABIL").replace(" FROM ", "  from  "),  # the same, written otherwise
-    CANDLES.format(symbol="NEPSE"),
+    CANDLES_OF.format(symbol="NABIL"),
+    CANDLES_OF.format(symbol="NABIL").replace(" FROM ", "  from  "),  # the same, written otherwise
+    CANDLES_OF.format(symbol="NEPSE"),
     "SUBSCRIBE SELECT symbol, count(*) AS n, max(price) AS hi FROM trades GROUP BY symbol",
     "SUBSCRIBE SELECT time, price FROM trades WHERE symbol = 'NABIL'",
 ]
