@@ -20,7 +20,8 @@ from refimpl.http.encode import Answer
 from refimpl.http.error_answers import to_response
 from refimpl.waiting.parked import Kind, Parked
 from refimpl.waiting.room import WaitingRoom
-from tests.http.conftest import eventually, pooled_server
+from tests.http.conftest import eventually
+from tests.http.parked_apps import held, serving
 
 
 class PollApp:
@@ -33,16 +34,7 @@ class PollApp:
         self.targets: list[str] = []
 
     def __call__(self, environ: dict, start_response):
-        parked: Parked[Answer] = Parked(
-            None,
-            0,
-            lambda _: None,
-            lambda: None,
-            time.monotonic() + 60,
-            lambda: None,
-            kind=Kind.LIVE,
-            at_close=lambda: Answer(b"closed"),
-        )
+        parked = held(Kind.LIVE, at_close=lambda: Answer(b"closed"))
         self.waiting_room.park(parked)
         self.threads.append(threading.current_thread())
         self.targets.append(environ["REQUEST_URI"])
@@ -52,12 +44,8 @@ class PollApp:
 
 @pytest.fixture
 def served() -> Iterator[tuple[PollApp, tuple[str, int]]]:
-    app = PollApp()
-    with pooled_server(app) as server:
-        try:
-            yield app, ("127.0.0.1", server.server_port)
-        finally:
-            app.waiting_room.close()
+    with serving(PollApp()) as served:
+        yield served
 
 
 def _poll(version: int, path: str = "/poll") -> bytes:

@@ -9,7 +9,6 @@ small app of the test's own that parks a live query's streams."""
 from __future__ import annotations
 
 import socket
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -18,7 +17,8 @@ from refimpl.http.encode import Answer
 from refimpl.http.error_answers import to_response
 from refimpl.waiting.parked import Kind, Parked, Part
 from refimpl.waiting.room import WaitingRoom
-from tests.http.conftest import eventually, pooled_server
+from tests.http.conftest import eventually
+from tests.http.parked_apps import held, serving
 
 
 def _body(data: bytes) -> Answer:
@@ -42,17 +42,7 @@ class LiveApp:
         def drained() -> None:
             self.drained[number] += 1
 
-        parked: Parked[Answer] = Parked(
-            None,
-            0,
-            lambda _: None,
-            lambda: None,
-            time.monotonic() + 60,
-            lambda: None,
-            kind=Kind.LIVE_STREAM,
-            at_close=lambda: _body(b"bye\n"),
-            on_drained=drained,
-        )
+        parked = held(Kind.LIVE_STREAM, at_close=lambda: _body(b"bye\n"), on_drained=drained)
         head = _body(b"head\n")
         head.headers = [("Content-Type", "text/event-stream")]
         parked.decide(Part(head))
@@ -63,12 +53,8 @@ class LiveApp:
 
 @pytest.fixture
 def served() -> Iterator[tuple[LiveApp, tuple[str, int]]]:
-    app = LiveApp()
-    with pooled_server(app) as server:
-        try:
-            yield app, ("127.0.0.1", server.server_port)
-        finally:
-            app.waiting_room.close()
+    with serving(LiveApp()) as served:
+        yield served
 
 
 def _open(app: LiveApp, address: tuple[str, int], rcvbuf: int | None = None) -> socket.socket:

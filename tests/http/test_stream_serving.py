@@ -14,18 +14,15 @@ import pytest
 
 from refimpl.http.serving.server import STREAM_UNSENT_LIMIT
 from refimpl.waiting.parked import Part, State
-from tests.http.conftest import eventually, pooled_server
+from tests.http.conftest import eventually
+from tests.http.parked_apps import serving
 from tests.http.streaming_app import StreamingApp, part_body, read_until, request
 
 
 @pytest.fixture
 def served() -> Iterator[tuple[StreamingApp, tuple[str, int]]]:
-    app = StreamingApp()
-    with pooled_server(app) as server:
-        try:
-            yield app, ("127.0.0.1", server.server_port)
-        finally:
-            app.waiting_room.close()
+    with serving(StreamingApp()) as served:
+        yield served
 
 
 def test_a_stream_sends_parts_heartbeats_and_its_end_then_serves_on(served) -> None:
@@ -60,27 +57,23 @@ def test_streams_hold_no_worker(served) -> None:
 
 
 def test_a_reader_that_stops_reading_is_dropped_in_bounded_memory() -> None:
-    app = StreamingApp(part_bytes=256 * 1024)
-    with pooled_server(app) as server:
-        try:
-            conn = request(("127.0.0.1", server.server_port), "/stream")
-            conn.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-            assert eventually(lambda: len(app.streams) == 1)
-            stream = app.streams[0]
-            sent = 0
-            # Parts keep coming while the client reads nothing: the server gives up on it once
-            # more than its limit waits unsent, instead of buffering without end.
-            while stream.state is State.WAITING and sent < 10 * STREAM_UNSENT_LIMIT:
-                stream.decide(Part(part_body(b"x" * 256 * 1024)))
-                sent += 256 * 1024
-            assert stream.state is State.DROPPED
-            assert sent <= 4 * STREAM_UNSENT_LIMIT + 16 * 1024 * 1024  # kernel buffers aside
-            plain = request(("127.0.0.1", server.server_port), "/plain")
-            assert b"plain" in read_until(plain, b"plain")
-            conn.close()
-            plain.close()
-        finally:
-            app.waiting_room.close()
+    with serving(StreamingApp(part_bytes=256 * 1024)) as (app, address):
+        conn = request(address, "/stream")
+        conn.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        assert eventually(lambda: len(app.streams) == 1)
+        stream = app.streams[0]
+        sent = 0
+        # Parts keep coming while the client reads nothing: the server gives up on it once
+        # more than its limit waits unsent, instead of buffering without end.
+        while stream.state is State.WAITING and sent < 10 * STREAM_UNSENT_LIMIT:
+            stream.decide(Part(part_body(b"x" * 256 * 1024)))
+            sent += 256 * 1024
+        assert stream.state is State.DROPPED
+        assert sent <= 4 * STREAM_UNSENT_LIMIT + 16 * 1024 * 1024  # kernel buffers aside
+        plain = request(address, "/plain")
+        assert b"plain" in read_until(plain, b"plain")
+        conn.close()
+        plain.close()
 
 
 def test_the_stop_sends_a_streams_closing_words(served) -> None:

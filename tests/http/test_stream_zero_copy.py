@@ -21,7 +21,8 @@ from refimpl.http.encode import Answer
 from refimpl.http.serving import part_files
 from refimpl.http.serving.part_files import ZERO_COPY_BYTES, PartFile, blocking
 from refimpl.waiting.parked import Parked
-from tests.http.conftest import eventually, pooled_server
+from tests.http.conftest import eventually
+from tests.http.parked_apps import serving
 from tests.http.streaming_app import StreamingApp, part_body, read_until, request
 
 
@@ -95,64 +96,55 @@ def test_a_large_shared_part_reaches_every_stream_once_in_order(monkeypatch) -> 
         return send(self, sock)
 
     monkeypatch.setattr(part_files.PartFile, "send", counted)
-    app = StreamingApp()
-    with pooled_server(app) as server:
-        address = ("127.0.0.1", server.server_port)
-        try:
-            clients = [request(address, "/stream") for _ in range(4)]
-            heads = [read_until(conn, b"\r\n\r\n") for conn in clients]
-            assert all(head.startswith(b"HTTP/1.1 200") for head in heads)
-            assert eventually(lambda: len(app.streams) == 4)
-            outlets: list[Any] = [stream.outlet for stream in app.streams]
-            assert eventually(lambda: all(o.stream_started for o in outlets))
-            by_outlet = {
-                id(o): conn
-                for o in outlets
-                for conn in clients
-                if conn.getpeername() == o.connection.getsockname()
-                and conn.getsockname() == o.connection.getpeername()
-            }
-            clients = [by_outlet[id(o)] for o in outlets]
-            # The first takes little: the part does not fit, the rest waits in the server.
-            outlets[0].connection.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
-            bodies = [os.urandom(3 * ZERO_COPY_BYTES), os.urandom(ZERO_COPY_BYTES)]
-            backlogged: list[object] = []
-            for body in bodies:
-                app.waiting_room.send_shared(outlets, part_body(body), backlogged.append)
-            assert len(sent_from_file) >= 4  # a part from the file for each, at least
-            assert outlets[0] in backlogged
-            # The streams end (their parts, then the last one); each connection then
-            # serves its next request, blocking again.
-            for stream in app.streams:  # the third poke a stream counts ends it
-                assert eventually(functools.partial(_poked, app, stream))
-            for conn in clients:
-                got = read_until(conn, b"end\n\r\n0\r\n\r\n", seconds=10)
-                assert _chunks(got) == [*bodies, b"p" * 10 + b"\n", b"p" * 10 + b"\n", b"end\n"]
-            assert eventually(lambda: all(o.stream is None for o in outlets))
-            assert all(o.connection.gettimeout() is None for o in outlets)
-            for conn in clients:
-                conn.sendall(b"GET /plain HTTP/1.1\r\nHost: x\r\n\r\n")
-                assert b"plain" in read_until(conn, b"plain")
-                conn.close()
-        finally:
-            app.waiting_room.close()
+    with serving(StreamingApp()) as (app, address):
+        clients = [request(address, "/stream") for _ in range(4)]
+        heads = [read_until(conn, b"\r\n\r\n") for conn in clients]
+        assert all(head.startswith(b"HTTP/1.1 200") for head in heads)
+        assert eventually(lambda: len(app.streams) == 4)
+        outlets: list[Any] = [stream.outlet for stream in app.streams]
+        assert eventually(lambda: all(o.stream_started for o in outlets))
+        by_outlet = {
+            id(o): conn
+            for o in outlets
+            for conn in clients
+            if conn.getpeername() == o.connection.getsockname()
+            and conn.getsockname() == o.connection.getpeername()
+        }
+        clients = [by_outlet[id(o)] for o in outlets]
+        # The first takes little: the part does not fit, the rest waits in the server.
+        outlets[0].connection.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+        bodies = [os.urandom(3 * ZERO_COPY_BYTES), os.urandom(ZERO_COPY_BYTES)]
+        backlogged: list[object] = []
+        for body in bodies:
+            app.waiting_room.send_shared(outlets, part_body(body), backlogged.append)
+        assert len(sent_from_file) >= 4  # a part from the file for each, at least
+        assert outlets[0] in backlogged
+        # The streams end (their parts, then the last one); each connection then
+        # serves its next request, blocking again.
+        for stream in app.streams:  # the third poke a stream counts ends it
+            assert eventually(functools.partial(_poked, app, stream))
+        for conn in clients:
+            got = read_until(conn, b"end\n\r\n0\r\n\r\n", seconds=10)
+            assert _chunks(got) == [*bodies, b"p" * 10 + b"\n", b"p" * 10 + b"\n", b"end\n"]
+        assert eventually(lambda: all(o.stream is None for o in outlets))
+        assert all(o.connection.gettimeout() is None for o in outlets)
+        for conn in clients:
+            conn.sendall(b"GET /plain HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert b"plain" in read_until(conn, b"plain")
+            conn.close()
 
 
 def test_a_small_shared_part_is_sent_as_bytes(monkeypatch) -> None:
     made = []
     monkeypatch.setattr(part_files.PartFile, "__init__", lambda self, data: made.append(data))
-    app = StreamingApp()
-    with pooled_server(app) as server:
-        try:
-            conn = request(("127.0.0.1", server.server_port), "/stream")
-            assert read_until(conn, b"\r\n\r\n").startswith(b"HTTP/1.1 200")
-            assert eventually(lambda: len(app.streams) == 1)
-            outlet = app.streams[0].outlet
-            assert eventually(lambda: outlet.stream_started)  # type: ignore[attr-defined]
-            app.waiting_room.send_shared([outlet], part_body(b"small part\n"), lambda _: None)
-            assert b"small part\n" in read_until(conn, b"small part\n")
-            assert made == []
-            assert outlet.connection.gettimeout() is None  # type: ignore[attr-defined]
-            conn.close()
-        finally:
-            app.waiting_room.close()
+    with serving(StreamingApp()) as (app, address):
+        conn = request(address, "/stream")
+        assert read_until(conn, b"\r\n\r\n").startswith(b"HTTP/1.1 200")
+        assert eventually(lambda: len(app.streams) == 1)
+        outlet = app.streams[0].outlet
+        assert eventually(lambda: outlet.stream_started)  # type: ignore[attr-defined]
+        app.waiting_room.send_shared([outlet], part_body(b"small part\n"), lambda _: None)
+        assert b"small part\n" in read_until(conn, b"small part\n")
+        assert made == []
+        assert outlet.connection.gettimeout() is None  # type: ignore[attr-defined]
+        conn.close()
