@@ -5,24 +5,17 @@ its opcodes into "other"; the sums by stage keep every opcode."""
 
 from __future__ import annotations
 
-import importlib.util
 import threading
 from pathlib import Path
 from types import ModuleType
+
+from tests.tools.bench_modules import load_bench
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _stages() -> ModuleType:
-    # Loaded by its path: the bench folder's copy.py and http.py would shadow the standard
-    # library's on the path.
-    spec = importlib.util.spec_from_file_location(
-        "opcode_stages", ROOT / "tools/bench/opcode_stages.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_bench("opcode_stages")
 
 
 def test_each_file_named_is_there_and_in_one_stage() -> None:

@@ -5,24 +5,17 @@ exactly-once check tells a stream that lost an event, or got one twice, from the
 
 from __future__ import annotations
 
-import importlib.util
 import random
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[2] / "tools" / "bench"
+from tests.tools.bench_modules import load_bench
 
 
 @pytest.fixture(scope="module")
 def readers() -> Any:
-    # Loaded by its path: the benchmarks import each other by bare name, from their folder.
-    spec = importlib.util.spec_from_file_location("stream_readers", BENCH / "stream_readers.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_bench("stream_readers")
 
 
 def _event(lsn: int, ident: int) -> bytes:

@@ -5,29 +5,17 @@ by hand, not here)."""
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[2] / "tools" / "bench"
+from tests.tools.bench_modules import load_bench
 
 
 @pytest.fixture(scope="module")
 def throughput() -> Any:
-    # Loaded by its path, its folder first on the path: the benchmarks import each other by
-    # bare name.
-    with pytest.MonkeyPatch.context() as patch:
-        patch.syspath_prepend(str(BENCH))
-        spec = importlib.util.spec_from_file_location(
-            "stream_throughput", BENCH / "stream_throughput.py"
-        )
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    return module
+    return load_bench("stream_throughput")
 
 
 def _phase(rate: float) -> dict[str, Any]:
