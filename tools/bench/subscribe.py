@@ -539,20 +539,7 @@ def phase(
             output = "".join(server.output)
             found = output.find("Traceback")
             print(output[found : found + 3000] if found >= 0 else output[-3000:])
-    samples = [lat * 1000 for r, _ in gathered for sent, lat, _ in r if sent < last]
-    figures = harness.summary(samples)
-    arrivals = [a * 1000 for r, _ in gathered for sent, _, a in r if sent < last and a is not None]
-    if arrivals:
-        # The same commits' parts by their arrival at the waiters' sockets (streams only).
-        arrived = harness.summary(arrivals)
-        figures["arrival p50"], figures["arrival p99"] = arrived["p50"], arrived["p99"]
-        # Each commit's last part to arrive (its pass's last send), the median over commits.
-        lasts: dict[float, float] = {}
-        for r, _ in gathered:
-            for sent, _, a in r:
-                if sent < last and a is not None:
-                    lasts[sent] = max(lasts.get(sent, 0.0), a * 1000)
-        figures["last arrival p50"] = statistics.median(lasts.values())
+    figures = latency_figures(gathered, last, stream)
     figures["expected"] = commits * len(watched) // len(symbols)
     figures["errors"] = sum(e for _, e in gathered)
     figures["cpu_ms"] = cpu / commits * 1000
@@ -802,6 +789,35 @@ def print_split(results: list[dict[str, Any]], commits: int) -> list[harness.Che
     return checks
 
 
+# What a waiter process gives: its samples, each (the trade's clock, read latency, arrival
+# latency or None: a long poll's), and its count of errors.
+Gathered = list[tuple[list[tuple[float, float, float | None]], int]]
+
+
+def latency_figures(gathered: Gathered, last: float, stream: bool) -> dict[str, float]:
+    """The latency figures of the samples of the trades before `last` (milliseconds): n,
+    p50, p99, max of the reads; with `stream`, the arrival p50 and p99 and a commit's last
+    arrival (median over commits), NaN when no part came (a run with no samples has every
+    figure a run with samples has)."""
+    samples = [lat * 1000 for r, _ in gathered for sent, lat, _ in r if sent < last]
+    figures = harness.summary(samples)
+    arrivals = [a * 1000 for r, _ in gathered for sent, _, a in r if sent < last and a is not None]
+    if stream and not arrivals:  # no part came
+        figures["arrival p50"] = figures["arrival p99"] = figures["last arrival p50"] = math.nan
+    elif arrivals:
+        # The same commits' parts by their arrival at the waiters' sockets (streams only).
+        arrived = harness.summary(arrivals)
+        figures["arrival p50"], figures["arrival p99"] = arrived["p50"], arrived["p99"]
+        # Each commit's last part to arrive (its pass's last send), the median over commits.
+        lasts: dict[float, float] = {}
+        for r, _ in gathered:
+            for sent, _, a in r:
+                if sent < last and a is not None:
+                    lasts[sent] = max(lasts.get(sent, 0.0), a * 1000)
+        figures["last arrival p50"] = statistics.median(lasts.values())
+    return figures
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -875,6 +891,8 @@ def main() -> None:
         " into this file (pstats)",
     )
     args = parser.parse_args()
+    if args.lean_waiters and not args.stream:
+        parser.error("--lean-waiters reads streams: give --stream with it")
     commits = 50 if args.quick else args.commits
     if args.phases:
         compare_phases(args, [int(n) for n in args.phases.split(",")], commits)

@@ -1,0 +1,54 @@
+"""tools/bench/subscribe.py's figures and arguments: a stream run whose waiters read no part
+has the figures of any stream run (unknown ones NaN), which the comparison of runs reads, and
+--lean-waiters (a way of reading streams) is refused without --stream."""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[2] / "tools" / "bench"
+
+
+@pytest.fixture
+def subscribe(monkeypatch: pytest.MonkeyPatch) -> Any:
+    # The benchmarks import each other by bare name, from their own folder.
+    monkeypatch.syspath_prepend(str(BENCH))
+    import subscribe  # type: ignore[import-not-found]
+
+    return subscribe
+
+
+def test_a_stream_run_without_samples_has_every_stream_figure(subscribe: Any) -> None:
+    figures = subscribe.latency_figures([([], 0), ([], 0)], last=10.0, stream=True)
+    assert figures["n"] == 0
+    for key in ("arrival p50", "arrival p99", "last arrival p50"):
+        assert math.isnan(figures[key])
+    assert "nan" in subscribe.arrived_text(figures)
+
+
+def test_a_stream_run_gives_its_arrivals(subscribe: Any) -> None:
+    gathered = [([(1.0, 0.004, 0.002), (1.0, 0.006, 0.003), (11.0, 0.5, 0.5)], 0)]
+    figures = subscribe.latency_figures(gathered, last=10.0, stream=True)
+    assert figures["n"] == 2  # the trade after the stop is not counted
+    assert figures["arrival p50"] == pytest.approx(2.5, abs=0.6)
+    assert figures["last arrival p50"] == pytest.approx(3.0)
+
+
+def test_long_polls_have_no_arrival_figures(subscribe: Any) -> None:
+    figures = subscribe.latency_figures([([(1.0, 0.004, None)], 0)], last=10.0, stream=False)
+    assert figures["n"] == 1 and "arrival p50" not in figures
+
+
+def test_lean_waiters_without_stream_is_refused(
+    subscribe: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(sys, "argv", ["subscribe.py", "--phases", "100", "--lean-waiters"])
+    with pytest.raises(SystemExit) as exit_:
+        subscribe.main()
+    assert exit_.value.code == 2
+    assert "--stream" in capsys.readouterr().err
