@@ -27,7 +27,9 @@ from typing import Any
 import pytest
 import requests
 
+from refimpl.http.error_answers import to_response
 from refimpl.http.serving.server import PooledWSGIServer
+from refimpl.waiting.room import WaitingRoom
 
 START_TIMEOUT = 120.0  # generous: a loaded machine imports slowly; only a hang fails
 ROOT = Path(__file__).resolve().parents[2]
@@ -277,3 +279,12 @@ def db(server: Server) -> str:
     name = "t_" + uuid.uuid4().hex[:12]
     server.sql(f"CREATE DATABASE {name}")
     return name
+
+
+@pytest.fixture
+def room() -> Iterator[WaitingRoom]:
+    """A waiting room of the test's own, answering errors as the server does; closed after
+    the test."""
+    waiting = WaitingRoom(to_response)
+    yield waiting
+    waiting.close()

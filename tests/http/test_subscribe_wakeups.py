@@ -19,18 +19,10 @@ from refimpl.engine.features.live_answers import Reply
 from refimpl.engine.features.live_queries import LiveWait
 from refimpl.http.encode import Answer
 from refimpl.http.endpoints.subscribe_route import _Poll, encode_reply, reply_event, woken
-from refimpl.http.error_answers import to_response
 from refimpl.waiting.parked import Kind, Parked
 from refimpl.waiting.room import WaitingRoom
 
 QUERY = "SUBSCRIBE SELECT s, count(*) AS n FROM t GROUP BY s ORDER BY s"
-
-
-@pytest.fixture
-def room():
-    waiting = WaitingRoom(to_response)
-    yield waiting
-    waiting.close()
 
 
 @pytest.fixture

@@ -7,20 +7,13 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 
 from refimpl.http.endpoints.subscribe_route import woken
 from refimpl.http.error_answers import to_response
 from refimpl.waiting.room import WaitingRoom
-
-
-@pytest.fixture
-def room() -> Iterator[WaitingRoom]:
-    waiting = WaitingRoom(to_response)
-    yield waiting
-    waiting.close()
 
 
 class _Blocking:

@@ -6,23 +6,13 @@ half, `PassReads` and `LiveWait`, in tests/engine/features/test_live_durable.py)
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
-
-import pytest
+from collections.abc import Callable
 
 from refimpl.errors import WritesStopped
 from refimpl.http.endpoints.subscribe_route import Headed, Woken, woken
-from refimpl.http.error_answers import to_response
 from refimpl.waiting.room import WaitingRoom
 
 LSN = 7  # the commit the parts are made from
-
-
-@pytest.fixture
-def room() -> Iterator[WaitingRoom]:
-    waiting = WaitingRoom(to_response)
-    yield waiting
-    waiting.close()
 
 
 class _Log:
@@ -83,20 +73,29 @@ def _sends(room: WaitingRoom, sent: list[tuple[str, int]], database: _Database) 
     room.share_with(lambda *args: None, headed)
 
 
+def _made(batch: Woken, made: list[_Made]) -> None:
+    """`made` woken in `batch`, once each has been made (its pass's flush not yet ended)."""
+    for each in made:
+        batch.add(each)
+    assert all(each.made.wait(5) for each in made)
+
+
+def _after_the_pass(room: WaitingRoom) -> None:
+    """Returns once the user's pass has ended: what it hands over is handed over."""
+    done = threading.Event()
+    room.owner_work.submit("u", done.set)
+    assert done.wait(5)
+
+
 def test_nothing_made_is_handed_over_before_the_flush_ends(room: WaitingRoom) -> None:
     database, sent = _Database(), list[tuple[str, int]]()
     _sends(room, sent, database)
     batch = woken(room, "u")
     polls = [_Made(batch, database, sent) for _ in range(3)]
-    stream = _HeadedPart(batch, database, sent)
-    for each in [*polls, stream]:
-        batch.add(each)
-    assert all(each.made.wait(5) for each in [*polls, stream])
+    _made(batch, [*polls, _HeadedPart(batch, database, sent)])
     assert not threading.Event().wait(0.2) and sent == [], "sent before the flush ended"
     database.log.flushed.set()
-    done = threading.Event()
-    room.owner_work.submit("u", done.set)  # after the pass
-    assert done.wait(5)
+    _after_the_pass(room)
     assert sorted(sent) == [("part", LSN), ("rows", LSN), ("rows", LSN), ("rows", LSN)]
 
 
@@ -104,29 +103,19 @@ def test_a_failed_flush_is_what_every_part_of_the_pass_answers(room: WaitingRoom
     database, sent = _Database(), list[tuple[str, int]]()
     _sends(room, sent, database)
     batch = woken(room, "u")
-    made = [_Made(batch, database, sent), _HeadedPart(batch, database, sent)]
-    for each in made:
-        batch.add(each)
-    assert all(each.made.wait(5) for each in made)
+    _made(batch, [_Made(batch, database, sent), _HeadedPart(batch, database, sent)])
     database.log.failed = True
     database.log.flushed.set()
-    done = threading.Event()
-    room.owner_work.submit("u", done.set)
-    assert done.wait(5)
+    _after_the_pass(room)
     assert sent == [("failure", LSN - 1), ("failure", LSN - 1)]
 
 
 def test_a_failed_log_is_the_answer_of_its_own_databases_parts_only(room: WaitingRoom) -> None:
     failing, well, sent = _Database(), _Database(), list[tuple[str, int]]()
     batch = woken(room, "u")
-    made = [_Made(batch, failing, sent), _Made(batch, well, sent)]
-    for each in made:
-        batch.add(each)
-    assert all(each.made.wait(5) for each in made)
+    _made(batch, [_Made(batch, failing, sent), _Made(batch, well, sent)])
     failing.log.failed = True
     failing.log.flushed.set()
     well.log.flushed.set()
-    done = threading.Event()
-    room.owner_work.submit("u", done.set)
-    assert done.wait(5)
+    _after_the_pass(room)
     assert sorted(sent) == [("failure", LSN - 1), ("rows", LSN)]
