@@ -1,0 +1,232 @@
+"""The engine's one-statement path alone: what `/exec` and the PostgreSQL protocol both call.
+
+A point SELECT or a one-row INSERT goes from a `Session` to the table and the log as the
+protocol layers send it: `--path exec` runs `Session.execute` of a text with its constants
+written in (what `POST /exec` calls; each text new, a key of its own), `--path prepared`
+runs `Session.run_prepared` of one prepared statement with parameters (what a protocol
+client's Bind/Execute calls). One session, `acknowledge_later` as both servers open it;
+an INSERT's commits are flushed once every `--group` (one group commit), as the servers'
+acknowledgements wait for them. No sockets, no framing, no answer's encoding: those are the
+protocol layers' (`exec_in_process.py`, `pg_in_process.py`).
+
+Figures:
+- by default, the thread CPU time per statement (median of --repeats batches of --runs);
+- `--opcodes`: the Python opcodes per statement, by function (`--top`), load-independent;
+- `--instructions`: the machine instructions per statement, counted by valgrind's
+  callgrind in C and Python alike: this script runs itself under callgrind, which counts
+  only the batch of --runs statements on this thread (not the imports nor the setup; a
+  commit's flush is led by this thread). The same count run after run (within 0.3%)
+  whatever the machine's load; a run takes about a minute.
+
+Two checkouts compare by running this script from each (PYTHONPATH naming the other):
+
+    python tools/bench/engine_calls.py --workload select --path prepared --instructions
+    PYTHONPATH=../before python tools/bench/engine_calls.py --workload select ...
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+# This folder's copy.py and http.py would shadow the standard library's modules: off the
+# path. The checkout's refimpl is imported unless PYTHONPATH names another.
+_HERE = Path(__file__).resolve().parent
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
+sys.path.append(str(_HERE.parent.parent))
+
+import argparse  # noqa: E402
+import collections  # noqa: E402
+import functools  # noqa: E402
+import os  # noqa: E402
+import re  # noqa: E402
+import statistics  # noqa: E402
+import subprocess  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+from collections.abc import Callable  # noqa: E402
+from types import FrameType  # noqa: E402
+from typing import Any  # noqa: E402
+
+import refimpl  # noqa: E402
+from refimpl.engine.instance import Instance  # noqa: E402
+from refimpl.engine.rights import Principal  # noqa: E402
+from refimpl.engine.session import Session  # noqa: E402
+
+ROWS = 2_000
+ADMIN = Principal("admin", is_admin=True)
+
+
+def prepare(instance: Instance) -> None:
+    session = instance.session("demo", ADMIN)
+    session.execute("CREATE TABLE t (id BIGINT PRIMARY KEY, v DOUBLE, s STRING)")
+    session.execute("CREATE TABLE w (id BIGINT PRIMARY KEY, v DOUBLE, s STRING)")
+    rows = [(i, i * 0.25, f"row {i}") for i in range(ROWS)]
+    session.insert_rows("t", ["id", "v", "s"], rows)
+    session.close()
+
+
+def runner(session: Session, workload: str, path: str) -> Callable[[int], object]:
+    """What runs statement number `n` of the workload, the way `path` calls the engine."""
+    if path == "prepared":
+        text = (
+            "SELECT * FROM t WHERE id = ?"
+            if workload == "select"
+            else "INSERT INTO w VALUES (?, ?, ?)"
+        )
+        prepared = session.prepare(text)
+        assert prepared is not None
+        run_prepared = session.run_prepared
+        if workload == "select":
+            return lambda n: run_prepared(prepared, (n % ROWS,))
+        return lambda n: run_prepared(prepared, (n, n * 0.5, f"row {n}"))
+    execute = session.execute
+    if workload == "select":
+        return lambda n: execute(f"SELECT * FROM t WHERE id = {n % ROWS}")
+    return lambda n: execute(f"INSERT INTO w VALUES ({n}, {n * 0.5}, 'row {n}')")
+
+
+def batch(
+    session: Session, run: Callable[[int], object], runs: int, start: int, group: int
+) -> None:
+    waiting = 0
+    for n in range(start, start + runs):
+        run(n)
+        if not session.is_durable():
+            waiting += 1
+            if waiting == group:
+                session.wait_durable()
+                waiting = 0
+    session.wait_durable()
+
+
+def count_opcodes(
+    session: Session, run: Callable[[int], object], runs: int, start: int, group: int, top: int
+) -> None:
+    counts: collections.Counter[str] = collections.Counter()
+
+    def trace(frame: FrameType, event: str, arg: object) -> Any:
+        frame.f_trace_opcodes = True
+        frame.f_trace_lines = False
+        return opcode
+
+    def opcode(frame: FrameType, event: str, arg: object) -> Any:
+        if event == "opcode":
+            code = frame.f_code
+            counts[f"{code.co_qualname} ({Path(code.co_filename).name})"] += 1
+        return opcode
+
+    sys.settrace(trace)
+    try:
+        batch(session, run, runs, start, group)
+    finally:
+        sys.settrace(None)
+    print(f"{sum(counts.values()) / runs:.0f} Python opcodes a statement")
+    for name, count in counts.most_common(top):
+        print(f"{count / runs:8.1f}  {name}")
+
+
+def counting_on() -> None:
+    """Switch callgrind's instrumentation on for this process (`--instr-atstart=no` left it
+    off): `callgrind_control` asks, and valgrind answers from a running thread, so this one
+    spins until the answer came (uncounted: only `functools.reduce`'s calls are)."""
+    asking = subprocess.Popen(
+        ["callgrind_control", "-i", "on", str(os.getpid())], stdout=subprocess.DEVNULL
+    )
+    while asking.poll() is None:
+        pass
+
+
+def counted(
+    session: Session, run: Callable[[int], object], runs: int, start: int, group: int
+) -> None:
+    """`batch` within `functools.reduce`, the one C function whose calls callgrind counts
+    (`--toggle-collect`): nothing of the engine calls it on this path."""
+    functools.reduce(lambda _, __: batch(session, run, runs, start, group), [None], None)
+
+
+def instructions(args: argparse.Namespace) -> None:
+    """Run this script under callgrind; print its count of the batch's instructions a
+    statement."""
+    with tempfile.TemporaryDirectory() as folder:
+        out = Path(folder) / "callgrind.out"
+        command = [
+            "valgrind",
+            "--tool=callgrind",
+            "--instr-atstart=no",  # the imports and the setup run uncounted, and faster
+            "--collect-atstart=no",
+            "--toggle-collect=functools_reduce",
+            f"--callgrind-out-file={out}",
+            sys.executable,
+            __file__,
+            "--workload",
+            args.workload,
+            "--path",
+            args.path,
+            "--group",
+            str(args.group),
+            "--runs",
+            str(args.runs),
+            "--once",
+        ]
+        subprocess.run(command, check=True, capture_output=True, env=os.environ.copy())
+        found = re.search(r"^totals: (\d+)", out.read_text(), re.MULTILINE)
+        assert found is not None
+    per = int(found.group(1)) / args.runs
+    tree = Path(refimpl.__file__).parent.parent.name
+    print(f"{tree} {args.workload} {args.path}: {per:,.0f} instructions a statement")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--workload", choices=("select", "insert"), default="select")
+    parser.add_argument("--path", choices=("exec", "prepared"), default="prepared")
+    parser.add_argument("--runs", type=int, default=2000)
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--group", type=int, default=16, help="INSERT commits per flush")
+    parser.add_argument("--opcodes", action="store_true", help="count Python opcodes instead")
+    parser.add_argument("--top", type=int, default=40, help="functions --opcodes lists")
+    parser.add_argument(
+        "--instructions", action="store_true", help="count machine instructions (callgrind)"
+    )
+    parser.add_argument("--once", action="store_true", help=argparse.SUPPRESS)  # callgrind's
+    args = parser.parse_args()
+    if args.instructions:
+        instructions(args)
+        return
+    with tempfile.TemporaryDirectory() as folder:
+        instance = Instance.open(Path(folder))
+        try:
+            prepare(instance)
+            session = instance.session("demo", ADMIN, acknowledge_later=True)
+            run = runner(session, args.workload, args.path)
+            start = 10**9
+            batch(session, run, 200, start, args.group)  # warm
+            start += 200
+            if args.once:
+                counting_on()
+                counted(session, run, args.runs, start, args.group)
+                return
+            if args.opcodes:
+                count_opcodes(session, run, args.runs, start, args.group, args.top)
+                return
+            figures = []
+            for _ in range(args.repeats):
+                began = time.thread_time()
+                batch(session, run, args.runs, start, args.group)
+                figures.append((time.thread_time() - began) / args.runs)
+                start += args.runs
+        finally:
+            instance.close()
+    shown = " ".join(f"{1e6 * f:.1f}" for f in figures)
+    tree = Path(refimpl.__file__).parent.parent.name
+    print(
+        f"{tree} {args.workload} {args.path}: {1e6 * statistics.median(figures):.1f} us CPU a"
+        f" statement (median of {args.repeats} x {args.runs}: {shown})"
+    )
+
+
+if __name__ == "__main__":
+    main()
