@@ -8,6 +8,9 @@ several times the read itself; a `PointPlan` is made once per statement and tabl
 (kept in the database's plan cache), and a run only checks the constants' types and looks
 the row up.
 
+A read by the table's key takes no lock while no commit installs (`read_without_lock`):
+the state lock's entry and exit cost more than the read itself.
+
 A statement that does not have this exact shape, or constants of another type than the key
 column's (which the general path turns into an error or a conversion), gets no plan here and
 takes the general path, so both always give the same answer.
@@ -15,9 +18,9 @@ takes the general path, so both always give the same answer.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from refimpl.engine.result import Column
 from refimpl.engine.storage import values
@@ -25,6 +28,9 @@ from refimpl.engine.storage.schema import TableSchema
 from refimpl.engine.storage.table import Table
 from refimpl.engine.tracking.plan_cache import PlanCache
 from refimpl.sql import ast
+
+if TYPE_CHECKING:
+    from refimpl.engine.storage.database import Database
 
 _INTEGER, _TEXT = "integer", "text"
 _LITERAL_TYPE = {_INTEGER: "INT", _TEXT: "STRING"}
@@ -198,3 +204,40 @@ def _key_parts(
         else:
             return None
     return tuple(pinned[name] for name in key)
+
+
+def read_without_lock(
+    database: Database,
+    select: ast.Select,
+    name: str,
+    plans: Callable[[ast.Select, TableSchema, PlanCache], PointPlan | None],
+    params: Sequence[Any],
+) -> tuple[list[Column], list[tuple]] | None:
+    """The columns and rows of `select`, a point read by the key of table `name` (`plans`
+    gives its plan, as `point_plan` does), read without the database's state lock while no
+    commit installs (`SharedLock.installs`): a dictionary and a block looked up, where the
+    lock's entry and exit cost more than the read. None: read it under the lock (no such
+    table or plan, a commit was installing, or the read was torn by one)."""
+    state = database.state_lock
+    seen = state.installs
+    if seen & 1:
+        return None
+    table = database.tables.get(name.lower())
+    if table is None:
+        return None
+    point = plans(select, table.schema, database.plan_cache)
+    if point is None or point.index is not None:
+        return None
+    ident = point.ident(params)
+    if ident is None:
+        return None
+    try:
+        rows = point.read(table, ident)
+    except Exception:  # torn by a commit's install: the lock's read says what is there
+        return None
+    # Kept only if no commit began installing since `seen`: the row is then one the
+    # committed state held, and `applied_lsn` (moved inside the install) already covers
+    # it, so that the caller's `wait_visible` shows nothing before it is durable.
+    if state.installs != seen:
+        return None
+    return point.columns, rows

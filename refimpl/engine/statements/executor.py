@@ -18,7 +18,7 @@ from refimpl.engine import admission
 from refimpl.engine.query.cache_keys import cache_plan
 from refimpl.engine.query.compiled import Scope, table_scope
 from refimpl.engine.query.expressions import compile_expression
-from refimpl.engine.query.point_read import PointPlan, point_plan
+from refimpl.engine.query.point_read import PointPlan, point_plan, read_without_lock
 from refimpl.engine.query.prepared_select import prepare_select
 from refimpl.engine.query.select import QueryOutput, bounded, plan_access, run_select
 from refimpl.engine.query.subqueries import has_subquery
@@ -168,6 +168,9 @@ def table_rows(
             statement, view, params, now_micros(), context.sql_functions(), context.deadline()
         )
     database = context.database
+    read = read_without_lock(database, statement, source.name, points, params)
+    if read is not None:
+        return QueryOutput(*read)
     with database.state_lock:
         table = database.committed_table(source.name)
         point = points(statement, table.schema, database.plan_cache)

@@ -21,6 +21,12 @@ class SharedLock:
     Readers of the tables do not wait for each other (a mutex would make point reads queue
     behind a long scan); a commit installing its changes waits for the readers inside and
     keeps new ones out until it is done. A thread may nest reads.
+
+    `installs` counts the writer's entries and exits: it is odd while a writer is inside.
+    A short read of a few objects may skip the lock: it reads `installs`, reads what it
+    needs if it is even, and keeps what it read only if `installs` still has that value
+    afterwards (no writer was inside meanwhile, so what it read is one installed state).
+    Otherwise (and if what it read raised, torn by a writer) it reads again under the lock.
     """
 
     def __init__(self) -> None:
@@ -34,6 +40,8 @@ class SharedLock:
         self._asleep = 0  # readers and writers waiting on the condition: someone to wake
         self._depth = threading.local()
         self._exclusive = _Exclusive(self)
+        # Moved by the writer only, under the mutex; read by lockless readers (see above).
+        self.installs = 0
 
     def __enter__(self) -> SharedLock:
         depth = getattr(self._depth, "value", 0)
@@ -76,9 +84,11 @@ class SharedLock:
                 self._asleep -= 1
             self._writers_waiting -= 1
             self._writing = True
+            self.installs += 1
 
     def _exit_exclusive(self, *exc: object) -> None:
         with self._mutex:
+            self.installs += 1
             self._writing = False
             # Nearly every commit finds no one waiting: notify_all would still cost 1 us.
             if self._asleep:
