@@ -48,7 +48,7 @@ class _Made:
         if self.database in reads.failures:
             return lambda: self.sent.append(("failure", self.database.log.durable_lsn))
         reads.needs[self.database] = LSN  # type: ignore[index]  # a stand-in database
-        reads.part_needs.add(self.database)  # type: ignore[arg-type]
+        reads.shown = self.database  # type: ignore[assignment]
         self.made.set()
         return lambda: self.sent.append(("rows", self.database.log.durable_lsn))
 

@@ -63,13 +63,15 @@ class PassReads:
       of the parts after it do not wait for it.
     - `needs`: the LSN of each database up to which the parts made so far need the log
       durable before any is sent (`shown_durable`); `settle` waits for it, once a pass.
-      `part_needs`: the databases the part being made needs so (its maker empties it).
+      `shown`: the database whose commits the part being made shows before they may be
+      durable (a part shows one database's: its query's), or None (its maker sets it so
+      before making it).
     - `failures`: each database whose log failed at `settle`; then every attempt of a
       query of one made with these reads raises its failure (`LiveWait.attempt`), and no
       part made from it may be sent (the parts of the other databases may).
     """
 
-    __slots__ = ("_counters", "_rights", "reruns", "asked", "needs", "part_needs", "failures")
+    __slots__ = ("_counters", "_rights", "reruns", "asked", "needs", "shown", "failures")
 
     def __init__(self) -> None:
         self._counters: dict[tuple[Database, str, Any], int] = {}
@@ -77,7 +79,7 @@ class PassReads:
         self.reruns: list[tuple[LiveCounts, str, bool]] = []
         self.asked: list[tuple[Toucher, Subscription]] = []
         self.needs: dict[Database, int] = {}
-        self.part_needs: set[Database] = set()
+        self.shown: Database | None = None
         self.failures: dict[Database, Exception] = {}
 
     def __enter__(self) -> PassReads:
@@ -147,7 +149,7 @@ def shown_durable(database: Database, reads: PassReads | None) -> None:
         if reads is None:
             database.log.wait_durable(applied)
         else:
-            reads.part_needs.add(database)
+            reads.shown = database
             if reads.needs.get(database, 0) < applied:
                 reads.needs[database] = applied
 

@@ -21,7 +21,6 @@ import math
 import threading
 import time
 from collections.abc import Callable, Hashable
-from collections.abc import Set as AbstractSet
 from typing import NamedTuple, Protocol
 
 from refimpl.engine.features.live_answers import Reply
@@ -161,8 +160,10 @@ class Runs(Protocol):
 
 
 # A woken live query made in a pass (`Woken._make_all`): it, what its `make` gave, and the
-# databases whose commits that needs durable before it is sent.
-_Made = tuple[Runs, "HandOver | Headed | None", AbstractSet[object]]
+# database whose commits that shows before they may be durable (`PassReads.shown`), if any.
+_Made = tuple[Runs, "HandOver | Headed", object]
+# Headed parts by their body: each body's streams are sent it at once.
+_Shared = dict[bytes, list[tuple[object, bytes]]]
 
 
 class Woken:
@@ -230,48 +231,61 @@ class Woken:
             finally:  # whatever ends them: the thread's next round is a round of its own
                 state.pending = None
 
-    def _make_all(self, woken: list[Runs], made: list[_Made]) -> None:
-        """Make each of `woken`: (it, its hand-over or headed part, the databases whose
-        commits it needs durable before it is sent: `PassReads.part_needs`) in `made`."""
+    def _make_all(
+        self, woken: list[Runs], made: list[_Made], hand_overs: list[HandOver], shared: _Shared
+    ) -> None:
+        """Make each of `woken`: (it, its hand-over or headed part, the database whose
+        commits it shows before they may be durable) in `made`, and its hand-over in
+        `hand_overs` or its headed part in `shared` (by its body)."""
         reads = self.reads
+        keep = made.append
         for each in woken:
-            reads.part_needs = set()
+            reads.shown = None
             try:
-                made.append((each, each.make(), reads.part_needs))
+                hand_over = each.make()
             except Exception:
                 # One query's failure costs it only: the others of this pass are made
                 # all the same.
                 log.warning("making a live query's answer failed", exc_info=True)
-
-    def _settled(self, made: list[_Made]) -> list[_Made]:
-        """`made`, once the commits its parts show are durable (made while their flush ran:
-        none is sent before it has ended); those made from a database whose log failed
-        instead are made again, and answer the failure (`PassReads.settle`)."""
-        failed = self.reads.settle()
-        if not failed:
-            return made
-        remade = [each for each, _, needs in made if not needs.isdisjoint(failed)]
-        kept = [one for one in made if one[2].isdisjoint(failed)]
-        self._make_all(remade, kept)
-        return kept
-
-    @staticmethod
-    def _gather(
-        made: list[_Made],
-        hand_overs: list[HandOver],
-        shared: dict[bytes, list[tuple[object, bytes]]],
-    ) -> None:
-        """Each hand-over of `made` in `hand_overs`, each headed part in `shared` (by its
-        body)."""
-        for _, hand_over, _ in made:
-            if isinstance(hand_over, Headed):
+                continue
+            if hand_over is None:
+                continue
+            keep((each, hand_over, reads.shown))
+            # `_gather`'s, in line: gathered as made, not in a second loop over the parts.
+            if type(hand_over) is Headed:
                 sharing = shared.get(hand_over.body)
                 if sharing is None:
                     shared[hand_over.body] = [(hand_over.outlet, hand_over.head)]
                 else:
                     sharing.append((hand_over.outlet, hand_over.head))
-            elif hand_over is not None:
+            else:
+                hand_overs.append(hand_over)  # type: ignore[arg-type]  # not Headed
+
+    @staticmethod
+    def _gather(made: list[_Made], hand_overs: list[HandOver], shared: _Shared) -> None:
+        """Each hand-over of `made` in `hand_overs`, each headed part in `shared` (by its
+        body), as `_make_all` gathers them."""
+        for _, hand_over, _ in made:
+            if isinstance(hand_over, Headed):
+                shared.setdefault(hand_over.body, []).append((hand_over.outlet, hand_over.head))
+            else:
                 hand_overs.append(hand_over)
+
+    def _settled(self, made: list[_Made], hand_overs: list[HandOver], shared: _Shared) -> None:
+        """Once the commits the parts of `made` show are durable (made while their flush ran:
+        none is sent before it has ended). When a database's log failed instead, its parts
+        are made again, and answer the failure (`PassReads.settle`), and `hand_overs` and
+        `shared` are gathered again: the others' parts, as made (made again, a well query
+        would find its counter read and answer nothing: its change lost to that client),
+        then the failed ones'. Only then is anything of the pass gathered a second time."""
+        failed = self.reads.settle()
+        if not failed:
+            return
+        hand_overs.clear()
+        shared.clear()
+        self._gather([one for one in made if one[2] not in failed], hand_overs, shared)
+        remade = [each for each, _, shown in made if shown in failed]
+        self._make_all(remade, [], hand_overs, shared)
 
     def _run_all(self) -> None:
         """One pass: those woken so far, all made, then all handed over; a job for the next
@@ -280,15 +294,14 @@ class Woken:
             woken, self._woken = self._woken, []
         hand_overs: list[HandOver] = []
         made: list[_Made] = []
-        # Headed parts by their body: each body's streams are sent it at once.
-        shared: dict[bytes, list[tuple[object, bytes]]] = {}
+        shared: _Shared = {}
         try:
             try:
                 # What the pass counted is counted before its parts are sent.
                 with PassReads() as self.reads:
-                    self._make_all(woken, made)
+                    self._make_all(woken, made, hand_overs, shared)
             finally:
-                self._gather(self._settled(made), hand_overs, shared)
+                self._settled(made, hand_overs, shared)
                 for body, parts in shared.items():
                     try:
                         self._room.send_headed(parts, body)
