@@ -11,10 +11,11 @@ answer is the failure.
 from __future__ import annotations
 
 import math
+import threading
 from typing import Protocol, TypeVar
 
 from refimpl.waiting.flusher import Flushable, Flusher
-from refimpl.waiting.parked import Kind, Parked, Signal
+from refimpl.waiting.parked import TRANSITIONS, Kind, Parked, Signal
 from refimpl.waiting.room import WaitingRoom
 
 A = TypeVar("A")
@@ -39,50 +40,64 @@ class Acknowledgement(Parked[A]):
     """A write's parked acknowledgement: `answer` once its commit is durable, the log's
     failure if it fails first (`acknowledge_when_durable`). `answer` is known from the start,
     so that a deliverer may make its bytes while the flush runs and send them once decided,
-    when the outcome is this very object; the outcome may be an error instead."""
+    when the outcome is this very object; the outcome may be an error instead.
 
-    answer: A
+    Every write makes one, so what all of them share is the class's (the kind and its
+    traits, no deadline, nothing to give back) and its answers come from its methods, not
+    from closures made for each: a request stores its signal, what it watches and its lock
+    alone. A method read off the request is bound at that read, not kept by it, so no
+    reference cycle is made (what `Parked`'s closures avoid too)."""
 
+    # `Parked.__init__`'s stores for this kind, once: unpaced, no parts, no deadline.
+    kind = Kind.ACKNOWLEDGEMENT
+    paced = False
+    streaming = False
+    _moves = TRANSITIONS[Kind.ACKNOWLEDGEMENT]
+    deadline = math.inf  # a write's answer waits for its flush, however long
 
-def _nothing() -> None:
-    """An acknowledgement holds no place to give back."""
+    def __init__(
+        self, flusher: Flusher, database: DurableDatabase, lsn: int, seen: int, answer: A
+    ) -> None:
+        # Not `Parked.__init__`: the kind's settings are the class's (above).
+        self.signal = database.commits
+        self.seen = seen
+        self.answer = answer
+        self._flusher = flusher
+        self._database = database
+        self._lsn = lsn
+        self._lock = threading.Lock()
+
+    def attempt(self, _: int) -> A | None:
+        """The answer once durable; the log's failure raised; None while neither."""
+        database = self._database
+        if database.log.durable_lsn >= self._lsn:
+            return self.answer
+        failure = self._flusher.failure(database)
+        if failure is not None:
+            raise failure
+        return None
+
+    def on_timeout(self) -> A:
+        """At the room's close (it has no deadline): the answer may wait, never precede the
+        flush."""
+        self._database.wait_durable(self._lsn)
+        return self.answer
+
+    at_close = on_timeout
+
+    def _release(self) -> None:
+        """An acknowledgement holds no place to give back."""
 
 
 def acknowledge_when_durable(
     room: WaitingRoom, flusher: Flusher, database: DurableDatabase, lsn: int, answer: A
 ) -> Acknowledgement[A]:
     """`answer`, to be handed over once `lsn` of `database` is durable (or the log's failure)."""
-
-    # Closures over what they need, not methods: a parked request that held its own bound
-    # methods would be a reference cycle, freed only by the collector's full passes.
-    def attempt(_: int) -> A | None:
-        if database.log.durable_lsn >= lsn:
-            return answer
-        failure = flusher.failure(database)
-        if failure is not None:
-            raise failure
-        return None
-
-    def at_stop() -> A:
-        database.wait_durable(lsn)  # stopping: the answer may wait, never precede the flush
-        return answer
-
     # The flush's publication wakes the room; waking it now as well would only hand it the
     # interpreter lock for nothing. A flush already published (by another writer's flush)
     # is news at once.
     published = database.commits.lsn
-    seen = -1 if published >= lsn else published
-    parked: Acknowledgement[A] = Acknowledgement(
-        # No deadline: a write's answer waits for its flush, however long.
-        database.commits,
-        seen,
-        attempt,
-        at_stop,
-        math.inf,
-        _nothing,
-        kind=Kind.ACKNOWLEDGEMENT,
-    )
-    parked.answer = answer
+    parked = Acknowledgement(flusher, database, lsn, -1 if published >= lsn else published, answer)
     room.park_acknowledgement(parked)
     flusher.request(database, lsn)
     return parked
