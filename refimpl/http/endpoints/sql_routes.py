@@ -19,6 +19,7 @@ from refimpl.sql import ast
 from refimpl.waiting.parked import Parked
 
 _SQL_BODIES = ("", "text/plain", "application/sql")  # the content types of SQL as the body
+_NO_SQL = "no SQL; send it in the 'query' parameter or as the request body"
 
 
 def _sql_of(ctx: Context) -> str:
@@ -50,16 +51,29 @@ def _sql_of(ctx: Context) -> str:
         raise BadRequest("send the SQL once: in the query parameter or in the body, not both")
     sql = from_url if from_url is not None else from_body
     if sql is None or not sql.strip():
-        raise BadRequest("no SQL; send it in the 'query' parameter or as the request body")
+        raise BadRequest(_NO_SQL)
     return sql
 
 
 def exec_route(ctx: Context) -> Response | Answer | Parked[Answer]:
-    if "query" in ctx.args:  # COPY comes in the query parameter, never as the body
+    args = ctx.args
+    if "query" in args:  # COPY comes in the query parameter, never as the body
         copied = _copy(ctx)
         if copied is not None:
             return copied
-    sql = _sql_of(ctx)
+    elif ctx.method == "POST" and ctx.environ.get("CONTENT_TYPE", "") in _SQL_BODIES:
+        # Most clients: the SQL as the body, nothing in the query string. `_sql_of`'s answer
+        # for it, without its look at each other way of sending SQL.
+        sql = ctx.body_text()
+        if not sql.strip():
+            raise BadRequest(_NO_SQL)
+        return _exec(ctx, sql)
+    return _exec(ctx, _sql_of(ctx))
+
+
+def _exec(ctx: Context, sql: str) -> Answer | Parked[Answer]:
+    """The answer of `sql` (/exec's SQL, found in the request): its result, a write's
+    parked until durable."""
     if ctx.method == "GET" and by_cookie(ctx.environ):
         # A link or an image on any page makes the browser GET with the cookie: a change
         # must come as a POST, which the origin check sees. A token client keeps GET for all.
