@@ -4,7 +4,8 @@ A point SELECT or a one-row INSERT goes from a `Session` to the table and the lo
 protocol layers send it: `--path exec` runs `Session.execute` of a text with its constants
 written in (what `POST /exec` calls; each text new, a key of its own), `--path prepared`
 runs `Session.run_prepared` of one prepared statement with parameters (what a protocol
-client's Bind/Execute calls). One session, `acknowledge_later` as both servers open it;
+client's Bind/Execute calls). One session, `acknowledge_later` as both servers open it, on a thread
+that holds an admission place as a server's worker does;
 an INSERT's commits are flushed once every `--group` (one group commit), as the servers'
 acknowledgements wait for them. No sockets, no framing, no answer's encoding: those are the
 protocol layers' (`exec_in_process.py`, `pg_in_process.py`).
@@ -49,9 +50,11 @@ from types import FrameType  # noqa: E402
 from typing import Any  # noqa: E402
 
 import refimpl  # noqa: E402
+from refimpl.engine import admission  # noqa: E402
 from refimpl.engine.instance import Instance  # noqa: E402
 from refimpl.engine.rights import Principal  # noqa: E402
 from refimpl.engine.session import Session  # noqa: E402
+from refimpl.netpool.places import FifoSlots  # noqa: E402
 
 ROWS = 2_000
 ADMIN = Principal("admin", is_admin=True)
@@ -200,6 +203,11 @@ def main() -> None:
         instance = Instance.open(Path(folder))
         try:
             prepare(instance)
+            # This thread holds an admission place, as a server's worker does while it
+            # serves (`netpool.polling`): a statement's admission is then the server's.
+            places = FifoSlots(4, 2)
+            places.acquire()
+            admission.admitted(places.release, places)
             session = instance.session("demo", ADMIN, acknowledge_later=True)
             run = runner(session, args.workload, args.path)
             start = 10**9
