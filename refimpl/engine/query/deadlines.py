@@ -45,34 +45,33 @@ class DeadlineSource(Protocol):
         ...
 
 
-_current: ContextVar[DeadlineSource | None] = ContextVar("statement_deadline", default=None)
-
-
-# Inside a client's own work (`running(..., bulk=True)`): `make_way` takes `BULK` turns.
-_bulk: ContextVar[bool] = ContextVar("bulk_work", default=False)
-
-
 class running:  # noqa: N801 - used as the function it was: `with running(source):`
     """While inside, `check` on this thread stops at `source`'s statement deadline; with
     `bulk` (a waiter's own work, a copy page: work of a client's choosing that no one else
     waits for), `make_way` takes turns with the other such work too. A class rather than a
     generator: every statement enters one, and a generator costs more."""
 
-    __slots__ = ("_source", "_token", "_bulk", "_bulk_token")
+    __slots__ = ("source", "bulk", "_token")
 
     def __init__(self, source: DeadlineSource, *, bulk: bool = False) -> None:
-        self._source = source
-        self._bulk = bulk
+        self.source = source
+        self.bulk = bulk
 
     def __enter__(self) -> None:
-        self._token = _current.set(self._source)
-        self._bulk_token = _bulk.set(self._bulk)
+        # The one context variable holds both the source and `bulk`: each statement sets
+        # and resets one variable, not two (a set costs about as much as a point read's
+        # lookups).
+        self._token = _current.set(self)
 
     def __exit__(self, *exc: object) -> None:
-        _bulk.reset(self._bulk_token)
         _current.reset(self._token)
-        if self._bulk:
+        if self.bulk:
             BULK.give_up()  # the next in line need not wait for the turn to lapse
+
+
+# The innermost `running` of the thread (its source and whether its work is a client's own,
+# for which `make_way` takes `BULK` turns); None outside every statement.
+_current: ContextVar[running | None] = ContextVar("statement_deadline", default=None)
 
 
 # Whose long work the thread does (`working_for`): its turns' owner; None: the thread's own.
@@ -98,20 +97,20 @@ class working_for:  # noqa: N801 - a context as `running` is
 
 def check() -> None:
     """StatementTimeout when the running statement is past its deadline."""
-    source = _current.get()
-    if source is None:
+    inside = _current.get()
+    if inside is None:
         return
-    deadline = source.statement_deadline()
+    deadline = inside.source.statement_deadline()
     if deadline is not None and time.monotonic() > deadline:
         raise StatementTimeout.ran_too_long()
 
 
 def time_left() -> float | None:
     """Seconds until the running statement's deadline (negative past it); None: none."""
-    source = _current.get()
-    if source is None:
+    inside = _current.get()
+    if inside is None:
         return None
-    deadline = source.statement_deadline()
+    deadline = inside.source.statement_deadline()
     return None if deadline is None else deadline - time.monotonic()
 
 
@@ -209,7 +208,9 @@ def make_way() -> None:
         _turns.due = now + TURN_SECONDS  # new work: its first turn runs at once
     elif now >= due:
         time.sleep(TURN_PAUSE_SECONDS)
-        if _bulk.get() and not reading_under_lock():  # a commit would wait for the turn
+        inside = _current.get()
+        # Not under a lock: a commit would wait for the turn.
+        if inside is not None and inside.bulk and not reading_under_lock():
             # A request's own long work gives up the admission place it may hold (for a
             # place of the long lane, or none) before it waits for its turn: two users'
             # initial copy pages waiting for turns held both places, and every cheap
