@@ -15,6 +15,7 @@ from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from refimpl.engine.features.recent_records import records_through
 from refimpl.engine.query.functions import truncate_timestamp
 from refimpl.engine.query.select import QueryOutput, run_select
 from refimpl.engine.statements.executor import now_micros
@@ -86,15 +87,18 @@ def changed_buckets(
     upto_lsn: int | None = None,
 ) -> set[int] | None:
     """Starts of the buckets changed after `after_lsn` (up to `upto_lsn`, the state the
-    caller's answer is marked with; the log must be durable that far); None when a full run
-    is needed.
+    caller's answer is marked with: read from the log's newest records in memory, maybe not
+    durable yet, as `recent_records.records_through` says; without it, the log must be
+    durable as far as it reads); None when a full run is needed.
 
     For a table without key, `rowid_floor` tells inserts (new row ids) from updates (an id
     below it): an update may have moved a row out of a bucket the log does not name.
     """
     buckets: set[int] = set()
     wanted = table.lower()
-    for lsn, payload in database.log.read(after_lsn):
+    log = database.log
+    logged = log.read(after_lsn) if upto_lsn is None else records_through(log, after_lsn, upto_lsn)
+    for lsn, payload in logged:
         if upto_lsn is not None and lsn > upto_lsn:
             break  # a later commit: the answer's next run reads it
         for entry in records.decode(lsn, payload).entries:

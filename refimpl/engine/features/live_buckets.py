@@ -23,13 +23,14 @@ def changed_buckets_rows(
     """The new answer from re-running only the changed buckets, or None (run in full: no
     bucket plan, no answer yet, the table dropped or keyed without the time, or more than
     `max_rows` rows). Every subscriber of the query at the state `applied` reads the log and
-    runs the narrowed query once (`shared`); each one's right was checked before."""
+    runs the narrowed query once (`shared`); each one's right was checked before. The log's
+    records up to `applied` are read from memory while the log keeps them there, maybe
+    before they are durable: the caller shows the answer only once they are
+    (`live_pass.shown_durable`)."""
     plan = subscription.buckets
     if plan is None or subscription.position is None or not subscription.versions:
         return None
     database = subscription.database
-    # The log is read up to its durable LSN: it must hold every commit up to `applied`.
-    database.log.wait_durable(applied)
     table = database.tables.get(subscription.table)
     if table is None:
         return None  # dropped: the full run says so

@@ -130,11 +130,12 @@ class SubscriptionManager:
         asked_id: str | None,
         offsets: bool = False,
         budget: Budget | None = None,
+        reads: PassReads | None = None,
     ) -> Reply | LiveWait:
         """Answer one request of a client (see the module docstring) now, or say how it
         waits for a commit that changes its answer (`LiveWait`). `offsets`: answers carry
         moves (`top_n`); a query it does not fit is a BadRequest quoting the rule. `budget`:
-        a snapshot's run, when one is due, is within it (as `rerun`'s)."""
+        a snapshot's run, when one is due, is within it (as `rerun`'s); `reads`: as `rerun`'s."""
         select: ast.Select = self._parsed.get(text, lambda: parse_subscription(text))
         # Rights at every request, before anything kept is looked at: an older version's
         # difference is answered from memory, and a REVOKE must end that at once.
@@ -143,11 +144,11 @@ class SubscriptionManager:
         if table_name.lower() in session.database.views:
             raise NotAllowed(f"{ONE_TABLE}; '{table_name}' is a view: subscribe to its tables")
         subscription, version = self._find(session, text, asked_id, offsets)
-        step = None if subscription is None else self._step(session, subscription, version)
+        step = None if subscription is None else self._step(session, subscription, version, reads)
         if step is not None:
             return step
         with (budget or nullcontext)():
-            return self._snapshot(session, text, select, offsets)
+            return self._snapshot(session, text, select, offsets, reads)
 
     def follow(
         self,
@@ -192,7 +193,8 @@ class SubscriptionManager:
             wait.expire()  # off the wake board: the answer below is another wait's
         if step is None:  # dropped meanwhile, or its version no longer kept: as `ask` does
             with (budget or nullcontext)():
-                return self.ask(session, subscription.text, reply.id, subscription.top is not None)
+                top = subscription.top is not None
+                return self.ask(session, subscription.text, reply.id, top, reads=reads)
         return step
 
     def _step(
@@ -386,8 +388,7 @@ class SubscriptionManager:
         # must still be allowed to read the table): one run serves all of them.
         authorize_read(session, subscription.table, reads)
         if subscription.shared:
-            # Keyed by the database object, not its id(): a dropped database's reused id
-            # must never serve its answers to a new one.
+            # By the database object, not its id(): a dropped one's id reused serves nothing.
             answer = self._answers.get(
                 (database, subscription.select, applied, token),
                 lambda: self._answer(session, subscription, applied, token),
@@ -437,7 +438,12 @@ class SubscriptionManager:
         return LiveAnswer(next(self._serials), rows, applied, token)
 
     def _snapshot(
-        self, session: StatementContext, text: str, select: ast.Select, offsets: bool
+        self,
+        session: StatementContext,
+        text: str,
+        select: ast.Select,
+        offsets: bool,
+        reads: PassReads | None = None,
     ) -> Reply:
         database = session.database
         table_name = select.source.name  # type: ignore[union-attr]
@@ -471,7 +477,7 @@ class SubscriptionManager:
             top=top,
             maintained=self._maintainers.admits(session, select),
         )
-        answer = self._run(session, subscription)
+        answer = self._run(session, subscription, reads=reads)
         subscription.versions[1] = Version(1, answer)
         with self._lock:
             self._sweep(time.monotonic())

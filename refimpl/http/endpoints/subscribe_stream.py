@@ -30,6 +30,7 @@ from refimpl.engine.access import AccessControl
 from refimpl.engine.access.control import CheckedToken
 from refimpl.engine.event_streams import Credential
 from refimpl.engine.features.live_answers import Reply, Subscription
+from refimpl.engine.features.live_pass import PassReads
 from refimpl.engine.features.live_queries import LiveWait, SubscriptionManager
 from refimpl.engine.rights import Right
 from refimpl.engine.session import Session
@@ -190,9 +191,12 @@ class _LiveStream:
         step: Reply | LiveWait,
         wait: LiveWait | None,
         budget: Budget | None = None,
+        reads: PassReads | None = None,
     ) -> bytes:
         """`_follow`'s events, `step` being what the manager's `follow` gave for `reply`
-        (`budget`: a snapshot's run, if one is due, is within it)."""
+        (`budget`: a snapshot's run, if one is due, is within it; `reads`: the pass they
+        are made in, which waits for the commits they show to be durable before it sends
+        them, as it does for `reply`: else each waits as it is made)."""
         event = reply_event(reply)
         if step is wait:
             # The same wait goes on, watched all along: no commit since its re-run's read
@@ -201,7 +205,7 @@ class _LiveStream:
         events = [event]
         while isinstance(step, Reply):
             events.append(reply_event(step))
-            step = self._manager.follow(self._session, step, budget=budget)
+            step = self._manager.follow(self._session, step, budget=budget, reads=reads)
         self._wait = step
         step.watch(self)
         if step.subscription.moved():
@@ -281,7 +285,7 @@ class _LiveStream:
                     self._id_line = b"id: %b." % subscription.id.encode()
                 head = b"%b%d\n" % (self._id_line, reply.version)
                 return Headed(outlet, head, rows_event(reply))
-            return Part(_later(self._events(reply, step, wait, budget)))
+            return Part(_later(self._events(reply, step, wait, budget, batch.reads)))
         except KdbError as error:
             return self._end(str(error))  # a REVOKE, or the statement timeout
 

@@ -1,6 +1,7 @@
-"""A disk whose flush is held (`HeldDisk`), and a commit made visible while its flush is held
-(`commit_held`): what the tests of live queries' durability share (a commit visible and not
-yet durable, then durable, or its log failed)."""
+"""A disk whose flush is held (`HeldDisk`), a commit made visible while its flush is held
+(`commit_held`), and a call on a thread of its own (`in_thread`): what the tests of live
+queries' durability share (a commit visible and not yet durable, then durable, or its log
+failed)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from refimpl.engine.files import FileOps
 from refimpl.errors import WritesStopped
 
 SOON = 5.0  # seconds: what never blocks ends well within this
+WHILE = 0.2  # seconds: how long something blocked is watched not to end
 
 
 class HeldDisk(FileOps):
@@ -65,3 +67,18 @@ def ignore_failure(run: Callable[[], object]) -> None:
         run()
     except WritesStopped:
         pass  # the writer's own answer when the flush fails
+
+
+def in_thread(run: Callable[[], object]) -> tuple[threading.Thread, list[object]]:
+    """`run()` on a thread of its own: the thread, and what it gave or raised (once done)."""
+    got: list[object] = []
+
+    def body() -> None:
+        try:
+            got.append(run())
+        except Exception as error:  # noqa: BLE001 - the test looks at it
+            got.append(error)
+
+    thread = threading.Thread(target=body, daemon=True)
+    thread.start()
+    return thread, got

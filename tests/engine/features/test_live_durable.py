@@ -11,7 +11,7 @@ snapshot."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
 
@@ -23,9 +23,7 @@ from refimpl.engine.instance import Instance
 from refimpl.engine.options import EngineOptions
 from refimpl.errors import WritesStopped
 from tests.engine.features.candles import CANDLES, TRADES
-from tests.engine.features.held_disk import SOON, HeldDisk, commit_held
-
-WHILE = 0.2  # seconds: how long something blocked is watched not to end
+from tests.engine.features.held_disk import SOON, WHILE, HeldDisk, commit_held, in_thread
 
 
 @pytest.fixture
@@ -52,33 +50,18 @@ def _wait(conn: Connection) -> LiveWait:
     return step
 
 
-def _in_thread(run: Callable[[], object]) -> tuple[threading.Thread, list[object]]:
-    """`run()` on a thread of its own: the thread, and what it gave or raised (once done)."""
-    got: list[object] = []
-
-    def body() -> None:
-        try:
-            got.append(run())
-        except Exception as error:  # noqa: BLE001 - the test looks at it
-            got.append(error)
-
-    thread = threading.Thread(target=body, daemon=True)
-    thread.start()
-    return thread, got
-
-
 def test_a_pass_makes_its_part_before_the_flush_and_sends_after(conn, disk):
     wait = _wait(conn)
     lsn, writer = commit_held(conn, disk)
     reads = PassReads()
-    making, made = _in_thread(lambda: wait.attempt(True, None, reads))
+    making, made = in_thread(lambda: wait.attempt(True, None, reads))
     making.join(SOON)
     assert not making.is_alive(), "the part waited for the flush before it was made"
     reply = made[0]
     assert isinstance(reply, Reply) and reply.kind == "rows"
     assert reply.rows[-1][-1] == 1530
     assert reads.needs == {conn.instance.database("demo"): lsn}
-    settling, settled = _in_thread(reads.settle)
+    settling, settled = in_thread(reads.settle)
     settling.join(WHILE)
     assert settling.is_alive(), "settle returned before the commit was durable"
     disk.release()
@@ -104,7 +87,7 @@ def test_a_failed_flush_is_the_answer_of_every_part_of_the_pass(conn, disk):
 def test_without_a_pass_an_answer_waits_for_the_flush(conn, disk):
     wait = _wait(conn)
     commit_held(conn, disk)
-    answering, answered = _in_thread(wait.attempt)
+    answering, answered = in_thread(wait.attempt)
     answering.join(WHILE)
     assert answering.is_alive(), "an answer was given before its commit was durable"
     disk.release()
@@ -121,7 +104,7 @@ def test_a_difference_a_pass_made_waits_for_the_flush_when_asked_alone(conn, dis
     assert isinstance(wait.attempt(True, None, reads), Reply)  # made, not yet settled
     manager = conn.instance.subscriptions
     asked = f"{subscription.id}.{held_version}"
-    answering, answered = _in_thread(lambda: manager.ask_now(conn.session(), CANDLES, asked))
+    answering, answered = in_thread(lambda: manager.ask_now(conn.session(), CANDLES, asked))
     answering.join(WHILE)
     assert answering.is_alive(), "a kept difference was given before it was durable"
     disk.release(fail=True)
@@ -134,7 +117,7 @@ def test_a_snapshot_read_by_a_new_maintainer_waits_for_the_flush(conn, disk):
     commit visible and not durable then was shown at once before (8c640f6)."""
     commit_held(conn, disk)
     manager = conn.instance.subscriptions
-    answering, answered = _in_thread(lambda: manager.ask_now(conn.session(), CANDLES, None))
+    answering, answered = in_thread(lambda: manager.ask_now(conn.session(), CANDLES, None))
     answering.join(WHILE)
     assert answering.is_alive(), "a snapshot was given before its commit was durable"
     disk.release()
