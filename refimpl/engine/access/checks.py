@@ -15,7 +15,8 @@ The rights model, in full:
 - A token minted by a database's administrator (not the user `admin`) is limited to that
   database: elsewhere it holds only what PUBLIC holds, whatever its user is granted later.
 - Rights are read from the records at every check, never kept with a token or a session:
-  a REVOKE takes effect at the next request of a live token.
+  a REVOKE takes effect at the next request of a live token. (`AccessControl.allowed`
+  keeps a verdict only while the records' version it was read at stands.)
 """
 
 from __future__ import annotations

@@ -13,7 +13,6 @@ from refimpl.engine.access.checks import (
     holds_any_right,
     holds_right,
     refuse,
-    require_right,
 )
 from refimpl.engine.access.statements import REPLICATION, run_access_statement
 from refimpl.engine.access.store import (
@@ -32,6 +31,8 @@ from refimpl.errors import Unauthorized
 from refimpl.sql import ast
 
 SESSION_SECONDS = 12 * 3600
+# Rights verdicts kept (`AccessControl.allowed`); emptied when full: a few hundred KB at most.
+_VERDICTS_KEPT = 4096
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +68,13 @@ class AccessControl:
             files=files,
             sessions_per_user=sessions_per_user,
         )
+        # `holds_right`'s verdicts by (principal, database, right, table), each with the
+        # records' version it was read at (before reading them): one is reused only while
+        # that version stands, so any change of users, tokens or grants (a GRANT, a REVOKE)
+        # takes effect at the next check, as when every check read the records. A statement
+        # still asks at every run; the answer costs a lookup instead of a walk over the
+        # grants under the store's lock.
+        self._verdicts: dict[tuple[Principal, str, Right, str | None], tuple[int, bool]] = {}
 
     @property
     def file(self) -> Path:
@@ -237,13 +245,28 @@ class AccessControl:
     def allowed(
         self, principal: Principal, database: str, right: Right, table: str | None = None
     ) -> bool:
-        return holds_right(self._store, principal, database, right, table)
+        """Whether `principal` holds `right` (`holds_right`) by the records as they are now."""
+        if principal.is_admin:
+            return True
+        store = self._store
+        version = store.version  # read before the records: a change since makes it stale
+        key = (principal, database, right, table)
+        verdicts = self._verdicts
+        kept = verdicts.get(key)
+        if kept is not None and kept[0] == version:
+            return kept[1]
+        held = holds_right(store, principal, database, right, table)
+        if len(verdicts) >= _VERDICTS_KEPT:
+            verdicts.clear()
+        verdicts[key] = (version, held)
+        return held
 
     def check(
         self, principal: Principal, database: str, right: Right, table: str | None = None
     ) -> None:
         """Raise Forbidden (Unauthorized for anonymous) unless `principal` has `right`."""
-        require_right(self._store, principal, database, right, table)
+        if not self.allowed(principal, database, right, table):
+            raise refuse(principal, right, database, table)
 
     def may_replicate(self, principal: Principal) -> bool:
         """Whether `principal` holds the REPLICATION right (the admin always does)."""
