@@ -133,7 +133,7 @@ class ProtocolCore:
         if self.state is not State.READY:
             return None
         try:
-            known = run_messages.read_known(self._buffer, self._at, self.max_message_bytes, frame)
+            known = frame.read(self._buffer, self._at, self.max_message_bytes)
         except struct.error:  # values past the Bind's end: read one by one, told so
             return None
         if known is None:

@@ -177,13 +177,14 @@ class RunFrame(NamedTuple):
     """What every run of one prepared statement sends alike when a client runs it again and
     again (its values aside): its Bind's head, the count of values, and the bytes after them
     up to the Sync's end (`tail`: the Bind's result format codes, `bind_rest` bytes, then a
-    Describe of the portal or none, an Execute with no row limit, a Sync)."""
+    Describe of the portal or none, an Execute with no row limit, a Sync); `read` is
+    `read_known` of this frame."""
 
     head: bytes
     values: int
     tail: bytes
     bind_rest: int
-    sizes: tuple[int, int]  # those of `head` and `tail`
+    read: Callable[[bytearray, int, int], KnownRun | None]
 
 
 def run_frame(head: BindHead, result_formats: tuple[int, ...], described: bool) -> RunFrame:
@@ -192,8 +193,45 @@ def run_frame(head: BindHead, result_formats: tuple[int, ...], described: bool) 
     codes = struct.pack(f"!h{len(result_formats)}h", len(result_formats), *result_formats)
     described_part = _DESCRIBE_PORTAL if described else b""
     tail = codes + described_part + _EXECUTE_PORTAL + b"\0\0\0\0" + _SYNC_FRAME
-    sizes = (len(head.head), len(tail))
-    return RunFrame(head.head, head.values, tail, len(codes), sizes)
+    read = _known_reader(head.head, head.values, tail, len(codes))
+    return RunFrame(head.head, head.values, tail, len(codes), read)
+
+
+def _known_reader(
+    head: bytes, count: int, tail: bytes, bind_rest: int
+) -> Callable[[bytearray, int, int], KnownRun | None]:
+    """`read_known` for one frame, its loop over the values unrolled once (a line a value,
+    as `row_writers` does for a row's columns): a client's every run pays for its values
+    alone. The text holds only numbers and numbered names, nothing a client sent."""
+    lines = [
+        "def read(buffer, at, limit):",
+        "    if not buffer.startswith(HEAD, at + 5) or buffer[at] != 0x42:",
+        "        return None",
+        "    (length,) = unpack_from(buffer, at + 1)",
+        f"    p = at + {5 + len(head)}",
+    ]
+    for n in range(count):
+        lines += [
+            "    (size,) = unpack_from(buffer, p)",
+            "    p += 4",
+            "    if size < 0:",
+            f"        v{n} = None",
+            "    else:",
+            f"        v{n} = bytes(buffer[p : p + size])",
+            "        p += size",
+        ]
+    lines += [
+        f"    if p + {bind_rest} != at + 1 + length or length > limit:",
+        "        return None",
+        "    if not buffer.startswith(TAIL, p):",
+        "        return None",
+        f"    return [{', '.join(f'v{n}' for n in range(count))}], p + {len(tail)}",
+    ]
+    scope: dict[str, object] = {"HEAD": head, "TAIL": tail, "unpack_from": _INT32.unpack_from}
+    exec(compile("\n".join(lines), "<pgwire run reader>", "exec"), scope)
+    reader = scope["read"]
+    assert callable(reader)
+    return reader
 
 
 def read_known(buffer: bytearray, at: int, limit: int, frame: RunFrame) -> KnownRun | None:
@@ -201,26 +239,7 @@ def read_known(buffer: bytearray, at: int, limit: int, frame: RunFrame) -> Known
     Bind at most `limit` bytes) and where the run ends; None for anything else (then
     `read_run`, or the messages one at a time, read it). struct.error where a value's
     length is past the buffer's end (a Bind whose values run past its own)."""
-    start = at + 5
-    if not buffer.startswith(frame.head, start) or buffer[at] != 0x42:  # 'B'
-        return None
-    (length,) = _INT32.unpack_from(buffer, at + 1)
-    head_size, tail_size = frame.sizes
-    at = start + head_size
-    values: list[bytes | None] = []
-    for _ in range(frame.values):
-        (size,) = _INT32.unpack_from(buffer, at)
-        at += 4
-        if size < 0:
-            values.append(None)
-        else:
-            values.append(bytes(buffer[at : at + size]))
-            at += size
-    if at + frame.bind_rest != start + length - 4 or length > limit:
-        return None
-    if not buffer.startswith(frame.tail, at):
-        return None
-    return values, at + tail_size
+    return frame.read(buffer, at, limit)
 
 
 def decode(kind: bytes, body: bytes) -> m.ClientMessage:
