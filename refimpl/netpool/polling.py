@@ -12,6 +12,12 @@ registration fires once, and its server re-arms it after the answer.
 `on_event` gets the event's mask as well as the descriptor: a server that keeps a
 registration edge-triggered (no re-arm a request) learns from `EPOLLRDHUP` in it that the
 peer's end of the stream came, even when it came with the last bytes, in one event.
+
+A server may let one wait take several events (`taken`): under load the next connections
+are ready already, and the worker answers them in turn without another wait (a system call,
+the interpreter lock let go and taken back, and the round's Python, each saved). An event
+taken that the worker no longer holds a place for (its request waited) is not answered
+there: `on_left` makes epoll report it again, for a worker with a place.
 """
 
 from __future__ import annotations
@@ -40,6 +46,11 @@ class PollingWorkers:
     `on_round()` runs after every wait, with or without an event (under load too): the place
     for a server's deadlines. `stop()` ends the waits; a worker finishes the event it
     answers, and `join()` waits for that.
+
+    `taken`: the events one wait takes at most, answered in turn while the worker holds its
+    place; with more than one, `on_left(fd, mask)` gets each event taken but not answered
+    (the worker's place went on, or the server stops), and must make epoll report it again
+    (its registration re-armed or modified): none is lost, none is answered twice.
     """
 
     def __init__(
@@ -50,13 +61,19 @@ class PollingWorkers:
         on_round: Callable[[], None],
         poll_seconds: float,
         places: int = ADMITTED,
+        taken: int = 1,
+        on_left: Callable[[int, int], None] | None = None,
     ) -> None:
+        if taken > 1 and on_left is None:
+            raise ValueError("several events a wait need on_left for those not answered")
         self.epoll = select.epoll()
         self.places = FifoSlots(places, long_places=places - 1)
         self.stopping = threading.Event()
         self._on_event = on_event
         self._on_round = on_round
         self._poll_seconds = poll_seconds
+        self._taken = taken
+        self._on_left = on_left
         self._threads = [
             threading.Thread(target=self._work, name=f"{name}-{n}", daemon=True)
             for n in range(threads)
@@ -88,7 +105,7 @@ class PollingWorkers:
 
     def _poll_once(self) -> None:
         try:
-            events = self.epoll.poll(self._poll_seconds, 1)
+            events = self.epoll.poll(self._poll_seconds, self._taken)
         except OSError:  # the set was closed: the server is stopping
             return
         try:
@@ -96,6 +113,30 @@ class PollingWorkers:
                 # The request first: its answer does not wait for the round's look at the
                 # server's deadlines (a clock read, on a thread an import may hold back).
                 self._on_event(*events[0])
-            self._on_round()
         except Exception:  # the server answers its own errors: this is a bug in serving
             log.exception("bug: unexpected error in a server's worker")
+        if len(events) > 1:
+            self._answer_more(events)
+        try:
+            self._on_round()
+        except Exception:
+            log.exception("bug: unexpected error in a server's worker")
+
+    def _answer_more(self, events: list[tuple[int, int]]) -> None:
+        """The events after the first of one wait: answered while the worker holds its
+        place, each on its own (an error in one is logged, the others answered); the rest
+        handed to `on_left` once it does not."""
+        on_left = self._on_left
+        assert on_left is not None  # `__init__` checks it
+        for n in range(1, len(events)):
+            if not admission.holding() or self.stopping.is_set():
+                for fd, mask in events[n:]:
+                    try:
+                        on_left(fd, mask)
+                    except Exception:
+                        log.exception("bug: unexpected error in a server's worker")
+                return
+            try:
+                self._on_event(*events[n])
+            except Exception:
+                log.exception("bug: unexpected error in a server's worker")

@@ -48,6 +48,18 @@ class Client:
         self.received = 0
         self.sent = 0
 
+    def state(self) -> str:
+        """Its state as /metrics counts connections: startup, active, idle, ..."""
+        conversation = self.link.conversation
+        if conversation is None:
+            return "startup"
+        if self.busy:
+            return "active"
+        status = conversation.status
+        if status == "I":
+            return "idle"
+        return "idle_in_transaction" if status == "T" else "idle_in_failed_transaction"
+
     def start_tls(self, context: ssl.SSLContext) -> None:
         """Wrap the socket after 'S' went out; the reading thread does the handshake."""
         self.sock = context.wrap_socket(self.sock, server_side=True, do_handshake_on_connect=False)

@@ -115,7 +115,8 @@ class Link:
         self._steps: Steps | None = None  # once logged in: its pipelines' turns
         self._cancel = threading.Event()
         # Whether a whole message waited unanswered when `answer_pending` returned (or the
-        # client had closed): nothing is received between its return and the caller's look.
+        # client had closed): nothing is received between its return and the caller's look,
+        # nor until the server's next read (but for a stream's end, which sets it again).
         self.more = False
 
     @property
@@ -132,6 +133,8 @@ class Link:
         if self._cancel.is_set():  # a late cancel of the last statement (clear() locks)
             self._cancel.clear()
         self._running = True
+        # The thread watches this flag until its next connection's answers: no statement
+        # runs on a server's worker between them, and `cancel` sets it only while running.
         admission.watch_cancel(self._cancel)
         closed, send = State.CLOSED, core.send
         # Messages pipelined past the first turn are their user's long work: they take turns
@@ -140,6 +143,7 @@ class Link:
         if steps is None:
             steps = Steps(None if self._session is None else self._session.principal.name)
             self._steps = steps if self._session is not None else None
+        drained = False  # every byte received was read: no whole message waits
         try:
             # After START_REPLICATION the walsender reads what the client sends next.
             while size < limit and (self.replication is None or self.walsender() is None):
@@ -168,6 +172,7 @@ class Link:
                         out.append(data)
                         size += len(data)
                         if core.drained():
+                            drained = True
                             break  # one run a request, as most clients send: nothing more
                         continue
                 if (message := core.next_message()) is None:
@@ -187,10 +192,10 @@ class Link:
             core.failed(code)
             out.append(error_bytes(code, error.message))
         finally:
-            self.more = core.has_message()
+            # Drained: no message waits (but the client's end may have come).
+            self.more = core.client_closed if drained else core.has_message()
             steps.end(more=self.more)
             self._running = False
-            admission.watch_cancel(None)
         if core.client_closed and core.state is not closed:
             core.close()
         if core.state is closed:
@@ -273,6 +278,7 @@ class Link:
             self.replication.walsender = None
         if data:
             self.core.receive_data(data)
+            self.more = self.core.has_message()
 
     def cancel(self) -> None:
         """A CancelRequest for this connection: its running statement stops at its next

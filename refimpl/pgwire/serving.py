@@ -43,7 +43,6 @@ import ssl
 import struct
 import threading
 import time
-from dataclasses import dataclass, field
 
 from refimpl.engine import admission
 from refimpl.engine.instance import Instance
@@ -61,7 +60,8 @@ from refimpl.pgwire import postbox, sqlstate, tls
 from refimpl.pgwire.acknowledging import Acknowledging
 from refimpl.pgwire.clients import Client
 from refimpl.pgwire.core import error_bytes
-from refimpl.pgwire.link import Link, LinkOptions
+from refimpl.pgwire.link import Link
+from refimpl.pgwire.options import PgOptions
 from refimpl.pgwire.sockets import POLL_SECONDS, READ_BYTES, Socket, tls_pending
 from refimpl.pgwire.states import State
 
@@ -79,25 +79,8 @@ WRITABLE = select.EPOLLOUT | select.EPOLLONESHOT  # waiting for the client to re
 # the client's end of the stream shows in the mask of its last bytes' event (EPOLLRDHUP).
 FOLLOWED = select.EPOLLIN | select.EPOLLRDHUP | select.EPOLLET
 ENDED = select.EPOLLRDHUP | select.EPOLLHUP | select.EPOLLERR  # more to read than bytes
+EVENTS_TAKEN = 4  # a worker's wait takes at most (`PollingWorkers`' `taken`)
 LOGIN_TIMED_OUT = "57014"  # query_canceled: PostgreSQL's "canceling authentication due to timeout"
-
-
-@dataclass(frozen=True, slots=True)
-class PgOptions:
-    host: str = "127.0.0.1"
-    port: int = 5432
-    threads: int = 16
-    limits: ConnectionLimits = field(
-        default_factory=lambda: ConnectionLimits(
-            100, 100, "pg_max_connections", "pg_max_connections"
-        )
-    )
-    link: LinkOptions = field(default_factory=LinkOptions)
-    tls: ssl.SSLContext | None = None  # given: an SSLRequest is answered 'S' (link.tls too)
-    # A connection must be logged in this long after it was accepted (PostgreSQL's
-    # authentication_timeout): one that never finishes its startup costs bounded descriptors.
-    login_timeout_s: float = 10.0
-    unauthenticated_per_address: int = 16
 
 
 class PgServer:
@@ -124,7 +107,13 @@ class PgServer:
         self._process_ids = itertools.count(1)
         self._next_startup_check = 0.0
         self._workers = PollingWorkers(
-            "kdb-pg", options.threads, self._event, self._end_late_startups, POLL_SECONDS
+            "kdb-pg",
+            options.threads,
+            self._event,
+            self._end_late_startups,
+            POLL_SECONDS,
+            taken=EVENTS_TAKEN,
+            on_left=self._left,
         )
         self._epoll = self._workers.epoll
         self._stopping = self._workers.stopping
@@ -143,14 +132,6 @@ class PgServer:
         self._workers.start()
 
     # -- on the worker the kernel woke ---------------------------------------------------
-
-    def _event(self, fd: int, mask: int) -> None:
-        if fd == self._durable_fd:
-            self._deliver()
-        elif fd == self._listener_fd:
-            self._accept_some()
-        else:
-            self._readable(fd, mask)
 
     def _deliver(self) -> None:
         """Send the durable answers posted (each once, in order); the ring stays armed
@@ -266,24 +247,55 @@ class PgServer:
             self.unauthenticated.release(client.address)
         return refused
 
-    def _readable(self, fd: int, mask: int) -> None:
+    def _left(self, fd: int, mask: int) -> None:
+        """An event a worker took but does not answer (its place went on): modified, the
+        registration reports it again (`PollingWorkers`' `on_left`). The eventfd's count is
+        never read; a connection's bytes, end or writable socket are there still."""
+        with self._lock:  # as `_rearm`'s: `followed` says what the last modify set
+            client = self._clients.get(fd)
+            if client is not None and client.busy:
+                self._missed(client, fd)
+                return
+            if client is not None:
+                events = FOLLOWED if client.followed else ARMED | select.EPOLLOUT
+            elif fd == self._durable_fd or fd == self._listener_fd:
+                events = postbox.EVENTS if fd == self._durable_fd else ARMED
+            else:
+                return  # closed meanwhile
+            try:
+                self._epoll.modify(fd, events)
+            except (OSError, ValueError):
+                pass  # closed meanwhile
+
+    def _missed(self, client: Client, fd: int) -> None:
+        """An event for `client` while a worker answers it (`_lock` held). Its worker's
+        `_rearm` arms it again for this event; a second (a COPY or a walsender reads on)
+        disarms it till then. The first, nearly always a next message sent as the answer
+        went out, is alone: no system call for it."""
+        if client.missed and client.followed:
+            client.followed = False
+            try:
+                self._epoll.modify(fd, select.EPOLLONESHOT)
+            except (OSError, ValueError):
+                pass  # closed meanwhile
+        client.missed = True
+
+    def _event(self, fd: int, mask: int) -> None:
+        """An event of the epoll set: a connection's (read, answered, freed), the durable
+        answers' ring or the listening socket's; a connection's first, looked up once."""
         with self._lock:
             client = self._clients.get(fd)
-            if client is None:
-                return
-            if client.busy:
-                # Its worker's `_rearm` arms it again for this event; a second (a COPY or a
-                # walsender reads on) disarms it till then. The first, nearly always a next
-                # message sent as the answer went out, is alone: no system call for it.
-                if client.missed and client.followed:
-                    client.followed = False
-                    try:
-                        self._epoll.modify(fd, select.EPOLLONESHOT)
-                    except (OSError, ValueError):
-                        pass  # closed meanwhile
-                client.missed = True
-                return
-            client.busy = True
+            if client is not None:
+                if client.busy:
+                    self._missed(client, fd)
+                    return
+                client.busy = True
+        if client is None:
+            if fd == self._durable_fd:
+                self._deliver()
+            elif fd == self._listener_fd:
+                self._accept_some()
+            return
         if client.handshaking and not self._handshake(client):
             return
         if client.unsent:
@@ -295,8 +307,11 @@ class PgServer:
             if client.unsent:  # still more than the client takes: read nothing new yet
                 self._rearm(client, WRITABLE)
                 return
-        core = client.link.core
-        if core.has_message():
+        link = client.link
+        core = link.core
+        # A whole message left by the last answers (`link.more`, kept while logged in):
+        # answered before anything is read, so the buffer stays small.
+        if (link.more or core.state is not State.READY) and core.has_message():
             if mask & ENDED:
                 client.drained = False  # its end is still to read: `_rearm` modifies
             self._answer(client)  # messages read before come first: the buffer stays small
@@ -389,7 +404,7 @@ class PgServer:
                         if closed:
                             client.transport.send(out)  # its last words, then it closes
                         else:
-                            # Nothing waits unsent here (`_readable` sent it first): one
+                            # Nothing waits unsent here (`_event` sent it first): one
                             # send, and the clock read only when the socket took a part.
                             sent = client.transport.send_now(out)
                             if sent != len(out):
@@ -482,7 +497,7 @@ class PgServer:
             self._close(client)
         elif client.unsent:
             self._rearm(client, WRITABLE)
-        elif core.has_message():
+        elif link.more:  # as its answers left it: nothing was read since
             self._rearm(client, ARMED | select.EPOLLOUT)
         else:
             self._rearm(client)
@@ -532,7 +547,7 @@ class PgServer:
         """What /metrics reads at a scrape: the counts, and the connections by state now."""
         with self._lock:
             clients = list(self._clients.values())
-            states = collections.Counter(_state(c) for c in clients)
+            states = collections.Counter(c.state() for c in clients)
             measures = self.answers.snapshot(states)
             # Read without their workers' lock: a count a worker is adding to now is read as
             # it was or as it is, and counted once either way.
@@ -582,19 +597,3 @@ class PgServer:
             self._close(client)
         self._epoll.close()
         self._durable.close()
-
-
-def _state(client: Client) -> str:
-    conversation = client.link.conversation
-    if conversation is None:
-        return "startup"
-    if client.busy:
-        return "active"
-    status = conversation.status
-    return (
-        "idle"
-        if status == "I"
-        else "idle_in_transaction"
-        if status == "T"
-        else "idle_in_failed_transaction"
-    )

@@ -193,3 +193,79 @@ def test_stop_ends_every_wait_for_an_event_or_a_place():
     workers.join()
     workers.epoll.close()
     assert time.monotonic() - started < WAIT
+
+
+def test_events_taken_together_are_answered_in_turn_or_left_once_the_place_went_on(pairs):
+    """A wait takes up to `taken` events: the worker answers them one after the other
+    while it holds its place; once its place went on (an answer waited), each event left
+    goes to `on_left`, not answered there. None is lost, none answered twice."""
+    release = threading.Event()
+    answered: list[int] = []
+    left: list[int] = []
+    first = threading.Event()
+
+    def on_event(fd: int, mask: int) -> None:
+        answered.append(fd)
+        if len(answered) == 1:
+            first.set()
+            admission.waiting()  # its place goes on: the events it took are left
+            assert release.wait(WAIT)
+
+    def on_left(fd: int, mask: int) -> None:
+        left.append(fd)
+
+    # One worker, one place: the one wait takes every ready event at once.
+    workers = PollingWorkers("test-pool", 1, on_event, lambda: None, 0.05, 1, 8, on_left)
+    try:
+        fds = [ours.fileno() for ours, _ in pairs[:4]]
+        for ours, theirs in pairs[:4]:
+            workers.epoll.register(ours.fileno(), ARMED)
+            theirs.send(b"x")
+        workers.start()
+        assert first.wait(WAIT)
+        release.set()
+        deadline = time.monotonic() + WAIT
+        while len(answered) + len(left) < 4:
+            assert time.monotonic() < deadline, "an event was lost"
+            time.sleep(0.01)
+        time.sleep(0.1)
+        assert len(answered) == 1 and sorted(answered + left) == sorted(fds)
+    finally:
+        release.set()
+        workers.stop()
+        workers.join()
+        workers.epoll.close()
+
+
+def test_events_taken_together_are_all_answered_by_a_worker_that_keeps_its_place(pairs):
+    answered: list[int] = []
+    threads: set[str] = set()
+
+    def on_event(fd: int, mask: int) -> None:
+        answered.append(fd)
+        threads.add(threading.current_thread().name)
+
+    workers = PollingWorkers(
+        "test-pool", 1, on_event, lambda: None, 0.05, 1, 8, lambda fd, mask: None
+    )
+    try:
+        fds = [ours.fileno() for ours, _ in pairs]
+        for ours, theirs in pairs:
+            workers.epoll.register(ours.fileno(), ARMED)
+            theirs.send(b"x")
+        workers.start()
+        deadline = time.monotonic() + WAIT
+        while len(answered) < len(pairs):
+            assert time.monotonic() < deadline, "an event was lost"
+            time.sleep(0.01)
+        time.sleep(0.1)
+        assert sorted(answered) == sorted(fds) and len(threads) == 1
+    finally:
+        workers.stop()
+        workers.join()
+        workers.epoll.close()
+
+
+def test_several_events_a_wait_need_somewhere_to_leave_them():
+    with pytest.raises(ValueError):
+        PollingWorkers("test-pool", 1, lambda fd, mask: None, lambda: None, 0.05, 1, 4)
