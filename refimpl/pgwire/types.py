@@ -111,20 +111,41 @@ def _utf8(value: object) -> bytes:
     return str(value).encode("utf-8")
 
 
+def _int_out(value: int) -> bytes:
+    return b"%d" % value
+
+
+def _double_out(value: float) -> bytes:
+    return _float_text(value).encode()
+
+
+def _bool_out(value: object) -> bytes:
+    return b"t" if value else b"f"
+
+
+# The text encoders a rows writer writes out in its lines (`row_writers.rows_writer`'s
+# `inline`): an expression of the value `{v}` giving the same bytes as the encoder `{e}`,
+# which it may call for the rare values (a double's NaN and infinities).
+INLINE_TEXT: dict[Callable[[Any], bytes], str] = {
+    _int_out: "b'%d' % {v}",
+    _utf8: "str({v}).encode('utf-8')",
+    _bool_out: "(b't' if {v} else b'f')",
+    _double_out: "(t[:-2].encode() if (t := repr({v})).endswith('.0')"
+    " else t.encode() if t[-1] not in 'nf' else {e}({v}))",
+}
+
 _TEXT = PgType(TEXT, "text", -1, _utf8, _utf8)
 COLUMN_TYPES: dict[str, PgType] = {
-    "INT": PgType(INT4, "integer", 4, lambda v: b"%d" % v, _I4.pack),
-    "BIGINT": PgType(INT8, "bigint", 8, lambda v: b"%d" % v, _I8.pack),
-    "DOUBLE": PgType(FLOAT8, "double precision", 8, lambda v: _float_text(v).encode(),
-                     lambda v: _F8.pack(v)),
+    "INT": PgType(INT4, "integer", 4, _int_out, _I4.pack),
+    "BIGINT": PgType(INT8, "bigint", 8, _int_out, _I8.pack),
+    "DOUBLE": PgType(FLOAT8, "double precision", 8, _double_out, lambda v: _F8.pack(v)),
     "STRING": _TEXT,
     "SYMBOL": _TEXT,
-    "BOOLEAN": PgType(BOOL, "boolean", 1, lambda v: b"t" if v else b"f",
-                      lambda v: b"\x01" if v else b"\x00"),
+    "BOOLEAN": PgType(BOOL, "boolean", 1, _bool_out, lambda v: b"\x01" if v else b"\x00"),
     "TIMESTAMP": PgType(TIMESTAMPTZ, "timestamp with time zone", 8,
                         lambda v: timestamp_text(v).encode(),
                         lambda v: _I8.pack(v - PG_EPOCH_MICROS)),
-    "OID": PgType(OID, "oid", 4, lambda v: b"%d" % v, _U4.pack),
+    "OID": PgType(OID, "oid", 4, _int_out, _U4.pack),
 }  # fmt: skip
 
 
@@ -264,7 +285,7 @@ class RowShape:
             formats,
             row_description(columns, formats),
             column_encoders,
-            rows_writer(column_encoders),
+            rows_writer(column_encoders, [INLINE_TEXT.get(e) for e in column_encoders]),
         )
 
     def fits(self, columns: list[Column], formats: list[int]) -> bool:

@@ -5,16 +5,19 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from refimpl.engine.result import Column
 from refimpl.pgwire import messages as m
 from refimpl.pgwire import types as t
 from refimpl.pgwire.row_writers import rows_writer
 
-TYPES = ["BIGINT", "INT", "DOUBLE", "STRING", "TIMESTAMP", "BOOLEAN"]
+TYPES = ["BIGINT", "INT", "DOUBLE", "STRING", "SYMBOL", "TIMESTAMP", "BOOLEAN", "OID"]
 VALUES = {
     "BIGINT": st.integers(-(2**63), 2**63 - 1),
     "INT": st.integers(-(2**31), 2**31 - 1),
-    "DOUBLE": st.floats(allow_nan=True, allow_infinity=True),
+    "DOUBLE": st.floats(allow_nan=True, allow_infinity=True) | st.integers(-(2**53), 2**53),
     "STRING": st.text(max_size=20),
+    "SYMBOL": st.text(max_size=20),
+    "OID": st.integers(0, 2**32 - 1),
     "TIMESTAMP": st.integers(t.TIMESTAMP_MIN, t.TIMESTAMP_MAX),
     "BOOLEAN": st.booleans(),
 }
@@ -36,7 +39,12 @@ def test_the_writer_sends_what_the_loop_sends(
 ) -> None:
     columns, formats, rows = result
     encoders = tuple(t.encoders(columns, formats))
-    assert rows_writer(encoders)(rows) == m.DataRows(rows, encoders).encode()
+    expected = m.DataRows(rows, encoders).encode()
+    assert rows_writer(encoders)(rows) == expected
+    # The encoders written out in its lines (what a result's shape uses) send the same.
+    inline = [t.INLINE_TEXT.get(e) for e in encoders]
+    assert rows_writer(encoders, inline)(rows) == expected
+    assert t.RowShape.of([Column("c", c) for c in columns], formats).write(rows) == expected
 
 
 def test_a_row_of_another_length_is_refused() -> None:
