@@ -182,9 +182,27 @@ class Session:
             raise StatementTimeout(_NO_PLACE_IN_TIME)
         try:
             with deadlines.running(self):
-                result = prepared.handler(self, prepared.statement, prepared.source, params)
-                if result.is_query:
-                    self.database.wait_visible()
+                return self._run_one(prepared.statement, prepared.source, params, prepared.handler)
+        finally:
+            self._deadline = None
+
+    def _run_one(
+        self,
+        statement: ast.Statement,
+        source: str,
+        params: Sequence[Any],
+        handler: executor.Handler | None = None,
+    ) -> Result:
+        """One statement, not refused by a failed transaction, run by its `handler` (None:
+        the one `ParsedHandlers` gives) as `_execute` runs each of several: a query's answer
+        once what it may show is durable; an error, its handler's lookup's included, that
+        rolls the open transaction back (or leaves it failed)."""
+        try:
+            if handler is None:
+                handler = self._handlers.of(statement)
+            result = handler(self, statement, source, params)
+            if result.columns is not None:  # a query
+                self.database.wait_visible()
         except KdbError:
             if self.transaction is not None:
                 if self.keeps_failed:
@@ -192,8 +210,6 @@ class Session:
                 else:
                     self.rollback()
             raise
-        finally:
-            self._deadline = None
         result.statements = 1
         return result
 
@@ -213,6 +229,9 @@ class Session:
         sources: tuple[str, ...]
         if shared is not None and template is not None:
             # One statement, which takes the constants: its source is the text as written.
+            (statement,) = shared.statements
+            if not self.failed:
+                return self._run_one(statement, sql.strip(), template.values)
             statements, sources, params = shared.statements, (sql.strip(),), template.values
         else:
             script = parse_cached(sql, self._deadline)
@@ -241,7 +260,7 @@ class Session:
                     )
                 handler = self._handlers.of(statement)
                 result = handler(self, statement, sources[index], params)
-                if result.is_query:
+                if result.columns is not None:  # a query
                     self.database.wait_visible()
             except KdbError as error:
                 if self.transaction is not None:
