@@ -127,12 +127,14 @@ class App:
             if not isinstance(exc, Exception):
                 raise
             response = to_response(exc)
-        # The server's own handling time, so a client can tell it from the round trip.
-        timing = f"app;dur={(time.perf_counter() - record.started) * 1000:.3f}"
+        # The server's own handling time, so a client can tell it from the round trip (made
+        # only for an answer given now: a write's, parked, is made by the flush).
         if isinstance(response, Answer):
+            timing = f"app;dur={(time.perf_counter() - record.started) * 1000:.3f}"
             response.headers += (("Server-Timing", timing), (REQUEST_ID_HEADER, record.request_id))
             record.finish(response.status_code)
         elif not isinstance(response, Parked):
+            timing = f"app;dur={(time.perf_counter() - record.started) * 1000:.3f}"
             response.headers["Server-Timing"] = timing
             response.headers[REQUEST_ID_HEADER] = record.request_id
             record.finish(response.status_code)
@@ -202,7 +204,8 @@ class App:
         if route.uses_database:
             # Rights before existence: without a right in it, a name's existence is not told.
             self.instance.access.check_any(context.principal, database)
-            self._require_database(database)
+            if not self.instance.has_database(database):
+                raise UnknownDatabase(database)
         return route.handler(context)
 
     def begin_shutdown(self) -> None:
@@ -225,10 +228,6 @@ class App:
         if not values and isinstance(endpoint, routes.Route):
             self._routes_seen[key] = endpoint
         return endpoint, values
-
-    def _require_database(self, name: str) -> None:
-        if not self.instance.has_database(name):
-            raise UnknownDatabase(name)
 
     def _static(self, request: Request, filename: str) -> Response:
         """A file of the static folder; never one a symbolic link inside it points out to."""
