@@ -87,7 +87,10 @@ class Connection:
         self.stream_started = False
         self.stream_ended = False
         self.send_lock = threading.Lock()
-        self.unsent = b""  # the part of a decided answer the socket did not take at once
+        self.unsent = b""  # the part of a stream's parts the socket did not take at once
+        # The part of a whole answer the socket did not take at once (empty: none), and
+        # whether the connection stays open once it is sent.
+        self.rest = memoryview(b"")
         self.keep_after_unsent = False
 
     def stream_hung_up(self) -> bool:
@@ -170,7 +173,8 @@ class Connection:
             if isinstance(handled, Parked):
                 return self._park(handled, environ, head, keep)
             if type(handled) is Answer and handled.status_code not in _BODYLESS:
-                self._send_all(wire.answer_bytes(handled, keep, with_body=head.method != "HEAD"))
+                data = wire.answer_bytes(handled, keep, with_body=head.method != "HEAD")
+                self._send_or_keep(data, keep)
                 self.parked_keep = keep
                 return keep
             app = handled  # a Werkzeug Response, say: a WSGI application of its own
@@ -187,7 +191,8 @@ class Connection:
             return self._park(result.parked, environ, head, keep)
         if type(result) is Answer and result.status_code not in _BODYLESS:
             # Most answers: its bytes made in one piece, its Content-Length its own.
-            self._send_all(wire.answer_bytes(result, keep, with_body=head.method != "HEAD"))
+            data = wire.answer_bytes(result, keep, with_body=head.method != "HEAD")
+            self._send_or_keep(data, keep)
         else:
             try:
                 keep = self._send(head, answer[0], answer[1], result, keep)
@@ -241,6 +246,19 @@ class Connection:
                 pending.append(b"0\r\n\r\n")
         self._send_all(b"".join(pending))  # small answers go out in one write
         return keep
+
+    def _send_or_keep(self, data: bytes, keep: bool) -> None:
+        """Send what the socket takes of a whole answer now; the rest waits in `rest` (the
+        server watches the connection for writing and sends it as the client takes it), so
+        that no thread waits on a client that reads slowly or not at all (a worker held
+        there would hold its admission place too, and the thread answering a round of long
+        polls the rounds behind it)."""
+        try:
+            sent = self.connection.send(data, socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            sent = 0
+        if sent < len(data):
+            self.rest, self.keep_after_unsent = memoryview(data)[sent:], keep
 
     def _send_all(self, data: bytes) -> None:
         """Send all of `data`; a client slow to take it is waited for without a place."""

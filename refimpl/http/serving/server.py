@@ -163,9 +163,9 @@ class PooledWSGIServer(BaseWSGIServer):
             if watched or handler.stream is not None:
                 self._stream_event(handler)
                 return
-            if handler.unsent:
-                data, handler.unsent = handler.unsent, b""
-                handler.connection.sendall(data)
+            if handler.rest:
+                if not self._send_rest(handler):
+                    return  # the socket took what it could: watched for writing again
                 keep = handler.keep_after_unsent
                 serve = keep and handler.has_buffered_request()
             while serve and not self._stopping.is_set():
@@ -191,6 +191,9 @@ class PooledWSGIServer(BaseWSGIServer):
                     else:
                         parked.on_ready(functools.partial(self._deliver, handler))
                     return  # parked: still busy, answered by `_deliver` or `_stream_part`
+                if handler.rest:
+                    self._wait_writable(handler)
+                    return  # its next request is served once the answer went whole
                 serve = keep and not once and handler.has_buffered_request()
         except Exception:
             self.handle_error(handler.connection, handler.client_address)
@@ -287,10 +290,35 @@ class PooledWSGIServer(BaseWSGIServer):
             return False
         if sent < len(data):
             # A slow client: a worker sends the rest once the socket takes more.
-            handler.unsent, handler.keep_after_unsent = data[sent:], keep
-            self._rearm(handler, select.EPOLLOUT | select.EPOLLONESHOT)
+            handler.rest, handler.keep_after_unsent = memoryview(data)[sent:], keep
+            self._wait_writable(handler)
             return False
         return True
+
+    def _send_rest(self, handler: Connection) -> bool:
+        """Send what the socket takes of a whole answer's rest (`Connection.rest`); True
+        once all of it went (or the client went away: the connection then closes), else the
+        connection waits to be writable again. A client never holds a thread: one that takes
+        nothing for KEEP_ALIVE_SECONDS is closed (`_close_idle`)."""
+        rest = handler.rest
+        try:
+            sent = handler.connection.send(rest, socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            sent = 0
+        except OSError:  # the client went away: nothing more to send it
+            sent, handler.keep_after_unsent = len(rest), False
+        if sent < len(rest):
+            handler.rest = rest[sent:]
+            self._wait_writable(handler)
+            return False
+        handler.rest = memoryview(b"")
+        return True
+
+    def _wait_writable(self, handler: Connection) -> None:
+        """Watch a connection whose answer has a rest to send for writing; its idle time
+        counts from now, each time its client took some."""
+        handler.last_used = time.monotonic()
+        self._rearm(handler, select.EPOLLOUT | select.EPOLLONESHOT)
 
     def _stream_part(self, handler: Connection, answer: Answer, *, last: bool) -> None:
         """Send one part of a long-lived answer without blocking (the deciding thread).
