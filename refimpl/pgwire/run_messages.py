@@ -11,8 +11,10 @@ not, Execute and Sync, for the unnamed portal, all in the buffer already.
 
 from __future__ import annotations
 
+import functools
 import struct
 from collections.abc import Callable
+from types import CodeType, FunctionType
 from typing import NamedTuple
 
 from refimpl.pgwire import messages as m
@@ -197,18 +199,44 @@ def run_frame(head: BindHead, result_formats: tuple[int, ...], described: bool) 
     return RunFrame(head.head, head.values, tail, len(codes), read)
 
 
+# A reader's values are read by code unrolled a line a value up to this many; beyond, by a
+# loop: unrolled code grows with them (a Bind may carry 65,535: hundreds of megabytes and
+# seconds of the interpreter lock to compile).
+_UNROLLED = 32
+
+
 def _known_reader(
     head: bytes, count: int, tail: bytes, bind_rest: int
 ) -> Callable[[bytearray, int, int], KnownRun | None]:
-    """`read_known` for one frame, its loop over the values unrolled once (a line a value,
-    as `row_writers` does for a row's columns): a client's every run pays for its values
-    alone. The text holds only numbers and numbered names, nothing a client sent."""
+    """`read_known` for one frame, its loop over the values unrolled (a line a value, as
+    `row_writers` does for a row's columns): a client's every run pays for its values
+    alone. The code is made once for a count of values (`_unrolled`), the frame's own bytes
+    and sizes its globals: a connection whose runs change frames (two prepared statements
+    run in turn) makes a frame at every run, and a compile costs more than the run."""
+    if count > _UNROLLED:
+        return functools.partial(_read_looped, head, count, tail, bind_rest)
+    scope = {
+        "HEAD": head,
+        "TAIL": tail,
+        "START": 5 + len(head),
+        "REST": bind_rest,
+        "TAIL_SIZE": len(tail),
+        "unpack_from": _INT32.unpack_from,
+        "bytes": bytes,
+    }
+    return FunctionType(_unrolled(count), scope)
+
+
+@functools.cache  # at most `_UNROLLED` + 1 code objects, made once each
+def _unrolled(count: int) -> CodeType:
+    """The code of a reader of `count` values; its text holds only numbers and numbered
+    names, nothing a client sent."""
     lines = [
         "def read(buffer, at, limit):",
         "    if not buffer.startswith(HEAD, at + 5) or buffer[at] != 0x42:",
         "        return None",
         "    (length,) = unpack_from(buffer, at + 1)",
-        f"    p = at + {5 + len(head)}",
+        "    p = at + START",
     ]
     for n in range(count):
         lines += [
@@ -221,17 +249,38 @@ def _known_reader(
             "        p += size",
         ]
     lines += [
-        f"    if p + {bind_rest} != at + 1 + length or length > limit:",
+        "    if p + REST != at + 1 + length or length > limit:",
         "        return None",
         "    if not buffer.startswith(TAIL, p):",
         "        return None",
-        f"    return [{', '.join(f'v{n}' for n in range(count))}], p + {len(tail)}",
+        f"    return [{', '.join(f'v{n}' for n in range(count))}], p + TAIL_SIZE",
     ]
-    scope: dict[str, object] = {"HEAD": head, "TAIL": tail, "unpack_from": _INT32.unpack_from}
-    exec(compile("\n".join(lines), "<pgwire run reader>", "exec"), scope)
-    reader = scope["read"]
-    assert callable(reader)
-    return reader
+    module = compile("\n".join(lines), "<pgwire run reader>", "exec")
+    return next(const for const in module.co_consts if isinstance(const, CodeType))
+
+
+def _read_looped(
+    head: bytes, count: int, tail: bytes, bind_rest: int, buffer: bytearray, at: int, limit: int
+) -> KnownRun | None:
+    """`read_known` for a frame of more than `_UNROLLED` values, by a loop over them."""
+    if not buffer.startswith(head, at + 5) or buffer[at] != 0x42:  # 'B'
+        return None
+    (length,) = _INT32.unpack_from(buffer, at + 1)
+    p = at + 5 + len(head)
+    values: list[bytes | None] = []
+    for _ in range(count):
+        (size,) = _INT32.unpack_from(buffer, p)
+        p += 4
+        if size < 0:
+            values.append(None)
+        else:
+            values.append(bytes(buffer[p : p + size]))
+            p += size
+    if p + bind_rest != at + 1 + length or length > limit:
+        return None
+    if not buffer.startswith(tail, p):
+        return None
+    return values, p + len(tail)
 
 
 def read_known(buffer: bytearray, at: int, limit: int, frame: RunFrame) -> KnownRun | None:
