@@ -356,15 +356,16 @@ class EventStreams:
         feed = None
         if feed_options is not None and not feed_options.plain:
             feed = StreamFeed.check(found, tables, feed_options, copy_from, self._links)
+        acl = functools.partial(getattr, self._access, "version")  # the rights' version
         with self._lock:
             taken_over = self._take_over(credential, resume_id)
             self._check_limits(credential)
             recent = self._recent_of(name, found)
             number = next(self._numbers)
 
-            def cursor(follows: Callable[[str], bool], view: Callable[[], Hashable]) -> Cursor:
+            def cursor(shows: Callable[[str], bool], view: Callable[[], Hashable]) -> Cursor:
                 def plain(at: Position | None) -> EventCursor:
-                    return EventCursor(recent, follows, options.replay_s, self._clock, at, view)
+                    return EventCursor(recent, shows, options.replay_s, self._clock, at, view, acl)
 
                 return plain(resume) if feed is None else feed.cursor(found, resume, plain)
 

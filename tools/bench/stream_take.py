@@ -72,8 +72,14 @@ def count(commits: int, budget: int, user: bool) -> tuple[collections.Counter[st
             connection.execute("GRANT SELECT ON c TO u")
             access = connection.instance.access
             follows = functools.partial(_shows, access, database.name, None, Principal("u"))
-        # As a group's cursor: current (its `ready` taken), with a view, following `c`.
-        cursor = EventCursor(recent, follows, 300.0, time.time, None, lambda: None)
+        # As a group's cursor: current (its `ready` taken), with a view, following `c`, and
+        # reading the rights' version at each transaction as the server's do (a tree whose
+        # cursors have one).
+        more: dict[str, Any] = {}
+        if "rights_version" in getattr(EventCursor, "__dataclass_fields__", {}):
+            access = connection.instance.access
+            more["rights_version"] = functools.partial(getattr, access, "version")
+        cursor = EventCursor(recent, follows, 300.0, time.time, None, lambda: None, **more)
         cursor.take(1 << 18)
         for n in range(commits):
             connection.execute(f"INSERT INTO c VALUES ({10_000_000 + n}, {time.monotonic()!r})")

@@ -410,7 +410,8 @@ class _Shown(dict[str, bool]):
     """Whether a stream shows a table (its `follows`), looked at once a take: a take is
     one look at the stream's rights, as a query's rights are checked once when it starts,
     not at each of the thousands of commits a take may run over (a user's right costs about
-    200 Python opcodes to look up; the admin's 27). The next take looks again."""
+    200 Python opcodes to look up; the admin's 27). The next take looks again, and so does
+    this one once the rights' version moves (`EventCursor.rights_version`)."""
 
     __slots__ = ("_follows",)
 
@@ -430,7 +431,11 @@ class EventCursor:
     `follows(table_key)` says, at each transaction, whether the stream shows the table (the
     tables it named, or every table, that its caller may read now). `resume` is the position
     a reconnect asked for (None: a new stream, current from now on). `clock` gives seconds
-    since the epoch, as the log's commit times count.
+    since the epoch, as the log's commit times count. `rights_version` gives the version
+    of the users, tokens and grants (None: rights never change under it), read at each
+    transaction a take runs over: when it moved (a GRANT or REVOKE answered meanwhile), the
+    take looks at `follows` again, so that no transaction that became durable after a
+    REVOKE's answer is shown by the rights from before it.
     """
 
     recent: Transactions
@@ -441,6 +446,7 @@ class EventCursor:
     # Streams whose views are equal follow the same tables: at the same position they take
     # the same `Taken`, made once (None: this cursor shares nothing).
     view: Callable[[], Hashable] | None = None
+    rights_version: Callable[[], int] | None = None
     position: Position = field(default_factory=lambda: Position(0))
     ready_sent: bool = False
     _checking_window: bool = False
@@ -495,10 +501,17 @@ class EventCursor:
         # current stream's take runs over every commit since the last round.
         size = 0
         shows = _Shown(self.follows)
+        version = self.rights_version
+        looked = 0 if version is None else version()  # before any look at `follows`
         at = self.position
         done, skip = at.after_lsn, at.skip  # every transaction through `done` is taken
         try:
             for txn in self.recent.after(done):
+                # Read after the transaction: one durable after a REVOKE's answer finds the
+                # version moved (it moves before the answer), and is looked at anew.
+                if version is not None and version() != looked:
+                    looked = version()
+                    shows.clear()
                 shown = [item for item in txn.items if shows[item.table]]
                 if len(shown) <= skip:
                     done, skip = txn.lsn, 0
