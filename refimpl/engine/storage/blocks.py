@@ -74,6 +74,11 @@ class _Block:
     def values(self) -> Iterator[Row]:
         return map(self.rows.__getitem__, self.keys)
 
+    @property
+    def encoded(self) -> bool:
+        """Whether its keys and rows are still to decode (only an `_EncodedBlock`'s are)."""
+        return False
+
 
 # How an encoded block's payload becomes its keys (sorted) and its dict of rows.
 Opener = Callable[[Any], tuple[list[OrderKey], dict[OrderKey, Row]]]
@@ -445,7 +450,10 @@ class Blocks:
 
     def _writable(self, at: int) -> _Block:
         block = self._blocks[at]
-        if block.epoch != self._epoch:
+        # A block still encoded (or decoded once) is copied too, never written in place: a
+        # point read without the state lock may be decoding it now, and would set its keys
+        # and rows back to the checkpoint's after this write.
+        if block.epoch != self._epoch or type(block) is _EncodedBlock:
             keys = block.keys[:]
             block = _Block(keys, dict(zip(keys, block.values(), strict=True)), self._epoch)
             self._blocks[at] = block
