@@ -117,7 +117,16 @@ def test_a_point_read_shows_no_commit_before_it_is_durable(conn, disk):
     writer.join(SOON)
 
 
-def test_point_reads_beside_commits_find_every_committed_row(conn):
+@pytest.fixture
+def fast_switches() -> Iterator[None]:
+    """Threads switch within installs and reads, not only between them (as it was after)."""
+    switching = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    yield
+    sys.setswitchinterval(switching)
+
+
+def test_point_reads_beside_commits_find_every_committed_row(conn, fast_switches):
     """Commits that split, copy and grow the table's blocks (rows in random order) run
     beside point reads of rows committed before: every read finds its row, whole."""
     held = 3000
@@ -126,8 +135,6 @@ def test_point_reads_beside_commits_find_every_committed_row(conn):
     rng.shuffle(keys)
     conn.instance.session("demo").insert_rows("t", ["id", "v"], [(k, -k) for k in keys[:held]])
     stop = threading.Event()
-    switching = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)  # threads switch within installs and reads, not only between
 
     def write() -> None:
         for at in range(held, len(keys), 50):
@@ -144,5 +151,4 @@ def test_point_reads_beside_commits_find_every_committed_row(conn):
         assert session.execute(POINT, (key,)).rows == [(key, -key)]
         reads += 1
     writer.join(SOON)
-    sys.setswitchinterval(switching)
     assert conn.execute("SELECT count(*) FROM t").rows == [(2 + len(keys),)]
