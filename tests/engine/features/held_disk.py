@@ -1,21 +1,25 @@
-"""A disk whose flush is held (`HeldDisk`), a commit made visible while its flush is held
-(`commit_held`), and a call on a thread of its own (`in_thread`): what the tests of live
-queries' durability share (a commit visible and not yet durable, then durable, or its log
-failed)."""
+"""A disk whose flush is held (`HeldDisk`), a connection over it (`connected`), a commit made
+visible while its flush is held (`commit_held`), and a call on a thread of its own
+(`in_thread`): what the tests of durability share (a commit visible and not yet durable,
+then durable, or its log failed)."""
 
 from __future__ import annotations
 
 import errno
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 from refimpl import Connection
 from refimpl.engine.files import FileOps
+from refimpl.engine.instance import Instance
+from refimpl.engine.options import EngineOptions
 from refimpl.errors import WritesStopped
 
 SOON = 5.0  # seconds: what never blocks ends well within this
 WHILE = 0.2  # seconds: how long something blocked is watched not to end
+FIRST_TRADE = "INSERT INTO trades VALUES ('2026-09-24T10:00:10Z', 'NABIL', 1510)"
 
 
 class HeldDisk(FileOps):
@@ -38,6 +42,18 @@ class HeldDisk(FileOps):
         if self.fail:
             raise OSError(errno.EIO, "the disk failed")
         super().fsync(fd)
+
+
+def connected(tmp_path: Path, disk: HeldDisk, *statements: str) -> Iterator[Connection]:
+    """A fixture's body: a connection to database demo, in a new data folder under
+    `tmp_path` whose files are `disk`, once `statements` ran; at the end the disk is let go
+    and the connection closed."""
+    connection = Connection(Instance.open(tmp_path / "data", EngineOptions(), disk), "demo")
+    for sql in statements:
+        connection.execute(sql)
+    yield connection
+    disk.release()
+    connection.close()
 
 
 def commit_held(conn: Connection, disk: HeldDisk) -> tuple[int, threading.Thread]:

@@ -19,11 +19,17 @@ from refimpl.engine.features import buckets
 from refimpl.engine.features.live_answers import Reply
 from refimpl.engine.features.live_pass import PassReads
 from refimpl.engine.features.live_queries import LiveWait
-from refimpl.engine.instance import Instance
-from refimpl.engine.options import EngineOptions
 from refimpl.errors import WritesStopped
 from tests.engine.features.candles import CANDLES, CANDLES_OF, TRADES
-from tests.engine.features.held_disk import SOON, WHILE, HeldDisk, commit_held, in_thread
+from tests.engine.features.held_disk import (
+    FIRST_TRADE,
+    SOON,
+    WHILE,
+    HeldDisk,
+    commit_held,
+    connected,
+    in_thread,
+)
 
 # Bucketed (a minute's) and not maintained (count(DISTINCT)): a commit re-runs the buckets
 # it changed, found in the log's records since the answer.
@@ -40,12 +46,7 @@ def disk() -> HeldDisk:
 
 @pytest.fixture
 def conn(tmp_path, disk: HeldDisk) -> Iterator[Connection]:
-    connection = Connection(Instance.open(tmp_path / "data", EngineOptions(), disk), "demo")
-    connection.execute(TRADES)
-    connection.execute("INSERT INTO trades VALUES ('2026-09-24T10:00:10Z', 'NABIL', 1510)")
-    yield connection
-    disk.release()
-    connection.close()
+    yield from connected(tmp_path, disk, TRADES, FIRST_TRADE)
 
 
 @pytest.fixture

@@ -7,28 +7,17 @@ from __future__ import annotations
 import random
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
 
 from refimpl import Connection
-from refimpl.engine.instance import Instance
-from refimpl.engine.options import EngineOptions
 from refimpl.engine.query.point_read import point_plan, read_without_lock
 from refimpl.sql import ast
-from tests.engine.features.held_disk import SOON, HeldDisk
+from tests.engine.features.held_disk import SOON, WHILE, HeldDisk, connected, in_thread
 from tests.parsed import statement
 
 POINT = "SELECT * FROM t WHERE id = ?"
-WHILE = 0.2  # seconds: how long something blocked is watched not to end
-
-
-def in_thread(run: Callable[[], object]) -> tuple[threading.Thread, list[object]]:
-    """`run()` on a thread of its own: the thread, and what it gave (once done)."""
-    got: list[object] = []
-    thread = threading.Thread(target=lambda: got.append(run()), daemon=True)
-    thread.start()
-    return thread, got
 
 
 @pytest.fixture
@@ -38,12 +27,12 @@ def disk() -> HeldDisk:
 
 @pytest.fixture
 def conn(tmp_path, disk: HeldDisk) -> Iterator[Connection]:
-    connection = Connection(Instance.open(tmp_path / "data", EngineOptions(), disk), "demo")
-    connection.execute("CREATE TABLE t (id BIGINT PRIMARY KEY, v BIGINT)")
-    connection.execute("INSERT INTO t VALUES (1, 10), (2, 20)")
-    yield connection
-    disk.release()
-    connection.close()
+    yield from connected(
+        tmp_path,
+        disk,
+        "CREATE TABLE t (id BIGINT PRIMARY KEY, v BIGINT)",
+        "INSERT INTO t VALUES (1, 10), (2, 20)",
+    )
 
 
 def test_a_point_read_does_not_queue_behind_a_commit_waiting_for_readers(conn):
