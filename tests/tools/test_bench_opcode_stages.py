@@ -5,6 +5,7 @@ its opcodes into "other"; the sums by stage keep every opcode."""
 
 from __future__ import annotations
 
+import sys
 import threading
 from pathlib import Path
 from types import ModuleType
@@ -38,3 +39,25 @@ def test_the_sums_by_stage_keep_every_opcode() -> None:
         stages.OTHER: 1.0,
     }
     assert list(summed.values()) == sorted(summed.values(), reverse=True)
+
+
+def _inner() -> int:
+    total = 0
+    for n in range(3):
+        total += n
+    return total
+
+
+def _outer() -> int:
+    return _inner() + _inner()
+
+
+def test_opcodes_by_function_counts_each_function_of_the_run_by_its_own() -> None:
+    stages = _stages()
+    once = stages.opcodes_by_function(_inner)
+    twice = stages.opcodes_by_function(_outer)
+    here = Path(__file__).name
+    assert set(once) == {("_inner", here)}
+    assert twice[("_inner", here)] == 2 * once[("_inner", here)] > 0
+    assert set(twice) == {("_inner", here), ("_outer", here)}
+    assert sys.gettrace() is None

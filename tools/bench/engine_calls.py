@@ -27,37 +27,32 @@ Two checkouts compare by running this script from each (PYTHONPATH naming the ot
 
 from __future__ import annotations
 
+from bench_path import sibling  # first: see bench_path
+
+# isort: split
+
+import argparse
+import functools
+import os
+import re
+import statistics
+import subprocess
 import sys
+import tempfile
+import time
+from collections.abc import Callable
 from pathlib import Path
 
-# This folder's copy.py and http.py would shadow the standard library's modules: off the
-# path. The checkout's refimpl is imported unless PYTHONPATH names another.
-_HERE = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
-sys.path.append(str(_HERE.parent.parent))
-
-import argparse  # noqa: E402
-import collections  # noqa: E402
-import functools  # noqa: E402
-import os  # noqa: E402
-import re  # noqa: E402
-import statistics  # noqa: E402
-import subprocess  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
-from collections.abc import Callable  # noqa: E402
-from types import FrameType  # noqa: E402
-from typing import Any  # noqa: E402
-
-import refimpl  # noqa: E402
-from refimpl.engine import admission  # noqa: E402
-from refimpl.engine.instance import Instance  # noqa: E402
-from refimpl.engine.rights import Principal  # noqa: E402
-from refimpl.engine.session import Session  # noqa: E402
-from refimpl.netpool.places import FifoSlots  # noqa: E402
+import refimpl
+from refimpl.engine import admission
+from refimpl.engine.instance import Instance
+from refimpl.engine.rights import Principal
+from refimpl.engine.session import Session
+from refimpl.netpool.places import FifoSlots
 
 ROWS = 2_000
 ADMIN = Principal("admin", is_admin=True)
+opcode_stages = sibling("opcode_stages")
 
 
 def prepare(instance: Instance) -> None:
@@ -106,27 +101,10 @@ def batch(
 def count_opcodes(
     session: Session, run: Callable[[int], object], runs: int, start: int, group: int, top: int
 ) -> None:
-    counts: collections.Counter[str] = collections.Counter()
-
-    def trace(frame: FrameType, event: str, arg: object) -> Any:
-        frame.f_trace_opcodes = True
-        frame.f_trace_lines = False
-        return opcode
-
-    def opcode(frame: FrameType, event: str, arg: object) -> Any:
-        if event == "opcode":
-            code = frame.f_code
-            counts[f"{code.co_qualname} ({Path(code.co_filename).name})"] += 1
-        return opcode
-
-    sys.settrace(trace)
-    try:
-        batch(session, run, runs, start, group)
-    finally:
-        sys.settrace(None)
+    counts = opcode_stages.opcodes_by_function(lambda: batch(session, run, runs, start, group))
     print(f"{sum(counts.values()) / runs:.0f} Python opcodes a statement")
-    for name, count in counts.most_common(top):
-        print(f"{count / runs:8.1f}  {name}")
+    for (name, file), count in counts.most_common(top):
+        print(f"{count / runs:8.1f}  {name} ({file})")
 
 
 def counting_on() -> None:

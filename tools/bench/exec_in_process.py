@@ -28,41 +28,30 @@ Two checkouts compare by running this script from each alternately:
 
 from __future__ import annotations
 
-import sys
+from bench_path import sibling  # first: see bench_path
+
+# isort: split
+
+import argparse
+import cProfile
+import gc
+import logging
+import pstats
+import socket
+import statistics
+import tempfile
+import time
 from pathlib import Path
+from typing import Any
 
-# This folder's copy.py and http.py would shadow the standard library's modules (imported
-# below): off the path. The checkout's refimpl is imported unless PYTHONPATH names another.
-_HERE = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
-sys.path.append(str(_HERE.parent.parent))
+import refimpl
+from refimpl.engine.instance import Instance
+from refimpl.engine.rights import Principal
+from refimpl.http.app import App, AppOptions
+from refimpl.http.serving.connection import Connection
+from refimpl.http.serving.limits import ConnectionCounts, ConnectionLimits
 
-import argparse  # noqa: E402
-import collections  # noqa: E402
-import cProfile  # noqa: E402
-import gc  # noqa: E402
-import importlib.util  # noqa: E402
-import logging  # noqa: E402
-import pstats  # noqa: E402
-import socket  # noqa: E402
-import statistics  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
-from types import FrameType  # noqa: E402
-from typing import Any  # noqa: E402
-
-import refimpl  # noqa: E402
-from refimpl.engine.instance import Instance  # noqa: E402
-from refimpl.engine.rights import Principal  # noqa: E402
-from refimpl.http.app import App, AppOptions  # noqa: E402
-from refimpl.http.serving.connection import Connection  # noqa: E402
-from refimpl.http.serving.limits import ConnectionCounts, ConnectionLimits  # noqa: E402
-
-# The stage table, loaded by its path: this folder is off the path (see above).
-_stages_spec = importlib.util.spec_from_file_location("opcode_stages", _HERE / "opcode_stages.py")
-assert _stages_spec is not None and _stages_spec.loader is not None
-opcode_stages = importlib.util.module_from_spec(_stages_spec)
-_stages_spec.loader.exec_module(opcode_stages)
+opcode_stages = sibling("opcode_stages")
 
 ROWS = 10_000
 
@@ -167,27 +156,7 @@ def count_opcodes(
     the functions that run the most of them themselves (a dataclass's generated __init__
     named by its caller), or with `stages` the sums by stage (`opcode_stages`). The
     answer's parked wait runs on the flusher's thread: not here."""
-    counts: collections.Counter[tuple[str, str]] = collections.Counter()
-
-    def trace(frame: FrameType, event: str, arg: object) -> Any:
-        frame.f_trace_opcodes = True
-        frame.f_trace_lines = False
-        return opcode
-
-    def opcode(frame: FrameType, event: str, arg: object) -> Any:
-        if event == "opcode":
-            code = frame.f_code
-            name = code.co_qualname
-            if code.co_filename == "<string>" and frame.f_back is not None:
-                name += f" <- {frame.f_back.f_code.co_qualname}"
-            counts[(name, Path(code.co_filename).name)] += 1
-        return opcode
-
-    sys.settrace(trace)
-    try:
-        batch(clients, token, workload, runs, start)
-    finally:
-        sys.settrace(None)
+    counts = opcode_stages.opcodes_by_function(lambda: batch(clients, token, workload, runs, start))
     print(f"{workload}: {sum(counts.values()) / runs:.0f} Python opcodes per request")
     if stages:
         opcode_stages.print_stages(((file, n) for (_, file), n in counts.items()), runs)

@@ -21,35 +21,28 @@ gather more of them than untraced.
 
 from __future__ import annotations
 
+from bench_path import sibling  # first: see bench_path
+
+# isort: split
+
+import argparse
+import contextlib
+import io
+import logging
 import sys
+import tempfile
+import threading
 from pathlib import Path
 
-# This folder's copy.py and http.py would shadow the standard library's modules (imported
-# below): off the path. The checkout's refimpl is imported unless PYTHONPATH names another.
-_HERE = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
-sys.path.append(str(_HERE.parent.parent))
+from refimpl.engine.instance import Instance
+from refimpl.engine.rights import Principal
+from refimpl.http.app import App, AppOptions
+from refimpl.http.serving.log_queue import queued_log
+from refimpl.http.serving.server import PooledWSGIServer
+from refimpl.log_format import TextLineFormatter
 
-import argparse  # noqa: E402
-import contextlib  # noqa: E402
-import importlib.util  # noqa: E402
-import io  # noqa: E402
-import logging  # noqa: E402
-import tempfile  # noqa: E402
-import threading  # noqa: E402
-
-from refimpl.engine.instance import Instance  # noqa: E402
-from refimpl.engine.rights import Principal  # noqa: E402
-from refimpl.http.app import App, AppOptions  # noqa: E402
-from refimpl.http.serving.log_queue import queued_log  # noqa: E402
-from refimpl.http.serving.server import PooledWSGIServer  # noqa: E402
-from refimpl.log_format import TextLineFormatter  # noqa: E402
-
-# pg_opcodes.py's counter, loaded by path (this folder is off the path).
-_spec = importlib.util.spec_from_file_location("pg_opcodes", _HERE / "pg_opcodes.py")
-assert _spec is not None and _spec.loader is not None
-pg_opcodes = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(pg_opcodes)
+# pg_opcodes.py's counter.
+pg_opcodes = sibling("pg_opcodes")
 
 # The clients: each sends a request and reads its whole answer (Content-Length bodies:
 # /exec's), warmed up first, then told to go on stdin.

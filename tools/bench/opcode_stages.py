@@ -1,5 +1,6 @@
 """A request's Python opcodes by stage: what `exec_in_process.py --opcodes --stages` and
-`pg_opcodes.py --stages` print (the budget of issue 37's per-request work).
+`pg_opcodes.py --stages` print (the budget of issue 37's per-request work); and the count of
+one thread's opcodes by function (`opcodes_by_function`) the in-process benches share.
 
 A function's opcodes go to the stage of the file it is written in (`STAGES`, first match),
 so that the budget is made from the counts alone and two trees compare stage by stage;
@@ -9,7 +10,12 @@ tuples, whose file is "<string>"), and the bench's own code its own stage.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import collections
+import sys
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from types import FrameType
+from typing import Any
 
 # Each stage and the files (module file names, as the counters give them) of its work.
 STAGES: tuple[tuple[str, frozenset[str]], ...] = tuple(
@@ -73,3 +79,31 @@ def print_stages(counts: Iterable[tuple[str, float]], requests: int) -> None:
     """The opcodes a request by stage, as `--stages` prints them."""
     for stage, count in by_stage(counts).items():
         print(f"{count / requests:8.1f}  {stage}")
+
+
+def opcodes_by_function(run: Callable[[], object]) -> collections.Counter[tuple[str, str]]:
+    """The Python opcodes this thread runs in `run()`, by (function, file name): a function
+    by its qualified name, a generated one (a dataclass's `__init__`, file "<string>") named
+    with its caller's after "<-". Other threads are not traced."""
+    counts: collections.Counter[tuple[str, str]] = collections.Counter()
+
+    def trace(frame: FrameType, event: str, arg: object) -> Any:
+        frame.f_trace_opcodes = True
+        frame.f_trace_lines = False
+        return opcode
+
+    def opcode(frame: FrameType, event: str, arg: object) -> Any:
+        if event == "opcode":
+            code = frame.f_code
+            name = code.co_qualname
+            if code.co_filename == "<string>" and frame.f_back is not None:
+                name += f" <- {frame.f_back.f_code.co_qualname}"
+            counts[(name, Path(code.co_filename).name)] += 1
+        return opcode
+
+    sys.settrace(trace)
+    try:
+        run()
+    finally:
+        sys.settrace(None)
+    return counts

@@ -18,26 +18,22 @@ Two checkouts compare by running this script from each alternately, e.g.
 
 from __future__ import annotations
 
-import sys
+import bench_path  # noqa: F401  - first: see bench_path
+
+# isort: split
+
+import argparse
+import cProfile
+import pstats
+import statistics
+import struct
+import tempfile
+import time
 from pathlib import Path
 
-# This folder's copy.py and http.py would shadow the standard library's modules (imported
-# below): off the path. The checkout's refimpl is imported unless PYTHONPATH names another.
-_HERE = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
-sys.path.append(str(_HERE.parent.parent))
-
-import argparse  # noqa: E402
-import cProfile  # noqa: E402
-import pstats  # noqa: E402
-import statistics  # noqa: E402
-import struct  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
-
-from refimpl.engine.instance import Instance  # noqa: E402
-from refimpl.engine.rights import Principal  # noqa: E402
-from refimpl.pgwire.link import Link, LinkOptions  # noqa: E402
+from refimpl.engine.instance import Instance
+from refimpl.engine.rights import Principal
+from refimpl.pgwire.link import Link, LinkOptions
 
 ROWS = 10_000
 

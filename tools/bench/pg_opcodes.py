@@ -19,37 +19,29 @@ with several clients an INSERT's group commits gather more of them than untraced
 
 from __future__ import annotations
 
+from bench_path import sibling  # first: see bench_path
+
+# isort: split
+
+import argparse
+import collections
+import re
+import subprocess
 import sys
+import tempfile
+import threading
+import time
 from pathlib import Path
+from types import FrameType
+from typing import Any
 
-# This folder's copy.py and http.py would shadow the standard library's modules (imported
-# below): off the path. The checkout's refimpl is imported unless PYTHONPATH names another.
-_HERE = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
-sys.path.append(str(_HERE.parent.parent))
+from refimpl.engine.instance import Instance
+from refimpl.engine.rights import Principal
+from refimpl.engine.session import Session
+from refimpl.pgwire.link import LinkOptions
+from refimpl.pgwire.serving import PgOptions, PgServer
 
-import argparse  # noqa: E402
-import collections  # noqa: E402
-import importlib.util  # noqa: E402
-import re  # noqa: E402
-import subprocess  # noqa: E402
-import tempfile  # noqa: E402
-import threading  # noqa: E402
-import time  # noqa: E402
-from types import FrameType  # noqa: E402
-from typing import Any  # noqa: E402
-
-from refimpl.engine.instance import Instance  # noqa: E402
-from refimpl.engine.rights import Principal  # noqa: E402
-from refimpl.engine.session import Session  # noqa: E402
-from refimpl.pgwire.link import LinkOptions  # noqa: E402
-from refimpl.pgwire.serving import PgOptions, PgServer  # noqa: E402
-
-# The stage table, loaded by its path: this folder is off the path (see above).
-_stages_spec = importlib.util.spec_from_file_location("opcode_stages", _HERE / "opcode_stages.py")
-assert _stages_spec is not None and _stages_spec.loader is not None
-opcode_stages = importlib.util.module_from_spec(_stages_spec)
-_stages_spec.loader.exec_module(opcode_stages)
+opcode_stages = sibling("opcode_stages")
 
 # The end of a clients' script: `clients` threads of `client(number, ready)` started, each
 # warmed up, then all told to go on stdin; what the script prints when they end follows it.

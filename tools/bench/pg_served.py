@@ -20,34 +20,27 @@ Two checkouts compare by running this script from each (`PYTHONPATH=../before py
 
 from __future__ import annotations
 
+from bench_path import sibling  # first: see bench_path
+
+# isort: split
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
 
-# This folder's copy.py and http.py would shadow the standard library's modules (imported
-# below): off the path. The checkout's refimpl is imported unless PYTHONPATH names another.
-_HERE = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
-sys.path.append(str(_HERE.parent.parent))
+from refimpl.engine.instance import Instance
+from refimpl.engine.rights import Principal
+from refimpl.pgwire.link import LinkOptions
+from refimpl.pgwire.serving import PgOptions, PgServer
 
-import argparse  # noqa: E402
-import importlib.util  # noqa: E402
-import os  # noqa: E402
-import re  # noqa: E402
-import shutil  # noqa: E402
-import subprocess  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
-
-from refimpl.engine.instance import Instance  # noqa: E402
-from refimpl.engine.rights import Principal  # noqa: E402
-from refimpl.pgwire.link import LinkOptions  # noqa: E402
-from refimpl.pgwire.serving import PgOptions, PgServer  # noqa: E402
-
-# The clients and the tables are `pg_opcodes`' (loaded by path: this folder is off the path).
-_spec = importlib.util.spec_from_file_location("pg_opcodes", _HERE / "pg_opcodes.py")
-assert _spec is not None and _spec.loader is not None
-pg_opcodes = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(pg_opcodes)
+# The clients and the tables are `pg_opcodes`'.
+pg_opcodes = sibling("pg_opcodes")
 
 
 def thread_counts() -> tuple[float, float, int, int]:
