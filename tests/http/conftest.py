@@ -209,6 +209,17 @@ def running_server(data: Path, *extra: str) -> Iterator[Server]:
 
 
 @contextmanager
+def timed_server(folder: Path, timeout_ms: int, *extra: str) -> Iterator[Server]:
+    """`running_server` of a new data folder in `folder` whose `statement_timeout_ms` is
+    `timeout_ms`; `extra`, its further flags."""
+    data = folder / "data"
+    data.mkdir()
+    (data / "kdb.conf").write_text(f"statement_timeout_ms = {timeout_ms}\n")
+    with running_server(data, *extra) as running:
+        yield running
+
+
+@contextmanager
 def deflating_server(folder: Path, heartbeat: float, more_settings: str = "") -> Iterator[Server]:
     """A server set to compress streams (heartbeats every `heartbeat` s, 10 streams a token
     and a user, and `more_settings`), holding an empty table t (id, name)."""

@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from psycopg import errors
 
-from tests.http.conftest import Server, running_server
+from tests.http.conftest import Server, timed_server
 from tests.pgwire.conftest import PgServer, pg_address
 
 TIMEOUT_MS = 2000
@@ -32,10 +31,7 @@ ANSWERED_WITHIN = 3 * TIMEOUT_MS / 1000
 
 @pytest.fixture(scope="module")
 def pg(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PgServer]:
-    data: Path = tmp_path_factory.mktemp("concat") / "data"
-    data.mkdir()
-    (data / "kdb.conf").write_text(f"statement_timeout_ms = {TIMEOUT_MS}\n")
-    with running_server(data, "--pg-port", "0") as running:
+    with timed_server(tmp_path_factory.mktemp("concat"), TIMEOUT_MS, "--pg-port", "0") as running:
         host, port = pg_address(running)
         found = PgServer(running, host, port)
         with found.connect() as conn:

@@ -18,13 +18,12 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 import requests
 
-from tests.http.conftest import Server, running_server
+from tests.http.conftest import Server, timed_server
 from tests.http.costly_like import PATTERN, TEXT
 from tests.http.stream_client import EventReader, open_stream
 
@@ -36,10 +35,7 @@ ROWS = 3  # rows of TEXT a commit brings: their filter runs well past the timeou
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    data: Path = tmp_path_factory.mktemp("filtered-poll") / "data"
-    data.mkdir()
-    (data / "kdb.conf").write_text(f"statement_timeout_ms = {TIMEOUT_MS}\n")
-    with running_server(data) as running:
+    with timed_server(tmp_path_factory.mktemp("filtered-poll"), TIMEOUT_MS) as running:
         running.sql("CREATE TABLE docs (id INT PRIMARY KEY, body STRING)")
         running.sql("CREATE TABLE ticks (id INT PRIMARY KEY, v INT)")
         running.sql("CREATE USER hostile")

@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from psycopg import errors
 
-from tests.http.conftest import Server, running_server
+from tests.http.conftest import Server, timed_server
 from tests.http.costly_like import PATTERN, TEXT
 from tests.pgwire.conftest import PgServer, pg_address
 
@@ -23,10 +22,7 @@ TIMEOUT_MS = 500
 
 @pytest.fixture(scope="module")
 def pg(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PgServer]:
-    data: Path = tmp_path_factory.mktemp("like") / "data"
-    data.mkdir()
-    (data / "kdb.conf").write_text(f"statement_timeout_ms = {TIMEOUT_MS}\n")
-    with running_server(data, "--pg-port", "0") as running:
+    with timed_server(tmp_path_factory.mktemp("like"), TIMEOUT_MS, "--pg-port", "0") as running:
         host, port = pg_address(running)
         found = PgServer(running, host, port)
         with found.connect() as conn:

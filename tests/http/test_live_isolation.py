@@ -14,12 +14,11 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 import requests
 
-from tests.http.conftest import Server, running_server
+from tests.http.conftest import Server, timed_server
 from tests.http.stream_client import open_stream
 from tests.http.victims import tick_while
 
@@ -32,10 +31,7 @@ LIVELY_SECONDS = 3.0  # a victim's event, or /health, within this while the host
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    data: Path = tmp_path_factory.mktemp("isolation") / "data"
-    data.mkdir()
-    (data / "kdb.conf").write_text(f"statement_timeout_ms = {TIMEOUT_MS}\n")
-    with running_server(data) as running:
+    with timed_server(tmp_path_factory.mktemp("isolation"), TIMEOUT_MS) as running:
         running.sql("CREATE TABLE docs (id INT PRIMARY KEY, body STRING)")
         running.sql("CREATE TABLE ticks (id INT PRIMARY KEY, v INT)")
         running.sql("CREATE USER hostile")

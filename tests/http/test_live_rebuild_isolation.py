@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 import requests
 
-from tests.http.conftest import Server, running_server
+from tests.http.conftest import Server, timed_server
 from tests.http.stream_client import open_stream
 from tests.http.victims import tick_while
 
@@ -32,10 +31,7 @@ LIVELY_SECONDS = 3.0  # a victim's commit and its event within this while the an
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    data: Path = tmp_path_factory.mktemp("live-rebuild") / "data"
-    data.mkdir()
-    (data / "kdb.conf").write_text(f"statement_timeout_ms = {TIMEOUT_MS}\n")
-    with running_server(data) as running:
+    with timed_server(tmp_path_factory.mktemp("live-rebuild"), TIMEOUT_MS) as running:
         running.sql("CREATE TABLE docs (id INT PRIMARY KEY, v INT, body STRING)")
         running.sql("CREATE TABLE ticks (id INT PRIMARY KEY, v INT)")
         for first in range(0, DOCS, 50):
