@@ -18,7 +18,8 @@ process over the measured seconds; PostgreSQL: every process of the cluster, the
 time reaped by the postmaster included, over the whole phase with its warm-up and
 connections, so a little high) and the load average at its start; for refimpl also its
 threads' context switches per request (each a thread that slept on a lock, a condition or
-the kernel and was woken, or was preempted) and the user-time share of its CPU; with
+the kernel and was woken, or was preempted), its log flushes per request (fsyncs, from
+/metrics: how many commits a group commit covers) and the user-time share of its CPU; with
 `--threads`, also each thread group's runs and CPU per request (`subscribe.thread_cpu`,
 named by py-spy): which thread wakes how often for a request. The end prints the medians of
 the rounds and the ratios against the targets.
@@ -105,6 +106,26 @@ def user_system(pid: int) -> tuple[float, float]:
     return int(fields[11]) / tick, int(fields[12]) / tick
 
 
+def fsyncs(target: dict[str, Any]) -> float:
+    """The fsyncs a refimpl server's logs have made so far (every database's, folders'
+    included), read from its /metrics; 0 when it cannot be read."""
+    import urllib.request  # here: at the top, this folder's http.py would shadow its http
+
+    request = urllib.request.Request(
+        target["url"] + "/metrics", headers={"Authorization": f"Bearer {target['token']}"}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            text = answer.read().decode()
+    except OSError:
+        return 0.0
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith("kdb_fsync_duration_seconds_count")
+    )
+
+
 class System:
     """One side of the comparison: how to run a workload's phase against it."""
 
@@ -124,6 +145,7 @@ class System:
         before = cluster_cpu(self.postmaster) if self.postmaster else 0.0
         by_thread = by_thread and bool(self.pid)
         if self.pid:
+            began_fsyncs = fsyncs(self.exec_target)
             began_switches, began_times = switches(self.pid), user_system(self.pid)
             if by_thread:
                 names = subscribe.thread_names(self.pid)
@@ -139,6 +161,8 @@ class System:
             requests = figures["rate"] * (seconds + harness.CLIENT_WARMUP)
             ended = user_system(self.pid)
             figures["switches"] = (switches(self.pid) - began_switches) / requests
+            # Log flushes (group commits) a request: how many commits one flush covers.
+            figures["flushes"] = (fsyncs(self.exec_target) - began_fsyncs) / requests
             figures["user_share"] = (ended[0] - began_times[0]) / max(
                 1e-9, sum(ended) - sum(began_times)
             )
@@ -226,6 +250,7 @@ def main() -> None:
                         f"  p50 {result['p50']:.2f} ms  errors {result['errors']}"
                         + (
                             f"  switches {result['switches']:.1f}/req"
+                            f" flushes {result['flushes']:.2f}/req"
                             f" user {100 * result['user_share']:.0f}%"
                             if "switches" in result
                             else ""
