@@ -114,6 +114,8 @@ class Session:
         # When the running statement must stop: set as each statement of `execute` starts
         # (its parse included), None between statements.
         self._deadline: float | None = None
+        # What makes this session's deadline known to its thread while a statement runs.
+        self._running = deadlines.running(self)
 
     # -- running SQL ---------------------------------------------------------------------
 
@@ -144,8 +146,11 @@ class Session:
         try:
             if not params and not scanned:
                 template = template_of(sql)
-            with deadlines.running(self):  # loops inside one value stop at the deadline too
+            running = deadlines.enter(self._running)  # loops inside one value stop too
+            try:
                 return self._execute(sql, params, template)
+            finally:
+                deadlines.leave(running)
         finally:
             self._deadline = None
 
@@ -180,10 +185,11 @@ class Session:
         ):
             self._deadline = None
             raise StatementTimeout(_NO_PLACE_IN_TIME)
+        running = deadlines.enter(self._running)
         try:
-            with deadlines.running(self):
-                return self._run_one(prepared.statement, prepared.source, params, prepared.handler)
+            return self._run_one(prepared.statement, prepared.source, params, prepared.handler)
         finally:
+            deadlines.leave(running)
             self._deadline = None
 
     def _run_one(
@@ -322,13 +328,16 @@ class Session:
         self._committed(lsn, txn)
         return result
 
-    def insert_new_row(self, table: str, make: Callable[[Table], tuple[Ident, Row] | None]) -> bool:
+    def insert_new_row(
+        self, table: str, make: Callable[[Table, T], tuple[Ident, Row]], made_of: T
+    ) -> bool:
         """A one-row INSERT committing on its own without a transaction's overlay: under the
-        write lock, `make(committed table)` gives the row and its identity, new to the table
-        (its errors are the statement's: nothing changed), or None to decline. True once
-        committed, acknowledged as `write`'s commits are; False, nothing done, in an open
-        transaction, for a table unknown or with secondary indexes (their UNIQUE checks are
-        the transaction's), or when `make` declined: the caller then goes through `write`."""
+        write lock, `make(committed table, made_of)` gives the row and its identity, new to
+        the table (its errors are the statement's: nothing changed). True once committed,
+        acknowledged as `write`'s commits are; False, nothing done, in an open transaction,
+        for a table unknown, with secondary indexes (their UNIQUE checks are the
+        transaction's) or DEDUP, or in a database with triggers: the caller then goes
+        through `write`."""
         if self.transaction is not None:
             return False
         database = self.database
@@ -336,12 +345,15 @@ class Session:
         database.acquire_write()
         try:
             committed = database.tables.get(key)
-            if committed is None or committed.secondary:
+            if (
+                committed is None
+                or committed.secondary
+                or committed.schema.dedup_key
+                or database.settings.get("triggers")
+            ):
                 return False
-            made = make(committed)
-            if made is None:
-                return False
-            lsn = database.commit_new_row(key, committed.schema.name, committed, *made)
+            ident, row = make(committed, made_of)
+            lsn = database.commit_new_row(key, committed.schema.name, committed, ident, row)
         finally:
             database.release_write()
         if self.acknowledge_later:

@@ -74,6 +74,14 @@ class running:  # noqa: N801 - used as the function it was: `with running(source
 _current: ContextVar[running | None] = ContextVar("statement_deadline", default=None)
 
 
+# `with running(source):` for a caller that keeps one `running(source)` (not `bulk`) of its
+# own, a session's: `token = enter(kept)`, then `leave(token)` in a `finally`. Two C calls a
+# statement where a `running` made and entered each time costs three Python calls and an
+# object; the token is the caller's, so the kept one may be entered again inside itself.
+enter = _current.set
+leave = _current.reset
+
+
 # Whose long work the thread does (`working_for`): its turns' owner; None: the thread's own.
 _owner: ContextVar[Hashable | None] = ContextVar("long_work_owner", default=None)
 

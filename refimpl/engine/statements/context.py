@@ -134,7 +134,9 @@ class StatementContext(Protocol):
 
     def write(self, run: Callable[[Transaction], T]) -> T: ...
 
-    def insert_new_row(self, table: str, make: Callable[[Table], tuple[Ident, Row] | None]) -> bool:
+    def insert_new_row(
+        self, table: str, make: Callable[[Table, T], tuple[Ident, Row]], made_of: T
+    ) -> bool:
         """A one-row INSERT committing on its own without a transaction (`Session.
         insert_new_row`): True once committed; False, nothing done, when it cannot go so."""
 

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from refimpl.engine.result import Result, message_result
 from refimpl.engine.rights import Right
 from refimpl.engine.statements import executor
-from refimpl.engine.statements.triggers import row_triggers, triggers_of
+from refimpl.engine.statements.triggers import row_triggers
 from refimpl.engine.storage import values
 from refimpl.engine.storage.schema import TableSchema
 from refimpl.engine.storage.table import Ident, Row, Table
@@ -126,7 +126,7 @@ class PreparedInsert:
     """`executor.execute` of a one-row INSERT (`runs_one_row`), run again and again. Threads
     may share one: what it keeps is one `_Shape`, replaced whole."""
 
-    __slots__ = ("_shape", "_sources", "_needs", "_in_order")
+    __slots__ = ("_shape", "_sources", "_needs", "_in_order", "_columns")
 
     def __init__(self, statement: ast.Insert) -> None:
         assert statement.rows is not None
@@ -141,6 +141,7 @@ class PreparedInsert:
         self._needs = 1 + max((i for is_param, i in self._sources if is_param), default=-1)
         # The values are the parameters as they come ($1, $2, ... and nothing else).
         self._in_order = self._sources == [(True, i) for i in range(len(self._sources))]
+        self._columns = statement.columns  # a handler runs only the statement it was made of
 
     def __call__(
         self, context: StatementContext, statement: ast.Insert, text: str, params: Sequence[Any]
@@ -152,13 +153,9 @@ class PreparedInsert:
             source = list(params[: self._needs])
         else:
             source = [params[i] if is_param else i for is_param, i in self._sources]
-
-        def new_row(table: Table) -> tuple[Ident, Row] | None:
-            if table.schema.dedup_key or triggers_of(context):
-                return None  # DEDUP and triggers go the way of every INSERT (below)
-            return self._new(table, statement.columns, source, table.get)
-
-        if context.insert_new_row(statement.table, new_row):
+        # Without a transaction's overlay when it can (no DEDUP, trigger or secondary index:
+        # the session says), by a method and its argument rather than a closure made a run.
+        if context.insert_new_row(statement.table, self._new, source):
             return message_result(text, _ONE_ROW, 1)
 
         def run(txn: Transaction) -> Result:
@@ -170,7 +167,7 @@ class PreparedInsert:
                     work, table.schema, statement.columns, [source], context.deadline(), firing
                 )
                 return message_result(text, _ONE_ROW, 1)
-            ident, row = self._new(table, statement.columns, source, work.get)
+            ident, row = self._new(table, source, work.get)
             work.change({ident: row})
             return message_result(text, _ONE_ROW, 1)
 
@@ -179,18 +176,18 @@ class PreparedInsert:
     def _new(
         self,
         table: Table,
-        columns: Sequence[str] | None,
         source: list[Any],
-        get: Callable[[Ident], Row | None],
+        get: Callable[[Ident], Row | None] | None = None,
     ) -> tuple[Ident, Row]:
         """The row of `source` in `table`'s columns, its values converted to their types,
         and its identity: its key, or a row id of its own. SqlError as `executor` raises it
         (a wrong count, a value that does not convert, a NULL key), DuplicateKey when `get`
-        (what the writer sees of the table) finds the key."""
+        (what the writer sees of the table; None: the committed `table` itself) finds the
+        key."""
         schema = table.schema
         shape = self._shape
         if shape is None or shape.schema is not schema:
-            shape = self._shape = _Shape(schema, columns)
+            shape = self._shape = _Shape(schema, self._columns)
         if len(source) != len(shape.types):
             raise SqlError(
                 f"row 1 has {len(source)} value(s) but {len(shape.types)} column(s) are"
@@ -224,6 +221,6 @@ class PreparedInsert:
         if key_of is None:
             return (table.allocate_rowid(),), row
         ident = key_of(row)
-        if get(ident) is not None:
+        if (table.get if get is None else get)(ident) is not None:
             raise DuplicateKey(schema.name, ident[0] if len(ident) == 1 else ident)
         return ident, row

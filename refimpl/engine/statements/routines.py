@@ -115,7 +115,9 @@ class RoutineContext:
     def load_rows(self, table: str, rows: values.TypedRows) -> int | None:
         return None  # its rows join the caller's transaction
 
-    def insert_new_row(self, table: str, make: Callable[[Table], tuple[Ident, Row] | None]) -> bool:
+    def insert_new_row(
+        self, table: str, make: Callable[[Table, T], tuple[Ident, Row]], made_of: T
+    ) -> bool:
         return False  # its row joins the caller's transaction
 
     def begin(self) -> None:

@@ -17,7 +17,6 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +68,9 @@ _LONG_LIVED_ROWS = 100_000
 # next open would otherwise replay it record by record (about 20,000 small commits a MB),
 # where loading a checkpoint costs a bulk decode of the tables.
 CLOSE_CHECKPOINT_BYTES = 1024 * 1024
+# What a commit touched in a table without a rev column: every value (one object shared by
+# every such commit: a named tuple's Python `__new__` costs a call).
+_EVERYTHING = Touched(frozenset(), True)
 # Whoever holds the write lock at a close (a transaction left open) makes the close's
 # checkpoint wait at most this long before it is left out.
 _CLOSE_CHECKPOINT_WAIT = 1.0
@@ -261,8 +263,8 @@ class Database:
     # -- writing -------------------------------------------------------------------------
 
     def acquire_write(self, timeout: float | None = None) -> None:
-        wait = self.options.statement_timeout if timeout is None else timeout
-        if not self.write_lock.acquire(blocking=False):
+        if not self.write_lock.acquire(False):
+            wait = self.options.statement_timeout if timeout is None else timeout
             admission.waiting()
             if not self.write_lock.acquire(timeout=wait):
                 raise StatementTimeout(
@@ -306,8 +308,8 @@ class Database:
             for text in changes:
                 apply_database_change(self.settings, text)
 
-        self._make_visible(install, txn.touched(), lsn)
-        self.commit_seconds.observe(time.perf_counter() - started)
+        self._make_visible(txn.touched(), lsn, install)
+        self.commit_seconds.observe_alone(time.perf_counter() - started)
         return lsn
 
     def commit_new_row(self, key: str, name: str, table: Table, ident: Ident, row: Row) -> int:
@@ -330,17 +332,19 @@ class Database:
             raise
         self.table_bytes[key] = self.table_bytes.get(key, 0) + delta
         rev = schema.rev_column
-        value = None if rev is None else row[schema.position(rev)]
-        touched = Touched(frozenset(), True) if rev is None else Touched(frozenset((value,)))
-        self._make_visible(partial(table.put, ident, row), {key: touched}, lsn)
-        self.commit_seconds.observe(time.perf_counter() - started)
+        if rev is None:
+            touched = _EVERYTHING
+        else:
+            touched = Touched(frozenset((row[schema.position(rev)],)))
+        self._make_visible({key: touched}, lsn, table.put_new, ident, row)
+        self.commit_seconds.observe_alone(time.perf_counter() - started)
         return lsn
 
     def _make_visible(
-        self, install: Callable[[], object], touched: dict[str, Touched], lsn: int
+        self, touched: dict[str, Touched], lsn: int, install: Callable[..., object], *args: Any
     ) -> None:
         """Make a logged commit the committed state: the one way every commit path does it,
-        in its exclusive hold of the state lock and in this order: `install()` the rows,
+        in its exclusive hold of the state lock and in this order: `install(*args)` the rows,
         advance the revision counters of what it `touched`, wake the waiters of those
         values, and only then set `applied_lsn`.
 
@@ -350,7 +354,7 @@ class Database:
         `applied_lsn` not is sure the commit's wake is coming or came (`live_answers.
         StateReads` takes a kept pair without the lock on that ground)."""
         with self.state_lock.exclusive():
-            install()
+            install(*args)
             self.revisions.advance(touched)
             notify = self.wake_board.notify
             for table, what in touched.items():
@@ -421,8 +425,8 @@ class Database:
             self.memory.reserve(self.name, -load.growth)
             raise
         self.table_bytes[load.key] = self.table_bytes.get(load.key, 0) + load.growth
-        self._make_visible(merge.install, {load.key: load.touched}, lsn)
-        self.commit_seconds.observe(time.perf_counter() - started)
+        self._make_visible({load.key: load.touched}, lsn, merge.install)
+        self.commit_seconds.observe_alone(time.perf_counter() - started)
         return lsn
 
     def wait_durable(self, lsn: int) -> None:

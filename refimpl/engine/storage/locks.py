@@ -76,13 +76,14 @@ class SharedLock:
 
     def _enter_exclusive(self) -> None:
         with self._mutex:
-            self._writers_waiting += 1
-            while self._writing or self._readers:
-                admission.waiting()
-                self._asleep += 1
-                self._condition.wait()
-                self._asleep -= 1
-            self._writers_waiting -= 1
+            if self._writing or self._readers:  # seldom: most commits find no one inside
+                self._writers_waiting += 1
+                while self._writing or self._readers:
+                    admission.waiting()
+                    self._asleep += 1
+                    self._condition.wait()
+                    self._asleep -= 1
+                self._writers_waiting -= 1
             self._writing = True
             self.installs += 1
 

@@ -235,6 +235,25 @@ class Table:
             secondary.add(row, ident)
         return previous
 
+    def put_new(self, ident: Ident, row: Row) -> None:
+        """`put` of a row whose identity the table does not hold (a one-row INSERT's commit,
+        which looked it up): no look-up of an older row to replace."""
+        if not self._keyed and ident[0] >= self.next_rowid:
+            self.next_rowid = ident[0] + 1
+        part, order = self.place(row, ident)
+        partition = self.partitions.get(part)
+        if partition is None:
+            partition = self.partitions[part] = Blocks()
+        partition[order] = row
+        index = self.index
+        index[ident] = (part, order)
+        if type(index) is dict and len(index) >= SHARD_AT:
+            self.index = sharded(index)
+        for journal in self.journals:
+            journal.append(ident)
+        for secondary in self.secondary.values():
+            secondary.add(row, ident)
+
     def put_many(self, idents: Sequence[Ident], rows: Sequence[Row]) -> None:
         """`put` of each identity's row in turn, the identities distinct, in fewer steps.
 
