@@ -28,7 +28,7 @@ import re
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Protocol
 
 from refimpl.errors import StatementCancelled
@@ -68,6 +68,9 @@ class CostlyShapes:
         self._lock = threading.Lock()
         self._size = size
         self._seen: OrderedDict[int, None] = OrderedDict()
+        # The shapes remembered, read without a lock: one not in it did not run long lately
+        # (one dict look-up, atomic, where `in` is a Python call before its own look-up).
+        self.remembered: Mapping[int, None] = self._seen
 
     def add(self, key: int) -> None:
         with self._lock:
@@ -133,7 +136,8 @@ def before_statements(text: str, deadline: float | None, shape: int | None = Non
         return True  # no admission, or on a long place already
     if len(text) <= LARGE_TEXT:
         key = statement_shape(text) if shape is None else shape
-        if key not in places.costly:
+        costly = places.costly
+        if key not in costly.remembered or key not in costly:
             _local.text_key = key  # remembered if it runs long
             return True
     if _local.hand_on is None:

@@ -179,7 +179,8 @@ class Session:
         failed transaction, a wrong count of parameters: `execute` itself answers those)."""
         if self.failed or len(params) != prepared.param_count:
             return self.execute(prepared.sql, params)
-        self._deadline = self._new_deadline()
+        # `_new_deadline()`, written out: every run sets one.
+        self._deadline = time.monotonic() + self.database.options.statement_timeout
         if self.transaction is None and not admission.before_statements(
             prepared.sql, self._deadline, prepared.shape
         ):

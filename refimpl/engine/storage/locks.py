@@ -74,8 +74,13 @@ class SharedLock:
         once, not a generator's context made at each commit)."""
         return self._exclusive
 
+    # The writer's side takes the mutex by acquire and release, not `with`: every commit
+    # enters and leaves, and a `with` makes two bound methods and an argument tuple more.
+
     def _enter_exclusive(self) -> None:
-        with self._mutex:
+        mutex = self._mutex
+        mutex.acquire()
+        try:
             if self._writing or self._readers:  # seldom: most commits find no one inside
                 self._writers_waiting += 1
                 while self._writing or self._readers:
@@ -86,14 +91,20 @@ class SharedLock:
                 self._writers_waiting -= 1
             self._writing = True
             self.installs += 1
+        finally:
+            mutex.release()
 
     def _exit_exclusive(self, *exc: object) -> None:
-        with self._mutex:
+        mutex = self._mutex
+        mutex.acquire()
+        try:
             self.installs += 1
             self._writing = False
             # Nearly every commit finds no one waiting: notify_all would still cost 1 us.
             if self._asleep:
                 self._condition.notify_all()
+        finally:
+            mutex.release()
 
 
 class _Exclusive:

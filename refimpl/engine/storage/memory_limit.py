@@ -198,19 +198,27 @@ class MemoryBudget:
 
     def reserve(self, database: str, delta: int) -> None:
         """Count `delta` more bytes for `database`; MemoryFull (nothing counted) when a
-        growth would pass the limit. Shrinking is always allowed."""
-        with self._lock:
-            # Summed only when a growth meets a limit: most commits grow with none set.
-            used = sum(self._used.values()) if delta > 0 and self.limit_bytes else 0
-            if delta > 0 and self.limit_bytes and used + delta > self.limit_bytes:
-                raise MemoryFull(
-                    f"the memory limit for table data (memory_mb, {_size(self.limit_bytes)}) is"
-                    f" reached: {_size(used)} are in use and the write needs {_size(delta)}"
-                    " more; nothing was written; delete rows or drop a table, or raise"
-                    " memory_mb and restart"
-                )
-            key = database.lower()
-            self._used[key] = self._used.get(key, 0) + delta
+        growth would pass the limit. Shrinking is always allowed.
+
+        The caller holds `database`'s write lock: a database's count changes only by its
+        own commits, one at a time. So only a growth that meets a limit takes the budget's
+        lock (its check and its count are one step against other databases' growths); any
+        other reserve changes its database's entry alone without it (every commit counts)."""
+        used = self._used
+        key = database.lower()
+        if delta > 0 and self.limit_bytes:
+            with self._lock:
+                total = sum(used.values())
+                if total + delta > self.limit_bytes:
+                    raise MemoryFull(
+                        "the memory limit for table data (memory_mb,"
+                        f" {_size(self.limit_bytes)}) is reached: {_size(total)} are in use"
+                        f" and the write needs {_size(delta)} more; nothing was written;"
+                        " delete rows or drop a table, or raise memory_mb and restart"
+                    )
+                used[key] = used.get(key, 0) + delta
+            return
+        used[key] = used.get(key, 0) + delta
 
     def stats(self) -> dict[str, int | None]:
         """`used_bytes` and `limit_bytes` (None without a limit), as /api/stats shows them."""
