@@ -101,7 +101,18 @@ class LongPlaces(Protocol):
     def release_long(self) -> None: ...
 
 
-_local = threading.local()
+class _Held(threading.local):
+    """What the calling thread holds. A thread never admitted (a log's flusher, the
+    protocol's acknowledging thread) reads these class defaults: a name it never set made
+    `getattr(_local, name, None)` raise and catch an AttributeError in C, at every flush."""
+
+    hand_on: Callable[[], None] | None = None
+    long_places: LongPlaces | None = None
+    long_release: Callable[[], None] | None = None
+    cancel: threading.Event | None = None
+
+
+_local = _Held()
 
 
 def admitted(hand_on: Callable[[], None], long_places: LongPlaces | None = None) -> None:
