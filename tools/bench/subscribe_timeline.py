@@ -4,16 +4,17 @@ timeline of each pass of woken streams and what the clients spend.
 
 Per pass (one job of the owner pool that makes a user's woken parts, then sends them), from
 the start of the commit's wake-ups (`WakeBoard.notify`, on the committing thread): when the
-pass starts, when its parts are all made, when the commits they show are durable (where
-parts are made while the flush runs: `PassReads.settle`), when the first part is sent and
-when the last is (the pass's end); its
-thread's CPU time making and sending, and the times the system took that thread off the
-processor (involuntary switches) or it slept (voluntary: the lock, a pause) while sending;
-the pauses of the sends' turns at the interpreter lock (`fanout.taking_turns`), a commit and
-how long they lasted. Then the waiters' CPU time a commit (4 processes of 25 threads, as
-much as the server's on this bench: they share its processors) and the writer's INSERT round
-trip. p50/p99 are the bench's commit-to-push latencies as the waiters read them, arrival
-p50/p99 as their sockets got them (`subscribe.arrival`: without the waiters' own queue).
+pass starts, when its parts are all made, when the commit's flush ended (its leader marked
+it durable: `flushed`), when the pass found the commits its parts show durable (where parts
+are made while the flush runs: `PassReads.settle`), when the first part is sent and when the
+last is (the pass's end); its thread's CPU time making and sending, and the times the system
+took that thread off the processor (involuntary switches) or it slept (voluntary: the lock,
+a pause) while sending; the pauses of the sends' turns at the interpreter lock
+(`fanout.taking_turns`), a commit and how long they lasted. Then the waiters' CPU time a
+commit (4 processes of 25 threads, as much as the server's on this bench: they share its
+processors) and the writer's INSERT round trip. p50/p99 are the bench's commit-to-push
+latencies as the waiters read them, arrival p50/p99 as their sockets got them
+(`subscribe.arrival`: without the waiters' own queue).
 
     python tools/bench/subscribe_timeline.py                       # this tree, one run
     python tools/bench/subscribe_timeline.py --before ../old --rounds 3   # in turn
@@ -44,7 +45,7 @@ import json, sys, threading, time
 from refimpl.engine.tracking import signals
 from refimpl.http.endpoints import subscribe_route
 from refimpl.waiting import fanout
-out, passes, wakes, pauses = sys.argv[1], [], [], []
+out, passes, wakes, pauses, flushes = sys.argv[1], [], [], [], []
 def switches():
     with open("/proc/thread-self/status") as file:
         text = file.read()
@@ -95,6 +96,15 @@ def timed_notify(self, *args):
     wakes.append(time.monotonic())
     return notify(self, *args)
 signals.WakeBoard.notify = timed_notify
+from refimpl.engine.storage import wal
+lead = getattr(wal.WriteAheadLog, "_lead", None)  # a flush's leader: its end, durable
+if lead is not None:
+    def timed_lead(self, *args):
+        try:
+            return lead(self, *args)
+        finally:
+            flushes.append(time.monotonic())
+    wal.WriteAheadLog._lead = timed_lead
 turns = fanout.taking_turns
 def timed_pause(seconds):
     began = time.monotonic()
@@ -108,7 +118,7 @@ try:
     status = main(sys.argv[2:])
 finally:
     with open(out, "w") as file:
-        json.dump({"passes": passes, "wakes": wakes, "pauses": pauses}, file)
+        json.dump({"passes": passes, "wakes": wakes, "pauses": pauses, "flushes": flushes}, file)
 sys.exit(status)
 """
 
@@ -167,6 +177,7 @@ def run(code: Path | None, commits: int, lean: bool = False) -> dict[str, float]
     out.parent.rmdir()
     rows: list[list[float]] = []
     wakes = notes["wakes"]
+    flushes = notes["flushes"]
     for began, made, ended, cpu, _before, after, points in notes["passes"]:
         if made is None or made[4] < 50:  # a pass of a few late wake-ups
             continue
@@ -185,10 +196,11 @@ def run(code: Path | None, commits: int, lean: bool = False) -> dict[str, float]
                 after[1] - made_switches[1],
                 (points.get("settled", made_end) - woke) * 1e3,
                 (points.get("first sent", math.nan) - woke) * 1e3,
+                (min((f for f in flushes if f >= woke), default=math.nan) - woke) * 1e3,
             ]
         )
     names = ["pass starts", "made", "sent", "make CPU", "send CPU", "send slept", "send off CPU"]
-    names += ["durable", "first sent"]
+    names += ["durable", "first sent", "flushed"]
     for k, name in enumerate(names):
         unit = " ms" if k < 5 or k > 6 else ""
         figures[name + unit] = statistics.median(r[k] for r in rows)
@@ -211,6 +223,7 @@ SHOWN = [
     "INSERT round trip ms",
     "pass starts ms",
     "made ms",
+    "flushed ms",
     "durable ms",
     "first sent ms",
     "sent ms",

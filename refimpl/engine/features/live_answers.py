@@ -130,6 +130,12 @@ class Subscription:
     waiting: Waker | None = None  # the request waiting for a change, if any
     kept: int = 0  # rows its versions keep, as last counted against its owner
     lock: threading.Lock = field(default_factory=threading.Lock)
+    # (database, table, symbol): what its revision counter is kept by in a pass
+    # (`PassReads.counter`), made once, not at each of its commits.
+    state_key: tuple[Database, str, Any] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.state_key = (self.database, self.table, self.symbol)
 
     @property
     def current(self) -> Version:

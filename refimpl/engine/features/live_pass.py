@@ -113,16 +113,15 @@ class PassReads:
 
     def counter(self, subscription: Subscription) -> int:
         """The revision counter `subscription`'s query reads (`Subscription.counter`)."""
-        key = (subscription.database, subscription.table, subscription.symbol)
-        counter = self._counters.get(key)
+        counter = self._counters.get(subscription.state_key)
         if counter is None:
-            counter = self._counters[key] = subscription.counter()
+            counter = self._counters[subscription.state_key] = subscription.counter()
         return counter
 
     def saw(self, subscription: Subscription, counter: int) -> None:
         """A run of the pass read the state at `counter` (the counters only rise): the
         streams after it read that, and take the step that run made."""
-        key = (subscription.database, subscription.table, subscription.symbol)
+        key = subscription.state_key
         if self._counters.get(key, -1) < counter:
             self._counters[key] = counter
 

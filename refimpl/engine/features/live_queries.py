@@ -105,7 +105,7 @@ class SubscriptionManager:
         # Per owner (None: anonymous), by when last asked; and the rows they keep in all.
         self._owned: dict[str | None, OrderedDict[str, Subscription]] = {}
         self._kept_rows: dict[str | None, int] = {}
-        self._closed = False
+        self.closed = False  # (read at every woken wait: an attribute, not a property)
         self._shared = SharedResults()
         # Shared only among the subscribers one commit wakes (within moments): a few kept.
         self._answers = SharedResults(size=64)
@@ -232,13 +232,9 @@ class SubscriptionManager:
             return step
         return step.attempt() or step.expire()
 
-    @property
-    def closed(self) -> bool:
-        return self._closed
-
     def close(self) -> None:
         with self._lock:
-            self._closed = True
+            self.closed = True
             subscriptions = list(self._subscriptions.values())
         for subscription in subscriptions:
             if subscription.waiting is not None:

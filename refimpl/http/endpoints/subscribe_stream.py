@@ -253,17 +253,18 @@ class _LiveStream:
         one when the stream ends (its token or right gone, or another request took over).
         A re-run's part while the same wait goes on is `Headed` when the deliverer sends
         such parts to `parked`'s client (its `outlet`, set once its head was handed over)."""
-        ended = self._token.gone()
-        if ended is not None:
-            return self._end(ended)
         wait = self._wait
         batch = self._batch
         assert wait is not None and batch is not None  # set before the stream is parked
+        reads = batch.reads
+        ended = self._token.gone()
+        if ended is not None:
+            return self._end(ended)
         try:
             # Within the budget: a query's run (not the step the stream takes when another
             # stream of the query ran it), the statement timeout from its start. What the
             # parts of the pass read alike is read once (`PassReads`).
-            reply = wait.attempt(True, budget, batch.reads)
+            reply = wait.attempt(True, budget, reads)
             if reply is None:
                 return None
             if reply.kind == "none":
@@ -274,9 +275,8 @@ class _LiveStream:
                 )
                 return self._end(reason)
             # A re-run's: its right was checked just now.
-            step = self._manager.follow(self._session, reply, True, wait, budget, batch.reads)
-            outlet = parked.outlet if self._headed else None
-            if step is wait and outlet is not None:
+            step = self._manager.follow(self._session, reply, True, wait, budget, reads)
+            if step is wait and self._headed and (outlet := parked.outlet) is not None:
                 # Its event only, which the other streams that share the change end with,
                 # after its `id:` line (`Reply.id`'s, the subscription's part made once).
                 subscription = reply.subscription
@@ -285,7 +285,7 @@ class _LiveStream:
                     self._id_line = b"id: %b." % subscription.id.encode()
                 head = b"%b%d\n" % (self._id_line, reply.version)
                 return Headed(outlet, head, rows_event(reply))
-            return Part(_later(self._events(reply, step, wait, budget, batch.reads)))
+            return Part(_later(self._events(reply, step, wait, budget, reads)))
         except KdbError as error:
             return self._end(str(error))  # a REVOKE, or the statement timeout
 

@@ -1,0 +1,288 @@
+"""The cost of one commit's parts to `--streams` live-query streams of one query, in this
+process: the real streams of `GET /api/subscribe?stream=true` (subscribe_stream's
+`_LiveStream`, each its own subscription of `subscribe.py`'s candle query of one symbol, the
+admin's with a bearer token, as that bench's), woken by a one-row commit to their symbol; the
+pass of their user's batch (`Woken`) that makes the parts, waits once for the flush and hands
+them to the deliverer, whose sends are a stand-in that tells each stream its part went out
+whole (the server's `_send_headed` does that after its `sendmsg`s). So the count is the owner
+pool's work a commit without the kernel's sends (those `subscribe.py --phases 100
+--per-symbol 100 --stream` measures): the first stream's re-run, the others' taking its
+step, each stream's part, the pass around them. The commit's own thread (the INSERT and the
+streams' wake-ups) is counted apart. Opcodes by function, or with `--instructions` machine
+instructions (valgrind's callgrind, C included), neither moved by the machine's load:
+
+    python tools/bench/subscribe_parts.py
+    PYTHONPATH=../before python tools/bench/subscribe_parts.py
+    python tools/bench/subscribe_parts.py --instructions
+"""
+
+from __future__ import annotations
+
+from bench_path import sibling  # first: see bench_path
+
+# isort: split
+
+import argparse
+import collections
+import contextlib
+import functools
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import refimpl
+from refimpl.engine.event_streams import Credential
+from refimpl.engine.instance import Instance
+from refimpl.engine.rights import Principal
+from refimpl.http.auth import CREDENTIALS_KEY, ConnectionCredentials
+from refimpl.http.endpoints import subscribe_stream
+from refimpl.http.endpoints.subscribe_route import woken
+from refimpl.http.error_answers import to_response
+from refimpl.waiting.parked import Kind, Parked, Part
+from refimpl.waiting.room import WaitingRoom
+
+opcode_stages = sibling("opcode_stages")
+ADMIN = Principal("admin", is_admin=True)
+TRADES = (
+    "CREATE TABLE trades (time TIMESTAMP, symbol SYMBOL, price DOUBLE)"
+    " TIMESERIES(time) PARTITION BY DAY, SYMBOL(symbol)"
+)
+CANDLES = (
+    "SUBSCRIBE SELECT date_trunc('minute', time) AS m, first(price) AS open,"
+    " max(price) AS high, min(price) AS low, last(price) AS close FROM trades"
+    " WHERE symbol = 'S0000' GROUP BY m ORDER BY m"
+)
+
+
+class _Pool:
+    """The room's owner pool, but its jobs run when the bench says (`run`), on its thread."""
+
+    def __init__(self) -> None:
+        self.batches: dict[Any, Any] = {}
+        self.jobs: list[Callable[[], None]] = []
+
+    def submit(self, owner: object, job: Callable[[], None]) -> None:
+        self.jobs.append(job)
+
+    def run(self) -> None:
+        jobs, self.jobs = self.jobs, []
+        for job in jobs:
+            job()
+
+    def close(self) -> None:
+        pass
+
+
+class _Outlet:
+    """A stream's connection as the server's sends see it."""
+
+    def __init__(self) -> None:
+        self.parked: Parked[Any] | None = None
+        self.sent = 0
+
+
+def _send_headed(parts: Any, body: bytes) -> None:
+    """The server's `_send_headed` without its system calls: each part counted as sent
+    whole, its stream told so once all are."""
+    drained = []
+    for outlet, head in parts:
+        outlet.sent += len(head) + len(body)
+        drained.append(outlet.parked.drained)
+    for each in drained:
+        each()
+
+
+class Bench:
+    """An engine in `folder` with `streams` streams of the candle query, their pass run by
+    the bench (`commit`, then `pass_`)."""
+
+    def __init__(self, folder: Path, streams: int) -> None:
+        self.instance = instance = Instance.open(folder)
+        token = instance.access.ensure_admin()
+        assert token is not None
+        self.writer = instance.session("demo", ADMIN)
+        self.writer.execute(TRADES)
+        self.n = 0
+        for _ in range(20):
+            self.commit()
+        self.room = room = WaitingRoom(to_response)
+        self.pool = _Pool()
+        room.owner_work.close()
+        room.owner_work = self.pool  # type: ignore[assignment]  # a stand-in
+        room.share_with(lambda *args: None, _send_headed)
+        kept = ConnectionCredentials()
+        kept.header = f"Bearer {token}"
+        kept.checked = instance.access.check_token(token)
+        ctx = SimpleNamespace(
+            request=SimpleNamespace(
+                environ={CREDENTIALS_KEY: kept, "HTTP_AUTHORIZATION": kept.header}
+            )
+        )
+        credential = Credential(instance.access.token_key(token), ADMIN)
+        self.outlets = []
+        for _ in range(streams):
+            session = instance.session("demo", ADMIN)
+            stream = subscribe_stream._LiveStream(
+                instance.subscriptions,
+                session,
+                CANDLES,
+                False,
+                subscribe_stream._TokenLook(instance.access, credential, ctx),  # type: ignore[arg-type]
+                3600.0,
+                3600.0,
+                _no_budget,
+            )
+            reply = instance.subscriptions.ask_now(session, CANDLES, None)
+            stream.first(reply)
+            parked: Parked[Any] = Parked(
+                None,
+                0,
+                lambda _: None,
+                stream.heartbeat,
+                time.monotonic() + 3600,
+                lambda: None,
+                kind=Kind.LIVE_STREAM,
+                at_close=stream.closing,
+                on_drained=stream.drained,
+            )
+            outlet = _Outlet()
+            outlet.parked = parked
+            parked.on_ready(lambda answer: None, lambda part: None, outlet)
+            parked.decide(Part(b"its head"))
+            stream.start(parked, woken(room, "admin"), True)
+            parked.drained()  # its head went out
+            self.outlets.append(outlet)
+
+    def commit(self) -> None:
+        """A trade of the streams' symbol: wakes every stream."""
+        self.n += 1
+        self.writer.execute(
+            f"INSERT INTO trades VALUES ({1_700_000_000_000_000 + self.n * 1_000},"
+            f" 'S0000', {self.n}.5)"
+        )
+
+    def pass_(self) -> None:
+        """The woken streams' pass: their parts made and sent."""
+        self.pool.run()
+
+    def sent(self) -> int:
+        return sum(outlet.sent for outlet in self.outlets)
+
+    def close(self) -> None:
+        self.room.close()
+        self.writer.close()
+        self.instance.close()
+
+
+def _no_budget() -> contextlib.AbstractContextManager[object]:
+    """A part's statement budget: none (no run here reaches a timeout)."""
+    return contextlib.nullcontext()
+
+
+def passes(bench: Bench, commits: int) -> None:
+    for _ in range(commits):
+        bench.commit()
+        bench.pass_()
+
+
+def counting_on() -> None:
+    """Switch callgrind's instrumentation on for this process (as engine_calls.py's)."""
+    asking = subprocess.Popen(
+        ["callgrind_control", "-i", "on", str(os.getpid())], stdout=subprocess.DEVNULL
+    )
+    while asking.poll() is None:
+        pass
+
+
+def instructions(args: argparse.Namespace) -> None:
+    """Run this script under callgrind; print its count of the passes' instructions a
+    commit (the commits themselves uncounted)."""
+    with tempfile.TemporaryDirectory() as folder:
+        out = Path(folder) / "callgrind.out"
+        command = [
+            "valgrind",
+            "--tool=callgrind",
+            "--instr-atstart=no",
+            "--collect-atstart=no",
+            "--toggle-collect=functools_reduce",
+            f"--callgrind-out-file={out}",
+            sys.executable,
+            __file__,
+            "--streams",
+            str(args.streams),
+            "--commits",
+            str(args.commits),
+            "--once",
+        ]
+        subprocess.run(command, check=True, capture_output=True, env=os.environ.copy())
+        found = re.search(r"^totals: (\d+)", out.read_text(), re.MULTILINE)
+        assert found is not None
+    per = int(found.group(1)) / args.commits
+    tree = Path(refimpl.__file__).parent.parent.name
+    print(
+        f"{tree}: {per:,.0f} instructions a commit's pass of {args.streams} streams"
+        f" ({per / args.streams:,.0f} a stream)"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--streams", type=int, default=100)
+    parser.add_argument("--commits", type=int, default=20, help="commits counted")
+    parser.add_argument("--top", type=int, default=30, help="functions listed")
+    parser.add_argument(
+        "--instructions", action="store_true", help="count machine instructions (callgrind)"
+    )
+    parser.add_argument("--once", action="store_true", help=argparse.SUPPRESS)  # callgrind's
+    args = parser.parse_args()
+    if args.instructions:
+        instructions(args)
+        return
+    with tempfile.TemporaryDirectory() as folder:
+        bench = Bench(Path(folder), args.streams)
+        try:
+            passes(bench, 10)  # warm: every subscription keeps its most versions
+            before = bench.sent()
+            if args.once:
+                counting_on()
+                passes_only(bench, args.commits)
+                return
+            commit_counts: collections.Counter[tuple[str, str]] = collections.Counter()
+            pass_counts: collections.Counter[tuple[str, str]] = collections.Counter()
+            for _ in range(args.commits):
+                commit_counts += opcode_stages.opcodes_by_function(bench.commit)
+                pass_counts += opcode_stages.opcodes_by_function(bench.pass_)
+            sent = bench.sent() - before
+        finally:
+            bench.close()
+    per = args.commits
+    tree = Path(refimpl.__file__).parent.parent.name
+    total = sum(pass_counts.values()) / per
+    print(
+        f"{tree}: a commit waking {args.streams} streams, {sent / per:,.0f} bytes sent:"
+        f" the pass {total:,.0f} Python opcodes ({total / args.streams:,.1f} a stream),"
+        f" the commit's thread {sum(commit_counts.values()) / per:,.0f}"
+    )
+    for (name, file), found in pass_counts.most_common(args.top):
+        print(f"{found / per:9.1f}  {name} ({file})")
+
+
+def passes_only(bench: Bench, commits: int) -> None:
+    """`commits` commits, each then its pass; only the passes counted by callgrind (within
+    `functools.reduce`, its `--toggle-collect`: nothing of the pass calls it)."""
+    for _ in range(commits):
+        bench.commit()
+        functools.reduce(lambda _, __: bench.pass_(), [None], None)
+
+
+if __name__ == "__main__":
+    main()
