@@ -93,6 +93,7 @@ class WriteAheadLog:
         self._files = files
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)  # durable_lsn moved, leader done, closed
+        self._waiting = 0  # threads in `_wait`: a flush that ends with none notifies none
         self._remove_lock = threading.Lock()  # one remove_through at a time, in LSN order
         self._fsync_count = 0
         self._queued_appends = 0  # appends that found an earlier record not yet durable
@@ -286,13 +287,19 @@ class WriteAheadLog:
                     raise ValueError(f"LSN {lsn} was never appended (the last is {self._last_lsn})")
                 if not self._flushing:
                     break
-                self._cond.wait()
+                self._wait()
             self._flushing = True
             if self._last_batch_commits > 1:
                 # Committers woken by the last flush are about to append again: give them a
                 # moment (half a flush at most) so they share this fsync instead of the next.
-                # Without it, batches alternate between two halves of the writers.
-                self._cond.wait(min(self._last_flush_seconds / 2, _MAX_GATHER_SECONDS))
+                # Without it, batches alternate between two halves of the writers. A sleep
+                # with the lock let go: no one notifies a leader (a Condition's timed wait
+                # made a lock and ran its Python at every flush).
+                self._lock.release()
+                try:
+                    time.sleep(min(self._last_flush_seconds / 2, _MAX_GATHER_SECONDS))
+                finally:
+                    self._lock.acquire()
             batch, self._pending = self._pending, []
             target = self._last_lsn
             self._last_batch_commits = target - self._durable_lsn
@@ -301,6 +308,14 @@ class WriteAheadLog:
             self._lead(batch, target)
         finally:
             self._last_flush_seconds = time.perf_counter() - started
+
+    def _wait(self) -> None:
+        """`Condition.wait` (the lock held), counted in `_waiting` meanwhile."""
+        self._waiting += 1
+        try:
+            self._cond.wait()
+        finally:
+            self._waiting -= 1
 
     def _lead(self, batch: list[tuple[Segment, bytearray]], target: int) -> None:
         """Flushes `batch` (ending with record `target`) as the one leader, outside the lock."""
@@ -315,7 +330,8 @@ class WriteAheadLog:
                 self._durable_lsn = target
             elif self._failure is None:
                 self._failure = _failure_message(self._doing, failure, self._durable_lsn)
-            self._cond.notify_all()
+            if self._waiting:  # the protocols' one flushing thread is most often alone
+                self._cond.notify_all()
             message = self._failure
         if failure is not None:
             raise WritesStopped(message or str(failure)) from failure
@@ -523,7 +539,7 @@ class WriteAheadLog:
         with self._cond:
             if self._closing:
                 while not self._closed:
-                    self._cond.wait()
+                    self._wait()
                 return
             self._closing = True
             last = self._last_lsn
@@ -536,7 +552,7 @@ class WriteAheadLog:
                 error = exc
         with self._cond:
             while self._flushing:
-                self._cond.wait()
+                self._wait()
             if self._write_fd is not None:
                 fd, self._write_fd, self._write_segment = self._write_fd, None, None
                 try:
