@@ -401,14 +401,22 @@ class WriteAheadLog:
             self._files.close(fd)
 
     def _timed(self, sync: Callable[P, object], *args: P.args, **kwargs: P.kwargs) -> None:
-        """`sync(*args)`: one fsync (or synchronized write) in the count and the histogram."""
+        """`sync(*args)`: one fsync (or synchronized write) in the count and, once it
+        returned, in the histogram. Both are written under the log's lock, taken once after
+        the sync: every observer of the histogram is here, so it needs no lock of its own."""
+        started = time.perf_counter()
+        try:
+            sync(*args, **kwargs)
+            if self._fsync_delay > 0:
+                time.sleep(self._fsync_delay)
+        except BaseException:
+            with self._lock:
+                self._fsync_count += 1
+            raise
+        elapsed = time.perf_counter() - started
         with self._lock:
             self._fsync_count += 1
-        started = time.perf_counter()
-        sync(*args, **kwargs)
-        if self._fsync_delay > 0:
-            time.sleep(self._fsync_delay)
-        self.fsync_seconds.observe(time.perf_counter() - started)
+            self.fsync_seconds.observe_alone(elapsed)
 
     def _fail(self, doing: str, exc: BaseException) -> WritesStopped:
         with self._cond:
