@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Sequence
-from operator import itemgetter, le
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 from refimpl.engine.result import Result, message_result
 from refimpl.engine.rights import Right
 from refimpl.engine.statements import executor
+from refimpl.engine.statements.kept_rows import MOST_VALUES, KeptRow, kept_row
 from refimpl.engine.statements.triggers import row_triggers
 from refimpl.engine.storage import values
 from refimpl.engine.storage.schema import TableSchema
@@ -63,19 +64,7 @@ def runs_one_row(statement: ast.Statement) -> bool:
 class _Shape:
     """The row's place in one schema object's columns, made once for it."""
 
-    __slots__ = (
-        "schema",
-        "types",
-        "width",
-        "positions",
-        "checks",
-        "kinds",
-        "bounded",
-        "lows",
-        "highs",
-        "key_of",
-        "not_null",
-    )
+    __slots__ = ("schema", "types", "width", "positions", "checks", "kept", "key_of", "not_null")
 
     def __init__(self, schema: TableSchema, columns: Sequence[str] | None) -> None:
         self.schema = schema
@@ -96,21 +85,23 @@ class _Shape:
             (*_KEPT_AS_THEY_ARE.get(column_type, (None, None, None)), column_type, name)
             for column_type, name in self.types
         ]
-        # The same, for one test of a whole row: the Python types of values all kept as
-        # they are (None where a column keeps none), and the (place, low, high) of each
-        # value whose bounds are then still to check.
-        self.kinds = tuple(kind for kind, _, _, _, _ in self.checks)
-        bounded = [(n, c[1], c[2]) for n, c in enumerate(self.checks) if c[1] is not None]
-        # Those values taken by one C call, checked against their lows and highs by two; the
-        # first twice, so that the values come as a tuple however many have bounds.
-        bounded += bounded[:1]
-        self.bounded = itemgetter(*(n for n, _, _ in bounded)) if bounded else None
-        self.lows = tuple(low for _, low, _ in bounded)
-        self.highs = tuple(high for _, _, high in bounded)
+        layout = schema.layout()
+        # The row when every value is kept as it is, by code made for this shape (None:
+        # none is made, the values are converted the general way). Only where such values
+        # make a row that passes NOT NULL: a kept value is never NULL, so every NOT NULL
+        # column must be among those given.
+        kept = [_KEPT_AS_THEY_ARE.get(column_type) for column_type, _ in self.types]
+        self.kept: KeptRow | None = None
+        if (
+            0 < len(kept) <= MOST_VALUES
+            and all(check is not None for check in kept)
+            and {position for position, _ in layout.not_null} <= set(positions)
+        ):
+            checks = tuple(check for check in kept if check is not None)
+            self.kept = kept_row(checks, tuple(positions), self.width)
         # A row's identity (None: row ids) and its values that must not be NULL, each taken
         # by one C call, where `Table.ident_of` and `check_not_null` step through positions
         # in Python; a key of one column is a slice of the row: a tuple, as an identity is.
-        layout = schema.layout()
         keys = layout.key_positions
         self.key_of: Callable[[Row], Ident] | None = None
         if len(keys) == 1:
@@ -193,21 +184,29 @@ class PreparedInsert:
                 f"row 1 has {len(source)} value(s) but {len(shape.types)} column(s) are"
                 " being inserted"
             )
-        kept = tuple(map(type, source)) == shape.kinds  # every value kept as it is...
-        if kept and shape.bounded is not None:  # ...if within its column's bounds
-            picked = shape.bounded(source)
-            kept = all(map(le, shape.lows, picked)) and all(map(le, picked, shape.highs))
-        converted = source
-        if not kept:
-            coerce = values.coerce
-            converted = [
-                v
-                if type(v) is kind and (low is None or low <= v <= high)
-                else coerce(v, column_type, name)
-                for v, (kind, low, high, column_type, name) in zip(
-                    source, shape.checks, strict=True
-                )
-            ]
+        kept = shape.kept
+        row = None if kept is None else kept(source)
+        if row is None:  # a value to convert (or to refuse), or no code made for the shape
+            row = self._converted(table, shape, source)
+        key_of = shape.key_of
+        if key_of is None:
+            return (table.allocate_rowid(),), row
+        ident = key_of(row)
+        if (table.get if get is None else get)(ident) is not None:
+            raise DuplicateKey(schema.name, ident[0] if len(ident) == 1 else ident)
+        return ident, row
+
+    @staticmethod
+    def _converted(table: Table, shape: _Shape, source: list[Any]) -> Row:
+        """The row of `source` (its count checked), each value not kept as it is converted
+        by `values.coerce`; SqlError as `coerce` or the NOT NULL check raises it."""
+        coerce = values.coerce
+        converted = [
+            v
+            if type(v) is kind and (low is None or low <= v <= high)
+            else coerce(v, column_type, name)
+            for v, (kind, low, high, column_type, name) in zip(source, shape.checks, strict=True)
+        ]
         if shape.positions is None:
             row = tuple(converted)
         else:
@@ -217,10 +216,4 @@ class PreparedInsert:
             row = tuple(slots)
         if shape.not_null is not None and None in shape.not_null(row):
             table.check_not_null(row)  # says which column
-        key_of = shape.key_of
-        if key_of is None:
-            return (table.allocate_rowid(),), row
-        ident = key_of(row)
-        if (table.get if get is None else get)(ident) is not None:
-            raise DuplicateKey(schema.name, ident[0] if len(ident) == 1 else ident)
-        return ident, row
+        return row
