@@ -56,8 +56,16 @@ def rows_bytes(rows: Sequence[tuple[Any, ...]], schema: TableSchema, indexes: in
 
 def row_bytes(row: tuple[Any, ...], schema: TableSchema, indexes: int = 0) -> int:
     """`rows_bytes` of one row (a one-row INSERT's commit): no list and no getter made."""
-    fixed, texts = _shape(schema, indexes)
-    return fixed + sum(map(len, filter(None, map(row.__getitem__, texts)))) if texts else fixed
+    kept = _SHAPES.get(id(schema))  # `_shape`, its look-up written out: every such commit
+    if kept is None or kept[0] is not schema or kept[1] != indexes:
+        kept = _made_shape(schema, indexes)
+    _, _, fixed, texts = kept
+    if not texts:
+        return fixed
+    if len(texts) == 1:
+        text = row[texts[0]]
+        return fixed + len(text) if text else fixed
+    return fixed + sum(map(len, filter(None, map(row.__getitem__, texts))))
 
 
 def _counted(
@@ -71,24 +79,27 @@ def _counted(
     return fixed * len(rows) + _text_bytes(rows, schema)
 
 
-# Each schema's (fixed bytes a row, text columns' places), by schema object and count of
-# indexes: a commit of one row counts it without going over the columns again. A schema is
-# never changed in place (a change makes a new object), so the one kept is checked by
+# Each schema's (fixed bytes a row, text columns' places), by schema object with its count
+# of indexes: a commit of one row counts it without going over the columns again. A schema
+# is never changed in place (a change makes a new object), so the one kept is checked by
 # identity; the dictionary is emptied when it holds many.
-_SHAPES: dict[tuple[int, int], tuple[TableSchema, int, tuple[int, ...]]] = {}
+_SHAPES: dict[int, tuple[TableSchema, int, int, tuple[int, ...]]] = {}
 _SHAPES_KEPT = 1024
 
 
 def _shape(schema: TableSchema, indexes: int) -> tuple[int, tuple[int, ...]]:
-    kept = _SHAPES.get((id(schema), indexes))
-    if kept is not None and kept[0] is schema:
-        return kept[1], kept[2]
+    kept = _SHAPES.get(id(schema))
+    if kept is None or kept[0] is not schema or kept[1] != indexes:
+        kept = _made_shape(schema, indexes)
+    return kept[2], kept[3]
+
+
+def _made_shape(schema: TableSchema, indexes: int) -> tuple[TableSchema, int, int, tuple[int, ...]]:
     texts = tuple(n for n, column in enumerate(schema.columns) if column.type in _TEXT)
-    fixed = _row_bytes(schema, indexes)
     if len(_SHAPES) >= _SHAPES_KEPT:
         _SHAPES.clear()
-    _SHAPES[(id(schema), indexes)] = (schema, fixed, texts)
-    return fixed, texts
+    made = _SHAPES[id(schema)] = (schema, indexes, _row_bytes(schema, indexes), texts)
+    return made
 
 
 def table_bytes(table: Table) -> int:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from refimpl.engine.storage.memory_limit import row_bytes, rows_bytes
+from refimpl.engine.storage.memory_limit import INDEX_ENTRY, row_bytes, rows_bytes
 from refimpl.engine.storage.schema import TableSchema
 from refimpl.sql import ast
 
@@ -35,3 +35,15 @@ def schemas_and_rows(draw: st.DrawFn) -> tuple[TableSchema, tuple[object, ...]]:
 def test_one_rows_count_is_the_count_of_a_list_of_it(made, indexes):
     schema, row = made
     assert row_bytes(row, schema, indexes) == rows_bytes([row], schema, indexes)
+
+
+@given(schemas_and_rows(), st.lists(st.integers(0, 3), min_size=2, max_size=4))
+def test_one_schemas_count_follows_its_count_of_indexes(made, counts):
+    # One schema object counted with several counts of indexes in turn (an index made or
+    # dropped keeps the schema): each count is its own, whatever was counted before.
+    schema, row = made
+    for indexes in counts:
+        assert row_bytes(row, schema, indexes) == rows_bytes([row], schema, indexes)
+        assert row_bytes(row, schema, indexes) - row_bytes(row, schema, 0) == (
+            indexes * INDEX_ENTRY
+        )
