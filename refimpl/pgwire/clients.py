@@ -4,12 +4,16 @@ client has not taken yet, and its counts for /metrics."""
 
 from __future__ import annotations
 
+import logging
 import ssl
 import threading
 import time
 
+from refimpl.netpool import send_limits
 from refimpl.pgwire.link import Link
 from refimpl.pgwire.sockets import Socket
+
+log = logging.getLogger("refimpl.pgwire")
 
 
 class Client:
@@ -38,6 +42,9 @@ class Client:
         # read or answered, so a client that reads nothing holds one answer at most.
         self.unsent = b""
         self.unsent_since = 0.0  # when the client last took some of them
+        # By when they must all have been taken, however the client takes them: set when
+        # they are left (`send_limits`; nothing more is answered until they are taken).
+        self.unsent_deadline = 0.0
         self.handshaking = False  # TLS: 'S' sent, the handshake not yet done
         self.secure = False  # TLS: the socket is wrapped (`start_tls`)
         self.lock = threading.Lock()  # held by the worker while it answers
@@ -73,9 +80,31 @@ class Client:
             self.unsent = b""
             self.unsent_since = 0.0
             return
+        if not self.unsent_since:  # left now: its deadline counts from here
+            self.unsent_deadline = send_limits.send_deadline(time.monotonic(), len(self.unsent))
         if sent or not self.unsent_since:
             self.unsent_since = time.monotonic()
         self.unsent = self.unsent[sent:]
+
+    def keep_unsent(self, rest: bytes) -> None:
+        """Keep what the socket did not take of answers just sent (nothing waited before)."""
+        self.unsent, self.unsent_since = rest, time.monotonic()
+        self.unsent_deadline = send_limits.send_deadline(self.unsent_since, len(rest))
+
+    def stalled(self, now: float, pause: float) -> bool:
+        """True when answers wait that the client took nothing of for `pause` seconds, or
+        not all of by their deadline (logged: the server closes the connection)."""
+        if not self.unsent:
+            return False
+        if now > self.unsent_deadline:
+            log.warning(
+                "closed the connection from %s: its answers were not taken whole by their"
+                " deadline (%d bytes left)",
+                self.address,
+                len(self.unsent),
+            )
+            return True
+        return now - self.unsent_since > pause
 
     def goodbye(self, data: bytes) -> None:
         """Send a last error if the socket takes it at once (it is non-blocking here)."""

@@ -10,7 +10,8 @@ reads what a connection sent; once the bytes make a whole message it answers the
 there are, sends what the socket takes of the answers and frees the connection: waiting for
 messages, it stays registered edge-triggered, re-armed (`_rearm`) only when an event came
 meanwhile, its last read may have left bytes or its end, or it waits for more. Answers
-the socket did not take wait (up to `SEND_TIMEOUT_SECONDS`) with the connection armed for
+the socket did not take wait (pausing up to `SEND_TIMEOUT_SECONDS`, in all until their
+deadline: `refimpl.netpool.send_limits`) with the connection armed for
 writing only: its next messages are neither read nor answered meanwhile, and no worker
 waits for it. A connection that pipelines without reading thus holds `UNSENT_LIMIT` bytes
 of answers plus one answer at most. An idle or half-sent connection thus
@@ -157,7 +158,7 @@ class PgServer:
             stalled = [
                 c
                 for c in self._clients.values()
-                if not c.busy and c.unsent and now - c.unsent_since > SEND_TIMEOUT_SECONDS
+                if not c.busy and c.stalled(now, SEND_TIMEOUT_SECONDS)
             ]
             for client in late + stalled:
                 client.busy = True  # no worker takes it up while it is closed
@@ -408,8 +409,7 @@ class PgServer:
                             # send, and the clock read only when the socket took a part.
                             sent = client.transport.send_now(out)
                             if sent != len(out):
-                                client.unsent = out[sent:]
-                                client.unsent_since = time.monotonic()
+                                client.keep_unsent(out[sent:])
                     if client.unsent or closed or not link.more:
                         break
                 if core.state is State.SECURING and self.options.tls is not None:
@@ -490,7 +490,7 @@ class PgServer:
                 try:
                     sent = client.transport.send_now(out)
                     if sent != len(out):  # rare: the rest waits for the client to take it
-                        client.unsent, client.unsent_since = out[sent:], time.monotonic()
+                        client.keep_unsent(out[sent:])
                 except OSError:
                     link.end()
         if core.state is State.CLOSED:

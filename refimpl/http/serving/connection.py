@@ -7,6 +7,8 @@ later by the thread that decides them. What a connection uses of its server is `
 
 from __future__ import annotations
 
+import logging
+import select
 import socket
 import struct
 import threading
@@ -27,7 +29,10 @@ from refimpl.http.serving import wire
 from refimpl.http.serving.environ import connection_environ, make_environ
 from refimpl.http.serving.heads import HeadTemplate, template_of
 from refimpl.http.serving.limits import ConnectionCounts
+from refimpl.netpool import send_limits
 from refimpl.waiting.parked import Kind, Parked, ParkedBody
+
+log = logging.getLogger("refimpl.http")
 
 CONNECTION_TIMEOUT_SECONDS = 60.0  # a started request must arrive whole within this
 # Statuses whose answers have no body (and 1xx): sent by the general path.
@@ -92,6 +97,9 @@ class Connection:
         # whether the connection stays open once it is sent.
         self.rest = memoryview(b"")
         self.keep_after_unsent = False
+        # By when the answer being sent must have been taken whole (`send_limits`): a
+        # whole answer's rest, or a streamed body's parts so far.
+        self.send_deadline = 0.0
 
     def stream_hung_up(self) -> bool:
         """True when the client of a stream closed its side or sent something."""
@@ -101,6 +109,16 @@ class Connection:
             return False
         except OSError:
             return True
+
+    def keep_rest(self, data: bytes, sent: int, keep: bool) -> None:
+        """Keep what the socket did not take of a whole answer (`data`, of which `sent` went
+        out just now) for the server to send as the client takes it, by its deadline."""
+        self.rest, self.keep_after_unsent = memoryview(data)[sent:], keep
+        self.send_deadline = send_limits.send_deadline(time.monotonic(), len(data))
+
+    def overdue(self, now: float) -> bool:
+        """True when a whole answer's rest is still unsent past its deadline."""
+        return bool(self.rest) and now > self.send_deadline
 
     def request_ready(self) -> bool:
         """True when a request can be served without waiting for the client (see wire)."""
@@ -231,6 +249,7 @@ class Connection:
                 chunked = True
             else:
                 keep = False  # the end of the connection marks the end of the body
+        self.send_deadline = send_limits.send_deadline(time.monotonic(), 0)
         pending = [wire.answer_head(status, headers, chunked=chunked, keep_alive=keep)]
         if not bodyless:
             size = 0  # of the chunks in `pending`: sent on past 64 KB
@@ -258,17 +277,39 @@ class Connection:
         except BlockingIOError:
             sent = 0
         if sent < len(data):
-            self.rest, self.keep_after_unsent = memoryview(data)[sent:], keep
+            self.keep_rest(data, sent, keep)
 
     def _send_all(self, data: bytes) -> None:
-        """Send all of `data`; a client slow to take it is waited for without a place."""
+        """Send all of `data`, a part of a streamed answer whose deadline (`send_deadline`)
+        this part extends; a client slow to take it is waited for without a place, until
+        the deadline (TimeoutError, logged: the connection closes) or for a pause of at
+        most CONNECTION_TIMEOUT_SECONDS (an OSError)."""
+        self.send_deadline += send_limits.send_allowance(len(data))
         try:
             sent = self.connection.send(data, socket.MSG_DONTWAIT)
         except BlockingIOError:
             sent = 0
-        if sent < len(data):
-            admission.waiting()
-            self.connection.sendall(memoryview(data)[sent:])
+        if sent == len(data):
+            return
+        admission.waiting()
+        rest = memoryview(data)[sent:]
+        while rest:
+            left = self.send_deadline - time.monotonic()
+            if left <= 0:
+                log.warning(
+                    "closed the connection from %s: its streamed answer was not taken whole"
+                    " by its deadline",
+                    self.client_address[0],
+                )
+                raise TimeoutError("the answer was not taken whole by its deadline")
+            # Woken when the socket takes more, or at the deadline: a blocking send would
+            # wait out the kernel's whole SO_SNDTIMEO, past the deadline.
+            select.select((), (self.connection,), (), min(left, CONNECTION_TIMEOUT_SECONDS))
+            try:
+                rest = rest[self.connection.send(rest, socket.MSG_DONTWAIT) :]
+            except BlockingIOError:
+                if left > CONNECTION_TIMEOUT_SECONDS:  # not writable for that long
+                    raise TimeoutError("the client took nothing for too long") from None
 
     def decided_answer(self, answer: Answer) -> tuple[bytes, bool]:
         """The bytes of a parked request's answer, and whether the connection stays open."""

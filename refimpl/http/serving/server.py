@@ -290,7 +290,7 @@ class PooledWSGIServer(BaseWSGIServer):
             return False
         if sent < len(data):
             # A slow client: a worker sends the rest once the socket takes more.
-            handler.rest, handler.keep_after_unsent = memoryview(data)[sent:], keep
+            handler.keep_rest(data, sent, keep)
             self._wait_writable(handler)
             return False
         return True
@@ -299,7 +299,8 @@ class PooledWSGIServer(BaseWSGIServer):
         """Send what the socket takes of a whole answer's rest (`Connection.rest`); True
         once all of it went (or the client went away: the connection then closes), else the
         connection waits to be writable again. A client never holds a thread: one that takes
-        nothing for KEEP_ALIVE_SECONDS is closed (`_close_idle`)."""
+        nothing for KEEP_ALIVE_SECONDS, or not the whole by its deadline (`send_limits`),
+        is closed (`_close_idle`)."""
         rest = handler.rest
         try:
             sent = handler.connection.send(rest, socket.MSG_DONTWAIT)
@@ -519,6 +520,7 @@ class PooledWSGIServer(BaseWSGIServer):
                 and (
                     now - handler.last_used > KEEP_ALIVE_SECONDS
                     or now - (handler.reader.started_at or now) > CONNECTION_TIMEOUT_SECONDS
+                    or handler.overdue(now)  # its answer's whole is late, however it trickles
                 )
             ]
             for fd, handler in idle:
@@ -526,7 +528,14 @@ class PooledWSGIServer(BaseWSGIServer):
                 handler.busy = True
                 self._epoll.unregister(fd)
         for _, handler in idle:
-            if handler.reader.started_at is not None:
+            if handler.rest:
+                log.warning(
+                    "closed the connection from %s: its answer was not taken whole in time"
+                    " (%d bytes left)",
+                    handler.client_address[0],
+                    len(handler.rest),
+                )
+            elif handler.reader.started_at is not None:
                 # The deadline counts from the request's first byte, however it trickles.
                 timeout = int(CONNECTION_TIMEOUT_SECONDS)
                 late = closing_answer(

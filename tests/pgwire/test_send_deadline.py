@@ -1,0 +1,103 @@
+"""A client of the protocol that takes its answers a byte at a time, never pausing long: the
+answers left unsent have a deadline as a whole (`refimpl.netpool.send_limits`), past which
+the connection is closed and the server logs it. Before, only a pause was bounded (60 s, each
+time the client took nothing), so such a client kept its connection and up to
+`UNSENT_LIMIT` plus one answer of memory for as long as it liked."""
+
+from __future__ import annotations
+
+import logging
+import socket
+import struct
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from refimpl.engine.instance import Instance
+from refimpl.netpool import send_limits
+from refimpl.pgwire.options import PgOptions
+from refimpl.pgwire.serving import PgServer
+from tests.pgwire.attack import MessageReader, query_message, startup_packet
+
+# About 20 MB of rows: far more than the kernel's buffers of both ends hold.
+BIG_QUERY = f"SELECT '{'x' * 1000}' FROM generate_series(1, 20000)"
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[tuple[PgServer, str]]:
+    """The protocol's server on a new data folder in this process, and the admin's token."""
+    instance = Instance.open(tmp_path / "data")
+    token = instance.access.ensure_admin()
+    assert token is not None
+    server = PgServer(instance, PgOptions(port=0, threads=2))
+    server.start()
+    try:
+        yield server, token
+    finally:
+        server.stop()
+        instance.close()
+
+
+def _ask(server: PgServer, token: str) -> socket.socket:
+    """A connection logged in, its receive buffer small, BIG_QUERY sent."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.settimeout(10)
+    sock.connect(server.address)
+    sock.sendall(startup_packet("admin", "demo"))
+    assert sock.recv(9)[:1] == b"R"  # AuthenticationCleartextPassword
+    body = token.encode() + b"\0"
+    sock.sendall(b"p" + struct.pack("!i", len(body) + 4) + body)
+    MessageReader(sock).until(b"Z", 1)
+    sock.sendall(query_message(BIG_QUERY))
+    return sock
+
+
+def _trickle_then_read(sock: socket.socket, trickle_seconds: float) -> tuple[int, bool]:
+    """Take a byte every 200 ms for `trickle_seconds`, then read as fast as possible: the
+    bytes received, and whether the server closed the connection (else it kept it open
+    after the answer, and the read waited 5 s for more)."""
+    got = 0
+    sock.settimeout(5)
+    stop = time.monotonic() + trickle_seconds
+    while time.monotonic() < stop:
+        got += len(sock.recv(1))
+        time.sleep(0.2)
+    try:
+        while more := sock.recv(1 << 20):
+            got += len(more)
+    except TimeoutError:
+        return got, False
+    except ConnectionResetError:
+        pass
+    return got, True
+
+
+def test_answers_taken_too_slowly_are_cut_off_at_their_deadline(
+    served: tuple[PgServer, str],
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # The deadline: 1 s, whatever the size (the size's allowance made negligible).
+    monkeypatch.setattr(send_limits, "SEND_GRACE_SECONDS", 1.0)
+    monkeypatch.setattr(send_limits, "SEND_MIN_BYTES_PER_SECOND", 1e12)
+    caplog.set_level(logging.WARNING, logger="refimpl.pgwire")
+    server, token = served
+    with _ask(server, token) as sock:
+        got, closed = _trickle_then_read(sock, 4.0)
+    assert closed, "the connection was kept open"
+    assert got < 20_000 * 1000, "all the rows went to a client slower than the deadline allows"
+    assert any("not taken whole" in r.getMessage() for r in caplog.records), caplog.text
+
+
+def test_a_client_as_fast_as_the_allowance_gets_its_whole_answer(
+    served: tuple[PgServer, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A short grace, but the size's allowance as the server has it: 20 MB get 300 s.
+    monkeypatch.setattr(send_limits, "SEND_GRACE_SECONDS", 1.0)
+    server, token = served
+    with _ask(server, token) as sock:
+        got, closed = _trickle_then_read(sock, 2.0)
+    assert not closed and got > 20_000 * 1000  # the rows, then ReadyForQuery: kept open
