@@ -90,6 +90,11 @@ class WakeBoard:
                 del self._waiters[table]
 
     def notify(self, table: str, values: frozenset[object], everything: bool) -> None:
+        if table not in self._waiters:
+            # No one waits on the table (every commit of most tables): no lock taken. A
+            # waiter registering meanwhile checks its revision after, which the commit
+            # moved before this call: it sees the change and does not wait.
+            return
         with self._lock:
             by_value = self._waiters.get(table)
             if not by_value:
