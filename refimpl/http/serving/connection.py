@@ -293,6 +293,10 @@ class Connection:
             return
         admission.waiting()
         rest = memoryview(data)[sent:]
+        # poll, not select: a server of many connections holds sockets numbered past
+        # select's FD_SETSIZE (1,024).
+        writable = select.poll()
+        writable.register(self.connection, select.POLLOUT)
         while rest:
             left = self.send_deadline - time.monotonic()
             if left <= 0:
@@ -304,7 +308,7 @@ class Connection:
                 raise TimeoutError("the answer was not taken whole by its deadline")
             # Woken when the socket takes more, or at the deadline: a blocking send would
             # wait out the kernel's whole SO_SNDTIMEO, past the deadline.
-            select.select((), (self.connection,), (), min(left, CONNECTION_TIMEOUT_SECONDS))
+            writable.poll(1000 * min(left, CONNECTION_TIMEOUT_SECONDS))
             try:
                 rest = rest[self.connection.send(rest, socket.MSG_DONTWAIT) :]
             except BlockingIOError:
