@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import socket
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -20,6 +19,7 @@ import pytest
 from refimpl.http.encode import Answer
 from refimpl.netpool import send_limits
 from tests.http.conftest import pooled_server
+from tests.netpool.slow_reader import trickle_then_read
 
 BIG = 16 * 1024 * 1024  # far more than the kernel's buffers of both ends hold
 PIECE = 64 * 1024
@@ -43,26 +43,6 @@ def _ask(port: int) -> socket.socket:
     return sock
 
 
-def _trickle_then_read(sock: socket.socket, trickle_seconds: float) -> tuple[int, bool]:
-    """Take a byte every 200 ms for `trickle_seconds`, then read as fast as possible: the
-    bytes received, and whether the server closed the connection (else it kept it open
-    after the answer, and the read waited 5 s for more)."""
-    got = 0
-    sock.settimeout(5)
-    stop = time.monotonic() + trickle_seconds
-    while time.monotonic() < stop:
-        got += len(sock.recv(1))
-        time.sleep(0.2)
-    try:
-        while more := sock.recv(1 << 20):
-            got += len(more)
-    except TimeoutError:
-        return got, False
-    except ConnectionResetError:
-        pass
-    return got, True
-
-
 @pytest.mark.parametrize("app", [_whole, _in_parts], ids=["whole", "in_parts"])
 def test_an_answer_taken_too_slowly_is_cut_off_at_its_deadline(
     app: Callable[..., Any], monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
@@ -73,7 +53,7 @@ def test_an_answer_taken_too_slowly_is_cut_off_at_its_deadline(
     caplog.set_level(logging.WARNING, logger="refimpl.http")
     with pooled_server(app) as pooled:
         with _ask(pooled.server_port) as sock:
-            got, closed = _trickle_then_read(sock, 4.0)
+            got, closed = trickle_then_read(sock, 4.0)
     assert closed, "the connection was kept open"
     assert got < BIG, "the whole answer went to a client slower than its deadline allows"
     assert any("not taken whole" in r.getMessage() for r in caplog.records), caplog.text
@@ -87,5 +67,5 @@ def test_a_client_as_fast_as_the_allowance_gets_its_whole_answer(
     monkeypatch.setattr(send_limits, "SEND_GRACE_SECONDS", 1.0)
     with pooled_server(app) as pooled:
         with _ask(pooled.server_port) as sock:
-            got, closed = _trickle_then_read(sock, 2.0)
+            got, closed = trickle_then_read(sock, 2.0)
     assert not closed and got > BIG  # the answer and its head, the connection kept

@@ -9,7 +9,6 @@ from __future__ import annotations
 import logging
 import socket
 import struct
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,6 +18,7 @@ from refimpl.engine.instance import Instance
 from refimpl.netpool import send_limits
 from refimpl.pgwire.options import PgOptions
 from refimpl.pgwire.serving import PgServer
+from tests.netpool.slow_reader import trickle_then_read
 from tests.pgwire.attack import MessageReader, query_message, startup_packet
 
 # About 20 MB of rows: far more than the kernel's buffers of both ends hold.
@@ -55,26 +55,6 @@ def _ask(server: PgServer, token: str) -> socket.socket:
     return sock
 
 
-def _trickle_then_read(sock: socket.socket, trickle_seconds: float) -> tuple[int, bool]:
-    """Take a byte every 200 ms for `trickle_seconds`, then read as fast as possible: the
-    bytes received, and whether the server closed the connection (else it kept it open
-    after the answer, and the read waited 5 s for more)."""
-    got = 0
-    sock.settimeout(5)
-    stop = time.monotonic() + trickle_seconds
-    while time.monotonic() < stop:
-        got += len(sock.recv(1))
-        time.sleep(0.2)
-    try:
-        while more := sock.recv(1 << 20):
-            got += len(more)
-    except TimeoutError:
-        return got, False
-    except ConnectionResetError:
-        pass
-    return got, True
-
-
 def test_answers_taken_too_slowly_are_cut_off_at_their_deadline(
     served: tuple[PgServer, str],
     monkeypatch: pytest.MonkeyPatch,
@@ -86,7 +66,7 @@ def test_answers_taken_too_slowly_are_cut_off_at_their_deadline(
     caplog.set_level(logging.WARNING, logger="refimpl.pgwire")
     server, token = served
     with _ask(server, token) as sock:
-        got, closed = _trickle_then_read(sock, 4.0)
+        got, closed = trickle_then_read(sock, 4.0)
     assert closed, "the connection was kept open"
     assert got < 20_000 * 1000, "all the rows went to a client slower than the deadline allows"
     assert any("not taken whole" in r.getMessage() for r in caplog.records), caplog.text
@@ -99,5 +79,5 @@ def test_a_client_as_fast_as_the_allowance_gets_its_whole_answer(
     monkeypatch.setattr(send_limits, "SEND_GRACE_SECONDS", 1.0)
     server, token = served
     with _ask(server, token) as sock:
-        got, closed = _trickle_then_read(sock, 2.0)
+        got, closed = trickle_then_read(sock, 2.0)
     assert not closed and got > 20_000 * 1000  # the rows, then ReadyForQuery: kept open
