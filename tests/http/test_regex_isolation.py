@@ -9,6 +9,15 @@ kind to compile, on and on. Meanwhile the victim's commits reach its stream, and
 answers, within a liveness bound; a pattern past a limit is a 400 naming the limit (from
 `/exec`, and when a stream or a long poll opens with it as its `where=`); nothing the
 hostile user asked changed anything.
+
+The hostile user's own requests have no bound but a hang's (HOSTILE_TIMEOUT): their searches
+take seconds of a processor each, one long search at a time, so their time grows with the
+machine's load. With a 60 s statement timeout the hostile SELECT (7 s at load 5 on 2 cores,
+most of it waiting for its turn behind the other long searches) could be stopped at a
+higher load, and the test failed for the hostile user's slowness, not a victim's (as it does
+at load 5 with the timeout at 10 s). The victim's bound does not grow so: its ticks take
+milliseconds, and a search that kept the interpreter lock (1.5 s of it held at each long
+search) still fails it.
 """
 
 from __future__ import annotations
@@ -19,6 +28,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import requests
 
 from tests.http.conftest import Server, running_server
 from tests.http.stream_client import open_stream
@@ -27,6 +37,7 @@ from tests.http.victims import tick_while
 TEXT = "a" * 100_000  # no `b`: the expression is tried at every place, all in vain
 COSTLY = "(?:.?){1000}b"
 HOSTILE_SECONDS = 6.0
+HOSTILE_TIMEOUT = 600.0  # seconds: the hostile user's statements and requests, a hang's bound
 LIVELY_SECONDS = 3.0  # a victim's commit and its event, and /health, within this
 
 
@@ -34,8 +45,9 @@ LIVELY_SECONDS = 3.0  # a victim's commit and its event, and /health, within thi
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     data: Path = tmp_path_factory.mktemp("regex-isolation") / "data"
     data.mkdir()
-    # Long enough that the costly searches run (their worst case is 9 s a row), not stopped.
-    (data / "kdb.conf").write_text("statement_timeout_ms = 60000\n")
+    # Long enough that the costly searches run (their worst case is 9 s a row, times the
+    # machine's load), and wait for their turns, not stopped.
+    (data / "kdb.conf").write_text(f"statement_timeout_ms = {int(HOSTILE_TIMEOUT * 1000)}\n")
     with running_server(data) as running:
         running.sql("CREATE TABLE docs (id INT PRIMARY KEY, body STRING)")
         running.sql("CREATE TABLE ticks (id INT PRIMARY KEY, v INT)")
@@ -65,23 +77,32 @@ def test_the_costliest_patterns_allowed_hold_no_other_user(server: Server) -> No
     server.sql(f"INSERT INTO docs VALUES (4, '{TEXT}')")
     rounds: list[int] = []
 
+    def as_hostile(sql: str) -> requests.Response:
+        return server.post(
+            "/exec",
+            params={"db": "demo"},
+            data=sql.encode(),
+            token=hostile,
+            timeout=HOSTILE_TIMEOUT,
+        )
+
     def hostile_work() -> None:
         ends = time.monotonic() + HOSTILE_SECONDS
         serial = 0
         while time.monotonic() < ends:
             serial += 1
-            select = f"SELECT id FROM docs WHERE body ~ '{COSTLY}' OR body ~ '^ab$'"
-            assert server.rows(select, token=hostile) == [[3]]
+            select = as_hostile(f"SELECT id FROM docs WHERE body ~ '{COSTLY}' OR body ~ '^ab$'")
+            assert select.status_code == 200 and select.json()["dataset"] == [[3]], select.text
             allowed, refused = _fresh_patterns(serial)
-            at_once = f"SELECT count(*) FROM docs WHERE id = 3 AND body ~ '{allowed}'"
-            assert server.rows(at_once, token=hostile) == [[0]]
-            answer = server.exec(f"SELECT id FROM docs WHERE body ~ '{refused}'", token=hostile)
+            at_once = as_hostile(f"SELECT count(*) FROM docs WHERE id = 3 AND body ~ '{allowed}'")
+            assert at_once.status_code == 200 and at_once.json()["dataset"] == [[0]], at_once.text
+            answer = as_hostile(f"SELECT id FROM docs WHERE body ~ '{refused}'")
             assert answer.status_code == 400, answer.text
             poll = server.get(
                 "/api/changes",
                 params={"db": "demo", "table": "docs", "where": f"body ~ '{COSTLY}'"},
                 token=hostile,
-                timeout=60,
+                timeout=HOSTILE_TIMEOUT,
             )
             assert poll.status_code == 200, poll.text
             rounds.append(serial)
