@@ -68,8 +68,7 @@ _LONG_LIVED_ROWS = 100_000
 # next open would otherwise replay it record by record (about 20,000 small commits a MB),
 # where loading a checkpoint costs a bulk decode of the tables.
 CLOSE_CHECKPOINT_BYTES = 1024 * 1024
-# What a commit touched in a table without a rev column: every value (one object shared by
-# every such commit: a named tuple's Python `__new__` costs a call).
+# A commit of a table without rev column touches every value: one object (Touched's is a call)
 _EVERYTHING = Touched(frozenset(), True)
 # Whoever holds the write lock at a close (a transaction left open) makes the close's
 # checkpoint wait at most this long before it is left out.
@@ -332,10 +331,7 @@ class Database:
             raise
         self.table_bytes[key] = self.table_bytes.get(key, 0) + delta
         rev = schema.rev_column
-        if rev is None:
-            touched = _EVERYTHING
-        else:
-            touched = Touched(frozenset((row[schema.position(rev)],)))
+        touched = _EVERYTHING if rev is None else Touched(frozenset((row[schema.position(rev)],)))
         self._make_visible({key: touched}, lsn, table.put_new, ident, row)
         self.commit_seconds.observe_alone(time.perf_counter() - started)
         return lsn
