@@ -21,6 +21,8 @@ import struct
 from collections.abc import Callable, Sequence
 from types import CodeType, FunctionType
 
+from refimpl.pgwire.messages import DataRows
+
 RowsWriter = Callable[[Sequence[Sequence[object]]], bytes]
 
 _NULL = b"\xff\xff\xff\xff"
@@ -46,7 +48,7 @@ def rows_writer(
     `_UNROLLED` columns every encoder is called, by a loop."""
     count = len(encoders)
     if count > _UNROLLED:
-        return functools.partial(_write_looped, encoders, struct.pack("!h", count))
+        return functools.partial(_write_looped, encoders)
     written = tuple(inline[i] if i < len(inline) else None for i in range(count))
     scope: dict[str, object] = {f"e{i}": encode for i, encode in enumerate(encoders)}
     scope |= {
@@ -89,23 +91,7 @@ def _code_of(written: tuple[str | None, ...]) -> CodeType:
 
 
 def _write_looped(
-    encoders: tuple[Callable[[object], bytes], ...],
-    count: bytes,
-    rows: Sequence[Sequence[object]],
+    encoders: tuple[Callable[[object], bytes], ...], rows: Sequence[Sequence[object]]
 ) -> bytes:
-    """The DataRow messages of `rows` of more than `_UNROLLED` columns, by a loop over them."""
-    out: list[bytes] = []
-    add = out.append
-    for row in rows:
-        parts = [count]
-        for value, encode in zip(row, encoders, strict=True):
-            if value is None:
-                parts.append(_NULL)
-            else:
-                data = encode(value)
-                parts.append(_LENGTH(len(data)))
-                parts.append(data)
-        body = b"".join(parts)
-        add(_HEAD(b"D", len(body) + 4))
-        add(body)
-    return b"".join(out)
+    """The DataRow messages of `rows` of more than `_UNROLLED` columns: the column loop's."""
+    return DataRows(rows, encoders).encode()
