@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import time
+import weakref
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -114,8 +115,10 @@ class Session:
         # When the running statement must stop: set as each statement of `execute` starts
         # (its parse included), None between statements.
         self._deadline: float | None = None
-        # What makes this session's deadline known to its thread while a statement runs.
-        self._running = deadlines.running(self)
+        # What makes this session's deadline known to its thread while a statement runs; it
+        # names the session by a weak proxy, so that the two make no cycle (a session a
+        # request is freed as its request ends, not by the collector).
+        self._running = deadlines.running(weakref.proxy(self))
 
     # -- running SQL ---------------------------------------------------------------------
 
