@@ -36,6 +36,7 @@ from refimpl.engine import admission
 from refimpl.engine.files import REAL_FILES, UNSUPPORTED, FileOps, write_all, write_all_synced
 from refimpl.engine.measures import LatencyHistogram
 from refimpl.engine.storage.wal_crc import KnownTail
+from refimpl.engine.storage.wal_reading import gone_message, read_failure, run_reads
 from refimpl.engine.storage.wal_recent import RecentRecords
 from refimpl.engine.storage.wal_seals import remove_seal, write_seal
 from refimpl.engine.storage.wal_segments import (
@@ -47,18 +48,16 @@ from refimpl.engine.storage.wal_segments import (
     frame_header,
     frame_runs,
     list_segments,
-    read_frames,
     scan_segments,
     segment_name,
     segment_runs,
 )
-from refimpl.errors import CorruptLog, Gone, StorageError, WritesStopped
+from refimpl.errors import CorruptLog, Gone, WritesStopped
 
 __all__ = ["DEFAULT_SEGMENT_BYTES", "SegmentInfo", "WriteAheadLog"]
 
 P = ParamSpec("P")
 DEFAULT_SEGMENT_BYTES = 64 * 1024 * 1024
-_READ_BUFFER = 64 * 1024
 _MAX_GATHER_SECONDS = 0.001
 _KEPT_BYTES = 1 << 20  # a payload this large with a known checksum is not copied at append
 _OPEN_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CREAT
@@ -437,7 +436,7 @@ class WriteAheadLog:
         before it is opened. The iterator opens its own file handles and holds no lock.
         """
         first, plan = self._plan(after_lsn, limit_records)
-        return self._run_reads(plan, first, limit_records)
+        return run_reads(plan, first, limit_records, lambda: self.oldest_lsn)
 
     def read_runs(self, after_lsn: int) -> Iterator[tuple[int, list[memoryview]]]:
         """The records `read` gives, in runs of consecutive ones: (LSN of the run's first,
@@ -450,7 +449,7 @@ class WriteAheadLog:
             try:
                 yield from frame_runs(step, first, self._checked_lsn)
             except OSError as exc:
-                raise _read_failure(step.path, exc) from exc
+                raise read_failure(step.path, exc) from exc
 
     def _plan(self, after_lsn: int, limit_records: int | None) -> tuple[int, list[ReadStep]]:
         """The first LSN a read after `after_lsn` gives, and each segment's share of it."""
@@ -460,7 +459,7 @@ class WriteAheadLog:
             oldest = self._oldest_locked()
             first = oldest if after_lsn == 0 else after_lsn + 1
             if first < oldest:
-                raise Gone(_gone_message(oldest), gone_before=oldest)
+                raise Gone(gone_message(oldest), gone_before=oldest)
             bound = self._durable_lsn
             plan: list[ReadStep] = []
             if first <= bound and limit_records != 0:
@@ -475,35 +474,6 @@ class WriteAheadLog:
                     end_lsn = min(segment.last_lsn, bound)
                     plan.append(ReadStep(segment.path, offset, start_lsn, end_lsn))
         return first, plan
-
-    def _run_reads(
-        self, plan: list[ReadStep], first: int, limit: int | None
-    ) -> Iterator[tuple[int, bytes]]:
-        remaining = limit
-        for step in plan:
-            try:
-                file = open(step.path, "rb", buffering=_READ_BUFFER)
-            except FileNotFoundError:
-                oldest = self.oldest_lsn
-                raise Gone(
-                    f"the log up to LSN {step.end_lsn} was removed while being read; "
-                    + _gone_message(oldest),
-                    gone_before=oldest,
-                ) from None
-            except OSError as exc:
-                raise _read_failure(step.path, exc) from exc
-            # A read error is the disk's, not the reader's: it becomes a StorageError (503).
-            # The consumer's own exceptions never reach this `except`: they stay outside.
-            try:
-                with file:
-                    for record in read_frames(file, step, first):
-                        yield record
-                        if remaining is not None:
-                            remaining -= 1
-                            if remaining <= 0:
-                                return
-            except OSError as exc:
-                raise _read_failure(step.path, exc) from exc
 
     # --- retention and closing --------------------------------------------------------------
 
@@ -605,17 +575,4 @@ def _failure_message(doing: str, exc: BaseException, durable_lsn: int | None) ->
     return (
         f"writes stopped: the write-ahead log could not {doing or 'go on'} ({exc}){acked};"
         " the disk must be checked and the server restarted to write again"
-    )
-
-
-def _read_failure(path: Path, exc: OSError) -> StorageError:
-    return StorageError(
-        f"the write-ahead log file {path} cannot be read ({exc}); the disk must be checked"
-    )
-
-
-def _gone_message(oldest: int) -> str:
-    return (
-        f"the log before LSN {oldest} is no longer kept; resume from LSN {oldest - 1} or later,"
-        " or start over from a snapshot"
     )
