@@ -130,7 +130,8 @@ class App:
         # The server's own handling time, so a client can tell it from the round trip (made
         # only for an answer given now: a write's, parked, is made by the flush).
         if isinstance(response, Answer):
-            timing = f"app;dur={(time.perf_counter() - record.started) * 1000:.3f}"
+            # `%` rather than an f-string's spec: a tenth fewer instructions in C.
+            timing = "app;dur=%.3f" % ((time.perf_counter() - record.started) * 1000)
             response.headers += (("Server-Timing", timing), (REQUEST_ID_HEADER, record.request_id))
             record.finish(response.status_code)
         elif not isinstance(response, Parked):

@@ -33,6 +33,7 @@ from refimpl.errors import (
     RequestHeadTooLarge,
     RequestTargetTooLong,
 )
+from refimpl.http.request_log import REQUEST_ID_HEADER
 from refimpl.http.serving.repeats import BodyRepeat, Repeat, repeat_of
 
 if TYPE_CHECKING:
@@ -516,10 +517,34 @@ def answer_bytes(
     `whole_answer` keeps these bytes on the answer for the readers that share it; this is
     for an answer that goes to one request alone. An Answer always carries its
     Content-Length, so it is never chunked."""
-    head = answer_head(
-        answer.status, answer.headers, chunked=False, keep_alive=keep_alive, extra=extra
-    )
+    headers = answer.headers
+    if extra is None and len(headers) == 4 and with_body:
+        # Most answers sent at once: an `Answer`'s two headers, then the app's two: their
+        # head is a kept text with the values put in, the bytes `answer_head` makes without
+        # its joins and its look for a Date among them.
+        (kind, kind_value), length, timing, named = headers
+        if (kind, length[0], timing[0], named[0]) == _SHAPED_NAMES:
+            key = (answer.status, kind_value, keep_alive)
+            text = _shaped_heads.get(key) or _shaped_head(*key)
+            shaped = text % (length[1], timing[1], named[1], http_date())
+            return shaped.encode("latin-1") + answer.body
+    head = answer_head(answer.status, headers, chunked=False, keep_alive=keep_alive, extra=extra)
     return head + answer.body if with_body else head
+
+
+# The heads `answer_bytes` puts these headers' values in (a `%s` each, then the Date's), by
+# status, content type and keep-alive; bounded, though the routes' few statuses fill it.
+_SHAPED_NAMES = ("Content-Type", "Content-Length", "Server-Timing", REQUEST_ID_HEADER)
+_shaped_heads: dict[tuple[str, str, bool], str] = {}
+
+
+def _shaped_head(status: str, kind: str, keep_alive: bool) -> str:
+    if len(_shaped_heads) >= 64:
+        _shaped_heads.clear()
+    fields = list(zip(_SHAPED_NAMES, (kind.replace("%", "%%"), "%s", "%s", "%s"), strict=True))
+    text = head_text(status.replace("%", "%%"), fields, False, keep_alive, None, "%s")
+    _shaped_heads[status, kind, keep_alive] = text
+    return text
 
 
 def chunk(answer: Answer) -> bytes:
