@@ -34,6 +34,13 @@ class Wire(Protocol):
     def send(self, answers: Sequence[m.ServerMessage]) -> None:
         """Send `answers` now, after everything answered before them."""
 
+    def start_answer(self) -> None:
+        """What `send` sends from now on is one answer with a deadline as a whole
+        (`refimpl.netpool.send_limits`): a client too slow to take it is dropped."""
+
+    def end_answer(self) -> None:
+        """The answer `start_answer` began is sent."""
+
     def next_copy_message(self) -> m.CopyData | m.CopyDone | m.CopyFail:
         """The client's next copy message, waiting for it. Raises ProtocolError when the
         client closes or sends no data in time (the connection then ends)."""
@@ -124,20 +131,24 @@ def copy_out(session: Session, sql: str, wire: Wire, before: list[m.ServerMessag
     """Run `COPY ... TO STDOUT`, its data sent as it is encoded, a chunk of rows at a time;
     CopyDone ends it (the caller sends CommandComplete)."""
     output = copying.copy_out(session, sql)
-    wire.send([*before, m.CopyOutResponse(len(output.columns), output.format.binary)])
-    before.clear()
-    # One row a CopyData, as PostgreSQL sends them (psycopg reads a row from each), sent
-    # in batches of about SEND_BYTES.
-    batch: list[m.ServerMessage] = []
-    size = 0
-    steps = Steps(session.principal.name)  # each batch is a step of its user's long work
-    for row in output.chunks(rows_per_chunk=1):
-        batch.append(m.CopyData(row))
-        size += len(row)
-        if size >= SEND_BYTES:
-            steps.next()
-            wire.send(batch)
-            batch, size = [], 0
+    wire.start_answer()
+    try:
+        wire.send([*before, m.CopyOutResponse(len(output.columns), output.format.binary)])
+        before.clear()
+        # One row a CopyData, as PostgreSQL sends them (psycopg reads a row from each), sent
+        # in batches of about SEND_BYTES.
+        batch: list[m.ServerMessage] = []
+        size = 0
+        steps = Steps(session.principal.name)  # each batch is a step of its user's long work
+        for row in output.chunks(rows_per_chunk=1):
+            batch.append(m.CopyData(row))
+            size += len(row)
+            if size >= SEND_BYTES:
+                steps.next()
+                wire.send(batch)
+                batch, size = [], 0
+    finally:
+        wire.end_answer()
     before.extend(batch)
     before.append(m.CopyDone())
     count = len(output.rows)

@@ -64,7 +64,14 @@ class Transport(Protocol):
     """The connection's socket as a statement uses it while it runs (a COPY)."""
 
     def send(self, data: bytes) -> None:
-        """All of `data` to the client now."""
+        """All of `data` to the client now (by the deadline of the answer it is part of,
+        between `start_answer` and `end_answer`)."""
+
+    def start_answer(self) -> None:
+        """What `send` sends from now on is one answer with a deadline as a whole."""
+
+    def end_answer(self) -> None:
+        """The answer `start_answer` began is sent: later sends have no deadline of its."""
 
     def receive(self) -> bytes:
         """What the client sends next, waiting for it; b"" when it closed. Raises
@@ -250,6 +257,12 @@ class Link:
         data = b"".join(self._out)
         self._out.clear()
         self._transport.send(data)
+
+    def start_answer(self) -> None:
+        self._transport.start_answer()
+
+    def end_answer(self) -> None:
+        self._transport.end_answer()
 
     def next_copy_message(self) -> m.CopyData | m.CopyDone | m.CopyFail:
         core = self.core

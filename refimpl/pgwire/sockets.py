@@ -1,9 +1,11 @@
 """A PostgreSQL connection's socket as the worker answering it uses it (`Socket`, a link's
-`Transport`): sends that wait only for a client slow to take them, and the waits of a COPY
+`Transport`): sends that wait only for a client slow to take them (an answer streamed while
+its statement runs, a COPY TO's, within its deadline as a whole), and the waits of a COPY
 FROM STDIN for its data, bounded by `COPY_WAIT_SECONDS` and ended by the server's stop."""
 
 from __future__ import annotations
 
+import logging
 import select
 import socket
 import ssl
@@ -13,6 +15,9 @@ import time
 from refimpl.engine import admission
 from refimpl.engine.measures import PgCounts
 from refimpl.errors import ProtocolError, Unavailable
+from refimpl.netpool import send_limits
+
+log = logging.getLogger("refimpl.pgwire")
 
 RECV_BYTES = 256 * 1024  # a COPY's data, read as it comes: large reads, few of them
 # A connection's next messages (and a walsender's client's): most reads are one small
@@ -22,6 +27,7 @@ RECV_BYTES = 256 * 1024  # a COPY's data, read as it comes: large reads, few of 
 READ_BYTES = 64 * 1024
 POLL_SECONDS = 0.2  # how soon an idle worker notices a stop
 COPY_WAIT_SECONDS = 60.0  # a COPY FROM STDIN whose client sends nothing this long ends
+SEND_PAUSE_SECONDS = 60.0  # a streamed answer's client that takes nothing this long is dropped
 
 
 class Socket:
@@ -32,6 +38,8 @@ class Socket:
         self.sock = sock
         self._stopping = stopping
         self._counts = counts  # a COPY's data read here counts as received
+        # The deadline of the streamed answer being sent (`start_answer`), or None.
+        self._deadline: float | None = None
 
     def fileno(self) -> int:
         return self.sock.fileno()
@@ -61,10 +69,22 @@ class Socket:
         except (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
             return 0
 
+    def start_answer(self) -> None:
+        """What `send` sends from now on is one answer streamed while its statement runs
+        (a COPY TO's rows): it has a deadline as a whole (`refimpl.netpool.send_limits`),
+        which each part sent extends; a client that has not taken it by then is dropped."""
+        self._deadline = send_limits.send_deadline(time.monotonic(), 0)
+
+    def end_answer(self) -> None:
+        """The streamed answer is sent: later sends have no deadline of its."""
+        self._deadline = None
+
     def send(self, data: bytes) -> None:
+        deadline = self._deadline
+        if deadline is not None:
+            deadline = self._deadline = deadline + send_limits.send_allowance(len(data))
         # An answer nearly always fits the socket's buffer: one send() as the socket is
-        # (non-blocking), and only a client slow to take it costs the two mode switches of
-        # a blocking sendall (whose wait SO_SNDTIMEO bounds).
+        # (non-blocking), and only a client slow to take it is waited for.
         try:
             sent = self.sock.send(data)
         except (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
@@ -72,11 +92,36 @@ class Socket:
         if sent == len(data):
             return
         admission.waiting()  # a client slow to take it is waited for without a place
-        self.sock.setblocking(True)
-        try:
-            self.sock.sendall(memoryview(data)[sent:])
-        finally:
-            self.sock.setblocking(False)
+        if deadline is None:  # a connection's last words: a blocking sendall, SO_SNDTIMEO's
+            self.sock.setblocking(True)
+            try:
+                self.sock.sendall(memoryview(data)[sent:])
+            finally:
+                self.sock.setblocking(False)
+            return
+        self._send_by(memoryview(data)[sent:], deadline)
+
+    def _send_by(self, rest: memoryview, deadline: float) -> None:
+        """All of `rest` as the client takes it, by `deadline` (TimeoutError, logged, past
+        it or after a pause of SEND_PAUSE_SECONDS: the connection ends). Woken when the
+        socket takes more: a blocking send would wait out SO_SNDTIMEO, past the deadline."""
+        writable = select.poll()  # not select: sockets are numbered past FD_SETSIZE
+        writable.register(self.sock.fileno(), select.POLLOUT)
+        while rest:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                log.warning(
+                    "closed a connection: its answer (a COPY TO's rows) was not taken whole"
+                    " by its deadline"
+                )
+                raise TimeoutError("the answer was not taken whole by its deadline")
+            pause = min(left, SEND_PAUSE_SECONDS)
+            if not writable.poll(1000 * pause) and pause == SEND_PAUSE_SECONDS:
+                raise TimeoutError("the client took nothing for too long")
+            try:
+                rest = rest[self.sock.send(rest) :]
+            except (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
+                continue
 
     def receive(self) -> bytes:
         admission.waiting()  # the client may take its time: the place goes to another worker

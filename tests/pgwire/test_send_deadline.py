@@ -94,11 +94,6 @@ COPIED = (
 )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the round's reviewer: COPY TO's CopyData go out by Socket.send, a blocking sendall"
-    " bounded per pause (SO_SNDTIMEO) only; the fix makes this pass, and the mark must go",
-)
 def test_a_copy_out_taken_too_slowly_is_cut_off_at_its_deadline(
     served: tuple[PgServer, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
