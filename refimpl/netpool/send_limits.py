@@ -7,6 +7,12 @@ counted from when its first byte was sent. It is `SEND_GRACE_SECONDS`, plus one 
 each `SEND_MIN_BYTES_PER_SECOND` of the answer: a client that takes its answer at least that
 fast on average, after a start as slow as it likes, is never cut off, and a large answer
 gets the time it needs; one slower is closed at the deadline.
+
+An answer sent in parts as the server makes them (a streamed body, a COPY TO's rows) has the
+same allowance as a budget of waiting: only the time the server waits for the client to take
+what it sent counts against it, never the time the server takes to make the next part, so
+that an answer made slower than `SEND_MIN_BYTES_PER_SECOND` (a slow query's rows) reaches a
+client that reads at once.
 """
 
 from __future__ import annotations
@@ -23,5 +29,5 @@ def send_deadline(started: float, size: int) -> float:
 
 def send_allowance(size: int) -> float:
     """The seconds `size` more bytes of an answer add to its deadline (a streamed answer's
-    deadline grows with each part)."""
+    budget of waiting grows with each part)."""
     return size / SEND_MIN_BYTES_PER_SECOND

@@ -97,9 +97,12 @@ class Connection:
         # whether the connection stays open once it is sent.
         self.rest = memoryview(b"")
         self.keep_after_unsent = False
-        # By when the answer being sent must have been taken whole (`send_limits`): a
-        # whole answer's rest, or a streamed body's parts so far.
+        # By when a whole answer's rest must have been taken (`send_limits`).
         self.send_deadline = 0.0
+        # How long the client of a streamed body may still keep its worker waiting
+        # (`send_limits`: the grace, plus the allowance of the parts given so far, less the
+        # time waited already).
+        self.send_budget = 0.0
 
     def stream_hung_up(self) -> bool:
         """True when the client of a stream closed its side or sent something."""
@@ -249,7 +252,7 @@ class Connection:
                 chunked = True
             else:
                 keep = False  # the end of the connection marks the end of the body
-        self.send_deadline = send_limits.send_deadline(time.monotonic(), 0)
+        self.send_budget = send_limits.SEND_GRACE_SECONDS
         pending = [wire.answer_head(status, headers, chunked=chunked, keep_alive=keep)]
         if not bodyless:
             size = 0  # of the chunks in `pending`: sent on past 64 KB
@@ -280,11 +283,13 @@ class Connection:
             self.keep_rest(data, sent, keep)
 
     def _send_all(self, data: bytes) -> None:
-        """Send all of `data`, a part of a streamed answer whose deadline (`send_deadline`)
+        """Send all of `data`, a part of a streamed answer whose budget (`send_budget`)
         this part extends; a client slow to take it is waited for without a place, until
-        the deadline (TimeoutError, logged: the connection closes) or for a pause of at
-        most CONNECTION_TIMEOUT_SECONDS (an OSError)."""
-        self.send_deadline += send_limits.send_allowance(len(data))
+        the budget is spent (TimeoutError, logged: the connection closes) or for a pause of
+        at most CONNECTION_TIMEOUT_SECONDS (an OSError). Only this waiting spends the
+        budget: the time the app takes to make the parts (a slow query's rows) does not,
+        so a client taking each part as it comes is never cut off."""
+        self.send_budget += send_limits.send_allowance(len(data))
         try:
             sent = self.connection.send(data, socket.MSG_DONTWAIT)
         except BlockingIOError:
@@ -292,13 +297,20 @@ class Connection:
         if sent == len(data):
             return
         admission.waiting()
-        rest = memoryview(data)[sent:]
+        waited_from = time.monotonic()
+        try:
+            self._send_by(memoryview(data)[sent:], waited_from + self.send_budget)
+        finally:
+            self.send_budget -= time.monotonic() - waited_from
+
+    def _send_by(self, rest: memoryview, deadline: float) -> None:
+        """All of `rest` as the client takes it, by `deadline` (see `_send_all`)."""
         # poll, not select: a server of many connections holds sockets numbered past
         # select's FD_SETSIZE (1,024).
         writable = select.poll()
         writable.register(self.connection, select.POLLOUT)
         while rest:
-            left = self.send_deadline - time.monotonic()
+            left = deadline - time.monotonic()
             if left <= 0:
                 log.warning(
                     "closed the connection from %s: its streamed answer was not taken whole"
