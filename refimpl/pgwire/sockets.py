@@ -38,8 +38,9 @@ class Socket:
         self.sock = sock
         self._stopping = stopping
         self._counts = counts  # a COPY's data read here counts as received
-        # The deadline of the streamed answer being sent (`start_answer`), or None.
-        self._deadline: float | None = None
+        # How long the client of the streamed answer being sent (`start_answer`) may still
+        # keep this worker waiting, or None.
+        self._budget: float | None = None
 
     def fileno(self) -> int:
         return self.sock.fileno()
@@ -71,18 +72,20 @@ class Socket:
 
     def start_answer(self) -> None:
         """What `send` sends from now on is one answer streamed while its statement runs
-        (a COPY TO's rows): it has a deadline as a whole (`refimpl.netpool.send_limits`),
-        which each part sent extends; a client that has not taken it by then is dropped."""
-        self._deadline = send_limits.send_deadline(time.monotonic(), 0)
+        (a COPY TO's rows): it has a budget of waiting as a whole
+        (`refimpl.netpool.send_limits`), which each part sent extends and only the time
+        spent waiting for the client spends (not the statement's making of the rows); a
+        client that has spent it is dropped."""
+        self._budget = send_limits.SEND_GRACE_SECONDS
 
     def end_answer(self) -> None:
-        """The streamed answer is sent: later sends have no deadline of its."""
-        self._deadline = None
+        """The streamed answer is sent: later sends have no budget of its."""
+        self._budget = None
 
     def send(self, data: bytes) -> None:
-        deadline = self._deadline
-        if deadline is not None:
-            deadline = self._deadline = deadline + send_limits.send_allowance(len(data))
+        budget = self._budget
+        if budget is not None:
+            budget = self._budget = budget + send_limits.send_allowance(len(data))
         # An answer nearly always fits the socket's buffer: one send() as the socket is
         # (non-blocking), and only a client slow to take it is waited for.
         try:
@@ -92,21 +95,26 @@ class Socket:
         if sent == len(data):
             return
         admission.waiting()  # a client slow to take it is waited for without a place
-        if deadline is None:  # a connection's last words: a blocking sendall, SO_SNDTIMEO's
+        if budget is None:  # a connection's last words: a blocking sendall, SO_SNDTIMEO's
             self.sock.setblocking(True)
             try:
                 self.sock.sendall(memoryview(data)[sent:])
             finally:
                 self.sock.setblocking(False)
             return
-        self._send_by(memoryview(data)[sent:], deadline)
+        waited_from = time.monotonic()
+        try:
+            self._send_by(memoryview(data)[sent:], waited_from + budget)
+        finally:
+            self._budget = budget - (time.monotonic() - waited_from)
 
     def _send_by(self, rest: memoryview, deadline: float) -> None:
         """All of `rest` as the client takes it, by `deadline` (TimeoutError, logged, past
         it or after a pause of SEND_PAUSE_SECONDS: the connection ends). Woken when the
         socket takes more: a blocking send would wait out SO_SNDTIMEO, past the deadline."""
-        writable = select.poll()  # not select: sockets are numbered past FD_SETSIZE
-        writable.register(self.sock.fileno(), select.POLLOUT)
+        poller = select.poll()  # not select: sockets are numbered past FD_SETSIZE
+        fd, awaited = self.sock.fileno(), select.POLLOUT
+        poller.register(fd, awaited)
         while rest:
             left = deadline - time.monotonic()
             if left <= 0:
@@ -116,12 +124,20 @@ class Socket:
                 )
                 raise TimeoutError("the answer was not taken whole by its deadline")
             pause = min(left, SEND_PAUSE_SECONDS)
-            if not writable.poll(1000 * pause) and pause == SEND_PAUSE_SECONDS:
+            if not poller.poll(1000 * pause) and pause == SEND_PAUSE_SECONDS:
                 raise TimeoutError("the client took nothing for too long")
             try:
                 rest = rest[self.sock.send(rest) :]
-            except (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
-                continue
+                wanted = select.POLLOUT
+            except (BlockingIOError, ssl.SSLWantWriteError):
+                wanted = select.POLLOUT
+            except ssl.SSLWantReadError:
+                # TLS must first read a record of the client's (a key update): waiting for
+                # the socket to be writable, which it is, would spin to the deadline.
+                wanted = select.POLLIN
+            if wanted != awaited:
+                poller.modify(fd, wanted)
+                awaited = wanted
 
     def receive(self) -> bytes:
         admission.waiting()  # the client may take its time: the place goes to another worker
