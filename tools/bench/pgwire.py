@@ -69,6 +69,12 @@ def _client(
                 )
             elif op == "select literal":
                 connection.execute(f"SELECT * FROM t WHERE id = {rng.randrange(ROWS)}")
+            elif op == "simple-constants":  # the simple protocol: a text, never prepared
+                connection.execute("SELECT 1, 2.5, 'x'", prepare=False)
+            elif op == "simple-select":
+                connection.execute(
+                    f"SELECT * FROM t WHERE id = {rng.randrange(ROWS)}", prepare=False
+                )
             else:
                 connection.execute(f"INSERT INTO w VALUES ({base + i}, {i * 0.5}, 'row {i}')")
         except psycopg.Error:
