@@ -37,7 +37,7 @@ from refimpl.engine.storage.memory_limit import (
 )
 from refimpl.engine.storage.records import Entry
 from refimpl.engine.storage.replay import ERRORS as REPLAY_ERRORS
-from refimpl.engine.storage.replay import Replay, Unreplayable, apply_database_change
+from refimpl.engine.storage.replay import Replay, Unreplayable, apply_database_change, unreplayable
 from refimpl.engine.storage.table import Ident, Row, Table
 from refimpl.engine.storage.table_image import TakenTable
 from refimpl.engine.storage.transaction import Transaction
@@ -45,10 +45,9 @@ from refimpl.engine.storage.wal import WriteAheadLog
 from refimpl.engine.storage.wal_segments import HEADER_SIZE
 from refimpl.engine.tracking.plan_cache import PlanCache
 from refimpl.engine.tracking.result_cache import ResultCache
-from refimpl.engine.tracking.revisions import Revisions, Touched, new_boot_id
+from refimpl.engine.tracking.revisions import Changes, Revisions, Touched, new_boot_id
 from refimpl.engine.tracking.signals import CommitSignal, WakeBoard
 from refimpl.errors import (
-    CorruptLog,
     KdbError,
     SqlError,
     StatementTimeout,
@@ -209,7 +208,7 @@ class Database:
                     which = f"a record after LSN {self.checkpoint_lsn}"
                     if failed.index is not None:
                         which = f"the record at LSN {first + start + failed.index}"
-                    raise self._unreplayable(which, failed.error) from failed.error
+                    raise unreplayable(self.log, which, failed.error) from failed.error
                 start = min(end, len(payloads))
                 self.applied_lsn = first + start - 1
                 if (self.applied_lsn - self.checkpoint_lsn) % REPORT_EVERY == 0:
@@ -219,7 +218,7 @@ class Database:
             replay.flush()
         except REPLAY_ERRORS as error:
             after = f"a record after LSN {self.checkpoint_lsn}"
-            raise self._unreplayable(after, error) from error
+            raise unreplayable(self.log, after, error) from error
         self.applied_lsn = max(self.applied_lsn, self.log.last_lsn)
         progress(Progress(task, to_replay, to_replay, "records"))
         self.commits.publish(self.log.durable_lsn)
@@ -254,10 +253,6 @@ class Database:
                 loaded[key] = table_image.rows
         self.checkpoint_lsn = image.lsn
         return loaded
-
-    def _unreplayable(self, which: str, error: Exception) -> CorruptLog:
-        segment = self.log.segments()[0].path
-        return CorruptLog(str(segment), 0, f"{which} cannot replay: {error}")
 
     # -- writing -------------------------------------------------------------------------
 
@@ -332,12 +327,12 @@ class Database:
         self.table_bytes[key] = self.table_bytes.get(key, 0) + delta
         rev = schema.rev_column
         touched = _EVERYTHING if rev is None else Touched(frozenset((row[schema.position(rev)],)))
-        self._make_visible({key: touched}, lsn, table.put_new, ident, row)
+        self._make_visible((key, touched), lsn, table.put_new, ident, row)
         self.commit_seconds.observe_alone(time.perf_counter() - started)
         return lsn
 
     def _make_visible(
-        self, touched: dict[str, Touched], lsn: int, install: Callable[..., object], *args: Any
+        self, touched: Changes, lsn: int, install: Callable[..., object], *args: Any
     ) -> None:
         """Make a logged commit the committed state: the one way every commit path does it,
         in its exclusive hold of the state lock and in this order: `install(*args)` the rows,
@@ -351,10 +346,13 @@ class Database:
         StateReads` takes a kept pair without the lock on that ground)."""
         with self.state_lock.exclusive():
             install(*args)
-            self.revisions.advance(touched)
-            notify = self.wake_board.notify
-            for table, what in touched.items():
-                notify(table, what.values, what.everything)
+            if isinstance(touched, tuple):  # one table's: no dict made nor looped over
+                self.revisions.advance_one(*touched)
+                self.wake_board.notify(touched[0], *touched[1])  # (values, everything)
+            else:
+                self.revisions.advance(touched)
+                for table, what in touched.items():
+                    self.wake_board.notify(table, *what)
             self.applied_lsn = lsn
 
     def load_rows(self, name: str, rows: values.TypedRows) -> tuple[int, int] | None:
@@ -421,7 +419,7 @@ class Database:
             self.memory.reserve(self.name, -load.growth)
             raise
         self.table_bytes[load.key] = self.table_bytes.get(load.key, 0) + load.growth
-        self._make_visible({load.key: load.touched}, lsn, merge.install)
+        self._make_visible((load.key, load.touched), lsn, merge.install)
         self.commit_seconds.observe_alone(time.perf_counter() - started)
         return lsn
 

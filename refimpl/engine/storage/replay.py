@@ -33,7 +33,8 @@ from refimpl.engine.storage import ddl, records, values
 from refimpl.engine.storage.records import Entry
 from refimpl.engine.storage.schema import TableSchema
 from refimpl.engine.storage.table import Ident, OrderIndex, Row, Table
-from refimpl.errors import InvalidValue, SqlError
+from refimpl.engine.storage.wal import WriteAheadLog
+from refimpl.errors import CorruptLog, InvalidValue, SqlError
 from refimpl.sql import ast
 from refimpl.sql.parser import parse_cached
 
@@ -331,3 +332,10 @@ def _ident_getter(table: Table) -> Callable[[Row], Ident]:
         pick = itemgetter(position)
         return lambda row: (pick(row),)
     return table.ident_of
+
+
+def unreplayable(log: WriteAheadLog, which: str, error: Exception) -> CorruptLog:
+    """What recovery raises when `which` record of `log` cannot replay (`error`): the log is
+    named by its oldest segment, where an operator's look begins."""
+    segment = log.segments()[0].path
+    return CorruptLog(str(segment), 0, f"{which} cannot replay: {error}")

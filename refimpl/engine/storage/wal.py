@@ -31,6 +31,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import TracebackType
 from typing import ParamSpec
+from zlib import crc32
 
 from refimpl.engine import admission
 from refimpl.engine.files import REAL_FILES, UNSUPPORTED, FileOps, write_all, write_all_synced
@@ -41,11 +42,13 @@ from refimpl.engine.storage.wal_recent import RecentRecords
 from refimpl.engine.storage.wal_seals import remove_seal, write_seal
 from refimpl.engine.storage.wal_segments import (
     HEADER_SIZE,
+    INDEX_EVERY,
+    LENGTH_CRC,
+    LSN_FIELD,
     MAX_PAYLOAD,
     ReadStep,
     Segment,
     SegmentInfo,
-    frame_header,
     frame_runs,
     list_segments,
     scan_segments,
@@ -105,6 +108,8 @@ class WriteAheadLog:
         self._flushing = False  # a leader is writing and syncing outside the lock
         # Frames appended but not yet handed to a leader, grouped by segment in LSN order.
         self._pending: list[tuple[Segment, bytearray]] = []
+        # `_pending`'s last buffer while appends may add to it (a flush takes it: None).
+        self._tail: bytearray | None = None
         # The file the leader writes to; touched only by the current leader (or by close once no
         # leader runs), so it needs no lock.
         self._write_segment: Segment | None = None
@@ -121,6 +126,7 @@ class WriteAheadLog:
         # The segment appends went to last and that has no seal yet: sealed when the leader
         # moves on to the next one (leader-only, like the write segment).
         self._unsealed: Segment | None = self._segments[-1] if self._segments else None
+        self._active = self._unsealed  # the last segment, where appends go (None: no segment)
         self._last_lsn = self._segments[-1].last_lsn if self._segments else 0
         self._durable_lsn = self._last_lsn
         # Every frame up to here had its checksum checked by the open (a seal's, or its own).
@@ -231,40 +237,56 @@ class WriteAheadLog:
         size = len(payload)
         if size > MAX_PAYLOAD:
             raise ValueError(f"a log record holds at most {MAX_PAYLOAD} bytes, not {size}")
-        with self._lock:
+        # Every commit appends: the lock by acquire and release (`with` costs more), the frame's
+        # header (`frame_header`) and the record's entry (see `Segment`) written out here.
+        lock = self._lock
+        lock.acquire()
+        try:
             if self._failure is not None:
                 raise WritesStopped(self._failure)
             if self._closing:
                 raise WritesStopped(f"the write-ahead log in {self._directory} is closed")
             last = self._last_lsn
             lsn = last + 1
-            # First: a bad payload type changes nothing.
-            header = frame_header(lsn, payload, known)
+            # First: a bad payload type changes nothing (crc32 refuses it).
+            lsn_bytes = LSN_FIELD.pack(lsn)
+            seed = crc32(lsn_bytes)
+            crc = crc32(payload, seed) if known is None else known.checksum(payload, seed)
             if last > self._durable_lsn:
                 self._queued_appends += 1
-            segments = self._segments
-            segment = segments[-1] if segments else None
-            if segment is None or (segment.size >= self._segment_bytes and segment.records > 0):
-                segment = Segment(lsn, self._directory / segment_name(lsn), on_disk=False)
-                segments.append(segment)
-            pending = self._pending
-            if pending and pending[-1][0] is segment:
-                buffer = pending[-1][1]
-            else:
-                buffer = bytearray()
-                pending.append((segment, buffer))
-            buffer += header
+            segment = self._active
+            if segment is None or (
+                segment.size >= self._segment_bytes and segment.last_lsn >= segment.first_lsn
+            ):
+                path = self._directory / segment_name(lsn)
+                segment = self._active = Segment(lsn, path, on_disk=False)
+                self._segments.append(segment)
+                self._tail = None
+            tail = self._tail
+            if tail is None:  # the first frame since a flush took the buffer, or of a segment
+                tail = self._tail = bytearray()
+                self._pending.append((segment, tail))
+            tail += LENGTH_CRC.pack(size, crc)
+            tail += lsn_bytes
             if known is not None and isinstance(payload, bytearray) and size >= _KEPT_BYTES:
                 # Written from where it is: no copy of a bulk load's record under the lock.
-                pending.extend([(segment, payload), (segment, bytearray())])
+                self._pending.append((segment, payload))
+                self._tail = None
             else:
-                buffer += payload
+                tail += payload
+            offset = segment.size
+            if (lsn - segment.first_lsn) % INDEX_EVERY == 0:
+                segment.index_lsns.append(lsn)
+                segment.index_offsets.append(offset)
+            segment.last_lsn = lsn
             frame_size = HEADER_SIZE + size
-            segment.add(lsn, segment.size, frame_size)
+            segment.size = offset + frame_size
             self._total_bytes += frame_size
             self.recent.add(lsn, payload)
             self._last_lsn = lsn
             return lsn
+        finally:
+            lock.release()
 
     def wait_durable(self, lsn: int) -> None:
         """Blocks until record `lsn` and all before it are on disk (group commit).
@@ -299,7 +321,7 @@ class WriteAheadLog:
                     time.sleep(min(self._last_flush_seconds / 2, _MAX_GATHER_SECONDS))
                 finally:
                     self._lock.acquire()
-            batch, self._pending = self._pending, []
+            batch, self._pending, self._tail = self._pending, [], None
             target = self._last_lsn
             self._last_batch_commits = target - self._durable_lsn
         started = time.perf_counter()

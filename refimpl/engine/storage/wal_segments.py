@@ -48,8 +48,9 @@ INDEX_EVERY = 16  # a read from a recent position skips at most this many frames
 # What `frame_runs` reads at a time: a run's frames (a few thousand small records).
 RUN_BYTES = 1 << 20
 
-_LENGTH_CRC = Struct("<II")
-_LSN = Struct("<Q")
+# A header's two parts: its length and checksum, then its LSN (packed first: it is summed).
+LENGTH_CRC = Struct("<II")
+LSN_FIELD = Struct("<Q")
 _SEGMENT_NAME = re.compile(r"^(\d{20})\.wal$")
 _NONZERO = re.compile(rb"[^\x00]")
 # A segment's bytes as a scan reads them: a file's mapping, or bytes.
@@ -72,10 +73,10 @@ def frame_header(
 ) -> bytes:
     """The 16 header bytes that precede `payload` in the frame of record `lsn`; with `known`
     (made of this payload), only the bytes before its start are summed."""
-    lsn_bytes = _LSN.pack(lsn)
+    lsn_bytes = LSN_FIELD.pack(lsn)
     seed = zlib.crc32(lsn_bytes)
     crc = zlib.crc32(payload, seed) if known is None else known.checksum(payload, seed)
-    return _LENGTH_CRC.pack(len(payload), crc) + lsn_bytes
+    return LENGTH_CRC.pack(len(payload), crc) + lsn_bytes
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +97,10 @@ class Segment:
     """The mutable index entry of one segment, owned by a `WriteAheadLog`.
 
     The log changes it only under its lock; `seek_hint` must be called under that lock too.
+    A record added as the last (by the log's append and by a scan's walk, each written out
+    where it runs: a call a record cost them a share of their time) sets `last_lsn` and
+    `size`, and goes in the sparse index (`index_lsns`, `index_offsets`) when its LSN is
+    `first_lsn` plus a multiple of INDEX_EVERY.
     """
 
     __slots__ = (
@@ -124,14 +129,6 @@ class Segment:
     @property
     def records(self) -> int:
         return self.last_lsn - self.first_lsn + 1
-
-    def add(self, lsn: int, offset: int, frame_size: int) -> None:
-        """Notes record `lsn`, whose frame starts at `offset`, as the segment's last one."""
-        if (lsn - self.first_lsn) % INDEX_EVERY == 0:
-            self.index_lsns.append(lsn)
-            self.index_offsets.append(offset)
-        self.last_lsn = lsn
-        self.size = offset + frame_size
 
     def seek_hint(self, lsn: int) -> tuple[int, int]:
         """(LSN, offset) of an indexed record at or before `lsn`, where a read of `lsn` starts."""
@@ -338,8 +335,8 @@ def _walk_frames(data: Data, segment: Segment) -> tuple[int, str | None, bool]:
     crc32 = zlib.crc32
     expected = segment.last_lsn + 1
     pos = segment.size
-    # `Segment.add` of each frame, inlined: a crash leaves the last segment, up to a
-    # million small frames, to walk, and a call per frame was a third of the walk.
+    # Each frame added as `Segment` says, written out: a crash leaves the last segment, up
+    # to a million small frames, to walk, and a call per frame was a third of the walk.
     index_lsns, index_offsets = segment.index_lsns, segment.index_offsets
     to_index = expected + (segment.first_lsn - expected) % INDEX_EVERY  # next LSN indexed
     reason: str | None = None

@@ -42,6 +42,10 @@ class Touched(NamedTuple):
     everything: bool = False
 
 
+# What a commit touched: by lower-case table name, or (name, what) of a commit of one table.
+Changes = dict[str, Touched] | tuple[str, Touched]
+
+
 class Revisions:
     """The revisions of one database's tables."""
 
@@ -59,20 +63,38 @@ class Revisions:
             self._n += 1
             n = self._n
             for table, touched in changes.items():
-                revisions = self._tables.get(table)
-                if revisions is None:  # not made at every commit only for setdefault to drop
-                    revisions = self._tables[table] = TableRevisions()
-                revisions.table_n = n
-                if touched.everything or revisions.overflowed:
-                    revisions.all_n = n
-                    continue
-                known = revisions.values
-                for value in touched.values:
-                    known[value] = n
-                if len(known) > MAX_VALUES:
-                    revisions.overflowed = True
-                    revisions.values = {}
-                    revisions.all_n = n
+                self._move(table, touched, n)
+
+    def advance_one(self, table: str, touched: Touched) -> None:
+        """`advance({table: touched})`: a commit of one table (every one-row INSERT), with
+        no dict made for it nor a loop over one."""
+        with self._lock:
+            self._n += 1
+            n = self._n
+            revisions = self._tables.get(table)
+            if revisions is not None and (touched.everything or revisions.overflowed):
+                # What `_move` does to such a table (every commit of one without rev column).
+                revisions.table_n = revisions.all_n = n
+                return
+            self._move(table, touched, n)
+
+    def _move(self, table: str, touched: Touched, n: int) -> None:
+        """Table `table`'s counters, and those of the values `touched`, set to `n` (the
+        lock held)."""
+        revisions = self._tables.get(table)
+        if revisions is None:  # not made at every commit only for setdefault to drop
+            revisions = self._tables[table] = TableRevisions()
+        revisions.table_n = n
+        if touched.everything or revisions.overflowed:
+            revisions.all_n = n
+            return
+        known = revisions.values
+        for value in touched.values:
+            known[value] = n
+        if len(known) > MAX_VALUES:
+            revisions.overflowed = True
+            revisions.values = {}
+            revisions.all_n = n
 
     def table_rev(self, table: str) -> str:
         with self._lock:

@@ -38,13 +38,18 @@ class WatchedBoard(WakeBoard):
         super().__init__()
         self.database = database
         self.seen: list[Seen] = []
-        advance = database.revisions.advance
+        advance, advance_one = database.revisions.advance, database.revisions.advance_one
 
         def advancing(changes: dict[str, Touched]) -> None:
             self.note("advance", *changes)
             advance(changes)
 
+        def advancing_one(table: str, touched: Touched) -> None:
+            self.note("advance", table)
+            advance_one(table, touched)
+
         database.revisions.advance = advancing  # type: ignore[method-assign]
+        database.revisions.advance_one = advancing_one  # type: ignore[method-assign]
         database.wake_board = self
 
     def note(self, step: str, *tables: str) -> None:
@@ -67,10 +72,12 @@ class WatchedBoard(WakeBoard):
         super().notify(table, values, everything)
 
 
+@pytest.mark.parametrize("rows", [1, 2])
 @pytest.mark.parametrize("in_transaction", [False, True])
 def test_an_insert_is_installed_and_counted_before_its_wake_and_applied_after(
-    tmp_path: Path, in_transaction: bool
+    tmp_path: Path, in_transaction: bool, rows: int
 ) -> None:
+    """Two rows, or one row (committed by `Database.commit_new_row` out of a transaction)."""
     instance = Instance.open(tmp_path / "data")
     with closing(instance.session()) as session:
         session.execute("CREATE TABLE a (id INT PRIMARY KEY, v DOUBLE)", ())
@@ -85,7 +92,8 @@ def test_an_insert_is_installed_and_counted_before_its_wake_and_applied_after(
         counters = database.revisions.table_n("a"), database.revisions.table_n("b")
         if in_transaction:
             session.execute("BEGIN", ())
-        session.execute("INSERT INTO a VALUES (1, 0.5), (2, 1.5)", ())
+        values = "(1, 0.5), (2, 1.5)" if rows == 2 else "(1, 0.5)"
+        session.execute(f"INSERT INTO a VALUES {values}", ())
         if in_transaction:
             session.execute("INSERT INTO b VALUES (1, 'X')", ())  # a value's revision too
             session.execute("COMMIT", ())
@@ -99,7 +107,7 @@ def test_an_insert_is_installed_and_counted_before_its_wake_and_applied_after(
         ]
         for seen in board.seen:
             assert seen.exclusive
-            assert seen.rows == (2 if seen.table == "a" else 1)  # installed first
+            assert seen.rows == (rows if seen.table == "a" else 1)  # installed first
             assert seen.applied_lsn == before  # set only after the wake
             if seen.step == "wake":
                 assert seen.counter > counters[seen.table == "b"]  # counted before it
