@@ -16,10 +16,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from refimpl.engine.query.point_read import PointPlan, point_plan
+from refimpl.engine.query.point_read import PointPlan, point_plan, read_without_lock
 from refimpl.engine.query.subqueries import has_subquery
 from refimpl.engine.result import Result, query_result
-from refimpl.engine.statements import executor
+from refimpl.engine.rights import Right
+from refimpl.engine.statements import executor, pg_catalog
 from refimpl.engine.statements.prepared_insert import PreparedInsert, runs_one_row
 from refimpl.engine.storage.schema import TableSchema
 from refimpl.engine.tracking.plan_cache import PlanCache
@@ -59,7 +60,7 @@ def prepared_handler(statement: ast.Statement) -> executor.Handler:
         and isinstance(statement.source, ast.TableSource)
         and not has_subquery(statement)
     ):
-        return PreparedTableSelect()
+        return PreparedTableSelect(statement.source)
     return executor.handler_of(statement)
 
 
@@ -96,26 +97,47 @@ class ParsedHandlers:
         return handler
 
 
+# Read once: in Python 3.11 a member read off an Enum class (`Right.READ`) goes through the
+# metaclass's `__getattr__` hook, about 800 machine instructions a read.
+_READ = Right.READ
+
+
 class PreparedTableSelect:
     """`executor.execute` of one SELECT of one table without subqueries, run again and
     again: its shape is not examined at each run, and its point plan is kept here for the
     schema object it was made for, as the database's plan cache keeps it (a schema change
     makes a new schema object, and so a new plan), without hashing the statement to find it.
+    A run outside a transaction that reads one row by the table's key goes from the right's
+    check to `read_without_lock` and its Result directly; any other run is `table_rows`'.
+    Made for one statement's source, and run only for that statement (`ParsedHandlers`).
     Threads may share one: what it keeps is one tuple, replaced whole."""
 
-    __slots__ = ("_point",)
+    __slots__ = ("_point", "_name", "_catalog")
 
-    def __init__(self) -> None:
+    def __init__(self, source: ast.TableSource) -> None:
         # (schema, its point plan or None): one tuple, replaced whole.
         self._point: tuple[TableSchema, PointPlan | None] | None = None
+        self._name = source.name.lower()
+        # A catalog relation's name: a table of that name stands in for it (`is_relation`).
+        self._catalog = self._name in pg_catalog.RELATIONS
 
     def __call__(
         self, context: StatementContext, statement: ast.Select, text: str, params: Sequence[Any]
     ) -> Result:
         source = statement.source
         assert isinstance(source, ast.TableSource)
-        if not executor.names_a_table(context, source):
+        database = context.database
+        name = self._name
+        # `executor.names_a_table`, its lower-cased name and catalog look-up made once.
+        if name in database.views or (self._catalog and name not in database.tables):
             return executor.execute(context, statement, text, params)  # a view, say
+        if context.transaction is None:
+            # `table_rows`' first steps, in its order: the right, then the point read.
+            context.authorize(_READ, source.name)
+            read = read_without_lock(database, statement, name, self._points, params)
+            if read is not None:
+                columns, rows = read
+                return Result(text, columns, rows, None, len(rows))
         output = executor.table_rows(context, statement, source, params, True, self._points)
         return query_result(text, output.columns, output.rows)
 
