@@ -346,7 +346,11 @@ class Session:
             return False
         database = self.database
         key = table.lower()
-        database.acquire_write()
+        # `acquire_write` and `release_write`, their common case written out: most often the
+        # write lock is free (a call each fewer a commit).
+        write_lock = database.write_lock
+        if not write_lock.acquire(False):
+            database.acquire_write()
         try:
             committed = database.tables.get(key)
             if (
@@ -359,7 +363,7 @@ class Session:
             ident, row = make(committed, made_of)
             lsn = database.commit_new_row(key, committed.schema.name, committed, ident, row)
         finally:
-            database.release_write()
+            write_lock.release()
         if self.acknowledge_later:
             if lsn > self.durable_needed:
                 self.durable_needed = lsn

@@ -192,7 +192,9 @@ class PreparedInsert:
         if key_of is None:
             return (table.allocate_rowid(),), row
         ident = key_of(row)
-        if (table.get if get is None else get)(ident) is not None:
+        # The committed table's index holds the identities of its rows: a look-up in it
+        # (a dict's, most often: in C) says what `Table.get`'s call would.
+        if (ident in table.index) if get is None else (get(ident) is not None):
             raise DuplicateKey(schema.name, ident[0] if len(ident) == 1 else ident)
         return ident, row
 

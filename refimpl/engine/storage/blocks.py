@@ -318,7 +318,9 @@ class Blocks:
             # After every key (ascending times or ids, the common insert): appended to the
             # last block, one comparison where a search and a sorted insert make a dozen.
             at = len(maxes) - 1
-            block = self._writable(at)
+            block = self._blocks[at]
+            if block.epoch != self._epoch or type(block) is _EncodedBlock:
+                block = self._writable(at)  # not this partition's own yet: copied
             block.keys.append(key)
             maxes[at] = key
             self._len += 1
