@@ -32,12 +32,7 @@ from bench_path import sibling  # first: see bench_path
 # isort: split
 
 import argparse
-import functools
-import os
-import re
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -53,6 +48,7 @@ from refimpl.netpool.places import FifoSlots
 ROWS = 2_000
 ADMIN = Principal("admin", is_admin=True)
 opcode_stages = sibling("opcode_stages")
+callgrind_run = sibling("callgrind_run")
 
 
 def prepare(instance: Instance) -> None:
@@ -107,53 +103,14 @@ def count_opcodes(
         print(f"{count / runs:8.1f}  {name} ({file})")
 
 
-def counting_on() -> None:
-    """Switch callgrind's instrumentation on for this process (`--instr-atstart=no` left it
-    off): `callgrind_control` asks, and valgrind answers from a running thread, so this one
-    spins until the answer came (uncounted: only `functools.reduce`'s calls are)."""
-    asking = subprocess.Popen(
-        ["callgrind_control", "-i", "on", str(os.getpid())], stdout=subprocess.DEVNULL
-    )
-    while asking.poll() is None:
-        pass
-
-
-def counted(
-    session: Session, run: Callable[[int], object], runs: int, start: int, group: int
-) -> None:
-    """`batch` within `functools.reduce`, the one C function whose calls callgrind counts
-    (`--toggle-collect`): nothing of the engine calls it on this path."""
-    functools.reduce(lambda _, __: batch(session, run, runs, start, group), [None], None)
-
-
 def instructions(args: argparse.Namespace) -> None:
     """Run this script under callgrind; print its count of the batch's instructions a
-    statement."""
-    with tempfile.TemporaryDirectory() as folder:
-        out = Path(folder) / "callgrind.out"
-        command = [
-            "valgrind",
-            "--tool=callgrind",
-            "--instr-atstart=no",  # the imports and the setup run uncounted, and faster
-            "--collect-atstart=no",
-            "--toggle-collect=functools_reduce",
-            f"--callgrind-out-file={out}",
-            sys.executable,
-            __file__,
-            "--workload",
-            args.workload,
-            "--path",
-            args.path,
-            "--group",
-            str(args.group),
-            "--runs",
-            str(args.runs),
-            "--once",
-        ]
-        subprocess.run(command, check=True, capture_output=True, env=os.environ.copy())
-        found = re.search(r"^totals: (\d+)", out.read_text(), re.MULTILINE)
-        assert found is not None
-    per = int(found.group(1)) / args.runs
+    statement (only `batch`'s, within `callgrind_run.counted`: nothing of the engine's path
+    calls `functools.reduce`)."""
+    arguments = ["--workload", args.workload, "--path", args.path, "--group", str(args.group)]
+    arguments += ["--runs", str(args.runs), "--once"]
+    counted = callgrind_run.total(__file__, arguments, within_reduce=True)
+    per = counted / args.runs
     tree = Path(refimpl.__file__).parent.parent.name
     print(f"{tree} {args.workload} {args.path}: {per:,.0f} instructions a statement")
 
@@ -192,8 +149,8 @@ def main() -> None:
             batch(session, run, 200, start, args.group)  # warm
             start += 200
             if args.once:
-                counting_on()
-                counted(session, run, args.runs, start, args.group)
+                callgrind_run.instrument(spin=True)  # no other thread runs
+                callgrind_run.counted(lambda: batch(session, run, args.runs, start, args.group))
                 return
             if args.opcodes:
                 count_opcodes(session, run, args.runs, start, args.group, args.top)

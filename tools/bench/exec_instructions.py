@@ -25,11 +25,6 @@ from bench_path import sibling  # first: see bench_path
 import argparse
 import gc
 import logging
-import os
-import re
-import shutil
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -42,16 +37,7 @@ from refimpl.netpool.places import FifoSlots
 
 # The clients and the workloads are `exec_in_process`'.
 exec_in_process = sibling("exec_in_process")
-
-
-def instrument(on: bool) -> None:
-    """Switch callgrind's instrumentation of this process; valgrind answers from a running
-    thread, so this one spins until the answer came."""
-    asking = subprocess.Popen(
-        ["callgrind_control", "-i", "on" if on else "off", str(os.getpid())],
-        stdout=subprocess.DEVNULL,
-    )
-    asking.wait()
+callgrind_run = sibling("callgrind_run")
 
 
 def measured(args: argparse.Namespace) -> None:
@@ -75,9 +61,9 @@ def measured(args: argparse.Namespace) -> None:
         admission.admitted(places.release, places)
         try:
             exec_in_process.batch(clients, token, args.workload, args.warm, 0)
-            instrument(True)
+            callgrind_run.instrument(True)  # every thread counted from here
             exec_in_process.batch(clients, token, args.workload, args.runs, args.warm)
-            instrument(False)
+            callgrind_run.instrument(False)
         finally:
             clients.close()
             app.begin_shutdown()
@@ -98,33 +84,10 @@ def main() -> None:
     if args.inside:
         measured(args)
         return
-    if shutil.which("valgrind") is None:
-        raise SystemExit("valgrind is not installed")
-    with tempfile.TemporaryDirectory() as folder:
-        out = Path(args.keep) if args.keep else Path(folder) / "callgrind.out"
-        command = [
-            "valgrind",
-            "--tool=callgrind",
-            "--instr-atstart=no",
-            f"--callgrind-out-file={out}",
-            sys.executable,
-            __file__,
-            "--inside",
-            "--workload",
-            args.workload,
-            "--runs",
-            str(args.runs),
-            "--warm",
-            str(args.warm),
-            "--group",
-            str(args.group),
-        ]
-        done = subprocess.run(command, capture_output=True, text=True, env=os.environ.copy())
-        if done.returncode != 0:
-            raise SystemExit(f"the run under callgrind failed:\n{done.stdout}{done.stderr}")
-        found = re.search(r"^totals: (\d+)", out.read_text(), re.MULTILINE)
-        assert found is not None
-    per = int(found.group(1)) / args.runs
+    arguments = ["--inside", "--workload", args.workload, "--runs", str(args.runs)]
+    arguments += ["--warm", str(args.warm), "--group", str(args.group)]
+    counted = callgrind_run.total(__file__, arguments, keep=args.keep)
+    per = counted / args.runs
     tree = Path(refimpl.__file__).parent.parent.name
     print(f"{tree} {args.workload}: {per:,.0f} instructions a request")
 

@@ -27,7 +27,6 @@ from bench_path import sibling  # first: see bench_path
 import argparse
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -41,6 +40,7 @@ from refimpl.pgwire.serving import PgOptions, PgServer
 
 # The clients and the tables are `pg_opcodes`'.
 pg_opcodes = sibling("pg_opcodes")
+callgrind_run = sibling("callgrind_run")
 
 
 def thread_counts() -> tuple[float, float, int, int]:
@@ -56,16 +56,6 @@ def thread_counts() -> tuple[float, float, int, int]:
         voluntary += int(re.search(r"^voluntary_ctxt_switches:\s+(\d+)", status, re.M)[1])  # type: ignore[index]
         involuntary += int(re.search(r"^nonvoluntary_ctxt_switches:\s+(\d+)", status, re.M)[1])  # type: ignore[index]
     return times.user, times.system, voluntary, involuntary
-
-
-def callgrind(on: bool) -> None:
-    """Switch callgrind's instrumentation of this process (run under callgrind)."""
-    if shutil.which("callgrind_control"):
-        subprocess.run(
-            ["callgrind_control", "-i", "on" if on else "off", str(os.getpid())],
-            check=False,
-            capture_output=True,
-        )
 
 
 def main() -> None:
@@ -108,12 +98,12 @@ def main() -> None:
                 time.sleep(1.0)  # attached to every thread
             before, began = thread_counts(), time.monotonic()
             if args.callgrind:
-                callgrind(True)
+                callgrind_run.instrument(True)
             clients.stdin.write("go\n")
             clients.stdin.flush()
             finished = clients.stdout.readline().strip()
             if args.callgrind:
-                callgrind(False)
+                callgrind_run.instrument(False)
             after, seconds = thread_counts(), time.monotonic() - began
             if strace is not None:
                 strace.send_signal(2)

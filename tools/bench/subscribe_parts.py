@@ -25,11 +25,6 @@ from bench_path import sibling  # first: see bench_path
 import argparse
 import collections
 import contextlib
-import functools
-import os
-import re
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -49,6 +44,7 @@ from refimpl.waiting.parked import Kind, Parked, Part
 from refimpl.waiting.room import WaitingRoom
 
 opcode_stages = sibling("opcode_stages")
+callgrind_run = sibling("callgrind_run")
 ADMIN = Principal("admin", is_admin=True)
 TRADES = (
     "CREATE TABLE trades (time TIMESTAMP, symbol SYMBOL, price DOUBLE)"
@@ -192,39 +188,11 @@ def passes(bench: Bench, commits: int) -> None:
         bench.pass_()
 
 
-def counting_on() -> None:
-    """Switch callgrind's instrumentation on for this process (as engine_calls.py's)."""
-    asking = subprocess.Popen(
-        ["callgrind_control", "-i", "on", str(os.getpid())], stdout=subprocess.DEVNULL
-    )
-    while asking.poll() is None:
-        pass
-
-
 def instructions(args: argparse.Namespace) -> None:
     """Run this script under callgrind; print its count of the passes' instructions a
     commit (the commits themselves uncounted)."""
-    with tempfile.TemporaryDirectory() as folder:
-        out = Path(folder) / "callgrind.out"
-        command = [
-            "valgrind",
-            "--tool=callgrind",
-            "--instr-atstart=no",
-            "--collect-atstart=no",
-            "--toggle-collect=functools_reduce",
-            f"--callgrind-out-file={out}",
-            sys.executable,
-            __file__,
-            "--streams",
-            str(args.streams),
-            "--commits",
-            str(args.commits),
-            "--once",
-        ]
-        subprocess.run(command, check=True, capture_output=True, env=os.environ.copy())
-        found = re.search(r"^totals: (\d+)", out.read_text(), re.MULTILINE)
-        assert found is not None
-    per = int(found.group(1)) / args.commits
+    arguments = ["--streams", str(args.streams), "--commits", str(args.commits), "--once"]
+    per = callgrind_run.total(__file__, arguments, within_reduce=True) / args.commits
     tree = Path(refimpl.__file__).parent.parent.name
     print(
         f"{tree}: {per:,.0f} instructions a commit's pass of {args.streams} streams"
@@ -253,7 +221,7 @@ def main() -> None:
             passes(bench, 10)  # warm: every subscription keeps its most versions
             before = bench.sent()
             if args.once:
-                counting_on()
+                callgrind_run.instrument(spin=True)  # no other thread runs
                 passes_only(bench, args.commits)
                 return
             commit_counts: collections.Counter[tuple[str, str]] = collections.Counter()
@@ -277,11 +245,11 @@ def main() -> None:
 
 
 def passes_only(bench: Bench, commits: int) -> None:
-    """`commits` commits, each then its pass; only the passes counted by callgrind (within
-    `functools.reduce`, its `--toggle-collect`: nothing of the pass calls it)."""
+    """`commits` commits, each then its pass; only the passes counted by callgrind
+    (`callgrind_run.counted`: nothing of the pass calls `functools.reduce`)."""
     for _ in range(commits):
         bench.commit()
-        functools.reduce(lambda _, __: bench.pass_(), [None], None)
+        callgrind_run.counted(bench.pass_)
 
 
 if __name__ == "__main__":
