@@ -94,8 +94,7 @@ class WaitingRoom(SharedSends[A], Generic[A]):
         # writers without looking at, or keeping workers behind the gate for, the readers.
         self._readers: list[Parked[A]] = []
         self._others: list[Parked[A]] = []
-        # Signals, parked requests and batches are handles, hashed by identity: the sets and
-        # maps below hold them themselves.
+        # Signals, parked requests and batches are hashed by identity: the sets and maps hold them.
         # By signal: how many readers are parked on it.
         self._reader_signals: dict[Signal, int] = {}
         self._deadlines: list[tuple[float, int, Parked[A]]] = []
@@ -324,6 +323,7 @@ class WaitingRoom(SharedSends[A], Generic[A]):
             self._others, self._readers, self._reader_signals = [], [], {}
             self._deadlines, self._keyed, self._keyed_deadlines, self._poked = [], {}, [], []
         self.owner_work.close()
+        self._wake.set()  # its thread ends now, not at its next look (then the room is garbage)
         for parked in everything:
             if not self._decide(parked, parked.at_close):
                 parked.drop()  # a stream whose closing word was only a part
