@@ -32,7 +32,6 @@ import itertools
 import secrets
 import threading
 import time
-from collections import OrderedDict
 from contextlib import nullcontext
 from typing import TYPE_CHECKING
 
@@ -49,8 +48,9 @@ from refimpl.engine.features.live_answers import (
     run_query,
 )
 from refimpl.engine.features.live_buckets import changed_buckets_rows
+from refimpl.engine.features.live_kept import KEPT_VERSIONS, KeptSubscriptions
 from refimpl.engine.features.live_maintainers import Maintainers
-from refimpl.engine.features.live_pass import PassReads, Toucher, authorize_read, shown_durable
+from refimpl.engine.features.live_pass import PassReads, authorize_read, shown_durable
 from refimpl.engine.features.live_shape import ONE_TABLE, identity_positions, parse_subscription
 from refimpl.engine.features.live_wait import Budget, LiveWait
 from refimpl.engine.features.top_n import top_plan
@@ -58,11 +58,11 @@ from refimpl.engine.measures import LiveCounts, LiveMeasures
 from refimpl.engine.query.cache_keys import deterministic, pinned_value
 from refimpl.engine.rights import Right
 from refimpl.engine.tracking.shared_results import SharedResults
-from refimpl.errors import BadRequest, NotAllowed, ResultTooLarge
+from refimpl.errors import BadRequest, KdbError, NotAllowed, ResultTooLarge
 from refimpl.sql import ast
 
 if TYPE_CHECKING:
-    from collections.abc import Collection
+    from collections.abc import Collection, Iterable
 
     from refimpl.engine.statements.context import StatementContext
     from refimpl.engine.storage.database import Database
@@ -74,13 +74,12 @@ SUBSCRIPTIONS_PER_USER = 2000  # the default of the setting subscriptions_per_us
 # row): one user must not hold the server's memory (200 snapshots of 10,000 rows: 218 MB).
 ROWS_KEPT_PER_USER = 1_000_000
 UNASKED_SECONDS = 120.0  # a subscription nobody asked for this long may be dropped
-KEPT_VERSIONS = 8
 # Steps from one answer to the next kept for the other subscribers of the query a commit
 # wakes (`_next_answer`): a few per query woken at once, a few queries at once.
 STEPS_KEPT = 64
 
 
-class SubscriptionManager:
+class SubscriptionManager(KeptSubscriptions):
     """Every subscription of one server; thread-safe.
 
     Bounded for the server (`limit`) and for each principal (`per_user` subscriptions,
@@ -96,15 +95,7 @@ class SubscriptionManager:
         per_user: int = SUBSCRIPTIONS_PER_USER,
         rows_per_user: int = ROWS_KEPT_PER_USER,
     ):
-        self.limit = limit
-        self.idle_seconds = idle_seconds
-        self.per_user = per_user
-        self.rows_per_user = rows_per_user
-        self._lock = threading.Lock()
-        self._subscriptions: OrderedDict[str, Subscription] = OrderedDict()
-        # Per owner (None: anonymous), by when last asked; and the rows they keep in all.
-        self._owned: dict[str | None, OrderedDict[str, Subscription]] = {}
-        self._kept_rows: dict[str | None, int] = {}
+        super().__init__(limit, idle_seconds, per_user, rows_per_user)
         self.closed = False  # (read at every woken wait: an attribute, not a property)
         self._shared = SharedResults()
         # Shared only among the subscribers one commit wakes (within moments): a few kept.
@@ -298,75 +289,6 @@ class SubscriptionManager:
             self._touch(subscription, now)
         return subscription, int(version_text)
 
-    def _sweep(self, now: float) -> None:
-        while self._subscriptions:
-            oldest = next(iter(self._subscriptions.values()))
-            # Over the limit only: at it, asking by id must not evict (a snapshot makes room).
-            if now - oldest.last_asked <= self.idle_seconds and len(self._subscriptions) <= (
-                self.limit
-            ):
-                return
-            if oldest.waiting is not None and now - oldest.last_asked <= self.idle_seconds:
-                return
-            self._drop(oldest)
-
-    def touch(self, asked: list[tuple[Toucher, Subscription]], now: float) -> None:
-        """Mark the subscriptions `asked` of this manager asked at `now`, in their order,
-        those still kept (`PassReads.touch_asked`)."""
-        with self._lock:
-            kept, owned = self._subscriptions, self._owned
-            for manager, subscription in asked:
-                name = subscription.id
-                if manager is self and kept.get(name) is subscription:
-                    subscription.last_asked = now  # as `_touch`, in line: one a part
-                    kept.move_to_end(name)
-                    owned[subscription.owner].move_to_end(name)
-
-    # The bookkeeping below runs under `_lock`.
-
-    def _touch(self, subscription: Subscription, now: float) -> None:
-        """Asked at `now`: the newest of the server's and of its owner's."""
-        subscription.last_asked = now
-        self._subscriptions.move_to_end(subscription.id)
-        self._owned[subscription.owner].move_to_end(subscription.id)
-
-    def _add(self, subscription: Subscription) -> None:
-        self._subscriptions[subscription.id] = subscription
-        self._owned.setdefault(subscription.owner, OrderedDict())[subscription.id] = subscription
-        self._count(subscription)
-
-    def _drop(self, subscription: Subscription) -> None:
-        if self._subscriptions.pop(subscription.id, None) is None:
-            return
-        owner = subscription.owner
-        owned = self._owned[owner]
-        del owned[subscription.id]
-        self._kept_rows[owner] -= subscription.kept
-        if not owned:
-            del self._owned[owner], self._kept_rows[owner]
-
-    def _count(self, subscription: Subscription, change: int | None = None) -> None:
-        """Count the rows the subscription's versions keep against its owner: again, or
-        by `change` (what its latest versions kept and dropped changed it by)."""
-        if change is None:
-            rows = sum(len(version.rows) for version in subscription.versions.values())
-        else:
-            rows = subscription.kept + change
-        if subscription.id in self._subscriptions:
-            owner = subscription.owner
-            self._kept_rows[owner] = self._kept_rows.get(owner, 0) + rows - subscription.kept
-        subscription.kept = rows
-
-    def _make_room(self, owner: str | None, keep: Subscription) -> None:
-        """The owner's subscriptions asked for longest ago go until it is within its bounds
-        (never `keep`, the one being answered)."""
-        owned = self._owned.get(owner)
-        while owned and (len(owned) > self.per_user or self._kept_rows[owner] > self.rows_per_user):
-            oldest = next((s for s in owned.values() if s is not keep), None)
-            if oldest is None:
-                return
-            self._drop(oldest)
-
     def _run(
         self,
         session: StatementContext,
@@ -546,17 +468,7 @@ class SubscriptionManager:
                     )
                 if change is None:  # no row changed
                     return None
-                version = before.version + 1
-                versions[version] = Version(version, answer)
-                grown = len(answer.rows)
-                if len(versions) > KEPT_VERSIONS:  # one in, so one out (never more)
-                    grown -= len(versions.popitem(last=False)[1].answer.rows)
-                if grown:
-                    # The rows kept changed (else the owner is within its bounds as before:
-                    # the manager's lock is not taken, as at most commits of a steady query).
-                    with self._lock:
-                        self._count(subscription, grown)
-                        self._make_room(subscription.owner, subscription)
+                version = self._keep_version(subscription, before.version + 1, answer)
                 answered = True
                 return Reply("rows", subscription, version, change)
             finally:  # counted failed or not (a run and its answer in one hold of a lock)
@@ -564,6 +476,92 @@ class SubscriptionManager:
                     self.counts.reran(database.name, answered)
                 else:  # with the others of the pass, at its end
                     reads.reruns.append((self.counts, database.name, answered))
+
+    def take_steps(
+        self, waits: Iterable[LiveWait], reads: PassReads
+    ) -> tuple[Reply | None, list[int]]:
+        """The pass's waits of streams that go on (`waits`, in the pass of `reads`) that take
+        the step another subscriber of their query made in it (`rerun`'s shared step), in one
+        call: the `rows` reply `attempt(keep=True)` would give the first (None: none took
+        it), and the version each took, in order, its wait going on (as `follow` gives it
+        back: `goes_on`), the others' replies being the first's but for their subscription
+        and version. The list ends, untouched, at the first wait that does not take the step
+        the first took (none made, nothing moved or changed, another query or answer held,
+        a request of its client took over, its subscription dropped, its right to read
+        refused, ...): its caller attempts that one the usual way, which answers it, and
+        may then call this again for those after it. All of them show one state of one
+        database: `reads.shown` is set as one part's making sets it (`shown_durable`)."""
+        versions: list[int] = []
+        if self.closed or reads.failures:
+            return None, versions  # each attempted the usual way: it answers that
+        kept = self._subscriptions
+        waiting = iter(waits)
+        first = next(waiting, None)
+        if first is None:
+            return None, versions
+        subscription = first.subscription
+        database, select, top = subscription.database, subscription.select, subscription.top
+        held = next(reversed(subscription.versions.values())).answer
+        key = (database, select, top is not None, held.serial)
+        taken = self._steps.get(key) if subscription.shared else None
+        if taken is None:
+            return None, versions
+        answer, change, floor = taken
+        if change is None:
+            return None, versions
+        counter = reads.counter(subscription)  # the same for all: the same query
+        if counter != answer.token or counter == subscription.token:
+            return None, versions
+        table = subscription.table
+        shown_durable(database, reads)  # (as `rerun` does: once for all)
+        principal = None  # the last principal whose right was checked, at `access`
+        access = -1
+        wait: LiveWait | None = first
+        while wait is not None:
+            subscription = wait.subscription
+            session = wait.session
+            if (
+                subscription.select is not select
+                or subscription.top is not top
+                or subscription.database is not database
+                or session.database is not database
+                or kept.get(subscription.id) is not subscription
+            ):
+                break
+            if session.principal is not principal or session.access.version != access:
+                try:
+                    reads.authorize_read(session, table)
+                except KdbError:
+                    break  # refused by its usual attempt, which ends its stream
+                principal, access = session.principal, session.access.version
+            with subscription.lock:
+                held_versions = subscription.versions
+                before = next(reversed(held_versions.values()))
+                # The state its usual attempt would read is the step's (`rerun`'s test).
+                if (
+                    before.answer is not held
+                    or database.applied_lsn != answer.position
+                    or not wait.holds()
+                ):
+                    break
+                subscription.token = answer.token
+                subscription.position = answer.position
+                subscription.rowid_floor = floor
+                version = before.version + 1
+                held_versions[version] = Version(version, answer)
+                if len(held_versions) > KEPT_VERSIONS:  # one in, so one out (never more)
+                    gone = held_versions.popitem(last=False)[1].answer
+                    if len(gone.rows) != len(answer.rows):
+                        self._kept_changed(subscription, len(answer.rows) - len(gone.rows))
+                else:
+                    self._kept_changed(subscription, len(answer.rows))
+            versions.append(version)
+            reads.asked.append((self, subscription))
+            wait = next(waiting, None)
+        if not versions:
+            return None, versions
+        reads.reruns.extend([(self.counts, database.name, True)] * len(versions))
+        return Reply("rows", first.subscription, versions[0], change), versions
 
     def _next_answer(
         self,

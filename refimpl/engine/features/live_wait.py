@@ -55,7 +55,7 @@ class LiveWait:
         generation: int,
     ) -> None:
         self._manager = manager
-        self._session = session
+        self.session = session
         self.subscription = subscription
         self._generation = generation
         self._waker: Waker | None = None
@@ -91,12 +91,23 @@ class LiveWait:
             counter = manager.counter_of(subscription)
         if counter != subscription.token:  # moved: a commit the answer does not include
             # The state read from this counter on: not read a second time.
-            reply = manager.rerun(self._session, subscription, counter, budget, reads)
+            reply = manager.rerun(self.session, subscription, counter, budget, reads)
             if reply is not None:
                 if not keep:
                     self._end()
                 return reply
         return None
+
+    def holds(self) -> bool:
+        """Whether this wait is still its client's, on the wake board: no other request of
+        the subscription took over, and it has not ended."""
+        waker = self._waker
+        subscription = self.subscription
+        return (
+            waker is not None
+            and subscription.generation == self._generation
+            and subscription.waiting is waker
+        )
 
     def goes_on(self, reply: Reply) -> bool:
         """After `attempt(keep=True)` gave `reply`: True when this wait is the wait for the

@@ -143,11 +143,21 @@ class Headed(NamedTuple):
     """What a woken stream's `make` gives for a part that others may end alike: `head`
     (its own `id:` line) then `body` (a `rows_event`, one bytes object for all the streams
     that share it), to the client of `outlet` (its `Parked.outlet`). The streams of a pass
-    whose parts share a body are sent it at once (`WaitingRoom.send_headed`)."""
+    whose parts share a body are sent it at once (`WaitingRoom.send_headed`); those after
+    it that take its step are made at once by `takes_after`, if given."""
 
     outlet: object
     head: bytes
     body: bytes
+    takes_after: TakesAfter | None = None
+
+
+class TakesAfter(Protocol):
+    """The parts of `woken[at]` and those in a row after it that take the step a stream's
+    part took, each with its maker, made as its `make` would have (`_LiveStream.take_after`);
+    the list ends before the first that does not, which is made as usual."""
+
+    def __call__(self, woken: list[Runs], at: int) -> list[tuple[Runs, Headed]]: ...
 
 
 class Runs(Protocol):
@@ -239,7 +249,10 @@ class Woken:
         `hand_overs` or its headed part in `shared` (by its body)."""
         reads = self.reads
         keep = made.append
-        for each in woken:
+        at, count = 0, len(woken)
+        while at < count:
+            each = woken[at]
+            at += 1
             reads.shown = None
             try:
                 hand_over = each.make()
@@ -252,14 +265,29 @@ class Woken:
                 continue
             keep((each, hand_over, reads.shown))
             # `_gather`'s, in line: gathered as made, not in a second loop over the parts.
-            if type(hand_over) is Headed:
-                sharing = shared.get(hand_over.body)
-                if sharing is None:
-                    shared[hand_over.body] = [(hand_over.outlet, hand_over.head)]
-                else:
-                    sharing.append((hand_over.outlet, hand_over.head))
-            else:
+            if type(hand_over) is not Headed:
                 hand_overs.append(hand_over)  # type: ignore[arg-type]  # not Headed
+                continue
+            sharing = shared.get(hand_over.body)
+            if sharing is None:
+                sharing = shared[hand_over.body] = []
+            sharing.append((hand_over.outlet, hand_over.head))
+            takes_after = hand_over.takes_after
+            if takes_after is None or at == count:
+                continue
+            # Those after it that take its step (a hundred streams of one query woken by one
+            # commit): made in one call, with one body; the first that does not, as usual.
+            reads.shown = None
+            try:
+                taken = takes_after(woken, at)
+            except Exception:
+                log.warning("making live queries' parts failed", exc_info=True)
+                continue
+            if taken:
+                at += len(taken)
+                made += [(maker, part, reads.shown) for maker, part in taken]
+                sharing = shared.setdefault(taken[0][1].body, [])
+                sharing += [(part.outlet, part.head) for _, part in taken]
 
     @staticmethod
     def _gather(made: list[_Made], hand_overs: list[HandOver], shared: _Shared) -> None:

@@ -20,9 +20,11 @@ snapshot, once its version is no longer kept), never a backlog.
 from __future__ import annotations
 
 import functools
+import itertools
 import logging
 import threading
 import time
+from collections.abc import Iterator
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
@@ -45,6 +47,7 @@ from refimpl.http.endpoints.subscribe_route import (
     SSE_HEADERS,
     HandOver,
     Headed,
+    Runs,
     Woken,
     reply_event,
     rows_event,
@@ -279,15 +282,59 @@ class _LiveStream:
             if step is wait and self._headed and (outlet := parked.outlet) is not None:
                 # Its event only, which the other streams that share the change end with,
                 # after its `id:` line (`Reply.id`'s, the subscription's part made once).
-                subscription = reply.subscription
-                if subscription is not self._named:
-                    self._named = subscription
-                    self._id_line = b"id: %b." % subscription.id.encode()
-                head = b"%b%d\n" % (self._id_line, reply.version)
-                return Headed(outlet, head, rows_event(reply))
+                return Headed(outlet, self._head(reply), rows_event(reply), self.take_after)
             return Part(_later(self._events(reply, step, wait, budget, reads)))
         except KdbError as error:
             return self._end(str(error))  # a REVOKE, or the statement timeout
+
+    def _head(self, reply: Reply) -> bytes:
+        """The `id:` line of `reply`, a `rows` reply to this stream (`Reply.id`'s, the
+        subscription's part made once)."""
+        subscription = reply.subscription
+        if subscription is not self._named:
+            self._named = subscription
+            self._id_line = b"id: %b." % subscription.id.encode()
+        return b"%b%d\n" % (self._id_line, reply.version)
+
+    def take_after(self, woken: list[Runs], at: int) -> list[tuple[Runs, Headed]]:
+        """`TakesAfter`: the parts of `woken[at]` and the streams in a row after it that
+        take the step this stream's part took (the manager's `take_steps`), as their
+        `_next` would make them: streams of this manager whose token stands and whose
+        parts may be `Headed`; their body is this part's (one change)."""
+        manager = self._manager
+        batch = self._batch
+        assert batch is not None  # started: it made this stream's part
+        # Each with its outlet and subscription; one more than take the step, maybe.
+        streams: list[tuple[_LiveStream, object, Subscription]] = []
+
+        def waits() -> Iterator[LiveWait]:
+            for each in itertools.islice(woken, at, None):
+                if type(each) is not _LiveStream or each._manager is not manager:
+                    return
+                wait, parked = each._wait, each.parked
+                if (
+                    wait is None
+                    or parked is None
+                    or parked.outlet is None
+                    or not each._headed
+                    or each._token.gone() is not None
+                ):
+                    return  # its `_next` makes its part (an end, or a part of its own)
+                streams.append((each, parked.outlet, wait.subscription))
+                yield wait
+
+        first, versions = manager.take_steps(waits(), batch.reads)
+        if first is None:
+            return []
+        body = rows_event(first)  # one change: encoded once, by the first's part
+        parts: list[tuple[Runs, Headed]] = []
+        for (stream, outlet, subscription), version in zip(streams, versions):  # noqa: B905
+            if stream._named is not subscription:  # (its `_head`'s, in line)
+                stream._named = subscription
+                stream._id_line = b"id: %b." % subscription.id.encode()
+            head = b"%b%d\n" % (stream._id_line, version)
+            parts.append((stream, Headed(outlet, head, body, stream.take_after)))
+        return parts
 
     def drained(self) -> None:
         """The server sent every part so far: a wake-up that came meanwhile makes the next."""
