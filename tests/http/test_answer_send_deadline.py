@@ -10,7 +10,6 @@ no thread waiting), and in parts (a Werkzeug-style body, sent by its worker).
 from __future__ import annotations
 
 import logging
-import socket
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -19,7 +18,7 @@ import pytest
 from refimpl.http.encode import Answer
 from refimpl.netpool import send_limits
 from tests.http.conftest import pooled_server
-from tests.netpool.slow_reader import trickle_then_read
+from tests.netpool.slow_reader import asked, trickle_then_read
 
 BIG = 16 * 1024 * 1024  # far more than the kernel's buffers of both ends hold
 PIECE = 64 * 1024
@@ -34,15 +33,6 @@ def _in_parts(environ: dict, start_response: Callable[..., Any]) -> Iterator[byt
     return (b"y" * PIECE for _ in range(BIG // PIECE))
 
 
-def _ask(port: int) -> socket.socket:
-    """A connection whose receive buffer is small, its request sent."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-    sock.connect(("127.0.0.1", port))
-    sock.sendall(b"GET / HTTP/1.1\r\nHost: h\r\n\r\n")
-    return sock
-
-
 @pytest.mark.parametrize("app", [_whole, _in_parts], ids=["whole", "in_parts"])
 def test_an_answer_taken_too_slowly_is_cut_off_at_its_deadline(
     app: Callable[..., Any], monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
@@ -52,7 +42,7 @@ def test_an_answer_taken_too_slowly_is_cut_off_at_its_deadline(
     monkeypatch.setattr(send_limits, "SEND_MIN_BYTES_PER_SECOND", 1e12)
     caplog.set_level(logging.WARNING, logger="refimpl.http")
     with pooled_server(app) as pooled:
-        with _ask(pooled.server_port) as sock:
+        with asked(pooled.server_port) as sock:
             got, closed = trickle_then_read(sock, 4.0)
     assert closed, "the connection was kept open"
     assert got < BIG, "the whole answer went to a client slower than its deadline allows"
@@ -66,6 +56,6 @@ def test_a_client_as_fast_as_the_allowance_gets_its_whole_answer(
     # A short grace, but the size's allowance as the server has it: 16 MB get 256 s.
     monkeypatch.setattr(send_limits, "SEND_GRACE_SECONDS", 1.0)
     with pooled_server(app) as pooled:
-        with _ask(pooled.server_port) as sock:
+        with asked(pooled.server_port) as sock:
             got, closed = trickle_then_read(sock, 2.0)
     assert not closed and got > BIG  # the answer and its head, the connection kept

@@ -7,7 +7,6 @@ client read at once, while a client that trickles is still cut off.
 from __future__ import annotations
 
 import logging
-import socket
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -16,7 +15,7 @@ import pytest
 
 from refimpl.netpool import send_limits
 from tests.http.conftest import pooled_server
-from tests.netpool.slow_reader import trickle_then_read
+from tests.netpool.slow_reader import asked, trickle_then_read
 
 PART = 8 * 1024 * 1024  # more than the kernel buffers of both ends hold (4 MB): each waits
 PARTS = 4
@@ -34,15 +33,6 @@ def _slow_parts() -> Iterator[bytes]:
         yield b"z" * PART
 
 
-def _ask(port: int) -> socket.socket:
-    """A connection whose receive buffer is small, its request sent."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-    sock.connect(("127.0.0.1", port))
-    sock.sendall(b"GET / HTTP/1.1\r\nHost: h\r\n\r\n")
-    return sock
-
-
 @pytest.fixture
 def two_seconds(monkeypatch: pytest.MonkeyPatch) -> None:
     """A client may keep the server waiting 2 s in all, whatever the size (the size's
@@ -52,26 +42,17 @@ def two_seconds(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.mark.usefixtures("two_seconds")
-def test_a_body_made_slowly_reaches_a_client_that_reads_at_once(
-    caplog: pytest.LogCaptureFixture,
+@pytest.mark.parametrize(
+    ("trickle", "cut_off"), [(0.0, False), (6.0, True)], ids=["reads_at_once", "trickles"]
+)
+def test_a_body_made_slowly_is_cut_off_only_from_a_client_that_trickles(
+    trickle: float, cut_off: bool, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.WARNING, logger="refimpl.http")
     with pooled_server(_made_slowly) as pooled:
-        with _ask(pooled.server_port) as sock:
-            got, closed = trickle_then_read(sock, 0.0)
-    assert not closed, "the connection was cut off"
-    assert got > PARTS * PART  # the whole body and its head
-    assert not any("not taken whole" in r.getMessage() for r in caplog.records), caplog.text
-
-
-@pytest.mark.usefixtures("two_seconds")
-def test_a_body_made_slowly_is_still_cut_off_from_a_client_that_trickles(
-    caplog: pytest.LogCaptureFixture,
-) -> None:
-    caplog.set_level(logging.WARNING, logger="refimpl.http")
-    with pooled_server(_made_slowly) as pooled:
-        with _ask(pooled.server_port) as sock:
-            got, closed = trickle_then_read(sock, 6.0)
-    assert closed, "the connection was kept open"
-    assert got < PARTS * PART
-    assert any("not taken whole" in r.getMessage() for r in caplog.records), caplog.text
+        with asked(pooled.server_port) as sock:
+            got, closed = trickle_then_read(sock, trickle)
+    assert closed == cut_off, "cut off" if closed else "kept open"
+    assert (got > PARTS * PART) != cut_off  # the whole body and its head, or less
+    logged = any("not taken whole" in r.getMessage() for r in caplog.records)
+    assert logged == cut_off, caplog.text

@@ -8,6 +8,16 @@ import socket
 import time
 
 
+def asked(port: int) -> socket.socket:
+    """A loopback connection to `port` whose receive buffer is small (4 KB: an answer of
+    megabytes waits on the server's side), a GET of / sent on it."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.connect(("127.0.0.1", port))
+    sock.sendall(b"GET / HTTP/1.1\r\nHost: h\r\n\r\n")
+    return sock
+
+
 def trickle_then_read(sock: socket.socket, trickle_seconds: float) -> tuple[int, bool]:
     """Take a byte every 200 ms for `trickle_seconds`, then read as fast as possible: the
     bytes received, and whether the server closed the connection (else it kept it open
