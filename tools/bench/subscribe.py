@@ -87,16 +87,8 @@ from urllib.parse import quote
 
 import harness
 import requests
+from candle_query import CANDLES, TRADES
 
-TRADES = (
-    "CREATE TABLE trades (time TIMESTAMP, symbol SYMBOL, price DOUBLE)"
-    " TIMESERIES(time) PARTITION BY DAY, SYMBOL(symbol)"
-)
-CANDLES = (
-    "SUBSCRIBE SELECT date_trunc('minute', time) AS m, first(price) AS open,"
-    " max(price) AS high, min(price) AS low, last(price) AS close FROM trades"
-    " WHERE symbol = '{symbol}' GROUP BY m ORDER BY m"
-)
 SYMBOLS = [f"S{i:04d}" for i in range(1000)]
 WATCHED = SYMBOLS[:10]
 WAIT_MS = 10_000

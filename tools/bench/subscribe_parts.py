@@ -46,15 +46,9 @@ from refimpl.waiting.room import WaitingRoom
 opcode_stages = sibling("opcode_stages")
 callgrind_run = sibling("callgrind_run")
 ADMIN = Principal("admin", is_admin=True)
-TRADES = (
-    "CREATE TABLE trades (time TIMESTAMP, symbol SYMBOL, price DOUBLE)"
-    " TIMESERIES(time) PARTITION BY DAY, SYMBOL(symbol)"
-)
-CANDLES = (
-    "SUBSCRIBE SELECT date_trunc('minute', time) AS m, first(price) AS open,"
-    " max(price) AS high, min(price) AS low, last(price) AS close FROM trades"
-    " WHERE symbol = 'S0000' GROUP BY m ORDER BY m"
-)
+candle_query = sibling("candle_query")
+TRADES = candle_query.TRADES
+CANDLES = candle_query.CANDLES.format(symbol="S0000")
 
 
 class _Pool:
