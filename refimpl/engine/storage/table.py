@@ -66,7 +66,7 @@ class Table:
         "journals",
         "next_rowid",
         "_wrap",
-        "_keyed",
+        "keyed",
         "place",
         "place_all",
     )
@@ -87,7 +87,9 @@ class Table:
         self.journals: list[Journal] = []
         not_null = {position for position, _ in self.layout.not_null}
         self._wrap = tuple(p not in not_null for p in self.layout.order_positions)
-        self._keyed = bool(self.layout.key_positions)
+        # True when rows are identified by key columns, False when by row ids; never changed
+        # (a slot, not a property: a one-row INSERT's commit reads it).
+        self.keyed = bool(self.layout.key_positions)
         # `place(row, ident)`: where a row with this identity lives, its partition and its
         # order key.
         self.place: Placer = placer(self.layout, self._wrap)
@@ -95,11 +97,6 @@ class Table:
         self.place_all: Placements = placements(self.layout, self._wrap)
 
     # -- identity and placement ----------------------------------------------------------
-
-    @property
-    def keyed(self) -> bool:
-        """True when rows are identified by key columns, False when by row ids."""
-        return self._keyed
 
     def ident_of(self, row: Row) -> Ident:
         """The identity of a row of a keyed table."""
@@ -212,7 +209,7 @@ class Table:
 
     def put(self, ident: Ident, row: Row) -> Row | None:
         """Store a row under its identity, replacing (and maybe moving) an older one."""
-        if not self._keyed and ident[0] >= self.next_rowid:
+        if not self.keyed and ident[0] >= self.next_rowid:
             self.next_rowid = ident[0] + 1
         old = self.index.get(ident)
         previous = None
@@ -238,7 +235,7 @@ class Table:
     def put_new(self, ident: Ident, row: Row) -> None:
         """`put` of a row whose identity the table does not hold (a one-row INSERT's commit,
         which looked it up): no look-up of an older row to replace."""
-        if not self._keyed and ident[0] >= self.next_rowid:
+        if not self.keyed and ident[0] >= self.next_rowid:
             self.next_rowid = ident[0] + 1
         part, order = self.place(row, ident)
         partition = self.partitions.get(part)
@@ -290,7 +287,7 @@ class Table:
             _group_by_part(parts, orders, some_rows, batches)
         for part, batch in batches.items():
             self._partition(part).update(batch)
-        if not self._keyed and idents:
+        if not self.keyed and idents:
             self.next_rowid = max(self.next_rowid, max(idents)[0] + 1)
 
     def install_prepared(
@@ -342,7 +339,7 @@ class Table:
         _group_by_part(parts, orders, rows, batches)
         for part, batch in batches.items():
             self.partitions[part] = Blocks.from_dict(batch)
-        if not self._keyed and idents:
+        if not self.keyed and idents:
             self.next_rowid = max(self.next_rowid, max(idents)[0] + 1)
 
     def load_rows(self, rows: list[Row], rowids: list[int] | None) -> None:
@@ -366,7 +363,7 @@ class Table:
         self.index = OrderIndex(self)
         if rows:
             self.partitions[()] = Blocks.from_dict(dict(zip(idents, rows, strict=True)))
-        if not self._keyed and idents:
+        if not self.keyed and idents:
             self.next_rowid = max(self.next_rowid, max(rowids or [0]) + 1)
 
     def load_image(self, image: TableImage) -> bool:
@@ -379,7 +376,7 @@ class Table:
         if chunks is None or not simple or not all(map(lt, lasts, lasts[1:])):
             self.load_rows(image.rows, image.rowids)
             return True
-        if not self._keyed and lasts:
+        if not self.keyed and lasts:
             self.next_rowid = max(self.next_rowid, lasts[-1][0] + 1)
         parts = [(last, c.count, c.text, c) for last, c in zip(lasts, chunks, strict=True)]
         self.index = OrderIndex(self)
