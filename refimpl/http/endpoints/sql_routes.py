@@ -9,12 +9,14 @@ from __future__ import annotations
 from werkzeug.wrappers import Response
 
 from refimpl.engine import copying
+from refimpl.engine.session import Session
 from refimpl.errors import BadRequest, KdbError
 from refimpl.http.auth import by_cookie
 from refimpl.http.context import Context
 from refimpl.http.encode import Answer, csv_chunks, json_response, result_answer, result_body
 from refimpl.http.error_answers import to_response
 from refimpl.http.exec_body import sql_of_form_body
+from refimpl.http.route_memo import MEMO_KEY, Routed, RouteMemo
 from refimpl.sql import ast
 from refimpl.waiting.parked import Parked
 
@@ -82,7 +84,7 @@ def _exec(ctx: Context, sql: str) -> Answer | Parked[Answer]:
         )
     # `ctx.session`'s block written out (closed however it ends): a few calls fewer on the
     # route most requests take.
-    session = ctx.app.instance.session(ctx.database, ctx.principal, acknowledge_later=True)
+    session = _session(ctx)
     try:
         answer = result_answer(session.execute(sql, ()), sql)
     except KdbError as error:
@@ -92,6 +94,32 @@ def _exec(ctx: Context, sql: str) -> Answer | Parked[Answer]:
     finally:
         session.close()
     return ctx.when_durable(session, answer)
+
+
+def _session(ctx: Context) -> Session:
+    """The request's engine session (`acknowledge_later`): its connection's last /exec
+    request's again (kept in the route memo of the connection's repeats, `route_memo`) when
+    that one is what a new one would be: the same principal's in the same database (still
+    the one of its name: a database dropped and made again is another), with nothing of an
+    earlier request left in it (its close rolled back any transaction; no cursor held past
+    a commit). Who asks is checked at every request all the same: their token and their
+    rights in the database before the route (`App`), each statement's rights as it runs."""
+    memo: RouteMemo[Routed] | None = ctx.environ.get(MEMO_KEY)
+    if memo is not None:
+        kept = memo.kept
+        if (
+            type(kept) is Session
+            and kept.principal is ctx.principal
+            and kept.transaction is None
+            and not kept.cursors.open
+            and kept.catalog.database(ctx.database) is kept.database
+        ):
+            kept.durable_needed = 0  # the earlier request's answer waited for its own
+            return kept
+    session = ctx.app.instance.session(ctx.database, ctx.principal, acknowledge_later=True)
+    if memo is not None and memo.route is not None:  # noted: its repeats come here again
+        memo.kept = session
+    return session
 
 
 # The content types of COPY rows; a form-encoded body is what `curl --data-binary` sends
