@@ -58,6 +58,8 @@ _CONSTANT = re.compile(
 # Texts up to this many characters are templated by their shape (`_takes_every_constant`,
 # which keeps at most 4096 shapes: a few megabytes).
 SHAPED_TEXT = 1024
+# What float() makes of a number too large for a DOUBLE, which the parser refuses.
+_INFINITY = float("inf")
 # int() refuses more digits than this (Python's guard against its quadratic conversion).
 _LONGEST_INTEGER = 4300
 assert SHAPED_TEXT < _LONGEST_INTEGER
@@ -77,6 +79,11 @@ class Template(NamedTuple):
 
     text: str
     values: tuple[Any, ...]
+
+
+# `Template(text, values)` of a `(text, values)` pair, in C: a named tuple's `__new__` is a
+# Python function, a frame more at every templated request.
+_template = functools.partial(tuple.__new__, Template)
 
 
 def templated(text: str, deadline: float | None = None) -> Templated | None:
@@ -134,7 +141,9 @@ def template_of(text: str) -> Template | None:
         else (float(constant) if constant[0] != "'" else constant[1:-1].replace("''", "'"))
         for constant in pieces[1::2]
     ]
-    return Template(shape, tuple(values))
+    if _INFINITY in values:
+        return None  # a number too large for a DOUBLE: the parse as written refuses it
+    return _template((shape, tuple(values)))
 
 
 def _shaped(text: str) -> bool:
@@ -187,7 +196,10 @@ def _scanned(text: str) -> Template | None:
         if kind == "string":
             values.append(_unquote(literal))
         elif "." in literal or "e" in literal or "E" in literal:
-            values.append(float(literal))
+            number = float(literal)
+            if number == _INFINITY:
+                return None  # too large for a DOUBLE: the parse as written refuses it
+            values.append(number)
         elif len(literal) > _LONGEST_INTEGER:
             return None  # the parse as written says the number has too many digits
         else:

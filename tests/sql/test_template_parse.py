@@ -97,3 +97,16 @@ def test_a_non_ascii_digit_is_no_constant():
     constant would be is refused as written, not run with that digit's value."""
     for text in ("SELECT * FROM t WHERE id = \u0661\u0662", "INSERT INTO t VALUES (\u0663)"):
         assert templated(text) is None
+
+
+def test_a_double_too_large_is_no_constant():
+    """A number past a DOUBLE's range is refused by the parser: such a text is parsed as
+    written (and refused), never run with an infinity for the number."""
+    for text in (
+        "SELECT * FROM t WHERE id = 5 AND s = 1e+315",
+        "INSERT INTO t VALUES (1, 1e400, 'x')",
+        "SELECT * FROM t WHERE s = 1e400 ORDER BY 1",  # the scan's path, not the shape's
+        'SELECT * FROM t WHERE "s" = 2.5e308',
+    ):
+        assert templated(text) is None, text
+    assert templated("INSERT INTO t VALUES (1, 1e300, 'x')") is not None
