@@ -4,9 +4,14 @@
 A request that turned out costly (it ran long, or its SQL text is large) must not keep a
 place that cheap requests need: if it keeps running without a place, every such request
 competes for the interpreter lock with the cheap ones, and if it keeps its place, the cheap
-ones are not even polled for. So at most `long_places` places (fewer than all of them) may
-be held by costly requests, and a costly request waits for one of those, in order, while
-the other places keep answering the cheap requests.
+ones are not even polled for. So at most `long_places` places may be held by costly
+requests, and a costly request waits for one of those, in order, while the other places keep
+answering the cheap requests. The long places are either some of the places (fewer than all
+of them) or places beside them (`apart`): a request found costly then leaves its ordinary
+place to the next cheap one, and one ordinary place is enough. A server answering many short
+requests in turn is best served by one: its worker finds the next ready connection without
+sleeping, and never hands the interpreter lock to a second worker and waits to take it
+back, as two workers running at once do at every system call of either.
 """
 
 from __future__ import annotations
@@ -25,10 +30,14 @@ class FifoSlots:
 
     Of the places, at most `long_places` are held by costly requests at once (`to_long`);
     the others only by requests that are still cheap, so a cheap request never queues
-    behind more than the costly requests that hold those.
+    behind more than the costly requests that hold those. With `apart`, the `long_places`
+    are more places beside the `places`: a request moving to one gives its ordinary place on
+    (at most `places` cheap and `long_places` costly requests then run at once), so a cheap
+    request never queues behind a costly one at all.
     """
 
-    def __init__(self, places: int, long_places: int = 0) -> None:
+    def __init__(self, places: int, long_places: int = 0, apart: bool = False) -> None:
+        self._apart = apart
         self._lock = threading.Lock()
         self._free = places
         self._queue: collections.deque[threading.Lock] = collections.deque()
@@ -62,13 +71,19 @@ class FifoSlots:
         """A costly request's place: True once the caller holds one of the long places.
 
         `holding`: the caller holds an ordinary place, which becomes a long place when one
-        is free, else goes to the next waiter while the caller waits its turn among the
-        costly requests. `timeout` 0 never waits: False then, and the ordinary place has
-        been given on all the same (the caller may not wait: it carries on without one).
-        A wait that times out also answers False, without a place.
+        is free (`apart`: goes to the next waiter as the caller takes a long one), else goes
+        to the next waiter while the caller waits its turn among the costly requests.
+        `timeout` 0 never waits: False then, and the ordinary place has been given on all
+        the same (the caller may not wait: it carries on without one). A wait that times
+        out also answers False, without a place.
         """
         with self._lock:
             if self._long < self._long_limit:
+                if self._apart:
+                    self._long += 1
+                    if holding:
+                        self._give_locked()
+                    return True
                 if holding:
                     self._long += 1
                     return True
@@ -99,7 +114,8 @@ class FifoSlots:
                 self._long_queue.popleft().release()
                 return
             self._long -= 1
-            self._give_locked()
+            if not self._apart:  # else its ordinary place went on at `to_long`
+                self._give_locked()
 
     def open_all(self) -> None:
         """Every waiter, now and later, gets a place at once (the server is stopping)."""

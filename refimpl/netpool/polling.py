@@ -51,6 +51,10 @@ class PollingWorkers:
     place; with more than one, `on_left(fd, mask)` gets each event taken but not answered
     (the worker's place went on, or the server stops), and must make epoll report it again
     (its registration re-armed or modified): none is lost, none is answered twice.
+
+    `long_places`: None, costly requests hold at most all `places` but one; a number, that
+    many places for costly requests beside the `places` (`FifoSlots`' `apart`), which may
+    then be one.
     """
 
     def __init__(
@@ -63,11 +67,15 @@ class PollingWorkers:
         places: int = ADMITTED,
         taken: int = 1,
         on_left: Callable[[int, int], None] | None = None,
+        long_places: int | None = None,
     ) -> None:
         if taken > 1 and on_left is None:
             raise ValueError("several events a wait need on_left for those not answered")
         self.epoll = select.epoll()
-        self.places = FifoSlots(places, long_places=places - 1)
+        if long_places is None:
+            self.places = FifoSlots(places, long_places=places - 1)
+        else:
+            self.places = FifoSlots(places, long_places, apart=True)
         self.stopping = threading.Event()
         self._on_event = on_event
         self._on_round = on_round

@@ -3,11 +3,12 @@
 The connections run on the HTTP server's mechanism (`refimpl.netpool.polling`): the
 listening socket and every connection sit in one epoll set, registered one-shot, and the
 worker the kernel wakes accepts, reads and answers there itself, with no thread between. Of
-the `threads` workers, only the few (`polling.ADMITTED`) that hold an admission place wait
-on the set or run statements; one whose statement waits (a lock) or runs long hands its
-place on, and none waits for a commit's flush (`refimpl.pgwire.acknowledging`). A worker
-reads what a connection sent; once the bytes make a whole message it answers the messages
-there are, sends what the socket takes of the answers and frees the connection: waiting for
+the `threads` workers, only the one that holds the admission place (`PLACES`) waits on the
+set or runs statements, and at most `LONG_PLACES` more run costly ones; one whose statement
+waits (a lock) or runs long hands its place on, and none waits for a commit's flush
+(`refimpl.pgwire.acknowledging`). A worker reads what a connection sent; once the bytes
+make a whole message it answers the messages there are, sends what the socket takes of the
+answers and frees the connection: waiting for
 messages, it stays registered edge-triggered, re-armed (`_rearm`) only when an event came
 meanwhile, its last read may have left bytes or its end, or it waits for more. Answers
 the socket did not take wait (pausing up to `SEND_TIMEOUT_SECONDS`, in all until their
@@ -81,6 +82,12 @@ WRITABLE = select.EPOLLOUT | select.EPOLLONESHOT  # waiting for the client to re
 FOLLOWED = select.EPOLLIN | select.EPOLLRDHUP | select.EPOLLET
 ENDED = select.EPOLLRDHUP | select.EPOLLHUP | select.EPOLLERR  # more to read than bytes
 EVENTS_TAKEN = 4  # a worker's wait takes at most (`PollingWorkers`' `taken`)
+# One worker answers the cheap requests in turn (`netpool.places`: a second one running at
+# once cost each request a hand-over of the interpreter lock at its system calls, 1.6 to 2
+# context switches a request against 1.2 to 1.5); a costly request moves to a long place
+# beside it, so the cheap ones never wait behind it.
+PLACES = 1
+LONG_PLACES = 1
 LOGIN_TIMED_OUT = "57014"  # query_canceled: PostgreSQL's "canceling authentication due to timeout"
 
 
@@ -113,8 +120,10 @@ class PgServer:
             self._event,
             self._end_late_startups,
             POLL_SECONDS,
+            PLACES,
             taken=EVENTS_TAKEN,
             on_left=self._left,
+            long_places=LONG_PLACES,
         )
         self._epoll = self._workers.epoll
         self._stopping = self._workers.stopping
