@@ -501,7 +501,8 @@ class SubscriptionManager(KeptSubscriptions):
             return None, versions
         subscription = first.subscription
         database, select, top = subscription.database, subscription.select, subscription.top
-        held = next(reversed(subscription.versions.values())).answer
+        with subscription.lock:  # (its versions change under it; read again in the loop)
+            held = next(reversed(subscription.versions.values())).answer
         key = (database, select, top is not None, held.serial)
         taken = self._steps.get(key) if subscription.shared else None
         if taken is None:
@@ -510,7 +511,7 @@ class SubscriptionManager(KeptSubscriptions):
         if change is None:
             return None, versions
         counter = reads.counter(subscription)  # the same for all: the same query
-        if counter != answer.token or counter == subscription.token:
+        if counter != answer.token:
             return None, versions
         table = subscription.table
         shown_durable(database, reads)  # (as `rerun` does: once for all)
@@ -540,6 +541,7 @@ class SubscriptionManager(KeptSubscriptions):
                 # The state its usual attempt would read is the step's (`rerun`'s test).
                 if (
                     before.answer is not held
+                    or subscription.token == counter  # (as its attempt's test: not moved)
                     or database.applied_lsn != answer.position
                     or not wait.holds()
                 ):
