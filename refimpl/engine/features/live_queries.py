@@ -529,12 +529,15 @@ class SubscriptionManager(KeptSubscriptions):
                 or kept.get(subscription.id) is not subscription
             ):
                 break
-            if session.principal is not principal or session.access.version != access:
+            # The version read before the check, as `PassReads.authorize_read` reads it: a
+            # REVOKE made meanwhile leaves the check kept under a version no later one reads.
+            rights_at = session.access.version
+            if session.principal is not principal or rights_at != access:
                 try:
                     reads.authorize_read(session, table)
                 except KdbError:
                     break  # refused by its usual attempt, which ends its stream
-                principal, access = session.principal, session.access.version
+                principal, access = session.principal, rights_at
             with subscription.lock:
                 held_versions = subscription.versions
                 before = next(reversed(held_versions.values()))

@@ -9,8 +9,6 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-import pytest
-
 import refimpl
 from refimpl.engine.access import Principal
 from refimpl.engine.features.live_pass import PassReads
@@ -18,10 +16,6 @@ from refimpl.engine.features.live_queries import LiveWait
 from tests.engine.features.candles import CANDLES, TRADES
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="take_steps reads the access version after the check (9431d83); goes with the fix",
-)
 def test_a_revoke_during_the_call_stops_the_principals_next_stream(tmp_path: Any) -> None:
     with refimpl.connect(tmp_path / "data") as conn:
         conn.execute(TRADES)
