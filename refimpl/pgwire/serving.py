@@ -394,6 +394,10 @@ class PgServer:
         return False
 
     def _answer(self, client: Client) -> None:
+        # What it runs is long from here (`admission.running_long`), not from when this
+        # worker took its place: that one kept polling for seconds made every statement
+        # that looked at its time long, and remembered its shape as costly.
+        admission.request_started()
         link = client.link
         core = link.core
         try:

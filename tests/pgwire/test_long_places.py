@@ -9,8 +9,17 @@ connection is answered meanwhile, at once, not after either costly one
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
+import psycopg
+import pytest
+
+from refimpl.engine import admission
 from refimpl.engine.admission import LARGE_TEXT
+from refimpl.engine.instance import Instance
+from refimpl.engine.rights import Principal
+from refimpl.pgwire.link import LinkOptions
+from refimpl.pgwire.serving import PgOptions, PgServer
 
 # Over a second of scanning each (three million rows), costly by its text's length alone.
 COSTLY = (
@@ -42,3 +51,42 @@ def test_cheap_queries_are_answered_while_costly_ones_hold_and_wait_for_the_long
     finally:
         for conn in costly:
             conn.pgconn.finish()
+
+
+SCAN = "SELECT count(*) FROM t WHERE v % 3 = 1"  # past a slice of rows: looks at its time
+
+
+def test_a_request_is_long_from_its_own_start_not_from_when_its_worker_took_the_place(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Far above what the scan takes, however loaded the machine, and below the worker's
+    # idle polling before it: the scan is long only if counted from the worker's place.
+    monkeypatch.setattr(admission, "LONG_SECONDS", 0.5)
+    instance = Instance.open(tmp_path)
+    server = None
+    try:
+        session = instance.session("demo", Principal("admin", is_admin=True))
+        session.execute("CREATE TABLE t (id INT PRIMARY KEY, v INT)")
+        session.execute("INSERT INTO t SELECT g, g FROM generate_series(1, 6000) g")
+        server = PgServer(instance, PgOptions(port=0, threads=4, link=LinkOptions(dev=True)))
+        server.start()
+        conninfo = f"host=127.0.0.1 port={server.address[1]} user=admin dbname=demo"
+        with psycopg.connect(conninfo, autocommit=True) as conn:
+            time.sleep(1.0)  # the worker holds its place, polling, all this while
+            assert conn.execute(SCAN).fetchone() == (2000,)
+            costly = psycopg.connect(conninfo, autocommit=True)
+            try:
+                costly.pgconn.send_query(COSTLY.encode())  # holds the long place meanwhile
+                time.sleep(0.3)
+                began = time.monotonic()
+                # Not remembered as costly: it does not wait for the long place.
+                assert conn.execute(SCAN).fetchone() == (2000,)
+                assert time.monotonic() - began < CHEAP_SECONDS
+                costly.pgconn.consume_input()
+                assert costly.pgconn.is_busy()
+            finally:
+                costly.pgconn.finish()
+    finally:
+        if server is not None:
+            server.stop()
+        instance.close()
