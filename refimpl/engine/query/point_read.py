@@ -228,11 +228,26 @@ def read_without_lock(
     point = plans(select, table.schema, database.plan_cache)
     if point is None or point.index is not None:
         return None
-    ident = point.ident(params)
-    if ident is None:
-        return None
+    one = point._one
+    if one is not None:  # `point.ident(params)` of a key of one parameter, without its call
+        at, kind = one
+        if at >= len(params) or type(value := params[at]) is not kind:
+            return None
+        ident = (value,)
+    else:
+        found = point.ident(params)
+        if found is None:
+            return None
+        ident = found
     try:
-        rows = point.read(table, ident)
+        # `point.read(table, ident)` by the table's key, without its call.
+        row = table.get(ident)
+        if row is None:
+            rows = []
+        elif point.positions is None:
+            rows = [tuple(row)]
+        else:
+            rows = [point.project(row)]
     except Exception:  # torn by a commit's install: the lock's read says what is there
         return None
     # Kept only if no commit began installing since `seen`: the row is then one the
