@@ -2,30 +2,20 @@
 
 from __future__ import annotations
 
-import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
 
 from refimpl.engine import admission
 from refimpl.netpool.places import FifoSlots
-
-LARGE = "SELECT " + "1 + " * admission.LARGE_TEXT + "1"
-WAIT = 10.0  # generous: only a hang fails
+from tests.engine.admission_threads import LARGE, WAIT, in_thread
 
 
 @pytest.fixture(autouse=True)
 def _done() -> Iterator[None]:
     yield
     admission.done()
-
-
-def in_thread(fn: Callable[[], object]) -> tuple[threading.Thread, list[object]]:
-    out: list[object] = []
-    thread = threading.Thread(target=lambda: out.append(fn()), daemon=True)
-    thread.start()
-    return thread, out
 
 
 def test_without_a_server_the_hooks_do_nothing() -> None:

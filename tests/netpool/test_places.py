@@ -12,9 +12,8 @@ import pytest
 
 from refimpl.engine import admission
 from refimpl.netpool.places import FifoSlots
+from tests.engine.admission_threads import LARGE, WAIT, in_thread
 
-LARGE = "SELECT " + "1 + " * admission.LARGE_TEXT + "1"
-WAIT = 10.0  # generous: only a hang fails
 BLOCKED = 0.2  # a thread still waiting after this is taken to wait for a place
 
 
@@ -22,13 +21,6 @@ BLOCKED = 0.2  # a thread still waiting after this is taken to wait for a place
 def _done() -> Iterator[None]:
     yield
     admission.done()
-
-
-def in_thread(fn: Callable[[], object]) -> tuple[threading.Thread, list[object]]:
-    out: list[object] = []
-    thread = threading.Thread(target=lambda: out.append(fn()), daemon=True)
-    thread.start()
-    return thread, out
 
 
 def waits(fn: Callable[[], object]) -> threading.Thread:

@@ -31,43 +31,7 @@ from refimpl.waiting.room import (
     Pace,
     WaitingRoom,
 )
-
-
-def park(
-    room: WaitingRoom,
-    signal: CommitSignal,
-    wanted: int,
-    wait: float,
-    paced: bool = False,
-    seen: int | None = None,
-) -> tuple[Parked, list[Answer], threading.Event]:
-    got: list[Answer] = []
-    released = threading.Event()
-
-    def attempt(_: int) -> Answer | None:
-        return Answer(b"news") if signal.lsn >= wanted else None
-
-    deferred = Parked(
-        signal,
-        signal.lsn if seen is None else seen,
-        attempt,
-        lambda: Answer(b"nothing"),
-        time.monotonic() + wait,
-        released.set,
-        kind=Kind.READER if paced else Kind.ACKNOWLEDGEMENT,
-    )
-    room.park(deferred)
-    deferred.on_ready(got.append)
-    return deferred, got, released
-
-
-def eventually(condition, seconds: float = 5.0) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.005)
-    return False
+from tests.waiting.parking import eventually, park
 
 
 def test_a_commit_decides_a_parked_answer_once():

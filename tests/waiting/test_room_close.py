@@ -21,7 +21,7 @@ from refimpl.engine.tracking.signals import CommitSignal
 from refimpl.http.error_answers import to_response
 from refimpl.waiting import room as room_module
 from refimpl.waiting.room import WaitingRoom
-from tests.waiting.test_room import eventually, park
+from tests.waiting.parking import eventually, park
 
 
 def test_a_closed_rooms_thread_ends_at_once_and_the_room_is_collected(
