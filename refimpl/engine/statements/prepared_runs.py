@@ -49,9 +49,10 @@ class PreparedRun:
 
 def prepared_handler(statement: ast.Statement) -> executor.Handler:
     """The handler `executor.execute` runs `statement` with, chosen once: it answers what
-    `execute` answers. A SELECT of one table gets a `PreparedTableSelect` of its own.
-    NotAllowed, as `execute` raises it, for a statement no handler runs. A one-row INSERT
-    gets a `PreparedInsert` of its own."""
+    `execute` answers. A SELECT of one table gets a `PreparedTableSelect` of its own (its
+    bound `__call__`: a bound method is called without the look-up and the tuple of
+    arguments an instance's call makes, every run). NotAllowed, as `execute` raises it, for
+    a statement no handler runs. A one-row INSERT gets a `PreparedInsert` of its own."""
     if runs_one_row(statement):
         assert isinstance(statement, ast.Insert)
         return PreparedInsert(statement)
@@ -60,7 +61,7 @@ def prepared_handler(statement: ast.Statement) -> executor.Handler:
         and isinstance(statement.source, ast.TableSource)
         and not has_subquery(statement)
     ):
-        return PreparedTableSelect(statement.source)
+        return PreparedTableSelect(statement.source).__call__
     return executor.handler_of(statement)
 
 
