@@ -18,10 +18,11 @@ import weakref
 import pytest
 
 from refimpl.engine.tracking.signals import CommitSignal
+from refimpl.http.encode import Answer
 from refimpl.http.error_answers import to_response
 from refimpl.waiting import room as room_module
+from refimpl.waiting.parked import Kind, Parked
 from refimpl.waiting.room import WaitingRoom
-from tests.waiting.parking import eventually, park
 
 
 def test_a_closed_rooms_thread_ends_at_once_and_the_room_is_collected(
@@ -29,16 +30,29 @@ def test_a_closed_rooms_thread_ends_at_once_and_the_room_is_collected(
 ) -> None:
     monkeypatch.setattr(room_module, "EMPTY_LOOK_SECONDS", 60.0)
     room, signal = WaitingRoom(to_response), CommitSignal()
-    _, got, _ = park(room, signal, wanted=1, wait=60, paced=True)  # the room's thread runs
+    got: list[Answer] = []
+    reader = Parked(
+        signal,
+        signal.lsn,
+        lambda _: None,  # no news: it waits
+        lambda: Answer(b"nothing"),
+        time.monotonic() + 60,
+        lambda: None,
+        kind=Kind.READER,
+    )
+    room.park(reader)  # the room's thread runs
+    reader.on_ready(got.append)
     thread = room._thread
     assert thread is not None and thread.is_alive()
-    assert eventually(lambda r=room: r._next_look > 0)  # gone to sleep till its next look
-    time.sleep(0.05)
+    stop = time.monotonic() + 10
+    while room._next_look == 0 and time.monotonic() < stop:
+        time.sleep(0.005)
+    time.sleep(0.05)  # gone to sleep till its next look
     room.close()
     assert got, "the stop answers what is parked"
     thread.join(10)
     assert not thread.is_alive(), "a closed room's thread slept on"
     gone = weakref.ref(room)
-    del room, signal, got
+    del room, signal, got, reader
     gc.collect()
     assert gone() is None, "the closed room was not freed"
