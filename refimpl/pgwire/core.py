@@ -20,7 +20,16 @@ from collections.abc import Callable, Sequence
 from refimpl.errors import MessageTooLarge, UnexpectedMessage
 from refimpl.pgwire import messages as m
 from refimpl.pgwire import run_messages
-from refimpl.pgwire.states import COPY_MESSAGES, RECEIVED, SENT, UNTYPED, Action, State
+from refimpl.pgwire.states import (
+    CLOSED,
+    COPY_MESSAGES,
+    DELIVER,
+    READY,
+    RECEIVED,
+    SENT,
+    UNTYPED,
+    State,
+)
 
 _LENGTH = struct.Struct("!i")
 # Before login a message is a startup packet or a password: a few names and values, as
@@ -66,7 +75,7 @@ class ProtocolCore:
 
     def next_message(self) -> m.ClientMessage | None:
         """The next message to answer, or None until more bytes arrive (or after CLOSED)."""
-        while self.state is not State.CLOSED:
+        while self.state is not CLOSED:
             framed = self._next_frame()
             if framed is None:
                 return None
@@ -75,13 +84,13 @@ class ProtocolCore:
             step = RECEIVED.get((self.state, type(message)))
             if step is None:
                 state = self.state
-                self.state = State.CLOSED
+                self.state = CLOSED
                 raise UnexpectedMessage(
                     f"a {type(message).__name__} message is not allowed while the connection"
                     f" is in its {state.value} state"
                 )
             self.state, action = step
-            if action is Action.DELIVER:
+            if action is DELIVER:
                 if not isinstance(message, COPY_MESSAGES):  # they belong to their COPY
                     self._extended = isinstance(message, m.EXTENDED)
                 return message
@@ -89,7 +98,7 @@ class ProtocolCore:
 
     def _next_frame(self) -> tuple[bytes | None, bytes] | None:
         buffer, at = self._buffer, self._at
-        untyped = self.state is not State.READY and self.state in UNTYPED  # READY: no hash
+        untyped = self.state is not READY and self.state in UNTYPED  # READY: no hash
         head = 4 if untyped else 5
         if len(buffer) - at < head:
             return None
@@ -97,7 +106,7 @@ class ProtocolCore:
         (length,) = _LENGTH.unpack_from(buffer, at + head - 4)
         limit = self._limit()
         if length < 4 or length > limit:
-            self.state = State.CLOSED
+            self.state = CLOSED
             if length < 4:
                 raise UnexpectedMessage(f"a message length of {length} is impossible")
             raise MessageTooLarge(
@@ -116,7 +125,7 @@ class ProtocolCore:
         Bind, Describe of its portal or none, Execute, Sync), taken at once when the
         connection is READY and `runs_together(bind)`; else None, nothing taken (and
         `next_message` reads them one by one). Its answers go through `send_run`."""
-        if self.state is not State.READY:
+        if self.state is not READY:
             return None
         run = run_messages.read_run(self._buffer, self._at, self.max_message_bytes, self._head)
         if run is None or not runs_together(run[0]):
@@ -130,7 +139,7 @@ class ProtocolCore:
         runs of one prepared statement), taken at once when it waits whole and the
         connection is READY; else None, nothing taken. Its answers go through `sent_run`
         or `send_run`."""
-        if self.state is not State.READY:
+        if self.state is not READY:
             return None
         try:
             known = frame.read(self._buffer, self._at, self.max_message_bytes)
@@ -175,7 +184,7 @@ class ProtocolCore:
             return self.client_closed
         if self.client_closed:
             return True
-        if self.state is State.READY:  # logged in, between queries: typed, any length
+        if self.state is READY:  # logged in, between queries: typed, any length
             if available < 5:
                 return False
             (length,) = _LENGTH.unpack_from(self._buffer, self._at + 1)
@@ -189,7 +198,7 @@ class ProtocolCore:
 
     def _limit(self) -> int:
         """The longest message the state takes: small until the client has logged in."""
-        if self.state is State.READY:  # nearly always: no enum hashed (a Python call)
+        if self.state is READY:  # nearly always: no enum hashed (a Python call)
             return self.max_message_bytes
         return STARTUP_LIMIT if self.state in _BEFORE_LOGIN else self.max_message_bytes
 
@@ -247,7 +256,7 @@ class ProtocolCore:
         self.state = State.STARTUP
 
     def close(self) -> None:
-        self.state = State.CLOSED
+        self.state = CLOSED
 
 
 def error_bytes(code: str, message: str) -> bytes:

@@ -44,7 +44,7 @@ from refimpl.pgwire.core import ProtocolCore, error_bytes
 from refimpl.pgwire.replication import ReplicationSession, may_replicate
 from refimpl.pgwire.replication_stream import Walsender
 from refimpl.pgwire.session_settings import REPORTED, SessionSettings
-from refimpl.pgwire.states import COPY_MESSAGES, State
+from refimpl.pgwire.states import CLOSED, COPY_MESSAGES, READY
 
 _auth_log = logging.getLogger("refimpl.auth")
 
@@ -128,7 +128,7 @@ class Link:
 
     @property
     def closed(self) -> bool:
-        return self.core.state is State.CLOSED
+        return self.core.state is CLOSED
 
     def answer_pending(self, limit: int = 1 << 62) -> bytes:
         """Answer the whole messages received, in order, until the answers reach `limit`
@@ -143,7 +143,7 @@ class Link:
         # The thread watches this flag until its next connection's answers: no statement
         # runs on a server's worker between them, and `cancel` sets it only while running.
         admission.watch_cancel(self._cancel)
-        closed, send = State.CLOSED, core.send
+        closed, send = CLOSED, core.send
         # Messages pipelined past the first turn are their user's long work: they take turns
         # with other users' (spec: pgwire, turns), across calls while more wait.
         steps = self._steps
@@ -216,7 +216,7 @@ class Link:
         transaction, with nothing else to answer); a connection that overflowed its
         notifications gets its FATAL error and is closed."""
         conversation = self.conversation
-        if conversation is None or self.core.state is not State.READY:
+        if conversation is None or self.core.state is not READY:
             return b""
         try:
             return b"".join(
@@ -234,7 +234,7 @@ class Link:
             conversation is not None
             and conversation.inbox.waiting()  # first: false after nearly every answer
             and conversation.status == "I"
-            and self.core.state is State.READY
+            and self.core.state is READY
         )
 
     def is_durable(self) -> bool:
@@ -270,7 +270,7 @@ class Link:
             message = core.next_message()
             if isinstance(message, COPY_MESSAGES):
                 return message
-            if core.state is State.CLOSED or core.client_closed:
+            if core.state is CLOSED or core.client_closed:
                 core.close()
                 raise ProtocolError("the connection ended inside COPY; nothing was copied")
             try:

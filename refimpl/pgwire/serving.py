@@ -65,7 +65,7 @@ from refimpl.pgwire.core import error_bytes
 from refimpl.pgwire.link import Link
 from refimpl.pgwire.options import PgOptions
 from refimpl.pgwire.sockets import POLL_SECONDS, READ_BYTES, Socket, tls_pending
-from refimpl.pgwire.states import State
+from refimpl.pgwire.states import CLOSED, READY, SECURING
 
 log = logging.getLogger("refimpl.pgwire")
 
@@ -321,7 +321,7 @@ class PgServer:
         core = link.core
         # A whole message left by the last answers (`link.more`, kept while logged in):
         # answered before anything is read, so the buffer stays small.
-        if (link.more or core.state is not State.READY) and core.has_message():
+        if (link.more or core.state is not READY) and core.has_message():
             if mask & ENDED:
                 client.drained = False  # its end is still to read: `_rearm` modifies
             self._answer(client)  # messages read before come first: the buffer stays small
@@ -407,7 +407,7 @@ class PgServer:
                     self._count(client, len(out))
                     # Its state read once a pass (not `link.closed`, a property): sending
                     # changes it only by raising, which ends the connection below.
-                    closed = core.state is State.CLOSED
+                    closed = core.state is CLOSED
                     if out:
                         if not link.is_durable():
                             # It acknowledges a commit not yet on disk: sent after the flush.
@@ -425,7 +425,7 @@ class PgServer:
                                 client.keep_unsent(out[sent:])
                     if client.unsent or closed or not link.more:
                         break
-                if core.state is State.SECURING and self.options.tls is not None:
+                if core.state is SECURING and self.options.tls is not None:
                     client.start_tls(self.options.tls)
         except OSError:
             link.end()
@@ -436,7 +436,7 @@ class PgServer:
                 sqlstate.INTERNAL,
                 "internal error (a bug in the server); the server log has the details",
             )
-        if core.state is State.CLOSED:
+        if core.state is CLOSED:
             self._close(client)
         elif link.replication is not None and link.walsender() is not None:
             self._stream(client)
@@ -497,7 +497,7 @@ class PgServer:
         with client.lock:
             if error is not None:
                 self._refuse(client, sqlstate.sqlstate_of(error), error.message)
-            elif core.state is State.CLOSED:
+            elif core.state is CLOSED:
                 client.goodbye(out)  # its last answers: sent if the socket takes them
             else:
                 try:
@@ -506,7 +506,7 @@ class PgServer:
                         client.keep_unsent(out[sent:])
                 except OSError:
                     link.end()
-        if core.state is State.CLOSED:
+        if core.state is CLOSED:
             self._close(client)
         elif client.unsent:
             self._rearm(client, WRITABLE)
