@@ -180,7 +180,9 @@ class MemoryBudget:
     """The limit on table data of every database of one data folder, and their use.
 
     `limit_bytes` 0 means no limit (the use is still counted). Thread-safe: databases commit
-    under their own write locks, so the budget keeps its own.
+    under their own write locks, so the budget keeps its own. A database's use is kept under
+    the name it gives (its `Database.name`, the same string at every call: nothing is case
+    folded, which a commit's `reserve` would pay for).
     """
 
     def __init__(self, limit_bytes: int = 0) -> None:
@@ -195,17 +197,17 @@ class MemoryBudget:
 
     def used_by(self, database: str) -> int:
         with self._lock:
-            return self._used.get(database.lower(), 0)
+            return self._used.get(database, 0)
 
     def set(self, database: str, used: int) -> None:
         """The use of a database counted afresh (after its recovery)."""
         with self._lock:
-            self._used[database.lower()] = used
+            self._used[database] = used
 
     def forget(self, database: str) -> None:
         """A database that was dropped or closed uses nothing any more."""
         with self._lock:
-            self._used.pop(database.lower(), None)
+            self._used.pop(database, None)
 
     def reserve(self, database: str, delta: int) -> None:
         """Count `delta` more bytes for `database`; MemoryFull (nothing counted) when a
@@ -216,7 +218,6 @@ class MemoryBudget:
         lock (its check and its count are one step against other databases' growths); any
         other reserve changes its database's entry alone without it (every commit counts)."""
         used = self._used
-        key = database.lower()
         if delta > 0 and self.limit_bytes:
             with self._lock:
                 total = sum(used.values())
@@ -227,9 +228,9 @@ class MemoryBudget:
                         f" and the write needs {_size(delta)} more; nothing was written;"
                         " delete rows or drop a table, or raise memory_mb and restart"
                     )
-                used[key] = used.get(key, 0) + delta
+                used[database] = used.get(database, 0) + delta
             return
-        used[key] = used.get(key, 0) + delta
+        used[database] = used.get(database, 0) + delta
 
     def stats(self) -> dict[str, int | None]:
         """`used_bytes` and `limit_bytes` (None without a limit), as /api/stats shows them."""
