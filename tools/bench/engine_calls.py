@@ -1,13 +1,14 @@
 """The engine's one-statement path alone: what `/exec` and the PostgreSQL protocol both call.
 
-A point SELECT or a one-row INSERT goes from a `Session` to the table and the log as the
-protocol layers send it: `--path exec` runs `Session.execute` of a text with its constants
-written in (what `POST /exec` calls; each text new, a key of its own), `--path prepared`
-runs `Session.run_prepared` of one prepared statement with parameters (what a protocol
-client's Bind/Execute calls). One session, `acknowledge_later` as both servers open it, on a thread
-that holds an admission place as a server's worker does;
-an INSERT's commits are flushed once every `--group` (one group commit), as the servers'
-acknowledgements wait for them. No sockets, no framing, no answer's encoding: those are the
+A point SELECT, a one-row INSERT or a SELECT without FROM (`--workload constants`:
+`SELECT 1, 2.5, 'x'`, the same text every time) goes from a `Session` to the table and the
+log as the protocol layers send it: `--path exec` runs `Session.execute` of a text with its
+constants written in (what `POST /exec` calls; each text new, a key of its own), `--path
+prepared` runs `Session.run_prepared` of one prepared statement with parameters (what a
+protocol client's Bind/Execute calls). One session, `acknowledge_later` as both servers open
+it, on a thread that holds an admission place as a server's worker does; an INSERT's commits
+are flushed once every `--group` (one group commit), as the servers' acknowledgements wait
+for them. No sockets, no framing, no answer's encoding: those are the
 protocol layers' (`exec_in_process.py`, `pg_in_process.py`).
 
 Figures:
@@ -60,8 +61,19 @@ def prepare(instance: Instance) -> None:
     session.close()
 
 
+# The `constants` workload: a SELECT without FROM, the same text every time (a driver's
+# health check, `SELECT 1`, and the simple-query bench's `pg-simple-constants`).
+CONSTANTS = "SELECT 1, 2.5, 'x'"
+
+
 def runner(session: Session, workload: str, path: str) -> Callable[[int], object]:
     """What runs statement number `n` of the workload, the way `path` calls the engine."""
+    if workload == "constants":
+        if path == "exec":
+            return lambda n: session.execute(CONSTANTS)
+        constants = session.prepare(CONSTANTS)
+        assert constants is not None
+        return lambda n: session.run_prepared(constants, ())
     if path == "prepared":
         text = (
             "SELECT * FROM t WHERE id = ?"
@@ -119,7 +131,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--workload", choices=("select", "insert"), default="select")
+    parser.add_argument("--workload", choices=("select", "insert", "constants"), default="select")
     parser.add_argument("--path", choices=("exec", "prepared"), default="prepared")
     parser.add_argument("--runs", type=int, default=2000)
     parser.add_argument("--repeats", type=int, default=7)

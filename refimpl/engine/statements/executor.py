@@ -36,6 +36,7 @@ from refimpl.engine.statements.queries import CommittedTable, QueryRunner, Trans
 from refimpl.engine.statements.returning import returned
 from refimpl.engine.statements.triggers import Firing, row_triggers
 from refimpl.engine.statements.values_load import load_values
+from refimpl.engine.statements.without_from import select_without_from
 from refimpl.engine.storage import ddl, values
 from refimpl.engine.storage.schema import TableSchema
 from refimpl.engine.storage.table import Ident, Row, Table
@@ -128,11 +129,9 @@ def select_rows(
     assert isinstance(statement, ast.Select)
     source = statement.source
     # The session's functions are bound per call: made only for a statement that compiles
-    # expressions, never for a point read or a cached answer.
+    # expressions, never for a point read, a cached plan or a cached answer.
     if source is None:
-        return run_select(
-            statement, None, params, now_micros(), context.sql_functions(), context.deadline()
-        )
+        return select_without_from(context, statement, params)
     if isinstance(source, ast.FunctionSource):
         table_function = context.table_functions().get(source.name)
         if table_function is None:
