@@ -8,6 +8,7 @@ import logging
 import ssl
 import threading
 import time
+from collections.abc import Callable
 
 from refimpl.netpool import send_limits
 from refimpl.pgwire.link import Link
@@ -112,3 +113,29 @@ class Client:
             self.sock.send(data)
         except OSError:
             pass
+
+    def stream(self, close: Callable[[], None], resume: Callable[[], None]) -> None:
+        """START_REPLICATION: a thread of its own streams to the client (which stays `busy`,
+        so no worker reads its socket), then `resume`s the connection or `close`s it."""
+        walsender = self.link.walsender()
+        assert walsender is not None
+
+        def run() -> None:
+            try:
+                if self.unsent:  # answers before START_REPLICATION go first
+                    self.transport.send(self.unsent)
+                    self.unsent = b""
+                ending = walsender.run(self.transport)
+            except OSError:
+                ending = None
+            except Exception:
+                log.exception("bug: unexpected error streaming to a replication client")
+                ending = None
+            if ending is None or ending.back is None or self.link.closed:
+                close()
+            else:
+                self.link.resume_after_stream(ending.back)
+                resume()
+
+        name = f"kdb-walsender-{self.link.process_id}"
+        threading.Thread(target=run, name=name, daemon=True).start()

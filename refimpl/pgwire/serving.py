@@ -460,30 +460,11 @@ class PgServer:
         client.received = client.sent = 0
 
     def _stream(self, client: Client) -> None:
-        """START_REPLICATION: a thread of its own streams to the client (which stays `busy`,
-        so no worker reads its socket), then re-arms the connection or closes it."""
-        walsender = client.link.walsender()
-        assert walsender is not None
-
-        def run() -> None:
-            try:
-                if client.unsent:  # answers before START_REPLICATION go first
-                    client.transport.send(client.unsent)
-                    client.unsent = b""
-                ending = walsender.run(client.transport)
-            except OSError:
-                ending = None
-            except Exception:
-                log.exception("bug: unexpected error streaming to a replication client")
-                ending = None
-            if ending is None or ending.back is None or client.link.closed:
-                self._close(client)
-            else:
-                client.link.resume_after_stream(ending.back)
-                self._rearm(client, ARMED | select.EPOLLOUT)
-
-        name = f"kdb-walsender-{client.link.process_id}"
-        threading.Thread(target=run, name=name, daemon=True).start()
+        """START_REPLICATION: streamed on a thread of its own (`Client.stream`), then the
+        connection is re-armed, or closed."""
+        client.stream(
+            lambda: self._close(client), lambda: self._rearm(client, ARMED | select.EPOLLOUT)
+        )
 
     def _acknowledge(self, handed: tuple[Client, bytes], error: KdbError | None) -> None:
         """An answer's commits are on disk (or the log failed): send it without waiting
