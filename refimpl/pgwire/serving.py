@@ -77,6 +77,7 @@ SEND_TIMEOUT_SECONDS = 60  # a client that takes no answer for this long is drop
 # messages it pipelines without reading.
 UNSENT_LIMIT = 1024 * 1024
 WRITABLE = select.EPOLLOUT | select.EPOLLONESHOT  # waiting for the client to read
+READABLE_ONCE = select.EPOLLIN | select.EPOLLONESHOT  # ... for TLS's read of its record
 # Waiting for messages: an event at each arrival of bytes, the registration kept (`_rearm`);
 # the client's end of the stream shows in the mask of its last bytes' event (EPOLLRDHUP).
 FOLLOWED = select.EPOLLIN | select.EPOLLRDHUP | select.EPOLLET
@@ -505,7 +506,9 @@ class PgServer:
         with self._lock:  # freed and modified in one hold: an event that fires waits for it
             client.busy = False
             missed, client.missed = client.missed, False
-            if events == ARMED:  # kept (0): no system call
+            if events == WRITABLE and client.transport.wants_read:
+                events = READABLE_ONCE  # writable it is: waiting for that would spin
+            elif events == ARMED:  # kept (0): no system call
                 kept = client.followed and client.drained and not (missed or client.secure)
                 events = 0 if kept else FOLLOWED
             if events:

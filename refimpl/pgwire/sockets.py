@@ -41,6 +41,9 @@ class Socket:
         # How long the client of the streamed answer being sent (`start_answer`) may still
         # keep this worker waiting, or None.
         self._budget: float | None = None
+        # The last `send_now` took nothing because TLS must first read a record of the
+        # client's: its rest waits for the socket to be readable, not writable (it is).
+        self.wants_read = False
 
     def fileno(self) -> int:
         return self.sock.fileno()
@@ -64,11 +67,17 @@ class Socket:
         return data
 
     def send_now(self, data: bytes) -> int:
-        """Send what the socket takes without waiting; how many bytes it took."""
+        """Send what the socket takes without waiting; how many bytes it took (0 with
+        `wants_read` set when TLS must read from the client before it can send more)."""
         try:
-            return self.sock.send(data)
-        except (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
+            sent = self.sock.send(data)
+        except (BlockingIOError, ssl.SSLWantWriteError):
+            sent = 0
+        except ssl.SSLWantReadError:
+            self.wants_read = True
             return 0
+        self.wants_read = False
+        return sent
 
     def start_answer(self) -> None:
         """What `send` sends from now on is one answer streamed while its statement runs

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import logging
 import socket
+import ssl
 import struct
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -104,3 +106,59 @@ def test_a_copy_out_taken_too_slowly_is_cut_off_at_its_deadline(
         got, closed = trickle_then_read(sock, 4.0)
     assert closed, "the connection was kept open"
     assert got < 20_000 * 1000, "all the rows went to a client slower than the deadline allows"
+
+
+class _WantsReadFirst:
+    """A connection's socket as TLS's is while it must read a record of the client's before
+    it can send (a renegotiation): each send raises SSLWantReadError until the client has
+    sent a byte, which the send then takes as that record. Counts its sends."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock, self.sends, self.record_read = sock, 0, False
+
+    def fileno(self) -> int:
+        return self.sock.fileno()
+
+    def send(self, data: bytes) -> int:
+        self.sends += 1
+        if not self.record_read:
+            try:
+                self.record_read = self.sock.recv(1) == b"k"
+            except BlockingIOError:
+                raise ssl.SSLWantReadError("the operation wants a record first") from None
+        return self.sock.send(data)
+
+
+def test_answers_waiting_for_a_tls_read_wait_for_readable_without_spinning(
+    served: tuple[PgServer, str],
+) -> None:
+    server, token = served
+    with _ask(server, token, query="SELECT 1") as sock:  # logged in: its Client is known
+        MessageReader(sock).until(b"Z", 1)
+        (client,) = server._clients.values()
+        sock.sendall(query_message(BIG_QUERY))
+        deadline = time.monotonic() + 10
+        while not client.unsent:  # the answer left waiting for the client to read
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        wants_read = _WantsReadFirst(client.transport.sock)
+        client.transport.sock = wants_read  # type: ignore[assignment]
+        sock.settimeout(0.5)
+        got = 0
+        try:  # all the kernel holds taken: the socket is writable from now on
+            while more := sock.recv(1 << 20):
+                got += len(more)
+        except TimeoutError:
+            pass
+        # Woken once when it became writable; then waiting for the client's record. Before,
+        # it was re-armed for writable, which fired at once: thousands of sends a second.
+        assert wants_read.sends <= 3, wants_read.sends
+        sock.sendall(b"k")  # the record TLS waited for
+        sock.settimeout(10)
+        tail = b""
+        while not tail.endswith(b"Z\x00\x00\x00\x05I"):  # its ReadyForQuery: all came
+            more = sock.recv(1 << 20)
+            assert more, "the connection was closed"
+            got += len(more)
+            tail = (tail + more)[-6:]
+    assert got > 20_000 * 1000
