@@ -48,7 +48,7 @@ from refimpl.engine.features.live_answers import (
     run_query,
 )
 from refimpl.engine.features.live_buckets import changed_buckets_rows
-from refimpl.engine.features.live_kept import KEPT_VERSIONS, KeptSubscriptions
+from refimpl.engine.features.live_kept import KeptSubscriptions
 from refimpl.engine.features.live_maintainers import Maintainers
 from refimpl.engine.features.live_pass import PassReads, authorize_read, shown_durable
 from refimpl.engine.features.live_shape import ONE_TABLE, identity_positions, parse_subscription
@@ -539,8 +539,7 @@ class SubscriptionManager(KeptSubscriptions):
                     break  # refused by its usual attempt, which ends its stream
                 principal, access = session.principal, rights_at
             with subscription.lock:
-                held_versions = subscription.versions
-                before = next(reversed(held_versions.values()))
+                before = next(reversed(subscription.versions.values()))
                 # The state its usual attempt would read is the step's (`rerun`'s test).
                 if (
                     before.answer is not held
@@ -552,14 +551,7 @@ class SubscriptionManager(KeptSubscriptions):
                 subscription.token = answer.token
                 subscription.position = answer.position
                 subscription.rowid_floor = floor
-                version = before.version + 1
-                held_versions[version] = Version(version, answer)
-                if len(held_versions) > KEPT_VERSIONS:  # one in, so one out (never more)
-                    gone = held_versions.popitem(last=False)[1].answer
-                    if len(gone.rows) != len(answer.rows):
-                        self._kept_changed(subscription, len(answer.rows) - len(gone.rows))
-                else:
-                    self._kept_changed(subscription, len(answer.rows))
+                version = self._keep_version(subscription, before.version + 1, answer)
             versions.append(version)
             reads.asked.append((self, subscription))
             wait = next(waiting, None)

@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 
 import refimpl
 from refimpl.engine.access import Principal
-from refimpl.engine.features.live_queries import KEPT_VERSIONS, MAX_ROWS, Reply, SubscriptionManager
+from refimpl.engine.features.live_kept import KEPT_VERSIONS
+from refimpl.engine.features.live_queries import MAX_ROWS, Reply, SubscriptionManager
 from refimpl.errors import (
     AnswersMoreThanOnce,
     BadRequest,
