@@ -9,7 +9,7 @@ import pytest
 
 from refimpl.engine import admission
 from refimpl.netpool.places import FifoSlots
-from tests.engine.admission_threads import LARGE, WAIT, in_thread
+from tests.engine.admission_threads import LARGE, WAIT, costly_request, in_thread
 
 
 @pytest.fixture(autouse=True)
@@ -45,14 +45,7 @@ def test_a_second_costly_request_waits_while_cheap_ones_keep_a_place() -> None:
     slots = FifoSlots(2, long_places=1)
     assert slots.to_long(False, None)  # a costly request runs on the one long place
 
-    def costly() -> bool:
-        slots.acquire()
-        admission.admitted(slots.release, slots)
-        ok = admission.before_statements(LARGE, time.monotonic() + WAIT)
-        admission.request_ended()
-        return ok
-
-    second, ok = in_thread(costly)
+    second, ok = in_thread(costly_request(slots))
     time.sleep(0.2)
     assert second.is_alive()  # waits for the long place, its ordinary one handed on
     cheap, got = in_thread(slots.acquire)

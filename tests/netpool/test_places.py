@@ -12,7 +12,7 @@ import pytest
 
 from refimpl.engine import admission
 from refimpl.netpool.places import FifoSlots
-from tests.engine.admission_threads import LARGE, WAIT, in_thread
+from tests.engine.admission_threads import LARGE, WAIT, costly_request, in_thread
 
 BLOCKED = 0.2  # a thread still waiting after this is taken to wait for a place
 
@@ -54,14 +54,7 @@ def test_a_second_costly_request_waits_for_the_long_place_and_cheap_ones_never_d
     slots = FifoSlots(1, long_places=1, apart=True)
     assert slots.to_long(False, None)  # a costly request runs on the one long place
 
-    def costly() -> bool:
-        slots.acquire()
-        admission.admitted(slots.release, slots)
-        ok = admission.before_statements(LARGE, time.monotonic() + WAIT)
-        admission.request_ended()
-        return ok
-
-    second, ok = in_thread(costly)
+    second, ok = in_thread(costly_request(slots))
     time.sleep(BLOCKED)
     assert second.is_alive()  # waits for the long place, its ordinary one handed on
     for _ in range(3):  # cheap requests one after another, none behind the costly ones
