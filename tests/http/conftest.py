@@ -166,16 +166,6 @@ def free_port() -> int:
     raise RuntimeError("no free loopback port below the ephemeral range")
 
 
-def eventually(condition: Callable[[], object], seconds: float = 5.0) -> bool:
-    """Whether `condition()` came true within `seconds` (asked every 10 ms)."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.01)
-    return False
-
-
 @contextmanager
 def pooled_server(app: Any) -> Iterator[PooledWSGIServer]:
     """`app` (a WSGI app) served in this process by a PooledWSGIServer of 2 workers on a free

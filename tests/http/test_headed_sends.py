@@ -17,8 +17,8 @@ from refimpl.http.encode import Answer
 from refimpl.http.error_answers import to_response
 from refimpl.waiting.parked import Kind, Parked, Part
 from refimpl.waiting.room import WaitingRoom
-from tests.http.conftest import eventually
 from tests.http.parked_apps import held, serving
+from tests.waits import eventually
 
 
 def _body(data: bytes) -> Answer:

@@ -14,9 +14,9 @@ import pytest
 
 from refimpl.http.serving.server import STREAM_UNSENT_LIMIT
 from refimpl.waiting.parked import Part, State
-from tests.http.conftest import eventually
 from tests.http.parked_apps import serving
 from tests.http.streaming_app import StreamingApp, part_body, read_until, request
+from tests.waits import eventually
 
 
 @pytest.fixture

@@ -21,9 +21,9 @@ from refimpl.http.encode import Answer
 from refimpl.http.serving import part_files
 from refimpl.http.serving.part_files import ZERO_COPY_BYTES, PartFile, blocking
 from refimpl.waiting.parked import Parked
-from tests.http.conftest import eventually
 from tests.http.parked_apps import serving
 from tests.http.streaming_app import StreamingApp, part_body, read_until, request
+from tests.waits import eventually
 
 
 def _read_exactly(conn: socket.socket, count: int, seconds: float = 10.0) -> bytes:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
 
 from refimpl.engine.tracking.signals import CommitSignal
 from refimpl.http.encode import Answer
@@ -43,13 +42,3 @@ def park(
     room.park(deferred)
     deferred.on_ready(got.append)
     return deferred, got, released
-
-
-def eventually(condition: Callable[..., object], seconds: float = 5.0) -> bool:
-    """Whether `condition()` comes true within `seconds`."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.005)
-    return False

@@ -21,8 +21,9 @@ from refimpl.http.error_answers import to_response
 from refimpl.waiting.acknowledgements import acknowledge_when_durable
 from refimpl.waiting.flusher import Flusher
 from refimpl.waiting.room import WaitingRoom
-from tests.http.conftest import eventually, pooled_server
+from tests.http.conftest import pooled_server
 from tests.observed_fsyncs import ObservedFsyncs
+from tests.waits import eventually
 
 
 def test_an_acknowledgement_goes_out_once_its_commit_is_durable(tmp_path: Path) -> None:

@@ -31,7 +31,8 @@ from refimpl.waiting.room import (
     Pace,
     WaitingRoom,
 )
-from tests.waiting.parking import eventually, park
+from tests.waiting.parking import park
+from tests.waits import eventually
 
 
 def test_a_commit_decides_a_parked_answer_once():

@@ -7,21 +7,12 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Hashable
+from collections.abc import Hashable
 
 import pytest
 
 from refimpl.engine.query import deadlines
-
-
-def _until(condition: Callable[[], bool], seconds: float = 30.0) -> bool:
-    """Polls `condition` until it holds (True) or `seconds` pass (False)."""
-    ends = time.monotonic() + seconds
-    while time.monotonic() < ends:
-        if condition():
-            return True
-        time.sleep(0.001)
-    return False
+from tests.waits import eventually
 
 
 def test_users_waiting_take_the_turn_in_turn_one_each() -> None:
@@ -43,7 +34,7 @@ def test_users_waiting_take_the_turn_in_turn_one_each() -> None:
         waiter.start()
         waiters.append(waiter)
         # Until it queues, so that the order asked is known.
-        assert _until(lambda: turns.waiting() == len(waiters)), turns.waiting()
+        assert eventually(lambda: turns.waiting() == len(waiters), 30.0, 0.001), turns.waiting()
     # The holder asks again: it goes after the users that waited before it, one turn each.
     turns.next_turn("holder")
     order.append("holder")
@@ -70,7 +61,7 @@ def test_a_user_asking_again_goes_after_the_other_users_waiting() -> None:
             with lock:
                 order.append(owner)
             # Its step lasts until the other user asks (or has ended its work).
-            _until(lambda: turns.waiting() > 0 or order.count(other) == 20)
+            eventually(lambda: turns.waiting() > 0 or order.count(other) == 20, 30.0, 0.001)
         turns.give_up()
 
     threads = [threading.Thread(target=work, args=(o,)) for o in ("a", "b")]
@@ -131,7 +122,9 @@ def test_steps_past_their_first_turn_wait_for_their_users_turn(bulk: deadlines.T
 
     thread = threading.Thread(target=pipeline)
     thread.start()
-    assert _until(lambda: bulk.waiting() == 1), "the step past the first turn did not queue"
+    assert eventually(lambda: bulk.waiting() == 1, 30.0, 0.001), (
+        "the step past the first turn did not queue"
+    )
     assert not stepped.is_set()
     bulk.give_up()
     assert stepped.wait(30), "the step never ran after the turn was given up"
