@@ -451,6 +451,8 @@ def phase(
     every_thread: bool = False,
     opcodes: bool = False,
     pin: bool = False,
+    instructions: bool = False,
+    keep: Path | None = None,
 ) -> dict[str, float]:
     """`total` subscriptions, the last 100 of them (100 / `per_symbol` watched symbols x
     `per_symbol`) waiting; with `profile`, the server's worker threads are profiled into that
@@ -461,7 +463,10 @@ def phase(
     `opcodes`: the server's threads count the Python opcodes they run during the commits
     (`OPCODES_LAUNCHER`), given as "op <thread group> <file>:<function>" per commit;
     `pin`: the server on the first CPU alone, the waiters and the writer on the others
-    (`harness.pin_apart`)."""
+    (`harness.pin_apart`); `instructions`: the server runs under callgrind
+    (`INSTRUCTIONS_LAUNCHER`), which counts the machine instructions of all its threads
+    during the commits, given as "instructions" per commit (their callgrind output copied to
+    `keep`, if given)."""
     # Every subscription is the admin's: it may keep as many as the server does.
     per_user = {"KDB_SUBSCRIPTIONS_PER_USER": str(MAX_SUBSCRIPTIONS)}
     symbols = WATCHED[: max(1, 100 // per_symbol)]
@@ -470,6 +475,10 @@ def phase(
     if opcodes:
         launcher = OPCODES_LAUNCHER
         counted = profile = Path(tempfile.mkdtemp(prefix="kdb-opcodes-")) / "opcodes.json"
+    ground = None
+    if instructions:
+        launcher = INSTRUCTIONS_LAUNCHER
+        ground = profile = Path(tempfile.mkdtemp(prefix="kdb-callgrind-")) / "callgrind.out"
     with harness.RefimplServer(
         threads=512, env=per_user, profile=profile, code=code, launcher=launcher
     ) as server:
@@ -500,6 +509,8 @@ def phase(
         threads_before = thread_cpu(server.pid)
         if counted is not None:
             os.kill(server.pid, signal.SIGUSR1)  # counting on
+        if ground is not None:
+            _callgrind(server.pid, "-i", "on")
         started = time.monotonic()
         for k in range(commits):
             commit_trade(session, server, symbols[k % len(symbols)])
@@ -507,6 +518,9 @@ def phase(
         time.sleep(0.5)
         if counted is not None:
             os.kill(server.pid, signal.SIGUSR1)  # counting off
+        if ground is not None:
+            _callgrind(server.pid, "-i", "off")
+            _callgrind(server.pid, "-d")  # the count so far, in a file of its own
         cpu = harness.cpu_seconds(server.pid) - cpu_before
         names = thread_names(server.pid) if threads_before else {}
         by_thread: dict[str, float] = {}
@@ -544,7 +558,25 @@ def phase(
         for key, count in json.loads(counted.read_text()).items():
             figures[f"op {key}"] = count / commits
         shutil.rmtree(counted.parent, ignore_errors=True)
+    if ground is not None:
+        dumps = sorted(ground.parent.glob(ground.name + ".*"))
+        found = re.search(r"^totals: (\d+)", dumps[0].read_text(), re.MULTILINE) if dumps else None
+        assert found is not None, "callgrind dumped no totals"
+        figures["instructions"] = int(found.group(1)) / commits
+        if keep is not None:  # for callgrind_annotate
+            shutil.copyfile(dumps[0], keep)
+        shutil.rmtree(ground.parent, ignore_errors=True)
     return figures
+
+
+def _callgrind(pid: int, *what: str) -> None:
+    """`callgrind_control` asked of the server `pid` (run under `INSTRUCTIONS_LAUNCHER`)."""
+    subprocess.run(
+        ["callgrind_control", *what, str(pid)],
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
 
 
 def big_table(rows: int, commits: int) -> dict[str, dict[str, float]]:
@@ -875,6 +907,18 @@ def main() -> None:
         " the others (on 2 cores the waiters' processes otherwise take as much CPU as the"
         " server)",
     )
+    parser.add_argument(
+        "--instructions",
+        action="store_true",
+        help="with --phases: the servers run under valgrind's callgrind, which counts the"
+        " machine instructions of all their threads during the commits (not moved by the"
+        " machine's load; some fifty times slower: use --interval 1 and fewer --commits)",
+    )
+    parser.add_argument(
+        "--callgrind-out",
+        type=Path,
+        help="with --instructions: the last run's callgrind output, kept in this file",
+    )
     parser.add_argument("--top", type=int, default=30, help="with --opcodes: functions shown")
     parser.add_argument(
         "--cprofile",
@@ -1030,6 +1074,20 @@ sys.exit(status)
 """
 
 
+# Runs `refimpl serve` under valgrind's callgrind (the same process: the server's pid is
+# valgrind's), its instrumentation off until `callgrind_control -i on`: the machine
+# instructions of every thread while the commits run, C and the interpreter included, the
+# same run after run whatever the machine's load (the kernel's work is not in it). Valgrind
+# runs one thread at a time, some fifty times slower: space the commits (--interval 1).
+INSTRUCTIONS_LAUNCHER = """
+import os, sys
+os.execvp("valgrind", [
+    "valgrind", "--tool=callgrind", "--instr-atstart=no", "--max-threads=2000",
+    f"--callgrind-out-file={sys.argv[1]}", sys.executable, "-m", "refimpl", *sys.argv[2:],
+])
+"""
+
+
 def arrived_text(figures: dict[str, float]) -> str:
     """The arrival percentiles of a phase's figures (streams only), for its line."""
     if "arrival p50" not in figures:
@@ -1038,6 +1096,13 @@ def arrived_text(figures: dict[str, float]) -> str:
         f" arrived p50 {figures['arrival p50']:.2f} ms, p99 {figures['arrival p99']:.2f} ms,"
         f" a commit's last {figures['last arrival p50']:.2f} ms,"
     )
+
+
+def counted_text(figures: dict[str, float]) -> str:
+    """A phase's instructions a commit (with --instructions), for its line."""
+    if "instructions" not in figures:
+        return ""
+    return f" {figures['instructions']:,.0f} instructions a commit,"
 
 
 def compare_phases(args: argparse.Namespace, totals: list[int], commits: int) -> None:
@@ -1064,13 +1129,15 @@ def compare_phases(args: argparse.Namespace, totals: list[int], commits: int) ->
                     every_thread=True,
                     opcodes=args.opcodes,
                     pin=args.pin,
+                    instructions=args.instructions,
+                    keep=args.callgrind_out if last else None,
                 )
                 figures["load"] = os.getloadavg()[0]
                 runs[name].append(figures)
                 print(
                     f"  {name} {total:,} subscriptions: p50 {figures['p50']:.2f} ms, p99"
                     f" {figures['p99']:.2f} ms,{arrived_text(figures)} CPU"
-                    f" {figures['cpu_ms']:.2f} ms a commit,"
+                    f" {figures['cpu_ms']:.2f} ms a commit,{counted_text(figures)}"
                     f" {figures['n']}/{figures['expected']} answers (load {figures['load']:.2f})",
                     flush=True,
                 )
@@ -1121,6 +1188,14 @@ def compare_phases(args: argparse.Namespace, totals: list[int], commits: int) ->
             )
         if args.opcodes:
             print_opcodes(runs, args.top)
+        if args.instructions:
+            for name, got in runs.items():
+                each = ", ".join(f"{f['instructions']:,.0f}" for f in got)
+                print(
+                    f"  {name}, {total:,} subscriptions: machine instructions a commit, median"
+                    f" {statistics.median(f['instructions'] for f in got):,.0f} ({each})",
+                    flush=True,
+                )
     kind = "streams" if args.stream else "long polls"
     harness.print_table(
         (
