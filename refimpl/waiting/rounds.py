@@ -106,3 +106,6 @@ class Rounds(Generic[T]):
                     log.exception("bug: a round of thread '%s' failed", self._name)
             if closed or self._close_taken:
                 return
+            # Not held while the next round is waited for: its items (the flusher's
+            # databases) are let go at once, a dropped database's memory with them.
+            del round_

@@ -4,6 +4,8 @@ does not end it; close runs what came before it."""
 from __future__ import annotations
 
 import threading
+import time
+import weakref
 
 import pytest
 
@@ -114,3 +116,27 @@ def test_close_runs_every_item_before_it_and_none_after() -> None:
 def test_close_of_a_thread_never_started_returns() -> None:
     rounds: Rounds[int] = Rounds("test-rounds", lambda items: None)
     rounds.close(wait=True)
+
+
+def test_a_rounds_items_are_let_go_once_it_ran() -> None:
+    """The thread holds nothing of its last round while it waits for the next (the
+    flusher's last database, dropped meanwhile, is freed)."""
+
+    class Item:
+        pass
+
+    ran = threading.Event()
+    rounds: Rounds[Item] = Rounds("test-rounds", lambda items: ran.set())
+    item = Item()
+    gone = weakref.ref(item)
+    rounds.hand_over(item)
+    del item
+    assert ran.wait(10)
+    for _ in range(100):  # the round's last steps after its run, on its own thread
+        if gone() is None:
+            break
+        time.sleep(0.01)
+    try:
+        assert gone() is None
+    finally:
+        rounds.close(wait=True)

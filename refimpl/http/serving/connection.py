@@ -145,6 +145,17 @@ class Connection:
         request = ready[0]
         return type(request) is wire.ReceivedRequest and request.head.fields is kept[0]
 
+    def forget_kept(self) -> None:
+        """Let go of what a route kept for this connection's repeats (`RouteMemo.kept`),
+        made again at the next repeat. Call it only while no request of the connection runs
+        (not `busy`): an `/exec` session kept there holds its database, which a DROP
+        DATABASE must free even while the connection idles."""
+        kept = self.kept_environ
+        if kept is not None:
+            memo = kept[1].get(MEMO_KEY)
+            if memo is not None:
+                memo.kept = None
+
     def serve_one(self) -> bool:
         """Answer one request; True when the connection stays open for another."""
         ready = self.reader.ready  # `RequestReader.next`, one call fewer

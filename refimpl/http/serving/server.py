@@ -512,6 +512,11 @@ class PooledWSGIServer(BaseWSGIServer):
             return
         self._next_idle_check = now + IDLE_CHECK_SECONDS
         with self._lock:
+            for handler in self._connections.values():
+                if not handler.busy:
+                    # What its routes kept for its repeats is made again at its next: a
+                    # dropped database a kept /exec session holds is let go within a look.
+                    handler.forget_kept()
             idle = [
                 (fd, handler)
                 for fd, handler in self._connections.items()
