@@ -37,6 +37,7 @@ from refimpl.engine import admission
 from refimpl.engine.files import REAL_FILES, UNSUPPORTED, FileOps, write_all, write_all_synced
 from refimpl.engine.measures import LatencyHistogram
 from refimpl.engine.storage.wal_crc import KnownTail
+from refimpl.engine.storage.wal_gather import MAX_SECONDS, Gather
 from refimpl.engine.storage.wal_reading import gone_message, read_failure, run_reads
 from refimpl.engine.storage.wal_recent import RecentRecords
 from refimpl.engine.storage.wal_seals import remove_seal, write_seal
@@ -61,7 +62,6 @@ __all__ = ["DEFAULT_SEGMENT_BYTES", "SegmentInfo", "WriteAheadLog"]
 
 P = ParamSpec("P")
 DEFAULT_SEGMENT_BYTES = 64 * 1024 * 1024
-_MAX_GATHER_SECONDS = 0.001
 _KEPT_BYTES = 1 << 20  # a payload this large with a known checksum is not copied at append
 _OPEN_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CREAT
 
@@ -106,6 +106,7 @@ class WriteAheadLog:
         self._closing = False
         self._closed = False
         self._flushing = False  # a leader is writing and syncing outside the lock
+        self._gather = Gather()  # a leader's wait for its batch to fill (see its module)
         # Frames appended but not yet handed to a leader, grouped by segment in LSN order.
         self._pending: list[tuple[Segment, bytearray]] = []
         # `_pending`'s last buffer while appends may add to it (a flush takes it: None).
@@ -284,6 +285,9 @@ class WriteAheadLog:
             self._total_bytes += frame_size
             self.recent.add(lsn, payload)
             self._last_lsn = lsn
+            gather = self._gather
+            if gather.lsn and lsn >= gather.lsn:
+                gather.open()
             return lsn
         finally:
             lock.release()
@@ -310,17 +314,13 @@ class WriteAheadLog:
                     break
                 self._wait()
             self._flushing = True
-            if self._last_batch_commits > 1:
-                # Committers woken by the last flush are about to append again: give them a
-                # moment (half a flush at most) so they share this fsync instead of the next.
-                # Without it, batches alternate between two halves of the writers. A sleep
-                # with the lock let go: no one notifies a leader (a Condition's timed wait
-                # made a lock and ran its Python at every flush).
-                self._lock.release()
-                try:
-                    time.sleep(min(self._last_flush_seconds / 2, _MAX_GATHER_SECONDS))
-                finally:
-                    self._lock.acquire()
+            full = self._durable_lsn + self._last_batch_commits
+            if self._last_batch_commits > 1 and self._last_lsn < full:
+                # Committers woken by the last flush are about to append again: wait until
+                # the batch is as large as the last (half a flush at most) so they share this
+                # fsync instead of the next (`wal_gather`).
+                seconds = min(self._last_flush_seconds / 2, MAX_SECONDS)
+                self._gather.wait(self._lock, full, seconds)
             batch, self._pending, self._tail = self._pending, [], None
             target = self._last_lsn
             self._last_batch_commits = target - self._durable_lsn
