@@ -15,10 +15,12 @@ fsync), the database's durable-LSN publication, and the server's hand-over of du
 - **the disk idle while commits wait**: from a flush's end to the next flush's start, the
   part after the first commit that the next flush carries was appended (a commit waiting
   and no flush running), in all and a gap, split into its steps: the end of the flush to
-  the answers posted (publication, the checkpoint's check, the acknowledging thread's
-  round), the post to the next flush's leader asking (`wait_durable`), and the ask to the
-  flush's start (the gather sleep, the log's lock);
-- the answers' pick-up: from their post to a worker's take.
+  its answers handed back to the server (publication, the checkpoint's check), the end of
+  that hand-back to the next flush's leader asking (`wait_durable`), and the ask to the
+  flush's start (the gather, the log's lock);
+- how long a round's hand-back takes (`on_round`: a post to the workers, or the sends
+  themselves where the acknowledging thread sends), and, where workers send, the answers'
+  pick-up: from their post to a worker's take.
 
 PostgreSQL's group commit starts the next flush as soon as the last one ends when commits
 wait (commit_delay 0): its idle-while-waiting is about nil. The wrappers' own cost (a few
@@ -75,7 +77,7 @@ class Stamps:
     appends: list[tuple[float, int]] = field(default_factory=list)  # (time, LSN)
     flushes: list[Flush] = field(default_factory=list)
     published: list[float] = field(default_factory=list)
-    posts: list[tuple[float, int]] = field(default_factory=list)  # (time, answers)
+    posts: list[tuple[float, float]] = field(default_factory=list)  # on_round's start, end
     takes: list[tuple[float, int]] = field(default_factory=list)  # (time, answers taken)
 
 
@@ -119,12 +121,15 @@ def instrument(server: PgServer, instance: Instance, stamps: Stamps) -> None:
     post = acknowledging._on_round
 
     def stamped_post(answers: list[Any]) -> None:
-        if stamps.on:
-            stamps.posts.append((clock(), len(answers)))
+        start = clock()
         post(answers)
+        if stamps.on:
+            stamps.posts.append((start, clock()))
 
     acknowledging._on_round = stamped_post
-    box: Any = server._durable
+    box: Any = getattr(server, "_durable", None)
+    if box is None:  # the acknowledging thread sends the answers itself: no take
+        return
     take = box.take
 
     def stamped_take() -> list[Any]:
@@ -180,6 +185,7 @@ def report(stamps: Stamps, requests: int, seconds: float) -> None:
     print(f"  append -> its flush starts {_us(to_start)}")
     print(f"  append -> durable          {_us(to_end)}")
     posts = [at for at, _ in stamps.posts]
+    handing = [end - start for start, end in stamps.posts]
     published = sorted(stamps.published)
     gaps: list[float] = []
     idle: list[float] = []
@@ -196,10 +202,10 @@ def report(stamps: Stamps, requests: int, seconds: float) -> None:
         at = _after(published, last.end)
         if at is not None and at <= flush.start:
             to_publish.append(at - last.end)
-        posted = _after(posts, last.end)
-        if posted is not None and posted <= flush.asked:
-            to_post.append(posted - last.end)
-            post_to_ask.append(flush.asked - posted)
+        i = bisect.bisect_left(posts, last.end)
+        if i < len(posts) and stamps.posts[i][1] <= flush.asked:
+            to_post.append(posts[i] - last.end)
+            post_to_ask.append(flush.asked - stamps.posts[i][1])
         ask_to_start.append(flush.start - max(flush.asked, last.end))
     print(f"  flush end -> next start    {_us(gaps)}")
     print(
@@ -208,12 +214,14 @@ def report(stamps: Stamps, requests: int, seconds: float) -> None:
         " a commit"
     )
     print(f"    end -> durable published {_us(to_publish)}")
-    print(f"    end -> answers posted    {_us(to_post)}")
-    print(f"    posted -> leader asks    {_us(post_to_ask)}")
+    print(f"    end -> answers handed    {_us(to_post)}")
+    print(f"    handed back -> next ask  {_us(post_to_ask)}")
     print(f"    asks -> flush starts     {_us(ask_to_start)}")
-    takes = [at for at, _ in stamps.takes]
-    pick_up = [t - p for p in posts if (t := _after(takes, p)) is not None]
-    print(f"  answers posted -> taken    {_us(pick_up)}")
+    print(f"  a round's answers handed   {_us(handing)} (on_round: posted, or sent)")
+    if stamps.takes:
+        takes = [at for at, _ in stamps.takes]
+        pick_up = [t - p for p in posts if (t := _after(takes, p)) is not None]
+        print(f"  answers posted -> taken    {_us(pick_up)}")
 
 
 def run(clients: int, runs: int, threads: int, stamps: Stamps) -> float:
