@@ -44,6 +44,7 @@ META_COLUMNS = (
     Column("key", "STRING"),
 )
 _META_NAMES = frozenset(c.name for c in META_COLUMNS)
+_READ = Right.READ  # a module name: an Enum class's member read costs its metaclass hook
 _key_encoder = msgspec.msgpack.Encoder()
 T = TypeVar("T")
 
@@ -483,7 +484,7 @@ class ChangesSource:
         max_rows = _whole(max_rows, "max_rows")
         if max_rows == 0:
             raise InvalidValue("max_rows must be 1 or more")
-        session.authorize(Right.READ, table)
+        session.authorize(_READ, table)
         database = session.database
         with database.state_lock:
             committed = database.committed_table(table)

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 
 
 _MANAGER = itemgetter(0)  # of an `asked` pair
+_READ = Right.READ  # a module name: an Enum class's member read costs its metaclass hook
 
 
 class Toucher(Protocol):
@@ -135,7 +136,7 @@ class PassReads:
         key = (principal, session.database.name, table, session.access.version)
         if key in self._rights:
             return
-        session.authorize(Right.READ, table)
+        session.authorize(_READ, table)
         self._rights.add(key)
 
 
@@ -156,6 +157,6 @@ def shown_durable(database: Database, reads: PassReads | None) -> None:
 def authorize_read(session: StatementContext, table: str, reads: PassReads | None) -> None:
     """The session's right to read `table`: checked now, or once in the pass of `reads`."""
     if reads is None:
-        session.authorize(Right.READ, table)
+        session.authorize(_READ, table)
     else:
         reads.authorize_read(session, table)

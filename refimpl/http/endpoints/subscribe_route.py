@@ -66,6 +66,7 @@ def _move(columns: list[Column], move: Move) -> dict[str, object]:
 
 
 _RETRY_BLOCK = f"retry: {RETRY_MS}\n\n".encode()
+_LIVE = Kind.LIVE  # a module name: an Enum class's member read costs its metaclass hook
 
 
 def encode_reply(reply: Reply) -> bytes:
@@ -591,7 +592,7 @@ def subscribe_route(ctx: Context) -> Answer | Parked[Answer]:
         poll.at_deadline,
         time.monotonic() + wait_ms / 1000,
         release,
-        kind=Kind.LIVE,
+        kind=_LIVE,
         at_close=poll.expired,
     )
     room.park(parked)

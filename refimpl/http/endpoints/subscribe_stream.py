@@ -63,6 +63,8 @@ HEADERS = (("Content-Type", "text/event-stream; charset=utf-8"), *SSE_HEADERS.it
 log = logging.getLogger("refimpl.subscribe")
 # In the first event's block (a long poll's answer has it in a block of its own).
 _RETRY = f"retry: {RETRY_MS}\n".encode()
+# Module names: a member read off an Enum class costs its metaclass's __getattr__ hook.
+_READ, _LIVE_STREAM = Right.READ, Kind.LIVE_STREAM
 
 
 class FirstRunEnters:
@@ -355,7 +357,7 @@ class _LiveStream:
         wait = self._wait
         if ended is None and wait is not None:
             try:
-                self._session.authorize(Right.READ, wait.subscription.table)
+                self._session.authorize(_READ, wait.subscription.table)
             except KdbError as error:
                 ended = str(error)
         if ended is not None:
@@ -479,7 +481,7 @@ def subscribe_stream(
         stream.heartbeat,
         stream.deadline(time.monotonic()),
         release,
-        kind=Kind.LIVE_STREAM,
+        kind=_LIVE_STREAM,
         at_close=stream.closing,
         on_drained=stream.drained,
     )
