@@ -4,12 +4,15 @@ A `PgServer` runs in this process on an engine instance in a throwaway folder; p
 clients in a child process (`--clients` threads, one connection each, `pg_opcodes`' client)
 run `--runs` prepared one-row INSERTs each, every one its own commit. The bench wraps, on
 this run's objects only (instance attributes shadowing the methods; the product's code is
-unchanged), the log's `append`, `wait_durable` and `_lead` (one flush: the write and the
-fsync), the database's durable-LSN publication, and the server's hand-over of durable answers
-(the acknowledging thread's post, a worker's take), and stamps each call. It prints:
+unchanged), the log's `append`, `wait_durable`, `_lead` (one flush: the write and the
+fsync) and its gather's wait, the database's durable-LSN publication, and the server's
+hand-over of durable answers (the acknowledging thread's round, a worker's take), and stamps
+each call. It prints:
 
 - flushes: how many, how long each (write and fsync, the interpreter lock taken back
   included), how many commits each carries, and the share of the run the disk was busy;
+  where the log has a gather (`wal_gather`), how long the leaders waited for their batches
+  to fill and before how many of the flushes;
 - commits: how long each waits from its append to the start of the flush that carries it,
   and to that flush's end (durable);
 - **the disk idle while commits wait**: from a flush's end to the next flush's start, the
@@ -77,6 +80,7 @@ class Stamps:
     appends: list[tuple[float, int]] = field(default_factory=list)  # (time, LSN)
     flushes: list[Flush] = field(default_factory=list)
     published: list[float] = field(default_factory=list)
+    gathers: list[float] = field(default_factory=list)  # each gather's seconds (a tree with one)
     posts: list[tuple[float, float]] = field(default_factory=list)  # on_round's start, end
     takes: list[tuple[float, int]] = field(default_factory=list)  # (time, answers taken)
 
@@ -117,6 +121,17 @@ def instrument(server: PgServer, instance: Instance, stamps: Stamps) -> None:
             stamps.published.append(clock())
 
     commits.publish = stamped_publish
+    gather: Any = getattr(log, "_gather", None)  # a tree whose leader sleeps has none
+    if gather is not None:
+        wait = gather.wait
+
+        def stamped_gather(lock: Any, lsn: int, seconds: float) -> None:
+            start = clock()
+            wait(lock, lsn, seconds)
+            if stamps.on:
+                stamps.gathers.append(clock() - start)
+
+        gather.wait = stamped_gather
     acknowledging: Any = server._acknowledging
     post = acknowledging._on_round
 
@@ -153,6 +168,11 @@ def _us(values: list[float]) -> str:
     )
 
 
+def _steps(values: list[float], requests: int) -> str:
+    """`_us(values)` and their sum a commit: a step's share of the idle time."""
+    return f"{_us(values)}; {1e6 * sum(values) / requests:5.1f} us a commit"
+
+
 def _after(times: list[float], moment: float) -> float | None:
     """The first of sorted `times` at or after `moment`; None when there is none."""
     i = bisect.bisect_left(times, moment)
@@ -174,6 +194,11 @@ def report(stamps: Stamps, requests: int, seconds: float) -> None:
         f" disk busy {100 * busy / span:.0f}% of the span"
     )
     print(f"  flush (write + fsync)      {_us([f.end - f.start for f in flushes])}")
+    if stamps.gathers:
+        print(
+            f"  gathers before a flush     {_us(stamps.gathers)};"
+            f" {100 * len(stamps.gathers) / len(flushes):.0f}% of the flushes"
+        )
     to_start: list[float] = []
     to_end: list[float] = []
     for flush in flushes:
@@ -213,10 +238,10 @@ def report(stamps: Stamps, requests: int, seconds: float) -> None:
         f" {100 * sum(idle) / span:.0f}% of the span, {1e6 * sum(idle) / requests:.1f} us"
         " a commit"
     )
-    print(f"    end -> durable published {_us(to_publish)}")
-    print(f"    end -> answers handed    {_us(to_post)}")
-    print(f"    handed back -> next ask  {_us(post_to_ask)}")
-    print(f"    asks -> flush starts     {_us(ask_to_start)}")
+    print(f"    end -> durable published {_steps(to_publish, requests)}")
+    print(f"    end -> answers handed    {_steps(to_post, requests)}")
+    print(f"    handed back -> next ask  {_steps(post_to_ask, requests)}")
+    print(f"    asks -> flush starts     {_steps(ask_to_start, requests)}")
     print(f"  a round's answers handed   {_us(handing)} (on_round: posted, or sent)")
     if stamps.takes:
         takes = [at for at, _ in stamps.takes]
