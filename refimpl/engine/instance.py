@@ -19,18 +19,17 @@ from typing import IO, Any
 
 from refimpl.engine.access import ADMIN, AccessControl, Principal
 from refimpl.engine.features.change_stream import changes_function
-from refimpl.engine.features.kdb_rev import kdb_rev_builder
+from refimpl.engine.features.kdb_rev import kdb_rev
 from refimpl.engine.features.live_queries import SubscriptionManager
 from refimpl.engine.files import REAL_FILES, FileOps
 from refimpl.engine.measures import EngineMeasures
 from refimpl.engine.options import EngineOptions
 from refimpl.engine.progress import Progress, ProgressReport, no_report
-from refimpl.engine.replication.functions import functions as replication_functions
+from refimpl.engine.replication.functions import FUNCTIONS as replication_functions
 from refimpl.engine.replication.sql_slots import TABLE_FUNCTIONS as replication_tables
-from refimpl.engine.result import Column
 from refimpl.engine.session import Session
 from refimpl.engine.statements import pg_functions, queries
-from refimpl.engine.statements.context import FunctionTables, ScalarFunction, StatementContext
+from refimpl.engine.statements.context import FunctionTables, ScalarFunction
 from refimpl.engine.statements.prepared_runs import ParsedHandlers
 from refimpl.engine.statements.publication_store import PublicationStore
 from refimpl.engine.statements.replication_slots import SlotStore, check_replication_files
@@ -62,16 +61,13 @@ def check_database_name(name: str) -> None:
         )
 
 
-def session_functions(context: StatementContext) -> dict[str, ScalarFunction]:
-    """Scalar functions bound to a session (they need its database and rights)."""
-
-    def view_columns(name: str) -> list[Column]:
-        return queries.view_columns(context, name)
-
+def session_functions() -> dict[str, ScalarFunction]:
+    """The scalar functions of the session (they need its database and rights): one table
+    for every session of an instance, each call finding its session when it runs."""
     return {
-        "kdb_rev": kdb_rev_builder(context),
-        **pg_functions.functions(context, view_columns),
-        **replication_functions(context),
+        "kdb_rev": kdb_rev,
+        **pg_functions.functions(queries.view_columns),
+        **replication_functions,
     }
 
 
@@ -84,7 +80,7 @@ class Instance:
         self.files = files
         self.access = AccessControl(path, files=files, sessions_per_user=options.sessions_per_user)
         self.functions = FunctionTables(
-            scalar=session_functions,
+            scalar=session_functions(),
             tables={
                 "changes": changes_function,
                 **pg_functions.TABLE_FUNCTIONS,

@@ -21,6 +21,14 @@ class Right(StrEnum):
     ADMIN = "ADMIN"
 
 
+# The members a per-request path names, read once here: in Python 3.11 a member read off the
+# Enum class goes through its metaclass's `__getattr__` hook, about 850 instructions a read
+# (`tools/bench/enum_reads.py` counts them); a module's name is one dictionary lookup.
+# (`ADMIN` names the admin principal below: the right is `ADMIN_RIGHT`.)
+READ = Right.READ
+WRITE = Right.WRITE
+ADMIN_RIGHT = Right.ADMIN
+
 # ADMIN implies WRITE implies READ.
 RANK = {Right.READ: 1, Right.WRITE: 2, Right.ADMIN: 3}
 

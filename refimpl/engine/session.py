@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from refimpl.engine import admission
 from refimpl.engine.query import deadlines
+from refimpl.engine.query.session_functions import SessionFunctions
 from refimpl.engine.result import Result, message_result
 from refimpl.engine.rights import Principal, Right
 from refimpl.engine.statements import executor
@@ -26,7 +27,6 @@ from refimpl.engine.statements.context import (
     AccessRules,
     Catalog,
     FunctionTables,
-    ScalarFunction,
     TableFunction,
 )
 from refimpl.engine.statements.cursor_state import Cursors
@@ -498,9 +498,10 @@ class Session:
 
     # -- extension points ----------------------------------------------------------------
 
-    def sql_functions(self) -> dict[str, ScalarFunction]:
-        """Scalar SQL functions that need the session (kdb_rev, say)."""
-        return self._functions.scalar(self)
+    def sql_functions(self) -> SessionFunctions:
+        """Scalar SQL functions that need the session (kdb_rev, say), run for this one; the
+        instance's one table, not copied."""
+        return SessionFunctions.bound(self._functions.scalar, self)
 
     def table_functions(self) -> dict[str, TableFunction]:
         """Table functions usable in FROM (changes, say)."""

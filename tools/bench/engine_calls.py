@@ -1,7 +1,9 @@
 """The engine's one-statement path alone: what `/exec` and the PostgreSQL protocol both call.
 
-A point SELECT, a one-row INSERT or a SELECT without FROM (`--workload constants`:
-`SELECT 1, 2.5, 'x'`, the same text every time) goes from a `Session` to the table and the
+A point SELECT, a one-row INSERT, a SELECT without FROM (`--workload constants`:
+`SELECT 1, 2.5, 'x'`, the same text every time), one calling the session's functions
+(`--workload session`: `version()`, `current_setting`, `current_user`, as drivers send at
+connect) or a catalog SELECT (`--workload catalog`) goes from a `Session` to the table and the
 log as the protocol layers send it: `--path exec` runs `Session.execute` of a text with its
 constants written in (what `POST /exec` calls; each text new, a key of its own), `--path
 prepared` runs `Session.run_prepared` of one prepared statement with parameters (what a
@@ -65,13 +67,23 @@ def prepare(instance: Instance) -> None:
 # health check, `SELECT 1`, and the simple-query bench's `pg-simple-constants`).
 CONSTANTS = "SELECT 1, 2.5, 'x'"
 
+# The `session` workload: what drivers and shells send at connect, calling the session's
+# functions (psql's and pgcli's version and settings, SQLAlchemy's current_schema()); the
+# `catalog` workload: a catalog function over a catalog table, as psql's `\dt` reads one.
+SESSION = (
+    "SELECT version(), current_setting('server_version_num'), current_user(), current_schema()"
+)
+CATALOG = "SELECT pg_get_userbyid(relowner) FROM pg_catalog.pg_class WHERE relname = 't'"
+TEXTS = {"constants": CONSTANTS, "session": SESSION, "catalog": CATALOG}
+
 
 def runner(session: Session, workload: str, path: str) -> Callable[[int], object]:
     """What runs statement number `n` of the workload, the way `path` calls the engine."""
-    if workload == "constants":
+    if workload in TEXTS:
+        text = TEXTS[workload]
         if path == "exec":
-            return lambda n: session.execute(CONSTANTS)
-        constants = session.prepare(CONSTANTS)
+            return lambda n: session.execute(text)
+        constants = session.prepare(text)
         assert constants is not None
         return lambda n: session.run_prepared(constants, ())
     if path == "prepared":
@@ -131,7 +143,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--workload", choices=("select", "insert", "constants"), default="select")
+    parser.add_argument("--workload", choices=("select", "insert", *TEXTS), default="select")
     parser.add_argument("--path", choices=("exec", "prepared"), default="prepared")
     parser.add_argument("--runs", type=int, default=2000)
     parser.add_argument("--repeats", type=int, default=7)

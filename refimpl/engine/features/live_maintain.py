@@ -19,7 +19,7 @@ from __future__ import annotations
 import gc
 import itertools
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from refimpl.engine.features.live_answers import Delta, Identity, LiveAnswer
@@ -67,7 +67,7 @@ class Maintainer:
         database: Database,
         select: ast.Select,
         table: Table,
-        functions: dict[str, Any],
+        functions: Mapping[str, Any],
         max_rows: int,
     ) -> None:
         schema = table.schema

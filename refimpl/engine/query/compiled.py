@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import operator
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -100,7 +100,7 @@ class Scope:
     params: Sequence[Any] = ()
     slots: dict[ast.Expr, tuple[int, str]] = field(default_factory=dict)
     now: int = 0
-    functions: dict[str, Callable[..., Compiled]] = field(default_factory=dict)
+    functions: Mapping[str, Callable[..., Compiled]] = field(default_factory=dict)
     clause: str = "the query"
     # Subqueries in expressions: who plans them, and the query this one is inside of.
     subqueries: SubqueryPlanner | None = None

@@ -20,7 +20,7 @@ Any other SELECT runs whole in `prepare_select`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -70,7 +70,7 @@ def prepare_select(
     source: RowSource,
     params: Sequence[Any],
     now: int,
-    functions: dict[str, Callable[..., Compiled]] | None = None,
+    functions: Mapping[str, Callable[..., Compiled]] | None = None,
     deadline: float | None = None,
     plans: PlanCache | None = None,
 ) -> PreparedSelect:

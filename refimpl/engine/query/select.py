@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import operator
-from collections.abc import Callable, Hashable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -107,7 +107,7 @@ def run_select(
     source: RowSource | None,
     params: Sequence[Any],
     now: int,
-    functions: dict[str, Callable[..., Compiled]] | None = None,
+    functions: Mapping[str, Callable[..., Compiled]] | None = None,
     deadline: float | None = None,
     subqueries: SubqueryPlanner | None = None,
     outer: OuterLink | None = None,
@@ -142,7 +142,7 @@ def plan_key(
     select: ast.Select,
     source: RowSource | None,
     params: Sequence[Any],
-    functions: dict[str, Callable[..., Compiled]] | None,
+    functions: Mapping[str, Callable[..., Compiled]] | None,
 ) -> Hashable | None:
     """The key a SELECT's plan is kept under, or None when its plan may not be reused: it
     has subqueries (their plans read the run's rights), calls now() (compiled to the run's
@@ -198,7 +198,7 @@ def compile_select(
     source: RowSource | None,
     params: Sequence[Any],
     now: int,
-    functions: dict[str, Callable[..., Compiled]] | None = None,
+    functions: Mapping[str, Callable[..., Compiled]] | None = None,
     subqueries: SubqueryPlanner | None = None,
     outer: OuterLink | None = None,
 ) -> SelectPlan:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from refimpl.engine import replication_positions as positions
 from refimpl.engine.query.compiled import Compiled, Scope
+from refimpl.engine.query.session_functions import SessionOf
 from refimpl.engine.replication.sql_slots import drop_function
 from refimpl.errors import SqlError
 from refimpl.sql import ast
@@ -23,13 +24,19 @@ if TYPE_CHECKING:
 NAMES = ("pg_current_wal_lsn", "pg_current_wal_flush_lsn", "pg_current_wal_insert_lsn")
 
 
-def functions(context: StatementContext) -> dict[str, ScalarFunction]:
-    """The position functions bound to `context`'s database."""
-    log = context.database.log
+def _durable_position(
+    call: ast.FuncCall, scope: Scope, session: SessionOf[StatementContext]
+) -> Compiled:
+    if call.args:
+        raise SqlError(f"{call.name}() takes no arguments")
+    return Compiled(
+        lambda row: positions.text(positions.end_of(session().database.log.durable_lsn)),
+        "STRING",
+    )
 
-    def build(call: ast.FuncCall, scope: Scope) -> Compiled:
-        if call.args:
-            raise SqlError(f"{call.name}() takes no arguments")
-        return Compiled(lambda row: positions.text(positions.end_of(log.durable_lsn)), "STRING")
 
-    return {**dict.fromkeys(NAMES, build), "pg_drop_replication_slot": drop_function(context)}
+# The position functions of the database each call runs for, and dropping a slot.
+FUNCTIONS: dict[str, ScalarFunction] = {
+    **dict.fromkeys(NAMES, _durable_position),
+    "pg_drop_replication_slot": drop_function,
+}

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from refimpl.engine import replication_positions as positions
 from refimpl.engine.query.compiled import Compiled, Scope
 from refimpl.engine.query.expressions import compile_expression, constant_value
+from refimpl.engine.query.session_functions import SessionOf
 from refimpl.engine.replication.decoding import read_transactions
 from refimpl.engine.replication.test_decoding import TestDecoding
 from refimpl.engine.result import Column
@@ -31,7 +32,7 @@ from refimpl.errors import Forbidden, NotAllowed, SlotError, SqlError
 from refimpl.sql import ast
 
 if TYPE_CHECKING:
-    from refimpl.engine.statements.context import ScalarFunction, StatementContext
+    from refimpl.engine.statements.context import StatementContext
 
 SQL_PID = -1  # the holder a SQL read marks a slot with while it reads
 READ_TRANSACTIONS = 1000  # transactions one read of the log takes at most
@@ -156,18 +157,17 @@ TABLE_FUNCTIONS = {
 }
 
 
-def drop_function(context: StatementContext) -> ScalarFunction:
+def drop_function(
+    call: ast.FuncCall, scope: Scope, session: SessionOf[StatementContext]
+) -> Compiled:
     """`pg_drop_replication_slot('s')`: NULL once dropped."""
+    if len(call.args) != 1:
+        raise SqlError("pg_drop_replication_slot() takes a slot name")
+    name = compile_expression(call.args[0], scope).fn
 
-    def build(call: ast.FuncCall, scope: Scope) -> Compiled:
-        if len(call.args) != 1:
-            raise SqlError("pg_drop_replication_slot() takes a slot name")
-        name = compile_expression(call.args[0], scope).fn
+    def run(row: Sequence[Any]) -> None:
+        context = session()
+        _require_replication(context, "pg_drop_replication_slot")
+        context.catalog.slots.drop(str(name(row)))
 
-        def run(row: Sequence[Any]) -> None:
-            _require_replication(context, "pg_drop_replication_slot")
-            context.catalog.slots.drop(str(name(row)))
-
-        return Compiled(run, "STRING")
-
-    return build
+    return Compiled(run, "STRING")

@@ -8,13 +8,14 @@ and so may a test's stand-in.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 if TYPE_CHECKING:
     from refimpl.engine.query.compiled import Compiled, Scope
     from refimpl.engine.query.select import RowSource
+    from refimpl.engine.query.session_functions import SessionFunctions, SessionOf
     from refimpl.engine.result import Result
     from refimpl.engine.rights import Principal, Right
     from refimpl.engine.statements.cursor_state import Cursors
@@ -29,8 +30,10 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-# A scalar SQL function: compiles its call in a scope (kdb_rev, say).
-ScalarFunction = Callable[["ast.FuncCall", "Scope"], "Compiled"]
+# A scalar SQL function of the session (kdb_rev, say): compiles its call in a scope, and
+# its evaluator reads the session it runs for from the third argument when it runs
+# (`query.session_functions`).
+ScalarFunction = Callable[["ast.FuncCall", "Scope", "SessionOf[StatementContext]"], "Compiled"]
 # A table function usable in FROM (changes, say): the rows of its call in one SELECT.
 TableFunction = Callable[
     ["StatementContext", "ast.FunctionSource", "ast.Select", Sequence[Any]], "RowSource"
@@ -98,11 +101,12 @@ class AccessRules(Protocol):
 class FunctionTables:
     """The SQL functions an instance offers its sessions.
 
-    `scalar` makes the scalar functions bound to one context (kdb_rev needs its database and
-    rights); `tables` are the table functions, the same for every session.
+    `scalar` are the scalar functions of the session (kdb_rev needs its database and rights),
+    one table for every session: each call finds its session when it runs; `tables` are the
+    table functions, the same for every session.
     """
 
-    scalar: Callable[[StatementContext], dict[str, ScalarFunction]]
+    scalar: Mapping[str, ScalarFunction]
     tables: dict[str, TableFunction]
 
 
@@ -162,7 +166,8 @@ class StatementContext(Protocol):
 
     def deadline(self) -> float: ...
 
-    def sql_functions(self) -> dict[str, ScalarFunction]: ...
+    def sql_functions(self) -> SessionFunctions:
+        """The instance's scalar functions, each call run for this context."""
 
     def table_functions(self) -> dict[str, TableFunction]: ...
 

@@ -6,6 +6,7 @@ The relations they describe are `pg_catalog`'s; this module only reads them.
 
 from __future__ import annotations
 
+import functools
 import json
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -18,8 +19,9 @@ from refimpl.engine.query.arrays import (
     elements_of,
     subscripted_items,
 )
-from refimpl.engine.query.compiled import Compiled, Scope
+from refimpl.engine.query.compiled import Compiled, Evaluator, Scope
 from refimpl.engine.query.expressions import compile_expression, constant_value
+from refimpl.engine.query.session_functions import SessionOf
 from refimpl.engine.result import Column
 from refimpl.engine.rights import ADMIN_USER, Right
 from refimpl.engine.statements import pg_catalog
@@ -51,6 +53,9 @@ from refimpl.sql import ast
 
 if TYPE_CHECKING:
     from refimpl.engine.statements.context import ScalarFunction, StatementContext
+
+# A view's columns as the session asking sees them (`queries.view_columns`).
+ViewColumnsOf = Callable[["StatementContext", str], list[Column]]
 
 
 # --- functions ------------------------------------------------------------------------------
@@ -90,14 +95,11 @@ def size_pretty(size: int | None) -> str | None:
     raise AssertionError("the last unit always answers")
 
 
-def _function(
-    context: StatementContext, arity: Sequence[int], result: str, compute: Callable[..., Any]
-) -> ScalarFunction:
-    def build(call: ast.FuncCall, scope: Scope) -> Compiled:
-        if len(call.args) not in arity:
-            counts = " or ".join(str(n) for n in arity)
-            raise SqlError(f"{call.name}() takes {counts} argument(s)")
-        args = [compile_expression(a, scope).fn for a in call.args]
+def _function(arity: Sequence[int], result: str, compute: Callable[..., Any]) -> ScalarFunction:
+    """A function of its arguments alone (`compute(*args)`), whatever the session."""
+
+    def build(call: ast.FuncCall, scope: Scope, session: SessionOf[StatementContext]) -> Compiled:
+        args = _arguments(call, scope, arity)
 
         def run(row: Sequence[Any]) -> Any:
             return compute(*[arg(row) for arg in args])
@@ -107,11 +109,37 @@ def _function(
     return build
 
 
-def functions(context: StatementContext, views: ViewColumns) -> dict[str, ScalarFunction]:
-    """The catalog functions psql and drivers call, bound to `context`; `views` as
-    `relation` takes it."""
+def _of_session(arity: Sequence[int], result: str, compute: Callable[..., Any]) -> ScalarFunction:
+    """A function of the session it runs for and its arguments (`compute(context, *args)`),
+    the session read at each call: a kept plan answers each caller for itself."""
 
-    def user_by_id(oid: Any) -> str | None:
+    def build(call: ast.FuncCall, scope: Scope, session: SessionOf[StatementContext]) -> Compiled:
+        args = _arguments(call, scope, arity)
+
+        def run(row: Sequence[Any]) -> Any:
+            return compute(session(), *[arg(row) for arg in args])
+
+        return Compiled(run, result)
+
+    return build
+
+
+def _arguments(call: ast.FuncCall, scope: Scope, arity: Sequence[int]) -> list[Evaluator]:
+    if len(call.args) not in arity:
+        counts = " or ".join(str(n) for n in arity)
+        raise SqlError(f"{call.name}() takes {counts} argument(s)")
+    return [compile_expression(a, scope).fn for a in call.args]
+
+
+def functions(views: ViewColumnsOf) -> dict[str, ScalarFunction]:
+    """The catalog functions psql and drivers call, one table for every session (each call
+    runs for the session its plan runs for); `views(context, name)` as `relation` takes
+    `views` for `context`."""
+
+    def view_columns(context: StatementContext) -> ViewColumns:
+        return functools.partial(views, context)
+
+    def user_by_id(context: StatementContext, oid: Any) -> str | None:
         # The admin user owns every relation: its (fixed) name is known to every caller.
         names = {role_oid(ADMIN_USER): ADMIN_USER}
         names.update((role_oid(name), name) for name, _ in catalog_users(context))
@@ -122,52 +150,58 @@ def functions(context: StatementContext, views: ViewColumns) -> dict[str, Scalar
             return None
         return FORMAT_TYPE.get(oid) or _PSEUDO_NAMES.get(oid, "???")
 
-    def index_of(oid: Any) -> IndexRelation | None:
-        return next((i for i in catalog_indexes(context, views) if i.oid == oid), None)
+    def index_of(context: StatementContext, oid: Any) -> IndexRelation | None:
+        return next(
+            (i for i in catalog_indexes(context, view_columns(context)) if i.oid == oid), None
+        )
 
-    def index_definition(oid: Any, column: Any = 0, pretty: Any = False) -> str | None:
+    def index_definition(
+        context: StatementContext, oid: Any, column: Any = 0, pretty: Any = False
+    ) -> str | None:
         # Column 0 is the whole statement; column n the index's n-th column, as PostgreSQL.
         if column is None:
             return None
         number = integer_argument(column, "the column number of pg_get_indexdef()")
-        index = index_of(oid)
+        index = index_of(context, oid)
         if index is None:
             return None
         if number == 0:
             return index.definition()
         return quote_name(index.columns[number - 1]) if 0 < number <= len(index.columns) else ""
 
-    def constraint_definition(oid: Any, pretty: Any = False) -> str | None:
-        index = index_of(oid)
+    def constraint_definition(
+        context: StatementContext, oid: Any, pretty: Any = False
+    ) -> str | None:
+        index = index_of(context, oid)
         return None if index is None else index.constraint_definition()
 
-    def view_of(oid: Any) -> ViewRelation | None:
-        found = readable_views(context, views, lambda name: name_oid(name) == oid)
+    def view_of(context: StatementContext, oid: Any) -> ViewRelation | None:
+        found = readable_views(context, view_columns(context), lambda name: name_oid(name) == oid)
         return found[0] if found else None
 
-    def view_definition(oid: Any, pretty: Any = False) -> str | None:
-        view = None if oid is None else view_of(oid)
+    def view_definition(context: StatementContext, oid: Any, pretty: Any = False) -> str | None:
+        view = None if oid is None else view_of(context, oid)
         return None if view is None else view.definition()
 
-    def relation_oid(name: Any) -> int | None:
+    def relation_oid(context: StatementContext, name: Any) -> int | None:
         """The OID of the table, view or index named `name` that the caller may read (a
         `public.` or `pg_catalog.` before it and double quotes allowed), else None."""
         if not isinstance(name, str):
             return name if isinstance(name, int) and not isinstance(name, bool) else None
         wanted = _unquoted(name)
         names = [s.name for s in readable_tables(context)]
-        names += [i.name for i in catalog_indexes(context, views)]
-        names += [v.name for v in readable_views(context, views)]
+        names += [i.name for i in catalog_indexes(context, view_columns(context))]
+        names += [v.name for v in readable_views(context, view_columns(context))]
         found = next((n for n in names if n.lower() == wanted.lower()), None)
         if found is None and pg_catalog.is_relation(context, wanted.lower()):
             # A catalog relation: PostgreSQL's own OID (`'pg_class'::regclass` is 1259).
             return _CATALOG_OIDS.get(wanted.lower(), name_oid(wanted))
         return None if found is None else name_oid(found)
 
-    def regclass(name: Any) -> int | None:
+    def regclass(context: StatementContext, name: Any) -> int | None:
         if name is None:
             return None
-        oid = relation_oid(name)
+        oid = relation_oid(context, name)
         if oid is None:
             raise UnknownTable(str(name))
         return oid
@@ -180,12 +214,12 @@ def functions(context: StatementContext, views: ViewColumns) -> dict[str, Scalar
             raise UserError(f'type "{name}" does not exist')
         return oid
 
-    def has_table_privilege(*args: Any) -> bool | None:
+    def has_table_privilege(context: StatementContext, *args: Any) -> bool | None:
         # (user, table, privilege) or (table, privilege): the caller's own rights are asked.
         table, privilege = args[-2], args[-1]
         if table is None or privilege is None:
             return None
-        oid = relation_oid(table)
+        oid = relation_oid(context, table)
         if oid is None:
             raise UnknownTable(str(table))
         wanted = {p.strip().upper() for p in str(privilege).split(",")}
@@ -195,73 +229,74 @@ def functions(context: StatementContext, views: ViewColumns) -> dict[str, Scalar
         name = readable.get(oid)
         return name is not None and _may_write(context, name)
 
-    def table_size(oid: Any) -> int | None:
+    def table_size(context: StatementContext, oid: Any) -> int | None:
         # What the table's rows count against memory_mb, its index entries included; an
         # index alone has no size of its own here (NULL), nor has an OID of no readable table.
         # A view has no storage: 0, as in PostgreSQL.
         table = next((s for s in readable_tables(context) if name_oid(s.name) == oid), None)
         if table is None:
-            return None if oid is None or view_of(oid) is None else 0
+            return None if oid is None or view_of(context, oid) is None else 0
         return context.database.table_bytes.get(table.name.lower())
 
     return {
-        "pg_get_userbyid": _function(context, (1,), "STRING", user_by_id),
-        "format_type": _function(context, (2,), "STRING", format_type),
-        "pg_table_is_visible": _function(context, (1,), "BOOLEAN",
+        "pg_get_userbyid": _of_session((1,), "STRING", user_by_id),
+        "format_type": _function((2,), "STRING", format_type),
+        "pg_table_is_visible": _function((1,), "BOOLEAN",
                                          lambda oid: None if oid is None else True),
         # No object of this engine has a comment (pg_description has no rows).
-        "col_description": _function(context, (2,), "STRING", lambda *args: None),
-        "obj_description": _function(context, (1, 2), "STRING", lambda *args: None),
-        "pg_encoding_to_char": _function(context, (1,), "STRING",
+        "col_description": _function((2,), "STRING", lambda *args: None),
+        "obj_description": _function((1, 2), "STRING", lambda *args: None),
+        "pg_encoding_to_char": _function((1,), "STRING",
                                          lambda n: None if n is None else "UTF8"),
-        "array_to_string": _function(context, (2, 3), "STRING", array_to_string),
+        "array_to_string": _function((2, 3), "STRING", array_to_string),
         # Column defaults, index expressions and predicates: none exist, so none is shown.
-        "pg_get_expr": _function(context, (2, 3), "STRING", lambda *args: None),
-        "pg_get_constraintdef": _function(context, (1, 2), "STRING", constraint_definition),
-        "pg_get_indexdef": _function(context, (1, 3), "STRING", index_definition),
-        "pg_get_viewdef": _function(context, (1, 2), "STRING", view_definition),
-        "pg_get_statisticsobjdef_columns": _function(context, (1,), "STRING",
+        "pg_get_expr": _function((2, 3), "STRING", lambda *args: None),
+        "pg_get_constraintdef": _of_session((1, 2), "STRING", constraint_definition),
+        "pg_get_indexdef": _of_session((1, 3), "STRING", index_definition),
+        "pg_get_viewdef": _of_session((1, 2), "STRING", view_definition),
+        "pg_get_statisticsobjdef_columns": _function((1,), "STRING",
                                                      lambda *args: None),
-        "array_upper": _function(context, (2,), "BIGINT", array_upper),
-        "pg_table_size": _function(context, (1,), "BIGINT", table_size),
-        "pg_relation_size": _function(context, (1, 2), "BIGINT", lambda oid, *_: table_size(oid)),
-        "pg_total_relation_size": _function(context, (1,), "BIGINT", table_size),
-        "pg_size_pretty": _function(context, (1,), "STRING", size_pretty),
+        "array_upper": _function((2,), "BIGINT", array_upper),
+        "pg_table_size": _of_session((1,), "BIGINT", table_size),
+        "pg_relation_size": _of_session((1, 2), "BIGINT",
+                                        lambda context, oid, *_: table_size(context, oid)),
+        "pg_total_relation_size": _of_session((1,), "BIGINT", table_size),
+        "pg_size_pretty": _function((1,), "STRING", size_pretty),
         # Every table here is an ordinary one, which PostgreSQL could publish.
-        "pg_relation_is_publishable": _function(context, (1,), "BOOLEAN",
+        "pg_relation_is_publishable": _function((1,), "BOOLEAN",
                                                 lambda oid: None if oid is None else True),
-        "current_schema": _function(context, (0,), "STRING", lambda: "public"),
-        "current_database": _function(context, (0,), "STRING",
-                                      lambda: context.database.name),
-        "current_user": _function(context, (0,), "STRING", lambda: context.principal.name),
-        "version": _function(context, (0,), "STRING", lambda: SERVER_VERSION),
-        "regclass": _function(context, (1,), "OID", regclass),
-        "to_regclass": _function(context, (1,), "OID", relation_oid),
-        "regtype": _function(context, (1,), "OID", regtype),
-        "to_regtype": _function(context, (1,), "OID", type_oid),
-        "uuid": _function(context, (1,), "STRING", uuid_text),
-        "has_table_privilege": _function(context, (2, 3), "BOOLEAN", has_table_privilege),
-        "has_schema_privilege": _function(context, (2, 3), "BOOLEAN",
+        "current_schema": _function((0,), "STRING", lambda: "public"),
+        "current_database": _of_session((0,), "STRING",
+                                        lambda context: context.database.name),
+        "current_user": _of_session((0,), "STRING", lambda context: context.principal.name),
+        "version": _function((0,), "STRING", lambda: SERVER_VERSION),
+        "regclass": _of_session((1,), "OID", regclass),
+        "to_regclass": _of_session((1,), "OID", relation_oid),
+        "regtype": _function((1,), "OID", regtype),
+        "to_regtype": _function((1,), "OID", type_oid),
+        "uuid": _function((1,), "STRING", uuid_text),
+        "has_table_privilege": _of_session((2, 3), "BOOLEAN", has_table_privilege),
+        "has_schema_privilege": _function((2, 3), "BOOLEAN",
                                           lambda *args: None if None in args else True),
-        "has_database_privilege": _function(context, (2, 3), "BOOLEAN",
+        "has_database_privilege": _function((2, 3), "BOOLEAN",
                                             lambda *args: None if None in args else True),
-        "pg_backend_pid": _function(context, (0,), "INT", lambda: 0),
+        "pg_backend_pid": _function((0,), "INT", lambda: 0),
         # No column is numbered by a sequence here, and there is one (binary) collation.
-        "pg_get_function_result": _function(context, (1,), "STRING", lambda oid: None),
-        "pg_get_function_arguments": _function(context, (1,), "STRING", lambda oid: None),
-        "pg_function_is_visible": _function(context, (1,), "BOOLEAN",
+        "pg_get_function_result": _function((1,), "STRING", lambda oid: None),
+        "pg_get_function_arguments": _function((1,), "STRING", lambda oid: None),
+        "pg_function_is_visible": _function((1,), "BOOLEAN",
                                             lambda oid: None if oid is None else True),
-        "pg_get_serial_sequence": _function(context, (2,), "STRING", lambda *args: None),
-        "pg_collation_is_visible": _function(context, (1,), "BOOLEAN",
+        "pg_get_serial_sequence": _function((2,), "STRING", lambda *args: None),
+        "pg_collation_is_visible": _function((1,), "BOOLEAN",
                                              lambda oid: None if oid is None else True),
-        "json_build_object": _function(context, range(0, 101, 2), "STRING", json_object),
-        "current_setting": _function(context, (1, 2), "STRING", current_setting),
-        "current_schemas": _function(context, (1,), "STRING[]", current_schemas),
-        "btrim": _function(context, (1, 2), "STRING", lambda t, c=" ": _trim(t, c, "both")),
-        "trim": _function(context, (1, 2), "STRING", lambda t, c=" ": _trim(t, c, "both")),
-        "ltrim": _function(context, (1, 2), "STRING", lambda t, c=" ": _trim(t, c, "leading")),
-        "rtrim": _function(context, (1, 2), "STRING", lambda t, c=" ": _trim(t, c, "trailing")),
-        "set_config": _function(context, (3,), "STRING", set_config),
+        "json_build_object": _function(range(0, 101, 2), "STRING", json_object),
+        "current_setting": _function((1, 2), "STRING", current_setting),
+        "current_schemas": _function((1,), "STRING[]", current_schemas),
+        "btrim": _function((1, 2), "STRING", lambda t, c=" ": _trim(t, c, "both")),
+        "trim": _function((1, 2), "STRING", lambda t, c=" ": _trim(t, c, "both")),
+        "ltrim": _function((1, 2), "STRING", lambda t, c=" ": _trim(t, c, "leading")),
+        "rtrim": _function((1, 2), "STRING", lambda t, c=" ": _trim(t, c, "trailing")),
+        "set_config": _function((3,), "STRING", set_config),
     }  # fmt: skip
 
 

@@ -34,10 +34,10 @@ from refimpl.errors import (
 from refimpl.sql import ast
 
 if TYPE_CHECKING:
+    from refimpl.engine.query.session_functions import SessionFunctions
     from refimpl.engine.statements.context import (
         AccessRules,
         Catalog,
-        ScalarFunction,
         StatementContext,
         TableFunction,
     )
@@ -142,7 +142,7 @@ class RoutineContext:
     def deadline(self) -> float:
         return self._outer.deadline()
 
-    def sql_functions(self) -> dict[str, ScalarFunction]:
+    def sql_functions(self) -> SessionFunctions:
         return self._outer.sql_functions()
 
     def table_functions(self) -> dict[str, TableFunction]:
