@@ -51,11 +51,11 @@ from refimpl.pgwire.serving import PgOptions, PgServer
 pg_opcodes = sibling("pg_opcodes")
 now = time.monotonic_ns
 
-# Each client process: `threads` connections, INSERTs in a closed loop from the go until the
-# stop; then it prints, per request, "port send_ns done_ns".
+# Each client process: `clients` connections (numbered from `first`), INSERTs in a closed
+# loop from the go until the stop; then it prints, per request, "port send_ns done_ns".
 CLIENT = r"""
 import os, socket, sys, threading, time, psycopg
-port, first, threads, seconds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
+port, first, clients, seconds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
 now = time.monotonic_ns
 go = threading.Event()
 lines = []
@@ -64,7 +64,7 @@ def client(number, ready):
     with psycopg.connect(conninfo, autocommit=True) as conn:
         with socket.socket(fileno=os.dup(conn.fileno())) as own:  # closes the copy only
             local = own.getsockname()[1]
-        key = (number + 1) * 10**9
+        key = (first + number + 1) * 10**9
         for i in range(20):
             conn.execute("INSERT INTO w VALUES (%s, %s, %s)", (-key - i, 0.5, "x"), prepare=True)
         ready.release()
@@ -76,19 +76,10 @@ def client(number, ready):
             conn.execute("INSERT INTO w VALUES (%s, %s, %s)", (key, 0.5, "x"), prepare=True)
             mine.append((local, began, now()))
         lines.extend(mine)
-ready = threading.Semaphore(0)
-workers = [threading.Thread(target=client, args=(first + n, ready)) for n in range(threads)]
-for w in workers:
-    w.start()
-for _ in workers:
-    ready.acquire()
-print("ready", flush=True)
-sys.stdin.readline()
-go.set()
-for w in workers:
-    w.join()
-print("\n".join(f"{p} {a} {b}" for p, a, b in lines), flush=True)
 """
+CLIENT += (
+    pg_opcodes.CLIENT_TAIL + 'print("\\n".join(f"{p} {a} {b}" for p, a, b in lines), flush=True)\n'
+)
 
 # The stages in order: each the time from the mark before it to its own.
 MARKS = ("polled", "picked", "handed", "waiting", "durable", "posted", "taken", "sent")
