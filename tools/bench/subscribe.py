@@ -57,6 +57,14 @@ next requests):
     python tools/bench/subscribe.py --phases 100 --per-symbol 100 --stream --pin  # apart
     python tools/bench/subscribe.py --phases 100 --per-symbol 100 --stream --lean-waiters
     python tools/bench/subscribe.py --phases 100 --stream --cprofile server.prof
+
+Machine instructions a commit over all the server's threads (valgrind's callgrind), the same
+run after run whatever the load; a short run over-weights what a connection or a
+subscription does once (its first answer's head, its log line's first shape), alike in both
+trees:
+
+    python tools/bench/subscribe.py --phases 10 --before ../old --rounds 2 --commits 20 \
+        --interval 1 --instructions
 """
 
 from __future__ import annotations
