@@ -13,11 +13,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.http.conftest import ADMIN, Server, running_server
 from tests.http.stream_client import EventReader
+from tests.hypothesis_settings import OVER_FIXTURE
 
 SYMBOLS = ("a", "b")
 USERS = 3  # the admin's streams, and two users' who may lose their right
@@ -70,11 +71,7 @@ OPS = st.one_of(
 )
 
 
-@settings(
-    max_examples=6,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
+@settings(OVER_FIXTURE, max_examples=6)
 @given(
     opened=st.lists(
         st.tuples(st.integers(0, USERS - 1), st.sampled_from(SYMBOLS)), min_size=2, max_size=10

@@ -7,13 +7,14 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import refimpl
 from refimpl.engine.features.live_maintainers import Maintainers
 from refimpl.engine.features.live_queries import SubscriptionManager
 from tests.engine.features.live_scenarios import commit_or_roll_back
+from tests.hypothesis_settings import OVER_FIXTURE
 
 COLUMNS = "time TIMESTAMP, sym SYMBOL, v INT, p DOUBLE"
 TABLES = {
@@ -190,22 +191,14 @@ def _run(folder, scenario) -> None:
         connection.close()
 
 
-@settings(
-    max_examples=150,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
+@settings(OVER_FIXTURE, max_examples=150)
 @given(scenario=scenarios())
 def test_maintained_answer_equals_a_fresh_run(tmp_path_factory, scenario):
     _run(tmp_path_factory.mktemp("maintain"), scenario)
 
 
 @pytest.mark.long
-@settings(
-    max_examples=2000,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
+@settings(OVER_FIXTURE, max_examples=2000)
 @given(scenario=scenarios())
 def test_maintained_answer_equals_a_fresh_run_long(tmp_path_factory, scenario):
     _run(tmp_path_factory.mktemp("maintain"), scenario)

@@ -11,7 +11,7 @@ import time
 from collections import Counter
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import refimpl
@@ -28,6 +28,7 @@ from refimpl.errors import (
     UnknownTable,
 )
 from tests.engine.features.live_scenarios import commit_or_roll_back, on_fresh_database, rounds
+from tests.hypothesis_settings import OVER_FIXTURE
 
 # Three tables of the same columns: a DEDUP key with the time, no key at all, and a primary
 # key without the time. All have `sym` as their rev column (SYMBOL(sym) of PARTITION BY).
@@ -242,22 +243,14 @@ def check_scenario(conn, table, query, initial, commit_rounds) -> None:
         assert multiset(client.rows) == fresh(), (commits, how)
 
 
-@settings(
-    max_examples=120,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
+@settings(OVER_FIXTURE, max_examples=120)
 @given(scenario=scenarios())
 def test_client_copy_always_equals_a_fresh_run(tmp_path_factory, scenario):
     _run(tmp_path_factory, scenario)
 
 
 @pytest.mark.long
-@settings(
-    max_examples=2000,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
+@settings(OVER_FIXTURE, max_examples=2000)
 @given(scenario=scenarios())
 def test_client_copy_always_equals_a_fresh_run_long(tmp_path_factory, scenario):
     _run(tmp_path_factory, scenario)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import refimpl
@@ -18,6 +18,7 @@ from refimpl.engine.features.live_pass import PassReads
 from refimpl.engine.features.live_queries import LiveWait, Reply, SubscriptionManager
 from refimpl.errors import KdbError
 from tests.engine.features.candles import CANDLES_OF, TRADES
+from tests.hypothesis_settings import OVER_FIXTURE
 
 QUERIES = [
     CANDLES_OF.format(symbol="NABIL"),
@@ -128,11 +129,7 @@ class _Client:
             self._take(step)
 
 
-@settings(
-    max_examples=80,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
+@settings(OVER_FIXTURE, max_examples=80)
 @given(subscribed=subscribers, steps=operations)
 def test_every_subscriber_sees_what_it_sees_alone(tmp_path_factory, subscribed, steps):
     conn = refimpl.connect(tmp_path_factory.mktemp("sharing") / "data")

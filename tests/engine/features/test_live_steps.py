@@ -10,7 +10,7 @@ import threading
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import refimpl
@@ -19,6 +19,7 @@ from refimpl.engine.features.live_pass import PassReads
 from refimpl.engine.features.live_queries import LiveWait
 from refimpl.errors import KdbError
 from tests.engine.features.candles import CANDLES_OF, TRADES
+from tests.hypothesis_settings import OVER_FIXTURE
 
 USERS = (None, "alice", "bob")  # None: the admin
 SYMBOLS = ("NABIL", "ADBL")
@@ -135,11 +136,7 @@ def test_it_stops_at_another_query(conn):
     _stops_at(conn, waits, 1)
 
 
-@settings(
-    max_examples=20,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
+@settings(OVER_FIXTURE, max_examples=20)
 @given(
     opened=st.lists(
         st.tuples(st.sampled_from(USERS), st.sampled_from(["NABIL", "ADBL"])),

@@ -8,7 +8,7 @@ moves, in order, always holds exactly what a fresh run of the query answers, in 
 from __future__ import annotations
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import refimpl
@@ -16,6 +16,7 @@ from refimpl.engine.features.top_n import Move, moves, top_plan
 from refimpl.errors import BadRequest
 from refimpl.sql import ast
 from tests.engine.features.live_scenarios import commit_or_roll_back, on_fresh_database, rounds
+from tests.hypothesis_settings import OVER_FIXTURE
 from tests.parsed import statement as parsed_statement
 
 # Tables of one shape of rows (an integer identity, a group, a value, a time and a symbol),
@@ -164,11 +165,7 @@ def check_scenario(connection, query, initial, commit_rounds) -> None:
         assert client.rows == fresh(), (commits, how)
 
 
-@settings(
-    max_examples=150,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
+@settings(OVER_FIXTURE, max_examples=150)
 @given(scenario=scenarios())
 def test_moves_applied_to_the_list_equal_a_fresh_run(tmp_path_factory, scenario):
     table, query, initial, commit_rounds = scenario

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, example, given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import refimpl
@@ -31,6 +31,7 @@ from refimpl.engine.storage.database import Database
 from refimpl.engine.storage.replay import apply_entry
 from refimpl.engine.storage.table import Table
 from refimpl.errors import CorruptLog, KdbError
+from tests.hypothesis_settings import OVER_FIXTURE
 
 NEVER = 1 << 62
 OPTIONS = EngineOptions(wal_archive_bytes=NEVER, checkpoint_bytes=NEVER)
@@ -134,11 +135,7 @@ def _entry_by_entry(database: Database) -> dict[str, Table]:
     return tables
 
 
-@settings(
-    max_examples=60,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
+@settings(OVER_FIXTURE, max_examples=60)
 @given(steps=steps_of, batch=st.sampled_from([1, 3, 1000]), read=st.sampled_from([1, 40, 1 << 20]))
 # Within one batch: a row put and then deleted; a key moved; rows of a table whose
 # columns changed in between.

@@ -11,13 +11,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, example, given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from refimpl.engine.features import recent_records
 from refimpl.engine.features.recent_records import LogRecords
 from refimpl.engine.storage.wal import WriteAheadLog
 from refimpl.errors import Gone
+from tests.hypothesis_settings import OVER_FIXTURE
 
 steps = st.lists(
     st.one_of(
@@ -61,11 +62,7 @@ def _truth(log: WriteAheadLog, after: int, size: int) -> list[tuple[int, bytes]]
         return "gone"
 
 
-@settings(
-    max_examples=100,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
+@settings(OVER_FIXTURE, max_examples=100)
 @given(steps=steps, size=st.integers(1, 5))
 # Records kept by a page, then the segments holding them archived: the next page there is Gone.
 @example(steps=[("append", 1)] * 12 + [("page", 1), ("remove", 6), ("page", 1)], size=1)
