@@ -43,7 +43,7 @@ from refimpl.pgwire.session_settings import SessionSettings, recognise
 from refimpl.pgwire.setting_commands import SETTING_TAGS, run_setting
 from refimpl.pgwire.sqltext import Piece, split
 from refimpl.pgwire.tags import command_tag, notices
-from refimpl.pgwire.types import RowShape
+from refimpl.pgwire.types import RowShape, kept_shape
 from refimpl.pgwire.types import formats as _formats
 from refimpl.pgwire.types import row_description as _row_description
 from refimpl.sql import ast
@@ -88,6 +88,8 @@ class Conversation:
         self.quick: QuickRun | None = None
         # That run's unnamed portal, made a Portal when a message may ask for it (`_settle`).
         self._unnamed: tuple[QuickRun, tuple[object, ...], Result] | None = None
+        # The shape of the simple query's rows sent last, kept for the next of its columns.
+        self._shape: RowShape | None = None
 
     @property
     def status(self) -> str:
@@ -250,7 +252,8 @@ class Conversation:
                 out.extend(notices(plan.statement, result))
                 if result.is_query:
                     assert result.columns is not None
-                    shape = RowShape.of(result.columns, [0] * len(result.columns))
+                    formats = [0] * len(result.columns)
+                    shape = self._shape = kept_shape(self._shape, result.columns, formats)
                     out += [shape.description, shape.data_rows(result.rows)]
                 out.append(m.CommandComplete(self._tag(plan, result)))
         except KdbError as error:

@@ -296,6 +296,14 @@ class RowShape:
         return m.DataRows(rows, self.encoders, self.write)
 
 
+def kept_shape(kept: RowShape | None, columns: list[Column], formats: list[int]) -> RowShape:
+    """`kept` when it is the shape of `columns` in `formats` (a kept plan answers the same
+    list each run: one identity test), else theirs, worked out anew."""
+    if kept is not None and kept.fits(columns, formats):
+        return kept
+    return RowShape.of(columns, formats)
+
+
 # --- parameters ---------------------------------------------------------------------------
 
 

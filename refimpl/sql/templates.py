@@ -55,7 +55,7 @@ _CONSTANT = re.compile(
     r"(?:[eE][+-]?[0-9]++)?+(?![\w.])))",
     re.ASCII,
 )
-# Texts up to this many characters are templated by their shape (`_takes_every_constant`,
+# Texts up to this many characters are templated by their shape (`_shape_verdict`,
 # which keeps at most 4096 shapes: a few megabytes).
 SHAPED_TEXT = 1024
 # What float() makes of a number too large for a DOUBLE, which the parser refuses.
@@ -130,8 +130,11 @@ def template_of(text: str) -> Template | None:
     # [text before the first constant, the constant, text before the next, ...]
     pieces = _CONSTANT.split(text)
     shape = "?".join(pieces[::2])
-    if not _takes_every_constant(shape):
-        return _scanned(text)  # a constant kept as written (ORDER BY 2), or not templatable
+    verdict = _shape_verdict(shape)
+    if verdict is None:
+        return _scanned(text)  # a constant kept as written (ORDER BY 2)
+    if not verdict:
+        return None
     # A constant of ASCII digits alone is an integer (within int()'s limit of digits: the
     # text is short), one beginning with a quote a string, any other a number with a point
     # or an exponent.
@@ -148,22 +151,27 @@ def template_of(text: str) -> Template | None:
 
 def _shaped(text: str) -> bool:
     """Whether `text` has no quoted name, comment, `?` or `;`: a `'` in it begins or ends a
-    string, and its shape decides its template (`_takes_every_constant`). Five searches in
+    string, and its shape decides its template (`_shape_verdict`). Five searches in
     C, each far cheaper than a regular expression's try at every position."""
     return not ('"' in text or "?" in text or ";" in text or "--" in text or "/*" in text)
 
 
 @functools.lru_cache(maxsize=4096)
-def _takes_every_constant(shape: str) -> bool:
-    """Whether the scan of a text (`_scanned`) whose constants, each made a `?`, give
-    `shape` makes every constant a parameter: its template is then `shape`. Clients send
-    one shape again and again with other values (an INSERT's row, a point SELECT's key),
-    and the scan decides by the words between the constants alone, so the answer holds
-    for every text of the shape: it is asked once, of the shape with a ` 0 ` for each
-    constant (spaces around it, so that it is a number wherever the constant stood and
-    touches nothing the constant did not)."""
+def _shape_verdict(shape: str) -> bool | None:
+    """What the scan of a text (`_scanned`) whose constants, each made a `?`, give `shape`
+    makes of it: True when every constant becomes a parameter (its template is `shape`),
+    False when it gives no template at all (no WHERE, a comment, a SELECT without FROM),
+    None when it takes some constants only, which only the text's own scan tells apart.
+    Clients send one shape again and again with other values (an INSERT's row, a point
+    SELECT's key, a health check's `SELECT 1`), and the scan decides by the words between
+    the constants alone (a value refused as written, too large, only makes it None), so the
+    answer holds for every text of the shape: it is asked once, of the shape with a ` 0 `
+    for each constant (spaces around it, so that it is a number wherever the constant stood
+    and touches nothing the constant did not)."""
     template = _scanned(shape.replace("?", " 0 "))
-    return template is not None and len(template.values) == shape.count("?")
+    if template is None:
+        return False
+    return True if len(template.values) == shape.count("?") else None
 
 
 def _scanned(text: str) -> Template | None:

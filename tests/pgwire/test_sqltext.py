@@ -9,7 +9,7 @@ import re
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from refimpl.pgwire.sqltext import split
+from refimpl.pgwire.sqltext import read_by_runs, split
 
 PARTS = [
     "'", "''", '"', '""', "\\", "E'", "e'", "x", "é", "²", "1", "$", "$1", "$12", "$a$", "$$",
@@ -58,3 +58,11 @@ def test_each_piece_is_the_client_text_at_its_offset(parts: list[str]) -> None:
                 numbers.append(int(digits.group()))
         assert "".join(expected)[: len(piece.text)] == piece.text
         assert tuple(numbers) == piece.params
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(PARTS), max_size=40))
+def test_a_text_needing_no_cut_answers_as_one_read_by_runs(parts: list[str]) -> None:
+    """`split`'s quick answer (a text without `$`, `;` or comments) is the full reading's."""
+    text = "".join(parts)
+    assert split(text) == read_by_runs(text)

@@ -136,7 +136,7 @@ def test_a_bad_value_in_a_known_shape_is_refused_as_in_a_new_one(session):
     """An INSERT of a shape seen before with a value its column refuses fails with the error
     the same text gets when its shape is new."""
     bad = "INSERT INTO t VALUES (99999999999999999999, 1.5, 'a')"
-    templates._takes_every_constant.cache_clear()
+    templates._shape_verdict.cache_clear()
     with pytest.raises(refimpl.errors.KdbError) as new:
         session.execute(bad)
     session.execute("BEGIN")
