@@ -461,10 +461,12 @@ class PgServer:
         self, answers: list[tuple[tuple[Client, bytes], KdbError | None]]
     ) -> None:
         """A round of answers whose commits are on disk (or whose log failed), on the
-        acknowledging thread: sent by it, in order. It holds them and the interpreter lock
-        already; a worker woken to send them (an eventfd's ring, its epoll wait returning,
-        the lock handed over) kept them waiting 135 us (median, 16 clients, quiet machine)
-        after the flush, and twice as many futex calls a request."""
+        acknowledging thread: sent by it, in order, whether or not a worker is free. It
+        holds them and the interpreter lock already; a worker woken to send them (an
+        eventfd's ring, its epoll wait returning, the lock handed over) kept them waiting
+        135 us (median, 16 clients, quiet machine) after the flush. Each send lets the
+        lock go, and a busy worker takes it meanwhile: the thread's sends interleave with
+        the worker's requests."""
         for handed, error in answers:
             self._acknowledge(handed, error)
 
