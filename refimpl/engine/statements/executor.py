@@ -23,7 +23,7 @@ from refimpl.engine.query.prepared_select import prepare_select
 from refimpl.engine.query.select import QueryOutput, bounded, plan_access, run_select
 from refimpl.engine.query.subqueries import has_subquery
 from refimpl.engine.result import Result, message_result, query_result
-from refimpl.engine.rights import Right
+from refimpl.engine.rights import READ, WRITE
 from refimpl.engine.statements import admin as admin_statements
 from refimpl.engine.statements import backup as backup_statements
 from refimpl.engine.statements import copy as copy_statements
@@ -56,10 +56,6 @@ from refimpl.sql.ast_copy import Listen, Notify, Unlisten
 
 if TYPE_CHECKING:
     from refimpl.engine.statements.context import StatementContext
-
-# Read once: in Python 3.11 a member read off an Enum class (`Right.WRITE`) goes through the
-# metaclass's __getattr__ hook, about 900 instructions a read (callgrind), at every write.
-_WRITE = Right.WRITE
 
 
 def now_micros() -> int:
@@ -163,7 +159,7 @@ def table_rows(
     points: PointPlans,
 ) -> QueryOutput:
     """`select_rows` of a SELECT of one table without subqueries (`_one_table`)."""
-    context.authorize(Right.READ, source.name)
+    context.authorize(READ, source.name)
     txn = context.transaction
     if txn is not None and source.name.lower() in txn.work:
         view = TransactionTable(txn.table(source.name), source.alias)
@@ -233,7 +229,7 @@ def _evaluate_constant(expr: ast.Expr, params: Sequence[Any], scope: Scope | Non
 def _insert(
     context: StatementContext, statement: ast.Insert, text: str, params: Sequence[Any]
 ) -> Result:
-    context.authorize(_WRITE, statement.table)
+    context.authorize(WRITE, statement.table)
     loaded = load_values(context, statement, params)
     if loaded is not None:
         return message_result(text, f"{loaded} row(s) inserted", loaded)
@@ -391,7 +387,7 @@ def _matching(
 def _update(
     context: StatementContext, statement: ast.Update, text: str, params: Sequence[Any]
 ) -> Result:
-    context.authorize(_WRITE, statement.table)
+    context.authorize(WRITE, statement.table)
 
     def run(txn: Transaction) -> Result:
         work = txn.table(statement.table)
@@ -453,7 +449,7 @@ def _update(
 def _delete(
     context: StatementContext, statement: ast.Delete, text: str, params: Sequence[Any]
 ) -> Result:
-    context.authorize(_WRITE, statement.table)
+    context.authorize(WRITE, statement.table)
 
     def run(txn: Transaction) -> Result:
         work = txn.table(statement.table)

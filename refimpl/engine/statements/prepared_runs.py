@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from refimpl.engine.query.point_read import PointPlan, point_plan, read_without_lock
 from refimpl.engine.query.subqueries import has_subquery
 from refimpl.engine.result import Result, query_result
-from refimpl.engine.rights import Right
+from refimpl.engine.rights import READ
 from refimpl.engine.statements import executor, pg_catalog
 from refimpl.engine.statements.prepared_insert import PreparedInsert, runs_one_row
 from refimpl.engine.storage.schema import TableSchema
@@ -98,11 +98,6 @@ class ParsedHandlers:
         return handler
 
 
-# Read once: in Python 3.11 a member read off an Enum class (`Right.READ`) goes through the
-# metaclass's `__getattr__` hook, about 800 machine instructions a read.
-_READ = Right.READ
-
-
 class PreparedTableSelect:
     """`executor.execute` of one SELECT of one table without subqueries, run again and
     again: its shape is not examined at each run, and its point plan is kept here for the
@@ -134,7 +129,7 @@ class PreparedTableSelect:
             return executor.execute(context, statement, text, params)  # a view, say
         if context.transaction is None:
             # `table_rows`' first steps, in its order: the right, then the point read.
-            context.authorize(_READ, source.name)
+            context.authorize(READ, source.name)
             read = read_without_lock(database, statement, name, self._points, params)
             if read is not None:
                 columns, rows = read

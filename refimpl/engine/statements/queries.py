@@ -45,7 +45,7 @@ from refimpl.engine.query.select import (
 from refimpl.engine.query.set_operations import combine, order_and_limit, values_output
 from refimpl.engine.query.subqueries import has_subquery
 from refimpl.engine.result import Column
-from refimpl.engine.rights import Right
+from refimpl.engine.rights import READ
 from refimpl.engine.statements import pg_catalog
 from refimpl.engine.storage.access_hints import AccessHints
 from refimpl.engine.storage.schema import TableSchema
@@ -485,7 +485,7 @@ class QueryRunner:
         view = context.database.views.get(name)
         if view is not None:
             return self._view(source, view)
-        context.authorize(Right.READ, source.name)
+        context.authorize(READ, source.name)
         txn = context.transaction
         if txn is not None and name in txn.work:
             table: CommittedTable | TransactionTable = TransactionTable(
@@ -507,7 +507,7 @@ class QueryRunner:
         return named(output.columns, source.alias or source.name, lambda: output.rows)
 
     def _view_output(self, spelled: str, text: str) -> QueryOutput:
-        self.context.authorize(Right.READ, spelled)
+        self.context.authorize(READ, spelled)
         name = spelled.lower()
         if name in self.views or len(self.views) >= _MAX_VIEW_DEPTH:
             raise SqlError(f"the view '{spelled}' reads itself through other views")
