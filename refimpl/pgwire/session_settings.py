@@ -115,9 +115,23 @@ class SettingCommand:
     value: str | None = None
 
 
+# The first letters of the commands `recognise` reads, as its patterns match them (`ſ`, a
+# long s, is an `s` to a pattern that ignores case); none has an `l` third (SET, SHOW,
+# RESET, DISCARD, DEALLOCATE), which SELECT and DELETE have.
+_FIRST_LETTERS = frozenset("sSrRdDſ")
+_NOT_THIRD = ("l", "L")
+
+
 def recognise(text: str) -> SettingCommand | None:
     """The setting command `text` is, or None when it is a statement for the engine."""
     stripped = text.strip().rstrip(";").strip()
+    if stripped[:1] not in _FIRST_LETTERS or stripped[2:3] in _NOT_THIRD:
+        return None  # a SELECT, an INSERT, ...: two tests, no pattern tried
+    return read_setting(stripped)
+
+
+def read_setting(stripped: str) -> SettingCommand | None:
+    """`recognise` of a text stripped of its spaces and final `;`, by every pattern."""
     if match := _SET_TRANSACTION.match(stripped):
         name = "default_transaction_isolation" if match["session"] else "transaction_isolation"
         return SettingCommand("SET", name, _transaction_modes(match["modes"]))
