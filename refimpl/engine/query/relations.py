@@ -10,6 +10,7 @@ pairs every row with every row, and it stops at the statement's deadline like a 
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -55,11 +56,13 @@ class Relation:
         if not self.star:
             self.star = [c.index for c in self.scope_columns if not c.hidden]
 
-    @property
+    # Made once a relation: a compile reads them several times (its scope, its stars, each
+    # qualified name), and a relation's columns never change once it is made.
+    @functools.cached_property
     def columns(self) -> list[Column]:
         return [Column(c.name, c.type) for c in self.scope_columns]
 
-    @property
+    @functools.cached_property
     def qualifiers(self) -> frozenset[str]:
         return frozenset(c.qualifier for c in self.scope_columns if c.qualifier)
 

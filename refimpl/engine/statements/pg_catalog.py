@@ -24,6 +24,7 @@ table of the same name exists.
 
 from __future__ import annotations
 
+import functools
 import re
 import zlib
 from collections.abc import Callable, Sequence
@@ -85,8 +86,13 @@ def role_oid(name: str) -> int:
 
 
 def _columns(spec: str) -> list[Column]:
-    """`"oid:OID relname:STRING"` -> columns."""
-    return [Column(*item.split(":")) for item in spec.split()]
+    """`"oid:OID relname:STRING"` -> columns (a new list, of columns made once a spec)."""
+    return list(_spec_columns(spec))
+
+
+@functools.lru_cache(maxsize=256)  # the specs are this module's constants
+def _spec_columns(spec: str) -> tuple[Column, ...]:
+    return tuple(Column(*item.split(":")) for item in spec.split())
 
 
 def readable_tables(context: StatementContext) -> list[TableSchema]:
