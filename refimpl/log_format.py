@@ -40,6 +40,10 @@ def escape_controls(text: str) -> str:
     return text if text.isprintable() else text.translate(_ESCAPES)
 
 
+_MSEC_FORMAT = "%s,%03d"  # logging.Formatter's default_msec_format
+_MILLISECONDS = tuple(f"{n:03d}" for n in range(1000))
+
+
 class TextLineFormatter(logging.Formatter):
     """TEXT_FORMAT lines: the message on the record's one line, a traceback indented."""
 
@@ -54,21 +58,32 @@ class TextLineFormatter(logging.Formatter):
         return self._time_text(record.created, record.msecs)
 
     def _time_text(self, created: float, msecs: float) -> str:
-        second, text = self._second
-        if second != int(created):
-            text = time.strftime(self.default_time_format, self.converter(created))
-            self._second = (int(created), text)
+        text = self._second_text(created, int(created))
         msec_format = self.default_msec_format
         return text if msec_format is None else msec_format % (text, msecs)
 
-    def info_line(self, created: float, message: str) -> str | None:
-        """What `format` makes of an INFO record of `message` made at `created` (no
-        traceback), without the record; None when this formatter's format or time format
-        is not the default (format a record then)."""
+    def _second_text(self, created: float, second: int) -> str:
+        """The time's text up to its milliseconds; `second`: `int(created)`."""
+        kept, text = self._second
+        if kept != second:
+            text = time.strftime(self.default_time_format, self.converter(created))
+            self._second = (second, text)
+        return text
+
+    def info_start(self, created: float) -> str | None:
+        """What `format` makes of an INFO record made at `created` before its message (its
+        time and level): a caller that escaped its message's parts itself (`escape_controls`)
+        puts them after it; None when this formatter's format or time format is not the
+        default."""
         if self._fmt != TEXT_FORMAT or self.datefmt is not None:
             return None
-        msecs = int((created - int(created)) * 1000) + 0.0  # as a LogRecord's
-        return f"{self._time_text(created, msecs)} INFO {escape_controls(message)}"
+        second = int(created)
+        msecs = int((created - second) * 1000)  # a LogRecord's, as an int
+        if 0 <= msecs < 1000 and self.default_msec_format == _MSEC_FORMAT:
+            # "%03d" of them from a table: a format's parse and a float's conversion to an
+            # int cost more than the rest of the time's text.
+            return f"{self._second_text(created, second)},{_MILLISECONDS[msecs]} INFO "
+        return f"{self._time_text(created, msecs)} INFO "
 
     def formatMessage(self, record: logging.LogRecord) -> str:  # noqa: N802 - logging's name
         record.message = escape_controls(record.message)

@@ -164,8 +164,6 @@ def _shown_path(path: str) -> str:
 
 
 _MESSAGE = "%s %s %d %.1f ms (request %s)"  # a request line's message and its arguments
-# The same message, its method and target given as a `LineShapes` shape around the digits.
-_SHAPED_MESSAGE = "%s%s%s %d %.1f ms (request %s)"
 # The digits of an `id=` value of a query string that are all that change from one long
 # poll's request to its next (a subscription's name, a dot and a version; or digits): a
 # piece of the query whose value is letters and digits with a dot, which no redaction
@@ -236,7 +234,18 @@ class RequestLine(NamedTuple):
     def text_line(self, formatter: TextLineFormatter) -> str | None:
         """`formatter.format(self.record())`, made without the record (the writer's common
         case: a text line costs a third of that); None when the formatter needs the record
-        (`TextLineFormatter.info_line`)."""
+        (`TextLineFormatter.info_start`)."""
+        start_text = formatter.info_start(self.created)
+        if start_text is None:
+            return None
+        # The line is made of its parts escaped one by one (escaping a text escapes each
+        # of its characters alone), never scanned again whole: a long poll's 300
+        # characters cost `str.isprintable` about 10,000 instructions. In one f-string,
+        # as `_MESSAGE` shows them: one text made, not a message and then its line (the
+        # status an int, whose text is its "%d").
+        request_id = self.request_id
+        if not request_id.isprintable():  # `RequestIds` makes only printable ones
+            request_id = _escape_all(request_id)
         query = self.query
         shapes = self.shapes
         found = None
@@ -249,15 +258,10 @@ class RequestLine(NamedTuple):
                 key = (self.method, self.path, query[:start], query[end:])
                 shape = shapes.get(key)
                 if shape is not None:
-                    message = _SHAPED_MESSAGE % (
-                        shape[0],
-                        query[start:end],
-                        shape[1],
-                        self.status,
-                        self.seconds * 1000,
-                        self.request_id,
+                    return (
+                        f"{start_text}{shape[0]}{query[start:end]}{shape[1]} {self.status}"
+                        f" {self.seconds * 1000:.1f} ms (request {request_id})"
                     )
-                    return formatter.info_line(self.created, message)
         # As `record` makes them, with the calls most lines need no answer from left out.
         method = self.method
         if not method.isprintable():
@@ -267,8 +271,10 @@ class RequestLine(NamedTuple):
             target = f"{target}?{redacted_query(query)}"
         if found is not None and shapes is not None:  # the next lines of its shape: from it
             shapes.keep(key, f"{method} {target}", query[start:end])
-        message = _MESSAGE % (method, target, self.status, self.seconds * 1000, self.request_id)
-        return formatter.info_line(self.created, message)
+        return (
+            f"{start_text}{method} {target} {self.status}"
+            f" {self.seconds * 1000:.1f} ms (request {request_id})"
+        )
 
     def record(self) -> logging.LogRecord:
         """The line as the `refimpl.requests` logger's INFO record, secrets redacted."""
