@@ -16,6 +16,7 @@ load, so two trees compare on a loaded machine.
 
 from __future__ import annotations
 
+import argparse
 import functools
 import os
 import re
@@ -41,6 +42,15 @@ def instrument(on: bool = True, *, spin: bool = False) -> None:
             pass
     else:
         asking.wait()
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """A bench's `--instructions` (run itself under callgrind: `total`) and the hidden
+    `--once` its inner run is given (one measured part, counted)."""
+    parser.add_argument(
+        "--instructions", action="store_true", help="count machine instructions (callgrind)"
+    )
+    parser.add_argument("--once", action="store_true", help=argparse.SUPPRESS)  # callgrind's
 
 
 def counted(part: Callable[[], object]) -> None:

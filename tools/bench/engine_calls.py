@@ -150,10 +150,7 @@ def main() -> None:
     parser.add_argument("--group", type=int, default=16, help="INSERT commits per flush")
     parser.add_argument("--opcodes", action="store_true", help="count Python opcodes instead")
     parser.add_argument("--top", type=int, default=40, help="functions --opcodes lists")
-    parser.add_argument(
-        "--instructions", action="store_true", help="count machine instructions (callgrind)"
-    )
-    parser.add_argument("--once", action="store_true", help=argparse.SUPPRESS)  # callgrind's
+    callgrind_run.add_arguments(parser)
     args = parser.parse_args()
     if args.instructions:
         instructions(args)

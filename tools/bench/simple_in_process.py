@@ -72,10 +72,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--opcodes", action="store_true", help="count Python opcodes instead")
     parser.add_argument("--top", type=int, default=40, help="functions --opcodes lists")
-    parser.add_argument(
-        "--instructions", action="store_true", help="count machine instructions (callgrind)"
-    )
-    parser.add_argument("--once", action="store_true", help=argparse.SUPPRESS)  # callgrind's
+    callgrind_run.add_arguments(parser)
     args = parser.parse_args()
     tree = Path(refimpl.__file__).parent.parent.name
     if args.instructions:

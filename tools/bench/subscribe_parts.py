@@ -201,10 +201,7 @@ def main() -> None:
     parser.add_argument("--streams", type=int, default=100)
     parser.add_argument("--commits", type=int, default=20, help="commits counted")
     parser.add_argument("--top", type=int, default=30, help="functions listed")
-    parser.add_argument(
-        "--instructions", action="store_true", help="count machine instructions (callgrind)"
-    )
-    parser.add_argument("--once", action="store_true", help=argparse.SUPPRESS)  # callgrind's
+    callgrind_run.add_arguments(parser)
     args = parser.parse_args()
     if args.instructions:
         instructions(args)
