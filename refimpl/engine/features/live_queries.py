@@ -55,7 +55,7 @@ from refimpl.engine.features.live_shape import ONE_TABLE, identity_positions, pa
 from refimpl.engine.features.live_wait import Budget, LiveWait
 from refimpl.engine.features.top_n import top_plan
 from refimpl.engine.measures import LiveCounts, LiveMeasures
-from refimpl.engine.query.cache_keys import deterministic, pinned_value
+from refimpl.engine.query.cache_keys import pinned_value, shareable
 from refimpl.engine.rights import Right
 from refimpl.engine.tracking.shared_results import SharedResults
 from refimpl.errors import BadRequest, KdbError, NotAllowed, ResultTooLarge
@@ -392,7 +392,7 @@ class SubscriptionManager(KeptSubscriptions):
             identity=identity,
             whole_row=positions is None,
             buckets=buckets.bucket_plan(select, schema, positions),
-            shared=deterministic(select),
+            shared=shareable(select),
             top=top,
             maintained=self._maintainers.admits(session, select),
         )

@@ -12,7 +12,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from refimpl.engine.query.compiled import Scope, ScopeColumn
-from refimpl.engine.query.expressions import children
+from refimpl.engine.query.expressions import AGGREGATES, children
+from refimpl.engine.query.functions import FUNCTIONS
 from refimpl.engine.query.select import column_constraints
 from refimpl.engine.storage.schema import TableSchema
 from refimpl.sql import ast
@@ -22,6 +23,10 @@ if TYPE_CHECKING:
 
 # Functions whose answer may change without a commit.
 _VOLATILE = frozenset({"now", "kdb_rev"})
+# Functions whose answer is the same for every caller: the engine's own scalar functions of
+# their arguments alone, and the aggregates. Any other call (current_user(),
+# has_table_privilege, a catalog function, a routine) may answer each session otherwise.
+_SAME_FOR_EVERY_SESSION = frozenset(FUNCTIONS).union(AGGREGATES) - _VOLATILE
 
 
 @functools.lru_cache(maxsize=1024)
@@ -38,6 +43,21 @@ def deterministic(statement: ast.Select) -> bool:
             return False
         nodes.extend(children(node))
     return True
+
+
+@functools.lru_cache(maxsize=1024)
+def shareable(statement: ast.Select) -> bool:
+    """True when one answer serves every session: `deterministic`, and calling no function
+    whose answer may depend on the caller (`SELECT current_user(), id FROM t` must answer
+    user u with u and user v with v, and a WHERE over such a call filters per caller). What
+    the result cache and live queries' shared answers require."""
+    if not deterministic(statement):
+        return False
+    return all(
+        node.name in _SAME_FOR_EVERY_SESSION
+        for node in ast.walk(statement)
+        if isinstance(node, ast.FuncCall)
+    )
 
 
 def pinned_value(schema: TableSchema, where: ast.Expr | None, params: Sequence[Any]) -> Any:
@@ -65,7 +85,7 @@ def cache_plan(
     database: Database, schema: TableSchema, statement: ast.Select, params: Sequence[Any]
 ) -> tuple[Any, int]:
     """(key, revision counter) to cache this SELECT under, or (None, 0) when it may not be."""
-    if database.result_cache.max_bytes <= 0 or not deterministic(statement):
+    if database.result_cache.max_bytes <= 0 or not shareable(statement):
         return None, 0
     try:
         # Each parameter with its type: 1, 1.0 and True are equal keys but other answers.
