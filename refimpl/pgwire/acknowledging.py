@@ -4,14 +4,13 @@ A connection's session commits without waiting for its flush (`acknowledge_later
 worker never blocks on an fsync: when its answer acknowledges a commit that is not durable
 yet, it hands the answer here and is free for the next connection at once. One thread
 waits for the flushes, in turn: the first wait of a round leads the group commit for every
-answer handed over meanwhile, the others find their commits durable already; then the
-round's answers go back to the server, which sends them on this thread (it holds them, and
-the interpreter lock: a worker woken to send them made each wait for that wake-up). A wait
-that fails (the log failed) hands the error back instead, and nothing is acknowledged.
-Knows no sockets. The rounds are `refimpl.waiting.rounds`' (as HTTP's flusher's): what was
-handed over while the thread worked is its next round, but for the answers whose commits
-the round's flush made durable as well (committed before it began, handed over while it
-ran): they go back with the round's, all in one call (`on_round`).
+answer handed over meanwhile, the others find their commits durable already; then each
+answer goes back to the server to be sent. A wait that fails (the log failed) hands the
+error back instead, and nothing is acknowledged. Knows no sockets. The rounds are
+`refimpl.waiting.rounds`' (as HTTP's flusher's): what was handed over while the thread
+worked is its next round, but for the answers whose commits the round's flush made durable
+as well (committed before it began, handed over while it ran): they go back with the
+round's, all in one call, so that the server wakes a worker once for them (`on_round`).
 """
 
 from __future__ import annotations
@@ -36,8 +35,8 @@ class Acknowledging(Generic[T]):
     on it with a round's (item, error) pairs, every item once, in the order handed over."""
 
     def __init__(self, on_round: Callable[[list[tuple[T, KdbError | None]]], None]) -> None:
-        """`on_round` gets a round's answers at once, on this thread, which waits for no
-        flush meanwhile (it must not block); error is None for an item that may go out."""
+        """`on_round` gets a round's answers at once (the server then wakes whoever sends
+        them: one wake-up a round); error is None for an item that may go out."""
         self._on_round = on_round
         self._rounds: Rounds[_Handed[T]] = Rounds("kdb-pg-ack", self._round)
         self._rounds.start()

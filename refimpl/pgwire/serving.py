@@ -6,8 +6,7 @@ worker the kernel wakes accepts, reads and answers there itself, with no thread 
 the `threads` workers, only the one that holds the admission place (`PLACES`) waits on the
 set or runs statements, and at most `LONG_PLACES` more run costly ones; one whose statement
 waits (a lock) or runs long hands its place on, and none waits for a commit's flush
-(`refimpl.pgwire.acknowledging`, whose thread sends the answers once their commits are
-durable). A worker reads what a connection sent; once the bytes
+(`refimpl.pgwire.acknowledging`). A worker reads what a connection sent; once the bytes
 make a whole message it answers the messages there are, sends what the socket takes of the
 answers and frees the connection: waiting for
 messages, it stays registered edge-triggered, re-armed (`_rearm`) only when an event came
@@ -59,7 +58,7 @@ from refimpl.netlimits import (
     raise_open_file_limit,
 )
 from refimpl.netpool.polling import ARMED, PollingWorkers
-from refimpl.pgwire import sqlstate, tls
+from refimpl.pgwire import postbox, sqlstate, tls
 from refimpl.pgwire.acknowledging import Acknowledging
 from refimpl.pgwire.clients import Client
 from refimpl.pgwire.core import error_bytes
@@ -130,17 +129,26 @@ class PgServer:
         self._epoll = self._workers.epoll
         self._stopping = self._workers.stopping
         self._epoll.register(self._listener.fileno(), ARMED)
-        # Looked at for every event: kept as a number (it stays open until the stop).
-        self._listener_fd = self._listener.fileno()
-        # Durable answers are sent by the acknowledging thread itself (`_acknowledge_round`).
-        self._acknowledging: Acknowledging[tuple[Client, bytes]] = Acknowledging(
-            self._acknowledge_round
+        # Durable answers go to a worker to be sent (`_deliver`): the acknowledging thread
+        # posts a round's at once, which rings once (`postbox`).
+        self._durable: postbox.Postbox[tuple[tuple[Client, bytes], KdbError | None]] = (
+            postbox.Postbox()
         )
+        self._epoll.register(self._durable.fileno(), postbox.EVENTS)
+        # Looked at for every event: kept as numbers (both stay open until the stop).
+        self._listener_fd, self._durable_fd = self._listener.fileno(), self._durable.fileno()
+        self._acknowledging: Acknowledging[tuple[Client, bytes]] = Acknowledging(self._durable.post)
 
     def start(self) -> None:
         self._workers.start()
 
     # -- on the worker the kernel woke ---------------------------------------------------
+
+    def _deliver(self) -> None:
+        """Send the durable answers posted (each once, in order); the ring stays armed
+        (`postbox.EVENTS`), and what is posted at the stop, `stop` sends."""
+        for handed, error in self._durable.take():
+            self._acknowledge(handed, error)
 
     def _end_late_startups(self) -> None:
         now = time.monotonic()
@@ -261,8 +269,8 @@ class PgServer:
                 return
             if client is not None:
                 events = FOLLOWED if client.followed else ARMED | select.EPOLLOUT
-            elif fd == self._listener_fd:
-                events = ARMED
+            elif fd == self._durable_fd or fd == self._listener_fd:
+                events = postbox.EVENTS if fd == self._durable_fd else ARMED
             else:
                 return  # closed meanwhile
             try:
@@ -284,8 +292,8 @@ class PgServer:
         client.missed = True
 
     def _event(self, fd: int, mask: int) -> None:
-        """An event of the epoll set: a connection's (read, answered, freed) or the
-        listening socket's; a connection's first, looked up once."""
+        """An event of the epoll set: a connection's (read, answered, freed), the durable
+        answers' ring or the listening socket's; a connection's first, looked up once."""
         with self._lock:
             client = self._clients.get(fd)
             if client is not None:
@@ -294,7 +302,9 @@ class PgServer:
                     return
                 client.busy = True
         if client is None:
-            if fd == self._listener_fd:
+            if fd == self._durable_fd:
+                self._deliver()
+            elif fd == self._listener_fd:
                 self._accept_some()
             return
         if client.handshaking and not self._handshake(client):
@@ -457,22 +467,9 @@ class PgServer:
             lambda: self._close(client), lambda: self._rearm(client, ARMED | select.EPOLLOUT)
         )
 
-    def _acknowledge_round(
-        self, answers: list[tuple[tuple[Client, bytes], KdbError | None]]
-    ) -> None:
-        """A round of answers whose commits are on disk (or whose log failed), on the
-        acknowledging thread: sent by it, in order, whether or not a worker is free. It
-        holds them and the interpreter lock already; a worker woken to send them (an
-        eventfd's ring, its epoll wait returning, the lock handed over) kept them waiting
-        135 us (median, 16 clients, quiet machine) after the flush. Each send lets the
-        lock go, and a busy worker takes it meanwhile: the thread's sends interleave with
-        the worker's requests."""
-        for handed, error in answers:
-            self._acknowledge(handed, error)
-
     def _acknowledge(self, handed: tuple[Client, bytes], error: KdbError | None) -> None:
         """An answer's commits are on disk (or the log failed): send it without waiting
-        (on the acknowledging thread).
+        (on the worker the postbox woke, or at the stop).
 
         What the socket does not take, and messages that arrived meanwhile, are left to a
         worker: armed for writing as well, the connection is ready for one at once."""
@@ -582,7 +579,9 @@ class PgServer:
             pass
         self._listener.close()
         self._workers.join()  # each finishes the statements it answers
-        self._acknowledging.close()  # and their acknowledgements are sent
+        self._acknowledging.close()  # and their acknowledgements are posted
+        for handed, error in self._durable.take():
+            self._acknowledge(handed, error)  # and sent
         with self._lock:
             clients = list(self._clients.values())
         for client in clients:
@@ -594,3 +593,4 @@ class PgServer:
             client.goodbye(goodbye)
             self._close(client)
         self._epoll.close()
+        self._durable.close()

@@ -38,7 +38,7 @@ STAGES: tuple[tuple[str, frozenset[str]], ...] = tuple(
         (
             "acknowledgement (park, group commit wait, hand-back)",
             "acknowledgements.py acknowledging.py parked.py room.py flusher.py rounds.py"
-            " threading.py",
+            " postbox.py threading.py",
         ),
         ("request log and metrics", "request_log.py log_queue.py log_format.py metrics.py"),
         ("answer encoding", "encode.py portals.py tags.py row_writers.py"),
