@@ -26,7 +26,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from refimpl.engine.access import Principal, Right
+from refimpl.engine.access import Principal
 from refimpl.engine.features.change_stream import (
     ChangeBatch,
     RunBatch,
@@ -37,6 +37,7 @@ from refimpl.engine.features.feed_options import FeedFilter, FeedOptions, Shaped
 from refimpl.engine.features.initial_copy import CopyPosition, InitialBatch, read_initial
 from refimpl.engine.instance import Instance
 from refimpl.engine.query import deadlines
+from refimpl.engine.rights import READ
 from refimpl.engine.storage.database import Database
 from refimpl.engine.storage.schema import TableSchema
 from refimpl.engine.tracking.signals import CommitSignal
@@ -48,9 +49,6 @@ COPY_PAGES_PER_USER = 2  # pages of initial copies one user's requests read at o
 # while its table exists); past this many the kept ones are dropped and made again.
 KEPT_FEEDS = 1024
 KEPT_FILTERS = 64  # compiled `where=` predicates kept per table feed
-# A member read off an Enum class goes through its metaclass's __getattr__ hook (about
-# 200 ns in Python 3.11); a module name is one dictionary read. Read at every request.
-_READ = Right.READ
 
 
 @dataclass(frozen=True, slots=True)
@@ -285,7 +283,7 @@ class ChangeFeeds:
     def table_feed(self, database: str, table: str, principal: Principal) -> TableFeed:
         """The change stream of `table`; Unauthorized or Forbidden before UnknownDatabase or
         NotFound, so that only a caller with READ on the database learns what exists."""
-        self._instance.access.check(principal, database, _READ, table)
+        self._instance.access.check(principal, database, READ, table)
         found = self._instance.database(database)
         key = table.lower()
         # A plain dict read: atomic, and never behind a reader that holds the state lock (a
@@ -357,7 +355,7 @@ class ChangeFeeds:
     ) -> RevisionAnswer:
         """The table's revision and its values' (`symbols`); 401/403, 404 or 400 as the
         spec says, in that order (rights before existence, as `table_feed`)."""
-        self._instance.access.check(principal, database, _READ, table)
+        self._instance.access.check(principal, database, READ, table)
         found = self._instance.database(database)
         # A plain dict read: atomic, and never behind a reader that holds the state lock.
         stored = found.tables.get(table.lower())
@@ -391,12 +389,12 @@ class ChangeFeeds:
         instance = self._instance
         names = instance.database_names()
         if database is not None:
-            instance.access.check(principal, database, _READ)  # before existence
+            instance.access.check(principal, database, READ)  # before existence
             wanted = [n for n in names if n.casefold() == database.casefold()]
             if not wanted:
                 raise UnknownDatabase(database)
         else:
-            wanted = [n for n in names if instance.access.allowed(principal, n, _READ)]
+            wanted = [n for n in names if instance.access.allowed(principal, n, READ)]
         stats = instance.stats().get("databases", {})
         return {n: stats.get(n, {}) for n in wanted}
 

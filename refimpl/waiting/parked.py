@@ -103,6 +103,14 @@ class Kind(enum.Enum):
     LIVE_STREAM = "live stream"
 
 
+# The members a per-request path names, read once here: in Python 3.11 a member read off the
+# Enum class goes through its metaclass's `__getattr__` hook, about 850 instructions a read
+# (`tools/bench/enum_reads.py` counts them); a module's name is one dictionary lookup.
+READER = Kind.READER
+LIVE = Kind.LIVE
+LIVE_STREAM = Kind.LIVE_STREAM
+
+
 @dataclass(frozen=True, slots=True)
 class Traits:
     """How the waiting room treats a kind of parked request."""

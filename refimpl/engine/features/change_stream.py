@@ -20,7 +20,7 @@ import msgspec
 from refimpl.engine.features.recent_records import LogRecords
 from refimpl.engine.query.select import column_constraints, conjuncts
 from refimpl.engine.result import Column
-from refimpl.engine.rights import Right
+from refimpl.engine.rights import READ
 from refimpl.engine.storage import records
 from refimpl.engine.storage.access_hints import AccessHints
 from refimpl.engine.storage.schema import TableSchema
@@ -44,7 +44,6 @@ META_COLUMNS = (
     Column("key", "STRING"),
 )
 _META_NAMES = frozenset(c.name for c in META_COLUMNS)
-_READ = Right.READ  # a module name: an Enum class's member read costs its metaclass hook
 _key_encoder = msgspec.msgpack.Encoder()
 T = TypeVar("T")
 
@@ -484,7 +483,7 @@ class ChangesSource:
         max_rows = _whole(max_rows, "max_rows")
         if max_rows == 0:
             raise InvalidValue("max_rows must be 1 or more")
-        session.authorize(_READ, table)
+        session.authorize(READ, table)
         database = session.database
         with database.state_lock:
             committed = database.committed_table(table)

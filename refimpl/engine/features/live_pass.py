@@ -20,7 +20,7 @@ from collections import Counter
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any, Protocol
 
-from refimpl.engine.rights import Principal, Right
+from refimpl.engine.rights import READ, Principal
 
 if TYPE_CHECKING:
     from refimpl.engine.features.live_answers import Subscription
@@ -30,7 +30,6 @@ if TYPE_CHECKING:
 
 
 _MANAGER = itemgetter(0)  # of an `asked` pair
-_READ = Right.READ  # a module name: an Enum class's member read costs its metaclass hook
 
 
 class Toucher(Protocol):
@@ -136,7 +135,7 @@ class PassReads:
         key = (principal, session.database.name, table, session.access.version)
         if key in self._rights:
             return
-        session.authorize(_READ, table)
+        session.authorize(READ, table)
         self._rights.add(key)
 
 
@@ -157,6 +156,6 @@ def shown_durable(database: Database, reads: PassReads | None) -> None:
 def authorize_read(session: StatementContext, table: str, reads: PassReads | None) -> None:
     """The session's right to read `table`: checked now, or once in the pass of `reads`."""
     if reads is None:
-        session.authorize(_READ, table)
+        session.authorize(READ, table)
     else:
         reads.authorize_read(session, table)

@@ -56,7 +56,7 @@ from refimpl.engine.features.live_wait import Budget, LiveWait
 from refimpl.engine.features.top_n import top_plan
 from refimpl.engine.measures import LiveCounts, LiveMeasures
 from refimpl.engine.query.cache_keys import pinned_value, shareable
-from refimpl.engine.rights import Right
+from refimpl.engine.rights import READ
 from refimpl.engine.tracking.shared_results import SharedResults
 from refimpl.errors import BadRequest, KdbError, NotAllowed, ResultTooLarge
 from refimpl.sql import ast
@@ -77,7 +77,6 @@ UNASKED_SECONDS = 120.0  # a subscription nobody asked for this long may be drop
 # Steps from one answer to the next kept for the other subscribers of the query a commit
 # wakes (`_next_answer`): a few per query woken at once, a few queries at once.
 STEPS_KEPT = 64
-_READ = Right.READ  # a module name: an Enum class's member read costs its metaclass hook
 
 
 class SubscriptionManager(KeptSubscriptions):
@@ -132,7 +131,7 @@ class SubscriptionManager(KeptSubscriptions):
         # Rights at every request, before anything kept is looked at: an older version's
         # difference is answered from memory, and a REVOKE must end that at once.
         table_name = select.source.name  # type: ignore[union-attr]
-        session.authorize(_READ, table_name)
+        session.authorize(READ, table_name)
         if table_name.lower() in session.database.views:
             raise NotAllowed(f"{ONE_TABLE}; '{table_name}' is a view: subscribe to its tables")
         subscription, version = self._find(session, text, asked_id, offsets)
@@ -163,7 +162,7 @@ class SubscriptionManager(KeptSubscriptions):
         are sent (`PassReads.asked`); else it is marked now."""
         subscription = reply.subscription
         if not checked:
-            session.authorize(_READ, subscription.table)
+            session.authorize(READ, subscription.table)
         # No sweep here (a stream's every change would pay for it): `ask` and snapshots do.
         if reads is None:
             with self._lock:
@@ -456,7 +455,7 @@ class SubscriptionManager(KeptSubscriptions):
                 ):
                     answer, change, floor = taken
                     if reads is None:
-                        session.authorize(_READ, subscription.table)
+                        session.authorize(READ, subscription.table)
                     else:  # (`authorize_read`'s, without its call)
                         reads.authorize_read(session, subscription.table)
                     shown_durable(database, reads)  # the pass that made it may not have waited

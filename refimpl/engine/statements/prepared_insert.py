@@ -18,7 +18,7 @@ from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 from refimpl.engine.result import Result, message_result
-from refimpl.engine.rights import Right
+from refimpl.engine.rights import WRITE
 from refimpl.engine.statements import executor
 from refimpl.engine.statements.kept_rows import MOST_VALUES, KeptRow, kept_row
 from refimpl.engine.statements.triggers import row_triggers
@@ -33,9 +33,6 @@ if TYPE_CHECKING:
     from refimpl.engine.statements.context import StatementContext
 
 _ONE_ROW = "1 row(s) inserted"  # what `executor` answers for one row
-# Read once: in Python 3.11 a member read off an Enum class (`Right.WRITE`) goes through the
-# metaclass's __getattr__ hook, about 900 instructions a read (callgrind), at every statement.
-_WRITE = Right.WRITE
 _DOUBLE_MAX = sys.float_info.max
 # A column type whose value of one Python type `values.coerce` keeps as it is when it lies
 # within the bounds (a finite float; any text): that type and those bounds. Other values
@@ -140,7 +137,7 @@ class PreparedInsert:
     def __call__(
         self, context: StatementContext, statement: ast.Insert, text: str, params: Sequence[Any]
     ) -> Result:
-        context.authorize(_WRITE, statement.table)
+        context.authorize(WRITE, statement.table)
         if len(params) < self._needs:
             return executor.execute(context, statement, text, params)  # says what is missing
         if self._in_order:

@@ -26,16 +26,12 @@ from refimpl.http.endpoints.change_encoding import (
 )
 from refimpl.http.endpoints.feed_args import feed_options
 from refimpl.http.endpoints.initial_answer import copy_answer, copy_position
-from refimpl.waiting.parked import Kind, Parked, Part
+from refimpl.waiting.parked import READER, Parked, Part
 from refimpl.waiting.places import place_owner
 
 DEFAULT_LIMIT = 1000
 DEFAULT_WAIT_SSE_MS = 25_000
 MAX_WAIT_MS = 55_000
-# Read once: in Python 3.11 a member read off an Enum class (`Kind.READER`) goes through the
-# metaclass's __getattr__ hook, about 900 machine instructions a read (callgrind), at every
-# long poll that waits.
-_READER = Kind.READER
 
 
 def changes_route(ctx: Context) -> Answer | Parked[Answer]:
@@ -141,7 +137,7 @@ def changes_route(ctx: Context) -> Answer | Parked[Answer]:
             held_timeout,
             time.monotonic() + hold_s,
             lambda: places.give_back(owner),
-            kind=_READER,
+            kind=READER,
         )
         if held_work is not None:
             held_work.bind(held)
@@ -184,7 +180,7 @@ def changes_route(ctx: Context) -> Answer | Parked[Answer]:
         on_timeout,
         time.monotonic() + wait_ms / 1000,
         lambda: places.give_back(owner),
-        kind=_READER,
+        kind=READER,
     )
     if offloaded is not None:
         offloaded.bind(parked)

@@ -38,7 +38,7 @@ from refimpl.http.endpoints.feed_args import flag
 from refimpl.http.error_answers import to_response
 from refimpl.http.route_memo import MEMO_KEY, Routed, RouteMemo
 from refimpl.waiting.owners import Budget
-from refimpl.waiting.parked import Kind, Parked
+from refimpl.waiting.parked import LIVE, Parked
 from refimpl.waiting.places import place_owner
 from refimpl.waiting.room import WaitingRoom
 
@@ -66,7 +66,6 @@ def _move(columns: list[Column], move: Move) -> dict[str, object]:
 
 
 _RETRY_BLOCK = f"retry: {RETRY_MS}\n\n".encode()
-_LIVE = Kind.LIVE  # a module name: an Enum class's member read costs its metaclass hook
 
 
 def encode_reply(reply: Reply) -> bytes:
@@ -592,7 +591,7 @@ def subscribe_route(ctx: Context) -> Answer | Parked[Answer]:
         poll.at_deadline,
         time.monotonic() + wait_ms / 1000,
         release,
-        kind=_LIVE,
+        kind=LIVE,
         at_close=poll.expired,
     )
     room.park(parked)

@@ -34,7 +34,7 @@ from refimpl.engine.event_streams import Credential
 from refimpl.engine.features.live_answers import Reply, Subscription
 from refimpl.engine.features.live_pass import PassReads
 from refimpl.engine.features.live_queries import LiveWait, SubscriptionManager
-from refimpl.engine.rights import Right
+from refimpl.engine.rights import READ
 from refimpl.engine.session import Session
 from refimpl.errors import KdbError
 from refimpl.http.auth import CREDENTIALS_KEY, ConnectionCredentials
@@ -55,7 +55,7 @@ from refimpl.http.endpoints.subscribe_route import (
     woken,
 )
 from refimpl.waiting.owners import Budget
-from refimpl.waiting.parked import Kind, Parked, Part
+from refimpl.waiting.parked import LIVE_STREAM, Parked, Part
 from refimpl.waiting.places import FairPlaces, place_owner
 
 HEARTBEAT = b": heartbeat\n\n"
@@ -63,8 +63,6 @@ HEADERS = (("Content-Type", "text/event-stream; charset=utf-8"), *SSE_HEADERS.it
 log = logging.getLogger("refimpl.subscribe")
 # In the first event's block (a long poll's answer has it in a block of its own).
 _RETRY = f"retry: {RETRY_MS}\n".encode()
-# Module names: a member read off an Enum class costs its metaclass's __getattr__ hook.
-_READ, _LIVE_STREAM = Right.READ, Kind.LIVE_STREAM
 
 
 class FirstRunEnters:
@@ -357,7 +355,7 @@ class _LiveStream:
         wait = self._wait
         if ended is None and wait is not None:
             try:
-                self._session.authorize(_READ, wait.subscription.table)
+                self._session.authorize(READ, wait.subscription.table)
             except KdbError as error:
                 ended = str(error)
         if ended is not None:
@@ -481,7 +479,7 @@ def subscribe_stream(
         stream.heartbeat,
         stream.deadline(time.monotonic()),
         release,
-        kind=_LIVE_STREAM,
+        kind=LIVE_STREAM,
         at_close=stream.closing,
         on_drained=stream.drained,
     )

@@ -30,17 +30,13 @@ from refimpl.http.serving.environ import connection_environ, make_environ
 from refimpl.http.serving.heads import HeadTemplate, template_of
 from refimpl.http.serving.limits import ConnectionCounts
 from refimpl.netpool import send_limits
-from refimpl.waiting.parked import Kind, Parked, ParkedBody
+from refimpl.waiting.parked import READER, Parked, ParkedBody
 
 log = logging.getLogger("refimpl.http")
 
 CONNECTION_TIMEOUT_SECONDS = 60.0  # a started request must arrive whole within this
 # Statuses whose answers have no body (and 1xx): sent by the general path.
 _BODYLESS = frozenset({100, 101, 102, 103, 204, 304})
-# Read once: in Python 3.11 a member read off an Enum class (`Kind.READER`) goes through the
-# metaclass's __getattr__ hook, about 900 machine instructions a read (callgrind), at every
-# parked request.
-_READER = Kind.READER
 
 # A WSGI application; one with a `waiting_room` (refimpl's App) has its parked requests
 # answered without a worker.
@@ -248,7 +244,7 @@ class Connection:
         # Change-stream readers at one position may share an answer (its bytes then made
         # once for all); any other is its request's alone: a write's acknowledgement, and a
         # live query's long poll, whose answer its own poll makes.
-        self.parked_alone = parked.kind is not _READER
+        self.parked_alone = parked.kind is not READER
         return keep
 
     def _send(
