@@ -71,6 +71,15 @@ def _leader(log: WriteAheadLog, lsn: int) -> threading.Thread:
     return thread
 
 
+def _after_a_slow_flush_of_two(log: WriteAheadLog) -> None:
+    """Leave `log` after a flush of two records (LSN 2 durable) that took two minutes, as
+    far as its gather knows: the next leader gathers a batch of two, bounded by `slow_gathers`
+    at 60 s."""
+    log.append(b"a")
+    log.wait_durable(log.append(b"b"))
+    log._last_flush_seconds = 120.0
+
+
 @pytest.fixture
 def slow_gathers(monkeypatch: pytest.MonkeyPatch) -> None:
     """A gather bounded at a minute: a flush that waits out its bound fails the test."""
@@ -81,9 +90,7 @@ def test_a_batch_as_large_as_the_last_is_flushed_without_waiting(
     tmp_path: Path, slow_gathers: None
 ) -> None:
     with WriteAheadLog(tmp_path) as log:
-        log.append(b"a")
-        log.wait_durable(log.append(b"b"))  # a flush of two
-        log._last_flush_seconds = 120.0  # as if it was slow: the gather's bound is 60 s
+        _after_a_slow_flush_of_two(log)
         log.append(b"c")
         leader = _leader(log, log.append(b"d"))
         leader.join(timeout=10)
@@ -95,9 +102,7 @@ def test_the_append_that_fills_the_batch_starts_the_flush(
     tmp_path: Path, slow_gathers: None
 ) -> None:
     with WriteAheadLog(tmp_path) as log:
-        log.append(b"a")
-        log.wait_durable(log.append(b"b"))  # a flush of two
-        log._last_flush_seconds = 120.0
+        _after_a_slow_flush_of_two(log)
         fsyncs = log.fsync_count
         leader = _leader(log, log.append(b"c"))
         leader.join(timeout=0.2)
