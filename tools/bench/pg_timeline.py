@@ -11,16 +11,20 @@ connection up (`picked`), when its commit was handed to the acknowledging thread
 when that thread took up the round it is in (`waiting`) and when its wait for the flush
 returned (`durable`), when the round's answers were handed back to be sent (`posted`), when
 its answer's sending began (`taken`) and ended (`sent`); and per flush, when it led (`_lead`,
-after the gathering sleep) and how long the write took. Requests are matched to the
-clients' by the connection's port and time.
+after the gathering sleep) and how long the write took. Each mark is noted on the server's
+request it belongs to (the answer handed over carries it through the acknowledging thread
+and the postbox), and each client request is matched to the first request its connection's
+worker took up after the client began to send (by the connection's port): all its marks
+are then one request's. A request whose marks are out of order is left out and counted, and
+the script stops if a stage printed would end before it starts.
 
-Printed: the median and mean of each stage (a stage's end minus its start; a mean is pulled
-by the few requests whose marks were matched to a neighbour's), the round trip as the client
-saw it, how many requests the workers took up during the stage (a count, not a time: the
-same on a loaded machine), and the flushes (commits each, write time, the time from one's
-end to the next's lead). Wrapping costs a few microseconds a stage: compare stages with each
-other and two trees with each other (the script copied into each tree's tools/bench and run
-from there, alternately), not with an unwrapped rate.
+Printed: the median and mean of each stage (a stage's end minus its start; `sent` is apart,
+as the send's own stage: the client may read the answer before the send returns), the round
+trip as the client saw it, how many requests the workers took up during the stage (a
+count, not a time: the same on a loaded machine), and the flushes (commits each, write
+time, the time from one's end to the next's lead). Wrapping costs a few microseconds a
+stage: compare stages with each other and two trees with each other (the script copied into
+each tree's tools/bench and run from there, alternately), not with an unwrapped rate.
 
     python tools/bench/pg_timeline.py --seconds 4
 """
@@ -81,36 +85,48 @@ CLIENT += (
     pg_opcodes.CLIENT_TAIL + 'print("\\n".join(f"{p} {a} {b}" for p, a, b in lines), flush=True)\n'
 )
 
-# The stages in order: each the time from the mark before it to its own.
-MARKS = ("polled", "picked", "handed", "waiting", "durable", "posted", "taken", "sent")
+# A request's marks in order: each stage the time from the mark before it to its own.
+# `sent` (its send returned) is apart: the client may read the answer before it returns.
+MARKS = ("polled", "picked", "handed", "waiting", "durable", "posted", "taken")
 
 
 class Timeline:
-    """The server's marks by connection port: `marks[port][mark]` is a sorted list of ns."""
+    """The server's requests by connection port: `requests[port]` lists each request the
+    workers took up on it, in order, as its marks (name -> ns) and the count of requests
+    taken up so far at each mark (name -> count)."""
 
     def __init__(self) -> None:
-        self.marks: dict[int, dict[str, list[int]]] = collections.defaultdict(
-            lambda: collections.defaultdict(list)
+        self.requests: dict[int, list[tuple[dict[str, int], dict[str, int]]]] = (
+            collections.defaultdict(list)
         )
         self.ports: dict[int, int] = {}  # file descriptor -> the client's port
         self.flushes: list[tuple[int, int, int]] = []  # (led, written, records)
         self.on = False
-        # Requests the workers took up so far, and its value at each mark (as `marks`): how
-        # many requests were answered between two marks, whatever the machine's speed.
+        # Requests the workers took up so far: how many were answered between two marks,
+        # whatever the machine's speed.
         self.answered = 0
-        self.counts: dict[int, dict[str, list[int]]] = collections.defaultdict(
-            lambda: collections.defaultdict(list)
-        )
 
-    def mark(self, fd: int, name: str, at: int) -> None:
+    def begin(self, fd: int) -> tuple[dict[str, int], dict[str, int]] | None:
+        """A request taken up on `fd`: its marks from now on (None: not measured)."""
         port = self.ports.get(fd)
-        if port is not None and self.on:
-            self.marks[port][name].append(at)
-            self.counts[port][name].append(self.answered)
+        if port is None or not self.on:
+            return None
+        request: tuple[dict[str, int], dict[str, int]] = ({}, {})
+        self.requests[port].append(request)
+        return request
+
+    def mark(
+        self, request: tuple[dict[str, int], dict[str, int]] | None, name: str, at: int
+    ) -> None:
+        if request is not None:
+            request[0][name] = at
+            request[1][name] = self.answered
 
 
 def instrument(server: PgServer, instance: Instance, timeline: Timeline) -> None:
-    """Wraps the server's methods (on the objects: nothing of the product changes)."""
+    """Wraps the server's methods (on the objects: nothing of the product changes). Each
+    mark goes to the request it belongs to: the one its worker took up (`_answer`), carried
+    with its answer through the acknowledging thread and the postbox (by the handed item)."""
     last_poll: dict[int, int] = {}  # fd -> when the wait that returned it returned
     real_epoll = server._workers.epoll
 
@@ -128,6 +144,8 @@ def instrument(server: PgServer, instance: Instance, timeline: Timeline) -> None
     server._workers.epoll = Epoll()  # type: ignore[assignment]
     event, answer = server._event, server._answer
     picked: dict[int, int] = {}
+    current: dict[int, Any] = {}  # fd -> the request its worker answers now
+    by_item: dict[int, Any] = {}  # id of a handed answer -> its request
 
     def timed_event(fd: int, mask: int) -> None:
         picked[fd] = now()
@@ -137,8 +155,11 @@ def instrument(server: PgServer, instance: Instance, timeline: Timeline) -> None
         fd = client.sock.fileno()
         if fd not in timeline.ports:
             timeline.ports[fd] = client.sock.getpeername()[1]
-        timeline.mark(fd, "polled", last_poll.get(fd, 0))
-        timeline.mark(fd, "picked", picked.get(fd, 0))
+        request = current[fd] = timeline.begin(fd)
+        # A poll older than the pick belongs to an earlier event: kept, the request's
+        # check (`_ordered`) leaves it out rather than match it to another's marks.
+        timeline.mark(request, "polled", last_poll.get(fd, 0))
+        timeline.mark(request, "picked", picked.get(fd, 0))
         timeline.answered += 1
         answer(client)
 
@@ -153,22 +174,23 @@ def instrument(server: PgServer, instance: Instance, timeline: Timeline) -> None
     def timed_hand_over(
         item: Any, wait_durable: Callable[[], None], is_durable: Callable[[], bool]
     ) -> None:
-        fd = item[0].sock.fileno()
-        timeline.mark(fd, "handed", now())
+        request = current.get(item[0].sock.fileno())
+        by_item[id(item)] = request
+        timeline.mark(request, "handed", now())
 
         def timed_wait() -> None:
-            timeline.mark(fd, "waiting", rounds_began[0])
+            timeline.mark(request, "waiting", rounds_began[0])
             try:
                 wait_durable()
             finally:
-                timeline.mark(fd, "durable", now())
+                timeline.mark(request, "durable", now())
 
         def timed_is_durable() -> bool:
             durable = is_durable()
             if durable:  # taken with the round before: waited with it
                 at = now()
-                timeline.mark(fd, "waiting", at)
-                timeline.mark(fd, "durable", at)
+                timeline.mark(request, "waiting", at)
+                timeline.mark(request, "durable", at)
             return durable
 
         hand_over(item, timed_wait, timed_is_durable)
@@ -186,18 +208,21 @@ def instrument(server: PgServer, instance: Instance, timeline: Timeline) -> None
 
     def timed_round(answers: list[Any]) -> None:
         at = now()
-        for (client, _), _ in answers:
-            timeline.mark(client.sock.fileno(), "posted", at)
+        for item, _ in answers:
+            timeline.mark(by_item.get(id(item)), "posted", at)
         on_round(answers)
+        # What `more` took and found not durable yet is waited for next, in the same
+        # `_run_round` call: its round begins now.
+        rounds_began[0] = now()
 
     acknowledging._on_round = timed_round
     acknowledge = server._acknowledge
 
     def timed_acknowledge(handed: Any, error: Any) -> None:
-        fd = handed[0].sock.fileno()
-        timeline.mark(fd, "taken", now())
+        request = by_item.pop(id(handed), None)
+        timeline.mark(request, "taken", now())
         acknowledge(handed, error)
-        timeline.mark(fd, "sent", now())
+        timeline.mark(request, "sent", now())
 
     server._acknowledge = timed_acknowledge  # type: ignore[method-assign]
     log = instance.database("demo").log
@@ -213,36 +238,69 @@ def instrument(server: PgServer, instance: Instance, timeline: Timeline) -> None
     log._lead = timed_lead  # type: ignore[method-assign]
 
 
+def _ordered(times: list[int]) -> int | None:
+    """The first stage whose end is before its start (None: every stage >= 0)."""
+    for n in range(1, len(times)):
+        if times[n] < times[n - 1]:
+            return n
+    return None
+
+
 def report(timeline: Timeline, requests: list[tuple[int, int, int]], seconds: float) -> None:
-    """Each client request matched to its server marks (the first of each in its span)."""
+    """Each client request matched to the server's request on its connection that its
+    worker took up first after the client began to send it (`picked`, before the client
+    read the answer); every mark then is that request's own. A request whose marks are not
+    in order is left out and counted by the stage that was not (a poll before the client
+    sent: its worker answered it without a wait of its own)."""
+    names = ("client send",) + MARKS + ("client read",)
     stages: dict[str, list[int]] = collections.defaultdict(list)
     ahead: dict[str, list[int]] = collections.defaultdict(list)  # requests answered meanwhile
+    picks = {
+        port: [marks.get("picked", 0) for marks, _ in served]
+        for port, served in timeline.requests.items()
+    }
     matched = 0
+    unmatched = 0
+    disordered: collections.Counter[str] = collections.Counter()
     for port, began, done in requests:
-        marks = timeline.marks.get(port)
-        if marks is None:
+        served = timeline.requests.get(port)
+        if served is None:
             continue
-        times, counts = [began], [0]
-        for name in MARKS:
-            row = marks[name]
-            i = bisect.bisect_left(row, began)
-            if i == len(row) or row[i] > done:
-                break
-            times.append(row[i])
-            counts.append(timeline.counts[port][name][i])
-        else:
-            matched += 1
-            times.append(done)
-            names = ("client send",) + MARKS + ("client read",)
-            for n in range(1, len(times)):
-                stages[f"{names[n - 1]} -> {names[n]}"].append(times[n] - times[n - 1])
-                if 1 < n < len(counts):
-                    ahead[f"{names[n - 1]} -> {names[n]}"].append(counts[n] - counts[n - 1])
-            stages["round trip"].append(done - began)
+        i = bisect.bisect_left(picks[port], began)
+        if i == len(served) or picks[port][i] > done:
+            unmatched += 1
+            continue
+        marks, counts = served[i]
+        if any(name not in marks for name in MARKS):
+            unmatched += 1  # answered at once (no commit waited), or measured in part
+            continue
+        times = [began] + [marks[name] for name in MARKS] + [done]
+        wrong = _ordered(times)
+        if wrong is None and marks.get("sent", -1) < marks["taken"]:
+            wrong = len(names)  # the send's own stage
+        if wrong is not None:
+            disordered[
+                f"{names[wrong - 1]} -> {names[wrong]}" if wrong < len(names) else "taken -> sent"
+            ] += 1
+            continue
+        matched += 1
+        for n in range(1, len(times)):
+            stage = f"{names[n - 1]} -> {names[n]}"
+            stages[stage].append(times[n] - times[n - 1])
+            if 1 < n < len(times) - 1:
+                ahead[stage].append(counts[names[n]] - counts[names[n - 1]])
+        stages["taken -> sent (the send)"].append(marks["sent"] - marks["taken"])
+        stages["round trip"].append(done - began)
     print(
         f"{len(requests)} requests in {seconds:.1f} s ({len(requests) / seconds:.0f}/s),"
-        f" {matched} matched to the server's marks"
+        f" {matched} matched to the server's marks; {unmatched} without all marks;"
+        f" left out, marks out of order: {dict(disordered) or 'none'}"
     )
+    # The check that the matching is sound: a stage that ends before it starts is a request
+    # matched to another's marks.
+    negative = [stage for stage, values in stages.items() if min(values) < 0]
+    if negative:
+        raise SystemExit(f"stages ending before they start: {negative}")
     print(f"  {'stage':<28} {'median us':>10} {'mean us':>9} {'requests taken up meanwhile':>28}")
     for stage, values in stages.items():
         taken = ahead.get(stage)
