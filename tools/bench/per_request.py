@@ -19,7 +19,9 @@ time reaped by the postmaster included, over the whole phase with its warm-up an
 connections, so a little high) and the load average at its start; for refimpl also its
 threads' context switches per request (each a thread that slept on a lock, a condition or
 the kernel and was woken, or was preempted), its log flushes per request (fsyncs, from
-/metrics: how many commits a group commit covers) and the user-time share of its CPU; with
+/metrics: how many commits a group commit covers), the user-time share of its CPU and the
+time its threads waited, runnable, for a CPU per request (`run_delay`: a round the machine's
+load starved, not one the server was slow in); with
 `--threads`, also each thread group's runs and CPU per request (`subscribe.thread_cpu`,
 named by py-spy): which thread wakes how often for a request. The end prints the medians of
 the rounds and the ratios against the targets.
@@ -104,6 +106,21 @@ def switches(pid: int) -> int:
     return total
 
 
+def run_delay(pid: int) -> float:
+    """Seconds the threads of a process have waited, runnable, for a CPU so far (schedstat;
+    counted as each thread gets one). On a machine others load, a round whose rate fell with
+    its CPU per request unchanged shows it here: its worker holding the admission place was
+    runnable and preempted (each send wakes a client that may take its CPU), and every
+    request waited for it, not for the server's work."""
+    total = 0
+    for task in os.listdir(f"/proc/{pid}/task"):
+        try:
+            total += int(Path(f"/proc/{pid}/task/{task}/schedstat").read_text().split()[1])
+        except OSError:
+            continue  # a thread that ended meanwhile
+    return total / 1e9
+
+
 def user_system(pid: int) -> tuple[float, float]:
     """utime and stime of a process in seconds."""
     fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
@@ -152,6 +169,7 @@ class System:
         if self.pid:
             began_fsyncs = fsyncs(self.exec_target)
             began_switches, began_times = switches(self.pid), user_system(self.pid)
+            began_delay = run_delay(self.pid)
             if by_thread:
                 names = subscribe.thread_names(self.pid)
                 began_threads = subscribe.thread_cpu(self.pid)
@@ -166,6 +184,7 @@ class System:
             requests = figures["rate"] * (seconds + harness.CLIENT_WARMUP)
             ended = user_system(self.pid)
             figures["switches"] = (switches(self.pid) - began_switches) / requests
+            figures["cpu_wait"] = (run_delay(self.pid) - began_delay) / requests
             # Log flushes (group commits) a request: how many commits one flush covers.
             figures["flushes"] = (fsyncs(self.exec_target) - began_fsyncs) / requests
             figures["user_share"] = (ended[0] - began_times[0]) / max(
@@ -264,6 +283,7 @@ def compare(description: str | None, targets: dict[str, float | None]) -> None:
                             f"  switches {result['switches']:.1f}/req"
                             f" flushes {result['flushes']:.2f}/req"
                             f" user {100 * result['user_share']:.0f}%"
+                            f" waited for a CPU {1e6 * result['cpu_wait']:.0f} us/req"
                             if "switches" in result
                             else ""
                         )
