@@ -87,7 +87,10 @@ def timed_send_headed(self, parts, body):
             if n == 0:
                 getattr(marks, "points", {}).setdefault("first sent", time.monotonic())
             yield part
-    return send_headed(self, first(), body)
+    try:
+        return send_headed(self, first(), body)
+    finally:  # the pass's last body: its last send has returned
+        getattr(marks, "points", {})["last sent"] = time.monotonic()
 fanout.SharedSends.send_headed = timed_send_headed
 subscribe_route.Woken._make_all = timed_make_all
 subscribe_route.Woken._run_all = timed_run_all
@@ -144,9 +147,9 @@ def waiters_cpu() -> float:
     return total
 
 
-def run(code: Path | None, commits: int, lean: bool = False) -> dict[str, float]:
+def run(code: Path | None, commits: int, lean: bool = False, pin: bool = False) -> dict[str, float]:
     """One phase of `code`'s server (None: this tree's): its figures (`lean`: the waiters
-    of `subscribe.py --lean-waiters`)."""
+    of `subscribe.py --lean-waiters`; `pin`: its --pin, the server on a processor alone)."""
     window: list[float] = []  # the waiters' CPU at the commits' start and end
     trips: list[float] = []
     cpu_seconds, commit_trade = harness.cpu_seconds, subscribe.commit_trade
@@ -167,7 +170,16 @@ def run(code: Path | None, commits: int, lean: bool = False) -> dict[str, float]
     launcher, subscribe.ALL_THREADS_LAUNCHER = subscribe.ALL_THREADS_LAUNCHER, LAUNCHER
     try:
         figures = subscribe.phase(
-            100, commits, 0.1, out, True, lean, per_symbol=100, code=code, every_thread=True
+            100,
+            commits,
+            0.1,
+            out,
+            True,
+            lean,
+            per_symbol=100,
+            code=code,
+            every_thread=True,
+            pin=pin,
         )
     finally:
         harness.cpu_seconds, subscribe.commit_trade = cpu_seconds, commit_trade
@@ -197,19 +209,38 @@ def run(code: Path | None, commits: int, lean: bool = False) -> dict[str, float]
                 (points.get("settled", made_end) - woke) * 1e3,
                 (points.get("first sent", math.nan) - woke) * 1e3,
                 (min((f for f in flushes if f >= woke), default=math.nan) - woke) * 1e3,
+                (points.get("last sent", math.nan) - woke) * 1e3,
             ]
         )
     names = ["pass starts", "made", "sent", "make CPU", "send CPU", "send slept", "send off CPU"]
-    names += ["durable", "first sent", "flushed"]
+    names += ["durable", "first sent", "flushed", "last sent"]
     for k, name in enumerate(names):
         unit = " ms" if k < 5 or k > 6 else ""
-        figures[name + unit] = statistics.median(r[k] for r in rows)
+        figures[name + unit] = _quantile([r[k] for r in rows], 0.5)
+    # The server's own side of the push, by its clock: from the commit's flush's end (the
+    # leader marked it durable) and from the wake-ups' start to the return of the pass's
+    # last send. On loopback a send puts the bytes in the client's socket before it
+    # returns: what the clients' clocks add beyond this is their own scheduling.
+    last_sent = [r[10] for r in rows]
+    from_durable = [r[10] - r[9] for r in rows]
+    figures["last sent p99 ms"] = _quantile(last_sent, 0.99)
+    figures["durable to last sent p50 ms"] = _quantile(from_durable, 0.5)
+    figures["durable to last sent p99 ms"] = _quantile(from_durable, 0.99)
     pauses = notes["pauses"]
     figures["pauses a commit"] = len(pauses) / commits
     figures["paused ms a commit"] = sum(pauses) * 1e3 / commits
     figures["waiters CPU ms a commit"] = (window[1] - window[0]) * 1e3 / commits
     figures["INSERT round trip ms"] = statistics.median(trips) * 1e3
     return figures
+
+
+def _quantile(samples: list[float], q: float) -> float:
+    """The `q` quantile of `samples` (nearest rank), NaNs left out (a pass without the mark:
+    nothing of it sent headed); NaN if none is left."""
+    kept = sorted(x for x in samples if not math.isnan(x))
+    if not kept:
+        return math.nan
+    return kept[min(len(kept) - 1, math.ceil(q * len(kept)) - 1)]
 
 
 SHOWN = [
@@ -227,6 +258,10 @@ SHOWN = [
     "durable ms",
     "first sent ms",
     "sent ms",
+    "last sent ms",
+    "last sent p99 ms",
+    "durable to last sent p50 ms",
+    "durable to last sent p99 ms",
     "make CPU ms",
     "send CPU ms",
     "send slept",
@@ -246,6 +281,11 @@ def main() -> None:
     parser.add_argument(
         "--lean-waiters", action="store_true", help="as subscribe.py's: one thread a process"
     )
+    parser.add_argument(
+        "--pin",
+        action="store_true",
+        help="as subscribe.py's: the server on the first processor, the waiters on the others",
+    )
     args = parser.parse_args()
     codes: list[tuple[str, Path | None]] = [("now", None)]
     if args.before is not None:
@@ -253,7 +293,7 @@ def main() -> None:
     runs: dict[str, list[dict[str, float]]] = {name: [] for name, _ in codes}
     for _ in range(args.rounds):
         for name, code in codes:
-            figures = run(code, args.commits, args.lean_waiters)
+            figures = run(code, args.commits, args.lean_waiters, args.pin)
             figures["load"] = os.getloadavg()[0]
             runs[name].append(figures)
             print(name, ", ".join(f"{k} {figures[k]:.2f}" for k in [*SHOWN, "load"]))
