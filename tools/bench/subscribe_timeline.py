@@ -16,7 +16,17 @@ processors) and the writer's INSERT round trip. p50/p99 are the bench's commit-t
 latencies as the waiters read them, arrival p50/p99 as their sockets got them
 (`subscribe.arrival`: without the waiters' own queue).
 
+The server's own side of the push, p50 and p99 over the passes, by its clock: from the
+commit's flush's end (durable) to the return of the pass's last send (on loopback a send has
+put its bytes in the client's socket when it returns), and from the writer's request to the
+wake-ups (its INSERT up to the commit): the bench's latencies, which start at the writer's
+clock, are these two and the pass's start and making, then what the waiters' clocks add.
+With the waiters of this bench (25 threads a process) sharing the server's 2 processors,
+the pass's sends are taken off the processor by the clients they wake; `--pin` (the server
+on one processor, the waiters on the other) and `--lean-waiters` show the push without that.
+
     python tools/bench/subscribe_timeline.py                       # this tree, one run
+    python tools/bench/subscribe_timeline.py --pin                 # the server apart
     python tools/bench/subscribe_timeline.py --before ../old --rounds 3   # in turn
 
 On a loaded machine wall times spread twice over between runs of one tree; the counts
@@ -152,6 +162,7 @@ def run(code: Path | None, commits: int, lean: bool = False, pin: bool = False) 
     of `subscribe.py --lean-waiters`; `pin`: its --pin, the server on a processor alone)."""
     window: list[float] = []  # the waiters' CPU at the commits' start and end
     trips: list[float] = []
+    starts: list[float] = []  # when the writer began each commit's request (its clock)
     cpu_seconds, commit_trade = harness.cpu_seconds, subscribe.commit_trade
 
     def noted_cpu(pid: int) -> float:
@@ -160,6 +171,7 @@ def run(code: Path | None, commits: int, lean: bool = False, pin: bool = False) 
 
     def timed_trade(*args: Any) -> None:
         began = time.monotonic()
+        starts.append(began)
         commit_trade(*args)
         if len(window) == 1:  # within the measured commits
             trips.append(time.monotonic() - began)
@@ -196,6 +208,7 @@ def run(code: Path | None, commits: int, lean: bool = False, pin: bool = False) 
         woke = max((w for w in wakes if w <= began), default=None)
         if woke is None:
             continue
+        asked = max((s for s in starts if s <= woke), default=math.nan)
         made_at, made_end, made_cpu, made_switches, _ = made
         rows.append(
             [
@@ -210,6 +223,7 @@ def run(code: Path | None, commits: int, lean: bool = False, pin: bool = False) 
                 (points.get("first sent", math.nan) - woke) * 1e3,
                 (min((f for f in flushes if f >= woke), default=math.nan) - woke) * 1e3,
                 (points.get("last sent", math.nan) - woke) * 1e3,
+                (woke - asked) * 1e3,
             ]
         )
     names = ["pass starts", "made", "sent", "make CPU", "send CPU", "send slept", "send off CPU"]
@@ -226,6 +240,12 @@ def run(code: Path | None, commits: int, lean: bool = False, pin: bool = False) 
     figures["last sent p99 ms"] = _quantile(last_sent, 0.99)
     figures["durable to last sent p50 ms"] = _quantile(from_durable, 0.5)
     figures["durable to last sent p99 ms"] = _quantile(from_durable, 0.99)
+    # Before the wake-ups: the writer's request reaching the server and its INSERT run up to
+    # the commit's wake-ups (the bench's latencies start at the writer's clock, as this).
+    to_wake = [r[11] for r in rows]
+    figures["request to wake p50 ms"] = _quantile(to_wake, 0.5)
+    figures["request to wake p99 ms"] = _quantile(to_wake, 0.99)
+    figures["request to last sent p99 ms"] = _quantile([r[11] + r[10] for r in rows], 0.99)
     pauses = notes["pauses"]
     figures["pauses a commit"] = len(pauses) / commits
     figures["paused ms a commit"] = sum(pauses) * 1e3 / commits
@@ -262,6 +282,9 @@ SHOWN = [
     "last sent p99 ms",
     "durable to last sent p50 ms",
     "durable to last sent p99 ms",
+    "request to wake p50 ms",
+    "request to wake p99 ms",
+    "request to last sent p99 ms",
     "make CPU ms",
     "send CPU ms",
     "send slept",
