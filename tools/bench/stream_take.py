@@ -2,15 +2,15 @@
 once per commit for all the streams of a database that stand at one place with one view.
 
 A fan-out round of `tools/bench/stream.py` (see its `--server-timing`) sends the streams of a
-group one part for all of them: the group takes once (`EventCursor.take`: the log read, each
-transaction's events made and encoded once, `event_cursor.transaction_events`), the part's
-bytes are made once, and each stream costs one send. While commits come faster than rounds,
-a round carries hundreds of commits: per commit, the sends are the kernel's copying of the
-events' bytes to every socket, and the take is the one Python part that grows with the
-commits. This commits `--commits` one-row INSERTs into a table of the stream bench's shape on
-an engine in a throwaway folder, then counts every opcode of one take of all of them by a
-current cursor. Unlike CPU time, the count does not depend on the machine's load, so two trees
-compare on a busy machine too:
+group one part for all of them: the group takes once (`EventCursor.take`: the log read,
+each transaction's events made and encoded once, `stream_transactions.transaction_events`),
+the part's bytes are made once, and each stream costs one send. While commits come faster
+than rounds, a round carries hundreds of commits: per commit, the sends are the kernel's
+copying of the events' bytes to every socket, and the take is the one Python part that grows
+with the commits. This commits `--commits` one-row INSERTs into a table of the stream
+bench's shape on an engine in a throwaway folder, then counts every opcode of one take of
+all of them by a current cursor. Unlike CPU time, the count does not depend on the
+machine's load, so two trees compare on a busy machine too:
 
     python tools/bench/stream_take.py
     PYTHONPATH=../before python tools/bench/stream_take.py

@@ -8,9 +8,9 @@ misses nothing and gets nothing twice, also across restarts and crashes.
 
 - An **id** is `<lsn>` (after the whole transaction) or `<lsn>.<n>` (after its n-th event in
   this stream, from 1); `parse_event_id` reads both, `Position` is what they stand for.
-- `transaction_events` turns one log record into `StreamItem`s, each a `Change` record (made
-  by `change_stream.entry_run`, as for every outlet) encoded once by its table's
-  `EventShape` as the JSON of its `data` line and shared by every stream of the database
+- `stream_transactions.transaction_events` turns one log record into `StreamItem`s, each a
+  `Change` record encoded once by its table's `EventShape` as the JSON of its `data` line
+  and shared by every stream of the database
   (`recent_transactions.RecentTransactions` keeps the last ones, so that a thousand streams
   at the end of the log cost one log read and one encoding per commit). Streams current at
   one position with one view (the same tables, the same rights) also share what they take
@@ -32,8 +32,8 @@ from typing import Any, NamedTuple, Protocol, TypeVar
 
 import msgspec
 
-from refimpl.engine.features.change_stream import UNLOGGED, Change, delete_key, entry_run
-from refimpl.engine.storage import records, values
+from refimpl.engine.features.change_stream import UNLOGGED, Change, delete_key
+from refimpl.engine.storage import values
 from refimpl.engine.storage.schema import RowLayout, TableSchema, period_of
 from refimpl.errors import BadRequest, Gone, SqlError
 from refimpl.sql import ast
@@ -173,14 +173,7 @@ class EventShape:
         op, lsn, old = change.op, change.lsn, change.old
         if op == "upsert" and old is UNLOGGED and key is not None and not self._full:
             # Most changes a stream shows (a row written to a table without before-images).
-            return {
-                "table": self.schema.name,
-                "op": "upsert",
-                "key": key,
-                "lsn": lsn,
-                "row": self._shown(change.row),
-                "href": None if self._base is None else self._base + key,
-            }
+            return self.upsert_data(lsn, change.row, key)
         schema = self.schema
         if op == "ddl":
             assert change.key is not None  # a ddl's key is its statement's text
@@ -227,6 +220,18 @@ class EventShape:
             data["old_row"] = self._shown(old) if isinstance(old, tuple) else None
         return data
 
+    def upsert_data(self, lsn: int, row: Sequence[Any], key: str) -> dict[str, Any]:
+        """The `data` object of an upsert of `row` (hex key `key`) at `lsn` on a table
+        without before-images (`data` of such a change)."""
+        return {
+            "table": self.schema.name,
+            "op": "upsert",
+            "key": key,
+            "lsn": lsn,
+            "row": self._shown(row),
+            "href": None if self._base is None else self._base + key,
+        }
+
     def _shown(self, row: Sequence[Any]) -> dict[str, Any]:
         """The row's `row` object (its JSON encoding is what a stream shows)."""
         if self._as_stored:
@@ -262,66 +267,6 @@ class StreamTransaction(NamedTuple):
     items: tuple[StreamItem, ...]
     size: int  # bytes of the items' data, what keeping it costs
     resets: bool = False  # whether an item is a `reset` (a stream then looks at each)
-
-
-def transaction_events(
-    database: str,
-    lsn: int,
-    payload: bytes,
-    schema_of: Callable[[str], TableSchema | None],
-    links: Links = NO_LINKS,
-    shapes: dict[str, EventShape] | None = None,
-) -> StreamTransaction:
-    """The events of the log record `lsn`, in the log's order, with the tables' current
-    schemas (`schema_of(key)`; None: the table is gone, its rows make no event) and the
-    rows' links as `links` names them: each change a `Change` record (`entry_run`, as every
-    outlet makes them), encoded once by its table's `EventShape`. `shapes` keeps those by
-    table key from one call to the next (each made again when its schema changed)."""
-    record = records.decode(lsn, payload)
-    items: list[StreamItem] = []
-    size = 0  # bytes of the items' data
-    resets = False
-    shapes = {} if shapes is None else shapes
-    seqs: dict[str, int] = {}  # each table's next `seq` in the transaction
-    for entry in record.entries:
-        if entry.table is None:
-            continue  # a change of the database itself (ALTER DATABASE ... SET)
-        key = entry.table.lower()
-        schema = schema_of(key)
-        if entry.kind == records.DDL:
-            item = ddl_item(key, entry.table, entry.payload[0], lsn)
-            if schema is None or item.kind == RESET:
-                items.append(item)
-                size += len(item.data)
-                resets = resets or item.kind == RESET
-                continue
-        elif schema is None:
-            continue
-        shape = shapes.get(key)
-        if shape is None or shape.schema is not schema:
-            shape = shapes[key] = EventShape(database, schema, links)
-        seq = seqs.get(key, 0)
-        run = entry_run(record, entry, schema.column_names, schema.replica_identity_full, seq)
-        if run is None:
-            continue
-        seqs[key] = seq + len(run.items)
-        op = run.op
-        if op == "ddl":
-            items.append(item._replace(change=next(run.changes()), shape=shape))
-            size += len(item.data)
-            continue
-        upsert = op == "upsert"
-        rowids = entry.payload[2] if upsert else None
-        for index, change in enumerate(run.changes()):
-            hex_key = (
-                shape.key_of(change.row, rowids[index] if rowids else index)
-                if upsert
-                else change.key
-            )
-            encoded = _json.encode(shape.data(change, hex_key))
-            size += len(encoded)
-            items.append(_new(StreamItem, (key, CHANGE, encoded, change, shape, hex_key)))
-    return _new(StreamTransaction, (lsn, record.committed_at, tuple(items), size, resets))
 
 
 def row_key(

@@ -3,8 +3,8 @@ every event stream that follows it (`RecentTransactions`, what `event_cursor.Eve
 reads as its `Transactions`).
 
 What a caller may rely on: `after(lsn)` gives the log's transactions after `lsn` up to the
-durable LSN, each once, in order, as `event_cursor.transaction_events` makes them, whichever
-readers read where; `shared` gives what was made for a key at the durable LSN now.
+durable LSN, each once, in order, as `stream_transactions.transaction_events` makes them,
+whichever readers read where; `shared` gives what was made for a key at the durable LSN now.
 """
 
 from __future__ import annotations
@@ -14,13 +14,8 @@ from collections.abc import Callable, Hashable, Iterator
 from itertools import islice
 from typing import TYPE_CHECKING, TypeVar, cast
 
-from refimpl.engine.features.event_cursor import (
-    NO_LINKS,
-    EventShape,
-    Links,
-    StreamTransaction,
-    transaction_events,
-)
+from refimpl.engine.features.event_cursor import NO_LINKS, EventShape, Links, StreamTransaction
+from refimpl.engine.features.stream_transactions import transaction_events
 from refimpl.engine.storage.schema import TableSchema
 
 if TYPE_CHECKING:
