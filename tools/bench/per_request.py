@@ -168,11 +168,12 @@ class System:
         by_thread = by_thread and bool(self.pid)
         if self.pid:
             began_fsyncs = fsyncs(self.exec_target)
-            began_switches, began_times = switches(self.pid), user_system(self.pid)
-            began_delay = run_delay(self.pid)
             if by_thread:
+                # Before the counts begin: py-spy's look stops and resumes every thread.
                 names = subscribe.thread_names(self.pid)
                 began_threads = subscribe.thread_cpu(self.pid)
+            began_switches, began_times = switches(self.pid), user_system(self.pid)
+            began_delay = run_delay(self.pid)
         if kind == "pg":
             figures = pgwire.run_phase(self.pg_conninfo, op, CLIENTS, 4, seconds, id_base, self.pid)
         else:

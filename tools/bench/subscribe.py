@@ -530,10 +530,13 @@ def phase(
             _callgrind(server.pid, "-i", "off")
             _callgrind(server.pid, "-d")  # the count so far, in a file of its own
         cpu = harness.cpu_seconds(server.pid) - cpu_before
+        # Read before py-spy's look, which stops and resumes every thread: two runs each,
+        # some 10 a commit of 100 for a pool of 512 workers that no request caused.
+        threads_after = thread_cpu(server.pid)
         names = thread_names(server.pid) if threads_before else {}
         by_thread: dict[str, float] = {}
         runs: dict[str, float] = {}
-        for tid, (spent, slices) in thread_cpu(server.pid).items():
+        for tid, (spent, slices) in threads_after.items():
             name = names.get(tid, "other")
             spent_before, slices_before = threads_before.get(tid, (0.0, 0))
             used = (spent - spent_before) / commits * 1000
