@@ -6,21 +6,16 @@ from __future__ import annotations
 
 import math
 import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[2] / "tools" / "bench"
+from tests.tools.bench_modules import load_bench
 
 
 @pytest.fixture
-def subscribe(monkeypatch: pytest.MonkeyPatch) -> Any:
-    # The benchmarks import each other by bare name, from their own folder.
-    monkeypatch.syspath_prepend(str(BENCH))
-    import subscribe  # type: ignore[import-not-found]
-
-    return subscribe
+def subscribe() -> Any:
+    return load_bench("subscribe")
 
 
 def test_a_stream_run_without_samples_has_every_stream_figure(subscribe: Any) -> None:

@@ -4,21 +4,16 @@ pass without a mark (NaN) left out, NaN when no pass has one."""
 from __future__ import annotations
 
 import math
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[2] / "tools" / "bench"
+from tests.tools.bench_modules import load_bench
 
 
 @pytest.fixture
-def timeline(monkeypatch: pytest.MonkeyPatch) -> Any:
-    # The benchmarks import each other by bare name, from their own folder.
-    monkeypatch.syspath_prepend(str(BENCH))
-    import subscribe_timeline  # type: ignore[import-not-found]
-
-    return subscribe_timeline
+def timeline() -> Any:
+    return load_bench("subscribe_timeline")
 
 
 def test_quantiles_are_nearest_rank_without_the_passes_missing_a_mark(timeline: Any) -> None:

@@ -7,7 +7,6 @@ stream sends must be the rule's, byte for byte, for any row.
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Iterator
 from typing import Any
 
@@ -16,11 +15,11 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-import refimpl
 from refimpl.engine.features.change_stream import UNLOGGED, Change
 from refimpl.engine.features.event_cursor import EventShape, row_key
 from refimpl.engine.storage import values
 from refimpl.engine.storage.schema import TableSchema
+from tests.engine.features.table_schemas import table_schemas
 
 TABLES = {
     "plain": "CREATE TABLE plain (id BIGINT PRIMARY KEY, x DOUBLE, n INT, s TEXT, b BOOLEAN)",
@@ -33,13 +32,8 @@ TABLES = {
 
 @pytest.fixture(scope="module")
 def schemas() -> Iterator[dict[str, TableSchema]]:
-    with tempfile.TemporaryDirectory() as folder:
-        conn = refimpl.connect(folder)
-        for statement in TABLES.values():
-            conn.execute(statement)
-        database = conn.instance.database(conn.database)
-        yield {name: database.tables[name].schema for name in TABLES}
-        conn.close()
+    with table_schemas(TABLES) as made:
+        yield made
 
 
 def _value(column_type: str) -> st.SearchStrategy[Any]:

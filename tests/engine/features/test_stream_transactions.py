@@ -5,7 +5,6 @@ give the same transaction for any record."""
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Iterator
 from typing import Any
 
@@ -13,12 +12,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import refimpl
 from refimpl.engine.features import stream_transactions
 from refimpl.engine.features.event_cursor import EventShape, Links
 from refimpl.engine.features.stream_transactions import _record_events, transaction_events
 from refimpl.engine.storage import records, values
 from refimpl.engine.storage.schema import TableSchema
+from tests.engine.features.table_schemas import table_schemas
 
 TABLES = {
     "plain": "CREATE TABLE plain (id BIGINT PRIMARY KEY, x DOUBLE, s TEXT)",
@@ -33,13 +32,8 @@ LINKS = Links(row=lambda database, table: f"/row?db={database}&table={table}&key
 
 @pytest.fixture(scope="module")
 def schemas() -> Iterator[dict[str, TableSchema]]:
-    with tempfile.TemporaryDirectory() as folder:
-        conn = refimpl.connect(folder)
-        for statement in TABLES.values():
-            conn.execute(statement)
-        database = conn.instance.database(conn.database)
-        yield {name: database.tables[name].schema for name in TABLES}
-        conn.close()
+    with table_schemas(TABLES) as made:
+        yield made
 
 
 def _value(column_type: str) -> st.SearchStrategy[Any]:
