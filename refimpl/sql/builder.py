@@ -25,6 +25,7 @@ from refimpl.sql.builder_publications import PublicationBuilder
 from refimpl.sql.builder_queries import QueryBuilder
 from refimpl.sql.builder_routines import RoutineBuilder
 from refimpl.sql.builder_session import SessionBuilder
+from refimpl.sql.builder_values import ValueFunctionBuilder, refuse_keyword_call
 
 # `?` numbering needs one counter per parse, and the statement timeout a deadline and a count
 # of tokens read. The transformer is shared by every thread (it is built into the parser), so
@@ -72,6 +73,7 @@ class Builder(
     RoutineBuilder,
     SessionBuilder,
     PublicationBuilder,
+    ValueFunctionBuilder,
 ):
     """Builds ast nodes while the LALR parser reduces (one pass, no parse tree).
 
@@ -347,7 +349,9 @@ class Builder(
         return ast.ColumnRef(name, table)
 
     def call(self, name: str, args: tuple[Expr, ...] | None) -> ast.FuncCall:
-        return ast.FuncCall(name.lower(), args or ())
+        name = name.lower()
+        refuse_keyword_call(name)
+        return ast.FuncCall(name, args or ())
 
     def call_star(self, name: str) -> ast.FuncCall:
         return ast.FuncCall(name.lower(), (), star=True)

@@ -16,6 +16,7 @@ from lark import Token, Transformer, v_args
 
 from refimpl.errors import NotAllowed, SqlSyntaxError
 from refimpl.sql import ast
+from refimpl.sql.builder_values import refuse_keyword_call
 
 SCHEMAS = frozenset({"pg_catalog", "public"})
 # PostgreSQL type names in `x::type` -> the type they stand for. OIDs and the reg* types
@@ -156,7 +157,9 @@ class PgBuilder(Transformer):
         return ast.ColumnRef(name, table)
 
     def qualified_call(self, schema: str, name: str, args: tuple | None) -> ast.FuncCall:
-        return ast.FuncCall(_unschema(schema, name).lower(), args or ())
+        name = _unschema(schema, name).lower()
+        refuse_keyword_call(name)
+        return ast.FuncCall(name, args or ())
 
     def pg_operator(self, schema: str, op: str) -> str:
         _unschema(schema, op)

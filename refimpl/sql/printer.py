@@ -27,7 +27,7 @@ from typing import Any
 
 from refimpl.sql import ast
 from refimpl.sql.ast_access import AlterUser
-from refimpl.sql.ast_calls import call_text
+from refimpl.sql.ast_calls import VALUE_WORDS, call_text
 from refimpl.sql.ast_copy import BackupDatabase
 from refimpl.sql.parser import KEYWORDS, NAME_KEYWORDS, RESERVED_WORDS
 from refimpl.sql.printer_session import modes_text, session_printers
@@ -35,7 +35,7 @@ from refimpl.sql.printer_session import modes_text, session_printers
 __all__ = ["quote_name", "quote_string", "to_sql"]
 
 _PLAIN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
-_NEEDS_QUOTES = (KEYWORDS - NAME_KEYWORDS) | RESERVED_WORDS
+_NEEDS_QUOTES = (KEYWORDS - NAME_KEYWORDS) | RESERVED_WORDS | {w.upper() for w in VALUE_WORDS}
 
 
 def quote_name(name: str) -> str:

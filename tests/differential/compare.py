@@ -127,6 +127,26 @@ CHOICES: list[Choice] = [
             and ours.rows is not None
         ),
     ),
+    # `current_user()` is `current_user` here (texts kept before the keyword hold it);
+    # PostgreSQL's grammar refuses the parentheses after the keyword.
+    Choice(
+        "current-user-call",
+        lambda sql, pg, ours: (
+            pg.sqlstate == "42601"
+            and ours.rows is not None
+            and re.search(r"(?<![.\w\"])current_user\s*\(", sql, re.IGNORECASE) is not None
+        ),
+    ),
+    # No DATE or TIME type: their value functions are refused (0A000), as the types are.
+    Choice(
+        "no-date-or-time",
+        lambda sql, pg, ours: (
+            ours.sqlstate == "0A000"
+            and pg.rows is not None
+            and re.search(r"\b(current_date|current_time|localtime)\b", sql, re.IGNORECASE)
+            is not None
+        ),
+    ),
 ]
 
 

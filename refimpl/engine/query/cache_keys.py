@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from refimpl.engine.query.compiled import Scope, ScopeColumn
 from refimpl.engine.query.expressions import AGGREGATES, children
-from refimpl.engine.query.functions import FUNCTIONS
+from refimpl.engine.query.functions import CLOCK_FUNCTIONS, FUNCTIONS
 from refimpl.engine.query.select import column_constraints
 from refimpl.engine.storage.schema import TableSchema
 from refimpl.sql import ast
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from refimpl.engine.storage.database import Database
 
 # Functions whose answer may change without a commit.
-_VOLATILE = frozenset({"now", "kdb_rev"})
+_VOLATILE = CLOCK_FUNCTIONS | {"kdb_rev"}
 # Functions whose answer is the same for every caller: the engine's own scalar functions of
 # their arguments alone, and the aggregates. Any other call (current_user(),
 # has_table_privilege, a catalog function, a routine) may answer each session otherwise.
@@ -31,7 +31,8 @@ _SAME_FOR_EVERY_SESSION = frozenset(FUNCTIONS).union(AGGREGATES) - _VOLATILE
 
 @functools.lru_cache(maxsize=1024)
 def deterministic(statement: ast.Select) -> bool:
-    """False when the answer may change without a commit (now(), kdb_rev())."""
+    """False when the answer may change without a commit (now(), CURRENT_TIMESTAMP,
+    kdb_rev())."""
     nodes: list[ast.Expr] = [item.expr for item in statement.items]
     for clause in (statement.where, statement.having, statement.limit, statement.offset):
         if clause is not None:

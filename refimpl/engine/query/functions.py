@@ -1,4 +1,5 @@
-"""Scalar SQL functions: length, lower, upper, coalesce, nullif, abs, round, now, date_trunc; CAST.
+"""Scalar SQL functions: length, lower, upper, coalesce, nullif, abs, round, now (and
+CURRENT_TIMESTAMP, LOCALTIMESTAMP), date_trunc; CAST.
 
 Each builder takes the function's name, its compiled arguments and the scope, checks
 arity and types, and returns the compiled call.
@@ -179,6 +180,21 @@ def _now(name: str, args: list[Compiled], scope: Scope) -> Compiled:
     return Compiled(lambda row: moment, "TIMESTAMP", constant=True)
 
 
+def _clock(name: str, args: list[Compiled], scope: Scope) -> Compiled:
+    """CURRENT_TIMESTAMP and LOCALTIMESTAMP (the session's time zone is UTC: the same
+    moment), now()'s, rounded to their precision's fractional digits as PostgreSQL rounds."""
+    _arity(name, args, 0, 1)
+    moment = scope.now
+    if args:
+        digits = args[0].fn(()) if args[0].constant else None
+        # The grammar writes a precision as a whole number of digits, six at most.
+        if type(digits) is not int or not 0 <= digits <= 6:
+            raise SqlError(f"the precision of {name.upper()} is a whole number from 0 to 6")
+        step = 10 ** (6 - digits)
+        moment = (moment + step // 2) // step * step
+    return Compiled(lambda row: moment, "TIMESTAMP", constant=True)
+
+
 def truncate_timestamp(unit: str, micros: int) -> int:
     """date_trunc: the start of the unit holding the time (weeks start on Monday)."""
     if unit == "second":
@@ -230,5 +246,10 @@ FUNCTIONS: dict[str, Callable[[str, list[Compiled], Scope], Compiled]] = {
     "abs": _abs,
     "round": _round,
     "now": _now,
+    "current_timestamp": _clock,
+    "localtimestamp": _clock,
     "date_trunc": _date_trunc,
 }
+# The functions of the statement's time (`Scope.now`): a plan calling one is made again for
+# each run, and its answer is never kept.
+CLOCK_FUNCTIONS = frozenset({"now", "current_timestamp", "localtimestamp"})

@@ -36,6 +36,7 @@ from refimpl.engine.query.expressions import (
     contains_aggregate,
     distinct_aggregate_calls,
 )
+from refimpl.engine.query.functions import CLOCK_FUNCTIONS
 from refimpl.engine.query.names import canonical
 from refimpl.engine.query.ordering import OrderFn, OrderFns, first_rows, sort_rows
 from refimpl.engine.query.pg_names import column_name as column_name
@@ -172,7 +173,8 @@ def plan_key(
 @functools.lru_cache(maxsize=4096)
 def _reads(select: ast.Select) -> frozenset[str] | None:
     """The names of the functions `select` calls; None when it has a subquery or calls
-    now() or a set-returning function (its source is then a relation of its own)."""
+    now() (or CURRENT_TIMESTAMP, ...: CLOCK_FUNCTIONS) or a set-returning function (its
+    source is then a relation of its own)."""
     names = set()
     for node in ast.walk(select):
         if isinstance(node, _SUBQUERY_NODES):
@@ -181,7 +183,9 @@ def _reads(select: ast.Select) -> frozenset[str] | None:
             names.add(node.name)
     if any(isinstance(node, ast.WindowCall) for node in ast.walk(select)):
         return None
-    return None if "now" in names or not names.isdisjoint(SET_RETURNING) else frozenset(names)
+    if not names.isdisjoint(CLOCK_FUNCTIONS) or not names.isdisjoint(SET_RETURNING):
+        return None
+    return frozenset(names)
 
 
 _SUBQUERY_NODES = (

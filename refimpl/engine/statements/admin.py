@@ -6,6 +6,7 @@ the right it needs and answers a `Result`; `executor` dispatches to them.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -177,9 +178,11 @@ def _drop_partition_where(
         name = table.schema.name
         if table.layout.period is None:
             raise SqlError(f"table '{name}' is not partitioned by time; it has no partitions")
-        test = compile_expression(
-            statement.where, table_scope(table.schema, params, "DROP PARTITION WHERE")
-        ).fn
+        # The statement's time (`ts < now()`) and the session's functions, as in a WHERE of
+        # a SELECT; the log keeps the partitions chosen, not the condition.
+        scope = table_scope(table.schema, params, "DROP PARTITION WHERE", time.time_ns() // 1000)
+        scope.functions = context.sql_functions()
+        test = compile_expression(statement.where, scope).fn
         periods: dict[str, bool] = {}
         for part, partition in table.partitions.items():
             whole = all(test(row) is True for row in partition.values())

@@ -211,19 +211,32 @@ def _subscribe(
 # -- INSERT, UPDATE, DELETE --------------------------------------------------------------
 
 
-def _constant_scope(params: Sequence[Any]) -> Scope:
-    return Scope(columns=[], params=params, now=now_micros(), clause="VALUES")
+def row_scope(
+    context: StatementContext, schema: TableSchema, params: Sequence[Any], clause: str, now: int
+) -> Scope:
+    """The scope of expressions over a table's rows that a statement writes (SET, WHERE,
+    RETURNING): the statement's moment `now` and the session's functions, as a SELECT's."""
+    scope = table_scope(schema, params, clause, now)
+    scope.functions = context.sql_functions()
+    return scope
 
 
-def _evaluate_constant(expr: ast.Expr, params: Sequence[Any], scope: Scope | None) -> Any:
-    # The common cases without compiling: literals and parameters.
+def _evaluate_constant(
+    expr: ast.Expr, params: Sequence[Any], context: StatementContext, made: list[Scope]
+) -> Any:
+    """A VALUES item's value. The common cases without compiling: literals and parameters;
+    any other is compiled in the statement's one scope (`made`, made at the first: one
+    moment for the whole statement, none made for an INSERT of constants)."""
     if type(expr) is ast.Literal:
         return expr.value
-    if type(expr) is ast.Param:
-        if expr.index >= len(params):
-            return compile_expression(expr, _constant_scope(params)).fn(())
+    if type(expr) is ast.Param and expr.index < len(params):
         return params[expr.index]
-    return compile_expression(expr, scope or _constant_scope(params)).fn(())
+    if not made:
+        functions = context.sql_functions()
+        made.append(
+            Scope(columns=[], params=params, now=now_micros(), functions=functions, clause="VALUES")
+        )
+    return compile_expression(expr, made[0]).fn(())
 
 
 def _insert(
@@ -234,18 +247,19 @@ def _insert(
     if loaded is not None:
         return message_result(text, f"{loaded} row(s) inserted", loaded)
 
+    made: list[Scope] = []  # the VALUES' scope, once one item needs it
+
     def run(txn: Transaction) -> Result:
         txn.table(statement.table)  # UnknownTable before the SELECT runs
         if statement.select is not None:
             output = select_rows(context, statement.select, params)
             source_rows: Sequence[Sequence[Any]] = output.rows
         else:
-            scope = None
             evaluated: list[list[Any]] = []
             for number, row in enumerate(statement.rows or (), start=1):
                 if not number & 4095:
                     admission.running_long()  # a long VALUES list makes way for others
-                evaluated.append([_evaluate_constant(e, params, scope) for e in row])
+                evaluated.append([_evaluate_constant(e, params, context, made) for e in row])
             source_rows = evaluated
         written: list[Row] | None = [] if statement.returning else None
         count = insert_rows(
@@ -259,7 +273,9 @@ def _insert(
         )
         if written is not None:
             schema = txn.table(statement.table).schema
-            return returned(text, schema, statement.returning, written, params)
+            now = made[0].now if made else now_micros()
+            scope = row_scope(context, schema, params, "RETURNING", now)
+            return returned(text, schema, statement.returning, written, scope)
         return message_result(text, f"{count} row(s) inserted", count)
 
     return context.write(run)
@@ -362,16 +378,18 @@ def insert_values(
 
 
 def _matching(
+    context: StatementContext,
     work: TableWork,
     schema: TableSchema,
     where: ast.Expr | None,
     params: Sequence[Any],
     deadline: float,
+    now: int,
 ) -> list[tuple[Ident, Row]]:
     """The rows an UPDATE or DELETE changes; the scan stops at the statement's deadline."""
-    scope = table_scope(schema, params, "WHERE")
     if where is None:
         return list(bounded(work.rows_with_idents(), deadline))
+    scope = row_scope(context, schema, params, "WHERE", now)
     predicate = compile_expression(where, scope)
     if predicate.type not in ("BOOLEAN", "NULL"):
         raise TypeMismatch(f"WHERE needs a BOOLEAN condition, not {predicate.type}")
@@ -393,14 +411,15 @@ def _update(
         work = txn.table(statement.table)
         schema = work.schema
         table = work.current()
-        scope = table_scope(schema, params, "SET")
+        now = now_micros()  # the statement's one moment
+        scope = row_scope(context, schema, params, "SET", now)
         assignments = []
         for name, expr in statement.assignments:
             position = schema.position(name)
             compiled = compile_expression(expr, scope)
             assignments.append((position, compiled.fn, schema.columns[position]))
         deadline = context.deadline()
-        matched = _matching(work, schema, statement.where, params, deadline)
+        matched = _matching(context, work, schema, statement.where, params, deadline, now)
         updates = []
         for ident, row in bounded(iter(matched), deadline):
             cells = list(row)
@@ -440,7 +459,8 @@ def _update(
             firing.after(pairs)
         if statement.returning:
             new_rows = [row for _, _, row in updates]
-            return returned(text, schema, statement.returning, new_rows, params)
+            scope = row_scope(context, schema, params, "RETURNING", now)
+            return returned(text, schema, statement.returning, new_rows, scope)
         return message_result(text, f"{len(updates)} row(s) updated", len(updates))
 
     return context.write(run)
@@ -454,7 +474,8 @@ def _delete(
     def run(txn: Transaction) -> Result:
         work = txn.table(statement.table)
         schema = work.schema
-        matched = _matching(work, schema, statement.where, params, context.deadline())
+        now = now_micros()  # the statement's one moment
+        matched = _matching(context, work, schema, statement.where, params, context.deadline(), now)
         count = len(matched)
         gone = [row for _, row in matched]
         firing = row_triggers(context, txn, statement.table, "DELETE", execute)
@@ -472,7 +493,8 @@ def _delete(
         if firing is not None:
             firing.after(removed)
         if statement.returning:
-            return returned(text, schema, statement.returning, gone, params)
+            scope = row_scope(context, schema, params, "RETURNING", now)
+            return returned(text, schema, statement.returning, gone, scope)
         return message_result(text, f"{count} row(s) deleted", count)
 
     return context.write(run)

@@ -38,6 +38,7 @@ from refimpl.engine.statements.pg_catalog import (
     role_oid,
 )
 from refimpl.engine.statements.pg_views import ViewColumns, ViewRelation, readable_views
+from refimpl.engine.statements.routines import session_principal
 from refimpl.engine.storage.access_hints import AccessHints
 from refimpl.errors import (
     Forbidden,
@@ -269,6 +270,14 @@ def functions(views: ViewColumnsOf) -> dict[str, ScalarFunction]:
         "current_database": _of_session((0,), "STRING",
                                         lambda context: context.database.name),
         "current_user": _of_session((0,), "STRING", lambda context: context.principal.name),
+        # SQL's keywords (spec/sql.md, "Value functions"): USER and CURRENT_ROLE are
+        # current_user; SESSION_USER is the session's user, also inside a trigger that runs
+        # as its definer; CURRENT_CATALOG is current_database().
+        "user": _of_session((0,), "STRING", lambda context: context.principal.name),
+        "current_role": _of_session((0,), "STRING", lambda context: context.principal.name),
+        "session_user": _of_session((0,), "STRING",
+                                    lambda context: session_principal(context).name),
+        "current_catalog": _of_session((0,), "STRING", lambda context: context.database.name),
         "version": _function((0,), "STRING", lambda: SERVER_VERSION),
         "regclass": _of_session((1,), "OID", regclass),
         "to_regclass": _of_session((1,), "OID", relation_oid),

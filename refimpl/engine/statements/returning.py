@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from refimpl.engine.query.compiled import table_scope
+from refimpl.engine.query.compiled import Scope
 from refimpl.engine.query.expressions import compile_expression, contains_aggregate
 from refimpl.engine.query.pg_names import column_name, pg_names
 from refimpl.engine.result import Column, Result, query_result
@@ -24,10 +24,10 @@ def returned(
     schema: TableSchema,
     items: tuple[ast.SelectItem, ...],
     rows: Sequence[Sequence[Any]],
-    params: Sequence[Any],
+    scope: Scope,
 ) -> Result:
-    """The answer of a RETURNING clause over the written `rows` (each a table row)."""
-    scope = table_scope(schema, params, "RETURNING")
+    """The answer of a RETURNING clause over the written `rows` (each a table row), its items
+    compiled in `scope` (the table's columns, the statement's parameters, time, functions)."""
     expanded: list[ast.SelectItem] = []
     for item in items:
         if isinstance(item.expr, ast.Star):

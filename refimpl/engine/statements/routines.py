@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import fields, is_dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from refimpl.engine.query.session_functions import SessionFunctions
 from refimpl.engine.result import Result, message_result
 from refimpl.engine.rights import Principal, Right
 from refimpl.engine.storage import ddl, values
@@ -34,7 +35,6 @@ from refimpl.errors import (
 from refimpl.sql import ast
 
 if TYPE_CHECKING:
-    from refimpl.engine.query.session_functions import SessionFunctions
     from refimpl.engine.statements.context import (
         AccessRules,
         Catalog,
@@ -76,6 +76,11 @@ class RoutineContext:
                 f" {MAX_DEPTH} a statement may; a trigger that writes its own table fires"
                 " itself: give it a WHEN that stops it"
             )
+
+    @property
+    def outer(self) -> StatementContext:
+        """The context whose statement fired or called this routine."""
+        return self._outer
 
     @property
     def database(self) -> Database:
@@ -143,10 +148,21 @@ class RoutineContext:
         return self._outer.deadline()
 
     def sql_functions(self) -> SessionFunctions:
-        return self._outer.sql_functions()
+        # The same table, each call run for this context: in a body current_user() and the
+        # rights of kdb_rev are whom it runs as (a trigger's definer, a procedure's caller),
+        # in its SELECTs, VALUES and WHERE alike.
+        return SessionFunctions(self._outer.sql_functions().table, lambda: self)
 
     def table_functions(self) -> dict[str, TableFunction]:
         return self._outer.table_functions()
+
+
+def session_principal(context: StatementContext) -> Principal:
+    """The user of the session whose statement runs, however deep in triggers and CALLs
+    (PostgreSQL's session_user: a trigger runs as its definer, not as this user)."""
+    while isinstance(context, RoutineContext):
+        context = context.outer
+    return context.principal
 
 
 def routines_of(context: StatementContext, kind: str) -> dict[str, str]:

@@ -32,26 +32,35 @@ def users(instance: Instance) -> Iterator[tuple[Session, Session]]:
         opened.close()
 
 
-def test_each_caller_reads_its_own_answer_through_the_result_cache(users):
+# SQL's keywords (`current_user`, `user`, ...) are calls too: spec/sql.md, "Value functions".
+CALLER = ["current_user()", "current_user", "user", "current_role", "session_user"]
+
+
+@pytest.mark.parametrize("caller", CALLER)
+def test_each_caller_reads_its_own_answer_through_the_result_cache(users, caller):
     u, v = users
-    sql = "SELECT current_user(), id FROM t"
+    sql = f"SELECT {caller}, id FROM t"
     for _ in range(3):  # the later runs of each would come from the cache if it kept them
         assert u.execute(sql).rows == [("u", 1)]
         assert v.execute(sql).rows == [("v", 1)]
 
 
-def test_a_filter_over_the_callers_name_filters_for_each_caller(users):
+@pytest.mark.parametrize("caller", CALLER)
+def test_a_filter_over_the_callers_name_filters_for_each_caller(users, caller):
     u, v = users
-    sql = "SELECT id FROM t WHERE current_user() = 'u'"
+    sql = f"SELECT id FROM t WHERE {caller} = 'u'"
     for _ in range(3):
         assert u.execute(sql).rows == [(1,)]
         assert v.execute(sql).rows == []
 
 
-def test_a_live_query_of_the_callers_name_answers_each_subscriber_for_itself(instance, users):
+@pytest.mark.parametrize("caller", ["current_user()", "user"])
+def test_a_live_query_of_the_callers_name_answers_each_subscriber_for_itself(
+    instance, users, caller
+):
     u, v = users
     manager = instance.subscriptions
-    sql = "SUBSCRIBE SELECT current_user() AS me, v FROM t"
+    sql = f"SUBSCRIBE SELECT {caller} AS me, v FROM t"
     waits = []
     for session, name in ((u, "u"), (v, "v")):
         snapshot = manager.ask_now(session, sql, None)
@@ -76,6 +85,12 @@ def test_a_live_query_of_the_callers_name_answers_each_subscriber_for_itself(ins
         ("SELECT id FROM t WHERE has_table_privilege('t', 'SELECT')", False),
         ("SELECT kdb_rev('t'), id FROM t", False),
         ("SELECT now(), id FROM t", False),
+        ("SELECT current_user, id FROM t", False),
+        ("SELECT id FROM t WHERE user = 'u'", False),
+        ("SELECT id FROM t WHERE \"user\" = 'u'", True),  # a column of that name
+        ("SELECT session_user, current_catalog, current_schema FROM t", False),
+        ("SELECT CURRENT_TIMESTAMP, id FROM t", False),
+        ("SELECT id FROM t WHERE ts < localtimestamp(0)", False),
         ("SELECT id FROM t WHERE v IN (SELECT v FROM t WHERE current_user() = 'u')", False),
     ],
 )

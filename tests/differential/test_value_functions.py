@@ -1,0 +1,100 @@
+"""SQL's value functions (`current_user`, `CURRENT_TIMESTAMP(3)`, ...) against PostgreSQL 15:
+the same answers, column names and errors (by SQLSTATE class), but for the dialect choices
+spec/sql.md lists (`current-user-call`, `no-date-or-time`). The users differ (postgres
+there, admin here), so answers that name one compare it with another function's."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import psycopg
+import pytest
+
+from tests.differential.compare import explain, run, same
+from tests.differential.session import connect_refimpl, servers
+
+KEYWORDS = (
+    "current_user, session_user, current_role, user, current_schema, current_catalog,"
+    " CURRENT_TIMESTAMP, LOCALTIMESTAMP, CURRENT_TIMESTAMP(3), LOCALTIMESTAMP(0)"
+)
+# Statements both answer alike (rows, or an error of one SQLSTATE class), in this order.
+ALIKE = [
+    "SELECT current_user = session_user AS a, current_user = user AS b,"
+    " current_role = current_user AS c, current_user = current_user AS d",
+    "SELECT current_schema, current_schema() AS s, current_catalog = current_database() AS c",
+    "SELECT CURRENT_TIMESTAMP = now() AS a, LOCALTIMESTAMP(6) = LOCALTIMESTAMP AS b,"
+    " CURRENT_TIMESTAMP(0) >= date_trunc('second', CURRENT_TIMESTAMP) AS c",
+    'SELECT "user", vf.user, n, user = "user" AS mine FROM vf',
+    "SELECT count(*) AS n FROM vf WHERE user = current_user",
+    'UPDATE vf SET n = n + 1 WHERE "user" <> current_user RETURNING n, user = current_user',
+    'INSERT INTO vf VALUES (session_user, 5) RETURNING "user" = current_user AS mine, n',
+    'DELETE FROM vf WHERE "user" = current_role RETURNING n',
+    "SELECT session_user()",
+    "SELECT current_role()",
+    "SELECT current_catalog()",
+    "SELECT current_timestamp()",
+    "SELECT localtimestamp(1.5)",
+    'SELECT "user"()',
+    'SELECT "current_timestamp"()',
+    "SELECT user()",  # 42601 there, 42883 here: both class 42
+]
+# Statements that differ by a documented choice: (statement, the choice's id).
+CHOSEN = [
+    ("SELECT current_user()", "current-user-call"),
+    ("SELECT current_user() = current_user AS same", "current-user-call"),
+    ("SELECT current_date", "no-date-or-time"),
+    ("SELECT current_time(2)", "no-date-or-time"),
+    ("SELECT localtime", "no-date-or-time"),
+]
+
+
+@pytest.fixture(scope="module")
+def both() -> Iterator[tuple[psycopg.Connection, psycopg.Connection]]:
+    with servers() as (postgres, why, refimpl_server):
+        if postgres is None or refimpl_server is None:
+            pytest.skip(f"no PostgreSQL 15 to compare with: {why}")
+        theirs = postgres.connect()
+        ours = connect_refimpl(refimpl_server)
+        try:
+            for conn in (theirs, ours):
+                conn.execute('CREATE TABLE vf ("user" TEXT, n INT)')
+                conn.execute("INSERT INTO vf VALUES ('ram', 1)")
+            yield theirs, ours
+        finally:
+            theirs.close()
+            ours.close()
+
+
+def test_they_answer_alike(both) -> None:
+    theirs, ours = both
+    for sql in ALIKE:
+        pg, mine = run(theirs, sql), run(ours, sql)
+        assert same(pg, mine, ordered=True), f"{sql}\n  PostgreSQL: {pg}\n  refimpl:    {mine}"
+
+
+def test_their_columns_are_named_as_postgresql_names_them(both) -> None:
+    theirs, ours = both
+    names = [
+        [column.name for column in conn.execute(f"SELECT {KEYWORDS}").description or ()]
+        for conn in (theirs, ours)
+    ]
+    assert names[0] == names[1]
+    assert names[1][6:] == ["current_timestamp", "localtimestamp"] * 2
+
+
+def test_the_time_is_a_timestamp_with_time_zone_on_both(both) -> None:
+    theirs, ours = both
+    types = [
+        [column.type_code for column in conn.execute(sql).description or ()]
+        for conn in (theirs, ours)
+        for sql in ("SELECT CURRENT_TIMESTAMP, CURRENT_TIMESTAMP(2), now()",)
+    ]
+    assert types[0] == types[1] == [1184, 1184, 1184]
+
+
+@pytest.mark.parametrize(("sql", "choice"), CHOSEN)
+def test_the_differences_are_the_documented_choices(both, sql: str, choice: str) -> None:
+    theirs, ours = both
+    pg, mine = run(theirs, sql), run(ours, sql)
+    assert not same(pg, mine, ordered=True)
+    assert explain(sql, pg, mine) == choice, f"{sql}\n  PostgreSQL: {pg}\n  refimpl:    {mine}"
