@@ -6,22 +6,72 @@ fsync (a real SSD's flush), where group commit shows. SQLite runs with journal_m
 synchronous=FULL, one writer.
 
     python tools/bench/commit.py [--commits 4000] [--delay-ms 2]
+
+With `--against CHECKOUT`, the refimpl runs alone (no SQLite, no delay), this checkout's
+and the other's in turn, `--rounds` times, each run in a child process: commits/s, commit
+p50/p99, and the log's synced writes (`write_all_synced`, a flush's write and sync in one
+call) timed one by one, p50/p99 in microseconds, what the disk's side of a commit costs;
+medians over the rounds:
+
+    python tools/bench/commit.py --against ../before [--rounds 6] [--threads 1,16]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sqlite3
 import statistics
 import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import harness
 
 import refimpl
 from refimpl.engine.options import EngineOptions
+
+
+def _timed_synced_writes() -> list[float]:
+    """The log's synced writes from now on, each call's seconds added to the list returned."""
+    from refimpl.engine.storage import wal
+
+    samples: list[float] = []
+    synced = wal.write_all_synced
+
+    def timed(*args: Any) -> None:
+        started = time.perf_counter()
+        synced(*args)
+        samples.append(time.perf_counter() - started)
+
+    wal.write_all_synced = timed  # type: ignore[assignment]
+    return samples
+
+
+def child(commits: int, threads: int) -> None:
+    """One run of this process's refimpl, its figures as JSON on the last line."""
+    syncs = _timed_synced_writes()
+    figures = run_refimpl(commits, threads, 0.0)
+    figures["sync_p50_us"] = harness.percentile(syncs, 0.5) * 1e6
+    figures["sync_p99_us"] = harness.percentile(syncs, 0.99) * 1e6
+    print(json.dumps(figures))
+
+
+def against(other: Path, rounds: int, commits: int, threads: list[int]) -> None:
+    codes = [harness.REPO, other]
+    keys = ("rate", "p50_ms", "p99_ms", "sync_p50_us", "sync_p99_us")
+    rows = []
+    for count in threads:
+        arguments = ["--commits", str(commits), "--threads", str(count)]
+        results = harness.alternate_children(__file__, codes, rounds, arguments)
+        for code in codes:
+            medians = [statistics.median(run[key] for run in results[code]) for key in keys]
+            rows.append((f"{count} writer(s), {code}", *medians))
+    harness.print_table(
+        ("workload", "commits/s", "p50 ms", "p99 ms", "sync p50 us", "sync p99 us"), rows
+    )
 
 
 def run_refimpl(commits: int, threads: int, fsync_delay: float) -> dict[str, float]:
@@ -91,7 +141,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--commits", type=int, default=4000)
     parser.add_argument("--delay-ms", type=float, default=2.0)
+    parser.add_argument("--against", type=Path, help="another checkout, run in turn")
+    parser.add_argument("--rounds", type=int, default=6)
+    parser.add_argument("--threads", default="1,16", help="writer threads of each phase")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    threads = [int(count) for count in args.threads.split(",")]
+    if args.child:
+        child(args.commits, threads[0])
+        return
+    if args.against is not None:
+        against(args.against.resolve(), args.rounds, args.commits, threads)
+        return
 
     rows = []
     sqlite = run_sqlite(args.commits)
