@@ -462,7 +462,7 @@ class WaitingRoom(SharedSends[A], Generic[A]):
             cost = time.thread_time() - cpu
         with self._lock:
             self._fanout_batches.update(again)
-            self._fanout_pace.round(cost)
+            self._fanout_pace.round(cost, behind=bool(again))
 
     @staticmethod
     def _fan_out(batch: Batch) -> bool:
