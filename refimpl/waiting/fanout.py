@@ -31,11 +31,13 @@ HeadedSend = Callable[[Iterable[tuple[Any, bytes]], bytes], None]
 FANOUT_SPACING = 20
 MAX_FANOUT_WAIT = 0.5
 # After a round that left streams behind (a shared part stopped at its budget, more ready),
-# the cap bounds no event's latency: those streams wait for the rounds after it anyway. The
-# next round then waits its whole spacing, up to MAX_BEHIND_WAIT, so that the streams keep
-# to their share while writers queue. With 1,000 streams such a round (a 249 KB part each)
-# cost 55-60 ms of CPU: capped at 0.5 s, the rounds took 9-11% of the server's processor
-# instead of 1/21 (tools/bench/stream.py --throughput-only --server-timing).
+# the cap bounds no event's latency: those streams wait for the rounds after it anyway. Past
+# MAX_FANOUT_WAIT by the clock, the next round then waits on for the CPU time still owed
+# (as long as the rest of the process is busy, BUSY_SHARE), up to MAX_BEHIND_WAIT, so that
+# the streams keep to their share while writers want the processor. With 1,000 streams such
+# a round (a 249 KB part each) cost 55-72 ms of CPU: capped at 0.5 s, the rounds took 9-12%
+# of the server's processor instead of 1/21 (tools/bench/stream.py --throughput-only
+# --server-timing). Writers that queue for the disk leave the process idle: the cap holds.
 MAX_BEHIND_WAIT = 2.0
 # Past the spacing by the clock, the wait goes on for CPU time still owed only while the rest
 # of the process uses at least this share of a core: writers that wait for the disk, not
@@ -89,7 +91,8 @@ class FanoutPace:
     time from its end, and on until the rest of the process has used that much CPU time
     since then (on a machine whose cores other programs also want, wall time gives the
     writers less) as long as it uses at least BUSY_SHARE of a core, never more than
-    MAX_FANOUT_WAIT after the end (MAX_BEHIND_WAIT after a round that left streams behind).
+    MAX_FANOUT_WAIT after the end (MAX_BEHIND_WAIT after a round that left streams behind,
+    past MAX_FANOUT_WAIT only while the rest is busy).
     While writers queue, the streams so take about 1/(FANOUT_SPACING + 1) of the server's
     processor time, and each round carries the events of many commits.
 
@@ -130,9 +133,8 @@ class FanoutPace:
         self._queued = queued
         self._ended, self._cpu_at_end = now, self._process_cpu()
         self._wanted = FANOUT_SPACING * cost if waits else 0.0
-        longest = MAX_BEHIND_WAIT if behind else MAX_FANOUT_WAIT
-        self._latest = now + longest
-        self.next_round = now + min(self._wanted, longest)
+        self._latest = now + (MAX_BEHIND_WAIT if behind else MAX_FANOUT_WAIT)
+        self.next_round = now + min(self._wanted, MAX_FANOUT_WAIT)
 
     @property
     def writers_queue(self) -> bool:
