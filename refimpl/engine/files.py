@@ -71,6 +71,16 @@ class FileOps:
         """Writes some of `data`; returns how many bytes (maybe fewer: see `write_all`)."""
         return os.write(fd, data)
 
+    def write_at(self, fd: int, data: bytes | bytearray | memoryview, offset: int) -> int:
+        """Writes some of `data` at byte `offset` of the file, whatever the descriptor's
+        position (which stays); returns how many bytes."""
+        return os.pwrite(fd, data, offset)
+
+    def seek(self, fd: int, offset: int) -> None:
+        """Sets the descriptor's position (where `write` and `write_synced` go next) to
+        byte `offset`: a descriptor's own state, no change to the file."""
+        os.lseek(fd, offset, os.SEEK_SET)
+
     def fsync(self, fd: int) -> None:
         os.fsync(fd)
 

@@ -234,7 +234,11 @@ class CrashRun:
         if kind == "garbage":
             tail = self.rng.randbytes(self.rng.randint(1, 64))
         elif kind == "zeros":
-            tail = bytes(self.rng.randint(1, 4096))
+            # Zeros after the last record are the log's end (what it writes ahead of it, see
+            # wal_zeros), not a torn tail: nothing to cut or report.
+            with open(segments[-1], "ab") as file:
+                file.write(bytes(self.rng.randint(1, 4096)))
+            return False
         else:
             payload = self.rng.randbytes(self.rng.randint(20, 300))
             frame = frame_header((report.last_lsn or 0) + 1, payload) + payload
@@ -247,8 +251,8 @@ class CrashRun:
     def cut_unacknowledged(self, segment: Path) -> bool:
         data = segment.read_bytes()
         pos = last = 0
-        while pos < len(data):
-            last = pos
+        while pos + HEADER_SIZE <= len(data) and HEADER.unpack_from(data, pos)[2]:
+            last = pos  # a frame: zeros written ahead of the log hold no LSN
             pos += HEADER_SIZE + HEADER.unpack_from(data, pos)[0]
         if not data:
             return False

@@ -31,7 +31,15 @@ from typing import Any
 from refimpl.engine.files import REAL_FILES, FileOps, write_all
 from refimpl.engine.storage import checkpoint
 from refimpl.engine.storage.database import CHECKPOINT_FOLDER, WAL_FOLDER
-from refimpl.engine.storage.wal_segments import HEADER, HEADER_SIZE, list_segments, scan_segments
+from refimpl.engine.storage.wal_segments import (
+    HEADER,
+    HEADER_SIZE,
+    find_valid_frame,
+    list_segments,
+    parse_segment_name,
+    scan_segments,
+    valid_end,
+)
 from refimpl.errors import StorageError
 
 MANIFEST = "backup.json"
@@ -161,17 +169,16 @@ def _copy_file(source: Path, target: Path, files: FileOps) -> tuple[int, int]:
 
 
 def _cut_to_whole_frames(path: Path, files: FileOps) -> None:
-    """Cut a copied last segment after its last whole frame (one being written is left out;
-    a checksum that fails shows up in the scan that follows)."""
+    """Cut a copied last segment after its last valid frame when no valid frame follows it:
+    what follows is then a frame being written as the copy read it (cut short, or over zeros
+    written ahead of the log, `wal_zeros`, not yet all overwritten) or those zeros. A valid
+    frame after a bad one is damage, left for the scan that follows to report."""
     data = path.read_bytes()
-    offset = 0
-    while offset + HEADER_SIZE <= len(data):
-        length = HEADER.unpack_from(data, offset)[0]
-        if offset + HEADER_SIZE + length > len(data):
-            break
-        offset += HEADER_SIZE + length
-    if offset < len(data):
-        files.truncate(path, offset)
+    first_lsn = parse_segment_name(path.name)
+    assert first_lsn is not None  # a name `list_segments` gave
+    end, last_lsn = valid_end(data, first_lsn)
+    if end < len(data) and find_valid_frame(data, end + 1, last_lsn) is None:
+        files.truncate(path, end)
 
 
 def _cut_after(folder: Path, lsn: int, files: FileOps) -> None:

@@ -38,6 +38,7 @@ from refimpl.engine.files import REAL_FILES, UNSUPPORTED, FileOps, write_all, wr
 from refimpl.engine.measures import LatencyHistogram
 from refimpl.engine.storage.wal_crc import KnownTail
 from refimpl.engine.storage.wal_gather import MAX_SECONDS, Gather
+from refimpl.engine.storage.wal_opening import failure_message, recover
 from refimpl.engine.storage.wal_reading import gone_message, read_failure, run_reads
 from refimpl.engine.storage.wal_recent import RecentRecords
 from refimpl.engine.storage.wal_seals import remove_seal, write_seal
@@ -51,19 +52,19 @@ from refimpl.engine.storage.wal_segments import (
     Segment,
     SegmentInfo,
     frame_runs,
-    list_segments,
-    scan_segments,
     segment_name,
     segment_runs,
 )
-from refimpl.errors import CorruptLog, Gone, WritesStopped
+from refimpl.engine.storage.wal_zeros import DEFAULT_ZERO_PLAN, ZeroAhead, ZeroPlan
+from refimpl.errors import Gone, WritesStopped
 
 __all__ = ["DEFAULT_SEGMENT_BYTES", "SegmentInfo", "WriteAheadLog"]
 
 P = ParamSpec("P")
 DEFAULT_SEGMENT_BYTES = 64 * 1024 * 1024
 _KEPT_BYTES = 1 << 20  # a payload this large with a known checksum is not copied at append
-_OPEN_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CREAT
+# Written at the log's end, which zeros written ahead of it (`wal_zeros`) put before the file's.
+_OPEN_FLAGS = os.O_WRONLY | os.O_CREAT
 
 
 class WriteAheadLog:
@@ -80,12 +81,14 @@ class WriteAheadLog:
         segment_bytes: int = DEFAULT_SEGMENT_BYTES,
         fsync_delay: float = 0.0,
         files: FileOps = REAL_FILES,
+        zeros: ZeroPlan | None = DEFAULT_ZERO_PLAN,
     ) -> None:
         """Opens (creating if missing) and recovers the log in `directory`.
 
         `fsync_delay` is for benchmarks only: every fsync additionally sleeps that many seconds,
         as a slow disk's flush would. Every change to a file goes through `files` (tests inject
-        failures through it). Raises `CorruptLog` for damage other than a torn tail.
+        failures through it). `zeros`: how the log writes zeros ahead of its end (`wal_zeros`;
+        None: never). Raises `CorruptLog` for damage other than a torn tail.
         """
         if segment_bytes < 1:
             raise ValueError("segment_bytes must be at least 1")
@@ -93,6 +96,7 @@ class WriteAheadLog:
         self._segment_bytes = segment_bytes
         self._fsync_delay = fsync_delay
         self._files = files
+        self._zeros = ZeroAhead(files, zeros) if zeros is not None else None
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)  # durable_lsn moved, leader done, closed
         self._waiting = 0  # threads in `_wait`: a flush that ends with none notifies none
@@ -118,8 +122,7 @@ class WriteAheadLog:
         self._write_dirty = False
         self._one_call = True  # the leader writes and syncs in one call (leader-only)
         self._doing = ""  # what the leader is doing, for its failure message (leader-only)
-        self.recovery_messages: list[str] = []
-        self._segments: list[Segment] = self._recover()
+        self._segments, self.recovery_messages = recover(self._directory, files, self._timed)
         # The sum of the segments' sizes, kept as they grow and go: a group commit reads it
         # (`Database._maybe_checkpoint`) at every flush, which summing the segments would
         # make cost a step per segment kept.
@@ -133,36 +136,6 @@ class WriteAheadLog:
         # Every frame up to here had its checksum checked by the open (a seal's, or its own).
         self._checked_lsn = self._last_lsn
         self.recent = RecentRecords()  # the newest appended, durable or not (see its module)
-
-    # --- opening ----------------------------------------------------------------------------
-
-    def _recover(self) -> list[Segment]:
-        directory = self._directory
-        doing = f"create the folder {directory}"
-        try:
-            if self._files.mkdir(directory):
-                self._timed(self._files.sync_directory, directory.parent)
-            doing = f"read the segments in {directory}"
-            result = scan_segments(list_segments(directory), use_seals=True)
-            if result.damage is not None:
-                damage = result.damage
-                raise CorruptLog(str(damage.path), damage.offset, damage.reason, damage.lost())
-            if result.torn_tail is not None:
-                tail = result.torn_tail
-                doing = f"cut the torn tail of {tail.path}"
-                self._files.truncate(tail.path, tail.offset)
-                self._sync_file(tail.path)
-                self.recovery_messages.append(f"cut a torn tail of {tail.where()}")
-            elif result.segments:
-                # The previous process may have died between write and fsync; what recovery
-                # accepts as durable must be on disk before anything is built on it.
-                doing = f"sync {result.segments[-1].path}"
-                self._sync_file(result.segments[-1].path)
-        except OSError as exc:
-            raise WritesStopped(_failure_message(doing, exc, durable_lsn=None)) from exc
-        for segment in result.walked:  # sound, but unsealed: the next open need not walk it
-            write_seal(self._files, segment.path, segment.seal())
-        return result.segments
 
     # --- properties -------------------------------------------------------------------------
 
@@ -350,7 +323,7 @@ class WriteAheadLog:
             if failure is None:
                 self._durable_lsn = target
             elif self._failure is None:
-                self._failure = _failure_message(self._doing, failure, self._durable_lsn)
+                self._failure = failure_message(self._doing, failure, self._durable_lsn)
             if self._waiting:  # the protocols' one flushing thread is most often alone
                 self._cond.notify_all()
             message = self._failure
@@ -367,12 +340,16 @@ class WriteAheadLog:
             fd = self._write_fd
             assert fd is not None
             self._doing = f"write to {segment.path}"  # and sync it, in one call
+            end = segment.written + sum(map(len, run))
+            if self._zeros is not None:
+                self._zeros.claim(end)  # the zeros ahead stay clear of this run
             if not (self._one_call and self._write_synced(fd, run)):
                 for data in run:
                     write_all(self._files, fd, data)
                 self._write_dirty = True
             for data in run:
                 segment.crc = zlib.crc32(data, segment.crc)
+            segment.written = end
         if self._write_dirty and self._write_fd is not None:
             self._doing = f"sync {self._write_segment.path if self._write_segment else ''}"
             self._timed(self._files.fsync, self._write_fd)
@@ -405,21 +382,18 @@ class WriteAheadLog:
             # It never changes again: appends go to this segment and later ones.
             write_seal(self._files, sealed.path, sealed.seal())
         self._doing = f"open {segment.path}"
-        self._write_fd = self._files.open(segment.path, _OPEN_FLAGS, 0o644)
+        fd = self._write_fd = self._files.open(segment.path, _OPEN_FLAGS, 0o644)
         self._write_segment = segment
+        self._files.seek(fd, segment.written)
+        if self._zeros is not None:
+            size = os.fstat(fd).st_size
+            self._zeros.switch(segment.path, segment.written, size, self._segment_bytes)
         if not segment.on_disk:
             # A new file's name is durable only once the folder is synced; do it before any
             # record in it can be acknowledged.
             self._doing = f"sync the folder {self._directory}"
             self._timed(self._files.sync_directory, self._directory)
             segment.on_disk = True
-
-    def _sync_file(self, path: Path) -> None:
-        fd = self._files.open(path, os.O_RDONLY)
-        try:
-            self._timed(self._files.fsync, fd)
-        finally:
-            self._files.close(fd)
 
     def _timed(self, sync: Callable[P, object], *args: P.args, **kwargs: P.kwargs) -> None:
         """`sync(*args)`: one fsync (or synchronized write) in the count and, once it
@@ -442,7 +416,7 @@ class WriteAheadLog:
     def _fail(self, doing: str, exc: BaseException) -> WritesStopped:
         with self._cond:
             if self._failure is None:
-                self._failure = _failure_message(doing, exc, self._durable_lsn)
+                self._failure = failure_message(doing, exc, self._durable_lsn)
             self._cond.notify_all()
             return WritesStopped(self._failure)
 
@@ -553,6 +527,9 @@ class WriteAheadLog:
         with self._cond:
             while self._flushing:
                 self._wait()
+        if self._zeros is not None:
+            self._zeros.close()  # a step still writing ends first
+        with self._cond:
             if self._write_fd is not None:
                 fd, self._write_fd, self._write_segment = self._write_fd, None, None
                 try:
@@ -590,11 +567,3 @@ class WriteAheadLog:
 
 def _first_lsn(segment: Segment) -> int:
     return segment.first_lsn
-
-
-def _failure_message(doing: str, exc: BaseException, durable_lsn: int | None) -> str:
-    acked = f"; nothing after LSN {durable_lsn} is acknowledged" if durable_lsn is not None else ""
-    return (
-        f"writes stopped: the write-ahead log could not {doing or 'go on'} ({exc}){acked};"
-        " the disk must be checked and the server restarted to write again"
-    )

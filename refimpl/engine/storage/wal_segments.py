@@ -53,6 +53,8 @@ LENGTH_CRC = Struct("<II")
 LSN_FIELD = Struct("<Q")
 _SEGMENT_NAME = re.compile(r"^(\d{20})\.wal$")
 _NONZERO = re.compile(rb"[^\x00]")
+_SECTOR = 512  # the smallest unit a disk writes whole (or not at all) in a crash
+_ZERO_SECTOR = bytes(_SECTOR)
 # A segment's bytes as a scan reads them: a file's mapping, or bytes.
 Data = bytes | mmap.mmap
 
@@ -112,6 +114,7 @@ class Segment:
         "index_offsets",
         "on_disk",
         "crc",
+        "written",
     )
 
     def __init__(self, first_lsn: int, path: Path, *, on_disk: bool) -> None:
@@ -125,6 +128,8 @@ class Segment:
         # leader creates segment files, after the previous segment is on disk).
         self.on_disk = on_disk
         self.crc = 0  # CRC32 of the bytes written to the file so far (its seal's checksum)
+        # Bytes of records in the file (the leader's; zeros past them are no record's).
+        self.written = 0
 
     @property
     def records(self) -> int:
@@ -150,6 +155,7 @@ class Segment:
     def from_seal(cls, seal: Seal, path: Path) -> Segment:
         segment = cls(seal.first_lsn, path, on_disk=True)
         segment.last_lsn, segment.size, segment.crc = seal.last_lsn, seal.size, seal.crc
+        segment.written = seal.size
         segment.index_lsns, segment.index_offsets = seal.index_lsns, seal.index_offsets
         return segment
 
@@ -259,14 +265,17 @@ def scan_segments(
             segment = Segment(first_lsn, path, on_disk=True)
         walk_from = segment.size
         end, reason, cut_short = _walk_frames(data, segment)
+        segment.written = end
+        if reason is not None and _only_zeros(data, end):
+            reason = None  # only zeros follow: written ahead of the log (wal_zeros), its end
         if end > walk_from or reason is not None:
             segment.crc = zlib.crc32(memoryview(data)[:end])
             if not is_last:
                 result.walked.append(segment)
         result.segments.append(segment)
         if reason is not None:
-            torn = is_last and (cut_short or _NONZERO.search(data, end) is None)
             following = find_valid_frame(data, end + 1, segment.last_lsn)
+            torn = is_last and (cut_short or _unwritten_sector(data, end))
             if following is not None:
                 reason += f", yet a valid frame of LSN {following[1]} follows at offset"
                 reason += f" {following[0]}"
@@ -289,6 +298,45 @@ def scan_segments(
             return result
         previous_last = segment.last_lsn
     return result
+
+
+def _only_zeros(data: Data, start: int) -> bool:
+    """Whether every byte of `data` from `start` on is zero: counted in C a megabyte at a
+    time (the zeros a log writes ahead of its end, up to a megabyte and a half, are counted
+    at every open; a search for a non-zero byte took several times as long)."""
+    size = len(data)
+    while start < size:
+        piece = data[start : start + RUN_BYTES]
+        if piece.count(0) != len(piece):
+            return False
+        start += RUN_BYTES
+    return True
+
+
+def _unwritten_sector(data: Data, end: int) -> bool:
+    """Whether the bytes from the bad frame at `end` on show a write cut short in a file
+    written ahead with zeros (`wal_zeros`): some disk sector's share of them, up to the last
+    non-zero byte or the end the frame's length gives (whichever is further), is all zeros.
+    A crash leaves each sector of a write either written or as it was (zeros, past the last
+    durable frame); a whole frame whose bytes all reached the disk and fail their checksum
+    has no such sector, and stays damage."""
+    size = len(data)
+    # One past the last non-zero byte, found backwards a sector at a time (zeros are many).
+    last = size
+    while last > end and data[max(end, last - _SECTOR) : last] == _ZERO_SECTOR[: last - end]:
+        last = max(end, last - _SECTOR)
+    if last > end:
+        low = max(end, last - _SECTOR)
+        last = low + len(data[low:last].rstrip(b"\0"))
+    if size - end >= HEADER_SIZE:
+        last = max(last, min(size, end + HEADER_SIZE + HEADER.unpack_from(data, end)[0]))
+    sector = end - end % _SECTOR
+    while sector < last:
+        share = data[max(sector, end) : min(sector + _SECTOR, last)]
+        if share == _ZERO_SECTOR[: len(share)]:
+            return True
+        sector += _SECTOR
+    return False
 
 
 def _mapped(path: Path) -> Data:
@@ -320,6 +368,14 @@ def _last_lsn_after(data: Data, start: int, later: list[tuple[int, Path]], after
         _walk_frames(path.read_bytes(), segment)
         highest = max(highest, segment.last_lsn)
     return highest
+
+
+def valid_end(data: Data, first_lsn: int) -> tuple[int, int]:
+    """Where the run of valid frames at the start of `data` (a segment's bytes, its first
+    record `first_lsn`) ends: the offset after its last valid frame and that frame's LSN
+    (`first_lsn - 1` when there is none)."""
+    segment = Segment(first_lsn, Path(), on_disk=True)
+    return _walk_frames(data, segment)[0], segment.last_lsn
 
 
 def _walk_frames(data: Data, segment: Segment) -> tuple[int, str | None, bool]:
