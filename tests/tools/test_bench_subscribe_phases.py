@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.tools.bench_modules import load_bench
@@ -33,6 +33,7 @@ def test_a_hundred_and_ten_thousand_keep_their_documented_shapes(subscribe: Any)
     assert watched == [symbols[0]] * 100
 
 
+@settings(deadline=None)  # a loaded machine: no time limit on a pure function
 @given(
     total=st.integers(min_value=1, max_value=10_000),
     per_symbol=st.integers(min_value=1, max_value=150),
