@@ -70,6 +70,9 @@ def test_two_users_of_one_text_get_their_own_names_from_every_path(users):
             ]
             mine = session.execute("SELECT id FROM t WHERE owner = current_user").rows
             assert mine == [(1 if name == "u" else 2,)]
+            # A point read, whose plan the database keeps for every caller.
+            point = session.execute("SELECT session_user, id FROM t WHERE id = 1").rows
+            assert point == [(name, 1)]
     prepared = u.prepare("SELECT current_user, ?")
     assert prepared is not None
     assert u.run_prepared(prepared, (1,)).rows == [("u", 1)]
