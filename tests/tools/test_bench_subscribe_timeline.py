@@ -26,3 +26,11 @@ def test_quantiles_are_nearest_rank_without_the_passes_missing_a_mark(timeline: 
 def test_a_quantile_of_no_marked_pass_is_nan(timeline: Any) -> None:
     assert math.isnan(timeline._quantile([math.nan, math.nan], 0.5))
     assert math.isnan(timeline._quantile([], 0.99))
+
+
+def test_the_hand_off_is_from_the_flush_the_pass_waited_for(timeline: Any) -> None:
+    points = {"settle began": 10.0, "settled": 10.5}
+    # The flush ended before the wait (at 9) is not the one waited for; the one at 10.2 is.
+    assert timeline._handed_off(points, [9.0, 10.2, 10.4]) == pytest.approx(0.3)
+    assert math.isnan(timeline._handed_off(points, [9.0, 11.0]))  # durable already: no wait
+    assert math.isnan(timeline._handed_off({}, [10.2]))  # a pass that never settled

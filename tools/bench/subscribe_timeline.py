@@ -55,7 +55,7 @@ import json, sys, threading, time
 from refimpl.engine.tracking import signals
 from refimpl.http.endpoints import subscribe_route
 from refimpl.waiting import fanout
-out, passes, wakes, pauses, flushes = sys.argv[1], [], [], [], []
+out, passes, wakes, pauses, flushes, published = sys.argv[1], [], [], [], [], []
 def switches():
     with open("/proc/thread-self/status") as file:
         text = file.read()
@@ -85,10 +85,13 @@ except ImportError:
 if hasattr(PassReads, "settle"):  # parts made while the flush runs, then sent once durable
     settle = PassReads.settle
     def timed_settle(self):
+        began = time.monotonic()
         try:
             return settle(self)
         finally:
-            getattr(marks, "points", {}).setdefault("settled", time.monotonic())
+            points = getattr(marks, "points", {})
+            points.setdefault("settle began", began)
+            points.setdefault("settled", time.monotonic())
     PassReads.settle = timed_settle
 send_headed = fanout.SharedSends.send_headed
 def timed_send_headed(self, parts, body):
@@ -118,6 +121,14 @@ if lead is not None:
         finally:
             flushes.append(time.monotonic())
     wal.WriteAheadLog._lead = timed_lead
+from refimpl.waiting import room
+on_commit = room.WaitingRoom._on_commit  # the publishing thread's acknowledgements
+def timed_on_commit(self):
+    try:
+        return on_commit(self)
+    finally:
+        published.append(time.monotonic())
+room.WaitingRoom._on_commit = timed_on_commit
 turns = fanout.taking_turns
 def timed_pause(seconds):
     began = time.monotonic()
@@ -131,7 +142,8 @@ try:
     status = main(sys.argv[2:])
 finally:
     with open(out, "w") as file:
-        json.dump({"passes": passes, "wakes": wakes, "pauses": pauses, "flushes": flushes}, file)
+        notes = {"passes": passes, "wakes": wakes, "pauses": pauses, "flushes": flushes}
+        json.dump({**notes, "published": published}, file)
 sys.exit(status)
 """
 
@@ -203,6 +215,7 @@ def run(code: Path | None, commits: int, lean: bool = False, pin: bool = False) 
     rows: list[list[float]] = []
     wakes = notes["wakes"]
     flushes = notes["flushes"]
+    published = notes["published"]
     late = 0  # parts made in passes of a few late wake-ups during the commits
     for began, made, ended, cpu, _before, after, points in notes["passes"]:
         if made is None or made[4] < 50:  # a pass of a few late wake-ups
@@ -214,6 +227,7 @@ def run(code: Path | None, commits: int, lean: bool = False, pin: bool = False) 
             continue
         asked = max((s for s in starts if s <= woke), default=math.nan)
         made_at, made_end, made_cpu, made_switches, _ = made
+        flushed = min((f for f in flushes if f >= woke), default=math.nan)
         rows.append(
             [
                 (began - woke) * 1e3,
@@ -225,16 +239,27 @@ def run(code: Path | None, commits: int, lean: bool = False, pin: bool = False) 
                 after[1] - made_switches[1],
                 (points.get("settled", made_end) - woke) * 1e3,
                 (points.get("first sent", math.nan) - woke) * 1e3,
-                (min((f for f in flushes if f >= woke), default=math.nan) - woke) * 1e3,
+                (flushed - woke) * 1e3,
                 (points.get("last sent", math.nan) - woke) * 1e3,
+                (min((p for p in published if p >= flushed), default=math.nan) - woke) * 1e3,
                 (woke - asked) * 1e3,
+                _handed_off(points, flushes) * 1e3,
             ]
         )
     names = ["pass starts", "made", "sent", "make CPU", "send CPU", "send slept", "send off CPU"]
-    names += ["durable", "first sent", "flushed", "last sent"]
+    names += ["durable", "first sent", "flushed", "last sent", "acknowledged"]
     for k, name in enumerate(names):
         unit = " ms" if k < 5 or k > 6 else ""
         figures[name + unit] = _quantile([r[k] for r in rows], 0.5)
+    # The hand-off from the end of the flush a pass waited for to the pass's return from
+    # that wait, over the passes that waited (the others found their commits durable once
+    # their parts were made); and from the flush's end to the end of the publishing
+    # thread's acknowledgements (`WaitingRoom._on_commit`, on the flusher after the flush).
+    handed = [r[13] for r in rows]
+    figures["passes waiting a commit"] = sum(not math.isnan(h) for h in handed) / commits
+    figures["flushed to durable p50 ms"] = _quantile(handed, 0.5)
+    figures["flushed to durable p99 ms"] = _quantile(handed, 0.99)
+    figures["flushed to acknowledged p50 ms"] = _quantile([r[11] - r[9] for r in rows], 0.5)
     # The server's own side of the push, by its clock: from the commit's flush's end (the
     # leader marked it durable) and from the wake-ups' start to the return of the pass's
     # last send. On loopback a send puts the bytes in the client's socket before it
@@ -246,10 +271,10 @@ def run(code: Path | None, commits: int, lean: bool = False, pin: bool = False) 
     figures["durable to last sent p99 ms"] = _quantile(from_durable, 0.99)
     # Before the wake-ups: the writer's request reaching the server and its INSERT run up to
     # the commit's wake-ups (the bench's latencies start at the writer's clock, as this).
-    to_wake = [r[11] for r in rows]
+    to_wake = [r[12] for r in rows]
     figures["request to wake p50 ms"] = _quantile(to_wake, 0.5)
     figures["request to wake p99 ms"] = _quantile(to_wake, 0.99)
-    figures["request to last sent p99 ms"] = _quantile([r[11] + r[10] for r in rows], 0.99)
+    figures["request to last sent p99 ms"] = _quantile([r[12] + r[10] for r in rows], 0.99)
     # The figures above are of each commit's pass of its woken streams; a stream whose last
     # part was still in flight at the wake-up makes its part once that one is sent, in a
     # later, small pass, which they leave out: the clients' tail may be these parts.
@@ -260,6 +285,17 @@ def run(code: Path | None, commits: int, lean: bool = False, pin: bool = False) 
     figures["waiters CPU ms a commit"] = (window[1] - window[0]) * 1e3 / commits
     figures["INSERT round trip ms"] = statistics.median(trips) * 1e3
     return figures
+
+
+def _handed_off(points: dict[str, float], flushes: list[float]) -> float:
+    """Seconds from the end of the flush a pass waited for in `PassReads.settle` (the first
+    to end after the wait began) to the wait's return; NaN when the pass did not wait (its
+    commits were durable: no flush ended during the wait)."""
+    began, settled = points.get("settle began"), points.get("settled")
+    if began is None or settled is None:
+        return math.nan
+    ended = min((f for f in flushes if f >= began), default=math.inf)
+    return settled - ended if ended <= settled else math.nan
 
 
 def _quantile(samples: list[float], q: float) -> float:
@@ -284,6 +320,11 @@ SHOWN = [
     "made ms",
     "flushed ms",
     "durable ms",
+    "acknowledged ms",
+    "passes waiting a commit",
+    "flushed to durable p50 ms",
+    "flushed to durable p99 ms",
+    "flushed to acknowledged p50 ms",
     "first sent ms",
     "sent ms",
     "last sent ms",
