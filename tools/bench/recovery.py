@@ -2,7 +2,10 @@
 
 Writes N commits of one row each (`INSERT INTO r VALUES (id, v, s)`; each its own transaction
 and its own log record) in a child process that then exits without closing anything, as a
-killed server does once its commits were durable. Background checkpoints are off while it
+killed server does once its commits were durable. Each checkout timed writes its own log
+(with `--against OLD`, OLD's child writes OLD's): a log one version leaves need not open
+cleanly in another (the zeros a log now writes ahead of its end are a torn tail to a
+version before them). Background checkpoints are off while it
 writes, so the 55 MB of log of 1,000,000 such commits is what a server leaves whose
 `checkpoint_mb` is 64 or more (with the default, 8, a crash leaves at most about 132,000
 of them to replay: `--commits 132000` times that; 275,000 with the 16 of before). Then it
@@ -49,7 +52,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing
 import os
 import shutil
 import statistics
@@ -130,10 +132,27 @@ def reopen_once(path: Path) -> dict[str, float]:
 
 
 def _run(code: Path, *arguments: str) -> str:
-    """This script run by the checkout `code` in a fresh process; its standard output."""
+    """This script run by the checkout `code` in a fresh process; its standard output. A
+    failure stops the bench with that process's own error output."""
     env = {**os.environ, "PYTHONPATH": str(code)}
     command = [sys.executable, str(HERE), *arguments]
-    return subprocess.run(command, env=env, check=True, capture_output=True, text=True).stdout
+    done = subprocess.run(command, env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(arguments[:1])} by {code} failed:\n{done.stderr}")
+    return done.stdout
+
+
+def crashed(folder: Path, code: Path, commits: int, batch: int) -> Path:
+    """`folder`'s data folder of `commits` commits written by the checkout `code`, left as a
+    crash leaves it (kept from an earlier run when it is there: `--reuse`)."""
+    target = folder / ("crashed" if code == CHECKOUT else f"crashed-{code.name}")
+    if not target.exists():
+        started = time.perf_counter()
+        _run(code, "--crash-once", str(target), "--commits", str(commits), "--batch", str(batch))
+        written = time.perf_counter() - started
+        who = "this checkout" if code == CHECKOUT else str(code)
+        print(f"  [{who}] written in {written:.1f} s ({commits / written:,.0f} commits/s)")
+    return target
 
 
 def copy_durably(source: Path, target: Path) -> None:
@@ -320,6 +339,7 @@ def main() -> None:
     parser.add_argument("--reopen-once", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--stop-once", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--tail-once", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--crash-once", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.reopen_once is not None:
         print(json.dumps(reopen_once(args.reopen_once)))
@@ -346,34 +366,29 @@ def main() -> None:
     if args.tail_once is not None:
         tail_once(args.tail_once, args.commits, args.tail, args.batch)
         return
+    if args.crash_once is not None:
+        write_commits(args.crash_once, 0, args.commits, args.batch, crash=True)
+        return
 
     codes = [CHECKOUT] + ([args.against.resolve()] if args.against else [])
     folder = args.keep or Path(tempfile.mkdtemp(prefix="kdb-recovery-"))
-    crashed = folder / "crashed"
     checks = []
     try:
         if not args.reuse:
-            print(f"writing {args.commits:,} single-row commits; load {_load()}", flush=True)
-            started = time.perf_counter()
-            child = multiprocessing.get_context("fork").Process(
-                target=write_commits, args=(crashed, 0, args.commits, args.batch, True)
-            )
-            child.start()
-            child.join()
-            assert child.exitcode == 0, child.exitcode
-            written = time.perf_counter() - started
-            print(f"  written in {written:.1f} s ({args.commits / written:,.0f} commits/s)")
+            for old in folder.glob("crashed*"):
+                shutil.rmtree(old)
+        print(f"writing {args.commits:,} single-row commits; load {_load()}", flush=True)
+        crashes = {code: crashed(folder, code, args.commits, args.batch) for code in codes}
         for old in [*folder.glob("stopped-*"), *folder.glob("tailed-*")]:
             shutil.rmtree(old)
 
         if not args.quick:
-            sources = dict.fromkeys(codes, crashed)
-            measure("reopen after a crash", sources, args.commits, args.repeat)
-        sources = {code: stopped(crashed, code) for code in codes}
+            measure("reopen after a crash", crashes, args.commits, args.repeat)
+        sources = {code: stopped(crashes[code], code) for code in codes}
         stops = measure("reopen after a clean stop", sources, args.commits, args.repeat)
 
         sources = {
-            code: tailed(crashed, code, args.commits, args.tail, args.batch) for code in codes
+            code: tailed(crashes[code], code, args.commits, args.tail, args.batch) for code in codes
         }
         total = args.commits + args.tail
         label = f"reopen with a checkpoint {args.tail:,} commits before the end"
