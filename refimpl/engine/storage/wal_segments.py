@@ -276,6 +276,11 @@ def scan_segments(
         if reason is not None:
             following = find_valid_frame(data, end + 1, segment.last_lsn)
             torn = is_last and (cut_short or _unwritten_sector(data, end))
+            if torn and _whole_but_its_length(data, end):
+                torn = False
+                reason = (
+                    "a whole frame's length field is damaged (its checksum matches a shorter frame)"
+                )
             if following is not None:
                 reason += f", yet a valid frame of LSN {following[1]} follows at offset"
                 reason += f" {following[0]}"
@@ -321,13 +326,7 @@ def _unwritten_sector(data: Data, end: int) -> bool:
     durable frame); a whole frame whose bytes all reached the disk and fail their checksum
     has no such sector, and stays damage."""
     size = len(data)
-    # One past the last non-zero byte, found backwards a sector at a time (zeros are many).
-    last = size
-    while last > end and data[max(end, last - _SECTOR) : last] == _ZERO_SECTOR[: last - end]:
-        last = max(end, last - _SECTOR)
-    if last > end:
-        low = max(end, last - _SECTOR)
-        last = low + len(data[low:last].rstrip(b"\0"))
+    last = _nonzero_end(data, end)
     if size - end >= HEADER_SIZE:
         last = max(last, min(size, end + HEADER_SIZE + HEADER.unpack_from(data, end)[0]))
     sector = end - end % _SECTOR
@@ -336,6 +335,38 @@ def _unwritten_sector(data: Data, end: int) -> bool:
         if share == _ZERO_SECTOR[: len(share)]:
             return True
         sector += _SECTOR
+    return False
+
+
+def _nonzero_end(data: Data, start: int) -> int:
+    """One past the last non-zero byte of `data` from `start` on (`start` when none is),
+    found backwards a sector at a time (the zeros written ahead are many)."""
+    last = len(data)
+    while last > start and data[max(start, last - _SECTOR) : last] == _ZERO_SECTOR[: last - start]:
+        last = max(start, last - _SECTOR)
+    if last > start:
+        low = max(start, last - _SECTOR)
+        last = low + len(data[low:last].rstrip(b"\0"))
+    return last
+
+
+def _whole_but_its_length(data: Data, pos: int) -> bool:
+    """Whether the bad frame at `pos` is whole and sound but for its length field: its
+    checksum matches its bytes up to an end between its last non-zero byte and a sector past
+    it (a payload may end in zeros). Its length then reads past the zeros written ahead of
+    it, or past the file's end, as a write cut short leaves it; yet it was written whole and
+    may have been acknowledged: damage. A frame a crash cut short matches no such end (but
+    by a chance of one in 2**32 a try)."""
+    size = len(data)
+    if size - pos < HEADER_SIZE:
+        return False
+    crc = HEADER.unpack_from(data, pos)[1]
+    end = max(_nonzero_end(data, pos), pos + HEADER_SIZE)
+    summed = zlib.crc32(memoryview(data)[pos + 8 : end])
+    for _ in range(min(size - end, _SECTOR) + 1):
+        if summed == crc:
+            return True
+        summed = zlib.crc32(b"\0", summed)  # the next byte, a zero (past the last non-zero)
     return False
 
 
