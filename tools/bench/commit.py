@@ -66,6 +66,14 @@ def against(other: Path, rounds: int, commits: int, threads: list[int]) -> None:
     for count in threads:
         arguments = ["--commits", str(commits), "--threads", str(count)]
         results = harness.alternate_children(__file__, codes, rounds, arguments)
+        for k in range(rounds):
+            runs = [results[code][k] for code in codes]
+            print(
+                f"{count} writer(s), round {k + 1}: commits/s "
+                + " / ".join(f"{run['rate']:,.0f}" for run in runs)
+                + ", sync p50 us "
+                + " / ".join(f"{run['sync_p50_us']:,.0f}" for run in runs)
+            )
         for code in codes:
             medians = [statistics.median(run[key] for run in results[code]) for key in keys]
             rows.append((f"{count} writer(s), {code}", *medians))

@@ -15,6 +15,10 @@ each call:
   fsync'd, never written: ext4 keeps such blocks as unwritten extents, and the first write
   into each turns it written, a metadata change that the sync commits as growing does.
 
+With `--log`, the same through the engine's log (`WriteAheadLog`: a record appended, then
+waited for until durable), `log grow` with no zeros written ahead against `log zeros` as the
+log runs by default, each after a warm-up of 100 KB (past the size from which the zeros start).
+
 The modes take turns of `--turn` writes each, in files of their own, `--rounds` times; every
 round prints each mode's median and p99 in microseconds, and the end their medians over the
 rounds. Run it under `nice`; other writers on the same disk move the figures, which is why
@@ -24,6 +28,10 @@ the modes take short turns:
 """
 
 from __future__ import annotations
+
+import bench_path  # noqa: F401  - first: the checkout's refimpl (see bench_path)
+
+# isort: split
 
 import argparse
 import os
@@ -35,6 +43,7 @@ from pathlib import Path
 
 _DSYNC = getattr(os, "RWF_DSYNC", 0)
 MODES = ("grow", "zeroed", "fallocate")
+LOG_MODES = ("log grow", "log zeros")
 
 
 def _sizes(appends: int, low: int, high: int, seed: int) -> list[int]:
@@ -100,12 +109,46 @@ class Writer:
         self.path.unlink()
 
 
-def run_round(folder: Path, sizes: list[int], fdatasync: bool, turn: int) -> dict[str, list[float]]:
+class LogWriter:
+    """`Writer` through the engine's log: each record appended and waited for until durable
+    (`WriteAheadLog.append`, `wait_durable`), with or without its zeros written ahead."""
+
+    def __init__(self, folder: Path, mode: str) -> None:
+        from refimpl.engine.storage.wal import WriteAheadLog
+
+        self.mode = mode
+        directory = folder / mode.replace(" ", "-")
+        if mode == "log zeros":
+            self.log = WriteAheadLog(directory)
+        else:
+            self.log = WriteAheadLog(directory, zeros=None)
+        self.timings: list[float] = []
+        self.write([bytes(1000)] * 100)  # past the size from which the zeros start
+        time.sleep(0.5)  # and their first step done
+        self.timings.clear()
+
+    def write(self, payloads: list[bytes]) -> None:
+        log, clock, timings = self.log, time.perf_counter, self.timings
+        for data in payloads:
+            started = clock()
+            log.wait_durable(log.append(data))
+            timings.append(clock() - started)
+
+    def close(self) -> None:
+        self.log.close()
+
+
+def run_round(
+    folder: Path, sizes: list[int], fdatasync: bool, turn: int, modes: tuple[str, ...] = MODES
+) -> dict[str, list[float]]:
     """Seconds each synced write of `sizes` took in each mode, each mode in a new file of
     `folder`; the modes take turns every `turn` writes, so that whatever else the disk does
     meanwhile falls on each alike."""
     total = sum(sizes) + 4096
-    writers = [Writer(folder, mode, total, fdatasync) for mode in MODES]
+    writers: list[Writer | LogWriter] = [
+        LogWriter(folder, mode) if mode in LOG_MODES else Writer(folder, mode, total, fdatasync)
+        for mode in modes
+    ]
     payloads = [os.urandom(size) for size in sizes]
     try:
         for k, start in enumerate(range(0, len(payloads), turn)):
@@ -132,28 +175,32 @@ def main() -> None:
     parser.add_argument("--turn", type=int, default=50, help="writes a mode's turn")
     parser.add_argument("--fdatasync", action="store_true", help="write, then fdatasync")
     parser.add_argument("--folder", type=Path, default=None, help="on the disk to measure")
+    parser.add_argument("--log", action="store_true", help="through the engine's log instead")
     args = parser.parse_args()
+    modes = LOG_MODES if args.log else MODES
     if not _DSYNC and not args.fdatasync:
         parser.error("no pwritev2 with RWF_DSYNC here: use --fdatasync")
-    medians: dict[str, list[float]] = {mode: [] for mode in MODES}
-    p99s: dict[str, list[float]] = {mode: [] for mode in MODES}
+    medians: dict[str, list[float]] = {mode: [] for mode in modes}
+    p99s: dict[str, list[float]] = {mode: [] for mode in modes}
     with tempfile.TemporaryDirectory(dir=args.folder) as name:
         folder = Path(name)
         for round_ in range(args.rounds):
             sizes = _sizes(args.appends, args.min_bytes, args.max_bytes, seed=round_)
-            timed = run_round(folder, sizes, args.fdatasync, args.turn)
+            timed = run_round(folder, sizes, args.fdatasync, args.turn, modes)
             line = []
-            for mode in MODES:
+            for mode in modes:
                 timings = timed[mode]
                 medians[mode].append(statistics.median(timings) * 1e6)
                 p99s[mode].append(_p99(timings) * 1e6)
                 line.append(f"{mode} p50 {medians[mode][-1]:7.1f} p99 {p99s[mode][-1]:8.1f}")
             print(f"round {round_ + 1}: " + " | ".join(line), flush=True)
     call = "write + fdatasync" if args.fdatasync else "pwritev2(RWF_DSYNC)"
+    if args.log:
+        call = "the log's append and wait_durable"
     print(f"\n{args.appends} synced appends of {args.min_bytes}-{args.max_bytes} bytes ({call}),")
     print(f"medians over {args.rounds} rounds, microseconds a call:")
-    grow = statistics.median(medians["grow"])
-    for mode in MODES:
+    grow = statistics.median(medians[modes[0]])
+    for mode in modes:
         p50 = statistics.median(medians[mode])
         p99 = statistics.median(p99s[mode])
         print(f"  {mode:10s} p50 {p50:8.1f}  p99 {p99:8.1f}  p50 vs grow {p50 / grow:5.2f}x")
