@@ -15,19 +15,7 @@ from refimpl.waiting.fanout import (
     MAX_FANOUT_WAIT,
     FanoutPace,
 )
-
-
-class Writers:
-    """A log's count of queued commits: `storm` rises at each read, else it stands."""
-
-    def __init__(self, storm: bool) -> None:
-        self.storm = storm
-        self.count = 0
-
-    @property
-    def queued_appends(self) -> int:
-        self.count += self.storm
-        return self.count
+from tests.waiting.queued_writers import Writers
 
 
 def _pace(storm: bool) -> tuple[FanoutPace, list[float], list[float], Writers]:

@@ -32,6 +32,7 @@ from refimpl.waiting.room import (
     WaitingRoom,
 )
 from tests.waiting.parking import park
+from tests.waiting.queued_writers import Writers
 from tests.waits import eventually
 
 
@@ -181,20 +182,6 @@ def test_parking_without_news_makes_no_pass(monkeypatch):
     assert eventually(lambda: all(waiting))
     assert 1 <= len(passes) <= 3
     room.close()
-
-
-class Writers:
-    """A log's count of queued commits, as `FanoutPace` reads it: `storm` rises at each
-    read (writers queue all the while), else it stands."""
-
-    def __init__(self, storm: bool) -> None:
-        self.storm = storm
-        self.count = 0
-
-    @property
-    def queued_appends(self) -> int:
-        self.count += self.storm
-        return self.count
 
 
 def test_a_fan_out_round_attempts_each_paced_stream_once_and_spaces_the_next():
