@@ -67,7 +67,9 @@ next requests):
 Machine instructions a commit over all the server's threads (valgrind's callgrind), the same
 run after run whatever the load; a short run over-weights what a connection or a
 subscription does once (its first answer's head, its log line's first shape), alike in both
-trees:
+trees; and at --interval 1 each commit carries a second of the server's own time-driven work
+(the room's thread answering the unwoken long polls at their 10 s wait, the main thread's
+rounds), which the 100-waiter phases have and --phases 10 (every waiter woken) has less of:
 
     python tools/bench/subscribe.py --phases 10 --before ../old --rounds 2 --commits 20 \
         --interval 1 --instructions
