@@ -104,10 +104,13 @@ class ZeroAhead:
                 step = partial(self._step, path, start, stop)
         if step is None:
             return
-        if plan.background:
-            threading.Thread(target=step, name="log zeros", daemon=True).start()
-        else:
+        if not plan.background:
             step()  # its zeros start past this run's end: the run is written after it
+            return
+        try:
+            threading.Thread(target=step, name="log zeros", daemon=True).start()
+        except RuntimeError:  # no thread to be had: no zeros, and nothing waits for them
+            self._ended(path, stop, done=False)
 
     def _step(self, path: Path, start: int, stop: int) -> None:
         """Zeros written into `path` from `start` to `stop`, fsync'd."""
@@ -125,6 +128,10 @@ class ZeroAhead:
                 self._files.close(fd)
         except OSError:
             pass  # the zeros are an economy: without them, writes grow the file
+        finally:  # whatever happened, a run or a close waiting for this step goes on
+            self._ended(path, stop, done)
+
+    def _ended(self, path: Path, stop: int, done: bool) -> None:
         with self._cond:
             self._busy = None
             if self._path == path:

@@ -6,6 +6,7 @@ fails its checksum, or a valid frame after a bad one, is damage as before."""
 from __future__ import annotations
 
 import random
+import threading
 import time
 from pathlib import Path
 
@@ -151,3 +152,30 @@ def test_a_valid_frame_after_an_unwritten_one_is_damage(tmp_path: Path) -> None:
     zero_range(path, offsets[1] + HEADER_SIZE + 600, offsets[1] + HEADER_SIZE + 1300)
     with pytest.raises(CorruptLog, match="yet a valid frame of LSN 3 follows"):
         WriteAheadLog(tmp_path, zeros=INLINE)
+
+
+class BrokenZeros(FileOps):
+    """A step's write fails with what no disk raises: a bug's exception, not an OSError."""
+
+    def write_at(self, fd: int, data: bytes | bytearray | memoryview, offset: int) -> int:
+        raise ValueError("not a disk's error")
+
+    def fsync(self, fd: int) -> None:
+        pass
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
+def test_a_step_that_breaks_ends_the_zeros_and_holds_nothing_up(tmp_path: Path) -> None:
+    plan = ZeroPlan(after=0, chunk=4096, ahead=2048, background=True)
+    payloads = [payload_of(lsn, 1500) for lsn in range(1, 21)]
+    done = threading.Event()
+
+    def write() -> None:
+        with WriteAheadLog(tmp_path, files=BrokenZeros(), zeros=plan) as log:
+            append_durably(log, payloads)
+        done.set()
+
+    threading.Thread(target=write, daemon=True).start()
+    assert done.wait(30), "a run or the close waited for a step that had ended"
+    with WriteAheadLog(tmp_path, zeros=None) as log:
+        assert [p for _, p in log.read(0)] == payloads
