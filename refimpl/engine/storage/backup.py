@@ -169,15 +169,20 @@ def _copy_file(source: Path, target: Path, files: FileOps) -> tuple[int, int]:
 
 
 def _cut_to_whole_frames(path: Path, files: FileOps) -> None:
-    """Cut a copied last segment after its last valid frame when no valid frame follows it:
-    what follows is then a frame being written as the copy read it (cut short, or over zeros
-    written ahead of the log, `wal_zeros`, not yet all overwritten) or those zeros. A valid
-    frame after a bad one is damage, left for the scan that follows to report."""
+    """Cut a copied last segment after its last valid frame when zeros follow it or no valid
+    frame does: what follows is then a frame being written as the copy read it (cut short,
+    or over zeros written ahead of the log, `wal_zeros`, not yet all overwritten), or zeros
+    the copy read before frames were written over them (it reads the file in pieces, and
+    frames after zeros were appended while it read on). Otherwise a valid frame after a bad
+    one is damage, left for the scan that follows to report."""
     data = path.read_bytes()
     first_lsn = parse_segment_name(path.name)
     assert first_lsn is not None  # a name `list_segments` gave
     end, last_lsn = valid_end(data, first_lsn)
-    if end < len(data) and find_valid_frame(data, end + 1, last_lsn) is None:
+    header = data[end : end + HEADER_SIZE]
+    if end < len(data) and (
+        header.count(0) == len(header) or find_valid_frame(data, end + 1, last_lsn) is None
+    ):
         files.truncate(path, end)
 
 

@@ -98,13 +98,6 @@ def test_a_power_loss_keeping_a_later_frame_of_the_same_write_opens(tmp_path: Pa
         assert log.last_lsn == 1
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review of 83342ea: the copy reads the last segment in chunks; zeros read ahead of"
-    " the log's end in one chunk can be records by the next, so the copy holds zeros, then"
-    " valid frames, and the backup fails as damaged (before, the reads followed the file's"
-    " end)",
-)
 def test_a_backup_copying_while_commits_land_in_the_zeros(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
