@@ -88,11 +88,9 @@ class PooledWSGIServer(BaseWSGIServer):
         self._connections: dict[int, Connection] = {}  # by file descriptor
         self._lock = threading.Lock()
         self._next_idle_check = time.monotonic() + IDLE_CHECK_SECONDS
-        # The log thread's queue (`log_queue`), set by whoever runs the server: the lines of
-        # a round of woken long polls and of the acknowledgements published meanwhile go to
-        # the log thread as one batch, one wake-up of it. None: no batches. A worker's
-        # request is no batch: its one line wakes the log thread at most once a round
-        # (`WRITE_EVERY_SECONDS`), and a batch would cost every request its opening.
+        # The log thread's queue, set by whoever runs the server (None: no batches): the lines
+        # of a round of woken long polls and of acknowledgements go to it as batches, one
+        # wake-up each; a worker's request is none (an opening would cost every request).
         self.log_queue: LogQueue | None = None
         # A few requests run at once (`polling.ADMITTED`); one that waits (a commit's
         # flush, a lock) or runs long makes way early.
@@ -261,18 +259,13 @@ class PooledWSGIServer(BaseWSGIServer):
                 log_queue.end_batch()  # its line's wake-up after its send
 
     def _deliver(self, handler: Connection, answer: Answer) -> None:
-        """Send a parked request's answer without blocking (the waiting room calls this).
-
-        A round's answers queue their log lines as one batch, which ends after the round."""
+        """Send a parked request's answer without blocking (the waiting room calls this); a
+        round's answers queue their log lines as one batch, which ends after the round."""
         log_queue = self.log_queue
         if log_queue is not None and log_queue.batch(GATHERING):
-            # Ended once the round's thread is done with it, its second looks for the next
-            # requests too: the log thread woken earlier waits for the interpreter lock
-            # meanwhile, and each of that thread's sends and epoll_ctl lets it go and takes
-            # it back, which wakes the log thread for nothing (2.9 voluntary switches a
-            # commit of 10 long polls, against 2.0).
-            after = self._after_round
-            after(functools.partial(after, functools.partial(after, log_queue.end_batch)))
+            # Ended once the round's answers are sent, at the first of the actions handed to
+            # `after_round` (one handed to it while those run runs at once, not after them).
+            self._after_round(log_queue.end_batch)
         data, keep = handler.decided_answer(answer)
         if self._send_decided(handler, data, keep):
             then = self._release
