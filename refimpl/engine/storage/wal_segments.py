@@ -15,11 +15,13 @@ A segment is named by the first LSN it holds, zero-padded to 20 digits, so that 
 order. `scan_segments` is the one place that decides what is a torn tail (cut back on open) and
 what is damage (the log refuses to open); `WriteAheadLog` and `inspect_log` both use it.
 
-A torn tail is what a write cut short by a crash leaves: a frame that the end of the last file
-cuts short (a partial header, or fewer payload bytes than its length says), or a run of zero
-bytes that a file system extended the file with but never wrote. A whole frame (its header and
-all its payload bytes present) whose checksum fails is not a torn write: it held a record that
-was written whole, maybe acknowledged, and is damage, also at the very end of the log.
+A torn tail is what a write cut short by a crash leaves in the last file: a frame that the
+file's end cuts short (a partial header, or fewer payload bytes than its length says), or one
+with a disk sector never written (still the zeros written ahead of the log), and whatever
+follows it (`wal_torn`). Zero bytes after the last valid frame are the log's end. A whole frame
+(its header and all its payload bytes present, each sector written) whose checksum fails is
+not a torn write: it held a record that was written whole, maybe acknowledged, and is damage,
+also at the very end of the log.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from typing import BinaryIO
 
 from refimpl.engine.storage.wal_crc import KnownTail
 from refimpl.engine.storage.wal_seals import Seal, covers, read_seal
+from refimpl.engine.storage.wal_torn import Data, torn_write
 from refimpl.errors import CorruptLog
 
 HEADER = Struct("<IIQ")  # payload length, CRC32, LSN
@@ -53,10 +56,6 @@ LENGTH_CRC = Struct("<II")
 LSN_FIELD = Struct("<Q")
 _SEGMENT_NAME = re.compile(r"^(\d{20})\.wal$")
 _NONZERO = re.compile(rb"[^\x00]")
-_SECTOR = 512  # the smallest unit a disk writes whole (or not at all) in a crash
-_ZERO_SECTOR = bytes(_SECTOR)
-# A segment's bytes as a scan reads them: a file's mapping, or bytes.
-Data = bytes | mmap.mmap
 
 
 def segment_name(first_lsn: int) -> str:
@@ -162,15 +161,20 @@ class Segment:
 
 @dataclass(frozen=True, slots=True)
 class TornTail:
-    """Bytes at the end of the last segment that hold no whole valid frame and precede none."""
+    """Bytes at the end of the last segment from a torn write on (`wal_torn`): a bad frame
+    and, when valid frames of the same unacknowledged write follow it, those up to LSN
+    `dropped_to` (0 when none follows)."""
 
     path: Path
     offset: int
     length: int
     after_lsn: int
+    dropped_to: int = 0
 
     def where(self) -> str:
         after = f"after LSN {self.after_lsn}" if self.after_lsn > 0 else "before any record"
+        if self.dropped_to > self.after_lsn:
+            after += f"; LSN {self.after_lsn + 1} to {self.dropped_to} dropped, none acknowledged"
         return f"{self.length} bytes from {self.path} at offset {self.offset} ({after})"
 
 
@@ -232,8 +236,9 @@ def scan_segments(
 ) -> ScanResult:
     """Reads and validates every frame of the listed segments without changing any file.
 
-    Stops at the first damage. A bad frame is a torn tail only in the last segment and only if no
-    valid frame with a higher LSN follows it; anything else is damage, as is any valid frame
+    Stops at the first damage. A bad frame is a torn tail only in the last segment, and only
+    when `wal_torn.torn_write` says so: valid frames after it in that segment are then of the
+    same unacknowledged write and cut with it. Anything else is damage, as is any valid frame
     whose LSN is not the previous one + 1 (across segments too). With `use_seals`, a segment
     before the last whose seal matches its bytes is taken from the seal without a walk
     (wal_seals), and of a segment whose seal covers a prefix only the rest is walked; those
@@ -275,23 +280,21 @@ def scan_segments(
         result.segments.append(segment)
         if reason is not None:
             following = find_valid_frame(data, end + 1, segment.last_lsn)
-            torn = is_last and (cut_short or _unwritten_sector(data, end))
-            if torn and _whole_but_its_length(data, end):
-                torn = False
-                reason = (
-                    "a whole frame's length field is damaged (its checksum matches a shorter frame)"
-                )
-            if following is not None:
+            at = None if following is None else following[0]
+            torn, why = torn_write(data, end, cut_short, at) if is_last else (False, None)
+            reason = why or reason
+            if following is not None and not torn:
                 reason += f", yet a valid frame of LSN {following[1]} follows at offset"
                 reason += f" {following[0]}"
             elif not is_last:
                 reason += ", in a segment that is not the last one"
-            if not torn or following is not None:
-                lost_from = segment.last_lsn + 1
+            lost_from = segment.last_lsn + 1
+            if not torn:
                 lost_to = max(lost_from, _last_lsn_after(data, end, listing[k + 1 :], lost_from))
                 result.damage = Damage(path, end, reason, lost_from, lost_to)
                 return result
-            result.torn_tail = TornTail(path, end, len(data) - end, segment.last_lsn)
+            dropped = 0 if at is None else _last_lsn_after(data, end, [], lost_from)
+            result.torn_tail = TornTail(path, end, len(data) - end, segment.last_lsn, dropped)
         elif segment.records == 0 and not is_last:
             result.damage = Damage(
                 path,
@@ -316,58 +319,6 @@ def _only_zeros(data: Data, start: int) -> bool:
             return False
         start += RUN_BYTES
     return True
-
-
-def _unwritten_sector(data: Data, end: int) -> bool:
-    """Whether the bytes from the bad frame at `end` on show a write cut short in a file
-    written ahead with zeros (`wal_zeros`): some disk sector's share of them, up to the last
-    non-zero byte or the end the frame's length gives (whichever is further), is all zeros.
-    A crash leaves each sector of a write either written or as it was (zeros, past the last
-    durable frame); a whole frame whose bytes all reached the disk and fail their checksum
-    has no such sector, and stays damage."""
-    size = len(data)
-    last = _nonzero_end(data, end)
-    if size - end >= HEADER_SIZE:
-        last = max(last, min(size, end + HEADER_SIZE + HEADER.unpack_from(data, end)[0]))
-    sector = end - end % _SECTOR
-    while sector < last:
-        share = data[max(sector, end) : min(sector + _SECTOR, last)]
-        if share == _ZERO_SECTOR[: len(share)]:
-            return True
-        sector += _SECTOR
-    return False
-
-
-def _nonzero_end(data: Data, start: int) -> int:
-    """One past the last non-zero byte of `data` from `start` on (`start` when none is),
-    found backwards a sector at a time (the zeros written ahead are many)."""
-    last = len(data)
-    while last > start and data[max(start, last - _SECTOR) : last] == _ZERO_SECTOR[: last - start]:
-        last = max(start, last - _SECTOR)
-    if last > start:
-        low = max(start, last - _SECTOR)
-        last = low + len(data[low:last].rstrip(b"\0"))
-    return last
-
-
-def _whole_but_its_length(data: Data, pos: int) -> bool:
-    """Whether the bad frame at `pos` is whole and sound but for its length field: its
-    checksum matches its bytes up to an end between its last non-zero byte and a sector past
-    it (a payload may end in zeros). Its length then reads past the zeros written ahead of
-    it, or past the file's end, as a write cut short leaves it; yet it was written whole and
-    may have been acknowledged: damage. A frame a crash cut short matches no such end (but
-    by a chance of one in 2**32 a try)."""
-    size = len(data)
-    if size - pos < HEADER_SIZE:
-        return False
-    crc = HEADER.unpack_from(data, pos)[1]
-    end = max(_nonzero_end(data, pos), pos + HEADER_SIZE)
-    summed = zlib.crc32(memoryview(data)[pos + 8 : end])
-    for _ in range(min(size - end, _SECTOR) + 1):
-        if summed == crc:
-            return True
-        summed = zlib.crc32(b"\0", summed)  # the next byte, a zero (past the last non-zero)
-    return False
 
 
 def _mapped(path: Path) -> Data:

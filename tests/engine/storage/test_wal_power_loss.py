@@ -5,11 +5,12 @@ A log (zeros written ahead in the leader's thread, so that every moment comes in
 order) takes records of random sizes, some waited for one by one and some in groups, on a
 `PowerLossFiles` (tests/engine/disk_faults.py), which keeps what each file and folder held at
 its last fsync. Before every fsync, two images of the disk are taken: what a power loss
-leaves (writes since the last fsync gone), and the same with the last segment's unsynced
-write reaching the disk up to some 512-byte sector and no further (a torn write over the
-zeros). Each image must open, cutting at most a torn tail, and hold exactly a prefix of the
-records appended that holds every record acknowledged before the moment; opened again, it
-has nothing more to cut. `-m long` runs many more cases (`tools/` runs the long forms).
+leaves (writes since the last fsync gone), and the same with some 512-byte sectors of the
+last segment's unsynced write reaching the disk (a torn write over the zeros): those up to
+some sector, or any of them, a later one kept where an earlier one is not. Each image must
+open, cutting at most a torn tail, and hold exactly a prefix of the records appended that
+holds every record acknowledged before the moment; opened again, it has nothing more to cut.
+`-m long` runs many more cases (`tools/` runs the long forms).
 """
 
 from __future__ import annotations
@@ -31,15 +32,27 @@ _SECTOR = 512
 
 
 def _torn(image_log: Path, live_log: Path, chooser: random.Random) -> None:
-    """The last segment of `image_log` with the live file's bytes up to a random sector."""
+    """The last segment of `image_log` with some sectors of the live file's unsynced write:
+    those up to a random sector, or a random choice of them (sectors of one write reach the
+    disk in any order); those left out hold what they held at the last fsync (zeros past
+    the durable end, where the file system extended the file)."""
     live = sorted(live_log.glob("*.wal"))
     if not live or not (image_log / live[-1].name).exists():
         return  # its name is not durable yet: a power loss leaves no such file
     current = live[-1].read_bytes()
     target = image_log / live[-1].name
     durable = target.read_bytes()
-    cut = chooser.randint(0, len(current) // _SECTOR + 1) * _SECTOR
-    target.write_bytes(current[:cut] + durable[cut:])
+    if chooser.random() < 0.5:
+        cut = chooser.randint(0, len(current) // _SECTOR + 1) * _SECTOR
+        target.write_bytes(current[:cut] + durable[cut:])
+        return
+    image = bytearray(durable)
+    for start in range(0, len(current), _SECTOR):
+        sector = current[start : start + _SECTOR]
+        if sector != durable[start : start + _SECTOR] and chooser.random() < 0.5:
+            image.extend(bytes(max(0, start - len(image))))
+            image[start : start + len(sector)] = sector
+    target.write_bytes(bytes(image))
 
 
 def _check(image_log: Path, appended: list[bytes], acknowledged: int) -> None:
