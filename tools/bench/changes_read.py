@@ -49,7 +49,14 @@ The servers' CPU per row read is printed beside the rates: the refimpl server pr
 (utime+stime of all its threads, /proc/<pid>/stat, over each read) and the PostgreSQL
 backend's that answers the read (/proc/<backend pid>/stat); also the reading client's own
 CPU per row (this process, `time.process_time`). The load average is printed with every
-round.
+round. `runq us/row` is the time the server's threads (PostgreSQL's: its backend's) were
+runnable but waited for a core (/proc/<pid>/task/*/schedstat), per row: on a loaded machine
+it, not the CPU, sets the rate at pages of 10,000. A page of 10,000 rows is one burst of
+about 8 ms of a worker's CPU, which the scheduler preempts (5-9 times a page at load 4) and
+queues behind the other runnable work, where a page of 1,000 ends within its slice: at load
+4, a page of 10,000 waited 1.2-7.3 ms on the run queue against 0.02-0.09 for one of 1,000
+(pages read one at a time, 10 ms apart). The send is not it: one send of the whole
+answer (1.38 MB), no EAGAIN, the client's last byte 0.02-0.3 ms after its first.
 
 3. Single-row commits through /exec (4 writer threads, --seconds) with no reader, then with
    100 readers (4 processes of 25 threads) waiting on /api/changes and woken by every commit.
@@ -291,15 +298,19 @@ class Peer:
 
 
 class Reading(msgspec.Struct):
-    """One read: rows/s, the server's and the client's CPU per row in microseconds."""
+    """One read: rows/s, the server's and the client's CPU per row in microseconds, and the
+    time the server's threads spent runnable but waiting for a core (`runq_us`, per row):
+    the load's share of the wall-clock figure, which the server's CPU does not show."""
 
     rate: float = 0.0
     server_us: float = 0.0
     client_us: float = 0.0
+    runq_us: float = 0.0
     pid: int = 0
     began: float = 0.0
     server_cpu: float = 0.0
     client_cpu: float = 0.0
+    server_runq: float = 0.0
 
     @classmethod
     def start(cls, pid: int) -> Reading:
@@ -308,14 +319,28 @@ class Reading(msgspec.Struct):
             began=time.perf_counter(),
             server_cpu=harness.cpu_seconds(pid),
             client_cpu=time.process_time(),
+            server_runq=runq_seconds(pid),
         )
 
     def end(self, rows: int) -> Reading:
         elapsed = time.perf_counter() - self.began
         server = harness.cpu_seconds(self.pid) - self.server_cpu
         client = time.process_time() - self.client_cpu
+        runq = runq_seconds(self.pid) - self.server_runq
         per_row = 1e6 / max(rows, 1)
-        return Reading(rows / elapsed, server * per_row, client * per_row)
+        return Reading(rows / elapsed, server * per_row, client * per_row, runq * per_row)
+
+
+def runq_seconds(pid: int) -> float:
+    """Seconds the threads of process `pid` have spent runnable, waiting for a core (the
+    second field of each thread's /proc schedstat); a thread gone since is not counted."""
+    total = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            total += int((task / "schedstat").read_text().split()[1])
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+    return total / 1e9
 
 
 def read_ours(
@@ -334,7 +359,7 @@ def read_ours(
         reading = Reading.start(server.pid)
         rate = read(server, start, rows, page, **extra)
         done = reading.end(rows)
-    return Reading(rate, done.server_us, done.client_us)
+    return Reading(rate, done.server_us, done.client_us, done.runq_us)
 
 
 # --- commits with waiting readers ------------------------------------------------------------
@@ -568,6 +593,8 @@ def read_figures(
                 cpu_ratio,
                 float("nan") if embedded else _median(mine, "client_us"),
                 _median(theirs, "client_us"),
+                float("nan") if embedded else _median(mine, "runq_us"),
+                _median(theirs, "runq_us"),
                 float("nan") if embedded else rate / one_read,
             )
         )
@@ -611,6 +638,8 @@ def read_figures(
             "CPU/row x PG",
             "client us/row",
             "PG client us/row",
+            "runq us/row",
+            "PG runq us/row",
             "x PG one peek",
         ),
         table,
