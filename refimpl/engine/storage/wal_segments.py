@@ -174,7 +174,7 @@ class TornTail:
     def where(self) -> str:
         after = f"after LSN {self.after_lsn}" if self.after_lsn > 0 else "before any record"
         if self.dropped_to > self.after_lsn:
-            after += f"; LSN {self.after_lsn + 1} to {self.dropped_to} dropped, none acknowledged"
+            after += f"; LSN {self.after_lsn + 1} to {self.dropped_to} dropped with it"
         return f"{self.length} bytes from {self.path} at offset {self.offset} ({after})"
 
 

@@ -108,7 +108,7 @@ def test_a_power_loss_keeping_a_later_frame_of_the_same_write_opens(tmp_path: Pa
         assert log.last_lsn == 1
         assert log.recovery_messages == [
             f"cut a torn tail of {len(image) - 1016} bytes from {path} at offset 1016"
-            " (after LSN 1; LSN 2 to 3 dropped, none acknowledged)"
+            " (after LSN 1; LSN 2 to 3 dropped with it)"
         ]
     with WriteAheadLog(tmp_path, zeros=INLINE) as log:
         assert log.last_lsn == 1 and log.recovery_messages == []
