@@ -37,6 +37,9 @@ log = logging.getLogger("refimpl.http")
 CONNECTION_TIMEOUT_SECONDS = 60.0  # a started request must arrive whole within this
 # Statuses whose answers have no body (and 1xx): sent by the general path.
 _BODYLESS = frozenset({100, 101, 102, 103, 204, 304})
+# From this size on a body is sent after its head as it is (`_send_answer`); a small one is
+# copied behind its head, one buffer for one send.
+SPLIT_BODY_BYTES = 256 * 1024
 
 # A WSGI application; one with a `waiting_room` (refimpl's App) has its parked requests
 # answered without a worker.
@@ -205,8 +208,7 @@ class Connection:
             if isinstance(handled, Parked):
                 return self._park(handled, environ, head, keep)
             if type(handled) is Answer and handled.status_code not in _BODYLESS:
-                data = wire.answer_bytes(handled, keep, with_body=head.method != "HEAD")
-                self._send_or_keep(data, keep)
+                self._send_answer(handled, keep, head.method != "HEAD")
                 self.parked_keep = keep
                 return keep
             app = handled  # a Werkzeug Response, say: a WSGI application of its own
@@ -223,8 +225,7 @@ class Connection:
             return self._park(result.parked, environ, head, keep)
         if type(result) is Answer and result.status_code not in _BODYLESS:
             # Most answers: its bytes made in one piece, its Content-Length its own.
-            data = wire.answer_bytes(result, keep, with_body=head.method != "HEAD")
-            self._send_or_keep(data, keep)
+            self._send_answer(result, keep, head.method != "HEAD")
         else:
             try:
                 keep = self._send(head, answer[0], answer[1], result, keep)
@@ -279,6 +280,23 @@ class Connection:
                 pending.append(b"0\r\n\r\n")
         self._send_all(b"".join(pending))  # small answers go out in one write
         return keep
+
+    def _send_answer(self, answer: Answer, keep: bool, with_body: bool) -> None:
+        """Send a whole answer as `_send_or_keep` does. A large body (a page of 10,000
+        changes: 1.4 MB) goes out after its head in one sendmsg, not copied behind it: the
+        copy cost its worker a memcpy and about 340 page faults of fresh memory a page; its
+        head and body are joined only for a client that does not take them at once."""
+        body = answer.body
+        if not with_body or len(body) < SPLIT_BODY_BYTES:
+            self._send_or_keep(wire.answer_bytes(answer, keep, with_body), keep)
+            return
+        head = wire.answer_head_bytes(answer, keep, with_body)
+        try:
+            sent = self.connection.sendmsg((head, body), (), socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            sent = 0
+        if sent < len(head) + len(body):
+            self.keep_rest(head + body, sent, keep)
 
     def _send_or_keep(self, data: bytes, keep: bool) -> None:
         """Send what the socket takes of a whole answer now; the rest waits in `rest` (the

@@ -517,6 +517,15 @@ def answer_bytes(
     `whole_answer` keeps these bytes on the answer for the readers that share it; this is
     for an answer that goes to one request alone. An Answer always carries its
     Content-Length, so it is never chunked."""
+    head = answer_head_bytes(answer, keep_alive, with_body, extra)
+    return head + answer.body if with_body else head
+
+
+def answer_head_bytes(
+    answer: Answer, keep_alive: bool, with_body: bool, extra: tuple[str, str] | None = None
+) -> bytes:
+    """The head `answer_bytes` puts before the body: a large body is sent after it as it
+    is (`Connection`), not copied behind it."""
     headers = answer.headers
     if extra is None and len(headers) == 4 and with_body:
         # Most answers sent at once: an `Answer`'s two headers, then the app's two: their
@@ -526,10 +535,8 @@ def answer_bytes(
         if (kind, length[0], timing[0], named[0]) == _SHAPED_NAMES:
             key = (answer.status, kind_value, keep_alive)
             text = _shaped_heads.get(key) or _shaped_head(*key)
-            shaped = text % (length[1], timing[1], named[1], http_date())
-            return shaped.encode("latin-1") + answer.body
-    head = answer_head(answer.status, headers, chunked=False, keep_alive=keep_alive, extra=extra)
-    return head + answer.body if with_body else head
+            return (text % (length[1], timing[1], named[1], http_date())).encode("latin-1")
+    return answer_head(answer.status, headers, chunked=False, keep_alive=keep_alive, extra=extra)
 
 
 # The heads `answer_bytes` puts these headers' values in (a `%s` each, then the Date's), by
