@@ -6,7 +6,7 @@ import io
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,12 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from refimpl.http.request_log import LineShapes, RequestLine
-from refimpl.http.serving.log_queue import (
-    GATHERING,
-    WRITE_EVERY_SECONDS,
-    LogQueue,
-    queued_log,
-)
+from refimpl.http.serving.log_queue import LogQueue, queued_log
 from refimpl.log_format import TextLineFormatter
 
 
@@ -52,18 +47,10 @@ def test_every_line_is_written_once_in_each_threads_order(
     before = list(root.handlers)
 
     def write(number: int) -> None:
-        batched = False
         for index, text in enumerate(lines[number]):
-            if index % 4 == 0 and queue is not None:  # some lines in batches, some not
-                batched = queue.batch(number % 2 == 0)
             log.info("%d %d %s", number, index, text)
-            if index % 4 == 2 and queue is not None and batched:
-                queue.end_batch()
-                batched = False
-        if queue is not None and batched:
-            queue.end_batch()
 
-    with queued_log() as queue:
+    with queued_log():
         assert root.handlers != before  # records go to the queue now
         threads = [
             threading.Thread(target=write, args=(n,), name=f"t{n}") for n in range(len(lines))
@@ -179,114 +166,12 @@ def test_only_the_first_line_queued_while_the_writer_sleeps_wakes_it() -> None:
     record = logging.makeLogRecord({"msg": "a line"})
     queue.asleep = True  # as the writer marks itself before it waits on an empty queue
     queue.put(record)
-    assert queue.wake.qsize() == 1 and not queue.asleep
-    queue.wake.get_nowait()  # the writer, woken: the lines queued until it runs wake it no more
+    assert queue.wake.is_set() and not queue.asleep
+    queue.wake.clear()  # the writer, woken: the lines queued until it runs wake it no more
     for _ in range(10):
         queue.put(record)
-    assert queue.wake.empty()
+    assert not queue.wake.is_set()
     assert len(queue.items) == 11
-
-
-def _in_thread(action: Callable[[], object]) -> None:
-    thread = threading.Thread(target=action)
-    thread.start()
-    thread.join()
-
-
-def test_a_batchs_lines_wake_the_writer_once_at_its_end() -> None:
-    queue = LogQueue()
-    record = logging.makeLogRecord({"msg": "a line"})
-    queue.asleep = True
-    assert queue.batch()
-    assert not queue.batch()  # in one already: its opener ends it
-    for _ in range(10):
-        queue.put(record)
-    assert queue.wake.empty() and queue.asleep
-    _in_thread(lambda: queue.put(record))  # another thread's line, in no batch: at once
-    assert queue.wake.qsize() == 1
-    queue.wake.get_nowait()
-    queue.asleep = True  # the writer wrote none of them yet and sleeps again
-    queue.end_batch()
-    assert queue.wake.qsize() == 1 and not queue.asleep
-    assert len(queue.items) == 11
-
-
-def test_a_gathering_batch_holds_the_wake_up_of_the_others_until_its_end() -> None:
-    queue = LogQueue()
-    record = logging.makeLogRecord({"msg": "a line"})
-    queue.asleep = True
-    ended = threading.Event()
-    opened = threading.Event()
-
-    def round_of_answers() -> None:  # another thread's gathering batch, open meanwhile
-        assert queue.batch(GATHERING)
-        queue.put(record)
-        opened.set()
-        ended.wait(30)
-        queue.end_batch()
-
-    gathering = threading.Thread(target=round_of_answers)
-    gathering.start()
-    try:
-        assert opened.wait(30)
-        assert queue.batch()
-        queue.put(record)
-        queue.end_batch()
-        assert queue.wake.empty()  # the round's end wakes the writer for both
-    finally:
-        ended.set()
-        gathering.join()
-    assert queue.wake.qsize() == 1
-    assert len(queue.items) == 2
-
-
-def test_a_line_that_waited_long_enough_is_not_held_by_another_threads_batch() -> None:
-    queue = LogQueue()
-    record = logging.makeLogRecord({"msg": "a line"})
-    queue.asleep = True
-    opened, ended = threading.Event(), threading.Event()
-
-    def long_round() -> None:
-        assert queue.batch(GATHERING)
-        opened.set()
-        ended.wait(30)
-        queue.end_batch()
-
-    gathering = threading.Thread(target=long_round)
-    gathering.start()
-    try:
-        assert opened.wait(30)
-        assert queue.batch()
-        queue.put(record)
-        time.sleep(WRITE_EVERY_SECONDS * 1.5)
-        queue.end_batch()
-        assert queue.wake.qsize() == 1  # not held until the other batch's end
-    finally:
-        ended.set()
-        gathering.join()
-
-
-def test_batched_lines_are_written_while_the_server_runs(stream: io.StringIO) -> None:
-    log = logging.getLogger("refimpl.test")
-    with queued_log() as queue:
-        assert queue is not None
-        _wait_asleep(queue)
-        assert queue.batch(GATHERING)
-        log.warning("in a batch")
-        time.sleep(0.2)
-        assert stream.getvalue() == ""  # its end wakes the writer, not the line
-        queue.end_batch()
-        deadline = time.monotonic() + 30
-        while not stream.getvalue() and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert stream.getvalue().splitlines() == ["MainThread in a batch"]
-
-
-def _wait_asleep(queue: LogQueue) -> None:
-    deadline = time.monotonic() + 30
-    while not queue.asleep and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert queue.asleep
 
 
 _shown = st.text(st.characters(codec="utf-8"), max_size=20)

@@ -10,22 +10,15 @@ queued records in rounds, at most one every WRITE_EVERY_SECONDS, in the order th
 At the end the queue is written out and the handlers go back, so no line is lost and lines
 logged afterwards are written at once again.
 
-The writer sleeps while nothing is queued, and is woken once a batch of lines is queued. A
-wake-up is what the writer costs (25 to 120 us of CPU each on a shared machine, where
-formatting and writing a line is 10, and more in the interpreter lock's hand-overs it causes),
-so lines come in batches: a thread about to queue lines that others' follow closely (a
-round of woken long polls answered on the room's thread, a write's acknowledgement on the
-thread that publishes its flush) opens a batch (`LogQueue.batch`), and its lines wake nobody
-until it ends it (`LogQueue.end_batch`). A `GATHERING` batch is waited for by the others too:
-the end of a batch wakes the writer only when no gathering batch of another thread is open
-meanwhile, or when the oldest line has waited WRITE_EVERY_SECONDS already. A commit that
-answered 10 long polls thus wakes the writer once, after the round (its acknowledgement's
-batch ends within it, or just before), where waking at its first line and gathering for
-5 ms cost two wake-ups, and its voluntary switches a commit went from 4.1-4.3 to 1.9-2.1 (the
-interpreter lock's hand-overs to it among them). A line queued outside a batch (a worker's
-request, a warning, a stream's end) wakes the writer at once. A round follows the last by at least
-WRITE_EVERY_SECONDS, whatever wakes the writer, so a busy server's lines go in a round every
-WRITE_EVERY_SECONDS, not one a batch.
+The writer sleeps while nothing is queued, and the record that finds it asleep wakes it. It
+then gathers what comes meanwhile for GATHER_SECONDS, or until its last round is
+WRITE_EVERY_SECONDS old if that is later, and writes: two wake-ups a round, however many
+lines it holds. A wake-up is what the writer costs: 25 to 120 us of CPU each on a shared
+machine, where formatting and writing a line is 10. Waking on a 20 ms clock whatever came
+cost 0.35 ms per 100 ms on an idle server. Writing at once when woken cost a commit that
+answered 10 long polls three wake-ups (its INSERT's line, then the 10 answers' lines a
+millisecond later, then the gathering of the rest): the short gathering takes a commit's
+lines in one round.
 
 A request's line is not even a `LogRecord` when it is queued: `LogQueue.put` takes a
 `LineLater` (plain fields; `refimpl.http.request_log.RequestLine`) that the writer turns into
@@ -41,23 +34,22 @@ import logging
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from queue import SimpleQueue
-from threading import get_ident
 from typing import Protocol
 
 from refimpl.log_format import TextLineFormatter
 
-# The writer's rounds are at least this far apart: how long a line may wait to be written
-# once its batch ended. Not a round per batch on a busy server (a blocking queue's wake-up
-# per record cost a fifth of a point SELECT's time).
+# The writer's rounds are at least this far apart: how long a line may wait to be written.
+# Not a round per record on a busy server (a blocking queue's wake-up per record cost a
+# fifth of a point SELECT's time).
 WRITE_EVERY_SECONDS = 0.02
+# How long a round gathers at least once a record woke the writer: the lines of one commit's
+# answers (made within a millisecond or two of each other) go in one round.
+GATHER_SECONDS = 0.005
 # Records waiting to be written. A stderr that stops taking lines holds the loggers up once
 # this many wait, as it would without the queue, instead of growing memory without bound.
 MAX_QUEUED = 10_000
 # Records a round writes at most: a round's batch is held in memory, formatted.
 BATCH = 1_000
-# `LogQueue.batch`'s `gathering`: the other threads' batches wait for this one's end.
-GATHERING = True
 
 
 class LineLater(Protocol):
@@ -70,23 +62,14 @@ class LineLater(Protocol):
 
 
 class LogQueue:
-    """The queue of records and lines waiting for the writer, oldest first, and the batches
-    of lines the threads are queueing (`batch`)."""
+    """The queue of records and lines waiting for the writer, oldest first."""
 
     def __init__(self) -> None:
         self.items: collections.deque[logging.LogRecord | LineLater] = collections.deque()
         # The writer's: True from just before it looks at an empty queue to just after it
-        # is woken. A line queued while it is True wakes it, or leaves that to its batch.
+        # is woken. A record appended while it is True sets `wake`.
         self.asleep = False
-        # A token wakes the writer: put and taken in C, one futex call each (an Event's
-        # Condition is some hundred opcodes and a second lock for the woken thread).
-        self.wake: SimpleQueue[None] = SimpleQueue()
-        # Threads queueing a batch (by `threading.get_ident`), and those among them whose
-        # batch the others wait for (`GATHERING`).
-        self._batching: set[int] = set()
-        self._gathering: set[int] = set()
-        # When the first line of a batch found the writer asleep (0.0: none waits so).
-        self._since = 0.0
+        self.wake = threading.Event()
 
     def put(self, item: logging.LogRecord | LineLater) -> None:
         # No lock and no formatting here: a deque's append is safe between threads, and
@@ -96,52 +79,14 @@ class LogQueue:
             time.sleep(WRITE_EVERY_SECONDS)
         self.items.append(item)
         # Appended first, looked at second: the writer marks itself asleep first and looks
-        # at the queue second, so either it sees this record or this sees it asleep.
-        if self.asleep:
-            if get_ident() in self._batching:
-                if not self._since:
-                    self._since = time.monotonic()
-                return  # the batch's end wakes it
-            self.wake_writer()
-
-    def wake_writer(self) -> None:
-        """Wake the writer if it sleeps. The first thread to see it asleep takes the flag
-        down before it wakes it, so the others queueing lines until it runs do not wake it
-        again (two that both saw it leave it one empty round)."""
+        # at the queue second, so either it sees this record or this sees it asleep. A
+        # wake-up it did not need (it was already awake) costs it one empty round. The first
+        # record to see it asleep takes the flag down before it wakes it, so the other
+        # threads queueing lines until the writer runs do not wake it again: each wake-up
+        # is a lock, a notify and a futex call, and 16 busy workers made one a line.
         if self.asleep:
             self.asleep = False
-            self.wake.put(None)
-
-    def batch(self, gathering: bool = False) -> bool:
-        """The calling thread's lines, from now until its `end_batch`, wake the writer only
-        at that end; `gathering`: so do the other threads' lines meanwhile (unless they
-        waited WRITE_EVERY_SECONDS). False, and nothing changes, when the thread is in a
-        batch already: the caller then must not end it (its opener does)."""
-        ident = get_ident()
-        if ident in self._batching:
-            return False
-        self._batching.add(ident)
-        if gathering:
-            self._gathering.add(ident)
-        return True
-
-    def end_batch(self) -> None:
-        """End the calling thread's batch: wake the writer for the lines that wait, unless
-        a gathering batch of another thread is still open (its end wakes it) and the oldest
-        of them has waited less than WRITE_EVERY_SECONDS."""
-        ident = get_ident()
-        self._batching.discard(ident)
-        self._gathering.discard(ident)
-        # Taken out first, looked second: of two batches that end at once, the last sees
-        # no other open.
-        if self.asleep and self.items:
-            if not self._gathering or time.monotonic() - self._since >= WRITE_EVERY_SECONDS:
-                self.wake_writer()
-
-    def woken(self) -> None:
-        """The writer's, once woken: the lines that waited are its now."""
-        self.asleep = False
-        self._since = 0.0
+            self.wake.set()
 
 
 class _Queued(logging.Handler):
@@ -175,14 +120,13 @@ class _Writer:
         while not self._stop:
             queue.asleep = True
             if not queue.items:
-                queue.wake.get()  # no clock: a line, a batch's end or the stop wakes it
-            queue.woken()
+                queue.wake.wait()  # no clock: a record or the stop wakes it
+            queue.asleep = False
+            queue.wake.clear()
             if self._stop:
                 break
-            # Rounds WRITE_EVERY_SECONDS apart at least: what comes meanwhile joins this one.
-            wait = last_round + WRITE_EVERY_SECONDS - time.monotonic()
-            if wait > 0:
-                time.sleep(wait)
+            # The round gathers the records made meanwhile.
+            time.sleep(max(GATHER_SECONDS, last_round + WRITE_EVERY_SECONDS - time.monotonic()))
             last_round = time.monotonic()
             self._write_out()
         self._write_out()
@@ -197,7 +141,7 @@ class _Writer:
     def stop(self) -> None:
         """Write out what is queued, then end the thread."""
         self._stop = True
-        self.queue.wake.put(None)
+        self.queue.wake.set()
         self._thread.join()
         self._write_out()  # what a thread queued while the writer ended
 

@@ -60,7 +60,6 @@ def serve(
     with queued_log() as log_queue:
         if request_log is not None and log_queue is not None:
             request_log.write_lines_to(log_queue.put)
-        server.log_queue = log_queue
         try:
             host_shown, port_shown = server.server_address[:2]
             on_listening(_display_host(host, str(host_shown)), int(port_shown))

@@ -38,7 +38,6 @@ from refimpl.http.serving.limits import (
     DescriptorReserve,
     refuse,
 )
-from refimpl.http.serving.log_queue import GATHERING, LogQueue
 from refimpl.http.serving.part_files import PartFile, blocking
 from refimpl.netpool.polling import ARMED as _ARMED
 from refimpl.netpool.polling import PollingWorkers
@@ -88,10 +87,6 @@ class PooledWSGIServer(BaseWSGIServer):
         self._connections: dict[int, Connection] = {}  # by file descriptor
         self._lock = threading.Lock()
         self._next_idle_check = time.monotonic() + IDLE_CHECK_SECONDS
-        # The log thread's queue, set by whoever runs the server (None: no batches): the lines
-        # of a round of woken long polls and of acknowledgements go to it as batches, one
-        # wake-up each; a worker's request is none (an opening would cost every request).
-        self.log_queue: LogQueue | None = None
         # A few requests run at once (`polling.ADMITTED`); one that waits (a commit's
         # flush, a lock) or runs long makes way early.
         self._workers = PollingWorkers(
@@ -241,31 +236,18 @@ class PooledWSGIServer(BaseWSGIServer):
         if answer is not prepared:
             self._deliver(handler, answer)
             return
-        log_queue = self.log_queue
-        batched = log_queue is not None and log_queue.batch(GATHERING)
-        try:
-            handler.parked_head = None
-            record, handler.parked_record = handler.parked_record, None
-            if record is not None:
-                record.finish(answer.status_code)
-            keep = handler.parked_keep
-            if self._send_decided(handler, data, keep):
-                # At once, not after a round (`_deliver`): an acknowledgement is decided by
-                # the flush's publication, not in a round of readers, and brings no reader
-                # back.
-                self._release(handler, keep)
-        finally:
-            if batched and log_queue is not None:
-                log_queue.end_batch()  # its line's wake-up after its send
+        handler.parked_head = None
+        record, handler.parked_record = handler.parked_record, None
+        if record is not None:
+            record.finish(answer.status_code)
+        keep = handler.parked_keep
+        if self._send_decided(handler, data, keep):
+            # At once, not after a round (`_deliver`): an acknowledgement is decided by the
+            # flush's publication, not in a round of readers, and brings no reader back.
+            self._release(handler, keep)
 
     def _deliver(self, handler: Connection, answer: Answer) -> None:
-        """Send a parked request's answer without blocking (the waiting room calls this); a
-        round's answers queue their log lines as one batch, which ends after the round."""
-        log_queue = self.log_queue
-        if log_queue is not None and log_queue.batch(GATHERING):
-            # Ended once the round's answers are sent, at the first of the actions handed to
-            # `after_round` (one handed to it while those run runs at once, not after them).
-            self._after_round(log_queue.end_batch)
+        """Send a parked request's answer without blocking (the waiting room calls this)."""
         data, keep = handler.decided_answer(answer)
         if self._send_decided(handler, data, keep):
             then = self._release
