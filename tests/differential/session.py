@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import psycopg
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
@@ -61,6 +62,25 @@ def connect_refimpl(server: Server) -> psycopg.Connection:
     return psycopg.connect(
         host=host, port=port, user="admin", password=server.token, dbname=name, autocommit=True
     )
+
+
+@contextmanager
+def connected_pair(*setup: str) -> Iterator[tuple[psycopg.Connection, psycopg.Connection]]:
+    """A connection to PostgreSQL 15 and one to a real refimpl server, in that order, each
+    having run `setup`'s statements; the test is skipped where no PostgreSQL 15 runs."""
+    with servers() as (postgres, why, refimpl_server):
+        if postgres is None or refimpl_server is None:
+            pytest.skip(f"no PostgreSQL 15 to compare with: {why}")
+        theirs = postgres.connect()
+        ours = connect_refimpl(refimpl_server)
+        try:
+            for conn in (theirs, ours):
+                for statement in setup:
+                    conn.execute(statement)
+            yield theirs, ours
+        finally:
+            theirs.close()
+            ours.close()
 
 
 def differential_run(

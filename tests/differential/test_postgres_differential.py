@@ -11,21 +11,13 @@ import psycopg
 import pytest
 
 from tests.differential.compare import CHOICES, choice_ids_in_spec
-from tests.differential.session import Figures, connect_refimpl, differential_run, servers
+from tests.differential.session import Figures, connected_pair, differential_run
 
 
 @pytest.fixture(scope="module")
 def both() -> Iterator[tuple[psycopg.Connection, psycopg.Connection]]:
-    with servers() as (postgres, why, refimpl_server):
-        if postgres is None or refimpl_server is None:
-            pytest.skip(f"no PostgreSQL 15 to compare with: {why}")
-        theirs = postgres.connect()
-        ours = connect_refimpl(refimpl_server)
-        try:
-            yield theirs, ours
-        finally:
-            theirs.close()
-            ours.close()
+    with connected_pair() as pair:
+        yield pair
 
 
 def test_the_dialect_choices_are_the_spec_table() -> None:

@@ -11,7 +11,7 @@ import psycopg
 import pytest
 
 from tests.differential.compare import explain, run, same
-from tests.differential.session import connect_refimpl, servers
+from tests.differential.session import connected_pair
 
 KEYWORDS = (
     "current_user, session_user, current_role, user, current_schema, current_catalog,"
@@ -50,19 +50,10 @@ CHOSEN = [
 
 @pytest.fixture(scope="module")
 def both() -> Iterator[tuple[psycopg.Connection, psycopg.Connection]]:
-    with servers() as (postgres, why, refimpl_server):
-        if postgres is None or refimpl_server is None:
-            pytest.skip(f"no PostgreSQL 15 to compare with: {why}")
-        theirs = postgres.connect()
-        ours = connect_refimpl(refimpl_server)
-        try:
-            for conn in (theirs, ours):
-                conn.execute('CREATE TABLE vf ("user" TEXT, n INT)')
-                conn.execute("INSERT INTO vf VALUES ('ram', 1)")
-            yield theirs, ours
-        finally:
-            theirs.close()
-            ours.close()
+    with connected_pair(
+        'CREATE TABLE vf ("user" TEXT, n INT)', "INSERT INTO vf VALUES ('ram', 1)"
+    ) as pair:
+        yield pair
 
 
 def test_they_answer_alike(both) -> None:
