@@ -41,6 +41,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from refimpl.engine.files import REAL_FILES
+from refimpl.engine.storage.wal import WriteAheadLog
+
 _DSYNC = getattr(os, "RWF_DSYNC", 0)
 MODES = ("grow", "zeroed", "fallocate")
 LOG_MODES = ("log grow", "log zeros")
@@ -49,14 +52,6 @@ LOG_MODES = ("log grow", "log zeros")
 def _sizes(appends: int, low: int, high: int, seed: int) -> list[int]:
     chooser = random.Random(seed)
     return [chooser.randint(low, high) for _ in range(appends)]
-
-
-def _sync_folder(folder: Path) -> None:
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _prepare(path: Path, mode: str, total: int) -> int:
@@ -73,7 +68,7 @@ def _prepare(path: Path, mode: str, total: int) -> int:
         else:
             os.posix_fallocate(fd, 0, total)
         os.fsync(fd)
-    _sync_folder(path.parent)
+    REAL_FILES.sync_directory(path.parent)
     return fd
 
 
@@ -114,8 +109,6 @@ class LogWriter:
     (`WriteAheadLog.append`, `wait_durable`), with or without its zeros written ahead."""
 
     def __init__(self, folder: Path, mode: str) -> None:
-        from refimpl.engine.storage.wal import WriteAheadLog
-
         self.mode = mode
         directory = folder / mode.replace(" ", "-")
         if mode == "log zeros":
