@@ -16,7 +16,7 @@ from refimpl.http.route_memo import MEMO_KEY
 from refimpl.http.serving import wire
 from refimpl.http.serving.connection import Connection
 from refimpl.http.serving.environ import make_environ
-from refimpl.http.serving.limits import ConnectionCounts, ConnectionLimits
+from tests.http.loopback_connection import connected
 
 # The socket of the readers fed here, which never read from it.
 _UNUSED = socket.socket()
@@ -84,21 +84,10 @@ class Recorder:
         return Answer(b"ok", 200, "text/plain")
 
 
-class Host:
-    def __init__(self, app: Recorder) -> None:
-        self.app = app
-        self.server_address = ("127.0.0.1", 9000)
-        self.max_body_bytes = 1 << 20
-        self.counts = ConnectionCounts(ConnectionLimits())
-
-
 def served(app: Recorder, sent: Sequence[bytes]) -> Connection:
     """A connection (closed) that was sent each of `sent` in turn over loopback, each
     served by `app` before the next was sent."""
-    with socket.create_server(("127.0.0.1", 0)) as listener:
-        theirs = socket.create_connection(listener.getsockname())
-        ours, _ = listener.accept()
-    connection = Connection(ours, ("127.0.0.1", 5), Host(app))  # type: ignore[arg-type]
+    connection, theirs = connected(app)
     try:
         for data in sent:
             theirs.sendall(data)

@@ -14,16 +14,8 @@ from hypothesis import strategies as st
 
 from refimpl.http.encode import Answer
 from refimpl.http.serving import wire
-from refimpl.http.serving.connection import SPLIT_BODY_BYTES, Connection
-from refimpl.http.serving.limits import ConnectionCounts, ConnectionLimits
-
-
-class Host:
-    def __init__(self, app: Any) -> None:
-        self.app = app
-        self.server_address = ("127.0.0.1", 9000)
-        self.max_body_bytes = 1 << 20
-        self.counts = ConnectionCounts(ConnectionLimits())
+from refimpl.http.serving.connection import SPLIT_BODY_BYTES
+from tests.http.loopback_connection import connected
 
 
 def _received(theirs: socket.socket, size: int) -> bytes:
@@ -54,13 +46,10 @@ def test_a_whole_answer_is_its_head_then_its_body(
     def app(environ: dict[str, Any], start_response: Any) -> Answer:
         return answer
 
-    with socket.create_server(("127.0.0.1", 0)) as listener:
-        theirs = socket.create_connection(listener.getsockname())
-        ours, _ = listener.accept()
+    connection, theirs = connected(app)
     if small_buffer:  # the socket takes part of a large answer: the rest waits
-        ours.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 16384)
+        connection.connection.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 16384)
         theirs.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16384)
-    connection = Connection(ours, ("127.0.0.1", 5), Host(app))
     try:
         theirs.sendall(f"{method} /x HTTP/1.1\r\nHost: h\r\n\r\n".encode())
         assert connection.request_ready()
