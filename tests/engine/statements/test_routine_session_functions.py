@@ -33,6 +33,11 @@ def writer(instance: Instance, admin: Session) -> Iterator[Session]:
     opened.close()
 
 
+def audited(admin: Session) -> list[tuple[object, ...]]:
+    """The audit table's rows by id: who each routine ran as, and who fired it."""
+    return admin.execute("SELECT id, definer, fired_by, also FROM audit ORDER BY id").rows
+
+
 def test_values_where_and_select_of_a_trigger_read_the_same_users(admin, writer):
     admin.execute(
         "CREATE TRIGGER a AFTER INSERT ON t BEGIN"
@@ -45,8 +50,7 @@ def test_values_where_and_select_of_a_trigger_read_the_same_users(admin, writer)
         " END"
     )
     writer.execute("INSERT INTO t VALUES (1)")
-    rows = admin.execute("SELECT id, definer, fired_by, also FROM audit ORDER BY id").rows
-    assert rows == [
+    assert audited(admin) == [
         (1, "admin", "w", "admin"),
         (101, "admin", "w", "admin"),
         (201, "admin", "w", "x"),
@@ -61,8 +65,7 @@ def test_a_trigger_of_another_definer_runs_as_that_definer(instance, admin, writ
     )
     writer.execute("INSERT INTO t VALUES (1)")
     admin.execute("INSERT INTO t VALUES (2)")
-    rows = admin.execute("SELECT id, definer, fired_by, also FROM audit ORDER BY id").rows
-    assert rows == [(1, "d", "w", "demo"), (2, "d", "admin", "demo")]
+    assert audited(admin) == [(1, "d", "w", "demo"), (2, "d", "admin", "demo")]
 
 
 def test_a_procedure_runs_as_its_caller(admin, writer):
@@ -73,5 +76,4 @@ def test_a_procedure_runs_as_its_caller(admin, writer):
     )
     writer.execute("CALL p(1)")
     admin.execute("CALL p(2)")
-    rows = admin.execute("SELECT id, definer, fired_by, also FROM audit ORDER BY id").rows
-    assert rows == [(1, "w", "w", "seen"), (2, "admin", "admin", "seen")]
+    assert audited(admin) == [(1, "w", "w", "seen"), (2, "admin", "admin", "seen")]
