@@ -1,5 +1,6 @@
-"""Fixtures of the engine's tests: a fresh instance on a temporary data folder, and a session
-on it. A module that needs other options or tables overrides them by name."""
+"""Fixtures of the engine's tests: a fresh instance on a temporary data folder, a session on
+it, and sessions of two users. A module that needs other options or tables overrides them by
+name."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from refimpl.engine.instance import Instance
+from refimpl.engine.rights import Principal
 from refimpl.engine.session import Session
 
 
@@ -24,3 +26,13 @@ def session(instance: Instance) -> Iterator[Session]:
     opened = instance.session()
     yield opened
     opened.close()
+
+
+@pytest.fixture
+def users(instance: Instance, admin: Session) -> Iterator[tuple[Session, Session]]:
+    """Sessions of users `u` and `v` on `demo`, which the module's own `admin` fixture
+    creates (with the rights its tests need) before they are opened."""
+    u, v = (instance.session("demo", Principal(name)) for name in ("u", "v"))
+    yield u, v
+    u.close()
+    v.close()

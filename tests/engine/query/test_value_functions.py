@@ -29,14 +29,6 @@ def admin(instance: Instance) -> Iterator[Session]:
     opened.close()
 
 
-@pytest.fixture
-def users(instance: Instance, admin: Session) -> Iterator[tuple[Session, Session]]:
-    u, v = (instance.session("demo", Principal(name)) for name in ("u", "v"))
-    yield u, v
-    u.close()
-    v.close()
-
-
 def micros_now() -> int:
     return time.time_ns() // 1000
 

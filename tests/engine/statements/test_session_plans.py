@@ -32,14 +32,6 @@ def admin(instance: Instance) -> Iterator[Session]:
     opened.close()
 
 
-@pytest.fixture
-def users(instance: Instance, admin: Session) -> Iterator[tuple[Session, Session]]:
-    u, v = (instance.session("demo", Principal(name)) for name in ("u", "v"))
-    yield u, v
-    u.close()
-    v.close()
-
-
 def test_a_select_of_session_functions_compiles_once(instance, admin, users):
     cache = instance.database("demo").plan_cache
     sql = "SELECT version(), current_setting('server_version_num'), current_user()"
