@@ -126,32 +126,3 @@ def test_anything_else_is_served_by_a_worker(
             conn.sendall(_poll(2))
         assert eventually(lambda: len(app.polls) == 2)
         assert app.threads[1] is not threading.current_thread()
-
-
-def test_a_repeat_not_there_at_the_first_look_is_looked_for_after_the_others(
-    served: tuple[PollApp, tuple[str, int]],
-) -> None:
-    app, address = served
-    with _open(app, address) as conn:
-        state = app.waiting_room.round_state
-        pending: list[Callable[[], None]] = []
-        state.pending, state.answers_next = pending, True
-        try:
-            app.polls[0].decide(Answer(b"one"))
-        finally:
-            state.answers_next = None
-        _answer(conn, b"one")
-        # The round's actions run as its batch runs them: what they leave for later, after.
-        later: list[Callable[[], None]] = []
-        state.pending = later
-        try:
-            for action in pending:
-                action()  # nothing sent yet: looked for again later
-        finally:
-            state.pending = None
-        assert len(later) == 1 and len(app.polls) == 1
-        conn.sendall(_poll(2))
-        for action in later:
-            action()
-        assert len(app.polls) == 2
-        assert app.threads[1] is threading.current_thread()

@@ -255,23 +255,17 @@ class PooledWSGIServer(BaseWSGIServer):
                 then = self._answer_next
             self._after_round(functools.partial(then, handler, keep))
 
-    def _answer_next(self, handler: Connection, keep: bool, looked: bool = False) -> None:
+    def _answer_next(self, handler: Connection, keep: bool) -> None:
         """`_release` of a connection answered in a round of woken long polls, on the round's
         thread once its answers are all sent: its next request, when the client sent it
         whole meanwhile and it repeats the one answered but for its id (the long poll asking
         again), is served here, at once, as a worker would serve it: no worker woken, no
         epoll_ctl to arm the connection nor epoll_wait to find it. Any other request (one
-        that could cost more than a re-poll's park) goes to a worker, as by `_release`.
-        One that has not come yet is looked for once more (unless `looked`: once already)
-        after the round's other connections (`after_round`): their clients were answered
-        first, and the time their requests take here is this client's to send its own."""
+        that could cost more than a re-poll's park), or none yet, goes to a worker, as by
+        `_release`."""
         try:
-            if not self._stopping.is_set() and handler.request_ready():
-                if handler.repeat_waits():
-                    self._answer(handler, once=True)
-                    return
-            elif not looked and not self._stopping.is_set():
-                self._after_round(functools.partial(self._answer_next, handler, keep, True))
+            if not self._stopping.is_set() and handler.request_ready() and handler.repeat_waits():
+                self._answer(handler, once=True)
                 return
         except Exception:
             self.handle_error(handler.connection, handler.client_address)
