@@ -1,11 +1,12 @@
 """Answer heads kept as templates: a long poll's connection answers again and again with
-heads that differ only in their Content-Length, Date and request id."""
+heads that differ only in their Content-Length, Date and request id, and so does every
+write's acknowledgement."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from refimpl.http.serving.wire import head_text, http_date
+from refimpl.http.serving.wire import answer_bytes, head_text, http_date
 
 if TYPE_CHECKING:
     from refimpl.http.encode import Answer
@@ -51,3 +52,36 @@ def template_of(answer: Answer, keep_alive: bool, name: str) -> HeadTemplate | N
     if len(headers) < 2 or headers[1][0] != "Content-Length":
         return None
     return HeadTemplate(answer, keep_alive, name)
+
+
+def named_answer_bytes(
+    answer: Answer, keep_alive: bool, with_body: bool, name: str, value: str
+) -> bytes:
+    """`wire.answer_bytes(answer, keep_alive, with_body, (name, value))`. An answer of an
+    `Answer`'s own two headers alone (a write's acknowledgement, its request id the extra
+    header) is made from a kept head with the Content-Length's, Date's and `value` put in:
+    one format, where the general head joins and looks at its headers every time."""
+    headers = answer.headers
+    if with_body and len(headers) == 2:
+        (kind, kind_value), (length, length_value) = headers
+        if kind == "Content-Type" and length == "Content-Length":
+            key = (answer.status, kind_value, keep_alive, name)
+            text = _named_heads.get(key) or _named_head(*key)
+            return (text % (length_value, http_date(), value)).encode("latin-1") + answer.body
+    return answer_bytes(answer, keep_alive, with_body, (name, value))
+
+
+# `named_answer_bytes`' heads by status, content type, keep-alive and the extra header's
+# name; bounded, though the few statuses and types of acknowledgements fill it.
+_named_heads: dict[tuple[str, str, bool, str], str] = {}
+
+
+def _named_head(status: str, kind: str, keep_alive: bool, name: str) -> str:
+    if len(_named_heads) >= 64:
+        _named_heads.clear()
+    # A "%" of the text is the template's: doubled, it stands for itself.
+    fields = [("Content-Type", kind.replace("%", "%%")), ("Content-Length", "%s")]
+    extra = (name.replace("%", "%%"), "%s")
+    text = head_text(status.replace("%", "%%"), fields, False, keep_alive, extra, "%s")
+    _named_heads[status, kind, keep_alive, name] = text
+    return text

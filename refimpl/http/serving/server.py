@@ -31,6 +31,7 @@ from refimpl.http.error_answers import closing_answer
 from refimpl.http.request_log import REQUEST_ID_HEADER
 from refimpl.http.serving import wire
 from refimpl.http.serving.connection import CONNECTION_TIMEOUT_SECONDS, Connection, WSGIApp
+from refimpl.http.serving.heads import named_answer_bytes
 from refimpl.http.serving.limits import (
     OUT_OF_DESCRIPTORS,
     ConnectionCounts,
@@ -221,9 +222,11 @@ class PooledWSGIServer(BaseWSGIServer):
         flush) is made and sent as any parked answer is (`_deliver`)."""
         head, record = handler.parked_head, handler.parked_record
         assert head is not None
-        extra = None if record is None else (REQUEST_ID_HEADER, record.request_id)
-        answer = parked.answer
-        data = wire.answer_bytes(answer, handler.parked_keep, head.method != "HEAD", extra)
+        answer, keep, with_body = parked.answer, handler.parked_keep, head.method != "HEAD"
+        if record is None:
+            data = wire.answer_bytes(answer, keep, with_body)
+        else:
+            data = named_answer_bytes(answer, keep, with_body, REQUEST_ID_HEADER, record.request_id)
         # The callback holds no reference to `parked` (which keeps it): no reference cycle.
         parked.on_ready(functools.partial(self._acknowledge, handler, answer, data))
 
