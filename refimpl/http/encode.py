@@ -63,8 +63,12 @@ def result_answer(result: Result, query: str) -> Answer:
     and a DOUBLE that is not finite as null, so only TIMESTAMP values are converted first,
     and a column list's JSON part is made once per list (`_shape`)."""
     columns = result.columns
-    if columns is None or result.statements > 1:
+    if result.statements > 1:
         return json_response(result_body(result, query))
+    if columns is None:
+        # A statement's message (a write's): text and a count, which msgspec always takes.
+        message = {"query": query, "message": result.message or "", "count": result.count}
+        return Answer(_encoder.encode(message))
     shown, stamps = _shape(columns)
     rows = _with_timestamps(result.rows, stamps) if stamps else result.rows
     body = {"query": query, "columns": shown, "dataset": rows, "count": result.count}
@@ -139,14 +143,16 @@ class Answer:
 
     Most requests get a small JSON answer; building one this way costs a fraction of a
     Werkzeug `Response` with its header object and iterator wrapping. `headers` is the
-    list handed to `start_response`, so a header is added by appending to it.
+    list handed to `start_response`, so a header is added by appending to it. `body` may be
+    a bytearray (a large answer encoded in place, a change page: no copy of it made into
+    bytes), which no one changes once the Answer is made.
     """
 
     __slots__ = ("status_code", "status", "headers", "body", "wire", "wire_chunk")
 
     def __init__(
         self,
-        body: bytes,
+        body: bytes | bytearray,
         status: int = 200,
         content_type: str = "application/json",
         headers: dict[str, str] | None = None,
@@ -172,7 +178,8 @@ class Answer:
         return self
 
     def __iter__(self) -> Iterator[bytes]:
-        return iter((self.body,))
+        body = self.body  # a WSGI server's part is bytes: a bytearray body is copied to it
+        return iter((body if type(body) is bytes else bytes(body),))
 
 
 # The WSGI status of each code Werkzeug names ("200 OK"), made once.

@@ -255,7 +255,7 @@ class RequestLine(NamedTuple):
         query = self.query
         shapes = self.shapes
         found = None
-        if shapes is not None and len(query) <= MAX_QUERY_LOGGED:
+        if query and shapes is not None and len(query) <= MAX_QUERY_LOGGED:
             # A long poll asks again with the same query but its id's digits: its line is
             # the last one's shape with those digits and its own figures put in.
             found = _id_digits(query)

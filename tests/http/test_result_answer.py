@@ -1,6 +1,7 @@
 """/exec's answer made in one msgspec call (`result_answer`) is byte for byte the answer of
 the general path (`json_response(result_body(...))`): non-finite DOUBLEs as null, TIMESTAMPs
-as text, integers past 64 bits through the fallback encoder, a column list seen again."""
+as text, integers past 64 bits through the fallback encoder, a column list seen again; and
+a statement's message (a write's answer), made in one call too."""
 
 from __future__ import annotations
 
@@ -37,11 +38,25 @@ def test_one_call_answer_is_the_general_answer(result: Result) -> None:
         assert made.headers == general.headers and made.status == general.status
 
 
-def test_statements_and_messages_take_the_general_path() -> None:
-    message = message_result("INSERT ...", "INSERT 0 1", 1)
-    assert result_answer(message, "INSERT ...").body == (
-        json_response(result_body(message, "INSERT ...")).body
-    )
+@given(
+    query=st.text(max_size=20),
+    message=st.none() | st.text(max_size=12),
+    count=st.integers(0, 2**62),
+)
+def test_a_message_answer_is_the_general_answer(
+    query: str, message: str | None, count: int
+) -> None:
+    result = Result(query=query, message=message, count=count)
+    made = result_answer(result, query)
+    general = json_response(result_body(result, query))
+    assert made.body == general.body
+    assert made.headers == general.headers and made.status == general.status
+
+
+def test_a_script_takes_the_general_path() -> None:
     script = query_result("SELECT 1; SELECT 2", [Column("2", "INT")], [(2,)])
     script.statements = 2
     assert b'"statements":2' in result_answer(script, "SELECT 1; SELECT 2").body
+    message = message_result("INSERT ...; INSERT ...", "INSERT 0 1", 1)
+    message.statements = 2
+    assert b'"statements":2' in result_answer(message, "INSERT ...; INSERT ...").body
