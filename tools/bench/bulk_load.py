@@ -251,6 +251,13 @@ def main() -> None:
         _print_medians(args.rows, done, "this checkout" if code is None else str(code))
     if len(codes) > 1:
         _print_order(by_place)
+    harness.print_checks(
+        [
+            check
+            for code, done in runs.items()
+            for check in _checks(args.rows, done, "" if code is None else f"{code}: ")
+        ]
+    )
 
 
 def _print_medians(rows: int, runs: list[dict[str, float]], name: str) -> None:
@@ -281,6 +288,30 @@ _COLUMNS = (
     "rev_max",
     "rev_server_p99",
 )
+
+
+# Issue 37's targets during the import: another writer's commit p99 and max, and /api/rev's
+# round trip p99 (milliseconds, medians of the runs).
+_TARGETS = (
+    ("commit_p99", "another writer's commit p99", 100),
+    ("commit_max", "another writer's commit max", 500),
+    ("rev_p99", "/api/rev round trip p99", 5),
+)
+
+
+def _checks(rows: int, runs: list[dict[str, float]], name: str) -> list[harness.Check]:
+    checks = []
+    for what, label, bound in _TARGETS:
+        value = statistics.median(run[f"busy_{what}"] for run in runs)
+        checks.append(
+            harness.Check(
+                f"{name}{label} during a {rows:,}-row /imp (ms)",
+                value,
+                f"< {bound} ms",
+                value < bound,
+            )
+        )
+    return checks
 
 
 def _print_order(by_place: dict[int, list[dict[str, float]]]) -> None:

@@ -305,6 +305,7 @@ def compare(description: str | None, targets: dict[str, float | None]) -> None:
             pg.stop()
     print()
     names = [s.name for s in systems]
+    checks = []
     for workload in workloads:
         line = f"{workload:12}"
         for name in names:
@@ -312,21 +313,38 @@ def compare(description: str | None, targets: dict[str, float | None]) -> None:
             rate = statistics.median(r["rate"] for r in runs)
             cpu = statistics.median(1000 * r["cpu_ms"] for r in runs)
             line += f"  {name} {rate:7.0f}/s {cpu:5.0f} us"
+            if name == "refimpl":
+                checks.append(harness.Check(f"{workload}: refimpl server CPU us/request", cpu))
         if "postgres" in names:
             ours, theirs = figures[(workload, "refimpl")], figures[(workload, "postgres")]
             ratios = [a["rate"] / b["rate"] for a, b in zip(ours, theirs, strict=True)]
             median = statistics.median(ratios)
             target = targets[workload]
             met = "" if target is None else "met" if median >= target else "not met"
-            if any(r["errors"] for r in ours + theirs):
+            failed = any(r["errors"] for r in ours + theirs)
+            if failed:
                 # Failed requests are fast: a phase with errors measures them, not the work.
                 met = "not shown (requests failed)"
             shown = " ".join(f"{r:.2f}" for r in ratios)
             line += f"  ratio {median:.2f} [{shown}]"
             line += "" if target is None else f" target {target}"
             line += f" {met}" if met else ""
+            if not failed:
+                checks.append(
+                    harness.Check(
+                        f"{workload}: req/s / PostgreSQL's at {CLIENTS} clients"
+                        f" ({len(ratios)} rounds)",
+                        median,
+                        "" if target is None else f">= {target}x",
+                        target is not None and median >= target,
+                        statistics.median(r["rate"] for r in ours),
+                        statistics.median(r["rate"] for r in theirs),
+                    )
+                )
         loads = [r["load"] for runs in figures.values() for r in runs]
         print(line + f"  (load {min(loads):.1f}-{max(loads):.1f})")
+    print()
+    harness.print_checks(checks)
 
 
 if __name__ == "__main__":
