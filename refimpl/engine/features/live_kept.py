@@ -8,7 +8,7 @@ import threading
 from collections import OrderedDict
 from typing import TYPE_CHECKING
 
-from refimpl.engine.features.live_answers import LiveAnswer, Subscription, Version
+from refimpl.engine.features.live_answers import Subscription, Version
 
 if TYPE_CHECKING:
     from refimpl.engine.features.live_pass import Toucher
@@ -101,17 +101,18 @@ class KeptSubscriptions:
                 return
             self._drop(oldest)
 
-    def _keep_version(self, subscription: Subscription, version: int, answer: LiveAnswer) -> int:
-        """`answer` kept as `subscription`'s `version`, the oldest going past KEPT_VERSIONS
-        and its owner's rows counted (the caller holds the subscription's lock)."""
+    def _keep_version(self, subscription: Subscription, kept: Version) -> None:
+        """`kept` as `subscription`'s newest version, the oldest going past KEPT_VERSIONS and
+        its owner's rows counted (the caller holds the subscription's lock). A Version is
+        never changed once made: subscriptions that reach one number with one answer may
+        keep the same object."""
         versions = subscription.versions
-        versions[version] = Version(version, answer)
-        grown = len(answer.rows)
+        versions[kept.version] = kept
+        grown = len(kept.answer.rows)
         if len(versions) > KEPT_VERSIONS:  # one in, so one out (never more)
             grown -= len(versions.popitem(last=False)[1].answer.rows)
         if grown:
             self._kept_changed(subscription, grown)
-        return version
 
     def _kept_changed(self, subscription: Subscription, grown: int) -> None:
         """The rows `subscription`'s versions keep grew by `grown` (else its owner is within

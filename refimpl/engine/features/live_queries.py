@@ -468,7 +468,8 @@ class SubscriptionManager(KeptSubscriptions):
                     )
                 if change is None:  # no row changed
                     return None
-                version = self._keep_version(subscription, before.version + 1, answer)
+                version = before.version + 1
+                self._keep_version(subscription, Version(version, answer))
                 answered = True
                 return Reply("rows", subscription, version, change)
             finally:  # counted failed or not (a run and its answer in one hold of a lock)
@@ -517,6 +518,11 @@ class SubscriptionManager(KeptSubscriptions):
         shown_durable(database, reads)  # (as `rerun` does: once for all)
         principal = None  # the last principal whose right was checked, at `access`
         access = -1
+        position, token = answer.position, answer.token
+        # The version last kept: the next subscription of the same number keeps the same
+        # object (subscriptions that began together count alike: a hundred, one Version).
+        kept_version = Version(0, answer)
+        add_version, asked = versions.append, reads.asked.append
         wait: LiveWait | None = first
         while wait is not None:
             subscription = wait.subscription
@@ -544,16 +550,19 @@ class SubscriptionManager(KeptSubscriptions):
                 if (
                     before.answer is not held
                     or subscription.token == counter  # (as its attempt's test: not moved)
-                    or database.applied_lsn != answer.position
+                    or database.applied_lsn != position
                     or not wait.holds()
                 ):
                     break
-                subscription.token = answer.token
-                subscription.position = answer.position
+                subscription.token = token
+                subscription.position = position
                 subscription.rowid_floor = floor
-                version = self._keep_version(subscription, before.version + 1, answer)
-            versions.append(version)
-            reads.asked.append((self, subscription))
+                version = before.version + 1
+                if kept_version.version != version:
+                    kept_version = Version(version, answer)
+                self._keep_version(subscription, kept_version)
+            add_version(version)
+            asked((self, subscription))
             wait = next(waiting, None)
         if not versions:
             return None, versions

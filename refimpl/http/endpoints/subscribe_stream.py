@@ -328,12 +328,13 @@ class _LiveStream:
             return []
         body = rows_event(first)  # one change: encoded once, by the first's part
         parts: list[tuple[Runs, Headed]] = []
+        add = parts.append
         for (stream, outlet, subscription), version in zip(streams, versions):  # noqa: B905
             if stream._named is not subscription:  # (its `_head`'s, in line)
                 stream._named = subscription
                 stream._id_line = b"id: %b." % subscription.id.encode()
-            head = b"%b%d\n" % (stream._id_line, version)
-            parts.append((stream, Headed(outlet, head, body, stream.take_after)))
+            # No `takes_after`: the pass goes on past the parts this call made.
+            add((stream, Headed(outlet, b"%b%d\n" % (stream._id_line, version), body)))
         return parts
 
     def drained(self) -> None:

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 import refimpl
 from refimpl.engine.access import Principal
+from refimpl.engine.features.live_kept import KEPT_VERSIONS
 from refimpl.engine.features.live_pass import PassReads
 from refimpl.engine.features.live_queries import LiveWait
 from refimpl.errors import KdbError
@@ -204,3 +205,44 @@ def _pass(conn, waits: list[LiveWait | None], read: list[list], batched: bool) -
             assert first is not None
             read[index].append((version, first.rows))
         at = waits.index(rest[len(versions)]) if len(versions) < len(rest) else len(waits)
+
+
+def test_past_the_kept_versions_each_stream_keeps_its_own_eight(conn):
+    """Streams that take the step in one call, commit after commit past KEPT_VERSIONS: each
+    subscription keeps its newest eight versions, each the answer its own attempts would
+    keep (the first's at that number), its owner's rows counted as a recount finds them, and
+    a request with the id of its oldest kept version is answered with the difference."""
+    manager = conn.instance.subscriptions
+    waits = _streams(conn, [(None, "NABIL"), (None, "NABIL")])
+    # The third begins a commit later: its numbers are one behind the others'.
+    _trade(conn, 20)
+    reads = PassReads()
+    assert waits[0].attempt(True, None, reads) is not None
+    assert manager.take_steps(waits[1:], reads)[1] == [2]
+    waits += _streams(conn, [("alice", "NABIL")])
+    for second in range(21, 21 + KEPT_VERSIONS + 4):
+        _trade(conn, second)
+        reads = PassReads()
+        assert waits[0].attempt(True, None, reads) is not None
+        _, versions = manager.take_steps(waits[1:], reads)
+        assert versions == [second - 18, second - 19]
+    first = waits[0].subscription
+    for wait in waits:
+        subscription = wait.subscription
+        numbers = list(subscription.versions)
+        assert len(numbers) == KEPT_VERSIONS and numbers == sorted(numbers)
+        newest = numbers[-1]
+        for number, version in subscription.versions.items():
+            assert version.version == number
+            assert version.answer is first.versions[number + first.current.version - newest].answer
+        asked = f"{subscription.id}.{numbers[0]}"
+        reply = manager.ask_now(wait.session, CANDLES_OF.format(symbol="NABIL"), asked)
+        assert reply.kind == "rows" and reply.version == newest
+    for owner in {w.subscription.owner for w in waits}:
+        recount = sum(
+            len(version.rows)
+            for w in waits
+            if w.subscription.owner == owner
+            for version in w.subscription.versions.values()
+        )
+        assert manager._kept_rows[owner] == recount
