@@ -51,7 +51,9 @@ options = st.sampled_from(
 
 
 @settings(
-    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(rows=rows, how=options)
 def test_what_copy_to_writes_copy_from_reads_back(session: Session, rows: list, how: str) -> None:

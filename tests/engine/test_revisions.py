@@ -420,7 +420,9 @@ OPS = st.one_of(
 
 
 @settings(
-    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(transactions=st.lists(st.lists(OPS, min_size=1, max_size=3), min_size=1, max_size=8))
 def test_model_a_commit_moves_exactly_the_touched_values(tmp_path_factory, transactions):

@@ -314,7 +314,9 @@ statements = st.lists(
 
 
 @settings(
-    max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=15,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(script=statements)
 def test_mirroring_triggers_keep_the_mirror_equal(tmp_path: Path, script: list[str]) -> None:

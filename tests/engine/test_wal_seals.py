@@ -74,7 +74,9 @@ def test_removing_segments_removes_their_seals(tmp_path: Path) -> None:
 
 
 @settings(
-    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(
     sizes=st.lists(st.integers(1, 120), min_size=1, max_size=40), reopen_every=st.integers(1, 10)

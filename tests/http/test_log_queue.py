@@ -34,7 +34,9 @@ def stream() -> Iterator[io.StringIO]:
 
 # The fixture's stream is emptied at the start of each example.
 @settings(
-    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(st.lists(st.lists(st.text(alphabet="abcxyz", max_size=8), max_size=30), max_size=4))
 def test_every_line_is_written_once_in_each_threads_order(

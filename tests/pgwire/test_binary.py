@@ -36,7 +36,9 @@ VALUES: dict[str, st.SearchStrategy[Any]] = {
 COLUMNS = ", ".join(f"c_{t.lower()} {t}" for t in VALUES)
 ROWS = st.fixed_dictionaries({t: st.none() | strategy for t, strategy in VALUES.items()})
 SETTINGS = settings(
-    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 INSERT_PG = f"INSERT INTO b VALUES (%b, {', '.join(['%b'] * len(VALUES))})"
 INSERT_ASYNCPG = f"INSERT INTO b VALUES ({', '.join(f'${n + 1}' for n in range(len(VALUES) + 1))})"

@@ -73,7 +73,9 @@ def _unquote(text: str) -> list[str]:
 
 
 @settings(
-    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(schemas())
 def test_the_index_catalog_agrees_with_the_tables(pg, tables):

@@ -204,7 +204,9 @@ def test_unknown_and_duplicate_names_of_statements_and_portals(pg, db):
 # Written into the text, a constant makes a new text for each row, read (as over /exec) as
 # the one parse of its template: the answers are those of the same values as parameters.
 @settings(
-    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(key=st.integers(-(2**31), 2**31 - 1), text=st.text(alphabet="ab 'é\\%?$;-", max_size=12))
 def test_constants_in_the_text_answer_as_parameters_do(pg, db, key, text):

@@ -97,7 +97,7 @@ CHANGES = [
 @settings(
     max_examples=15,
     deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture],
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(changes=st.lists(st.sampled_from(CHANGES), max_size=6))
 def test_an_open_session_sees_only_what_its_rights_cover(pg, two_databases, changes):

@@ -31,7 +31,9 @@ def read_all(sock: socket.socket) -> bytes:
 
 
 @settings(
-    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(garbage=st.binary(min_size=1, max_size=200))
 def test_broken_bytes_end_in_an_error_never_a_crash(pg, garbage):

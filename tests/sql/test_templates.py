@@ -42,7 +42,9 @@ def as_written(session, text: str):
 
 
 @settings(
-    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(key=st.integers(0, 10**9), x=numbers, s=texts, low=numbers)
 def test_template_answers_as_written(session, key, x, s, low):

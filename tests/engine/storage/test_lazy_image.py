@@ -93,7 +93,9 @@ def tiny() -> Iterator[None]:
 
 
 @settings(
-    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=150,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(
     kind=st.sampled_from(sorted(SCHEMAS)),

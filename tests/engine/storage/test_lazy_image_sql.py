@@ -101,7 +101,9 @@ def _text(k: int, version: int) -> str | None:
 
 
 @settings(
-    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(
     kind=st.sampled_from(sorted(SCHEMAS)),
