@@ -78,7 +78,18 @@ def clean(collapsed: str) -> str:
 # name a sample's innermost such frame starts with is the sample's.
 STAGES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("counting for /metrics", ("PgCounts.", "PgServer._count", "ProtocolCore.take_counts")),
-    ("commit", ("Database.commit_locked",)),
+    # A one-row INSERT commits by `commit_new_row` (the row installed, its log record
+    # appended, the revisions and the recent records): the commit's Python, no wait.
+    ("commit", ("Database.commit_locked", "Database.commit_new_row", "Database._make_visible")),
+    ("commit", ("Session.insert_new_row", "WriteAheadLog.append", "Table.put", "Blocks.__set")),
+    ("commit", ("RecentRecords.", "Revisions.advance")),
+    # The leader of a group commit: the gather, the write and fsync, the zeros ahead.
+    (
+        "log flush (the group commit's leader)",
+        ("Gather.", "WriteAheadLog._write_batch", "WriteAheadLog._timed", "ZeroAhead."),
+    ),
+    ("log flush (the group commit's leader)", ("WriteAheadLog.wait_durable",)),
+    ("row read", ("Table.get", "read_without_lock", "Blocks.__getitem__")),
     (
         "commit wait and acknowledgement",
         ("Acknowledging._round", "Session.wait_durable", "PgServer._acknowledge", "Rounds."),
@@ -91,22 +102,27 @@ STAGES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("plan lookup and rights", ("Session.authorize", "AccessControl.")),
     ("token and request guards", ("Authenticator.", "ConnectionCredentials.", "RequestGuards.")),
     ("admission and deadline", ("before_statements", "running.__", "watch_cancel")),
+    ("admission and deadline", ("request_started",)),
     (
         "netpool: polling workers, admission places",
         ("PollingWorkers.", "FifoSlots.", "admitted (", "holding (", "done (", "waiting ("),
     ),
-    ("bind", ("Conversation.bind",)),
+    ("bind", ("Conversation.bind", "ParamDecoders.")),
     ("parse", ("parse_cached", "Conversation._plan", "Conversation.parse")),
     ("parse", ("template_of", "shared_parse", "ParsedHandlers.")),
     ("execute", ("Session.run_prepared", "Session.execute", "Conversation._run")),
     ("execute", ("execute ", "select_rows", "table_rows", "_insert", "PreparedTableSelect")),
-    ("execute", ("PreparedInsert.",)),
+    ("execute", ("PreparedInsert.", "Conversation.run_known", "Conversation._run_prepared")),
     ("framing and decode", ("ProtocolCore.next_", "ProtocolCore.has_message", "read_run")),
+    ("framing and decode", ("read (<pgwire run reader>", "Inbox.", "BodyRepeat.")),
     ("framing and decode", ("ProtocolCore.receive_data", "ProtocolCore._next_frame")),
     ("framing and decode", ("RequestReader.", "BodyReader.", "make_environ", "Request.")),
     ("framing and decode", ("Connection.request_ready", "answer_head")),
     ("encode", ("ProtocolCore.send", "DataRows.encode", "Prepared.row_shape")),
     ("encode", ("result_body", "json_response", "convert_rows")),
+    # The answer's bytes: a protocol run's rows (compiled writer) and tag, /exec's JSON.
+    ("encode", ("write (<pgwire rows writer>", "QuickRun.tag", "message_result")),
+    ("encode", ("result_answer", "named_answer_bytes", "Answer.")),
     ("request log", ("RequestLog.", "RequestRecord.", "RequestLine.", "RequestIds.")),
     ("request log", ("_Writer.", "Formatter.", "Handler.", "TextLineFormatter.")),
     ("send", ("_Client.send_some", "Socket.send", "_Client.goodbye", "Connection._send")),
