@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from refimpl.engine import copying
@@ -16,6 +16,7 @@ from refimpl.engine.instance import Instance
 from refimpl.engine.rights import Principal
 from refimpl.engine.session import Session
 from refimpl.errors import CopyError, Forbidden, SqlSyntaxError
+from tests.hypothesis_settings import OVER_FIXTURE
 
 
 @pytest.fixture
@@ -50,11 +51,7 @@ options = st.sampled_from(
 )
 
 
-@settings(
-    max_examples=60,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
+@settings(OVER_FIXTURE, max_examples=60)
 @given(rows=rows, how=options)
 def test_what_copy_to_writes_copy_from_reads_back(session: Session, rows: list, how: str) -> None:
     session.execute("TRUNCATE t")

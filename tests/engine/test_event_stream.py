@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from refimpl.engine.access import ADMIN, Principal
@@ -22,6 +22,7 @@ from refimpl.engine.options import EngineOptions
 from refimpl.engine.storage.schema import TableSchema
 from refimpl.errors import BadRequest, TooManyRequests, Unauthorized, Unavailable
 from refimpl.sql import ast
+from tests.hypothesis_settings import OVER_FIXTURE
 
 # Not `checked`: its key is no token, so the streams' sweep (every SWEEP_SECONDS) would end a
 # stream of it as one whose token was dropped, in whichever example runs past that.
@@ -85,11 +86,7 @@ def take_all(streams: EventStreams, stream, budget: int = 1 << 20) -> list:
             return events
 
 
-@settings(
-    max_examples=25,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
+@settings(OVER_FIXTURE, max_examples=25)
 @given(
     st.lists(
         st.lists(st.tuples(st.sampled_from("tu"), st.integers(0, 5)), min_size=1, max_size=4),
@@ -197,11 +194,7 @@ def test_tickets_once_hashed_and_timed() -> None:
         book.redeem(elsewhere, "other")
 
 
-@settings(
-    max_examples=40,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
+@settings(OVER_FIXTURE, max_examples=40)
 @given(
     st.lists(
         st.one_of(

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from refimpl.engine.instance import Instance
@@ -18,6 +18,7 @@ from refimpl.engine.storage import ddl
 from refimpl.engine.storage.memory_limit import table_bytes
 from refimpl.errors import MemoryFull, SqlError
 from refimpl.sql import ast
+from tests.hypothesis_settings import OVER_FIXTURE
 from tests.parsed import statement
 
 TABLES = {
@@ -120,11 +121,7 @@ _statements = st.sampled_from(
 )
 
 
-@settings(
-    max_examples=20,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
+@settings(OVER_FIXTURE, max_examples=20)
 @given(
     steps=st.lists(
         st.tuples(_statements, st.integers(0, 20), st.text("ab", max_size=30)), max_size=20

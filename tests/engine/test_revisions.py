@@ -5,13 +5,14 @@ from __future__ import annotations
 import re
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import refimpl
 from refimpl.engine.access import Principal
 from refimpl.engine.tracking.revisions import MAX_VALUES
 from refimpl.errors import Forbidden, SqlError, TypeMismatch, UnknownTable
+from tests.hypothesis_settings import OVER_FIXTURE
 
 CANDLES = (
     "CREATE TABLE candles (time TIMESTAMP, symbol SYMBOL, close DOUBLE) TIMESERIES(time)"
@@ -419,11 +420,7 @@ OPS = st.one_of(
 )
 
 
-@settings(
-    max_examples=25,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
+@settings(OVER_FIXTURE, max_examples=25)
 @given(transactions=st.lists(st.lists(OPS, min_size=1, max_size=3), min_size=1, max_size=8))
 def test_model_a_commit_moves_exactly_the_touched_values(tmp_path_factory, transactions):
     connection = refimpl.connect(tmp_path_factory.mktemp("model") / "data")

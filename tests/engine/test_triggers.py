@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from refimpl.engine import copying
@@ -25,6 +25,7 @@ from refimpl.errors import (
     UnknownColumn,
     UserError,
 )
+from tests.hypothesis_settings import OVER_FIXTURE
 
 MIRROR = (
     "CREATE TABLE t (id INT PRIMARY KEY, v INT)",
@@ -313,11 +314,7 @@ statements = st.lists(
 )
 
 
-@settings(
-    max_examples=15,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
+@settings(OVER_FIXTURE, max_examples=15)
 @given(script=statements)
 def test_mirroring_triggers_keep_the_mirror_equal(tmp_path: Path, script: list[str]) -> None:
     instance = Instance.open(tmp_path / f"data-{abs(hash(tuple(script)))}")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from refimpl.engine.storage import wal_seals
@@ -14,6 +14,7 @@ from refimpl.engine.storage.wal import WriteAheadLog
 from refimpl.engine.storage.wal_segments import list_segments, scan_segments
 from refimpl.errors import CorruptLog
 from tests.engine.wal_files import FRAME, NO_SYNC, flip_byte, make_three_segments, segment_files
+from tests.hypothesis_settings import OVER_FIXTURE
 
 
 def seals(directory: Path) -> list[str]:
@@ -73,11 +74,7 @@ def test_removing_segments_removes_their_seals(tmp_path: Path) -> None:
     assert seals(tmp_path) == ["00000000000000000009.seal"]  # the last one's, from the close
 
 
-@settings(
-    max_examples=25,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
+@settings(OVER_FIXTURE, max_examples=25)
 @given(
     sizes=st.lists(st.integers(1, 120), min_size=1, max_size=40), reopen_every=st.integers(1, 10)
 )

@@ -10,12 +10,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from refimpl.http.request_log import LineShapes, RequestLine
 from refimpl.http.serving.log_queue import LogQueue, queued_log
 from refimpl.log_format import TextLineFormatter
+from tests.hypothesis_settings import OVER_FIXTURE
 
 
 @pytest.fixture()
@@ -33,11 +34,7 @@ def stream() -> Iterator[io.StringIO]:
 
 
 # The fixture's stream is emptied at the start of each example.
-@settings(
-    max_examples=25,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
+@settings(OVER_FIXTURE, max_examples=25)
 @given(st.lists(st.lists(st.text(alphabet="abcxyz", max_size=8), max_size=30), max_size=4))
 def test_every_line_is_written_once_in_each_threads_order(
     stream: io.StringIO, lines: list[list[str]]

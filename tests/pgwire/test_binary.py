@@ -13,10 +13,11 @@ from typing import Any
 import asyncpg
 import psycopg
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from refimpl.engine.storage import values
+from tests.hypothesis_settings import OVER_FIXTURE
 from tests.pgwire.conftest import PgServer
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -35,11 +36,7 @@ VALUES: dict[str, st.SearchStrategy[Any]] = {
 }
 COLUMNS = ", ".join(f"c_{t.lower()} {t}" for t in VALUES)
 ROWS = st.fixed_dictionaries({t: st.none() | strategy for t, strategy in VALUES.items()})
-SETTINGS = settings(
-    max_examples=40,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
+SETTINGS = settings(OVER_FIXTURE, max_examples=40)
 INSERT_PG = f"INSERT INTO b VALUES (%b, {', '.join(['%b'] * len(VALUES))})"
 INSERT_ASYNCPG = f"INSERT INTO b VALUES ({', '.join(f'${n + 1}' for n in range(len(VALUES) + 1))})"
 

@@ -8,10 +8,12 @@ from datetime import UTC, datetime
 
 import psycopg
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from psycopg import errors as pgerrors
 from psycopg import pq
+
+from tests.hypothesis_settings import OVER_FIXTURE
 
 CREATE = "CREATE TABLE t (id INT PRIMARY KEY, name STRING, x DOUBLE, ts TIMESTAMP)"
 
@@ -138,11 +140,7 @@ def test_copy_in_the_extended_protocol(pg, db):
         assert conn.execute("SELECT count(*) FROM t").fetchone() == (2,)
 
 
-@settings(
-    max_examples=15,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
+@settings(OVER_FIXTURE, max_examples=15)
 @given(
     st.lists(
         st.text(st.characters(exclude_categories=["Cs"], exclude_characters="\0"), max_size=20),

@@ -10,11 +10,12 @@ from datetime import UTC, datetime, timedelta
 
 import psycopg
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from psycopg import errors as pgerrors
 
 from refimpl.engine.storage import values
+from tests.hypothesis_settings import OVER_FIXTURE
 
 CREATE = (
     "CREATE TABLE t (id INT PRIMARY KEY, big BIGINT, x DOUBLE, name STRING, sym SYMBOL,"
@@ -70,11 +71,7 @@ def test_binary_copy_of_some_columns_fills_the_others_with_null(pg, db):
         assert conn.execute("SELECT id, name, big FROM t").fetchall() == [(7, "seven", None)]
 
 
-@settings(
-    max_examples=25,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
+@settings(OVER_FIXTURE, max_examples=25)
 @given(
     st.lists(
         st.tuples(

@@ -9,8 +9,10 @@ import uuid
 from dataclasses import dataclass
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
+
+from tests.hypothesis_settings import OVER_FIXTURE
 
 COLUMNS = ("id", "a", "b", "Mixed")
 # Names that clash with the names PostgreSQL gives keys and UNIQUE constraints.
@@ -72,11 +74,7 @@ def _unquote(text: str) -> list[str]:
     return [c[1:-1].replace('""', '"') if c.startswith('"') else c for c in text.split(", ")]
 
 
-@settings(
-    max_examples=25,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
+@settings(OVER_FIXTURE, max_examples=25)
 @given(schemas())
 def test_the_index_catalog_agrees_with_the_tables(pg, tables):
     db = "t_" + uuid.uuid4().hex[:12]

@@ -9,9 +9,11 @@ from datetime import UTC, datetime
 
 import psycopg
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from psycopg import errors as pgerrors
+
+from tests.hypothesis_settings import OVER_FIXTURE
 
 CREATE = (
     "CREATE TABLE t (id INT PRIMARY KEY, big BIGINT, x DOUBLE, name STRING, sym SYMBOL,"
@@ -203,11 +205,7 @@ def test_unknown_and_duplicate_names_of_statements_and_portals(pg, db):
 
 # Written into the text, a constant makes a new text for each row, read (as over /exec) as
 # the one parse of its template: the answers are those of the same values as parameters.
-@settings(
-    max_examples=25,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
+@settings(OVER_FIXTURE, max_examples=25)
 @given(key=st.integers(-(2**31), 2**31 - 1), text=st.text(alphabet="ab 'é\\%?$;-", max_size=12))
 def test_constants_in_the_text_answer_as_parameters_do(pg, db, key, text):
     with pg.connect(db) as conn:

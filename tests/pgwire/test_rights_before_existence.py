@@ -8,9 +8,10 @@ import uuid
 
 import psycopg
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.hypothesis_settings import OVER_FIXTURE
 from tests.pgwire.attack import refused_login
 from tests.pgwire.conftest import PgServer
 
@@ -94,11 +95,7 @@ CHANGES = [
 ]
 
 
-@settings(
-    max_examples=15,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
+@settings(OVER_FIXTURE, max_examples=15)
 @given(changes=st.lists(st.sampled_from(CHANGES), max_size=6))
 def test_an_open_session_sees_only_what_its_rights_cover(pg, two_databases, changes):
     a, b = two_databases

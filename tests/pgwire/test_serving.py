@@ -10,10 +10,11 @@ import time
 
 import psycopg
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.http.conftest import ROOT, _clean_environment, start_server
+from tests.hypothesis_settings import OVER_FIXTURE
 from tests.pgwire.conftest import PgServer, pg_address
 
 
@@ -30,11 +31,7 @@ def read_all(sock: socket.socket) -> bytes:
     return data
 
 
-@settings(
-    max_examples=25,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
+@settings(OVER_FIXTURE, max_examples=25)
 @given(garbage=st.binary(min_size=1, max_size=200))
 def test_broken_bytes_end_in_an_error_never_a_crash(pg, garbage):
     with socket.create_connection((pg.host, pg.port)) as sock:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import refimpl
@@ -12,6 +12,7 @@ from refimpl.engine.statements import executor
 from refimpl.sql import ast, templates
 from refimpl.sql.parser import parse
 from refimpl.sql.templates import templated
+from tests.hypothesis_settings import OVER_FIXTURE
 
 numbers = st.one_of(
     st.integers(-(2**40), 2**40),
@@ -41,11 +42,7 @@ def as_written(session, text: str):
     return executor.execute(session, statement, text, ())
 
 
-@settings(
-    max_examples=60,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
+@settings(OVER_FIXTURE, max_examples=60)
 @given(key=st.integers(0, 10**9), x=numbers, s=texts, low=numbers)
 def test_template_answers_as_written(session, key, x, s, low):
     insert = f"INSERT INTO t VALUES ({key}, {sql_number(x)}, {sql_text(s)})"

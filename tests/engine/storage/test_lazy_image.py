@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from refimpl.engine.storage import blocks, checkpoint, ddl, table_image
@@ -21,6 +21,7 @@ from refimpl.engine.storage.memory_limit import rows_bytes, table_bytes, text_po
 from refimpl.engine.storage.table import OrderIndex, Table
 from refimpl.sql import ast
 from refimpl.sql.parser import parse
+from tests.hypothesis_settings import OVER_FIXTURE
 
 Row = tuple[Any, ...]
 Ident = tuple[Any, ...]
@@ -92,11 +93,7 @@ def tiny() -> Iterator[None]:
         blocks.BLOCK_ROWS, blocks._HALF, blocks._SMALL, checkpoint.CHUNK_ROWS = saved
 
 
-@settings(
-    max_examples=150,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
+@settings(OVER_FIXTURE, max_examples=150)
 @given(
     kind=st.sampled_from(sorted(SCHEMAS)),
     first=st.lists(st.tuples(keys, values), max_size=40),

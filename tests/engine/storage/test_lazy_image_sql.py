@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from refimpl.engine.instance import Instance
@@ -24,6 +24,7 @@ from refimpl.engine.statements import values_load
 from refimpl.engine.storage import blocks, checkpoint
 from refimpl.engine.storage.memory_limit import table_bytes
 from refimpl.engine.storage.table import OrderIndex
+from tests.hypothesis_settings import OVER_FIXTURE
 
 NEVER = 1 << 62
 # No background checkpoint: only CHECKPOINT and a clean close write one.
@@ -100,11 +101,7 @@ def _text(k: int, version: int) -> str | None:
     return None if (k + version) % 4 == 0 else f"{k}:{version}" * (abs(k) % 3 + 1)
 
 
-@settings(
-    max_examples=40,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
+@settings(OVER_FIXTURE, max_examples=40)
 @given(
     kind=st.sampled_from(sorted(SCHEMAS)),
     first=st.lists(keys, unique=True, max_size=40),
