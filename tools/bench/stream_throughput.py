@@ -287,3 +287,16 @@ def throughput_report(
         f" before and after each; load average {load[0]:.1f} at the start, {ended[0]:.1f} at"
         f" the end; refimpl of {code or 'this checkout'}",
     )
+    # Issue 37's figure: the readers (and writers) off the server's core, the pairs' median.
+    pinned = statistics.median(pair["pinned_ratio"] for pair in pairs)
+    harness.print_checks(
+        [
+            harness.Check(
+                f"commits/s, {streams} streams open / none, readers off the server's core"
+                f" (median of {len(pairs)} pairs)",
+                pinned,
+                ">= 0.9",
+                pinned >= 0.9,
+            )
+        ]
+    )
