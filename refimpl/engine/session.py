@@ -115,6 +115,12 @@ class Session:
         # When the running statement must stop: set as each statement of `execute` starts
         # (its parse included), None between statements.
         self._deadline: float | None = None
+        # The running statement's moment (microseconds since 1970), read from the clock the
+        # first time the statement asks for it (most never do), beside the deadline of the
+        # statement it is of (`statement_time`); and that of the open transaction block's
+        # BEGIN, None outside one.
+        self._statement_at: tuple[float | None, int] = (None, 0)
+        self._transaction_at: int | None = None
         # What makes this session's deadline known to its thread while a statement runs; it
         # names the session by a weak proxy, so that the two make no cycle (a session a
         # request is freed as its request ends, not by the collector).
@@ -375,6 +381,7 @@ class Session:
         self.database.acquire_write()
         self.transaction = Transaction(self.database.tables)
         self.failed = False
+        self._transaction_at = self.statement_time()  # BEGIN's moment, as PostgreSQL's
 
     def commit(self) -> None:
         txn = self.transaction
@@ -417,6 +424,7 @@ class Session:
 
     def _end_transaction(self, committed: bool) -> None:
         self.transaction = None
+        self._transaction_at = None
         self.failed = False
         self._savepoints.clear()
         self.cursors.transaction_ended(committed)
@@ -474,6 +482,31 @@ class Session:
 
     def _new_deadline(self) -> float:
         return time.monotonic() + self.database.options.statement_timeout
+
+    # -- the clock -----------------------------------------------------------------------
+
+    def transaction_time(self) -> int:
+        """now()'s moment, microseconds since 1970: that of the open transaction block's
+        BEGIN, the same for each of its statements; outside a block, the statement's own
+        (each statement is its own transaction), `statement_time()`."""
+        at = self._transaction_at
+        return self.statement_time() if at is None else at
+
+    def statement_time(self) -> int:
+        """statement_timestamp()'s moment: the running statement's, one for all it asks
+        (the clock is read when it first asks); outside `execute`, the clock's."""
+        deadline = self._deadline
+        if deadline is None:  # between statements (a live query's re-run)
+            return time.time_ns() // 1000
+        # Each statement sets a deadline of its own, a new float: the moment kept beside
+        # this one's is this statement's (the pair holds the float, so no later deadline
+        # can be another object at its address). No statement pays for a moment it never
+        # asks for.
+        of, at = self._statement_at
+        if of is not deadline:
+            at = time.time_ns() // 1000
+            self._statement_at = (deadline, at)
+        return at
 
     # -- rights --------------------------------------------------------------------------
 

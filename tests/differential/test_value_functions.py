@@ -38,6 +38,28 @@ ALIKE = [
     'SELECT "current_timestamp"()',
     "SELECT user()",  # 42601 there, 42883 here: both class 42
 ]
+# The clock's functions in and out of a transaction block, run in this order: what each
+# answers of the others (the times themselves are each server's own clock). In a block,
+# now() and its spellings are its BEGIN's, in every statement and row; statement_timestamp()
+# each statement's start; clock_timestamp() each call's; outside one, a statement is its
+# own transaction.
+CLOCK = [
+    "SELECT now() = statement_timestamp() AS a, now() = transaction_timestamp() AS b,"
+    " now() = CURRENT_TIMESTAMP AS c, now() = LOCALTIMESTAMP AS d,"
+    " clock_timestamp() >= statement_timestamp() AS e",
+    "BEGIN",
+    "INSERT INTO clock VALUES (1, now(), statement_timestamp()),"
+    " (2, CURRENT_TIMESTAMP, statement_timestamp())",
+    "INSERT INTO clock SELECT 3, transaction_timestamp(), statement_timestamp()",
+    "UPDATE clock SET at = LOCALTIMESTAMP WHERE id = 2 RETURNING at = now() AS same",
+    "SELECT count(DISTINCT at) AS n, min(at) = now() AS start, count(DISTINCT began) AS own,"
+    " min(began) > now() AS after_begin FROM clock",
+    "SELECT statement_timestamp() > now() AS later, clock_timestamp() >= statement_timestamp()"
+    " AS moving, now() = CURRENT_TIMESTAMP(6) AS a, transaction_timestamp() = now() AS b",
+    "COMMIT",
+    "SELECT now() = statement_timestamp() AS own, now() > max(at) AS after FROM clock",
+    "DELETE FROM clock",
+]
 # Statements that differ by a documented choice: (statement, the choice's id).
 CHOSEN = [
     ("SELECT current_user()", "current-user-call"),
@@ -51,7 +73,10 @@ CHOSEN = [
 @pytest.fixture(scope="module")
 def both() -> Iterator[tuple[psycopg.Connection, psycopg.Connection]]:
     with connected_pair(
-        'CREATE TABLE vf ("user" TEXT, n INT)', "INSERT INTO vf VALUES ('ram', 1)"
+        'CREATE TABLE vf ("user" TEXT, n INT)',
+        "INSERT INTO vf VALUES ('ram', 1)",
+        "CREATE TABLE clock (id INT, at timestamptz, began timestamptz)",
+        "SET TIME ZONE 'UTC'",  # LOCALTIMESTAMP = now() there too
     ) as pair:
         yield pair
 
@@ -61,6 +86,15 @@ def test_they_answer_alike(both) -> None:
     for sql in ALIKE:
         pg, mine = run(theirs, sql), run(ours, sql)
         assert same(pg, mine, ordered=True), f"{sql}\n  PostgreSQL: {pg}\n  refimpl:    {mine}"
+
+
+def test_the_clock_answers_alike_in_and_out_of_a_transaction_block(both) -> None:
+    theirs, ours = both
+    for _ in range(2):  # the second time, nothing kept from the first may answer
+        for sql in CLOCK:
+            pg, mine = run(theirs, sql), run(ours, sql)
+            assert same(pg, mine, ordered=True), f"{sql}\n  PostgreSQL: {pg}\n  refimpl: {mine}"
+            assert pg.rows is not None and all(v is not False for r in pg.rows for v in r), pg
 
 
 def test_their_columns_are_named_as_postgresql_names_them(both) -> None:
@@ -78,9 +112,12 @@ def test_the_time_is_a_timestamp_with_time_zone_on_both(both) -> None:
     types = [
         [column.type_code for column in conn.execute(sql).description or ()]
         for conn in (theirs, ours)
-        for sql in ("SELECT CURRENT_TIMESTAMP, CURRENT_TIMESTAMP(2), now()",)
+        for sql in (
+            "SELECT CURRENT_TIMESTAMP, CURRENT_TIMESTAMP(2), now(), transaction_timestamp(),"
+            " statement_timestamp(), clock_timestamp()",
+        )
     ]
-    assert types[0] == types[1] == [1184, 1184, 1184]
+    assert types[0] == types[1] == [1184] * 6
 
 
 @pytest.mark.parametrize(("sql", "choice"), CHOSEN)

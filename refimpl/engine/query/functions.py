@@ -1,5 +1,5 @@
 """Scalar SQL functions: length, lower, upper, coalesce, nullif, abs, round, now (and
-CURRENT_TIMESTAMP, LOCALTIMESTAMP), date_trunc; CAST.
+CURRENT_TIMESTAMP, LOCALTIMESTAMP, transaction_timestamp), clock_timestamp, date_trunc; CAST.
 
 Each builder takes the function's name, its compiled arguments and the scope, checks
 arity and types, and returns the compiled call.
@@ -8,6 +8,7 @@ arity and types, and returns the compiled call.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any
@@ -180,6 +181,14 @@ def _now(name: str, args: list[Compiled], scope: Scope) -> Compiled:
     return Compiled(lambda row: moment, "TIMESTAMP", constant=True)
 
 
+def _clock_timestamp(name: str, args: list[Compiled], scope: Scope) -> Compiled:
+    """clock_timestamp(): the clock's moment when it is called, each call (each row) its own,
+    as PostgreSQL's; never a constant."""
+    _arity(name, args, 0)
+    clock = time.time_ns
+    return Compiled(lambda row: clock() // 1000, "TIMESTAMP")
+
+
 def _clock(name: str, args: list[Compiled], scope: Scope) -> Compiled:
     """CURRENT_TIMESTAMP and LOCALTIMESTAMP (the session's time zone is UTC: the same
     moment), now()'s, rounded to their precision's fractional digits as PostgreSQL rounds."""
@@ -246,10 +255,23 @@ FUNCTIONS: dict[str, Callable[[str, list[Compiled], Scope], Compiled]] = {
     "abs": _abs,
     "round": _round,
     "now": _now,
+    "transaction_timestamp": _now,
+    "clock_timestamp": _clock_timestamp,
     "current_timestamp": _clock,
     "localtimestamp": _clock,
     "date_trunc": _date_trunc,
 }
-# The functions of the statement's time (`Scope.now`): a plan calling one is made again for
-# each run, and its answer is never kept.
-CLOCK_FUNCTIONS = frozenset({"now", "current_timestamp", "localtimestamp"})
+# The functions of the clock: of the transaction's start (`Scope.now`, the statement's
+# context's `transaction_time`), of the statement's (statement_timestamp(), a function of the
+# session) and of the call's. A plan calling one is made again for each run, and its answer
+# is never kept.
+CLOCK_FUNCTIONS = frozenset(
+    {
+        "now",
+        "current_timestamp",
+        "localtimestamp",
+        "transaction_timestamp",
+        "statement_timestamp",
+        "clock_timestamp",
+    }
+)

@@ -6,7 +6,6 @@ the right it needs and answers a `Result`; `executor` dispatches to them.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -180,7 +179,9 @@ def _drop_partition_where(
             raise SqlError(f"table '{name}' is not partitioned by time; it has no partitions")
         # The statement's time (`ts < now()`) and the session's functions, as in a WHERE of
         # a SELECT; the log keeps the partitions chosen, not the condition.
-        scope = table_scope(table.schema, params, "DROP PARTITION WHERE", time.time_ns() // 1000)
+        scope = table_scope(
+            table.schema, params, "DROP PARTITION WHERE", context.transaction_time()
+        )
         scope.functions = context.sql_functions()
         test = compile_expression(statement.where, scope).fn
         periods: dict[str, bool] = {}

@@ -166,6 +166,13 @@ class StatementContext(Protocol):
 
     def deadline(self) -> float: ...
 
+    def transaction_time(self) -> int:
+        """now()'s moment, microseconds since 1970: the transaction block's start, the same
+        for each of its statements; outside a block, the statement's (`statement_time`)."""
+
+    def statement_time(self) -> int:
+        """statement_timestamp()'s moment: the running statement's, one for all of it."""
+
     def sql_functions(self) -> SessionFunctions:
         """The instance's scalar functions, each call run for this context."""
 

@@ -8,7 +8,6 @@ whose symlinks lead out of the folder is refused.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -139,5 +138,5 @@ def copy_output(context: StatementContext, statement: ast.CopyTo) -> CopyOutput:
         text = f"SELECT {columns} FROM {quote_name(statement.table)}"
         query = parse_cached(text).statements[0]
     assert isinstance(query, ast.Query)
-    output = QueryRunner(context, (), time.time_ns() // 1000).run_locked(query)
+    output = QueryRunner(context, (), context.transaction_time()).run_locked(query)
     return CopyOutput(output.columns, output.rows, fmt)

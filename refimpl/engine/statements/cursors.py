@@ -10,7 +10,6 @@ limit as a query's do.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -44,7 +43,7 @@ def _declare(
         )
     query = statement.query
     assert isinstance(query, ast.Select | ast.Values | ast.SetOperation | ast.WithQuery)
-    output = QueryRunner(context, params, time.time_ns() // 1000).run_locked(query)
+    output = QueryRunner(context, params, context.transaction_time()).run_locked(query)
     cursors.open[statement.name.lower()] = Cursor(
         statement.name, output.columns, list(output.rows), statement.hold, in_transaction
     )

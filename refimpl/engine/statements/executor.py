@@ -59,6 +59,7 @@ if TYPE_CHECKING:
 
 
 def now_micros() -> int:
+    """The clock's microseconds: now() of no statement's (a live re-run's; `transaction_time`)."""
     return time.time_ns() // 1000
 
 
@@ -121,7 +122,7 @@ def select_rows(
     crowd the result cache.
     """
     if not _one_table(context, statement):
-        return QueryRunner(context, params, now_micros()).run_locked(statement)
+        return QueryRunner(context, params, context.transaction_time()).run_locked(statement)
     assert isinstance(statement, ast.Select)
     source = statement.source
     # The session's functions are bound per call: made only for a statement that compiles
@@ -137,7 +138,7 @@ def select_rows(
             statement,
             row_source,
             params,
-            now_micros(),
+            context.transaction_time(),
             context.sql_functions(),
             context.deadline(),
         )
@@ -163,9 +164,8 @@ def table_rows(
     txn = context.transaction
     if txn is not None and source.name.lower() in txn.work:
         view = TransactionTable(txn.table(source.name), source.alias)
-        return run_select(
-            statement, view, params, now_micros(), context.sql_functions(), context.deadline()
-        )
+        now = context.transaction_time()
+        return run_select(statement, view, params, now, context.sql_functions(), context.deadline())
     database = context.database
     read = read_without_lock(database, statement, source.name, points, params)
     if read is not None:
@@ -190,7 +190,7 @@ def table_rows(
             statement,
             CommittedTable(table, source.alias),
             params,
-            now_micros(),
+            context.transaction_time(),
             context.sql_functions(),
             context.deadline(),
             plans=database.plan_cache,
@@ -233,9 +233,8 @@ def _evaluate_constant(
         return params[expr.index]
     if not made:
         functions = context.sql_functions()
-        made.append(
-            Scope(columns=[], params=params, now=now_micros(), functions=functions, clause="VALUES")
-        )
+        now = context.transaction_time()
+        made.append(Scope(columns=[], params=params, now=now, functions=functions, clause="VALUES"))
     return compile_expression(expr, made[0]).fn(())
 
 
@@ -273,8 +272,7 @@ def _insert(
         )
         if written is not None:
             schema = txn.table(statement.table).schema
-            now = made[0].now if made else now_micros()
-            scope = row_scope(context, schema, params, "RETURNING", now)
+            scope = row_scope(context, schema, params, "RETURNING", context.transaction_time())
             return returned(text, schema, statement.returning, written, scope)
         return message_result(text, f"{count} row(s) inserted", count)
 
@@ -411,7 +409,7 @@ def _update(
         work = txn.table(statement.table)
         schema = work.schema
         table = work.current()
-        now = now_micros()  # the statement's one moment
+        now = context.transaction_time()  # the transaction's one moment
         scope = row_scope(context, schema, params, "SET", now)
         assignments = []
         for name, expr in statement.assignments:
@@ -474,7 +472,7 @@ def _delete(
     def run(txn: Transaction) -> Result:
         work = txn.table(statement.table)
         schema = work.schema
-        now = now_micros()  # the statement's one moment
+        now = context.transaction_time()  # the transaction's one moment
         matched = _matching(context, work, schema, statement.where, params, context.deadline(), now)
         count = len(matched)
         gone = [row for _, row in matched]

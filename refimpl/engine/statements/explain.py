@@ -10,7 +10,6 @@ the rights the query needs.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -93,7 +92,7 @@ class _Planner:
             runner = QueryRunner(
                 self.context,
                 self.params,
-                time.time_ns() // 1000,
+                self.context.transaction_time(),
                 explaining=True,
                 describe=self.describe,
             )

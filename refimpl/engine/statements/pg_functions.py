@@ -278,6 +278,9 @@ def functions(views: ViewColumnsOf) -> dict[str, ScalarFunction]:
         "session_user": _of_session((0,), "STRING",
                                     lambda context: session_principal(context).name),
         "current_catalog": _of_session((0,), "STRING", lambda context: context.database.name),
+        # The running statement's start, whatever the transaction's (now() is that).
+        "statement_timestamp": _of_session((0,), "TIMESTAMP",
+                                           lambda context: context.statement_time()),
         "version": _function((0,), "STRING", lambda: SERVER_VERSION),
         "regclass": _of_session((1,), "OID", regclass),
         "to_regclass": _of_session((1,), "OID", relation_oid),

@@ -13,7 +13,6 @@ column of the same name is written with its table (`t.name`).
 from __future__ import annotations
 
 import functools
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -216,7 +215,7 @@ def call(
     scope = Scope(
         columns=[],
         params=params,
-        now=time.time_ns() // 1000,
+        now=context.transaction_time(),
         clause="CALL",
         functions=context.sql_functions(),
     )

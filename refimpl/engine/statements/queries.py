@@ -15,7 +15,6 @@ answers only the query's columns and their types, which depend on no row.
 from __future__ import annotations
 
 import dataclasses
-import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any
@@ -536,7 +535,7 @@ class QueryRunner:
 
 def view_columns(context: StatementContext, name: str) -> list[Column]:
     """`QueryRunner.view_columns` for a caller outside any query (a catalog function)."""
-    return QueryRunner(context, (), time.time_ns() // 1000).view_columns(name)
+    return QueryRunner(context, (), context.transaction_time()).view_columns(name)
 
 
 def _correlation(term: ast.Expr, inner: Scope, outer: Scope) -> tuple[Compiled, Compiled] | None:

@@ -147,6 +147,12 @@ class RoutineContext:
     def deadline(self) -> float:
         return self._outer.deadline()
 
+    def transaction_time(self) -> int:
+        return self._outer.transaction_time()  # a body runs in its caller's transaction
+
+    def statement_time(self) -> int:
+        return self._outer.statement_time()  # and within the statement that fired it
+
     def sql_functions(self) -> SessionFunctions:
         # The same table, each call run for this context: in a body current_user() and the
         # rights of kdb_rev are whom it runs as (a trigger's definer, a procedure's caller),

@@ -9,7 +9,6 @@ Reading a view runs its query with the reader's rights (see `queries.QueryRunner
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -40,7 +39,7 @@ def _create_view(
             raise TableExists(name)
         if txn.has_table(name):
             raise TableExists(name)
-        QueryRunner(context, (), time.time_ns() // 1000).run_locked(statement.query)
+        QueryRunner(context, (), context.transaction_time()).run_locked(statement.query)
         txn.database_changes.append(ddl.canonical_sql(ast.CreateView(name, statement.query)))
         return message_result(text, f"view '{name}' created")
 

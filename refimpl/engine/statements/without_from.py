@@ -3,7 +3,6 @@ run as a table SELECT is: from a plan the database keeps, where one may be kept.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -39,7 +38,7 @@ def select_without_from(
             statement,
             None,
             params,
-            time.time_ns() // 1000,
+            context.transaction_time(),
             context.sql_functions(),
             context.deadline(),
         )
@@ -52,12 +51,14 @@ def select_without_from(
     functions = context.sql_functions()  # only to compile: a kept plan needs none
     if plan_key(statement, None, params, functions) is not None:
         # It calls none of the session's functions, which every session has alike.
-        plan = compile_select(statement, None, params, time.time_ns() // 1000)
+        plan = compile_select(statement, None, params, context.transaction_time())
         plans.put(key, None, plan)
         return plan.run(None, context.deadline())
     slot: SessionSlot[StatementContext] = SessionSlot()
     kept = SessionFunctions(functions.table, slot)
-    made = SessionPlan(compile_select(statement, None, params, time.time_ns() // 1000, kept), slot)
+    made = SessionPlan(
+        compile_select(statement, None, params, context.transaction_time(), kept), slot
+    )
     plans.put(key, None, made)
     return made.run(context)
 
