@@ -17,24 +17,16 @@ calls each request makes (`recvfrom`, `sendto`, `epoll_ctl`, `epoll_wait`) and t
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import harness
 
-# This folder's http.py shadows the standard library's http package; load it by path, under
-# a name of its own that the forked clients find its functions by.
-_spec = importlib.util.spec_from_file_location("bench_http", Path(__file__).with_name("http.py"))
-assert _spec is not None and _spec.loader is not None
-bench_http = importlib.util.module_from_spec(_spec)
-sys.modules["bench_http"] = bench_http
-_spec.loader.exec_module(bench_http)
+bench_http = harness.bench_http()  # this folder's http.py
 
 
 def counted(output: Path) -> dict[str, int]:

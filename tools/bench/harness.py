@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import datetime
 import glob
+import importlib.util
 import json
 import multiprocessing
 import os
@@ -35,6 +36,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from types import ModuleType
 from typing import Any, NamedTuple
 
 _HERE = Path(__file__).resolve().parent
@@ -55,6 +57,22 @@ def _load_stdlib_http() -> None:
 _load_stdlib_http()
 
 import requests  # noqa: E402
+
+
+def bench_http() -> ModuleType:
+    """This folder's http.py, which a plain import cannot reach (the name `http` is the
+    standard library's): loaded by its path once a process, as `bench_http`, the name in
+    `sys.modules` the forked clients' functions are pickled by."""
+    loaded = sys.modules.get("bench_http")
+    if loaded is not None:
+        return loaded
+    spec = importlib.util.spec_from_file_location("bench_http", _HERE / "http.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["bench_http"] = module
+    spec.loader.exec_module(module)
+    return module
+
 
 REPO = _HERE.parent.parent
 LOOPBACK = "127.0.0.1"

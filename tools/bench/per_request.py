@@ -35,10 +35,8 @@ the rounds and the ratios against the targets.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
 import statistics
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -47,12 +45,7 @@ import harness
 import pgwire
 import subscribe
 
-# This folder's http.py shadows the standard library's http package; load it by path.
-_spec = importlib.util.spec_from_file_location("bench_http", Path(__file__).with_name("http.py"))
-assert _spec is not None and _spec.loader is not None
-bench_http = importlib.util.module_from_spec(_spec)
-sys.modules["bench_http"] = bench_http
-_spec.loader.exec_module(bench_http)
+bench_http = harness.bench_http()  # this folder's http.py
 
 # The workload, and its target as a share of PostgreSQL's rate (issue 37).
 TARGETS: dict[str, float | None] = {

@@ -26,10 +26,8 @@ ptrace_scope 0).
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import re
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -38,12 +36,7 @@ import harness
 import msgspec
 import pgwire
 
-# This folder's http.py shadows the standard library's http package; load it by path.
-_spec = importlib.util.spec_from_file_location("bench_http", Path(__file__).with_name("http.py"))
-assert _spec is not None and _spec.loader is not None
-bench_http = importlib.util.module_from_spec(_spec)
-sys.modules["bench_http"] = bench_http
-_spec.loader.exec_module(bench_http)
+bench_http = harness.bench_http()  # this folder's http.py
 
 WORKLOADS = {
     "pg-select": ("pgwire", "select"),

@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import importlib.util
 import io
 import json
 import os
@@ -54,15 +53,11 @@ from typing import Any
 
 import harness
 from changes_read import read_changes_http, read_changes_sse
-from stream import Throughput, figures_of, paced
+from stream import figures_of, paced
 from stream_readers import Readers, exactly_once
+from stream_throughput import Throughput
 
-# This folder's http.py, loaded by its path: the name `http` is the standard library's.
-_spec = importlib.util.spec_from_file_location("bench_http", Path(__file__).with_name("http.py"))
-assert _spec is not None and _spec.loader is not None
-bench_http = importlib.util.module_from_spec(_spec)
-sys.modules["bench_http"] = bench_http  # its client functions are pickled by this name
-_spec.loader.exec_module(bench_http)
+bench_http = harness.bench_http()  # this folder's http.py
 
 PAGE = 1000
 # The shaped read's options: each change made a `Change` record, filtered, squashed and
@@ -229,18 +224,21 @@ def event_stream(side: Revision, streams: int, seconds: float) -> Figures:
         server.sql("CREATE TABLE c (id BIGINT PRIMARY KEY, sent DOUBLE)")
         target = {"kind": "refimpl", "url": server.url, "token": server.token}
         readers = Readers(target, streams)
+        committed: list[range] = []  # every id committed: what each stream must show
         try:
             readers.wait_ready()
             time.sleep(1.0)
             cpu = harness.cpu_seconds(server.pid)
             ids = paced(target, 20, seconds, 1)
+            committed.append(ids)
             cpu = harness.cpu_seconds(server.pid) - cpu
             time.sleep(1.0)  # the last events' latencies
             readers.timed(False)
             throughput = Throughput(target, 10_000_000, seconds)
+            committed += throughput.committed
         finally:
-            by_ident, tallies = readers.results()
-    once = exactly_once(tallies, [ids, *throughput.committed])
+            by_ident, tallies = readers.results(sum(len(some) for some in committed))
+    once = exactly_once(tallies, committed)
     if once != "yes":
         print(f"  warning: {side.name}: event streams: {once}")
     latency = figures_of(by_ident, ids, streams)
