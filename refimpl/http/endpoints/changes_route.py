@@ -90,7 +90,7 @@ def changes_route(ctx: Context) -> Answer | Parked[Answer]:
 
         return ctx.app.shared_answers.get(plan.share_key(fmt, durable), produce)
 
-    def respond(body: bytes) -> Answer:
+    def respond(body: bytes | bytearray) -> Answer:
         if fmt == "sse":
             return Answer(body, 200, "text/event-stream; charset=utf-8", SSE_HEADERS)
         return Answer(body, 200, "application/json", JSON_HEADERS)
