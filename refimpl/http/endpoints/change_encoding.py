@@ -240,7 +240,10 @@ class _JsonAnswer(msgspec.Struct, gc=False):
     oldest_lsn: int
 
 
-_encode = msgspec.json.Encoder().encode
+_encoder = msgspec.json.Encoder()
+_encode = _encoder.encode
+_encode_into = _encoder.encode_into
+_OPEN, _COMMA = ord("["), ord(",")
 # Stands for a big page's changes in its answer's encoding, which they are spliced into.
 _SPLICED = msgspec.Raw(b"0")
 _SPLICED_AT = b'"changes":0'
@@ -383,7 +386,7 @@ def encode_json_answer(
     durable: int | Callable[[int], int],
     oldest: int,
     shaping: Shaping = PLAIN,
-) -> bytes:
+) -> bytes | bytearray:
     """The JSON answer of `GET /api/changes` (spec: changes): its fields in this order.
     `durable` is its `durable_lsn`, or what makes it of the page's `next` (which a page
     read as it is used knows only once it was)."""
@@ -392,14 +395,20 @@ def encode_json_answer(
     # page is one step anyway) is encoded whole with the answer by one C call.
     first: list[Any] = [shaping.state()] if shaping.ready else []
     first += next(pieces, ([], []))[0]
-    array: list[bytes | memoryview] = []  # the array's text, a view of each step's
+    # A big page is written into one buffer as it is encoded: the answer's fields before
+    # `changes` (`table` only), then the array, a step at a time, then the fields after it
+    # (known once the page was read). No step's text is made apart and copied, and no join
+    # copies the page: each byte is written once, into pages of memory faulted in once.
+    body = bytearray()
 
     def encoded(objects: list[Any]) -> None:
         for chunk in chunks(objects):
-            if array:
+            if body:
                 make_way()  # between steps, never before the first (see `_stepping`)
-                array.append(b",")
-            array.append(memoryview(encode_json(chunk))[1:-1])
+            else:
+                body.extend(_frame(table, 0, False, 0, 0)[0])
+                body.extend(b"[]")
+            _extend_array(body, chunk)
 
     for events, _ in pieces:
         if first:
@@ -408,17 +417,35 @@ def encode_json_answer(
         encoded(events)  # and lets the piece's objects go
     next_lsn, more = batch.next_lsn, batch.more
     durable_lsn = durable(next_lsn) if callable(durable) else durable
-    if not array and len(first) <= CHUNK_ROWS:
+    if not body and len(first) <= CHUNK_ROWS:
         try:
             return _encode(_JsonAnswer(table, first, next_lsn, more, durable_lsn, oldest))
         except (OverflowError, TypeError):  # what only encode_json's fallback encodes
             pass
     encoded(first)
-    # A big page: the answer's other fields encoded around a stand-in, and the array's
-    # steps joined into its place: the page's text is copied once, by the join. The
-    # stand-in is found by its field name: inside the table's name, a JSON string, every
-    # quote is escaped, so `"changes":` there is never preceded by its unescaped quote.
-    frame = _encode(_JsonAnswer(table, _SPLICED, next_lsn, more, durable_lsn, oldest))
+    body.extend(_frame(table, next_lsn, more, durable_lsn, oldest)[1])
+    return body
+
+
+def _frame(table: str, next_lsn: int, more: bool, durable: int, oldest: int) -> tuple[bytes, bytes]:
+    """The JSON answer's text before its `changes` array and after it. The array's place is
+    found by its field name: inside the table's name, a JSON string, every quote is
+    escaped, so `"changes":` there is never preceded by its unescaped quote. What comes
+    before it is the same for any `next_lsn`, `more`, `durable` and `oldest`."""
+    frame = _encode(_JsonAnswer(table, _SPLICED, next_lsn, more, durable, oldest))
     at = frame.index(_SPLICED_AT) + len(_SPLICED_AT) - 1
-    whole = memoryview(frame)
-    return b"".join([whole[:at], b"[", *array, b"]", whole[at + 1 :]])
+    return frame[:at], frame[at + 1 :]
+
+
+def _extend_array(buffer: bytearray, objects: Sequence[Any]) -> None:
+    """`objects` (one or more) added to the JSON array that ends `buffer` (its closing `]`
+    the buffer's last byte), encoded into the buffer itself."""
+    empty = buffer[-2] == _OPEN  # `[]`: no item yet
+    at = len(buffer) - (2 if empty else 1)
+    try:
+        _encode_into(objects, buffer, at)  # `[a,b]` from `at`: over `[]`, or over `]`
+    except (OverflowError, TypeError):  # what only encode_json's fallback encodes
+        del buffer[at:]
+        buffer.extend(encode_json(list(objects)))
+    if not empty:
+        buffer[at] = _COMMA  # the `[` written over the array's `]` parts its items

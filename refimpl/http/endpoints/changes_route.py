@@ -71,8 +71,7 @@ def changes_route(ctx: Context) -> Answer | Parked[Answer]:
             if isinstance(batch, ShapedBatch):
                 shaping = Shaping(feed.before_images, batch.types, plan.ready)
             if fmt == "sse":
-                body = encode_sse(batch, names, types, shaping)
-                return respond(body), plan.found(batch)
+                return respond(encode_sse(batch, names, types, shaping)), plan.found(batch)
 
             def durable(next_lsn: int) -> int:
                 return max(bounds.durable_lsn, next_lsn if next_lsn > start else 0)

@@ -1,0 +1,65 @@
+"""A big page's JSON answer is written into one buffer as it is encoded (`_extend_array`
+appends each step to the array that ends it): the bytes are those of the whole answer
+encoded at once, whatever the steps, and a step msgspec refuses (an integer beyond 64 bits)
+is written by the fallback in its place."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+
+import msgspec
+from hypothesis import given
+from hypothesis import strategies as st
+
+import refimpl
+from refimpl.engine.features.change_stream import CHUNK_ROWS, read_runs
+from refimpl.http.endpoints import change_encoding
+from refimpl.http.endpoints.change_encoding import encode_json_answer
+
+_items = st.one_of(
+    st.integers(min_value=-(2**70), max_value=2**70),  # past 64 bits: the fallback's
+    st.text(max_size=5),
+    st.none(),
+    st.dictionaries(st.sampled_from("abc"), st.integers(0, 9), max_size=2),
+    st.lists(st.integers(0, 9), max_size=2),
+)
+
+
+@given(
+    prefix=st.sampled_from([b"", b'{"changes":']),
+    steps=st.lists(st.lists(_items, min_size=1, max_size=4), max_size=5),
+)
+def test_steps_appended_make_one_array(prefix: bytes, steps: list[list[object]]) -> None:
+    buffer = bytearray(prefix + b"[]")
+    for step in steps:
+        change_encoding._extend_array(buffer, step)
+    assert bytes(buffer[: len(prefix)]) == prefix
+    assert json.loads(bytes(buffer[len(prefix) :])) == [item for step in steps for item in step]
+
+
+def test_a_page_of_several_steps_is_the_whole_answer_encoded_at_once() -> None:
+    rows = 2 * CHUNK_ROWS + 7
+    with tempfile.TemporaryDirectory() as folder, refimpl.connect(folder) as conn:
+        conn.execute('CREATE TABLE "t""q" (id INT PRIMARY KEY, at TIMESTAMP, s STRING)')
+        conn.session().insert_rows(
+            't"q', ["id", "at", "s"], [(i, i * 1_000_003, f"row\n{i}") for i in range(rows)]
+        )
+        database = conn.instance.database(conn.database)
+        schema = database.tables['t"q'].schema
+        names, kinds = schema.column_names, {c.name: c.type for c in schema.columns}
+        page = read_runs(database, 't"q', schema, 0, rows + 1)
+        made = encode_json_answer('t"q', page, names, kinds, 7, 1)
+        events = change_encoding._events(page, names, kinds, change_encoding.PLAIN)
+        whole = msgspec.json.encode(
+            {
+                "table": 't"q',
+                "changes": events,
+                "next": page.next_lsn,
+                "more": page.more,
+                "durable_lsn": 7,
+                "oldest_lsn": 1,
+            }
+        )
+        assert len(events) == rows + 1  # the CREATE, then the rows: three steps
+        assert made == whole
