@@ -508,23 +508,22 @@ class PooledWSGIServer(BaseWSGIServer):
         if now < self._next_idle_check:
             return
         self._next_idle_check = now + IDLE_CHECK_SECONDS
+        idle: list[tuple[int, Connection]] = []
         with self._lock:
-            for handler in self._connections.values():
-                if not handler.busy:
+            # One look at each connection (a hundred parked streams are busy: passed over).
+            for fd, handler in self._connections.items():
+                if handler.busy:
+                    continue
+                if handler.kept_environ is not None:
                     # What its routes kept for its repeats is made again at its next: a
                     # dropped database a kept /exec session holds is let go within a look.
                     handler.forget_kept()
-            idle = [
-                (fd, handler)
-                for fd, handler in self._connections.items()
-                if not handler.busy
-                and handler.stream is None  # a stream lives as long as its heartbeats go out
-                and (
+                if handler.stream is None and (  # a stream lives while its heartbeats go out
                     now - handler.last_used > KEEP_ALIVE_SECONDS
                     or now - (handler.reader.started_at or now) > CONNECTION_TIMEOUT_SECONDS
                     or handler.overdue(now)  # its answer's whole is late, however it trickles
-                )
-            ]
+                ):
+                    idle.append((fd, handler))
             for fd, handler in idle:
                 del self._connections[fd]
                 handler.busy = True
