@@ -3,7 +3,9 @@ parts share one encoded event, sent with each stream's own `id:` line): whatever
 identical and different subscriptions, users, commits and revokes, every stream reads
 exactly the events it would alone: its own subscription's ids, one version after another,
 one `rows` event per commit that changed its answer, the rows of its own query, and its end
-once its user's right is revoked, the other users' streams going on."""
+once its user's right is revoked or its token dropped, the other streams going on (one pass
+makes a user's streams' parts, looking at each token once for all its streams: never at
+another's)."""
 
 from __future__ import annotations
 
@@ -58,6 +60,7 @@ class _Opened:
 
     user: int
     symbol: str
+    key: int  # which of its user's two tokens it was opened with
     reader: EventReader
     name: str = ""  # its subscription, from its snapshot's id
     version: int = 1
@@ -67,14 +70,16 @@ class _Opened:
 
 OPS = st.one_of(
     st.tuples(st.just("commit"), st.sampled_from(SYMBOLS), st.integers(1, 99)),
-    st.tuples(st.just("revoke"), st.integers(1, USERS - 1), st.just(0)),
+    st.tuples(st.sampled_from(("revoke", "drop")), st.integers(1, USERS - 1), st.integers(1, 99)),
 )
 
 
 @settings(OVER_FIXTURE, max_examples=6)
 @given(
     opened=st.lists(
-        st.tuples(st.integers(0, USERS - 1), st.sampled_from(SYMBOLS)), min_size=2, max_size=10
+        st.tuples(st.integers(0, USERS - 1), st.sampled_from(SYMBOLS), st.integers(0, 1)),
+        min_size=2,
+        max_size=10,
     ),
     ops=st.lists(OPS, min_size=1, max_size=6),
 )
@@ -88,15 +93,17 @@ def test_each_stream_reads_what_it_would_alone(server: Server, opened, ops) -> N
     )
     server.sql("INSERT INTO t VALUES (now(), 'a', 1), (now(), 'b', 100)", db)
     model = {"a": [1.0], "b": [100.0]}
-    tokens: list[object] = [ADMIN] * USERS
+    tokens: list[list[object]] = [[ADMIN, ADMIN] for _ in range(USERS)]
     names = [""] * USERS
     for user in range(1, USERS):
         names[user] = "u_" + uuid.uuid4().hex[:8]
         server.sql(f"CREATE USER {names[user]}", db)
         server.sql(f"GRANT SELECT ON t TO {names[user]}", db)
-        tokens[user] = server.new_token(names[user], db)
+        # Two tokens: one pass makes the parts of all a user's streams, whichever token.
+        tokens[user] = [server.new_token(names[user], db) for _ in range(2)]
     streams = [
-        _Opened(user, symbol, _open(server, db, tokens[user], symbol)) for user, symbol in opened
+        _Opened(user, symbol, key, _open(server, db, tokens[user][key], symbol))
+        for user, symbol, key in opened
     ]
     try:
         for stream in streams:
@@ -106,19 +113,47 @@ def test_each_stream_reads_what_it_would_alone(server: Server, opened, ops) -> N
             assert version == "1"
             assert first["data"]["rows"] == [[stream.symbol, 1, model[stream.symbol][0]]]
         assert len({s.name for s in streams}) == len(streams)  # a subscription each
-        revoked: set[int] = set()
-        for op, arg, value in ops:
-            if op == "revoke":
-                if arg in revoked:
+
+        def commit_each(value: int) -> None:
+            # A commit to each symbol: each live stream's next event (an event twice, or one
+            # of the other symbol, would come first).
+            for symbol in SYMBOLS:
+                server.sql(f"INSERT INTO t VALUES (now(), '{symbol}', {value})", db)
+                model[symbol].append(float(value))
+            for stream in streams:
+                if stream.ended:
                     continue
-                revoked.add(arg)
-                server.sql(f"REVOKE SELECT ON t FROM {names[arg]}", db)
-                for stream in streams:
-                    if stream.user == arg and not stream.ended:
-                        assert stream.reader.until_end(10) == []
-                        comments = stream.reader.comments
-                        assert any(c.startswith("the stream ended: ") for c in comments)
-                        stream.ended = True
+                (event,) = stream.reader.take(1)
+                stream.version += 1
+                assert event["id"] == f"{stream.name}.{stream.version}"
+                symbol = stream.symbol
+                rows = [[symbol, len(model[symbol]), sum(model[symbol])]]
+                assert event["data"]["rows"] == rows
+
+        done: set[tuple[str, int]] = set()
+        for op, arg, value in ops:
+            if op in ("revoke", "drop"):
+                if (op, arg) in done:
+                    continue
+                done.add((op, arg))
+                if op == "revoke":
+                    server.sql(f"REVOKE SELECT ON t FROM {names[arg]}", db)
+                else:  # its first token: the streams of its second go on
+                    server.sql(f"DROP TOKEN '{tokens[arg][0]}'", db)
+                ending = [
+                    s
+                    for s in streams
+                    if s.user == arg and not s.ended and (op == "revoke" or s.key == 0)
+                ]
+                for stream in ending:
+                    stream.ended = True
+                # Woken with the others at once: each stream of that user ends with no event
+                # after the drop or revoke, every other's takes its part.
+                commit_each(value)
+                for stream in ending:
+                    assert stream.reader.until_end(10) == []
+                    comments = stream.reader.comments
+                    assert any(c.startswith("the stream ended: ") for c in comments)
                 continue
             symbol = str(arg)
             server.sql(f"INSERT INTO t VALUES (now(), '{symbol}', {value})", db)
@@ -135,19 +170,7 @@ def test_each_stream_reads_what_it_would_alone(server: Server, opened, ops) -> N
                 assert event["data"]["rows"] == rows
                 data_seen.add(json.dumps(event["data"], sort_keys=True))
             assert len(data_seen) <= 1  # the same change for every stream of the query
-        # Nothing more for anyone: a last commit to each symbol is each live stream's next
-        # event (an event twice, or one of the other symbol, would come first).
-        for symbol in SYMBOLS:
-            server.sql(f"INSERT INTO t VALUES (now(), '{symbol}', 0)", db)
-            model[symbol].append(0.0)
-        for stream in streams:
-            if stream.ended:
-                continue
-            (event,) = stream.reader.take(1)
-            stream.version += 1
-            assert event["id"] == f"{stream.name}.{stream.version}"
-            symbol = stream.symbol
-            assert event["data"]["rows"] == [[symbol, len(model[symbol]), sum(model[symbol])]]
+        commit_each(0)  # nothing more for anyone
     finally:
         for stream in streams:
             stream.reader.close()

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from collections.abc import Hashable
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -69,9 +70,21 @@ class PassReads:
     - `failures`: each database whose log failed at `settle`; then every attempt of a
       query of one made with these reads raises its failure (`LiveWait.attempt`), and no
       part made from it may be sent (the parts of the other databases may).
+    - `looked`: what the maker of the pass's parts looked at once for all the parts it
+      holds alike, by a key of its choosing, and what it found (a stream's token: why the
+      stream ends, or "" while the token stands: one look a pass for each token).
     """
 
-    __slots__ = ("_counters", "_rights", "reruns", "asked", "needs", "shown", "failures")
+    __slots__ = (
+        "_counters",
+        "_rights",
+        "reruns",
+        "asked",
+        "needs",
+        "shown",
+        "failures",
+        "looked",
+    )
 
     def __init__(self) -> None:
         self._counters: dict[tuple[Database, str, Any], int] = {}
@@ -81,6 +94,7 @@ class PassReads:
         self.needs: dict[Database, int] = {}
         self.shown: Database | None = None
         self.failures: dict[Database, Exception] = {}
+        self.looked: dict[Hashable, str] = {}
 
     def __enter__(self) -> PassReads:
         return self

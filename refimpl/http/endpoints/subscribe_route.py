@@ -154,10 +154,10 @@ class Headed(NamedTuple):
 
 class TakesAfter(Protocol):
     """The parts of `woken[at]` and those in a row after it that take the step a stream's
-    part took, each with its maker, made as its `make` would have (`_LiveStream.take_after`);
-    the list ends before the first that does not, which is made as usual."""
+    part took (`_LiveStream.take_after`): their `made` entries, their one body, each one's
+    (outlet, head); they end before the first that does not, which is made as usual."""
 
-    def __call__(self, woken: list[Runs], at: int) -> list[tuple[Runs, Headed]]: ...
+    def __call__(self, woken: list[Runs], at: int) -> tuple[list[Made], bytes, _Sends]: ...
 
 
 class Runs(Protocol):
@@ -171,9 +171,10 @@ class Runs(Protocol):
 
 # A woken live query made in a pass (`Woken._make_all`): it, what its `make` gave, and the
 # database whose commits that shows before they may be durable (`PassReads.shown`), if any.
-_Made = tuple[Runs, "HandOver | Headed", object]
+Made = tuple[Runs, "HandOver | Headed", object]
+_Sends = list[tuple[object, bytes]]  # (outlet, head) of parts that share one body
 # Headed parts by their body: each body's streams are sent it at once.
-_Shared = dict[bytes, list[tuple[object, bytes]]]
+_Shared = dict[bytes, _Sends]
 
 
 class Woken:
@@ -242,7 +243,7 @@ class Woken:
                 state.pending = None
 
     def _make_all(
-        self, woken: list[Runs], made: list[_Made], hand_overs: list[HandOver], shared: _Shared
+        self, woken: list[Runs], made: list[Made], hand_overs: list[HandOver], shared: _Shared
     ) -> None:
         """Make each of `woken`: (it, its hand-over or headed part, the database whose
         commits it shows before they may be durable) in `made`, and its hand-over in
@@ -279,18 +280,18 @@ class Woken:
             # commit): made in one call, with one body; the first that does not, as usual.
             reads.shown = None
             try:
-                taken = takes_after(woken, at)
+                taken, body, sends = takes_after(woken, at)
             except Exception:
                 log.warning("making live queries' parts failed", exc_info=True)
                 continue
             if taken:
                 at += len(taken)
-                made += [(maker, part, reads.shown) for maker, part in taken]
-                sharing = shared.setdefault(taken[0][1].body, [])
-                sharing += [(part.outlet, part.head) for _, part in taken]
+                made += taken  # its entries as `takes_after` made them, in its one loop
+                sharing = shared.setdefault(body, [])
+                sharing += sends
 
     @staticmethod
-    def _gather(made: list[_Made], hand_overs: list[HandOver], shared: _Shared) -> None:
+    def _gather(made: list[Made], hand_overs: list[HandOver], shared: _Shared) -> None:
         """Each hand-over of `made` in `hand_overs`, each headed part in `shared` (by its
         body), as `_make_all` gathers them."""
         for _, hand_over, _ in made:
@@ -299,7 +300,7 @@ class Woken:
             else:
                 hand_overs.append(hand_over)
 
-    def _settled(self, made: list[_Made], hand_overs: list[HandOver], shared: _Shared) -> None:
+    def _settled(self, made: list[Made], hand_overs: list[HandOver], shared: _Shared) -> None:
         """Once the commits the parts of `made` show are durable (made while their flush ran:
         none is sent before it has ended). When a database's log failed instead, its parts
         are made again, and answer the failure (`PassReads.settle`), and `hand_overs` and
@@ -321,7 +322,7 @@ class Woken:
         with self._lock:
             woken, self._woken = self._woken, []
         hand_overs: list[HandOver] = []
-        made: list[_Made] = []
+        made: list[Made] = []
         shared: _Shared = {}
         try:
             try:

@@ -47,6 +47,7 @@ from refimpl.http.endpoints.subscribe_route import (
     SSE_HEADERS,
     HandOver,
     Headed,
+    Made,
     Runs,
     Woken,
     reply_event,
@@ -63,6 +64,7 @@ HEADERS = (("Content-Type", "text/event-stream; charset=utf-8"), *SSE_HEADERS.it
 log = logging.getLogger("refimpl.subscribe")
 # In the first event's block (a long poll's answer has it in a block of its own).
 _RETRY = f"retry: {RETRY_MS}\n".encode()
+_new_headed = tuple.__new__
 
 
 class FirstRunEnters:
@@ -260,7 +262,7 @@ class _LiveStream:
         batch = self._batch
         assert wait is not None and batch is not None  # set before the stream is parked
         reads = batch.reads
-        ended = self._token.gone()
+        ended = self._token.gone_in(reads)
         if ended is not None:
             return self._end(ended)
         try:
@@ -296,7 +298,9 @@ class _LiveStream:
             self._id_line = b"id: %b." % subscription.id.encode()
         return b"%b%d\n" % (self._id_line, reply.version)
 
-    def take_after(self, woken: list[Runs], at: int) -> list[tuple[Runs, Headed]]:
+    def take_after(
+        self, woken: list[Runs], at: int
+    ) -> tuple[list[Made], bytes, list[tuple[object, bytes]]]:
         """`TakesAfter`: the parts of `woken[at]` and the streams in a row after it that
         take the step this stream's part took (the manager's `take_steps`), as their
         `_next` would make them: streams of this manager whose token stands and whose
@@ -306,36 +310,43 @@ class _LiveStream:
         assert batch is not None  # started: it made this stream's part
         # Each with its outlet and subscription; one more than take the step, maybe.
         streams: list[tuple[_LiveStream, object, Subscription]] = []
+        looked = batch.reads.looked
 
         def waits() -> Iterator[LiveWait]:
             for each in itertools.islice(woken, at, None):
                 if type(each) is not _LiveStream or each._manager is not manager:
                     return
                 wait, parked = each._wait, each.parked
-                if (
-                    wait is None
-                    or parked is None
-                    or parked.outlet is None
-                    or not each._headed
-                    or each._token.gone() is not None
-                ):
-                    return  # its `_next` makes its part (an end, or a part of its own)
+                if wait is None or parked is None or parked.outlet is None or not each._headed:
+                    return  # its `_next` makes its part (a part of its own)
+                token = each._token
+                ended = looked.get(token.key)  # `_TokenLook.gone_in`'s, in line
+                if ended is None:
+                    ended = looked[token.key] = token.gone() or ""
+                if ended:
+                    return  # its `_next` makes its end
                 streams.append((each, parked.outlet, wait.subscription))
                 yield wait
 
-        first, versions = manager.take_steps(waits(), batch.reads)
+        reads = batch.reads
+        first, versions = manager.take_steps(waits(), reads)
         if first is None:
-            return []
+            return [], b"", []
         body = rows_event(first)  # one change: encoded once, by the first's part
-        parts: list[tuple[Runs, Headed]] = []
-        add = parts.append
+        shown = reads.shown  # (one database's, set by `take_steps` for all)
+        made: list[Made] = []
+        sends: list[tuple[object, bytes]] = []
+        keep, send = made.append, sends.append
         for (stream, outlet, subscription), version in zip(streams, versions):  # noqa: B905
             if stream._named is not subscription:  # (its `_head`'s, in line)
                 stream._named = subscription
                 stream._id_line = b"id: %b." % subscription.id.encode()
-            # No `takes_after`: the pass goes on past the parts this call made.
-            add((stream, Headed(outlet, b"%b%d\n" % (stream._id_line, version), body)))
-        return parts
+            head = b"%b%d\n" % (stream._id_line, version)
+            # No `takes_after`: the pass goes on past the parts this call made. (Made by
+            # the tuple's own `__new__`, in C: a named tuple's runs a frame of Python.)
+            keep((stream, _new_headed(Headed, (outlet, head, body, None)), shown))
+            send((outlet, head))
+        return made, body, sends
 
     def drained(self) -> None:
         """The server sent every part so far: a wake-up that came meanwhile makes the next."""
@@ -388,17 +399,39 @@ class _LiveStream:
 class _TokenLook:
     """Whether the token a stream was opened with still stands: the connection's check of
     it while no user, token or grant changed since (`AccessControl.still_valid`, no look at
-    the records), else a look at the records each time."""
+    the records), else a look at the records each time; within a pass of woken streams,
+    one look for all the streams of one token and user (`gone_in`)."""
+
+    __slots__ = ("_access", "_credential", "_checked", "key")
 
     def __init__(self, access: AccessControl, credential: Credential, ctx: Context) -> None:
         self._access = access
         self._credential = credential
+        principal = credential.principal
+        # What `gone` answers alike at one moment: the same token of the same principal.
+        self.key = (
+            credential.token_key,
+            principal.name,
+            principal.is_admin,
+            principal.only_database,
+            credential.checked,
+        )
         kept = ctx.request.environ.get(CREDENTIALS_KEY)
         header = ctx.request.environ.get("HTTP_AUTHORIZATION")
         checked = None
         if isinstance(kept, ConnectionCredentials) and header and kept.header == header:
             checked = kept.checked
         self._checked: CheckedToken | None = checked
+
+    def gone_in(self, reads: PassReads) -> str | None:
+        """`gone`, looked at once in the pass of `reads` for the streams of one token and
+        user: a pass is the parts one commit's wake-up makes, so each stream still ends at
+        the change that comes after its token went (or at its heartbeat's own look)."""
+        looked = reads.looked
+        ended = looked.get(self.key)
+        if ended is None:
+            ended = looked[self.key] = self.gone() or ""  # "": it stands
+        return ended or None
 
     def gone(self) -> str | None:
         """Why the stream must end because of its token; None: it stands."""
