@@ -9,11 +9,12 @@ import json
 import tempfile
 
 import msgspec
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 import refimpl
-from refimpl.engine.features.change_stream import CHUNK_ROWS, read_runs
+from refimpl.engine.features.change_stream import CHUNK_ROWS, ChangeBatch, read_runs
 from refimpl.http.endpoints import change_encoding
 from refimpl.http.endpoints.change_encoding import encode_json_answer
 
@@ -63,3 +64,28 @@ def test_a_page_of_several_steps_is_the_whole_answer_encoded_at_once() -> None:
         )
         assert len(events) == rows + 1  # the CREATE, then the rows: three steps
         assert made == whole
+
+
+def test_an_empty_page_the_one_call_refuses_is_still_whole(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A page of no change whose answer the one encoder call refuses (never seen: its
+    fields are a name and integers) is still written whole, with an empty `changes`."""
+    real = change_encoding._encode
+
+    def refusing(answer: object) -> bytes:
+        if isinstance(answer, change_encoding._JsonAnswer) and isinstance(answer.changes, list):
+            raise OverflowError("refused")
+        return real(answer)
+
+    monkeypatch.setattr(change_encoding, "_encode", refusing)
+    page = ChangeBatch([], 12, False)
+    made = encode_json_answer("t", page, ("id",), {"id": "INT"}, 7, 1)
+    assert msgspec.json.decode(made) == {
+        "table": "t",
+        "changes": [],
+        "next": 12,
+        "more": False,
+        "durable_lsn": 7,
+        "oldest_lsn": 1,
+    }

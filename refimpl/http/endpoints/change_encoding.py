@@ -406,9 +406,12 @@ def encode_json_answer(
             if body:
                 make_way()  # between steps, never before the first (see `_stepping`)
             else:
-                body.extend(_frame(table, 0, False, 0, 0)[0])
-                body.extend(b"[]")
+                begin()
             _extend_array(body, chunk)
+
+    def begin() -> None:
+        body.extend(_frame(table, 0, False, 0, 0)[0])
+        body.extend(b"[]")
 
     for events, _ in pieces:
         if first:
@@ -423,6 +426,8 @@ def encode_json_answer(
         except (OverflowError, TypeError):  # what only encode_json's fallback encodes
             pass
     encoded(first)
+    if not body:
+        begin()  # no change at all, and the one call above refused the rest of the answer
     body.extend(_frame(table, next_lsn, more, durable_lsn, oldest)[1])
     return body
 
