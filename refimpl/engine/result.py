@@ -9,11 +9,15 @@ from dataclasses import dataclass, field
 class Column:
     """A result column: its name and its type name (INT, DOUBLE, STRING, ...). `pg_name` is
     the name PostgreSQL gives it where that differs (`?column?` for `SELECT 1`, which /exec
-    names `1`: see `refimpl.engine.query.pg_names`), None where both name it alike."""
+    names `1`: see `refimpl.engine.query.pg_names`), None where both name it alike.
+    `pg_type` is PostgreSQL's type of it where `type` does not say it and the values are the
+    same (`name` for `current_user`, a STRING; `timestamp` for LOCALTIMESTAMP, a TIMESTAMP
+    in UTC), None where `type` says it."""
 
     name: str
     type: str
     pg_name: str | None = None
+    pg_type: str | None = None
 
 
 @dataclass(slots=True)

@@ -178,4 +178,4 @@ def check_result_type(prepared: Prepared, columns: list[Column]) -> None:
 
 def result_type_of(columns: list[Column]) -> tuple[tuple[str, int], ...]:
     """The columns as a client decodes them: each one's name and type OID."""
-    return tuple((c.name, types.pg_type(c.type).oid) for c in columns)
+    return tuple((c.name, types.column_pg_type(c).oid) for c in columns)

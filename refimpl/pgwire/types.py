@@ -147,6 +147,15 @@ COLUMN_TYPES: dict[str, PgType] = {
                         lambda v: _I8.pack(v - PG_EPOCH_MICROS)),
     "OID": PgType(OID, "oid", 4, _int_out, _U4.pack),
 }  # fmt: skip
+# PostgreSQL's types of values a column type holds but does not say (`Column.pg_type`):
+# `name` (the session's names) is text's bytes; a `timestamp` (LOCALTIMESTAMP, whose zone
+# is the session's UTC) is timestamptz's binary, and its text without the `+00`.
+PG_ONLY_TYPES: dict[str, PgType] = {
+    "name": PgType(NAME, "name", 64, _utf8, _utf8),
+    "timestamp": PgType(TIMESTAMP, "timestamp without time zone", 8,
+                        lambda v: timestamp_text(v)[:-3].encode(),
+                        COLUMN_TYPES["TIMESTAMP"].binary),
+}  # fmt: skip
 
 
 # Arrays (`T[]`, what array_agg answers) and the catalog's vectors: each element in its
@@ -227,9 +236,19 @@ ENGINE_TYPE_OF_OID = {
 }  # fmt: skip
 
 
+# The column types' (upper case) and `Column.pg_type`s' (lower case) alike.
+_WIRE_TYPES = COLUMN_TYPES | PG_ONLY_TYPES
+
+
 def pg_type(column_type: str) -> PgType:
-    """The PostgreSQL type of a result column (text for NULL-only and unknown columns)."""
-    return COLUMN_TYPES.get(column_type, _TEXT)
+    """The PostgreSQL type of a column type, or of a `Column.pg_type` (text for NULL-only
+    and unknown columns)."""
+    return _WIRE_TYPES.get(column_type, _TEXT)
+
+
+def column_pg_type(column: Column) -> PgType:
+    """The PostgreSQL type a result column is sent as: its `pg_type`'s, else its type's."""
+    return pg_type(column.pg_type or column.type)
 
 
 def oid_of(column_type: str | None) -> int:
@@ -261,7 +280,7 @@ def row_description(columns: list[Column], formats: list[int]) -> m.RowDescripti
     """The RowDescription of `columns` sent in `formats`."""
     fields = []
     for column, fmt in zip(columns, formats, strict=True):
-        pg = pg_type(column.type)
+        pg = column_pg_type(column)
         fields.append(m.FieldDescription(column.pg_name or column.name, pg.oid, pg.size, fmt))
     return m.RowDescription(tuple(fields))
 
@@ -279,7 +298,7 @@ class RowShape:
 
     @classmethod
     def of(cls, columns: list[Column], formats: list[int]) -> RowShape:
-        column_encoders = tuple(encoders([c.type for c in columns], formats))
+        column_encoders = tuple(encoders([c.pg_type or c.type for c in columns], formats))
         return cls(
             columns,
             formats,

@@ -6,6 +6,7 @@ there, admin here), so answers that name one compare it with another function's.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import datetime
 
 import psycopg
 import pytest
@@ -107,17 +108,27 @@ def test_their_columns_are_named_as_postgresql_names_them(both) -> None:
     assert names[1][6:] == ["current_timestamp", "localtimestamp"] * 2
 
 
-def test_the_time_is_a_timestamp_with_time_zone_on_both(both) -> None:
+@pytest.mark.parametrize("binary", [False, True])
+def test_each_is_typed_as_postgresql_types_it(both, binary: bool) -> None:
+    """`name` for the session's names, `timestamp` for LOCALTIMESTAMP (read as a moment
+    without a zone), `timestamptz` for the rest of the clock; an expression over a name is
+    text on both."""
     theirs, ours = both
-    types = [
-        [column.type_code for column in conn.execute(sql).description or ()]
-        for conn in (theirs, ours)
-        for sql in (
-            "SELECT CURRENT_TIMESTAMP, CURRENT_TIMESTAMP(2), now(), transaction_timestamp(),"
-            " statement_timestamp(), clock_timestamp()",
-        )
-    ]
-    assert types[0] == types[1] == [1184] * 6
+    sql = (
+        f"SELECT {KEYWORDS}, current_database(), current_schema(), now(),"
+        " transaction_timestamp(), statement_timestamp(), clock_timestamp(),"
+        " current_user || '' AS text"
+    )
+    answers = []
+    for conn in (theirs, ours):
+        cursor = conn.cursor(binary=binary)
+        cursor.execute(sql)
+        answers.append(([c.type_code for c in cursor.description or ()], cursor.fetchall()))
+    (pg_types, pg_rows), (types, rows) = answers
+    assert types == pg_types
+    assert types[:6] == [19] * 6 and types[7] == 1114 and types[-1] == 25
+    zones = [[v.tzinfo is None for v in row if isinstance(v, datetime)] for row in rows + pg_rows]
+    assert zones[0] == zones[1]
 
 
 @pytest.mark.parametrize(("sql", "choice"), CHOSEN)

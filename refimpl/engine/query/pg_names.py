@@ -31,6 +31,21 @@ _TYPE_NAMES = {
 # PostgreSQL's element names of an array cast, as its grammar rewrites them (`int[]` is int4).
 _ELEMENT_NAMES = {"int": "int4", "integer": "int4", "smallint": "int2", "bigint": "int8"}
 _NAMED = {ast.Case: "case", ast.Exists: "exists", ast.ArrayValue: "array"}
+# PostgreSQL's types of calls whose values this engine holds as another type: the names of
+# the session (its `name`, a STRING here) and LOCALTIMESTAMP (its `timestamp` without time
+# zone: a TIMESTAMP here, the same moment in the session's UTC).
+_CALL_TYPES = dict.fromkeys(
+    (
+        "current_user",
+        "session_user",
+        "user",
+        "current_role",
+        "current_catalog",
+        "current_schema",
+        "current_database",
+    ),
+    "name",
+) | {"localtimestamp": "timestamp"}
 
 
 def column_name(item: ast.SelectItem) -> str:
@@ -57,6 +72,16 @@ def pg_names(items: Sequence[ast.SelectItem]) -> list[str | None]:
         pg_name = None if item.alias else pg_column_name(item.expr)
         names.append(None if pg_name == column_name(item) else pg_name)
     return names
+
+
+def pg_types(items: Sequence[ast.SelectItem]) -> list[str | None]:
+    """Each item's type as PostgreSQL types it where its column type does not say it
+    (`Column.pg_type`): a call of one of `_CALL_TYPES` as the whole item; else None (an
+    expression over such a call is typed as this engine types it)."""
+    return [
+        _CALL_TYPES.get(item.expr.name) if type(item.expr) is ast.FuncCall else None
+        for item in items
+    ]
 
 
 def pg_column_name(expr: ast.Expr) -> str:

@@ -40,7 +40,7 @@ from refimpl.engine.query.functions import CLOCK_FUNCTIONS
 from refimpl.engine.query.names import canonical
 from refimpl.engine.query.ordering import OrderFn, OrderFns, first_rows, sort_rows
 from refimpl.engine.query.pg_names import column_name as column_name
-from refimpl.engine.query.pg_names import pg_names
+from refimpl.engine.query.pg_names import pg_names, pg_types
 from refimpl.engine.query.relations import Relation, bounded
 from refimpl.engine.query.set_returning import SET_RETURNING
 from refimpl.engine.query.windows import expanded, needs_relation
@@ -331,10 +331,9 @@ def _plain(
     scope.clause = "the select list"
     compiled = [compile_expression(item.expr, scope) for item in items]
     names = [column_name(item) for item in items]
-    pg_column_names = pg_names(items)
     output_columns = [
-        Column(n, _result_type(c), p)
-        for n, c, p in zip(names, compiled, pg_column_names, strict=True)
+        Column(n, _result_type(c), p, t)
+        for n, c, p, t in zip(names, compiled, pg_names(items), pg_types(items), strict=True)
     ]
     fns = [c.fn for c in compiled]
     distinct = select.distinct
@@ -485,6 +484,7 @@ def _grouped(
     # GROUP BY names (the trees are compared, not the text).
     names = [column_name(item) for item in items]
     pg_column_names = pg_names(items)  # of the items as written
+    pg_column_types = pg_types(items)
     items = [ast.SelectItem(canonical(item.expr, scope), item.alias) for item in items]
     having_expr = None if select.having is None else canonical(select.having, scope)
     orders = [dataclasses.replace(o, expr=canonical(o.expr, scope)) for o in select.order_by]
@@ -521,8 +521,8 @@ def _grouped(
     )
     compiled = [_compile_grouped(item.expr, group_scope) for item in items]
     output_columns = [
-        Column(n, _result_type(c), p)
-        for n, c, p in zip(names, compiled, pg_column_names, strict=True)
+        Column(n, _result_type(c), p, t)
+        for n, c, p, t in zip(names, compiled, pg_column_names, pg_column_types, strict=True)
     ]
     having = None
     if having_expr is not None:
