@@ -181,6 +181,10 @@ class WrongKind(ValueError):
     """A parked request was made with a kind that does not fit what it waits on (a bug)."""
 
 
+def _nothing(*_: object) -> None:
+    """`Parked.drained` of a request with no flow control (bound, it takes the request)."""
+
+
 class Parked(Generic[A]):
     """One parked request, a handle hashed by identity; see the module docstring for its
     life. `signal` is the commit signal of a kind that waits on one (`Traits.on_commit`),
@@ -198,9 +202,11 @@ class Parked(Generic[A]):
     _on_answer: Callable[[A], None] | None = None
     _on_part: Callable[[A], None] | None = None
     _waiter: threading.Event | None = None  # made only for a thread that waits
-    # A stream's flow control: told when every part handed over so far has been sent, so
-    # that it makes the next only then and a reader that stops reading costs bounded memory.
-    _on_drained: Callable[[], None] | None = None
+    # A stream's flow control: `drained()`, called by the sending thread when the server
+    # sent every part handed over so far, so that it makes the next only then and a reader
+    # that stops reading costs bounded memory. It is the request's `on_drained` itself (a
+    # hundred streams' sends of one commit call no frame between), else nothing.
+    drained: Callable[[], None] = _nothing
     # The deliverer's handle on its client (the server's connection; opaque here), for
     # parts handed to many at once; and the batch that sends this request's parts now.
     outlet: object = None
@@ -231,7 +237,7 @@ class Parked(Generic[A]):
         # At shutdown: the last answer (a stream's closing part); by default `on_timeout`'s.
         self.at_close = at_close or on_timeout
         if on_drained is not None:
-            self._on_drained = on_drained
+            self.drained = on_drained
         self.deadline = deadline
         self._release = release
         self._lock = threading.Lock()
@@ -283,11 +289,6 @@ class Parked(Generic[A]):
             self._move(Move.DROP)
         if before is _WAITING:
             self._release()
-
-    def drained(self) -> None:
-        """The server sent every part handed over so far (called by the sending thread)."""
-        if self._on_drained is not None:
-            self._on_drained()
 
     @property
     def finished(self) -> bool:

@@ -90,3 +90,24 @@ def test_requests_are_handles_equal_only_to_themselves() -> None:
     assert first != second and first == first
     assert len({first, second, first}) == 2
     assert {first: 1}.get(second) is None
+
+
+@pytest.mark.parametrize("kind", list(Kind))
+def test_drained_tells_the_request_s_flow_control_once_a_call(kind: Kind) -> None:
+    # None given: nothing to tell, and no error.
+    _parked(kind).drained()
+    told: list[int] = []
+    signal = CommitSignal() if TRAITS[kind].on_commit else None
+    parked: Parked[str] = Parked(
+        signal,
+        0,
+        lambda _: None,
+        lambda: "nothing",
+        math.inf,
+        lambda: None,
+        kind=kind,
+        on_drained=lambda: told.append(1),
+    )
+    parked.drained()
+    parked.drained()
+    assert told == [1, 1]
