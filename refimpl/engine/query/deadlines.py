@@ -11,8 +11,7 @@ a session, a thread of its own) `check` does nothing.
 `make_way` is for long work that holds no lock (an answer's encoding, a copy page's keys, a
 waiter's filter): its steps are C calls of a chunk each, and a thread waiting for the
 interpreter lock gets it only after a switch interval, at each step of its own (a commit has
-many); so the work lets the lock go for a moment now and then, when another thread has been
-asking for it (see `_lock_waits`): work that runs alone pauses for no one. And a client's own work
+many); so the work lets the lock go for a moment now and then. And a client's own work
 (inside `running(..., bulk=True)`) takes turns: past its first turn, its thread runs only
 while it holds the one `BULK` turn (handed on fairly by owner: `Turns`), so however many
 users' copies and filters run at once, the threads answering everyone else compete for the
@@ -26,11 +25,10 @@ requests need are never held by work waiting for its turn.
 
 from __future__ import annotations
 
-import itertools
 import threading
 import time
 from collections import OrderedDict, deque
-from collections.abc import Callable, Hashable
+from collections.abc import Hashable
 from contextvars import ContextVar
 from typing import Protocol
 
@@ -125,8 +123,7 @@ def time_left() -> float | None:
 
 
 # Long work lets the interpreter lock go for TURN_PAUSE_SECONDS after each TURN_SECONDS of
-# its steps (`make_way`) in which another thread asked for the lock, as a waiter's own work
-# does.
+# its steps (`make_way`), as a waiter's own work does.
 TURN_SECONDS = 0.002
 TURN_PAUSE_SECONDS = 0.0001
 # A thread whose last step was longer ago than this starts new work: its first turn is free.
@@ -204,50 +201,21 @@ BULK = Turns()
 _turns = threading.local()
 
 
-def _thread_waits() -> Callable[[], int]:
-    """What `_lock_waits` counts with: the calling thread's voluntary context switches where
-    the system tells them (Linux), else a count that grows at every call (every turn then
-    pauses, as if another thread had asked for the lock)."""
-    try:
-        import resource
-
-        getrusage, who = resource.getrusage, resource.RUSAGE_THREAD
-        getrusage(who)
-    except (ImportError, AttributeError, OSError, ValueError):
-        return itertools.count().__next__
-    return lambda: getrusage(who).ru_nvcsw
-
-
-# How many times the calling thread has stopped to wait so far. Work in `make_way`'s steps
-# does not block (no I/O, no lock that others hold long), so when this grew during a turn,
-# the thread waited for the interpreter lock: another thread asked for it (it got it at the
-# switch interval, as the lock hands it on) and is likely to ask again, and the turn's end
-# pauses for it. When it did not grow, no other thread asked for the lock all turn: a pause
-# would only be the work's own wait for the clock (0.1 ms asked, 1 ms and more taken on a
-# busy machine, two or three times a 10,000-row page of the change stream). A thread that
-# starts asking just then gets the lock at the switch interval, and the pauses resume.
-_lock_waits = _thread_waits()
-
-
 def make_way() -> None:
     """Called between the steps of long work that holds no lock: after each TURN_SECONDS
-    of a thread's steps in which another thread asked for the interpreter lock (the
-    calling thread had to wait for it: `_lock_waits`), it lets the lock go for
-    TURN_PAUSE_SECONDS; and a client's own work (`running(..., bulk=True)`) past its first
-    TURN_SECONDS waits for its next turn of `BULK` too, so that threads answering others
-    run meanwhile (the waiting room's thread and the workers' answers to everyone never
-    wait for a turn). Never inside a lock that others wait for: the pause and the turn
-    would make them wait longer."""
+    of a thread's steps, it lets the interpreter lock go for TURN_PAUSE_SECONDS, and a
+    client's own work (`running(..., bulk=True)`) past its first TURN_SECONDS waits for its
+    next turn of `BULK` too, so that threads answering others run meanwhile (the waiting
+    room's thread and the workers' answers to everyone never wait for a turn). Never inside
+    a lock that others wait for: the pause and the turn would make them wait longer."""
     now = time.monotonic()
     due = getattr(_turns, "due", None)
     last = getattr(_turns, "last", 0.0)
     _turns.last = now
     if due is None or now - last > FRESH_AFTER_SECONDS:
         _turns.due = now + TURN_SECONDS  # new work: its first turn runs at once
-        _turns.waits = _lock_waits()
     elif now >= due:
-        if _lock_waits() != _turns.waits:
-            time.sleep(TURN_PAUSE_SECONDS)
+        time.sleep(TURN_PAUSE_SECONDS)
         inside = _current.get()
         # Not under a lock: a commit would wait for the turn.
         if inside is not None and inside.bulk and not reading_under_lock():
@@ -260,7 +228,6 @@ def make_way() -> None:
         now = time.monotonic()
         _turns.due = now + TURN_SECONDS
         _turns.last = now
-        _turns.waits = _lock_waits()  # the pause's own wait and the turn's are not others'
 
 
 class Steps:
