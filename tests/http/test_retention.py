@@ -163,7 +163,9 @@ def test_the_log_on_disk_stays_bounded(server: Server) -> None:
     # Over the archive, a checkpoint follows every segment written (it runs in the
     # background, so allow for one more segment written meanwhile): the log the latest
     # checkpoint does not cover stays about one segment, it does not grow with every cycle.
-    assert max(uncovered_seen) <= 2 * SEGMENT + commit, uncovered_seen
+    # Where every look found the log within the archive (the trims kept ahead of the writes,
+    # as on a loaded machine they may), there is nothing more to bound.
+    assert max(uncovered_seen, default=0) <= 2 * SEGMENT + commit, uncovered_seen
 
 
 @pytest.fixture
