@@ -6,17 +6,16 @@ is written by the fallback in its place."""
 from __future__ import annotations
 
 import json
-import tempfile
 
 import msgspec
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-import refimpl
-from refimpl.engine.features.change_stream import CHUNK_ROWS, ChangeBatch, read_runs
+from refimpl.engine.features.change_stream import ChangeBatch, read_runs
 from refimpl.http.endpoints import change_encoding
 from refimpl.http.endpoints.change_encoding import encode_json_answer
+from tests.http.change_pages import ROWS, big_table
 
 _items = st.one_of(
     st.integers(min_value=-(2**70), max_value=2**70),  # past 64 bits: the fallback's
@@ -40,16 +39,8 @@ def test_steps_appended_make_one_array(prefix: bytes, steps: list[list[object]])
 
 
 def test_a_page_of_several_steps_is_the_whole_answer_encoded_at_once() -> None:
-    rows = 2 * CHUNK_ROWS + 7
-    with tempfile.TemporaryDirectory() as folder, refimpl.connect(folder) as conn:
-        conn.execute('CREATE TABLE "t""q" (id INT PRIMARY KEY, at TIMESTAMP, s STRING)')
-        conn.session().insert_rows(
-            't"q', ["id", "at", "s"], [(i, i * 1_000_003, f"row\n{i}") for i in range(rows)]
-        )
-        database = conn.instance.database(conn.database)
-        schema = database.tables['t"q'].schema
-        names, kinds = schema.column_names, {c.name: c.type for c in schema.columns}
-        page = read_runs(database, 't"q', schema, 0, rows + 1)
+    with big_table('t"q') as (database, schema, names, kinds):
+        page = read_runs(database, 't"q', schema, 0, ROWS + 1)
         made = encode_json_answer('t"q', page, names, kinds, 7, 1)
         events = change_encoding._events(page, names, kinds, change_encoding.PLAIN)
         whole = msgspec.json.encode(
@@ -62,7 +53,7 @@ def test_a_page_of_several_steps_is_the_whole_answer_encoded_at_once() -> None:
                 "oldest_lsn": 1,
             }
         )
-        assert len(events) == rows + 1  # the CREATE, then the rows: three steps
+        assert len(events) == ROWS + 1  # the CREATE, then the rows: three steps
         assert made == whole
 
 

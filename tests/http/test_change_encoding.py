@@ -38,6 +38,7 @@ from refimpl.http.endpoints.change_encoding import (
     encode_json_answer,
     encode_sse,
 )
+from tests.http.change_pages import ROWS, big_table
 
 VALUES = {
     "INT": st.integers(-(2**31), 2**31 - 1),
@@ -217,15 +218,8 @@ def test_copied_rows_encode_as_their_changes_do(
 def test_pages_past_a_chunk_encode_whole() -> None:
     """A transaction and a copy page of more rows than one C-level step takes
     (CHUNK_ROWS): the objects made a chunk at a time are every row's, in order."""
-    rows = 2 * CHUNK_ROWS + 7
-    with tempfile.TemporaryDirectory() as folder, refimpl.connect(folder) as conn:
-        conn.execute("CREATE TABLE t (id INT PRIMARY KEY, at TIMESTAMP, s STRING)")
-        conn.session().insert_rows(
-            "t", ["id", "at", "s"], [(i, i * 1_000_003, f"row\n{i}") for i in range(rows)]
-        )
-        database = conn.instance.database(conn.database)
-        schema = database.tables["t"].schema
-        names, kinds = schema.column_names, {c.name: c.type for c in schema.columns}
+    rows = ROWS
+    with big_table("t") as (database, schema, names, kinds):
         runs = read_runs(database, "t", schema, 0, rows + 1)  # the CREATE, then the rows
         changes = ChangeBatch(runs.changes(), runs.next_lsn, runs.more)
         assert encode_json_answer("t", runs, names, kinds, 1, 1) == encode_json_answer(
