@@ -9,10 +9,11 @@
   once by `EventShape`, one stream's cursor), `recent_transactions` (the recent transactions
   streams share).
 - Live queries (`SUBSCRIBE`): `live_shape` (what a live query may be), `live_queries` (the
-  subscriptions and their answers), `live_answers` (`LiveAnswer`, versions, replies), kept up
-  to date commit by commit by `live_maintain`, `live_maintainers`, `live_groups` and
-  `live_window`, or re-run where a commit touched (`buckets` for time buckets, `top_n` for
-  ordered top-N queries).
+  subscriptions and their answers), `live_runs` (their runs, shared), `live_steps` (the step
+  a commit's first subscriber keeps for the others), `live_answers` (`LiveAnswer`, versions,
+  replies), kept up to date commit by commit by `live_maintain`, `live_maintainers`,
+  `live_groups` and `live_window`, or re-run where a commit touched (`buckets` for time
+  buckets, `top_n` for ordered top-N queries).
 - `kdb_rev()`: revisions in SQL (`kdb_rev`).
 
 May import: `statements`, `query`, `storage`, `tracking`, the engine's leaf modules,

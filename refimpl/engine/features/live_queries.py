@@ -18,7 +18,8 @@ the moves that turn the client's ordered list into the new one.
 Subscriptions woken by one commit share their work: the same query (the same SELECT, the
 same database; each subscriber's right to read the table is checked at its every request)
 at the same applied LSN is run once (`SharedResults`), and subscriptions whose last answers
-were the same one get one difference, whose encodings a protocol layer keeps with it.
+were the same one get one difference, whose encodings a protocol layer keeps with it
+(`live_runs`); the first of them a commit wakes keeps its step for the others (`live_steps`).
 
 No answer shows a commit before it is durable: a woken pass makes its answers while the
 flush runs and waits for it once before sending them (`live_pass.PassReads.settle`); any
@@ -28,58 +29,51 @@ other caller gets a Reply once what it shows is durable (`live_pass.shown_durabl
 from __future__ import annotations
 
 import collections
-import itertools
 import secrets
-import threading
 import time
 from contextlib import nullcontext
 from typing import TYPE_CHECKING
 
 from refimpl.engine.features import buckets
-from refimpl.engine.features.live_answers import (
-    Identity,
-    LiveAnswer,
-    LiveChange,
-    Reply,
-    StateReads,
-    Subscription,
-    Version,
-    change_between,
-    run_query,
-)
-from refimpl.engine.features.live_buckets import changed_buckets_rows
-from refimpl.engine.features.live_kept import KeptSubscriptions
-from refimpl.engine.features.live_maintainers import Maintainers
-from refimpl.engine.features.live_pass import PassReads, authorize_read, shown_durable
+from refimpl.engine.features.live_answers import LiveChange, Reply, Subscription, Version, run_query
+from refimpl.engine.features.live_pass import PassReads, shown_durable
+from refimpl.engine.features.live_runs import MAX_ROWS, LiveRuns
 from refimpl.engine.features.live_shape import ONE_TABLE, identity_positions, parse_subscription
 from refimpl.engine.features.live_wait import Budget, LiveWait
 from refimpl.engine.features.top_n import top_plan
-from refimpl.engine.measures import LiveCounts, LiveMeasures
+from refimpl.engine.measures import LiveMeasures
 from refimpl.engine.query.cache_keys import pinned_value, shareable
 from refimpl.engine.rights import READ
 from refimpl.engine.tracking.shared_results import SharedResults
-from refimpl.errors import BadRequest, KdbError, NotAllowed, ResultTooLarge
+from refimpl.errors import BadRequest, NotAllowed
 from refimpl.sql import ast
 
 if TYPE_CHECKING:
-    from collections.abc import Collection, Iterable
+    from collections.abc import Collection
 
+    from refimpl.engine.features.live_answers import Identity
     from refimpl.engine.statements.context import StatementContext
     from refimpl.engine.storage.database import Database
 
-MAX_ROWS = 10_000
+# Imported from here by the layers above (what a live query may be, its row limit, its wait).
+__all__ = [
+    "MAX_ROWS",
+    "ONE_TABLE",
+    "LiveWait",
+    "Reply",
+    "SubscriptionManager",
+    "parse_subscription",
+]
+
 MAX_SUBSCRIPTIONS = 10_000
 SUBSCRIPTIONS_PER_USER = 2000  # the default of the setting subscriptions_per_user
 # Rows one principal's subscriptions keep, each kept version counted (about 110 bytes a
 # row): one user must not hold the server's memory (200 snapshots of 10,000 rows: 218 MB).
 ROWS_KEPT_PER_USER = 1_000_000
 UNASKED_SECONDS = 120.0  # a subscription nobody asked for this long may be dropped
-# Steps from one answer to the next kept for the other subscribers of the query a commit
-# wakes (`_next_answer`): a few per query woken at once, a few queries at once.
-STEPS_KEPT = 64
 
 
-class SubscriptionManager(KeptSubscriptions):
+class SubscriptionManager(LiveRuns):
     """Every subscription of one server; thread-safe.
 
     Bounded for the server (`limit`) and for each principal (`per_user` subscriptions,
@@ -96,20 +90,8 @@ class SubscriptionManager(KeptSubscriptions):
         rows_per_user: int = ROWS_KEPT_PER_USER,
     ):
         super().__init__(limit, idle_seconds, per_user, rows_per_user)
-        self.closed = False  # (read at every woken wait: an attribute, not a property)
-        self._shared = SharedResults()
-        # Shared only among the subscribers one commit wakes (within moments): a few kept.
-        self._answers = SharedResults(size=64)
-        # The last step of each shared query from each answer (`_next_answer`): written
-        # under `_steps_lock`, read without it (a dict's read is whole under a write).
-        self._steps: dict[tuple, tuple[LiveAnswer, LiveChange | None, int]] = {}
-        self._steps_lock = threading.Lock()
-        self._states = StateReads()
         # Every request of a client sends its query again: its shape is checked once.
         self._parsed = SharedResults(size=1024)
-        self._serials = itertools.count(1)
-        self._maintainers = Maintainers(max_rows=MAX_ROWS)
-        self.counts = LiveCounts()  # read by `measures` for /metrics
 
     def __len__(self) -> int:
         return len(self._subscriptions)
@@ -289,72 +271,6 @@ class SubscriptionManager(KeptSubscriptions):
             self._touch(subscription, now)
         return subscription, int(version_text)
 
-    def _run(
-        self,
-        session: StatementContext,
-        subscription: Subscription,
-        counter: int | None = None,
-        reads: PassReads | None = None,
-    ) -> LiveAnswer:
-        """The answer at the state read now (`counter`: the revision counter the caller
-        read just before, `counter_of`'s; `reads`: the pass's, as `rerun`'s)."""
-        database = subscription.database
-        # The revision and the applied LSN of one state (`StateReads`), read before the
-        # query: work may be redone, never missed.
-        token, applied = self._states.read(subscription, self.counter_of, counter)
-        # The answer is the same for every subscriber of this query at this state (each
-        # must still be allowed to read the table): one run serves all of them.
-        authorize_read(session, subscription.table, reads)
-        if subscription.shared:
-            # By the database object, not its id(): a dropped one's id reused serves nothing.
-            answer = self._answers.get(
-                (database, subscription.select, applied, token),
-                lambda: self._answer(session, subscription, applied, token),
-            )
-        else:
-            answer = self._answer(session, subscription, applied, token)
-        # Made from the state (or the log's newest records) before they may be durable.
-        shown_durable(database, reads)
-        subscription.token = answer.token
-        subscription.position = answer.position
-        subscription.rowid_floor = subscription.next_rowid()
-        return answer
-
-    counter_of = staticmethod(Subscription.counter)  # the revision counter it reads
-
-    def _answer(
-        self, session: StatementContext, subscription: Subscription, applied: int, token: int
-    ) -> LiveAnswer:
-        """The answer at least as new as the state (`applied`, `token`), marked with it."""
-        if subscription.maintained:
-            kept = self._maintainers.answer(
-                session, subscription.select, applied, token, self._serials.__next__
-            )
-            if kept is not None:
-                return kept
-            subscription.maintained = False  # its table changed shape, or it grew too big
-        partial = changed_buckets_rows(self._shared, session, subscription, applied, MAX_ROWS)
-        if partial is not None:
-            return LiveAnswer(next(self._serials), partial, applied, token)
-        output = run_query(session, subscription.select, subscription.top)
-        if len(output.rows) > MAX_ROWS:
-            raise ResultTooLarge(
-                f"a subscription answers at most {MAX_ROWS} rows and this one has"
-                f" {len(output.rows)}; narrow the WHERE or add a LIMIT"
-            )
-        rows: dict[Identity, tuple] = {}
-        if subscription.whole_row:
-            seen: dict[tuple, int] = {}
-            for row in output.rows:
-                count = seen.get(row, 0)
-                seen[row] = count + 1
-                rows[(*row, count)] = row  # equal rows stay apart by their number
-        else:
-            identity = subscription.identity
-            for row in output.rows:
-                rows[identity(row)] = row
-        return LiveAnswer(next(self._serials), rows, applied, token)
-
     def _snapshot(
         self,
         session: StatementContext,
@@ -405,196 +321,3 @@ class SubscriptionManager(KeptSubscriptions):
             self._make_room(subscription.owner, subscription)
         self.counts.answered(database.name, "snapshot")
         return Reply("snapshot", subscription, 1, LiveChange(list(answer.rows.values()), [], None))
-
-    def _difference(self, subscription: Subscription, old: Version, new: Version) -> Reply | None:
-        change = self._change(subscription, old.answer, new.answer)
-        if change is None:
-            return None
-        self.counts.answered(subscription.database.name, "rows")
-        return Reply("rows", subscription, new.version, change)
-
-    def _change(
-        self, subscription: Subscription, old: LiveAnswer, new: LiveAnswer
-    ) -> LiveChange | None:
-        # Subscriptions that had the same two answers share one change (and its encoding).
-        return self._answers.get(
-            ("change", subscription.select, subscription.top is not None, old.serial, new.serial),
-            lambda: change_between(subscription, old, new),
-        )
-
-    def rerun(
-        self,
-        session: StatementContext,
-        subscription: Subscription,
-        counter: int | None = None,
-        budget: Budget | None = None,
-        reads: PassReads | None = None,
-    ) -> Reply | None:
-        """Run the query again after a commit touched it: the difference, or None. `counter`:
-        `counter_of`'s, read by the caller just before (or the pass's, `PassReads.counter`);
-        `budget`: a run's, if one is due; `reads`: the reads of the pass it is made in.
-
-        The subscribers of a shared query that held one answer and are woken by one commit
-        take one step: the first keeps it (`_next_answer`), and the others take it when the
-        state they read (the counter, then the applied LSN) is the one its answer was marked
-        with (as `StateReads` compares them), their right to read the table checked again,
-        without the state's lock or the shared memos."""
-        answered = False
-        database = subscription.database
-        with subscription.lock:
-            try:
-                versions = subscription.versions
-                before = next(reversed(versions.values()))
-                top = subscription.top is not None
-                key = (database, subscription.select, top, before.answer.serial)
-                taken = self._steps.get(key) if subscription.shared else None
-                if (
-                    taken is not None
-                    and counter == taken[0].token
-                    and database.applied_lsn == taken[0].position
-                ):
-                    answer, change, floor = taken
-                    if reads is None:
-                        session.authorize(READ, subscription.table)
-                    else:  # (`authorize_read`'s, without its call)
-                        reads.authorize_read(session, subscription.table)
-                    shown_durable(database, reads)  # the pass that made it may not have waited
-                    subscription.token = answer.token
-                    subscription.position = answer.position
-                    subscription.rowid_floor = floor
-                else:
-                    answer, change = self._next_answer(
-                        session, subscription, before.answer, key, counter, budget, reads
-                    )
-                if change is None:  # no row changed
-                    return None
-                version = before.version + 1
-                self._keep_version(subscription, Version(version, answer))
-                answered = True
-                return Reply("rows", subscription, version, change)
-            finally:  # counted failed or not (a run and its answer in one hold of a lock)
-                if reads is None:
-                    self.counts.reran(database.name, answered)
-                else:  # with the others of the pass, at its end
-                    reads.reruns.append((self.counts, database.name, answered))
-
-    def take_steps(
-        self, waits: Iterable[LiveWait], reads: PassReads
-    ) -> tuple[Reply | None, list[int]]:
-        """The pass's waits of streams that go on (`waits`, in the pass of `reads`) that take
-        the step another subscriber of their query made in it (`rerun`'s shared step), in one
-        call: the `rows` reply `attempt(keep=True)` would give the first (None: none took
-        it), and the version each took, in order, its wait going on (as `follow` gives it
-        back: `goes_on`), the others' replies being the first's but for their subscription
-        and version. The list ends, untouched, at the first wait that does not take the step
-        the first took (none made, nothing moved or changed, another query or answer held,
-        a request of its client took over, its subscription dropped, its right to read
-        refused, ...): its caller attempts that one the usual way, which answers it, and
-        may then call this again for those after it. All of them show one state of one
-        database: `reads.shown` is set as one part's making sets it (`shown_durable`)."""
-        versions: list[int] = []
-        if self.closed or reads.failures:
-            return None, versions  # each attempted the usual way: it answers that
-        kept = self._subscriptions
-        waiting = iter(waits)
-        first = next(waiting, None)
-        if first is None:
-            return None, versions
-        subscription = first.subscription
-        database, select, top = subscription.database, subscription.select, subscription.top
-        with subscription.lock:  # (its versions change under it; read again in the loop)
-            held = next(reversed(subscription.versions.values())).answer
-        key = (database, select, top is not None, held.serial)
-        taken = self._steps.get(key) if subscription.shared else None
-        if taken is None:
-            return None, versions
-        answer, change, floor = taken
-        if change is None:
-            return None, versions
-        counter = reads.counter(subscription)  # the same for all: the same query
-        if counter != answer.token:
-            return None, versions
-        table = subscription.table
-        shown_durable(database, reads)  # (as `rerun` does: once for all)
-        principal = None  # the last principal whose right was checked, at `access`
-        access = -1
-        position, token = answer.position, answer.token
-        # The version last kept: the next subscription of the same number keeps the same
-        # object (subscriptions that began together count alike: a hundred, one Version).
-        kept_version = Version(0, answer)
-        add_version, asked = versions.append, reads.asked.append
-        wait: LiveWait | None = first
-        while wait is not None:
-            subscription = wait.subscription
-            session = wait.session
-            if (
-                subscription.select is not select
-                or subscription.top is not top
-                or subscription.database is not database
-                or session.database is not database
-                or kept.get(subscription.id) is not subscription
-            ):
-                break
-            # The version read before the check, as `PassReads.authorize_read` reads it: a
-            # REVOKE made meanwhile leaves the check kept under a version no later one reads.
-            rights_at = session.access.version
-            if session.principal is not principal or rights_at != access:
-                try:
-                    reads.authorize_read(session, table)
-                except KdbError:
-                    break  # refused by its usual attempt, which ends its stream
-                principal, access = session.principal, rights_at
-            with subscription.lock:
-                before = next(reversed(subscription.versions.values()))
-                # The state its usual attempt would read is the step's (`rerun`'s test).
-                if (
-                    before.answer is not held
-                    or subscription.token == counter  # (as its attempt's test: not moved)
-                    or database.applied_lsn != position
-                    or not wait.holds()
-                ):
-                    break
-                subscription.token = token
-                subscription.position = position
-                subscription.rowid_floor = floor
-                version = before.version + 1
-                if kept_version.version != version:
-                    kept_version = Version(version, answer)
-                self._keep_version(subscription, kept_version)
-            add_version(version)
-            asked((self, subscription))
-            wait = next(waiting, None)
-        if not versions:
-            return None, versions
-        reads.reruns.extend([(self.counts, database.name, True)] * len(versions))
-        return Reply("rows", first.subscription, versions[0], change), versions
-
-    def _next_answer(
-        self,
-        session: StatementContext,
-        subscription: Subscription,
-        before: LiveAnswer,
-        key: tuple,
-        counter: int | None,
-        budget: Budget | None = None,
-        reads: PassReads | None = None,
-    ) -> tuple[LiveAnswer, LiveChange | None]:
-        """The answer at the state read now and the change from `before` to it (None: the
-        same rows), as `_run` and `_change` make them (`counter`: as `rerun`'s), kept as the
-        step of the subscribers of a shared query that held `before` (`key`, `rerun`'s)."""
-        with (budget or nullcontext)():  # the statement timeout from here, and its turns
-            answer = self._run(session, subscription, counter, reads)
-        if reads is not None:
-            reads.saw(subscription, answer.token)  # the others of the pass take this step
-        change = None
-        if answer.serial != before.serial:
-            # Shared by the subscribers that had the same two answers.
-            change = self._change(subscription, before, answer)
-        if subscription.shared:
-            with self._steps_lock:
-                steps = self._steps
-                steps.pop(key, None)  # the newest last, the oldest first out
-                steps[key] = (answer, change, subscription.rowid_floor)
-                if len(steps) > STEPS_KEPT:
-                    del steps[next(iter(steps))]
-        return answer, change
