@@ -1,4 +1,4 @@
-"""A user's batch of woken live queries (subscribe_route's `Woken`, on a real waiting room's
+"""A user's batch of woken live queries (woken_batch's `Woken`, on a real waiting room's
 pool): every answer of a pass is made before the first is handed over; one query whose
 answer fails to be made or handed over costs that query only; the others woken with it are
 still made and handed over."""
@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import pytest
 
-from refimpl.http.endpoints.subscribe_route import woken
+from refimpl.http.endpoints.woken_batch import woken
 from refimpl.http.error_answers import to_response
 from refimpl.waiting.room import WaitingRoom
 

@@ -1,4 +1,4 @@
-"""A pass of woken live queries (subscribe_route's `Woken`) makes its answers and parts
+"""A pass of woken live queries (woken_batch's `Woken`) makes its answers and parts
 while the commits' flush runs, and hands none over before the flush has ended; when the log
 fails instead, none of them is: each is made again and answers the failure (the engine's
 half, `PassReads` and `LiveWait`, in tests/engine/features/test_live_durable.py)."""
@@ -9,7 +9,7 @@ import threading
 from collections.abc import Callable
 
 from refimpl.errors import WritesStopped
-from refimpl.http.endpoints.subscribe_route import Headed, Woken, woken
+from refimpl.http.endpoints.woken_batch import Headed, Woken, woken
 from refimpl.waiting.room import WaitingRoom
 
 LSN = 7  # the commit the parts are made from
