@@ -13,45 +13,71 @@ from refimpl.engine.query import deadlines
 from refimpl.engine.storage.locks import SharedLock, reading_under_lock
 from refimpl.netpool.places import FifoSlots
 
+# One step of the work the two tests below run: TURN_SECONDS is twenty of them.
+STEP_SECONDS = 0.0001
+
+
+class _StepClock:
+    """`deadlines`' clock for the thread that runs a test's steps: it moves only by those
+    steps and by the pauses `make_way` sleeps (noted, not slept), whatever the machine does
+    meanwhile. On the real clock a loaded machine broke the rule's test: a thread stopped
+    for FRESH_AFTER_SECONDS starts new work again (no pause in its 60 ms), and another
+    thread's sleep counted as a pause. Other threads keep the real clock."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+        self.steps = 0
+        self.paused_at: list[int] = []  # the step count at each pause
+        self.pauses: list[float] = []
+        self.thread: int | None = None
+
+    def monotonic(self) -> float:
+        return self.now if threading.get_ident() == self.thread else time.monotonic()
+
+    def sleep(self, seconds: float) -> None:
+        if threading.get_ident() != self.thread:
+            time.sleep(seconds)
+            return
+        self.paused_at.append(self.steps)
+        self.pauses.append(seconds)
+        self.now += seconds
+
+    def run(self, steps: int) -> None:
+        """`steps` steps of STEP_SECONDS, `make_way` after each, in a thread of its own (its
+        first call starts its turn, whatever other tests did)."""
+
+        def work() -> None:
+            self.thread = threading.get_ident()
+            for _ in range(steps):
+                self.now += STEP_SECONDS
+                self.steps += 1
+                deadlines.make_way()
+
+        worker = threading.Thread(target=work)
+        worker.start()
+        worker.join(30)
+
 
 def test_long_work_pauses_once_a_turn(monkeypatch: pytest.MonkeyPatch) -> None:
-    pauses: list[float] = []
-    real_sleep = time.sleep
-
-    def recorded(seconds: float) -> None:
-        pauses.append(seconds)
-        real_sleep(seconds)
-
-    monkeypatch.setattr(deadlines.time, "sleep", recorded)
-
-    def work() -> None:
-        # 60 ms of steps, each far shorter than a turn.
-        until = time.monotonic() + 0.060
-        while time.monotonic() < until:
-            deadlines.make_way()
-
-    # A thread of its own: its first call starts its turn, whatever other tests did.
-    worker = threading.Thread(target=work)
-    worker.start()
-    worker.join()
-    assert pauses, "60 ms of work never let the lock go"
-    assert set(pauses) == {deadlines.TURN_PAUSE_SECONDS}
-    # At most one pause a turn (the pauses themselves take time too).
-    assert len(pauses) <= 0.060 / deadlines.TURN_SECONDS + 1
+    clock = _StepClock()
+    monkeypatch.setattr(deadlines, "time", clock)
+    clock.run(600)  # 60 ms of steps, each far shorter than a turn
+    assert clock.pauses, "60 ms of work never let the lock go"
+    assert set(clock.pauses) == {deadlines.TURN_PAUSE_SECONDS}
+    # A pause after each turn's steps (the first turn's and every one after a pause), not
+    # more often: twenty steps, or up to two more (the turn starts at the first call, and
+    # the clock's sums round).
+    turn = round(deadlines.TURN_SECONDS / STEP_SECONDS)
+    gaps = [b - a for a, b in zip([0, *clock.paused_at], clock.paused_at, strict=False)]
+    assert all(turn <= gap <= turn + 2 for gap in gaps), gaps
+    assert clock.steps - clock.paused_at[-1] <= turn + 2
 
 
 def test_short_work_does_not_pause(monkeypatch: pytest.MonkeyPatch) -> None:
-    pauses: list[float] = []
-    monkeypatch.setattr(deadlines.time, "sleep", pauses.append)
-
-    def work() -> None:
-        for _ in range(3):
-            deadlines.make_way()
-
-    worker = threading.Thread(target=work)
-    worker.start()
-    worker.join()
-    assert pauses == []
+    clock = _StepClock()
+    monkeypatch.setattr(deadlines, "time", clock)
+    clock.run(3)
+    assert clock.pauses == []
 
 
 class _NoDeadline:
