@@ -53,7 +53,7 @@ def test_lean_waiters_parse_their_reads_afterwards_as_they_came(
     import subscribe
 
     def rows(ident: str, close: float) -> bytes:
-        data = f'{{"columns":[{{"name":"m"}},{{"name":"close"}}],"rows":[[1,{close}]]}}'
+        data = f'{{"columns":[{{"name":"high"}},{{"name":"close"}}],"rows":[[{close},{close}]]}}'
         return f"id: {ident}\nevent: rows\ndata: {data}\n\n".encode()
 
     head = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
@@ -65,15 +65,19 @@ def test_lean_waiters_parse_their_reads_afterwards_as_they_came(
         (second[:cut], 600.25, 600.5),
         (second[cut:], 601.0, 602.0),
     ]
-    samples, ident = subscribe._read_later(reads, "a.0")
+    order = subscribe.TradeOrder()
+    samples, ident = subscribe._read_later(reads, "a.0", order)
     assert ident == "a.2"
     assert samples == [(500.0, 0.75, 0.5), (600.0, 2.0, 1.0)]
+    assert order.wrong == 0
     # A loaded price (not a benchmark trade) is no sample; no event keeps the id asked.
-    assert subscribe._read_later([(head + _chunk(rows("b.1", 100.0)), 1.0, 1.0)], "b.0") == (
-        [],
-        "b.1",
-    )
-    assert subscribe._read_later([], "c.4") == ([], "c.4")
+    loaded = [(head + _chunk(rows("b.1", 100.0)), 1.0, 1.0)]
+    assert subscribe._read_later(loaded, "b.0", subscribe.TradeOrder()) == ([], "b.1")
+    assert subscribe._read_later([], "c.4", subscribe.TradeOrder()) == ([], "c.4")
+    # The stream's order holds over its reopenings: a trade seen before counts wrong again.
+    again = [(head + first, 700.0, 700.0)]
+    assert subscribe._read_later(again, "a.0", order)[0] == [(500.0, 200.0, 200.0)]
+    assert order.wrong == 1
 
 
 def test_lean_waiters_read_on_past_the_stop_until_each_stream_had_its_next_part(
@@ -88,7 +92,7 @@ def test_lean_waiters_read_on_past_the_stop_until_each_stream_had_its_next_part(
     import subscribe
 
     def rows(ident: str, close: float) -> bytes:
-        data = f'{{"columns":[{{"name":"close"}}],"rows":[[{close}]]}}'
+        data = f'{{"columns":[{{"name":"close"}},{{"name":"high"}}],"rows":[[{close},{close}]]}}'
         return _chunk(f"id: {ident}\nevent: rows\ndata: {data}\n\n".encode())
 
     listener = socket.create_server(("127.0.0.1", 0))
@@ -111,9 +115,36 @@ def test_lean_waiters_read_on_past_the_stop_until_each_stream_had_its_next_part(
     time.sleep(1.5)  # the waiters' loop has seen the stop by now
     for n, stream in enumerate(streams):
         stream.sendall(rows(f"{n}.2", 600.0))  # a measured commit's late part
-    samples, errors = results.get(timeout=20)
+    samples, errors, wrong = results.get(timeout=20)
     waiters.join(20)
     for each in (listener, *streams):
         each.close()
-    assert errors == 0
+    assert errors == wrong == 0
     assert sorted(sent for sent, _, _ in samples) == [500.0, 500.0, 600.0, 600.0]
+
+
+def _candle(*rows: tuple[float, float]) -> dict[str, Any]:
+    columns = [{"name": name} for name in ("m", "open", "high", "low", "close")]
+    return {"columns": columns, "rows": [[0, 100.0, high, 100.0, close] for high, close in rows]}
+
+
+def test_each_trade_counts_once_in_order_in_its_own_candle(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.syspath_prepend(str(BENCH))
+    import subscribe
+
+    order = subscribe.TradeOrder()
+    # The newest close is the trade; a loaded price or no row is none.
+    assert order.trade(_candle((112.0, 112.0), (500.0, 500.0))) == 500.0
+    assert order.trade(_candle((112.0, 112.0))) is None
+    assert order.trade(_candle()) is None
+    assert order.trade(None) is None
+    assert order.wrong == 0
+    assert order.trade(_candle((600.0, 600.0))) == 600.0
+    assert order.wrong == 0
+    # Again (a duplicate), earlier (out of order), or a candle whose high is not its trade.
+    assert order.trade(_candle((600.0, 600.0))) == 600.0
+    assert order.trade(_candle((550.0, 550.0))) == 550.0
+    assert order.trade(_candle((900.0, 700.0))) == 700.0
+    assert order.wrong == 3

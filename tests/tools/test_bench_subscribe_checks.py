@@ -28,6 +28,19 @@ def test_a_hundred_streams_all_woken_check_their_p99(subscribe: Any) -> None:
     assert (check.value, check.met) == (11.4, False)
 
 
+def test_a_p99_of_trades_missing_or_wrong_is_not_met(subscribe: Any) -> None:
+    (check,) = subscribe.phase_checks(100, 100, "streams", 3, 7.7, 3.4, complete=False)
+    assert (check.value, check.target, check.met) == (
+        7.7,
+        "< 10 ms, every trade once, in order",
+        False,
+    )
+    figures = {"n": 10_000, "expected": 10_000, "wrong": 0}
+    assert subscribe.whole(figures)
+    assert not subscribe.whole({**figures, "n": 9_999})
+    assert not subscribe.whole({**figures, "wrong": 1})
+
+
 def test_ten_long_polls_of_one_symbol_check_the_cpu(subscribe: Any) -> None:
     (check,) = subscribe.phase_checks(10, 10, "long polls", 3, 6.95, 2.5)
     assert check.label == (

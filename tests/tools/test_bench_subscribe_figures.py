@@ -1,6 +1,6 @@
 """tools/bench/subscribe.py's figures and arguments: a stream run whose waiters read no part
 has the figures of any stream run (unknown ones NaN), which the comparison of runs reads, and
---lean-waiters (a way of reading streams) is refused without --stream."""
+--threaded-waiters (a way of reading streams) is refused without --stream."""
 
 from __future__ import annotations
 
@@ -39,10 +39,10 @@ def test_long_polls_have_no_arrival_figures(subscribe: Any) -> None:
     assert figures["n"] == 1 and "arrival p50" not in figures
 
 
-def test_lean_waiters_without_stream_is_refused(
+def test_threaded_waiters_without_stream_are_refused(
     subscribe: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr(sys, "argv", ["subscribe.py", "--phases", "100", "--lean-waiters"])
+    monkeypatch.setattr(sys, "argv", ["subscribe.py", "--phases", "100", "--threaded-waiters"])
     with pytest.raises(SystemExit) as exit_:
         subscribe.main()
     assert exit_.value.code == 2

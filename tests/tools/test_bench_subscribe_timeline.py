@@ -34,3 +34,35 @@ def test_the_hand_off_is_from_the_flush_the_pass_waited_for(timeline: Any) -> No
     assert timeline._handed_off(points, [9.0, 10.2, 10.4]) == pytest.approx(0.3)
     assert math.isnan(timeline._handed_off(points, [9.0, 11.0]))  # durable already: no wait
     assert math.isnan(timeline._handed_off({}, [10.2]))  # a pass that never settled
+
+
+def test_the_tail_is_the_commits_holding_the_reads_p99(timeline: Any) -> None:
+    # 100 commits 0.1 s apart, each 100 reads: the commit at 5.0 late by its flush, the one
+    # at 7.0 late in its waiters' reads (arrived as the others did).
+    marks, samples = {}, []
+    for k in range(100):
+        start = k / 10
+        durable = 0.030 if k == 50 else 0.004
+        marks[start] = {"woken": 0.001, "durable": durable, "last sent": durable + 0.002}
+        for n in range(100):
+            arrived = durable + 0.00002 * n
+            read = arrived + (0.050 if k == 70 else 0.0001)
+            samples.append((start + 0.00001, read, arrived))
+    figures = timeline.commit_tail(marks, samples)
+    assert figures["tail commits"] == 2
+    assert figures["durable: median commit"] == pytest.approx(4.0)
+    assert figures["last arrived: median commit"] == pytest.approx(4.0 + 1.99, abs=0.02)
+    # The median of the two by last read: the flush's (last read 32 ms against 56 ms).
+    assert figures["durable: tail commit"] == pytest.approx(30.0)
+    assert figures["last read: tail commit"] == pytest.approx(32.1, abs=0.05)
+    # One commit's reads in 100 are 1% of them: the p99 (nearest rank) is the others'.
+    assert figures["waiters' delay p50 ms"] == pytest.approx(0.1)
+    assert figures["waiters' delay p99 ms"] == pytest.approx(0.1)
+    assert math.isnan(figures["flushed: tail commit"])  # a mark the commits lack
+
+
+def test_a_run_without_samples_has_no_tail(timeline: Any) -> None:
+    figures = timeline.commit_tail({1.0: {"woken": 0.001}}, [])
+    assert figures["tail commits"] == 0
+    assert math.isnan(figures["woken: tail commit"])
+    assert math.isnan(figures["waiters' delay p99 ms"])

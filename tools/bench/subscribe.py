@@ -10,8 +10,13 @@ trades each. Every subscription is a candle query
 created by a first GET /api/subscribe (its snapshot). 100 of them (10 symbols x 10) are held
 by waiters (4 processes of 25 threads, each a keep-alive connection of `harness.LeanHTTP`)
 that always have a request waiting (asked again with the id of the last answer), or with
---stream each read one stream of its subscription (`stream=true`: no request a commit); the
-others sit idle. A writer commits one trade at a time
+--stream each read one stream of its subscription (`stream=true`: no request a commit),
+each process reading its 25 streams on one thread and parsing them after the run
+(`_lean_stream_waiters`; --threaded-waiters: 25 threads a process, each parsing as it
+reads, as before, which took as much CPU a commit as the server on its two processors); the
+others sit idle. Every waiter checks its trades (`TradeOrder`): each once, in order, in its
+own candle; a phase's `wrong` counts the others, and a p99 with a trade missing or wrong
+meets no target. A writer (one `harness.LeanHTTP` connection) commits one trade at a time
 (--interval apart) to the 10 watched symbols in turn, its price being the writer's clock
 (CLOCK_MONOTONIC) just before the request: a waiter's latency is its clock when it parses
 the `rows` answer minus the new candle's `close`. With --stream, each part's arrival too
@@ -61,7 +66,7 @@ next requests), then the check lines of the targets a phase measures (`phase_che
     python tools/bench/subscribe.py --phases 100 --before ../old --rounds 3 --stream
     python tools/bench/subscribe.py --phases 100 --per-symbol 100 --stream  # 100 woken
     python tools/bench/subscribe.py --phases 100 --per-symbol 100 --stream --pin  # apart
-    python tools/bench/subscribe.py --phases 100 --per-symbol 100 --stream --lean-waiters
+    python tools/bench/subscribe.py --phases 100 --per-symbol 100 --stream --threaded-waiters
     python tools/bench/subscribe.py --phases 100 --stream --cprofile server.prof
 
 Machine instructions a commit over all the server's threads (valgrind's callgrind), the same
@@ -138,6 +143,32 @@ def newest_close(data: dict[str, Any]) -> float:
     return max(row[close] for row in data["rows"])
 
 
+class TradeOrder:
+    """One waiter's benchmark trades as they come: each once and in the order committed (the
+    writer's clock, their price, rises), each in its own candle (its high is its close: no
+    earlier price of its minute is higher); `wrong` counts those that are not."""
+
+    def __init__(self) -> None:
+        self.last = 0.0
+        self.wrong = 0
+
+    def trade(self, data: dict[str, Any] | None) -> float | None:
+        """The benchmark trade a `rows` event's data carries (its newest close); None if it
+        has no row or only a loaded price."""
+        if not data or not data["rows"]:
+            return None
+        names = [c["name"] for c in data["columns"]]
+        close, high = names.index("close"), names.index("high")
+        row = max(data["rows"], key=lambda r: r[close])
+        sent: float = row[close]
+        if sent <= LOADED_PRICES:
+            return None
+        if sent <= self.last or row[high] != sent:
+            self.wrong += 1
+        self.last = max(self.last, sent)
+        return sent
+
+
 def load(
     server: harness.RefimplServer,
     per_symbol: int,
@@ -198,7 +229,7 @@ def _waiter(
     client = harness.LeanHTTP(target["url"], {"Authorization": f"Bearer {target['token']}"})
     query = quote(CANDLES.format(symbol=symbol))
     samples: list[tuple[float, float, float | None]] = []
-    errors = 0
+    errors, order = 0, TradeOrder()
     with ready.get_lock():
         ready.value += 1
     while not stop.is_set():
@@ -215,12 +246,11 @@ def _waiter(
             client.close()
             time.sleep(0.1)
             continue
-        if kind == "rows" and data and data["rows"]:
-            sent = newest_close(data)
-            if sent > LOADED_PRICES:  # a benchmark trade
-                samples.append((sent, now - sent, None))  # (no arrival time: see streams')
+        sent = order.trade(data) if kind == "rows" else None
+        if sent is not None:
+            samples.append((sent, now - sent, None))  # (no arrival time: see streams')
     client.close()
-    out.append((samples, errors))
+    out.append((samples, errors, order.wrong))
 
 
 # A stream's reads note when their bytes reached its socket (the kernel's clock at the
@@ -250,7 +280,7 @@ def _stream_waiter(
     from stream_readers import Dechunked
 
     samples: list[tuple[float, float, float]] = []
-    errors = 0
+    errors, order = 0, TradeOrder()
     with ready.get_lock():
         ready.value += 1
     while not stop.is_set():
@@ -279,12 +309,11 @@ def _stream_waiter(
             for event in events:
                 ident_, kind, body = parse_event(event.decode("utf-8"))
                 ident = ident_ or ident
-                if kind == "rows" and body and body["rows"]:
-                    sent = newest_close(body)
-                    if sent > LOADED_PRICES:  # a benchmark trade
-                        samples.append((sent, now - sent, arrived - sent))
+                sent = order.trade(body) if kind == "rows" else None
+                if sent is not None:
+                    samples.append((sent, now - sent, arrived - sent))
         sock.close()
-    out.append((samples, errors))
+    out.append((samples, errors, order.wrong))
 
 
 def _stream_request(target: dict[str, Any], symbol: str, ident: str) -> socket.socket:
@@ -302,10 +331,10 @@ def _stream_request(target: dict[str, Any], symbol: str, ident: str) -> socket.s
 
 
 def _read_later(
-    reads: list[tuple[bytes, float, float]], ident: str
+    reads: list[tuple[bytes, float, float]], ident: str, order: TradeOrder
 ) -> tuple[list[tuple[float, float, float]], str]:
     """The samples of one stream's reads, each (bytes, arrival, read time), and its last id
-    (`ident` if none came)."""
+    (`ident` if none came); `order` checks the stream's trades (kept over its reopenings)."""
     from stream_readers import Dechunked
 
     samples: list[tuple[float, float, float]] = []
@@ -316,10 +345,9 @@ def _read_later(
         for event in events:
             ident_, kind, body = parse_event(event.decode("utf-8"))
             ident = ident_ or ident
-            if kind == "rows" and body and body["rows"]:
-                sent = newest_close(body)
-                if sent > LOADED_PRICES:  # a benchmark trade
-                    samples.append((sent, now - sent, arrived - sent))
+            sent = order.trade(body) if kind == "rows" else None
+            if sent is not None:
+                samples.append((sent, now - sent, arrived - sent))
     return samples, ident
 
 
@@ -330,18 +358,23 @@ STOP_READ_SECONDS = 30.0
 def _lean_stream_waiters(
     target: dict[str, Any], pairs: list[tuple[str, str]], stop: Any, ready: Any, results: Any
 ) -> None:
-    """--lean-waiters: a process's streams read by one thread (a selector), each read only
-    kept (its bytes, arrival and read time) and parsed once the run is over, as
-    `_stream_waiter`'s would be: the waiters then take the server's processors for little
-    more than their reads, and no 25 threads of a process queue for its interpreter lock."""
+    """--stream's waiters (unless --threaded-waiters): a process's streams read by one
+    thread (a selector), each read only kept (its bytes, arrival and read time) and parsed
+    once the run is over, as `_stream_waiter`'s would be: the waiters then take the server's
+    processors for little more than their reads, and no 25 threads of a process queue for
+    its interpreter lock."""
     selector = selectors.DefaultSelector()
     samples: list[tuple[float, float, float]] = []
     errors = 0
 
-    def open_stream(symbol: str, ident: str, reads: list[tuple[bytes, float, float]]) -> None:
+    orders = {symbol_ident: TradeOrder() for symbol_ident in pairs}  # each stream's
+
+    def open_stream(
+        symbol: str, ident: str, reads: list[tuple[bytes, float, float]], order: TradeOrder
+    ) -> None:
         sock = _stream_request(target, symbol, ident)
         sock.setblocking(False)
-        selector.register(sock, selectors.EVENT_READ, (symbol, ident, reads))
+        selector.register(sock, selectors.EVENT_READ, (symbol, ident, reads, order))
 
     def read_ready(timeout: float) -> list[socket.socket]:
         """Keep what the streams ready within `timeout` have; those that had bytes."""
@@ -357,7 +390,7 @@ def _lean_stream_waiters(
             except OSError:
                 data = b""
             now = time.monotonic()
-            symbol, ident, reads = key.data
+            symbol, ident, reads, order = key.data
             if data:
                 reads.append((data, arrival(notes, now), now))
                 got_bytes.append(sock)
@@ -365,14 +398,14 @@ def _lean_stream_waiters(
             errors += 1  # the server ended it: the waiter opens it again, from its last id
             selector.unregister(sock)
             sock.close()
-            got, ident = _read_later(reads, ident)
+            got, ident = _read_later(reads, ident, order)
             samples += got
             if not stop.is_set():
-                open_stream(symbol, ident, [])
+                open_stream(symbol, ident, [], order)
         return got_bytes
 
-    for symbol, ident in pairs:
-        open_stream(symbol, ident, [])
+    for (symbol, ident), order in orders.items():
+        open_stream(symbol, ident, [], order)
     with ready.get_lock():
         ready.value += len(pairs)
     while not stop.is_set():
@@ -385,9 +418,9 @@ def _lean_stream_waiters(
     while unreached and time.monotonic() < until:
         unreached.difference_update(read_ready(0.5))
     for key in list(selector.get_map().values()):
-        samples += _read_later(key.data[2], key.data[1])[0]
+        samples += _read_later(key.data[2], key.data[1], key.data[3])[0]
         key.fileobj.close()  # type: ignore[union-attr]
-    results.put((samples, errors))
+    results.put((samples, errors, sum(order.wrong for order in orders.values())))
 
 
 def _waiters(
@@ -405,7 +438,13 @@ def _waiters(
         thread.start()
     for thread in threads:
         thread.join()
-    results.put(([s for samples, _ in out for s in samples], sum(e for _, e in out)))
+    results.put(
+        (
+            [s for samples, _, _ in out for s in samples],
+            sum(e for _, e, _ in out),
+            sum(w for _, _, w in out),
+        )
+    )
 
 
 def thread_cpu(pid: int) -> dict[int, tuple[float, int]]:
@@ -442,16 +481,19 @@ def thread_names(pid: int) -> dict[int, str]:
     return names
 
 
-def commit_trade(session: requests.Session, server: harness.RefimplServer, symbol: str) -> None:
+def trade_writer(server: harness.RefimplServer) -> harness.LeanHTTP:
+    """The writer's connection: a trade's price is its clock just before the request, so
+    what the client spends from there to the send counts in every latency; `requests` took
+    0.7-0.9 ms there (p50; p99 2-10 ms under load), this client 60 µs (p99 130-160)."""
+    return harness.LeanHTTP(server.url, server.headers)
+
+
+def commit_trade(writer: harness.LeanHTTP, symbol: str) -> None:
     sent = time.monotonic()
     sql = f"INSERT INTO trades VALUES ('{now_text()}', '{symbol}', {sent!r})"
-    response = session.post(
-        f"{server.url}/exec",
-        data=sql.encode(),
-        headers={**server.headers, "Content-Type": "text/plain"},
-        timeout=60,
-    )
-    response.raise_for_status()
+    status, _, body = writer.request("POST", "/exec", sql.encode(), {"Content-Type": "text/plain"})
+    if status != 200:
+        raise RuntimeError(f"the trade's INSERT answered {status}: {body[:200]!r}")
 
 
 def phase(
@@ -469,6 +511,7 @@ def phase(
     pin: bool = False,
     instructions: bool = False,
     keep: Path | None = None,
+    samples: list[tuple[float, float, float | None]] | None = None,
 ) -> dict[str, float]:
     """`total` subscriptions, the last 100 of them (100 / `per_symbol` watched symbols x
     `per_symbol`) waiting; with `profile`, the server's worker threads are profiled into that
@@ -482,7 +525,8 @@ def phase(
     (`harness.pin_apart`); `instructions`: the server runs under callgrind
     (`INSTRUCTIONS_LAUNCHER`), which counts the machine instructions of all its threads
     during the commits, given as "instructions" per commit (their callgrind output copied to
-    `keep`, if given)."""
+    `keep`, if given); `samples`, if given, gets the measured commits' samples, each (the
+    trade's clock, read latency, arrival latency or None), in seconds."""
     # Every subscription is the admin's: it may keep as many as the server does.
     per_user = {"KDB_SUBSCRIPTIONS_PER_USER": str(MAX_SUBSCRIPTIONS)}
     launcher = ALL_THREADS_LAUNCHER if every_thread else None
@@ -518,7 +562,7 @@ def phase(
         while ready.value < len(pairs):
             time.sleep(0.05)
         time.sleep(2.0)  # every waiter has asked and waits
-        session = requests.Session()
+        session, writer = requests.Session(), trade_writer(server)
         kept_before = kept_subscriptions(session, server)
         cpu_before = harness.cpu_seconds(server.pid)
         threads_before = thread_cpu(server.pid)
@@ -528,7 +572,7 @@ def phase(
             _callgrind(server.pid, "-i", "on")
         started = time.monotonic()
         for k in range(commits):
-            commit_trade(session, server, symbols[k % len(symbols)])
+            commit_trade(writer, symbols[k % len(symbols)])
             time.sleep(max(0.0, started + (k + 1) * interval - time.monotonic()))
         time.sleep(0.5)
         if counted is not None:
@@ -553,8 +597,10 @@ def phase(
         stop.set()
         last = time.monotonic()
         for symbol in symbols:  # wakes every waiter, which then sees the stop
-            commit_trade(session, server, symbol)
-        gathered = [results.get(timeout=WAIT_MS / 1000 + 120) for _ in procs]
+            commit_trade(writer, symbol)
+        # Each process's samples, errors and wrong trades (`TradeOrder`).
+        got = [results.get(timeout=WAIT_MS / 1000 + 120) for _ in procs]
+        gathered: Gathered = [(samples, errors) for samples, errors, _ in got]
         for process in procs:
             process.join(30)
         if pin:
@@ -562,11 +608,14 @@ def phase(
         if any(errors for _, errors in gathered):
             # Whatever the server said about them (a failed request is a figure's cause).
             output = "".join(server.output)
-            found = output.find("Traceback")
-            print(output[found : found + 3000] if found >= 0 else output[-3000:])
+            at = output.find("Traceback")
+            print(output[at : at + 3000] if at >= 0 else output[-3000:])
     figures = latency_figures(gathered, last, stream)
+    if samples is not None:
+        samples += [s for got, _ in gathered for s in got if s[0] < last]
     figures["expected"] = sum(watched.count(symbols[k % len(symbols)]) for k in range(commits))
     figures["errors"] = sum(e for _, e in gathered)
+    figures["wrong"] = sum(wrong for _, _, wrong in got)
     figures["cpu_ms"] = cpu / commits * 1000
     # What the server kept as the measured commits began and as they ended: fewer than made
     # when the limit or the sweep of unasked ones dropped some, the sweep's cost then counted.
@@ -647,7 +696,7 @@ def big_table(rows: int, commits: int) -> dict[str, dict[str, float]]:
             f"big table: {total:,} trades loaded in {loaded:.0f} s ({per_symbol:,} per ordinary"
             f" symbol, {hot_per * 10:,} on the hot one)"
         )
-        session = requests.Session()
+        session, writer = requests.Session(), trade_writer(server)
         for name, symbol, size in (
             ("ordinary", SYMBOLS[1], per_symbol),
             ("hot", SYMBOLS[0], hot_per * 10),
@@ -693,7 +742,7 @@ def big_table(rows: int, commits: int) -> dict[str, dict[str, float]]:
             time.sleep(0.5)
             for _ in range(commits):
                 answered.clear()
-                commit_trade(session, server, symbol)
+                commit_trade(writer, symbol)
                 answered.wait(30)
                 time.sleep(0.05)  # the waiter asks again
             waiter.join(60)
@@ -915,11 +964,11 @@ def main() -> None:
         help="the waiters read one stream each (stream=true) instead of long polls",
     )
     parser.add_argument(
-        "--lean-waiters",
+        "--threaded-waiters",
         action="store_true",
-        help="with --stream: each waiter process reads its 25 streams on one thread and"
-        " parses what it read once the run is over (the waiters then take little of the"
-        " server's processors)",
+        help="with --stream: the former waiters, 25 threads a process, each reading and"
+        " parsing its stream as it comes (by default a process reads its 25 streams on one"
+        " thread and parses them once the run is over: `_lean_stream_waiters`)",
     )
     parser.add_argument(
         "--phases",
@@ -976,8 +1025,8 @@ def main() -> None:
         " into this file (pstats)",
     )
     args = parser.parse_args()
-    if args.lean_waiters and not args.stream:
-        parser.error("--lean-waiters reads streams: give --stream with it")
+    if args.threaded_waiters and not args.stream:
+        parser.error("--threaded-waiters read streams: give --stream with them")
     commits = 50 if args.quick else args.commits
     if args.phases:
         compare_phases(args, [int(n) for n in args.phases.split(",")], commits)
@@ -1002,7 +1051,13 @@ def main() -> None:
 
     rows, cpu_checks = [], []
     for total in (100, 10_000):
-        f = phase(total, commits, args.interval, stream=args.stream)
+        f = phase(
+            total,
+            commits,
+            args.interval,
+            stream=args.stream,
+            lean=args.stream and not args.threaded_waiters,
+        )
         cpu_checks.append(
             harness.Check(
                 f"server CPU per commit waking 10 candles, {total:,} subscriptions (ms)",
@@ -1013,9 +1068,7 @@ def main() -> None:
         )
         if total == 100:
             cpu_checks.append(
-                harness.Check(
-                    "commit-to-rows p99, 100 subscriptions (ms)", f["p99"], "< 10 ms", f["p99"] < 10
-                )
+                p99_check("commit-to-rows p99, 100 subscriptions (ms)", f["p99"], whole(f))
             )
         rows.append(
             (
@@ -1027,10 +1080,22 @@ def main() -> None:
                 f["p99"],
                 f["cpu_ms"],
                 f["errors"],
+                f["wrong"],
             )
         )
+    print(f"waiters: {waiters_text(args)}", flush=True)
     harness.print_table(
-        ("", "created/s", "answers", "expected", "p50 ms", "p99 ms", "CPU ms/commit", "errors"),
+        (
+            "",
+            "created/s",
+            "answers",
+            "expected",
+            "p50 ms",
+            "p99 ms",
+            "CPU ms/commit",
+            "errors",
+            "wrong",
+        ),
         rows,
         title=f"commit-to-rows latency, {commits} single-row trades {args.interval * 1000:g} ms"
         f" apart, each waking the 10 {'streams' if args.stream else 'long polls'} of its"
@@ -1137,6 +1202,15 @@ os.execvp("valgrind", [
 """
 
 
+def waiters_text(args: argparse.Namespace) -> str:
+    """Which waiters `args` run, for the output."""
+    if not args.stream:
+        return "long polls, 25 threads a process (4 processes)"
+    if args.threaded_waiters:
+        return "streams, 25 threads a process each parsing as it reads (--threaded-waiters)"
+    return "streams, one thread a process (4 processes) reading 25, parsed after the run"
+
+
 def arrived_text(figures: dict[str, float]) -> str:
     """The arrival percentiles of a phase's figures (streams only), for its line."""
     if "arrival p50" not in figures:
@@ -1161,6 +1235,7 @@ def compare_phases(args: argparse.Namespace, totals: list[int], commits: int) ->
     if args.before is not None:
         codes.insert(0, ("before", args.before))
     kind = "streams" if args.stream else "long polls"
+    print(f"waiters: {waiters_text(args)}", flush=True)
     rows, checks = [], []  # checks: this tree's medians against issue 37's targets
     for total in totals:
         runs: dict[str, list[dict[str, float]]] = {name: [] for name, _ in codes}
@@ -1172,7 +1247,7 @@ def compare_phases(args: argparse.Namespace, totals: list[int], commits: int) ->
                     commits,
                     args.interval,
                     stream=args.stream,
-                    lean=args.lean_waiters,
+                    lean=args.stream and not args.threaded_waiters,
                     per_symbol=args.per_symbol,
                     code=code,
                     profile=args.cprofile if last and not args.opcodes else None,
@@ -1192,7 +1267,8 @@ def compare_phases(args: argparse.Namespace, totals: list[int], commits: int) ->
                     f"  {name} {total:,} subscriptions{said}: p50 {figures['p50']:.2f} ms, p99"
                     f" {figures['p99']:.2f} ms,{arrived_text(figures)} CPU"
                     f" {figures['cpu_ms']:.2f} ms a commit,{counted_text(figures)}"
-                    f" {figures['n']}/{figures['expected']} answers (load {figures['load']:.2f})",
+                    f" {figures['n']}/{figures['expected']} answers, {figures['wrong']:.0f}"
+                    f" wrong (load {figures['load']:.2f})",
                     flush=True,
                 )
                 threads = [(k[7:], v) for k, v in figures.items() if k.startswith("thread ")]
@@ -1220,6 +1296,7 @@ def compare_phases(args: argparse.Namespace, totals: list[int], commits: int) ->
                     median("arrival p99") if args.stream else math.nan,
                     median("cpu_ms"),
                     sum(f["errors"] for f in got),
+                    sum(f["wrong"] for f in got),
                     median("load"),
                 )
             )
@@ -1238,7 +1315,13 @@ def compare_phases(args: argparse.Namespace, totals: list[int], commits: int) ->
             # Counted runs are slowed a hundredfold or more: their times say nothing of a target.
             if name == "now" and not (args.opcodes or args.instructions):
                 checks += phase_checks(
-                    total, args.per_symbol, kind, args.rounds, median("p99"), median("cpu_ms")
+                    total,
+                    args.per_symbol,
+                    kind,
+                    args.rounds,
+                    median("p99"),
+                    median("cpu_ms"),
+                    complete=all(whole(f) for f in got),
                 )
             print(
                 f"  {name}, {total:,} subscriptions, medians, CPU ms a commit by thread (times"
@@ -1265,6 +1348,7 @@ def compare_phases(args: argparse.Namespace, totals: list[int], commits: int) ->
             "arrived p99",
             "CPU ms/commit",
             "errors",
+            "wrong",
             "load avg",
         ),
         rows,
@@ -1275,23 +1359,44 @@ def compare_phases(args: argparse.Namespace, totals: list[int], commits: int) ->
         harness.print_checks(checks)
 
 
+def whole(figures: dict[str, float]) -> bool:
+    """Whether a phase's waiters got every trade they were to get, each once, in order and
+    in its row (`TradeOrder`): a p99 of fewer or wrong trades meets no target."""
+    return figures["n"] == figures["expected"] and figures["wrong"] == 0
+
+
+def p99_check(label: str, p99: float, complete: bool) -> harness.Check:
+    """The commit-to-rows p99 against issue 37's 10 ms, not met when the waiters' trades
+    were not `complete` (`whole`)."""
+    if not complete:
+        return harness.Check(label, p99, "< 10 ms, every trade once, in order", False)
+    return harness.Check(label, p99, "< 10 ms", p99 < 10)
+
+
 def phase_checks(
-    total: int, per_symbol: int, kind: str, rounds: int, p99: float, cpu_ms: float
+    total: int,
+    per_symbol: int,
+    kind: str,
+    rounds: int,
+    p99: float,
+    cpu_ms: float,
+    *,
+    complete: bool = True,
 ) -> list[harness.Check]:
     """Issue 37's live-query targets a phase of `--phases` measures, on this tree's medians
-    over `rounds` runs: with 100 waiters (`kind`), the commit-to-rows p99 under 10 ms, the
-    label saying how many a commit wakes; when each commit wakes 10, the server's CPU a
-    commit under 3 ms. None for another phase."""
+    over `rounds` runs: with 100 waiters (`kind`), the commit-to-rows p99 under 10 ms (not
+    met unless every run's waiters got their trades `complete`: `whole`), the label saying
+    how many a commit wakes; when each commit wakes 10, the server's CPU a commit under 3
+    ms. None for another phase."""
     _, watched, symbols = phase_subscriptions(total, per_symbol)
     woken = len(watched) // len(symbols)
     checks = []
     if len(watched) == 100:
         checks.append(
-            harness.Check(
+            p99_check(
                 f"commit-to-rows p99, {woken} of 100 {kind} woken, median of {rounds} (ms)",
                 p99,
-                "< 10 ms",
-                p99 < 10,
+                complete,
             )
         )
     if len(watched) == 10 * len(symbols):

@@ -11,8 +11,9 @@ last is (the pass's end); its thread's CPU time making and sending, and the time
 took that thread off the processor (involuntary switches) or it slept (voluntary: the lock,
 a pause) while sending; the pauses of the sends' turns at the interpreter lock
 (`fanout.taking_turns`), a commit and how long they lasted. Then the waiters' CPU time a
-commit (4 processes of 25 threads, as much as the server's on this bench: they share its
-processors) and the writer's INSERT round trip. p50/p99 are the bench's commit-to-push
+commit (they share the server's processors: 4 processes, each reading its 25 streams on one
+thread; with --threaded-waiters 25 threads a process, which took as much CPU as the server)
+and the writer's INSERT round trip. p50/p99 are the bench's commit-to-push
 latencies as the waiters read them, arrival p50/p99 as their sockets got them
 (`subscribe.arrival`: without the waiters' own queue).
 
@@ -21,9 +22,16 @@ commit's flush's end (durable) to the return of the pass's last send (on loopbac
 put its bytes in the client's socket when it returns), and from the writer's request to the
 wake-ups (its INSERT up to the commit): the bench's latencies, which start at the writer's
 clock, are these two and the pass's start and making, then what the waiters' clocks add.
-With the waiters of this bench (25 threads a process) sharing the server's 2 processors,
-the pass's sends are taken off the processor by the clients they wake; `--pin` (the server
-on one processor, the waiters on the other) and `--lean-waiters` show the push without that.
+With the --threaded-waiters (25 threads a process) sharing the server's 2 processors, the
+pass's sends are taken off the processor by the clients they wake; `--pin` (the server on
+one processor, the waiters on the other) shows the push without that.
+
+Then where the p99 is (`commit_tail`): the p99 of 10,000 reads (100 commits of 100) is held
+by the one or two commits whose reads are latest, so a median of each segment says nothing
+of it. Each commit's marks from its writer's request (woken, pass started, parts made,
+flushed, durable, first and last sent, its waiters' last arrival and last read, the INSERT
+answered, the sends taken off the processor), for the median commit and for one of those
+that hold the p99; and the waiters' own delay, read less arrival, over all reads.
 
     python tools/bench/subscribe_timeline.py                       # this tree, one run
     python tools/bench/subscribe_timeline.py --pin                 # the server apart
@@ -36,11 +44,11 @@ On a loaded machine wall times spread twice over between runs of one tree; the c
 from __future__ import annotations
 
 import argparse
+import bisect
 import json
 import math
 import os
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -53,7 +61,10 @@ import subscribe
 LAUNCHER = """
 import json, sys, threading, time
 from refimpl.engine.tracking import signals
-from refimpl.http.endpoints import subscribe_route
+try:  # where a pass of woken subscribers is made, at one revision or another
+    from refimpl.http.endpoints.woken_batch import Woken
+except ImportError:
+    from refimpl.http.endpoints.subscribe_route import Woken
 from refimpl.waiting import fanout
 out, passes, wakes, pauses, flushes, published = sys.argv[1], [], [], [], [], []
 def switches():
@@ -61,7 +72,7 @@ def switches():
         text = file.read()
     return [int(text.split(name + ":")[1].split()[0])
             for name in ("\\nvoluntary_ctxt_switches", "nonvoluntary_ctxt_switches")]
-make_all, run_all = subscribe_route.Woken._make_all, subscribe_route.Woken._run_all
+make_all, run_all = Woken._make_all, Woken._run_all
 def timed_make_all(self, woken, *rest):
     began, cpu = time.monotonic(), time.thread_time()
     try:
@@ -105,8 +116,8 @@ def timed_send_headed(self, parts, body):
     finally:  # the pass's last body: its last send has returned
         getattr(marks, "points", {})["last sent"] = time.monotonic()
 fanout.SharedSends.send_headed = timed_send_headed
-subscribe_route.Woken._make_all = timed_make_all
-subscribe_route.Woken._run_all = timed_run_all
+Woken._make_all = timed_make_all
+Woken._run_all = timed_run_all
 notify = signals.WakeBoard.notify
 def timed_notify(self, *args):
     wakes.append(time.monotonic())
@@ -169,9 +180,10 @@ def waiters_cpu() -> float:
     return total
 
 
-def run(code: Path | None, commits: int, lean: bool = False, pin: bool = False) -> dict[str, float]:
+def run(code: Path | None, commits: int, lean: bool = True, pin: bool = False) -> dict[str, float]:
     """One phase of `code`'s server (None: this tree's): its figures (`lean`: the waiters
-    of `subscribe.py --lean-waiters`; `pin`: its --pin, the server on a processor alone)."""
+    of `subscribe.py --stream`, else those of its --threaded-waiters; `pin`: its --pin, the
+    server on a processor alone)."""
     window: list[float] = []  # the waiters' CPU at the commits' start and end
     trips: list[float] = []
     starts: list[float] = []  # when the writer began each commit's request (its clock)
@@ -189,6 +201,7 @@ def run(code: Path | None, commits: int, lean: bool = False, pin: bool = False) 
         if len(window) == 1:  # within the measured commits
             trips.append(time.monotonic() - began)
 
+    samples: list[tuple[float, float, float | None]] = []
     out = Path(tempfile.mkdtemp(prefix="kdb-timeline-")) / "timeline.json"
     harness.cpu_seconds, subscribe.commit_trade = noted_cpu, timed_trade
     # subscribe.phase runs ALL_THREADS_LAUNCHER when asked for every thread's profile.
@@ -205,6 +218,7 @@ def run(code: Path | None, commits: int, lean: bool = False, pin: bool = False) 
             code=code,
             every_thread=True,
             pin=pin,
+            samples=samples,
         )
     finally:
         harness.cpu_seconds, subscribe.commit_trade = cpu_seconds, commit_trade
@@ -217,6 +231,7 @@ def run(code: Path | None, commits: int, lean: bool = False, pin: bool = False) 
     flushes = notes["flushes"]
     published = notes["published"]
     late = 0  # parts made in passes of a few late wake-ups during the commits
+    marks: dict[float, dict[str, float]] = {}  # each commit's, by its request's start
     for began, made, ended, cpu, _before, after, points in notes["passes"]:
         if made is None or made[4] < 50:  # a pass of a few late wake-ups
             if made is not None and starts and starts[0] <= began:
@@ -228,6 +243,18 @@ def run(code: Path | None, commits: int, lean: bool = False, pin: bool = False) 
         asked = max((s for s in starts if s <= woke), default=math.nan)
         made_at, made_end, made_cpu, made_switches, _ = made
         flushed = min((f for f in flushes if f >= woke), default=math.nan)
+        if not math.isnan(asked):
+            marks[asked] = {
+                "woken": woke - asked,
+                "pass started": began - asked,
+                "parts made": made_end - asked,
+                "flushed": flushed - asked,
+                "durable": points.get("settled", made_end) - asked,
+                "first sent": points.get("first sent", math.nan) - asked,
+                "last sent": points.get("last sent", math.nan) - asked,
+                "INSERT answered": trips[starts.index(asked)],
+                "send off CPU": (after[1] - made_switches[1]) / 1e3,
+            }
         rows.append(
             [
                 (began - woke) * 1e3,
@@ -284,6 +311,67 @@ def run(code: Path | None, commits: int, lean: bool = False, pin: bool = False) 
     figures["paused ms a commit"] = sum(pauses) * 1e3 / commits
     figures["waiters CPU ms a commit"] = (window[1] - window[0]) * 1e3 / commits
     figures["INSERT round trip ms"] = statistics.median(trips) * 1e3
+    figures.update(commit_tail(marks, samples))
+    return figures
+
+
+# A commit's marks, in order along its way, as `commit_tail` gives them.
+TAIL_MARKS = [
+    "woken",
+    "pass started",
+    "parts made",
+    "flushed",
+    "durable",
+    "first sent",
+    "last sent",
+    "last arrived",
+    "last read",
+    "INSERT answered",
+    "send off CPU",
+]
+
+
+def commit_tail(
+    marks: dict[float, dict[str, float]], samples: list[tuple[float, float, float | None]]
+) -> dict[str, float]:
+    """Where the commits that hold the waiters' p99 spent their time, beside the median
+    commit: each commit's marks (seconds from its writer's request: `marks`, by the
+    request's start, the server's), with its waiters' last arrival and last read (`samples`:
+    each the trade's clock, read and arrival latency, a trade's clock being just after its
+    request's start); the commits "holding the p99" are those with a read at or over the
+    read latencies' p99 (nearest rank), and the one shown ("tail commit") is the median of
+    them by last read. In milliseconds ("send off CPU": the times the pass's sending thread
+    was taken off the processor); "tail commits" their count, and the waiters' own delay
+    (read less arrival) p50 and p99 over the samples."""
+    starts = sorted(marks)
+    p99 = _quantile([read for _, read, _ in samples], 0.99)
+    commits: dict[float, dict[str, float]] = {}
+    tail: set[float] = set()
+    delays = []
+    for sent, read, arrived in samples:
+        at = bisect.bisect_right(starts, sent) - 1
+        if at < 0:
+            continue
+        start = starts[at]
+        if read >= p99:
+            tail.add(start)
+        commit = commits.setdefault(start, {**marks[start], "last read": 0.0})
+        commit["last read"] = max(commit["last read"], sent - start + read)
+        if arrived is not None:
+            last = commit.get("last arrived", 0.0)
+            commit["last arrived"] = max(last, sent - start + arrived)
+            delays.append(read - arrived)
+    figures: dict[str, float] = {"tail commits": len(tail)}
+    figures["waiters' delay p50 ms"] = _quantile(delays, 0.5) * 1e3
+    figures["waiters' delay p99 ms"] = _quantile(delays, 0.99) * 1e3
+    # One of them, all its marks (a median of each mark over them would mix commits): the
+    # median by last read.
+    ranked = sorted((commits[start] for start in tail), key=lambda c: c["last read"])
+    held = ranked[(len(ranked) - 1) // 2] if ranked else {}
+    for name in TAIL_MARKS:
+        every = [c.get(name, math.nan) * 1e3 for c in commits.values()]
+        figures[f"{name}: median commit"] = _quantile(every, 0.5)
+        figures[f"{name}: tail commit"] = held.get(name, math.nan) * 1e3
     return figures
 
 
@@ -341,6 +429,10 @@ SHOWN = [
     "send off CPU",
     "pauses a commit",
     "paused ms a commit",
+    "waiters' delay p50 ms",
+    "waiters' delay p99 ms",
+    "tail commits",
+    *(f"{name}: {which}" for name in TAIL_MARKS for which in ("median commit", "tail commit")),
 ]
 
 
@@ -352,7 +444,9 @@ def main() -> None:
     parser.add_argument("--before", type=Path, help="a checkout of an earlier revision")
     parser.add_argument("--rounds", type=int, default=1, help="runs of each, in turn")
     parser.add_argument(
-        "--lean-waiters", action="store_true", help="as subscribe.py's: one thread a process"
+        "--threaded-waiters",
+        action="store_true",
+        help="as subscribe.py's: 25 threads a process, each parsing as it reads",
     )
     parser.add_argument(
         "--pin",
@@ -360,13 +454,15 @@ def main() -> None:
         help="as subscribe.py's: the server on the first processor, the waiters on the others",
     )
     args = parser.parse_args()
+    chosen = argparse.Namespace(stream=True, threaded_waiters=args.threaded_waiters)
+    print(f"waiters: {subscribe.waiters_text(chosen)}", flush=True)
     codes: list[tuple[str, Path | None]] = [("now", None)]
     if args.before is not None:
         codes.insert(0, ("before", args.before))
     runs: dict[str, list[dict[str, float]]] = {name: [] for name, _ in codes}
     for _ in range(args.rounds):
         for name, code in codes:
-            figures = run(code, args.commits, args.lean_waiters, args.pin)
+            figures = run(code, args.commits, not args.threaded_waiters, args.pin)
             figures["load"] = os.getloadavg()[0]
             runs[name].append(figures)
             print(name, ", ".join(f"{k} {figures[k]:.2f}" for k in [*SHOWN, "load"]))
@@ -382,4 +478,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()
