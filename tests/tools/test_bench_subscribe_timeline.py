@@ -66,3 +66,9 @@ def test_a_run_without_samples_has_no_tail(timeline: Any) -> None:
     assert figures["tail commits"] == 0
     assert math.isnan(figures["woken: tail commit"])
     assert math.isnan(figures["waiters' delay p99 ms"])
+
+
+def test_the_collectors_time_is_what_falls_within_the_commit(timeline: Any) -> None:
+    runs = [[0.5, 1.5, 0], [1.8, 1.9, 2], [3.0, 4.0, 1]]
+    assert timeline._overlap(runs, 1.0, 2.0) == pytest.approx(0.6)
+    assert timeline._overlap(runs, 2.0, 3.0) == 0.0

@@ -30,8 +30,9 @@ Then where the p99 is (`commit_tail`): the p99 of 10,000 reads (100 commits of 1
 by the one or two commits whose reads are latest, so a median of each segment says nothing
 of it. Each commit's marks from its writer's request (woken, pass started, parts made,
 flushed, durable, first and last sent, its waiters' last arrival and last read, the INSERT
-answered, the sends taken off the processor), for the median commit and for one of those
-that hold the p99; and the waiters' own delay, read less arrival, over all reads.
+answered, the sends taken off the processor, the collector's time from the request to the
+pass's end), for the median commit and for one of those that hold the p99; and the
+waiters' own delay, read less arrival, over all reads.
 
     python tools/bench/subscribe_timeline.py                       # this tree, one run
     python tools/bench/subscribe_timeline.py --pin                 # the server apart
@@ -59,7 +60,7 @@ import subscribe
 
 # The server's notes, written as JSON to the launcher's first argument when it stops.
 LAUNCHER = """
-import json, sys, threading, time
+import gc, json, sys, threading, time
 from refimpl.engine.tracking import signals
 try:  # where a pass of woken subscribers is made, at one revision or another
     from refimpl.http.endpoints.woken_batch import Woken
@@ -67,6 +68,13 @@ except ImportError:
     from refimpl.http.endpoints.subscribe_route import Woken
 from refimpl.waiting import fanout
 out, passes, wakes, pauses, flushes, published = sys.argv[1], [], [], [], [], []
+collections, collecting = [], []  # the collector's runs: (start, end, generation)
+def collected(phase, info):
+    if phase == "start":
+        collecting.append(time.monotonic())
+    elif collecting:
+        collections.append((collecting.pop(), time.monotonic(), info["generation"]))
+gc.callbacks.append(collected)
 def switches():
     with open("/proc/thread-self/status") as file:
         text = file.read()
@@ -154,7 +162,7 @@ try:
 finally:
     with open(out, "w") as file:
         notes = {"passes": passes, "wakes": wakes, "pauses": pauses, "flushes": flushes}
-        json.dump({**notes, "published": published}, file)
+        json.dump({**notes, "published": published, "collections": collections}, file)
 sys.exit(status)
 """
 
@@ -230,6 +238,7 @@ def run(code: Path | None, commits: int, lean: bool = True, pin: bool = False) -
     wakes = notes["wakes"]
     flushes = notes["flushes"]
     published = notes["published"]
+    collections = notes.get("collections", [])
     late = 0  # parts made in passes of a few late wake-ups during the commits
     marks: dict[float, dict[str, float]] = {}  # each commit's, by its request's start
     for began, made, ended, cpu, _before, after, points in notes["passes"]:
@@ -255,6 +264,8 @@ def run(code: Path | None, commits: int, lean: bool = True, pin: bool = False) -
                 "INSERT answered": trips[starts.index(asked)],
                 "send off CPU": (after[1] - made_switches[1]) / 1e3,
             }
+            # The collector's time from the request to the pass's end (it holds the lock).
+            marks[asked]["collecting"] = _overlap(collections, asked, ended)
         rows.append(
             [
                 (began - woke) * 1e3,
@@ -328,6 +339,7 @@ TAIL_MARKS = [
     "last read",
     "INSERT answered",
     "send off CPU",
+    "collecting",
 ]
 
 
@@ -341,8 +353,9 @@ def commit_tail(
     request's start); the commits "holding the p99" are those with a read at or over the
     read latencies' p99 (nearest rank), and the one shown ("tail commit") is the median of
     them by last read. In milliseconds ("send off CPU": the times the pass's sending thread
-    was taken off the processor); "tail commits" their count, and the waiters' own delay
-    (read less arrival) p50 and p99 over the samples."""
+    was taken off the processor; "collecting": the collector's time up to the pass's end);
+    "tail commits" their count, and the waiters' own delay (read less arrival) p50 and p99
+    over the samples."""
     starts = sorted(marks)
     p99 = _quantile([read for _, read, _ in samples], 0.99)
     commits: dict[float, dict[str, float]] = {}
@@ -384,6 +397,11 @@ def _handed_off(points: dict[str, float], flushes: list[float]) -> float:
         return math.nan
     ended = min((f for f in flushes if f >= began), default=math.inf)
     return settled - ended if ended <= settled else math.nan
+
+
+def _overlap(runs: list[list[float]], start: float, end: float) -> float:
+    """Seconds of `runs` (each [start, end, ...]) within start..end."""
+    return sum(max(0.0, min(end, run[1]) - max(start, run[0])) for run in runs)
 
 
 def _quantile(samples: list[float], q: float) -> float:
