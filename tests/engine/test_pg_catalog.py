@@ -1,6 +1,7 @@
 """PostgreSQL's catalog relations as the engine answers them: views are `pg_class` rows of
 `relkind` 'v' with the columns a read of them answers, and only for a caller who may read
-them (READ on the view and on the tables its query reads)."""
+them (READ on the view and on the tables its query reads); the catalog's own relations are
+`pg_class` rows too, in `pg_catalog` and `information_schema`, for every caller."""
 
 from __future__ import annotations
 
@@ -9,12 +10,13 @@ import pytest
 from refimpl.engine.access import Principal
 from refimpl.engine.instance import Instance
 from refimpl.engine.session import Session
-from refimpl.engine.statements.pg_catalog import name_oid
+from refimpl.engine.statements.pg_catalog import RELATIONS, name_oid
+from refimpl.engine.statements.pg_fixed import CATALOG_RELATIONS
 from refimpl.errors import SqlError
 
 VIEWS = (
     "SELECT c.relname, c.relkind, c.relam, c.relhasindex, c.oid FROM pg_catalog.pg_class c"
-    " WHERE c.relkind = 'v' ORDER BY c.relname"
+    " WHERE c.relkind = 'v' AND c.relnamespace = 2200 ORDER BY c.relname"
 )
 COLUMNS = (
     "SELECT c.relname, a.attnum, a.attname, pg_catalog.format_type(a.atttypid, NULL),"
@@ -102,6 +104,7 @@ def test_a_view_that_cannot_be_read_has_no_row(session: Session) -> None:
     session.execute(
         "CREATE TABLE gone (x INT); CREATE VIEW lost AS SELECT x FROM gone;"
         " CREATE VIEW of_class AS SELECT relname, relkind FROM pg_catalog.pg_class"
+        " WHERE relnamespace = 2200"
     )
     # A view of pg_class has its own row: its shape is known without listing the views.
     assert [row[0] for row in session.execute(VIEWS).rows] == ["lost", "of_class"]
@@ -128,3 +131,43 @@ def test_a_constraints_name_skips_a_view_of_that_name(session: Session) -> None:
         "SELECT relname, relkind FROM pg_catalog.pg_class WHERE relname LIKE 'w%' ORDER BY relname"
     ).rows
     assert rows == [("w", "r"), ("w_pkey", "v"), ("w_pkey1", "i")]
+
+
+SCHEMAS = (
+    "SELECT n.nspname, c.relname, c.relkind, c.oid, pg_catalog.pg_table_is_visible(c.oid) AS seen"
+    " FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
+)
+
+
+def test_the_catalogs_own_relations_are_counted_in_an_empty_database(session: Session) -> None:
+    assert set(CATALOG_RELATIONS) == set(RELATIONS)  # each relation answered has its row
+    assert session.execute("SELECT count(*) FROM pg_class").rows == [(len(RELATIONS),)]
+    session.execute("CREATE TABLE t (id INT PRIMARY KEY)")  # the table and its key's index
+    assert session.execute("SELECT count(*) FROM pg_catalog.pg_class").rows == [
+        (len(RELATIONS) + 2,)
+    ]
+    rows = session.execute(SCHEMAS + " WHERE c.relname IN ('pg_class', 'pg_roles', 'tables', 't')"
+                           " ORDER BY c.oid").rows  # fmt: skip
+    assert rows == [
+        ("pg_catalog", "pg_class", "r", 1259, True),
+        ("pg_catalog", "pg_roles", "v", 12000, True),
+        # Not in the search path: psql's \dS leaves it out, as PostgreSQL's does.
+        ("information_schema", "tables", "v", 13425, False),
+        ("public", "t", "r", name_oid("t"), True),
+    ]
+    # A driver's `'pg_class'::regclass` (pgjdbc's, joining pg_description) is pg_class's row.
+    assert session.execute(
+        "SELECT c.relname FROM pg_class c WHERE c.oid = 'pg_class'::regclass"
+        " OR c.oid = 'information_schema.views'::regclass ORDER BY 1"
+    ).rows == [("pg_class",), ("views",)]
+
+
+def test_a_table_of_a_catalogs_name_hides_its_row(instance: Instance, session: Session) -> None:
+    session.execute("CREATE TABLE pg_user (x INT); CREATE USER reader")
+    rows = session.execute(SCHEMAS + " WHERE c.relname = 'pg_user'").rows
+    assert rows == [("public", "pg_user", "r", name_oid("pg_user"), True)]
+    reader = instance.session(principal=Principal("reader"))
+    try:  # a user holding no right is shown the catalog (PostgreSQL's public reads it)
+        assert reader.execute("SELECT count(*) FROM pg_class").rows == [(len(RELATIONS) - 1,)]
+    finally:
+        reader.close()

@@ -18,7 +18,8 @@ caller who may read them; their columns come from a shape run of their query, wh
 OIDs: the two schemas and the types have PostgreSQL's own (`pg_catalog` 11, `public` 2200,
 `int4` 23, ...); the admin user 10, as PostgreSQL's first superuser; tables, indexes, views,
 other users and databases a number from their name (CRC-32, 16384 and up), stable while the name
-stands; a constraint the number of its index. A query reads these relations only where no
+stands; a constraint the number of its index; the catalog's own relations, listed in pg_class
+too, PostgreSQL's (`pg_fixed.CATALOG_RELATIONS`). A query reads these relations only where no
 table of the same name exists.
 """
 
@@ -35,7 +36,12 @@ from refimpl.engine.query.select import QueryOutput
 from refimpl.engine.result import Column
 from refimpl.engine.rights import ADMIN_USER, Principal
 from refimpl.engine.statements import information_schema, pg_fixed, replication_catalog
-from refimpl.engine.statements.pg_fixed import OPCLASSES, OTHER_TYPES
+from refimpl.engine.statements.pg_fixed import (
+    CATALOG_RELATIONS,
+    INFORMATION_SCHEMA,
+    OPCLASSES,
+    OTHER_TYPES,
+)
 from refimpl.engine.statements.pg_views import ViewColumns, readable_views
 from refimpl.engine.storage.schema import TableSchema
 from refimpl.errors import Forbidden, Unauthorized
@@ -311,6 +317,14 @@ def _pg_class(context: StatementContext, views: ViewColumns | None) -> QueryOutp
     rows += [
         _class_row(name_oid(v.name), v.name, "v", owner) for v in readable_views(context, views)
     ]
+    # The catalog's own relations, for every caller (as PostgreSQL shows them to any role),
+    # but one a table of the database hides (`relation`).
+    for name, (oid, kind) in CATALOG_RELATIONS.items():
+        if is_relation(context, name):
+            schema, _, relname = name.rpartition(".")
+            namespace = INFORMATION_SCHEMA if schema else PG_CATALOG
+            method = HEAP_AM if kind == "r" else 0
+            rows.append(_class_row(oid, relname, kind, owner, method, namespace=namespace))
     return QueryOutput(columns, rows)
 
 
@@ -322,8 +336,9 @@ def _class_row(
     access_method: int = 0,
     has_index: bool = False,
     replica_identity: str = "n",
+    namespace: int = PUBLIC,
 ) -> tuple[object, ...]:
-    """A pg_class row of a relation in `public`. The rest is alike for every relation here:
+    """A pg_class row of a relation in `namespace`. The rest is alike for every relation here:
     no checks, rules, triggers, row security or partitions, the default tablespace, no type
     of its own, permanent, no TOAST table, reltuples -1 (never analyzed), no partition bound
     or options; reltype 0 (no relation here has a composite type of its rows) and relpages
@@ -331,7 +346,7 @@ def _class_row(
     return (
         oid,
         name,
-        PUBLIC,
+        namespace,
         kind,
         owner,
         access_method,
@@ -359,7 +374,11 @@ def _pg_namespace(context: StatementContext, views: ViewColumns | None) -> Query
     owner = role_oid(ADMIN_USER)
     return QueryOutput(
         _columns("oid:OID nspname:STRING nspowner:OID"),
-        [(PG_CATALOG, "pg_catalog", owner), (PUBLIC, "public", owner)],
+        [
+            (PG_CATALOG, "pg_catalog", owner),
+            (PUBLIC, "public", owner),
+            (INFORMATION_SCHEMA, "information_schema", owner),
+        ],
     )
 
 

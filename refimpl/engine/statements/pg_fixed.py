@@ -1,7 +1,8 @@
 """Catalog relations whose rows are PostgreSQL's own and the same in every database: the
 default btree operator class of each type a column here has (`pg_opclass`: an index
 column's `pg_index.indclass`), and the two tablespaces (`pg_tablespace`), where everything
-here is stored by PostgreSQL's reckoning (`pg_class.reltablespace` 0, the default).
+here is stored by PostgreSQL's reckoning (`pg_class.reltablespace` 0, the default); and
+the catalog's own relations as `pg_class` lists them (`CATALOG_RELATIONS`).
 """
 
 from __future__ import annotations
@@ -17,7 +18,32 @@ if TYPE_CHECKING:
 
 Builder = Callable[["StatementContext", object], QueryOutput]
 PG_CATALOG = 11
+INFORMATION_SCHEMA = 13207  # the OID initdb gives the schema in PostgreSQL 15
 BTREE_AM = 403
+# The catalog relations this engine answers (`pg_catalog.RELATIONS`'s names) -> (OID,
+# relkind), PostgreSQL 15's: a catalog table's OID is fixed in its sources, a system view's
+# is the one initdb gives it. pg_class lists them in their schemas, as PostgreSQL does, so a
+# client counting or listing relations (psql's \dS, pgjdbc's SYSTEM TABLE) finds them, and
+# `'pg_class'::regclass` is the OID pg_class shows.
+CATALOG_RELATIONS = {
+    "pg_tablespace": (1213, "r"), "pg_type": (1247, "r"), "pg_attribute": (1249, "r"),
+    "pg_proc": (1255, "r"), "pg_class": (1259, "r"), "pg_auth_members": (1261, "r"),
+    "pg_database": (1262, "r"), "pg_sequence": (2224, "r"), "pg_am": (2601, "r"),
+    "pg_attrdef": (2604, "r"), "pg_constraint": (2606, "r"), "pg_depend": (2608, "r"),
+    "pg_description": (2609, "r"), "pg_index": (2610, "r"), "pg_inherits": (2611, "r"),
+    "pg_namespace": (2615, "r"), "pg_opclass": (2616, "r"), "pg_rewrite": (2618, "r"),
+    "pg_trigger": (2620, "r"), "pg_foreign_table": (3118, "r"), "pg_policy": (3256, "r"),
+    "pg_partitioned_table": (3350, "r"), "pg_statistic_ext": (3381, "r"),
+    "pg_collation": (3456, "r"), "pg_range": (3541, "r"), "pg_publication": (6104, "r"),
+    "pg_publication_rel": (6106, "r"), "pg_publication_namespace": (6237, "r"),
+    "pg_roles": (12000, "v"), "pg_user": (12014, "v"), "pg_publication_tables": (12068, "v"),
+    "pg_replication_slots": (12257, "v"),
+    "information_schema.columns": (13295, "v"),
+    "information_schema.key_column_usage": (13329, "v"),
+    "information_schema.schemata": (13382, "v"),
+    "information_schema.table_constraints": (13411, "v"),
+    "information_schema.tables": (13425, "v"), "information_schema.views": (13483, "v"),
+}  # fmt: skip
 # A type's OID -> its default btree operator class (OID, name, family), PostgreSQL 15's.
 OPCLASSES = {16: (10003, "bool_ops", 424), 23: (1978, "int4_ops", 1976),
              20: (3124, "int8_ops", 1976), 701: (3123, "float8_ops", 1970),

@@ -37,6 +37,7 @@ from refimpl.engine.statements.pg_catalog import (
     readable_tables,
     role_oid,
 )
+from refimpl.engine.statements.pg_fixed import CATALOG_RELATIONS
 from refimpl.engine.statements.pg_views import ViewColumns, ViewRelation, readable_views
 from refimpl.engine.statements.routines import session_principal
 from refimpl.engine.storage.access_hints import AccessHints
@@ -196,7 +197,7 @@ def functions(views: ViewColumnsOf) -> dict[str, ScalarFunction]:
         found = next((n for n in names if n.lower() == wanted.lower()), None)
         if found is None and pg_catalog.is_relation(context, wanted.lower()):
             # A catalog relation: PostgreSQL's own OID (`'pg_class'::regclass` is 1259).
-            return _CATALOG_OIDS.get(wanted.lower(), name_oid(wanted))
+            return CATALOG_RELATIONS[wanted.lower()][0]
         return None if found is None else name_oid(found)
 
     def regclass(context: StatementContext, name: Any) -> int | None:
@@ -243,7 +244,7 @@ def functions(views: ViewColumnsOf) -> dict[str, ScalarFunction]:
         "pg_get_userbyid": _of_session((1,), "STRING", user_by_id),
         "format_type": _function((2,), "STRING", format_type),
         "pg_table_is_visible": _function((1,), "BOOLEAN",
-                                         lambda oid: None if oid is None else True),
+                                         lambda o: None if o is None else o not in _UNSEARCHED),
         # No object of this engine has a comment (pg_description has no rows).
         "col_description": _function((2,), "STRING", lambda *args: None),
         "obj_description": _function((1, 2), "STRING", lambda *args: None),
@@ -312,12 +313,11 @@ def functions(views: ViewColumnsOf) -> dict[str, ScalarFunction]:
     }  # fmt: skip
 
 
-# PostgreSQL's OIDs of the catalog relations drivers name with ::regclass.
-_CATALOG_OIDS = {
-    "pg_class": 1259, "pg_namespace": 2615, "pg_attribute": 1249, "pg_type": 1247,
-    "pg_proc": 1255, "pg_constraint": 2606, "pg_index": 2610, "pg_database": 1262,
-    "pg_description": 2609, "pg_attrdef": 2604, "pg_am": 2601, "pg_trigger": 2620,
-}  # fmt: skip
+# information_schema's relations: out of the search path (public, pg_catalog), so not
+# visible by a bare name, as in PostgreSQL (psql's \dS leaves them out).
+_UNSEARCHED = frozenset(
+    oid for name, (oid, _) in CATALOG_RELATIONS.items() if name.startswith("information_schema.")
+)
 
 
 # The settings current_setting() answers: the server's own, which no session changes.
