@@ -171,6 +171,11 @@ class FailedTransaction(TransactionError):
     """A statement sent in a transaction that an error ended, before its ROLLBACK."""
 
 
+class InsideTransactionBlock(TransactionError):
+    """A statement that cannot run inside a transaction, sent among others in one text of
+    the PostgreSQL protocol (which makes them one transaction)."""
+
+
 class NoActiveTransaction(TransactionError):
     """SAVEPOINT, RELEASE, ROLLBACK TO or a DECLARE without HOLD outside a transaction."""
 

@@ -6,7 +6,8 @@ COMMIT or ROLLBACK, so what it read stays what it writes over. SAVEPOINT marks a
 it that ROLLBACK TO comes back to. An error inside a transaction rolls it back at once,
 unless the session `keeps_failed` (the PostgreSQL protocol's): then the transaction stays
 open and failed, refusing every statement but ROLLBACK, ROLLBACK TO a savepoint (which
-resumes it) and COMMIT (which rolls it back).
+resumes it) and COMMIT (which rolls it back). Statements a caller runs as one text
+(`begin_text`, PostgreSQL's simple Query of several) are one implicit transaction.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from refimpl.errors import (
     SqlError,
     StatementTimeout,
     StatementTooLarge,
+    TransactionError,
     Unauthorized,
     UnknownSavepoint,
 )
@@ -103,6 +105,9 @@ class Session:
         self.database = database
         self.principal = principal
         self.transaction: Transaction | None = None
+        # The open transaction is the implicit one of a text of several statements
+        # (`begin_text`), which a BEGIN among them makes a block.
+        self.implicit = False
         # With `keeps_failed`, an error inside a transaction leaves it open and `failed`.
         self.keeps_failed = False
         self.failed = False
@@ -121,6 +126,9 @@ class Session:
         # BEGIN, None outside one.
         self._statement_at: tuple[float | None, int] = (None, 0)
         self._transaction_at: int | None = None
+        # The moment of the running text of several statements (`begin_text`): every one
+        # of its statements' own.
+        self._text_at: int | None = None
         # What makes this session's deadline known to its thread while a statement runs; it
         # names the session by a weak proxy, so that the two make no cycle (a session a
         # request is freed as its request ends, not by the collector).
@@ -378,6 +386,13 @@ class Session:
         return True
 
     def begin(self) -> None:
+        """BEGIN. Inside a text's implicit transaction, that transaction becomes the block,
+        with what its statements did so far, as PostgreSQL's BEGIN turns its implicit one."""
+        if self.implicit:
+            self.implicit = False
+            return
+        if self.transaction is not None:
+            raise TransactionError("a transaction is already open; COMMIT or ROLLBACK it first")
         self.database.acquire_write()
         self.transaction = Transaction(self.database.tables)
         self.failed = False
@@ -424,6 +439,7 @@ class Session:
 
     def _end_transaction(self, committed: bool) -> None:
         self.transaction = None
+        self.implicit = False
         self._transaction_at = None
         self.failed = False
         self._savepoints.clear()
@@ -450,7 +466,7 @@ class Session:
         self.failed = False
 
     def _open(self, what: str) -> Transaction:
-        if self.transaction is None:
+        if self.transaction is None or self.implicit:
             raise NoActiveTransaction(f"{what} can only be used in transaction blocks; BEGIN first")
         return self.transaction
 
@@ -460,6 +476,34 @@ class Session:
             if self._savepoints[at][0] == key:
                 return at
         raise UnknownSavepoint(f'savepoint "{name}" does not exist')
+
+    # -- a text of several statements, as one transaction -----------------------------
+
+    def begin_text(self) -> None:
+        """Several statements sent as one text start (the PostgreSQL protocol's simple
+        Query of several), run one by one by the caller: until `end_text`, they share one
+        moment, as PostgreSQL gives them all the message's, and those outside a block run
+        in an implicit transaction (`in_text`), so an error undoes them all."""
+        self._text_at = time.time_ns() // 1000
+
+    def in_text(self) -> None:
+        """Before each statement of the text: outside a transaction, the implicit one
+        begins (again after a COMMIT or ROLLBACK among them). Inside it, a COMMIT or
+        ROLLBACK ends it, a BEGIN makes it a block (`begin`), a SAVEPOINT is refused and
+        so is a statement that cannot run inside a transaction."""
+        if self.transaction is None:
+            self.begin()
+            self.implicit = True
+
+    def end_text(self, committed: bool) -> None:
+        """The text ended: its implicit transaction commits, or is rolled back when one of
+        its statements failed (`committed` False); a block its BEGIN opened stays open."""
+        self._text_at = None
+        if self.implicit:
+            if committed:
+                self.commit()
+            else:
+                self.rollback()
 
     def close(self) -> None:
         """End the session; an open transaction is rolled back."""
@@ -494,7 +538,10 @@ class Session:
 
     def statement_time(self) -> int:
         """statement_timestamp()'s moment: the running statement's, one for all it asks
-        (the clock is read when it first asks); outside `execute`, the clock's."""
+        (the clock is read when it first asks), or the running text's (`begin_text`);
+        outside `execute`, the clock's."""
+        if self._text_at is not None:
+            return self._text_at
         deadline = self._deadline
         if deadline is None:  # between statements (a live query's re-run)
             return time.time_ns() // 1000

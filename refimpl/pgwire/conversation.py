@@ -2,8 +2,8 @@
 
 A statement runs as it would over `/exec` (the same session calls, the same answers and
 error sentences); what differs is the protocol's shape: each statement of a simple query is
-answered on its own (RowDescription, DataRows, CommandComplete), prepared statements and
-portals live until closed, and the transaction status follows PostgreSQL: an error inside
+answered on its own, all of them one transaction (`implicit_blocks`), prepared statements
+and portals live until closed, and the transaction status follows PostgreSQL: an error inside
 BEGIN ... leaves the transaction failed ('E'), open but refusing every later statement
 until the client sends ROLLBACK (or COMMIT, which then rolls back) or ROLLBACK TO a
 savepoint, which resumes it.
@@ -32,6 +32,7 @@ from refimpl.errors import (
 )
 from refimpl.pgwire import copy_flow, sqlstate, types
 from refimpl.pgwire import messages as m
+from refimpl.pgwire.implicit_blocks import run_as_one
 from refimpl.pgwire.notifications import STATEMENTS, Inbox, pg_notify_call
 from refimpl.pgwire.param_types import param_types, table_column_types
 from refimpl.pgwire.portals import Plan, Portal, Prepared, check_result_type, result_type_of
@@ -120,7 +121,7 @@ class Conversation:
         try:
             return self._extended(message)
         except KdbError as error:
-            self._fail_transaction()
+            self.fail_transaction()
             text = message.text if isinstance(message, m.Parse) else None
             return [sqlstate.error_response(error, text)]
 
@@ -145,7 +146,7 @@ class Conversation:
                 out += self._describe_portal(bind.portal)
             out += self._execute(portal, max_rows)
         except KdbError as error:
-            self._fail_transaction()
+            self.fail_transaction()
             out.append(sqlstate.error_response(error, None))
         out += self.inbox.messages(self.status)
         out.append(self.ready())
@@ -192,7 +193,7 @@ class Conversation:
             if params is not None:  # bound: the unnamed portal is this run's
                 self._unnamed = None
                 self._portals[""] = Portal(prepared, params, quick.result_formats)
-            self._fail_transaction()
+            self.fail_transaction()
             error_answer = sqlstate.error_response(error, None)
             return [*said, error_answer, *self.inbox.messages(self.status), self.ready()]
         self.quick = quick
@@ -213,7 +214,7 @@ class Conversation:
             portal = Portal(quick.prepared, params, quick.result_formats, result, sent)
             self._portals[""] = portal
 
-    def _fail_transaction(self) -> None:
+    def fail_transaction(self) -> None:
         """An error inside BEGIN ... fails the transaction, as in PostgreSQL."""
         if self.session.transaction is not None:
             self.session.failed = True
@@ -240,28 +241,29 @@ class Conversation:
         if not pieces:
             return [m.EmptyQueryResponse(), self.ready()]
         out: list[m.ServerMessage] = []
-        plans: list[Plan] = []
-        piece = pieces[0]
-        try:
-            for piece in pieces:  # every statement parses before the first one runs
-                plans.append(self._plan(piece))
-            for plan in plans:
-                piece = plan.piece
-                result, reported = self._run(plan, (), out)
-                out.extend(reported)
-                out.extend(notices(plan.statement, result))
-                if result.is_query:
-                    assert result.columns is not None
-                    formats = [0] * len(result.columns)
-                    shape = self._shape = kept_shape(self._shape, result.columns, formats)
-                    out += [shape.description, shape.data_rows(result.rows)]
-                out.append(m.CommandComplete(self._tag(plan, result)))
-        except KdbError as error:
-            self._fail_transaction()
-            out.append(sqlstate.error_response(error, text, piece.offset))
+        if len(pieces) > 1:
+            run_as_one(self, pieces, text, out)
+        else:
+            try:
+                self.answer_statement(self.plan(pieces[0]), out)
+            except KdbError as error:
+                self.fail_transaction()
+                out.append(sqlstate.error_response(error, text, pieces[0].offset))
         out += self.inbox.messages(self.status)
         out.append(self.ready())
         return out
+
+    def answer_statement(self, plan: Plan, out: list[m.ServerMessage]) -> None:
+        """Run one statement of a simple query; its answers appended to `out`."""
+        result, reported = self._run(plan, (), out)
+        out.extend(reported)
+        out.extend(notices(plan.statement, result))
+        if result.is_query:
+            assert result.columns is not None
+            formats = [0] * len(result.columns)
+            shape = self._shape = kept_shape(self._shape, result.columns, formats)
+            out += [shape.description, shape.data_rows(result.rows)]
+        out.append(m.CommandComplete(self._tag(plan, result)))
 
     # -- the extended protocol -----------------------------------------------------------
 
@@ -273,7 +275,7 @@ class Conversation:
         pieces = split(message.text)
         if len(pieces) > 1:
             raise SqlSyntaxError("cannot insert multiple commands into a prepared statement")
-        plan = self._plan(pieces[0]) if pieces else None
+        plan = self.plan(pieces[0]) if pieces else None
         prepared = Prepared(plan, message.param_types)
         prepared.answers_rows = plan is not None and plan.answers_rows
         if (
@@ -494,7 +496,7 @@ class Conversation:
 
     # -- running one statement -----------------------------------------------------------
 
-    def _plan(self, piece: Piece) -> Plan:
+    def plan(self, piece: Piece) -> Plan:
         setting = recognise(piece.text)
         if setting is not None:
             return Plan(piece, setting=setting)

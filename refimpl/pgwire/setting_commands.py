@@ -4,7 +4,7 @@ DISCARD ALL and DEALLOCATE, on its settings and its prepared statements and port
 from __future__ import annotations
 
 from refimpl.engine.result import Column, Result, message_result, query_result
-from refimpl.errors import SqlError, UnknownPreparedStatement
+from refimpl.errors import InsideTransactionBlock, UnknownPreparedStatement
 from refimpl.pgwire import messages as m
 from refimpl.pgwire.portals import Portal, Prepared
 from refimpl.pgwire.session_settings import SessionSettings, SettingCommand
@@ -46,7 +46,7 @@ def run_setting(
         return message_result("DEALLOCATE", "DEALLOCATE"), []
     if command.verb == "DISCARD":
         if in_transaction:
-            raise SqlError("DISCARD ALL cannot run inside a transaction block")
+            raise InsideTransactionBlock("DISCARD ALL cannot run inside a transaction block")
         prepared.clear()
         portals.clear()
         changed = settings.reset("all")

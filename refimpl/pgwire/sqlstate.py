@@ -27,6 +27,7 @@ SQLSTATE: tuple[tuple[type[errors.KdbError], str], ...] = (
     (errors.FailedTransaction, "25P02"),  # in_failed_sql_transaction
     (errors.UnknownSavepoint, "3B001"),  # invalid_savepoint_specification
     (errors.NoActiveTransaction, "25P01"),  # no_active_sql_transaction
+    (errors.InsideTransactionBlock, "25001"),  # active_sql_transaction
     (errors.UnknownCursor, "34000"),  # invalid_cursor_name
     (errors.TransactionError, "25000"),  # invalid_transaction_state
     (errors.UnknownFunction, "42883"),  # undefined_function

@@ -13,7 +13,7 @@ from refimpl.engine.query.compiled import table_scope
 from refimpl.engine.query.expressions import compile_expression
 from refimpl.engine.result import Column, Result, message_result, query_result
 from refimpl.engine.rights import Right
-from refimpl.engine.statements.context import visible_schema
+from refimpl.engine.statements.context import outside_transaction, visible_schema
 from refimpl.engine.statements.triggers import drop_table_triggers
 from refimpl.engine.storage import ddl
 from refimpl.engine.storage.table import Table
@@ -202,9 +202,7 @@ def _drop_partition_where(
 
 
 def _begin(context: StatementContext, statement: ast.Begin, text: str, params: Params) -> Result:
-    if context.transaction is not None:
-        raise TransactionError("a transaction is already open; COMMIT or ROLLBACK it first")
-    context.begin()
+    context.begin()  # which refuses a transaction open already, but for a text's implicit one
     return message_result(text, "transaction started")
 
 
@@ -224,16 +222,11 @@ def _rollback(
     return message_result(text, "transaction rolled back")
 
 
-def _outside_transaction(context: StatementContext, what: str) -> None:
-    if context.transaction is not None:
-        raise TransactionError(f"{what} cannot run inside a transaction; COMMIT first")
-
-
 def _checkpoint(
     context: StatementContext, statement: ast.Checkpoint, text: str, params: Params
 ) -> Result:
     context.authorize(Right.ADMIN)
-    _outside_transaction(context, "CHECKPOINT")
+    outside_transaction(context, "CHECKPOINT")
     lsn = context.database.checkpoint()
     return message_result(text, f"checkpoint written at LSN {lsn}")
 
@@ -241,7 +234,7 @@ def _checkpoint(
 def _create_database(
     context: StatementContext, statement: ast.CreateDatabase, text: str, params: Params
 ) -> Result:
-    _outside_transaction(context, "CREATE DATABASE")
+    outside_transaction(context, "CREATE DATABASE")
     context.require_admin_user("CREATE DATABASE")
     created = context.catalog.create_database(statement.name, statement.if_not_exists)
     word = "created" if created else "already exists"
@@ -251,7 +244,7 @@ def _create_database(
 def _drop_database(
     context: StatementContext, statement: ast.DropDatabase, text: str, params: Params
 ) -> Result:
-    _outside_transaction(context, "DROP DATABASE")
+    outside_transaction(context, "DROP DATABASE")
     context.require_admin_user("DROP DATABASE")
     dropped = context.catalog.drop_database(
         statement.name, statement.if_exists, current=context.database.name
@@ -263,7 +256,7 @@ def _drop_database(
 def _alter_database(
     context: StatementContext, statement: ast.AlterDatabaseSet, text: str, params: Params
 ) -> Result:
-    _outside_transaction(context, "ALTER DATABASE")
+    outside_transaction(context, "ALTER DATABASE")
     context.authorize(Right.ADMIN, database=statement.name)
     database = context.catalog.database(statement.name)
     database.set_setting(statement.setting, statement.value, ddl.canonical_sql(statement))
@@ -275,7 +268,7 @@ def _alter_database(
 def _user_statement(
     context: StatementContext, statement: ast.Statement, text: str, params: Params
 ) -> Result:
-    _outside_transaction(context, "a user or grant statement")
+    outside_transaction(context, "a user or grant statement")
     if isinstance(statement, ast.GrantSelect | ast.RevokeSelect):
         # The right to grant first: a caller without it learns nothing of the table.
         context.authorize(Right.ADMIN)

@@ -15,9 +15,9 @@ from typing import Any
 
 from refimpl.engine.files import LeadsOut, NotRelative, folder_path
 from refimpl.engine.result import Result, message_result
-from refimpl.engine.statements.context import StatementContext
+from refimpl.engine.statements.context import StatementContext, outside_transaction
 from refimpl.engine.storage.backup import copy_database, write_manifest
-from refimpl.errors import InvalidValue, TransactionError
+from refimpl.errors import InvalidValue
 from refimpl.sql.ast_copy import BackupDatabase
 
 
@@ -25,8 +25,7 @@ def backup_database(
     context: StatementContext, statement: BackupDatabase, text: str, params: Sequence[Any]
 ) -> Result:
     context.require_admin_user("BACKUP DATABASE")
-    if context.transaction is not None:
-        raise TransactionError("BACKUP DATABASE cannot run inside a transaction; COMMIT first")
+    outside_transaction(context, "BACKUP DATABASE")
     database = context.catalog.database(statement.database)
     name = statement.target
     setting = database.options.backup_folder

@@ -12,6 +12,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
+from refimpl.errors import InsideTransactionBlock, TransactionError
+
 if TYPE_CHECKING:
     from refimpl.engine.query.compiled import Compiled, Scope
     from refimpl.engine.query.select import RowSource
@@ -151,6 +153,11 @@ class StatementContext(Protocol):
 
     def begin(self) -> None: ...
 
+    @property
+    def implicit(self) -> bool:
+        """Whether the open transaction is the implicit one of a text of several statements
+        (`Session.begin_text`)."""
+
     def commit(self) -> None: ...
 
     def rollback(self) -> None: ...
@@ -186,3 +193,16 @@ def visible_schema(context: StatementContext, name: str) -> TableSchema:
     if txn is not None and txn.has_table(name):
         return txn.table(name).schema
     return context.database.committed_table(name).schema
+
+
+def outside_transaction(context: StatementContext, what: str) -> None:
+    """Refuse a statement that cannot be undone (`what`) inside a transaction: a block's
+    COMMIT comes first; a text's implicit one, it is sent alone (as PostgreSQL refuses
+    CREATE DATABASE among other statements)."""
+    if context.implicit:
+        raise InsideTransactionBlock(
+            f"{what} cannot run inside a transaction block: the statements of one query"
+            " text are one transaction; send it in a query of its own"
+        )
+    if context.transaction is not None:
+        raise TransactionError(f"{what} cannot run inside a transaction; COMMIT first")

@@ -131,6 +131,7 @@ class RoutineContext:
         )
 
     commit = rollback = begin
+    implicit = False  # a body's statements are its caller's, never a text's
 
     def savepoint(self, name: str) -> None:
         raise NotAllowed(
