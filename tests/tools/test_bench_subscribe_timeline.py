@@ -59,6 +59,9 @@ def test_the_tail_is_the_commits_holding_the_reads_p99(timeline: Any) -> None:
     assert figures["waiters' delay p50 ms"] == pytest.approx(0.1)
     assert figures["waiters' delay p99 ms"] == pytest.approx(0.1)
     assert math.isnan(figures["flushed: tail commit"])  # a mark the commits lack
+    assert math.isnan(figures["flushed p99 ms"])
+    marks[5.0]["flushed"] = 0.029
+    assert timeline.commit_tail(marks, samples)["flushed p99 ms"] == pytest.approx(29.0)
 
 
 def test_a_run_without_samples_has_no_tail(timeline: Any) -> None:

@@ -250,6 +250,9 @@ def run(code: Path | None, commits: int, lean: bool = True, pin: bool = False) -
         if woke is None:
             continue
         asked = max((s for s in starts if s <= woke), default=math.nan)
+        if not math.isnan(asked) and woke > asked + trips[starts.index(asked)]:
+            # Woken after that INSERT's answer: a later commit's (those that end the run).
+            asked = math.nan
         made_at, made_end, made_cpu, made_switches, _ = made
         flushed = min((f for f in flushes if f >= woke), default=math.nan)
         if not math.isnan(asked):
@@ -354,8 +357,8 @@ def commit_tail(
     read latencies' p99 (nearest rank), and the one shown ("tail commit") is the median of
     them by last read. In milliseconds ("send off CPU": the times the pass's sending thread
     was taken off the processor; "collecting": the collector's time up to the pass's end);
-    "tail commits" their count, and the waiters' own delay (read less arrival) p50 and p99
-    over the samples."""
+    "tail commits" their count, the p99 over the commits of their flush's end, and the
+    waiters' own delay (read less arrival) p50 and p99 over the samples."""
     starts = sorted(marks)
     p99 = _quantile([read for _, read, _ in samples], 0.99)
     commits: dict[float, dict[str, float]] = {}
@@ -375,6 +378,9 @@ def commit_tail(
             commit["last arrived"] = max(last, sent - start + arrived)
             delays.append(read - arrived)
     figures: dict[str, float] = {"tail commits": len(tail)}
+    # The flush is in every commit's way (its parts are sent once durable): its own tail.
+    flushed = [c.get("flushed", math.nan) * 1e3 for c in commits.values()]
+    figures["flushed p99 ms"] = _quantile(flushed, 0.99)
     figures["waiters' delay p50 ms"] = _quantile(delays, 0.5) * 1e3
     figures["waiters' delay p99 ms"] = _quantile(delays, 0.99) * 1e3
     # One of them, all its marks (a median of each mark over them would mix commits): the
@@ -450,6 +456,7 @@ SHOWN = [
     "waiters' delay p50 ms",
     "waiters' delay p99 ms",
     "tail commits",
+    "flushed p99 ms",
     *(f"{name}: {which}" for name in TAIL_MARKS for which in ("median commit", "tail commit")),
 ]
 
