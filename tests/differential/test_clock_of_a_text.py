@@ -1,8 +1,8 @@
 """A text of several statements sent at once (one simple `Query`) against PostgreSQL 15:
-PostgreSQL gives all its statements one `statement_timestamp()`, the moment the message
-came (its documentation: "the time of receipt of the latest command message from the
-client"). Here each statement of such a text has its own, as it commits on its own: a
-difference spec/sql.md ("Value functions") states."""
+both give all its statements one `statement_timestamp()`, the moment the message came
+(PostgreSQL's documentation: "the time of receipt of the latest command message from the
+client"), and one `now()`, as they run them as one transaction (spec/pgwire.md, "Queries";
+spec/sql.md, "Value functions"); the next text has a later one."""
 
 from __future__ import annotations
 
@@ -14,6 +14,11 @@ import pytest
 
 from tests.differential.session import connected_pair
 
+TEXT = (
+    "SELECT statement_timestamp(), now(); SELECT count(*) FROM pg_class;"
+    " SELECT statement_timestamp(), now()"
+)
+
 
 @pytest.fixture(scope="module")
 def both() -> Iterator[tuple[psycopg.Connection, psycopg.Connection]]:
@@ -21,21 +26,28 @@ def both() -> Iterator[tuple[psycopg.Connection, psycopg.Connection]]:
         yield pair
 
 
-def _moments(conn: psycopg.Connection) -> list[datetime]:
-    """The first value of each statement's answer to one text (psycopg sends a text without
+def _moments(conn: psycopg.Connection) -> list[tuple]:
+    """The first row of each statement's answer to one text (psycopg sends a text without
     parameters as one simple Query)."""
-    cursor = conn.execute(
-        "SELECT statement_timestamp(); SELECT count(*) FROM pg_class; SELECT statement_timestamp()"
-    )
-    moments: list[datetime] = []
+    cursor = conn.execute(TEXT)
+    rows: list[tuple] = []
     while True:
-        moments.append(cursor.fetchone()[0])  # type: ignore[index]
+        rows.append(cursor.fetchone())  # type: ignore[arg-type]
         if not cursor.nextset():
-            return moments
+            return rows
 
 
-def test_a_text_sent_at_once_has_one_statement_timestamp_there_and_one_each_here(both) -> None:
+def _shape(rows: list[tuple]) -> tuple[bool, bool]:
+    """Whether the text's statements saw one statement_timestamp() and one now(), that of
+    the statement's start."""
+    first, _, last = rows
+    return first == last, first[0] == first[1]
+
+
+def test_a_text_sent_at_once_has_one_moment_here_as_there(both) -> None:
     theirs, ours = both
     pg, mine = _moments(theirs), _moments(ours)
-    assert pg[0] == pg[2], pg  # PostgreSQL's one moment
-    assert mine[0] < mine[2], mine  # each statement its own start (spec/sql.md)
+    assert _shape(pg) == (True, True), pg
+    assert _shape(mine) == _shape(pg), mine
+    again: datetime = _moments(ours)[0][0]
+    assert again > mine[0][0]  # the next text's moment is its own
