@@ -5,6 +5,7 @@ nothing has a session of its own."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
@@ -15,7 +16,9 @@ from refimpl.engine.access import ADMIN
 from refimpl.engine.instance import Instance
 from refimpl.engine.rights import Principal
 from refimpl.http.context import Context
-from refimpl.http.endpoints.subscribe_route import _Asked, _Kept, _session
+from refimpl.http.endpoints.subscribe_route import _Asked, _Kept, _session, _waits
+from refimpl.waiting.places import ADMIN_OWNER
+from refimpl.waiting.room import WaitingRoom
 
 
 @pytest.fixture
@@ -70,3 +73,29 @@ def test_a_database_made_again_under_its_name_has_a_new_session(instance: Instan
 
 def test_a_request_that_keeps_nothing_has_its_own(instance: Instance) -> None:
     assert _session(_ctx(instance), None) is not _session(_ctx(instance), None)
+
+
+def _waits_ctx(room: WaitingRoom, principal: Principal) -> Context:
+    app = SimpleNamespace(waiting_room=room, wait_slots=threading.BoundedSemaphore(4))
+    return Context(app, {}, {}, principal, "d", "GET")
+
+
+def test_repeats_wait_where_their_principal_waited_and_another_principal_its_own(
+    room: WaitingRoom,
+) -> None:
+    """Where a poll waits (its share's owner, the fair places, its user's batch of woken
+    queries) is kept for its connection's repeats of the same principal; another principal
+    on the connection waits in its own share and batch."""
+    kept = _kept()
+    admin_ctx = _waits_ctx(room, ADMIN)
+    first = _waits(admin_ctx, kept)
+    assert first.owner is ADMIN_OWNER and first.places is room.wait_places(admin_ctx.app.wait_slots)
+    assert first.batch is room.owner_work.batches[ADMIN_OWNER]
+    assert _waits(admin_ctx, kept) is first
+    other = Principal("someone")
+    second = _waits(_waits_ctx(room, other), kept)
+    assert second.principal is other and second.owner == "someone"
+    assert second.batch is room.owner_work.batches["someone"] and second.batch is not first.batch
+    assert _waits(_waits_ctx(room, other), kept) is second
+    assert _waits(admin_ctx, kept) is not second  # back to the admin: its own again
+    assert _waits(admin_ctx, None).owner is ADMIN_OWNER  # keeps nothing, finds the same

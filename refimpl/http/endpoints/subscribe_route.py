@@ -20,10 +20,12 @@ import logging
 import math
 import threading
 import time
+from collections.abc import Hashable
 from typing import NamedTuple
 
 from refimpl.engine.features.live_answers import Reply
 from refimpl.engine.features.live_queries import LiveWait
+from refimpl.engine.rights import Principal
 from refimpl.engine.session import Session
 from refimpl.http.context import Context
 from refimpl.http.encode import Answer
@@ -42,7 +44,7 @@ from refimpl.http.error_answers import to_response
 from refimpl.http.route_memo import MEMO_KEY, Routed, RouteMemo
 from refimpl.waiting.owners import Budget
 from refimpl.waiting.parked import LIVE, Parked
-from refimpl.waiting.places import place_owner
+from refimpl.waiting.places import FairPlaces, place_owner
 
 log = logging.getLogger("refimpl.subscribe")
 
@@ -172,11 +174,23 @@ class _Kept:
     """What a long poll's first request made that its repeats on the connection take again
     (`route_memo`): its parameters, and the engine session of the connection's last poll."""
 
-    __slots__ = ("asked", "session")
+    __slots__ = ("asked", "session", "waits")
 
     def __init__(self, asked: _Asked) -> None:
         self.asked = asked
         self.session: Session | None = None
+        self.waits: _Waits | None = None
+
+
+class _Waits(NamedTuple):
+    """Where a principal's long polls wait: whose share of the wait places they take
+    (`place_owner`), the server's places shared fairly by user, and the user's batch of
+    woken live queries (each the same object request after request)."""
+
+    principal: Principal
+    owner: Hashable
+    places: FairPlaces
+    batch: Woken
 
 
 def _asked(ctx: Context) -> tuple[_Asked, _Kept | None]:
@@ -220,6 +234,23 @@ def _session(ctx: Context, kept: _Kept | None) -> Session:
     return session
 
 
+def _waits(ctx: Context, kept: _Kept | None) -> _Waits:
+    """Where the request's principal waits: what its connection's last poll found when it
+    was the same principal's (a repeat looks nothing up again), else looked up and kept."""
+    principal = ctx.principal
+    if kept is not None:
+        waits = kept.waits
+        if waits is not None and waits.principal is principal:
+            return waits
+    room = ctx.app.waiting_room
+    owner = place_owner(principal.name, principal.is_admin)
+    # The places shared fairly by user; the batch that makes the user's woken answers.
+    waits = _Waits(principal, owner, room.wait_places(ctx.app.wait_slots), woken(room, owner))
+    if kept is not None:
+        kept.waits = waits
+    return waits
+
+
 def subscribe_route(ctx: Context) -> Answer | Parked[Answer]:
     (text, wait_ms, offsets), kept = _asked(ctx)
     asked = ctx.args.get("id") or ctx.request.headers.get("Last-Event-ID") or None
@@ -228,9 +259,7 @@ def subscribe_route(ctx: Context) -> Answer | Parked[Answer]:
     # again with it when a commit touches what it reads.
     session = _session(ctx, kept)
     budget = app.feeds.work_budget
-    room = app.waiting_room
-    owner = place_owner(ctx.principal.name, ctx.principal.is_admin)
-    places = room.wait_places(app.wait_slots)  # shared fairly by user
+    _, owner, places, batch = _waits(ctx, kept)
     poll: _Poll | None = None
     step: Reply | LiveWait | None = None
     reply: Reply | None
@@ -248,7 +277,7 @@ def subscribe_route(ctx: Context) -> Answer | Parked[Answer]:
             # the changed buckets' rows, a maintained answer's update): on its owner's
             # share of the room's pool, within the statement timeout, never on the
             # room's thread.
-            poll = _Poll(step, woken(room, owner), budget)
+            poll = _Poll(step, batch, budget)
             step.watch(poll)
             # A commit between the read and the watch is not missed.
             reply = step.attempt(False, budget)
@@ -280,6 +309,6 @@ def subscribe_route(ctx: Context) -> Answer | Parked[Answer]:
         kind=LIVE,
         at_close=poll.expired,
     )
-    room.park(parked)
+    app.waiting_room.park(parked)
     poll.attach(parked)
     return parked
