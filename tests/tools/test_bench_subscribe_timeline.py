@@ -4,6 +4,7 @@ pass without a mark (NaN) left out, NaN when no pass has one."""
 from __future__ import annotations
 
 import math
+import sys
 from typing import Any
 
 import pytest
@@ -75,3 +76,14 @@ def test_the_collectors_time_is_what_falls_within_the_commit(timeline: Any) -> N
     runs = [[0.5, 1.5, 0], [1.8, 1.9, 2], [3.0, 4.0, 1]]
     assert timeline._overlap(runs, 1.0, 2.0) == pytest.approx(0.6)
     assert timeline._overlap(runs, 2.0, 3.0) == 0.0
+
+
+def test_both_waiters_compare_on_this_tree_alone(
+    timeline: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for extra in (["--threaded-waiters"], ["--before", "elsewhere"]):
+        monkeypatch.setattr(sys, "argv", ["subscribe_timeline.py", "--both-waiters", *extra])
+        with pytest.raises(SystemExit) as exit_:
+            timeline.main()
+        assert exit_.value.code == 2
+        assert "--both-waiters" in capsys.readouterr().err

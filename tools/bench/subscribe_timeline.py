@@ -37,6 +37,7 @@ waiters' own delay, read less arrival, over all reads.
     python tools/bench/subscribe_timeline.py                       # this tree, one run
     python tools/bench/subscribe_timeline.py --pin                 # the server apart
     python tools/bench/subscribe_timeline.py --before ../old --rounds 3   # in turn
+    python tools/bench/subscribe_timeline.py --both-waiters --rounds 3    # the clients' part
 
 On a loaded machine wall times spread twice over between runs of one tree; the counts
 (pauses, switches) and CPU times move less.
@@ -53,7 +54,6 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
 import harness
 import subscribe
@@ -201,11 +201,11 @@ def run(code: Path | None, commits: int, lean: bool = True, pin: bool = False) -
         window.append(waiters_cpu())
         return cpu_seconds(pid)
 
-    def timed_trade(*args: Any) -> None:
+    def timed_trade(writer: harness.LeanHTTP, symbol: str) -> None:
         began = time.monotonic()
         if len(window) == 1:  # within the measured commits
             starts.append(began)
-        commit_trade(*args)
+        commit_trade(writer, symbol)
         if len(window) == 1:  # within the measured commits
             trips.append(time.monotonic() - began)
 
@@ -478,25 +478,37 @@ def main() -> None:
         action="store_true",
         help="as subscribe.py's: the server on the first processor, the waiters on the others",
     )
+    parser.add_argument(
+        "--both-waiters",
+        action="store_true",
+        help="this tree's server read by the threaded and the lean waiters in turn: what the"
+        " clients add (their CPU, the sends taken off the processor, reads after arrival)",
+    )
     args = parser.parse_args()
-    chosen = argparse.Namespace(stream=True, threaded_waiters=args.threaded_waiters)
-    print(f"waiters: {subscribe.waiters_text(chosen)}", flush=True)
-    codes: list[tuple[str, Path | None]] = [("now", None)]
+    if args.both_waiters and (args.before is not None or args.threaded_waiters):
+        parser.error("--both-waiters compares the waiters on this tree: alone")
+    # Each column: its name, the checkout whose server runs, whether its waiters are lean.
+    codes: list[tuple[str, Path | None, bool]] = [("now", None, not args.threaded_waiters)]
     if args.before is not None:
-        codes.insert(0, ("before", args.before))
-    runs: dict[str, list[dict[str, float]]] = {name: [] for name, _ in codes}
+        codes.insert(0, ("before", args.before, not args.threaded_waiters))
+    if args.both_waiters:
+        codes = [("threaded", None, False), ("lean", None, True)]
+    for name, _, lean in codes:
+        chosen = argparse.Namespace(stream=True, threaded_waiters=not lean)
+        print(f"{name}'s waiters: {subscribe.waiters_text(chosen)}", flush=True)
+    runs: dict[str, list[dict[str, float]]] = {name: [] for name, _, _ in codes}
     for _ in range(args.rounds):
-        for name, code in codes:
-            figures = run(code, args.commits, not args.threaded_waiters, args.pin)
+        for name, code, lean in codes:
+            figures = run(code, args.commits, lean, args.pin)
             figures["load"] = os.getloadavg()[0]
             runs[name].append(figures)
             print(name, ", ".join(f"{k} {figures[k]:.2f}" for k in [*SHOWN, "load"]))
     rows = [
-        [key, *(statistics.median(f[key] for f in runs[name]) for name, _ in codes)]
+        [key, *(statistics.median(f[key] for f in runs[name]) for name, _, _ in codes)]
         for key in [*SHOWN, "load"]
     ]
     harness.print_table(
-        ["medians (ms from the wake-ups' start)", *(name for name, _ in codes)],
+        ["medians (ms from the wake-ups' start)", *(name for name, _, _ in codes)],
         [[key, *(f"{v:.2f}" for v in values)] for key, *values in rows],
         f"{args.rounds} run(s) of {args.commits} commits, each waking 100 streams",
     )
