@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING
 from refimpl.engine.features.live_answers import Subscription, Version
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from refimpl.engine.features.live_pass import Toucher
 
 KEPT_VERSIONS = 8  # the versions a subscription keeps: its newest answers
@@ -46,17 +48,21 @@ class KeptSubscriptions:
                 return
             self._drop(oldest)
 
-    def touch(self, asked: list[tuple[Toucher, Subscription]], now: float) -> None:
+    def touch(self, asked: list[tuple[Toucher, Sequence[Subscription]]], now: float) -> None:
         """Mark the subscriptions `asked` of this manager asked at `now`, in their order,
         those still kept (`PassReads.touch_asked`)."""
         with self._lock:
             kept, owned = self._subscriptions, self._owned
-            for manager, subscription in asked:
-                name = subscription.id
-                if manager is self and kept.get(name) is subscription:
-                    subscription.last_asked = now  # as `_touch`, in line: one a part
-                    kept.move_to_end(name)
-                    owned[subscription.owner].move_to_end(name)
+            newest = kept.move_to_end
+            for manager, subscriptions in asked:
+                if manager is not self:
+                    continue
+                for subscription in subscriptions:
+                    name = subscription.id
+                    if kept.get(name) is subscription:
+                        subscription.last_asked = now  # as `_touch`, in line: one a part
+                        newest(name)
+                        owned[subscription.owner].move_to_end(name)
 
     def _touch(self, subscription: Subscription, now: float) -> None:
         """Asked at `now`: the newest of the server's and of its owner's."""

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -36,7 +36,7 @@ _MANAGER = itemgetter(0)  # of an `asked` pair
 class Toucher(Protocol):
     """What keeps subscriptions by when they were last asked (`SubscriptionManager`)."""
 
-    def touch(self, asked: list[tuple[Toucher, Subscription]], now: float) -> None: ...
+    def touch(self, asked: list[tuple[Toucher, Sequence[Subscription]]], now: float) -> None: ...
 
 
 class PassReads:
@@ -56,12 +56,15 @@ class PassReads:
       each part refused is refused by a check of its own.
     - `reruns`: each run again of the pass, as (counts, database, whether it answered
       rows), counted for the measures (`LiveCounts.reran_many`) when the pass ends: `with
-      PassReads() as reads:` around the making of its parts, before they are sent.
-    - `asked`: (manager, subscription) of each part made, whose subscription is marked
-      asked (the newest of its manager's, `SubscriptionManager.follow`) by `touch_asked`
-      once the parts are sent, in the order they were made, in one hold of each manager's
-      lock: the order a mark at each part leaves, a few milliseconds later, and the sends
-      of the parts after it do not wait for it.
+      PassReads() as reads:` around the making of its parts, before they are sent. The
+      steps that streams took in one call (`take_steps`), each a run again that answered
+      rows, are counted with them, one entry a call: (counts, database, how many).
+    - `asked`: (manager, subscriptions) of the parts made, a part's subscription or those
+      of the parts made in one call (`take_steps`), marked asked (the newest of its
+      manager's, `SubscriptionManager.follow`) by `touch_asked` once the parts are sent, in
+      the order they were made, in one hold of each manager's lock: the order a mark at
+      each part leaves, a few milliseconds later, and the sends of the parts after it do
+      not wait for it.
     - `needs`: the LSN of each database up to which the parts made so far need the log
       durable before any is sent (`shown_durable`); `settle` waits for it, once a pass.
       `shown`: the database whose commits the part being made shows before they may be
@@ -79,6 +82,7 @@ class PassReads:
         "_counters",
         "_rights",
         "reruns",
+        "steps_taken",
         "asked",
         "needs",
         "shown",
@@ -90,7 +94,8 @@ class PassReads:
         self._counters: dict[tuple[Database, str, Any], int] = {}
         self._rights: set[tuple[Principal, str, str, int]] = set()
         self.reruns: list[tuple[LiveCounts, str, bool]] = []
-        self.asked: list[tuple[Toucher, Subscription]] = []
+        self.steps_taken: list[tuple[LiveCounts, str, int]] = []
+        self.asked: list[tuple[Toucher, Sequence[Subscription]]] = []
         self.needs: dict[Database, int] = {}
         self.shown: Database | None = None
         self.failures: dict[Database, Exception] = {}
@@ -103,6 +108,9 @@ class PassReads:
         runs, self.reruns = Counter(self.reruns), []  # (counted in C)
         for (counts, database, answered), count in runs.items():
             counts.reran_many(database, count, count if answered else 0)
+        steps, self.steps_taken = self.steps_taken, []
+        for counts, database, count in steps:
+            counts.reran_many(database, count, count)
 
     def settle(self) -> dict[Database, Exception]:
         """Once the pass's parts are made, before any is sent: wait until every commit they

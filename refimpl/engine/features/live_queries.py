@@ -156,7 +156,7 @@ class SubscriptionManager(LiveRuns):
             # one just after the lock's hold (the part made as the subscription's last).
             kept = self._subscriptions.get(subscription.id) is subscription
             if kept:
-                reads.asked.append((self, subscription))
+                reads.asked.append((self, (subscription,)))
         step = None
         if kept and subscription.database is session.database:
             if wait is not None and wait.goes_on(reply):

@@ -9,8 +9,14 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING
 
-from refimpl.engine.features.live_answers import LiveAnswer, LiveChange, Reply, Version
-from refimpl.engine.features.live_kept import KeptSubscriptions
+from refimpl.engine.features.live_answers import (
+    LiveAnswer,
+    LiveChange,
+    Reply,
+    Subscription,
+    Version,
+)
+from refimpl.engine.features.live_kept import KEPT_VERSIONS, KeptSubscriptions
 from refimpl.engine.features.live_pass import PassReads, shown_durable
 from refimpl.engine.measures import LiveCounts
 from refimpl.errors import KdbError
@@ -93,10 +99,14 @@ class SharedSteps(KeptSubscriptions):
         principal = None  # the last principal whose right was checked, at `access`
         access = -1
         position, token = answer.position, answer.token
+        rows = len(answer.rows)
         # The version last kept: the next subscription of the same number keeps the same
         # object (subscriptions that began together count alike: a hundred, one Version).
         kept_version = Version(0, answer)
-        add_version, asked = versions.append, reads.asked.append
+        # Marked asked once the parts are sent, all in one entry (`PassReads.asked`).
+        taking: list[Subscription] = []
+        reads.asked.append((self, taking))
+        add_version, took = versions.append, taking.append
         wait: LiveWait | None = first
         while wait is not None:
             subscription = wait.subscription
@@ -118,14 +128,22 @@ class SharedSteps(KeptSubscriptions):
                 except KdbError:
                     break  # refused by its usual attempt, which ends its stream
                 principal, access = session.principal, rights_at
-            with subscription.lock:
-                before = next(reversed(subscription.versions.values()))
-                # The state its usual attempt would read is the step's (`rerun`'s test).
+            # Its lock by `acquire` and `release`: a `with` binds its two methods each time.
+            lock = subscription.lock
+            lock.acquire()
+            try:
+                held_versions = subscription.versions
+                before = held_versions[next(reversed(held_versions))]
+                # The state its usual attempt would read is the step's (`rerun`'s test), and
+                # the wait is still its client's (`LiveWait.holds`, in line).
+                waker = wait.waker
                 if (
                     before.answer is not held
                     or subscription.token == counter  # (as its attempt's test: not moved)
                     or database.applied_lsn != position
-                    or not wait.holds()
+                    or waker is None
+                    or subscription.waiting is not waker
+                    or subscription.generation != wait.generation
                 ):
                     break
                 subscription.token = token
@@ -134,11 +152,19 @@ class SharedSteps(KeptSubscriptions):
                 version = before.version + 1
                 if kept_version.version != version:
                     kept_version = Version(version, answer)
-                self._keep_version(subscription, kept_version)
+                # `_keep_version`'s, in line: one in, so one out past KEPT_VERSIONS.
+                held_versions[version] = kept_version
+                grown = rows
+                if len(held_versions) > KEPT_VERSIONS:
+                    grown -= len(held_versions.popitem(False)[1].answer.rows)
+                if grown:
+                    self._kept_changed(subscription, grown)
+            finally:
+                lock.release()
             add_version(version)
-            asked((self, subscription))
+            took(subscription)
             wait = next(waiting, None)
         if not versions:
             return None, versions
-        reads.reruns.extend([(self.counts, database.name, True)] * len(versions))
+        reads.steps_taken.append((self.counts, database.name, len(versions)))
         return Reply("rows", first.subscription, versions[0], change), versions

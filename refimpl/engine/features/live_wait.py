@@ -57,12 +57,14 @@ class LiveWait:
         self._manager = manager
         self.session = session
         self.subscription = subscription
-        self._generation = generation
-        self._waker: Waker | None = None
+        # The subscription's generation it was made at, and its waker while on the wake
+        # board: read by `take_steps` in line (`holds`'s test, without its call).
+        self.generation = generation
+        self.waker: Waker | None = None
 
     def watch(self, waker: Waker) -> None:
         subscription = self.subscription
-        self._waker = waker
+        self.waker = waker
         subscription.waiting = waker
         subscription.database.wake_board.register(subscription.table, subscription.symbol, waker)
 
@@ -82,7 +84,7 @@ class LiveWait:
             failure = reads.failures.get(subscription.database)
             if failure is not None:
                 raise failure.with_traceback(None)
-        if subscription.generation != self._generation or self._manager.closed:
+        if subscription.generation != self.generation or self._manager.closed:
             return self.expire()
         manager = self._manager
         if reads is not None and keep:
@@ -101,11 +103,11 @@ class LiveWait:
     def holds(self) -> bool:
         """Whether this wait is still its client's, on the wake board: no other request of
         the subscription took over, and it has not ended."""
-        waker = self._waker
+        waker = self.waker
         subscription = self.subscription
         return (
             waker is not None
-            and subscription.generation == self._generation
+            and subscription.generation == self.generation
             and subscription.waiting is waker
         )
 
@@ -117,9 +119,9 @@ class LiveWait:
         been missed. False: it has ended (off the board), and a new wait is due."""
         subscription = self.subscription
         if (
-            self._waker is not None
-            and subscription.generation == self._generation
-            and subscription.waiting is self._waker
+            self.waker is not None
+            and subscription.generation == self.generation
+            and subscription.waiting is self.waker
             and reply.subscription is subscription
             and reply.version == next(reversed(subscription.versions))  # its current
         ):
@@ -134,7 +136,7 @@ class LiveWait:
         return Reply("none", subscription, subscription.current.version)
 
     def _end(self) -> None:
-        waker, self._waker = self._waker, None
+        waker, self.waker = self.waker, None
         if waker is None:
             return
         subscription = self.subscription

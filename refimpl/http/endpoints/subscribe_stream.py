@@ -169,12 +169,18 @@ class _LiveStream:
     def set(self) -> None:
         """A commit touched the query, or another request of the subscription took over
         (the engine's wake board; cheap, never blocks)."""
-        with self._lock:
-            if self._busy or self._batch is None:
+        # Its lock by `acquire` and `release`: a `with` binds its two methods each time
+        # (a hundred streams woken by a commit, on the committing thread).
+        lock = self._lock
+        lock.acquire()
+        try:
+            batch = self._batch
+            if self._busy or batch is None:
                 self._woken = True  # made once the part in flight is sent
                 return
             self._busy = True
-            batch = self._batch
+        finally:
+            lock.release()
         batch.add(self)
 
     def first(self, reply: Reply) -> bytes:
@@ -308,27 +314,33 @@ class _LiveStream:
         manager = self._manager
         batch = self._batch
         assert batch is not None  # started: it made this stream's part
-        # Each with its outlet and subscription; one more than take the step, maybe.
-        streams: list[tuple[_LiveStream, object, Subscription]] = []
-        looked = batch.reads.looked
+        reads = batch.reads
+        looked = reads.looked
+        # Those offered, each with its outlet; one more than take the step, maybe.
+        streams: list[tuple[_LiveStream, object]] = []
+        take = streams.append
 
         def waits() -> Iterator[LiveWait]:
             for each in itertools.islice(woken, at, None):
-                if type(each) is not _LiveStream or each._manager is not manager:
-                    return
-                wait, parked = each._wait, each.parked
-                if wait is None or parked is None or parked.outlet is None or not each._headed:
+                # (`_headed` is set when the stream is started: its `parked` is set then.)
+                if (
+                    type(each) is not _LiveStream
+                    or each._manager is not manager
+                    or not each._headed
+                ):
                     return  # its `_next` makes its part (a part of its own)
-                token = each._token
-                ended = looked.get(token.key)  # `_TokenLook.gone_in`'s, in line
+                wait, outlet = each._wait, each.parked.outlet  # type: ignore[union-attr]
+                if wait is None or outlet is None:
+                    return
+                key = each._token.key
+                ended = looked.get(key)  # `_TokenLook.gone_in`'s, in line
                 if ended is None:
-                    ended = looked[token.key] = token.gone() or ""
+                    ended = looked[key] = each._token.gone() or ""
                 if ended:
                     return  # its `_next` makes its end
-                streams.append((each, parked.outlet, wait.subscription))
+                take((each, outlet))
                 yield wait
 
-        reads = batch.reads
         first, versions = manager.take_steps(waits(), reads)
         if first is None:
             return [], b"", []
@@ -337,11 +349,17 @@ class _LiveStream:
         made: list[Made] = []
         sends: list[tuple[object, bytes]] = []
         keep, send = made.append, sends.append
-        for (stream, outlet, subscription), version in zip(streams, versions):  # noqa: B905
+        # The version's end of the `id:` line, made once for the streams of one number
+        # (those that began together): a concatenation a stream, not a format.
+        number, numbered = b"", -1
+        for (stream, outlet), version in zip(streams, versions):  # noqa: B905
+            subscription = stream._wait.subscription  # type: ignore[union-attr]  # offered
             if stream._named is not subscription:  # (its `_head`'s, in line)
                 stream._named = subscription
                 stream._id_line = b"id: %b." % subscription.id.encode()
-            head = b"%b%d\n" % (stream._id_line, version)
+            if version != numbered:
+                number, numbered = b"%d\n" % version, version
+            head = stream._id_line + number
             # No `takes_after`: the pass goes on past the parts this call made. (Made by
             # the tuple's own `__new__`, in C: a named tuple's runs a frame of Python.)
             keep((stream, _new_headed(Headed, (outlet, head, body, None)), shown))
@@ -350,9 +368,13 @@ class _LiveStream:
 
     def drained(self) -> None:
         """The server sent every part so far: a wake-up that came meanwhile makes the next."""
-        with self._lock:
+        lock = self._lock  # (as `set` takes it)
+        lock.acquire()
+        try:
             again, self._woken = self._woken, False
             self._busy = again
+        finally:
+            lock.release()
         if again:
             self._run_again()
 

@@ -86,7 +86,7 @@ def test_the_streams_after_the_first_take_its_step_in_one_call(conn):
         assert wait.holds()  # it goes on, as `follow` gives it back
         assert wait.attempt(True, None, reads) is None  # nothing left to answer
     # Marked asked once sent (as `follow` marks the first's, not called here).
-    assert [s for _, s in reads.asked] == [w.subscription for w in waits[1:]]
+    assert [s for _, taken in reads.asked for s in taken] == [w.subscription for w in waits[1:]]
 
 
 def test_no_step_made_in_the_pass_takes_none(conn):
@@ -246,3 +246,22 @@ def test_past_the_kept_versions_each_stream_keeps_its_own_eight(conn):
             for version in w.subscription.versions.values()
         )
         assert manager._kept_rows[owner] == recount
+
+
+def test_the_steps_taken_in_one_call_are_counted_when_the_pass_ends(conn):
+    """Each stream that takes the step counts as a run again that answered rows, as its own
+    attempt would count, once the pass ends (before its parts are sent), not before."""
+    waits = _streams(conn, [(None, "NABIL"), (None, "NABIL"), ("alice", "NABIL")])
+    manager = conn.instance.subscriptions
+
+    def counted() -> tuple[int, int]:
+        measures = manager.counts.snapshot({})
+        return measures.reruns.get("demo", 0), measures.answers.get(("demo", "rows"), 0)
+
+    before = counted()
+    _trade(conn, 40)
+    with PassReads() as reads:
+        assert waits[0].attempt(True, None, reads) is not None
+        assert manager.take_steps(waits[1:], reads)[1] == [2, 2]
+        assert counted() == before
+    assert counted() == (before[0] + 3, before[1] + 3)
