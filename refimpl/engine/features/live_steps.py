@@ -96,7 +96,7 @@ class SharedSteps(KeptSubscriptions):
             return None, versions
         table = subscription.table
         shown_durable(database, reads)  # (as `rerun` does: once for all)
-        principal = None  # the last principal whose right was checked, at `access`
+        principal = None  # the last principal but the admin whose right was checked, at `access`
         access = -1
         position, token = answer.position, answer.token
         rows = len(answer.rows)
@@ -119,15 +119,18 @@ class SharedSteps(KeptSubscriptions):
                 or kept.get(subscription.id) is not subscription
             ):
                 break
-            # The version read before the check, as `PassReads.authorize_read` reads it: a
-            # REVOKE made meanwhile leaves the check kept under a version no later one reads.
-            rights_at = session.access.version
-            if session.principal is not principal or rights_at != access:
-                try:
-                    reads.authorize_read(session, table)
-                except KdbError:
-                    break  # refused by its usual attempt, which ends its stream
-                principal, access = session.principal, rights_at
+            who = session.principal
+            if not who.is_admin:  # (the admin holds every right: `PassReads.authorize_read`)
+                # The version read before the check, as `PassReads.authorize_read` reads it:
+                # a REVOKE made meanwhile leaves the check kept under a version no later one
+                # reads.
+                rights_at = session.access.version
+                if who is not principal or rights_at != access:
+                    try:
+                        reads.authorize_read(session, table)
+                    except KdbError:
+                        break  # refused by its usual attempt, which ends its stream
+                    principal, access = who, rights_at
             # Its lock by `acquire` and `release`: a `with` binds its two methods each time.
             lock = subscription.lock
             lock.acquire()

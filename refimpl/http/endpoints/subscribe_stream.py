@@ -430,13 +430,17 @@ class _TokenLook:
         self._access = access
         self._credential = credential
         principal = credential.principal
-        # What `gone` answers alike at one moment: the same token of the same principal.
-        self.key = (
-            credential.token_key,
-            principal.name,
-            principal.is_admin,
-            principal.only_database,
-            credential.checked,
+        # What `gone` answers alike at one moment: the same token of the same principal. One
+        # string (a tuple's `repr`, as distinct as the tuple): a string keeps its hash, a
+        # tuple's is made again at each look (a pass looks once a stream).
+        self.key = repr(
+            (
+                credential.token_key,
+                principal.name,
+                principal.is_admin,
+                principal.only_database,
+                credential.checked,
+            )
         )
         kept = ctx.request.environ.get(CREDENTIALS_KEY)
         header = ctx.request.environ.get("HTTP_AUTHORIZATION")
