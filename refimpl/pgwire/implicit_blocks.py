@@ -66,6 +66,8 @@ def run_as_one(
             if session.implicit and plan.kind in ("Commit", "Rollback"):
                 out.append(NO_TRANSACTION)
             conversation.answer_statement(plan, out)
+            if session.transaction is None:  # a COMMIT ended it
+                conversation.inbox.committed()
         session.end_text(committed=True)
     except KdbError as error:
         conversation.fail_transaction()

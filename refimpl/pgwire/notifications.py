@@ -115,14 +115,19 @@ class Inbox:
         """The transaction ended without its commit: its notifications are dropped."""
         self._pending.clear()
 
+    def committed(self) -> None:
+        """The transaction committed: its notifications are published (a later one of the
+        same text may still be rolled back without them)."""
+        if self._pending and self._hub is not None:
+            pending, self._pending = self._pending, []
+            self._hub.publish(self._session.database.name, pending)
+
     def messages(self, status: str) -> list[m.ServerMessage]:
         """With the connection outside a transaction (`status` 'I'): the notifications its
         commit sent (published now), then those waiting for it, as NotificationResponses."""
         if status != "I" or self._hub is None:
             return []
-        if self._pending:
-            pending, self._pending = self._pending, []
-            self._hub.publish(self._session.database.name, pending)
+        self.committed()
         listener = self._listener
         if listener is None or not listener.waiting():
             return []

@@ -96,3 +96,15 @@ def test_psql_c_sees_a_text_as_one_transaction(pg: PgServer, table: str) -> None
     assert done.returncode == 0, done.stderr
     assert done.stdout.split()[-3:] == ["2", "(1", "row)"]
     assert len({c["lsn"] for c in changes(pg, table)}) == 1
+
+
+def test_notifications_go_with_the_transaction_of_the_text_they_are_in(
+    pg: PgServer, table: str
+) -> None:
+    with pg.connect(table) as listener, pg.connect(table) as sender:
+        listener.execute("LISTEN c")
+        with pytest.raises(psycopg.errors.UndefinedColumn):
+            sender.execute("NOTIFY c, 'kept'; COMMIT; NOTIFY c, 'undone'; SELECT nope FROM t")
+        sender.execute("NOTIFY c, 'last'; SELECT 1")
+        notes = listener.notifies(timeout=5, stop_after=3)
+        assert [n.payload for n in notes] == ["kept", "last"]
