@@ -109,6 +109,7 @@ from urllib.parse import quote
 import harness
 import requests
 from candle_query import CANDLES, TRADES
+from stream_readers import Dechunked  # here: main() takes this folder off the path
 
 SYMBOLS = [f"S{i:04d}" for i in range(1000)]
 WATCHED = SYMBOLS[:10]
@@ -277,8 +278,6 @@ def _stream_waiter(
     target: dict[str, Any], symbol: str, ident: str, stop: Any, ready: Any, out: list[Any]
 ) -> None:
     """As `_waiter`, over one stream (`stream=true`) read to the end: no request a commit."""
-    from stream_readers import Dechunked
-
     samples: list[tuple[float, float, float]] = []
     errors, order = 0, TradeOrder()
     with ready.get_lock():
@@ -335,8 +334,6 @@ def _read_later(
 ) -> tuple[list[tuple[float, float, float]], str]:
     """The samples of one stream's reads, each (bytes, arrival, read time), and its last id
     (`ident` if none came); `order` checks the stream's trades (kept over its reopenings)."""
-    from stream_readers import Dechunked
-
     samples: list[tuple[float, float, float]] = []
     chunked, text = Dechunked(), b""
     for data, arrived, now in reads:
