@@ -1,5 +1,5 @@
 """A small streaming app on the real server's waiting mechanism, for tests of long-lived
-answers apart from any route (`test_stream_serving`, `test_stream_zero_copy`), and a raw
+answers apart from any route (`test_stream_serving`, `test_shared_parts`), and a raw
 client of it."""
 
 from __future__ import annotations

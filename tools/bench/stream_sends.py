@@ -12,21 +12,23 @@ wakes its process, so it does not shrink with fewer bytes. Medians of `--rounds`
 the thread's CPU time (`time.thread_time`).
 
 With `--sendfile`, also the same part written once into a memory file (`os.memfd_create`) and
-sent to each socket from there by `os.sendfile`, as the server sends a large shared part
-(`refimpl.http.serving.part_files`): the kernel then hands each socket references to the
-file's pages instead of copying the bytes into it, which is what a round that carries many
-commits (a part of 100 KB and more) spends most of its system time on (`_copy_from_iter` in
-`perf`). The two sends take turns, round by round (which goes first alternates), each round
-after every socket's queue is empty (its reader took everything: `TIOCOUTQ`), with this
-process on the first CPU and the reader on the others, as the stream bench pins the server
-and its readers; a row also says which share of the bytes the sockets took (1.00: all, so
-that both sends did the same work).
+sent to each socket from there by `os.sendfile`: the kernel then hands each socket references
+to the file's pages instead of copying the bytes into it (the copy, `_copy_from_iter` in
+`perf`, is what a round that carries many commits, a part of 100 KB and more, spends most of
+its system time on). The two sends take turns, round by round (which goes first alternates),
+each round after every socket's queue is empty (its reader took everything: `TIOCOUTQ`),
+with this process on the first CPU and the reader on the others, as the stream bench pins
+the server and its readers; a row also says which share of the bytes the sockets took (1.00:
+all, so that both sends did the same work). The server sent its large shared parts by
+sendfile() for a while and no longer does: here it cost more CPU a stream than send() at
+every size from 32 to 256 KB (1.05-1.11x up to 64 KB, 1.36-1.58x from 128 KB, load 13-20),
+the kernel taking a reference and a pipe buffer for each page of the file for every socket.
 
     python tools/bench/stream_sends.py                       # 200 B (an event) and 36 KB
     python tools/bench/stream_sends.py --size 200 --streams 1000
     python tools/bench/stream_sends.py --size 200 --size 36000 --size 250000 --sendfile
     python tools/bench/stream_sends.py --sendfile --size 32768 --size 49152 --size 65536 \
-        --size 131072 --size 196608 --size 262144        # part_files.ZERO_COPY_BYTES's rows
+        --size 131072 --size 196608 --size 262144        # a fan-out round's part sizes
 """
 
 from __future__ import annotations

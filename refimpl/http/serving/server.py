@@ -39,7 +39,6 @@ from refimpl.http.serving.limits import (
     DescriptorReserve,
     refuse,
 )
-from refimpl.http.serving.part_files import PartFile, blocking
 from refimpl.netpool.polling import ARMED as _ARMED
 from refimpl.netpool.polling import PollingWorkers
 from refimpl.waiting.acknowledgements import Acknowledgement
@@ -345,39 +344,34 @@ class PooledWSGIServer(BaseWSGIServer):
         on_backlog: Callable[[Connection], None],
     ) -> None:
         """One part many streams share (`WaitingRoom.send_shared`) to streams whose head went
-        out: its chunk made once, one send() a socket (a large one from a memory file, by
-        sendfile(): `part_files`). What a client does not take waits as `_stream_part`'s
-        rest would; `on_backlog` hears of it first, before `drained` can."""
+        out: its chunk made once, one send() a socket. What a client does not take waits as
+        `_stream_part`'s rest would; `on_backlog` hears of it first, before `drained` can.
+
+        A large part is copied into each socket all the same: sent from one memory file by
+        sendfile() instead, it cost more CPU a stream at every size from 32 to 256 KB (the
+        kernel takes a reference to each of its pages for every socket, which costs more than
+        copying them; `tools/bench/stream_sends.py --sendfile`), and the sockets' memory
+        is counted and bounded alike either way."""
         data = wire.chunk(answer)
-        part = PartFile.of(data)  # a large part: from one memory file, copied to none
-        try:
-            for handler in outlets:
-                with handler.send_lock:
-                    if handler.stream is None:
-                        continue  # dropped meanwhile
-                    backlog = bool(handler.unsent)  # a worker sends it, and this after it
-                    try:
-                        if backlog:
-                            sent = 0
-                        elif part is None:
-                            sent = handler.connection.send(data, socket.MSG_DONTWAIT)
-                        else:
-                            sent = part.send(handler.connection)
-                    except BlockingIOError:
-                        sent = 0
-                    except OSError:
+        for handler in outlets:
+            with handler.send_lock:
+                if handler.stream is None:
+                    continue  # dropped meanwhile
+                backlog = bool(handler.unsent)  # a worker sends it, and this after it
+                try:
+                    sent = 0 if backlog else handler.connection.send(data, socket.MSG_DONTWAIT)
+                except BlockingIOError:
+                    sent = 0
+                except OSError:
+                    self._drop_stream(handler)
+                    continue
+                if sent < len(data):
+                    on_backlog(handler)
+                    handler.unsent += data[sent:]
+                    if len(handler.unsent) > STREAM_UNSENT_LIMIT:
                         self._drop_stream(handler)
-                        continue
-                    if sent < len(data):
-                        on_backlog(handler)
-                        handler.unsent += data[sent:]
-                        if len(handler.unsent) > STREAM_UNSENT_LIMIT:
-                            self._drop_stream(handler)
-                        elif not backlog:
-                            self._rearm(handler, select.EPOLLOUT | select.EPOLLONESHOT)
-        finally:
-            if part is not None:
-                part.close()
+                    elif not backlog:
+                        self._rearm(handler, select.EPOLLOUT | select.EPOLLONESHOT)
 
     def _send_headed(self, parts: Iterable[tuple[Connection, bytes]], body: bytes) -> None:
         """Parts that end alike (`WaitingRoom.send_headed`) to streams whose head went out:
@@ -460,7 +454,6 @@ class PooledWSGIServer(BaseWSGIServer):
             return stream.drained  # parked on: the stream makes its next part now
         handler.stream = None
         handler.stream_started = handler.stream_ended = False
-        blocking(handler.connection)  # its next request's answer is sent blocking
         release = functools.partial(self._release, handler, handler.parked_keep)
         return functools.partial(self._after_round, release)
 
