@@ -1,6 +1,7 @@
-"""tools/bench/subscribe.py's stream waiters note when a part reached their socket, not only
-when they read it: bytes that waited in a socket while the reader was busy are dated by
-their arrival (the kernel's note), on the clock the writer stamps its trades with."""
+"""tools/bench/subscribe.py's stream waiters (subscribe_waiters.py) note when a part reached
+their socket, not only when they read it: bytes that waited in a socket while the reader
+was busy are dated by their arrival (the kernel's note), on the clock the writer stamps its
+trades with."""
 
 from __future__ import annotations
 
@@ -17,33 +18,33 @@ BENCH = Path(__file__).resolve().parents[2] / "tools" / "bench"
 def test_a_read_is_dated_by_its_bytes_arrival(monkeypatch: pytest.MonkeyPatch) -> None:
     # The benchmarks import each other by bare name, from their own folder.
     monkeypatch.syspath_prepend(str(BENCH))
-    import subscribe  # type: ignore[import-not-found]
+    import subscribe_waiters as waiters  # type: ignore[import-not-found]
 
     listener = socket.create_server(("127.0.0.1", 0))
     client = socket.create_connection(listener.getsockname())
     server, _ = listener.accept()
     try:
-        client.setsockopt(socket.SOL_SOCKET, subscribe.SO_TIMESTAMPNS, 1)
-        _until_stamped_on_arrival(subscribe, client, server)
+        client.setsockopt(socket.SOL_SOCKET, waiters.SO_TIMESTAMPNS, 1)
+        _until_stamped_on_arrival(waiters, client, server)
         before = time.monotonic()
         server.sendall(b"event: rows\n\n")
         after = time.monotonic()
         time.sleep(0.2)  # the reader busy elsewhere: the bytes wait in its socket
-        data, notes, _, _ = client.recvmsg(65536, subscribe.ARRIVAL_NOTE)
+        data, notes, _, _ = client.recvmsg(65536, waiters.ARRIVAL_NOTE)
         read = time.monotonic()
-        arrived = subscribe.arrival(notes, read)
+        arrived = waiters.arrival(notes, read)
         assert data == b"event: rows\n\n"
         # By the send, not the read (the clocks' conversion is good to well under 0.05 s).
         assert before - 0.05 <= arrived <= after + 0.05
         assert arrived < read - 0.1
         # Without the kernel's note, the read's own time.
-        assert subscribe.arrival([], read) == read
+        assert waiters.arrival([], read) == read
     finally:
         for each in (listener, client, server):
             each.close()
 
 
-def _until_stamped_on_arrival(subscribe: Any, client: socket.socket, server: socket.socket) -> None:
+def _until_stamped_on_arrival(waiters: Any, client: socket.socket, server: socket.socket) -> None:
     """Return once the kernel stamps the bytes `client` receives as they arrive. The first
     socket that asks for stamps turns them on for the machine by a deferred kernel work, late
     on a loaded machine; bytes that arrive before it ran are stamped when read (the test
@@ -52,8 +53,8 @@ def _until_stamped_on_arrival(subscribe: Any, client: socket.socket, server: soc
         server.sendall(b".")
         time.sleep(0.02)
         read = time.monotonic()
-        _, notes, _, _ = client.recvmsg(1, subscribe.ARRIVAL_NOTE)
-        if subscribe.arrival(notes, read) < read - 0.01:
+        _, notes, _, _ = client.recvmsg(1, waiters.ARRIVAL_NOTE)
+        if waiters.arrival(notes, read) < read - 0.01:
             return
     pytest.fail("the kernel never stamped a byte as it arrived")
 
@@ -66,7 +67,7 @@ def test_lean_waiters_parse_their_reads_afterwards_as_they_came(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.syspath_prepend(str(BENCH))
-    import subscribe
+    import subscribe_waiters as waiters
 
     def rows(ident: str, close: float) -> bytes:
         data = f'{{"columns":[{{"name":"high"}},{{"name":"close"}}],"rows":[[{close},{close}]]}}'
@@ -81,18 +82,18 @@ def test_lean_waiters_parse_their_reads_afterwards_as_they_came(
         (second[:cut], 600.25, 600.5),
         (second[cut:], 601.0, 602.0),
     ]
-    order = subscribe.TradeOrder()
-    samples, ident = subscribe._read_later(reads, "a.0", order)
+    order = waiters.TradeOrder()
+    samples, ident = waiters._read_later(reads, "a.0", order)
     assert ident == "a.2"
     assert samples == [(500.0, 0.75, 0.5), (600.0, 2.0, 1.0)]
     assert order.wrong == 0
     # A loaded price (not a benchmark trade) is no sample; no event keeps the id asked.
     loaded = [(head + _chunk(rows("b.1", 100.0)), 1.0, 1.0)]
-    assert subscribe._read_later(loaded, "b.0", subscribe.TradeOrder()) == ([], "b.1")
-    assert subscribe._read_later([], "c.4", subscribe.TradeOrder()) == ([], "c.4")
+    assert waiters._read_later(loaded, "b.0", waiters.TradeOrder()) == ([], "b.1")
+    assert waiters._read_later([], "c.4", waiters.TradeOrder()) == ([], "c.4")
     # The stream's order holds over its reopenings: a trade seen before counts wrong again.
     again = [(head + first, 700.0, 700.0)]
-    assert subscribe._read_later(again, "a.0", order)[0] == [(500.0, 200.0, 200.0)]
+    assert waiters._read_later(again, "a.0", order)[0] == [(500.0, 200.0, 200.0)]
     assert order.wrong == 1
 
 
@@ -105,7 +106,7 @@ def test_lean_waiters_read_on_past_the_stop_until_each_stream_had_its_next_part(
     import queue
     import threading
 
-    import subscribe
+    import subscribe_waiters as waiters
 
     def rows(ident: str, close: float) -> bytes:
         data = f'{{"columns":[{{"name":"close"}},{{"name":"high"}}],"rows":[[{close},{close}]]}}'
@@ -118,7 +119,7 @@ def test_lean_waiters_read_on_past_the_stop_until_each_stream_had_its_next_part(
     pairs = [("S0000", "a.0"), ("S0001", "b.0")]
     target = {"url": f"http://127.0.0.1:{port}", "token": "t", "stream": True, "lean": True}
     waiters = threading.Thread(
-        target=subscribe._lean_stream_waiters, args=(target, pairs, stop, ready, results)
+        target=waiters._lean_stream_waiters, args=(target, pairs, stop, ready, results)
     )
     waiters.start()
     streams = [listener.accept()[0] for _ in pairs]
@@ -148,9 +149,9 @@ def test_each_trade_counts_once_in_order_in_its_own_candle(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.syspath_prepend(str(BENCH))
-    import subscribe
+    import subscribe_waiters as waiters
 
-    order = subscribe.TradeOrder()
+    order = waiters.TradeOrder()
     # The newest close is the trade; a loaded price or no row is none.
     assert order.trade(_candle((112.0, 112.0), (500.0, 500.0))) == 500.0
     assert order.trade(_candle((112.0, 112.0))) is None

@@ -15,7 +15,7 @@ commit (they share the server's processors: 4 processes, each reading its 25 str
 thread; with --threaded-waiters 25 threads a process, which took as much CPU as the server)
 and the writer's INSERT round trip. p50/p99 are the bench's commit-to-push
 latencies as the waiters read them, arrival p50/p99 as their sockets got them
-(`subscribe.arrival`: without the waiters' own queue).
+(`subscribe_waiters.arrival`: without the waiters' own queue).
 
 The server's own side of the push, p50 and p99 over the passes, by its clock: from the
 commit's flush's end (durable) to the return of the pass's last send (on loopback a send has
