@@ -45,7 +45,6 @@ from refimpl.errors import (
     SqlError,
     StatementTimeout,
     StatementTooLarge,
-    TransactionError,
     Unauthorized,
     UnknownSavepoint,
 )
@@ -391,8 +390,6 @@ class Session:
         if self.implicit:
             self.implicit = False
             return
-        if self.transaction is not None:
-            raise TransactionError("a transaction is already open; COMMIT or ROLLBACK it first")
         self.database.acquire_write()
         self.transaction = Transaction(self.database.tables)
         self.failed = False

@@ -202,7 +202,9 @@ def _drop_partition_where(
 
 
 def _begin(context: StatementContext, statement: ast.Begin, text: str, params: Params) -> Result:
-    context.begin()  # which refuses a transaction open already, but for a text's implicit one
+    if context.transaction is not None and not context.implicit:
+        raise TransactionError("a transaction is already open; COMMIT or ROLLBACK it first")
+    context.begin()  # a text's implicit transaction becomes the block
     return message_result(text, "transaction started")
 
 
