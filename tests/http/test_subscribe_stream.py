@@ -263,6 +263,37 @@ def test_streams_of_one_user_woken_by_one_commit_each_get_the_change(server: Ser
         stream.close()
 
 
+def test_streams_woken_together_at_different_versions_each_get_their_own_id(
+    server: Server, db: str
+):
+    """Streams of one user and query, one of them a commit ahead of the others (opened
+    before it): one commit wakes them all, and each gets the same rows under its own
+    subscription's id and its own next version, never another's number."""
+    ahead = open_live(server, db)
+    assert ahead.take(1)[0]["event"] == "snapshot"
+    server.sql("INSERT INTO t VALUES (now(), 'a', 2)", db)
+    assert ahead.take(1)[0]["id"].endswith(".2")
+    behind = [open_live(server, db) for _ in range(2)]
+    names = {ahead: "", **{stream: "" for stream in behind}}
+    for stream in behind:
+        (first,) = stream.take(1)
+        assert first["event"] == "snapshot" and first["id"].endswith(".1")
+        names[stream] = first["id"].rsplit(".", 1)[0]
+    for n in (3, 4):
+        server.sql(f"INSERT INTO t VALUES (now(), 'a', {n})", db)
+        for stream in (ahead, *behind):
+            (event,) = stream.take(1)
+            assert event["event"] == "rows"
+            assert event["data"]["rows"] == [["a", n, float(sum(range(1, n + 1)))]]
+            name, _, version = event["id"].rpartition(".")
+            if stream is ahead:
+                assert int(version) == n
+            else:
+                assert (name, int(version)) == (names[stream], n - 1)
+    for stream in (ahead, *behind):
+        stream.close()
+
+
 def test_a_parts_query_runs_share_one_statement_budget() -> None:
     """A part that runs its query twice (a re-run, then a snapshot) runs both within one
     budget, entered at the first run and left when the part is made: the statement timeout
