@@ -171,3 +171,25 @@ def test_a_table_of_a_catalogs_name_hides_its_row(instance: Instance, session: S
         assert reader.execute("SELECT count(*) FROM pg_class").rows == [(len(RELATIONS) - 1,)]
     finally:
         reader.close()
+
+
+def test_a_views_column_of_a_name_or_a_local_time_has_that_type(session: Session) -> None:
+    """The types the protocol sends for them (`name`, `timestamp`) are in pg_type, and a
+    view's column of one has it, as psql's \\d shows it in PostgreSQL."""
+    session.execute("CREATE VIEW w AS SELECT current_user AS u, LOCALTIMESTAMP AS l, 1 AS n")
+    assert session.execute(COLUMNS).rows == [
+        ("w", 1, "u", "name", False),
+        ("w", 2, "l", "timestamp without time zone", False),
+        ("w", 3, "n", "integer", False),
+    ]
+    types = session.execute(
+        "SELECT oid, typname, typlen, typbyval, typcategory, typelem, typarray FROM pg_type"
+        " WHERE oid IN (19, 1003, 1114, 1115) ORDER BY oid"
+    ).rows
+    assert types == [
+        (19, "name", 64, False, "S", 0, 1003),
+        (1003, "_name", -1, False, "A", 19, 0),
+        (1114, "timestamp", 8, True, "D", 0, 1115),
+        (1115, "_timestamp", -1, False, "A", 1114, 0),
+    ]
+    assert session.execute("SELECT 'name'::regtype, 'timestamp'::regtype").rows == [(19, 1114)]

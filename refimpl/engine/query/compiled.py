@@ -40,13 +40,16 @@ class Compiled:
 @dataclass(slots=True)
 class ScopeColumn:
     """A column a name can mean. `hidden`: reachable only with its table's name (the columns
-    of a join's USING are, each side's own; the bare name means the merged one)."""
+    of a join's USING are, each side's own; the bare name means the merged one). `pg_type`:
+    PostgreSQL's type of it where `type` does not say it (`Column.pg_type`: a subquery's,
+    view's or WITH table's column of `current_user`)."""
 
     index: int
     type: str
     name: str
     qualifier: str | None = None
     hidden: bool = False
+    pg_type: str | None = None
 
 
 class SubqueryPlanner(Protocol):

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from refimpl.engine.query.compiled import Scope
+from refimpl.errors import SqlError
 from refimpl.sql import ast
 
 UNNAMED = "?column?"
@@ -74,14 +76,124 @@ def pg_names(items: Sequence[ast.SelectItem]) -> list[str | None]:
     return names
 
 
-def pg_types(items: Sequence[ast.SelectItem]) -> list[str | None]:
+def pg_types(items: Sequence[ast.SelectItem], scope: Scope | None = None) -> list[str | None]:
     """Each item's type as PostgreSQL types it where its column type does not say it
-    (`Column.pg_type`): a call of one of `_CALL_TYPES` as the whole item; else None (an
-    expression over such a call is typed as this engine types it)."""
+    (`Column.pg_type`), else None: see `pg_type`."""
+    return [pg_type(item.expr, scope) for item in items]
+
+
+def pg_type(expr: ast.Expr, scope: Scope | None) -> str | None:
+    """PostgreSQL's type of `expr` where its column type does not say it, else None: a call
+    of one of `_CALL_TYPES`; a column of `scope` that has one (a subquery's, a view's, a
+    WITH table's: `ScopeColumn.pg_type`); a scalar subquery's one column; and what
+    PostgreSQL's rules keep of it: `date_trunc(unit, timestamp)` and max or min of a
+    timestamp are timestamps; a CASE, coalesce or nullif has its values' common type
+    (`_common_type`; a string constant or NULL takes the others', as an `unknown` does).
+    An operator over one (`current_user || ''`) and a cast are typed as this engine types
+    them, as in PostgreSQL (text)."""
+    kind = type(expr)
+    if kind is ast.FuncCall:
+        assert isinstance(expr, ast.FuncCall)
+        name, args = expr.name, expr.args
+        if name in _CALL_TYPES:
+            return _CALL_TYPES[name]
+        if name in _SAME_TYPE:
+            return _common(args, scope)
+        if name == "date_trunc" and len(args) == 2 or name in ("max", "min") and len(args) == 1:
+            return "timestamp" if pg_type(args[-1], scope) == "timestamp" else None
+        return None
+    if kind is ast.ColumnRef and scope is not None:
+        assert isinstance(expr, ast.ColumnRef)
+        try:
+            return scope.resolve(expr).pg_type
+        except SqlError:  # an outer query's column, or none: its compile says which
+            return None
+    if kind is ast.Case:
+        assert isinstance(expr, ast.Case)
+        return _common([then for _, then in expr.whens] + [expr.else_ or _NULL], scope)
+    if kind is ast.ScalarSubquery:
+        assert isinstance(expr, ast.ScalarSubquery)
+        types = query_pg_types(expr.query)
+        return types[0] if types else None
+    return None
+
+
+def query_pg_types(query: ast.Query) -> list[str | None]:
+    """The `pg_type`s of a query's columns as its text says them, without its sources'
+    (a scalar subquery's: `(SELECT current_user)`)."""
+    if isinstance(query, ast.Select):
+        return pg_types(query.items)
+    if isinstance(query, ast.SetOperation):
+        return set_pg_types(
+            query_pg_types(query.left),
+            query_pg_types(query.right),
+            untyped_columns(query.left),
+            untyped_columns(query.right),
+        )
+    if isinstance(query, ast.WithQuery):
+        return query_pg_types(query.body)
+    return [None] * len(query.rows[0])  # VALUES: of this engine's types
+
+
+def untyped_columns(query: ast.Query) -> list[bool]:
+    """Which columns of a side of a set operation are a string constant or NULL, which
+    PostgreSQL types as the other side's column (`unknown`); a VALUES list's or a set
+    operation's are typed (text) by then. A select list with `*` says none."""
+    if isinstance(query, ast.WithQuery):
+        return untyped_columns(query.body)
+    if not isinstance(query, ast.Select) or any(type(i.expr) is ast.Star for i in query.items):
+        return []
+    return [_untyped(item.expr) for item in query.items]
+
+
+def set_pg_types(
+    left: Sequence[str | None],
+    right: Sequence[str | None],
+    left_untyped: Sequence[bool],
+    right_untyped: Sequence[bool],
+) -> list[str | None]:
+    """The `pg_type`s of a set operation's columns: PostgreSQL's common type of its sides'
+    (`_common_type`), where a side's constant takes the other's (`untyped_columns`)."""
+    width = len(left)
+    left_untyped = [*left_untyped, *[False] * width][:width]
+    right_untyped = [*right_untyped, *[False] * width][:width]
+    sides = zip(left, right, left_untyped, right_untyped, strict=False)
     return [
-        _CALL_TYPES.get(item.expr.name) if type(item.expr) is ast.FuncCall else None
-        for item in items
+        _common_type([t for t, untyped in ((a, a_open), (b, b_open)) if not untyped])
+        for a, b, a_open, b_open in sides
     ]
+
+
+def kept(pg_type: str | None, column_type: str) -> str | None:
+    """`pg_type` where the column's type holds its values (a `name` is a STRING here, a
+    `timestamp` a TIMESTAMP), else None: what this engine computed is another type."""
+    return pg_type if pg_type is not None and _HELD_AS[pg_type] == column_type else None
+
+
+_HELD_AS = {"name": "STRING", "timestamp": "TIMESTAMP"}
+_NULL = ast.Literal(None, "NULL")
+# Functions whose answer is of their arguments' common type (`_common_type`).
+_SAME_TYPE = frozenset({"coalesce", "nullif"})
+
+
+def _untyped(expr: ast.Expr) -> bool:
+    return isinstance(expr, ast.Literal) and expr.type in ("STRING", "NULL")
+
+
+def _common(exprs: Sequence[ast.Expr], scope: Scope | None) -> str | None:
+    """The common `pg_type` of `exprs` but their string constants and NULLs."""
+    return _common_type([pg_type(e, scope) for e in exprs if not _untyped(e)])
+
+
+def _common_type(types: Sequence[str | None]) -> str | None:
+    """PostgreSQL's common type (its `select_common_type`) of values of `types`, in order
+    (None: the column type's own): the first where each converts to the other implicitly
+    (`name` before text is `name`, text before `name` text); `timestamp` only among
+    timestamps (with a `timestamptz`, that one, its category's preferred type)."""
+    if not types:
+        return None
+    first = types[0]
+    return first if first == "name" or all(t == first for t in types) else None
 
 
 def pg_column_name(expr: ast.Expr) -> str:

@@ -60,7 +60,7 @@ class Relation:
     # qualified name), and a relation's columns never change once it is made.
     @functools.cached_property
     def columns(self) -> list[Column]:
-        return [Column(c.name, c.type) for c in self.scope_columns]
+        return [Column(c.name, c.type, pg_type=c.pg_type) for c in self.scope_columns]
 
     @functools.cached_property
     def qualifiers(self) -> frozenset[str]:
@@ -96,7 +96,7 @@ def named(
     labels = list(names) or [c.name for c in columns]
     lowered = qualifier.lower() if qualifier else None
     scope_columns = [
-        ScopeColumn(i, c.type, label, lowered)
+        ScopeColumn(i, c.type, label, lowered, pg_type=c.pg_type)
         for i, (c, label) in enumerate(zip(columns, labels, strict=True))
     ]
     return Relation(scope_columns, produce)
@@ -182,10 +182,11 @@ def join(
         )
     width = len(left.scope_columns)
     columns = [
-        ScopeColumn(c.index, c.type, c.name, c.qualifier, c.hidden) for c in left.scope_columns
+        ScopeColumn(c.index, c.type, c.name, c.qualifier, c.hidden, c.pg_type)
+        for c in left.scope_columns
     ]
     columns += [
-        ScopeColumn(width + c.index, c.type, c.name, c.qualifier, c.hidden)
+        ScopeColumn(width + c.index, c.type, c.name, c.qualifier, c.hidden, c.pg_type)
         for c in right.scope_columns
     ]
     star = list(left.star) + [width + i for i in right.star]
@@ -230,7 +231,7 @@ def _on_plan(
     # The right side's expressions read a row of the right side alone.
     right_only = scope.over(
         [
-            ScopeColumn(c.index - width, c.type, c.name, c.qualifier, c.hidden)
+            ScopeColumn(c.index - width, c.type, c.name, c.qualifier, c.hidden, c.pg_type)
             for c in columns[width:]
         ],
         "ON",
@@ -320,7 +321,9 @@ def _using_plan(
         a.hidden = b.hidden = True
         # Which side's value the merged column shows: the left's, but the right's where
         # a RIGHT or FULL join has no left row.
-        merged.append((ScopeColumn(total + offset, a.type, a.name, _NO_TABLE), a.index, b.index))
+        pg_type = a.pg_type if a.pg_type == b.pg_type else None
+        merged_column = ScopeColumn(total + offset, a.type, a.name, _NO_TABLE, pg_type=pg_type)
+        merged.append((merged_column, a.index, b.index))
     hidden = {i for _, a_index, b_index in merged for i in (a_index, b_index)}
     star = [total + offset for offset in range(len(merged))] + [i for i in star if i not in hidden]
     right_columns: list[int | None] = [b_index - width for _, _, b_index in merged]

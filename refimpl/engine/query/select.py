@@ -40,7 +40,7 @@ from refimpl.engine.query.functions import CLOCK_FUNCTIONS
 from refimpl.engine.query.names import canonical
 from refimpl.engine.query.ordering import OrderFn, OrderFns, first_rows, sort_rows
 from refimpl.engine.query.pg_names import column_name as column_name
-from refimpl.engine.query.pg_names import pg_names, pg_types
+from refimpl.engine.query.pg_names import kept, pg_names, pg_types
 from refimpl.engine.query.relations import Relation, bounded
 from refimpl.engine.query.set_returning import SET_RETURNING
 from refimpl.engine.query.windows import expanded, needs_relation
@@ -214,7 +214,9 @@ def compile_select(
         scope_columns = source.scope_columns
         qualifiers |= source.qualifiers
     else:
-        scope_columns = [ScopeColumn(i, c.type, c.name) for i, c in enumerate(columns)]
+        scope_columns = [
+            ScopeColumn(i, c.type, c.name, pg_type=c.pg_type) for i, c in enumerate(columns)
+        ]
     # A table with an alias is named by its alias only: `t.b` inside `FROM t AS x` is the
     # column b of an outer query's t.
     if source is not None and source.qualifier:
@@ -332,8 +334,10 @@ def _plain(
     compiled = [compile_expression(item.expr, scope) for item in items]
     names = [column_name(item) for item in items]
     output_columns = [
-        Column(n, _result_type(c), p, t)
-        for n, c, p, t in zip(names, compiled, pg_names(items), pg_types(items), strict=True)
+        Column(n, type_, p, kept(t, type_))
+        for n, type_, p, t in zip(
+            names, map(_result_type, compiled), pg_names(items), pg_types(items, scope), strict=True
+        )
     ]
     fns = [c.fn for c in compiled]
     distinct = select.distinct
@@ -484,7 +488,7 @@ def _grouped(
     # GROUP BY names (the trees are compared, not the text).
     names = [column_name(item) for item in items]
     pg_column_names = pg_names(items)  # of the items as written
-    pg_column_types = pg_types(items)
+    pg_column_types = pg_types(items, scope)
     items = [ast.SelectItem(canonical(item.expr, scope), item.alias) for item in items]
     having_expr = None if select.having is None else canonical(select.having, scope)
     orders = [dataclasses.replace(o, expr=canonical(o.expr, scope)) for o in select.order_by]
@@ -521,8 +525,10 @@ def _grouped(
     )
     compiled = [_compile_grouped(item.expr, group_scope) for item in items]
     output_columns = [
-        Column(n, _result_type(c), p, t)
-        for n, c, p, t in zip(names, compiled, pg_column_names, pg_column_types, strict=True)
+        Column(n, type_, p, kept(t, type_))
+        for n, type_, p, t in zip(
+            names, map(_result_type, compiled), pg_column_names, pg_column_types, strict=True
+        )
     ]
     having = None
     if having_expr is not None:

@@ -22,6 +22,7 @@ from refimpl.engine.query.compiled import (
     refuse_blob,
     row_count,
 )
+from refimpl.engine.query.pg_names import kept, set_pg_types, untyped_columns
 from refimpl.engine.query.select import QueryOutput, sort_rows
 from refimpl.engine.result import Column
 from refimpl.errors import SqlError, UnknownColumn
@@ -35,8 +36,10 @@ def _result_type(type_: str) -> str:
     return "STRING" if type_ == "NULL" else type_
 
 
-def combine(op: str, all_: bool, left: QueryOutput, right: QueryOutput) -> QueryOutput:
-    """`left op [ALL] right`."""
+def combine(query: ast.SetOperation, left: QueryOutput, right: QueryOutput) -> QueryOutput:
+    """`query`, whose sides answered `left` and `right`: `left op [ALL] right`. A side's
+    column of a string constant or NULL takes the other's `pg_type` (`set_pg_types`)."""
+    op, all_ = query.op, query.all
     if len(left.columns) != len(right.columns):
         raise SqlError(
             f"the two sides of {op} answer {len(left.columns)} and {len(right.columns)}"
@@ -47,7 +50,16 @@ def combine(op: str, all_: bool, left: QueryOutput, right: QueryOutput) -> Query
         # A side's column of only NULLs says STRING; it takes the other side's type.
         pair = [a.type, b.type]
         types.append(_result_type(common_type(pair, op)))
-    columns = [Column(c.name, t, c.pg_name) for c, t in zip(left.columns, types, strict=True)]
+    pg_types = set_pg_types(
+        [c.pg_type for c in left.columns],
+        [c.pg_type for c in right.columns],
+        untyped_columns(query.left),
+        untyped_columns(query.right),
+    )
+    columns = [
+        Column(c.name, t, c.pg_name, kept(p, t))
+        for c, t, p in zip(left.columns, types, pg_types, strict=True)
+    ]
     first = _widened(
         left.rows, [t if a.type != t else "" for a, t in zip(left.columns, types, strict=True)]
     )

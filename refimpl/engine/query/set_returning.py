@@ -114,7 +114,10 @@ def inner_columns(source: Any) -> list[ScopeColumn]:
         return list(source.scope_columns)
     qualifier = source.qualifier or (source.schema.name if source.schema else None)
     lowered = qualifier.lower() if qualifier else None
-    return [ScopeColumn(i, c.type, c.name, lowered) for i, c in enumerate(source.columns)]
+    return [
+        ScopeColumn(i, c.type, c.name, lowered, pg_type=c.pg_type)
+        for i, c in enumerate(source.columns)
+    ]
 
 
 def source_rows(source: Any) -> Callable[[], Iterable[Row]]:

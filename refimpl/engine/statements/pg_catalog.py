@@ -71,6 +71,8 @@ FORMAT_TYPE = {oid: shown for oid, _, _, shown in TYPES.values()} | {
     0: "-",
     21: "smallint",
     26: "oid",
+    19: "name",
+    1114: "timestamp without time zone",
     22: "int2vector",
     30: "oidvector",
 }
@@ -402,7 +404,8 @@ def _pg_attribute(context: StatementContext, views: ViewColumns | None) -> Query
     for view in readable_views(context, views):  # the columns a read of the view answers
         for number, view_column in enumerate(view.columns, start=1):
             relid = name_oid(view.name)
-            rows.append(_attribute_row(relid, view_column.name, view_column.type, number))
+            kind = view_column.pg_type or view_column.type  # `name` where PostgreSQL says so
+            rows.append(_attribute_row(relid, view_column.name, kind, number))
     return QueryOutput(columns, rows)
 
 
@@ -437,8 +440,9 @@ def _attribute_row(
     )
 
 
-# The types a view's column may have beside the column types (TYPES): the catalog's.
-_CATALOG_TYPE_OIDS = {"OID": 26, "INT2VECTOR": 22, "OIDVECTOR": 30}
+# The types a view's column may have beside the column types (TYPES): the catalog's, and
+# the `Column.pg_type`s.
+_CATALOG_TYPE_OIDS = {"OID": 26, "INT2VECTOR": 22, "OIDVECTOR": 30, "name": 19, "timestamp": 1114}
 
 
 def _type_oid_size(column_type: str) -> tuple[int, int]:
@@ -465,7 +469,7 @@ def _pg_type(context: StatementContext, views: ViewColumns | None) -> QueryOutpu
     kinds = {oid: (name, size, _TYPE_EXTRA[oid][1], 0, _TYPE_EXTRA[oid][0])
              for oid, name, size, _ in TYPES.values()}  # fmt: skip
     rows = sorted(
-        (oid, name, PG_CATALOG, owner, size, size > 0, "b", category, True, ",", 0, element,
+        (oid, name, PG_CATALOG, owner, size, 0 < size <= 8, "b", category, True, ",", 0, element,
          array, 0, -1, False, 100 if 25 in (oid, element) else 0, None, None)
         for oid, (name, size, category, element, array) in (kinds | OTHER_TYPES).items()
     )  # fmt: skip

@@ -49,11 +49,15 @@ OPCLASSES = {16: (10003, "bool_ops", 424), 23: (1978, "int4_ops", 1976),
              20: (3124, "int8_ops", 1976), 701: (3123, "float8_ops", 1970),
              25: (3126, "text_ops", 1994), 1184: (3127, "timestamptz_ops", 434)}  # fmt: skip
 # The types a client meets beside the column types' own (PostgreSQL 15's OIDs): the
-# catalog's int2 and oid, its vectors, and the arrays of those and of each column type (what
-# array_agg answers). A driver that reads an array by the catalog (asyncpg, pgjdbc) finds its
-# element here. OID -> (typname, typlen, typcategory, typelem, typarray).
+# catalog's int2 and oid, its vectors, `name` and `timestamp` (the protocol's types of the
+# session's names and LOCALTIMESTAMP: `Column.pg_type`), and the arrays of those and of each
+# column type (what array_agg answers). A driver that reads an array by the catalog
+# (asyncpg, pgjdbc) finds its element here. OID -> (typname, typlen, typcategory, typelem,
+# typarray).
 OTHER_TYPES = {
     21: ("int2", 2, "N", 0, 1005), 26: ("oid", 4, "N", 0, 1028),
+    19: ("name", 64, "S", 0, 1003), 1114: ("timestamp", 8, "D", 0, 1115),
+    1003: ("_name", -1, "A", 19, 0), 1115: ("_timestamp", -1, "A", 1114, 0),
     22: ("int2vector", -1, "A", 21, 1006), 30: ("oidvector", -1, "A", 26, 1013),
     1000: ("_bool", -1, "A", 16, 0), 1005: ("_int2", -1, "A", 21, 0),
     1006: ("_int2vector", -1, "A", 22, 0), 1007: ("_int4", -1, "A", 23, 0),

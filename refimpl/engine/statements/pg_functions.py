@@ -421,6 +421,9 @@ def _unquoted(name: str) -> str:
 _TYPE_NAMES = {name: oid for oid, name, _, _ in TYPES.values()} | {
     shown: oid for oid, _, _, shown in TYPES.values()
 }
+# The protocol's types of the session's names and LOCALTIMESTAMP (`Column.pg_type`), which a
+# view's column has (pg_attribute).
+_TYPE_NAMES |= {"name": 19, "timestamp": 1114, "timestamp without time zone": 1114}
 
 
 # PostgreSQL's pseudo-types a catalog query names (`prorettype::regtype != 'trigger'::regtype`).

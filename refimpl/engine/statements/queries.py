@@ -252,8 +252,7 @@ class QueryRunner:
         if isinstance(query, ast.Values):
             return values_output(query, self._scope("VALUES"), compile_expression)
         if isinstance(query, ast.SetOperation):
-            left, right = self.run(query.left), self.run(query.right)
-            output = combine(query.op, query.all, left, right)
+            output = combine(query, self.run(query.left), self.run(query.right))
             return order_and_limit(
                 output,
                 query.order_by,
@@ -584,7 +583,8 @@ def _renamed(output: QueryOutput, names: tuple[str, ...], table: str) -> QueryOu
             f"{len(names)} column name(s) given for '{table}', whose query answers"
             f" {len(output.columns)} column(s)"
         )
-    columns = [Column(n, c.type) for n, c in zip(names, output.columns, strict=True)]
+    pairs = zip(names, output.columns, strict=True)
+    columns = [Column(n, c.type, pg_type=c.pg_type) for n, c in pairs]
     return QueryOutput(columns, output.rows)
 
 

@@ -1,0 +1,89 @@
+"""The types PostgreSQL 15 gives SQL's value functions (`name` for the session's names,
+`timestamp` for LOCALTIMESTAMP) carried where PostgreSQL carries them: through a subquery,
+a view, a WITH table, a join's USING, a set operation and a scalar subquery, into CASE,
+coalesce, nullif, date_trunc, max and min. Each statement's columns are compared by type
+OID with PostgreSQL's, in text and in binary and prepared, and their values read alike
+(a `timestamp` without a zone on both)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import datetime
+
+import psycopg
+import pytest
+
+from tests.differential.session import connected_pair
+
+SETUP = (
+    "CREATE TABLE t (a INT, b TEXT)",
+    "INSERT INTO t VALUES (1, 'x')",
+    "CREATE VIEW v AS SELECT current_user AS u, LOCALTIMESTAMP AS l, b FROM t",
+    "SET TIME ZONE 'UTC'",
+)
+# Each statement and the type OIDs both must give its columns.
+CARRIED = {
+    "SELECT x FROM (SELECT current_user AS x) s": [19],
+    "SELECT * FROM (SELECT session_user AS s, LOCALTIMESTAMP(3) AS l, 1 AS n) q": [19, 1114, 23],
+    "SELECT u, l, b FROM v": [19, 1114, 25],
+    "SELECT * FROM v": [19, 1114, 25],
+    "SELECT v.u FROM v JOIN t ON t.b = v.b": [19],
+    "WITH c AS (SELECT current_user AS u, LOCALTIMESTAMP AS l) SELECT u, l FROM c": [19, 1114],
+    "WITH c(z) AS (SELECT current_catalog) SELECT z FROM c": [19],
+    "SELECT x FROM (SELECT current_user AS x) s JOIN (SELECT session_user AS x) r USING (x)": [19],
+    "SELECT u, count(*) AS n FROM v GROUP BY u": [19, 20],
+    "SELECT (SELECT current_user) AS x": [19],
+    "SELECT (SELECT current_user UNION SELECT 'a' ORDER BY 1 LIMIT 1) AS x": [19],
+    "SELECT current_user UNION SELECT session_user": [19],
+    "SELECT current_user AS x UNION ALL SELECT 'a' ORDER BY x": [19],
+    "SELECT 'a' AS x UNION SELECT current_user ORDER BY x": [19],
+    "SELECT current_user AS x UNION SELECT b FROM t ORDER BY x": [19],
+    "SELECT b FROM t UNION SELECT current_user ORDER BY b": [25],
+    "SELECT 'a' AS x UNION SELECT 'b' UNION SELECT current_user ORDER BY x": [25],
+    "SELECT LOCALTIMESTAMP AS x UNION SELECT LOCALTIMESTAMP(2)": [1114],
+    "SELECT LOCALTIMESTAMP AS x UNION SELECT now()": [1184],
+    "SELECT u FROM v UNION SELECT current_role": [19],
+    "SELECT date_trunc('minute', LOCALTIMESTAMP) AS d, date_trunc('day', l) AS e FROM v": [
+        1114,
+        1114,
+    ],
+    "SELECT date_trunc('minute', CURRENT_TIMESTAMP) AS d": [1184],
+    "SELECT max(LOCALTIMESTAMP) AS a, min(l) AS b, max(current_user) AS c FROM v": [1114, 1114, 25],
+    "SELECT coalesce(current_user, 'x') AS a, coalesce(u, b) AS b, coalesce(b, u) AS c FROM v": [
+        19,
+        19,
+        25,
+    ],
+    "SELECT nullif(current_user, 'x') AS a, CASE WHEN true THEN current_user END AS b": [19, 19],
+    "SELECT CASE WHEN false THEN LOCALTIMESTAMP ELSE LOCALTIMESTAMP(0) END AS a,"
+    " CASE WHEN true THEN LOCALTIMESTAMP ELSE now() END AS b": [1114, 1184],
+    "SELECT x || '' AS a, x::text AS b FROM (SELECT current_user AS x) s": [25, 25],
+}
+
+
+@pytest.fixture(scope="module")
+def both() -> Iterator[tuple[psycopg.Connection, psycopg.Connection]]:
+    with connected_pair(*SETUP) as pair:
+        yield pair
+
+
+@pytest.mark.parametrize(("binary", "prepare"), [(False, False), (True, False), (True, True)])
+def test_the_types_are_carried_as_postgresql_carries_them(
+    both, binary: bool, prepare: bool
+) -> None:
+    theirs, ours = both
+    for sql, oids in CARRIED.items():
+        answers = []
+        for conn in (theirs, ours):
+            cursor = conn.cursor(binary=binary)
+            cursor.execute(sql, prepare=prepare)
+            types = [c.type_code for c in cursor.description or ()]
+            zones = [
+                [v.tzinfo is None for v in row if isinstance(v, datetime)]
+                for row in cursor.fetchall()
+            ]
+            answers.append((types, zones))
+        assert answers[0][0] == oids, f"PostgreSQL: {sql}"
+        assert answers[1] == answers[0], (
+            f"{sql}\n  PostgreSQL: {answers[0]}\n  refimpl: {answers[1]}"
+        )

@@ -1,0 +1,46 @@
+"""The PostgreSQL types a result column keeps where its column type does not say them
+(`Column.pg_type`, spec/pgwire.md "Types"): the session's names are `name` and
+LOCALTIMESTAMP `timestamp`, through a subquery, a view, a WITH table, a join, a set
+operation and a scalar subquery, and into the functions that keep their argument's type;
+the column type (what /exec says) stays STRING or TIMESTAMP."""
+
+from __future__ import annotations
+
+import pytest
+
+from refimpl.engine.session import Session
+
+CASES = [
+    ("SELECT x, n FROM (SELECT current_user AS x, 1 AS n) s", [("STRING", "name"), ("INT", None)]),
+    ("SELECT * FROM v", [("STRING", "name"), ("TIMESTAMP", "timestamp"), ("STRING", None)]),
+    ("SELECT v.u, t.b FROM v JOIN t ON t.b = v.b", [("STRING", "name"), ("STRING", None)]),
+    ("WITH c(z) AS (SELECT LOCALTIMESTAMP) SELECT z FROM c", [("TIMESTAMP", "timestamp")]),
+    ("SELECT u, count(*) FROM v GROUP BY u", [("STRING", "name"), ("BIGINT", None)]),
+    ("SELECT max(l), min(u) FROM v", [("TIMESTAMP", "timestamp"), ("STRING", None)]),
+    ("SELECT (SELECT current_user) AS x", [("STRING", "name")]),
+    ("SELECT current_user UNION SELECT 'a'", [("STRING", "name")]),
+    ("SELECT NULL AS x UNION SELECT u FROM v", [("STRING", "name")]),
+    ("SELECT b FROM t UNION SELECT current_user", [("STRING", None)]),
+    ("SELECT current_user UNION SELECT b FROM t", [("STRING", "name")]),  # the first side's
+    ("SELECT LOCALTIMESTAMP UNION SELECT now()", [("TIMESTAMP", None)]),  # timestamptz
+    ("SELECT date_trunc('hour', l), date_trunc('hour', now()) FROM v",
+     [("TIMESTAMP", "timestamp"), ("TIMESTAMP", None)]),
+    ("SELECT coalesce(u, 'x'), coalesce(b, u), CASE WHEN true THEN l END FROM v",
+     [("STRING", "name"), ("STRING", None), ("TIMESTAMP", "timestamp")]),
+    # An operator or a cast is typed as this engine types it (text in PostgreSQL too).
+    ("SELECT u || '', CAST(u AS TEXT), length(u) FROM v",
+     [("STRING", None), ("STRING", None), ("INT", None)]),
+    # A USING column of a name and a text is no `name`.
+    ("SELECT x FROM (SELECT current_user AS x) s JOIN (SELECT b AS x FROM t) r USING (x)",
+     [("STRING", None)]),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("sql", "expected"), CASES)
+def test_a_columns_postgresql_type_is_carried(session: Session, sql: str, expected: list) -> None:
+    session.execute(
+        "CREATE TABLE t (a INT, b STRING); INSERT INTO t VALUES (1, 'admin');"
+        " CREATE VIEW v AS SELECT current_user AS u, LOCALTIMESTAMP AS l, b FROM t"
+    )
+    columns = session.execute(sql).columns or []
+    assert [(c.type, c.pg_type) for c in columns] == expected
