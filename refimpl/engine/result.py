@@ -12,12 +12,14 @@ class Column:
     names `1`: see `refimpl.engine.query.pg_names`), None where both name it alike.
     `pg_type` is PostgreSQL's type of it where `type` does not say it and the values are the
     same (`name` for `current_user`, a STRING; `timestamp` for LOCALTIMESTAMP, a TIMESTAMP
-    in UTC), None where `type` says it."""
+    in UTC), None where `type` says it. `pg_typmod` is PostgreSQL's type modifier of it
+    (the precision of `CURRENT_TIMESTAMP(3)`: 3), -1 where it has none."""
 
     name: str
     type: str
     pg_name: str | None = None
     pg_type: str | None = None
+    pg_typmod: int = -1
 
 
 @dataclass(slots=True)

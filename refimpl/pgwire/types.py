@@ -281,7 +281,10 @@ def row_description(columns: list[Column], formats: list[int]) -> m.RowDescripti
     fields = []
     for column, fmt in zip(columns, formats, strict=True):
         pg = column_pg_type(column)
-        fields.append(m.FieldDescription(column.pg_name or column.name, pg.oid, pg.size, fmt))
+        name = column.pg_name or column.name
+        fields.append(
+            m.FieldDescription(name, pg.oid, pg.size, fmt, type_modifier=column.pg_typmod)
+        )
     return m.RowDescription(tuple(fields))
 
 

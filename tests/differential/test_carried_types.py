@@ -19,6 +19,7 @@ SETUP = (
     "CREATE TABLE t (a INT, b TEXT)",
     "INSERT INTO t VALUES (1, 'x')",
     "CREATE VIEW v AS SELECT current_user AS u, LOCALTIMESTAMP AS l, b FROM t",
+    "CREATE VIEW w AS SELECT LOCALTIMESTAMP(3) AS l, CURRENT_TIMESTAMP(1) AS c",
     "SET TIME ZONE 'UTC'",
 )
 # Each statement and the type OIDs both must give its columns.
@@ -87,3 +88,38 @@ def test_the_types_are_carried_as_postgresql_carries_them(
         assert answers[1] == answers[0], (
             f"{sql}\n  PostgreSQL: {answers[0]}\n  refimpl: {answers[1]}"
         )
+
+
+# Each statement and the type modifiers both must give its columns.
+PRECISE = {
+    "SELECT CURRENT_TIMESTAMP(3), LOCALTIMESTAMP(0), LOCALTIMESTAMP, now()": [3, 0, -1, -1],
+    "SELECT l, c FROM w": [3, 1],
+    "SELECT x FROM (SELECT LOCALTIMESTAMP(2) AS x) s": [2],
+    "WITH c(x) AS (SELECT CURRENT_TIMESTAMP(4)) SELECT x FROM c": [4],
+    "SELECT (SELECT LOCALTIMESTAMP(3)) AS x": [3],
+    "SELECT LOCALTIMESTAMP(3) AS x UNION SELECT LOCALTIMESTAMP(3)": [3],
+    "SELECT LOCALTIMESTAMP(3) AS x UNION SELECT LOCALTIMESTAMP(2)": [-1],
+    "SELECT coalesce(l, NULL) AS a, CASE WHEN true THEN c END AS b FROM w": [3, 1],
+    "SELECT max(l) AS a, date_trunc('day', l) AS b FROM w GROUP BY l": [-1, -1],
+    "SELECT a.attname, a.atttypmod, pg_catalog.format_type(a.atttypid, a.atttypmod) AS t"
+    " FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_class c ON c.oid = a.attrelid"
+    " WHERE c.relname = 'w' ORDER BY a.attnum": [-1, -1, -1],
+}
+
+
+@pytest.mark.parametrize("binary", [False, True])
+def test_a_timestamps_precision_is_sent_as_postgresql_sends_it(both, binary: bool) -> None:
+    theirs, ours = both
+    for sql, typmods in PRECISE.items():
+        answers = []
+        for conn in (theirs, ours):
+            cursor = conn.cursor(binary=binary)
+            cursor.execute(sql)
+            result = cursor.pgresult
+            assert result is not None
+            answers.append([result.fmod(i) for i in range(result.nfields)])
+            if "atttypmod" in sql:  # the view's columns: their precision and its name
+                answers.append([tuple(row[1:]) for row in cursor.fetchall()])
+        half = len(answers) // 2  # PostgreSQL's, then refimpl's
+        assert answers[0] == typmods, f"PostgreSQL: {sql}"
+        assert answers[half:] == answers[:half], sql

@@ -193,3 +193,16 @@ def test_a_views_column_of_a_name_or_a_local_time_has_that_type(session: Session
         (1115, "_timestamp", -1, False, "A", 1114, 0),
     ]
     assert session.execute("SELECT 'name'::regtype, 'timestamp'::regtype").rows == [(19, 1114)]
+
+
+def test_a_views_column_of_a_precise_clock_keeps_its_precision(session: Session) -> None:
+    session.execute("CREATE VIEW p AS SELECT CURRENT_TIMESTAMP(3) AS c, LOCALTIMESTAMP AS l")
+    rows = session.execute(
+        "SELECT a.attname, a.atttypmod, pg_catalog.format_type(a.atttypid, a.atttypmod)"
+        " FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_class c ON c.oid = a.attrelid"
+        " WHERE c.relname = 'p' ORDER BY a.attnum"
+    ).rows
+    assert rows == [
+        ("c", 3, "timestamp(3) with time zone"),
+        ("l", -1, "timestamp without time zone"),
+    ]

@@ -66,3 +66,16 @@ def test_a_local_timestamp_is_written_as_postgresql_writes_one() -> None:
     ]
     binary = t.RowShape.of([local, Column("at", "TIMESTAMP")], [1, 1])
     assert binary.encoders[0](micros) == binary.encoders[1](micros)
+
+
+def test_a_columns_type_modifier_is_sent_in_its_field() -> None:
+    """The precision of CURRENT_TIMESTAMP(3) is its field's type modifier, as PostgreSQL
+    sends it; a column without one sends -1."""
+    columns = [
+        Column("current_timestamp", "TIMESTAMP", pg_typmod=3),
+        Column("localtimestamp", "TIMESTAMP", None, "timestamp", 0),
+        Column("at", "TIMESTAMP"),
+    ]
+    shape = t.RowShape.of(columns, [0, 1, 0])
+    fields = shape.description.fields
+    assert [(f.type_oid, f.type_modifier) for f in fields] == [(1184, 3), (1114, 0), (1184, -1)]

@@ -42,7 +42,7 @@ class ScopeColumn:
     """A column a name can mean. `hidden`: reachable only with its table's name (the columns
     of a join's USING are, each side's own; the bare name means the merged one). `pg_type`:
     PostgreSQL's type of it where `type` does not say it (`Column.pg_type`: a subquery's,
-    view's or WITH table's column of `current_user`)."""
+    view's or WITH table's column of `current_user`), `pg_typmod` its type modifier."""
 
     index: int
     type: str
@@ -50,6 +50,7 @@ class ScopeColumn:
     qualifier: str | None = None
     hidden: bool = False
     pg_type: str | None = None
+    pg_typmod: int = -1
 
 
 class SubqueryPlanner(Protocol):

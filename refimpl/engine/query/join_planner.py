@@ -329,7 +329,9 @@ def _in_written_order(joined: Relation, leaves: list[Leaf], offsets: dict[int, i
     for index, leaf in enumerate(leaves):
         base = len(columns)
         columns += [
-            ScopeColumn(base + c.index, c.type, c.name, c.qualifier, c.hidden, c.pg_type)
+            ScopeColumn(
+                base + c.index, c.type, c.name, c.qualifier, c.hidden, c.pg_type, c.pg_typmod
+            )
             for c in leaf.relation.scope_columns
         ]
         star += [base + i for i in leaf.relation.star]

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from refimpl.engine.query.compiled import Scope
+from refimpl.engine.result import Column
 from refimpl.errors import SqlError
 from refimpl.sql import ast
 
@@ -118,6 +119,55 @@ def pg_type(expr: ast.Expr, scope: Scope | None) -> str | None:
     return None
 
 
+def pg_typmods(items: Sequence[ast.SelectItem], scope: Scope | None = None) -> list[int]:
+    """Each item's type modifier as PostgreSQL gives it (`Column.pg_typmod`): see
+    `pg_typmod`."""
+    return [pg_typmod(item.expr, scope) for item in items]
+
+
+def pg_typmod(expr: ast.Expr, scope: Scope | None) -> int:
+    """PostgreSQL's type modifier of `expr`, -1 where it has none: the precision of
+    `CURRENT_TIMESTAMP(p)` and `LOCALTIMESTAMP(p)`; a column's of `scope`
+    (`ScopeColumn.pg_typmod`); a scalar subquery's one column's; nullif's first
+    argument's; a CASE's or coalesce's where all its values but constants and NULLs have
+    the same one; -1 for any other expression (date_trunc, max, an operator)."""
+    kind = type(expr)
+    if kind is ast.FuncCall:
+        assert isinstance(expr, ast.FuncCall)
+        name, args = expr.name, expr.args
+        if name in _PRECISE and len(args) == 1 and isinstance(args[0], ast.Literal):
+            return args[0].value if type(args[0].value) is int else -1
+        if name == "nullif" and args:  # its answer is its first argument, or NULL
+            return pg_typmod(args[0], scope)
+        return _common_typmod(args, scope) if name == "coalesce" else -1
+    if kind is ast.ColumnRef and scope is not None:
+        assert isinstance(expr, ast.ColumnRef)
+        try:
+            return scope.resolve(expr).pg_typmod
+        except SqlError:  # an outer query's column, or none: its compile says which
+            return -1
+    if kind is ast.Case:
+        assert isinstance(expr, ast.Case)
+        return _common_typmod([then for _, then in expr.whens] + [expr.else_ or _NULL], scope)
+    if kind is ast.ScalarSubquery:
+        assert isinstance(expr, ast.ScalarSubquery)
+        typmods = query_pg_typmods(expr.query)
+        return typmods[0] if typmods else -1
+    return -1
+
+
+def query_pg_typmods(query: ast.Query) -> list[int]:
+    """The `pg_typmod`s of a query's columns as its text says them (`query_pg_types`)."""
+    if isinstance(query, ast.Select):
+        return pg_typmods(query.items)
+    if isinstance(query, ast.SetOperation):
+        left, right = query_pg_typmods(query.left), query_pg_typmods(query.right)
+        return [a if a == b else -1 for a, b in zip(left, right, strict=False)]
+    if isinstance(query, ast.WithQuery):
+        return query_pg_typmods(query.body)
+    return [-1] * len(query.rows[0])
+
+
 def query_pg_types(query: ast.Query) -> list[str | None]:
     """The `pg_type`s of a query's columns as its text says them, without its sources'
     (a scalar subquery's: `(SELECT current_user)`)."""
@@ -164,6 +214,15 @@ def set_pg_types(
     ]
 
 
+def typed_column(
+    name: str, column_type: str, pg_name: str | None, pg_type: str | None, pg_typmod: int
+) -> Column:
+    """A result column with PostgreSQL's type where its column type holds its values
+    (`kept`), and its type modifier where it is a TIMESTAMP (the clock's precision)."""
+    typmod = pg_typmod if column_type == "TIMESTAMP" else -1
+    return Column(name, column_type, pg_name, kept(pg_type, column_type), typmod)
+
+
 def kept(pg_type: str | None, column_type: str) -> str | None:
     """`pg_type` where the column's type holds its values (a `name` is a STRING here, a
     `timestamp` a TIMESTAMP), else None: what this engine computed is another type."""
@@ -172,6 +231,8 @@ def kept(pg_type: str | None, column_type: str) -> str | None:
 
 _HELD_AS = {"name": "STRING", "timestamp": "TIMESTAMP"}
 _NULL = ast.Literal(None, "NULL")
+# The calls whose one argument is their answer's precision, its type modifier.
+_PRECISE = frozenset({"current_timestamp", "localtimestamp"})
 # Functions whose answer is of their arguments' common type (`_common_type`).
 _SAME_TYPE = frozenset({"coalesce", "nullif"})
 
@@ -183,6 +244,13 @@ def _untyped(expr: ast.Expr) -> bool:
 def _common(exprs: Sequence[ast.Expr], scope: Scope | None) -> str | None:
     """The common `pg_type` of `exprs` but their string constants and NULLs."""
     return _common_type([pg_type(e, scope) for e in exprs if not _untyped(e)])
+
+
+def _common_typmod(exprs: Sequence[ast.Expr], scope: Scope | None) -> int:
+    """The type modifier all of `exprs` but their string constants and NULLs have, else -1
+    (a CASE's or coalesce's in PostgreSQL)."""
+    typmods = {pg_typmod(e, scope) for e in exprs if not _untyped(e)}
+    return typmods.pop() if len(typmods) == 1 else -1
 
 
 def _common_type(types: Sequence[str | None]) -> str | None:

@@ -60,7 +60,7 @@ class Relation:
     # qualified name), and a relation's columns never change once it is made.
     @functools.cached_property
     def columns(self) -> list[Column]:
-        return [Column(c.name, c.type, pg_type=c.pg_type) for c in self.scope_columns]
+        return [Column(c.name, c.type, None, c.pg_type, c.pg_typmod) for c in self.scope_columns]
 
     @functools.cached_property
     def qualifiers(self) -> frozenset[str]:
@@ -96,7 +96,7 @@ def named(
     labels = list(names) or [c.name for c in columns]
     lowered = qualifier.lower() if qualifier else None
     scope_columns = [
-        ScopeColumn(i, c.type, label, lowered, pg_type=c.pg_type)
+        ScopeColumn(i, c.type, label, lowered, False, c.pg_type, c.pg_typmod)
         for i, (c, label) in enumerate(zip(columns, labels, strict=True))
     ]
     return Relation(scope_columns, produce)
@@ -182,11 +182,11 @@ def join(
         )
     width = len(left.scope_columns)
     columns = [
-        ScopeColumn(c.index, c.type, c.name, c.qualifier, c.hidden, c.pg_type)
+        ScopeColumn(c.index, c.type, c.name, c.qualifier, c.hidden, c.pg_type, c.pg_typmod)
         for c in left.scope_columns
     ]
     columns += [
-        ScopeColumn(width + c.index, c.type, c.name, c.qualifier, c.hidden, c.pg_type)
+        ScopeColumn(width + c.index, c.type, c.name, c.qualifier, c.hidden, c.pg_type, c.pg_typmod)
         for c in right.scope_columns
     ]
     star = list(left.star) + [width + i for i in right.star]
@@ -231,7 +231,9 @@ def _on_plan(
     # The right side's expressions read a row of the right side alone.
     right_only = scope.over(
         [
-            ScopeColumn(c.index - width, c.type, c.name, c.qualifier, c.hidden, c.pg_type)
+            ScopeColumn(
+                c.index - width, c.type, c.name, c.qualifier, c.hidden, c.pg_type, c.pg_typmod
+            )
             for c in columns[width:]
         ],
         "ON",
@@ -322,7 +324,10 @@ def _using_plan(
         # Which side's value the merged column shows: the left's, but the right's where
         # a RIGHT or FULL join has no left row.
         pg_type = a.pg_type if a.pg_type == b.pg_type else None
-        merged_column = ScopeColumn(total + offset, a.type, a.name, _NO_TABLE, pg_type=pg_type)
+        typmod = a.pg_typmod if a.pg_typmod == b.pg_typmod else -1
+        merged_column = ScopeColumn(
+            total + offset, a.type, a.name, _NO_TABLE, False, pg_type, typmod
+        )
         merged.append((merged_column, a.index, b.index))
     hidden = {i for _, a_index, b_index in merged for i in (a_index, b_index)}
     star = [total + offset for offset in range(len(merged))] + [i for i in star if i not in hidden]

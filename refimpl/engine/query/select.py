@@ -40,7 +40,7 @@ from refimpl.engine.query.functions import CLOCK_FUNCTIONS
 from refimpl.engine.query.names import canonical
 from refimpl.engine.query.ordering import OrderFn, OrderFns, first_rows, sort_rows
 from refimpl.engine.query.pg_names import column_name as column_name
-from refimpl.engine.query.pg_names import kept, pg_names, pg_types
+from refimpl.engine.query.pg_names import pg_names, pg_types, pg_typmods, typed_column
 from refimpl.engine.query.relations import Relation, bounded
 from refimpl.engine.query.set_returning import SET_RETURNING
 from refimpl.engine.query.windows import expanded, needs_relation
@@ -215,7 +215,8 @@ def compile_select(
         qualifiers |= source.qualifiers
     else:
         scope_columns = [
-            ScopeColumn(i, c.type, c.name, pg_type=c.pg_type) for i, c in enumerate(columns)
+            ScopeColumn(i, c.type, c.name, None, False, c.pg_type, c.pg_typmod)
+            for i, c in enumerate(columns)
         ]
     # A table with an alias is named by its alias only: `t.b` inside `FROM t AS x` is the
     # column b of an outer query's t.
@@ -333,11 +334,10 @@ def _plain(
     scope.clause = "the select list"
     compiled = [compile_expression(item.expr, scope) for item in items]
     names = [column_name(item) for item in items]
+    types = [_result_type(c) for c in compiled]
+    pg_columns = zip(pg_names(items), pg_types(items, scope), pg_typmods(items, scope), strict=True)
     output_columns = [
-        Column(n, type_, p, kept(t, type_))
-        for n, type_, p, t in zip(
-            names, map(_result_type, compiled), pg_names(items), pg_types(items, scope), strict=True
-        )
+        typed_column(n, type_, *pg) for n, type_, pg in zip(names, types, pg_columns, strict=True)
     ]
     fns = [c.fn for c in compiled]
     distinct = select.distinct
@@ -489,6 +489,7 @@ def _grouped(
     names = [column_name(item) for item in items]
     pg_column_names = pg_names(items)  # of the items as written
     pg_column_types = pg_types(items, scope)
+    pg_column_typmods = pg_typmods(items, scope)
     items = [ast.SelectItem(canonical(item.expr, scope), item.alias) for item in items]
     having_expr = None if select.having is None else canonical(select.having, scope)
     orders = [dataclasses.replace(o, expr=canonical(o.expr, scope)) for o in select.order_by]
@@ -524,11 +525,10 @@ def _grouped(
         outer=scope.outer,
     )
     compiled = [_compile_grouped(item.expr, group_scope) for item in items]
+    types = [_result_type(c) for c in compiled]
+    pg_columns = zip(pg_column_names, pg_column_types, pg_column_typmods, strict=True)
     output_columns = [
-        Column(n, type_, p, kept(t, type_))
-        for n, type_, p, t in zip(
-            names, map(_result_type, compiled), pg_column_names, pg_column_types, strict=True
-        )
+        typed_column(n, type_, *pg) for n, type_, pg in zip(names, types, pg_columns, strict=True)
     ]
     having = None
     if having_expr is not None:

@@ -22,7 +22,7 @@ from refimpl.engine.query.compiled import (
     refuse_blob,
     row_count,
 )
-from refimpl.engine.query.pg_names import kept, set_pg_types, untyped_columns
+from refimpl.engine.query.pg_names import set_pg_types, typed_column, untyped_columns
 from refimpl.engine.query.select import QueryOutput, sort_rows
 from refimpl.engine.result import Column
 from refimpl.errors import SqlError, UnknownColumn
@@ -56,9 +56,10 @@ def combine(query: ast.SetOperation, left: QueryOutput, right: QueryOutput) -> Q
         untyped_columns(query.left),
         untyped_columns(query.right),
     )
+    # A type modifier both sides have (a constant's, NULL's, is -1), as in PostgreSQL.
     columns = [
-        Column(c.name, t, c.pg_name, kept(p, t))
-        for c, t, p in zip(left.columns, types, pg_types, strict=True)
+        typed_column(a.name, t, a.pg_name, p, a.pg_typmod if a.pg_typmod == b.pg_typmod else -1)
+        for a, b, t, p in zip(left.columns, right.columns, types, pg_types, strict=True)
     ]
     first = _widened(
         left.rows, [t if a.type != t else "" for a, t in zip(left.columns, types, strict=True)]

@@ -115,7 +115,7 @@ def inner_columns(source: Any) -> list[ScopeColumn]:
     qualifier = source.qualifier or (source.schema.name if source.schema else None)
     lowered = qualifier.lower() if qualifier else None
     return [
-        ScopeColumn(i, c.type, c.name, lowered, pg_type=c.pg_type)
+        ScopeColumn(i, c.type, c.name, lowered, False, c.pg_type, c.pg_typmod)
         for i, c in enumerate(source.columns)
     ]
 

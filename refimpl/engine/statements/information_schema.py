@@ -79,7 +79,7 @@ Indexes = Callable[["StatementContext", "ViewColumns | None"], Sequence[Constrai
 
 def _columns(spec: str) -> list[Column]:
     """`"table_name:STRING ordinal_position:INT"` -> columns."""
-    return [Column(*item.split(":")) for item in spec.split()]
+    return [Column(name, kind) for name, _, kind in (i.partition(":") for i in spec.split())]
 
 
 def _yes(flag: bool) -> str:

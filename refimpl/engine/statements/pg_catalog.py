@@ -100,7 +100,7 @@ def _columns(spec: str) -> list[Column]:
 
 @functools.lru_cache(maxsize=256)  # the specs are this module's constants
 def _spec_columns(spec: str) -> tuple[Column, ...]:
-    return tuple(Column(*item.split(":")) for item in spec.split())
+    return tuple(Column(name, kind) for name, _, kind in (i.partition(":") for i in spec.split()))
 
 
 def readable_tables(context: StatementContext) -> list[TableSchema]:
@@ -405,7 +405,8 @@ def _pg_attribute(context: StatementContext, views: ViewColumns | None) -> Query
         for number, view_column in enumerate(view.columns, start=1):
             relid = name_oid(view.name)
             kind = view_column.pg_type or view_column.type  # `name` where PostgreSQL says so
-            rows.append(_attribute_row(relid, view_column.name, kind, number))
+            typmod = view_column.pg_typmod  # a column of LOCALTIMESTAMP(3): 3
+            rows.append(_attribute_row(relid, view_column.name, kind, number, False, typmod))
     return QueryOutput(columns, rows)
 
 
@@ -415,7 +416,7 @@ def _storage(size: int) -> str:
 
 
 def _attribute_row(
-    relid: int, name: str, column_type: str, number: int, not_null: bool = False
+    relid: int, name: str, column_type: str, number: int, not_null: bool = False, typmod: int = -1
 ) -> tuple[object, ...]:
     """A pg_attribute row of the column `number` of a relation: no default, not dropped, no
     collation, identity or generation, the type's length and storage, the default
@@ -425,7 +426,7 @@ def _attribute_row(
         relid,
         name,
         oid,
-        -1,
+        typmod,
         number,
         not_null,
         False,

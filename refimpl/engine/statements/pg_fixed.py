@@ -68,7 +68,7 @@ OTHER_TYPES = {
 
 
 def _columns(spec: str) -> list[Column]:
-    return [Column(*item.split(":")) for item in spec.split()]
+    return [Column(name, kind) for name, _, kind in (i.partition(":") for i in spec.split())]
 
 
 def relations(owner: int) -> dict[str, Builder]:

@@ -150,7 +150,10 @@ def functions(views: ViewColumnsOf) -> dict[str, ScalarFunction]:
     def format_type(oid: Any, typmod: Any = None) -> str | None:
         if oid is None:
             return None
-        return FORMAT_TYPE.get(oid) or _PSEUDO_NAMES.get(oid, "???")
+        shown = FORMAT_TYPE.get(oid) or _PSEUDO_NAMES.get(oid, "???")
+        if oid in (1114, 1184) and type(typmod) is int and typmod >= 0:
+            return shown.replace("timestamp", f"timestamp({typmod})")  # its precision
+        return shown
 
     def index_of(context: StatementContext, oid: Any) -> IndexRelation | None:
         return next(

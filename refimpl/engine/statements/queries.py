@@ -584,7 +584,7 @@ def _renamed(output: QueryOutput, names: tuple[str, ...], table: str) -> QueryOu
             f" {len(output.columns)} column(s)"
         )
     pairs = zip(names, output.columns, strict=True)
-    columns = [Column(n, c.type, pg_type=c.pg_type) for n, c in pairs]
+    columns = [Column(n, c.type, None, c.pg_type, c.pg_typmod) for n, c in pairs]
     return QueryOutput(columns, output.rows)
 
 

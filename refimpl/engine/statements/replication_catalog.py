@@ -32,7 +32,7 @@ SLOT_COLUMNS = (
 
 
 def _columns(spec: str) -> list[Column]:
-    return [Column(*part.split(":")) for part in spec.split()]
+    return [Column(name, kind) for name, _, kind in (p.partition(":") for p in spec.split())]
 
 
 def _output(spec: str, rows: list[tuple[object, ...]]) -> QueryOutput:

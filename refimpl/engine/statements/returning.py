@@ -12,8 +12,14 @@ from typing import Any
 
 from refimpl.engine.query.compiled import Scope
 from refimpl.engine.query.expressions import compile_expression, contains_aggregate
-from refimpl.engine.query.pg_names import column_name, pg_names, pg_types
-from refimpl.engine.result import Column, Result, query_result
+from refimpl.engine.query.pg_names import (
+    column_name,
+    pg_names,
+    pg_types,
+    pg_typmods,
+    typed_column,
+)
+from refimpl.engine.result import Result, query_result
 from refimpl.engine.storage.schema import TableSchema
 from refimpl.errors import SqlError, UnknownColumn
 from refimpl.sql import ast
@@ -41,10 +47,10 @@ def returned(
         if contains_aggregate(item.expr):
             raise SqlError("aggregate functions are not allowed in RETURNING")
         compiled.append(compile_expression(item.expr, scope))
-    names, types = pg_names(expanded), pg_types(expanded)
+    pg_columns = zip(pg_names(expanded), pg_types(expanded), pg_typmods(expanded), strict=True)
     columns = [
-        Column(column_name(item), "STRING" if c.type == "NULL" else c.type, pg_name, pg_type)
-        for item, c, pg_name, pg_type in zip(expanded, compiled, names, types, strict=True)
+        typed_column(column_name(item), "STRING" if c.type == "NULL" else c.type, *pg)
+        for item, c, pg in zip(expanded, compiled, pg_columns, strict=True)
     ]
     fns = [c.fn for c in compiled]
     return query_result(text, columns, [tuple(fn(row) for fn in fns) for row in rows])

@@ -44,3 +44,29 @@ def test_a_columns_postgresql_type_is_carried(session: Session, sql: str, expect
     )
     columns = session.execute(sql).columns or []
     assert [(c.type, c.pg_type) for c in columns] == expected
+
+
+TYPMODS = [
+    ("SELECT CURRENT_TIMESTAMP(3), LOCALTIMESTAMP(0), LOCALTIMESTAMP, now()", [3, 0, -1, -1]),
+    ("SELECT l, c FROM w", [3, 1]),
+    ("SELECT x FROM (SELECT LOCALTIMESTAMP(2) AS x) s", [2]),
+    # A scalar subquery's column is known by its text alone: read from c, it has none.
+    ("WITH c(x) AS (SELECT CURRENT_TIMESTAMP(4)) SELECT x, (SELECT x FROM c) AS y FROM c", [4, -1]),
+    ("SELECT (SELECT LOCALTIMESTAMP(3)) AS x", [3]),
+    ("SELECT LOCALTIMESTAMP(3) UNION SELECT LOCALTIMESTAMP(3)", [3]),
+    ("SELECT LOCALTIMESTAMP(3) UNION SELECT LOCALTIMESTAMP(2)", [-1]),
+    ("SELECT coalesce(l, NULL), CASE WHEN true THEN c END, coalesce(l, LOCALTIMESTAMP),"
+     " nullif(l, NULL) FROM w", [3, 1, -1, 3]),
+    # A function's answer, an aggregate's, and a column that is no TIMESTAMP have none.
+    ("SELECT max(l), min(c) FROM w", [-1, -1]),
+    ("SELECT date_trunc('day', l), 3 AS n FROM w", [-1, -1]),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("sql", "expected"), TYPMODS)
+def test_a_timestamps_precision_is_its_type_modifier(
+    session: Session, sql: str, expected: list
+) -> None:
+    session.execute("CREATE VIEW w AS SELECT LOCALTIMESTAMP(3) AS l, CURRENT_TIMESTAMP(1) AS c")
+    columns = session.execute(sql).columns or []
+    assert [c.pg_typmod for c in columns] == expected
