@@ -125,6 +125,9 @@ class Subscription:
     rowid_floor: int = 0  # a logged row id below it is an update of a row the answer holds
     token: int = -1
     versions: OrderedDict[int, Version] = field(default_factory=OrderedDict)
+    # The last of `versions`, set with it (a snapshot's first, `_keep_version`, `take_steps`):
+    # read at every step, where `next(reversed(versions))` made an iterator each time.
+    newest: Version = field(init=False, repr=False, compare=False)
     last_asked: float = field(default_factory=time.monotonic)
     generation: int = 0
     waiting: Waker | None = None  # the request waiting for a change, if any
@@ -139,7 +142,7 @@ class Subscription:
 
     @property
     def current(self) -> Version:
-        return next(reversed(self.versions.values()))
+        return self.newest
 
     def counter(self) -> int:
         """The revision counter of what the query reads (its pinned value, or the table)."""

@@ -114,6 +114,7 @@ class KeptSubscriptions:
         keep the same object."""
         versions = subscription.versions
         versions[kept.version] = kept
+        subscription.newest = kept
         grown = len(kept.answer.rows)
         if len(versions) > KEPT_VERSIONS:  # one in, so one out (never more)
             grown -= len(versions.popitem(last=False)[1].answer.rows)

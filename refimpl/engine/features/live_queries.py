@@ -312,7 +312,7 @@ class SubscriptionManager(LiveRuns):
             maintained=self._maintainers.admits(session, select),
         )
         answer = self._run(session, subscription, reads=reads)
-        subscription.versions[1] = Version(1, answer)
+        subscription.versions[1] = subscription.newest = Version(1, answer)
         with self._lock:
             self._sweep(time.monotonic())
             while len(self._subscriptions) >= self.limit:

@@ -152,8 +152,7 @@ class LiveRuns(SharedSteps):
         database = subscription.database
         with subscription.lock:
             try:
-                versions = subscription.versions
-                before = next(reversed(versions.values()))
+                before = subscription.newest
                 top = subscription.top is not None
                 key = (database, subscription.select, top, before.answer.serial)
                 taken = self._steps.get(key) if subscription.shared else None

@@ -83,7 +83,7 @@ class SharedSteps(KeptSubscriptions):
         subscription = first.subscription
         database, select, top = subscription.database, subscription.select, subscription.top
         with subscription.lock:  # (its versions change under it; read again in the loop)
-            held = next(reversed(subscription.versions.values())).answer
+            held = subscription.newest.answer
         key = (database, select, top is not None, held.serial)
         taken = self._steps.get(key) if subscription.shared else None
         if taken is None:
@@ -135,8 +135,7 @@ class SharedSteps(KeptSubscriptions):
             lock = subscription.lock
             lock.acquire()
             try:
-                held_versions = subscription.versions
-                before = held_versions[next(reversed(held_versions))]
+                before = subscription.newest
                 # The state its usual attempt would read is the step's (`rerun`'s test), and
                 # the wait is still its client's (`LiveWait.holds`, in line).
                 waker = wait.waker
@@ -156,7 +155,8 @@ class SharedSteps(KeptSubscriptions):
                 if kept_version.version != version:
                     kept_version = Version(version, answer)
                 # `_keep_version`'s, in line: one in, so one out past KEPT_VERSIONS.
-                held_versions[version] = kept_version
+                held_versions = subscription.versions
+                held_versions[version] = subscription.newest = kept_version
                 grown = rows
                 if len(held_versions) > KEPT_VERSIONS:
                     grown -= len(held_versions.popitem(False)[1].answer.rows)

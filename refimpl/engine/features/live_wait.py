@@ -123,7 +123,7 @@ class LiveWait:
             and subscription.generation == self.generation
             and subscription.waiting is self.waker
             and reply.subscription is subscription
-            and reply.version == next(reversed(subscription.versions))  # its current
+            and reply.version == subscription.newest.version  # its current
         ):
             return True
         self._end()
