@@ -33,7 +33,7 @@ _TYPE_NAMES = {
 }
 # PostgreSQL's element names of an array cast, as its grammar rewrites them (`int[]` is int4).
 _ELEMENT_NAMES = {"int": "int4", "integer": "int4", "smallint": "int2", "bigint": "int8"}
-_NAMED = {ast.Case: "case", ast.Exists: "exists", ast.ArrayValue: "array"}
+_NAMED = {ast.Exists: "exists", ast.ArrayValue: "array"}
 # PostgreSQL's types of calls whose values this engine holds as another type: the names of
 # the session (its `name`, a STRING here) and LOCALTIMESTAMP (its `timestamp` without time
 # zone: a TIMESTAMP here, the same moment in the session's UTC).
@@ -282,13 +282,28 @@ def _figure(expr: ast.Expr) -> str | None:
     if isinstance(expr, ast.Cast):
         if expr.element is not None:
             element = expr.element.lower()
-            return _figure(expr.operand) or _ELEMENT_NAMES.get(element, element)
-        return _figure(expr.operand) or _TYPE_NAMES.get(expr.type, expr.type.lower())
+            return _strong(expr.operand) or _ELEMENT_NAMES.get(element, element)
+        return _strong(expr.operand) or _TYPE_NAMES.get(expr.type, expr.type.lower())
+    if isinstance(expr, ast.Case):
+        return (None if expr.else_ is None else _strong(expr.else_)) or "case"
     if isinstance(expr, ast.ArraySubquery):
         return "array"
     if isinstance(expr, ast.ScalarSubquery):
         return _first_column(expr.query)
     return _NAMED.get(type(expr))
+
+
+def _strong(expr: ast.Expr) -> str | None:
+    """`_figure`'s name where PostgreSQL holds it strong enough to name a CASE by its ELSE or
+    a cast by what it casts: None for a CASE's own `case` or a cast's type name (`CASE ...
+    ELSE x END` is `x`, `CASE ... ELSE 1 END` `case`, `(CASE ... END)::text` `text`)."""
+    if isinstance(expr, ast.Case):
+        return None if expr.else_ is None else _strong(expr.else_)
+    if isinstance(expr, ast.Cast):
+        return _strong(expr.operand)
+    if isinstance(expr, ast.Subscript):
+        return _strong(expr.array)
+    return _figure(expr)
 
 
 def _first_column(query: ast.Query) -> str:

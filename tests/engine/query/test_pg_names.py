@@ -70,3 +70,18 @@ def test_a_timestamps_precision_is_its_type_modifier(
     session.execute("CREATE VIEW w AS SELECT LOCALTIMESTAMP(3) AS l, CURRENT_TIMESTAMP(1) AS c")
     columns = session.execute(sql).columns or []
     assert [c.pg_typmod for c in columns] == expected
+
+
+def test_a_case_is_named_by_its_else_where_postgresql_names_it_so(session: Session) -> None:
+    """PostgreSQL's FigureColname: a CASE takes its ELSE's name when that is a column's,
+    a function's, ... (not a constant's, a cast type's or an inner CASE's own `case`)."""
+    session.execute("CREATE TABLE t (a INT, b STRING)")
+    columns = session.execute(
+        "SELECT CASE WHEN true THEN 1 ELSE a END, CASE WHEN true THEN 1 ELSE 2 END,"
+        " CASE WHEN true THEN 'x' ELSE CASE WHEN false THEN 'y' ELSE b END END,"
+        " CASE WHEN true THEN 'x' ELSE 5::text END, CASE a WHEN 1 THEN 'one' ELSE lower(b) END,"
+        " (CASE WHEN true THEN 'a' END)::text, CASE WHEN true THEN 1 END FROM t"
+    ).columns
+    assert [c.pg_name or c.name for c in columns or []] == [
+        "a", "case", "b", "case", "lower", "text", "case",
+    ]  # fmt: skip
