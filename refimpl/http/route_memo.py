@@ -70,6 +70,14 @@ class RouteMemo(Generic[R]):
         self.route, self.method, self.args = route, method, dict(args)
         self.id_at, self.id_tail = start, len(query) - end
 
+    def forget(self) -> None:
+        """Let go of `kept`: what it holds that must end with the connection (a wait a long
+        poll kept on the wake board for its re-poll) ends by its `let_go`, if it has one."""
+        kept, self.kept = self.kept, None
+        let_go = getattr(kept, "let_go", None)
+        if let_go is not None:
+            let_go()
+
     def args_of(self, query: str) -> dict[str, str]:
         """The parameters of a repeat, whose query string is `query`."""
         if self.same_target:

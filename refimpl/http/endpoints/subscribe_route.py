@@ -57,28 +57,62 @@ class _Poll:
     or running, or made and not yet handed over, waits for it (`at_deadline`), so that its
     answer, or its statement timeout's 400, is what the client gets, as the spec says."""
 
-    # Its state's start, as the class's defaults (a long poll's every re-poll makes one).
+    # Its state's start, as the class's defaults (`rearm` sets them again).
     _parked: Parked[Answer] | None = None
     _missed = False  # woken before it was parked
     _queued = False  # in its batch, not yet run
     _running = False  # its re-run is under way, or its answer not yet handed over
     _expired = False  # its deadline came while a re-run was queued or running
+    # Answered with rows, its wait still on the wake board for the connection's re-poll
+    # (`rearm`); `answered` is the reply it answered then.
+    _between = False
+    answered: Reply | None = None
 
     def __init__(self, step: LiveWait, batch: Woken, budget: Budget) -> None:
-        self._step = step
+        self.step = step
         self._batch = batch
         self._budget = budget
         self._lock = threading.Lock()
 
     def set(self) -> None:
         with self._lock:
-            if self._parked is None:
+            if self._between:
+                # Woken between an answer and its re-poll (or a client that asks no more):
+                # the wait ends, and the re-poll waits anew, reading the counter again. Not
+                # kept to wake later: a connection that closed would hold it on the board.
+                self._between = False
+                end = True
+            elif self._parked is None:
                 self._missed = True
                 return
-            if self._queued:
+            elif self._queued:
                 return
-            self._queued = True
+            else:
+                self._queued = True
+                end = False
+        if end:
+            self.step.expire()
+            return
         self._batch.add(self)
+
+    def rearm(self) -> bool:
+        """Take the wait kept since the answer for the connection's re-poll, which names
+        that answer's version: True when it is still on the wake board, never woken since
+        (a wake-up from now on is kept until `attach`); False: it has ended."""
+        with self._lock:
+            if not self._between:
+                return False
+            self._between = False
+            self._parked = None
+            self._missed = self._queued = self._running = self._expired = False
+        return True
+
+    def forget(self) -> None:
+        """No re-poll takes the wait kept since the answer: it ends (if still kept)."""
+        with self._lock:
+            between, self._between = self._between, False
+        if between:
+            self.step.expire()
 
     def attach(self, parked: Parked[Answer]) -> None:
         """`parked` is the request to answer; run at once if a wake-up came before."""
@@ -109,7 +143,7 @@ class _Poll:
 
     def expired(self) -> Answer:
         """The answer of a wait that ended with nothing new: the id to ask again with."""
-        return _respond(self._step.expire())
+        return _respond(self.step.expire())
 
     def make(self) -> HandOver | None:
         """Run the query again: the hand-over of its answer, or None while the answer is the
@@ -118,7 +152,10 @@ class _Poll:
         parked = self._parked
         if parked is None or parked.finished:
             with self._lock:
-                self._queued = self._running = False
+                self._queued = self._running = self._between = False
+            # Woken after its answer was made: a wait kept for the re-poll ends here, and
+            # the re-poll reads the counter again.
+            self.step.expire()
             return None
         with self._lock:
             self._queued = False
@@ -130,9 +167,15 @@ class _Poll:
             # subscriber of its query ran), as a stream's part. The right to read and the
             # counts are the pass's (`PassReads`); the revision counter it reads itself: a
             # wake-up while it is queued is not kept apart, and must not be missed.
-            reply = self._step.attempt(False, self._budget, self._batch.reads)
+            # `keep`: an answer of rows leaves the wait on the wake board, for the re-poll
+            # that names it (`rearm`), unless another request took the subscription over.
+            reply = self.step.attempt(True, self._budget, self._batch.reads)
+            keep = reply is not None and reply.kind == "rows" and self.step.goes_on(reply)
         except Exception as error:  # noqa: BLE001 - a REVOKE, the timeout or a bug: its answer
             failed = to_response(error)
+            keep = False
+        if failed is not None:
+            self.step.expire()  # off the wake board: its answer is the error
         with self._lock:
             # It stops running here only when nothing is handed over; the deadline's mark is
             # read in the same hold, so that one of the two answers.
@@ -146,9 +189,9 @@ class _Poll:
                 answer = self.expired() if reply is None else _respond(reply)
             except Exception as error:  # noqa: BLE001 - a bug: its answer
                 answer = to_response(error)
-        return functools.partial(self._hand_over, parked, answer)
+        return functools.partial(self._hand_over, parked, answer, reply if keep else None)
 
-    def _hand_over(self, parked: Parked[Answer], answer: Answer) -> None:
+    def _hand_over(self, parked: Parked[Answer], answer: Answer, kept: Reply | None = None) -> None:
         try:
             parked.decide(answer)
         except Exception:  # a broken connection is the server's to close
@@ -156,6 +199,14 @@ class _Poll:
         finally:
             with self._lock:
                 self._running = False
+                # Kept for the re-poll unless a wake-up came since the answer was made (then
+                # queued: its pass ends the wait).
+                if kept is not None and not self._queued:
+                    self._between = True
+                    self.answered = kept
+                    kept = None
+            if kept is not None:
+                self.step.expire()
 
 
 def _respond(reply: Reply) -> Answer:
@@ -174,12 +225,20 @@ class _Kept:
     """What a long poll's first request made that its repeats on the connection take again
     (`route_memo`): its parameters, and the engine session of the connection's last poll."""
 
-    __slots__ = ("asked", "session", "waits")
+    __slots__ = ("asked", "session", "waits", "poll")
 
     def __init__(self, asked: _Asked) -> None:
         self.asked = asked
         self.session: Session | None = None
         self.waits: _Waits | None = None
+        self.poll: _Poll | None = None  # the connection's last parked poll
+
+    def let_go(self) -> None:
+        """The connection closed (or asks another way): a wait kept for its re-poll ends
+        (`RouteMemo.forget`)."""
+        poll = self.poll
+        if poll is not None:
+            poll.forget()
 
 
 class _Waits(NamedTuple):
@@ -263,15 +322,34 @@ def subscribe_route(ctx: Context) -> Answer | Parked[Answer]:
     poll: _Poll | None = None
     step: Reply | LiveWait | None = None
     reply: Reply | None
+    last = None if kept is None else kept.poll
+    again = _again(last, asked, session)
     try:
         # The request's own work runs at most one query, within the budget entered for it
         # alone: the ask's snapshot when it answers at once, else the attempt's re-run (a
         # re-poll that waits, most of them, runs none).
-        step = app.instance.subscriptions.ask(session, text, asked, offsets, budget)
+        if again is not None:
+            # The re-poll of the version just answered: `follow` checks the right to read
+            # (and whether the subscription is still kept) as `ask` does, and gives the
+            # wait kept on the wake board since the answer when no other request took the
+            # subscription over; else it ended that wait, and this is `ask`'s answer.
+            step = app.instance.subscriptions.follow(
+                session, again.reply, wait=again.poll.step, budget=budget
+            )
+        else:
+            if last is not None:
+                last.forget()  # another subscription, version or session: not re-polled
+            step = app.instance.subscriptions.ask(session, text, asked, offsets, budget)
         if isinstance(step, Reply):
             reply = step
         elif wait_ms <= 0 or not places.take(owner):
             reply = step.attempt(False, budget) or step.expire()
+        elif again is not None and step is again.poll.step:
+            # On the wake board since its answer's re-run read the counter, and never woken
+            # since (`rearm`): no commit after that version can have been missed, and one
+            # from now on is kept until `attach`.
+            poll = again.poll
+            reply = None
         else:
             # Every re-run is work of the client's choosing (a window's sort, a WHERE,
             # the changed buckets' rows, a maintained answer's update): on its owner's
@@ -286,6 +364,8 @@ def subscribe_route(ctx: Context) -> Answer | Parked[Answer]:
             assert isinstance(step, LiveWait)
             step.expire()
             places.give_back(owner)
+        elif again is not None:  # a REVOKE in `follow`: the kept wait ends
+            again.poll.step.expire()
         session.close()
         raise
     if reply is not None:
@@ -311,4 +391,30 @@ def subscribe_route(ctx: Context) -> Answer | Parked[Answer]:
     )
     app.waiting_room.park(parked)
     poll.attach(parked)
+    if kept is not None:
+        kept.poll = poll
     return parked
+
+
+class _Again(NamedTuple):
+    """A re-poll of the version its connection's last poll answered: that poll, its wait
+    taken again (`_Poll.rearm`), and the reply it answered."""
+
+    poll: _Poll
+    reply: Reply
+
+
+def _again(last: _Poll | None, asked: str | None, session: Session) -> _Again | None:
+    """The re-poll of the version `last` (the connection's last poll) answered, in the same
+    session, with its wait taken again; else None."""
+    if last is None:
+        return None
+    answered = last.answered
+    if (
+        answered is None
+        or asked != answered.id
+        or last.step.session is not session
+        or not last.rearm()
+    ):
+        return None
+    return _Again(last, answered)

@@ -153,7 +153,7 @@ class Connection:
         if kept is not None:
             memo = kept[1].get(MEMO_KEY)
             if memo is not None:
-                memo.kept = None
+                memo.forget()
 
     def serve_one(self) -> bool:
         """Answer one request; True when the connection stays open for another."""
@@ -187,6 +187,7 @@ class Connection:
                 environ[CREDENTIALS_KEY] = self.credentials
                 if request.data is not None:
                     environ[WHOLE_BODY_KEY] = request.data  # the body read from it, at no cost
+                self.forget_kept()  # another request: its repeats' memo is another
                 self.kept_environ = None
                 if request is self.reader.repeated:
                     # Its repeats go where it went (route_memo), and have its environ, as it
@@ -419,6 +420,7 @@ class Connection:
             pass
 
     def close(self) -> None:
+        self.forget_kept()
         self.reader.close()
         try:
             self.connection.shutdown(socket.SHUT_WR)
