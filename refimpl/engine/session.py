@@ -57,6 +57,10 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
+# The statements that only read (no write path runs in them): a text's implicit transaction
+# does not begin for them (`in_text`).
+_QUERIES = (ast.Select, ast.Values, ast.SetOperation, ast.WithQuery)
+
 # Texts up to this many characters have their template remembered (`_known_template`),
 # but for INSERTs: their texts carry new keys, seldom sent again, and would push out the rest.
 TEMPLATE_TEXT_KEPT = 1024
@@ -483,12 +487,17 @@ class Session:
         in an implicit transaction (`in_text`), so an error undoes them all."""
         self._text_at = time.time_ns() // 1000
 
-    def in_text(self) -> None:
-        """Before each statement of the text: outside a transaction, the implicit one
-        begins (again after a COMMIT or ROLLBACK among them). Inside it, a COMMIT or
-        ROLLBACK ends it, a BEGIN makes it a block (`begin`), a SAVEPOINT is refused and
-        so is a statement that cannot run inside a transaction."""
-        if self.transaction is None:
+    def in_text(self, statement: ast.Statement | None) -> None:
+        """Before each statement of the text (None: one of the caller's own, a session
+        setting or a notification, which begins the transaction as a change does): outside a
+        transaction, the implicit one begins (again after a COMMIT or ROLLBACK among them),
+        but not for a query: a read leaves nothing an error would have to undo, so the
+        queries before the text's first change run on their own and a text of queries
+        never takes the write lock, never holding writers off (each reads what is
+        committed when it runs, as PostgreSQL's statements do at READ COMMITTED). Inside
+        the transaction, a COMMIT or ROLLBACK ends it, a BEGIN makes it a block (`begin`),
+        a SAVEPOINT is refused and so is a statement that cannot run inside a transaction."""
+        if self.transaction is None and not isinstance(statement, _QUERIES):
             self.begin()
             self.implicit = True
 

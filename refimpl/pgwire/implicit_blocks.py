@@ -17,7 +17,7 @@ from refimpl.engine.session import Session
 from refimpl.errors import KdbError
 from refimpl.pgwire import messages as m
 from refimpl.pgwire import sqlstate
-from refimpl.pgwire.notifications import Inbox
+from refimpl.pgwire.notifications import Inbox, pg_notify_call
 from refimpl.pgwire.portals import Plan
 from refimpl.pgwire.sqltext import Piece
 
@@ -62,7 +62,10 @@ def run_as_one(
     try:
         for plan in plans:
             piece = plan.piece
-            session.in_text()
+            # pg_notify's notification goes out at the commit, and a later error drops it:
+            # that query begins the implicit transaction as a change does.
+            statement = None if pg_notify_call(plan.statement) else plan.statement
+            session.in_text(statement)
             if session.implicit and plan.kind in ("Commit", "Rollback"):
                 out.append(NO_TRANSACTION)
             conversation.answer_statement(plan, out)

@@ -7,6 +7,7 @@ refused, and all of them share one moment."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator, Sequence
 
 import pytest
@@ -14,6 +15,7 @@ import pytest
 from refimpl.engine.instance import Instance
 from refimpl.engine.session import Session
 from refimpl.errors import DuplicateKey, InsideTransactionBlock, KdbError, NoActiveTransaction
+from refimpl.sql.parser import parse
 
 
 @pytest.fixture
@@ -31,7 +33,7 @@ def run_text(session: Session, statements: Sequence[str]) -> KdbError | None:
     session.begin_text()
     try:
         for sql in statements:
-            session.in_text()
+            session.in_text(parse(sql).statements[0])
             session.execute(sql)
     except KdbError as error:
         session.end_text(committed=False)
@@ -148,3 +150,37 @@ def test_the_statements_of_a_text_share_one_moment(session: Session) -> None:
     session.execute("INSERT INTO m VALUES (4, now(), statement_timestamp())")
     (later,) = session.execute("SELECT at FROM m WHERE k = 4").rows
     assert later[0] > rows[0][0]
+
+
+def test_a_text_of_queries_holds_no_writer_off(session: Session, instance: Instance) -> None:
+    writer = instance.session()
+    wrote = threading.Event()
+
+    def write() -> None:
+        writer.execute("INSERT INTO t VALUES (7)")
+        wrote.set()
+
+    session.begin_text()
+    try:
+        session.in_text(parse("SELECT 1").statements[0])
+        session.execute("SELECT count(*) FROM t")
+        assert session.transaction is None  # no implicit transaction, no write lock
+        thread = threading.Thread(target=write)
+        thread.start()
+        # Liveness, not speed: with the write lock held the INSERT would wait for the text.
+        assert wrote.wait(10)
+        thread.join()
+        session.in_text(parse("SELECT 1").statements[0])
+        assert session.execute("SELECT count(*) FROM t").rows == [(1,)]
+    finally:
+        session.end_text(committed=True)
+        writer.close()
+    assert session.transaction is None and not session.implicit
+
+
+def test_an_error_undoes_the_changes_after_the_queries_before_them(session: Session) -> None:
+    text = ["SELECT count(*) FROM t", "INSERT INTO t VALUES (1)", "SELECT id FROM t"]
+    error = run_text(session, [*text, "INSERT INTO t VALUES (1)"])
+    assert isinstance(error, DuplicateKey)
+    assert ids(session) == [] and change_lsns(session) == []
+    assert session.transaction is None and not session.implicit

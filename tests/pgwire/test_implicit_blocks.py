@@ -105,6 +105,9 @@ def test_notifications_go_with_the_transaction_of_the_text_they_are_in(
         listener.execute("LISTEN c")
         with pytest.raises(psycopg.errors.UndefinedColumn):
             sender.execute("NOTIFY c, 'kept'; COMMIT; NOTIFY c, 'undone'; SELECT nope FROM t")
+        with pytest.raises(psycopg.errors.UndefinedColumn):
+            # A query's notification too: the text's first "change" begins its transaction.
+            sender.execute("SELECT pg_notify('c', 'undone too'); SELECT nope FROM t")
         sender.execute("NOTIFY c, 'last'; SELECT 1")
         notes = listener.notifies(timeout=5, stop_after=3)
         assert [n.payload for n in notes] == ["kept", "last"]
