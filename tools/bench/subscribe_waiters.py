@@ -140,7 +140,7 @@ def _stream_waiter(
             time.sleep(0.1)
             continue
         sock.settimeout(1.0)
-        chunked, text = Dechunked(), b""
+        events = StreamEvents(ident, order)
         while not stop.is_set():
             try:
                 data, notes, _, _ = sock.recvmsg(65536, ARRIVAL_NOTE)
@@ -152,15 +152,8 @@ def _stream_waiter(
                 errors += 1  # the server ended it: the waiter opens it again
                 break
             now = time.monotonic()
-            arrived = arrival(notes, now)
-            text += b"".join(chunked.chunks(data))
-            *events, text = text.split(b"\n\n")
-            for event in events:
-                ident_, kind, body = parse_event(event.decode("utf-8"))
-                ident = ident_ or ident
-                sent = order.trade(body) if kind == "rows" else None
-                if sent is not None:
-                    samples.append((sent, now - sent, arrived - sent))
+            events.feed(data, arrival(notes, now), now, samples)
+        ident = events.ident
         sock.close()
     out.append((samples, errors, order.wrong))
 
@@ -179,23 +172,41 @@ def _stream_request(target: dict[str, Any], symbol: str, ident: str) -> socket.s
     return sock
 
 
+class StreamEvents:
+    """One stream connection's answers parsed as its bytes come: each trade's sample, and
+    the last id (to reopen the stream from)."""
+
+    def __init__(self, ident: str, order: TradeOrder) -> None:
+        self.ident = ident  # the last id seen (the one asked for until one comes)
+        self._order = order  # checks the stream's trades (kept over its reopenings)
+        self._chunked = Dechunked()
+        self._text = b""
+
+    def feed(
+        self, data: bytes, arrived: float, now: float, samples: list[tuple[float, float, float]]
+    ) -> None:
+        """Take one read's bytes (arrived, read at `now`): a (sent, read delay, arrival
+        delay) sample appended for each trade its whole events bring."""
+        self._text += b"".join(self._chunked.chunks(data))
+        *events, self._text = self._text.split(b"\n\n")
+        for event in events:
+            ident, kind, body = parse_event(event.decode("utf-8"))
+            self.ident = ident or self.ident
+            sent = self._order.trade(body) if kind == "rows" else None
+            if sent is not None:
+                samples.append((sent, now - sent, arrived - sent))
+
+
 def _read_later(
     reads: list[tuple[bytes, float, float]], ident: str, order: TradeOrder
 ) -> tuple[list[tuple[float, float, float]], str]:
     """The samples of one stream's reads, each (bytes, arrival, read time), and its last id
     (`ident` if none came); `order` checks the stream's trades (kept over its reopenings)."""
     samples: list[tuple[float, float, float]] = []
-    chunked, text = Dechunked(), b""
+    events = StreamEvents(ident, order)
     for data, arrived, now in reads:
-        text += b"".join(chunked.chunks(data))
-        *events, text = text.split(b"\n\n")
-        for event in events:
-            ident_, kind, body = parse_event(event.decode("utf-8"))
-            ident = ident_ or ident
-            sent = order.trade(body) if kind == "rows" else None
-            if sent is not None:
-                samples.append((sent, now - sent, arrived - sent))
-    return samples, ident
+        events.feed(data, arrived, now, samples)
+    return samples, events.ident
 
 
 # Past the stop, how long lean waiters read on for the parts still coming.
