@@ -57,10 +57,6 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-# The statements that only read (no write path runs in them): a text's implicit transaction
-# does not begin for them (`in_text`).
-_QUERIES = (ast.Select, ast.Values, ast.SetOperation, ast.WithQuery)
-
 # Texts up to this many characters have their template remembered (`_known_template`),
 # but for INSERTs: their texts carry new keys, seldom sent again, and would push out the rest.
 TEMPLATE_TEXT_KEPT = 1024
@@ -497,7 +493,7 @@ class Session:
         committed when it runs, as PostgreSQL's statements do at READ COMMITTED). Inside
         the transaction, a COMMIT or ROLLBACK ends it, a BEGIN makes it a block (`begin`),
         a SAVEPOINT is refused and so is a statement that cannot run inside a transaction."""
-        if self.transaction is None and not isinstance(statement, _QUERIES):
+        if self.transaction is None and not isinstance(statement, ast.Query):
             self.begin()
             self.implicit = True
 
