@@ -1,6 +1,6 @@
-"""tools/bench/subscribe.py's phases keep what they say: a phase of N subscriptions makes N,
-min(N, 100) of them waiting and the rest idle on symbols no commit touches, and each commit
-wakes the waiters of one watched symbol."""
+"""tools/bench/subscribe.py's phases (subscribe_phase.py) keep what they say: a phase of N
+subscriptions makes N, min(N, 100) of them waiting and the rest idle on symbols no commit
+touches, and each commit wakes the waiters of one watched symbol."""
 
 from __future__ import annotations
 
@@ -14,22 +14,22 @@ from tests.tools.bench_modules import load_bench
 
 
 @pytest.fixture(scope="module")
-def subscribe() -> Any:
-    return load_bench("subscribe")
+def subscribe_phase() -> Any:
+    return load_bench("subscribe_phase")
 
 
-def test_ten_is_ten_waiters_of_one_symbol(subscribe: Any) -> None:
-    idle, watched, symbols = subscribe.phase_subscriptions(10, 10)
+def test_ten_is_ten_waiters_of_one_symbol(subscribe_phase: Any) -> None:
+    idle, watched, symbols = subscribe_phase.phase_subscriptions(10, 10)
     assert idle == []
     assert watched == [symbols[0]] * 10 and len(symbols) == 1
 
 
-def test_a_hundred_and_ten_thousand_keep_their_documented_shapes(subscribe: Any) -> None:
-    idle, watched, symbols = subscribe.phase_subscriptions(100, 10)
+def test_a_hundred_and_ten_thousand_keep_their_documented_shapes(subscribe_phase: Any) -> None:
+    idle, watched, symbols = subscribe_phase.phase_subscriptions(100, 10)
     assert idle == [] and len(watched) == 100 and len(symbols) == 10
-    idle, watched, symbols = subscribe.phase_subscriptions(10_000, 10)
+    idle, watched, symbols = subscribe_phase.phase_subscriptions(10_000, 10)
     assert len(idle) == 9_900 and len(watched) == 100
-    idle, watched, symbols = subscribe.phase_subscriptions(100, 100)
+    idle, watched, symbols = subscribe_phase.phase_subscriptions(100, 100)
     assert watched == [symbols[0]] * 100
 
 
@@ -38,8 +38,8 @@ def test_a_hundred_and_ten_thousand_keep_their_documented_shapes(subscribe: Any)
     total=st.integers(min_value=1, max_value=10_000),
     per_symbol=st.integers(min_value=1, max_value=150),
 )
-def test_a_phase_keeps_its_total(subscribe: Any, total: int, per_symbol: int) -> None:
-    idle, watched, symbols = subscribe.phase_subscriptions(total, per_symbol)
+def test_a_phase_keeps_its_total(subscribe_phase: Any, total: int, per_symbol: int) -> None:
+    idle, watched, symbols = subscribe_phase.phase_subscriptions(total, per_symbol)
     assert len(idle) + len(watched) == total
     assert len(watched) == min(total, 100)
     assert set(watched) == set(symbols) and not set(idle) & set(symbols)

@@ -1,7 +1,7 @@
 """The live-query benches' table and subscription: trades of many symbols, and the minute
 candles (open, high, low, close) of one symbol (`CANDLES.format(symbol=...)`), issue 37's
-candle subscription. `subscribe.py` imports it by its bare name, `subscribe_parts.py` by its
-path (`bench_path.sibling`)."""
+candle subscription. `subscribe_phase.py` and `subscribe_split.py` (`subscribe.py`'s parts)
+import it by its bare name, `subscribe_parts.py` by its path (`bench_path.sibling`)."""
 
 TRADES = (
     "CREATE TABLE trades (time TIMESTAMP, symbol SYMBOL, price DOUBLE)"

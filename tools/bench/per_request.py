@@ -22,7 +22,7 @@ the kernel and was woken, or was preempted), its log flushes per request (fsyncs
 /metrics: how many commits a group commit covers), the user-time share of its CPU and the
 time its threads waited, runnable, for a CPU per request (`run_delay`: a round the machine's
 load starved, not one the server was slow in); with
-`--threads`, also each thread group's runs and CPU per request (`subscribe.thread_cpu`,
+`--threads`, also each thread group's runs and CPU per request (`server_sampling.thread_cpu`,
 named by py-spy): which thread wakes how often for a request. The end prints the medians of
 the rounds and the ratios against the targets.
 
@@ -43,7 +43,7 @@ from typing import Any
 
 import harness
 import pgwire
-import subscribe
+import server_sampling
 
 bench_http = harness.bench_http()  # this folder's http.py
 
@@ -163,8 +163,8 @@ class System:
             began_fsyncs = fsyncs(self.exec_target)
             if by_thread:
                 # Before the counts begin: py-spy's look stops and resumes every thread.
-                names = subscribe.thread_names(self.pid)
-                began_threads = subscribe.thread_cpu(self.pid)
+                names = server_sampling.thread_names(self.pid)
+                began_threads = server_sampling.thread_cpu(self.pid)
             began_switches, began_times = switches(self.pid), user_system(self.pid)
             began_delay = run_delay(self.pid)
         if kind == "pg":
@@ -185,15 +185,11 @@ class System:
                 1e-9, sum(ended) - sum(began_times)
             )
             if by_thread:
-                for native, (cpu, runs) in subscribe.thread_cpu(self.pid).items():
-                    group = names.get(native, "other")
-                    cpu_before, runs_before = began_threads.get(native, (0.0, 0))
-                    figures[f"runs {group}"] = (
-                        figures.get(f"runs {group}", 0.0) + (runs - runs_before) / requests
-                    )
-                    figures[f"cpu {group}"] = (
-                        figures.get(f"cpu {group}", 0.0) + (cpu - cpu_before) / requests
-                    )
+                ended_threads = server_sampling.thread_cpu(self.pid)
+                split = server_sampling.by_name(began_threads, ended_threads, names)
+                for group, (cpu, runs) in split.items():
+                    figures[f"runs {group}"] = runs / requests
+                    figures[f"cpu {group}"] = cpu / requests
         if self.postmaster:
             time.sleep(0.3)  # the backends gone and reaped
             requests = figures["rate"] * (seconds + harness.CLIENT_WARMUP)

@@ -56,7 +56,8 @@ import time
 from pathlib import Path
 
 import harness
-import subscribe
+import subscribe_phase
+from subscribe_report import waiters_text
 
 # The server's notes, written as JSON to the launcher's first argument when it stops.
 LAUNCHER = """
@@ -195,7 +196,7 @@ def run(code: Path | None, commits: int, lean: bool = True, pin: bool = False) -
     window: list[float] = []  # the waiters' CPU at the commits' start and end
     trips: list[float] = []
     starts: list[float] = []  # when the writer began each commit's request (its clock)
-    cpu_seconds, commit_trade = harness.cpu_seconds, subscribe.commit_trade
+    cpu_seconds, commit_trade = harness.cpu_seconds, subscribe_phase.commit_trade
 
     def noted_cpu(pid: int) -> float:
         window.append(waiters_cpu())
@@ -211,11 +212,11 @@ def run(code: Path | None, commits: int, lean: bool = True, pin: bool = False) -
 
     samples: list[tuple[float, float, float | None]] = []
     out = Path(tempfile.mkdtemp(prefix="kdb-timeline-")) / "timeline.json"
-    harness.cpu_seconds, subscribe.commit_trade = noted_cpu, timed_trade
-    # subscribe.phase runs ALL_THREADS_LAUNCHER when asked for every thread's profile.
-    launcher, subscribe.ALL_THREADS_LAUNCHER = subscribe.ALL_THREADS_LAUNCHER, LAUNCHER
+    harness.cpu_seconds, subscribe_phase.commit_trade = noted_cpu, timed_trade
+    # subscribe_phase.phase runs ALL_THREADS_LAUNCHER when asked for every thread's profile.
+    launcher, subscribe_phase.ALL_THREADS_LAUNCHER = subscribe_phase.ALL_THREADS_LAUNCHER, LAUNCHER
     try:
-        figures = subscribe.phase(
+        figures = subscribe_phase.phase(
             100,
             commits,
             0.1,
@@ -229,8 +230,8 @@ def run(code: Path | None, commits: int, lean: bool = True, pin: bool = False) -
             samples=samples,
         )
     finally:
-        harness.cpu_seconds, subscribe.commit_trade = cpu_seconds, commit_trade
-        subscribe.ALL_THREADS_LAUNCHER = launcher
+        harness.cpu_seconds, subscribe_phase.commit_trade = cpu_seconds, commit_trade
+        subscribe_phase.ALL_THREADS_LAUNCHER = launcher
     notes = json.loads(out.read_text())
     out.unlink()
     out.parent.rmdir()
@@ -495,7 +496,7 @@ def main() -> None:
         codes = [("threaded", None, False), ("lean", None, True)]
     for name, _, lean in codes:
         chosen = argparse.Namespace(stream=True, threaded_waiters=not lean)
-        print(f"{name}'s waiters: {subscribe.waiters_text(chosen)}", flush=True)
+        print(f"{name}'s waiters: {waiters_text(chosen)}", flush=True)
     runs: dict[str, list[dict[str, float]]] = {name: [] for name, _, _ in codes}
     for _ in range(args.rounds):
         for name, code, lean in codes:

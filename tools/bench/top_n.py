@@ -36,7 +36,7 @@ import time
 from urllib.parse import quote
 
 import harness
-from subscribe import parse_event
+from subscribe_waiters import parse_event
 
 WINDOW = 10
 TOP_BY_KEY = f"SUBSCRIBE SELECT id, sent FROM quotes ORDER BY id LIMIT {WINDOW}"
