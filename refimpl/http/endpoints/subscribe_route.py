@@ -68,10 +68,13 @@ class _Poll:
     _between = False
     answered: Reply | None = None
 
-    def __init__(self, step: LiveWait, batch: Woken, budget: Budget) -> None:
+    def __init__(self, step: LiveWait, batch: Woken, budget: Budget, keeps: bool = True) -> None:
         self.step = step
         self._batch = batch
         self._budget = budget
+        # Whether its wait may be kept for a re-poll: only a connection that keeps what its
+        # polls made (`_Kept`) takes it back, or lets it go when it closes.
+        self._keeps = keeps
         self._lock = threading.Lock()
 
     def set(self) -> None:
@@ -120,6 +123,10 @@ class _Poll:
             self._parked = parked
             queue = self._missed and not self._queued
             self._queued = self._queued or queue
+            self._missed = False  # handed on: the re-run's
+            if self._expired:
+                # Its deadline came before this (`at_deadline`): it waits for the re-run.
+                parked.deadline = math.inf
         if queue:
             self._batch.add(self)
 
@@ -132,7 +139,8 @@ class _Poll:
         or running (the request then waits for it with no deadline of its own: the re-run's
         budget and the statement timeout bound it, and `make`'s hand-over answers)."""
         with self._lock:
-            pending = self._queued or self._running
+            # A wake-up before `attach` is pending too: the re-run it queues there answers.
+            pending = self._queued or self._running or self._missed
             self._expired = pending
         if not pending:
             return self.expired()
@@ -192,21 +200,25 @@ class _Poll:
         return functools.partial(self._hand_over, parked, answer, reply if keep else None)
 
     def _hand_over(self, parked: Parked[Answer], answer: Answer, kept: Reply | None = None) -> None:
+        with self._lock:
+            # Kept for the re-poll unless no connection keeps the poll, a wake-up came since
+            # the answer was made (then queued: its pass ends the wait) or the request waits
+            # no more (dropped). Kept before the answer goes out: a connection that closes
+            # as it is sent (`forget`) finds it, and ends it.
+            if kept is not None and self._keeps and not self._queued and not parked.finished:
+                self._between = True
+                self.answered = kept
+                kept = None
+        if kept is not None:
+            self.step.expire()
         try:
             parked.decide(answer)
         except Exception:  # a broken connection is the server's to close
             log.warning("handing over a live query's answer failed", exc_info=True)
         finally:
             with self._lock:
-                self._running = False
-                # Kept for the re-poll unless a wake-up came since the answer was made (then
-                # queued: its pass ends the wait).
-                if kept is not None and not self._queued:
-                    self._between = True
-                    self.answered = kept
-                    kept = None
-            if kept is not None:
-                self.step.expire()
+                if self._parked is parked:  # not a re-poll's, which took the wait since
+                    self._running = False
 
 
 def _respond(reply: Reply) -> Answer:
@@ -355,7 +367,7 @@ def subscribe_route(ctx: Context) -> Answer | Parked[Answer]:
             # the changed buckets' rows, a maintained answer's update): on its owner's
             # share of the room's pool, within the statement timeout, never on the
             # room's thread.
-            poll = _Poll(step, batch, budget)
+            poll = _Poll(step, batch, budget, kept is not None)
             step.watch(poll)
             # A commit between the read and the watch is not missed.
             reply = step.attempt(False, budget)
