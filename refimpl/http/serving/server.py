@@ -51,6 +51,9 @@ WORKER_POLL_SECONDS = 0.5  # how soon an idle worker notices a stop
 # A stream whose client has not taken this much of what was sent is dropped: a reader that
 # stops reading costs bounded memory.
 STREAM_UNSENT_LIMIT = 1024 * 1024
+# Events one worker's wait takes at most (`PollingWorkers`' `taken`): under load the next
+# connections are ready already, and the worker serves them in turn without another wait.
+EVENTS_TAKEN = 4
 # A stream whose parts are all sent: readable once its client hangs up (or, against the
 # protocol, sends something), which gives the stream up.
 _HANG_UP = select.EPOLLIN | select.EPOLLRDHUP | select.EPOLLONESHOT
@@ -90,7 +93,13 @@ class PooledWSGIServer(BaseWSGIServer):
         # A few requests run at once (`polling.ADMITTED`); one that waits (a commit's
         # flush, a lock) or runs long makes way early.
         self._workers = PollingWorkers(
-            "kdb-http", threads, self._event, self._close_idle, WORKER_POLL_SECONDS
+            "kdb-http",
+            threads,
+            self._event,
+            self._close_idle,
+            WORKER_POLL_SECONDS,
+            taken=EVENTS_TAKEN,
+            on_left=self._left,
         )
         self._epoll = self._workers.epoll
         self._stopping = self._workers.stopping
@@ -137,6 +146,7 @@ class PooledWSGIServer(BaseWSGIServer):
         fd = request.fileno()
         with self._lock:
             self._connections[fd] = handler
+            handler.armed = _ARMED  # what `_left` arms again
         self._epoll.register(fd, _ARMED)
 
     def _event(self, fd: int, mask: int = 0) -> None:
@@ -153,6 +163,22 @@ class PooledWSGIServer(BaseWSGIServer):
             watched = handler.armed == _HANG_UP
             handler.armed = 0
         self._answer(handler, watched)
+
+    def _left(self, fd: int, mask: int) -> None:
+        """An event a worker took but does not serve (its place went on, or the server
+        stops; `PollingWorkers`' `on_left`): the one-shot registration, which fired, is armed
+        again with what it waited for, and epoll reports it to a worker with a place. A
+        connection a worker or a parked answer holds now (`busy`) is left to it (it arms the
+        connection once done: a second worker never serves it meanwhile); a closed one is
+        gone. Modified under the lock, so that no `_event` takes it in between."""
+        with self._lock:
+            handler = self._connections.get(fd)
+            if handler is None or handler.busy:
+                return
+            try:
+                self._epoll.modify(fd, handler.armed)
+            except (OSError, ValueError):
+                pass  # closed meanwhile: the server is stopping
 
     def _answer(self, handler: Connection, watched: bool = False, once: bool = False) -> None:
         """Serve the connection's requests that came whole, until one parks or none is left
