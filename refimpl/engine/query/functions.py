@@ -1,5 +1,6 @@
-"""Scalar SQL functions: length, lower, upper, coalesce, nullif, abs, round, now (and
-CURRENT_TIMESTAMP, LOCALTIMESTAMP, transaction_timestamp), clock_timestamp, date_trunc; CAST.
+"""Scalar SQL functions: length, lower, upper, coalesce, nullif, greatest, least, abs,
+round, now (and CURRENT_TIMESTAMP, LOCALTIMESTAMP, transaction_timestamp), clock_timestamp,
+date_trunc; CAST.
 
 Each builder takes the function's name, its compiled arguments and the scope, checks
 arity and types, and returns the compiled call.
@@ -138,6 +139,39 @@ def _nullif(name: str, args: list[Compiled], scope: Scope) -> Compiled:
     return Compiled(null_if_equal, result_type, first.constant and second.constant)
 
 
+def _untyped(compiled: Compiled) -> bool:
+    """NULL or a text constant: PostgreSQL's `unknown`, which takes the others' type."""
+    return compiled.type == "NULL" or compiled.constant and compiled.type in values.TEXT_TYPES
+
+
+def _extreme(name: str, args: list[Compiled], scope: Scope) -> Compiled:
+    """greatest(a, ...) and least(a, ...): the largest or smallest argument that is not
+    NULL (NULL when all are), of their common type, as PostgreSQL's; a text constant next
+    to a TIMESTAMP or a number is read as one, as a comparison reads it."""
+    if not args:
+        raise SqlError(f"{name}() needs at least one argument")
+    # The first argument that says its type: the one the others' constants are read as.
+    anchor = next((a for a in args if not _untyped(a)), args[0])
+    args = [comparable(a, anchor, f"{name}()")[0] for a in args]
+    result_type = common_type([a.type for a in args], f"{name}()")
+    if result_type.endswith("[]") or result_type == "BLOB":
+        raise TypeMismatch(
+            f"{name}() compares numbers, text, timestamps or booleans, not {result_type}"
+        )
+    fns = [a.fn for a in args]
+    pick = max if name == "greatest" else min
+    widen = float if result_type == "DOUBLE" else None  # an INT among DOUBLEs is one
+
+    def extreme(row: Sequence[Any]) -> Any:
+        present = [v for fn in fns if (v := fn(row)) is not None]
+        if not present:
+            return None
+        value = pick(present)
+        return widen(value) if widen is not None else value
+
+    return Compiled(extreme, result_type, all(a.constant for a in args))
+
+
 def _abs(name: str, args: list[Compiled], scope: Scope) -> Compiled:
     _arity(name, args, 1)
     if not is_numeric(args[0].type):
@@ -252,6 +286,8 @@ FUNCTIONS: dict[str, Callable[[str, list[Compiled], Scope], Compiled]] = {
     "upper": _text_function(str.upper, "STRING"),
     "coalesce": _coalesce,
     "nullif": _nullif,
+    "greatest": _extreme,
+    "least": _extreme,
     "abs": _abs,
     "round": _round,
     "now": _now,

@@ -139,6 +139,9 @@ def pg_typmod(expr: ast.Expr, scope: Scope | None) -> int:
             return args[0].value if type(args[0].value) is int else -1
         if name == "nullif" and args:  # its answer is its first argument, or NULL
             return pg_typmod(args[0], scope)
+        if name in _EXTREMES:  # a NULL or constant among them has none: -1 then
+            given = {pg_typmod(arg, scope) for arg in args}
+            return given.pop() if len(given) == 1 else -1
         return _common_typmod(args, scope) if name == "coalesce" else -1
     if kind is ast.ColumnRef and scope is not None:
         assert isinstance(expr, ast.ColumnRef)
@@ -234,7 +237,8 @@ _NULL = ast.Literal(None, "NULL")
 # The calls whose one argument is their answer's precision, its type modifier.
 _PRECISE = frozenset({"current_timestamp", "localtimestamp"})
 # Functions whose answer is of their arguments' common type (`_common_type`).
-_SAME_TYPE = frozenset({"coalesce", "nullif"})
+_EXTREMES = frozenset({"greatest", "least"})
+_SAME_TYPE = frozenset({"coalesce", "nullif"}) | _EXTREMES
 
 
 def _untyped(expr: ast.Expr) -> bool:

@@ -45,11 +45,13 @@ def combine(query: ast.SetOperation, left: QueryOutput, right: QueryOutput) -> Q
             f"the two sides of {op} answer {len(left.columns)} and {len(right.columns)}"
             " columns; they must answer the same number"
         )
-    types = []
-    for a, b in zip(left.columns, right.columns, strict=True):
-        # A side's column of only NULLs says STRING; it takes the other side's type.
-        pair = [a.type, b.type]
-        types.append(_result_type(common_type(pair, op)))
+    # A side's column written as NULL says STRING; it takes the other side's type, as
+    # PostgreSQL's `unknown` does (`SELECT now() UNION SELECT NULL`).
+    nulls = zip(_nulls(query.left, left), _nulls(query.right, right), strict=True)
+    types = [
+        _result_type(common_type([_side_type(a, a_null), _side_type(b, b_null)], op))
+        for a, b, (a_null, b_null) in zip(left.columns, right.columns, nulls, strict=True)
+    ]
     pg_types = set_pg_types(
         [c.pg_type for c in left.columns],
         [c.pg_type for c in right.columns],
@@ -101,6 +103,23 @@ def values_output(values: ast.Values, scope: Scope, compile_: Compile) -> QueryO
     rows = [tuple(c.fn(()) for c in row) for row in compiled_rows]
     columns = [Column(f"column{i + 1}", t) for i, t in enumerate(types)]
     return QueryOutput(columns, _widened(rows, types))
+
+
+def _side_type(column: Column, null: bool) -> str:
+    return "NULL" if null else column.type
+
+
+def _nulls(query: ast.Query, output: QueryOutput) -> list[bool]:
+    """Which of `output`'s columns a side of a set operation writes as NULL (a select list's
+    `NULL`, not one of a subquery or of a set operation inside, typed text by then)."""
+    while isinstance(query, ast.WithQuery):
+        query = query.body
+    written = [False] * len(output.columns)
+    if isinstance(query, ast.Select) and len(query.items) == len(written):
+        for index, item in enumerate(query.items):
+            expr = item.expr
+            written[index] = type(expr) is ast.Literal and expr.type == "NULL"
+    return written
 
 
 def _counted(first: list[tuple], second: list[tuple], keep_matched: bool) -> list[tuple]:
