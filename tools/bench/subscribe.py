@@ -219,7 +219,7 @@ def full_run(args: argparse.Namespace, commits: int) -> None:
     sys.path[:] = [str(harness.REPO)] + [p for p in sys.path if Path(p or ".").resolve() != here]
     for name, module in list(sys.modules.items()):
         source = getattr(module, "__file__", None)
-        if source and name not in ("__main__", "harness") and Path(source).parent == here:
+        if source and name != "__main__" and Path(source).parent == here:
             del sys.modules[name]  # a script of this folder taken for a standard module
     idle = [int(n) for n in args.idle.split(",")]
     results = []
