@@ -52,7 +52,7 @@ from pathlib import Path
 from typing import Any
 
 import harness
-from changes_read import read_changes_http, read_changes_sse
+from changes_read_ours import read_changes_http, read_changes_sse
 from stream import figures_of, paced
 from stream_readers import Readers, exactly_once
 from stream_throughput import Throughput

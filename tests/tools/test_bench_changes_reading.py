@@ -1,30 +1,19 @@
-"""tools/bench/changes_read.py: a read's figures per row, the run-queue wait of the server's
-threads among them (the benchmark itself is run by hand, not here)."""
+"""tools/bench/changes_reading.py, changes_read.py's: a read's figures per row, the run-queue
+wait of the server's threads among them (the benchmark itself is run by hand, not here)."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
-import sys
 from typing import Any
 
 import pytest
 
-from tests.tools.bench_modules import BENCH
+from tests.tools.bench_modules import load_bench
 
 
 @pytest.fixture(scope="module")
 def bench() -> Any:
-    """The benchmark loaded as `load_bench` does, but known to sys.modules while it runs:
-    msgspec resolves its structs' annotations (`list[Change]`) in their module's globals."""
-    with pytest.MonkeyPatch.context() as patch:
-        patch.syspath_prepend(str(BENCH))
-        spec = importlib.util.spec_from_file_location("changes_read", BENCH / "changes_read.py")
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        patch.setitem(sys.modules, "changes_read", module)
-        spec.loader.exec_module(module)
-    return module
+    return load_bench("changes_reading")
 
 
 def test_a_reading_gives_the_servers_run_queue_wait_per_row(
