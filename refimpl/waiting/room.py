@@ -34,6 +34,7 @@ from refimpl.waiting.fanout import (
     FanoutPace,
     QueuedWriters,
     SharedSends,
+    split_batches,
     taking_turns,
 )
 from refimpl.waiting.owners import Budget, Offloaded, OwnerPool
@@ -437,13 +438,7 @@ class WaitingRoom(SharedSends[A], Generic[A]):
         cpu = time.thread_time()
         with self._lock:
             batches, self._fanout_batches = self._fanout_batches, {}
-        alone: list[Parked[A]] = []
-        for parked in requests:
-            batch = parked.batch
-            if batch is None:
-                alone.append(parked)
-            else:
-                batches[batch] = None
+        alone = split_batches(requests, batches)
         again: dict[Batch, None] = {}
         decide = self._decide
         try:
