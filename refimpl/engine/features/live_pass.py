@@ -5,11 +5,12 @@ A pass is one job of a user's woken live queries, made one after another on one 
 each part reads of the revision counters and the access records is the same for all of
 them, and the last stream's part waits for every part before it.
 
-Durability: a pass makes its parts from the committed state and the log's newest records
-(`recent_records.records_through`) as soon as a commit is visible, while its flush runs, and
-waits for the flush once, after making them all and before sending any (`PassReads.settle`);
-if a database's log fails instead, no part made from it is sent: each is made again and
-answers the failure (the parts of the pass's other databases are sent).
+Durability: a commit wakes a pass once it is durable (`live_wait._Durably`), so the pass
+mostly finds every commit it shows durable. One applied since, not yet durable, is shown
+from the committed state and the log's newest records (`recent_records.records_through`):
+the pass waits for its flush once, after making every part and before sending any
+(`PassReads.settle`); if a database's log fails instead, no part made from it is sent: each
+is made again and answers the failure (the parts of the pass's other databases are sent).
 Without a pass, an answer waits before it is given (`shown_durable`).
 """
 

@@ -21,9 +21,10 @@ at the same applied LSN is run once (`SharedResults`), and subscriptions whose l
 were the same one get one difference, whose encodings a protocol layer keeps with it
 (`live_runs`); the first of them a commit wakes keeps its step for the others (`live_steps`).
 
-No answer shows a commit before it is durable: a woken pass makes its answers while the
-flush runs and waits for it once before sending them (`live_pass.PassReads.settle`); any
-other caller gets a Reply once what it shows is durable (`live_pass.shown_durable`).
+No answer shows a commit before it is durable: a commit wakes its waits once it is durable
+(`live_wait._Durably`); a woken pass that reads a newer commit makes its answers and waits
+for that one's flush once before sending them (`live_pass.PassReads.settle`); any other
+caller gets a Reply once what it shows is durable (`live_pass.shown_durable`).
 """
 
 from __future__ import annotations

@@ -8,7 +8,8 @@ What callers may rely on:
 - `append` is called by one writer at a time (the database write lock) and only buffers; a
   record is acknowledged by `wait_durable`, which returns only once the record and everything
   before it are written and fsync'd (and the folder fsync'd when a segment file was created).
-  Concurrent waiters share one fsync (group commit).
+  Concurrent waiters share one fsync (group commit). `when_durable` has a call made once a
+  record is durable (or the log failed), by the thread whose flush made it so.
 - After a write or fsync error nothing more is ever acknowledged: the log stays failed and every
   later `append`, `wait_durable` and `remove_through` raises `WritesStopped`. Only a restart,
   which recovers from what is on disk, writes again.
@@ -111,6 +112,8 @@ class WriteAheadLog:
         self._closed = False
         self._flushing = False  # a leader is writing and syncing outside the lock
         self._gather = Gather()  # a leader's wait for its batch to fill (see its module)
+        # (LSN, call) of `when_durable`, called by the leader whose flush makes the LSN durable.
+        self._at_durable: list[tuple[int, Callable[[], object]]] = []
         # Frames appended but not yet handed to a leader, grouped by segment in LSN order.
         self._pending: list[tuple[Segment, bytearray]] = []
         # `_pending`'s last buffer while appends may add to it (a flush takes it: None).
@@ -303,6 +306,29 @@ class WriteAheadLog:
         finally:
             self._last_flush_seconds = time.perf_counter() - started
 
+    def when_durable(self, lsn: int, call: Callable[[], object]) -> bool:
+        """Have `call()` made once record `lsn` is durable, or once the log has failed, by
+        the thread that ends that flush (or finds the failure), outside the log's lock: it
+        must be cheap, never block and not raise. False, nothing kept: `lsn` is durable
+        already, or the log failed or closed; the caller calls it itself.
+
+        A waiter whose work shows a commit only once it is durable is woken then, instead of
+        waking at the commit to wait for the flush (or to lead it) in its own thread."""
+        with self._lock:
+            if lsn <= self._durable_lsn or self._failure is not None or self._closed:
+                return False
+            self._at_durable.append((lsn, call))
+            return True
+
+    def _due_locked(self) -> list[tuple[int, Callable[[], object]]]:
+        """The `when_durable` calls due now (all of them once the log failed), taken out."""
+        waiting, durable = self._at_durable, self._durable_lsn
+        if self._failure is not None or waiting[-1][0] <= durable:
+            self._at_durable = []
+            return waiting
+        self._at_durable = [entry for entry in waiting if entry[0] > durable]
+        return [entry for entry in waiting if entry[0] <= durable]
+
     def _wait(self) -> None:
         """`Condition.wait` (the lock held), counted in `_waiting` meanwhile."""
         self._waiting += 1
@@ -327,6 +353,10 @@ class WriteAheadLog:
             if self._waiting:  # the protocols' one flushing thread is most often alone
                 self._cond.notify_all()
             message = self._failure
+            due = self._due_locked() if self._at_durable else None
+        if due:
+            for _, call in due:
+                call()
         if failure is not None:
             raise WritesStopped(message or str(failure)) from failure
 
@@ -418,7 +448,11 @@ class WriteAheadLog:
             if self._failure is None:
                 self._failure = failure_message(doing, exc, self._durable_lsn)
             self._cond.notify_all()
-            return WritesStopped(self._failure)
+            due, self._at_durable = self._at_durable, []
+            message = self._failure
+        for _, call in due:
+            call()
+        return WritesStopped(message)
 
     # --- reading ----------------------------------------------------------------------------
 

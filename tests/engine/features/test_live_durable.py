@@ -1,7 +1,9 @@
 """A live query's answers never show a commit before it is durable (spec: subscribe; the
 log's durability), yet a pass of woken live queries makes them while the flush runs.
 
-A disk whose flush is held (`HeldDisk`) keeps a commit visible and not durable: a pass
+A commit wakes a wait only once it is durable, or once its flush failed (the pass then
+answers the failure). A disk whose flush is held (`HeldDisk`) keeps a commit visible and
+not durable: a pass (one that reads a commit newer than the one that woke it)
 makes its part from the log's newest records in memory without waiting, and its `settle`
 returns only once the flush has ended; if the flush fails, `settle` gives the failure and
 every attempt of the pass raises it. Without a pass, an answer is given only once durable,
@@ -43,12 +45,47 @@ def conn(tmp_path, disk: HeldDisk) -> Iterator[Connection]:
 
 
 def _wait(conn: Connection) -> LiveWait:
+    return _watched(conn)[0]
+
+
+def _watched(conn: Connection) -> tuple[LiveWait, threading.Event]:
+    """A wait on the wake board, and its waker."""
     manager = conn.instance.subscriptions
     session = conn.session()
     step = manager.follow(session, manager.ask_now(session, CANDLES, None))
     assert isinstance(step, LiveWait)
-    step.watch(threading.Event())
-    return step
+    woken = threading.Event()
+    step.watch(woken)
+    return step, woken
+
+
+def test_a_wait_is_woken_once_its_commit_is_durable_not_at_the_commit(conn, disk):
+    """The pass its wake-up starts finds the commit durable: it never waits for the flush,
+    nor leads it, on the thread that makes its user's answers."""
+    wait, woken = _watched(conn)
+    lsn, writer = commit_held(conn, disk)
+    assert not woken.wait(WHILE), "woken before the commit was durable"
+    disk.release()
+    assert woken.wait(SOON)
+    assert conn.instance.database("demo").log.durable_lsn >= lsn
+    reads = PassReads()
+    reply = wait.attempt(True, None, reads)
+    assert isinstance(reply, Reply) and reply.rows[-1][-1] == 1530
+    assert reads.needs == {}
+    writer.join(SOON)
+
+
+def test_a_failed_flush_wakes_the_wait_whose_attempt_answers_the_failure(conn, disk):
+    wait, woken = _watched(conn)
+    commit_held(conn, disk)
+    assert not woken.wait(WHILE)
+    disk.release(fail=True)
+    assert woken.wait(SOON)
+    reads = PassReads()
+    wait.attempt(True, None, reads)
+    assert list(reads.settle()) == [conn.instance.database("demo")]
+    with pytest.raises(WritesStopped):
+        wait.attempt(True, None, reads)
 
 
 def test_a_pass_makes_its_part_before_the_flush_and_sends_after(conn, disk):
