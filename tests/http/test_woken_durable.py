@@ -9,7 +9,7 @@ import threading
 from collections.abc import Callable
 
 from refimpl.errors import WritesStopped
-from refimpl.http.endpoints.woken_batch import Headed, Woken, woken
+from refimpl.http.endpoints.woken_batch import Headed, Runs, Taken, Woken, woken
 from refimpl.waiting.room import WaitingRoom
 
 LSN = 7  # the commit the parts are made from
@@ -61,6 +61,31 @@ class _HeadedPart(_Made):
         if self.database in self.batch.reads.failures:
             return hand_over
         return Headed(self, b"id: s.2\n", b"event: rows\n\n")  # type: ignore[return-value]
+
+
+class _TakingPart(_HeadedPart):
+    """A stream's part whose `takes_after` makes the parts of those woken after it in a row
+    that show its database's commit, in one call, as `_LiveStream.take_after` makes those
+    that take its step."""
+
+    def make(self) -> Callable[[], None]:
+        hand_over = super().make()
+        if isinstance(hand_over, Headed):
+            return hand_over._replace(takes_after=self.take_after)
+        return hand_over
+
+    def take_after(self, woken: list[Runs], at: int) -> Taken:
+        taken: list[_Made] = []
+        for each in woken[at:]:
+            if not isinstance(each, _Made) or each.database is not self.database:
+                break
+            taken.append(each)
+        reads = self.batch.reads
+        reads.needs[self.database] = LSN  # type: ignore[index]  # a stand-in database
+        reads.shown = self.database  # type: ignore[assignment]
+        for each in taken:
+            each.made.set()
+        return Taken(taken, b"event: rows\n\n", [(each, b"id: s.2\n") for each in taken])
 
 
 def _sends(room: WaitingRoom, sent: list[tuple[str, int]], database: _Database) -> None:
@@ -119,3 +144,30 @@ def test_a_failed_log_is_the_answer_of_its_own_databases_parts_only(room: Waitin
     well.log.flushed.set()
     _after_the_pass(room)
     assert sorted(sent) == [("failure", LSN - 1), ("rows", LSN)]
+
+
+def test_parts_taken_in_one_call_are_made_again_when_their_log_failed(
+    room: WaitingRoom,
+) -> None:
+    failing, well, sent = _Database(), _Database(), list[tuple[str, int]]()
+    _sends(room, sent, well)
+    batch = woken(room, "u")
+    gate = threading.Event()
+
+    def hold() -> None:
+        gate.wait(5)
+
+    room.owner_work.submit("u", hold)  # its pass then finds them all woken
+    made = [_TakingPart(batch, failing, sent), _Made(batch, failing, sent)]
+    made += [_Made(batch, failing, sent), _TakingPart(batch, well, sent), _Made(batch, well, sent)]
+    for each in made:
+        batch.add(each)
+    gate.set()
+    assert all(each.made.wait(5) for each in made)
+    failing.log.failed = True
+    failing.log.flushed.set()
+    well.log.flushed.set()
+    _after_the_pass(room)
+    # The failed log's three (one taking the two after it) each answer its failure; the
+    # well one's two parts are sent.
+    assert sorted(sent) == [*[("failure", LSN - 1)] * 3, ("part", LSN), ("part", LSN)]

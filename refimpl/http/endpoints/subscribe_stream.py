@@ -47,7 +47,6 @@ from refimpl.http.endpoints.subscribe_route import (
     SSE_HEADERS,
     HandOver,
     Headed,
-    Made,
     Runs,
     Woken,
     reply_event,
@@ -55,6 +54,7 @@ from refimpl.http.endpoints.subscribe_route import (
     subscribe_route,
     woken,
 )
+from refimpl.http.endpoints.woken_batch import Taken
 from refimpl.waiting.owners import Budget
 from refimpl.waiting.parked import LIVE_STREAM, Parked, Part
 from refimpl.waiting.places import FairPlaces, place_owner
@@ -64,7 +64,6 @@ HEADERS = (("Content-Type", "text/event-stream; charset=utf-8"), *SSE_HEADERS.it
 log = logging.getLogger("refimpl.subscribe")
 # In the first event's block (a long poll's answer has it in a block of its own).
 _RETRY = f"retry: {RETRY_MS}\n".encode()
-_new_headed = tuple.__new__
 
 
 class FirstRunEnters:
@@ -304,9 +303,7 @@ class _LiveStream:
             self._id_line = b"id: %b." % subscription.id.encode()
         return b"%b%d\n" % (self._id_line, reply.version)
 
-    def take_after(
-        self, woken: list[Runs], at: int
-    ) -> tuple[list[Made], bytes, list[tuple[object, bytes]]]:
+    def take_after(self, woken: list[Runs], at: int) -> Taken:
         """`TakesAfter`: the parts of `woken[at]` and the streams in a row after it that
         take the step this stream's part took (the manager's `take_steps`), as their
         `_next` would make them: streams of this manager whose token stands and whose
@@ -316,9 +313,11 @@ class _LiveStream:
         assert batch is not None  # started: it made this stream's part
         reads = batch.reads
         looked = reads.looked
-        # Those offered, each with its outlet; one more than take the step, maybe.
-        streams: list[tuple[_LiveStream, object]] = []
-        take = streams.append
+        # Those offered, and each one's outlet (two lists, not a pair a stream); one more
+        # than take the step, maybe.
+        streams: list[_LiveStream] = []
+        outlets: list[object] = []
+        take, take_outlet = streams.append, outlets.append
 
         def waits() -> Iterator[LiveWait]:
             for each in itertools.islice(woken, at, None):
@@ -338,33 +337,29 @@ class _LiveStream:
                     ended = looked[key] = each._token.gone() or ""
                 if ended:
                     return  # its `_next` makes its end
-                take((each, outlet))
+                take(each)
+                take_outlet(outlet)
                 yield wait
 
         first, versions = manager.take_steps(waits(), reads)
         if first is None:
-            return [], b"", []
+            return Taken([], b"", [])
         body = rows_event(first)  # one change: encoded once, by the first's part
-        shown = reads.shown  # (one database's, set by `take_steps` for all)
-        made: list[Made] = []
         sends: list[tuple[object, bytes]] = []
-        keep, send = made.append, sends.append
+        send = sends.append
         # The version's end of the `id:` line, made once for the streams of one number
         # (those that began together): a concatenation a stream, not a format.
         number, numbered = b"", -1
-        for (stream, outlet), version in zip(streams, versions):  # noqa: B905
+        for stream, outlet, version in zip(streams, outlets, versions):  # noqa: B905
             subscription = stream._wait.subscription  # type: ignore[union-attr]  # offered
             if stream._named is not subscription:  # (its `_head`'s, in line)
                 stream._named = subscription
                 stream._id_line = b"id: %b." % subscription.id.encode()
             if version != numbered:
                 number, numbered = b"%d\n" % version, version
-            head = stream._id_line + number
-            # No `takes_after`: the pass goes on past the parts this call made. (Made by
-            # the tuple's own `__new__`, in C: a named tuple's runs a frame of Python.)
-            keep((stream, _new_headed(Headed, (outlet, head, body, None)), shown))
-            send((outlet, head))
-        return made, body, sends
+            send((outlet, stream._id_line + number))
+        del streams[len(sends) :]  # the one offered past those that took the step, if any
+        return Taken(streams, body, sends)
 
     def drained(self) -> None:
         """The server sent every part so far: a wake-up that came meanwhile makes the next."""

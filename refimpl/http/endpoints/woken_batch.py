@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Sequence
 from typing import NamedTuple, Protocol
 
 from refimpl.engine.features.live_pass import PassReads
@@ -33,10 +33,21 @@ class Headed(NamedTuple):
 
 class TakesAfter(Protocol):
     """The parts of `woken[at]` and those in a row after it that take the step a stream's
-    part took (`_LiveStream.take_after`): their `made` entries, their one body, each one's
-    (outlet, head); they end before the first that does not, which is made as usual."""
+    part took (`_LiveStream.take_after`); they end before the first that does not, which is
+    made as usual."""
 
-    def __call__(self, woken: list[Runs], at: int) -> tuple[list[Made], bytes, _Sends]: ...
+    def __call__(self, woken: list[Runs], at: int) -> Taken: ...
+
+
+class Taken(NamedTuple):
+    """The parts a `TakesAfter` call made: its streams (`runs`, in `woken`'s order, none
+    when the first did not take the step), their one `body`, and each one's (outlet, head)
+    in `sends`, in the same order. Kept whole in the pass's `made`, one entry for all:
+    not a `Headed` and an entry a stream that only a failed flush would read."""
+
+    runs: Sequence[Runs]
+    body: bytes
+    sends: _Sends
 
 
 class Runs(Protocol):
@@ -49,8 +60,9 @@ class Runs(Protocol):
 
 
 # A woken live query made in a pass (`Woken._make_all`): it, what its `make` gave, and the
-# database whose commits that shows before they may be durable (`PassReads.shown`), if any.
-Made = tuple[Runs, "HandOver | Headed", object]
+# database whose commits that shows before they may be durable (`PassReads.shown`), if any;
+# or the parts a `TakesAfter` made, their first stream, `Taken`, and that database.
+Made = tuple[Runs, "HandOver | Headed | Taken", object]
 _Sends = list[tuple[object, bytes]]  # (outlet, head) of parts that share one body
 # Headed parts by their body: each body's streams are sent it at once.
 _Shared = dict[bytes, _Sends]
@@ -159,15 +171,16 @@ class Woken:
             # commit): made in one call, with one body; the first that does not, as usual.
             reads.shown = None
             try:
-                taken, body, sends = takes_after(woken, at)
+                taken = takes_after(woken, at)
             except Exception:
                 log.warning("making live queries' parts failed", exc_info=True)
                 continue
-            if taken:
-                at += len(taken)
-                made += taken  # its entries as `takes_after` made them, in its one loop
-                sharing = shared.setdefault(body, [])
-                sharing += sends
+            runs = taken.runs
+            if runs:
+                at += len(runs)
+                keep((runs[0], taken, reads.shown))  # (one database's, for all)
+                sharing = shared.setdefault(taken.body, [])
+                sharing += taken.sends
 
     @staticmethod
     def _gather(made: list[Made], hand_overs: list[HandOver], shared: _Shared) -> None:
@@ -176,6 +189,8 @@ class Woken:
         for _, hand_over, _ in made:
             if isinstance(hand_over, Headed):
                 shared.setdefault(hand_over.body, []).append((hand_over.outlet, hand_over.head))
+            elif isinstance(hand_over, Taken):
+                shared.setdefault(hand_over.body, []).extend(hand_over.sends)
             else:
                 hand_overs.append(hand_over)
 
@@ -192,7 +207,13 @@ class Woken:
         hand_overs.clear()
         shared.clear()
         self._gather([one for one in made if one[2] not in failed], hand_overs, shared)
-        remade = [each for each, _, shown in made if shown in failed]
+        remade: list[Runs] = []
+        for each, hand_over, shown in made:
+            if shown in failed:
+                if isinstance(hand_over, Taken):
+                    remade += hand_over.runs
+                else:
+                    remade.append(each)
         self._make_all(remade, [], hand_overs, shared)
 
     def _run_all(self) -> None:
