@@ -19,6 +19,7 @@ from refimpl.engine.options import EngineOptions
 from refimpl.http.app import App, AppOptions
 from refimpl.http.endpoints.subscribe_route import _Kept, _Poll
 from refimpl.http.route_memo import MEMO_KEY, RouteMemo
+from refimpl.waiting.places import ADMIN_OWNER
 
 QUERY = "SUBSCRIBE SELECT id FROM t"
 
@@ -184,3 +185,59 @@ def test_a_kept_wait_no_repoll_takes_ends_with_the_connection(app: App) -> None:
     assert _waiting(app) == 1
     connection.memo.forget()  # the connection closed (`HttpConnection.close`)
     assert first.step.waker is None and _waiting(app) == 0
+
+
+def _held(app: App, owner: object = ADMIN_OWNER) -> int:
+    """The wait places `owner` holds (the admin's: every request of a `dev` app)."""
+    return app.waiting_room.wait_places(app.wait_slots).held(owner)
+
+
+def test_the_kept_wait_keeps_its_place_for_the_repoll(app: App) -> None:
+    connection = _Connection(app)
+    first, answered = _answered_rows(app, connection)
+    assert _held(app) == 1  # kept with the wait, for the re-poll
+    answer = connection.asked(id=answered, wait="60000")
+    assert _parked(app, connection, None) is first
+    assert _held(app) == 1  # the re-poll took the kept place, none of its own
+    _insert(app, 2)
+    assert b"[[2]]" in answer()[1]
+    assert _held(app) == 1
+    connection.memo.forget()  # the connection closed: the wait ends, its place goes back
+    assert _held(app) == 0 and _waiting(app) == 0
+
+
+def test_a_kept_place_goes_back_when_the_kept_wait_ends(app: App) -> None:
+    connection = _Connection(app)
+    _, answered = _answered_rows(app, connection)
+    _insert(app, 2)  # the kept wait ends at this commit, and its place with it
+    assert _held(app) == 0
+    status, body = connection.ask(id=answered, wait="60000")
+    assert b"[[2]]" in body and _held(app) == 0  # answered at once: it never waited
+
+
+def test_a_repoll_answered_at_its_deadline_gives_the_place_back(app: App) -> None:
+    connection = _Connection(app)
+    _, answered = _answered_rows(app, connection, wait="500")
+    status, body = connection.ask(id=answered, wait="500")
+    assert b"event:" not in body and _held(app) == 0
+
+
+@pytest.mark.parametrize("app", [False], indirect=True)
+def test_a_kept_place_goes_back_with_the_wait_after_a_revoke(app: App) -> None:
+    session = app.instance.session("demo", ADMIN)
+    session.execute("CREATE USER place_u")
+    session.execute("GRANT SELECT ON t TO place_u")
+    token = session.execute("CREATE TOKEN FOR place_u").rows[0][0]
+    connection = _Connection(app, token)
+    try:
+        _, answered = _answered_rows(app, connection)
+        assert _held(app, "place_u") == 1
+        session.execute("REVOKE SELECT ON t FROM place_u")
+        status, _ = connection.ask(id=answered, wait="60000")
+        assert status.startswith("403")
+        # The place goes with the kept wait: at the next commit it sees (or with the
+        # connection), as the wait does.
+        _insert(app, 2)
+        assert _held(app, "place_u") == 0 and _waiting(app) == 0
+    finally:
+        session.close()

@@ -20,7 +20,7 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from typing import NamedTuple
 
 from refimpl.engine.features.live_answers import Reply
@@ -67,14 +67,26 @@ class _Poll:
     # (`rearm`); `answered` is the reply it answered then.
     _between = False
     answered: Reply | None = None
+    # The wait kept since the answer holds its request's wait place too (`keep_place`),
+    # handed to the re-poll with the wait (`rearm`), else given back when the wait ends.
+    _place = False
 
-    def __init__(self, step: LiveWait, batch: Woken, budget: Budget, keeps: bool = True) -> None:
+    def __init__(
+        self,
+        step: LiveWait,
+        batch: Woken,
+        budget: Budget,
+        keeps: bool = True,
+        give_back: Callable[[], None] | None = None,
+    ) -> None:
         self.step = step
         self._batch = batch
         self._budget = budget
         # Whether its wait may be kept for a re-poll: only a connection that keeps what its
         # polls made (`_Kept`) takes it back, or lets it go when it closes.
         self._keeps = keeps
+        # Gives its requests' wait place back (None: no place is kept with the wait).
+        self._give_back = give_back
         self._lock = threading.Lock()
 
     def set(self) -> None:
@@ -85,6 +97,7 @@ class _Poll:
                 # kept to wake later: a connection that closed would hold it on the board.
                 self._between = False
                 end = True
+                place, self._place = self._place, False
             elif self._parked is None:
                 self._missed = True
                 return
@@ -95,27 +108,48 @@ class _Poll:
                 end = False
         if end:
             self.step.expire()
+            if place:
+                self._place_back()
             return
         self._batch.add(self)
 
-    def rearm(self) -> bool:
+    def rearm(self) -> tuple[bool, bool]:
         """Take the wait kept since the answer for the connection's re-poll, which names
-        that answer's version: True when it is still on the wake board, never woken since
-        (a wake-up from now on is kept until `attach`); False: it has ended."""
+        that answer's version: (True, place) when it is still on the wake board, never woken
+        since (a wake-up from now on is kept until `attach`), `place` whether the re-poll
+        holds the wait place kept with it; (False, False): it has ended."""
         with self._lock:
             if not self._between:
-                return False
-            self._between = False
+                return False, False
+            place = self._place
+            self._between = self._place = False
             self._parked = None
             self._missed = self._queued = self._running = self._expired = False
-        return True
+        return True, place
 
     def forget(self) -> None:
         """No re-poll takes the wait kept since the answer: it ends (if still kept)."""
         with self._lock:
             between, self._between = self._between, False
+            place, self._place = self._place, False
         if between:
             self.step.expire()
+        if place:
+            self._place_back()
+
+    def keep_place(self) -> bool:
+        """At its request's release: True when the wait is kept for the re-poll, which then
+        takes the request's wait place with it (a re-poll takes none of its own)."""
+        if self._give_back is None:
+            return False
+        with self._lock:
+            self._place = kept = self._between
+        return kept
+
+    def _place_back(self) -> None:
+        give_back = self._give_back
+        assert give_back is not None  # a place is kept only with it
+        give_back()
 
     def attach(self, parked: Parked[Answer]) -> None:
         """`parked` is the request to answer; run at once if a wake-up came before."""
@@ -161,9 +195,12 @@ class _Poll:
         if parked is None or parked.finished:
             with self._lock:
                 self._queued = self._running = self._between = False
+                place, self._place = self._place, False
             # Woken after its answer was made: a wait kept for the re-poll ends here, and
             # the re-poll reads the counter again.
             self.step.expire()
+            if place:
+                self._place_back()
             return None
         with self._lock:
             self._queued = False
@@ -336,6 +373,8 @@ def subscribe_route(ctx: Context) -> Answer | Parked[Answer]:
     reply: Reply | None
     last = None if kept is None else kept.poll
     again = _again(last, asked, session)
+    # Whether the request holds a wait place: a re-poll may hold the one its wait kept.
+    placed = again is not None and again.place
     try:
         # The request's own work runs at most one query, within the budget entered for it
         # alone: the ask's snapshot when it answers at once, else the attempt's re-run (a
@@ -354,20 +393,23 @@ def subscribe_route(ctx: Context) -> Answer | Parked[Answer]:
             step = app.instance.subscriptions.ask(session, text, asked, offsets, budget)
         if isinstance(step, Reply):
             reply = step
-        elif wait_ms <= 0 or not places.take(owner):
+        elif wait_ms <= 0 or not (placed or places.take(owner)):
             reply = step.attempt(False, budget) or step.expire()
         elif again is not None and step is again.poll.step:
             # On the wake board since its answer's re-run read the counter, and never woken
             # since (`rearm`): no commit after that version can have been missed, and one
             # from now on is kept until `attach`.
             poll = again.poll
+            placed = True
             reply = None
         else:
             # Every re-run is work of the client's choosing (a window's sort, a WHERE,
             # the changed buckets' rows, a maintained answer's update): on its owner's
             # share of the room's pool, within the statement timeout, never on the
             # room's thread.
-            poll = _Poll(step, batch, budget, kept is not None)
+            placed = True
+            give_back = functools.partial(places.give_back, owner)
+            poll = _Poll(step, batch, budget, kept is not None, give_back)
             step.watch(poll)
             # A commit between the read and the watch is not missed.
             reply = step.attempt(False, budget)
@@ -375,20 +417,23 @@ def subscribe_route(ctx: Context) -> Answer | Parked[Answer]:
         if poll is not None:  # a REVOKE or the timeout in the attempt: no wait is left
             assert isinstance(step, LiveWait)
             step.expire()
-            places.give_back(owner)
         elif again is not None:  # a REVOKE in `follow`: the kept wait ends
             again.poll.step.expire()
+        if placed:
+            places.give_back(owner)
         session.close()
         raise
     if reply is not None:
-        if poll is not None:
+        if placed:
             places.give_back(owner)
         session.close()
         return _respond(reply)
     assert poll is not None and isinstance(step, LiveWait)
+    waiting = poll
 
     def release() -> None:
-        places.give_back(owner)
+        if not waiting.keep_place():
+            places.give_back(owner)
         session.close()
 
     parked: Parked[Answer] = Parked(
@@ -410,10 +455,12 @@ def subscribe_route(ctx: Context) -> Answer | Parked[Answer]:
 
 class _Again(NamedTuple):
     """A re-poll of the version its connection's last poll answered: that poll, its wait
-    taken again (`_Poll.rearm`), and the reply it answered."""
+    taken again (`_Poll.rearm`), the reply it answered, and whether the wait's place came
+    with it."""
 
     poll: _Poll
     reply: Reply
+    place: bool
 
 
 def _again(last: _Poll | None, asked: str | None, session: Session) -> _Again | None:
@@ -422,11 +469,7 @@ def _again(last: _Poll | None, asked: str | None, session: Session) -> _Again | 
     if last is None:
         return None
     answered = last.answered
-    if (
-        answered is None
-        or asked != answered.id
-        or last.step.session is not session
-        or not last.rearm()
-    ):
+    if answered is None or asked != answered.id or last.step.session is not session:
         return None
-    return _Again(last, answered)
+    taken, place = last.rearm()
+    return _Again(last, answered, place) if taken else None
