@@ -1,4 +1,6 @@
-"""The package's shape: no import cycles, the layers import only downwards, small modules.
+"""The package's shape: no import cycles, the layers import only downwards, small modules;
+and the same of the scripts in tools/ where it fits them (small modules, no import cycles),
+each folder of modules saying what it is for.
 
 Imports are read from the source with `ast`, never executed, so every import counts: those
 under `if TYPE_CHECKING:` and those inside functions too (a cycle hidden in a function or a
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import itertools
+import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +26,8 @@ MAX_LINES = 600
 
 # Modules allowed over MAX_LINES, each with its reason; an entry no longer needed fails too.
 OVERSIZED_ALLOWED: dict[str, str] = {}
+# The same for tools/ (paths from the repository: tools/bench/x.py).
+TOOLS_OVERSIZED_ALLOWED: dict[str, str] = {}
 
 _ENGINE = "refimpl.engine"
 _LEAVES = (
@@ -168,8 +173,26 @@ class ImportGraph:
 
 def read_imports(root: Path) -> ImportGraph:
     """The modules under `root` and every import between them, at any depth of the code."""
-    modules = module_files(root)
-    base = root.parent
+    return imports_between(module_files(root), root.parent)
+
+
+def script_modules(folder: Path) -> dict[str, Path]:
+    """Module name -> file of a folder of scripts run from it: the folder is first on their
+    path, so they import each other by their bare names (each .py by its stem, a package in
+    it by its dotted names). A name of the standard library is left out: the scripts reach a
+    file of theirs that shadows one (tools/bench's http.py) by its path, never by that name."""
+    modules = {path.stem: path for path in sorted(folder.glob("*.py"))}
+    for init in sorted(folder.glob("*/__init__.py")):
+        modules.update(module_files(init.parent))
+    return {
+        name: path
+        for name, path in modules.items()
+        if name.partition(".")[0] not in sys.stdlib_module_names
+    }
+
+
+def imports_between(modules: dict[str, Path], base: Path) -> ImportGraph:
+    """Every import between `modules` (their paths shown from `base`), at any depth."""
     edges = []
     for module, path in modules.items():
         tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
@@ -397,6 +420,43 @@ def imports_of_test_modules(paths: Iterable[Path], base: Path) -> list[str]:
     return found
 
 
+# --- what each folder is for ---------------------------------------------------------------------
+
+
+def unexplained_folders(root: Path) -> list[str]:
+    """The folders under `root`, itself included (paths from its parent), that hold Python
+    modules and say nowhere what they are for: neither a README.md nor an `__init__.py` with a
+    docstring."""
+    found = []
+    for folder in sorted({path.parent for path in root.rglob("*.py")}):
+        if (folder / "README.md").is_file():
+            continue
+        init = folder / "__init__.py"
+        if init.is_file() and ast.get_docstring(ast.parse(init.read_text(encoding="utf-8"))):
+            continue
+        found.append(folder.relative_to(root.parent).as_posix())
+    return found
+
+
+def assert_no_cycles(graph: ImportGraph) -> None:
+    cycles = find_cycles((edge.source, edge.target) for edge in graph.edges)
+    assert not cycles, "import cycles:\n" + "\n".join(
+        describe_cycle(cycle, graph.edges) for cycle in cycles
+    )
+
+
+def assert_small(root: Path, allowed: Mapping[str, str], allowed_name: str) -> None:
+    """No module under `root` over MAX_LINES but those `allowed` (named `allowed_name`), each
+    of which still is."""
+    sizes = oversized(root, MAX_LINES)
+    too_big = {path: lines for path, lines in sizes.items() if path not in allowed}
+    assert not too_big, f"modules over {MAX_LINES} lines:\n" + "\n".join(
+        f"  {path}: {lines} lines" for path, lines in too_big.items()
+    )
+    stale = sorted(set(allowed) - set(sizes))
+    assert not stale, f"allowed to be big but no longer are, drop from {allowed_name}: {stale}"
+
+
 # --- the tests of the package -------------------------------------------------------------------
 
 
@@ -406,11 +466,7 @@ def package_imports() -> ImportGraph:
 
 
 def test_no_import_cycles(package_imports):
-    edges = package_imports.edges
-    cycles = find_cycles((edge.source, edge.target) for edge in edges)
-    assert not cycles, "import cycles:\n" + "\n".join(
-        describe_cycle(cycle, edges) for cycle in cycles
-    )
+    assert_no_cycles(package_imports)
 
 
 @pytest.mark.parametrize("rule", FORBIDDEN)
@@ -425,13 +481,7 @@ def test_layer_rule(rule, package_imports):
 
 
 def test_modules_are_small():
-    sizes = oversized(PACKAGE_ROOT, MAX_LINES)
-    too_big = {path: lines for path, lines in sizes.items() if path not in OVERSIZED_ALLOWED}
-    assert not too_big, f"modules over {MAX_LINES} lines:\n" + "\n".join(
-        f"  {path}: {lines} lines" for path, lines in too_big.items()
-    )
-    stale = sorted(set(OVERSIZED_ALLOWED) - set(sizes))
-    assert not stale, f"allowed to be big but no longer are, drop from OVERSIZED_ALLOWED: {stale}"
+    assert_small(PACKAGE_ROOT, OVERSIZED_ALLOWED, "OVERSIZED_ALLOWED")
 
 
 def test_the_engine_names_no_route_or_header():
@@ -451,6 +501,36 @@ def test_no_test_module_is_imported():
     assert not found, "test modules imported (move what is shared to a support module):\n" + (
         "\n".join(f"  {line}" for line in found)
     )
+
+
+@pytest.mark.parametrize("root", [PACKAGE_ROOT, TOOLS_ROOT], ids=["refimpl", "tools"])
+def test_each_folder_of_modules_says_what_it_is_for(root):
+    found = unexplained_folders(root)
+    assert not found, "folders with neither a README.md nor a docstring in __init__.py:\n" + (
+        "\n".join(f"  {folder}" for folder in found)
+    )
+
+
+# --- the tests of tools/ -------------------------------------------------------------------------
+
+
+def test_tools_modules_are_small():
+    assert_small(TOOLS_ROOT, TOOLS_OVERSIZED_ALLOWED, "TOOLS_OVERSIZED_ALLOWED")
+
+
+# tools/'s modules named from the repository (tools.mutation.run), and tools/bench's scripts,
+# which import each other by their bare names.
+TOOLS_GRAPHS = {
+    "tools": lambda: read_imports(TOOLS_ROOT),
+    "tools/bench": lambda: imports_between(script_modules(TOOLS_ROOT / "bench"), TEST_ROOT.parent),
+}
+
+
+@pytest.mark.parametrize("graph", TOOLS_GRAPHS)
+def test_no_import_cycles_in_tools(graph):
+    imports = TOOLS_GRAPHS[graph]()
+    assert imports.edges, f"no import between the modules of {graph}: are they still there?"
+    assert_no_cycles(imports)
 
 
 # --- the checks can fail: a small synthetic package ---------------------------------------------
@@ -540,3 +620,36 @@ def test_test_module_imports_are_found_in_every_spelling(tmp_path):
         "tests/x/test_c.py:1 imports tests.x.test_d",
         "tests/x/test_c.py:2 imports test_e",
     ]
+
+
+def test_scripts_import_each_other_by_bare_name_not_the_standard_librarys(tmp_path):
+    files = {
+        "a.py": "import b\nimport http.client\n",
+        "b.py": "from pkg import c\n",
+        "http.py": "import a\n",  # shadows the standard library's: reached by path only
+        "pkg/__init__.py": "from pkg.c import f\n",
+        "pkg/c.py": "import a\n\ndef f():\n    pass\n",
+    }
+    _write_package(tmp_path, files)
+    graph = imports_between(script_modules(tmp_path), tmp_path)
+    assert {(e.source, e.target) for e in graph.edges} == {
+        ("a", "b"),
+        ("b", "pkg.c"),
+        ("pkg", "pkg.c"),
+        ("pkg.c", "a"),
+    }
+    assert find_cycles((e.source, e.target) for e in graph.edges) == [["a", "b", "pkg.c", "a"]]
+
+
+def test_a_folder_of_modules_says_what_it_is_for_in_a_readme_or_its_init(tmp_path):
+    files = {
+        "root/x.py": "",
+        "root/told/__init__.py": '"""What this package is for."""\n',
+        "root/told/m.py": "",
+        "root/readme/README.md": "# What this folder is for\n",
+        "root/readme/m.py": "",
+        "root/silent/__init__.py": "# a comment is no docstring\n",
+        "root/data/table.csv": "a,b\n",
+    }
+    _write_package(tmp_path, files)
+    assert unexplained_folders(tmp_path / "root") == ["root", "root/silent"]
