@@ -263,10 +263,12 @@ class WaitingRoom(SharedSends[A], Generic[A]):
 
     def poke_all(self, requests: list[Parked[A]]) -> None:
         """`poke` for many paced requests at once (the streams of a database at its commit),
-        attempted in the next fan-out round: one lock and one wake-up, so that the thread
-        publishing a commit pays nothing per stream. The same list poked again before that
-        round counts once (a database's streams at several commits); the caller must not
-        change a list it handed over."""
+        attempted in the next fan-out round: one lock (none while the list waits for it) and
+        one wake-up, so that the thread publishing a commit pays nothing per stream. The
+        same list poked again before that round counts once (a database's streams at several
+        commits); the caller must not change a list it handed over."""
+        if requests in self._fanout_groups:
+            return  # poked, its round not begun: the round takes what is durable when it runs
         with self._lock:
             # With a round due already, the room looks by then anyway: a thousand commits
             # a second cost it no wake-up each.

@@ -1,12 +1,15 @@
 """The fan-out round's split of its poked requests into batches and requests sent alone
-(`fanout.split_batches`)."""
+(`fanout.split_batches`), and the pokes of a list that waits for its round."""
 
 from __future__ import annotations
 
+import threading
 from types import SimpleNamespace
 from typing import Any
 
+from refimpl.http.error_answers import to_response
 from refimpl.waiting.fanout import split_batches
+from refimpl.waiting.room import WaitingRoom
 
 
 def _requests(*batches: object) -> list[Any]:
@@ -35,3 +38,19 @@ def test_requests_no_batch_sends_come_back_in_their_order():
     assert split_batches(requests, batches) == [requests[0], requests[2]]
     assert list(batches) == [batch]
     assert None not in batches
+
+
+def test_a_list_poked_again_before_its_round_takes_no_lock():
+    # The publishing thread pokes a database's streams at each flush: while their list waits
+    # for its round it returns at once, the room's lock held elsewhere or not.
+    room = WaitingRoom(to_response)
+    requests = _requests(object())
+    room.poke_all(requests)
+    assert room._fanout_groups == [requests]
+    with room._lock:
+        poking = threading.Thread(target=room.poke_all, args=(requests,))
+        poking.start()
+        poking.join(5)
+        assert not poking.is_alive()
+    assert room._fanout_groups == [requests]
+    room.close()
