@@ -79,8 +79,8 @@ class LeanHTTP:
             while True:
                 while b"\r\n" not in self.buffer:
                     self._fill(sock)
-                line, _, self.buffer = self.buffer.partition(b"\r\n")
-                size = int(line.split(b";")[0], 16)
+                chunk_head, _, self.buffer = self.buffer.partition(b"\r\n")
+                size = int(chunk_head.split(b";")[0], 16)
                 while len(self.buffer) < size + 2:
                     self._fill(sock)
                 parts.append(self.buffer[:size])

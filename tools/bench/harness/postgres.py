@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.places import LOOPBACK, free_port
+from harness.started import Started
 
 
 def postgres_bin() -> Path:
@@ -36,7 +37,7 @@ def postgres_bin() -> Path:
     return Path(found[-1]).parent
 
 
-class Postgres:
+class Postgres(Started):
     """A throwaway PostgreSQL cluster on loopback; a context manager.
 
     fsync and synchronous_commit are on (the defaults). `settings` adds `-c name=value`.
@@ -125,16 +126,6 @@ class Postgres:
                 print(f"warning: {exc}", file=sys.stderr)
             self._started = False
         shutil.rmtree(self.folder, ignore_errors=True)
-
-    def __enter__(self) -> Postgres:
-        try:
-            return self.start()
-        except BaseException:
-            self.stop()
-            raise
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
 
 def notify_table(pg: Postgres) -> None:

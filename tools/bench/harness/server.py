@@ -19,6 +19,7 @@ from typing import Any
 import requests
 
 from harness.places import LOOPBACK, REPO
+from harness.started import Started
 
 # Runs `refimpl serve` with each worker thread's request handling under a cProfile.Profile of
 # its own, merged into one file at the stop. `python -m cProfile -m refimpl serve` alone
@@ -53,7 +54,7 @@ sys.exit(status)
 """
 
 
-class RefimplServer:
+class RefimplServer(Started):
     """`python -m refimpl serve` on loopback, in its own process; a context manager."""
 
     def __init__(
@@ -161,16 +162,6 @@ class RefimplServer:
         self.process = None
         if delete and self._own_data:
             shutil.rmtree(self.data, ignore_errors=True)
-
-    def __enter__(self) -> RefimplServer:
-        try:
-            return self.start()
-        except BaseException:
-            self.stop()
-            raise
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
     # -- use -------------------------------------------------------------------------------
 
