@@ -19,6 +19,8 @@ of its own:
   forked clients; `alternate_children`: a script's `--child` runs under each checkout in turn,
   their JSON results.
 - `places.py`: the bench folder, the repository, loopback and a free port on it.
+- `started.py`: `Started`, what a bench starts and stops (a server, a cluster) as a context
+  manager that stops it when its start fails too.
 
 Importing this package first also keeps the standard library's `http` package from being
 shadowed by `http.py` of this folder (a script's folder comes first on `sys.path`): its
