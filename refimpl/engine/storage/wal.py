@@ -307,13 +307,9 @@ class WriteAheadLog:
             self._last_flush_seconds = time.perf_counter() - started
 
     def when_durable(self, lsn: int, call: Callable[[], object]) -> bool:
-        """Have `call()` made once record `lsn` is durable, or once the log has failed, by
-        the thread that ends that flush (or finds the failure), outside the log's lock: it
-        must be cheap, never block and not raise. False, nothing kept: `lsn` is durable
-        already, or the log failed or closed; the caller calls it itself.
-
-        A waiter whose work shows a commit only once it is durable is woken then, instead of
-        waking at the commit to wait for the flush (or to lead it) in its own thread."""
+        """Have `call()` (cheap, never blocking nor raising) made outside the log's lock by the
+        thread whose flush makes record `lsn` durable, or that finds the log failed. False:
+        nothing kept (`lsn` durable already, the log failed or closed), the caller calls it."""
         with self._lock:
             if lsn <= self._durable_lsn or self._failure is not None or self._closed:
                 return False
@@ -321,7 +317,8 @@ class WriteAheadLog:
             return True
 
     def _due_locked(self) -> list[tuple[int, Callable[[], object]]]:
-        """The `when_durable` calls due now (all of them once the log failed), taken out."""
+        """The `when_durable` calls due now, taken out: all once the log failed or the last
+        added is durable (one added out of LSN order may come early: its reader waits)."""
         waiting, durable = self._at_durable, self._durable_lsn
         if self._failure is not None or waiting[-1][0] <= durable:
             self._at_durable = []
