@@ -59,6 +59,16 @@ CARRIED = {
     "SELECT CASE WHEN false THEN LOCALTIMESTAMP ELSE LOCALTIMESTAMP(0) END AS a,"
     " CASE WHEN true THEN LOCALTIMESTAMP ELSE now() END AS b": [1114, 1184],
     "SELECT x || '' AS a, x::text AS b FROM (SELECT current_user AS x) s": [25, 25],
+    "SELECT (SELECT u FROM v) AS a, (SELECT l FROM v WHERE v.b = t.b) AS b FROM t": [19, 1114],
+    "SELECT count(*) AS n, (SELECT (SELECT max(l) FROM v)) AS m FROM t": [20, 1114],
+    "SELECT nullif(LOCALTIMESTAMP, now()) AS a, nullif(u, b) AS b, nullif(b, u) AS c FROM v": [
+        1114,
+        19,
+        25,
+    ],
+    "VALUES (LOCALTIMESTAMP, 1), (NULL, 2)": [1114, 23],
+    "VALUES ('a'), (current_user) ORDER BY 1": [19],
+    "SELECT x FROM (VALUES (current_user), (NULL)) s (x)": [19],
 }
 
 
@@ -97,6 +107,15 @@ PRECISE = {
     "SELECT x FROM (SELECT LOCALTIMESTAMP(2) AS x) s": [2],
     "WITH c(x) AS (SELECT CURRENT_TIMESTAMP(4)) SELECT x FROM c": [4],
     "SELECT (SELECT LOCALTIMESTAMP(3)) AS x": [3],
+    "SELECT (SELECT l FROM w) AS x, (SELECT c FROM w) AS y, (SELECT max(l) FROM w) AS z": [
+        3,
+        1,
+        -1,
+    ],
+    "WITH c(x) AS (SELECT CURRENT_TIMESTAMP(4)) SELECT (SELECT x FROM c) AS y": [4],
+    "SELECT nullif(l, now()) AS x FROM w": [3],
+    "VALUES (LOCALTIMESTAMP(2)), (LOCALTIMESTAMP(2))": [2],
+    "VALUES (LOCALTIMESTAMP(2), LOCALTIMESTAMP(2)), (LOCALTIMESTAMP(3), NULL)": [-1, -1],
     "SELECT LOCALTIMESTAMP(3) AS x UNION SELECT LOCALTIMESTAMP(3)": [3],
     "SELECT LOCALTIMESTAMP(3) AS x UNION SELECT LOCALTIMESTAMP(2)": [-1],
     "SELECT coalesce(l, NULL) AS a, CASE WHEN true THEN c END AS b FROM w": [3, 1],

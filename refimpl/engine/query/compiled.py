@@ -62,6 +62,10 @@ class SubqueryPlanner(Protocol):
         """EXISTS of `query` as a set of keys, when it only correlates by equalities."""
         ...
 
+    def prepared_columns(self, query: ast.Query) -> list[Any] | None:
+        """The columns `query` answered as `prepare` prepared it, None when it did not."""
+        ...
+
 
 class PreparedQuery(Protocol):
     """A subquery ready to run: its columns, and its rows for the outer row now in `outer`."""

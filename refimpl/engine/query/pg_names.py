@@ -98,6 +98,8 @@ def pg_type(expr: ast.Expr, scope: Scope | None) -> str | None:
         name, args = expr.name, expr.args
         if name in _CALL_TYPES:
             return _CALL_TYPES[name]
+        if name == "nullif" and args and not _untyped(args[0]):
+            return pg_type(args[0], scope)  # its answer is its first argument, or NULL
         if name in _SAME_TYPE:
             return _common(args, scope)
         if name == "date_trunc" and len(args) == 2 or name in ("max", "min") and len(args) == 1:
@@ -114,9 +116,20 @@ def pg_type(expr: ast.Expr, scope: Scope | None) -> str | None:
         return _common([then for _, then in expr.whens] + [expr.else_ or _NULL], scope)
     if kind is ast.ScalarSubquery:
         assert isinstance(expr, ast.ScalarSubquery)
+        columns = _answered(expr, scope)
+        if columns is not None:
+            return columns[0].pg_type if columns else None
         types = query_pg_types(expr.query)
         return types[0] if types else None
     return None
+
+
+def _answered(expr: ast.ScalarSubquery, scope: Scope | None) -> list[Column] | None:
+    """The columns a scalar subquery answered where `scope`'s planner prepared it (its
+    compile did), typed by what it reads (`(SELECT u FROM v)`); None where none did."""
+    if scope is None or scope.subqueries is None:
+        return None
+    return scope.subqueries.prepared_columns(expr.query)
 
 
 def pg_typmods(items: Sequence[ast.SelectItem], scope: Scope | None = None) -> list[int]:
@@ -154,6 +167,9 @@ def pg_typmod(expr: ast.Expr, scope: Scope | None) -> int:
         return _common_typmod([then for _, then in expr.whens] + [expr.else_ or _NULL], scope)
     if kind is ast.ScalarSubquery:
         assert isinstance(expr, ast.ScalarSubquery)
+        columns = _answered(expr, scope)
+        if columns is not None:
+            return columns[0].pg_typmod if columns else -1
         typmods = query_pg_typmods(expr.query)
         return typmods[0] if typmods else -1
     return -1
@@ -168,7 +184,7 @@ def query_pg_typmods(query: ast.Query) -> list[int]:
         return [a if a == b else -1 for a, b in zip(left, right, strict=False)]
     if isinstance(query, ast.WithQuery):
         return query_pg_typmods(query.body)
-    return [-1] * len(query.rows[0])
+    return values_pg_typmods(query.rows, None)
 
 
 def query_pg_types(query: ast.Query) -> list[str | None]:
@@ -185,7 +201,23 @@ def query_pg_types(query: ast.Query) -> list[str | None]:
         )
     if isinstance(query, ast.WithQuery):
         return query_pg_types(query.body)
-    return [None] * len(query.rows[0])  # VALUES: of this engine's types
+    return values_pg_types(query.rows, None)
+
+
+def values_pg_types(rows: Sequence[Sequence[ast.Expr]], scope: Scope | None) -> list[str | None]:
+    """The `pg_type`s of a VALUES list's columns: each its rows' common type
+    (`_common_type`; a string constant or NULL takes the others')."""
+    return [_common([row[i] for row in rows], scope) for i in range(len(rows[0]))]
+
+
+def values_pg_typmods(rows: Sequence[Sequence[ast.Expr]], scope: Scope | None) -> list[int]:
+    """The type modifiers of a VALUES list's columns: the one all its rows have, else -1
+    (a NULL's or a constant's is -1), as PostgreSQL's."""
+    typmods = []
+    for i in range(len(rows[0])):
+        given = {pg_typmod(row[i], scope) for row in rows}
+        typmods.append(given.pop() if len(given) == 1 else -1)
+    return typmods
 
 
 def untyped_columns(query: ast.Query) -> list[bool]:

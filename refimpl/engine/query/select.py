@@ -487,9 +487,7 @@ def _grouped(
     # Every clause spells each column one way, so `t.a` in the select list is the `a` that
     # GROUP BY names (the trees are compared, not the text).
     names = [column_name(item) for item in items]
-    pg_column_names = pg_names(items)  # of the items as written
-    pg_column_types = pg_types(items, scope)
-    pg_column_typmods = pg_typmods(items, scope)
+    written = items
     items = [ast.SelectItem(canonical(item.expr, scope), item.alias) for item in items]
     having_expr = None if select.having is None else canonical(select.having, scope)
     orders = [dataclasses.replace(o, expr=canonical(o.expr, scope)) for o in select.order_by]
@@ -526,7 +524,10 @@ def _grouped(
     )
     compiled = [_compile_grouped(item.expr, group_scope) for item in items]
     types = [_result_type(c) for c in compiled]
-    pg_columns = zip(pg_column_names, pg_column_types, pg_column_typmods, strict=True)
+    # Of the items as written, once compiled: a scalar subquery's type is what it answered.
+    pg_columns = zip(
+        pg_names(written), pg_types(written, scope), pg_typmods(written, scope), strict=True
+    )
     output_columns = [
         typed_column(n, type_, *pg) for n, type_, pg in zip(names, types, pg_columns, strict=True)
     ]

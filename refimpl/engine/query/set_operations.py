@@ -22,7 +22,13 @@ from refimpl.engine.query.compiled import (
     refuse_blob,
     row_count,
 )
-from refimpl.engine.query.pg_names import set_pg_types, typed_column, untyped_columns
+from refimpl.engine.query.pg_names import (
+    set_pg_types,
+    typed_column,
+    untyped_columns,
+    values_pg_types,
+    values_pg_typmods,
+)
 from refimpl.engine.query.select import QueryOutput, sort_rows
 from refimpl.engine.result import Column
 from refimpl.errors import SqlError, UnknownColumn
@@ -101,7 +107,13 @@ def values_output(values: ast.Values, scope: Scope, compile_: Compile) -> QueryO
         for i in range(width)
     ]
     rows = [tuple(c.fn(()) for c in row) for row in compiled_rows]
-    columns = [Column(f"column{i + 1}", t) for i, t in enumerate(types)]
+    pg_columns = zip(
+        values_pg_types(values.rows, scope), values_pg_typmods(values.rows, scope), strict=True
+    )
+    columns = [
+        typed_column(f"column{i + 1}", t, None, *pg)
+        for i, (t, pg) in enumerate(zip(types, pg_columns, strict=True))
+    ]
     return QueryOutput(columns, _widened(rows, types))
 
 

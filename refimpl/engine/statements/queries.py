@@ -50,13 +50,7 @@ from refimpl.engine.storage.access_hints import AccessHints
 from refimpl.engine.storage.schema import TableSchema
 from refimpl.engine.storage.table import Table, parts_for_period_range
 from refimpl.engine.storage.transaction import TableWork
-from refimpl.errors import (
-    RecursionLimit,
-    SqlError,
-    UnknownColumn,
-    UnknownFunction,
-    UnknownTable,
-)
+from refimpl.errors import RecursionLimit, SqlError, UnknownColumn, UnknownFunction, UnknownTable
 from refimpl.sql import ast
 from refimpl.sql.parser import parse_cached
 
@@ -164,11 +158,18 @@ class QueryRunner:
         self.explaining = explaining
         self.describe = describe
         self.functions = context.sql_functions()
+        # The subqueries prepared here by id (each holds its query: the id stays its own).
+        self.prepared: dict[int, _Prepared] = {}
 
     # -- SubqueryPlanner -----------------------------------------------------------------
 
     def prepare(self, query: ast.Query, outer: OuterLink) -> _Prepared:
-        return _Prepared(self._child(outer=outer), query)
+        prepared = self.prepared[id(query)] = _Prepared(self._child(outer=outer), query)
+        return prepared
+
+    def prepared_columns(self, query: ast.Query) -> list[Column] | None:
+        prepared = self.prepared.get(id(query))
+        return None if prepared is None else prepared.columns
 
     def semi_join(self, query: ast.Query, outer: OuterLink) -> SemiJoin | None:
         """EXISTS of a SELECT without grouping or LIMIT, whose WHERE reads the outer query only
