@@ -5,7 +5,7 @@ A pass is one job of a user's woken live queries, made one after another on one 
 each part reads of the revision counters and the access records is the same for all of
 them, and the last stream's part waits for every part before it.
 
-Durability: a commit wakes a pass once it is durable (`live_wait._Durably`), so the pass
+Durability: a commit wakes a pass once it is durable (`WakeBoard.register`), so the pass
 mostly finds every commit it shows durable. One applied since, not yet durable, is shown
 from the committed state and the log's newest records (`recent_records.records_through`):
 the pass waits for its flush once, after making every part and before sending any

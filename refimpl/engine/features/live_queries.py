@@ -22,7 +22,7 @@ were the same one get one difference, whose encodings a protocol layer keeps wit
 (`live_runs`); the first of them a commit wakes keeps its step for the others (`live_steps`).
 
 No answer shows a commit before it is durable: a commit wakes its waits once it is durable
-(`live_wait._Durably`); a woken pass that reads a newer commit makes its answers and waits
+(`WakeBoard.register`); a woken pass that reads a newer commit makes its answers and waits
 for that one's flush once before sending them (`live_pass.PassReads.settle`); any other
 caller gets a Reply once what it shows is durable (`live_pass.shown_durable`).
 """

@@ -37,43 +37,13 @@ class Reruns(Protocol):
     ) -> Reply | None: ...
 
 
-class DurableLog(Protocol):
-    """What a wait's wake-up reads of its database's log (`WriteAheadLog`)."""
-
-    @property
-    def last_lsn(self) -> int: ...
-
-    def when_durable(self, lsn: int, call: Callable[[], object]) -> bool: ...
-
-
-class _Durably:
-    """A wait's waker on the wake board: a commit's wake-up sets `waker` once the commit is
-    durable (or its log failed), from the thread whose flush made it so. An answer shows
-    no commit before it is durable: woken at the commit, the pass that makes it would only
-    make it and then wait for the flush, or lead it (a wait on the disk, and a wake-up
-    more, on the thread that makes every answer of its user). The board wakes a commit's
-    waiters within the commit, after its append: the log's last LSN is the commit's."""
-
-    __slots__ = ("_waker", "_log")
-
-    def __init__(self, waker: Waker, log: DurableLog) -> None:
-        self._waker = waker
-        self._log = log
-
-    def set(self) -> None:
-        log = self._log
-        waker = self._waker
-        if not log.when_durable(log.last_lsn, waker.set):
-            waker.set()
-
-
 class LiveWait:
     """A live-query request that waits for a commit changing its answer, holding no thread.
 
     `watch(waker)` puts it on the database's wake board: `waker.set()` is called (cheap,
-    never blocking) once a commit that touches what the query reads is durable (`_Durably`;
-    possibly after the wait ended), when a newer request of the same client takes over, and
-    at shutdown; the waker's owner then calls `attempt`. Call
+    never blocking) once a commit that touches what the query reads is durable (the wake
+    board's `durable`; possibly after the wait ended), when a newer request of the same
+    client takes over, and at shutdown; the waker's owner then calls `attempt`. Call
     `attempt` once after `watch` too: a commit between the request's read and the watch is
     then not missed. Exactly one of `attempt` (when it gives a Reply) or `expire` ends it.
     """
@@ -92,15 +62,14 @@ class LiveWait:
         # board: read by `take_steps` in line (`holds`'s test, without its call).
         self.generation = generation
         self.waker: Waker | None = None
-        self._board: Waker | None = None  # what `watch` put on the wake board for `waker`
 
     def watch(self, waker: Waker) -> None:
         subscription = self.subscription
         self.waker = waker
         subscription.waiting = waker
         database = subscription.database
-        self._board = _Durably(waker, database.log)
-        database.wake_board.register(subscription.table, subscription.symbol, self._board)
+        # Woken once the commit is durable (`WakeBoard.register`'s `durable`).
+        database.wake_board.register(subscription.table, subscription.symbol, waker, database.log)
 
     def attempt(
         self, keep: bool = False, budget: Budget | None = None, reads: PassReads | None = None
@@ -171,10 +140,9 @@ class LiveWait:
 
     def _end(self) -> None:
         waker, self.waker = self.waker, None
-        board, self._board = self._board, None
-        if waker is None or board is None:
+        if waker is None:
             return
         subscription = self.subscription
-        subscription.database.wake_board.unregister(subscription.table, subscription.symbol, board)
+        subscription.database.wake_board.unregister(subscription.table, subscription.symbol, waker)
         if subscription.waiting is waker:
             subscription.waiting = None

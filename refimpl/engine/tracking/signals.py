@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Protocol
 
 
@@ -56,21 +57,40 @@ class Waker(Protocol):
     def set(self) -> None: ...
 
 
+class DurableLog(Protocol):
+    """What a wake board reads of its database's log (`WriteAheadLog`)."""
+
+    @property
+    def last_lsn(self) -> int: ...
+
+    def when_durable(self, lsn: int, call: Callable[[], object]) -> bool: ...
+
+
 class WakeBoard:
     """Waiters keyed by (table, value): a commit wakes only those whose rows it touched.
 
     A waiter registers a Waker under `(table, value)` (value None: any change of the
     table), then checks its revision, then waits: a commit between the check and the wait
-    has already set the Event, so none is missed.
+    has already set the Event (or will once the commit is durable), so none is missed.
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._waiters: dict[str, dict[object, set[Waker]]] = {}
         self._closed = False
+        self._log: DurableLog | None = None  # given by a waiter: wake-ups once durable
 
-    def register(self, table: str, value: object, event: Waker) -> None:
+    def register(
+        self, table: str, value: object, event: Waker, durable: DurableLog | None = None
+    ) -> None:
+        """`durable`: the database's log. From then on a commit wakes the board's waiters
+        once it is durable (or the log failed), from the thread whose flush made it so, all
+        of them in one call (`WriteAheadLog.when_durable`): the live queries' waiters, whose
+        answers show only durable commits, so woken at the commit their passes would only
+        wait for the flush, or lead it, on the thread that makes their user's answers."""
         with self._lock:
+            if durable is not None:
+                self._log = durable
             if self._closed:
                 event.set()
                 return
@@ -105,6 +125,10 @@ class WakeBoard:
                 woken = list(by_value.get(None, ()))
                 for value in values:
                     woken += by_value.get(value, ())
+        log = self._log
+        # Within the commit, after its append: the log's last LSN is the commit's.
+        if woken and log is not None and log.when_durable(log.last_lsn, partial(_wake, woken)):
+            return
         for event in woken:
             event.set()
 
@@ -114,3 +138,8 @@ class WakeBoard:
             woken = [e for by_value in self._waiters.values() for s in by_value.values() for e in s]
         for event in woken:
             event.set()
+
+
+def _wake(woken: list[Waker]) -> None:
+    for event in woken:
+        event.set()

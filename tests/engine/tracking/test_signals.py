@@ -4,6 +4,7 @@ one waits on does not wait for the board's lock (every commit notifies)."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
 from refimpl.engine.tracking.signals import WakeBoard
 
@@ -43,3 +44,31 @@ def test_a_commit_of_a_table_no_one_waits_on_takes_no_lock() -> None:
         notifier.start()
         assert done.wait(5), "the commit waited for the board's lock"
     notifier.join()
+
+
+class _Log:
+    """A log whose commits are durable only when the test says (`WakeBoard.register`'s
+    `durable`)."""
+
+    def __init__(self) -> None:
+        self.last_lsn = 7
+        self.kept: list[tuple[int, Callable[[], object]]] = []
+
+    def when_durable(self, lsn: int, call: Callable[[], object]) -> bool:
+        self.kept.append((lsn, call))
+        return True
+
+
+def test_a_board_given_its_log_wakes_a_commits_waiters_once_it_is_durable_in_one_call() -> None:
+    board, log = WakeBoard(), _Log()
+    first, second, other = (threading.Event() for _ in range(3))
+    board.register("t", "A", first, log)
+    board.register("t", "A", second)
+    board.register("t", "B", other)
+    board.notify("t", frozenset({"A"}), False)
+    assert not first.is_set() and not second.is_set()
+    assert len(log.kept) == 1 and log.kept[0][0] == 7  # the commit's LSN, one call for both
+    log.kept[0][1]()  # the flush made it durable
+    assert first.is_set() and second.is_set() and not other.is_set()
+    board.notify("u", frozenset({"A"}), False)  # no one waits on the table: nothing kept
+    assert len(log.kept) == 1
