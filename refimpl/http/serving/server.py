@@ -413,21 +413,27 @@ class PooledWSGIServer(BaseWSGIServer):
     def _send_headed(self, parts: Iterable[tuple[Connection, bytes]], body: bytes) -> None:
         """Parts that end alike (`WaitingRoom.send_headed`) to streams whose head went out:
         each its chunk whole (the size line, its own head, `body`, the chunk's end) made in
-        one format and sent in one send() (a sendmsg() of the head and the shared body took
+        one join and sent in one send() (a sendmsg() of the head and the shared body took
         three times a send()'s instructions to build its buffers, more than copying a part
-        of a few hundred bytes). A stream whose part went whole is told so (`drained`, once
+        of a few hundred bytes). The size lines are made once a head's length (the heads of
+        one query's streams are mostly one length): a `%x` format a stream cost more than
+        the join. A stream whose part went whole is told so (`drained`, once
         the send locks are let go), as `_send_unsent` tells it; else the rest waits and a
         worker sends it, as `_stream_part`'s rest would."""
         tail = body + b"\r\n"
         size, flags = len(body), socket.MSG_DONTWAIT  # read once, not once a stream
         sent_whole: list[Callable[[], None]] = []
         went_whole = sent_whole.append
+        lines: dict[int, bytes] = {}  # the chunks' size lines, by their head's length
         for handler, head in parts:
             with handler.send_lock:
                 stream = handler.stream
                 if stream is None or stream.finished:
                     continue  # dropped, or its last part decided, meanwhile
-                data = b"%x\r\n%b%b" % (len(head) + size, head, tail)
+                line = lines.get(len(head))
+                if line is None:
+                    line = lines[len(head)] = b"%x\r\n" % (len(head) + size)
+                data = b"".join((line, head, tail))
                 if handler.unsent:  # a heartbeat's rest: this goes after it, with it
                     self._add_unsent(handler, data)
                     continue
