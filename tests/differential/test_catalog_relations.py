@@ -1,7 +1,9 @@
 """The catalog's own relations against PostgreSQL 15's: each one refimpl lists in pg_class
 (its schema, name, kind and OID) is a row of PostgreSQL's pg_class, and the schemas'
 OIDs are the same, so a client's query naming them (psql's \\dS, pgjdbc's SYSTEM TABLE)
-reads the same rows of them on both."""
+reads the same rows of them on both. Their columns in pg_attribute (psql's \\d pg_class)
+are columns of PostgreSQL's relation of the same OID, of its type where that is one of
+refimpl's (the rest are held as text, int4, float8 or an array of those)."""
 
 from __future__ import annotations
 
@@ -24,3 +26,25 @@ def test_each_catalog_relation_is_postgresqls() -> None:
             for conn in (theirs, ours)
         ]
         assert counts[0] == counts[1] == [(1,)]
+
+
+ATTRIBUTES = (
+    "SELECT a.attrelid, a.attname, a.atttypid FROM pg_catalog.pg_attribute a"
+    " WHERE a.attrelid < 16384 AND a.attnum > 0"
+)
+# The types refimpl's values have (oid, bool, int4, int8, float8, text, timestamptz).
+OWN_TYPES = frozenset({26, 16, 23, 20, 701, 25, 1184})
+
+
+def test_each_catalog_relations_columns_are_postgresqls() -> None:
+    with connected_pair() as (theirs, ours):
+        pg = {(relid, name): kind for relid, name, kind in theirs.execute(ATTRIBUTES)}
+        mine = ours.execute(ATTRIBUTES).fetchall()
+        assert len(mine) > 300
+        assert {(relid, name) for relid, name, _ in mine} <= set(pg)
+        differing = [
+            (relid, name, kind)
+            for relid, name, kind in mine
+            if pg[relid, name] in OWN_TYPES and kind != pg[relid, name]
+        ]
+        assert differing == []

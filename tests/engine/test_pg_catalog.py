@@ -21,7 +21,8 @@ VIEWS = (
 COLUMNS = (
     "SELECT c.relname, a.attnum, a.attname, pg_catalog.format_type(a.atttypid, NULL),"
     " a.attnotnull FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_class c"
-    " ON c.oid = a.attrelid WHERE c.relkind = 'v' ORDER BY c.relname, a.attnum"
+    " ON c.oid = a.attrelid WHERE c.relkind = 'v' AND c.relnamespace = 2200"
+    " ORDER BY c.relname, a.attnum"
 )
 
 
@@ -206,3 +207,33 @@ def test_a_views_column_of_a_precise_clock_keeps_its_precision(session: Session)
         ("c", 3, "timestamp(3) with time zone"),
         ("l", -1, "timestamp without time zone"),
     ]
+
+
+CATALOG_COLUMNS = (
+    "SELECT a.attnum, a.attname, pg_catalog.format_type(a.atttypid, a.atttypmod)"
+    " FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_class c ON c.oid = a.attrelid"
+    " WHERE c.relname = '{}' ORDER BY a.attnum"
+)
+
+
+def test_the_catalogs_own_relations_have_their_columns(session: Session) -> None:
+    assert session.execute(CATALOG_COLUMNS.format("pg_am")).rows == [
+        (1, "oid", "oid"),
+        (2, "amname", "text"),
+        (3, "amtype", "text"),
+    ]
+    # Each as a read of it answers them, pg_attribute's own and information_schema's too.
+    for name in ("pg_class", "pg_attribute", "pg_index", "information_schema.schemata"):
+        read = session.execute(f"SELECT * FROM {name} WHERE false").columns or []
+        listed = session.execute(CATALOG_COLUMNS.format(name.rpartition(".")[2])).rows
+        assert [a for _, a, _ in listed] == [c.name for c in read], name
+    oid, number = session.execute(
+        "SELECT attrelid, attnum FROM pg_attribute WHERE attname = 'indkey'"
+    ).rows[0]
+    assert (oid, number) == (2610, 16)  # pg_index's OID, as in PostgreSQL
+
+
+def test_a_table_of_a_catalogs_name_hides_its_columns(session: Session) -> None:
+    session.execute("CREATE TABLE pg_am (x INT)")
+    assert session.execute(CATALOG_COLUMNS.format("pg_am")).rows == [(1, "x", "integer")]
+    assert session.execute("SELECT count(*) FROM pg_attribute WHERE attrelid = 2601").rows == [(0,)]

@@ -113,3 +113,11 @@ def test_a_reader_sees_the_indexes_of_the_tables_it_may_read(pg, db):
         ["open_t_pkey1", "open_t"],
         ["open_v", "open_t"],
     ]
+
+
+def test_describe_shows_a_catalog_relations_columns(pg, db):
+    done = psql(pg, db, "-A", "-c", r"\d pg_am")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == 'Table "pg_catalog.pg_am"'
+    assert lines[2:5] == ["oid|oid|||", "amname|text|||", "amtype|text|||"]

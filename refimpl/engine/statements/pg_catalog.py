@@ -407,6 +407,8 @@ def _pg_attribute(context: StatementContext, views: ViewColumns | None) -> Query
             kind = view_column.pg_type or view_column.type  # `name` where PostgreSQL says so
             typmod = view_column.pg_typmod  # a column of LOCALTIMESTAMP(3): 3
             rows.append(_attribute_row(relid, view_column.name, kind, number, False, typmod))
+    for relid, number, answered in pg_fixed.catalog_columns(context, RELATIONS, columns):
+        rows.append(_attribute_row(relid, answered.name, answered.type, number))  # \d pg_class
     return QueryOutput(columns, rows)
 
 

@@ -7,7 +7,7 @@ the catalog's own relations as `pg_class` lists them (`CATALOG_RELATIONS`).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING
 
 from refimpl.engine.query.select import QueryOutput
@@ -92,3 +92,20 @@ def relations(owner: int) -> dict[str, Builder]:
         "pg_opclass": lambda c, v: QueryOutput(opclasses.columns, list(opclasses.rows)),
         "pg_tablespace": lambda c, v: QueryOutput(tablespaces.columns, list(tablespaces.rows)),
     }
+
+
+def catalog_columns(
+    context: StatementContext,
+    relations: Mapping[str, Callable[..., QueryOutput]],
+    own: list[Column],
+) -> Iterator[tuple[int, int, Column]]:
+    """(OID, number from 1, column) of each column of the catalog's own relations, as a read
+    of each answers them (`relations`, pg_catalog's builders), but of one a table of the
+    database hides; pg_attribute's are `own`, which it cannot build while building itself.
+    Read with views left out (None): the columns do not depend on the rows."""
+    for name, (oid, _) in CATALOG_RELATIONS.items():
+        if name in context.database.tables:
+            continue
+        columns = own if name == "pg_attribute" else relations[name](context, None).columns
+        for number, column in enumerate(columns, start=1):
+            yield oid, number, column
