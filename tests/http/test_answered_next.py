@@ -126,3 +126,44 @@ def test_anything_else_is_served_by_a_worker(
             conn.sendall(_poll(2))
         assert eventually(lambda: len(app.polls) == 2)
         assert app.threads[1] is not threading.current_thread()
+
+
+def test_a_repeat_sent_after_its_first_look_is_served_by_a_second_one(
+    served: tuple[PollApp, tuple[str, int]],
+) -> None:
+    """A connection whose re-poll had not come at its first look is looked at once more,
+    after the round's other connections (as `Woken._run` runs what they leave for later):
+    a re-poll sent meanwhile is served by the round's thread, not a worker."""
+    app, address = served
+    with (
+        socket.create_connection(address, timeout=10) as a,
+        socket.create_connection(address, timeout=10) as b,
+    ):
+        a.sendall(_poll(1))
+        assert eventually(lambda: len(app.polls) == 1)
+        b.sendall(_poll(1))
+        assert eventually(lambda: len(app.polls) == 2)
+        state = app.waiting_room.round_state
+        pending: list[Callable[[], None]] = []
+        state.pending, state.answers_next = pending, True
+        try:
+            app.polls[0].decide(Answer(b"one"))
+            app.polls[1].decide(Answer(b"two"))
+        finally:
+            state.answers_next = None
+        _answer(a, b"one")
+        _answer(b, b"two")
+        a.sendall(_poll(2))  # before its first look; b's only after its own
+        later: list[Callable[[], None]] = []
+        state.pending = later
+        try:
+            for action in pending:
+                action()
+            assert len(app.polls) == 3  # a's, served at its first look
+            b.sendall(_poll(2))
+            for action in later:
+                action()
+        finally:
+            state.pending = None
+        assert len(app.polls) == 4 and app.threads[3] is threading.current_thread()
+        assert app.targets[3] == "/poll?q=x&id=s.2&wait=5"

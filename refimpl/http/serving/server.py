@@ -283,18 +283,28 @@ class PooledWSGIServer(BaseWSGIServer):
                 then = self._answer_next
             self._after_round(functools.partial(then, handler, keep))
 
-    def _answer_next(self, handler: Connection, keep: bool) -> None:
+    def _answer_next(self, handler: Connection, keep: bool, look_again: bool = True) -> None:
         """`_release` of a connection answered in a round of woken long polls, on the round's
         thread once its answers are all sent: its next request, when the client sent it
         whole meanwhile and it repeats the one answered but for its id (the long poll asking
         again), is served here, at once, as a worker would serve it: no worker woken, no
         epoll_ctl to arm the connection nor epoll_wait to find it. Any other request (one
-        that could cost more than a re-poll's park), or none yet, goes to a worker, as by
-        `_release`."""
+        that could cost more than a re-poll's park) goes to a worker, as by `_release`.
+
+        None yet: looked at once more (`look_again`) after the round's other connections
+        (`after_round` from within the round's end runs it after them): their clients'
+        re-polls, served meanwhile, gave this one's client time to send its own. About half
+        of the re-polls of 10 woken long polls came after the first look, each a worker's
+        wake-up. Still none then: a worker serves it when it comes."""
         try:
-            if not self._stopping.is_set() and handler.request_ready() and handler.repeat_waits():
-                self._answer(handler, once=True)
-                return
+            if not self._stopping.is_set():
+                if handler.request_ready():
+                    if handler.repeat_waits():
+                        self._answer(handler, once=True)
+                        return
+                elif look_again:
+                    self._after_round(functools.partial(self._answer_next, handler, keep, False))
+                    return
         except Exception:
             self.handle_error(handler.connection, handler.client_address)
             keep = False
