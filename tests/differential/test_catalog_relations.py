@@ -3,7 +3,8 @@
 OIDs are the same, so a client's query naming them (psql's \\dS, pgjdbc's SYSTEM TABLE)
 reads the same rows of them on both. Their columns in pg_attribute (psql's \\d pg_class)
 are columns of PostgreSQL's relation of the same OID, of its type where that is one of
-refimpl's (the rest are held as text, int4, float8 or an array of those)."""
+refimpl's (the rest are held as text, int4, float8 or an array of those); and
+information_schema.tables lists them as PostgreSQL's does."""
 
 from __future__ import annotations
 
@@ -48,3 +49,21 @@ def test_each_catalog_relations_columns_are_postgresqls() -> None:
             if pg[relid, name] in OWN_TYPES and kind != pg[relid, name]
         ]
         assert differing == []
+
+
+OWN_TABLES = (
+    "SELECT table_schema, table_name, table_type FROM information_schema.tables"
+    " WHERE table_schema IN ('pg_catalog', 'information_schema')"
+)
+
+
+def test_information_schema_lists_the_catalog_relations_as_postgresql_does() -> None:
+    with connected_pair() as (theirs, ours):
+        mine = set(ours.execute(OWN_TABLES).fetchall())
+        assert ("pg_catalog", "pg_class", "BASE TABLE") in mine
+        assert ("information_schema", "tables", "VIEW") in mine
+        assert mine <= set(theirs.execute(OWN_TABLES).fetchall())
+        relations = ours.execute(RELATIONS).fetchall()
+        assert {(schema, name) for _, schema, name, _, _ in relations} == {
+            (schema, name) for schema, name, _ in mine
+        }

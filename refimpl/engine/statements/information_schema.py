@@ -10,7 +10,8 @@ column names in its order, the columns clients read.
 Rows are those `pg_catalog` shows the same caller: the tables it may read, the views a
 read of which would succeed, the constraints of those tables; nothing of a relation it may
 not read. Every table and view is in schema `public` of the catalog named as the database;
-the rows of PostgreSQL's own `pg_catalog` and `information_schema` relations are not listed.
+`tables` lists the catalog's own relations too, in `pg_catalog` and `information_schema`,
+as `pg_class` does (their columns and constraints are not listed).
 This engine has no NOT NULL but a primary key's, no column defaults, no CHECK or foreign
 keys: a key column is `is_nullable` 'NO', every other 'YES', `column_default` NULL, and the
 constraints are PRIMARY KEY and UNIQUE.
@@ -27,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from refimpl.engine.query.select import QueryOutput
 from refimpl.engine.result import Column
 from refimpl.engine.rights import ADMIN_USER
+from refimpl.engine.statements.pg_fixed import CATALOG_RELATIONS
 from refimpl.engine.statements.pg_views import ViewColumns, readable_views
 from refimpl.engine.storage.schema import TableSchema
 
@@ -106,6 +108,14 @@ def relations(readable_tables: Tables, catalog_indexes: Indexes) -> dict[str, Bu
              _yes(kind == "BASE TABLE"), "NO", None)
             for name, kind in sorted(found, key=lambda f: f[0].lower())
         ]  # fmt: skip
+        # The catalog's own relations, as pg_class lists them to every caller (PostgreSQL's
+        # to every role, which may read them); nobody writes to them here.
+        for name, (_, relkind) in CATALOG_RELATIONS.items():
+            if name not in context.database.tables:
+                schema, _, relname = name.rpartition(".")
+                kind = "BASE TABLE" if relkind == "r" else "VIEW"
+                rows.append((catalog, schema or "pg_catalog", relname, kind, None, None, None,
+                             None, None, "NO", "NO", None))  # fmt: skip
         return QueryOutput(columns, rows)
 
     def columns_(context: StatementContext, views: ViewColumns | None) -> QueryOutput:
