@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
 from functools import partial
 from typing import Protocol
+
+log = logging.getLogger(__name__)
 
 
 class CommitSignal:
@@ -141,5 +144,11 @@ class WakeBoard:
 
 
 def _wake(woken: list[Waker]) -> None:
+    """A durable commit's wake-ups, on the thread whose flush made it durable: one waker's
+    bug must neither keep the others asleep nor fail that flush's leader, whose caller
+    acknowledges the flush's writes after it."""
     for event in woken:
-        event.set()
+        try:
+            event.set()
+        except Exception:
+            log.exception("waking a waiter of a durable commit failed")

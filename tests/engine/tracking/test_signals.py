@@ -72,3 +72,19 @@ def test_a_board_given_its_log_wakes_a_commits_waiters_once_it_is_durable_in_one
     assert first.is_set() and second.is_set() and not other.is_set()
     board.notify("u", frozenset({"A"}), False)  # no one waits on the table: nothing kept
     assert len(log.kept) == 1
+
+
+class _Broken:
+    def set(self) -> None:
+        raise RuntimeError("a waker's bug")
+
+
+def test_a_wakers_failure_neither_keeps_the_others_asleep_nor_fails_the_flush() -> None:
+    board, log = WakeBoard(), _Log()
+    before, after = threading.Event(), threading.Event()
+    board.register("t", "A", before, log)
+    board.register("t", "A", _Broken())
+    board.register("t", "A", after)
+    board.notify("t", frozenset({"A"}), False)
+    log.kept[0][1]()  # the flush's leader makes the call: it does not raise
+    assert before.is_set() and after.is_set()
