@@ -52,6 +52,10 @@ UNTYPED = {
         1184,
     ],
     "SELECT greatest(NULL, NULL) AS a, least(1, '5') AS b": [25, 23],
+    "SELECT CASE WHEN a = 1 THEN LOCALTIMESTAMP ELSE '2020-01-01' END AS x FROM t": [1114],
+    "SELECT CASE a WHEN 2 THEN '2021-01-01' ELSE now() END AS x FROM t": [1184],
+    "SELECT coalesce(LOCALTIMESTAMP(2), '2020-01-01') AS x": [1114],
+    "SELECT coalesce(NULL, '2020-01-01 10:00:00+00', now()) AS x": [1184],
 }
 
 

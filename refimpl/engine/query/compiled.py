@@ -278,6 +278,16 @@ def _as_number_constant(compiled: Compiled) -> Compiled:
     return Compiled(lambda row: number, values.type_of_value(number), constant=True)
 
 
+def timestamps_of_text(given: list[Compiled]) -> list[Compiled]:
+    """`given` with each text constant read as a TIMESTAMP where another value is one, as
+    PostgreSQL reads an `unknown` among timestamps (a CASE's or coalesce's values)."""
+    if all(g.type != "TIMESTAMP" for g in given):
+        return given
+    return [
+        as_timestamp_constant(g) if g.constant and g.type in values.TEXT_TYPES else g for g in given
+    ]
+
+
 def as_timestamp_constant(compiled: Compiled) -> Compiled:
     text = compiled.fn(())
     micros = None if text is None else values.parse_timestamp(text)

@@ -25,6 +25,7 @@ from refimpl.engine.query.compiled import (
     numeric_result,
     refuse_blob,
     require_boolean,
+    timestamps_of_text,
 )
 from refimpl.engine.query.functions import FUNCTIONS, cast_value, range_checked
 from refimpl.engine.query.like import like_matcher
@@ -391,20 +392,20 @@ def _like(expr: ast.Like, scope: Scope) -> Compiled:
 
 def _case(expr: ast.Case, scope: Scope) -> Compiled:
     operand = compile_expression(expr.operand, scope) if expr.operand else None
-    whens = []
-    result_types = []
+    conditions = []
+    results = []
     for condition, result in expr.whens:
         compiled_condition = compile_expression(condition, scope)
         if operand is not None:
             comparable(operand, compiled_condition, "CASE")
-        compiled_result = compile_expression(result, scope)
-        whens.append((compiled_condition.fn, compiled_result.fn))
-        result_types.append(compiled_result.type)
-    otherwise = compile_expression(expr.else_, scope) if expr.else_ else None
-    if otherwise is not None:
-        result_types.append(otherwise.type)
-    result_type = common_type(result_types, "CASE")
-    else_fn = otherwise.fn if otherwise else (lambda row: None)
+        conditions.append(compiled_condition.fn)
+        results.append(compile_expression(result, scope))
+    if expr.else_:
+        results.append(compile_expression(expr.else_, scope))
+    results = timestamps_of_text(results)  # `ELSE '2026-01-01'` among timestamps is one
+    result_type = common_type([r.type for r in results], "CASE")
+    whens = [(c, r.fn) for c, r in zip(conditions, results[: len(conditions)], strict=True)]
+    else_fn = results[-1].fn if expr.else_ else (lambda row: None)
     if operand is None:
 
         def searched(row: Sequence[Any]) -> Any:

@@ -21,6 +21,7 @@ from refimpl.engine.query.compiled import (
     common_type,
     comparable,
     is_numeric,
+    timestamps_of_text,
 )
 from refimpl.engine.storage import values
 from refimpl.errors import InvalidValue, SqlError, TypeMismatch
@@ -109,6 +110,7 @@ def _text_function(transform: Callable[[str], Any], result: str) -> Callable[...
 def _coalesce(name: str, args: list[Compiled], scope: Scope) -> Compiled:
     if not args:
         raise SqlError("coalesce() needs at least one argument")
+    args = timestamps_of_text(args)  # `coalesce(ts, '2026-01-01')` is a TIMESTAMP
     result_type = common_type([a.type for a in args], "coalesce()")
     fns = [a.fn for a in args]
 

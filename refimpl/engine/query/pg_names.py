@@ -273,6 +273,10 @@ _EXTREMES = frozenset({"greatest", "least"})
 _SAME_TYPE = frozenset({"coalesce", "nullif"}) | _EXTREMES
 
 
+def _is_null(expr: ast.Expr) -> bool:
+    return isinstance(expr, ast.Literal) and expr.type == "NULL"
+
+
 def _untyped(expr: ast.Expr) -> bool:
     return isinstance(expr, ast.Literal) and expr.type in ("STRING", "NULL")
 
@@ -283,9 +287,10 @@ def _common(exprs: Sequence[ast.Expr], scope: Scope | None) -> str | None:
 
 
 def _common_typmod(exprs: Sequence[ast.Expr], scope: Scope | None) -> int:
-    """The type modifier all of `exprs` but their string constants and NULLs have, else -1
-    (a CASE's or coalesce's in PostgreSQL)."""
-    typmods = {pg_typmod(e, scope) for e in exprs if not _untyped(e)}
+    """The type modifier all of `exprs` but their NULLs have, else -1 (a CASE's or
+    coalesce's in PostgreSQL, whose planner drops a NULL; a string constant read as a
+    timestamp has none)."""
+    typmods = {pg_typmod(e, scope) for e in exprs if not _is_null(e)}
     return typmods.pop() if len(typmods) == 1 else -1
 
 
