@@ -389,6 +389,9 @@ def _start_pg(settings: Any, instance: Any, context: ssl.SSLContext | None) -> A
                     tls=context is not None,
                     max_replication_slots=settings.pg_max_replication_slots,
                     max_wal_senders=settings.pg_max_wal_senders,
+                    idle_in_transaction_session_timeout_ms=(
+                        settings.idle_in_transaction_session_timeout_ms
+                    ),
                 ),
                 tls=context,
                 login_timeout_s=settings.pg_login_timeout_s,

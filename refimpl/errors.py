@@ -236,6 +236,19 @@ class StatementTimeout(SqlError):
         )
 
 
+class LockTimeout(SqlError):
+    """A writer waited for its database's write lock, which another transaction holds,
+    longer than its lock_timeout (PostgreSQL's 55P03, lock_not_available). Which session
+    holds it is not said: that is another user's business."""
+
+    def __init__(self, database: str, waited: float) -> None:
+        super().__init__(
+            f"canceling statement due to lock timeout: waited {waited * 1000:g} ms"
+            f" (lock_timeout) for database '{database}', which another transaction holds;"
+            " try again, or raise lock_timeout"
+        )
+
+
 class SearchPastDeadline(StatementTimeout):
     """A regular expression's search not started: its worst case is past the statement's
     time left (`refimpl.engine.query.regex`). The statement timeout's error, saying why no

@@ -35,6 +35,8 @@ class Settings:
     | wal_archive_mb       | 1024         | log kept for change readers, per database            |
     | max_body_mb          | 64           | largest request body accepted (413 above)            |
     | statement_timeout_ms | 30000        | a statement running longer is stopped                |
+    | lock_timeout_ms      | 0            | a writer waiting longer for the database fails; 0: off |
+    | idle_in_transaction_session_timeout_ms | 60000 | idle in BEGIN longer: ended; 0: off |
     | checkpoint_mb        | 8            | log written since the last checkpoint that makes one |
     | segment_mb           | 64           | size of one log file; at most wal_archive_mb / 4     |
     | fsync_delay_ms       | 0            | extra wait per fsync (benchmarks only)               |
@@ -83,6 +85,8 @@ class Settings:
     wal_archive_mb: int = 1024
     max_body_mb: int = 64
     statement_timeout_ms: int = 30000
+    lock_timeout_ms: int = 0
+    idle_in_transaction_session_timeout_ms: int = 60000
     checkpoint_mb: int = 8
     segment_mb: int = 64
     fsync_delay_ms: float = 0.0
@@ -207,6 +211,8 @@ _PARSERS: dict[str, Callable[[str], object]] = {
     "wal_archive_mb": _int(4, 1 << 30),
     "max_body_mb": _int(1, 1 << 20),
     "statement_timeout_ms": _int(1, 24 * 3600 * 1000),
+    "lock_timeout_ms": _int(0, 24 * 3600 * 1000),
+    "idle_in_transaction_session_timeout_ms": _int(0, 24 * 3600 * 1000),
     "checkpoint_mb": _int(1, 1 << 30),
     "segment_mb": _int(1, 1 << 30),
     "fsync_delay_ms": _float(0.0, 10_000.0),
@@ -387,6 +393,7 @@ def engine_options(settings: Settings) -> EngineOptions:
         segment_bytes=settings.segment_mb * MB,
         checkpoint_bytes=settings.checkpoint_mb * MB,
         statement_timeout=settings.statement_timeout_ms / 1000,
+        lock_timeout=settings.lock_timeout_ms / 1000,
         fsync_delay=settings.fsync_delay_ms / 1000,
         max_sql_bytes=settings.max_sql_bytes,
         subscriptions_per_user=settings.subscriptions_per_user,

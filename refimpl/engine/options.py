@@ -14,7 +14,9 @@ class EngineOptions:
     - `wal_archive_bytes`: log kept for change-stream readers (a database may set its own).
     - `segment_bytes`: largest log segment; never more than a quarter of the archive.
     - `checkpoint_bytes`: log written since the last checkpoint that triggers a new one.
-    - `statement_timeout`: seconds a statement may wait for the database lock.
+    - `statement_timeout`: seconds a statement may run, or wait for the database lock.
+    - `lock_timeout`: seconds a statement may wait for the database lock (0: as long as
+      `statement_timeout`), PostgreSQL's lock_timeout: a writer fails sooner, saying so.
     - `fsync_delay`: seconds added to every fsync (benchmarks only: a slow disk's flush).
     - `result_cache_bytes`: memory for cached SELECT answers per database (0: no cache).
     - `max_sql_bytes`: longest SQL text one call may run (UTF-8 bytes).
@@ -30,6 +32,7 @@ class EngineOptions:
     segment_bytes: int = 64 * MB
     checkpoint_bytes: int = 8 * MB
     statement_timeout: float = 30.0
+    lock_timeout: float = 0.0
     fsync_delay: float = 0.0
     result_cache_bytes: int = 64 * MB
     max_sql_bytes: int = 1 * MB

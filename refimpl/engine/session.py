@@ -116,6 +116,11 @@ class Session:
         # wait until `durable_needed` is durable before it acknowledges anything.
         self.acknowledge_later = acknowledge_later
         self.durable_needed = 0
+        # Seconds a change waits for the database's write lock (PostgreSQL's lock_timeout,
+        # a session's SET; 0: the statement timeout's), None: the server's lock_timeout_ms.
+        self.lock_timeout: float | None = None
+        # What else ends with the open transaction (a SET's undoing), told if it committed.
+        self.transaction_ends: list[Callable[[bool], None]] = []
         # When the running statement must stop: set as each statement of `execute` starts
         # (its parse included), None between statements.
         self._deadline: float | None = None
@@ -334,7 +339,7 @@ class Session:
         if self.transaction is not None:
             return run(self.transaction)
         database = self.database
-        database.acquire_write()
+        database.acquire_write(lock_timeout=self.lock_timeout)
         lsn = None
         try:
             txn = Transaction(database.tables)
@@ -363,7 +368,7 @@ class Session:
         # write lock is free (a call each fewer a commit).
         write_lock = database.write_lock
         if not write_lock.acquire(False):
-            database.acquire_write()
+            database.acquire_write(lock_timeout=self.lock_timeout)
         try:
             committed = database.tables.get(key)
             if (
@@ -390,7 +395,7 @@ class Session:
         if self.implicit:
             self.implicit = False
             return
-        self.database.acquire_write()
+        self.database.acquire_write(lock_timeout=self.lock_timeout)
         self.transaction = Transaction(self.database.tables)
         self.failed = False
         self._transaction_at = self.statement_time()  # BEGIN's moment, as PostgreSQL's
@@ -441,6 +446,10 @@ class Session:
         self.failed = False
         self._savepoints.clear()
         self.cursors.transaction_ended(committed)
+        if self.transaction_ends:
+            ends, self.transaction_ends = self.transaction_ends, []
+            for end in ends:
+                end(committed)
 
     def savepoint(self, name: str) -> None:
         """SAVEPOINT: mark the open transaction's state under `name` (a name given again

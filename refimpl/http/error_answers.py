@@ -26,6 +26,8 @@ STATUS: tuple[tuple[type[errors.KdbError], int], ...] = (
     (errors.PayloadTooLarge, 413),  # a body past max_body_mb (RequestBodyTooLarge) too
     (errors.RequestTimeout, 408),
     (errors.BadRequest, 400),  # framing (MalformedRequest) and line protocol (LineError) too
+    # Another transaction holds the database longer than lock_timeout: try again later.
+    (errors.LockTimeout, 409),
     (errors.SqlError, 400),  # COPY's (CopyError) too
     (errors.Unauthorized, 401),
     (errors.Forbidden, 403),

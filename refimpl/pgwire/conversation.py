@@ -12,6 +12,7 @@ savepoint, which resumes it.
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Callable, Sequence
 
 from refimpl.engine.result import Column, Result, message_result, query_result
@@ -27,15 +28,22 @@ from refimpl.errors import (
     PreparedStatementExists,
     ProtocolError,
     SqlSyntaxError,
-    UnknownPortal,
-    UnknownPreparedStatement,
 )
-from refimpl.pgwire import copy_flow, sqlstate, types
+from refimpl.pgwire import copy_flow, setting_commands, sqlstate, types
 from refimpl.pgwire import messages as m
 from refimpl.pgwire.implicit_blocks import run_as_one
 from refimpl.pgwire.notifications import STATEMENTS, Inbox, pg_notify_call
 from refimpl.pgwire.param_types import param_types, table_column_types
-from refimpl.pgwire.portals import Plan, Portal, Prepared, check_result_type, result_type_of
+from refimpl.pgwire.portals import (
+    Plan,
+    Portal,
+    Prepared,
+    check_result_type,
+    move_portal,
+    portal_named,
+    prepared_named,
+    result_type_of,
+)
 from refimpl.pgwire.quick_runs import BIND_COMPLETE as _BIND_COMPLETE
 from refimpl.pgwire.quick_runs import NO_DATA as _NO_DATA
 from refimpl.pgwire.quick_runs import QuickRun
@@ -91,6 +99,7 @@ class Conversation:
         self._unnamed: tuple[QuickRun, tuple[object, ...], Result] | None = None
         # The shape of the simple query's rows sent last, kept for the next of its columns.
         self._shape: RowShape | None = None
+        self.idle_since = 0.0  # when its last ReadyForQuery in a transaction went out, or 0
 
     @property
     def status(self) -> str:
@@ -98,8 +107,24 @@ class Conversation:
             return "E"
         return "T" if self.session.transaction is not None else "I"
 
-    def ready(self) -> m.ReadyForQuery:
-        return _READY[self.status]
+    def ready(self) -> list[m.ServerMessage]:
+        """ReadyForQuery, after the ParameterStatus of settings a transaction gave back."""
+        ready = _READY[self.ready_status()]
+        if not self.settings.unreported:
+            return [ready]
+        return [*setting_commands.reported_after_end(self.settings), ready]
+
+    def ready_status(self) -> str:
+        """`status` as ReadyForQuery tells it; in a transaction, idle from now (`idle_since`)."""
+        if self.failed:
+            status = "E"
+            self.settings.transaction_failed()
+        elif self.session.transaction is None:
+            return "I"  # no clock read outside a transaction
+        else:
+            status = "T"
+        self.idle_since = time.monotonic()
+        return status
 
     def close(self) -> None:
         """The connection ended: an open transaction is rolled back."""
@@ -115,7 +140,8 @@ class Conversation:
         if isinstance(message, m.Query):
             return self.simple_query(message.text)
         if isinstance(message, m.Sync):
-            return [*self.inbox.messages(self.status), self.ready()]
+            return [*self.inbox.messages(self.status), *self.ready()]
+        self.idle_since = 0.0  # no ReadyForQuery before its Sync: not idle (as PostgreSQL)
         if isinstance(message, m.Flush):
             return []
         try:
@@ -149,7 +175,7 @@ class Conversation:
             self.fail_transaction()
             out.append(sqlstate.error_response(error, None))
         out += self.inbox.messages(self.status)
-        out.append(self.ready())
+        out += self.ready()
         return out
 
     def run_bytes(
@@ -195,10 +221,10 @@ class Conversation:
                 self._portals[""] = Portal(prepared, params, quick.result_formats)
             self.fail_transaction()
             error_answer = sqlstate.error_response(error, None)
-            return [*said, error_answer, *self.inbox.messages(self.status), self.ready()]
+            return [*said, error_answer, *self.inbox.messages(self.status), *self.ready()]
         self.quick = quick
         self._unnamed = (quick, params, result)
-        status = self.status
+        status = self.ready_status()
         for note in self.inbox.messages(status):
             out += note.encode()
         return out + _READY_BYTES[status]
@@ -239,7 +265,7 @@ class Conversation:
     def simple_query(self, text: str) -> list[m.ServerMessage]:
         pieces = split(text)
         if not pieces:
-            return [m.EmptyQueryResponse(), self.ready()]
+            return [m.EmptyQueryResponse(), *self.ready()]
         out: list[m.ServerMessage] = []
         if len(pieces) > 1:
             run_as_one(self, pieces, text, out)
@@ -250,7 +276,7 @@ class Conversation:
                 self.fail_transaction()
                 out.append(sqlstate.error_response(error, text, pieces[0].offset))
         out += self.inbox.messages(self.status)
-        out.append(self.ready())
+        out += self.ready()
         return out
 
     def answer_statement(self, plan: Plan, out: list[m.ServerMessage]) -> None:
@@ -294,7 +320,7 @@ class Conversation:
 
     def _bind(self, message: m.Bind) -> Portal:
         """The portal `message` binds, kept under its name (errors as `bind` sends them)."""
-        prepared = self._statement(message.statement)
+        prepared = prepared_named(self._prepared, message.statement)
         if message.portal and message.portal in self._portals:
             raise PortalExists(f'portal "{message.portal}" already exists; close it first')
         oids = prepared.param_oids
@@ -330,7 +356,7 @@ class Conversation:
 
     def describe(self, message: m.Describe) -> list[m.ServerMessage]:
         if message.kind == "S":
-            prepared = self._statement(message.name)
+            prepared = prepared_named(self._prepared, message.name)
             oids = self._describe_params(prepared)
             columns = self._describe_columns(prepared)
             if columns is not None and prepared.result_type is None:
@@ -347,7 +373,7 @@ class Conversation:
             # describe it so).
             cursor_columns = self.session.cursors.columns(name)
             return [_row_description(cursor_columns, [0] * len(cursor_columns))]
-        portal = self._portal(name)
+        portal = portal_named(self._portals, name)
         columns = portal.prepared.columns
         if columns is None and portal.prepared.answers_rows:
             portal.result = self._run_portal(portal)
@@ -358,10 +384,7 @@ class Conversation:
         return [portal.prepared.row_shape(columns, formats).description]
 
     def execute(self, message: m.Execute) -> list[m.ServerMessage]:
-        return self._execute_portal(message.portal, message.max_rows)
-
-    def _execute_portal(self, name: str, max_rows: int) -> list[m.ServerMessage]:
-        return self._execute(self._portal(name), max_rows)
+        return self._execute(portal_named(self._portals, message.portal), message.max_rows)
 
     def _execute(self, portal: Portal, max_rows: int) -> list[m.ServerMessage]:
         plan = portal.prepared.plan
@@ -425,18 +448,6 @@ class Conversation:
             raise
         self.failed = self.session.failed
         return result
-
-    def _statement(self, name: str) -> Prepared:
-        prepared = self._prepared.get(name)
-        if prepared is None:
-            raise UnknownPreparedStatement(f'prepared statement "{name}" does not exist')
-        return prepared
-
-    def _portal(self, name: str) -> Portal:
-        portal = self._portals.get(name)
-        if portal is None:
-            raise UnknownPortal(f'portal "{name}" does not exist')
-        return portal
 
     def _describe_params(self, prepared: Prepared) -> tuple[int, ...]:
         plan = prepared.plan
@@ -536,7 +547,7 @@ class Conversation:
                 plan.setting,
                 self._prepared,
                 self._portals,
-                self.session.transaction is not None,
+                self.session,
             )
         in_transaction = self.session.transaction is not None
         before = [] if before is None else before
@@ -548,7 +559,7 @@ class Conversation:
             and statement.move
             and statement.cursor in self._portals
         ):
-            return self._move_portal(statement), []
+            return move_portal(self._portals[statement.cursor], statement, self._run_portal), []
         try:
             if isinstance(statement, ast.CopyTo):
                 return copy_flow.copy_out(self.session, plan.piece.text, self.wire, before), []
@@ -561,25 +572,14 @@ class Conversation:
                     before,
                 ), []
             result = self.session.execute(plan.piece.text, params)
+            if in_transaction:  # a savepoint marks the settings too
+                setting_commands.after_savepoint(self.settings, self.session, statement)
             self.failed = self.session.failed
             return result, []
         except KdbError:
             # The transaction stays open and failed until ROLLBACK or ROLLBACK TO.
             self.failed = in_transaction or plan.kind == "Begin"
             raise
-
-    def _move_portal(self, move: ast.Fetch) -> Result:
-        """`MOVE FORWARD n portal` of a protocol portal (asyncpg's `Cursor.forward`): its
-        next n rows are skipped; the count is those there were."""
-        portal = self._portals[move.cursor]
-        if move.direction != "FORWARD":
-            raise NotAllowed("a protocol portal moves FORWARD only (it reads its rows once)")
-        if portal.result is None:
-            portal.result = self._run_portal(portal)
-        left = len(portal.result.rows) - portal.sent
-        moved = left if move.count is None else max(0, min(move.count, left))
-        portal.sent += moved
-        return message_result("MOVE", f"{moved} row(s) moved", moved)
 
     def _tag(self, plan: Plan, result: Result) -> str:
         if plan.setting is not None:

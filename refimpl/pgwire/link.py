@@ -58,6 +58,8 @@ class LinkOptions:
     tls: bool = False  # the server has a certificate: an SSLRequest is answered 'S'
     max_replication_slots: int = 10  # pg_max_replication_slots
     max_wal_senders: int = 10  # pg_max_wal_senders: replication connections at once
+    # A session idle in a transaction longer is ended (its SET may change it; 0: never).
+    idle_in_transaction_session_timeout_ms: int = 60_000
 
 
 class Transport(Protocol):
@@ -403,7 +405,10 @@ class Link:
             if refusal is not None:
                 return [m.ErrorResponse(sqlstate.TOO_MANY_CONNECTIONS, refusal, "FATAL")]
             session = self.instance.session(database, principal, acknowledge_later=True)
-            settings = SessionSettings(self._startup, principal.name or "", principal.is_admin)
+            settings = SessionSettings(
+                self._startup, principal.name or "", principal.is_admin, self._server_settings()
+            )
+            session.lock_timeout = settings.seconds("lock_timeout")
         except KdbError as error:
             return [m.ErrorResponse(sqlstate.sqlstate_of(error), error.message, "FATAL")]
         access = self.instance.access
@@ -417,6 +422,12 @@ class Link:
         out += [m.ParameterStatus(name, settings.values[name]) for name in REPORTED]
         out += [m.BackendKeyData(self.process_id, self.secret_key), m.ReadyForQuery("I")]
         return out
+
+    def _server_settings(self) -> dict[str, str]:
+        """The session settings whose defaults are the server's (kdb.conf's)."""
+        idle = self.options.idle_in_transaction_session_timeout_ms
+        lock = round(self.instance.options.lock_timeout * 1000)
+        return {"idle_in_transaction_session_timeout": str(idle), "lock_timeout": str(lock)}
 
     def _replication(self, principal: Principal, database: str) -> ReplicationSession | None:
         """The startup's `replication` parameter: `database` makes a replication connection

@@ -7,12 +7,13 @@ engine's prepared run); a `Portal` is one run of it, bound to its parameters.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from refimpl.engine.result import Column, Result
+from refimpl.engine.result import Column, Result, message_result
 from refimpl.engine.statements.prepared_runs import PreparedRun
-from refimpl.errors import NotAllowed
+from refimpl.errors import NotAllowed, UnknownPortal, UnknownPreparedStatement
 from refimpl.pgwire import messages as m
 from refimpl.pgwire import types
 from refimpl.pgwire.session_settings import SettingCommand
@@ -179,3 +180,33 @@ def check_result_type(prepared: Prepared, columns: list[Column]) -> None:
 def result_type_of(columns: list[Column]) -> tuple[tuple[str, int], ...]:
     """The columns as a client decodes them: each one's name and type OID."""
     return tuple((c.name, types.column_pg_type(c).oid) for c in columns)
+
+
+def move_portal(portal: Portal, move: ast.Fetch, run: Callable[[Portal], Result]) -> Result:
+    """`MOVE FORWARD n portal` of a protocol portal (asyncpg's `Cursor.forward`): its next
+    n rows are skipped (`run` gives its result if it has not run yet); the count is those
+    there were."""
+    if move.direction != "FORWARD":
+        raise NotAllowed("a protocol portal moves FORWARD only (it reads its rows once)")
+    if portal.result is None:
+        portal.result = run(portal)
+    left = len(portal.result.rows) - portal.sent
+    moved = left if move.count is None else max(0, min(move.count, left))
+    portal.sent += moved
+    return message_result("MOVE", f"{moved} row(s) moved", moved)
+
+
+def prepared_named(prepared: dict[str, Prepared], name: str) -> Prepared:
+    """The connection's prepared statement of `name`."""
+    found = prepared.get(name)
+    if found is None:
+        raise UnknownPreparedStatement(f'prepared statement "{name}" does not exist')
+    return found
+
+
+def portal_named(portals: dict[str, Portal], name: str) -> Portal:
+    """The connection's portal of `name`."""
+    found = portals.get(name)
+    if found is None:
+        raise UnknownPortal(f'portal "{name}" does not exist')
+    return found

@@ -58,7 +58,7 @@ from refimpl.netlimits import (
     raise_open_file_limit,
 )
 from refimpl.netpool.polling import ARMED, PollingWorkers
-from refimpl.pgwire import postbox, sqlstate, tls
+from refimpl.pgwire import overdue, postbox, sqlstate, tls
 from refimpl.pgwire.acknowledging import Acknowledging
 from refimpl.pgwire.clients import Client
 from refimpl.pgwire.core import error_bytes
@@ -151,30 +151,23 @@ class PgServer:
             self._acknowledge(handed, error)
 
     def _end_late_startups(self) -> None:
+        """End the connections overdue (`overdue.look`): not logged in in time, taking no
+        answers, or idle in a transaction too long (its transaction rolled back)."""
         now = time.monotonic()
         if now < self._next_startup_check:
             return
         with self._lock:
             if now < self._next_startup_check:
                 return  # another worker took this round
-            self._next_startup_check = now + 1.0
-            late = [
-                c
-                for c in self._clients.values()
-                if not c.busy
-                and not c.logged_in
-                and now - c.accepted_at > self.options.login_timeout_s
-            ]
-            stalled = [
-                c
-                for c in self._clients.values()
-                if not c.busy and c.stalled(now, SEND_TIMEOUT_SECONDS)
-            ]
-            for client in late + stalled:
+            found = overdue.look(
+                self._clients.values(), now, self.options.login_timeout_s, SEND_TIMEOUT_SECONDS
+            )
+            self._next_startup_check = found.next_look
+            for client in found.all():
                 client.busy = True  # no worker takes it up while it is closed
-        for client in stalled:
+        for client in found.stalled:
             self._close(client)  # its answers wait unread: it is gone, or reads nothing
-        for client in late:
+        for client in found.late:
             self._refuse(
                 client,
                 LOGIN_TIMED_OUT,
@@ -182,6 +175,12 @@ class PgServer:
                 " seconds (pg_login_timeout_s); send the startup and the password at once",
             )
             self._close(client)
+        for client, timeout in found.idle:
+            log.info("ended the idle session in a transaction of %s", client.address)
+            self._refuse(
+                client, overdue.IDLE_IN_TRANSACTION_TIMEOUT, overdue.idle_timed_out(timeout)
+            )
+            self._close(client)  # its transaction is rolled back: the writers go on
 
     def _refuse(self, client: Client, code: str, message: str) -> None:
         """End a connection with a FATAL error, counted for /metrics like every answer."""

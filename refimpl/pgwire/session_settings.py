@@ -5,11 +5,15 @@ A setting the server reports (`REPORTED`) goes to the client as ParameterStatus 
 startup and whenever SET changes it. Values are kept as given, except that
 `client_encoding` must be UTF-8 (the only encoding served) and `TimeZone` is accepted but
 changes nothing: timestamps are always written in UTC, with their `+00` offset.
+`lock_timeout` and `idle_in_transaction_session_timeout` are honoured (milliseconds, or
+with a unit), their defaults the server's. As in PostgreSQL, a SET inside a transaction is
+undone if the transaction rolls back, and a SET LOCAL lasts until the transaction ends.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from refimpl.errors import BadRequest, NotAllowed, SqlError, UnknownSetting
@@ -113,6 +117,7 @@ class SettingCommand:
     verb: str  # "SET", "SHOW", "RESET", "DISCARD", "DEALLOCATE"
     name: str | None = None
     value: str | None = None
+    local: bool = False  # SET LOCAL: until the transaction ends
 
 
 # The first letters of the commands `recognise` reads, as its patterns match them (`ſ`, a
@@ -141,7 +146,8 @@ def read_setting(stripped: str) -> SettingCommand | None:
     if match := _SET.match(stripped):
         if match["zone"] is not None:
             return SettingCommand("SET", "TimeZone", _unquote(match["zone"]))
-        return SettingCommand("SET", match["name"], _unquote(match["value"]))
+        local = (match[1] or "").lower() == "local"
+        return SettingCommand("SET", match["name"], _unquote(match["value"]), local)
     if (match := _SHOW.match(stripped)) and match["name"].lower() not in _ENGINE_SHOWS:
         return SettingCommand("SHOW", match["name"])
     if match := _RESET.match(stripped):
@@ -188,11 +194,61 @@ def _unquote(value: str) -> str:
     return ", ".join(cleaned) if len(cleaned) > 1 else cleaned[0]
 
 
-class SessionSettings:
-    """One connection's settings; `set` answers the names whose reported value changed."""
+# The settings of a time, in milliseconds (PostgreSQL's unit for them): their units, and
+# how SHOW writes them (the largest unit that divides the value, as PostgreSQL does).
+TIMEOUTS = frozenset({"lock_timeout", "idle_in_transaction_session_timeout"})
+_TIME = re.compile(r"^\s*(\d+(?:\.\d*)?)\s*(ms|s|min|h|d)?\s*$", re.IGNORECASE)
+_UNITS = (("d", 86_400_000), ("h", 3_600_000), ("min", 60_000), ("s", 1000), ("ms", 1))
+_MAX_MS = 2_147_483_647  # PostgreSQL's bound (INT_MAX milliseconds)
 
-    def __init__(self, startup: dict[str, str], user: str, is_admin: bool) -> None:
-        self.values = dict(DEFAULTS)
+
+def timeout_text(milliseconds: int) -> str:
+    """A timeout as PostgreSQL's SHOW writes it: 0, 200ms, 5s, 1min, ..."""
+    if not milliseconds:
+        return "0"
+    unit, size = next((u, n) for u, n in _UNITS if milliseconds % n == 0)
+    return f"{milliseconds // size}{unit}"
+
+
+def _milliseconds(name: str, value: str) -> int:
+    match = _TIME.match(value)
+    if match is not None:
+        milliseconds = round(float(match[1]) * dict(_UNITS)[(match[2] or "ms").lower()])
+        if milliseconds <= _MAX_MS:
+            return milliseconds
+    raise BadRequest(
+        f'invalid value for parameter "{name}": "{value}"; give milliseconds, or a number'
+        f" with a unit (ms, s, min, h, d), up to {_MAX_MS} ms; 0 turns it off"
+    )
+
+
+class SessionSettings:
+    """One connection's settings; `set` answers the names whose reported value changed.
+
+    `server` gives the server's defaults of some (`lock_timeout`, ...), which RESET and SET
+    ... TO DEFAULT go back to. Inside a transaction, `begin_transaction` keeps what the
+    values were, and `end_transaction` keeps or undoes what SET changed since."""
+
+    def __init__(
+        self,
+        startup: dict[str, str],
+        user: str,
+        is_admin: bool,
+        server: Mapping[str, str] | None = None,
+    ) -> None:
+        self.defaults = {**DEFAULTS, **(server or {})}
+        for name in TIMEOUTS:
+            self.defaults[name] = self._checked(name, self.defaults[name])
+        self.values = dict(self.defaults)
+        # In a transaction that SET changed: the values before it (what a rollback gives
+        # back) and the values a commit keeps (without SET LOCAL's).
+        self._before: dict[str, str] | None = None
+        self._kept: dict[str, str] = {}
+        # Reported settings the end of a transaction changed, not yet told the client.
+        self.unreported: list[str] = []
+        # The transaction's savepoints, oldest first: a name, and the values and the
+        # values to keep as they were when it was made (ROLLBACK TO gives them back).
+        self._marks: list[tuple[str, dict[str, str], dict[str, str]]] = []
         self.values["session_authorization"] = user
         self.values["is_superuser"] = "on" if is_admin else "off"
         for name, value in startup.items():
@@ -212,24 +268,83 @@ class SessionSettings:
             raise UnknownSetting(f'unrecognized configuration parameter "{name}"')
         return self.values[known]
 
-    def set(self, name: str, value: str) -> list[str]:
+    def set(self, name: str, value: str, local: bool = False) -> list[str]:
+        """SET (`local`: SET LOCAL, which a commit does not keep; outside a transaction,
+        where `begin_transaction` was not called, it changes nothing, as in PostgreSQL)."""
         known = self.canonical(name)
         if known in READ_ONLY:
             raise SqlError(f'parameter "{known}" cannot be changed')
         if value.lower() == "default":
-            value = DEFAULTS.get(known, "")
+            value = self.defaults.get(known, "")
         value = self._checked(known, value)
+        if local and self._before is None:
+            return []
+        if not local and self._before is not None:
+            self._kept[known] = value
         changed = self.values.get(known) != value
         self.values[known] = value
         return [known] if changed and known in REPORTED else []
 
     def reset(self, name: str) -> list[str]:
         if name.lower() == "all":
-            changed = [n for n in REPORTED if self.values[n] != DEFAULTS[n] and n not in READ_ONLY]
-            for known in changed:
-                self.values[known] = DEFAULTS[known]
-            return changed
+            changed = [n for n in REPORTED if self.values[n] != self.defaults[n]]
+            for known, value in self.defaults.items():
+                if known not in READ_ONLY:
+                    self.set(known, value)
+            return [n for n in changed if n not in READ_ONLY]
         return self.set(name, "default")
+
+    def seconds(self, name: str) -> float:
+        """A timeout's value in seconds (0: off)."""
+        return _milliseconds(name, self.values[name]) / 1000
+
+    def begin_transaction(self) -> bool:
+        """Before a SET inside a transaction: True when it is the transaction's first, whose
+        end must then be told (`end_transaction`)."""
+        if self._before is not None:
+            return False
+        self._before, self._kept = dict(self.values), dict(self.values)
+        return True
+
+    def savepoint(self, name: str) -> None:
+        """SAVEPOINT `name` (inside a transaction `begin_transaction` was told of)."""
+        self._marks.append((name.lower(), dict(self.values), dict(self._kept)))
+
+    def release(self, name: str) -> None:
+        """RELEASE `name`: it and the savepoints after it are forgotten; values stay."""
+        del self._marks[self._mark(name) :]
+
+    def rollback_to(self, name: str) -> None:
+        """ROLLBACK TO `name`: the values as they were when it was made (it stays)."""
+        at = self._mark(name)
+        del self._marks[at + 1 :]
+        self._restore(dict(self._marks[at][1]), dict(self._marks[at][2]))
+
+    def _mark(self, name: str) -> int:
+        names = [mark[0] for mark in self._marks]
+        return len(names) - 1 - names[::-1].index(name.lower())  # the engine checked it
+
+    def transaction_failed(self) -> None:
+        """An error failed the transaction: what SET changed in it since its last savepoint
+        is undone at once, as PostgreSQL's abort of the (sub)transaction undoes it."""
+        if self._before is not None:
+            _, values, kept = self._marks[-1] if self._marks else ("", self._before, self._before)
+            if self.values != values:
+                self._restore(dict(values), dict(kept))
+
+    def _restore(self, values: dict[str, str], kept: dict[str, str]) -> None:
+        self.unreported += [n for n in REPORTED if values[n] != self.values[n]]
+        self.values, self._kept = values, kept
+
+    def end_transaction(self, committed: bool) -> None:
+        """The transaction ended: a commit keeps what SET (not SET LOCAL) changed, a
+        rollback undoes it all; the reported settings that changed so are `unreported`."""
+        assert self._before is not None
+        now = self._kept if committed else self._before
+        self._before = None
+        self._marks.clear()
+        self.unreported += [name for name in REPORTED if now[name] != self.values[name]]
+        self.values = now
 
     def _checked(self, name: str, value: str) -> str:
         if name in ("transaction_isolation", "default_transaction_isolation"):
@@ -250,6 +365,8 @@ class SessionSettings:
                     " write. Set default_transaction_read_only to off"
                 )
             return "off"
+        if name in TIMEOUTS:
+            return timeout_text(_milliseconds(name, value))
         if name == "client_encoding":
             if value.strip("'\"").lower() not in _UTF8:
                 raise BadRequest(

@@ -35,6 +35,7 @@ SQLSTATE: tuple[tuple[type[errors.KdbError], str], ...] = (
     (errors.StatementCancelled, "57014"),  # query_canceled
     (errors.CopyFailed, "57014"),
     (errors.StatementTimeout, "57014"),
+    (errors.LockTimeout, "55P03"),  # lock_not_available
     (errors.ResultTooLarge, "54000"),  # program_limit_exceeded
     (errors.StatementTooLarge, "54000"),
     (errors.DatabaseExists, "42P04"),  # duplicate_database

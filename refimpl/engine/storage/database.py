@@ -20,12 +20,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from refimpl.engine import admission
 from refimpl.engine.files import REAL_FILES, FileOps
 from refimpl.engine.measures import DatabaseMeasures, LatencyHistogram
 from refimpl.engine.options import EngineOptions
 from refimpl.engine.progress import REPORT_EVERY, Progress, ProgressReport, no_report
-from refimpl.engine.storage import bulk, bulk_merge, checkpoint, ddl, records, values
+from refimpl.engine.storage import bulk, bulk_merge, checkpoint, ddl, lock_waits, records, values
 from refimpl.engine.storage.bulk import collector_paused as _collector_paused
 from refimpl.engine.storage.locks import SharedLock
 from refimpl.engine.storage.memory_limit import (
@@ -50,7 +49,6 @@ from refimpl.engine.tracking.signals import CommitSignal, WakeBoard
 from refimpl.errors import (
     KdbError,
     SqlError,
-    StatementTimeout,
     StorageError,
     UnknownTable,
 )
@@ -256,15 +254,16 @@ class Database:
 
     # -- writing -------------------------------------------------------------------------
 
-    def acquire_write(self, timeout: float | None = None) -> None:
+    def acquire_write(
+        self, timeout: float | None = None, lock_timeout: float | None = None
+    ) -> None:
+        """The write lock, within the statement timeout and the lock timeout (by default the
+        server's; `lock_timeout` 0: none); a `timeout` of its own (a checkpoint's) alone."""
         if not self.write_lock.acquire(False):
-            wait = self.options.statement_timeout if timeout is None else timeout
-            admission.waiting()
-            if not self.write_lock.acquire(timeout=wait):
-                raise StatementTimeout(
-                    f"waited {wait:g} s for database '{self.name}', which another transaction"
-                    " holds; try again, or commit that transaction sooner"
-                )
+            if timeout is None:
+                timeout = self.options.statement_timeout
+                lock_timeout = self.options.lock_timeout if lock_timeout is None else lock_timeout
+            lock_waits.wait(self.write_lock, self.name, timeout, lock_timeout or 0.0)
 
     def release_write(self) -> None:
         self.write_lock.release()
