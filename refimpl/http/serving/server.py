@@ -19,7 +19,7 @@ import select
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
 from werkzeug.serving import BaseWSGIServer
@@ -31,6 +31,9 @@ from refimpl.http.error_answers import closing_answer
 from refimpl.http.request_log import REQUEST_ID_HEADER
 from refimpl.http.serving import wire
 from refimpl.http.serving.connection import CONNECTION_TIMEOUT_SECONDS, Connection, WSGIApp
+from refimpl.http.serving.fanout_sends import HANG_UP as _HANG_UP
+from refimpl.http.serving.fanout_sends import STREAM_UNSENT_LIMIT as STREAM_UNSENT_LIMIT
+from refimpl.http.serving.fanout_sends import FanoutSends
 from refimpl.http.serving.heads import named_answer_bytes
 from refimpl.http.serving.limits import (
     OUT_OF_DESCRIPTORS,
@@ -48,18 +51,12 @@ log = logging.getLogger("refimpl.http")
 KEEP_ALIVE_SECONDS = 60.0  # a kept-alive connection is closed after this long unused
 IDLE_CHECK_SECONDS = 1.0
 WORKER_POLL_SECONDS = 0.5  # how soon an idle worker notices a stop
-# A stream whose client has not taken this much of what was sent is dropped: a reader that
-# stops reading costs bounded memory.
-STREAM_UNSENT_LIMIT = 1024 * 1024
 # Events one worker's wait takes at most (`PollingWorkers`' `taken`): under load the next
 # connections are ready already, and the worker serves them in turn without another wait.
 EVENTS_TAKEN = 4
-# A stream whose parts are all sent: readable once its client hangs up (or, against the
-# protocol, sends something), which gives the stream up.
-_HANG_UP = select.EPOLLIN | select.EPOLLRDHUP | select.EPOLLONESHOT
 
 
-class PooledWSGIServer(BaseWSGIServer):
+class PooledWSGIServer(FanoutSends, BaseWSGIServer):
     """A `BaseWSGIServer` whose requests are answered by `threads` worker threads.
 
     Every open connection is registered, one-shot, in one epoll set that the workers wait
@@ -372,100 +369,6 @@ class PooledWSGIServer(BaseWSGIServer):
             then = self._send_unsent(handler)
         if then is not None:
             then()
-
-    def _send_shared(
-        self,
-        outlets: Iterable[Connection],
-        answer: Answer,
-        on_backlog: Callable[[Connection], None],
-    ) -> None:
-        """One part many streams share (`WaitingRoom.send_shared`) to streams whose head went
-        out: its chunk made once, one send() a socket. What a client does not take waits as
-        `_stream_part`'s rest would; `on_backlog` hears of it first, before `drained` can.
-
-        A large part is copied into each socket all the same: sent from one memory file by
-        sendfile() instead, it cost more CPU a stream at every size from 32 to 256 KB (the
-        kernel takes a reference to each of its pages for every socket, which costs more than
-        copying them; `tools/bench/stream_sends.py --sendfile`), and the sockets' memory
-        is counted and bounded alike either way."""
-        data = wire.chunk(answer)
-        size, flags = len(data), socket.MSG_DONTWAIT  # read once, not once a stream
-        for handler in outlets:
-            # Taken and let go by its methods: `with` looks up and binds __enter__ and
-            # __exit__ at each stream, which doubled the lock's cost (2,000 instructions
-            # a stream against 940, callgrind).
-            lock = handler.send_lock
-            lock.acquire()
-            try:
-                if handler.stream is None:
-                    continue  # dropped meanwhile
-                if handler.unsent:  # a worker sends it, and this after it
-                    on_backlog(handler)
-                    self._add_unsent(handler, data)
-                    continue
-                try:
-                    sent = handler.connection.send(data, flags)
-                except BlockingIOError:
-                    sent = 0
-                except OSError:
-                    self._drop_stream(handler)
-                    continue
-                if sent != size:
-                    on_backlog(handler)
-                    handler.unsent = data[sent:]
-                    if size - sent > STREAM_UNSENT_LIMIT:
-                        self._drop_stream(handler)
-                    else:
-                        self._rearm(handler, select.EPOLLOUT | select.EPOLLONESHOT)
-            finally:
-                lock.release()
-
-    def _send_headed(self, parts: Iterable[tuple[Connection, bytes]], body: bytes) -> None:
-        """Parts that end alike (`WaitingRoom.send_headed`) to streams whose head went out:
-        each its chunk whole (the size line, its own head, `body`, the chunk's end) made in
-        one join and sent in one send() (a sendmsg() of the head and the shared body took
-        three times a send()'s instructions to build its buffers, more than copying a part
-        of a few hundred bytes). The size lines are made once a head's length (the heads of
-        one query's streams are mostly one length): a `%x` format a stream cost more than
-        the join. A stream whose part went whole is told so (`drained`, once
-        the send locks are let go), as `_send_unsent` tells it; else the rest waits and a
-        worker sends it, as `_stream_part`'s rest would."""
-        tail = body + b"\r\n"
-        size, flags = len(body), socket.MSG_DONTWAIT  # read once, not once a stream
-        sent_whole: list[Callable[[], None]] = []
-        went_whole = sent_whole.append
-        lines: dict[int, bytes] = {}  # the chunks' size lines, by their head's length
-        for handler, head in parts:
-            with handler.send_lock:
-                stream = handler.stream
-                if stream is None or stream.finished:
-                    continue  # dropped, or its last part decided, meanwhile
-                line = lines.get(len(head))
-                if line is None:
-                    line = lines[len(head)] = b"%x\r\n" % (len(head) + size)
-                data = b"".join((line, head, tail))
-                if handler.unsent:  # a heartbeat's rest: this goes after it, with it
-                    self._add_unsent(handler, data)
-                    continue
-                try:
-                    sent = handler.connection.send(data, flags)
-                except BlockingIOError:
-                    sent = 0
-                except OSError:
-                    self._drop_stream(handler)
-                    continue
-                if sent == len(data):
-                    if handler.armed != _HANG_UP:
-                        self._rearm(handler, _HANG_UP)
-                    went_whole(stream.drained)
-                    continue
-                handler.unsent = data[sent:]
-                if len(data) - sent > STREAM_UNSENT_LIMIT:
-                    self._drop_stream(handler)
-                else:
-                    self._rearm(handler, select.EPOLLOUT | select.EPOLLONESHOT)
-        for drained in sent_whole:
-            drained()
 
     def _add_unsent(self, handler: Connection, data: bytes) -> None:
         """`data` after what a stream has waiting (a worker sends it, the socket being
