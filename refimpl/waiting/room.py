@@ -38,6 +38,7 @@ from refimpl.waiting.fanout import (
     taking_turns,
 )
 from refimpl.waiting.owners import Budget, Offloaded, OwnerPool
+from refimpl.waiting.pace import Pace, pacing
 from refimpl.waiting.parked import A, Batch, Parked, Part, Signal
 from refimpl.waiting.places import FairPlaces
 
@@ -45,36 +46,6 @@ log = logging.getLogger("refimpl.waiting")
 
 
 EMPTY_LOOK_SECONDS = 1.0  # how often the room looks when nothing parked has a deadline
-ROUND_SPACING = 15  # a round starts at least this many times its sending time after the last
-MAX_ROUND_WAIT = 1.0  # seconds; however long the last round took
-QUIET_SECONDS = 0.1  # a commit after this long without one is answered at once
-
-
-class Pace:
-    """Rounds of answers for one database's waiting readers, spaced by what they cost.
-
-    Under a steady stream of commits every reader would otherwise come back, find news and
-    be answered at once, again and again, and the readers' requests would crowd out the
-    writers. A round starts when the room answers parked readers; the time it takes to send
-    them stands for its cost (the readers' next requests cost about twice as much again).
-    Until ROUND_SPACING times that has passed since its start, readers that come back with
-    news wait for the next round: news reaches them a few milliseconds later, in one answer.
-    A commit that follows QUIET_SECONDS without one is no steady stream: it is answered at
-    once.
-
-    The cost is the round's wall-clock time: it includes the time the room's thread lost to
-    the readers' own processes and requests, which is what the writers lose too. A round
-    stalled by something else (a collection, a busy machine) would hold every reader back
-    fifteen times as long, so MAX_ROUND_WAIT bounds the wait: news at least once a second
-    under any load.
-    """
-
-    def __init__(self) -> None:
-        self.next_round = 0.0  # no round before this moment
-
-    def round(self, started: float, cost: float) -> None:
-        """A round began at `started` (monotonic) and cost `cost` seconds to send."""
-        self.next_round = started + min(ROUND_SPACING * cost, MAX_ROUND_WAIT)
 
 
 class WaitingRoom(SharedSends[A], Generic[A]):
@@ -121,6 +92,9 @@ class WaitingRoom(SharedSends[A], Generic[A]):
         self._fanout_pace = fanout_pace or FanoutPace()
         self._fanout_rounds = 0  # rounds so far: where the next one starts (FANOUT_STRIDE)
         self._keyed_deadlines: list[tuple[float, int, Parked[A]]] = []
+        # Keyed ones with no deadline (or none left: a long poll's re-run answers it): no heap
+        # entry brings them back, so each look lets those finished elsewhere go.
+        self._unbounded: dict[Parked[A], None] = {}
         self._closed = False
         self._thread: threading.Thread | None = None
         # Held through each pass of its thread and by `close`: no part follows a stream's last
@@ -186,7 +160,7 @@ class WaitingRoom(SharedSends[A], Generic[A]):
             if signal in self._in_round:
                 return True  # its readers are being answered: the next round has the rest
             pace = self._paces.get(signal)
-            return _pacing(pace, signal, time.monotonic())
+            return pacing(pace, signal, time.monotonic())
 
     def parked_count(self) -> int:
         """How many requests are parked now (readers, acknowledgements, keyed waits)."""
@@ -211,9 +185,11 @@ class WaitingRoom(SharedSends[A], Generic[A]):
             closed = self._closed
             if not closed and parked.signal is None:
                 self._keyed[parked] = None
-                if parked.deadline != math.inf:  # no deadline: nothing to wait for
+                if parked.deadline != math.inf:
                     entry = (parked.deadline, next(self._order), parked)
                     heapq.heappush(self._keyed_deadlines, entry)
+                else:
+                    self._unbounded[parked] = None
                 self._start_thread()
                 wake = parked.deadline < self._next_look
             elif not closed:
@@ -289,7 +265,7 @@ class WaitingRoom(SharedSends[A], Generic[A]):
         if signal.lsn <= parked.seen:
             return False
         pace = self._paces.get(signal) if parked.paced else None
-        if pace is None or not _pacing(pace, signal, time.monotonic()):
+        if pace is None or not pacing(pace, signal, time.monotonic()):
             return True
         # A paced reader waits for the next round, and the room looks by then anyway.
         return self._next_look > pace.next_round
@@ -325,6 +301,7 @@ class WaitingRoom(SharedSends[A], Generic[A]):
             everything = self._others + self._readers + list(self._keyed)
             self._others, self._readers, self._reader_signals = [], [], {}
             self._deadlines, self._keyed, self._keyed_deadlines, self._poked = [], {}, [], []
+            self._unbounded = {}
         self.owner_work.close()
         self._wake.set()  # its thread ends now, not at its next look (then the room is garbage)
         for parked in everything:
@@ -345,6 +322,9 @@ class WaitingRoom(SharedSends[A], Generic[A]):
                     heapq.heappop(self._deadlines)
                 while (keyed := self._keyed_deadlines) and keyed[0][2].finished:
                     self._keyed.pop(heapq.heappop(keyed)[2], None)
+                for parked in [p for p in self._unbounded if p.finished]:
+                    del self._unbounded[parked]
+                    self._keyed.pop(parked, None)
                 nearest = self._deadlines[0][0] if self._deadlines else None
                 if keyed and (nearest is None or keyed[0][0] < nearest):
                     nearest = keyed[0][0]
@@ -390,6 +370,8 @@ class WaitingRoom(SharedSends[A], Generic[A]):
                 _, _, parked = heapq.heappop(self._keyed_deadlines)
                 if parked in self._keyed and parked.deadline <= now:
                     due.append(parked)
+                elif parked in self._keyed and parked.deadline == math.inf:  # taken off since
+                    self._unbounded[parked] = None
         finished: list[Parked[A]] = []
         rescheduled: list[Parked[A]] = []
         for parked in poked:
@@ -411,6 +393,8 @@ class WaitingRoom(SharedSends[A], Generic[A]):
                 if parked.deadline != math.inf:
                     entry = (parked.deadline, next(self._order), parked)
                     heapq.heappush(self._keyed_deadlines, entry)
+                else:  # its answer is made elsewhere now (a long poll's re-run)
+                    self._unbounded[parked] = None
 
     def _fanout_due(self) -> bool:
         """Whether anything waits for a fan-out round (the caller holds the lock)."""
@@ -480,7 +464,7 @@ class WaitingRoom(SharedSends[A], Generic[A]):
                 attempt_all
                 or deadline_due
                 or any(
-                    not _pacing(paces.get(signal), signal, now) for signal in self._reader_signals
+                    not pacing(paces.get(signal), signal, now) for signal in self._reader_signals
                 )
             )
             readers = list(self._readers) if readers_due else []
@@ -565,7 +549,7 @@ class WaitingRoom(SharedSends[A], Generic[A]):
             if lsn is None:
                 lsn = round_lsns[signal] = signal.lsn
             news = lsn > parked.seen or attempt_all
-            if news and not _pacing(pace, signal, now):
+            if news and not pacing(pace, signal, now):
                 parked.seen = lsn
                 if self._decide(parked, parked.attempt, lsn):
                     decided.add(parked)
@@ -587,11 +571,3 @@ def _run_all(actions: list[Callable[[], None]]) -> None:
             action()
         except Exception:  # one connection's trouble must not keep the others waiting
             log.warning("finishing an answered request failed", exc_info=True)
-
-
-def _pacing(pace: Pace | None, signal: Signal, now: float) -> bool:
-    """True while readers with news of `signal` wait for the next round of `pace`.
-
-    News after a quiet spell is no steady stream: it is answered at once.
-    """
-    return pace is not None and now < pace.next_round and signal.quiet_before < QUIET_SECONDS

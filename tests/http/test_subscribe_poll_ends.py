@@ -7,7 +7,8 @@ waiting room):
   next commit that touches it;
 - a request that has no connection to keep its poll (no `RouteMemo`) keeps no wait;
 - a deadline that comes between `park` and `attach`, after a commit woke the poll, waits
-  for the answer of that commit instead of answering that nothing came.
+  for the answer of that commit instead of answering that nothing came;
+- a request whose deadline came during its re-run leaves the room once that re-run answers.
 """
 
 from __future__ import annotations
@@ -100,6 +101,39 @@ def test_a_deadline_after_attach_answers_nothing_came_when_nothing_did(conn, roo
     poll.attach(parked)
     answer = poll.at_deadline()
     assert answer is not None and b"event:" not in answer.body  # its id to ask again with
+
+
+def test_a_deadline_during_the_re_run_leaves_the_room_with_its_answer(conn, room) -> None:
+    # Its deadline comes while the re-run a commit queued runs (`at_deadline` takes it off):
+    # once that re-run answers, the request is parked no more.
+    step = _waiting(conn)
+    running, go_on = threading.Event(), threading.Event()
+    attempt = step.attempt
+
+    def held(*args: object) -> object:
+        running.set()
+        assert go_on.wait(30)
+        return attempt(*args)  # type: ignore[arg-type]
+
+    poll, _ = _poll(room, step)
+    step.attempt = held  # type: ignore[method-assign,assignment]
+    parked: Parked[Answer] = Parked(
+        None,
+        0,
+        poll.attempt,
+        poll.at_deadline,
+        time.monotonic() + 0.2,
+        lambda: None,
+        kind=Kind.LIVE,
+    )
+    room.park(parked)
+    poll.attach(parked)
+    conn.execute("INSERT INTO t VALUES ('a', 2)")
+    assert running.wait(30)
+    assert eventually(lambda: parked.deadline == math.inf)  # the room's deadline came
+    go_on.set()
+    assert b"event: rows" in parked.wait().body
+    assert eventually(lambda: room.parked_count() == 0), "answered, and still parked"
 
 
 @pytest.fixture

@@ -24,13 +24,9 @@ from refimpl.waiting.fanout import (
     FanoutPace,
     taking_turns,
 )
+from refimpl.waiting.pace import MAX_ROUND_WAIT, ROUND_SPACING, Pace
 from refimpl.waiting.parked import Kind, Parked, Part
-from refimpl.waiting.room import (
-    MAX_ROUND_WAIT,
-    ROUND_SPACING,
-    Pace,
-    WaitingRoom,
-)
+from refimpl.waiting.room import WaitingRoom
 from tests.waiting.parking import park
 from tests.waiting.queued_writers import Writers
 from tests.waits import eventually
@@ -373,6 +369,46 @@ def test_a_keyed_request_answered_elsewhere_leaves_the_room_at_its_next_look():
     assert room.parked_count() == 1
     keyed.decide(Answer(b"rows"))  # by another thread than the room's
     room.wake()  # the room's next look
+    assert eventually(lambda: room.parked_count() == 0, seconds=2.0)
+    room.close()
+
+
+def _keyed(on_timeout: Callable[[], Answer | None], deadline: float) -> Parked[Answer]:
+    return Parked(None, 0, lambda _: None, on_timeout, deadline, lambda: None, kind=Kind.LIVE)
+
+
+def test_a_keyed_request_whose_deadline_handed_its_answer_elsewhere_leaves_when_answered():
+    # A long poll whose deadline comes while its re-run runs: `on_timeout` gives nothing and
+    # takes the deadline off, the re-run answers. No deadline brings it back to the room.
+    room = WaitingRoom(to_response)
+
+    def hand_off() -> None:
+        keyed.deadline = math.inf
+        return None
+
+    keyed = _keyed(hand_off, time.monotonic())
+    room.park(keyed)
+    assert eventually(lambda: keyed.deadline == math.inf)
+    keyed.decide(Answer(b"rows"))  # by the re-run's thread
+    assert eventually(lambda: room.parked_count() == 0, seconds=2.0)
+    room.close()
+
+
+def test_a_keyed_request_whose_deadline_was_taken_off_leaves_when_answered():
+    # A deadline taken off after `park` (a long poll's `attach` that found it came before):
+    # its heap entry, when due, finds no deadline, and no other brings it back.
+    room = WaitingRoom(to_response)
+    keyed = _keyed(lambda: None, time.monotonic() - 1)
+    room.park(keyed)
+    keyed.deadline = math.inf
+    # A later deadline's answer: the room's pass has taken the first entry off by then.
+    after: list[Answer] = []
+    later = _keyed(lambda: Answer(b"nothing"), time.monotonic() - 0.5)
+    later.on_ready(after.append)
+    room.park(later)
+    assert eventually(lambda: after)
+    assert room.parked_count() == 1
+    keyed.decide(Answer(b"rows"))  # by the re-run's thread
     assert eventually(lambda: room.parked_count() == 0, seconds=2.0)
     room.close()
 
