@@ -48,9 +48,12 @@ def test_pgcli_loads_the_catalog_completes_names_and_runs_a_query(pg: PgServer, 
         select_list = completions(completer, "SELECT  FROM quotes", at=len("SELECT "))
         assert {"sym", "px", "at"} <= set(select_list)
         assert "sym" in completions(completer, "SELECT s FROM quotes", at=len("SELECT s"))
-        # The type a completion's description shows: `atttypid::regtype::text`, the name.
-        types = {row[2]: row[3] for row in executor.table_columns()}
+        # The type a completion's description shows: `atttypid::regtype::text`, the name. Its
+        # query names no schema: the catalog's own tables come too, as from PostgreSQL.
+        columns = list(executor.table_columns())
+        types = {row[2]: row[3] for row in columns if row[0] == "public"}
         assert types == {"sym": "text", "px": "double precision", "at": "timestamp with time zone"}
+        assert ("pg_catalog", "pg_class", "relname") in {row[:3] for row in columns}
         ran = list(executor.run("SELECT sym, px FROM quotes ORDER BY sym"))
         _, cursor, headers, status, *_ = ran[0]
         assert headers == ["sym", "px"] and list(cursor) == [("a", 1.5)]
