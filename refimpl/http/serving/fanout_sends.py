@@ -70,11 +70,7 @@ class FanoutSends:
                     continue
                 if sent != size:
                     on_backlog(handler)
-                    handler.unsent = data[sent:]
-                    if size - sent > STREAM_UNSENT_LIMIT:
-                        self._drop_stream(handler)
-                    else:
-                        self._rearm(handler, select.EPOLLOUT | select.EPOLLONESHOT)
+                    self._keep_rest(handler, data, sent)
             finally:
                 lock.release()
 
@@ -117,10 +113,16 @@ class FanoutSends:
                         self._rearm(handler, HANG_UP)
                     went_whole(stream.drained)
                     continue
-                handler.unsent = data[sent:]
-                if len(data) - sent > STREAM_UNSENT_LIMIT:
-                    self._drop_stream(handler)
-                else:
-                    self._rearm(handler, select.EPOLLOUT | select.EPOLLONESHOT)
+                self._keep_rest(handler, data, sent)
         for drained in sent_whole:
             drained()
+
+    def _keep_rest(self, handler: Connection, data: bytes, sent: int) -> None:
+        """What a stream's socket did not take of `data` waits for a worker to send it when
+        the socket can take more, or drops the stream if more than STREAM_UNSENT_LIMIT is
+        left (the send lock held)."""
+        handler.unsent = data[sent:]
+        if len(data) - sent > STREAM_UNSENT_LIMIT:
+            self._drop_stream(handler)
+        else:
+            self._rearm(handler, select.EPOLLOUT | select.EPOLLONESHOT)
