@@ -51,9 +51,6 @@ log = logging.getLogger("refimpl.http")
 KEEP_ALIVE_SECONDS = 60.0  # a kept-alive connection is closed after this long unused
 IDLE_CHECK_SECONDS = 1.0
 WORKER_POLL_SECONDS = 0.5  # how soon an idle worker notices a stop
-# Events one worker's wait takes at most (`PollingWorkers`' `taken`): under load the next
-# connections are ready already, and the worker serves them in turn without another wait.
-EVENTS_TAKEN = 4
 
 
 class PooledWSGIServer(FanoutSends, BaseWSGIServer):
@@ -89,14 +86,11 @@ class PooledWSGIServer(FanoutSends, BaseWSGIServer):
         self._next_idle_check = time.monotonic() + IDLE_CHECK_SECONDS
         # A few requests run at once (`polling.ADMITTED`); one that waits (a commit's
         # flush, a lock) or runs long makes way early.
+        # One event a wait: a worker serves the events it took in turn, so a second one
+        # taken behind a costly request (a long scan, an import) would wait for it while other
+        # workers are free (4fad389 took 4: a commit waited out a scan under load).
         self._workers = PollingWorkers(
-            "kdb-http",
-            threads,
-            self._event,
-            self._close_idle,
-            WORKER_POLL_SECONDS,
-            taken=EVENTS_TAKEN,
-            on_left=self._left,
+            "kdb-http", threads, self._event, self._close_idle, WORKER_POLL_SECONDS
         )
         self._epoll = self._workers.epoll
         self._stopping = self._workers.stopping
@@ -143,7 +137,7 @@ class PooledWSGIServer(FanoutSends, BaseWSGIServer):
         fd = request.fileno()
         with self._lock:
             self._connections[fd] = handler
-            handler.armed = _ARMED  # what `_left` arms again
+            handler.armed = _ARMED
         self._epoll.register(fd, _ARMED)
 
     def _event(self, fd: int, mask: int = 0) -> None:
@@ -160,22 +154,6 @@ class PooledWSGIServer(FanoutSends, BaseWSGIServer):
             watched = handler.armed == _HANG_UP
             handler.armed = 0
         self._answer(handler, watched)
-
-    def _left(self, fd: int, mask: int) -> None:
-        """An event a worker took but does not serve (its place went on, or the server
-        stops; `PollingWorkers`' `on_left`): the one-shot registration, which fired, is armed
-        again with what it waited for, and epoll reports it to a worker with a place. A
-        connection a worker or a parked answer holds now (`busy`) is left to it (it arms the
-        connection once done: a second worker never serves it meanwhile); a closed one is
-        gone. Modified under the lock, so that no `_event` takes it in between."""
-        with self._lock:
-            handler = self._connections.get(fd)
-            if handler is None or handler.busy:
-                return
-            try:
-                self._epoll.modify(fd, handler.armed)
-            except (OSError, ValueError):
-                pass  # closed meanwhile: the server is stopping
 
     def _answer(self, handler: Connection, watched: bool = False, once: bool = False) -> None:
         """Serve the connection's requests that came whole, until one parks or none is left
